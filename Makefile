@@ -1,0 +1,89 @@
+# fgpack - build, test, demo. `make` builds ./fgpack; `make test` runs everything.
+# Sources are found by wildcard: a new lib/x.c or tests/unit/test_x.c needs no edit here.
+
+CC      ?= cc
+BUILD   ?= build
+OPT     ?= -O2
+BUILD_ID := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+WARN    := -Wall -Wextra -Wshadow -Werror
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g $(WARN) -Ilib -I. -MMD -MP \
+           -DFG_BUILD_ID='"$(BUILD_ID)"' $(EXTRA_CFLAGS)
+LDLIBS  += -lcurl -lcrypto -larchive -lcjson -lzstd -lmicrohttpd -lpthread -lm
+LDFLAGS += $(EXTRA_LDFLAGS)
+
+SRC_LIB := $(wildcard lib/*.c bake/*.c engine/*.c engine/*/*.c)
+SRC_CMD := $(wildcard cmd/*.c)
+SRC_UT  := $(wildcard tests/unit/test_*.c)
+SRC_FZ  := $(wildcard tests/fuzz/fuzz_*.c)
+OBJ_LIB := $(SRC_LIB:%.c=$(BUILD)/%.o)
+OBJ_CMD := $(SRC_CMD:%.c=$(BUILD)/%.o)
+UNIT    := $(SRC_UT:tests/unit/%.c=$(BUILD)/tests/%)
+REPLAY  := $(SRC_FZ:tests/fuzz/fuzz_%.c=$(BUILD)/fuzz/replay_%)
+LIBFG   := $(BUILD)/libfg.a
+
+# CUDA kernels (kernels/kernels.mk) only where nvcc exists; it may add to
+# KERNEL_OBJS, LDLIBS and CFLAGS (-DFG_HAVE_CUDA).
+NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+KERNEL_OBJS :=
+-include kernels/kernels.mk
+
+.PHONY: all check test asan ubsan fuzz demo deps clean bench
+all: fgpack
+
+fgpack: $(OBJ_CMD) $(LIBFG) $(KERNEL_OBJS)
+	$(CC) $(LDFLAGS) -o $@ $(OBJ_CMD) $(LIBFG) $(KERNEL_OBJS) $(LDLIBS)
+
+$(LIBFG): $(OBJ_LIB)
+	@mkdir -p $(@D)
+	rm -f $@
+	ar rcs $@ $(OBJ_LIB)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/%: tests/unit/%.c $(LIBFG) $(KERNEL_OBJS) tests/unit/tap.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Itests/unit $(LDFLAGS) -o $@ $< $(LIBFG) $(KERNEL_OBJS) $(LDLIBS)
+
+$(BUILD)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(LIBFG) $(KERNEL_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< tests/fuzz/replay.c $(LIBFG) $(KERNEL_OBJS) $(LDLIBS)
+
+# Fast unit tests only.
+check: fgpack $(UNIT)
+	@FG_BUILD=$(BUILD) sh tests/run.sh unit
+
+# Everything: unit tests, fuzz corpus replays, integration scripts against
+# local servers. Ends with the line "N passed, N failed".
+test: fgpack $(UNIT) $(REPLAY)
+	@FG_BUILD=$(BUILD) sh tests/run.sh all
+
+asan:
+	$(MAKE) BUILD=build/asan OPT=-O1 EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer" \
+		EXTRA_LDFLAGS="-fsanitize=address,undefined" build/asan/fgpack-asan check
+ubsan:
+	$(MAKE) BUILD=build/ubsan OPT=-O1 EXTRA_CFLAGS="-fsanitize=undefined -fno-sanitize-recover=all" \
+		EXTRA_LDFLAGS="-fsanitize=undefined" check
+
+build/asan/fgpack-asan: fgpack
+	cp fgpack $@
+
+# Coverage-guided fuzzing with libFuzzer (clang); FUZZ_SECONDS per target.
+FUZZ_SECONDS ?= 60
+fuzz:
+	@sh tests/fuzz/run-libfuzzer.sh $(FUZZ_SECONDS)
+
+deps:
+	@sh tests/deps.sh
+
+demo: deps fgpack
+	@sh tests/demo.sh
+
+bench: fgpack
+	@for b in bench/*.sh; do echo "== $$b"; sh $$b || exit 1; done
+
+clean:
+	rm -rf build fgpack
+
+-include $(OBJ_LIB:.o=.d) $(OBJ_CMD:.o=.d)

@@ -1,0 +1,56 @@
+/* cmd.h - the subcommands and the few helpers they share.
+ *
+ * Each verb lives in cmd/cmd_<verb>.c as `int cmd_<verb>(int argc, char **argv)`
+ * where argv[0] is the verb itself. A verb returns an exit code: FG_EXIT_OK,
+ * FG_EXIT_FAIL, FG_EXIT_USAGE, or FG_EXIT_MISMATCH (verify found a difference).
+ * Verbs not built yet fall back to weak definitions in cmd/stubs.c that say so. */
+#ifndef FG_CMD_H
+#define FG_CMD_H
+
+#include "err.h"
+
+enum {
+	FG_EXIT_OK = 0,
+	FG_EXIT_FAIL = 1,
+	FG_EXIT_USAGE = 2,
+	FG_EXIT_MISMATCH = 3,
+};
+
+#define FG_VERBS(X)                                                                     \
+	X(pull, "lock a manifest, fetch every component into the store, materialize it") \
+	X(lock, "resolve a manifest's components and write buckets.lock")                \
+	X(store, "inspect the content store: verify, gc, path")                          \
+	X(bake, "offline transforms: int4, keepset, prune-head")                         \
+	X(tokenize, "encode text to Gemma token ids, or decode ids")                     \
+	X(keepset, "report a keepset's coverage of a corpus")                            \
+	X(run, "generate tokens greedily with the embedded engine")                      \
+	X(pack, "make a reproducible self-verifying bundle (.fgb)")                      \
+	X(verify, "re-hash a bundle and replay its golden transcript")                   \
+	X(serve, "serve a bundle over an OpenAI-compatible HTTP API")                    \
+	X(exec, "run a bundle's own serve command against its verified components")      \
+	X(publish, "upload a bundle and its attestations to a bucket")                   \
+	X(keygen, "make an ECDSA P-256 signing key")                                     \
+	X(sign, "sign files, folders or bundles (DSSE, OpenSSF model signing)")          \
+	X(verify_sig, "check signatures made by fgpack sign")                            \
+	X(audit, "who made each component, from what, signed by whom")
+
+#define FG_DECLARE_VERB(name, help) int cmd_##name(int argc, char **argv);
+FG_VERBS(FG_DECLARE_VERB)
+#undef FG_DECLARE_VERB
+
+/* `fgpack bake` dispatches to these. */
+int cmd_bake_int4(int argc, char **argv);
+int cmd_bake_keepset(int argc, char **argv);
+int cmd_bake_prune_head(int argc, char **argv);
+
+/* Prints "fgpack: <err->msg>" (or "fgpack <verb>: ...") on stderr and returns
+ * the exit code for err->code (FG_EXIT_MISMATCH for FG_EMISMATCH, else FAIL). */
+int fg_cmd_fail(const char *verb, const struct fg_err *err);
+
+/* Prints "fgpack <verb>: <message>" and a hint to use --help; returns FG_EXIT_USAGE. */
+int fg_cmd_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* True when argv holds -h or --help before any "--". */
+int fg_cmd_wants_help(int argc, char **argv);
+
+#endif

@@ -1,0 +1,105 @@
+/* main.c - the fgpack command line: global options and verb dispatch. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "version.h"
+
+struct verb {
+	const char *name;
+	int (*fn)(int, char **);
+	const char *help;
+};
+
+#define FG_VERB_ENTRY(name, help) { #name, cmd_##name, help },
+static const struct verb verbs[] = { FG_VERBS(FG_VERB_ENTRY) };
+#undef FG_VERB_ENTRY
+
+static void usage(FILE *f)
+{
+	size_t i;
+
+	fprintf(f, "usage: fgpack [--version] [--help] <verb> [<args>]\n\n"
+		   "Pin, fetch, bake, pack, verify and serve Gemma 4 challenge components.\n\n"
+		   "verbs:\n");
+	for (i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
+		char name[32];
+		size_t j;
+
+		snprintf(name, sizeof(name), "%s", verbs[i].name);
+		for (j = 0; name[j]; j++)
+			if (name[j] == '_')
+				name[j] = '-';
+		fprintf(f, "  %-12s %s\n", name, verbs[i].help);
+	}
+	fprintf(f, "\n'fgpack <verb> --help' describes a verb. Exit codes: 0 ok, 1 failure,\n"
+		   "2 usage error, 3 verification mismatch.\n");
+}
+
+int fg_cmd_fail(const char *verb, const struct fg_err *err)
+{
+	const char *msg = err && err->msg[0] ? err->msg : fg_err_name(err ? err->code : -1);
+
+	if (verb)
+		fprintf(stderr, "fgpack %s: %s\n", verb, msg);
+	else
+		fprintf(stderr, "fgpack: %s\n", msg);
+	return err && err->code == FG_EMISMATCH ? FG_EXIT_MISMATCH : FG_EXIT_FAIL;
+}
+
+int fg_cmd_usage_error(const char *verb, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "fgpack %s: ", verb);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, " (see 'fgpack %s --help')\n", verb);
+	return FG_EXIT_USAGE;
+}
+
+int fg_cmd_wants_help(int argc, char **argv)
+{
+	int i;
+
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--"))
+			return 0;
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+			return 1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	size_t i;
+
+	if (argc < 2) {
+		usage(stderr);
+		return FG_EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return FG_EXIT_OK;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+		printf("fgpack %s (build %s)\n", FG_VERSION, FG_BUILD_ID);
+		return FG_EXIT_OK;
+	}
+	for (i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
+		char name[32];
+		size_t j;
+
+		snprintf(name, sizeof(name), "%s", verbs[i].name);
+		for (j = 0; name[j]; j++)
+			if (name[j] == '_')
+				name[j] = '-';
+		if (!strcmp(argv[1], name))
+			return verbs[i].fn(argc - 1, argv + 1);
+	}
+	fprintf(stderr, "fgpack: '%s' is not a verb (see 'fgpack --help')\n", argv[1]);
+	return FG_EXIT_USAGE;
+}

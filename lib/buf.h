@@ -1,0 +1,48 @@
+/* buf.h - bounded, growable byte buffer (the project's only string builder).
+ *
+ * A buffer never grows past its max (0 means FG_BUF_DEFAULT_MAX); appends that
+ * would are refused with FG_ENOMEM-like FG_EINVAL "too large". data is always
+ * NUL-terminated after len bytes, so text can be used as a C string. */
+#ifndef FG_BUF_H
+#define FG_BUF_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+#include "err.h"
+
+#define FG_BUF_DEFAULT_MAX ((size_t)1 << 30)
+
+struct fg_buf {
+	char *data;   /* owned; NULL until the first append */
+	size_t len;   /* bytes used, not counting the trailing NUL */
+	size_t cap;   /* bytes allocated */
+	size_t max;   /* hard limit on len; 0 = FG_BUF_DEFAULT_MAX */
+};
+
+#define FG_BUF_INIT { NULL, 0, 0, 0 }
+
+void fg_buf_init(struct fg_buf *b, size_t max);
+int fg_buf_append(struct fg_buf *b, const void *data, size_t len, struct fg_err *err);
+int fg_buf_puts(struct fg_buf *b, const char *s, struct fg_err *err);
+int fg_buf_putc(struct fg_buf *b, char c, struct fg_err *err);
+int fg_buf_printf(struct fg_buf *b, struct fg_err *err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+int fg_buf_vprintf(struct fg_buf *b, struct fg_err *err, const char *fmt, va_list ap);
+/* Appends s as a JSON string literal with quotes and escapes. */
+int fg_buf_json_str(struct fg_buf *b, const char *s, size_t len, struct fg_err *err);
+void fg_buf_reset(struct fg_buf *b);            /* len = 0, keeps memory */
+/* Hands data to the caller (who frees it) and resets b to empty. */
+char *fg_buf_detach(struct fg_buf *b, size_t *len_out);
+void fg_buf_release(struct fg_buf *b);          /* frees data */
+
+/* Checked size arithmetic: return 0 on success, -1 on overflow. */
+int fg_size_add(size_t a, size_t b, size_t *out);
+int fg_size_mul(size_t a, size_t b, size_t *out);
+
+/* Checked decimal parsers: the whole string must be a number in range. */
+int fg_parse_u64(const char *s, unsigned long long *out);
+int fg_parse_i64(const char *s, long long *out);
+int fg_parse_int(const char *s, int min, int max, int *out);
+
+#endif

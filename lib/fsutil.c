@@ -1,0 +1,200 @@
+/* fsutil.c - bounded reads, atomic writes, mkdir -p, path checks. */
+#include "fsutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+int fg_file_read(const char *path, size_t max, struct fg_buf *out, struct fg_err *err)
+{
+	char chunk[65536];
+	size_t total = 0;
+	int fd, rc = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return fg_err_set(err, errno == ENOENT ? FG_ENOTFOUND : FG_EIO, "open %s: %s", path,
+				  strerror(errno));
+	for (;;) {
+		ssize_t n = read(fd, chunk, sizeof(chunk));
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = fg_err_set(err, FG_EIO, "read %s: %s", path, strerror(errno));
+			break;
+		}
+		if (n == 0)
+			break;
+		total += (size_t)n;
+		if (total > max) {
+			rc = fg_err_set(err, FG_EINVAL, "%s: larger than %zu bytes", path, max);
+			break;
+		}
+		rc = fg_buf_append(out, chunk, (size_t)n, err);
+		if (rc)
+			break;
+	}
+	close(fd);
+	return rc;
+}
+
+static int write_all(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int dir_of(const char *path, struct fg_buf *dir, struct fg_err *err)
+{
+	const char *slash = strrchr(path, '/');
+
+	if (!slash)
+		return fg_buf_puts(dir, ".", err);
+	if (slash == path)
+		return fg_buf_puts(dir, "/", err);
+	return fg_buf_append(dir, path, (size_t)(slash - path), err);
+}
+
+int fg_file_write_atomic(const char *path, const void *data, size_t len, int mode,
+			 struct fg_err *err)
+{
+	struct fg_buf tmp = FG_BUF_INIT, dir = FG_BUF_INIT;
+	int fd, rc;
+
+	rc = fg_buf_printf(&tmp, err, "%s.tmp.%ld", path, (long)getpid());
+	if (!rc)
+		rc = dir_of(path, &dir, err);
+	if (rc)
+		goto out;
+	fd = open(tmp.data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	if (fd < 0) {
+		rc = fg_err_set(err, FG_EIO, "create %s: %s", tmp.data, strerror(errno));
+		goto out;
+	}
+	if (write_all(fd, data, len) || fsync(fd)) {
+		rc = fg_err_set(err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s: %s", tmp.data,
+				strerror(errno));
+		close(fd);
+		unlink(tmp.data);
+		goto out;
+	}
+	if (close(fd) || chmod(tmp.data, (mode_t)mode)) {
+		rc = fg_err_set(err, FG_EIO, "close %s: %s", tmp.data, strerror(errno));
+		unlink(tmp.data);
+		goto out;
+	}
+	if (rename(tmp.data, path)) {
+		rc = fg_err_set(err, FG_EIO, "rename %s: %s", path, strerror(errno));
+		unlink(tmp.data);
+		goto out;
+	}
+	rc = fg_fsync_dir(dir.data, err);
+out:
+	fg_buf_release(&tmp);
+	fg_buf_release(&dir);
+	return rc;
+}
+
+int fg_mkdir_p(const char *path, int mode, struct fg_err *err)
+{
+	struct fg_buf b = FG_BUF_INIT;
+	size_t i;
+	int rc;
+
+	rc = fg_buf_puts(&b, path, err);
+	for (i = 1; !rc && i <= b.len; i++) {
+		char c = b.data[i];
+		struct stat st;
+
+		if (c != '/' && c != '\0')
+			continue;
+		b.data[i] = '\0';
+		if (mkdir(b.data, (mode_t)mode) && errno != EEXIST)
+			rc = fg_err_set(err, FG_EIO, "mkdir %s: %s", b.data, strerror(errno));
+		else if (stat(b.data, &st) || !S_ISDIR(st.st_mode))
+			rc = fg_err_set(err, FG_EIO, "mkdir %s: exists and is not a folder", b.data);
+		b.data[i] = c;
+	}
+	fg_buf_release(&b);
+	return rc;
+}
+
+int fg_fsync_dir(const char *path, struct fg_err *err)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0)
+		return fg_err_set(err, FG_EIO, "open folder %s: %s", path, strerror(errno));
+	/* Some file systems refuse fsync on folders; the rename is still done. */
+	if (fsync(fd) && errno != EINVAL && errno != EROFS) {
+		int e = errno;
+
+		close(fd);
+		return fg_err_set(err, FG_EIO, "fsync folder %s: %s", path, strerror(e));
+	}
+	close(fd);
+	return 0;
+}
+
+int fg_path_is_safe_rel(const char *rel)
+{
+	const char *p = rel, *seg = rel;
+
+	if (!rel || !*rel || *rel == '/')
+		return 0;
+	for (;; p++) {
+		if (*p == '/' || *p == '\0') {
+			size_t n = (size_t)(p - seg);
+
+			if (n == 0 || (n == 1 && seg[0] == '.') ||
+			    (n == 2 && seg[0] == '.' && seg[1] == '.'))
+				return 0;
+			if (*p == '\0')
+				return 1;
+			seg = p + 1;
+			continue;
+		}
+		if (*p == '\\' || (unsigned char)*p < 0x20 || *p == 0x7f)
+			return 0;
+	}
+}
+
+int fg_path_join(struct fg_buf *out, const char *a, const char *b, struct fg_err *err)
+{
+	size_t la = strlen(a);
+	int rc = fg_buf_append(out, a, la, err);
+
+	if (!rc && la && a[la - 1] != '/')
+		rc = fg_buf_putc(out, '/', err);
+	while (!rc && *b == '/')
+		b++;
+	return rc ? rc : fg_buf_puts(out, b, err);
+}
+
+int fg_fs_free_bytes(const char *path, unsigned long long *out, struct fg_err *err)
+{
+	struct statvfs st;
+
+	if (statvfs(path, &st))
+		return fg_err_set(err, FG_EIO, "statvfs %s: %s", path, strerror(errno));
+	*out = (unsigned long long)st.f_bavail * (unsigned long long)st.f_frsize;
+	return 0;
+}

@@ -1,0 +1,37 @@
+/* fsutil.h - file helpers: whole-file reads with a bound, atomic writes,
+ * mkdir -p, safe relative paths. */
+#ifndef FG_FSUTIL_H
+#define FG_FSUTIL_H
+
+#include <stddef.h>
+
+#include "buf.h"
+#include "err.h"
+
+/* Reads all of path into out (appending), refusing files over max bytes. */
+int fg_file_read(const char *path, size_t max, struct fg_buf *out, struct fg_err *err);
+
+/* Writes data to path atomically: a temporary file in the same folder,
+ * fsync, rename over path, fsync of the folder. Either the old content or the
+ * new one is there afterwards, never a mix. mode is e.g. 0644. */
+int fg_file_write_atomic(const char *path, const void *data, size_t len, int mode,
+			 struct fg_err *err);
+
+/* mkdir -p with mode for each created level. */
+int fg_mkdir_p(const char *path, int mode, struct fg_err *err);
+
+/* fsync a folder so a rename inside it is durable. */
+int fg_fsync_dir(const char *path, struct fg_err *err);
+
+/* True (1) when rel is a safe relative path: not empty, not absolute, no ".."
+ * or "." component, no empty component, no backslash, no NUL, no control
+ * characters. Used wherever a remote or archived name becomes a local path. */
+int fg_path_is_safe_rel(const char *rel);
+
+/* Joins a and b with one '/', into out (appending). */
+int fg_path_join(struct fg_buf *out, const char *a, const char *b, struct fg_err *err);
+
+/* Free bytes available to an unprivileged writer on the file system of path. */
+int fg_fs_free_bytes(const char *path, unsigned long long *out, struct fg_err *err);
+
+#endif

@@ -1,0 +1,32 @@
+/* json.h - helpers over cJSON: bounded parsing with a located error, typed
+ * getters, and the canonical writer used for every file fgpack must produce
+ * byte-identically (buckets.lock, bundle.json, keepsets, statements):
+ * object keys sorted by their bytes, two-space indent, "key": value, arrays
+ * kept in the order given, a final newline, integers without a fraction. */
+#ifndef FG_JSON_H
+#define FG_JSON_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "buf.h"
+#include "err.h"
+
+/* Parses len bytes (need not be NUL-terminated) into *out; what names the
+ * input in messages ("manifest.json"). Refuses nesting deeper than 64 levels. */
+int fg_json_parse(cJSON **out, const char *text, size_t len, const char *what, struct fg_err *err);
+
+/* Canonical, deterministic text of item appended to out. Numbers that are
+ * integral and within ±2^53 print as integers; others with 17 significant
+ * digits. pretty=0 gives the compact form (no spaces, no newline). */
+int fg_json_write(struct fg_buf *out, const cJSON *item, int pretty, struct fg_err *err);
+
+/* Typed getters: borrowed results; NULL when absent or of another type. */
+const char *fg_json_str(const cJSON *obj, const char *key);
+const cJSON *fg_json_obj(const cJSON *obj, const char *key);
+const cJSON *fg_json_arr(const cJSON *obj, const char *key);
+/* Integer member; returns 0 and sets *out, or -1 when absent/not integral. */
+int fg_json_int(const cJSON *obj, const char *key, long long *out);
+
+#endif

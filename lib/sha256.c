@@ -1,0 +1,174 @@
+/* sha256.c - SHA-256 through OpenSSL EVP, plus hex helpers. */
+#include "sha256.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/evp.h>
+
+struct fg_sha256 {
+	EVP_MD_CTX *ctx;
+};
+
+static int ossl_fail(struct fg_err *err, const char *what)
+{
+	char buf[256];
+	unsigned long e = ERR_get_error();
+
+	ERR_error_string_n(e, buf, sizeof(buf));
+	ERR_clear_error();
+	return fg_err_set(err, FG_EIO, "sha256 %s: %s", what, e ? buf : "libcrypto failure");
+}
+
+int fg_sha256_new(struct fg_sha256 **out, struct fg_err *err)
+{
+	struct fg_sha256 *h = calloc(1, sizeof(*h));
+
+	*out = NULL;
+	if (!h)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	h->ctx = EVP_MD_CTX_new();
+	if (!h->ctx || EVP_DigestInit_ex(h->ctx, EVP_sha256(), NULL) != 1) {
+		fg_sha256_free(h);
+		return ossl_fail(err, "init");
+	}
+	*out = h;
+	return 0;
+}
+
+int fg_sha256_update(struct fg_sha256 *h, const void *data, size_t len, struct fg_err *err)
+{
+	if (len && EVP_DigestUpdate(h->ctx, data, len) != 1)
+		return ossl_fail(err, "update");
+	return 0;
+}
+
+int fg_sha256_final(struct fg_sha256 *h, uint8_t out[FG_SHA256_LEN], struct fg_err *err)
+{
+	unsigned int n = 0;
+
+	if (EVP_DigestFinal_ex(h->ctx, out, &n) != 1 || n != FG_SHA256_LEN)
+		return ossl_fail(err, "final");
+	if (EVP_DigestInit_ex(h->ctx, EVP_sha256(), NULL) != 1)
+		return ossl_fail(err, "reinit");
+	return 0;
+}
+
+void fg_sha256_free(struct fg_sha256 *h)
+{
+	if (!h)
+		return;
+	EVP_MD_CTX_free(h->ctx);
+	free(h);
+}
+
+int fg_sha256_mem(const void *data, size_t len, uint8_t out[FG_SHA256_LEN], struct fg_err *err)
+{
+	unsigned int n = 0;
+
+	if (EVP_Digest(data, len, out, &n, EVP_sha256(), NULL) != 1)
+		return ossl_fail(err, "digest");
+	return 0;
+}
+
+int fg_sha256_file(const char *path, uint8_t out[FG_SHA256_LEN], unsigned long long *size_out,
+		   struct fg_err *err)
+{
+	const size_t chunk = 1 << 20;
+	struct fg_sha256 *h = NULL;
+	unsigned long long total = 0;
+	char *buf;
+	int fd, rc;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return fg_err_set(err, errno == ENOENT ? FG_ENOTFOUND : FG_EIO, "open %s: %s", path,
+				  strerror(errno));
+	buf = malloc(chunk);
+	if (!buf) {
+		close(fd);
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	rc = fg_sha256_new(&h, err);
+#ifdef POSIX_FADV_SEQUENTIAL
+	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+	while (!rc) {
+		ssize_t n = read(fd, buf, chunk);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = fg_err_set(err, FG_EIO, "read %s: %s", path, strerror(errno));
+			break;
+		}
+		if (n == 0)
+			break;
+		total += (unsigned long long)n;
+		rc = fg_sha256_update(h, buf, (size_t)n, err);
+	}
+	if (!rc)
+		rc = fg_sha256_final(h, out, err);
+	if (!rc && size_out)
+		*size_out = total;
+	fg_sha256_free(h);
+	free(buf);
+	close(fd);
+	return rc;
+}
+
+void fg_hex_encode(const uint8_t *data, size_t len, char *out)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		out[2 * i] = hex[data[i] >> 4];
+		out[2 * i + 1] = hex[data[i] & 15];
+	}
+	out[2 * len] = '\0';
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int fg_hex_decode(const char *hex, uint8_t *out, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		int hi = hexval(hex[2 * i]), lo;
+
+		if (hi < 0)
+			return -1;
+		lo = hexval(hex[2 * i + 1]);
+		if (lo < 0)
+			return -1;
+		out[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return hex[2 * len] == '\0' ? 0 : -1;
+}
+
+int fg_sha256_hex_valid(const char *s)
+{
+	size_t i;
+
+	if (!s)
+		return 0;
+	for (i = 0; i < FG_SHA256_HEX_LEN; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return 0;
+	return s[FG_SHA256_HEX_LEN] == '\0';
+}

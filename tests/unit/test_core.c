@@ -1,0 +1,136 @@
+/* test_core.c - buf, json, sha256 and fsutil: the helpers everything uses. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "fsutil.h"
+#include "json.h"
+#include "sha256.h"
+#include "tap.h"
+
+static void test_buf(void)
+{
+	struct fg_buf b;
+	struct fg_err err;
+	int i, rc = 0;
+
+	fg_buf_init(&b, 10);
+	ok(fg_buf_puts(&b, "0123456789", &err) == 0, "buf: append up to max");
+	ok(fg_buf_putc(&b, 'x', &err) != 0, "buf: refuse past max");
+	is_int(b.len, 10, "buf: len unchanged after refusal");
+	fg_buf_release(&b);
+	fg_buf_init(&b, 0);
+	for (i = 0; i < 1000 && !rc; i++)
+		rc = fg_buf_printf(&b, &err, "%d,", i);
+	ok(rc == 0 && b.len == 3890, "buf: printf grows (%zu)", b.len);
+	fg_buf_reset(&b);
+	fg_buf_json_str(&b, "a\"b\\\n\x01", 6, &err);
+	is_str(b.data, "\"a\\\"b\\\\\\n\\u0001\"", "buf: json string escapes");
+	fg_buf_release(&b);
+}
+
+static void test_parse(void)
+{
+	unsigned long long u;
+	int v;
+	size_t s;
+
+	ok(fg_parse_u64("18446744073709551615", &u) == 0 && u == 18446744073709551615ULL, "parse: u64 max");
+	ok(fg_parse_u64("18446744073709551616", &u) != 0, "parse: u64 overflow refused");
+	ok(fg_parse_u64("12a", &u) != 0 && fg_parse_u64("", &u) != 0 && fg_parse_u64("-1", &u) != 0,
+	   "parse: junk refused");
+	ok(fg_parse_int("8", 1, 64, &v) == 0 && v == 8, "parse: int in range");
+	ok(fg_parse_int("65", 1, 64, &v) != 0, "parse: int out of range");
+	ok(fg_size_mul((size_t)1 << 40, (size_t)1 << 30, &s) != 0, "size: mul overflow");
+	ok(fg_size_add(1, 2, &s) == 0 && s == 3, "size: add");
+}
+
+static void test_json(void)
+{
+	struct fg_buf b = FG_BUF_INIT;
+	struct fg_err err;
+	cJSON *j = NULL;
+	const char *in = "{\"b\": [3, 1.5, \"x\"], \"a\": {\"z\": null, \"y\": true}, \"c\": 12345678901}";
+
+	ok(fg_json_parse(&j, in, strlen(in), "t", &err) == 0, "json: parse");
+	fg_json_write(&b, j, 1, &err);
+	is_str(b.data,
+	       "{\n  \"a\": {\n    \"y\": true,\n    \"z\": null\n  },\n  \"b\": [\n    3,\n    1.5,\n"
+	       "    \"x\"\n  ],\n  \"c\": 12345678901\n}\n",
+	       "json: canonical pretty output, keys sorted");
+	fg_buf_reset(&b);
+	fg_json_write(&b, j, 0, &err);
+	is_str(b.data, "{\"a\":{\"y\":true,\"z\":null},\"b\":[3,1.5,\"x\"],\"c\":12345678901}",
+	       "json: canonical compact output");
+	cJSON_Delete(j);
+	ok(fg_json_parse(&j, "{\"a\":1} x", 9, "t", &err) == FG_EFORMAT, "json: trailing data refused");
+	ok(fg_json_parse(&j, "{\"a\":", 5, "manifest.json", &err) == FG_EFORMAT &&
+	   strstr(err.msg, "manifest.json"), "json: error names the input (%s)", err.msg);
+	{
+		char deep[200];
+
+		memset(deep, '[', sizeof(deep));
+		ok(fg_json_parse(&j, deep, sizeof(deep), "t", &err) == FG_EFORMAT, "json: depth limit");
+	}
+	fg_buf_release(&b);
+}
+
+static void test_sha(void)
+{
+	uint8_t d[32];
+	char hex[65];
+	struct fg_err err;
+	struct fg_sha256 *h;
+	const char *abc = "abc";
+	int i;
+
+	fg_sha256_mem(abc, 3, d, &err);
+	fg_hex_encode(d, 32, hex);
+	is_str(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad", "sha256: abc vector");
+	fg_sha256_new(&h, &err);
+	for (i = 0; i < 3; i++)
+		fg_sha256_update(h, abc + i, 1, &err);
+	fg_sha256_final(h, d, &err);
+	fg_hex_encode(d, 32, hex);
+	is_str(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad", "sha256: byte by byte");
+	fg_sha256_free(h);
+	ok(fg_sha256_hex_valid(hex), "sha256: hex valid");
+	ok(!fg_sha256_hex_valid("BA7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+	   "sha256: uppercase not canonical");
+	ok(fg_hex_decode(hex, d, 32) == 0 && d[0] == 0xba, "hex: decode");
+}
+
+static void test_fs(void)
+{
+	char dir[] = "/tmp/fgtest_core_XXXXXX";
+	struct fg_buf p = FG_BUF_INIT, r = FG_BUF_INIT;
+	struct fg_err err;
+
+	ok(mkdtemp(dir) != NULL, "fs: mkdtemp");
+	fg_path_join(&p, dir, "a/b/c", &err);
+	ok(fg_mkdir_p(p.data, 0755, &err) == 0, "fs: mkdir -p");
+	fg_buf_puts(&p, "/f.txt", &err);
+	ok(fg_file_write_atomic(p.data, "hello", 5, 0644, &err) == 0, "fs: atomic write");
+	ok(fg_file_read(p.data, 100, &r, &err) == 0 && r.len == 5 && !memcmp(r.data, "hello", 5), "fs: read back");
+	fg_buf_reset(&r);
+	ok(fg_file_read(p.data, 4, &r, &err) == FG_EINVAL, "fs: read bound enforced");
+	ok(fg_path_is_safe_rel("a/b.txt") && !fg_path_is_safe_rel("../x") && !fg_path_is_safe_rel("/x") &&
+	   !fg_path_is_safe_rel("a//b") && !fg_path_is_safe_rel("a/./b") && !fg_path_is_safe_rel("a\\b") &&
+	   !fg_path_is_safe_rel("a/..") && !fg_path_is_safe_rel(""), "fs: safe relative paths");
+	fg_buf_reset(&r);
+	fg_buf_printf(&r, &err, "rm -rf %s", dir);
+	ok(system(r.data) == 0, "fs: cleanup");
+	fg_buf_release(&p);
+	fg_buf_release(&r);
+}
+
+int main(void)
+{
+	test_buf();
+	test_parse();
+	test_json();
+	test_sha();
+	test_fs();
+	return tap_done();
+}
