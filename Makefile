@@ -56,7 +56,7 @@ check: fgpack $(UNIT)
 
 # Everything: unit tests, fuzz corpus replays, integration scripts against
 # local servers. Ends with the line "N passed, N failed".
-test: fgpack $(UNIT) $(REPLAY)
+test: deps fgpack $(UNIT) $(REPLAY)
 	@FG_BUILD=$(BUILD) sh tests/run.sh all
 
 asan:
