@@ -10,6 +10,8 @@ libzstd-dev libmicrohttpd-dev nginx-light python3 python3-numpy python3-botocore
 nodejs npm zstd curl ca-certificates clang"
 missing=""
 for p in $DEBS; do
+	# nodesource's nodejs bundles npm and conflicts with Debian's npm package
+	[ "$p" = npm ] && command -v npm >/dev/null 2>&1 && continue
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
 if [ -n "$missing" ]; then
