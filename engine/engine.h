@@ -1,0 +1,88 @@
+/* engine.h - the embedded Gemma 4 text decoder: load a checkpoint folder,
+ * run prompts through it, decode greedily.
+ *
+ * One engine is one model plus one sequence's KV cache (one stream). The CPU
+ * path (engine/cpu/) computes everything in fp32 from bf16 / f32 / INT4
+ * (compressed-tensors pack-quantized) weights mapped from safetensors, and
+ * gives bit-identical results for any thread count. The math follows the
+ * Hugging Face transformers Gemma 4 implementation; docs/engine.md has it.
+ *
+ *   struct fg_engine_opts o = { .threads = 4 };
+ *   struct fg_engine *e;
+ *   if (fg_engine_load(&e, "model/", &o, &err)) ...;
+ *   fg_engine_generate(e, prompt, n, 32, on_token, user, &err);
+ *   fg_engine_free(e);
+ *
+ * Positions: the engine appends tokens to its cache; fg_engine_reset starts
+ * a new sequence. A sequence may hold at most fg_engine_max_seq tokens;
+ * going past it is FG_EINVAL, never a crash. */
+#ifndef FG_ENGINE_H
+#define FG_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+#define FG_DEVICE_CPU 0
+#define FG_DEVICE_CUDA 1
+
+struct fg_engine; /* opaque */
+
+struct fg_engine_opts {
+	int threads;        /* worker threads for the CPU path; 0 or 1 = calling thread only */
+	int sliding_window; /* 0 = the config's; else overrides it (e.g. 188) */
+	int max_seq;        /* 0 = min(config max_position_embeddings, 8192); the KV cache size */
+	int device;         /* FG_DEVICE_CPU or FG_DEVICE_CUDA */
+};
+
+/* Loads model_dir: config.json (text keys at top level or under
+ * "text_config") and model.safetensors (or a sharded index). Weights stay
+ * mapped, not copied. opts may be NULL (all defaults). Errors name the
+ * config key that is unsupported or the tensor that is missing or has the
+ * wrong shape. */
+int fg_engine_load(struct fg_engine **out, const char *model_dir, const struct fg_engine_opts *opts,
+		   struct fg_err *err);
+void fg_engine_free(struct fg_engine *e);
+
+/* Config accessors. */
+int fg_engine_vocab_size(const struct fg_engine *e);
+int fg_engine_max_seq(const struct fg_engine *e);        /* tokens one sequence may hold */
+int fg_engine_max_position(const struct fg_engine *e);   /* config's max_position_embeddings */
+int fg_engine_sliding_window(const struct fg_engine *e); /* the window in use */
+int fg_engine_bos_id(const struct fg_engine *e);         /* -1 when the config has none */
+/* The config's eos ids (borrowed array, *n set); fg_engine_is_eos tests one. */
+const int32_t *fg_engine_eos_ids(const struct fg_engine *e, int *n);
+int fg_engine_is_eos(const struct fg_engine *e, int32_t token);
+/* Tokens in the current sequence (the next token's position). */
+int fg_engine_pos(const struct fg_engine *e);
+/* Threads in use; the result never depends on it. */
+int fg_engine_threads(const struct fg_engine *e);
+/* "bf16", "f32", "int4-g<group>" or "mixed": the body's linear weight format. */
+const char *fg_engine_weight_format(const struct fg_engine *e);
+
+/* Forgets the sequence: the next token is at position 0. */
+void fg_engine_reset(struct fg_engine *e);
+
+/* Appends n tokens to the sequence (prefill) and, when logits is not NULL,
+ * writes the fp32 logits (after the final softcap) of every one of them:
+ * logits[i * n_vocab + v]. When only the last position's logits are wanted,
+ * pass last_only = 1 and a buffer of n_vocab floats. Fails with FG_EINVAL
+ * when the sequence would exceed fg_engine_max_seq or an id is out of range. */
+int fg_engine_forward_logits(struct fg_engine *e, const int32_t *ids, size_t n, int last_only,
+			     float *logits, struct fg_err *err);
+
+/* Greedy generation. Resets the sequence, prefills prompt, then emits up to
+ * max_new tokens, each the argmax of the previous step's logits (lowest id
+ * wins a tie). cb gets each new token and the raw fp32 logits it was chosen
+ * from (n_vocab floats, borrowed until cb returns) and returns nonzero to
+ * stop early; cb may be NULL. The engine never stops by itself on an eos
+ * token: callers that want that test fg_engine_is_eos in cb. */
+typedef int (*fg_engine_token_cb)(void *user, int32_t token, const float *logits, int n_vocab);
+int fg_engine_generate(struct fg_engine *e, const int32_t *prompt, size_t n_prompt, int max_new,
+		       fg_engine_token_cb cb, void *user, struct fg_err *err);
+
+/* Index of the largest value (lowest index on ties; NaN never wins). */
+int32_t fg_engine_argmax(const float *logits, int n);
+
+#endif
