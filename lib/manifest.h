@@ -1,0 +1,115 @@
+/* manifest.h - the Fast Gemma Challenge manifest and the components hidden in it.
+ *
+ * A manifest is {name, description, dependencies[], model_id, served_model_name,
+ * port, serve[], env{}}; every member is optional, unknown members are kept
+ * (in json) and unknown env keys are kept (in env, in file order).
+ *
+ * Components (see docs/formats/lock.md "Where components come from"):
+ *   env.<STEM>_BUCKET        a bucket folder; role from the stem: WEIGHTS -> weights,
+ *                            DRAFTER -> drafter, *KEEPSET -> keepset, PATCH* -> patches,
+ *                            else the stem in lowercase. Must be hf://buckets/...;
+ *                            an empty value means "not used" and is skipped.
+ *   env.<STEM>_SHA256        a pin (64 hex) on the component with the same stem
+ *                            (DRAFTER_SHA256 pins DRAFTER_BUCKET, or DRAFTER_MODEL).
+ *   model_id                 a Hub model repo, key "model_id", role "model".
+ *   env.DRAFTER_MODEL, env.DRAFTER_REPO   Hub model repos, role "drafter".
+ *   env.SPECULATIVE_CONFIG   JSON in a string: method, model, num_speculative_tokens.
+ *                            When model is a repo id (not a path) and no other
+ *                            drafter component exists, it becomes component
+ *                            "SPECULATIVE_CONFIG.model", role "drafter".
+ *
+ * Target paths (where the serve script expects a component on disk) are the
+ * env keys LOCAL_<X>_DIR, <X>_DST, <X>_DIR and PCK04_KEEPSET plus
+ * SPECULATIVE_CONFIG.model when it is an absolute path. Each is assigned to a
+ * component by, in order:
+ *   1. fixed pairs: WEIGHTS_BUCKET <-> LOCAL_MODEL_DIR, DRAFTER_* <-> SPECULATIVE_CONFIG.model,
+ *      LM_HEAD_KEEPSET_BUCKET <-> LM_HEAD_PRUNE_DST;
+ *   2. common stem: the component whose key stem shares the most leading
+ *      '_'-separated words with the target's stem (LOCAL_ and _DIR/_DST removed);
+ *   3. containment: a target path inside another assigned target path
+ *      (PCK04_KEEPSET=/tmp/w/keep.json lies in LOCAL_MODEL_DIR=/tmp/w) belongs
+ *      to that component, as a file inside it.
+ * A component's own target is the first target assigned by rule 1 or 2. */
+#ifndef FG_MANIFEST_H
+#define FG_MANIFEST_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "err.h"
+#include "ref.h"
+#include "sha256.h"
+
+/* Manifests larger than this are refused before parsing. */
+#define FG_MANIFEST_MAX_BYTES ((size_t)16 << 20)
+
+struct fg_manifest_env {
+	char *key;
+	char *value;
+};
+
+struct fg_component {
+	char *key;         /* env key or "model_id" / "SPECULATIVE_CONFIG.model" */
+	char *role;        /* weights, drafter, keepset, patches, model, <stem> */
+	char *source;      /* the reference exactly as written */
+	struct fg_ref *ref;/* parsed source (owned) */
+	char *pin_key;     /* e.g. "DRAFTER_SHA256", or NULL */
+	char *pin_sha256;  /* 64 lowercase hex, or NULL */
+	char *target_key;  /* e.g. "LOCAL_MODEL_DIR", or NULL */
+	char *target;      /* e.g. "/tmp/osoi5-v0-baked", or NULL */
+};
+
+enum fg_target_rule {
+	FG_TARGET_UNASSIGNED = 0,
+	FG_TARGET_FIXED = 1,   /* rule 1 */
+	FG_TARGET_STEM = 2,    /* rule 2 */
+	FG_TARGET_INSIDE = 3,  /* rule 3 */
+};
+
+struct fg_target {
+	char *key;       /* env key, or "SPECULATIVE_CONFIG.model" */
+	char *path;      /* as written */
+	int component;   /* index into components, -1 when unassigned */
+	int rule;        /* enum fg_target_rule */
+};
+
+struct fg_spec_config {
+	int present;                     /* env.SPECULATIVE_CONFIG exists */
+	char *method;                    /* e.g. "mtp", or NULL */
+	char *model;                     /* path or repo id, or NULL */
+	long long num_speculative_tokens;/* -1 when absent */
+};
+
+struct fg_manifest {
+	char sha256[FG_SHA256_HEX_LEN + 1]; /* of the bytes parsed */
+	char *name, *description, *model_id, *served_model_name; /* NULL when absent */
+	long long port;                  /* -1 when absent */
+	char **dependencies;             /* as written, in order */
+	size_t n_dependencies;
+	char **serve;                    /* argv, in order */
+	size_t n_serve;
+	struct fg_manifest_env *env;     /* in file order */
+	size_t n_env;
+	struct fg_component *components; /* in env order; model_id first */
+	size_t n_components;
+	struct fg_target *targets;       /* in env order */
+	size_t n_targets;
+	struct fg_spec_config spec;
+	cJSON *json;                     /* the whole document (owned; unknown keys kept) */
+};
+
+/* Parses len bytes; what names the input in messages. Errors are one line
+ * naming the field, e.g. "manifest.json: env.PORT: expected a string, got number"
+ * or "manifest.json: env.WEIGHTS_BUCKET: hf://buckets/x: missing bucket name". */
+int fg_manifest_parse(struct fg_manifest **out, const char *text, size_t len, const char *what,
+		      struct fg_err *err);
+/* Reads and parses a file, refusing more than FG_MANIFEST_MAX_BYTES before parsing. */
+int fg_manifest_load(struct fg_manifest **out, const char *path, struct fg_err *err);
+void fg_manifest_free(struct fg_manifest *m);
+
+/* Borrowed lookups; NULL when absent. */
+const char *fg_manifest_env_get(const struct fg_manifest *m, const char *key);
+const struct fg_component *fg_manifest_component(const struct fg_manifest *m, const char *key);
+
+#endif

@@ -1,0 +1,145 @@
+/* store.h - the content-addressed store (docs/formats/store.md).
+ *
+ * Layout under the root ($FGPACK_HOME, else $XDG_CACHE_HOME/fgpack, else
+ * ~/.cache/fgpack):
+ *   blobs/sha256/<2 hex>/<64 hex>   complete blobs, mode 0444, named by their sha256
+ *   partial/<key>.part              a download in progress (written by the fetcher)
+ *   partial/<key>.journal           its journal of finished byte ranges
+ *   locks/<key>.lock                per-blob locks (O_EXCL file with pid + flock)
+ *   quarantine/<64 hex>.<unix time> blobs whose content no longer matched their name
+ *   roots/<sha256 of path>          absolute paths of lock files that use the store (for gc)
+ *   tmp/                            scratch for imports, same file system as blobs/
+ *
+ * A blob enters blobs/ only through fg_store_commit, after its sha256 matched,
+ * by fsync + rename; nothing else writes there.
+ *
+ * Fetching one blob safely from several processes:
+ *   fg_store_lock_blob(&lk, st, key, timeout_ms)   waits for other holders
+ *   if fg_store_has(st, hex): done
+ *   fg_store_partial_paths(&part, &journal, st, key)  download / resume into part
+ *   fg_store_commit(st, part, actual_hex, expected_hex)
+ *   fg_store_unlock(lk)
+ * key is from fg_store_key: "sha256-<hex>" when the sha256 is known in advance
+ * (a locked pull), else "url-<sha256 of the URL>". */
+#ifndef FG_STORE_H
+#define FG_STORE_H
+
+#include <stddef.h>
+
+#include "buf.h"
+#include "err.h"
+#include "sha256.h"
+
+#define FG_STORE_KEY_MAX 80 /* "sha256-" or "url-" + 64 hex + NUL fits */
+
+struct fg_store;      /* opaque */
+struct fg_store_lock; /* opaque */
+
+/* The default root ($FGPACK_HOME, $XDG_CACHE_HOME/fgpack, ~/.cache/fgpack). */
+int fg_store_default_root(struct fg_buf *out, struct fg_err *err);
+
+/* Opens (creating folders as needed) the store at root, or the default root
+ * when root is NULL. */
+int fg_store_open(struct fg_store **out, const char *root, struct fg_err *err);
+void fg_store_free(struct fg_store *st);
+const char *fg_store_root(const struct fg_store *st); /* borrowed */
+
+/* Appends root/blobs/sha256/<2>/<64> (whether or not the blob exists). */
+int fg_store_blob_path(struct fg_buf *out, const struct fg_store *st, const char *sha256_hex,
+		       struct fg_err *err);
+/* 1 when the blob is present as a regular file, else 0. */
+int fg_store_has(const struct fg_store *st, const char *sha256_hex);
+int fg_store_size(const struct fg_store *st, const char *sha256_hex, unsigned long long *out,
+		  struct fg_err *err);
+
+/* Writes the partial/lock key: "sha256-<hex>" when sha256_hex is not NULL,
+ * else "url-<sha256(url)>". */
+int fg_store_key(char out[FG_STORE_KEY_MAX], const char *sha256_hex, const char *url,
+		 struct fg_err *err);
+/* Appends root/partial/<key>.part to part and root/partial/<key>.journal to
+ * journal (either may be NULL). */
+int fg_store_partial_paths(struct fg_buf *part, struct fg_buf *journal, const struct fg_store *st,
+			   const char *key, struct fg_err *err);
+/* Appends a fresh unique path under root/tmp/ (nothing is created). */
+int fg_store_tmp_path(struct fg_buf *out, const struct fg_store *st, struct fg_err *err);
+/* Removes partial/<key>.part and .journal (missing ones are fine). */
+int fg_store_partial_remove(const struct fg_store *st, const char *key, struct fg_err *err);
+
+/* Moves the fully written file tmp_path (on the store's file system, e.g. a
+ * partial or tmp path) into blobs/ as actual_hex: fsync, chmod 0444, rename,
+ * fsync folder. When expected_hex is not NULL and differs from actual_hex,
+ * tmp_path is deleted and FG_EHASH returned naming both digests. When the blob
+ * already exists, tmp_path is deleted and 0 returned. The caller vouches that
+ * actual_hex is the sha256 of every byte of tmp_path (the fetcher hashes as it
+ * writes); fg_store_import re-hashes instead. */
+int fg_store_commit(struct fg_store *st, const char *tmp_path, const char *actual_hex,
+		    const char *expected_hex, struct fg_err *err);
+/* Hashes src, copies it into the store (unless present) and writes its digest
+ * to out_hex. When expected_hex is given and differs: FG_EHASH, nothing kept. */
+int fg_store_import(struct fg_store *st, const char *src, const char *expected_hex,
+		    char out_hex[FG_SHA256_HEX_LEN + 1], struct fg_err *err);
+
+/* Per-blob lock that holds across processes, also where flock is a no-op
+ * (NFS): locks/<key>.lock is created O_CREAT|O_EXCL holding
+ * "<pid> <boot-relative start time> <hostname>\n", and flock()ed too. A lock
+ * whose holder is gone (same host, pid dead or reused) is broken; a lock from
+ * another host is broken when its mtime is older than FG_STORE_LOCK_STALE_S
+ * (holders call fg_store_lock_touch while working). Waits up to timeout_ms
+ * (-1 = forever, 0 = try once); FG_EBUSY when still held. */
+#define FG_STORE_LOCK_STALE_S 600
+int fg_store_lock_blob(struct fg_store_lock **out, struct fg_store *st, const char *key,
+		       int timeout_ms, struct fg_err *err);
+void fg_store_lock_touch(struct fg_store_lock *lk);
+void fg_store_unlock(struct fg_store_lock *lk); /* accepts NULL */
+
+enum fg_store_mat {
+	FG_STORE_MAT_LINK = 1, /* hard link into the store */
+	FG_STORE_MAT_COPY = 2, /* a copy (other device, or asked for) */
+};
+
+/* Places blob sha256_hex at dest_root/rel: a hard link, or a copy when linking
+ * fails (other device) or copy is set. rel must pass fg_path_is_safe_rel, and
+ * no folder between dest_root and the file may be a symlink. An existing file
+ * at the destination is replaced atomically (rename); never a symlink is made.
+ * *how gets FG_STORE_MAT_LINK or _COPY (how may be NULL). */
+int fg_store_materialize(const struct fg_store *st, const char *sha256_hex, const char *dest_root,
+			 const char *rel, int copy, int *how, struct fg_err *err);
+
+/* Records the absolute path of a lock file as a gc root (idempotent). */
+int fg_store_root_add(struct fg_store *st, const char *lock_path, struct fg_err *err);
+/* Calls fn with each recorded root path that still exists. */
+int fg_store_roots(const struct fg_store *st, int (*fn)(void *ctx, const char *lock_path),
+		   void *ctx, struct fg_err *err);
+
+struct fg_store_report {
+	unsigned long long blobs;      /* blobs looked at */
+	unsigned long long bytes;      /* their total size */
+	unsigned long long bad;        /* verify: mismatched, moved to quarantine/ */
+	unsigned long long stray;      /* files in blobs/ not named like a blob (left alone) */
+	unsigned long long removed;    /* gc: blobs removed (or that would be, dry run) */
+	unsigned long long removed_bytes;
+	unsigned long long kept;       /* gc: blobs referenced */
+	double seconds;                /* wall time */
+};
+
+/* Called per blob; ok is 1 (good / kept), 0 (bad / removed). Return non-zero
+ * to stop. May be NULL. */
+typedef int (*fg_store_each_fn)(void *ctx, const char *sha256_hex, unsigned long long size, int ok);
+
+/* Re-hashes every blob with jobs threads (<= 0 means 1): large reads with
+ * posix_fadvise. Mismatching blobs are moved to quarantine/. Returns 0 even
+ * when some were bad (see rep->bad). */
+int fg_store_verify(struct fg_store_report *rep, struct fg_store *st, int jobs,
+		    fg_store_each_fn fn, void *ctx, struct fg_err *err);
+
+/* Removes every blob whose digest is not among keep (n_keep lowercase hex
+ * strings, any order); with dry_run nothing is removed. Blobs whose lock is
+ * held are kept. Stale partial files (no lock holder) are removed too. */
+int fg_store_gc(struct fg_store_report *rep, struct fg_store *st, const char *const *keep,
+		size_t n_keep, int dry_run, fg_store_each_fn fn, void *ctx, struct fg_err *err);
+
+/* Hashes a file with the store's fast reader (4 MiB reads, fadvise). */
+int fg_store_hash_file(const char *path, char out_hex[FG_SHA256_HEX_LEN + 1],
+		       unsigned long long *size, struct fg_err *err);
+
+#endif
