@@ -1,0 +1,159 @@
+/* safetensors.h - read and write safetensors checkpoints (single file or
+ * sharded through model.safetensors.index.json), validating every byte of
+ * structure before any of it is trusted.
+ *
+ * File layout: 8-byte little-endian header length N, N bytes of JSON
+ *   {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {str: str}}
+ * then the data region; offsets are relative to the start of the data region.
+ *
+ * Reading
+ *   struct fg_st_set *set;
+ *   if (fg_st_open(&set, "ckpt/", &err)) ...;      // a .safetensors file, an
+ *                                                  // index .json, or a folder
+ *   const struct fg_st_tensor *t = fg_st_find(set, "model.norm.weight");
+ *   // t->dtype, t->ndim, t->shape[], t->data (borrowed, read-only), t->nbytes
+ *   for (i = 0; i < fg_st_count(set); i++) fg_st_at(set, i);   // file order
+ *   fg_st_free(set);
+ *
+ * Files are mmapped read-only; tensor data pointers stay valid until
+ * fg_st_free. fg_st_open refuses, with a message naming the file (and the
+ * tensor where there is one): a header length that does not fit the file or
+ * exceeds FG_ST_HEADER_MAX, JSON that is not an object of tensor entries,
+ * unknown dtypes, more than FG_ST_MAX_DIMS dimensions, shape × dtype size
+ * (checked arithmetic) different from the byte span, offsets out of bounds,
+ * not ordered, overlapping, or leaving gaps (the tensors must tile the whole
+ * data region exactly), and duplicate names (within a file, or across the
+ * shards of a set). A sharded set must agree with its index: every tensor in
+ * weight_map is in the shard it names and every tensor of every shard is in
+ * weight_map; shard names must be safe relative paths.
+ *
+ * Writing (streaming: memory stays small whatever the checkpoint size)
+ *   struct fg_st_desc d[] = {{"a", FG_ST_BF16, 2, {4, 8}}, ...};
+ *   fg_st_writer_new(&w, "out/", d, n, max_shard_bytes, metadata, &err);
+ *   fg_st_writer_write(w, bytes, len, &err);  // tensor data in the order of
+ *                                             // d[], in any number of pieces
+ *   fg_st_writer_finish(w, &err);             // checks every byte arrived
+ *   fg_st_writer_free(w);
+ * max_shard_bytes 0 writes one file "model.safetensors"; otherwise tensors are
+ * assigned to shards in order, a new shard starting when the next tensor
+ * would push the current one past the limit, and when there is more than one
+ * shard they are named "model-0000i-of-0000n.safetensors" beside a
+ * model.safetensors.index.json ({"metadata": {"total_size"}, "weight_map"}).
+ * Headers are canonical JSON (keys sorted, compact) padded with spaces to a
+ * multiple of 8 bytes, so output bytes depend only on the inputs. */
+#ifndef FG_SAFETENSORS_H
+#define FG_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "err.h"
+
+#define FG_ST_MAX_DIMS 8
+/* Largest header accepted (the reference implementation's limit too). */
+#define FG_ST_HEADER_MAX ((uint64_t)100 * 1000 * 1000)
+#define FG_ST_INDEX_NAME "model.safetensors.index.json"
+
+enum fg_st_dtype {
+	FG_ST_BOOL,
+	FG_ST_U8,
+	FG_ST_I8,
+	FG_ST_F8_E4M3,
+	FG_ST_F8_E5M2,
+	FG_ST_I16,
+	FG_ST_U16,
+	FG_ST_F16,
+	FG_ST_BF16,
+	FG_ST_I32,
+	FG_ST_U32,
+	FG_ST_F32,
+	FG_ST_I64,
+	FG_ST_U64,
+	FG_ST_F64,
+	FG_ST_NDTYPES
+};
+
+/* "BF16" etc.; NULL for an unknown value. */
+const char *fg_st_dtype_name(int dtype);
+/* The dtype named s, or -1. */
+int fg_st_dtype_parse(const char *s);
+/* Bytes per element (0 for an unknown value). */
+size_t fg_st_dtype_size(int dtype);
+
+struct fg_st_tensor {
+	const char *name;             /* borrowed from the set */
+	int dtype;                    /* enum fg_st_dtype */
+	int ndim;                     /* 0 (a scalar) .. FG_ST_MAX_DIMS */
+	uint64_t shape[FG_ST_MAX_DIMS];
+	uint64_t nelem;               /* product of shape (1 for a scalar) */
+	const void *data;             /* borrowed, read-only, in the mapping */
+	size_t nbytes;                /* nelem × dtype size */
+	const char *file;             /* path of the file holding it (borrowed) */
+	uint64_t file_offset;         /* absolute offset of data in that file */
+};
+
+struct fg_st_set; /* opaque: one or more mapped files */
+
+/* Opens path: a .safetensors file, a model.safetensors.index.json (or any
+ * .json index), or a folder holding either (index preferred, else
+ * model.safetensors). Validates everything before returning. */
+int fg_st_open(struct fg_st_set **out, const char *path, struct fg_err *err);
+
+/* Parses a single safetensors image held in memory (borrowed; must outlive
+ * the set). what names it in messages. Used by the fuzz target and tests. */
+int fg_st_open_mem(struct fg_st_set **out, const void *data, size_t len, const char *what,
+		   struct fg_err *err);
+
+void fg_st_free(struct fg_st_set *set);
+
+/* Number of tensors; tensor i in file order (shards in index order of their
+ * file names, then by data offset). Borrowed. */
+size_t fg_st_count(const struct fg_st_set *set);
+const struct fg_st_tensor *fg_st_at(const struct fg_st_set *set, size_t i);
+/* Tensor by exact name, or NULL. O(log n). */
+const struct fg_st_tensor *fg_st_find(const struct fg_st_set *set, const char *name);
+
+/* Files of the set (1 for a single file), in order; borrowed paths. */
+size_t fg_st_nfiles(const struct fg_st_set *set);
+const char *fg_st_file(const struct fg_st_set *set, size_t i);
+/* The __metadata__ value for key in the first file, or NULL. */
+const char *fg_st_metadata(const struct fg_st_set *set, const char *key);
+
+/* Drops the pages of t's data from this process's resident set (the data
+ * stays readable: touching it again reads it back from the file). Streaming
+ * consumers call it after each tensor so RSS stays near one tensor. */
+void fg_st_release(const struct fg_st_set *set, const struct fg_st_tensor *t);
+
+/* What the writer needs to know about a tensor before its data arrives. */
+struct fg_st_desc {
+	const char *name;             /* borrowed until fg_st_writer_new returns */
+	int dtype;
+	int ndim;
+	uint64_t shape[FG_ST_MAX_DIMS];
+};
+
+/* Bytes the tensor described by d takes, with checked arithmetic. */
+int fg_st_desc_nbytes(const struct fg_st_desc *d, size_t *out, struct fg_err *err);
+
+struct fg_st_writer;
+
+/* Creates the output under dir (which must exist): validates descriptors
+ * (known dtype, rank, unique non-empty names other than "__metadata__"),
+ * plans shards, writes the first header. metadata: NULL or an object of
+ * string values stored as __metadata__ in every shard (borrowed). */
+int fg_st_writer_new(struct fg_st_writer **out, const char *dir, const struct fg_st_desc *descs,
+		     size_t n, uint64_t max_shard_bytes, const cJSON *metadata, struct fg_err *err);
+/* Appends len bytes of tensor data, continuing across tensors and shards in
+ * descriptor order. Refuses more bytes than the descriptors announce. */
+int fg_st_writer_write(struct fg_st_writer *w, const void *data, size_t len, struct fg_err *err);
+/* Checks all data arrived, flushes, fsyncs and closes every file, writes the
+ * index when sharded. */
+int fg_st_writer_finish(struct fg_st_writer *w, struct fg_err *err);
+/* Frees w; files of an unfinished writer are removed. Accepts NULL. */
+void fg_st_writer_free(struct fg_st_writer *w);
+/* Number of shard files the writer plans (valid after _new). */
+size_t fg_st_writer_nfiles(const struct fg_st_writer *w);
+
+#endif
