@@ -1,0 +1,701 @@
+/* manifest.c - reading a challenge manifest and finding its components and
+ * target paths (rules in manifest.h and docs/formats/lock.md). */
+#include "manifest.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsutil.h"
+#include "json.h"
+
+static const char *type_name(const cJSON *v)
+{
+	if (cJSON_IsString(v))
+		return "string";
+	if (cJSON_IsNumber(v))
+		return "number";
+	if (cJSON_IsBool(v))
+		return "boolean";
+	if (cJSON_IsNull(v))
+		return "null";
+	if (cJSON_IsArray(v))
+		return "array";
+	if (cJSON_IsObject(v))
+		return "object";
+	return "something else";
+}
+
+static int ends_with(const char *s, const char *suf)
+{
+	size_t n = strlen(s), m = strlen(suf);
+
+	return n > m && !strcmp(s + n - m, suf);
+}
+
+static char *dupn(const char *s, size_t n)
+{
+	char *p = malloc(n + 1);
+
+	if (p) {
+		memcpy(p, s, n);
+		p[n] = '\0';
+	}
+	return p;
+}
+
+static int oom(struct fg_err *err)
+{
+	return fg_err_set(err, FG_ENOMEM, "out of memory");
+}
+
+void fg_manifest_free(struct fg_manifest *m)
+{
+	size_t i;
+
+	if (!m)
+		return;
+	for (i = 0; i < m->n_dependencies; i++)
+		free(m->dependencies[i]);
+	free(m->dependencies);
+	for (i = 0; i < m->n_serve; i++)
+		free(m->serve[i]);
+	free(m->serve);
+	for (i = 0; i < m->n_env; i++) {
+		free(m->env[i].key);
+		free(m->env[i].value);
+	}
+	free(m->env);
+	for (i = 0; i < m->n_components; i++) {
+		struct fg_component *c = &m->components[i];
+
+		free(c->key);
+		free(c->role);
+		free(c->source);
+		fg_ref_free(c->ref);
+		free(c->pin_key);
+		free(c->pin_sha256);
+		free(c->target_key);
+		free(c->target);
+	}
+	free(m->components);
+	for (i = 0; i < m->n_targets; i++) {
+		free(m->targets[i].key);
+		free(m->targets[i].path);
+	}
+	free(m->targets);
+	free(m->spec.method);
+	free(m->spec.model);
+	free(m->name);
+	free(m->description);
+	free(m->model_id);
+	free(m->served_model_name);
+	cJSON_Delete(m->json);
+	free(m);
+}
+
+/* Optional string member; null counts as absent. */
+static int get_str(char **out, const cJSON *obj, const char *key, const char *what,
+		   struct fg_err *err)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+	*out = NULL;
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsString(v))
+		return fg_err_set(err, FG_EFORMAT, "%s: %s: expected a string, got %s", what, key,
+				  type_name(v));
+	*out = strdup(v->valuestring);
+	return *out ? 0 : oom(err);
+}
+
+static int get_str_array(char ***out, size_t *n_out, const cJSON *obj, const char *key,
+			 const char *what, struct fg_err *err)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key), *c;
+	size_t n = 0, i = 0;
+
+	*out = NULL;
+	*n_out = 0;
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsArray(v))
+		return fg_err_set(err, FG_EFORMAT, "%s: %s: expected an array of strings, got %s", what,
+				  key, type_name(v));
+	for (c = v->child; c; c = c->next) {
+		if (!cJSON_IsString(c))
+			return fg_err_set(err, FG_EFORMAT, "%s: %s[%zu]: expected a string, got %s", what,
+					  key, n, type_name(c));
+		n++;
+	}
+	if (!n)
+		return 0;
+	*out = calloc(n, sizeof(char *));
+	if (!*out)
+		return oom(err);
+	for (c = v->child; c; c = c->next) {
+		(*out)[i] = strdup(c->valuestring);
+		if (!(*out)[i])
+			return oom(err);
+		*n_out = ++i;
+	}
+	return 0;
+}
+
+static int dup_keys(const cJSON *obj, const char **dup)
+{
+	const cJSON *a, *b;
+	size_t n = 0;
+
+	for (a = obj->child; a; a = a->next)
+		n++;
+	if (n > 4096) /* quadratic check only for sane sizes; a sort would be overkill here */
+		return 0;
+	for (a = obj->child; a; a = a->next)
+		for (b = a->next; b; b = b->next)
+			if (!strcmp(a->string, b->string)) {
+				*dup = a->string;
+				return 1;
+			}
+	return 0;
+}
+
+/* The stem of a component key: X_BUCKET -> X, DRAFTER_MODEL/REPO -> DRAFTER,
+ * model_id -> MODEL, SPECULATIVE_CONFIG.model -> DRAFTER. */
+static char *key_stem(const char *key)
+{
+	if (!strcmp(key, "model_id"))
+		return strdup("MODEL");
+	if (!strcmp(key, "SPECULATIVE_CONFIG.model"))
+		return strdup("DRAFTER");
+	if (ends_with(key, "_BUCKET"))
+		return dupn(key, strlen(key) - 7);
+	if (ends_with(key, "_MODEL") || ends_with(key, "_REPO"))
+		return dupn(key, (size_t)(strrchr(key, '_') - key));
+	return strdup(key);
+}
+
+/* The stem of a target key: LOCAL_X_DIR -> X, X_DST -> X, else the key. */
+static char *target_stem(const char *key)
+{
+	if (!strcmp(key, "SPECULATIVE_CONFIG.model"))
+		return strdup("DRAFTER");
+	if (!strncmp(key, "LOCAL_", 6) && ends_with(key + 6, "_DIR"))
+		return dupn(key + 6, strlen(key) - 10);
+	if (ends_with(key, "_DST"))
+		return dupn(key, strlen(key) - 4);
+	return strdup(key);
+}
+
+static int is_target_key(const char *key)
+{
+	return (!strncmp(key, "LOCAL_", 6) && ends_with(key + 6, "_DIR")) || ends_with(key, "_DST") ||
+	       !strcmp(key, "PCK04_KEEPSET");
+}
+
+static char *role_of(const char *key)
+{
+	char *stem, *p;
+	size_t n;
+
+	if (!strcmp(key, "model_id"))
+		return strdup("model");
+	stem = key_stem(key);
+	if (!stem)
+		return NULL;
+	n = strlen(stem);
+	if (!strcmp(stem, "WEIGHTS") || !strcmp(stem, "DRAFTER") || !strcmp(stem, "KEEPSET")) {
+		/* lowercased below */
+	} else if (n >= 7 && !strcmp(stem + n - 7, "KEEPSET")) {
+		free(stem);
+		return strdup("keepset");
+	} else if (!strncmp(stem, "PATCH", 5)) {
+		free(stem);
+		return strdup("patches");
+	}
+	for (p = stem; *p; p++)
+		*p = *p == '_' ? '-' : (char)tolower((unsigned char)*p);
+	return stem;
+}
+
+/* Leading '_'-separated words two stems share. */
+static int shared_words(const char *a, const char *b)
+{
+	int n = 0;
+
+	for (;;) {
+		size_t la = strcspn(a, "_"), lb = strcspn(b, "_");
+
+		if (la != lb || la == 0 || memcmp(a, b, la))
+			return n;
+		n++;
+		if (!a[la] || !b[lb])
+			return n;
+		a += la + 1;
+		b += lb + 1;
+	}
+}
+
+static int add_component(struct fg_manifest *m, const char *key, const char *value,
+			 int want_kind, const char *what, struct fg_err *err)
+{
+	struct fg_component *c = &m->components[m->n_components];
+	struct fg_ref *ref = NULL;
+	int rc = fg_ref_parse(&ref, value, err);
+
+	if (rc)
+		return fg_err_wrap(err, "%s: %s%s", what, strcmp(key, "model_id") ? "env." : "", key);
+	if (ref->kind != want_kind) {
+		const char *k = fg_ref_kind_name(ref->kind);
+
+		fg_ref_free(ref);
+		if (want_kind == FG_REF_BUCKET)
+			return fg_err_set(err, FG_EFORMAT,
+					  "%s: env.%s: expected hf://buckets/<namespace>/<bucket>[/path], "
+					  "got a %s reference \"%s\"",
+					  what, key, k, value);
+		return fg_err_set(err, FG_EFORMAT,
+				  "%s: %s%s: expected a Hub model repo (<namespace>/<repo> or "
+				  "hf://<namespace>/<repo>[@rev]), got a %s reference \"%s\"",
+				  what, strcmp(key, "model_id") ? "env." : "", key, k, value);
+	}
+	c->ref = ref;
+	m->n_components++;
+	c->key = strdup(key);
+	c->role = role_of(key);
+	c->source = strdup(value);
+	if (!c->key || !c->role || !c->source)
+		return oom(err);
+	return 0;
+}
+
+static int parse_spec(struct fg_manifest *m, const char *value, const char *what,
+		      struct fg_err *err)
+{
+	cJSON *j = NULL;
+	const cJSON *v;
+	int rc;
+
+	m->spec.present = 1;
+	m->spec.num_speculative_tokens = -1;
+	rc = fg_json_parse(&j, value, strlen(value), "env.SPECULATIVE_CONFIG", err);
+	if (rc)
+		return fg_err_wrap(err, "%s", what);
+	if (!cJSON_IsObject(j)) {
+		rc = fg_err_set(err, FG_EFORMAT, "%s: env.SPECULATIVE_CONFIG: expected a JSON object, got %s",
+				what, type_name(j));
+		goto out;
+	}
+	v = cJSON_GetObjectItemCaseSensitive(j, "method");
+	if (v && !cJSON_IsNull(v) && !cJSON_IsString(v)) {
+		rc = fg_err_set(err, FG_EFORMAT, "%s: env.SPECULATIVE_CONFIG.method: expected a string, got %s",
+				what, type_name(v));
+		goto out;
+	}
+	if (cJSON_IsString(v) && !(m->spec.method = strdup(v->valuestring))) {
+		rc = oom(err);
+		goto out;
+	}
+	v = cJSON_GetObjectItemCaseSensitive(j, "model");
+	if (v && !cJSON_IsNull(v) && !cJSON_IsString(v)) {
+		rc = fg_err_set(err, FG_EFORMAT, "%s: env.SPECULATIVE_CONFIG.model: expected a string, got %s",
+				what, type_name(v));
+		goto out;
+	}
+	if (cJSON_IsString(v) && !(m->spec.model = strdup(v->valuestring))) {
+		rc = oom(err);
+		goto out;
+	}
+	v = cJSON_GetObjectItemCaseSensitive(j, "num_speculative_tokens");
+	if (v && !cJSON_IsNull(v)) {
+		long long k;
+
+		if (fg_json_int(j, "num_speculative_tokens", &k) || k < 0 || k > 1024) {
+			rc = fg_err_set(err, FG_EFORMAT,
+					"%s: env.SPECULATIVE_CONFIG.num_speculative_tokens: expected an "
+					"integer 0..1024",
+					what);
+			goto out;
+		}
+		m->spec.num_speculative_tokens = k;
+	}
+out:
+	cJSON_Delete(j);
+	return rc;
+}
+
+static int find_component_by_key(const struct fg_manifest *m, const char *key)
+{
+	size_t i;
+
+	for (i = 0; i < m->n_components; i++)
+		if (!strcmp(m->components[i].key, key))
+			return (int)i;
+	return -1;
+}
+
+static int assign_targets(struct fg_manifest *m, struct fg_err *err)
+{
+	static const char *const fixed[][2] = {
+		{ "WEIGHTS_BUCKET", "LOCAL_MODEL_DIR" },
+		{ "DRAFTER_BUCKET", "SPECULATIVE_CONFIG.model" },
+		{ "DRAFTER_MODEL", "SPECULATIVE_CONFIG.model" },
+		{ "DRAFTER_REPO", "SPECULATIVE_CONFIG.model" },
+		{ "SPECULATIVE_CONFIG.model", "SPECULATIVE_CONFIG.model" },
+		{ "LM_HEAD_KEEPSET_BUCKET", "LM_HEAD_PRUNE_DST" },
+	};
+	size_t t, f, c;
+
+	for (t = 0; t < m->n_targets; t++) {
+		struct fg_target *tg = &m->targets[t];
+
+		for (f = 0; f < sizeof(fixed) / sizeof(fixed[0]) && tg->component < 0; f++) {
+			int ci;
+
+			if (strcmp(fixed[f][1], tg->key))
+				continue;
+			ci = find_component_by_key(m, fixed[f][0]);
+			if (ci >= 0) {
+				tg->component = ci;
+				tg->rule = FG_TARGET_FIXED;
+			}
+		}
+	}
+	for (t = 0; t < m->n_targets; t++) {
+		struct fg_target *tg = &m->targets[t];
+		char *ts;
+		int best = 0;
+
+		if (tg->component >= 0)
+			continue;
+		ts = target_stem(tg->key);
+		if (!ts)
+			return oom(err);
+		for (c = 0; c < m->n_components; c++) {
+			char *cs = key_stem(m->components[c].key);
+			int w;
+
+			if (!cs) {
+				free(ts);
+				return oom(err);
+			}
+			w = shared_words(ts, cs);
+			free(cs);
+			if (w > best) {
+				best = w;
+				tg->component = (int)c;
+				tg->rule = FG_TARGET_STEM;
+			}
+		}
+		free(ts);
+	}
+	for (t = 0; t < m->n_targets; t++) {
+		struct fg_target *tg = &m->targets[t];
+		size_t best = 0, u;
+
+		if (tg->component >= 0)
+			continue;
+		for (u = 0; u < m->n_targets; u++) {
+			const struct fg_target *o = &m->targets[u];
+			size_t n = strlen(o->path);
+
+			while (n > 1 && o->path[n - 1] == '/')
+				n--;
+			if (o->rule != FG_TARGET_FIXED && o->rule != FG_TARGET_STEM)
+				continue;
+			if (n > best && !strncmp(tg->path, o->path, n) && tg->path[n] == '/') {
+				best = n;
+				tg->component = o->component;
+				tg->rule = FG_TARGET_INSIDE;
+			}
+		}
+	}
+	for (t = 0; t < m->n_targets; t++) {
+		const struct fg_target *tg = &m->targets[t];
+		struct fg_component *comp;
+
+		if (tg->component < 0 || tg->rule == FG_TARGET_INSIDE)
+			continue;
+		comp = &m->components[tg->component];
+		if (comp->target)
+			continue;
+		comp->target_key = strdup(tg->key);
+		comp->target = strdup(tg->path);
+		if (!comp->target_key || !comp->target)
+			return oom(err);
+	}
+	return 0;
+}
+
+static int add_target(struct fg_manifest *m, const char *key, const char *path, struct fg_err *err)
+{
+	struct fg_target *t = &m->targets[m->n_targets++];
+
+	t->component = -1;
+	t->key = strdup(key);
+	t->path = strdup(path);
+	return t->key && t->path ? 0 : oom(err);
+}
+
+static int attach_pins(struct fg_manifest *m, const char *what, struct fg_err *err)
+{
+	size_t i, c;
+
+	for (i = 0; i < m->n_env; i++) {
+		const char *key = m->env[i].key, *val = m->env[i].value;
+		char *stem;
+		int best = -1;
+
+		if (!ends_with(key, "_SHA256") || !*val)
+			continue;
+		stem = dupn(key, strlen(key) - 7);
+		if (!stem)
+			return oom(err);
+		for (c = 0; c < m->n_components; c++) {
+			char *cs = key_stem(m->components[c].key);
+			int match;
+
+			if (!cs) {
+				free(stem);
+				return oom(err);
+			}
+			match = !strcmp(cs, stem);
+			free(cs);
+			/* a bucket wins over a model repo of the same stem */
+			if (match && (best < 0 || (m->components[c].ref->kind == FG_REF_BUCKET &&
+						   m->components[best].ref->kind != FG_REF_BUCKET)))
+				best = (int)c;
+		}
+		free(stem);
+		if (best < 0)
+			continue; /* an unrelated *_SHA256 setting: kept in env only */
+		{
+			struct fg_component *comp = &m->components[best];
+			char hex[FG_SHA256_HEX_LEN + 1];
+			size_t k;
+
+			if (strlen(val) != FG_SHA256_HEX_LEN)
+				return fg_err_set(err, FG_EFORMAT,
+						  "%s: env.%s: expected 64 hex digits (a sha256), got %zu "
+						  "characters",
+						  what, key, strlen(val));
+			for (k = 0; k < FG_SHA256_HEX_LEN; k++)
+				hex[k] = (char)tolower((unsigned char)val[k]);
+			hex[k] = '\0';
+			if (!fg_sha256_hex_valid(hex))
+				return fg_err_set(err, FG_EFORMAT,
+						  "%s: env.%s: expected 64 hex digits (a sha256)", what, key);
+			if (comp->pin_key)
+				return fg_err_set(err, FG_EFORMAT, "%s: env.%s: %s is already pinned by %s",
+						  what, key, comp->key, comp->pin_key);
+			comp->pin_key = strdup(key);
+			comp->pin_sha256 = strdup(hex);
+			if (!comp->pin_key || !comp->pin_sha256)
+				return oom(err);
+		}
+	}
+	return 0;
+}
+
+static int has_drafter(const struct fg_manifest *m)
+{
+	size_t i;
+
+	for (i = 0; i < m->n_components; i++)
+		if (!strcmp(m->components[i].role, "drafter"))
+			return 1;
+	return 0;
+}
+
+static int parse_env(struct fg_manifest *m, const cJSON *env, const char *what, struct fg_err *err)
+{
+	const cJSON *c;
+	const char *dup = NULL;
+	size_t n = 0, i = 0;
+	int rc = 0;
+
+	if (!cJSON_IsObject(env))
+		return fg_err_set(err, FG_EFORMAT, "%s: env: expected an object of strings, got %s", what,
+				  type_name(env));
+	if (dup_keys(env, &dup))
+		return fg_err_set(err, FG_EFORMAT, "%s: env.%s: key appears twice", what, dup);
+	for (c = env->child; c; c = c->next) {
+		if (!cJSON_IsString(c))
+			return fg_err_set(err, FG_EFORMAT, "%s: env.%s: expected a string, got %s", what,
+					  c->string, type_name(c));
+		if (!*c->string)
+			return fg_err_set(err, FG_EFORMAT, "%s: env: empty key", what);
+		n++;
+	}
+	m->env = calloc(n ? n : 1, sizeof(*m->env));
+	m->components = calloc(n + 2, sizeof(*m->components));
+	m->targets = calloc(n + 1, sizeof(*m->targets));
+	if (!m->env || !m->components || !m->targets)
+		return oom(err);
+	for (c = env->child; c; c = c->next, i++) {
+		m->env[i].key = strdup(c->string);
+		m->env[i].value = strdup(c->valuestring);
+		m->n_env = i + 1;
+		if (!m->env[i].key || !m->env[i].value)
+			return oom(err);
+	}
+	if (m->model_id && *m->model_id) {
+		rc = add_component(m, "model_id", m->model_id, FG_REF_MODEL, what, err);
+		if (rc)
+			return rc;
+	}
+	for (i = 0; i < m->n_env && !rc; i++) {
+		const char *key = m->env[i].key, *val = m->env[i].value;
+
+		if (ends_with(key, "_BUCKET")) {
+			if (*val)
+				rc = add_component(m, key, val, FG_REF_BUCKET, what, err);
+		} else if (!strcmp(key, "DRAFTER_MODEL") || !strcmp(key, "DRAFTER_REPO")) {
+			/* a local path here names a target, not a repo */
+			if (*val && val[0] != '/' && val[0] != '.')
+				rc = add_component(m, key, val, FG_REF_MODEL, what, err);
+		} else if (!strcmp(key, "SPECULATIVE_CONFIG")) {
+			rc = parse_spec(m, val, what, err);
+		}
+		if (!rc && is_target_key(key) && *val)
+			rc = add_target(m, key, val, err);
+	}
+	if (rc)
+		return rc;
+	if (m->spec.model && *m->spec.model) {
+		const char *sm = m->spec.model;
+
+		if (sm[0] == '/') {
+			rc = add_target(m, "SPECULATIVE_CONFIG.model", sm, err);
+		} else if (!has_drafter(m)) {
+			struct fg_ref *r = NULL;
+			struct fg_err e2;
+
+			if (!strncmp(sm, "hf://", 5)) {
+				rc = add_component(m, "SPECULATIVE_CONFIG.model", sm, FG_REF_MODEL, what, err);
+			} else if (fg_ref_parse(&r, sm, &e2) == 0 && r->kind == FG_REF_MODEL) {
+				fg_ref_free(r);
+				rc = add_component(m, "SPECULATIVE_CONFIG.model", sm, FG_REF_MODEL, what, err);
+			} else {
+				fg_ref_free(r); /* a relative path: neither a repo nor a target we place */
+			}
+		}
+	}
+	if (!rc)
+		rc = attach_pins(m, what, err);
+	if (!rc)
+		rc = assign_targets(m, err);
+	return rc;
+}
+
+int fg_manifest_parse(struct fg_manifest **out, const char *text, size_t len, const char *what,
+		      struct fg_err *err)
+{
+	struct fg_manifest *m;
+	const cJSON *v;
+	const char *dup = NULL;
+	uint8_t d[FG_SHA256_LEN];
+	int rc;
+
+	*out = NULL;
+	if (len > FG_MANIFEST_MAX_BYTES)
+		return fg_err_set(err, FG_EFORMAT, "%s: larger than %zu MiB, not a manifest", what,
+				  FG_MANIFEST_MAX_BYTES >> 20);
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return oom(err);
+	m->port = -1;
+	m->spec.num_speculative_tokens = -1;
+	rc = fg_sha256_mem(text, len, d, err);
+	if (rc)
+		goto fail;
+	fg_hex_encode(d, sizeof(d), m->sha256);
+	rc = fg_json_parse(&m->json, text, len, what, err);
+	if (rc)
+		goto fail;
+	if (!cJSON_IsObject(m->json)) {
+		rc = fg_err_set(err, FG_EFORMAT, "%s: expected a JSON object at the top, got %s", what,
+				type_name(m->json));
+		goto fail;
+	}
+	if (dup_keys(m->json, &dup)) {
+		rc = fg_err_set(err, FG_EFORMAT, "%s: %s: key appears twice", what, dup);
+		goto fail;
+	}
+	rc = get_str(&m->name, m->json, "name", what, err);
+	if (!rc)
+		rc = get_str(&m->description, m->json, "description", what, err);
+	if (!rc)
+		rc = get_str(&m->model_id, m->json, "model_id", what, err);
+	if (!rc)
+		rc = get_str(&m->served_model_name, m->json, "served_model_name", what, err);
+	if (!rc)
+		rc = get_str_array(&m->dependencies, &m->n_dependencies, m->json, "dependencies", what,
+				   err);
+	if (!rc)
+		rc = get_str_array(&m->serve, &m->n_serve, m->json, "serve", what, err);
+	if (rc)
+		goto fail;
+	v = cJSON_GetObjectItemCaseSensitive(m->json, "port");
+	if (v && !cJSON_IsNull(v)) {
+		long long p;
+
+		if (fg_json_int(m->json, "port", &p) || p < 0 || p > 65535) {
+			rc = fg_err_set(err, FG_EFORMAT, "%s: port: expected an integer 0..65535, got %s",
+					what, cJSON_IsNumber(v) ? "a number out of range" : type_name(v));
+			goto fail;
+		}
+		m->port = p;
+	}
+	v = cJSON_GetObjectItemCaseSensitive(m->json, "env");
+	if (v && !cJSON_IsNull(v)) {
+		rc = parse_env(m, v, what, err);
+	} else {
+		static const cJSON empty = { 0 };
+		cJSON obj = empty;
+
+		obj.type = cJSON_Object;
+		rc = parse_env(m, &obj, what, err);
+	}
+	if (rc)
+		goto fail;
+	*out = m;
+	return 0;
+fail:
+	fg_manifest_free(m);
+	return rc;
+}
+
+int fg_manifest_load(struct fg_manifest **out, const char *path, struct fg_err *err)
+{
+	struct fg_buf b = FG_BUF_INIT;
+	int rc;
+
+	*out = NULL;
+	rc = fg_file_read(path, FG_MANIFEST_MAX_BYTES, &b, err);
+	if (rc == FG_EINVAL)
+		rc = fg_err_set(err, FG_EFORMAT, "%s: larger than %zu MiB, not a manifest", path,
+				FG_MANIFEST_MAX_BYTES >> 20);
+	if (!rc)
+		rc = fg_manifest_parse(out, b.data ? b.data : "", b.len, path, err);
+	fg_buf_release(&b);
+	return rc;
+}
+
+const char *fg_manifest_env_get(const struct fg_manifest *m, const char *key)
+{
+	size_t i;
+
+	for (i = 0; i < m->n_env; i++)
+		if (!strcmp(m->env[i].key, key))
+			return m->env[i].value;
+	return NULL;
+}
+
+const struct fg_component *fg_manifest_component(const struct fg_manifest *m, const char *key)
+{
+	int i = find_component_by_key(m, key);
+
+	return i >= 0 ? &m->components[i] : NULL;
+}

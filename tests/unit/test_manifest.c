@@ -1,0 +1,204 @@
+/* test_manifest.c - the challenge manifest model: the real example manifest
+ * (tests/fixtures/manifests/precache-kenyan.json, a copy of
+ * shared/examples/challenge-manifest-precache-kenyan.json), component and
+ * target extraction rules, and one-line errors for malformed input. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "manifest.h"
+#include "tap.h"
+
+static struct fg_manifest *parse(const char *json, struct fg_err *err)
+{
+	struct fg_manifest *m = NULL;
+
+	fg_manifest_parse(&m, json, strlen(json), "m.json", err);
+	return m;
+}
+
+static void bad(const char *json, const char *needle)
+{
+	struct fg_err err = { 0, "" };
+	struct fg_manifest *m = parse(json, &err);
+
+	ok(!m && strstr(err.msg, needle) && !strchr(err.msg, '\n') && !strncmp(err.msg, "m.json: ", 8),
+	   "refused: %s", err.msg);
+	fg_manifest_free(m);
+}
+
+static const struct fg_target *target(const struct fg_manifest *m, const char *key)
+{
+	size_t i;
+
+	for (i = 0; i < m->n_targets; i++)
+		if (!strcmp(m->targets[i].key, key))
+			return &m->targets[i];
+	return NULL;
+}
+
+static void test_example(void)
+{
+	struct fg_manifest *m = NULL;
+	struct fg_err err = { 0, "" };
+	const struct fg_component *c;
+	const struct fg_target *t;
+	int rc = fg_manifest_load(&m, "tests/fixtures/manifests/precache-kenyan.json", &err);
+
+	ok(rc == 0 && m, "example: loads (%s)", err.msg);
+	if (!m)
+		return;
+	/* sha256sum tests/fixtures/manifests/precache-kenyan.json */
+	is_str(m->sha256, "4b4b7ea8b3efebb5b8a63863eb0ed79275977873926b430394b4f229ebc91715",
+	       "example: sha256 of the bytes");
+	is_str(m->name, "osoi5-feopt2-w20-e1-lmhead12k-fa2sw-precache-kduma-v1", "example: name");
+	is_str(m->model_id, "google/gemma-4-E4B-it", "example: model_id");
+	is_str(m->served_model_name, "gemma-4-e4b-it", "example: served_model_name");
+	is_int(m->port, 8000, "example: port");
+	is_int(m->n_dependencies, 7, "example: 7 dependencies");
+	is_str(m->dependencies[1], "transformers==5.9.0", "example: dependency order kept");
+	is_int(m->n_serve, 2, "example: serve argv");
+	is_int(m->n_env, 47, "example: every env key kept");
+	is_str(m->env[0].key, "WEIGHTS_BUCKET", "example: env order kept");
+	is_str(fg_manifest_env_get(m, "ONEGRAPH"), "1", "example: unknown env keys kept");
+	is_int(m->n_components, 4, "example: 4 components");
+	is_str(m->components[0].key, "model_id", "example: model_id first");
+	is_str(m->components[0].role, "model", "example: model_id role");
+
+	c = fg_manifest_component(m, "WEIGHTS_BUCKET");
+	ok(c && !strcmp(c->role, "weights") && c->ref->kind == FG_REF_BUCKET &&
+		   !strcmp(c->ref->path, "weights/osoi5-v0-baked"),
+	   "example: weights bucket");
+	ok(c && c->target && !strcmp(c->target, "/tmp/osoi5-v0-baked") &&
+		   !strcmp(c->target_key, "LOCAL_MODEL_DIR") && !c->pin_sha256,
+	   "example: weights -> LOCAL_MODEL_DIR, unpinned");
+
+	c = fg_manifest_component(m, "DRAFTER_BUCKET");
+	ok(c && !strcmp(c->role, "drafter"), "example: drafter bucket");
+	ok(c && c->pin_sha256 &&
+		   !strcmp(c->pin_sha256, "ed159e334999fd6b5f2d0dbad026346d4efac89eb7c6f55c5cdb042eca5dd18e") &&
+		   !strcmp(c->pin_key, "DRAFTER_SHA256"),
+	   "example: DRAFTER_SHA256 pins the drafter");
+	ok(c && c->target && !strcmp(c->target, "/tmp/qat-assistant") &&
+		   !strcmp(c->target_key, "SPECULATIVE_CONFIG.model"),
+	   "example: drafter -> SPECULATIVE_CONFIG.model");
+
+	c = fg_manifest_component(m, "LM_HEAD_KEEPSET_BUCKET");
+	ok(c && !strcmp(c->role, "keepset") && c->target && !strcmp(c->target, "/tmp/osoi5-12k-baked"),
+	   "example: keepset -> LM_HEAD_PRUNE_DST");
+
+	ok(m->spec.present && m->spec.method && !strcmp(m->spec.method, "mtp") &&
+		   !strcmp(m->spec.model, "/tmp/qat-assistant") && m->spec.num_speculative_tokens == 7,
+	   "example: SPECULATIVE_CONFIG parsed");
+	t = target(m, "PCK04_KEEPSET");
+	ok(t && t->rule == FG_TARGET_INSIDE && t->component >= 0 &&
+		   !strcmp(m->components[t->component].key, "WEIGHTS_BUCKET"),
+	   "example: PCK04_KEEPSET lies inside the weights folder");
+	ok(cJSON_GetObjectItemCaseSensitive(m->json, "serve") != NULL, "example: document kept");
+	fg_manifest_free(m);
+}
+
+static void test_rules(void)
+{
+	struct fg_err err = { 0, "" };
+	struct fg_manifest *m;
+	const struct fg_component *c;
+
+	m = parse("{\"env\":{\"PATCHES_BUCKET\":\"hf://buckets/a/b/p\",\"LOCAL_PATCHES_DIR\":\"/w/p\","
+		  "\"TOKENIZER_BUCKET\":\"hf://buckets/a/t\",\"TOKENIZER_DST\":\"/w/t\","
+		  "\"TOKENIZER_SHA256\":\"ED159E334999FD6B5F2D0DBAD026346D4EFAC89EB7C6F55C5CDB042ECA5DD18E\","
+		  "\"UNUSED_BUCKET\":\"\",\"OTHER_SHA256\":\"not hex at all\","
+		  "\"DRAFTER_MODEL\":\"google/gemma-4-E4B-it-assistant\",\"SPECULATIVE_CONFIG\":"
+		  "\"{\\\"model\\\":\\\"/w/d\\\"}\"}}",
+		  &err);
+	ok(m != NULL, "rules: parses (%s)", err.msg);
+	if (!m)
+		return;
+	is_int(m->n_components, 3, "rules: empty *_BUCKET skipped");
+	c = fg_manifest_component(m, "PATCHES_BUCKET");
+	ok(c && !strcmp(c->role, "patches") && c->target && !strcmp(c->target, "/w/p"),
+	   "rules: patches role, target by stem");
+	c = fg_manifest_component(m, "TOKENIZER_BUCKET");
+	ok(c && !strcmp(c->role, "tokenizer") && c->target && !strcmp(c->target, "/w/t"),
+	   "rules: role from stem, *_DST by stem");
+	ok(c && c->pin_sha256 && !strncmp(c->pin_sha256, "ed159e33", 8), "rules: pin lowercased");
+	c = fg_manifest_component(m, "DRAFTER_MODEL");
+	ok(c && c->ref->kind == FG_REF_MODEL && !strcmp(c->role, "drafter") && c->target &&
+		   !strcmp(c->target, "/w/d"),
+	   "rules: DRAFTER_MODEL is a repo placed at SPECULATIVE_CONFIG.model");
+	fg_manifest_free(m);
+
+	m = parse("{\"env\":{\"SPECULATIVE_CONFIG\":\"{\\\"method\\\":\\\"mtp\\\",\\\"model\\\":"
+		  "\\\"google/gemma-4-E4B-it-assistant\\\"}\"}}",
+		  &err);
+	c = m ? fg_manifest_component(m, "SPECULATIVE_CONFIG.model") : NULL;
+	ok(c && c->ref->kind == FG_REF_MODEL && !strcmp(c->role, "drafter"),
+	   "rules: SPECULATIVE_CONFIG.model repo id becomes the drafter");
+	fg_manifest_free(m);
+
+	m = parse("{\"name\":\"x\",\"future_field\":{\"a\":[1,2]}}", &err);
+	ok(m && m->n_components == 0 && m->n_env == 0 && m->port == -1 &&
+		   cJSON_GetObjectItemCaseSensitive(m->json, "future_field"),
+	   "rules: no env, unknown top-level keys kept");
+	fg_manifest_free(m);
+}
+
+static void test_errors(void)
+{
+	struct fg_err err = { 0, "" };
+	struct fg_manifest *m = NULL;
+	size_t big = FG_MANIFEST_MAX_BYTES + 1;
+	char *junk;
+	FILE *f;
+
+	bad("not json", "not valid JSON");
+	bad("[1,2]", "expected a JSON object at the top, got array");
+	bad("{\"env\":{\"PORT\":8000}}", "env.PORT: expected a string, got number");
+	bad("{\"env\":[]}", "env: expected an object");
+	bad("{\"env\":{\"WEIGHTS_BUCKET\":\"hf://buckets/x\"}}", "env.WEIGHTS_BUCKET: hf://buckets/x: missing bucket name");
+	bad("{\"env\":{\"WEIGHTS_BUCKET\":\"google/gemma\"}}", "env.WEIGHTS_BUCKET: expected hf://buckets/");
+	bad("{\"env\":{\"WEIGHTS_BUCKET\":\"hf://buckets/a/b/../c\"}}", "not a safe relative path");
+	bad("{\"model_id\":\"hf://buckets/a/b\"}", "model_id: expected a Hub model repo");
+	bad("{\"model_id\":7}", "model_id: expected a string, got number");
+	bad("{\"dependencies\":[\"ok\",3]}", "dependencies[1]: expected a string, got number");
+	bad("{\"serve\":\"python serve.py\"}", "serve: expected an array of strings, got string");
+	bad("{\"port\":\"8000\"}", "port: expected an integer");
+	bad("{\"port\":70000}", "port: expected an integer 0..65535");
+	bad("{\"env\":{\"DRAFTER_BUCKET\":\"hf://buckets/a/b\",\"DRAFTER_SHA256\":\"abc\"}}",
+	    "env.DRAFTER_SHA256: expected 64 hex digits");
+	bad("{\"env\":{\"SPECULATIVE_CONFIG\":\"{nope\"}}", "env.SPECULATIVE_CONFIG: not valid JSON");
+	bad("{\"env\":{\"SPECULATIVE_CONFIG\":\"{\\\"num_speculative_tokens\\\":\\\"7\\\"}\"}}",
+	    "env.SPECULATIVE_CONFIG.num_speculative_tokens");
+	bad("{\"env\":{\"A\":\"1\",\"A\":\"2\"}}", "env.A: key appears twice");
+	bad("{\"name\":\"a\"} trailing", "trailing data");
+
+	junk = malloc(big);
+	if (junk) {
+		memset(junk, 'x', big);
+		ok(fg_manifest_parse(&m, junk, big, "m.json", &err) == FG_EFORMAT &&
+			   strstr(err.msg, "larger than 16 MiB"),
+		   "refused: oversize buffer (%s)", err.msg);
+		f = fopen("build/test-manifest-big.json", "wb");
+		if (f) {
+			size_t i;
+
+			for (i = 0; i < 7; i++) /* 7 x 16 MiB = 112 MiB of garbage */
+				fwrite(junk, 1, big - 1, f);
+			fclose(f);
+			ok(fg_manifest_load(&m, "build/test-manifest-big.json", &err) == FG_EFORMAT &&
+				   strstr(err.msg, "larger than 16 MiB"),
+			   "refused: 112 MiB file (%s)", err.msg);
+			remove("build/test-manifest-big.json");
+		}
+		free(junk);
+	}
+	ok(fg_manifest_load(&m, "build/no-such-manifest.json", &err) == FG_ENOTFOUND,
+	   "missing file: not found");
+}
+
+int main(void)
+{
+	test_example();
+	test_rules();
+	test_errors();
+	return tap_done();
+}
