@@ -1,0 +1,1047 @@
+/* tarball.c - reproducible tar.zst writer and a distrustful reader/extractor.
+ *
+ * libarchive produces and parses the tar stream; zstd runs outside libarchive
+ * (through libzstd, in the write and read callbacks) so that the uncompressed
+ * tar bytes pass through our hands exactly once and can be hashed: that hash
+ * is the archive's identity. See archive.h for the rules. */
+#include "tarball.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "fsutil.h"
+#include "sha256.h"
+
+#define IO_CHUNK ((size_t)1 << 20)
+
+/* ---- a set of paths: files and the folders their paths imply ---- */
+
+enum { SLOT_EMPTY = 0, SLOT_FILE = 1, SLOT_DIR = 2 };
+
+struct pathset {
+	char **keys;
+	unsigned char *kind;
+	size_t cap, n; /* cap is a power of two */
+};
+
+static size_t path_hash(const char *s, size_t len)
+{
+	size_t h = 1469598103934665603ULL;
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
+	return h;
+}
+
+static void pathset_free(struct pathset *ps)
+{
+	size_t i;
+
+	for (i = 0; i < ps->cap; i++)
+		free(ps->keys[i]);
+	free(ps->keys);
+	free(ps->kind);
+	memset(ps, 0, sizeof(*ps));
+}
+
+/* Finds the slot of s[0..len) or the empty slot where it belongs. */
+static size_t pathset_slot(const struct pathset *ps, const char *s, size_t len)
+{
+	size_t i = path_hash(s, len) & (ps->cap - 1);
+
+	while (ps->kind[i] != SLOT_EMPTY &&
+	       !(strlen(ps->keys[i]) == len && !memcmp(ps->keys[i], s, len)))
+		i = (i + 1) & (ps->cap - 1);
+	return i;
+}
+
+static int pathset_grow(struct pathset *ps, struct fg_err *err)
+{
+	struct pathset bigger = { NULL, NULL, ps->cap ? ps->cap * 2 : 64, 0 };
+	size_t i;
+
+	bigger.keys = calloc(bigger.cap, sizeof(char *));
+	bigger.kind = calloc(bigger.cap, 1);
+	if (!bigger.keys || !bigger.kind) {
+		free(bigger.keys);
+		free(bigger.kind);
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	for (i = 0; i < ps->cap; i++) {
+		size_t j;
+
+		if (ps->kind[i] == SLOT_EMPTY)
+			continue;
+		j = pathset_slot(&bigger, ps->keys[i], strlen(ps->keys[i]));
+		bigger.keys[j] = ps->keys[i];
+		bigger.kind[j] = ps->kind[i];
+		bigger.n++;
+	}
+	free(ps->keys);
+	free(ps->kind);
+	*ps = bigger;
+	return 0;
+}
+
+/* Looks up s[0..len); inserts it with kind when absent. *found gets the kind
+ * that was there before (SLOT_EMPTY when inserted). */
+static int pathset_put(struct pathset *ps, const char *s, size_t len, int kind, int *found,
+		       struct fg_err *err)
+{
+	size_t i;
+
+	if ((ps->n + 1) * 2 > ps->cap) {
+		int rc = pathset_grow(ps, err);
+
+		if (rc)
+			return rc;
+	}
+	i = pathset_slot(ps, s, len);
+	*found = ps->kind[i];
+	if (ps->kind[i] != SLOT_EMPTY)
+		return 0;
+	ps->keys[i] = strndup(s, len);
+	if (!ps->keys[i])
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	ps->kind[i] = (unsigned char)kind;
+	ps->n++;
+	return 0;
+}
+
+/* Records path as a file or folder; refuses a duplicate file, a file where a
+ * folder is implied, or a folder (or implied parent) where a file is. */
+static int pathset_claim(struct pathset *ps, const char *path, int is_dir, struct fg_err *err)
+{
+	const char *p;
+	int found, rc;
+
+	for (p = strchr(path, '/'); p; p = strchr(p + 1, '/')) {
+		rc = pathset_put(ps, path, (size_t)(p - path), SLOT_DIR, &found, err);
+		if (rc)
+			return rc;
+		if (found == SLOT_FILE)
+			return fg_err_set(err, FG_EFORMAT, "%s: a parent of it is a file in the archive",
+					  path);
+	}
+	rc = pathset_put(ps, path, strlen(path), is_dir ? SLOT_DIR : SLOT_FILE, &found, err);
+	if (rc)
+		return rc;
+	if (found == SLOT_FILE)
+		return fg_err_set(err, FG_EFORMAT, "%s: appears twice in the archive", path);
+	if (found == SLOT_DIR && !is_dir)
+		return fg_err_set(err, FG_EFORMAT, "%s: is both a file and a folder in the archive", path);
+	return 0;
+}
+
+/* ---- writer ---- */
+
+struct wentry {
+	char *name;
+	char *src;          /* file to copy, or NULL */
+	char *data;         /* bytes to store when src is NULL */
+	size_t len;
+	unsigned long long size;
+	int mode;
+	int has_expect;
+	uint8_t expect[32];
+};
+
+struct fg_tarball_writer {
+	struct wentry *e;
+	size_t n, cap;
+	int level;
+	long long mtime;
+};
+
+/* State shared by libarchive's write callback. */
+struct wsink {
+	int fd;
+	const char *path;
+	ZSTD_CCtx *cctx;
+	struct fg_sha256 *id;
+	char *zbuf;
+	size_t zcap;
+	struct fg_err *err;
+	int failed;
+};
+
+int fg_tarball_writer_new(struct fg_tarball_writer **out, int level, long long mtime,
+			  struct fg_err *err)
+{
+	struct fg_tarball_writer *w;
+
+	*out = NULL;
+	if (level < 0 || level > 19)
+		return fg_err_set(err, FG_EINVAL, "zstd level %d out of range 1..19", level);
+	if (mtime < 0)
+		return fg_err_set(err, FG_EINVAL, "negative mtime %lld", mtime);
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	w->level = level ? level : 3;
+	w->mtime = mtime;
+	*out = w;
+	return 0;
+}
+
+static int push_entry(struct fg_tarball_writer *w, struct wentry *e, struct fg_err *err)
+{
+	if (w->n == w->cap) {
+		size_t cap = w->cap ? w->cap * 2 : 32;
+		struct wentry *ne = realloc(w->e, cap * sizeof(*ne));
+
+		if (!ne)
+			return fg_err_set(err, FG_ENOMEM, "out of memory");
+		w->e = ne;
+		w->cap = cap;
+	}
+	w->e[w->n++] = *e;
+	return 0;
+}
+
+int fg_tarball_add_file(struct fg_tarball_writer *w, const char *name, const char *src,
+			const uint8_t *expect_sha256, struct fg_err *err)
+{
+	struct wentry e;
+	struct stat st;
+	int rc;
+
+	if (!fg_path_is_safe_rel(name))
+		return fg_err_set(err, FG_EINVAL, "archive member name '%s' is not a safe relative path",
+				  name);
+	if (stat(src, &st))
+		return fg_err_set(err, errno == ENOENT ? FG_ENOTFOUND : FG_EIO, "stat %s: %s", src,
+				  strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return fg_err_set(err, FG_EINVAL, "%s: not a regular file", src);
+	memset(&e, 0, sizeof(e));
+	e.name = strdup(name);
+	e.src = strdup(src);
+	e.size = (unsigned long long)st.st_size;
+	e.mode = (st.st_mode & 0111) ? 0755 : 0644;
+	if (expect_sha256) {
+		e.has_expect = 1;
+		memcpy(e.expect, expect_sha256, 32);
+	}
+	if (!e.name || !e.src)
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	else
+		rc = push_entry(w, &e, err);
+	if (rc) {
+		free(e.name);
+		free(e.src);
+	}
+	return rc;
+}
+
+int fg_tarball_add_mem(struct fg_tarball_writer *w, const char *name, const void *data, size_t len,
+		       int mode, struct fg_err *err)
+{
+	struct wentry e;
+	int rc;
+
+	if (!fg_path_is_safe_rel(name))
+		return fg_err_set(err, FG_EINVAL, "archive member name '%s' is not a safe relative path",
+				  name);
+	if (mode != 0644 && mode != 0755)
+		return fg_err_set(err, FG_EINVAL, "%s: mode %o is not 0644 or 0755", name, mode);
+	memset(&e, 0, sizeof(e));
+	e.name = strdup(name);
+	e.data = malloc(len ? len : 1);
+	e.len = len;
+	e.size = len;
+	e.mode = mode;
+	if (!e.name || !e.data)
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	else {
+		if (len)
+			memcpy(e.data, data, len);
+		rc = push_entry(w, &e, err);
+	}
+	if (rc) {
+		free(e.name);
+		free(e.data);
+	}
+	return rc;
+}
+
+void fg_tarball_writer_free(struct fg_tarball_writer *w)
+{
+	size_t i;
+
+	if (!w)
+		return;
+	for (i = 0; i < w->n; i++) {
+		free(w->e[i].name);
+		free(w->e[i].src);
+		free(w->e[i].data);
+	}
+	free(w->e);
+	free(w);
+}
+
+static int cmp_wentry(const void *a, const void *b)
+{
+	return strcmp(((const struct wentry *)a)->name, ((const struct wentry *)b)->name);
+}
+
+static int write_all(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Compresses len bytes (or, with end set, flushes the frame) into the file. */
+static int sink_compress(struct wsink *s, const void *data, size_t len, int end)
+{
+	ZSTD_inBuffer in = { data, len, 0 };
+
+	for (;;) {
+		ZSTD_outBuffer out = { s->zbuf, s->zcap, 0 };
+		size_t left = ZSTD_compressStream2(s->cctx, &out, &in, end ? ZSTD_e_end : ZSTD_e_continue);
+
+		if (ZSTD_isError(left))
+			return fg_err_set(s->err, FG_EIO, "zstd compress: %s", ZSTD_getErrorName(left));
+		if (out.pos && write_all(s->fd, s->zbuf, out.pos))
+			return fg_err_set(s->err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s: %s",
+					  s->path, strerror(errno));
+		if (end ? left == 0 : in.pos == in.size)
+			return 0;
+	}
+}
+
+static la_ssize_t sink_write(struct archive *a, void *user, const void *buf, size_t len)
+{
+	struct wsink *s = user;
+
+	(void)a;
+	if (s->failed)
+		return -1;
+	if (fg_sha256_update(s->id, buf, len, s->err) || sink_compress(s, buf, len, 0)) {
+		s->failed = 1;
+		return -1;
+	}
+	return (la_ssize_t)len;
+}
+
+static int la_fail(struct archive *a, struct wsink *s, const char *what, const char *name,
+		   struct fg_err *err)
+{
+	if (s && s->failed)
+		return fg_err_wrap(err, "%s %s", what, name);
+	return fg_err_set(err, FG_EIO, "%s %s: %s", what, name,
+			  archive_error_string(a) ? archive_error_string(a) : "libarchive error");
+}
+
+static int write_member(struct archive *a, struct wsink *s, const struct wentry *e, long long mtime,
+			char *buf, struct fg_err *err)
+{
+	struct archive_entry *ae = archive_entry_new();
+	struct fg_sha256 *h = NULL;
+	unsigned long long done = 0;
+	uint8_t got[32];
+	int fd = -1, rc = 0;
+
+	if (!ae)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	archive_entry_set_pathname(ae, e->name);
+	archive_entry_set_filetype(ae, AE_IFREG);
+	archive_entry_set_perm(ae, (mode_t)e->mode);
+	archive_entry_set_size(ae, (la_int64_t)e->size);
+	archive_entry_set_mtime(ae, (time_t)mtime, 0);
+	archive_entry_set_uid(ae, 0);
+	archive_entry_set_gid(ae, 0);
+	if (archive_write_header(a, ae) != ARCHIVE_OK) {
+		rc = la_fail(a, s, "write header of", e->name, err);
+		goto out;
+	}
+	if (!e->src) {
+		if (e->len && archive_write_data(a, e->data, e->len) != (la_ssize_t)e->len)
+			rc = la_fail(a, s, "write", e->name, err);
+		goto out;
+	}
+	fd = open(e->src, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = fg_err_set(err, FG_EIO, "open %s: %s", e->src, strerror(errno));
+		goto out;
+	}
+#ifdef POSIX_FADV_SEQUENTIAL
+	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+	rc = fg_sha256_new(&h, err);
+	while (!rc && done < e->size) {
+		size_t want = e->size - done < IO_CHUNK ? (size_t)(e->size - done) : IO_CHUNK;
+		ssize_t n = read(fd, buf, want);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = fg_err_set(err, FG_EIO, "read %s: %s", e->src, strerror(errno));
+			break;
+		}
+		if (n == 0) {
+			rc = fg_err_set(err, FG_EIO, "%s: shrank while packing", e->src);
+			break;
+		}
+		rc = fg_sha256_update(h, buf, (size_t)n, err);
+		if (!rc && archive_write_data(a, buf, (size_t)n) != n)
+			rc = la_fail(a, s, "write", e->name, err);
+		done += (unsigned long long)n;
+	}
+	if (!rc && read(fd, buf, 1) > 0)
+		rc = fg_err_set(err, FG_EIO, "%s: grew while packing", e->src);
+	if (!rc)
+		rc = fg_sha256_final(h, got, err);
+	if (!rc && e->has_expect && memcmp(got, e->expect, 32))
+		rc = fg_err_set(err, FG_EHASH, "%s: changed between hashing and packing", e->src);
+out:
+	if (fd >= 0)
+		close(fd);
+	fg_sha256_free(h);
+	archive_entry_free(ae);
+	return rc;
+}
+
+int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint8_t id[32],
+			     struct fg_err *err)
+{
+	struct wsink s;
+	struct pathset ps = { 0 };
+	struct fg_buf tmp = FG_BUF_INIT, dir = FG_BUF_INIT;
+	struct archive *a = NULL;
+	char *buf = NULL;
+	const char *slash;
+	size_t i;
+	int rc = 0, opened = 0;
+
+	memset(&s, 0, sizeof(s));
+	s.fd = -1;
+	s.err = err;
+	qsort(w->e, w->n, sizeof(*w->e), cmp_wentry);
+	for (i = 0; !rc && i < w->n; i++)
+		rc = pathset_claim(&ps, w->e[i].name, 0, err);
+	pathset_free(&ps);
+	if (rc)
+		return rc;
+
+	rc = fg_buf_printf(&tmp, err, "%s.tmp.%ld", path, (long)getpid());
+	slash = strrchr(path, '/');
+	if (!rc)
+		rc = slash ? fg_buf_append(&dir, path, slash == path ? 1 : (size_t)(slash - path), err)
+			   : fg_buf_puts(&dir, ".", err);
+	if (rc)
+		goto out;
+	buf = malloc(IO_CHUNK);
+	s.zcap = ZSTD_CStreamOutSize();
+	s.zbuf = malloc(s.zcap);
+	s.cctx = ZSTD_createCCtx();
+	if (!buf || !s.zbuf || !s.cctx) {
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+		goto out;
+	}
+	ZSTD_CCtx_setParameter(s.cctx, ZSTD_c_compressionLevel, w->level);
+	ZSTD_CCtx_setParameter(s.cctx, ZSTD_c_checksumFlag, 1);
+	/* One worker thread overlaps compression with tar writing and hashing;
+	 * zstd's output for any nbWorkers >= 1 is the same bytes. */
+	ZSTD_CCtx_setParameter(s.cctx, ZSTD_c_nbWorkers, 1);
+	rc = fg_sha256_new(&s.id, err);
+	if (rc)
+		goto out;
+	s.path = tmp.data;
+	s.fd = open(tmp.data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (s.fd < 0) {
+		rc = fg_err_set(err, FG_EIO, "create %s: %s", tmp.data, strerror(errno));
+		goto out;
+	}
+	opened = 1;
+	a = archive_write_new();
+	if (!a || archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
+	    archive_write_add_filter_none(a) != ARCHIVE_OK ||
+	    archive_write_set_bytes_per_block(a, 10240) != ARCHIVE_OK ||
+	    archive_write_open(a, &s, NULL, sink_write, NULL) != ARCHIVE_OK) {
+		rc = a ? la_fail(a, &s, "open tar writer for", path, err)
+		       : fg_err_set(err, FG_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (i = 0; !rc && i < w->n; i++)
+		rc = write_member(a, &s, &w->e[i], w->mtime, buf, err);
+	if (rc)
+		goto out;
+	if (archive_write_close(a) != ARCHIVE_OK) {
+		rc = la_fail(a, &s, "finish", path, err);
+		goto out;
+	}
+	rc = sink_compress(&s, NULL, 0, 1);
+	if (!rc)
+		rc = fg_sha256_final(s.id, id, err);
+	if (!rc && fsync(s.fd))
+		rc = fg_err_set(err, FG_EIO, "fsync %s: %s", tmp.data, strerror(errno));
+	if (!rc && close(s.fd))
+		rc = fg_err_set(err, FG_EIO, "close %s: %s", tmp.data, strerror(errno));
+	s.fd = -1;
+	if (!rc && rename(tmp.data, path))
+		rc = fg_err_set(err, FG_EIO, "rename %s: %s", path, strerror(errno));
+	if (!rc)
+		rc = fg_fsync_dir(dir.data, err);
+out:
+	if (a)
+		archive_write_free(a);
+	if (s.fd >= 0)
+		close(s.fd);
+	if (rc && opened)
+		unlink(tmp.data);
+	ZSTD_freeCCtx(s.cctx);
+	fg_sha256_free(s.id);
+	free(s.zbuf);
+	free(buf);
+	fg_buf_release(&tmp);
+	fg_buf_release(&dir);
+	return rc;
+}
+
+/* ---- reader ---- */
+
+/* Feeds libarchive the uncompressed tar stream, hashing it on the way. */
+struct rsrc {
+	int fd;
+	const char *path;
+	int zstd;
+	ZSTD_DCtx *dctx;
+	char *in, *out;
+	size_t in_cap, in_len, in_pos, out_cap;
+	int in_eof;
+	size_t last_ret; /* ZSTD_decompressStream's last hint: 0 at a frame end */
+	struct fg_sha256 *id;
+	struct fg_err *err;
+	int failed;
+};
+
+/* Produces the next chunk of tar bytes; *len 0 at the end. */
+static int src_next(struct rsrc *r, const void **data, size_t *len)
+{
+	*len = 0;
+	*data = r->out;
+	if (!r->zstd) {
+		ssize_t n;
+
+		do
+			n = read(r->fd, r->out, r->out_cap);
+		while (n < 0 && errno == EINTR);
+		if (n < 0)
+			return fg_err_set(r->err, FG_EIO, "read %s: %s", r->path, strerror(errno));
+		*len = (size_t)n;
+	} else {
+		for (;;) {
+			ZSTD_outBuffer ob = { r->out, r->out_cap, 0 };
+			ZSTD_inBuffer ib;
+
+			if (r->in_pos == r->in_len && !r->in_eof) {
+				ssize_t n;
+
+				do
+					n = read(r->fd, r->in, r->in_cap);
+				while (n < 0 && errno == EINTR);
+				if (n < 0)
+					return fg_err_set(r->err, FG_EIO, "read %s: %s", r->path,
+							  strerror(errno));
+				r->in_len = (size_t)n;
+				r->in_pos = 0;
+				if (n == 0)
+					r->in_eof = 1;
+			}
+			if (r->in_pos == r->in_len && r->in_eof) {
+				/* all input used: flush what the decoder still holds */
+				ib.src = r->in;
+				ib.size = 0;
+				ib.pos = 0;
+				if (r->last_ret != 0) {
+					r->last_ret = ZSTD_decompressStream(r->dctx, &ob, &ib);
+					if (ZSTD_isError(r->last_ret))
+						return fg_err_set(r->err, FG_EFORMAT, "%s: zstd: %s", r->path,
+								  ZSTD_getErrorName(r->last_ret));
+					if (ob.pos == 0 && r->last_ret != 0)
+						return fg_err_set(r->err, FG_EFORMAT,
+								  "%s: truncated zstd stream", r->path);
+				}
+				*len = ob.pos;
+				break;
+			}
+			ib.src = r->in;
+			ib.size = r->in_len;
+			ib.pos = r->in_pos;
+			r->last_ret = ZSTD_decompressStream(r->dctx, &ob, &ib);
+			if (ZSTD_isError(r->last_ret))
+				return fg_err_set(r->err, FG_EFORMAT, "%s: zstd: %s", r->path,
+						  ZSTD_getErrorName(r->last_ret));
+			r->in_pos = ib.pos;
+			if (ob.pos) {
+				*len = ob.pos;
+				break;
+			}
+		}
+	}
+	if (*len && r->id)
+		return fg_sha256_update(r->id, r->out, *len, r->err);
+	return 0;
+}
+
+static la_ssize_t src_read(struct archive *a, void *user, const void **buf)
+{
+	struct rsrc *r = user;
+	size_t len;
+
+	(void)a;
+	if (r->failed || src_next(r, buf, &len)) {
+		r->failed = 1;
+		return -1;
+	}
+	return (la_ssize_t)len;
+}
+
+static void src_close(struct rsrc *r)
+{
+	if (r->fd >= 0)
+		close(r->fd);
+	ZSTD_freeDCtx(r->dctx);
+	fg_sha256_free(r->id);
+	free(r->in);
+	free(r->out);
+}
+
+static int src_open(struct rsrc *r, const char *path, int want_id, struct fg_err *err)
+{
+	unsigned char magic[4];
+	ssize_t n;
+
+	memset(r, 0, sizeof(*r));
+	r->fd = open(path, O_RDONLY | O_CLOEXEC);
+	r->path = path;
+	r->err = err;
+	r->last_ret = 1;
+	if (r->fd < 0)
+		return fg_err_set(err, errno == ENOENT ? FG_ENOTFOUND : FG_EIO, "open %s: %s", path,
+				  strerror(errno));
+#ifdef POSIX_FADV_SEQUENTIAL
+	posix_fadvise(r->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+	n = pread(r->fd, magic, 4, 0);
+	r->zstd = n == 4 && magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd;
+	r->out_cap = IO_CHUNK;
+	r->out = malloc(r->out_cap);
+	if (r->zstd) {
+		r->in_cap = ZSTD_DStreamInSize();
+		r->in = malloc(r->in_cap);
+		r->dctx = ZSTD_createDCtx();
+	}
+	if (!r->out || (r->zstd && (!r->in || !r->dctx)))
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	if (want_id)
+		return fg_sha256_new(&r->id, err);
+	return 0;
+}
+
+/* Reads the rest of the stream so the identity covers every byte. */
+static int src_drain(struct rsrc *r, uint8_t id[32])
+{
+	const void *d;
+	size_t len;
+	int rc;
+
+	do
+		rc = src_next(r, &d, &len);
+	while (!rc && len);
+	if (!rc && id)
+		rc = fg_sha256_final(r->id, id, r->err);
+	return rc;
+}
+
+static int la_read_fail(struct archive *a, struct rsrc *r, struct fg_err *err)
+{
+	if (r->failed)
+		return err ? err->code : FG_EIO;
+	return fg_err_set(err, FG_EFORMAT, "%s: %s", r->path,
+			  archive_error_string(a) ? archive_error_string(a) : "not a tar archive");
+}
+
+static struct archive *reader_new(struct rsrc *r, struct fg_err *err)
+{
+	struct archive *a = archive_read_new();
+
+	if (!a) {
+		fg_err_set(err, FG_ENOMEM, "out of memory");
+		return NULL;
+	}
+	if (archive_read_support_format_tar(a) != ARCHIVE_OK ||
+	    archive_read_open(a, r, NULL, src_read, NULL) != ARCHIVE_OK) {
+		la_read_fail(a, r, err);
+		archive_read_free(a);
+		return NULL;
+	}
+	return a;
+}
+
+/* What a header may be; fills path (without trailing '/'), size, mode, dir. */
+struct hdr {
+	char path[4096];
+	unsigned long long size;
+	int mode, is_dir;
+};
+
+static int check_header(struct archive_entry *ae, const char *archive, struct hdr *h,
+			const struct fg_tarball_limits *lim, struct fg_err *err)
+{
+	const char *name = archive_entry_pathname(ae);
+	mode_t type = archive_entry_filetype(ae);
+	unsigned long long max_entry = lim && lim->max_entry_size ? lim->max_entry_size
+								   : FG_TARBALL_DEFAULT_MAX_ENTRY;
+	size_t n;
+
+	if (!name)
+		return fg_err_set(err, FG_EFORMAT, "%s: a member has no usable name", archive);
+	n = strlen(name);
+	if (n >= sizeof(h->path))
+		return fg_err_set(err, FG_EFORMAT, "%s: member name longer than %zu bytes", archive,
+				  sizeof(h->path) - 1);
+	memcpy(h->path, name, n + 1);
+	if (type == AE_IFDIR)
+		while (n > 1 && h->path[n - 1] == '/')
+			h->path[--n] = '\0';
+	if (!fg_path_is_safe_rel(h->path))
+		return fg_err_set(err, FG_EFORMAT, "%s: refused member '%s': not a safe relative path",
+				  archive, name);
+	if (archive_entry_symlink(ae) || type == AE_IFLNK)
+		return fg_err_set(err, FG_EFORMAT, "%s: refused member '%s': symbolic link", archive,
+				  h->path);
+	if (archive_entry_hardlink(ae))
+		return fg_err_set(err, FG_EFORMAT, "%s: refused member '%s': hard link", archive, h->path);
+	if (type != AE_IFREG && type != AE_IFDIR)
+		return fg_err_set(err, FG_EFORMAT, "%s: refused member '%s': %s", archive, h->path,
+				  type == AE_IFCHR    ? "character device"
+				  : type == AE_IFBLK  ? "block device"
+				  : type == AE_IFIFO  ? "fifo"
+				  : type == AE_IFSOCK ? "socket"
+						      : "not a regular file or folder");
+	if (archive_entry_sparse_count(ae) > 0)
+		return fg_err_set(err, FG_EFORMAT, "%s: refused member '%s': sparse file", archive,
+				  h->path);
+	h->is_dir = type == AE_IFDIR;
+	h->size = 0;
+	if (!h->is_dir) {
+		la_int64_t sz = archive_entry_size(ae);
+
+		if (!archive_entry_size_is_set(ae) || sz < 0)
+			return fg_err_set(err, FG_EFORMAT, "%s: member '%s' has no size", archive, h->path);
+		h->size = (unsigned long long)sz;
+		if (h->size > max_entry)
+			return fg_err_set(err, FG_EFORMAT,
+					  "%s: refused member '%s': %llu bytes is over the limit of %llu",
+					  archive, h->path, h->size, max_entry);
+	}
+	h->mode = h->is_dir || (archive_entry_perm(ae) & 0111) ? 0755 : 0644;
+	return 0;
+}
+
+/* Bookkeeping across headers: counts, totals, names. */
+struct walk {
+	const struct fg_tarball_limits *lim;
+	const char *archive;
+	struct pathset names;
+	size_t entries;
+	unsigned long long total, free_bytes; /* free_bytes 0 = unchecked */
+};
+
+static int walk_account(struct walk *wk, const struct hdr *h, struct fg_err *err)
+{
+	size_t max_entries = wk->lim && wk->lim->max_entries ? wk->lim->max_entries
+							      : FG_TARBALL_DEFAULT_MAX_ENTRIES;
+	unsigned long long max_total = wk->lim && wk->lim->max_total_size ? wk->lim->max_total_size
+									  : FG_TARBALL_DEFAULT_MAX_TOTAL;
+
+	if (++wk->entries > max_entries)
+		return fg_err_set(err, FG_EFORMAT, "%s: more than %zu members", wk->archive, max_entries);
+	wk->total += h->size;
+	if (wk->total > max_total || wk->total < h->size)
+		return fg_err_set(err, FG_EFORMAT, "%s: members add up to more than %llu bytes",
+				  wk->archive, max_total);
+	if (wk->free_bytes && wk->total > wk->free_bytes)
+		return fg_err_set(err, FG_ENOSPC,
+				  "%s: members need %llu bytes, only %llu free at the destination",
+				  wk->archive, wk->total, wk->free_bytes);
+	if (pathset_claim(&wk->names, h->path, h->is_dir, err))
+		return fg_err_wrap(err, "%s", wk->archive);
+	return 0;
+}
+
+/* Copies the current member's data to fd (may be -1) and/or hashes it. */
+static int copy_data(struct archive *a, struct rsrc *r, const struct hdr *h, int fd,
+		     struct fg_sha256 *hash, fg_tarball_data_fn fn, void *user, struct fg_err *err)
+{
+	unsigned long long done = 0;
+
+	for (;;) {
+		const void *blk;
+		size_t len;
+		la_int64_t off;
+		int st = archive_read_data_block(a, &blk, &len, &off);
+
+		if (st == ARCHIVE_EOF)
+			break;
+		if (st != ARCHIVE_OK)
+			return la_read_fail(a, r, err);
+		if (off < 0 || (unsigned long long)off != done || len > h->size - done)
+			return fg_err_set(err, FG_EFORMAT, "%s: member '%s' has inconsistent data blocks",
+					  r->path, h->path);
+		if (hash && fg_sha256_update(hash, blk, len, err))
+			return err ? err->code : FG_EIO;
+		if (fd >= 0 && write_all(fd, blk, len))
+			return fg_err_set(err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s: %s",
+					  h->path, strerror(errno));
+		if (fn) {
+			int rc = fn(user, blk, len, err);
+
+			if (rc)
+				return rc;
+		}
+		done += len;
+	}
+	if (done != h->size)
+		return fg_err_set(err, FG_EFORMAT, "%s: member '%s' is truncated (%llu of %llu bytes)",
+				  r->path, h->path, done, h->size);
+	return 0;
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)ftw;
+	return flag == FTW_DP ? rmdir(p) : unlink(p);
+}
+
+static void rm_rf(const char *path)
+{
+	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Shared by scan and extract: dest NULL means write nothing. */
+static int walk_archive(const char *archive, const char *dest, const struct fg_tarball_limits *lim,
+			int hash, fg_tarball_entry_fn fn, void *user, uint8_t id[32],
+			struct fg_err *err)
+{
+	struct walk wk;
+	struct rsrc r;
+	struct archive *a = NULL;
+	struct fg_sha256 *h = NULL;
+	struct fg_buf full = FG_BUF_INIT;
+	struct hdr *hd = malloc(sizeof(*hd));
+	int rc;
+
+	memset(&wk, 0, sizeof(wk));
+	wk.lim = lim;
+	wk.archive = archive;
+	if (!hd)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	rc = src_open(&r, archive, id != NULL, err);
+	if (!rc && hash)
+		rc = fg_sha256_new(&h, err);
+	if (!rc && dest) {
+		struct fg_buf parent = FG_BUF_INIT;
+		const char *slash = strrchr(dest, '/');
+
+		rc = slash ? fg_buf_append(&parent, dest, slash == dest ? 1 : (size_t)(slash - dest), err)
+			   : fg_buf_puts(&parent, ".", err);
+		if (!rc)
+			rc = fg_fs_free_bytes(parent.data, &wk.free_bytes, err);
+		if (!rc && wk.free_bytes == 0)
+			wk.free_bytes = 1;
+		fg_buf_release(&parent);
+	}
+	if (!rc) {
+		a = reader_new(&r, err);
+		if (!a)
+			rc = err ? err->code : FG_EFORMAT;
+	}
+	while (!rc) {
+		struct archive_entry *ae;
+		struct fg_tarball_entry info;
+		int st = archive_read_next_header(a, &ae), fd = -1;
+
+		if (st == ARCHIVE_EOF)
+			break;
+		if (st != ARCHIVE_OK) {
+			rc = la_read_fail(a, &r, err);
+			break;
+		}
+		rc = check_header(ae, archive, hd, lim, err);
+		if (!rc)
+			rc = walk_account(&wk, hd, err);
+		if (rc)
+			break;
+		if (dest) {
+			fg_buf_reset(&full);
+			rc = fg_path_join(&full, dest, hd->path, err);
+			if (!rc && hd->is_dir)
+				rc = fg_mkdir_p(full.data, 0755, err);
+			else if (!rc) {
+				char *slash = strrchr(full.data, '/');
+
+				*slash = '\0';
+				rc = fg_mkdir_p(full.data, 0755, err);
+				*slash = '/';
+				if (!rc) {
+					fd = open(full.data,
+						  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+						  (mode_t)hd->mode);
+					if (fd < 0)
+						rc = fg_err_set(err, FG_EIO, "create %s: %s", hd->path,
+								strerror(errno));
+				}
+			}
+		}
+		if (!rc && !hd->is_dir)
+			rc = copy_data(a, &r, hd, fd, h, NULL, NULL, err);
+		if (fd >= 0 && close(fd) && !rc)
+			rc = fg_err_set(err, FG_EIO, "close %s: %s", hd->path, strerror(errno));
+		if (rc)
+			break;
+		memset(&info, 0, sizeof(info));
+		info.path = hd->path;
+		info.size = hd->size;
+		info.mode = hd->mode;
+		info.is_dir = hd->is_dir;
+		if (h && !hd->is_dir) {
+			rc = fg_sha256_final(h, info.sha256, err);
+			info.hashed = 1;
+		}
+		if (!rc && fn)
+			rc = fn(user, &info, err);
+	}
+	if (!rc)
+		rc = src_drain(&r, id);
+	if (a)
+		archive_read_free(a);
+	src_close(&r);
+	fg_sha256_free(h);
+	fg_buf_release(&full);
+	pathset_free(&wk.names);
+	free(hd);
+	return rc;
+}
+
+int fg_tarball_scan(const char *archive, const struct fg_tarball_limits *lim, int hash,
+		    fg_tarball_entry_fn fn, void *user, uint8_t id[32], struct fg_err *err)
+{
+	return walk_archive(archive, NULL, lim, hash, fn, user, id, err);
+}
+
+int fg_tarball_extract(const char *archive, const char *dest, const struct fg_tarball_limits *lim,
+		       fg_tarball_entry_fn fn, void *user, uint8_t id[32], struct fg_err *err)
+{
+	struct fg_buf tmp = FG_BUF_INIT;
+	struct stat st;
+	int rc;
+
+	if (!lstat(dest, &st))
+		return fg_err_set(err, FG_EINVAL, "extract to %s: it already exists", dest);
+	rc = fg_buf_printf(&tmp, err, "%s.partial.XXXXXX", dest);
+	if (rc)
+		return rc;
+	if (!mkdtemp(tmp.data)) {
+		rc = fg_err_set(err, FG_EIO, "create %s: %s", tmp.data, strerror(errno));
+		fg_buf_release(&tmp);
+		return rc;
+	}
+	chmod(tmp.data, 0755);
+	rc = walk_archive(archive, tmp.data, lim, 1, fn, user, id, err);
+	if (!rc && renameat2(AT_FDCWD, tmp.data, AT_FDCWD, dest, RENAME_NOREPLACE)) {
+		if ((errno == EINVAL || errno == ENOSYS) && lstat(dest, &st) && !rename(tmp.data, dest))
+			rc = 0;
+		else
+			rc = fg_err_set(err, FG_EIO, "rename to %s: %s", dest, strerror(errno));
+	}
+	if (rc)
+		rm_rf(tmp.data);
+	fg_buf_release(&tmp);
+	return rc;
+}
+
+int fg_tarball_stream_member(const char *archive, const char *name, fg_tarball_data_fn fn,
+			     void *user, struct fg_err *err)
+{
+	struct rsrc r;
+	struct archive *a = NULL;
+	struct hdr *hd = malloc(sizeof(*hd));
+	int rc, found = 0;
+
+	if (!hd)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	rc = src_open(&r, archive, 0, err);
+	if (!rc) {
+		a = reader_new(&r, err);
+		if (!a)
+			rc = err ? err->code : FG_EFORMAT;
+	}
+	while (!rc && !found) {
+		struct archive_entry *ae;
+		int st = archive_read_next_header(a, &ae);
+
+		if (st == ARCHIVE_EOF)
+			break;
+		if (st != ARCHIVE_OK) {
+			rc = la_read_fail(a, &r, err);
+			break;
+		}
+		rc = check_header(ae, archive, hd, NULL, err);
+		if (rc || hd->is_dir || strcmp(hd->path, name))
+			continue;
+		found = 1;
+		rc = copy_data(a, &r, hd, -1, NULL, fn, user, err);
+	}
+	if (!rc && !found)
+		rc = fg_err_set(err, FG_ENOTFOUND, "%s: no member '%s'", archive, name);
+	if (a)
+		archive_read_free(a);
+	src_close(&r);
+	free(hd);
+	return rc;
+}
+
+static int to_buf(void *user, const void *data, size_t len, struct fg_err *err)
+{
+	return fg_buf_append(user, data, len, err);
+}
+
+int fg_tarball_read_member(const char *archive, const char *name, size_t max, struct fg_buf *out,
+			   struct fg_err *err)
+{
+	struct fg_buf b;
+	int rc;
+
+	fg_buf_init(&b, max);
+	rc = fg_tarball_stream_member(archive, name, to_buf, &b, err);
+	if (!rc)
+		rc = fg_buf_append(out, b.data ? b.data : "", b.len, err);
+	fg_buf_release(&b);
+	return rc;
+}

@@ -1,0 +1,95 @@
+/* tarball.h - reproducible tar.zst bundles: writer, safe extractor, member reader.
+ * (Named tarball, not archive, so that <archive.h> still means libarchive's.)
+ *
+ * Written archives are byte-reproducible: regular files only (folders are
+ * implied by paths), entries sorted by path bytes, one fixed mtime, uid/gid 0
+ * with no user or group names, modes 0644 or 0755, restricted pax (pax
+ * headers only where ustar cannot hold a field; never atime/ctime). The tar
+ * stream goes through libarchive, then libzstd. An archive's identity is the
+ * sha256 of the uncompressed tar stream, computed while writing and while
+ * reading, since zstd output may differ between zstd versions.
+ *
+ * Reading accepts zstd-compressed or plain tar. Extraction trusts nothing:
+ * every header is checked before its bytes are written, into a fresh folder
+ * beside the destination that is renamed into place only when the whole
+ * archive passed; anything refused removes that folder, so nothing is left
+ * behind. Refused: absolute paths, "..", ".", empty or control-character
+ * components, any link (symbolic or hard), device nodes, fifos, sockets,
+ * sparse entries, duplicate paths, entries over the size limit, more entries
+ * than the limit, and totals over the limit or the free disk space. */
+#ifndef FG_TARBALL_H
+#define FG_TARBALL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "err.h"
+
+#define FG_TARBALL_DEFAULT_MAX_ENTRY (64ULL << 30)  /* bytes in one file */
+#define FG_TARBALL_DEFAULT_MAX_TOTAL (512ULL << 30) /* bytes in all files */
+#define FG_TARBALL_DEFAULT_MAX_ENTRIES 100000
+
+struct fg_tarball_limits {
+	unsigned long long max_entry_size; /* 0 = FG_TARBALL_DEFAULT_MAX_ENTRY */
+	unsigned long long max_total_size; /* 0 = FG_TARBALL_DEFAULT_MAX_TOTAL */
+	size_t max_entries;                /* 0 = FG_TARBALL_DEFAULT_MAX_ENTRIES */
+};
+
+/* One member as seen by a reader. path is borrowed for the callback only. */
+struct fg_tarball_entry {
+	const char *path;
+	unsigned long long size;
+	int mode;       /* 0644 / 0755 for files, 0755 for folders */
+	int is_dir;
+	int hashed;     /* sha256 below is valid (files, when hashing was asked) */
+	uint8_t sha256[32];
+};
+
+/* Called once per member after its content was read (and hashed); a nonzero
+ * (negative FG_E*) return stops the read with that code. */
+typedef int (*fg_tarball_entry_fn)(void *user, const struct fg_tarball_entry *e, struct fg_err *err);
+
+/* Writer. Members are collected first and written sorted at finish. */
+struct fg_tarball_writer;
+
+/* level: zstd level (1..19; 0 = 3). mtime: seconds since the epoch stored in
+ * every header (callers pass SOURCE_DATE_EPOCH or 0). */
+int fg_tarball_writer_new(struct fg_tarball_writer **out, int level, long long mtime,
+			  struct fg_err *err);
+/* Adds the regular file at src as name (a safe relative path). Mode 0755 when
+ * src has any execute bit, else 0644. expect_sha256 (may be NULL) is the digest
+ * the caller recorded; finish fails with FG_EHASH when the bytes it writes
+ * differ (the file changed between hashing and packing). Copies its strings. */
+int fg_tarball_add_file(struct fg_tarball_writer *w, const char *name, const char *src,
+			const uint8_t *expect_sha256, struct fg_err *err);
+/* Adds len bytes of data as name with mode 0644 or 0755. Copies the data. */
+int fg_tarball_add_mem(struct fg_tarball_writer *w, const char *name, const void *data, size_t len,
+		       int mode, struct fg_err *err);
+/* Writes the archive to path atomically (temporary file, fsync, rename) and
+ * sets id to the sha256 of the uncompressed tar stream. */
+int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint8_t id[32],
+			     struct fg_err *err);
+void fg_tarball_writer_free(struct fg_tarball_writer *w);
+
+/* Reads every header and every byte without writing anything: validates each
+ * member as extraction would, hashes file contents when hash is nonzero,
+ * calls fn (may be NULL) per member and sets id (may be NULL) to the identity. */
+int fg_tarball_scan(const char *archive, const struct fg_tarball_limits *lim, int hash,
+		    fg_tarball_entry_fn fn, void *user, uint8_t id[32], struct fg_err *err);
+
+/* Extracts archive into dest, which must not exist yet (its parent must).
+ * Member contents are hashed on the way (fn sees e->hashed = 1). On any
+ * error nothing is left at dest or beside it. id may be NULL. */
+int fg_tarball_extract(const char *archive, const char *dest, const struct fg_tarball_limits *lim,
+		       fg_tarball_entry_fn fn, void *user, uint8_t id[32], struct fg_err *err);
+
+/* Streams the member named name to fn in chunks; FG_ENOTFOUND when absent. */
+typedef int (*fg_tarball_data_fn)(void *user, const void *data, size_t len, struct fg_err *err);
+int fg_tarball_stream_member(const char *archive, const char *name, fg_tarball_data_fn fn,
+			     void *user, struct fg_err *err);
+/* Reads the member named name into out (appending), refusing more than max bytes. */
+int fg_tarball_read_member(const char *archive, const char *name, size_t max, struct fg_buf *out,
+			   struct fg_err *err);
+
+#endif

@@ -1,0 +1,346 @@
+/* test_tarball.c - reproducible writer, identity, safe extraction, member reads,
+ * and hostile archives (crafted here with python3's tarfile) that must be
+ * refused with nothing written at or beside the destination. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <utime.h>
+
+#include "tarball.h"
+#include "buf.h"
+#include "fsutil.h"
+#include "sha256.h"
+#include "tap.h"
+
+static char work[256];
+
+static const char *at(const char *rel)
+{
+	static char paths[8][512];
+	static int next;
+	char *p = paths[next++ % 8];
+
+	snprintf(p, 512, "%s/%s", work, rel);
+	return p;
+}
+
+static int write_text(const char *path, const char *text, int mode)
+{
+	struct fg_err err;
+
+	return fg_file_write_atomic(path, text, strlen(text), mode, &err);
+}
+
+static int files_equal(const char *a, const char *b)
+{
+	struct fg_buf x = FG_BUF_INIT, y = FG_BUF_INIT;
+	struct fg_err err;
+	int eq = !fg_file_read(a, 1 << 26, &x, &err) && !fg_file_read(b, 1 << 26, &y, &err) &&
+		 x.len == y.len && !memcmp(x.data, y.data, x.len);
+
+	fg_buf_release(&x);
+	fg_buf_release(&y);
+	return eq;
+}
+
+/* Number of entries in folder dir other than crafted archives (*.tar) and
+ * the benign twin's folder "none". */
+static int count_other(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    !strcmp(de->d_name, "none") || (len > 4 && !strcmp(de->d_name + len - 4, ".tar")))
+			continue;
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+struct seen {
+	int n;
+	char names[16][64];
+	uint8_t sha[16][32];
+	int mode[16];
+};
+
+static int record(void *user, const struct fg_tarball_entry *e, struct fg_err *err)
+{
+	struct seen *s = user;
+
+	(void)err;
+	if (s->n < 16) {
+		snprintf(s->names[s->n], 64, "%s", e->path);
+		memcpy(s->sha[s->n], e->sha256, 32);
+		s->mode[s->n] = e->mode;
+	}
+	s->n++;
+	return 0;
+}
+
+static int pack_sample(const char *out, uint8_t id[32], struct fg_err *err)
+{
+	struct fg_tarball_writer *w;
+	static const char big_name[] =
+		"components/weights/a-very-long-folder-name-that-goes-on-and-on/"
+		"and-on-past-the-hundred-bytes-of-a-ustar-name-field/model.safetensors";
+	int rc = fg_tarball_writer_new(&w, 3, 1700000000, err);
+
+	if (rc)
+		return rc;
+	rc = fg_tarball_add_file(w, "z/last.bin", at("src/last.bin"), NULL, err);
+	if (!rc)
+		rc = fg_tarball_add_file(w, "engine/run.sh", at("src/run.sh"), NULL, err);
+	if (!rc)
+		rc = fg_tarball_add_mem(w, "bundle.json", "{}\n", 3, 0644, err);
+	if (!rc)
+		rc = fg_tarball_add_file(w, big_name, at("src/last.bin"), NULL, err);
+	if (!rc)
+		rc = fg_tarball_add_mem(w, "empty", "", 0, 0644, err);
+	if (!rc)
+		rc = fg_tarball_writer_finish(w, out, id, err);
+	fg_tarball_writer_free(w);
+	return rc;
+}
+
+static void test_roundtrip(void)
+{
+	struct fg_err err;
+	uint8_t id1[32], id2[32], id3[32], want[32];
+	struct seen s;
+	struct fg_buf b = FG_BUF_INIT;
+	struct stat st;
+	char cmd[1024], hex[65];
+	FILE *p;
+	int i, rc;
+
+	fg_mkdir_p(at("src"), 0755, &err);
+	{
+		struct fg_buf big = FG_BUF_INIT;
+
+		for (i = 0; i < 300000; i++)
+			fg_buf_printf(&big, &err, "%ld\n", (long)i * 7919);
+		fg_file_write_atomic(at("src/last.bin"), big.data, big.len, 0600, &err);
+		fg_buf_release(&big);
+	}
+	write_text(at("src/run.sh"), "#!/bin/sh\necho hi\n", 0700);
+
+	rc = pack_sample(at("a.fgb"), id1, &err);
+	is_int(rc, 0, "pack: first write (%s)", rc ? err.msg : "");
+	utime(at("src/run.sh"), NULL); /* a new mtime must not change the bytes */
+	rc = pack_sample(at("b.fgb"), id2, &err);
+	is_int(rc, 0, "pack: second write");
+	ok(!memcmp(id1, id2, 32), "pack: same identity twice");
+	ok(files_equal(at("a.fgb"), at("b.fgb")), "pack: same bytes twice");
+
+	/* identity = sha256 of the uncompressed tar, checked with the zstd CLI */
+	snprintf(cmd, sizeof(cmd), "zstd -dc %s | sha256sum", at("a.fgb"));
+	p = popen(cmd, "r");
+	memset(hex, 0, sizeof(hex));
+	if (p) {
+		if (!fgets(hex, sizeof(hex), p))
+			hex[0] = '\0';
+		pclose(p);
+	}
+	ok(fg_hex_decode(hex, want, 32) == 0 && !memcmp(want, id1, 32),
+	   "identity: equals sha256 of zstd -dc output");
+
+	/* headers: python's tarfile reads what we wrote and sees normalized fields */
+	snprintf(cmd, sizeof(cmd),
+		 "python3 -c 'import tarfile,sys,subprocess\n"
+		 "d=subprocess.run([\"zstd\",\"-dc\",sys.argv[1]],capture_output=True).stdout\n"
+		 "import io\n"
+		 "t=tarfile.open(fileobj=io.BytesIO(d))\n"
+		 "for m in t.getmembers():\n"
+		 " assert m.mtime==1700000000 and m.uid==0 and m.gid==0 and m.uname==\"\" and m.gname==\"\", m.name\n"
+		 " assert not any(k in m.pax_headers for k in (\"atime\",\"ctime\",\"mtime\")), m.pax_headers\n"
+		 " print(m.name, oct(m.mode))' %s",
+		 at("a.fgb"));
+	p = popen(cmd, "r");
+	fg_buf_reset(&b);
+	if (p) {
+		char line[512];
+
+		while (fgets(line, sizeof(line), p))
+			fg_buf_puts(&b, line, &err);
+		rc = pclose(p);
+	}
+	ok(rc == 0 && b.data && strstr(b.data, "bundle.json 0o644\ncomponents/weights/a-very") &&
+		   strstr(b.data, "engine/run.sh 0o755\n") && strstr(b.data, "z/last.bin 0o644\n"),
+	   "headers: sorted, mtime/uid/gid/names/modes normalized, no atime/ctime");
+	if (rc)
+		printf("# %s\n", b.data ? b.data : "");
+
+	memset(&s, 0, sizeof(s));
+	rc = fg_tarball_scan(at("a.fgb"), NULL, 1, record, &s, id3, &err);
+	ok(rc == 0 && !memcmp(id3, id1, 32), "scan: identity matches writer's");
+	is_int(s.n, 5, "scan: five members");
+	is_str(s.names[0], "bundle.json", "scan: sorted by path bytes");
+	is_str(s.names[4], "z/last.bin", "scan: last member last");
+	fg_sha256_file(at("src/last.bin"), want, NULL, &err);
+	ok(!memcmp(s.sha[4], want, 32), "scan: member hash equals the source file's");
+
+	memset(&s, 0, sizeof(s));
+	rc = fg_tarball_extract(at("a.fgb"), at("x"), NULL, record, &s, id3, &err);
+	is_int(rc, 0, "extract: ok (%s)", rc ? err.msg : "");
+	ok(!memcmp(id3, id1, 32), "extract: identity matches");
+	ok(files_equal(at("x/z/last.bin"), at("src/last.bin")), "extract: content equal");
+	ok(stat(at("x/engine/run.sh"), &st) == 0 && (st.st_mode & 0777) == 0755,
+	   "extract: executable kept 0755");
+	ok(stat(at("x/z/last.bin"), &st) == 0 && (st.st_mode & 0777) == 0644,
+	   "extract: 0600 source normalized to 0644");
+	ok(stat(at("x/empty"), &st) == 0 && st.st_size == 0, "extract: empty file");
+	rc = fg_tarball_extract(at("a.fgb"), at("x"), NULL, NULL, NULL, NULL, &err);
+	ok(rc != 0, "extract: refuses an existing destination");
+
+	fg_buf_reset(&b);
+	rc = fg_tarball_read_member(at("a.fgb"), "engine/run.sh", 1 << 20, &b, &err);
+	ok(rc == 0 && b.len == 18 && !memcmp(b.data, "#!/bin/sh\necho hi\n", 18), "member: read one");
+	rc = fg_tarball_read_member(at("a.fgb"), "nope", 1 << 20, &b, &err);
+	is_int(rc, FG_ENOTFOUND, "member: absent is FG_ENOTFOUND");
+	fg_buf_reset(&b);
+	rc = fg_tarball_read_member(at("a.fgb"), "z/last.bin", 1000, &b, &err);
+	ok(rc != 0, "member: bound on size refused");
+	fg_buf_release(&b);
+
+	/* a truncated bundle is an error, not a shorter archive */
+	snprintf(cmd, sizeof(cmd), "head -c 20000 %s > %s", at("a.fgb"), at("trunc.fgb"));
+	ok(system(cmd) == 0 && fg_tarball_scan(at("trunc.fgb"), NULL, 1, NULL, NULL, id3, &err) != 0,
+	   "scan: truncated archive refused");
+
+	/* writer refuses bad names and duplicates */
+	{
+		struct fg_tarball_writer *w;
+
+		fg_tarball_writer_new(&w, 3, 0, &err);
+		ok(fg_tarball_add_mem(w, "../x", "a", 1, 0644, &err) != 0, "writer: refuses ..");
+		ok(fg_tarball_add_mem(w, "/abs", "a", 1, 0644, &err) != 0, "writer: refuses absolute");
+		fg_tarball_add_mem(w, "dup", "a", 1, 0644, &err);
+		fg_tarball_add_mem(w, "dup", "b", 1, 0644, &err);
+		ok(fg_tarball_writer_finish(w, at("dup.fgb"), id3, &err) != 0 &&
+			   access(at("dup.fgb"), F_OK) != 0,
+		   "writer: duplicate names refused, no file left");
+		fg_tarball_writer_free(w);
+	}
+}
+
+/* Crafts a hostile tar with python; kind selects the trick. */
+static int craft(const char *kind, const char *out)
+{
+	char cmd[4096];
+
+	snprintf(cmd, sizeof(cmd),
+		 "python3 - %s %s <<'EOF'\n"
+		 "import io, sys, tarfile\n"
+		 "kind, out = sys.argv[1], sys.argv[2]\n"
+		 "t = tarfile.open(out, 'w', format=tarfile.PAX_FORMAT)\n"
+		 "def f(name, data=b'x'):\n"
+		 "    ti = tarfile.TarInfo(name); ti.size = len(data); t.addfile(ti, io.BytesIO(data))\n"
+		 "f('good.txt', b'fine')\n"
+		 "if kind == 'slip': f('../evil.txt')\n"
+		 "if kind == 'slip2': f('a/../../evil.txt')\n"
+		 "if kind == 'abs': f('/tmp/fgpack-evil-abs.txt')\n"
+		 "if kind == 'symlink':\n"
+		 "    ti = tarfile.TarInfo('link'); ti.type = tarfile.SYMTYPE; ti.linkname = '..'; t.addfile(ti)\n"
+		 "    f('link/evil.txt')\n"
+		 "if kind == 'hardlink':\n"
+		 "    ti = tarfile.TarInfo('hl'); ti.type = tarfile.LNKTYPE; ti.linkname = '../../etc/passwd'; t.addfile(ti)\n"
+		 "if kind == 'chardev':\n"
+		 "    ti = tarfile.TarInfo('null'); ti.type = tarfile.CHRTYPE; ti.devmajor = 1; ti.devminor = 3; t.addfile(ti)\n"
+		 "if kind == 'fifo':\n"
+		 "    ti = tarfile.TarInfo('pipe'); ti.type = tarfile.FIFOTYPE; t.addfile(ti)\n"
+		 "if kind == 'giant':\n"
+		 "    ti = tarfile.TarInfo('huge.bin'); ti.size = 1 << 40; t.addfile(ti)\n"
+		 "if kind == 'many':\n"
+		 "    for i in range(20): f('m/%%d' %% i)\n"
+		 "if kind == 'dup': f('good.txt', b'evil')\n"
+		 "if kind == 'filedir': f('good.txt/inner')\n"
+		 "if kind == 'dot': f('./x')\n"
+		 "t.close()\n"
+		 "EOF",
+		 kind, out);
+	return system(cmd);
+}
+
+static void test_hostile(void)
+{
+	static const char *kinds[] = { "slip", "slip2", "abs", "symlink", "hardlink", "chardev",
+				       "fifo", "giant", "many", "dup", "filedir", "dot" };
+	struct fg_tarball_limits lim = { 0, 0, 10 };
+	struct fg_err err;
+	size_t i;
+	char tarname[64];
+	int rc;
+
+	fg_mkdir_p(at("h"), 0755, &err);
+	/* the harmless twin extracts, so the refusals below are about the tricks */
+	rc = craft("none", at("h/none.tar"));
+	ok(rc == 0 && fg_tarball_extract(at("h/none.tar"), at("h/none"), &lim, NULL, NULL, NULL,
+					 &err) == 0 &&
+		   access(at("h/none/good.txt"), F_OK) == 0,
+	   "hostile: the benign twin extracts");
+	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		snprintf(tarname, sizeof(tarname), "%s.tar", kinds[i]);
+		{
+			char path[512];
+
+			snprintf(path, sizeof(path), "%s/h/%s", work, tarname);
+			if (craft(kinds[i], path))
+				printf("# could not craft %s\n", kinds[i]);
+			err.msg[0] = '\0';
+			rc = fg_tarball_extract(path, at("h/out"), &lim, NULL, NULL, NULL, &err);
+		}
+		ok(rc != 0, "hostile %s: refused (%s)", kinds[i], err.msg);
+		ok(access(at("h/out"), F_OK) != 0 && count_other(at("h")) == 0 &&
+			   access(at("evil.txt"), F_OK) != 0 && access(at("h/evil.txt"), F_OK) != 0 &&
+			   access("/tmp/fgpack-evil-abs.txt", F_OK) != 0,
+		   "hostile %s: nothing written at, beside or above the destination", kinds[i]);
+	}
+	/* a zstd-compressed hostile archive is refused the same way */
+	{
+		char cmd[1024];
+
+		snprintf(cmd, sizeof(cmd), "zstd -q -f -o %s %s", at("h/slip.tar.zst"), at("h/slip.tar"));
+		rc = system(cmd);
+	}
+	ok(rc == 0 && fg_tarball_extract(at("h/slip.tar.zst"), at("h/out"), &lim, NULL, NULL, NULL,
+					 &err) != 0 &&
+		   access(at("h/out"), F_OK) != 0,
+	   "hostile slip.tar.zst: refused");
+	/* per-entry size limit from the caller */
+	lim.max_entry_size = 3;
+	ok(fg_tarball_extract(at("h/none.tar"), at("h/out"), &lim, NULL, NULL, NULL, &err) != 0 &&
+		   access(at("h/out"), F_OK) != 0,
+	   "limits: entry over max_entry_size refused");
+	ok(fg_tarball_scan(at("h/none.tar"), &lim, 0, NULL, NULL, NULL, &err) != 0,
+	   "limits: scan applies them too");
+}
+
+int main(void)
+{
+	char cmd[300];
+	const char *tmp = getenv("TMPDIR");
+
+	snprintf(work, sizeof(work), "%s/fgarch.XXXXXX", tmp ? tmp : "/tmp");
+	if (!mkdtemp(work)) {
+		printf("not ok 1 - mkdtemp\n");
+		return 1;
+	}
+	test_roundtrip();
+	test_hostile();
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", work);
+	if (system(cmd))
+		printf("# could not remove %s\n", work);
+	return tap_done();
+}
