@@ -35,6 +35,7 @@
 struct fg_lock_remote {
 	char *xet_hash;  /* bucket tree "xetHash" */
 	char *mtime;     /* bucket tree "mtime" (string as the Hub gives it) */
+	char *uploaded_at; /* bucket tree "uploadedAt" */
 	char *etag;      /* ETag / X-Linked-Etag */
 	char *commit;    /* model repo: X-Repo-Commit */
 	char *oid;       /* model repo: git blob oid */
