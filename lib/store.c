@@ -1,0 +1,1155 @@
+/* store.c - the content-addressed blob store: commit by hash, per-blob
+ * cross-process locks, materialize by hard link or copy, verify and gc. */
+#include "store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fsutil.h"
+
+#define HASH_CHUNK ((size_t)4 << 20)
+
+struct fg_store {
+	char *root;
+	char *blobs;      /* root/blobs/sha256 */
+	char *partial;
+	char *locks;
+	char *quarantine;
+	char *roots;
+	char *tmp;
+};
+
+struct fg_store_lock {
+	int fd;
+	char *path;
+	dev_t dev;
+	ino_t ino;
+};
+
+static int oom(struct fg_err *err)
+{
+	return fg_err_set(err, FG_ENOMEM, "out of memory");
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int fg_store_default_root(struct fg_buf *out, struct fg_err *err)
+{
+	const char *h = getenv("FGPACK_HOME"), *x = getenv("XDG_CACHE_HOME");
+
+	if (h && *h)
+		return fg_buf_puts(out, h, err);
+	/* XDG says a relative XDG_CACHE_HOME is invalid and must be ignored */
+	if (x && x[0] == '/')
+		return fg_path_join(out, x, "fgpack", err);
+	h = getenv("HOME");
+	if (!h || !*h)
+		return fg_err_set(err, FG_EINVAL, "no store: set FGPACK_HOME (HOME is not set)");
+	return fg_path_join(out, h, ".cache/fgpack", err);
+}
+
+static char *joined(const char *a, const char *b)
+{
+	struct fg_buf o = FG_BUF_INIT;
+
+	if (fg_path_join(&o, a, b, NULL))
+		return NULL;
+	return fg_buf_detach(&o, NULL);
+}
+
+void fg_store_free(struct fg_store *st)
+{
+	if (!st)
+		return;
+	free(st->root);
+	free(st->blobs);
+	free(st->partial);
+	free(st->locks);
+	free(st->quarantine);
+	free(st->roots);
+	free(st->tmp);
+	free(st);
+}
+
+int fg_store_open(struct fg_store **out, const char *root, struct fg_err *err)
+{
+	struct fg_buf r = FG_BUF_INIT;
+	struct fg_store *st;
+	int rc;
+
+	*out = NULL;
+	if (root)
+		rc = fg_buf_puts(&r, root, err);
+	else
+		rc = fg_store_default_root(&r, err);
+	if (rc) {
+		fg_buf_release(&r);
+		return rc;
+	}
+	while (r.len > 1 && r.data[r.len - 1] == '/')
+		r.data[--r.len] = '\0';
+	st = calloc(1, sizeof(*st));
+	if (!st) {
+		fg_buf_release(&r);
+		return oom(err);
+	}
+	st->root = fg_buf_detach(&r, NULL);
+	st->blobs = joined(st->root, "blobs/sha256");
+	st->partial = joined(st->root, "partial");
+	st->locks = joined(st->root, "locks");
+	st->quarantine = joined(st->root, "quarantine");
+	st->roots = joined(st->root, "roots");
+	st->tmp = joined(st->root, "tmp");
+	if (!st->blobs || !st->partial || !st->locks || !st->quarantine || !st->roots || !st->tmp) {
+		fg_store_free(st);
+		return oom(err);
+	}
+	rc = fg_mkdir_p(st->blobs, 0755, err);
+	if (!rc)
+		rc = fg_mkdir_p(st->partial, 0755, err);
+	if (!rc)
+		rc = fg_mkdir_p(st->locks, 0755, err);
+	if (!rc)
+		rc = fg_mkdir_p(st->quarantine, 0755, err);
+	if (!rc)
+		rc = fg_mkdir_p(st->roots, 0755, err);
+	if (!rc)
+		rc = fg_mkdir_p(st->tmp, 0755, err);
+	if (rc) {
+		fg_err_wrap(err, "store %s", st->root);
+		fg_store_free(st);
+		return rc;
+	}
+	*out = st;
+	return 0;
+}
+
+const char *fg_store_root(const struct fg_store *st)
+{
+	return st->root;
+}
+
+int fg_store_blob_path(struct fg_buf *out, const struct fg_store *st, const char *sha256_hex,
+		       struct fg_err *err)
+{
+	if (!fg_sha256_hex_valid(sha256_hex))
+		return fg_err_set(err, FG_EINVAL, "not a sha256 (64 lowercase hex): %.80s",
+				  sha256_hex ? sha256_hex : "(null)");
+	return fg_buf_printf(out, err, "%s/%.2s/%s", st->blobs, sha256_hex, sha256_hex);
+}
+
+int fg_store_has(const struct fg_store *st, const char *sha256_hex)
+{
+	struct fg_buf p = FG_BUF_INIT;
+	struct stat sb;
+	int has = 0;
+
+	if (!fg_store_blob_path(&p, st, sha256_hex, NULL))
+		has = !stat(p.data, &sb) && S_ISREG(sb.st_mode);
+	fg_buf_release(&p);
+	return has;
+}
+
+int fg_store_size(const struct fg_store *st, const char *sha256_hex, unsigned long long *out,
+		  struct fg_err *err)
+{
+	struct fg_buf p = FG_BUF_INIT;
+	struct stat sb;
+	int rc = fg_store_blob_path(&p, st, sha256_hex, err);
+
+	if (!rc && stat(p.data, &sb))
+		rc = fg_err_set(err, errno == ENOENT ? FG_ENOTFOUND : FG_EIO, "blob %s: %s", sha256_hex,
+				strerror(errno));
+	if (!rc)
+		*out = (unsigned long long)sb.st_size;
+	fg_buf_release(&p);
+	return rc;
+}
+
+int fg_store_key(char out[FG_STORE_KEY_MAX], const char *sha256_hex, const char *url,
+		 struct fg_err *err)
+{
+	uint8_t d[FG_SHA256_LEN];
+	char hex[FG_SHA256_HEX_LEN + 1];
+	int rc;
+
+	if (sha256_hex) {
+		if (!fg_sha256_hex_valid(sha256_hex))
+			return fg_err_set(err, FG_EINVAL, "store key: not a sha256: %.80s", sha256_hex);
+		snprintf(out, FG_STORE_KEY_MAX, "sha256-%s", sha256_hex);
+		return 0;
+	}
+	if (!url || !*url)
+		return fg_err_set(err, FG_EINVAL, "store key: needs a sha256 or a URL");
+	rc = fg_sha256_mem(url, strlen(url), d, err);
+	if (rc)
+		return rc;
+	fg_hex_encode(d, sizeof(d), hex);
+	snprintf(out, FG_STORE_KEY_MAX, "url-%s", hex);
+	return 0;
+}
+
+static int key_ok(const char *key)
+{
+	if (!strncmp(key, "sha256-", 7))
+		return fg_sha256_hex_valid(key + 7);
+	if (!strncmp(key, "url-", 4))
+		return fg_sha256_hex_valid(key + 4);
+	return 0;
+}
+
+int fg_store_partial_paths(struct fg_buf *part, struct fg_buf *journal, const struct fg_store *st,
+			   const char *key, struct fg_err *err)
+{
+	int rc = 0;
+
+	if (!key || !key_ok(key))
+		return fg_err_set(err, FG_EINVAL, "store: bad partial key %.80s", key ? key : "(null)");
+	if (part)
+		rc = fg_buf_printf(part, err, "%s/%s.part", st->partial, key);
+	if (!rc && journal)
+		rc = fg_buf_printf(journal, err, "%s/%s.journal", st->partial, key);
+	return rc;
+}
+
+int fg_store_partial_remove(const struct fg_store *st, const char *key, struct fg_err *err)
+{
+	struct fg_buf p = FG_BUF_INIT, j = FG_BUF_INIT;
+	int rc = fg_store_partial_paths(&p, &j, st, key, err);
+
+	if (!rc && unlink(p.data) && errno != ENOENT)
+		rc = fg_err_set(err, FG_EIO, "remove %s: %s", p.data, strerror(errno));
+	if (!rc && unlink(j.data) && errno != ENOENT)
+		rc = fg_err_set(err, FG_EIO, "remove %s: %s", j.data, strerror(errno));
+	fg_buf_release(&p);
+	fg_buf_release(&j);
+	return rc;
+}
+
+int fg_store_tmp_path(struct fg_buf *out, const struct fg_store *st, struct fg_err *err)
+{
+	static unsigned long counter;
+	struct timespec ts;
+	unsigned long n = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return fg_buf_printf(out, err, "%s/%ld-%lu-%lx%lx.tmp", st->tmp, (long)getpid(), n,
+			     (unsigned long)ts.tv_sec, (unsigned long)ts.tv_nsec);
+}
+
+static int write_all(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Copies src to a new file dst (mode), fsynced. Removes dst on failure. */
+static int copy_file(const char *src, const char *dst, int mode, struct fg_err *err)
+{
+	int in, outfd, rc = 0;
+	char *buf = NULL;
+
+	in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return fg_err_set(err, FG_EIO, "open %s: %s", src, strerror(errno));
+	outfd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+	if (outfd < 0) {
+		close(in);
+		return fg_err_set(err, FG_EIO, "create %s: %s", dst, strerror(errno));
+	}
+	for (;;) {
+		ssize_t n = copy_file_range(in, NULL, outfd, NULL, 1 << 30, 0);
+
+		if (n > 0)
+			continue;
+		if (n == 0)
+			break;
+		if (errno == EINTR)
+			continue;
+		if (errno != EXDEV && errno != ENOSYS && errno != EINVAL && errno != EOPNOTSUPP) {
+			rc = fg_err_set(err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "copy %s: %s", dst,
+					strerror(errno));
+			break;
+		}
+		/* no copy_file_range here: plain read/write from where it stopped */
+		buf = malloc(HASH_CHUNK);
+		if (!buf) {
+			rc = oom(err);
+			break;
+		}
+		for (;;) {
+			ssize_t r = read(in, buf, HASH_CHUNK);
+
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r < 0) {
+				rc = fg_err_set(err, FG_EIO, "read %s: %s", src, strerror(errno));
+				break;
+			}
+			if (r == 0)
+				break;
+			if (write_all(outfd, buf, (size_t)r)) {
+				rc = fg_err_set(err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s: %s",
+						dst, strerror(errno));
+				break;
+			}
+		}
+		break;
+	}
+	if (!rc && fsync(outfd))
+		rc = fg_err_set(err, FG_EIO, "fsync %s: %s", dst, strerror(errno));
+	if (close(outfd) && !rc)
+		rc = fg_err_set(err, FG_EIO, "close %s: %s", dst, strerror(errno));
+	close(in);
+	free(buf);
+	if (rc)
+		unlink(dst);
+	return rc;
+}
+
+int fg_store_commit(struct fg_store *st, const char *tmp_path, const char *actual_hex,
+		    const char *expected_hex, struct fg_err *err)
+{
+	struct fg_buf dst = FG_BUF_INIT, dir = FG_BUF_INIT, tmp2 = FG_BUF_INIT;
+	const char *src = tmp_path;
+	int fd, rc = 0;
+
+	if (!fg_sha256_hex_valid(actual_hex)) {
+		unlink(tmp_path);
+		return fg_err_set(err, FG_EINVAL, "commit %s: not a sha256: %.80s", tmp_path,
+				  actual_hex ? actual_hex : "(null)");
+	}
+	if (expected_hex && strcmp(expected_hex, actual_hex)) {
+		unlink(tmp_path);
+		return fg_err_set(err, FG_EHASH, "sha256 mismatch: expected %s, got %s", expected_hex,
+				  actual_hex);
+	}
+	if (fg_store_has(st, actual_hex)) {
+		unlink(tmp_path);
+		return 0;
+	}
+	fd = open(tmp_path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return fg_err_set(err, FG_EIO, "commit %s: %s", tmp_path, strerror(errno));
+	if (fsync(fd)) {
+		rc = fg_err_set(err, FG_EIO, "fsync %s: %s", tmp_path, strerror(errno));
+		close(fd);
+		unlink(tmp_path);
+		return rc;
+	}
+	close(fd);
+	rc = fg_buf_printf(&dir, err, "%s/%.2s", st->blobs, actual_hex);
+	if (!rc)
+		rc = fg_mkdir_p(dir.data, 0755, err);
+	if (!rc)
+		rc = fg_store_blob_path(&dst, st, actual_hex, err);
+	if (!rc && chmod(src, 0444))
+		rc = fg_err_set(err, FG_EIO, "chmod %s: %s", src, strerror(errno));
+	if (!rc && rename(src, dst.data)) {
+		if (errno == EXDEV) {
+			/* the caller's file is elsewhere: copy next to blobs/ first */
+			rc = fg_store_tmp_path(&tmp2, st, err);
+			if (!rc)
+				rc = copy_file(tmp_path, tmp2.data, 0444, err);
+			if (!rc && rename(tmp2.data, dst.data)) {
+				rc = fg_err_set(err, FG_EIO, "rename into %s: %s", dst.data, strerror(errno));
+				unlink(tmp2.data);
+			}
+			if (!rc)
+				unlink(tmp_path);
+		} else {
+			rc = fg_err_set(err, FG_EIO, "rename into %s: %s", dst.data, strerror(errno));
+		}
+	}
+	if (!rc)
+		rc = fg_fsync_dir(dir.data, err);
+	else
+		unlink(tmp_path);
+	fg_buf_release(&dst);
+	fg_buf_release(&dir);
+	fg_buf_release(&tmp2);
+	return rc;
+}
+
+/* Reads fd to the end into the hash; buf holds HASH_CHUNK bytes. */
+static int hash_fd(int fd, char *buf, struct fg_sha256 *h, unsigned long long *size,
+		   const char *path, int outfd, struct fg_err *err)
+{
+	unsigned long long total = 0;
+	int rc = 0;
+
+#ifdef POSIX_FADV_SEQUENTIAL
+	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+	for (;;) {
+		ssize_t n = read(fd, buf, HASH_CHUNK);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = fg_err_set(err, FG_EIO, "read %s: %s", path, strerror(errno));
+			break;
+		}
+		if (n == 0)
+			break;
+		total += (unsigned long long)n;
+		rc = fg_sha256_update(h, buf, (size_t)n, err);
+		if (!rc && outfd >= 0 && write_all(outfd, buf, (size_t)n))
+			rc = fg_err_set(err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write copy of %s: %s",
+					path, strerror(errno));
+		if (rc)
+			break;
+	}
+	if (size)
+		*size = total;
+	return rc;
+}
+
+static int hash_path(const char *path, char *buf, char out_hex[FG_SHA256_HEX_LEN + 1],
+		     unsigned long long *size, int outfd, struct fg_err *err)
+{
+	struct fg_sha256 *h = NULL;
+	uint8_t d[FG_SHA256_LEN];
+	int fd, rc;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return fg_err_set(err, errno == ENOENT ? FG_ENOTFOUND : FG_EIO, "open %s: %s", path,
+				  strerror(errno));
+	rc = fg_sha256_new(&h, err);
+	if (!rc)
+		rc = hash_fd(fd, buf, h, size, path, outfd, err);
+	if (!rc)
+		rc = fg_sha256_final(h, d, err);
+	if (!rc)
+		fg_hex_encode(d, sizeof(d), out_hex);
+	fg_sha256_free(h);
+	close(fd);
+	return rc;
+}
+
+int fg_store_hash_file(const char *path, char out_hex[FG_SHA256_HEX_LEN + 1],
+		       unsigned long long *size, struct fg_err *err)
+{
+	char *buf = malloc(HASH_CHUNK);
+	int rc;
+
+	if (!buf)
+		return oom(err);
+	rc = hash_path(path, buf, out_hex, size, -1, err);
+	free(buf);
+	return rc;
+}
+
+int fg_store_import(struct fg_store *st, const char *src, const char *expected_hex,
+		    char out_hex[FG_SHA256_HEX_LEN + 1], struct fg_err *err)
+{
+	struct fg_buf tmp = FG_BUF_INIT;
+	char hex[FG_SHA256_HEX_LEN + 1];
+	char *buf = malloc(HASH_CHUNK);
+	int fd = -1, rc;
+
+	if (!buf)
+		return oom(err);
+	rc = fg_store_tmp_path(&tmp, st, err);
+	if (!rc) {
+		fd = open(tmp.data, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (fd < 0)
+			rc = fg_err_set(err, FG_EIO, "create %s: %s", tmp.data, strerror(errno));
+	}
+	if (!rc)
+		rc = hash_path(src, buf, hex, NULL, fd, err);
+	if (fd >= 0 && close(fd) && !rc)
+		rc = fg_err_set(err, FG_EIO, "close %s: %s", tmp.data, strerror(errno));
+	if (!rc) {
+		rc = fg_store_commit(st, tmp.data, hex, expected_hex, err);
+		if (rc == FG_EHASH)
+			fg_err_wrap(err, "%s", src);
+	} else if (tmp.data) {
+		unlink(tmp.data);
+	}
+	if (!rc && out_hex)
+		memcpy(out_hex, hex, sizeof(hex));
+	fg_buf_release(&tmp);
+	free(buf);
+	return rc;
+}
+
+/* ---- per-blob locks ---- */
+
+/* Start time of a process in clock ticks since boot (field 22 of
+ * /proc/<pid>/stat), so a reused pid is told apart; 0 when unknown. */
+static unsigned long long proc_start(long pid)
+{
+	char path[64], buf[1024], *p, *end;
+	unsigned long long v = 0;
+	ssize_t n;
+	int fd, field;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	p++;
+	/* after ") " comes field 3; walk to field 22 */
+	for (field = 2; field < 22 && p; field++) {
+		p = strchr(p, ' ');
+		if (p)
+			p++;
+	}
+	if (!p)
+		return 0;
+	end = strchr(p, ' ');
+	if (end)
+		*end = '\0';
+	if (fg_parse_u64(p, &v))
+		return 0;
+	return v;
+}
+
+static void host_name(char *out, size_t n)
+{
+	if (gethostname(out, n - 1))
+		snprintf(out, n, "unknown");
+	out[n - 1] = '\0';
+	for (; *out; out++)
+		if (*out == ' ' || *out == '\n')
+			*out = '_';
+}
+
+/* 1 when the lock file behind fd (at path) is held by a live process,
+ * 0 when it is stale, with a description of the holder in who. */
+static int holder_alive(int fd, char *who, size_t who_n)
+{
+	char buf[512], host[256], *sp1 = NULL, *sp2 = NULL, *nl;
+	unsigned long long start = 0;
+	long long pid = 0;
+	struct stat sb;
+	ssize_t n;
+	int parsed = 0, busy;
+
+	snprintf(who, who_n, "another process");
+	n = pread(fd, buf, sizeof(buf) - 1, 0);
+	if (n > 0) {
+		buf[n] = '\0';
+		nl = strchr(buf, '\n');
+		if (nl)
+			*nl = '\0';
+		sp1 = strchr(buf, ' ');
+		sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
+		if (sp1 && sp2) {
+			*sp1 = *sp2 = '\0';
+			parsed = !fg_parse_i64(buf, &pid) && pid > 0 && !fg_parse_u64(sp1 + 1, &start);
+		}
+	}
+	if (parsed)
+		snprintf(who, who_n, "pid %lld on %s", pid, sp2 + 1);
+	/* flock refusal proves a live holder where flock works; success proves
+	 * nothing (NFS may grant it to everyone), so the pid is checked next */
+	busy = flock(fd, LOCK_SH | LOCK_NB) && errno == EWOULDBLOCK;
+	if (busy)
+		return 1;
+	flock(fd, LOCK_UN);
+	if (fstat(fd, &sb))
+		return 1;
+	if (!parsed) /* being written right now, or its writer died at once */
+		return time(NULL) - sb.st_mtime < 10;
+	host_name(host, sizeof(host));
+	if (strcmp(host, sp2 + 1))
+		return time(NULL) - sb.st_mtime < FG_STORE_LOCK_STALE_S;
+	if (kill((pid_t)pid, 0) && errno == ESRCH)
+		return 0;
+	if (start && proc_start((long)pid) && proc_start((long)pid) != start)
+		return 0; /* the pid now belongs to someone else */
+	return 1;
+}
+
+int fg_store_lock_blob(struct fg_store_lock **out, struct fg_store *st, const char *key,
+		       int timeout_ms, struct fg_err *err)
+{
+	struct fg_buf path = FG_BUF_INIT;
+	double deadline = now_s() + (timeout_ms < 0 ? 1e12 : timeout_ms / 1000.0);
+	unsigned sleep_us = 2000;
+	char who[300] = "";
+	int rc;
+
+	*out = NULL;
+	if (!key || (!key_ok(key) && strcmp(key, "gc")))
+		return fg_err_set(err, FG_EINVAL, "store: bad lock key %.80s", key ? key : "(null)");
+	rc = fg_buf_printf(&path, err, "%s/%s.lock", st->locks, key);
+	while (!rc) {
+		int fd = open(path.data, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+
+		if (fd >= 0) {
+			struct fg_store_lock *lk = calloc(1, sizeof(*lk));
+			char host[256], line[400];
+			struct stat sb;
+			int len;
+
+			host_name(host, sizeof(host));
+			len = snprintf(line, sizeof(line), "%ld %llu %s\n", (long)getpid(),
+				       proc_start((long)getpid()), host);
+			flock(fd, LOCK_EX | LOCK_NB);
+			if (!lk || write_all(fd, line, (size_t)len) || fstat(fd, &sb)) {
+				rc = lk ? fg_err_set(err, FG_EIO, "write %s: %s", path.data, strerror(errno))
+					: oom(err);
+				free(lk);
+				unlink(path.data);
+				close(fd);
+				break;
+			}
+			lk->fd = fd;
+			lk->dev = sb.st_dev;
+			lk->ino = sb.st_ino;
+			lk->path = fg_buf_detach(&path, NULL);
+			*out = lk;
+			return 0;
+		}
+		if (errno != EEXIST) {
+			rc = fg_err_set(err, FG_EIO, "create lock %s: %s", path.data, strerror(errno));
+			break;
+		}
+		fd = open(path.data, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			if (errno == ENOENT)
+				continue; /* released between our two opens: try again at once */
+			rc = fg_err_set(err, FG_EIO, "open lock %s: %s", path.data, strerror(errno));
+			break;
+		}
+		if (!holder_alive(fd, who, sizeof(who))) {
+			struct stat a, b;
+
+			/* break it only if the file is still the one judged stale */
+			if (!fstat(fd, &a) && !stat(path.data, &b) && a.st_ino == b.st_ino &&
+			    a.st_dev == b.st_dev)
+				unlink(path.data);
+			close(fd);
+			continue;
+		}
+		close(fd);
+		if (now_s() >= deadline) {
+			rc = fg_err_set(err, FG_EBUSY, "%s is locked by %s (%s)", key, who, path.data);
+			break;
+		}
+		usleep(sleep_us);
+		if (sleep_us < 100000)
+			sleep_us *= 2;
+	}
+	fg_buf_release(&path);
+	return rc;
+}
+
+void fg_store_lock_touch(struct fg_store_lock *lk)
+{
+	if (lk)
+		futimens(lk->fd, NULL);
+}
+
+void fg_store_unlock(struct fg_store_lock *lk)
+{
+	struct stat sb;
+
+	if (!lk)
+		return;
+	/* remove the file only while it is still ours (not broken and re-made) */
+	if (!stat(lk->path, &sb) && sb.st_ino == lk->ino && sb.st_dev == lk->dev)
+		unlink(lk->path);
+	close(lk->fd);
+	free(lk->path);
+	free(lk);
+}
+
+/* ---- materialize ---- */
+
+int fg_store_materialize(const struct fg_store *st, const char *sha256_hex, const char *dest_root,
+			 const char *rel, int copy, int *how, struct fg_err *err)
+{
+	struct fg_buf blob = FG_BUF_INIT, dst = FG_BUF_INIT, tmp = FG_BUF_INIT;
+	struct stat sb, bs;
+	size_t i;
+	int rc, linked = 0;
+
+	if (!fg_path_is_safe_rel(rel))
+		return fg_err_set(err, FG_EINVAL, "materialize: \"%s\" is not a safe relative path", rel);
+	rc = fg_store_blob_path(&blob, st, sha256_hex, err);
+	if (!rc && stat(blob.data, &bs))
+		rc = fg_err_set(err, FG_ENOTFOUND, "materialize %s: blob %s is not in the store", rel,
+				sha256_hex);
+	if (!rc)
+		rc = fg_mkdir_p(dest_root, 0755, err);
+	if (!rc)
+		rc = fg_path_join(&dst, dest_root, rel, err);
+	/* create each folder below dest_root, refusing symlinks on the way */
+	for (i = strlen(dest_root) + 1; !rc && i < dst.len; i++) {
+		if (dst.data[i] != '/')
+			continue;
+		dst.data[i] = '\0';
+		if (lstat(dst.data, &sb)) {
+			if (errno != ENOENT || mkdir(dst.data, 0755))
+				rc = fg_err_set(err, FG_EIO, "mkdir %s: %s", dst.data, strerror(errno));
+		} else if (S_ISLNK(sb.st_mode)) {
+			rc = fg_err_set(err, FG_EINVAL, "materialize: %s is a symlink; refusing to write through it",
+					dst.data);
+		} else if (!S_ISDIR(sb.st_mode)) {
+			rc = fg_err_set(err, FG_EIO, "materialize: %s exists and is not a folder", dst.data);
+		}
+		dst.data[i] = '/';
+	}
+	if (rc)
+		goto out;
+	if (!lstat(dst.data, &sb)) {
+		if (S_ISDIR(sb.st_mode)) {
+			rc = fg_err_set(err, FG_EIO, "materialize: %s is a folder", dst.data);
+			goto out;
+		}
+		if (!copy && sb.st_ino == bs.st_ino && sb.st_dev == bs.st_dev) {
+			if (how)
+				*how = FG_STORE_MAT_LINK;
+			goto out; /* already the blob */
+		}
+	}
+	rc = fg_buf_printf(&tmp, err, "%s.fgtmp.%ld", dst.data, (long)getpid());
+	if (rc)
+		goto out;
+	unlink(tmp.data);
+	if (!copy && !link(blob.data, tmp.data))
+		linked = 1;
+	else if (!copy && errno != EXDEV && errno != EPERM && errno != EMLINK && errno != ENOTSUP &&
+		 errno != EACCES)
+		rc = fg_err_set(err, FG_EIO, "link %s: %s", tmp.data, strerror(errno));
+	if (!rc && !linked)
+		rc = copy_file(blob.data, tmp.data, 0644, err);
+	if (!rc && rename(tmp.data, dst.data)) {
+		rc = fg_err_set(err, FG_EIO, "rename %s: %s", dst.data, strerror(errno));
+		unlink(tmp.data);
+	}
+	if (!rc && how)
+		*how = linked ? FG_STORE_MAT_LINK : FG_STORE_MAT_COPY;
+out:
+	fg_buf_release(&blob);
+	fg_buf_release(&dst);
+	fg_buf_release(&tmp);
+	return rc;
+}
+
+/* ---- gc roots ---- */
+
+int fg_store_root_add(struct fg_store *st, const char *lock_path, struct fg_err *err)
+{
+	struct fg_buf p = FG_BUF_INIT, line = FG_BUF_INIT;
+	char *abs = realpath(lock_path, NULL);
+	char hex[FG_SHA256_HEX_LEN + 1];
+	uint8_t d[FG_SHA256_LEN];
+	int rc;
+
+	if (!abs)
+		return fg_err_set(err, FG_ENOTFOUND, "gc root %s: %s", lock_path, strerror(errno));
+	rc = fg_sha256_mem(abs, strlen(abs), d, err);
+	if (!rc) {
+		fg_hex_encode(d, sizeof(d), hex);
+		rc = fg_buf_printf(&p, err, "%s/%s", st->roots, hex);
+	}
+	if (!rc)
+		rc = fg_buf_printf(&line, err, "%s\n", abs);
+	if (!rc)
+		rc = fg_file_write_atomic(p.data, line.data, line.len, 0644, err);
+	free(abs);
+	fg_buf_release(&p);
+	fg_buf_release(&line);
+	return rc;
+}
+
+int fg_store_roots(const struct fg_store *st, int (*fn)(void *ctx, const char *lock_path),
+		   void *ctx, struct fg_err *err)
+{
+	DIR *d = opendir(st->roots);
+	struct dirent *e;
+	int rc = 0;
+
+	if (!d)
+		return fg_err_set(err, FG_EIO, "open %s: %s", st->roots, strerror(errno));
+	while (!rc && (e = readdir(d))) {
+		struct fg_buf p = FG_BUF_INIT, c = FG_BUF_INIT;
+		struct stat sb;
+
+		if (!fg_sha256_hex_valid(e->d_name))
+			continue;
+		if (!fg_buf_printf(&p, NULL, "%s/%s", st->roots, e->d_name) &&
+		    !fg_file_read(p.data, 8192, &c, NULL) && c.len > 1 && c.data[c.len - 1] == '\n') {
+			c.data[--c.len] = '\0';
+			if (!stat(c.data, &sb))
+				rc = fn(ctx, c.data);
+		}
+		fg_buf_release(&p);
+		fg_buf_release(&c);
+	}
+	closedir(d);
+	return rc;
+}
+
+/* ---- walking blobs/ ---- */
+
+struct blob_list {
+	char (*hex)[FG_SHA256_HEX_LEN + 1];
+	size_t n, cap;
+	unsigned long long stray;
+};
+
+static int hex2(const char *s)
+{
+	int i;
+
+	for (i = 0; i < 2; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return 0;
+	return s[2] == '\0';
+}
+
+static int cmp_hex(const void *a, const void *b)
+{
+	return strcmp((const char *)a, (const char *)b);
+}
+
+static int list_blobs(struct blob_list *bl, const struct fg_store *st, struct fg_err *err)
+{
+	DIR *top = opendir(st->blobs), *sub;
+	struct dirent *e, *f;
+	int rc = 0;
+
+	memset(bl, 0, sizeof(*bl));
+	if (!top)
+		return fg_err_set(err, FG_EIO, "open %s: %s", st->blobs, strerror(errno));
+	while (!rc && (e = readdir(top))) {
+		struct fg_buf p = FG_BUF_INIT;
+
+		if (e->d_name[0] == '.')
+			continue;
+		if (!hex2(e->d_name)) {
+			bl->stray++;
+			continue;
+		}
+		rc = fg_buf_printf(&p, err, "%s/%s", st->blobs, e->d_name);
+		sub = rc ? NULL : opendir(p.data);
+		fg_buf_release(&p);
+		if (!sub)
+			continue;
+		while (!rc && (f = readdir(sub))) {
+			if (f->d_name[0] == '.')
+				continue;
+			if (!fg_sha256_hex_valid(f->d_name) || memcmp(f->d_name, e->d_name, 2)) {
+				bl->stray++;
+				continue;
+			}
+			if (bl->n == bl->cap) {
+				size_t nc = bl->cap ? bl->cap * 2 : 256;
+				void *np = realloc(bl->hex, nc * sizeof(*bl->hex));
+
+				if (!np) {
+					rc = oom(err);
+					break;
+				}
+				bl->hex = np;
+				bl->cap = nc;
+			}
+			memcpy(bl->hex[bl->n++], f->d_name, FG_SHA256_HEX_LEN + 1);
+		}
+		closedir(sub);
+	}
+	closedir(top);
+	if (!rc && bl->n > 1)
+		qsort(bl->hex, bl->n, sizeof(*bl->hex), cmp_hex);
+	return rc;
+}
+
+/* ---- verify ---- */
+
+struct verify_job {
+	struct fg_store *st;
+	struct blob_list *bl;
+	size_t next;
+	pthread_mutex_t mu;
+	struct fg_store_report *rep;
+	fg_store_each_fn fn;
+	void *ctx;
+	int stop;
+	int rc;
+	struct fg_err err;
+};
+
+static int quarantine(struct fg_store *st, const char *hex, struct fg_err *err)
+{
+	struct fg_buf src = FG_BUF_INIT, dst = FG_BUF_INIT;
+	int rc = fg_store_blob_path(&src, st, hex, err);
+
+	if (!rc)
+		rc = fg_buf_printf(&dst, err, "%s/%s.%ld", st->quarantine, hex, (long)time(NULL));
+	if (!rc && rename(src.data, dst.data))
+		rc = fg_err_set(err, FG_EIO, "quarantine %s: %s", hex, strerror(errno));
+	fg_buf_release(&src);
+	fg_buf_release(&dst);
+	return rc;
+}
+
+static void *verify_worker(void *arg)
+{
+	struct verify_job *j = arg;
+	char *buf = malloc(HASH_CHUNK);
+	struct fg_err err;
+
+	for (;;) {
+		char got[FG_SHA256_HEX_LEN + 1];
+		struct fg_buf p = FG_BUF_INIT;
+		unsigned long long size = 0;
+		const char *hex;
+		int rc, good;
+		size_t i;
+
+		pthread_mutex_lock(&j->mu);
+		i = j->next++;
+		if (j->stop || i >= j->bl->n || !buf) {
+			if (!buf && !j->rc)
+				j->rc = oom(&j->err);
+			pthread_mutex_unlock(&j->mu);
+			break;
+		}
+		pthread_mutex_unlock(&j->mu);
+		hex = j->bl->hex[i];
+		rc = fg_store_blob_path(&p, j->st, hex, &err);
+		if (!rc)
+			rc = hash_path(p.data, buf, got, &size, -1, &err);
+		fg_buf_release(&p);
+		if (rc == FG_ENOTFOUND)
+			continue; /* removed meanwhile (gc) */
+		good = !rc && !strcmp(got, hex);
+		if (!rc && !good)
+			rc = quarantine(j->st, hex, &err);
+		pthread_mutex_lock(&j->mu);
+		if (rc && !j->rc) {
+			j->rc = rc;
+			j->err = err;
+			j->stop = 1;
+		}
+		j->rep->blobs++;
+		j->rep->bytes += size;
+		if (!good)
+			j->rep->bad++;
+		if (j->fn && j->fn(j->ctx, hex, size, good))
+			j->stop = 1;
+		pthread_mutex_unlock(&j->mu);
+	}
+	free(buf);
+	return NULL;
+}
+
+int fg_store_verify(struct fg_store_report *rep, struct fg_store *st, int jobs,
+		    fg_store_each_fn fn, void *ctx, struct fg_err *err)
+{
+	struct verify_job j;
+	struct blob_list bl;
+	pthread_t th[64];
+	double t0 = now_s();
+	int i, started = 0, rc;
+
+	memset(rep, 0, sizeof(*rep));
+	rc = list_blobs(&bl, st, err);
+	if (rc) {
+		free(bl.hex);
+		return rc;
+	}
+	rep->stray = bl.stray;
+	memset(&j, 0, sizeof(j));
+	j.st = st;
+	j.bl = &bl;
+	j.rep = rep;
+	j.fn = fn;
+	j.ctx = ctx;
+	pthread_mutex_init(&j.mu, NULL);
+	if (jobs < 1)
+		jobs = 1;
+	if (jobs > 64)
+		jobs = 64;
+	if ((size_t)jobs > bl.n)
+		jobs = bl.n ? (int)bl.n : 1;
+	for (i = 1; i < jobs; i++)
+		if (!pthread_create(&th[started], NULL, verify_worker, &j))
+			started++;
+	verify_worker(&j);
+	for (i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	pthread_mutex_destroy(&j.mu);
+	free(bl.hex);
+	rep->seconds = now_s() - t0;
+	if (j.rc) {
+		if (err)
+			*err = j.err;
+		return j.rc;
+	}
+	return 0;
+}
+
+/* ---- gc ---- */
+
+static int in_keep(const char *const *keep_sorted, size_t n, const char *hex)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int d = strcmp(keep_sorted[mid], hex);
+
+		if (!d)
+			return 1;
+		if (d < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return 0;
+}
+
+static int cmp_pstr(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Removes files in dir older than max_age seconds whose lock key is free. */
+static void sweep(struct fg_store *st, const char *dir, long max_age, int dry_run)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	time_t now = time(NULL);
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		struct fg_buf p = FG_BUF_INIT;
+		struct stat sb;
+		char key[FG_STORE_KEY_MAX];
+		const char *dot;
+
+		if (e->d_name[0] == '.')
+			continue;
+		if (fg_buf_printf(&p, NULL, "%s/%s", dir, e->d_name) || lstat(p.data, &sb) ||
+		    !S_ISREG(sb.st_mode) || now - sb.st_mtime < max_age) {
+			fg_buf_release(&p);
+			continue;
+		}
+		dot = strchr(e->d_name, '.');
+		if (dot && (size_t)(dot - e->d_name) < sizeof(key)) {
+			struct fg_store_lock *lk = NULL;
+
+			memcpy(key, e->d_name, (size_t)(dot - e->d_name));
+			key[dot - e->d_name] = '\0';
+			if (key_ok(key)) {
+				if (fg_store_lock_blob(&lk, st, key, 0, NULL) == 0) {
+					if (!dry_run)
+						unlink(p.data);
+					fg_store_unlock(lk);
+				}
+				fg_buf_release(&p);
+				continue;
+			}
+		}
+		if (!dry_run)
+			unlink(p.data); /* tmp/ leftovers have no key */
+		fg_buf_release(&p);
+	}
+	closedir(d);
+}
+
+int fg_store_gc(struct fg_store_report *rep, struct fg_store *st, const char *const *keep,
+		size_t n_keep, int dry_run, fg_store_each_fn fn, void *ctx, struct fg_err *err)
+{
+	const char **ks = NULL;
+	struct blob_list bl;
+	double t0 = now_s();
+	size_t i;
+	int rc;
+
+	memset(rep, 0, sizeof(*rep));
+	ks = malloc((n_keep ? n_keep : 1) * sizeof(*ks));
+	if (!ks)
+		return oom(err);
+	if (n_keep)
+		memcpy(ks, keep, n_keep * sizeof(*ks));
+	qsort(ks, n_keep, sizeof(*ks), cmp_pstr);
+	rc = list_blobs(&bl, st, err);
+	rep->stray = bl.stray;
+	for (i = 0; !rc && i < bl.n; i++) {
+		const char *hex = bl.hex[i];
+		unsigned long long size = 0;
+		struct fg_buf p = FG_BUF_INIT;
+		struct fg_store_lock *lk = NULL;
+		char key[FG_STORE_KEY_MAX];
+		struct stat sb;
+		int removed = 0;
+
+		rep->blobs++;
+		if (!fg_store_blob_path(&p, st, hex, NULL) && !stat(p.data, &sb))
+			size = (unsigned long long)sb.st_size;
+		rep->bytes += size;
+		if (in_keep(ks, n_keep, hex)) {
+			rep->kept++;
+		} else {
+			snprintf(key, sizeof(key), "sha256-%s", hex);
+			/* a blob being fetched or committed right now is left alone */
+			if (fg_store_lock_blob(&lk, st, key, 0, NULL) == 0) {
+				if (dry_run || !unlink(p.data) || errno == ENOENT) {
+					removed = 1;
+					rep->removed++;
+					rep->removed_bytes += size;
+				}
+				fg_store_unlock(lk);
+			}
+			if (!removed)
+				rep->kept++;
+		}
+		fg_buf_release(&p);
+		if (fn && fn(ctx, hex, size, !removed))
+			break;
+	}
+	free(bl.hex);
+	free(ks);
+	if (!rc) {
+		sweep(st, st->partial, 24 * 3600, dry_run);
+		sweep(st, st->tmp, 3600, dry_run);
+	}
+	rep->seconds = now_s() - t0;
+	return rc;
+}

@@ -1,0 +1,392 @@
+/* test_store.c - the content store: commit, bad digest refused with nothing
+ * left behind, concurrent pulls of one blob from forked processes, stale and
+ * live locks, materialize (link, copy, refusals), verify quarantines a
+ * corrupted blob, gc with dry run, gc roots. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fsutil.h"
+#include "store.h"
+#include "tap.h"
+
+#define H_HELLO "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"
+#define H_X "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"
+#define H_EMPTY "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+static char top[256];
+
+static void put(const char *path, const void *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	if (fd >= 0) {
+		if (write(fd, data, len) != (ssize_t)len)
+			printf("# short write %s\n", path);
+		close(fd);
+	}
+}
+
+static int count_files(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+static char *tmp_in(struct fg_store *st)
+{
+	struct fg_buf b = FG_BUF_INIT;
+
+	fg_store_tmp_path(&b, st, NULL);
+	return fg_buf_detach(&b, NULL);
+}
+
+static void test_root(void)
+{
+	struct fg_buf b = FG_BUF_INIT;
+
+	setenv("FGPACK_HOME", "/x/home", 1);
+	fg_store_default_root(&b, NULL);
+	is_str(b.data, "/x/home", "root: FGPACK_HOME first");
+	fg_buf_reset(&b);
+	unsetenv("FGPACK_HOME");
+	setenv("XDG_CACHE_HOME", "/x/cache", 1);
+	fg_store_default_root(&b, NULL);
+	is_str(b.data, "/x/cache/fgpack", "root: then XDG_CACHE_HOME/fgpack");
+	fg_buf_reset(&b);
+	setenv("XDG_CACHE_HOME", "relative", 1);
+	setenv("HOME", "/x/h", 1);
+	fg_store_default_root(&b, NULL);
+	is_str(b.data, "/x/h/.cache/fgpack", "root: else ~/.cache/fgpack (relative XDG ignored)");
+	fg_buf_release(&b);
+}
+
+static void test_commit(struct fg_store *st)
+{
+	struct fg_buf p = FG_BUF_INIT, tdir = FG_BUF_INIT;
+	struct fg_err err = { 0, "" };
+	char *t = tmp_in(st);
+	char hex[FG_SHA256_HEX_LEN + 1];
+	unsigned long long size = 0;
+	struct stat sb;
+
+	put(t, "hello\n", 6);
+	ok(fg_store_commit(st, t, H_HELLO, H_HELLO, &err) == 0, "commit: accepted (%s)", err.msg);
+	ok(fg_store_has(st, H_HELLO), "commit: blob present");
+	fg_store_blob_path(&p, st, H_HELLO, NULL);
+	ok(!stat(p.data, &sb) && (sb.st_mode & 0777) == 0444, "commit: blob is read-only 0444");
+	ok(strstr(p.data, "/blobs/sha256/58/" H_HELLO) != NULL, "commit: blobs/sha256/<2>/<64>");
+	ok(access(t, F_OK) != 0, "commit: temp file moved");
+	ok(fg_store_size(st, H_HELLO, &size, &err) == 0 && size == 6, "commit: size");
+	free(t);
+
+	t = tmp_in(st);
+	put(t, "x", 1);
+	ok(fg_store_commit(st, t, H_X, H_HELLO, &err) == FG_EHASH && strstr(err.msg, H_HELLO) &&
+		   strstr(err.msg, H_X),
+	   "commit: digest mismatch refused (%s)", err.msg);
+	ok(access(t, F_OK) != 0 && !fg_store_has(st, H_X), "commit: nothing left behind on mismatch");
+	fg_buf_printf(&tdir, NULL, "%s/tmp", fg_store_root(st));
+	is_int(count_files(tdir.data), 0, "commit: tmp/ empty after mismatch");
+	free(t);
+
+	t = tmp_in(st);
+	put(t, "hello\n", 6);
+	ok(fg_store_commit(st, t, H_HELLO, NULL, &err) == 0 && access(t, F_OK) != 0,
+	   "commit: existing blob, temp dropped");
+	free(t);
+
+	fg_buf_reset(&p);
+	fg_buf_printf(&p, NULL, "%s/src.bin", top);
+	put(p.data, "x", 1);
+	ok(fg_store_import(st, p.data, NULL, hex, &err) == 0 && !strcmp(hex, H_X) && fg_store_has(st, H_X),
+	   "import: hashed and stored");
+	ok(fg_store_import(st, p.data, H_EMPTY, hex, &err) == FG_EHASH, "import: expected digest checked");
+	is_int(count_files(tdir.data), 0, "import: tmp/ empty afterwards");
+	fg_buf_release(&p);
+	fg_buf_release(&tdir);
+}
+
+/* One "pull" of a 6 MiB blob under the blob lock, as a fetcher would do it. */
+static int child_pull(const char *root, const char *hex, int id)
+{
+	struct fg_store *st = NULL;
+	struct fg_store_lock *lk = NULL;
+	struct fg_buf part = FG_BUF_INIT, inside = FG_BUF_INIT;
+	struct fg_err err = { 0, "" };
+	char key[FG_STORE_KEY_MAX], got[FG_SHA256_HEX_LEN + 1];
+	size_t n = 6 << 20, i;
+	char *data;
+	int fd, rc = 1;
+
+	if (fg_store_open(&st, root, &err) || fg_store_key(key, hex, NULL, &err) ||
+	    fg_store_lock_blob(&lk, st, key, 30000, &err))
+		goto out;
+	/* a second holder inside the lock would find this file */
+	fg_buf_printf(&inside, NULL, "%s/inside", root);
+	fd = open(inside.data, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	if (fd < 0)
+		goto out_unlock;
+	close(fd);
+	if (!fg_store_has(st, hex)) {
+		data = malloc(n);
+		if (!data)
+			goto out_unlock;
+		for (i = 0; i < n; i++)
+			data[i] = (char)(i * 7 + (i >> 12));
+		fg_store_partial_paths(&part, NULL, st, key, NULL);
+		put(part.data, data, n / 2);
+		usleep(50000); /* widen the window */
+		fd = open(part.data, O_WRONLY | O_APPEND);
+		if (fd < 0 || write(fd, data + n / 2, n - n / 2) != (ssize_t)(n - n / 2)) {
+			free(data);
+			goto out_unlock;
+		}
+		close(fd);
+		free(data);
+		if (fg_store_hash_file(part.data, got, NULL, &err) ||
+		    fg_store_commit(st, part.data, got, hex, &err))
+			goto out_unlock;
+	}
+	unlink(inside.data);
+	rc = 0;
+out_unlock:
+	fg_store_unlock(lk);
+out:
+	if (rc)
+		printf("# child %d: %s\n", id, err.msg);
+	fg_buf_release(&part);
+	fg_buf_release(&inside);
+	fg_store_free(st);
+	return rc;
+}
+
+static void test_concurrent(struct fg_store *st)
+{
+	size_t n = 6 << 20, i;
+	char *data = malloc(n);
+	char hex[FG_SHA256_HEX_LEN + 1], got[FG_SHA256_HEX_LEN + 1];
+	uint8_t d[FG_SHA256_LEN];
+	struct fg_buf p = FG_BUF_INIT, pdir = FG_BUF_INIT, ldir = FG_BUF_INIT;
+	pid_t pid[2];
+	int k, status, good = 1;
+
+	if (!data)
+		return;
+	for (i = 0; i < n; i++)
+		data[i] = (char)(i * 7 + (i >> 12));
+	fg_sha256_mem(data, n, d, NULL);
+	fg_hex_encode(d, sizeof(d), hex);
+	free(data);
+	fflush(stdout);
+	for (k = 0; k < 2; k++) {
+		pid[k] = fork();
+		if (pid[k] == 0)
+			_exit(child_pull(fg_store_root(st), hex, k));
+	}
+	for (k = 0; k < 2; k++)
+		if (waitpid(pid[k], &status, 0) != pid[k] || !WIFEXITED(status) || WEXITSTATUS(status))
+			good = 0;
+	ok(good, "concurrent: both processes succeed");
+	fg_store_blob_path(&p, st, hex, NULL);
+	ok(fg_store_has(st, hex) && fg_store_hash_file(p.data, got, NULL, NULL) == 0 && !strcmp(got, hex),
+	   "concurrent: one intact blob");
+	fg_buf_printf(&pdir, NULL, "%s/partial", fg_store_root(st));
+	fg_buf_printf(&ldir, NULL, "%s/locks", fg_store_root(st));
+	ok(count_files(pdir.data) == 0 && count_files(ldir.data) == 0, "concurrent: no partial or lock left");
+	fg_buf_release(&p);
+	fg_buf_release(&pdir);
+	fg_buf_release(&ldir);
+}
+
+static void test_locks(struct fg_store *st)
+{
+	struct fg_store_lock *a = NULL, *b = NULL;
+	struct fg_err err = { 0, "" };
+	struct fg_buf lp = FG_BUF_INIT, line = FG_BUF_INIT;
+	char key[FG_STORE_KEY_MAX], host[256];
+	struct timespec old[2];
+	pid_t dead;
+	int status;
+
+	fg_store_key(key, NULL, "https://example.org/a", NULL);
+	ok(!strncmp(key, "url-", 4) && strlen(key) == 68, "key: url form");
+	fg_store_key(key, H_X, NULL, NULL);
+	is_str(key, "sha256-" H_X, "key: sha256 form");
+	ok(fg_store_lock_blob(&a, st, key, 0, &err) == 0, "lock: taken");
+	ok(fg_store_lock_blob(&b, st, key, 100, &err) == FG_EBUSY && strstr(err.msg, "locked by pid"),
+	   "lock: second taker waits then gets busy (%s)", err.msg);
+	fg_store_unlock(a);
+	ok(fg_store_lock_blob(&b, st, key, 0, &err) == 0, "lock: free again after unlock");
+	fg_store_unlock(b);
+
+	/* a lock left by a process that died */
+	dead = fork();
+	if (dead == 0)
+		_exit(0);
+	waitpid(dead, &status, 0);
+	gethostname(host, sizeof(host));
+	fg_buf_printf(&lp, NULL, "%s/locks/%s.lock", fg_store_root(st), key);
+	fg_buf_printf(&line, NULL, "%ld 12345 %s\n", (long)dead, host);
+	put(lp.data, line.data, line.len);
+	ok(fg_store_lock_blob(&a, st, key, 0, &err) == 0, "lock: stale lock of a dead pid broken (%s)",
+	   err.msg);
+	fg_store_unlock(a);
+
+	/* a lock from another host: fresh is respected, old is broken */
+	fg_buf_reset(&line);
+	fg_buf_printf(&line, NULL, "1 1 other-host.example\n");
+	put(lp.data, line.data, line.len);
+	ok(fg_store_lock_blob(&a, st, key, 0, &err) == FG_EBUSY, "lock: fresh lock of another host held");
+	old[0].tv_sec = old[1].tv_sec = time(NULL) - FG_STORE_LOCK_STALE_S - 5;
+	old[0].tv_nsec = old[1].tv_nsec = 0;
+	utimensat(AT_FDCWD, lp.data, old, 0);
+	ok(fg_store_lock_blob(&a, st, key, 0, &err) == 0, "lock: old lock of another host broken");
+	fg_store_unlock(a);
+	ok(access(lp.data, F_OK) != 0, "lock: file removed on unlock");
+	fg_buf_release(&lp);
+	fg_buf_release(&line);
+}
+
+static void test_materialize(struct fg_store *st)
+{
+	struct fg_buf dest = FG_BUF_INIT, f = FG_BUF_INIT, blob = FG_BUF_INIT, l = FG_BUF_INIT;
+	struct fg_err err = { 0, "" };
+	struct stat a, b;
+	int how = 0;
+	char buf[16];
+	int fd;
+	ssize_t n;
+
+	fg_buf_printf(&dest, NULL, "%s/work", top);
+	fg_store_blob_path(&blob, st, H_HELLO, NULL);
+	ok(fg_store_materialize(st, H_HELLO, dest.data, "m/sub/hello.txt", 0, &how, &err) == 0 &&
+		   how == FG_STORE_MAT_LINK,
+	   "materialize: hard link (%s)", err.msg);
+	fg_buf_printf(&f, NULL, "%s/m/sub/hello.txt", dest.data);
+	ok(!lstat(f.data, &a) && !stat(blob.data, &b) && a.st_ino == b.st_ino && S_ISREG(a.st_mode),
+	   "materialize: same inode, a regular file, not a symlink");
+	ok(fg_store_materialize(st, H_HELLO, dest.data, "m/sub/hello.txt", 0, &how, &err) == 0,
+	   "materialize: again is a no-op");
+	ok(fg_store_materialize(st, H_X, dest.data, "m/sub/hello.txt", 1, &how, &err) == 0 &&
+		   how == FG_STORE_MAT_COPY,
+	   "materialize: copy replaces an existing file");
+	fd = open(f.data, O_RDONLY);
+	n = fd >= 0 ? read(fd, buf, sizeof(buf)) : -1;
+	if (fd >= 0)
+		close(fd);
+	ok(n == 1 && buf[0] == 'x' && !stat(f.data, &a) && a.st_ino != b.st_ino, "materialize: copy content");
+	ok(fg_store_materialize(st, H_HELLO, dest.data, "../escape", 0, &how, &err) == FG_EINVAL,
+	   "materialize: .. refused");
+	ok(fg_store_materialize(st, H_HELLO, dest.data, "/abs", 0, &how, &err) == FG_EINVAL,
+	   "materialize: absolute refused");
+	fg_buf_printf(&l, NULL, "%s/link", dest.data);
+	if (symlink(top, l.data) == 0)
+		ok(fg_store_materialize(st, H_HELLO, dest.data, "link/x.txt", 0, &how, &err) == FG_EINVAL &&
+			   strstr(err.msg, "symlink"),
+		   "materialize: symlinked folder refused (%s)", err.msg);
+	ok(fg_store_materialize(st, H_EMPTY, dest.data, "e", 0, &how, &err) == FG_ENOTFOUND,
+	   "materialize: missing blob named");
+	fg_buf_release(&dest);
+	fg_buf_release(&f);
+	fg_buf_release(&blob);
+	fg_buf_release(&l);
+}
+
+static int seen_root;
+static int on_root(void *ctx, const char *path)
+{
+	(void)ctx;
+	if (strstr(path, "/roots-test.lock"))
+		seen_root++;
+	return 0;
+}
+
+static void test_verify_gc(struct fg_store *st)
+{
+	struct fg_store_report rep;
+	struct fg_err err = { 0, "" };
+	struct fg_buf p = FG_BUF_INIT, q = FG_BUF_INIT;
+	char *t = tmp_in(st);
+	const char *keep[1] = { H_HELLO };
+	int fd;
+
+	put(t, "", 0);
+	fg_store_commit(st, t, H_EMPTY, NULL, &err);
+	free(t);
+	ok(fg_store_verify(&rep, st, 2, NULL, NULL, &err) == 0 && rep.bad == 0 && rep.blobs == 4,
+	   "verify: 4 good blobs (%llu, %llu bad)", rep.blobs, rep.bad);
+	/* corrupt one blob behind the store's back */
+	fg_store_blob_path(&p, st, H_X, NULL);
+	chmod(p.data, 0644);
+	fd = open(p.data, O_WRONLY);
+	if (fd >= 0) {
+		if (write(fd, "y", 1) != 1)
+			printf("# write failed\n");
+		close(fd);
+	}
+	ok(fg_store_verify(&rep, st, 1, NULL, NULL, &err) == 0 && rep.bad == 1 && rep.blobs == 4,
+	   "verify: corrupted blob found");
+	ok(!fg_store_has(st, H_X), "verify: bad blob left blobs/");
+	fg_buf_printf(&q, NULL, "%s/quarantine", fg_store_root(st));
+	is_int(count_files(q.data), 1, "verify: bad blob in quarantine/");
+	ok(fg_store_verify(&rep, st, 1, NULL, NULL, &err) == 0 && rep.bad == 0 && rep.blobs == 3,
+	   "verify: clean afterwards");
+
+	ok(fg_store_gc(&rep, st, keep, 1, 1, NULL, NULL, &err) == 0 && rep.removed == 2 && rep.kept == 1,
+	   "gc: dry run counts 2 to remove");
+	ok(fg_store_has(st, H_EMPTY), "gc: dry run removes nothing");
+	ok(fg_store_gc(&rep, st, keep, 1, 0, NULL, NULL, &err) == 0 && rep.removed == 2,
+	   "gc: removes unreferenced blobs");
+	ok(fg_store_has(st, H_HELLO) && !fg_store_has(st, H_EMPTY), "gc: referenced blob kept");
+
+	fg_buf_reset(&p);
+	fg_buf_printf(&p, NULL, "%s/roots-test.lock", top);
+	put(p.data, "{}", 2);
+	ok(fg_store_root_add(st, p.data, &err) == 0 && fg_store_root_add(st, p.data, &err) == 0,
+	   "roots: added twice");
+	fg_store_roots(st, on_root, NULL, &err);
+	is_int(seen_root, 1, "roots: listed once");
+	fg_buf_release(&p);
+	fg_buf_release(&q);
+}
+
+int main(void)
+{
+	struct fg_store *st = NULL;
+	struct fg_err err = { 0, "" };
+	char cmd[600];
+
+	snprintf(top, sizeof(top), "%s/fgstore.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	if (!mkdtemp(top))
+		return 1;
+	test_root();
+	snprintf(cmd, sizeof(cmd), "%s/store", top);
+	ok(fg_store_open(&st, cmd, &err) == 0, "open creates the layout (%s)", err.msg);
+	if (st) {
+		test_commit(st);
+		test_concurrent(st);
+		test_locks(st);
+		test_materialize(st);
+		test_verify_gc(st);
+	}
+	fg_store_free(st);
+	snprintf(cmd, sizeof(cmd), "chmod -R u+w '%s' && rm -rf '%s'", top, top);
+	if (system(cmd))
+		printf("# cleanup failed\n");
+	return tap_done();
+}
