@@ -1,0 +1,733 @@
+/* http.c - libcurl multi client: redirects with per-hop auth, retries with
+ * backoff and Retry-After, range resume, stall timeout (see http.h). */
+#include "http.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <curl/curl.h>
+
+#include "ref.h"
+#include "version.h"
+
+struct req {
+	struct req *next;  /* in waiting */
+	struct req *anext; /* in running */
+	struct fg_http *h;
+	struct fg_http_xfer x; /* url and what point into owned copies below */
+	char *url;             /* current hop */
+	char *what;
+	CURL *easy;
+	struct curl_slist *hdrs;
+	unsigned long long pos;      /* next body byte wanted (absolute) */
+	unsigned long long resp_off; /* absolute offset of the next byte of this response */
+	int resp_started;            /* the current response's first body byte was seen */
+	int resp_ok;                 /* current response is a 2xx we deliver */
+	int enough;                  /* stopped reading on purpose: got [start, end) */
+	int tries, redirects;
+	int progressed;              /* this attempt delivered bytes */
+	long retry_after_ms;         /* from the last answer, -1 none */
+	unsigned long long wake_ms;  /* backoff: start no earlier than this */
+	int user_rc;                 /* on_data aborted with this */
+	struct fg_err user_err;
+	struct fg_buf hbuf; /* header lines of the current response */
+};
+
+struct fg_http {
+	CURLM *multi;
+	CURLSH *share;
+	struct fg_http_opts o;
+	char *hub_origin; /* "scheme://host:port" or NULL */
+	char *token;
+	char *hub_url;
+	struct req *waiting; /* not started: new or backing off */
+	struct req *running; /* attached to the multi handle */
+	int active;
+	unsigned long long bytes_in;
+};
+
+static unsigned long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (unsigned long long)ts.tv_sec * 1000ULL + (unsigned long long)ts.tv_nsec / 1000000ULL;
+}
+
+void fg_http_opts_default(struct fg_http_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->max_tries = 6;
+	o->stall_secs = 30;
+	o->connect_secs = 15;
+	o->retry_base_ms = 500;
+	o->retry_max_ms = 30000;
+	o->max_redirects = 10;
+}
+
+/* The origin of url (ref.h's single definition), or NULL if unparsable. */
+static char *origin_of(const char *url)
+{
+	struct fg_buf b = FG_BUF_INIT;
+
+	if (fg_url_origin(&b, url, NULL)) {
+		fg_buf_release(&b);
+		return NULL;
+	}
+	return fg_buf_detach(&b, NULL);
+}
+
+int fg_http_new(struct fg_http **out, const struct fg_http_opts *opts, struct fg_err *err)
+{
+	static int inited;
+	struct fg_http *h;
+
+	*out = NULL;
+	if (!inited) {
+		if (curl_global_init(CURL_GLOBAL_DEFAULT))
+			return fg_err_set(err, FG_ENET, "libcurl initialisation failed");
+		inited = 1;
+	}
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	h->o = *opts;
+	if (h->o.max_tries < 1)
+		h->o.max_tries = 1;
+	h->multi = curl_multi_init();
+	h->share = curl_share_init();
+	if (!h->multi || !h->share) {
+		fg_http_free(h);
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	curl_share_setopt(h->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+	curl_multi_setopt(h->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, 64L);
+	curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, 64L);
+	if (opts->hub_url) {
+		h->hub_url = strdup(opts->hub_url);
+		h->hub_origin = origin_of(opts->hub_url);
+		if (!h->hub_url || !h->hub_origin) {
+			fg_http_free(h);
+			return fg_err_set(err, FG_EINVAL, "endpoint %s: not a URL", opts->hub_url);
+		}
+	}
+	if (opts->token && *opts->token) {
+		h->token = strdup(opts->token);
+		if (!h->token) {
+			fg_http_free(h);
+			return fg_err_set(err, FG_ENOMEM, "out of memory");
+		}
+	}
+	h->o.hub_url = h->hub_url;
+	h->o.token = h->token;
+	*out = h;
+	return 0;
+}
+
+/* Takes r's easy handle off the multi handle and the running list. */
+static void detach(struct fg_http *h, struct req *r)
+{
+	struct req **pp;
+
+	if (!r->easy)
+		return;
+	curl_multi_remove_handle(h->multi, r->easy);
+	curl_easy_cleanup(r->easy);
+	r->easy = NULL;
+	h->active--;
+	for (pp = &h->running; *pp; pp = &(*pp)->anext)
+		if (*pp == r) {
+			*pp = r->anext;
+			break;
+		}
+	r->anext = NULL;
+}
+
+static void req_free(struct req *r)
+{
+	if (!r)
+		return;
+	detach(r->h, r);
+	curl_slist_free_all(r->hdrs);
+	fg_buf_release(&r->hbuf);
+	free(r->url);
+	free(r->what);
+	free(r);
+}
+
+void fg_http_free(struct fg_http *h)
+{
+	struct req *r, *n;
+
+	if (!h)
+		return;
+	for (r = h->waiting; r; r = n) {
+		n = r->next;
+		req_free(r);
+	}
+	while (h->running)
+		req_free(h->running);
+	if (h->multi)
+		curl_multi_cleanup(h->multi);
+	if (h->share)
+		curl_share_cleanup(h->share);
+	free(h->hub_origin);
+	free(h->hub_url);
+	if (h->token) {
+		memset(h->token, 0, strlen(h->token));
+		free(h->token);
+	}
+	free(h);
+}
+
+void fg_http_wakeup(struct fg_http *h)
+{
+	curl_multi_wakeup(h->multi);
+}
+
+unsigned long long fg_http_bytes_in(const struct fg_http *h)
+{
+	return h->bytes_in;
+}
+
+void fg_http_resp_init(struct fg_http_resp *r)
+{
+	memset(r, 0, sizeof(*r));
+}
+
+void fg_http_resp_release(struct fg_http_resp *r)
+{
+	if (!r)
+		return;
+	fg_buf_release(&r->headers);
+	fg_buf_release(&r->body);
+	free(r->url);
+	r->url = NULL;
+	r->status = 0;
+}
+
+/* Finds header name in raw header lines; sets *v and *vl to the trimmed value. */
+static int find_header(const char *h, size_t len, const char *name, const char **v, size_t *vl)
+{
+	size_t nl = strlen(name), i = 0;
+
+	while (i < len) {
+		size_t e = i;
+
+		while (e < len && h[e] != '\n')
+			e++;
+		if (e - i > nl && h[i + nl] == ':' && !strncasecmp(h + i, name, nl)) {
+			size_t s = i + nl + 1, t = e;
+
+			while (s < t && (h[s] == ' ' || h[s] == '\t'))
+				s++;
+			while (t > s && (h[t - 1] == '\r' || h[t - 1] == ' ' || h[t - 1] == '\t'))
+				t--;
+			*v = h + s;
+			*vl = t - s;
+			return 0;
+		}
+		i = e + 1;
+	}
+	return -1;
+}
+
+int fg_http_resp_header(const struct fg_http_resp *r, const char *name, struct fg_buf *out)
+{
+	const char *v;
+	size_t vl;
+
+	if (!r->headers.data || find_header(r->headers.data, r->headers.len, name, &v, &vl))
+		return -1;
+	fg_buf_reset(out);
+	return fg_buf_append(out, v, vl, NULL) ? -1 : 0;
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *ud)
+{
+	struct req *r = ud;
+	size_t len = size * n;
+
+	if (len >= 5 && !memcmp(p, "HTTP/", 5)) {
+		fg_buf_reset(&r->hbuf);
+		r->resp_started = 0;
+	}
+	if (r->hbuf.len + len < 65536)
+		fg_buf_append(&r->hbuf, p, len, NULL);
+	return len;
+}
+
+/* Start offset from "Content-Range: bytes S-E/T"; -1 when absent or odd. */
+static int content_range_start(const struct req *r, unsigned long long *start)
+{
+	const char *v;
+	size_t vl, i;
+	char num[32];
+
+	if (!r->hbuf.data || find_header(r->hbuf.data, r->hbuf.len, "Content-Range", &v, &vl))
+		return -1;
+	if (vl < 7 || strncasecmp(v, "bytes ", 6))
+		return -1;
+	for (i = 6; i < vl && i - 6 < sizeof(num) - 1 && isdigit((unsigned char)v[i]); i++)
+		num[i - 6] = v[i];
+	num[i - 6] = '\0';
+	if (i == 6 || i >= vl || v[i] != '-')
+		return -1;
+	return fg_parse_u64(num, start) ? -1 : 0;
+}
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud)
+{
+	struct req *r = ud;
+	size_t len = size * n, skip = 0, take;
+	long status = 0;
+
+	if (!r->resp_started) {
+		r->resp_started = 1;
+		curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
+		r->resp_ok = status >= 200 && status < 300;
+		if (status == 206) {
+			if (content_range_start(r, &r->resp_off) || r->resp_off > r->pos) {
+				r->user_rc = fg_err_set(&r->user_err, FG_ENET,
+							"%s: server sent a range we did not ask for", r->what);
+				return 0;
+			}
+		} else {
+			r->resp_off = 0;
+		}
+	}
+	if (!r->resp_ok)
+		return len; /* error bodies are dropped */
+	r->h->bytes_in += len;
+	if (r->resp_off < r->pos) {
+		unsigned long long d = r->pos - r->resp_off;
+
+		skip = d < len ? (size_t)d : len;
+	}
+	take = len - skip;
+	if (r->x.end && r->pos + take > r->x.end)
+		take = (size_t)(r->x.end - r->pos);
+	if (take && r->x.on_data) {
+		int rc = r->x.on_data(r->x.ud, r->pos, p + skip, take, &r->user_err);
+
+		if (rc) {
+			r->user_rc = rc;
+			return 0;
+		}
+	}
+	r->pos += take;
+	r->resp_off += len;
+	if (take)
+		r->progressed = 1;
+	if (r->x.end && r->pos >= r->x.end && skip + take < len) {
+		r->enough = 1; /* a 200 carrying more than the range: stop reading */
+		return 0;
+	}
+	return len;
+}
+
+static int start_req(struct fg_http *h, struct req *r, struct fg_err *err)
+{
+	CURL *e = curl_easy_init();
+	char *o;
+	struct fg_buf b = FG_BUF_INIT;
+
+	if (!e)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	r->easy = e;
+	r->resp_started = 0;
+	r->progressed = 0;
+	r->enough = 0;
+	r->retry_after_ms = -1;
+	fg_buf_reset(&r->hbuf);
+	curl_slist_free_all(r->hdrs);
+	r->hdrs = NULL;
+	o = origin_of(r->url);
+	if (h->token && o && h->hub_origin && !strcmp(o, h->hub_origin)) {
+		if (!fg_buf_printf(&b, NULL, "Authorization: Bearer %s", h->token))
+			r->hdrs = curl_slist_append(r->hdrs, b.data);
+		memset(b.data, 0, b.len);
+	}
+	fg_buf_release(&b);
+	free(o);
+	curl_easy_setopt(e, CURLOPT_URL, r->url);
+	curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)r);
+	curl_easy_setopt(e, CURLOPT_SHARE, h->share);
+	curl_easy_setopt(e, CURLOPT_USERAGENT, "fgpack/" FG_VERSION);
+	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT, h->o.connect_secs);
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, h->o.stall_secs);
+	curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 512L * 1024L);
+	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, NULL);
+	if (r->hdrs)
+		curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
+	if (r->x.head) {
+		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+	} else if (r->pos > 0 || r->x.end) {
+		char range[64];
+
+		if (r->x.end)
+			snprintf(range, sizeof(range), "%llu-%llu", r->pos, r->x.end - 1);
+		else
+			snprintf(range, sizeof(range), "%llu-", r->pos);
+		curl_easy_setopt(e, CURLOPT_RANGE, range);
+	}
+	if (curl_multi_add_handle(h->multi, e) != CURLM_OK) {
+		curl_easy_cleanup(e);
+		r->easy = NULL;
+		return fg_err_set(err, FG_ENET, "%s: cannot start transfer", r->what);
+	}
+	h->active++;
+	r->anext = h->running;
+	h->running = r;
+	return 0;
+}
+
+int fg_http_submit(struct fg_http *h, const struct fg_http_xfer *x, struct fg_err *err)
+{
+	struct req *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	r->h = h;
+	r->x = *x;
+	r->url = strdup(x->url);
+	r->what = strdup(x->what ? x->what : x->url);
+	if (!r->url || !r->what) {
+		req_free(r);
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	r->x.url = r->url;
+	r->x.what = r->what;
+	r->pos = x->start;
+	r->next = h->waiting;
+	h->waiting = r;
+	return 0;
+}
+
+/* Retry-After as delta seconds or an HTTP date; -1 when absent. */
+static long parse_retry_after(const struct req *r)
+{
+	const char *v;
+	size_t vl;
+	char tmp[64];
+	unsigned long long secs;
+	time_t t;
+
+	if (!r->hbuf.data || find_header(r->hbuf.data, r->hbuf.len, "Retry-After", &v, &vl) ||
+	    vl == 0 || vl >= sizeof(tmp))
+		return -1;
+	memcpy(tmp, v, vl);
+	tmp[vl] = '\0';
+	if (!fg_parse_u64(tmp, &secs))
+		return secs > 86400 ? 86400000L : (long)secs * 1000L;
+	t = curl_getdate(tmp, NULL);
+	if (t < 0)
+		return -1;
+	return t > time(NULL) ? (long)(t - time(NULL)) * 1000L : 0;
+}
+
+static void finish(struct fg_http *h, struct req *r, int rc, const struct fg_err *e, long status)
+{
+	if (r->x.resp) {
+		struct fg_http_resp *o = r->x.resp;
+
+		o->status = status;
+		fg_buf_reset(&o->headers);
+		if (r->hbuf.len)
+			fg_buf_append(&o->headers, r->hbuf.data, r->hbuf.len, NULL);
+		free(o->url);
+		o->url = strdup(r->url);
+	}
+	detach(h, r);
+	if (r->x.on_done)
+		r->x.on_done(r->x.ud, rc, rc ? e : NULL);
+	req_free(r);
+}
+
+static int status_code(long s)
+{
+	if (s == 401 || s == 403)
+		return FG_EAUTH;
+	if (s == 404 || s == 410)
+		return FG_ENOTFOUND;
+	return FG_ENET;
+}
+
+static int retryable_status(long s)
+{
+	return s == 408 || s == 429 || s == 500 || s == 502 || s == 503 || s == 504;
+}
+
+static int retryable_curl(CURLcode c)
+{
+	switch (c) {
+	case CURLE_URL_MALFORMAT:
+	case CURLE_UNSUPPORTED_PROTOCOL:
+	case CURLE_OUT_OF_MEMORY:
+	case CURLE_TOO_MANY_REDIRECTS:
+	case CURLE_ABORTED_BY_CALLBACK:
+	case CURLE_BAD_FUNCTION_ARGUMENT:
+	case CURLE_FILESIZE_EXCEEDED:
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_LOGIN_DENIED:
+		return 0;
+	default:
+		return 1;
+	}
+}
+
+/* The attempt failed with a retryable cause: park r for a backoff, or finish it. */
+static void retry_or_fail(struct fg_http *h, struct req *r, const char *cause, int code, long status)
+{
+	struct fg_err e;
+	unsigned long long delay;
+	int shift;
+
+	if (r->progressed)
+		r->tries = 0; /* bytes moved: only failures in a row count */
+	r->tries++;
+	if (r->tries >= h->o.max_tries) {
+		fg_err_set(&e, code, "%s: %s after %d tr%s", r->what, cause, r->tries,
+			   r->tries == 1 ? "y" : "ies");
+		finish(h, r, code, &e, status);
+		return;
+	}
+	shift = r->tries - 1 < 16 ? r->tries - 1 : 16;
+	delay = (unsigned long long)h->o.retry_base_ms << shift;
+	if (r->retry_after_ms >= 0)
+		delay = (unsigned long long)r->retry_after_ms;
+	if (delay > h->o.retry_max_ms)
+		delay = h->o.retry_max_ms;
+	detach(h, r);
+	r->wake_ms = now_ms() + delay;
+	r->next = h->waiting;
+	h->waiting = r;
+}
+
+static void on_complete(struct fg_http *h, struct req *r, CURLcode res)
+{
+	long status = 0;
+	struct fg_err e;
+	char cause[160];
+
+	curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
+	if (r->user_rc) {
+		finish(h, r, r->user_rc, &r->user_err, status);
+		return;
+	}
+	if (res == CURLE_WRITE_ERROR && r->enough)
+		res = CURLE_OK;
+	if (res != CURLE_OK) {
+		snprintf(cause, sizeof(cause), "%s", curl_easy_strerror(res));
+		if (res == CURLE_OPERATION_TIMEDOUT && r->resp_started)
+			snprintf(cause, sizeof(cause), "stalled (under 1 KiB/s for %lds)", h->o.stall_secs);
+		if (!retryable_curl(res)) {
+			fg_err_set(&e, FG_ENET, "%s: %s", r->what, cause);
+			finish(h, r, FG_ENET, &e, status);
+			return;
+		}
+		retry_or_fail(h, r, cause, FG_ENET, status);
+		return;
+	}
+	if (status >= 300 && status < 400 && !r->x.no_follow) {
+		char *loc = NULL;
+
+		curl_easy_getinfo(r->easy, CURLINFO_REDIRECT_URL, &loc);
+		if (!loc) {
+			fg_err_set(&e, FG_ENET, "%s: HTTP %ld without a Location", r->what, status);
+			finish(h, r, FG_ENET, &e, status);
+			return;
+		}
+		if (++r->redirects > h->o.max_redirects) {
+			fg_err_set(&e, FG_ENET, "%s: more than %d redirects (last to %s)", r->what,
+				   h->o.max_redirects, loc);
+			finish(h, r, FG_ENET, &e, status);
+			return;
+		}
+		{
+			char *nu = strdup(loc);
+			struct fg_err se;
+
+			if (!nu) {
+				fg_err_set(&e, FG_ENOMEM, "out of memory");
+				finish(h, r, FG_ENOMEM, &e, status);
+				return;
+			}
+			detach(h, r);
+			free(r->url);
+			r->url = nu;
+			r->x.url = nu;
+			if (start_req(h, r, &se))
+				finish(h, r, se.code, &se, status);
+		}
+		return;
+	}
+	if (retryable_status(status)) {
+		r->retry_after_ms = parse_retry_after(r);
+		snprintf(cause, sizeof(cause), "HTTP %ld", status);
+		retry_or_fail(h, r, cause, FG_ENET, status);
+		return;
+	}
+	if (status >= 400 || (status >= 300 && !r->x.no_follow) || status < 200) {
+		fg_err_set(&e, status_code(status), "%s: HTTP %ld", r->what, status);
+		finish(h, r, status_code(status), &e, status);
+		return;
+	}
+	if (!r->x.head && r->x.end && r->pos < r->x.end && status < 300) {
+		retry_or_fail(h, r, "body ended early", FG_ENET, status);
+		return;
+	}
+	finish(h, r, 0, NULL, status);
+}
+
+int fg_http_run(struct fg_http *h, int (*tick)(void *ud), void *ud, unsigned tick_ms,
+		struct fg_err *err)
+{
+	unsigned long long last_tick = now_ms();
+
+	if (!tick_ms)
+		tick_ms = 200;
+	for (;;) {
+		struct req **pp, *r;
+		unsigned long long now = now_ms(), next_wake = 0;
+		int running = 0, left, timeout;
+		CURLMsg *m;
+
+		for (pp = &h->waiting; (r = *pp);) {
+			if (r->wake_ms <= now) {
+				struct fg_err se;
+
+				*pp = r->next;
+				r->next = NULL;
+				if (start_req(h, r, &se))
+					finish(h, r, se.code, &se, 0);
+				continue;
+			}
+			if (!next_wake || r->wake_ms < next_wake)
+				next_wake = r->wake_ms;
+			pp = &r->next;
+		}
+		if (!h->active && !h->waiting && !tick)
+			break;
+		curl_multi_perform(h->multi, &running);
+		while ((m = curl_multi_info_read(h->multi, &left))) {
+			struct req *dr = NULL;
+
+			if (m->msg != CURLMSG_DONE)
+				continue;
+			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&dr);
+			on_complete(h, dr, m->data.result);
+		}
+		now = now_ms();
+		if (tick && (now - last_tick >= tick_ms || (!h->active && !h->waiting))) {
+			int rc;
+
+			last_tick = now;
+			rc = tick(ud);
+			if (rc < 0)
+				return fg_err_set(err, rc, "interrupted");
+			if (rc > 0 && !h->active && !h->waiting)
+				break;
+		}
+		if (h->waiting && !h->active) {
+			/* only backoffs pending: sleep until the first is due */
+			timeout = next_wake > now ? (int)(next_wake - now) : 0;
+		} else {
+			timeout = (int)tick_ms;
+			if (next_wake && next_wake > now && next_wake - now < (unsigned long long)timeout)
+				timeout = (int)(next_wake - now);
+		}
+		if (timeout > (int)tick_ms)
+			timeout = (int)tick_ms;
+		if (h->active || timeout > 0)
+			curl_multi_poll(h->multi, NULL, 0, timeout, NULL);
+	}
+	return 0;
+}
+
+struct blocking {
+	struct fg_http_resp *resp;
+	size_t max;
+	int rc;
+	struct fg_err err;
+	int done;
+};
+
+static int blocking_data(void *ud, unsigned long long off, const void *data, size_t len,
+			 struct fg_err *err)
+{
+	struct blocking *b = ud;
+
+	(void)off;
+	if (b->resp->body.len + len > b->max)
+		return fg_err_set(err, FG_EFORMAT, "answer larger than %zu bytes", b->max);
+	return fg_buf_append(&b->resp->body, data, len, err);
+}
+
+static void blocking_done(void *ud, int rc, const struct fg_err *err)
+{
+	struct blocking *b = ud;
+
+	b->done = 1;
+	b->rc = rc;
+	if (rc && err)
+		b->err = *err;
+}
+
+static int blocking(struct fg_http *h, struct fg_http_resp *out, const char *url, const char *what,
+		    int head, int follow, size_t max_body, struct fg_err *err)
+{
+	struct blocking b;
+	struct fg_http_xfer x;
+	int rc;
+
+	memset(&b, 0, sizeof(b));
+	memset(&x, 0, sizeof(x));
+	b.resp = out;
+	b.max = max_body;
+	fg_buf_reset(&out->body);
+	x.url = url;
+	x.what = what;
+	x.head = head;
+	x.no_follow = !follow;
+	x.on_data = blocking_data;
+	x.on_done = blocking_done;
+	x.ud = &b;
+	x.resp = out;
+	rc = fg_http_submit(h, &x, err);
+	if (!rc)
+		rc = fg_http_run(h, NULL, NULL, 200, err);
+	if (rc)
+		return rc;
+	if (b.rc) {
+		if (err)
+			*err = b.err;
+		return b.rc;
+	}
+	return 0;
+}
+
+int fg_http_get(struct fg_http *h, struct fg_http_resp *out, const char *url, const char *what,
+		size_t max_body, struct fg_err *err)
+{
+	return blocking(h, out, url, what, 0, 1, max_body, err);
+}
+
+int fg_http_head(struct fg_http *h, struct fg_http_resp *out, const char *url, int follow,
+		 const char *what, struct fg_err *err)
+{
+	return blocking(h, out, url, what, 1, follow, 0, err);
+}

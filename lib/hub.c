@@ -1,0 +1,408 @@
+/* hub.c - bucket and model-repo listings with Link paging, resolve HEADs. */
+#include "hub.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+
+#include "fsutil.h"
+#include "json.h"
+#include "sha256.h"
+
+#define PAGE_MAX ((size_t)256 << 20)
+
+void fg_hub_list_release(struct fg_hub_list *l)
+{
+	size_t i;
+
+	if (!l)
+		return;
+	for (i = 0; i < l->n; i++) {
+		free(l->files[i].path);
+		free(l->files[i].xet_hash);
+		free(l->files[i].mtime);
+		free(l->files[i].oid);
+		free(l->files[i].lfs_sha256);
+	}
+	free(l->files);
+	memset(l, 0, sizeof(*l));
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+static int size_of(const cJSON *o, const char *key, unsigned long long *out)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > (double)FG_HUB_MAX_FILE_SIZE ||
+	    v->valuedouble != (double)(unsigned long long)v->valuedouble)
+		return -1;
+	*out = (unsigned long long)v->valuedouble;
+	return 0;
+}
+
+/* Short printable token for messages: no control bytes, at most 64 chars. */
+static const char *show(const char *s, char *tmp, size_t n)
+{
+	size_t i;
+
+	for (i = 0; s[i] && i + 1 < n && i < 64; i++)
+		tmp[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+	tmp[i] = '\0';
+	return tmp;
+}
+
+int fg_hub_parse_tree(struct fg_hub_list *l, const char *text, size_t len, int model,
+		      const char *what, struct fg_err *err)
+{
+	cJSON *root = NULL;
+	const cJSON *e;
+	int rc, idx = -1;
+	char tmp[80];
+
+	rc = fg_json_parse(&root, text, len, what, err);
+	if (rc)
+		return rc;
+	if (!cJSON_IsArray(root)) {
+		cJSON_Delete(root);
+		return fg_err_set(err, FG_EFORMAT, "%s: expected a JSON array of entries", what);
+	}
+	cJSON_ArrayForEach(e, root)
+	{
+		const char *type, *path, *xet, *mtime, *oid, *lfs_oid = NULL;
+		const cJSON *lfs;
+		struct fg_hub_file *f;
+		unsigned long long size;
+
+		idx++;
+		if (!cJSON_IsObject(e)) {
+			rc = fg_err_set(err, FG_EFORMAT, "%s: [%d]: not an object", what, idx);
+			break;
+		}
+		type = fg_json_str(e, "type");
+		path = fg_json_str(e, "path");
+		if (!type || !path) {
+			rc = fg_err_set(err, FG_EFORMAT, "%s: [%d]: missing type or path", what, idx);
+			break;
+		}
+		if (!strcmp(type, "directory"))
+			continue;
+		if (strcmp(type, "file")) {
+			rc = fg_err_set(err, FG_EFORMAT, "%s: [%d]: unknown type \"%s\"", what, idx,
+					show(type, tmp, sizeof(tmp)));
+			break;
+		}
+		if (!fg_path_is_safe_rel(path) || strlen(path) > 4096) {
+			rc = fg_err_set(err, FG_EFORMAT, "%s: [%d]: unsafe path \"%s\"", what, idx,
+					show(path, tmp, sizeof(tmp)));
+			break;
+		}
+		if (size_of(e, "size", &size)) {
+			rc = fg_err_set(err, FG_EFORMAT, "%s: %s: size missing or not a sane integer",
+					what, show(path, tmp, sizeof(tmp)));
+			break;
+		}
+		xet = fg_json_str(e, "xetHash");
+		mtime = fg_json_str(e, "mtime");
+		oid = fg_json_str(e, "oid");
+		lfs = fg_json_obj(e, "lfs");
+		if (model && lfs) {
+			unsigned long long lsize;
+
+			lfs_oid = fg_json_str(lfs, "oid");
+			if (!lfs_oid || !fg_sha256_hex_valid(lfs_oid)) {
+				rc = fg_err_set(err, FG_EFORMAT, "%s: %s: lfs.oid is not a sha256", what,
+						show(path, tmp, sizeof(tmp)));
+				break;
+			}
+			if (!size_of(lfs, "size", &lsize) && lsize != size) {
+				rc = fg_err_set(err, FG_EFORMAT, "%s: %s: lfs.size %llu differs from size %llu",
+						what, show(path, tmp, sizeof(tmp)), lsize, size);
+				break;
+			}
+		}
+		if (l->n >= FG_HUB_MAX_ENTRIES) {
+			rc = fg_err_set(err, FG_EFORMAT, "%s: more than %d entries", what, FG_HUB_MAX_ENTRIES);
+			break;
+		}
+		if (l->n == l->cap) {
+			size_t nc = l->cap ? l->cap * 2 : 64;
+			struct fg_hub_file *nf = realloc(l->files, nc * sizeof(*nf));
+
+			if (!nf) {
+				rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+				break;
+			}
+			l->files = nf;
+			l->cap = nc;
+		}
+		f = &l->files[l->n];
+		memset(f, 0, sizeof(*f));
+		f->size = size;
+		f->path = strdup(path);
+		f->xet_hash = dup_or_null(xet);
+		f->mtime = dup_or_null(mtime);
+		f->oid = dup_or_null(oid);
+		f->lfs_sha256 = dup_or_null(lfs_oid);
+		l->n++;
+		if (!f->path || (xet && !f->xet_hash) || (mtime && !f->mtime) || (oid && !f->oid) ||
+		    (lfs_oid && !f->lfs_sha256)) {
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+			break;
+		}
+	}
+	cJSON_Delete(root);
+	return rc;
+}
+
+static int by_path(const void *a, const void *b)
+{
+	return strcmp(((const struct fg_hub_file *)a)->path, ((const struct fg_hub_file *)b)->path);
+}
+
+int fg_hub_list_finish(struct fg_hub_list *l, const char *prefix, const char *what,
+		       struct fg_err *err)
+{
+	size_t i, pl = prefix ? strlen(prefix) : 0;
+	char tmp[80];
+
+	if (l->n)
+		qsort(l->files, l->n, sizeof(*l->files), by_path);
+	for (i = 0; i < l->n; i++) {
+		const char *p = l->files[i].path;
+
+		if (i && !strcmp(p, l->files[i - 1].path))
+			return fg_err_set(err, FG_EFORMAT, "%s: \"%s\" listed twice", what,
+					  show(p, tmp, sizeof(tmp)));
+		if (pl && !(strncmp(p, prefix, pl) == 0 && (p[pl] == '/' || p[pl] == '\0')))
+			return fg_err_set(err, FG_EFORMAT, "%s: \"%s\" is not below \"%s\"", what,
+					  show(p, tmp, sizeof(tmp)), prefix);
+	}
+	return 0;
+}
+
+int fg_hub_link_next(struct fg_buf *out, const char *link, const char *base)
+{
+	const char *p = link;
+
+	while (p && *p) {
+		const char *lt = strchr(p, '<'), *gt, *end;
+
+		if (!lt)
+			return -1;
+		gt = strchr(lt, '>');
+		if (!gt)
+			return -1;
+		end = strchr(gt, ',');
+		if (!end)
+			end = gt + strlen(gt);
+		{
+			size_t seg = (size_t)(end - gt);
+			const char *q = gt + 1;
+			int next = 0;
+
+			while (q < end) {
+				const char *r = strstr(q, "rel=");
+
+				if (!r || r >= end)
+					break;
+				r += 4;
+				if (*r == '"')
+					r++;
+				if (!strncmp(r, "next", 4) && (r[4] == '"' || r[4] == ';' || r[4] == ',' ||
+							       r[4] == ' ' || r[4] == '\0' || r + 4 == end))
+					next = 1;
+				q = r;
+			}
+			(void)seg;
+			if (next) {
+				CURLU *u = curl_url();
+				char *abs = NULL, *rel;
+				int rc = -1;
+
+				rel = strndup(lt + 1, (size_t)(gt - lt - 1));
+				if (u && rel && !curl_url_set(u, CURLUPART_URL, base, 0) &&
+				    !curl_url_set(u, CURLUPART_URL, rel, 0) &&
+				    !curl_url_get(u, CURLUPART_URL, &abs, 0)) {
+					fg_buf_reset(out);
+					rc = fg_buf_puts(out, abs, NULL) ? -1 : 0;
+				}
+				curl_free(abs);
+				free(rel);
+				curl_url_cleanup(u);
+				return rc;
+			}
+		}
+		p = *end ? end + 1 : end;
+	}
+	return -1;
+}
+
+/* Walks every page from url, appending files to out. */
+static int list_pages(struct fg_hub_list *out, struct fg_http *h, const char *url, int model,
+		      const char *what, struct fg_err *err)
+{
+	struct fg_http_resp resp;
+	struct fg_buf cur = FG_BUF_INIT, next = FG_BUF_INIT, link = FG_BUF_INIT;
+	int rc, pages = 0;
+
+	fg_http_resp_init(&resp);
+	rc = fg_buf_puts(&cur, url, err);
+	while (!rc) {
+		rc = fg_http_get(h, &resp, cur.data, what, PAGE_MAX, err);
+		if (rc)
+			break;
+		rc = fg_hub_parse_tree(out, resp.body.data ? resp.body.data : "", resp.body.len, model,
+				       what, err);
+		if (rc)
+			break;
+		if (++pages >= FG_HUB_MAX_PAGES) {
+			rc = fg_err_set(err, FG_EFORMAT, "%s: more than %d pages", what, FG_HUB_MAX_PAGES);
+			break;
+		}
+		if (fg_http_resp_header(&resp, "Link", &link) ||
+		    fg_hub_link_next(&next, link.data, resp.url ? resp.url : cur.data))
+			break;
+		if (!strcmp(next.data, cur.data)) {
+			rc = fg_err_set(err, FG_EFORMAT, "%s: next page link points to itself", what);
+			break;
+		}
+		fg_buf_reset(&cur);
+		rc = fg_buf_puts(&cur, next.data, err);
+	}
+	fg_http_resp_release(&resp);
+	fg_buf_release(&cur);
+	fg_buf_release(&next);
+	fg_buf_release(&link);
+	return rc;
+}
+
+int fg_hub_bucket_tree(struct fg_hub_list *out, struct fg_http *h, const char *endpoint,
+		       const struct fg_ref *ref, struct fg_err *err)
+{
+	struct fg_buf url = FG_BUF_INIT, what = FG_BUF_INIT;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = fg_url_bucket_tree(&url, endpoint, ref, ref->path, err);
+	if (!rc)
+		rc = fg_buf_printf(&what, err, "list %s", ref->text);
+	if (!rc)
+		rc = list_pages(out, h, url.data, 0, what.data, err);
+	if ((rc == FG_ENOTFOUND || (!rc && out->n == 0)) && ref->path && *ref->path) {
+		/* maybe the reference names one file */
+		struct fg_hub_head hd;
+		struct fg_err e2;
+		int r2;
+
+		fg_buf_reset(&url);
+		r2 = fg_url_bucket_resolve(&url, endpoint, ref, ref->path, &e2);
+		memset(&hd, 0, sizeof(hd));
+		if (!r2)
+			r2 = fg_hub_head(&hd, h, url.data, what.data, &e2);
+		if (!r2 && hd.status >= 200 && hd.status < 400 && hd.has_size) {
+			fg_hub_list_release(out);
+			out->files = calloc(1, sizeof(*out->files));
+			if (!out->files) {
+				rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+			} else {
+				out->n = out->cap = 1;
+				out->files[0].path = strdup(ref->path);
+				out->files[0].size = hd.size;
+				out->files[0].xet_hash = dup_or_null(hd.etag);
+				rc = out->files[0].path ? 0 : fg_err_set(err, FG_ENOMEM, "out of memory");
+			}
+		}
+		fg_hub_head_release(&hd);
+	}
+	if (!rc)
+		rc = fg_hub_list_finish(out, ref->path, what.data, err);
+	if (rc)
+		fg_hub_list_release(out);
+	fg_buf_release(&url);
+	fg_buf_release(&what);
+	return rc;
+}
+
+int fg_hub_model_tree(struct fg_hub_list *out, struct fg_http *h, const char *endpoint,
+		      const struct fg_ref *ref, const char *rev, struct fg_err *err)
+{
+	struct fg_buf url = FG_BUF_INIT, what = FG_BUF_INIT;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = fg_url_model_tree(&url, endpoint, ref, rev, ref->path, err);
+	if (!rc)
+		rc = fg_buf_printf(&what, err, "list %s", ref->text);
+	if (!rc)
+		rc = list_pages(out, h, url.data, 1, what.data, err);
+	if (!rc)
+		rc = fg_hub_list_finish(out, ref->path, what.data, err);
+	if (rc)
+		fg_hub_list_release(out);
+	fg_buf_release(&url);
+	fg_buf_release(&what);
+	return rc;
+}
+
+void fg_hub_head_release(struct fg_hub_head *hd)
+{
+	if (!hd)
+		return;
+	free(hd->commit);
+	free(hd->etag);
+	free(hd->location);
+	memset(hd, 0, sizeof(*hd));
+}
+
+static char *header_dup(const struct fg_http_resp *r, const char *name, struct fg_buf *tmp)
+{
+	const char *s;
+	size_t n;
+
+	if (fg_http_resp_header(r, name, tmp) || !tmp->len)
+		return NULL;
+	s = tmp->data;
+	n = tmp->len;
+	if (n >= 2 && s[0] == 'W' && s[1] == '/') {
+		s += 2;
+		n -= 2;
+	}
+	if (n >= 2 && s[0] == '"' && s[n - 1] == '"') {
+		s++;
+		n -= 2;
+	}
+	return strndup(s, n);
+}
+
+int fg_hub_head(struct fg_hub_head *out, struct fg_http *h, const char *url, const char *what,
+		struct fg_err *err)
+{
+	struct fg_http_resp resp;
+	struct fg_buf tmp = FG_BUF_INIT;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	fg_http_resp_init(&resp);
+	rc = fg_http_head(h, &resp, url, 0, what, err);
+	if (!rc) {
+		out->status = resp.status;
+		out->commit = header_dup(&resp, "X-Repo-Commit", &tmp);
+		out->etag = header_dup(&resp, "X-Linked-Etag", &tmp);
+		if (!out->etag)
+			out->etag = header_dup(&resp, "ETag", &tmp);
+		out->location = header_dup(&resp, "Location", &tmp);
+		if ((!fg_http_resp_header(&resp, "X-Linked-Size", &tmp) && tmp.len &&
+		     !fg_parse_u64(tmp.data, &out->size)) ||
+		    (resp.status < 300 && !fg_http_resp_header(&resp, "Content-Length", &tmp) &&
+		     tmp.len && !fg_parse_u64(tmp.data, &out->size)))
+			out->has_size = 1;
+	}
+	fg_http_resp_release(&resp);
+	fg_buf_release(&tmp);
+	return rc;
+}

@@ -1,0 +1,77 @@
+/* test_hub.c - tree listing parsing and validation, Link paging. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "hub.h"
+#include "tap.h"
+
+static int parse(struct fg_hub_list *l, const char *s, int model, struct fg_err *e)
+{
+	memset(l, 0, sizeof(*l));
+	return fg_hub_parse_tree(l, s, strlen(s), model, "t", e);
+}
+
+int main(void)
+{
+	struct fg_hub_list l;
+	struct fg_err e;
+	struct fg_buf b = FG_BUF_INIT;
+
+	ok(!parse(&l, "[{\"type\":\"file\",\"path\":\"w/b\",\"size\":5,\"xetHash\":\"x1\",\"mtime\":\"m\"},"
+		      "{\"type\":\"directory\",\"path\":\"w\"},{\"type\":\"file\",\"path\":\"w/a\",\"size\":0}]",
+		  0, &e),
+	   "bucket page parses");
+	is_int(l.n, 2, "directories are skipped");
+	ok(!fg_hub_list_finish(&l, "w", "t", &e), "finish below prefix");
+	is_str(l.files[0].path, "w/a", "sorted by path");
+	is_str(l.files[1].xet_hash, "x1", "xetHash kept");
+	is_int(l.files[1].size, 5, "size kept");
+	ok(fg_hub_list_finish(&l, "v", "t", &e) == FG_EFORMAT, "paths outside the prefix refused");
+	fg_hub_list_release(&l);
+
+	ok(parse(&l, "[{\"type\":\"file\",\"path\":\"../x\",\"size\":1}]", 0, &e) == FG_EFORMAT &&
+		   strstr(e.msg, "unsafe path"),
+	   "'..' refused: %s", e.msg);
+	fg_hub_list_release(&l);
+	ok(parse(&l, "[{\"type\":\"file\",\"path\":\"/x\",\"size\":1}]", 0, &e) == FG_EFORMAT,
+	   "absolute path refused");
+	fg_hub_list_release(&l);
+	ok(parse(&l, "[{\"type\":\"file\",\"path\":\"x\",\"size\":-3}]", 0, &e) == FG_EFORMAT,
+	   "negative size refused");
+	fg_hub_list_release(&l);
+	ok(parse(&l, "[{\"type\":\"file\",\"path\":\"x\",\"size\":1.5}]", 0, &e) == FG_EFORMAT,
+	   "fractional size refused");
+	fg_hub_list_release(&l);
+	ok(parse(&l, "[{\"type\":\"file\",\"path\":\"x\",\"size\":1e18}]", 0, &e) == FG_EFORMAT,
+	   "absurd size refused");
+	fg_hub_list_release(&l);
+	ok(parse(&l, "{}", 0, &e) == FG_EFORMAT, "an object is not a listing");
+	fg_hub_list_release(&l);
+	ok(!parse(&l, "[{\"type\":\"file\",\"path\":\"x\",\"size\":1},{\"type\":\"file\",\"path\":\"x\",\"size\":1}]",
+		  0, &e) &&
+		   fg_hub_list_finish(&l, "", "t", &e) == FG_EFORMAT && strstr(e.msg, "twice"),
+	   "duplicates refused");
+	fg_hub_list_release(&l);
+
+	ok(!parse(&l, "[{\"type\":\"file\",\"path\":\"m.safetensors\",\"size\":3,\"oid\":\"g\","
+		      "\"lfs\":{\"oid\":\"929f0d40fd12eb1b369913107efc825ad9c28118ba2467c46c3d7af89e29b7aa\",\"size\":3}}]",
+		  1, &e),
+	   "model page parses");
+	is_str(l.files[0].lfs_sha256, "929f0d40fd12eb1b369913107efc825ad9c28118ba2467c46c3d7af89e29b7aa",
+	       "lfs sha256 kept");
+	fg_hub_list_release(&l);
+	ok(parse(&l, "[{\"type\":\"file\",\"path\":\"m\",\"size\":3,\"lfs\":{\"oid\":\"zz\",\"size\":3}}]", 1, &e) ==
+		   FG_EFORMAT,
+	   "bad lfs oid refused");
+	fg_hub_list_release(&l);
+
+	ok(!fg_hub_link_next(&b, "<http://h:1/t?cursor=2>; rel=\"next\"", "http://h:1/t"), "absolute next");
+	is_str(b.data, "http://h:1/t?cursor=2", "absolute next url");
+	ok(!fg_hub_link_next(&b, "</x?c=1>; rel=\"prev\", </y?c=3>; rel=\"next\"", "http://h:1/t"),
+	   "next among several links");
+	is_str(b.data, "http://h:1/y?c=3", "relative next resolved");
+	ok(fg_hub_link_next(&b, "</x>; rel=\"prev\"", "http://h:1/t") != 0, "no next");
+	ok(fg_hub_link_next(&b, "garbage", "http://h:1/t") != 0, "garbage has no next");
+	fg_buf_release(&b);
+	return tap_done();
+}
