@@ -1,0 +1,505 @@
+/* cmd_pack.c - `fgpack pack`: one reproducible, self-verifying bundle (.fgb)
+ * from model folders or from a manifest (docs/formats/bundle.md). */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "bundle.h"
+#include "cmd.h"
+#include "engine/engine.h"
+#include "engine/golden.h"
+#include "fsutil.h"
+#include "json.h"
+#include "manifest.h"
+#include "version.h"
+
+#define MAX_COMPONENTS 32
+
+/* The eval text bundled when --eval is not given: plain English prose, so
+ * that perplexity on a real Gemma checkpoint means something. */
+static const char default_eval[] =
+	"The river rose slowly through the night, and by morning the low fields along its "
+	"banks had turned into a wide, still lake. Farmers stood on the road above the "
+	"water and counted what they could still see: the tops of fences, a drowned cart, "
+	"the roof of a shed where chickens had climbed to wait. Nobody spoke much. The "
+	"rain had stopped before dawn, and the sky was a clean pale blue, as if nothing "
+	"had happened at all. By noon the first boats came down from the village, and the "
+	"work of carrying people and animals to higher ground began.\n";
+
+struct comp_arg {
+	const char *key;  /* manifest component key, or a role in folder mode */
+	const char *role;
+	const char *path; /* folder or file on disk */
+	int is_file;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: fgpack pack [MANIFEST] [--model DIR] [--drafter DIR] [--keepset FILE]\n"
+		"                   [--component KEY=PATH]... [--eval FILE] [--prompts N]\n"
+		"                   [--golden-tokens N] [--no-golden] [--level N] -o OUT.fgb\n\n"
+		"Packs a reproducible bundle: bundle.json (every file's size and sha256), the\n"
+		"manifest, components/<role>/, patches/ (serve.py and *.py beside the manifest),\n"
+		"the engine binary, golden/ (a transcript the engine decoded greedily here) and\n"
+		"eval/. Prints the bundle id (sha256 of the uncompressed tar) on stdout.\n\n"
+		"  MANIFEST             a challenge manifest.json; its components come from\n"
+		"                       --component KEY=PATH (KEY as in the manifest, e.g.\n"
+		"                       WEIGHTS_BUCKET=./weights)\n"
+		"  --model DIR          the checkpoint the engine serves (components/model)\n"
+		"  --drafter DIR        a drafter checkpoint (components/drafter)\n"
+		"  --keepset FILE       an LM-head keepset (components/keepset/)\n"
+		"  --eval FILE          text for verify's perplexity (default: a built-in paragraph)\n"
+		"  --prompts N          golden prompts (default 4)\n"
+		"  --golden-tokens N    tokens decoded per golden prompt (default 32)\n"
+		"  --no-golden          pack without a transcript (components the engine cannot load)\n"
+		"  --level N            zstd level 1..19 (default 3)\n"
+		"  -o OUT.fgb           where to write\n\n"
+		"Member times are SOURCE_DATE_EPOCH (default 0). Same inputs, same bytes.\n");
+}
+
+static int role_taken(struct comp_arg *c, int n, const char *role)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (!strcmp(c[i].role, role))
+			return 1;
+	return 0;
+}
+
+/* The bundle folder name of component i: its role, or role.<key> when two
+ * share a role. */
+static int comp_dir(struct fg_buf *out, struct comp_arg *c, int n, int i, struct fg_err *err)
+{
+	int j, shared = 0;
+
+	for (j = 0; j < n; j++)
+		if (j != i && !strcmp(c[j].role, c[i].role))
+			shared = 1;
+	if (!shared)
+		return fg_buf_printf(out, err, "components/%s", c[i].role);
+	fg_buf_printf(out, err, "components/%s.", c[i].role);
+	for (j = 0; c[i].key[j]; j++)
+		fg_buf_putc(out, (char)(c[i].key[j] >= 'A' && c[i].key[j] <= 'Z' ? c[i].key[j] + 32
+										: c[i].key[j]), err);
+	return 0;
+}
+
+static const char *base_name(const char *p)
+{
+	const char *s = strrchr(p, '/');
+
+	return s ? s + 1 : p;
+}
+
+/* Adds serve.py and every *.py in the manifest's folder under patches/. */
+static int add_patches(struct fg_bundle_builder *b, const char *manifest_path, size_t *n,
+		       struct fg_err *err)
+{
+	struct fg_buf dir = FG_BUF_INIT, src = FG_BUF_INIT, rel = FG_BUF_INIT;
+	const char *slash = strrchr(manifest_path, '/');
+	struct dirent **names = NULL;
+	int i, cnt, rc = 0;
+
+	*n = 0;
+	if (slash)
+		rc = fg_buf_append(&dir, manifest_path, slash == manifest_path ? 1 : (size_t)(slash - manifest_path), err);
+	else
+		rc = fg_buf_puts(&dir, ".", err);
+	if (rc)
+		return rc;
+	cnt = scandir(dir.data, &names, NULL, alphasort);
+	if (cnt < 0) {
+		rc = fg_err_set(err, FG_EIO, "open folder %s: %s", dir.data, strerror(errno));
+		cnt = 0;
+	}
+	for (i = 0; i < cnt; i++) {
+		const char *nm = names[i]->d_name;
+		size_t len = strlen(nm);
+		struct stat st;
+
+		if (!rc && len > 3 && !strcmp(nm + len - 3, ".py") && nm[0] != '.') {
+			fg_buf_reset(&src);
+			fg_buf_reset(&rel);
+			rc = fg_path_join(&src, dir.data, nm, err);
+			if (!rc && !stat(src.data, &st) && S_ISREG(st.st_mode)) {
+				rc = fg_buf_printf(&rel, err, "patches/%s", nm);
+				if (!rc)
+					rc = fg_bundle_add_file(b, rel.data, src.data, err);
+				if (!rc)
+					(*n)++;
+			}
+		}
+		free(names[i]);
+	}
+	free(names);
+	fg_buf_release(&dir);
+	fg_buf_release(&src);
+	fg_buf_release(&rel);
+	return rc;
+}
+
+/* Token ids of the eval text. Without a tokenizer in this build the ids are
+ * the text's bytes modulo the vocabulary ("bytes-mod-vocab"), recorded as such. */
+static int eval_ids(cJSON **out, const char *text, size_t len, int n_vocab, struct fg_err *err)
+{
+	cJSON *o = cJSON_CreateObject(), *ids;
+	size_t i;
+
+	*out = NULL;
+	if (!o || !cJSON_AddStringToObject(o, "tokenizer", "bytes-mod-vocab") ||
+	    !(ids = cJSON_AddArrayToObject(o, "ids"))) {
+		cJSON_Delete(o);
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	for (i = 0; i < len; i++)
+		cJSON_AddItemToArray(ids, cJSON_CreateNumber((unsigned char)text[i] % n_vocab));
+	*out = o;
+	return 0;
+}
+
+static int add_json(struct fg_bundle_builder *b, const char *path, const cJSON *j,
+		    struct fg_err *err)
+{
+	struct fg_buf t = FG_BUF_INIT;
+	int rc = fg_json_write(&t, j, 1, err);
+
+	if (!rc)
+		rc = fg_bundle_add_mem(b, path, t.data, t.len, 0644, err);
+	fg_buf_release(&t);
+	return rc;
+}
+
+/* Loads the model, records the golden transcript and eval ids into b. */
+static int add_golden(struct fg_bundle_builder *b, const char *model_dir, const cJSON *settings,
+		      int n_prompts, int max_new, const char *eval_path, struct fg_err *err)
+{
+	struct fg_engine_opts o;
+	struct fg_engine *e = NULL;
+	struct fg_buf text = FG_BUF_INIT;
+	cJSON *prompts = NULL, *tr = NULL, *ev = NULL, *g;
+	long long v;
+	int rc;
+
+	memset(&o, 0, sizeof(o));
+	o.threads = 1;
+	if (settings && !fg_json_int(settings, "sliding_window", &v))
+		o.sliding_window = (int)v;
+	if (settings && !fg_json_int(settings, "max_model_len", &v))
+		o.max_seq = (int)v;
+	rc = fg_engine_load(&e, model_dir, &o, err);
+	if (rc)
+		return fg_err_wrap(err, "golden transcript (use --no-golden to pack without one)");
+	rc = fg_golden_default_prompts(&prompts, fg_engine_vocab_size(e), fg_engine_bos_id(e),
+				       n_prompts, err);
+	if (!rc)
+		rc = fg_golden_record(&tr, e, prompts, max_new, err);
+	if (!rc)
+		rc = add_json(b, "golden/transcript.json", tr, err);
+	if (!rc)
+		rc = eval_path ? fg_file_read(eval_path, (size_t)16 << 20, &text, err)
+			       : fg_buf_puts(&text, default_eval, err);
+	if (!rc)
+		rc = fg_bundle_add_mem(b, "eval/eval.txt", text.data, text.len, 0644, err);
+	if (!rc)
+		rc = eval_ids(&ev, text.data, text.len, fg_engine_vocab_size(e), err);
+	if (!rc)
+		rc = add_json(b, "eval/eval.ids.json", ev, err);
+	if (!rc) {
+		g = cJSON_AddObjectToObject(fg_bundle_builder_meta(b), "golden");
+		if (!g || !cJSON_AddStringToObject(g, "transcript", "golden/transcript.json") ||
+		    !cJSON_AddStringToObject(g, "sha256",
+					     fg_bundle_sha256_of(b, "golden/transcript.json")) ||
+		    !cJSON_AddStringToObject(g, "digest", fg_json_str(tr, "digest")) ||
+		    !cJSON_AddItemToObject(g, "device",
+					   cJSON_Duplicate(fg_json_obj(tr, "device"), 1)) ||
+		    !cJSON_AddNumberToObject(g, "prompts", n_prompts) ||
+		    !cJSON_AddNumberToObject(g, "max_new", max_new) ||
+		    !cJSON_AddStringToObject(g, "eval", "eval/eval.ids.json"))
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	cJSON_Delete(prompts);
+	cJSON_Delete(tr);
+	cJSON_Delete(ev);
+	fg_buf_release(&text);
+	fg_engine_free(e);
+	return rc;
+}
+
+static int add_component(struct fg_bundle_builder *b, cJSON *list, struct comp_arg *c, int n,
+			 int i, const struct fg_manifest *m, struct fg_err *err)
+{
+	struct fg_buf dir = FG_BUF_INIT, rel = FG_BUF_INIT;
+	struct stat st;
+	size_t files = 0;
+	unsigned long long bytes = 0;
+	cJSON *o;
+	int rc;
+
+	rc = comp_dir(&dir, c, n, i, err);
+	if (rc)
+		goto out;
+	if (stat(c[i].path, &st)) {
+		rc = fg_err_set(err, FG_ENOTFOUND, "%s: %s", c[i].path, strerror(errno));
+		goto out;
+	}
+	if (S_ISDIR(st.st_mode))
+		rc = fg_bundle_add_tree(b, dir.data, c[i].path, &files, &bytes, err);
+	else {
+		rc = fg_buf_printf(&rel, err, "%s/%s", dir.data, base_name(c[i].path));
+		if (!rc)
+			rc = fg_bundle_add_file(b, rel.data, c[i].path, err);
+		files = 1;
+		bytes = (unsigned long long)st.st_size;
+	}
+	if (rc) {
+		fg_err_wrap(err, "component %s", c[i].key);
+		goto out;
+	}
+	o = cJSON_CreateObject();
+	if (!o || !cJSON_AddStringToObject(o, "key", c[i].key) ||
+	    !cJSON_AddStringToObject(o, "role", c[i].role) ||
+	    !cJSON_AddStringToObject(o, "path", dir.data) ||
+	    !cJSON_AddNumberToObject(o, "files", (double)files) ||
+	    !cJSON_AddNumberToObject(o, "bytes", (double)bytes)) {
+		cJSON_Delete(o);
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+		goto out;
+	}
+	if (m) {
+		const struct fg_component *mc = fg_manifest_component(m, c[i].key);
+
+		if (mc && mc->source)
+			cJSON_AddStringToObject(o, "source", mc->source);
+		if (mc && mc->target_key)
+			cJSON_AddStringToObject(o, "target_key", mc->target_key);
+		if (mc && mc->target)
+			cJSON_AddStringToObject(o, "target", mc->target);
+		if (mc && mc->pin_sha256)
+			cJSON_AddStringToObject(o, "pin_sha256", mc->pin_sha256);
+	}
+	cJSON_AddItemToArray(list, o);
+out:
+	fg_buf_release(&dir);
+	fg_buf_release(&rel);
+	return rc;
+}
+
+int cmd_pack(int argc, char **argv)
+{
+	struct comp_arg comps[MAX_COMPONENTS];
+	struct fg_bundle_builder *b = NULL;
+	struct fg_manifest *m = NULL;
+	struct fg_buf raw = FG_BUF_INIT;
+	struct fg_err err;
+	const char *out = NULL, *manifest = NULL, *eval = NULL, *model_dir = NULL, *sde;
+	cJSON *meta, *list, *settings = NULL, *engine, *archs;
+	char id[FG_SHA256_HEX_LEN + 1];
+	int n = 0, i, rc = 0, level = 3, no_golden = 0, n_prompts = 4, max_new = 32;
+	long long mtime = 0;
+
+	memset(&err, 0, sizeof(err));
+	if (fg_cmd_wants_help(argc, argv)) {
+		usage(stdout);
+		return FG_EXIT_OK;
+	}
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+		int takes = !strcmp(a, "-o") || !strcmp(a, "--model") || !strcmp(a, "--drafter") ||
+			    !strcmp(a, "--keepset") || !strcmp(a, "--component") ||
+			    !strcmp(a, "--eval") || !strcmp(a, "--level") || !strcmp(a, "--prompts") ||
+			    !strcmp(a, "--golden-tokens");
+
+		if (takes && !val)
+			return fg_cmd_usage_error("pack", "%s needs a value", a);
+		if ((!strcmp(a, "--model") || !strcmp(a, "--drafter") || !strcmp(a, "--keepset") ||
+		     !strcmp(a, "--component")) && n == MAX_COMPONENTS)
+			return fg_cmd_usage_error("pack", "more than %d components", MAX_COMPONENTS);
+		if (!strcmp(a, "-o"))
+			out = val;
+		else if (!strcmp(a, "--model") || !strcmp(a, "--drafter") || !strcmp(a, "--keepset")) {
+			const char *role = a + 2;
+
+			if (role_taken(comps, n, role))
+				return fg_cmd_usage_error("pack", "%s given twice", a);
+			comps[n].key = role;
+			comps[n].role = role;
+			comps[n].path = val;
+			comps[n].is_file = !strcmp(role, "keepset");
+			if (!strcmp(role, "model"))
+				model_dir = val;
+			n++;
+		} else if (!strcmp(a, "--component")) {
+			const char *eq = strchr(val, '=');
+
+			if (!eq || eq == val || !eq[1])
+				return fg_cmd_usage_error("pack", "--component wants KEY=PATH, got '%s'", val);
+			*(char *)eq = '\0';
+			comps[n].key = val;
+			comps[n].role = NULL;
+			comps[n].path = eq + 1;
+			comps[n].is_file = 0;
+			n++;
+		} else if (!strcmp(a, "--eval"))
+			eval = val;
+		else if (!strcmp(a, "--level")) {
+			if (fg_parse_int(val, 1, 19, &level))
+				return fg_cmd_usage_error("pack", "--level wants 1..19");
+		} else if (!strcmp(a, "--prompts")) {
+			if (fg_parse_int(val, 1, 64, &n_prompts))
+				return fg_cmd_usage_error("pack", "--prompts wants 1..64");
+		} else if (!strcmp(a, "--golden-tokens")) {
+			if (fg_parse_int(val, 1, 4096, &max_new))
+				return fg_cmd_usage_error("pack", "--golden-tokens wants 1..4096");
+		} else if (!strcmp(a, "--no-golden"))
+			no_golden = 1;
+		else if (a[0] == '-')
+			return fg_cmd_usage_error("pack", "unknown option %s", a);
+		else if (!manifest)
+			manifest = a;
+		else
+			return fg_cmd_usage_error("pack", "one manifest at most ('%s')", a);
+		if (takes)
+			i++;
+	}
+	if (!out)
+		return fg_cmd_usage_error("pack", "-o OUT.fgb is required");
+	if (!manifest && !model_dir)
+		return fg_cmd_usage_error("pack", "give a MANIFEST or --model DIR");
+	sde = getenv("SOURCE_DATE_EPOCH");
+	if (sde && *sde && (fg_parse_i64(sde, &mtime) || mtime < 0))
+		return fg_cmd_usage_error("pack", "SOURCE_DATE_EPOCH '%s' is not a time", sde);
+
+	rc = fg_bundle_builder_new(&b, &err);
+	if (rc)
+		goto fail;
+	meta = fg_bundle_builder_meta(b);
+	if (manifest) {
+		size_t np;
+
+		rc = fg_manifest_load(&m, manifest, &err);
+		if (!rc)
+			rc = fg_file_read(manifest, FG_MANIFEST_MAX_BYTES, &raw, &err);
+		if (!rc)
+			rc = fg_bundle_add_mem(b, "manifest.json", raw.data, raw.len, 0644, &err);
+		if (!rc)
+			rc = add_patches(b, manifest, &np, &err);
+		if (!rc)
+			rc = fg_bundle_settings(&settings, m, &err);
+		if (rc)
+			goto fail;
+		for (i = 0; i < n; i++) {
+			const struct fg_component *mc;
+
+			if (comps[i].role && !strcmp(comps[i].role, "model"))
+				comps[i].key = "model_id";
+			if (comps[i].role)
+				continue;
+			mc = fg_manifest_component(m, comps[i].key);
+			if (!mc) {
+				rc = fg_err_set(&err, FG_EINVAL, "--component %s: the manifest has no such "
+								"component", comps[i].key);
+				goto fail;
+			}
+			comps[i].role = mc->role;
+		}
+		for (i = 0; i < (int)m->n_components; i++) {
+			int j, have = 0;
+
+			for (j = 0; j < n; j++)
+				if (!strcmp(comps[j].key, m->components[i].key) ||
+				    (!strcmp(m->components[i].key, "model_id") && model_dir))
+					have = 1;
+			if (!have) {
+				rc = fg_err_set(&err, FG_ENOTFOUND,
+						"component %s (%s): not given; pass --component %s=PATH",
+						m->components[i].key, m->components[i].source,
+						m->components[i].key);
+				goto fail;
+			}
+		}
+		if (!cJSON_AddStringToObject(meta, "manifest", "manifest.json") ||
+		    !cJSON_AddStringToObject(meta, "name", m->name ? m->name : base_name(manifest)) ||
+		    !cJSON_AddNumberToObject(meta, "patches", (double)np)) {
+			rc = fg_err_set(&err, FG_ENOMEM, "out of memory");
+			goto fail;
+		}
+	} else {
+		for (i = 0; i < n; i++)
+			if (!comps[i].role) {
+				rc = fg_err_set(&err, FG_EINVAL, "--component needs a MANIFEST");
+				goto fail;
+			}
+		cJSON_AddStringToObject(meta, "name", base_name(model_dir));
+		settings = cJSON_CreateObject();
+	}
+	list = cJSON_AddArrayToObject(meta, "components");
+	for (i = 0; !rc && i < n; i++)
+		rc = add_component(b, list, comps, n, i, m, &err);
+	if (rc)
+		goto fail;
+	/* the model the engine serves: --model, else the weights component */
+	for (i = 0; !model_dir && i < n; i++)
+		if (!strcmp(comps[i].role, "weights"))
+			model_dir = comps[i].path;
+	for (i = 0; i < n; i++)
+		if (model_dir && comps[i].path == model_dir) {
+			struct fg_buf d = FG_BUF_INIT;
+
+			comp_dir(&d, comps, n, i, &err);
+			cJSON_AddStringToObject(meta, "model", d.data);
+			fg_buf_release(&d);
+		}
+	cJSON_AddItemToObject(meta, "settings", settings);
+	settings = NULL;
+
+	rc = fg_bundle_add_file(b, "engine/fgpack", "/proc/self/exe", &err);
+	if (rc)
+		goto fail;
+	engine = cJSON_AddObjectToObject(meta, "engine");
+	cJSON_AddStringToObject(engine, "path", "engine/fgpack");
+	cJSON_AddStringToObject(engine, "version", FG_VERSION);
+	cJSON_AddStringToObject(engine, "build", FG_BUILD_ID);
+	archs = cJSON_AddArrayToObject(engine, "gpu_archs");
+#ifdef FG_CUDA_ARCHS
+	{
+		static const char *const a[] = { FG_CUDA_ARCHS };
+
+		for (i = 0; i < (int)(sizeof(a) / sizeof(a[0])); i++)
+			cJSON_AddItemToArray(archs, cJSON_CreateString(a[i]));
+	}
+#else
+	(void)archs;
+#endif
+	cJSON_AddStringToObject(engine, "requires",
+				"glibc, libcurl, libcrypto (OpenSSL 3), libarchive, libcjson, libzstd, "
+				"libmicrohttpd (docs/formats/bundle.md)");
+	if (!no_golden && model_dir) {
+		rc = add_golden(b, model_dir, fg_json_obj(meta, "settings"), n_prompts, max_new, eval,
+				&err);
+		if (rc)
+			goto fail;
+	} else
+		cJSON_AddNullToObject(meta, "golden");
+	cJSON_AddNumberToObject(meta, "source_date_epoch", (double)mtime);
+	rc = fg_bundle_builder_write(b, out, level, mtime, id, &err);
+	if (rc)
+		goto fail;
+	printf("%s\n", id);
+	fg_bundle_builder_free(b);
+	fg_manifest_free(m);
+	fg_buf_release(&raw);
+	return FG_EXIT_OK;
+fail:
+	cJSON_Delete(settings);
+	fg_bundle_builder_free(b);
+	fg_manifest_free(m);
+	fg_buf_release(&raw);
+	return fg_cmd_fail("pack", &err);
+}

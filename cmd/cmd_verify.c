@@ -1,0 +1,306 @@
+/* cmd_verify.c - `fgpack verify`: re-hash a bundle, replay its golden
+ * transcript here, measure tokens/s and perplexity, write summary.json. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "bundle.h"
+#include "cmd.h"
+#include "engine/engine.h"
+#include "engine/golden.h"
+#include "fsutil.h"
+#include "json.h"
+#include "version.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: fgpack verify BUNDLE.fgb [--json] [--summary FILE] [--no-replay] [--no-bench]\n"
+		"                     [--threads N] [--max-new N] [--warmup N]\n\n"
+		"Extracts the bundle into a temporary folder, re-hashing every member against\n"
+		"bundle.json; replays the golden transcript with the embedded engine and reports\n"
+		"the level that holds: 'logits' (every token and every step's logits hash equal:\n"
+		"same device class), 'tokens' (token ids equal, logits differ), or a mismatch at\n"
+		"step N of prompt P; then measures tokens/s (after --warmup one-token prompts,\n"
+		"default 64; median over the golden prompts, --max-new new tokens each, default\n"
+		"128, only completed requests count) and perplexity on the bundled eval text.\n"
+		"Writes summary.json (--summary FILE; '-' for none).\n\n"
+		"Exit: 0 verified, 1 failure, 2 usage, 3 mismatch (a file or the transcript).\n");
+}
+
+struct opts {
+	const char *bundle, *summary;
+	int json, no_replay, no_bench, threads, max_new, warmup;
+};
+
+static const char *level_name(int level)
+{
+	return level == FG_GOLDEN_LOGITS ? "logits" : level == FG_GOLDEN_TOKENS ? "tokens" : "mismatch";
+}
+
+/* Loads the bundle's model with its settings. */
+static int load_engine(struct fg_engine **e, const struct fg_bundle *b, int threads,
+		       struct fg_err *err)
+{
+	const char *model = fg_json_str(b->meta, "model");
+	const cJSON *st = fg_json_obj(b->meta, "settings");
+	struct fg_engine_opts o;
+	struct fg_buf dir = FG_BUF_INIT;
+	long long v;
+	int rc;
+
+	*e = NULL;
+	if (!model)
+		return fg_err_set(err, FG_EFORMAT, "bundle.json: golden transcript but no model");
+	memset(&o, 0, sizeof(o));
+	o.threads = threads;
+	if (st && !fg_json_int(st, "sliding_window", &v))
+		o.sliding_window = (int)v;
+	if (st && !fg_json_int(st, "max_model_len", &v))
+		o.max_seq = (int)v;
+	rc = fg_bundle_path(&dir, b, model, err);
+	if (!rc)
+		rc = fg_engine_load(e, dir.data, &o, err);
+	fg_buf_release(&dir);
+	return rc;
+}
+
+static int read_member_json(cJSON **out, const struct fg_bundle *b, const char *rel,
+			    struct fg_err *err)
+{
+	struct fg_buf p = FG_BUF_INIT, t = FG_BUF_INIT;
+	int rc = fg_bundle_path(&p, b, rel, err);
+
+	*out = NULL;
+	if (!rc)
+		rc = fg_file_read(p.data, (size_t)256 << 20, &t, err);
+	if (!rc)
+		rc = fg_json_parse(out, t.data, t.len, rel, err);
+	fg_buf_release(&p);
+	fg_buf_release(&t);
+	return rc;
+}
+
+int cmd_verify(int argc, char **argv)
+{
+	struct opts o = { NULL, "summary.json", 0, 0, 0, 1, 128, 64 };
+	struct fg_bundle *b = NULL;
+	struct fg_engine *e = NULL;
+	struct fg_golden_result gr;
+	struct fg_golden_speed sp;
+	struct fg_err err;
+	struct fg_buf text = FG_BUF_INIT;
+	cJSON *sum = cJSON_CreateObject(), *files, *tr = NULL, *ev = NULL, *g, *dev = NULL;
+	const cJSON *golden;
+	const char *verdict = "verified-files";
+	int i, rc, exit_code = FG_EXIT_OK, replayed = 0;
+	size_t k;
+
+	memset(&err, 0, sizeof(err));
+	memset(&gr, 0, sizeof(gr));
+	memset(&sp, 0, sizeof(sp));
+	if (fg_cmd_wants_help(argc, argv)) {
+		usage(stdout);
+		cJSON_Delete(sum);
+		return FG_EXIT_OK;
+	}
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+		int takes = !strcmp(a, "--summary") || !strcmp(a, "--threads") ||
+			    !strcmp(a, "--max-new") || !strcmp(a, "--warmup");
+
+		if (takes && !val) {
+			cJSON_Delete(sum);
+			return fg_cmd_usage_error("verify", "%s needs a value", a);
+		}
+		if (!strcmp(a, "--json"))
+			o.json = 1;
+		else if (!strcmp(a, "--no-replay"))
+			o.no_replay = 1;
+		else if (!strcmp(a, "--no-bench"))
+			o.no_bench = 1;
+		else if (!strcmp(a, "--summary"))
+			o.summary = val;
+		else if ((!strcmp(a, "--threads") && fg_parse_int(val, 1, 256, &o.threads)) ||
+			 (!strcmp(a, "--max-new") && fg_parse_int(val, 1, 65536, &o.max_new)) ||
+			 (!strcmp(a, "--warmup") && fg_parse_int(val, 0, 100000, &o.warmup))) {
+			cJSON_Delete(sum);
+			return fg_cmd_usage_error("verify", "%s: bad number '%s'", a, val);
+		} else if (takes)
+			;
+		else if (a[0] == '-' && a[1]) {
+			cJSON_Delete(sum);
+			return fg_cmd_usage_error("verify", "unknown option %s", a);
+		} else if (!o.bundle)
+			o.bundle = a;
+		else {
+			cJSON_Delete(sum);
+			return fg_cmd_usage_error("verify", "one bundle at a time");
+		}
+		if (takes)
+			i++;
+	}
+	if (!o.bundle) {
+		cJSON_Delete(sum);
+		return fg_cmd_usage_error("verify", "which bundle?");
+	}
+	if (!sum)
+		return FG_EXIT_FAIL;
+	cJSON_AddNumberToObject(sum, "schema", 1);
+	cJSON_AddStringToObject(sum, "tool", "fgpack " FG_VERSION " (build " FG_BUILD_ID ")");
+
+	rc = fg_bundle_open(&b, o.bundle, NULL, &err);
+	if (rc && !b) {
+		cJSON_Delete(sum);
+		return fg_cmd_fail("verify", &err);
+	}
+	cJSON_AddStringToObject(sum, "bundle", b->id);
+	files = cJSON_AddObjectToObject(sum, "files");
+	cJSON_AddNumberToObject(files, "checked", (double)b->n_files);
+	cJSON_AddNumberToObject(files, "bytes", (double)b->bytes);
+	cJSON_AddNumberToObject(files, "seconds", b->seconds);
+	cJSON_AddNumberToObject(files, "mb_per_s",
+				b->seconds > 0 ? (double)b->bytes / b->seconds / 1e6 : 0);
+	{
+		cJSON *pr = cJSON_AddArrayToObject(files, "problems");
+
+		for (k = 0; k < b->n_problems; k++) {
+			cJSON *p = cJSON_CreateObject();
+
+			cJSON_AddStringToObject(p, "path", b->problems[k].path);
+			cJSON_AddStringToObject(p, "problem", b->problems[k].what);
+			cJSON_AddItemToArray(pr, p);
+			fprintf(stderr, "fgpack verify: %s: %s\n", b->problems[k].path,
+				b->problems[k].what);
+		}
+	}
+	if (b->n_problems) {
+		verdict = "mismatch";
+		exit_code = FG_EXIT_MISMATCH;
+		goto report;
+	}
+	{
+		const cJSON *un = fg_json_arr(fg_json_obj(b->meta, "settings"), "unhonoured"), *u;
+
+		cJSON_ArrayForEach(u, un)
+			fprintf(stderr, "fgpack verify: note: %s=%s not applied: %s\n",
+				fg_json_str(u, "key"), fg_json_str(u, "value"), fg_json_str(u, "why"));
+		if (un)
+			cJSON_AddItemToObject(sum, "unhonoured", cJSON_Duplicate(un, 1));
+	}
+	golden = fg_json_obj(b->meta, "golden");
+	if (!golden || o.no_replay)
+		goto report;
+	rc = read_member_json(&tr, b, fg_json_str(golden, "transcript") ? fg_json_str(golden, "transcript")
+									 : "golden/transcript.json",
+			      &err);
+	if (!rc)
+		rc = load_engine(&e, b, o.threads, &err);
+	if (!rc)
+		rc = fg_golden_replay(&gr, e, tr, &err);
+	if (rc)
+		goto fail;
+	replayed = 1;
+	g = cJSON_AddObjectToObject(sum, "golden");
+	cJSON_AddStringToObject(g, "level", level_name(gr.level));
+	cJSON_AddNumberToObject(g, "steps", (double)gr.steps);
+	cJSON_AddItemToObject(g, "recorded_on", cJSON_Duplicate(fg_json_obj(tr, "device"), 1));
+	if (gr.level == FG_GOLDEN_MISMATCH) {
+		cJSON_AddNumberToObject(g, "prompt", gr.prompt);
+		cJSON_AddNumberToObject(g, "step", gr.step);
+		cJSON_AddNumberToObject(g, "want", gr.want);
+		cJSON_AddNumberToObject(g, "got", gr.got);
+		fprintf(stderr, "fgpack verify: golden mismatch at step %d of prompt %d: token %d, "
+				"transcript has %d\n",
+			gr.step, gr.prompt, gr.got, gr.want);
+		verdict = "mismatch";
+		exit_code = FG_EXIT_MISMATCH;
+		goto report;
+	}
+	if (gr.level == FG_GOLDEN_TOKENS) {
+		cJSON_AddNumberToObject(g, "first_logits_difference_prompt", gr.chain_prompt);
+		cJSON_AddNumberToObject(g, "first_logits_difference_step", gr.chain_step);
+	}
+	verdict = gr.level == FG_GOLDEN_LOGITS ? "verified" : "verified-tokens";
+	if (o.no_bench)
+		goto report;
+	rc = fg_golden_speed(&sp, e, fg_json_arr(tr, "prompts"), o.warmup, o.max_new, &err);
+	if (rc)
+		goto fail;
+	cJSON_AddNumberToObject(sum, "tps", sp.tps_median);
+	{
+		char c[64];
+
+		snprintf(c, sizeof(c), "%d/%d", sp.completed, sp.requests);
+		cJSON_AddStringToObject(sum, "completed", c);
+	}
+	cJSON_AddNumberToObject(sum, "warmup", sp.warmup);
+	cJSON_AddNumberToObject(sum, "max_new", sp.max_new);
+	if (fg_json_str(golden, "eval")) {
+		int32_t *ids = NULL;
+		size_t n, scored;
+		double ppl;
+
+		rc = read_member_json(&ev, b, fg_json_str(golden, "eval"), &err);
+		if (!rc)
+			rc = fg_golden_ids(&ids, &n, fg_json_arr(ev, "ids"), &err);
+		if (!rc)
+			rc = fg_golden_perplexity(&ppl, &scored, e, ids, n, &err);
+		free(ids);
+		if (rc)
+			goto fail;
+		cJSON_AddNumberToObject(sum, "ppl", ppl);
+		cJSON_AddNumberToObject(sum, "ppl_tokens", (double)scored);
+		cJSON_AddStringToObject(sum, "ppl_tokenizer", fg_json_str(ev, "tokenizer")
+								? fg_json_str(ev, "tokenizer") : "unknown");
+	}
+	if (sp.completed != sp.requests) {
+		verdict = "incomplete";
+		exit_code = FG_EXIT_FAIL;
+	}
+report:
+	if (e && !fg_golden_device(&dev, e, &err))
+		cJSON_AddItemToObject(sum, "device", dev);
+	cJSON_AddStringToObject(sum, "verdict", verdict);
+	cJSON_AddBoolToObject(sum, "replayed", replayed);
+	fg_json_write(&text, sum, 1, &err);
+	if (o.summary && strcmp(o.summary, "-") &&
+	    fg_file_write_atomic(o.summary, text.data, text.len, 0644, &err)) {
+		fg_cmd_fail("verify", &err);
+		if (exit_code == FG_EXIT_OK)
+			exit_code = FG_EXIT_FAIL;
+	}
+	if (o.json)
+		fputs(text.data, stdout);
+	else {
+		printf("bundle   %s\n", b->id);
+		printf("files    %zu checked, %llu bytes, %.1f MB/s%s\n", b->n_files, b->bytes,
+		       b->seconds > 0 ? (double)b->bytes / b->seconds / 1e6 : 0.0,
+		       b->n_problems ? ", MISMATCH" : ", all match");
+		if (replayed)
+			printf("golden   %s (%zu steps)\n", level_name(gr.level), gr.steps);
+		if (sp.requests)
+			printf("speed    %.2f tokens/s median, %d/%d completed\n", sp.tps_median,
+			       sp.completed, sp.requests);
+		if (cJSON_GetObjectItem(sum, "ppl"))
+			printf("ppl      %.4f\n", cJSON_GetObjectItem(sum, "ppl")->valuedouble);
+		printf("verdict  %s\n", verdict);
+	}
+	fg_buf_release(&text);
+	cJSON_Delete(sum);
+	cJSON_Delete(tr);
+	cJSON_Delete(ev);
+	fg_engine_free(e);
+	fg_bundle_free(b);
+	return exit_code;
+fail:
+	fg_buf_release(&text);
+	cJSON_Delete(sum);
+	cJSON_Delete(tr);
+	cJSON_Delete(ev);
+	fg_engine_free(e);
+	fg_bundle_free(b);
+	return fg_cmd_fail("verify", &err);
+}

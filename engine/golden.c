@@ -1,0 +1,438 @@
+/* golden.c - record and replay golden transcripts; speed and perplexity. */
+#include "engine/golden.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+
+#include "buf.h"
+#include "json.h"
+#include "sha256.h"
+#include "version.h"
+
+int fg_golden_default_prompts(cJSON **out, int n_vocab, int bos, int n, struct fg_err *err)
+{
+	static const int lens[] = { 1, 7, 16, 33, 64, 5, 12, 24 };
+	cJSON *arr = cJSON_CreateArray();
+	unsigned long long x = 88172645463325252ULL;
+	int p, i;
+
+	*out = NULL;
+	if (!arr)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	if (n_vocab < 2 || n < 1 || n > 64) {
+		cJSON_Delete(arr);
+		return fg_err_set(err, FG_EINVAL, "golden prompts: bad vocab %d or count %d", n_vocab, n);
+	}
+	for (p = 0; p < n; p++) {
+		cJSON *o = cJSON_CreateObject(), *ids = o ? cJSON_AddArrayToObject(o, "ids") : NULL;
+		int len = lens[p % 8];
+
+		if (!ids) {
+			cJSON_Delete(o);
+			cJSON_Delete(arr);
+			return fg_err_set(err, FG_ENOMEM, "out of memory");
+		}
+		for (i = 0; i < len; i++) {
+			int id;
+
+			x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+			id = (int)((x >> 33) % (unsigned long long)n_vocab);
+			if (i == 0 && bos >= 0)
+				id = bos;
+			cJSON_AddItemToArray(ids, cJSON_CreateNumber(id));
+		}
+		cJSON_AddItemToArray(arr, o);
+	}
+	*out = arr;
+	return 0;
+}
+
+static void cpu_model(char *out, size_t cap)
+{
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	char line[512];
+
+	snprintf(out, cap, "unknown");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "model name", 10)) {
+			char *c = strchr(line, ':'), *e;
+
+			if (!c)
+				break;
+			c++;
+			while (*c == ' ' || *c == '\t')
+				c++;
+			e = c + strlen(c);
+			while (e > c && (e[-1] == '\n' || e[-1] == ' '))
+				*--e = '\0';
+			snprintf(out, cap, "%s", c);
+			break;
+		}
+	}
+	fclose(f);
+}
+
+int fg_golden_device(cJSON **out, const struct fg_engine *e, struct fg_err *err)
+{
+	cJSON *d = cJSON_CreateObject();
+	struct utsname u;
+	char model[256];
+
+	(void)e;
+	*out = NULL;
+	if (!d)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	cpu_model(model, sizeof(model));
+	if (uname(&u))
+		snprintf(u.machine, sizeof(u.machine), "unknown");
+	if (!cJSON_AddStringToObject(d, "kind", "cpu") || !cJSON_AddStringToObject(d, "cpu", model) ||
+	    !cJSON_AddStringToObject(d, "arch", u.machine) ||
+	    !cJSON_AddStringToObject(d, "engine_build", FG_BUILD_ID)) {
+		cJSON_Delete(d);
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	*out = d;
+	return 0;
+}
+
+int fg_golden_ids(int32_t **out, size_t *n, const cJSON *arr, struct fg_err *err)
+{
+	const cJSON *it;
+	size_t i = 0, cnt;
+	int32_t *ids;
+
+	*out = NULL;
+	*n = 0;
+	if (!cJSON_IsArray(arr))
+		return fg_err_set(err, FG_EFORMAT, "expected an array of token ids");
+	cnt = (size_t)cJSON_GetArraySize(arr);
+	ids = malloc((cnt ? cnt : 1) * sizeof(*ids));
+	if (!ids)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	cJSON_ArrayForEach(it, arr) {
+		double v = cJSON_IsNumber(it) ? it->valuedouble : -1;
+
+		if (v < 0 || v > 2147483647.0 || v != floor(v)) {
+			free(ids);
+			return fg_err_set(err, FG_EFORMAT, "token id %zu is not a non-negative integer", i);
+		}
+		ids[i++] = (int32_t)v;
+	}
+	*out = ids;
+	*n = i;
+	return 0;
+}
+
+struct rec {
+	struct fg_sha256 *h;
+	uint8_t chain[32];
+	cJSON *tokens, *chains;
+	int steps;
+	int oom;
+};
+
+static int on_token(void *user, int32_t token, const float *logits, int n_vocab)
+{
+	struct rec *r = user;
+	char hex[65];
+
+	if (fg_sha256_update(r->h, r->chain, 32, NULL) ||
+	    fg_sha256_update(r->h, logits, (size_t)n_vocab * sizeof(float), NULL) ||
+	    fg_sha256_final(r->h, r->chain, NULL)) {
+		r->oom = 1;
+		return 1;
+	}
+	fg_hex_encode(r->chain, 32, hex);
+	if (!cJSON_AddItemToArray(r->tokens, cJSON_CreateNumber(token)) ||
+	    !cJSON_AddItemToArray(r->chains, cJSON_CreateString(hex)))
+		r->oom = 1;
+	r->steps++;
+	return r->oom;
+}
+
+/* Runs one prompt; fills tokens and chains arrays. */
+static int run_prompt(struct fg_engine *e, const int32_t *ids, size_t n, int max_new, cJSON *tokens,
+		      cJSON *chains, uint8_t last[32], struct fg_err *err)
+{
+	struct rec r;
+	int rc;
+
+	memset(&r, 0, sizeof(r));
+	r.tokens = tokens;
+	r.chains = chains;
+	rc = fg_sha256_new(&r.h, err);
+	if (!rc)
+		rc = fg_engine_generate(e, ids, n, max_new, on_token, &r, err);
+	if (!rc && (r.oom || r.steps != max_new))
+		rc = r.oom ? fg_err_set(err, FG_ENOMEM, "golden: out of memory or hashing failed")
+			   : fg_err_set(err, FG_EDEVICE, "golden: engine stopped after %d of %d tokens",
+					r.steps, max_new);
+	memcpy(last, r.chain, 32);
+	fg_sha256_free(r.h);
+	return rc;
+}
+
+int fg_golden_record(cJSON **out, struct fg_engine *e, const cJSON *prompts, int max_new,
+		     struct fg_err *err)
+{
+	cJSON *t = cJSON_CreateObject(), *parr, *dev = NULL;
+	const cJSON *p;
+	struct fg_buf lasts = FG_BUF_INIT;
+	uint8_t last[32], dig[32];
+	char hex[65];
+	int rc = 0, i = 0;
+
+	*out = NULL;
+	if (!t)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	rc = fg_golden_device(&dev, e, err);
+	if (!rc && (!cJSON_AddNumberToObject(t, "schema", FG_GOLDEN_SCHEMA) ||
+		    !cJSON_AddNumberToObject(t, "max_new", max_new) ||
+		    !cJSON_AddItemToObject(t, "device", dev) ||
+		    !(parr = cJSON_AddArrayToObject(t, "prompts"))))
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	cJSON_ArrayForEach(p, prompts) {
+		cJSON *o, *tok, *ch;
+		int32_t *ids = NULL;
+		size_t n;
+
+		if (rc)
+			break;
+		rc = fg_golden_ids(&ids, &n, fg_json_arr(p, "ids"), err);
+		if (rc) {
+			fg_err_wrap(err, "golden prompt %d", i);
+			break;
+		}
+		o = cJSON_CreateObject();
+		if (!o || !cJSON_AddItemToObject(o, "ids", cJSON_Duplicate(fg_json_arr(p, "ids"), 1)) ||
+		    !(tok = cJSON_AddArrayToObject(o, "tokens")) ||
+		    !(ch = cJSON_AddArrayToObject(o, "chain"))) {
+			cJSON_Delete(o);
+			free(ids);
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+			break;
+		}
+		cJSON_AddItemToArray(parr, o);
+		rc = run_prompt(e, ids, n, max_new, tok, ch, last, err);
+		if (rc)
+			fg_err_wrap(err, "golden prompt %d", i);
+		else
+			rc = fg_buf_append(&lasts, last, 32, err);
+		free(ids);
+		i++;
+	}
+	if (!rc)
+		rc = fg_sha256_mem(lasts.data ? lasts.data : "", lasts.len, dig, err);
+	if (!rc) {
+		fg_hex_encode(dig, 32, hex);
+		if (!cJSON_AddStringToObject(t, "digest", hex))
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	fg_buf_release(&lasts);
+	if (rc) {
+		cJSON_Delete(t);
+		return rc;
+	}
+	*out = t;
+	return 0;
+}
+
+int fg_golden_replay(struct fg_golden_result *res, struct fg_engine *e, const cJSON *transcript,
+		     struct fg_err *err)
+{
+	const cJSON *prompts = fg_json_arr(transcript, "prompts"), *p;
+	long long max_new, schema;
+	int pi = 0, rc = 0;
+
+	memset(res, 0, sizeof(*res));
+	res->level = FG_GOLDEN_LOGITS;
+	res->prompt = res->step = res->chain_prompt = res->chain_step = -1;
+	if (fg_json_int(transcript, "schema", &schema) || schema != FG_GOLDEN_SCHEMA)
+		return fg_err_set(err, FG_EFORMAT, "golden transcript: schema is not %d", FG_GOLDEN_SCHEMA);
+	if (!prompts || fg_json_int(transcript, "max_new", &max_new) || max_new < 1 || max_new > 65536)
+		return fg_err_set(err, FG_EFORMAT, "golden transcript: no prompts or bad max_new");
+	cJSON_ArrayForEach(p, prompts) {
+		const cJSON *want_tok = fg_json_arr(p, "tokens"), *want_ch = fg_json_arr(p, "chain");
+		cJSON *tok = cJSON_CreateArray(), *ch = cJSON_CreateArray();
+		int32_t *ids = NULL;
+		size_t n;
+		uint8_t last[32];
+		int s;
+
+		if (!tok || !ch) {
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+		} else if (!want_tok || !want_ch || cJSON_GetArraySize(want_tok) != max_new ||
+			   cJSON_GetArraySize(want_ch) != max_new) {
+			rc = fg_err_set(err, FG_EFORMAT, "golden transcript: prompt %d: tokens/chain "
+							 "are not %lld long", pi, max_new);
+		} else {
+			rc = fg_golden_ids(&ids, &n, fg_json_arr(p, "ids"), err);
+			if (!rc)
+				rc = run_prompt(e, ids, n, (int)max_new, tok, ch, last, err);
+		}
+		for (s = 0; !rc && s < max_new; s++) {
+			const cJSON *wt = cJSON_GetArrayItem(want_tok, s), *gt = cJSON_GetArrayItem(tok, s);
+			const cJSON *wc = cJSON_GetArrayItem(want_ch, s), *gc = cJSON_GetArrayItem(ch, s);
+
+			res->steps++;
+			if (!cJSON_IsNumber(wt) || !cJSON_IsString(wc)) {
+				rc = fg_err_set(err, FG_EFORMAT, "golden transcript: prompt %d step %d "
+								 "malformed", pi, s);
+				break;
+			}
+			if (wt->valuedouble != gt->valuedouble) {
+				res->level = FG_GOLDEN_MISMATCH;
+				res->prompt = pi;
+				res->step = s;
+				res->want = (int32_t)wt->valuedouble;
+				res->got = (int32_t)gt->valuedouble;
+				break;
+			}
+			if (res->chain_prompt < 0 && strcmp(wc->valuestring, gc->valuestring)) {
+				res->level = FG_GOLDEN_TOKENS;
+				res->chain_prompt = pi;
+				res->chain_step = s;
+			}
+		}
+		free(ids);
+		cJSON_Delete(tok);
+		cJSON_Delete(ch);
+		if (rc || res->level == FG_GOLDEN_MISMATCH)
+			break;
+		pi++;
+	}
+	if (!rc && pi == 0 && res->level != FG_GOLDEN_MISMATCH)
+		rc = fg_err_set(err, FG_EFORMAT, "golden transcript: no prompts");
+	return rc;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+struct count {
+	int n;
+};
+
+static int count_token(void *user, int32_t token, const float *logits, int n_vocab)
+{
+	(void)token;
+	(void)logits;
+	(void)n_vocab;
+	((struct count *)user)->n++;
+	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int fg_golden_speed(struct fg_golden_speed *s, struct fg_engine *e, const cJSON *prompts,
+		    int warmup, int max_new, struct fg_err *err)
+{
+	const cJSON *p;
+	double *tps;
+	int i, rc = 0, n = cJSON_GetArraySize(prompts);
+	int32_t one;
+
+	memset(s, 0, sizeof(*s));
+	s->max_new = max_new;
+	s->warmup = warmup;
+	tps = calloc(n > 0 ? (size_t)n : 1, sizeof(*tps));
+	if (!tps)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	for (i = 0; !rc && i < warmup; i++) {
+		struct count c = { 0 };
+
+		one = (int32_t)(i % (fg_engine_vocab_size(e) > 0 ? fg_engine_vocab_size(e) : 1));
+		rc = fg_engine_generate(e, &one, 1, 1, count_token, &c, err);
+	}
+	cJSON_ArrayForEach(p, prompts) {
+		struct count c = { 0 };
+		int32_t *ids = NULL;
+		size_t len;
+		double t0, dt;
+
+		if (rc)
+			break;
+		rc = fg_golden_ids(&ids, &len, fg_json_arr(p, "ids"), err);
+		if (rc)
+			break;
+		s->requests++;
+		t0 = now_s();
+		/* an engine error ends this request, uncompleted; the next one runs */
+		if (fg_engine_generate(e, ids, len, max_new, count_token, &c, NULL) == 0 &&
+		    c.n == max_new) {
+			dt = now_s() - t0;
+			tps[s->completed++] = dt > 0 ? max_new / dt : 0;
+		}
+		free(ids);
+	}
+	if (!rc && s->completed) {
+		qsort(tps, (size_t)s->completed, sizeof(*tps), cmp_double);
+		s->tps_median = s->completed % 2 ? tps[s->completed / 2]
+						 : (tps[s->completed / 2 - 1] + tps[s->completed / 2]) / 2;
+	}
+	free(tps);
+	return rc;
+}
+
+int fg_golden_perplexity(double *ppl, size_t *scored, struct fg_engine *e, const int32_t *ids,
+			 size_t n, struct fg_err *err)
+{
+	const size_t chunk = 32;
+	int nv = fg_engine_vocab_size(e);
+	size_t max = (size_t)fg_engine_max_seq(e), i, done = 0;
+	double nll = 0;
+	float *lg;
+	int rc = 0;
+
+	*ppl = 0;
+	*scored = 0;
+	if (n > max)
+		n = max;
+	if (n < 2)
+		return fg_err_set(err, FG_EINVAL, "perplexity needs at least 2 tokens, got %zu", n);
+	lg = malloc(chunk * (size_t)nv * sizeof(float));
+	if (!lg)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	fg_engine_reset(e);
+	/* feed all but the last token; logits at i predict ids[i + 1] */
+	while (!rc && done < n - 1) {
+		size_t take = n - 1 - done < chunk ? n - 1 - done : chunk;
+
+		rc = fg_engine_forward_logits(e, ids + done, take, 0, lg, err);
+		for (i = 0; !rc && i < take; i++) {
+			const float *row = lg + i * (size_t)nv;
+			double mx = row[0], sum = 0;
+			int v;
+
+			for (v = 1; v < nv; v++)
+				if (row[v] > mx)
+					mx = row[v];
+			for (v = 0; v < nv; v++)
+				sum += exp((double)row[v] - mx);
+			nll += -(((double)row[ids[done + i + 1]] - mx) - log(sum));
+		}
+		done += take;
+	}
+	free(lg);
+	if (rc)
+		return rc;
+	*scored = n - 1;
+	*ppl = exp(nll / (double)(n - 1));
+	return 0;
+}

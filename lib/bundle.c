@@ -1,0 +1,621 @@
+/* bundle.c - build bundle.json plus the tarball; extract and check a bundle. */
+#include "bundle.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "fsutil.h"
+#include "json.h"
+#include "manifest.h"
+#include "tarball.h"
+
+struct bfile {
+	char *path;
+	char *src;  /* NULL for in-memory data */
+	char *data;
+	size_t len;
+	unsigned long long size;
+	int mode;
+	char sha256[FG_SHA256_HEX_LEN + 1];
+	uint8_t raw[32];
+};
+
+struct fg_bundle_builder {
+	struct bfile *f;
+	size_t n, cap;
+	cJSON *meta;
+};
+
+int fg_bundle_builder_new(struct fg_bundle_builder **out, struct fg_err *err)
+{
+	struct fg_bundle_builder *b = calloc(1, sizeof(*b));
+
+	*out = NULL;
+	if (!b || !(b->meta = cJSON_CreateObject())) {
+		free(b);
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	*out = b;
+	return 0;
+}
+
+void fg_bundle_builder_free(struct fg_bundle_builder *b)
+{
+	size_t i;
+
+	if (!b)
+		return;
+	for (i = 0; i < b->n; i++) {
+		free(b->f[i].path);
+		free(b->f[i].src);
+		free(b->f[i].data);
+	}
+	free(b->f);
+	cJSON_Delete(b->meta);
+	free(b);
+}
+
+cJSON *fg_bundle_builder_meta(struct fg_bundle_builder *b)
+{
+	return b->meta;
+}
+
+static struct bfile *find(const struct fg_bundle_builder *b, const char *path)
+{
+	size_t i;
+
+	for (i = 0; i < b->n; i++)
+		if (!strcmp(b->f[i].path, path))
+			return &b->f[i];
+	return NULL;
+}
+
+int fg_bundle_has(const struct fg_bundle_builder *b, const char *path)
+{
+	return find(b, path) != NULL;
+}
+
+const char *fg_bundle_sha256_of(const struct fg_bundle_builder *b, const char *path)
+{
+	struct bfile *f = find(b, path);
+
+	return f ? f->sha256 : NULL;
+}
+
+static int push(struct fg_bundle_builder *b, struct bfile *f, struct fg_err *err)
+{
+	if (!fg_path_is_safe_rel(f->path) || !strcmp(f->path, FG_BUNDLE_JSON))
+		return fg_err_set(err, FG_EINVAL, "bundle member '%s': not a usable path", f->path);
+	if (find(b, f->path))
+		return fg_err_set(err, FG_EINVAL, "bundle member '%s' added twice", f->path);
+	if (b->n == b->cap) {
+		size_t cap = b->cap ? b->cap * 2 : 32;
+		struct bfile *nf = realloc(b->f, cap * sizeof(*nf));
+
+		if (!nf)
+			return fg_err_set(err, FG_ENOMEM, "out of memory");
+		b->f = nf;
+		b->cap = cap;
+	}
+	b->f[b->n++] = *f;
+	return 0;
+}
+
+int fg_bundle_add_file(struct fg_bundle_builder *b, const char *path, const char *src,
+		       struct fg_err *err)
+{
+	struct bfile f;
+	struct stat st;
+	int rc;
+
+	memset(&f, 0, sizeof(f));
+	if (stat(src, &st))
+		return fg_err_set(err, errno == ENOENT ? FG_ENOTFOUND : FG_EIO, "stat %s: %s", src,
+				  strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return fg_err_set(err, FG_EINVAL, "%s: not a regular file", src);
+	f.mode = (st.st_mode & 0111) ? 0755 : 0644;
+	rc = fg_sha256_file(src, f.raw, &f.size, err);
+	if (rc)
+		return rc;
+	fg_hex_encode(f.raw, 32, f.sha256);
+	f.path = strdup(path);
+	f.src = strdup(src);
+	if (!f.path || !f.src)
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	else
+		rc = push(b, &f, err);
+	if (rc) {
+		free(f.path);
+		free(f.src);
+	}
+	return rc;
+}
+
+int fg_bundle_add_mem(struct fg_bundle_builder *b, const char *path, const void *data, size_t len,
+		      int mode, struct fg_err *err)
+{
+	struct bfile f;
+	int rc;
+
+	memset(&f, 0, sizeof(f));
+	if (mode != 0644 && mode != 0755)
+		return fg_err_set(err, FG_EINVAL, "%s: mode %o is not 0644 or 0755", path, mode);
+	f.mode = mode;
+	f.size = len;
+	f.len = len;
+	rc = fg_sha256_mem(data, len, f.raw, err);
+	if (rc)
+		return rc;
+	fg_hex_encode(f.raw, 32, f.sha256);
+	f.path = strdup(path);
+	f.data = malloc(len ? len : 1);
+	if (!f.path || !f.data)
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	else {
+		if (len)
+			memcpy(f.data, data, len);
+		rc = push(b, &f, err);
+	}
+	if (rc) {
+		free(f.path);
+		free(f.data);
+	}
+	return rc;
+}
+
+static int add_tree_rec(struct fg_bundle_builder *b, struct fg_buf *rel, struct fg_buf *abs,
+			size_t *n, unsigned long long *bytes, int depth, struct fg_err *err)
+{
+	DIR *d;
+	struct dirent *de;
+	size_t rel_len = rel->len, abs_len = abs->len;
+	int rc = 0;
+
+	if (depth > 64)
+		return fg_err_set(err, FG_EINVAL, "%s: folders nested too deep", abs->data);
+	d = opendir(abs->data);
+	if (!d)
+		return fg_err_set(err, errno == ENOENT ? FG_ENOTFOUND : FG_EIO, "open folder %s: %s",
+				  abs->data, strerror(errno));
+	while (!rc && (de = readdir(d))) {
+		struct stat lst, st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		rel->len = rel_len;
+		rel->data[rel_len] = '\0';
+		abs->len = abs_len;
+		abs->data[abs_len] = '\0';
+		rc = fg_buf_printf(rel, err, "/%s", de->d_name);
+		if (!rc)
+			rc = fg_buf_printf(abs, err, "/%s", de->d_name);
+		if (rc)
+			break;
+		if (lstat(abs->data, &lst) || stat(abs->data, &st)) {
+			rc = fg_err_set(err, FG_EIO, "stat %s: %s", abs->data, strerror(errno));
+			break;
+		}
+		if (S_ISDIR(st.st_mode)) {
+			if (S_ISLNK(lst.st_mode))
+				rc = fg_err_set(err, FG_EINVAL, "%s: a symlinked folder is not packed",
+						abs->data);
+			else
+				rc = add_tree_rec(b, rel, abs, n, bytes, depth + 1, err);
+		} else if (S_ISREG(st.st_mode)) {
+			rc = fg_bundle_add_file(b, rel->data, abs->data, err);
+			if (!rc) {
+				(*n)++;
+				*bytes += b->f[b->n - 1].size;
+			}
+		} else
+			rc = fg_err_set(err, FG_EINVAL, "%s: not a regular file or folder", abs->data);
+	}
+	closedir(d);
+	return rc;
+}
+
+int fg_bundle_add_tree(struct fg_bundle_builder *b, const char *prefix, const char *dir,
+		       size_t *n_added, unsigned long long *bytes, struct fg_err *err)
+{
+	struct fg_buf rel = FG_BUF_INIT, abs = FG_BUF_INIT;
+	size_t n = 0;
+	unsigned long long total = 0;
+	int rc;
+
+	rc = fg_buf_puts(&rel, prefix, err);
+	if (!rc)
+		rc = fg_buf_puts(&abs, dir, err);
+	while (!rc && abs.len > 1 && abs.data[abs.len - 1] == '/')
+		abs.data[--abs.len] = '\0';
+	if (!rc)
+		rc = add_tree_rec(b, &rel, &abs, &n, &total, 0, err);
+	if (!rc && n == 0)
+		rc = fg_err_set(err, FG_EINVAL, "%s: no files to pack", dir);
+	if (n_added)
+		*n_added = n;
+	if (bytes)
+		*bytes = total;
+	fg_buf_release(&rel);
+	fg_buf_release(&abs);
+	return rc;
+}
+
+static int cmp_bfile(const void *a, const void *b)
+{
+	return strcmp(((const struct bfile *)a)->path, ((const struct bfile *)b)->path);
+}
+
+int fg_bundle_builder_write(struct fg_bundle_builder *b, const char *out, int level,
+			    long long mtime, char id_hex[FG_SHA256_HEX_LEN + 1], struct fg_err *err)
+{
+	struct fg_tarball_writer *w = NULL;
+	struct fg_buf text = FG_BUF_INIT;
+	cJSON *files;
+	uint8_t id[32];
+	size_t i;
+	int rc;
+
+	qsort(b->f, b->n, sizeof(*b->f), cmp_bfile);
+	cJSON_DeleteItemFromObject(b->meta, "schema");
+	cJSON_DeleteItemFromObject(b->meta, "files");
+	if (!cJSON_AddNumberToObject(b->meta, "schema", FG_BUNDLE_SCHEMA) ||
+	    !(files = cJSON_AddArrayToObject(b->meta, "files")))
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	for (i = 0; i < b->n; i++) {
+		cJSON *o = cJSON_CreateObject();
+
+		if (!o || !cJSON_AddStringToObject(o, "path", b->f[i].path) ||
+		    !cJSON_AddNumberToObject(o, "size", (double)b->f[i].size) ||
+		    !cJSON_AddStringToObject(o, "sha256", b->f[i].sha256) ||
+		    !cJSON_AddStringToObject(o, "mode", b->f[i].mode == 0755 ? "0755" : "0644")) {
+			cJSON_Delete(o);
+			return fg_err_set(err, FG_ENOMEM, "out of memory");
+		}
+		cJSON_AddItemToArray(files, o);
+	}
+	rc = fg_json_write(&text, b->meta, 1, err);
+	if (!rc)
+		rc = fg_tarball_writer_new(&w, level, mtime, err);
+	if (!rc)
+		rc = fg_tarball_add_mem(w, FG_BUNDLE_JSON, text.data, text.len, 0644, err);
+	for (i = 0; !rc && i < b->n; i++) {
+		if (b->f[i].src)
+			rc = fg_tarball_add_file(w, b->f[i].path, b->f[i].src, b->f[i].raw, err);
+		else
+			rc = fg_tarball_add_mem(w, b->f[i].path, b->f[i].data, b->f[i].len,
+						b->f[i].mode, err);
+	}
+	if (!rc)
+		rc = fg_tarball_writer_finish(w, out, id, err);
+	if (!rc)
+		fg_hex_encode(id, 32, id_hex);
+	fg_tarball_writer_free(w);
+	fg_buf_release(&text);
+	return rc;
+}
+
+/* ---- checking ---- */
+
+struct seen {
+	char *path;
+	unsigned long long size;
+	char sha256[FG_SHA256_HEX_LEN + 1];
+	int mode;
+};
+
+struct collect {
+	struct seen *s;
+	size_t n, cap;
+};
+
+static int collect_entry(void *user, const struct fg_tarball_entry *e, struct fg_err *err)
+{
+	struct collect *c = user;
+
+	if (e->is_dir)
+		return 0;
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 64;
+		struct seen *ns = realloc(c->s, cap * sizeof(*ns));
+
+		if (!ns)
+			return fg_err_set(err, FG_ENOMEM, "out of memory");
+		c->s = ns;
+		c->cap = cap;
+	}
+	c->s[c->n].path = strdup(e->path);
+	if (!c->s[c->n].path)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	c->s[c->n].size = e->size;
+	c->s[c->n].mode = e->mode;
+	fg_hex_encode(e->sha256, 32, c->s[c->n].sha256);
+	c->n++;
+	return 0;
+}
+
+static int problem(struct fg_bundle *b, const char *path, const char *what, struct fg_err *err)
+{
+	struct fg_bundle_problem *np = realloc(b->problems, (b->n_problems + 1) * sizeof(*np));
+
+	if (!np)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	b->problems = np;
+	np[b->n_problems].path = strdup(path);
+	np[b->n_problems].what = strdup(what);
+	b->n_problems++;
+	return 0;
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)ftw;
+	return flag == FTW_DP ? rmdir(p) : unlink(p);
+}
+
+void fg_bundle_rm_rf(const char *path)
+{
+	if (path)
+		nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static int compare(struct fg_bundle *b, struct collect *c, struct fg_err *err)
+{
+	const cJSON *files = fg_json_arr(b->meta, "files"), *f;
+	long long schema;
+	size_t i;
+	int rc = 0;
+	char *listed = calloc(c->n ? c->n : 1, 1);
+
+	if (!listed)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	if (fg_json_int(b->meta, "schema", &schema) || schema != FG_BUNDLE_SCHEMA) {
+		free(listed);
+		return fg_err_set(err, FG_EUNSUPPORTED, "bundle.json: schema is not %d",
+				  FG_BUNDLE_SCHEMA);
+	}
+	if (!files) {
+		free(listed);
+		return fg_err_set(err, FG_EFORMAT, "bundle.json: no files array");
+	}
+	cJSON_ArrayForEach(f, files) {
+		const char *path = fg_json_str(f, "path"), *sha = fg_json_str(f, "sha256");
+		long long size;
+		size_t j;
+
+		if (!path || !sha || fg_json_int(f, "size", &size) || !fg_path_is_safe_rel(path)) {
+			rc = fg_err_set(err, FG_EFORMAT, "bundle.json: a files entry lacks path, size or sha256");
+			break;
+		}
+		b->n_files++;
+		b->bytes += (unsigned long long)size;
+		for (j = 0; j < c->n; j++)
+			if (!strcmp(c->s[j].path, path))
+				break;
+		if (j == c->n)
+			rc = problem(b, path, "missing from the archive", err);
+		else {
+			listed[j] = 1;
+			if (c->s[j].size != (unsigned long long)size)
+				rc = problem(b, path, "size differs from bundle.json", err);
+			else if (strcmp(c->s[j].sha256, sha))
+				rc = problem(b, path, "sha256 differs from bundle.json", err);
+			else if (fg_json_str(f, "mode") &&
+				 strcmp(fg_json_str(f, "mode"), c->s[j].mode == 0755 ? "0755" : "0644"))
+				rc = problem(b, path, "mode differs from bundle.json", err);
+		}
+		if (rc)
+			break;
+	}
+	for (i = 0; !rc && i < c->n; i++)
+		if (!listed[i] && strcmp(c->s[i].path, FG_BUNDLE_JSON))
+			rc = problem(b, c->s[i].path, "in the archive but not in bundle.json", err);
+	free(listed);
+	return rc;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int fg_bundle_open(struct fg_bundle **out, const char *fgb, const char *dest, struct fg_err *err)
+{
+	struct fg_bundle *b = calloc(1, sizeof(*b));
+	struct collect c = { NULL, 0, 0 };
+	struct fg_buf path = FG_BUF_INIT, text = FG_BUF_INIT;
+	uint8_t id[32];
+	double t0 = now_s();
+	size_t i;
+	int rc = 0;
+
+	*out = NULL;
+	if (!b)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	if (dest)
+		rc = fg_buf_puts(&path, dest, err);
+	else {
+		const char *tmp = getenv("TMPDIR");
+
+		rc = fg_buf_printf(&path, err, "%s/fgpack-bundle.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+		if (!rc && !mkdtemp(path.data))
+			rc = fg_err_set(err, FG_EIO, "create %s: %s", path.data, strerror(errno));
+		if (!rc) {
+			/* extraction wants to create the folder itself */
+			rmdir(path.data);
+			b->remove_dir = 1;
+		}
+	}
+	if (rc)
+		goto fail;
+	b->dir = fg_buf_detach(&path, NULL);
+	rc = fg_tarball_extract(fgb, b->dir, NULL, collect_entry, &c, id, err);
+	if (rc) {
+		if (rc == FG_EFORMAT || rc == FG_EHASH) {
+			fg_err_wrap(err, "bundle %s is corrupt or hostile", fgb);
+			err->code = FG_EMISMATCH;
+			rc = FG_EMISMATCH;
+		}
+		b->remove_dir = 0; /* nothing was left there */
+		goto fail;
+	}
+	b->seconds = now_s() - t0;
+	fg_hex_encode(id, 32, b->id);
+	rc = fg_path_join(&path, b->dir, FG_BUNDLE_JSON, err);
+	if (!rc)
+		rc = fg_file_read(path.data, FG_BUNDLE_JSON_MAX, &text, err);
+	if (rc == FG_ENOTFOUND)
+		rc = fg_err_set(err, FG_EMISMATCH, "bundle %s: no bundle.json", fgb);
+	if (!rc)
+		rc = fg_json_parse(&b->meta, text.data, text.len, "bundle.json", err);
+	if (!rc)
+		rc = compare(b, &c, err);
+	if (rc)
+		goto fail;
+	for (i = 0; i < c.n; i++)
+		free(c.s[i].path);
+	free(c.s);
+	fg_buf_release(&path);
+	fg_buf_release(&text);
+	*out = b;
+	if (b->n_problems)
+		return fg_err_set(err, FG_EMISMATCH, "%s: %s", b->problems[0].path, b->problems[0].what);
+	return 0;
+fail:
+	for (i = 0; i < c.n; i++)
+		free(c.s[i].path);
+	free(c.s);
+	fg_buf_release(&path);
+	fg_buf_release(&text);
+	fg_bundle_free(b);
+	return rc;
+}
+
+void fg_bundle_free(struct fg_bundle *b)
+{
+	size_t i;
+
+	if (!b)
+		return;
+	if (b->remove_dir)
+		fg_bundle_rm_rf(b->dir);
+	free(b->dir);
+	cJSON_Delete(b->meta);
+	for (i = 0; i < b->n_problems; i++) {
+		free(b->problems[i].path);
+		free(b->problems[i].what);
+	}
+	free(b->problems);
+	free(b);
+}
+
+int fg_bundle_path(struct fg_buf *out, const struct fg_bundle *b, const char *rel,
+		   struct fg_err *err)
+{
+	if (!fg_path_is_safe_rel(rel))
+		return fg_err_set(err, FG_EINVAL, "'%s' is not a bundle path", rel);
+	return fg_path_join(out, b->dir, rel, err);
+}
+
+/* ---- engine settings from a manifest ---- */
+
+static int unhonoured(cJSON *list, const char *key, const char *value, const char *why)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (!o || !cJSON_AddStringToObject(o, "key", key) ||
+	    !cJSON_AddStringToObject(o, "value", value) || !cJSON_AddStringToObject(o, "why", why)) {
+		cJSON_Delete(o);
+		return -1;
+	}
+	cJSON_AddItemToArray(list, o);
+	return 0;
+}
+
+static int int_knob(cJSON *s, cJSON *hon, const struct fg_manifest *m, const char *env,
+		    const char *name, long long lo, long long hi, struct fg_err *err)
+{
+	const char *v = fg_manifest_env_get(m, env);
+	long long x;
+
+	if (!v)
+		return 0;
+	if (fg_parse_i64(v, &x) || x < lo || x > hi)
+		return fg_err_set(err, FG_EINVAL, "manifest env.%s: '%s' is not an integer in %lld..%lld",
+				  env, v, lo, hi);
+	if (!cJSON_AddNumberToObject(s, name, (double)x) ||
+	    (hon && !cJSON_AddItemToArray(hon, cJSON_CreateString(env))))
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	return 0;
+}
+
+int fg_bundle_settings(cJSON **out, const struct fg_manifest *m, struct fg_err *err)
+{
+	cJSON *s = cJSON_CreateObject(), *hon, *un, *gen = NULL;
+	const char *v;
+	int rc = 0;
+
+	*out = NULL;
+	if (!s || !(hon = cJSON_AddArrayToObject(s, "honoured")) ||
+	    !(un = cJSON_AddArrayToObject(s, "unhonoured"))) {
+		cJSON_Delete(s);
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	rc = int_knob(s, hon, m, "SLIDING_WINDOW", "sliding_window", 1, 1 << 20, err);
+	if (!rc)
+		rc = int_knob(s, hon, m, "MAX_MODEL_LEN", "max_model_len", 1, 1 << 24, err);
+	if (!rc)
+		rc = int_knob(s, NULL, m, "CENTROID_TOP_K", "centroid_top_k", 0, 1 << 20, err);
+	if (!rc && (v = fg_manifest_env_get(m, "CENTROID_TOP_K")) &&
+	    unhonoured(un, "CENTROID_TOP_K", v, "the engine has no centroid LM head yet"))
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	if (!rc && m->spec.present && m->spec.num_speculative_tokens >= 0) {
+		char num[32];
+
+		snprintf(num, sizeof(num), "%lld", m->spec.num_speculative_tokens);
+		if (!cJSON_AddNumberToObject(s, "num_speculative_tokens",
+					     (double)m->spec.num_speculative_tokens) ||
+		    unhonoured(un, "SPECULATIVE_CONFIG.num_speculative_tokens", num,
+			       "the engine has no speculative decoding yet; it decodes plain greedy"))
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	v = fg_manifest_env_get(m, "OVERRIDE_GENERATION_CONFIG");
+	if (!rc && v) {
+		rc = fg_json_parse(&gen, v, strlen(v), "env.OVERRIDE_GENERATION_CONFIG", err);
+		if (!rc && !cJSON_IsObject(gen))
+			rc = fg_err_set(err, FG_EINVAL, "env.OVERRIDE_GENERATION_CONFIG: not a JSON object");
+	}
+	if (!rc && gen) {
+		const cJSON *t = cJSON_GetObjectItemCaseSensitive(gen, "temperature");
+		const cJSON *k = cJSON_GetObjectItemCaseSensitive(gen, "top_k");
+		int greedy = (cJSON_IsNumber(t) && t->valuedouble == 0) ||
+			     (cJSON_IsNumber(k) && k->valuedouble == 1);
+
+		if (!cJSON_AddItemToObject(s, "greedy", cJSON_Duplicate(gen, 1)))
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+		else if (greedy ? !cJSON_AddItemToArray(hon,
+							 cJSON_CreateString("OVERRIDE_GENERATION_CONFIG"))
+				: unhonoured(un, "OVERRIDE_GENERATION_CONFIG", v,
+					     "the engine decodes greedily only (temperature 0)"))
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	cJSON_Delete(gen);
+	if (rc) {
+		cJSON_Delete(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}

@@ -1,0 +1,107 @@
+/* bundle.h - the .fgb bundle: bundle.json, its file list, packing and checking.
+ *
+ * A bundle is a reproducible tar.zst (lib/tarball.h) whose first member is
+ * bundle.json (docs/formats/bundle.md): schema, what was packed, engine build,
+ * settings, golden transcript digest, and "files": every other member with
+ * its size, sha256 and mode, sorted by path. Its identity is the sha256 of
+ * the uncompressed tar stream.
+ *
+ * Packing: fg_bundle_builder_new, then add files (hashed when added) and set
+ * fields of the metadata object, then fg_bundle_builder_write, which adds the
+ * "files" list, writes bundle.json canonically and the tarball.
+ *
+ * Checking: fg_bundle_open extracts (safely) into a folder and compares every
+ * member with bundle.json, hashing during the extraction: nothing is trusted
+ * before it matched. */
+#ifndef FG_BUNDLE_H
+#define FG_BUNDLE_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "buf.h"
+#include "err.h"
+#include "sha256.h"
+
+#define FG_BUNDLE_SCHEMA 1
+#define FG_BUNDLE_JSON "bundle.json"
+#define FG_BUNDLE_JSON_MAX ((size_t)64 << 20)
+
+struct fg_bundle_builder;
+
+int fg_bundle_builder_new(struct fg_bundle_builder **out, struct fg_err *err);
+void fg_bundle_builder_free(struct fg_bundle_builder *b);
+
+/* The bundle.json object being built (borrowed): callers add their fields.
+ * "schema" and "files" are set by fg_bundle_builder_write. */
+cJSON *fg_bundle_builder_meta(struct fg_bundle_builder *b);
+
+/* Adds the regular file src (symlinks to files are followed) as path. */
+int fg_bundle_add_file(struct fg_bundle_builder *b, const char *path, const char *src,
+		       struct fg_err *err);
+/* Adds every regular file under dir as prefix/<relative path>; folders that
+ * are symlinks, and special files, are refused. *n_added (may be NULL) gets
+ * the count, *bytes (may be NULL) the total size. */
+int fg_bundle_add_tree(struct fg_bundle_builder *b, const char *prefix, const char *dir,
+		       size_t *n_added, unsigned long long *bytes, struct fg_err *err);
+/* Adds bytes held in memory (copied). mode 0644 or 0755. */
+int fg_bundle_add_mem(struct fg_bundle_builder *b, const char *path, const void *data, size_t len,
+		      int mode, struct fg_err *err);
+/* 1 when path was added already. */
+int fg_bundle_has(const struct fg_bundle_builder *b, const char *path);
+/* sha256 hex of an added path, or NULL (borrowed). */
+const char *fg_bundle_sha256_of(const struct fg_bundle_builder *b, const char *path);
+
+/* Writes out (atomically): bundle.json then every file, sorted. level is the
+ * zstd level (0 = 3), mtime the time stamped on every member. id_hex gets the
+ * bundle id. */
+int fg_bundle_builder_write(struct fg_bundle_builder *b, const char *out, int level,
+			    long long mtime, char id_hex[FG_SHA256_HEX_LEN + 1], struct fg_err *err);
+
+/* One problem found while checking a bundle. */
+struct fg_bundle_problem {
+	char *path;
+	char *what; /* "sha256 differs", "size differs", "missing", "not listed" */
+};
+
+struct fg_bundle {
+	char *dir;                            /* the extracted folder (owned path) */
+	int remove_dir;                       /* fg_bundle_free deletes dir */
+	cJSON *meta;                          /* parsed bundle.json */
+	char id[FG_SHA256_HEX_LEN + 1];       /* sha256 of the uncompressed tar */
+	size_t n_files;                       /* members listed and checked */
+	unsigned long long bytes;             /* their total size */
+	double seconds;                       /* extraction + hashing wall time */
+	struct fg_bundle_problem *problems;   /* empty when every file matched */
+	size_t n_problems;
+};
+
+/* Extracts fgb into dest (NULL: a fresh folder under $TMPDIR, removed by
+ * fg_bundle_free) and checks every member against bundle.json. Returns 0 with
+ * b->n_problems = 0 when all matched; FG_EMISMATCH with *out still set and
+ * b->problems filled when a file differs, is missing or is not listed;
+ * FG_EMISMATCH (and *out NULL) when the archive itself is corrupt; other
+ * codes for I/O or usage errors. */
+int fg_bundle_open(struct fg_bundle **out, const char *fgb, const char *dest, struct fg_err *err);
+void fg_bundle_free(struct fg_bundle *b);
+
+/* Path of a member inside the extracted folder, appended to out. */
+int fg_bundle_path(struct fg_buf *out, const struct fg_bundle *b, const char *rel,
+		   struct fg_err *err);
+
+struct fg_manifest;
+
+/* Engine settings a manifest's env sets, as bundle.json "settings":
+ * {sliding_window, max_model_len, num_speculative_tokens, centroid_top_k,
+ *  greedy: {temperature, top_p, top_k}, honoured: [keys], unhonoured:
+ *  [{key, value, why}]}; absent knobs are left out. The embedded engine
+ * honours SLIDING_WINDOW, MAX_MODEL_LEN and greedy overrides (temperature 0
+ * or top_k 1); not yet speculative decoding or a centroid head. A value that
+ * does not parse is FG_EINVAL naming the key. */
+int fg_bundle_settings(cJSON **out, const struct fg_manifest *m, struct fg_err *err);
+
+/* Removes a folder tree (no symlink is followed). */
+void fg_bundle_rm_rf(const char *path);
+
+#endif

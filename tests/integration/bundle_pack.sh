@@ -1,0 +1,94 @@
+#!/bin/sh
+# bundle_pack.sh - pack is reproducible; verify re-hashes every member, names a
+# flipped byte and exits 3; corrupt and hostile bundles are refused with
+# nothing written; settings from a manifest are recorded.
+. "$(dirname "$0")/../lib.sh"
+
+M=$WORK/model
+mkdir -p "$M/sub"
+printf '{"tiny": true}\n' >"$M/config.json"
+head -c 3000000 /dev/urandom >"$M/sub/weights.bin"
+printf 'x\n' >"$M/sub/tool.sh"
+chmod 755 "$M/sub/tool.sh"
+
+check "pack once" sh -c "'$FGPACK' pack --model '$M' --no-golden -o '$WORK/a.fgb' >'$WORK/a.id'"
+touch "$M/config.json"
+check "pack again (mtime of a source changed)" sh -c "'$FGPACK' pack --model '$M' --no-golden -o '$WORK/b.fgb' >'$WORK/b.id'"
+check "same bundle id twice" cmp "$WORK/a.id" "$WORK/b.id"
+check "same bytes twice" cmp "$WORK/a.fgb" "$WORK/b.fgb"
+check "bundle id is sha256 of the uncompressed tar" sh -c "[ \"\$(zstd -dc '$WORK/a.fgb' | sha256sum | cut -c1-64)\" = \"\$(cat '$WORK/a.id')\" ]"
+check "SOURCE_DATE_EPOCH changes member times" sh -c "SOURCE_DATE_EPOCH=1700000000 '$FGPACK' pack --model '$M' --no-golden -o '$WORK/c.fgb' >/dev/null && ! cmp -s '$WORK/a.fgb' '$WORK/c.fgb' && zstd -dc '$WORK/c.fgb' | tar tvf - | grep -q 2023-11"
+check "GNU tar lists it: uid/gid 0, modes normalized" sh -c "zstd -dc '$WORK/a.fgb' | tar tvf - >'$WORK/list' && grep -q '^-rwxr-xr-x 0/0 .* components/model/sub/tool.sh' '$WORK/list' && grep -q '^-rw-r--r-- 0/0 .* components/model/sub/weights.bin' '$WORK/list' && head -1 '$WORK/list' | grep -q ' bundle.json$'"
+
+cd "$WORK" || exit 1
+check_exit "verify a clean bundle exits 0" 0 "$FGPACK" verify a.fgb --summary "$WORK/s.json"
+check_grep "summary.json says verified-files" '"verdict": "verified-files"' "$WORK/s.json"
+check_grep "summary.json has the bundle id" "\"bundle\": \"$(cat "$WORK/a.id")\"" "$WORK/s.json"
+
+# flip one byte inside a component's data in the tar, keep the archive valid
+python3 - "$WORK/a.fgb" "$WORK/flip.tar" <<'EOF'
+import io, subprocess, sys, tarfile
+d = bytearray(subprocess.run(["zstd", "-dc", sys.argv[1]], capture_output=True, check=True).stdout)
+m = tarfile.open(fileobj=io.BytesIO(bytes(d))).getmember("components/model/sub/weights.bin")
+d[m.offset_data + 12345] ^= 0x40
+open(sys.argv[2], "wb").write(d)
+EOF
+zstd -q -f "$WORK/flip.tar" -o "$WORK/flip.fgb"
+"$FGPACK" verify "$WORK/flip.fgb" --summary "$WORK/flip.json" >"$WORK/flip.out" 2>&1
+check "flipped byte: exit code 3" [ $? -eq 3 ]
+check_grep "flipped byte: names the file" 'components/model/sub/weights.bin: sha256 differs' "$WORK/flip.out"
+check_grep "flipped byte: summary verdict mismatch" '"verdict": "mismatch"' "$WORK/flip.json"
+
+# an extra member that bundle.json does not list
+python3 - "$WORK/flip.tar" "$WORK/extra.tar" <<'EOF'
+import io, subprocess, sys, tarfile
+src = tarfile.open(sys.argv[1])
+out = tarfile.open(sys.argv[2], "w", format=tarfile.PAX_FORMAT)
+for m in src.getmembers():
+    out.addfile(m, src.extractfile(m) if m.isfile() else None)
+ti = tarfile.TarInfo("components/model/smuggled.py"); ti.size = 3
+out.addfile(ti, io.BytesIO(b"bad"))
+out.close()
+EOF
+"$FGPACK" verify "$WORK/extra.tar" --summary - >"$WORK/extra.out" 2>&1
+check "unlisted member: exit 3" [ $? -eq 3 ]
+check_grep "unlisted member: named" 'smuggled.py: in the archive but not in bundle.json' "$WORK/extra.out"
+
+head -c 40000 "$WORK/a.fgb" >"$WORK/trunc.fgb"
+check_exit "truncated bundle: exit 3" 3 "$FGPACK" verify "$WORK/trunc.fgb" --summary -
+
+# tar-slip inside a bundle: refused, nothing written above the temp folder
+python3 - "$WORK/slip.tar" <<'EOF'
+import io, sys, tarfile
+t = tarfile.open(sys.argv[1], "w")
+for name in ("bundle.json", "../../../../../../tmp/fgpack-slip-test"):
+    ti = tarfile.TarInfo(name); ti.size = 2; t.addfile(ti, io.BytesIO(b"{}"))
+t.close()
+EOF
+rm -f /tmp/fgpack-slip-test
+mkdir -p "$WORK/tmp"
+check_exit "tar-slip bundle: exit 3" 3 env TMPDIR="$WORK/tmp" "$FGPACK" verify "$WORK/slip.tar" --summary -
+check "tar-slip bundle: nothing written" sh -c "[ ! -e /tmp/fgpack-slip-test ] && [ -z \"\$(ls -A '$WORK/tmp')\" ]"
+
+# engine settings from a manifest
+mkdir -p "$WORK/sub"
+cat >"$WORK/sub/manifest.json" <<'EOF'
+{"name": "settings-test", "model_id": "google/gemma-4-E4B-it", "serve": ["python", "serve.py"],
+ "env": {"SLIDING_WINDOW": "188", "MAX_MODEL_LEN": "4096", "CENTROID_TOP_K": "49",
+         "SPECULATIVE_CONFIG": "{\"method\":\"mtp\",\"model\":\"/tmp/d\",\"num_speculative_tokens\":7}",
+         "OVERRIDE_GENERATION_CONFIG": "{\"temperature\":0.0,\"top_p\":1.0,\"top_k\":0}"}}
+EOF
+printf 'print("serve")\n' >"$WORK/sub/serve.py"
+printf '# patch\n' >"$WORK/sub/attn_patch.py"
+check "pack from a manifest" sh -c "'$FGPACK' pack '$WORK/sub/manifest.json' --model '$M' --no-golden -o '$WORK/m.fgb' >/dev/null"
+zstd -dc "$WORK/m.fgb" | tar xOf - bundle.json >"$WORK/m.json"
+check_grep "settings: sliding window" '"sliding_window": 188' "$WORK/m.json"
+check_grep "settings: max_model_len" '"max_model_len": 4096' "$WORK/m.json"
+check_grep "settings: num_speculative_tokens" '"num_speculative_tokens": 7' "$WORK/m.json"
+check_grep "settings: speculative recorded as not honoured" '"key": "SPECULATIVE_CONFIG.num_speculative_tokens"' "$WORK/m.json"
+check_grep "settings: centroid top-k not honoured" '"key": "CENTROID_TOP_K"' "$WORK/m.json"
+check_grep "settings: greedy override honoured" '"OVERRIDE_GENERATION_CONFIG"' "$WORK/m.json"
+check "manifest and patches packed" sh -c "zstd -dc '$WORK/m.fgb' | tar tf - | tr '\n' ' ' | grep -q 'manifest.json patches/attn_patch.py patches/serve.py'"
+check_fails "a manifest component without a source is refused" sh -c "'$FGPACK' pack '$WORK/sub/manifest.json' --no-golden -o '$WORK/n.fgb'"
+check_exit "pack without -o is a usage error" 2 "$FGPACK" pack --model "$M"
+finish
