@@ -1,42 +1,308 @@
-/* engine.c - placeholder bodies for engine.h until the CPU path lands: every
- * entry point that could do work says so with FG_EUNSUPPORTED. */
+/* engine.c - the Gemma 4 text decoder on the CPU (engine.h): KV cache,
+ * prefill and decode in chunks of up to CHUNK tokens, greedy generation.
+ *
+ * The math is transformers' Gemma4ForCausalLM in fp32 (docs/engine.md has
+ * it step by step). Work is split across the pool's workers by output row
+ * (matmuls) or by (token, head) pair (attention); every output element is
+ * computed by the same code whichever worker runs it, so results are
+ * bit-identical for any thread count. A token's numbers also do not depend
+ * on how the sequence was chunked: prefill and decode agree bit for bit.
+ *
+ * KV cache: a layer that owns K/V keeps them per position, head by head,
+ * fp32 [cap][kv_heads][d]. Full layers keep every position (cap = max_seq);
+ * sliding layers keep a ring of window + CHUNK - 1 slots (position p in slot
+ * p % cap), enough for a whole chunk's queries to still see their window.
+ * KV-shared layers own no cache: they read their source layer's. */
 #include "engine/engine.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cpu/ops.h"
+#include "engine/cpu/pool.h"
+#include "engine/model.h"
+
+#define CHUNK 16
+#define DEFAULT_MAX_SEQ 8192
+
+struct kv {
+	float *k, *v; /* [cap][kv_heads][d]; NULL for shared layers */
+	int cap;
+};
+
+struct fg_engine {
+	struct fg_g4_model *m;
+	struct fg_pool *pool;
+	int window, max_seq, pos;
+	struct kv *kv;        /* [n_layers] */
+	float *inv[2];        /* RoPE inverse frequencies by layer type, [d/2] */
+	/* chunk scratch, T <= CHUNK tokens */
+	float *x, *a, *o, *t1;   /* [T][hidden] */
+	float *q, *att;          /* [T][heads * max d] */
+	float *k, *v;            /* [T][kv_heads * max d] */
+	float *g, *u;            /* [T][max inter] */
+	float *ple;              /* [T][layers * ple] */
+	float *pg;               /* [T][ple] */
+	float *logits;           /* [vocab]: the last step's, for generate */
+	int nw;                  /* workers */
+	float **row_buf;         /* [nw][max cols] */
+	float **scores;          /* [nw][max_seq] */
+	const float ***kp, ***vp; /* [nw][max_seq] */
+	int n_eos_cache;
+};
+
+/* ---- parallel helpers --------------------------------------------------- */
+
+struct mm_job {
+	struct fg_engine *e;
+	const struct fg_lin *w;
+	const float *x;
+	int T;
+	float *y;
+};
+
+static void mm_fn(void *ctx, int b, int end, int worker)
+{
+	struct mm_job *j = ctx;
+
+	fg_cpu_matmul_rows(j->w, j->x, j->T, j->y, b, end, j->e->row_buf[worker]);
+}
+
+/* y [T][w->rows] = x [T][w->cols] W^T */
+static void matmul(struct fg_engine *e, const struct fg_lin *w, const float *x, int T, float *y)
+{
+	struct mm_job j = { e, w, x, T, y };
+
+	fg_pool_run(e->pool, w->rows, mm_fn, &j);
+}
+
+struct att_job {
+	struct fg_engine *e;
+	const struct fg_g4_layer *L;
+	const struct kv *c;
+	int T, p0;
+};
+
+static void att_fn(void *ctx, int b, int end, int worker)
+{
+	struct att_job *j = ctx;
+	struct fg_engine *e = j->e;
+	const struct fg_g4_config *cfg = &e->m->cfg;
+	int d = j->L->head_dim, nh = cfg->n_heads, group = cfg->n_heads / cfg->n_kv_heads;
+	int item;
+
+	for (item = b; item < end; item++) {
+		int t = item / nh, h = item % nh, kvh = h / group;
+		int p = j->p0 + t, lo = 0, n, s;
+
+		if (j->L->type == FG_G4_SLIDING && p - e->window + 1 > 0)
+			lo = p - e->window + 1;
+		n = p - lo + 1;
+		for (s = 0; s < n; s++) {
+			size_t slot = (size_t)((lo + s) % j->c->cap);
+			size_t off = (slot * (size_t)cfg->n_kv_heads + (size_t)kvh) * (size_t)d;
+
+			e->kp[worker][s] = j->c->k + off;
+			e->vp[worker][s] = j->c->v + off;
+		}
+		fg_cpu_attend(e->att + ((size_t)t * (size_t)nh + (size_t)h) * (size_t)d,
+			      e->q + ((size_t)t * (size_t)nh + (size_t)h) * (size_t)d, d, e->kp[worker], e->vp[worker],
+			      n, e->scores[worker]);
+	}
+}
+
+/* ---- load / free ------------------------------------------------------- */
+
+static int max_i(int a, int b)
+{
+	return a > b ? a : b;
+}
+
+static void *alloc_f(size_t n, int *bad)
+{
+	void *p = calloc(n ? n : 1, sizeof(float));
+
+	if (!p)
+		*bad = 1;
+	return p;
+}
 
 int fg_engine_load(struct fg_engine **out, const char *model_dir, const struct fg_engine_opts *opts,
 		   struct fg_err *err)
 {
-	(void)opts;
+	struct fg_engine_opts o = { 0, 0, 0, FG_DEVICE_CPU };
+	struct fg_engine *e;
+	const struct fg_g4_config *c;
+	int rc, i, bad = 0, maxd, maxi = 0, maxcols;
+	size_t H;
+
 	*out = NULL;
-	return fg_err_set(err, FG_EUNSUPPORTED, "%s: the engine is not built yet", model_dir);
+	if (opts)
+		o = *opts;
+	if (o.device != FG_DEVICE_CPU)
+		return fg_err_set(err, FG_EUNSUPPORTED, "device %d: only the CPU path is built in this engine",
+				  o.device);
+	if (o.sliding_window < 0 || o.max_seq < 0 || o.threads < 0 || o.threads > 1024)
+		return fg_err_set(err, FG_EINVAL, "engine options out of range");
+	if (!(e = calloc(1, sizeof(*e))))
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	if ((rc = fg_g4_model_load(&e->m, model_dir, err)))
+		goto fail;
+	c = &e->m->cfg;
+	e->window = o.sliding_window ? o.sliding_window : c->sliding_window;
+	e->max_seq = o.max_seq ? o.max_seq : (c->max_position < DEFAULT_MAX_SEQ ? c->max_position : DEFAULT_MAX_SEQ);
+	if (e->max_seq > c->max_position) {
+		rc = fg_err_set(err, FG_EINVAL, "max sequence %d exceeds the model's max_position_embeddings %d",
+				e->max_seq, c->max_position);
+		goto fail;
+	}
+	if ((rc = fg_pool_new(&e->pool, o.threads ? o.threads : 1, err)))
+		goto fail;
+	e->nw = fg_pool_size(e->pool);
+	maxd = max_i(c->head_dim, c->global_head_dim);
+	for (i = 0; i < c->n_layers; i++)
+		maxi = max_i(maxi, fg_g4_layer_inter(c, i));
+	maxcols = max_i(max_i(c->hidden, c->n_heads * maxd), max_i(maxi, max_i(c->ple_dim, c->n_layers * c->ple_dim)));
+	H = (size_t)c->hidden;
+	e->x = alloc_f(CHUNK * H, &bad);
+	e->a = alloc_f(CHUNK * H, &bad);
+	e->o = alloc_f(CHUNK * H, &bad);
+	e->t1 = alloc_f(CHUNK * H, &bad);
+	e->q = alloc_f((size_t)CHUNK * (size_t)(c->n_heads * maxd), &bad);
+	e->att = alloc_f((size_t)CHUNK * (size_t)(c->n_heads * maxd), &bad);
+	e->k = alloc_f((size_t)CHUNK * (size_t)(c->n_kv_heads * maxd), &bad);
+	e->v = alloc_f((size_t)CHUNK * (size_t)(c->n_kv_heads * maxd), &bad);
+	e->g = alloc_f((size_t)CHUNK * (size_t)maxi, &bad);
+	e->u = alloc_f((size_t)CHUNK * (size_t)maxi, &bad);
+	e->ple = alloc_f((size_t)CHUNK * (size_t)(c->n_layers * c->ple_dim), &bad);
+	e->pg = alloc_f((size_t)CHUNK * (size_t)c->ple_dim, &bad);
+	e->logits = alloc_f((size_t)c->vocab, &bad);
+	e->inv[FG_G4_SLIDING] = alloc_f((size_t)c->head_dim / 2, &bad);
+	e->inv[FG_G4_FULL] = alloc_f((size_t)c->global_head_dim / 2, &bad);
+	e->row_buf = calloc((size_t)e->nw, sizeof(*e->row_buf));
+	e->scores = calloc((size_t)e->nw, sizeof(*e->scores));
+	e->kp = calloc((size_t)e->nw, sizeof(*e->kp));
+	e->vp = calloc((size_t)e->nw, sizeof(*e->vp));
+	e->kv = calloc((size_t)c->n_layers, sizeof(*e->kv));
+	if (bad || !e->row_buf || !e->scores || !e->kp || !e->vp || !e->kv) {
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+		goto fail;
+	}
+	for (i = 0; i < e->nw; i++) {
+		e->row_buf[i] = alloc_f((size_t)maxcols, &bad);
+		e->scores[i] = alloc_f((size_t)e->max_seq, &bad);
+		e->kp[i] = calloc((size_t)e->max_seq, sizeof(float *));
+		e->vp[i] = calloc((size_t)e->max_seq, sizeof(float *));
+		if (!e->kp[i] || !e->vp[i])
+			bad = 1;
+	}
+	for (i = 0; i < c->n_layers && !bad; i++) {
+		const struct fg_g4_layer *L = &e->m->layers[i];
+		size_t per;
+
+		if (L->kv_src != i)
+			continue;
+		e->kv[i].cap = e->max_seq;
+		if (L->type == FG_G4_SLIDING && e->window + CHUNK - 1 < e->max_seq)
+			e->kv[i].cap = e->window + CHUNK - 1;
+		per = (size_t)e->kv[i].cap * (size_t)c->n_kv_heads * (size_t)L->head_dim;
+		e->kv[i].k = alloc_f(per, &bad);
+		e->kv[i].v = alloc_f(per, &bad);
+	}
+	if (bad) {
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory for the KV cache (max sequence %d)", e->max_seq);
+		goto fail;
+	}
+	for (i = 0; i < 2; i++) {
+		const struct fg_g4_rope *r = &c->rope[i];
+
+		fg_cpu_rope_freqs(e->inv[i], i == FG_G4_FULL ? c->global_head_dim : c->head_dim, r->theta,
+				  r->proportional, r->partial, r->factor);
+	}
+	*out = e;
+	return 0;
+fail:
+	fg_engine_free(e);
+	return rc;
 }
 
-void fg_engine_free(struct fg_engine *e) { (void)e; }
-int fg_engine_vocab_size(const struct fg_engine *e) { (void)e; return 0; }
-int fg_engine_max_seq(const struct fg_engine *e) { (void)e; return 0; }
-int fg_engine_max_position(const struct fg_engine *e) { (void)e; return 0; }
-int fg_engine_sliding_window(const struct fg_engine *e) { (void)e; return 0; }
-int fg_engine_bos_id(const struct fg_engine *e) { (void)e; return -1; }
-const int32_t *fg_engine_eos_ids(const struct fg_engine *e, int *n) { (void)e; *n = 0; return NULL; }
-int fg_engine_is_eos(const struct fg_engine *e, int32_t token) { (void)e; (void)token; return 0; }
-int fg_engine_pos(const struct fg_engine *e) { (void)e; return 0; }
-int fg_engine_threads(const struct fg_engine *e) { (void)e; return 1; }
-const char *fg_engine_weight_format(const struct fg_engine *e) { (void)e; return "none"; }
-void fg_engine_reset(struct fg_engine *e) { (void)e; }
-
-int fg_engine_forward_logits(struct fg_engine *e, const int32_t *ids, size_t n, int last_only,
-			     float *logits, struct fg_err *err)
+void fg_engine_free(struct fg_engine *e)
 {
-	(void)e; (void)ids; (void)n; (void)last_only; (void)logits;
-	return fg_err_set(err, FG_EUNSUPPORTED, "the engine is not built yet");
+	int i;
+
+	if (!e)
+		return;
+	if (e->kv && e->m)
+		for (i = 0; i < e->m->cfg.n_layers; i++) {
+			free(e->kv[i].k);
+			free(e->kv[i].v);
+		}
+	free(e->kv);
+	for (i = 0; i < e->nw; i++) {
+		if (e->row_buf)
+			free(e->row_buf[i]);
+		if (e->scores)
+			free(e->scores[i]);
+		if (e->kp)
+			free((void *)e->kp[i]);
+		if (e->vp)
+			free((void *)e->vp[i]);
+	}
+	free(e->row_buf);
+	free(e->scores);
+	free(e->kp);
+	free(e->vp);
+	free(e->x);
+	free(e->a);
+	free(e->o);
+	free(e->t1);
+	free(e->q);
+	free(e->att);
+	free(e->k);
+	free(e->v);
+	free(e->g);
+	free(e->u);
+	free(e->ple);
+	free(e->pg);
+	free(e->logits);
+	free(e->inv[0]);
+	free(e->inv[1]);
+	fg_pool_free(e->pool);
+	fg_g4_model_free(e->m);
+	free(e);
 }
 
-int fg_engine_generate(struct fg_engine *e, const int32_t *prompt, size_t n_prompt, int max_new,
-		       fg_engine_token_cb cb, void *user, struct fg_err *err)
+/* ---- accessors ---------------------------------------------------------- */
+
+int fg_engine_vocab_size(const struct fg_engine *e) { return e->m->cfg.vocab; }
+int fg_engine_max_seq(const struct fg_engine *e) { return e->max_seq; }
+int fg_engine_max_position(const struct fg_engine *e) { return e->m->cfg.max_position; }
+int fg_engine_sliding_window(const struct fg_engine *e) { return e->window; }
+int fg_engine_bos_id(const struct fg_engine *e) { return e->m->cfg.bos; }
+int fg_engine_pos(const struct fg_engine *e) { return e->pos; }
+int fg_engine_threads(const struct fg_engine *e) { return e->nw; }
+const char *fg_engine_weight_format(const struct fg_engine *e) { return e->m->format; }
+
+const int32_t *fg_engine_eos_ids(const struct fg_engine *e, int *n)
 {
-	(void)e; (void)prompt; (void)n_prompt; (void)max_new; (void)cb; (void)user;
-	return fg_err_set(err, FG_EUNSUPPORTED, "the engine is not built yet");
+	*n = e->m->cfg.n_eos;
+	return e->m->cfg.eos;
+}
+
+int fg_engine_is_eos(const struct fg_engine *e, int32_t token)
+{
+	int i;
+
+	for (i = 0; i < e->m->cfg.n_eos; i++)
+		if (e->m->cfg.eos[i] == token)
+			return 1;
+	return 0;
+}
+
+void fg_engine_reset(struct fg_engine *e)
+{
+	e->pos = 0;
 }
 
 int32_t fg_engine_argmax(const float *logits, int n)
@@ -48,4 +314,215 @@ int32_t fg_engine_argmax(const float *logits, int n)
 		if (logits[i] > logits[best] || (isnan(logits[best]) && !isnan(logits[i])))
 			best = i;
 	return best;
+}
+
+/* ---- the forward pass --------------------------------------------------- */
+
+/* Embeddings and per-layer inputs of T tokens into e->x, e->ple. */
+static void embed(struct fg_engine *e, const int32_t *ids, int T)
+{
+	const struct fg_g4_config *c = &e->m->cfg;
+	const float scale = (float)sqrt((double)c->hidden);
+	int H = c->hidden, LP = c->n_layers * c->ple_dim, t, i;
+
+	for (t = 0; t < T; t++) {
+		float *x = e->x + (size_t)t * (size_t)H;
+
+		fg_cpu_lin_row(&e->m->embed, ids[t], x);
+		for (i = 0; i < H; i++)
+			x[i] *= scale;
+	}
+	if (!c->ple_dim)
+		return;
+	{
+		const float tok_scale = (float)sqrt((double)c->ple_dim);
+		const float proj_scale = (float)pow((double)c->hidden, -0.5);
+		const float mix = (float)pow(2.0, -0.5);
+		float *ctx = e->ple; /* [T][LP], projected in place */
+		int l;
+
+		matmul(e, &e->m->ple_model_proj, e->x, T, ctx);
+		for (t = 0; t < T; t++) {
+			float *p = ctx + (size_t)t * (size_t)LP;
+			float *tok = e->row_buf[0]; /* the calling thread is worker 0 */
+
+			for (i = 0; i < LP; i++)
+				p[i] *= proj_scale;
+			for (l = 0; l < c->n_layers; l++)
+				fg_cpu_rmsnorm(p + (size_t)l * (size_t)c->ple_dim, p + (size_t)l * (size_t)c->ple_dim,
+					       e->m->ple_proj_norm, c->ple_dim, c->eps);
+			fg_cpu_lin_row(&e->m->ple_embed, ids[t], tok);
+			for (i = 0; i < LP; i++)
+				p[i] = (p[i] + tok[i] * tok_scale) * mix;
+		}
+	}
+}
+
+static void add_normed(float *x, const float *y, const float *w, int T, int H, float eps, float *tmp)
+{
+	int t, i;
+
+	for (t = 0; t < T; t++) {
+		fg_cpu_rmsnorm(tmp, y + (size_t)t * (size_t)H, w, H, eps);
+		for (i = 0; i < H; i++)
+			x[(size_t)t * (size_t)H + (size_t)i] += tmp[i];
+	}
+}
+
+static void layer(struct fg_engine *e, int li, int T)
+{
+	const struct fg_g4_config *c = &e->m->cfg;
+	const struct fg_g4_layer *L = &e->m->layers[li];
+	int H = c->hidden, d = L->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, I = L->inter;
+	int P = c->ple_dim, t, h, i;
+	const float *inv = e->inv[L->type];
+	float *tmp = e->row_buf[0];
+
+	/* attention */
+	for (t = 0; t < T; t++)
+		fg_cpu_rmsnorm(e->a + (size_t)t * (size_t)H, e->x + (size_t)t * (size_t)H, L->in_norm, H, c->eps);
+	matmul(e, &L->q, e->a, T, e->q);
+	for (t = 0; t < T; t++)
+		for (h = 0; h < nh; h++) {
+			float *qh = e->q + ((size_t)t * (size_t)nh + (size_t)h) * (size_t)d;
+
+			fg_cpu_rmsnorm(qh, qh, L->q_norm, d, c->eps);
+			fg_cpu_rope(qh, d, inv, e->pos + t);
+		}
+	if (L->kv_src == li) {
+		struct kv *cache = &e->kv[li];
+
+		matmul(e, &L->k, e->a, T, e->k);
+		matmul(e, &L->v, e->a, T, e->v);
+		for (t = 0; t < T; t++) {
+			size_t slot = (size_t)((e->pos + t) % cache->cap);
+
+			for (h = 0; h < nkv; h++) {
+				size_t off = ((size_t)t * (size_t)nkv + (size_t)h) * (size_t)d;
+				float *kh = e->k + off, *vh = e->v + off;
+
+				fg_cpu_rmsnorm(kh, kh, L->k_norm, d, c->eps);
+				fg_cpu_rope(kh, d, inv, e->pos + t);
+				fg_cpu_rmsnorm(vh, vh, NULL, d, c->eps);
+			}
+			memcpy(cache->k + slot * (size_t)nkv * (size_t)d, e->k + (size_t)t * (size_t)nkv * (size_t)d,
+			       sizeof(float) * (size_t)nkv * (size_t)d);
+			memcpy(cache->v + slot * (size_t)nkv * (size_t)d, e->v + (size_t)t * (size_t)nkv * (size_t)d,
+			       sizeof(float) * (size_t)nkv * (size_t)d);
+		}
+	}
+	{
+		struct att_job j = { e, L, &e->kv[L->kv_src], T, e->pos };
+
+		fg_pool_run(e->pool, T * nh, att_fn, &j);
+	}
+	matmul(e, &L->o, e->att, T, e->o);
+	add_normed(e->x, e->o, L->post_attn_norm, T, H, c->eps, tmp);
+
+	/* MLP */
+	for (t = 0; t < T; t++)
+		fg_cpu_rmsnorm(e->a + (size_t)t * (size_t)H, e->x + (size_t)t * (size_t)H, L->pre_ffw_norm, H, c->eps);
+	matmul(e, &L->gate, e->a, T, e->g);
+	matmul(e, &L->up, e->a, T, e->u);
+	fg_cpu_gelu_tanh(e->g, T * I);
+	for (i = 0; i < T * I; i++)
+		e->g[i] *= e->u[i];
+	matmul(e, &L->down, e->g, T, e->o);
+	add_normed(e->x, e->o, L->post_ffw_norm, T, H, c->eps, tmp);
+
+	/* per-layer input */
+	if (P) {
+		matmul(e, &L->ple_gate, e->x, T, e->pg);
+		fg_cpu_gelu_tanh(e->pg, T * P);
+		for (t = 0; t < T; t++)
+			for (i = 0; i < P; i++)
+				e->pg[(size_t)t * (size_t)P + (size_t)i] *=
+					e->ple[((size_t)t * (size_t)c->n_layers + (size_t)li) * (size_t)P + (size_t)i];
+		matmul(e, &L->ple_proj, e->pg, T, e->o);
+		add_normed(e->x, e->o, L->post_ple_norm, T, H, c->eps, tmp);
+	}
+	for (i = 0; i < T * H; i++)
+		e->x[i] *= L->scalar;
+}
+
+/* Runs T tokens at positions pos.. and, when out is not NULL, writes logits
+ * of the positions [from, T) to out [(T - from)][vocab]. */
+static void forward_chunk(struct fg_engine *e, const int32_t *ids, int T, int from, float *out)
+{
+	const struct fg_g4_config *c = &e->m->cfg;
+	int li, t, H = c->hidden;
+
+	embed(e, ids, T);
+	for (li = 0; li < c->n_layers; li++)
+		layer(e, li, T);
+	e->pos += T;
+	if (!out)
+		return;
+	for (t = from; t < T; t++)
+		fg_cpu_rmsnorm(e->a + (size_t)(t - from) * (size_t)H, e->x + (size_t)t * (size_t)H, e->m->final_norm,
+			       H, c->eps);
+	matmul(e, &e->m->head, e->a, T - from, out);
+	fg_cpu_softcap(out, (T - from) * c->vocab, c->softcap);
+}
+
+int fg_engine_forward_logits(struct fg_engine *e, const int32_t *ids, size_t n, int last_only,
+			     float *logits, struct fg_err *err)
+{
+	const struct fg_g4_config *c = &e->m->cfg;
+	size_t i, done = 0;
+
+	if (n > (size_t)(e->max_seq - e->pos))
+		return fg_err_set(err, FG_EINVAL, "%zu more tokens at position %d exceed the maximum sequence of %d",
+				  n, e->pos, e->max_seq);
+	for (i = 0; i < n; i++)
+		if (ids[i] < 0 || ids[i] >= c->vocab)
+			return fg_err_set(err, FG_EINVAL, "token id %d at index %zu is out of range (vocab %d)",
+					  (int)ids[i], i, c->vocab);
+	while (done < n) {
+		int T = n - done > CHUNK ? CHUNK : (int)(n - done);
+		float *out = NULL;
+		int from = 0;
+
+		if (logits && !last_only)
+			out = logits + done * (size_t)c->vocab;
+		else if (logits && done + (size_t)T == n) {
+			out = logits;
+			from = T - 1;
+		}
+		forward_chunk(e, ids + done, T, from, out);
+		done += (size_t)T;
+	}
+	return 0;
+}
+
+int fg_engine_generate(struct fg_engine *e, const int32_t *prompt, size_t n_prompt, int max_new,
+		       fg_engine_token_cb cb, void *user, struct fg_err *err)
+{
+	int rc, i, V = e->m->cfg.vocab;
+
+	if (n_prompt == 0)
+		return fg_err_set(err, FG_EINVAL, "empty prompt");
+	if (max_new < 0)
+		return fg_err_set(err, FG_EINVAL, "negative token count");
+	if (n_prompt > (size_t)e->max_seq)
+		return fg_err_set(err, FG_EINVAL, "prompt of %zu tokens is longer than the maximum sequence of %d",
+				  n_prompt, e->max_seq);
+	if (max_new > 1 && n_prompt + (size_t)max_new - 1 > (size_t)e->max_seq)
+		return fg_err_set(err, FG_EINVAL,
+				  "prompt of %zu tokens plus %d new ones exceeds the maximum sequence of %d", n_prompt,
+				  max_new, e->max_seq);
+	fg_engine_reset(e);
+	if ((rc = fg_engine_forward_logits(e, prompt, n_prompt, 1, e->logits, err)))
+		return rc;
+	for (i = 0; i < max_new; i++) {
+		int32_t tok = fg_engine_argmax(e->logits, V);
+
+		if (cb && cb(user, tok, e->logits, V))
+			break;
+		if (i + 1 == max_new)
+			break;
+		if ((rc = fg_engine_forward_logits(e, &tok, 1, 1, e->logits, err)))
+			return rc;
+	}
+	return 0;
 }

@@ -1,0 +1,372 @@
+/* config.c - config.json -> struct fg_g4_config (see config.h). */
+#include "engine/config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "json.h"
+
+#define BAD(key, ...) fg_err_set(err, FG_EUNSUPPORTED, "%s: " key, what, __VA_ARGS__)
+
+static const cJSON *get(const cJSON *text, const cJSON *top, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(text, key);
+
+	if (!v && top && top != text)
+		v = cJSON_GetObjectItemCaseSensitive(top, key);
+	return v;
+}
+
+static int is_null(const cJSON *v)
+{
+	return !v || cJSON_IsNull(v);
+}
+
+/* Integer key: required (def < 0 means required) or default def. */
+static int get_int(const cJSON *text, const cJSON *top, const char *key, long long def, long long lo,
+		   long long hi, int *out, const char *what, struct fg_err *err)
+{
+	const cJSON *v = get(text, top, key);
+	double d;
+
+	if (is_null(v)) {
+		if (def < 0)
+			return fg_err_set(err, FG_EFORMAT, "%s: missing key %s", what, key);
+		*out = (int)def;
+		return 0;
+	}
+	if (!cJSON_IsNumber(v))
+		return fg_err_set(err, FG_EFORMAT, "%s: key %s is not a number", what, key);
+	d = v->valuedouble;
+	if (d != floor(d) || d < (double)lo || d > (double)hi)
+		return fg_err_set(err, FG_EUNSUPPORTED, "%s: key %s = %g is out of the supported range %lld..%lld",
+				  what, key, d, lo, hi);
+	*out = (int)d;
+	return 0;
+}
+
+static int get_bool(const cJSON *text, const cJSON *top, const char *key, int def, int *out,
+		    const char *what, struct fg_err *err)
+{
+	const cJSON *v = get(text, top, key);
+
+	if (is_null(v)) {
+		*out = def;
+		return 0;
+	}
+	if (!cJSON_IsBool(v))
+		return fg_err_set(err, FG_EFORMAT, "%s: key %s is not a boolean", what, key);
+	*out = cJSON_IsTrue(v);
+	return 0;
+}
+
+static int add_eos(struct fg_g4_config *c, const cJSON *v, const char *what, struct fg_err *err)
+{
+	const cJSON *it;
+	int i;
+
+	if (is_null(v))
+		return 0;
+	if (cJSON_IsNumber(v)) {
+		for (i = 0; i < c->n_eos; i++)
+			if (c->eos[i] == (int32_t)v->valuedouble)
+				return 0;
+		if (c->n_eos == FG_G4_MAX_EOS)
+			return fg_err_set(err, FG_EUNSUPPORTED, "%s: too many eos_token_id values", what);
+		c->eos[c->n_eos++] = (int32_t)v->valuedouble;
+		return 0;
+	}
+	if (!cJSON_IsArray(v))
+		return fg_err_set(err, FG_EFORMAT, "%s: key eos_token_id is not a number or list", what);
+	cJSON_ArrayForEach(it, v) {
+		if (!cJSON_IsNumber(it))
+			return fg_err_set(err, FG_EFORMAT, "%s: key eos_token_id holds a non-number", what);
+		if (add_eos(c, it, what, err))
+			return err ? err->code : FG_EFORMAT;
+	}
+	return 0;
+}
+
+static int parse_rope(struct fg_g4_rope *r, const cJSON *params, const char *type, int full,
+		      const char *what, struct fg_err *err)
+{
+	const cJSON *p = params ? cJSON_GetObjectItemCaseSensitive(params, type) : NULL;
+	const cJSON *v;
+	const char *rt;
+
+	/* transformers' defaults when rope_parameters is absent */
+	r->theta = full ? 1e6 : 1e4;
+	r->proportional = full;
+	r->partial = full ? 0.25 : 1.0;
+	r->factor = 1.0;
+	if (!params)
+		return 0;
+	if (!p || !cJSON_IsObject(p))
+		return BAD("key rope_parameters.%s is missing", type);
+	rt = fg_json_str(p, "rope_type");
+	if (!rt || !strcmp(rt, "default"))
+		r->proportional = 0;
+	else if (!strcmp(rt, "proportional"))
+		r->proportional = 1;
+	else
+		return BAD("key rope_parameters.%s.rope_type = \"%s\" is not supported (default, proportional)",
+			   type, rt);
+	v = cJSON_GetObjectItemCaseSensitive(p, "rope_theta");
+	if (!v || !cJSON_IsNumber(v) || v->valuedouble <= 0)
+		return BAD("key rope_parameters.%s.rope_theta is missing or not positive", type);
+	r->theta = v->valuedouble;
+	v = cJSON_GetObjectItemCaseSensitive(p, "partial_rotary_factor");
+	r->partial = 1.0;
+	if (v && cJSON_IsNumber(v)) {
+		if (v->valuedouble <= 0 || v->valuedouble > 1)
+			return BAD("key rope_parameters.%s.partial_rotary_factor = %g is out of range", type,
+				   v->valuedouble);
+		r->partial = v->valuedouble;
+	}
+	if (!r->proportional && r->partial != 1.0)
+		return BAD("key rope_parameters.%s.partial_rotary_factor = %g needs rope_type proportional", type,
+			   r->partial);
+	v = cJSON_GetObjectItemCaseSensitive(p, "factor");
+	if (v && cJSON_IsNumber(v)) {
+		if (v->valuedouble <= 0)
+			return BAD("key rope_parameters.%s.factor = %g is not positive", type, v->valuedouble);
+		r->factor = v->valuedouble;
+	}
+	return 0;
+}
+
+static int parse_quant(struct fg_g4_config *c, const cJSON *q, const char *what, struct fg_err *err)
+{
+	const cJSON *groups, *g;
+	const char *s;
+
+	if (is_null(q))
+		return 0;
+	s = fg_json_str(q, "quant_method");
+	if (!s || strcmp(s, "compressed-tensors"))
+		return BAD("key quantization_config.quant_method = \"%s\" is not supported (compressed-tensors)",
+			   s ? s : "");
+	s = fg_json_str(q, "format");
+	if (s && strcmp(s, "pack-quantized"))
+		return BAD("key quantization_config.format = \"%s\" is not supported (pack-quantized)", s);
+	groups = fg_json_obj(q, "config_groups");
+	if (!groups)
+		return BAD("key %s is missing", "quantization_config.config_groups");
+	cJSON_ArrayForEach(g, groups) {
+		const cJSON *w = fg_json_obj(g, "weights");
+		long long bits, gs;
+		const cJSON *sym;
+
+		if (!w)
+			return BAD("key quantization_config.config_groups.%s.weights is missing", g->string);
+		if (fg_json_int(w, "num_bits", &bits) || bits != 4)
+			return BAD("key quantization_config.config_groups.%s.weights.num_bits is not 4", g->string);
+		sym = cJSON_GetObjectItemCaseSensitive(w, "symmetric");
+		if (!cJSON_IsTrue(sym))
+			return BAD("key quantization_config.config_groups.%s.weights.symmetric must be true",
+				   g->string);
+		s = fg_json_str(w, "strategy");
+		if (!s || strcmp(s, "group"))
+			return BAD("key quantization_config.config_groups.%s.weights.strategy = \"%s\" is not "
+				   "supported (group)", g->string, s ? s : "");
+		s = fg_json_str(w, "type");
+		if (s && strcmp(s, "int"))
+			return BAD("key quantization_config.config_groups.%s.weights.type = \"%s\" is not "
+				   "supported (int)", g->string, s);
+		if (!is_null(cJSON_GetObjectItemCaseSensitive(w, "actorder")))
+			return BAD("key quantization_config.config_groups.%s.weights.actorder is not supported",
+				   g->string);
+		if (fg_json_int(w, "group_size", &gs) || gs < 8 || gs % 8)
+			return BAD("key quantization_config.config_groups.%s.weights.group_size is not a multiple "
+				   "of 8", g->string);
+		c->quant_group = (int)gs;
+	}
+	return 0;
+}
+
+int fg_g4_config_parse(struct fg_g4_config *c, const char *json, size_t len, const char *what,
+		       struct fg_err *err)
+{
+	cJSON *root = NULL;
+	const cJSON *text, *top, *v, *it;
+	const char *s;
+	int rc, i, b;
+
+	memset(c, 0, sizeof(*c));
+	if ((rc = fg_json_parse(&root, json, len, what, err)))
+		return rc;
+	rc = FG_EFORMAT;
+	if (!cJSON_IsObject(root)) {
+		fg_err_set(err, FG_EFORMAT, "%s: not a JSON object", what);
+		goto out;
+	}
+	top = root;
+	text = fg_json_obj(root, "text_config");
+	if (!text)
+		text = root;
+	s = fg_json_str(text, "model_type");
+	if (s && strcmp(s, "gemma4_text") && strcmp(s, "gemma4")) {
+		rc = BAD("key model_type = \"%s\" is not supported (gemma4_text)", s);
+		goto out;
+	}
+#define INT(key, def, lo, hi, dst) \
+	if ((rc = get_int(text, text == top ? NULL : top, key, def, lo, hi, dst, what, err))) goto out
+	INT("vocab_size", -1, 1, 1 << 24, &c->vocab);
+	INT("hidden_size", -1, 1, 1 << 16, &c->hidden);
+	INT("intermediate_size", -1, 1, 1 << 20, &c->inter);
+	INT("num_hidden_layers", -1, 1, FG_G4_MAX_LAYERS, &c->n_layers);
+	INT("num_attention_heads", -1, 1, 1024, &c->n_heads);
+	INT("num_key_value_heads", -1, 1, 1024, &c->n_kv_heads);
+	INT("head_dim", -1, 2, 4096, &c->head_dim);
+	INT("global_head_dim", 512, 2, 4096, &c->global_head_dim);
+	INT("hidden_size_per_layer_input", 256, 0, 1 << 16, &c->ple_dim);
+	INT("vocab_size_per_layer_input", c->vocab, 1, 1 << 24, &c->ple_vocab);
+	INT("sliding_window", 512, 1, 1 << 24, &c->sliding_window);
+	INT("num_kv_shared_layers", 0, 0, FG_G4_MAX_LAYERS, &c->n_kv_shared);
+	INT("max_position_embeddings", 131072, 1, 1 << 30, &c->max_position);
+#undef INT
+	if (c->n_heads % c->n_kv_heads) {
+		rc = BAD("key num_key_value_heads = %d does not divide num_attention_heads = %d", c->n_kv_heads,
+			 c->n_heads);
+		goto out;
+	}
+	if ((c->head_dim | c->global_head_dim) & 1) {
+		rc = BAD("key head_dim/global_head_dim = %d/%d must be even", c->head_dim, c->global_head_dim);
+		goto out;
+	}
+	if (c->n_kv_shared >= c->n_layers) {
+		rc = BAD("key num_kv_shared_layers = %d leaves no layer with its own KV", c->n_kv_shared);
+		goto out;
+	}
+	v = get(text, NULL, "rms_norm_eps");
+	c->eps = 1e-6f;
+	if (!is_null(v)) {
+		if (!cJSON_IsNumber(v) || v->valuedouble <= 0) {
+			rc = BAD("key rms_norm_eps is not a positive number%s", "");
+			goto out;
+		}
+		c->eps = (float)v->valuedouble;
+	}
+	v = get(text, NULL, "final_logit_softcapping");
+	if (!is_null(v)) {
+		if (!cJSON_IsNumber(v) || v->valuedouble < 0) {
+			rc = BAD("key final_logit_softcapping is not a non-negative number%s", "");
+			goto out;
+		}
+		c->softcap = (float)v->valuedouble;
+	}
+	s = fg_json_str(text, "hidden_activation");
+	if (s && strcmp(s, "gelu_pytorch_tanh")) {
+		rc = BAD("key hidden_activation = \"%s\" is not supported (gelu_pytorch_tanh)", s);
+		goto out;
+	}
+	if ((rc = get_bool(text, NULL, "enable_moe_block", 0, &b, what, err)))
+		goto out;
+	if (b) {
+		rc = BAD("key enable_moe_block = true is not supported%s", "");
+		goto out;
+	}
+	if ((rc = get_bool(text, NULL, "attention_k_eq_v", 0, &b, what, err)))
+		goto out;
+	if (b) {
+		rc = BAD("key attention_k_eq_v = true is not supported%s", "");
+		goto out;
+	}
+	if ((rc = get_bool(text, NULL, "attention_bias", 0, &b, what, err)))
+		goto out;
+	if (b) {
+		rc = BAD("key attention_bias = true is not supported%s", "");
+		goto out;
+	}
+	if ((rc = get_bool(text, NULL, "use_double_wide_mlp", 0, &c->double_wide_mlp, what, err)))
+		goto out;
+	if ((rc = get_bool(text, top == text ? NULL : top, "tie_word_embeddings", 1, &c->tie_embeddings, what,
+			   err)))
+		goto out;
+	v = get(text, NULL, "use_bidirectional_attention");
+	if (!is_null(v)) {
+		rc = BAD("key use_bidirectional_attention is not supported (only causal text)%s", "");
+		goto out;
+	}
+	v = get(text, top == text ? NULL : top, "bos_token_id");
+	c->bos = (v && cJSON_IsNumber(v)) ? (int)v->valuedouble : -1;
+	if ((rc = add_eos(c, get(text, NULL, "eos_token_id"), what, err)))
+		goto out;
+	if (top != text && (rc = add_eos(c, cJSON_GetObjectItemCaseSensitive(top, "eos_token_id"), what, err)))
+		goto out;
+
+	/* layer_types: as transformers, 5 sliding then 1 full when absent, and
+	 * the last layer always full */
+	v = get(text, NULL, "layer_types");
+	if (is_null(v)) {
+		for (i = 0; i < c->n_layers; i++)
+			c->layer_type[i] = ((i + 1) % 6) ? FG_G4_SLIDING : FG_G4_FULL;
+	} else {
+		if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != c->n_layers) {
+			rc = BAD("key layer_types must list num_hidden_layers = %d entries", c->n_layers);
+			goto out;
+		}
+		i = 0;
+		cJSON_ArrayForEach(it, v) {
+			if (cJSON_IsString(it) && !strcmp(it->valuestring, "sliding_attention"))
+				c->layer_type[i] = FG_G4_SLIDING;
+			else if (cJSON_IsString(it) && !strcmp(it->valuestring, "full_attention"))
+				c->layer_type[i] = FG_G4_FULL;
+			else {
+				rc = BAD("key layer_types[%d] is not sliding_attention or full_attention", i);
+				goto out;
+			}
+			i++;
+		}
+	}
+	c->layer_type[c->n_layers - 1] = FG_G4_FULL;
+	v = get(text, NULL, "rope_parameters");
+	if (!is_null(v) && !cJSON_IsObject(v)) {
+		rc = BAD("key rope_parameters is not an object%s", "");
+		goto out;
+	}
+	if ((rc = parse_rope(&c->rope[FG_G4_SLIDING], is_null(v) ? NULL : v, "sliding_attention", 0, what, err)) ||
+	    (rc = parse_rope(&c->rope[FG_G4_FULL], is_null(v) ? NULL : v, "full_attention", 1, what, err)))
+		goto out;
+	if ((rc = parse_quant(c, cJSON_GetObjectItemCaseSensitive(top, "quantization_config"), what, err)))
+		goto out;
+	for (i = 0; i < c->n_layers; i++)
+		if (fg_g4_kv_source(c, i) < 0) {
+			rc = BAD("key num_kv_shared_layers = %d: shared layer %d has no earlier layer of its type",
+				 c->n_kv_shared, i);
+			goto out;
+		}
+	rc = 0;
+out:
+	cJSON_Delete(root);
+	return rc;
+}
+
+int fg_g4_first_shared(const struct fg_g4_config *c)
+{
+	return c->n_layers - c->n_kv_shared;
+}
+
+int fg_g4_layer_head_dim(const struct fg_g4_config *c, int i)
+{
+	return c->layer_type[i] == FG_G4_FULL ? c->global_head_dim : c->head_dim;
+}
+
+int fg_g4_layer_inter(const struct fg_g4_config *c, int i)
+{
+	int shared = c->n_kv_shared > 0 && i >= fg_g4_first_shared(c);
+
+	return c->inter * ((c->double_wide_mlp && shared) ? 2 : 1);
+}
+
+int fg_g4_kv_source(const struct fg_g4_config *c, int i)
+{
+	int fs = fg_g4_first_shared(c), j;
+
+	if (i < fs)
+		return i;
+	for (j = fs - 1; j >= 0; j--)
+		if (c->layer_type[j] == c->layer_type[i])
+			return j;
+	return -1;
+}

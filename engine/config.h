@@ -1,0 +1,65 @@
+/* config.h - the Gemma 4 text configuration the engine runs, parsed from a
+ * checkpoint's config.json (text keys at the top level, or under
+ * "text_config" as google/gemma-4-E4B ships them). Defaults are those of
+ * transformers' Gemma4TextConfig; values the engine cannot run are refused
+ * with a message naming the key. */
+#ifndef FG_ENGINE_CONFIG_H
+#define FG_ENGINE_CONFIG_H
+
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "err.h"
+
+#define FG_G4_MAX_LAYERS 256
+#define FG_G4_MAX_EOS 8
+
+enum { FG_G4_SLIDING = 0, FG_G4_FULL = 1 };
+
+struct fg_g4_rope {
+	double theta;
+	int proportional;   /* rope_type "proportional" (else "default") */
+	double partial;     /* partial_rotary_factor (proportional only) */
+	double factor;      /* frequencies divided by it; 1 = none */
+};
+
+struct fg_g4_config {
+	int vocab;              /* vocab_size */
+	int hidden;             /* hidden_size */
+	int inter;              /* intermediate_size */
+	int n_layers;           /* num_hidden_layers */
+	int n_heads;            /* num_attention_heads */
+	int n_kv_heads;         /* num_key_value_heads */
+	int head_dim;           /* head_dim: sliding layers */
+	int global_head_dim;    /* global_head_dim: full layers (default 512) */
+	int ple_dim;            /* hidden_size_per_layer_input; 0 = no per-layer embeddings */
+	int ple_vocab;          /* vocab_size_per_layer_input */
+	int sliding_window;     /* sliding_window */
+	int n_kv_shared;        /* num_kv_shared_layers */
+	int double_wide_mlp;    /* use_double_wide_mlp: shared layers' MLP is 2 x inter */
+	int max_position;       /* max_position_embeddings */
+	float eps;              /* rms_norm_eps */
+	float softcap;          /* final_logit_softcapping; 0 = none */
+	int tie_embeddings;     /* tie_word_embeddings */
+	int bos;                /* bos_token_id, -1 if none */
+	int n_eos;
+	int32_t eos[FG_G4_MAX_EOS]; /* eos_token_id of the text and top-level config */
+	uint8_t layer_type[FG_G4_MAX_LAYERS]; /* FG_G4_SLIDING / FG_G4_FULL */
+	struct fg_g4_rope rope[2]; /* by layer type */
+	int quant_group;        /* quantization_config group size; 0 = not quantized */
+};
+
+/* Parses config.json text; what names it in messages. */
+int fg_g4_config_parse(struct fg_g4_config *c, const char *json, size_t len, const char *what,
+		       struct fg_err *err);
+
+/* Derived facts. */
+int fg_g4_first_shared(const struct fg_g4_config *c);          /* first layer without own KV */
+int fg_g4_layer_head_dim(const struct fg_g4_config *c, int i);
+int fg_g4_layer_inter(const struct fg_g4_config *c, int i);
+/* The layer whose KV cache layer i reads: itself, or for a shared layer the
+ * last non-shared layer of the same type. -1 if there is none. */
+int fg_g4_kv_source(const struct fg_g4_config *c, int i);
+
+#endif

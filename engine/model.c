@@ -1,0 +1,318 @@
+/* model.c - binds a checkpoint's tensors to struct fg_g4_model (model.h). */
+#include "engine/model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bf16.h"
+#include "buf.h"
+#include "fsutil.h"
+#include "safetensors.h"
+
+#define CONFIG_MAX ((size_t)4 << 20)
+
+static const struct fg_st_tensor *find(const struct fg_g4_model *m, const char *suffix)
+{
+	char name[512];
+
+	if ((size_t)snprintf(name, sizeof(name), "%s%s", m->prefix, suffix) >= sizeof(name))
+		return NULL;
+	return fg_st_find(m->st, name);
+}
+
+static int shape_is(const struct fg_st_tensor *t, int ndim, uint64_t a, uint64_t b)
+{
+	if (t->ndim != ndim)
+		return 0;
+	if (ndim >= 1 && t->shape[0] != a)
+		return 0;
+	if (ndim == 2 && t->shape[1] != b)
+		return 0;
+	return 1;
+}
+
+static void shape_str(const struct fg_st_tensor *t, char *buf, size_t n)
+{
+	size_t used = 0;
+	int i;
+
+	buf[0] = 0;
+	for (i = 0; i < t->ndim && used < n; i++)
+		used += (size_t)snprintf(buf + used, n - used, "%s%llu", i ? " x " : "",
+					 (unsigned long long)t->shape[i]);
+}
+
+/* Binds linear <name> of shape [rows][cols]; optional: absent is fine. */
+static int bind_lin(struct fg_g4_model *m, struct fg_lin *l, const char *name, int rows, int cols,
+		    int optional, struct fg_err *err)
+{
+	char key[512], sh[96];
+	const struct fg_st_tensor *t, *sc, *shp;
+
+	memset(l, 0, sizeof(*l));
+	l->rows = rows;
+	l->cols = cols;
+	snprintf(key, sizeof(key), "%s.weight", name);
+	if ((t = find(m, key))) {
+		if (t->dtype != FG_ST_BF16 && t->dtype != FG_ST_F32)
+			return fg_err_set(err, FG_EUNSUPPORTED, "tensor %s%s: dtype %s is not supported (BF16, F32)",
+					  m->prefix, key, fg_st_dtype_name(t->dtype));
+		if (!shape_is(t, 2, (uint64_t)rows, (uint64_t)cols)) {
+			shape_str(t, sh, sizeof(sh));
+			return fg_err_set(err, FG_EFORMAT, "tensor %s%s has shape %s, expected %d x %d", m->prefix, key,
+					  sh, rows, cols);
+		}
+		l->fmt = t->dtype == FG_ST_BF16 ? FG_W_BF16 : FG_W_F32;
+		l->w = t->data;
+		return 0;
+	}
+	snprintf(key, sizeof(key), "%s.weight_packed", name);
+	if ((t = find(m, key))) {
+		char k2[512];
+		int32_t dims[2];
+		uint64_t ngroups;
+
+		snprintf(k2, sizeof(k2), "%s.weight_scale", name);
+		sc = find(m, k2);
+		if (!sc)
+			return fg_err_set(err, FG_ENOTFOUND, "tensor %s%s is missing (beside %s)", m->prefix, k2, key);
+		snprintf(k2, sizeof(k2), "%s.weight_shape", name);
+		shp = find(m, k2);
+		if (shp) {
+			if (shp->dtype != FG_ST_I32 || shp->nelem != 2)
+				return fg_err_set(err, FG_EFORMAT, "tensor %s%s: expected 2 I32 values", m->prefix, k2);
+			memcpy(dims, shp->data, 8);
+			dims[0] = (int32_t)fg_le32(&dims[0]);
+			dims[1] = (int32_t)fg_le32(&dims[1]);
+			if (dims[0] != rows || dims[1] != cols)
+				return fg_err_set(err, FG_EFORMAT, "tensor %s%s says %d x %d, expected %d x %d",
+						  m->prefix, k2, dims[0], dims[1], rows, cols);
+		}
+		if (t->dtype != FG_ST_I32 || cols % 8 || !shape_is(t, 2, (uint64_t)rows, (uint64_t)cols / 8)) {
+			shape_str(t, sh, sizeof(sh));
+			return fg_err_set(err, FG_EFORMAT, "tensor %s%s has dtype %s shape %s, expected I32 %d x %d",
+					  m->prefix, key, fg_st_dtype_name(t->dtype), sh, rows, cols / 8);
+		}
+		snprintf(k2, sizeof(k2), "%s.weight_scale", name);
+		ngroups = sc->ndim == 2 ? sc->shape[1] : 0;
+		if (sc->dtype != FG_ST_BF16 || sc->ndim != 2 || sc->shape[0] != (uint64_t)rows || ngroups == 0 ||
+		    (uint64_t)cols % ngroups || ((uint64_t)cols / ngroups) % 8) {
+			shape_str(sc, sh, sizeof(sh));
+			return fg_err_set(err, FG_EFORMAT,
+					  "tensor %s%s has dtype %s shape %s: expected BF16 %d x (%d / group), group a "
+					  "multiple of 8", m->prefix, k2, fg_st_dtype_name(sc->dtype), sh, rows, cols);
+		}
+		l->fmt = FG_W_INT4;
+		l->w = t->data;
+		l->scale = sc->data;
+		l->group = (int)((uint64_t)cols / ngroups);
+		return 0;
+	}
+	if (optional)
+		return 0;
+	return fg_err_set(err, FG_ENOTFOUND, "tensor %s%s.weight is missing from the checkpoint", m->prefix, name);
+}
+
+/* A vector [n] widened to a new fp32 array. */
+static int bind_vec(struct fg_g4_model *m, float **out, const char *name, int n, struct fg_err *err)
+{
+	const struct fg_st_tensor *t = find(m, name);
+	char sh[96];
+	int i;
+
+	*out = NULL;
+	if (!t)
+		return fg_err_set(err, FG_ENOTFOUND, "tensor %s%s is missing from the checkpoint", m->prefix, name);
+	if ((t->dtype != FG_ST_BF16 && t->dtype != FG_ST_F32) || t->nelem != (uint64_t)n || t->ndim > 1) {
+		shape_str(t, sh, sizeof(sh));
+		return fg_err_set(err, FG_EFORMAT, "tensor %s%s has dtype %s shape [%s], expected BF16/F32 [%d]",
+				  m->prefix, name, fg_st_dtype_name(t->dtype), sh, n);
+	}
+	if (!(*out = malloc(sizeof(float) * (size_t)n)))
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	for (i = 0; i < n; i++) {
+		if (t->dtype == FG_ST_BF16)
+			(*out)[i] = fg_bf16_to_f32(fg_le16((const uint8_t *)t->data + 2 * (size_t)i));
+		else
+			memcpy(&(*out)[i], (const uint8_t *)t->data + 4 * (size_t)i, 4);
+	}
+	return 0;
+}
+
+static void note_format(struct fg_g4_model *m, const struct fg_lin *l, int *seen)
+{
+	int key = l->fmt == FG_W_INT4 ? 1000 + l->group : l->fmt;
+
+	if (!l->w)
+		return;
+	if (*seen == 0)
+		*seen = key;
+	else if (*seen != key)
+		*seen = -1;
+	(void)m;
+}
+
+int fg_g4_model_load(struct fg_g4_model **out, const char *dir, struct fg_err *err)
+{
+	struct fg_g4_model *m;
+	struct fg_buf path = FG_BUF_INIT, text = FG_BUF_INIT;
+	const struct fg_g4_config *c;
+	char name[160];
+	int rc, i, seen = 0;
+
+	*out = NULL;
+	if (!(m = calloc(1, sizeof(*m))))
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	if ((rc = fg_path_join(&path, dir, "config.json", err)) ||
+	    (rc = fg_file_read(path.data, CONFIG_MAX, &text, err)) ||
+	    (rc = fg_g4_config_parse(&m->cfg, text.data, text.len, path.data, err)))
+		goto fail;
+	c = &m->cfg;
+	if ((rc = fg_st_open(&m->st, dir, err)))
+		goto fail;
+	if (fg_st_find(m->st, "model.language_model.embed_tokens.weight"))
+		snprintf(m->prefix, sizeof(m->prefix), "model.language_model.");
+	else if (fg_st_find(m->st, "model.embed_tokens.weight"))
+		snprintf(m->prefix, sizeof(m->prefix), "model.");
+	else {
+		rc = fg_err_set(err, FG_ENOTFOUND,
+				"%s: tensor model.language_model.embed_tokens.weight (or model.embed_tokens.weight) is "
+				"missing from the checkpoint", dir);
+		goto fail;
+	}
+	if ((rc = bind_lin(m, &m->embed, "embed_tokens", c->vocab, c->hidden, 0, err)))
+		goto fail;
+	if (m->embed.fmt == FG_W_INT4) {
+		rc = fg_err_set(err, FG_EUNSUPPORTED, "tensor %sembed_tokens: an INT4 embedding is not supported",
+				m->prefix);
+		goto fail;
+	}
+	m->head = m->embed;
+	{
+		/* an untied (possibly INT4) head is "lm_head.*" at the top level */
+		char saved[64];
+
+		memcpy(saved, m->prefix, sizeof(saved));
+		m->prefix[0] = 0;
+		rc = bind_lin(m, &m->head, "lm_head", c->vocab, c->hidden, c->tie_embeddings, err);
+		memcpy(m->prefix, saved, sizeof(saved));
+		if (rc)
+			goto fail;
+		if (!m->head.w)
+			m->head = m->embed;
+	}
+	if ((rc = bind_vec(m, &m->final_norm, "norm.weight", c->hidden, err)))
+		goto fail;
+	if (c->ple_dim) {
+		if ((rc = bind_lin(m, &m->ple_embed, "embed_tokens_per_layer", c->ple_vocab, c->n_layers * c->ple_dim,
+				   0, err)) ||
+		    (rc = bind_lin(m, &m->ple_model_proj, "per_layer_model_projection", c->n_layers * c->ple_dim,
+				   c->hidden, 0, err)) ||
+		    (rc = bind_vec(m, &m->ple_proj_norm, "per_layer_projection_norm.weight", c->ple_dim, err)))
+			goto fail;
+		if (m->ple_embed.fmt == FG_W_INT4) {
+			rc = fg_err_set(err, FG_EUNSUPPORTED, "tensor %sembed_tokens_per_layer: INT4 is not supported",
+					m->prefix);
+			goto fail;
+		}
+		note_format(m, &m->ple_model_proj, &seen);
+	}
+	if (!(m->layers = calloc((size_t)c->n_layers, sizeof(*m->layers)))) {
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+		goto fail;
+	}
+	for (i = 0; i < c->n_layers; i++) {
+		struct fg_g4_layer *L = &m->layers[i];
+		int d = fg_g4_layer_head_dim(c, i), own = i < fg_g4_first_shared(c);
+		int H = c->hidden, qd = c->n_heads * d, kvd = c->n_kv_heads * d;
+
+		L->type = c->layer_type[i];
+		L->head_dim = d;
+		L->inter = fg_g4_layer_inter(c, i);
+		L->kv_src = fg_g4_kv_source(c, i);
+#define LIN(field, nm, r, cc)                                                        \
+	snprintf(name, sizeof(name), "layers.%d.%s", i, nm);                          \
+	if ((rc = bind_lin(m, &L->field, name, r, cc, 0, err)))                       \
+		goto fail;                                                            \
+	note_format(m, &L->field, &seen)
+#define VEC(field, nm, n)                                                            \
+	snprintf(name, sizeof(name), "layers.%d.%s", i, nm);                          \
+	if ((rc = bind_vec(m, &L->field, name, n, err)))                              \
+		goto fail
+		LIN(q, "self_attn.q_proj", qd, H);
+		LIN(o, "self_attn.o_proj", H, qd);
+		VEC(q_norm, "self_attn.q_norm.weight", d);
+		if (own) {
+			LIN(k, "self_attn.k_proj", kvd, H);
+			LIN(v, "self_attn.v_proj", kvd, H);
+			VEC(k_norm, "self_attn.k_norm.weight", d);
+		}
+		LIN(gate, "mlp.gate_proj", L->inter, H);
+		LIN(up, "mlp.up_proj", L->inter, H);
+		LIN(down, "mlp.down_proj", H, L->inter);
+		if (c->ple_dim) {
+			LIN(ple_gate, "per_layer_input_gate", c->ple_dim, H);
+			LIN(ple_proj, "per_layer_projection", H, c->ple_dim);
+			VEC(post_ple_norm, "post_per_layer_input_norm.weight", H);
+		}
+		VEC(in_norm, "input_layernorm.weight", H);
+		VEC(post_attn_norm, "post_attention_layernorm.weight", H);
+		VEC(pre_ffw_norm, "pre_feedforward_layernorm.weight", H);
+		VEC(post_ffw_norm, "post_feedforward_layernorm.weight", H);
+		{
+			float *s = NULL;
+
+			snprintf(name, sizeof(name), "layers.%d.layer_scalar", i);
+			if ((rc = bind_vec(m, &s, name, 1, err)))
+				goto fail;
+			L->scalar = s[0];
+			free(s);
+		}
+#undef LIN
+#undef VEC
+	}
+	if (seen == FG_W_BF16)
+		m->format = "bf16";
+	else if (seen == FG_W_F32)
+		m->format = "f32";
+	else if (seen >= 1000) {
+		snprintf(m->format_buf, sizeof(m->format_buf), "int4-g%d", seen - 1000);
+		m->format = m->format_buf;
+	} else
+		m->format = "mixed";
+	fg_buf_release(&path);
+	fg_buf_release(&text);
+	*out = m;
+	return 0;
+fail:
+	fg_buf_release(&path);
+	fg_buf_release(&text);
+	fg_g4_model_free(m);
+	return rc;
+}
+
+void fg_g4_model_free(struct fg_g4_model *m)
+{
+	int i;
+
+	if (!m)
+		return;
+	if (m->layers)
+		for (i = 0; i < m->cfg.n_layers; i++) {
+			struct fg_g4_layer *L = &m->layers[i];
+
+			free(L->q_norm);
+			free(L->k_norm);
+			free(L->in_norm);
+			free(L->post_attn_norm);
+			free(L->pre_ffw_norm);
+			free(L->post_ffw_norm);
+			free(L->post_ple_norm);
+		}
+	free(m->layers);
+	free(m->ple_proj_norm);
+	free(m->final_norm);
+	fg_st_free(m->st);
+	free(m);
+}

@@ -1,0 +1,54 @@
+/* model.h - a Gemma 4 text checkpoint bound to the engine: the config and
+ * every weight, mapped from safetensors (big matrices stay in the mapping;
+ * norm vectors and layer scalars, a few KB, are widened to fp32 copies).
+ *
+ * Tensor names: "<prefix>embed_tokens.weight", "<prefix>layers.<i>.self_attn.
+ * q_proj.weight", ... with prefix "model.language_model." (Gemma4ForConditional-
+ * Generation checkpoints such as google/gemma-4-E4B) or "model."
+ * (Gemma4ForCausalLM). A linear weight is either "<name>.weight" (BF16 or
+ * F32) or compressed-tensors INT4 "<name>.weight_packed" + ".weight_scale" +
+ * ".weight_shape". Shapes are checked against the config; a missing or
+ * misshapen tensor is an error that names it. */
+#ifndef FG_ENGINE_MODEL_H
+#define FG_ENGINE_MODEL_H
+
+#include "engine/config.h"
+#include "engine/cpu/ops.h"
+#include "err.h"
+
+struct fg_st_set;
+
+struct fg_g4_layer {
+	int type;          /* FG_G4_SLIDING / FG_G4_FULL */
+	int head_dim;      /* d: 256-style sliding, 512-style full */
+	int inter;         /* MLP width */
+	int kv_src;        /* layer whose KV cache this layer reads (itself if it owns one) */
+	struct fg_lin q, k, v, o;         /* q [heads*d][hidden]; k, v [kv_heads*d][hidden] (absent when shared); o [hidden][heads*d] */
+	struct fg_lin gate, up, down;     /* gate, up [inter][hidden]; down [hidden][inter] */
+	struct fg_lin ple_gate, ple_proj; /* per_layer_input_gate [ple][hidden]; per_layer_projection [hidden][ple] */
+	float *q_norm, *k_norm;           /* [d]; k_norm NULL when shared */
+	float *in_norm, *post_attn_norm, *pre_ffw_norm, *post_ffw_norm, *post_ple_norm; /* [hidden] */
+	float scalar;                     /* layer_scalar */
+};
+
+struct fg_g4_model {
+	struct fg_g4_config cfg;
+	struct fg_st_set *st;             /* owned: the mapping every fg_lin points into */
+	struct fg_lin embed;              /* embed_tokens [vocab][hidden] */
+	struct fg_lin head;               /* lm_head [vocab][hidden]; = embed when tied */
+	struct fg_lin ple_embed;          /* embed_tokens_per_layer [ple_vocab][layers*ple] */
+	struct fg_lin ple_model_proj;     /* per_layer_model_projection [layers*ple][hidden] */
+	float *ple_proj_norm;             /* per_layer_projection_norm [ple] */
+	float *final_norm;                /* norm [hidden] */
+	struct fg_g4_layer *layers;       /* [n_layers] */
+	char prefix[64];
+	const char *format;               /* "bf16", "f32", "int4-g<N>", "mixed" */
+	char format_buf[32];
+};
+
+/* Loads dir/config.json and the checkpoint in dir (model.safetensors or a
+ * sharded index). */
+int fg_g4_model_load(struct fg_g4_model **out, const char *dir, struct fg_err *err);
+void fg_g4_model_free(struct fg_g4_model *m);
+
+#endif

@@ -1,0 +1,362 @@
+/* test_engine.c - the CPU engine against transformers' answers for the tiny
+ * Gemma 4 fixtures (tests/fixtures/oracle/, made by tests/oracle/), plus
+ * thread-count and chunking determinism and the errors a user can cause. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tap.h"
+
+#include "engine/engine.h"
+#include "fsutil.h"
+#include "json.h"
+
+#define FIX "tests/fixtures/oracle"
+/* fp32 logits (range about +-25 after the softcap) may differ from
+ * transformers' by summation order only; on these fixtures transformers'
+ * own cached and uncached passes differ by up to 1.5e-3 and its GPU and CPU
+ * runs by up to 1.9e-3 (docs/engine.md). */
+#define TOL 5e-3
+
+struct oracle {
+	cJSON *json;
+	float *logits;
+	size_t n_floats;
+	int vocab;
+};
+
+static int load_oracle(struct oracle *o, const char *json_path, const char *bin_path)
+{
+	struct fg_buf b = FG_BUF_INIT, l = FG_BUF_INIT;
+	struct fg_err err = { 0 };
+	long long v;
+
+	memset(o, 0, sizeof(*o));
+	if (fg_file_read(json_path, 1 << 24, &b, &err) || fg_json_parse(&o->json, b.data, b.len, json_path, &err) ||
+	    fg_file_read(bin_path, 1 << 28, &l, &err)) {
+		printf("# %s\n", err.msg);
+		fg_buf_release(&b);
+		fg_buf_release(&l);
+		return -1;
+	}
+	fg_json_int(o->json, "vocab", &v);
+	o->vocab = (int)v;
+	o->n_floats = l.len / 4;
+	o->logits = (float *)(void *)fg_buf_detach(&l, NULL);
+	fg_buf_release(&b);
+	return 0;
+}
+
+static void free_oracle(struct oracle *o)
+{
+	cJSON_Delete(o->json);
+	free(o->logits);
+}
+
+static int32_t *ids_of(const cJSON *arr, int *n)
+{
+	int32_t *ids = malloc(sizeof(int32_t) * (size_t)(cJSON_GetArraySize(arr) + 1));
+	const cJSON *it;
+	int i = 0;
+
+	cJSON_ArrayForEach(it, arr) ids[i++] = (int32_t)it->valuedouble;
+	*n = i;
+	return ids;
+}
+
+struct gen {
+	int32_t ids[64];
+	int n;
+};
+
+static int on_token(void *user, int32_t tok, const float *logits, int n_vocab)
+{
+	struct gen *g = user;
+
+	(void)logits;
+	(void)n_vocab;
+	g->ids[g->n++] = tok;
+	return g->n >= 64;
+}
+
+static struct fg_engine *load(const char *dir, int threads, int window)
+{
+	struct fg_engine_opts o = { threads, window, 0, FG_DEVICE_CPU };
+	struct fg_engine *e = NULL;
+	struct fg_err err = { 0 };
+
+	if (fg_engine_load(&e, dir, &o, &err))
+		printf("# load %s: %s\n", dir, err.msg);
+	return e;
+}
+
+/* Every prompt of an oracle file: logits at all positions within TOL, and
+ * greedy continuation identical. */
+static void check_oracle(const char *dir, const char *json, const char *bin, int window, const char *label)
+{
+	struct oracle o;
+	struct fg_engine *e;
+	const cJSON *p;
+	double worst = 0;
+
+	if (load_oracle(&o, json, bin)) {
+		ok(0, "%s: oracle files readable", label);
+		return;
+	}
+	e = load(dir, 2, window);
+	ok(e != NULL, "%s: engine loads %s", label, dir);
+	if (!e) {
+		free_oracle(&o);
+		return;
+	}
+	is_int(fg_engine_vocab_size(e), o.vocab, "%s: vocab", label);
+	cJSON_ArrayForEach(p, fg_json_arr(o.json, "prompts")) {
+		int np, ng, i, npos;
+		int32_t *pr = ids_of(fg_json_arr(p, "prompt"), &np);
+		int32_t *gen = ids_of(fg_json_arr(p, "generated"), &ng);
+		int32_t *seq = malloc(sizeof(int32_t) * (size_t)(np + ng));
+		long long off;
+		float *lg;
+		double maxd = 0;
+		struct fg_err err = { 0 };
+		struct gen g = { { 0 }, 0 };
+		int same = 1;
+
+		memcpy(seq, pr, sizeof(int32_t) * (size_t)np);
+		memcpy(seq + np, gen, sizeof(int32_t) * (size_t)ng);
+		npos = np + ng;
+		fg_json_int(p, "logits_offset", &off);
+		lg = malloc(sizeof(float) * (size_t)npos * (size_t)o.vocab);
+		fg_engine_reset(e);
+		if (fg_engine_forward_logits(e, seq, (size_t)npos, 0, lg, &err) ||
+		    (size_t)off + (size_t)npos * (size_t)o.vocab > o.n_floats) {
+			ok(0, "%s: forward prompt of %d: %s", label, np, err.msg);
+		} else {
+			for (i = 0; i < npos * o.vocab; i++) {
+				double d = fabs((double)lg[i] - (double)o.logits[off + i]);
+
+				if (!(d <= maxd))
+					maxd = isnan(d) ? INFINITY : d;
+			}
+			ok(maxd <= TOL, "%s: prompt of %d + %d generated: logits at every position within %g (max |diff| %.3g)",
+			   label, np, ng, TOL, maxd);
+			if (maxd > worst)
+				worst = maxd;
+		}
+		if (fg_engine_generate(e, pr, (size_t)np, ng, on_token, &g, &err))
+			printf("# generate: %s\n", err.msg);
+		for (i = 0; i < ng; i++)
+			if (i >= g.n || g.ids[i] != gen[i])
+				same = 0;
+		ok(same && g.n == ng, "%s: prompt of %d: greedy %d tokens identical to transformers'", label, np, ng);
+		if (!same)
+			for (i = 0; i < g.n && i < ng; i++)
+				if (g.ids[i] != gen[i]) {
+					printf("#   first difference at step %d: %d vs %d\n", i, g.ids[i], gen[i]);
+					break;
+				}
+		free(pr);
+		free(gen);
+		free(seq);
+		free(lg);
+	}
+	printf("# %s: worst |logit diff| %.3g\n", label, worst);
+	fg_engine_free(e);
+	free_oracle(&o);
+}
+
+/* Logits of the longest prompt for a thread count; chunked = 0 feeds one
+ * token at a time (decode), 1 the whole sequence at once (prefill). */
+static float *run_seq(const char *dir, int threads, int one_by_one, int *n_out)
+{
+	static const int32_t seq[] = { 2, 17, 300, 5, 88, 410, 9, 9, 120, 311, 47, 260, 501, 3, 77, 190,
+				       64, 128, 255, 256, 100, 2, 400, 33, 34, 35, 480, 12, 6, 70 };
+	int n = (int)(sizeof(seq) / sizeof(seq[0])), V, i;
+	struct fg_engine *e = load(dir, threads, 0);
+	struct fg_err err = { 0 };
+	float *lg;
+
+	if (!e)
+		return NULL;
+	V = fg_engine_vocab_size(e);
+	lg = malloc(sizeof(float) * (size_t)n * (size_t)V);
+	if (!one_by_one)
+		fg_engine_forward_logits(e, seq, (size_t)n, 0, lg, &err);
+	else
+		for (i = 0; i < n; i++)
+			fg_engine_forward_logits(e, seq + i, 1, 0, lg + (size_t)i * (size_t)V, &err);
+	*n_out = n * V;
+	fg_engine_free(e);
+	return lg;
+}
+
+static void check_determinism(const char *dir, const char *label)
+{
+	int n1 = 0, n2 = 0, n3 = 0, n4 = 0;
+	float *a = run_seq(dir, 1, 0, &n1), *b = run_seq(dir, 2, 0, &n2), *c = run_seq(dir, 3, 0, &n3);
+	float *d = run_seq(dir, 2, 1, &n4);
+
+	ok(a && b && n1 == n2 && !memcmp(a, b, sizeof(float) * (size_t)n1), "%s: -j1 and -j2 logits bit-identical",
+	   label);
+	ok(a && c && n1 == n3 && !memcmp(a, c, sizeof(float) * (size_t)n1), "%s: -j1 and -j3 logits bit-identical",
+	   label);
+	ok(a && d && n1 == n4 && !memcmp(a, d, sizeof(float) * (size_t)n1),
+	   "%s: prefill in chunks and one-token decode bit-identical", label);
+	free(a);
+	free(b);
+	free(c);
+	free(d);
+}
+
+/* A scratch model folder: config text given, the bf16 fixture's weights. */
+static void scratch_model(char *dir, const char *config)
+{
+	char p[512], target[512], cwd[400];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/config.json", dir);
+	f = fopen(p, "w");
+	fputs(config, f);
+	fclose(f);
+	snprintf(p, sizeof(p), "%s/model.safetensors", dir);
+	unlink(p);
+	if (!getcwd(cwd, sizeof(cwd)))
+		cwd[0] = 0;
+	snprintf(target, sizeof(target), "%s/" FIX "/bf16/model.safetensors", cwd);
+	if (symlink(target, p))
+		perror("symlink");
+}
+
+static char *read_text(const char *path)
+{
+	struct fg_buf b = FG_BUF_INIT;
+	struct fg_err err = { 0 };
+
+	fg_file_read(path, 1 << 20, &b, &err);
+	return fg_buf_detach(&b, NULL);
+}
+
+/* config.json of the fixture with one edit applied to text_config (or the
+ * text_config flattened to the top level when key is NULL). */
+static char *edited_config(const char *key, cJSON *value)
+{
+	char *text = read_text(FIX "/bf16/config.json"), *out;
+	cJSON *root = cJSON_Parse(text), *tc = cJSON_GetObjectItem(root, "text_config");
+
+	free(text);
+	if (!key) {
+		cJSON *flat = cJSON_Duplicate(tc, 1);
+
+		cJSON_Delete(root);
+		out = cJSON_Print(flat);
+		cJSON_Delete(flat);
+		return out;
+	}
+	cJSON_ReplaceItemInObject(tc, key, value);
+	out = cJSON_Print(root);
+	cJSON_Delete(root);
+	return out;
+}
+
+static void check_errors(void)
+{
+	char dir[] = "/tmp/fg_test_engine_XXXXXX";
+	struct fg_engine *e = NULL;
+	struct fg_err err = { 0 };
+	char *cfg;
+	int rc;
+
+	if (!mkdtemp(dir)) {
+		ok(0, "mkdtemp");
+		return;
+	}
+	/* flat config (no text_config) gives the same logits as nested */
+	cfg = edited_config(NULL, NULL);
+	scratch_model(dir, cfg);
+	free(cfg);
+	{
+		int n1 = 0, n2 = 0;
+		float *a = run_seq(FIX "/bf16", 1, 0, &n1), *b = run_seq(dir, 1, 0, &n2);
+
+		ok(a && b && n1 == n2 && !memcmp(a, b, sizeof(float) * (size_t)n1),
+		   "config.json without text_config loads and gives the same logits");
+		free(a);
+		free(b);
+	}
+	cfg = edited_config("hidden_activation", cJSON_CreateString("silu"));
+	scratch_model(dir, cfg);
+	free(cfg);
+	rc = fg_engine_load(&e, dir, NULL, &err);
+	ok(rc == FG_EUNSUPPORTED && strstr(err.msg, "hidden_activation"), "unsupported config value names the key: %s",
+	   err.msg);
+	cfg = edited_config("enable_moe_block", cJSON_CreateTrue());
+	scratch_model(dir, cfg);
+	free(cfg);
+	rc = fg_engine_load(&e, dir, NULL, &err);
+	ok(rc == FG_EUNSUPPORTED && strstr(err.msg, "enable_moe_block"), "MoE config refused by key: %s", err.msg);
+	cfg = edited_config("num_kv_shared_layers", cJSON_CreateNumber(2));
+	scratch_model(dir, cfg);
+	free(cfg);
+	rc = fg_engine_load(&e, dir, NULL, &err);
+	ok(rc == FG_ENOTFOUND && strstr(err.msg, "layers.5.self_attn.k_proj.weight"),
+	   "a missing tensor is named: %s", err.msg);
+	cfg = edited_config("hidden_size", cJSON_CreateNumber(64));
+	scratch_model(dir, cfg);
+	free(cfg);
+	rc = fg_engine_load(&e, dir, NULL, &err);
+	ok(rc == FG_EFORMAT && strstr(err.msg, "embed_tokens.weight has shape 512 x 96"),
+	   "a misshapen tensor is named: %s", err.msg);
+
+	/* sequence limits */
+	e = load(FIX "/bf16", 1, 0);
+	if (e) {
+		int32_t *ids = calloc(200, sizeof(int32_t));
+		int i;
+
+		for (i = 0; i < 200; i++)
+			ids[i] = 3 + i;
+		is_int(fg_engine_max_seq(e), 128, "max sequence defaults to max_position_embeddings");
+		rc = fg_engine_generate(e, ids, 129, 4, NULL, NULL, &err);
+		ok(rc == FG_EINVAL && strstr(err.msg, "longer than the maximum"), "too long prompt refused: %s", err.msg);
+		rc = fg_engine_generate(e, ids, 100, 40, NULL, NULL, &err);
+		ok(rc == FG_EINVAL && strstr(err.msg, "exceeds the maximum"), "prompt + new tokens past the max refused: %s",
+		   err.msg);
+		fg_engine_reset(e);
+		rc = fg_engine_forward_logits(e, ids, 120, 1, NULL, &err);
+		is_int(rc, 0, "120 tokens fit");
+		rc = fg_engine_forward_logits(e, ids, 9, 1, NULL, &err);
+		ok(rc == FG_EINVAL, "forward past the cache refused: %s", err.msg);
+		ids[0] = 512;
+		fg_engine_reset(e);
+		rc = fg_engine_forward_logits(e, ids, 1, 1, NULL, &err);
+		ok(rc == FG_EINVAL && strstr(err.msg, "out of range"), "token id out of range refused: %s", err.msg);
+		is_int(fg_engine_is_eos(e, 1), 1, "eos 1");
+		is_int(fg_engine_is_eos(e, 106), 1, "eos 106 (top-level config)");
+		is_int(fg_engine_bos_id(e), 2, "bos 2");
+		free(ids);
+		fg_engine_free(e);
+	}
+	{
+		char p[512];
+
+		snprintf(p, sizeof(p), "%s/config.json", dir);
+		unlink(p);
+		snprintf(p, sizeof(p), "%s/model.safetensors", dir);
+		unlink(p);
+		rmdir(dir);
+	}
+}
+
+int main(void)
+{
+	check_oracle(FIX "/bf16", FIX "/bf16/oracle.json", FIX "/bf16/logits.bin", 0, "bf16");
+	check_oracle(FIX "/int4", FIX "/int4/oracle.json", FIX "/int4/logits.bin", 0, "int4");
+	check_oracle(FIX "/bf16", FIX "/bf16/oracle-window5.json", FIX "/bf16/logits-window5.bin", 5,
+		     "bf16 --sliding-window 5");
+	check_determinism(FIX "/bf16", "bf16");
+	check_determinism(FIX "/int4", "int4");
+	check_errors();
+	return tap_done();
+}
