@@ -1,0 +1,319 @@
+/* cmd_run.c - `fgpack run`: greedy generation with the embedded engine from
+ * a model folder (config.json + safetensors [+ tokenizer.json]). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "engine/engine.h"
+#include "fsutil.h"
+#include "json.h"
+
+#if defined(__has_include)
+#if __has_include("tokenizer.h")
+#define HAVE_TOKENIZER 1
+#include "tokenizer.h"
+#endif
+#endif
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: fgpack run --model DIR (--prompt TEXT | --ids ID,ID,...) [-n N] [--json]\n"
+		"                  [-j THREADS] [--sliding-window N] [--max-seq N] [--ignore-eos]\n\n"
+		"Generates N tokens greedily (the argmax at every step) with the embedded CPU\n"
+		"engine. DIR holds config.json and model.safetensors (bf16, f32 or INT4\n"
+		"compressed-tensors); --prompt encodes TEXT with DIR/tokenizer.json (with <bos>).\n\n"
+		"options:\n"
+		"  --model DIR          the model folder\n"
+		"  --prompt TEXT        prompt text (needs DIR/tokenizer.json)\n"
+		"  --ids LIST           prompt as comma-separated token ids\n"
+		"  -n N                 tokens to generate (default 32)\n"
+		"  -j THREADS           worker threads (default: online CPUs, at most 8); the\n"
+		"                       output is bit-identical for any value\n"
+		"  --sliding-window N   override the config's sliding window (e.g. 188)\n"
+		"  --max-seq N          KV cache size in tokens (default min(max_position, 8192))\n"
+		"  --ignore-eos         do not stop at an end-of-sequence token\n"
+		"  --json               print one JSON object (schema 1): generated_ids,\n"
+		"                       tokens_per_s, sliding_window, ...\n\n"
+		"Prints the generated text (or ids without a tokenizer) on stdout; a timing\n"
+		"line on stderr. A prompt longer than the maximum sequence is an error.\n");
+}
+
+struct run_state {
+	const struct fg_engine *e;
+	int32_t *ids;
+	int n, cap;
+	int ignore_eos;
+	int stopped_eos;
+	double t_first;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int on_token(void *user, int32_t tok, const float *logits, int n_vocab)
+{
+	struct run_state *s = user;
+
+	(void)logits;
+	(void)n_vocab;
+	if (s->n == 0)
+		s->t_first = now_s();
+	if (s->n < s->cap)
+		s->ids[s->n++] = tok;
+	if (!s->ignore_eos && fg_engine_is_eos(s->e, tok)) {
+		s->stopped_eos = 1;
+		return 1;
+	}
+	return 0;
+}
+
+static int parse_ids(const char *s, int32_t **out, size_t *n)
+{
+	size_t cap = 16, k = 0;
+	int32_t *ids = malloc(cap * sizeof(*ids));
+	const char *p = s;
+
+	if (!ids)
+		return -1;
+	while (*p) {
+		char num[24];
+		size_t len = strcspn(p, ",");
+		int v;
+
+		if (len == 0 || len >= sizeof(num))
+			goto bad;
+		memcpy(num, p, len);
+		num[len] = 0;
+		if (fg_parse_int(num, 0, 0x7fffffff, &v))
+			goto bad;
+		if (k == cap) {
+			int32_t *q = realloc(ids, 2 * cap * sizeof(*ids));
+
+			if (!q)
+				goto bad;
+			ids = q;
+			cap *= 2;
+		}
+		ids[k++] = v;
+		p += len;
+		if (*p == ',') {
+			p++;
+			if (!*p)
+				goto bad;
+		}
+	}
+	if (k == 0)
+		goto bad;
+	*out = ids;
+	*n = k;
+	return 0;
+bad:
+	free(ids);
+	return -1;
+}
+
+static void json_ids(cJSON *obj, const char *key, const int32_t *ids, size_t n)
+{
+	cJSON *a = cJSON_AddArrayToObject(obj, key);
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		cJSON_AddItemToArray(a, cJSON_CreateNumber(ids[i]));
+}
+
+int cmd_run(int argc, char **argv)
+{
+	const char *model = NULL, *prompt = NULL, *ids_arg = NULL;
+	int n_new = 32, json = 0, ignore_eos = 0, i, rc = FG_EXIT_FAIL;
+	struct fg_engine_opts o = { 0, 0, 0, FG_DEVICE_CPU };
+	struct fg_engine *e = NULL;
+	struct fg_err err = { 0 };
+	int32_t *prompt_ids = NULL;
+	size_t n_prompt = 0;
+	struct run_state st = { 0 };
+	struct fg_buf text = FG_BUF_INIT;
+	double t0, t1, prefill_s, decode_s, tps, ptps;
+	long ncpu;
+#ifdef HAVE_TOKENIZER
+	struct fg_tokenizer *tok = NULL;
+#endif
+
+	if (fg_cmd_wants_help(argc, argv)) {
+		usage(stdout);
+		return FG_EXIT_OK;
+	}
+	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	o.threads = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (int)ncpu;
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(a, "--json")) {
+			json = 1;
+			continue;
+		}
+		if (!strcmp(a, "--ignore-eos")) {
+			ignore_eos = 1;
+			continue;
+		}
+		if (!v)
+			return fg_cmd_usage_error("run", "unknown option or missing value: %s", a);
+		i++;
+		if (!strcmp(a, "--model"))
+			model = v;
+		else if (!strcmp(a, "--prompt"))
+			prompt = v;
+		else if (!strcmp(a, "--ids"))
+			ids_arg = v;
+		else if (!strcmp(a, "-n")) {
+			if (fg_parse_int(v, 0, 1 << 24, &n_new))
+				return fg_cmd_usage_error("run", "-n wants a count, not %s", v);
+		} else if (!strcmp(a, "-j")) {
+			if (fg_parse_int(v, 1, 256, &o.threads))
+				return fg_cmd_usage_error("run", "-j wants 1..256 threads, not %s", v);
+		} else if (!strcmp(a, "--sliding-window")) {
+			if (fg_parse_int(v, 1, 1 << 24, &o.sliding_window))
+				return fg_cmd_usage_error("run", "--sliding-window wants a positive size, not %s", v);
+		} else if (!strcmp(a, "--max-seq")) {
+			if (fg_parse_int(v, 1, 1 << 30, &o.max_seq))
+				return fg_cmd_usage_error("run", "--max-seq wants a positive size, not %s", v);
+		} else
+			return fg_cmd_usage_error("run", "unknown option %s", a);
+	}
+	if (!model)
+		return fg_cmd_usage_error("run", "--model DIR is required");
+	if (!prompt == !ids_arg)
+		return fg_cmd_usage_error("run", "give exactly one of --prompt and --ids");
+	if (ids_arg && parse_ids(ids_arg, &prompt_ids, &n_prompt))
+		return fg_cmd_usage_error("run", "--ids wants comma-separated token ids, not %s", ids_arg);
+
+	if (fg_engine_load(&e, model, &o, &err))
+		goto fail;
+#ifdef HAVE_TOKENIZER
+	{
+		struct fg_buf tp = FG_BUF_INIT;
+
+		if (fg_path_join(&tp, model, "tokenizer.json", &err)) {
+			fg_buf_release(&tp);
+			goto fail;
+		}
+		if (access(tp.data, R_OK) == 0 && fg_tokenizer_load(&tok, tp.data, &err)) {
+			fg_buf_release(&tp);
+			goto fail;
+		}
+		if (prompt && !tok) {
+			fg_err_set(&err, FG_ENOTFOUND, "%s: no tokenizer.json; --prompt needs one (or use --ids)", model);
+			fg_buf_release(&tp);
+			goto fail;
+		}
+		fg_buf_release(&tp);
+		if (prompt && fg_tokenizer_encode(tok, prompt, strlen(prompt), FG_TOK_ADD_SPECIAL, &prompt_ids,
+						  &n_prompt, &err))
+			goto fail;
+	}
+#else
+	if (prompt) {
+		fg_err_set(&err, FG_EUNSUPPORTED,
+			   "--prompt needs the tokenizer (lib/tokenizer.h), which this build lacks; use --ids");
+		goto fail;
+	}
+#endif
+	if (n_prompt == 0) {
+		fg_err_set(&err, FG_EINVAL, "the prompt is empty");
+		goto fail;
+	}
+	if (n_prompt > (size_t)fg_engine_max_seq(e)) {
+		fg_err_set(&err, FG_EINVAL, "prompt of %zu tokens is longer than the maximum sequence of %d", n_prompt,
+			   fg_engine_max_seq(e));
+		goto fail;
+	}
+	st.e = e;
+	st.ignore_eos = ignore_eos;
+	st.cap = n_new;
+	st.ids = malloc(sizeof(int32_t) * (size_t)(n_new ? n_new : 1));
+	if (!st.ids) {
+		fg_err_set(&err, FG_ENOMEM, "out of memory");
+		goto fail;
+	}
+	t0 = now_s();
+	if (fg_engine_generate(e, prompt_ids, n_prompt, n_new, on_token, &st, &err))
+		goto fail;
+	t1 = now_s();
+	if (st.n == 0)
+		st.t_first = t1;
+	prefill_s = st.t_first - t0;
+	decode_s = t1 - st.t_first;
+	ptps = prefill_s > 0 ? (double)n_prompt / prefill_s : 0;
+	/* the first token comes from the prefill; the rest are decode steps */
+	tps = st.n > 1 && decode_s > 0 ? (double)(st.n - 1) / decode_s : 0;
+
+#ifdef HAVE_TOKENIZER
+	if (tok && fg_tokenizer_decode(tok, st.ids, (size_t)st.n, &text, &err))
+		goto fail;
+#endif
+	if (json) {
+		cJSON *j = cJSON_CreateObject();
+
+		cJSON_AddNumberToObject(j, "schema", 1);
+		cJSON_AddStringToObject(j, "model", model);
+		json_ids(j, "prompt_ids", prompt_ids, n_prompt);
+		json_ids(j, "generated_ids", st.ids, (size_t)st.n);
+		if (text.data)
+			cJSON_AddStringToObject(j, "text", text.data);
+		cJSON_AddNumberToObject(j, "n_prompt", (double)n_prompt);
+		cJSON_AddNumberToObject(j, "n_generated", st.n);
+		cJSON_AddStringToObject(j, "stop", st.stopped_eos ? "eos" : "length");
+		cJSON_AddNumberToObject(j, "tokens_per_s", (double)(long long)(tps * 100 + 0.5) / 100);
+		cJSON_AddNumberToObject(j, "prefill_tokens_per_s", (double)(long long)(ptps * 100 + 0.5) / 100);
+		cJSON_AddNumberToObject(j, "seconds", (double)(long long)((t1 - t0) * 1e4 + 0.5) / 1e4);
+		cJSON_AddNumberToObject(j, "sliding_window", fg_engine_sliding_window(e));
+		cJSON_AddNumberToObject(j, "max_seq", fg_engine_max_seq(e));
+		cJSON_AddNumberToObject(j, "threads", fg_engine_threads(e));
+		cJSON_AddStringToObject(j, "weight_format", fg_engine_weight_format(e));
+		cJSON_AddStringToObject(j, "device", "cpu");
+		{
+			/* not a canonical file: cJSON's shortest-round-trip numbers read better */
+			char *s = cJSON_PrintUnformatted(j);
+
+			cJSON_Delete(j);
+			if (!s) {
+				fg_err_set(&err, FG_ENOMEM, "out of memory");
+				goto fail;
+			}
+			printf("%s\n", s);
+			cJSON_free(s);
+		}
+	} else {
+		if (text.data)
+			printf("%s\n", text.data);
+		else {
+			for (i = 0; i < st.n; i++)
+				printf("%s%d", i ? "," : "", st.ids[i]);
+			printf("\n");
+		}
+		fprintf(stderr, "fgpack run: %zu prompt tokens (%.1f tok/s), %d generated (%.2f tok/s), %s, window %d, %d threads\n",
+			n_prompt, ptps, st.n, tps, fg_engine_weight_format(e), fg_engine_sliding_window(e),
+			fg_engine_threads(e));
+	}
+	rc = FG_EXIT_OK;
+	goto done;
+fail:
+	rc = fg_cmd_fail("run", &err);
+done:
+	fg_engine_free(e);
+#ifdef HAVE_TOKENIZER
+	fg_tokenizer_free(tok);
+#endif
+	free(prompt_ids);
+	free(st.ids);
+	fg_buf_release(&text);
+	return rc;
+}
