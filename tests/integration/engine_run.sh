@@ -1,0 +1,53 @@
+#!/bin/sh
+# engine_run.sh - `fgpack run` on the tiny Gemma 4 fixtures: greedy tokens equal
+# to transformers' (read from the oracle JSON with python3, independently of
+# the engine), --json fields, -j1/-j2 identical output, --sliding-window, and
+# the errors a user can cause.
+. "$(dirname "$0")/../lib.sh"
+FIX=tests/fixtures/oracle
+PY=/usr/bin/python3
+
+# expected greedy continuation of prompt number $2 in oracle file $1, comma-separated
+expect() {
+	$PY -c 'import json,sys; p=json.load(open(sys.argv[1]))["prompts"][int(sys.argv[2])]; print(",".join(map(str,p["prompt"]))+" "+",".join(map(str,p["generated"])))' "$1" "$2"
+}
+
+for v in bf16 int4; do
+	for i in 0 1 2 3; do
+		set -- $(expect $FIX/$v/oracle.json $i)
+		got=$("$FGPACK" run --model $FIX/$v --ids "$1" -n 32 --ignore-eos -j 2 2>/dev/null)
+		if [ "$got" = "$2" ]; then ok "$v prompt $i: 32 greedy tokens equal transformers'"; else
+			not_ok "$v prompt $i: got $got, expected $2"; fi
+	done
+done
+set -- $(expect $FIX/bf16/oracle-window5.json 0)
+got=$("$FGPACK" run --model $FIX/bf16 --ids "$1" -n 32 --ignore-eos --sliding-window 5 2>/dev/null)
+if [ "$got" = "$2" ]; then ok "--sliding-window 5 equals transformers with sliding_window=5"; else
+	not_ok "--sliding-window 5: got $got, expected $2"; fi
+
+"$FGPACK" run --model $FIX/int4 --ids 2,17,300,5 -n 12 --json -j 1 >"$WORK/j1" 2>"$WORK/e1"
+"$FGPACK" run --model $FIX/int4 --ids 2,17,300,5 -n 12 --json -j 2 >"$WORK/j2" 2>"$WORK/e2"
+check "--json is one JSON object with the promised fields" $PY -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["schema"] == 1 and len(d["generated_ids"]) <= 12 and d["prompt_ids"] == [2, 17, 300, 5]
+assert d["tokens_per_s"] >= 0 and d["sliding_window"] == 8 and d["weight_format"] == "int4-g32"
+assert d["threads"] == 1 and d["stop"] in ("eos", "length")' "$WORK/j1"
+check "-j1 and -j2 generate the same ids" $PY -c '
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+assert a["generated_ids"] == b["generated_ids"] and b["threads"] == 2' "$WORK/j1" "$WORK/j2"
+"$FGPACK" run --model $FIX/bf16 --ids 2 -n 4 --json --sliding-window 188 >"$WORK/w" 2>&1
+check_grep "--json reports the window in use" '"sliding_window":188' "$WORK/w"
+
+long=$($PY -c 'print(",".join(str(3 + i % 500) for i in range(129)))')
+"$FGPACK" run --model $FIX/bf16 --ids "$long" -n 1 >"$WORK/long" 2>&1
+check_exit "a prompt longer than the maximum fails (exit 1)" 1 "$FGPACK" run --model $FIX/bf16 --ids "$long" -n 1
+check_grep "... and says why" "longer than the maximum sequence of 128" "$WORK/long"
+check_exit "token id out of range fails" 1 "$FGPACK" run --model $FIX/bf16 --ids 2,512 -n 1
+check_exit "missing --model is a usage error" 2 "$FGPACK" run --ids 2
+check_exit "both --prompt and --ids is a usage error" 2 "$FGPACK" run --model $FIX/bf16 --ids 2 --prompt hi
+check_exit "bad --ids is a usage error" 2 "$FGPACK" run --model $FIX/bf16 --ids 2,,3
+check_exit "a folder without a model fails" 1 "$FGPACK" run --model "$WORK" --ids 2
+check "run --help" "$FGPACK" run --help
+finish
