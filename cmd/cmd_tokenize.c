@@ -1,0 +1,223 @@
+/* cmd_tokenize.c - `fgpack tokenize`: text on stdin to a JSON array of token
+ * ids on stdout, or (--decode) ids back to text, with a tokenizer.json. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "buf.h"
+#include "cmd.h"
+#include "json.h"
+#include "tokenizer.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: fgpack tokenize --tokenizer PATH [--decode] [--lines] [--add-special] [--time]\n\n"
+		"Reads stdin and writes to stdout:\n"
+		"  (default)      the text's token ids as one JSON array\n"
+		"  --lines        one JSON array per input line (the line without its \"\\n\")\n"
+		"  --add-special  add the tokenizer's special tokens (Gemma: <bos> first)\n"
+		"  --decode       stdin holds JSON arrays of ids; writes the text they decode to\n"
+		"                 (with --lines: one array per line in, one JSON string per line out)\n"
+		"  --time         print the seconds spent encoding/decoding (load excluded) on stderr\n");
+}
+
+static int read_stdin(struct fg_buf *b, struct fg_err *err)
+{
+	char chunk[1 << 16];
+	size_t n;
+	int rc;
+
+	while ((n = fread(chunk, 1, sizeof(chunk), stdin)) > 0)
+		if ((rc = fg_buf_append(b, chunk, n, err)))
+			return rc;
+	if (ferror(stdin))
+		return fg_err_set(err, FG_EIO, "reading stdin failed");
+	return fg_buf_append(b, "", 0, err);
+}
+
+static int put_ids(struct fg_buf *o, const int32_t *ids, size_t n, struct fg_err *err)
+{
+	size_t i;
+	int rc;
+
+	if ((rc = fg_buf_putc(o, '[', err)))
+		return rc;
+	for (i = 0; i < n; i++) {
+		char tmp[16];
+		int k = 0;
+		uint32_t v = (uint32_t)ids[i];
+
+		if (i && (rc = fg_buf_putc(o, ',', err)))
+			return rc;
+		do {
+			tmp[k++] = (char)('0' + v % 10);
+			v /= 10;
+		} while (v);
+		while (k > 0)
+			if ((rc = fg_buf_putc(o, tmp[--k], err)))
+				return rc;
+	}
+	return fg_buf_puts(o, "]\n", err);
+}
+
+/* Parses one JSON array of ids from text[0, len) into *ids and *n. */
+static int parse_ids(const char *text, size_t len, int32_t **ids, size_t *n, struct fg_err *err)
+{
+	cJSON *j = NULL, *it;
+	size_t k = 0;
+	int rc;
+
+	*ids = NULL;
+	*n = 0;
+	if ((rc = fg_json_parse(&j, text, len, "ids", err)))
+		return rc;
+	if (!cJSON_IsArray(j)) {
+		cJSON_Delete(j);
+		return fg_err_set(err, FG_EFORMAT, "ids: expected a JSON array of token ids");
+	}
+	*ids = malloc(((size_t)cJSON_GetArraySize(j) + 1) * sizeof(int32_t));
+	if (!*ids) {
+		cJSON_Delete(j);
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	cJSON_ArrayForEach(it, j) {
+		if (!cJSON_IsNumber(it) || it->valuedouble != (double)(int32_t)it->valuedouble) {
+			cJSON_Delete(j);
+			free(*ids);
+			*ids = NULL;
+			return fg_err_set(err, FG_EFORMAT, "ids: item %zu is not an integer token id", k);
+		}
+		(*ids)[k++] = (int32_t)it->valuedouble;
+	}
+	*n = k;
+	cJSON_Delete(j);
+	return 0;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int run(const struct fg_tokenizer *tok, const struct fg_buf *in, int decode, int lines, int flags,
+	       struct fg_buf *out, struct fg_err *err)
+{
+	struct fg_tok_scratch *s = NULL;
+	int32_t *ids = NULL;
+	size_t n = 0, cap = 0, pos = 0;
+	int rc;
+
+	if ((rc = fg_tok_scratch_new(&s, err)))
+		return rc;
+	if (!decode && !lines) {
+		if (!(rc = fg_tokenizer_encode_append(tok, s, in->data, in->len, flags, &ids, &n, &cap, err)))
+			rc = put_ids(out, ids, n, err);
+		goto done;
+	}
+	while (!rc && pos < in->len) {
+		const char *nl = memchr(in->data + pos, '\n', in->len - pos);
+		size_t end = nl ? (size_t)(nl - in->data) : in->len;
+
+		if (!decode) {
+			n = 0;
+			if (!(rc = fg_tokenizer_encode_append(tok, s, in->data + pos, end - pos, flags, &ids, &n,
+							      &cap, err)))
+				rc = put_ids(out, ids, n, err);
+		} else {
+			int32_t *d = NULL;
+			size_t dn = 0, k;
+			struct fg_buf text = FG_BUF_INIT;
+
+			for (k = pos; k < end && (in->data[k] == ' ' || in->data[k] == '\t' || in->data[k] == '\r'); k++)
+				;
+			if (k < end || !lines) {
+				size_t lim = lines ? end : in->len;
+
+				if (!(rc = parse_ids(in->data + pos, lim - pos, &d, &dn, err)) &&
+				    !(rc = fg_tokenizer_decode(tok, d, dn, &text, err))) {
+					if (lines) {
+						if (!(rc = fg_buf_json_str(out, text.data, text.len, err)))
+							rc = fg_buf_putc(out, '\n', err);
+					} else {
+						rc = fg_buf_append(out, text.data, text.len, err);
+					}
+				}
+				if (!lines)
+					end = in->len;
+			}
+			free(d);
+			fg_buf_release(&text);
+		}
+		pos = end + 1;
+	}
+done:
+	free(ids);
+	fg_tok_scratch_free(s);
+	return rc;
+}
+
+int cmd_tokenize(int argc, char **argv)
+{
+	const char *path = NULL;
+	int decode = 0, lines = 0, flags = 0, timing = 0, i, rc;
+	struct fg_err err = { 0, "" };
+	struct fg_tokenizer *tok = NULL;
+	struct fg_buf in = FG_BUF_INIT, out = FG_BUF_INIT;
+	double t0, t1;
+
+	if (fg_cmd_wants_help(argc, argv)) {
+		usage(stdout);
+		return FG_EXIT_OK;
+	}
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--tokenizer") && i + 1 < argc)
+			path = argv[++i];
+		else if (!strcmp(argv[i], "--decode"))
+			decode = 1;
+		else if (!strcmp(argv[i], "--lines"))
+			lines = 1;
+		else if (!strcmp(argv[i], "--add-special"))
+			flags |= FG_TOK_ADD_SPECIAL;
+		else if (!strcmp(argv[i], "--time"))
+			timing = 1;
+		else
+			return fg_cmd_usage_error("tokenize", "unexpected argument '%s'", argv[i]);
+	}
+	if (!path)
+		return fg_cmd_usage_error("tokenize", "--tokenizer PATH is required");
+	if (decode && flags)
+		return fg_cmd_usage_error("tokenize", "--add-special applies to encoding only");
+	if ((rc = fg_tokenizer_load(&tok, path, &err)))
+		return fg_cmd_fail("tokenize", &err);
+	if ((rc = read_stdin(&in, &err)))
+		goto fail;
+	t0 = now_s();
+	rc = run(tok, &in, decode, lines, flags, &out, &err);
+	t1 = now_s();
+	if (rc)
+		goto fail;
+	if (timing)
+		fprintf(stderr, "%s_seconds %.6f bytes %zu\n", decode ? "decode" : "encode", t1 - t0, in.len);
+	if (out.len && fwrite(out.data, 1, out.len, stdout) != out.len) {
+		rc = fg_err_set(&err, FG_EIO, "writing stdout failed");
+		goto fail;
+	}
+	if (fflush(stdout)) {
+		rc = fg_err_set(&err, FG_EIO, "writing stdout failed");
+		goto fail;
+	}
+	fg_tokenizer_free(tok);
+	fg_buf_release(&in);
+	fg_buf_release(&out);
+	return FG_EXIT_OK;
+fail:
+	fg_tokenizer_free(tok);
+	fg_buf_release(&in);
+	fg_buf_release(&out);
+	return fg_cmd_fail("tokenize", &err);
+}

@@ -1,0 +1,2225 @@
+/* tokenizer.c - Gemma-kind tokenizer.json: loading, BPE encoding, decoding.
+ *
+ * Loading reads the 30+ MB file with a small purpose-built JSON scanner for
+ * model.vocab and model.merges (cJSON would spend most of a second building
+ * millions of nodes) and hands the small parts (added_tokens, normalizer,
+ * pre_tokenizer, post_processor, decoder, the model's scalars) to cJSON.
+ *
+ * Encoding follows the reference pipeline: added tokens are split off first
+ * (leftmost, longest match, on the raw text), each remaining section is
+ * normalized, pre-tokenized and run through BPE, then byte fallback and
+ * fuse_unk apply. BPE merges the lowest-ranked adjacent pair first, the
+ * leftmost on ties, with a binary heap over (rank, position).
+ *
+ * Gemma's Split pre-tokenizer never splits (the normalizer has already turned
+ * every " " into "▁"), so a whole line is one BPE word. To make that fast we
+ * cut it before each "▁" whose preceding character c never precedes "▁"
+ * inside any merge result: no merge can then join the two sides, and BPE on
+ * the parts gives exactly BPE on the whole. The parts repeat a lot and are
+ * cached per scratch. */
+#include "tokenizer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "fsutil.h"
+#include "json.h"
+
+#define MAX_TOKENIZER_BYTES ((size_t)512 << 20)
+#define MAX_IDS (1 << 26)
+#define JSON_MAX_DEPTH 64
+#define CACHE_SLOTS (1u << 16)
+#define CACHE_MAX_WORD 128
+#define NO_SYM (-1)
+
+/* "▁" U+2581, the word-boundary character of SentencePiece-style vocabularies. */
+#define WB_CP 0x2581u
+
+enum { N_REPLACE = 1, N_PREPEND };
+enum { SPLIT_REMOVED = 1, SPLIT_ISOLATED, SPLIT_MERGED_PREV, SPLIT_MERGED_NEXT, SPLIT_CONTIGUOUS };
+enum { D_REPLACE = 1, D_BYTEFALLBACK, D_FUSE, D_STRIP };
+
+struct ventry {
+	uint32_t off, len; /* piece bytes in arena */
+	int32_t id;
+};
+
+struct mslot {
+	uint64_t key; /* left id << 32 | right id; UINT64_MAX = empty */
+	int32_t rank;
+	int32_t result;
+};
+
+struct added {
+	int32_t id;
+	uint32_t off, len;
+	unsigned char lstrip, rstrip, special;
+};
+
+struct tnode {
+	int32_t child, sibling, added; /* added: index into tok->added or -1 */
+	unsigned char byte;
+};
+
+struct step {
+	int kind;
+	char *pat, *rep;
+	size_t pat_len, rep_len;
+	uint32_t strip_cp;
+	long long start, stop;
+};
+
+struct fg_tokenizer {
+	struct fg_buf arena; /* every piece's bytes */
+	int32_t n_ids;
+	uint32_t *piece_off, *piece_len; /* by id; piece_len UINT32_MAX = no piece */
+	unsigned char *tflags;
+	struct ventry *ents;
+	size_t n_ents, ents_cap;
+	struct vslot {
+		uint32_t tag;  /* high bits of the piece's hash */
+		int32_t ent;   /* entry index, -1 empty */
+	} *vslots;
+	size_t vmask;
+	struct mslot *mslots;
+	size_t mmask, n_merges;
+	int32_t byte_id[256];
+	int32_t ascii_id[128];
+	struct added *added;
+	size_t n_added;
+	struct tnode *trie;
+	size_t n_trie, trie_cap;
+	int32_t trie_root[256];
+	struct step *norm;
+	size_t n_norm;
+	int split_behavior; /* 0: no pre-tokenizer */
+	char *split_pat;
+	size_t split_len;
+	int32_t unk_id;
+	int byte_fallback, fuse_unk, ignore_merges;
+	uint32_t *glue; /* code points that precede "▁" inside some merge result, sorted */
+	size_t n_glue;
+	int32_t *tmpl_pre, *tmpl_post;
+	size_t n_pre, n_post;
+	int32_t bos_id, eos_id;
+	struct step *dec;
+	size_t n_dec;
+	int has_decoder;
+};
+
+/* ---- small helpers ---- */
+
+static uint64_t hash_bytes(const void *p, size_t n)
+{
+	const unsigned char *s = p;
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ (n * 0xff51afd7ed558ccdull);
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		uint64_t v;
+
+		memcpy(&v, s + i, 8);
+		h = (h ^ v) * 0x100000001b3ull;
+		h ^= h >> 29;
+	}
+	for (; i < n; i++)
+		h = (h ^ s[i]) * 0x100000001b3ull;
+	h ^= h >> 32;
+	h *= 0xd6e8feb86659fd93ull;
+	h ^= h >> 32;
+	return h;
+}
+
+static uint64_t hash_u64(uint64_t k)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	k *= 0xc4ceb9fe1a85ec53ull;
+	k ^= k >> 33;
+	return k;
+}
+
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 when s[0] does not
+ * start one (overlong, surrogate, above U+10FFFF, truncated). */
+static size_t utf8_len(const unsigned char *s, size_t rem, uint32_t *cp)
+{
+	unsigned c = s[0];
+
+	if (c < 0x80) {
+		*cp = c;
+		return 1;
+	}
+	if (c >= 0xc2 && c <= 0xdf) {
+		if (rem < 2 || (s[1] & 0xc0) != 0x80)
+			return 0;
+		*cp = ((c & 0x1fu) << 6) | (s[1] & 0x3fu);
+		return 2;
+	}
+	if (c >= 0xe0 && c <= 0xef) {
+		if (rem < 3 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80)
+			return 0;
+		if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] > 0x9f))
+			return 0;
+		*cp = ((c & 0x0fu) << 12) | ((s[1] & 0x3fu) << 6) | (s[2] & 0x3fu);
+		return 3;
+	}
+	if (c >= 0xf0 && c <= 0xf4) {
+		if (rem < 4 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80)
+			return 0;
+		if ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] > 0x8f))
+			return 0;
+		*cp = ((c & 0x07u) << 18) | ((s[1] & 0x3fu) << 12) | ((s[2] & 0x3fu) << 6) |
+		      (s[3] & 0x3fu);
+		return 4;
+	}
+	return 0;
+}
+
+static size_t utf8_put(char *o, uint32_t cp)
+{
+	if (cp < 0x80) {
+		o[0] = (char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		o[0] = (char)(0xc0 | (cp >> 6));
+		o[1] = (char)(0x80 | (cp & 0x3f));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		o[0] = (char)(0xe0 | (cp >> 12));
+		o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		o[2] = (char)(0x80 | (cp & 0x3f));
+		return 3;
+	}
+	o[0] = (char)(0xf0 | (cp >> 18));
+	o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+	o[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+	o[3] = (char)(0x80 | (cp & 0x3f));
+	return 4;
+}
+
+/* JavaScript's String.prototype.trim set (WhiteSpace and LineTerminator). */
+static int js_space(uint32_t c)
+{
+	return c == 0x09 || c == 0x0a || c == 0x0b || c == 0x0c || c == 0x0d || c == 0x20 ||
+	       c == 0xa0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 ||
+	       c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000 || c == 0xfeff;
+}
+
+static void *xcalloc(size_t n, size_t sz, struct fg_err *err)
+{
+	void *p = n && sz ? calloc(n, sz) : NULL;
+
+	if (n && sz && !p)
+		fg_err_set(err, FG_ENOMEM, "out of memory (%zu x %zu bytes)", n, sz);
+	return p;
+}
+
+static int grow_array(void **arr, size_t *cap, size_t need, size_t elem, struct fg_err *err)
+{
+	size_t nc;
+	void *p;
+
+	if (need <= *cap)
+		return 0;
+	nc = *cap ? *cap : 16;
+	while (nc < need)
+		nc *= 2;
+	if (fg_size_mul(nc, elem, &(size_t){ 0 }))
+		return fg_err_set(err, FG_ENOMEM, "array too large");
+	p = realloc(*arr, nc * elem);
+	if (!p)
+		return fg_err_set(err, FG_ENOMEM, "out of memory growing an array to %zu items", nc);
+	*arr = p;
+	*cap = nc;
+	return 0;
+}
+
+/* ---- vocabulary and merge tables ---- */
+
+static const char *piece_of(const struct fg_tokenizer *t, const struct ventry *e)
+{
+	return t->arena.data + e->off;
+}
+
+static int32_t vocab_find(const struct fg_tokenizer *t, const char *s, size_t n)
+{
+	uint64_t h;
+	uint32_t tag;
+	size_t i;
+
+	if (!t->vslots)
+		return -1;
+	h = hash_bytes(s, n);
+	tag = (uint32_t)(h >> 32);
+	for (i = h & t->vmask;; i = (i + 1) & t->vmask) {
+		int32_t e = t->vslots[i].ent;
+
+		if (e < 0)
+			return -1;
+		if (t->vslots[i].tag == tag && t->ents[e].len == n && !memcmp(piece_of(t, &t->ents[e]), s, n))
+			return e;
+	}
+}
+
+static int32_t lookup_id(const struct fg_tokenizer *t, const char *s, size_t n)
+{
+	int32_t e = vocab_find(t, s, n);
+
+	return e < 0 ? -1 : t->ents[e].id;
+}
+
+static void vocab_insert_slot(struct fg_tokenizer *t, int32_t e)
+{
+	uint64_t h = hash_bytes(piece_of(t, &t->ents[e]), t->ents[e].len);
+	size_t i;
+
+	for (i = h & t->vmask; t->vslots[i].ent >= 0; i = (i + 1) & t->vmask)
+		;
+	t->vslots[i].tag = (uint32_t)(h >> 32);
+	t->vslots[i].ent = e;
+}
+
+static const struct mslot *merge_find(const struct fg_tokenizer *t, int32_t a, int32_t b)
+{
+	uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
+	size_t i;
+
+	for (i = hash_u64(key) & t->mmask;; i = (i + 1) & t->mmask) {
+		const struct mslot *m = &t->mslots[i];
+
+		if (m->key == key)
+			return m;
+		if (m->key == UINT64_MAX)
+			return NULL;
+	}
+}
+
+/* ---- a JSON scanner for the large parts of tokenizer.json ---- */
+
+struct jcur {
+	const char *s, *p, *end;
+	const char *what;
+	struct fg_err *err;
+};
+
+static int jfail(struct jcur *c, const char *msg)
+{
+	return fg_err_set(c->err, FG_EFORMAT, "%s: %s at byte %zu", c->what, msg, (size_t)(c->p - c->s));
+}
+
+static void jws(struct jcur *c)
+{
+	while (c->p < c->end && (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t'))
+		c->p++;
+}
+
+static int jexpect(struct jcur *c, char ch)
+{
+	jws(c);
+	if (c->p >= c->end || *c->p != ch)
+		return fg_err_set(c->err, FG_EFORMAT, "%s: expected '%c' at byte %zu", c->what, ch,
+				  (size_t)(c->p - c->s));
+	c->p++;
+	return 0;
+}
+
+static int hexval(int ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+static int jhex4(struct jcur *c, uint32_t *v)
+{
+	int i;
+
+	if (c->end - c->p < 4)
+		return jfail(c, "short \\u escape");
+	*v = 0;
+	for (i = 0; i < 4; i++) {
+		int h = hexval((unsigned char)c->p[i]);
+
+		if (h < 0)
+			return jfail(c, "bad \\u escape");
+		*v = *v << 4 | (uint32_t)h;
+	}
+	c->p += 4;
+	return 0;
+}
+
+/* Decodes a string at the cursor into out (replacing its content). Lone
+ * surrogates become their 3-byte form, as Python's json would keep them. */
+static int jstr(struct jcur *c, struct fg_buf *out)
+{
+	const char *run;
+	int rc;
+
+	jws(c);
+	if (c->p >= c->end || *c->p != '"')
+		return jfail(c, "expected a string");
+	c->p++;
+	fg_buf_reset(out);
+	run = c->p;
+	for (;;) {
+		unsigned char ch;
+
+		if (c->p >= c->end)
+			return jfail(c, "unterminated string");
+		ch = (unsigned char)*c->p;
+		if (ch != '"' && ch != '\\' && ch >= 0x20) {
+			c->p++;
+			continue;
+		}
+		if ((rc = fg_buf_append(out, run, (size_t)(c->p - run), c->err)))
+			return rc;
+		if (ch == '"') {
+			c->p++;
+			if (!out->data && (rc = fg_buf_append(out, "", 0, c->err)))
+				return rc;
+			return 0;
+		}
+		if (ch < 0x20)
+			return jfail(c, "control character in string");
+		c->p++;
+		if (c->p >= c->end)
+			return jfail(c, "unterminated escape");
+		ch = (unsigned char)*c->p++;
+		switch (ch) {
+		case '"': case '\\': case '/':
+			rc = fg_buf_putc(out, (char)ch, c->err);
+			break;
+		case 'b': rc = fg_buf_putc(out, '\b', c->err); break;
+		case 'f': rc = fg_buf_putc(out, '\f', c->err); break;
+		case 'n': rc = fg_buf_putc(out, '\n', c->err); break;
+		case 'r': rc = fg_buf_putc(out, '\r', c->err); break;
+		case 't': rc = fg_buf_putc(out, '\t', c->err); break;
+		case 'u': {
+			uint32_t v, lo;
+			char u[4];
+
+			if ((rc = jhex4(c, &v)))
+				return rc;
+			if (v >= 0xd800 && v <= 0xdbff && c->end - c->p >= 6 && c->p[0] == '\\' &&
+			    c->p[1] == 'u') {
+				const char *save = c->p;
+
+				c->p += 2;
+				if ((rc = jhex4(c, &lo)))
+					return rc;
+				if (lo >= 0xdc00 && lo <= 0xdfff)
+					v = 0x10000 + ((v - 0xd800) << 10) + (lo - 0xdc00);
+				else
+					c->p = save;
+			}
+			rc = fg_buf_append(out, u, utf8_put(u, v), c->err);
+			break;
+		}
+		default:
+			c->p--;
+			return jfail(c, "bad escape");
+		}
+		if (rc)
+			return rc;
+		run = c->p;
+	}
+}
+
+static int jskip(struct jcur *c, int depth)
+{
+	jws(c);
+	if (c->p >= c->end)
+		return jfail(c, "unexpected end");
+	if (depth > JSON_MAX_DEPTH)
+		return jfail(c, "nested too deeply");
+	switch (*c->p) {
+	case '"':
+		c->p++;
+		while (c->p < c->end && *c->p != '"') {
+			if (*c->p == '\\')
+				c->p++;
+			c->p++;
+		}
+		if (c->p >= c->end)
+			return jfail(c, "unterminated string");
+		c->p++;
+		return 0;
+	case '{':
+	case '[': {
+		char close = *c->p == '{' ? '}' : ']';
+		int rc;
+
+		c->p++;
+		jws(c);
+		if (c->p < c->end && *c->p == close) {
+			c->p++;
+			return 0;
+		}
+		for (;;) {
+			if (close == '}') {
+				struct fg_buf k = FG_BUF_INIT;
+
+				rc = jstr(c, &k);
+				fg_buf_release(&k);
+				if (rc || (rc = jexpect(c, ':')))
+					return rc;
+			}
+			if ((rc = jskip(c, depth + 1)))
+				return rc;
+			jws(c);
+			if (c->p < c->end && *c->p == ',') {
+				c->p++;
+				continue;
+			}
+			return jexpect(c, close);
+		}
+	}
+	default:
+		while (c->p < c->end && (*c->p == '-' || *c->p == '+' || *c->p == '.' ||
+					 (*c->p >= '0' && *c->p <= '9') || (*c->p >= 'a' && *c->p <= 'z') ||
+					 (*c->p >= 'A' && *c->p <= 'Z')))
+			c->p++;
+		return 0;
+	}
+}
+
+static int jint(struct jcur *c, long long *v)
+{
+	int neg = 0, digits = 0;
+
+	jws(c);
+	*v = 0;
+	if (c->p < c->end && *c->p == '-') {
+		neg = 1;
+		c->p++;
+	}
+	while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
+		if (*v > (1ll << 40))
+			return jfail(c, "number too large");
+		*v = *v * 10 + (*c->p - '0');
+		c->p++;
+		digits++;
+	}
+	if (!digits || (c->p < c->end && (*c->p == '.' || *c->p == 'e' || *c->p == 'E')))
+		return jfail(c, "expected an integer");
+	if (neg)
+		*v = -*v;
+	return 0;
+}
+
+/* Parses the value at the cursor with cJSON (for the small parts). */
+static int jvalue_cjson(struct jcur *c, cJSON **out)
+{
+	const char *start;
+	int rc;
+
+	jws(c);
+	start = c->p;
+	if ((rc = jskip(c, 0)))
+		return rc;
+	return fg_json_parse(out, start, (size_t)(c->p - start), c->what, c->err);
+}
+
+/* Loops over an object's members: calls fn(c, key, ctx) with the cursor on each value. */
+static int jobject(struct jcur *c, int (*fn)(struct jcur *, const char *, size_t, void *), void *ctx)
+{
+	struct fg_buf key = FG_BUF_INIT;
+	int rc;
+
+	if ((rc = jexpect(c, '{')))
+		return rc;
+	jws(c);
+	if (c->p < c->end && *c->p == '}') {
+		c->p++;
+		return 0;
+	}
+	for (;;) {
+		if ((rc = jstr(c, &key)) || (rc = jexpect(c, ':')) || (rc = fn(c, key.data, key.len, ctx)))
+			break;
+		jws(c);
+		if (c->p < c->end && *c->p == ',') {
+			c->p++;
+			continue;
+		}
+		rc = jexpect(c, '}');
+		break;
+	}
+	fg_buf_release(&key);
+	return rc;
+}
+
+/* ---- loading ---- */
+
+struct pending_merge {
+	uint32_t a_off, a_len, b_off, b_len; /* in lctx.mtext */
+};
+
+struct lctx {
+	struct fg_tokenizer *t;
+	cJSON *root;  /* small top-level members */
+	cJSON *model; /* model scalars */
+	struct fg_buf tmp, tmp2;
+	struct fg_buf mtext; /* merge piece bytes */
+	struct pending_merge *merges;
+	size_t n_merges, merges_cap;
+	int saw_vocab, saw_merges;
+};
+
+static int add_piece(struct fg_tokenizer *t, const char *s, size_t n, int32_t id, struct fg_err *err)
+{
+	int rc;
+	struct ventry *e;
+
+	if (t->arena.len > UINT32_MAX - n - 1)
+		return fg_err_set(err, FG_EFORMAT, "vocabulary too large");
+	if ((rc = grow_array((void **)&t->ents, &t->ents_cap, t->n_ents + 1, sizeof(*t->ents), err)))
+		return rc;
+	e = &t->ents[t->n_ents++];
+	e->off = (uint32_t)t->arena.len;
+	e->len = (uint32_t)n;
+	e->id = id;
+	if ((rc = fg_buf_append(&t->arena, s, n, err)) || (rc = fg_buf_putc(&t->arena, 0, err)))
+		return rc;
+	return 0;
+}
+
+static int on_vocab_entry(struct jcur *c, const char *key, size_t klen, void *ctx)
+{
+	struct lctx *l = ctx;
+	long long id;
+	int rc;
+
+	if ((rc = jint(c, &id)))
+		return rc;
+	if (id < 0 || id >= MAX_IDS)
+		return jfail(c, "vocabulary id out of range");
+	return add_piece(l->t, key, klen, (int32_t)id, c->err);
+}
+
+static int on_merge(struct jcur *c, struct lctx *l)
+{
+	struct pending_merge *m;
+	const char *a, *b;
+	size_t alen, blen;
+	int rc;
+
+	jws(c);
+	if (c->p < c->end && *c->p == '[') {
+		c->p++;
+		if ((rc = jstr(c, &l->tmp)) || (rc = jexpect(c, ',')) || (rc = jstr(c, &l->tmp2)) ||
+		    (rc = jexpect(c, ']')))
+			return rc;
+		a = l->tmp.data;
+		alen = l->tmp.len;
+		b = l->tmp2.data;
+		blen = l->tmp2.len;
+	} else {
+		const char *sp;
+
+		if ((rc = jstr(c, &l->tmp)))
+			return rc;
+		sp = memchr(l->tmp.data, ' ', l->tmp.len);
+		if (!sp || memchr(sp + 1, ' ', l->tmp.len - (size_t)(sp + 1 - l->tmp.data)))
+			return jfail(c, "merge is not two pieces separated by one space");
+		a = l->tmp.data;
+		alen = (size_t)(sp - a);
+		b = sp + 1;
+		blen = l->tmp.len - alen - 1;
+	}
+	if (l->mtext.len > UINT32_MAX - alen - blen)
+		return jfail(c, "merges too large");
+	if ((rc = grow_array((void **)&l->merges, &l->merges_cap, l->n_merges + 1, sizeof(*l->merges),
+			     c->err)))
+		return rc;
+	m = &l->merges[l->n_merges++];
+	m->a_off = (uint32_t)l->mtext.len;
+	m->a_len = (uint32_t)alen;
+	m->b_off = (uint32_t)(l->mtext.len + alen);
+	m->b_len = (uint32_t)blen;
+	if ((rc = fg_buf_append(&l->mtext, a, alen, c->err)) ||
+	    (rc = fg_buf_append(&l->mtext, b, blen, c->err)))
+		return rc;
+	return 0;
+}
+
+static int on_model_member(struct jcur *c, const char *key, size_t klen, void *ctx)
+{
+	struct lctx *l = ctx;
+	cJSON *v;
+	int rc;
+
+	(void)klen;
+	if (!strcmp(key, "vocab")) {
+		jws(c);
+		if (c->p < c->end && *c->p == '[')
+			return fg_err_set(c->err, FG_EUNSUPPORTED,
+					  "%s: model.vocab is a list of [piece, score] pairs (a Unigram model): "
+					  "not supported, only BPE",
+					  c->what);
+		l->saw_vocab = 1;
+		return jobject(c, on_vocab_entry, l);
+	}
+	if (!strcmp(key, "merges")) {
+		l->saw_merges = 1;
+		if ((rc = jexpect(c, '[')))
+			return rc;
+		jws(c);
+		if (c->p < c->end && *c->p == ']') {
+			c->p++;
+			return 0;
+		}
+		for (;;) {
+			if ((rc = on_merge(c, l)))
+				return rc;
+			jws(c);
+			if (c->p < c->end && *c->p == ',') {
+				c->p++;
+				continue;
+			}
+			return jexpect(c, ']');
+		}
+	}
+	if ((rc = jvalue_cjson(c, &v)))
+		return rc;
+	cJSON_AddItemToObject(l->model, key, v);
+	return 0;
+}
+
+static int on_root_member(struct jcur *c, const char *key, size_t klen, void *ctx)
+{
+	struct lctx *l = ctx;
+	cJSON *v;
+	int rc;
+
+	(void)klen;
+	if (!strcmp(key, "model")) {
+		jws(c);
+		if (c->p < c->end && *c->p == 'n')
+			return jfail(c, "model is null");
+		return jobject(c, on_model_member, l);
+	}
+	if (strcmp(key, "added_tokens") && strcmp(key, "normalizer") && strcmp(key, "pre_tokenizer") &&
+	    strcmp(key, "post_processor") && strcmp(key, "decoder"))
+		return jskip(c, 0);
+	if ((rc = jvalue_cjson(c, &v)))
+		return rc;
+	cJSON_AddItemToObject(l->root, key, v);
+	return 0;
+}
+
+static const char *jtype(const cJSON *o)
+{
+	const char *s = fg_json_str(o, "type");
+
+	return s ? s : "(no type)";
+}
+
+static int is_null(const cJSON *o)
+{
+	return !o || cJSON_IsNull(o);
+}
+
+static int dup_str(char **out, size_t *len, const char *s, struct fg_err *err)
+{
+	*len = strlen(s);
+	*out = malloc(*len + 1);
+	if (!*out)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	memcpy(*out, s, *len + 1);
+	return 0;
+}
+
+/* A {"String": s} pattern; Regex patterns are refused. */
+static int string_pattern(const cJSON *o, const char *where, const char **out, struct fg_err *err)
+{
+	const cJSON *pat = fg_json_obj(o, "pattern");
+	const char *s = pat ? fg_json_str(pat, "String") : NULL;
+
+	if (pat && fg_json_str(pat, "Regex"))
+		return fg_err_set(err, FG_EUNSUPPORTED, "%s with a Regex pattern is not supported", where);
+	if (!s)
+		return fg_err_set(err, FG_EFORMAT, "%s has no String pattern", where);
+	if (!*s)
+		return fg_err_set(err, FG_EUNSUPPORTED, "%s with an empty pattern is not supported", where);
+	*out = s;
+	return 0;
+}
+
+static int add_step(struct step **arr, size_t *n, struct step **out, struct fg_err *err)
+{
+	struct step *p = realloc(*arr, (*n + 1) * sizeof(**arr));
+
+	if (!p)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	*arr = p;
+	*out = &p[(*n)++];
+	memset(*out, 0, sizeof(**out));
+	return 0;
+}
+
+static int load_normalizer(struct fg_tokenizer *t, const cJSON *o, struct fg_err *err)
+{
+	const char *type = jtype(o), *pat, *content;
+	struct step *s;
+	int rc;
+
+	if (!strcmp(type, "Sequence")) {
+		const cJSON *list = fg_json_arr(o, "normalizers"), *it;
+
+		if (!list)
+			return fg_err_set(err, FG_EFORMAT, "normalizer Sequence without normalizers");
+		cJSON_ArrayForEach(it, list)
+			if ((rc = load_normalizer(t, it, err)))
+				return rc;
+		return 0;
+	}
+	if (!strcmp(type, "Replace")) {
+		if ((rc = string_pattern(o, "normalizer Replace", &pat, err)))
+			return rc;
+		if (!(content = fg_json_str(o, "content")))
+			return fg_err_set(err, FG_EFORMAT, "normalizer Replace without content");
+		if ((rc = add_step(&t->norm, &t->n_norm, &s, err)))
+			return rc;
+		s->kind = N_REPLACE;
+		if ((rc = dup_str(&s->pat, &s->pat_len, pat, err)) ||
+		    (rc = dup_str(&s->rep, &s->rep_len, content, err)))
+			return rc;
+		return 0;
+	}
+	if (!strcmp(type, "Prepend")) {
+		if (!(content = fg_json_str(o, "prepend")))
+			return fg_err_set(err, FG_EFORMAT, "normalizer Prepend without prepend");
+		if ((rc = add_step(&t->norm, &t->n_norm, &s, err)))
+			return rc;
+		s->kind = N_PREPEND;
+		return dup_str(&s->rep, &s->rep_len, content, err);
+	}
+	return fg_err_set(err, FG_EUNSUPPORTED,
+			  "normalizer %s is not supported (supported: Replace with a String pattern, "
+			  "Prepend, Sequence of those)",
+			  type);
+}
+
+static int load_pre_tokenizer(struct fg_tokenizer *t, const cJSON *o, struct fg_err *err)
+{
+	const char *type = jtype(o), *pat, *beh;
+	const cJSON *inv;
+	int rc;
+
+	if (!strcmp(type, "Sequence")) {
+		const cJSON *list = fg_json_arr(o, "pretokenizers");
+
+		if (list && cJSON_GetArraySize(list) == 0)
+			return 0;
+		if (list && cJSON_GetArraySize(list) == 1)
+			return load_pre_tokenizer(t, cJSON_GetArrayItem(list, 0), err);
+		return fg_err_set(err, FG_EUNSUPPORTED,
+				  "a Sequence of several pre-tokenizers is not supported");
+	}
+	if (strcmp(type, "Split"))
+		return fg_err_set(err, FG_EUNSUPPORTED,
+				  "pre-tokenizer %s is not supported (supported: Split on a String pattern)",
+				  type);
+	if ((rc = string_pattern(o, "pre-tokenizer Split", &pat, err)))
+		return rc;
+	inv = cJSON_GetObjectItemCaseSensitive(o, "invert");
+	if (cJSON_IsTrue(inv))
+		return fg_err_set(err, FG_EUNSUPPORTED, "pre-tokenizer Split with invert is not supported");
+	beh = fg_json_str(o, "behavior");
+	if (!beh)
+		return fg_err_set(err, FG_EFORMAT, "pre-tokenizer Split without behavior");
+	if (!strcmp(beh, "Removed"))
+		t->split_behavior = SPLIT_REMOVED;
+	else if (!strcmp(beh, "Isolated"))
+		t->split_behavior = SPLIT_ISOLATED;
+	else if (!strcmp(beh, "MergedWithPrevious"))
+		t->split_behavior = SPLIT_MERGED_PREV;
+	else if (!strcmp(beh, "MergedWithNext"))
+		t->split_behavior = SPLIT_MERGED_NEXT;
+	else if (!strcmp(beh, "Contiguous"))
+		t->split_behavior = SPLIT_CONTIGUOUS;
+	else
+		return fg_err_set(err, FG_EUNSUPPORTED, "pre-tokenizer Split behavior %s is not supported",
+				  beh);
+	return dup_str(&t->split_pat, &t->split_len, pat, err);
+}
+
+static int load_decoder(struct fg_tokenizer *t, const cJSON *o, struct fg_err *err)
+{
+	const char *type = jtype(o), *pat, *content;
+	struct step *s;
+	int rc;
+
+	if (!strcmp(type, "Sequence")) {
+		const cJSON *list = fg_json_arr(o, "decoders"), *it;
+
+		if (!list)
+			return fg_err_set(err, FG_EFORMAT, "decoder Sequence without decoders");
+		cJSON_ArrayForEach(it, list)
+			if ((rc = load_decoder(t, it, err)))
+				return rc;
+		return 0;
+	}
+	if (!strcmp(type, "Replace")) {
+		if ((rc = string_pattern(o, "decoder Replace", &pat, err)))
+			return rc;
+		if (!(content = fg_json_str(o, "content")))
+			return fg_err_set(err, FG_EFORMAT, "decoder Replace without content");
+		if ((rc = add_step(&t->dec, &t->n_dec, &s, err)))
+			return rc;
+		s->kind = D_REPLACE;
+		if ((rc = dup_str(&s->pat, &s->pat_len, pat, err)) ||
+		    (rc = dup_str(&s->rep, &s->rep_len, content, err)))
+			return rc;
+		return 0;
+	}
+	if (!strcmp(type, "ByteFallback") || !strcmp(type, "Fuse")) {
+		if ((rc = add_step(&t->dec, &t->n_dec, &s, err)))
+			return rc;
+		s->kind = type[0] == 'B' ? D_BYTEFALLBACK : D_FUSE;
+		return 0;
+	}
+	if (!strcmp(type, "Strip")) {
+		uint32_t cp;
+
+		content = fg_json_str(o, "content");
+		if (!content || !*content ||
+		    utf8_len((const unsigned char *)content, strlen(content), &cp) != strlen(content))
+			return fg_err_set(err, FG_EFORMAT, "decoder Strip content must be one character");
+		if ((rc = add_step(&t->dec, &t->n_dec, &s, err)))
+			return rc;
+		s->kind = D_STRIP;
+		s->strip_cp = cp;
+		if (fg_json_int(o, "start", &s->start) || fg_json_int(o, "stop", &s->stop) ||
+		    s->start < 0 || s->stop < 0)
+			return fg_err_set(err, FG_EFORMAT, "decoder Strip needs start and stop counts");
+		return 0;
+	}
+	return fg_err_set(err, FG_EUNSUPPORTED,
+			  "decoder %s is not supported (supported: Replace, ByteFallback, Fuse, Strip, "
+			  "Sequence)",
+			  type);
+}
+
+static int load_post_processor(struct fg_tokenizer *t, const cJSON *o, struct fg_err *err)
+{
+	const cJSON *single, *it, *specials;
+	int seen_seq = 0;
+
+	if (strcmp(jtype(o), "TemplateProcessing"))
+		return fg_err_set(err, FG_EUNSUPPORTED,
+				  "post-processor %s is not supported (supported: TemplateProcessing)",
+				  jtype(o));
+	single = fg_json_arr(o, "single");
+	specials = fg_json_obj(o, "special_tokens");
+	if (!single)
+		return fg_err_set(err, FG_EFORMAT, "TemplateProcessing without single");
+	cJSON_ArrayForEach(it, single) {
+		const cJSON *sp = fg_json_obj(it, "SpecialToken");
+		const cJSON *ids;
+		const char *name;
+		const cJSON *idv;
+
+		if (fg_json_obj(it, "Sequence")) {
+			seen_seq = 1;
+			continue;
+		}
+		if (!sp || !(name = fg_json_str(sp, "id")))
+			return fg_err_set(err, FG_EFORMAT, "TemplateProcessing item is neither Sequence nor SpecialToken");
+		ids = specials ? fg_json_arr(fg_json_obj(specials, name), "ids") : NULL;
+		if (ids) {
+			cJSON_ArrayForEach(idv, ids) {
+				int32_t **arr = seen_seq ? &t->tmpl_post : &t->tmpl_pre;
+				size_t *n = seen_seq ? &t->n_post : &t->n_pre;
+				int32_t *p;
+
+				if (!cJSON_IsNumber(idv) || idv->valuedouble < 0 || idv->valuedouble >= t->n_ids)
+					return fg_err_set(err, FG_EFORMAT, "TemplateProcessing: bad id for %s", name);
+				p = realloc(*arr, (*n + 1) * sizeof(**arr));
+				if (!p)
+					return fg_err_set(err, FG_ENOMEM, "out of memory");
+				p[(*n)++] = (int32_t)idv->valuedouble;
+				*arr = p;
+			}
+		} else {
+			int32_t id = lookup_id(t, name, strlen(name));
+			int32_t **arr = seen_seq ? &t->tmpl_post : &t->tmpl_pre;
+			size_t *n = seen_seq ? &t->n_post : &t->n_pre;
+			int32_t *p;
+
+			if (id < 0)
+				return fg_err_set(err, FG_EFORMAT, "TemplateProcessing: unknown token %s", name);
+			p = realloc(*arr, (*n + 1) * sizeof(**arr));
+			if (!p)
+				return fg_err_set(err, FG_ENOMEM, "out of memory");
+			p[(*n)++] = id;
+			*arr = p;
+		}
+	}
+	return 0;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int glue_has(const struct fg_tokenizer *t, uint32_t cp)
+{
+	size_t lo = 0, hi = t->n_glue;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (t->glue[mid] == cp)
+			return 1;
+		if (t->glue[mid] < cp)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return 0;
+}
+
+/* Records every code point that precedes "▁" inside s. */
+static int note_glue(struct fg_tokenizer *t, const char *s, size_t n, size_t *cap, struct fg_err *err)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t i = 0;
+	uint32_t prev = UINT32_MAX, cp;
+	int rc;
+
+	while (i < n) {
+		size_t l = utf8_len(u + i, n - i, &cp);
+
+		if (!l) {
+			l = 1;
+			cp = UINT32_MAX - 1;
+		}
+		if (cp == WB_CP && prev != UINT32_MAX) {
+			if ((rc = grow_array((void **)&t->glue, cap, t->n_glue + 1, sizeof(*t->glue), err)))
+				return rc;
+			t->glue[t->n_glue++] = prev;
+		}
+		prev = cp;
+		i += l;
+	}
+	return 0;
+}
+
+static int trie_add(struct fg_tokenizer *t, const char *s, size_t n, int32_t added_idx, struct fg_err *err)
+{
+	int32_t node = -1;
+	size_t i;
+	int rc;
+
+	for (i = 0; i < n; i++) {
+		unsigned char b = (unsigned char)s[i];
+		int32_t *link = node < 0 ? &t->trie_root[b] : &t->trie[node].child;
+		int32_t cur = *link, found = -1;
+
+		if (node < 0)
+			found = cur;
+		else
+			for (; cur >= 0; cur = t->trie[cur].sibling)
+				if (t->trie[cur].byte == b) {
+					found = cur;
+					break;
+				}
+		if (found < 0) {
+			if ((rc = grow_array((void **)&t->trie, &t->trie_cap, t->n_trie + 1, sizeof(*t->trie),
+					     err)))
+				return rc;
+			link = node < 0 ? &t->trie_root[b] : &t->trie[node].child; /* realloc moved it */
+			found = (int32_t)t->n_trie++;
+			t->trie[found].byte = b;
+			t->trie[found].child = -1;
+			t->trie[found].added = -1;
+			t->trie[found].sibling = node < 0 ? -1 : *link;
+			*link = found;
+		}
+		node = found;
+	}
+	t->trie[node].added = added_idx; /* a later duplicate wins, as in a Map */
+	return 0;
+}
+
+static int load_added(struct fg_tokenizer *t, const cJSON *list, struct fg_err *err)
+{
+	const cJSON *it;
+	size_t n = 0;
+	int rc;
+
+	if (!list)
+		return 0;
+	if (!cJSON_IsArray(list))
+		return fg_err_set(err, FG_EFORMAT, "added_tokens is not a list");
+	t->added = xcalloc((size_t)cJSON_GetArraySize(list) + 1, sizeof(*t->added), err);
+	if (!t->added)
+		return FG_ENOMEM;
+	cJSON_ArrayForEach(it, list) {
+		const char *content = fg_json_str(it, "content");
+		long long id;
+		struct added *a;
+
+		if (!content || fg_json_int(it, "id", &id) || id < 0 || id >= MAX_IDS)
+			return fg_err_set(err, FG_EFORMAT, "added_tokens[%zu]: needs content and a valid id", n);
+		n++;
+		if (!*content)
+			continue;
+		a = &t->added[t->n_added];
+		a->id = (int32_t)id;
+		a->lstrip = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "lstrip"));
+		a->rstrip = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "rstrip"));
+		a->special = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "special"));
+		a->off = (uint32_t)t->arena.len;
+		a->len = (uint32_t)strlen(content);
+		if ((rc = add_piece(t, content, a->len, a->id, err)))
+			return rc;
+		if ((rc = trie_add(t, content, a->len, (int32_t)t->n_added, err)))
+			return rc;
+		t->n_added++;
+	}
+	return 0;
+}
+
+static int build(struct fg_tokenizer *t, struct lctx *l, size_t n_vocab_ents, struct fg_err *err)
+{
+	const cJSON *m = l->model, *o;
+	const char *type = fg_json_str(m, "type"), *unk;
+	size_t i, cap, glue_cap = 0;
+	int32_t max_id = -1;
+	int rc;
+
+	if (!type) {
+		if (!l->saw_merges)
+			return fg_err_set(err, FG_EUNSUPPORTED,
+					  "model without type or merges (WordPiece or legacy): not supported, only BPE");
+	} else if (strcmp(type, "BPE"))
+		return fg_err_set(err, FG_EUNSUPPORTED, "model type %s is not supported, only BPE", type);
+	if (!l->saw_vocab)
+		return fg_err_set(err, FG_EFORMAT, "model has no vocab");
+	o = cJSON_GetObjectItemCaseSensitive(m, "dropout");
+	if (!is_null(o) && !(cJSON_IsNumber(o) && o->valuedouble == 0))
+		return fg_err_set(err, FG_EUNSUPPORTED, "BPE dropout is not supported");
+	o = cJSON_GetObjectItemCaseSensitive(m, "continuing_subword_prefix");
+	if (!is_null(o) && !(cJSON_IsString(o) && !*o->valuestring))
+		return fg_err_set(err, FG_EUNSUPPORTED, "BPE continuing_subword_prefix is not supported");
+	o = cJSON_GetObjectItemCaseSensitive(m, "end_of_word_suffix");
+	if (!is_null(o) && !(cJSON_IsString(o) && !*o->valuestring))
+		return fg_err_set(err, FG_EUNSUPPORTED, "BPE end_of_word_suffix is not supported");
+	t->byte_fallback = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "byte_fallback"));
+	t->fuse_unk = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "fuse_unk"));
+	t->ignore_merges = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "ignore_merges"));
+
+	/* added tokens come after the vocabulary entries, so they override them */
+	if ((rc = load_added(t, fg_json_arr(l->root, "added_tokens"), err)))
+		return rc;
+	for (i = 0; i < t->n_ents; i++)
+		if (t->ents[i].id > max_id)
+			max_id = t->ents[i].id;
+	t->n_ids = max_id + 1;
+	t->piece_off = xcalloc((size_t)t->n_ids + 1, sizeof(uint32_t), err);
+	t->piece_len = xcalloc((size_t)t->n_ids + 1, sizeof(uint32_t), err);
+	t->tflags = xcalloc((size_t)t->n_ids + 1, 1, err);
+	if (!t->piece_off || !t->piece_len || !t->tflags)
+		return FG_ENOMEM;
+	for (i = 0; i < (size_t)t->n_ids; i++)
+		t->piece_len[i] = UINT32_MAX;
+	for (i = 0; i < t->n_ents; i++) {
+		t->piece_off[t->ents[i].id] = t->ents[i].off;
+		t->piece_len[t->ents[i].id] = t->ents[i].len;
+	}
+	for (i = 0; i < t->n_added; i++)
+		t->tflags[t->added[i].id] |= FG_TOK_F_ADDED | (t->added[i].special ? FG_TOK_F_SPECIAL : 0);
+	(void)n_vocab_ents;
+
+	/* piece -> id; a later entry with the same piece replaces the earlier one */
+	for (cap = 16; cap < t->n_ents * 2; cap *= 2)
+		;
+	t->vmask = cap - 1;
+	t->vslots = malloc(cap * sizeof(*t->vslots));
+	if (!t->vslots)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	for (i = 0; i < cap; i++)
+		t->vslots[i].ent = -1;
+	for (i = 0; i < t->n_ents; i++) {
+		int32_t e = vocab_find(t, piece_of(t, &t->ents[i]), t->ents[i].len);
+
+		if (e >= 0)
+			t->ents[e].id = t->ents[i].id;
+		else
+			vocab_insert_slot(t, (int32_t)i);
+	}
+
+	unk = fg_json_str(m, "unk_token");
+	t->unk_id = unk ? lookup_id(t, unk, strlen(unk)) : -1;
+	for (i = 0; i < 256; i++) {
+		char name[7] = { '<', '0', 'x', "0123456789ABCDEF"[i >> 4], "0123456789ABCDEF"[i & 15], '>', 0 };
+
+		t->byte_id[i] = lookup_id(t, name, 6);
+		if (t->byte_id[i] >= 0)
+			t->tflags[t->byte_id[i]] |= FG_TOK_F_BYTE;
+	}
+	for (i = 0; i < 128; i++) {
+		char ch = (char)i;
+
+		t->ascii_id[i] = lookup_id(t, &ch, 1);
+	}
+	t->bos_id = lookup_id(t, "<bos>", 5);
+	t->eos_id = lookup_id(t, "<eos>", 5);
+
+	/* merges: (left id, right id) -> rank, result id; a later duplicate wins */
+	for (cap = 16; cap < l->n_merges * 2; cap *= 2)
+		;
+	t->mmask = cap - 1;
+	t->mslots = malloc(cap * sizeof(*t->mslots));
+	if (!t->mslots)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	for (i = 0; i < cap; i++)
+		t->mslots[i].key = UINT64_MAX;
+	for (i = 0; i < l->n_merges; i++) {
+		const struct pending_merge *pm = &l->merges[i];
+		const char *a = l->mtext.data + pm->a_off, *b = l->mtext.data + pm->b_off;
+		int32_t ia = lookup_id(t, a, pm->a_len), ib = lookup_id(t, b, pm->b_len), ir;
+		uint64_t key;
+		size_t s;
+
+		if (ia < 0 || ib < 0)
+			return fg_err_set(err, FG_EFORMAT, "merge %zu: piece '%.*s' is not in the vocabulary", i,
+					  (int)(ia < 0 ? pm->a_len : pm->b_len), ia < 0 ? a : b);
+		/* a and b are adjacent in mtext, so a+b is one span */
+		ir = lookup_id(t, a, (size_t)pm->a_len + pm->b_len);
+		if (ir < 0)
+			return fg_err_set(err, FG_EUNSUPPORTED,
+					  "merge %zu: result '%.*s' is not in the vocabulary (not supported)", i,
+					  (int)(pm->a_len + pm->b_len), a);
+		if ((rc = note_glue(t, a, (size_t)pm->a_len + pm->b_len, &glue_cap, err)))
+			return rc;
+		key = ((uint64_t)(uint32_t)ia << 32) | (uint32_t)ib;
+		for (s = hash_u64(key) & t->mmask; t->mslots[s].key != UINT64_MAX && t->mslots[s].key != key;
+		     s = (s + 1) & t->mmask)
+			;
+		if (t->mslots[s].key == UINT64_MAX)
+			t->n_merges++;
+		t->mslots[s].key = key;
+		t->mslots[s].rank = (int32_t)i;
+		t->mslots[s].result = ir;
+	}
+	if (t->n_glue) {
+		size_t w = 0;
+
+		qsort(t->glue, t->n_glue, sizeof(*t->glue), cmp_u32);
+		for (i = 0; i < t->n_glue; i++)
+			if (!w || t->glue[w - 1] != t->glue[i])
+				t->glue[w++] = t->glue[i];
+		t->n_glue = w;
+	}
+
+	o = cJSON_GetObjectItemCaseSensitive(l->root, "normalizer");
+	if (!is_null(o) && (rc = load_normalizer(t, o, err)))
+		return fg_err_wrap(err, "normalizer");
+	o = cJSON_GetObjectItemCaseSensitive(l->root, "pre_tokenizer");
+	if (!is_null(o) && (rc = load_pre_tokenizer(t, o, err)))
+		return fg_err_wrap(err, "pre_tokenizer");
+	o = cJSON_GetObjectItemCaseSensitive(l->root, "post_processor");
+	if (!is_null(o) && (rc = load_post_processor(t, o, err)))
+		return fg_err_wrap(err, "post_processor");
+	if (t->n_pre)
+		t->bos_id = t->tmpl_pre[0];
+	o = cJSON_GetObjectItemCaseSensitive(l->root, "decoder");
+	t->has_decoder = !is_null(o);
+	if (t->has_decoder && (rc = load_decoder(t, o, err)))
+		return fg_err_wrap(err, "decoder");
+	return 0;
+}
+
+int fg_tokenizer_load_mem(struct fg_tokenizer **out, const char *json, size_t len, const char *what,
+			  struct fg_err *err)
+{
+	struct fg_tokenizer *t;
+	struct lctx l;
+	struct jcur c = { json, json, json + len, what, err };
+	int rc;
+
+	*out = NULL;
+	memset(&l, 0, sizeof(l));
+	t = calloc(1, sizeof(*t));
+	l.root = cJSON_CreateObject();
+	l.model = cJSON_CreateObject();
+	if (!t || !l.root || !l.model) {
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+		goto done;
+	}
+	l.t = t;
+	memset(t->trie_root, 0xff, sizeof(t->trie_root));
+	t->unk_id = t->bos_id = t->eos_id = -1;
+	jws(&c);
+	if (c.p < c.end && *c.p != '{') {
+		rc = jfail(&c, "not a JSON object");
+		goto done;
+	}
+	if ((rc = jobject(&c, on_root_member, &l)))
+		goto done;
+	jws(&c);
+	if (c.p != c.end) {
+		rc = jfail(&c, "trailing data");
+		goto done;
+	}
+	if (!l.saw_vocab && !cJSON_GetArraySize(l.model)) {
+		rc = fg_err_set(err, FG_EFORMAT, "%s: no model", what);
+		goto done;
+	}
+	if ((rc = build(t, &l, t->n_ents, err)))
+		fg_err_wrap(err, "%s", what);
+done:
+	cJSON_Delete(l.root);
+	cJSON_Delete(l.model);
+	fg_buf_release(&l.tmp);
+	fg_buf_release(&l.tmp2);
+	fg_buf_release(&l.mtext);
+	free(l.merges);
+	if (rc) {
+		fg_tokenizer_free(t);
+		return rc;
+	}
+	*out = t;
+	return 0;
+}
+
+int fg_tokenizer_load(struct fg_tokenizer **out, const char *path, struct fg_err *err)
+{
+	struct fg_buf b = FG_BUF_INIT;
+	struct stat st;
+	void *map;
+	int fd, rc;
+
+	*out = NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return fg_err_set(err, FG_EIO, "%s: %s", path, strerror(errno));
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size == 0) {
+		close(fd);
+		/* not a plain file (a pipe, say) or empty: read it whole */
+		if ((rc = fg_file_read(path, MAX_TOKENIZER_BYTES, &b, err)))
+			return rc;
+		rc = fg_tokenizer_load_mem(out, b.data ? b.data : "", b.len, path, err);
+		fg_buf_release(&b);
+		return rc;
+	}
+	if ((unsigned long long)st.st_size > MAX_TOKENIZER_BYTES) {
+		close(fd);
+		return fg_err_set(err, FG_EINVAL, "%s: larger than %zu bytes", path, MAX_TOKENIZER_BYTES);
+	}
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+	close(fd);
+	if (map == MAP_FAILED)
+		return fg_err_set(err, FG_EIO, "%s: mmap: %s", path, strerror(errno));
+	rc = fg_tokenizer_load_mem(out, map, (size_t)st.st_size, path, err);
+	munmap(map, (size_t)st.st_size);
+	return rc;
+}
+
+static void free_steps(struct step *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		free(s[i].pat);
+		free(s[i].rep);
+	}
+	free(s);
+}
+
+void fg_tokenizer_free(struct fg_tokenizer *t)
+{
+	if (!t)
+		return;
+	fg_buf_release(&t->arena);
+	free(t->piece_off);
+	free(t->piece_len);
+	free(t->tflags);
+	free(t->ents);
+	free(t->vslots);
+	free(t->mslots);
+	free(t->added);
+	free(t->trie);
+	free_steps(t->norm, t->n_norm);
+	free(t->split_pat);
+	free(t->glue);
+	free(t->tmpl_pre);
+	free(t->tmpl_post);
+	free_steps(t->dec, t->n_dec);
+	free(t);
+}
+
+/* ---- encoding ---- */
+
+struct section {
+	size_t a, b;
+	int32_t added; /* index into tok->added, or -1 for text */
+};
+
+struct cache_ent {
+	uint64_t hash;
+	uint32_t key_off, key_len, ids_off, ids_n;
+};
+
+struct fg_tok_scratch {
+	struct fg_buf norm;
+	struct section *secs;
+	size_t n_secs, secs_cap;
+	size_t *pieces; /* pairs of [a, b) offsets into the normalized text */
+	size_t n_pieces, pieces_cap;
+	int32_t *sym_id, *sym_next, *sym_prev;
+	uint32_t *sym_off, *sym_len;
+	size_t sym_cap;
+	uint64_t *heap;
+	size_t heap_n, heap_cap;
+	/* word cache */
+	int32_t *slots; /* entry index, -1 empty */
+	struct cache_ent *ents;
+	size_t n_ents, ents_cap;
+	struct fg_buf keys;
+	int32_t *cids;
+	size_t n_cids, cids_cap;
+};
+
+int fg_tok_scratch_new(struct fg_tok_scratch **out, struct fg_err *err)
+{
+	struct fg_tok_scratch *s = calloc(1, sizeof(*s));
+
+	*out = NULL;
+	if (!s)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	s->slots = malloc(CACHE_SLOTS * sizeof(*s->slots));
+	if (!s->slots) {
+		free(s);
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	memset(s->slots, 0xff, CACHE_SLOTS * sizeof(*s->slots));
+	*out = s;
+	return 0;
+}
+
+void fg_tok_scratch_free(struct fg_tok_scratch *s)
+{
+	if (!s)
+		return;
+	fg_buf_release(&s->norm);
+	free(s->secs);
+	free(s->pieces);
+	free(s->sym_id);
+	free(s->sym_next);
+	free(s->sym_prev);
+	free(s->sym_off);
+	free(s->sym_len);
+	free(s->heap);
+	free(s->slots);
+	free(s->ents);
+	fg_buf_release(&s->keys);
+	free(s->cids);
+	free(s);
+}
+
+struct out_ids {
+	int32_t **ids;
+	size_t *n, *cap;
+};
+
+static int emit(struct out_ids *o, int32_t id, struct fg_err *err)
+{
+	int rc;
+
+	if (*o->n == *o->cap &&
+	    (rc = grow_array((void **)o->ids, o->cap, *o->n + 1, sizeof(**o->ids), err)))
+		return rc;
+	(*o->ids)[(*o->n)++] = id;
+	return 0;
+}
+
+/* A piece with no token of its own: its bytes' <0xNN> tokens, else unk. */
+static int emit_unknown(const struct fg_tokenizer *t, struct out_ids *o, const unsigned char *s, size_t n,
+			struct fg_err *err)
+{
+	size_t i;
+	int rc;
+
+	if (t->byte_fallback) {
+		for (i = 0; i < n && t->byte_id[s[i]] >= 0; i++)
+			;
+		if (i == n) {
+			for (i = 0; i < n; i++)
+				if ((rc = emit(o, t->byte_id[s[i]], err)))
+					return rc;
+			return 0;
+		}
+	}
+	if (t->unk_id < 0)
+		return fg_err_set(err, FG_EUNSUPPORTED, "no token for '%.*s' and no unk_token", (int)n,
+				  (const char *)s);
+	return emit(o, t->unk_id, err);
+}
+
+static void heap_push(struct fg_tok_scratch *s, uint64_t k)
+{
+	size_t i = s->heap_n++;
+
+	while (i > 0) {
+		size_t p = (i - 1) / 2;
+
+		if (s->heap[p] <= k)
+			break;
+		s->heap[i] = s->heap[p];
+		i = p;
+	}
+	s->heap[i] = k;
+}
+
+static uint64_t heap_pop(struct fg_tok_scratch *s)
+{
+	uint64_t top = s->heap[0], last = s->heap[--s->heap_n];
+	size_t i = 0, n = s->heap_n;
+
+	for (;;) {
+		size_t c = 2 * i + 1;
+
+		if (c >= n)
+			break;
+		if (c + 1 < n && s->heap[c + 1] < s->heap[c])
+			c++;
+		if (s->heap[c] >= last)
+			break;
+		s->heap[i] = s->heap[c];
+		i = c;
+	}
+	if (n)
+		s->heap[i] = last;
+	return top;
+}
+
+static int sym_reserve(struct fg_tok_scratch *s, size_t n, struct fg_err *err)
+{
+	size_t cap = s->sym_cap;
+	int rc;
+
+	if (n <= s->sym_cap)
+		return 0;
+	if ((rc = grow_array((void **)&s->sym_id, &cap, n, sizeof(int32_t), err)))
+		return rc;
+	cap = s->sym_cap;
+	if ((rc = grow_array((void **)&s->sym_next, &cap, n, sizeof(int32_t), err)))
+		return rc;
+	cap = s->sym_cap;
+	if ((rc = grow_array((void **)&s->sym_prev, &cap, n, sizeof(int32_t), err)))
+		return rc;
+	cap = s->sym_cap;
+	if ((rc = grow_array((void **)&s->sym_off, &cap, n, sizeof(uint32_t), err)))
+		return rc;
+	cap = s->sym_cap;
+	if ((rc = grow_array((void **)&s->sym_len, &cap, n, sizeof(uint32_t), err)))
+		return rc;
+	cap = s->heap_cap;
+	if ((rc = grow_array((void **)&s->heap, &cap, 3 * n + 3, sizeof(uint64_t), err)))
+		return rc;
+	s->heap_cap = cap;
+	s->sym_cap = n;
+	return 0;
+}
+
+static void push_pair(const struct fg_tokenizer *t, struct fg_tok_scratch *s, int32_t i)
+{
+	int32_t j = s->sym_next[i];
+	const struct mslot *m;
+
+	if (j < 0 || s->sym_id[i] < 0 || s->sym_id[j] < 0)
+		return;
+	m = merge_find(t, s->sym_id[i], s->sym_id[j]);
+	if (m)
+		heap_push(s, ((uint64_t)(uint32_t)m->rank << 32) | (uint32_t)i);
+}
+
+/* BPE over one word w (len bytes); appends its ids. */
+static int bpe_word(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const char *w, size_t len,
+		    struct out_ids *o, struct fg_err *err)
+{
+	const unsigned char *u = (const unsigned char *)w;
+	size_t i, nsym = 0;
+	int32_t k;
+	int rc;
+
+	if (len > INT32_MAX / 2)
+		return fg_err_set(err, FG_EINVAL, "word of %zu bytes is too long", len);
+	if ((rc = sym_reserve(s, len + 1, err)))
+		return rc;
+	for (i = 0; i < len;) {
+		uint32_t cp;
+		size_t l = utf8_len(u + i, len - i, &cp);
+		int32_t id;
+
+		if (!l) {
+			l = 1;
+			id = -1;
+		} else if (l == 1) {
+			id = t->ascii_id[u[i]];
+		} else {
+			id = lookup_id(t, w + i, l);
+		}
+		s->sym_id[nsym] = id;
+		s->sym_off[nsym] = (uint32_t)i;
+		s->sym_len[nsym] = (uint32_t)l;
+		s->sym_prev[nsym] = (int32_t)nsym - 1;
+		s->sym_next[nsym] = (int32_t)nsym + 1;
+		nsym++;
+		i += l;
+	}
+	if (!nsym)
+		return 0;
+	s->sym_next[nsym - 1] = -1;
+	s->heap_n = 0;
+	for (i = 0; i + 1 < nsym; i++)
+		push_pair(t, s, (int32_t)i);
+	while (s->heap_n) {
+		uint64_t top = heap_pop(s);
+		int32_t a = (int32_t)(uint32_t)top, b = s->sym_next[a], nx;
+		const struct mslot *m;
+
+		if (s->sym_len[a] == 0 || b < 0 || s->sym_id[a] < 0 || s->sym_id[b] < 0)
+			continue;
+		m = merge_find(t, s->sym_id[a], s->sym_id[b]);
+		if (!m || (uint32_t)m->rank != (uint32_t)(top >> 32))
+			continue;
+		s->sym_id[a] = m->result;
+		s->sym_len[a] += s->sym_len[b];
+		s->sym_len[b] = 0; /* dead */
+		nx = s->sym_next[b];
+		s->sym_next[a] = nx;
+		if (nx >= 0)
+			s->sym_prev[nx] = a;
+		if (s->sym_prev[a] >= 0)
+			push_pair(t, s, s->sym_prev[a]);
+		push_pair(t, s, a);
+	}
+	for (k = 0; k >= 0; k = s->sym_next[k]) {
+		if (s->sym_id[k] >= 0)
+			rc = emit(o, s->sym_id[k], err);
+		else
+			rc = emit_unknown(t, o, u + s->sym_off[k], s->sym_len[k], err);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static void cache_reset(struct fg_tok_scratch *s)
+{
+	memset(s->slots, 0xff, CACHE_SLOTS * sizeof(*s->slots));
+	s->n_ents = 0;
+	s->n_cids = 0;
+	fg_buf_reset(&s->keys);
+}
+
+/* BPE of a word through the scratch's cache. */
+static int word(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const char *w, size_t len,
+		struct out_ids *o, struct fg_err *err)
+{
+	uint64_t h;
+	size_t slot, before, k;
+	struct cache_ent *e;
+	int rc;
+
+	if (len > CACHE_MAX_WORD)
+		return bpe_word(t, s, w, len, o, err);
+	h = hash_bytes(w, len);
+	for (slot = h & (CACHE_SLOTS - 1); s->slots[slot] >= 0; slot = (slot + 1) & (CACHE_SLOTS - 1)) {
+		e = &s->ents[s->slots[slot]];
+		if (e->hash == h && e->key_len == len && !memcmp(s->keys.data + e->key_off, w, len)) {
+			if (*o->n + e->ids_n > *o->cap &&
+			    (rc = grow_array((void **)o->ids, o->cap, *o->n + e->ids_n, sizeof(int32_t), err)))
+				return rc;
+			memcpy(*o->ids + *o->n, s->cids + e->ids_off, e->ids_n * sizeof(int32_t));
+			*o->n += e->ids_n;
+			return 0;
+		}
+	}
+	before = *o->n;
+	if ((rc = bpe_word(t, s, w, len, o, err)))
+		return rc;
+	if (s->n_ents >= CACHE_SLOTS / 2 || s->keys.len > ((size_t)32 << 20)) {
+		cache_reset(s);
+		for (slot = h & (CACHE_SLOTS - 1); s->slots[slot] >= 0; slot = (slot + 1) & (CACHE_SLOTS - 1))
+			;
+	}
+	k = *o->n - before;
+	if ((rc = grow_array((void **)&s->ents, &s->ents_cap, s->n_ents + 1, sizeof(*s->ents), err)) ||
+	    (rc = grow_array((void **)&s->cids, &s->cids_cap, s->n_cids + k, sizeof(int32_t), err)))
+		return rc;
+	e = &s->ents[s->n_ents];
+	e->hash = h;
+	e->key_off = (uint32_t)s->keys.len;
+	e->key_len = (uint32_t)len;
+	e->ids_off = (uint32_t)s->n_cids;
+	e->ids_n = (uint32_t)k;
+	if ((rc = fg_buf_append(&s->keys, w, len, err)))
+		return rc;
+	memcpy(s->cids + s->n_cids, *o->ids + before, k * sizeof(int32_t));
+	s->n_cids += k;
+	s->slots[slot] = (int32_t)s->n_ents++;
+	return 0;
+}
+
+/* The model on one pre-token: ignore_merges, then BPE on "▁"-bounded words. */
+static int model_piece(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const char *p, size_t n,
+		       struct out_ids *o, struct fg_err *err)
+{
+	const unsigned char *u = (const unsigned char *)p;
+	size_t i = 0, start = 0;
+	uint32_t prev = UINT32_MAX;
+	int rc;
+
+	if (t->ignore_merges) {
+		int32_t id = lookup_id(t, p, n);
+
+		if (id >= 0)
+			return emit(o, id, err);
+	}
+	while (i < n) {
+		uint32_t cp;
+		size_t l = utf8_len(u + i, n - i, &cp);
+
+		if (!l) {
+			l = 1;
+			cp = UINT32_MAX - 1; /* never in glue */
+		}
+		if (cp == WB_CP && i > start && !glue_has(t, prev)) {
+			if ((rc = word(t, s, p + start, i - start, o, err)))
+				return rc;
+			start = i;
+		}
+		prev = cp;
+		i += l;
+	}
+	if (n > start)
+		return word(t, s, p + start, n - start, o, err);
+	return 0;
+}
+
+static int add_piece_span(struct fg_tok_scratch *s, size_t a, size_t b, struct fg_err *err)
+{
+	int rc;
+
+	if (a >= b)
+		return 0;
+	if ((rc = grow_array((void **)&s->pieces, &s->pieces_cap, s->n_pieces + 2, sizeof(size_t), err)))
+		return rc;
+	s->pieces[s->n_pieces++] = a;
+	s->pieces[s->n_pieces++] = b;
+	return 0;
+}
+
+/* The Split pre-tokenizer over x[0, n) into s->pieces. */
+static int pre_tokenize(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const char *x, size_t n,
+			struct fg_err *err)
+{
+	size_t pos = 0, seg = 0, pl = t->split_len;
+	int rc;
+
+	s->n_pieces = 0;
+	if (!t->split_behavior)
+		return add_piece_span(s, 0, n, err);
+	while (pos + pl <= n) {
+		const char *hit = pl == 1 ? memchr(x + pos, t->split_pat[0], n - pos)
+					  : memmem(x + pos, n - pos, t->split_pat, pl);
+		size_t m, me;
+
+		if (!hit)
+			break;
+		m = (size_t)(hit - x);
+		me = m + pl;
+		switch (t->split_behavior) {
+		case SPLIT_REMOVED:
+			rc = add_piece_span(s, seg, m, err);
+			seg = me;
+			break;
+		case SPLIT_ISOLATED:
+			if (!(rc = add_piece_span(s, seg, m, err)))
+				rc = add_piece_span(s, m, me, err);
+			seg = me;
+			break;
+		case SPLIT_MERGED_PREV:
+			rc = add_piece_span(s, seg, me, err);
+			seg = me;
+			break;
+		case SPLIT_MERGED_NEXT:
+			rc = add_piece_span(s, seg, m, err);
+			seg = m;
+			break;
+		default: /* SPLIT_CONTIGUOUS: runs of matches form one piece */
+			while (me + pl <= n && !memcmp(x + me, t->split_pat, pl))
+				me += pl;
+			if (!(rc = add_piece_span(s, seg, m, err)))
+				rc = add_piece_span(s, m, me, err);
+			seg = me;
+			break;
+		}
+		if (rc)
+			return rc;
+		pos = me;
+	}
+	return add_piece_span(s, seg, n, err);
+}
+
+static int normalize(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const char *x, size_t n,
+		     struct fg_err *err)
+{
+	struct fg_buf tmp = FG_BUF_INIT;
+	size_t k;
+	int rc = 0;
+
+	fg_buf_reset(&s->norm);
+	if ((rc = fg_buf_append(&s->norm, x, n, err)))
+		return rc;
+	for (k = 0; k < t->n_norm; k++) {
+		const struct step *st = &t->norm[k];
+
+		fg_buf_reset(&tmp);
+		if (st->kind == N_PREPEND) {
+			if (!s->norm.len)
+				continue;
+			if ((rc = fg_buf_append(&tmp, st->rep, st->rep_len, err)) ||
+			    (rc = fg_buf_append(&tmp, s->norm.data, s->norm.len, err)))
+				break;
+		} else {
+			const char *p = s->norm.data, *end = p + s->norm.len;
+
+			while (p < end) {
+				const char *hit = st->pat_len == 1
+							  ? memchr(p, st->pat[0], (size_t)(end - p))
+							  : memmem(p, (size_t)(end - p), st->pat, st->pat_len);
+
+				if (!hit) {
+					rc = fg_buf_append(&tmp, p, (size_t)(end - p), err);
+					break;
+				}
+				if ((rc = fg_buf_append(&tmp, p, (size_t)(hit - p), err)) ||
+				    (rc = fg_buf_append(&tmp, st->rep, st->rep_len, err)))
+					break;
+				p = hit + st->pat_len;
+			}
+			if (rc)
+				break;
+		}
+		{
+			struct fg_buf sw = s->norm;
+
+			s->norm = tmp;
+			tmp = sw;
+		}
+	}
+	fg_buf_release(&tmp);
+	return rc;
+}
+
+static int text_section(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const char *x, size_t n,
+			struct out_ids *o, struct fg_err *err)
+{
+	const char *nx = x;
+	size_t nn = n, i, first = *o->n;
+	int rc;
+
+	if (t->n_norm) {
+		if ((rc = normalize(t, s, x, n, err)))
+			return rc;
+		nx = s->norm.data;
+		nn = s->norm.len;
+	}
+	if (!nn)
+		return 0;
+	if ((rc = pre_tokenize(t, s, nx, nn, err)))
+		return rc;
+	for (i = 0; i < s->n_pieces; i += 2)
+		if ((rc = model_piece(t, s, nx + s->pieces[i], s->pieces[i + 1] - s->pieces[i], o, err)))
+			return rc;
+	if (t->fuse_unk && t->unk_id >= 0) {
+		size_t r, w = first;
+
+		for (r = first; r < *o->n; r++)
+			if (!((*o->ids)[r] == t->unk_id && w > first && (*o->ids)[w - 1] == t->unk_id))
+				(*o->ids)[w++] = (*o->ids)[r];
+		*o->n = w;
+	}
+	return 0;
+}
+
+/* Decodes the last code point before end (UINT32_MAX when invalid). */
+static size_t last_cp(const unsigned char *a, const unsigned char *end, uint32_t *cp)
+{
+	size_t k;
+
+	for (k = 1; k <= 4 && end - k >= a; k++)
+		if ((end[-(ptrdiff_t)k] & 0xc0) != 0x80) {
+			if (utf8_len(end - k, k, cp) == k)
+				return k;
+			break;
+		}
+	*cp = UINT32_MAX;
+	return 1;
+}
+
+static int split_added(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const char *text, size_t len,
+		       struct fg_err *err)
+{
+	const unsigned char *u = (const unsigned char *)text;
+	size_t i = 0, start = 0, k;
+	int rc;
+
+	s->n_secs = 0;
+	while (i < len) {
+		int32_t node = t->trie_root[u[i]], match = -1;
+		size_t j = i, mlen = 0;
+
+		while (node >= 0) {
+			if (t->trie[node].added >= 0) {
+				match = t->trie[node].added;
+				mlen = j + 1 - i;
+			}
+			if (++j >= len)
+				break;
+			for (node = t->trie[node].child; node >= 0 && t->trie[node].byte != u[j];
+			     node = t->trie[node].sibling)
+				;
+		}
+		if (match < 0) {
+			i++;
+			continue;
+		}
+		if ((rc = grow_array((void **)&s->secs, &s->secs_cap, s->n_secs + 2, sizeof(*s->secs), err)))
+			return rc;
+		if (i > start)
+			s->secs[s->n_secs++] = (struct section){ start, i, -1 };
+		s->secs[s->n_secs++] = (struct section){ i, i + mlen, match };
+		i += mlen;
+		start = i;
+	}
+	if (start < len) {
+		if ((rc = grow_array((void **)&s->secs, &s->secs_cap, s->n_secs + 1, sizeof(*s->secs), err)))
+			return rc;
+		s->secs[s->n_secs++] = (struct section){ start, len, -1 };
+	}
+	/* lstrip / rstrip trim the whitespace of the neighbouring text sections */
+	for (k = 0; k < s->n_secs; k++) {
+		const struct added *a;
+
+		if (s->secs[k].added < 0)
+			continue;
+		a = &t->added[s->secs[k].added];
+		if (a->lstrip && k > 0 && s->secs[k - 1].added < 0) {
+			struct section *p = &s->secs[k - 1];
+
+			while (p->b > p->a) {
+				uint32_t cp;
+				size_t l = last_cp(u + p->a, u + p->b, &cp);
+
+				if (!js_space(cp))
+					break;
+				p->b -= l;
+			}
+		}
+		if (a->rstrip && k + 1 < s->n_secs && s->secs[k + 1].added < 0) {
+			struct section *p = &s->secs[k + 1];
+
+			while (p->a < p->b) {
+				uint32_t cp;
+				size_t l = utf8_len(u + p->a, p->b - p->a, &cp);
+
+				if (!l || !js_space(cp))
+					break;
+				p->a += l;
+			}
+		}
+	}
+	return 0;
+}
+
+int fg_tokenizer_encode_append(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const char *text,
+			       size_t len, int flags, int32_t **ids, size_t *n, size_t *cap,
+			       struct fg_err *err)
+{
+	struct out_ids o = { ids, n, cap };
+	size_t k;
+	int rc;
+
+	if (flags & FG_TOK_ADD_SPECIAL)
+		for (k = 0; k < t->n_pre; k++)
+			if ((rc = emit(&o, t->tmpl_pre[k], err)))
+				return rc;
+	if ((rc = split_added(t, s, text, len, err)))
+		return rc;
+	for (k = 0; k < s->n_secs; k++) {
+		const struct section *sc = &s->secs[k];
+
+		if (sc->added >= 0)
+			rc = emit(&o, t->added[sc->added].id, err);
+		else if (sc->b > sc->a)
+			rc = text_section(t, s, text + sc->a, sc->b - sc->a, &o, err);
+		if (rc)
+			return rc;
+	}
+	if (flags & FG_TOK_ADD_SPECIAL)
+		for (k = 0; k < t->n_post; k++)
+			if ((rc = emit(&o, t->tmpl_post[k], err)))
+				return rc;
+	return 0;
+}
+
+int fg_tokenizer_encode(const struct fg_tokenizer *t, const char *text, size_t len, int flags, int32_t **ids,
+			size_t *n, struct fg_err *err)
+{
+	struct fg_tok_scratch *s;
+	size_t cap = 0;
+	int rc;
+
+	*ids = NULL;
+	*n = 0;
+	if ((rc = fg_tok_scratch_new(&s, err)))
+		return rc;
+	rc = fg_tokenizer_encode_append(t, s, text, len, flags, ids, n, &cap, err);
+	fg_tok_scratch_free(s);
+	if (rc) {
+		free(*ids);
+		*ids = NULL;
+		*n = 0;
+	}
+	return rc;
+}
+
+/* ---- decoding ---- */
+
+struct plist {
+	struct fg_buf text;
+	size_t *span; /* pairs [off, len] */
+	size_t n, cap;
+};
+
+static int plist_add(struct plist *p, const char *s, size_t n, struct fg_err *err)
+{
+	int rc;
+
+	if ((rc = grow_array((void **)&p->span, &p->cap, 2 * (p->n + 1), sizeof(size_t), err)))
+		return rc;
+	p->span[2 * p->n] = p->text.len;
+	p->span[2 * p->n + 1] = n;
+	p->n++;
+	return fg_buf_append(&p->text, s, n, err);
+}
+
+/* Appends more bytes to the last piece of p. */
+static int plist_extend(struct plist *p, const char *s, size_t n, struct fg_err *err)
+{
+	p->span[2 * (p->n - 1) + 1] += n;
+	return fg_buf_append(&p->text, s, n, err);
+}
+
+static void plist_release(struct plist *p)
+{
+	fg_buf_release(&p->text);
+	free(p->span);
+	memset(p, 0, sizeof(*p));
+}
+
+static int byte_token(const char *s, size_t n)
+{
+	int hi, lo;
+
+	if (n != 6 || memcmp(s, "<0x", 3) || s[5] != '>')
+		return -1;
+	hi = hexval((unsigned char)s[3]);
+	lo = hexval((unsigned char)s[4]);
+	return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+static int dec_step(const struct step *st, const struct plist *in, struct plist *out, struct fg_err *err)
+{
+	size_t i;
+	int rc = 0, in_bytes = 0;
+
+	for (i = 0; i < in->n && !rc; i++) {
+		const char *p = in->text.data + in->span[2 * i];
+		size_t n = in->span[2 * i + 1];
+
+		switch (st->kind) {
+		case D_REPLACE: {
+			const char *end = p + n, *hit;
+
+			if ((rc = plist_add(out, "", 0, err)))
+				break;
+			while (p < end && (hit = memmem(p, (size_t)(end - p), st->pat, st->pat_len))) {
+				if ((rc = plist_extend(out, p, (size_t)(hit - p), err)) ||
+				    (rc = plist_extend(out, st->rep, st->rep_len, err)))
+					break;
+				p = hit + st->pat_len;
+			}
+			if (!rc)
+				rc = plist_extend(out, p, (size_t)(end - p), err);
+			break;
+		}
+		case D_BYTEFALLBACK: {
+			int b = byte_token(p, n);
+
+			if (b >= 0) {
+				char ch = (char)b;
+
+				rc = in_bytes ? plist_extend(out, &ch, 1, err) : plist_add(out, &ch, 1, err);
+				in_bytes = 1;
+			} else {
+				rc = plist_add(out, p, n, err);
+				in_bytes = 0;
+			}
+			break;
+		}
+		case D_FUSE:
+			rc = i ? plist_extend(out, p, n, err) : plist_add(out, p, n, err);
+			break;
+		default: { /* D_STRIP: up to start leading and stop trailing copies of one character */
+			const unsigned char *u = (const unsigned char *)p, *a = u, *b = u + n;
+			long long k;
+
+			for (k = 0; k < st->start && a < b; k++) {
+				uint32_t cp;
+				size_t l = utf8_len(a, (size_t)(b - a), &cp);
+
+				if (!l || cp != st->strip_cp)
+					break;
+				a += l;
+			}
+			for (k = 0; k < st->stop && b > a; k++) {
+				uint32_t cp;
+				size_t l = last_cp(a, b, &cp);
+
+				if (cp != st->strip_cp)
+					break;
+				b -= l;
+			}
+			rc = plist_add(out, (const char *)a, (size_t)(b - a), err);
+			break;
+		}
+		}
+	}
+	return rc;
+}
+
+int fg_tokenizer_decode(const struct fg_tokenizer *t, const int32_t *ids, size_t n, struct fg_buf *out,
+			struct fg_err *err)
+{
+	struct plist a = { FG_BUF_INIT, NULL, 0, 0 }, b = { FG_BUF_INIT, NULL, 0, 0 };
+	size_t i, k;
+	int rc = 0;
+
+	for (i = 0; i < n; i++) {
+		size_t pl;
+		const char *p = fg_tokenizer_id_to_piece(t, ids[i], &pl);
+
+		if (!p) {
+			rc = fg_err_set(err, FG_EINVAL, "token id %ld at position %zu is not in the vocabulary (0..%ld)",
+					(long)ids[i], i, (long)t->n_ids - 1);
+			goto done;
+		}
+		if ((rc = plist_add(&a, p, pl, err)))
+			goto done;
+	}
+	if (!t->has_decoder) {
+		for (i = 0; i < a.n && !rc; i++) {
+			if (i)
+				rc = fg_buf_putc(out, ' ', err);
+			if (!rc)
+				rc = fg_buf_append(out, a.text.data + a.span[2 * i], a.span[2 * i + 1], err);
+		}
+		goto done;
+	}
+	for (k = 0; k < t->n_dec; k++) {
+		struct plist tmp;
+
+		fg_buf_reset(&b.text);
+		b.n = 0;
+		if ((rc = dec_step(&t->dec[k], &a, &b, err)))
+			goto done;
+		tmp = a;
+		a = b;
+		b = tmp;
+	}
+	for (i = 0; i < a.n && !rc; i++)
+		rc = fg_buf_append(out, a.text.data + a.span[2 * i], a.span[2 * i + 1], err);
+	if (!rc && !out->data)
+		rc = fg_buf_append(out, "", 0, err);
+done:
+	plist_release(&a);
+	plist_release(&b);
+	return rc;
+}
+
+/* ---- queries ---- */
+
+const char *fg_tokenizer_id_to_piece(const struct fg_tokenizer *t, int32_t id, size_t *len)
+{
+	if (id < 0 || id >= t->n_ids || t->piece_len[id] == UINT32_MAX)
+		return NULL;
+	if (len)
+		*len = t->piece_len[id];
+	return t->arena.data + t->piece_off[id];
+}
+
+int32_t fg_tokenizer_piece_to_id(const struct fg_tokenizer *t, const char *piece, size_t len)
+{
+	return lookup_id(t, piece, len);
+}
+
+int32_t fg_tokenizer_vocab_size(const struct fg_tokenizer *t)
+{
+	return t->n_ids;
+}
+
+int32_t fg_tokenizer_bos_id(const struct fg_tokenizer *t)
+{
+	return t->bos_id;
+}
+
+int32_t fg_tokenizer_eos_id(const struct fg_tokenizer *t)
+{
+	return t->eos_id;
+}
+
+int32_t fg_tokenizer_unk_id(const struct fg_tokenizer *t)
+{
+	return t->unk_id;
+}
+
+int32_t fg_tokenizer_byte_id(const struct fg_tokenizer *t, unsigned b)
+{
+	return b < 256 ? t->byte_id[b] : -1;
+}
+
+int fg_tokenizer_token_flags(const struct fg_tokenizer *t, int32_t id)
+{
+	return id >= 0 && id < t->n_ids ? t->tflags[id] : 0;
+}
+
+size_t fg_tokenizer_merge_count(const struct fg_tokenizer *t)
+{
+	return t->n_merges;
+}

@@ -1,0 +1,85 @@
+/* tokenizer.h - Hugging Face tokenizer.json of Gemma's kind: byte-fallback BPE
+ * with merge ranks, Replace/Prepend normalizers, a string Split pre-tokenizer,
+ * added tokens matched (longest first) before anything else, TemplateProcessing
+ * for the BOS, and the Replace/ByteFallback/Fuse/Strip decoder chain.
+ *
+ * A loaded tokenizer is immutable: any number of threads may encode and decode
+ * with it at once. Encoding keeps its working memory in a struct fg_tok_scratch
+ * (one per thread; the plain calls make a fresh one each time). A tokenizer.json
+ * of another kind (WordPiece, Unigram, ByteLevel, regex patterns, NFC...) is
+ * refused at load time with a message naming what is not supported.
+ * docs/tokenizer.md has the support matrix and where we differ from others. */
+#ifndef FG_TOKENIZER_H
+#define FG_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "err.h"
+
+struct fg_tokenizer;
+struct fg_tok_scratch;
+
+/* Flags for encoding. */
+enum {
+	FG_TOK_ADD_SPECIAL = 1, /* apply the post-processor template (Gemma: <bos> first) */
+};
+
+/* Per-token attributes, from fg_tokenizer_token_flags. */
+enum {
+	FG_TOK_F_ADDED = 1,   /* listed in added_tokens */
+	FG_TOK_F_SPECIAL = 2, /* added token with "special": true */
+	FG_TOK_F_BYTE = 4,    /* a byte-fallback token <0xNN> */
+};
+
+/* Loads path (a tokenizer.json). */
+int fg_tokenizer_load(struct fg_tokenizer **out, const char *path, struct fg_err *err);
+/* Loads from memory; what names the input in messages. */
+int fg_tokenizer_load_mem(struct fg_tokenizer **out, const char *json, size_t len, const char *what,
+			  struct fg_err *err);
+void fg_tokenizer_free(struct fg_tokenizer *tok);
+
+/* Encodes len bytes of text into a new int32 array *ids (caller frees; may be
+ * NULL when *n is 0). Invalid UTF-8 bytes are kept: each becomes its
+ * byte-fallback token, so decode gives the same bytes back. */
+int fg_tokenizer_encode(const struct fg_tokenizer *tok, const char *text, size_t len, int flags,
+			int32_t **ids, size_t *n, struct fg_err *err);
+
+/* Scratch for repeated encoding on one thread (also caches words seen). */
+int fg_tok_scratch_new(struct fg_tok_scratch **out, struct fg_err *err);
+void fg_tok_scratch_free(struct fg_tok_scratch *s);
+
+/* Like fg_tokenizer_encode but appends to the caller's growable array
+ * (*ids with *n used and *cap allocated, grown with realloc) using scratch s. */
+int fg_tokenizer_encode_append(const struct fg_tokenizer *tok, struct fg_tok_scratch *s,
+			       const char *text, size_t len, int flags, int32_t **ids, size_t *n,
+			       size_t *cap, struct fg_err *err);
+
+/* Decodes ids through the decoder chain, appending the text to out. Byte
+ * tokens are emitted as the raw bytes (no U+FFFD substitution). An id outside
+ * the vocabulary is an error. */
+int fg_tokenizer_decode(const struct fg_tokenizer *tok, const int32_t *ids, size_t n,
+			struct fg_buf *out, struct fg_err *err);
+
+/* The piece (vocabulary string) of id, borrowed, with its length; NULL when id
+ * is outside the vocabulary or names no token. */
+const char *fg_tokenizer_id_to_piece(const struct fg_tokenizer *tok, int32_t id, size_t *len);
+/* The id of a piece (vocabulary or added token), or -1. */
+int32_t fg_tokenizer_piece_to_id(const struct fg_tokenizer *tok, const char *piece, size_t len);
+
+/* One more than the largest id (Gemma 3's file: 262145, with <image_soft_token>). */
+int32_t fg_tokenizer_vocab_size(const struct fg_tokenizer *tok);
+/* BOS: the special token of the post-processor template, else "<bos>"; EOS:
+ * "<eos>"; UNK: the model's unk_token. -1 when there is none. */
+int32_t fg_tokenizer_bos_id(const struct fg_tokenizer *tok);
+int32_t fg_tokenizer_eos_id(const struct fg_tokenizer *tok);
+int32_t fg_tokenizer_unk_id(const struct fg_tokenizer *tok);
+/* The id of the byte-fallback token <0xNN> for byte b, or -1. */
+int32_t fg_tokenizer_byte_id(const struct fg_tokenizer *tok, unsigned b);
+/* FG_TOK_F_* bits of id (0 for ids outside the vocabulary). */
+int fg_tokenizer_token_flags(const struct fg_tokenizer *tok, int32_t id);
+/* Number of merges loaded (for messages and tests). */
+size_t fg_tokenizer_merge_count(const struct fg_tokenizer *tok);
+
+#endif

