@@ -166,7 +166,7 @@ static int parse_entry(struct fg_st_set *s, struct st_file *f, const cJSON *e, s
 		return fg_err_set(err, FG_EFORMAT, "%s: tensor %s: byte size overflows", what, name);
 	if (end < begin || end > f->data_len)
 		return fg_err_set(err, FG_EFORMAT,
-				  "%s: tensor %s: data_offsets [%llu, %llu] outside the %zu-byte data region",
+				  "%s: tensor %s: data_offsets [%llu, %llu] outside the %zu-byte data region (truncated, or the header lies)",
 				  what, name, (unsigned long long)begin, (unsigned long long)end,
 				  f->data_len);
 	if (end - begin != nbytes)
@@ -614,7 +614,8 @@ const char *fg_st_metadata(const struct fg_st_set *s, const char *key)
 	return s->meta ? fg_json_str(s->meta, key) : NULL;
 }
 
-void fg_st_release(const struct fg_st_set *s, const struct fg_st_tensor *t)
+void fg_st_release_span(const struct fg_st_set *s, const struct fg_st_tensor *t, size_t off,
+			size_t len)
 {
 	size_t i, pg = (size_t)sysconf(_SC_PAGESIZE);
 	uintptr_t a, b;
@@ -622,13 +623,20 @@ void fg_st_release(const struct fg_st_set *s, const struct fg_st_tensor *t)
 	for (i = 0; i < s->nfiles; i++)
 		if (s->files[i].path == t->file)
 			break;
-	if (i == s->nfiles || !s->files[i].mapped || !t->nbytes)
+	if (i == s->nfiles || !s->files[i].mapped || off >= t->nbytes)
 		return;
-	/* Only whole pages inside the tensor: neighbours may still be in use. */
-	a = ((uintptr_t)t->data + pg - 1) & ~(uintptr_t)(pg - 1);
-	b = ((uintptr_t)t->data + t->nbytes) & ~(uintptr_t)(pg - 1);
+	if (len > t->nbytes - off)
+		len = t->nbytes - off;
+	/* Only whole pages inside the span: neighbours may still be in use. */
+	a = ((uintptr_t)t->data + off + pg - 1) & ~(uintptr_t)(pg - 1);
+	b = ((uintptr_t)t->data + off + len) & ~(uintptr_t)(pg - 1);
 	if (b > a)
 		madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+void fg_st_release(const struct fg_st_set *s, const struct fg_st_tensor *t)
+{
+	fg_st_release_span(s, t, 0, t->nbytes);
 }
 
 /* ---- writing ---- */
@@ -639,6 +647,8 @@ struct wshard {
 	char *name;       /* file name inside dir */
 	size_t first, n;  /* tensors [first, first + n) */
 	uint64_t data_bytes;
+	uint64_t size;    /* whole file, set when closed */
+	char sha256[FG_SHA256_HEX_LEN + 1];
 };
 
 struct fg_st_writer {
@@ -657,6 +667,9 @@ struct fg_st_writer {
 	char *wbuf;
 	size_t wlen;
 	int finished;
+	struct fg_sha256 *hash; /* of the shard being written */
+	int no_sync;
+	uint64_t fsize;         /* bytes written to it so far */
 };
 
 int fg_st_desc_nbytes(const struct fg_st_desc *d, size_t *out, struct fg_err *err)
@@ -695,6 +708,23 @@ static int write_all(int fd, const void *data, size_t len)
 	return 0;
 }
 
+/* Writes to the current shard and feeds the shard's running digest. */
+static int put(struct fg_st_writer *w, const void *data, size_t len, struct fg_err *err)
+{
+	int rc = fg_sha256_update(w->hash, data, len, err);
+
+	if (rc)
+		return rc;
+	if (write_all(w->fd, data, len)) {
+		int e = errno;
+
+		return fg_err_set(err, e == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s/%s: %s", w->dir,
+				  w->sh[w->cur].name, strerror(e));
+	}
+	w->fsize += len;
+	return 0;
+}
+
 static int shard_path(struct fg_st_writer *w, size_t i, struct fg_buf *p, struct fg_err *err)
 {
 	fg_buf_reset(p);
@@ -703,14 +733,10 @@ static int shard_path(struct fg_st_writer *w, size_t i, struct fg_buf *p, struct
 
 static int flush_buf(struct fg_st_writer *w, struct fg_err *err)
 {
-	if (w->wlen && write_all(w->fd, w->wbuf, w->wlen)) {
-		int e = errno;
+	int rc = w->wlen ? put(w, w->wbuf, w->wlen, err) : 0;
 
-		return fg_err_set(err, e == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s/%s: %s", w->dir,
-				  w->sh[w->cur].name, strerror(e));
-	}
 	w->wlen = 0;
-	return 0;
+	return rc;
 }
 
 static int close_shard(struct fg_st_writer *w, struct fg_err *err)
@@ -720,7 +746,14 @@ static int close_shard(struct fg_st_writer *w, struct fg_err *err)
 	if (w->fd < 0)
 		return 0;
 	rc = flush_buf(w, err);
-	if (!rc && fsync(w->fd))
+	if (!rc) {
+		uint8_t d[FG_SHA256_LEN];
+
+		rc = fg_sha256_final(w->hash, d, err);
+		fg_hex_encode(d, sizeof(d), w->sh[w->cur].sha256);
+		w->sh[w->cur].size = w->fsize;
+	}
+	if (!rc && !w->no_sync && fsync(w->fd))
 		rc = fg_err_set(err, FG_EIO, "fsync %s/%s: %s", w->dir, w->sh[w->cur].name,
 				strerror(errno));
 	if (close(w->fd) && !rc)
@@ -776,11 +809,12 @@ static int open_shard(struct fg_st_writer *w, size_t i, struct fg_err *err)
 		w->cur = i;
 		w->opened = i + 1;
 		w->left = w->sh[i].data_bytes;
+		w->fsize = 0;
 		for (b = 0; b < 8; b++)
 			le[b] = (uint8_t)((uint64_t)hdr.len >> (8 * b));
-		if (write_all(w->fd, le, 8) || write_all(w->fd, hdr.data, hdr.len))
-			rc = fg_err_set(err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s: %s", p.data,
-					strerror(errno));
+		rc = put(w, le, 8, err);
+		if (!rc)
+			rc = put(w, hdr.data, hdr.len, err);
 	}
 	fg_buf_release(&hdr);
 	fg_buf_release(&p);
@@ -811,6 +845,7 @@ void fg_st_writer_free(struct fg_st_writer *w)
 	free(w->dir);
 	free(w->wbuf);
 	cJSON_Delete(w->meta);
+	fg_sha256_free(w->hash);
 	free(w);
 }
 
@@ -844,6 +879,9 @@ int fg_st_writer_new(struct fg_st_writer **out, const char *dir, const struct fg
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 		goto out;
 	}
+	rc = fg_sha256_new(&w->hash, err);
+	if (rc)
+		goto out;
 	if (metadata) {
 		const cJSON *m;
 
@@ -917,9 +955,25 @@ out:
 	return 0;
 }
 
+void fg_st_writer_no_sync(struct fg_st_writer *w)
+{
+	w->no_sync = 1;
+}
+
 size_t fg_st_writer_nfiles(const struct fg_st_writer *w)
 {
 	return w->nsh;
+}
+
+int fg_st_writer_file(const struct fg_st_writer *w, size_t i, const char **name, uint64_t *size,
+		      char sha256_hex[FG_SHA256_HEX_LEN + 1])
+{
+	if (!w->finished || i >= w->nsh)
+		return FG_EINVAL;
+	*name = w->sh[i].name;
+	*size = w->sh[i].size;
+	memcpy(sha256_hex, w->sh[i].sha256, FG_SHA256_HEX_LEN + 1);
+	return 0;
 }
 
 /* Moves to the next shard once the current one has all its bytes. */
@@ -960,10 +1014,9 @@ int fg_st_writer_write(struct fg_st_writer *w, const void *data, size_t len, str
 				return rc;
 		}
 		if (k >= WBUF_SIZE) {
-			if (write_all(w->fd, p, k))
-				return fg_err_set(err, errno == ENOSPC ? FG_ENOSPC : FG_EIO,
-						  "write %s/%s: %s", w->dir, w->sh[w->cur].name,
-						  strerror(errno));
+			rc = put(w, p, k, err);
+			if (rc)
+				return rc;
 		} else {
 			memcpy(w->wbuf + w->wlen, p, k);
 			w->wlen += k;

@@ -50,6 +50,7 @@
 #include <cjson/cJSON.h>
 
 #include "err.h"
+#include "sha256.h"
 
 #define FG_ST_MAX_DIMS 8
 /* Largest header accepted (the reference implementation's limit too). */
@@ -125,6 +126,9 @@ const char *fg_st_metadata(const struct fg_st_set *set, const char *key);
  * stays readable: touching it again reads it back from the file). Streaming
  * consumers call it after each tensor so RSS stays near one tensor. */
 void fg_st_release(const struct fg_st_set *set, const struct fg_st_tensor *t);
+/* The same for bytes [off, off + len) of t's data (clipped to the tensor). */
+void fg_st_release_span(const struct fg_st_set *set, const struct fg_st_tensor *t, size_t off,
+			size_t len);
 
 /* What the writer needs to know about a tensor before its data arrives. */
 struct fg_st_desc {
@@ -153,7 +157,15 @@ int fg_st_writer_write(struct fg_st_writer *w, const void *data, size_t len, str
 int fg_st_writer_finish(struct fg_st_writer *w, struct fg_err *err);
 /* Frees w; files of an unfinished writer are removed. Accepts NULL. */
 void fg_st_writer_free(struct fg_st_writer *w);
+/* Skips the fsync of each finished shard (scratch output, benchmarks): a
+ * power loss may then lose data the caller believes written. */
+void fg_st_writer_no_sync(struct fg_st_writer *w);
 /* Number of shard files the writer plans (valid after _new). */
 size_t fg_st_writer_nfiles(const struct fg_st_writer *w);
+/* Shard i after a successful finish: its file name inside dir (borrowed),
+ * size in bytes and sha256 (lowercase hex), computed while writing so the
+ * caller need not read the files back. The index file is not included. */
+int fg_st_writer_file(const struct fg_st_writer *w, size_t i, const char **name, uint64_t *size,
+		      char sha256_hex[FG_SHA256_HEX_LEN + 1]);
 
 #endif

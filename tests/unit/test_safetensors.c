@@ -9,6 +9,7 @@
 #include "buf.h"
 #include "fsutil.h"
 #include "safetensors.h"
+#include "sha256.h"
 #include "tap.h"
 
 static char tmpdir[] = "/tmp/fgst.XXXXXX";
@@ -161,6 +162,20 @@ static void test_writer(void)
 	   fg_st_writer_write(w, data + 37, total - 37, &err) == 0, "write: pieces");
 	ok(fg_st_writer_write(w, data, 1, &err) != 0, "write: refuses bytes beyond the tensors");
 	ok(fg_st_writer_finish(w, &err) == 0, "write: finish (%s)", err.msg);
+	{
+		const char *nm = NULL;
+		uint64_t sz = 0;
+		char hex[65], want[65];
+		uint8_t dg[32];
+		unsigned long long fsz = 0;
+
+		fg_path_join(&p, sub, "model.safetensors", &err);
+		fg_sha256_file(p.data, dg, &fsz, &err);
+		fg_hex_encode(dg, 32, want);
+		ok(fg_st_writer_file(w, 0, &nm, &sz, hex) == 0 && !strcmp(nm, "model.safetensors") &&
+		   sz == fsz && !strcmp(hex, want), "write: digest and size computed while writing");
+		fg_buf_reset(&p);
+	}
 	fg_st_writer_free(w);
 	ok(fg_st_open(&s, sub, &err) == 0, "write: read back the folder (%s)", err.msg);
 	if (s) {

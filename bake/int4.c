@@ -1,0 +1,1117 @@
+/* int4.c - the INT4 quantizer kernel and the streaming checkpoint bake
+ * (see int4.h; the arithmetic and its sources are in docs/formats/int4.md). */
+#include "int4.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bf16.h"
+#include "buf.h"
+#include "fsutil.h"
+#include "json.h"
+#include "provenance.h"
+#include "safetensors.h"
+#include "version.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "int4.c reads bf16 weights in place and assumes a little-endian host"
+#endif
+
+#define MAX_GROUP 128
+#define BF16_EPS_BITS 0x3c00u /* 2^-7, torch.finfo(torch.bfloat16).eps */
+#define RNE_MAGIC 12582912.0f /* 1.5 * 2^23: x + M - M rounds |x| < 2^22 half to even */
+
+static inline float u2f(uint32_t u)
+{
+	float f;
+
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+static inline uint32_t f2u(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	return u;
+}
+
+/* One group: n (<= MAX_GROUP, multiple of 8) bf16 values in src. Writes n/8
+ * packed words and returns the scale's bf16 bits; *nonfinite is set when a
+ * value is NaN or Inf. Written as straight-line loops over fixed arrays so the
+ * compiler vectorizes them; every operation is exact IEEE arithmetic, so the
+ * result does not depend on the vector width. */
+static inline uint16_t quant_group(uint8_t *packed, const uint8_t *src, size_t n, int *nonfinite)
+{
+	uint16_t h[MAX_GROUP];
+	uint32_t nib[MAX_GROUP];
+	uint32_t amax = 0, sb;
+	float s;
+	size_t i, j;
+
+	memcpy(h, src, n * 2);
+	/* For non-negative floats the bit patterns order like the values. */
+	for (i = 0; i < n; i++) {
+		uint32_t m = h[i] & 0x7fffu;
+
+		amax = m > amax ? m : amax;
+	}
+	if (amax >= 0x7f80u) {
+		*nonfinite = 1;
+		return 0;
+	}
+	sb = f2u(u2f(amax << 16) / 7.5f);
+	sb = (sb + 0x7fffu + ((sb >> 16) & 1u)) >> 16;
+	if (!sb)
+		sb = BF16_EPS_BITS;
+	s = u2f(sb << 16);
+	for (i = 0; i < n; i++) {
+		uint32_t u = f2u(u2f((uint32_t)h[i] << 16) / s);
+		float v;
+
+		u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u; /* bf16(w / s) */
+		v = u2f(u);
+		v = v < -8.0f ? -8.0f : v;
+		v = v > 7.0f ? 7.0f : v;
+		v = (v + RNE_MAGIC) - RNE_MAGIC;
+		nib[i] = (uint32_t)((int32_t)v + 8);
+	}
+	for (j = 0; j < n / 8; j++) {
+		const uint32_t *q = nib + 8 * j;
+		uint32_t word = q[0] | q[1] << 4 | q[2] << 8 | q[3] << 12 | q[4] << 16 | q[5] << 20 |
+				q[6] << 24 | q[7] << 28;
+
+		memcpy(packed + 4 * j, &word, 4);
+	}
+	return (uint16_t)sb;
+}
+
+#if defined(__x86_64__)
+/* The same group on AVX2, 8 lanes at a time. Identical results: division,
+ * the bf16 rounding (integer ops), clamping and rounding to an integer are
+ * exact IEEE operations lane by lane, in the same order as above. */
+__attribute__((target("avx2"))) static uint16_t quant_group_avx2(uint8_t *packed,
+								  const uint8_t *src, size_t n,
+								  int *nonfinite)
+{
+	const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
+	const __m256i rbias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
+	const __m256i himask = _mm256_set1_epi32((int)0xffff0000u);
+	const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+	const __m256i eight = _mm256_set1_epi32(8);
+	const __m256 lo = _mm256_set1_ps(-8.0f), hi = _mm256_set1_ps(7.0f);
+	__m256i x[MAX_GROUP / 8], mx = _mm256_setzero_si256();
+	__m128i m4;
+	__m256 sv;
+	uint32_t amax, sb;
+	size_t j;
+
+	for (j = 0; j < n / 8; j++) {
+		__m128i h = _mm_loadu_si128((const __m128i *)(src + 16 * j));
+
+		x[j] = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
+		mx = _mm256_max_epi32(mx, _mm256_and_si256(x[j], absmask));
+	}
+	m4 = _mm_max_epi32(_mm256_castsi256_si128(mx), _mm256_extracti128_si256(mx, 1));
+	m4 = _mm_max_epi32(m4, _mm_shuffle_epi32(m4, 0x4e));
+	m4 = _mm_max_epi32(m4, _mm_shuffle_epi32(m4, 0xb1));
+	amax = (uint32_t)_mm_cvtsi128_si32(m4);
+	if (amax >= 0x7f800000u) {
+		*nonfinite = 1;
+		return 0;
+	}
+	sb = f2u(u2f(amax) / 7.5f);
+	sb = (sb + 0x7fffu + ((sb >> 16) & 1u)) >> 16;
+	if (!sb)
+		sb = BF16_EPS_BITS;
+	sv = _mm256_set1_ps(u2f(sb << 16));
+	for (j = 0; j < n / 8; j++) {
+		__m256i u = _mm256_castps_si256(_mm256_div_ps(_mm256_castsi256_ps(x[j]), sv));
+		__m256 v;
+		__m256i q;
+		__m128i o;
+
+		u = _mm256_add_epi32(u, _mm256_add_epi32(rbias, _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
+		v = _mm256_castsi256_ps(_mm256_and_si256(u, himask));
+		v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
+		v = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+		q = _mm256_sllv_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(v), eight), shifts);
+		o = _mm_or_si128(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+		o = _mm_or_si128(o, _mm_shuffle_epi32(o, 0x4e));
+		o = _mm_or_si128(o, _mm_shuffle_epi32(o, 0xb1));
+		_mm_storeu_si32(packed + 4 * j, o);
+	}
+	return (uint16_t)sb;
+}
+#endif
+
+typedef uint16_t (*group_fn)(uint8_t *, const uint8_t *, size_t, int *);
+
+static group_fn pick_group_fn(void)
+{
+#if defined(__x86_64__)
+	if (!getenv("FGPACK_NO_SIMD") && __builtin_cpu_supports("avx2"))
+		return quant_group_avx2;
+#endif
+	return quant_group;
+}
+
+static group_fn the_group_fn;
+static pthread_once_t group_fn_once = PTHREAD_ONCE_INIT;
+
+static void init_group_fn(void)
+{
+	the_group_fn = pick_group_fn();
+}
+
+int fg_int4_quant_rows(uint8_t *packed, uint8_t *scales, const uint8_t *w, size_t rows,
+		       size_t cols, size_t group, size_t *bad)
+{
+	size_t ng = cols / group, r, g, i;
+	group_fn fn;
+
+	pthread_once(&group_fn_once, init_group_fn);
+	fn = the_group_fn;
+
+	for (r = 0; r < rows; r++) {
+		const uint8_t *row = w + r * cols * 2;
+
+		for (g = 0; g < ng; g++) {
+			int nonfinite = 0;
+			uint16_t sb = fn(packed + (r * cols + g * group) / 2, row + g * group * 2, group,
+					 &nonfinite);
+
+			if (nonfinite) {
+				for (i = 0; i < group; i++)
+					if ((fg_le16(row + (g * group + i) * 2) & 0x7f80u) == 0x7f80u)
+						break;
+				*bad = r * cols + g * group + i;
+				return -1;
+			}
+			fg_put_le16(scales + (r * ng + g) * 2, sb);
+		}
+	}
+	return 0;
+}
+
+/* ---- which tensors ---- */
+
+static const char *const linear_suffixes[] = {
+	"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+	"self_attn.o_proj.weight", "mlp.gate_proj.weight",    "mlp.up_proj.weight",
+	"mlp.down_proj.weight",    "per_layer_input_gate.weight", "per_layer_projection.weight",
+};
+
+static const char *const text_prefixes[] = { "model.language_model.", "model." };
+
+int fg_int4_is_target(const char *name)
+{
+	size_t p, k;
+
+	for (p = 0; p < 2; p++) {
+		size_t pl = strlen(text_prefixes[p]);
+		const char *rest;
+
+		if (strncmp(name, text_prefixes[p], pl))
+			continue;
+		rest = name + pl;
+		if (!strcmp(rest, "per_layer_model_projection.weight"))
+			return 1;
+		if (strncmp(rest, "layers.", 7))
+			continue;
+		rest += 7;
+		if (*rest < '0' || *rest > '9')
+			continue;
+		while (*rest >= '0' && *rest <= '9')
+			rest++;
+		if (*rest++ != '.')
+			continue;
+		for (k = 0; k < sizeof(linear_suffixes) / sizeof(linear_suffixes[0]); k++)
+			if (!strcmp(rest, linear_suffixes[k]))
+				return 1;
+	}
+	return 0;
+}
+
+/* ---- the bake ---- */
+
+#define BLOCK_BYTES ((size_t)32 << 20)  /* input bytes quantized per round */
+#define COPY_BYTES ((size_t)32 << 20)   /* pass-through bytes written per call */
+
+struct infile {
+	char *name;        /* relative to src */
+	char *path;
+	int role;          /* IN_TENSORS, IN_INDEX, IN_CONFIG, IN_COPY */
+	unsigned long long size;
+	char sha256[FG_SHA256_HEX_LEN + 1];
+};
+
+enum { IN_TENSORS, IN_INDEX, IN_CONFIG, IN_COPY };
+
+struct outfile {
+	char *name;
+	unsigned long long size;
+	char sha256[FG_SHA256_HEX_LEN + 1];
+};
+
+struct job {
+	const struct fg_st_tensor *t;
+	int quant;
+	char *base;        /* output name stem for quantized tensors (owned) */
+};
+
+struct bake {
+	const char *src, *out;
+	const struct fg_int4_opts *o;
+	struct fg_st_set *set;
+	struct infile *in;
+	size_t n_in;
+	struct outfile *outs;
+	size_t n_out, cap_out;
+	struct job *jobs;
+	size_t n_jobs;
+	char *tmp;         /* temporary output folder */
+	char **names;      /* descriptor names allocated by plan() */
+	size_t n_names;
+	/* hasher thread */
+	pthread_t hasher;
+	int hasher_started;
+	int hash_rc;
+	struct fg_err hash_err;
+};
+
+static int cmp_infile(const void *a, const void *b)
+{
+	return strcmp(((const struct infile *)a)->name, ((const struct infile *)b)->name);
+}
+
+static int cmp_outfile(const void *a, const void *b)
+{
+	return strcmp(((const struct outfile *)a)->name, ((const struct outfile *)b)->name);
+}
+
+static int ends_with(const char *s, const char *suf)
+{
+	size_t a = strlen(s), b = strlen(suf);
+
+	return a >= b && !strcmp(s + a - b, suf);
+}
+
+/* Top-level regular files of src, sorted; hidden files and folders skipped. */
+static int list_inputs(struct bake *b, struct fg_err *err)
+{
+	DIR *d = opendir(b->src);
+	struct dirent *e;
+	size_t cap = 0, i, k;
+	int rc = 0;
+
+	if (!d)
+		return fg_err_set(err, errno == ENOENT ? FG_ENOTFOUND : FG_EIO, "%s: %s", b->src,
+				  strerror(errno));
+	while (!rc && (e = readdir(d))) {
+		struct fg_buf p = FG_BUF_INIT;
+		struct stat st;
+
+		if (e->d_name[0] == '.')
+			continue;
+		rc = fg_path_join(&p, b->src, e->d_name, err);
+		if (rc)
+			break;
+		if (stat(p.data, &st) || !S_ISREG(st.st_mode)) {
+			fg_buf_release(&p);
+			continue;
+		}
+		if (b->n_in == cap) {
+			struct infile *n = realloc(b->in, (cap ? cap * 2 : 32) * sizeof(*n));
+
+			if (!n) {
+				fg_buf_release(&p);
+				rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+				break;
+			}
+			b->in = n;
+			cap = cap ? cap * 2 : 32;
+		}
+		memset(&b->in[b->n_in], 0, sizeof(b->in[0]));
+		b->in[b->n_in].name = strdup(e->d_name);
+		b->in[b->n_in].path = fg_buf_detach(&p, NULL);
+		b->in[b->n_in].size = (unsigned long long)st.st_size;
+		if (!b->in[b->n_in].name) {
+			free(b->in[b->n_in].path);
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+			break;
+		}
+		b->n_in++;
+	}
+	closedir(d);
+	if (rc)
+		return rc;
+	qsort(b->in, b->n_in, sizeof(*b->in), cmp_infile);
+	/* Roles: the set's shards carry tensors; other .safetensors files are not
+	 * part of the checkpoint and are left out (and not claimed as inputs). */
+	for (i = k = 0; i < b->n_in; i++) {
+		struct infile f = b->in[i];
+		size_t s;
+
+		f.role = IN_COPY;
+		if (!strcmp(f.name, "config.json"))
+			f.role = IN_CONFIG;
+		else if (!strcmp(f.name, FG_ST_INDEX_NAME))
+			f.role = IN_INDEX;
+		else if (ends_with(f.name, ".safetensors")) {
+			f.role = -1;
+			for (s = 0; s < fg_st_nfiles(b->set); s++) {
+				const char *sp = fg_st_file(b->set, s), *slash = strrchr(sp, '/');
+
+				if (!strcmp(slash ? slash + 1 : sp, f.name))
+					f.role = IN_TENSORS;
+			}
+		}
+		if (f.role < 0) {
+			free(f.name);
+			free(f.path);
+			continue;
+		}
+		b->in[k++] = f;
+	}
+	b->n_in = k;
+	return 0;
+}
+
+static void *hash_main(void *arg)
+{
+	struct bake *b = arg;
+	size_t i;
+
+	for (i = 0; i < b->n_in && !b->hash_rc; i++) {
+		uint8_t d[FG_SHA256_LEN];
+		unsigned long long sz;
+
+		b->hash_rc = fg_sha256_file(b->in[i].path, d, &sz, &b->hash_err);
+		if (!b->hash_rc && sz != b->in[i].size)
+			b->hash_rc = fg_err_set(&b->hash_err, FG_EIO, "%s: changed while baking",
+						b->in[i].path);
+		fg_hex_encode(d, sizeof(d), b->in[i].sha256);
+	}
+	return NULL;
+}
+
+static int add_out(struct bake *b, const char *name, unsigned long long size, const char *hex,
+		   struct fg_err *err)
+{
+	if (b->n_out == b->cap_out) {
+		size_t nc = b->cap_out ? b->cap_out * 2 : 32;
+		struct outfile *n = realloc(b->outs, nc * sizeof(*n));
+
+		if (!n)
+			return fg_err_set(err, FG_ENOMEM, "out of memory");
+		b->outs = n;
+		b->cap_out = nc;
+	}
+	b->outs[b->n_out].name = strdup(name);
+	if (!b->outs[b->n_out].name)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	b->outs[b->n_out].size = size;
+	memcpy(b->outs[b->n_out].sha256, hex, FG_SHA256_HEX_LEN + 1);
+	b->n_out++;
+	return 0;
+}
+
+/* Writes data as tmp/name and records its digest. */
+static int emit_file(struct bake *b, const char *name, const void *data, size_t len,
+		     struct fg_err *err)
+{
+	struct fg_buf p = FG_BUF_INIT;
+	uint8_t d[FG_SHA256_LEN];
+	char hex[FG_SHA256_HEX_LEN + 1];
+	int rc = fg_path_join(&p, b->tmp, name, err);
+
+	if (!rc)
+		rc = fg_file_write_atomic(p.data, data, len, 0644, err);
+	if (!rc)
+		rc = fg_sha256_mem(data, len, d, err);
+	if (!rc) {
+		fg_hex_encode(d, sizeof(d), hex);
+		rc = add_out(b, name, len, hex, err);
+	}
+	fg_buf_release(&p);
+	return rc;
+}
+
+static int copy_file(struct bake *b, const struct infile *f, struct fg_err *err)
+{
+	struct fg_buf dst = FG_BUF_INIT;
+	struct fg_sha256 *h = NULL;
+	static const size_t bufsz = (size_t)1 << 20;
+	char *buf = malloc(bufsz);
+	unsigned long long total = 0;
+	uint8_t d[FG_SHA256_LEN];
+	char hex[FG_SHA256_HEX_LEN + 1];
+	int in = -1, out = -1, rc;
+
+	rc = buf ? fg_sha256_new(&h, err) : fg_err_set(err, FG_ENOMEM, "out of memory");
+	if (!rc)
+		rc = fg_path_join(&dst, b->tmp, f->name, err);
+	if (!rc) {
+		in = open(f->path, O_RDONLY | O_CLOEXEC);
+		out = open(dst.data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (in < 0 || out < 0)
+			rc = fg_err_set(err, FG_EIO, "copy %s: %s", f->path, strerror(errno));
+	}
+	while (!rc) {
+		ssize_t n = read(in, buf, bufsz), k;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = fg_err_set(err, FG_EIO, "read %s: %s", f->path, strerror(errno));
+			break;
+		}
+		if (n == 0)
+			break;
+		rc = fg_sha256_update(h, buf, (size_t)n, err);
+		for (k = 0; !rc && k < n;) {
+			ssize_t m = write(out, buf + k, (size_t)(n - k));
+
+			if (m < 0 && errno == EINTR)
+				continue;
+			if (m < 0)
+				rc = fg_err_set(err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s: %s",
+						dst.data, strerror(errno));
+			else
+				k += m;
+		}
+		total += (unsigned long long)n;
+	}
+	if (!rc && !b->o->no_sync && fsync(out))
+		rc = fg_err_set(err, FG_EIO, "fsync %s: %s", dst.data, strerror(errno));
+	if (in >= 0)
+		close(in);
+	if (out >= 0 && close(out) && !rc)
+		rc = fg_err_set(err, FG_EIO, "close %s: %s", dst.data, strerror(errno));
+	if (!rc)
+		rc = fg_sha256_final(h, d, err);
+	if (!rc) {
+		fg_hex_encode(d, sizeof(d), hex);
+		rc = add_out(b, f->name, total, hex, err);
+	}
+	fg_sha256_free(h);
+	free(buf);
+	fg_buf_release(&dst);
+	return rc;
+}
+
+/* Short name of a tensor's file for messages: the path as opened. */
+static int tensor_err(struct fg_err *err, int code, const struct fg_st_tensor *t, const char *what)
+{
+	return fg_err_set(err, code, "%s: tensor %s: %s", t->file, t->name, what);
+}
+
+static int plan(struct bake *b, struct fg_st_desc **descs_out, size_t *nd_out, struct fg_err *err)
+{
+	size_t n = fg_st_count(b->set), i, nd = 0;
+	const struct fg_st_tensor *head_src = NULL, *lm = fg_st_find(b->set, "lm_head.weight");
+	struct fg_st_desc *d;
+	char msg[160];
+	int rc = 0;
+
+	if (b->o->head_int4 && !lm) {
+		head_src = fg_st_find(b->set, "model.language_model.embed_tokens.weight");
+		if (!head_src)
+			head_src = fg_st_find(b->set, "model.embed_tokens.weight");
+		if (!head_src)
+			return fg_err_set(err, FG_ENOTFOUND,
+					  "%s: --head int4 needs lm_head.weight or the token embedding "
+					  "(model.language_model.embed_tokens.weight)", b->src);
+	}
+	b->jobs = calloc(n + 1, sizeof(*b->jobs));
+	b->names = calloc(3 * (n + 1), sizeof(*b->names));
+	d = calloc(3 * (n + 1), sizeof(*d));
+	if (!b->jobs || !d || !b->names) {
+		free(d);
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	for (i = 0; i <= n && !rc; i++) {
+		const struct fg_st_tensor *t = i < n ? fg_st_at(b->set, i) : head_src;
+		struct job *j = &b->jobs[b->n_jobs];
+		const char *stem;
+
+		if (!t)
+			break;
+		j->t = t;
+		j->quant = i == n || fg_int4_is_target(t->name) || (b->o->head_int4 && t == lm);
+		b->n_jobs++;
+		if (!j->quant) {
+			d[nd].name = t->name;
+			d[nd].dtype = t->dtype;
+			d[nd].ndim = t->ndim;
+			memcpy(d[nd].shape, t->shape, sizeof(t->shape));
+			nd++;
+			continue;
+		}
+		if (t->dtype != FG_ST_BF16) {
+			snprintf(msg, sizeof(msg), "dtype %s is not supported for INT4 (bf16 only)",
+				 fg_st_dtype_name(t->dtype));
+			rc = tensor_err(err, FG_EUNSUPPORTED, t, msg);
+			break;
+		}
+		if (t->ndim != 2 || t->shape[0] == 0 || t->shape[1] == 0) {
+			rc = tensor_err(err, FG_EFORMAT, t, "a Linear weight must be a non-empty matrix");
+			break;
+		}
+		if (t->shape[1] % (uint64_t)b->o->group) {
+			snprintf(msg, sizeof(msg), "input width %llu is not a multiple of the group size %d",
+				 (unsigned long long)t->shape[1], b->o->group);
+			rc = tensor_err(err, FG_EINVAL, t, msg);
+			break;
+		}
+		stem = i == n ? "lm_head.weight" : t->name;
+		j->base = strndup(stem, strlen(stem) - strlen(".weight"));
+		if (!j->base) {
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+			break;
+		}
+		{
+			struct fg_buf nm = FG_BUF_INIT;
+			static const char *const sfx[3] = { ".weight_packed", ".weight_scale", ".weight_shape" };
+			int k;
+
+			for (k = 0; k < 3 && !rc; k++) {
+				fg_buf_reset(&nm);
+				rc = fg_buf_printf(&nm, err, "%s%s", j->base, sfx[k]);
+				d[nd].name = rc ? NULL : fg_buf_detach(&nm, NULL);
+				b->names[b->n_names++] = (char *)d[nd].name;
+				d[nd].dtype = k == 0 ? FG_ST_I32 : k == 1 ? FG_ST_BF16 : FG_ST_I64;
+				d[nd].ndim = k == 2 ? 1 : 2;
+				d[nd].shape[0] = k == 2 ? 2 : t->shape[0];
+				d[nd].shape[1] = k == 0 ? t->shape[1] / 8 : t->shape[1] / (uint64_t)b->o->group;
+				nd++;
+			}
+			fg_buf_release(&nm);
+		}
+	}
+	*descs_out = d;
+	*nd_out = nd;
+	return rc;
+}
+
+
+struct qwork {
+	const uint8_t *w;
+	uint8_t *packed, *scales;
+	size_t rows, cols, group;
+	size_t bad;
+	int rc;
+};
+
+static void *qwork_main(void *arg)
+{
+	struct qwork *q = arg;
+
+	q->rc = fg_int4_quant_rows(q->packed, q->scales, q->w, q->rows, q->cols, q->group, &q->bad);
+	return NULL;
+}
+
+/* Quantizes rows [0, rows) of a block on nthreads threads (fixed row split). */
+static int quant_block(const uint8_t *w, uint8_t *packed, uint8_t *scales, size_t rows,
+		       size_t cols, size_t group, int nthreads, size_t *bad)
+{
+	struct qwork q[64];
+	pthread_t th[64];
+	int started[64] = { 0 };
+	size_t per, r0 = 0;
+	int n = nthreads < 64 ? nthreads : 64, i, rc = 0;
+
+	if ((size_t)n > rows)
+		n = (int)rows;
+	if (n < 1)
+		n = 1;
+	per = (rows + (size_t)n - 1) / (size_t)n;
+	for (i = 0; i < n; i++) {
+		size_t r1 = r0 + per < rows ? r0 + per : rows;
+
+		q[i].w = w + r0 * cols * 2;
+		q[i].packed = packed + r0 * cols / 2;
+		q[i].scales = scales + r0 * (cols / group) * 2;
+		q[i].rows = r1 - r0;
+		q[i].cols = cols;
+		q[i].group = group;
+		q[i].rc = 0;
+		q[i].bad = 0;
+		r0 = r1;
+	}
+	for (i = 1; i < n; i++)
+		started[i] = !pthread_create(&th[i], NULL, qwork_main, &q[i]);
+	qwork_main(&q[0]);
+	for (i = 1; i < n; i++) {
+		if (started[i])
+			pthread_join(th[i], NULL);
+		else
+			qwork_main(&q[i]);
+	}
+	/* The first bad element in row order, whichever thread saw it. */
+	for (i = 0; i < n; i++)
+		if (q[i].rc) {
+			*bad = (size_t)(q[i].w - w) / 2 + q[i].bad;
+			rc = -1;
+			break;
+		}
+	return rc;
+}
+
+static int bake_tensor(struct bake *b, struct fg_st_writer *w, const struct job *j,
+		       struct fg_err *err)
+{
+	const struct fg_st_tensor *t = j->t;
+	size_t rows, cols, group = (size_t)b->o->group, brows, r, scale_bytes;
+	uint8_t *packed = NULL, *scales = NULL, shape[16];
+	int rc = 0, k;
+
+	if (!j->quant) {
+		size_t off;
+
+		for (off = 0; off < t->nbytes && !rc; off += COPY_BYTES) {
+			size_t len = t->nbytes - off < COPY_BYTES ? t->nbytes - off : COPY_BYTES;
+
+			rc = fg_st_writer_write(w, (const uint8_t *)t->data + off, len, err);
+			fg_st_release_span(b->set, t, off, len);
+		}
+		return rc;
+	}
+	rows = (size_t)t->shape[0];
+	cols = (size_t)t->shape[1];
+	brows = BLOCK_BYTES / (cols * 2);
+	if (brows < 1)
+		brows = 1;
+	scale_bytes = rows * (cols / group) * 2;
+	packed = malloc((brows < rows ? brows : rows) * cols / 2);
+	scales = malloc(scale_bytes);
+	if (!packed || !scales) {
+		free(packed);
+		free(scales);
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	for (r = 0; r < rows && !rc; r += brows) {
+		size_t n = rows - r < brows ? rows - r : brows, bad = 0;
+		const uint8_t *src = (const uint8_t *)t->data + r * cols * 2;
+
+		if (quant_block(src, packed, scales + r * (cols / group) * 2, n, cols, group,
+				b->o->threads, &bad)) {
+			char msg[128];
+
+			snprintf(msg, sizeof(msg), "non-finite value (NaN or Inf) at [%zu, %zu]",
+				 r + bad / cols, bad % cols);
+			rc = tensor_err(err, FG_EINVAL, t, msg);
+			break;
+		}
+		rc = fg_st_writer_write(w, packed, n * cols / 2, err);
+		fg_st_release_span(b->set, t, r * cols * 2, n * cols * 2);
+	}
+	if (!rc)
+		rc = fg_st_writer_write(w, scales, scale_bytes, err);
+	for (k = 0; k < 8; k++) {
+		shape[k] = (uint8_t)((uint64_t)rows >> (8 * k));
+		shape[8 + k] = (uint8_t)((uint64_t)cols >> (8 * k));
+	}
+	if (!rc)
+		rc = fg_st_writer_write(w, shape, sizeof(shape), err);
+	free(packed);
+	free(scales);
+	return rc;
+}
+
+/* The quantization_config vLLM's compressed-tensors loader reads. */
+static int add_quant_config(cJSON *cfg, const struct bake *b, struct fg_err *err)
+{
+	cJSON *qc, *groups, *g0, *targets, *wts, *ign, *tc;
+	static const char *const ignore[] = {
+		"re:.*vision_tower.*", "re:.*audio_tower.*", "re:.*embed_vision.*", "re:.*embed_audio.*",
+	};
+	size_t i;
+
+	if (cJSON_GetObjectItemCaseSensitive(cfg, "quantization_config"))
+		return fg_err_set(err, FG_EUNSUPPORTED,
+				  "%s/config.json: already quantized (has a quantization_config)", b->src);
+	qc = cJSON_AddObjectToObject(cfg, "quantization_config");
+	if (!qc || !cJSON_AddStringToObject(qc, "quant_method", "compressed-tensors") ||
+	    !cJSON_AddStringToObject(qc, "format", "pack-quantized") ||
+	    !cJSON_AddStringToObject(qc, "quantization_status", "compressed") ||
+	    !cJSON_AddNullToObject(qc, "kv_cache_scheme") ||
+	    !cJSON_AddNullToObject(qc, "global_compression_ratio") ||
+	    !(groups = cJSON_AddObjectToObject(qc, "config_groups")) ||
+	    !(g0 = cJSON_AddObjectToObject(groups, "group_0")) ||
+	    !(targets = cJSON_AddArrayToObject(g0, "targets")) ||
+	    !cJSON_AddNullToObject(g0, "input_activations") ||
+	    !cJSON_AddNullToObject(g0, "output_activations") ||
+	    !(wts = cJSON_AddObjectToObject(g0, "weights")) ||
+	    !cJSON_AddNumberToObject(wts, "num_bits", 4) || !cJSON_AddStringToObject(wts, "type", "int") ||
+	    !cJSON_AddTrueToObject(wts, "symmetric") ||
+	    !cJSON_AddStringToObject(wts, "strategy", "group") ||
+	    !cJSON_AddNumberToObject(wts, "group_size", b->o->group) ||
+	    !cJSON_AddFalseToObject(wts, "dynamic") || !cJSON_AddNullToObject(wts, "actorder") ||
+	    !cJSON_AddNullToObject(wts, "block_structure") ||
+	    !cJSON_AddStringToObject(wts, "observer", "minmax") ||
+	    !(ign = cJSON_AddArrayToObject(qc, "ignore")))
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	cJSON_AddItemToArray(targets, cJSON_CreateString("Linear"));
+	/* Every Linear left in bf16 must be ignored, or vLLM would expect INT4 for it. */
+	if (!b->o->head_int4)
+		cJSON_AddItemToArray(ign, cJSON_CreateString("lm_head"));
+	for (i = 0; i < sizeof(ignore) / sizeof(ignore[0]); i++)
+		cJSON_AddItemToArray(ign, cJSON_CreateString(ignore[i]));
+	if (b->o->head_int4) {
+		cJSON_DeleteItemFromObjectCaseSensitive(cfg, "tie_word_embeddings");
+		cJSON_AddFalseToObject(cfg, "tie_word_embeddings");
+		tc = cJSON_GetObjectItemCaseSensitive(cfg, "text_config");
+		if (cJSON_IsObject(tc)) {
+			cJSON_DeleteItemFromObjectCaseSensitive(tc, "tie_word_embeddings");
+			cJSON_AddFalseToObject(tc, "tie_word_embeddings");
+		}
+	}
+	return 0;
+}
+
+static void tree_digest(char out[FG_SHA256_HEX_LEN + 1], const struct outfile *f, size_t n)
+{
+	struct fg_sha256 *h = NULL;
+	uint8_t d[FG_SHA256_LEN];
+	size_t i;
+
+	out[0] = '\0';
+	if (fg_sha256_new(&h, NULL))
+		return;
+	for (i = 0; i < n; i++) {
+		char line[128 + 4096];
+		int len = snprintf(line, sizeof(line), "%s %llu %s\n", f[i].sha256, f[i].size, f[i].name);
+
+		if (len > 0 && (size_t)len < sizeof(line))
+			fg_sha256_update(h, line, (size_t)len, NULL);
+	}
+	if (!fg_sha256_final(h, d, NULL))
+		fg_hex_encode(d, sizeof(d), out);
+	fg_sha256_free(h);
+}
+
+static void remove_tree_flat(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		struct fg_buf p = FG_BUF_INIT;
+
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (!fg_path_join(&p, dir, e->d_name, NULL))
+			unlink(p.data);
+		fg_buf_release(&p);
+	}
+	closedir(d);
+	rmdir(dir);
+}
+
+static int make_tmp(struct bake *b, struct fg_err *err)
+{
+	struct fg_buf p = FG_BUF_INIT;
+	const char *slash = strrchr(b->out, '/');
+	int rc;
+
+	if (slash && slash[1] == '\0')
+		return fg_err_set(err, FG_EINVAL, "%s: give the output folder without a trailing '/'",
+				  b->out);
+	if (slash)
+		rc = fg_buf_printf(&p, err, "%.*s/.%s.fgpack-tmp-XXXXXX", (int)(slash - b->out), b->out,
+				   slash + 1);
+	else
+		rc = fg_buf_printf(&p, err, ".%s.fgpack-tmp-XXXXXX", b->out);
+	if (rc)
+		return rc;
+	if (!mkdtemp(p.data)) {
+		rc = fg_err_set(err, FG_EIO, "create a temporary folder beside %s: %s", b->out,
+				strerror(errno));
+		fg_buf_release(&p);
+		return rc;
+	}
+	b->tmp = fg_buf_detach(&p, NULL);
+	chmod(b->tmp, 0755); /* mkdtemp makes it 0700; the result is an ordinary folder */
+	return 0;
+}
+
+static int check_out(const char *out, struct fg_err *err)
+{
+	struct stat st;
+	DIR *d;
+	struct dirent *e;
+	int empty = 1;
+
+	if (stat(out, &st)) {
+		if (errno == ENOENT)
+			return 0;
+		return fg_err_set(err, FG_EIO, "%s: %s", out, strerror(errno));
+	}
+	if (!S_ISDIR(st.st_mode))
+		return fg_err_set(err, FG_EINVAL, "%s: exists and is not a folder", out);
+	d = opendir(out);
+	if (!d)
+		return fg_err_set(err, FG_EIO, "%s: %s", out, strerror(errno));
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			empty = 0;
+	closedir(d);
+	return empty ? 0 : fg_err_set(err, FG_EINVAL, "%s: already exists and is not empty", out);
+}
+
+static int write_statement(struct bake *b, time_t started, struct fg_int4_report *rep,
+			   struct fg_err *err)
+{
+	struct fg_prov_item *subj = calloc(b->n_out + 1, sizeof(*subj));
+	struct fg_prov_item *deps = calloc(b->n_in + 1, sizeof(*deps));
+	cJSON *ext = cJSON_CreateObject(), *inl = cJSON_CreateObject(), *bp = cJSON_CreateArray(), *o, *dg;
+	struct fg_buf text = FG_BUF_INIT, path = FG_BUF_INIT;
+	struct fg_prov p;
+	char inv[96];
+	size_t i;
+	int rc = 0;
+
+	if (!subj || !deps || !ext || !inl || !bp) {
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (i = 0; i < b->n_out; i++) {
+		subj[i].name = b->outs[i].name;
+		subj[i].sha256 = b->outs[i].sha256;
+	}
+	for (i = 0; i < b->n_in; i++) {
+		deps[i].name = b->in[i].name;
+		deps[i].sha256 = b->in[i].sha256;
+	}
+	cJSON_AddStringToObject(ext, "source", b->src);
+	cJSON_AddStringToObject(ext, "output", b->out);
+	cJSON_AddStringToObject(ext, "scheme", "int4 symmetric round-to-nearest, per group");
+	cJSON_AddStringToObject(ext, "format", "compressed-tensors pack-quantized");
+	cJSON_AddNumberToObject(ext, "group_size", b->o->group);
+	cJSON_AddStringToObject(ext, "head", b->o->head_int4 ? "int4" : "keep");
+	cJSON_AddNumberToObject(inl, "threads", b->o->threads);
+	cJSON_AddNumberToObject(inl, "max_shard_bytes",
+				(double)(b->o->max_shard_bytes ? b->o->max_shard_bytes : FG_INT4_SHARD_BYTES));
+	o = cJSON_CreateObject();
+	cJSON_AddItemToArray(bp, o);
+	cJSON_AddStringToObject(o, "name", "tree_digest");
+	cJSON_AddStringToObject(o, "mediaType", "text/plain; sha256 over \"<sha256> <size> <path>\\n\" lines sorted by path");
+	dg = cJSON_AddObjectToObject(o, "digest");
+	cJSON_AddStringToObject(dg, "sha256", rep->tree_digest);
+	snprintf(inv, sizeof(inv), "bake-int4-%lld-%ld", (long long)started, (long)getpid());
+	memset(&p, 0, sizeof(p));
+	p.build_type = "https://github.com/fgpack/fgpack/blob/main/docs/formats/int4.md#bake-int4-v1";
+	p.subjects = subj;
+	p.n_subjects = b->n_out;
+	p.deps = deps;
+	p.n_deps = b->n_in;
+	p.external_params = ext;
+	p.internal_params = inl;
+	p.byproducts = bp;
+	p.invocation_id = inv;
+	p.started_on = started;
+	p.finished_on = time(NULL);
+	rc = fg_prov_statement_text(&text, &p, err);
+	if (!rc)
+		rc = fg_buf_printf(&path, err, "%s.intoto.json", b->out);
+	if (!rc)
+		rc = fg_file_write_atomic(path.data, text.data, text.len, 0644, err);
+	if (!rc)
+		snprintf(rep->statement, sizeof(rep->statement), "%s", path.data);
+out:
+	free(subj);
+	free(deps);
+	cJSON_Delete(ext);
+	cJSON_Delete(inl);
+	cJSON_Delete(bp);
+	fg_buf_release(&text);
+	fg_buf_release(&path);
+	return rc;
+}
+
+int fg_int4_bake(const char *src, const char *out, const struct fg_int4_opts *opts,
+		 struct fg_int4_report *rep, struct fg_err *err)
+{
+	struct bake b;
+	struct fg_buf cfgtext = FG_BUF_INIT, cfgout = FG_BUF_INIT, p = FG_BUF_INIT;
+	struct fg_st_desc *descs = NULL;
+	struct fg_st_writer *w = NULL;
+	cJSON *cfg = NULL;
+	size_t nd = 0, i;
+	time_t started = time(NULL);
+	int rc;
+
+	memset(&b, 0, sizeof(b));
+	memset(rep, 0, sizeof(*rep));
+	b.src = src;
+	b.out = out;
+	b.o = opts;
+	if (opts->group != 32 && opts->group != 64 && opts->group != 128)
+		return fg_err_set(err, FG_EINVAL, "group size %d: use 32, 64 or 128", opts->group);
+	if (opts->threads < 1)
+		return fg_err_set(err, FG_EINVAL, "threads must be at least 1");
+	rc = check_out(out, err);
+	if (rc)
+		return rc;
+	rc = fg_path_join(&p, src, "config.json", err);
+	if (!rc) {
+		rc = fg_file_read(p.data, (size_t)64 << 20, &cfgtext, err);
+		if (rc == FG_ENOTFOUND)
+			rc = fg_err_set(err, FG_ENOTFOUND, "%s: missing (a checkpoint folder needs its config)",
+					p.data);
+	}
+	if (!rc)
+		rc = fg_json_parse(&cfg, cfgtext.data ? cfgtext.data : "", cfgtext.len, p.data, err);
+	if (!rc && !cJSON_IsObject(cfg))
+		rc = fg_err_set(err, FG_EFORMAT, "%s: not a JSON object", p.data);
+	if (!rc)
+		rc = add_quant_config(cfg, &b, err);
+	if (!rc)
+		rc = fg_st_open(&b.set, src, err);
+	if (!rc)
+		rc = list_inputs(&b, err);
+	if (!rc)
+		rc = plan(&b, &descs, &nd, err);
+	if (!rc)
+		rc = make_tmp(&b, err);
+	if (rc)
+		goto out;
+	/* Inputs are hashed on their own thread while the tensors stream through. */
+	b.hasher_started = !pthread_create(&b.hasher, NULL, hash_main, &b);
+	if (!b.hasher_started)
+		hash_main(&b);
+	rc = fg_st_writer_new(&w, b.tmp, descs, nd,
+			      opts->max_shard_bytes ? opts->max_shard_bytes : FG_INT4_SHARD_BYTES, NULL, err);
+	if (!rc && opts->no_sync)
+		fg_st_writer_no_sync(w);
+	for (i = 0; !rc && i < b.n_jobs; i++) {
+		rc = bake_tensor(&b, w, &b.jobs[i], err);
+		if (b.jobs[i].quant)
+			rep->n_quantized++;
+		else
+			rep->n_passed++;
+	}
+	if (!rc)
+		rc = fg_st_writer_finish(w, err);
+	for (i = 0; !rc && i < fg_st_writer_nfiles(w); i++) {
+		const char *nm;
+		uint64_t sz;
+		char hex[FG_SHA256_HEX_LEN + 1];
+
+		fg_st_writer_file(w, i, &nm, &sz, hex);
+		rc = add_out(&b, nm, sz, hex, err);
+	}
+	if (!rc && fg_st_writer_nfiles(w) > 1) {
+		struct fg_buf idx = FG_BUF_INIT;
+
+		fg_buf_reset(&p);
+		rc = fg_path_join(&p, b.tmp, FG_ST_INDEX_NAME, err);
+		if (!rc)
+			rc = fg_file_read(p.data, (size_t)256 << 20, &idx, err);
+		if (!rc) {
+			uint8_t d[FG_SHA256_LEN];
+			char hex[FG_SHA256_HEX_LEN + 1];
+
+			rc = fg_sha256_mem(idx.data, idx.len, d, err);
+			fg_hex_encode(d, sizeof(d), hex);
+			if (!rc)
+				rc = add_out(&b, FG_ST_INDEX_NAME, idx.len, hex, err);
+		}
+		fg_buf_release(&idx);
+	}
+	if (!rc)
+		rc = fg_json_write(&cfgout, cfg, 1, err);
+	if (!rc)
+		rc = emit_file(&b, "config.json", cfgout.data, cfgout.len, err);
+	for (i = 0; !rc && i < b.n_in; i++)
+		if (b.in[i].role == IN_COPY)
+			rc = copy_file(&b, &b.in[i], err);
+	if (b.hasher_started) {
+		pthread_join(b.hasher, NULL);
+		b.hasher_started = 0;
+	}
+	if (!rc && b.hash_rc) {
+		rc = b.hash_rc;
+		if (err)
+			*err = b.hash_err;
+	}
+	if (!rc) {
+		qsort(b.outs, b.n_out, sizeof(*b.outs), cmp_outfile);
+		tree_digest(rep->tree_digest, b.outs, b.n_out);
+		for (i = 0; i < b.n_in; i++)
+			rep->bytes_in += b.in[i].size;
+		for (i = 0; i < b.n_out; i++)
+			rep->bytes_out += b.outs[i].size;
+		rep->n_files_in = b.n_in;
+		rep->n_files_out = b.n_out;
+		rc = fg_fsync_dir(b.tmp, err);
+	}
+	if (!rc) {
+		struct stat st;
+
+		/* An empty folder at out is replaced; rename refuses a non-empty one. */
+		if (stat(out, &st) == 0 && S_ISDIR(st.st_mode))
+			rmdir(out);
+		if (rename(b.tmp, out))
+			rc = fg_err_set(err, FG_EIO, "rename %s to %s: %s", b.tmp, out, strerror(errno));
+	}
+	if (!rc) {
+		const char *slash = strrchr(out, '/');
+
+		fg_buf_reset(&p);
+		rc = slash ? fg_buf_append(&p, out, slash == out ? 1 : (size_t)(slash - out), err)
+			   : fg_buf_puts(&p, ".", err);
+		if (!rc)
+			rc = fg_fsync_dir(p.data, err);
+		free(b.tmp);
+		b.tmp = NULL;
+	}
+	if (!rc)
+		rc = write_statement(&b, started, rep, err);
+out:
+	if (b.hasher_started)
+		pthread_join(b.hasher, NULL);
+	fg_st_writer_free(w);
+	if (b.tmp) {
+		remove_tree_flat(b.tmp);
+		free(b.tmp);
+	}
+	free(descs);
+	for (i = 0; i < b.n_names; i++)
+		free(b.names[i]);
+	free(b.names);
+	for (i = 0; i < b.n_jobs; i++)
+		free(b.jobs[i].base);
+	free(b.jobs);
+	for (i = 0; i < b.n_in; i++) {
+		free(b.in[i].name);
+		free(b.in[i].path);
+	}
+	free(b.in);
+	for (i = 0; i < b.n_out; i++)
+		free(b.outs[i].name);
+	free(b.outs);
+	fg_st_free(b.set);
+	cJSON_Delete(cfg);
+	fg_buf_release(&cfgtext);
+	fg_buf_release(&cfgout);
+	fg_buf_release(&p);
+	return rc;
+}

@@ -1,0 +1,105 @@
+#!/bin/sh
+# bake_int4.sh - `fgpack bake int4` end to end on a tiny Gemma 4-shaped
+# checkpoint made by tests/int4/int4ref.py (real tensor names, sharded input):
+# every tensor accounted for and bit-identical to an independent numpy
+# quantizer; -j1, -j2 and the non-SIMD path byte-identical; the tree digest and
+# provenance statement; and each kind of bad input refused with one line
+# naming file and tensor, leaving no output behind.
+. "$(dirname "$0")/../lib.sh"
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+REF="$TOP/tests/int4/int4ref.py"
+cd "$WORK" || exit 1
+
+check "make a tiny sharded Gemma 4 checkpoint" $PY "$REF" make src --special --shards 2 --seed 7
+
+check "bake -j 1" sh -c "'$FGPACK' bake int4 src out1 -j 1 >digest1 2>log1"
+check "bake -j 2" sh -c "'$FGPACK' bake int4 src out2 -j 2 >digest2 2>log2"
+check "bake again, scalar path (no SIMD)" sh -c "FGPACK_NO_SIMD=1 '$FGPACK' bake int4 src out3 -j 2 >digest3 2>/dev/null"
+check "-j1 and -j2 outputs byte-identical" diff -r out1 out2
+check "two runs and the scalar path byte-identical" diff -r out2 out3
+check "the printed tree digests agree" sh -c 'test "$(cut -d" " -f1 digest1)" = "$(cut -d" " -f1 digest3)"'
+check "every tensor accounted for, bit-identical to the numpy reference" $PY "$REF" check src out1 --group 128
+
+# Tree digest: sha256 over "<sha256> <size> <path>\n" lines sorted by path.
+tree_digest() {
+	(cd "$1" && for f in $(ls | LC_ALL=C sort); do
+		printf '%s %s %s\n' "$(sha256sum "$f" | cut -d' ' -f1)" "$(wc -c <"$f" | tr -d ' ')" "$f"
+	done) | sha256sum | cut -d' ' -f1
+}
+check "tree digest recomputed with sha256sum" sh -c "test \"\$(cut -d' ' -f1 digest1)\" = '$(tree_digest out1)'"
+check "tokenizer and generation config copied" cmp src/tokenizer.json out1/tokenizer.json
+check "processor config copied" cmp src/processor_config.json out1/processor_config.json
+check "no temporary folder left beside the output" sh -c '! ls -a | grep -q fgpack-tmp'
+
+# Provenance: subjects are the output files, dependencies the inputs, by sha256.
+check "statement next to the output" test -f out1.intoto.json
+check "statement lists output files and input files by sha256" $PY - <<EOF
+import json, hashlib, os
+st = json.load(open("out1.intoto.json"))
+assert st["_type"] == "https://in-toto.io/Statement/v1"
+assert st["predicateType"] == "https://slsa.dev/provenance/v1"
+h = lambda p: hashlib.sha256(open(p, "rb").read()).hexdigest()
+subj = {s["name"]: s["digest"]["sha256"] for s in st["subject"]}
+assert subj == {f: h("out1/" + f) for f in os.listdir("out1")}, subj
+deps = {d["name"]: d["digest"]["sha256"] for d in st["predicate"]["buildDefinition"]["resolvedDependencies"]}
+assert deps == {f: h("src/" + f) for f in os.listdir("src")}, deps
+ext = st["predicate"]["buildDefinition"]["externalParameters"]
+assert ext["group_size"] == 128 and ext["head"] == "keep"
+b = st["predicate"]["runDetails"]["builder"]
+assert b["version"]["fgpack"] and b["version"]["build"]
+bp = st["predicate"]["runDetails"]["byproducts"][0]
+assert bp["digest"]["sha256"] == open("digest1").read().split()[0]
+EOF
+
+check "bake --group 32 --head int4" sh -c "'$FGPACK' bake int4 src out32 --group 32 --head int4 -j 2 >/dev/null 2>&1"
+check "group 32 with an untied INT4 lm_head matches the reference" $PY "$REF" check src out32 --group 32 --head int4
+check "bake --group 64 from a single-file checkpoint" sh -c "$PY '$REF' make one --seed 3 && '$FGPACK' bake int4 one out64 --group 64 >/dev/null 2>&1"
+check "group 64 matches the reference" $PY "$REF" check one out64 --group 64
+
+# Bad input: exit 1, one line naming the file (and tensor), nothing left behind.
+bad() { # name, expected-pattern, src
+	"$FGPACK" bake int4 "$3" badout -j 2 >/dev/null 2>err
+	rc=$?
+	if [ $rc -eq 1 ] && [ "$(wc -l <err)" -eq 1 ] && grep -Eq -- "$2" err && [ ! -e badout ] &&
+		! ls -a | grep -q 'badout.*fgpack-tmp'; then
+		ok "$1"
+	else
+		not_ok "$1 (exit $rc)"
+		sed 's/^/#   /' err
+	fi
+}
+mkdir b_garbage && cp one/config.json b_garbage/ && head -c 1000 /dev/urandom >b_garbage/model.safetensors
+bad "not a safetensors file" "b_garbage/model.safetensors: not a safetensors file" b_garbage
+mkdir b_trunc && cp one/config.json b_trunc/ && head -c 50000 one/model.safetensors >b_trunc/model.safetensors
+bad "truncated data" "b_trunc/model.safetensors: .*tensor" b_trunc
+mkdir b_noconf && cp one/model.safetensors b_noconf/
+bad "missing config.json" "b_noconf/config.json: missing" b_noconf
+cat >mkbad.py <<EOF
+import sys, os, json, numpy as np
+sys.path.insert(0, os.path.dirname("$REF"))
+import int4ref as r
+def ck(d, tensors):
+    os.makedirs(d)
+    r.st_write(d + "/model.safetensors", tensors)
+    json.dump({"model_type": "gemma4"}, open(d + "/config.json", "w"))
+q = "model.language_model.layers.0.self_attn.q_proj.weight"
+ck("b_dtype", [(q, "F32", (8, 128), np.zeros((8, 128), np.float32))])
+ck("b_width", [(q, "BF16", (8, 96), np.zeros((8, 96), np.uint16))])
+w = np.zeros((4, 128), np.uint16); w[2, 77] = 0x7fc0
+ck("b_nan", [("model.language_model.norm.weight", "BF16", (4,), np.zeros(4, np.uint16)), (q, "BF16", (4, 128), w)])
+ck("b_lie", [(q, "BF16", (8, 128), np.zeros((8, 128), np.uint16))])
+# A header that lies: claim a larger shape than the bytes it spans.
+b = open("b_lie/model.safetensors", "rb").read()
+b = b.replace(b"[8,128]", b"[9,128]")
+open("b_lie/model.safetensors", "wb").write(b)
+EOF
+check "make bad checkpoints" $PY mkbad.py
+bad "unsupported dtype for a Linear" "b_dtype/model.safetensors: tensor model.language_model.layers.0.self_attn.q_proj.weight: dtype F32" b_dtype
+bad "input width not a multiple of the group" "tensor model.language_model.layers.0.self_attn.q_proj.weight: input width 96 is not a multiple of the group size 128" b_width
+bad "NaN weight" "b_nan/model.safetensors: tensor model.language_model.layers.0.self_attn.q_proj.weight: non-finite value .* at \[2, 77\]" b_nan
+bad "a header that lies about a shape" "b_lie/model.safetensors: tensor model.language_model.layers.0.self_attn.q_proj.weight: shape and dtype need" b_lie
+check_exit "an existing non-empty output folder is refused" 1 "$FGPACK" bake int4 src out1
+check_exit "bad --group is a usage error" 2 "$FGPACK" bake int4 src outx --group 48
+check_exit "--help" 0 "$FGPACK" bake int4 --help
+finish

@@ -1,0 +1,191 @@
+/* test_int4.c - the INT4 quantizer: hand-computed known answers (zero groups,
+ * ±max, ties at .5, subnormals, NaN/Inf), the half-step property on random
+ * matrices, row-split invariance, and which tensor names are quantized. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bake/int4.h"
+#include "bf16.h"
+#include "tap.h"
+
+#define G 32
+
+/* One row of G bf16 values -> (first packed word, scale bits); -1 on error. */
+static int q1(const uint16_t *h, uint32_t words[G / 8], uint16_t *scale, size_t *bad)
+{
+	uint8_t w[G * 2], p[G / 2], s[2];
+	int i, rc;
+
+	for (i = 0; i < G; i++)
+		fg_put_le16(w + 2 * i, h[i]);
+	rc = fg_int4_quant_rows(p, s, w, 1, G, G, bad);
+	for (i = 0; i < G / 8; i++)
+		words[i] = fg_le32(p + 4 * i);
+	*scale = fg_le16(s);
+	return rc;
+}
+
+static void fill(uint16_t *h, uint16_t v)
+{
+	int i;
+
+	for (i = 0; i < G; i++)
+		h[i] = v;
+}
+
+static void test_known_answers(void)
+{
+	uint16_t h[G], sc;
+	uint32_t wd[G / 8];
+	size_t bad = 0;
+	int i;
+
+	fill(h, 0);
+	ok(q1(h, wd, &sc, &bad) == 0 && sc == 0x3c00 && wd[0] == 0x88888888u && wd[3] == 0x88888888u,
+	   "all-zero group: scale 2^-7 (bf16 eps), every nibble 8 (got %04x %08x)", sc, wd[0]);
+	fill(h, 0x8000);
+	ok(q1(h, wd, &sc, &bad) == 0 && sc == 0x3c00 && wd[0] == 0x88888888u,
+	   "negative-zero group quantizes like zero");
+
+	/* 1.0 alone: s = bf16(1/7.5) = 0x3e09 (0.13378906); 1/s = 7.4745 -> bf16 7.46875 -> 7 -> nibble 15. */
+	fill(h, 0);
+	h[0] = 0x3f80;
+	ok(q1(h, wd, &sc, &bad) == 0 && sc == 0x3e09 && wd[0] == 0x8888888fu,
+	   "+max: scale 0x3e09, q = 7 (got %04x %08x)", sc, wd[0]);
+	h[0] = 0xbf80;
+	ok(q1(h, wd, &sc, &bad) == 0 && sc == 0x3e09 && wd[0] == 0x88888881u,
+	   "-max: q = -7, nibble 1 (got %08x)", wd[0]);
+
+	/* amax 7.5 -> s = 1 exactly; ties round half to even; +7.5 clamps to 7, -7.5 rounds to -8. */
+	{
+		static const float v[8] = { 7.5f, 0.5f, 1.5f, 2.5f, -0.5f, -2.5f, 3.5f, -7.5f };
+
+		for (i = 0; i < G; i++)
+			h[i] = fg_f32_to_bf16(v[i % 8]);
+		ok(q1(h, wd, &sc, &bad) == 0 && sc == 0x3f80 && wd[0] == 0x0c68aa8fu && wd[2] == 0x0c68aa8fu,
+		   "ties at .5 to even, +7.5 clamps to 7, -7.5 to -8 (got %04x %08x)", sc, wd[0]);
+	}
+
+	/* Smallest subnormal 2^-133: amax/7.5 rounds to bf16 zero -> eps scale, q = 0. */
+	fill(h, 0x0001);
+	ok(q1(h, wd, &sc, &bad) == 0 && sc == 0x3c00 && wd[0] == 0x88888888u,
+	   "subnormal 2^-133: scale falls back to eps (got %04x %08x)", sc, wd[0]);
+	/* 2^-127 (bf16 0x0040): s = bf16(2^-127/7.5) = 9 * 2^-133 (0x0009), w/s = 7.11 -> 7.125 -> 7. */
+	fill(h, 0x0040);
+	ok(q1(h, wd, &sc, &bad) == 0 && sc == 0x0009 && wd[0] == 0xffffffffu,
+	   "subnormal 2^-127: subnormal scale 0x0009, q = 7 (got %04x %08x)", sc, wd[0]);
+
+	/* Largest finite bf16 magnitudes stay finite. */
+	for (i = 0; i < G; i++)
+		h[i] = (i & 1) ? 0x7f7f : 0xff7f;
+	ok(q1(h, wd, &sc, &bad) == 0 && sc == fg_f32_to_bf16(fg_bf16_to_f32(0x7f7f) / 7.5f) &&
+	   wd[0] == 0xf0f0f0f0u, "±largest finite: -max to -8, +max to 7 (got %04x %08x)", sc, wd[0]);
+
+	fill(h, 0x3f80);
+	h[5] = 0x7fc0;
+	ok(q1(h, wd, &sc, &bad) == -1 && bad == 5, "NaN refused with its index (%zu)", bad);
+	fill(h, 0x3f80);
+	h[17] = 0xff80;
+	ok(q1(h, wd, &sc, &bad) == -1 && bad == 17, "-Inf refused with its index (%zu)", bad);
+	{
+		uint8_t w[4 * 64 * 2], p[4 * 32], s[4 * 2];
+
+		for (i = 0; i < 4 * 64; i++)
+			fg_put_le16(w + 2 * i, 0x3f80);
+		fg_put_le16(w + 2 * (2 * 64 + 40), 0x7f80);
+		ok(fg_int4_quant_rows(p, s, w, 4, 64, 32, &bad) == -1 && bad == 2 * 64 + 40,
+		   "+Inf in row 2 column 40 reported at index %zu", bad);
+	}
+}
+
+static uint64_t rng = 88172645463325252ULL;
+
+static double urand(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (double)(rng >> 11) / 9007199254740992.0;
+}
+
+static void test_property(void)
+{
+	static const size_t groups[3] = { 32, 64, 128 };
+	size_t rows = 48, cols = 512, gi, i, bad = 0, n = rows * cols;
+	uint8_t *w = malloc(n * 2), *p = malloc(n / 2), *s = malloc(n / 32 * 2);
+	uint8_t *p2 = malloc(n / 2), *s2 = malloc(n / 32 * 2);
+	double worst = 0, bound = 0.5 + 7.6 / 256.0;
+	int split_ok = 1, k;
+
+	for (gi = 0; gi < 3; gi++) {
+		size_t g = groups[gi], ng = cols / g;
+
+		for (k = 0; k < 4; k++) {
+			/* Gaussian-ish, uniform, heavy-tailed and mixed-magnitude rows. */
+			for (i = 0; i < n; i++) {
+				double u = urand() * 2 - 1, x;
+
+				switch (k) {
+				case 0: x = (urand() + urand() + urand() - 1.5) * 0.03; break;
+				case 1: x = u; break;
+				case 2: x = u * u * u * 40; break;
+				default: x = u * pow(10.0, (double)((i / 64) % 12) - 8); break;
+				}
+				fg_put_le16(w + 2 * i, fg_f32_to_bf16((float)x));
+			}
+			ok(fg_int4_quant_rows(p, s, w, rows, cols, g, &bad) == 0, "random g%zu kind %d", g, k);
+			for (i = 0; i < n; i++) {
+				uint32_t word = fg_le32(p + (i / 8) * 4);
+				int q = (int)((word >> (4 * (i % 8))) & 15) - 8;
+				float sc = fg_bf16_to_f32(fg_le16(s + ((i / cols) * ng + (i % cols) / g) * 2));
+				double e = fabs((double)q * sc - fg_bf16_to_f32(fg_le16(w + 2 * i))) / sc;
+
+				if (sc >= ldexpf(1.0f, -126) && e > worst)
+					worst = e;
+			}
+			/* Any split of rows gives the same bytes. */
+			fg_int4_quant_rows(p2, s2, w, 7, cols, g, &bad);
+			fg_int4_quant_rows(p2 + 7 * cols / 2, s2 + 7 * ng * 2, w + 7 * cols * 2, rows - 7,
+					   cols, g, &bad);
+			if (memcmp(p, p2, n / 2) || memcmp(s, s2, rows * ng * 2))
+				split_ok = 0;
+		}
+	}
+	ok(worst <= bound, "dequantized within %.4f scale steps everywhere (worst %.4f)", bound, worst);
+	ok(worst >= 0.45, "the bound is approached (worst %.4f), so the check can fail", worst);
+	ok(split_ok, "row splits give identical bytes");
+	free(w);
+	free(p);
+	free(s);
+	free(p2);
+	free(s2);
+}
+
+static void test_targets(void)
+{
+	ok(fg_int4_is_target("model.language_model.layers.0.self_attn.q_proj.weight"), "target: q_proj");
+	ok(fg_int4_is_target("model.language_model.layers.41.mlp.down_proj.weight"), "target: down_proj");
+	ok(fg_int4_is_target("model.language_model.layers.7.per_layer_input_gate.weight"), "target: ple gate");
+	ok(fg_int4_is_target("model.language_model.layers.7.per_layer_projection.weight"), "target: ple proj");
+	ok(fg_int4_is_target("model.language_model.per_layer_model_projection.weight"), "target: model projection");
+	ok(fg_int4_is_target("model.layers.3.self_attn.o_proj.weight"), "target: text-only prefix");
+	ok(!fg_int4_is_target("model.language_model.embed_tokens.weight"), "not: embeddings");
+	ok(!fg_int4_is_target("model.language_model.embed_tokens_per_layer.weight"), "not: PLE table");
+	ok(!fg_int4_is_target("model.language_model.layers.0.self_attn.q_norm.weight"), "not: q_norm");
+	ok(!fg_int4_is_target("model.language_model.layers.0.layer_scalar"), "not: layer scalar");
+	ok(!fg_int4_is_target("model.vision_tower.encoder.layers.0.self_attn.q_proj.linear.weight"),
+	   "not: vision tower");
+	ok(!fg_int4_is_target("model.audio_tower.layers.0.self_attn.q_proj.linear.weight"), "not: audio tower");
+	ok(!fg_int4_is_target("model.language_model.layers.x.mlp.up_proj.weight"), "not: bad layer index");
+	ok(!fg_int4_is_target("model.language_model.layers.1.mlp.up_proj.weight_scale"), "not: already packed");
+	ok(!fg_int4_is_target("lm_head.weight"), "not: lm_head (only with --head int4)");
+}
+
+int main(void)
+{
+	test_known_answers();
+	test_property();
+	test_targets();
+	return tap_done();
+}
