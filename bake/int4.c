@@ -17,6 +17,7 @@
 #include "buf.h"
 #include "fsutil.h"
 #include "json.h"
+#include "lock.h"
 #include "provenance.h"
 #include "safetensors.h"
 #include "version.h"
@@ -784,25 +785,24 @@ static int add_quant_config(cJSON *cfg, const struct bake *b, struct fg_err *err
 	return 0;
 }
 
-static void tree_digest(char out[FG_SHA256_HEX_LEN + 1], const struct outfile *f, size_t n)
+/* The output's tree digest, by the lock's definition (lib/lock.h). */
+static int tree_digest(char out[FG_SHA256_HEX_LEN + 1], const struct outfile *f, size_t n,
+		       struct fg_err *err)
 {
-	struct fg_sha256 *h = NULL;
-	uint8_t d[FG_SHA256_LEN];
+	struct fg_lock_file *lf = calloc(n ? n : 1, sizeof(*lf));
 	size_t i;
+	int rc;
 
-	out[0] = '\0';
-	if (fg_sha256_new(&h, NULL))
-		return;
+	if (!lf)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	for (i = 0; i < n; i++) {
-		char line[128 + 4096];
-		int len = snprintf(line, sizeof(line), "%s %llu %s\n", f[i].sha256, f[i].size, f[i].name);
-
-		if (len > 0 && (size_t)len < sizeof(line))
-			fg_sha256_update(h, line, (size_t)len, NULL);
+		lf[i].path = f[i].name;
+		lf[i].size = f[i].size;
+		memcpy(lf[i].sha256, f[i].sha256, sizeof(lf[i].sha256));
 	}
-	if (!fg_sha256_final(h, d, NULL))
-		fg_hex_encode(d, sizeof(d), out);
-	fg_sha256_free(h);
+	rc = fg_lock_tree_digest(out, lf, n, err);
+	free(lf);
+	return rc;
 }
 
 static void remove_tree_flat(const char *dir)
@@ -1054,14 +1054,15 @@ int fg_int4_bake(const char *src, const char *out, const struct fg_int4_opts *op
 	}
 	if (!rc) {
 		qsort(b.outs, b.n_out, sizeof(*b.outs), cmp_outfile);
-		tree_digest(rep->tree_digest, b.outs, b.n_out);
+		rc = tree_digest(rep->tree_digest, b.outs, b.n_out, err);
 		for (i = 0; i < b.n_in; i++)
 			rep->bytes_in += b.in[i].size;
 		for (i = 0; i < b.n_out; i++)
 			rep->bytes_out += b.outs[i].size;
 		rep->n_files_in = b.n_in;
 		rep->n_files_out = b.n_out;
-		rc = fg_fsync_dir(b.tmp, err);
+		if (!rc)
+			rc = fg_fsync_dir(b.tmp, err);
 	}
 	if (!rc) {
 		struct stat st;
