@@ -213,6 +213,7 @@ int cmd_store(int argc, char **argv)
 				cJSON_AddNumberToObject(d, "stray", (double)rep.stray);
 				cJSON_AddNumberToObject(d, "jobs", jobs);
 				cJSON_AddNumberToObject(d, "seconds", rep.seconds);
+				cJSON_AddNumberToObject(d, "cpu_seconds", rep.cpu_seconds);
 				cJSON_AddNumberToObject(d, "gb_per_s", gbs);
 				rc = print_json(d);
 			} else {

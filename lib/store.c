@@ -11,13 +11,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "fsutil.h"
 
-#define HASH_CHUNK ((size_t)4 << 20)
+/* 256 KiB reads: each chunk is hashed while still in L2; measured ~12 % less
+ * CPU per byte than 4 MiB reads from the page cache (docs/bench.md). */
+#define HASH_CHUNK ((size_t)256 << 10)
 
 struct fg_store {
 	char *root;
@@ -39,6 +42,16 @@ struct fg_store_lock {
 static int oom(struct fg_err *err)
 {
 	return fg_err_set(err, FG_ENOMEM, "out of memory");
+}
+
+static double cpu_s(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru))
+		return 0;
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
 
 static double now_s(void)
@@ -983,7 +996,7 @@ int fg_store_verify(struct fg_store_report *rep, struct fg_store *st, int jobs,
 	struct verify_job j;
 	struct blob_list bl;
 	pthread_t th[64];
-	double t0 = now_s();
+	double t0 = now_s(), c0 = cpu_s();
 	int i, started = 0, rc;
 
 	memset(rep, 0, sizeof(*rep));
@@ -1015,6 +1028,7 @@ int fg_store_verify(struct fg_store_report *rep, struct fg_store *st, int jobs,
 	pthread_mutex_destroy(&j.mu);
 	free(bl.hex);
 	rep->seconds = now_s() - t0;
+	rep->cpu_seconds = cpu_s() - c0;
 	if (j.rc) {
 		if (err)
 			*err = j.err;

@@ -120,13 +120,14 @@ struct fg_store_report {
 	unsigned long long removed_bytes;
 	unsigned long long kept;       /* gc: blobs referenced */
 	double seconds;                /* wall time */
+	double cpu_seconds;            /* verify: user + system CPU time of the process */
 };
 
 /* Called per blob; ok is 1 (good / kept), 0 (bad / removed). Return non-zero
  * to stop. May be NULL. */
 typedef int (*fg_store_each_fn)(void *ctx, const char *sha256_hex, unsigned long long size, int ok);
 
-/* Re-hashes every blob with jobs threads (<= 0 means 1): large reads with
+/* Re-hashes every blob with jobs threads (<= 0 means 1): 256 KiB reads with
  * posix_fadvise. Mismatching blobs are moved to quarantine/. Returns 0 even
  * when some were bad (see rep->bad). */
 int fg_store_verify(struct fg_store_report *rep, struct fg_store *st, int jobs,
@@ -138,7 +139,7 @@ int fg_store_verify(struct fg_store_report *rep, struct fg_store *st, int jobs,
 int fg_store_gc(struct fg_store_report *rep, struct fg_store *st, const char *const *keep,
 		size_t n_keep, int dry_run, fg_store_each_fn fn, void *ctx, struct fg_err *err);
 
-/* Hashes a file with the store's fast reader (4 MiB reads, fadvise). */
+/* Hashes a file with the store's fast reader (256 KiB reads, fadvise). */
 int fg_store_hash_file(const char *path, char out_hex[FG_SHA256_HEX_LEN + 1],
 		       unsigned long long *size, struct fg_err *err);
 
