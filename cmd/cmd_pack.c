@@ -15,7 +15,9 @@
 #include "engine/golden.h"
 #include "fsutil.h"
 #include "json.h"
+#include "lock.h"
 #include "manifest.h"
+#include "store.h"
 #include "version.h"
 
 #define MAX_COMPONENTS 32
@@ -34,23 +36,26 @@ static const char default_eval[] =
 struct comp_arg {
 	const char *key;  /* manifest component key, or a role in folder mode */
 	const char *role;
-	const char *path; /* folder or file on disk */
+	const char *path; /* folder or file on disk, or NULL: from the lock and store */
 	int is_file;
+	const struct fg_lock_component *lc; /* when path is NULL */
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: fgpack pack [MANIFEST] [--model DIR] [--drafter DIR] [--keepset FILE]\n"
-		"                   [--component KEY=PATH]... [--eval FILE] [--prompts N]\n"
+		"                   [--component KEY=PATH]... [--lock FILE] [--eval FILE] [--prompts N]\n"
 		"                   [--golden-tokens N] [--no-golden] [--level N] -o OUT.fgb\n\n"
 		"Packs a reproducible bundle: bundle.json (every file's size and sha256), the\n"
 		"manifest, components/<role>/, patches/ (serve.py and *.py beside the manifest),\n"
 		"the engine binary, golden/ (a transcript the engine decoded greedily here) and\n"
 		"eval/. Prints the bundle id (sha256 of the uncompressed tar) on stdout.\n\n"
-		"  MANIFEST             a challenge manifest.json; its components come from\n"
+		"  MANIFEST             a challenge manifest.json; each component comes from\n"
 		"                       --component KEY=PATH (KEY as in the manifest, e.g.\n"
-		"                       WEIGHTS_BUCKET=./weights)\n"
+		"                       WEIGHTS_BUCKET=./weights), else from the lock and store\n"
+		"                       that fgpack pull filled ($FGPACK_HOME)\n"
+		"  --lock FILE          the lock (default: buckets.lock beside the manifest, else ./)\n"
 		"  --model DIR          the checkpoint the engine serves (components/model)\n"
 		"  --drafter DIR        a drafter checkpoint (components/drafter)\n"
 		"  --keepset FILE       an LM-head keepset (components/keepset/)\n"
@@ -164,6 +169,47 @@ static int eval_ids(cJSON **out, const char *text, size_t len, int n_vocab, stru
 	return 0;
 }
 
+/* Opens the lock (lock_path, else buckets.lock beside the manifest, else
+ * ./buckets.lock), finds this manifest's entry by the manifest's sha256, and
+ * opens the store. Keeps the lock's bytes for the bundle. */
+static int open_lock(struct fg_lock **lock, struct fg_lock_manifest **lm, struct fg_store **st,
+		     const char *lock_path, const char *manifest, const struct fg_manifest *m,
+		     struct fg_buf *raw, struct fg_err *err)
+{
+	struct fg_buf p = FG_BUF_INIT;
+	const char *slash = strrchr(manifest, '/');
+	size_t i;
+	int rc = 0;
+
+	if (lock_path)
+		rc = fg_buf_puts(&p, lock_path, err);
+	else {
+		if (slash)
+			rc = fg_buf_append(&p, manifest, (size_t)(slash - manifest) + 1, err);
+		if (!rc)
+			rc = fg_buf_puts(&p, "buckets.lock", err);
+		if (!rc && access(p.data, F_OK)) {
+			fg_buf_reset(&p);
+			rc = fg_buf_puts(&p, "buckets.lock", err);
+		}
+	}
+	if (!rc)
+		rc = fg_lock_read(lock, p.data, err);
+	if (!rc)
+		rc = fg_file_read(p.data, FG_LOCK_MAX_BYTES, raw, err);
+	for (i = 0; !rc && i < (*lock)->n_manifests; i++)
+		if (!strcmp((*lock)->manifests[i]->sha256, m->sha256))
+			*lm = (*lock)->manifests[i];
+	if (!rc && !*lm)
+		rc = fg_err_set(err, FG_ENOTFOUND, "%s: no entry for this manifest (sha256 %.12s…); "
+						   "run fgpack pull",
+				p.data, m->sha256);
+	if (!rc)
+		rc = fg_store_open(st, NULL, err);
+	fg_buf_release(&p);
+	return rc;
+}
+
 static int add_json(struct fg_bundle_builder *b, const char *path, const cJSON *j,
 		    struct fg_err *err)
 {
@@ -233,9 +279,9 @@ static int add_golden(struct fg_bundle_builder *b, const char *model_dir, const 
 }
 
 static int add_component(struct fg_bundle_builder *b, cJSON *list, struct comp_arg *c, int n,
-			 int i, const struct fg_manifest *m, struct fg_err *err)
+			 int i, const struct fg_manifest *m, struct fg_store *st_, struct fg_err *err)
 {
-	struct fg_buf dir = FG_BUF_INIT, rel = FG_BUF_INIT;
+	struct fg_buf dir = FG_BUF_INIT, rel = FG_BUF_INIT, blob = FG_BUF_INIT;
 	struct stat st;
 	size_t files = 0;
 	unsigned long long bytes = 0;
@@ -245,11 +291,45 @@ static int add_component(struct fg_bundle_builder *b, cJSON *list, struct comp_a
 	rc = comp_dir(&dir, c, n, i, err);
 	if (rc)
 		goto out;
-	if (stat(c[i].path, &st)) {
+	if (!c[i].path) {
+		size_t k;
+
+		for (k = 0; !rc && k < c[i].lc->n_files; k++) {
+			const struct fg_lock_file *lf = &c[i].lc->files[k];
+
+			fg_buf_reset(&rel);
+			fg_buf_reset(&blob);
+			rc = fg_buf_printf(&rel, err, "%s/%s", dir.data, lf->path);
+			if (!rc)
+				rc = fg_store_blob_path(&blob, st_, lf->sha256, err);
+			if (!rc && !fg_store_has(st_, lf->sha256))
+				rc = fg_err_set(err, FG_ENOTFOUND, "%s: blob %s is not in the store %s "
+								   "(run fgpack pull first)",
+						lf->path, lf->sha256, fg_store_root(st_));
+			if (!rc)
+				rc = fg_bundle_add_file(b, rel.data, blob.data, err);
+			if (!rc && strcmp(fg_bundle_sha256_of(b, rel.data), lf->sha256))
+				rc = fg_err_set(err, FG_EHASH, "%s: store blob does not match its name",
+						lf->path);
+			bytes += lf->size;
+		}
+		files = c[i].lc->n_files;
+		if (!rc) {
+			struct fg_err perr;
+
+			/* pull refuses a broken pin; a lock edited since is worth a word */
+			if (fg_lock_check_pins(c[i].lc, &perr))
+				fprintf(stderr, "fgpack pack: warning: %s\n", perr.msg);
+		}
+		if (rc) {
+			fg_err_wrap(err, "component %s", c[i].key);
+			goto out;
+		}
+	} else if (stat(c[i].path, &st)) {
 		rc = fg_err_set(err, FG_ENOTFOUND, "%s: %s", c[i].path, strerror(errno));
 		goto out;
 	}
-	if (S_ISDIR(st.st_mode))
+	else if (S_ISDIR(st.st_mode))
 		rc = fg_bundle_add_tree(b, dir.data, c[i].path, &files, &bytes, err);
 	else {
 		rc = fg_buf_printf(&rel, err, "%s/%s", dir.data, base_name(c[i].path));
@@ -284,10 +364,13 @@ static int add_component(struct fg_bundle_builder *b, cJSON *list, struct comp_a
 		if (mc && mc->pin_sha256)
 			cJSON_AddStringToObject(o, "pin_sha256", mc->pin_sha256);
 	}
+	if (c[i].lc)
+		cJSON_AddStringToObject(o, "tree_digest", c[i].lc->tree_digest);
 	cJSON_AddItemToArray(list, o);
 out:
 	fg_buf_release(&dir);
 	fg_buf_release(&rel);
+	fg_buf_release(&blob);
 	return rc;
 }
 
@@ -296,7 +379,11 @@ int cmd_pack(int argc, char **argv)
 	struct comp_arg comps[MAX_COMPONENTS];
 	struct fg_bundle_builder *b = NULL;
 	struct fg_manifest *m = NULL;
-	struct fg_buf raw = FG_BUF_INIT;
+	struct fg_lock *lock = NULL;
+	struct fg_lock_manifest *lm = NULL;
+	struct fg_store *store = NULL;
+	struct fg_buf raw = FG_BUF_INIT, raw_lock = FG_BUF_INIT;
+	const char *lock_path = NULL;
 	struct fg_err err;
 	const char *out = NULL, *manifest = NULL, *eval = NULL, *model_dir = NULL, *sde;
 	cJSON *meta, *list, *settings = NULL, *engine, *archs;
@@ -313,7 +400,7 @@ int cmd_pack(int argc, char **argv)
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 		int takes = !strcmp(a, "-o") || !strcmp(a, "--model") || !strcmp(a, "--drafter") ||
 			    !strcmp(a, "--keepset") || !strcmp(a, "--component") ||
-			    !strcmp(a, "--eval") || !strcmp(a, "--level") || !strcmp(a, "--prompts") ||
+			    !strcmp(a, "--eval") || !strcmp(a, "--level") || !strcmp(a, "--lock") || !strcmp(a, "--prompts") ||
 			    !strcmp(a, "--golden-tokens");
 
 		if (takes && !val)
@@ -416,14 +503,37 @@ int cmd_pack(int argc, char **argv)
 				if (!strcmp(comps[j].key, m->components[i].key) ||
 				    (!strcmp(m->components[i].key, "model_id") && model_dir))
 					have = 1;
-			if (!have) {
+			if (have)
+				continue;
+			if (!lm) {
+				rc = open_lock(&lock, &lm, &store, lock_path, manifest, m, &raw_lock, &err);
+				if (rc)
+					goto fail;
+			}
+			if (n == MAX_COMPONENTS) {
+				rc = fg_err_set(&err, FG_EINVAL, "more than %d components", MAX_COMPONENTS);
+				goto fail;
+			}
+			comps[n].lc = lm ? fg_lock_find_component(lm, m->components[i].key) : NULL;
+			if (!comps[n].lc) {
 				rc = fg_err_set(&err, FG_ENOTFOUND,
-						"component %s (%s): not given; pass --component %s=PATH",
+						"component %s (%s): not in the lock and not given; run "
+						"fgpack pull or pass --component %s=PATH",
 						m->components[i].key, m->components[i].source,
 						m->components[i].key);
 				goto fail;
 			}
+			comps[n].key = m->components[i].key;
+			comps[n].role = m->components[i].role;
+			comps[n].path = NULL;
+			comps[n].is_file = 0;
+			n++;
 		}
+		if (raw_lock.len &&
+		    (rc = fg_bundle_add_mem(b, "buckets.lock", raw_lock.data, raw_lock.len, 0644, &err)))
+			goto fail;
+		if (raw_lock.len)
+			cJSON_AddStringToObject(meta, "lock", "buckets.lock");
 		if (!cJSON_AddStringToObject(meta, "manifest", "manifest.json") ||
 		    !cJSON_AddStringToObject(meta, "name", m->name ? m->name : base_name(manifest)) ||
 		    !cJSON_AddNumberToObject(meta, "patches", (double)np)) {
@@ -441,7 +551,7 @@ int cmd_pack(int argc, char **argv)
 	}
 	list = cJSON_AddArrayToObject(meta, "components");
 	for (i = 0; !rc && i < n; i++)
-		rc = add_component(b, list, comps, n, i, m, &err);
+		rc = add_component(b, list, comps, n, i, m, store, &err);
 	if (rc)
 		goto fail;
 	/* the model the engine serves: --model, else the weights component */
@@ -494,12 +604,18 @@ int cmd_pack(int argc, char **argv)
 	printf("%s\n", id);
 	fg_bundle_builder_free(b);
 	fg_manifest_free(m);
+	fg_lock_free(lock);
+	fg_store_free(store);
 	fg_buf_release(&raw);
+	fg_buf_release(&raw_lock);
 	return FG_EXIT_OK;
 fail:
 	cJSON_Delete(settings);
 	fg_bundle_builder_free(b);
 	fg_manifest_free(m);
+	fg_lock_free(lock);
+	fg_store_free(store);
 	fg_buf_release(&raw);
+	fg_buf_release(&raw_lock);
 	return fg_cmd_fail("pack", &err);
 }

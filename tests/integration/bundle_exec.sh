@@ -1,0 +1,110 @@
+#!/bin/sh
+# bundle_exec.sh - a bundle packed from the example challenge manifest (its
+# components in a lock + store, as fgpack pull leaves them) runs a stand-in
+# command whose environment points inside the verified, materialized copy.
+. "$(dirname "$0")/../lib.sh"
+
+export FGPACK_HOME="$WORK/home"
+SUB=$WORK/submission
+mkdir -p "$SUB" "$WORK/src/weights" "$WORK/src/drafter" "$WORK/src/keepset" "$WORK/src/model" "$WORK/bin"
+cp "$TOP/tests/fixtures/manifests/precache-kenyan.json" "$SUB/manifest.json"
+cat >"$SUB/serve.py" <<'EOF'
+import os, sys
+print("SERVE cwd=" + os.getcwd())
+print("SERVE LOCAL_MODEL_DIR=" + os.environ["LOCAL_MODEL_DIR"])
+EOF
+printf '# a patch\n' >"$SUB/fa_sliding_patch.py"
+printf '{"architectures": ["Gemma4ForCausalLM"]}\n' >"$WORK/src/weights/config.json"
+head -c 200000 /dev/urandom >"$WORK/src/weights/model.safetensors"
+printf '{"keep_ids": [0, 1, 2]}\n' >"$WORK/src/weights/pck04_keepset.json"
+head -c 50000 /dev/urandom >"$WORK/src/drafter/model.safetensors"
+printf '{"keep_ids": [0, 1]}\n' >"$WORK/src/keepset/keep.json"
+printf '{"model_type": "gemma4"}\n' >"$WORK/src/model/config.json"
+
+# the store and lock fgpack pull would leave (pull's own tests cover pulling)
+python3 - "$SUB/manifest.json" "$WORK/src" "$FGPACK_HOME" "$SUB/buckets.lock" <<'EOF'
+import hashlib, json, os, sys
+manifest, src, home, lockp = sys.argv[1:]
+mbytes = open(manifest, "rb").read()
+env = json.loads(mbytes)["env"]
+comps = {
+  "WEIGHTS_BUCKET": ("weights", "gemma-challenge/gemma-chiku-inu", "/tmp/osoi5-v0-baked", "weights"),
+  "DRAFTER_BUCKET": ("drafter", "gemma-challenge/gemma-kenyan-duma", "/tmp/qat-assistant", "drafter"),
+  "LM_HEAD_KEEPSET_BUCKET": ("keepset", "gemma-challenge/gemma-dixie-flatline", "/tmp/osoi5-12k-baked", "keepset"),
+}
+out = {}
+for key, (role, owner, target, folder) in comps.items():
+    files = []
+    for name in sorted(os.listdir(os.path.join(src, folder))):
+        data = open(os.path.join(src, folder, name), "rb").read()
+        h = hashlib.sha256(data).hexdigest()
+        d = os.path.join(home, "blobs", "sha256", h[:2]); os.makedirs(d, exist_ok=True)
+        p = os.path.join(d, h)
+        open(p, "wb").write(data); os.chmod(p, 0o444)
+        files.append({"path": name, "remote": {}, "sha256": h, "size": len(data)})
+    tree = hashlib.sha256("".join("%s %d %s\n" % (f["sha256"], f["size"], f["path"]) for f in files).encode()).hexdigest()
+    pins = {"DRAFTER_SHA256": env["DRAFTER_SHA256"]} if key == "DRAFTER_BUCKET" else {}
+    out[key] = {"files": files, "kind": "bucket", "owner": owner, "pins": pins, "role": role,
+                "source": env[key], "target": target, "tree_digest": tree}
+lock = {"manifests": {"manifest.json": {"components": out, "name": json.loads(mbytes)["name"],
+        "sha256": hashlib.sha256(mbytes).hexdigest()}}, "schema": 1}
+open(lockp, "w").write(json.dumps(lock, indent=2, sort_keys=True) + "\n")
+EOF
+
+check "pack the example manifest from lock + store" sh -c "'$FGPACK' pack '$SUB/manifest.json' --component model_id='$WORK/src/model' --no-golden -o '$WORK/k.fgb' >'$WORK/k.id' 2>'$WORK/k.err'"
+check_grep "pack warns that the fake drafter misses its pin" 'warning: .*DRAFTER' "$WORK/k.err"
+zstd -dc "$WORK/k.fgb" | tar tf - >"$WORK/k.list"
+check_grep "bundle holds the lock" '^buckets.lock$' "$WORK/k.list"
+check_grep "bundle holds the weights from the store" '^components/weights/model.safetensors$' "$WORK/k.list"
+check_grep "bundle holds the patches" '^patches/fa_sliding_patch.py$' "$WORK/k.list"
+
+cat >"$WORK/show.sh" <<'EOF'
+#!/bin/sh
+env | LC_ALL=C sort >"$OUTF"
+cmp "$LOCAL_MODEL_DIR/model.safetensors" "$SRC/weights/model.safetensors" && echo weights-same >>"$OUTF"
+cmp "$PCK04_KEEPSET" "$SRC/weights/pck04_keepset.json" && echo keepset-same >>"$OUTF"
+echo "bundle-dir $FGPACK_BUNDLE" >>"$OUTF"
+exit 7
+EOF
+chmod +x "$WORK/show.sh"
+OUTF=$WORK/env.txt SRC=$WORK/src TMPDIR=$WORK/tmp
+mkdir -p "$TMPDIR"
+export OUTF SRC TMPDIR
+check_exit "exec runs the stand-in and returns its status" 7 "$FGPACK" exec "$WORK/k.fgb" -- "$WORK/show.sh"
+B=$(sed -n 's/^bundle-dir //p' "$WORK/env.txt")
+check "FGPACK_BUNDLE is set" [ -n "$B" ]
+check_grep "LOCAL_MODEL_DIR -> components/weights" "^LOCAL_MODEL_DIR=$B/components/weights\$" "$WORK/env.txt"
+check_grep "WEIGHTS_BUCKET -> components/weights" "^WEIGHTS_BUCKET=$B/components/weights\$" "$WORK/env.txt"
+check_grep "DRAFTER_BUCKET -> components/drafter" "^DRAFTER_BUCKET=$B/components/drafter\$" "$WORK/env.txt"
+check_grep "LM_HEAD_PRUNE_DST -> components/keepset" "^LM_HEAD_PRUNE_DST=$B/components/keepset\$" "$WORK/env.txt"
+check_grep "PCK04_KEEPSET -> a file inside the weights" "^PCK04_KEEPSET=$B/components/weights/pck04_keepset.json\$" "$WORK/env.txt"
+check_grep "PLE_FOLD_TARGET_MODEL rewritten too" "^PLE_FOLD_TARGET_MODEL=$B/components/weights\$" "$WORK/env.txt"
+check_grep "SPECULATIVE_CONFIG.model -> components/drafter" "^SPECULATIVE_CONFIG=.*\"model\":\"$B/components/drafter\"" "$WORK/env.txt"
+check_grep "SPECULATIVE_CONFIG keeps K" '^SPECULATIVE_CONFIG=.*"num_speculative_tokens":7' "$WORK/env.txt"
+check_grep "other manifest env passed through" '^MAX_MODEL_LEN=4096$' "$WORK/env.txt"
+check_grep "HF_HUB_OFFLINE=1" '^HF_HUB_OFFLINE=1$' "$WORK/env.txt"
+check_grep "FGPACK_BUNDLE_ID is the bundle id" "^FGPACK_BUNDLE_ID=$(cat "$WORK/k.id")\$" "$WORK/env.txt"
+check_grep "materialized weights equal the source" '^weights-same$' "$WORK/env.txt"
+check_grep "the keepset inside the weights equals the source" '^keepset-same$' "$WORK/env.txt"
+check "the temporary copy is removed after the command" sh -c "[ ! -e '$B' ] && [ -z \"\$(ls -A '$TMPDIR')\" ]"
+
+# without a command: the manifest's serve command, in patches/
+printf '#!/bin/sh\nexec python3 "$@"\n' >"$WORK/bin/python"
+chmod +x "$WORK/bin/python"
+check "exec without a command runs the manifest's serve in patches/" sh -c "PATH='$WORK/bin':\$PATH '$FGPACK' exec '$WORK/k.fgb' --dir '$WORK/keep' >'$WORK/serve.out'"
+check_grep "serve.py ran in patches/" "^SERVE cwd=$WORK/keep/patches\$" "$WORK/serve.out"
+check_grep "serve.py saw the rewritten LOCAL_MODEL_DIR" "^SERVE LOCAL_MODEL_DIR=$WORK/keep/components/weights\$" "$WORK/serve.out"
+check "--dir keeps the copy" [ -f "$WORK/keep/components/weights/config.json" ]
+
+# a tampered bundle runs nothing
+python3 - "$WORK/k.fgb" "$WORK/bad.tar" <<'EOF'
+import io, subprocess, sys, tarfile
+d = bytearray(subprocess.run(["zstd", "-dc", sys.argv[1]], capture_output=True, check=True).stdout)
+m = tarfile.open(fileobj=io.BytesIO(bytes(d))).getmember("patches/serve.py")
+d[m.offset_data] ^= 0x01
+open(sys.argv[2], "wb").write(d)
+EOF
+rm -f "$WORK/ran"
+check_exit "tampered bundle: exit 3" 3 "$FGPACK" exec "$WORK/bad.tar" -- touch "$WORK/ran"
+check "tampered bundle: the command did not run" [ ! -e "$WORK/ran" ]
+finish
