@@ -2,18 +2,19 @@
 #include "engine/cpu/ops.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bf16.h"
 
-float fg_cpu_dot(const float *a, const float *b, int n)
+/* The canonical summation order of every dot product: lane j (j < 8) sums
+ * the products of elements i = j mod 8 in increasing i; the lanes combine as
+ * (((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7))); the tail (n mod 8 elements)
+ * is added last, in order. The AVX2 versions below keep exactly this order
+ * (one 8-wide accumulator = the 8 lanes, no FMA), so every path gives the
+ * same bits as the scalar one. */
+static float combine(float *acc, const float *a, const float *b, int i, int n)
 {
-	float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-	int i = 0, j;
-
-	for (; i + 8 <= n; i += 8)
-		for (j = 0; j < 8; j++)
-			acc[j] += a[i + j] * b[i + j];
 	acc[0] += acc[4];
 	acc[1] += acc[5];
 	acc[2] += acc[6];
@@ -24,6 +25,205 @@ float fg_cpu_dot(const float *a, const float *b, int n)
 	for (; i < n; i++)
 		acc[0] += a[i] * b[i];
 	return acc[0];
+}
+
+static float dot_scalar(const float *a, const float *b, int n)
+{
+	float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+	int i = 0, j;
+
+	for (; i + 8 <= n; i += 8)
+		for (j = 0; j < 8; j++)
+			acc[j] += a[i + j] * b[i + j];
+	return combine(acc, a, b, i, n);
+}
+
+/* bf16 row w (n values, unaligned bytes) . x, as dot(widen(w), x) */
+static float dot_bf16_scalar(const uint8_t *w, const float *x, int n, float *tailbuf)
+{
+	float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+	int i = 0, j;
+
+	for (; i + 8 <= n; i += 8)
+		for (j = 0; j < 8; j++) {
+			uint16_t h;
+
+			memcpy(&h, w + 2 * (size_t)(i + j), 2);
+			acc[j] += fg_bf16_to_f32(h) * x[i + j];
+		}
+	for (j = i; j < n; j++) {
+		uint16_t h;
+
+		memcpy(&h, w + 2 * (size_t)j, 2);
+		tailbuf[j - i] = fg_bf16_to_f32(h);
+	}
+	return combine(acc, tailbuf - i, x, i, n);
+}
+
+/* INT4 row (packed words, bf16 scales, group columns per scale) . x, as
+ * dot(widen(w), x); n and group are multiples of 8 */
+static float dot_int4_scalar(const uint8_t *pk, const uint8_t *sc, int group, const float *x, int n)
+{
+	float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+	int i, j;
+
+	for (i = 0; i < n; i += 8) {
+		uint32_t word;
+		uint16_t h;
+		float s;
+
+		memcpy(&word, pk + (size_t)i / 2, 4);
+		memcpy(&h, sc + 2 * (size_t)(i / group), 2);
+		s = fg_bf16_to_f32(h);
+		for (j = 0; j < 8; j++)
+			acc[j] += ((float)((int)((word >> (4 * j)) & 15u) - 8) * s) * x[i + j];
+	}
+	return combine(acc, x, x, n, n);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_AVX2_PATH 1
+
+__attribute__((target("avx2"))) static float dot_avx2(const float *a, const float *b, int n)
+{
+	__m256 acc = _mm256_setzero_ps();
+	float lanes[8];
+	int i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+	_mm256_storeu_ps(lanes, acc);
+	return combine(lanes, a, b, i, n);
+}
+
+__attribute__((target("avx2"))) static float dot_bf16_avx2(const uint8_t *w, const float *x, int n,
+							  float *tailbuf)
+{
+	__m256 acc = _mm256_setzero_ps();
+	float lanes[8];
+	int i = 0, j;
+
+	for (; i + 8 <= n; i += 8) {
+		__m128i h = _mm_loadu_si128((const __m128i *)(const void *)(w + 2 * (size_t)i));
+		__m256 wf = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+
+		acc = _mm256_add_ps(acc, _mm256_mul_ps(wf, _mm256_loadu_ps(x + i)));
+	}
+	_mm256_storeu_ps(lanes, acc);
+	for (j = i; j < n; j++) {
+		uint16_t hh;
+
+		memcpy(&hh, w + 2 * (size_t)j, 2);
+		tailbuf[j - i] = fg_bf16_to_f32(hh);
+	}
+	return combine(lanes, tailbuf - i, x, i, n);
+}
+
+__attribute__((target("avx2"))) static float dot_int4_avx2(const uint8_t *pk, const uint8_t *sc, int group,
+							  const float *x, int n)
+{
+	const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+	const __m256i mask = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);
+	__m256 acc = _mm256_setzero_ps();
+	float lanes[8];
+	int g, i;
+
+	for (g = 0; g < n; g += group) {
+		uint16_t h;
+		__m256 s;
+
+		memcpy(&h, sc + 2 * (size_t)(g / group), 2);
+		s = _mm256_set1_ps(fg_bf16_to_f32(h));
+		for (i = g; i < g + group; i += 8) {
+			uint32_t word;
+			__m256i q;
+			__m256 wf;
+
+			memcpy(&word, pk + (size_t)i / 2, 4);
+			q = _mm256_srlv_epi32(_mm256_set1_epi32((int)word), shifts);
+			q = _mm256_sub_epi32(_mm256_and_si256(q, mask), eight);
+			wf = _mm256_mul_ps(_mm256_cvtepi32_ps(q), s);
+			acc = _mm256_add_ps(acc, _mm256_mul_ps(wf, _mm256_loadu_ps(x + i)));
+		}
+	}
+	_mm256_storeu_ps(lanes, acc);
+	return combine(lanes, x, x, n, n);
+}
+
+/* widening is exact, so these match the scalar loops bit for bit */
+__attribute__((target("avx2"))) static void row_bf16_avx2(const uint8_t *src, int n, float *out)
+{
+	int i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		__m128i h = _mm_loadu_si128((const __m128i *)(const void *)(src + 2 * (size_t)i));
+
+		_mm256_storeu_ps(out + i, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
+	}
+	for (; i < n; i++) {
+		uint16_t h;
+
+		memcpy(&h, src + 2 * (size_t)i, 2);
+		out[i] = fg_bf16_to_f32(h);
+	}
+}
+
+__attribute__((target("avx2"))) static void row_int4_avx2(const uint8_t *pk, const uint8_t *sc, int group, int n,
+							 float *out)
+{
+	const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+	const __m256i mask = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);
+	int g, i;
+
+	for (g = 0; g < n; g += group) {
+		uint16_t h;
+		__m256 s;
+
+		memcpy(&h, sc + 2 * (size_t)(g / group), 2);
+		s = _mm256_set1_ps(fg_bf16_to_f32(h));
+		for (i = g; i < g + group; i += 8) {
+			uint32_t word;
+			__m256i q;
+
+			memcpy(&word, pk + (size_t)i / 2, 4);
+			q = _mm256_srlv_epi32(_mm256_set1_epi32((int)word), shifts);
+			q = _mm256_sub_epi32(_mm256_and_si256(q, mask), eight);
+			_mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_cvtepi32_ps(q), s));
+		}
+	}
+}
+
+static int simd = -1;
+
+static int use_avx2(void)
+{
+	if (simd < 0)
+		simd = __builtin_cpu_supports("avx2") && !getenv("FG_NO_AVX2");
+	return simd;
+}
+#endif
+
+int fg_cpu_set_simd(int on)
+{
+#ifdef HAVE_AVX2_PATH
+	int was = use_avx2();
+
+	simd = on && __builtin_cpu_supports("avx2");
+	return was;
+#else
+	(void)on;
+	return 0;
+#endif
+}
+
+float fg_cpu_dot(const float *a, const float *b, int n)
+{
+#ifdef HAVE_AVX2_PATH
+	if (use_avx2())
+		return dot_avx2(a, b, n);
+#endif
+	return dot_scalar(a, b, n);
 }
 
 static void row_bf16(const uint8_t *src, int n, float *out)
@@ -47,12 +247,25 @@ void fg_cpu_lin_row(const struct fg_lin *w, int r, float *out)
 		memcpy(out, (const uint8_t *)w->w + (size_t)r * cols * 4, cols * 4);
 		break;
 	case FG_W_BF16:
+#ifdef HAVE_AVX2_PATH
+		if (use_avx2()) {
+			row_bf16_avx2((const uint8_t *)w->w + (size_t)r * cols * 2, w->cols, out);
+			break;
+		}
+#endif
 		row_bf16((const uint8_t *)w->w + (size_t)r * cols * 2, w->cols, out);
 		break;
 	case FG_W_INT4: {
 		const uint8_t *pk = (const uint8_t *)w->w + (size_t)r * (cols / 8) * 4;
 		const uint8_t *sc = (const uint8_t *)w->scale + (size_t)r * (cols / (size_t)w->group) * 2;
 		size_t c, g, ngroups = cols / (size_t)w->group;
+
+#ifdef HAVE_AVX2_PATH
+		if (use_avx2()) {
+			row_int4_avx2(pk, sc, w->group, w->cols, out);
+			break;
+		}
+#endif
 
 		for (g = 0; g < ngroups; g++) {
 			uint16_t h;
@@ -76,11 +289,46 @@ void fg_cpu_lin_row(const struct fg_lin *w, int r, float *out)
 	}
 }
 
+/* One output of a single-token matvec straight from the stored row: the same
+ * bits as fg_cpu_dot(widened row, x), without the widened copy. */
+static float row_dot(const struct fg_lin *w, int r, const float *x, float *tailbuf)
+{
+	size_t cols = (size_t)w->cols;
+
+	switch (w->fmt) {
+	case FG_W_BF16: {
+		const uint8_t *row = (const uint8_t *)w->w + (size_t)r * cols * 2;
+#ifdef HAVE_AVX2_PATH
+		if (use_avx2())
+			return dot_bf16_avx2(row, x, w->cols, tailbuf);
+#endif
+		return dot_bf16_scalar(row, x, w->cols, tailbuf);
+	}
+	case FG_W_INT4: {
+		const uint8_t *pk = (const uint8_t *)w->w + (size_t)r * (cols / 8) * 4;
+		const uint8_t *sc = (const uint8_t *)w->scale + (size_t)r * (cols / (size_t)w->group) * 2;
+#ifdef HAVE_AVX2_PATH
+		if (use_avx2())
+			return dot_int4_avx2(pk, sc, w->group, x, w->cols);
+#endif
+		return dot_int4_scalar(pk, sc, w->group, x, w->cols);
+	}
+	default:
+		fg_cpu_lin_row(w, r, tailbuf);
+		return fg_cpu_dot(tailbuf, x, w->cols);
+	}
+}
+
 void fg_cpu_matmul_rows(const struct fg_lin *w, const float *x, int T, float *y, int r0, int r1,
 			float *row_buf)
 {
 	int r, t;
 
+	if (T == 1) {
+		for (r = r0; r < r1; r++)
+			y[r] = row_dot(w, r, x, row_buf);
+		return;
+	}
 	for (r = r0; r < r1; r++) {
 		fg_cpu_lin_row(w, r, row_buf);
 		for (t = 0; t < T; t++)

@@ -30,6 +30,13 @@ struct fg_lin {
 	int group;             /* INT4 only: columns per scale */
 };
 
+/* The x86-64 build has AVX2 versions of the dot products and row widening
+ * that give the same bits as the plain C loops (same summation order, no
+ * FMA); they are used when the CPU has AVX2 unless FG_NO_AVX2 is set in the
+ * environment. fg_cpu_set_simd(0) forces the plain loops (tests compare the
+ * two); returns the previous setting. */
+int fg_cpu_set_simd(int on);
+
 /* Sum of a[i]*b[i], i < n, in the fixed order every op uses: eight running
  * partial sums over i mod 8, combined pairwise, then the tail. */
 float fg_cpu_dot(const float *a, const float *b, int n);

@@ -9,6 +9,7 @@
 
 #include "tap.h"
 
+#include "engine/cpu/ops.h"
 #include "engine/engine.h"
 #include "fsutil.h"
 #include "json.h"
@@ -204,6 +205,18 @@ static void check_determinism(const char *dir, const char *label)
 	   label);
 	ok(a && d && n1 == n4 && !memcmp(a, d, sizeof(float) * (size_t)n1),
 	   "%s: prefill in chunks and one-token decode bit-identical", label);
+	{
+		int was = fg_cpu_set_simd(0), n5 = 0, n6 = 0;
+		float *e5 = run_seq(dir, 2, 0, &n5), *e6 = run_seq(dir, 1, 1, &n6);
+
+		fg_cpu_set_simd(was);
+		ok(e5 && n5 == n1 && !memcmp(a, e5, sizeof(float) * (size_t)n1),
+		   "%s: plain C loops and the SIMD path bit-identical (prefill)", label);
+		ok(e6 && n6 == n1 && !memcmp(a, e6, sizeof(float) * (size_t)n1),
+		   "%s: plain C loops and the SIMD path bit-identical (decode)", label);
+		free(e5);
+		free(e6);
+	}
 	free(a);
 	free(b);
 	free(c);
