@@ -711,17 +711,25 @@ static int write_all(int fd, const void *data, size_t len)
 /* Writes to the current shard and feeds the shard's running digest. */
 static int put(struct fg_st_writer *w, const void *data, size_t len, struct fg_err *err)
 {
-	int rc = fg_sha256_update(w->hash, data, len, err);
+	const char *p = data;
 
-	if (rc)
-		return rc;
-	if (write_all(w->fd, data, len)) {
-		int e = errno;
+	/* In slices that stay in L2 between the hash and the write's copy. */
+	while (len) {
+		size_t k = len < ((size_t)256 << 10) ? len : ((size_t)256 << 10);
+		int rc = fg_sha256_update(w->hash, p, k, err);
 
-		return fg_err_set(err, e == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s/%s: %s", w->dir,
-				  w->sh[w->cur].name, strerror(e));
+		if (rc)
+			return rc;
+		if (write_all(w->fd, p, k)) {
+			int e = errno;
+
+			return fg_err_set(err, e == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s/%s: %s",
+					  w->dir, w->sh[w->cur].name, strerror(e));
+		}
+		w->fsize += k;
+		p += k;
+		len -= k;
 	}
-	w->fsize += len;
 	return 0;
 }
 
