@@ -1882,6 +1882,22 @@ static size_t last_cp(const unsigned char *a, const unsigned char *end, uint32_t
 	return 1;
 }
 
+/* The added token spelled exactly by s, or -1. */
+static int32_t exact_added(const struct fg_tokenizer *t, const unsigned char *s, size_t n)
+{
+	int32_t node;
+	size_t j;
+
+	if (!n)
+		return -1;
+	node = t->trie_root[s[0]];
+	for (j = 1; node >= 0 && j < n; j++)
+		for (node = t->trie[node].child; node >= 0 && t->trie[node].byte != s[j];
+		     node = t->trie[node].sibling)
+			;
+	return node >= 0 ? t->trie[node].added : -1;
+}
+
 static int split_added(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const char *text, size_t len,
 		       struct fg_err *err)
 {
@@ -1922,15 +1938,18 @@ static int split_added(const struct fg_tokenizer *t, struct fg_tok_scratch *s, c
 			return rc;
 		s->secs[s->n_secs++] = (struct section){ start, len, -1 };
 	}
-	/* lstrip / rstrip trim the whitespace of the neighbouring text sections */
+	/* lstrip / rstrip trim the whitespace of the neighbouring sections. As in
+	 * the reference, a neighbour that is itself an added token is trimmed too
+	 * and, changed, becomes plain text (unless it now spells another one). */
 	for (k = 0; k < s->n_secs; k++) {
 		const struct added *a;
 
 		if (s->secs[k].added < 0)
 			continue;
 		a = &t->added[s->secs[k].added];
-		if (a->lstrip && k > 0 && s->secs[k - 1].added < 0) {
+		if (a->lstrip && k > 0) {
 			struct section *p = &s->secs[k - 1];
+			size_t b0 = p->b;
 
 			while (p->b > p->a) {
 				uint32_t cp;
@@ -1940,9 +1959,12 @@ static int split_added(const struct fg_tokenizer *t, struct fg_tok_scratch *s, c
 					break;
 				p->b -= l;
 			}
+			if (p->b != b0 && p->added >= 0)
+				p->added = exact_added(t, u + p->a, p->b - p->a);
 		}
-		if (a->rstrip && k + 1 < s->n_secs && s->secs[k + 1].added < 0) {
+		if (a->rstrip && k + 1 < s->n_secs) {
 			struct section *p = &s->secs[k + 1];
+			size_t a0 = p->a;
 
 			while (p->a < p->b) {
 				uint32_t cp;
@@ -1952,6 +1974,8 @@ static int split_added(const struct fg_tokenizer *t, struct fg_tok_scratch *s, c
 					break;
 				p->a += l;
 			}
+			if (p->a != a0 && p->added >= 0)
+				p->added = exact_added(t, u + p->a, p->b - p->a);
 		}
 	}
 	return 0;
@@ -2217,6 +2241,28 @@ int32_t fg_tokenizer_byte_id(const struct fg_tokenizer *t, unsigned b)
 int fg_tokenizer_token_flags(const struct fg_tokenizer *t, int32_t id)
 {
 	return id >= 0 && id < t->n_ids ? t->tflags[id] : 0;
+}
+
+int fg_tokenizer_newline_cuts(const struct fg_tokenizer *t)
+{
+	int32_t nl = t->trie_root['\n'];
+	size_t i, k;
+
+	if (nl < 0 || t->trie[nl].added < 0)
+		return 0;
+	for (i = 0; i < t->n_added; i++) {
+		const struct added *a = &t->added[i];
+		const char *c = t->arena.data + a->off;
+
+		if (!memchr(c, '\n', a->len))
+			continue;
+		if (a->rstrip)
+			return 0;
+		for (k = 0; k + 1 < a->len; k++)
+			if (c[k] == '\n' && c[k + 1] != '\n')
+				return 0;
+	}
+	return 1;
 }
 
 size_t fg_tokenizer_merge_count(const struct fg_tokenizer *t)

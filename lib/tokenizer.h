@@ -79,6 +79,12 @@ int32_t fg_tokenizer_unk_id(const struct fg_tokenizer *tok);
 int32_t fg_tokenizer_byte_id(const struct fg_tokenizer *tok, unsigned b);
 /* FG_TOK_F_* bits of id (0 for ids outside the vocabulary). */
 int fg_tokenizer_token_flags(const struct fg_tokenizer *tok, int32_t id);
+/* 1 when text may be cut right after a run of "\n" (before a byte that is
+ * not "\n") and the parts encoded separately give exactly the ids of the
+ * whole: "\n" is an added token (so every newline ends a section), no added
+ * token holds "\n" followed by another byte, and none holding "\n" strips
+ * what follows it. True for Gemma; lets callers stream big corpora by line. */
+int fg_tokenizer_newline_cuts(const struct fg_tokenizer *tok);
 /* Number of merges loaded (for messages and tests). */
 size_t fg_tokenizer_merge_count(const struct fg_tokenizer *tok);
 
