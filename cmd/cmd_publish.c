@@ -18,7 +18,9 @@
 #include "json.h"
 #include "ref.h"
 #include "s3.h"
+#include "lock.h"
 #include "sha256.h"
+#include "store.h"
 #include "tarball.h"
 
 #define MAX_ATTACH 64
@@ -308,18 +310,12 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* $FGPACK_HOME, else $XDG_CACHE_HOME/fgpack, else ~/.cache/fgpack; + /uploads. */
+/* Resume journals live in the store root (lib/store): <root>/uploads. */
 static int journal_dir(struct fg_buf *out, struct fg_err *err)
 {
-	const char *h = getenv("FGPACK_HOME"), *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	int rc = fg_store_default_root(out, err);
 
-	if (h && *h)
-		return fg_buf_printf(out, err, "%s/uploads", h);
-	if (x && *x)
-		return fg_buf_printf(out, err, "%s/fgpack/uploads", x);
-	if (home && *home)
-		return fg_buf_printf(out, err, "%s/.cache/fgpack/uploads", home);
-	return fg_err_set(err, FG_EINVAL, "set FGPACK_HOME or HOME for the upload journal");
+	return rc ? rc : fg_buf_puts(out, "/uploads", err);
 }
 
 struct hash_sink {
@@ -481,26 +477,27 @@ out:
 	return rc ? fg_cmd_fail("publish", &err) : FG_EXIT_OK;
 }
 
-/* sha256 over the lines "<sha256> <size> <path>\n" sorted by path bytes
- * (the tree digest of docs/formats/lock.md). */
 static int cmp_rel(const void *a, const void *b)
 {
 	return strcmp((*(struct item *const *)a)->rel, (*(struct item *const *)b)->rel);
 }
 
+/* The buckets.lock component entry (docs/formats/lock.md) for what was published. */
 static int lock_entry(cJSON **out, struct plan *p, const char *source, const char *owner,
 		      struct fg_err *err)
 {
 	struct item **v = calloc(p->n ? p->n : 1, sizeof(*v));
-	struct fg_buf lines = FG_BUF_INIT;
+	struct fg_lock_file *lf = calloc(p->n ? p->n : 1, sizeof(*lf));
 	size_t n = 0, i;
-	uint8_t d[32];
-	char hex[65];
+	char digest[FG_SHA256_HEX_LEN + 1];
 	cJSON *e, *files;
-	int rc = 0;
+	int rc;
 
-	if (!v)
+	if (!v || !lf) {
+		free(v);
+		free(lf);
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
 	for (i = 0; i < p->n; i++)
 		if (p->v[i].in_ref)
 			v[n++] = &p->v[i];
@@ -510,7 +507,7 @@ static int lock_entry(cJSON **out, struct plan *p, const char *source, const cha
 	cJSON_AddStringToObject(e, "owner", owner);
 	cJSON_AddStringToObject(e, "source", source);
 	files = cJSON_AddArrayToObject(e, "files");
-	for (i = 0; i < n && !rc; i++) {
+	for (i = 0; i < n; i++) {
 		cJSON *f = cJSON_CreateObject(), *remote = cJSON_CreateObject();
 
 		cJSON_AddStringToObject(f, "path", v[i]->rel);
@@ -519,18 +516,18 @@ static int lock_entry(cJSON **out, struct plan *p, const char *source, const cha
 		cJSON_AddStringToObject(remote, "etag", v[i]->etag);
 		cJSON_AddItemToObject(f, "remote", remote);
 		cJSON_AddItemToArray(files, f);
-		rc = fg_buf_printf(&lines, err, "%s %llu %s\n", v[i]->sha256, v[i]->size, v[i]->rel);
+		lf[i].path = v[i]->rel;
+		lf[i].size = v[i]->size;
+		memcpy(lf[i].sha256, v[i]->sha256, sizeof(lf[i].sha256));
 	}
-	if (!rc)
-		rc = fg_sha256_mem(lines.data ? lines.data : "", lines.len, d, err);
+	rc = fg_lock_tree_digest(digest, lf, n, err);
 	if (!rc) {
-		fg_hex_encode(d, 32, hex);
-		cJSON_AddStringToObject(e, "tree_digest", hex);
+		cJSON_AddStringToObject(e, "tree_digest", digest);
 		*out = e;
 	} else {
 		cJSON_Delete(e);
 	}
-	fg_buf_release(&lines);
+	free(lf);
 	free(v);
 	return rc;
 }

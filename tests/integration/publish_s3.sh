@@ -56,6 +56,20 @@ check "list: 25 objects in 4 pages" test "$(jget "$WORK/out/ls.json" "len(d['obj
 check_grep "list: unicode key listed" 'many/sub dir/é\+~.txt' "$WORK/out/ls.json"
 check "awscli sees the same 25 keys" test "$("$AWS" --endpoint-url "$EP" s3 ls --recursive s3://pubb/many/ 2>/dev/null | wc -l)" -eq 25
 
+# 3b. a bundle: bundle.json and attestations/ members go beside it, and its .sig
+mkdir -p "$WORK/bsrc/attestations" "$WORK/bsrc/components"
+echo '{"schema":1}' >"$WORK/bsrc/bundle.json"
+echo '{"_type":"https://in-toto.io/Statement/v1"}' >"$WORK/bsrc/attestations/bake.intoto.json"
+head -c 100000 /dev/urandom >"$WORK/bsrc/components/w.bin"
+tar -C "$WORK/bsrc" -cf - bundle.json attestations components | zstd -q >"$WORK/demo.fgb"
+echo '{"payloadType":"x"}' >"$WORK/demo.fgb.sig"
+check "bundle publish" sh -c "'$FGPACK' publish '$WORK/demo.fgb' hf://buckets/ns1/pubb/b --endpoint $EP --json >'$WORK/out/b.json' 2>>'$log'"
+check "bundle: .fgb, bundle.json, attestation and .sig uploaded" test "$(jget "$WORK/out/b.json" "sorted(o['key'] for o in d['objects'])")" = \
+	"['b/attestations/bake.intoto.json', 'b/bundle.json', 'b/demo.fgb', 'b/demo.fgb.sig']"
+check "bundle: reference names the .fgb" test "$(jget "$WORK/out/b.json" "d['reference']")" = "hf://buckets/ns1/pubb/b/demo.fgb"
+"$AWS" --endpoint-url "$EP" s3 cp s3://pubb/b/bundle.json "$WORK/out/bj.aws" >/dev/null 2>&1
+check "bundle: bundle.json as in the bundle" cmp -s "$WORK/out/bj.aws" "$WORK/bsrc/bundle.json"
+
 # 4. keys the gateway refuses are refused before any upload
 mkdir -p "$WORK/bad"
 echo a >"$WORK/bad/ok.txt"
