@@ -5,6 +5,15 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Messages become one line on stderr: control characters that came from
+ * input (a JSON key with a newline) are shown as '?'. */
+static void one_line(char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			*s = '?';
+}
+
 int fg_err_set(struct fg_err *err, int code, const char *fmt, ...)
 {
 	va_list ap;
@@ -15,6 +24,7 @@ int fg_err_set(struct fg_err *err, int code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
 	va_end(ap);
+	one_line(err->msg);
 	return code;
 }
 
@@ -38,6 +48,7 @@ int fg_err_wrap(struct fg_err *err, const char *fmt, ...)
 		memcpy(err->msg + n + 2, old, room - 2);
 		err->msg[sizeof(err->msg) - 1] = '\0';
 	}
+	one_line(err->msg);
 	return err->code;
 }
 
