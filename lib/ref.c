@@ -348,7 +348,13 @@ int fg_ref_format(struct fg_buf *out, const struct fg_ref *ref, struct fg_err *e
 		rc = fg_buf_printf(out, err, "hf://buckets/%s/%s", ref->ns, ref->name);
 		break;
 	case FG_REF_MODEL:
-		rc = fg_buf_printf(out, err, "hf://%s/%s", ref->ns, ref->name);
+		/* a namespace that is also a hf:// keyword needs the explicit models/ form */
+		rc = fg_buf_printf(out, err, "hf://%s%s/%s",
+				   !strcmp(ref->ns, "buckets") || !strcmp(ref->ns, "models") ||
+						   !strcmp(ref->ns, "datasets") || !strcmp(ref->ns, "spaces")
+					   ? "models/"
+					   : "",
+				   ref->ns, ref->name);
 		if (!rc && ref->revision)
 			rc = fg_buf_printf(out, err, "@%s", ref->revision);
 		break;

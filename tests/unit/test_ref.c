@@ -92,6 +92,14 @@ static void test_parse(void)
 	ok(r && r->kind == FG_REF_FILE && !strcmp(r->path, "/tmp/some dir/x"), "file url decoded");
 	fg_ref_free(r);
 
+	r = parse_ok("datasets/x");
+	if (r) {
+		fg_ref_format(&b, r, NULL);
+		is_str(b.data, "hf://models/datasets/x", "bare id with a keyword namespace formats unambiguously");
+		fg_buf_reset(&b);
+	}
+	fg_ref_free(r);
+
 	refused("", "empty");
 	refused("hf://buckets/ns", "missing bucket name");
 	refused("hf://buckets/ns/", "missing bucket name");
