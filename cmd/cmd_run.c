@@ -11,12 +11,7 @@
 #include "fsutil.h"
 #include "json.h"
 
-#if defined(__has_include)
-#if __has_include("tokenizer.h")
-#define HAVE_TOKENIZER 1
 #include "tokenizer.h"
-#endif
-#endif
 
 static void usage(FILE *f)
 {
@@ -121,6 +116,51 @@ bad:
 	return -1;
 }
 
+/* Length of the valid UTF-8 sequence at s (n bytes left), or 0. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+	size_t len, i;
+	unsigned cp;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		len = 2, cp = s[0] & 0x1f;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		len = 3, cp = s[0] & 0x0f;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		len = 4, cp = s[0] & 0x07;
+	else
+		return 0;
+	if (len > n)
+		return 0;
+	for (i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return len;
+}
+
+/* JSON strings must be UTF-8: byte tokens that decode to invalid sequences
+ * become U+FFFD in --json output (plain output keeps the raw bytes). */
+static int utf8_clean(struct fg_buf *out, const char *s, size_t n, struct fg_err *err)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		size_t l = utf8_len((const unsigned char *)s + i, n - i);
+		int rc = l ? fg_buf_append(out, s + i, l, err) : fg_buf_append(out, "\xef\xbf\xbd", 3, err);
+
+		if (rc)
+			return rc;
+		i += l ? l : 1;
+	}
+	return fg_buf_append(out, "", 0, err);
+}
+
 static void json_ids(cJSON *obj, const char *key, const int32_t *ids, size_t n)
 {
 	cJSON *a = cJSON_AddArrayToObject(obj, key);
@@ -143,9 +183,7 @@ int cmd_run(int argc, char **argv)
 	struct fg_buf text = FG_BUF_INIT;
 	double t0, t1, prefill_s, decode_s, tps, ptps;
 	long ncpu;
-#ifdef HAVE_TOKENIZER
 	struct fg_tokenizer *tok = NULL;
-#endif
 
 	if (fg_cmd_wants_help(argc, argv)) {
 		usage(stdout);
@@ -197,7 +235,6 @@ int cmd_run(int argc, char **argv)
 
 	if (fg_engine_load(&e, model, &o, &err))
 		goto fail;
-#ifdef HAVE_TOKENIZER
 	{
 		struct fg_buf tp = FG_BUF_INIT;
 
@@ -219,13 +256,6 @@ int cmd_run(int argc, char **argv)
 						  &n_prompt, &err))
 			goto fail;
 	}
-#else
-	if (prompt) {
-		fg_err_set(&err, FG_EUNSUPPORTED,
-			   "--prompt needs the tokenizer (lib/tokenizer.h), which this build lacks; use --ids");
-		goto fail;
-	}
-#endif
 	if (n_prompt == 0) {
 		fg_err_set(&err, FG_EINVAL, "the prompt is empty");
 		goto fail;
@@ -255,10 +285,8 @@ int cmd_run(int argc, char **argv)
 	/* the first token comes from the prefill; the rest are decode steps */
 	tps = st.n > 1 && decode_s > 0 ? (double)(st.n - 1) / decode_s : 0;
 
-#ifdef HAVE_TOKENIZER
 	if (tok && fg_tokenizer_decode(tok, st.ids, (size_t)st.n, &text, &err))
 		goto fail;
-#endif
 	if (json) {
 		cJSON *j = cJSON_CreateObject();
 
@@ -266,8 +294,17 @@ int cmd_run(int argc, char **argv)
 		cJSON_AddStringToObject(j, "model", model);
 		json_ids(j, "prompt_ids", prompt_ids, n_prompt);
 		json_ids(j, "generated_ids", st.ids, (size_t)st.n);
-		if (text.data)
-			cJSON_AddStringToObject(j, "text", text.data);
+		if (tok) {
+			struct fg_buf clean = FG_BUF_INIT;
+
+			if (utf8_clean(&clean, text.data ? text.data : "", text.len, &err)) {
+				cJSON_Delete(j);
+				fg_buf_release(&clean);
+				goto fail;
+			}
+			cJSON_AddStringToObject(j, "text", clean.data ? clean.data : "");
+			fg_buf_release(&clean);
+		}
 		cJSON_AddNumberToObject(j, "n_prompt", (double)n_prompt);
 		cJSON_AddNumberToObject(j, "n_generated", st.n);
 		cJSON_AddStringToObject(j, "stop", st.stopped_eos ? "eos" : "length");
@@ -309,9 +346,7 @@ fail:
 	rc = fg_cmd_fail("run", &err);
 done:
 	fg_engine_free(e);
-#ifdef HAVE_TOKENIZER
 	fg_tokenizer_free(tok);
-#endif
 	free(prompt_ids);
 	free(st.ids);
 	fg_buf_release(&text);

@@ -12,16 +12,20 @@ expect() {
 	$PY -c 'import json,sys; p=json.load(open(sys.argv[1]))["prompts"][int(sys.argv[2])]; print(",".join(map(str,p["prompt"]))+" "+",".join(map(str,p["generated"])))' "$1" "$2"
 }
 
+gen_ids() { # fgpack run args... -> generated ids, comma-separated
+	"$FGPACK" run --json "$@" 2>/dev/null | $PY -c 'import json,sys; print(",".join(map(str, json.load(sys.stdin)["generated_ids"])))'
+}
+
 for v in bf16 int4; do
 	for i in 0 1 2 3; do
 		set -- $(expect $FIX/$v/oracle.json $i)
-		got=$("$FGPACK" run --model $FIX/$v --ids "$1" -n 32 --ignore-eos -j 2 2>/dev/null)
+		got=$(gen_ids --model $FIX/$v --ids "$1" -n 32 --ignore-eos -j 2)
 		if [ "$got" = "$2" ]; then ok "$v prompt $i: 32 greedy tokens equal transformers'"; else
 			not_ok "$v prompt $i: got $got, expected $2"; fi
 	done
 done
 set -- $(expect $FIX/bf16/oracle-window5.json 0)
-got=$("$FGPACK" run --model $FIX/bf16 --ids "$1" -n 32 --ignore-eos --sliding-window 5 2>/dev/null)
+got=$(gen_ids --model $FIX/bf16 --ids "$1" -n 32 --ignore-eos --sliding-window 5)
 if [ "$got" = "$2" ]; then ok "--sliding-window 5 equals transformers with sliding_window=5"; else
 	not_ok "--sliding-window 5: got $got, expected $2"; fi
 
@@ -49,5 +53,20 @@ check_exit "missing --model is a usage error" 2 "$FGPACK" run --ids 2
 check_exit "both --prompt and --ids is a usage error" 2 "$FGPACK" run --model $FIX/bf16 --ids 2 --prompt hi
 check_exit "bad --ids is a usage error" 2 "$FGPACK" run --model $FIX/bf16 --ids 2,,3
 check_exit "a folder without a model fails" 1 "$FGPACK" run --model "$WORK" --ids 2
+# --prompt: the fixtures' tokenizer.json is tests/fixtures/tokenizer_tiny.json
+# with extra pieces so its 512 ids cover the tiny model's vocabulary
+"$FGPACK" run --model $FIX/int4 --prompt "hello world" -n 16 --ignore-eos --json >"$WORK/p" 2>&1
+check "--prompt encodes with DIR/tokenizer.json (<bos> first) and --json has the text" $PY -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["prompt_ids"][0] == 2 and len(d["prompt_ids"]) > 2 and len(d["generated_ids"]) == 16
+assert isinstance(d["text"], str) and len(d["text"]) > 0' "$WORK/p"
+ids=$($PY -c 'import json,sys; print(",".join(map(str, json.load(open(sys.argv[1]))["prompt_ids"])))' "$WORK/p")
+a=$("$FGPACK" run --model $FIX/int4 --prompt "hello world" -n 16 --ignore-eos --json | $PY -c 'import json,sys; print(json.load(sys.stdin)["generated_ids"])')
+b=$("$FGPACK" run --model $FIX/int4 --ids "$ids" -n 16 --ignore-eos --json | $PY -c 'import json,sys; print(json.load(sys.stdin)["generated_ids"])')
+if [ "$a" = "$b" ]; then ok "--prompt and --ids of its encoding generate the same"; else not_ok "--prompt $a vs --ids $b"; fi
+mkdir -p "$WORK/notok" && ln -s "$TOP/$FIX/bf16/config.json" "$TOP/$FIX/bf16/model.safetensors" "$WORK/notok/"
+"$FGPACK" run --model "$WORK/notok" --prompt hi >"$WORK/nt" 2>&1 && not_ok "--prompt without tokenizer.json should fail" || ok "--prompt without tokenizer.json fails"
+check_grep "... naming the missing tokenizer.json" "no tokenizer.json" "$WORK/nt"
 check "run --help" "$FGPACK" run --help
 finish
