@@ -1,0 +1,774 @@
+/* sign.c - ECDSA P-256 keys (libcrypto), DSSE envelopes in Sigstore bundles,
+ * and OpenSSF model signing 1.0 statements (hashing, writing, parsing,
+ * comparing). Layout of the files: docs/formats/signing.md. */
+#include "sign.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cjson/cJSON.h>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+
+#include "fsutil.h"
+#include "json.h"
+
+#define SIG_FILE_MAX ((size_t)64 << 20)
+
+struct fg_sign_key {
+	EVP_PKEY *pk;
+	int priv;
+};
+
+const char *const fg_oms_ignore[] = { "model.sig", ".git", ".gitattributes", ".github", ".gitignore" };
+const size_t fg_oms_n_ignore = sizeof(fg_oms_ignore) / sizeof(fg_oms_ignore[0]);
+
+static int ossl_fail(struct fg_err *err, int code, const char *what)
+{
+	char buf[256];
+	unsigned long e = ERR_get_error();
+
+	ERR_error_string_n(e, buf, sizeof(buf));
+	ERR_clear_error();
+	return fg_err_set(err, code, "%s%s%s", what, e ? ": " : "", e ? buf : "");
+}
+
+/* ---- keys ---------------------------------------------------------------- */
+
+static int check_p256(EVP_PKEY *pk, struct fg_err *err)
+{
+	char name[64];
+	size_t nl = 0;
+
+	if (EVP_PKEY_get_base_id(pk) != EVP_PKEY_EC)
+		return fg_err_set(err, FG_EUNSUPPORTED, "not an elliptic-curve key (ECDSA P-256 wanted)");
+	if (EVP_PKEY_get_group_name(pk, name, sizeof(name), &nl) != 1 ||
+	    (strcmp(name, "prime256v1") && strcmp(name, "P-256") && strcmp(name, "secp256r1")))
+		return fg_err_set(err, FG_EUNSUPPORTED, "key is on curve %s, not P-256",
+				  nl ? name : "(unknown)");
+	return 0;
+}
+
+int fg_sign_keygen(struct fg_sign_key **out, struct fg_err *err)
+{
+	struct fg_sign_key *k = calloc(1, sizeof(*k));
+
+	*out = NULL;
+	if (!k)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	k->pk = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
+	if (!k->pk) {
+		free(k);
+		return ossl_fail(err, FG_EIO, "generate P-256 key");
+	}
+	k->priv = 1;
+	*out = k;
+	return 0;
+}
+
+static int no_passphrase(char *buf, int size, int rwflag, void *u)
+{
+	(void)buf;
+	(void)size;
+	(void)rwflag;
+	(void)u;
+	return -1; /* encrypted keys are refused, never prompted for */
+}
+
+int fg_sign_key_load(struct fg_sign_key **out, const char *path, struct fg_err *err)
+{
+	struct fg_buf text = FG_BUF_INIT;
+	struct fg_sign_key *k;
+	BIO *bio;
+	int rc;
+
+	*out = NULL;
+	if ((rc = fg_file_read(path, (size_t)1 << 20, &text, err)))
+		return rc;
+	if (!text.data || !strstr(text.data, "-----BEGIN ")) {
+		fg_buf_release(&text);
+		return fg_err_set(err, FG_EFORMAT, "%s: not a PEM key", path);
+	}
+	k = calloc(1, sizeof(*k));
+	if (!k) {
+		fg_buf_release(&text);
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	bio = BIO_new_mem_buf(text.data, (int)text.len);
+	if (bio && strstr(text.data, "PRIVATE KEY-----")) {
+		k->pk = PEM_read_bio_PrivateKey(bio, NULL, no_passphrase, NULL);
+		k->priv = k->pk != NULL;
+	} else if (bio) {
+		k->pk = PEM_read_bio_PUBKEY(bio, NULL, no_passphrase, NULL);
+	}
+	BIO_free(bio);
+	if (text.data)
+		memset(text.data, 0, text.len);
+	fg_buf_release(&text);
+	if (!k->pk) {
+		free(k);
+		rc = ossl_fail(err, FG_EFORMAT, "cannot read the key (encrypted keys are not supported)");
+		fg_err_wrap(err, "%s", path);
+		return rc;
+	}
+	if ((rc = check_p256(k->pk, err))) {
+		fg_sign_key_free(k);
+		fg_err_wrap(err, "%s", path);
+		return rc;
+	}
+	*out = k;
+	return 0;
+}
+
+void fg_sign_key_free(struct fg_sign_key *k)
+{
+	if (!k)
+		return;
+	EVP_PKEY_free(k->pk);
+	free(k);
+}
+
+int fg_sign_key_is_private(const struct fg_sign_key *k)
+{
+	return k && k->priv;
+}
+
+static int bio_take(struct fg_buf *out, BIO *bio, struct fg_err *err)
+{
+	char *p = NULL;
+	long n = BIO_get_mem_data(bio, &p);
+
+	return n > 0 ? fg_buf_append(out, p, (size_t)n, err) : fg_err_set(err, FG_EIO, "empty PEM");
+}
+
+int fg_sign_key_private_pem(struct fg_buf *out, const struct fg_sign_key *k, struct fg_err *err)
+{
+	BIO *bio;
+	int rc;
+
+	if (!k->priv)
+		return fg_err_set(err, FG_EINVAL, "a public key cannot sign");
+	bio = BIO_new(BIO_s_mem());
+	if (!bio || PEM_write_bio_PrivateKey(bio, k->pk, NULL, NULL, 0, NULL, NULL) != 1)
+		rc = ossl_fail(err, FG_EIO, "write private key");
+	else
+		rc = bio_take(out, bio, err);
+	BIO_free(bio);
+	return rc;
+}
+
+int fg_sign_key_public_pem(struct fg_buf *out, const struct fg_sign_key *k, struct fg_err *err)
+{
+	BIO *bio = BIO_new(BIO_s_mem());
+	int rc;
+
+	if (!bio || PEM_write_bio_PUBKEY(bio, k->pk) != 1)
+		rc = ossl_fail(err, FG_EIO, "write public key");
+	else
+		rc = bio_take(out, bio, err);
+	BIO_free(bio);
+	return rc;
+}
+
+int fg_sign_key_fingerprint(char out[FG_SHA256_HEX_LEN + 1], const struct fg_sign_key *k,
+			    struct fg_err *err)
+{
+	struct fg_buf pem = FG_BUF_INIT;
+	uint8_t d[32];
+	int rc = fg_sign_key_public_pem(&pem, k, err);
+
+	if (!rc)
+		rc = fg_sha256_mem(pem.data, pem.len, d, err);
+	fg_buf_release(&pem);
+	if (!rc)
+		fg_hex_encode(d, 32, out);
+	return rc;
+}
+
+/* ---- base64 and DSSE ----------------------------------------------------- */
+
+static int b64_encode(struct fg_buf *out, const void *data, size_t len, struct fg_err *err)
+{
+	size_t need;
+	unsigned char *tmp;
+	int n, rc;
+
+	if (len > ((size_t)1 << 30))
+		return fg_err_set(err, FG_EINVAL, "too large to encode");
+	need = 4 * ((len + 2) / 3) + 1;
+	tmp = malloc(need);
+	if (!tmp)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	n = EVP_EncodeBlock(tmp, data, (int)len);
+	rc = fg_buf_append(out, tmp, (size_t)n, err);
+	free(tmp);
+	return rc;
+}
+
+/* Standard or URL-safe, with or without padding. */
+static int b64_decode(struct fg_buf *out, const char *s, size_t len, struct fg_err *err)
+{
+	struct fg_buf norm = FG_BUF_INIT;
+	unsigned char *tmp;
+	size_t i, pad = 0;
+	int n, rc = 0;
+
+	for (i = 0; i < len && !rc; i++) {
+		char c = s[i];
+
+		if (c == '-')
+			c = '+';
+		else if (c == '_')
+			c = '/';
+		else if (c == '\n' || c == '\r')
+			continue;
+		else if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+			   c == '+' || c == '/' || c == '='))
+			rc = fg_err_set(err, FG_EFORMAT, "bad base64");
+		if (!rc)
+			rc = fg_buf_putc(&norm, c, err);
+	}
+	while (!rc && norm.len % 4)
+		rc = fg_buf_putc(&norm, '=', err);
+	if (rc) {
+		fg_buf_release(&norm);
+		return rc;
+	}
+	for (i = norm.len; i > 0 && norm.data[i - 1] == '='; i--)
+		pad++;
+	if (pad > 2 || (norm.len && memchr(norm.data, '=', norm.len - pad))) {
+		fg_buf_release(&norm);
+		return fg_err_set(err, FG_EFORMAT, "bad base64 padding");
+	}
+	tmp = malloc(norm.len / 4 * 3 + 1);
+	if (!tmp) {
+		fg_buf_release(&norm);
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	n = norm.len ? EVP_DecodeBlock(tmp, (unsigned char *)norm.data, (int)norm.len) : 0;
+	if (n < 0 || (size_t)n < pad)
+		rc = fg_err_set(err, FG_EFORMAT, "bad base64");
+	else
+		rc = fg_buf_append(out, tmp, (size_t)n - pad, err);
+	free(tmp);
+	fg_buf_release(&norm);
+	return rc;
+}
+
+int fg_dsse_pae(struct fg_buf *out, const char *type, const void *body, size_t len,
+		struct fg_err *err)
+{
+	int rc = fg_buf_printf(out, err, "DSSEv1 %zu %s %zu ", strlen(type), type, len);
+
+	return rc ? rc : fg_buf_append(out, body, len, err);
+}
+
+int fg_sign_bundle(struct fg_buf *out, const struct fg_sign_key *k, const char *payload_type,
+		   const void *payload, size_t len, struct fg_err *err)
+{
+	struct fg_buf pae = FG_BUF_INIT, b64 = FG_BUF_INIT, sigb64 = FG_BUF_INIT;
+	unsigned char sig[128];
+	size_t siglen = sizeof(sig);
+	char fp[FG_SHA256_HEX_LEN + 1];
+	EVP_MD_CTX *ctx = NULL;
+	cJSON *doc = NULL, *vm, *env, *sigs, *s;
+	int rc;
+
+	if (!k->priv)
+		return fg_err_set(err, FG_EINVAL, "signing needs a private key");
+	if ((rc = fg_dsse_pae(&pae, payload_type, payload, len, err)) ||
+	    (rc = fg_sign_key_fingerprint(fp, k, err)))
+		goto out;
+	ctx = EVP_MD_CTX_new();
+	if (!ctx || EVP_DigestSignInit(ctx, NULL, EVP_sha256(), NULL, k->pk) != 1 ||
+	    EVP_DigestSign(ctx, sig, &siglen, (unsigned char *)pae.data, pae.len) != 1) {
+		rc = ossl_fail(err, FG_EIO, "ECDSA sign");
+		goto out;
+	}
+	if ((rc = b64_encode(&b64, payload, len, err)) || (rc = b64_encode(&sigb64, sig, siglen, err)))
+		goto out;
+	doc = cJSON_CreateObject();
+	cJSON_AddStringToObject(doc, "mediaType", FG_SIGN_BUNDLE_MEDIA_TYPE);
+	vm = cJSON_AddObjectToObject(doc, "verificationMaterial");
+	cJSON_AddStringToObject(cJSON_AddObjectToObject(vm, "publicKey"), "hint", fp);
+	cJSON_AddArrayToObject(vm, "tlogEntries");
+	env = cJSON_AddObjectToObject(doc, "dsseEnvelope");
+	cJSON_AddStringToObject(env, "payload", b64.data ? b64.data : "");
+	cJSON_AddStringToObject(env, "payloadType", payload_type);
+	sigs = cJSON_AddArrayToObject(env, "signatures");
+	s = cJSON_CreateObject();
+	cJSON_AddStringToObject(s, "keyid", "");
+	cJSON_AddStringToObject(s, "sig", sigb64.data);
+	cJSON_AddItemToArray(sigs, s);
+	rc = fg_json_write(out, doc, 1, err);
+out:
+	cJSON_Delete(doc);
+	EVP_MD_CTX_free(ctx);
+	fg_buf_release(&pae);
+	fg_buf_release(&b64);
+	fg_buf_release(&sigb64);
+	return rc;
+}
+
+static const cJSON *envelope_of(const cJSON *doc, const char **hint)
+{
+	const cJSON *env = fg_json_obj(doc, "dsseEnvelope");
+	const cJSON *pkey = fg_json_obj(fg_json_obj(doc, "verificationMaterial"), "publicKey");
+
+	*hint = fg_json_str(pkey, "hint");
+	return env ? env : doc;
+}
+
+int fg_sign_default_path(struct fg_buf *out, const char *path, struct fg_err *err)
+{
+	size_t n = strlen(path);
+	int rc;
+
+	while (n > 1 && path[n - 1] == '/')
+		n--;
+	if (!n)
+		return fg_err_set(err, FG_EINVAL, "empty path");
+	rc = fg_buf_append(out, path, n, err);
+	return rc ? rc : fg_buf_puts(out, ".sig", err);
+}
+
+int fg_sign_peek_hint(char out[FG_SHA256_HEX_LEN + 1], const char *text, size_t len,
+		      struct fg_err *err)
+{
+	cJSON *doc = NULL;
+	const char *hint = NULL;
+	int rc = fg_json_parse(&doc, text, len, "signature", err);
+
+	out[0] = 0;
+	if (rc)
+		return rc;
+	envelope_of(doc, &hint);
+	if (hint && strlen(hint) <= FG_SHA256_HEX_LEN)
+		memcpy(out, hint, strlen(hint) + 1);
+	cJSON_Delete(doc);
+	return 0;
+}
+
+int fg_sign_open(struct fg_buf *payload, struct fg_buf *payload_type,
+		 char hint_out[FG_SHA256_HEX_LEN + 1], const char *text, size_t len,
+		 const struct fg_sign_key *k, struct fg_err *err)
+{
+	cJSON *doc = NULL;
+	const cJSON *env, *sigs, *s;
+	const char *hint = NULL, *p64, *ptype;
+	struct fg_buf body = FG_BUF_INIT, pae = FG_BUF_INIT, sig = FG_BUF_INIT;
+	char fp[FG_SHA256_HEX_LEN + 1];
+	EVP_MD_CTX *ctx = NULL;
+	int rc, good = 0, tried = 0;
+
+	if (hint_out)
+		hint_out[0] = 0;
+	if ((rc = fg_json_parse(&doc, text, len, "signature", err)))
+		return rc;
+	env = envelope_of(doc, &hint);
+	p64 = fg_json_str(env, "payload");
+	ptype = fg_json_str(env, "payloadType");
+	sigs = fg_json_arr(env, "signatures");
+	if (!p64 || !ptype || !sigs) {
+		rc = fg_err_set(err, FG_EFORMAT, "signature: not a DSSE envelope or Sigstore bundle");
+		goto out;
+	}
+	if (hint && hint_out && strlen(hint) <= FG_SHA256_HEX_LEN)
+		memcpy(hint_out, hint, strlen(hint) + 1);
+	if ((rc = fg_sign_key_fingerprint(fp, k, err)))
+		goto out;
+	if (hint && *hint && strcmp(hint, fp)) {
+		rc = fg_err_set(err, FG_EMISMATCH, "signed by key %.16s…, not by the given key %.16s…",
+				hint, fp);
+		goto out;
+	}
+	if ((rc = b64_decode(&body, p64, strlen(p64), err))) {
+		fg_err_wrap(err, "signature payload");
+		rc = FG_EMISMATCH;
+		goto out;
+	}
+	if ((rc = fg_dsse_pae(&pae, ptype, body.data ? body.data : "", body.len, err)))
+		goto out;
+	cJSON_ArrayForEach(s, sigs)
+	{
+		const char *sb = fg_json_str(s, "sig");
+
+		fg_buf_reset(&sig);
+		if (!sb || b64_decode(&sig, sb, strlen(sb), NULL) || !sig.len)
+			continue;
+		tried++;
+		EVP_MD_CTX_free(ctx);
+		ctx = EVP_MD_CTX_new();
+		if (ctx && EVP_DigestVerifyInit(ctx, NULL, EVP_sha256(), NULL, k->pk) == 1 &&
+		    EVP_DigestVerify(ctx, (unsigned char *)sig.data, sig.len, (unsigned char *)pae.data,
+				     pae.len) == 1) {
+			good = 1;
+			break;
+		}
+		ERR_clear_error();
+	}
+	if (!good) {
+		rc = fg_err_set(err, FG_EMISMATCH,
+				tried ? "signature does not verify with key %.16s…: the envelope was "
+					"changed or another key signed it"
+				      : "signature: no signature in the envelope (key %.16s…)",
+				fp);
+		goto out;
+	}
+	if ((rc = fg_buf_append(payload, body.data ? body.data : "", body.len, err)) ||
+	    (rc = fg_buf_puts(payload_type, ptype, err)))
+		goto out;
+out:
+	EVP_MD_CTX_free(ctx);
+	cJSON_Delete(doc);
+	fg_buf_release(&body);
+	fg_buf_release(&pae);
+	fg_buf_release(&sig);
+	return rc;
+}
+
+/* ---- OMS model hashing and statements ------------------------------------ */
+
+void fg_oms_model_free(struct fg_oms_model *m)
+{
+	size_t i;
+
+	if (!m)
+		return;
+	for (i = 0; i < m->n; i++)
+		free(m->files[i].name);
+	free(m->files);
+	free(m->name);
+	free(m);
+}
+
+struct flist {
+	struct fg_oms_file *v;
+	size_t n, cap;
+};
+
+static int flist_add(struct flist *l, const char *name, struct fg_err *err)
+{
+	if (l->n == l->cap) {
+		size_t nc = l->cap ? l->cap * 2 : 32;
+		void *p = realloc(l->v, nc * sizeof(*l->v));
+
+		if (!p)
+			return fg_err_set(err, FG_ENOMEM, "out of memory");
+		l->v = p;
+		l->cap = nc;
+	}
+	memset(&l->v[l->n], 0, sizeof(l->v[0]));
+	if (!(l->v[l->n].name = strdup(name)))
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	l->n++;
+	return 0;
+}
+
+static int ignored_at_root(const char *rel)
+{
+	size_t i;
+
+	for (i = 0; i < fg_oms_n_ignore; i++)
+		if (!strcmp(rel, fg_oms_ignore[i]))
+			return 1;
+	return 0;
+}
+
+static int walk(struct flist *l, const char *root, const char *rel, struct fg_err *err)
+{
+	struct fg_buf dir = FG_BUF_INIT;
+	struct dirent **ents = NULL;
+	int n, i, rc = 0;
+
+	if ((rc = fg_buf_printf(&dir, err, "%s%s%s", root, *rel ? "/" : "", rel)))
+		return rc;
+	n = scandir(dir.data, &ents, NULL, NULL);
+	if (n < 0) {
+		rc = fg_err_set(err, FG_EIO, "read folder %s: %s", dir.data, strerror(errno));
+		fg_buf_release(&dir);
+		return rc;
+	}
+	for (i = 0; i < n; i++) {
+		const char *nm = ents[i]->d_name;
+		struct fg_buf sub = FG_BUF_INIT, full = FG_BUF_INIT;
+		struct stat sb;
+
+		if (!rc && strcmp(nm, ".") && strcmp(nm, "..")) {
+			rc = fg_buf_printf(&sub, err, "%s%s%s", rel, *rel ? "/" : "", nm);
+			if (!rc && !ignored_at_root(sub.data)) {
+				rc = fg_buf_printf(&full, err, "%s/%s", root, sub.data);
+				if (!rc && lstat(full.data, &sb))
+					rc = fg_err_set(err, FG_EIO, "stat %s: %s", full.data, strerror(errno));
+				else if (!rc && S_ISDIR(sb.st_mode))
+					rc = walk(l, root, sub.data, err);
+				else if (!rc && S_ISREG(sb.st_mode))
+					rc = flist_add(l, sub.data, err);
+				else if (!rc)
+					rc = fg_err_set(err, FG_EUNSUPPORTED,
+							"%s: symbolic links and special files cannot be signed",
+							full.data);
+			}
+		}
+		fg_buf_release(&sub);
+		fg_buf_release(&full);
+		free(ents[i]);
+	}
+	free(ents);
+	fg_buf_release(&dir);
+	return rc;
+}
+
+static int file_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct fg_oms_file *)a)->name, ((const struct fg_oms_file *)b)->name);
+}
+
+static int root_digest(struct fg_oms_model *m, struct fg_err *err)
+{
+	struct fg_sha256 *h;
+	uint8_t d[32];
+	size_t i;
+	int rc = fg_sha256_new(&h, err);
+
+	for (i = 0; !rc && i < m->n; i++) {
+		if (fg_hex_decode(m->files[i].sha256, d, 32))
+			rc = fg_err_set(err, FG_EFORMAT, "%s: bad digest", m->files[i].name);
+		else
+			rc = fg_sha256_update(h, d, 32, err);
+	}
+	if (!rc)
+		rc = fg_sha256_final(h, d, err);
+	fg_sha256_free(h);
+	if (!rc)
+		fg_hex_encode(d, 32, m->root);
+	return rc;
+}
+
+static const char *base_of(const char *path, struct fg_buf *tmp)
+{
+	size_t n = strlen(path);
+	const char *s;
+
+	while (n > 1 && path[n - 1] == '/')
+		n--;
+	fg_buf_reset(tmp);
+	if (fg_buf_append(tmp, path, n, NULL))
+		return path;
+	s = strrchr(tmp->data, '/');
+	return s && s[1] ? s + 1 : tmp->data;
+}
+
+int fg_oms_hash(struct fg_oms_model **out, const char *path, const char *name, struct fg_err *err)
+{
+	struct fg_oms_model *m = calloc(1, sizeof(*m));
+	struct flist l = { 0 };
+	struct fg_buf tmp = FG_BUF_INIT;
+	struct stat sb;
+	size_t i;
+	int rc = 0;
+
+	*out = NULL;
+	if (!m)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	m->name = strdup(name ? name : base_of(path, &tmp));
+	if (!m->name) {
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+		goto out;
+	}
+	if (lstat(path, &sb)) {
+		rc = fg_err_set(err, FG_EIO, "%s: %s", path, strerror(errno));
+		goto out;
+	}
+	if (S_ISDIR(sb.st_mode)) {
+		rc = walk(&l, path, "", err);
+		if (!rc && l.n)
+			qsort(l.v, l.n, sizeof(l.v[0]), file_cmp);
+		for (i = 0; !rc && i < l.n; i++) {
+			uint8_t d[32];
+
+			fg_buf_reset(&tmp);
+			rc = fg_buf_printf(&tmp, err, "%s/%s", path, l.v[i].name);
+			if (!rc)
+				rc = fg_sha256_file(tmp.data, d, &l.v[i].size, err);
+			if (!rc)
+				fg_hex_encode(d, 32, l.v[i].sha256);
+		}
+	} else if (S_ISREG(sb.st_mode)) {
+		uint8_t d[32];
+
+		rc = flist_add(&l, base_of(path, &tmp), err);
+		if (!rc)
+			rc = fg_sha256_file(path, d, &l.v[0].size, err);
+		if (!rc)
+			fg_hex_encode(d, 32, l.v[0].sha256);
+	} else {
+		rc = fg_err_set(err, FG_EUNSUPPORTED, "%s: not a file or folder", path);
+	}
+	m->files = l.v;
+	m->n = l.n;
+	l.v = NULL;
+	if (!rc)
+		rc = root_digest(m, err);
+out:
+	fg_buf_release(&tmp);
+	if (rc)
+		fg_oms_model_free(m);
+	else
+		*out = m;
+	return rc;
+}
+
+int fg_oms_statement(struct fg_buf *out, const struct fg_oms_model *m, struct fg_err *err)
+{
+	cJSON *doc = cJSON_CreateObject(), *subj, *s, *pred, *ser, *ign, *res;
+	size_t i;
+	int rc;
+
+	if (!doc)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	cJSON_AddStringToObject(doc, "_type", FG_SIGN_STATEMENT_TYPE);
+	subj = cJSON_AddArrayToObject(doc, "subject");
+	s = cJSON_CreateObject();
+	cJSON_AddStringToObject(s, "name", m->name);
+	cJSON_AddStringToObject(cJSON_AddObjectToObject(s, "digest"), "sha256", m->root);
+	cJSON_AddItemToArray(subj, s);
+	cJSON_AddStringToObject(doc, "predicateType", FG_SIGN_OMS_PREDICATE);
+	pred = cJSON_AddObjectToObject(doc, "predicate");
+	ser = cJSON_AddObjectToObject(pred, "serialization");
+	cJSON_AddStringToObject(ser, "method", "files");
+	cJSON_AddStringToObject(ser, "hash_type", "sha256");
+	cJSON_AddBoolToObject(ser, "allow_symlinks", 0);
+	ign = cJSON_AddArrayToObject(ser, "ignore_paths");
+	for (i = 0; i < fg_oms_n_ignore; i++)
+		cJSON_AddItemToArray(ign, cJSON_CreateString(fg_oms_ignore[i]));
+	res = cJSON_AddArrayToObject(pred, "resources");
+	for (i = 0; i < m->n; i++) {
+		cJSON *r = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(r, "name", m->files[i].name);
+		cJSON_AddStringToObject(r, "algorithm", "sha256");
+		cJSON_AddStringToObject(r, "digest", m->files[i].sha256);
+		cJSON_AddItemToArray(res, r);
+	}
+	rc = fg_json_write(out, doc, 1, err);
+	cJSON_Delete(doc);
+	return rc;
+}
+
+int fg_oms_parse(struct fg_oms_model **out, const char *text, size_t len, struct fg_err *err)
+{
+	cJSON *doc = NULL;
+	const cJSON *subj, *s0, *res, *r;
+	struct fg_oms_model *m;
+	const char *t, *want;
+	struct flist l = { 0 };
+	size_t i;
+	int rc;
+
+	*out = NULL;
+	if ((rc = fg_json_parse(&doc, text, len, "signed statement", err)))
+		return rc;
+	m = calloc(1, sizeof(*m));
+	if (!m) {
+		cJSON_Delete(doc);
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	if (!(t = fg_json_str(doc, "_type")) || strcmp(t, FG_SIGN_STATEMENT_TYPE)) {
+		rc = fg_err_set(err, FG_EFORMAT, "signed payload is not an in-toto Statement v1");
+		goto out;
+	}
+	if (!(t = fg_json_str(doc, "predicateType")) || strcmp(t, FG_SIGN_OMS_PREDICATE)) {
+		rc = fg_err_set(err, FG_EUNSUPPORTED, "signed statement has predicateType %s, not %s",
+				t ? t : "(none)", FG_SIGN_OMS_PREDICATE);
+		goto out;
+	}
+	subj = fg_json_arr(doc, "subject");
+	s0 = cJSON_GetArrayItem(subj, 0);
+	want = fg_json_str(fg_json_obj(s0, "digest"), "sha256");
+	if (cJSON_GetArraySize(subj) != 1 || !fg_json_str(s0, "name") || !want ||
+	    !fg_sha256_hex_valid(want)) {
+		rc = fg_err_set(err, FG_EFORMAT, "signed statement: want one subject with a sha256");
+		goto out;
+	}
+	m->name = strdup(fg_json_str(s0, "name"));
+	res = fg_json_arr(fg_json_obj(doc, "predicate"), "resources");
+	if (!res || !m->name) {
+		rc = fg_err_set(err, FG_EFORMAT, "signed statement: no predicate.resources");
+		goto out;
+	}
+	cJSON_ArrayForEach(r, res)
+	{
+		const char *nm = fg_json_str(r, "name"), *alg = fg_json_str(r, "algorithm");
+		const char *dg = fg_json_str(r, "digest");
+
+		if (!nm || !alg || !dg || strcmp(alg, "sha256") || !fg_sha256_hex_valid(dg) ||
+		    !fg_path_is_safe_rel(nm)) {
+			rc = fg_err_set(err, FG_EFORMAT, "signed statement: bad resource %s",
+					nm ? nm : "(no name)");
+			goto out;
+		}
+		if ((rc = flist_add(&l, nm, err)))
+			goto out;
+		memcpy(l.v[l.n - 1].sha256, dg, FG_SHA256_HEX_LEN + 1);
+	}
+	m->files = l.v;
+	m->n = l.n;
+	l.v = NULL;
+	/* the root digest covers the resources in the order written */
+	if ((rc = root_digest(m, err)))
+		goto out;
+	if (strcmp(m->root, want)) {
+		rc = fg_err_set(err, FG_EMISMATCH,
+				"signed statement is inconsistent: subject digest %.16s… but the resources "
+				"hash to %.16s…",
+				want, m->root);
+		goto out;
+	}
+	if (m->n)
+		qsort(m->files, m->n, sizeof(m->files[0]), file_cmp);
+	for (i = 1; i < m->n; i++)
+		if (!strcmp(m->files[i].name, m->files[i - 1].name)) {
+			rc = fg_err_set(err, FG_EFORMAT, "signed statement lists %s twice", m->files[i].name);
+			goto out;
+		}
+out:
+	cJSON_Delete(doc);
+	if (l.v) {
+		for (i = 0; i < l.n; i++)
+			free(l.v[i].name);
+		free(l.v);
+	}
+	if (rc)
+		fg_oms_model_free(m);
+	else
+		*out = m;
+	return rc;
+}
+
+int fg_oms_compare(const struct fg_oms_model *s, const struct fg_oms_model *d, struct fg_err *err)
+{
+	size_t i = 0, j = 0;
+
+	while (i < s->n || j < d->n) {
+		int c = i == s->n ? 1 : j == d->n ? -1 : strcmp(s->files[i].name, d->files[j].name);
+
+		if (c < 0)
+			return fg_err_set(err, FG_EMISMATCH, "%s: signed but missing", s->files[i].name);
+		if (c > 0)
+			return fg_err_set(err, FG_EMISMATCH, "%s: not covered by the signature (extra file)",
+					  d->files[j].name);
+		if (strcmp(s->files[i].sha256, d->files[j].sha256))
+			return fg_err_set(err, FG_EMISMATCH,
+					  "%s: content changed (sha256 %.16s…, signed %.16s…)",
+					  d->files[j].name, d->files[j].sha256, s->files[i].sha256);
+		i++;
+		j++;
+	}
+	return 0;
+}

@@ -1,0 +1,109 @@
+/* sign.h - ECDSA P-256 keys, DSSE envelopes and OpenSSF model signing (OMS
+ * 1.0) statements: what `fgpack keygen`, `sign` and `verify-sig` are made of.
+ *
+ * A signature file is a Sigstore bundle (JSON) as written by the OMS
+ * `model_signing` key mode:
+ *   {"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
+ *    "verificationMaterial": {"publicKey": {"hint": <key fingerprint>}, "tlogEntries": []},
+ *    "dsseEnvelope": {"payload": b64(statement), "payloadType": "application/vnd.in-toto+json",
+ *                     "signatures": [{"keyid": "", "sig": b64(DER ECDSA-SHA256 over PAE)}]}}
+ * A bare DSSE envelope {"payload","payloadType","signatures"} is accepted too.
+ * The key fingerprint is the sha256 (hex) of the public key's PEM
+ * SubjectPublicKeyInfo text, as OMS computes its hint. The statement format
+ * is in docs/formats/signing.md. Verification checks the signature before it
+ * parses the payload, and fails closed: anything not proven is an error. */
+#ifndef FG_SIGN_H
+#define FG_SIGN_H
+
+#include <stddef.h>
+
+#include "buf.h"
+#include "err.h"
+#include "sha256.h"
+
+#define FG_SIGN_BUNDLE_MEDIA_TYPE "application/vnd.dev.sigstore.bundle.v0.3+json"
+#define FG_SIGN_PAYLOAD_TYPE "application/vnd.in-toto+json"
+#define FG_SIGN_STATEMENT_TYPE "https://in-toto.io/Statement/v1"
+#define FG_SIGN_OMS_PREDICATE "https://model_signing/signature/v1.0"
+
+struct fg_sign_key; /* opaque: a P-256 private key, or only a public key */
+
+/* A fresh P-256 key pair. */
+int fg_sign_keygen(struct fg_sign_key **out, struct fg_err *err);
+/* Loads a PEM private key (PKCS#8 or SEC1 "EC PRIVATE KEY", as `openssl
+ * ecparam -name prime256v1 -genkey` writes, parameter blocks skipped) or a
+ * PEM public key. Other curves and key types are refused. */
+int fg_sign_key_load(struct fg_sign_key **out, const char *path, struct fg_err *err);
+void fg_sign_key_free(struct fg_sign_key *k);
+int fg_sign_key_is_private(const struct fg_sign_key *k);
+/* PEM texts: private (PKCS#8; FG_EINVAL for a public-only key) and public (SPKI). */
+int fg_sign_key_private_pem(struct fg_buf *out, const struct fg_sign_key *k, struct fg_err *err);
+int fg_sign_key_public_pem(struct fg_buf *out, const struct fg_sign_key *k, struct fg_err *err);
+/* sha256 hex of the public PEM text (the OMS "hint"). */
+int fg_sign_key_fingerprint(char out[FG_SHA256_HEX_LEN + 1], const struct fg_sign_key *k,
+			    struct fg_err *err);
+
+/* DSSE pre-authentication encoding: "DSSEv1 <len> <type> <len> <body>". */
+int fg_dsse_pae(struct fg_buf *out, const char *type, const void *body, size_t len,
+		struct fg_err *err);
+
+/* Signs payload (payload_type) with k and appends the bundle JSON text. */
+int fg_sign_bundle(struct fg_buf *out, const struct fg_sign_key *k, const char *payload_type,
+		   const void *payload, size_t len, struct fg_err *err);
+
+/* Reads a bundle or bare envelope (text), checks the signature with k and
+ * only then returns the payload (appended to payload) and its type (to
+ * payload_type). hint_out (may be NULL) gets the bundle's key hint or "".
+ * FG_EMISMATCH with the reason when the key hint names another key or the
+ * signature does not verify; FG_EFORMAT when the text is no envelope. */
+int fg_sign_open(struct fg_buf *payload, struct fg_buf *payload_type,
+		 char hint_out[FG_SHA256_HEX_LEN + 1], const char *text, size_t len,
+		 const struct fg_sign_key *k, struct fg_err *err);
+
+/* Where a signature for path goes by default: "<path>.sig" (trailing '/'
+ * removed). */
+int fg_sign_default_path(struct fg_buf *out, const char *path, struct fg_err *err);
+
+/* The key hint of a signature file without verifying anything ("" when none). */
+int fg_sign_peek_hint(char out[FG_SHA256_HEX_LEN + 1], const char *text, size_t len,
+		      struct fg_err *err);
+
+/* ---- OpenSSF model signing 1.0 statements -------------------------------- */
+
+struct fg_oms_file {
+	char *name;                          /* path relative to the model root, '/'-separated */
+	char sha256[FG_SHA256_HEX_LEN + 1];
+	unsigned long long size;
+};
+
+struct fg_oms_model {
+	char *name;              /* model name (the subject name) */
+	struct fg_oms_file *files; /* sorted by name bytes */
+	size_t n;
+	char root[FG_SHA256_HEX_LEN + 1]; /* sha256 over the raw per-file digests, in order */
+};
+
+/* Files that a folder's signature never covers (OMS defaults). */
+extern const char *const fg_oms_ignore[];
+extern const size_t fg_oms_n_ignore;
+
+/* Hashes a model: a folder (every regular file below it, sorted by path
+ * bytes; the fg_oms_ignore names are skipped at the top level, as OMS does;
+ * symbolic links and special files are refused) or a single file (one
+ * resource named by its base name). name NULL = the base name of path. */
+int fg_oms_hash(struct fg_oms_model **out, const char *path, const char *name, struct fg_err *err);
+void fg_oms_model_free(struct fg_oms_model *m);
+
+/* The in-toto Statement text for m (canonical JSON). */
+int fg_oms_statement(struct fg_buf *out, const struct fg_oms_model *m, struct fg_err *err);
+
+/* Parses a verified OMS statement into *out (files sorted), checking that
+ * the subject's digest equals the digest over the resources. */
+int fg_oms_parse(struct fg_oms_model **out, const char *text, size_t len, struct fg_err *err);
+
+/* Compares a signed model with one hashed from disk. FG_EMISMATCH naming the
+ * first file that differs, is missing, or is not covered. */
+int fg_oms_compare(const struct fg_oms_model *signed_m, const struct fg_oms_model *disk,
+		   struct fg_err *err);
+
+#endif

@@ -1,0 +1,134 @@
+#!/bin/sh
+# sign.sh - fgpack keygen/sign/verify-sig: sign -> verify for a folder, a
+# single file, a bundle and a provenance statement; every tampering (a
+# flipped byte in any signed file, an added or removed file, a changed
+# envelope or statement, another key) fails with its reason; a key made by
+# `openssl ecparam` works; the signature checks out with openssl and the OMS
+# digests are recomputed independently in python.
+. "$(dirname "$0")/../lib.sh"
+cd "$WORK" || exit 1
+
+check "keygen" "$FGPACK" keygen -o key.pem
+check "keygen: private key is 0600" test "$(stat -c %a key.pem)" = 600
+check "keygen: public key beside it" grep -q "BEGIN PUBLIC KEY" key.pub.pem
+check_exit "keygen refuses to overwrite" 1 "$FGPACK" keygen -o key.pem
+check "other key" "$FGPACK" keygen -o other.pem
+openssl ecparam -name prime256v1 -genkey -out ossl.pem 2>/dev/null
+openssl ec -in ossl.pem -pubout -out ossl.pub.pem 2>/dev/null
+openssl genpkey -algorithm ed25519 -out ed.pem 2>/dev/null
+
+mkdir -p model/sub
+head -c 200000 /dev/urandom >model/weights.safetensors
+echo '{"hidden": 2560}' >model/config.json
+printf 'patch\n' >"model/sub/serve patch.py"
+mkdir -p model/.git && echo ignored >model/.git/HEAD
+
+check "sign a folder" "$FGPACK" sign --key key.pem model
+check "signature written beside it" test -s model.sig
+check "verify a folder (public key)" "$FGPACK" verify-sig --key key.pub.pem model
+check_grep "says what it verified" "verified model: 3 files" "$WORK/.out"
+check "verify with the private key's public half" "$FGPACK" verify-sig --key key.pem model
+
+# independent checks: openssl verifies the ECDSA signature over the DSSE PAE,
+# python recomputes every digest and the root digest of the OMS statement
+python3 - model.sig <<'PY' >/dev/null
+import base64, hashlib, json, sys
+b = json.load(open(sys.argv[1]))
+env = b["dsseEnvelope"]
+body = base64.b64decode(env["payload"])
+t = env["payloadType"].encode()
+open("pae.bin", "wb").write(b"DSSEv1 %d %s %d %s" % (len(t), t, len(body), body))
+open("sig.der", "wb").write(base64.b64decode(env["signatures"][0]["sig"]))
+st = json.loads(body)
+assert st["_type"] == "https://in-toto.io/Statement/v1"
+assert st["predicateType"] == "https://model_signing/signature/v1.0"
+res = st["predicate"]["resources"]
+assert [r["name"] for r in res] == sorted(r["name"] for r in res)
+root = hashlib.sha256()
+for r in res:
+    assert r["algorithm"] == "sha256"
+    assert hashlib.sha256(open("model/" + r["name"], "rb").read()).hexdigest() == r["digest"]
+    root.update(bytes.fromhex(r["digest"]))
+assert st["subject"] == [{"name": "model", "digest": {"sha256": root.hexdigest()}}]
+assert {r["name"] for r in res} == {"weights.safetensors", "config.json", "sub/serve patch.py"}
+pem = open("key.pub.pem", "rb").read()
+assert b["verificationMaterial"]["publicKey"]["hint"] == hashlib.sha256(pem).hexdigest()
+PY
+check "python recomputes the OMS digests, subject and key hint" test $? -eq 0
+check "openssl verifies the ECDSA signature over the DSSE PAE" openssl dgst -sha256 -verify key.pub.pem -signature sig.der pae.bin
+
+# tampering, each with its reason and exit 3
+cp -a model m2; cp model.sig m2.sig
+python3 -c "import sys; f=open(sys.argv[1],'r+b'); f.seek(1000); b=f.read(1); f.seek(1000); f.write(bytes([b[0]^1]))" m2/weights.safetensors
+check_exit "flipped byte in a weight file" 3 "$FGPACK" verify-sig --key key.pub.pem m2
+check_grep "names the file" "weights.safetensors: content changed" "$WORK/.out"
+cp -a model m3; cp model.sig m3.sig; printf 'patcH\n' >"m3/sub/serve patch.py"
+check_exit "changed patch file" 3 "$FGPACK" verify-sig --key key.pub.pem m3
+check_grep "names the patch" "sub/serve patch.py: content changed" "$WORK/.out"
+cp -a model m4; cp model.sig m4.sig; echo x >m4/extra.bin
+check_exit "extra file" 3 "$FGPACK" verify-sig --key key.pub.pem m4
+check_grep "says not covered" "extra.bin: not covered" "$WORK/.out"
+cp -a model m5; cp model.sig m5.sig; rm m5/config.json
+check_exit "missing file" 3 "$FGPACK" verify-sig --key key.pub.pem m5
+check_grep "says missing" "config.json: signed but missing" "$WORK/.out"
+check_exit "another key" 3 "$FGPACK" verify-sig --key other.pub.pem model
+check_grep "says which key" "signed by key .* not by the given key" "$WORK/.out"
+# envelope tampering: a changed payload (re-encoded), the hint removed, a flipped signature byte
+python3 - <<'PY'
+import base64, json
+b = json.load(open("model.sig"))
+st = json.loads(base64.b64decode(b["dsseEnvelope"]["payload"]))
+st["predicate"]["resources"][0]["digest"] = "0" * 64
+t = json.loads(json.dumps(b)); t["dsseEnvelope"]["payload"] = base64.b64encode(json.dumps(st).encode()).decode()
+json.dump(t, open("payload.sig", "w"))
+t = json.loads(json.dumps(b)); t["verificationMaterial"]["publicKey"]["hint"] = ""
+s = bytearray(base64.b64decode(t["dsseEnvelope"]["signatures"][0]["sig"])); s[-3] ^= 1
+t["dsseEnvelope"]["signatures"][0]["sig"] = base64.b64encode(bytes(s)).decode()
+json.dump(t, open("flipped.sig", "w"))
+t = json.loads(json.dumps(b)); t["verificationMaterial"]["publicKey"]["hint"] = ""
+json.dump(t, open("nohint.sig", "w"))
+t = json.loads(json.dumps(b)); t["dsseEnvelope"]["payloadType"] = "text/plain"
+json.dump(t, open("ptype.sig", "w"))
+PY
+check_exit "tampered payload in the envelope" 3 "$FGPACK" verify-sig --key key.pub.pem --sig payload.sig model
+check_grep "says the signature does not verify" "signature does not verify" "$WORK/.out"
+check_exit "flipped signature byte" 3 "$FGPACK" verify-sig --key key.pub.pem --sig flipped.sig model
+check_exit "changed payloadType" 3 "$FGPACK" verify-sig --key key.pub.pem --sig ptype.sig model
+check "no key hint still verifies by signature" "$FGPACK" verify-sig --key key.pub.pem --sig nohint.sig model
+check_exit "no hint and another key fails" 3 "$FGPACK" verify-sig --key other.pub.pem --sig nohint.sig model
+check_exit "no signature at all" 3 "$FGPACK" verify-sig --key key.pub.pem m2/sub
+check_grep "says none was found" "no signature found" "$WORK/.out"
+echo '{' >broken.sig
+check_fails "a broken signature file fails" "$FGPACK" verify-sig --key key.pub.pem --sig broken.sig model
+
+# the signature inside the folder (as a bucket pull brings it) is found and not covered
+cp model.sig model/model.sig
+check "model.sig inside the folder" "$FGPACK" verify-sig --key key.pub.pem model
+rm model/model.sig
+
+# single file and bundle, with the openssl-made key
+head -c 50000 /dev/urandom >demo.fgb
+check "sign a bundle with an openssl ecparam key" "$FGPACK" sign --key ossl.pem demo.fgb
+check "verify it with the openssl public key" "$FGPACK" verify-sig --key ossl.pub.pem demo.fgb
+check_grep "one file" "verified demo.fgb: 1 files" "$WORK/.out"
+printf 'x' >>demo.fgb
+check_exit "appended byte in the bundle" 3 "$FGPACK" verify-sig --key ossl.pub.pem demo.fgb
+check_grep "names the bundle" "demo.fgb: content changed" "$WORK/.out"
+check_exit "ed25519 key refused" 1 "$FGPACK" sign --key ed.pem model
+check_grep "says which curve" "not an elliptic-curve key|P-256" "$WORK/.out"
+check_exit "a public key cannot sign" 1 "$FGPACK" sign --key key.pub.pem model
+
+# a bake provenance statement (in-toto, SLSA predicate) and its subject
+mkdir -p baked
+head -c 3000 /dev/urandom >baked/model.safetensors
+d=$(sha256sum baked/model.safetensors | cut -d' ' -f1)
+printf '{"_type":"https://in-toto.io/Statement/v1","predicate":{},"predicateType":"https://slsa.dev/provenance/v1","subject":[{"digest":{"sha256":"%s"},"name":"model.safetensors"}]}\n' "$d" >baked/provenance.intoto.json
+check "sign a provenance statement" "$FGPACK" sign --key key.pem baked/provenance.intoto.json
+check "verify the statement and its subject" "$FGPACK" verify-sig --key key.pub.pem baked/provenance.intoto.json
+check_grep "subject checked" "1 subject checked" "$WORK/.out"
+printf 'y' >>baked/model.safetensors
+check_exit "changed subject of the statement" 3 "$FGPACK" verify-sig --key key.pub.pem baked/provenance.intoto.json
+sed -i 's/slsa.dev/slsa.example/' baked/provenance.intoto.json
+check_exit "changed statement" 3 "$FGPACK" verify-sig --key key.pub.pem baked/provenance.intoto.json
+check_grep "says it differs" "differs from the one signed" "$WORK/.out"
+finish
