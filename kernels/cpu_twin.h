@@ -1,0 +1,32 @@
+/* cpu_twin.h - plain-C twins of the CUDA kernels in fg_kernels.h: the same
+ * operation on host memory, fp32 with a straightforward summation order.
+ * tests/unit/test_kernels.c holds each kernel to its twin. These are the
+ * readable definitions; the engine's own CPU path lives in engine/cpu/. */
+#ifndef FG_CPU_TWIN_H
+#define FG_CPU_TWIN_H
+
+#include <stdint.h>
+
+float fg_ref_bf16(uint16_t b);
+uint16_t fg_ref_to_bf16(float f); /* round to nearest even */
+
+/* y[m][n] = sum_k s[n][k/128] * (q[n][k]) * x[m][k] on the standard packed format. */
+void fg_ref_int4_matvec(float *y, const int32_t *packed, const uint16_t *scale_bf16, const float *x, int m, int n,
+			int k);
+void fg_ref_bf16_matvec(float *y, const uint16_t *w, const float *x, const int32_t *rows, int n, int k);
+void fg_ref_rmsnorm(float *y, const float *x, const float *w, int rows, int n, float eps);
+void fg_ref_rmsnorm_residual(float *h, const float *x, const float *w, int n, float eps, float scale);
+void fg_ref_rope(float *x, int heads, int head_dim, int rot_pairs, float theta, int pos);
+float fg_ref_gelu_tanh(float x);
+void fg_ref_geglu(float *out, const float *gate, const float *up, int n);
+void fg_ref_embed(float *out, const uint16_t *table, int id, int n, float scale);
+void fg_ref_ple(float *out, const uint16_t *table, int id, const float *proj, const float *norm_w, int layers,
+		int dim, float tok_scale, float proj_scale, float eps);
+void fg_ref_kv_store(float *kcache, float *vcache, const float *k, const float *v, int kv_heads, int head_dim,
+		     int cap, int pos);
+void fg_ref_attn_decode(float *out, const float *q, const float *kcache, const float *vcache, int heads,
+			int kv_heads, int head_dim, int cap, int pos, float scale);
+/* Softcaps z in place (cap > 0) and returns the chosen id (see fg_kernels.h). */
+int32_t fg_ref_softcap_argmax(float *z, const int32_t *ids, int n, float cap);
+
+#endif

@@ -1,0 +1,183 @@
+/* fg_kernels.h - the CUDA kernels of a Gemma 4 decode step, behind C calls.
+ *
+ * Every launcher takes a context (one CUDA stream plus scratch memory) and
+ * returns 0 or a negative FG_E* code with a message in err: FG_EUNSUPPORTED
+ * when fgpack was built without nvcc, FG_EDEVICE when there is no usable GPU
+ * or a launch / kernel failed, FG_EINVAL for bad shapes. Launchers only queue
+ * work on the context's stream; fg_kctx_sync waits and reports a kernel fault
+ * that happened meanwhile. Pointers named d_* are device memory.
+ *
+ * Determinism: no float atomics anywhere; every reduction (split-K matvec,
+ * attention over key chunks, argmax over blocks) runs in a fixed order, so a
+ * fixed input gives the same bits on every run on the same GPU model.
+ *
+ * Per-step values that change while a captured CUDA graph is replayed (the
+ * token id, the position) are read from device memory (d_id, d_pos), never
+ * passed by value.
+ *
+ * The CPU twin of each operation is in kernels/cpu_twin.h. */
+#ifndef FG_KERNELS_H
+#define FG_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "lib/err.h"
+
+struct fg_kctx; /* opaque: device, stream, scratch */
+
+/* 1 when this build has the CUDA kernels compiled in (nvcc was present). */
+int fg_cuda_built(void);
+
+/* Opens device 0, makes a stream and scratch memory. Fails with
+ * FG_EUNSUPPORTED (no CUDA in this build) or FG_EDEVICE (no device, driver
+ * missing, out of memory) and says which. */
+int fg_kctx_new(struct fg_kctx **out, struct fg_err *err);
+void fg_kctx_free(struct fg_kctx *ctx);
+/* "NVIDIA H200 (sm_90, 132 SMs, 143 GB)"-style description; borrowed. */
+const char *fg_kctx_device_name(const struct fg_kctx *ctx);
+int fg_kctx_sm_count(const struct fg_kctx *ctx);
+/* Waits for everything queued on the context's stream; a kernel fault or
+ * launch failure since the last sync comes back here as FG_EDEVICE. */
+int fg_kctx_sync(struct fg_kctx *ctx, struct fg_err *err);
+
+/* Device memory. fg_kmem_free accepts NULL. Copies are synchronous. */
+int fg_kmem_alloc(struct fg_kctx *ctx, void **d_out, size_t n, struct fg_err *err);
+void fg_kmem_free(struct fg_kctx *ctx, void *d);
+int fg_kmem_upload(struct fg_kctx *ctx, void *d_dst, const void *src, size_t n, struct fg_err *err);
+int fg_kmem_download(struct fg_kctx *ctx, void *dst, const void *d_src, size_t n, struct fg_err *err);
+int fg_kmem_fill(struct fg_kctx *ctx, void *d_dst, int byte, size_t n, struct fg_err *err);
+
+/* CUDA graphs: everything launched on ctx between begin and end is captured
+ * (not run) into a graph that fg_kgraph_launch replays on ctx's stream. */
+struct fg_kgraph;
+int fg_kgraph_begin(struct fg_kctx *ctx, struct fg_err *err);
+int fg_kgraph_end(struct fg_kctx *ctx, struct fg_kgraph **out, struct fg_err *err);
+int fg_kgraph_launch(struct fg_kctx *ctx, struct fg_kgraph *g, struct fg_err *err);
+void fg_kgraph_free(struct fg_kgraph *g);
+
+/* Timing with device events: fg_ktimer_start / fg_ktimer_stop return the
+ * milliseconds between them (stop synchronizes). */
+int fg_ktimer_start(struct fg_kctx *ctx, struct fg_err *err);
+int fg_ktimer_stop(struct fg_kctx *ctx, double *out_ms, struct fg_err *err);
+
+/* ---- INT4 group-128 weights ------------------------------------------------
+ *
+ * Standard input (compressed-tensors pack-quantized, symmetric, group 128):
+ *   packed int32 [n, k/8]: nibble i (bits 4i..4i+3) of word j = element 8j+i, as q+8
+ *   scale  bf16  [n, ceil(k/128)]
+ * Engine layout ("fg-int4-tile32-v1"), made by fg_int4_repack:
+ *   rows padded to a multiple of 32 (tiles), k padded to a multiple of 128;
+ *   words  uint32 [tiles][k/32 chunks][32 rows][4 words]: the 16 bytes lane r of
+ *          a warp loads for chunk c are row 32t+r's elements 32c..32c+31, in the
+ *          standard nibble order; a warp's 32 lanes read 512 contiguous bytes and
+ *          all need the same 32 activations (a shared-memory broadcast);
+ *   scales bf16 [tiles][k/128 groups][32 rows].
+ * Padding words are 0x88888888 (q = 0) and padding scales 0. */
+#define FG_INT4_GROUP 128
+#define FG_INT4_TILE 32
+#define FG_INT4_MAX_M 8
+
+/* Bytes of the engine layout for an n x k matrix. */
+void fg_int4_layout_size(size_t *words_bytes, size_t *scales_bytes, int n, int k);
+/* Repacks into caller buffers of the sizes above (host memory, pure C). k must
+ * be a positive multiple of 8, n positive. */
+int fg_int4_repack(uint32_t *words, uint16_t *scales, const int32_t *packed, const uint16_t *scale_bf16,
+		   int n, int k, struct fg_err *err);
+/* Inverse of fg_int4_repack, for tests. */
+int fg_int4_unpack(int32_t *packed, uint16_t *scale_bf16, const uint32_t *words, const uint16_t *scales,
+		   int n, int k, struct fg_err *err);
+
+/* An INT4 matrix on the device, in the engine layout, with its own split-K
+ * counters. splits = 0 picks the K split from the shape and the GPU. */
+struct fg_kint4 {
+	uint32_t *d_words;
+	uint16_t *d_scales;
+	uint32_t *d_counters; /* one per tile, zero between launches */
+	float *d_partial;     /* [splits][FG_INT4_MAX_M][tiles*32] when splits > 1 */
+	int n, k, kpad, tiles;
+	int splits;
+};
+/* Repacks a standard-format matrix and uploads it. */
+int fg_kint4_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *packed, const uint16_t *scale_bf16,
+		 int n, int k, int splits, struct fg_err *err);
+void fg_kint4_free(struct fg_kctx *ctx, struct fg_kint4 *w);
+/* d_y[m][n] = sum_k W[n][k] * d_x[m][k] for m < M, 1 <= M <= FG_INT4_MAX_M
+ * (fp32 activations, fp32 accumulation; the dequantized weight q*scale is exact). */
+int fg_k_int4_matvec(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x, int m,
+		     struct fg_err *err);
+
+/* ---- other operations -------------------------------------------------------*/
+
+/* d_y[r][i] = bf16 W[rows ? rows[r] : r][i] . d_x  for r < n: a bf16 matrix
+ * (row-major [*, k]) times one fp32 vector; rows (device, may be NULL) picks
+ * rows, e.g. a keepset of the tied LM head. */
+int fg_k_bf16_matvec(struct fg_kctx *ctx, float *d_y, const uint16_t *d_w, const float *d_x, const int32_t *d_rows,
+		     int n, int k, struct fg_err *err);
+
+/* RMSNorm over rows of n: y = x * rsqrt(mean(x^2) + eps) * w (w may be NULL
+ * = no weight; Gemma 4 has no +1 offset). y may equal x. */
+int fg_k_rmsnorm(struct fg_kctx *ctx, float *d_y, const float *d_x, const float *d_w, int rows, int n, float eps,
+		 struct fg_err *err);
+/* Fused residual: d_h = (d_h + rmsnorm(d_x) * w) * scale, one row of n. */
+int fg_k_rmsnorm_residual(struct fg_kctx *ctx, float *d_h, const float *d_x, const float *d_w, int n, float eps,
+			  float scale, struct fg_err *err);
+
+/* Rotate-half RoPE in place on x [heads][head_dim] at position *d_pos: pair
+ * (i, i + head_dim/2) turns by pos * theta^(-2i/head_dim) for i < rot_pairs;
+ * pairs at and past rot_pairs pass through ("proportional" RoPE with
+ * rot_pairs = partial_rotary_factor * head_dim / 2; default RoPE with
+ * rot_pairs = head_dim / 2). Angles in fp32 as transformers computes them. */
+int fg_k_rope(struct fg_kctx *ctx, float *d_x, int heads, int head_dim, int rot_pairs, float theta,
+	      const int32_t *d_pos, struct fg_err *err);
+
+/* d_out[i] = gelu_tanh(d_gate[i]) * d_up[i], i < n (d_out may alias either). */
+int fg_k_geglu(struct fg_kctx *ctx, float *d_out, const float *d_gate, const float *d_up, int n, struct fg_err *err);
+
+/* d_out[i] = bf16 table[*d_id][i] * scale, i < n. */
+int fg_k_embed(struct fg_kctx *ctx, float *d_out, const uint16_t *d_table, const int32_t *d_id, int n, float scale,
+	       struct fg_err *err);
+
+/* Per-layer inputs: for each layer l < layers, with D = dim,
+ *   out[l] = (table[*d_id][l*D .. +D] * tok_scale
+ *             + rmsnorm(proj[l] * proj_scale) * norm_w) * rsqrt(2)
+ * where d_proj = W_plp . x was computed before (layers*D floats). */
+int fg_k_ple(struct fg_kctx *ctx, float *d_out, const uint16_t *d_table, const int32_t *d_id, const float *d_proj,
+	     const float *d_norm_w, int layers, int dim, float tok_scale, float proj_scale, float eps,
+	     struct fg_err *err);
+
+/* Writes this step's k and v ([kv_heads][head_dim]) into slot (*d_pos % cap)
+ * of the caches [kv_heads][cap][head_dim]: a ring buffer when cap is the
+ * sliding window, a plain cache when cap >= the sequence length. */
+int fg_k_kv_store(struct fg_kctx *ctx, float *d_kcache, float *d_vcache, const float *d_k, const float *d_v,
+		  int kv_heads, int head_dim, int cap, const int32_t *d_pos, struct fg_err *err);
+
+/* Decode attention of one query position *d_pos over min(*d_pos + 1, cap)
+ * cached slots: out[h] = softmax(scale * q[h] . K[g]) V[g] with g = h /
+ * (heads / kv_heads). Split over chunks of keys; the chunks combine in slot
+ * order. head_dim <= 512; cap may be up to 1 << 20. */
+int fg_k_attn_decode(struct fg_kctx *ctx, float *d_out, const float *d_q, const float *d_kcache,
+		     const float *d_vcache, int heads, int kv_heads, int head_dim, int cap, const int32_t *d_pos,
+		     float scale, struct fg_err *err);
+
+/* Final softcap and greedy choice: z[i] = cap * tanh(z[i] / cap) in place
+ * (cap <= 0: unchanged), then *d_best = ids ? ids[j] : j for the j with the
+ * largest z (lowest j on ties; NaN never wins). ids (device, may be NULL)
+ * maps a keepset's rows back to vocabulary ids. n < 1 << 30. */
+int fg_k_softcap_argmax(struct fg_kctx *ctx, int32_t *d_best, float *d_z, const int32_t *d_ids, int n, float cap,
+			struct fg_err *err);
+
+/* Benchmark helper: reads n bytes (a multiple of 16) at d_buf with 16-byte
+ * loads over the whole GPU and writes a checksum to *d_sink: the device's read
+ * bandwidth, the ceiling the matvec is measured against. */
+int fg_k_read(struct fg_kctx *ctx, uint32_t *d_sink, const void *d_buf, size_t n, struct fg_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

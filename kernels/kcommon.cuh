@@ -1,0 +1,85 @@
+/* kcommon.cuh - what the kernel files share: the context's inside, error
+ * helpers that turn CUDA errors into fgpack errors, bf16 and block-reduction
+ * helpers with a fixed order. */
+#ifndef FG_KCOMMON_CUH
+#define FG_KCOMMON_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "kernels/fg_kernels.h"
+
+struct fg_kctx {
+	int dev;
+	cudaStream_t stream;
+	cudaDeviceProp prop;
+	char name[192];
+	void *scratch; /* per-op temporaries between an op's kernels (stream-ordered) */
+	size_t scratch_bytes;
+	cudaEvent_t ev0, ev1;
+};
+
+#define FG_SCRATCH_BYTES ((size_t)64 << 20)
+
+/* Returns FG_EDEVICE naming what failed when call does not succeed. */
+#define FG_CK(call, what)                                                                         \
+	do {                                                                                      \
+		cudaError_t e_ = (call);                                                          \
+		if (e_ != cudaSuccess)                                                            \
+			return fg_err_set(err, FG_EDEVICE, "%s: %s (%s)", what, cudaGetErrorString(e_), \
+					  cudaGetErrorName(e_));                                  \
+	} while (0)
+
+/* After a launch: a bad configuration or an earlier sticky fault shows here. */
+static inline int fg_launched(const char *what, struct fg_err *err)
+{
+	cudaError_t e = cudaGetLastError();
+
+	if (e != cudaSuccess)
+		return fg_err_set(err, FG_EDEVICE, "%s kernel: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+	return 0;
+}
+
+static inline int fg_need_ctx(const struct fg_kctx *ctx, struct fg_err *err)
+{
+	if (!ctx)
+		return fg_err_set(err, FG_EINVAL, "no CUDA context");
+	return 0;
+}
+
+__device__ __forceinline__ float fg_bf16f(uint16_t b)
+{
+	return __uint_as_float((uint32_t)b << 16);
+}
+
+/* Sum over a warp by a fixed xor tree: the same bits for the same inputs. */
+__device__ __forceinline__ float fg_warp_sum(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+/* Block sum (blockDim.x a multiple of 32, <= 1024) in a fixed order; sh holds
+ * 33 floats. Every thread gets the result. */
+__device__ __forceinline__ float fg_block_sum(float v, float *sh)
+{
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+
+	v = fg_warp_sum(v);
+	if (lane == 0)
+		sh[warp] = v;
+	__syncthreads();
+	if (warp == 0) {
+		v = lane < nw ? sh[lane] : 0.0f;
+		v = fg_warp_sum(v);
+		if (lane == 0)
+			sh[32] = v;
+	}
+	__syncthreads();
+	v = sh[32];
+	__syncthreads();
+	return v;
+}
+
+#endif

@@ -1,0 +1,36 @@
+# kernels.mk - included by the top Makefile. The CPU twins and the INT4
+# layout code are plain C and always built. Where nvcc exists (NVCC set) the
+# CUDA kernels are compiled for sm_86 (A10G) and sm_90 (H100/H200) plus
+# sm_90 PTX, and fgpack links the static CUDA runtime; elsewhere
+# kernels/nocuda.c answers every GPU call with FG_EUNSUPPORTED.
+
+KERNEL_C := kernels/cpu_twin.c kernels/int4_layout.c
+KERNEL_CU := $(wildcard kernels/*.cu)
+NVCC_ARCH ?= -gencode arch=compute_86,code=sm_86 -gencode arch=compute_90,code=sm_90 \
+             -gencode arch=compute_90,code=compute_90
+NVCC_FLAGS ?= -std=c++17 -O3 -lineinfo -Xcompiler -Wall,-Wextra,-Werror
+CUDA_LIBDIR ?= $(patsubst %/bin/nvcc,%/lib64,$(NVCC))
+
+ifneq ($(strip $(NVCC)),)
+KERNEL_OBJS += $(KERNEL_C:%.c=$(BUILD)/%.o) $(KERNEL_CU:%.cu=$(BUILD)/%.cu.o)
+CFLAGS += -DFG_HAVE_CUDA
+LDLIBS += -L$(CUDA_LIBDIR) -lcudart_static -ldl -lrt -lstdc++
+else
+KERNEL_OBJS += $(KERNEL_C:%.c=$(BUILD)/%.o) $(BUILD)/kernels/nocuda.o
+endif
+
+$(BUILD)/kernels/%.cu.o: kernels/%.cu kernels/kcommon.cuh kernels/fg_kernels.h lib/err.h
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) -I. -Ilib -c -o $@ $<
+
+# The kernel objects call lib/ (fg_err_set) but follow libfg.a on the link
+# lines: name the archive once more after them.
+LDLIBS := $(LIBFG) $(LDLIBS)
+
+# GPU benchmark drivers, bench/<name>.c (bench/engine_gpu.sh builds and runs
+# one); a pattern rule, so that it never becomes the default goal.
+$(BUILD)/bench/%: bench/%.c $(LIBFG) $(KERNEL_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBFG) $(KERNEL_OBJS) $(LDLIBS)
+
+-include $(KERNEL_C:%.c=$(BUILD)/%.d) $(BUILD)/kernels/nocuda.d

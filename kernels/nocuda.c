@@ -1,0 +1,210 @@
+/* nocuda.c - fg_kernels.h for a build without nvcc: no context can be made,
+ * so every other call is unreachable but still answers FG_EUNSUPPORTED. */
+#include <stddef.h>
+
+#include "kernels/fg_kernels.h"
+
+#define NO_CUDA(err) fg_err_set(err, FG_EUNSUPPORTED, "this fgpack was built without CUDA (no nvcc at build time)")
+
+int fg_cuda_built(void)
+{
+	return 0;
+}
+
+int fg_kctx_new(struct fg_kctx **out, struct fg_err *err)
+{
+	*out = NULL;
+	return NO_CUDA(err);
+}
+
+void fg_kctx_free(struct fg_kctx *ctx)
+{
+	(void)ctx;
+}
+
+const char *fg_kctx_device_name(const struct fg_kctx *ctx)
+{
+	(void)ctx;
+	return "none";
+}
+
+int fg_kctx_sm_count(const struct fg_kctx *ctx)
+{
+	(void)ctx;
+	return 0;
+}
+
+int fg_kctx_sync(struct fg_kctx *ctx, struct fg_err *err)
+{
+	(void)ctx;
+	return NO_CUDA(err);
+}
+
+int fg_kmem_alloc(struct fg_kctx *ctx, void **d_out, size_t n, struct fg_err *err)
+{
+	(void)ctx;
+	(void)n;
+	*d_out = NULL;
+	return NO_CUDA(err);
+}
+
+void fg_kmem_free(struct fg_kctx *ctx, void *d)
+{
+	(void)ctx;
+	(void)d;
+}
+
+int fg_kmem_upload(struct fg_kctx *ctx, void *d_dst, const void *src, size_t n, struct fg_err *err)
+{
+	(void)ctx, (void)d_dst, (void)src, (void)n;
+	return NO_CUDA(err);
+}
+
+int fg_kmem_download(struct fg_kctx *ctx, void *dst, const void *d_src, size_t n, struct fg_err *err)
+{
+	(void)ctx, (void)dst, (void)d_src, (void)n;
+	return NO_CUDA(err);
+}
+
+int fg_kmem_fill(struct fg_kctx *ctx, void *d_dst, int byte, size_t n, struct fg_err *err)
+{
+	(void)ctx, (void)d_dst, (void)byte, (void)n;
+	return NO_CUDA(err);
+}
+
+int fg_kgraph_begin(struct fg_kctx *ctx, struct fg_err *err)
+{
+	(void)ctx;
+	return NO_CUDA(err);
+}
+
+int fg_kgraph_end(struct fg_kctx *ctx, struct fg_kgraph **out, struct fg_err *err)
+{
+	(void)ctx;
+	*out = NULL;
+	return NO_CUDA(err);
+}
+
+int fg_kgraph_launch(struct fg_kctx *ctx, struct fg_kgraph *g, struct fg_err *err)
+{
+	(void)ctx, (void)g;
+	return NO_CUDA(err);
+}
+
+void fg_kgraph_free(struct fg_kgraph *g)
+{
+	(void)g;
+}
+
+int fg_ktimer_start(struct fg_kctx *ctx, struct fg_err *err)
+{
+	(void)ctx;
+	return NO_CUDA(err);
+}
+
+int fg_ktimer_stop(struct fg_kctx *ctx, double *out_ms, struct fg_err *err)
+{
+	(void)ctx;
+	*out_ms = 0;
+	return NO_CUDA(err);
+}
+
+int fg_kint4_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *packed, const uint16_t *scale_bf16,
+		 int n, int k, int splits, struct fg_err *err)
+{
+	(void)ctx, (void)packed, (void)scale_bf16, (void)n, (void)k, (void)splits;
+	*out = NULL;
+	return NO_CUDA(err);
+}
+
+void fg_kint4_free(struct fg_kctx *ctx, struct fg_kint4 *w)
+{
+	(void)ctx, (void)w;
+}
+
+int fg_k_int4_matvec(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x, int m,
+		     struct fg_err *err)
+{
+	(void)ctx, (void)d_y, (void)w, (void)d_x, (void)m;
+	return NO_CUDA(err);
+}
+
+int fg_k_bf16_matvec(struct fg_kctx *ctx, float *d_y, const uint16_t *d_w, const float *d_x, const int32_t *d_rows,
+		     int n, int k, struct fg_err *err)
+{
+	(void)ctx, (void)d_y, (void)d_w, (void)d_x, (void)d_rows, (void)n, (void)k;
+	return NO_CUDA(err);
+}
+
+int fg_k_rmsnorm(struct fg_kctx *ctx, float *d_y, const float *d_x, const float *d_w, int rows, int n, float eps,
+		 struct fg_err *err)
+{
+	(void)ctx, (void)d_y, (void)d_x, (void)d_w, (void)rows, (void)n, (void)eps;
+	return NO_CUDA(err);
+}
+
+int fg_k_rmsnorm_residual(struct fg_kctx *ctx, float *d_h, const float *d_x, const float *d_w, int n, float eps,
+			  float scale, struct fg_err *err)
+{
+	(void)ctx, (void)d_h, (void)d_x, (void)d_w, (void)n, (void)eps, (void)scale;
+	return NO_CUDA(err);
+}
+
+int fg_k_rope(struct fg_kctx *ctx, float *d_x, int heads, int head_dim, int rot_pairs, float theta,
+	      const int32_t *d_pos, struct fg_err *err)
+{
+	(void)ctx, (void)d_x, (void)heads, (void)head_dim, (void)rot_pairs, (void)theta, (void)d_pos;
+	return NO_CUDA(err);
+}
+
+int fg_k_geglu(struct fg_kctx *ctx, float *d_out, const float *d_gate, const float *d_up, int n, struct fg_err *err)
+{
+	(void)ctx, (void)d_out, (void)d_gate, (void)d_up, (void)n;
+	return NO_CUDA(err);
+}
+
+int fg_k_embed(struct fg_kctx *ctx, float *d_out, const uint16_t *d_table, const int32_t *d_id, int n, float scale,
+	       struct fg_err *err)
+{
+	(void)ctx, (void)d_out, (void)d_table, (void)d_id, (void)n, (void)scale;
+	return NO_CUDA(err);
+}
+
+int fg_k_ple(struct fg_kctx *ctx, float *d_out, const uint16_t *d_table, const int32_t *d_id, const float *d_proj,
+	     const float *d_norm_w, int layers, int dim, float tok_scale, float proj_scale, float eps,
+	     struct fg_err *err)
+{
+	(void)ctx, (void)d_out, (void)d_table, (void)d_id, (void)d_proj, (void)d_norm_w, (void)layers, (void)dim;
+	(void)tok_scale, (void)proj_scale, (void)eps;
+	return NO_CUDA(err);
+}
+
+int fg_k_kv_store(struct fg_kctx *ctx, float *d_kcache, float *d_vcache, const float *d_k, const float *d_v,
+		  int kv_heads, int head_dim, int cap, const int32_t *d_pos, struct fg_err *err)
+{
+	(void)ctx, (void)d_kcache, (void)d_vcache, (void)d_k, (void)d_v, (void)kv_heads, (void)head_dim, (void)cap;
+	(void)d_pos;
+	return NO_CUDA(err);
+}
+
+int fg_k_attn_decode(struct fg_kctx *ctx, float *d_out, const float *d_q, const float *d_kcache,
+		     const float *d_vcache, int heads, int kv_heads, int head_dim, int cap, const int32_t *d_pos,
+		     float scale, struct fg_err *err)
+{
+	(void)ctx, (void)d_out, (void)d_q, (void)d_kcache, (void)d_vcache, (void)heads, (void)kv_heads;
+	(void)head_dim, (void)cap, (void)d_pos, (void)scale;
+	return NO_CUDA(err);
+}
+
+int fg_k_softcap_argmax(struct fg_kctx *ctx, int32_t *d_best, float *d_z, const int32_t *d_ids, int n, float cap,
+			struct fg_err *err)
+{
+	(void)ctx, (void)d_best, (void)d_z, (void)d_ids, (void)n, (void)cap;
+	return NO_CUDA(err);
+}
+
+int fg_k_read(struct fg_kctx *ctx, uint32_t *d_sink, const void *d_buf, size_t n, struct fg_err *err)
+{
+	(void)ctx, (void)d_sink, (void)d_buf, (void)n;
+	return NO_CUDA(err);
+}

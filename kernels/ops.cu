@@ -1,0 +1,505 @@
+/* ops.cu - the decode step's other kernels: bf16 matvec (LM head, keepset
+ * rows), RMSNorm (plain and fused with the residual add and layer scale),
+ * RoPE, GeGLU, embedding, per-layer inputs, KV store, split decode attention,
+ * softcap + argmax. Every reduction has a fixed order (fixed xor trees inside
+ * a warp, then warps and blocks in index order); no float atomics. */
+#include <math.h>
+
+#include "kernels/kcommon.cuh"
+
+/* ---- bf16 matvec: a warp per row, 16-byte loads, x staged in shared memory */
+
+#define MV_WARPS 8
+#define MV_ROWS 4 /* rows per warp, so each block's staged x serves 32 rows */
+
+__global__ void __launch_bounds__(MV_WARPS * 32) bf16_matvec(float *__restrict__ y, const uint16_t *__restrict__ w,
+							     const float *__restrict__ x,
+							     const int32_t *__restrict__ rows, int n, int k)
+{
+	extern __shared__ __align__(16) float sx[];
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+
+	for (int i = threadIdx.x; i < k; i += blockDim.x)
+		sx[i] = x[i];
+	__syncthreads();
+	for (int rr = 0; rr < MV_ROWS; rr++) {
+		int r = (blockIdx.x * MV_WARPS + warp) * MV_ROWS + rr;
+
+		if (r >= n)
+			break;
+		const uint4 *row = (const uint4 *)(w + (size_t)(rows ? rows[r] : r) * k);
+		float acc = 0.0f;
+
+		for (int e8 = lane; e8 < k / 8; e8 += 32) {
+			uint4 q = __ldcs(row + e8);
+			const float4 *xv = (const float4 *)(sx + e8 * 8);
+			float4 xa = xv[0], xb = xv[1];
+
+			acc = fmaf(__uint_as_float(q.x << 16), xa.x, acc);
+			acc = fmaf(__uint_as_float(q.x & 0xffff0000u), xa.y, acc);
+			acc = fmaf(__uint_as_float(q.y << 16), xa.z, acc);
+			acc = fmaf(__uint_as_float(q.y & 0xffff0000u), xa.w, acc);
+			acc = fmaf(__uint_as_float(q.z << 16), xb.x, acc);
+			acc = fmaf(__uint_as_float(q.z & 0xffff0000u), xb.y, acc);
+			acc = fmaf(__uint_as_float(q.w << 16), xb.z, acc);
+			acc = fmaf(__uint_as_float(q.w & 0xffff0000u), xb.w, acc);
+		}
+		acc = fg_warp_sum(acc);
+		if (lane == 0)
+			y[r] = acc;
+	}
+}
+
+extern "C" int fg_k_bf16_matvec(struct fg_kctx *ctx, float *d_y, const uint16_t *d_w, const float *d_x,
+				const int32_t *d_rows, int n, int k, struct fg_err *err)
+{
+	int per = MV_WARPS * MV_ROWS;
+
+	if (fg_need_ctx(ctx, err))
+		return FG_EINVAL;
+	if (n < 1 || k < 8 || k % 8 || k > 12288)
+		return fg_err_set(err, FG_EINVAL, "bf16 matvec %d x %d: need k a multiple of 8 up to 12288", n, k);
+	if ((uintptr_t)d_w % 16)
+		return fg_err_set(err, FG_EINVAL, "bf16 matvec: weights not 16-byte aligned");
+	bf16_matvec<<<(n + per - 1) / per, MV_WARPS * 32, sizeof(float) * k, ctx->stream>>>(d_y, d_w, d_x, d_rows, n,
+											       k);
+	return fg_launched("bf16 matvec", err);
+}
+
+/* ---- RMSNorm ---------------------------------------------------------------*/
+
+#define NORM_THREADS 256
+
+__global__ void rmsnorm(float *y, const float *x, const float *__restrict__ w, int n, float eps)
+{
+	__shared__ float sh[33];
+	const float *xr = x + (size_t)blockIdx.x * n;
+	float *yr = y + (size_t)blockIdx.x * n;
+	float ss = 0.0f;
+
+	for (int i = threadIdx.x; i < n; i += blockDim.x)
+		ss = fmaf(xr[i], xr[i], ss);
+	ss = fg_block_sum(ss, sh);
+	float s = 1.0f / sqrtf(ss / (float)n + eps);
+	for (int i = threadIdx.x; i < n; i += blockDim.x)
+		yr[i] = xr[i] * s * (w ? w[i] : 1.0f);
+}
+
+__global__ void rmsnorm_residual(float *h, const float *x, const float *__restrict__ w, int n, float eps,
+				 float scale)
+{
+	__shared__ float sh[33];
+	float ss = 0.0f;
+
+	for (int i = threadIdx.x; i < n; i += blockDim.x)
+		ss = fmaf(x[i], x[i], ss);
+	ss = fg_block_sum(ss, sh);
+	float s = 1.0f / sqrtf(ss / (float)n + eps);
+	for (int i = threadIdx.x; i < n; i += blockDim.x)
+		h[i] = (h[i] + x[i] * s * w[i]) * scale;
+}
+
+extern "C" int fg_k_rmsnorm(struct fg_kctx *ctx, float *d_y, const float *d_x, const float *d_w, int rows, int n,
+			    float eps, struct fg_err *err)
+{
+	if (fg_need_ctx(ctx, err))
+		return FG_EINVAL;
+	if (rows < 1 || n < 1)
+		return fg_err_set(err, FG_EINVAL, "rmsnorm %d x %d: empty", rows, n);
+	rmsnorm<<<rows, NORM_THREADS, 0, ctx->stream>>>(d_y, d_x, d_w, n, eps);
+	return fg_launched("rmsnorm", err);
+}
+
+extern "C" int fg_k_rmsnorm_residual(struct fg_kctx *ctx, float *d_h, const float *d_x, const float *d_w, int n,
+				     float eps, float scale, struct fg_err *err)
+{
+	if (fg_need_ctx(ctx, err))
+		return FG_EINVAL;
+	if (n < 1 || !d_w)
+		return fg_err_set(err, FG_EINVAL, "rmsnorm residual: n = %d, weight %s", n, d_w ? "given" : "missing");
+	rmsnorm_residual<<<1, 1024, 0, ctx->stream>>>(d_h, d_x, d_w, n, eps, scale);
+	return fg_launched("rmsnorm residual", err);
+}
+
+/* ---- RoPE ------------------------------------------------------------------*/
+
+__global__ void rope(float *x, int heads, int head_dim, int rot_pairs, float theta, const int32_t *pos_p)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x, half = head_dim / 2;
+
+	if (i >= rot_pairs || i >= half)
+		return;
+	float inv = (float)(1.0 / pow((double)theta, (double)(2 * i) / (double)head_dim));
+	float ang = (float)*pos_p * inv;
+	float c = cosf(ang), s = sinf(ang);
+	for (int h = 0; h < heads; h++) {
+		float *xh = x + (size_t)h * head_dim;
+		float a = xh[i], b = xh[i + half];
+
+		xh[i] = a * c - b * s;
+		xh[i + half] = b * c + a * s;
+	}
+}
+
+extern "C" int fg_k_rope(struct fg_kctx *ctx, float *d_x, int heads, int head_dim, int rot_pairs, float theta,
+			 const int32_t *d_pos, struct fg_err *err)
+{
+	if (fg_need_ctx(ctx, err))
+		return FG_EINVAL;
+	if (heads < 1 || head_dim < 2 || head_dim % 2 || rot_pairs < 0 || rot_pairs > head_dim / 2)
+		return fg_err_set(err, FG_EINVAL, "rope: heads %d, head_dim %d, rotated pairs %d", heads, head_dim,
+				  rot_pairs);
+	if (rot_pairs == 0)
+		return 0;
+	rope<<<(rot_pairs + 127) / 128, 128, 0, ctx->stream>>>(d_x, heads, head_dim, rot_pairs, theta, d_pos);
+	return fg_launched("rope", err);
+}
+
+/* ---- GeGLU, embedding, per-layer inputs -------------------------------------*/
+
+__device__ __forceinline__ float gelu_tanh(float x)
+{
+	const float k0 = 0.7978845608028654f;
+
+	return 0.5f * x * (1.0f + tanhf(k0 * (x + 0.044715f * x * x * x)));
+}
+
+__global__ void geglu(float *out, const float *gate, const float *up, int n)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i < n)
+		out[i] = gelu_tanh(gate[i]) * up[i];
+}
+
+extern "C" int fg_k_geglu(struct fg_kctx *ctx, float *d_out, const float *d_gate, const float *d_up, int n,
+			  struct fg_err *err)
+{
+	if (fg_need_ctx(ctx, err))
+		return FG_EINVAL;
+	if (n < 1)
+		return fg_err_set(err, FG_EINVAL, "geglu: n = %d", n);
+	geglu<<<(n + 255) / 256, 256, 0, ctx->stream>>>(d_out, d_gate, d_up, n);
+	return fg_launched("geglu", err);
+}
+
+__global__ void embed(float *out, const uint16_t *__restrict__ table, const int32_t *id_p, int n, float scale)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i < n)
+		out[i] = fg_bf16f(table[(size_t)*id_p * n + i]) * scale;
+}
+
+extern "C" int fg_k_embed(struct fg_kctx *ctx, float *d_out, const uint16_t *d_table, const int32_t *d_id, int n,
+			  float scale, struct fg_err *err)
+{
+	if (fg_need_ctx(ctx, err))
+		return FG_EINVAL;
+	if (n < 1)
+		return fg_err_set(err, FG_EINVAL, "embed: n = %d", n);
+	embed<<<(n + 255) / 256, 256, 0, ctx->stream>>>(d_out, d_table, d_id, n, scale);
+	return fg_launched("embed", err);
+}
+
+__global__ void ple(float *out, const uint16_t *__restrict__ table, const int32_t *id_p, const float *proj,
+		    const float *__restrict__ norm_w, int layers, int dim, float tok_scale, float proj_scale, float eps)
+{
+	__shared__ float sh[33];
+	int l = blockIdx.x;
+	const float *p = proj + (size_t)l * dim;
+	const uint16_t *t = table + (size_t)*id_p * layers * dim + (size_t)l * dim;
+	float ss = 0.0f;
+
+	for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+		float v = p[i] * proj_scale;
+
+		ss = fmaf(v, v, ss);
+	}
+	ss = fg_block_sum(ss, sh);
+	float s = 1.0f / sqrtf(ss / (float)dim + eps);
+	for (int i = threadIdx.x; i < dim; i += blockDim.x)
+		out[(size_t)l * dim + i] =
+			(fg_bf16f(t[i]) * tok_scale + p[i] * proj_scale * s * norm_w[i]) * 0.70710678118654752f;
+}
+
+extern "C" int fg_k_ple(struct fg_kctx *ctx, float *d_out, const uint16_t *d_table, const int32_t *d_id,
+			const float *d_proj, const float *d_norm_w, int layers, int dim, float tok_scale,
+			float proj_scale, float eps, struct fg_err *err)
+{
+	if (fg_need_ctx(ctx, err))
+		return FG_EINVAL;
+	if (layers < 1 || dim < 1)
+		return fg_err_set(err, FG_EINVAL, "ple: layers %d, dim %d", layers, dim);
+	ple<<<layers, NORM_THREADS, 0, ctx->stream>>>(d_out, d_table, d_id, d_proj, d_norm_w, layers, dim, tok_scale,
+						      proj_scale, eps);
+	return fg_launched("ple", err);
+}
+
+/* ---- KV cache and decode attention -------------------------------------------*/
+
+__global__ void kv_store(float *kc, float *vc, const float *k, const float *v, int head_dim, int cap,
+			 const int32_t *pos_p)
+{
+	int g = blockIdx.x, slot = *pos_p % cap;
+
+	for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
+		kc[((size_t)g * cap + slot) * head_dim + i] = k[(size_t)g * head_dim + i];
+		vc[((size_t)g * cap + slot) * head_dim + i] = v[(size_t)g * head_dim + i];
+	}
+}
+
+extern "C" int fg_k_kv_store(struct fg_kctx *ctx, float *d_kcache, float *d_vcache, const float *d_k,
+			     const float *d_v, int kv_heads, int head_dim, int cap, const int32_t *d_pos,
+			     struct fg_err *err)
+{
+	if (fg_need_ctx(ctx, err))
+		return FG_EINVAL;
+	if (kv_heads < 1 || head_dim < 1 || cap < 1)
+		return fg_err_set(err, FG_EINVAL, "kv store: kv heads %d, head_dim %d, cap %d", kv_heads, head_dim, cap);
+	kv_store<<<kv_heads, 128, 0, ctx->stream>>>(d_kcache, d_vcache, d_k, d_v, head_dim, cap, d_pos);
+	return fg_launched("kv store", err);
+}
+
+#define ATT_THREADS 128
+#define ATT_MAX_DIM 512
+
+/* One (head, chunk of keys): the chunk's max score m, sum of exp l and
+ * unnormalized output o[head_dim], written as [m, l, o...] to part. */
+__global__ void __launch_bounds__(ATT_THREADS) attn_part(float *part, const float *q, const float *kc, const float *vc,
+							 int heads, int kv_heads, int head_dim, int cap,
+							 const int32_t *pos_p, float scale, int chunk)
+{
+	__shared__ float sq[ATT_MAX_DIM];
+	extern __shared__ float sp[]; /* [chunk] scores, then weights */
+	int h = blockIdx.x, c = blockIdx.y, nch = gridDim.y;
+	int pos = *pos_p, nv = min(pos + 1, cap);
+	int j0 = c * chunk, cnt = min(chunk, nv - j0);
+	int g = h / (heads / kv_heads);
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+	float *out = part + ((size_t)h * nch + c) * (head_dim + 2);
+
+	if (cnt <= 0)
+		return; /* past the valid keys: the combine never reads it */
+	for (int i = threadIdx.x; i < head_dim; i += blockDim.x)
+		sq[i] = q[(size_t)h * head_dim + i];
+	__syncthreads();
+	const float *kb = kc + ((size_t)g * cap + j0) * head_dim;
+	const float *vb = vc + ((size_t)g * cap + j0) * head_dim;
+	for (int j = warp; j < cnt; j += nw) {
+		float d = 0.0f;
+
+		for (int i = lane; i < head_dim; i += 32)
+			d = fmaf(sq[i], kb[(size_t)j * head_dim + i], d);
+		d = fg_warp_sum(d);
+		if (lane == 0)
+			sp[j] = d * scale;
+	}
+	__syncthreads();
+	float m = -INFINITY;
+	for (int j = 0; j < cnt; j++)
+		m = fmaxf(m, sp[j]);
+	__syncthreads();
+	for (int j = threadIdx.x; j < cnt; j += blockDim.x)
+		sp[j] = expf(sp[j] - m);
+	__syncthreads();
+	for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
+		float o = 0.0f;
+
+		for (int j = 0; j < cnt; j++)
+			o = fmaf(sp[j], vb[(size_t)j * head_dim + i], o);
+		out[2 + i] = o;
+	}
+	if (threadIdx.x == 0) {
+		float l = 0.0f;
+
+		for (int j = 0; j < cnt; j++)
+			l += sp[j];
+		out[0] = m;
+		out[1] = l;
+	}
+}
+
+__global__ void attn_combine(float *o, const float *part, int head_dim, int cap, const int32_t *pos_p, int chunk,
+			     int nch)
+{
+	int h = blockIdx.x;
+	int nv = min(*pos_p + 1, cap), used = (nv + chunk - 1) / chunk;
+	const float *p = part + (size_t)h * nch * (head_dim + 2);
+	float m = -INFINITY, l = 0.0f;
+
+	for (int c = 0; c < used; c++)
+		m = fmaxf(m, p[(size_t)c * (head_dim + 2)]);
+	for (int c = 0; c < used; c++)
+		l += expf(p[(size_t)c * (head_dim + 2)] - m) * p[(size_t)c * (head_dim + 2) + 1];
+	for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
+		float acc = 0.0f;
+
+		for (int c = 0; c < used; c++)
+			acc = fmaf(expf(p[(size_t)c * (head_dim + 2)] - m), p[(size_t)c * (head_dim + 2) + 2 + i], acc);
+		o[(size_t)h * head_dim + i] = acc / l;
+	}
+}
+
+extern "C" int fg_k_attn_decode(struct fg_kctx *ctx, float *d_out, const float *d_q, const float *d_kcache,
+				const float *d_vcache, int heads, int kv_heads, int head_dim, int cap,
+				const int32_t *d_pos, float scale, struct fg_err *err)
+{
+	int chunk = 64, nch;
+
+	if (fg_need_ctx(ctx, err))
+		return FG_EINVAL;
+	if (heads < 1 || kv_heads < 1 || heads % kv_heads || head_dim < 1 || head_dim > ATT_MAX_DIM || cap < 1 ||
+	    cap > (1 << 20))
+		return fg_err_set(err, FG_EINVAL, "attention: heads %d, kv heads %d, head_dim %d, cap %d", heads,
+				  kv_heads, head_dim, cap);
+	/* the grid covers the whole cache so one captured graph serves every
+	 * position; chunks grow when their partials would overflow scratch */
+	for (;;) {
+		nch = (cap + chunk - 1) / chunk;
+		if ((size_t)heads * nch * (head_dim + 2) * sizeof(float) <= ctx->scratch_bytes || chunk >= 8192)
+			break;
+		chunk *= 2;
+	}
+	if ((size_t)heads * nch * (head_dim + 2) * sizeof(float) > ctx->scratch_bytes)
+		return fg_err_set(err, FG_EINVAL, "attention: cache of %d slots too large for scratch", cap);
+	attn_part<<<dim3(heads, nch), ATT_THREADS, sizeof(float) * chunk, ctx->stream>>>(
+		(float *)ctx->scratch, d_q, d_kcache, d_vcache, heads, kv_heads, head_dim, cap, d_pos, scale, chunk);
+	if (fg_launched("attention", err))
+		return FG_EDEVICE;
+	attn_combine<<<heads, 128, 0, ctx->stream>>>(d_out, (const float *)ctx->scratch, head_dim, cap, d_pos, chunk,
+						     nch);
+	return fg_launched("attention combine", err);
+}
+
+/* ---- softcap + argmax --------------------------------------------------------*/
+
+#define AM_THREADS 256
+#define AM_BLOCKS_MAX 1024
+
+/* (v, i) beats (bv, bi): larger value, or equal value and lower index; NaN never
+ * wins. A total order, so the result does not depend on the reduction order. */
+__device__ __forceinline__ bool beats(float v, int i, float bv, int bi)
+{
+	if (v != v)
+		return false;
+	if (bi < 0 || bv != bv)
+		return true;
+	return v > bv || (v == bv && i < bi);
+}
+
+__device__ void block_best(float *v, int *i, float *sv, int *si)
+{
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+
+	for (int o = 16; o > 0; o >>= 1) {
+		float ov = __shfl_xor_sync(0xffffffffu, *v, o);
+		int oi = __shfl_xor_sync(0xffffffffu, *i, o);
+
+		if (oi >= 0 && beats(ov, oi, *v, *i)) {
+			*v = ov;
+			*i = oi;
+		}
+	}
+	if (lane == 0) {
+		sv[warp] = *v;
+		si[warp] = *i;
+	}
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		for (int w = 1; w < nw; w++)
+			if (si[w] >= 0 && beats(sv[w], si[w], *v, *i)) {
+				*v = sv[w];
+				*i = si[w];
+			}
+	}
+}
+
+__global__ void softcap_best(float *pv, int *pi, float *z, int n, float cap)
+{
+	__shared__ float sv[32];
+	__shared__ int si[32];
+	float bv = -INFINITY;
+	int bi = -1;
+
+	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+		float v = z[i];
+
+		if (cap > 0.0f) {
+			v = cap * tanhf(v / cap);
+			z[i] = v;
+		}
+		if (beats(v, i, bv, bi)) {
+			bv = v;
+			bi = i;
+		}
+	}
+	block_best(&bv, &bi, sv, si);
+	if (threadIdx.x == 0) {
+		pv[blockIdx.x] = bv;
+		pi[blockIdx.x] = bi;
+	}
+}
+
+__global__ void best_final(int32_t *best, const float *pv, const int *pi, int nb, const int32_t *ids)
+{
+	__shared__ float sv[32];
+	__shared__ int si[32];
+	float bv = -INFINITY;
+	int bi = -1;
+
+	for (int b = threadIdx.x; b < nb; b += blockDim.x)
+		if (pi[b] >= 0 && beats(pv[b], pi[b], bv, bi)) {
+			bv = pv[b];
+			bi = pi[b];
+		}
+	block_best(&bv, &bi, sv, si);
+	if (threadIdx.x == 0)
+		*best = bi < 0 ? -1 : ids ? ids[bi] : bi;
+}
+
+extern "C" int fg_k_softcap_argmax(struct fg_kctx *ctx, int32_t *d_best, float *d_z, const int32_t *d_ids, int n,
+				   float cap, struct fg_err *err)
+{
+	int nb;
+
+	if (fg_need_ctx(ctx, err))
+		return FG_EINVAL;
+	if (n < 1 || n >= (1 << 30))
+		return fg_err_set(err, FG_EINVAL, "softcap argmax: n = %d", n);
+	nb = (n + AM_THREADS * 8 - 1) / (AM_THREADS * 8);
+	if (nb > AM_BLOCKS_MAX)
+		nb = AM_BLOCKS_MAX;
+	float *pv = (float *)ctx->scratch;
+	int *pi = (int *)(pv + AM_BLOCKS_MAX);
+	softcap_best<<<nb, AM_THREADS, 0, ctx->stream>>>(pv, pi, d_z, n, cap);
+	if (fg_launched("softcap argmax", err))
+		return FG_EDEVICE;
+	best_final<<<1, AM_THREADS, 0, ctx->stream>>>(d_best, pv, pi, nb, d_ids);
+	return fg_launched("argmax final", err);
+}
+
+/* ---- read bandwidth probe ------------------------------------------------------*/
+
+__global__ void read_sweep(uint32_t *sink, const uint4 *__restrict__ p, size_t n16)
+{
+	uint32_t acc = 0;
+
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n16; i += (size_t)gridDim.x * blockDim.x) {
+		uint4 v = __ldcs(p + i);
+
+		acc ^= v.x ^ v.y ^ v.z ^ v.w;
+	}
+	if (acc == 0x9e3779b9u) /* practically never: keeps the loads alive */
+		sink[0] = acc;
+}
+
+extern "C" int fg_k_read(struct fg_kctx *ctx, uint32_t *d_sink, const void *d_buf, size_t n, struct fg_err *err)
+{
+	if (fg_need_ctx(ctx, err))
+		return FG_EINVAL;
+	if (n % 16 || (uintptr_t)d_buf % 16)
+		return fg_err_set(err, FG_EINVAL, "read sweep: %zu bytes, need a multiple of 16, aligned", n);
+	read_sweep<<<ctx->prop.multiProcessorCount * 8, 256, 0, ctx->stream>>>(d_sink, (const uint4 *)d_buf, n / 16);
+	return fg_launched("read sweep", err);
+}

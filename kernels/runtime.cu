@@ -1,0 +1,216 @@
+/* runtime.cu - the CUDA context behind fg_kernels.h: device, stream, scratch,
+ * memory copies, graphs and event timers, each CUDA error turned into an
+ * fgpack error that says what failed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kcommon.cuh"
+
+extern "C" int fg_cuda_built(void)
+{
+	return 1;
+}
+
+extern "C" int fg_kctx_new(struct fg_kctx **out, struct fg_err *err)
+{
+	struct fg_kctx *c;
+	int n = 0;
+	cudaError_t e;
+
+	*out = NULL;
+	e = cudaGetDeviceCount(&n);
+	if (e != cudaSuccess) {
+		cudaGetLastError(); /* clear it */
+		return fg_err_set(err, FG_EDEVICE, "no CUDA device: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+	}
+	if (n < 1)
+		return fg_err_set(err, FG_EDEVICE, "no CUDA device: none found");
+	c = (struct fg_kctx *)calloc(1, sizeof(*c));
+	if (!c)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	c->dev = 0;
+#define FAIL_IF(call, what)                                                                              \
+	do {                                                                                             \
+		cudaError_t e_ = (call);                                                                 \
+		if (e_ != cudaSuccess) {                                                                 \
+			fg_err_set(err, FG_EDEVICE, "%s: %s (%s)", what, cudaGetErrorString(e_), cudaGetErrorName(e_)); \
+			fg_kctx_free(c);                                                                 \
+			return FG_EDEVICE;                                                               \
+		}                                                                                        \
+	} while (0)
+	FAIL_IF(cudaSetDevice(0), "select CUDA device 0");
+	FAIL_IF(cudaGetDeviceProperties(&c->prop, 0), "read CUDA device properties");
+	snprintf(c->name, sizeof(c->name), "%s (sm_%d%d, %d SMs, %.0f GB)", c->prop.name, c->prop.major,
+		 c->prop.minor, c->prop.multiProcessorCount, (double)c->prop.totalGlobalMem / 1e9);
+	FAIL_IF(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "create CUDA stream");
+	FAIL_IF(cudaEventCreate(&c->ev0), "create CUDA event");
+	FAIL_IF(cudaEventCreate(&c->ev1), "create CUDA event");
+	FAIL_IF(cudaMalloc(&c->scratch, FG_SCRATCH_BYTES), "allocate 64 MB of CUDA scratch memory");
+	c->scratch_bytes = FG_SCRATCH_BYTES;
+#undef FAIL_IF
+	*out = c;
+	return 0;
+}
+
+extern "C" void fg_kctx_free(struct fg_kctx *c)
+{
+	if (!c)
+		return;
+	if (c->stream)
+		cudaStreamSynchronize(c->stream);
+	cudaFree(c->scratch);
+	if (c->ev0)
+		cudaEventDestroy(c->ev0);
+	if (c->ev1)
+		cudaEventDestroy(c->ev1);
+	if (c->stream)
+		cudaStreamDestroy(c->stream);
+	free(c);
+}
+
+extern "C" const char *fg_kctx_device_name(const struct fg_kctx *c)
+{
+	return c ? c->name : "none";
+}
+
+extern "C" int fg_kctx_sm_count(const struct fg_kctx *c)
+{
+	return c ? c->prop.multiProcessorCount : 0;
+}
+
+extern "C" int fg_kctx_sync(struct fg_kctx *c, struct fg_err *err)
+{
+	if (fg_need_ctx(c, err))
+		return FG_EINVAL;
+	FG_CK(cudaStreamSynchronize(c->stream), "CUDA kernel");
+	FG_CK(cudaGetLastError(), "CUDA kernel");
+	return 0;
+}
+
+extern "C" int fg_kmem_alloc(struct fg_kctx *c, void **d_out, size_t n, struct fg_err *err)
+{
+	cudaError_t e;
+
+	*d_out = NULL;
+	if (fg_need_ctx(c, err))
+		return FG_EINVAL;
+	e = cudaMalloc(d_out, n ? n : 1);
+	if (e != cudaSuccess) {
+		*d_out = NULL;
+		cudaGetLastError();
+		return fg_err_set(err, e == cudaErrorMemoryAllocation ? FG_ENOMEM : FG_EDEVICE,
+				  "allocate %zu bytes of GPU memory: %s", n, cudaGetErrorString(e));
+	}
+	return 0;
+}
+
+extern "C" void fg_kmem_free(struct fg_kctx *c, void *d)
+{
+	(void)c;
+	if (d)
+		cudaFree(d);
+}
+
+extern "C" int fg_kmem_upload(struct fg_kctx *c, void *d_dst, const void *src, size_t n, struct fg_err *err)
+{
+	if (fg_need_ctx(c, err))
+		return FG_EINVAL;
+	FG_CK(cudaMemcpyAsync(d_dst, src, n, cudaMemcpyHostToDevice, c->stream), "copy to GPU");
+	FG_CK(cudaStreamSynchronize(c->stream), "copy to GPU");
+	return 0;
+}
+
+extern "C" int fg_kmem_download(struct fg_kctx *c, void *dst, const void *d_src, size_t n, struct fg_err *err)
+{
+	if (fg_need_ctx(c, err))
+		return FG_EINVAL;
+	FG_CK(cudaMemcpyAsync(dst, d_src, n, cudaMemcpyDeviceToHost, c->stream), "copy from GPU");
+	FG_CK(cudaStreamSynchronize(c->stream), "copy from GPU");
+	return 0;
+}
+
+extern "C" int fg_kmem_fill(struct fg_kctx *c, void *d_dst, int byte, size_t n, struct fg_err *err)
+{
+	if (fg_need_ctx(c, err))
+		return FG_EINVAL;
+	FG_CK(cudaMemsetAsync(d_dst, byte, n, c->stream), "fill GPU memory");
+	return 0;
+}
+
+struct fg_kgraph {
+	cudaGraph_t graph;
+	cudaGraphExec_t exec;
+};
+
+extern "C" int fg_kgraph_begin(struct fg_kctx *c, struct fg_err *err)
+{
+	if (fg_need_ctx(c, err))
+		return FG_EINVAL;
+	FG_CK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal), "begin CUDA graph capture");
+	return 0;
+}
+
+extern "C" int fg_kgraph_end(struct fg_kctx *c, struct fg_kgraph **out, struct fg_err *err)
+{
+	struct fg_kgraph *g;
+	cudaError_t e;
+
+	*out = NULL;
+	if (fg_need_ctx(c, err))
+		return FG_EINVAL;
+	g = (struct fg_kgraph *)calloc(1, sizeof(*g));
+	if (!g)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	e = cudaStreamEndCapture(c->stream, &g->graph);
+	if (e == cudaSuccess)
+		e = cudaGraphInstantiate(&g->exec, g->graph, 0);
+	if (e != cudaSuccess) {
+		fg_kgraph_free(g);
+		cudaGetLastError();
+		return fg_err_set(err, FG_EDEVICE, "CUDA graph capture: %s", cudaGetErrorString(e));
+	}
+	*out = g;
+	return 0;
+}
+
+extern "C" int fg_kgraph_launch(struct fg_kctx *c, struct fg_kgraph *g, struct fg_err *err)
+{
+	if (fg_need_ctx(c, err))
+		return FG_EINVAL;
+	FG_CK(cudaGraphLaunch(g->exec, c->stream), "CUDA graph launch");
+	return 0;
+}
+
+extern "C" void fg_kgraph_free(struct fg_kgraph *g)
+{
+	if (!g)
+		return;
+	if (g->exec)
+		cudaGraphExecDestroy(g->exec);
+	if (g->graph)
+		cudaGraphDestroy(g->graph);
+	free(g);
+}
+
+extern "C" int fg_ktimer_start(struct fg_kctx *c, struct fg_err *err)
+{
+	if (fg_need_ctx(c, err))
+		return FG_EINVAL;
+	FG_CK(cudaEventRecord(c->ev0, c->stream), "record CUDA event");
+	return 0;
+}
+
+extern "C" int fg_ktimer_stop(struct fg_kctx *c, double *out_ms, struct fg_err *err)
+{
+	float ms = 0;
+
+	*out_ms = 0;
+	if (fg_need_ctx(c, err))
+		return FG_EINVAL;
+	FG_CK(cudaEventRecord(c->ev1, c->stream), "record CUDA event");
+	FG_CK(cudaEventSynchronize(c->ev1), "CUDA kernel");
+	FG_CK(cudaEventElapsedTime(&ms, c->ev0, c->ev1), "read CUDA event");
+	*out_ms = ms;
+	return 0;
+}

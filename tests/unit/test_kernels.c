@@ -1,0 +1,699 @@
+/* test_kernels.c - the CUDA kernels against their CPU twins.
+ *
+ * Always (CPU only): the INT4 tile layout round-trips and pads with q = 0; the
+ * twins agree with double-precision references and keep their promises (RoPE
+ * pass-through, argmax tie-break). With a GPU: every kernel against its twin
+ * on awkward shapes (1, tile +- 1, non-multiples) within the stated
+ * tolerance, two runs bit-identical, a captured graph identical to direct
+ * launches, and a kernel fault reported as an error. Without a GPU the GPU
+ * part prints one "ok ... # skip" line, unless FG_REQUIRE_CUDA=1 asks for a
+ * failure instead. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kernels/cpu_twin.h"
+#include "kernels/fg_kernels.h"
+#include "tap.h"
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+
+static uint32_t rnd(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (uint32_t)(rng >> 16);
+}
+
+static float frand(float lo, float hi)
+{
+	return lo + (hi - lo) * (float)(rnd() & 0xffffff) / (float)0x1000000;
+}
+
+static float *fvec(size_t n, float lo, float hi)
+{
+	float *v = malloc(sizeof(float) * (n ? n : 1));
+
+	for (size_t i = 0; i < n; i++)
+		v[i] = frand(lo, hi);
+	return v;
+}
+
+static uint16_t *bvec(size_t n, float lo, float hi)
+{
+	uint16_t *v = malloc(2 * (n ? n : 1));
+
+	for (size_t i = 0; i < n; i++)
+		v[i] = fg_ref_to_bf16(frand(lo, hi));
+	return v;
+}
+
+/* A random standard-format INT4 matrix (all 16 nibble values occur). */
+static void int4_rand(int32_t **packed, uint16_t **scale, int n, int k)
+{
+	size_t words = (size_t)n * (k / 8), groups = (size_t)n * ((k + 127) / 128);
+
+	*packed = malloc(4 * words);
+	for (size_t i = 0; i < words; i++)
+		(*packed)[i] = (int32_t)rnd() ^ (int32_t)(rnd() << 16);
+	*scale = bvec(groups, 0.002f, 0.05f);
+}
+
+/* sum |s q x| per output: the scale of the rounding error of a dot product */
+static void int4_abs(float *a, const int32_t *packed, const uint16_t *scale, const float *x, int m, int n, int k)
+{
+	for (int b = 0; b < m; b++)
+		for (int r = 0; r < n; r++) {
+			double t = 0;
+
+			for (int e = 0; e < k; e++) {
+				uint32_t w = (uint32_t)packed[(size_t)r * (k / 8) + e / 8];
+				int q = (int)((w >> (4 * (e % 8))) & 15u) - 8;
+
+				t += fabs(q * (double)fg_ref_bf16(scale[(size_t)r * ((k + 127) / 128) + e / 128]) *
+					  x[(size_t)b * k + e]);
+			}
+			a[(size_t)b * n + r] = (float)t;
+		}
+}
+
+/* ---- CPU-only checks ---------------------------------------------------------*/
+
+static void test_layout(void)
+{
+	static const int shapes[][2] = {{1, 8}, {1, 128}, {31, 136}, {32, 256}, {33, 384}, {65, 1000}};
+
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+		int n = shapes[s][0], k = shapes[s][1];
+		int32_t *p, *p2;
+		uint16_t *sc, *sc2, *ts;
+		uint32_t *tw;
+		size_t wb, sb, words = (size_t)n * (k / 8), groups = (size_t)n * ((k + 127) / 128);
+		struct fg_err err = {0};
+		int pad_ok = 1;
+
+		int4_rand(&p, &sc, n, k);
+		fg_int4_layout_size(&wb, &sb, n, k);
+		tw = malloc(wb);
+		ts = malloc(sb);
+		p2 = calloc(words, 4);
+		sc2 = calloc(groups, 2);
+		ok(fg_int4_repack(tw, ts, p, sc, n, k, &err) == 0 && fg_int4_unpack(p2, sc2, tw, ts, n, k, &err) == 0 &&
+			   !memcmp(p, p2, 4 * words) && !memcmp(sc, sc2, 2 * groups),
+		   "int4 layout %d x %d round-trips", n, k);
+		/* padding: rows past n and words past k/8 hold q = 0 (0x88888888), scales 0 */
+		{
+			int kpad = (k + 127) / 128 * 128, kc = kpad / 32, tiles = (n + 31) / 32;
+
+			for (int t = 0; t < tiles; t++)
+				for (int c = 0; c < kc; c++)
+					for (int r = 0; r < 32; r++)
+						for (int j = 0; j < 4; j++) {
+							int row = t * 32 + r, wj = c * 4 + j;
+
+							if ((row >= n || wj >= k / 8) &&
+							    tw[(((size_t)t * kc + c) * 32 + r) * 4 + j] != 0x88888888u)
+								pad_ok = 0;
+						}
+			for (int t = 0; t < tiles; t++)
+				for (int g = 0; g < kpad / 128; g++)
+					for (int r = 0; r < 32; r++)
+						if (t * 32 + r >= n && ts[((size_t)t * (kpad / 128) + g) * 32 + r])
+							pad_ok = 0;
+			ok(pad_ok && wb == (size_t)tiles * 32 * kpad / 2 && sb == (size_t)tiles * 32 * kpad / 128 * 2,
+			   "int4 layout %d x %d pads with q = 0 and scale 0, sizes right", n, k);
+		}
+		free(p), free(p2), free(sc), free(sc2), free(tw), free(ts);
+	}
+	{
+		struct fg_err err = {0};
+		uint32_t w[4];
+		uint16_t s[1];
+		int32_t p[1] = {0};
+
+		is_int(fg_int4_repack(w, s, p, s, 1, 12, &err), FG_EINVAL, "int4 repack refuses k not a multiple of 8");
+		is_int(fg_int4_repack(w, s, p, s, 0, 8, &err), FG_EINVAL, "int4 repack refuses n = 0");
+	}
+}
+
+static void test_twins(void)
+{
+	/* int4 twin against a double-precision dot product */
+	{
+		int n = 5, k = 264, m = 2;
+		int32_t *p;
+		uint16_t *sc;
+		float *x = fvec((size_t)m * k, -2, 2), y[10], a[10];
+		double worst = 0;
+
+		int4_rand(&p, &sc, n, k);
+		fg_ref_int4_matvec(y, p, sc, x, m, n, k);
+		int4_abs(a, p, sc, x, m, n, k);
+		for (int b = 0; b < m; b++)
+			for (int r = 0; r < n; r++) {
+				double t = 0;
+
+				for (int e = 0; e < k; e++) {
+					uint32_t w = (uint32_t)p[r * (k / 8) + e / 8];
+
+					t += ((int)((w >> (4 * (e % 8))) & 15u) - 8) *
+					     (double)fg_ref_bf16(sc[r * 3 + e / 128]) * x[b * k + e];
+				}
+				worst = fmax(worst, fabs(y[b * n + r] - t) / a[b * n + r]);
+			}
+		ok(worst < 1e-5, "int4 twin matches a double dot product (worst %.2g of sum|wx|)", worst);
+		free(p), free(sc), free(x);
+	}
+	/* RoPE: pos 0 is the identity; pairs past rot_pairs pass through; each rotated pair keeps its length */
+	{
+		int hd = 16, heads = 2;
+		float *x = fvec((size_t)hd * heads, -1, 1), y[32], z[32];
+		int pass = 1, norm = 1;
+
+		memcpy(y, x, sizeof(y));
+		fg_ref_rope(y, heads, hd, 3, 10000.0f, 0);
+		ok(!memcmp(x, y, sizeof(y)), "rope twin: position 0 changes nothing");
+		memcpy(z, x, sizeof(z));
+		fg_ref_rope(z, heads, hd, 3, 10000.0f, 17);
+		for (int h = 0; h < heads; h++)
+			for (int i = 0; i < hd / 2; i++) {
+				float *a = x + h * hd, *b = z + h * hd;
+				double l0 = a[i] * a[i] + a[i + 8] * a[i + 8], l1 = b[i] * b[i] + b[i + 8] * b[i + 8];
+
+				if (i >= 3 && (a[i] != b[i] || a[i + 8] != b[i + 8]))
+					pass = 0;
+				if (fabs(l0 - l1) > 1e-5)
+					norm = 0;
+			}
+		ok(pass, "rope twin: pairs past rot_pairs pass through (proportional rope)");
+		ok(norm && z[1] != x[1], "rope twin: rotated pairs keep their length and do move");
+		free(x);
+	}
+	/* softcap + argmax: lowest index wins a tie, NaN never wins, ids map back */
+	{
+		float z[6] = {1, 5, NAN, 5, -3, 2};
+		int32_t ids[6] = {10, 20, 30, 40, 50, 60};
+		float z2[6];
+
+		memcpy(z2, z, sizeof(z));
+		is_int(fg_ref_softcap_argmax(z, NULL, 6, 30.0f), 1, "argmax twin: tie goes to the lowest index, NaN skipped");
+		ok(fabsf(z[1] - 30.0f * tanhf(5.0f / 30.0f)) < 1e-6f && z[4] > -30.0f, "softcap twin: 30 tanh(z / 30)");
+		is_int(fg_ref_softcap_argmax(z2, ids, 6, 0.0f), 20, "argmax twin: keepset ids map back; cap 0 = no softcap");
+	}
+	/* attention twin against double precision, window ring fully valid */
+	{
+		int heads = 4, kvh = 2, hd = 8, cap = 6, pos = 9;
+		float *q = fvec(heads * hd, -1, 1), *kc = fvec(kvh * cap * hd, -1, 1), *vc = fvec(kvh * cap * hd, -1, 1);
+		float o[32];
+		double worst = 0;
+
+		fg_ref_attn_decode(o, q, kc, vc, heads, kvh, hd, cap, pos, 0.7f);
+		for (int h = 0; h < heads; h++) {
+			double sc[6], mx = -1e30, sum = 0;
+
+			for (int j = 0; j < cap; j++) {
+				double d = 0;
+
+				for (int i = 0; i < hd; i++)
+					d += (double)q[h * hd + i] * kc[((h / 2) * cap + j) * hd + i];
+				sc[j] = d * 0.7;
+				mx = fmax(mx, sc[j]);
+			}
+			for (int j = 0; j < cap; j++)
+				sum += sc[j] = exp(sc[j] - mx);
+			for (int i = 0; i < hd; i++) {
+				double t = 0;
+
+				for (int j = 0; j < cap; j++)
+					t += sc[j] * vc[((h / 2) * cap + j) * hd + i];
+				worst = fmax(worst, fabs(t / sum - o[h * hd + i]));
+			}
+		}
+		ok(worst < 1e-6, "attention twin matches double precision (worst %.2g)", worst);
+		free(q), free(kc), free(vc);
+	}
+	{
+		float g[3] = {-1, 0, 2}, u[3] = {2, 3, 0.5f}, o[3];
+		double want = 0.5 * 2 * (1 + tanh(sqrt(2 / M_PI) * (2 + 0.044715 * 8))) * 0.5;
+
+		fg_ref_geglu(o, g, u, 3);
+		ok(o[1] == 0.0f && fabs(o[2] - want) < 1e-6 && o[0] < 0, "geglu twin: gelu tanh approximation");
+	}
+}
+
+/* ---- GPU against the twins ----------------------------------------------------*/
+
+static struct fg_kctx *ctx;
+static struct fg_err gerr;
+
+static void *dput(const void *h, size_t n)
+{
+	void *d = NULL;
+
+	if (fg_kmem_alloc(ctx, &d, n ? n : 4, &gerr) || (n && fg_kmem_upload(ctx, d, h, n, &gerr)))
+		return NULL;
+	return d;
+}
+
+static void *dnew(size_t n)
+{
+	void *d = NULL;
+
+	if (fg_kmem_alloc(ctx, &d, n ? n : 4, &gerr))
+		return NULL;
+	fg_kmem_fill(ctx, d, 0xff, n, &gerr); /* NaN poison: an unwritten output fails */
+	return d;
+}
+
+static int dget(void *h, const void *d, size_t n)
+{
+	return fg_kctx_sync(ctx, &gerr) || fg_kmem_download(ctx, h, d, n, &gerr);
+}
+
+/* worst |a - b| / (atol + rtol * scale_i) over n; scale NULL = |b_i| */
+static double worst_rel(const float *a, const float *b, const float *scale, size_t n, double atol, double rtol)
+{
+	double w = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)a[i] - b[i]), s = scale ? scale[i] : fabs(b[i]);
+
+		if (a[i] != a[i] || b[i] != b[i])
+			return INFINITY;
+		w = fmax(w, d / (atol + rtol * s));
+	}
+	return w;
+}
+
+static void gpu_int4(void)
+{
+	static const int cases[][4] = {/* n, k, m, splits (0 = auto) */
+				       {1, 8, 1, 0},      {1, 128, 1, 0},   {31, 136, 1, 0},  {32, 256, 2, 0},
+				       {33, 384, 3, 0},   {65, 1032, 8, 0}, {40, 520, 5, 3},  {100, 2560, 1, 0},
+				       {257, 10240, 1, 0}, {96, 10240, 8, 0}, {2560, 256, 1, 0}, {300, 2048, 4, 7}};
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		int n = cases[c][0], k = cases[c][1], m = cases[c][2], splits = cases[c][3];
+		int32_t *p;
+		uint16_t *sc;
+		float *x = fvec((size_t)m * k, -3, 3), *ref = malloc(sizeof(float) * m * n);
+		float *a = malloc(sizeof(float) * m * n), *g1 = malloc(sizeof(float) * m * n),
+		      *g2 = malloc(sizeof(float) * m * n);
+		struct fg_kint4 *w = NULL;
+		float *dx, *dy;
+		int rc;
+
+		int4_rand(&p, &sc, n, k);
+		fg_ref_int4_matvec(ref, p, sc, x, m, n, k);
+		int4_abs(a, p, sc, x, m, n, k);
+		dx = dput(x, sizeof(float) * m * k);
+		dy = dnew(sizeof(float) * m * n);
+		rc = fg_kint4_new(ctx, &w, p, sc, n, k, splits, &gerr);
+		if (!rc)
+			rc = fg_k_int4_matvec(ctx, dy, w, dx, m, &gerr) || dget(g1, dy, sizeof(float) * m * n);
+		fg_kmem_fill(ctx, dy, 0xff, sizeof(float) * m * n, &gerr);
+		if (!rc)
+			rc = fg_k_int4_matvec(ctx, dy, w, dx, m, &gerr) || dget(g2, dy, sizeof(float) * m * n);
+		if (rc) {
+			ok(0, "int4 matvec %d x %d, m %d: %s", n, k, m, gerr.msg);
+		} else {
+			double wr = worst_rel(g1, ref, a, (size_t)m * n, 1e-30, 2e-6);
+
+			ok(wr <= 1.0, "int4 matvec n %d k %d m %d splits %d vs twin: |d| <= 2e-6 sum|wx| (worst %.2f of it)",
+			   n, k, m, w->splits, wr);
+			ok(!memcmp(g1, g2, sizeof(float) * m * n), "int4 matvec n %d k %d m %d: two runs bit-identical", n,
+			   k, m);
+		}
+		fg_kint4_free(ctx, w);
+		fg_kmem_free(ctx, dx);
+		fg_kmem_free(ctx, dy);
+		free(p), free(sc), free(x), free(ref), free(a), free(g1), free(g2);
+	}
+	{
+		struct fg_kint4 *w = NULL;
+		int32_t p[1] = {0};
+		uint16_t s[1] = {0};
+
+		fg_kint4_new(ctx, &w, p, s, 1, 8, 0, &gerr);
+		is_int(fg_k_int4_matvec(ctx, NULL, w, NULL, 9, &gerr), FG_EINVAL, "int4 matvec refuses m = 9");
+		fg_kint4_free(ctx, w);
+	}
+}
+
+static void gpu_bf16_matvec(void)
+{
+	static const int cases[][3] = {{1, 8, 0}, {31, 264, 0}, {33, 2560, 1}, {130, 1000, 1}, {4099, 64, 0}};
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		int n = cases[c][0], k = cases[c][1], use_rows = cases[c][2], total = n + 7;
+		uint16_t *w = bvec((size_t)total * k, -0.1f, 0.1f);
+		float *x = fvec(k, -2, 2), *ref = malloc(4 * n), *g1 = malloc(4 * n), *g2 = malloc(4 * n), *a = malloc(4 * n);
+		int32_t *rows = malloc(4 * n);
+		void *dw, *dx, *dy, *dr = NULL;
+		int rc;
+
+		for (int r = 0; r < n; r++)
+			rows[r] = (r * 7 + 3) % total;
+		fg_ref_bf16_matvec(ref, w, x, use_rows ? rows : NULL, n, k);
+		for (int r = 0; r < n; r++) {
+			double t = 0;
+
+			for (int e = 0; e < k; e++)
+				t += fabs(fg_ref_bf16(w[(size_t)(use_rows ? rows[r] : r) * k + e]) * x[e]);
+			a[r] = (float)t;
+		}
+		dw = dput(w, (size_t)2 * total * k);
+		dx = dput(x, 4 * k);
+		dy = dnew(4 * n);
+		if (use_rows)
+			dr = dput(rows, 4 * n);
+		rc = fg_k_bf16_matvec(ctx, dy, dw, dx, dr, n, k, &gerr) || dget(g1, dy, 4 * n) ||
+		     fg_k_bf16_matvec(ctx, dy, dw, dx, dr, n, k, &gerr) || dget(g2, dy, 4 * n);
+		if (rc)
+			ok(0, "bf16 matvec %d x %d: %s", n, k, gerr.msg);
+		else {
+			double wr = worst_rel(g1, ref, a, n, 1e-30, 2e-6);
+
+			ok(wr <= 1.0 && !memcmp(g1, g2, 4 * n),
+			   "bf16 matvec n %d k %d%s vs twin (|d| <= 2e-6 sum|wx|, worst %.2f), two runs identical", n, k,
+			   use_rows ? " rows subset" : "", wr);
+		}
+		fg_kmem_free(ctx, dw), fg_kmem_free(ctx, dx), fg_kmem_free(ctx, dy), fg_kmem_free(ctx, dr);
+		free(w), free(x), free(ref), free(g1), free(g2), free(a), free(rows);
+	}
+}
+
+static void gpu_norms(void)
+{
+	static const int cases[][2] = {{1, 1}, {3, 7}, {8, 256}, {2, 1000}, {1, 2560}, {1, 4097}};
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		int rows = cases[c][0], n = cases[c][1];
+		size_t tot = (size_t)rows * n;
+		float *x = fvec(tot, -4, 4), *w = fvec(n, 0.5f, 2), *ref = malloc(4 * tot), *g1 = malloc(4 * tot),
+		      *g2 = malloc(4 * tot), *refn = malloc(4 * tot);
+		void *dx = dput(x, 4 * tot), *dw = dput(w, 4 * n), *dy = dnew(4 * tot);
+		int rc;
+
+		fg_ref_rmsnorm(ref, x, w, rows, n, 1e-6f);
+		fg_ref_rmsnorm(refn, x, NULL, rows, n, 1e-6f);
+		rc = fg_k_rmsnorm(ctx, dy, dx, dw, rows, n, 1e-6f, &gerr) || dget(g1, dy, 4 * tot) ||
+		     fg_k_rmsnorm(ctx, dy, dx, NULL, rows, n, 1e-6f, &gerr) || dget(g2, dy, 4 * tot);
+		ok(!rc && worst_rel(g1, ref, NULL, tot, 1e-6, 1e-5) <= 1 && worst_rel(g2, refn, NULL, tot, 1e-6, 1e-5) <= 1,
+		   "rmsnorm %d rows x %d, with and without weight, vs twin (1e-5 rel + 1e-6) %s", rows, n,
+		   rc ? gerr.msg : "");
+		if (rows == 1) {
+			float *h = fvec(n, -1, 1), *hr = malloc(4 * n);
+			void *dh = dput(h, 4 * n);
+
+			memcpy(hr, h, 4 * n);
+			fg_ref_rmsnorm_residual(hr, x, w, n, 1e-6f, 0.75f);
+			rc = fg_k_rmsnorm_residual(ctx, dh, dx, dw, n, 1e-6f, 0.75f, &gerr) || dget(g1, dh, 4 * n);
+			ok(!rc && worst_rel(g1, hr, NULL, n, 1e-6, 1e-5) <= 1,
+			   "rmsnorm + residual + layer scale, n %d, vs twin %s", n, rc ? gerr.msg : "");
+			fg_kmem_free(ctx, dh);
+			free(h), free(hr);
+		}
+		fg_kmem_free(ctx, dx), fg_kmem_free(ctx, dw), fg_kmem_free(ctx, dy);
+		free(x), free(w), free(ref), free(g1), free(g2), free(refn);
+	}
+}
+
+static void gpu_rope(void)
+{
+	static const int cases[][4] = {/* heads, head_dim, rot_pairs, pos */
+				       {1, 2, 1, 1},      {3, 256, 128, 0},    {8, 256, 128, 511},
+				       {2, 512, 64, 1000}, {1, 512, 64, 30000}, {4, 6, 0, 7}};
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		int heads = cases[c][0], hd = cases[c][1], rp = cases[c][2], pos = cases[c][3];
+		size_t n = (size_t)heads * hd;
+		float *x = fvec(n, -2, 2), *ref = malloc(4 * n), *g = malloc(4 * n);
+		float theta = hd == 512 ? 1e6f : 1e4f;
+		void *dx = dput(x, 4 * n), *dp = dput(&pos, 4);
+		int rc;
+
+		memcpy(ref, x, 4 * n);
+		fg_ref_rope(ref, heads, hd, rp, theta, pos);
+		rc = fg_k_rope(ctx, dx, heads, hd, rp, theta, dp, &gerr) || dget(g, dx, 4 * n);
+		ok(!rc && worst_rel(g, ref, NULL, n, 4e-6, 4e-6) <= 1,
+		   "rope heads %d dim %d rotated pairs %d pos %d vs twin (4e-6 abs + rel) %s", heads, hd, rp, pos,
+		   rc ? gerr.msg : "");
+		fg_kmem_free(ctx, dx), fg_kmem_free(ctx, dp);
+		free(x), free(ref), free(g);
+	}
+}
+
+static void gpu_small_ops(void)
+{
+	static const int ns[] = {1, 255, 257, 10240};
+
+	for (size_t c = 0; c < sizeof(ns) / sizeof(ns[0]); c++) {
+		int n = ns[c];
+		float *gt = fvec(n, -6, 6), *up = fvec(n, -3, 3), *ref = malloc(4 * n), *g = malloc(4 * n);
+		void *dg = dput(gt, 4 * n), *du = dput(up, 4 * n), *dy = dnew(4 * n);
+		int rc;
+
+		fg_ref_geglu(ref, gt, up, n);
+		rc = fg_k_geglu(ctx, dy, dg, du, n, &gerr) || dget(g, dy, 4 * n);
+		ok(!rc && worst_rel(g, ref, NULL, n, 1e-6, 4e-6) <= 1, "geglu n %d vs twin (4e-6 rel + 1e-6) %s", n,
+		   rc ? gerr.msg : "");
+		fg_kmem_free(ctx, dg), fg_kmem_free(ctx, du), fg_kmem_free(ctx, dy);
+		free(gt), free(up), free(ref), free(g);
+	}
+	{
+		int v = 5, n = 100, id = 3;
+		uint16_t *t = bvec((size_t)v * n, -1, 1);
+		float ref[100], g[100];
+		void *dt = dput(t, 2 * v * n), *did = dput(&id, 4), *dy = dnew(4 * n);
+		int rc;
+
+		fg_ref_embed(ref, t, id, n, 50.596443f);
+		rc = fg_k_embed(ctx, dy, dt, did, n, 50.596443f, &gerr) || dget(g, dy, 4 * n);
+		ok(!rc && !memcmp(g, ref, sizeof(g)), "embedding lookup + scale identical to twin %s", rc ? gerr.msg : "");
+		fg_kmem_free(ctx, dt), fg_kmem_free(ctx, did), fg_kmem_free(ctx, dy);
+		free(t);
+	}
+	{
+		static const int cases[][2] = {{1, 7}, {3, 256}, {42, 256}};
+
+		for (size_t c = 0; c < 3; c++) {
+			int layers = cases[c][0], dim = cases[c][1], v = 4, id = 2;
+			size_t n = (size_t)layers * dim;
+			uint16_t *t = bvec(v * n, -1, 1);
+			float *proj = fvec(n, -20, 20), *nw = fvec(dim, 0.5f, 1.5f), *ref = malloc(4 * n), *g = malloc(4 * n);
+			void *dt = dput(t, 2 * v * n), *did = dput(&id, 4), *dp = dput(proj, 4 * n), *dn = dput(nw, 4 * dim),
+			     *dy = dnew(4 * n);
+			int rc;
+
+			fg_ref_ple(ref, t, id, proj, nw, layers, dim, 16.0f, 1.0f / 50.596443f, 1e-6f);
+			rc = fg_k_ple(ctx, dy, dt, did, dp, dn, layers, dim, 16.0f, 1.0f / 50.596443f, 1e-6f, &gerr) ||
+			     dget(g, dy, 4 * n);
+			ok(!rc && worst_rel(g, ref, NULL, n, 1e-5, 1e-5) <= 1,
+			   "per-layer inputs %d layers x %d vs twin (1e-5 rel + abs) %s", layers, dim, rc ? gerr.msg : "");
+			fg_kmem_free(ctx, dt), fg_kmem_free(ctx, did), fg_kmem_free(ctx, dp), fg_kmem_free(ctx, dn),
+				fg_kmem_free(ctx, dy);
+			free(t), free(proj), free(nw), free(ref), free(g);
+		}
+	}
+}
+
+static void gpu_attention(void)
+{
+	static const int cases[][5] = {/* heads, kv heads, head_dim, cap, pos */
+				       {8, 2, 256, 512, 0},   {8, 2, 256, 512, 5},    {8, 2, 256, 512, 600},
+				       {8, 2, 512, 1000, 999}, {3, 1, 33, 70, 130},    {1, 1, 1, 1, 4},
+				       {8, 2, 256, 8192, 4000}, {2, 2, 512, 65, 64}};
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		int heads = cases[c][0], kvh = cases[c][1], hd = cases[c][2], cap = cases[c][3], pos = cases[c][4];
+		size_t cn = (size_t)kvh * cap * hd;
+		float *q = fvec((size_t)heads * hd, -0.3f, 0.3f), *kc = fvec(cn, -1, 1), *vc = fvec(cn, -1, 1);
+		float *k = fvec((size_t)kvh * hd, -1, 1), *v = fvec((size_t)kvh * hd, -1, 1);
+		float *ref = malloc(4 * heads * hd), *g1 = malloc(4 * heads * hd), *g2 = malloc(4 * heads * hd);
+		float *kc2 = malloc(4 * cn);
+		void *dq = dput(q, 4 * heads * hd), *dk = dput(kc, 4 * cn), *dv = dput(vc, 4 * cn);
+		void *dnk = dput(k, 4 * kvh * hd), *dnv = dput(v, 4 * kvh * hd), *dp = dput(&pos, 4);
+		void *dy = dnew(4 * heads * hd);
+		int rc;
+
+		fg_ref_kv_store(kc, vc, k, v, kvh, hd, cap, pos);
+		fg_ref_attn_decode(ref, q, kc, vc, heads, kvh, hd, cap, pos, 1.0f);
+		rc = fg_k_kv_store(ctx, dk, dv, dnk, dnv, kvh, hd, cap, dp, &gerr) || dget(kc2, dk, 4 * cn);
+		ok(!rc && !memcmp(kc2, kc, 4 * cn), "kv store slot pos %% cap (cap %d pos %d) %s", cap, pos,
+		   rc ? gerr.msg : "");
+		rc = fg_k_attn_decode(ctx, dy, dq, dk, dv, heads, kvh, hd, cap, dp, 1.0f, &gerr) ||
+		     dget(g1, dy, 4 * heads * hd);
+		fg_kmem_fill(ctx, dy, 0xff, 4 * heads * hd, &gerr);
+		rc = rc || fg_k_attn_decode(ctx, dy, dq, dk, dv, heads, kvh, hd, cap, dp, 1.0f, &gerr) ||
+		     dget(g2, dy, 4 * heads * hd);
+		ok(!rc && worst_rel(g1, ref, NULL, (size_t)heads * hd, 2e-6, 2e-5) <= 1 &&
+			   !memcmp(g1, g2, 4 * heads * hd),
+		   "decode attention heads %d/%d dim %d cap %d pos %d vs twin (2e-5 rel + 2e-6), runs identical %s",
+		   heads, kvh, hd, cap, pos, rc ? gerr.msg : "");
+		fg_kmem_free(ctx, dq), fg_kmem_free(ctx, dk), fg_kmem_free(ctx, dv), fg_kmem_free(ctx, dnk);
+		fg_kmem_free(ctx, dnv), fg_kmem_free(ctx, dp), fg_kmem_free(ctx, dy);
+		free(q), free(kc), free(vc), free(k), free(v), free(ref), free(g1), free(g2), free(kc2);
+	}
+}
+
+static void gpu_argmax(void)
+{
+	static const int ns[] = {1, 257, 262144, 12000, 600000};
+
+	for (size_t c = 0; c < sizeof(ns) / sizeof(ns[0]); c++) {
+		int n = ns[c], with_ids = n == 12000;
+		float *z = fvec(n, -60, 60), *zr = malloc(4 * n), *g = malloc(4 * n);
+		int32_t *ids = malloc(4 * n), best = -2, ref;
+		void *dz, *dids = NULL, *db = dnew(4);
+		int rc;
+
+		for (int i = 0; i < n; i++)
+			ids[i] = i * 3 + 1;
+		if (n > 300) { /* a tie at the top and a NaN: lowest index must win */
+			z[n / 2] = 1000;
+			z[n / 3] = 1000;
+			z[n / 5] = NAN;
+		}
+		memcpy(zr, z, 4 * n);
+		ref = fg_ref_softcap_argmax(zr, with_ids ? ids : NULL, n, 30.0f);
+		dz = dput(z, 4 * n);
+		if (with_ids)
+			dids = dput(ids, 4 * n);
+		rc = fg_k_softcap_argmax(ctx, db, dz, dids, n, 30.0f, &gerr) || dget(&best, db, 4) || dget(g, dz, 4 * n);
+		int same = 1;
+		for (int i = 0; i < n; i++)
+			if (!(fabsf(g[i] - zr[i]) <= 2e-6f * 30) && !(g[i] != g[i] && zr[i] != zr[i]))
+				same = 0;
+		ok(!rc && best == ref && same, "softcap + argmax n %d%s: id %d (twin %d), capped values within 6e-5 %s",
+		   n, with_ids ? " keepset" : "", best, ref, rc ? gerr.msg : "");
+		fg_kmem_free(ctx, dz), fg_kmem_free(ctx, dids), fg_kmem_free(ctx, db);
+		free(z), free(zr), free(g), free(ids);
+	}
+}
+
+/* A little decode-like chain captured as a graph must give the same bits as
+ * the same launches made directly, for ids changed between replays. */
+static void gpu_graph(void)
+{
+	int v = 300, h = 256, n = 300;
+	uint16_t *emb = bvec((size_t)v * h, -1, 1);
+	int32_t *p;
+	uint16_t *sc;
+	float *w = fvec(h, 0.5f, 1.5f);
+	int32_t id = 7, got_direct[3], got_graph[3];
+	struct fg_kint4 *m = NULL;
+	struct fg_kgraph *g = NULL;
+	void *de = dput(emb, 2 * v * h), *dw = dput(w, 4 * h), *did = dput(&id, 4), *dx = dnew(4 * h),
+	     *dy = dnew(4 * n), *db = dnew(4);
+	int rc;
+
+	int4_rand(&p, &sc, n, h);
+	rc = fg_kint4_new(ctx, &m, p, sc, n, h, 0, &gerr);
+#define CHAIN()                                                                              \
+	(fg_k_embed(ctx, dx, de, did, h, 16.0f, &gerr) ||                                    \
+	 fg_k_rmsnorm(ctx, dx, dx, dw, 1, h, 1e-6f, &gerr) ||                                \
+	 fg_k_int4_matvec(ctx, dy, m, dx, 1, &gerr) ||                                       \
+	 fg_k_softcap_argmax(ctx, db, dy, NULL, n, 30.0f, &gerr))
+	for (int s = 0; s < 3 && !rc; s++) {
+		id = 7 + 50 * s;
+		rc = fg_kmem_upload(ctx, did, &id, 4, &gerr) || CHAIN() || dget(&got_direct[s], db, 4);
+	}
+	rc = rc || fg_kgraph_begin(ctx, &gerr) || CHAIN() || fg_kgraph_end(ctx, &g, &gerr);
+	for (int s = 0; s < 3 && !rc; s++) {
+		id = 7 + 50 * s;
+		rc = fg_kmem_upload(ctx, did, &id, 4, &gerr) || fg_kgraph_launch(ctx, g, &gerr) ||
+		     dget(&got_graph[s], db, 4);
+	}
+#undef CHAIN
+	ok(!rc && !memcmp(got_direct, got_graph, sizeof(got_graph)) &&
+		   (got_direct[0] != got_direct[1] || got_direct[1] != got_direct[2]),
+	   "captured graph replays give the direct launches' tokens (%d %d %d) %s", rc ? -1 : got_graph[0],
+	   rc ? -1 : got_graph[1], rc ? -1 : got_graph[2], rc ? gerr.msg : "");
+	fg_kgraph_free(g);
+	fg_kint4_free(ctx, m);
+	fg_kmem_free(ctx, de), fg_kmem_free(ctx, dw), fg_kmem_free(ctx, did), fg_kmem_free(ctx, dx);
+	fg_kmem_free(ctx, dy), fg_kmem_free(ctx, db);
+	free(emb), free(p), free(sc), free(w);
+}
+
+/* A kernel fault (a wild pointer) must come back as FG_EDEVICE, not a hang or
+ * a crash. It runs in a fresh process (this binary again, with --fault-child)
+ * because a fault ruins the CUDA context and CUDA does not survive fork. */
+static int fault_child(void)
+{
+	struct fg_kctx *c = NULL;
+	struct fg_err e = {0};
+	int rc = fg_kctx_new(&c, &e);
+
+	if (!rc)
+		rc = fg_k_geglu(c, (float *)(uintptr_t)0x10, (const float *)(uintptr_t)0x10,
+				(const float *)(uintptr_t)0x10, 1 << 20, &e);
+	if (!rc)
+		rc = fg_kctx_sync(c, &e);
+	printf("# fault child: rc %d: %s\n", rc, e.msg);
+	return rc == FG_EDEVICE && strstr(e.msg, "CUDA") ? 0 : 1;
+}
+
+static void gpu_fault(void)
+{
+	pid_t pid;
+	int st = 0;
+
+	if (getenv("FG_NO_FAULT_TEST")) {
+		ok(1, "kernel fault test # skip: FG_NO_FAULT_TEST set (memcheck run)");
+		return;
+	}
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		execl("/proc/self/exe", "test_kernels", "--fault-child", (char *)NULL);
+		_exit(127);
+	}
+	waitpid(pid, &st, 0);
+	ok(pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "a kernel fault comes back as FG_EDEVICE naming CUDA");
+}
+
+int main(int argc, char **argv)
+{
+	struct fg_err err = {0};
+	int rc;
+
+	if (argc > 1 && !strcmp(argv[1], "--fault-child"))
+		return fault_child();
+
+	test_layout();
+	test_twins();
+#ifdef FG_HAVE_CUDA
+	ok(fg_cuda_built() == 1, "built with CUDA kernels (nvcc present)");
+#else
+	ok(fg_cuda_built() == 0, "built without CUDA kernels (no nvcc)");
+#endif
+	rc = fg_kctx_new(&ctx, &err);
+	if (rc) {
+		int required = getenv("FG_REQUIRE_CUDA") && !strcmp(getenv("FG_REQUIRE_CUDA"), "1");
+
+		ok((rc == FG_EDEVICE || rc == FG_EUNSUPPORTED) && err.msg[0], "no GPU is a clean error: %s", err.msg);
+		if (required)
+			ok(0, "FG_REQUIRE_CUDA=1 but no usable GPU: %s", err.msg);
+		else
+			ok(1, "gpu kernels vs cpu twins # skip: no CUDA device (%s)", err.msg);
+		return tap_done();
+	}
+	printf("# device: %s\n", fg_kctx_device_name(ctx));
+	gpu_int4();
+	gpu_bf16_matvec();
+	gpu_norms();
+	gpu_rope();
+	gpu_small_ops();
+	gpu_attention();
+	gpu_argmax();
+	gpu_graph();
+	fg_kctx_free(ctx);
+	gpu_fault();
+	return tap_done();
+}
