@@ -332,27 +332,34 @@ int main(void)
 	printf("\n%-44s %9s %9s %8s %8s\n", "INT4 matvec, all body linears", "ms/step", "steps/s", "GB/s",
 	       "% read");
 
-	for (int fused = 0; fused < 2; fused++) {
-		for (int m = 1; m <= 8; m *= (m == 1 ? 4 : 2)) {
+	{
+		/* fused, m, graph, pdl */
+		static const int cfgs[][4] = {{0, 1, 0, 1}, {0, 1, 1, 1}, {1, 1, 0, 1}, {1, 1, 1, 1}, {1, 1, 1, 0},
+					      {1, 4, 1, 1}, {1, 8, 1, 1}};
+
+		for (size_t c = 0; c < sizeof(cfgs) / sizeof(cfgs[0]); c++) {
+			int fused = cfgs[c][0], m = cfgs[c][1], use_graph = cfgs[c][2];
 			step_fn fn = fused ? step_fused : step_separate;
 			size_t bytes = fused ? body_fused : body;
-			char name[64];
+			char name[96];
 
 			mv_m = m;
-			ms = time_steps(fn, NULL);
-			snprintf(name, sizeof(name), "%s, M=%d, direct launches", fused ? "fused qkv|gate-up" : "per matrix",
-				 m);
+			fg_kctx_set_pdl(ctx, cfgs[c][3]);
+			if (use_graph) {
+				CK(fg_kgraph_begin(ctx, &err));
+				fn(NULL);
+				CK(fg_kgraph_end(ctx, &graph, &err));
+				ms = time_steps(step_graph, NULL);
+				fg_kgraph_free(graph);
+			} else {
+				ms = time_steps(fn, NULL);
+			}
+			snprintf(name, sizeof(name), "%s, M=%d, %s%s", fused ? "fused qkv|gate-up" : "per matrix", m,
+				 use_graph ? "graph" : "direct", cfgs[c][3] ? "" : ", no PDL");
 			printf("%-44s %9.3f %9.0f %8.0f %7.1f%%\n", name, ms, 1e3 / ms, bytes / (ms / 1e3) / 1e9,
 			       100.0 * bytes / (ms / 1e3) / 1e9 / read_gbs);
-			CK(fg_kgraph_begin(ctx, &err));
-			fn(NULL);
-			CK(fg_kgraph_end(ctx, &graph, &err));
-			ms = time_steps(step_graph, NULL);
-			snprintf(name, sizeof(name), "%s, M=%d, CUDA graph", fused ? "fused qkv|gate-up" : "per matrix", m);
-			printf("%-44s %9.3f %9.0f %8.0f %7.1f%%\n", name, ms, 1e3 / ms, bytes / (ms / 1e3) / 1e9,
-			       100.0 * bytes / (ms / 1e3) / 1e9 / read_gbs);
-			fg_kgraph_free(graph);
 		}
+		fg_kctx_set_pdl(ctx, 1);
 	}
 
 	/* whole synthetic decode step */
@@ -421,6 +428,18 @@ int main(void)
 			free(l1);
 			free(l2);
 		}
+		fg_kctx_set_pdl(ctx, 0);
+		fg_kgraph_free(graph);
+		CK(fg_kgraph_begin(ctx, &err));
+		full_step(NULL);
+		CK(fg_kgraph_end(ctx, &graph, &err));
+		ms = time_steps(step_graph, NULL);
+		printf("whole decode step, CUDA graph, no PDL: %.3f ms/step, %.0f steps/s\n", ms, 1e3 / ms);
+		fg_kctx_set_pdl(ctx, 1);
+		fg_kgraph_free(graph);
+		CK(fg_kgraph_begin(ctx, &err));
+		full_step(NULL);
+		CK(fg_kgraph_end(ctx, &graph, &err));
 		ms = time_steps(step_graph, NULL);
 		printf("whole decode step (E4B shapes, pos %d, 12k keepset INT4 head), CUDA graph:\n", pos);
 		printf("  %.3f ms/step, %.0f steps/s; bytes/step %.3f GB (weights %.3f + head %.3f + KV fp32 %.3f): %.0f GB/s = %.1f%% of read\n",

@@ -41,6 +41,9 @@ void fg_kctx_free(struct fg_kctx *ctx);
 /* "NVIDIA H200 (sm_90, 132 SMs, 143 GB)"-style description; borrowed. */
 const char *fg_kctx_device_name(const struct fg_kctx *ctx);
 int fg_kctx_sm_count(const struct fg_kctx *ctx);
+/* Programmatic dependent launch of the matvec (on by default where the GPU has
+ * it, sm_90+): returns whether it is on after the call. For benchmarks. */
+int fg_kctx_set_pdl(struct fg_kctx *ctx, int on);
 /* Waits for everything queued on the context's stream; a kernel fault or
  * launch failure since the last sync comes back here as FG_EDEVICE. */
 int fg_kctx_sync(struct fg_kctx *ctx, struct fg_err *err);

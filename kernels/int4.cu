@@ -11,6 +11,10 @@
  * scaled back by 16^-i once per chunk (powers of two: exact). Nibbles 5..7 are
  * shifted down by 20 bits first and join the sums of positions 0..2.
  *
+ * Programmatic dependent launch (sm_90): the kernel may start while the one
+ * before it in the stream still runs; it loads its first weights, then waits
+ * (griddepcontrol.wait) before touching activations, outputs or counters.
+ *
  * K splits: when there are too few tiles to fill the GPU, blockIdx.y splits K;
  * each split writes its partial, and the last block of a tile to finish (an
  * integer counter) adds the partials in split order: no float atomics, the
@@ -20,8 +24,8 @@
 #include "kernels/kcommon.cuh"
 
 #define WARPS 8
-#define UNROLL 4
-#define SMEM_FLOATS (40 * 1024 / 4) /* activations staged per block (dynamic) */
+#define UNROLL 8 /* chunks each lane has in flight: 128 bytes */
+#define SMEM_FLOATS (36 * 1024 / 4) /* activations staged per block (dynamic; + 8 KB static <= 48 KB) */
 
 __device__ __forceinline__ float nib(uint32_t w, uint32_t mask, float bias)
 {
@@ -69,8 +73,25 @@ __global__ void __launch_bounds__(WARPS * 32) int4_matvec(float *__restrict__ y,
 	int c0 = s * slice, c1 = min(kc, c0 + slice);
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	int len = (c1 - c0) * 32, xs = slice * 32;
-	float acc[M];
+	const uint4 *wp = words + (size_t)tile * kc * 32 + lane;
+	const uint16_t *sp = scales + (size_t)tile * gc * 32 + lane;
+	uint4 w[UNROLL];
+	float sc[UNROLL], acc[M];
 
+	fg_pdl_trigger();
+	/* The weights do not depend on earlier kernels: start loading the first
+	 * batch before waiting for the kernel that writes x (programmatic
+	 * dependent launch lets this block run while that one finishes). */
+#pragma unroll
+	for (int u = 0; u < UNROLL; u++) {
+		int cc = c0 + warp + u * WARPS;
+
+		if (cc < c1) {
+			w[u] = __ldcs(wp + (size_t)cc * 32);
+			sc[u] = fg_bf16f(__ldg(sp + (size_t)(cc >> 2) * 32));
+		}
+	}
+	fg_pdl_wait();
 	/* this slice's activations, zero past k (padding weights are q = 0 too) */
 	for (int m = 0; m < M; m++)
 		for (int i = threadIdx.x; i < len; i += WARPS * 32) {
@@ -82,19 +103,16 @@ __global__ void __launch_bounds__(WARPS * 32) int4_matvec(float *__restrict__ y,
 #pragma unroll
 	for (int m = 0; m < M; m++)
 		acc[m] = 0.0f;
-	const uint4 *wp = words + (size_t)tile * kc * 32 + lane;
-	const uint16_t *sp = scales + (size_t)tile * gc * 32 + lane;
 	for (int c = c0 + warp; c < c1; c += WARPS * UNROLL) {
-		uint4 w[UNROLL];
-		float sc[UNROLL];
-
+		if (c != c0 + warp) {
 #pragma unroll
-		for (int u = 0; u < UNROLL; u++) {
-			int cc = c + u * WARPS;
+			for (int u = 0; u < UNROLL; u++) {
+				int cc = c + u * WARPS;
 
-			if (cc < c1) {
-				w[u] = __ldcs(wp + (size_t)cc * 32);
-				sc[u] = fg_bf16f(__ldg(sp + (size_t)(cc >> 2) * 32));
+				if (cc < c1) {
+					w[u] = __ldcs(wp + (size_t)cc * 32);
+					sc[u] = fg_bf16f(__ldg(sp + (size_t)(cc >> 2) * 32));
+				}
 			}
 		}
 #pragma unroll
@@ -265,16 +283,24 @@ extern "C" void fg_kint4_free(struct fg_kctx *ctx, struct fg_kint4 *w)
 }
 
 template <int M>
-static void launch(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x)
+static cudaError_t launch(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x)
 {
 	int splits, slice, kc = w->kpad / 32;
-	dim3 grid(w->tiles, 1);
+	cudaLaunchConfig_t cfg = {};
+	cudaLaunchAttribute at[1];
 
 	plan(w, M, &splits, &slice);
-	grid.y = splits;
-	int4_matvec<M><<<grid, WARPS * 32, sizeof(float) * M * slice * 32, ctx->stream>>>(d_y, (const uint4 *)w->d_words, w->d_scales, d_x,
-							       w->d_partial, w->d_counters, w->n, w->k, kc,
-							       w->kpad / FG_INT4_GROUP, slice, splits, w->tiles * 32);
+	cfg.gridDim = dim3(w->tiles, splits);
+	cfg.blockDim = dim3(WARPS * 32);
+	cfg.dynamicSmemBytes = sizeof(float) * M * slice * 32;
+	cfg.stream = ctx->stream;
+	at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+	at[0].val.programmaticStreamSerializationAllowed = 1;
+	cfg.attrs = at;
+	cfg.numAttrs = ctx->pdl ? 1 : 0;
+	return cudaLaunchKernelEx(&cfg, int4_matvec<M>, d_y, (const uint4 *)w->d_words, (const uint16_t *)w->d_scales,
+				  d_x, w->d_partial, (unsigned *)w->d_counters, w->n, w->k, kc,
+				  w->kpad / FG_INT4_GROUP, slice, splits, w->tiles * 32);
 }
 
 extern "C" int fg_k_int4_matvec(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x, int m,
@@ -284,15 +310,22 @@ extern "C" int fg_k_int4_matvec(struct fg_kctx *ctx, float *d_y, const struct fg
 		return FG_EINVAL;
 	if (!w || m < 1 || m > FG_INT4_MAX_M)
 		return fg_err_set(err, FG_EINVAL, "int4 matvec: m = %d, need 1..%d", m, FG_INT4_MAX_M);
+	cudaError_t e;
+
 	switch (m) {
-	case 1: launch<1>(ctx, d_y, w, d_x); break;
-	case 2: launch<2>(ctx, d_y, w, d_x); break;
-	case 3: launch<3>(ctx, d_y, w, d_x); break;
-	case 4: launch<4>(ctx, d_y, w, d_x); break;
-	case 5: launch<5>(ctx, d_y, w, d_x); break;
-	case 6: launch<6>(ctx, d_y, w, d_x); break;
-	case 7: launch<7>(ctx, d_y, w, d_x); break;
-	default: launch<8>(ctx, d_y, w, d_x); break;
+	case 1: e = launch<1>(ctx, d_y, w, d_x); break;
+	case 2: e = launch<2>(ctx, d_y, w, d_x); break;
+	case 3: e = launch<3>(ctx, d_y, w, d_x); break;
+	case 4: e = launch<4>(ctx, d_y, w, d_x); break;
+	case 5: e = launch<5>(ctx, d_y, w, d_x); break;
+	case 6: e = launch<6>(ctx, d_y, w, d_x); break;
+	case 7: e = launch<7>(ctx, d_y, w, d_x); break;
+	default: e = launch<8>(ctx, d_y, w, d_x); break;
+	}
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		return fg_err_set(err, FG_EDEVICE, "int4 matvec %d x %d, m %d: launch: %s", w->n, w->k, m,
+				  cudaGetErrorString(e));
 	}
 	return fg_launched("int4 matvec", err);
 }

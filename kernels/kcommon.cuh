@@ -17,6 +17,7 @@ struct fg_kctx {
 	void *scratch; /* per-op temporaries between an op's kernels (stream-ordered) */
 	size_t scratch_bytes;
 	cudaEvent_t ev0, ev1;
+	int pdl; /* launch the matvec with programmatic dependent launch (sm_90+) */
 };
 
 #define FG_SCRATCH_BYTES ((size_t)64 << 20)
@@ -45,6 +46,25 @@ static inline int fg_need_ctx(const struct fg_kctx *ctx, struct fg_err *err)
 	if (!ctx)
 		return fg_err_set(err, FG_EINVAL, "no CUDA context");
 	return 0;
+}
+
+/* Programmatic dependent launch: every kernel lets the next one start early
+ * (its blocks then wait in fg_pdl_wait until this grid has finished and its
+ * writes are visible); a kernel launched with the PDL attribute calls
+ * fg_pdl_wait before reading anything an earlier kernel wrote. No-ops before
+ * sm_90 and for kernels launched normally. */
+__device__ __forceinline__ void fg_pdl_trigger(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void fg_pdl_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 }
 
 __device__ __forceinline__ float fg_bf16f(uint16_t b)

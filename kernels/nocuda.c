@@ -34,6 +34,12 @@ int fg_kctx_sm_count(const struct fg_kctx *ctx)
 	return 0;
 }
 
+int fg_kctx_set_pdl(struct fg_kctx *ctx, int on)
+{
+	(void)ctx, (void)on;
+	return 0;
+}
+
 int fg_kctx_sync(struct fg_kctx *ctx, struct fg_err *err)
 {
 	(void)ctx;

@@ -16,6 +16,7 @@ __global__ void __launch_bounds__(MV_WARPS * 32) bf16_matvec(float *__restrict__
 							     const float *__restrict__ x,
 							     const int32_t *__restrict__ rows, int n, int k)
 {
+	fg_pdl_trigger(); /* let a following matvec start loading its weights */
 	extern __shared__ __align__(16) float sx[];
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 
@@ -72,6 +73,7 @@ extern "C" int fg_k_bf16_matvec(struct fg_kctx *ctx, float *d_y, const uint16_t 
 
 __global__ void rmsnorm(float *y, const float *x, const float *__restrict__ w, int n, float eps)
 {
+	fg_pdl_trigger(); /* let a following matvec start loading its weights */
 	__shared__ float sh[33];
 	const float *xr = x + (size_t)blockIdx.x * n;
 	float *yr = y + (size_t)blockIdx.x * n;
@@ -88,6 +90,7 @@ __global__ void rmsnorm(float *y, const float *x, const float *__restrict__ w, i
 __global__ void rmsnorm_residual(float *h, const float *x, const float *__restrict__ w, int n, float eps,
 				 float scale)
 {
+	fg_pdl_trigger(); /* let a following matvec start loading its weights */
 	__shared__ float sh[33];
 	float ss = 0.0f;
 
@@ -125,6 +128,7 @@ extern "C" int fg_k_rmsnorm_residual(struct fg_kctx *ctx, float *d_h, const floa
 
 __global__ void rope(float *x, int heads, int head_dim, int rot_pairs, float theta, const int32_t *pos_p)
 {
+	fg_pdl_trigger(); /* let a following matvec start loading its weights */
 	int i = blockIdx.x * blockDim.x + threadIdx.x, half = head_dim / 2;
 
 	if (i >= rot_pairs || i >= half)
@@ -166,6 +170,7 @@ __device__ __forceinline__ float gelu_tanh(float x)
 
 __global__ void geglu(float *out, const float *gate, const float *up, int n)
 {
+	fg_pdl_trigger(); /* let a following matvec start loading its weights */
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (i < n)
@@ -185,6 +190,7 @@ extern "C" int fg_k_geglu(struct fg_kctx *ctx, float *d_out, const float *d_gate
 
 __global__ void embed(float *out, const uint16_t *__restrict__ table, const int32_t *id_p, int n, float scale)
 {
+	fg_pdl_trigger(); /* let a following matvec start loading its weights */
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (i < n)
@@ -205,6 +211,7 @@ extern "C" int fg_k_embed(struct fg_kctx *ctx, float *d_out, const uint16_t *d_t
 __global__ void ple(float *out, const uint16_t *__restrict__ table, const int32_t *id_p, const float *proj,
 		    const float *__restrict__ norm_w, int layers, int dim, float tok_scale, float proj_scale, float eps)
 {
+	fg_pdl_trigger(); /* let a following matvec start loading its weights */
 	__shared__ float sh[33];
 	int l = blockIdx.x;
 	const float *p = proj + (size_t)l * dim;
@@ -241,6 +248,7 @@ extern "C" int fg_k_ple(struct fg_kctx *ctx, float *d_out, const uint16_t *d_tab
 __global__ void kv_store(float *kc, float *vc, const float *k, const float *v, int head_dim, int cap,
 			 const int32_t *pos_p)
 {
+	fg_pdl_trigger(); /* let a following matvec start loading its weights */
 	int g = blockIdx.x, slot = *pos_p % cap;
 
 	for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
@@ -270,6 +278,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_part(float *part, const floa
 							 int heads, int kv_heads, int head_dim, int cap,
 							 const int32_t *pos_p, float scale, int chunk)
 {
+	fg_pdl_trigger(); /* let a following matvec start loading its weights */
 	__shared__ float sq[ATT_MAX_DIM];
 	extern __shared__ float sp[]; /* [chunk] scores, then weights */
 	int h = blockIdx.x, c = blockIdx.y, nch = gridDim.y;
@@ -323,6 +332,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_part(float *part, const floa
 __global__ void attn_combine(float *o, const float *part, int head_dim, int cap, const int32_t *pos_p, int chunk,
 			     int nch)
 {
+	fg_pdl_trigger(); /* let a following matvec start loading its weights */
 	int h = blockIdx.x;
 	int nv = min(*pos_p + 1, cap), used = (nv + chunk - 1) / chunk;
 	const float *p = part + (size_t)h * nch * (head_dim + 2);
@@ -417,6 +427,7 @@ __device__ void block_best(float *v, int *i, float *sv, int *si)
 
 __global__ void softcap_best(float *pv, int *pi, float *z, int n, float cap)
 {
+	fg_pdl_trigger(); /* let a following matvec start loading its weights */
 	__shared__ float sv[32];
 	__shared__ int si[32];
 	float bv = -INFINITY;
@@ -443,6 +454,7 @@ __global__ void softcap_best(float *pv, int *pi, float *z, int n, float cap)
 
 __global__ void best_final(int32_t *best, const float *pv, const int *pi, int nb, const int32_t *ids)
 {
+	fg_pdl_trigger(); /* let a following matvec start loading its weights */
 	__shared__ float sv[32];
 	__shared__ int si[32];
 	float bv = -INFINITY;

@@ -48,6 +48,7 @@ extern "C" int fg_kctx_new(struct fg_kctx **out, struct fg_err *err)
 	FAIL_IF(cudaEventCreate(&c->ev1), "create CUDA event");
 	FAIL_IF(cudaMalloc(&c->scratch, FG_SCRATCH_BYTES), "allocate 64 MB of CUDA scratch memory");
 	c->scratch_bytes = FG_SCRATCH_BYTES;
+	c->pdl = c->prop.major >= 9;
 #undef FAIL_IF
 	*out = c;
 	return 0;
@@ -67,6 +68,14 @@ extern "C" void fg_kctx_free(struct fg_kctx *c)
 	if (c->stream)
 		cudaStreamDestroy(c->stream);
 	free(c);
+}
+
+extern "C" int fg_kctx_set_pdl(struct fg_kctx *c, int on)
+{
+	if (!c)
+		return 0;
+	c->pdl = on && c->prop.major >= 9;
+	return c->pdl;
 }
 
 extern "C" const char *fg_kctx_device_name(const struct fg_kctx *c)

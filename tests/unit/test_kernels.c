@@ -294,7 +294,8 @@ static void gpu_int4(void)
 	static const int cases[][4] = {/* n, k, m, splits (0 = auto) */
 				       {1, 8, 1, 0},      {1, 128, 1, 0},   {31, 136, 1, 0},  {32, 256, 2, 0},
 				       {33, 384, 3, 0},   {65, 1032, 8, 0}, {40, 520, 5, 3},  {100, 2560, 1, 0},
-				       {257, 10240, 1, 0}, {96, 10240, 8, 0}, {2560, 256, 1, 0}, {300, 2048, 4, 7}};
+				       {257, 10240, 1, 0}, {96, 10240, 8, 0}, {2560, 256, 1, 0}, {300, 2048, 4, 7},
+				       {80, 10240, 8, 1},  {64, 10240, 1, 1}};
 
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
 		int n = cases[c][0], k = cases[c][1], m = cases[c][2], splits = cases[c][3];
@@ -342,6 +343,55 @@ static void gpu_int4(void)
 		is_int(fg_k_int4_matvec(ctx, NULL, w, NULL, 9, &gerr), FG_EINVAL, "int4 matvec refuses m = 9");
 		fg_kint4_free(ctx, w);
 	}
+}
+
+/* Dependent matvecs back to back (y2 = W2 (W1 x), y3 = W3 y2): with
+ * programmatic dependent launch each starts before the previous ends and must
+ * still read finished inputs; PDL on and off give the same bits. */
+static void gpu_int4_chain(void)
+{
+	int dims[4] = {2560, 10240, 2560, 2048};
+	struct fg_kint4 *w[3] = {0};
+	int32_t *p[3];
+	uint16_t *sc[3];
+	float *x = fvec(dims[0], -1, 1), *h[4], *g_on = malloc(4 * dims[3]), *g_off = malloc(4 * dims[3]);
+	void *d[4];
+	int rc = 0;
+
+	h[0] = x;
+	d[0] = dput(x, 4 * dims[0]);
+	for (int i = 0; i < 3; i++) {
+		int32_t *pp;
+		uint16_t *ss;
+
+		int4_rand(&pp, &ss, dims[i + 1], dims[i]);
+		p[i] = pp, sc[i] = ss;
+		h[i + 1] = malloc(4 * dims[i + 1]);
+		fg_ref_int4_matvec(h[i + 1], pp, ss, h[i], 1, dims[i + 1], dims[i]);
+		d[i + 1] = dnew(4 * dims[i + 1]);
+		rc = rc || fg_kint4_new(ctx, &w[i], pp, ss, dims[i + 1], dims[i], 0, &gerr);
+	}
+	for (int pass = 0; pass < 2 && !rc; pass++) {
+		fg_kctx_set_pdl(ctx, pass == 0);
+		for (int rep = 0; rep < 3 && !rc; rep++)
+			for (int i = 0; i < 3 && !rc; i++)
+				rc = fg_k_int4_matvec(ctx, d[i + 1], w[i], d[i], 1, &gerr);
+		rc = rc || dget(pass == 0 ? g_on : g_off, d[3], 4 * dims[3]);
+		fg_kmem_fill(ctx, d[1], 0xff, 4 * dims[1], &gerr);
+		fg_kmem_fill(ctx, d[2], 0xff, 4 * dims[2], &gerr);
+		fg_kmem_fill(ctx, d[3], 0xff, 4 * dims[3], &gerr);
+	}
+	fg_kctx_set_pdl(ctx, 1);
+	ok(!rc && worst_rel(g_on, h[3], NULL, dims[3], 1e-3, 1e-4) <= 1 && !memcmp(g_on, g_off, 4 * dims[3]),
+	   "three dependent int4 matvecs, PDL on and off: identical bits, within 1e-4 rel of the twins %s",
+	   rc ? gerr.msg : "");
+	for (int i = 0; i < 3; i++) {
+		fg_kint4_free(ctx, w[i]);
+		free(p[i]), free(sc[i]), free(h[i + 1]);
+	}
+	for (int i = 0; i < 4; i++)
+		fg_kmem_free(ctx, d[i]);
+	free(x), free(g_on), free(g_off);
 }
 
 static void gpu_bf16_matvec(void)
@@ -686,6 +736,7 @@ int main(int argc, char **argv)
 	}
 	printf("# device: %s\n", fg_kctx_device_name(ctx));
 	gpu_int4();
+	gpu_int4_chain();
 	gpu_bf16_matvec();
 	gpu_norms();
 	gpu_rope();
