@@ -307,6 +307,39 @@ static void test_materialize(struct fg_store *st)
 	fg_buf_release(&l);
 }
 
+/* Cross-device paths: commit from another file system, materialize onto one. */
+static void test_cross_device(struct fg_store *st)
+{
+	char dir[] = "/dev/shm/fgxdev.XXXXXX";
+	struct fg_buf src = FG_BUF_INIT, f = FG_BUF_INIT;
+	struct fg_err err = { 0, "" };
+	struct stat a, b;
+	int how = 0;
+
+	if (stat("/dev/shm", &a) || stat(fg_store_root(st), &b) || a.st_dev == b.st_dev ||
+	    !mkdtemp(dir)) {
+		ok(1, "# skip cross-device: no second file system at /dev/shm");
+		return;
+	}
+	fg_buf_printf(&src, NULL, "%s/blob.tmp", dir);
+	put(src.data, "", 0);
+	ok(fg_store_commit(st, src.data, H_EMPTY, H_EMPTY, &err) == 0 && fg_store_has(st, H_EMPTY) &&
+		   access(src.data, F_OK) != 0,
+	   "cross-device: commit copies, then removes the source (%s)", err.msg);
+	ok(fg_store_materialize(st, H_HELLO, dir, "out/h.txt", 0, &how, &err) == 0 &&
+		   how == FG_STORE_MAT_COPY,
+	   "cross-device: materialize falls back to a copy (%s)", err.msg);
+	fg_buf_printf(&f, NULL, "%s/out/h.txt", dir);
+	ok(!lstat(f.data, &a) && S_ISREG(a.st_mode) && a.st_size == 6, "cross-device: copied file");
+	unlink(f.data);
+	fg_buf_reset(&f);
+	fg_buf_printf(&f, NULL, "%s/out", dir);
+	rmdir(f.data);
+	rmdir(dir);
+	fg_buf_release(&src);
+	fg_buf_release(&f);
+}
+
 static int seen_root;
 static int on_root(void *ctx, const char *path)
 {
@@ -382,6 +415,7 @@ int main(void)
 		test_concurrent(st);
 		test_locks(st);
 		test_materialize(st);
+		test_cross_device(st);
 		test_verify_gc(st);
 	}
 	fg_store_free(st);
