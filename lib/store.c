@@ -351,6 +351,24 @@ static int copy_file(const char *src, const char *dst, int mode, struct fg_err *
 int fg_store_commit(struct fg_store *st, const char *tmp_path, const char *actual_hex,
 		    const char *expected_hex, struct fg_err *err)
 {
+	return fg_store_commit_ex(st, tmp_path, actual_hex, expected_hex, 0, err);
+}
+
+int fg_store_sync(struct fg_store *st, struct fg_err *err)
+{
+	int fd = open(st->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+
+	if (fd < 0)
+		return fg_err_set(err, FG_EIO, "open %s: %s", st->root, strerror(errno));
+	if (syncfs(fd))
+		rc = fg_err_set(err, FG_EIO, "syncfs %s: %s", st->root, strerror(errno));
+	close(fd);
+	return rc;
+}
+
+int fg_store_commit_ex(struct fg_store *st, const char *tmp_path, const char *actual_hex,
+		       const char *expected_hex, int flags, struct fg_err *err)
+{
 	struct fg_buf dst = FG_BUF_INIT, dir = FG_BUF_INIT, tmp2 = FG_BUF_INIT;
 	const char *src = tmp_path;
 	int fd, rc = 0;
@@ -372,7 +390,7 @@ int fg_store_commit(struct fg_store *st, const char *tmp_path, const char *actua
 	fd = open(tmp_path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return fg_err_set(err, FG_EIO, "commit %s: %s", tmp_path, strerror(errno));
-	if (fsync(fd)) {
+	if (!(flags & FG_STORE_COMMIT_NOSYNC) && fsync(fd)) {
 		rc = fg_err_set(err, FG_EIO, "fsync %s: %s", tmp_path, strerror(errno));
 		close(fd);
 		unlink(tmp_path);
@@ -402,9 +420,9 @@ int fg_store_commit(struct fg_store *st, const char *tmp_path, const char *actua
 			rc = fg_err_set(err, FG_EIO, "rename into %s: %s", dst.data, strerror(errno));
 		}
 	}
-	if (!rc)
+	if (!rc && !(flags & FG_STORE_COMMIT_NOSYNC))
 		rc = fg_fsync_dir(dir.data, err);
-	else
+	else if (rc)
 		unlink(tmp_path);
 	fg_buf_release(&dst);
 	fg_buf_release(&dir);
@@ -800,8 +818,16 @@ int fg_store_root_add(struct fg_store *st, const char *lock_path, struct fg_err 
 	}
 	if (!rc)
 		rc = fg_buf_printf(&line, err, "%s\n", abs);
-	if (!rc)
-		rc = fg_file_write_atomic(p.data, line.data, line.len, 0644, err);
+	if (!rc) {
+		/* already recorded: skip the write (and its two fsyncs) */
+		struct fg_buf old = FG_BUF_INIT;
+		int same = !fg_file_read(p.data, 1 << 16, &old, NULL) && old.len == line.len &&
+			   !memcmp(old.data, line.data, line.len);
+
+		fg_buf_release(&old);
+		if (!same)
+			rc = fg_file_write_atomic(p.data, line.data, line.len, 0644, err);
+	}
 	free(abs);
 	fg_buf_release(&p);
 	fg_buf_release(&line);

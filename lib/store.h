@@ -74,6 +74,15 @@ int fg_store_partial_remove(const struct fg_store *st, const char *key, struct f
  * writes); fg_store_import re-hashes instead. */
 int fg_store_commit(struct fg_store *st, const char *tmp_path, const char *actual_hex,
 		    const char *expected_hex, struct fg_err *err);
+/* fg_store_commit with flags. FG_STORE_COMMIT_NOSYNC skips the fsync of the
+ * file and of its folder: for committing many small blobs, the caller makes
+ * their data durable first and the renames after with one fg_store_sync each. */
+#define FG_STORE_COMMIT_NOSYNC 1
+int fg_store_commit_ex(struct fg_store *st, const char *tmp_path, const char *actual_hex,
+		       const char *expected_hex, int flags, struct fg_err *err);
+/* syncfs() on the store's file system. */
+int fg_store_sync(struct fg_store *st, struct fg_err *err);
+
 /* Hashes src, copies it into the store (unless present) and writes its digest
  * to out_hex. When expected_hex is given and differs: FG_EHASH, nothing kept. */
 int fg_store_import(struct fg_store *st, const char *src, const char *expected_hex,
