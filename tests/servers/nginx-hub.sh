@@ -21,7 +21,7 @@ start)
 	fi
 	for p in "$port" "$cdn"; do
 		i=0
-		until python3 -c "import socket,sys; s=socket.socket(); sys.exit(s.connect_ex(('127.0.0.1',$p)))" 2>/dev/null; do
+		until curl -s -o /dev/null "http://127.0.0.1:$p/"; do
 			i=$((i + 1)); [ $i -lt 100 ] || { echo "nginx did not start on $p" >&2; cat "$prefix/error.log" >&2; exit 1; }
 			sleep 0.05
 		done

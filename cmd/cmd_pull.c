@@ -1,0 +1,329 @@
+/* cmd_pull.c - `fgpack pull` (and `fgpack lock`): flags, progress on a
+ * terminal, the lock file, materializing, the --json summary. The work is in
+ * lib/pull.c. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "fsutil.h"
+#include "json.h"
+#include "lock.h"
+#include "manifest.h"
+#include "pull.h"
+#include "pullcmd.h"
+#include "ref.h"
+#include "store.h"
+
+static void usage(FILE *f, int is_lock)
+{
+	if (is_lock)
+		fprintf(f,
+			"usage: fgpack lock MANIFEST [-o FILE] [-j N] [--json] [--store DIR]\n\n"
+			"Resolves every component of MANIFEST (bucket folders, model repos) on the Hub,\n"
+			"fetches and sha256-hashes every file into the store, checks the manifest's pins,\n"
+			"and writes the manifest's entry into the lock file (other entries are kept).\n"
+			"The bytes are deterministic: the same remote content gives the same lock.\n\n"
+			"options:\n"
+			"  -o, --lock FILE  the lock file (default buckets.lock)\n"
+			"  -j N             concurrent transfers (default 8)\n"
+			"  --json           print a JSON summary (schema 1) on stdout\n"
+			"  --store DIR      the store (default $FGPACK_HOME, $XDG_CACHE_HOME/fgpack,\n"
+			"                   ~/.cache/fgpack)\n");
+	else
+		fprintf(f,
+			"usage: fgpack pull MANIFEST [--into DIR] [--locked] [--offline] [-j N]\n"
+			"                   [--json] [--lock FILE] [--store DIR]\n\n"
+			"Locks MANIFEST (unless the lock already has an up-to-date entry for it),\n"
+			"fetches every component into the content store (ranged, resumable, every\n"
+			"byte sha256-checked), checks the manifest's pins, writes the lock, and with\n"
+			"--into hard-links (or copies) each component into DIR/<its LOCAL_*_DIR path>.\n\n"
+			"options:\n"
+			"  --into DIR    materialize components under DIR (default: none)\n"
+			"  --locked      fail unless the lock has an entry for MANIFEST and the remote\n"
+			"                still matches it; never changes the lock\n"
+			"  --offline     never open a socket (also HF_HUB_OFFLINE=1); fails naming the\n"
+			"                first blob that is not in the store\n"
+			"  -j N          concurrent transfers: ranges of large files, small files (default 8)\n"
+			"  --json        print one JSON summary (schema 1) on stdout\n"
+			"  --lock FILE   the lock file (default buckets.lock)\n"
+			"  --store DIR   the store (default $FGPACK_HOME, $XDG_CACHE_HOME/fgpack,\n"
+			"                ~/.cache/fgpack)\n");
+}
+
+static void human(char *out, size_t n, double v)
+{
+	const char *u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	int i = 0;
+
+	while (v >= 1024 && i < 4) {
+		v /= 1024;
+		i++;
+	}
+	snprintf(out, n, i ? "%.1f %s" : "%.0f %s", v, u[i]);
+}
+
+static void progress(void *ud, const struct fg_fetch_progress *p)
+{
+	char done[32], total[32], rate[32], eta[32] = "";
+	int *shown = ud;
+
+	human(done, sizeof(done), (double)p->bytes_done);
+	human(total, sizeof(total), (double)p->bytes_total);
+	human(rate, sizeof(rate), p->rate);
+	if (p->rate > 0 && p->bytes_total > p->bytes_done)
+		snprintf(eta, sizeof(eta), " ETA %.0fs", (double)(p->bytes_total - p->bytes_done) / p->rate);
+	fprintf(stderr, "\r\033[K%zu/%zu files  %s / %s  %s/s%s", p->files_done, p->files_total, done,
+		total, rate, eta);
+	if (p->current && p->cur_size) {
+		const char *name = p->current;
+		size_t l = strlen(name);
+
+		if (l > 40)
+			name += l - 40;
+		fprintf(stderr, "  %s %.0f%%", name, 100.0 * (double)p->cur_done / (double)p->cur_size);
+	}
+	if (p->final)
+		fprintf(stderr, "\n");
+	*shown = 1;
+}
+
+/* The manifest's key in the lock: its path relative to the lock's folder when
+ * it lies below it, else as given (without a leading "./"). */
+static int manifest_key(struct fg_buf *out, const char *manifest, const char *lock_path,
+			struct fg_err *err)
+{
+	char mreal[PATH_MAX], ldir[PATH_MAX];
+	struct fg_buf lp = FG_BUF_INIT;
+	const char *slash = strrchr(lock_path, '/');
+	int rc = 0;
+
+	if (slash)
+		rc = fg_buf_append(&lp, lock_path, (size_t)(slash - lock_path), err);
+	else
+		rc = fg_buf_puts(&lp, ".", err);
+	if (!rc && realpath(manifest, mreal) && realpath(lp.data[0] ? lp.data : "/", ldir)) {
+		size_t n = strlen(ldir);
+
+		if (!strncmp(mreal, ldir, n) && mreal[n] == '/') {
+			fg_buf_release(&lp);
+			return fg_buf_puts(out, mreal + n + 1, err);
+		}
+	}
+	fg_buf_release(&lp);
+	while (!rc && manifest[0] == '.' && manifest[1] == '/')
+		manifest += 2;
+	return rc ? rc : fg_buf_puts(out, manifest, err);
+}
+
+static int env_int(const char *name, int lo, int hi, int def)
+{
+	const char *v = getenv(name);
+	int x;
+
+	if (v && *v && !fg_parse_int(v, lo, hi, &x))
+		return x;
+	return def;
+}
+
+static cJSON *summary(const char *verb, const char *key, const char *lock_path, const char *into,
+		      const struct fg_pull_report *rep, const struct fg_lock_manifest *lm, int offline)
+{
+	cJSON *o = cJSON_CreateObject(), *f, *comps;
+	struct fg_buf dir = FG_BUF_INIT;
+	size_t i, j;
+
+	cJSON_AddNumberToObject(o, "schema", 1);
+	cJSON_AddStringToObject(o, "command", verb);
+	cJSON_AddStringToObject(o, "manifest", key);
+	cJSON_AddStringToObject(o, "lock", lock_path);
+	if (into)
+		cJSON_AddStringToObject(o, "into", into);
+	else
+		cJSON_AddNullToObject(o, "into");
+	cJSON_AddBoolToObject(o, "offline", offline);
+	cJSON_AddBoolToObject(o, "resolved", rep->resolved);
+	cJSON_AddBoolToObject(o, "lock_changed", rep->lock_changed);
+	cJSON_AddNumberToObject(o, "files", (double)rep->files);
+	cJSON_AddNumberToObject(o, "bytes", (double)rep->bytes);
+	f = cJSON_AddObjectToObject(o, "fetch");
+	cJSON_AddNumberToObject(f, "bytes_net", (double)rep->fetch.bytes_net);
+	cJSON_AddNumberToObject(f, "bytes_resumed", (double)rep->fetch.bytes_resumed);
+	cJSON_AddNumberToObject(f, "bytes_present", (double)rep->fetch.bytes_present);
+	cJSON_AddNumberToObject(f, "files_fetched", (double)rep->fetch.files_fetched);
+	cJSON_AddNumberToObject(f, "files_present", (double)rep->fetch.files_present);
+	cJSON_AddNumberToObject(f, "seconds", (double)(long long)(rep->fetch.seconds * 1000) / 1000.0);
+	comps = cJSON_AddArrayToObject(o, "components");
+	for (i = 0; lm && i < lm->n_components; i++) {
+		const struct fg_lock_component *c = lm->components[i];
+		cJSON *co = cJSON_CreateObject();
+		unsigned long long bytes = 0;
+
+		for (j = 0; j < c->n_files; j++)
+			bytes += c->files[j].size;
+		cJSON_AddStringToObject(co, "key", c->key);
+		cJSON_AddStringToObject(co, "role", c->role);
+		cJSON_AddStringToObject(co, "kind", c->kind);
+		cJSON_AddStringToObject(co, "source", c->source);
+		if (c->revision)
+			cJSON_AddStringToObject(co, "revision", c->revision);
+		cJSON_AddNumberToObject(co, "files", (double)c->n_files);
+		cJSON_AddNumberToObject(co, "bytes", (double)bytes);
+		cJSON_AddStringToObject(co, "tree_digest", c->tree_digest);
+		fg_buf_reset(&dir);
+		if (into && !fg_pull_target_dir(&dir, into, c, NULL))
+			cJSON_AddStringToObject(co, "dir", dir.data);
+		cJSON_AddItemToArray(comps, co);
+	}
+	fg_buf_release(&dir);
+	return o;
+}
+
+int fg_cmd_pull_main(int argc, char **argv, int is_lock)
+{
+	const char *verb = is_lock ? "lock" : "pull";
+	const char *manifest = NULL, *into = NULL, *lock_path = "buckets.lock", *store_dir = NULL;
+	int json = 0, locked = 0, offline = 0, jobs = 8, i, rc, shown = 0, lock_existed;
+	struct fg_manifest *m = NULL;
+	struct fg_lock *lock = NULL;
+	struct fg_store *st = NULL;
+	struct fg_hub_env *env = NULL;
+	struct fg_pull_report rep;
+	struct fg_pull_opts po;
+	struct fg_buf key = FG_BUF_INIT;
+	struct fg_err err;
+	size_t links = 0, copies = 0;
+
+	fg_err_clear(&err);
+	if (fg_cmd_wants_help(argc, argv)) {
+		usage(stdout, is_lock);
+		return FG_EXIT_OK;
+	}
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (!strcmp(a, "--json")) {
+			json = 1;
+		} else if (!is_lock && !strcmp(a, "--locked")) {
+			locked = 1;
+		} else if (!is_lock && !strcmp(a, "--offline")) {
+			offline = 1;
+		} else if (!strcmp(a, "-j") || !strcmp(a, "--jobs")) {
+			if (++i >= argc || fg_parse_int(argv[i], 1, 256, &jobs))
+				return fg_cmd_usage_error(verb, "-j needs a number from 1 to 256");
+		} else if (!is_lock && !strcmp(a, "--into")) {
+			if (++i >= argc)
+				return fg_cmd_usage_error(verb, "--into needs a folder");
+			into = argv[i];
+		} else if (!strcmp(a, "--lock") || (is_lock && !strcmp(a, "-o"))) {
+			if (++i >= argc)
+				return fg_cmd_usage_error(verb, "%s needs a file", a);
+			lock_path = argv[i];
+		} else if (!strcmp(a, "--store")) {
+			if (++i >= argc)
+				return fg_cmd_usage_error(verb, "--store needs a folder");
+			store_dir = argv[i];
+		} else if (a[0] == '-' && a[1]) {
+			return fg_cmd_usage_error(verb, "unknown option %s", a);
+		} else if (!manifest) {
+			manifest = a;
+		} else {
+			return fg_cmd_usage_error(verb, "one manifest at a time (got %s too)", a);
+		}
+	}
+	if (!manifest)
+		return fg_cmd_usage_error(verb, "which manifest?");
+	rc = fg_manifest_load(&m, manifest, &err);
+	if (!rc)
+		rc = fg_hub_env_load(&env, &err);
+	if (!rc)
+		rc = manifest_key(&key, manifest, lock_path, &err);
+	if (!rc) {
+		rc = fg_lock_read(&lock, lock_path, &err);
+		lock_existed = !rc;
+		if (rc == FG_ENOTFOUND) {
+			fg_err_clear(&err);
+			rc = fg_lock_new(&lock, &err);
+		}
+	}
+	if (!rc)
+		rc = fg_store_open(&st, store_dir, &err);
+	if (rc)
+		goto out;
+	memset(&po, 0, sizeof(po));
+	po.key = key.data;
+	po.offline = offline;
+	po.locked = locked;
+	po.refresh = is_lock;
+	po.jobs = jobs;
+	po.stall_secs = env_int("FGPACK_STALL_SECS", 1, 3600, 0);
+	po.retry_base_ms = (unsigned)env_int("FGPACK_RETRY_BASE_MS", 1, 60000, 0);
+	if (isatty(2) && !getenv("FGPACK_NO_PROGRESS")) {
+		po.progress = progress;
+		po.progress_ud = &shown;
+	}
+	rc = fg_pull(&rep, lock, m, st, env, &po, &err);
+	if (rc)
+		goto out;
+	if (!locked && (rep.lock_changed || !lock_existed)) {
+		rc = fg_lock_write(lock_path, lock, &err);
+		if (rc)
+			goto out;
+	}
+	if (!locked || lock_existed) {
+		char real[PATH_MAX];
+
+		if (realpath(lock_path, real))
+			fg_store_root_add(st, real, NULL);
+	}
+	if (into) {
+		rc = fg_pull_materialize(fg_lock_find_manifest(lock, key.data), st, into, &links, &copies,
+					 &err);
+		if (rc)
+			goto out;
+	}
+	if (json) {
+		struct fg_buf out = FG_BUF_INIT;
+		cJSON *doc = summary(verb, key.data, lock_path, into, &rep,
+				     fg_lock_find_manifest(lock, key.data), offline || env->offline);
+
+		if (into) {
+			cJSON_AddNumberToObject(doc, "linked", (double)links);
+			cJSON_AddNumberToObject(doc, "copied", (double)copies);
+		}
+		if (!fg_json_write(&out, doc, 1, &err))
+			fwrite(out.data, 1, out.len, stdout);
+		fg_buf_release(&out);
+		cJSON_Delete(doc);
+	} else {
+		char b[32];
+
+		human(b, sizeof(b), (double)rep.bytes);
+		fprintf(stderr, "%s: %zu files, %s%s", key.data, rep.files, b,
+			rep.lock_changed || !lock_existed ? (locked ? "" : ", lock written") : ", lock unchanged");
+		if (rep.fetch.bytes_net) {
+			human(b, sizeof(b), (double)rep.fetch.bytes_net);
+			fprintf(stderr, ", fetched %s in %.2fs", b, rep.fetch.seconds);
+		}
+		if (into)
+			fprintf(stderr, ", materialized under %s (%zu linked, %zu copied)", into, links, copies);
+		fprintf(stderr, "\n");
+	}
+out:
+	if (shown && rc)
+		fprintf(stderr, "\n");
+	fg_buf_release(&key);
+	fg_manifest_free(m);
+	fg_lock_free(lock);
+	fg_store_free(st);
+	fg_hub_env_free(env);
+	return rc ? fg_cmd_fail(verb, &err) : FG_EXIT_OK;
+}
+
+int cmd_pull(int argc, char **argv)
+{
+	return fg_cmd_pull_main(argc, argv, 0);
+}

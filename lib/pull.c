@@ -1,0 +1,604 @@
+/* pull.c - resolve, fetch, lock, check pins, materialize (see pull.h). */
+#include "pull.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fsutil.h"
+#include "http.h"
+#include "hub.h"
+
+/* One file to have: where it comes from and what the lock will say. */
+struct want {
+	size_t comp;            /* index into the lock manifest's components */
+	char *rel;              /* path relative to the component source */
+	char *url, *what, *identity;
+	unsigned long long size;
+	char expect[FG_SHA256_HEX_LEN + 1]; /* "" when unknown */
+	struct fg_lock_remote remote;
+	int was_present;
+};
+
+struct plan {
+	struct want *w;
+	size_t n, cap;
+};
+
+static void remote_release(struct fg_lock_remote *r)
+{
+	free(r->xet_hash);
+	free(r->mtime);
+	free(r->uploaded_at);
+	free(r->etag);
+	free(r->commit);
+	free(r->oid);
+	free(r->url);
+	memset(r, 0, sizeof(*r));
+}
+
+static void plan_release(struct plan *p)
+{
+	size_t i;
+
+	for (i = 0; i < p->n; i++) {
+		free(p->w[i].rel);
+		free(p->w[i].url);
+		free(p->w[i].what);
+		free(p->w[i].identity);
+		remote_release(&p->w[i].remote);
+	}
+	free(p->w);
+	memset(p, 0, sizeof(*p));
+}
+
+static char *sdup(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+static struct want *plan_add(struct plan *p, struct fg_err *err)
+{
+	if (p->n == p->cap) {
+		size_t nc = p->cap ? p->cap * 2 : 32;
+		struct want *nw = realloc(p->w, nc * sizeof(*nw));
+
+		if (!nw) {
+			fg_err_set(err, FG_ENOMEM, "out of memory");
+			return NULL;
+		}
+		p->w = nw;
+		p->cap = nc;
+	}
+	memset(&p->w[p->n], 0, sizeof(p->w[p->n]));
+	return &p->w[p->n++];
+}
+
+static int set_identity(struct want *w)
+{
+	struct fg_buf b = FG_BUF_INIT;
+	int rc = fg_buf_printf(&b, NULL, "size=%llu xet=%s commit=%s oid=%s etag=%s", w->size,
+			       w->remote.xet_hash ? w->remote.xet_hash : "",
+			       w->remote.commit ? w->remote.commit : "", w->remote.oid ? w->remote.oid : "",
+			       w->remote.etag ? w->remote.etag : "");
+
+	if (!rc)
+		w->identity = fg_buf_detach(&b, NULL);
+	fg_buf_release(&b);
+	return rc || !w->identity ? FG_ENOMEM : 0;
+}
+
+/* Lists a bucket component and plans its files. */
+static int plan_bucket(struct plan *p, size_t ci, const struct fg_component *mc, struct fg_http *h,
+		       const struct fg_hub_env *env, struct fg_err *err)
+{
+	struct fg_hub_list l;
+	struct fg_buf url = FG_BUF_INIT, what = FG_BUF_INIT;
+	size_t i;
+	int rc;
+
+	rc = fg_hub_bucket_tree(&l, h, env->endpoint, mc->ref, err);
+	if (rc)
+		return fg_err_wrap(err, "%s", mc->key);
+	for (i = 0; !rc && i < l.n; i++) {
+		const struct fg_hub_file *f = &l.files[i];
+		const char *rel = fg_ref_rel(mc->ref, f->path);
+		struct want *w;
+
+		if (!rel || !fg_path_is_safe_rel(rel))
+			continue;
+		fg_buf_reset(&url);
+		fg_buf_reset(&what);
+		rc = fg_url_bucket_resolve(&url, env->endpoint, mc->ref, f->path, err);
+		if (!rc)
+			rc = fg_buf_printf(&what, err, "%s/%s", mc->key, rel);
+		if (rc || !(w = plan_add(p, err))) {
+			rc = rc ? rc : FG_ENOMEM;
+			break;
+		}
+		w->comp = ci;
+		w->size = f->size;
+		w->rel = strdup(rel);
+		w->url = fg_buf_detach(&url, NULL);
+		w->what = fg_buf_detach(&what, NULL);
+		w->remote.xet_hash = sdup(f->xet_hash);
+		w->remote.mtime = sdup(f->mtime);
+		if (!w->rel || !w->url || !w->what || set_identity(w))
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	fg_hub_list_release(&l);
+	fg_buf_release(&url);
+	fg_buf_release(&what);
+	return rc;
+}
+
+/* Lists a model repo component at its revision, pins the commit, plans files. */
+static int plan_model(struct plan *p, size_t ci, const struct fg_component *mc, struct fg_http *h,
+		      const struct fg_hub_env *env, char **commit_out, struct fg_err *err)
+{
+	struct fg_hub_list l;
+	struct fg_buf url = FG_BUF_INIT, what = FG_BUF_INIT;
+	char *commit = NULL;
+	size_t i;
+	int rc;
+
+	rc = fg_hub_model_tree(&l, h, env->endpoint, mc->ref, NULL, err);
+	if (rc)
+		return fg_err_wrap(err, "%s", mc->key);
+	if (l.n) {
+		struct fg_hub_head hd;
+
+		rc = fg_url_model_resolve(&url, env->endpoint, mc->ref, NULL, l.files[0].path, err);
+		if (!rc)
+			rc = fg_hub_head(&hd, h, url.data, mc->key, err);
+		if (!rc) {
+			commit = hd.commit;
+			hd.commit = NULL;
+			fg_hub_head_release(&hd);
+		}
+	}
+	if (!rc && !commit)
+		commit = strdup(fg_ref_revision(mc->ref));
+	for (i = 0; !rc && i < l.n; i++) {
+		const struct fg_hub_file *f = &l.files[i];
+		const char *rel = fg_ref_rel(mc->ref, f->path);
+		struct want *w;
+
+		if (!rel || !fg_path_is_safe_rel(rel))
+			continue;
+		fg_buf_reset(&url);
+		fg_buf_reset(&what);
+		rc = fg_url_model_resolve(&url, env->endpoint, mc->ref, commit, f->path, err);
+		if (!rc)
+			rc = fg_buf_printf(&what, err, "%s/%s", mc->key, rel);
+		if (rc || !(w = plan_add(p, err))) {
+			rc = rc ? rc : FG_ENOMEM;
+			break;
+		}
+		w->comp = ci;
+		w->size = f->size;
+		w->rel = strdup(rel);
+		w->url = fg_buf_detach(&url, NULL);
+		w->what = fg_buf_detach(&what, NULL);
+		w->remote.oid = sdup(f->oid);
+		w->remote.commit = sdup(commit);
+		if (f->lfs_sha256)
+			memcpy(w->expect, f->lfs_sha256, FG_SHA256_HEX_LEN + 1);
+		if (!w->rel || !w->url || !w->what || set_identity(w))
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	fg_hub_list_release(&l);
+	fg_buf_release(&url);
+	fg_buf_release(&what);
+	if (rc)
+		free(commit);
+	else
+		*commit_out = commit;
+	return rc;
+}
+
+/* Plans the files of an up-to-date lock entry (nothing is listed). */
+static int plan_from_lock(struct plan *p, const struct fg_lock_manifest *lm,
+			  const struct fg_manifest *m, const struct fg_hub_env *env, struct fg_err *err)
+{
+	struct fg_buf url = FG_BUF_INIT, what = FG_BUF_INIT, full = FG_BUF_INIT;
+	size_t ci, i;
+	int rc = 0;
+
+	for (ci = 0; !rc && ci < lm->n_components; ci++) {
+		const struct fg_lock_component *c = lm->components[ci];
+		const struct fg_component *mc = fg_manifest_component(m, c->key);
+
+		for (i = 0; !rc && i < c->n_files; i++) {
+			const struct fg_lock_file *f = &c->files[i];
+			struct want *w;
+
+			fg_buf_reset(&url);
+			fg_buf_reset(&what);
+			fg_buf_reset(&full);
+			rc = fg_buf_printf(&what, err, "%s/%s", c->key, f->path);
+			if (!rc && mc && env && (mc->ref->kind == FG_REF_BUCKET || mc->ref->kind == FG_REF_MODEL)) {
+				/* a ref naming one file keeps that file's own path */
+				if (mc->ref->path && *mc->ref->path && c->n_files == 1 &&
+				    fg_ref_rel(mc->ref, mc->ref->path) &&
+				    !strcmp(fg_ref_rel(mc->ref, mc->ref->path), f->path))
+					rc = fg_buf_puts(&full, mc->ref->path, err);
+				else
+					rc = fg_ref_full(&full, mc->ref, f->path, err);
+				if (!rc && mc->ref->kind == FG_REF_BUCKET)
+					rc = fg_url_bucket_resolve(&url, env->endpoint, mc->ref, full.data, err);
+				else if (!rc)
+					rc = fg_url_model_resolve(&url, env->endpoint, mc->ref, c->revision,
+								  full.data, err);
+			} else if (!rc && f->remote.url) {
+				rc = fg_buf_puts(&url, f->remote.url, err);
+			} else if (!rc) {
+				rc = fg_buf_puts(&url, "unknown:", err);
+			}
+			if (rc || !(w = plan_add(p, err))) {
+				rc = rc ? rc : FG_ENOMEM;
+				break;
+			}
+			w->comp = ci;
+			w->size = f->size;
+			w->rel = strdup(f->path);
+			w->url = fg_buf_detach(&url, NULL);
+			w->what = fg_buf_detach(&what, NULL);
+			memcpy(w->expect, f->sha256, sizeof(w->expect));
+			w->remote.xet_hash = sdup(f->remote.xet_hash);
+			w->remote.commit = sdup(f->remote.commit);
+			w->remote.oid = sdup(f->remote.oid);
+			w->remote.etag = sdup(f->remote.etag);
+			if (!w->rel || !w->url || !w->what || set_identity(w))
+				rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+		}
+	}
+	fg_buf_release(&url);
+	fg_buf_release(&what);
+	fg_buf_release(&full);
+	return rc;
+}
+
+static int entry_usable(const struct fg_lock_manifest *lm, const struct fg_manifest *m)
+{
+	size_t i;
+
+	if (!lm || strcmp(lm->sha256, m->sha256) || lm->n_components != m->n_components)
+		return 0;
+	for (i = 0; i < m->n_components; i++)
+		if (!fg_lock_find_component(lm, m->components[i].key))
+			return 0;
+	return 1;
+}
+
+static int fetch_plan(struct fg_pull_report *rep, struct plan *p, struct fg_store *st,
+		      struct fg_http *h, const struct fg_pull_opts *o, struct fg_fetch_item **items_out,
+		      struct fg_err *err)
+{
+	struct fg_fetch_item *items = calloc(p->n ? p->n : 1, sizeof(*items));
+	struct fg_fetch_opts fo;
+	size_t i;
+	int rc;
+
+	*items_out = items;
+	if (!items)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	for (i = 0; i < p->n; i++) {
+		items[i].url = p->w[i].url;
+		items[i].what = p->w[i].what;
+		items[i].size = p->w[i].size;
+		items[i].expect_sha256 = p->w[i].expect[0] ? p->w[i].expect : NULL;
+		items[i].identity = p->w[i].identity;
+		p->w[i].was_present = p->w[i].expect[0] && fg_store_has(st, p->w[i].expect);
+	}
+	memset(&fo, 0, sizeof(fo));
+	fo.jobs = o->jobs;
+	fo.progress = o->progress;
+	fo.progress_ud = o->progress_ud;
+	rc = fg_fetch_run(&rep->fetch, st, h, items, p->n, &fo, err);
+	return rc;
+}
+
+/* True when a remote identity says the same content as the lock's. */
+static int same_remote(const struct fg_lock_remote *a, const struct fg_lock_remote *b)
+{
+#define SAME(f) ((!a->f && !b->f) || (a->f && b->f && !strcmp(a->f, b->f)))
+	return SAME(xet_hash) && SAME(oid) && SAME(commit);
+#undef SAME
+}
+
+/* --locked: the listing (p) must equal the lock entry file for file. */
+static int compare_with_lock(const struct plan *p, const struct fg_lock_manifest *lm,
+			     const struct fg_manifest *m, struct fg_err *err)
+{
+	size_t ci, i, seen;
+
+	for (ci = 0; ci < m->n_components; ci++) {
+		const struct fg_lock_component *c = fg_lock_find_component(lm, m->components[ci].key);
+
+		seen = 0;
+		for (i = 0; i < p->n; i++) {
+			const struct want *w = &p->w[i];
+			const struct fg_lock_file *f;
+
+			if (w->comp != ci)
+				continue;
+			seen++;
+			f = fg_lock_find_file(c, w->rel);
+			if (!f)
+				return fg_err_set(err, FG_EMISMATCH,
+						  "--locked: %s: %s appeared on the remote since the lock",
+						  c->key, w->rel);
+			if (f->size != w->size)
+				return fg_err_set(err, FG_EMISMATCH,
+						  "--locked: %s: %s changed size on the remote (%llu in the lock, %llu now)",
+						  c->key, w->rel, f->size, w->size);
+			if (!same_remote(&f->remote, &w->remote))
+				return fg_err_set(err, FG_EMISMATCH,
+						  "--locked: %s: %s changed on the remote since the lock (%s)",
+						  c->key, w->rel,
+						  w->remote.xet_hash ? "xetHash differs" : "commit or oid differs");
+		}
+		if (seen != c->n_files)
+			return fg_err_set(err, FG_EMISMATCH,
+					  "--locked: %s: %zu file(s) in the lock, %zu on the remote", c->key,
+					  c->n_files, seen);
+	}
+	return 0;
+}
+
+/* Removes blobs this run added for component ci (pin failure). */
+static void drop_new_blobs(const struct plan *p, const struct fg_fetch_item *items, size_t ci,
+			   struct fg_store *st)
+{
+	size_t i;
+	struct fg_buf path = FG_BUF_INIT;
+
+	for (i = 0; i < p->n; i++) {
+		if (p->w[i].comp != ci || items[i].present || !items[i].sha256[0])
+			continue;
+		fg_buf_reset(&path);
+		if (!fg_store_blob_path(&path, st, items[i].sha256, NULL))
+			unlink(path.data);
+	}
+	fg_buf_release(&path);
+}
+
+static int open_http(struct fg_http **h, const struct fg_hub_env *env, const struct fg_pull_opts *o,
+		     struct fg_err *err)
+{
+	struct fg_http_opts ho;
+
+	if (*h)
+		return 0;
+	if (o->offline || env->offline)
+		return fg_err_set(err, FG_EOFFLINE, "offline: would need the network");
+	fg_http_opts_default(&ho);
+	ho.hub_url = env->endpoint;
+	ho.token = env->token;
+	if (o->stall_secs > 0)
+		ho.stall_secs = o->stall_secs;
+	if (o->retry_base_ms)
+		ho.retry_base_ms = o->retry_base_ms;
+	return fg_http_new(h, &ho, err);
+}
+
+int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_manifest *m,
+	    struct fg_store *st, const struct fg_hub_env *env, const struct fg_pull_opts *o,
+	    struct fg_err *err)
+{
+	struct fg_lock_manifest *old = fg_lock_find_manifest(lock, o->key), *lm = NULL;
+	struct plan p = { 0 }, listed = { 0 };
+	struct fg_fetch_item *items = NULL;
+	struct fg_http *h = NULL;
+	char **commits = NULL;
+	int usable = entry_usable(old, m), offline = o->offline || env->offline, rc = 0;
+	size_t i, ci;
+
+	memset(rep, 0, sizeof(*rep));
+	if (offline && !usable)
+		return fg_err_set(err, FG_EOFFLINE,
+				  "offline: the lock has no up-to-date entry for %s (run 'fgpack lock' online first)",
+				  o->key);
+	if (o->locked && !usable)
+		return fg_err_set(err, FG_EMISMATCH,
+				  "--locked: the lock has no up-to-date entry for %s (run 'fgpack lock')", o->key);
+	if (usable && !o->refresh && !o->locked) {
+		/* fast path: the lock says it all */
+		rc = plan_from_lock(&p, old, m, env, err);
+		for (i = 0; !rc && i < p.n; i++)
+			if (!fg_store_has(st, p.w[i].expect))
+				break;
+		if (!rc && i < p.n && !offline)
+			rc = open_http(&h, env, o, err);
+		if (!rc)
+			rc = fetch_plan(rep, &p, st, h, o, &items, err);
+		for (ci = 0; !rc && ci < old->n_components; ci++)
+			rc = fg_lock_check_pins(old->components[ci], err);
+		lm = old;
+		goto done;
+	}
+	if (offline) {
+		rc = fg_err_set(err, FG_EOFFLINE, "offline: cannot resolve %s", o->key);
+		goto done;
+	}
+	rc = open_http(&h, env, o, err);
+	if (rc)
+		goto done;
+	commits = calloc(m->n_components ? m->n_components : 1, sizeof(*commits));
+	if (!commits) {
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+		goto done;
+	}
+	rep->resolved = 1;
+	for (ci = 0; !rc && ci < m->n_components; ci++) {
+		const struct fg_component *mc = &m->components[ci];
+
+		switch (mc->ref->kind) {
+		case FG_REF_BUCKET:
+			rc = plan_bucket(&listed, ci, mc, h, env, err);
+			break;
+		case FG_REF_MODEL:
+			rc = plan_model(&listed, ci, mc, h, env, &commits[ci], err);
+			break;
+		default:
+			rc = fg_err_set(err, FG_EUNSUPPORTED, "%s: %s references are not fetched yet",
+					mc->key, fg_ref_kind_name(mc->ref->kind));
+		}
+	}
+	if (rc)
+		goto done;
+	if (o->locked) {
+		rc = compare_with_lock(&listed, old, m, err);
+		for (ci = 0; !rc && ci < m->n_components; ci++) {
+			const struct fg_lock_component *c = fg_lock_find_component(old, m->components[ci].key);
+
+			if (commits[ci] && c->revision && strcmp(commits[ci], c->revision))
+				rc = fg_err_set(err, FG_EMISMATCH,
+						"--locked: %s: revision moved to %s (lock has %s)", c->key,
+						commits[ci], c->revision);
+		}
+		if (!rc)
+			rc = plan_from_lock(&p, old, m, env, err);
+		if (!rc)
+			rc = fetch_plan(rep, &p, st, h, o, &items, err);
+		for (ci = 0; !rc && ci < old->n_components; ci++)
+			rc = fg_lock_check_pins(old->components[ci], err);
+		lm = old;
+		goto done;
+	}
+	/* reuse digests the old entry knew for unchanged files */
+	for (i = 0; old && i < listed.n; i++) {
+		struct want *w = &listed.w[i];
+		const struct fg_lock_component *c = fg_lock_find_component(old, m->components[w->comp].key);
+		const struct fg_lock_file *f = c ? fg_lock_find_file(c, w->rel) : NULL;
+
+		if (!w->expect[0] && f && f->size == w->size && same_remote(&f->remote, &w->remote) &&
+		    (w->remote.xet_hash || w->remote.oid))
+			memcpy(w->expect, f->sha256, sizeof(w->expect));
+	}
+	rc = fetch_plan(rep, &listed, st, h, o, &items, err);
+	if (rc)
+		goto done;
+	/* the new entry (replaces the old one; old is gone after this) */
+	{
+		struct fg_lock_manifest *nlm = NULL;
+		char *before = NULL;
+		struct fg_buf a = FG_BUF_INIT;
+
+		if (old && !fg_lock_serialize(&a, lock, NULL))
+			before = fg_buf_detach(&a, NULL);
+		old = NULL;
+		rc = fg_lock_add_from_manifest(&nlm, lock, o->key, m, err);
+		for (ci = 0; !rc && ci < m->n_components; ci++) {
+			struct fg_lock_component *c = fg_lock_find_component(nlm, m->components[ci].key);
+
+			if (commits[ci] && !c->revision && !(c->revision = strdup(commits[ci])))
+				rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+			for (i = 0; !rc && i < listed.n; i++)
+				if (listed.w[i].comp == ci)
+					rc = fg_lock_component_add_file(c, listed.w[i].rel, listed.w[i].size,
+									items[i].sha256, &listed.w[i].remote, err);
+			if (!rc)
+				rc = fg_lock_component_finish(c, err);
+			if (!rc && fg_lock_check_pins(c, err)) {
+				rc = err ? err->code : FG_EMISMATCH;
+				drop_new_blobs(&listed, items, ci, st);
+			}
+		}
+		if (!rc) {
+			struct fg_buf b = FG_BUF_INIT;
+
+			rep->lock_changed = 1;
+			if (before && !fg_lock_serialize(&b, lock, NULL) && !strcmp(b.data, before))
+				rep->lock_changed = 0;
+			fg_buf_release(&b);
+		}
+		free(before);
+		lm = nlm;
+	}
+done:
+	if (!rc && lm) {
+		for (ci = 0; ci < lm->n_components; ci++) {
+			rep->files += lm->components[ci]->n_files;
+			for (i = 0; i < lm->components[ci]->n_files; i++)
+				rep->bytes += lm->components[ci]->files[i].size;
+		}
+	}
+	if (commits)
+		for (ci = 0; ci < m->n_components; ci++)
+			free(commits[ci]);
+	free(commits);
+	free(items);
+	plan_release(&p);
+	plan_release(&listed);
+	fg_http_free(h);
+	return rc;
+}
+
+int fg_pull_target_dir(struct fg_buf *out, const char *into, const struct fg_lock_component *c,
+		       struct fg_err *err)
+{
+	const char *t = c->target;
+
+	if (t) {
+		while (*t == '/')
+			t++;
+		if (!*t)
+			return fg_err_set(err, FG_EINVAL, "%s: target %s is the root", c->key, c->target);
+		if (!fg_path_is_safe_rel(t))
+			return fg_err_set(err, FG_EINVAL, "%s: target %s is not a safe path", c->key,
+					  c->target);
+		return fg_path_join(out, into, t, err);
+	}
+	if (!fg_path_is_safe_rel(c->key))
+		return fg_err_set(err, FG_EINVAL, "%s: key is not a safe folder name", c->key);
+	return fg_buf_printf(out, err, "%s/_components/%s", into, c->key);
+}
+
+int fg_pull_materialize(const struct fg_lock_manifest *lm, struct fg_store *st, const char *into,
+			size_t *links, size_t *copies, struct fg_err *err)
+{
+	struct fg_buf dir = FG_BUF_INIT, dst = FG_BUF_INIT, blob = FG_BUF_INIT;
+	size_t ci, i, nl = 0, nc = 0;
+	int rc = 0;
+
+	for (ci = 0; !rc && ci < lm->n_components; ci++) {
+		const struct fg_lock_component *c = lm->components[ci];
+
+		fg_buf_reset(&dir);
+		rc = fg_pull_target_dir(&dir, into, c, err);
+		if (!rc)
+			rc = fg_mkdir_p(dir.data, 0755, err);
+		for (i = 0; !rc && i < c->n_files; i++) {
+			int how = 0;
+			struct stat ds, bs;
+
+			/* already there as a link to the same blob: nothing to do */
+			fg_buf_reset(&dst);
+			fg_buf_reset(&blob);
+			if (!fg_path_join(&dst, dir.data, c->files[i].path, NULL) &&
+			    !fg_store_blob_path(&blob, st, c->files[i].sha256, NULL) &&
+			    !lstat(dst.data, &ds) && S_ISREG(ds.st_mode) && !stat(blob.data, &bs) &&
+			    ds.st_ino == bs.st_ino && ds.st_dev == bs.st_dev) {
+				nl++;
+				continue;
+			}
+			rc = fg_store_materialize(st, c->files[i].sha256, dir.data, c->files[i].path, 0, &how,
+						  err);
+			if (!rc && how == FG_STORE_MAT_COPY)
+				nc++;
+			else if (!rc)
+				nl++;
+		}
+	}
+	fg_buf_release(&dir);
+	fg_buf_release(&dst);
+	fg_buf_release(&blob);
+	if (links)
+		*links = nl;
+	if (copies)
+		*copies = nc;
+	return rc;
+}

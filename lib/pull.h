@@ -1,0 +1,64 @@
+/* pull.h - a manifest's components into the store and its lock entry: the
+ * logic behind `fgpack lock` and `fgpack pull` (cmd/ only parses flags and prints).
+ *
+ * fg_pull decides from the lock entry for the manifest (same key and same
+ * manifest sha256, every component present) whether the remote must be
+ * listed again:
+ *   - offline: never; every locked blob must be in the store (FG_EOFFLINE
+ *     names the first missing one);
+ *   - locked: the remote is listed and must match the lock exactly (file set,
+ *     sizes, xetHash / commit), else FG_EMISMATCH naming what changed; the
+ *     lock entry is not changed;
+ *   - otherwise an up-to-date entry is used as is (no network when every blob
+ *     is present), and a missing or stale entry is resolved afresh: list,
+ *     fetch (files whose remote identity is unchanged and whose blob is
+ *     present are not fetched again), hash, and replace the entry.
+ * Pins are checked on every path; a component that fails its pin leaves none
+ * of the blobs this run added for it in the store. */
+#ifndef FG_PULL_H
+#define FG_PULL_H
+
+#include "err.h"
+#include "fetch.h"
+#include "lock.h"
+#include "manifest.h"
+#include "ref.h"
+#include "store.h"
+
+struct fg_pull_opts {
+	const char *key;  /* the manifest's key in the lock, e.g. "manifests/demo.json" */
+	int offline;      /* never open a socket */
+	int locked;       /* the remote must still match the lock */
+	int refresh;      /* resolve again even when the entry is up to date (fgpack lock) */
+	int jobs;         /* concurrent transfers */
+	long stall_secs;  /* 0: default */
+	unsigned retry_base_ms; /* 0: default */
+	void (*progress)(void *ud, const struct fg_fetch_progress *p);
+	void *progress_ud;
+};
+
+struct fg_pull_report {
+	struct fg_fetch_stats fetch;
+	int resolved;      /* the remote was listed */
+	int lock_changed;  /* the entry differs from the one that was in the lock */
+	size_t files;
+	unsigned long long bytes;
+};
+
+/* Pulls m into st and leaves its entry (key opts->key) in lock (which may
+ * hold other manifests; they are kept). */
+int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_manifest *m,
+	    struct fg_store *st, const struct fg_hub_env *env, const struct fg_pull_opts *opts,
+	    struct fg_err *err);
+
+/* The folder a component is materialized in: into + its target without the
+ * leading '/', or into/_components/<key> when it has no target. */
+int fg_pull_target_dir(struct fg_buf *out, const char *into, const struct fg_lock_component *c,
+		       struct fg_err *err);
+
+/* Hard-links (copy fallback) every file of every component of lm into its
+ * target dir; *links and *copies (may be NULL) count how. */
+int fg_pull_materialize(const struct fg_lock_manifest *lm, struct fg_store *st, const char *into,
+			size_t *links, size_t *copies, struct fg_err *err);
+
+#endif
