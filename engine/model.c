@@ -80,11 +80,23 @@ static int bind_lin(struct fg_g4_model *m, struct fg_lin *l, const char *name, i
 		snprintf(k2, sizeof(k2), "%s.weight_shape", name);
 		shp = find(m, k2);
 		if (shp) {
-			if (shp->dtype != FG_ST_I32 || shp->nelem != 2)
-				return fg_err_set(err, FG_EFORMAT, "tensor %s%s: expected 2 I32 values", m->prefix, k2);
-			memcpy(dims, shp->data, 8);
-			dims[0] = (int32_t)fg_le32(&dims[0]);
-			dims[1] = (int32_t)fg_le32(&dims[1]);
+			/* compressed-tensors writes int64 (torch.tensor(shape)); accept int32 too */
+			const uint8_t *b = shp->data;
+			int wide = shp->dtype == FG_ST_I64;
+
+			if ((shp->dtype != FG_ST_I32 && !wide) || shp->nelem != 2)
+				return fg_err_set(err, FG_EFORMAT, "tensor %s%s: expected 2 I64 (or I32) values", m->prefix,
+						  k2);
+			if (wide) {
+				uint64_t d0 = fg_le32(b) | (uint64_t)fg_le32(b + 4) << 32;
+				uint64_t d1 = fg_le32(b + 8) | (uint64_t)fg_le32(b + 12) << 32;
+
+				dims[0] = d0 > 0x7fffffff ? -1 : (int32_t)d0;
+				dims[1] = d1 > 0x7fffffff ? -1 : (int32_t)d1;
+			} else {
+				dims[0] = (int32_t)fg_le32(b);
+				dims[1] = (int32_t)fg_le32(b + 4);
+			}
 			if (dims[0] != rows || dims[1] != cols)
 				return fg_err_set(err, FG_EFORMAT, "tensor %s%s says %d x %d, expected %d x %d",
 						  m->prefix, k2, dims[0], dims[1], rows, cols);

@@ -68,5 +68,12 @@ if [ "$a" = "$b" ]; then ok "--prompt and --ids of its encoding generate the sam
 mkdir -p "$WORK/notok" && ln -s "$TOP/$FIX/bf16/config.json" "$TOP/$FIX/bf16/model.safetensors" "$WORK/notok/"
 "$FGPACK" run --model "$WORK/notok" --prompt hi >"$WORK/nt" 2>&1 && not_ok "--prompt without tokenizer.json should fail" || ok "--prompt without tokenizer.json fails"
 check_grep "... naming the missing tokenizer.json" "no tokenizer.json" "$WORK/nt"
+# the INT4 fixture is `fgpack bake int4 --group 32` of the bf16 one; rebaking
+# reproduces it, and numpy's own compressed-tensors quantizer agrees
+mkdir -p "$WORK/src" && cp $FIX/bf16/config.json $FIX/bf16/model.safetensors $FIX/bf16/tokenizer.json "$WORK/src/"
+"$FGPACK" bake int4 "$WORK/src" "$WORK/baked" --group 32 --no-sync >/dev/null 2>&1
+check "fgpack bake int4 of the bf16 fixture reproduces the INT4 fixture byte for byte" cmp "$WORK/baked/model.safetensors" $FIX/int4/model.safetensors
+check "numpy's compressed-tensors quantizer (tests/oracle) agrees with the bake, value for value" \
+	$PY tests/oracle/tiny_gemma4.py --compare-int4 $FIX/bf16 "$WORK/baked" 32
 check "run --help" "$FGPACK" run --help
 finish

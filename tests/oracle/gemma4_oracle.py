@@ -75,6 +75,12 @@ def build(text, window=None):
     from transformers import Gemma4ForCausalLM, Gemma4TextConfig
     text = dict(text)
     text.pop("model_type", None)
+    # a canonical JSON writer (fgpack's) prints 30.0 as 30; transformers'
+    # strict config wants floats there
+    for k in ("final_logit_softcapping", "rms_norm_eps", "initializer_range", "attention_dropout"):
+        if isinstance(text.get(k), int) and not isinstance(text.get(k), bool):
+            log("  config key %s = %r is an integer; passing it as a float" % (k, text[k]))
+            text[k] = float(text[k])
     if window:
         text["sliding_window"] = window
     log("  Gemma4TextConfig signature:", inspect.signature(Gemma4TextConfig))

@@ -2,23 +2,21 @@
 """tiny_gemma4.py - builds the tiny random-weight Gemma 4 text models the engine
 is tested against, and holds a plain numpy forward pass of the same math.
 
-Runs anywhere numpy exists (Debian python3-numpy). It writes two checkpoint
-folders, each a config.json in the layout of google/gemma-4-E4B (text keys under
-"text_config", tensors named model.language_model.*) plus one model.safetensors:
-
-  bf16/   every tensor bf16
-  int4/   the same model with every Linear of the decoder group-quantized to
-          INT4 (compressed-tensors "pack-quantized", symmetric, group 32,
-          scale = absmax / 7.5 stored bf16, q = clamp(rint(w / scale), -8, 7)
-          stored as the nibble q + 8); norms and layer scalars stored f32 so
-          the f32 path is exercised too.
+Runs anywhere numpy exists (Debian python3-numpy). It writes OUTDIR/bf16:
+config.json in the layout of google/gemma-4-E4B (text keys under "text_config",
+tensors named model.language_model.*) plus a bf16 model.safetensors. The INT4
+fixture is that folder baked by `fgpack bake int4 --group 32`; --compare-int4
+checks the bake against this file's own compressed-tensors quantizer
+(quantize_int4, docs/formats/int4.md), tensor value by tensor value. --int4
+also writes that quantizer's own checkpoint to OUTDIR/int4-py (norms in F32).
 
 The numpy forward is used to choose the init (greedy continuations must vary,
 margins must not be tiny) and, on the GPU machine, as a cross-check of this
 project's reading of the transformers code. transformers itself
 (gemma4_oracle.py) produces the reference numbers the C engine is held to.
 
-usage: tiny_gemma4.py OUTDIR [--seed N] [--check]
+usage: tiny_gemma4.py OUTDIR [--seed N] [--int4] [--check]
+       tiny_gemma4.py --compare-int4 BF16_DIR BAKED_DIR GROUP
 """
 import json
 import math
@@ -146,6 +144,8 @@ def read_safetensors(path):
             a = np.frombuffer(raw, dtype=np.float32).copy()
         elif dt == "I32":
             a = np.frombuffer(raw, dtype=np.int32).copy()
+        elif dt == "I64":
+            a = np.frombuffer(raw, dtype=np.int64).copy()
         else:
             raise ValueError("dtype " + dt)
         out[name] = a.reshape(t["shape"])
@@ -214,16 +214,17 @@ def is_linear(name):
 
 
 def quantize_int4(wt, group):
-    """compressed-tensors symmetric group quantization of one [out, in] matrix.
-    Returns (packed int32 [out, in/8], scale bf16 bits [out, in/group],
-    dequantized fp32)."""
+    """compressed-tensors symmetric group quantization of one [out, in] matrix
+    (docs/formats/int4.md): s = bf16(absmax / 7.5) (2^-7 when 0),
+    q = rint_half_even(clamp(bf16(w / s), -8, 7)). Returns (packed int32
+    [out, in/8], scale bf16 bits [out, in/group], dequantized fp32)."""
     out_f, in_f = wt.shape
     g = wt.reshape(out_f, in_f // group, group)
     absmax = np.abs(g).max(axis=2)
     scale = bf16_round(absmax / np.float32(7.5))
-    safe = np.where(scale == 0, np.float32(1), scale)
-    q = np.clip(np.rint(g / safe[:, :, None]), -8, 7).astype(np.int32)
-    q = np.where(scale[:, :, None] == 0, 0, q)
+    scale = np.where(scale == 0, np.float32(2.0 ** -7), scale).astype(np.float32)
+    r = bf16_round((g / scale[:, :, None]).astype(np.float32))
+    q = np.rint(np.clip(r, -8, 7)).astype(np.int32)
     deq = (q.astype(np.float32) * scale[:, :, None]).reshape(out_f, in_f)
     nib = (q + 8).reshape(out_f, in_f // 8, 8).astype(np.uint32)
     packed = np.zeros((out_f, in_f // 8), dtype=np.uint32)
@@ -251,7 +252,7 @@ def save_int4(outdir, c, w, group):
             base = PREFIX + k[:-len(".weight")]
             ts.append((base + ".weight_packed", "I32", packed.shape, packed.tobytes()))
             ts.append((base + ".weight_scale", "BF16", scale.shape, scale.tobytes()))
-            ts.append((base + ".weight_shape", "I32", (2,), np.array(v.shape, dtype=np.int32).tobytes()))
+            ts.append((base + ".weight_shape", "I64", (2,), np.array(v.shape, dtype=np.int64).tobytes()))
             deq[k] = d
         elif k.endswith("norm.weight") or k.endswith("layer_scalar"):
             ts.append((PREFIX + k, "F32", v.shape, v.astype(np.float32).tobytes()))
@@ -431,7 +432,34 @@ def prompts(seed=7):
 SCALES = {"embed": 0.1, "ple": 0.6, "lin": 2.0, "norm": (0.4, 1.6), "final_norm": (4.0, 12.0)}
 
 
+def compare_int4(bf16_dir, baked_dir, group):
+    """Quantizes bf16_dir's weights here and compares every tensor value with
+    baked_dir (made by `fgpack bake int4 --group GROUP`). Returns the names
+    that differ."""
+    w = load_dequantized(bf16_dir)
+    baked = read_safetensors(os.path.join(baked_dir, "model.safetensors"))
+    bad = []
+    for k, v in w.items():
+        if is_linear(k):
+            packed, scale, _ = quantize_int4(v, group)
+            base = PREFIX + k[:-len(".weight")]
+            got_p = baked.get(base + ".weight_packed")
+            got_s = baked.get(base + ".weight_scale")
+            got_shape = baked.get(base + ".weight_shape")
+            if (got_p is None or not np.array_equal(got_p, packed) or got_s is None
+                    or not np.array_equal(to_bf16_bits(got_s), scale)
+                    or got_shape is None or list(got_shape) != list(v.shape)):
+                bad.append(base)
+        elif not np.array_equal(baked.get(PREFIX + k), v):
+            bad.append(PREFIX + k)
+    return bad
+
+
 def main(argv):
+    if len(argv) >= 2 and argv[1] == "--compare-int4":
+        bad = compare_int4(argv[2], argv[3], int(argv[4]))
+        print("%d tensors differ%s" % (len(bad), (": " + ", ".join(bad[:5])) if bad else ""))
+        return 1 if bad else 0
     if len(argv) < 2:
         sys.stderr.write(__doc__)
         return 2
@@ -442,10 +470,13 @@ def main(argv):
     c = TEXT_CONFIG
     w = make_weights(c, seed, SCALES)
     save_bf16(os.path.join(outdir, "bf16"), c, w)
-    save_int4(os.path.join(outdir, "int4"), c, w, GROUP)
+    if "--int4" in argv:
+        save_int4(os.path.join(outdir, "int4-py"), c, w, GROUP)
     if "--check" in argv:
-        for variant in ("bf16", "int4"):
-            wd = load_dequantized(os.path.join(outdir, variant))
+        variants = [("bf16", w)]
+        if "--int4" in argv:
+            variants.append(("int4-py", load_dequantized(os.path.join(outdir, "int4-py"))))
+        for variant, wd in variants:
             for pr in prompts():
                 ids, m = greedy(c, wd, pr, 32)
                 lg = forward(c, wd, pr)
