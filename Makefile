@@ -25,6 +25,7 @@ LIBFG   := $(BUILD)/libfg.a
 # KERNEL_OBJS, LDLIBS and CFLAGS (-DFG_HAVE_CUDA).
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 KERNEL_OBJS :=
+.DEFAULT_GOAL := all
 -include kernels/kernels.mk
 
 .PHONY: all check test asan ubsan fuzz demo deps clean bench
