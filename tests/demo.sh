@@ -1,7 +1,8 @@
 #!/bin/sh
 # demo.sh - `make demo`: serve the demo bucket (tests/fixtures/demo-hub) with
 # nginx on a free loopback port, pull manifests/demo.json through it into a
-# fresh store and folder, show the lock and the materialized files, stop nginx.
+# fresh store and folder, show the lock and the materialized files, then
+# generate a few tokens from the pulled model with fgpack run; stop nginx.
 # DEMO_KEEP=1 keeps the temporary folder. Writes nothing in the repository.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,3 +38,7 @@ if [ "${1:-}" = --update-lock ]; then
 	cp "$tmp/buckets.lock" buckets.lock
 	echo "== buckets.lock updated"
 fi
+model="$tmp/out/tmp/fgpack-demo/model"
+echo "== fgpack run on the pulled weights: a tiny Gemma 4 text model, INT4, random weights (the text is meaningless)"
+echo "== fgpack run --model $model --prompt 'pulled, locked, verified' -n 16 --json"
+./fgpack run --model "$model" --prompt "pulled, locked, verified" -n 16 --ignore-eos --json
