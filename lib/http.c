@@ -532,7 +532,7 @@ static void on_complete(struct fg_http *h, struct req *r, CURLcode res)
 		res = CURLE_OK;
 	if (res != CURLE_OK) {
 		snprintf(cause, sizeof(cause), "%s", curl_easy_strerror(res));
-		if (res == CURLE_OPERATION_TIMEDOUT && r->resp_started)
+		if (res == CURLE_OPERATION_TIMEDOUT)
 			snprintf(cause, sizeof(cause), "stalled (under 1 KiB/s for %lds)", h->o.stall_secs);
 		if (!retryable_curl(res)) {
 			fg_err_set(&e, FG_ENET, "%s: %s", r->what, cause);

@@ -294,6 +294,7 @@ static int fetch_plan(struct fg_pull_report *rep, struct plan *p, struct fg_stor
 	}
 	memset(&fo, 0, sizeof(fo));
 	fo.jobs = o->jobs;
+	fo.chunk = o->chunk;
 	fo.progress = o->progress;
 	fo.progress_ud = o->progress_ud;
 	rc = fg_fetch_run(&rep->fetch, st, h, items, p->n, &fo, err);

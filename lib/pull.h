@@ -31,6 +31,7 @@ struct fg_pull_opts {
 	int locked;       /* the remote must still match the lock */
 	int refresh;      /* resolve again even when the entry is up to date (fgpack lock) */
 	int jobs;         /* concurrent transfers */
+	unsigned long long chunk; /* range size; 0: FG_FETCH_CHUNK */
 	long stall_secs;  /* 0: default */
 	unsigned retry_base_ms; /* 0: default */
 	void (*progress)(void *ud, const struct fg_fetch_progress *p);
