@@ -222,8 +222,8 @@ static int identity_hex(char out[FG_SHA256_HEX_LEN + 1], const struct fg_fetch_i
 	uint8_t d[FG_SHA256_LEN];
 	int rc;
 
-	rc = fg_buf_printf(&b, NULL, "%s\n%llu\n%s\n%s", it->url, it->size,
-			   it->identity ? it->identity : "", it->expect_sha256 ? it->expect_sha256 : "");
+	rc = fg_buf_printf(&b, NULL, "%llu\n%s\n%s", it->size, it->identity ? it->identity : "",
+			   it->expect_sha256 ? it->expect_sha256 : "");
 	if (!rc)
 		rc = fg_sha256_mem(b.data, b.len, d, NULL);
 	fg_buf_release(&b);
@@ -437,7 +437,8 @@ static int job_open(struct job *j)
 		job_fail(j, FG_EOFFLINE, &e);
 		return FG_EOFFLINE;
 	}
-	rc = fg_store_key(j->key, j->it->expect_sha256, j->it->url, &e);
+	rc = fg_store_key(j->key, j->it->expect_sha256,
+			  j->it->resume_key ? j->it->resume_key : j->it->url, &e);
 	if (!rc)
 		rc = fg_store_lock_blob(&j->lk, R->st, j->key, 0, &e);
 	if (rc == FG_EBUSY) {
@@ -973,7 +974,8 @@ int fg_fetch_run(struct fg_fetch_stats *stats, struct fg_store *st, struct fg_ht
 				struct fg_buf part = FG_BUF_INIT;
 				struct stat sb;
 
-				if (!fg_store_key(key, items[i].expect_sha256, items[i].url, NULL) &&
+				if (!fg_store_key(key, items[i].expect_sha256,
+						  items[i].resume_key ? items[i].resume_key : items[i].url, NULL) &&
 				    !fg_store_partial_paths(&part, NULL, st, key, NULL) && !stat(part.data, &sb))
 					have += (unsigned long long)sb.st_blocks * 512ULL;
 				fg_buf_release(&part);

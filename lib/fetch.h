@@ -33,6 +33,9 @@ struct fg_fetch_item {
 	const char *expect_sha256; /* 64 hex, or NULL when not known yet */
 	const char *identity;      /* remote identity (xetHash, etag, ...); a partial
 				    * download made for another identity is discarded */
+	const char *resume_key;    /* names the partial download when the sha256 is not
+				    * known: a content identity (so a resume survives a
+				    * change of endpoint), or NULL to use the URL */
 	/* out */
 	char sha256[FG_SHA256_HEX_LEN + 1];
 	int rc;                    /* 0, or why this file failed */

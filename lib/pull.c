@@ -15,6 +15,7 @@ struct want {
 	size_t comp;            /* index into the lock manifest's components */
 	char *rel;              /* path relative to the component source */
 	char *url, *what, *identity;
+	char *resume_key; /* "content:<identity>" when the remote names the content */
 	unsigned long long size;
 	char expect[FG_SHA256_HEX_LEN + 1]; /* "" when unknown */
 	struct fg_lock_remote remote;
@@ -47,6 +48,7 @@ static void plan_release(struct plan *p)
 		free(p->w[i].url);
 		free(p->w[i].what);
 		free(p->w[i].identity);
+		free(p->w[i].resume_key);
 		remote_release(&p->w[i].remote);
 	}
 	free(p->w);
@@ -86,7 +88,17 @@ static int set_identity(struct want *w)
 	if (!rc)
 		w->identity = fg_buf_detach(&b, NULL);
 	fg_buf_release(&b);
-	return rc || !w->identity ? FG_ENOMEM : 0;
+	if (rc || !w->identity)
+		return FG_ENOMEM;
+	if (w->remote.xet_hash || w->remote.oid || w->remote.etag) {
+		rc = fg_buf_printf(&b, NULL, "content:%s", w->identity);
+		if (!rc)
+			w->resume_key = fg_buf_detach(&b, NULL);
+		fg_buf_release(&b);
+		if (rc || !w->resume_key)
+			return FG_ENOMEM;
+	}
+	return 0;
 }
 
 /* Lists a bucket component and plans its files. */
@@ -290,6 +302,7 @@ static int fetch_plan(struct fg_pull_report *rep, struct plan *p, struct fg_stor
 		items[i].size = p->w[i].size;
 		items[i].expect_sha256 = p->w[i].expect[0] ? p->w[i].expect : NULL;
 		items[i].identity = p->w[i].identity;
+		items[i].resume_key = p->w[i].resume_key;
 		p->w[i].was_present = p->w[i].expect[0] && fg_store_has(st, p->w[i].expect);
 	}
 	memset(&fo, 0, sizeof(fo));
