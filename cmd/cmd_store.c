@@ -211,6 +211,7 @@ int cmd_store(int argc, char **argv)
 				cJSON_AddItemToObject(d, "bad_blobs", ec.list);
 				ec.list = NULL;
 				cJSON_AddNumberToObject(d, "stray", (double)rep.stray);
+				cJSON_AddNumberToObject(d, "fixed_modes", (double)rep.fixed_modes);
 				cJSON_AddNumberToObject(d, "jobs", jobs);
 				cJSON_AddNumberToObject(d, "seconds", rep.seconds);
 				cJSON_AddNumberToObject(d, "cpu_seconds", rep.cpu_seconds);
@@ -220,6 +221,9 @@ int cmd_store(int argc, char **argv)
 				printf("verified %llu blobs, %.3f GB in %.3f s (%.2f GB/s, %d thread%s), %llu bad\n",
 				       rep.blobs, (double)rep.bytes / 1e9, rep.seconds, gbs, jobs,
 				       jobs == 1 ? "" : "s", rep.bad);
+				if (rep.fixed_modes)
+					fprintf(stderr, "fgpack store verify: %llu writable blobs made read-only again\n",
+						rep.fixed_modes);
 				if (rep.stray)
 					fprintf(stderr, "fgpack store verify: %llu stray files in blobs/ (left alone)\n",
 						rep.stray);

@@ -976,7 +976,7 @@ static void *verify_worker(void *arg)
 		struct fg_buf p = FG_BUF_INIT;
 		unsigned long long size = 0;
 		const char *hex;
-		int rc, good;
+		int rc, good, fixed;
 		size_t i;
 
 		pthread_mutex_lock(&j->mu);
@@ -998,7 +998,19 @@ static void *verify_worker(void *arg)
 		good = !rc && !strcmp(got, hex);
 		if (!rc && !good)
 			rc = quarantine(j->st, hex, &err);
+		fixed = 0;
+		if (!rc && good) {
+			struct stat sb;
+
+			/* a blob made writable (through a hard-linked copy) is one edit away
+			 * from corruption: make it read-only again */
+			fg_store_blob_path(&p, j->st, hex, NULL);
+			if (!stat(p.data, &sb) && (sb.st_mode & 0222) && !chmod(p.data, 0444))
+				fixed = 1;
+			fg_buf_release(&p);
+		}
 		pthread_mutex_lock(&j->mu);
+		j->rep->fixed_modes += (unsigned long long)fixed;
 		if (rc && !j->rc) {
 			j->rc = rc;
 			j->err = err;

@@ -125,6 +125,7 @@ struct fg_store_report {
 	unsigned long long bytes;      /* their total size */
 	unsigned long long bad;        /* verify: mismatched, moved to quarantine/ */
 	unsigned long long stray;      /* files in blobs/ not named like a blob (left alone) */
+	unsigned long long fixed_modes;/* verify: good blobs found writable, made 0444 again */
 	unsigned long long removed;    /* gc: blobs removed (or that would be, dry run) */
 	unsigned long long removed_bytes;
 	unsigned long long kept;       /* gc: blobs referenced */
@@ -137,7 +138,8 @@ struct fg_store_report {
 typedef int (*fg_store_each_fn)(void *ctx, const char *sha256_hex, unsigned long long size, int ok);
 
 /* Re-hashes every blob with jobs threads (<= 0 means 1): 256 KiB reads with
- * posix_fadvise. Mismatching blobs are moved to quarantine/. Returns 0 even
+ * posix_fadvise. Mismatching blobs are moved to quarantine/; good ones found
+ * writable are made read-only again (rep->fixed_modes). Returns 0 even
  * when some were bad (see rep->bad). */
 int fg_store_verify(struct fg_store_report *rep, struct fg_store *st, int jobs,
 		    fg_store_each_fn fn, void *ctx, struct fg_err *err);

@@ -363,6 +363,16 @@ static void test_verify_gc(struct fg_store *st)
 	free(t);
 	ok(fg_store_verify(&rep, st, 2, NULL, NULL, &err) == 0 && rep.bad == 0 && rep.blobs == 4,
 	   "verify: 4 good blobs (%llu, %llu bad)", rep.blobs, rep.bad);
+	fg_store_blob_path(&p, st, H_HELLO, NULL);
+	chmod(p.data, 0644);
+	ok(fg_store_verify(&rep, st, 1, NULL, NULL, &err) == 0 && rep.bad == 0 && rep.fixed_modes == 1,
+	   "verify: a writable good blob is counted");
+	{
+		struct stat sb;
+
+		ok(!stat(p.data, &sb) && (sb.st_mode & 0777) == 0444, "verify: and made 0444 again");
+	}
+	fg_buf_reset(&p);
 	/* corrupt one blob behind the store's back */
 	fg_store_blob_path(&p, st, H_X, NULL);
 	chmod(p.data, 0644);
