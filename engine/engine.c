@@ -147,6 +147,8 @@ int fg_engine_load(struct fg_engine **out, const char *model_dir, const struct f
 		return fg_err_set(err, FG_EINVAL, "engine options out of range");
 	if (!(e = calloc(1, sizeof(*e))))
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	/* settle the SIMD choice (CPU, FG_NO_AVX2) here, before worker threads read it */
+	fg_cpu_set_simd(fg_cpu_set_simd(1));
 	if ((rc = fg_g4_model_load(&e->m, model_dir, err)))
 		goto fail;
 	c = &e->m->cfg;
