@@ -10,6 +10,7 @@
 #include "tap.h"
 
 #include "engine/cpu/ops.h"
+#include "engine/config.h"
 #include "engine/engine.h"
 #include "fsutil.h"
 #include "json.h"
@@ -433,6 +434,54 @@ static void check_f32(void)
 	rmdir(dir);
 }
 
+/* An E4B-shaped config.json (text_config nested, as google/gemma-4-E4B ships
+ * it): the derived structure the engine and the CUDA path rely on. */
+static void check_e4b_config(void)
+{
+	static const char *json =
+		"{\"architectures\": [\"Gemma4ForConditionalGeneration\"], \"model_type\": \"gemma4\","
+		" \"eos_token_id\": [1, 106], \"vision_config\": {\"hidden_size\": 768},"
+		" \"text_config\": {\"model_type\": \"gemma4_text\", \"vocab_size\": 262144,"
+		" \"hidden_size\": 2560, \"intermediate_size\": 10240, \"num_hidden_layers\": 42,"
+		" \"num_attention_heads\": 8, \"num_key_value_heads\": 2, \"head_dim\": 256,"
+		" \"global_head_dim\": 512, \"hidden_size_per_layer_input\": 256,"
+		" \"vocab_size_per_layer_input\": 262144, \"sliding_window\": 512,"
+		" \"num_kv_shared_layers\": 18, \"final_logit_softcapping\": 30.0, \"rms_norm_eps\": 1e-06,"
+		" \"hidden_activation\": \"gelu_pytorch_tanh\", \"max_position_embeddings\": 131072,"
+		" \"use_double_wide_mlp\": false, \"attention_k_eq_v\": false, \"enable_moe_block\": false,"
+		" \"num_global_key_value_heads\": null, \"tie_word_embeddings\": true, \"eos_token_id\": 1,"
+		" \"bos_token_id\": 2, \"pad_token_id\": 0,"
+		" \"rope_parameters\": {\"full_attention\": {\"partial_rotary_factor\": 0.25,"
+		" \"rope_theta\": 1000000.0, \"rope_type\": \"proportional\"}, \"sliding_attention\":"
+		" {\"rope_theta\": 10000.0, \"rope_type\": \"default\"}}}}";
+	struct fg_g4_config c;
+	struct fg_err err = { 0 };
+	int rc = fg_g4_config_parse(&c, json, strlen(json), "e4b", &err), i, full = 0, ok_src = 1;
+	float inv[256];
+
+	is_int(rc, 0, "E4B config parses: %s", err.msg);
+	if (rc)
+		return;
+	for (i = 0; i < 42; i++)
+		full += c.layer_type[i] == FG_G4_FULL;
+	is_int(full, 7, "E4B: 7 full layers (layer_types defaulted 5:1)");
+	ok(c.layer_type[5] == FG_G4_FULL && c.layer_type[41] == FG_G4_FULL && c.layer_type[40] == FG_G4_SLIDING,
+	   "E4B: full at 5 and 41");
+	is_int(fg_g4_first_shared(&c), 24, "E4B: layers 24..41 share KV");
+	for (i = 24; i < 42; i++)
+		if (fg_g4_kv_source(&c, i) != (c.layer_type[i] == FG_G4_FULL ? 23 : 22))
+			ok_src = 0;
+	ok(ok_src, "E4B: shared sliding layers read layer 22, shared full layers layer 23");
+	is_int(fg_g4_layer_head_dim(&c, 23), 512, "E4B: full head dim 512");
+	is_int(fg_g4_layer_head_dim(&c, 22), 256, "E4B: sliding head dim 256");
+	is_int(c.n_eos, 2, "E4B: eos ids 1 and 106");
+	fg_cpu_rope_freqs(inv, 512, c.rope[FG_G4_FULL].theta, c.rope[FG_G4_FULL].proportional,
+			  c.rope[FG_G4_FULL].partial, c.rope[FG_G4_FULL].factor);
+	ok(inv[63] > 0 && inv[64] == 0 && inv[255] == 0 && inv[0] == 1.0f,
+	   "E4B: proportional RoPE rotates 64 of 256 pairs");
+	ok(fabsf(inv[1] - (float)pow(1e6, -2.0 / 512)) < 1e-9f, "E4B: full-layer exponent divides by 512");
+}
+
 int main(void)
 {
 	check_oracle(FIX "/bf16", FIX "/bf16/oracle.json", FIX "/bf16/logits.bin", 0, "bf16");
@@ -443,5 +492,6 @@ int main(void)
 	check_determinism(FIX "/int4", "int4");
 	check_errors();
 	check_f32();
+	check_e4b_config();
 	return tap_done();
 }
