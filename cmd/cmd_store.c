@@ -13,9 +13,12 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: fgpack store path [SHA256] [--store DIR]\n"
+		"       fgpack store import FILE... [--sha256 HEX] [--store DIR]\n"
 		"       fgpack store verify [-j N] [--json] [--store DIR]\n"
 		"       fgpack store gc [--lock FILE]... [--dry-run] [--json] [--store DIR]\n\n"
 		"  path     print the store's root, or the path of one blob (exit 1 if absent)\n"
+		"  import   hash local files into the store (e.g. to feed 'pull --offline');\n"
+		"           prints '<sha256>  <file>' per file; --sha256 checks a single file\n"
 		"  verify   re-hash every blob; move mismatching ones to quarantine/ (exit 3)\n"
 		"  gc       remove blobs that no lock file references: the --lock files given\n"
 		"           plus every lock recorded by 'fgpack pull' (roots/); refuses when\n"
@@ -24,6 +27,7 @@ static void usage(FILE *f)
 		"  --store DIR   the store (default $FGPACK_HOME, $XDG_CACHE_HOME/fgpack,\n"
 		"                ~/.cache/fgpack)\n"
 		"  -j N          verify with N threads (default 1)\n"
+		"  --sha256 HEX  import: the digest the file must have (nothing kept otherwise)\n"
 		"  --lock FILE   a buckets.lock whose blobs gc keeps (repeatable)\n"
 		"  --dry-run     gc: list what would be removed, remove nothing\n"
 		"  --json        print one JSON document (schema 1) instead of text\n");
@@ -122,7 +126,7 @@ static int print_json(cJSON *doc)
 
 int cmd_store(int argc, char **argv)
 {
-	const char *sub, *store_dir = NULL, *blob = NULL;
+	const char *sub, *store_dir = NULL, *blob = NULL, *expect = NULL;
 	struct fg_store *st = NULL;
 	struct fg_store_report rep;
 	struct fg_err err = { 0, "" };
@@ -141,7 +145,7 @@ int cmd_store(int argc, char **argv)
 		return FG_EXIT_OK;
 	}
 	sub = argv[1];
-	if (strcmp(sub, "path") && strcmp(sub, "verify") && strcmp(sub, "gc"))
+	if (strcmp(sub, "path") && strcmp(sub, "verify") && strcmp(sub, "gc") && strcmp(sub, "import"))
 		return fg_cmd_usage_error("store", "unknown subcommand '%s'", sub);
 	locks = calloc((size_t)argc, sizeof(*locks));
 	if (!locks)
@@ -164,10 +168,23 @@ int cmd_store(int argc, char **argv)
 			}
 		} else if (o[0] != '-' && !strcmp(sub, "path") && !blob) {
 			blob = o;
+		} else if (!strcmp(o, "--sha256") && a + 1 < argc && !strcmp(sub, "import")) {
+			expect = argv[++a];
+		} else if (o[0] != '-' && !strcmp(sub, "import")) {
+			locks[n_locks++] = o; /* files to import */
 		} else {
 			free(locks);
 			return fg_cmd_usage_error("store", "%s: unexpected argument '%s'", sub, o);
 		}
+	}
+	if (!strcmp(sub, "import") && (!n_locks || (expect && n_locks != 1))) {
+		free(locks);
+		return fg_cmd_usage_error("store", "import: %s",
+					  n_locks ? "--sha256 checks exactly one file" : "no file given");
+	}
+	if (expect && !fg_sha256_hex_valid(expect)) {
+		free(locks);
+		return fg_cmd_usage_error("store", "--sha256 wants 64 lowercase hex digits");
 	}
 	rc = fg_store_open(&st, store_dir, &err);
 	if (rc) {
@@ -190,6 +207,15 @@ int cmd_store(int argc, char **argv)
 			printf("%s\n", p.data);
 		}
 		fg_buf_release(&p);
+	} else if (!strcmp(sub, "import")) {
+		for (i = 0; i < n_locks && !rc; i++) {
+			char hex[FG_SHA256_HEX_LEN + 1];
+
+			if (fg_store_import(st, locks[i], expect, hex, &err))
+				rc = fg_cmd_fail("store", &err);
+			else
+				printf("%s  %s\n", hex, locks[i]);
+		}
 	} else if (!strcmp(sub, "verify")) {
 		ec.verify = 1;
 		ec.list = cJSON_CreateArray();

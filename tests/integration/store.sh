@@ -63,6 +63,13 @@ check_grep "gc --json: one removed" '"removed": 1' "$WORK/gc2.json"
 check_exit "gc removed the unreferenced blob" 1 "$FGPACK" store path "$c"
 check "gc kept the referenced blob" "$FGPACK" store path "$a"
 sed 's/"size": 5/"size": 6/' "$WORK/buckets.lock" >"$WORK/bad.lock"
+printf 'delta' >"$WORK/d.txt"
+dh=$(sha256sum "$WORK/d.txt" | cut -d' ' -f1)
+check "import prints the digest sha256sum gives" sh -c "\"$FGPACK\" store import '$WORK/d.txt' | grep -qx '$dh  $WORK/d.txt'"
+check "import: blob present" "$FGPACK" store path "$dh"
+check_exit "import --sha256 mismatch fails" 1 "$FGPACK" store import "$WORK/buckets.lock" --sha256 "$dh"
+check_grep "import mismatch names both digests" "expected $dh, got" "$WORK/.out"
+check "import leaves no temp file" sh -c "[ -z \"\$(ls '$FGPACK_HOME/tmp')\" ]"
 check_exit "gc refuses a hand-broken lock" 1 "$FGPACK" store gc --lock "$WORK/bad.lock"
 check_grep "gc names the broken field" "tree_digest: does not match" "$WORK/.out"
 finish
