@@ -1109,7 +1109,9 @@ int fg_s3_get(struct fg_s3 *s, const char *bucket, const char *key, unsigned lon
 	} else if ((rc = do_req(s, &r, err))) {
 		return rc;
 	}
-	if ((off || len) && r.status != 206 && !(off == 0 && r.status == 200))
+	/* a 200 to a ranged GET is only right when it is exactly the bytes asked for */
+	if ((off || len) && r.status != 206 &&
+	    !(off == 0 && r.status == 200 && (!len || (r.x.have_length && r.x.content_length == len))))
 		return fg_err_set(err, FG_EFORMAT, "s3 GET %s/%s: range not honoured (HTTP %ld)", bucket,
 				  key, r.status);
 	if (r.x.have_length && fd >= 0 && r.x.out_written != r.x.content_length)

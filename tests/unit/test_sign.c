@@ -1,0 +1,116 @@
+/* test_sign.c - DSSE PAE (the DSSE spec's example), sign/open round trip,
+ * tampering, key checks, OMS statement round trip and comparison. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sign.h"
+#include "tap.h"
+
+static void pae(void)
+{
+	struct fg_buf b = FG_BUF_INIT;
+	struct fg_err err;
+
+	fg_dsse_pae(&b, "http://example.com/HelloWorld", "hello world", 11, &err);
+	is_str(b.data, "DSSEv1 29 http://example.com/HelloWorld 11 hello world", "PAE as in the DSSE spec");
+	fg_buf_release(&b);
+}
+
+static void roundtrip(void)
+{
+	struct fg_sign_key *k = NULL, *k2 = NULL;
+	struct fg_buf env = FG_BUF_INIT, pl = FG_BUF_INIT, pt = FG_BUF_INIT, t = FG_BUF_INIT;
+	char hint[65], fp[65];
+	struct fg_err err;
+	char *p;
+
+	ok(fg_sign_keygen(&k, &err) == 0 && fg_sign_keygen(&k2, &err) == 0, "two keys");
+	ok(fg_sign_bundle(&env, k, FG_SIGN_PAYLOAD_TYPE, "{\"a\":1}", 7, &err) == 0, "sign");
+	fg_sign_key_fingerprint(fp, k, &err);
+	ok(fg_sign_open(&pl, &pt, hint, env.data, env.len, k, &err) == 0 && pl.len == 7 &&
+	   !memcmp(pl.data, "{\"a\":1}", 7) && !strcmp(pt.data, FG_SIGN_PAYLOAD_TYPE),
+	   "open gives the payload back");
+	is_str(hint, fp, "bundle records the key fingerprint as hint");
+	fg_buf_reset(&pl);
+	fg_buf_reset(&pt);
+	ok(fg_sign_open(&pl, &pt, hint, env.data, env.len, k2, &err) == FG_EMISMATCH &&
+	   strstr(err.msg, "not by the given key"), "another key: mismatch (%s)", err.msg);
+	/* same envelope, payload "{"a":1}" -> "{"a":2}" (base64 eyJhIjoxfQ== -> eyJhIjoyfQ==) */
+	fg_buf_append(&t, env.data, env.len, &err);
+	p = strstr(t.data, "eyJhIjoxfQ==");
+	ok(p != NULL, "payload found in the envelope");
+	if (p)
+		p[9] = 'y';
+	ok(fg_sign_open(&pl, &pt, hint, t.data, t.len, k, &err) == FG_EMISMATCH &&
+	   strstr(err.msg, "does not verify"), "changed payload: signature fails");
+	ok(pl.len == 0, "nothing returned from a failed open");
+	ok(fg_sign_open(&pl, &pt, hint, "{\"x\":1}", 7, k, &err) == FG_EFORMAT, "not an envelope");
+	fg_sign_key_free(k);
+	fg_sign_key_free(k2);
+	fg_buf_release(&env);
+	fg_buf_release(&pl);
+	fg_buf_release(&pt);
+	fg_buf_release(&t);
+}
+
+static void oms(void)
+{
+	char dir[] = "/tmp/fgomsXXXXXX";
+	struct fg_oms_model *m = NULL, *back = NULL, *again = NULL;
+	struct fg_buf st = FG_BUF_INIT, path = FG_BUF_INIT;
+	struct fg_err err;
+	FILE *f;
+
+	ok(mkdtemp(dir) != NULL, "temp folder");
+	fg_buf_printf(&path, &err, "%s/b.txt", dir);
+	f = fopen(path.data, "w");
+	fputs("bee", f);
+	fclose(f);
+	fg_buf_reset(&path);
+	fg_buf_printf(&path, &err, "%s/a.txt", dir);
+	f = fopen(path.data, "w");
+	fputs("ay", f);
+	fclose(f);
+	ok(fg_oms_hash(&m, dir, "demo", &err) == 0 && m->n == 2, "hash a folder");
+	ok(m && !strcmp(m->files[0].name, "a.txt") && !strcmp(m->files[1].name, "b.txt"), "sorted by name");
+	ok(fg_oms_statement(&st, m, &err) == 0 && strstr(st.data, "\"https://model_signing/signature/v1.0\""),
+	   "statement has the OMS predicate type");
+	ok(fg_oms_parse(&back, st.data, st.len, &err) == 0 && !strcmp(back->root, m->root) &&
+	   !strcmp(back->name, "demo"), "parse round trip, same root digest");
+	ok(fg_oms_compare(back, m, &err) == 0, "compare: equal");
+	f = fopen(path.data, "w");
+	fputs("aY", f);
+	fclose(f);
+	ok(fg_oms_hash(&again, dir, "demo", &err) == 0 && fg_oms_compare(back, again, &err) == FG_EMISMATCH &&
+	   strstr(err.msg, "a.txt: content changed"), "compare names the changed file");
+	/* a statement whose subject digest does not match its resources */
+	{
+		char *p = strstr(st.data, m->root);
+
+		if (p)
+			p[0] = p[0] == '0' ? '1' : '0';
+		fg_oms_model_free(back);
+		back = NULL;
+		ok(p && fg_oms_parse(&back, st.data, st.len, &err) == FG_EMISMATCH, "inconsistent root refused");
+	}
+	unlink(path.data);
+	fg_buf_reset(&path);
+	fg_buf_printf(&path, &err, "%s/b.txt", dir);
+	unlink(path.data);
+	rmdir(dir);
+	fg_oms_model_free(m);
+	fg_oms_model_free(back);
+	fg_oms_model_free(again);
+	fg_buf_release(&st);
+	fg_buf_release(&path);
+}
+
+int main(void)
+{
+	pae();
+	roundtrip();
+	oms();
+	return tap_done();
+}
