@@ -271,6 +271,7 @@ struct outfile {
 struct job {
 	const struct fg_st_tensor *t;
 	int quant;
+	int extra;         /* the --head int4 lm_head made from the embedding */
 	char *base;        /* output name stem for quantized tensors (owned) */
 };
 
@@ -287,11 +288,6 @@ struct bake {
 	char *tmp;         /* temporary output folder */
 	char **names;      /* descriptor names allocated by plan() */
 	size_t n_names;
-	/* hasher thread */
-	pthread_t hasher;
-	int hasher_started;
-	int hash_rc;
-	struct fg_err hash_err;
 };
 
 static int cmp_infile(const void *a, const void *b)
@@ -390,24 +386,6 @@ static int list_inputs(struct bake *b, struct fg_err *err)
 	}
 	b->n_in = k;
 	return 0;
-}
-
-static void *hash_main(void *arg)
-{
-	struct bake *b = arg;
-	size_t i;
-
-	for (i = 0; i < b->n_in && !b->hash_rc; i++) {
-		uint8_t d[FG_SHA256_LEN];
-		unsigned long long sz;
-
-		b->hash_rc = fg_sha256_file(b->in[i].path, d, &sz, &b->hash_err);
-		if (!b->hash_rc && sz != b->in[i].size)
-			b->hash_rc = fg_err_set(&b->hash_err, FG_EIO, "%s: changed while baking",
-						b->in[i].path);
-		fg_hex_encode(d, sizeof(d), b->in[i].sha256);
-	}
-	return NULL;
 }
 
 static int add_out(struct bake *b, const char *name, unsigned long long size, const char *hex,
@@ -553,6 +531,7 @@ static int plan(struct bake *b, struct fg_st_desc **descs_out, size_t *nd_out, s
 		if (!t)
 			break;
 		j->t = t;
+		j->extra = i == n;
 		j->quant = i == n || fg_int4_is_target(t->name) || (b->o->head_int4 && t == lm);
 		b->n_jobs++;
 		if (!j->quant) {
@@ -673,8 +652,207 @@ static int quant_block(const uint8_t *w, uint8_t *packed, uint8_t *scales, size_
 	return rc;
 }
 
+/* Sequential reader of one input file at a time, double-buffered, with the
+ * file's sha256 computed on a second thread from the same buffers: each input
+ * byte is read once (no page faults on a mapping) and hashed while the main
+ * thread quantizes or writes it. Pieces come in file order, so the hash is
+ * the file's. A buffer handed out stays valid until the next-but-one get. */
+struct stream {
+	uint8_t *buf[2];
+	size_t cap;
+	int slot;
+	int fd;
+	const char *path;
+	pthread_t th;
+	int started;
+	pthread_mutex_t m;
+	pthread_cond_t cv;
+	/* per slot: 0 free, 1 posted to the hasher */
+	int state[2];
+	size_t len[2];
+	char *final[2];  /* finish the digest into this hex buffer after the piece */
+	int next;        /* the slot the hasher takes next */
+	int stop;
+	struct fg_sha256 *h;
+	int rc;
+	struct fg_err err;
+};
+
+static void *stream_hasher(void *arg)
+{
+	struct stream *s = arg;
+
+	for (;;) {
+		int k;
+
+		pthread_mutex_lock(&s->m);
+		while (s->state[s->next] != 1 && !s->stop)
+			pthread_cond_wait(&s->cv, &s->m);
+		if (s->state[s->next] != 1) {
+			pthread_mutex_unlock(&s->m);
+			break;
+		}
+		k = s->next;
+		pthread_mutex_unlock(&s->m);
+		if (!s->rc && s->len[k])
+			s->rc = fg_sha256_update(s->h, s->buf[k], s->len[k], &s->err);
+		if (!s->rc && s->final[k]) {
+			uint8_t d[FG_SHA256_LEN];
+
+			s->rc = fg_sha256_final(s->h, d, &s->err);
+			fg_hex_encode(d, sizeof(d), s->final[k]);
+		}
+		pthread_mutex_lock(&s->m);
+		s->state[k] = 0;
+		s->final[k] = NULL;
+		s->next ^= 1;
+		pthread_cond_broadcast(&s->cv);
+		pthread_mutex_unlock(&s->m);
+	}
+	return NULL;
+}
+
+static int stream_init(struct stream *s, size_t cap, struct fg_err *err)
+{
+	memset(s, 0, sizeof(*s));
+	s->fd = -1;
+	s->cap = cap;
+	s->buf[0] = malloc(cap);
+	s->buf[1] = malloc(cap);
+	if (!s->buf[0] || !s->buf[1])
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	if (fg_sha256_new(&s->h, err))
+		return err ? err->code : FG_ENOMEM;
+	pthread_mutex_init(&s->m, NULL);
+	pthread_cond_init(&s->cv, NULL);
+	if (pthread_create(&s->th, NULL, stream_hasher, s))
+		return fg_err_set(err, FG_ENOMEM, "cannot start the hashing thread");
+	s->started = 1;
+	return 0;
+}
+
+/* Waits until slot k is free again. */
+static void stream_wait(struct stream *s, int k)
+{
+	pthread_mutex_lock(&s->m);
+	while (s->state[k] != 0)
+		pthread_cond_wait(&s->cv, &s->m);
+	pthread_mutex_unlock(&s->m);
+}
+
+static void stream_post(struct stream *s, int k, size_t len, char *final)
+{
+	pthread_mutex_lock(&s->m);
+	s->len[k] = len;
+	s->final[k] = final;
+	s->state[k] = 1;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->m);
+}
+
+/* The next len bytes of the current file. */
+static const uint8_t *stream_get(struct stream *s, size_t len, struct fg_err *err)
+{
+	int k = s->slot;
+	size_t got = 0;
+
+	if (len > s->cap) {
+		fg_err_set(err, FG_EINVAL, "%s: piece of %zu bytes over the buffer", s->path, len);
+		return NULL;
+	}
+	stream_wait(s, k);
+	while (got < len) {
+		ssize_t n = read(s->fd, s->buf[k] + got, len - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			fg_err_set(err, FG_EIO, "read %s: %s", s->path,
+				   n < 0 ? strerror(errno) : "file shrank while baking");
+			return NULL;
+		}
+		got += (size_t)n;
+	}
+	stream_post(s, k, len, NULL);
+	s->slot ^= 1;
+	return s->buf[k];
+}
+
+static int stream_open(struct stream *s, const char *path, struct fg_err *err)
+{
+	s->path = path;
+	s->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (s->fd < 0)
+		return fg_err_set(err, FG_EIO, "open %s: %s", path, strerror(errno));
+	posix_fadvise(s->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	return 0;
+}
+
+/* Ends the current file: its digest lands in hex once the hasher gets there. */
+static int stream_close(struct stream *s, char *hex, struct fg_err *err)
+{
+	int k = s->slot;
+	uint8_t extra;
+	ssize_t n = read(s->fd, &extra, 1);
+
+	close(s->fd);
+	s->fd = -1;
+	if (n != 0)
+		return fg_err_set(err, FG_EIO, "%s: changed while baking", s->path);
+	stream_wait(s, k);
+	stream_post(s, k, 0, hex);
+	s->slot ^= 1;
+	return 0;
+}
+
+/* Waits for all posted work; returns the hasher's status. */
+static int stream_finish(struct stream *s, struct fg_err *err)
+{
+	stream_wait(s, 0);
+	stream_wait(s, 1);
+	if (s->rc && err)
+		*err = s->err;
+	return s->rc;
+}
+
+static void stream_free(struct stream *s)
+{
+	if (s->started) {
+		pthread_mutex_lock(&s->m);
+		s->stop = 1;
+		pthread_cond_broadcast(&s->cv);
+		pthread_mutex_unlock(&s->m);
+		pthread_join(s->th, NULL);
+		pthread_mutex_destroy(&s->m);
+		pthread_cond_destroy(&s->cv);
+	}
+	if (s->fd >= 0)
+		close(s->fd);
+	fg_sha256_free(s->h);
+	free(s->buf[0]);
+	free(s->buf[1]);
+}
+
+/* Bytes [off, off + len) of t: from the stream when there is one (pieces must
+ * then come in order and cover t), else from the mapping. */
+static const uint8_t *piece(struct bake *b, struct stream *st, const struct fg_st_tensor *t,
+			    size_t off, size_t len, struct fg_err *err)
+{
+	if (st)
+		return stream_get(st, len, err);
+	(void)b;
+	return (const uint8_t *)t->data + off;
+}
+
+static void piece_done(struct bake *b, struct stream *st, const struct fg_st_tensor *t,
+		       size_t off, size_t len)
+{
+	if (!st)
+		fg_st_release_span(b->set, t, off, len);
+}
+
 static int bake_tensor(struct bake *b, struct fg_st_writer *w, const struct job *j,
-		       struct fg_err *err)
+		       struct stream *st, struct fg_err *err)
 {
 	const struct fg_st_tensor *t = j->t;
 	size_t rows, cols, group = (size_t)b->o->group, brows, r, scale_bytes;
@@ -686,9 +864,10 @@ static int bake_tensor(struct bake *b, struct fg_st_writer *w, const struct job 
 
 		for (off = 0; off < t->nbytes && !rc; off += COPY_BYTES) {
 			size_t len = t->nbytes - off < COPY_BYTES ? t->nbytes - off : COPY_BYTES;
+			const uint8_t *src = piece(b, st, t, off, len, err);
 
-			rc = fg_st_writer_write(w, (const uint8_t *)t->data + off, len, err);
-			fg_st_release_span(b->set, t, off, len);
+			rc = src ? fg_st_writer_write(w, src, len, err) : FG_EIO;
+			piece_done(b, st, t, off, len);
 		}
 		return rc;
 	}
@@ -707,8 +886,12 @@ static int bake_tensor(struct bake *b, struct fg_st_writer *w, const struct job 
 	}
 	for (r = 0; r < rows && !rc; r += brows) {
 		size_t n = rows - r < brows ? rows - r : brows, bad = 0;
-		const uint8_t *src = (const uint8_t *)t->data + r * cols * 2;
+		const uint8_t *src = piece(b, st, t, r * cols * 2, n * cols * 2, err);
 
+		if (!src) {
+			rc = FG_EIO;
+			break;
+		}
 		if (quant_block(src, packed, scales + r * (cols / group) * 2, n, cols, group,
 				b->o->threads, &bad)) {
 			char msg[128];
@@ -719,7 +902,7 @@ static int bake_tensor(struct bake *b, struct fg_st_writer *w, const struct job 
 			break;
 		}
 		rc = fg_st_writer_write(w, packed, n * cols / 2, err);
-		fg_st_release_span(b->set, t, r * cols * 2, n * cols * 2);
+		piece_done(b, st, t, r * cols * 2, n * cols * 2);
 	}
 	if (!rc)
 		rc = fg_st_writer_write(w, scales, scale_bytes, err);
@@ -731,6 +914,60 @@ static int bake_tensor(struct bake *b, struct fg_st_writer *w, const struct job 
 		rc = fg_st_writer_write(w, shape, sizeof(shape), err);
 	free(packed);
 	free(scales);
+	return rc;
+}
+
+/* Streams every shard of the set in file order through the stream (one read
+ * and one hash per input byte), baking its tensors on the way; then the jobs
+ * that read a second time from the mapping (the lm_head made from the
+ * embedding). */
+static int stream_all(struct bake *b, struct fg_st_writer *w, struct stream *st,
+		      struct fg_int4_report *rep, struct fg_err *err)
+{
+	size_t cap = BLOCK_BYTES > COPY_BYTES ? BLOCK_BYTES : COPY_BYTES, f, i = 0, k;
+	int rc;
+
+	for (k = 0; k < b->n_jobs; k++)
+		if (b->jobs[k].quant && (size_t)b->jobs[k].t->shape[1] * 2 > cap)
+			cap = (size_t)b->jobs[k].t->shape[1] * 2;
+	rc = stream_init(st, cap, err);
+	for (f = 0; !rc && f < fg_st_nfiles(b->set); f++) {
+		const char *fp = fg_st_file(b->set, f), *slash = strrchr(fp, '/');
+		struct infile *inf = NULL;
+		uint64_t hdr;
+
+		for (k = 0; k < b->n_in; k++)
+			if (b->in[k].role == IN_TENSORS && !strcmp(b->in[k].name, slash ? slash + 1 : fp))
+				inf = &b->in[k];
+		if (!inf)
+			return fg_err_set(err, FG_ENOTFOUND, "%s: not among the input files", fp);
+		/* Header bytes: up to the first tensor's data (the tensors tile the rest). */
+		hdr = i < b->n_jobs && !b->jobs[i].extra && b->jobs[i].t->file == fp
+			      ? b->jobs[i].t->file_offset : inf->size;
+		rc = stream_open(st, fp, err);
+		while (!rc && hdr) {
+			size_t len = hdr < cap ? (size_t)hdr : cap;
+
+			if (!stream_get(st, len, err))
+				rc = FG_EIO;
+			hdr -= len;
+		}
+		for (; !rc && i < b->n_jobs && !b->jobs[i].extra && b->jobs[i].t->file == fp; i++) {
+			rc = bake_tensor(b, w, &b->jobs[i], st, err);
+			if (b->jobs[i].quant)
+				rep->n_quantized++;
+			else
+				rep->n_passed++;
+		}
+		if (!rc)
+			rc = stream_close(st, inf->sha256, err);
+	}
+	for (; !rc && i < b->n_jobs; i++) {
+		rc = bake_tensor(b, w, &b->jobs[i], NULL, err);
+		rep->n_quantized++;
+	}
+	if (!rc)
+		rc = stream_finish(st, err);
 	return rc;
 }
 
@@ -953,11 +1190,17 @@ int fg_int4_bake(const char *src, const char *out, const struct fg_int4_opts *op
 	struct fg_buf cfgtext = FG_BUF_INIT, cfgout = FG_BUF_INIT, p = FG_BUF_INIT;
 	struct fg_st_desc *descs = NULL;
 	struct fg_st_writer *w = NULL;
+	struct stream strm;
+	struct fg_err local_err;
 	cJSON *cfg = NULL;
 	size_t nd = 0, i;
 	time_t started = time(NULL);
 	int rc;
 
+	if (!err)
+		err = &local_err;
+	memset(&strm, 0, sizeof(strm));
+	strm.fd = -1;
 	memset(&b, 0, sizeof(b));
 	memset(rep, 0, sizeof(*rep));
 	b.src = src;
@@ -993,21 +1236,12 @@ int fg_int4_bake(const char *src, const char *out, const struct fg_int4_opts *op
 		rc = make_tmp(&b, err);
 	if (rc)
 		goto out;
-	/* Inputs are hashed on their own thread while the tensors stream through. */
-	b.hasher_started = !pthread_create(&b.hasher, NULL, hash_main, &b);
-	if (!b.hasher_started)
-		hash_main(&b);
 	rc = fg_st_writer_new(&w, b.tmp, descs, nd,
 			      opts->max_shard_bytes ? opts->max_shard_bytes : FG_INT4_SHARD_BYTES, NULL, err);
 	if (!rc && opts->no_sync)
 		fg_st_writer_no_sync(w);
-	for (i = 0; !rc && i < b.n_jobs; i++) {
-		rc = bake_tensor(&b, w, &b.jobs[i], err);
-		if (b.jobs[i].quant)
-			rep->n_quantized++;
-		else
-			rep->n_passed++;
-	}
+	if (!rc)
+		rc = stream_all(&b, w, &strm, rep, err);
 	if (!rc)
 		rc = fg_st_writer_finish(w, err);
 	for (i = 0; !rc && i < fg_st_writer_nfiles(w); i++) {
@@ -1043,15 +1277,15 @@ int fg_int4_bake(const char *src, const char *out, const struct fg_int4_opts *op
 	for (i = 0; !rc && i < b.n_in; i++)
 		if (b.in[i].role == IN_COPY)
 			rc = copy_file(&b, &b.in[i], err);
-	if (b.hasher_started) {
-		pthread_join(b.hasher, NULL);
-		b.hasher_started = 0;
-	}
-	if (!rc && b.hash_rc) {
-		rc = b.hash_rc;
-		if (err)
-			*err = b.hash_err;
-	}
+	/* The small files the stream did not read. */
+	for (i = 0; !rc && i < b.n_in; i++)
+		if (b.in[i].role != IN_TENSORS) {
+			uint8_t d[FG_SHA256_LEN];
+			unsigned long long sz;
+
+			rc = fg_sha256_file(b.in[i].path, d, &sz, err);
+			fg_hex_encode(d, sizeof(d), b.in[i].sha256);
+		}
 	if (!rc) {
 		qsort(b.outs, b.n_out, sizeof(*b.outs), cmp_outfile);
 		rc = tree_digest(rep->tree_digest, b.outs, b.n_out, err);
@@ -1087,8 +1321,7 @@ int fg_int4_bake(const char *src, const char *out, const struct fg_int4_opts *op
 	if (!rc)
 		rc = write_statement(&b, started, rep, err);
 out:
-	if (b.hasher_started)
-		pthread_join(b.hasher, NULL);
+	stream_free(&strm);
 	fg_st_writer_free(w);
 	if (b.tmp) {
 		remove_tree_flat(b.tmp);
