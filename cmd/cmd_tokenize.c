@@ -20,7 +20,8 @@ static void usage(FILE *f)
 		"  --add-special  add the tokenizer's special tokens (Gemma: <bos> first)\n"
 		"  --decode       stdin holds JSON arrays of ids; writes the text they decode to\n"
 		"                 (with --lines: one array per line in, one JSON string per line out)\n"
-		"  --time         print the seconds spent encoding/decoding (load excluded) on stderr\n");
+		"  --time         print the wall and CPU seconds spent encoding/decoding (load\n"
+		"                 excluded) on stderr\n");
 }
 
 static int read_stdin(struct fg_buf *b, struct fg_err *err)
@@ -96,11 +97,11 @@ static int parse_ids(const char *text, size_t len, int32_t **ids, size_t *n, str
 	return 0;
 }
 
-static double now_s(void)
+static double clock_s(clockid_t id)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(id, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
@@ -168,7 +169,7 @@ int cmd_tokenize(int argc, char **argv)
 	struct fg_err err = { 0, "" };
 	struct fg_tokenizer *tok = NULL;
 	struct fg_buf in = FG_BUF_INIT, out = FG_BUF_INIT;
-	double t0, t1;
+	double t0, t1, c0, c1;
 
 	if (fg_cmd_wants_help(argc, argv)) {
 		usage(stdout);
@@ -196,13 +197,16 @@ int cmd_tokenize(int argc, char **argv)
 		return fg_cmd_fail("tokenize", &err);
 	if ((rc = read_stdin(&in, &err)))
 		goto fail;
-	t0 = now_s();
+	t0 = clock_s(CLOCK_MONOTONIC);
+	c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
 	rc = run(tok, &in, decode, lines, flags, &out, &err);
-	t1 = now_s();
+	c1 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+	t1 = clock_s(CLOCK_MONOTONIC);
 	if (rc)
 		goto fail;
 	if (timing)
-		fprintf(stderr, "%s_seconds %.6f bytes %zu\n", decode ? "decode" : "encode", t1 - t0, in.len);
+		fprintf(stderr, "%s_seconds %.6f cpu_seconds %.6f bytes %zu\n", decode ? "decode" : "encode",
+			t1 - t0, c1 - c0, in.len);
 	if (out.len && fwrite(out.data, 1, out.len, stdout) != out.len) {
 		rc = fg_err_set(&err, FG_EIO, "writing stdout failed");
 		goto fail;

@@ -35,8 +35,10 @@
 #define MAX_TOKENIZER_BYTES ((size_t)512 << 20)
 #define MAX_IDS (1 << 26)
 #define JSON_MAX_DEPTH 64
-#define CACHE_SLOTS (1u << 16)
+#define CACHE_SLOTS_MAX ((size_t)1 << 18)
+#define CACHE_SLOTS_MIN ((size_t)1 << 8)
 #define CACHE_MAX_WORD 128
+#define CP_CACHE 4096
 #define NO_SYM (-1)
 
 /* "▁" U+2581, the word-boundary character of SentencePiece-style vocabularies. */
@@ -295,6 +297,31 @@ static const struct mslot *merge_find(const struct fg_tokenizer *t, int32_t a, i
 	size_t i;
 
 	for (i = hash_u64(key) & t->mmask;; i = (i + 1) & t->mmask) {
+		const struct mslot *m = &t->mslots[i];
+
+		if (m->key == key)
+			return m;
+		if (m->key == UINT64_MAX)
+			return NULL;
+	}
+}
+
+/* The slot where the search for pair (a, b) starts, fetched into the cache
+ * ahead of the lookup: a word's first pairs are independent, so their misses
+ * can overlap. */
+static size_t merge_prefetch(const struct fg_tokenizer *t, int32_t a, int32_t b)
+{
+	size_t i = hash_u64(((uint64_t)(uint32_t)a << 32) | (uint32_t)b) & t->mmask;
+
+	__builtin_prefetch(&t->mslots[i]);
+	return i;
+}
+
+static const struct mslot *merge_find_from(const struct fg_tokenizer *t, int32_t a, int32_t b, size_t i)
+{
+	uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
+
+	for (;; i = (i + 1) & t->mmask) {
 		const struct mslot *m = &t->mslots[i];
 
 		if (m->key == key)
@@ -1389,11 +1416,16 @@ struct fg_tok_scratch {
 	size_t n_pieces, pieces_cap;
 	int32_t *sym_id, *sym_next, *sym_prev;
 	uint32_t *sym_off, *sym_len;
+	size_t *sym_slot;
 	size_t sym_cap;
-	uint64_t *heap;
+	struct hent *heap;
 	size_t heap_n, heap_cap;
+	/* ids of multi-byte characters seen: direct-mapped by code point */
+	uint32_t cp_key[CP_CACHE];
+	int32_t cp_id[CP_CACHE];
 	/* word cache */
-	int32_t *slots; /* entry index, -1 empty */
+	int32_t *slots; /* entry index, -1 empty; n_slots a power of two */
+	size_t n_slots;
 	struct cache_ent *ents;
 	size_t n_ents, ents_cap;
 	struct fg_buf keys;
@@ -1408,13 +1440,7 @@ int fg_tok_scratch_new(struct fg_tok_scratch **out, struct fg_err *err)
 	*out = NULL;
 	if (!s)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
-	s->slots = malloc(CACHE_SLOTS * sizeof(*s->slots));
-	if (!s->slots) {
-		free(s);
-		return fg_err_set(err, FG_ENOMEM, "out of memory");
-	}
-	memset(s->slots, 0xff, CACHE_SLOTS * sizeof(*s->slots));
-	*out = s;
+	*out = s; /* the word cache's table comes with the first word */
 	return 0;
 }
 
@@ -1430,6 +1456,7 @@ void fg_tok_scratch_free(struct fg_tok_scratch *s)
 	free(s->sym_prev);
 	free(s->sym_off);
 	free(s->sym_len);
+	free(s->sym_slot);
 	free(s->heap);
 	free(s->slots);
 	free(s->ents);
@@ -1477,41 +1504,50 @@ static int emit_unknown(const struct fg_tokenizer *t, struct out_ids *o, const u
 	return emit(o, t->unk_id, err);
 }
 
-static void heap_push(struct fg_tok_scratch *s, uint64_t k)
+/* A candidate merge of symbols left and right, valid while both still hold
+ * the ids it was computed from (a merged symbol always gets a new, longer
+ * piece, so equal ids mean nothing changed). Ordered by key = rank << 32 |
+ * left: lowest rank first, then the leftmost. */
+struct hent {
+	uint64_t key;
+	int32_t right, result, idl, idr;
+};
+
+static void heap_push(struct fg_tok_scratch *s, const struct hent *e)
 {
 	size_t i = s->heap_n++;
 
 	while (i > 0) {
 		size_t p = (i - 1) / 2;
 
-		if (s->heap[p] <= k)
+		if (s->heap[p].key <= e->key)
 			break;
 		s->heap[i] = s->heap[p];
 		i = p;
 	}
-	s->heap[i] = k;
+	s->heap[i] = *e;
 }
 
-static uint64_t heap_pop(struct fg_tok_scratch *s)
+static void heap_pop(struct fg_tok_scratch *s, struct hent *top)
 {
-	uint64_t top = s->heap[0], last = s->heap[--s->heap_n];
+	struct hent last = s->heap[--s->heap_n];
 	size_t i = 0, n = s->heap_n;
 
+	*top = s->heap[0];
 	for (;;) {
 		size_t c = 2 * i + 1;
 
 		if (c >= n)
 			break;
-		if (c + 1 < n && s->heap[c + 1] < s->heap[c])
+		if (c + 1 < n && s->heap[c + 1].key < s->heap[c].key)
 			c++;
-		if (s->heap[c] >= last)
+		if (s->heap[c].key >= last.key)
 			break;
 		s->heap[i] = s->heap[c];
 		i = c;
 	}
 	if (n)
 		s->heap[i] = last;
-	return top;
 }
 
 static int sym_reserve(struct fg_tok_scratch *s, size_t n, struct fg_err *err)
@@ -1535,24 +1571,32 @@ static int sym_reserve(struct fg_tok_scratch *s, size_t n, struct fg_err *err)
 	cap = s->sym_cap;
 	if ((rc = grow_array((void **)&s->sym_len, &cap, n, sizeof(uint32_t), err)))
 		return rc;
+	cap = s->sym_cap;
+	if ((rc = grow_array((void **)&s->sym_slot, &cap, n, sizeof(size_t), err)))
+		return rc;
 	cap = s->heap_cap;
-	if ((rc = grow_array((void **)&s->heap, &cap, 3 * n + 3, sizeof(uint64_t), err)))
+	if ((rc = grow_array((void **)&s->heap, &cap, 3 * n + 3, sizeof(struct hent), err)))
 		return rc;
 	s->heap_cap = cap;
 	s->sym_cap = n;
 	return 0;
 }
 
-static void push_pair(const struct fg_tokenizer *t, struct fg_tok_scratch *s, int32_t i)
+static void push_pair(const struct fg_tokenizer *t, struct fg_tok_scratch *s, int32_t i, size_t slot)
 {
 	int32_t j = s->sym_next[i];
 	const struct mslot *m;
 
 	if (j < 0 || s->sym_id[i] < 0 || s->sym_id[j] < 0)
 		return;
-	m = merge_find(t, s->sym_id[i], s->sym_id[j]);
-	if (m)
-		heap_push(s, ((uint64_t)(uint32_t)m->rank << 32) | (uint32_t)i);
+	m = slot == SIZE_MAX ? merge_find(t, s->sym_id[i], s->sym_id[j])
+			     : merge_find_from(t, s->sym_id[i], s->sym_id[j], slot);
+	if (m) {
+		struct hent e = { ((uint64_t)(uint32_t)m->rank << 32) | (uint32_t)i, j, m->result, s->sym_id[i],
+				  s->sym_id[j] };
+
+		heap_push(s, &e);
+	}
 }
 
 /* BPE over one word w (len bytes); appends its ids. */
@@ -1579,7 +1623,15 @@ static int bpe_word(const struct fg_tokenizer *t, struct fg_tok_scratch *s, cons
 		} else if (l == 1) {
 			id = t->ascii_id[u[i]];
 		} else {
-			id = lookup_id(t, w + i, l);
+			uint32_t slot = (cp * 2654435761u) >> 20;
+
+			if (s->cp_key[slot] == cp + 1) {
+				id = s->cp_id[slot];
+			} else {
+				id = lookup_id(t, w + i, l);
+				s->cp_key[slot] = cp + 1;
+				s->cp_id[slot] = id;
+			}
 		}
 		s->sym_id[nsym] = id;
 		s->sym_off[nsym] = (uint32_t)i;
@@ -1594,27 +1646,38 @@ static int bpe_word(const struct fg_tokenizer *t, struct fg_tok_scratch *s, cons
 	s->sym_next[nsym - 1] = -1;
 	s->heap_n = 0;
 	for (i = 0; i + 1 < nsym; i++)
-		push_pair(t, s, (int32_t)i);
+		s->sym_slot[i] = s->sym_id[i] >= 0 && s->sym_id[i + 1] >= 0
+					 ? merge_prefetch(t, s->sym_id[i], s->sym_id[i + 1])
+					 : SIZE_MAX;
+	for (i = 0; i + 1 < nsym; i++)
+		if (s->sym_slot[i] != SIZE_MAX)
+			push_pair(t, s, (int32_t)i, s->sym_slot[i]);
 	while (s->heap_n) {
-		uint64_t top = heap_pop(s);
-		int32_t a = (int32_t)(uint32_t)top, b = s->sym_next[a], nx;
-		const struct mslot *m;
+		struct hent top;
+		int32_t a, b, nx;
 
-		if (s->sym_len[a] == 0 || b < 0 || s->sym_id[a] < 0 || s->sym_id[b] < 0)
+		heap_pop(s, &top);
+		a = (int32_t)(uint32_t)top.key;
+		b = top.right;
+		if (s->sym_len[a] == 0 || s->sym_next[a] != b || s->sym_id[a] != top.idl || s->sym_id[b] != top.idr)
 			continue;
-		m = merge_find(t, s->sym_id[a], s->sym_id[b]);
-		if (!m || (uint32_t)m->rank != (uint32_t)(top >> 32))
-			continue;
-		s->sym_id[a] = m->result;
+		s->sym_id[a] = top.result;
 		s->sym_len[a] += s->sym_len[b];
 		s->sym_len[b] = 0; /* dead */
 		nx = s->sym_next[b];
 		s->sym_next[a] = nx;
 		if (nx >= 0)
 			s->sym_prev[nx] = a;
-		if (s->sym_prev[a] >= 0)
-			push_pair(t, s, s->sym_prev[a]);
-		push_pair(t, s, a);
+		{
+			int32_t pv = s->sym_prev[a];
+			size_t s1 = pv >= 0 && s->sym_id[pv] >= 0 ? merge_prefetch(t, s->sym_id[pv], s->sym_id[a]) : SIZE_MAX;
+			size_t s2 = nx >= 0 && s->sym_id[nx] >= 0 ? merge_prefetch(t, s->sym_id[a], s->sym_id[nx]) : SIZE_MAX;
+
+			if (s1 != SIZE_MAX)
+				push_pair(t, s, pv, s1);
+			if (s2 != SIZE_MAX)
+				push_pair(t, s, a, s2);
+		}
 	}
 	for (k = 0; k >= 0; k = s->sym_next[k]) {
 		if (s->sym_id[k] >= 0)
@@ -1629,10 +1692,45 @@ static int bpe_word(const struct fg_tokenizer *t, struct fg_tok_scratch *s, cons
 
 static void cache_reset(struct fg_tok_scratch *s)
 {
-	memset(s->slots, 0xff, CACHE_SLOTS * sizeof(*s->slots));
+	memset(s->slots, 0xff, s->n_slots * sizeof(*s->slots));
 	s->n_ents = 0;
 	s->n_cids = 0;
 	fg_buf_reset(&s->keys);
+}
+
+static size_t cache_probe(const struct fg_tok_scratch *s, uint64_t h)
+{
+	size_t slot;
+
+	for (slot = h & (s->n_slots - 1); s->slots[slot] >= 0; slot = (slot + 1) & (s->n_slots - 1))
+		;
+	return slot;
+}
+
+/* Makes room for one more entry: a bigger table (rehashing), or, at the
+ * largest size or with too many key bytes, an empty one. */
+static int cache_room(struct fg_tok_scratch *s, struct fg_err *err)
+{
+	size_t i, n;
+	int32_t *ns;
+
+	if (s->n_slots && (s->n_ents + 1) * 2 <= s->n_slots && s->keys.len <= ((size_t)32 << 20))
+		return 0;
+	if (s->n_slots >= CACHE_SLOTS_MAX || s->keys.len > ((size_t)32 << 20)) {
+		cache_reset(s);
+		return 0;
+	}
+	n = s->n_slots ? s->n_slots * 2 : CACHE_SLOTS_MIN;
+	ns = malloc(n * sizeof(*ns));
+	if (!ns)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	memset(ns, 0xff, n * sizeof(*ns));
+	free(s->slots);
+	s->slots = ns;
+	s->n_slots = n;
+	for (i = 0; i < s->n_ents; i++)
+		s->slots[cache_probe(s, s->ents[i].hash)] = (int32_t)i;
+	return 0;
 }
 
 /* BPE of a word through the scratch's cache. */
@@ -1647,7 +1745,7 @@ static int word(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const ch
 	if (len > CACHE_MAX_WORD)
 		return bpe_word(t, s, w, len, o, err);
 	h = hash_bytes(w, len);
-	for (slot = h & (CACHE_SLOTS - 1); s->slots[slot] >= 0; slot = (slot + 1) & (CACHE_SLOTS - 1)) {
+	for (slot = h & (s->n_slots - 1); s->n_slots && s->slots[slot] >= 0; slot = (slot + 1) & (s->n_slots - 1)) {
 		e = &s->ents[s->slots[slot]];
 		if (e->hash == h && e->key_len == len && !memcmp(s->keys.data + e->key_off, w, len)) {
 			if (*o->n + e->ids_n > *o->cap &&
@@ -1659,13 +1757,9 @@ static int word(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const ch
 		}
 	}
 	before = *o->n;
-	if ((rc = bpe_word(t, s, w, len, o, err)))
+	if ((rc = bpe_word(t, s, w, len, o, err)) || (rc = cache_room(s, err)))
 		return rc;
-	if (s->n_ents >= CACHE_SLOTS / 2 || s->keys.len > ((size_t)32 << 20)) {
-		cache_reset(s);
-		for (slot = h & (CACHE_SLOTS - 1); s->slots[slot] >= 0; slot = (slot + 1) & (CACHE_SLOTS - 1))
-			;
-	}
+	slot = cache_probe(s, h);
 	k = *o->n - before;
 	if ((rc = grow_array((void **)&s->ents, &s->ents_cap, s->n_ents + 1, sizeof(*s->ents), err)) ||
 	    (rc = grow_array((void **)&s->cids, &s->cids_cap, s->n_cids + k, sizeof(int32_t), err)))

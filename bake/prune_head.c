@@ -1,0 +1,441 @@
+/* prune_head.c - a checkpoint with its LM head cut to a keepset's rows (see
+ * prune_head.h for the layout and why config.json carries the keepset). */
+#include "prune_head.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "bake/keepset.h"
+#include "buf.h"
+#include "fsutil.h"
+#include "json.h"
+#include "provenance.h"
+#include "safetensors.h"
+#include "sha256.h"
+
+#define MAX_FILES 4096
+
+struct item {
+	char *name;
+	char sha[FG_SHA256_HEX_LEN + 1];
+};
+
+struct items {
+	struct item *v;
+	size_t n;
+};
+
+static int add_item(struct items *it, const char *name, const char *sha, struct fg_err *err)
+{
+	struct item *p = realloc(it->v, (it->n + 1) * sizeof(*p));
+
+	if (!p)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	it->v = p;
+	p[it->n].name = strdup(name);
+	if (!p[it->n].name)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	memcpy(p[it->n].sha, sha, FG_SHA256_HEX_LEN + 1);
+	it->n++;
+	return 0;
+}
+
+static void free_items(struct items *it)
+{
+	size_t i;
+
+	for (i = 0; i < it->n; i++)
+		free(it->v[i].name);
+	free(it->v);
+}
+
+static int hash_path(const char *path, char sha[FG_SHA256_HEX_LEN + 1], struct fg_err *err)
+{
+	uint8_t d[FG_SHA256_LEN];
+	unsigned long long size;
+	int rc = fg_sha256_file(path, d, &size, err);
+
+	if (!rc)
+		fg_hex_encode(d, sizeof(d), sha);
+	return rc;
+}
+
+/* Writes dir/name and records it among the outputs. */
+static int emit(const char *dir, const char *name, const void *data, size_t len, struct items *outs,
+		uint64_t *bytes, struct fg_err *err)
+{
+	struct fg_buf p = FG_BUF_INIT;
+	uint8_t d[FG_SHA256_LEN];
+	char hex[FG_SHA256_HEX_LEN + 1];
+	int rc = fg_path_join(&p, dir, name, err);
+
+	if (!rc)
+		rc = fg_file_write_atomic(p.data, data, len, 0644, err);
+	if (!rc)
+		rc = fg_sha256_mem(data, len, d, err);
+	if (!rc) {
+		fg_hex_encode(d, sizeof(d), hex);
+		rc = add_item(outs, name, hex, err);
+		*bytes += len;
+	}
+	fg_buf_release(&p);
+	return rc;
+}
+
+static int ends_with(const char *s, const char *suf)
+{
+	size_t a = strlen(s), b = strlen(suf);
+
+	return a >= b && !strcmp(s + a - b, suf);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void untie(cJSON *o)
+{
+	if (!o)
+		return;
+	cJSON_DeleteItemFromObjectCaseSensitive(o, "tie_word_embeddings");
+	cJSON_AddFalseToObject(o, "tie_word_embeddings");
+}
+
+int fg_prune_head(const char *src, const char *keepset, const char *out, int no_sync,
+		  struct fg_prune_report *rep, struct fg_err *err)
+{
+	struct fg_st_set *set = NULL;
+	struct fg_st_writer *w = NULL;
+	struct fg_st_desc *descs = NULL;
+	const struct fg_st_tensor *head = NULL, *lm;
+	unsigned char *member = NULL;
+	int32_t *keep = NULL, k = 0, fv = 0;
+	struct fg_buf p = FG_BUF_INIT, cfgtext = FG_BUF_INIT, kstext = FG_BUF_INIT, tmp = FG_BUF_INIT,
+		      ids_text = FG_BUF_INIT, stext = FG_BUF_INIT;
+	cJSON *cfg = NULL, *ks = NULL, *arr;
+	struct items ins = { 0 }, outs = { 0 };
+	char **names = NULL, sha[FG_SHA256_HEX_LEN + 1], keep_sha[FG_SHA256_HEX_LEN + 1];
+	size_t n_names = 0, i, nd = 0, n;
+	uint64_t rows, hidden, row_bytes;
+	uint8_t dg[FG_SHA256_LEN];
+	DIR *d = NULL;
+	struct dirent *e;
+	struct stat st;
+	int rc, made_tmp = 0;
+
+	memset(rep, 0, sizeof(*rep));
+	if (!stat(out, &st) && (!S_ISDIR(st.st_mode) || rmdir(out)))
+		return fg_err_set(err, FG_EINVAL, "%s already exists (and is not an empty folder)", out);
+	if ((rc = fg_path_join(&p, src, "config.json", err)) ||
+	    (rc = fg_file_read(p.data, (size_t)64 << 20, &cfgtext, err)) ||
+	    (rc = fg_json_parse(&cfg, cfgtext.data, cfgtext.len, p.data, err)))
+		goto done;
+	if (cJSON_GetObjectItemCaseSensitive(cfg, "lm_head_keepset")) {
+		rc = fg_err_set(err, FG_EINVAL, "%s: the head is already pruned (config.json has lm_head_keepset)", src);
+		goto done;
+	}
+	if ((rc = fg_st_open(&set, src, err)))
+		goto done;
+	if (fg_st_find(set, "lm_head.keep_ids")) {
+		rc = fg_err_set(err, FG_EINVAL, "%s: the head is already pruned (lm_head.keep_ids present)", src);
+		goto done;
+	}
+	lm = fg_st_find(set, "lm_head.weight");
+	head = lm;
+	if (!head)
+		head = fg_st_find(set, "model.language_model.embed_tokens.weight");
+	if (!head)
+		head = fg_st_find(set, "model.embed_tokens.weight");
+	if (!head) {
+		rc = fg_err_set(err, FG_ENOTFOUND,
+				"%s: no lm_head.weight and no embed_tokens.weight to take the head from", src);
+		goto done;
+	}
+	if (head->ndim != 2 || (head->dtype != FG_ST_BF16 && head->dtype != FG_ST_F16 && head->dtype != FG_ST_F32)) {
+		rc = fg_err_set(err, FG_EUNSUPPORTED, "%s: %s is not a 2-D BF16/F16/F32 matrix", src, head->name);
+		goto done;
+	}
+	rows = head->shape[0];
+	hidden = head->shape[1];
+	row_bytes = hidden * fg_st_dtype_size(head->dtype);
+	if (rows > (1u << 26)) {
+		rc = fg_err_set(err, FG_EFORMAT, "%s: %s has %llu rows", src, head->name, (unsigned long long)rows);
+		goto done;
+	}
+	if ((rc = fg_keepset_read(&member, &k, &fv, keepset, (int32_t)rows, err)))
+		goto done;
+	if ((uint64_t)fv != rows) {
+		rc = fg_err_set(err, FG_EINVAL,
+				"%s: keepset is for a %ld-row head but %s has %llu rows (bake the keepset with "
+				"--full-vocab %llu)",
+				keepset, (long)fv, head->name, (unsigned long long)rows, (unsigned long long)rows);
+		goto done;
+	}
+	keep = malloc((size_t)k * sizeof(*keep));
+	if (!keep) {
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+		goto done;
+	}
+	for (i = 0, n = 0; i < rows; i++)
+		if (member[i])
+			keep[n++] = (int32_t)i;
+	arr = cJSON_CreateArray();
+	for (i = 0; i < (size_t)k; i++)
+		cJSON_AddItemToArray(arr, cJSON_CreateNumber(keep[i]));
+	rc = fg_json_write(&ids_text, arr, 0, err);
+	cJSON_Delete(arr);
+	if (rc || (rc = fg_sha256_mem(ids_text.data, ids_text.len, dg, err)))
+		goto done;
+	fg_hex_encode(dg, sizeof(dg), keep_sha);
+
+	/* the output, written in OUT.partial and renamed at the end */
+	if ((rc = fg_buf_printf(&tmp, err, "%s.partial", out)))
+		goto done;
+	if (!stat(tmp.data, &st)) {
+		rc = fg_err_set(err, FG_EBUSY, "%s exists: another prune is running or one was interrupted (remove it)",
+				tmp.data);
+		goto done;
+	}
+	if ((rc = fg_mkdir_p(tmp.data, 0755, err)))
+		goto done;
+	made_tmp = 1;
+	n = fg_st_count(set);
+	descs = calloc(n + 2, sizeof(*descs));
+	if (!descs) {
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+		goto done;
+	}
+	for (i = 0; i < n; i++) {
+		const struct fg_st_tensor *t = fg_st_at(set, i);
+
+		if (t == lm)
+			continue;
+		descs[nd].name = t->name;
+		descs[nd].dtype = t->dtype;
+		descs[nd].ndim = t->ndim;
+		memcpy(descs[nd].shape, t->shape, sizeof(t->shape));
+		nd++;
+	}
+	descs[nd] = (struct fg_st_desc){ "lm_head.weight", head->dtype, 2, { (uint64_t)k, hidden } };
+	descs[nd + 1] = (struct fg_st_desc){ "lm_head.keep_ids", FG_ST_I32, 1, { (uint64_t)k } };
+	nd += 2;
+	if ((rc = fg_st_writer_new(&w, tmp.data, descs, nd, (uint64_t)5000000000ULL, NULL,
+				   err)))
+		goto done;
+	if (no_sync)
+		fg_st_writer_no_sync(w);
+	for (i = 0; i < n; i++) {
+		const struct fg_st_tensor *t = fg_st_at(set, i);
+		size_t off;
+
+		if (t == lm)
+			continue;
+		for (off = 0; off < t->nbytes && !rc; off += (size_t)64 << 20) {
+			size_t len = t->nbytes - off < ((size_t)64 << 20) ? t->nbytes - off : (size_t)64 << 20;
+
+			rc = fg_st_writer_write(w, (const uint8_t *)t->data + off, len, err);
+		}
+		fg_st_release(set, t);
+		if (rc)
+			goto done;
+	}
+	for (i = 0; i < (size_t)k && !rc; i++)
+		rc = fg_st_writer_write(w, (const uint8_t *)head->data + (size_t)keep[i] * row_bytes, row_bytes, err);
+	for (i = 0; i < (size_t)k && !rc; i++) {
+		uint8_t le[4] = { (uint8_t)keep[i], (uint8_t)(keep[i] >> 8), (uint8_t)(keep[i] >> 16),
+				  (uint8_t)(keep[i] >> 24) };
+
+		rc = fg_st_writer_write(w, le, 4, err);
+	}
+	if (rc || (rc = fg_st_writer_finish(w, err)))
+		goto done;
+	for (i = 0; i < fg_st_writer_nfiles(w); i++) {
+		const char *nm;
+		uint64_t sz;
+
+		fg_st_writer_file(w, i, &nm, &sz, sha);
+		if ((rc = add_item(&outs, nm, sha, err)))
+			goto done;
+		rep->bytes_out += sz;
+	}
+	if (fg_st_writer_nfiles(w) > 1) {
+		fg_buf_reset(&p);
+		if ((rc = fg_path_join(&p, tmp.data, FG_ST_INDEX_NAME, err)) || (rc = hash_path(p.data, sha, err)) ||
+		    (rc = add_item(&outs, FG_ST_INDEX_NAME, sha, err)))
+			goto done;
+	}
+
+	/* config.json says what the head is */
+	{
+		cJSON *o = cJSON_CreateObject();
+
+		untie(cfg);
+		untie(cJSON_GetObjectItemCaseSensitive(cfg, "text_config"));
+		cJSON_AddNumberToObject(o, "pruned_vocab_K", k);
+		cJSON_AddNumberToObject(o, "full_vocab", fv);
+		cJSON_AddStringToObject(o, "keep_ids_sha256", keep_sha);
+		cJSON_AddStringToObject(o, "keep_ids_tensor", "lm_head.keep_ids");
+		cJSON_AddStringToObject(o, "keepset_file", "keepset.json");
+		cJSON_AddStringToObject(o, "head_source", head->name);
+		cJSON_AddStringToObject(o, "note",
+					"lm_head.weight holds K rows: row i scores token keep_ids[i]; every other "
+					"token's logit is -inf and can never be emitted. The input embedding is full.");
+		cJSON_AddItemToObject(cfg, "lm_head_keepset", o);
+		fg_buf_reset(&p);
+		if ((rc = fg_json_write(&p, cfg, 1, err)) ||
+		    (rc = emit(tmp.data, "config.json", p.data, p.len, &outs, &rep->bytes_out, err)))
+			goto done;
+	}
+	if ((rc = fg_file_read(keepset, (size_t)256 << 20, &kstext, err)) ||
+	    (rc = emit(tmp.data, "keepset.json", kstext.data, kstext.len, &outs, &rep->bytes_out, err)))
+		goto done;
+
+	/* inputs: config, tensor files, keepset; other files are copied */
+	fg_buf_reset(&p);
+	if ((rc = fg_path_join(&p, src, "config.json", err)) || (rc = hash_path(p.data, sha, err)) ||
+	    (rc = add_item(&ins, "config.json", sha, err)))
+		goto done;
+	for (i = 0; i < fg_st_nfiles(set); i++) {
+		const char *f = fg_st_file(set, i), *slash = strrchr(f, '/');
+
+		if ((rc = hash_path(f, sha, err)) || (rc = add_item(&ins, slash ? slash + 1 : f, sha, err)))
+			goto done;
+	}
+	if ((rc = hash_path(keepset, sha, err)) || (rc = add_item(&ins, keepset, sha, err)))
+		goto done;
+	d = opendir(src);
+	if (!d) {
+		rc = fg_err_set(err, FG_EIO, "%s: %s", src, strerror(errno));
+		goto done;
+	}
+	names = calloc(MAX_FILES, sizeof(*names));
+	while (names && (e = readdir(d)) && n_names < MAX_FILES) {
+		if (e->d_name[0] == '.' || !strcmp(e->d_name, "config.json") || !strcmp(e->d_name, "keepset.json") ||
+		    ends_with(e->d_name, ".safetensors") || !strcmp(e->d_name, FG_ST_INDEX_NAME))
+			continue;
+		names[n_names++] = strdup(e->d_name);
+	}
+	if (!names) {
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+		goto done;
+	}
+	qsort(names, n_names, sizeof(*names), cmp_str);
+	for (i = 0; i < n_names; i++) {
+		struct fg_buf data = FG_BUF_INIT;
+
+		fg_buf_reset(&p);
+		if (!names[i] || (rc = fg_path_join(&p, src, names[i], err)))
+			goto done;
+		if (stat(p.data, &st) || !S_ISREG(st.st_mode))
+			continue;
+		rc = fg_file_read(p.data, (size_t)1 << 32, &data, err);
+		if (!rc) {
+			uint8_t h[FG_SHA256_LEN];
+
+			rc = fg_sha256_mem(data.data ? data.data : "", data.len, h, err);
+			fg_hex_encode(h, sizeof(h), sha);
+		}
+		if (!rc)
+			rc = add_item(&ins, names[i], sha, err);
+		if (!rc)
+			rc = emit(tmp.data, names[i], data.data ? data.data : "", data.len, &outs, &rep->bytes_out, err);
+		fg_buf_release(&data);
+		if (rc)
+			goto done;
+	}
+	if (rename(tmp.data, out)) {
+		rc = fg_err_set(err, FG_EIO, "rename %s to %s: %s", tmp.data, out, strerror(errno));
+		goto done;
+	}
+	made_tmp = 0;
+
+	/* the provenance statement beside the folder */
+	{
+		struct fg_prov_item *si = calloc(outs.n + 1, sizeof(*si)), *di = calloc(ins.n + 1, sizeof(*di));
+		struct fg_prov prov;
+		cJSON *params = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(params, "model", src);
+		cJSON_AddStringToObject(params, "keepset", keepset);
+		cJSON_AddNumberToObject(params, "pruned_vocab_K", k);
+		cJSON_AddStringToObject(params, "head", "bf16");
+		for (i = 0; si && i < outs.n; i++)
+			si[i] = (struct fg_prov_item){ outs.v[i].name, NULL, outs.v[i].sha };
+		for (i = 0; di && i < ins.n; i++)
+			di[i] = (struct fg_prov_item){ ins.v[i].name, NULL, ins.v[i].sha };
+		memset(&prov, 0, sizeof(prov));
+		prov.build_type = "https://github.com/fgpack/fgpack/bake/prune-head/v1";
+		prov.subjects = si;
+		prov.n_subjects = outs.n;
+		prov.deps = di;
+		prov.n_deps = ins.n;
+		prov.external_params = params;
+		rc = si && di ? fg_prov_statement_text(&stext, &prov, err) : fg_err_set(err, FG_ENOMEM, "out of memory");
+		free(si);
+		free(di);
+		cJSON_Delete(params);
+		if (rc)
+			goto done;
+		fg_buf_reset(&p);
+		if ((rc = fg_buf_printf(&p, err, "%s.intoto.json", out)) ||
+		    (rc = fg_file_write_atomic(p.data, stext.data, stext.len, 0644, err)))
+			goto done;
+		snprintf(rep->statement, sizeof(rep->statement), "%s", p.data);
+	}
+	rep->k = k;
+	rep->full_vocab = fv;
+	rep->hidden = hidden;
+	rep->tied = !lm;
+	snprintf(rep->head_source, sizeof(rep->head_source), "%s", head->name);
+	rep->n_tensors_out = nd;
+done:
+	if (d)
+		closedir(d);
+	for (i = 0; names && i < n_names; i++)
+		free(names[i]);
+	free(names);
+	if (rc && made_tmp) {
+		/* leave nothing half-written behind */
+		DIR *td = opendir(tmp.data);
+		struct dirent *te;
+
+		fg_st_writer_free(w);
+		w = NULL;
+		while (td && (te = readdir(td))) {
+			struct fg_buf q = FG_BUF_INIT;
+
+			if (te->d_name[0] == '.')
+				continue;
+			if (!fg_path_join(&q, tmp.data, te->d_name, NULL))
+				unlink(q.data);
+			fg_buf_release(&q);
+		}
+		if (td)
+			closedir(td);
+		rmdir(tmp.data);
+	}
+	fg_st_writer_free(w);
+	fg_st_free(set);
+	free(descs);
+	free(member);
+	free(keep);
+	cJSON_Delete(cfg);
+	cJSON_Delete(ks);
+	free_items(&ins);
+	free_items(&outs);
+	fg_buf_release(&p);
+	fg_buf_release(&cfgtext);
+	fg_buf_release(&kstext);
+	fg_buf_release(&tmp);
+	fg_buf_release(&ids_text);
+	fg_buf_release(&stext);
+	return rc;
+}

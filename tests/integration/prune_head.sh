@@ -1,0 +1,100 @@
+#!/bin/sh
+# prune_head.sh - `fgpack bake prune-head` on small checkpoints written here
+# with Python (tied and untied heads, one file and sharded): the pruned head
+# holds exactly the keepset's rows of the source, every other tensor is
+# unchanged, config.json records the keepset and unties the head, the same
+# inputs give the same bytes, and mismatched keepsets and already-pruned
+# models are refused.
+. "$(dirname "$0")/../lib.sh"
+
+mk() { # DIR TIED(0/1) VOCAB HIDDEN
+	python3 - "$@" <<'EOF'
+import json, os, random, struct, sys
+d, tied, V, H = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3]), int(sys.argv[4])
+os.makedirs(d, exist_ok=True)
+rng = random.Random(7)
+def bf16(rows, cols):  # random bf16 values (the high halves of float32s)
+    return ("BF16", [rows, cols], b"".join(struct.pack("<f", rng.gauss(0, 1))[2:] for _ in range(rows * cols)))
+t = {"model.embed_tokens.weight": bf16(V, H),
+     "model.layers.0.mlp.down_proj.weight": bf16(H, 2 * H),
+     "model.norm.weight": ("F32", [H], struct.pack("<%df" % H, *[rng.random() for _ in range(H)]))}
+if not tied:
+    t["lm_head.weight"] = bf16(V, H)
+hdr, data, off = {}, b"", 0
+for name in sorted(t):
+    dt, shape, b = t[name]
+    hdr[name] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(b)]}
+    data += b
+    off += len(b)
+h = json.dumps(hdr).encode()
+h += b" " * (-len(h) % 8)
+open(os.path.join(d, "model.safetensors"), "wb").write(struct.pack("<Q", len(h)) + h + data)
+json.dump({"model_type": "gemma3_text", "vocab_size": V, "hidden_size": H, "tie_word_embeddings": tied},
+          open(os.path.join(d, "config.json"), "w"))
+open(os.path.join(d, "tokenizer.json"), "w").write('{"placeholder": true}\n')
+EOF
+}
+ks() { # FILE FULL_VOCAB IDS...
+	f=$1
+	v=$2
+	shift 2
+	python3 -c 'import json,sys; ids=[int(x) for x in sys.argv[3:]]; json.dump({"keep_ids": ids, "pruned_vocab_K": len(ids), "full_vocab": int(sys.argv[2])}, open(sys.argv[1], "w"))' "$f" "$v" "$@"
+}
+verify() { # SRC OUT HEAD_SOURCE_TENSOR
+	python3 - "$@" <<'EOF'
+import json, struct, sys
+def load(path):  # name -> (dtype, shape, bytes)
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    return {k: (v["dtype"], v["shape"], b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+            for k, v in h.items() if k != "__metadata__"}
+src, out, hs = sys.argv[1], sys.argv[2], sys.argv[3]
+a, b = load(src + "/model.safetensors"), load(out + "/model.safetensors")
+cfg = json.load(open(out + "/config.json"))
+ids = json.load(open(out + "/keepset.json"))["keep_ids"]
+dt, shape, kb = b["lm_head.keep_ids"]
+assert dt == "I32" and list(struct.unpack("<%di" % len(ids), kb)) == ids, "keep_ids tensor"
+V, H = a[hs][1]
+row = H * 2
+dt, shape, w = b["lm_head.weight"]
+assert dt == "BF16" and shape == [len(ids), H], shape
+assert w == b"".join(a[hs][2][i * row:(i + 1) * row] for i in ids), "rows are the source rows"
+for k in a:
+    if k != "lm_head.weight":
+        assert a[k] == b[k], k
+m = cfg["lm_head_keepset"]
+assert m["pruned_vocab_K"] == len(ids) and m["full_vocab"] == V and m["head_source"] == hs
+assert cfg["tie_word_embeddings"] is False and cfg["vocab_size"] == V
+assert open(out + "/tokenizer.json").read() == '{"placeholder": true}\n'
+st = json.load(open(out + ".intoto.json"))
+names = {s["name"] for s in st["subject"]}
+assert {"model.safetensors", "config.json", "keepset.json", "tokenizer.json"} <= names, names
+EOF
+}
+
+mk "$WORK/tied" 1 64 16
+mk "$WORK/untied" 0 64 16
+ks "$WORK/k.json" 64 0 1 2 5 9 33 63
+check "prune a tied head" "$FGPACK" bake prune-head "$WORK/tied" --keepset "$WORK/k.json" "$WORK/out1"
+check "rows from the tied embedding, all else unchanged, config records the keepset" \
+	verify "$WORK/tied" "$WORK/out1" model.embed_tokens.weight
+check "prune an untied head" "$FGPACK" bake prune-head "$WORK/untied" --keepset "$WORK/k.json" "$WORK/out2"
+check "rows from lm_head.weight" verify "$WORK/untied" "$WORK/out2" lm_head.weight
+check "again into another folder" "$FGPACK" bake prune-head "$WORK/tied" --keepset "$WORK/k.json" "$WORK/out3"
+check "same inputs, same bytes" cmp "$WORK/out1/model.safetensors" "$WORK/out3/model.safetensors"
+check "same config bytes" cmp "$WORK/out1/config.json" "$WORK/out3/config.json"
+
+ks "$WORK/k100.json" 100 0 1 2
+"$FGPACK" bake prune-head "$WORK/tied" --keepset "$WORK/k100.json" "$WORK/bad1" >"$WORK/e1" 2>&1
+check_grep "a keepset for another vocabulary size is refused" 'keepset is for a 100-row head' "$WORK/e1"
+check "nothing written on failure" test ! -e "$WORK/bad1" -a ! -e "$WORK/bad1.partial"
+"$FGPACK" bake prune-head "$WORK/out1" --keepset "$WORK/k.json" "$WORK/bad2" >"$WORK/e2" 2>&1
+check_grep "an already pruned model is refused" 'already pruned' "$WORK/e2"
+"$FGPACK" bake prune-head "$WORK/tied" --keepset "$WORK/k.json" "$WORK/out1" >"$WORK/e3" 2>&1
+check_grep "an existing output folder is refused" 'already exists' "$WORK/e3"
+python3 -c 'import json; json.dump({"keep_ids": [3, 1], "full_vocab": 64}, open("'"$WORK"'/uns.json", "w"))'
+"$FGPACK" bake prune-head "$WORK/tied" --keepset "$WORK/uns.json" "$WORK/bad4" >"$WORK/e4" 2>&1
+check_grep "an unsorted keepset is refused" 'sorted' "$WORK/e4"
+check_exit "--head int4 is refused as a usage error" 2 "$FGPACK" bake prune-head "$WORK/tied" --keepset "$WORK/k.json" "$WORK/bad5" --head int4
+finish
