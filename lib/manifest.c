@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fsutil.h"
 #include "json.h"
@@ -670,9 +671,14 @@ fail:
 int fg_manifest_load(struct fg_manifest **out, const char *path, struct fg_err *err)
 {
 	struct fg_buf b = FG_BUF_INIT;
+	struct stat sb;
 	int rc;
 
 	*out = NULL;
+	/* refuse a huge regular file before reading any of it */
+	if (!stat(path, &sb) && S_ISREG(sb.st_mode) && (size_t)sb.st_size > FG_MANIFEST_MAX_BYTES)
+		return fg_err_set(err, FG_EFORMAT, "%s: larger than %zu MiB, not a manifest", path,
+				  FG_MANIFEST_MAX_BYTES >> 20);
 	rc = fg_file_read(path, FG_MANIFEST_MAX_BYTES, &b, err);
 	if (rc == FG_EINVAL)
 		rc = fg_err_set(err, FG_EFORMAT, "%s: larger than %zu MiB, not a manifest", path,

@@ -4,6 +4,7 @@
  * target extraction rules, and one-line errors for malformed input. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "manifest.h"
 #include "tap.h"
@@ -179,11 +180,11 @@ static void test_errors(void)
 		   "refused: oversize buffer (%s)", err.msg);
 		f = fopen("build/test-manifest-big.json", "wb");
 		if (f) {
-			size_t i;
-
-			for (i = 0; i < 7; i++) /* 7 x 16 MiB = 112 MiB of garbage */
-				fwrite(junk, 1, big - 1, f);
+			/* 112 MiB: 16 MiB of garbage then a sparse tail */
+			fwrite(junk, 1, big - 1, f);
 			fclose(f);
+			if (truncate("build/test-manifest-big.json", (off_t)7 * (big - 1)))
+				printf("# truncate failed\n");
 			ok(fg_manifest_load(&m, "build/test-manifest-big.json", &err) == FG_EFORMAT &&
 				   strstr(err.msg, "larger than 16 MiB"),
 			   "refused: 112 MiB file (%s)", err.msg);
