@@ -15,8 +15,10 @@
  * Build a lock with fg_lock_new, fg_lock_add_manifest (or
  * fg_lock_add_from_manifest), fg_lock_component_add_file, then
  * fg_lock_component_finish on each component (sorts files, computes the tree
- * digest), then fg_lock_write. Pointers returned by the add functions stay
- * valid until the lock is freed. */
+ * digest), then fg_lock_write. Manifest and component pointers returned by
+ * the add functions stay valid until the lock is freed (or, for a manifest,
+ * until fg_lock_add_manifest replaces it under the same key); pointers into
+ * a component's files[] or pins[] only until its next add_file / add_pin. */
 #ifndef FG_LOCK_H
 #define FG_LOCK_H
 
