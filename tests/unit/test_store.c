@@ -393,7 +393,17 @@ static void test_verify_gc(struct fg_store *st)
 	ok(fg_store_gc(&rep, st, keep, 1, 1, NULL, NULL, &err) == 0 && rep.removed == 2 && rep.kept == 1,
 	   "gc: dry run counts 2 to remove");
 	ok(fg_store_has(st, H_EMPTY), "gc: dry run removes nothing");
-	ok(fg_store_gc(&rep, st, keep, 1, 0, NULL, NULL, &err) == 0 && rep.removed == 2,
+	{
+		struct fg_store_lock *lk = NULL;
+
+		/* a blob whose lock is held (a fetch in progress) survives gc */
+		fg_store_lock_blob(&lk, st, "sha256-" H_EMPTY, 0, &err);
+		ok(lk && fg_store_gc(&rep, st, keep, 1, 0, NULL, NULL, &err) == 0 && rep.removed == 1 &&
+			   fg_store_has(st, H_EMPTY),
+		   "gc: a blob whose lock is held is kept");
+		fg_store_unlock(lk);
+	}
+	ok(fg_store_gc(&rep, st, keep, 1, 0, NULL, NULL, &err) == 0 && rep.removed == 1,
 	   "gc: removes unreferenced blobs");
 	ok(fg_store_has(st, H_HELLO) && !fg_store_has(st, H_EMPTY), "gc: referenced blob kept");
 
