@@ -181,7 +181,7 @@ static int run_prompt(struct fg_engine *e, const int32_t *ids, size_t n, int max
 int fg_golden_record(cJSON **out, struct fg_engine *e, const cJSON *prompts, int max_new,
 		     struct fg_err *err)
 {
-	cJSON *t = cJSON_CreateObject(), *parr, *dev = NULL;
+	cJSON *t = cJSON_CreateObject(), *parr = NULL, *dev = NULL;
 	const cJSON *p;
 	struct fg_buf lasts = FG_BUF_INIT;
 	uint8_t last[32], dig[32];

@@ -1,0 +1,178 @@
+/* cmd_serve.c - `fgpack serve`: a verified bundle (or a model folder) over
+ * an OpenAI-compatible HTTP API (engine/server.h). */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "bundle.h"
+#include "cmd.h"
+#include "engine/engine.h"
+#include "engine/server.h"
+#include "json.h"
+#include "tokenizer.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: fgpack serve (BUNDLE.fgb | --model DIR) [--port P] [--host ADDR]\n"
+		"                    [--queue N] [--max-body BYTES] [--threads N] [--tokenizer FILE]\n"
+		"                    [--name NAME]\n\n"
+		"Serves POST /v1/chat/completions and /v1/completions (greedy; max_tokens, stop,\n"
+		"stream), GET /v1/models and GET /health on ADDR:P (default 127.0.0.1:8000; port 0\n"
+		"picks a free one). A bundle is extracted and every file checked first (a mismatch\n"
+		"exits 3); its engine settings apply. One generation at a time; up to --queue\n"
+		"requests wait (default 8), more get 429. SIGTERM or SIGINT: stop accepting,\n"
+		"finish what is queued, exit 0. The tokenizer is tokenizer.json in the model\n"
+		"folder unless --tokenizer names one; without one only token-id prompts work.\n"
+		"Prints 'listening on http://ADDR:PORT' on stderr once ready.\n");
+}
+
+int cmd_serve(int argc, char **argv)
+{
+	struct fg_server_opts so;
+	struct fg_engine_opts eo;
+	struct fg_server *srv = NULL;
+	struct fg_engine *e = NULL;
+	struct fg_tokenizer *tok = NULL;
+	struct fg_bundle *b = NULL;
+	struct fg_buf model = FG_BUF_INIT, tpath = FG_BUF_INIT;
+	struct fg_err err;
+	const char *bundle = NULL, *model_dir = NULL, *tok_file = NULL;
+	sigset_t set;
+	int i, sig, rc, port = 8000, queue = 8, max_body = 1 << 20;
+
+	memset(&err, 0, sizeof(err));
+	memset(&so, 0, sizeof(so));
+	memset(&eo, 0, sizeof(eo));
+	eo.threads = 1;
+	if (fg_cmd_wants_help(argc, argv)) {
+		usage(stdout);
+		return FG_EXIT_OK;
+	}
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		int takes = strcmp(a, "--model") == 0 || !strcmp(a, "--port") || !strcmp(a, "--host") ||
+			    !strcmp(a, "--queue") || !strcmp(a, "--max-body") || !strcmp(a, "--threads") ||
+			    !strcmp(a, "--tokenizer") || !strcmp(a, "--name");
+
+		if (takes && !v)
+			return fg_cmd_usage_error("serve", "%s needs a value", a);
+		if (!strcmp(a, "--model"))
+			model_dir = v;
+		else if (!strcmp(a, "--host"))
+			so.host = v;
+		else if (!strcmp(a, "--tokenizer"))
+			tok_file = v;
+		else if (!strcmp(a, "--name"))
+			so.model_name = v;
+		else if ((!strcmp(a, "--port") && fg_parse_int(v, 0, 65535, &port)) ||
+			 (!strcmp(a, "--queue") && fg_parse_int(v, 1, 100000, &queue)) ||
+			 (!strcmp(a, "--max-body") && fg_parse_int(v, 1024, 1 << 30, &max_body)) ||
+			 (!strcmp(a, "--threads") && fg_parse_int(v, 1, 256, &eo.threads)))
+			return fg_cmd_usage_error("serve", "%s: bad number '%s'", a, v);
+		else if (takes)
+			;
+		else if (a[0] == '-')
+			return fg_cmd_usage_error("serve", "unknown option %s", a);
+		else if (!bundle)
+			bundle = a;
+		else
+			return fg_cmd_usage_error("serve", "one bundle at a time");
+		if (takes)
+			i++;
+	}
+	if (!!bundle == !!model_dir)
+		return fg_cmd_usage_error("serve", "give a BUNDLE or --model DIR (one of them)");
+	so.port = port;
+	so.max_queue = queue;
+	so.max_body = (size_t)max_body;
+
+	if (bundle) {
+		const cJSON *st, *un, *u;
+		long long v;
+
+		rc = fg_bundle_open(&b, bundle, NULL, &err);
+		if (rc) {
+			size_t k;
+
+			for (k = 0; b && k < b->n_problems; k++)
+				fprintf(stderr, "fgpack serve: %s: %s\n", b->problems[k].path,
+					b->problems[k].what);
+			goto fail;
+		}
+		if (!fg_json_str(b->meta, "model")) {
+			rc = fg_err_set(&err, FG_EINVAL, "%s: the bundle names no model for the engine "
+							 "(try fgpack exec)", bundle);
+			goto fail;
+		}
+		rc = fg_bundle_path(&model, b, fg_json_str(b->meta, "model"), &err);
+		if (rc)
+			goto fail;
+		st = fg_json_obj(b->meta, "settings");
+		if (st && !fg_json_int(st, "sliding_window", &v))
+			eo.sliding_window = (int)v;
+		if (st && !fg_json_int(st, "max_model_len", &v))
+			eo.max_seq = (int)v;
+		un = st ? fg_json_arr(st, "unhonoured") : NULL;
+		cJSON_ArrayForEach(u, un)
+			fprintf(stderr, "fgpack serve: note: %s=%s not applied: %s\n", fg_json_str(u, "key"),
+				fg_json_str(u, "value"), fg_json_str(u, "why"));
+		if (!so.model_name)
+			so.model_name = fg_json_str(b->meta, "name");
+		model_dir = model.data;
+	}
+	rc = fg_engine_load(&e, model_dir, &eo, &err);
+	if (rc)
+		goto fail;
+	if (tok_file)
+		rc = fg_buf_puts(&tpath, tok_file, &err);
+	else {
+		rc = fg_buf_printf(&tpath, &err, "%s/tokenizer.json", model_dir);
+		if (!rc && access(tpath.data, R_OK))
+			fg_buf_reset(&tpath);
+	}
+	if (!rc && tpath.len)
+		rc = fg_tokenizer_load(&tok, tpath.data, &err);
+	if (rc)
+		goto fail;
+	if (!tok)
+		fprintf(stderr, "fgpack serve: note: no tokenizer.json: only token-id prompts work\n");
+
+	/* the server's threads inherit this mask; this thread takes the signals */
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	rc = fg_server_new(&srv, e, tok, &so, &err);
+	if (!rc)
+		rc = fg_server_start(srv, &err);
+	if (rc)
+		goto fail;
+	fprintf(stderr, "fgpack serve: listening on http://%s:%d\n", so.host ? so.host : "127.0.0.1",
+		fg_server_port(srv));
+	sigwait(&set, &sig);
+	fprintf(stderr, "fgpack serve: %s: finishing queued requests\n",
+		sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	fg_server_drain(srv);
+	fg_server_free(srv);
+	fg_tokenizer_free(tok);
+	fg_engine_free(e);
+	fg_bundle_free(b);
+	fg_buf_release(&model);
+	fg_buf_release(&tpath);
+	fprintf(stderr, "fgpack serve: stopped\n");
+	return FG_EXIT_OK;
+fail:
+	fg_server_free(srv);
+	fg_tokenizer_free(tok);
+	fg_engine_free(e);
+	fg_bundle_free(b);
+	fg_buf_release(&model);
+	fg_buf_release(&tpath);
+	return fg_cmd_fail("serve", &err);
+}

@@ -1,0 +1,1012 @@
+/* server.c - OpenAI-compatible HTTP over libmicrohttpd, one engine, FIFO queue.
+ *
+ * Threads: libmicrohttpd runs one thread per connection (so a handler may
+ * block waiting for its job, and a stream's reader may block for the next
+ * token); one worker thread owns the engine and runs jobs in arrival order.
+ * Everything shared (queue, jobs' output) is guarded by the server mutex;
+ * each job has its own condition variable. A job is freed when both its
+ * worker side and its HTTP side have let go (refs). */
+#include "engine/server.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "json.h"
+
+#define STOP_MAX 4
+
+struct job {
+	pthread_cond_t cv;
+	int refs;
+	struct job *next;
+	/* request */
+	int chat, stream;
+	int32_t *prompt;
+	size_t n_prompt;
+	int max_tokens;
+	char *stops[STOP_MAX];
+	size_t n_stops, holdback;
+	char id[48];
+	long long created;
+	/* output */
+	int32_t *ids;
+	size_t n_ids;
+	struct fg_buf text;     /* generated text, cut at a stop string */
+	const char *finish;     /* "stop" / "length" once done */
+	int done, cancelled, failed;
+	char errmsg[FG_ERR_MSG_MAX];
+	/* streaming */
+	struct fg_buf sse;      /* formatted bytes not yet handed to MHD */
+	size_t sse_pos, emitted;
+	int sent_role, sent_end;
+};
+
+struct fg_server {
+	struct fg_engine *e;
+	const struct fg_tokenizer *tok;
+	struct fg_server_opts o;
+	struct MHD_Daemon *d;
+	pthread_t worker;
+	int worker_started;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;      /* queue changed */
+	struct job *head, *tail;
+	size_t waiting;
+	int running, draining, stopping;
+	unsigned long long next_id;
+	unsigned long long n_requests, n_cancelled, n_tokens, n_rejected;
+	int32_t end_of_turn;    /* Gemma's <end_of_turn>, or -1 */
+	int32_t tok_eos;
+};
+
+/* Per-request state kept by MHD across handler calls. */
+struct req {
+	struct fg_buf body;
+	int too_large;
+	struct job *job;        /* non-stream: released when the request completes */
+};
+
+/* ---- jobs ---- */
+
+static void job_release(struct fg_server *s, struct job *j)
+{
+	size_t i;
+
+	/* called with s->mu held */
+	if (--j->refs > 0)
+		return;
+	pthread_cond_destroy(&j->cv);
+	free(j->prompt);
+	free(j->ids);
+	for (i = 0; i < j->n_stops; i++)
+		free(j->stops[i]);
+	fg_buf_release(&j->text);
+	fg_buf_release(&j->sse);
+	free((char *)j - sizeof(struct fg_server *));
+	(void)s;
+}
+
+/* Length of the longest prefix of t[0..n) that does not end inside a UTF-8
+ * sequence. */
+static size_t utf8_whole(const char *t, size_t n)
+{
+	size_t back;
+
+	for (back = 1; back <= 4 && back <= n; back++) {
+		unsigned char c = (unsigned char)t[n - back];
+		size_t need;
+
+		if ((c & 0xC0) == 0x80)
+			continue;
+		need = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+		return need > back ? n - back : n;
+	}
+	return n;
+}
+
+/* Copy of t[0..n) with every byte that is not part of a valid UTF-8
+ * sequence replaced by U+FFFD, as JSON text must be UTF-8. NULL on OOM. */
+static char *utf8_clean(const char *t, size_t n)
+{
+	struct fg_buf b = FG_BUF_INIT;
+	size_t i = 0;
+
+	fg_buf_append(&b, "", 0, NULL);
+	while (i < n) {
+		unsigned char c = (unsigned char)t[i];
+		size_t need = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 && c >= 0xC2 ? 2 : (c & 0xF0) == 0xE0 ? 3
+			    : (c & 0xF8) == 0xF0 && c <= 0xF4 ? 4 : 0;
+		size_t k;
+		int okseq = need > 0 && i + need <= n;
+
+		for (k = 1; okseq && k < need; k++)
+			okseq = ((unsigned char)t[i + k] & 0xC0) == 0x80;
+		if (okseq && need == 3) {
+			unsigned char d = (unsigned char)t[i + 1];
+
+			okseq = !(c == 0xE0 && d < 0xA0) && !(c == 0xED && d >= 0xA0);
+		}
+		if (okseq && need == 4) {
+			unsigned char d = (unsigned char)t[i + 1];
+
+			okseq = !(c == 0xF0 && d < 0x90) && !(c == 0xF4 && d >= 0x90);
+		}
+		if (okseq) {
+			if (fg_buf_append(&b, t + i, need, NULL))
+				break;
+			i += need;
+		} else {
+			if (fg_buf_puts(&b, "\xEF\xBF\xBD", NULL))
+				break;
+			i++;
+		}
+	}
+	return fg_buf_detach(&b, NULL);
+}
+
+struct gen {
+	struct fg_server *s;
+	struct job *j;
+};
+
+static int on_token(void *user, int32_t token, const float *logits, int n_vocab)
+{
+	struct gen *g = user;
+	struct fg_server *s = g->s;
+	struct job *j = g->j;
+	int stop = 0;
+	size_t i;
+
+	(void)logits;
+	(void)n_vocab;
+	pthread_mutex_lock(&s->mu);
+	if (j->cancelled) {
+		pthread_mutex_unlock(&s->mu);
+		return 1;
+	}
+	if (fg_engine_is_eos(s->e, token) || token == s->end_of_turn ||
+	    (s->tok_eos >= 0 && token == s->tok_eos)) {
+		j->finish = "stop";
+		pthread_mutex_unlock(&s->mu);
+		return 1;
+	}
+	{
+		int32_t *ni = realloc(j->ids, (j->n_ids + 1) * sizeof(*ni));
+
+		if (!ni) {
+			j->failed = 1;
+			snprintf(j->errmsg, sizeof(j->errmsg), "out of memory");
+			pthread_mutex_unlock(&s->mu);
+			return 1;
+		}
+		j->ids = ni;
+		j->ids[j->n_ids++] = token;
+	}
+	if (s->tok) {
+		fg_buf_reset(&j->text);
+		if (fg_tokenizer_decode(s->tok, j->ids, j->n_ids, &j->text, NULL)) {
+			j->failed = 1;
+			snprintf(j->errmsg, sizeof(j->errmsg), "cannot decode token %d", (int)token);
+			stop = 1;
+		}
+		for (i = 0; !stop && i < j->n_stops; i++) {
+			const char *hit = memmem(j->text.data ? j->text.data : "", j->text.len,
+						 j->stops[i], strlen(j->stops[i]));
+
+			if (hit) {
+				j->text.len = (size_t)(hit - j->text.data);
+				j->text.data[j->text.len] = '\0';
+				j->finish = "stop";
+				stop = 1;
+			}
+		}
+	}
+	pthread_cond_broadcast(&j->cv);
+	pthread_mutex_unlock(&s->mu);
+	return stop;
+}
+
+static void *worker_main(void *arg)
+{
+	struct fg_server *s = arg;
+
+	pthread_mutex_lock(&s->mu);
+	for (;;) {
+		struct job *j;
+		struct gen g;
+		struct fg_err err;
+		int rc;
+
+		while (!s->head && !s->stopping)
+			pthread_cond_wait(&s->cv, &s->mu);
+		if (!s->head)
+			break;
+		j = s->head;
+		s->head = j->next;
+		if (!s->head)
+			s->tail = NULL;
+		s->waiting--;
+		s->running = 1;
+		pthread_mutex_unlock(&s->mu);
+
+		g.s = s;
+		g.j = j;
+		rc = j->cancelled ? 0
+				  : fg_engine_generate(s->e, j->prompt, j->n_prompt, j->max_tokens, on_token,
+						       &g, &err);
+
+		pthread_mutex_lock(&s->mu);
+		if (rc && !j->failed) {
+			j->failed = 1;
+			snprintf(j->errmsg, sizeof(j->errmsg), "%s", err.msg);
+		}
+		if (!j->finish)
+			j->finish = "length";
+		s->n_requests++;
+		s->n_tokens += j->n_ids;
+		if (j->cancelled)
+			s->n_cancelled++;
+		j->done = 1;
+		s->running = 0;
+		pthread_cond_broadcast(&j->cv);
+		pthread_cond_broadcast(&s->cv);
+		job_release(s, j);
+	}
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
+/* ---- HTTP helpers ---- */
+
+static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, const cJSON *j)
+{
+	struct fg_buf b = FG_BUF_INIT;
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+
+	if (fg_json_write(&b, j, 0, NULL))
+		return MHD_NO;
+	fg_buf_putc(&b, '\n', NULL);
+	r = MHD_create_response_from_buffer(b.len, b.data, MHD_RESPMEM_MUST_COPY);
+	fg_buf_release(&b);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", "application/json");
+	ret = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, const char *type,
+				  const char *param, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, const char *type,
+				  const char *param, const char *fmt, ...)
+{
+	cJSON *root = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(root, "error");
+	char msg[512];
+	va_list ap;
+	enum MHD_Result ret;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	cJSON_AddStringToObject(e, "message", msg);
+	cJSON_AddStringToObject(e, "type", type);
+	if (param)
+		cJSON_AddStringToObject(e, "param", param);
+	else
+		cJSON_AddNullToObject(e, "param");
+	cJSON_AddNullToObject(e, "code");
+	ret = send_json(c, status, root);
+	cJSON_Delete(root);
+	return ret;
+}
+
+/* ---- request parsing ---- */
+
+int fg_server_chat_prompt(struct fg_buf *out, const cJSON *messages, struct fg_err *err)
+{
+	const cJSON *m;
+	struct fg_buf system = FG_BUF_INIT;
+	int rc = 0, n = 0;
+
+	if (!cJSON_IsArray(messages) || cJSON_GetArraySize(messages) == 0)
+		return fg_err_set(err, FG_EINVAL, "messages: expected a non-empty array");
+	cJSON_ArrayForEach(m, messages) {
+		const char *role = fg_json_str(m, "role");
+		const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+		struct fg_buf text = FG_BUF_INIT;
+
+		if (!role)
+			rc = fg_err_set(err, FG_EINVAL, "messages[%d].role: expected a string", n);
+		else if (cJSON_IsString(content))
+			rc = fg_buf_puts(&text, content->valuestring, err);
+		else if (cJSON_IsArray(content)) {
+			const cJSON *part;
+
+			cJSON_ArrayForEach(part, content) {
+				const char *type = fg_json_str(part, "type"), *t = fg_json_str(part, "text");
+
+				if (!type || strcmp(type, "text") || !t) {
+					rc = fg_err_set(err, FG_EINVAL, "messages[%d].content: only text parts "
+									"are supported", n);
+					break;
+				}
+				rc = fg_buf_puts(&text, t, err);
+			}
+		} else if (!cJSON_IsNull(content) || strcmp(role ? role : "", "assistant"))
+			rc = fg_err_set(err, FG_EINVAL, "messages[%d].content: expected a string", n);
+		if (!rc) {
+			if (!strcmp(role, "system") || !strcmp(role, "developer")) {
+				/* Gemma has no system turn: it opens the next user turn */
+				if (system.len)
+					rc = fg_buf_puts(&system, "\n\n", err);
+				if (!rc)
+					rc = fg_buf_append(&system, text.data ? text.data : "", text.len, err);
+			} else if (!strcmp(role, "user") || !strcmp(role, "assistant")) {
+				rc = fg_buf_printf(out, err, "<start_of_turn>%s\n",
+						   !strcmp(role, "user") ? "user" : "model");
+				if (!rc && system.len && !strcmp(role, "user")) {
+					rc = fg_buf_printf(out, err, "%s\n\n", system.data);
+					fg_buf_reset(&system);
+				}
+				if (!rc)
+					rc = fg_buf_append(out, text.data ? text.data : "", text.len, err);
+				if (!rc)
+					rc = fg_buf_puts(out, "<end_of_turn>\n", err);
+			} else
+				rc = fg_err_set(err, FG_EINVAL, "messages[%d].role: '%s' is not system, "
+								"user or assistant", n, role);
+		}
+		fg_buf_release(&text);
+		if (rc)
+			break;
+		n++;
+	}
+	if (!rc && system.len)
+		rc = fg_buf_printf(out, err, "<start_of_turn>user\n%s<end_of_turn>\n", system.data);
+	if (!rc)
+		rc = fg_buf_puts(out, "<start_of_turn>model\n", err);
+	fg_buf_release(&system);
+	return rc;
+}
+
+/* Fills j from the request body; on a client error returns FG_EINVAL with
+ * err->msg and *param naming the field. */
+static int parse_request(struct fg_server *s, struct job *j, const cJSON *req, const char **param,
+			 struct fg_err *err)
+{
+	const cJSON *v;
+	int max_seq = fg_engine_max_seq(s->e), nv = fg_engine_vocab_size(s->e);
+	size_t i;
+	int rc = 0;
+	long long mt = -1;
+
+	*param = NULL;
+	if (!cJSON_IsObject(req))
+		return fg_err_set(err, FG_EINVAL, "the request body must be a JSON object");
+	v = cJSON_GetObjectItemCaseSensitive(req, "n");
+	if (v && !(cJSON_IsNumber(v) && v->valuedouble == 1)) {
+		*param = "n";
+		return fg_err_set(err, FG_EINVAL, "only n = 1 is supported");
+	}
+	v = cJSON_GetObjectItemCaseSensitive(req, "stream");
+	if (v && !cJSON_IsBool(v)) {
+		*param = "stream";
+		return fg_err_set(err, FG_EINVAL, "stream: expected true or false");
+	}
+	j->stream = cJSON_IsTrue(v);
+	v = cJSON_GetObjectItemCaseSensitive(req, "max_tokens");
+	if (!v)
+		v = cJSON_GetObjectItemCaseSensitive(req, "max_completion_tokens");
+	if (v && !cJSON_IsNull(v)) {
+		if (!cJSON_IsNumber(v) || v->valuedouble != (double)(long long)v->valuedouble ||
+		    v->valuedouble < 1 || v->valuedouble > 1e9) {
+			*param = "max_tokens";
+			return fg_err_set(err, FG_EINVAL, "max_tokens: expected a positive integer");
+		}
+		mt = (long long)v->valuedouble;
+	}
+	v = cJSON_GetObjectItemCaseSensitive(req, "stop");
+	if (cJSON_IsString(v)) {
+		if (v->valuestring[0])
+			j->stops[j->n_stops++] = strdup(v->valuestring);
+	} else if (cJSON_IsArray(v)) {
+		const cJSON *it;
+
+		if (cJSON_GetArraySize(v) > STOP_MAX) {
+			*param = "stop";
+			return fg_err_set(err, FG_EINVAL, "stop: at most %d strings", STOP_MAX);
+		}
+		cJSON_ArrayForEach(it, v) {
+			if (!cJSON_IsString(it)) {
+				*param = "stop";
+				return fg_err_set(err, FG_EINVAL, "stop: expected strings");
+			}
+			if (it->valuestring[0])
+				j->stops[j->n_stops++] = strdup(it->valuestring);
+		}
+	} else if (v && !cJSON_IsNull(v)) {
+		*param = "stop";
+		return fg_err_set(err, FG_EINVAL, "stop: expected a string or an array of strings");
+	}
+	for (i = 0; i < j->n_stops; i++) {
+		if (!j->stops[i])
+			return fg_err_set(err, FG_ENOMEM, "out of memory");
+		if (strlen(j->stops[i]) > j->holdback)
+			j->holdback = strlen(j->stops[i]);
+	}
+	if (j->holdback)
+		j->holdback--;
+
+	if (j->chat) {
+		struct fg_buf text = FG_BUF_INIT;
+
+		if (!s->tok) {
+			*param = "messages";
+			return fg_err_set(err, FG_EINVAL, "this model has no tokenizer: chat needs one");
+		}
+		rc = fg_server_chat_prompt(&text, cJSON_GetObjectItemCaseSensitive(req, "messages"), err);
+		if (rc)
+			*param = "messages";
+		else
+			rc = fg_tokenizer_encode(s->tok, text.data, text.len, FG_TOK_ADD_SPECIAL,
+						 &j->prompt, &j->n_prompt, err);
+		fg_buf_release(&text);
+		if (rc)
+			return rc;
+	} else {
+		v = cJSON_GetObjectItemCaseSensitive(req, "prompt");
+		if (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 1 &&
+		    cJSON_IsString(cJSON_GetArrayItem(v, 0)))
+			v = cJSON_GetArrayItem(v, 0);
+		*param = "prompt";
+		if (cJSON_IsString(v)) {
+			if (!s->tok)
+				return fg_err_set(err, FG_EINVAL, "this model has no tokenizer: send token ids");
+			rc = fg_tokenizer_encode(s->tok, v->valuestring, strlen(v->valuestring),
+						 FG_TOK_ADD_SPECIAL, &j->prompt, &j->n_prompt, err);
+			if (rc)
+				return rc;
+		} else if (cJSON_IsArray(v)) {
+			const cJSON *it;
+			size_t n = (size_t)cJSON_GetArraySize(v);
+
+			j->prompt = malloc((n ? n : 1) * sizeof(int32_t));
+			if (!j->prompt)
+				return fg_err_set(err, FG_ENOMEM, "out of memory");
+			cJSON_ArrayForEach(it, v) {
+				if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble >= nv ||
+				    it->valuedouble != (double)(int)it->valuedouble)
+					return fg_err_set(err, FG_EINVAL, "prompt: token ids must be integers in "
+									  "0..%d (one prompt per request)", nv - 1);
+				j->prompt[j->n_prompt++] = (int32_t)it->valuedouble;
+			}
+		} else
+			return fg_err_set(err, FG_EINVAL, "prompt: expected a string or an array of "
+							  "token ids");
+		*param = NULL;
+	}
+	if (j->n_prompt == 0) {
+		*param = j->chat ? "messages" : "prompt";
+		return fg_err_set(err, FG_EINVAL, "the prompt is empty");
+	}
+	if ((long long)j->n_prompt >= max_seq) {
+		*param = j->chat ? "messages" : "prompt";
+		return fg_err_set(err, FG_EINVAL, "the prompt has %zu tokens; this model's context is %d",
+				  j->n_prompt, max_seq);
+	}
+	if (mt < 0)
+		mt = j->chat ? max_seq - (long long)j->n_prompt
+			     : (16 < max_seq - (long long)j->n_prompt ? 16
+								       : max_seq - (long long)j->n_prompt);
+	if (mt + (long long)j->n_prompt > max_seq) {
+		*param = "max_tokens";
+		return fg_err_set(err, FG_EINVAL, "max_tokens %lld + %zu prompt tokens exceed this "
+						  "model's context of %d", mt, j->n_prompt, max_seq);
+	}
+	j->max_tokens = (int)mt;
+	return 0;
+}
+
+/* ---- responses ---- */
+
+static cJSON *usage_obj(const struct job *j)
+{
+	cJSON *u = cJSON_CreateObject();
+
+	cJSON_AddNumberToObject(u, "prompt_tokens", (double)j->n_prompt);
+	cJSON_AddNumberToObject(u, "completion_tokens", (double)j->n_ids);
+	cJSON_AddNumberToObject(u, "total_tokens", (double)(j->n_prompt + j->n_ids));
+	return u;
+}
+
+static cJSON *ids_array(const int32_t *ids, size_t n)
+{
+	cJSON *a = cJSON_CreateArray();
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		cJSON_AddItemToArray(a, cJSON_CreateNumber(ids[i]));
+	return a;
+}
+
+static cJSON *envelope(const struct fg_server *s, const struct job *j, const char *object)
+{
+	cJSON *r = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(r, "id", j->id);
+	cJSON_AddStringToObject(r, "object", object);
+	cJSON_AddNumberToObject(r, "created", (double)j->created);
+	cJSON_AddStringToObject(r, "model", s->o.model_name);
+	return r;
+}
+
+/* The whole answer of a finished non-stream job. */
+static cJSON *final_response(const struct fg_server *s, const struct job *j)
+{
+	cJSON *r = envelope(s, j, j->chat ? "chat.completion" : "text_completion");
+	cJSON *ch = cJSON_AddArrayToObject(r, "choices"), *c = cJSON_CreateObject();
+	char *text = utf8_clean(j->text.data ? j->text.data : "", j->text.len);
+
+	cJSON_AddNumberToObject(c, "index", 0);
+	if (j->chat) {
+		cJSON *m = cJSON_AddObjectToObject(c, "message");
+
+		cJSON_AddStringToObject(m, "role", "assistant");
+		cJSON_AddStringToObject(m, "content", text ? text : "");
+	} else {
+		cJSON_AddStringToObject(c, "text", text ? text : "");
+		cJSON_AddNullToObject(c, "logprobs");
+	}
+	free(text);
+	cJSON_AddStringToObject(c, "finish_reason", j->finish);
+	cJSON_AddItemToObject(c, "token_ids", ids_array(j->ids, j->n_ids));
+	cJSON_AddItemToArray(ch, c);
+	cJSON_AddItemToObject(r, "usage", usage_obj(j));
+	return r;
+}
+
+/* Appends one SSE event for a chunk holding text (may be NULL) and finish. */
+static int sse_chunk(const struct fg_server *s, struct job *j, const char *text, size_t len,
+		     const char *finish, int role)
+{
+	cJSON *r = envelope(s, j, j->chat ? "chat.completion.chunk" : "text_completion");
+	cJSON *ch = cJSON_AddArrayToObject(r, "choices"), *c = cJSON_CreateObject();
+	char *t = NULL;
+	int rc;
+
+	if (text) {
+		t = utf8_clean(text, len);
+		if (!t) {
+			cJSON_Delete(r);
+			return -1;
+		}
+	}
+	cJSON_AddNumberToObject(c, "index", 0);
+	if (j->chat) {
+		cJSON *d = cJSON_AddObjectToObject(c, "delta");
+
+		if (role)
+			cJSON_AddStringToObject(d, "role", "assistant");
+		if (t)
+			cJSON_AddStringToObject(d, "content", t);
+	} else {
+		cJSON_AddStringToObject(c, "text", t ? t : "");
+		cJSON_AddNullToObject(c, "logprobs");
+	}
+	if (finish)
+		cJSON_AddStringToObject(c, "finish_reason", finish);
+	else
+		cJSON_AddNullToObject(c, "finish_reason");
+	cJSON_AddItemToArray(ch, c);
+	if (finish)
+		cJSON_AddItemToObject(r, "usage", usage_obj(j));
+	rc = fg_buf_puts(&j->sse, "data: ", NULL);
+	if (!rc)
+		rc = fg_json_write(&j->sse, r, 0, NULL);
+	if (!rc)
+		rc = fg_buf_puts(&j->sse, "\n\n", NULL);
+	free(t);
+	cJSON_Delete(r);
+	return rc;
+}
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct job *j = cls;
+	struct fg_server *s = *(struct fg_server **)((char *)j - sizeof(struct fg_server *));
+	ssize_t n = 0;
+
+	(void)pos;
+	pthread_mutex_lock(&s->mu);
+	for (;;) {
+		if (j->sse_pos < j->sse.len) {
+			size_t take = j->sse.len - j->sse_pos < max ? j->sse.len - j->sse_pos : max;
+
+			memcpy(buf, j->sse.data + j->sse_pos, take);
+			j->sse_pos += take;
+			if (j->sse_pos == j->sse.len) {
+				fg_buf_reset(&j->sse);
+				j->sse_pos = 0;
+			}
+			n = (ssize_t)take;
+			break;
+		}
+		if (j->sent_end) {
+			n = MHD_CONTENT_READER_END_OF_STREAM;
+			break;
+		}
+		if (j->chat && !j->sent_role) {
+			j->sent_role = 1;
+			if (sse_chunk(s, j, NULL, 0, NULL, 1)) {
+				n = MHD_CONTENT_READER_END_WITH_ERROR;
+				break;
+			}
+			continue;
+		}
+		{
+			size_t safe = j->done ? j->text.len
+					      : (j->text.len > j->holdback ? j->text.len - j->holdback : 0);
+
+			if (!j->done)
+				safe = utf8_whole(j->text.data ? j->text.data : "", safe);
+			if (safe > j->emitted) {
+				if (sse_chunk(s, j, j->text.data + j->emitted, safe - j->emitted, NULL, 0)) {
+					n = MHD_CONTENT_READER_END_WITH_ERROR;
+					break;
+				}
+				j->emitted = safe;
+				continue;
+			}
+		}
+		if (j->done) {
+			if (j->failed) {
+				fg_buf_printf(&j->sse, NULL,
+					      "data: {\"error\": {\"message\": \"generation failed\", "
+					      "\"type\": \"server_error\", \"param\": null, \"code\": null}}\n\n");
+			} else if (sse_chunk(s, j, NULL, 0, j->finish, 0)) {
+				n = MHD_CONTENT_READER_END_WITH_ERROR;
+				break;
+			}
+			fg_buf_puts(&j->sse, "data: [DONE]\n\n", NULL);
+			j->sent_end = 1;
+			continue;
+		}
+		pthread_cond_wait(&j->cv, &s->mu);
+	}
+	pthread_mutex_unlock(&s->mu);
+	return n;
+}
+
+/* A job allocated behind a pointer to its server, so the stream callbacks
+ * (which get only the job) can find the lock. */
+static struct job *job_new(struct fg_server *s)
+{
+	char *mem = calloc(1, sizeof(struct fg_server *) + sizeof(struct job));
+	struct job *j;
+
+	if (!mem)
+		return NULL;
+	*(struct fg_server **)mem = s;
+	j = (struct job *)(mem + sizeof(struct fg_server *));
+	pthread_cond_init(&j->cv, NULL);
+	j->refs = 1;
+	j->created = (long long)time(NULL);
+	return j;
+}
+
+static void stream_free(void *cls)
+{
+	struct job *j = cls;
+	struct fg_server *s = *(struct fg_server **)((char *)j - sizeof(struct fg_server *));
+
+	pthread_mutex_lock(&s->mu);
+	if (!j->done)
+		j->cancelled = 1; /* the client went away: stop at the next token */
+	job_release(s, j);
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* Queues j (the queue takes one reference); 0, or -1 when full or draining. */
+static int enqueue(struct fg_server *s, struct job *j, int *draining)
+{
+	*draining = s->draining;
+	if (s->draining || s->waiting >= (size_t)s->o.max_queue) {
+		s->n_rejected++;
+		return -1;
+	}
+	j->refs++;
+	if (s->tail)
+		s->tail->next = j;
+	else
+		s->head = j;
+	s->tail = j;
+	s->waiting++;
+	snprintf(j->id, sizeof(j->id), "%s-%llu", j->chat ? "chatcmpl" : "cmpl", ++s->next_id);
+	pthread_cond_broadcast(&s->cv);
+	return 0;
+}
+
+static enum MHD_Result handle_generate(struct fg_server *s, struct MHD_Connection *c, struct req *rq,
+				       int chat)
+{
+	struct fg_err err;
+	cJSON *body = NULL;
+	struct job *j;
+	const char *param = NULL;
+	enum MHD_Result ret;
+	int rc, draining;
+
+	memset(&err, 0, sizeof(err));
+	if (rq->too_large)
+		return send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "invalid_request_error", NULL,
+				  "request body over %zu bytes", s->o.max_body);
+	if (fg_json_parse(&body, rq->body.data ? rq->body.data : "", rq->body.len, "request body",
+			  &err))
+		return send_error(c, MHD_HTTP_BAD_REQUEST, "invalid_request_error", NULL, "%s", err.msg);
+	j = job_new(s);
+	if (!j) {
+		cJSON_Delete(body);
+		return send_error(c, 500, "server_error", NULL, "out of memory");
+	}
+	j->chat = chat;
+	rc = parse_request(s, j, body, &param, &err);
+	cJSON_Delete(body);
+	pthread_mutex_lock(&s->mu);
+	if (rc) {
+		job_release(s, j);
+		pthread_mutex_unlock(&s->mu);
+		return send_error(c, rc == FG_ENOMEM ? 500 : MHD_HTTP_BAD_REQUEST,
+				  rc == FG_ENOMEM ? "server_error" : "invalid_request_error", param, "%s",
+				  err.msg);
+	}
+	if (enqueue(s, j, &draining)) {
+		job_release(s, j);
+		pthread_mutex_unlock(&s->mu);
+		if (draining)
+			return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", NULL,
+					  "the server is shutting down");
+		return send_error(c, MHD_HTTP_TOO_MANY_REQUESTS, "rate_limit_error", NULL,
+				  "the queue is full (%d waiting); retry later", s->o.max_queue);
+	}
+	if (j->stream) {
+		struct MHD_Response *r;
+
+		pthread_mutex_unlock(&s->mu);
+		r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_reader, j,
+						      stream_free);
+		if (!r) {
+			stream_free(j);
+			return MHD_NO;
+		}
+		MHD_add_response_header(r, "Content-Type", "text/event-stream");
+		MHD_add_response_header(r, "Cache-Control", "no-cache");
+		ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+		MHD_destroy_response(r);
+		return ret;
+	}
+	while (!j->done)
+		pthread_cond_wait(&j->cv, &s->mu);
+	pthread_mutex_unlock(&s->mu);
+	if (j->failed)
+		ret = send_error(c, 500, "server_error", NULL, "generation failed: %s", j->errmsg);
+	else {
+		cJSON *r = final_response(s, j);
+
+		ret = send_json(c, MHD_HTTP_OK, r);
+		cJSON_Delete(r);
+	}
+	rq->job = j; /* released when the request completes */
+	return ret;
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
+			       const char *method, const char *version, const char *upload,
+			       size_t *upload_size, void **con_cls)
+{
+	struct fg_server *s = cls;
+	struct req *rq = *con_cls;
+
+	(void)version;
+	if (!rq) {
+		rq = calloc(1, sizeof(*rq));
+		if (!rq)
+			return MHD_NO;
+		fg_buf_init(&rq->body, s->o.max_body);
+		*con_cls = rq;
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		if (!rq->too_large && fg_buf_append(&rq->body, upload, *upload_size, NULL)) {
+			rq->too_large = 1;
+			fg_buf_release(&rq->body);
+		}
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (!strcmp(url, "/health")) {
+		cJSON *r = cJSON_CreateObject();
+		enum MHD_Result ret;
+
+		pthread_mutex_lock(&s->mu);
+		cJSON_AddStringToObject(r, "status", s->draining ? "draining" : "ok");
+		cJSON_AddNumberToObject(r, "waiting", (double)s->waiting);
+		cJSON_AddBoolToObject(r, "running", s->running);
+		{
+			cJSON *st = cJSON_AddObjectToObject(r, "stats");
+
+			cJSON_AddNumberToObject(st, "requests", (double)s->n_requests);
+			cJSON_AddNumberToObject(st, "cancelled", (double)s->n_cancelled);
+			cJSON_AddNumberToObject(st, "tokens", (double)s->n_tokens);
+			cJSON_AddNumberToObject(st, "rejected", (double)s->n_rejected);
+		}
+		pthread_mutex_unlock(&s->mu);
+		ret = send_json(c, s->draining ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_OK, r);
+		cJSON_Delete(r);
+		return ret;
+	}
+	if (!strcmp(url, "/v1/models")) {
+		cJSON *r = cJSON_CreateObject(), *d = cJSON_AddArrayToObject(r, "data"),
+		      *m = cJSON_CreateObject();
+		enum MHD_Result ret;
+
+		cJSON_AddStringToObject(r, "object", "list");
+		cJSON_AddStringToObject(m, "id", s->o.model_name);
+		cJSON_AddStringToObject(m, "object", "model");
+		cJSON_AddNumberToObject(m, "created", 0);
+		cJSON_AddStringToObject(m, "owned_by", "fgpack");
+		cJSON_AddNumberToObject(m, "max_model_len", fg_engine_max_seq(s->e));
+		cJSON_AddItemToArray(d, m);
+		ret = send_json(c, MHD_HTTP_OK, r);
+		cJSON_Delete(r);
+		return ret;
+	}
+	if (!strcmp(url, "/v1/completions") || !strcmp(url, "/v1/chat/completions")) {
+		if (strcmp(method, "POST"))
+			return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "invalid_request_error", NULL,
+					  "%s wants POST", url);
+		return handle_generate(s, c, rq, !strcmp(url, "/v1/chat/completions"));
+	}
+	return send_error(c, MHD_HTTP_NOT_FOUND, "invalid_request_error", NULL, "no route %s %s",
+			  method, url);
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
+		      enum MHD_RequestTerminationCode toe)
+{
+	struct fg_server *s = cls;
+	struct req *rq = *con_cls;
+
+	(void)c;
+	(void)toe;
+	if (!rq)
+		return;
+	if (rq->job) {
+		pthread_mutex_lock(&s->mu);
+		job_release(s, rq->job);
+		pthread_mutex_unlock(&s->mu);
+	}
+	fg_buf_release(&rq->body);
+	free(rq);
+	*con_cls = NULL;
+}
+
+/* ---- lifecycle ---- */
+
+int fg_server_new(struct fg_server **out, struct fg_engine *e, const struct fg_tokenizer *tok,
+		  const struct fg_server_opts *opts, struct fg_err *err)
+{
+	struct fg_server *s = calloc(1, sizeof(*s));
+
+	*out = NULL;
+	if (!s)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	s->e = e;
+	s->tok = tok;
+	if (opts)
+		s->o = *opts;
+	if (!s->o.host)
+		s->o.host = "127.0.0.1";
+	if (s->o.max_queue <= 0)
+		s->o.max_queue = 8;
+	if (!s->o.max_body)
+		s->o.max_body = (size_t)1 << 20;
+	if (!s->o.model_name)
+		s->o.model_name = "fgpack";
+	s->end_of_turn = tok ? fg_tokenizer_piece_to_id(tok, "<end_of_turn>", 13) : -1;
+	s->tok_eos = tok ? fg_tokenizer_eos_id(tok) : -1;
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cv, NULL);
+	*out = s;
+	return 0;
+}
+
+int fg_server_start(struct fg_server *s, struct fg_err *err)
+{
+	struct sockaddr_in sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)s->o.port);
+	if (inet_pton(AF_INET, s->o.host, &sa.sin_addr) != 1)
+		return fg_err_set(err, FG_EINVAL, "'%s' is not an IPv4 address", s->o.host);
+	if (pthread_create(&s->worker, NULL, worker_main, s))
+		return fg_err_set(err, FG_ENOMEM, "cannot start the worker thread");
+	s->worker_started = 1;
+	s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+					MHD_USE_ITC,
+				(uint16_t)s->o.port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, &sa,
+				MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+				MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
+				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600, MHD_OPTION_END);
+	if (!s->d) {
+		pthread_mutex_lock(&s->mu);
+		s->stopping = 1;
+		pthread_cond_broadcast(&s->cv);
+		pthread_mutex_unlock(&s->mu);
+		pthread_join(s->worker, NULL);
+		s->worker_started = 0;
+		return fg_err_set(err, FG_EIO, "cannot listen on %s:%d (in use?)", s->o.host, s->o.port);
+	}
+	return 0;
+}
+
+int fg_server_port(const struct fg_server *s)
+{
+	const union MHD_DaemonInfo *i;
+
+	if (!s->d)
+		return -1;
+	i = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+	return i ? i->port : s->o.port;
+}
+
+void fg_server_drain(struct fg_server *s)
+{
+	if (!s->d)
+		return;
+	pthread_mutex_lock(&s->mu);
+	s->draining = 1;
+	pthread_mutex_unlock(&s->mu);
+	MHD_quiesce_daemon(s->d);
+	pthread_mutex_lock(&s->mu);
+	while (s->head || s->running)
+		pthread_cond_wait(&s->cv, &s->mu);
+	s->stopping = 1;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	/* finished streams hand their last bytes out before the daemon stops */
+	MHD_stop_daemon(s->d);
+	s->d = NULL;
+	if (s->worker_started)
+		pthread_join(s->worker, NULL);
+	s->worker_started = 0;
+}
+
+void fg_server_free(struct fg_server *s)
+{
+	if (!s)
+		return;
+	fg_server_drain(s);
+	if (s->worker_started) {
+		pthread_mutex_lock(&s->mu);
+		s->stopping = 1;
+		pthread_cond_broadcast(&s->cv);
+		pthread_mutex_unlock(&s->mu);
+		pthread_join(s->worker, NULL);
+	}
+	pthread_mutex_destroy(&s->mu);
+	pthread_cond_destroy(&s->cv);
+	free(s);
+}

@@ -1,0 +1,52 @@
+/* server.h - an OpenAI-compatible HTTP server over one engine (libmicrohttpd).
+ *
+ * Endpoints: POST /v1/completions, POST /v1/chat/completions (greedy; max_tokens,
+ * stop, stream as server-sent events; a completion prompt may be a string or
+ * an array of token ids), GET /v1/models, GET /health.
+ *
+ * One generation at a time: a single worker thread owns the engine; requests
+ * wait in a FIFO queue of at most max_queue, beyond which they get 429.
+ * Request bodies over max_body get 413; malformed JSON or fields get 400 with
+ * an OpenAI-style {"error": {message, type, param, code}} object. A streaming
+ * client that goes away stops its generation at the next token. Chat prompts
+ * use Gemma's turn format (docs/serve.md). */
+#ifndef FG_SERVER_H
+#define FG_SERVER_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "buf.h"
+
+#include "engine/engine.h"
+#include "err.h"
+#include "tokenizer.h"
+
+struct fg_server_opts {
+	const char *host;       /* numeric IPv4 address to bind; NULL = 127.0.0.1 */
+	int port;               /* 0 = any free port (see fg_server_port) */
+	int max_queue;          /* waiting requests allowed; 0 = 8 */
+	size_t max_body;        /* request body bytes; 0 = 1 MiB */
+	const char *model_name; /* the id /v1/models reports; NULL = "fgpack" */
+};
+
+struct fg_server;
+
+/* engine and tok are borrowed and must outlive the server; tok may be NULL
+ * (then only token-id prompts work and responses carry ids, no text). */
+int fg_server_new(struct fg_server **out, struct fg_engine *e, const struct fg_tokenizer *tok,
+		  const struct fg_server_opts *opts, struct fg_err *err);
+/* Starts listening and the worker thread. */
+int fg_server_start(struct fg_server *s, struct fg_err *err);
+int fg_server_port(const struct fg_server *s);
+/* Stops accepting connections, lets queued and running requests finish
+ * (new requests on open connections get 503), then stops. */
+void fg_server_drain(struct fg_server *s);
+void fg_server_free(struct fg_server *s); /* drains first when running */
+
+/* The Gemma turn format for messages (role/content objects) into text,
+ * appended to out; ends with the opening of the model's turn. */
+int fg_server_chat_prompt(struct fg_buf *out, const cJSON *messages, struct fg_err *err);
+
+#endif

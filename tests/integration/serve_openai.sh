@@ -1,0 +1,159 @@
+#!/bin/sh
+# serve_openai.sh - fgpack serve (built with ASan+UBSan here) driven by the
+# official openai npm client, curl for edge cases, 50 concurrent clients
+# against the bounded queue, a client that disconnects mid-stream, and a
+# SIGTERM that drains.
+. "$(dirname "$0")/../lib.sh"
+
+# an ASan build of fgpack in build/asan (objects shared with `make asan`)
+CMDOBJ=$(cd "$TOP" && ls cmd/*.c | sed 's|^|build/asan/|; s|\.c$|.o|')
+ASAN="-fsanitize=address,undefined -fno-omit-frame-pointer"
+if ! (cd "$TOP" && make -s -j2 BUILD=build/asan OPT=-O1 EXTRA_CFLAGS="$ASAN" build/asan/libfg.a $CMDOBJ >"$WORK/asan-build.log" 2>&1 &&
+	cc $ASAN -o "$WORK/fgpack-asan" $CMDOBJ build/asan/libfg.a -lcurl -lcrypto -larchive -lcjson -lzstd -lmicrohttpd -lpthread -lm); then
+	not_ok "build fgpack with ASan"; tail -20 "$WORK/asan-build.log"; finish; exit 1
+fi
+ok "build fgpack with ASan"
+
+# the tiny model, with a Gemma-kind tokenizer padded to the model's 512 ids
+M=$WORK/model
+cp -r "$TOP/tests/fixtures/oracle/bf16" "$M"
+python3 - "$TOP/tests/fixtures/tokenizer_tiny.json" "$M/tokenizer.json" <<'EOF'
+import json, sys
+t = json.load(open(sys.argv[1]))
+v = t["model"]["vocab"]
+for i in range(max(v.values()) + 1, 512):
+    v["\u2581w%d" % i] = i
+json.dump(t, open(sys.argv[2], "w"), ensure_ascii=False)
+EOF
+check "pack the tiny model" sh -c "'$FGPACK' pack --model '$M' -o '$WORK/t.fgb' >/dev/null"
+
+PORT=$(free_port)
+B=http://127.0.0.1:$PORT
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 "$WORK/fgpack-asan" serve "$WORK/t.fgb" --port "$PORT" --queue 4 --max-body 4096 --name tiny 2>"$WORK/serve.err" &
+SPID=$!
+at_exit "kill $SPID 2>/dev/null"
+i=0; while [ $i -lt 300 ] && ! grep -q listening "$WORK/serve.err"; do sleep 0.1; i=$((i + 1)); done
+check "serve a bundle (ASan build) starts" wait_port "$PORT"
+check_grep "health ok" '"status":"ok"' "$(curl -s "$B/health" >"$WORK/h.json"; echo "$WORK/h.json")"
+
+# the official client
+if (cd "$TOP/tests/node" && node serve_openai.mjs "$B/v1") >"$WORK/node.out" 2>&1; then :; fi
+while IFS= read -r line; do
+	case "$line" in
+	"ok "*) ok "${line#ok * - }" ;;
+	"not ok "*) not_ok "${line#not ok * - }" ;;
+	"#"*) echo "$line" ;;
+	esac
+done <"$WORK/node.out"
+grep -q "passed, 0 failed" "$WORK/node.out" || { not_ok "openai client script ran to the end"; tail -5 "$WORK/node.out"; }
+
+# curl: edge cases
+code() { curl -s -o "$WORK/body" -w '%{http_code}' "$@"; }
+check "malformed JSON: 400" [ "$(code "$B/v1/completions" -d '{"prompt": ')" = 400 ]
+check_grep "malformed JSON: OpenAI error object" '"error":\{"code":null,"message":"request body: .*","param":null,"type":"invalid_request_error"\}' "$WORK/body"
+head -c 6000 /dev/zero | tr '\0' a >"$WORK/big"
+check "body over --max-body: 413" [ "$(code "$B/v1/completions" --data-binary @"$WORK/big")" = 413 ]
+check "unknown route: 404" [ "$(code "$B/v1/nothing")" = 404 ]
+check "GET on completions: 405" [ "$(code "$B/v1/completions")" = 405 ]
+check "prompt longer than the context: 400" [ "$(code "$B/v1/completions" -d "{\"prompt\": [$(seq -s, 2 200)]}")" = 400 ]
+check_grep "prompt too long: param named" '"param":"prompt"' "$WORK/body"
+check "stop of a bad type: 400" [ "$(code "$B/v1/completions" -d '{"prompt":"hi","stop":5}')" = 400 ]
+check "token id out of range: 400" [ "$(code "$B/v1/completions" -d '{"prompt":[2,99999]}')" = 400 ]
+check "n=2: 400" [ "$(code "$B/v1/completions" -d '{"prompt":"hi","n":2}')" = 400 ]
+
+# greedy serving equals the golden transcript the bundle carries; stop strings
+zstd -dc "$WORK/t.fgb" | tar xOf - golden/transcript.json >"$WORK/golden.json"
+check "served tokens equal the golden transcript (up to eos)" python3 - "$B" "$WORK/golden.json" <<'EOF'
+import json, sys, urllib.request
+base, g = sys.argv[1], json.load(open(sys.argv[2]))
+for p in g["prompts"]:
+    body = json.dumps({"prompt": p["ids"], "max_tokens": len(p["tokens"])}).encode()
+    r = json.load(urllib.request.urlopen(urllib.request.Request(base + "/v1/completions", body)))
+    got, want = r["choices"][0]["token_ids"], p["tokens"]
+    assert got == want[:len(got)], (got, want)
+    assert len(got) == len(want) or want[len(got)] in (1, 106, 5), (got, want)
+EOF
+check "stop string cuts the text and finishes with stop" python3 - "$B" <<'EOF'
+import json, sys, urllib.request
+base = sys.argv[1]
+def post(d):
+    return json.load(urllib.request.urlopen(urllib.request.Request(base + "/v1/completions", json.dumps(d).encode())))
+full = post({"prompt": "hello abc", "max_tokens": 24})["choices"][0]
+t = full["text"]
+assert len(t) >= 6, t
+stop = t[3:6]
+cut = post({"prompt": "hello abc", "max_tokens": 24, "stop": [stop]})["choices"][0]
+assert cut["text"] == t[:t.index(stop)] and cut["finish_reason"] == "stop", (t, stop, cut)
+s = post({"prompt": "hello abc", "max_tokens": 3})["choices"][0]
+assert s["finish_reason"] == "stop" or len(s["token_ids"]) == 3, s
+EOF
+
+# 50 concurrent clients against a queue of 4
+check "50 concurrent clients: every answer is 200 or 429, some of each" python3 - "$B" <<'EOF'
+import json, sys, threading, urllib.error, urllib.request
+base, codes, bad = sys.argv[1], [], []
+def one(i):
+    req = urllib.request.Request(base + "/v1/completions", json.dumps({"prompt": [2, 10 + i], "max_tokens": 40}).encode())
+    try:
+        r = urllib.request.urlopen(req, timeout=120)
+        d = json.load(r)
+        if not d["choices"][0]["token_ids"]:
+            bad.append(d)
+        codes.append(200)
+    except urllib.error.HTTPError as e:
+        d = json.load(e)
+        if e.code != 429 or d["error"]["type"] != "rate_limit_error":
+            bad.append((e.code, d))
+        codes.append(e.code)
+    except Exception as e:
+        bad.append(repr(e)); codes.append(0)
+ts = [threading.Thread(target=one, args=(i,)) for i in range(50)]
+for t in ts: t.start()
+for t in ts: t.join()
+print(sorted(codes), bad[:3])
+assert not bad and len(codes) == 50 and codes.count(200) >= 5 and codes.count(429) >= 1
+EOF
+check_grep "server healthy after the burst" '"status":"ok"' "$(curl -s "$B/health" >"$WORK/h2.json"; echo "$WORK/h2.json")"
+
+# a streaming client that disconnects stops its generation
+check "disconnect mid-stream cancels the generation" python3 - "$PORT" <<'EOF'
+import json, socket, sys, time, urllib.request
+port = int(sys.argv[1])
+def health():
+    return json.load(urllib.request.urlopen("http://127.0.0.1:%d/health" % port))["stats"]
+before = health()
+body = json.dumps({"prompt": [2], "max_tokens": 120, "stream": True}).encode()
+s = socket.create_connection(("127.0.0.1", port))
+s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+got = b""
+while b"data:" not in got:
+    got += s.recv(4096)
+s.close()
+for _ in range(100):
+    after = health()
+    if after["requests"] > before["requests"]:
+        break
+    time.sleep(0.1)
+print(before, after)
+assert after["cancelled"] == before["cancelled"] + 1
+assert after["tokens"] - before["tokens"] < 120
+EOF
+
+# SIGTERM drains: a request in flight completes, then the server exits 0
+curl -s -o "$WORK/inflight.json" -w '%{http_code}' "$B/v1/completions" -d '{"prompt": [2, 3], "max_tokens": 120}' >"$WORK/inflight.code" &
+CPID=$!
+i=0; while [ $i -lt 100 ] && ! curl -s "$B/health" | grep -q '"running":true'; do sleep 0.05; i=$((i + 1)); done
+kill -TERM $SPID
+wait $CPID
+wait $SPID
+src=$?
+check "SIGTERM: the in-flight request still got 200" [ "$(cat "$WORK/inflight.code")" = 200 ]
+check_grep "SIGTERM: and its answer" '"finish_reason"' "$WORK/inflight.json"
+check "SIGTERM: server exited 0" [ "$src" -eq 0 ]
+check "SIGTERM: port closed" sh -c "! curl -s -m 2 '$B/health' >/dev/null"
+if grep -Eq 'AddressSanitizer|LeakSanitizer|runtime error' "$WORK/serve.err"; then
+	not_ok "no ASan/UBSan report"; grep -E -A12 'AddressSanitizer|LeakSanitizer|runtime error' "$WORK/serve.err" | head -40 | sed 's/^/#   /'
+else
+	ok "no ASan/UBSan report"
+fi
+finish
