@@ -5,11 +5,16 @@
 # SIGTERM that drains.
 . "$(dirname "$0")/../lib.sh"
 
-# an ASan build of fgpack in build/asan (objects shared with `make asan`)
+# an ASan build of fgpack: lib/ and cmd/ objects in build/asan (shared with
+# `make asan`), linked with the kernel objects `make fgpack` already built
 CMDOBJ=$(cd "$TOP" && ls cmd/*.c | sed 's|^|build/asan/|; s|\.c$|.o|')
 ASAN="-fsanitize=address,undefined -fno-omit-frame-pointer"
+mkvar() { (cd "$TOP" && make -s --no-print-directory "$@" --eval 'fgvars: ; @echo $(FGV)' fgvars); }
+KOBJ=$(mkvar FGV='$(KERNEL_OBJS)')
+LIBS=$(mkvar BUILD=build/asan FGV='$(LDLIBS)')
 if ! (cd "$TOP" && make -s -j2 BUILD=build/asan OPT=-O1 EXTRA_CFLAGS="$ASAN" build/asan/libfg.a $CMDOBJ >"$WORK/asan-build.log" 2>&1 &&
-	cc $ASAN -o "$WORK/fgpack-asan" $CMDOBJ build/asan/libfg.a -lcurl -lcrypto -larchive -lcjson -lzstd -lmicrohttpd -lpthread -lm); then
+	make -s -j2 $KOBJ >>"$WORK/asan-build.log" 2>&1 &&
+	cc $ASAN -o "$WORK/fgpack-asan" $CMDOBJ build/asan/libfg.a $KOBJ $LIBS >>"$WORK/asan-build.log" 2>&1); then
 	not_ok "build fgpack with ASan"; tail -20 "$WORK/asan-build.log"; finish; exit 1
 fi
 ok "build fgpack with ASan"
@@ -142,7 +147,7 @@ EOF
 # SIGTERM drains: a request in flight completes, then the server exits 0
 curl -s -o "$WORK/inflight.json" -w '%{http_code}' "$B/v1/completions" -d '{"prompt": [2, 3], "max_tokens": 120}' >"$WORK/inflight.code" &
 CPID=$!
-i=0; while [ $i -lt 100 ] && ! curl -s "$B/health" | grep -q '"running":true'; do sleep 0.05; i=$((i + 1)); done
+i=0; while [ $i -lt 600 ] && [ ! -s "$WORK/inflight.code" ] && ! curl -s "$B/health" | grep -q '"running":true'; do sleep 0.05; i=$((i + 1)); done
 kill -TERM $SPID
 wait $CPID
 wait $SPID
