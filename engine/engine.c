@@ -285,6 +285,7 @@ int fg_engine_bos_id(const struct fg_engine *e) { return e->m->cfg.bos; }
 int fg_engine_pos(const struct fg_engine *e) { return e->pos; }
 int fg_engine_threads(const struct fg_engine *e) { return e->nw; }
 const char *fg_engine_weight_format(const struct fg_engine *e) { return e->m->format; }
+const struct fg_g4_model *fg_engine_model(const struct fg_engine *e) { return e->m; }
 
 const int32_t *fg_engine_eos_ids(const struct fg_engine *e, int *n)
 {

@@ -61,6 +61,11 @@ int fg_engine_threads(const struct fg_engine *e);
 /* "bf16", "f32", "int4-g<group>" or "mixed": the body's linear weight format. */
 const char *fg_engine_weight_format(const struct fg_engine *e);
 
+/* The bound model (config and mapped weights, engine/model.h), borrowed:
+ * for the CUDA path and tools that need the weights the engine runs. */
+struct fg_g4_model;
+const struct fg_g4_model *fg_engine_model(const struct fg_engine *e);
+
 /* Forgets the sequence: the next token is at position 0. */
 void fg_engine_reset(struct fg_engine *e);
 
