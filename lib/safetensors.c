@@ -1021,8 +1021,10 @@ int fg_st_writer_write(struct fg_st_writer *w, const void *data, size_t len, str
 			if (rc)
 				return rc;
 		}
-		if (k >= WBUF_SIZE) {
-			rc = put(w, p, k, err);
+		if (k >= ((size_t)64 << 10)) { /* large pieces skip the extra copy */
+			rc = flush_buf(w, err);
+			if (!rc)
+				rc = put(w, p, k, err);
 			if (rc)
 				return rc;
 		} else {
