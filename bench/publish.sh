@@ -55,10 +55,19 @@ fg_t="" aws_t="" fg_c="" aws_c=""
 r=0
 while [ $r -lt "$RUNS" ]; do
 	r=$((r + 1))
-	$T -f "%e %U %S" -o "$W/fg.time" ./fgpack publish "$W/bench.fgb" hf://buckets/ns/bench/fg \
-		--endpoint "$EP" --part-size "${PART}M" --jobs "$JOBS" --json >"$W/fg.json"
-	$T -f "%e %U %S" -o "$W/aws.time" "$AWS" --endpoint-url "$EP" s3 cp --only-show-errors \
-		"$W/bench.fgb" s3://bench/aws/bench.fgb
+	# a failed upload (s3rver sometimes answers 500 under load) is reported
+	# and the pair is run again, at most twice
+	if ! $T -f "%e %U %S" -o "$W/fg.time" ./fgpack publish "$W/bench.fgb" hf://buckets/ns/bench/fg \
+		--endpoint "$EP" --part-size "${PART}M" --jobs "$JOBS" --json >"$W/fg.json" ||
+		! $T -f "%e %U %S" -o "$W/aws.time" "$AWS" --endpoint-url "$EP" s3 cp --only-show-errors \
+			"$W/bench.fgb" s3://bench/aws/bench.fgb; then
+		fails=$((${fails:-0} + 1))
+		echo "run $r failed (server said: $(grep -c ' 500 ' "$W/s3rver.log") HTTP 500 so far); again" >&2
+		[ "$fails" -le 2 ] || exit 1
+		"$AWS" --endpoint-url "$EP" s3 rm --only-show-errors --recursive s3://bench/ >/dev/null || true
+		r=$((r - 1))
+		continue
+	fi
 	read -r fw fu fs <"$W/fg.time"
 	read -r aw au as <"$W/aws.time"
 	fg_t="$fg_t $fw" aws_t="$aws_t $aw"
