@@ -303,7 +303,7 @@ int fg_hub_bucket_tree(struct fg_hub_list *out, struct fg_http *h, const char *e
 		r2 = fg_url_bucket_resolve(&url, endpoint, ref, ref->path, &e2);
 		memset(&hd, 0, sizeof(hd));
 		if (!r2)
-			r2 = fg_hub_head(&hd, h, url.data, what.data, &e2);
+			r2 = fg_hub_head(&hd, h, url.data, 1, what.data, &e2);
 		if (!r2 && hd.status >= 200 && hd.status < 400 && hd.has_size) {
 			fg_hub_list_release(out);
 			out->files = calloc(1, sizeof(*out->files));
@@ -379,8 +379,8 @@ static char *header_dup(const struct fg_http_resp *r, const char *name, struct f
 	return strndup(s, n);
 }
 
-int fg_hub_head(struct fg_hub_head *out, struct fg_http *h, const char *url, const char *what,
-		struct fg_err *err)
+int fg_hub_head(struct fg_hub_head *out, struct fg_http *h, const char *url, int follow,
+		const char *what, struct fg_err *err)
 {
 	struct fg_http_resp resp;
 	struct fg_buf tmp = FG_BUF_INIT;
@@ -388,7 +388,7 @@ int fg_hub_head(struct fg_hub_head *out, struct fg_http *h, const char *url, con
 
 	memset(out, 0, sizeof(*out));
 	fg_http_resp_init(&resp);
-	rc = fg_http_head(h, &resp, url, 0, what, err);
+	rc = fg_http_head(h, &resp, url, follow, what, err);
 	if (!rc) {
 		out->status = resp.status;
 		out->commit = header_dup(&resp, "X-Repo-Commit", &tmp);

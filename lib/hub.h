@@ -56,7 +56,9 @@ int fg_hub_bucket_tree(struct fg_hub_list *out, struct fg_http *h, const char *e
 int fg_hub_model_tree(struct fg_hub_list *out, struct fg_http *h, const char *endpoint,
 		      const struct fg_ref *ref, const char *rev, struct fg_err *err);
 
-/* What a HEAD on a resolve URL says before any redirect. */
+/* What a HEAD on a resolve URL says: before any redirect (follow 0, so the
+ * Hub's own X-Repo-Commit / X-Linked-* headers are seen), or at the end of
+ * the redirects (follow 1). */
 struct fg_hub_head {
 	long status;
 	char *commit;   /* X-Repo-Commit, or NULL */
@@ -66,7 +68,7 @@ struct fg_hub_head {
 	char *location; /* redirect target, or NULL */
 };
 void fg_hub_head_release(struct fg_hub_head *hd);
-int fg_hub_head(struct fg_hub_head *out, struct fg_http *h, const char *url, const char *what,
-		struct fg_err *err);
+int fg_hub_head(struct fg_hub_head *out, struct fg_http *h, const char *url, int follow,
+		const char *what, struct fg_err *err);
 
 #endif

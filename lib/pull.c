@@ -163,7 +163,7 @@ static int plan_model(struct plan *p, size_t ci, const struct fg_component *mc, 
 
 		rc = fg_url_model_resolve(&url, env->endpoint, mc->ref, NULL, l.files[0].path, err);
 		if (!rc)
-			rc = fg_hub_head(&hd, h, url.data, mc->key, err);
+			rc = fg_hub_head(&hd, h, url.data, 0, mc->key, err);
 		if (!rc) {
 			commit = hd.commit;
 			hd.commit = NULL;
@@ -426,8 +426,14 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 				break;
 		if (!rc && i < p.n && !offline)
 			rc = open_http(&h, env, o, err);
-		if (!rc)
+		if (!rc && i == p.n) {
+			/* everything is in the store: nothing to fetch, no socket */
+			for (i = 0; i < p.n; i++)
+				rep->fetch.bytes_present += p.w[i].size;
+			rep->fetch.files_present = p.n;
+		} else if (!rc) {
 			rc = fetch_plan(rep, &p, st, h, o, &items, err);
+		}
 		for (ci = 0; !rc && ci < old->n_components; ci++)
 			rc = fg_lock_check_pins(old->components[ci], err);
 		lm = old;

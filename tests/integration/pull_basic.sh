@@ -79,6 +79,12 @@ fi
 if [ "$(wc -l <"$log")" -eq "$lines" ]; then ok "no-op re-pull made no request"; else not_ok "no-op re-pull made no request"; fi
 check "--locked passes while the bucket is unchanged" "$FGPACK" pull "$WORK/m.json" --lock "$WORK/a.lock" --locked
 
+# a reference naming one file (redirected to the CDN) instead of a folder
+printf '{"name": "one", "env": {"WEIGHTS_BUCKET": "hf://buckets/acme/models/w/v1/model.safetensors", "LOCAL_MODEL_DIR": "/tmp/one"}}\n' >"$WORK/one.json"
+check "pull a single-file reference" "$FGPACK" pull "$WORK/one.json" --lock "$WORK/one.lock" --into "$WORK/one"
+check "single file materialized under its own name" cmp "$B/w/v1/model.safetensors" "$WORK/one/tmp/one/model.safetensors"
+check "single-file lock reused offline" env HF_HUB_OFFLINE=1 "$FGPACK" pull "$WORK/one.json" --lock "$WORK/one.lock" --into "$WORK/one2"
+
 # offline with nothing cached: names the blob, opens no socket
 cp "$WORK/a.lock" "$WORK/off.lock"
 HF_ENDPOINT=http://127.0.0.1:9 FGPACK_HOME="$WORK/empty" "$FGPACK" pull "$WORK/m.json" --lock "$WORK/off.lock" --offline >"$WORK/off.out" 2>&1
