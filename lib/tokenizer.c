@@ -86,8 +86,9 @@ struct fg_tokenizer {
 	struct ventry *ents;
 	size_t n_ents, ents_cap;
 	struct vslot {
-		uint32_t tag;  /* high bits of the piece's hash */
-		int32_t ent;   /* entry index, -1 empty */
+		uint32_t tag;      /* high bits of the piece's hash */
+		uint32_t off, len; /* the piece in arena; len UINT32_MAX = empty */
+		int32_t id;
 	} *vslots;
 	size_t vmask;
 	struct mslot *mslots;
@@ -253,7 +254,8 @@ static const char *piece_of(const struct fg_tokenizer *t, const struct ventry *e
 	return t->arena.data + e->off;
 }
 
-static int32_t vocab_find(const struct fg_tokenizer *t, const char *s, size_t n)
+/* The slot holding piece s, or -1. */
+static int64_t vocab_slot(const struct fg_tokenizer *t, const char *s, size_t n)
 {
 	uint64_t h;
 	uint32_t tag;
@@ -264,31 +266,33 @@ static int32_t vocab_find(const struct fg_tokenizer *t, const char *s, size_t n)
 	h = hash_bytes(s, n);
 	tag = (uint32_t)(h >> 32);
 	for (i = h & t->vmask;; i = (i + 1) & t->vmask) {
-		int32_t e = t->vslots[i].ent;
+		const struct vslot *v = &t->vslots[i];
 
-		if (e < 0)
+		if (v->len == UINT32_MAX)
 			return -1;
-		if (t->vslots[i].tag == tag && t->ents[e].len == n && !memcmp(piece_of(t, &t->ents[e]), s, n))
-			return e;
+		if (v->tag == tag && v->len == n && !memcmp(t->arena.data + v->off, s, n))
+			return (int64_t)i;
 	}
 }
 
 static int32_t lookup_id(const struct fg_tokenizer *t, const char *s, size_t n)
 {
-	int32_t e = vocab_find(t, s, n);
+	int64_t i = vocab_slot(t, s, n);
 
-	return e < 0 ? -1 : t->ents[e].id;
+	return i < 0 ? -1 : t->vslots[i].id;
 }
 
-static void vocab_insert_slot(struct fg_tokenizer *t, int32_t e)
+static void vocab_insert_slot(struct fg_tokenizer *t, const struct ventry *e)
 {
-	uint64_t h = hash_bytes(piece_of(t, &t->ents[e]), t->ents[e].len);
+	uint64_t h = hash_bytes(piece_of(t, e), e->len);
 	size_t i;
 
-	for (i = h & t->vmask; t->vslots[i].ent >= 0; i = (i + 1) & t->vmask)
+	for (i = h & t->vmask; t->vslots[i].len != UINT32_MAX; i = (i + 1) & t->vmask)
 		;
 	t->vslots[i].tag = (uint32_t)(h >> 32);
-	t->vslots[i].ent = e;
+	t->vslots[i].off = e->off;
+	t->vslots[i].len = e->len;
+	t->vslots[i].id = e->id;
 }
 
 static const struct mslot *merge_find(const struct fg_tokenizer *t, int32_t a, int32_t b)
@@ -1185,14 +1189,14 @@ static int build(struct fg_tokenizer *t, struct lctx *l, size_t n_vocab_ents, st
 	if (!t->vslots)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	for (i = 0; i < cap; i++)
-		t->vslots[i].ent = -1;
+		t->vslots[i].len = UINT32_MAX;
 	for (i = 0; i < t->n_ents; i++) {
-		int32_t e = vocab_find(t, piece_of(t, &t->ents[i]), t->ents[i].len);
+		int64_t v = vocab_slot(t, piece_of(t, &t->ents[i]), t->ents[i].len);
 
-		if (e >= 0)
-			t->ents[e].id = t->ents[i].id;
+		if (v >= 0)
+			t->vslots[v].id = t->ents[i].id;
 		else
-			vocab_insert_slot(t, (int32_t)i);
+			vocab_insert_slot(t, &t->ents[i]);
 	}
 
 	unk = fg_json_str(m, "unk_token");
