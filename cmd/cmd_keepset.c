@@ -36,6 +36,24 @@ static int cmp_miss(const void *a, const void *b)
 	return x->id < y->id ? -1 : x->id > y->id;
 }
 
+/* A token's text for people: its decoded text when that is valid UTF-8,
+ * else its piece (a lone byte token shows as "<0xE2>"). */
+static void missing_text(const struct fg_tokenizer *tok, int32_t id, struct fg_buf *t)
+{
+	struct fg_buf chk = FG_BUF_INIT;
+	size_t pl;
+	const char *p;
+
+	fg_tokenizer_decode(tok, &id, 1, t, NULL);
+	fg_utf8_lossy(&chk, t->data ? t->data : "", t->len, NULL);
+	if (chk.len != t->len || (t->len && memcmp(chk.data, t->data, t->len))) {
+		p = fg_tokenizer_id_to_piece(tok, id, &pl);
+		fg_buf_reset(t);
+		fg_buf_append(t, p ? p : "", p ? pl : 0, NULL);
+	}
+	fg_buf_release(&chk);
+}
+
 static double pctd(unsigned long long a, unsigned long long b)
 {
 	return b ? 100.0 * (double)a / (double)b : 0.0;
@@ -146,7 +164,7 @@ static int report(int argc, char **argv)
 			cJSON *m = cJSON_CreateObject();
 			struct fg_buf t = FG_BUF_INIT;
 
-			fg_tokenizer_decode(tok, &miss[i].id, 1, &t, NULL);
+			missing_text(tok, miss[i].id, &t);
 			cJSON_AddNumberToObject(m, "id", miss[i].id);
 			cJSON_AddNumberToObject(m, "count", (double)miss[i].count);
 			cJSON_AddStringToObject(m, "text", t.data ? t.data : "");
@@ -170,7 +188,7 @@ static int report(int argc, char **argv)
 		for (i = 0; i < n_miss && i < (size_t)top; i++) {
 			struct fg_buf t = FG_BUF_INIT;
 
-			fg_tokenizer_decode(tok, &miss[i].id, 1, &t, NULL);
+			missing_text(tok, miss[i].id, &t);
 			fg_buf_printf(&out, NULL, "%10llu %10ld  ", (unsigned long long)miss[i].count, (long)miss[i].id);
 			fg_buf_json_str(&out, t.data ? t.data : "", t.len, NULL);
 			fg_buf_putc(&out, '\n', NULL);

@@ -1,5 +1,6 @@
 /* cmd_tokenize.c - `fgpack tokenize`: text on stdin to a JSON array of token
  * ids on stdout, or (--decode) ids back to text, with a tokenizer.json. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,8 @@ static void usage(FILE *f)
 		"  --lines        one JSON array per input line (the line without its \"\\n\")\n"
 		"  --add-special  add the tokenizer's special tokens (Gemma: <bos> first)\n"
 		"  --decode       stdin holds JSON arrays of ids; writes the text they decode to\n"
-		"                 (with --lines: one array per line in, one JSON string per line out)\n"
+		"                 (with --lines: one array per line in, one JSON string per line out,\n"
+		"                 where bytes that are not UTF-8 show as U+FFFD)\n"
 		"  --time         print the wall and CPU seconds spent encoding/decoding (load\n"
 		"                 excluded) on stderr\n");
 }
@@ -40,27 +42,33 @@ static int read_stdin(struct fg_buf *b, struct fg_err *err)
 
 static int put_ids(struct fg_buf *o, const int32_t *ids, size_t n, struct fg_err *err)
 {
+	char chunk[1 << 16], *p = chunk;
 	size_t i;
 	int rc;
 
-	if ((rc = fg_buf_putc(o, '[', err)))
-		return rc;
+	*p++ = '[';
 	for (i = 0; i < n; i++) {
-		char tmp[16];
+		char tmp[12];
 		int k = 0;
 		uint32_t v = (uint32_t)ids[i];
 
-		if (i && (rc = fg_buf_putc(o, ',', err)))
-			return rc;
+		if (p - chunk > (ptrdiff_t)sizeof(chunk) - 16) {
+			if ((rc = fg_buf_append(o, chunk, (size_t)(p - chunk), err)))
+				return rc;
+			p = chunk;
+		}
+		if (i)
+			*p++ = ',';
 		do {
 			tmp[k++] = (char)('0' + v % 10);
 			v /= 10;
 		} while (v);
 		while (k > 0)
-			if ((rc = fg_buf_putc(o, tmp[--k], err)))
-				return rc;
+			*p++ = tmp[--k];
 	}
-	return fg_buf_puts(o, "]\n", err);
+	*p++ = ']';
+	*p++ = '\n';
+	return fg_buf_append(o, chunk, (size_t)(p - chunk), err);
 }
 
 /* Parses one JSON array of ids from text[0, len) into *ids and *n. */
@@ -142,8 +150,12 @@ static int run(const struct fg_tokenizer *tok, const struct fg_buf *in, int deco
 				if (!(rc = parse_ids(in->data + pos, lim - pos, &d, &dn, err)) &&
 				    !(rc = fg_tokenizer_decode(tok, d, dn, &text, err))) {
 					if (lines) {
-						if (!(rc = fg_buf_json_str(out, text.data, text.len, err)))
+						struct fg_buf ok = FG_BUF_INIT;
+
+						if (!(rc = fg_utf8_lossy(&ok, text.data ? text.data : "", text.len, err)) &&
+						    !(rc = fg_buf_json_str(out, ok.data ? ok.data : "", ok.len, err)))
 							rc = fg_buf_putc(out, '\n', err);
+						fg_buf_release(&ok);
 					} else {
 						rc = fg_buf_append(out, text.data, text.len, err);
 					}

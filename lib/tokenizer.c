@@ -2295,6 +2295,49 @@ done:
 	return rc;
 }
 
+int fg_utf8_lossy(struct fg_buf *out, const char *s, size_t n, struct fg_err *err)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t i = 0, run = 0;
+	int rc = 0;
+
+	while (i < n && !rc) {
+		uint32_t cp;
+		size_t l = utf8_len(u + i, n - i, &cp), need, k;
+		unsigned c = u[i], lo = 0x80, hi = 0xbf;
+
+		if (l) {
+			i += l;
+			continue;
+		}
+		if ((rc = fg_buf_append(out, s + run, i - run, err)))
+			break;
+		/* the maximal subpart: a lead byte and the continuation bytes that
+		 * could still have completed it */
+		need = c >= 0xc2 && c <= 0xdf ? 1 : c >= 0xe0 && c <= 0xef ? 2 : c >= 0xf0 && c <= 0xf4 ? 3 : 0;
+		if (c == 0xe0)
+			lo = 0xa0;
+		else if (c == 0xed)
+			hi = 0x9f;
+		else if (c == 0xf0)
+			lo = 0x90;
+		else if (c == 0xf4)
+			hi = 0x8f;
+		for (k = 1; k <= need && i + k < n; k++) {
+			if (u[i + k] < lo || u[i + k] > hi)
+				break;
+			lo = 0x80;
+			hi = 0xbf;
+		}
+		i += k;
+		run = i;
+		rc = fg_buf_append(out, "\xef\xbf\xbd", 3, err);
+	}
+	if (!rc)
+		rc = fg_buf_append(out, s + run, n - run, err);
+	return rc;
+}
+
 /* ---- queries ---- */
 
 const char *fg_tokenizer_id_to_piece(const struct fg_tokenizer *t, int32_t id, size_t *len)

@@ -62,6 +62,11 @@ int fg_tokenizer_encode_append(const struct fg_tokenizer *tok, struct fg_tok_scr
 int fg_tokenizer_decode(const struct fg_tokenizer *tok, const int32_t *ids, size_t n,
 			struct fg_buf *out, struct fg_err *err);
 
+/* Appends s to out as valid UTF-8: each maximal ill-formed subsequence
+ * becomes U+FFFD, as the WHATWG TextDecoder (and the JavaScript reference)
+ * does. For showing decoded text where valid UTF-8 is required (JSON). */
+int fg_utf8_lossy(struct fg_buf *out, const char *s, size_t n, struct fg_err *err);
+
 /* The piece (vocabulary string) of id, borrowed, with its length; NULL when id
  * is outside the vocabulary or names no token. */
 const char *fg_tokenizer_id_to_piece(const struct fg_tokenizer *tok, int32_t id, size_t *len);

@@ -86,6 +86,15 @@ a = [json.loads(l) for l in open(sys.argv[1])]
 b = [json.loads(l) for l in open(sys.argv[2])]
 sys.exit(0 if a == b and len(a) > 100 else 1)' "$WORK/js_dec.out" "$WORK/c_dec.out"
 
+"$FGPACK" tokenize --tokenizer "$TJ" --lines <"$C/invalid.bin" >"$WORK/invl.ids"
+$JS --decode "$WORK/invl.ids" >"$WORK/js_invdec.out"
+"$FGPACK" tokenize --tokenizer "$TJ" --decode --lines <"$WORK/invl.ids" >"$WORK/c_invdec.out"
+check "byte tokens that are not UTF-8 decode (--lines) to U+FFFD as in the reference" python3 -c '
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+sys.exit(0 if a == b and len(a) > 100 and any("\ufffd" in x for x in a) else 1)' "$WORK/js_invdec.out" "$WORK/c_invdec.out"
+
 # bad input
 echo '[1, 262145]' | "$FGPACK" tokenize --tokenizer "$TJ" --decode >"$WORK/bad.out" 2>&1
 check_grep "an id outside the vocabulary is refused" 'not in the vocabulary' "$WORK/bad.out"

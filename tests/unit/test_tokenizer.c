@@ -182,6 +182,32 @@ int main(void)
 		fg_buf_release(&b);
 	}
 
+	/* lossy UTF-8 for display: maximal subparts become one U+FFFD each */
+	{
+		static const struct {
+			const char *in, *out;
+		} u8[] = {
+			{ "a\xc3\xa9", "a\xc3\xa9" },
+			{ "\xff", "\xef\xbf\xbd" },
+			{ "x\xe2\x96", "x\xef\xbf\xbd" },
+			{ "\xe2\x96" "a", "\xef\xbf\xbd" "a" },
+			{ "\xed\xa0\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" },
+			{ "\xc0\xaf", "\xef\xbf\xbd\xef\xbf\xbd" },
+			{ "\xf0\x9f\x98", "\xef\xbf\xbd" },
+			{ "\xf4\x90\x80\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" },
+			{ "\xf0\x9f\x98\x80", "\xf0\x9f\x98\x80" },
+		};
+		size_t i;
+
+		for (i = 0; i < sizeof(u8) / sizeof(u8[0]); i++) {
+			struct fg_buf b = FG_BUF_INIT;
+
+			fg_utf8_lossy(&b, u8[i].in, strlen(u8[i].in), NULL);
+			ok(b.data && !strcmp(b.data, u8[i].out), "lossy UTF-8 case %zu", i);
+			fg_buf_release(&b);
+		}
+	}
+
 	/* several threads encode with one tokenizer */
 	{
 		pthread_t th[4];
