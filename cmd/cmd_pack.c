@@ -577,6 +577,10 @@ int cmd_pack(int argc, char **argv)
 	cJSON_AddStringToObject(engine, "version", FG_VERSION);
 	cJSON_AddStringToObject(engine, "build", FG_BUILD_ID);
 	archs = cJSON_AddArrayToObject(engine, "gpu_archs");
+#if !defined(FG_CUDA_ARCHS) && defined(FG_HAVE_CUDA)
+/* kernels/kernels.mk builds sm_86 and sm_90 (plus sm_90 PTX) by default */
+#define FG_CUDA_ARCHS "sm_86", "sm_90"
+#endif
 #ifdef FG_CUDA_ARCHS
 	{
 		static const char *const a[] = { FG_CUDA_ARCHS };

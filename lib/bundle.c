@@ -503,6 +503,51 @@ fail:
 	return rc;
 }
 
+int fg_bundle_scan(struct fg_bundle **out, const char *fgb, struct fg_err *err)
+{
+	struct fg_bundle *b = calloc(1, sizeof(*b));
+	struct collect c = { NULL, 0, 0 };
+	struct fg_buf text = FG_BUF_INIT;
+	uint8_t id[32];
+	double t0 = now_s();
+	size_t i;
+	int rc;
+
+	*out = NULL;
+	if (!b)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	rc = fg_tarball_read_member(fgb, FG_BUNDLE_JSON, FG_BUNDLE_JSON_MAX, &text, err);
+	if (rc == FG_ENOTFOUND)
+		rc = fg_err_set(err, FG_EMISMATCH, "bundle %s: no bundle.json", fgb);
+	if (!rc)
+		rc = fg_json_parse(&b->meta, text.data, text.len, "bundle.json", err);
+	if (!rc) {
+		rc = fg_tarball_scan(fgb, NULL, 1, collect_entry, &c, id, err);
+		if (rc == FG_EFORMAT || rc == FG_EHASH) {
+			fg_err_wrap(err, "bundle %s is corrupt or hostile", fgb);
+			err->code = FG_EMISMATCH;
+			rc = FG_EMISMATCH;
+		}
+	}
+	if (!rc) {
+		b->seconds = now_s() - t0;
+		fg_hex_encode(id, 32, b->id);
+		rc = compare(b, &c, err);
+	}
+	for (i = 0; i < c.n; i++)
+		free(c.s[i].path);
+	free(c.s);
+	fg_buf_release(&text);
+	if (rc) {
+		fg_bundle_free(b);
+		return rc;
+	}
+	*out = b;
+	if (b->n_problems)
+		return fg_err_set(err, FG_EMISMATCH, "%s: %s", b->problems[0].path, b->problems[0].what);
+	return 0;
+}
+
 void fg_bundle_free(struct fg_bundle *b)
 {
 	size_t i;

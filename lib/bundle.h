@@ -86,6 +86,10 @@ struct fg_bundle {
 int fg_bundle_open(struct fg_bundle **out, const char *fgb, const char *dest, struct fg_err *err);
 void fg_bundle_free(struct fg_bundle *b);
 
+/* Like fg_bundle_open but writes nothing: decompresses and hashes every
+ * member in one pass (b->dir is NULL). The fastest full check. */
+int fg_bundle_scan(struct fg_bundle **out, const char *fgb, struct fg_err *err);
+
 /* Path of a member inside the extracted folder, appended to out. */
 int fg_bundle_path(struct fg_buf *out, const struct fg_bundle *b, const char *rel,
 		   struct fg_err *err);

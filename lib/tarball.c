@@ -171,6 +171,8 @@ struct wsink {
 	struct fg_sha256 *id;
 	char *zbuf;
 	size_t zcap;
+	char *stage;        /* tar bytes gathered into IO_CHUNK pieces: libarchive */
+	size_t staged;      /* hands over one 10 KiB record at a time */
 	struct fg_err *err;
 	int failed;
 };
@@ -332,16 +334,37 @@ static int sink_compress(struct wsink *s, const void *data, size_t len, int end)
 	}
 }
 
+static int sink_flush(struct wsink *s)
+{
+	int rc = 0;
+
+	if (s->staged)
+		rc = fg_sha256_update(s->id, s->stage, s->staged, s->err) ||
+		     sink_compress(s, s->stage, s->staged, 0);
+	s->staged = 0;
+	return rc;
+}
+
 static la_ssize_t sink_write(struct archive *a, void *user, const void *buf, size_t len)
 {
 	struct wsink *s = user;
+	const char *p = buf;
+	size_t left = len;
 
 	(void)a;
 	if (s->failed)
 		return -1;
-	if (fg_sha256_update(s->id, buf, len, s->err) || sink_compress(s, buf, len, 0)) {
-		s->failed = 1;
-		return -1;
+	while (left) {
+		size_t take = IO_CHUNK - s->staged < left ? IO_CHUNK - s->staged : left;
+
+		memcpy(s->stage + s->staged, p, take);
+		s->staged += take;
+		p += take;
+		left -= take;
+		if (s->staged == IO_CHUNK && sink_flush(s)) {
+			s->failed = 1;
+			return -1;
+		}
 	}
 	return (la_ssize_t)len;
 }
@@ -457,7 +480,8 @@ int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint
 	s.zcap = ZSTD_CStreamOutSize();
 	s.zbuf = malloc(s.zcap);
 	s.cctx = ZSTD_createCCtx();
-	if (!buf || !s.zbuf || !s.cctx) {
+	s.stage = malloc(IO_CHUNK);
+	if (!buf || !s.zbuf || !s.cctx || !s.stage) {
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -493,7 +517,9 @@ int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint
 		rc = la_fail(a, &s, "finish", path, err);
 		goto out;
 	}
-	rc = sink_compress(&s, NULL, 0, 1);
+	rc = sink_flush(&s) ? (err ? err->code : FG_EIO) : 0;
+	if (!rc)
+		rc = sink_compress(&s, NULL, 0, 1);
 	if (!rc)
 		rc = fg_sha256_final(s.id, id, err);
 	if (!rc && fsync(s.fd))
@@ -515,6 +541,7 @@ out:
 	ZSTD_freeCCtx(s.cctx);
 	fg_sha256_free(s.id);
 	free(s.zbuf);
+	free(s.stage);
 	free(buf);
 	fg_buf_release(&tmp);
 	fg_buf_release(&dir);
