@@ -12,6 +12,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "bake/int4.h"
 #include "bake/keepset.h"
 #include "buf.h"
 #include "fsutil.h"
@@ -109,9 +110,37 @@ static void untie(cJSON *o)
 	cJSON_AddFalseToObject(o, "tie_word_embeddings");
 }
 
-int fg_prune_head(const char *src, const char *keepset, const char *out, int no_sync,
+static int is_skipped(const struct fg_st_tensor *t, const struct fg_st_tensor *const *skip)
+{
+	size_t i;
+
+	for (i = 0; i < 3; i++)
+		if (skip[i] && skip[i] == t)
+			return 1;
+	return 0;
+}
+
+/* The group size of a compressed-tensors pack-quantized config, or 0. */
+static long long quant_group(const cJSON *cfg)
+{
+	const cJSON *qc = fg_json_obj(cfg, "quantization_config"), *g0;
+	const char *fmt = qc ? fg_json_str(qc, "format") : NULL;
+	long long g = 0;
+
+	if (!fmt || strcmp(fmt, "pack-quantized"))
+		return 0;
+	g0 = fg_json_obj(fg_json_obj(qc, "config_groups"), "group_0");
+	if (fg_json_int(fg_json_obj(g0, "weights"), "group_size", &g))
+		return 0;
+	return g;
+}
+
+int fg_prune_head(const char *src, const char *keepset, const char *out, int head_int4, int no_sync,
 		  struct fg_prune_report *rep, struct fg_err *err)
 {
+	const struct fg_st_tensor *packed = NULL, *scale = NULL, *shape_t = NULL, *skip[3] = { 0 };
+	uint8_t *qbuf = NULL, *sbuf = NULL, *rbuf = NULL;
+	uint64_t scale_row = 0, group = 0;
 	struct fg_st_set *set = NULL;
 	struct fg_st_writer *w = NULL;
 	struct fg_st_desc *descs = NULL;
@@ -149,6 +178,30 @@ int fg_prune_head(const char *src, const char *keepset, const char *out, int no_
 		goto done;
 	}
 	lm = fg_st_find(set, "lm_head.weight");
+	packed = fg_st_find(set, "lm_head.weight_packed");
+	if (packed) {
+		/* an INT4 head (fgpack bake int4 --head int4): cut its packed rows
+		 * and scales; it stays INT4 whatever --head says */
+		scale = fg_st_find(set, "lm_head.weight_scale");
+		shape_t = fg_st_find(set, "lm_head.weight_shape");
+		if (!scale || !shape_t || packed->dtype != FG_ST_I32 || packed->ndim != 2 || scale->ndim != 2 ||
+		    scale->shape[0] != packed->shape[0] || shape_t->nelem != 2 ||
+		    (shape_t->dtype != FG_ST_I64 && shape_t->dtype != FG_ST_I32)) {
+			rc = fg_err_set(err, FG_EFORMAT, "%s: lm_head.weight_packed without a matching weight_scale "
+					"and weight_shape", src);
+			goto done;
+		}
+		rows = packed->shape[0];
+		hidden = packed->shape[1] * 8;
+		row_bytes = packed->shape[1] * 4;
+		scale_row = scale->shape[1] * fg_st_dtype_size(scale->dtype);
+		skip[0] = packed;
+		skip[1] = scale;
+		skip[2] = shape_t;
+		head = packed;
+		head_int4 = 1;
+		goto have_head;
+	}
 	head = lm;
 	if (!head)
 		head = fg_st_find(set, "model.language_model.embed_tokens.weight");
@@ -166,6 +219,22 @@ int fg_prune_head(const char *src, const char *keepset, const char *out, int no_
 	rows = head->shape[0];
 	hidden = head->shape[1];
 	row_bytes = hidden * fg_st_dtype_size(head->dtype);
+	skip[0] = lm;
+	if (head_int4) {
+		group = (uint64_t)quant_group(cfg);
+		if (!group) {
+			rc = fg_err_set(err, FG_EUNSUPPORTED, "%s: --head int4 needs a model with a compressed-tensors "
+					"pack-quantized quantization_config (run fgpack bake int4 first)", src);
+			goto done;
+		}
+		if (head->dtype != FG_ST_BF16 || group % 8 || hidden % group) {
+			rc = fg_err_set(err, FG_EUNSUPPORTED, "%s: --head int4 needs a BF16 head whose width (%llu) is "
+					"a multiple of the group size (%llu)", src, (unsigned long long)hidden,
+					(unsigned long long)group);
+			goto done;
+		}
+	}
+have_head:
 	if (rows > (1u << 26)) {
 		rc = fg_err_set(err, FG_EFORMAT, "%s: %s has %llu rows", src, head->name, (unsigned long long)rows);
 		goto done;
@@ -208,7 +277,7 @@ int fg_prune_head(const char *src, const char *keepset, const char *out, int no_
 		goto done;
 	made_tmp = 1;
 	n = fg_st_count(set);
-	descs = calloc(n + 2, sizeof(*descs));
+	descs = calloc(n + 4, sizeof(*descs)); /* + the head's up to 3 tensors and keep_ids */
 	if (!descs) {
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 		goto done;
@@ -216,7 +285,7 @@ int fg_prune_head(const char *src, const char *keepset, const char *out, int no_
 	for (i = 0; i < n; i++) {
 		const struct fg_st_tensor *t = fg_st_at(set, i);
 
-		if (t == lm)
+		if (is_skipped(t, skip))
 			continue;
 		descs[nd].name = t->name;
 		descs[nd].dtype = t->dtype;
@@ -224,9 +293,17 @@ int fg_prune_head(const char *src, const char *keepset, const char *out, int no_
 		memcpy(descs[nd].shape, t->shape, sizeof(t->shape));
 		nd++;
 	}
-	descs[nd] = (struct fg_st_desc){ "lm_head.weight", head->dtype, 2, { (uint64_t)k, hidden } };
-	descs[nd + 1] = (struct fg_st_desc){ "lm_head.keep_ids", FG_ST_I32, 1, { (uint64_t)k } };
-	nd += 2;
+	if (head_int4) {
+		uint64_t sw = packed ? scale->shape[1] : hidden / group;
+
+		descs[nd++] = (struct fg_st_desc){ "lm_head.weight_packed", FG_ST_I32, 2, { (uint64_t)k, hidden / 8 } };
+		descs[nd++] = (struct fg_st_desc){ "lm_head.weight_scale", packed ? scale->dtype : FG_ST_BF16, 2,
+						   { (uint64_t)k, sw } };
+		descs[nd++] = (struct fg_st_desc){ "lm_head.weight_shape", packed ? shape_t->dtype : FG_ST_I64, 1, { 2 } };
+	} else {
+		descs[nd++] = (struct fg_st_desc){ "lm_head.weight", head->dtype, 2, { (uint64_t)k, hidden } };
+	}
+	descs[nd++] = (struct fg_st_desc){ "lm_head.keep_ids", FG_ST_I32, 1, { (uint64_t)k } };
 	if ((rc = fg_st_writer_new(&w, tmp.data, descs, nd, (uint64_t)5000000000ULL, NULL,
 				   err)))
 		goto done;
@@ -236,7 +313,7 @@ int fg_prune_head(const char *src, const char *keepset, const char *out, int no_
 		const struct fg_st_tensor *t = fg_st_at(set, i);
 		size_t off;
 
-		if (t == lm)
+		if (is_skipped(t, skip))
 			continue;
 		for (off = 0; off < t->nbytes && !rc; off += (size_t)64 << 20) {
 			size_t len = t->nbytes - off < ((size_t)64 << 20) ? t->nbytes - off : (size_t)64 << 20;
@@ -247,8 +324,55 @@ int fg_prune_head(const char *src, const char *keepset, const char *out, int no_
 		if (rc)
 			goto done;
 	}
-	for (i = 0; i < (size_t)k && !rc; i++)
-		rc = fg_st_writer_write(w, (const uint8_t *)head->data + (size_t)keep[i] * row_bytes, row_bytes, err);
+	if (!head_int4) {
+		for (i = 0; i < (size_t)k && !rc; i++)
+			rc = fg_st_writer_write(w, (const uint8_t *)head->data + (size_t)keep[i] * row_bytes, row_bytes,
+						err);
+	} else if (packed) {
+		uint8_t sh[16];
+		size_t es = shape_t->dtype == FG_ST_I64 ? 8 : 4, b;
+
+		for (i = 0; i < (size_t)k && !rc; i++)
+			rc = fg_st_writer_write(w, (const uint8_t *)packed->data + (size_t)keep[i] * row_bytes, row_bytes,
+						err);
+		for (i = 0; i < (size_t)k && !rc; i++)
+			rc = fg_st_writer_write(w, (const uint8_t *)scale->data + (size_t)keep[i] * scale_row, scale_row,
+						err);
+		memset(sh, 0, sizeof(sh));
+		for (b = 0; b < es; b++) {
+			sh[b] = (uint8_t)((uint64_t)k >> (8 * b));
+			sh[es + b] = (uint8_t)(hidden >> (8 * b));
+		}
+		if (!rc)
+			rc = fg_st_writer_write(w, sh, 2 * es, err);
+	} else {
+		size_t bad = 0, b;
+		uint8_t sh[16];
+
+		rbuf = malloc((size_t)k * row_bytes);
+		qbuf = malloc((size_t)k * hidden / 2);
+		sbuf = malloc((size_t)k * (hidden / group) * 2);
+		if (!rbuf || !qbuf || !sbuf) {
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+			goto done;
+		}
+		for (i = 0; i < (size_t)k; i++)
+			memcpy(rbuf + i * row_bytes, (const uint8_t *)head->data + (size_t)keep[i] * row_bytes, row_bytes);
+		if (fg_int4_quant_rows(qbuf, sbuf, rbuf, (size_t)k, hidden, group, &bad)) {
+			rc = fg_err_set(err, FG_EINVAL, "%s: %s row %ld has a NaN or infinite weight", src, head->name,
+					(long)keep[bad / hidden]);
+			goto done;
+		}
+		rc = fg_st_writer_write(w, qbuf, (size_t)k * hidden / 2, err);
+		if (!rc)
+			rc = fg_st_writer_write(w, sbuf, (size_t)k * (hidden / group) * 2, err);
+		for (b = 0; b < 8; b++) {
+			sh[b] = (uint8_t)((uint64_t)k >> (8 * b));
+			sh[8 + b] = (uint8_t)(hidden >> (8 * b));
+		}
+		if (!rc)
+			rc = fg_st_writer_write(w, sh, 16, err);
+	}
 	for (i = 0; i < (size_t)k && !rc; i++) {
 		uint8_t le[4] = { (uint8_t)keep[i], (uint8_t)(keep[i] >> 8), (uint8_t)(keep[i] >> 16),
 				  (uint8_t)(keep[i] >> 24) };
@@ -279,15 +403,29 @@ int fg_prune_head(const char *src, const char *keepset, const char *out, int no_
 
 		untie(cfg);
 		untie(cJSON_GetObjectItemCaseSensitive(cfg, "text_config"));
+		if (head_int4 && !packed) {
+			/* the head is now INT4 too: vLLM must not expect it in bf16 */
+			cJSON *ign = cJSON_GetObjectItemCaseSensitive(fg_json_obj(cfg, "quantization_config"), "ignore");
+			int j;
+
+			for (j = cJSON_GetArraySize(ign) - 1; j >= 0; j--) {
+				cJSON *x = cJSON_GetArrayItem(ign, j);
+
+				if (cJSON_IsString(x) && !strcmp(x->valuestring, "lm_head"))
+					cJSON_DeleteItemFromArray(ign, j);
+			}
+		}
 		cJSON_AddNumberToObject(o, "pruned_vocab_K", k);
 		cJSON_AddNumberToObject(o, "full_vocab", fv);
 		cJSON_AddStringToObject(o, "keep_ids_sha256", keep_sha);
 		cJSON_AddStringToObject(o, "keep_ids_tensor", "lm_head.keep_ids");
 		cJSON_AddStringToObject(o, "keepset_file", "keepset.json");
 		cJSON_AddStringToObject(o, "head_source", head->name);
+		cJSON_AddStringToObject(o, "head_format", head_int4 ? "int4" : fg_st_dtype_name(head->dtype));
 		cJSON_AddStringToObject(o, "note",
-					"lm_head.weight holds K rows: row i scores token keep_ids[i]; every other "
-					"token's logit is -inf and can never be emitted. The input embedding is full.");
+					"the LM head holds K rows (lm_head.weight, or its INT4 weight_packed/"
+					"weight_scale): row i scores token keep_ids[i]; every other token's logit "
+					"is -inf and can never be emitted. The input embedding is full.");
 		cJSON_AddItemToObject(cfg, "lm_head_keepset", o);
 		fg_buf_reset(&p);
 		if ((rc = fg_json_write(&p, cfg, 1, err)) ||
@@ -366,7 +504,7 @@ int fg_prune_head(const char *src, const char *keepset, const char *out, int no_
 		cJSON_AddStringToObject(params, "model", src);
 		cJSON_AddStringToObject(params, "keepset", keepset);
 		cJSON_AddNumberToObject(params, "pruned_vocab_K", k);
-		cJSON_AddStringToObject(params, "head", "bf16");
+		cJSON_AddStringToObject(params, "head", head_int4 ? "int4" : "keep");
 		for (i = 0; si && i < outs.n; i++)
 			si[i] = (struct fg_prov_item){ outs.v[i].name, NULL, outs.v[i].sha };
 		for (i = 0; di && i < ins.n; i++)
@@ -393,7 +531,8 @@ int fg_prune_head(const char *src, const char *keepset, const char *out, int no_
 	rep->k = k;
 	rep->full_vocab = fv;
 	rep->hidden = hidden;
-	rep->tied = !lm;
+	rep->tied = !lm && !packed;
+	rep->head_int4 = head_int4;
 	snprintf(rep->head_source, sizeof(rep->head_source), "%s", head->name);
 	rep->n_tensors_out = nd;
 done:
@@ -425,6 +564,9 @@ done:
 	fg_st_writer_free(w);
 	fg_st_free(set);
 	free(descs);
+	free(rbuf);
+	free(qbuf);
+	free(sbuf);
 	free(member);
 	free(keep);
 	cJSON_Delete(cfg);

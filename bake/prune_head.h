@@ -7,7 +7,8 @@
  *   lm_head.keep_ids  I32 [K]      row i of lm_head.weight is token keep_ids[i]
  * and config.json says so in "lm_head_keepset" (with tie_word_embeddings
  * false), so no loader can take the K-row head for a full one: one that
- * ignores the new key still fails on the shape of lm_head.weight. The keepset
+ * ignores the new key still fails on the shape of lm_head.weight (INT4 heads:
+ * see fg_prune_head). The keepset
  * file is copied beside it as keepset.json, other files are copied as they
  * are, and OUT.intoto.json records inputs and outputs by sha256. */
 #ifndef FG_BAKE_PRUNE_HEAD_H
@@ -22,6 +23,7 @@ struct fg_prune_report {
 	int32_t k, full_vocab;
 	uint64_t hidden;
 	int tied;                 /* 1: the rows came from the input embedding */
+	int head_int4;            /* 1: the pruned head is INT4 (pack-quantized) */
 	char head_source[256];    /* tensor the rows came from */
 	char statement[4096];     /* path of the provenance statement */
 	size_t n_tensors_out;
@@ -30,8 +32,14 @@ struct fg_prune_report {
 
 /* Writes out (which must not exist, or be an empty folder) from the model
  * folder src and the keepset file at keepset. The keepset's full_vocab must
- * equal the head's rows. */
-int fg_prune_head(const char *src, const char *keepset, const char *out, int no_sync,
+ * equal the head's rows.
+ * head_int4: quantize the K rows (BF16 head) into compressed-tensors
+ * pack-quantized lm_head.weight_packed / weight_scale / weight_shape with the
+ * group size of the model's quantization_config (which must exist: a model
+ * from fgpack bake int4), and drop "lm_head" from its ignore list. A head
+ * that is already INT4 (lm_head.weight_packed) has its packed rows and scales
+ * cut and stays INT4 either way. */
+int fg_prune_head(const char *src, const char *keepset, const char *out, int head_int4, int no_sync,
 		  struct fg_prune_report *rep, struct fg_err *err);
 
 #endif

@@ -9,7 +9,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: fgpack bake prune-head MODEL_DIR --keepset KEEPSET OUT_DIR [--head bf16] [--no-sync]\n\n"
+		"usage: fgpack bake prune-head MODEL_DIR --keepset KEEPSET OUT_DIR [--head bf16|int4] [--no-sync]\n\n"
 		"Writes OUT_DIR: every tensor of MODEL_DIR unchanged (the input embedding stays\n"
 		"full), lm_head.weight cut to the keepset's K rows (taken from the tied embedding\n"
 		"when the head is tied) in the source dtype, lm_head.keep_ids (I32 [K]: row i is\n"
@@ -17,7 +17,10 @@ static void usage(FILE *f)
 		"\"lm_head_keepset\" entry so no loader can take the K-row head for a full one,\n"
 		"keepset.json, the other files copied; and OUT_DIR.intoto.json (provenance).\n"
 		"The keepset's full_vocab must equal the head's rows.\n"
-		"  --head bf16   keep the head's dtype (the only mode so far; int4 is not built)\n");
+		"  --head bf16   keep the head's dtype (default)\n"
+		"  --head int4   quantize the K rows like fgpack bake int4 (compressed-tensors\n"
+		"                pack-quantized, the model's group size): needs a model from\n"
+		"                fgpack bake int4. An INT4 head is cut and stays INT4 either way.\n");
 }
 
 int cmd_bake_prune_head(int argc, char **argv)
@@ -25,7 +28,7 @@ int cmd_bake_prune_head(int argc, char **argv)
 	const char *src = NULL, *out = NULL, *ks = NULL;
 	struct fg_prune_report rep;
 	struct fg_err err = { 0, "" };
-	int i, no_sync = 0;
+	int i, no_sync = 0, head_int4 = 0;
 
 	if (fg_cmd_wants_help(argc, argv)) {
 		usage(stdout);
@@ -36,8 +39,10 @@ int cmd_bake_prune_head(int argc, char **argv)
 			ks = argv[++i];
 		else if (!strcmp(argv[i], "--head") && i + 1 < argc) {
 			i++;
-			if (strcmp(argv[i], "bf16"))
-				return fg_cmd_usage_error("bake prune-head", "--head %s is not supported (only bf16: the head keeps its dtype)", argv[i]);
+			if (!strcmp(argv[i], "int4"))
+				head_int4 = 1;
+			else if (strcmp(argv[i], "bf16"))
+				return fg_cmd_usage_error("bake prune-head", "--head wants bf16 or int4, not '%s'", argv[i]);
 		} else if (!strcmp(argv[i], "--no-sync"))
 			no_sync = 1;
 		else if (argv[i][0] == '-' && argv[i][1])
@@ -51,10 +56,10 @@ int cmd_bake_prune_head(int argc, char **argv)
 	}
 	if (!src || !out || !ks)
 		return fg_cmd_usage_error("bake prune-head", "needs MODEL_DIR, --keepset KEEPSET and OUT_DIR");
-	if (fg_prune_head(src, ks, out, no_sync, &rep, &err))
+	if (fg_prune_head(src, ks, out, head_int4, no_sync, &rep, &err))
 		return fg_cmd_fail("bake prune-head", &err);
-	fprintf(stderr, "prune-head: %s -> lm_head.weight [%ld, %llu] (%s%s), %zu tensors -> %s; provenance %s\n", src,
-		(long)rep.k, (unsigned long long)rep.hidden, rep.head_source, rep.tied ? ", tied" : "",
+	fprintf(stderr, "prune-head: %s -> %s LM head [%ld, %llu] (%s%s), %zu tensors -> %s; provenance %s\n", src,
+		rep.head_int4 ? "INT4" : "", (long)rep.k, (unsigned long long)rep.hidden, rep.head_source, rep.tied ? ", tied" : "",
 		rep.n_tensors_out, out, rep.statement);
 	return FG_EXIT_OK;
 }

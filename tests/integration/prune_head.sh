@@ -1,6 +1,6 @@
 #!/bin/sh
 # prune_head.sh - `fgpack bake prune-head` on small checkpoints written here
-# with Python (tied and untied heads, one file and sharded): the pruned head
+# with Python (tied, untied and INT4 heads): the pruned head
 # holds exactly the keepset's rows of the source, every other tensor is
 # unchanged, config.json records the keepset and unties the head, the same
 # inputs give the same bytes, and mismatched keepsets and already-pruned
@@ -96,5 +96,90 @@ check_grep "an existing output folder is refused" 'already exists' "$WORK/e3"
 python3 -c 'import json; json.dump({"keep_ids": [3, 1], "full_vocab": 64}, open("'"$WORK"'/uns.json", "w"))'
 "$FGPACK" bake prune-head "$WORK/tied" --keepset "$WORK/uns.json" "$WORK/bad4" >"$WORK/e4" 2>&1
 check_grep "an unsorted keepset is refused" 'sorted' "$WORK/e4"
-check_exit "--head int4 is refused as a usage error" 2 "$FGPACK" bake prune-head "$WORK/tied" --keepset "$WORK/k.json" "$WORK/bad5" --head int4
+check_exit "an unknown --head is a usage error" 2 "$FGPACK" bake prune-head "$WORK/tied" --keepset "$WORK/k.json" "$WORK/bad5" --head fp8
+
+# --head int4: needs a model that fgpack bake int4 made (a pack-quantized config)
+"$FGPACK" bake prune-head "$WORK/tied" --keepset "$WORK/k.json" "$WORK/bad6" --head int4 >"$WORK/e6" 2>&1
+check_grep "--head int4 on a model without a quantization_config is refused" 'pack-quantized' "$WORK/e6"
+cp -r "$WORK/tied" "$WORK/q"
+python3 -c '
+import json, sys
+p = sys.argv[1] + "/config.json"
+c = json.load(open(p))
+c["quantization_config"] = {"quant_method": "compressed-tensors", "format": "pack-quantized",
+    "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "group_size": 8}}},
+    "ignore": ["lm_head", "re:.*vision_tower.*"]}
+json.dump(c, open(p, "w"))' "$WORK/q"
+check "prune and quantize the head (--head int4)" "$FGPACK" bake prune-head "$WORK/q" --keepset "$WORK/k.json" "$WORK/q4" --head int4
+check "INT4 head: the kept rows, quantized (|w - q*s| <= 0.55 s), config updated" python3 - "$WORK/q" "$WORK/q4" <<'EOF'
+import json, struct, sys
+def load(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    return {k: (v["dtype"], v["shape"], b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+            for k, v in h.items() if k != "__metadata__"}
+def bf(b):
+    return [struct.unpack("<f", b"\0\0" + b[i:i + 2])[0] for i in range(0, len(b), 2)]
+a, o = load(sys.argv[1] + "/model.safetensors"), load(sys.argv[2] + "/model.safetensors")
+cfg = json.load(open(sys.argv[2] + "/config.json"))
+ids = json.load(open(sys.argv[2] + "/keepset.json"))["keep_ids"]
+K, H = len(ids), a["model.embed_tokens.weight"][1][1]
+assert "lm_head.weight" not in o
+assert o["lm_head.weight_packed"][0] == "I32" and o["lm_head.weight_packed"][1] == [K, H // 8]
+assert o["lm_head.weight_scale"][0] == "BF16" and o["lm_head.weight_scale"][1] == [K, H // 8]
+assert struct.unpack("<2q", o["lm_head.weight_shape"][2]) == (K, H)
+w = bf(a["model.embed_tokens.weight"][2])
+sc = bf(o["lm_head.weight_scale"][2])
+words = struct.unpack("<%dI" % (K * H // 8), o["lm_head.weight_packed"][2])
+for r, tok in enumerate(ids):
+    for c in range(H):
+        q = ((words[r * H // 8 + c // 8] >> (4 * (c % 8))) & 15) - 8
+        s = sc[r * (H // 8) + c // 8]
+        assert abs(w[tok * H + c] - q * s) <= s * 0.55 + 1e-6, (r, c)  # s is rounded to bf16
+assert "lm_head" not in cfg["quantization_config"]["ignore"]
+assert cfg["lm_head_keepset"]["head_format"] == "int4" and cfg["tie_word_embeddings"] is False
+EOF
+# an INT4 head that is already there is cut, not re-quantized
+python3 - "$WORK/q" "$WORK/i4" <<'EOF'
+import json, os, random, shutil, struct, sys
+src, d = sys.argv[1], sys.argv[2]
+shutil.copytree(src, d)
+b = open(d + "/model.safetensors", "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+t = {k: (v["dtype"], v["shape"], b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]) for k, v in h.items()}
+V, H = t["model.embed_tokens.weight"][1]
+rng = random.Random(3)
+t["lm_head.weight_packed"] = ("I32", [V, H // 8], bytes(rng.randrange(256) for _ in range(V * H // 2)))
+t["lm_head.weight_scale"] = ("BF16", [V, H // 8], bytes(rng.randrange(256) for _ in range(V * H // 4)))
+t["lm_head.weight_shape"] = ("I64", [2], struct.pack("<2q", V, H))
+hdr, data, off = {}, b"", 0
+for k in sorted(t):
+    dt, shape, x = t[k]
+    hdr[k] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(x)]}
+    data += x
+    off += len(x)
+hj = json.dumps(hdr).encode()
+hj += b" " * (-len(hj) % 8)
+open(d + "/model.safetensors", "wb").write(struct.pack("<Q", len(hj)) + hj + data)
+EOF
+check "prune a model whose head is already INT4" "$FGPACK" bake prune-head "$WORK/i4" --keepset "$WORK/k.json" "$WORK/i4p"
+check "INT4 head: packed rows and scales cut, shape [K, H]" python3 - "$WORK/i4" "$WORK/i4p" <<'EOF'
+import json, struct, sys
+def load(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    return {k: (v["dtype"], v["shape"], b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+            for k, v in h.items() if k != "__metadata__"}
+a, o = load(sys.argv[1] + "/model.safetensors"), load(sys.argv[2] + "/model.safetensors")
+ids = json.load(open(sys.argv[2] + "/keepset.json"))["keep_ids"]
+V, H = a["model.embed_tokens.weight"][1]
+pr, sr = H // 2, H // 8 * 2
+assert o["lm_head.weight_packed"][2] == b"".join(a["lm_head.weight_packed"][2][i * pr:(i + 1) * pr] for i in ids)
+assert o["lm_head.weight_scale"][2] == b"".join(a["lm_head.weight_scale"][2][i * sr:(i + 1) * sr] for i in ids)
+assert struct.unpack("<2q", o["lm_head.weight_shape"][2]) == (len(ids), H)
+assert o["model.embed_tokens.weight"] == a["model.embed_tokens.weight"], "embedding unchanged"
+EOF
 finish
