@@ -57,7 +57,7 @@ static float dot_bf16_scalar(const uint8_t *w, const float *x, int n, float *tai
 		memcpy(&h, w + 2 * (size_t)j, 2);
 		tailbuf[j - i] = fg_bf16_to_f32(h);
 	}
-	return combine(acc, tailbuf - i, x, i, n);
+	return combine(acc, tailbuf, x + i, 0, n - i);
 }
 
 /* INT4 row (packed words, bf16 scales, group columns per scale) . x, as
@@ -117,7 +117,7 @@ __attribute__((target("avx2"))) static float dot_bf16_avx2(const uint8_t *w, con
 		memcpy(&hh, w + 2 * (size_t)j, 2);
 		tailbuf[j - i] = fg_bf16_to_f32(hh);
 	}
-	return combine(lanes, tailbuf - i, x, i, n);
+	return combine(lanes, tailbuf, x + i, 0, n - i);
 }
 
 __attribute__((target("avx2"))) static float dot_int4_avx2(const uint8_t *pk, const uint8_t *sc, int group,
