@@ -17,7 +17,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: fgpack run --model DIR (--prompt TEXT | --ids ID,ID,...) [-n N] [--json]\n"
-		"                  [-j THREADS] [--sliding-window N] [--max-seq N] [--ignore-eos]\n\n"
+		"                  [-j THREADS] [--sliding-window N] [--max-seq N] [--ignore-eos]\n"
+		"                  [--device cpu|cuda]\n\n"
 		"Generates N tokens greedily (the argmax at every step) with the embedded CPU\n"
 		"engine. DIR holds config.json and model.safetensors (bf16, f32 or INT4\n"
 		"compressed-tensors); --prompt encodes TEXT with DIR/tokenizer.json (with <bos>).\n\n"
@@ -30,6 +31,8 @@ static void usage(FILE *f)
 		"                       output is bit-identical for any value\n"
 		"  --sliding-window N   override the config's sliding window (e.g. 188)\n"
 		"  --max-seq N          KV cache size in tokens (default min(max_position, 8192))\n"
+		"  --device cpu|cuda    where the forward pass runs (default cpu); cuda needs an\n"
+		"                       fgpack built with nvcc and a GPU\n"
 		"  --ignore-eos         do not stop at an end-of-sequence token\n"
 		"  --json               print one JSON object (schema 1): generated_ids,\n"
 		"                       tokens_per_s, sliding_window, ...\n\n"
@@ -220,6 +223,13 @@ int cmd_run(int argc, char **argv)
 		} else if (!strcmp(a, "--sliding-window")) {
 			if (fg_parse_int(v, 1, 1 << 24, &o.sliding_window))
 				return fg_cmd_usage_error("run", "--sliding-window wants a positive size, not %s", v);
+		} else if (!strcmp(a, "--device")) {
+			if (!strcmp(v, "cpu"))
+				o.device = FG_DEVICE_CPU;
+			else if (!strcmp(v, "cuda"))
+				o.device = FG_DEVICE_CUDA;
+			else
+				return fg_cmd_usage_error("run", "--device wants cpu or cuda, not %s", v);
 		} else if (!strcmp(a, "--max-seq")) {
 			if (fg_parse_int(v, 1, 1 << 30, &o.max_seq))
 				return fg_cmd_usage_error("run", "--max-seq wants a positive size, not %s", v);
@@ -315,7 +325,7 @@ int cmd_run(int argc, char **argv)
 		cJSON_AddNumberToObject(j, "max_seq", fg_engine_max_seq(e));
 		cJSON_AddNumberToObject(j, "threads", fg_engine_threads(e));
 		cJSON_AddStringToObject(j, "weight_format", fg_engine_weight_format(e));
-		cJSON_AddStringToObject(j, "device", "cpu");
+		cJSON_AddStringToObject(j, "device", fg_engine_device(e));
 		{
 			/* not a canonical file: cJSON's shortest-round-trip numbers read better */
 			char *s = cJSON_PrintUnformatted(j);

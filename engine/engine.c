@@ -21,6 +21,7 @@
 
 #include "engine/cpu/ops.h"
 #include "engine/cpu/pool.h"
+#include "engine/cuda.h"
 #include "engine/model.h"
 
 #define CHUNK 16
@@ -50,6 +51,7 @@ struct fg_engine {
 	float **scores;          /* [nw][max_seq] */
 	const float ***kp, ***vp; /* [nw][max_seq] */
 	int n_eos_cache;
+	struct fg_g4_gpu *gpu;   /* FG_DEVICE_CUDA: the decode step on the GPU (engine/cuda.c) */
 };
 
 /* ---- parallel helpers --------------------------------------------------- */
@@ -140,9 +142,8 @@ int fg_engine_load(struct fg_engine **out, const char *model_dir, const struct f
 	*out = NULL;
 	if (opts)
 		o = *opts;
-	if (o.device != FG_DEVICE_CPU)
-		return fg_err_set(err, FG_EUNSUPPORTED, "device %d: only the CPU path is built in this engine",
-				  o.device);
+	if (o.device != FG_DEVICE_CPU && o.device != FG_DEVICE_CUDA)
+		return fg_err_set(err, FG_EUNSUPPORTED, "device %d: not a device this engine knows", o.device);
 	if (o.sliding_window < 0 || o.max_seq < 0 || o.threads < 0 || o.threads > 1024)
 		return fg_err_set(err, FG_EINVAL, "engine options out of range");
 	if (!(e = calloc(1, sizeof(*e))))
@@ -222,6 +223,9 @@ int fg_engine_load(struct fg_engine **out, const char *model_dir, const struct f
 		fg_cpu_rope_freqs(e->inv[i], i == FG_G4_FULL ? c->global_head_dim : c->head_dim, r->theta,
 				  r->proportional, r->partial, r->factor);
 	}
+	if (o.device == FG_DEVICE_CUDA &&
+	    (rc = fg_g4_gpu_new(&e->gpu, e->m, (const float *const *)e->inv, e->window, e->max_seq, err)))
+		goto fail;
 	*out = e;
 	return 0;
 fail:
@@ -235,6 +239,7 @@ void fg_engine_free(struct fg_engine *e)
 
 	if (!e)
 		return;
+	fg_g4_gpu_free(e->gpu);
 	if (e->kv && e->m)
 		for (i = 0; i < e->m->cfg.n_layers; i++) {
 			free(e->kv[i].k);
@@ -286,6 +291,7 @@ int fg_engine_pos(const struct fg_engine *e) { return e->pos; }
 int fg_engine_threads(const struct fg_engine *e) { return e->nw; }
 const char *fg_engine_weight_format(const struct fg_engine *e) { return e->m->format; }
 const struct fg_g4_model *fg_engine_model(const struct fg_engine *e) { return e->m; }
+const char *fg_engine_device(const struct fg_engine *e) { return e->gpu ? fg_g4_gpu_device(e->gpu) : "cpu"; }
 
 const int32_t *fg_engine_eos_ids(const struct fg_engine *e, int *n)
 {
@@ -481,6 +487,18 @@ int fg_engine_forward_logits(struct fg_engine *e, const int32_t *ids, size_t n, 
 		if (ids[i] < 0 || ids[i] >= c->vocab)
 			return fg_err_set(err, FG_EINVAL, "token id %d at index %zu is out of range (vocab %d)",
 					  (int)ids[i], i, c->vocab);
+	if (e->gpu) { /* one token at a time through the GPU decode step */
+		for (i = 0; i < n; i++) {
+			int want = logits && (!last_only || i + 1 == n);
+			float *out = want ? logits + (last_only ? 0 : i * (size_t)c->vocab) : NULL;
+			int rc = fg_g4_gpu_step(e->gpu, ids[i], e->pos, out, NULL, err);
+
+			if (rc)
+				return rc;
+			e->pos++;
+		}
+		return 0;
+	}
 	while (done < n) {
 		int T = n - done > CHUNK ? CHUNK : (int)(n - done);
 		float *out = NULL;

@@ -60,6 +60,8 @@ int fg_engine_pos(const struct fg_engine *e);
 int fg_engine_threads(const struct fg_engine *e);
 /* "bf16", "f32", "int4-g<group>" or "mixed": the body's linear weight format. */
 const char *fg_engine_weight_format(const struct fg_engine *e);
+/* "cpu", or the GPU's description when opts.device was FG_DEVICE_CUDA. */
+const char *fg_engine_device(const struct fg_engine *e);
 
 /* The bound model (config and mapped weights, engine/model.h), borrowed:
  * for the CUDA path and tools that need the weights the engine runs. */

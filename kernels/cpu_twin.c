@@ -25,9 +25,9 @@ uint16_t fg_ref_to_bf16(float f)
 }
 
 void fg_ref_int4_matvec(float *y, const int32_t *packed, const uint16_t *scale_bf16, const float *x, int m, int n,
-			int k)
+			int k, int group)
 {
-	int kw = k / 8, gk = (k + 127) / 128;
+	int kw = k / 8, gk = (k + group - 1) / group;
 
 	for (int b = 0; b < m; b++) {
 		for (int r = 0; r < n; r++) {
@@ -36,7 +36,7 @@ void fg_ref_int4_matvec(float *y, const int32_t *packed, const uint16_t *scale_b
 			for (int e = 0; e < k; e++) {
 				uint32_t w = (uint32_t)packed[(size_t)r * kw + e / 8];
 				int q = (int)((w >> (4 * (e % 8))) & 15u) - 8;
-				float s = fg_ref_bf16(scale_bf16[(size_t)r * gk + e / 128]);
+				float s = fg_ref_bf16(scale_bf16[(size_t)r * gk + e / group]);
 
 				acc += (float)q * s * x[(size_t)b * k + e];
 			}

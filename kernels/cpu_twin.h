@@ -10,9 +10,9 @@
 float fg_ref_bf16(uint16_t b);
 uint16_t fg_ref_to_bf16(float f); /* round to nearest even */
 
-/* y[m][n] = sum_k s[n][k/128] * (q[n][k]) * x[m][k] on the standard packed format. */
+/* y[m][n] = sum_k s[n][k/group] * (q[n][k]) * x[m][k] on the standard packed format. */
 void fg_ref_int4_matvec(float *y, const int32_t *packed, const uint16_t *scale_bf16, const float *x, int m, int n,
-			int k);
+			int k, int group);
 void fg_ref_bf16_matvec(float *y, const uint16_t *w, const float *x, const int32_t *rows, int n, int k);
 void fg_ref_rmsnorm(float *y, const float *x, const float *w, int rows, int n, float eps);
 void fg_ref_rmsnorm_residual(float *h, const float *x, const float *w, int n, float eps, float scale);

@@ -68,32 +68,32 @@ void fg_kgraph_free(struct fg_kgraph *g);
 int fg_ktimer_start(struct fg_kctx *ctx, struct fg_err *err);
 int fg_ktimer_stop(struct fg_kctx *ctx, double *out_ms, struct fg_err *err);
 
-/* ---- INT4 group-128 weights ------------------------------------------------
+/* ---- INT4 weights, group 32 / 64 / 128 / 256 -------------------------------
  *
- * Standard input (compressed-tensors pack-quantized, symmetric, group 128):
+ * Standard input (compressed-tensors pack-quantized, symmetric, group G):
  *   packed int32 [n, k/8]: nibble i (bits 4i..4i+3) of word j = element 8j+i, as q+8
- *   scale  bf16  [n, ceil(k/128)]
+ *   scale  bf16  [n, ceil(k/G)]
  * Engine layout ("fg-int4-tile32-v1"), made by fg_int4_repack:
- *   rows padded to a multiple of 32 (tiles), k padded to a multiple of 128;
+ *   rows padded to a multiple of 32 (tiles), k padded to a multiple of G;
  *   words  uint32 [tiles][k/32 chunks][32 rows][4 words]: the 16 bytes lane r of
  *          a warp loads for chunk c are row 32t+r's elements 32c..32c+31, in the
  *          standard nibble order; a warp's 32 lanes read 512 contiguous bytes and
  *          all need the same 32 activations (a shared-memory broadcast);
- *   scales bf16 [tiles][k/128 groups][32 rows].
+ *   scales bf16 [tiles][k/G groups][32 rows].
  * Padding words are 0x88888888 (q = 0) and padding scales 0. */
-#define FG_INT4_GROUP 128
 #define FG_INT4_TILE 32
 #define FG_INT4_MAX_M 8
 
 /* Bytes of the engine layout for an n x k matrix. */
-void fg_int4_layout_size(size_t *words_bytes, size_t *scales_bytes, int n, int k);
+void fg_int4_layout_size(size_t *words_bytes, size_t *scales_bytes, int n, int k, int group);
 /* Repacks into caller buffers of the sizes above (host memory, pure C). k must
- * be a positive multiple of 8, n positive. */
+ * be a positive multiple of 8, n positive, group 32, 64, 128 or 256
+ * (else FG_EUNSUPPORTED). */
 int fg_int4_repack(uint32_t *words, uint16_t *scales, const int32_t *packed, const uint16_t *scale_bf16,
-		   int n, int k, struct fg_err *err);
+		   int n, int k, int group, struct fg_err *err);
 /* Inverse of fg_int4_repack, for tests. */
 int fg_int4_unpack(int32_t *packed, uint16_t *scale_bf16, const uint32_t *words, const uint16_t *scales,
-		   int n, int k, struct fg_err *err);
+		   int n, int k, int group, struct fg_err *err);
 
 /* An INT4 matrix on the device, in the engine layout, with its own split-K
  * counters. splits = 0 picks the K split from the shape and the GPU. */
@@ -102,12 +102,12 @@ struct fg_kint4 {
 	uint16_t *d_scales;
 	uint32_t *d_counters; /* one per tile, zero between launches */
 	float *d_partial;     /* [splits][FG_INT4_MAX_M][tiles*32] when splits > 1 */
-	int n, k, kpad, tiles;
+	int n, k, kpad, tiles, group;
 	int splits;
 };
 /* Repacks a standard-format matrix and uploads it. */
 int fg_kint4_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *packed, const uint16_t *scale_bf16,
-		 int n, int k, int splits, struct fg_err *err);
+		 int n, int k, int group, int splits, struct fg_err *err);
 void fg_kint4_free(struct fg_kctx *ctx, struct fg_kint4 *w);
 /* d_y[m][n] = sum_k W[n][k] * d_x[m][k] for m < M, 1 <= M <= FG_INT4_MAX_M
  * (fp32 activations, fp32 accumulation; the dequantized weight q*scale is exact). */
@@ -121,6 +121,10 @@ int fg_k_int4_matvec(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, 
  * rows, e.g. a keepset of the tied LM head. */
 int fg_k_bf16_matvec(struct fg_kctx *ctx, float *d_y, const uint16_t *d_w, const float *d_x, const int32_t *d_rows,
 		     int n, int k, struct fg_err *err);
+
+/* The same for an f32 matrix [n][k] (k a multiple of 4, no row subset). */
+int fg_k_f32_matvec(struct fg_kctx *ctx, float *d_y, const float *d_w, const float *d_x, int n, int k,
+		    struct fg_err *err);
 
 /* RMSNorm over rows of n: y = x * rsqrt(mean(x^2) + eps) * w (w may be NULL
  * = no weight; Gemma 4 has no +1 offset). y may equal x. */
@@ -137,6 +141,12 @@ int fg_k_rmsnorm_residual(struct fg_kctx *ctx, float *d_h, const float *d_x, con
  * rot_pairs = head_dim / 2). Angles in fp32 as transformers computes them. */
 int fg_k_rope(struct fg_kctx *ctx, float *d_x, int heads, int head_dim, int rot_pairs, float theta,
 	      const int32_t *d_pos, struct fg_err *err);
+
+/* RoPE from a table of head_dim/2 inverse frequencies (d_inv, device; a 0
+ * leaves its pair unrotated), angle = pos * inv[i] in fp32, cos and sin of it
+ * in double then rounded: engine/cpu's fg_cpu_rope exactly. */
+int fg_k_rope_inv(struct fg_kctx *ctx, float *d_x, int heads, int head_dim, const float *d_inv, const int32_t *d_pos,
+		  struct fg_err *err);
 
 /* d_out[i] = gelu_tanh(d_gate[i]) * d_up[i], i < n (d_out may alias either). */
 int fg_k_geglu(struct fg_kctx *ctx, float *d_out, const float *d_gate, const float *d_up, int n, struct fg_err *err);

@@ -1,4 +1,4 @@
-/* int4.cu - INT4 group-128 matrix times 1..8 fp32 vectors on the tile layout
+/* int4.cu - INT4 (group 32..256) matrix times 1..8 fp32 vectors on the tile layout
  * of fg_kernels.h (decode M = 1, speculative verify M <= 8).
  *
  * A block owns one tile of 32 rows and one K slice; its 8 warps take the
@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(WARPS * 32) int4_matvec(float *__restrict__ y,
 							  const uint16_t *__restrict__ scales,
 							  const float *__restrict__ x, float *__restrict__ partial,
 							  unsigned *__restrict__ counters, int n, int k, int kc, int gc,
-							  int slice, int splits, int npad)
+							  int gshift, int slice, int splits, int npad)
 {
 	extern __shared__ __align__(16) float sx[]; /* [M][slice * 32] */
 	__shared__ float red[WARPS][M][32];
@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(WARPS * 32) int4_matvec(float *__restrict__ y,
 
 		if (cc < c1) {
 			w[u] = __ldcs(wp + (size_t)cc * 32);
-			sc[u] = fg_bf16f(__ldg(sp + (size_t)(cc >> 2) * 32));
+			sc[u] = fg_bf16f(__ldg(sp + (size_t)(cc >> gshift) * 32));
 		}
 	}
 	fg_pdl_wait();
@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(WARPS * 32) int4_matvec(float *__restrict__ y,
 
 				if (cc < c1) {
 					w[u] = __ldcs(wp + (size_t)cc * 32);
-					sc[u] = fg_bf16f(__ldg(sp + (size_t)(cc >> 2) * 32));
+					sc[u] = fg_bf16f(__ldg(sp + (size_t)(cc >> gshift) * 32));
 				}
 			}
 		}
@@ -204,7 +204,7 @@ static int max_splits(int kc, int splits)
 }
 
 extern "C" int fg_kint4_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *packed,
-			    const uint16_t *scale_bf16, int n, int k, int splits, struct fg_err *err)
+			    const uint16_t *scale_bf16, int n, int k, int group, int splits, struct fg_err *err)
 {
 	struct fg_kint4 *w;
 	size_t wb, sb;
@@ -217,7 +217,9 @@ extern "C" int fg_kint4_new(struct fg_kctx *ctx, struct fg_kint4 **out, const in
 		return FG_EINVAL;
 	if (n < 1 || k < 8 || k % 8)
 		return fg_err_set(err, FG_EINVAL, "int4 matrix %d x %d: need n >= 1 and k a positive multiple of 8", n, k);
-	fg_int4_layout_size(&wb, &sb, n, k);
+	if (group != 32 && group != 64 && group != 128 && group != 256)
+		return fg_err_set(err, FG_EUNSUPPORTED, "int4 group size %d: the kernels take 32, 64, 128 or 256", group);
+	fg_int4_layout_size(&wb, &sb, n, k, group);
 	w = (struct fg_kint4 *)calloc(1, sizeof(*w));
 	hw = (uint32_t *)malloc(wb);
 	hs = (uint16_t *)malloc(sb);
@@ -229,7 +231,8 @@ extern "C" int fg_kint4_new(struct fg_kctx *ctx, struct fg_kint4 **out, const in
 	}
 	w->n = n;
 	w->k = k;
-	w->kpad = (k + FG_INT4_GROUP - 1) / FG_INT4_GROUP * FG_INT4_GROUP;
+	w->group = group;
+	w->kpad = (k + group - 1) / group * group;
 	w->tiles = (n + 31) / 32;
 	kc = w->kpad / 32;
 	if (splits <= 0) {
@@ -243,7 +246,7 @@ extern "C" int fg_kint4_new(struct fg_kctx *ctx, struct fg_kint4 **out, const in
 			splits = 1;
 	}
 	w->splits = splits;
-	rc = fg_int4_repack(hw, hs, packed, scale_bf16, n, k, err);
+	rc = fg_int4_repack(hw, hs, packed, scale_bf16, n, k, group, err);
 	if (!rc)
 		rc = fg_kmem_alloc(ctx, (void **)&w->d_words, wb, err);
 	if (!rc)
@@ -282,6 +285,11 @@ extern "C" void fg_kint4_free(struct fg_kctx *ctx, struct fg_kint4 *w)
 	free(w);
 }
 
+static int gshift(int group)
+{
+	return group == 32 ? 0 : group == 64 ? 1 : group == 128 ? 2 : 3;
+}
+
 template <int M>
 static cudaError_t launch(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x)
 {
@@ -300,7 +308,7 @@ static cudaError_t launch(struct fg_kctx *ctx, float *d_y, const struct fg_kint4
 	cfg.numAttrs = ctx->pdl ? 1 : 0;
 	return cudaLaunchKernelEx(&cfg, int4_matvec<M>, d_y, (const uint4 *)w->d_words, (const uint16_t *)w->d_scales,
 				  d_x, w->d_partial, (unsigned *)w->d_counters, w->n, w->k, kc,
-				  w->kpad / FG_INT4_GROUP, slice, splits, w->tiles * 32);
+				  w->kpad / w->group, gshift(w->group), slice, splits, w->tiles * 32);
 }
 
 extern "C" int fg_k_int4_matvec(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x, int m,

@@ -4,6 +4,9 @@
 # sm_90 PTX, and fgpack links the static CUDA runtime; elsewhere
 # kernels/nocuda.c answers every GPU call with FG_EUNSUPPORTED.
 
+# This file is read before the Makefile's first rule: keep `make` = `make all`.
+.DEFAULT_GOAL := all
+
 KERNEL_C := kernels/cpu_twin.c kernels/int4_layout.c
 KERNEL_CU := $(wildcard kernels/*.cu)
 NVCC_ARCH ?= -gencode arch=compute_86,code=sm_86 -gencode arch=compute_90,code=sm_90 \

@@ -116,9 +116,9 @@ int fg_ktimer_stop(struct fg_kctx *ctx, double *out_ms, struct fg_err *err)
 }
 
 int fg_kint4_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *packed, const uint16_t *scale_bf16,
-		 int n, int k, int splits, struct fg_err *err)
+		 int n, int k, int group, int splits, struct fg_err *err)
 {
-	(void)ctx, (void)packed, (void)scale_bf16, (void)n, (void)k, (void)splits;
+	(void)ctx, (void)packed, (void)scale_bf16, (void)n, (void)k, (void)group, (void)splits;
 	*out = NULL;
 	return NO_CUDA(err);
 }
@@ -212,5 +212,19 @@ int fg_k_softcap_argmax(struct fg_kctx *ctx, int32_t *d_best, float *d_z, const 
 int fg_k_read(struct fg_kctx *ctx, uint32_t *d_sink, const void *d_buf, size_t n, struct fg_err *err)
 {
 	(void)ctx, (void)d_sink, (void)d_buf, (void)n;
+	return NO_CUDA(err);
+}
+
+int fg_k_f32_matvec(struct fg_kctx *ctx, float *d_y, const float *d_w, const float *d_x, int n, int k,
+		    struct fg_err *err)
+{
+	(void)ctx, (void)d_y, (void)d_w, (void)d_x, (void)n, (void)k;
+	return NO_CUDA(err);
+}
+
+int fg_k_rope_inv(struct fg_kctx *ctx, float *d_x, int heads, int head_dim, const float *d_inv, const int32_t *d_pos,
+		  struct fg_err *err)
+{
+	(void)ctx, (void)d_x, (void)heads, (void)head_dim, (void)d_inv, (void)d_pos;
 	return NO_CUDA(err);
 }

@@ -51,6 +51,53 @@ __global__ void __launch_bounds__(MV_WARPS * 32) bf16_matvec(float *__restrict__
 	}
 }
 
+__global__ void __launch_bounds__(MV_WARPS * 32) f32_matvec(float *__restrict__ y, const float *__restrict__ w,
+							    const float *__restrict__ x, int n, int k)
+{
+	fg_pdl_trigger();
+	extern __shared__ __align__(16) float sx[];
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+
+	for (int i = threadIdx.x; i < k; i += blockDim.x)
+		sx[i] = x[i];
+	__syncthreads();
+	for (int rr = 0; rr < MV_ROWS; rr++) {
+		int r = (blockIdx.x * MV_WARPS + warp) * MV_ROWS + rr;
+
+		if (r >= n)
+			break;
+		const float4 *row = (const float4 *)(w + (size_t)r * k);
+		float acc = 0.0f;
+
+		for (int e4 = lane; e4 < k / 4; e4 += 32) {
+			float4 q = __ldcs(row + e4), xv = *(const float4 *)(sx + e4 * 4);
+
+			acc = fmaf(q.x, xv.x, acc);
+			acc = fmaf(q.y, xv.y, acc);
+			acc = fmaf(q.z, xv.z, acc);
+			acc = fmaf(q.w, xv.w, acc);
+		}
+		acc = fg_warp_sum(acc);
+		if (lane == 0)
+			y[r] = acc;
+	}
+}
+
+extern "C" int fg_k_f32_matvec(struct fg_kctx *ctx, float *d_y, const float *d_w, const float *d_x, int n, int k,
+			       struct fg_err *err)
+{
+	int per = MV_WARPS * MV_ROWS;
+
+	if (fg_need_ctx(ctx, err))
+		return FG_EINVAL;
+	if (n < 1 || k < 4 || k % 4 || k > 12288)
+		return fg_err_set(err, FG_EINVAL, "f32 matvec %d x %d: need k a multiple of 4 up to 12288", n, k);
+	if ((uintptr_t)d_w % 16)
+		return fg_err_set(err, FG_EINVAL, "f32 matvec: weights not 16-byte aligned");
+	f32_matvec<<<(n + per - 1) / per, MV_WARPS * 32, sizeof(float) * k, ctx->stream>>>(d_y, d_w, d_x, n, k);
+	return fg_launched("f32 matvec", err);
+}
+
 extern "C" int fg_k_bf16_matvec(struct fg_kctx *ctx, float *d_y, const uint16_t *d_w, const float *d_x,
 				const int32_t *d_rows, int n, int k, struct fg_err *err)
 {
@@ -156,6 +203,35 @@ extern "C" int fg_k_rope(struct fg_kctx *ctx, float *d_x, int heads, int head_di
 	if (rot_pairs == 0)
 		return 0;
 	rope<<<(rot_pairs + 127) / 128, 128, 0, ctx->stream>>>(d_x, heads, head_dim, rot_pairs, theta, d_pos);
+	return fg_launched("rope", err);
+}
+
+__global__ void rope_inv(float *x, int heads, int head_dim, const float *__restrict__ inv, const int32_t *pos_p)
+{
+	fg_pdl_trigger();
+	int i = blockIdx.x * blockDim.x + threadIdx.x, half = head_dim / 2;
+
+	if (i >= half)
+		return;
+	float a = (float)*pos_p * inv[i];
+	float c = (float)cos((double)a), s = (float)sin((double)a);
+	for (int h = 0; h < heads; h++) {
+		float *xh = x + (size_t)h * head_dim;
+		float x0 = xh[i], x1 = xh[i + half];
+
+		xh[i] = x0 * c + (-x1) * s;
+		xh[i + half] = x1 * c + x0 * s;
+	}
+}
+
+extern "C" int fg_k_rope_inv(struct fg_kctx *ctx, float *d_x, int heads, int head_dim, const float *d_inv,
+			     const int32_t *d_pos, struct fg_err *err)
+{
+	if (fg_need_ctx(ctx, err))
+		return FG_EINVAL;
+	if (heads < 1 || head_dim < 2 || head_dim % 2)
+		return fg_err_set(err, FG_EINVAL, "rope: heads %d, head_dim %d", heads, head_dim);
+	rope_inv<<<(head_dim / 2 + 127) / 128, 128, 0, ctx->stream>>>(d_x, heads, head_dim, d_inv, d_pos);
 	return fg_launched("rope", err);
 }
 

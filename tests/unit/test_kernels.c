@@ -53,9 +53,9 @@ static uint16_t *bvec(size_t n, float lo, float hi)
 }
 
 /* A random standard-format INT4 matrix (all 16 nibble values occur). */
-static void int4_rand(int32_t **packed, uint16_t **scale, int n, int k)
+static void int4_rand(int32_t **packed, uint16_t **scale, int n, int k, int g)
 {
-	size_t words = (size_t)n * (k / 8), groups = (size_t)n * ((k + 127) / 128);
+	size_t words = (size_t)n * (k / 8), groups = (size_t)n * ((k + g - 1) / g);
 
 	*packed = malloc(4 * words);
 	for (size_t i = 0; i < words; i++)
@@ -64,7 +64,8 @@ static void int4_rand(int32_t **packed, uint16_t **scale, int n, int k)
 }
 
 /* sum |s q x| per output: the scale of the rounding error of a dot product */
-static void int4_abs(float *a, const int32_t *packed, const uint16_t *scale, const float *x, int m, int n, int k)
+static void int4_abs(float *a, const int32_t *packed, const uint16_t *scale, const float *x, int m, int n, int k,
+		     int g)
 {
 	for (int b = 0; b < m; b++)
 		for (int r = 0; r < n; r++) {
@@ -74,7 +75,7 @@ static void int4_abs(float *a, const int32_t *packed, const uint16_t *scale, con
 				uint32_t w = (uint32_t)packed[(size_t)r * (k / 8) + e / 8];
 				int q = (int)((w >> (4 * (e % 8))) & 15u) - 8;
 
-				t += fabs(q * (double)fg_ref_bf16(scale[(size_t)r * ((k + 127) / 128) + e / 128]) *
+				t += fabs(q * (double)fg_ref_bf16(scale[(size_t)r * ((k + g - 1) / g) + e / g]) *
 					  x[(size_t)b * k + e]);
 			}
 			a[(size_t)b * n + r] = (float)t;
@@ -85,29 +86,31 @@ static void int4_abs(float *a, const int32_t *packed, const uint16_t *scale, con
 
 static void test_layout(void)
 {
-	static const int shapes[][2] = {{1, 8}, {1, 128}, {31, 136}, {32, 256}, {33, 384}, {65, 1000}};
+	static const int shapes[][3] = {{1, 8, 128}, {1, 128, 128}, {31, 136, 128}, {32, 256, 32},
+					{33, 384, 64},  {65, 1000, 128}, {7, 96, 32},   {5, 520, 256}};
 
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
-		int n = shapes[s][0], k = shapes[s][1];
+		int n = shapes[s][0], k = shapes[s][1], G = shapes[s][2];
 		int32_t *p, *p2;
 		uint16_t *sc, *sc2, *ts;
 		uint32_t *tw;
-		size_t wb, sb, words = (size_t)n * (k / 8), groups = (size_t)n * ((k + 127) / 128);
+		size_t wb, sb, words = (size_t)n * (k / 8), groups = (size_t)n * ((k + G - 1) / G);
 		struct fg_err err = {0};
 		int pad_ok = 1;
 
-		int4_rand(&p, &sc, n, k);
-		fg_int4_layout_size(&wb, &sb, n, k);
+		int4_rand(&p, &sc, n, k, G);
+		fg_int4_layout_size(&wb, &sb, n, k, G);
 		tw = malloc(wb);
 		ts = malloc(sb);
 		p2 = calloc(words, 4);
 		sc2 = calloc(groups, 2);
-		ok(fg_int4_repack(tw, ts, p, sc, n, k, &err) == 0 && fg_int4_unpack(p2, sc2, tw, ts, n, k, &err) == 0 &&
-			   !memcmp(p, p2, 4 * words) && !memcmp(sc, sc2, 2 * groups),
-		   "int4 layout %d x %d round-trips", n, k);
+		ok(fg_int4_repack(tw, ts, p, sc, n, k, G, &err) == 0 &&
+			   fg_int4_unpack(p2, sc2, tw, ts, n, k, G, &err) == 0 && !memcmp(p, p2, 4 * words) &&
+			   !memcmp(sc, sc2, 2 * groups),
+		   "int4 layout %d x %d group %d round-trips", n, k, G);
 		/* padding: rows past n and words past k/8 hold q = 0 (0x88888888), scales 0 */
 		{
-			int kpad = (k + 127) / 128 * 128, kc = kpad / 32, tiles = (n + 31) / 32;
+			int kpad = (k + G - 1) / G * G, kc = kpad / 32, tiles = (n + 31) / 32;
 
 			for (int t = 0; t < tiles; t++)
 				for (int c = 0; c < kc; c++)
@@ -120,12 +123,12 @@ static void test_layout(void)
 								pad_ok = 0;
 						}
 			for (int t = 0; t < tiles; t++)
-				for (int g = 0; g < kpad / 128; g++)
+				for (int g = 0; g < kpad / G; g++)
 					for (int r = 0; r < 32; r++)
-						if (t * 32 + r >= n && ts[((size_t)t * (kpad / 128) + g) * 32 + r])
+						if (t * 32 + r >= n && ts[((size_t)t * (kpad / G) + g) * 32 + r])
 							pad_ok = 0;
-			ok(pad_ok && wb == (size_t)tiles * 32 * kpad / 2 && sb == (size_t)tiles * 32 * kpad / 128 * 2,
-			   "int4 layout %d x %d pads with q = 0 and scale 0, sizes right", n, k);
+			ok(pad_ok && wb == (size_t)tiles * 32 * kpad / 2 && sb == (size_t)tiles * 32 * kpad / G * 2,
+			   "int4 layout %d x %d group %d pads with q = 0 and scale 0, sizes right", n, k, G);
 		}
 		free(p), free(p2), free(sc), free(sc2), free(tw), free(ts);
 	}
@@ -135,8 +138,9 @@ static void test_layout(void)
 		uint16_t s[1];
 		int32_t p[1] = {0};
 
-		is_int(fg_int4_repack(w, s, p, s, 1, 12, &err), FG_EINVAL, "int4 repack refuses k not a multiple of 8");
-		is_int(fg_int4_repack(w, s, p, s, 0, 8, &err), FG_EINVAL, "int4 repack refuses n = 0");
+		is_int(fg_int4_repack(w, s, p, s, 1, 12, 128, &err), FG_EINVAL, "int4 repack refuses k not a multiple of 8");
+		is_int(fg_int4_repack(w, s, p, s, 0, 8, 128, &err), FG_EINVAL, "int4 repack refuses n = 0");
+		is_int(fg_int4_repack(w, s, p, s, 1, 8, 48, &err), FG_EUNSUPPORTED, "int4 repack refuses group 48");
 	}
 }
 
@@ -150,9 +154,9 @@ static void test_twins(void)
 		float *x = fvec((size_t)m * k, -2, 2), y[10], a[10];
 		double worst = 0;
 
-		int4_rand(&p, &sc, n, k);
-		fg_ref_int4_matvec(y, p, sc, x, m, n, k);
-		int4_abs(a, p, sc, x, m, n, k);
+		int4_rand(&p, &sc, n, k, 128);
+		fg_ref_int4_matvec(y, p, sc, x, m, n, k, 128);
+		int4_abs(a, p, sc, x, m, n, k, 128);
 		for (int b = 0; b < m; b++)
 			for (int r = 0; r < n; r++) {
 				double t = 0;
@@ -291,14 +295,16 @@ static double worst_rel(const float *a, const float *b, const float *scale, size
 
 static void gpu_int4(void)
 {
-	static const int cases[][4] = {/* n, k, m, splits (0 = auto) */
-				       {1, 8, 1, 0},      {1, 128, 1, 0},   {31, 136, 1, 0},  {32, 256, 2, 0},
-				       {33, 384, 3, 0},   {65, 1032, 8, 0}, {40, 520, 5, 3},  {100, 2560, 1, 0},
-				       {257, 10240, 1, 0}, {96, 10240, 8, 0}, {2560, 256, 1, 0}, {300, 2048, 4, 7},
-				       {80, 10240, 8, 1},  {64, 10240, 1, 1}};
+	static const int cases[][5] = {/* n, k, m, splits (0 = auto), group */
+				       {1, 8, 1, 0, 128},      {1, 128, 1, 0, 128},   {31, 136, 1, 0, 128},
+				       {32, 256, 2, 0, 128},   {33, 384, 3, 0, 128},  {65, 1032, 8, 0, 128},
+				       {40, 520, 5, 3, 128},   {100, 2560, 1, 0, 128}, {257, 10240, 1, 0, 128},
+				       {96, 10240, 8, 0, 128}, {2560, 256, 1, 0, 128}, {300, 2048, 4, 7, 128},
+				       {80, 10240, 8, 1, 128}, {64, 10240, 1, 1, 128}, {97, 96, 1, 0, 32},
+				       {33, 200, 2, 0, 32},    {70, 2560, 1, 0, 64},  {40, 1000, 3, 2, 256}};
 
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
-		int n = cases[c][0], k = cases[c][1], m = cases[c][2], splits = cases[c][3];
+		int n = cases[c][0], k = cases[c][1], m = cases[c][2], splits = cases[c][3], G = cases[c][4];
 		int32_t *p;
 		uint16_t *sc;
 		float *x = fvec((size_t)m * k, -3, 3), *ref = malloc(sizeof(float) * m * n);
@@ -308,12 +314,12 @@ static void gpu_int4(void)
 		float *dx, *dy;
 		int rc;
 
-		int4_rand(&p, &sc, n, k);
-		fg_ref_int4_matvec(ref, p, sc, x, m, n, k);
-		int4_abs(a, p, sc, x, m, n, k);
+		int4_rand(&p, &sc, n, k, G);
+		fg_ref_int4_matvec(ref, p, sc, x, m, n, k, G);
+		int4_abs(a, p, sc, x, m, n, k, G);
 		dx = dput(x, sizeof(float) * m * k);
 		dy = dnew(sizeof(float) * m * n);
-		rc = fg_kint4_new(ctx, &w, p, sc, n, k, splits, &gerr);
+		rc = fg_kint4_new(ctx, &w, p, sc, n, k, G, splits, &gerr);
 		if (!rc)
 			rc = fg_k_int4_matvec(ctx, dy, w, dx, m, &gerr) || dget(g1, dy, sizeof(float) * m * n);
 		fg_kmem_fill(ctx, dy, 0xff, sizeof(float) * m * n, &gerr);
@@ -324,8 +330,9 @@ static void gpu_int4(void)
 		} else {
 			double wr = worst_rel(g1, ref, a, (size_t)m * n, 1e-30, 2e-6);
 
-			ok(wr <= 1.0, "int4 matvec n %d k %d m %d splits %d vs twin: |d| <= 2e-6 sum|wx| (worst %.2f of it)",
-			   n, k, m, w->splits, wr);
+			ok(wr <= 1.0,
+			   "int4 matvec n %d k %d m %d group %d splits %d vs twin: |d| <= 2e-6 sum|wx| (worst %.2f of it)", n,
+			   k, m, G, w->splits, wr);
 			ok(!memcmp(g1, g2, sizeof(float) * m * n), "int4 matvec n %d k %d m %d: two runs bit-identical", n,
 			   k, m);
 		}
@@ -339,7 +346,7 @@ static void gpu_int4(void)
 		int32_t p[1] = {0};
 		uint16_t s[1] = {0};
 
-		fg_kint4_new(ctx, &w, p, s, 1, 8, 0, &gerr);
+		fg_kint4_new(ctx, &w, p, s, 1, 8, 128, 0, &gerr);
 		is_int(fg_k_int4_matvec(ctx, NULL, w, NULL, 9, &gerr), FG_EINVAL, "int4 matvec refuses m = 9");
 		fg_kint4_free(ctx, w);
 	}
@@ -364,12 +371,12 @@ static void gpu_int4_chain(void)
 		int32_t *pp;
 		uint16_t *ss;
 
-		int4_rand(&pp, &ss, dims[i + 1], dims[i]);
+		int4_rand(&pp, &ss, dims[i + 1], dims[i], 128);
 		p[i] = pp, sc[i] = ss;
 		h[i + 1] = malloc(4 * dims[i + 1]);
-		fg_ref_int4_matvec(h[i + 1], pp, ss, h[i], 1, dims[i + 1], dims[i]);
+		fg_ref_int4_matvec(h[i + 1], pp, ss, h[i], 1, dims[i + 1], dims[i], 128);
 		d[i + 1] = dnew(4 * dims[i + 1]);
-		rc = rc || fg_kint4_new(ctx, &w[i], pp, ss, dims[i + 1], dims[i], 0, &gerr);
+		rc = rc || fg_kint4_new(ctx, &w[i], pp, ss, dims[i + 1], dims[i], 128, 0, &gerr);
 	}
 	for (int pass = 0; pass < 2 && !rc; pass++) {
 		fg_kctx_set_pdl(ctx, pass == 0);
@@ -642,8 +649,8 @@ static void gpu_graph(void)
 	     *dy = dnew(4 * n), *db = dnew(4);
 	int rc;
 
-	int4_rand(&p, &sc, n, h);
-	rc = fg_kint4_new(ctx, &m, p, sc, n, h, 0, &gerr);
+	int4_rand(&p, &sc, n, h, 128);
+	rc = fg_kint4_new(ctx, &m, p, sc, n, h, 128, 0, &gerr);
 #define CHAIN()                                                                              \
 	(fg_k_embed(ctx, dx, de, did, h, 16.0f, &gerr) ||                                    \
 	 fg_k_rmsnorm(ctx, dx, dx, dw, 1, h, 1e-6f, &gerr) ||                                \

@@ -1,0 +1,380 @@
+/* cuda.c - the Gemma 4 decode step on the GPU (see cuda.h). Plain C over
+ * kernels/fg_kernels.h; built with or without nvcc (without, fg_g4_gpu_new
+ * fails with the kernels' FG_EUNSUPPORTED). */
+#include "engine/cuda.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/fg_kernels.h"
+
+/* A linear layer on the device: INT4 in the tile layout, or bf16 / f32 rows. */
+struct dlin {
+	int fmt, rows, cols;
+	struct fg_kint4 *q4;
+	void *d;
+};
+
+struct glayer {
+	struct dlin qkv, o, gu, down, pg, pp; /* qkv: q|k|v rows (q only when KV is shared) */
+	float *in_norm, *post_attn, *pre_ffw, *post_ffw, *post_ple, *q_norm, *k_norm;
+	float *kc, *vc; /* [kv_heads][cap][d] when the layer owns a cache */
+	int cap;        /* slots of the cache this layer reads */
+};
+
+struct fg_g4_gpu {
+	const struct fg_g4_model *m;
+	struct fg_kctx *ctx;
+	struct glayer *L;
+	struct dlin ple_proj, head;
+	uint16_t *emb, *ple_emb; /* bf16 tables */
+	float *final_norm, *ple_norm, *inv[2];
+	float *x, *a, *qkv, *att, *o, *gu, *pl, *plp, *pg, *logits;
+	int32_t *idpos, *best; /* idpos: [id, pos] */
+	struct fg_kgraph *graph;
+	int use_graph, steps;
+};
+
+static size_t lin_bytes(const struct fg_lin *l)
+{
+	switch (l->fmt) {
+	case FG_W_INT4: return (size_t)l->rows * (size_t)(l->cols / 8) * 4;
+	case FG_W_BF16: return (size_t)l->rows * (size_t)l->cols * 2;
+	default: return (size_t)l->rows * (size_t)l->cols * 4;
+	}
+}
+
+static size_t lin_scale_bytes(const struct fg_lin *l)
+{
+	return l->fmt == FG_W_INT4 ? (size_t)l->rows * (size_t)((l->cols + l->group - 1) / l->group) * 2 : 0;
+}
+
+/* Uploads the row-concatenation of n layers with equal format and columns. */
+static int dlin_new(struct fg_g4_gpu *g, struct dlin *out, const struct fg_lin *const *parts, int n, const char *what,
+		    struct fg_err *err)
+{
+	size_t wb = 0, sb = 0, wo = 0, so = 0;
+	int rows = 0, i, rc;
+	char *hw, *hs = NULL;
+
+	memset(out, 0, sizeof(*out));
+	for (i = 0; i < n; i++) {
+		const struct fg_lin *l = parts[i];
+
+		if (!l->w)
+			return fg_err_set(err, FG_EINVAL, "%s: weight missing", what);
+		if (l->fmt != parts[0]->fmt || l->cols != parts[0]->cols ||
+		    (l->fmt == FG_W_INT4 && l->group != parts[0]->group))
+			return fg_err_set(err, FG_EUNSUPPORTED, "%s: parts differ in format or shape", what);
+		rows += l->rows;
+		wb += lin_bytes(l);
+		sb += lin_scale_bytes(l);
+	}
+	out->fmt = parts[0]->fmt;
+	out->rows = rows;
+	out->cols = parts[0]->cols;
+	hw = malloc(wb ? wb : 1);
+	if (sb)
+		hs = malloc(sb);
+	if (!hw || (sb && !hs)) {
+		free(hw);
+		free(hs);
+		return fg_err_set(err, FG_ENOMEM, "out of memory staging %s", what);
+	}
+	/* the checkpoint mapping need not be aligned: copy bytes */
+	for (i = 0; i < n; i++) {
+		memcpy(hw + wo, parts[i]->w, lin_bytes(parts[i]));
+		wo += lin_bytes(parts[i]);
+		if (sb) {
+			memcpy(hs + so, parts[i]->scale, lin_scale_bytes(parts[i]));
+			so += lin_scale_bytes(parts[i]);
+		}
+	}
+	if (out->fmt == FG_W_INT4)
+		rc = fg_kint4_new(g->ctx, &out->q4, (const int32_t *)hw, (const uint16_t *)hs, rows, out->cols,
+				  parts[0]->group, 0, err);
+	else if ((rc = fg_kmem_alloc(g->ctx, &out->d, wb, err)) == 0)
+		rc = fg_kmem_upload(g->ctx, out->d, hw, wb, err);
+	free(hw);
+	free(hs);
+	if (rc)
+		fg_err_wrap(err, "%s", what);
+	return rc;
+}
+
+static void dlin_free(struct fg_g4_gpu *g, struct dlin *l)
+{
+	fg_kint4_free(g->ctx, l->q4);
+	fg_kmem_free(g->ctx, l->d);
+	memset(l, 0, sizeof(*l));
+}
+
+static int mv(struct fg_g4_gpu *g, float *y, const struct dlin *l, const float *x, struct fg_err *err)
+{
+	switch (l->fmt) {
+	case FG_W_INT4: return fg_k_int4_matvec(g->ctx, y, l->q4, x, 1, err);
+	case FG_W_BF16: return fg_k_bf16_matvec(g->ctx, y, l->d, x, NULL, l->rows, l->cols, err);
+	default: return fg_k_f32_matvec(g->ctx, y, l->d, x, l->rows, l->cols, err);
+	}
+}
+
+static int up_floats(struct fg_g4_gpu *g, float **d, const float *h, size_t n, struct fg_err *err)
+{
+	int rc;
+
+	*d = NULL;
+	if (!h)
+		return 0;
+	if ((rc = fg_kmem_alloc(g->ctx, (void **)d, n * sizeof(float), err)))
+		return rc;
+	return fg_kmem_upload(g->ctx, *d, h, n * sizeof(float), err);
+}
+
+static int zeros(struct fg_g4_gpu *g, float **d, size_t n, struct fg_err *err)
+{
+	int rc = fg_kmem_alloc(g->ctx, (void **)d, (n ? n : 1) * sizeof(float), err);
+
+	return rc ? rc : fg_kmem_fill(g->ctx, *d, 0, (n ? n : 1) * sizeof(float), err);
+}
+
+static int bf16_table(struct fg_g4_gpu *g, uint16_t **d, const struct fg_lin *l, const char *what, struct fg_err *err)
+{
+	int rc;
+
+	if (l->fmt != FG_W_BF16)
+		return fg_err_set(err, FG_EUNSUPPORTED, "%s: the CUDA path reads bf16 embedding tables only", what);
+	if ((rc = fg_kmem_alloc(g->ctx, (void **)d, lin_bytes(l), err)))
+		return rc;
+	return fg_kmem_upload(g->ctx, *d, l->w, lin_bytes(l), err);
+}
+
+void fg_g4_gpu_free(struct fg_g4_gpu *g)
+{
+	int i;
+
+	if (!g)
+		return;
+	if (g->L)
+		for (i = 0; i < g->m->cfg.n_layers; i++) {
+			struct glayer *L = &g->L[i];
+			float *fs[] = {L->in_norm, L->post_attn, L->pre_ffw, L->post_ffw, L->post_ple,
+				       L->q_norm,  L->k_norm,    L->kc,      L->vc};
+
+			dlin_free(g, &L->qkv), dlin_free(g, &L->o), dlin_free(g, &L->gu);
+			dlin_free(g, &L->down), dlin_free(g, &L->pg), dlin_free(g, &L->pp);
+			for (size_t j = 0; j < sizeof(fs) / sizeof(fs[0]); j++)
+				fg_kmem_free(g->ctx, fs[j]);
+		}
+	free(g->L);
+	dlin_free(g, &g->ple_proj);
+	if (g->head.d == g->emb)
+		g->head.d = NULL; /* tied: freed once below */
+	dlin_free(g, &g->head);
+	{
+		void *ds[] = {g->emb,   g->ple_emb, g->final_norm, g->ple_norm, g->inv[0], g->inv[1], g->x,
+			      g->a,     g->qkv,     g->att,        g->o,        g->gu,     g->pl,     g->plp,
+			      g->pg,    g->logits,  g->idpos,      g->best};
+
+		for (size_t j = 0; j < sizeof(ds) / sizeof(ds[0]); j++)
+			fg_kmem_free(g->ctx, ds[j]);
+	}
+	fg_kgraph_free(g->graph);
+	fg_kctx_free(g->ctx);
+	free(g);
+}
+
+int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const float *const inv[2], int window,
+		  int max_seq, struct fg_err *err)
+{
+	const struct fg_g4_config *c = &m->cfg;
+	struct fg_g4_gpu *g;
+	int rc, i, maxd = c->head_dim > c->global_head_dim ? c->head_dim : c->global_head_dim, maxi = 0;
+	size_t H = (size_t)c->hidden, LP = (size_t)c->n_layers * (size_t)c->ple_dim;
+	const char *e;
+
+	*out = NULL;
+	if (!(g = calloc(1, sizeof(*g))))
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	g->m = m;
+	e = getenv("FG_CUDA_GRAPH");
+	g->use_graph = !(e && !strcmp(e, "0"));
+	if ((rc = fg_kctx_new(&g->ctx, err)))
+		goto fail;
+	if (!(g->L = calloc((size_t)c->n_layers, sizeof(*g->L)))) {
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+		goto fail;
+	}
+	for (i = 0; i < c->n_layers; i++)
+		maxi = maxi > fg_g4_layer_inter(c, i) ? maxi : fg_g4_layer_inter(c, i);
+	if ((rc = bf16_table(g, &g->emb, &m->embed, "embed_tokens", err)))
+		goto fail;
+	if (c->ple_dim) {
+		const struct fg_lin *pp = &m->ple_model_proj;
+
+		if ((rc = bf16_table(g, &g->ple_emb, &m->ple_embed, "embed_tokens_per_layer", err)) ||
+		    (rc = dlin_new(g, &g->ple_proj, &pp, 1, "per_layer_model_projection", err)) ||
+		    (rc = up_floats(g, &g->ple_norm, m->ple_proj_norm, (size_t)c->ple_dim, err)))
+			goto fail;
+	}
+	if (m->head.w == m->embed.w && m->head.fmt == FG_W_BF16) {
+		g->head.fmt = FG_W_BF16;
+		g->head.rows = m->head.rows;
+		g->head.cols = m->head.cols;
+		g->head.d = g->emb;
+	} else {
+		const struct fg_lin *hp = &m->head;
+
+		if ((rc = dlin_new(g, &g->head, &hp, 1, "lm_head", err)))
+			goto fail;
+	}
+	if ((rc = up_floats(g, &g->final_norm, m->final_norm, H, err)) ||
+	    (rc = up_floats(g, &g->inv[0], inv[0], (size_t)c->head_dim / 2, err)) ||
+	    (rc = up_floats(g, &g->inv[1], inv[1], (size_t)c->global_head_dim / 2, err)))
+		goto fail;
+	for (i = 0; i < c->n_layers; i++) {
+		const struct fg_g4_layer *ml = &m->layers[i];
+		struct glayer *L = &g->L[i];
+		const struct fg_lin *qkv[3] = {&ml->q, &ml->k, &ml->v}, *gu[2] = {&ml->gate, &ml->up};
+		const struct fg_lin *o = &ml->o, *down = &ml->down, *pg = &ml->ple_gate, *pp = &ml->ple_proj;
+		int own = ml->kv_src == i, d = ml->head_dim;
+		char what[64];
+
+		snprintf(what, sizeof(what), "layer %d", i);
+		if ((rc = dlin_new(g, &L->qkv, qkv, own ? 3 : 1, what, err)) ||
+		    (rc = dlin_new(g, &L->o, &o, 1, what, err)) || (rc = dlin_new(g, &L->gu, gu, 2, what, err)) ||
+		    (rc = dlin_new(g, &L->down, &down, 1, what, err)))
+			goto fail;
+		if (c->ple_dim && ((rc = dlin_new(g, &L->pg, &pg, 1, what, err)) ||
+				   (rc = dlin_new(g, &L->pp, &pp, 1, what, err))))
+			goto fail;
+		if ((rc = up_floats(g, &L->in_norm, ml->in_norm, H, err)) ||
+		    (rc = up_floats(g, &L->post_attn, ml->post_attn_norm, H, err)) ||
+		    (rc = up_floats(g, &L->pre_ffw, ml->pre_ffw_norm, H, err)) ||
+		    (rc = up_floats(g, &L->post_ffw, ml->post_ffw_norm, H, err)) ||
+		    (rc = up_floats(g, &L->post_ple, ml->post_ple_norm, H, err)) ||
+		    (rc = up_floats(g, &L->q_norm, ml->q_norm, (size_t)d, err)) ||
+		    (rc = up_floats(g, &L->k_norm, ml->k_norm, (size_t)d, err)))
+			goto fail;
+		/* a sliding layer needs the last `window` positions only: a ring */
+		L->cap = ml->type == FG_G4_SLIDING && window < max_seq ? window : max_seq;
+		if (own) {
+			size_t n = (size_t)c->n_kv_heads * (size_t)L->cap * (size_t)d;
+
+			if ((rc = zeros(g, &L->kc, n, err)) || (rc = zeros(g, &L->vc, n, err)))
+				goto fail;
+		}
+	}
+	for (i = 0; i < c->n_layers; i++)
+		g->L[i].cap = g->L[m->layers[i].kv_src].cap;
+	if ((rc = zeros(g, &g->x, H, err)) || (rc = zeros(g, &g->a, H, err)) ||
+	    (rc = zeros(g, &g->qkv, (size_t)(c->n_heads + 2 * c->n_kv_heads) * (size_t)maxd, err)) ||
+	    (rc = zeros(g, &g->att, (size_t)c->n_heads * (size_t)maxd, err)) || (rc = zeros(g, &g->o, H, err)) ||
+	    (rc = zeros(g, &g->gu, 2 * (size_t)maxi, err)) || (rc = zeros(g, &g->pl, LP, err)) ||
+	    (rc = zeros(g, &g->plp, LP, err)) || (rc = zeros(g, &g->pg, (size_t)c->ple_dim, err)) ||
+	    (rc = zeros(g, &g->logits, (size_t)c->vocab, err)) ||
+	    (rc = fg_kmem_alloc(g->ctx, (void **)&g->idpos, 2 * sizeof(int32_t), err)) ||
+	    (rc = fg_kmem_alloc(g->ctx, (void **)&g->best, sizeof(int32_t), err)))
+		goto fail;
+	*out = g;
+	return 0;
+fail:
+	fg_err_wrap(err, "cuda engine");
+	fg_g4_gpu_free(g);
+	return rc;
+}
+
+/* The forward pass of the token at idpos[0], position idpos[1]: only
+ * launches, so it can be captured as a graph. Mirrors engine.c's layer(). */
+static int forward(struct fg_g4_gpu *g, struct fg_err *err)
+{
+	const struct fg_g4_model *m = g->m;
+	const struct fg_g4_config *c = &m->cfg;
+	struct fg_kctx *k = g->ctx;
+	const int32_t *id = g->idpos, *pos = g->idpos + 1;
+	int H = c->hidden, P = c->ple_dim, nh = c->n_heads, nkv = c->n_kv_heads, li;
+	float eps = c->eps;
+
+	if (fg_k_embed(k, g->x, g->emb, id, H, (float)sqrt((double)H), err))
+		return err->code;
+	if (P && (mv(g, g->plp, &g->ple_proj, g->x, err) ||
+		  fg_k_ple(k, g->pl, g->ple_emb, id, g->plp, g->ple_norm, c->n_layers, P, (float)sqrt((double)P),
+			   (float)pow((double)H, -0.5), eps, err)))
+		return err->code;
+	for (li = 0; li < c->n_layers; li++) {
+		const struct fg_g4_layer *ml = &m->layers[li];
+		struct glayer *L = &g->L[li];
+		const struct glayer *src = &g->L[ml->kv_src];
+		int d = ml->head_dim, I = ml->inter;
+		float *q = g->qkv, *kk = g->qkv + (size_t)nh * d, *vv = kk + (size_t)nkv * d;
+		const float *inv = g->inv[ml->type];
+
+		if (fg_k_rmsnorm(k, g->a, g->x, L->in_norm, 1, H, eps, err) || mv(g, g->qkv, &L->qkv, g->a, err) ||
+		    fg_k_rmsnorm(k, q, q, L->q_norm, nh, d, eps, err) || fg_k_rope_inv(k, q, nh, d, inv, pos, err))
+			return err->code;
+		if (ml->kv_src == li &&
+		    (fg_k_rmsnorm(k, kk, kk, L->k_norm, nkv, d, eps, err) || fg_k_rope_inv(k, kk, nkv, d, inv, pos, err) ||
+		     fg_k_rmsnorm(k, vv, vv, NULL, nkv, d, eps, err) ||
+		     fg_k_kv_store(k, L->kc, L->vc, kk, vv, nkv, d, L->cap, pos, err)))
+			return err->code;
+		if (fg_k_attn_decode(k, g->att, q, src->kc, src->vc, nh, nkv, d, src->cap, pos, 1.0f, err) ||
+		    mv(g, g->o, &L->o, g->att, err) ||
+		    fg_k_rmsnorm_residual(k, g->x, g->o, L->post_attn, H, eps, 1.0f, err) ||
+		    fg_k_rmsnorm(k, g->a, g->x, L->pre_ffw, 1, H, eps, err) || mv(g, g->gu, &L->gu, g->a, err) ||
+		    fg_k_geglu(k, g->gu, g->gu, g->gu + I, I, err) || mv(g, g->o, &L->down, g->gu, err) ||
+		    fg_k_rmsnorm_residual(k, g->x, g->o, L->post_ffw, H, eps, P ? 1.0f : ml->scalar, err))
+			return err->code;
+		if (P && (mv(g, g->pg, &L->pg, g->x, err) ||
+			  fg_k_geglu(k, g->pg, g->pg, g->pl + (size_t)li * P, P, err) || mv(g, g->o, &L->pp, g->pg, err) ||
+			  fg_k_rmsnorm_residual(k, g->x, g->o, L->post_ple, H, eps, ml->scalar, err)))
+			return err->code;
+	}
+	if (fg_k_rmsnorm(k, g->a, g->x, g->final_norm, 1, H, eps, err) || mv(g, g->logits, &g->head, g->a, err) ||
+	    fg_k_softcap_argmax(k, g->best, g->logits, NULL, c->vocab, c->softcap, err))
+		return err->code;
+	return 0;
+}
+
+int fg_g4_gpu_step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int32_t *best, struct fg_err *err)
+{
+	int32_t ip[2] = {id, pos};
+	int rc;
+
+	if ((rc = fg_kmem_upload(g->ctx, g->idpos, ip, sizeof(ip), err)))
+		return rc;
+	if (g->use_graph && !g->graph && g->steps > 0) {
+		/* capture after one direct step has run cleanly */
+		if ((rc = fg_kgraph_begin(g->ctx, err)))
+			return rc;
+		rc = forward(g, err);
+		{
+			struct fg_err e2 = {0};
+			int rc2 = fg_kgraph_end(g->ctx, &g->graph, rc ? &e2 : err);
+
+			if (!rc)
+				rc = rc2;
+		}
+		if (rc)
+			return fg_err_wrap(err, "capture the decode step as a CUDA graph");
+	}
+	if (g->graph)
+		rc = fg_kgraph_launch(g->ctx, g->graph, err);
+	else
+		rc = forward(g, err);
+	if (!rc)
+		rc = fg_kctx_sync(g->ctx, err);
+	if (!rc && logits)
+		rc = fg_kmem_download(g->ctx, logits, g->logits, sizeof(float) * (size_t)g->m->cfg.vocab, err);
+	if (!rc && best)
+		rc = fg_kmem_download(g->ctx, best, g->best, sizeof(int32_t), err);
+	if (rc)
+		return fg_err_wrap(err, "cuda decode step at position %d", pos);
+	g->steps++;
+	return 0;
+}
+
+const char *fg_g4_gpu_device(const struct fg_g4_gpu *g)
+{
+	return fg_kctx_device_name(g->ctx);
+}

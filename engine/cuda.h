@@ -1,0 +1,36 @@
+/* cuda.h - the Gemma 4 decode step on the GPU, for the engine's
+ * FG_DEVICE_CUDA path: the loaded model's weights copied to the device (INT4
+ * repacked into the kernels' tile layout, q|k|v and gate|up concatenated),
+ * a device KV cache, and one token's forward pass built from the kernels of
+ * kernels/fg_kernels.h, captured once as a CUDA graph and replayed.
+ *
+ * The math is engine/cpu's, operation for operation (fp32 activations and
+ * accumulation, the same RoPE table); sums run in another order, so logits
+ * agree with the CPU path within rounding, and bit for bit between runs. */
+#ifndef FG_ENGINE_CUDA_H
+#define FG_ENGINE_CUDA_H
+
+#include <stdint.h>
+
+#include "engine/model.h"
+#include "err.h"
+
+struct fg_g4_gpu;
+
+/* Uploads m (borrowed; must outlive the result). inv[2] are the RoPE inverse
+ * frequency tables by layer type (fg_cpu_rope_freqs), window the sliding
+ * window in use, max_seq the cache size. FG_EUNSUPPORTED names what this path
+ * cannot run (say, an f32 embedding table); FG_EDEVICE when there is no GPU. */
+int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const float *const inv[2], int window,
+		  int max_seq, struct fg_err *err);
+void fg_g4_gpu_free(struct fg_g4_gpu *g);
+
+/* One token id at position pos (the cache holds positions < pos). When
+ * logits is not NULL it receives the softcapped logits [vocab]; *best (may be
+ * NULL) the argmax, lowest id on ties. */
+int fg_g4_gpu_step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int32_t *best, struct fg_err *err);
+
+/* "NVIDIA H200 (sm_90, ...)"; borrowed. */
+const char *fg_g4_gpu_device(const struct fg_g4_gpu *g);
+
+#endif

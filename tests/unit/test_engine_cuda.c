@@ -1,0 +1,167 @@
+/* test_engine_cuda.c - `--device cuda`: the engine's GPU decode step on the
+ * tiny Gemma 4 fixtures (tests/fixtures/oracle/) against the CPU engine and
+ * transformers' recorded answers: logits at every position, greedy
+ * continuations, and the same bits on a second run (graph replays included).
+ * Without a GPU it checks that asking for one fails cleanly and skips the
+ * rest (FG_REQUIRE_CUDA=1 turns the skip into a failure). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tap.h"
+
+#include "engine/engine.h"
+#include "fsutil.h"
+#include "json.h"
+
+#define FIX "tests/fixtures/oracle"
+/* GPU against the CPU engine: same fp32 math, other summation orders. */
+#define TOL_CPU 1e-4
+/* against transformers: the CPU engine's own tolerance (test_engine.c) */
+#define TOL_HF 5e-3
+
+static struct fg_engine *load(const char *dir, int device, int window, struct fg_err *err)
+{
+	struct fg_engine_opts o = {1, window, 0, device};
+	struct fg_engine *e = NULL;
+
+	if (fg_engine_load(&e, dir, &o, err))
+		return NULL;
+	return e;
+}
+
+static int32_t *ids_of(const cJSON *arr, int *n)
+{
+	int32_t *ids = malloc(sizeof(int32_t) * (size_t)(cJSON_GetArraySize(arr) + 1));
+	const cJSON *it;
+	int i = 0;
+
+	cJSON_ArrayForEach(it, arr) ids[i++] = (int32_t)it->valuedouble;
+	*n = i;
+	return ids;
+}
+
+struct gen {
+	int32_t ids[64];
+	int n;
+};
+
+static int on_token(void *user, int32_t tok, const float *logits, int n_vocab)
+{
+	struct gen *g = user;
+
+	(void)logits, (void)n_vocab;
+	g->ids[g->n++] = tok;
+	return g->n >= 64;
+}
+
+static double maxdiff(const float *a, const float *b, size_t n)
+{
+	double m = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)a[i] - (double)b[i]);
+
+		if (!(d <= m))
+			m = isnan(d) ? INFINITY : d;
+	}
+	return m;
+}
+
+static void check(const char *dir, const char *json, const char *bin, int window, const char *label)
+{
+	struct fg_buf jb = FG_BUF_INIT, lb = FG_BUF_INIT;
+	struct fg_err err = {0};
+	cJSON *o = NULL;
+	const cJSON *p;
+	const float *hf;
+	struct fg_engine *cpu, *gpu;
+	long long vocab = 0;
+
+	if (fg_file_read(json, 1 << 24, &jb, &err) || fg_json_parse(&o, jb.data, jb.len, json, &err) ||
+	    fg_file_read(bin, 1 << 28, &lb, &err)) {
+		ok(0, "%s: oracle files readable: %s", label, err.msg);
+		fg_buf_release(&jb), fg_buf_release(&lb);
+		return;
+	}
+	fg_json_int(o, "vocab", &vocab);
+	hf = (const float *)(const void *)lb.data;
+	cpu = load(dir, FG_DEVICE_CPU, window, &err);
+	gpu = cpu ? load(dir, FG_DEVICE_CUDA, window, &err) : NULL;
+	ok(cpu && gpu, "%s: loads on cpu and cuda %s", label, err.msg);
+	if (gpu)
+		printf("# %s on %s\n", label, fg_engine_device(gpu));
+	cJSON_ArrayForEach(p, fg_json_arr(o, "prompts")) {
+		int np, ng, npos, i, same = 1;
+		int32_t *pr = ids_of(fg_json_arr(p, "prompt"), &np), *gen = ids_of(fg_json_arr(p, "generated"), &ng);
+		int32_t *seq = malloc(sizeof(int32_t) * (size_t)(np + ng));
+		long long off = 0;
+		size_t nf;
+		float *lc, *lg1, *lg2;
+		struct gen g = {{0}, 0};
+		int rc;
+
+		if (!gpu)
+			break;
+		memcpy(seq, pr, sizeof(int32_t) * (size_t)np);
+		memcpy(seq + np, gen, sizeof(int32_t) * (size_t)ng);
+		npos = np + ng;
+		nf = (size_t)npos * (size_t)vocab;
+		fg_json_int(p, "logits_offset", &off);
+		lc = malloc(4 * nf), lg1 = malloc(4 * nf), lg2 = malloc(4 * nf);
+		fg_engine_reset(cpu);
+		fg_engine_reset(gpu);
+		rc = fg_engine_forward_logits(cpu, seq, (size_t)npos, 0, lc, &err);
+		rc = rc || fg_engine_forward_logits(gpu, seq, (size_t)npos, 0, lg1, &err);
+		fg_engine_reset(gpu);
+		rc = rc || fg_engine_forward_logits(gpu, seq, (size_t)npos, 0, lg2, &err);
+		if (rc || (size_t)off * 4 + nf * 4 > lb.len) {
+			ok(0, "%s: forward of %d tokens: %s", label, npos, err.msg);
+		} else {
+			double dc = maxdiff(lg1, lc, nf), dh = maxdiff(lg1, hf + off, nf);
+
+			ok(dc <= TOL_CPU, "%s: prompt of %d + %d: cuda logits within %g of the cpu engine (max %.3g)", label,
+			   np, ng, TOL_CPU, dc);
+			ok(dh <= TOL_HF, "%s: prompt of %d + %d: cuda logits within %g of transformers (max %.3g)", label, np,
+			   ng, TOL_HF, dh);
+			ok(!memcmp(lg1, lg2, 4 * nf), "%s: prompt of %d: second cuda run bit-identical (graph replays)", label,
+			   np);
+		}
+		if (fg_engine_generate(gpu, pr, (size_t)np, ng, on_token, &g, &err))
+			printf("# generate: %s\n", err.msg);
+		for (i = 0; i < ng; i++)
+			if (i >= g.n || g.ids[i] != gen[i])
+				same = 0;
+		ok(same && g.n == ng, "%s: prompt of %d: cuda greedy %d tokens identical to transformers'", label, np, ng);
+		free(pr), free(gen), free(seq), free(lc), free(lg1), free(lg2);
+	}
+	fg_engine_free(cpu);
+	fg_engine_free(gpu);
+	cJSON_Delete(o);
+	fg_buf_release(&jb);
+	fg_buf_release(&lb);
+}
+
+int main(void)
+{
+	struct fg_err err = {0};
+	struct fg_engine *e = load(FIX "/int4", FG_DEVICE_CUDA, 0, &err);
+
+	if (!e) {
+		const char *req = getenv("FG_REQUIRE_CUDA");
+
+		ok((err.code == FG_EDEVICE || err.code == FG_EUNSUPPORTED) && strstr(err.msg, "CUDA"),
+		   "--device cuda without a usable GPU fails cleanly: %s", err.msg);
+		if (req && !strcmp(req, "1"))
+			ok(0, "FG_REQUIRE_CUDA=1 but: %s", err.msg);
+		else
+			ok(1, "cuda engine vs cpu engine and transformers # skip: no CUDA device");
+		return tap_done();
+	}
+	fg_engine_free(e);
+	check(FIX "/bf16", FIX "/bf16/oracle.json", FIX "/bf16/logits.bin", 0, "bf16");
+	check(FIX "/int4", FIX "/int4/oracle.json", FIX "/int4/logits.bin", 0, "int4");
+	check(FIX "/bf16", FIX "/bf16/oracle-window5.json", FIX "/bf16/logits-window5.bin", 5, "bf16 window 5");
+	return tap_done();
+}
