@@ -102,4 +102,26 @@ __device__ __forceinline__ float fg_block_sum(float v, float *sh)
 	return v;
 }
 
+/* Launches kernel k on ctx's stream, with programmatic dependent launch when
+ * ctx->pdl (the kernel then overlaps its launch with the previous kernel's
+ * tail; every kernel calls fg_pdl_wait before reading). A failure is kept as
+ * the last error, which fg_launched reports. */
+template <typename... KArgs, typename... Args>
+static inline void fg_launch_pdl(const struct fg_kctx *ctx, void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem,
+				 Args... args)
+{
+	cudaLaunchConfig_t cfg = {};
+	cudaLaunchAttribute at[1];
+
+	cfg.gridDim = grid;
+	cfg.blockDim = block;
+	cfg.dynamicSmemBytes = smem;
+	cfg.stream = ctx->stream;
+	at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+	at[0].val.programmaticStreamSerializationAllowed = 1;
+	cfg.attrs = at;
+	cfg.numAttrs = ctx->pdl ? 1 : 0;
+	cudaLaunchKernelEx(&cfg, k, (KArgs)args...);
+}
+
 #endif

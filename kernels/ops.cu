@@ -16,7 +16,8 @@ __global__ void __launch_bounds__(MV_WARPS * 32) bf16_matvec(float *__restrict__
 							     const float *__restrict__ x,
 							     const int32_t *__restrict__ rows, int n, int k)
 {
-	fg_pdl_trigger(); /* let a following matvec start loading its weights */
+	fg_pdl_trigger(); /* the next kernel may launch and wait for us */
+	fg_pdl_wait();    /* everything earlier kernels wrote is visible */
 	extern __shared__ __align__(16) float sx[];
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 
@@ -55,6 +56,7 @@ __global__ void __launch_bounds__(MV_WARPS * 32) f32_matvec(float *__restrict__ 
 							    const float *__restrict__ x, int n, int k)
 {
 	fg_pdl_trigger();
+	fg_pdl_wait();
 	extern __shared__ __align__(16) float sx[];
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 
@@ -94,7 +96,7 @@ extern "C" int fg_k_f32_matvec(struct fg_kctx *ctx, float *d_y, const float *d_w
 		return fg_err_set(err, FG_EINVAL, "f32 matvec %d x %d: need k a multiple of 4 up to 12288", n, k);
 	if ((uintptr_t)d_w % 16)
 		return fg_err_set(err, FG_EINVAL, "f32 matvec: weights not 16-byte aligned");
-	f32_matvec<<<(n + per - 1) / per, MV_WARPS * 32, sizeof(float) * k, ctx->stream>>>(d_y, d_w, d_x, n, k);
+	fg_launch_pdl(ctx, f32_matvec, dim3((n + per - 1) / per), dim3(MV_WARPS * 32), sizeof(float) * k, d_y, d_w, d_x, n, k);
 	return fg_launched("f32 matvec", err);
 }
 
@@ -109,7 +111,7 @@ extern "C" int fg_k_bf16_matvec(struct fg_kctx *ctx, float *d_y, const uint16_t 
 		return fg_err_set(err, FG_EINVAL, "bf16 matvec %d x %d: need k a multiple of 8 up to 12288", n, k);
 	if ((uintptr_t)d_w % 16)
 		return fg_err_set(err, FG_EINVAL, "bf16 matvec: weights not 16-byte aligned");
-	bf16_matvec<<<(n + per - 1) / per, MV_WARPS * 32, sizeof(float) * k, ctx->stream>>>(d_y, d_w, d_x, d_rows, n,
+	fg_launch_pdl(ctx, bf16_matvec, dim3((n + per - 1) / per), dim3(MV_WARPS * 32), sizeof(float) * k, d_y, d_w, d_x, d_rows, n,
 											       k);
 	return fg_launched("bf16 matvec", err);
 }
@@ -120,7 +122,8 @@ extern "C" int fg_k_bf16_matvec(struct fg_kctx *ctx, float *d_y, const uint16_t 
 
 __global__ void rmsnorm(float *y, const float *x, const float *__restrict__ w, int n, float eps)
 {
-	fg_pdl_trigger(); /* let a following matvec start loading its weights */
+	fg_pdl_trigger(); /* the next kernel may launch and wait for us */
+	fg_pdl_wait();    /* everything earlier kernels wrote is visible */
 	__shared__ float sh[33];
 	const float *xr = x + (size_t)blockIdx.x * n;
 	float *yr = y + (size_t)blockIdx.x * n;
@@ -137,7 +140,8 @@ __global__ void rmsnorm(float *y, const float *x, const float *__restrict__ w, i
 __global__ void rmsnorm_residual(float *h, const float *x, const float *__restrict__ w, int n, float eps,
 				 float scale)
 {
-	fg_pdl_trigger(); /* let a following matvec start loading its weights */
+	fg_pdl_trigger(); /* the next kernel may launch and wait for us */
+	fg_pdl_wait();    /* everything earlier kernels wrote is visible */
 	__shared__ float sh[33];
 	float ss = 0.0f;
 
@@ -156,7 +160,7 @@ extern "C" int fg_k_rmsnorm(struct fg_kctx *ctx, float *d_y, const float *d_x, c
 		return FG_EINVAL;
 	if (rows < 1 || n < 1)
 		return fg_err_set(err, FG_EINVAL, "rmsnorm %d x %d: empty", rows, n);
-	rmsnorm<<<rows, NORM_THREADS, 0, ctx->stream>>>(d_y, d_x, d_w, n, eps);
+	fg_launch_pdl(ctx, rmsnorm, dim3(rows), dim3(NORM_THREADS), 0, d_y, d_x, d_w, n, eps);
 	return fg_launched("rmsnorm", err);
 }
 
@@ -167,7 +171,7 @@ extern "C" int fg_k_rmsnorm_residual(struct fg_kctx *ctx, float *d_h, const floa
 		return FG_EINVAL;
 	if (n < 1 || !d_w)
 		return fg_err_set(err, FG_EINVAL, "rmsnorm residual: n = %d, weight %s", n, d_w ? "given" : "missing");
-	rmsnorm_residual<<<1, 1024, 0, ctx->stream>>>(d_h, d_x, d_w, n, eps, scale);
+	fg_launch_pdl(ctx, rmsnorm_residual, dim3(1), dim3(1024), 0, d_h, d_x, d_w, n, eps, scale);
 	return fg_launched("rmsnorm residual", err);
 }
 
@@ -175,7 +179,8 @@ extern "C" int fg_k_rmsnorm_residual(struct fg_kctx *ctx, float *d_h, const floa
 
 __global__ void rope(float *x, int heads, int head_dim, int rot_pairs, float theta, const int32_t *pos_p)
 {
-	fg_pdl_trigger(); /* let a following matvec start loading its weights */
+	fg_pdl_trigger(); /* the next kernel may launch and wait for us */
+	fg_pdl_wait();    /* everything earlier kernels wrote is visible */
 	int i = blockIdx.x * blockDim.x + threadIdx.x, half = head_dim / 2;
 
 	if (i >= rot_pairs || i >= half)
@@ -202,13 +207,14 @@ extern "C" int fg_k_rope(struct fg_kctx *ctx, float *d_x, int heads, int head_di
 				  rot_pairs);
 	if (rot_pairs == 0)
 		return 0;
-	rope<<<(rot_pairs + 127) / 128, 128, 0, ctx->stream>>>(d_x, heads, head_dim, rot_pairs, theta, d_pos);
+	fg_launch_pdl(ctx, rope, dim3((rot_pairs + 127) / 128), dim3(128), 0, d_x, heads, head_dim, rot_pairs, theta, d_pos);
 	return fg_launched("rope", err);
 }
 
 __global__ void rope_inv(float *x, int heads, int head_dim, const float *__restrict__ inv, const int32_t *pos_p)
 {
 	fg_pdl_trigger();
+	fg_pdl_wait();
 	int i = blockIdx.x * blockDim.x + threadIdx.x, half = head_dim / 2;
 
 	if (i >= half)
@@ -231,7 +237,7 @@ extern "C" int fg_k_rope_inv(struct fg_kctx *ctx, float *d_x, int heads, int hea
 		return FG_EINVAL;
 	if (heads < 1 || head_dim < 2 || head_dim % 2)
 		return fg_err_set(err, FG_EINVAL, "rope: heads %d, head_dim %d", heads, head_dim);
-	rope_inv<<<(head_dim / 2 + 127) / 128, 128, 0, ctx->stream>>>(d_x, heads, head_dim, d_inv, d_pos);
+	fg_launch_pdl(ctx, rope_inv, dim3((head_dim / 2 + 127) / 128), dim3(128), 0, d_x, heads, head_dim, d_inv, d_pos);
 	return fg_launched("rope", err);
 }
 
@@ -246,7 +252,8 @@ __device__ __forceinline__ float gelu_tanh(float x)
 
 __global__ void geglu(float *out, const float *gate, const float *up, int n)
 {
-	fg_pdl_trigger(); /* let a following matvec start loading its weights */
+	fg_pdl_trigger(); /* the next kernel may launch and wait for us */
+	fg_pdl_wait();    /* everything earlier kernels wrote is visible */
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (i < n)
@@ -260,13 +267,14 @@ extern "C" int fg_k_geglu(struct fg_kctx *ctx, float *d_out, const float *d_gate
 		return FG_EINVAL;
 	if (n < 1)
 		return fg_err_set(err, FG_EINVAL, "geglu: n = %d", n);
-	geglu<<<(n + 255) / 256, 256, 0, ctx->stream>>>(d_out, d_gate, d_up, n);
+	fg_launch_pdl(ctx, geglu, dim3((n + 255) / 256), dim3(256), 0, d_out, d_gate, d_up, n);
 	return fg_launched("geglu", err);
 }
 
 __global__ void embed(float *out, const uint16_t *__restrict__ table, const int32_t *id_p, int n, float scale)
 {
-	fg_pdl_trigger(); /* let a following matvec start loading its weights */
+	fg_pdl_trigger(); /* the next kernel may launch and wait for us */
+	fg_pdl_wait();    /* everything earlier kernels wrote is visible */
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (i < n)
@@ -280,14 +288,15 @@ extern "C" int fg_k_embed(struct fg_kctx *ctx, float *d_out, const uint16_t *d_t
 		return FG_EINVAL;
 	if (n < 1)
 		return fg_err_set(err, FG_EINVAL, "embed: n = %d", n);
-	embed<<<(n + 255) / 256, 256, 0, ctx->stream>>>(d_out, d_table, d_id, n, scale);
+	fg_launch_pdl(ctx, embed, dim3((n + 255) / 256), dim3(256), 0, d_out, d_table, d_id, n, scale);
 	return fg_launched("embed", err);
 }
 
 __global__ void ple(float *out, const uint16_t *__restrict__ table, const int32_t *id_p, const float *proj,
 		    const float *__restrict__ norm_w, int layers, int dim, float tok_scale, float proj_scale, float eps)
 {
-	fg_pdl_trigger(); /* let a following matvec start loading its weights */
+	fg_pdl_trigger(); /* the next kernel may launch and wait for us */
+	fg_pdl_wait();    /* everything earlier kernels wrote is visible */
 	__shared__ float sh[33];
 	int l = blockIdx.x;
 	const float *p = proj + (size_t)l * dim;
@@ -314,7 +323,7 @@ extern "C" int fg_k_ple(struct fg_kctx *ctx, float *d_out, const uint16_t *d_tab
 		return FG_EINVAL;
 	if (layers < 1 || dim < 1)
 		return fg_err_set(err, FG_EINVAL, "ple: layers %d, dim %d", layers, dim);
-	ple<<<layers, NORM_THREADS, 0, ctx->stream>>>(d_out, d_table, d_id, d_proj, d_norm_w, layers, dim, tok_scale,
+	fg_launch_pdl(ctx, ple, dim3(layers), dim3(NORM_THREADS), 0, d_out, d_table, d_id, d_proj, d_norm_w, layers, dim, tok_scale,
 						      proj_scale, eps);
 	return fg_launched("ple", err);
 }
@@ -324,7 +333,8 @@ extern "C" int fg_k_ple(struct fg_kctx *ctx, float *d_out, const uint16_t *d_tab
 __global__ void kv_store(float *kc, float *vc, const float *k, const float *v, int head_dim, int cap,
 			 const int32_t *pos_p)
 {
-	fg_pdl_trigger(); /* let a following matvec start loading its weights */
+	fg_pdl_trigger(); /* the next kernel may launch and wait for us */
+	fg_pdl_wait();    /* everything earlier kernels wrote is visible */
 	int g = blockIdx.x, slot = *pos_p % cap;
 
 	for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
@@ -341,7 +351,7 @@ extern "C" int fg_k_kv_store(struct fg_kctx *ctx, float *d_kcache, float *d_vcac
 		return FG_EINVAL;
 	if (kv_heads < 1 || head_dim < 1 || cap < 1)
 		return fg_err_set(err, FG_EINVAL, "kv store: kv heads %d, head_dim %d, cap %d", kv_heads, head_dim, cap);
-	kv_store<<<kv_heads, 128, 0, ctx->stream>>>(d_kcache, d_vcache, d_k, d_v, head_dim, cap, d_pos);
+	fg_launch_pdl(ctx, kv_store, dim3(kv_heads), dim3(128), 0, d_kcache, d_vcache, d_k, d_v, head_dim, cap, d_pos);
 	return fg_launched("kv store", err);
 }
 
@@ -354,7 +364,8 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_part(float *part, const floa
 							 int heads, int kv_heads, int head_dim, int cap,
 							 const int32_t *pos_p, float scale, int chunk)
 {
-	fg_pdl_trigger(); /* let a following matvec start loading its weights */
+	fg_pdl_trigger(); /* the next kernel may launch and wait for us */
+	fg_pdl_wait();    /* everything earlier kernels wrote is visible */
 	__shared__ float sq[ATT_MAX_DIM];
 	extern __shared__ float sp[]; /* [chunk] scores, then weights */
 	int h = blockIdx.x, c = blockIdx.y, nch = gridDim.y;
@@ -408,7 +419,8 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_part(float *part, const floa
 __global__ void attn_combine(float *o, const float *part, int head_dim, int cap, const int32_t *pos_p, int chunk,
 			     int nch)
 {
-	fg_pdl_trigger(); /* let a following matvec start loading its weights */
+	fg_pdl_trigger(); /* the next kernel may launch and wait for us */
+	fg_pdl_wait();    /* everything earlier kernels wrote is visible */
 	int h = blockIdx.x;
 	int nv = min(*pos_p + 1, cap), used = (nv + chunk - 1) / chunk;
 	const float *p = part + (size_t)h * nch * (head_dim + 2);
@@ -449,11 +461,11 @@ extern "C" int fg_k_attn_decode(struct fg_kctx *ctx, float *d_out, const float *
 	}
 	if ((size_t)heads * nch * (head_dim + 2) * sizeof(float) > ctx->scratch_bytes)
 		return fg_err_set(err, FG_EINVAL, "attention: cache of %d slots too large for scratch", cap);
-	attn_part<<<dim3(heads, nch), ATT_THREADS, sizeof(float) * chunk, ctx->stream>>>(
+	fg_launch_pdl(ctx, attn_part, dim3(heads, nch), dim3(ATT_THREADS), sizeof(float) * chunk,
 		(float *)ctx->scratch, d_q, d_kcache, d_vcache, heads, kv_heads, head_dim, cap, d_pos, scale, chunk);
 	if (fg_launched("attention", err))
 		return FG_EDEVICE;
-	attn_combine<<<heads, 128, 0, ctx->stream>>>(d_out, (const float *)ctx->scratch, head_dim, cap, d_pos, chunk,
+	fg_launch_pdl(ctx, attn_combine, dim3(heads), dim3(128), 0, d_out, (const float *)ctx->scratch, head_dim, cap, d_pos, chunk,
 						     nch);
 	return fg_launched("attention combine", err);
 }
@@ -503,7 +515,8 @@ __device__ void block_best(float *v, int *i, float *sv, int *si)
 
 __global__ void softcap_best(float *pv, int *pi, float *z, int n, float cap)
 {
-	fg_pdl_trigger(); /* let a following matvec start loading its weights */
+	fg_pdl_trigger(); /* the next kernel may launch and wait for us */
+	fg_pdl_wait();    /* everything earlier kernels wrote is visible */
 	__shared__ float sv[32];
 	__shared__ int si[32];
 	float bv = -INFINITY;
@@ -530,7 +543,8 @@ __global__ void softcap_best(float *pv, int *pi, float *z, int n, float cap)
 
 __global__ void best_final(int32_t *best, const float *pv, const int *pi, int nb, const int32_t *ids)
 {
-	fg_pdl_trigger(); /* let a following matvec start loading its weights */
+	fg_pdl_trigger(); /* the next kernel may launch and wait for us */
+	fg_pdl_wait();    /* everything earlier kernels wrote is visible */
 	__shared__ float sv[32];
 	__shared__ int si[32];
 	float bv = -INFINITY;
@@ -560,10 +574,10 @@ extern "C" int fg_k_softcap_argmax(struct fg_kctx *ctx, int32_t *d_best, float *
 		nb = AM_BLOCKS_MAX;
 	float *pv = (float *)ctx->scratch;
 	int *pi = (int *)(pv + AM_BLOCKS_MAX);
-	softcap_best<<<nb, AM_THREADS, 0, ctx->stream>>>(pv, pi, d_z, n, cap);
+	fg_launch_pdl(ctx, softcap_best, dim3(nb), dim3(AM_THREADS), 0, pv, pi, d_z, n, cap);
 	if (fg_launched("softcap argmax", err))
 		return FG_EDEVICE;
-	best_final<<<1, AM_THREADS, 0, ctx->stream>>>(d_best, pv, pi, nb, d_ids);
+	fg_launch_pdl(ctx, best_final, dim3(1), dim3(AM_THREADS), 0, d_best, pv, pi, nb, d_ids);
 	return fg_launched("argmax final", err);
 }
 
