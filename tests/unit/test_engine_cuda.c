@@ -16,8 +16,12 @@
 #include "json.h"
 
 #define FIX "tests/fixtures/oracle"
-/* GPU against the CPU engine: same fp32 math, other summation orders. */
-#define TOL_CPU 1e-4
+/* GPU against the CPU engine: the same fp32 math with other summation orders
+ * (split-K matvec, chunked attention, tree reductions). Over 8 layers and up
+ * to 76 positions the logits (range about +-25) drifted by up to 1.2e-3 on
+ * an H200 (docs/gpu.md); transformers' own cached and uncached passes differ
+ * by 1.5e-3 on these fixtures. */
+#define TOL_CPU 2.5e-3
 /* against transformers: the CPU engine's own tolerance (test_engine.c) */
 #define TOL_HF 5e-3
 
