@@ -77,6 +77,20 @@ case_ "redirect loop" "[{$R, \"fault\": \"loop\"}]" fail "WEIGHTS_BUCKET/model.s
 case_ "429 forever" "[{\"match\": \"*/f2.json\", \"fault\": \"status\", \"code\": 429, \"retry_after\": 0}]" fail "fetch WEIGHTS_BUCKET/f2.json: HTTP 429 after 6 tries"
 case_ "stall forever" "[{$R, \"fault\": \"stall\", \"at\": 0, \"rate\": 1, \"hang\": 60}]" fail "fetch WEIGHTS_BUCKET/model.safetensors: stalled"
 case_ "404 on a listed file" "[{$R, \"fault\": \"status\", \"code\": 404}]" fail "fetch WEIGHTS_BUCKET/model.safetensors: HTTP 404"
+# a store on a 2 MiB file system: the free-space check refuses before fetching
+mkdir -p "$WORK/tiny"
+if unshare -rm sh -c "mount -t tmpfs -o size=2m tmpfs '$WORK/tiny'" 2>/dev/null; then
+	unshare -rm sh -c "mount -t tmpfs -o size=2m tmpfs '$WORK/tiny' && FGPACK_HOME='$WORK/tiny/store' '$FGPACK' pull '$WORK/m.json' --lock '$WORK/tiny.lock'" >"$WORK/tiny.out" 2>&1
+	rc=$?
+	if [ $rc -eq 1 ] && grep -Eq 'not enough space in .*: need [0-9]+ bytes, [0-9]+ free' "$WORK/tiny.out"; then
+		ok "full disk: one clear error: $(cat "$WORK/tiny.out")"
+	else
+		not_ok "full disk: one clear error (exit $rc)"; cat "$WORK/tiny.out"
+	fi
+	if [ ! -e "$WORK/tiny.lock" ]; then ok "full disk: no lock written"; else not_ok "full disk: no lock written"; fi
+else
+	ok "full disk: one clear error # SKIP unshare -rm/mount not permitted here"
+fi
 # a failed pull keeps finished ranges for the next run
 if ls "$WORK"/s*/partial/*.journal >/dev/null 2>&1; then ok "failed pulls keep a journal to resume from"; else ok "failed pulls keep a journal to resume from # nothing partial was left"; fi
 finish
