@@ -63,6 +63,8 @@ def st_write(path, tensors, meta=None):
         f.write(struct.pack("<Q", len(h)))
         f.write(h)
         for name, dt, shape, data in tensors:
+            if callable(data):  # generated only now, so memory holds one tensor
+                data = data()
             b = data if isinstance(data, (bytes, bytearray)) else np.ascontiguousarray(data).tobytes()
             assert len(b) == int(np.prod(shape, dtype=np.int64)) * DT[dt][1], name
             f.write(b)
@@ -176,6 +178,8 @@ def make(out, shape="tiny", layers=None, shards=1, seed=1, special=False):
     T = []
 
     def add(name, shp, arr=None, dt="BF16"):
+        if arr is None and pool.big:
+            arr = (lambda shp=shp: pool.get(shp))  # E4B: generate while writing
         T.append((name, dt, shp, pool.get(shp) if arr is None else arr))
 
     add(lm + "embed_tokens.weight", (V, H))
@@ -218,7 +222,7 @@ def make(out, shape="tiny", layers=None, shards=1, seed=1, special=False):
         # group, ±max, exact ties after scaling, denormals, negative zero.
         name = lm + "layers.0.self_attn.q_proj.weight"
         k = [i for i, t in enumerate(T) if t[0] == name][0]
-        w = T[k][3].copy()
+        w = (T[k][3]() if callable(T[k][3]) else T[k][3]).copy()
         w[0, :] = 0
         w[1, :] = f32_to_bf16(np.float32(-0.0))
         w[2, :] = f32_to_bf16(np.float32(1e-39))  # bf16 denormals
