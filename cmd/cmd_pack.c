@@ -18,6 +18,7 @@
 #include "lock.h"
 #include "manifest.h"
 #include "store.h"
+#include "tokenizer.h"
 #include "version.h"
 
 #define MAX_COMPONENTS 32
@@ -46,7 +47,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: fgpack pack [MANIFEST] [--model DIR] [--drafter DIR] [--keepset FILE]\n"
 		"                   [--component KEY=PATH]... [--lock FILE] [--eval FILE] [--prompts N]\n"
-		"                   [--golden-tokens N] [--no-golden] [--level N] -o OUT.fgb\n\n"
+		"                   [--golden-tokens N] [--no-golden] [--attest FILE]... [--level N]\n"
+		"                   -o OUT.fgb\n\n"
 		"Packs a reproducible bundle: bundle.json (every file's size and sha256), the\n"
 		"manifest, components/<role>/, patches/ (serve.py and *.py beside the manifest),\n"
 		"the engine binary, golden/ (a transcript the engine decoded greedily here) and\n"
@@ -62,6 +64,7 @@ static void usage(FILE *f)
 		"  --eval FILE          text for verify's perplexity (default: a built-in paragraph)\n"
 		"  --prompts N          golden prompts (default 4)\n"
 		"  --golden-tokens N    tokens decoded per golden prompt (default 32)\n"
+		"  --attest FILE        add FILE under attestations/ (repeatable)\n"
 		"  --no-golden          pack without a transcript (components the engine cannot load)\n"
 		"  --level N            zstd level 1..19 (default 3)\n"
 		"  -o OUT.fgb           where to write\n\n"
@@ -150,21 +153,54 @@ static int add_patches(struct fg_bundle_builder *b, const char *manifest_path, s
 	return rc;
 }
 
-/* Token ids of the eval text. Without a tokenizer in this build the ids are
- * the text's bytes modulo the vocabulary ("bytes-mod-vocab"), recorded as such. */
-static int eval_ids(cJSON **out, const char *text, size_t len, int n_vocab, struct fg_err *err)
+/* Token ids of the eval text: with tokenizer.json in the model folder, its
+ * encoding (BOS first, "tokenizer": "tokenizer.json <sha256>"); without one,
+ * the text's bytes modulo the vocabulary ("bytes-mod-vocab"), which makes a
+ * repeatable but not a comparable perplexity. */
+static int eval_ids(cJSON **out, const char *model_dir, const char *text, size_t len, int n_vocab,
+		    struct fg_err *err)
 {
 	cJSON *o = cJSON_CreateObject(), *ids;
-	size_t i;
+	struct fg_buf tp = FG_BUF_INIT;
+	struct fg_tokenizer *tok = NULL;
+	int32_t *enc = NULL;
+	size_t i, n = 0;
+	int rc = 0;
 
 	*out = NULL;
-	if (!o || !cJSON_AddStringToObject(o, "tokenizer", "bytes-mod-vocab") ||
-	    !(ids = cJSON_AddArrayToObject(o, "ids"))) {
+	if (!o || !(ids = cJSON_AddArrayToObject(o, "ids"))) {
 		cJSON_Delete(o);
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	}
-	for (i = 0; i < len; i++)
-		cJSON_AddItemToArray(ids, cJSON_CreateNumber((unsigned char)text[i] % n_vocab));
+	rc = fg_path_join(&tp, model_dir, "tokenizer.json", err);
+	if (!rc && !access(tp.data, R_OK)) {
+		uint8_t d[32];
+		char hex[65], what[96];
+
+		rc = fg_tokenizer_load(&tok, tp.data, err);
+		if (!rc)
+			rc = fg_tokenizer_encode(tok, text, len, FG_TOK_ADD_SPECIAL, &enc, &n, err);
+		if (!rc)
+			rc = fg_sha256_file(tp.data, d, NULL, err);
+		if (!rc) {
+			fg_hex_encode(d, 32, hex);
+			snprintf(what, sizeof(what), "tokenizer.json %s", hex);
+			cJSON_AddStringToObject(o, "tokenizer", what);
+			for (i = 0; i < n; i++)
+				cJSON_AddItemToArray(ids, cJSON_CreateNumber(enc[i] < n_vocab ? enc[i] : 0));
+		}
+	} else if (!rc) {
+		cJSON_AddStringToObject(o, "tokenizer", "bytes-mod-vocab");
+		for (i = 0; i < len; i++)
+			cJSON_AddItemToArray(ids, cJSON_CreateNumber((unsigned char)text[i] % n_vocab));
+	}
+	free(enc);
+	fg_tokenizer_free(tok);
+	fg_buf_release(&tp);
+	if (rc) {
+		cJSON_Delete(o);
+		return fg_err_wrap(err, "eval text");
+	}
 	*out = o;
 	return 0;
 }
@@ -254,7 +290,7 @@ static int add_golden(struct fg_bundle_builder *b, const char *model_dir, const 
 	if (!rc)
 		rc = fg_bundle_add_mem(b, "eval/eval.txt", text.data, text.len, 0644, err);
 	if (!rc)
-		rc = eval_ids(&ev, text.data, text.len, fg_engine_vocab_size(e), err);
+		rc = eval_ids(&ev, model_dir, text.data, text.len, fg_engine_vocab_size(e), err);
 	if (!rc)
 		rc = add_json(b, "eval/eval.ids.json", ev, err);
 	if (!rc) {
@@ -388,6 +424,8 @@ int cmd_pack(int argc, char **argv)
 	const char *out = NULL, *manifest = NULL, *eval = NULL, *model_dir = NULL, *sde;
 	cJSON *meta, *list, *settings = NULL, *engine, *archs;
 	char id[FG_SHA256_HEX_LEN + 1];
+	const char *attest[16];
+	int n_attest = 0;
 	int n = 0, i, rc = 0, level = 3, no_golden = 0, n_prompts = 4, max_new = 32;
 	long long mtime = 0;
 
@@ -400,8 +438,9 @@ int cmd_pack(int argc, char **argv)
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 		int takes = !strcmp(a, "-o") || !strcmp(a, "--model") || !strcmp(a, "--drafter") ||
 			    !strcmp(a, "--keepset") || !strcmp(a, "--component") ||
-			    !strcmp(a, "--eval") || !strcmp(a, "--level") || !strcmp(a, "--lock") || !strcmp(a, "--prompts") ||
-			    !strcmp(a, "--golden-tokens");
+			    !strcmp(a, "--eval") || !strcmp(a, "--level") || !strcmp(a, "--lock") ||
+			    !strcmp(a, "--prompts") || !strcmp(a, "--golden-tokens") ||
+			    !strcmp(a, "--attest");
 
 		if (takes && !val)
 			return fg_cmd_usage_error("pack", "%s needs a value", a);
@@ -435,7 +474,13 @@ int cmd_pack(int argc, char **argv)
 			n++;
 		} else if (!strcmp(a, "--eval"))
 			eval = val;
-		else if (!strcmp(a, "--level")) {
+		else if (!strcmp(a, "--lock"))
+			lock_path = val;
+		else if (!strcmp(a, "--attest")) {
+			if (n_attest == 16)
+				return fg_cmd_usage_error("pack", "at most 16 --attest files");
+			attest[n_attest++] = val;
+		} else if (!strcmp(a, "--level")) {
 			if (fg_parse_int(val, 1, 19, &level))
 				return fg_cmd_usage_error("pack", "--level wants 1..19");
 		} else if (!strcmp(a, "--prompts")) {
@@ -570,6 +615,14 @@ int cmd_pack(int argc, char **argv)
 	settings = NULL;
 
 	rc = fg_bundle_add_file(b, "engine/fgpack", "/proc/self/exe", &err);
+	for (i = 0; !rc && i < n_attest; i++) {
+		struct fg_buf ap = FG_BUF_INIT;
+
+		rc = fg_buf_printf(&ap, &err, "attestations/%s", base_name(attest[i]));
+		if (!rc)
+			rc = fg_bundle_add_file(b, ap.data, attest[i], &err);
+		fg_buf_release(&ap);
+	}
 	if (rc)
 		goto fail;
 	engine = cJSON_AddObjectToObject(meta, "engine");

@@ -52,6 +52,8 @@ open(lockp, "w").write(json.dumps(lock, indent=2, sort_keys=True) + "\n")
 EOF
 
 check "pack the example manifest from lock + store" sh -c "'$FGPACK' pack '$SUB/manifest.json' --component model_id='$WORK/src/model' --no-golden -o '$WORK/k.fgb' >'$WORK/k.id' 2>'$WORK/k.err'"
+cp "$SUB/buckets.lock" "$WORK/other.lock"
+check "--lock names the lock explicitly (same bundle)" sh -c "'$FGPACK' pack '$SUB/manifest.json' --lock '$WORK/other.lock' --component model_id='$WORK/src/model' --no-golden -o '$WORK/k2.fgb' 2>/dev/null | cmp - '$WORK/k.id'"
 check_grep "pack warns that the fake drafter misses its pin" 'warning: .*DRAFTER' "$WORK/k.err"
 zstd -dc "$WORK/k.fgb" | tar tf - >"$WORK/k.list"
 check_grep "bundle holds the lock" '^buckets.lock$' "$WORK/k.list"

@@ -90,5 +90,7 @@ check_grep "settings: centroid top-k not honoured" '"key": "CENTROID_TOP_K"' "$W
 check_grep "settings: greedy override honoured" '"OVERRIDE_GENERATION_CONFIG"' "$WORK/m.json"
 check "manifest and patches packed" sh -c "zstd -dc '$WORK/m.fgb' | tar tf - | tr '\n' ' ' | grep -q 'manifest.json patches/attn_patch.py patches/serve.py'"
 check_fails "a manifest component without a source is refused" sh -c "'$FGPACK' pack '$WORK/sub/manifest.json' --no-golden -o '$WORK/n.fgb'"
+printf '{"_type": "https://in-toto.io/Statement/v1"}\n' >"$WORK/prov.intoto.json"
+check "--attest puts a statement under attestations/" sh -c "'$FGPACK' pack --model '$M' --no-golden --attest '$WORK/prov.intoto.json' -o '$WORK/at.fgb' >/dev/null && zstd -dc '$WORK/at.fgb' | tar tf - | grep -qx 'attestations/prov.intoto.json'"
 check_exit "pack without -o is a usage error" 2 "$FGPACK" pack --model "$M"
 finish

@@ -31,6 +31,7 @@ for i in range(max(v.values()) + 1, 512):
 json.dump(t, open(sys.argv[2], "w"), ensure_ascii=False)
 EOF
 check "pack the tiny model" sh -c "'$FGPACK' pack --model '$M' -o '$WORK/t.fgb' >/dev/null"
+check "the eval text is encoded with the model's tokenizer" sh -c "zstd -dc '$WORK/t.fgb' | tar xOf - eval/eval.ids.json | grep -q '\"tokenizer\": \"tokenizer.json [0-9a-f]\{64\}\"'"
 
 PORT=$(free_port)
 B=http://127.0.0.1:$PORT
