@@ -34,6 +34,59 @@ static int depth_ok(const char *t, size_t len)
 	return 1;
 }
 
+/* Float-spelled numbers keep their source text (in valuestring, which cJSON
+ * leaves unused for numbers and frees with the item), so that rewriting a
+ * file such as config.json keeps "30.0" a float for strict readers instead of
+ * turning it into the integer 30. Numbers appear in the text in the same
+ * order as a pre-order walk of the tree visits them. */
+static const char *next_number(const char *p, const char *end, size_t *len)
+{
+	while (p < end) {
+		if (*p == '"') {
+			for (p++; p < end && *p != '"'; p++)
+				if (*p == '\\')
+					p++;
+			p++;
+			continue;
+		}
+		if (*p == '-' || (*p >= '0' && *p <= '9')) {
+			const char *q = p;
+
+			while (q < end && (*q == '-' || *q == '+' || *q == '.' || *q == 'e' ||
+					   *q == 'E' || (*q >= '0' && *q <= '9')))
+				q++;
+			*len = (size_t)(q - p);
+			return p;
+		}
+		p++;
+	}
+	return NULL;
+}
+
+static int keep_literals(cJSON *it, const char **pos, const char *end)
+{
+	cJSON *c;
+
+	if (cJSON_IsNumber(it)) {
+		size_t n = 0;
+		const char *lit = next_number(*pos, end, &n);
+
+		if (!lit)
+			return -1;
+		*pos = lit + n;
+		if (memchr(lit, '.', n) || memchr(lit, 'e', n) || memchr(lit, 'E', n)) {
+			it->valuestring = strndup(lit, n);
+			if (!it->valuestring)
+				return -1;
+		}
+		return 0;
+	}
+	for (c = it->child; c; c = c->next)
+		if (keep_literals(c, pos, end))
+			return -1;
+	return 0;
+}
+
 int fg_json_parse(cJSON **out, const char *text, size_t len, const char *what, struct fg_err *err)
 {
 	const char *end = NULL;
@@ -65,6 +118,14 @@ int fg_json_parse(cJSON **out, const char *text, size_t len, const char *what, s
 			cJSON_Delete(j);
 			return fg_err_set(err, FG_EFORMAT, "%s: trailing data after JSON at byte %zu",
 					  what, off);
+		}
+	}
+	{
+		const char *pos = text;
+
+		if (keep_literals(j, &pos, text + len)) {
+			cJSON_Delete(j);
+			return fg_err_set(err, FG_ENOMEM, "%s: out of memory", what);
 		}
 	}
 	*out = j;
@@ -113,6 +174,8 @@ static int write_item(struct fg_buf *out, const cJSON *it, int pretty, int level
 		return fg_buf_puts(out, "true", err);
 	if (cJSON_IsFalse(it))
 		return fg_buf_puts(out, "false", err);
+	if (cJSON_IsNumber(it) && it->valuestring)
+		return fg_buf_puts(out, it->valuestring, err);
 	if (cJSON_IsNumber(it))
 		return write_number(out, it->valuedouble, err);
 	if (cJSON_IsString(it))

@@ -14,7 +14,10 @@
 #include "err.h"
 
 /* Parses len bytes (need not be NUL-terminated) into *out; what names the
- * input in messages ("manifest.json"). Refuses nesting deeper than 64 levels. */
+ * input in messages ("manifest.json"). Refuses nesting deeper than 64 levels.
+ * A number written with a fraction or exponent keeps its source spelling in
+ * valuestring, and fg_json_write prints it unchanged ("30.0" stays "30.0"):
+ * to change such a number, replace the item rather than its valuedouble. */
 int fg_json_parse(cJSON **out, const char *text, size_t len, const char *what, struct fg_err *err);
 
 /* Canonical, deterministic text of item appended to out. Numbers that are

@@ -73,6 +73,13 @@ static void test_json(void)
 		memset(deep, '[', sizeof(deep));
 		ok(fg_json_parse(&j, deep, sizeof(deep), "t", &err) == FG_EFORMAT, "json: depth limit");
 	}
+	fg_buf_reset(&b);
+	in = "{\"softcap\": 30.0, \"eps\": 1e-06, \"n\": [2, -0.50], \"s\": \"1.5 x\"}";
+	ok(fg_json_parse(&j, in, strlen(in), "config.json", &err) == 0, "json: parse floats");
+	fg_json_write(&b, j, 0, &err);
+	is_str(b.data, "{\"eps\":1e-06,\"n\":[2,-0.50],\"s\":\"1.5 x\",\"softcap\":30.0}",
+	       "json: float-spelled numbers keep their source text");
+	cJSON_Delete(j);
 	fg_buf_release(&b);
 }
 
