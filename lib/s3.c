@@ -1236,12 +1236,26 @@ static int list_page(struct fg_s3_list *out, const char *xml, size_t n, struct f
 	return rc;
 }
 
+int fg_s3_parse_list(struct fg_s3_list *out, int *truncated, struct fg_buf *next_token,
+		     const char *xml, size_t len, struct fg_err *err)
+{
+	struct fg_buf t = FG_BUF_INIT;
+	int rc = list_page(out, xml, len, err);
+
+	*truncated = !rc && !xml_get(&t, xml, len, "IsTruncated") && !strcmp(t.data, "true");
+	fg_buf_reset(next_token);
+	if (!rc && *truncated && !xml_get(&t, xml, len, "NextContinuationToken") && t.len)
+		rc = fg_buf_append(next_token, t.data, t.len, err);
+	fg_buf_release(&t);
+	return rc;
+}
+
 int fg_s3_list(struct fg_s3_list *out, struct fg_s3 *s, const char *bucket, const char *prefix,
 	       int page_size, struct fg_err *err)
 {
 	struct fg_buf body = FG_BUF_INIT, token = FG_BUF_INIT, t = FG_BUF_INIT;
 	char ps[16];
-	int rc;
+	int rc, truncated;
 
 	memset(out, 0, sizeof(*out));
 	if ((rc = check_bucket(bucket, err)))
@@ -1272,11 +1286,11 @@ int fg_s3_list(struct fg_s3_list *out, struct fg_s3 *s, const char *bucket, cons
 		if ((rc = do_req(s, &r, err)))
 			break;
 		out->pages++;
-		if ((rc = list_page(out, body.data ? body.data : "", body.len, err)))
+		if ((rc = fg_s3_parse_list(out, &truncated, &t, body.data ? body.data : "", body.len, err)))
 			break;
-		if (xml_get(&t, body.data, body.len, "IsTruncated") || strcmp(t.data, "true"))
+		if (!truncated)
 			break;
-		if (xml_get(&t, body.data, body.len, "NextContinuationToken") || !t.len) {
+		if (!t.len) {
 			rc = fg_err_set(err, FG_EFORMAT, "s3 list %s: truncated without a continuation token",
 					bucket);
 			break;

@@ -112,6 +112,12 @@ int fg_s3_list(struct fg_s3_list *out, struct fg_s3 *s, const char *bucket, cons
 	       int page_size, struct fg_err *err);
 void fg_s3_list_clear(struct fg_s3_list *l);
 
+/* Parses one ListObjectsV2 answer (XML) and appends its objects to out.
+ * *truncated gets IsTruncated; next_token (reset first) the
+ * NextContinuationToken. Used by fg_s3_list and the fuzz target. */
+int fg_s3_parse_list(struct fg_s3_list *out, int *truncated, struct fg_buf *next_token,
+		     const char *xml, size_t len, struct fg_err *err);
+
 /* Multipart upload, one step at a time. upload_id_out holds at most 1024 bytes. */
 int fg_s3_mpu_create(struct fg_s3 *s, struct fg_buf *upload_id_out, const char *bucket,
 		     const char *key, const char *content_type, struct fg_err *err);
