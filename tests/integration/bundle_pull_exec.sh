@@ -1,0 +1,70 @@
+#!/bin/sh
+# bundle_pull_exec.sh - the example challenge manifest pulled from the local
+# test hub (tests/servers/serve-hub.sh, laid out like gemma-challenge's buckets
+# plus the model repo, small fake content; the drafter pin set to the fake
+# drafter's digest), packed from the lock + store with nothing else given, and
+# run with exec: the stand-in command's environment points inside the
+# verified copy, and its files are the bytes the hub served.
+. "$(dirname "$0")/../lib.sh"
+S=$TOP/tests/servers
+[ -x /usr/bin/python3 ] && PATH=/usr/bin:$PATH && export PATH
+hub=$WORK/hub
+commit=0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c
+W=$hub/buckets/gemma-challenge/gemma-chiku-inu/weights/osoi5-v0-baked
+D=$hub/buckets/gemma-challenge/gemma-kenyan-duma/weights/drafter-ft/ft-v1-epoch_001
+K=$hub/buckets/gemma-challenge/gemma-dixie-flatline/weights/int4-pck04c-12k
+R=$hub/models/google/gemma-4-E4B-it@$commit
+mkdir -p "$W" "$D" "$K" "$R" "$WORK/sub"
+python3 - "$W" "$D" "$K" "$R" <<'PY'
+import os, sys
+w, d, k, r = sys.argv[1:5]
+def put(p, data):
+    with open(p, 'wb') as f:
+        f.write(data)
+put(w + '/config.json', b'{"architectures": ["Gemma4ForConditionalGeneration"]}\n')
+put(w + '/model.safetensors', os.urandom(300000))
+put(w + '/pck04_keepset.json', b'{"keep": [1, 2, 3]}\n')
+put(d + '/model.safetensors', os.urandom(120000))
+put(k + '/keepset.json', b'{"keep": [4, 5]}\n')
+put(r + '/config.json', b'{"model_type": "gemma4"}\n')
+PY
+ports=$(sh $S/serve-hub.sh start "$hub" "$WORK/st") || { not_ok "hub starts"; finish; exit 1; }
+at_exit "sh $S/serve-hub.sh stop $WORK/st"
+export HF_ENDPOINT="http://127.0.0.1:${ports%% *}" FGPACK_HOME="$WORK/store"
+unset HF_HUB_OFFLINE HF_TOKEN
+
+dsha=$(sha256sum "$D/model.safetensors" | cut -d' ' -f1)
+sed "s/ed159e334999fd6b5f2d0dbad026346d4efac89eb7c6f55c5cdb042eca5dd18e/$dsha/" \
+	"$TOP/tests/fixtures/manifests/precache-kenyan.json" >"$WORK/sub/manifest.json"
+printf 'print("serve")\n' >"$WORK/sub/serve.py"
+check "pull the challenge manifest from the test hub" "$FGPACK" pull "$WORK/sub/manifest.json" --lock "$WORK/sub/buckets.lock"
+check "pack it from the lock and store alone" sh -c "'$FGPACK' pack '$WORK/sub/manifest.json' --no-golden -o '$WORK/c.fgb' >'$WORK/c.id'"
+check "pack again: same bytes" sh -c "'$FGPACK' pack '$WORK/sub/manifest.json' --no-golden -o '$WORK/c2.fgb' >/dev/null && cmp '$WORK/c.fgb' '$WORK/c2.fgb'"
+check_exit "verify the bundle" 0 "$FGPACK" verify "$WORK/c.fgb" --summary -
+zstd -dc "$WORK/c.fgb" | tar xOf - bundle.json >"$WORK/bundle.json"
+check_grep "bundle.json records each component's tree digest from the lock" '"tree_digest": "[0-9a-f]{64}"' "$WORK/bundle.json"
+check_grep "bundle.json records the source bucket" '"source": "hf://buckets/gemma-challenge/gemma-kenyan-duma/weights/drafter-ft/ft-v1-epoch_001"' "$WORK/bundle.json"
+
+cat >"$WORK/show.sh" <<'EOF'
+#!/bin/sh
+echo "B=$FGPACK_BUNDLE"
+echo "LOCAL_MODEL_DIR=$LOCAL_MODEL_DIR"
+echo "SPECULATIVE_CONFIG=$SPECULATIVE_CONFIG"
+echo "PCK04_KEEPSET=$PCK04_KEEPSET"
+echo "LM_HEAD_PRUNE_DST=$LM_HEAD_PRUNE_DST"
+cmp "$LOCAL_MODEL_DIR/model.safetensors" "$HUBW/model.safetensors" && echo weights-as-served
+cmp "$PCK04_KEEPSET" "$HUBW/pck04_keepset.json" && echo keepset-as-served
+cmp "$FGPACK_COMPONENT_DRAFTER_BUCKET/model.safetensors" "$HUBD/model.safetensors" && echo drafter-as-served
+EOF
+chmod +x "$WORK/show.sh"
+check "exec runs the stand-in against the bundle" sh -c "HUBW='$W' HUBD='$D' '$FGPACK' exec '$WORK/c.fgb' -- '$WORK/show.sh' >'$WORK/env.txt'"
+B=$(sed -n 's/^B=//p' "$WORK/env.txt")
+check "the bundle folder is named" [ -n "$B" ]
+check_grep "LOCAL_MODEL_DIR inside the bundle copy" "^LOCAL_MODEL_DIR=$B/components/weights\$" "$WORK/env.txt"
+check_grep "SPECULATIVE_CONFIG.model inside the bundle copy" "^SPECULATIVE_CONFIG=.*\"model\":\"$B/components/drafter\"" "$WORK/env.txt"
+check_grep "PCK04_KEEPSET inside the bundle copy" "^PCK04_KEEPSET=$B/components/weights/pck04_keepset.json\$" "$WORK/env.txt"
+check_grep "LM_HEAD_PRUNE_DST inside the bundle copy" "^LM_HEAD_PRUNE_DST=$B/components/keepset\$" "$WORK/env.txt"
+check_grep "weights are the bytes the hub served" '^weights-as-served$' "$WORK/env.txt"
+check_grep "keepset file is the bytes the hub served" '^keepset-as-served$' "$WORK/env.txt"
+check_grep "drafter is the bytes the hub served" '^drafter-as-served$' "$WORK/env.txt"
+finish
