@@ -14,12 +14,13 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: fgpack store path [SHA256] [--store DIR]\n"
 		"       fgpack store import FILE... [--sha256 HEX] [--store DIR]\n"
-		"       fgpack store verify [-j N] [--json] [--store DIR]\n"
+		"       fgpack store verify [-j N] [--lock FILE]... [--json] [--store DIR]\n"
 		"       fgpack store gc [--lock FILE]... [--dry-run] [--json] [--store DIR]\n\n"
 		"  path     print the store's root, or the path of one blob (exit 1 if absent)\n"
 		"  import   hash local files into the store (e.g. to feed 'pull --offline');\n"
 		"           prints '<sha256>  <file>' per file; --sha256 checks a single file\n"
-		"  verify   re-hash every blob; move mismatching ones to quarantine/ (exit 3)\n"
+		"  verify   re-hash every blob, or with --lock only those the locks name (a\n"
+		"           missing one fails, exit 1); move mismatching ones to quarantine/ (exit 3)\n"
 		"  gc       remove blobs that no lock file references: the --lock files given\n"
 		"           plus every lock recorded by 'fgpack pull' (roots/); refuses when\n"
 		"           it knows no lock at all\n\n"
@@ -28,7 +29,7 @@ static void usage(FILE *f)
 		"                ~/.cache/fgpack)\n"
 		"  -j N          verify with N threads (default 1)\n"
 		"  --sha256 HEX  import: the digest the file must have (nothing kept otherwise)\n"
-		"  --lock FILE   a buckets.lock whose blobs gc keeps (repeatable)\n"
+		"  --lock FILE   a buckets.lock whose blobs gc keeps / verify checks (repeatable)\n"
 		"  --dry-run     gc: list what would be removed, remove nothing\n"
 		"  --json        print one JSON document (schema 1) instead of text\n");
 }
@@ -92,14 +93,22 @@ struct each_ctx {
 	int dry_run;
 	int verify;
 	cJSON *list;
+	cJSON *missing;
 };
 
 static int on_blob(void *ctx, const char *hex, unsigned long long size, int good)
 {
 	struct each_ctx *e = ctx;
 
-	if (good)
+	if (good == 1)
 		return 0;
+	if (good < 0) {
+		if (e->json)
+			cJSON_AddItemToArray(e->missing, cJSON_CreateString(hex));
+		else
+			fprintf(stderr, "fgpack store verify: missing blob %s\n", hex);
+		return 0;
+	}
 	if (e->json) {
 		cJSON_AddItemToArray(e->list, cJSON_CreateString(hex));
 	} else if (e->verify) {
@@ -131,7 +140,7 @@ int cmd_store(int argc, char **argv)
 	struct fg_store_report rep;
 	struct fg_err err = { 0, "" };
 	struct keep k = { NULL, 0, 0, 0 };
-	struct each_ctx ec = { 0, 0, 0, NULL };
+	struct each_ctx ec = { 0, 0, 0, NULL, NULL };
 	const char **locks;
 	size_t n_locks = 0, i;
 	int jobs = 1, json = 0, dry_run = 0, rc = 0, a;
@@ -159,7 +168,8 @@ int cmd_store(int argc, char **argv)
 			json = 1;
 		} else if (!strcmp(o, "--dry-run") && !strcmp(sub, "gc")) {
 			dry_run = 1;
-		} else if (!strcmp(o, "--lock") && a + 1 < argc && !strcmp(sub, "gc")) {
+		} else if (!strcmp(o, "--lock") && a + 1 < argc &&
+			   (!strcmp(sub, "gc") || !strcmp(sub, "verify"))) {
 			locks[n_locks++] = argv[++a];
 		} else if (!strcmp(o, "-j") && a + 1 < argc && !strcmp(sub, "verify")) {
 			if (fg_parse_int(argv[++a], 1, 64, &jobs)) {
@@ -219,7 +229,14 @@ int cmd_store(int argc, char **argv)
 	} else if (!strcmp(sub, "verify")) {
 		ec.verify = 1;
 		ec.list = cJSON_CreateArray();
-		rc = fg_store_verify(&rep, st, jobs, on_blob, &ec, &err);
+		ec.missing = cJSON_CreateArray();
+		for (i = 0; !rc && i < n_locks; i++)
+			rc = keep_lock(&k, locks[i], &err);
+		if (!rc && n_locks)
+			rc = fg_store_verify_some(&rep, st, (const char *const *)k.hex, k.n, jobs, on_blob,
+						  &ec, &err);
+		else if (!rc)
+			rc = fg_store_verify(&rep, st, jobs, on_blob, &ec, &err);
 		if (rc) {
 			rc = fg_cmd_fail("store", &err);
 		} else {
@@ -236,6 +253,9 @@ int cmd_store(int argc, char **argv)
 				cJSON_AddNumberToObject(d, "bad", (double)rep.bad);
 				cJSON_AddItemToObject(d, "bad_blobs", ec.list);
 				ec.list = NULL;
+				cJSON_AddNumberToObject(d, "missing", (double)rep.missing);
+				cJSON_AddItemToObject(d, "missing_blobs", ec.missing);
+				ec.missing = NULL;
 				cJSON_AddNumberToObject(d, "stray", (double)rep.stray);
 				cJSON_AddNumberToObject(d, "fixed_modes", (double)rep.fixed_modes);
 				cJSON_AddNumberToObject(d, "jobs", jobs);
@@ -247,6 +267,12 @@ int cmd_store(int argc, char **argv)
 				printf("verified %llu blobs, %.3f GB in %.3f s (%.2f GB/s, %d thread%s), %llu bad\n",
 				       rep.blobs, (double)rep.bytes / 1e9, rep.seconds, gbs, jobs,
 				       jobs == 1 ? "" : "s", rep.bad);
+				if (rep.missing)
+					fprintf(stderr,
+						"fgpack store verify: %llu blob%s the lock names %s missing "
+						"('fgpack pull' fetches them)\n",
+						rep.missing, rep.missing == 1 ? "" : "s",
+						rep.missing == 1 ? "is" : "are");
 				if (rep.fixed_modes)
 					fprintf(stderr, "fgpack store verify: %llu writable blobs made read-only again\n",
 						rep.fixed_modes);
@@ -256,8 +282,11 @@ int cmd_store(int argc, char **argv)
 			}
 			if (!rc && rep.bad)
 				rc = FG_EXIT_MISMATCH;
+			else if (!rc && rep.missing)
+				rc = FG_EXIT_FAIL;
 		}
 		cJSON_Delete(ec.list);
+		cJSON_Delete(ec.missing);
 	} else {
 		struct root_ctx rc_ctx = { &k, &err, 0 };
 

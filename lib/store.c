@@ -947,6 +947,7 @@ struct verify_job {
 	fg_store_each_fn fn;
 	void *ctx;
 	int stop;
+	int count_missing; /* verifying a given set: an absent blob is reported */
 	int rc;
 	struct fg_err err;
 };
@@ -993,8 +994,16 @@ static void *verify_worker(void *arg)
 		if (!rc)
 			rc = hash_path(p.data, buf, got, &size, -1, &err);
 		fg_buf_release(&p);
-		if (rc == FG_ENOTFOUND)
-			continue; /* removed meanwhile (gc) */
+		if (rc == FG_ENOTFOUND) {
+			if (!j->count_missing)
+				continue; /* removed meanwhile (gc) */
+			pthread_mutex_lock(&j->mu);
+			j->rep->missing++;
+			if (j->fn && j->fn(j->ctx, hex, 0, -1))
+				j->stop = 1;
+			pthread_mutex_unlock(&j->mu);
+			continue;
+		}
 		good = !rc && !strcmp(got, hex);
 		if (!rc && !good)
 			rc = quarantine(j->st, hex, &err);
@@ -1028,8 +1037,32 @@ static void *verify_worker(void *arg)
 	return NULL;
 }
 
-int fg_store_verify(struct fg_store_report *rep, struct fg_store *st, int jobs,
-		    fg_store_each_fn fn, void *ctx, struct fg_err *err)
+/* The distinct valid digests of only[], sorted, as a blob list. */
+static int list_given(struct blob_list *bl, const char *const *only, size_t n, struct fg_err *err)
+{
+	size_t i;
+
+	memset(bl, 0, sizeof(*bl));
+	bl->hex = malloc((n ? n : 1) * sizeof(*bl->hex));
+	if (!bl->hex)
+		return oom(err);
+	for (i = 0; i < n; i++) {
+		if (!fg_sha256_hex_valid(only[i]))
+			return fg_err_set(err, FG_EINVAL, "verify: not a sha256: %.80s", only[i]);
+		memcpy(bl->hex[bl->n++], only[i], FG_SHA256_HEX_LEN + 1);
+	}
+	if (bl->n > 1)
+		qsort(bl->hex, bl->n, sizeof(*bl->hex), cmp_hex);
+	for (i = 1, n = bl->n ? 1 : 0; i < bl->n; i++)
+		if (strcmp(bl->hex[i], bl->hex[n - 1]))
+			memcpy(bl->hex[n++], bl->hex[i], FG_SHA256_HEX_LEN + 1);
+	bl->n = n;
+	return 0;
+}
+
+static int verify_list(struct fg_store_report *rep, struct fg_store *st, const char *const *only,
+		       size_t n_only, int given, int jobs, fg_store_each_fn fn, void *ctx,
+		       struct fg_err *err)
 {
 	struct verify_job j;
 	struct blob_list bl;
@@ -1038,13 +1071,14 @@ int fg_store_verify(struct fg_store_report *rep, struct fg_store *st, int jobs,
 	int i, started = 0, rc;
 
 	memset(rep, 0, sizeof(*rep));
-	rc = list_blobs(&bl, st, err);
+	rc = given ? list_given(&bl, only, n_only, err) : list_blobs(&bl, st, err);
 	if (rc) {
 		free(bl.hex);
 		return rc;
 	}
 	rep->stray = bl.stray;
 	memset(&j, 0, sizeof(j));
+	j.count_missing = given;
 	j.st = st;
 	j.bl = &bl;
 	j.rep = rep;
@@ -1073,6 +1107,19 @@ int fg_store_verify(struct fg_store_report *rep, struct fg_store *st, int jobs,
 		return j.rc;
 	}
 	return 0;
+}
+
+int fg_store_verify(struct fg_store_report *rep, struct fg_store *st, int jobs,
+		    fg_store_each_fn fn, void *ctx, struct fg_err *err)
+{
+	return verify_list(rep, st, NULL, 0, 0, jobs, fn, ctx, err);
+}
+
+int fg_store_verify_some(struct fg_store_report *rep, struct fg_store *st,
+			 const char *const *only, size_t n_only, int jobs, fg_store_each_fn fn,
+			 void *ctx, struct fg_err *err)
+{
+	return verify_list(rep, st, only, n_only, 1, jobs, fn, ctx, err);
 }
 
 /* ---- gc ---- */

@@ -125,6 +125,7 @@ struct fg_store_report {
 	unsigned long long bytes;      /* their total size */
 	unsigned long long bad;        /* verify: mismatched, moved to quarantine/ */
 	unsigned long long stray;      /* files in blobs/ not named like a blob (left alone) */
+	unsigned long long missing;    /* verify_some: digests asked for but not in the store */
 	unsigned long long fixed_modes;/* verify: good blobs found writable, made 0444 again */
 	unsigned long long removed;    /* gc: blobs removed (or that would be, dry run) */
 	unsigned long long removed_bytes;
@@ -133,8 +134,8 @@ struct fg_store_report {
 	double cpu_seconds;            /* verify: user + system CPU time of the process */
 };
 
-/* Called per blob; ok is 1 (good / kept), 0 (bad / removed). Return non-zero
- * to stop. May be NULL. */
+/* Called per blob; ok is 1 (good / kept), 0 (bad / removed), -1 (missing,
+ * fg_store_verify_some only). Return non-zero to stop. May be NULL. */
 typedef int (*fg_store_each_fn)(void *ctx, const char *sha256_hex, unsigned long long size, int ok);
 
 /* Re-hashes every blob with jobs threads (<= 0 means 1): 256 KiB reads with
@@ -143,6 +144,11 @@ typedef int (*fg_store_each_fn)(void *ctx, const char *sha256_hex, unsigned long
  * when some were bad (see rep->bad). */
 int fg_store_verify(struct fg_store_report *rep, struct fg_store *st, int jobs,
 		    fg_store_each_fn fn, void *ctx, struct fg_err *err);
+/* The same for the n_only digests given (e.g. every file of a lock; repeats
+ * are fine): absent ones are counted in rep->missing. */
+int fg_store_verify_some(struct fg_store_report *rep, struct fg_store *st,
+			 const char *const *only, size_t n_only, int jobs, fg_store_each_fn fn,
+			 void *ctx, struct fg_err *err);
 
 /* Removes every blob whose digest is not among keep (n_keep lowercase hex
  * strings, any order); with dry_run nothing is removed. Blobs whose lock is

@@ -54,6 +54,13 @@ cat >"$WORK/buckets.lock" <<EOL
   "schema": 1
 }
 EOL
+check "verify --lock: the blob the lock names is good" "$FGPACK" store verify --lock "$WORK/buckets.lock"
+check_grep "verify --lock: only that one hashed" "verified 1 blobs" "$WORK/.out"
+sed "s/\"sha256\": \"$a\", \"size\": 5/\"sha256\": \"$b\", \"size\": 5/" "$WORK/buckets.lock" >"$WORK/miss.lock.tmp"
+td2=$(printf '%s 5 a.txt\n' "$b" | sha256sum | cut -d' ' -f1)
+sed "s/$td/$td2/" "$WORK/miss.lock.tmp" >"$WORK/miss.lock"
+check_exit "verify --lock: a missing blob fails" 1 "$FGPACK" store verify --lock "$WORK/miss.lock"
+check_grep "verify --lock: names the missing blob" "missing blob $b" "$WORK/.out"
 check_exit "gc without any lock refuses" 1 "$FGPACK" store gc
 "$FGPACK" store gc --lock "$WORK/buckets.lock" --dry-run >"$WORK/gc1" 2>&1
 check_grep "gc --dry-run lists charlie" "would remove $c" "$WORK/gc1"

@@ -390,6 +390,13 @@ static void test_verify_gc(struct fg_store *st)
 	ok(fg_store_verify(&rep, st, 1, NULL, NULL, &err) == 0 && rep.bad == 0 && rep.blobs == 3,
 	   "verify: clean afterwards");
 
+	{
+		const char *some[3] = { H_HELLO, H_X, H_HELLO };
+
+		ok(fg_store_verify_some(&rep, st, some, 3, 2, NULL, NULL, &err) == 0 && rep.blobs == 1 &&
+			   rep.missing == 1 && rep.bad == 0,
+		   "verify_some: repeats hashed once, absent one counted missing");
+	}
 	ok(fg_store_gc(&rep, st, keep, 1, 1, NULL, NULL, &err) == 0 && rep.removed == 2 && rep.kept == 1,
 	   "gc: dry run counts 2 to remove");
 	ok(fg_store_has(st, H_EMPTY), "gc: dry run removes nothing");
