@@ -204,6 +204,8 @@ struct stepbuf {
 };
 static struct stepbuf S;
 
+static float *inv_tab[2];
+
 static void full_step(void *arg)
 {
 	const float eps = 1e-6f;
@@ -212,37 +214,26 @@ static void full_step(void *arg)
 	CK(fg_k_embed(ctx, S.h, S.emb, S.id, HIDDEN, 50.596443f, &err));
 	CK(fg_k_int4_matvec(ctx, S.plproj, plp, S.h, 1, &err));
 	CK(fg_k_ple(ctx, S.pl, S.ple_tab, S.id, S.plproj, S.nw_ple, LAYERS, PLE, 16.0f, 1.0f / 50.596443f, eps, &err));
+	CK(fg_k_rmsnorm(ctx, S.xn, S.h, S.nw_in, 1, HIDDEN, eps, &err));
 	for (int l = 0; l < LAYERS; l++) {
 		struct layer *y = &L[l];
 		int src = l < 24 ? l : is_full(l) ? 23 : 22; /* shared layers read layer 22's / 23's cache */
 		int cap = is_full(l) ? 4096 : 512, hq = 8, hk = 2;
-		float *q = S.qkv, *k = S.qkv + y->qd, *v = S.qkv + y->qd + y->kvd;
 
-		CK(fg_k_rmsnorm(ctx, S.xn, S.h, S.nw_in, 1, HIDDEN, eps, &err));
+		/* the engine's sequence (engine/cuda.c forward) */
 		CK(fg_k_int4_matvec(ctx, S.qkv, y->qkv ? y->qkv : y->q, S.xn, 1, &err));
-		CK(fg_k_rmsnorm(ctx, q, q, S.nw_q, hq, y->hd, eps, &err));
-		CK(fg_k_rope(ctx, q, hq, y->hd, is_full(l) ? y->hd / 8 : y->hd / 2, is_full(l) ? 1e6f : 1e4f, S.pos, &err));
-		if (l < 24) {
-			CK(fg_k_rmsnorm(ctx, k, k, S.nw_k, hk, y->hd, eps, &err));
-			CK(fg_k_rmsnorm(ctx, v, v, NULL, hk, y->hd, eps, &err));
-			CK(fg_k_rope(ctx, k, hk, y->hd, is_full(l) ? y->hd / 8 : y->hd / 2, is_full(l) ? 1e6f : 1e4f, S.pos,
-				     &err));
-			CK(fg_k_kv_store(ctx, S.kc[l], S.vc[l], k, v, hk, y->hd, cap, S.pos, &err));
-		}
-		CK(fg_k_attn_decode(ctx, S.att, q, S.kc[src], S.vc[src], hq, hk, y->hd, cap, S.pos, 1.0f, &err));
+		CK(fg_k_qkv_post(ctx, S.qkv, hq, l < 24 ? hk : 0, y->hd, S.nw_q, S.nw_k, inv_tab[is_full(l)], S.pos,
+				 l < 24 ? S.kc[l] : NULL, l < 24 ? S.vc[l] : NULL, cap, eps, &err));
+		CK(fg_k_attn_decode(ctx, S.att, S.qkv, S.kc[src], S.vc[src], hq, hk, y->hd, cap, S.pos, 1.0f, &err));
 		CK(fg_k_int4_matvec(ctx, S.o, y->o, S.att, 1, &err));
-		CK(fg_k_rmsnorm_residual(ctx, S.h, S.o, S.nw_post, HIDDEN, eps, 1.0f, &err));
-		CK(fg_k_rmsnorm(ctx, S.xn, S.h, S.nw_in, 1, HIDDEN, eps, &err));
+		CK(fg_k_residual_norm(ctx, S.h, S.o, S.nw_post, 1.0f, S.xn, S.nw_in, HIDDEN, eps, &err));
 		CK(fg_k_int4_matvec(ctx, S.gu, y->gu, S.xn, 1, &err));
-		CK(fg_k_geglu(ctx, S.ff, S.gu, S.gu + FFN, FFN, &err));
-		CK(fg_k_int4_matvec(ctx, S.o, y->down, S.ff, 1, &err));
+		CK(fg_k_int4_matvec_geglu(ctx, S.o, y->down, S.gu, S.gu + FFN, &err));
 		CK(fg_k_rmsnorm_residual(ctx, S.h, S.o, S.nw_post, HIDDEN, eps, 1.0f, &err));
 		CK(fg_k_int4_matvec(ctx, S.plg, y->pg, S.h, 1, &err));
-		CK(fg_k_geglu(ctx, S.plg, S.plg, S.pl + (size_t)l * PLE, PLE, &err));
-		CK(fg_k_int4_matvec(ctx, S.pp, y->pp, S.plg, 1, &err));
-		CK(fg_k_rmsnorm_residual(ctx, S.h, S.pp, S.nw_post, HIDDEN, eps, 0.9f, &err));
+		CK(fg_k_int4_matvec_geglu(ctx, S.pp, y->pp, S.plg, S.pl + (size_t)l * PLE, &err));
+		CK(fg_k_residual_norm(ctx, S.h, S.pp, S.nw_post, 0.9f, S.xn, S.nw_in, HIDDEN, eps, &err));
 	}
-	CK(fg_k_rmsnorm(ctx, S.xn, S.h, S.nw_in, 1, HIDDEN, eps, &err));
 	CK(fg_k_int4_matvec(ctx, S.logits, head, S.xn, 1, &err));
 	CK(fg_k_softcap_argmax(ctx, S.best, S.logits, S.keep, KEEP, 30.0f, &err));
 }
@@ -466,6 +457,16 @@ int main(void)
 		id = 1234 % 2048;
 		CK(fg_kmem_upload(ctx, S.id, &id, 4, &err));
 		CK(fg_kmem_upload(ctx, S.pos, &pos, 4, &err));
+		for (int t = 0; t < 2; t++) {
+			int d = t ? 512 : 256;
+			float *h = malloc(4 * (d / 2));
+
+			for (int i = 0; i < d / 2; i++) /* proportional on full layers: 64 of 256 pairs rotate */
+				h[i] = t && i >= 64 ? 0.0f : (float)(1.0 / pow(t ? 1e6 : 1e4, 2.0 * i / d));
+			inv_tab[t] = dalloc(4 * (d / 2));
+			CK(fg_kmem_upload(ctx, inv_tab[t], h, 4 * (d / 2), &err));
+			free(h);
+		}
 		step_bytes = body_fused + mat_bytes(head) + kv_bytes;
 		CK(fg_kgraph_begin(ctx, &err));
 		full_step(NULL);

@@ -285,8 +285,22 @@ fail:
 	return rc;
 }
 
+/* y = W (gelu(gate) * up): fused into the INT4 matvec, else GeGLU in place
+ * in gate, then the matvec. */
+static int mv_geglu(struct fg_g4_gpu *g, float *y, const struct dlin *l, float *gate, const float *up, int n,
+		    struct fg_err *err)
+{
+	if (l->fmt == FG_W_INT4)
+		return fg_k_int4_matvec_geglu(g->ctx, y, l->q4, gate, up, err);
+	if (fg_k_geglu(g->ctx, gate, gate, up, n, err))
+		return err->code;
+	return mv(g, y, l, gate, err);
+}
+
 /* The forward pass of the token at idpos[0], position idpos[1]: only
- * launches, so it can be captured as a graph. Mirrors engine.c's layer(). */
+ * launches, so it can be captured as a graph. Mirrors engine.c's layer(),
+ * with the input norm of each sublayer fused into the residual that ends the
+ * previous one, and GeGLU into the matvec that consumes it. */
 static int forward(struct fg_g4_gpu *g, struct fg_err *err)
 {
 	const struct fg_g4_model *m = g->m;
@@ -302,35 +316,35 @@ static int forward(struct fg_g4_gpu *g, struct fg_err *err)
 		  fg_k_ple(k, g->pl, g->ple_emb, id, g->plp, g->ple_norm, c->n_layers, P, (float)sqrt((double)P),
 			   (float)pow((double)H, -0.5), eps, err)))
 		return err->code;
+	if (fg_k_rmsnorm(k, g->a, g->x, g->L[0].in_norm, 1, H, eps, err))
+		return err->code;
 	for (li = 0; li < c->n_layers; li++) {
 		const struct fg_g4_layer *ml = &m->layers[li];
 		struct glayer *L = &g->L[li];
 		const struct glayer *src = &g->L[ml->kv_src];
-		int d = ml->head_dim, I = ml->inter;
-		float *q = g->qkv, *kk = g->qkv + (size_t)nh * d, *vv = kk + (size_t)nkv * d;
-		const float *inv = g->inv[ml->type];
+		int d = ml->head_dim, I = ml->inter, own = ml->kv_src == li;
+		const float *next = li + 1 < c->n_layers ? g->L[li + 1].in_norm : g->final_norm;
 
-		if (fg_k_rmsnorm(k, g->a, g->x, L->in_norm, 1, H, eps, err) || mv(g, g->qkv, &L->qkv, g->a, err) ||
-		    fg_k_rmsnorm(k, q, q, L->q_norm, nh, d, eps, err) || fg_k_rope_inv(k, q, nh, d, inv, pos, err))
-			return err->code;
-		if (ml->kv_src == li &&
-		    (fg_k_rmsnorm(k, kk, kk, L->k_norm, nkv, d, eps, err) || fg_k_rope_inv(k, kk, nkv, d, inv, pos, err) ||
-		     fg_k_rmsnorm(k, vv, vv, NULL, nkv, d, eps, err) ||
-		     fg_k_kv_store(k, L->kc, L->vc, kk, vv, nkv, d, L->cap, pos, err)))
-			return err->code;
-		if (fg_k_attn_decode(k, g->att, q, src->kc, src->vc, nh, nkv, d, src->cap, pos, 1.0f, err) ||
+		if (mv(g, g->qkv, &L->qkv, g->a, err) ||
+		    fg_k_qkv_post(k, g->qkv, nh, own ? nkv : 0, d, L->q_norm, L->k_norm, g->inv[ml->type], pos, L->kc,
+				  L->vc, L->cap, eps, err) ||
+		    fg_k_attn_decode(k, g->att, g->qkv, src->kc, src->vc, nh, nkv, d, src->cap, pos, 1.0f, err) ||
 		    mv(g, g->o, &L->o, g->att, err) ||
-		    fg_k_rmsnorm_residual(k, g->x, g->o, L->post_attn, H, eps, 1.0f, err) ||
-		    fg_k_rmsnorm(k, g->a, g->x, L->pre_ffw, 1, H, eps, err) || mv(g, g->gu, &L->gu, g->a, err) ||
-		    fg_k_geglu(k, g->gu, g->gu, g->gu + I, I, err) || mv(g, g->o, &L->down, g->gu, err) ||
-		    fg_k_rmsnorm_residual(k, g->x, g->o, L->post_ffw, H, eps, P ? 1.0f : ml->scalar, err))
+		    fg_k_residual_norm(k, g->x, g->o, L->post_attn, 1.0f, g->a, L->pre_ffw, H, eps, err) ||
+		    mv(g, g->gu, &L->gu, g->a, err) || mv_geglu(g, g->o, &L->down, g->gu, g->gu + I, I, err))
 			return err->code;
-		if (P && (mv(g, g->pg, &L->pg, g->x, err) ||
-			  fg_k_geglu(k, g->pg, g->pg, g->pl + (size_t)li * P, P, err) || mv(g, g->o, &L->pp, g->pg, err) ||
-			  fg_k_rmsnorm_residual(k, g->x, g->o, L->post_ple, H, eps, ml->scalar, err)))
+		if (P) {
+			if (fg_k_rmsnorm_residual(k, g->x, g->o, L->post_ffw, H, eps, 1.0f, err) ||
+			    mv(g, g->pg, &L->pg, g->x, err) ||
+			    mv_geglu(g, g->o, &L->pp, g->pg, g->pl + (size_t)li * P, P, err) ||
+			    fg_k_residual_norm(k, g->x, g->o, L->post_ple, ml->scalar, g->a, next, H, eps, err))
+				return err->code;
+		} else if (fg_k_residual_norm(k, g->x, g->o, L->post_ffw, ml->scalar, g->a, next, H, eps, err)) {
 			return err->code;
+		}
 	}
-	if (fg_k_rmsnorm(k, g->a, g->x, g->final_norm, 1, H, eps, err) || mv(g, g->logits, &g->head, g->a, err) ||
+	/* g->a holds the final norm of the last layer's output */
+	if (mv(g, g->logits, &g->head, g->a, err) ||
 	    fg_k_softcap_argmax(k, g->best, g->logits, NULL, c->vocab, c->softcap, err))
 		return err->code;
 	return 0;

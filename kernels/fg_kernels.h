@@ -114,6 +114,11 @@ void fg_kint4_free(struct fg_kctx *ctx, struct fg_kint4 *w);
 int fg_k_int4_matvec(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x, int m,
 		     struct fg_err *err);
 
+/* d_y = W . (gelu_tanh(d_gate) * d_up), M = 1: GeGLU fused into the matvec's
+ * input staging (the same gelu as fg_k_geglu). */
+int fg_k_int4_matvec_geglu(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_gate,
+			   const float *d_up, struct fg_err *err);
+
 /* ---- other operations -------------------------------------------------------*/
 
 /* d_y[r][i] = bf16 W[rows ? rows[r] : r][i] . d_x  for r < n: a bf16 matrix
@@ -133,6 +138,21 @@ int fg_k_rmsnorm(struct fg_kctx *ctx, float *d_y, const float *d_x, const float 
 /* Fused residual: d_h = (d_h + rmsnorm(d_x) * w) * scale, one row of n. */
 int fg_k_rmsnorm_residual(struct fg_kctx *ctx, float *d_h, const float *d_x, const float *d_w, int n, float eps,
 			  float scale, struct fg_err *err);
+
+/* End of a sublayer and the next input norm in one pass (n values, one row):
+ * h = (h + rmsnorm(x) * w) * scale; a = rmsnorm(h) * w2. */
+int fg_k_residual_norm(struct fg_kctx *ctx, float *d_h, const float *d_x, const float *d_w, float scale, float *d_a,
+		       const float *d_w2, int n, float eps, struct fg_err *err);
+
+/* After the q|k|v projection (d_qkv = q [heads][d] | k [kv_heads][d] |
+ * v [kv_heads][d]): per-head RMSNorm of q (d_qnorm), k (d_knorm), v (no
+ * weight), table RoPE (fg_k_rope_inv) of q and k, and k, v stored into slot
+ * (*d_pos % cap) of the caches [kv_heads][cap][d] (also left normed in
+ * d_qkv). kv_heads = 0: q only (a layer reading another layer's cache).
+ * head_dim <= 1024. */
+int fg_k_qkv_post(struct fg_kctx *ctx, float *d_qkv, int heads, int kv_heads, int head_dim, const float *d_qnorm,
+		  const float *d_knorm, const float *d_inv, const int32_t *d_pos, float *d_kcache, float *d_vcache,
+		  int cap, float eps, struct fg_err *err);
 
 /* Rotate-half RoPE in place on x [heads][head_dim] at position *d_pos: pair
  * (i, i + head_dim/2) turns by pos * theta^(-2i/head_dim) for i < rot_pairs;

@@ -59,10 +59,12 @@ __device__ __forceinline__ void word(uint32_t w, const float *x, int xstride, fl
 	}
 }
 
-template <int M>
+/* GG: the input is gelu_tanh(x) * x2 (GeGLU fused into the staging), M = 1 */
+template <int M, bool GG>
 __global__ void __launch_bounds__(WARPS * 32) int4_matvec(float *__restrict__ y, const uint4 *__restrict__ words,
 							  const uint16_t *__restrict__ scales,
-							  const float *__restrict__ x, float *__restrict__ partial,
+							  const float *__restrict__ x, const float *__restrict__ x2,
+							  float *__restrict__ partial,
 							  unsigned *__restrict__ counters, int n, int k, int kc, int gc,
 							  int gshift, int slice, int splits, int npad)
 {
@@ -97,7 +99,11 @@ __global__ void __launch_bounds__(WARPS * 32) int4_matvec(float *__restrict__ y,
 		for (int i = threadIdx.x; i < len; i += WARPS * 32) {
 			int e = c0 * 32 + i;
 
-			sx[m * xs + i] = e < k ? x[(size_t)m * k + e] : 0.0f;
+			float v = 0.0f;
+
+			if (e < k)
+				v = GG ? fg_gelu_tanh(x[e]) * x2[e] : x[(size_t)m * k + e];
+			sx[m * xs + i] = v;
 		}
 	__syncthreads();
 #pragma unroll
@@ -290,8 +296,9 @@ static int gshift(int group)
 	return group == 32 ? 0 : group == 64 ? 1 : group == 128 ? 2 : 3;
 }
 
-template <int M>
-static cudaError_t launch(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x)
+template <int M, bool GG = false>
+static cudaError_t launch(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
+			  const float *d_x2 = NULL)
 {
 	int splits, slice, kc = w->kpad / 32;
 	cudaLaunchConfig_t cfg = {};
@@ -306,8 +313,8 @@ static cudaError_t launch(struct fg_kctx *ctx, float *d_y, const struct fg_kint4
 	at[0].val.programmaticStreamSerializationAllowed = 1;
 	cfg.attrs = at;
 	cfg.numAttrs = ctx->pdl ? 1 : 0;
-	return cudaLaunchKernelEx(&cfg, int4_matvec<M>, d_y, (const uint4 *)w->d_words, (const uint16_t *)w->d_scales,
-				  d_x, w->d_partial, (unsigned *)w->d_counters, w->n, w->k, kc,
+	return cudaLaunchKernelEx(&cfg, int4_matvec<M, GG>, d_y, (const uint4 *)w->d_words,
+				  (const uint16_t *)w->d_scales, d_x, d_x2, w->d_partial, (unsigned *)w->d_counters, w->n, w->k, kc,
 				  w->kpad / w->group, gshift(w->group), slice, splits, w->tiles * 32);
 }
 
@@ -336,4 +343,22 @@ extern "C" int fg_k_int4_matvec(struct fg_kctx *ctx, float *d_y, const struct fg
 				  cudaGetErrorString(e));
 	}
 	return fg_launched("int4 matvec", err);
+}
+
+extern "C" int fg_k_int4_matvec_geglu(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_gate,
+				      const float *d_up, struct fg_err *err)
+{
+	cudaError_t e;
+
+	if (fg_need_ctx(ctx, err))
+		return FG_EINVAL;
+	if (!w)
+		return fg_err_set(err, FG_EINVAL, "int4 matvec: no matrix");
+	e = launch<1, true>(ctx, d_y, w, d_gate, d_up);
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		return fg_err_set(err, FG_EDEVICE, "int4 geglu matvec %d x %d: launch: %s", w->n, w->k,
+				  cudaGetErrorString(e));
+	}
+	return fg_launched("int4 geglu matvec", err);
 }

@@ -72,6 +72,14 @@ __device__ __forceinline__ float fg_bf16f(uint16_t b)
 	return __uint_as_float((uint32_t)b << 16);
 }
 
+/* gelu with the tanh approximation, as torch's approximate="tanh" */
+__device__ __forceinline__ float fg_gelu_tanh(float x)
+{
+	const float k0 = 0.7978845608028654f;
+
+	return 0.5f * x * (1.0f + tanhf(k0 * (x + 0.044715f * x * x * x)));
+}
+
 /* Sum over a warp by a fixed xor tree: the same bits for the same inputs. */
 __device__ __forceinline__ float fg_warp_sum(float v)
 {

@@ -228,3 +228,26 @@ int fg_k_rope_inv(struct fg_kctx *ctx, float *d_x, int heads, int head_dim, cons
 	(void)ctx, (void)d_x, (void)heads, (void)head_dim, (void)d_inv, (void)d_pos;
 	return NO_CUDA(err);
 }
+
+int fg_k_int4_matvec_geglu(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_gate,
+			   const float *d_up, struct fg_err *err)
+{
+	(void)ctx, (void)d_y, (void)w, (void)d_gate, (void)d_up;
+	return NO_CUDA(err);
+}
+
+int fg_k_residual_norm(struct fg_kctx *ctx, float *d_h, const float *d_x, const float *d_w, float scale, float *d_a,
+		       const float *d_w2, int n, float eps, struct fg_err *err)
+{
+	(void)ctx, (void)d_h, (void)d_x, (void)d_w, (void)scale, (void)d_a, (void)d_w2, (void)n, (void)eps;
+	return NO_CUDA(err);
+}
+
+int fg_k_qkv_post(struct fg_kctx *ctx, float *d_qkv, int heads, int kv_heads, int head_dim, const float *d_qnorm,
+		  const float *d_knorm, const float *d_inv, const int32_t *d_pos, float *d_kcache, float *d_vcache,
+		  int cap, float eps, struct fg_err *err)
+{
+	(void)ctx, (void)d_qkv, (void)heads, (void)kv_heads, (void)head_dim, (void)d_qnorm, (void)d_knorm;
+	(void)d_inv, (void)d_pos, (void)d_kcache, (void)d_vcache, (void)cap, (void)eps;
+	return NO_CUDA(err);
+}

@@ -119,6 +119,7 @@ extern "C" int fg_k_bf16_matvec(struct fg_kctx *ctx, float *d_y, const uint16_t 
 /* ---- RMSNorm ---------------------------------------------------------------*/
 
 #define NORM_THREADS 256
+#define ATT_MAX_DIM_POST 1024
 
 __global__ void rmsnorm(float *y, const float *x, const float *__restrict__ w, int n, float eps)
 {
@@ -151,6 +152,44 @@ __global__ void rmsnorm_residual(float *h, const float *x, const float *__restri
 	float s = 1.0f / sqrtf(ss / (float)n + eps);
 	for (int i = threadIdx.x; i < n; i += blockDim.x)
 		h[i] = (h[i] + x[i] * s * w[i]) * scale;
+}
+
+/* h = (h + rmsnorm(x) * w) * scale, then a = rmsnorm(h) * w2: the end of one
+ * sublayer and the input norm of the next in one pass. One block. */
+__global__ void residual_norm(float *h, const float *x, const float *__restrict__ w, float scale, float *a,
+			      const float *__restrict__ w2, int n, float eps)
+{
+	fg_pdl_trigger();
+	fg_pdl_wait();
+	__shared__ float sh[33];
+	float ss = 0.0f;
+
+	for (int i = threadIdx.x; i < n; i += blockDim.x)
+		ss = fmaf(x[i], x[i], ss);
+	ss = fg_block_sum(ss, sh);
+	float s = 1.0f / sqrtf(ss / (float)n + eps);
+	float s2 = 0.0f;
+	for (int i = threadIdx.x; i < n; i += blockDim.x) {
+		float v = (h[i] + x[i] * s * w[i]) * scale;
+
+		h[i] = v;
+		s2 = fmaf(v, v, s2);
+	}
+	s2 = fg_block_sum(s2, sh);
+	float r = 1.0f / sqrtf(s2 / (float)n + eps);
+	for (int i = threadIdx.x; i < n; i += blockDim.x)
+		a[i] = h[i] * r * w2[i]; /* h[i] was written by this same thread */
+}
+
+extern "C" int fg_k_residual_norm(struct fg_kctx *ctx, float *d_h, const float *d_x, const float *d_w, float scale,
+				  float *d_a, const float *d_w2, int n, float eps, struct fg_err *err)
+{
+	if (fg_need_ctx(ctx, err))
+		return FG_EINVAL;
+	if (n < 1 || !d_w || !d_w2)
+		return fg_err_set(err, FG_EINVAL, "residual norm: n = %d or weight missing", n);
+	fg_launch_pdl(ctx, residual_norm, dim3(1), dim3(1024), 0, d_h, d_x, d_w, scale, d_a, d_w2, n, eps);
+	return fg_launched("residual norm", err);
 }
 
 extern "C" int fg_k_rmsnorm(struct fg_kctx *ctx, float *d_y, const float *d_x, const float *d_w, int rows, int n,
@@ -241,14 +280,68 @@ extern "C" int fg_k_rope_inv(struct fg_kctx *ctx, float *d_x, int heads, int hea
 	return fg_launched("rope", err);
 }
 
-/* ---- GeGLU, embedding, per-layer inputs -------------------------------------*/
-
-__device__ __forceinline__ float gelu_tanh(float x)
+/* After the q|k|v projection: per-head RMSNorm (q with q_norm, k with
+ * k_norm, v without weight), RoPE of q and k from the table, and k, v stored
+ * in cache slot pos % cap. Block b: q head b < heads, then k heads, then v
+ * heads (kv_heads = 0: only q, for KV-shared layers). */
+__global__ void qkv_post(float *qkv, int heads, int kv_heads, int d, const float *__restrict__ qw,
+			 const float *__restrict__ kw, const float *__restrict__ inv, const int32_t *pos_p, float *kc,
+			 float *vc, int cap, float eps)
 {
-	const float k0 = 0.7978845608028654f;
+	fg_pdl_trigger();
+	fg_pdl_wait();
+	__shared__ float sh[33];
+	__shared__ float sv[ATT_MAX_DIM_POST];
+	int b = blockIdx.x, half = d / 2, pos = *pos_p, g = 0, kind;
+	float *x = qkv + (size_t)b * d;
+	const float *w;
+	float ss = 0.0f;
 
-	return 0.5f * x * (1.0f + tanhf(k0 * (x + 0.044715f * x * x * x)));
+	kind = b < heads ? 0 : b < heads + kv_heads ? 1 : 2;
+	w = kind == 0 ? qw : kind == 1 ? kw : NULL;
+	if (kind)
+		g = kind == 1 ? b - heads : b - heads - kv_heads;
+	for (int i = threadIdx.x; i < d; i += blockDim.x)
+		ss = fmaf(x[i], x[i], ss);
+	ss = fg_block_sum(ss, sh);
+	float s = 1.0f / sqrtf(ss / (float)d + eps);
+	for (int i = threadIdx.x; i < d; i += blockDim.x)
+		sv[i] = w ? (x[i] * s) * w[i] : x[i] * s;
+	__syncthreads();
+	if (kind < 2)
+		for (int i = threadIdx.x; i < half; i += blockDim.x) {
+			float a = (float)pos * inv[i];
+			float c = (float)cos((double)a), sn = (float)sin((double)a);
+			float x0 = sv[i], x1 = sv[i + half];
+
+			sv[i] = x0 * c + (-x1) * sn;
+			sv[i + half] = x1 * c + x0 * sn;
+		}
+	__syncthreads();
+	float *dst = kind == 0 ? x : (kind == 1 ? kc : vc) + ((size_t)g * cap + pos % cap) * d;
+	for (int i = threadIdx.x; i < d; i += blockDim.x) {
+		dst[i] = sv[i];
+		if (kind)
+			x[i] = sv[i];
+	}
 }
+
+extern "C" int fg_k_qkv_post(struct fg_kctx *ctx, float *d_qkv, int heads, int kv_heads, int head_dim,
+			     const float *d_qnorm, const float *d_knorm, const float *d_inv, const int32_t *d_pos,
+			     float *d_kcache, float *d_vcache, int cap, float eps, struct fg_err *err)
+{
+	if (fg_need_ctx(ctx, err))
+		return FG_EINVAL;
+	if (heads < 1 || kv_heads < 0 || head_dim < 2 || head_dim % 2 || head_dim > ATT_MAX_DIM_POST || cap < 1 ||
+	    (kv_heads && (!d_knorm || !d_kcache || !d_vcache)))
+		return fg_err_set(err, FG_EINVAL, "qkv post: heads %d, kv heads %d, head_dim %d", heads, kv_heads,
+				  head_dim);
+	fg_launch_pdl(ctx, qkv_post, dim3(heads + 2 * kv_heads), dim3(128), 0, d_qkv, heads, kv_heads, head_dim,
+		      d_qnorm, d_knorm, d_inv, d_pos, d_kcache, d_vcache, cap, eps);
+	return fg_launched("qkv post", err);
+}
+
+/* ---- GeGLU, embedding, per-layer inputs -------------------------------------*/
 
 __global__ void geglu(float *out, const float *gate, const float *up, int n)
 {
@@ -257,7 +350,7 @@ __global__ void geglu(float *out, const float *gate, const float *up, int n)
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (i < n)
-		out[i] = gelu_tanh(gate[i]) * up[i];
+		out[i] = fg_gelu_tanh(gate[i]) * up[i];
 }
 
 extern "C" int fg_k_geglu(struct fg_kctx *ctx, float *d_out, const float *d_gate, const float *d_up, int n,

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "engine/cpu/ops.h"
 #include "kernels/cpu_twin.h"
 #include "kernels/fg_kernels.h"
 #include "tap.h"
@@ -642,6 +643,105 @@ static void gpu_argmax(void)
 	}
 }
 
+/* The fused kernels against the composition of their parts' twins. */
+static void gpu_fused(void)
+{
+	static const int ns[] = {1, 96, 2560, 3000};
+
+	for (size_t c = 0; c < sizeof(ns) / sizeof(ns[0]); c++) {
+		int n = ns[c];
+		float *h = fvec(n, -2, 2), *x = fvec(n, -3, 3), *w = fvec(n, 0.5f, 1.5f), *w2 = fvec(n, 0.5f, 1.5f);
+		float *hr = malloc(4 * n), *ar = malloc(4 * n), *hg = malloc(4 * n), *ag = malloc(4 * n);
+		void *dh = dput(h, 4 * n), *dx = dput(x, 4 * n), *dw = dput(w, 4 * n), *dw2 = dput(w2, 4 * n), *da = dnew(4 * n);
+		int rc;
+
+		memcpy(hr, h, 4 * n);
+		fg_ref_rmsnorm_residual(hr, x, w, n, 1e-6f, 0.8f);
+		fg_ref_rmsnorm(ar, hr, w2, 1, n, 1e-6f);
+		rc = fg_k_residual_norm(ctx, dh, dx, dw, 0.8f, da, dw2, n, 1e-6f, &gerr) || dget(hg, dh, 4 * n) ||
+		     dget(ag, da, 4 * n);
+		ok(!rc && worst_rel(hg, hr, NULL, n, 1e-6, 1e-5) <= 1 && worst_rel(ag, ar, NULL, n, 1e-6, 2e-5) <= 1,
+		   "residual + next norm fused, n %d, vs twins (1e-5 / 2e-5 rel) %s", n, rc ? gerr.msg : "");
+		fg_kmem_free(ctx, dh), fg_kmem_free(ctx, dx), fg_kmem_free(ctx, dw), fg_kmem_free(ctx, dw2), fg_kmem_free(ctx, da);
+		free(h), free(x), free(w), free(w2), free(hr), free(ar), free(hg), free(ag);
+	}
+	{
+		static const int cases[][3] = {{100, 10240, 128}, {33, 128, 32}, {2560, 256, 128}};
+
+		for (size_t c = 0; c < 3; c++) {
+			int n = cases[c][0], k = cases[c][1], G = cases[c][2];
+			int32_t *p;
+			uint16_t *sc;
+			float *gt = fvec(k, -4, 4), *up = fvec(k, -2, 2), *x = malloc(4 * k), *ref = malloc(4 * n),
+			      *a = malloc(4 * n), *gg = malloc(4 * n);
+			struct fg_kint4 *w = NULL;
+			void *dg = dput(gt, 4 * k), *du = dput(up, 4 * k), *dy = dnew(4 * n);
+			int rc;
+
+			int4_rand(&p, &sc, n, k, G);
+			fg_ref_geglu(x, gt, up, k);
+			fg_ref_int4_matvec(ref, p, sc, x, 1, n, k, G);
+			int4_abs(a, p, sc, x, 1, n, k, G);
+			rc = fg_kint4_new(ctx, &w, p, sc, n, k, G, 0, &gerr) ||
+			     fg_k_int4_matvec_geglu(ctx, dy, w, dg, du, &gerr) || dget(gg, dy, 4 * n);
+			ok(!rc && worst_rel(gg, ref, a, n, 1e-30, 3e-6) <= 1,
+			   "int4 matvec with GeGLU input n %d k %d group %d vs twins (3e-6 sum|wx|) %s", n, k, G,
+			   rc ? gerr.msg : "");
+			fg_kint4_free(ctx, w);
+			fg_kmem_free(ctx, dg), fg_kmem_free(ctx, du), fg_kmem_free(ctx, dy);
+			free(p), free(sc), free(gt), free(up), free(x), free(ref), free(a), free(gg);
+		}
+	}
+	{
+		static const int cases[][6] = {/* heads, kv heads, d, cap, pos, proportional */
+					       {8, 2, 256, 512, 700, 0}, {8, 2, 512, 4096, 1000, 1}, {4, 0, 32, 8, 3, 0},
+					       {3, 1, 6, 5, 0, 1}};
+
+		for (size_t c = 0; c < 4; c++) {
+			int nh = cases[c][0], nkv = cases[c][1], d = cases[c][2], cap = cases[c][3], pos = cases[c][4];
+			size_t nq = (size_t)(nh + 2 * nkv) * d, cn = (size_t)(nkv ? nkv : 1) * cap * d;
+			float *qkv = fvec(nq, -2, 2), *qw = fvec(d, 0.5f, 1.5f), *kw = fvec(d, 0.5f, 1.5f);
+			float *inv = malloc(4 * (d / 2)), *ref = malloc(4 * nq), *got = malloc(4 * nq);
+			float *kc = fvec(cn, -1, 1), *vc = fvec(cn, -1, 1), *kcr = malloc(4 * cn), *vcr = malloc(4 * cn);
+			float *kcg = malloc(4 * cn), *vcg = malloc(4 * cn);
+			void *dq = dput(qkv, 4 * nq), *dqw = dput(qw, 4 * d), *dkw = dput(kw, 4 * d), *dinv, *dp = dput(&pos, 4);
+			void *dk = dput(kc, 4 * cn), *dv = dput(vc, 4 * cn);
+			int rc, same_cache = 1;
+
+			fg_cpu_rope_freqs(inv, d, cases[c][5] ? 1e6 : 1e4, cases[c][5], 0.25, 1.0);
+			dinv = dput(inv, 4 * (d / 2));
+			memcpy(ref, qkv, 4 * nq);
+			memcpy(kcr, kc, 4 * cn);
+			memcpy(vcr, vc, 4 * cn);
+			for (int b = 0; b < nh + 2 * nkv; b++) {
+				float *x = ref + (size_t)b * d;
+
+				fg_cpu_rmsnorm(x, x, b < nh ? qw : b < nh + nkv ? kw : NULL, d, 1e-6f);
+				if (b < nh + nkv)
+					fg_cpu_rope(x, d, inv, pos);
+				if (b >= nh)
+					memcpy((b < nh + nkv ? kcr : vcr) +
+						       ((size_t)(b < nh + nkv ? b - nh : b - nh - nkv) * cap + pos % cap) * d,
+					       x, 4 * d);
+			}
+			rc = fg_k_qkv_post(ctx, dq, nh, nkv, d, dqw, nkv ? dkw : NULL, dinv, dp, nkv ? dk : NULL,
+					   nkv ? dv : NULL, cap, 1e-6f, &gerr) ||
+			     dget(got, dq, 4 * nq) || dget(kcg, dk, 4 * cn) || dget(vcg, dv, 4 * cn);
+			for (size_t i = 0; i < cn && !rc; i++)
+				if (fabsf(kcg[i] - kcr[i]) > 1e-5f * (1 + fabsf(kcr[i])) ||
+				    fabsf(vcg[i] - vcr[i]) > 1e-5f * (1 + fabsf(vcr[i])))
+					same_cache = 0;
+			ok(!rc && worst_rel(got, ref, NULL, nq, 1e-5, 1e-5) <= 1 && same_cache,
+			   "qkv post (head norms, table rope, kv store) heads %d/%d dim %d cap %d pos %d vs engine/cpu ops %s",
+			   nh, nkv, d, cap, pos, rc ? gerr.msg : "");
+			fg_kmem_free(ctx, dq), fg_kmem_free(ctx, dqw), fg_kmem_free(ctx, dkw), fg_kmem_free(ctx, dinv);
+			fg_kmem_free(ctx, dp), fg_kmem_free(ctx, dk), fg_kmem_free(ctx, dv);
+			free(qkv), free(qw), free(kw), free(inv), free(ref), free(got), free(kc), free(vc), free(kcr);
+			free(vcr), free(kcg), free(vcg);
+		}
+	}
+}
+
 /* A little decode-like chain captured as a graph must give the same bits as
  * the same launches made directly, for ids changed between replays. */
 static void gpu_graph(void)
@@ -759,6 +859,7 @@ int main(int argc, char **argv)
 	gpu_small_ops();
 	gpu_attention();
 	gpu_argmax();
+	gpu_fused();
 	gpu_graph();
 	fg_kctx_free(ctx);
 	gpu_fault();
