@@ -344,7 +344,8 @@ static int add_component(struct fg_bundle_builder *b, cJSON *list, struct comp_a
 						lf->path, lf->sha256, fg_store_root(st_));
 			if (!rc)
 				rc = fg_bundle_add_file(b, rel.data, blob.data, err);
-			if (!rc && strcmp(fg_bundle_sha256_of(b, rel.data), lf->sha256))
+			if (!rc && (!fg_bundle_sha256_of(b, rel.data) ||
+				    strcmp(fg_bundle_sha256_of(b, rel.data), lf->sha256)))
 				rc = fg_err_set(err, FG_EHASH, "%s: store blob does not match its name",
 						lf->path);
 			bytes += lf->size;

@@ -6,7 +6,8 @@
  * its size, sha256 and mode, sorted by path. Its identity is the sha256 of
  * the uncompressed tar stream.
  *
- * Packing: fg_bundle_builder_new, then add files (hashed when added) and set
+ * Packing: fg_bundle_builder_new, then add files (hashed, two at a time, by
+ * fg_bundle_builder_write or fg_bundle_sha256_of) and set
  * fields of the metadata object, then fg_bundle_builder_write, which adds the
  * "files" list, writes bundle.json canonically and the tarball.
  *
@@ -50,8 +51,9 @@ int fg_bundle_add_mem(struct fg_bundle_builder *b, const char *path, const void 
 		      int mode, struct fg_err *err);
 /* 1 when path was added already. */
 int fg_bundle_has(const struct fg_bundle_builder *b, const char *path);
-/* sha256 hex of an added path, or NULL (borrowed). */
-const char *fg_bundle_sha256_of(const struct fg_bundle_builder *b, const char *path);
+/* sha256 hex of an added path (hashing files added so far, if need be), or
+ * NULL when absent or unreadable (borrowed). */
+const char *fg_bundle_sha256_of(struct fg_bundle_builder *b, const char *path);
 
 /* Writes out (atomically): bundle.json then every file, sorted. level is the
  * zstd level (0 = 3), mtime the time stamped on every member. id_hex gets the
