@@ -735,8 +735,13 @@ static int xml_text(struct fg_buf *out, const char *s, size_t n, struct fg_err *
 		size_t el;
 
 		if (s[i] != '&') {
+			unsigned char c = (unsigned char)s[i];
+
 			if (s[i] == '<')
 				return fg_err_set(err, FG_EFORMAT, "s3: unexpected markup in XML text");
+			/* XML 1.0 has no NUL or other C0 controls but tab, LF, CR */
+			if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
+				return fg_err_set(err, FG_EFORMAT, "s3: control character in XML text");
 			rc = fg_buf_putc(out, s[i++], err);
 			continue;
 		}
@@ -775,7 +780,8 @@ static int xml_text(struct fg_buf *out, const char *s, size_t n, struct fg_err *
 				if (cp > 0x10ffff)
 					return fg_err_set(err, FG_EFORMAT, "s3: bad XML character reference");
 			}
-			if (cp == 0 || (cp >= 0xd800 && cp <= 0xdfff))
+			if ((cp < 0x20 && cp != 9 && cp != 10 && cp != 13) || (cp >= 0xd800 && cp <= 0xdfff) ||
+			    cp == 0xfffe || cp == 0xffff)
 				return fg_err_set(err, FG_EFORMAT, "s3: bad XML character reference");
 			if (cp < 0x80) {
 				u[0] = (unsigned char)cp;

@@ -730,13 +730,24 @@ int fg_oms_parse(struct fg_oms_model **out, const char *text, size_t len, struct
 				want, m->root);
 		goto out;
 	}
-	if (m->n)
-		qsort(m->files, m->n, sizeof(m->files[0]), file_cmp);
-	for (i = 1; i < m->n; i++)
-		if (!strcmp(m->files[i].name, m->files[i - 1].name)) {
-			rc = fg_err_set(err, FG_EFORMAT, "signed statement lists %s twice", m->files[i].name);
+	/* files stay in the signed order (the root digest follows it); duplicates
+	 * are found on a sorted copy */
+	if (m->n > 1) {
+		struct fg_oms_file *tmp = malloc(m->n * sizeof(*tmp));
+
+		if (!tmp) {
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 			goto out;
 		}
+		memcpy(tmp, m->files, m->n * sizeof(*tmp));
+		qsort(tmp, m->n, sizeof(tmp[0]), file_cmp);
+		for (i = 1; i < m->n && !rc; i++)
+			if (!strcmp(tmp[i].name, tmp[i - 1].name))
+				rc = fg_err_set(err, FG_EFORMAT, "signed statement lists %s twice", tmp[i].name);
+		free(tmp);
+		if (rc)
+			goto out;
+	}
 out:
 	cJSON_Delete(doc);
 	if (l.v) {
@@ -751,24 +762,48 @@ out:
 	return rc;
 }
 
-int fg_oms_compare(const struct fg_oms_model *s, const struct fg_oms_model *d, struct fg_err *err)
+static int file_ptr_cmp(const void *a, const void *b)
 {
-	size_t i = 0, j = 0;
+	return strcmp((*(struct fg_oms_file *const *)a)->name, (*(struct fg_oms_file *const *)b)->name);
+}
 
-	while (i < s->n || j < d->n) {
-		int c = i == s->n ? 1 : j == d->n ? -1 : strcmp(s->files[i].name, d->files[j].name);
+/* Pointers to m's files sorted by name (the caller frees the array). */
+static struct fg_oms_file **sorted_files(const struct fg_oms_model *m)
+{
+	struct fg_oms_file **v = malloc((m->n ? m->n : 1) * sizeof(*v));
+	size_t i;
+
+	if (!v)
+		return NULL;
+	for (i = 0; i < m->n; i++)
+		v[i] = &m->files[i];
+	qsort(v, m->n, sizeof(*v), file_ptr_cmp);
+	return v;
+}
+
+int fg_oms_compare(const struct fg_oms_model *sm, const struct fg_oms_model *dm, struct fg_err *err)
+{
+	struct fg_oms_file **s = sorted_files(sm), **d = sorted_files(dm);
+	size_t i = 0, j = 0;
+	int rc = 0;
+
+	if (!s || !d)
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	while (!rc && (i < sm->n || j < dm->n)) {
+		int c = i == sm->n ? 1 : j == dm->n ? -1 : strcmp(s[i]->name, d[j]->name);
 
 		if (c < 0)
-			return fg_err_set(err, FG_EMISMATCH, "%s: signed but missing", s->files[i].name);
-		if (c > 0)
-			return fg_err_set(err, FG_EMISMATCH, "%s: not covered by the signature (extra file)",
-					  d->files[j].name);
-		if (strcmp(s->files[i].sha256, d->files[j].sha256))
-			return fg_err_set(err, FG_EMISMATCH,
-					  "%s: content changed (sha256 %.16s…, signed %.16s…)",
-					  d->files[j].name, d->files[j].sha256, s->files[i].sha256);
+			rc = fg_err_set(err, FG_EMISMATCH, "%s: signed but missing", s[i]->name);
+		else if (c > 0)
+			rc = fg_err_set(err, FG_EMISMATCH, "%s: not covered by the signature (extra file)",
+					d[j]->name);
+		else if (strcmp(s[i]->sha256, d[j]->sha256))
+			rc = fg_err_set(err, FG_EMISMATCH, "%s: content changed (sha256 %.16s…, signed %.16s…)",
+					d[j]->name, d[j]->sha256, s[i]->sha256);
 		i++;
 		j++;
 	}
-	return 0;
+	free(s);
+	free(d);
+	return rc;
 }

@@ -78,7 +78,7 @@ struct fg_oms_file {
 
 struct fg_oms_model {
 	char *name;              /* model name (the subject name) */
-	struct fg_oms_file *files; /* sorted by name bytes */
+	struct fg_oms_file *files; /* hashed: sorted by name bytes; parsed: in the signed order */
 	size_t n;
 	char root[FG_SHA256_HEX_LEN + 1]; /* sha256 over the raw per-file digests, in order */
 };
@@ -97,8 +97,9 @@ void fg_oms_model_free(struct fg_oms_model *m);
 /* The in-toto Statement text for m (canonical JSON). */
 int fg_oms_statement(struct fg_buf *out, const struct fg_oms_model *m, struct fg_err *err);
 
-/* Parses a verified OMS statement into *out (files sorted), checking that
- * the subject's digest equals the digest over the resources. */
+/* Parses a verified OMS statement into *out (files in the order signed,
+ * which the root digest follows), checking that the subject's digest equals
+ * the digest over the resources and that no name repeats. */
 int fg_oms_parse(struct fg_oms_model **out, const char *text, size_t len, struct fg_err *err);
 
 /* Compares a signed model with one hashed from disk. FG_EMISMATCH naming the

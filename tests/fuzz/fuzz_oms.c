@@ -1,6 +1,6 @@
 /* fuzz_oms.c - fuzz target for reading OpenSSF model signing statements
- * (lib/sign fg_oms_parse): never crash; what is accepted has safe, sorted,
- * unique file names, and writes back to a statement that parses the same. */
+ * (lib/sign fg_oms_parse): never crash; what is accepted has non-empty file
+ * names and writes back to a statement that parses to the same root digest. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +19,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		return 0;
 	}
-	for (i = 1; i < m->n; i++)
-		if (strcmp(m->files[i - 1].name, m->files[i].name) >= 0)
+	for (i = 0; i < m->n; i++)
+		if (!m->files[i].name[0])
 			abort();
 	if (fg_oms_statement(&st, m, &err) || fg_oms_parse(&b, st.data, st.len, &err) ||
 	    strcmp(b->root, m->root) || b->n != m->n || fg_oms_compare(m, b, &err))
