@@ -48,7 +48,7 @@ static void usage(FILE *f)
 		"usage: fgpack pack [MANIFEST] [--model DIR] [--drafter DIR] [--keepset FILE]\n"
 		"                   [--component KEY=PATH]... [--lock FILE] [--eval FILE] [--prompts N]\n"
 		"                   [--golden-tokens N] [--no-golden] [--attest FILE]... [--level N]\n"
-		"                   -o OUT.fgb\n\n"
+		"                   [--device cpu|cuda] -o OUT.fgb\n\n"
 		"Packs a reproducible bundle: bundle.json (every file's size and sha256), the\n"
 		"manifest, components/<role>/, patches/ (serve.py and *.py beside the manifest),\n"
 		"the engine binary, golden/ (a transcript the engine decoded greedily here) and\n"
@@ -67,6 +67,7 @@ static void usage(FILE *f)
 		"  --attest FILE        add FILE under attestations/ (repeatable)\n"
 		"  --no-golden          pack without a transcript (components the engine cannot load)\n"
 		"  --level N            zstd level 1..19 (default 3)\n"
+		"  --device cpu|cuda    the engine path that records the transcript (default cpu)\n"
 		"  -o OUT.fgb           where to write\n\n"
 		"Member times are SOURCE_DATE_EPOCH (default 0). Same inputs, same bytes.\n");
 }
@@ -260,7 +261,7 @@ static int add_json(struct fg_bundle_builder *b, const char *path, const cJSON *
 
 /* Loads the model, records the golden transcript and eval ids into b. */
 static int add_golden(struct fg_bundle_builder *b, const char *model_dir, const cJSON *settings,
-		      int n_prompts, int max_new, const char *eval_path, struct fg_err *err)
+		      int n_prompts, int max_new, const char *eval_path, int device, struct fg_err *err)
 {
 	struct fg_engine_opts o;
 	struct fg_engine *e = NULL;
@@ -271,6 +272,7 @@ static int add_golden(struct fg_bundle_builder *b, const char *model_dir, const 
 
 	memset(&o, 0, sizeof(o));
 	o.threads = 1;
+	o.device = device;
 	if (settings && !fg_json_int(settings, "sliding_window", &v))
 		o.sliding_window = (int)v;
 	if (settings && !fg_json_int(settings, "max_model_len", &v))
@@ -426,6 +428,7 @@ int cmd_pack(int argc, char **argv)
 	cJSON *meta, *list, *settings = NULL, *engine, *archs;
 	char id[FG_SHA256_HEX_LEN + 1];
 	const char *attest[16];
+	int device = FG_DEVICE_CPU;
 	int n_attest = 0;
 	int n = 0, i, rc = 0, level = 3, no_golden = 0, n_prompts = 4, max_new = 32;
 	long long mtime = 0;
@@ -441,7 +444,7 @@ int cmd_pack(int argc, char **argv)
 			    !strcmp(a, "--keepset") || !strcmp(a, "--component") ||
 			    !strcmp(a, "--eval") || !strcmp(a, "--level") || !strcmp(a, "--lock") ||
 			    !strcmp(a, "--prompts") || !strcmp(a, "--golden-tokens") ||
-			    !strcmp(a, "--attest");
+			    !strcmp(a, "--attest") || !strcmp(a, "--device");
 
 		if (takes && !val)
 			return fg_cmd_usage_error("pack", "%s needs a value", a);
@@ -477,6 +480,10 @@ int cmd_pack(int argc, char **argv)
 			eval = val;
 		else if (!strcmp(a, "--lock"))
 			lock_path = val;
+		else if (!strcmp(a, "--device") && strcmp(val, "cpu") && strcmp(val, "cuda"))
+			return fg_cmd_usage_error("pack", "--device wants cpu or cuda");
+		else if (!strcmp(a, "--device"))
+			device = strcmp(val, "cuda") ? FG_DEVICE_CPU : FG_DEVICE_CUDA;
 		else if (!strcmp(a, "--attest")) {
 			if (n_attest == 16)
 				return fg_cmd_usage_error("pack", "at most 16 --attest files");
@@ -650,7 +657,7 @@ int cmd_pack(int argc, char **argv)
 				"libmicrohttpd (docs/formats/bundle.md)");
 	if (!no_golden && model_dir) {
 		rc = add_golden(b, model_dir, fg_json_obj(meta, "settings"), n_prompts, max_new, eval,
-				&err);
+				device, &err);
 		if (rc)
 			goto fail;
 	} else

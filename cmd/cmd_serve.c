@@ -20,7 +20,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: fgpack serve (BUNDLE.fgb | --model DIR) [--port P] [--host ADDR]\n"
 		"                    [--queue N] [--max-body BYTES] [--threads N] [--tokenizer FILE]\n"
-		"                    [--name NAME]\n\n"
+		"                    [--name NAME] [--device cpu|cuda]\n\n"
 		"Serves POST /v1/chat/completions and /v1/completions (greedy; max_tokens, stop,\n"
 		"stream), GET /v1/models and GET /health on ADDR:P (default 127.0.0.1:8000; port 0\n"
 		"picks a free one). A bundle is extracted and every file checked first (a mismatch\n"
@@ -57,7 +57,7 @@ int cmd_serve(int argc, char **argv)
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		int takes = strcmp(a, "--model") == 0 || !strcmp(a, "--port") || !strcmp(a, "--host") ||
 			    !strcmp(a, "--queue") || !strcmp(a, "--max-body") || !strcmp(a, "--threads") ||
-			    !strcmp(a, "--tokenizer") || !strcmp(a, "--name");
+			    !strcmp(a, "--tokenizer") || !strcmp(a, "--name") || !strcmp(a, "--device");
 
 		if (takes && !v)
 			return fg_cmd_usage_error("serve", "%s needs a value", a);
@@ -69,6 +69,10 @@ int cmd_serve(int argc, char **argv)
 			tok_file = v;
 		else if (!strcmp(a, "--name"))
 			so.model_name = v;
+		else if (!strcmp(a, "--device") && strcmp(v, "cpu") && strcmp(v, "cuda"))
+			return fg_cmd_usage_error("serve", "--device wants cpu or cuda");
+		else if (!strcmp(a, "--device"))
+			eo.device = strcmp(v, "cuda") ? FG_DEVICE_CPU : FG_DEVICE_CUDA;
 		else if ((!strcmp(a, "--port") && fg_parse_int(v, 0, 65535, &port)) ||
 			 (!strcmp(a, "--queue") && fg_parse_int(v, 1, 100000, &queue)) ||
 			 (!strcmp(a, "--max-body") && fg_parse_int(v, 1024, 1 << 30, &max_body)) ||

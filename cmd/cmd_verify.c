@@ -19,7 +19,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: fgpack verify BUNDLE.fgb [--json] [--summary FILE] [--no-replay] [--no-bench]\n"
-		"                     [--threads N] [--max-new N] [--warmup N]\n\n"
+		"                     [--threads N] [--max-new N] [--warmup N] [--device cpu|cuda]\n\n"
 		"Extracts the bundle into a temporary folder, re-hashing every member against\n"
 		"bundle.json; replays the golden transcript with the embedded engine and reports\n"
 		"the level that holds: 'logits' (every token and every step's logits hash equal:\n"
@@ -33,7 +33,7 @@ static void usage(FILE *f)
 
 struct opts {
 	const char *bundle, *summary;
-	int json, no_replay, no_bench, threads, max_new, warmup;
+	int json, no_replay, no_bench, threads, max_new, warmup, device;
 };
 
 static const char *level_name(int level)
@@ -42,7 +42,7 @@ static const char *level_name(int level)
 }
 
 /* Loads the bundle's model with its settings. */
-static int load_engine(struct fg_engine **e, const struct fg_bundle *b, int threads,
+static int load_engine(struct fg_engine **e, const struct fg_bundle *b, int threads, int device,
 		       struct fg_err *err)
 {
 	const char *model = fg_json_str(b->meta, "model");
@@ -57,6 +57,7 @@ static int load_engine(struct fg_engine **e, const struct fg_bundle *b, int thre
 		return fg_err_set(err, FG_EFORMAT, "bundle.json: golden transcript but no model");
 	memset(&o, 0, sizeof(o));
 	o.threads = threads;
+	o.device = device;
 	if (st && !fg_json_int(st, "sliding_window", &v))
 		o.sliding_window = (int)v;
 	if (st && !fg_json_int(st, "max_model_len", &v))
@@ -86,7 +87,7 @@ static int read_member_json(cJSON **out, const struct fg_bundle *b, const char *
 
 int cmd_verify(int argc, char **argv)
 {
-	struct opts o = { NULL, "summary.json", 0, 0, 0, 1, 128, 64 };
+	struct opts o = { NULL, "summary.json", 0, 0, 0, 1, 128, 64, FG_DEVICE_CPU };
 	struct fg_bundle *b = NULL;
 	struct fg_engine *e = NULL;
 	struct fg_golden_result gr;
@@ -109,7 +110,7 @@ int cmd_verify(int argc, char **argv)
 	}
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-		int takes = !strcmp(a, "--summary") || !strcmp(a, "--threads") ||
+		int takes = !strcmp(a, "--summary") || !strcmp(a, "--threads") || !strcmp(a, "--device") ||
 			    !strcmp(a, "--max-new") || !strcmp(a, "--warmup");
 
 		if (takes && !val) {
@@ -124,6 +125,11 @@ int cmd_verify(int argc, char **argv)
 			o.no_bench = 1;
 		else if (!strcmp(a, "--summary"))
 			o.summary = val;
+		else if (!strcmp(a, "--device") && strcmp(val, "cpu") && strcmp(val, "cuda")) {
+			cJSON_Delete(sum);
+			return fg_cmd_usage_error("verify", "--device wants cpu or cuda");
+		} else if (!strcmp(a, "--device"))
+			o.device = strcmp(val, "cuda") ? FG_DEVICE_CPU : FG_DEVICE_CUDA;
 		else if ((!strcmp(a, "--threads") && fg_parse_int(val, 1, 256, &o.threads)) ||
 			 (!strcmp(a, "--max-new") && fg_parse_int(val, 1, 65536, &o.max_new)) ||
 			 (!strcmp(a, "--warmup") && fg_parse_int(val, 0, 100000, &o.warmup))) {
@@ -213,7 +219,7 @@ int cmd_verify(int argc, char **argv)
 									 : "golden/transcript.json",
 			      &err);
 	if (!rc)
-		rc = load_engine(&e, b, o.threads, &err);
+		rc = load_engine(&e, b, o.threads, o.device, &err);
 	if (!rc)
 		rc = fg_golden_replay(&gr, e, tr, &err);
 	if (rc)

@@ -84,10 +84,20 @@ int fg_golden_device(cJSON **out, const struct fg_engine *e, struct fg_err *err)
 	struct utsname u;
 	char model[256];
 
-	(void)e;
 	*out = NULL;
 	if (!d)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	if (e && strcmp(fg_engine_device(e), "cpu")) {
+		/* the GPU path: its description names the model, SMs, driver, CUDA */
+		if (!cJSON_AddStringToObject(d, "kind", "cuda") ||
+		    !cJSON_AddStringToObject(d, "gpu", fg_engine_device(e)) ||
+		    !cJSON_AddStringToObject(d, "engine_build", FG_BUILD_ID)) {
+			cJSON_Delete(d);
+			return fg_err_set(err, FG_ENOMEM, "out of memory");
+		}
+		*out = d;
+		return 0;
+	}
 	cpu_model(model, sizeof(model));
 	if (uname(&u))
 		snprintf(u.machine, sizeof(u.machine), "unknown");

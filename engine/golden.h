@@ -31,7 +31,8 @@
 int fg_golden_default_prompts(cJSON **out, int n_vocab, int bos, int n, struct fg_err *err);
 
 /* Device identity for the engine's path: CPU: {"kind": "cpu", "cpu": model
- * name from /proc/cpuinfo, "arch", "engine_build"}. */
+ * name from /proc/cpuinfo, "arch", "engine_build"}; CUDA: {"kind": "cuda",
+ * "gpu": fg_engine_device(e), "engine_build"}. */
 int fg_golden_device(cJSON **out, const struct fg_engine *e, struct fg_err *err);
 
 /* Runs every prompt greedily for max_new tokens and returns the transcript. */
