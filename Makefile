@@ -29,9 +29,13 @@ KERNEL_OBJS :=
 -include kernels/kernels.mk
 
 .PHONY: all check test asan ubsan fuzz demo deps clean bench
-all: fgpack
+# BIN is the binary built; sanitizer builds put theirs under their BUILD folder
+# so that ./fgpack is never replaced by an instrumented one.
+BIN     ?= fgpack
+all: $(BIN)
 
-fgpack: $(OBJ_CMD) $(LIBFG) $(KERNEL_OBJS)
+$(BIN): $(OBJ_CMD) $(LIBFG) $(KERNEL_OBJS)
+	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $(OBJ_CMD) $(LIBFG) $(KERNEL_OBJS) $(LDLIBS)
 
 $(LIBFG): $(OBJ_LIB)
@@ -52,23 +56,20 @@ $(BUILD)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(LIBFG) $(KERNE
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< tests/fuzz/replay.c $(LIBFG) $(KERNEL_OBJS) $(LDLIBS)
 
 # Fast unit tests only.
-check: fgpack $(UNIT)
-	@FG_BUILD=$(BUILD) sh tests/run.sh unit
+check: $(BIN) $(UNIT)
+	@FG_BUILD=$(BUILD) FG_BIN=$(BIN) sh tests/run.sh unit
 
 # Everything: unit tests, fuzz corpus replays, integration scripts against
 # local servers. Ends with the line "N passed, N failed".
-test: deps fgpack $(UNIT) $(REPLAY)
-	@FG_BUILD=$(BUILD) sh tests/run.sh all
+test: deps $(BIN) $(UNIT) $(REPLAY)
+	@FG_BUILD=$(BUILD) FG_BIN=$(BIN) sh tests/run.sh all
 
 asan:
 	$(MAKE) BUILD=build/asan OPT=-O1 EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer" \
-		EXTRA_LDFLAGS="-fsanitize=address,undefined" build/asan/fgpack-asan check
+		EXTRA_LDFLAGS="-fsanitize=address,undefined" BIN=build/asan/fgpack check
 ubsan:
 	$(MAKE) BUILD=build/ubsan OPT=-O1 EXTRA_CFLAGS="-fsanitize=undefined -fno-sanitize-recover=all" \
-		EXTRA_LDFLAGS="-fsanitize=undefined" check
-
-build/asan/fgpack-asan: fgpack
-	cp fgpack $@
+		EXTRA_LDFLAGS="-fsanitize=undefined" BIN=build/ubsan/fgpack check
 
 # Coverage-guided fuzzing with libFuzzer (clang); FUZZ_SECONDS per target.
 FUZZ_SECONDS ?= 60

@@ -58,7 +58,7 @@ if [ "$mode" = all ]; then
 	done
 	for s in tests/integration/*.sh; do
 		[ -f "$s" ] || continue
-		run_suite "integration/$(basename "$s" .sh)" env FG_BUILD="$build" FGPACK="$top/fgpack" sh "$s"
+		run_suite "integration/$(basename "$s" .sh)" env FG_BUILD="$build" FGPACK="$top/${FG_BIN:-fgpack}" sh "$s"
 	done
 fi
 

@@ -89,7 +89,7 @@ static void test_known_answers(void)
 	h[17] = 0xff80;
 	ok(q1(h, wd, &sc, &bad) == -1 && bad == 17, "-Inf refused with its index (%zu)", bad);
 	{
-		uint8_t w[4 * 64 * 2], p[4 * 32], s[4 * 2];
+		uint8_t w[4 * 64 * 2], p[4 * 32], s[4 * 2 * 2]; /* 2 groups of 2-byte scales per row */
 
 		for (i = 0; i < 4 * 64; i++)
 			fg_put_le16(w + 2 * i, 0x3f80);
