@@ -44,7 +44,7 @@ int fg_file_read(const char *path, size_t max, struct fg_buf *out, struct fg_err
 	return rc;
 }
 
-static int write_all(int fd, const void *data, size_t len)
+int fg_write_all(int fd, const void *data, size_t len)
 {
 	const char *p = data;
 
@@ -89,7 +89,7 @@ int fg_file_write_atomic(const char *path, const void *data, size_t len, int mod
 		rc = fg_err_set(err, FG_EIO, "create %s: %s", tmp.data, strerror(errno));
 		goto out;
 	}
-	if (write_all(fd, data, len) || fsync(fd)) {
+	if (fg_write_all(fd, data, len) || fsync(fd)) {
 		rc = fg_err_set(err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s: %s", tmp.data,
 				strerror(errno));
 		close(fd);

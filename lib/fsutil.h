@@ -17,6 +17,10 @@ int fg_file_read(const char *path, size_t max, struct fg_buf *out, struct fg_err
 int fg_file_write_atomic(const char *path, const void *data, size_t len, int mode,
 			 struct fg_err *err);
 
+/* Writes all len bytes to fd, retrying short writes and EINTR; 0 or -1 with
+ * errno set. */
+int fg_write_all(int fd, const void *data, size_t len);
+
 /* mkdir -p with mode for each created level. */
 int fg_mkdir_p(const char *path, int mode, struct fg_err *err);
 

@@ -20,7 +20,7 @@ static char *sdup(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
-static void remote_clear(struct fg_lock_remote *r)
+void fg_lock_remote_clear(struct fg_lock_remote *r)
 {
 	free(r->xet_hash);
 	free(r->mtime);
@@ -50,7 +50,7 @@ static void component_free(struct fg_lock_component *c)
 	free(c->pins);
 	for (i = 0; i < c->n_files; i++) {
 		free(c->files[i].path);
-		remote_clear(&c->files[i].remote);
+		fg_lock_remote_clear(&c->files[i].remote);
 	}
 	free(c->files);
 	free(c);
@@ -254,7 +254,7 @@ static int remote_copy(struct fg_lock_remote *dst, const struct fg_lock_remote *
 #undef CP
 	return 0;
 fail:
-	remote_clear(dst);
+	fg_lock_remote_clear(dst);
 	return -1;
 }
 

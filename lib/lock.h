@@ -44,6 +44,9 @@ struct fg_lock_remote {
 	char *url;       /* HTTPS / FILE components: where the bytes came from */
 };
 
+/* Frees the strings a remote identity owns and zeroes it. */
+void fg_lock_remote_clear(struct fg_lock_remote *r);
+
 struct fg_lock_file {
 	char *path;                              /* relative to the component's source path */
 	unsigned long long size;

@@ -27,18 +27,6 @@ struct plan {
 	size_t n, cap;
 };
 
-static void remote_release(struct fg_lock_remote *r)
-{
-	free(r->xet_hash);
-	free(r->mtime);
-	free(r->uploaded_at);
-	free(r->etag);
-	free(r->commit);
-	free(r->oid);
-	free(r->url);
-	memset(r, 0, sizeof(*r));
-}
-
 static void plan_release(struct plan *p)
 {
 	size_t i;
@@ -49,7 +37,7 @@ static void plan_release(struct plan *p)
 		free(p->w[i].what);
 		free(p->w[i].identity);
 		free(p->w[i].resume_key);
-		remote_release(&p->w[i].remote);
+		fg_lock_remote_clear(&p->w[i].remote);
 	}
 	free(p->w);
 	memset(p, 0, sizeof(*p));

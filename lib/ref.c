@@ -1,5 +1,6 @@
 /* ref.c - parsing component references; every Hub URL shape is built here. */
 #include "ref.h"
+#include "sha256.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -150,17 +151,6 @@ static int has_ctl(const char *s)
 	return 0;
 }
 
-static int hexv(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Percent-decodes a file:// path; refuses %00 and bad escapes. */
 static char *pct_decode(const char *s)
 {
@@ -171,7 +161,7 @@ static char *pct_decode(const char *s)
 		return NULL;
 	for (i = 0; i < n; i++) {
 		if (s[i] == '%') {
-			int hi = hexv(s[i + 1]), lo = hi >= 0 ? hexv(s[i + 2]) : -1;
+			int hi = fg_hex_value(s[i + 1]), lo = hi >= 0 ? fg_hex_value(s[i + 2]) : -1;
 
 			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
 				free(o);

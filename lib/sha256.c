@@ -133,7 +133,7 @@ void fg_hex_encode(const uint8_t *data, size_t len, char *out)
 	out[2 * len] = '\0';
 }
 
-static int hexval(char c)
+int fg_hex_value(char c)
 {
 	if (c >= '0' && c <= '9')
 		return c - '0';
@@ -149,11 +149,11 @@ int fg_hex_decode(const char *hex, uint8_t *out, size_t len)
 	size_t i;
 
 	for (i = 0; i < len; i++) {
-		int hi = hexval(hex[2 * i]), lo;
+		int hi = fg_hex_value(hex[2 * i]), lo;
 
 		if (hi < 0)
 			return -1;
-		lo = hexval(hex[2 * i + 1]);
+		lo = fg_hex_value(hex[2 * i + 1]);
 		if (lo < 0)
 			return -1;
 		out[i] = (uint8_t)(hi << 4 | lo);

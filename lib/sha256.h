@@ -26,6 +26,8 @@ int fg_sha256_file(const char *path, uint8_t out[FG_SHA256_LEN], unsigned long l
 
 /* Lowercase hex; out must hold 2*len+1 bytes. */
 void fg_hex_encode(const uint8_t *data, size_t len, char *out);
+/* Value of one hex digit (either case), or -1. */
+int fg_hex_value(char c);
 /* Parses exactly 2*len hex digits (either case); returns 0 or -1. */
 int fg_hex_decode(const char *hex, uint8_t *out, size_t len);
 /* True when s is exactly 64 lowercase hex digits. */

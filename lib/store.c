@@ -266,24 +266,6 @@ int fg_store_tmp_path(struct fg_buf *out, const struct fg_store *st, struct fg_e
 			     (unsigned long)ts.tv_sec, (unsigned long)ts.tv_nsec);
 }
 
-static int write_all(int fd, const void *data, size_t len)
-{
-	const char *p = data;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* Copies src to a new file dst (mode), fsynced. Removes dst on failure. */
 static int copy_file(const char *src, const char *dst, int mode, struct fg_err *err)
 {
@@ -329,7 +311,7 @@ static int copy_file(const char *src, const char *dst, int mode, struct fg_err *
 			}
 			if (r == 0)
 				break;
-			if (write_all(outfd, buf, (size_t)r)) {
+			if (fg_write_all(outfd, buf, (size_t)r)) {
 				rc = fg_err_set(err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s: %s",
 						dst, strerror(errno));
 				break;
@@ -453,7 +435,7 @@ static int hash_fd(int fd, char *buf, struct fg_sha256 *h, unsigned long long *s
 			break;
 		total += (unsigned long long)n;
 		rc = fg_sha256_update(h, buf, (size_t)n, err);
-		if (!rc && outfd >= 0 && write_all(outfd, buf, (size_t)n))
+		if (!rc && outfd >= 0 && fg_write_all(outfd, buf, (size_t)n))
 			rc = fg_err_set(err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write copy of %s: %s",
 					path, strerror(errno));
 		if (rc)
@@ -657,7 +639,7 @@ int fg_store_lock_blob(struct fg_store_lock **out, struct fg_store *st, const ch
 			len = snprintf(line, sizeof(line), "%ld %llu %s\n", (long)getpid(),
 				       proc_start((long)getpid()), host);
 			flock(fd, LOCK_EX | LOCK_NB);
-			if (!lk || write_all(fd, line, (size_t)len) || fstat(fd, &sb)) {
+			if (!lk || fg_write_all(fd, line, (size_t)len) || fstat(fd, &sb)) {
 				rc = lk ? fg_err_set(err, FG_EIO, "write %s: %s", path.data, strerror(errno))
 					: oom(err);
 				free(lk);

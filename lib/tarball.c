@@ -297,24 +297,6 @@ static int cmp_wentry(const void *a, const void *b)
 	return strcmp(((const struct wentry *)a)->name, ((const struct wentry *)b)->name);
 }
 
-static int write_all(int fd, const void *data, size_t len)
-{
-	const char *p = data;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* Compresses len bytes (or, with end set, flushes the frame) into the file. */
 static int sink_compress(struct wsink *s, const void *data, size_t len, int end)
 {
@@ -326,7 +308,7 @@ static int sink_compress(struct wsink *s, const void *data, size_t len, int end)
 
 		if (ZSTD_isError(left))
 			return fg_err_set(s->err, FG_EIO, "zstd compress: %s", ZSTD_getErrorName(left));
-		if (out.pos && write_all(s->fd, s->zbuf, out.pos))
+		if (out.pos && fg_write_all(s->fd, s->zbuf, out.pos))
 			return fg_err_set(s->err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s: %s",
 					  s->path, strerror(errno));
 		if (end ? left == 0 : in.pos == in.size)
@@ -842,7 +824,7 @@ static int copy_data(struct archive *a, struct rsrc *r, const struct hdr *h, int
 					  r->path, h->path);
 		if (hash && fg_sha256_update(hash, blk, len, err))
 			return err ? err->code : FG_EIO;
-		if (fd >= 0 && write_all(fd, blk, len))
+		if (fd >= 0 && fg_write_all(fd, blk, len))
 			return fg_err_set(err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s: %s",
 					  h->path, strerror(errno));
 		if (fn) {
