@@ -61,6 +61,7 @@ struct fg_server {
 	struct job *head, *tail;
 	size_t waiting;
 	int running, draining, stopping;
+	int active;             /* accepted requests whose response is not sent yet */
 	unsigned long long next_id;
 	unsigned long long n_requests, n_cancelled, n_tokens, n_rejected;
 	int32_t end_of_turn;    /* Gemma's <end_of_turn>, or -1 */
@@ -715,6 +716,8 @@ static void stream_free(void *cls)
 	if (!j->done)
 		j->cancelled = 1; /* the client went away: stop at the next token */
 	job_release(s, j);
+	s->active--;
+	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);
 }
 
@@ -733,6 +736,7 @@ static int enqueue(struct fg_server *s, struct job *j, int *draining)
 		s->head = j;
 	s->tail = j;
 	s->waiting++;
+	s->active++;
 	snprintf(j->id, sizeof(j->id), "%s-%llu", j->chat ? "chatcmpl" : "cmpl", ++s->next_id);
 	pthread_cond_broadcast(&s->cv);
 	return 0;
@@ -895,6 +899,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	if (rq->job) {
 		pthread_mutex_lock(&s->mu);
 		job_release(s, rq->job);
+		s->active--;
+		pthread_cond_broadcast(&s->cv);
 		pthread_mutex_unlock(&s->mu);
 	}
 	fg_buf_release(&rq->body);
@@ -983,6 +989,15 @@ void fg_server_drain(struct fg_server *s)
 	pthread_mutex_lock(&s->mu);
 	while (s->head || s->running)
 		pthread_cond_wait(&s->cv, &s->mu);
+	{
+		/* let answers already computed reach their clients (30 s at most) */
+		struct timespec until;
+
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += 30;
+		while (s->active > 0 && pthread_cond_timedwait(&s->cv, &s->mu, &until) == 0)
+			;
+	}
 	s->stopping = 1;
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);

@@ -103,7 +103,8 @@ def one(i):
     try:
         r = urllib.request.urlopen(req, timeout=120)
         d = json.load(r)
-        if not d["choices"][0]["token_ids"]:
+        c = d["choices"][0]
+        if c["finish_reason"] not in ("stop", "length") or (c["finish_reason"] == "length" and len(c["token_ids"]) != 40):
             bad.append(d)
         codes.append(200)
     except urllib.error.HTTPError as e:
