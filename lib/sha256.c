@@ -1,5 +1,6 @@
 /* sha256.c - SHA-256 through OpenSSL EVP, plus hex helpers. */
 #include "sha256.h"
+#include "fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -75,12 +76,44 @@ int fg_sha256_mem(const void *data, size_t len, uint8_t out[FG_SHA256_LEN], stru
 	return 0;
 }
 
+int fg_sha256_fd(struct fg_sha256 *h, int fd, void *buf, size_t bufsize, int copy_fd,
+		 unsigned long long *size_out, const char *path, struct fg_err *err)
+{
+	unsigned long long total = 0;
+	int rc = 0;
+
+#ifdef POSIX_FADV_SEQUENTIAL
+	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+	for (;;) {
+		ssize_t n = read(fd, buf, bufsize);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = fg_err_set(err, FG_EIO, "read %s: %s", path, strerror(errno));
+			break;
+		}
+		if (n == 0)
+			break;
+		total += (unsigned long long)n;
+		rc = fg_sha256_update(h, buf, (size_t)n, err);
+		if (!rc && copy_fd >= 0 && fg_write_all(copy_fd, buf, (size_t)n))
+			rc = fg_err_set(err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write copy of %s: %s",
+					path, strerror(errno));
+		if (rc)
+			break;
+	}
+	if (size_out)
+		*size_out = total;
+	return rc;
+}
+
 int fg_sha256_file(const char *path, uint8_t out[FG_SHA256_LEN], unsigned long long *size_out,
 		   struct fg_err *err)
 {
-	const size_t chunk = 1 << 20;
+	const size_t chunk = 256 << 10; /* measured faster than 1 MiB reads (docs/bench.md, store) */
 	struct fg_sha256 *h = NULL;
-	unsigned long long total = 0;
 	char *buf;
 	int fd, rc;
 
@@ -94,27 +127,10 @@ int fg_sha256_file(const char *path, uint8_t out[FG_SHA256_LEN], unsigned long l
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	}
 	rc = fg_sha256_new(&h, err);
-#ifdef POSIX_FADV_SEQUENTIAL
-	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-#endif
-	while (!rc) {
-		ssize_t n = read(fd, buf, chunk);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			rc = fg_err_set(err, FG_EIO, "read %s: %s", path, strerror(errno));
-			break;
-		}
-		if (n == 0)
-			break;
-		total += (unsigned long long)n;
-		rc = fg_sha256_update(h, buf, (size_t)n, err);
-	}
+	if (!rc)
+		rc = fg_sha256_fd(h, fd, buf, chunk, -1, size_out, path, err);
 	if (!rc)
 		rc = fg_sha256_final(h, out, err);
-	if (!rc && size_out)
-		*size_out = total;
 	fg_sha256_free(h);
 	free(buf);
 	close(fd);

@@ -20,6 +20,11 @@ void fg_sha256_free(struct fg_sha256 *h);
 
 /* One-shot digest of a memory span. */
 int fg_sha256_mem(const void *data, size_t len, uint8_t out[FG_SHA256_LEN], struct fg_err *err);
+/* Reads fd to its end into h through buf (bufsize bytes), also writing every
+ * byte to copy_fd when it is >= 0; *size_out gets the byte count. path names
+ * the file in messages. h is not finalized. */
+int fg_sha256_fd(struct fg_sha256 *h, int fd, void *buf, size_t bufsize, int copy_fd,
+		 unsigned long long *size_out, const char *path, struct fg_err *err);
 /* Digest of a whole file, read in large chunks; *size_out gets its length. */
 int fg_sha256_file(const char *path, uint8_t out[FG_SHA256_LEN], unsigned long long *size_out,
 		   struct fg_err *err);

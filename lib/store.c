@@ -412,40 +412,6 @@ int fg_store_commit_ex(struct fg_store *st, const char *tmp_path, const char *ac
 	return rc;
 }
 
-/* Reads fd to the end into the hash; buf holds HASH_CHUNK bytes. */
-static int hash_fd(int fd, char *buf, struct fg_sha256 *h, unsigned long long *size,
-		   const char *path, int outfd, struct fg_err *err)
-{
-	unsigned long long total = 0;
-	int rc = 0;
-
-#ifdef POSIX_FADV_SEQUENTIAL
-	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-#endif
-	for (;;) {
-		ssize_t n = read(fd, buf, HASH_CHUNK);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			rc = fg_err_set(err, FG_EIO, "read %s: %s", path, strerror(errno));
-			break;
-		}
-		if (n == 0)
-			break;
-		total += (unsigned long long)n;
-		rc = fg_sha256_update(h, buf, (size_t)n, err);
-		if (!rc && outfd >= 0 && fg_write_all(outfd, buf, (size_t)n))
-			rc = fg_err_set(err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write copy of %s: %s",
-					path, strerror(errno));
-		if (rc)
-			break;
-	}
-	if (size)
-		*size = total;
-	return rc;
-}
-
 static int hash_path(const char *path, char *buf, char out_hex[FG_SHA256_HEX_LEN + 1],
 		     unsigned long long *size, int outfd, struct fg_err *err)
 {
@@ -459,7 +425,7 @@ static int hash_path(const char *path, char *buf, char out_hex[FG_SHA256_HEX_LEN
 				  strerror(errno));
 	rc = fg_sha256_new(&h, err);
 	if (!rc)
-		rc = hash_fd(fd, buf, h, size, path, outfd, err);
+		rc = fg_sha256_fd(h, fd, buf, HASH_CHUNK, outfd, size, path, err);
 	if (!rc)
 		rc = fg_sha256_final(h, d, err);
 	if (!rc)
