@@ -12,7 +12,12 @@ KERNEL_CU := $(wildcard kernels/*.cu)
 NVCC_ARCH ?= -gencode arch=compute_86,code=sm_86 -gencode arch=compute_90,code=sm_90 \
              -gencode arch=compute_90,code=compute_90
 NVCC_FLAGS ?= -std=c++17 -O3 -lineinfo -Xcompiler -Wall,-Wextra,-Werror
-CUDA_LIBDIR ?= $(patsubst %/bin/nvcc,%/lib64,$(NVCC))
+# Ask nvcc itself where its runtime libraries are: NVCC may be a wrapper
+# script (CI's /usr/local/bin/nvcc), so its path says nothing about them.
+ifeq ($(origin CUDA_LIBDIR),undefined)
+CUDA_LIBDIR := $(shell $(NVCC) -dryrun -x cu -c /dev/null -o /dev/null 2>&1 | \
+  sed -n 's/^\#\$$ LIBRARIES=.*"-L\([^"]*\)"[[:space:]]*$$/\1/p' | tail -n 1)
+endif
 
 ifneq ($(strip $(NVCC)),)
 KERNEL_OBJS += $(KERNEL_C:%.c=$(BUILD)/%.o) $(KERNEL_CU:%.cu=$(BUILD)/%.cu.o)
