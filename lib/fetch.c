@@ -664,6 +664,7 @@ static int submit_chunk(struct job *j, size_t c)
 	x.what = j->it->what;
 	x.start = c * j->chunk;
 	x.end = x.start + j->chunk < j->size ? x.start + j->chunk : j->size;
+	x.no_auth = j->it->no_auth;
 	x.on_data = chunk_data;
 	x.on_done = chunk_done;
 	x.ud = &j->ctx[c];
@@ -943,7 +944,9 @@ int fg_fetch_run(struct fg_fetch_stats *stats, struct fg_store *st, struct fg_ht
 		j->fd = j->jfd = -1;
 		j->size = items[i].size;
 		j->chunk = R.chunk;
-		j->nchunks = (size_t)((j->size + R.chunk - 1) / R.chunk);
+		if (items[i].no_ranges && j->size > j->chunk)
+			j->chunk = j->size; /* one request; no partial to resume */
+		j->nchunks = (size_t)((j->size + j->chunk - 1) / j->chunk);
 		j->single = j->nchunks <= 1;
 		if (j->nchunks == 0)
 			j->nchunks = 1; /* an empty file is one empty chunk */

@@ -36,6 +36,9 @@ struct fg_fetch_item {
 	const char *resume_key;    /* names the partial download when the sha256 is not
 				    * known: a content identity (so a resume survives a
 				    * change of endpoint), or NULL to use the URL */
+	int no_auth;               /* never send the Hub token (plain URL components) */
+	int no_ranges;             /* the server does not serve byte ranges: one
+				    * request for the whole file, no journal */
 	/* out */
 	char sha256[FG_SHA256_HEX_LEN + 1];
 	int rc;                    /* 0, or why this file failed */

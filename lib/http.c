@@ -43,6 +43,7 @@ struct fg_http {
 	char *hub_origin; /* "scheme://host:port" or NULL */
 	char *token;
 	char *hub_url;
+	char *cainfo, *capath; /* CURL_CA_BUNDLE or SSL_CERT_FILE; SSL_CERT_DIR */
 	struct req *waiting; /* not started: new or backing off */
 	struct req *running; /* attached to the multi handle */
 	int active;
@@ -121,6 +122,16 @@ int fg_http_new(struct fg_http **out, const struct fg_http_opts *opts, struct fg
 			return fg_err_set(err, FG_ENOMEM, "out of memory");
 		}
 	}
+	{
+		const char *ca = getenv("CURL_CA_BUNDLE"), *dir = getenv("SSL_CERT_DIR");
+
+		if (!ca || !*ca)
+			ca = getenv("SSL_CERT_FILE");
+		if ((ca && *ca && !(h->cainfo = strdup(ca))) || (dir && *dir && !(h->capath = strdup(dir)))) {
+			fg_http_free(h);
+			return fg_err_set(err, FG_ENOMEM, "out of memory");
+		}
+	}
 	h->o.hub_url = h->hub_url;
 	h->o.token = h->token;
 	*out = h;
@@ -176,6 +187,8 @@ void fg_http_free(struct fg_http *h)
 		curl_share_cleanup(h->share);
 	free(h->hub_origin);
 	free(h->hub_url);
+	free(h->cainfo);
+	free(h->capath);
 	if (h->token) {
 		memset(h->token, 0, strlen(h->token));
 		free(h->token);
@@ -346,7 +359,7 @@ static int start_req(struct fg_http *h, struct req *r, struct fg_err *err)
 	curl_slist_free_all(r->hdrs);
 	r->hdrs = NULL;
 	o = origin_of(r->url);
-	if (h->token && o && h->hub_origin && !strcmp(o, h->hub_origin)) {
+	if (h->token && !r->x.no_auth && o && h->hub_origin && !strcmp(o, h->hub_origin)) {
 		if (!fg_buf_printf(&b, NULL, "Authorization: Bearer %s", h->token))
 			r->hdrs = curl_slist_append(r->hdrs, b.data);
 		memset(b.data, 0, b.len);
@@ -369,6 +382,10 @@ static int start_req(struct fg_http *h, struct req *r, struct fg_err *err)
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
 	curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, NULL);
+	if (h->cainfo)
+		curl_easy_setopt(e, CURLOPT_CAINFO, h->cainfo);
+	if (h->capath)
+		curl_easy_setopt(e, CURLOPT_CAPATH, h->capath);
 	if (r->hdrs)
 		curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
 	if (r->x.head) {
@@ -688,7 +705,7 @@ static void blocking_done(void *ud, int rc, const struct fg_err *err)
 }
 
 static int blocking(struct fg_http *h, struct fg_http_resp *out, const char *url, const char *what,
-		    int head, int follow, size_t max_body, struct fg_err *err)
+		    int head, int follow, int no_auth, size_t max_body, struct fg_err *err)
 {
 	struct blocking b;
 	struct fg_http_xfer x;
@@ -703,6 +720,7 @@ static int blocking(struct fg_http *h, struct fg_http_resp *out, const char *url
 	x.what = what;
 	x.head = head;
 	x.no_follow = !follow;
+	x.no_auth = no_auth;
 	x.on_data = blocking_data;
 	x.on_done = blocking_done;
 	x.ud = &b;
@@ -723,11 +741,17 @@ static int blocking(struct fg_http *h, struct fg_http_resp *out, const char *url
 int fg_http_get(struct fg_http *h, struct fg_http_resp *out, const char *url, const char *what,
 		size_t max_body, struct fg_err *err)
 {
-	return blocking(h, out, url, what, 0, 1, max_body, err);
+	return blocking(h, out, url, what, 0, 1, 0, max_body, err);
 }
 
 int fg_http_head(struct fg_http *h, struct fg_http_resp *out, const char *url, int follow,
 		 const char *what, struct fg_err *err)
 {
-	return blocking(h, out, url, what, 1, follow, 0, err);
+	return blocking(h, out, url, what, 1, follow, 0, 0, err);
+}
+
+int fg_http_head_anon(struct fg_http *h, struct fg_http_resp *out, const char *url,
+		      const char *what, struct fg_err *err)
+{
+	return blocking(h, out, url, what, 1, 1, 1, 0, err);
 }

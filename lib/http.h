@@ -9,7 +9,9 @@
  * message like "fetch weights/a.bin: HTTP 429 after 6 tries". A transfer that
  * moves less than 1 KiB/s for stall_secs is aborted and retried. Proxy
  * variables (http_proxy, https_proxy, no_proxy) apply as libcurl reads them.
- * The user agent is "fgpack/<version>". */
+ * A custom CA bundle is taken, as the curl tool does, from CURL_CA_BUNDLE,
+ * else SSL_CERT_FILE (a file), and SSL_CERT_DIR (a folder), read once by
+ * fg_http_new. The user agent is "fgpack/<version>". */
 #ifndef FG_HTTP_H
 #define FG_HTTP_H
 
@@ -60,6 +62,11 @@ int fg_http_get(struct fg_http *h, struct fg_http_resp *out, const char *url, co
  * so Hub headers such as X-Repo-Commit are seen before any CDN hop. */
 int fg_http_head(struct fg_http *h, struct fg_http_resp *out, const char *url, int follow,
 		 const char *what, struct fg_err *err);
+/* Blocking HEAD that follows redirects and never sends the token: what a
+ * plain https:// component is probed with (size, ETag, Last-Modified,
+ * Accept-Ranges of the final answer). */
+int fg_http_head_anon(struct fg_http *h, struct fg_http_resp *out, const char *url,
+		      const char *what, struct fg_err *err);
 
 /* An asynchronous GET of bytes [start, end) of url (end 0: to the end). The
  * body reaches on_data in order, with its absolute offset; on_data runs on
@@ -77,6 +84,8 @@ struct fg_http_xfer {
 	struct fg_http_resp *resp; /* optional: filled with the last answer */
 	int head;                  /* HEAD instead of GET */
 	int no_follow;             /* return 3xx answers instead of following them */
+	int no_auth;               /* never attach the token, whatever the host
+				    * (plain URL components: the token is the Hub's alone) */
 };
 
 int fg_http_submit(struct fg_http *h, const struct fg_http_xfer *x, struct fg_err *err);

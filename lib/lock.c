@@ -29,6 +29,7 @@ void fg_lock_remote_clear(struct fg_lock_remote *r)
 	free(r->commit);
 	free(r->oid);
 	free(r->url);
+	free(r->last_modified);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -250,7 +251,7 @@ static int remote_copy(struct fg_lock_remote *dst, const struct fg_lock_remote *
 #define CP(f)                                     \
 	if (src->f && !(dst->f = strdup(src->f))) \
 		goto fail;
-	CP(xet_hash) CP(mtime) CP(uploaded_at) CP(etag) CP(commit) CP(oid) CP(url)
+	CP(xet_hash) CP(mtime) CP(uploaded_at) CP(etag) CP(commit) CP(oid) CP(url) CP(last_modified)
 #undef CP
 	return 0;
 fail:
@@ -483,7 +484,8 @@ static cJSON *component_json(const struct fg_lock_component *c)
 		    add_str(r, "mtime", f->remote.mtime) ||
 		    add_str(r, "uploaded_at", f->remote.uploaded_at) ||
 		    add_str(r, "etag", f->remote.etag) || add_str(r, "commit", f->remote.commit) ||
-		    add_str(r, "oid", f->remote.oid) || add_str(r, "url", f->remote.url))
+		    add_str(r, "oid", f->remote.oid) || add_str(r, "url", f->remote.url) ||
+		    add_str(r, "last_modified", f->remote.last_modified))
 			goto fail;
 	}
 	return o;
@@ -641,7 +643,7 @@ static int rd_file(struct rd *r, const cJSON *fo, struct fg_lock_file *f)
 {
 	static const char *const fkeys[] = { "path", "size", "sha256", "remote", NULL };
 	static const char *const rkeys[] = { "xet_hash", "mtime", "uploaded_at", "etag", "commit",
-					     "oid", "url", NULL };
+					     "oid", "url", "last_modified", NULL };
 	const cJSON *rem;
 	long long size;
 	int rc;
@@ -686,6 +688,8 @@ static int rd_file(struct rd *r, const cJSON *fo, struct fg_lock_file *f)
 			rc = rd_str(r, rem, "oid", 0, &f->remote.oid);
 		if (!rc)
 			rc = rd_str(r, rem, "url", 0, &f->remote.url);
+		if (!rc)
+			rc = rd_str(r, rem, "last_modified", 0, &f->remote.last_modified);
 		if (!rc)
 			at_pop(r, old);
 	}

@@ -42,6 +42,7 @@ struct fg_lock_remote {
 	char *commit;    /* model repo: X-Repo-Commit */
 	char *oid;       /* model repo: git blob oid */
 	char *url;       /* HTTPS / FILE components: where the bytes came from */
+	char *last_modified; /* HTTPS: Last-Modified, as the server wrote it */
 };
 
 /* Frees the strings a remote identity owns and zeroes it. */

@@ -247,6 +247,9 @@ static int add_component(struct fg_manifest *m, const char *key, const char *val
 
 	if (rc)
 		return fg_err_wrap(err, "%s: %s%s", what, strcmp(key, "model_id") ? "env." : "", key);
+	/* a *_BUCKET may also name a plain URL or a local file or folder */
+	if (want_kind == FG_REF_BUCKET && (ref->kind == FG_REF_HTTPS || ref->kind == FG_REF_FILE))
+		want_kind = ref->kind;
 	if (ref->kind != want_kind) {
 		const char *k = fg_ref_kind_name(ref->kind);
 
@@ -254,7 +257,7 @@ static int add_component(struct fg_manifest *m, const char *key, const char *val
 		if (want_kind == FG_REF_BUCKET)
 			return fg_err_set(err, FG_EFORMAT,
 					  "%s: env.%s: expected hf://buckets/<namespace>/<bucket>[/path], "
-					  "got a %s reference \"%s\"",
+					  "https://, http:// or file://, got a %s reference \"%s\"",
 					  what, key, k, value);
 		return fg_err_set(err, FG_EFORMAT,
 				  "%s: %s%s: expected a Hub model repo (<namespace>/<repo> or "

@@ -7,8 +7,10 @@
  * Components (see docs/formats/lock.md "Where components come from"):
  *   env.<STEM>_BUCKET        a bucket folder; role from the stem: WEIGHTS -> weights,
  *                            DRAFTER -> drafter, *KEEPSET -> keepset, PATCH* -> patches,
- *                            else the stem in lowercase. Must be hf://buckets/...;
- *                            an empty value means "not used" and is skipped.
+ *                            else the stem in lowercase. hf://buckets/..., or a
+ *                            plain https:// / http:// URL of one file, or a
+ *                            file:// file or folder; an empty value means "not
+ *                            used" and is skipped.
  *   env.<STEM>_SHA256        a pin (64 hex) on the component with the same stem
  *                            (DRAFTER_SHA256 pins DRAFTER_BUCKET, or DRAFTER_MODEL).
  *   model_id                 a Hub model repo, key "model_id", role "model".

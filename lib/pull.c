@@ -1,6 +1,8 @@
 /* pull.c - resolve, fetch, lock, check pins, materialize (see pull.h). */
 #include "pull.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -20,6 +22,8 @@ struct want {
 	char expect[FG_SHA256_HEX_LEN + 1]; /* "" when unknown */
 	struct fg_lock_remote remote;
 	int was_present;
+	int no_auth, no_ranges; /* plain URLs: never the token; ranges unless refused */
+	char *local_path;       /* file:// components: read from here, not fetched */
 };
 
 struct plan {
@@ -37,6 +41,7 @@ static void plan_release(struct plan *p)
 		free(p->w[i].what);
 		free(p->w[i].identity);
 		free(p->w[i].resume_key);
+		free(p->w[i].local_path);
 		fg_lock_remote_clear(&p->w[i].remote);
 	}
 	free(p->w);
@@ -72,6 +77,11 @@ static int set_identity(struct want *w)
 			       w->remote.xet_hash ? w->remote.xet_hash : "",
 			       w->remote.commit ? w->remote.commit : "", w->remote.oid ? w->remote.oid : "",
 			       w->remote.etag ? w->remote.etag : "");
+
+	/* plain URLs: the URL and Last-Modified belong to the identity too */
+	if (!rc && (w->remote.url || w->remote.last_modified))
+		rc = fg_buf_printf(&b, NULL, " url=%s lm=%s", w->remote.url ? w->remote.url : "",
+				   w->remote.last_modified ? w->remote.last_modified : "");
 
 	if (!rc)
 		w->identity = fg_buf_detach(&b, NULL);
@@ -198,6 +208,173 @@ static int plan_model(struct plan *p, size_t ci, const struct fg_component *mc, 
 	return rc;
 }
 
+/* Copies header name of r into *out (NULL when absent or empty). */
+static int header_dup(char **out, const struct fg_http_resp *r, const char *name)
+{
+	struct fg_buf v = FG_BUF_INIT;
+
+	*out = NULL;
+	if (!fg_http_resp_header(r, name, &v) && v.len && !(*out = strdup(v.data))) {
+		fg_buf_release(&v);
+		return FG_ENOMEM;
+	}
+	fg_buf_release(&v);
+	return 0;
+}
+
+/* HEADs a plain URL (following redirects, never with the token): size,
+ * ETag, Last-Modified and whether it serves byte ranges. */
+static int probe_url(struct want *w, struct fg_http *h, const char *url, int ranges_only,
+		     struct fg_err *err)
+{
+	struct fg_http_resp r;
+	struct fg_buf v = FG_BUF_INIT;
+	unsigned long long size = 0;
+	int rc;
+
+	fg_http_resp_init(&r);
+	rc = fg_http_head_anon(h, &r, url, w->what, err);
+	if (!rc && (fg_http_resp_header(&r, "Content-Length", &v) || !v.data ||
+		    fg_parse_u64(v.data, &size)))
+		rc = fg_err_set(err, FG_EUNSUPPORTED, "%s: %s gives no Content-Length (its size is needed)",
+				w->what, url);
+	if (!rc)
+		w->no_ranges = fg_http_resp_header(&r, "Accept-Ranges", &v) || !v.data ||
+			       !strstr(v.data, "bytes");
+	if (!rc && !ranges_only) {
+		w->size = size;
+		fg_lock_remote_clear(&w->remote);
+		if (!(w->remote.url = strdup(url)) || header_dup(&w->remote.etag, &r, "ETag") ||
+		    header_dup(&w->remote.last_modified, &r, "Last-Modified"))
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	fg_buf_release(&v);
+	fg_http_resp_release(&r);
+	return rc;
+}
+
+/* A plain https:// or http:// component: one file, named by the URL. */
+static int plan_url(struct plan *p, size_t ci, const struct fg_component *mc, struct fg_http *h,
+		    struct fg_err *err)
+{
+	struct fg_buf name = FG_BUF_INIT, what = FG_BUF_INIT;
+	struct want *w = NULL;
+	int rc;
+
+	rc = fg_url_file_name(&name, mc->ref->url, err);
+	if (rc)
+		rc = fg_err_wrap(err, "%s", mc->key);
+	if (!rc)
+		rc = fg_buf_printf(&what, err, "%s/%s", mc->key, name.data);
+	if (!rc && !(w = plan_add(p, err)))
+		rc = FG_ENOMEM;
+	if (!rc) {
+		w->comp = ci;
+		w->no_auth = 1;
+		w->rel = fg_buf_detach(&name, NULL);
+		w->what = fg_buf_detach(&what, NULL);
+		w->url = strdup(mc->ref->url);
+		if (!w->rel || !w->what || !w->url)
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	if (!rc)
+		rc = probe_url(w, h, mc->ref->url, 0, err);
+	if (!rc && set_identity(w))
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	fg_buf_release(&name);
+	fg_buf_release(&what);
+	return rc;
+}
+
+static int add_local(struct plan *p, size_t ci, const char *key, const char *path, const char *rel,
+		     unsigned long long size, struct fg_err *err)
+{
+	struct want *w = plan_add(p, err);
+	struct fg_buf what = FG_BUF_INIT;
+
+	if (!w)
+		return FG_ENOMEM;
+	w->comp = ci;
+	w->size = size;
+	if (fg_buf_printf(&what, err, "%s/%s", key, rel))
+		return FG_ENOMEM;
+	w->what = fg_buf_detach(&what, NULL);
+	w->rel = strdup(rel);
+	w->local_path = strdup(path);
+	w->url = strdup("file:");
+	if (!w->what || !w->rel || !w->local_path || !w->url)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	return 0;
+}
+
+#define WALK_DEPTH 64
+
+/* Plans every regular file below dir (rel: its path inside the component). */
+static int walk_local(struct plan *p, size_t ci, const char *key, const char *dir, const char *rel,
+		      int depth, struct fg_err *err)
+{
+	DIR *d;
+	struct dirent *de;
+	struct fg_buf path = FG_BUF_INIT, sub = FG_BUF_INIT;
+	int rc = 0;
+
+	if (depth > WALK_DEPTH)
+		return fg_err_set(err, FG_EINVAL, "%s: %s: folders nested deeper than %d", key, dir,
+				  WALK_DEPTH);
+	d = opendir(dir);
+	if (!d)
+		return fg_err_set(err, errno == ENOENT ? FG_ENOTFOUND : FG_EIO, "%s: %s: %s", key, dir,
+				  strerror(errno));
+	while (!rc && (de = readdir(d))) {
+		struct stat sb;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		fg_buf_reset(&path);
+		fg_buf_reset(&sub);
+		rc = fg_path_join(&path, dir, de->d_name, err);
+		if (!rc)
+			rc = *rel ? fg_path_join(&sub, rel, de->d_name, err) : fg_buf_puts(&sub, de->d_name, err);
+		if (rc)
+			break;
+		if (lstat(path.data, &sb))
+			rc = fg_err_set(err, FG_EIO, "%s: %s: %s", key, path.data, strerror(errno));
+		else if (!fg_path_is_safe_rel(sub.data))
+			rc = fg_err_set(err, FG_EINVAL, "%s: %s: not a usable file name", key, path.data);
+		else if (S_ISDIR(sb.st_mode))
+			rc = walk_local(p, ci, key, path.data, sub.data, depth + 1, err);
+		else if (S_ISREG(sb.st_mode))
+			rc = add_local(p, ci, key, path.data, sub.data, (unsigned long long)sb.st_size, err);
+		else
+			rc = fg_err_set(err, FG_EINVAL, "%s: %s: %s; file:// takes regular files only", key,
+					path.data, S_ISLNK(sb.st_mode) ? "a symlink" : "not a regular file");
+	}
+	closedir(d);
+	fg_buf_release(&path);
+	fg_buf_release(&sub);
+	return rc;
+}
+
+/* A file:// component: one regular file, or every regular file below a folder. */
+static int plan_file(struct plan *p, size_t ci, const struct fg_component *mc, struct fg_err *err)
+{
+	const char *path = mc->ref->path, *base = strrchr(mc->ref->path, '/');
+	struct stat sb;
+
+	if (lstat(path, &sb))
+		return fg_err_set(err, errno == ENOENT ? FG_ENOTFOUND : FG_EIO, "%s: %s: %s", mc->key,
+				  path, strerror(errno));
+	if (S_ISDIR(sb.st_mode))
+		return walk_local(p, ci, mc->key, path, "", 0, err);
+	if (!S_ISREG(sb.st_mode))
+		return fg_err_set(err, FG_EINVAL, "%s: %s: %s; file:// takes regular files only", mc->key,
+				  path, S_ISLNK(sb.st_mode) ? "a symlink" : "not a regular file");
+	base = base ? base + 1 : path;
+	if (!fg_path_is_safe_rel(base))
+		return fg_err_set(err, FG_EINVAL, "%s: %s: not a usable file name", mc->key, path);
+	return add_local(p, ci, mc->key, path, base, (unsigned long long)sb.st_size, err);
+}
+
 /* Plans the files of an up-to-date lock entry (nothing is listed). */
 static int plan_from_lock(struct plan *p, const struct fg_lock_manifest *lm,
 			  const struct fg_manifest *m, const struct fg_hub_env *env, struct fg_err *err)
@@ -231,6 +408,16 @@ static int plan_from_lock(struct plan *p, const struct fg_lock_manifest *lm,
 				else if (!rc)
 					rc = fg_url_model_resolve(&url, env->endpoint, mc->ref, c->revision,
 								  full.data, err);
+			} else if (!rc && mc && mc->ref->kind == FG_REF_FILE) {
+				struct stat sb;
+
+				/* a folder's files lie below it; a single file is the path itself */
+				if (!stat(mc->ref->path, &sb) && S_ISDIR(sb.st_mode))
+					rc = fg_path_join(&full, mc->ref->path, f->path, err);
+				else
+					rc = fg_buf_puts(&full, mc->ref->path, err);
+				if (!rc)
+					rc = fg_buf_puts(&url, "file:", err);
 			} else if (!rc && f->remote.url) {
 				rc = fg_buf_puts(&url, f->remote.url, err);
 			} else if (!rc) {
@@ -250,6 +437,12 @@ static int plan_from_lock(struct plan *p, const struct fg_lock_manifest *lm,
 			w->remote.commit = sdup(f->remote.commit);
 			w->remote.oid = sdup(f->remote.oid);
 			w->remote.etag = sdup(f->remote.etag);
+			w->remote.url = sdup(f->remote.url);
+			w->remote.last_modified = sdup(f->remote.last_modified);
+			if (mc && mc->ref->kind == FG_REF_HTTPS)
+				w->no_auth = 1;
+			if (mc && mc->ref->kind == FG_REF_FILE && !(w->local_path = strdup(full.data)))
+				rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 			if (!w->rel || !w->url || !w->what || set_identity(w))
 				rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 		}
@@ -272,18 +465,52 @@ static int entry_usable(const struct fg_lock_manifest *lm, const struct fg_manif
 	return 1;
 }
 
+/* Hashes a file:// file into the store (regular files only, hashed while copied). */
+static int import_local(struct fg_fetch_item *it, struct want *w, struct fg_store *st,
+			struct fg_fetch_stats *fs, struct fg_err *err)
+{
+	unsigned long long size = 0;
+	int present = 0, rc;
+
+	if (it->expect_sha256 && fg_store_has(st, it->expect_sha256)) {
+		memcpy(it->sha256, it->expect_sha256, sizeof(it->sha256));
+		it->present = 1;
+		fs->files_present++;
+		fs->bytes_present += w->size;
+		return 0;
+	}
+	rc = fg_store_import_ex(st, w->local_path, it->expect_sha256, FG_STORE_IMPORT_REGULAR,
+				it->sha256, &size, &present, err);
+	if (rc == FG_EHASH)
+		return fg_err_wrap(err, "%s: the local file changed since the lock", it->what);
+	if (rc)
+		return fg_err_wrap(err, "%s", it->what);
+	it->present = present;
+	w->size = size; /* what was hashed, should the file have changed since the walk */
+	fs->files_fetched++;
+	return 0;
+}
+
 static int fetch_plan(struct fg_pull_report *rep, struct plan *p, struct fg_store *st,
 		      struct fg_http *h, const struct fg_pull_opts *o, struct fg_fetch_item **items_out,
 		      struct fg_err *err)
 {
 	struct fg_fetch_item *items = calloc(p->n ? p->n : 1, sizeof(*items));
+	struct fg_fetch_item *net = calloc(p->n ? p->n : 1, sizeof(*net));
+	size_t *idx = calloc(p->n ? p->n : 1, sizeof(*idx));
+	struct fg_fetch_stats local;
 	struct fg_fetch_opts fo;
-	size_t i;
-	int rc;
+	size_t i, nn = 0;
+	int rc = 0;
 
 	*items_out = items;
-	if (!items)
+	memset(&local, 0, sizeof(local));
+	memset(&rep->fetch, 0, sizeof(rep->fetch));
+	if (!items || !net || !idx) {
+		free(net);
+		free(idx);
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
 	for (i = 0; i < p->n; i++) {
 		items[i].url = p->w[i].url;
 		items[i].what = p->w[i].what;
@@ -291,14 +518,33 @@ static int fetch_plan(struct fg_pull_report *rep, struct plan *p, struct fg_stor
 		items[i].expect_sha256 = p->w[i].expect[0] ? p->w[i].expect : NULL;
 		items[i].identity = p->w[i].identity;
 		items[i].resume_key = p->w[i].resume_key;
+		items[i].no_auth = p->w[i].no_auth;
+		items[i].no_ranges = p->w[i].no_ranges;
 		p->w[i].was_present = p->w[i].expect[0] && fg_store_has(st, p->w[i].expect);
+		if (p->w[i].local_path) {
+			rc = import_local(&items[i], &p->w[i], st, &local, err);
+			if (rc)
+				break;
+			continue;
+		}
+		net[nn] = items[i];
+		idx[nn++] = i;
 	}
-	memset(&fo, 0, sizeof(fo));
-	fo.jobs = o->jobs;
-	fo.chunk = o->chunk;
-	fo.progress = o->progress;
-	fo.progress_ud = o->progress_ud;
-	rc = fg_fetch_run(&rep->fetch, st, h, items, p->n, &fo, err);
+	if (!rc && nn) {
+		memset(&fo, 0, sizeof(fo));
+		fo.jobs = o->jobs;
+		fo.chunk = o->chunk;
+		fo.progress = o->progress;
+		fo.progress_ud = o->progress_ud;
+		rc = fg_fetch_run(&rep->fetch, st, h, net, nn, &fo, err);
+		for (i = 0; i < nn; i++)
+			items[idx[i]] = net[i];
+	}
+	rep->fetch.files_fetched += local.files_fetched;
+	rep->fetch.files_present += local.files_present;
+	rep->fetch.bytes_present += local.bytes_present;
+	free(net);
+	free(idx);
 	return rc;
 }
 
@@ -306,7 +552,8 @@ static int fetch_plan(struct fg_pull_report *rep, struct plan *p, struct fg_stor
 static int same_remote(const struct fg_lock_remote *a, const struct fg_lock_remote *b)
 {
 #define SAME(f) ((!a->f && !b->f) || (a->f && b->f && !strcmp(a->f, b->f)))
-	return SAME(xet_hash) && SAME(oid) && SAME(commit);
+	return SAME(xet_hash) && SAME(oid) && SAME(commit) && SAME(etag) && SAME(last_modified) &&
+	       SAME(url);
 #undef SAME
 }
 
@@ -330,17 +577,33 @@ static int compare_with_lock(const struct plan *p, const struct fg_lock_manifest
 			f = fg_lock_find_file(c, w->rel);
 			if (!f)
 				return fg_err_set(err, FG_EMISMATCH,
-						  "--locked: %s: %s appeared on the remote since the lock",
-						  c->key, w->rel);
+						  "--locked: %s: %s appeared %s since the lock",
+						  c->key, w->rel, w->local_path ? "on disk" : "on the remote");
 			if (f->size != w->size)
 				return fg_err_set(err, FG_EMISMATCH,
-						  "--locked: %s: %s changed size on the remote (%llu in the lock, %llu now)",
-						  c->key, w->rel, f->size, w->size);
+						  "--locked: %s: %s changed size %s (%llu in the lock, %llu now)",
+						  c->key, w->rel, w->local_path ? "on disk" : "on the remote",
+						  f->size, w->size);
 			if (!same_remote(&f->remote, &w->remote))
 				return fg_err_set(err, FG_EMISMATCH,
 						  "--locked: %s: %s changed on the remote since the lock (%s)",
 						  c->key, w->rel,
-						  w->remote.xet_hash ? "xetHash differs" : "commit or oid differs");
+						  w->remote.xet_hash ? "xetHash differs" :
+						  w->remote.url ? "URL, ETag or Last-Modified differs" :
+								  "commit or oid differs");
+			if (w->local_path) {
+				/* a local file has no remote identity: its bytes are the identity */
+				char hex[FG_SHA256_HEX_LEN + 1];
+				unsigned long long size;
+				int rc = fg_store_hash_file(w->local_path, hex, &size, err);
+
+				if (rc)
+					return fg_err_wrap(err, "--locked: %s", w->what);
+				if (strcmp(hex, f->sha256))
+					return fg_err_set(err, FG_EMISMATCH,
+							  "--locked: %s: %s changed on disk since the lock (sha256 %s, lock has %s)",
+							  c->key, w->rel, hex, f->sha256);
+			}
 		}
 		if (seen != c->n_files)
 			return fg_err_set(err, FG_EMISMATCH,
@@ -348,6 +611,63 @@ static int compare_with_lock(const struct plan *p, const struct fg_lock_manifest
 					  c->n_files, seen);
 	}
 	return 0;
+}
+
+/* --locked, plain URLs whose server gives neither ETag nor Last-Modified:
+ * nothing but the bytes can show a change, so they are fetched again and
+ * hashed. A changed file's new blob is not kept. */
+static int check_unvalidated(struct fg_pull_report *rep, const struct plan *p, struct fg_store *st,
+			     struct fg_http *h, const struct fg_pull_opts *o, struct fg_err *err)
+{
+	struct fg_fetch_item *items = calloc(p->n ? p->n : 1, sizeof(*items));
+	struct fg_fetch_stats fs;
+	struct fg_fetch_opts fo;
+	size_t i, n = 0;
+	int rc = 0;
+
+	if (!items)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	for (i = 0; i < p->n; i++) {
+		const struct want *w = &p->w[i];
+
+		if (!w->no_auth || w->remote.etag || w->remote.last_modified)
+			continue;
+		items[n].url = w->url;
+		items[n].what = w->what;
+		items[n].size = w->size;
+		items[n].identity = w->identity;
+		items[n].resume_key = w->expect; /* its own partial key, not the blob's */
+		items[n].no_auth = 1;
+		items[n].no_ranges = w->no_ranges;
+		n++;
+	}
+	if (n) {
+		memset(&fo, 0, sizeof(fo));
+		fo.jobs = o->jobs;
+		fo.chunk = o->chunk;
+		rc = fg_fetch_run(&fs, st, h, items, n, &fo, err);
+		if (!rc)
+			rep->fetch.bytes_net += fs.bytes_net;
+	}
+	for (i = 0, n = 0; !rc && i < p->n; i++) {
+		const struct want *w = &p->w[i];
+
+		if (!w->no_auth || w->remote.etag || w->remote.last_modified)
+			continue;
+		if (strcmp(items[n].sha256, w->expect)) {
+			struct fg_buf path = FG_BUF_INIT;
+
+			if (!items[n].present && !fg_store_blob_path(&path, st, items[n].sha256, NULL))
+				unlink(path.data);
+			fg_buf_release(&path);
+			rc = fg_err_set(err, FG_EMISMATCH,
+					"--locked: %s: %s changed on the remote since the lock (sha256 %s, lock has %s)",
+					p->w[i].what, w->url, items[n].sha256, w->expect);
+		}
+		n++;
+	}
+	free(items);
+	return rc;
 }
 
 /* Removes blobs this run added for component ci (pin failure). */
@@ -414,6 +734,10 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 				break;
 		if (!rc && i < p.n && !offline)
 			rc = open_http(&h, env, o, err);
+		/* a plain URL to fetch again: does its server still serve ranges? */
+		for (ci = 0; !rc && h && i < p.n && ci < p.n; ci++)
+			if (p.w[ci].no_auth && !fg_store_has(st, p.w[ci].expect))
+				rc = probe_url(&p.w[ci], h, p.w[ci].url, 1, err);
 		if (!rc && i == p.n) {
 			/* everything is in the store: nothing to fetch, no socket */
 			for (i = 0; i < p.n; i++)
@@ -450,8 +774,14 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 		case FG_REF_MODEL:
 			rc = plan_model(&listed, ci, mc, h, env, &commits[ci], err);
 			break;
+		case FG_REF_HTTPS:
+			rc = plan_url(&listed, ci, mc, h, err);
+			break;
+		case FG_REF_FILE:
+			rc = plan_file(&listed, ci, mc, err);
+			break;
 		default:
-			rc = fg_err_set(err, FG_EUNSUPPORTED, "%s: %s references are not fetched yet",
+			rc = fg_err_set(err, FG_EUNSUPPORTED, "%s: %s references are not supported",
 					mc->key, fg_ref_kind_name(mc->ref->kind));
 		}
 	}
@@ -469,8 +799,17 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 		}
 		if (!rc)
 			rc = plan_from_lock(&p, old, m, env, err);
+		for (i = 0; !rc && i < p.n; i++) {
+			size_t k;
+
+			for (k = 0; k < listed.n; k++)
+				if (listed.w[k].comp == p.w[i].comp && !strcmp(listed.w[k].rel, p.w[i].rel))
+					p.w[i].no_ranges = listed.w[k].no_ranges;
+		}
 		if (!rc)
 			rc = fetch_plan(rep, &p, st, h, o, &items, err);
+		if (!rc)
+			rc = check_unvalidated(rep, &p, st, h, o, err);
 		for (ci = 0; !rc && ci < old->n_components; ci++)
 			rc = fg_lock_check_pins(old->components[ci], err);
 		lm = old;
@@ -483,7 +822,8 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 		const struct fg_lock_file *f = c ? fg_lock_find_file(c, w->rel) : NULL;
 
 		if (!w->expect[0] && f && f->size == w->size && same_remote(&f->remote, &w->remote) &&
-		    (w->remote.xet_hash || w->remote.oid))
+		    (w->remote.xet_hash || w->remote.oid ||
+		     (w->remote.etag && strncmp(w->remote.etag, "W/", 2))))
 			memcpy(w->expect, f->sha256, sizeof(w->expect));
 	}
 	rc = fetch_plan(rep, &listed, st, h, o, &items, err);

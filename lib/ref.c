@@ -618,3 +618,35 @@ int fg_url_model_resolve(struct fg_buf *out, const char *endpoint, const struct 
 		rc = fg_buf_putc(out, '/', err);
 	return rc ? rc : fg_url_encode_path(out, path, err);
 }
+
+int fg_url_file_name(struct fg_buf *out, const char *url, struct fg_err *err)
+{
+	const char *p = strstr(url, "://"), *end, *seg;
+	char *raw, *name;
+	int rc;
+
+	if (!p)
+		return fg_err_set(err, FG_EINVAL, "%s: not a URL", url);
+	p += 3;
+	end = p + strcspn(p, "?#");
+	seg = end;
+	while (seg > p && seg[-1] != '/')
+		seg--;
+	if (seg == p) /* no '/' after the host: no path at all */
+		return fg_err_set(err, FG_EINVAL, "%s: the URL names no file", url);
+	raw = malloc((size_t)(end - seg) + 1);
+	if (!raw)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	memcpy(raw, seg, (size_t)(end - seg));
+	raw[end - seg] = '\0';
+	name = pct_decode(raw);
+	free(raw);
+	if (!name)
+		return fg_err_set(err, FG_EINVAL, "%s: bad percent-escape in the file name", url);
+	if (!*name || strchr(name, '/') || !fg_path_is_safe_rel(name))
+		rc = fg_err_set(err, FG_EINVAL, "%s: the URL names no usable file name", url);
+	else
+		rc = fg_buf_puts(out, name, err);
+	free(name);
+	return rc;
+}

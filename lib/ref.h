@@ -78,6 +78,12 @@ int fg_url_encode_segment(struct fg_buf *out, const char *seg, struct fg_err *er
  * no http(s) scheme or host. */
 int fg_url_origin(struct fg_buf *out, const char *url, struct fg_err *err);
 
+/* Appends the file name an http(s) URL names: its last path segment,
+ * percent-decoded, query and fragment dropped. FG_EINVAL when there is none
+ * or it is not a safe file name ("", ".", "..", a '/' or control character
+ * once decoded). */
+int fg_url_file_name(struct fg_buf *out, const char *url, struct fg_err *err);
+
 /* The Hub settings from the environment, read once by fg_hub_env_load:
  *   HF_ENDPOINT     default https://huggingface.co (trailing '/' removed)
  *   HF_TOKEN        may be unset (public buckets need none)

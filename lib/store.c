@@ -413,16 +413,22 @@ int fg_store_commit_ex(struct fg_store *st, const char *tmp_path, const char *ac
 }
 
 static int hash_path(const char *path, char *buf, char out_hex[FG_SHA256_HEX_LEN + 1],
-		     unsigned long long *size, int outfd, struct fg_err *err)
+		     unsigned long long *size, int outfd, int regular, struct fg_err *err)
 {
 	struct fg_sha256 *h = NULL;
 	uint8_t d[FG_SHA256_LEN];
+	struct stat sb;
 	int fd, rc;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* regular: no symlink, and O_NONBLOCK so a FIFO cannot hang the open */
+	fd = open(path, O_RDONLY | O_CLOEXEC | (regular ? O_NOFOLLOW | O_NONBLOCK : 0));
 	if (fd < 0)
-		return fg_err_set(err, errno == ENOENT ? FG_ENOTFOUND : FG_EIO, "open %s: %s", path,
-				  strerror(errno));
+		return fg_err_set(err, errno == ENOENT ? FG_ENOTFOUND : FG_EINVAL, "open %s: %s", path,
+				  errno == ELOOP ? "a symlink, not a regular file" : strerror(errno));
+	if (regular && (fstat(fd, &sb) || !S_ISREG(sb.st_mode))) {
+		close(fd);
+		return fg_err_set(err, FG_EINVAL, "%s: not a regular file", path);
+	}
 	rc = fg_sha256_new(&h, err);
 	if (!rc)
 		rc = fg_sha256_fd(h, fd, buf, HASH_CHUNK, outfd, size, path, err);
@@ -443,13 +449,20 @@ int fg_store_hash_file(const char *path, char out_hex[FG_SHA256_HEX_LEN + 1],
 
 	if (!buf)
 		return oom(err);
-	rc = hash_path(path, buf, out_hex, size, -1, err);
+	rc = hash_path(path, buf, out_hex, size, -1, 0, err);
 	free(buf);
 	return rc;
 }
 
 int fg_store_import(struct fg_store *st, const char *src, const char *expected_hex,
 		    char out_hex[FG_SHA256_HEX_LEN + 1], struct fg_err *err)
+{
+	return fg_store_import_ex(st, src, expected_hex, 0, out_hex, NULL, NULL, err);
+}
+
+int fg_store_import_ex(struct fg_store *st, const char *src, const char *expected_hex, int flags,
+		       char out_hex[FG_SHA256_HEX_LEN + 1], unsigned long long *size,
+		       int *was_present, struct fg_err *err)
 {
 	struct fg_buf tmp = FG_BUF_INIT;
 	char hex[FG_SHA256_HEX_LEN + 1];
@@ -465,10 +478,12 @@ int fg_store_import(struct fg_store *st, const char *src, const char *expected_h
 			rc = fg_err_set(err, FG_EIO, "create %s: %s", tmp.data, strerror(errno));
 	}
 	if (!rc)
-		rc = hash_path(src, buf, hex, NULL, fd, err);
+		rc = hash_path(src, buf, hex, size, fd, (flags & FG_STORE_IMPORT_REGULAR) != 0, err);
 	if (fd >= 0 && close(fd) && !rc)
 		rc = fg_err_set(err, FG_EIO, "close %s: %s", tmp.data, strerror(errno));
 	if (!rc) {
+		if (was_present)
+			*was_present = fg_store_has(st, hex);
 		rc = fg_store_commit(st, tmp.data, hex, expected_hex, err);
 		if (rc == FG_EHASH)
 			fg_err_wrap(err, "%s", src);
@@ -940,7 +955,7 @@ static void *verify_worker(void *arg)
 		hex = j->bl->hex[i];
 		rc = fg_store_blob_path(&p, j->st, hex, &err);
 		if (!rc)
-			rc = hash_path(p.data, buf, got, &size, -1, &err);
+			rc = hash_path(p.data, buf, got, &size, -1, 0, &err);
 		fg_buf_release(&p);
 		if (rc == FG_ENOTFOUND) {
 			if (!j->count_missing)

@@ -87,6 +87,14 @@ int fg_store_sync(struct fg_store *st, struct fg_err *err);
  * to out_hex. When expected_hex is given and differs: FG_EHASH, nothing kept. */
 int fg_store_import(struct fg_store *st, const char *src, const char *expected_hex,
 		    char out_hex[FG_SHA256_HEX_LEN + 1], struct fg_err *err);
+/* fg_store_import with flags, the size hashed (may be NULL) and whether the
+ * blob was in the store already (may be NULL). FG_STORE_IMPORT_REGULAR
+ * refuses anything but a regular file (a symlink, FIFO, device) with FG_EINVAL
+ * and never blocks opening it: what file:// components are read with. */
+#define FG_STORE_IMPORT_REGULAR 1
+int fg_store_import_ex(struct fg_store *st, const char *src, const char *expected_hex, int flags,
+		       char out_hex[FG_SHA256_HEX_LEN + 1], unsigned long long *size,
+		       int *was_present, struct fg_err *err);
 
 /* Per-blob lock that holds across processes, also where flock is a no-op
  * (NFS): locks/<key>.lock is created O_CREAT|O_EXCL holding

@@ -199,6 +199,15 @@ static void test_urls(void)
 	fg_buf_reset(&b);
 	fg_url_encode_segment(&b, "a/b c~", NULL);
 	is_str(b.data, "a%2Fb%20c~", "encode: segment");
+	fg_buf_reset(&b);
+	fg_url_file_name(&b, "https://w.example/a/vllm-0.22%2Bg3.whl?x=1#sha256=ab", NULL);
+	is_str(b.data, "vllm-0.22+g3.whl", "file name: last segment decoded, query and fragment dropped");
+	fg_buf_reset(&b);
+	ok(fg_url_file_name(&b, "https://w.example", &err) == FG_EINVAL, "file name: none without a path");
+	ok(fg_url_file_name(&b, "https://w.example/dir/", &err) == FG_EINVAL, "file name: none for a folder");
+	ok(fg_url_file_name(&b, "https://w.example/a%2Fb", &err) == FG_EINVAL, "file name: no '/' once decoded");
+	ok(fg_url_file_name(&b, "https://w.example/..", &err) == FG_EINVAL, "file name: not ..");
+	ok(fg_url_file_name(&b, "https://w.example/a%00b", &err) == FG_EINVAL, "file name: no NUL");
 	fg_buf_release(&b);
 	fg_ref_free(bk);
 	fg_ref_free(m);

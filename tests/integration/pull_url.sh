@@ -1,0 +1,210 @@
+#!/bin/sh
+# pull_url.sh - components given as plain URLs and local files: nginx over
+# real TLS on loopback (a CA and a server certificate made here by openssl,
+# trusted through CURL_CA_BUNDLE / SSL_CERT_FILE), plain http, a small server
+# that gives neither ETag, Last-Modified nor ranges, and file:// files and
+# folders. Checks ranges in parallel, no token sent, the lock entry, --locked
+# noticing a change, pin mismatches leaving nothing behind, and one-line errors.
+. "$(dirname "$0")/../lib.sh"
+[ -x /usr/bin/python3 ] && PATH=/usr/bin:$PATH && export PATH
+www=$WORK/www
+mkdir -p "$www/w" "$WORK/ngx/tmp" "$WORK/local/tree/sub"
+python3 - "$www" "$WORK/local" <<'PY'
+import os, random, sys
+r = random.Random(3)
+www, loc = sys.argv[1:3]
+blk = r.randbytes(1 << 20)
+with open(os.path.join(www, 'w/model+v1.safetensors'), 'wb') as f:  # 24 MiB: 6 ranges of 4 MiB
+    for i in range(24):
+        f.write(blk[i:] + blk[:i])
+with open(os.path.join(www, 'w/tok.json'), 'w') as f:
+    f.write('{"vocab": 3}\n')
+with open(os.path.join(loc, 'single.bin'), 'wb') as f:
+    f.write(r.randbytes(300000))
+for i in range(5):
+    with open(os.path.join(loc, 'tree/sub' if i % 2 else 'tree', 'f%d.txt' % i), 'w') as f:
+        f.write('file %d\n' % i * (i + 1))
+PY
+big=$www/w/model+v1.safetensors
+big_sha=$(sha256sum "$big" | cut -d' ' -f1)
+
+# a CA and a certificate for 127.0.0.1 signed by it
+( cd "$WORK" &&
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=fgpack-test-ca \
+	-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign >/dev/null 2>&1 &&
+  openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=127.0.0.1 >/dev/null 2>&1 &&
+  printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >srv.ext &&
+  openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 2 \
+	-extfile srv.ext >/dev/null 2>&1 ) || { not_ok "openssl makes a CA and a certificate"; finish; exit 1; }
+
+tls=$(free_port); plain=$(free_port); bare=$(free_port)
+cat >"$WORK/ngx/nginx.conf" <<EOF
+worker_processes 1;
+daemon on;
+pid $WORK/ngx/nginx.pid;
+error_log $WORK/ngx/error.log warn;
+events { worker_connections 64; }
+http {
+    default_type application/octet-stream;
+    log_format fg '\$server_port \$request_method \$request_uri \$status \$body_bytes_sent "\$http_range" auth=\$http_authorization';
+    access_log $WORK/ngx/access.log fg;
+    client_body_temp_path $WORK/ngx/tmp/body;
+    proxy_temp_path $WORK/ngx/tmp/proxy;
+    fastcgi_temp_path $WORK/ngx/tmp/fastcgi;
+    uwsgi_temp_path $WORK/ngx/tmp/uwsgi;
+    scgi_temp_path $WORK/ngx/tmp/scgi;
+    server {
+        listen 127.0.0.1:$tls ssl;
+        ssl_certificate $WORK/srv.pem;
+        ssl_certificate_key $WORK/srv.key;
+        root $www;
+        location /moved/ { rewrite ^/moved/(.*)$ /w/\$1 redirect; }
+    }
+    server {
+        listen 127.0.0.1:$plain;
+        root $www;
+        etag off;
+    }
+}
+EOF
+if [ "$(id -u)" -eq 0 ]; then
+	nginx -p "$WORK/ngx" -c "$WORK/ngx/nginx.conf" -e "$WORK/ngx/error.log" -g 'user root;'
+else
+	nginx -p "$WORK/ngx" -c "$WORK/ngx/nginx.conf" -e "$WORK/ngx/error.log"
+fi
+at_exit "kill \$(cat $WORK/ngx/nginx.pid) 2>/dev/null"
+# a server with neither ETag, Last-Modified nor ranges
+python3 - "$www" "$bare" >"$WORK/bare.log" 2>&1 <<'PY' &
+import os, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+root, port = sys.argv[1], int(sys.argv[2])
+class H(BaseHTTPRequestHandler):
+    protocol_version = 'HTTP/1.1'
+    def answer(self, body):
+        p = os.path.join(root, self.path.lstrip('/'))
+        if not os.path.isfile(p):
+            self.send_response(404); self.send_header('Content-Length', '0'); self.end_headers(); return
+        data = open(p, 'rb').read()
+        self.send_response(200)
+        self.send_header('Content-Length', str(len(data)))
+        self.end_headers()
+        if body:
+            self.wfile.write(data)
+        sys.stdout.write('%s %s %d auth=%s\n' % (self.command, self.path, len(data) if body else 0,
+                                                 self.headers.get('Authorization', '')))
+        sys.stdout.flush()
+    def do_HEAD(self): self.answer(False)
+    def do_GET(self): self.answer(True)
+    def log_message(self, *a): pass
+ThreadingHTTPServer(('127.0.0.1', port), H).serve_forever()
+PY
+at_exit "kill $! 2>/dev/null"
+wait_port "$tls" && wait_port "$plain" && wait_port "$bare" || { not_ok "servers start"; cat "$WORK/ngx/error.log"; finish; exit 1; }
+log=$WORK/ngx/access.log
+# the token must reach none of these, even one that is the Hub endpoint itself
+export HF_TOKEN=hf_secret_token HF_ENDPOINT="https://127.0.0.1:$tls" FGPACK_HOME="$WORK/store" FGPACK_CHUNK=4194304
+unset HF_HUB_OFFLINE CURL_CA_BUNDLE SSL_CERT_FILE SSL_CERT_DIR
+man() { # man FILE KEY=VALUE... : a manifest with these env entries
+	f=$1; shift
+	printf '{"name": "u", "env": {' >"$f"; sep=""
+	for kv in "$@"; do printf '%s"%s": "%s"' "$sep" "${kv%%=*}" "${kv#*=}" >>"$f"; sep=", "; done
+	printf '}}\n' >>"$f"
+}
+U="https://127.0.0.1:$tls/w/model%2Bv1.safetensors"
+man "$WORK/tls.json" "WEIGHTS_BUCKET=$U" LOCAL_MODEL_DIR=/tmp/u/model "WEIGHTS_SHA256=$big_sha"
+
+check_fails "https without trusting the test CA fails" "$FGPACK" pull "$WORK/tls.json" --lock "$WORK/tls.lock"
+check_grep "the failure says why" 'certificate|SSL' "$WORK/.out"
+n=$(wc -l <"$WORK/.out")
+[ "$n" -eq 1 ] && ok "the failure is one line" || not_ok "the failure is one line (got $n)"
+if [ -z "$(find "$WORK/store/blobs" -type f 2>/dev/null)" ] && [ ! -e "$WORK/tls.lock" ]; then ok "nothing kept after the TLS failure"; else not_ok "nothing kept after the TLS failure"; fi
+
+check "https pull with CURL_CA_BUNDLE" env CURL_CA_BUNDLE="$WORK/ca.pem" "$FGPACK" pull "$WORK/tls.json" --lock "$WORK/tls.lock" --into "$WORK/out" -j 4
+check "https file materialized intact (name percent-decoded)" cmp "$big" "$WORK/out/tmp/u/model/model+v1.safetensors"
+r=$(grep -c "^$tls GET /w/model%2Bv1.safetensors 206 " "$log")
+[ "$r" -ge 6 ] && ok "fetched as $r parallel ranges" || not_ok "fetched as parallel ranges (got $r range answers)"
+if grep -q "hf_secret_token" "$log"; then not_ok "no token sent to a plain URL"; else ok "no token sent to a plain URL"; fi
+check_grep "lock: kind https" '"kind": "https"' "$WORK/tls.lock"
+check_grep "lock: sha256 computed" "\"sha256\": \"$big_sha\"" "$WORK/tls.lock"
+check_grep "lock: url" "\"url\": \"$U\"" "$WORK/tls.lock"
+check_grep "lock: etag" '"etag": "\\"[0-9a-f]+-[0-9a-f]+\\""' "$WORK/tls.lock"
+check_grep "lock: last_modified" '"last_modified": "[A-Z][a-z][a-z], ' "$WORK/tls.lock"
+check_grep "lock: size" '"size": 25165824' "$WORK/tls.lock"
+check_grep "lock: owner is the host" "\"owner\": \"127.0.0.1:$tls\"" "$WORK/tls.lock"
+check "SSL_CERT_FILE is honoured too; --locked passes while unchanged" env SSL_CERT_FILE="$WORK/ca.pem" "$FGPACK" pull "$WORK/tls.json" --lock "$WORK/tls.lock" --locked
+check "lock written again is the same bytes" env CURL_CA_BUNDLE="$WORK/ca.pem" "$FGPACK" lock "$WORK/tls.json" -o "$WORK/tls2.lock"
+check "same bytes" cmp "$WORK/tls.lock" "$WORK/tls2.lock"
+lines=$(wc -l <"$log")
+check "no-op re-pull offline" env HF_HUB_OFFLINE=1 "$FGPACK" pull "$WORK/tls.json" --lock "$WORK/tls.lock" --into "$WORK/out"
+[ "$(wc -l <"$log")" -eq "$lines" ] && ok "offline re-pull made no request" || not_ok "offline re-pull made no request"
+# the pull through a redirect (same host) works and the lock keeps the URL as written
+man "$WORK/moved.json" "WEIGHTS_BUCKET=https://127.0.0.1:$tls/moved/tok.json"
+check "https redirect followed" env CURL_CA_BUNDLE="$WORK/ca.pem" "$FGPACK" pull "$WORK/moved.json" --lock "$WORK/moved.lock" --into "$WORK/mv"
+check "redirected file intact" cmp "$www/w/tok.json" "$WORK/mv/_components/WEIGHTS_BUCKET/tok.json"
+
+# content changes with the same size: the ETag moves, --locked must notice
+cp "$big" "$WORK/big.orig"
+python3 -c "import sys; f=open(sys.argv[1],'r+b'); f.seek(100); f.write(b'CHANGED'); f.close()" "$big"
+touch -d '2030-01-01' "$big"
+cp "$WORK/tls.lock" "$WORK/tls.before"
+check_exit "--locked after the URL's content changed fails" 3 env CURL_CA_BUNDLE="$WORK/ca.pem" "$FGPACK" pull "$WORK/tls.json" --lock "$WORK/tls.lock" --locked
+check_grep "--locked names what changed" 'WEIGHTS_BUCKET: model\+v1.safetensors changed on the remote.*ETag' "$WORK/.out"
+check "--locked left the lock alone" cmp "$WORK/tls.lock" "$WORK/tls.before"
+# the pin no longer matches: nothing behind
+new_sha=$(sha256sum "$big" | cut -d' ' -f1)
+check_exit "pull against a failing pin fails" 3 env CURL_CA_BUNDLE="$WORK/ca.pem" "$FGPACK" pull "$WORK/tls.json" --lock "$WORK/pin.lock" --into "$WORK/pin"
+check_grep "pin mismatch names file, expected and actual" "model\+v1.safetensors: expected sha256 $big_sha \(WEIGHTS_SHA256\), got $new_sha" "$WORK/.out"
+if [ -z "$(find "$WORK/store/blobs" -name "$new_sha")" ] && [ ! -e "$WORK/pin.lock" ] && [ ! -e "$WORK/pin" ] &&
+   [ -z "$(ls "$WORK/store/partial" 2>/dev/null)" ]; then ok "pin mismatch left nothing behind"; else not_ok "pin mismatch left nothing behind"; fi
+cp "$WORK/big.orig" "$big"
+
+# plain http: Last-Modified but no ETag
+man "$WORK/plain.json" "KEEPSET_BUCKET=http://127.0.0.1:$plain/w/tok.json"
+check "http pull" "$FGPACK" pull "$WORK/plain.json" --lock "$WORK/plain.lock" --into "$WORK/pl"
+check "http file intact" cmp "$www/w/tok.json" "$WORK/pl/_components/KEEPSET_BUCKET/tok.json"
+check_grep "http lock has last_modified" '"last_modified"' "$WORK/plain.lock"
+if grep -q '"etag"' "$WORK/plain.lock"; then not_ok "http lock has no etag (server sent none)"; else ok "http lock has no etag (server sent none)"; fi
+
+# neither validator nor ranges: one request, and --locked compares the bytes
+man "$WORK/bare.json" "WEIGHTS_BUCKET=http://127.0.0.1:$bare/w/model+v1.safetensors"
+check "pull from a server without ranges or validators" "$FGPACK" pull "$WORK/bare.json" --lock "$WORK/bare.lock" --into "$WORK/bare"
+check "its file is intact" cmp "$big" "$WORK/bare/_components/WEIGHTS_BUCKET/model+v1.safetensors"
+n=$(grep -c '^GET ' "$WORK/bare.log")
+[ "$n" -eq 1 ] && ok "one GET for the whole file" || not_ok "one GET for the whole file (got $n)"
+if grep -q "hf_secret" "$WORK/bare.log"; then not_ok "no token to the bare server"; else ok "no token to the bare server"; fi
+check "--locked passes while the bytes are the same" "$FGPACK" pull "$WORK/bare.json" --lock "$WORK/bare.lock" --locked
+python3 -c "import sys; f=open(sys.argv[1],'r+b'); f.seek(7); f.write(b'Z'); f.close()" "$big"
+new_sha=$(sha256sum "$big" | cut -d' ' -f1)
+check_exit "--locked notices changed bytes without validators" 3 "$FGPACK" pull "$WORK/bare.json" --lock "$WORK/bare.lock" --locked
+check_grep "and says so" 'changed on the remote since the lock \(sha256' "$WORK/.out"
+if [ -z "$(find "$WORK/store/blobs" -name "$new_sha")" ]; then ok "the changed bytes are not kept"; else not_ok "the changed bytes are not kept"; fi
+cp "$WORK/big.orig" "$big"
+
+# file://: one file and a folder, read locally
+man "$WORK/file.json" "WEIGHTS_BUCKET=file://$WORK/local/tree" LOCAL_MODEL_DIR=/tmp/f/model "DRAFTER_BUCKET=file://$WORK/local/single.bin"
+check "file:// pull" "$FGPACK" pull "$WORK/file.json" --lock "$WORK/file.lock" --into "$WORK/fo"
+check "file:// folder materialized" diff -r "$WORK/local/tree" "$WORK/fo/tmp/f/model"
+check "file:// single file materialized" cmp "$WORK/local/single.bin" "$WORK/fo/_components/DRAFTER_BUCKET/single.bin"
+check_grep "lock: kind file" '"kind": "file"' "$WORK/file.lock"
+n=$(grep -c '"path"' "$WORK/file.lock")
+[ "$n" -eq 6 ] && ok "lock lists 6 local files" || not_ok "lock lists 6 local files (got $n)"
+check "file:// --locked passes while unchanged" "$FGPACK" pull "$WORK/file.json" --lock "$WORK/file.lock" --locked
+python3 -c "import sys; f=open(sys.argv[1],'r+b'); f.write(b'F'); f.close()" "$WORK/local/tree/sub/f1.txt"  # same size
+check_exit "file:// --locked notices a changed file" 3 "$FGPACK" pull "$WORK/file.json" --lock "$WORK/file.lock" --locked
+check_grep "and names it" 'sub/f1.txt changed on disk since the lock' "$WORK/.out"
+ln -s /etc/passwd "$WORK/local/tree/link"
+check_fails "file:// folder with a symlink is refused" "$FGPACK" pull "$WORK/file.json" --lock "$WORK/file2.lock"
+check_grep "naming it, in one line" '^fgpack pull: .*tree/link: a symlink; file:// takes regular files only$' "$WORK/.out"
+rm "$WORK/local/tree/link"
+mkfifo "$WORK/local/fifo"
+man "$WORK/fifo.json" "WEIGHTS_BUCKET=file://$WORK/local/fifo"
+check_fails "file:// FIFO is refused (and does not hang)" timeout 20 "$FGPACK" pull "$WORK/fifo.json" --lock "$WORK/fifo.lock"
+check_grep "not a regular file" 'not a regular file' "$WORK/.out"
+man "$WORK/fpin.json" "DRAFTER_BUCKET=file://$WORK/local/single.bin" "DRAFTER_SHA256=$big_sha"
+check_exit "file:// pin mismatch fails" 3 env FGPACK_HOME="$WORK/store3" "$FGPACK" pull "$WORK/fpin.json" --lock "$WORK/fpin.lock" --into "$WORK/fpin"
+if [ -z "$(find "$WORK/store3/blobs" -type f)" ] && [ ! -e "$WORK/fpin.lock" ] && [ ! -e "$WORK/fpin" ] &&
+   [ -z "$(ls "$WORK/store3/tmp" 2>/dev/null)" ]; then ok "file:// pin mismatch left nothing behind"; else not_ok "file:// pin mismatch left nothing behind"; fi
+man "$WORK/bad.json" "WEIGHTS_BUCKET=https://127.0.0.1:$tls/"
+check_fails "a URL naming no file is refused" "$FGPACK" pull "$WORK/bad.json" --lock "$WORK/bad.lock"
+check_grep "in one line" '^fgpack pull: WEIGHTS_BUCKET: https://.*names no (usable )?file( name)?$' "$WORK/.out"
+finish
