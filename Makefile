@@ -6,8 +6,7 @@ BUILD   ?= build
 OPT     ?= -O2
 BUILD_ID := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 WARN    := -Wall -Wextra -Wshadow -Werror
-CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g $(WARN) -Ilib -I. -MMD -MP \
-           -DFG_BUILD_ID='"$(BUILD_ID)"' $(EXTRA_CFLAGS)
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g $(WARN) -Ilib -I. -MMD -MP $(EXTRA_CFLAGS)
 LDLIBS  += -lcurl -lcrypto -larchive -lcjson -lzstd -lmicrohttpd -lpthread -lm
 LDFLAGS += $(EXTRA_LDFLAGS)
 
@@ -46,6 +45,16 @@ $(LIBFG): $(OBJ_LIB)
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
+
+# The build id is compiled into lib/version.o alone; the stamp file changes
+# only when the id does, so version.o (and what links it) rebuilds then.
+$(BUILD)/build_id.stamp: FORCE
+	@mkdir -p $(@D)
+	@[ "$$(cat $@ 2>/dev/null)" = '$(BUILD_ID)' ] || echo '$(BUILD_ID)' > $@
+$(BUILD)/lib/version.o: CFLAGS += -DFG_BUILD_ID='"$(BUILD_ID)"'
+$(BUILD)/lib/version.o: $(BUILD)/build_id.stamp
+.PHONY: FORCE
+FORCE:
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIBFG) $(KERNEL_OBJS) tests/unit/tap.h
 	@mkdir -p $(@D)

@@ -122,7 +122,7 @@ int cmd_audit(int argc, char **argv)
 	if (!rc && json)
 		rc = fg_audit_json(&out, a, &err);
 	else if (!rc && cdx)
-		rc = fg_audit_cyclonedx(&out, a, FG_BUILD_ID, &err);
+		rc = fg_audit_cyclonedx(&out, a, fg_build_id, &err);
 	if (!rc) {
 		if (json || cdx)
 			fputs(out.data, stdout);

@@ -636,7 +636,7 @@ int cmd_pack(int argc, char **argv)
 	engine = cJSON_AddObjectToObject(meta, "engine");
 	cJSON_AddStringToObject(engine, "path", "engine/fgpack");
 	cJSON_AddStringToObject(engine, "version", FG_VERSION);
-	cJSON_AddStringToObject(engine, "build", FG_BUILD_ID);
+	cJSON_AddStringToObject(engine, "build", fg_build_id);
 	archs = cJSON_AddArrayToObject(engine, "gpu_archs");
 #if !defined(FG_CUDA_ARCHS) && defined(FG_HAVE_CUDA)
 /* kernels/kernels.mk builds sm_86 and sm_90 (plus sm_90 PTX) by default */

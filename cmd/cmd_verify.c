@@ -156,7 +156,12 @@ int cmd_verify(int argc, char **argv)
 	if (!sum)
 		return FG_EXIT_FAIL;
 	cJSON_AddNumberToObject(sum, "schema", 1);
-	cJSON_AddStringToObject(sum, "tool", "fgpack " FG_VERSION " (build " FG_BUILD_ID ")");
+	{
+		char tool[160];
+
+		snprintf(tool, sizeof tool, "fgpack %s (build %s)", FG_VERSION, fg_build_id);
+		cJSON_AddStringToObject(sum, "tool", tool);
+	}
 
 	if (o.no_replay) {
 		rc = fg_bundle_scan(&b, o.bundle, &err);

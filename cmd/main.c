@@ -86,7 +86,7 @@ int main(int argc, char **argv)
 		return FG_EXIT_OK;
 	}
 	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
-		printf("fgpack %s (build %s)\n", FG_VERSION, FG_BUILD_ID);
+		printf("fgpack %s (build %s)\n", FG_VERSION, fg_build_id);
 		return FG_EXIT_OK;
 	}
 	for (i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {

@@ -91,7 +91,7 @@ int fg_golden_device(cJSON **out, const struct fg_engine *e, struct fg_err *err)
 		/* the GPU path: its description names the model, SMs, driver, CUDA */
 		if (!cJSON_AddStringToObject(d, "kind", "cuda") ||
 		    !cJSON_AddStringToObject(d, "gpu", fg_engine_device(e)) ||
-		    !cJSON_AddStringToObject(d, "engine_build", FG_BUILD_ID)) {
+		    !cJSON_AddStringToObject(d, "engine_build", fg_build_id)) {
 			cJSON_Delete(d);
 			return fg_err_set(err, FG_ENOMEM, "out of memory");
 		}
@@ -103,7 +103,7 @@ int fg_golden_device(cJSON **out, const struct fg_engine *e, struct fg_err *err)
 		snprintf(u.machine, sizeof(u.machine), "unknown");
 	if (!cJSON_AddStringToObject(d, "kind", "cpu") || !cJSON_AddStringToObject(d, "cpu", model) ||
 	    !cJSON_AddStringToObject(d, "arch", u.machine) ||
-	    !cJSON_AddStringToObject(d, "engine_build", FG_BUILD_ID)) {
+	    !cJSON_AddStringToObject(d, "engine_build", fg_build_id)) {
 		cJSON_Delete(d);
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	}

@@ -72,7 +72,7 @@ int fg_prov_statement(cJSON **out, const struct fg_prov *p, struct fg_err *err)
 	    !cJSON_AddStringToObject(b, "id", FG_PROV_BUILDER_ID) ||
 	    !(ver = cJSON_AddObjectToObject(b, "version")) ||
 	    !cJSON_AddStringToObject(ver, "fgpack", FG_VERSION) ||
-	    !cJSON_AddStringToObject(ver, "build", FG_BUILD_ID) ||
+	    !cJSON_AddStringToObject(ver, "build", fg_build_id) ||
 	    !(md = cJSON_AddObjectToObject(rd, "metadata"))) {
 		cJSON_Delete(st);
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
