@@ -22,13 +22,17 @@ static void usage(FILE *f, int is_lock)
 {
 	if (is_lock)
 		fprintf(f,
-			"usage: fgpack lock MANIFEST [-o FILE] [-j N] [--json] [--store DIR]\n\n"
+			"usage: fgpack lock MANIFEST [-o FILE] [-j N] [--deps] [--json] [--store DIR]\n\n"
 			"Resolves every component of MANIFEST (bucket folders, model repos) on the Hub,\n"
 			"fetches and sha256-hashes every file into the store, checks the manifest's pins,\n"
 			"and writes the manifest's entry into the lock file (other entries are kept).\n"
-			"The bytes are deterministic: the same remote content gives the same lock.\n\n"
+			"The bytes are deterministic: the same remote content gives the same lock.\n"
+			"The manifest's Python dependencies are recorded, classified (url, pin,\n"
+			"unpinned); unpinned ones are warned about.\n\n"
 			"options:\n"
 			"  -o, --lock FILE  the lock file (default buckets.lock)\n"
+			"  --deps           also fetch the http(s) URL dependencies (wheels) and\n"
+			"                   record their sha256 and size\n"
 			"  -j N             concurrent transfers (default 8)\n"
 			"  --json           print a JSON summary (schema 1) on stdout\n"
 			"  --store DIR      the store (default $FGPACK_HOME, $XDG_CACHE_HOME/fgpack,\n"
@@ -36,11 +40,13 @@ static void usage(FILE *f, int is_lock)
 	else
 		fprintf(f,
 			"usage: fgpack pull MANIFEST [--into DIR] [--locked] [--offline] [-j N]\n"
-			"                   [--json] [--lock FILE] [--store DIR]\n\n"
+			"                   [--deps] [--json] [--lock FILE] [--store DIR]\n\n"
 			"Locks MANIFEST (unless the lock already has an up-to-date entry for it),\n"
 			"fetches every component into the content store (ranged, resumable, every\n"
 			"byte sha256-checked), checks the manifest's pins, writes the lock, and with\n"
-			"--into hard-links (or copies) each component into DIR/<its LOCAL_*_DIR path>.\n\n"
+			"--into hard-links (or copies) each component into DIR/<its LOCAL_*_DIR path>.\n"
+			"The manifest's Python dependencies are recorded in the lock, classified\n"
+			"(url, pin, unpinned); each unpinned one gets a warning on stderr.\n\n"
 			"options:\n"
 			"  --into DIR    materialize components under DIR (default: none)\n"
 			"  --locked      fail unless the lock has an entry for MANIFEST and the remote\n"
@@ -48,6 +54,9 @@ static void usage(FILE *f, int is_lock)
 			"  --offline     never open a socket (also HF_HUB_OFFLINE=1); fails naming the\n"
 			"                first blob that is not in the store\n"
 			"  -j N          concurrent transfers: ranges of large files, small files (default 8)\n"
+			"  --deps        also fetch the http(s) URL dependencies (wheels) into the store\n"
+			"                and record their sha256 and size (with --locked: they must\n"
+			"                have one in the lock)\n"
 			"  --json        print one JSON summary (schema 1) on stdout\n"
 			"  --lock FILE   the lock file (default buckets.lock)\n"
 			"  --store DIR   the store (default $FGPACK_HOME, $XDG_CACHE_HOME/fgpack,\n"
@@ -156,6 +165,20 @@ static cJSON *summary(const char *verb, const char *key, const char *lock_path, 
 	cJSON_AddNumberToObject(f, "files_fetched", (double)rep->fetch.files_fetched);
 	cJSON_AddNumberToObject(f, "files_present", (double)rep->fetch.files_present);
 	cJSON_AddNumberToObject(f, "seconds", (double)(long long)(rep->fetch.seconds * 1000) / 1000.0);
+	if (lm && lm->n_deps) {
+		cJSON *da = cJSON_AddArrayToObject(o, "dependencies");
+
+		for (i = 0; i < lm->n_deps; i++) {
+			cJSON *d = cJSON_CreateObject();
+
+			cJSON_AddStringToObject(d, "spec", lm->deps[i].spec);
+			cJSON_AddStringToObject(d, "kind", lm->deps[i].kind);
+			if (lm->deps[i].sha256[0])
+				cJSON_AddStringToObject(d, "sha256", lm->deps[i].sha256);
+			cJSON_AddItemToArray(da, d);
+		}
+	}
+	cJSON_AddNumberToObject(o, "dependencies_hashed", (double)rep->deps_hashed);
 	comps = cJSON_AddArrayToObject(o, "components");
 	for (i = 0; lm && i < lm->n_components; i++) {
 		const struct fg_lock_component *c = lm->components[i];
@@ -186,7 +209,7 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 {
 	const char *verb = is_lock ? "lock" : "pull";
 	const char *manifest = NULL, *into = NULL, *lock_path = "buckets.lock", *store_dir = NULL;
-	int json = 0, locked = 0, offline = 0, jobs = 8, i, rc, shown = 0, lock_existed;
+	int json = 0, locked = 0, offline = 0, deps = 0, jobs = 8, i, rc, shown = 0, lock_existed;
 	struct fg_manifest *m = NULL;
 	struct fg_lock *lock = NULL;
 	struct fg_store *st = NULL;
@@ -211,6 +234,8 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 			locked = 1;
 		} else if (!is_lock && !strcmp(a, "--offline")) {
 			offline = 1;
+		} else if (!strcmp(a, "--deps")) {
+			deps = 1;
 		} else if (!strcmp(a, "-j") || !strcmp(a, "--jobs")) {
 			if (++i >= argc || fg_parse_int(argv[i], 1, 256, &jobs))
 				return fg_cmd_usage_error(verb, "-j needs a number from 1 to 256");
@@ -258,6 +283,7 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 	po.offline = offline;
 	po.locked = locked;
 	po.refresh = is_lock;
+	po.deps = deps;
 	po.jobs = jobs;
 	po.stall_secs = env_int("FGPACK_STALL_SECS", 1, 3600, 0);
 	po.retry_base_ms = (unsigned)env_int("FGPACK_RETRY_BASE_MS", 1, 60000, 0);
@@ -266,6 +292,11 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 		po.progress = progress;
 		po.progress_ud = &shown;
 	}
+	for (i = 0; i < (int)m->n_dependencies; i++)
+		if (m->deps[i].kind == FG_DEP_UNPINNED)
+			fprintf(stderr, "fgpack %s: warning: dependency \"%s\" is not pinned to one version "
+				"(name==version or a URL); the lock cannot make it repeatable\n", verb,
+				m->dependencies[i]);
 	rc = fg_pull(&rep, lock, m, st, env, &po, &err);
 	if (rc)
 		goto out;

@@ -66,6 +66,14 @@ static void manifest_free(struct fg_lock_manifest *lm)
 	for (i = 0; i < lm->n_components; i++)
 		component_free(lm->components[i]);
 	free(lm->components);
+	for (i = 0; i < lm->n_deps; i++) {
+		free(lm->deps[i].spec);
+		free(lm->deps[i].kind);
+		free(lm->deps[i].name);
+		free(lm->deps[i].version);
+		free(lm->deps[i].url);
+	}
+	free(lm->deps);
 	free(lm->key);
 	free(lm->name);
 	free(lm);
@@ -387,6 +395,21 @@ int fg_lock_add_from_manifest(struct fg_lock_manifest **out, struct fg_lock *loc
 		if (!rc && mc->pin_sha256)
 			rc = fg_lock_component_add_pin(c, mc->pin_key, mc->pin_sha256, err);
 	}
+	if (!rc && m->n_dependencies && !(lm->deps = calloc(m->n_dependencies, sizeof(*lm->deps))))
+		rc = oom(err);
+	for (i = 0; !rc && i < m->n_dependencies; i++) {
+		const struct fg_dependency *d = &m->deps[i];
+		struct fg_lock_dep *ld = &lm->deps[lm->n_deps++];
+
+		ld->spec = strdup(m->dependencies[i]);
+		ld->kind = strdup(fg_dep_kind_name(d->kind));
+		ld->name = sdup(d->name);
+		ld->version = sdup(d->version);
+		ld->url = sdup(d->url);
+		if (!ld->spec || !ld->kind || (d->name && !ld->name) || (d->version && !ld->version) ||
+		    (d->url && !ld->url))
+			rc = oom(err);
+	}
 	fg_buf_release(&owner);
 	if (!rc)
 		*out = lm;
@@ -520,6 +543,24 @@ int fg_lock_serialize(struct fg_buf *out, const struct fg_lock *lock, struct fg_
 		if (!cs || add_str(mo, "sha256", lm->sha256) || add_str(mo, "name", lm->name)) {
 			rc = oom(err);
 			break;
+		}
+		if (lm->n_deps) {
+			cJSON *da = cJSON_AddArrayToObject(mo, "dependencies");
+
+			for (j = 0; !rc && j < lm->n_deps; j++) {
+				const struct fg_lock_dep *d = &lm->deps[j];
+				cJSON *dobj = cJSON_CreateObject();
+
+				if (!da || !dobj || !cJSON_AddItemToArray(da, dobj) ||
+				    add_str(dobj, "spec", d->spec) || add_str(dobj, "kind", d->kind) ||
+				    add_str(dobj, "name", d->name) || add_str(dobj, "version", d->version) ||
+				    add_str(dobj, "url", d->url) ||
+				    (d->sha256[0] && (add_str(dobj, "sha256", d->sha256) ||
+						      !cJSON_AddNumberToObject(dobj, "size", (double)d->size))))
+					rc = oom(err);
+			}
+			if (rc)
+				break;
 		}
 		for (j = 0; !rc && j < lm->n_components; j++) {
 			const struct fg_lock_component *c = lm->components[j];
@@ -796,9 +837,70 @@ static int rd_component(struct rd *r, const cJSON *co, struct fg_lock_component 
 	return 0;
 }
 
+static int rd_deps(struct rd *r, const cJSON *da, struct fg_lock_manifest *lm)
+{
+	static const char *const dkeys[] = { "spec", "kind", "name", "version", "url", "sha256",
+					     "size", NULL };
+	const cJSON *it;
+	size_t n = 0, old;
+	int rc = 0;
+
+	if (!da)
+		return 0;
+	if (!cJSON_IsArray(da))
+		return bad(r, "dependencies", "expected an array");
+	for (it = da->child; it; it = it->next)
+		n++;
+	if (!n)
+		return bad(r, "dependencies", "empty (left out when there are none)");
+	lm->deps = calloc(n, sizeof(*lm->deps));
+	if (!lm->deps)
+		return oom(r->err);
+	for (it = da->child; !rc && it; it = it->next) {
+		struct fg_lock_dep *d = &lm->deps[lm->n_deps];
+		long long size;
+
+		old = at_push(r, "dependencies[%zu]", NULL, lm->n_deps);
+		lm->n_deps++;
+		if (!cJSON_IsObject(it)) {
+			rc = bad(r, NULL, "expected an object");
+			break;
+		}
+		rc = only_keys(r, it, dkeys);
+		if (!rc)
+			rc = rd_str(r, it, "spec", 1, &d->spec);
+		if (!rc)
+			rc = rd_str(r, it, "kind", 1, &d->kind);
+		if (!rc && strcmp(d->kind, "url") && strcmp(d->kind, "pin") && strcmp(d->kind, "unpinned"))
+			rc = bad(r, "kind", "not url, pin or unpinned");
+		if (!rc)
+			rc = rd_str(r, it, "name", 0, &d->name);
+		if (!rc)
+			rc = rd_str(r, it, "version", 0, &d->version);
+		if (!rc)
+			rc = rd_str(r, it, "url", 0, &d->url);
+		if (!rc && !strcmp(d->kind, "url") && !d->url)
+			rc = bad(r, "url", "missing for a url dependency");
+		if (!rc && !strcmp(d->kind, "pin") && !d->version)
+			rc = bad(r, "version", "missing for a pin");
+		if (!rc && cJSON_GetObjectItemCaseSensitive(it, "sha256")) {
+			rc = rd_hex(r, it, "sha256", d->sha256);
+			if (!rc && (fg_json_int(it, "size", &size) || size < 0))
+				rc = bad(r, "size", "expected an integer beside sha256");
+			if (!rc)
+				d->size = (unsigned long long)size;
+		} else if (!rc && cJSON_GetObjectItemCaseSensitive(it, "size")) {
+			rc = bad(r, "size", "without sha256");
+		}
+		if (!rc)
+			at_pop(r, old);
+	}
+	return rc;
+}
+
 static int rd_manifest(struct rd *r, const cJSON *mo, struct fg_lock_manifest *lm)
 {
-	static const char *const mkeys[] = { "sha256", "name", "components", NULL };
+	static const char *const mkeys[] = { "sha256", "name", "components", "dependencies", NULL };
 	const cJSON *cs, *it;
 	size_t n = 0;
 	int rc;
@@ -810,6 +912,8 @@ static int rd_manifest(struct rd *r, const cJSON *mo, struct fg_lock_manifest *l
 		rc = rd_hex(r, mo, "sha256", lm->sha256);
 	if (!rc)
 		rc = rd_str(r, mo, "name", 0, &lm->name);
+	if (!rc)
+		rc = rd_deps(r, cJSON_GetObjectItemCaseSensitive(mo, "dependencies"), lm);
 	if (rc)
 		return rc;
 	cs = cJSON_GetObjectItemCaseSensitive(mo, "components");
@@ -981,12 +1085,19 @@ int fg_lock_each_digest(const struct fg_lock *lock,
 	size_t n = 0, k = 0, i, j, f;
 	int rc = 0;
 
-	for (i = 0; i < lock->n_manifests; i++)
+	for (i = 0; i < lock->n_manifests; i++) {
 		for (j = 0; j < lock->manifests[i]->n_components; j++)
 			n += lock->manifests[i]->components[j]->n_files;
+		n += lock->manifests[i]->n_deps;
+	}
 	all = malloc((n ? n : 1) * sizeof(*all));
 	if (!all)
 		return FG_ENOMEM;
+	for (i = 0; i < lock->n_manifests; i++) {
+		for (j = 0; j < lock->manifests[i]->n_deps; j++)
+			if (lock->manifests[i]->deps[j].sha256[0])
+				all[k++] = lock->manifests[i]->deps[j].sha256;
+	}
 	for (i = 0; i < lock->n_manifests; i++)
 		for (j = 0; j < lock->manifests[i]->n_components; j++) {
 			const struct fg_lock_component *c = lock->manifests[i]->components[j];
@@ -994,6 +1105,7 @@ int fg_lock_each_digest(const struct fg_lock *lock,
 			for (f = 0; f < c->n_files; f++)
 				all[k++] = c->files[f].sha256;
 		}
+	n = k;
 	qsort(all, n, sizeof(*all), cmp_str);
 	for (i = 0; i < n && !rc; i++)
 		if (!i || strcmp(all[i - 1], all[i]))

@@ -75,12 +75,26 @@ struct fg_lock_component {
 	char tree_digest[FG_SHA256_HEX_LEN + 1]; /* set by fg_lock_component_finish */
 };
 
+/* One Python requirement of the manifest (docs/formats/lock.md "Dependencies"). */
+struct fg_lock_dep {
+	char *spec;         /* as written */
+	char *kind;         /* "url", "pin", "unpinned" (fg_dep_kind_name) */
+	char *name;         /* project name, or NULL (a bare URL) */
+	char *version;      /* pin: the exact version, else NULL */
+	char *url;          /* url: without its fragment, else NULL */
+	char sha256[FG_SHA256_HEX_LEN + 1]; /* url: computed by fgpack over the bytes
+					     * fetched (pull --deps); "" until then */
+	unsigned long long size; /* url: bytes, with sha256 */
+};
+
 struct fg_lock_manifest {
 	char *key;          /* how the manifest is named, e.g. "manifests/demo.json" */
 	char sha256[FG_SHA256_HEX_LEN + 1];
 	char *name;         /* manifest "name", or NULL */
 	struct fg_lock_component **components; /* sorted by key once written/read */
 	size_t n_components;
+	struct fg_lock_dep *deps; /* in manifest order (written only when there are any) */
+	size_t n_deps;
 };
 
 struct fg_lock {
@@ -96,7 +110,8 @@ void fg_lock_free(struct fg_lock *lock);
 int fg_lock_add_manifest(struct fg_lock_manifest **out, struct fg_lock *lock, const char *key,
 			 const char *sha256_hex, const char *name, struct fg_err *err);
 /* Adds a manifest entry and one component (without files) per manifest
- * component: key, role, kind, source, owner, target, pins. */
+ * component: key, role, kind, source, owner, target, pins; and its
+ * dependencies, classified (sha256 of URL ones still empty). */
 int fg_lock_add_from_manifest(struct fg_lock_manifest **out, struct fg_lock *lock,
 			      const char *key, const struct fg_manifest *m, struct fg_err *err);
 /* Adds a component; all strings are copied; revision and target may be NULL. */
@@ -145,7 +160,8 @@ int fg_lock_parse(struct fg_lock **out, const char *text, size_t len, const char
 		  struct fg_err *err);
 int fg_lock_read(struct fg_lock **out, const char *path, struct fg_err *err);
 
-/* Calls fn for every distinct file sha256 in the lock (for store gc). */
+/* Calls fn for every distinct file (and fetched dependency) sha256 in the
+ * lock (for store gc). */
 int fg_lock_each_digest(const struct fg_lock *lock,
 			int (*fn)(void *ctx, const char *sha256_hex), void *ctx);
 

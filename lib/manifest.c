@@ -56,9 +56,13 @@ void fg_manifest_free(struct fg_manifest *m)
 
 	if (!m)
 		return;
-	for (i = 0; i < m->n_dependencies; i++)
+	for (i = 0; i < m->n_dependencies; i++) {
 		free(m->dependencies[i]);
+		if (m->deps)
+			fg_dependency_release(&m->deps[i]);
+	}
 	free(m->dependencies);
+	free(m->deps);
 	for (i = 0; i < m->n_serve; i++)
 		free(m->serve[i]);
 	free(m->serve);
@@ -593,6 +597,124 @@ static int parse_env(struct fg_manifest *m, const cJSON *env, const char *what, 
 	return rc;
 }
 
+/* ---- dependencies (PEP 508, the parts a lock needs) ---- */
+
+const char *fg_dep_kind_name(int kind)
+{
+	switch (kind) {
+	case FG_DEP_URL: return "url";
+	case FG_DEP_PIN: return "pin";
+	case FG_DEP_UNPINNED: return "unpinned";
+	default: return "?";
+	}
+}
+
+void fg_dependency_release(struct fg_dependency *d)
+{
+	free(d->name);
+	free(d->version);
+	free(d->url);
+	free(d->sha256);
+	memset(d, 0, sizeof(*d));
+}
+
+static int is_name_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+	       c == '_' || c == '.';
+}
+
+static const char *skip_ws(const char *s)
+{
+	while (*s == ' ' || *s == '\t')
+		s++;
+	return s;
+}
+
+/* d->url and d->sha256 from a URL with an optional #sha256=<hex> fragment. */
+static int dep_url(struct fg_dependency *d, const char *spec, const char *u, struct fg_err *err)
+{
+	const char *hash = strchr(u, '#'), *end = u + strcspn(u, " \t;");
+
+	if (hash && hash > end)
+		hash = NULL;
+	if (!strstr(u, "://") || (hash ? hash : end) == strstr(u, "://") + 3)
+		return fg_err_set(err, FG_EFORMAT, "\"%s\": not a URL", spec);
+	d->kind = FG_DEP_URL;
+	if (!(d->url = dupn(u, (size_t)((hash ? hash : end) - u))))
+		return oom(err);
+	if (hash && !strncmp(hash, "#sha256=", 8)) {
+		size_t i;
+
+		if ((size_t)(end - hash) != 8 + FG_SHA256_HEX_LEN)
+			return fg_err_set(err, FG_EFORMAT, "\"%s\": #sha256= needs 64 hex digits", spec);
+		if (!(d->sha256 = dupn(hash + 8, FG_SHA256_HEX_LEN)))
+			return oom(err);
+		for (i = 0; i < FG_SHA256_HEX_LEN; i++) {
+			char c = d->sha256[i];
+
+			if (c >= 'A' && c <= 'F')
+				d->sha256[i] = (char)(c - 'A' + 'a');
+			else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+				return fg_err_set(err, FG_EFORMAT, "\"%s\": #sha256= needs 64 hex digits", spec);
+		}
+	}
+	return 0;
+}
+
+int fg_dependency_parse(struct fg_dependency *d, const char *spec, struct fg_err *err)
+{
+	const char *p = skip_ws(spec), *n0 = p, *v, *ve;
+	int rc;
+
+	memset(d, 0, sizeof(*d));
+	if (strstr(p, "://") && is_name_char(*p) && strcspn(p, "@") > strcspn(p, ":")) {
+		rc = dep_url(d, spec, p, err); /* a bare URL */
+		goto out;
+	}
+	while (is_name_char(*p))
+		p++;
+	if (p == n0 || !((*n0 >= 'a' && *n0 <= 'z') || (*n0 >= 'A' && *n0 <= 'Z') || (*n0 >= '0' && *n0 <= '9'))) {
+		rc = fg_err_set(err, FG_EFORMAT, "\"%s\": not a requirement (name[==version] or a URL)", spec);
+		goto out;
+	}
+	if (!(d->name = dupn(n0, (size_t)(p - n0)))) {
+		rc = oom(err);
+		goto out;
+	}
+	p = skip_ws(p);
+	if (*p == '[') { /* extras */
+		p = strchr(p, ']');
+		if (!p) {
+			rc = fg_err_set(err, FG_EFORMAT, "\"%s\": unclosed [extras]", spec);
+			goto out;
+		}
+		p = skip_ws(p + 1);
+	}
+	if (*p == '@') {
+		rc = dep_url(d, spec, skip_ws(p + 1), err);
+		goto out;
+	}
+	d->kind = FG_DEP_UNPINNED;
+	rc = 0;
+	/* exactly one clause, "==V" or "===V", V without a wildcard */
+	if (p[0] == '=' && p[1] == '=') {
+		v = skip_ws(p + (p[2] == '=' ? 3 : 2));
+		ve = v;
+		while (*ve && *ve != ' ' && *ve != '\t' && *ve != ';' && *ve != ',')
+			ve++;
+		if (ve > v && !memchr(v, '*', (size_t)(ve - v)) && *skip_ws(ve) != ',') {
+			d->kind = FG_DEP_PIN;
+			if (!(d->version = dupn(v, (size_t)(ve - v))))
+				rc = oom(err);
+		}
+	}
+out:
+	if (rc)
+		fg_dependency_release(d);
+	return rc;
+}
+
 int fg_manifest_parse(struct fg_manifest **out, const char *text, size_t len, const char *what,
 		      struct fg_err *err)
 {
@@ -639,6 +761,11 @@ int fg_manifest_parse(struct fg_manifest **out, const char *text, size_t len, co
 				   err);
 	if (!rc)
 		rc = get_str_array(&m->serve, &m->n_serve, m->json, "serve", what, err);
+	if (!rc && m->n_dependencies && !(m->deps = calloc(m->n_dependencies, sizeof(*m->deps))))
+		rc = oom(err);
+	for (size_t i = 0; !rc && i < m->n_dependencies; i++)
+		if ((rc = fg_dependency_parse(&m->deps[i], m->dependencies[i], err)))
+			fg_err_wrap(err, "%s: dependencies[%zu]", what, i);
 	if (rc)
 		goto fail;
 	v = cJSON_GetObjectItemCaseSensitive(m->json, "port");

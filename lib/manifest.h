@@ -83,11 +83,41 @@ struct fg_spec_config {
 	long long num_speculative_tokens;/* -1 when absent */
 };
 
+/* A Python requirement from "dependencies", classified (recorded in the
+ * lock, never installed):
+ *   url       "https://…/x.whl[#sha256=<hex>]" or "name @ <url>": the bytes
+ *             can be fetched and hashed (fgpack pull --deps);
+ *   pin       "name[extras]==1.2.3" or "===": one exact version (markers
+ *             after ';' allowed), repeatable as far as the index is;
+ *   unpinned  anything else that names a project ("torch", "x>=1", "x==1.*"):
+ *             what gets installed can change; fgpack pull warns. */
+enum fg_dep_kind {
+	FG_DEP_URL = 1,
+	FG_DEP_PIN = 2,
+	FG_DEP_UNPINNED = 3,
+};
+
+struct fg_dependency {
+	int kind;       /* enum fg_dep_kind */
+	char *name;     /* project name as written; NULL for a bare URL */
+	char *version;  /* PIN: the exact version; else NULL */
+	char *url;      /* URL: without its fragment; else NULL */
+	char *sha256;   /* URL: a "#sha256=<hex>" fragment (lowercased), or NULL */
+};
+
+/* "url", "pin", "unpinned". */
+const char *fg_dep_kind_name(int kind);
+/* Classifies one requirement string; a string that is neither a URL nor
+ * starts with a project name is FG_EFORMAT ("not a requirement …"). */
+int fg_dependency_parse(struct fg_dependency *out, const char *spec, struct fg_err *err);
+void fg_dependency_release(struct fg_dependency *d);
+
 struct fg_manifest {
 	char sha256[FG_SHA256_HEX_LEN + 1]; /* of the bytes parsed */
 	char *name, *description, *model_id, *served_model_name; /* NULL when absent */
 	long long port;                  /* -1 when absent */
 	char **dependencies;             /* as written, in order */
+	struct fg_dependency *deps;      /* dependencies[i] classified */
 	size_t n_dependencies;
 	char **serve;                    /* argv, in order */
 	size_t n_serve;

@@ -687,6 +687,7 @@ static void drop_new_blobs(const struct plan *p, const struct fg_fetch_item *ite
 	fg_buf_release(&path);
 }
 
+
 static int open_http(struct fg_http **h, const struct fg_hub_env *env, const struct fg_pull_opts *o,
 		     struct fg_err *err)
 {
@@ -704,6 +705,90 @@ static int open_http(struct fg_http **h, const struct fg_hub_env *env, const str
 	if (o->retry_base_ms)
 		ho.retry_base_ms = o->retry_base_ms;
 	return fg_http_new(h, &ho, err);
+}
+
+/* --deps: fetches the entry's http(s) URL dependencies that the store lacks
+ * and records the sha256 of those the lock has none for. */
+static int pull_deps(struct fg_pull_report *rep, struct fg_lock_manifest *lm,
+		     const struct fg_manifest *m, struct fg_store *st, const struct fg_hub_env *env,
+		     const struct fg_pull_opts *o, struct fg_http **h, struct fg_err *err)
+{
+	struct plan p = { 0 };
+	struct fg_pull_report sub;
+	struct fg_fetch_item *items = NULL;
+	struct fg_buf name = FG_BUF_INIT;
+	size_t i, k;
+	int rc = 0;
+
+	for (i = 0; !rc && i < lm->n_deps; i++) {
+		struct fg_lock_dep *d = &lm->deps[i];
+		struct want *w;
+
+		if (strcmp(d->kind, "url") || !d->url ||
+		    (strncmp(d->url, "https://", 8) && strncmp(d->url, "http://", 7)))
+			continue; /* git+https:// and the like: recorded, not fetched */
+		if (d->sha256[0] && fg_store_has(st, d->sha256))
+			continue;
+		if (!d->sha256[0] && o->locked) {
+			rc = fg_err_set(err, FG_EMISMATCH,
+					"--locked: dependency %s has no sha256 in the lock (run 'fgpack lock --deps')",
+					d->spec);
+			break;
+		}
+		if (!(w = plan_add(&p, err))) {
+			rc = FG_ENOMEM;
+			break;
+		}
+		w->comp = i;
+		w->no_auth = 1;
+		fg_buf_reset(&name);
+		rc = fg_buf_printf(&name, err, "dependency %s", d->spec);
+		if (!rc && (!(w->what = strdup(name.data)) || !(w->url = strdup(d->url)) ||
+			    !(w->rel = strdup(d->url))))
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+		if (!rc && d->sha256[0])
+			memcpy(w->expect, d->sha256, sizeof(w->expect));
+		if (!rc && (o->offline || env->offline))
+			rc = fg_err_set(err, FG_EOFFLINE, "offline: dependency %s (sha256 %s) is not in the store",
+					d->spec, d->sha256[0] ? d->sha256 : "not locked yet");
+		if (!rc)
+			rc = open_http(h, env, o, err);
+		if (!rc)
+			rc = probe_url(w, *h, d->url, 0, err);
+		if (!rc && set_identity(w))
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	fg_buf_release(&name);
+	if (!rc && p.n)
+		rc = fetch_plan(&sub, &p, st, *h, o, &items, err);
+	if (!rc && p.n) {
+		rep->fetch.bytes_net += sub.fetch.bytes_net;
+		rep->fetch.files_fetched += sub.fetch.files_fetched;
+	}
+	for (k = 0; !rc && k < p.n; k++) {
+		struct fg_lock_dep *d = &lm->deps[p.w[k].comp];
+		const char *frag = p.w[k].comp < m->n_dependencies ? m->deps[p.w[k].comp].sha256 : NULL;
+
+		if (frag && strcmp(frag, items[k].sha256)) {
+			struct fg_buf path = FG_BUF_INIT;
+
+			if (!items[k].present && !fg_store_blob_path(&path, st, items[k].sha256, NULL))
+				unlink(path.data);
+			fg_buf_release(&path);
+			rc = fg_err_set(err, FG_EHASH, "dependency %s: sha256 %s, the URL's #sha256= says %s",
+					d->spec, items[k].sha256, frag);
+			break;
+		}
+		if (!d->sha256[0]) {
+			memcpy(d->sha256, items[k].sha256, sizeof(d->sha256));
+			d->size = p.w[k].size;
+			rep->deps_hashed++;
+			rep->lock_changed = 1;
+		}
+	}
+	free(items);
+	plan_release(&p);
+	return rc;
 }
 
 int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_manifest *m,
@@ -835,10 +920,35 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 		char *before = NULL;
 		struct fg_buf a = FG_BUF_INIT;
 
+		struct fg_lock_dep *kept = NULL;
+		size_t n_kept = 0;
+
 		if (old && !fg_lock_serialize(&a, lock, NULL))
 			before = fg_buf_detach(&a, NULL);
+		/* digests of URL dependencies survive the entry being rewritten */
+		if (old && old->n_deps && (kept = calloc(old->n_deps, sizeof(*kept)))) {
+			for (i = 0; i < old->n_deps; i++)
+				if (old->deps[i].sha256[0] && old->deps[i].url &&
+				    (kept[n_kept].url = strdup(old->deps[i].url))) {
+					memcpy(kept[n_kept].sha256, old->deps[i].sha256, sizeof(kept[n_kept].sha256));
+					kept[n_kept++].size = old->deps[i].size;
+				}
+		}
 		old = NULL;
 		rc = fg_lock_add_from_manifest(&nlm, lock, o->key, m, err);
+		for (i = 0; !rc && i < nlm->n_deps; i++) {
+			size_t k;
+
+			for (k = 0; nlm->deps[i].url && k < n_kept; k++)
+				if (!strcmp(kept[k].url, nlm->deps[i].url) &&
+				    (!m->deps[i].sha256 || !strcmp(m->deps[i].sha256, kept[k].sha256))) {
+					memcpy(nlm->deps[i].sha256, kept[k].sha256, sizeof(kept[k].sha256));
+					nlm->deps[i].size = kept[k].size;
+				}
+		}
+		for (i = 0; i < n_kept; i++)
+			free(kept[i].url);
+		free(kept);
 		for (ci = 0; !rc && ci < m->n_components; ci++) {
 			struct fg_lock_component *c = fg_lock_find_component(nlm, m->components[ci].key);
 
@@ -867,6 +977,8 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 		lm = nlm;
 	}
 done:
+	if (!rc && lm && o->deps)
+		rc = pull_deps(rep, lm, m, st, env, o, &h, err);
 	if (!rc && lm) {
 		for (ci = 0; ci < lm->n_components; ci++) {
 			rep->files += lm->components[ci]->n_files;

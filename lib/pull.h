@@ -14,7 +14,13 @@
  *     fetch (files whose remote identity is unchanged and whose blob is
  *     present are not fetched again), hash, and replace the entry.
  * Pins are checked on every path; a component that fails its pin leaves none
- * of the blobs this run added for it in the store. */
+ * of the blobs this run added for it in the store.
+ *
+ * The manifest's dependencies are written into the entry, classified. With
+ * opts->deps, its http(s) URL dependencies are fetched (never with the
+ * token) and their sha256 and size recorded; a "#sha256=" in the URL must
+ * match. Digests already in the lock for the same URL are kept when the
+ * entry is rewritten. */
 #ifndef FG_PULL_H
 #define FG_PULL_H
 
@@ -30,6 +36,8 @@ struct fg_pull_opts {
 	int offline;      /* never open a socket */
 	int locked;       /* the remote must still match the lock */
 	int refresh;      /* resolve again even when the entry is up to date (fgpack lock) */
+	int deps;         /* fetch the manifest's http(s) URL dependencies into the store
+			   * and record their sha256 and size (--deps) */
 	int jobs;         /* concurrent transfers */
 	unsigned long long chunk; /* range size; 0: FG_FETCH_CHUNK */
 	long stall_secs;  /* 0: default */
@@ -44,6 +52,7 @@ struct fg_pull_report {
 	int lock_changed;  /* the entry differs from the one that was in the lock */
 	size_t files;
 	unsigned long long bytes;
+	size_t deps_hashed;   /* URL dependencies whose sha256 this run recorded */
 };
 
 /* Pulls m into st and leaves its entry (key opts->key) in lock (which may

@@ -204,6 +204,35 @@ man "$WORK/fpin.json" "DRAFTER_BUCKET=file://$WORK/local/single.bin" "DRAFTER_SH
 check_exit "file:// pin mismatch fails" 3 env FGPACK_HOME="$WORK/store3" "$FGPACK" pull "$WORK/fpin.json" --lock "$WORK/fpin.lock" --into "$WORK/fpin"
 if [ -z "$(find "$WORK/store3/blobs" -type f)" ] && [ ! -e "$WORK/fpin.lock" ] && [ ! -e "$WORK/fpin" ] &&
    [ -z "$(ls "$WORK/store3/tmp" 2>/dev/null)" ]; then ok "file:// pin mismatch left nothing behind"; else not_ok "file:// pin mismatch left nothing behind"; fi
+# dependencies: recorded and classified; --deps fetches URL ones (a local "wheel" server)
+tok_sha=$(sha256sum "$www/w/tok.json" | cut -d' ' -f1)
+W="https://127.0.0.1:$tls/w/tok.json"
+printf '{"name": "d", "dependencies": ["%s#sha256=%s", "transformers==5.9.0", "torch", "x>=1"], "env": {}}\n' "$W" "$tok_sha" >"$WORK/deps.json"
+FGPACK_HOME=$WORK/store5  # its only gc root will be deps.lock
+check "lock without --deps" env CURL_CA_BUNDLE="$WORK/ca.pem" "$FGPACK" lock "$WORK/deps.json" -o "$WORK/deps.lock"
+n=$(grep -c 'warning: dependency' "$WORK/.out")
+[ "$n" -eq 2 ] && ok "one warning line per unpinned dependency" || not_ok "one warning line per unpinned dependency (got $n)"
+check_grep "warning names torch" '^fgpack lock: warning: dependency "torch" is not pinned' "$WORK/.out"
+check "dependencies classified in the lock" python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))['manifests']['deps.json']['dependencies']
+assert [x['kind'] for x in d] == ['url', 'pin', 'unpinned', 'unpinned'], d
+assert d[1]['name'] == 'transformers' and d[1]['version'] == '5.9.0'
+assert 'sha256' not in d[0] and d[0]['url'] == sys.argv[2]" "$WORK/deps.lock" "$W"
+check "pull --deps fetches the URL dependency" env CURL_CA_BUNDLE="$WORK/ca.pem" "$FGPACK" pull "$WORK/deps.json" --lock "$WORK/deps.lock" --deps
+check_grep "its sha256 is recorded" "\"sha256\": \"$tok_sha\"" "$WORK/deps.lock"
+if grep "/w/tok.json" "$log" | grep -q hf_secret; then not_ok "no token sent for a dependency"; else ok "no token sent for a dependency"; fi
+check "fgpack lock again (no --deps) keeps the digest" env CURL_CA_BUNDLE="$WORK/ca.pem" "$FGPACK" lock "$WORK/deps.json" -o "$WORK/deps.lock"
+check_grep "digest kept" "\"sha256\": \"$tok_sha\"" "$WORK/deps.lock"
+check "--locked --deps passes" env CURL_CA_BUNDLE="$WORK/ca.pem" "$FGPACK" pull "$WORK/deps.json" --lock "$WORK/deps.lock" --locked --deps
+check "store gc keeps the dependency's blob" "$FGPACK" store gc --lock "$WORK/deps.lock"
+check "still there: --deps offline from the store" env HF_HUB_OFFLINE=1 "$FGPACK" pull "$WORK/deps.json" --lock "$WORK/deps.lock" --deps
+printf '{"name": "d", "dependencies": ["%s#sha256=%s"], "env": {}}\n' "$W" "$big_sha" >"$WORK/deps2.json"
+check_exit "a URL dependency whose #sha256= does not match fails" 1 env CURL_CA_BUNDLE="$WORK/ca.pem" FGPACK_HOME="$WORK/store4" "$FGPACK" pull "$WORK/deps2.json" --lock "$WORK/deps2.lock" --deps
+check_grep "naming both digests" "sha256 $tok_sha, the URL's #sha256= says $big_sha" "$WORK/.out"
+if [ -z "$(find "$WORK/store4/blobs" -type f)" ] && [ ! -e "$WORK/deps2.lock" ]; then ok "nothing kept after the dependency mismatch"; else not_ok "nothing kept after the dependency mismatch"; fi
+FGPACK_HOME=$WORK/store
+
 man "$WORK/bad.json" "WEIGHTS_BUCKET=https://127.0.0.1:$tls/"
 check_fails "a URL naming no file is refused" "$FGPACK" pull "$WORK/bad.json" --lock "$WORK/bad.lock"
 check_grep "in one line" '^fgpack pull: WEIGHTS_BUCKET: https://.*names no (usable )?file( name)?$' "$WORK/.out"

@@ -173,6 +173,34 @@ int main(void)
 	refuse(ba.data, "\"xet_hash\": \"deadbeef\"", "\"xet_hash\": 5", "remote.xet_hash: expected a string");
 	refuse(ba.data, "\"DRAFTER_SHA256\": \"ed", "\"DRAFTER_SHA256\": \"zz", "pins.DRAFTER_SHA256");
 	refuse(ba.data, "{", "[", "not valid JSON");
+	refuse(ba.data, "\"kind\": \"unpinned\",\n          \"name\": \"torch\"",
+	       "\"kind\": \"loose\",\n          \"name\": \"torch\"", "dependencies[6].kind: not url, pin or unpinned");
+	refuse(ba.data, "\"spec\": \"transformers==5.9.0\",", "\"spec\": \"transformers==5.9.0\", \"size\": 3,",
+	       "dependencies[1].size: without sha256");
+	refuse(ba.data, "\"spec\": \"torch\"", "\"spec\": \"torch\", \"sha256\": \"XY\"",
+	       "dependencies[6].sha256");
+	{
+		/* a URL dependency with its fetched digest reads back and writes the same bytes */
+		struct fg_buf e = FG_BUF_INIT, back_b = FG_BUF_INIT;
+		struct fg_lock *l2 = NULL;
+		const char *at = strstr(ba.data, "\"kind\": \"url\",");
+
+		if (at) {
+			fg_buf_append(&e, ba.data, (size_t)(at - ba.data), NULL);
+			fg_buf_puts(&e, "\"kind\": \"url\",\n          \"sha256\": \"" H_X "\",\n          \"size\": 1,", NULL);
+			fg_buf_puts(&e, at + strlen("\"kind\": \"url\","), NULL);
+		}
+		ok(at && fg_lock_parse(&l2, e.data, e.len, "b.lock", &err) == 0 &&
+			   fg_lock_serialize(&back_b, l2, &err) == 0 && back_b.len == e.len &&
+			   !memcmp(back_b.data, e.data, e.len),
+		   "dependency digest round-trips byte for byte");
+		ok(l2 && l2->manifests[0]->n_deps == 7 && !strcmp(l2->manifests[0]->deps[0].sha256, H_X) &&
+			   l2->manifests[0]->deps[0].size == 1,
+		   "dependency digest and size read");
+		fg_buf_release(&e);
+		fg_buf_release(&back_b);
+		fg_lock_free(l2);
+	}
 
 	fg_buf_release(&ba);
 	fg_buf_release(&bb);

@@ -196,8 +196,51 @@ static void test_errors(void)
 	   "missing file: not found");
 }
 
+static void dep(const char *spec, int kind, const char *name, const char *version, const char *url,
+		const char *sha)
+{
+	struct fg_dependency d;
+	struct fg_err err = { 0, "" };
+	int rc = fg_dependency_parse(&d, spec, &err);
+
+#define SAMEOPT(a, b) ((!(a) && !(b)) || ((a) && (b) && !strcmp((a), (b))))
+	ok(rc == 0 && d.kind == kind && SAMEOPT(d.name, name) && SAMEOPT(d.version, version) &&
+		   SAMEOPT(d.url, url) && SAMEOPT(d.sha256, sha),
+	   "dependency %s -> %s", spec, fg_dep_kind_name(kind));
+#undef SAMEOPT
+	if (!rc)
+		fg_dependency_release(&d);
+}
+
+static void test_deps(void)
+{
+	struct fg_dependency d;
+	struct fg_err err = { 0, "" };
+	const char *h = "ab00000000000000000000000000000000000000000000000000000000000001";
+
+	dep("transformers==5.9.0", FG_DEP_PIN, "transformers", "5.9.0", NULL, NULL);
+	dep("jinja2[i18n] === 3.1.6 ; python_version > '3.8'", FG_DEP_PIN, "jinja2", "3.1.6", NULL, NULL);
+	dep("torch", FG_DEP_UNPINNED, "torch", NULL, NULL, NULL);
+	dep("x>=1.0", FG_DEP_UNPINNED, "x", NULL, NULL, NULL);
+	dep("x==1.*", FG_DEP_UNPINNED, "x", NULL, NULL, NULL);
+	dep("x==1.0,<2", FG_DEP_UNPINNED, "x", NULL, NULL, NULL);
+	dep("https://w.example/a%2Bb.whl", FG_DEP_URL, NULL, NULL, "https://w.example/a%2Bb.whl", NULL);
+	dep("pkg @ https://w.example/p.whl#sha256=AB00000000000000000000000000000000000000000000000000000000000001",
+	    FG_DEP_URL, "pkg", NULL, "https://w.example/p.whl", h);
+	dep("git+https://g.example/r.git@v1", FG_DEP_URL, NULL, NULL, "git+https://g.example/r.git@v1", NULL);
+	ok(fg_dependency_parse(&d, "-e .", &err) == FG_EFORMAT && strstr(err.msg, "not a requirement"),
+	   "dependency: option refused (%s)", err.msg);
+	ok(fg_dependency_parse(&d, "", &err) == FG_EFORMAT, "dependency: empty refused");
+	ok(fg_dependency_parse(&d, "https://w.example/p.whl#sha256=12", &err) == FG_EFORMAT &&
+		   strstr(err.msg, "64 hex"),
+	   "dependency: short #sha256= refused");
+	ok(fg_dependency_parse(&d, "p @ nowhere", &err) == FG_EFORMAT, "dependency: '@' needs a URL");
+	bad("{\"dependencies\": [\"ok==1\", \"--index-url x\"]}", "dependencies[1]: \"--index-url x\": not a requirement");
+}
+
 int main(void)
 {
+	test_deps();
 	test_example();
 	test_rules();
 	test_errors();
