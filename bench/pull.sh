@@ -2,13 +2,18 @@
 # bench/pull.sh - fgpack pull against curl, over loopback from nginx.
 #   1. one big file: fgpack pull (sha256-verified, into a fresh store) vs
 #      `curl -o` vs `curl -o` + `sha256sum`, interleaved, median of RUNS;
-#   2. 1000 files of 4 KiB: fgpack pull vs a shell loop of curl vs xargs -P8 curl;
-#   3. a no-op re-pull of a fully present manifest.
+#   2. the durable journal's cost: the big file into a store on disk
+#      (DISK_DIR, default /var/tmp) with and without FGPACK_JOURNAL_NOSYNC=1;
+#   3. 1000 files of 4 KiB: fgpack pull vs a shell loop of curl vs xargs -P8 curl;
+#   4. a no-op re-pull of a fully present manifest.
+# PARTS (default "big durable small noop") picks which run; noop needs small.
 # Outputs and stores live in /dev/shm when it exists (the same for every
 # contender), so the shared disk's fsync speed is not what is measured.
 # Env: BENCH_PULL_SIZE (bytes, default 536870912; 2147483648 for the 2 GiB
 # figure), RUNS (default 5), SMALL_RUNS (runs of part 2, default RUNS), JOBS
 # (fgpack -j, default 8), SMALL (file count, default 1000).
+PARTS=${PARTS:-big durable small noop}
+part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -60,6 +65,7 @@ curl_sha="curl -s -o $w/out.bin $url && sha256sum $w/out.bin"
 fg_big="rm -rf $w/store $w/big.lock && FGPACK_HOME=$w/store ./fgpack pull $w/big.json --lock $w/big.lock -j $JOBS"
 : >"$w/t.curl"; : >"$w/t.sha"; : >"$w/t.fg"
 cat "$w/hub/buckets/bench/b/big/model.safetensors" >/dev/null  # warm nginx's page cache
+if part big; then
 i=0
 while [ $i -lt "$RUNS" ]; do
 	timeit sh -c "$curl_only" >>"$w/t.curl"; rm -f "$w/out.bin"
@@ -75,8 +81,31 @@ printf '%-42s wall %7ss %7.1f MB/s %5.2fx   cpu %6ss %5.2fx\n' "curl -o" "$c" "$
 printf '%-42s wall %7ss %7.1f MB/s %5.2fx   cpu %6ss %5.2fx\n' "curl -o && sha256sum" "$s" "$($PY -c "print($SIZE/$s/1e6)")" "$($PY -c "print($s/$c)")" "$cs" "$($PY -c "print($cs/$cc)")"
 printf '%-42s wall %7ss %7.1f MB/s %5.2fx   cpu %6ss %5.2fx\n' "fgpack pull -j $JOBS (fresh store, verified)" "$f" "$($PY -c "print($SIZE/$f/1e6)")" "$($PY -c "print($f/$c)")" "$cf" "$($PY -c "print($cf/$cc)")"
 echo "   wall runs: curl $(cut -d' ' -f1 "$w/t.curl" | tr '\n' ' ')| curl+sha $(cut -d' ' -f1 "$w/t.sha" | tr '\n' ' ')| fgpack $(cut -d' ' -f1 "$w/t.fg" | tr '\n' ' ')"
+fi
+
+# what the durable journal costs: the same file into a store on disk (fdatasync
+# is free on /dev/shm), journaled with and without fdatasync, interleaved
+if part durable; then
+disk=$(mktemp -d "${DISK_DIR:-/var/tmp}/fgbench.XXXXXX")
+trap 'sh tests/servers/serve-hub.sh stop "$w/st" >/dev/null 2>&1; rm -rf "$w" "$disk"' EXIT
+fg_disk="rm -rf $disk/store $disk/big.lock && FGPACK_HOME=$disk/store ./fgpack pull $w/big.json --lock $disk/big.lock -j $JOBS"
+: >"$w/t.dsync"; : >"$w/t.dnosync"
+i=0
+while [ $i -lt "$RUNS" ]; do
+	timeit sh -c "$fg_disk" >>"$w/t.dsync"
+	timeit sh -c "FGPACK_JOURNAL_NOSYNC=1 $fg_disk" >>"$w/t.dnosync"
+	i=$((i + 1))
+done
+ds=$(mw "$w/t.dsync"); dn=$(mw "$w/t.dnosync"); cds=$(mc "$w/t.dsync"); cdn=$(mc "$w/t.dnosync")
+echo "## the same file into a store on disk ($(df -T "$disk" | awk 'NR == 2 {print $2}') in $disk), median of $RUNS"
+printf '%-42s wall %7ss %5.2fx   cpu %6ss %5.2fx\n' "journal without fdatasync (NOSYNC=1)" "$dn" 1 "$cdn" 1
+printf '%-42s wall %7ss %5.2fx   cpu %6ss %5.2fx\n' "durable journal (fdatasync part+journal)" "$ds" "$($PY -c "print($ds/$dn)")" "$cds" "$($PY -c "print($cds/$cdn)")"
+echo "   wall runs: nosync $(cut -d' ' -f1 "$w/t.dnosync" | tr '\n' ' ')| durable $(cut -d' ' -f1 "$w/t.dsync" | tr '\n' ' ')"
+rm -rf "$disk/store"
+fi
 
 # many small files
+if part small; then
 ls "$w/hub/buckets/bench/b/small" | sed "s|^|$ep/buckets/bench/b/resolve/small/|" >"$w/urls"
 mkdir -p "$w/o"
 loop="cd $w/o && while read -r u; do curl -s -o \"\${u##*/}\" \"\$u\"; done <$w/urls"
@@ -97,8 +126,11 @@ echo "## $SMALL files of 4 KiB (median of $SMALL_RUNS)"
 printf '%-42s wall %7ss %5.2fx   cpu %6ss %5.2fx\n' "shell loop of curl" "$l" 1 "$cl" 1
 printf '%-42s wall %7ss %5.2fx   cpu %6ss %5.2fx\n' "xargs -P8 curl" "$x" "$($PY -c "print($x/$l)")" "$cx" "$($PY -c "print($cx/$cl)")"
 printf '%-42s wall %7ss %5.2fx   cpu %6ss %5.2fx\n' "fgpack pull -j $JOBS (fresh store, verified)" "$g" "$($PY -c "print($g/$l)")" "$cg" "$($PY -c "print($cg/$cl)")"
+fi
 
 # no-op re-pull of a present manifest
+if part noop; then
+[ -f "$w/small.lock" ] || FGPACK_HOME="$w/store2" ./fgpack pull "$w/small.json" --lock "$w/small.lock" -j "$JOBS" >/dev/null 2>&1
 : >"$w/t.noop"; : >"$w/t.ver"
 i=0
 while [ $i -lt "$RUNS" ]; do
@@ -109,3 +141,4 @@ done
 echo "## no-op re-pull of the $SMALL-file manifest, materialized (median of $RUNS)"
 printf '%-42s wall %7ss   cpu %6ss\n' "fgpack pull --into (all present)" "$(mw "$w/t.noop")" "$(mc "$w/t.noop")"
 printf '%-42s wall %7ss   cpu %6ss\n' "fgpack --version (process start alone)" "$(mw "$w/t.ver")" "$(mc "$w/t.ver")"
+fi

@@ -288,6 +288,7 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 	po.stall_secs = env_int("FGPACK_STALL_SECS", 1, 3600, 0);
 	po.retry_base_ms = (unsigned)env_int("FGPACK_RETRY_BASE_MS", 1, 60000, 0);
 	po.chunk = (unsigned long long)env_int("FGPACK_CHUNK", 65536, 1 << 30, 0);
+	po.journal_nosync = env_int("FGPACK_JOURNAL_NOSYNC", 0, 1, 0);
 	if (isatty(2) && !getenv("FGPACK_NO_PROGRESS")) {
 		po.progress = progress;
 		po.progress_ud = &shown;

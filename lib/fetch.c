@@ -41,6 +41,12 @@ struct job {
 	unsigned char *done;
 	unsigned long long *got;
 	struct cctx *ctx;
+	size_t *jq, *jq_work;/* finished chunks not yet journaled (under R->mu), the syncer's copy */
+	size_t njq;
+	int syncing;         /* the syncer is writing this job's files (under R->mu) */
+	int closing;         /* being committed: the syncer leaves it alone (under R->mu) */
+	int sync_rc;         /* the syncer failed (under R->mu) */
+	struct fg_err sync_err;
 	int inflight;
 	int single;          /* one chunk: hashed inline on the transfer thread */
 	int mismatch_retry;  /* already refetched once after a digest mismatch */
@@ -77,6 +83,7 @@ struct run {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	int stop;
+	int nosync;           /* journal without fdatasync (benchmarks only) */
 	unsigned long long bytes_done, bytes_total, t0;
 	unsigned long long last_prog, last_prog_bytes;
 	double rate;
@@ -113,6 +120,8 @@ static void job_fail(struct job *j, int rc, const struct fg_err *e)
 	fail_run(R, rc, e);
 	pthread_mutex_lock(&R->mu);
 	j->cancel = 1;
+	while (j->syncing)
+		pthread_cond_wait(&R->cv, &R->mu);
 	pthread_mutex_unlock(&R->mu);
 	if (j->jfd >= 0) {
 		close(j->jfd);
@@ -196,6 +205,69 @@ static void *hasher(void *arg)
 	return NULL;
 }
 
+/* ---- syncer thread: makes finished chunks durable, then journals them ----
+ * A chunk is journaled only after fdatasync of the part file (its bytes are on
+ * disk), and the journal is fdatasync'ed after the lines are appended, so a
+ * power loss cannot leave a journal claiming bytes that never reached the
+ * disk. Chunks finished meanwhile share one pair of syncs. */
+
+static void *syncer(void *arg)
+{
+	struct run *R = arg;
+	struct fg_buf lines = FG_BUF_INIT;
+
+	pthread_mutex_lock(&R->mu);
+	for (;;) {
+		struct job *j = NULL;
+		size_t i, n;
+		int rc = 0;
+		struct fg_err e;
+
+		for (i = 0; i < R->nopen; i++) {
+			struct job *k = R->open[i];
+
+			if (k->njq && !k->cancel && !k->closing && !k->sync_rc && k->jfd >= 0) {
+				j = k;
+				break;
+			}
+		}
+		if (!j) {
+			if (R->stop)
+				break;
+			pthread_cond_wait(&R->cv, &R->mu);
+			continue;
+		}
+		n = j->njq;
+		memcpy(j->jq_work, j->jq, n * sizeof(*j->jq));
+		j->njq = 0;
+		j->syncing = 1;
+		pthread_mutex_unlock(&R->mu);
+		fg_buf_reset(&lines);
+		for (i = 0; i < n && !rc; i++)
+			rc = fg_buf_printf(&lines, &e, "%zu\n", j->jq_work[i]);
+		if (!rc && !R->nosync && fdatasync(j->fd))
+			rc = fg_err_set(&e, FG_EIO, "fdatasync %s: %s", j->part.data, strerror(errno));
+		if (!rc && fg_write_all(j->jfd, lines.data, lines.len))
+			rc = fg_err_set(&e, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s: %s",
+					j->jpath.data, strerror(errno));
+		if (!rc && !R->nosync && fdatasync(j->jfd))
+			rc = fg_err_set(&e, FG_EIO, "fdatasync %s: %s", j->jpath.data, strerror(errno));
+		pthread_mutex_lock(&R->mu);
+		j->syncing = 0;
+		if (rc) {
+			j->sync_rc = rc;
+			j->sync_err = e;
+			pthread_mutex_unlock(&R->mu);
+			fg_http_wakeup(R->h);
+			pthread_mutex_lock(&R->mu);
+		}
+		pthread_cond_broadcast(&R->cv);
+	}
+	pthread_mutex_unlock(&R->mu);
+	fg_buf_release(&lines);
+	return NULL;
+}
+
 /* Moves the hash target to the end of the contiguous received prefix. */
 static void advance_target(struct job *j, int force)
 {
@@ -214,7 +286,10 @@ static void advance_target(struct job *j, int force)
 	pthread_mutex_unlock(&R->mu);
 }
 
-/* ---- journal: "fgpack-partial 1 <size> <chunk> <identity hex>\n" then "<chunk index>\n"... ---- */
+/* ---- journal: "fgpack-partial 2 <size> <chunk> <identity hex>\n" then "<chunk index>\n"...
+ * Version 2 journals are durable (see the syncer), so they are trusted across
+ * a reboot; a version 1 journal (journaled without fdatasync) never matches
+ * the header and its partial download starts over. ---- */
 
 static int identity_hex(char out[FG_SHA256_HEX_LEN + 1], const struct fg_fetch_item *it)
 {
@@ -232,27 +307,6 @@ static int identity_hex(char out[FG_SHA256_HEX_LEN + 1], const struct fg_fetch_i
 	return rc;
 }
 
-static unsigned long long boot_time(void)
-{
-	struct fg_buf b = FG_BUF_INIT;
-	unsigned long long t = 0;
-	char *p;
-
-	if (!fg_file_read("/proc/stat", 1 << 20, &b, NULL) && b.data && (p = strstr(b.data, "\nbtime "))) {
-		char num[32];
-		size_t i;
-
-		p += 7;
-		for (i = 0; i < sizeof(num) - 1 && p[i] >= '0' && p[i] <= '9'; i++)
-			num[i] = p[i];
-		num[i] = '\0';
-		if (fg_parse_u64(num, &t))
-			t = 0;
-	}
-	fg_buf_release(&b);
-	return t;
-}
-
 /* Reads the journal; marks finished chunks when it belongs to this download and
  * the part file is long enough. Returns 1 when it was usable. */
 static int load_journal(struct job *j, const char *header)
@@ -263,9 +317,6 @@ static int load_journal(struct job *j, const char *header)
 	int ok = 0;
 
 	if (stat(j->jpath.data, &sj) || fstat(j->fd, &sp))
-		return 0;
-	/* Written before the last boot: the page cache holding the part may be lost. */
-	if ((unsigned long long)sj.st_mtime < boot_time())
 		return 0;
 	if (fg_file_read(j->jpath.data, 64 << 20, &b, NULL) || b.len < hl || memcmp(b.data, header, hl))
 		goto out;
@@ -331,7 +382,7 @@ static int job_files(struct job *j, struct fg_err *err)
 		return err ? err->code : FG_EIO;
 	if (identity_hex(id, j->it))
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
-	snprintf(header, sizeof(header), "fgpack-partial 1 %llu %llu %s\n", j->size, j->chunk, id);
+	snprintf(header, sizeof(header), "fgpack-partial 2 %llu %llu %s\n", j->size, j->chunk, id);
 	memset(j->done, 0, j->nchunks ? j->nchunks : 1);
 	memset(j->got, 0, (j->nchunks ? j->nchunks : 1) * sizeof(*j->got));
 	j->next = 0;
@@ -341,6 +392,11 @@ static int job_files(struct job *j, struct fg_err *err)
 	j->last_signal = 0;
 	j->hash_done = 0;
 	j->hash_rc = 0;
+	pthread_mutex_lock(&R->mu);
+	j->njq = 0;
+	j->sync_rc = 0;
+	j->closing = 0;
+	pthread_mutex_unlock(&R->mu);
 	if (j->single) {
 		/* one request, hashed as it arrives: nothing worth resuming, no journal */
 		j->fd = open(j->part.data, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -360,7 +416,7 @@ static int job_files(struct job *j, struct fg_err *err)
 		if (ftruncate(j->fd, 0))
 			return fg_err_set(err, FG_EIO, "truncate %s: %s", j->part.data, strerror(errno));
 		jfd = open(j->jpath.data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-		if (jfd < 0 || write_all(jfd, header, strlen(header))) {
+		if (jfd < 0 || write_all(jfd, header, strlen(header)) || (!R->nosync && fdatasync(jfd))) {
 			int e = errno;
 
 			if (jfd >= 0)
@@ -369,6 +425,16 @@ static int job_files(struct job *j, struct fg_err *err)
 					  j->jpath.data, strerror(e));
 		}
 		close(jfd);
+		/* the part and journal names themselves survive a power loss */
+		if (!R->nosync) {
+			char *slash = strrchr(j->jpath.data, '/');
+
+			if (slash) {
+				*slash = '\0';
+				fg_fsync_dir(j->jpath.data, NULL);
+				*slash = '/';
+			}
+		}
 	}
 	j->jfd = open(j->jpath.data, O_WRONLY | O_APPEND | O_CLOEXEC);
 	if (j->jfd < 0)
@@ -532,8 +598,6 @@ static void chunk_done(void *ud, int rc, const struct fg_err *e)
 	struct cctx *cx = ud;
 	struct job *j = cx->j;
 	struct run *R = j->R;
-	char line[32];
-	int n;
 
 	R->inflight--;
 	j->inflight--;
@@ -570,15 +634,11 @@ static void chunk_done(void *ud, int rc, const struct fg_err *e)
 		R->pending[R->npending++] = j;
 		return;
 	}
-	n = snprintf(line, sizeof(line), "%zu\n", cx->c);
-	if (write_all(j->jfd, line, (size_t)n)) {
-		struct fg_err we;
-
-		fg_err_set(&we, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s: %s", j->jpath.data,
-			   strerror(errno));
-		job_fail(j, we.code, &we);
-		return;
-	}
+	/* journaled by the syncer once the bytes are on disk */
+	pthread_mutex_lock(&R->mu);
+	j->jq[j->njq++] = cx->c;
+	pthread_cond_broadcast(&R->cv);
+	pthread_mutex_unlock(&R->mu);
 	advance_target(j, 1);
 }
 
@@ -862,7 +922,20 @@ static int tick(void *ud)
 		int ready;
 
 		pthread_mutex_lock(&R->mu);
-		ready = !j->single && j->hash_done && !j->hashing && j->state == J_OPEN && !j->inflight;
+		if (j->sync_rc && j->state == J_OPEN) {
+			struct fg_err se = j->sync_err;
+			int src = j->sync_rc;
+
+			pthread_mutex_unlock(&R->mu);
+			fg_err_wrap(&se, "fetch %s", j->it->what);
+			job_close(j);
+			job_fail(j, src, &se);
+			continue; /* j left the open list */
+		}
+		ready = !j->single && j->hash_done && !j->hashing && j->state == J_OPEN && !j->inflight &&
+			!j->syncing;
+		if (ready)
+			j->closing = 1;
 		pthread_mutex_unlock(&R->mu);
 		if (ready) {
 			size_t before = R->nopen;
@@ -894,7 +967,7 @@ int fg_fetch_run(struct fg_fetch_stats *stats, struct fg_store *st, struct fg_ht
 		 struct fg_err *err)
 {
 	struct run R;
-	pthread_t th;
+	pthread_t th, sth;
 	int have_thread = 0, rc = 0;
 	size_t i;
 	unsigned long long need = 0, avail = 0;
@@ -915,6 +988,7 @@ int fg_fetch_run(struct fg_fetch_stats *stats, struct fg_store *st, struct fg_ht
 	R.max_jobs = opts->jobs > 0 ? opts->jobs : 8;
 	R.chunk = opts->chunk ? opts->chunk : FG_FETCH_CHUNK;
 	R.max_open = (size_t)R.max_jobs * 4 + 4;
+	R.nosync = opts->journal_nosync;
 	R.t0 = now_ms();
 	pthread_mutex_init(&R.mu, NULL);
 	pthread_cond_init(&R.cv, NULL);
@@ -953,7 +1027,9 @@ int fg_fetch_run(struct fg_fetch_stats *stats, struct fg_store *st, struct fg_ht
 		j->done = calloc(j->nchunks, 1);
 		j->got = calloc(j->nchunks, sizeof(*j->got));
 		j->ctx = calloc(j->nchunks, sizeof(*j->ctx));
-		if (!j->done || !j->got || !j->ctx) {
+		j->jq = calloc(j->nchunks, sizeof(*j->jq));
+		j->jq_work = calloc(j->nchunks, sizeof(*j->jq_work));
+		if (!j->done || !j->got || !j->ctx || !j->jq || !j->jq_work) {
 			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 			goto out;
 		}
@@ -997,6 +1073,11 @@ int fg_fetch_run(struct fg_fetch_stats *stats, struct fg_store *st, struct fg_ht
 			goto out;
 		}
 		have_thread = 1;
+		if (pthread_create(&sth, NULL, syncer, &R)) {
+			rc = fg_err_set(err, FG_ENOMEM, "cannot start the syncer thread");
+			goto out;
+		}
+		have_thread = 2;
 		pump(&R);
 		rc = fg_http_run(h, tick, &R, 5, err);
 	} else {
@@ -1024,6 +1105,8 @@ out:
 		pthread_cond_broadcast(&R.cv);
 		pthread_mutex_unlock(&R.mu);
 		pthread_join(th, NULL);
+		if (have_thread == 2)
+			pthread_join(sth, NULL);
 	}
 	if (stats)
 		stats->seconds = (double)(now_ms() - R.t0) / 1000.0;
@@ -1038,6 +1121,8 @@ out:
 		free(j->done);
 		free(j->got);
 		free(j->ctx);
+		free(j->jq);
+		free(j->jq_work);
 	}
 	free(R.jobs);
 	free(R.busy);

@@ -8,7 +8,10 @@
  * was unfinished. A hasher thread sha256-hashes the contiguous prefix of each
  * file while the rest is still arriving; the blob enters the store only
  * through fg_store_commit with that digest (and the expected one, when
- * known). A digest that differs from the expected one is refetched once from
+ * known). A range is journaled only after the part file was fdatasync'ed,
+ * and the journal is fdatasync'ed after each append (a syncer thread does
+ * both, off the transfer thread), so even a power loss leaves a journal that
+ * claims only bytes that are on disk. A digest that differs from the expected one is refetched once from
  * scratch, then reported. Each blob is fetched under its store lock; a blob
  * locked by another process is waited for without holding any other lock.
  * With h == NULL (offline) nothing is fetched: every item must already be in
@@ -63,6 +66,9 @@ struct fg_fetch_opts {
 	void (*progress)(void *ud, const struct fg_fetch_progress *p); /* may be NULL */
 	void *progress_ud;
 	unsigned progress_ms;           /* 0 means 200 */
+	int journal_nosync;             /* journal finished ranges without fdatasync of the
+					 * part and journal: survives a kill but not a power
+					 * loss (for measuring what durability costs) */
 };
 
 struct fg_fetch_stats {

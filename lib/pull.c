@@ -534,6 +534,7 @@ static int fetch_plan(struct fg_pull_report *rep, struct plan *p, struct fg_stor
 		memset(&fo, 0, sizeof(fo));
 		fo.jobs = o->jobs;
 		fo.chunk = o->chunk;
+		fo.journal_nosync = o->journal_nosync;
 		fo.progress = o->progress;
 		fo.progress_ud = o->progress_ud;
 		rc = fg_fetch_run(&rep->fetch, st, h, net, nn, &fo, err);
@@ -645,6 +646,7 @@ static int check_unvalidated(struct fg_pull_report *rep, const struct plan *p, s
 		memset(&fo, 0, sizeof(fo));
 		fo.jobs = o->jobs;
 		fo.chunk = o->chunk;
+		fo.journal_nosync = o->journal_nosync;
 		rc = fg_fetch_run(&fs, st, h, items, n, &fo, err);
 		if (!rc)
 			rep->fetch.bytes_net += fs.bytes_net;

@@ -41,6 +41,7 @@ struct fg_pull_opts {
 	int jobs;         /* concurrent transfers */
 	unsigned long long chunk; /* range size; 0: FG_FETCH_CHUNK */
 	long stall_secs;  /* 0: default */
+	int journal_nosync; /* see fg_fetch_opts (benchmarks only) */
 	unsigned retry_base_ms; /* 0: default */
 	void (*progress)(void *ud, const struct fg_fetch_progress *p);
 	void *progress_ud;
