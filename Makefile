@@ -26,6 +26,7 @@ NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>
 KERNEL_OBJS :=
 .DEFAULT_GOAL := all
 -include kernels/kernels.mk
+-include static/engine.mk
 
 .PHONY: all check test asan ubsan fuzz demo deps clean bench
 # BIN is the binary built; sanitizer builds put theirs under their BUILD folder

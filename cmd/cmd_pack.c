@@ -48,7 +48,7 @@ static void usage(FILE *f)
 		"usage: fgpack pack [MANIFEST] [--model DIR] [--drafter DIR] [--keepset FILE]\n"
 		"                   [--component KEY=PATH]... [--lock FILE] [--eval FILE] [--prompts N]\n"
 		"                   [--golden-tokens N] [--no-golden] [--attest FILE]... [--level N]\n"
-		"                   [--device cpu|cuda] -o OUT.fgb\n\n"
+		"                   [--device cpu|cuda] [--engine FILE] [--golden FILE] -o OUT.fgb\n\n"
 		"Packs a reproducible bundle: bundle.json (every file's size and sha256), the\n"
 		"manifest, components/<role>/, patches/ (serve.py and *.py beside the manifest),\n"
 		"the engine binary, golden/ (a transcript the engine decoded greedily here) and\n"
@@ -67,7 +67,13 @@ static void usage(FILE *f)
 		"  --attest FILE        add FILE under attestations/ (repeatable)\n"
 		"  --no-golden          pack without a transcript (components the engine cannot load)\n"
 		"  --level N            zstd level 1..19 (default 3)\n"
+
 		"  --device cpu|cuda    the engine path that records the transcript (default cpu)\n"
+		"  --golden FILE        bundle FILE as the golden transcript (one that 'fgpack verify\n"
+		"                       --record' wrote on the reference GPU) instead of recording here\n"
+		"  --engine FILE        the engine binary to bundle (default: $FGPACK_ENGINE, else\n"
+		"                       fgpack-engine or build/fgpack-engine beside this fgpack, as\n"
+		"                       'make engine' builds it; else this fgpack, with a warning)\n"
 		"  -o OUT.fgb           where to write\n\n"
 		"Member times are SOURCE_DATE_EPOCH (default 0). Same inputs, same bytes.\n");
 }
@@ -261,7 +267,8 @@ static int add_json(struct fg_bundle_builder *b, const char *path, const cJSON *
 
 /* Loads the model, records the golden transcript and eval ids into b. */
 static int add_golden(struct fg_bundle_builder *b, const char *model_dir, const cJSON *settings,
-		      int n_prompts, int max_new, const char *eval_path, int device, struct fg_err *err)
+		      int n_prompts, int max_new, const char *eval_path, int device,
+		      const char *golden_file, struct fg_err *err)
 {
 	struct fg_engine_opts o;
 	struct fg_engine *e = NULL;
@@ -280,10 +287,29 @@ static int add_golden(struct fg_bundle_builder *b, const char *model_dir, const 
 	rc = fg_engine_load(&e, model_dir, &o, err);
 	if (rc)
 		return fg_err_wrap(err, "golden transcript (use --no-golden to pack without one)");
-	rc = fg_golden_default_prompts(&prompts, fg_engine_vocab_size(e), fg_engine_bos_id(e),
-				       n_prompts, err);
-	if (!rc)
-		rc = fg_golden_record(&tr, e, prompts, max_new, err);
+	if (golden_file) {
+		/* recorded elsewhere (verify --record on the reference GPU): checked
+		 * for shape here; its logits chain belongs to that device */
+		long long mn = 0;
+
+		rc = fg_file_read(golden_file, (size_t)256 << 20, &text, err);
+		if (!rc)
+			rc = fg_json_parse(&tr, text.data, text.len, golden_file, err);
+		fg_buf_reset(&text);
+		if (!rc && (fg_json_int(tr, "max_new", &mn) || mn < 1 || !fg_json_arr(tr, "prompts") ||
+			    !fg_json_str(tr, "digest") || !fg_json_obj(tr, "device")))
+			rc = fg_err_set(err, FG_EFORMAT, "%s: not a golden transcript (max_new, "
+							 "prompts, digest, device)", golden_file);
+		if (!rc) {
+			n_prompts = cJSON_GetArraySize(fg_json_arr(tr, "prompts"));
+			max_new = (int)mn;
+		}
+	} else {
+		rc = fg_golden_default_prompts(&prompts, fg_engine_vocab_size(e),
+					       fg_engine_bos_id(e), n_prompts, err);
+		if (!rc)
+			rc = fg_golden_record(&tr, e, prompts, max_new, err);
+	}
 	if (!rc)
 		rc = add_json(b, "golden/transcript.json", tr, err);
 	if (!rc)
@@ -314,6 +340,89 @@ static int add_golden(struct fg_bundle_builder *b, const char *model_dir, const 
 	fg_buf_release(&text);
 	fg_engine_free(e);
 	return rc;
+}
+
+/* The engine binary to bundle: --engine, $FGPACK_ENGINE, the self-contained
+ * build (make engine) beside this fgpack or under its build/, else this
+ * fgpack itself (dynamically linked: a warning says so). */
+static int find_engine(struct fg_buf *out, const char *given, struct fg_err *err)
+{
+	static const char *const rel[] = { "fgpack-engine", "build/fgpack-engine" };
+	const char *env = getenv("FGPACK_ENGINE");
+	char self[4096];
+	ssize_t n;
+	size_t i;
+
+	if (given || (env && *env))
+		return fg_buf_puts(out, given ? given : env, err);
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0) {
+		char *slash;
+
+		self[n] = '\0';
+		slash = strrchr(self, '/');
+		if (slash)
+			*slash = '\0';
+		for (i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+			int rc;
+
+			fg_buf_reset(out);
+			rc = fg_path_join(out, self, rel[i], err);
+			if (rc)
+				return rc;
+			if (!access(out->data, X_OK))
+				return 0;
+		}
+	}
+	fg_buf_reset(out);
+	return fg_buf_puts(out, "/proc/self/exe", err);
+}
+
+/* Runs ENGINE --version: "fgpack V (build B)", plus " engine" for the
+ * self-contained build. Sets build (caller frees) and is_static. */
+static int engine_identity(char **build, int *is_static, const char *engine, struct fg_err *err)
+{
+	struct fg_buf cmd = FG_BUF_INIT, line = FG_BUF_INIT;
+	char buf[256];
+	const char *b, *e;
+	FILE *f;
+	size_t i;
+	int rc, st;
+
+	*build = NULL;
+	*is_static = 0;
+	/* the path is quoted for sh: refuse a quote rather than escape it */
+	if (strchr(engine, '\''))
+		return fg_err_set(err, FG_EINVAL, "engine path %s: a quote in it", engine);
+	rc = fg_buf_printf(&cmd, err, "'%s' --version 2>&1", engine);
+	if (rc)
+		return rc;
+	f = popen(cmd.data, "r");
+	fg_buf_release(&cmd);
+	if (!f)
+		return fg_err_set(err, FG_EIO, "run %s --version: %s", engine, strerror(errno));
+	while (!rc && fgets(buf, sizeof(buf), f))
+		rc = fg_buf_puts(&line, buf, err);
+	st = pclose(f);
+	if (rc) {
+		fg_buf_release(&line);
+		return rc;
+	}
+	b = line.data ? strstr(line.data, "(build ") : NULL;
+	e = b ? strchr(b, ')') : NULL;
+	if (st != 0 || strncmp(line.data ? line.data : "", "fgpack ", 7) || !b || !e) {
+		rc = fg_err_set(err, FG_EFORMAT, "%s does not run as an fgpack engine (%s --version "
+						 "said '%.80s')", engine, engine, line.data ? line.data : "");
+		fg_buf_release(&line);
+		return rc;
+	}
+	b += 7;
+	*build = strndup(b, (size_t)(e - b));
+	for (i = 0; e[i] && e[i] != '\n'; i++)
+		;
+	*is_static = !strncmp(e + 1, " engine", 7);
+	fg_buf_release(&line);
+	return *build ? 0 : fg_err_set(err, FG_ENOMEM, "out of memory");
 }
 
 static int add_component(struct fg_bundle_builder *b, cJSON *list, struct comp_arg *c, int n,
@@ -422,7 +531,11 @@ int cmd_pack(int argc, char **argv)
 	struct fg_lock_manifest *lm = NULL;
 	struct fg_store *store = NULL;
 	struct fg_buf raw = FG_BUF_INIT, raw_lock = FG_BUF_INIT;
-	const char *lock_path = NULL;
+	const char *lock_path = NULL, *engine_arg = NULL, *golden_file = NULL;
+	struct fg_buf engine_path = FG_BUF_INIT;
+	char *engine_build = NULL;
+	int engine_static = 0;
+
 	struct fg_err err;
 	const char *out = NULL, *manifest = NULL, *eval = NULL, *model_dir = NULL, *sde;
 	cJSON *meta, *list, *settings = NULL, *engine, *archs;
@@ -434,6 +547,7 @@ int cmd_pack(int argc, char **argv)
 	long long mtime = 0;
 
 	memset(&err, 0, sizeof(err));
+	memset(comps, 0, sizeof(comps)); /* .lc is read for every component */
 	if (fg_cmd_wants_help(argc, argv)) {
 		usage(stdout);
 		return FG_EXIT_OK;
@@ -444,7 +558,8 @@ int cmd_pack(int argc, char **argv)
 			    !strcmp(a, "--keepset") || !strcmp(a, "--component") ||
 			    !strcmp(a, "--eval") || !strcmp(a, "--level") || !strcmp(a, "--lock") ||
 			    !strcmp(a, "--prompts") || !strcmp(a, "--golden-tokens") ||
-			    !strcmp(a, "--attest") || !strcmp(a, "--device");
+			    !strcmp(a, "--attest") || !strcmp(a, "--device") || !strcmp(a, "--engine") ||
+			    !strcmp(a, "--golden");
 
 		if (takes && !val)
 			return fg_cmd_usage_error("pack", "%s needs a value", a);
@@ -480,6 +595,10 @@ int cmd_pack(int argc, char **argv)
 			eval = val;
 		else if (!strcmp(a, "--lock"))
 			lock_path = val;
+		else if (!strcmp(a, "--engine"))
+			engine_arg = val;
+		else if (!strcmp(a, "--golden"))
+			golden_file = val;
 		else if (!strcmp(a, "--device") && strcmp(val, "cpu") && strcmp(val, "cuda"))
 			return fg_cmd_usage_error("pack", "--device wants cpu or cuda");
 		else if (!strcmp(a, "--device"))
@@ -622,7 +741,21 @@ int cmd_pack(int argc, char **argv)
 	cJSON_AddItemToObject(meta, "settings", settings);
 	settings = NULL;
 
-	rc = fg_bundle_add_file(b, "engine/fgpack", "/proc/self/exe", &err);
+	rc = find_engine(&engine_path, engine_arg, &err);
+	if (!rc)
+		rc = engine_identity(&engine_build, &engine_static, engine_path.data, &err);
+	if (rc)
+		goto fail;
+	if (!engine_static)
+		fprintf(stderr, "fgpack pack: warning: the engine %s is not the self-contained build; "
+				"the bundle needs this machine's shared libraries (run 'make engine' or "
+				"pass --engine)\n",
+			engine_path.data);
+	else if (strcmp(engine_build, fg_build_id))
+		fprintf(stderr, "fgpack pack: warning: engine %s is build %s, this fgpack is build "
+				"%s (rebuild with 'make engine')\n",
+			engine_path.data, engine_build, fg_build_id);
+	rc = fg_bundle_add_file(b, "engine/fgpack", engine_path.data, &err);
 	for (i = 0; !rc && i < n_attest; i++) {
 		struct fg_buf ap = FG_BUF_INIT;
 
@@ -636,7 +769,8 @@ int cmd_pack(int argc, char **argv)
 	engine = cJSON_AddObjectToObject(meta, "engine");
 	cJSON_AddStringToObject(engine, "path", "engine/fgpack");
 	cJSON_AddStringToObject(engine, "version", FG_VERSION);
-	cJSON_AddStringToObject(engine, "build", fg_build_id);
+	cJSON_AddStringToObject(engine, "build", engine_build);
+	cJSON_AddBoolToObject(engine, "static", engine_static);
 	archs = cJSON_AddArrayToObject(engine, "gpu_archs");
 #if !defined(FG_CUDA_ARCHS) && defined(FG_HAVE_CUDA)
 /* kernels/kernels.mk builds sm_86 and sm_90 (plus sm_90 PTX) by default */
@@ -653,11 +787,15 @@ int cmd_pack(int argc, char **argv)
 	(void)archs;
 #endif
 	cJSON_AddStringToObject(engine, "requires",
-				"glibc, libcurl, libcrypto (OpenSSL 3), libarchive, libcjson, libzstd, "
-				"libmicrohttpd (docs/formats/bundle.md)");
+				engine_static
+					? "x86-64 Linux with glibc 2.17 or newer (libc, libm, libpthread, "
+					  "libdl, librt, ld-linux); for --device cuda an NVIDIA driver "
+					  "(libcuda.so.1) for CUDA 13 (docs/formats/bundle.md)"
+					: "glibc, libcurl, libcrypto (OpenSSL 3), libarchive, libcjson, "
+					  "libzstd, libmicrohttpd (docs/formats/bundle.md)");
 	if (!no_golden && model_dir) {
 		rc = add_golden(b, model_dir, fg_json_obj(meta, "settings"), n_prompts, max_new, eval,
-				device, &err);
+				device, golden_file, &err);
 		if (rc)
 			goto fail;
 	} else
@@ -667,6 +805,8 @@ int cmd_pack(int argc, char **argv)
 	if (rc)
 		goto fail;
 	printf("%s\n", id);
+	free(engine_build);
+	fg_buf_release(&engine_path);
 	fg_bundle_builder_free(b);
 	fg_manifest_free(m);
 	fg_lock_free(lock);
@@ -675,6 +815,8 @@ int cmd_pack(int argc, char **argv)
 	fg_buf_release(&raw_lock);
 	return FG_EXIT_OK;
 fail:
+	free(engine_build);
+	fg_buf_release(&engine_path);
 	cJSON_Delete(settings);
 	fg_bundle_builder_free(b);
 	fg_manifest_free(m);

@@ -19,7 +19,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: fgpack verify BUNDLE.fgb [--json] [--summary FILE] [--no-replay] [--no-bench]\n"
-		"                     [--threads N] [--max-new N] [--warmup N] [--device cpu|cuda]\n\n"
+		"                     [--threads N] [--max-new N] [--warmup N] [--device cpu|cuda]\n"
+		"                     [--transcript FILE] [--record FILE]\n\n"
 		"Extracts the bundle into a temporary folder, re-hashing every member against\n"
 		"bundle.json; replays the golden transcript with the embedded engine and reports\n"
 		"the level that holds: 'logits' (every token and every step's logits hash equal:\n"
@@ -28,11 +29,15 @@ static void usage(FILE *f)
 		"default 64; median over the golden prompts, --max-new new tokens each, default\n"
 		"128, only completed requests count) and perplexity on the bundled eval text.\n"
 		"Writes summary.json (--summary FILE; '-' for none).\n\n"
+		"  --transcript FILE  replay FILE (a transcript recorded elsewhere, e.g. by\n"
+		"                     --record on the reference GPU) instead of the bundled one\n"
+		"  --record FILE      also record this device's own transcript of the same\n"
+		"                     prompts into FILE (for 'fgpack pack --golden FILE')\n\n"
 		"Exit: 0 verified, 1 failure, 2 usage, 3 mismatch (a file or the transcript).\n");
 }
 
 struct opts {
-	const char *bundle, *summary;
+	const char *bundle, *summary, *transcript, *record;
 	int json, no_replay, no_bench, threads, max_new, warmup, device;
 };
 
@@ -87,7 +92,7 @@ static int read_member_json(cJSON **out, const struct fg_bundle *b, const char *
 
 int cmd_verify(int argc, char **argv)
 {
-	struct opts o = { NULL, "summary.json", 0, 0, 0, 1, 128, 64, FG_DEVICE_CPU };
+	struct opts o = { NULL, "summary.json", NULL, NULL, 0, 0, 0, 1, 128, 64, FG_DEVICE_CPU };
 	struct fg_bundle *b = NULL;
 	struct fg_engine *e = NULL;
 	struct fg_golden_result gr;
@@ -111,7 +116,8 @@ int cmd_verify(int argc, char **argv)
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 		int takes = !strcmp(a, "--summary") || !strcmp(a, "--threads") || !strcmp(a, "--device") ||
-			    !strcmp(a, "--max-new") || !strcmp(a, "--warmup");
+			    !strcmp(a, "--max-new") || !strcmp(a, "--warmup") ||
+			    !strcmp(a, "--transcript") || !strcmp(a, "--record");
 
 		if (takes && !val) {
 			cJSON_Delete(sum);
@@ -125,6 +131,10 @@ int cmd_verify(int argc, char **argv)
 			o.no_bench = 1;
 		else if (!strcmp(a, "--summary"))
 			o.summary = val;
+		else if (!strcmp(a, "--transcript"))
+			o.transcript = val;
+		else if (!strcmp(a, "--record"))
+			o.record = val;
 		else if (!strcmp(a, "--device") && strcmp(val, "cpu") && strcmp(val, "cuda")) {
 			cJSON_Delete(sum);
 			return fg_cmd_usage_error("verify", "--device wants cpu or cuda");
@@ -220,11 +230,43 @@ int cmd_verify(int argc, char **argv)
 	golden = fg_json_obj(b->meta, "golden");
 	if (!golden || o.no_replay)
 		goto report;
-	rc = read_member_json(&tr, b, fg_json_str(golden, "transcript") ? fg_json_str(golden, "transcript")
-									 : "golden/transcript.json",
-			      &err);
+	if (o.transcript) {
+		struct fg_buf t = FG_BUF_INIT;
+
+		rc = fg_file_read(o.transcript, (size_t)256 << 20, &t, &err);
+		if (!rc)
+			rc = fg_json_parse(&tr, t.data, t.len, o.transcript, &err);
+		fg_buf_release(&t);
+		if (!rc)
+			cJSON_AddStringToObject(sum, "transcript", o.transcript);
+	} else
+		rc = read_member_json(&tr, b, fg_json_str(golden, "transcript")
+						       ? fg_json_str(golden, "transcript")
+						       : "golden/transcript.json",
+				      &err);
 	if (!rc)
 		rc = load_engine(&e, b, o.threads, o.device, &err);
+	if (!rc && o.record) {
+		/* this device's own transcript of the same prompts, before the replay */
+		cJSON *mine = NULL;
+		struct fg_buf t = FG_BUF_INIT;
+		long long mn = 0;
+
+		if (fg_json_int(tr, "max_new", &mn) || mn < 1 || mn > 65536)
+			rc = fg_err_set(&err, FG_EFORMAT, "transcript: no max_new");
+		if (!rc)
+			rc = fg_golden_record(&mine, e, fg_json_arr(tr, "prompts"), (int)mn, &err);
+		if (!rc)
+			rc = fg_json_write(&t, mine, 1, &err);
+		if (!rc)
+			rc = fg_file_write_atomic(o.record, t.data, t.len, 0644, &err);
+		if (!rc) {
+			cJSON_AddStringToObject(sum, "recorded", o.record);
+			cJSON_AddStringToObject(sum, "recorded_digest", fg_json_str(mine, "digest"));
+		}
+		cJSON_Delete(mine);
+		fg_buf_release(&t);
+	}
 	if (!rc)
 		rc = fg_golden_replay(&gr, e, tr, &err);
 	if (rc)

@@ -86,7 +86,12 @@ int main(int argc, char **argv)
 		return FG_EXIT_OK;
 	}
 	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+#ifdef FG_ENGINE_BUILD
+		/* "engine": the self-contained build (static/engine.mk); pack reads it */
+		printf("fgpack %s (build %s) engine\n", FG_VERSION, fg_build_id);
+#else
 		printf("fgpack %s (build %s)\n", FG_VERSION, fg_build_id);
+#endif
 		return FG_EXIT_OK;
 	}
 	for (i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {

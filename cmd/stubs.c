@@ -7,7 +7,12 @@
 
 static int not_built(const char *verb)
 {
+#ifdef FG_ENGINE_BUILD
+	/* static/engine.mk: the bundle's engine carries run, serve and verify only */
+	fprintf(stderr, "fgpack %s: not in the engine build (use the full fgpack)\n", verb);
+#else
 	fprintf(stderr, "fgpack %s: not implemented in this build yet\n", verb);
+#endif
 	return FG_EXIT_FAIL;
 }
 
