@@ -38,7 +38,9 @@
 #define CACHE_SLOTS_MAX ((size_t)1 << 18)
 #define CACHE_SLOTS_MIN ((size_t)1 << 8)
 #define CACHE_MAX_WORD 128
+#define CACHE_ARENA_MAX ((size_t)32 << 20)
 #define CP_CACHE 4096
+#define PAIR_CACHE 8192
 #define NO_SYM (-1)
 
 /* "▁" U+2581, the word-boundary character of SentencePiece-style vocabularies. */
@@ -93,6 +95,7 @@ struct fg_tokenizer {
 	size_t vmask;
 	struct mslot *mslots;
 	size_t mmask, n_merges;
+	size_t vslots_bytes, mslots_bytes; /* mapped sizes (big_alloc) */
 	int32_t byte_id[256];
 	int32_t ascii_id[128];
 	struct added *added;
@@ -115,6 +118,7 @@ struct fg_tokenizer {
 	struct step *dec;
 	size_t n_dec;
 	int has_decoder;
+	uint64_t stamp; /* unique per load in this process: scratch caches belong to one */
 };
 
 /* ---- small helpers ---- */
@@ -247,6 +251,41 @@ static int grow_array(void **arr, size_t *cap, size_t need, size_t elem, struct 
 	return 0;
 }
 
+/* Zeroed memory for a big lookup table, on 2 MiB transparent huge pages where
+ * the kernel offers them: encoding probes these tables at random, and with
+ * 4 KiB pages nearly every probe also missed the TLB (and loading paid one
+ * page fault per 4 KiB). *bytes receives the size to give big_free. */
+static void *big_alloc(size_t n, size_t elem, size_t *bytes, struct fg_err *err)
+{
+	const size_t huge = (size_t)2 << 20;
+	size_t sz, span;
+	char *p, *a;
+
+	if (fg_size_mul(n, elem, &sz) || sz > SIZE_MAX - 2 * huge)
+		return fg_err_set(err, FG_ENOMEM, "table too large"), NULL;
+	sz = (sz + huge - 1) & ~(huge - 1);
+	span = sz + huge;
+	p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return fg_err_set(err, FG_ENOMEM, "out of memory (%zu bytes)", sz), NULL;
+	a = (char *)(((uintptr_t)p + huge - 1) & ~(uintptr_t)(huge - 1));
+	if (a > p)
+		munmap(p, (size_t)(a - p));
+	if (a + sz < p + span)
+		munmap(a + sz, (size_t)(p + span - (a + sz)));
+#ifdef MADV_HUGEPAGE
+	madvise(a, sz, MADV_HUGEPAGE); /* advice only: without it we still work */
+#endif
+	*bytes = sz;
+	return a;
+}
+
+static void big_free(void *p, size_t bytes)
+{
+	if (p)
+		munmap(p, bytes);
+}
+
 /* ---- vocabulary and merge tables ---- */
 
 static const char *piece_of(const struct fg_tokenizer *t, const struct ventry *e)
@@ -295,36 +334,14 @@ static void vocab_insert_slot(struct fg_tokenizer *t, const struct ventry *e)
 	t->vslots[i].id = e->id;
 }
 
-static const struct mslot *merge_find(const struct fg_tokenizer *t, int32_t a, int32_t b)
+static uint64_t pair_key(int32_t a, int32_t b)
 {
-	uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
-	size_t i;
-
-	for (i = hash_u64(key) & t->mmask;; i = (i + 1) & t->mmask) {
-		const struct mslot *m = &t->mslots[i];
-
-		if (m->key == key)
-			return m;
-		if (m->key == UINT64_MAX)
-			return NULL;
-	}
+	return ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
 }
 
-/* The slot where the search for pair (a, b) starts, fetched into the cache
- * ahead of the lookup: a word's first pairs are independent, so their misses
- * can overlap. */
-static size_t merge_prefetch(const struct fg_tokenizer *t, int32_t a, int32_t b)
+/* The merge of pair key, searched from slot i (its hash's), or NULL. */
+static const struct mslot *merge_find_from(const struct fg_tokenizer *t, uint64_t key, size_t i)
 {
-	size_t i = hash_u64(((uint64_t)(uint32_t)a << 32) | (uint32_t)b) & t->mmask;
-
-	__builtin_prefetch(&t->mslots[i]);
-	return i;
-}
-
-static const struct mslot *merge_find_from(const struct fg_tokenizer *t, int32_t a, int32_t b, size_t i)
-{
-	uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
-
 	for (;; i = (i + 1) & t->mmask) {
 		const struct mslot *m = &t->mslots[i];
 
@@ -594,6 +611,10 @@ static int jobject(struct jcur *c, int (*fn)(struct jcur *, const char *, size_t
 }
 
 /* ---- loading ---- */
+
+/* Counts loads, so each tokenizer gets its own stamp (the only static state,
+ * changed atomically). */
+static uint64_t load_count;
 
 struct pending_merge {
 	uint32_t a_off, a_len, b_off, b_len; /* in lctx.mtext */
@@ -1185,9 +1206,8 @@ static int build(struct fg_tokenizer *t, struct lctx *l, size_t n_vocab_ents, st
 	for (cap = 16; cap < t->n_ents * 2; cap *= 2)
 		;
 	t->vmask = cap - 1;
-	t->vslots = malloc(cap * sizeof(*t->vslots));
-	if (!t->vslots)
-		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	if (!(t->vslots = big_alloc(cap, sizeof(*t->vslots), &t->vslots_bytes, err)))
+		return FG_ENOMEM;
 	for (i = 0; i < cap; i++)
 		t->vslots[i].len = UINT32_MAX;
 	for (i = 0; i < t->n_ents; i++) {
@@ -1220,9 +1240,8 @@ static int build(struct fg_tokenizer *t, struct lctx *l, size_t n_vocab_ents, st
 	for (cap = 16; cap < l->n_merges * 2; cap *= 2)
 		;
 	t->mmask = cap - 1;
-	t->mslots = malloc(cap * sizeof(*t->mslots));
-	if (!t->mslots)
-		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	if (!(t->mslots = big_alloc(cap, sizeof(*t->mslots), &t->mslots_bytes, err)))
+		return FG_ENOMEM;
 	for (i = 0; i < cap; i++)
 		t->mslots[i].key = UINT64_MAX;
 	for (i = 0; i < l->n_merges; i++) {
@@ -1319,6 +1338,8 @@ int fg_tokenizer_load_mem(struct fg_tokenizer **out, const char *json, size_t le
 	}
 	if ((rc = build(t, &l, t->n_ents, err)))
 		fg_err_wrap(err, "%s", what);
+	else
+		t->stamp = __atomic_add_fetch(&load_count, 1, __ATOMIC_RELAXED);
 done:
 	cJSON_Delete(l.root);
 	cJSON_Delete(l.model);
@@ -1387,8 +1408,8 @@ void fg_tokenizer_free(struct fg_tokenizer *t)
 	free(t->piece_len);
 	free(t->tflags);
 	free(t->ents);
-	free(t->vslots);
-	free(t->mslots);
+	big_free(t->vslots, t->vslots_bytes);
+	big_free(t->mslots, t->mslots_bytes);
 	free(t->added);
 	free(t->trie);
 	free_steps(t->norm, t->n_norm);
@@ -1407,34 +1428,42 @@ struct section {
 	int32_t added; /* index into tok->added, or -1 for text */
 };
 
-struct cache_ent {
-	uint64_t hash;
-	uint32_t key_off, key_len, ids_off, ids_n;
+/* A word-cache slot (tag 0: empty). The word's bytes lie at off in the
+ * scratch's cache arena, followed (padded to 4 bytes) by its ids when it has
+ * more than one; a one-id word keeps its id here. The tag (high hash bits) is
+ * in the slot so that probing past other words costs no second memory read. */
+struct cslot {
+	uint32_t tag, off;
+	uint16_t klen, n_ids;
+	int32_t id0;
 };
 
 struct fg_tok_scratch {
-	struct fg_buf norm;
-	struct section *secs;
-	size_t n_secs, secs_cap;
+	struct fg_buf norm, norm2; /* normalized text, and the other half of a swap */
 	size_t *pieces; /* pairs of [a, b) offsets into the normalized text */
 	size_t n_pieces, pieces_cap;
 	int32_t *sym_id, *sym_next, *sym_prev;
 	uint32_t *sym_off, *sym_len;
-	size_t *sym_slot;
+	uint64_t *sym_hash; /* hash of the pair a symbol starts */
 	size_t sym_cap;
 	struct hent *heap;
 	size_t heap_n, heap_cap;
+	/* merges of id pairs looked up lately, direct-mapped by the pair's hash:
+	 * words share most of their pairs, and this stays in the core's cache
+	 * where the 16 MiB merge table cannot */
+	struct pent {
+		uint64_t nkey; /* ~pair_key, so that the zeroed table is empty */
+		int32_t rank;  /* -1: no merge */
+		int32_t result;
+	} pc[PAIR_CACHE];
 	/* ids of multi-byte characters seen: direct-mapped by code point */
 	uint32_t cp_key[CP_CACHE];
 	int32_t cp_id[CP_CACHE];
-	/* word cache */
-	int32_t *slots; /* entry index, -1 empty; n_slots a power of two */
-	size_t n_slots;
-	struct cache_ent *ents;
-	size_t n_ents, ents_cap;
-	struct fg_buf keys;
-	int32_t *cids;
-	size_t n_cids, cids_cap;
+	/* word cache: n_slots is 0 or a power of two */
+	struct cslot *cache;
+	size_t n_slots, n_cached;
+	struct fg_buf carena;
+	uint64_t stamp; /* the tokenizer the caches above were filled for */
 };
 
 int fg_tok_scratch_new(struct fg_tok_scratch **out, struct fg_err *err)
@@ -1453,19 +1482,17 @@ void fg_tok_scratch_free(struct fg_tok_scratch *s)
 	if (!s)
 		return;
 	fg_buf_release(&s->norm);
-	free(s->secs);
+	fg_buf_release(&s->norm2);
 	free(s->pieces);
 	free(s->sym_id);
 	free(s->sym_next);
 	free(s->sym_prev);
 	free(s->sym_off);
 	free(s->sym_len);
-	free(s->sym_slot);
+	free(s->sym_hash);
 	free(s->heap);
-	free(s->slots);
-	free(s->ents);
-	fg_buf_release(&s->keys);
-	free(s->cids);
+	free(s->cache);
+	fg_buf_release(&s->carena);
 	free(s);
 }
 
@@ -1474,11 +1501,11 @@ struct out_ids {
 	size_t *n, *cap;
 };
 
-static int emit(struct out_ids *o, int32_t id, struct fg_err *err)
+static inline int emit(struct out_ids *o, int32_t id, struct fg_err *err)
 {
 	int rc;
 
-	if (*o->n == *o->cap &&
+	if (__builtin_expect(*o->n == *o->cap, 0) &&
 	    (rc = grow_array((void **)o->ids, o->cap, *o->n + 1, sizeof(**o->ids), err)))
 		return rc;
 	(*o->ids)[(*o->n)++] = id;
@@ -1576,7 +1603,7 @@ static int sym_reserve(struct fg_tok_scratch *s, size_t n, struct fg_err *err)
 	if ((rc = grow_array((void **)&s->sym_len, &cap, n, sizeof(uint32_t), err)))
 		return rc;
 	cap = s->sym_cap;
-	if ((rc = grow_array((void **)&s->sym_slot, &cap, n, sizeof(size_t), err)))
+	if ((rc = grow_array((void **)&s->sym_hash, &cap, n, sizeof(uint64_t), err)))
 		return rc;
 	cap = s->heap_cap;
 	if ((rc = grow_array((void **)&s->heap, &cap, 3 * n + 3, sizeof(struct hent), err)))
@@ -1586,20 +1613,39 @@ static int sym_reserve(struct fg_tok_scratch *s, size_t n, struct fg_err *err)
 	return 0;
 }
 
-static void push_pair(const struct fg_tokenizer *t, struct fg_tok_scratch *s, int32_t i, size_t slot)
+/* Starts looking up the pair of ids (a, b): returns its hash, and unless the
+ * pair cache holds it fetches the merge table's slot ahead of time, so that
+ * the misses of several pairs overlap. */
+static inline uint64_t pair_start(const struct fg_tokenizer *t, const struct fg_tok_scratch *s, int32_t a,
+				  int32_t b)
+{
+	uint64_t key = pair_key(a, b), h = hash_u64(key);
+
+	if (s->pc[h & (PAIR_CACHE - 1)].nkey != ~key)
+		__builtin_prefetch(&t->mslots[h & t->mmask]);
+	return h;
+}
+
+/* Queues the merge of symbol i with the next one, if their pair has one;
+ * h is the pair's hash from pair_start. */
+static void push_pair(const struct fg_tokenizer *t, struct fg_tok_scratch *s, int32_t i, uint64_t h)
 {
 	int32_t j = s->sym_next[i];
-	const struct mslot *m;
+	uint64_t key = pair_key(s->sym_id[i], s->sym_id[j]);
+	struct pent *e = &s->pc[h & (PAIR_CACHE - 1)];
 
-	if (j < 0 || s->sym_id[i] < 0 || s->sym_id[j] < 0)
-		return;
-	m = slot == SIZE_MAX ? merge_find(t, s->sym_id[i], s->sym_id[j])
-			     : merge_find_from(t, s->sym_id[i], s->sym_id[j], slot);
-	if (m) {
-		struct hent e = { ((uint64_t)(uint32_t)m->rank << 32) | (uint32_t)i, j, m->result, s->sym_id[i],
-				  s->sym_id[j] };
+	if (e->nkey != ~key) {
+		const struct mslot *m = merge_find_from(t, key, h & t->mmask);
 
-		heap_push(s, &e);
+		e->nkey = ~key;
+		e->rank = m ? m->rank : -1;
+		e->result = m ? m->result : -1;
+	}
+	if (e->rank >= 0) {
+		struct hent he = { ((uint64_t)(uint32_t)e->rank << 32) | (uint32_t)i, j, e->result, s->sym_id[i],
+				   s->sym_id[j] };
+
+		heap_push(s, &he);
 	}
 }
 
@@ -1650,12 +1696,11 @@ static int bpe_word(const struct fg_tokenizer *t, struct fg_tok_scratch *s, cons
 	s->sym_next[nsym - 1] = -1;
 	s->heap_n = 0;
 	for (i = 0; i + 1 < nsym; i++)
-		s->sym_slot[i] = s->sym_id[i] >= 0 && s->sym_id[i + 1] >= 0
-					 ? merge_prefetch(t, s->sym_id[i], s->sym_id[i + 1])
-					 : SIZE_MAX;
+		if (s->sym_id[i] >= 0 && s->sym_id[i + 1] >= 0)
+			s->sym_hash[i] = pair_start(t, s, s->sym_id[i], s->sym_id[i + 1]);
 	for (i = 0; i + 1 < nsym; i++)
-		if (s->sym_slot[i] != SIZE_MAX)
-			push_pair(t, s, (int32_t)i, s->sym_slot[i]);
+		if (s->sym_id[i] >= 0 && s->sym_id[i + 1] >= 0)
+			push_pair(t, s, (int32_t)i, s->sym_hash[i]);
 	while (s->heap_n) {
 		struct hent top;
 		int32_t a, b, nx;
@@ -1674,13 +1719,14 @@ static int bpe_word(const struct fg_tokenizer *t, struct fg_tok_scratch *s, cons
 			s->sym_prev[nx] = a;
 		{
 			int32_t pv = s->sym_prev[a];
-			size_t s1 = pv >= 0 && s->sym_id[pv] >= 0 ? merge_prefetch(t, s->sym_id[pv], s->sym_id[a]) : SIZE_MAX;
-			size_t s2 = nx >= 0 && s->sym_id[nx] >= 0 ? merge_prefetch(t, s->sym_id[a], s->sym_id[nx]) : SIZE_MAX;
+			int left = pv >= 0 && s->sym_id[pv] >= 0, right = nx >= 0 && s->sym_id[nx] >= 0;
+			uint64_t h1 = left ? pair_start(t, s, s->sym_id[pv], s->sym_id[a]) : 0;
+			uint64_t h2 = right ? pair_start(t, s, s->sym_id[a], s->sym_id[nx]) : 0;
 
-			if (s1 != SIZE_MAX)
-				push_pair(t, s, pv, s1);
-			if (s2 != SIZE_MAX)
-				push_pair(t, s, a, s2);
+			if (left)
+				push_pair(t, s, pv, h1);
+			if (right)
+				push_pair(t, s, a, h2);
 		}
 	}
 	for (k = 0; k >= 0; k = s->sym_next[k]) {
@@ -1696,44 +1742,59 @@ static int bpe_word(const struct fg_tokenizer *t, struct fg_tok_scratch *s, cons
 
 static void cache_reset(struct fg_tok_scratch *s)
 {
-	memset(s->slots, 0xff, s->n_slots * sizeof(*s->slots));
-	s->n_ents = 0;
-	s->n_cids = 0;
-	fg_buf_reset(&s->keys);
+	memset(s->cache, 0, s->n_slots * sizeof(*s->cache));
+	s->n_cached = 0;
+	fg_buf_reset(&s->carena);
 }
 
-static size_t cache_probe(const struct fg_tok_scratch *s, uint64_t h)
+static size_t cache_free_slot(const struct fg_tok_scratch *s, uint64_t h)
 {
-	size_t slot;
+	size_t i;
 
-	for (slot = h & (s->n_slots - 1); s->slots[slot] >= 0; slot = (slot + 1) & (s->n_slots - 1))
+	for (i = h & (s->n_slots - 1); s->cache[i].tag; i = (i + 1) & (s->n_slots - 1))
 		;
-	return slot;
+	return i;
 }
 
-/* Makes room for one more entry: a bigger table (rehashing), or, at the
- * largest size or with too many key bytes, an empty one. */
+/* Makes room for one more word: a bigger table (rehashing), or, at the
+ * largest size or with too many arena bytes, an empty one. */
 static int cache_room(struct fg_tok_scratch *s, struct fg_err *err)
 {
-	size_t i, n;
-	int32_t *ns;
+	struct cslot *old = s->cache, *ns;
+	size_t i, n, old_n = s->n_slots;
 
-	if (s->n_slots && (s->n_ents + 1) * 2 <= s->n_slots && s->keys.len <= ((size_t)32 << 20))
+	if (old_n && (s->n_cached + 1) * 2 <= old_n && s->carena.len <= CACHE_ARENA_MAX)
 		return 0;
-	if (s->n_slots >= CACHE_SLOTS_MAX || s->keys.len > ((size_t)32 << 20)) {
+	if (old_n >= CACHE_SLOTS_MAX || s->carena.len > CACHE_ARENA_MAX) {
 		cache_reset(s);
 		return 0;
 	}
-	n = s->n_slots ? s->n_slots * 2 : CACHE_SLOTS_MIN;
-	ns = malloc(n * sizeof(*ns));
+	n = old_n ? old_n * 2 : CACHE_SLOTS_MIN;
+	ns = calloc(n, sizeof(*ns));
 	if (!ns)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
-	memset(ns, 0xff, n * sizeof(*ns));
-	free(s->slots);
-	s->slots = ns;
+	s->cache = ns;
 	s->n_slots = n;
-	for (i = 0; i < s->n_ents; i++)
-		s->slots[cache_probe(s, s->ents[i].hash)] = (int32_t)i;
+	for (i = 0; i < old_n; i++)
+		if (old[i].tag) {
+			const struct cslot *c = &old[i];
+
+			ns[cache_free_slot(s, hash_bytes(s->carena.data + c->off, c->klen))] = *c;
+		}
+	free(old);
+	return 0;
+}
+
+/* Appends the n ids at src to o (which may not alias src). */
+static int emit_n(struct out_ids *o, const void *src, size_t n, struct fg_err *err)
+{
+	int rc;
+
+	if (*o->n + n > *o->cap &&
+	    (rc = grow_array((void **)o->ids, o->cap, *o->n + n, sizeof(int32_t), err)))
+		return rc;
+	memcpy(*o->ids + *o->n, src, n * sizeof(int32_t));
+	*o->n += n;
 	return 0;
 }
 
@@ -1741,54 +1802,68 @@ static int cache_room(struct fg_tok_scratch *s, struct fg_err *err)
 static int word(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const char *w, size_t len,
 		struct out_ids *o, struct fg_err *err)
 {
+	static const char pad[4];
 	uint64_t h;
-	size_t slot, before, k;
-	struct cache_ent *e;
+	uint32_t tag;
+	size_t i, before, k, off;
+	struct cslot *c;
 	int rc;
 
-	if (len > CACHE_MAX_WORD)
+	if (len > CACHE_MAX_WORD || !len)
 		return bpe_word(t, s, w, len, o, err);
 	h = hash_bytes(w, len);
-	for (slot = h & (s->n_slots - 1); s->n_slots && s->slots[slot] >= 0; slot = (slot + 1) & (s->n_slots - 1)) {
-		e = &s->ents[s->slots[slot]];
-		if (e->hash == h && e->key_len == len && !memcmp(s->keys.data + e->key_off, w, len)) {
-			if (*o->n + e->ids_n > *o->cap &&
-			    (rc = grow_array((void **)o->ids, o->cap, *o->n + e->ids_n, sizeof(int32_t), err)))
-				return rc;
-			memcpy(*o->ids + *o->n, s->cids + e->ids_off, e->ids_n * sizeof(int32_t));
-			*o->n += e->ids_n;
-			return 0;
+	tag = (uint32_t)(h >> 32) | 1;
+	if (s->n_slots)
+		for (i = h & (s->n_slots - 1); (c = &s->cache[i])->tag; i = (i + 1) & (s->n_slots - 1)) {
+			if (c->tag != tag || c->klen != len || memcmp(s->carena.data + c->off, w, len))
+				continue;
+			if (c->n_ids == 1)
+				return emit(o, c->id0, err);
+			return emit_n(o, s->carena.data + c->off + ((len + 3) & ~(size_t)3), c->n_ids, err);
 		}
-	}
 	before = *o->n;
 	if ((rc = bpe_word(t, s, w, len, o, err)) || (rc = cache_room(s, err)))
 		return rc;
-	slot = cache_probe(s, h);
 	k = *o->n - before;
-	if ((rc = grow_array((void **)&s->ents, &s->ents_cap, s->n_ents + 1, sizeof(*s->ents), err)) ||
-	    (rc = grow_array((void **)&s->cids, &s->cids_cap, s->n_cids + k, sizeof(int32_t), err)))
+	off = s->carena.len;
+	if ((rc = fg_buf_append(&s->carena, w, len, err)) ||
+	    (rc = fg_buf_append(&s->carena, pad, ((len + 3) & ~(size_t)3) - len, err)) ||
+	    (k > 1 && (rc = fg_buf_append(&s->carena, *o->ids + before, k * sizeof(int32_t), err))))
 		return rc;
-	e = &s->ents[s->n_ents];
-	e->hash = h;
-	e->key_off = (uint32_t)s->keys.len;
-	e->key_len = (uint32_t)len;
-	e->ids_off = (uint32_t)s->n_cids;
-	e->ids_n = (uint32_t)k;
-	if ((rc = fg_buf_append(&s->keys, w, len, err)))
-		return rc;
-	memcpy(s->cids + s->n_cids, *o->ids + before, k * sizeof(int32_t));
-	s->n_cids += k;
-	s->slots[slot] = (int32_t)s->n_ents++;
+	c = &s->cache[cache_free_slot(s, h)];
+	c->tag = tag;
+	c->off = (uint32_t)off;
+	c->klen = (uint16_t)len;
+	c->n_ids = (uint16_t)k;
+	c->id0 = k ? (*o->ids)[before] : -1;
+	s->n_cached++;
 	return 0;
 }
 
-/* The model on one pre-token: ignore_merges, then BPE on "▁"-bounded words. */
+/* Decodes the last code point before end (UINT32_MAX when invalid). */
+static size_t last_cp(const unsigned char *a, const unsigned char *end, uint32_t *cp)
+{
+	size_t k;
+
+	for (k = 1; k <= 4 && end - k >= a; k++)
+		if ((end[-(ptrdiff_t)k] & 0xc0) != 0x80) {
+			if (utf8_len(end - k, k, cp) == k)
+				return k;
+			break;
+		}
+	*cp = UINT32_MAX;
+	return 1;
+}
+
+/* The model on one pre-token: ignore_merges, then BPE on "▁"-bounded words.
+ * "▁" is E2 96 81 and E2 never continues a sequence, so memchr finds every
+ * one; the character before it is decoded backwards (an invalid byte there
+ * is UINT32_MAX - 1, as note_glue records it). */
 static int model_piece(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const char *p, size_t n,
 		       struct out_ids *o, struct fg_err *err)
 {
-	const unsigned char *u = (const unsigned char *)p;
-	size_t i = 0, start = 0;
-	uint32_t prev = UINT32_MAX;
+	const unsigned char *u = (const unsigned char *)p, *q;
+	size_t i = 1, start = 0;
 	int rc;
 
 	if (t->ignore_merges) {
@@ -1797,21 +1872,21 @@ static int model_piece(const struct fg_tokenizer *t, struct fg_tok_scratch *s, c
 		if (id >= 0)
 			return emit(o, id, err);
 	}
-	while (i < n) {
+	while (i + 3 <= n && (q = memchr(u + i, 0xe2, n - i - 2))) {
 		uint32_t cp;
-		size_t l = utf8_len(u + i, n - i, &cp);
 
-		if (!l) {
-			l = 1;
-			cp = UINT32_MAX - 1; /* never in glue */
+		i = (size_t)(q - u);
+		if (q[1] != 0x96 || q[2] != 0x81) {
+			i++;
+			continue;
 		}
-		if (cp == WB_CP && i > start && !glue_has(t, prev)) {
+		last_cp(u + start, q, &cp);
+		if (!glue_has(t, cp == UINT32_MAX ? UINT32_MAX - 1 : cp)) {
 			if ((rc = word(t, s, p + start, i - start, o, err)))
 				return rc;
 			start = i;
 		}
-		prev = cp;
-		i += l;
+		i += 3;
 	}
 	if (n > start)
 		return word(t, s, p + start, n - start, o, err);
@@ -1883,55 +1958,55 @@ static int pre_tokenize(const struct fg_tokenizer *t, struct fg_tok_scratch *s, 
 	return add_piece_span(s, seg, n, err);
 }
 
+/* Applies the normalizer steps to x[0, n); the result is *out (x itself when
+ * no step changed anything, else s->norm) of *out_len bytes. */
 static int normalize(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const char *x, size_t n,
-		     struct fg_err *err)
+		     const char **out, size_t *out_len, struct fg_err *err)
 {
-	struct fg_buf tmp = FG_BUF_INIT;
-	size_t k;
+	const char *in = x;
+	size_t in_len = n, k;
 	int rc = 0;
 
-	fg_buf_reset(&s->norm);
-	if ((rc = fg_buf_append(&s->norm, x, n, err)))
-		return rc;
 	for (k = 0; k < t->n_norm; k++) {
 		const struct step *st = &t->norm[k];
+		struct fg_buf *d = &s->norm2;
 
-		fg_buf_reset(&tmp);
+		fg_buf_reset(d);
 		if (st->kind == N_PREPEND) {
-			if (!s->norm.len)
+			if (!in_len)
 				continue;
-			if ((rc = fg_buf_append(&tmp, st->rep, st->rep_len, err)) ||
-			    (rc = fg_buf_append(&tmp, s->norm.data, s->norm.len, err)))
-				break;
+			if ((rc = fg_buf_append(d, st->rep, st->rep_len, err)) ||
+			    (rc = fg_buf_append(d, in, in_len, err)))
+				return rc;
 		} else {
-			const char *p = s->norm.data, *end = p + s->norm.len;
+			const char *p = in, *end = in + in_len, *hit;
 
-			while (p < end) {
-				const char *hit = st->pat_len == 1
-							  ? memchr(p, st->pat[0], (size_t)(end - p))
-							  : memmem(p, (size_t)(end - p), st->pat, st->pat_len);
-
-				if (!hit) {
-					rc = fg_buf_append(&tmp, p, (size_t)(end - p), err);
-					break;
-				}
-				if ((rc = fg_buf_append(&tmp, p, (size_t)(hit - p), err)) ||
-				    (rc = fg_buf_append(&tmp, st->rep, st->rep_len, err)))
-					break;
+			if (!(hit = memmem(p, in_len, st->pat, st->pat_len)))
+				continue;
+			do {
+				if ((rc = fg_buf_append(d, p, (size_t)(hit - p), err)) ||
+				    (rc = fg_buf_append(d, st->rep, st->rep_len, err)))
+					return rc;
 				p = hit + st->pat_len;
-			}
-			if (rc)
-				break;
+				hit = p >= end ? NULL
+					       : st->pat_len == 1 ? memchr(p, st->pat[0], (size_t)(end - p))
+								  : memmem(p, (size_t)(end - p), st->pat, st->pat_len);
+			} while (hit);
+			if ((rc = fg_buf_append(d, p, (size_t)(end - p), err)))
+				return rc;
 		}
 		{
 			struct fg_buf sw = s->norm;
 
-			s->norm = tmp;
-			tmp = sw;
+			s->norm = s->norm2;
+			s->norm2 = sw;
 		}
+		in = s->norm.data ? s->norm.data : "";
+		in_len = s->norm.len;
 	}
-	fg_buf_release(&tmp);
-	return rc;
+	*out = in;
+	*out_len = in_len;
+	return 0;
 }
 
 static int text_section(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const char *x, size_t n,
@@ -1941,12 +2016,8 @@ static int text_section(const struct fg_tokenizer *t, struct fg_tok_scratch *s, 
 	size_t nn = n, i, first = *o->n;
 	int rc;
 
-	if (t->n_norm) {
-		if ((rc = normalize(t, s, x, n, err)))
-			return rc;
-		nx = s->norm.data;
-		nn = s->norm.len;
-	}
+	if (t->n_norm && (rc = normalize(t, s, x, n, &nx, &nn, err)))
+		return rc;
 	if (!nn)
 		return 0;
 	if ((rc = pre_tokenize(t, s, nx, nn, err)))
@@ -1965,21 +2036,6 @@ static int text_section(const struct fg_tokenizer *t, struct fg_tok_scratch *s, 
 	return 0;
 }
 
-/* Decodes the last code point before end (UINT32_MAX when invalid). */
-static size_t last_cp(const unsigned char *a, const unsigned char *end, uint32_t *cp)
-{
-	size_t k;
-
-	for (k = 1; k <= 4 && end - k >= a; k++)
-		if ((end[-(ptrdiff_t)k] & 0xc0) != 0x80) {
-			if (utf8_len(end - k, k, cp) == k)
-				return k;
-			break;
-		}
-	*cp = UINT32_MAX;
-	return 1;
-}
-
 /* The added token spelled exactly by s, or -1. */
 static int32_t exact_added(const struct fg_tokenizer *t, const unsigned char *s, size_t n)
 {
@@ -1996,19 +2052,101 @@ static int32_t exact_added(const struct fg_tokenizer *t, const unsigned char *s,
 	return node >= 0 ? t->trie[node].added : -1;
 }
 
-static int split_added(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const char *text, size_t len,
-		       struct fg_err *err)
+/* lstrip and rstrip: trim the whitespace (JavaScript's trim set) at the end
+ * of p (at_end) or at its start. As in the reference, a neighbour that is
+ * itself an added token is trimmed too and, changed, becomes plain text
+ * (unless it now spells another added token). */
+static void trim_section(const struct fg_tokenizer *t, const unsigned char *u, struct section *p, int at_end)
+{
+	size_t a0 = p->a, b0 = p->b;
+
+	while (p->b > p->a) {
+		uint32_t cp;
+		size_t l;
+
+		if (at_end) {
+			l = last_cp(u + p->a, u + p->b, &cp);
+		} else if (!(l = utf8_len(u + p->a, p->b - p->a, &cp))) {
+			break;
+		}
+		if (!js_space(cp))
+			break;
+		if (at_end)
+			p->b -= l;
+		else
+			p->a += l;
+	}
+	if ((p->a != a0 || p->b != b0) && p->added >= 0)
+		p->added = exact_added(t, u + p->a, p->b - p->a);
+}
+
+static int put_section(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const char *text,
+		       const struct section *sc, struct out_ids *o, struct fg_err *err)
+{
+	if (sc->added >= 0)
+		return emit(o, t->added[sc->added].id, err);
+	if (sc->b > sc->a)
+		return text_section(t, s, text + sc->a, sc->b - sc->a, o, err);
+	return 0;
+}
+
+/* Takes the next section of the text: applies the previous section's rstrip
+ * to it and its lstrip to the previous one (in this order, as the reference
+ * does walking the list), then encodes the previous one, which nothing can
+ * change any more; the new one is held back in *prev. */
+static int next_section(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const char *text,
+			struct section *prev, int *have_prev, struct section cur, struct out_ids *o,
+			struct fg_err *err)
 {
 	const unsigned char *u = (const unsigned char *)text;
-	size_t i = 0, start = 0, k;
 	int rc;
 
-	s->n_secs = 0;
-	while (i < len) {
-		int32_t node = t->trie_root[u[i]], match = -1;
-		size_t j = i, mlen = 0;
+	if (*have_prev) {
+		if (prev->added >= 0 && t->added[prev->added].rstrip)
+			trim_section(t, u, &cur, 0);
+		if (cur.added >= 0 && t->added[cur.added].lstrip)
+			trim_section(t, u, prev, 1);
+		if ((rc = put_section(t, s, text, prev, o, err)))
+			return rc;
+	}
+	*prev = cur;
+	*have_prev = 1;
+	return 0;
+}
 
-		while (node >= 0) {
+int fg_tokenizer_encode_append(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const char *text,
+			       size_t len, int flags, int32_t **ids, size_t *n, size_t *cap,
+			       struct fg_err *err)
+{
+	const unsigned char *u = (const unsigned char *)text;
+	struct out_ids o = { ids, n, cap };
+	struct section prev = { 0, 0, -1 };
+	size_t i = 0, start = 0, k;
+	int have_prev = 0, rc;
+
+	if (s->stamp != t->stamp) {
+		if (s->stamp) { /* filled for another tokenizer: forget it all */
+			if (s->n_slots)
+				cache_reset(s);
+			memset(s->pc, 0, sizeof(s->pc));
+			memset(s->cp_key, 0, sizeof(s->cp_key));
+		}
+		s->stamp = t->stamp;
+	}
+	if (flags & FG_TOK_ADD_SPECIAL)
+		for (k = 0; k < t->n_pre; k++)
+			if ((rc = emit(&o, t->tmpl_pre[k], err)))
+				return rc;
+	/* added tokens: leftmost, then longest, on the raw text */
+	while (i < len) {
+		int32_t node, match = -1;
+		size_t j, mlen = 0;
+
+		while (i < len && t->trie_root[u[i]] < 0)
+			i++;
+		if (i == len)
+			break;
+		for (node = t->trie_root[u[i]], j = i; node >= 0;) {
 			if (t->trie[node].added >= 0) {
 				match = t->trie[node].added;
 				mlen = j + 1 - i;
@@ -2023,86 +2161,20 @@ static int split_added(const struct fg_tokenizer *t, struct fg_tok_scratch *s, c
 			i++;
 			continue;
 		}
-		if ((rc = grow_array((void **)&s->secs, &s->secs_cap, s->n_secs + 2, sizeof(*s->secs), err)))
+		if (i > start &&
+		    (rc = next_section(t, s, text, &prev, &have_prev, (struct section){ start, i, -1 }, &o, err)))
 			return rc;
-		if (i > start)
-			s->secs[s->n_secs++] = (struct section){ start, i, -1 };
-		s->secs[s->n_secs++] = (struct section){ i, i + mlen, match };
+		if ((rc = next_section(t, s, text, &prev, &have_prev, (struct section){ i, i + mlen, match }, &o,
+				       err)))
+			return rc;
 		i += mlen;
 		start = i;
 	}
-	if (start < len) {
-		if ((rc = grow_array((void **)&s->secs, &s->secs_cap, s->n_secs + 1, sizeof(*s->secs), err)))
-			return rc;
-		s->secs[s->n_secs++] = (struct section){ start, len, -1 };
-	}
-	/* lstrip / rstrip trim the whitespace of the neighbouring sections. As in
-	 * the reference, a neighbour that is itself an added token is trimmed too
-	 * and, changed, becomes plain text (unless it now spells another one). */
-	for (k = 0; k < s->n_secs; k++) {
-		const struct added *a;
-
-		if (s->secs[k].added < 0)
-			continue;
-		a = &t->added[s->secs[k].added];
-		if (a->lstrip && k > 0) {
-			struct section *p = &s->secs[k - 1];
-			size_t b0 = p->b;
-
-			while (p->b > p->a) {
-				uint32_t cp;
-				size_t l = last_cp(u + p->a, u + p->b, &cp);
-
-				if (!js_space(cp))
-					break;
-				p->b -= l;
-			}
-			if (p->b != b0 && p->added >= 0)
-				p->added = exact_added(t, u + p->a, p->b - p->a);
-		}
-		if (a->rstrip && k + 1 < s->n_secs) {
-			struct section *p = &s->secs[k + 1];
-			size_t a0 = p->a;
-
-			while (p->a < p->b) {
-				uint32_t cp;
-				size_t l = utf8_len(u + p->a, p->b - p->a, &cp);
-
-				if (!l || !js_space(cp))
-					break;
-				p->a += l;
-			}
-			if (p->a != a0 && p->added >= 0)
-				p->added = exact_added(t, u + p->a, p->b - p->a);
-		}
-	}
-	return 0;
-}
-
-int fg_tokenizer_encode_append(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const char *text,
-			       size_t len, int flags, int32_t **ids, size_t *n, size_t *cap,
-			       struct fg_err *err)
-{
-	struct out_ids o = { ids, n, cap };
-	size_t k;
-	int rc;
-
-	if (flags & FG_TOK_ADD_SPECIAL)
-		for (k = 0; k < t->n_pre; k++)
-			if ((rc = emit(&o, t->tmpl_pre[k], err)))
-				return rc;
-	if ((rc = split_added(t, s, text, len, err)))
+	if (start < len &&
+	    (rc = next_section(t, s, text, &prev, &have_prev, (struct section){ start, len, -1 }, &o, err)))
 		return rc;
-	for (k = 0; k < s->n_secs; k++) {
-		const struct section *sc = &s->secs[k];
-
-		if (sc->added >= 0)
-			rc = emit(&o, t->added[sc->added].id, err);
-		else if (sc->b > sc->a)
-			rc = text_section(t, s, text + sc->a, sc->b - sc->a, &o, err);
-		if (rc)
-			return rc;
-	}
+	if (have_prev && (rc = put_section(t, s, text, &prev, &o, err)))
+		return rc;
 	if (flags & FG_TOK_ADD_SPECIAL)
 		for (k = 0; k < t->n_post; k++)
 			if ((rc = emit(&o, t->tmpl_post[k], err)))
@@ -2121,6 +2193,12 @@ int fg_tokenizer_encode(const struct fg_tokenizer *t, const char *text, size_t l
 	*n = 0;
 	if ((rc = fg_tok_scratch_new(&s, err)))
 		return rc;
+	/* at most one id per byte plus the template's: reserved (only touched
+	 * pages cost memory), so the array never moves */
+	if (fg_size_add(len, t->n_pre + t->n_post + 1, &cap) || !(*ids = malloc(cap * sizeof(**ids)))) {
+		cap = 0;
+		*ids = NULL;
+	}
 	rc = fg_tokenizer_encode_append(t, s, text, len, flags, ids, n, &cap, err);
 	fg_tok_scratch_free(s);
 	if (rc) {

@@ -241,6 +241,22 @@ int main(void)
 		rc = fg_tokenizer_encode(t2, "xyzab", 5, 0, &ids, &n, &err);
 		ok(!rc && n == 2 && ids[0] == 0 && ids[1] == 3, "fuse_unk joins unknown pieces into one <unk>");
 		free(ids);
+		{
+			/* one scratch for two tokenizers: its caches must not leak
+			 * tok's "ab" (274) into t2, where "ab" is 3 */
+			struct fg_tok_scratch *s = NULL;
+			size_t cap = 0;
+
+			ids = NULL;
+			n = 0;
+			rc = fg_tok_scratch_new(&s, &err) || fg_tokenizer_encode_append(tok, s, "ab", 2, 0, &ids, &n, &cap, &err) ||
+			     fg_tokenizer_encode_append(t2, s, "ab", 2, 0, &ids, &n, &cap, &err) ||
+			     fg_tokenizer_encode_append(tok, s, "ab", 2, 0, &ids, &n, &cap, &err);
+			ok(!rc && n == 3 && ids[0] == 274 && ids[1] == 3 && ids[2] == 274,
+			   "a scratch moved between tokenizers forgets what it cached");
+			free(ids);
+			fg_tok_scratch_free(s);
+		}
 		fg_tokenizer_decode(t2, two, 2, &b, NULL);
 		is_str(b.data, "aba", "Strip decoder leaves pieces without a leading space alone");
 		fg_buf_release(&b);
