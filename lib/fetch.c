@@ -469,14 +469,16 @@ static void close_files(struct job *j)
 	j->fd = j->jfd = -1;
 }
 
-static void mark_present(struct job *j)
+/* hex: the blob that is there (the expected one, or one a download under the
+ * same content key produced). */
+static void mark_present(struct job *j, const char *hex)
 {
 	struct run *R = j->R;
 
 	j->state = J_DONE;
 	j->it->present = 1;
 	j->it->rc = 0;
-	memcpy(j->it->sha256, j->it->expect_sha256, FG_SHA256_HEX_LEN + 1);
+	memcpy(j->it->sha256, hex, FG_SHA256_HEX_LEN + 1);
 	R->bytes_done += j->size;
 	R->finished++;
 	if (R->stats) {
@@ -494,7 +496,7 @@ static int job_open(struct job *j)
 
 	fg_err_clear(&e);
 	if (j->it->expect_sha256 && fg_store_has(R->st, j->it->expect_sha256)) {
-		mark_present(j);
+		mark_present(j, j->it->expect_sha256);
 		return 1;
 	}
 	if (!R->h) {
@@ -514,8 +516,19 @@ static int job_open(struct job *j)
 	if (!rc && j->it->expect_sha256 && fg_store_has(R->st, j->it->expect_sha256)) {
 		fg_store_unlock(j->lk);
 		j->lk = NULL;
-		mark_present(j);
+		mark_present(j, j->it->expect_sha256);
 		return 1;
+	}
+	/* the same content, downloaded by a process we waited for (or earlier) */
+	if (!rc && !j->it->expect_sha256 && j->it->resume_key) {
+		char known[FG_SHA256_HEX_LEN + 1];
+
+		if (fg_store_known_get(R->st, j->key, known)) {
+			fg_store_unlock(j->lk);
+			j->lk = NULL;
+			mark_present(j, known);
+			return 1;
+		}
 	}
 	if (!rc)
 		rc = job_files(j, &e);
@@ -702,6 +715,8 @@ static void commit_job(struct job *j)
 	close(j->jfd);
 	j->jfd = -1;
 	fg_store_partial_remove(R->st, j->key, NULL);
+	if (!j->it->expect_sha256 && j->it->resume_key)
+		fg_store_known_put(R->st, j->key, hex);
 	fg_store_unlock(j->lk);
 	j->lk = NULL;
 	memcpy(j->it->sha256, hex, sizeof(hex));
@@ -898,6 +913,8 @@ static void flush_pending(struct run *R)
 		R->finished++;
 		if (R->stats)
 			R->stats->files_fetched++;
+		if (!j->it->expect_sha256 && j->it->resume_key)
+			fg_store_known_put(R->st, j->key, hex);
 	}
 	rc = fg_store_sync(R->st, &e);
 	if (rc)

@@ -88,7 +88,9 @@ static int set_identity(struct want *w)
 	fg_buf_release(&b);
 	if (rc || !w->identity)
 		return FG_ENOMEM;
-	if (w->remote.xet_hash || w->remote.oid || w->remote.etag) {
+	/* a weak ETag ("W/...") promises no byte-for-byte identity */
+	if (w->remote.xet_hash || w->remote.oid ||
+	    (w->remote.etag && strncmp(w->remote.etag, "W/", 2))) {
 		rc = fg_buf_printf(&b, NULL, "content:%s", w->identity);
 		if (!rc)
 			w->resume_key = fg_buf_detach(&b, NULL);
@@ -637,7 +639,7 @@ static int check_unvalidated(struct fg_pull_report *rep, const struct plan *p, s
 		items[n].what = w->what;
 		items[n].size = w->size;
 		items[n].identity = w->identity;
-		items[n].resume_key = w->expect; /* its own partial key, not the blob's */
+		items[n].resume_key = NULL; /* keyed by URL: no content identity to reuse a blob by */
 		items[n].no_auth = 1;
 		items[n].no_ranges = w->no_ranges;
 		n++;

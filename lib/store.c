@@ -26,6 +26,7 @@ struct fg_store {
 	char *root;
 	char *blobs;      /* root/blobs/sha256 */
 	char *partial;
+	char *known;
 	char *locks;
 	char *quarantine;
 	char *roots;
@@ -93,6 +94,7 @@ void fg_store_free(struct fg_store *st)
 	free(st->root);
 	free(st->blobs);
 	free(st->partial);
+	free(st->known);
 	free(st->locks);
 	free(st->quarantine);
 	free(st->roots);
@@ -129,7 +131,9 @@ int fg_store_open(struct fg_store **out, const char *root, struct fg_err *err)
 	st->quarantine = joined(st->root, "quarantine");
 	st->roots = joined(st->root, "roots");
 	st->tmp = joined(st->root, "tmp");
-	if (!st->blobs || !st->partial || !st->locks || !st->quarantine || !st->roots || !st->tmp) {
+	st->known = joined(st->root, "known");
+	if (!st->blobs || !st->partial || !st->locks || !st->quarantine || !st->roots || !st->tmp ||
+	    !st->known) {
 		fg_store_free(st);
 		return oom(err);
 	}
@@ -144,6 +148,8 @@ int fg_store_open(struct fg_store **out, const char *root, struct fg_err *err)
 		rc = fg_mkdir_p(st->roots, 0755, err);
 	if (!rc)
 		rc = fg_mkdir_p(st->tmp, 0755, err);
+	if (!rc)
+		rc = fg_mkdir_p(st->known, 0755, err);
 	if (rc) {
 		fg_err_wrap(err, "store %s", st->root);
 		fg_store_free(st);
@@ -239,6 +245,51 @@ int fg_store_partial_paths(struct fg_buf *part, struct fg_buf *journal, const st
 	if (!rc && journal)
 		rc = fg_buf_printf(journal, err, "%s/%s.journal", st->partial, key);
 	return rc;
+}
+
+int fg_store_known_put(const struct fg_store *st, const char *key, const char *sha256_hex)
+{
+	struct fg_buf p = FG_BUF_INIT;
+	char line[FG_SHA256_HEX_LEN + 2];
+	int fd, rc = -1;
+
+	if (!key_ok(key) || !fg_sha256_hex_valid(sha256_hex) ||
+	    fg_buf_printf(&p, NULL, "%s/%s", st->known, key)) {
+		fg_buf_release(&p);
+		return -1;
+	}
+	memcpy(line, sha256_hex, FG_SHA256_HEX_LEN);
+	line[FG_SHA256_HEX_LEN] = '\n';
+	fd = open(p.data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd >= 0) {
+		rc = fg_write_all(fd, line, FG_SHA256_HEX_LEN + 1);
+		close(fd);
+	}
+	fg_buf_release(&p);
+	return rc;
+}
+
+int fg_store_known_get(const struct fg_store *st, const char *key,
+		       char out_hex[FG_SHA256_HEX_LEN + 1])
+{
+	struct fg_buf p = FG_BUF_INIT;
+	char line[FG_SHA256_HEX_LEN + 2];
+	ssize_t n = -1;
+	int fd;
+
+	if (key_ok(key) && !fg_buf_printf(&p, NULL, "%s/%s", st->known, key) &&
+	    (fd = open(p.data, O_RDONLY | O_CLOEXEC)) >= 0) {
+		n = read(fd, line, sizeof(line));
+		close(fd);
+	}
+	fg_buf_release(&p);
+	if (n != FG_SHA256_HEX_LEN + 1 || line[FG_SHA256_HEX_LEN] != '\n')
+		return 0;
+	line[FG_SHA256_HEX_LEN] = '\0';
+	if (!fg_sha256_hex_valid(line) || !fg_store_has(st, line))
+		return 0;
+	memcpy(out_hex, line, FG_SHA256_HEX_LEN + 1);
+	return 1;
 }
 
 int fg_store_partial_remove(const struct fg_store *st, const char *key, struct fg_err *err)
@@ -1210,6 +1261,7 @@ int fg_store_gc(struct fg_store_report *rep, struct fg_store *st, const char *co
 	free(ks);
 	if (!rc) {
 		sweep(st, st->partial, 24 * 3600, dry_run);
+		sweep(st, st->known, 30 * 24 * 3600, dry_run);
 		sweep(st, st->tmp, 3600, dry_run);
 	}
 	rep->seconds = now_s() - t0;

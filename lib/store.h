@@ -9,6 +9,7 @@
  *   quarantine/<64 hex>.<unix time> blobs whose content no longer matched their name
  *   roots/<sha256 of path>          absolute paths of lock files that use the store (for gc)
  *   tmp/                            scratch for imports, same file system as blobs/
+ *   known/<key>                     "<64 hex>\n": the blob a download under key became
  *
  * A blob enters blobs/ only through fg_store_commit, after its sha256 matched,
  * by fsync + rename; nothing else writes there.
@@ -62,6 +63,15 @@ int fg_store_partial_paths(struct fg_buf *part, struct fg_buf *journal, const st
 			   const char *key, struct fg_err *err);
 /* Appends a fresh unique path under root/tmp/ (nothing is created). */
 int fg_store_tmp_path(struct fg_buf *out, const struct fg_store *st, struct fg_err *err);
+/* known/<key>: which blob a finished download under key became, so a
+ * second process that waited on the same key's lock (or a later run) finds
+ * the blob instead of fetching it again. Only meaningful for keys derived
+ * from a content identity (xetHash, LFS oid, strong ETag); a cache (no fsync;
+ * gc sweeps records older than 30 days). _get returns 1 and fills out_hex when
+ * the record exists and its blob is present, else 0. */
+int fg_store_known_put(const struct fg_store *st, const char *key, const char *sha256_hex);
+int fg_store_known_get(const struct fg_store *st, const char *key,
+		       char out_hex[FG_SHA256_HEX_LEN + 1]);
 /* Removes partial/<key>.part and .journal (missing ones are fine). */
 int fg_store_partial_remove(const struct fg_store *st, const char *key, struct fg_err *err);
 

@@ -3,7 +3,8 @@
 # (sparse, deterministic pattern) pulled and verified; a pull killed with
 # SIGKILL half way, then pulled again, fetching less than half the file (from
 # the journal in partial/); two concurrent pulls of one manifest into one
-# store (with and without a lock) both succeed with one intact blob.
+# store (with and without a lock) both succeed with one intact blob, each
+# byte served once (the second waits on the blob lock and reuses the blob).
 . "$(dirname "$0")/../lib.sh"
 S=$TOP/tests/servers
 [ -x /usr/bin/python3 ] && PATH=/usr/bin:$PATH && export PATH
@@ -86,6 +87,7 @@ for mode in unlocked locked; do
 	st=$WORK/s3$mode
 	[ $mode = locked ] && cp "$WORK/pair.lock.a" "$WORK/pair.lock.b" 2>/dev/null
 	[ $mode = locked ] && cp "$WORK/pair.lock.a" "$WORK/pair.lock.c" 2>/dev/null
+	before=$(wc -l <"$log")
 	HF_ENDPOINT="http://127.0.0.1:$port/slow/20000000" FGPACK_HOME=$st "$FGPACK" pull "$WORK/pair.json" --lock "$WORK/pair.lock.b" --into "$WORK/p1$mode" >"$WORK/p1.out" 2>&1 &
 	a=$!
 	HF_ENDPOINT="http://127.0.0.1:$port/slow/20000000" FGPACK_HOME=$st "$FGPACK" pull "$WORK/pair.json" --lock "$WORK/pair.lock.c" --into "$WORK/p2$mode" >"$WORK/p2.out" 2>&1 &
@@ -97,6 +99,11 @@ for mode in unlocked locked; do
 	check "$mode: first pull's files intact" diff -r "$B/pair" "$WORK/p1$mode/m"
 	check "$mode: second pull's files intact" diff -r "$B/pair" "$WORK/p2$mode/m"
 	check "$mode: both wrote the same lock" cmp "$WORK/pair.lock.b" "$WORK/pair.lock.c"
+	# the second waits on each blob's lock and reuses what the first committed
+	served=$(tail -n +$((before + 1)) "$log" | awk '$2 ~ /\/resolve\// && ($3 == 206 || $3 == 200) {s += $4} END {print s + 0}')
+	total=$(cat "$B"/pair/* | wc -c)
+	if [ "$served" -eq "$total" ]; then ok "$mode: each byte served once for two pulls ($served of $total)"
+	else not_ok "$mode: each byte served once for two pulls (served $served, files hold $total)"; fi
 	cp "$WORK/pair.lock.b" "$WORK/pair.lock.a"
 	n=$(find "$st/blobs" -type f | wc -l)
 	if [ "$n" -eq 21 ]; then ok "$mode: 21 blobs for 21 files"; else not_ok "$mode: 21 blobs for 21 files (got $n)"; fi
