@@ -21,6 +21,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -41,6 +42,7 @@
 #define CACHE_ARENA_MAX ((size_t)32 << 20)
 #define CP_CACHE 4096
 #define PAIR_CACHE 8192
+#define MERGE_BATCH 16
 #define NO_SYM (-1)
 
 /* "▁" U+2581, the word-boundary character of SentencePiece-style vocabularies. */
@@ -56,7 +58,7 @@ struct ventry {
 };
 
 struct mslot {
-	uint64_t key; /* left id << 32 | right id; UINT64_MAX = empty */
+	uint64_t nkey; /* ~(left id << 32 | right id): 0 (an impossible pair) = empty */
 	int32_t rank;
 	int32_t result;
 };
@@ -88,8 +90,8 @@ struct fg_tokenizer {
 	struct ventry *ents;
 	size_t n_ents, ents_cap;
 	struct vslot {
-		uint32_t tag;      /* high bits of the piece's hash */
-		uint32_t off, len; /* the piece in arena; len UINT32_MAX = empty */
+		uint32_t tag;      /* high bits of the piece's hash, | 1; 0 = empty */
+		uint32_t off, len; /* the piece in arena */
 		int32_t id;
 	} *vslots;
 	size_t vmask;
@@ -190,6 +192,21 @@ static size_t utf8_len(const unsigned char *s, size_t rem, uint32_t *cp)
 	return 0;
 }
 
+/* Decodes the last code point before end (UINT32_MAX when invalid). */
+static size_t last_cp(const unsigned char *a, const unsigned char *end, uint32_t *cp)
+{
+	size_t k;
+
+	for (k = 1; k <= 4 && end - k >= a; k++)
+		if ((end[-(ptrdiff_t)k] & 0xc0) != 0x80) {
+			if (utf8_len(end - k, k, cp) == k)
+				return k;
+			break;
+		}
+	*cp = UINT32_MAX;
+	return 1;
+}
+
 static size_t utf8_put(char *o, uint32_t cp)
 {
 	if (cp < 0x80) {
@@ -254,7 +271,9 @@ static int grow_array(void **arr, size_t *cap, size_t need, size_t elem, struct 
 /* Zeroed memory for a big lookup table, on 2 MiB transparent huge pages where
  * the kernel offers them: encoding probes these tables at random, and with
  * 4 KiB pages nearly every probe also missed the TLB (and loading paid one
- * page fault per 4 KiB). *bytes receives the size to give big_free. */
+ * page fault per 4 KiB, a third of its time). Only pages touched cost
+ * memory, so loading also reserves its scratch arrays here at their upper
+ * bound. *bytes receives the size to give big_free. */
 static void *big_alloc(size_t n, size_t elem, size_t *bytes, struct fg_err *err)
 {
 	const size_t huge = (size_t)2 << 20;
@@ -265,7 +284,7 @@ static void *big_alloc(size_t n, size_t elem, size_t *bytes, struct fg_err *err)
 		return fg_err_set(err, FG_ENOMEM, "table too large"), NULL;
 	sz = (sz + huge - 1) & ~(huge - 1);
 	span = sz + huge;
-	p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED)
 		return fg_err_set(err, FG_ENOMEM, "out of memory (%zu bytes)", sz), NULL;
 	a = (char *)(((uintptr_t)p + huge - 1) & ~(uintptr_t)(huge - 1));
@@ -293,25 +312,32 @@ static const char *piece_of(const struct fg_tokenizer *t, const struct ventry *e
 	return t->arena.data + e->off;
 }
 
-/* The slot holding piece s, or -1. */
-static int64_t vocab_slot(const struct fg_tokenizer *t, const char *s, size_t n)
+static uint32_t vocab_tag(uint64_t h)
 {
-	uint64_t h;
-	uint32_t tag;
+	return (uint32_t)(h >> 32) | 1;
+}
+
+/* The slot holding piece s whose hash_bytes is h, or -1. */
+static int64_t vocab_slot_h(const struct fg_tokenizer *t, const char *s, size_t n, uint64_t h)
+{
+	uint32_t tag = vocab_tag(h);
 	size_t i;
 
 	if (!t->vslots)
 		return -1;
-	h = hash_bytes(s, n);
-	tag = (uint32_t)(h >> 32);
 	for (i = h & t->vmask;; i = (i + 1) & t->vmask) {
 		const struct vslot *v = &t->vslots[i];
 
-		if (v->len == UINT32_MAX)
+		if (!v->tag)
 			return -1;
 		if (v->tag == tag && v->len == n && !memcmp(t->arena.data + v->off, s, n))
 			return (int64_t)i;
 	}
+}
+
+static int64_t vocab_slot(const struct fg_tokenizer *t, const char *s, size_t n)
+{
+	return vocab_slot_h(t, s, n, hash_bytes(s, n));
 }
 
 static int32_t lookup_id(const struct fg_tokenizer *t, const char *s, size_t n)
@@ -326,9 +352,9 @@ static void vocab_insert_slot(struct fg_tokenizer *t, const struct ventry *e)
 	uint64_t h = hash_bytes(piece_of(t, e), e->len);
 	size_t i;
 
-	for (i = h & t->vmask; t->vslots[i].len != UINT32_MAX; i = (i + 1) & t->vmask)
+	for (i = h & t->vmask; t->vslots[i].tag; i = (i + 1) & t->vmask)
 		;
-	t->vslots[i].tag = (uint32_t)(h >> 32);
+	t->vslots[i].tag = vocab_tag(h);
 	t->vslots[i].off = e->off;
 	t->vslots[i].len = e->len;
 	t->vslots[i].id = e->id;
@@ -345,9 +371,9 @@ static const struct mslot *merge_find_from(const struct fg_tokenizer *t, uint64_
 	for (;; i = (i + 1) & t->mmask) {
 		const struct mslot *m = &t->mslots[i];
 
-		if (m->key == key)
+		if (m->nkey == ~key)
 			return m;
-		if (m->key == UINT64_MAX)
+		if (!m->nkey)
 			return NULL;
 	}
 }
@@ -365,10 +391,23 @@ static int jfail(struct jcur *c, const char *msg)
 	return fg_err_set(c->err, FG_EFORMAT, "%s: %s at byte %zu", c->what, msg, (size_t)(c->p - c->s));
 }
 
+/* JSON whitespace; and the bytes that end a run of plain string content. */
+static const unsigned char j_space[256] = { [' '] = 1, ['\n'] = 1, ['\r'] = 1, ['\t'] = 1 };
+static const unsigned char j_stop[256] = {
+	[0x00] = 1, [0x01] = 1, [0x02] = 1, [0x03] = 1, [0x04] = 1, [0x05] = 1, [0x06] = 1, [0x07] = 1,
+	[0x08] = 1, [0x09] = 1, [0x0a] = 1, [0x0b] = 1, [0x0c] = 1, [0x0d] = 1, [0x0e] = 1, [0x0f] = 1,
+	[0x10] = 1, [0x11] = 1, [0x12] = 1, [0x13] = 1, [0x14] = 1, [0x15] = 1, [0x16] = 1, [0x17] = 1,
+	[0x18] = 1, [0x19] = 1, [0x1a] = 1, [0x1b] = 1, [0x1c] = 1, [0x1d] = 1, [0x1e] = 1, [0x1f] = 1,
+	['"'] = 1, ['\\'] = 1,
+};
+
 static void jws(struct jcur *c)
 {
-	while (c->p < c->end && (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t'))
-		c->p++;
+	const char *p = c->p, *end = c->end;
+
+	while (p < end && j_space[(unsigned char)*p])
+		p++;
+	c->p = p;
 }
 
 static int jexpect(struct jcur *c, char ch)
@@ -410,9 +449,9 @@ static int jhex4(struct jcur *c, uint32_t *v)
 	return 0;
 }
 
-/* Decodes a string at the cursor into out (replacing its content). Lone
- * surrogates become their 3-byte form, as Python's json would keep them. */
-static int jstr(struct jcur *c, struct fg_buf *out)
+/* Decodes a string at the cursor, appending it to out. Lone surrogates
+ * become their 3-byte form, as Python's json would keep them. */
+static int jstr_append(struct jcur *c, struct fg_buf *out)
 {
 	const char *run;
 	int rc;
@@ -421,18 +460,17 @@ static int jstr(struct jcur *c, struct fg_buf *out)
 	if (c->p >= c->end || *c->p != '"')
 		return jfail(c, "expected a string");
 	c->p++;
-	fg_buf_reset(out);
 	run = c->p;
 	for (;;) {
 		unsigned char ch;
+		const char *p = c->p, *end = c->end;
 
+		while (p < end && !j_stop[(unsigned char)*p])
+			p++;
+		c->p = p;
 		if (c->p >= c->end)
 			return jfail(c, "unterminated string");
 		ch = (unsigned char)*c->p;
-		if (ch != '"' && ch != '\\' && ch >= 0x20) {
-			c->p++;
-			continue;
-		}
 		if ((rc = fg_buf_append(out, run, (size_t)(c->p - run), c->err)))
 			return rc;
 		if (ch == '"') {
@@ -485,6 +523,13 @@ static int jstr(struct jcur *c, struct fg_buf *out)
 			return rc;
 		run = c->p;
 	}
+}
+
+/* Decodes a string at the cursor into out (replacing its content). */
+static int jstr(struct jcur *c, struct fg_buf *out)
+{
+	fg_buf_reset(out);
+	return jstr_append(c, out);
 }
 
 static int jskip(struct jcur *c, int depth)
@@ -616,18 +661,24 @@ static int jobject(struct jcur *c, int (*fn)(struct jcur *, const char *, size_t
  * changed atomically). */
 static uint64_t load_count;
 
-struct pending_merge {
-	uint32_t a_off, a_len, b_off, b_len; /* in lctx.mtext */
-};
-
 struct lctx {
 	struct fg_tokenizer *t;
 	cJSON *root;  /* small top-level members */
 	cJSON *model; /* model scalars */
 	struct fg_buf tmp, tmp2;
-	struct fg_buf mtext; /* merge piece bytes */
-	struct pending_merge *merges;
-	size_t n_merges, merges_cap;
+	/* the merges, each as a record: two uint16 lengths, then both pieces'
+	 * bytes (over big_alloc memory; max = its size, so it never moves) */
+	struct fg_buf mtext;
+	size_t n_merges, mtext_bytes;
+	/* added_tokens as read, their contents in atext */
+	struct pending_added {
+		long long id;
+		uint32_t off, len;
+		unsigned char has_content, has_id, lstrip, rstrip, special;
+	} *alist, cur_added;
+	size_t n_alist, alist_cap;
+	struct fg_buf atext;
+	int saw_added;
 	int saw_vocab, saw_merges;
 };
 
@@ -649,63 +700,88 @@ static int add_piece(struct fg_tokenizer *t, const char *s, size_t n, int32_t id
 	return 0;
 }
 
-static int on_vocab_entry(struct jcur *c, const char *key, size_t klen, void *ctx)
-{
-	struct lctx *l = ctx;
-	long long id;
-	int rc;
-
-	if ((rc = jint(c, &id)))
-		return rc;
-	if (id < 0 || id >= MAX_IDS)
-		return jfail(c, "vocabulary id out of range");
-	return add_piece(l->t, key, klen, (int32_t)id, c->err);
-}
-
+/* One merge, ["a", "b"] or "a b", decoded straight into a record of
+ * l->mtext: a then b adjacent, so that a+b is one span there. */
 static int on_merge(struct jcur *c, struct lctx *l)
 {
-	struct pending_merge *m;
-	const char *a, *b;
-	size_t alen, blen;
+	size_t rec = l->mtext.len, a0 = rec + 4, alen, blen;
+	uint16_t lens[2];
 	int rc;
 
+	if ((rc = fg_buf_append(&l->mtext, "\0\0\0\0", 4, c->err)))
+		return rc;
 	jws(c);
 	if (c->p < c->end && *c->p == '[') {
 		c->p++;
-		if ((rc = jstr(c, &l->tmp)) || (rc = jexpect(c, ',')) || (rc = jstr(c, &l->tmp2)) ||
-		    (rc = jexpect(c, ']')))
+		if ((rc = jstr_append(c, &l->mtext)))
 			return rc;
-		a = l->tmp.data;
-		alen = l->tmp.len;
-		b = l->tmp2.data;
-		blen = l->tmp2.len;
+		alen = l->mtext.len - a0;
+		if ((rc = jexpect(c, ',')) || (rc = jstr_append(c, &l->mtext)) || (rc = jexpect(c, ']')))
+			return rc;
+		blen = l->mtext.len - a0 - alen;
 	} else {
-		const char *sp;
+		char *s, *sp;
 
-		if ((rc = jstr(c, &l->tmp)))
+		if ((rc = jstr_append(c, &l->mtext)))
 			return rc;
-		sp = memchr(l->tmp.data, ' ', l->tmp.len);
-		if (!sp || memchr(sp + 1, ' ', l->tmp.len - (size_t)(sp + 1 - l->tmp.data)))
+		s = l->mtext.data + a0;
+		sp = memchr(s, ' ', l->mtext.len - a0);
+		if (!sp || memchr(sp + 1, ' ', l->mtext.len - a0 - (size_t)(sp + 1 - s)))
 			return jfail(c, "merge is not two pieces separated by one space");
-		a = l->tmp.data;
-		alen = (size_t)(sp - a);
-		b = sp + 1;
-		blen = l->tmp.len - alen - 1;
+		alen = (size_t)(sp - s);
+		blen = l->mtext.len - a0 - alen - 1;
+		memmove(sp, sp + 1, blen);
+		l->mtext.len--;
 	}
-	if (l->mtext.len > UINT32_MAX - alen - blen)
+	if (alen > UINT16_MAX || blen > UINT16_MAX)
+		return jfail(c, "merge piece longer than 65535 bytes");
+	if (l->mtext.len > UINT32_MAX)
 		return jfail(c, "merges too large");
-	if ((rc = grow_array((void **)&l->merges, &l->merges_cap, l->n_merges + 1, sizeof(*l->merges),
-			     c->err)))
-		return rc;
-	m = &l->merges[l->n_merges++];
-	m->a_off = (uint32_t)l->mtext.len;
-	m->a_len = (uint32_t)alen;
-	m->b_off = (uint32_t)(l->mtext.len + alen);
-	m->b_len = (uint32_t)blen;
-	if ((rc = fg_buf_append(&l->mtext, a, alen, c->err)) ||
-	    (rc = fg_buf_append(&l->mtext, b, blen, c->err)))
-		return rc;
+	lens[0] = (uint16_t)alen;
+	lens[1] = (uint16_t)blen;
+	memcpy(l->mtext.data + rec, lens, 4);
+	l->n_merges++;
 	return 0;
+}
+
+/* model.vocab, {"piece": id, ...}: pieces decoded straight into the arena. */
+static int parse_vocab(struct jcur *c, struct fg_tokenizer *t)
+{
+	int rc;
+
+	if ((rc = jexpect(c, '{')))
+		return rc;
+	jws(c);
+	if (c->p < c->end && *c->p == '}') {
+		c->p++;
+		return 0;
+	}
+	for (;;) {
+		size_t off = t->arena.len;
+		long long id;
+		struct ventry *e;
+
+		if ((rc = jstr_append(c, &t->arena)) || (rc = fg_buf_putc(&t->arena, 0, c->err)) ||
+		    (rc = jexpect(c, ':')) || (rc = jint(c, &id)))
+			return rc;
+		if (id < 0 || id >= MAX_IDS)
+			return jfail(c, "vocabulary id out of range");
+		if (t->arena.len > UINT32_MAX)
+			return jfail(c, "vocabulary too large");
+		if (t->n_ents == t->ents_cap &&
+		    (rc = grow_array((void **)&t->ents, &t->ents_cap, t->n_ents + 1, sizeof(*t->ents), c->err)))
+			return rc;
+		e = &t->ents[t->n_ents++];
+		e->off = (uint32_t)off;
+		e->len = (uint32_t)(t->arena.len - off - 1);
+		e->id = (int32_t)id;
+		jws(c);
+		if (c->p < c->end && *c->p == ',') {
+			c->p++;
+			continue;
+		}
+		return jexpect(c, '}');
+	}
 }
 
 static int on_model_member(struct jcur *c, const char *key, size_t klen, void *ctx)
@@ -723,7 +799,7 @@ static int on_model_member(struct jcur *c, const char *key, size_t klen, void *c
 					  "not supported, only BPE",
 					  c->what);
 		l->saw_vocab = 1;
-		return jobject(c, on_vocab_entry, l);
+		return parse_vocab(c, l->t);
 	}
 	if (!strcmp(key, "merges")) {
 		l->saw_merges = 1;
@@ -751,6 +827,93 @@ static int on_model_member(struct jcur *c, const char *key, size_t klen, void *c
 	return 0;
 }
 
+/* A JSON value that is true (anything else, null included, is not). */
+static int jbool(struct jcur *c, unsigned char *v)
+{
+	jws(c);
+	*v = c->end - c->p >= 4 && !memcmp(c->p, "true", 4);
+	return jskip(c, 0);
+}
+
+static int on_added_member(struct jcur *c, const char *key, size_t klen, void *ctx)
+{
+	struct lctx *l = ctx;
+	struct pending_added *a = &l->cur_added;
+	int rc;
+
+	(void)klen;
+	if (!strcmp(key, "content")) {
+		size_t off = l->atext.len;
+
+		jws(c);
+		if (c->p < c->end && *c->p != '"')
+			return jskip(c, 0);
+		if ((rc = jstr_append(c, &l->atext)) || (rc = fg_buf_putc(&l->atext, 0, c->err)))
+			return rc;
+		if (l->atext.len > UINT32_MAX)
+			return jfail(c, "added_tokens too large");
+		a->off = (uint32_t)off;
+		a->len = (uint32_t)(l->atext.len - off - 1);
+		a->has_content = 1;
+		return 0;
+	}
+	if (!strcmp(key, "id")) {
+		jws(c);
+		if (c->p < c->end && (*c->p == '-' || (*c->p >= '0' && *c->p <= '9'))) {
+			a->has_id = 1;
+			return jint(c, &a->id);
+		}
+		return jskip(c, 0);
+	}
+	if (!strcmp(key, "lstrip"))
+		return jbool(c, &a->lstrip);
+	if (!strcmp(key, "rstrip"))
+		return jbool(c, &a->rstrip);
+	if (!strcmp(key, "special"))
+		return jbool(c, &a->special);
+	return jskip(c, 0);
+}
+
+/* added_tokens: a list of {"id", "content", "lstrip", "rstrip", "special", ...}
+ * (read with the scanner: cJSON took a tenth of the load on Gemma's 6,415). */
+static int parse_added(struct jcur *c, struct lctx *l)
+{
+	int rc;
+
+	jws(c);
+	if (c->end - c->p >= 4 && !memcmp(c->p, "null", 4)) {
+		c->p += 4;
+		return 0;
+	}
+	if (c->p >= c->end || *c->p != '[')
+		return jfail(c, "added_tokens is not a list");
+	c->p++;
+	l->saw_added = 1;
+	jws(c);
+	if (c->p < c->end && *c->p == ']') {
+		c->p++;
+		return 0;
+	}
+	for (;;) {
+		memset(&l->cur_added, 0, sizeof(l->cur_added));
+		jws(c);
+		if (c->p >= c->end || *c->p != '{')
+			return fg_err_set(c->err, FG_EFORMAT, "added_tokens[%zu]: needs content and a valid id",
+					  l->n_alist);
+		if ((rc = jobject(c, on_added_member, l)))
+			return rc;
+		if ((rc = grow_array((void **)&l->alist, &l->alist_cap, l->n_alist + 1, sizeof(*l->alist), c->err)))
+			return rc;
+		l->alist[l->n_alist++] = l->cur_added;
+		jws(c);
+		if (c->p < c->end && *c->p == ',') {
+			c->p++;
+			continue;
+		}
+		return jexpect(c, ']');
+	}
+}
+
 static int on_root_member(struct jcur *c, const char *key, size_t klen, void *ctx)
 {
 	struct lctx *l = ctx;
@@ -764,7 +927,9 @@ static int on_root_member(struct jcur *c, const char *key, size_t klen, void *ct
 			return jfail(c, "model is null");
 		return jobject(c, on_model_member, l);
 	}
-	if (strcmp(key, "added_tokens") && strcmp(key, "normalizer") && strcmp(key, "pre_tokenizer") &&
+	if (!strcmp(key, "added_tokens"))
+		return parse_added(c, l);
+	if (strcmp(key, "normalizer") && strcmp(key, "pre_tokenizer") &&
 	    strcmp(key, "post_processor") && strcmp(key, "decoder"))
 		return jskip(c, 0);
 	if ((rc = jvalue_cjson(c, &v)))
@@ -879,8 +1044,22 @@ static int load_pre_tokenizer(struct fg_tokenizer *t, const cJSON *o, struct fg_
 			return 0;
 		if (list && cJSON_GetArraySize(list) == 1)
 			return load_pre_tokenizer(t, cJSON_GetArrayItem(list, 0), err);
-		return fg_err_set(err, FG_EUNSUPPORTED,
-				  "a Sequence of several pre-tokenizers is not supported");
+		{
+			char names[160] = "";
+			size_t used = 0;
+			const cJSON *it;
+
+			cJSON_ArrayForEach(it, list) {
+				int k = snprintf(names + used, sizeof(names) - used, "%s%s", used ? ", " : "", jtype(it));
+
+				if (k < 0 || (size_t)k >= sizeof(names) - used)
+					break;
+				used += (size_t)k;
+			}
+			return fg_err_set(err, FG_EUNSUPPORTED,
+					  "pre-tokenizer Sequence of several (%s) is not supported (supported: one Split on a String pattern)",
+					  names);
+		}
 	}
 	if (strcmp(type, "Split"))
 		return fg_err_set(err, FG_EUNSUPPORTED,
@@ -1049,28 +1228,25 @@ static int glue_has(const struct fg_tokenizer *t, uint32_t cp)
 	return 0;
 }
 
-/* Records every code point that precedes "▁" inside s. */
+/* Records every code point that precedes "▁" inside s (an invalid byte as
+ * UINT32_MAX - 1). "▁" is E2 96 81, and E2 never continues a sequence. */
 static int note_glue(struct fg_tokenizer *t, const char *s, size_t n, size_t *cap, struct fg_err *err)
 {
-	const unsigned char *u = (const unsigned char *)s;
-	size_t i = 0;
-	uint32_t prev = UINT32_MAX, cp;
+	const unsigned char *u = (const unsigned char *)s, *q;
+	size_t i = 1;
 	int rc;
 
-	while (i < n) {
-		size_t l = utf8_len(u + i, n - i, &cp);
+	while (i + 3 <= n && (q = memchr(u + i, 0xe2, n - i - 2))) {
+		uint32_t cp;
 
-		if (!l) {
-			l = 1;
-			cp = UINT32_MAX - 1;
-		}
-		if (cp == WB_CP && prev != UINT32_MAX) {
+		i = (size_t)(q - u);
+		if (q[1] == 0x96 && q[2] == 0x81) {
+			last_cp(u, q, &cp);
 			if ((rc = grow_array((void **)&t->glue, cap, t->n_glue + 1, sizeof(*t->glue), err)))
 				return rc;
-			t->glue[t->n_glue++] = prev;
+			t->glue[t->n_glue++] = cp == UINT32_MAX ? UINT32_MAX - 1 : cp;
 		}
-		prev = cp;
-		i += l;
+		i++;
 	}
 	return 0;
 }
@@ -1112,36 +1288,32 @@ static int trie_add(struct fg_tokenizer *t, const char *s, size_t n, int32_t add
 	return 0;
 }
 
-static int load_added(struct fg_tokenizer *t, const cJSON *list, struct fg_err *err)
+static int load_added(struct fg_tokenizer *t, const struct lctx *l, struct fg_err *err)
 {
-	const cJSON *it;
-	size_t n = 0;
+	size_t n;
 	int rc;
 
-	if (!list)
+	if (!l->n_alist)
 		return 0;
-	if (!cJSON_IsArray(list))
-		return fg_err_set(err, FG_EFORMAT, "added_tokens is not a list");
-	t->added = xcalloc((size_t)cJSON_GetArraySize(list) + 1, sizeof(*t->added), err);
+	t->added = xcalloc(l->n_alist + 1, sizeof(*t->added), err);
 	if (!t->added)
 		return FG_ENOMEM;
-	cJSON_ArrayForEach(it, list) {
-		const char *content = fg_json_str(it, "content");
-		long long id;
+	for (n = 0; n < l->n_alist; n++) {
+		const struct pending_added *p = &l->alist[n];
+		const char *content = l->atext.data + p->off;
 		struct added *a;
 
-		if (!content || fg_json_int(it, "id", &id) || id < 0 || id >= MAX_IDS)
+		if (!p->has_content || !p->has_id || p->id < 0 || p->id >= MAX_IDS)
 			return fg_err_set(err, FG_EFORMAT, "added_tokens[%zu]: needs content and a valid id", n);
-		n++;
-		if (!*content)
+		if (!p->len)
 			continue;
 		a = &t->added[t->n_added];
-		a->id = (int32_t)id;
-		a->lstrip = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "lstrip"));
-		a->rstrip = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "rstrip"));
-		a->special = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "special"));
+		a->id = (int32_t)p->id;
+		a->lstrip = p->lstrip;
+		a->rstrip = p->rstrip;
+		a->special = p->special;
 		a->off = (uint32_t)t->arena.len;
-		a->len = (uint32_t)strlen(content);
+		a->len = p->len;
 		if ((rc = add_piece(t, content, a->len, a->id, err)))
 			return rc;
 		if ((rc = trie_add(t, content, a->len, (int32_t)t->n_added, err)))
@@ -1155,7 +1327,7 @@ static int build(struct fg_tokenizer *t, struct lctx *l, size_t n_vocab_ents, st
 {
 	const cJSON *m = l->model, *o;
 	const char *type = fg_json_str(m, "type"), *unk;
-	size_t i, cap, glue_cap = 0;
+	size_t i, cap, pos, glue_cap = 0;
 	int32_t max_id = -1;
 	int rc;
 
@@ -1181,7 +1353,7 @@ static int build(struct fg_tokenizer *t, struct lctx *l, size_t n_vocab_ents, st
 	t->ignore_merges = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "ignore_merges"));
 
 	/* added tokens come after the vocabulary entries, so they override them */
-	if ((rc = load_added(t, fg_json_arr(l->root, "added_tokens"), err)))
+	if ((rc = load_added(t, l, err)))
 		return rc;
 	for (i = 0; i < t->n_ents; i++)
 		if (t->ents[i].id > max_id)
@@ -1203,13 +1375,11 @@ static int build(struct fg_tokenizer *t, struct lctx *l, size_t n_vocab_ents, st
 	(void)n_vocab_ents;
 
 	/* piece -> id; a later entry with the same piece replaces the earlier one */
-	for (cap = 16; cap < t->n_ents * 2; cap *= 2)
+	for (cap = 16; cap < t->n_ents + t->n_ents / 2; cap *= 2)
 		;
 	t->vmask = cap - 1;
 	if (!(t->vslots = big_alloc(cap, sizeof(*t->vslots), &t->vslots_bytes, err)))
-		return FG_ENOMEM;
-	for (i = 0; i < cap; i++)
-		t->vslots[i].len = UINT32_MAX;
+		return FG_ENOMEM; /* zeroed: all empty */
 	for (i = 0; i < t->n_ents; i++) {
 		int64_t v = vocab_slot(t, piece_of(t, &t->ents[i]), t->ents[i].len);
 
@@ -1242,35 +1412,65 @@ static int build(struct fg_tokenizer *t, struct lctx *l, size_t n_vocab_ents, st
 	t->mmask = cap - 1;
 	if (!(t->mslots = big_alloc(cap, sizeof(*t->mslots), &t->mslots_bytes, err)))
 		return FG_ENOMEM;
-	for (i = 0; i < cap; i++)
-		t->mslots[i].key = UINT64_MAX;
-	for (i = 0; i < l->n_merges; i++) {
-		const struct pending_merge *pm = &l->merges[i];
-		const char *a = l->mtext.data + pm->a_off, *b = l->mtext.data + pm->b_off;
-		int32_t ia = lookup_id(t, a, pm->a_len), ib = lookup_id(t, b, pm->b_len), ir;
-		uint64_t key;
-		size_t s;
+	/* zeroed: all empty. The pieces are resolved in batches: first every
+	 * hash of a batch, fetching its vocabulary slot, then the lookups, whose
+	 * cache misses thus overlap */
+	for (i = 0, pos = 0; i < l->n_merges; i += MERGE_BATCH) {
+		uint64_t hs[3 * MERGE_BATCH], keys[MERGE_BATCH];
+		int32_t res[MERGE_BATCH];
+		struct {
+			const char *a;
+			uint16_t a_len, b_len;
+		} mb[MERGE_BATCH], *pm;
+		size_t k, nb = l->n_merges - i < MERGE_BATCH ? l->n_merges - i : MERGE_BATCH;
 
-		if (ia < 0 || ib < 0)
-			return fg_err_set(err, FG_EFORMAT, "merge %zu: piece '%.*s' is not in the vocabulary", i,
-					  (int)(ia < 0 ? pm->a_len : pm->b_len), ia < 0 ? a : b);
-		/* a and b are adjacent in mtext, so a+b is one span */
-		ir = lookup_id(t, a, (size_t)pm->a_len + pm->b_len);
-		if (ir < 0)
-			return fg_err_set(err, FG_EUNSUPPORTED,
-					  "merge %zu: result '%.*s' is not in the vocabulary (not supported)", i,
-					  (int)(pm->a_len + pm->b_len), a);
-		if ((rc = note_glue(t, a, (size_t)pm->a_len + pm->b_len, &glue_cap, err)))
-			return rc;
-		key = ((uint64_t)(uint32_t)ia << 32) | (uint32_t)ib;
-		for (s = hash_u64(key) & t->mmask; t->mslots[s].key != UINT64_MAX && t->mslots[s].key != key;
-		     s = (s + 1) & t->mmask)
-			;
-		if (t->mslots[s].key == UINT64_MAX)
-			t->n_merges++;
-		t->mslots[s].key = key;
-		t->mslots[s].rank = (int32_t)i;
-		t->mslots[s].result = ir;
+		for (k = 0; k < nb; k++) {
+			const char *a;
+
+			pm = &mb[k];
+			memcpy(&pm->a_len, l->mtext.data + pos, 2);
+			memcpy(&pm->b_len, l->mtext.data + pos + 2, 2);
+			pm->a = a = l->mtext.data + pos + 4;
+			pos += 4 + (size_t)pm->a_len + pm->b_len;
+			hs[3 * k] = hash_bytes(a, pm->a_len);
+			hs[3 * k + 1] = hash_bytes(a + pm->a_len, pm->b_len);
+			hs[3 * k + 2] = hash_bytes(a, (size_t)pm->a_len + pm->b_len);
+			__builtin_prefetch(&t->vslots[hs[3 * k] & t->vmask]);
+			__builtin_prefetch(&t->vslots[hs[3 * k + 1] & t->vmask]);
+			__builtin_prefetch(&t->vslots[hs[3 * k + 2] & t->vmask]);
+		}
+		for (k = 0; k < nb; k++) {
+			const char *a = (pm = &mb[k])->a, *b = a + pm->a_len;
+			int64_t va = vocab_slot_h(t, a, pm->a_len, hs[3 * k]);
+			int64_t vb = vocab_slot_h(t, b, pm->b_len, hs[3 * k + 1]);
+			int64_t vr = vocab_slot_h(t, a, (size_t)pm->a_len + pm->b_len, hs[3 * k + 2]);
+
+			if (va < 0 || vb < 0)
+				return fg_err_set(err, FG_EFORMAT, "merge %zu: piece '%.*s' is not in the vocabulary",
+						  i + k, (int)(va < 0 ? pm->a_len : pm->b_len), va < 0 ? a : b);
+			if (vr < 0)
+				return fg_err_set(err, FG_EUNSUPPORTED,
+						  "merge %zu: result '%.*s' is not in the vocabulary (not supported)",
+						  i + k, (int)(pm->a_len + pm->b_len), a);
+			if ((rc = note_glue(t, a, (size_t)pm->a_len + pm->b_len, &glue_cap, err)))
+				return rc;
+			keys[k] = pair_key(t->vslots[va].id, t->vslots[vb].id);
+			res[k] = t->vslots[vr].id;
+			hs[k] = hash_u64(keys[k]); /* hs[k] is no longer needed: 3k >= k */
+			__builtin_prefetch(&t->mslots[hs[k] & t->mmask], 1);
+		}
+		for (k = 0; k < nb; k++) {
+			size_t s;
+
+			for (s = hs[k] & t->mmask; t->mslots[s].nkey && t->mslots[s].nkey != ~keys[k];
+			     s = (s + 1) & t->mmask)
+				;
+			if (!t->mslots[s].nkey)
+				t->n_merges++;
+			t->mslots[s].nkey = ~keys[k];
+			t->mslots[s].rank = (int32_t)(i + k);
+			t->mslots[s].result = res[k];
+		}
 	}
 	if (t->n_glue) {
 		size_t w = 0;
@@ -1318,6 +1518,16 @@ int fg_tokenizer_load_mem(struct fg_tokenizer **out, const char *json, size_t le
 		goto done;
 	}
 	l.t = t;
+	/* a merge's record is never longer than its JSON ("a b" and a comma, or
+	 * ["a","b"] and a comma, hold the 4 bytes of lengths), the last one but
+	 * for its comma */
+	l.mtext.data = big_alloc(len + 64, 1, &l.mtext_bytes, err);
+	if (!l.mtext.data) {
+		rc = FG_ENOMEM;
+		goto done;
+	}
+	l.mtext.cap = l.mtext_bytes;
+	l.mtext.max = l.mtext_bytes - 1; /* so that fg_buf never reallocates it */
 	memset(t->trie_root, 0xff, sizeof(t->trie_root));
 	t->unk_id = t->bos_id = t->eos_id = -1;
 	jws(&c);
@@ -1345,8 +1555,9 @@ done:
 	cJSON_Delete(l.model);
 	fg_buf_release(&l.tmp);
 	fg_buf_release(&l.tmp2);
-	fg_buf_release(&l.mtext);
-	free(l.merges);
+	big_free(l.mtext.data, l.mtext_bytes);
+	free(l.alist);
+	fg_buf_release(&l.atext);
 	if (rc) {
 		fg_tokenizer_free(t);
 		return rc;
@@ -1838,21 +2049,6 @@ static int word(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const ch
 	c->id0 = k ? (*o->ids)[before] : -1;
 	s->n_cached++;
 	return 0;
-}
-
-/* Decodes the last code point before end (UINT32_MAX when invalid). */
-static size_t last_cp(const unsigned char *a, const unsigned char *end, uint32_t *cp)
-{
-	size_t k;
-
-	for (k = 1; k <= 4 && end - k >= a; k++)
-		if ((end[-(ptrdiff_t)k] & 0xc0) != 0x80) {
-			if (utf8_len(end - k, k, cp) == k)
-				return k;
-			break;
-		}
-	*cp = UINT32_MAX;
-	return 1;
 }
 
 /* The model on one pre-token: ignore_merges, then BPE on "▁"-bounded words.

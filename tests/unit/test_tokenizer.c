@@ -308,6 +308,39 @@ int main(void)
 		fg_tokenizer_free(t2);
 	}
 
+	/* escapes in pieces and merges, both merge forms, added_tokens null, an
+	 * added token whose content holds a NUL */
+	rc = load_inline(&t2,
+			 "{\"added_tokens\":null,\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2,"
+			 "\"\\u00e9\":3,\"\\u00e9a\":4,\"\\\"\":5,\"\\\"\\\"\":6},"
+			 "\"merges\":[\"\\u0061 b\",[\"\u00e9\",\"a\"],[\"\\\"\",\"\\\"\"]]}}",
+			 &err);
+	is_int(rc, 0, "escaped pieces and merges load (%s)", err.msg);
+	if (!rc) {
+		int32_t *ids = NULL;
+		size_t n = 0;
+
+		rc = fg_tokenizer_encode(t2, "ab\xc3\xa9" "a\"\"", 7, 0, &ids, &n, &err);
+		ok(!rc && n == 3 && ids[0] == 2 && ids[1] == 4 && ids[2] == 6, "merges given with escapes apply");
+		free(ids);
+		fg_tokenizer_free(t2);
+	}
+	rc = load_inline(&t2,
+			 "{\"added_tokens\":[{\"id\":2,\"content\":\"x\\u0000y\",\"special\":true,\"lstrip\":null}],"
+			 "\"model\":{\"type\":\"BPE\",\"vocab\":{\"x\":0,\"y\":1},\"merges\":[]}}",
+			 &err);
+	is_int(rc, 0, "an added token holding a NUL loads (%s)", err.msg);
+	if (!rc) {
+		int32_t *ids = NULL;
+		size_t n = 0;
+
+		rc = fg_tokenizer_encode(t2, "yx\0yx", 5, 0, &ids, &n, &err);
+		ok(!rc && n == 3 && ids[0] == 1 && ids[1] == 2 && ids[2] == 0, "it is matched, NUL and all");
+		is_int(fg_tokenizer_token_flags(t2, 2), FG_TOK_F_ADDED | FG_TOK_F_SPECIAL, "and is special");
+		free(ids);
+		fg_tokenizer_free(t2);
+	}
+
 	/* what we refuse, by name */
 	{
 		static const struct {
@@ -327,6 +360,11 @@ int main(void)
 			{ "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}", "expected" },
 			{ "[1,2]", "not a JSON object" },
 			{ "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}} x", "trailing" },
+			{ "{\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\"},{\"type\":\"ByteLevel\"}]},"
+			  "\"model\":{\"type\":\"BPE\",\"vocab\":{},\"merges\":[]}}", "(Split, ByteLevel) is not supported" },
+			{ "{\"added_tokens\":{},\"model\":{\"type\":\"BPE\",\"vocab\":{},\"merges\":[]}}", "added_tokens is not a list" },
+			{ "{\"added_tokens\":[{\"content\":\"x\"}],\"model\":{\"type\":\"BPE\",\"vocab\":{},\"merges\":[]}}", "needs content and a valid id" },
+			{ "{\"added_tokens\":[7],\"model\":{\"type\":\"BPE\",\"vocab\":{},\"merges\":[]}}", "added_tokens[0]" },
 		};
 		size_t i;
 
