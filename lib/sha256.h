@@ -29,6 +29,38 @@ int fg_sha256_fd(struct fg_sha256 *h, int fd, void *buf, size_t bufsize, int cop
 int fg_sha256_file(const char *path, uint8_t out[FG_SHA256_LEN], unsigned long long *size_out,
 		   struct fg_err *err);
 
+/* A hashing thread fed pieces in order, so the caller can read, compute or
+ * write while the bytes it already has are hashed (one SHA-256 stream runs at
+ * about 1.7 GB/s per core; see docs/bench.md, bake int4). Pieces are borrowed:
+ * they must stay valid and unchanged until fg_sha256_pipe_wait returns for
+ * their number (or a later one). Any number of digests in sequence:
+ * fg_sha256_pipe_final ends the running one.
+ *   fg_sha256_pipe_new(&p, &err);
+ *   fg_sha256_pipe_update(p, buf, n, &seq, &err);   // returns at once
+ *   fg_sha256_pipe_final(p, hex, NULL, &err);       // hex filled in later
+ *   fg_sha256_pipe_wait(p, seq, &err);              // buf may be reused
+ *   fg_sha256_pipe_drain(p, &err);                  // hex is ready
+ *   fg_sha256_pipe_free(p); */
+struct fg_sha256_pipe;
+
+int fg_sha256_pipe_new(struct fg_sha256_pipe **out, struct fg_err *err);
+/* Queues len bytes at data; *seq (may be NULL) gets the piece's number.
+ * Blocks only while the queue is full. */
+int fg_sha256_pipe_update(struct fg_sha256_pipe *p, const void *data, size_t len, uint64_t *seq,
+			  struct fg_err *err);
+/* Queues the end of the running digest: once reached, its lowercase hex goes
+ * to hex (borrowed, FG_SHA256_HEX_LEN + 1 bytes) and a new digest begins. */
+int fg_sha256_pipe_final(struct fg_sha256_pipe *p, char *hex, uint64_t *seq, struct fg_err *err);
+/* Number of the last piece queued (0 when none). */
+uint64_t fg_sha256_pipe_last(const struct fg_sha256_pipe *p);
+/* Waits until every piece numbered up to seq is done; returns the thread's
+ * first error (after which nothing more is hashed). */
+int fg_sha256_pipe_wait(struct fg_sha256_pipe *p, uint64_t seq, struct fg_err *err);
+/* Waits for everything queued. */
+int fg_sha256_pipe_drain(struct fg_sha256_pipe *p, struct fg_err *err);
+/* Waits for what is queued, then stops the thread. Accepts NULL. */
+void fg_sha256_pipe_free(struct fg_sha256_pipe *p);
+
 /* Lowercase hex; out must hold 2*len+1 bytes. */
 void fg_hex_encode(const uint8_t *data, size_t len, char *out);
 /* Value of one hex digit (either case), or -1. */

@@ -108,6 +108,47 @@ static void test_sha(void)
 	ok(fg_hex_decode(hex, d, 32) == 0 && d[0] == 0xba, "hex: decode");
 }
 
+/* The hashing thread gives the same digests as the one-shot call, for many
+ * pieces of awkward sizes (more than its queue holds) and digests in a row. */
+static void test_sha_pipe(void)
+{
+	static uint8_t data[1 << 20];
+	struct fg_sha256_pipe *p = NULL;
+	struct fg_err err;
+	uint8_t d[32];
+	char want[3][65], got[3][65];
+	uint64_t seq = 0;
+	size_t i, off, step;
+	int k, rc = 0;
+
+	for (i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 2654435761u >> 13);
+	ok(fg_sha256_pipe_new(&p, &err) == 0, "sha pipe: start");
+	for (k = 0; k < 3; k++) {
+		size_t len = k == 2 ? 0 : sizeof(data) - (size_t)k * 12345;
+
+		fg_sha256_mem(data, len, d, &err);
+		fg_hex_encode(d, 32, want[k]);
+		/* k = 0: 300 pieces of 1..6990 bytes; k = 1: one piece; k = 2: nothing */
+		for (off = 0, step = 1; off < len; off += step, step = step * 7 % 6991 + 1) {
+			if (step > len - off)
+				step = len - off;
+			rc |= fg_sha256_pipe_update(p, data + off, k == 1 ? len : step, &seq, &err);
+			if (k == 1)
+				break;
+		}
+		memset(got[k], 0, sizeof(got[k]));
+		rc |= fg_sha256_pipe_final(p, got[k], NULL, &err);
+	}
+	ok(!rc && seq > 0 && seq < fg_sha256_pipe_last(p), "sha pipe: pieces queued");
+	ok(fg_sha256_pipe_drain(p, &err) == 0, "sha pipe: drained");
+	is_str(got[0], want[0], "sha pipe: many small pieces");
+	is_str(got[1], want[1], "sha pipe: second digest in a row");
+	is_str(got[2], want[2], "sha pipe: empty digest");
+	fg_sha256_pipe_free(p);
+	fg_sha256_pipe_free(NULL);
+}
+
 static void test_fs(void)
 {
 	char dir[] = "/tmp/fgtest_core_XXXXXX";
@@ -138,6 +179,7 @@ int main(void)
 	test_parse();
 	test_json();
 	test_sha();
+	test_sha_pipe();
 	test_fs();
 	return tap_done();
 }
