@@ -249,12 +249,9 @@ int fg_int4_is_target(const char *name)
 
 /* ---- the bake ---- */
 
-/* Pieces small enough that a piece stays in cache from the read() through
- * the hash and the quantizer or write(): measured on this machine, 32 MB
- * pieces spent a fifth of the time copying into cold memory. */
-#define BLOCK_BYTES ((size_t)4 << 20)  /* input bytes quantized per round */
-#define COPY_BYTES ((size_t)1 << 20)   /* pass-through bytes written per call */
-#define NSLOT 4                        /* pieces in flight between reader and hasher */
+/* Input bytes per piece: quantized per round, passed through per write,
+ * hashed per queued item. */
+#define BLOCK_BYTES ((size_t)4 << 20)
 
 struct infile {
 	char *name;        /* relative to src */
@@ -656,229 +653,274 @@ static int quant_block(const uint8_t *w, uint8_t *packed, uint8_t *scales, size_
 	return rc;
 }
 
-/* Sequential reader of one input file at a time, double-buffered, with the
- * file's sha256 computed on a second thread from the same buffers: each input
- * byte is read once (no page faults on a mapping) and hashed while the main
- * thread quantizes or writes it. Pieces come in file order, so the hash is
- * the file's. A buffer handed out stays valid until the next-but-one get. */
-struct stream {
-	uint8_t *buf[NSLOT];
-	size_t cap;
-	int slot;
-	int fd;
-	const char *path;
-	pthread_t th;
-	int started;
-	pthread_mutex_t m;
-	pthread_cond_t cv;
-	/* per slot: 0 free, 1 posted to the hasher */
-	int state[NSLOT];
-	size_t len[NSLOT];
-	char *final[NSLOT]; /* finish the digest into this hex buffer after the piece */
-	int next;        /* the slot the hasher takes next */
-	int stop;
-	struct fg_sha256 *h;
-	int rc;
-	struct fg_err err;
+/* The pipeline. The main thread reads the input shards in file order into a
+ * ring of buffers, quantizes (on -j threads) or passes through each piece and
+ * hands the output to the writer, whose own thread hashes the output shards;
+ * a second hashing thread hashes each input piece from the buffer it was read
+ * into. Every byte is read once, hashed once on input and once on output, the
+ * two digests running beside the quantizer and the writes (docs/bench.md).
+ * A buffer is reused only once both hashing threads are past it: the retire
+ * queue below, whose length bounds the memory in flight (RETIRE + 1 input
+ * buffers of BLOCK_BYTES and as many output buffers of BLOCK_BYTES / 4).
+ * Reading through the mapping instead (no copy into a buffer) was measured
+ * slower on this VM: touching newly mapped pages cost more than read()'s copy. */
+#define RETIRE 8
+
+struct retired {
+	uint64_t in_seq, out_mark;
+	const struct fg_st_tensor *t; /* a span of t to drop (jobs read from the mapping) */
+	size_t t_off, t_len;
+	void *mem;                 /* output buffer to free, or NULL */
+	int slot;                  /* packed buffer slot to give back, or -1 */
+	int inslot;                /* input buffer slot to give back, or -1 */
 };
 
-static void *stream_hasher(void *arg)
+struct flow {
+	struct fg_sha256_pipe *in;  /* input files' digests */
+	struct fg_st_writer *w;
+	const struct fg_st_set *set;
+	size_t hashed;              /* bytes of the current input file read and queued */
+	struct retired q[RETIRE];
+	size_t qhead, qlen;
+	uint8_t *packed[RETIRE + 1]; /* BLOCK_BYTES / 4 each */
+	int slot_busy[RETIRE + 1];
+	int fd;                      /* current input file */
+	const char *path;
+	uint8_t *inbuf[RETIRE + 1];  /* BLOCK_BYTES each */
+	int in_busy[RETIRE + 1];
+	int cur_inslot;              /* the piece flow_get handed out */
+};
+
+static int flow_init(struct flow *f, const struct fg_st_set *set, struct fg_st_writer *w,
+		     struct fg_err *err)
 {
-	struct stream *s = arg;
+	size_t k;
 
-	for (;;) {
-		int k;
-
-		pthread_mutex_lock(&s->m);
-		while (s->state[s->next] != 1 && !s->stop)
-			pthread_cond_wait(&s->cv, &s->m);
-		if (s->state[s->next] != 1) {
-			pthread_mutex_unlock(&s->m);
-			break;
-		}
-		k = s->next;
-		pthread_mutex_unlock(&s->m);
-		if (!s->rc && s->len[k])
-			s->rc = fg_sha256_update(s->h, s->buf[k], s->len[k], &s->err);
-		if (!s->rc && s->final[k]) {
-			uint8_t d[FG_SHA256_LEN];
-
-			s->rc = fg_sha256_final(s->h, d, &s->err);
-			fg_hex_encode(d, sizeof(d), s->final[k]);
-		}
-		pthread_mutex_lock(&s->m);
-		s->state[k] = 0;
-		s->final[k] = NULL;
-		s->next = (s->next + 1) % NSLOT;
-		pthread_cond_broadcast(&s->cv);
-		pthread_mutex_unlock(&s->m);
+	memset(f, 0, sizeof(*f));
+	f->set = set;
+	f->w = w;
+	f->fd = -1;
+	f->cur_inslot = -1;
+	for (k = 0; k <= RETIRE; k++) {
+		f->packed[k] = malloc(BLOCK_BYTES / 4);
+		f->inbuf[k] = malloc(BLOCK_BYTES);
+		if (!f->packed[k] || !f->inbuf[k])
+			return fg_err_set(err, FG_ENOMEM, "out of memory");
 	}
-	return NULL;
+	return fg_sha256_pipe_new(&f->in, err);
 }
 
-static int stream_init(struct stream *s, size_t cap, struct fg_err *err)
+/* Waits for the oldest retired piece, then lets it go. */
+static int flow_pop(struct flow *f, struct fg_err *err)
+{
+	struct retired *r = &f->q[f->qhead];
+	int rc = 0;
+
+	if (r->in_seq)
+		rc = fg_sha256_pipe_wait(f->in, r->in_seq, err);
+	if (!rc)
+		rc = fg_st_writer_wait(f->w, r->out_mark, err);
+	if (!rc && r->t)
+		fg_st_release_span(f->set, r->t, r->t_off, r->t_len);
+	free(r->mem);
+	if (r->slot >= 0)
+		f->slot_busy[r->slot] = 0;
+	if (r->inslot >= 0)
+		f->in_busy[r->inslot] = 0;
+	f->qhead = (f->qhead + 1) % RETIRE;
+	f->qlen--;
+	return rc;
+}
+
+/* Queues r (filled by the caller but for the marks) behind the pieces before it. */
+static int flow_retire(struct flow *f, struct retired r, struct fg_err *err)
+{
+	int rc = 0;
+
+	if (f->qlen == RETIRE)
+		rc = flow_pop(f, err);
+	r.in_seq = fg_sha256_pipe_last(f->in);
+	r.out_mark = fg_st_writer_mark(f->w);
+	f->q[(f->qhead + f->qlen) % RETIRE] = r;
+	f->qlen++;
+	if (rc) {
+		free(r.mem);
+		f->q[(f->qhead + f->qlen - 1) % RETIRE].mem = NULL;
+	}
+	return rc;
+}
+
+static int flow_drain(struct flow *f, struct fg_err *err)
+{
+	int rc = 0, r2;
+
+	while (f->qlen) {
+		r2 = flow_pop(f, err);
+		if (!rc)
+			rc = r2;
+	}
+	return rc;
+}
+
+/* A free packed buffer: the one the retire queue gave back longest ago. */
+static int flow_slot(struct flow *f, struct fg_err *err)
+{
+	int k, rc;
+
+	for (;;) {
+		for (k = 0; k <= RETIRE; k++)
+			if (!f->slot_busy[k]) {
+				f->slot_busy[k] = 1;
+				return k;
+			}
+		rc = flow_pop(f, err); /* cannot loop long: RETIRE + 1 slots, RETIRE in the queue */
+		if (rc)
+			return -1;
+	}
+}
+
+static void flow_free(struct flow *f)
+{
+	size_t k;
+
+	while (f->qlen) {
+		free(f->q[f->qhead].mem);
+		f->qhead = (f->qhead + 1) % RETIRE;
+		f->qlen--;
+	}
+	fg_sha256_pipe_free(f->in); /* waits: it may still read the input buffers */
+	f->in = NULL;
+	for (k = 0; k <= RETIRE; k++) {
+		free(f->packed[k]);
+		free(f->inbuf[k]);
+	}
+	if (f->fd >= 0)
+		close(f->fd);
+}
+
+/* A free input buffer (as flow_slot). */
+static int flow_inslot(struct flow *f, struct fg_err *err)
 {
 	int k;
 
-	memset(s, 0, sizeof(*s));
-	s->fd = -1;
-	s->cap = cap;
-	for (k = 0; k < NSLOT; k++) {
-		s->buf[k] = malloc(cap);
-		if (!s->buf[k])
-			return fg_err_set(err, FG_ENOMEM, "out of memory");
+	for (;;) {
+		for (k = 0; k <= RETIRE; k++)
+			if (!f->in_busy[k]) {
+				f->in_busy[k] = 1;
+				return k;
+			}
+		if (flow_pop(f, err))
+			return -1;
 	}
-	if (fg_sha256_new(&s->h, err))
-		return err ? err->code : FG_ENOMEM;
-	pthread_mutex_init(&s->m, NULL);
-	pthread_cond_init(&s->cv, NULL);
-	if (pthread_create(&s->th, NULL, stream_hasher, s))
-		return fg_err_set(err, FG_ENOMEM, "cannot start the hashing thread");
-	s->started = 1;
-	return 0;
 }
 
-/* Waits until slot k is free again. */
-static void stream_wait(struct stream *s, int k)
+/* Reads file bytes [hashed, hashed + len) into a free buffer and queues them
+ * for the input digest; returns the buffer's slot or -1. */
+static int flow_read(struct flow *f, size_t len, struct fg_err *err)
 {
-	pthread_mutex_lock(&s->m);
-	while (s->state[k] != 0)
-		pthread_cond_wait(&s->cv, &s->m);
-	pthread_mutex_unlock(&s->m);
-}
-
-static void stream_post(struct stream *s, int k, size_t len, char *final)
-{
-	pthread_mutex_lock(&s->m);
-	s->len[k] = len;
-	s->final[k] = final;
-	s->state[k] = 1;
-	pthread_cond_broadcast(&s->cv);
-	pthread_mutex_unlock(&s->m);
-}
-
-/* The next len bytes of the current file. */
-static const uint8_t *stream_get(struct stream *s, size_t len, struct fg_err *err)
-{
-	int k = s->slot;
+	int k = flow_inslot(f, err);
 	size_t got = 0;
 
-	if (len > s->cap) {
-		fg_err_set(err, FG_EINVAL, "%s: piece of %zu bytes over the buffer", s->path, len);
-		return NULL;
-	}
-	stream_wait(s, k);
+	if (k < 0)
+		return -1;
 	while (got < len) {
-		ssize_t n = read(s->fd, s->buf[k] + got, len - got);
+		ssize_t n = pread(f->fd, f->inbuf[k] + got, len - got, (off_t)(f->hashed + got));
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
-			fg_err_set(err, FG_EIO, "read %s: %s", s->path,
+			fg_err_set(err, FG_EIO, "read %s: %s", f->path,
 				   n < 0 ? strerror(errno) : "file shrank while baking");
-			return NULL;
+			f->in_busy[k] = 0;
+			return -1;
 		}
 		got += (size_t)n;
 	}
-	stream_post(s, k, len, NULL);
-	s->slot = (s->slot + 1) % NSLOT;
-	return s->buf[k];
-}
-
-static int stream_open(struct stream *s, const char *path, struct fg_err *err)
-{
-	s->path = path;
-	s->fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (s->fd < 0)
-		return fg_err_set(err, FG_EIO, "open %s: %s", path, strerror(errno));
-	posix_fadvise(s->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-	return 0;
-}
-
-/* Ends the current file: its digest lands in hex once the hasher gets there. */
-static int stream_close(struct stream *s, char *hex, struct fg_err *err)
-{
-	int k = s->slot;
-	uint8_t extra;
-	ssize_t n = read(s->fd, &extra, 1);
-
-	close(s->fd);
-	s->fd = -1;
-	if (n != 0)
-		return fg_err_set(err, FG_EIO, "%s: changed while baking", s->path);
-	stream_wait(s, k);
-	stream_post(s, k, 0, hex);
-	s->slot = (s->slot + 1) % NSLOT;
-	return 0;
-}
-
-/* Waits for all posted work; returns the hasher's status. */
-static int stream_finish(struct stream *s, struct fg_err *err)
-{
-	int k;
-
-	for (k = 0; k < NSLOT; k++)
-		stream_wait(s, k);
-	if (s->rc && err)
-		*err = s->err;
-	return s->rc;
-}
-
-static void stream_free(struct stream *s)
-{
-	int k;
-
-	if (s->started) {
-		pthread_mutex_lock(&s->m);
-		s->stop = 1;
-		pthread_cond_broadcast(&s->cv);
-		pthread_mutex_unlock(&s->m);
-		pthread_join(s->th, NULL);
-		pthread_mutex_destroy(&s->m);
-		pthread_cond_destroy(&s->cv);
+	if (fg_sha256_pipe_update(f->in, f->inbuf[k], len, NULL, err)) {
+		f->in_busy[k] = 0;
+		return -1;
 	}
-	if (s->fd >= 0)
-		close(s->fd);
-	fg_sha256_free(s->h);
-	for (k = 0; k < NSLOT; k++)
-		free(s->buf[k]);
+	f->hashed += len;
+	return k;
 }
 
-/* Bytes [off, off + len) of t: from the stream when there is one (pieces must
- * then come in order and cover t), else from the mapping. */
-static const uint8_t *piece(struct bake *b, struct stream *st, const struct fg_st_tensor *t,
-			    size_t off, size_t len, struct fg_err *err)
+/* Reads and queues file bytes up to end for the input digest (the bytes
+ * between tensors: the header), in pieces of at most BLOCK_BYTES. */
+static int flow_hash_to(struct flow *f, size_t end, struct fg_err *err)
 {
-	if (st)
-		return stream_get(st, len, err);
-	(void)b;
-	return (const uint8_t *)t->data + off;
+	int rc = 0;
+
+	while (!rc && f->hashed < end) {
+		size_t n = end - f->hashed < BLOCK_BYTES ? end - f->hashed : BLOCK_BYTES;
+
+		struct retired r;
+		int k = flow_read(f, n, err);
+
+		if (k < 0)
+			return err && err->code ? err->code : FG_EIO;
+		memset(&r, 0, sizeof(r));
+		r.slot = -1;
+		r.inslot = k;
+		rc = flow_retire(f, r, err);
+	}
+	return rc;
 }
 
-static void piece_done(struct bake *b, struct stream *st, const struct fg_st_tensor *t,
-		       size_t off, size_t len)
+/* Bytes [off, off + len) of t: read from the current file into a buffer
+ * (and hashed) when streamed, else borrowed from the set's mapping. */
+static const uint8_t *flow_get(struct flow *f, const struct fg_st_tensor *t, int streamed,
+			       size_t off, size_t len, struct fg_err *err)
 {
-	if (!st)
-		fg_st_release_span(b->set, t, off, len);
+	int k;
+
+	if (!streamed)
+		return (const uint8_t *)t->data + off;
+	if (flow_hash_to(f, (size_t)t->file_offset + off, err))
+		return NULL;
+	k = flow_read(f, len, err);
+	if (k < 0)
+		return NULL;
+	f->cur_inslot = k;
+	return f->inbuf[k];
 }
 
-static int bake_tensor(struct bake *b, struct fg_st_writer *w, const struct job *j,
-		       struct stream *st, struct fg_err *err)
+/* Retires a piece of t once read and written; mem/slot are the output buffer. */
+static int flow_done(struct flow *f, const struct fg_st_tensor *t, int streamed, size_t off,
+		     size_t len, void *mem, int slot, struct fg_err *err)
+{
+	struct retired r;
+
+	memset(&r, 0, sizeof(r));
+	r.mem = mem;
+	r.slot = slot;
+	r.inslot = f->cur_inslot;
+	f->cur_inslot = -1;
+	if (!streamed) {
+		r.t = t;
+		r.t_off = off;
+		r.t_len = len;
+	}
+	return flow_retire(f, r, err);
+}
+
+static int bake_tensor(struct bake *b, struct flow *f, const struct job *j, int streamed,
+		       struct fg_err *err)
 {
 	const struct fg_st_tensor *t = j->t;
 	size_t rows, cols, group = (size_t)b->o->group, brows, r, scale_bytes;
-	uint8_t *packed = NULL, *scales = NULL, shape[16];
+	uint8_t *scales = NULL, shape[16];
 	int rc = 0, k;
 
 	if (!j->quant) {
 		size_t off;
 
-		for (off = 0; off < t->nbytes && !rc; off += COPY_BYTES) {
-			size_t len = t->nbytes - off < COPY_BYTES ? t->nbytes - off : COPY_BYTES;
-			const uint8_t *src = piece(b, st, t, off, len, err);
+		for (off = 0; off < t->nbytes && !rc; off += BLOCK_BYTES) {
+			size_t len = t->nbytes - off < BLOCK_BYTES ? t->nbytes - off : BLOCK_BYTES;
+			const uint8_t *src = flow_get(f, t, streamed, off, len, err);
 
-			rc = src ? fg_st_writer_write(w, src, len, err) : FG_EIO;
-			piece_done(b, st, t, off, len);
+			rc = src ? fg_st_writer_write(f->w, src, len, err) : FG_EIO;
+			if (!rc)
+				rc = flow_done(f, t, streamed, off, len, NULL, -1, err);
 		}
 		return rc;
 	}
@@ -887,98 +929,114 @@ static int bake_tensor(struct bake *b, struct fg_st_writer *w, const struct job 
 	brows = BLOCK_BYTES / (cols * 2);
 	if (brows < 1)
 		brows = 1;
+	if (cols * 2 > BLOCK_BYTES)
+		return tensor_err(err, FG_EUNSUPPORTED, t, "rows wider than 2M columns are not supported");
 	scale_bytes = rows * (cols / group) * 2;
-	packed = malloc((brows < rows ? brows : rows) * cols / 2);
 	scales = malloc(scale_bytes);
-	if (!packed || !scales) {
-		free(packed);
-		free(scales);
+	if (!scales)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
-	}
 	for (r = 0; r < rows && !rc; r += brows) {
 		size_t n = rows - r < brows ? rows - r : brows, bad = 0;
-		const uint8_t *src = piece(b, st, t, r * cols * 2, n * cols * 2, err);
+		const uint8_t *src = flow_get(f, t, streamed, r * cols * 2, n * cols * 2, err);
+		int slot = src ? flow_slot(f, err) : -1;
 
-		if (!src) {
-			rc = FG_EIO;
+		if (slot < 0) {
+			rc = err && err->code ? err->code : FG_EIO;
 			break;
 		}
-		if (quant_block(src, packed, scales + r * (cols / group) * 2, n, cols, group,
+		if (quant_block(src, f->packed[slot], scales + r * (cols / group) * 2, n, cols, group,
 				b->o->threads, &bad)) {
 			char msg[128];
 
+			f->slot_busy[slot] = 0;
 			snprintf(msg, sizeof(msg), "non-finite value (NaN or Inf) at [%zu, %zu]",
 				 r + bad / cols, bad % cols);
 			rc = tensor_err(err, FG_EINVAL, t, msg);
 			break;
 		}
-		rc = fg_st_writer_write(w, packed, n * cols / 2, err);
-		piece_done(b, st, t, r * cols * 2, n * cols * 2);
+		rc = fg_st_writer_write(f->w, f->packed[slot], n * cols / 2, err);
+		if (rc)
+			f->slot_busy[slot] = 0;
+		else
+			rc = flow_done(f, t, streamed, r * cols * 2, n * cols * 2, NULL, slot, err);
 	}
 	if (!rc)
-		rc = fg_st_writer_write(w, scales, scale_bytes, err);
+		rc = fg_st_writer_write(f->w, scales, scale_bytes, err);
 	for (k = 0; k < 8; k++) {
 		shape[k] = (uint8_t)((uint64_t)rows >> (8 * k));
 		shape[8 + k] = (uint8_t)((uint64_t)cols >> (8 * k));
 	}
 	if (!rc)
-		rc = fg_st_writer_write(w, shape, sizeof(shape), err);
-	free(packed);
+		rc = fg_st_writer_write(f->w, shape, sizeof(shape), err); /* small: copied */
+	/* scales is freed once the output digest is past it. */
+	if (!rc) {
+		struct retired rt;
+
+		memset(&rt, 0, sizeof(rt));
+		rt.mem = scales;
+		rt.slot = -1;
+		rt.inslot = -1;
+		return flow_retire(f, rt, err);
+	}
+	/* On failure the writer's thread may still read scales: wait for it. */
+	fg_st_writer_wait(f->w, fg_st_writer_mark(f->w), NULL);
 	free(scales);
 	return rc;
 }
 
-/* Streams every shard of the set in file order through the stream (one read
- * and one hash per input byte), baking its tensors on the way; then the jobs
- * that read a second time from the mapping (the lm_head made from the
- * embedding). */
-static int stream_all(struct bake *b, struct fg_st_writer *w, struct stream *st,
-		      struct fg_int4_report *rep, struct fg_err *err)
+/* Walks every shard of the set in file order (hashing each whole file once),
+ * baking its tensors on the way; then the jobs that read a second time from
+ * the mapping (the lm_head made from the embedding). */
+static int stream_all(struct bake *b, struct flow *f, struct fg_int4_report *rep,
+		      struct fg_err *err)
 {
-	size_t cap = BLOCK_BYTES > COPY_BYTES ? BLOCK_BYTES : COPY_BYTES, f, i = 0, k;
-	int rc;
+	size_t fi, i = 0, k;
+	int rc = 0;
 
-	for (k = 0; k < b->n_jobs; k++)
-		if (b->jobs[k].quant && (size_t)b->jobs[k].t->shape[1] * 2 > cap)
-			cap = (size_t)b->jobs[k].t->shape[1] * 2;
-	rc = stream_init(st, cap, err);
-	for (f = 0; !rc && f < fg_st_nfiles(b->set); f++) {
-		const char *fp = fg_st_file(b->set, f), *slash = strrchr(fp, '/');
+	for (fi = 0; !rc && fi < fg_st_nfiles(b->set); fi++) {
+		const char *fp = fg_st_file(b->set, fi), *slash = strrchr(fp, '/');
 		struct infile *inf = NULL;
-		uint64_t hdr;
 
 		for (k = 0; k < b->n_in; k++)
 			if (b->in[k].role == IN_TENSORS && !strcmp(b->in[k].name, slash ? slash + 1 : fp))
 				inf = &b->in[k];
 		if (!inf)
 			return fg_err_set(err, FG_ENOTFOUND, "%s: not among the input files", fp);
-		/* Header bytes: up to the first tensor's data (the tensors tile the rest). */
-		hdr = i < b->n_jobs && !b->jobs[i].extra && b->jobs[i].t->file == fp
-			      ? b->jobs[i].t->file_offset : inf->size;
-		rc = stream_open(st, fp, err);
-		while (!rc && hdr) {
-			size_t len = hdr < cap ? (size_t)hdr : cap;
-
-			if (!stream_get(st, len, err))
-				rc = FG_EIO;
-			hdr -= len;
-		}
+		f->hashed = 0;
+		if (f->fd >= 0)
+			close(f->fd);
+		f->path = fp;
+		f->fd = open(fp, O_RDONLY | O_CLOEXEC);
+		if (f->fd < 0)
+			return fg_err_set(err, FG_EIO, "open %s: %s", fp, strerror(errno));
+		posix_fadvise(f->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 		for (; !rc && i < b->n_jobs && !b->jobs[i].extra && b->jobs[i].t->file == fp; i++) {
-			rc = bake_tensor(b, w, &b->jobs[i], st, err);
+			rc = bake_tensor(b, f, &b->jobs[i], 1, err);
 			if (b->jobs[i].quant)
 				rep->n_quantized++;
 			else
 				rep->n_passed++;
 		}
 		if (!rc)
-			rc = stream_close(st, inf->sha256, err);
+			rc = flow_hash_to(f, (size_t)inf->size, err);
+		if (!rc) {
+			uint8_t extra;
+
+			if (pread(f->fd, &extra, 1, (off_t)inf->size) != 0)
+				rc = fg_err_set(err, FG_EIO, "%s: changed while baking", fp);
+		}
+		/* The digest lands in inf->sha256 once the hashing thread gets there. */
+		if (!rc)
+			rc = fg_sha256_pipe_final(f->in, inf->sha256, NULL, err);
 	}
 	for (; !rc && i < b->n_jobs; i++) {
-		rc = bake_tensor(b, w, &b->jobs[i], NULL, err);
+		rc = bake_tensor(b, f, &b->jobs[i], 0, err);
 		rep->n_quantized++;
 	}
 	if (!rc)
-		rc = stream_finish(st, err);
+		rc = flow_drain(f, err);
+	if (!rc)
+		rc = fg_sha256_pipe_drain(f->in, err);
 	return rc;
 }
 
@@ -1201,7 +1259,7 @@ int fg_int4_bake(const char *src, const char *out, const struct fg_int4_opts *op
 	struct fg_buf cfgtext = FG_BUF_INIT, cfgout = FG_BUF_INIT, p = FG_BUF_INIT;
 	struct fg_st_desc *descs = NULL;
 	struct fg_st_writer *w = NULL;
-	struct stream strm;
+	struct flow flow;
 	struct fg_err local_err;
 	cJSON *cfg = NULL;
 	size_t nd = 0, i;
@@ -1210,8 +1268,7 @@ int fg_int4_bake(const char *src, const char *out, const struct fg_int4_opts *op
 
 	if (!err)
 		err = &local_err;
-	memset(&strm, 0, sizeof(strm));
-	strm.fd = -1;
+	memset(&flow, 0, sizeof(flow));
 	memset(&b, 0, sizeof(b));
 	memset(rep, 0, sizeof(*rep));
 	b.src = src;
@@ -1251,8 +1308,12 @@ int fg_int4_bake(const char *src, const char *out, const struct fg_int4_opts *op
 			      opts->max_shard_bytes ? opts->max_shard_bytes : FG_INT4_SHARD_BYTES, NULL, err);
 	if (!rc && opts->no_sync)
 		fg_st_writer_no_sync(w);
+	if (!rc) {
+		fg_st_writer_async(w);
+		rc = flow_init(&flow, b.set, w, err);
+	}
 	if (!rc)
-		rc = stream_all(&b, w, &strm, rep, err);
+		rc = stream_all(&b, &flow, rep, err);
 	if (!rc)
 		rc = fg_st_writer_finish(w, err);
 	for (i = 0; !rc && i < fg_st_writer_nfiles(w); i++) {
@@ -1332,8 +1393,8 @@ int fg_int4_bake(const char *src, const char *out, const struct fg_int4_opts *op
 	if (!rc)
 		rc = write_statement(&b, started, rep, err);
 out:
-	stream_free(&strm);
-	fg_st_writer_free(w);
+	fg_st_writer_free(w); /* first: its hashing thread may read the flow's buffers */
+	flow_free(&flow);
 	if (b.tmp) {
 		remove_tree_flat(b.tmp);
 		free(b.tmp);

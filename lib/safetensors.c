@@ -642,6 +642,11 @@ void fg_st_release(const struct fg_st_set *s, const struct fg_st_tensor *t)
 /* ---- writing ---- */
 
 #define WBUF_SIZE ((size_t)4 << 20)
+/* Bytes per write() call: on this VM, 4 MiB writes spent several times the
+ * kernel time of 256 KiB ones copying into the page cache (docs/bench.md). */
+#ifndef PUT_SLICE
+#define PUT_SLICE ((size_t)256 << 10)
+#endif
 
 struct wshard {
 	char *name;       /* file name inside dir */
@@ -664,10 +669,15 @@ struct fg_st_writer {
 	int fd;
 	uint64_t left;         /* data bytes still due in the current shard */
 	uint64_t total, written;
-	char *wbuf;
+	char *wbuf[2];          /* small pieces gather here, in turn */
+	uint64_t wseq[2];       /* the hash piece that last used each */
+	int wcur;
 	size_t wlen;
+	struct fg_buf hdr;      /* the current shard's length + header */
+	uint64_t hdrseq;
 	int finished;
-	struct fg_sha256 *hash; /* of the shard being written */
+	struct fg_sha256_pipe *pipe; /* hashes the shards on its own thread */
+	int async;              /* callers keep data until fg_st_writer_wait */
 	int no_sync;
 	uint64_t fsize;         /* bytes written to it so far */
 };
@@ -708,28 +718,30 @@ static int write_all(int fd, const void *data, size_t len)
 	return 0;
 }
 
-/* Writes to the current shard and feeds the shard's running digest. */
+/* Writes to the current shard and queues the bytes for the shard's digest
+ * (the hashing thread reads them while this thread goes on). */
 static int put(struct fg_st_writer *w, const void *data, size_t len, struct fg_err *err)
 {
+	int rc = fg_sha256_pipe_update(w->pipe, data, len, NULL, err);
+
+	if (rc)
+		return rc;
 	const char *p = data;
+	size_t left = len;
 
-	/* In slices that stay in L2 between the hash and the write's copy. */
-	while (len) {
-		size_t k = len < ((size_t)256 << 10) ? len : ((size_t)256 << 10);
-		int rc = fg_sha256_update(w->hash, p, k, err);
+	while (left) {
+		size_t k = left < PUT_SLICE ? left : PUT_SLICE;
 
-		if (rc)
-			return rc;
 		if (write_all(w->fd, p, k)) {
 			int e = errno;
 
 			return fg_err_set(err, e == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s/%s: %s",
 					  w->dir, w->sh[w->cur].name, strerror(e));
 		}
-		w->fsize += k;
 		p += k;
-		len -= k;
+		left -= k;
 	}
+	w->fsize += len;
 	return 0;
 }
 
@@ -739,11 +751,20 @@ static int shard_path(struct fg_st_writer *w, size_t i, struct fg_buf *p, struct
 	return fg_path_join(p, w->dir, w->sh[i].name, err);
 }
 
+/* Writes the gathered small pieces, then switches to the other buffer once
+ * the hashing thread is done with it. */
 static int flush_buf(struct fg_st_writer *w, struct fg_err *err)
 {
-	int rc = w->wlen ? put(w, w->wbuf, w->wlen, err) : 0;
+	int rc;
 
+	if (!w->wlen)
+		return 0;
+	rc = put(w, w->wbuf[w->wcur], w->wlen, err);
+	w->wseq[w->wcur] = fg_sha256_pipe_last(w->pipe);
+	w->wcur ^= 1;
 	w->wlen = 0;
+	if (!rc)
+		rc = fg_sha256_pipe_wait(w->pipe, w->wseq[w->wcur], err);
 	return rc;
 }
 
@@ -755,10 +776,8 @@ static int close_shard(struct fg_st_writer *w, struct fg_err *err)
 		return 0;
 	rc = flush_buf(w, err);
 	if (!rc) {
-		uint8_t d[FG_SHA256_LEN];
-
-		rc = fg_sha256_final(w->hash, d, err);
-		fg_hex_encode(d, sizeof(d), w->sh[w->cur].sha256);
+		/* The digest lands in sh[cur].sha256 once hashed (finish waits). */
+		rc = fg_sha256_pipe_final(w->pipe, w->sh[w->cur].sha256, NULL, err);
 		w->sh[w->cur].size = w->fsize;
 	}
 	if (!rc && !w->no_sync && fsync(w->fd))
@@ -780,6 +799,10 @@ static int open_shard(struct fg_st_writer *w, size_t i, struct fg_err *err)
 	uint8_t le[8];
 	size_t k;
 	int rc = 0, b;
+
+	/* The previous header's bytes may still be queued for hashing. */
+	if (root)
+		rc = fg_sha256_pipe_wait(w->pipe, w->hdrseq, err);
 
 	if (!root)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
@@ -820,9 +843,13 @@ static int open_shard(struct fg_st_writer *w, size_t i, struct fg_err *err)
 		w->fsize = 0;
 		for (b = 0; b < 8; b++)
 			le[b] = (uint8_t)((uint64_t)hdr.len >> (8 * b));
-		rc = put(w, le, 8, err);
+		fg_buf_reset(&w->hdr);
+		rc = fg_buf_append(&w->hdr, le, 8, err);
 		if (!rc)
-			rc = put(w, hdr.data, hdr.len, err);
+			rc = fg_buf_append(&w->hdr, hdr.data, hdr.len, err);
+		if (!rc)
+			rc = put(w, w->hdr.data, w->hdr.len, err);
+		w->hdrseq = fg_sha256_pipe_last(w->pipe);
 	}
 	fg_buf_release(&hdr);
 	fg_buf_release(&p);
@@ -836,6 +863,8 @@ void fg_st_writer_free(struct fg_st_writer *w)
 
 	if (!w)
 		return;
+	/* First: the thread may still read buffers freed below. */
+	fg_sha256_pipe_free(w->pipe);
 	if (w->fd >= 0)
 		close(w->fd);
 	if (!w->finished)
@@ -851,9 +880,10 @@ void fg_st_writer_free(struct fg_st_writer *w)
 	free(w->nbytes);
 	free(w->sh);
 	free(w->dir);
-	free(w->wbuf);
+	free(w->wbuf[0]);
+	free(w->wbuf[1]);
+	fg_buf_release(&w->hdr);
 	cJSON_Delete(w->meta);
-	fg_sha256_free(w->hash);
 	free(w);
 }
 
@@ -881,13 +911,14 @@ int fg_st_writer_new(struct fg_st_writer **out, const char *dir, const struct fg
 	w->d = calloc(n ? n : 1, sizeof(*w->d));
 	w->nbytes = calloc(n ? n : 1, sizeof(*w->nbytes));
 	w->sh = calloc(n ? n : 1, sizeof(*w->sh));
-	w->wbuf = malloc(WBUF_SIZE);
+	w->wbuf[0] = malloc(WBUF_SIZE);
+	w->wbuf[1] = malloc(WBUF_SIZE);
 	sorted = calloc(n ? n : 1, sizeof(*sorted));
-	if (!w->dir || !w->d || !w->nbytes || !w->sh || !w->wbuf || !sorted) {
+	if (!w->dir || !w->d || !w->nbytes || !w->sh || !w->wbuf[0] || !w->wbuf[1] || !sorted) {
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 		goto out;
 	}
-	rc = fg_sha256_new(&w->hash, err);
+	rc = fg_sha256_pipe_new(&w->pipe, err);
 	if (rc)
 		goto out;
 	if (metadata) {
@@ -968,6 +999,21 @@ void fg_st_writer_no_sync(struct fg_st_writer *w)
 	w->no_sync = 1;
 }
 
+void fg_st_writer_async(struct fg_st_writer *w)
+{
+	w->async = 1;
+}
+
+uint64_t fg_st_writer_mark(const struct fg_st_writer *w)
+{
+	return fg_sha256_pipe_last(w->pipe);
+}
+
+int fg_st_writer_wait(struct fg_st_writer *w, uint64_t mark, struct fg_err *err)
+{
+	return fg_sha256_pipe_wait(w->pipe, mark, err);
+}
+
 size_t fg_st_writer_nfiles(const struct fg_st_writer *w)
 {
 	return w->nsh;
@@ -1028,7 +1074,7 @@ int fg_st_writer_write(struct fg_st_writer *w, const void *data, size_t len, str
 			if (rc)
 				return rc;
 		} else {
-			memcpy(w->wbuf + w->wlen, p, k);
+			memcpy(w->wbuf[w->wcur] + w->wlen, p, k);
 			w->wlen += k;
 		}
 		p += k;
@@ -1036,7 +1082,8 @@ int fg_st_writer_write(struct fg_st_writer *w, const void *data, size_t len, str
 		w->left -= k;
 		w->written += k;
 	}
-	return 0;
+	/* Without fg_st_writer_async, data is the caller's again on return. */
+	return w->async ? 0 : fg_sha256_pipe_drain(w->pipe, err);
 }
 
 int fg_st_writer_finish(struct fg_st_writer *w, struct fg_err *err)
@@ -1054,6 +1101,8 @@ int fg_st_writer_finish(struct fg_st_writer *w, struct fg_err *err)
 	rc = advance(w, err); /* trailing shards that hold only empty tensors */
 	if (!rc)
 		rc = close_shard(w, err);
+	if (!rc)
+		rc = fg_sha256_pipe_drain(w->pipe, err); /* every shard's digest is in */
 	if (!rc && w->nsh > 1) {
 		root = cJSON_CreateObject();
 		md = root ? cJSON_AddObjectToObject(root, "metadata") : NULL;

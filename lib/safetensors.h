@@ -160,6 +160,14 @@ void fg_st_writer_free(struct fg_st_writer *w);
 /* Skips the fsync of each finished shard (scratch output, benchmarks): a
  * power loss may then lose data the caller believes written. */
 void fg_st_writer_no_sync(struct fg_st_writer *w);
+/* Shards are hashed on a thread of the writer's own. By default
+ * fg_st_writer_write returns once its bytes are written and hashed. After
+ * fg_st_writer_async it returns once they are written: pieces of 64 KiB or
+ * more are then borrowed until fg_st_writer_wait(w, m) returns for an m taken
+ * by fg_st_writer_mark after the write (smaller pieces are copied). */
+void fg_st_writer_async(struct fg_st_writer *w);
+uint64_t fg_st_writer_mark(const struct fg_st_writer *w);
+int fg_st_writer_wait(struct fg_st_writer *w, uint64_t mark, struct fg_err *err);
 /* Number of shard files the writer plans (valid after _new). */
 size_t fg_st_writer_nfiles(const struct fg_st_writer *w);
 /* Shard i after a successful finish: its file name inside dir (borrowed),
