@@ -3,7 +3,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -431,17 +430,9 @@ static int problem(struct fg_bundle *b, const char *path, const char *what, stru
 	return 0;
 }
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)ftw;
-	return flag == FTW_DP ? rmdir(p) : unlink(p);
-}
-
 void fg_bundle_rm_rf(const char *path)
 {
-	if (path)
-		nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	fg_rm_tree(path);
 }
 
 static int compare(struct fg_bundle *b, struct collect *c, struct fg_err *err)

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,4 +198,17 @@ int fg_fs_free_bytes(const char *path, unsigned long long *out, struct fg_err *e
 		return fg_err_set(err, FG_EIO, "statvfs %s: %s", path, strerror(errno));
 	*out = (unsigned long long)st.f_bavail * (unsigned long long)st.f_frsize;
 	return 0;
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)ftw;
+	return flag == FTW_DP ? rmdir(p) : unlink(p);
+}
+
+void fg_rm_tree(const char *path)
+{
+	if (path)
+		nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }

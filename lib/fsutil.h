@@ -35,6 +35,9 @@ int fg_path_is_safe_rel(const char *rel);
 /* Joins a and b with one '/', into out (appending). */
 int fg_path_join(struct fg_buf *out, const char *a, const char *b, struct fg_err *err);
 
+/* Removes path and everything under it (rm -rf), without following links;
+ * best effort, for cleaning up after a failure. Accepts NULL. */
+void fg_rm_tree(const char *path);
 /* Free bytes available to an unprivileged writer on the file system of path. */
 int fg_fs_free_bytes(const char *path, unsigned long long *out, struct fg_err *err);
 

@@ -10,7 +10,6 @@
 #include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -841,17 +840,6 @@ static int copy_data(struct archive *a, struct rsrc *r, const struct hdr *h, int
 	return 0;
 }
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)ftw;
-	return flag == FTW_DP ? rmdir(p) : unlink(p);
-}
-
-static void rm_rf(const char *path)
-{
-	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
 
 /* Shared by scan and extract: dest NULL means write nothing. */
 static int walk_archive(const char *archive, const char *dest, const struct fg_tarball_limits *lim,
@@ -990,7 +978,7 @@ int fg_tarball_extract(const char *archive, const char *dest, const struct fg_ta
 			rc = fg_err_set(err, FG_EIO, "rename to %s: %s", dest, strerror(errno));
 	}
 	if (rc)
-		rm_rf(tmp.data);
+		fg_rm_tree(tmp.data);
 	fg_buf_release(&tmp);
 	return rc;
 }
