@@ -308,64 +308,118 @@ static int ends_with(const char *s, const char *suf)
 	return a >= b && !strcmp(s + a - b, suf);
 }
 
-/* Top-level regular files of src, sorted; hidden files and folders skipped. */
-static int list_inputs(struct bake *b, struct fg_err *err)
-{
-	DIR *d = opendir(b->src);
-	struct dirent *e;
-	size_t cap = 0, i, k;
-	int rc = 0;
+#define MAX_DEPTH 32
 
-	if (!d)
-		return fg_err_set(err, errno == ENOENT ? FG_ENOTFOUND : FG_EIO, "%s: %s", b->src,
-				  strerror(errno));
+static int add_in(struct bake *b, size_t *cap, const char *rel, struct fg_buf *path,
+		  unsigned long long size, struct fg_err *err)
+{
+	if (b->n_in == *cap) {
+		size_t nc = *cap ? *cap * 2 : 32;
+		struct infile *n = realloc(b->in, nc * sizeof(*n));
+
+		if (!n)
+			return fg_err_set(err, FG_ENOMEM, "out of memory");
+		b->in = n;
+		*cap = nc;
+	}
+	memset(&b->in[b->n_in], 0, sizeof(b->in[0]));
+	b->in[b->n_in].name = strdup(rel);
+	if (!b->in[b->n_in].name)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	b->in[b->n_in].path = fg_buf_detach(path, NULL);
+	b->in[b->n_in].size = size;
+	b->n_in++;
+	return 0;
+}
+
+/* Every file under src/rel (rel "" for src itself), recursively: what is
+ * copied, hashed and listed (docs/formats/int4.md, "Other files"):
+ *   - regular files, and links to regular files (copied as regular files);
+ *   - folders are walked (at most MAX_DEPTH deep);
+ *   - names starting with '.' (.git, .cache, .gitattributes) are skipped;
+ *   - a link to a folder, a FIFO, socket or device, or a name that is not a
+ *     safe relative path (control characters, backslash) is an error naming
+ *     it: nothing is left out silently, and no link is followed out of src
+ *     into a folder (loops, escapes). */
+static int walk_inputs(struct bake *b, const char *rel, int depth, size_t *cap, struct fg_err *err)
+{
+	struct fg_buf dir = FG_BUF_INIT;
+	DIR *d;
+	struct dirent *e;
+	int rc = *rel ? fg_path_join(&dir, b->src, rel, err) : fg_buf_puts(&dir, b->src, err);
+
+	if (rc)
+		return rc;
+	d = opendir(dir.data);
+	if (!d) {
+		rc = fg_err_set(err, errno == ENOENT ? FG_ENOTFOUND : FG_EIO, "%s: %s", dir.data,
+				strerror(errno));
+		fg_buf_release(&dir);
+		return rc;
+	}
 	while (!rc && (e = readdir(d))) {
-		struct fg_buf p = FG_BUF_INIT;
+		struct fg_buf p = FG_BUF_INIT, r = FG_BUF_INIT;
 		struct stat st;
 
 		if (e->d_name[0] == '.')
 			continue;
-		rc = fg_path_join(&p, b->src, e->d_name, err);
-		if (rc)
-			break;
-		if (stat(p.data, &st) || !S_ISREG(st.st_mode)) {
-			fg_buf_release(&p);
-			continue;
+		rc = fg_path_join(&p, dir.data, e->d_name, err);
+		if (!rc)
+			rc = *rel ? fg_path_join(&r, rel, e->d_name, err) : fg_buf_puts(&r, e->d_name, err);
+		if (!rc && !fg_path_is_safe_rel(r.data))
+			rc = fg_err_set(err, FG_EUNSUPPORTED,
+					"%s: a file name with control characters or a backslash; rename it",
+					p.data);
+		if (!rc && lstat(p.data, &st))
+			rc = fg_err_set(err, FG_EIO, "%s: %s", p.data, strerror(errno));
+		if (!rc && S_ISLNK(st.st_mode)) {
+			if (stat(p.data, &st))
+				rc = fg_err_set(err, FG_EIO, "%s: a broken link (%s)", p.data, strerror(errno));
+			else if (S_ISDIR(st.st_mode))
+				rc = fg_err_set(err, FG_EUNSUPPORTED,
+						"%s: a link to a folder is not followed; copy the folder in "
+						"or remove the link", p.data);
 		}
-		if (b->n_in == cap) {
-			struct infile *n = realloc(b->in, (cap ? cap * 2 : 32) * sizeof(*n));
-
-			if (!n) {
-				fg_buf_release(&p);
-				rc = fg_err_set(err, FG_ENOMEM, "out of memory");
-				break;
-			}
-			b->in = n;
-			cap = cap ? cap * 2 : 32;
+		if (!rc && S_ISDIR(st.st_mode)) {
+			if (depth >= MAX_DEPTH)
+				rc = fg_err_set(err, FG_EUNSUPPORTED, "%s: folders nested deeper than %d",
+						p.data, MAX_DEPTH);
+			else
+				rc = walk_inputs(b, r.data, depth + 1, cap, err);
+		} else if (!rc && S_ISREG(st.st_mode)) {
+			rc = add_in(b, cap, r.data, &p, (unsigned long long)st.st_size, err);
+		} else if (!rc) {
+			rc = fg_err_set(err, FG_EUNSUPPORTED,
+					"%s: not a regular file or folder (a FIFO, socket or device); "
+					"remove it from the checkpoint folder", p.data);
 		}
-		memset(&b->in[b->n_in], 0, sizeof(b->in[0]));
-		b->in[b->n_in].name = strdup(e->d_name);
-		b->in[b->n_in].path = fg_buf_detach(&p, NULL);
-		b->in[b->n_in].size = (unsigned long long)st.st_size;
-		if (!b->in[b->n_in].name) {
-			free(b->in[b->n_in].path);
-			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
-			break;
-		}
-		b->n_in++;
+		fg_buf_release(&p);
+		fg_buf_release(&r);
 	}
 	closedir(d);
+	fg_buf_release(&dir);
+	return rc;
+}
+
+static int list_inputs(struct bake *b, struct fg_err *err)
+{
+	size_t cap = 0, i, k;
+	int rc = walk_inputs(b, "", 0, &cap, err);
+
 	if (rc)
 		return rc;
 	qsort(b->in, b->n_in, sizeof(*b->in), cmp_infile);
-	/* Roles: the set's shards carry tensors; other .safetensors files are not
-	 * part of the checkpoint and are left out (and not claimed as inputs). */
+	/* Roles, at the top level only: the set's shards carry tensors; other
+	 * .safetensors files there are not part of the checkpoint and are left out
+	 * (and not claimed as inputs). Files in sub-folders are copied. */
 	for (i = k = 0; i < b->n_in; i++) {
 		struct infile f = b->in[i];
 		size_t s;
 
 		f.role = IN_COPY;
-		if (!strcmp(f.name, "config.json"))
+		if (strchr(f.name, '/'))
+			f.role = IN_COPY;
+		else if (!strcmp(f.name, "config.json"))
 			f.role = IN_CONFIG;
 		else if (!strcmp(f.name, FG_ST_INDEX_NAME))
 			f.role = IN_INDEX;
@@ -445,6 +499,13 @@ static int copy_file(struct bake *b, const struct infile *f, struct fg_err *err)
 	rc = buf ? fg_sha256_new(&h, err) : fg_err_set(err, FG_ENOMEM, "out of memory");
 	if (!rc)
 		rc = fg_path_join(&dst, b->tmp, f->name, err);
+	if (!rc && strchr(f->name, '/')) {
+		char *slash = strrchr(dst.data, '/');
+
+		*slash = '\0';
+		rc = fg_mkdir_p(dst.data, 0755, err);
+		*slash = '/';
+	}
 	if (!rc) {
 		in = open(f->path, O_RDONLY | O_CLOEXEC);
 		out = open(dst.data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -478,6 +539,13 @@ static int copy_file(struct bake *b, const struct infile *f, struct fg_err *err)
 	}
 	if (!rc && !b->o->no_sync && fsync(out))
 		rc = fg_err_set(err, FG_EIO, "fsync %s: %s", dst.data, strerror(errno));
+	if (!rc && !b->o->no_sync && strchr(f->name, '/')) {
+		char *slash = strrchr(dst.data, '/');
+
+		*slash = '\0'; /* the sub-folder's entry for this file */
+		rc = fg_fsync_dir(dst.data, err);
+		*slash = '/';
+	}
 	if (in >= 0)
 		close(in);
 	if (out >= 0 && close(out) && !rc)
@@ -1111,26 +1179,6 @@ static int tree_digest(char out[FG_SHA256_HEX_LEN + 1], const struct outfile *f,
 	return rc;
 }
 
-static void remove_tree_flat(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		struct fg_buf p = FG_BUF_INIT;
-
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		if (!fg_path_join(&p, dir, e->d_name, NULL))
-			unlink(p.data);
-		fg_buf_release(&p);
-	}
-	closedir(d);
-	rmdir(dir);
-}
-
 static int make_tmp(struct bake *b, struct fg_err *err)
 {
 	struct fg_buf p = FG_BUF_INIT;
@@ -1396,7 +1444,7 @@ out:
 	fg_st_writer_free(w); /* first: its hashing thread may read the flow's buffers */
 	flow_free(&flow);
 	if (b.tmp) {
-		remove_tree_flat(b.tmp);
+		fg_rm_tree(b.tmp);
 		free(b.tmp);
 	}
 	free(descs);

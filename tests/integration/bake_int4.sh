@@ -99,6 +99,45 @@ bad "unsupported dtype for a Linear" "b_dtype/model.safetensors: tensor model.la
 bad "input width not a multiple of the group" "tensor model.language_model.layers.0.self_attn.q_proj.weight: input width 96 is not a multiple of the group size 128" b_width
 bad "NaN weight" "b_nan/model.safetensors: tensor model.language_model.layers.0.self_attn.q_proj.weight: non-finite value .* at \[2, 77\]" b_nan
 bad "a header that lies about a shape" "b_lie/model.safetensors: tensor model.language_model.layers.0.self_attn.q_proj.weight: shape and dtype need" b_lie
+# Sub-folders: every file under SRC is copied (links to files as plain files),
+# listed in the statement by its relative path; hidden names are skipped.
+cp -r one tree
+mkdir -p tree/tokenizer/extra tree/.git tree/assets
+printf 'vocab\n' >tree/tokenizer/extra/vocab.txt
+printf 'spaced\n' >"tree/assets/a b.txt"
+printf 'hidden\n' >tree/.git/HEAD
+ln -s ../config.json tree/assets/config-link.json
+check "bake a checkpoint with sub-folders and a link to a file" sh -c "'$FGPACK' bake int4 tree outtree -j 2 >treedigest 2>/dev/null"
+check "files in sub-folders copied byte for byte" sh -c 'cmp tree/tokenizer/extra/vocab.txt outtree/tokenizer/extra/vocab.txt && cmp "tree/assets/a b.txt" "outtree/assets/a b.txt"'
+check "a link to a file is copied as a plain file" sh -c 'test -f outtree/assets/config-link.json && ! test -L outtree/assets/config-link.json && cmp tree/config.json outtree/assets/config-link.json'
+check "hidden folders are not copied" test ! -e outtree/.git
+check "statement lists sub-folder files by relative path, in and out" $PY - <<EOF
+import json, hashlib, os
+st = json.load(open("outtree.intoto.json"))
+h = lambda p: hashlib.sha256(open(p, "rb").read()).hexdigest()
+def walk(top):
+    out = {}
+    for d, dirs, files in os.walk(top):
+        dirs[:] = [x for x in dirs if not x.startswith(".")]
+        for f in files:
+            if not f.startswith("."):
+                rel = os.path.relpath(os.path.join(d, f), top)
+                out[rel] = h(os.path.join(top, rel))
+    return out
+subj = {s["name"]: s["digest"]["sha256"] for s in st["subject"]}
+assert subj == walk("outtree"), subj
+deps = {d["name"]: d["digest"]["sha256"] for d in st["predicate"]["buildDefinition"]["resolvedDependencies"]}
+assert deps == walk("tree"), deps
+assert "tokenizer/extra/vocab.txt" in deps and "assets/a b.txt" in subj
+lines = ["%s %d %s\n" % (subj[k], os.path.getsize("outtree/" + k), k) for k in sorted(subj, key=lambda k: k.encode())]
+assert hashlib.sha256("".join(lines).encode()).hexdigest() == open("treedigest").read().split()[0]
+EOF
+cp -r one b_dirlink && ln -s .. b_dirlink/up
+bad "a link to a folder is refused, naming it" "b_dirlink/up: a link to a folder is not followed" b_dirlink
+cp -r one b_fifo && mkdir b_fifo/sub && mkfifo b_fifo/sub/pipe
+bad "a FIFO is refused, naming it" "b_fifo/sub/pipe: not a regular file or folder" b_fifo
+cp -r one b_ctrl && printf x >"b_ctrl/$(printf 'a\tb')"
+bad "a name with a control character is refused" "a file name with control characters" b_ctrl
 check_exit "an existing non-empty output folder is refused" 1 "$FGPACK" bake int4 src out1
 check_exit "bad --group is a usage error" 2 "$FGPACK" bake int4 src outx --group 48
 check_exit "--help" 0 "$FGPACK" bake int4 --help
