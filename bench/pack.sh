@@ -2,7 +2,8 @@
 # bench/pack.sh - fgpack pack / verify against GNU tar + zstd and sha256sum on
 # the same files, side by side in one run. Size: FG_BENCH_MB (default 256) of
 # model-like data (7/8 incompressible random bytes as in weights, 1/8 JSON-ish
-# text), in 8 files. Prints medians of FG_BENCH_RUNS (default 3) runs and ratios.
+# text), in 8 files. Prints medians of FG_BENCH_RUNS (default 3) runs and ratios,
+# of wall time and of CPU time (user + system, the processes and their children).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 FGPACK=${FGPACK:-$top/fgpack}
@@ -19,21 +20,34 @@ import json, sys
 rows = [{'id': i, 'token': 'tok%d' % i, 'score': i * 0.5} for i in range(2000000)]
 s = json.dumps(rows)
 sys.stdout.write(s[: $per << 20])" >"$M/tokenizer.json"
-bytes=$(du -sb "$M" | cut -f1)
+# the engine binary goes into every bundle: tar gets the same file, so both
+# sides pack the same bytes
+ENGINE=${FG_BENCH_ENGINE:-$top/build/fgpack-engine}
+[ -x "$ENGINE" ] || ENGINE=$FGPACK
+mkdir -p "$W/side/engine"
+cp "$ENGINE" "$W/side/engine/fgpack"
+bytes=$(( $(du -sb "$M" | cut -f1) + $(stat -c %s "$ENGINE") ))
 
-# median wall seconds of "$@" over RUNS runs
+# med CMD...: runs CMD RUNS times; sets W_ (median wall seconds) and C_ (median
+# CPU seconds, user + system, of the processes CMD ran: the shell's `times`),
+# since the machine may be shared and wall time then says little
+kids_cpu() { tail -n 1 "$1" | tr 'ms' '  ' | awk '{print $1 * 60 + $2 + $3 * 60 + $4}'; }
 med() {
 	for r in $(seq "$RUNS"); do
-		s=$(date +%s.%N); "$@" >/dev/null 2>&1; e=$(date +%s.%N)
-		echo "$e - $s" | bc -l
-	done | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
+		times >"$W/c0"; s=$(date +%s.%N)
+		"$@" >/dev/null 2>&1
+		e=$(date +%s.%N); times >"$W/c1"
+		echo "$(echo "$e - $s" | bc -l) $(echo "$(kids_cpu "$W/c1") - $(kids_cpu "$W/c0")" | bc -l)"
+	done >"$W/runs"
+	W_=$(awk '{print $1}' "$W/runs" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+	C_=$(awk '{print $2}' "$W/runs" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
 }
 rate() { echo "scale=1; $bytes / $1 / 1000000" | bc -l; }
 sync
-fg_pack() { "$FGPACK" pack --model "$M" --no-golden -o "$W/a.fgb"; }
+fg_pack() { "$FGPACK" pack --model "$M" --no-golden --engine "$ENGINE" -o "$W/a.fgb"; }
 gnu_pack() {
-	tar -C "$M" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --format=posix \
-		--pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime -cf - . |
+	tar -C "$W" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --format=posix \
+		--pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime -cf - model side |
 		zstd -3 -q -f -o "$W/b.tar.zst"
 }
 gnu_pack_sync() { gnu_pack && sync "$W/b.tar.zst"; }
@@ -41,23 +55,31 @@ fg_verify() { "$FGPACK" verify "$W/a.fgb" --no-replay --summary -; }
 fg_extract() { rm -rf "$W/x1"; "$FGPACK" exec "$W/a.fgb" --dir "$W/x1" -- true; }
 gnu_extract() { rm -rf "$W/x2"; mkdir "$W/x2"; zstd -dc "$W/b.tar.zst" | tar -xf - -C "$W/x2"; }
 gnu_extract_hash() { gnu_extract && (cd "$W/x2" && find . -type f -print0 | xargs -0 sha256sum >/dev/null); }
-sha_files() { sha256sum "$M"/* ; }
+sha_files() { sha256sum "$M"/* "$ENGINE"; }
 
 fg_pack >/dev/null
 gnu_pack
-echo "pack bench: $bytes bytes in $(ls "$M" | wc -l) files, $RUNS runs each, median wall time"
+echo "pack bench: $bytes bytes in $(($(ls "$M" | wc -l) + 1)) files (the engine too), $RUNS runs each, medians"
 echo "  cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; $(zstd --version | head -1)"
-tp=$(med fg_pack); tg=$(med gnu_pack); tgs=$(med gnu_pack_sync)
-printf '  pack      fgpack pack        %6.2fs %7s MB/s   tar|zstd -3  %6.2fs %7s MB/s   ratio %.2fx\n' \
-	"$tp" "$(rate "$tp")" "$tg" "$(rate "$tg")" "$(echo "$tp / $tg" | bc -l)"
-printf '  pack (fgpack fsyncs its output) vs tar|zstd -3 + sync FILE %6.2fs %7s MB/s   ratio %.2fx\n' \
-	"$tgs" "$(rate "$tgs")" "$(echo "$tp / $tgs" | bc -l)"
-te=$(med fg_extract); tx=$(med gnu_extract); th=$(med gnu_extract_hash)
-printf '  extract   fgpack exec --dir  %6.2fs %7s MB/s   zstd -dc|tar %6.2fs %7s MB/s   ratio %.2fx\n' \
-	"$te" "$(rate "$te")" "$tx" "$(rate "$tx")" "$(echo "$te / $tx" | bc -l)"
-printf '  extract+hash (fgpack hashes while extracting) vs zstd|tar + sha256sum %6.2fs   ratio %.2fx\n' \
-	"$th" "$(echo "$te / $th" | bc -l)"
-tv=$(med fg_verify); ts=$(med sha_files)
-printf '  re-hash   fgpack verify --no-replay %6.2fs %7s MB/s   sha256sum (files) %6.2fs %7s MB/s   ratio %.2fx\n' \
-	"$tv" "$(rate "$tv")" "$ts" "$(rate "$ts")" "$(echo "$tv / $ts" | bc -l)"
+echo "  load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+ratio() { echo "$1 / $2" | bc -l; }
+row() { # label fgpack-wall fgpack-cpu other-label other-wall other-cpu
+	printf '  %-34s %6.2fs %7s MB/s %6.2f CPU-s | %-22s %6.2fs %7s MB/s %6.2f CPU-s | wall %.2fx  CPU %.2fx\n' \
+		"$1" "$2" "$(rate "$2")" "$3" "$4" "$5" "$(rate "$5")" "$6" "$(ratio "$2" "$5")" "$(ratio "$3" "$6")"
+}
+med fg_pack; tp=$W_; cp=$C_
+med gnu_pack; tg=$W_; cg=$C_
+med gnu_pack_sync; tgs=$W_; cgs=$C_
+row "pack: fgpack pack" "$tp" "$cp" "tar|zstd -3" "$tg" "$cg"
+row "pack: fgpack pack (fsyncs)" "$tp" "$cp" "tar|zstd -3 + sync" "$tgs" "$cgs"
+med fg_extract; te=$W_; ce=$C_
+med gnu_extract; tx=$W_; cx=$C_
+med gnu_extract_hash; th=$W_; ch=$C_
+row "extract: fgpack exec --dir" "$te" "$ce" "zstd -dc|tar -x" "$tx" "$cx"
+row "extract+hash: fgpack (hashes)" "$te" "$ce" "zstd|tar + sha256sum" "$th" "$ch"
+med fg_verify; tv=$W_; cv=$C_
+med sha_files; ts=$W_; cs=$C_
+row "re-hash: fgpack verify --no-replay" "$tv" "$cv" "sha256sum (files)" "$ts" "$cs"
+printf '  re-hash per CPU-second: fgpack %s MB, sha256sum %s MB\n' "$(rate "$cv")" "$(rate "$cs")"
+echo "  load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 ls -l "$W/a.fgb" "$W/b.tar.zst" | awk '{print "  size", $5, $9}'

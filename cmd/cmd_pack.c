@@ -48,7 +48,8 @@ static void usage(FILE *f)
 		"usage: fgpack pack [MANIFEST] [--model DIR] [--drafter DIR] [--keepset FILE]\n"
 		"                   [--component KEY=PATH]... [--lock FILE] [--eval FILE] [--prompts N]\n"
 		"                   [--golden-tokens N] [--no-golden] [--attest FILE]... [--level N]\n"
-		"                   [--device cpu|cuda] [--engine FILE] [--golden FILE] -o OUT.fgb\n\n"
+		"                   [--device cpu|cuda] [--engine FILE] [--golden FILE] [--threads N]\n"
+		"                   -o OUT.fgb\n\n"
 		"Packs a reproducible bundle: bundle.json (every file's size and sha256), the\n"
 		"manifest, components/<role>/, patches/ (serve.py and *.py beside the manifest),\n"
 		"the engine binary, golden/ (a transcript the engine decoded greedily here) and\n"
@@ -67,7 +68,9 @@ static void usage(FILE *f)
 		"  --attest FILE        add FILE under attestations/ (repeatable)\n"
 		"  --no-golden          pack without a transcript (components the engine cannot load)\n"
 		"  --level N            zstd level 1..19 (default 3)\n"
-
+		"  --threads N          threads: N hash the files, then N-1 (at least 1) compress\n"
+		"                       (default: the CPUs online, at most 8); the bytes do not\n"
+		"                       depend on it\n"
 		"  --device cpu|cuda    the engine path that records the transcript (default cpu)\n"
 		"  --golden FILE        bundle FILE as the golden transcript (one that 'fgpack verify\n"
 		"                       --record' wrote on the reference GPU) instead of recording here\n"
@@ -265,6 +268,34 @@ static int add_json(struct fg_bundle_builder *b, const char *path, const cJSON *
 	return rc;
 }
 
+/* The golden prompts: text encoded by the model folder's tokenizer.json when
+ * it has one that fits the model, else id sequences (with a note saying why). */
+static int golden_prompts(cJSON **out, const char *model_dir, struct fg_engine *e, int n,
+			  struct fg_err *err)
+{
+	struct fg_buf tp = FG_BUF_INIT;
+	struct fg_tokenizer *tok = NULL;
+	struct fg_err terr;
+	int rc = fg_path_join(&tp, model_dir, "tokenizer.json", err);
+
+	if (rc)
+		return rc;
+	memset(&terr, 0, sizeof(terr));
+	if (!access(tp.data, R_OK)) {
+		if (!fg_tokenizer_load(&tok, tp.data, &terr) &&
+		    !fg_golden_text_prompts(out, tok, fg_engine_vocab_size(e), fg_engine_bos_id(e), n,
+					    &terr)) {
+			fg_tokenizer_free(tok);
+			fg_buf_release(&tp);
+			return 0;
+		}
+		fprintf(stderr, "fgpack pack: note: golden prompts as token ids: %s\n", terr.msg);
+	}
+	fg_tokenizer_free(tok);
+	fg_buf_release(&tp);
+	return fg_golden_default_prompts(out, fg_engine_vocab_size(e), fg_engine_bos_id(e), n, err);
+}
+
 /* Loads the model, records the golden transcript and eval ids into b. */
 static int add_golden(struct fg_bundle_builder *b, const char *model_dir, const cJSON *settings,
 		      int n_prompts, int max_new, const char *eval_path, int device,
@@ -305,8 +336,7 @@ static int add_golden(struct fg_bundle_builder *b, const char *model_dir, const 
 			max_new = (int)mn;
 		}
 	} else {
-		rc = fg_golden_default_prompts(&prompts, fg_engine_vocab_size(e),
-					       fg_engine_bos_id(e), n_prompts, err);
+		rc = golden_prompts(&prompts, model_dir, e, n_prompts, err);
 		if (!rc)
 			rc = fg_golden_record(&tr, e, prompts, max_new, err);
 	}
@@ -535,7 +565,8 @@ int cmd_pack(int argc, char **argv)
 	struct fg_buf engine_path = FG_BUF_INIT;
 	char *engine_build = NULL;
 	int engine_static = 0;
-
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int threads = cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus;
 	struct fg_err err;
 	const char *out = NULL, *manifest = NULL, *eval = NULL, *model_dir = NULL, *sde;
 	cJSON *meta, *list, *settings = NULL, *engine, *archs;
@@ -559,7 +590,7 @@ int cmd_pack(int argc, char **argv)
 			    !strcmp(a, "--eval") || !strcmp(a, "--level") || !strcmp(a, "--lock") ||
 			    !strcmp(a, "--prompts") || !strcmp(a, "--golden-tokens") ||
 			    !strcmp(a, "--attest") || !strcmp(a, "--device") || !strcmp(a, "--engine") ||
-			    !strcmp(a, "--golden");
+			    !strcmp(a, "--golden") || !strcmp(a, "--threads");
 
 		if (takes && !val)
 			return fg_cmd_usage_error("pack", "%s needs a value", a);
@@ -607,6 +638,9 @@ int cmd_pack(int argc, char **argv)
 			if (n_attest == 16)
 				return fg_cmd_usage_error("pack", "at most 16 --attest files");
 			attest[n_attest++] = val;
+		} else if (!strcmp(a, "--threads")) {
+			if (fg_parse_int(val, 1, 64, &threads))
+				return fg_cmd_usage_error("pack", "--threads wants 1..64");
 		} else if (!strcmp(a, "--level")) {
 			if (fg_parse_int(val, 1, 19, &level))
 				return fg_cmd_usage_error("pack", "--level wants 1..19");
@@ -636,6 +670,8 @@ int cmd_pack(int argc, char **argv)
 		return fg_cmd_usage_error("pack", "SOURCE_DATE_EPOCH '%s' is not a time", sde);
 
 	rc = fg_bundle_builder_new(&b, &err);
+	if (!rc)
+		rc = fg_bundle_builder_set_threads(b, threads, &err);
 	if (rc)
 		goto fail;
 	meta = fg_bundle_builder_meta(b);

@@ -26,7 +26,8 @@ static void usage(FILE *f)
 		"  --model DIR          the model folder\n"
 		"  --prompt TEXT        prompt text (needs DIR/tokenizer.json)\n"
 		"  --ids LIST           prompt as comma-separated token ids\n"
-		"  -n N                 tokens to generate (default 32)\n"
+		"  -n N                 tokens to generate (default 32, or what the context leaves\n"
+		"                       after the prompt, with a note)\n"
 		"  -j THREADS           worker threads (default: online CPUs, at most 8); the\n"
 		"                       output is bit-identical for any value\n"
 		"  --sliding-window N   override the config's sliding window (e.g. 188)\n"
@@ -176,7 +177,7 @@ static void json_ids(cJSON *obj, const char *key, const int32_t *ids, size_t n)
 int cmd_run(int argc, char **argv)
 {
 	const char *model = NULL, *prompt = NULL, *ids_arg = NULL;
-	int n_new = 32, json = 0, ignore_eos = 0, i, rc = FG_EXIT_FAIL;
+	int n_new = 32, n_given = 0, json = 0, ignore_eos = 0, i, rc = FG_EXIT_FAIL;
 	struct fg_engine_opts o = { 0, 0, 0, FG_DEVICE_CPU };
 	struct fg_engine *e = NULL;
 	struct fg_err err = { 0 };
@@ -217,6 +218,7 @@ int cmd_run(int argc, char **argv)
 		else if (!strcmp(a, "-n")) {
 			if (fg_parse_int(v, 0, 1 << 24, &n_new))
 				return fg_cmd_usage_error("run", "-n wants a count, not %s", v);
+			n_given = 1;
 		} else if (!strcmp(a, "-j")) {
 			if (fg_parse_int(v, 1, 256, &o.threads))
 				return fg_cmd_usage_error("run", "-j wants 1..256 threads, not %s", v);
@@ -274,6 +276,24 @@ int cmd_run(int argc, char **argv)
 		fg_err_set(&err, FG_EINVAL, "prompt of %zu tokens is longer than the maximum sequence of %d", n_prompt,
 			   fg_engine_max_seq(e));
 		goto fail;
+	}
+	{
+		/* the first new token comes from the prompt's last position, so a
+		 * context of C holds C - prompt + 1 new tokens */
+		long long fit = (long long)fg_engine_max_seq(e) - (long long)n_prompt + 1;
+
+		if (n_new > fit && !n_given) {
+			fprintf(stderr, "fgpack run: note: generating %lld tokens, not the default %d: the "
+					"prompt's %zu tokens leave %lld of the context of %d (--max-seq "
+					"raises it where the model allows)\n",
+				fit, n_new, n_prompt, fit, fg_engine_max_seq(e));
+			n_new = (int)fit;
+		} else if (n_new > fit) {
+			fg_err_set(&err, FG_EINVAL, "-n %d does not fit: the prompt's %zu tokens leave %lld "
+						    "new tokens of the context of %d",
+				   n_new, n_prompt, fit, fg_engine_max_seq(e));
+			goto fail;
+		}
 	}
 	st.e = e;
 	st.ignore_eos = ignore_eos;

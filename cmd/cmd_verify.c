@@ -27,7 +27,8 @@ static void usage(FILE *f)
 		"same device class), 'tokens' (token ids equal, logits differ), or a mismatch at\n"
 		"step N of prompt P; then measures tokens/s (after --warmup one-token prompts,\n"
 		"default 64; median over the golden prompts, --max-new new tokens each, default\n"
-		"128, only completed requests count) and perplexity on the bundled eval text.\n"
+		"128 or what the context leaves after the longest prompt, only completed requests\n"
+		"count) and perplexity on the bundled eval text.\n"
 		"Writes summary.json (--summary FILE; '-' for none).\n\n"
 		"  --transcript FILE  replay FILE (a transcript recorded elsewhere, e.g. by\n"
 		"                     --record on the reference GPU) instead of the bundled one\n"
@@ -38,7 +39,7 @@ static void usage(FILE *f)
 
 struct opts {
 	const char *bundle, *summary, *transcript, *record;
-	int json, no_replay, no_bench, threads, max_new, warmup, device;
+	int json, no_replay, no_bench, threads, max_new, warmup, device, max_new_given;
 };
 
 static const char *level_name(int level)
@@ -92,7 +93,7 @@ static int read_member_json(cJSON **out, const struct fg_bundle *b, const char *
 
 int cmd_verify(int argc, char **argv)
 {
-	struct opts o = { NULL, "summary.json", NULL, NULL, 0, 0, 0, 1, 128, 64, FG_DEVICE_CPU };
+	struct opts o = { NULL, "summary.json", NULL, NULL, 0, 0, 0, 1, 128, 64, FG_DEVICE_CPU, 0 };
 	struct fg_bundle *b = NULL;
 	struct fg_engine *e = NULL;
 	struct fg_golden_result gr;
@@ -140,6 +141,8 @@ int cmd_verify(int argc, char **argv)
 			return fg_cmd_usage_error("verify", "--device wants cpu or cuda");
 		} else if (!strcmp(a, "--device"))
 			o.device = strcmp(val, "cuda") ? FG_DEVICE_CPU : FG_DEVICE_CUDA;
+		else if (!strcmp(a, "--max-new") && !fg_parse_int(val, 1, 65536, &o.max_new))
+			o.max_new_given = 1;
 		else if ((!strcmp(a, "--threads") && fg_parse_int(val, 1, 256, &o.threads)) ||
 			 (!strcmp(a, "--max-new") && fg_parse_int(val, 1, 65536, &o.max_new)) ||
 			 (!strcmp(a, "--warmup") && fg_parse_int(val, 0, 100000, &o.warmup))) {
@@ -295,6 +298,28 @@ int cmd_verify(int argc, char **argv)
 	verdict = gr.level == FG_GOLDEN_LOGITS ? "verified" : "verified-tokens";
 	if (o.no_bench)
 		goto report;
+	{
+		/* the longest golden prompt and max_new new tokens must fit the
+		 * context: the default shrinks to fit, with a note; an explicit
+		 * --max-new that does not fit leaves those prompts uncompleted */
+		const cJSON *p;
+		int longest = 0, fit;
+
+		cJSON_ArrayForEach(p, fg_json_arr(tr, "prompts"))
+			if (cJSON_GetArraySize(fg_json_arr(p, "ids")) > longest)
+				longest = cJSON_GetArraySize(fg_json_arr(p, "ids"));
+		fit = fg_engine_max_seq(e) - longest + 1;
+		if (fit < o.max_new && !o.max_new_given && fit >= 1) {
+			fprintf(stderr, "fgpack verify: note: timing %d new tokens per prompt, not %d: the "
+					"longest golden prompt (%d tokens) leaves %d of the context of %d\n",
+				fit, o.max_new, longest, fit, fg_engine_max_seq(e));
+			o.max_new = fit;
+		} else if (fit < o.max_new)
+			fprintf(stderr, "fgpack verify: note: --max-new %d does not fit after the longest "
+					"golden prompt (%d tokens) in the context of %d; such prompts "
+					"cannot complete\n",
+				o.max_new, longest, fg_engine_max_seq(e));
+	}
 	rc = fg_golden_speed(&sp, e, fg_json_arr(tr, "prompts"), o.warmup, o.max_new, &err);
 	if (rc)
 		goto fail;

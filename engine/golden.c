@@ -11,6 +11,7 @@
 #include "buf.h"
 #include "json.h"
 #include "sha256.h"
+#include "tokenizer.h"
 #include "version.h"
 
 int fg_golden_default_prompts(cJSON **out, int n_vocab, int bos, int n, struct fg_err *err)
@@ -46,6 +47,61 @@ int fg_golden_default_prompts(cJSON **out, int n_vocab, int bos, int n, struct f
 			cJSON_AddItemToArray(ids, cJSON_CreateNumber(id));
 		}
 		cJSON_AddItemToArray(arr, o);
+	}
+	*out = arr;
+	return 0;
+}
+
+/* The golden set's text prompts: short, so that a prompt and its tokens fit
+ * small test contexts; plain English, code and digits, so that a real
+ * tokenizer takes several paths. */
+static const char *const golden_texts[] = {
+	"The capital of France is",
+	"Write a haiku about rain.",
+	"def add(a, b):\n    return",
+	"1, 1, 2, 3, 5, 8, 13,",
+	"Q: What is 17 times 23?\nA:",
+	"Once upon a time, a fox",
+	"Translate to German: good morning",
+	"The three primary colors are",
+};
+
+int fg_golden_text_prompts(cJSON **out, const struct fg_tokenizer *tok, int n_vocab, int bos, int n,
+			   struct fg_err *err)
+{
+	cJSON *arr = NULL, *p;
+	int i = 0, rc;
+
+	*out = NULL;
+	rc = fg_golden_default_prompts(&arr, n_vocab, bos, n, err);
+	cJSON_ArrayForEach(p, arr) {
+		int32_t *ids = NULL;
+		size_t k, len = 0;
+		cJSON *a;
+
+		if (rc || i == (int)(sizeof(golden_texts) / sizeof(golden_texts[0])))
+			break;
+		rc = fg_tokenizer_encode(tok, golden_texts[i], strlen(golden_texts[i]), FG_TOK_ADD_SPECIAL,
+					 &ids, &len, err);
+		for (k = 0; !rc && k < len; k++)
+			if (ids[k] < 0 || ids[k] >= n_vocab)
+				rc = fg_err_set(err, FG_EINVAL, "the tokenizer gives id %d for golden prompt "
+								"%d, beyond the model's %d ids",
+						(int)ids[k], i, n_vocab);
+		if (!rc && !len)
+			rc = fg_err_set(err, FG_EINVAL, "golden prompt %d encodes to nothing", i);
+		if (!rc && (!(a = cJSON_CreateArray()) ||
+			    !cJSON_ReplaceItemInObject(p, "ids", a) ||
+			    !cJSON_AddStringToObject(p, "text", golden_texts[i])))
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+		for (k = 0; !rc && k < len; k++)
+			cJSON_AddItemToArray(a, cJSON_CreateNumber(ids[k]));
+		free(ids);
+		i++;
+	}
+	if (rc) {
+		cJSON_Delete(arr);
+		return rc;
 	}
 	*out = arr;
 	return 0;
@@ -88,7 +144,8 @@ int fg_golden_device(cJSON **out, const struct fg_engine *e, struct fg_err *err)
 	if (!d)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	if (e && strcmp(fg_engine_device(e), "cpu")) {
-		/* the GPU path: its description names the model, SMs, driver, CUDA */
+		/* the GPU path: its description names the model, compute capability,
+		 * SMs and memory (driver and CUDA versions are not recorded yet) */
 		if (!cJSON_AddStringToObject(d, "kind", "cuda") ||
 		    !cJSON_AddStringToObject(d, "gpu", fg_engine_device(e)) ||
 		    !cJSON_AddStringToObject(d, "engine_build", fg_build_id)) {
@@ -228,6 +285,8 @@ int fg_golden_record(cJSON **out, struct fg_engine *e, const cJSON *prompts, int
 			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 			break;
 		}
+		if (fg_json_str(p, "text"))
+			cJSON_AddStringToObject(o, "text", fg_json_str(p, "text"));
 		cJSON_AddItemToArray(parr, o);
 		rc = run_prompt(e, ids, n, max_new, tok, ch, last, err);
 		if (rc)

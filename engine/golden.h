@@ -4,7 +4,8 @@
  *
  * Transcript (golden/transcript.json, canonical JSON):
  *   { "schema": 1, "max_new": N, "device": {...},
- *     "prompts": [ { "ids": [prompt ids], "tokens": [N generated ids],
+ *     "prompts": [ { "text": "..." (text prompts only), "ids": [prompt ids],
+ *                    "tokens": [N generated ids],
  *                    "chain": [N hex digests] } ],
  *     "digest": "<hex>" }
  * chain[k] = sha256(chain[k-1] || the raw fp32 logits bytes of step k), with
@@ -29,6 +30,14 @@
  * of lengths 1, 7, 16, 33, ... made of ids from a fixed linear congruential
  * sequence (bos first when bos >= 0). Returns a JSON array of {"ids": [...]}. */
 int fg_golden_default_prompts(cJSON **out, int n_vocab, int bos, int n, struct fg_err *err);
+
+/* The same set with the first prompts (up to 8) as fixed English/code text,
+ * encoded by tok (BOS first): {"text": "...", "ids": [...]}; the rest as in
+ * fg_golden_default_prompts. FG_EINVAL when the tokenizer gives ids beyond
+ * n_vocab (it does not belong to this model). Replays use the ids alone. */
+struct fg_tokenizer;
+int fg_golden_text_prompts(cJSON **out, const struct fg_tokenizer *tok, int n_vocab, int bos, int n,
+			   struct fg_err *err);
 
 /* Device identity for the engine's path: CPU: {"kind": "cpu", "cpu": model
  * name from /proc/cpuinfo, "arch", "engine_build"}; CUDA: {"kind": "cuda",

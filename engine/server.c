@@ -9,6 +9,7 @@
 #include "engine/server.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -742,6 +743,17 @@ static int enqueue(struct fg_server *s, struct job *j, int *draining)
 	return 0;
 }
 
+/* The peer closed its end (recv sees EOF) or the socket failed. A client
+ * that half-closes after sending its request reads as gone too; HTTP
+ * clients keep the connection open while they wait. */
+static int client_gone(int fd)
+{
+	char c;
+	ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 static enum MHD_Result handle_generate(struct fg_server *s, struct MHD_Connection *c, struct req *rq,
 				       int chat)
 {
@@ -800,8 +812,35 @@ static enum MHD_Result handle_generate(struct fg_server *s, struct MHD_Connectio
 		MHD_destroy_response(r);
 		return ret;
 	}
-	while (!j->done)
-		pthread_cond_wait(&j->cv, &s->mu);
+	/* Waits for the answer, looking at the client's socket every 50 ms: one
+	 * that went away (EOF or an error) cancels its generation at the next
+	 * token, as a streaming client's does, and gets no answer. */
+	{
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		int fd = ci ? ci->connect_fd : -1, gone = 0;
+
+		while (!j->done) {
+			struct timespec until;
+
+			clock_gettime(CLOCK_REALTIME, &until);
+			until.tv_nsec += 50 * 1000000L;
+			if (until.tv_nsec >= 1000000000L) {
+				until.tv_sec++;
+				until.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&j->cv, &s->mu, &until);
+			if (!j->done && !gone && fd >= 0 && client_gone(fd)) {
+				gone = 1;
+				j->cancelled = 1;
+			}
+		}
+		if (gone) {
+			pthread_mutex_unlock(&s->mu);
+			rq->job = j; /* released when the request completes */
+			return MHD_NO;
+		}
+	}
 	pthread_mutex_unlock(&s->mu);
 	if (j->failed)
 		ret = send_error(c, 500, "server_error", NULL, "generation failed: %s", j->errmsg);

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@ struct bfile {
 	unsigned long long size;
 	int mode;
 	int pending;        /* file not hashed yet (hash_pending does it) */
+	struct fg_tarball_stamp stamp; /* the file as it was hashed */
 	char sha256[FG_SHA256_HEX_LEN + 1];
 	uint8_t raw[32];
 };
@@ -33,6 +35,7 @@ struct fg_bundle_builder {
 	struct bfile *f;
 	size_t n, cap;
 	cJSON *meta;
+	int threads; /* hashing threads; zstd workers: one fewer (at least 1) */
 };
 
 int fg_bundle_builder_new(struct fg_bundle_builder **out, struct fg_err *err)
@@ -44,7 +47,16 @@ int fg_bundle_builder_new(struct fg_bundle_builder **out, struct fg_err *err)
 		free(b);
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	}
+	b->threads = 2;
 	*out = b;
+	return 0;
+}
+
+int fg_bundle_builder_set_threads(struct fg_bundle_builder *b, int threads, struct fg_err *err)
+{
+	if (threads < 1 || threads > 64)
+		return fg_err_set(err, FG_EINVAL, "threads %d out of range 1..64", threads);
+	b->threads = threads;
 	return 0;
 }
 
@@ -84,9 +96,13 @@ int fg_bundle_has(const struct fg_bundle_builder *b, const char *path)
 	return find(b, path) != NULL;
 }
 
-/* Hashes every pending file, HASH_THREADS at a time (packing is bound by
- * sha256 and reads; a second core halves this pass). */
-#define HASH_THREADS 2
+/* Hashes every pending file, b->threads at a time. This is the one pass
+ * that hashes the files: bundle.json, which lists their digests, is the
+ * archive's first member, so they are known before the archive is written;
+ * the write then streams each file once more, unhashed, checking its stamp
+ * (lib/tarball.h), while the archive's identity hash runs over the tar. */
+#define MAX_HASH_THREADS 16
+#define HASH_CHUNK ((size_t)256 << 10)
 
 struct hash_job {
 	struct fg_bundle_builder *b;
@@ -95,6 +111,35 @@ struct hash_job {
 	int rc;
 	struct fg_err err;
 };
+
+/* sha256 of f->src, and its stamp taken on the same open file */
+static int hash_one(struct bfile *f, unsigned long long *size, struct fg_err *err)
+{
+	struct fg_sha256 *h = NULL;
+	struct stat st;
+	char *buf;
+	int fd, rc;
+
+	fd = open(f->src, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return fg_err_set(err, FG_EIO, "open %s: %s", f->src, strerror(errno));
+	if (fstat(fd, &st)) {
+		rc = fg_err_set(err, FG_EIO, "stat %s: %s", f->src, strerror(errno));
+		close(fd);
+		return rc;
+	}
+	fg_tarball_stamp_of(&f->stamp, &st);
+	buf = malloc(HASH_CHUNK);
+	rc = buf ? fg_sha256_new(&h, err) : fg_err_set(err, FG_ENOMEM, "out of memory");
+	if (!rc)
+		rc = fg_sha256_fd(h, fd, buf, HASH_CHUNK, -1, size, f->src, err);
+	if (!rc)
+		rc = fg_sha256_final(h, f->raw, err);
+	fg_sha256_free(h);
+	free(buf);
+	close(fd);
+	return rc;
+}
 
 static void *hash_worker(void *arg)
 {
@@ -114,7 +159,7 @@ static void *hash_worker(void *arg)
 		pthread_mutex_unlock(&hj->mu);
 		if (!f)
 			return NULL;
-		rc = fg_sha256_file(f->src, f->raw, &size, &e);
+		rc = hash_one(f, &size, &e);
 		if (!rc && size != f->size)
 			rc = fg_err_set(&e, FG_EIO, "%s: changed size while packing", f->src);
 		if (!rc) {
@@ -133,13 +178,13 @@ static void *hash_worker(void *arg)
 static int hash_pending(struct fg_bundle_builder *b, struct fg_err *err)
 {
 	struct hash_job hj;
-	pthread_t t[HASH_THREADS];
-	int i, started = 0;
+	pthread_t t[MAX_HASH_THREADS];
+	int i, started = 0, nt = b->threads < MAX_HASH_THREADS ? b->threads : MAX_HASH_THREADS;
 
 	memset(&hj, 0, sizeof(hj));
 	hj.b = b;
 	pthread_mutex_init(&hj.mu, NULL);
-	for (i = 0; i < HASH_THREADS; i++)
+	for (i = 0; i < nt; i++)
 		if (!pthread_create(&t[i], NULL, hash_worker, &hj))
 			started++;
 	if (!started)
@@ -361,10 +406,14 @@ int fg_bundle_builder_write(struct fg_bundle_builder *b, const char *out, int le
 	if (!rc)
 		rc = fg_tarball_writer_new(&w, level, mtime, err);
 	if (!rc)
+		/* the main thread reads and hashes the tar stream: one core for it,
+		 * the rest compress (more zstd workers than cores only cost CPU) */
+		rc = fg_tarball_writer_set_threads(w, b->threads > 1 ? b->threads - 1 : 1, err);
+	if (!rc)
 		rc = fg_tarball_add_mem(w, FG_BUNDLE_JSON, text.data, text.len, 0644, err);
 	for (i = 0; !rc && i < b->n; i++) {
 		if (b->f[i].src)
-			rc = fg_tarball_add_file(w, b->f[i].path, b->f[i].src, b->f[i].raw, err);
+			rc = fg_tarball_add_file(w, b->f[i].path, b->f[i].src, &b->f[i].stamp, err);
 		else
 			rc = fg_tarball_add_mem(w, b->f[i].path, b->f[i].data, b->f[i].len,
 						b->f[i].mode, err);

@@ -6,7 +6,7 @@
  * its size, sha256 and mode, sorted by path. Its identity is the sha256 of
  * the uncompressed tar stream.
  *
- * Packing: fg_bundle_builder_new, then add files (hashed, two at a time, by
+ * Packing: fg_bundle_builder_new, then add files (hashed once, in parallel, by
  * fg_bundle_builder_write or fg_bundle_sha256_of) and set
  * fields of the metadata object, then fg_bundle_builder_write, which adds the
  * "files" list, writes bundle.json canonically and the tarball.
@@ -54,6 +54,11 @@ int fg_bundle_has(const struct fg_bundle_builder *b, const char *path);
 /* sha256 hex of an added path (hashing files added so far, if need be), or
  * NULL when absent or unreadable (borrowed). */
 const char *fg_bundle_sha256_of(struct fg_bundle_builder *b, const char *path);
+
+/* Threads for hashing the files (default 2); the archive is then written
+ * with threads - 1 zstd workers (at least 1) beside the thread that reads
+ * and hashes the tar stream. The bundle's bytes do not depend on it. */
+int fg_bundle_builder_set_threads(struct fg_bundle_builder *b, int threads, struct fg_err *err);
 
 /* Writes out (atomically): bundle.json then every file, sorted. level is the
  * zstd level (0 = 3), mtime the time stamped on every member. id_hex gets the

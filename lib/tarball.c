@@ -21,6 +21,10 @@
 #include "sha256.h"
 
 #define IO_CHUNK ((size_t)1 << 20)
+#define WRITEBACK (32ULL << 20)
+#define DIRECT_MIN ((size_t)64 << 10)
+/* GNU tar's record: the archive is padded with zeros to a multiple of it */
+#define TAR_RECORD 10240
 
 /* ---- a set of paths: files and the folders their paths imply ---- */
 
@@ -152,13 +156,14 @@ struct wentry {
 	unsigned long long size;
 	int mode;
 	int has_expect;
-	uint8_t expect[32];
+	struct fg_tarball_stamp expect;
 };
 
 struct fg_tarball_writer {
 	struct wentry *e;
 	size_t n, cap;
 	int level;
+	int threads; /* zstd workers */
 	long long mtime;
 };
 
@@ -172,6 +177,8 @@ struct wsink {
 	size_t zcap;
 	char *stage;        /* tar bytes gathered into IO_CHUNK pieces: libarchive */
 	size_t staged;      /* hands over one 10 KiB record at a time */
+	unsigned long long written, flushed; /* output bytes; and those sent to write-back */
+	unsigned long long tar_len;          /* tar bytes so far */
 	struct fg_err *err;
 	int failed;
 };
@@ -190,9 +197,27 @@ int fg_tarball_writer_new(struct fg_tarball_writer **out, int level, long long m
 	if (!w)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	w->level = level ? level : 3;
+	w->threads = 1;
 	w->mtime = mtime;
 	*out = w;
 	return 0;
+}
+
+int fg_tarball_writer_set_threads(struct fg_tarball_writer *w, int threads, struct fg_err *err)
+{
+	if (threads < 1 || threads > 64)
+		return fg_err_set(err, FG_EINVAL, "zstd threads %d out of range 1..64", threads);
+	w->threads = threads;
+	return 0;
+}
+
+void fg_tarball_stamp_of(struct fg_tarball_stamp *out, const struct stat *st)
+{
+	out->dev = (unsigned long long)st->st_dev;
+	out->ino = (unsigned long long)st->st_ino;
+	out->size = (unsigned long long)st->st_size;
+	out->mtime_ns = (long long)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
+	out->ctime_ns = (long long)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec;
 }
 
 static int push_entry(struct fg_tarball_writer *w, struct wentry *e, struct fg_err *err)
@@ -211,7 +236,7 @@ static int push_entry(struct fg_tarball_writer *w, struct wentry *e, struct fg_e
 }
 
 int fg_tarball_add_file(struct fg_tarball_writer *w, const char *name, const char *src,
-			const uint8_t *expect_sha256, struct fg_err *err)
+			const struct fg_tarball_stamp *expect, struct fg_err *err)
 {
 	struct wentry e;
 	struct stat st;
@@ -230,9 +255,9 @@ int fg_tarball_add_file(struct fg_tarball_writer *w, const char *name, const cha
 	e.src = strdup(src);
 	e.size = (unsigned long long)st.st_size;
 	e.mode = (st.st_mode & 0111) ? 0755 : 0644;
-	if (expect_sha256) {
+	if (expect) {
 		e.has_expect = 1;
-		memcpy(e.expect, expect_sha256, 32);
+		e.expect = *expect;
 	}
 	if (!e.name || !e.src)
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
@@ -310,6 +335,14 @@ static int sink_compress(struct wsink *s, const void *data, size_t len, int end)
 		if (out.pos && fg_write_all(s->fd, s->zbuf, out.pos))
 			return fg_err_set(s->err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s: %s",
 					  s->path, strerror(errno));
+		s->written += out.pos;
+		/* start write-back every WRITEBACK bytes so that the closing fsync
+		 * waits for little: the disk works while we compress */
+		if (s->written - s->flushed >= WRITEBACK) {
+			sync_file_range(s->fd, (off_t)s->flushed, (off_t)(s->written - s->flushed),
+					SYNC_FILE_RANGE_WRITE);
+			s->flushed = s->written;
+		}
 		if (end ? left == 0 : in.pos == in.size)
 			return 0;
 	}
@@ -326,26 +359,43 @@ static int sink_flush(struct wsink *s)
 	return rc;
 }
 
-static la_ssize_t sink_write(struct archive *a, void *user, const void *buf, size_t len)
+/* Hashes and compresses data straight from the caller's buffer (file data
+ * arrives from write_member in IO_CHUNK pieces); small writes (headers,
+ * padding) are gathered in the stage first. Order is kept: staged bytes go
+ * out before a direct write. */
+static int sink_take(struct wsink *s, const void *data, size_t len)
 {
-	struct wsink *s = user;
-	const char *p = buf;
-	size_t left = len;
+	const char *p = data;
 
-	(void)a;
-	if (s->failed)
-		return -1;
-	while (left) {
-		size_t take = IO_CHUNK - s->staged < left ? IO_CHUNK - s->staged : left;
+	s->tar_len += len;
+	if (len >= DIRECT_MIN) {
+		if (sink_flush(s))
+			return -1;
+		return fg_sha256_update(s->id, p, len, s->err) || sink_compress(s, p, len, 0) ? -1 : 0;
+	}
+	while (len) {
+		size_t take = IO_CHUNK - s->staged < len ? IO_CHUNK - s->staged : len;
 
 		memcpy(s->stage + s->staged, p, take);
 		s->staged += take;
 		p += take;
-		left -= take;
-		if (s->staged == IO_CHUNK && sink_flush(s)) {
-			s->failed = 1;
+		len -= take;
+		if (s->staged == IO_CHUNK && sink_flush(s))
 			return -1;
-		}
+	}
+	return 0;
+}
+
+static la_ssize_t sink_write(struct archive *a, void *user, const void *buf, size_t len)
+{
+	struct wsink *s = user;
+
+	(void)a;
+	if (s->failed)
+		return -1;
+	if (sink_take(s, buf, len)) {
+		s->failed = 1;
+		return -1;
 	}
 	return (la_ssize_t)len;
 }
@@ -359,13 +409,26 @@ static int la_fail(struct archive *a, struct wsink *s, const char *what, const c
 			  archive_error_string(a) ? archive_error_string(a) : "libarchive error");
 }
 
+/* stamp_differs: the file behind fd no longer looks as when it was hashed */
+static int stamp_differs(int fd, const struct wentry *e)
+{
+	struct fg_tarball_stamp now;
+	struct stat st;
+
+	if (!e->has_expect)
+		return 0;
+	if (fstat(fd, &st))
+		return 1;
+	fg_tarball_stamp_of(&now, &st);
+	return now.dev != e->expect.dev || now.ino != e->expect.ino || now.size != e->expect.size ||
+	       now.mtime_ns != e->expect.mtime_ns || now.ctime_ns != e->expect.ctime_ns;
+}
+
 static int write_member(struct archive *a, struct wsink *s, const struct wentry *e, long long mtime,
 			char *buf, struct fg_err *err)
 {
 	struct archive_entry *ae = archive_entry_new();
-	struct fg_sha256 *h = NULL;
 	unsigned long long done = 0;
-	uint8_t got[32];
 	int fd = -1, rc = 0;
 
 	if (!ae)
@@ -391,10 +454,13 @@ static int write_member(struct archive *a, struct wsink *s, const struct wentry 
 		rc = fg_err_set(err, FG_EIO, "open %s: %s", e->src, strerror(errno));
 		goto out;
 	}
+	if (stamp_differs(fd, e)) {
+		rc = fg_err_set(err, FG_EHASH, "%s: changed between hashing and packing", e->src);
+		goto out;
+	}
 #ifdef POSIX_FADV_SEQUENTIAL
 	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
-	rc = fg_sha256_new(&h, err);
 	while (!rc && done < e->size) {
 		size_t want = e->size - done < IO_CHUNK ? (size_t)(e->size - done) : IO_CHUNK;
 		ssize_t n = read(fd, buf, want);
@@ -409,21 +475,18 @@ static int write_member(struct archive *a, struct wsink *s, const struct wentry 
 			rc = fg_err_set(err, FG_EIO, "%s: shrank while packing", e->src);
 			break;
 		}
-		rc = fg_sha256_update(h, buf, (size_t)n, err);
-		if (!rc && archive_write_data(a, buf, (size_t)n) != n)
+		if (archive_write_data(a, buf, (size_t)n) != n)
 			rc = la_fail(a, s, "write", e->name, err);
 		done += (unsigned long long)n;
 	}
 	if (!rc && read(fd, buf, 1) > 0)
 		rc = fg_err_set(err, FG_EIO, "%s: grew while packing", e->src);
-	if (!rc)
-		rc = fg_sha256_final(h, got, err);
-	if (!rc && e->has_expect && memcmp(got, e->expect, 32))
-		rc = fg_err_set(err, FG_EHASH, "%s: changed between hashing and packing", e->src);
+	/* the bytes just copied are the bytes hashed when nothing moved meanwhile */
+	if (!rc && stamp_differs(fd, e))
+		rc = fg_err_set(err, FG_EHASH, "%s: changed while packing", e->src);
 out:
 	if (fd >= 0)
 		close(fd);
-	fg_sha256_free(h);
 	archive_entry_free(ae);
 	return rc;
 }
@@ -468,9 +531,10 @@ int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint
 	}
 	ZSTD_CCtx_setParameter(s.cctx, ZSTD_c_compressionLevel, w->level);
 	ZSTD_CCtx_setParameter(s.cctx, ZSTD_c_checksumFlag, 1);
-	/* One worker thread overlaps compression with tar writing and hashing;
-	 * zstd's output for any nbWorkers >= 1 is the same bytes. */
-	ZSTD_CCtx_setParameter(s.cctx, ZSTD_c_nbWorkers, 1);
+	/* Worker threads overlap compression with tar writing and the identity
+	 * hash; zstd's streaming output for any nbWorkers >= 1 is the same bytes
+	 * (zstd's own tests check -T1/-T2/-T4; bundle_pack.sh checks ours). */
+	ZSTD_CCtx_setParameter(s.cctx, ZSTD_c_nbWorkers, w->threads);
 	rc = fg_sha256_new(&s.id, err);
 	if (rc)
 		goto out;
@@ -484,7 +548,9 @@ int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint
 	a = archive_write_new();
 	if (!a || archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
 	    archive_write_add_filter_none(a) != ARCHIVE_OK ||
-	    archive_write_set_bytes_per_block(a, 10240) != ARCHIVE_OK ||
+	    /* unblocked: libarchive hands our buffers through without copying
+	     * them into records; the record padding is added below */
+	    archive_write_set_bytes_per_block(a, 0) != ARCHIVE_OK ||
 	    archive_write_open(a, &s, NULL, sink_write, NULL) != ARCHIVE_OK) {
 		rc = a ? la_fail(a, &s, "open tar writer for", path, err)
 		       : fg_err_set(err, FG_ENOMEM, "out of memory");
@@ -498,7 +564,17 @@ int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint
 		rc = la_fail(a, &s, "finish", path, err);
 		goto out;
 	}
-	rc = sink_flush(&s) ? (err ? err->code : FG_EIO) : 0;
+	/* zeros to the end of the last 10240-byte record, as a blocked writer
+	 * (GNU tar, libarchive's default) ends the archive */
+	while (!rc && s.tar_len % TAR_RECORD) {
+		static const char zeros[512];
+		size_t pad = TAR_RECORD - (size_t)(s.tar_len % TAR_RECORD);
+
+		if (sink_take(&s, zeros, pad < sizeof(zeros) ? pad : sizeof(zeros)))
+			rc = err && err->code ? err->code : FG_EIO;
+	}
+	if (!rc)
+		rc = sink_flush(&s) ? (err ? err->code : FG_EIO) : 0;
 	if (!rc)
 		rc = sink_compress(&s, NULL, 0, 1);
 	if (!rc)

@@ -22,6 +22,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "buf.h"
 #include "err.h"
@@ -57,17 +58,32 @@ struct fg_tarball_writer;
  * every header (callers pass SOURCE_DATE_EPOCH or 0). */
 int fg_tarball_writer_new(struct fg_tarball_writer **out, int level, long long mtime,
 			  struct fg_err *err);
+/* What a file looked like when the caller read (and hashed) it, from fstat:
+ * the writer streams each file once, without hashing it again, and instead
+ * refuses one whose stamp changed between then and the end of its copy
+ * (FG_EHASH): a write moves mtime and ctime, a replacement moves the inode. */
+struct fg_tarball_stamp {
+	unsigned long long dev, ino, size;
+	long long mtime_ns, ctime_ns;
+};
+void fg_tarball_stamp_of(struct fg_tarball_stamp *out, const struct stat *st);
+
 /* Adds the regular file at src as name (a safe relative path). Mode 0755 when
- * src has any execute bit, else 0644. expect_sha256 (may be NULL) is the digest
- * the caller recorded; finish fails with FG_EHASH when the bytes it writes
- * differ (the file changed between hashing and packing). Copies its strings. */
+ * src has any execute bit, else 0644. expect (may be NULL) is the stamp the
+ * caller recorded when it hashed the file; finish fails with FG_EHASH when
+ * the file's stamp differs before or after its copy. Copies its strings. */
 int fg_tarball_add_file(struct fg_tarball_writer *w, const char *name, const char *src,
-			const uint8_t *expect_sha256, struct fg_err *err);
+			const struct fg_tarball_stamp *expect, struct fg_err *err);
+/* zstd worker threads (default 1). The compressed bytes are the same for any
+ * count >= 1 (zstd's streaming multithreaded mode is deterministic; tested
+ * in tests/integration/bundle_pack.sh). */
+int fg_tarball_writer_set_threads(struct fg_tarball_writer *w, int threads, struct fg_err *err);
 /* Adds len bytes of data as name with mode 0644 or 0755. Copies the data. */
 int fg_tarball_add_mem(struct fg_tarball_writer *w, const char *name, const void *data, size_t len,
 		       int mode, struct fg_err *err);
 /* Writes the archive to path atomically (temporary file, fsync, rename) and
- * sets id to the sha256 of the uncompressed tar stream. */
+ * sets id to the sha256 of the uncompressed tar stream. Write-back of the
+ * output is started as it grows, so the final fsync waits for little. */
 int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint8_t id[32],
 			     struct fg_err *err);
 void fg_tarball_writer_free(struct fg_tarball_writer *w);

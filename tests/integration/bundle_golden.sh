@@ -53,4 +53,14 @@ check_exit "edited logits hash only: exit 0" 0 "$FGPACK" verify "$WORK/chain.tar
 check_grep "edited logits hash only: level tokens" '"level": "tokens"' "$WORK/chain.json"
 check_grep "edited logits hash only: first difference located" '"first_logits_difference_step": 3' "$WORK/chain.json"
 check_grep "edited logits hash only: verdict verified-tokens" '"verdict": "verified-tokens"' "$WORK/chain.json"
+# golden prompts are text when the model folder has a tokenizer that fits
+check "golden prompts are text, encoded by the model's tokenizer" sh -c "zstd -dc '$WORK/g.fgb' | tar -xOf - golden/transcript.json | grep -q '\"text\": \"The capital of France is\"'"
+# the default number of new tokens shrinks to the context, with a note
+"$FGPACK" verify "$WORK/g.fgb" --warmup 1 --summary "$WORK/fit.json" >/dev/null 2>"$WORK/fit.err"
+check "verify: default 128 new tokens shrink to the 128-token context" grep -q 'note: timing [0-9]* new tokens per prompt, not 128' "$WORK/fit.err"
+check_grep "... and every timed prompt completes" '"completed": "4/4"' "$WORK/fit.json"
+IDS=$(python3 -c 'print(",".join(["5"] * 120))')
+check "run: the default 32 new tokens shrink to what the context leaves, with a note" sh -c "'$FGPACK' run --model '$MODEL' --ids $IDS --json 2>'$WORK/run.err' | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(0 if d[\"n_generated\"] <= 9 else 1)' && grep -q 'note: generating 9 tokens, not the default 32' '$WORK/run.err'"
+check_exit "run: an explicit -n that does not fit is refused" 1 "$FGPACK" run --model "$MODEL" --ids 5,6 -n 200
+
 finish

@@ -146,6 +146,29 @@ assert after["cancelled"] == before["cancelled"] + 1
 assert after["tokens"] - before["tokens"] < 120
 EOF
 
+# a client waiting for a non-streaming answer that disconnects stops its
+# generation too
+check "disconnect while waiting (not streaming) cancels the generation" python3 - "$PORT" <<'EOF'
+import json, socket, sys, time, urllib.request
+port = int(sys.argv[1])
+def health():
+    return json.load(urllib.request.urlopen("http://127.0.0.1:%d/health" % port))["stats"]
+before = health()
+body = json.dumps({"prompt": [2], "max_tokens": 127}).encode()
+s = socket.create_connection(("127.0.0.1", port))
+s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+time.sleep(0.02)
+s.close()
+for _ in range(100):
+    after = health()
+    if after["requests"] > before["requests"]:
+        break
+    time.sleep(0.05)
+print(before, after)
+assert after["cancelled"] == before["cancelled"] + 1
+assert after["tokens"] - before["tokens"] < 127
+EOF
+
 # SIGTERM drains: a request in flight completes, then the server exits 0
 curl -s -o "$WORK/inflight.json" -w '%{http_code}' "$B/v1/completions" -d '{"prompt": [2, 3], "max_tokens": 120}' >"$WORK/inflight.code" &
 CPID=$!

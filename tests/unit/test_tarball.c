@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <utime.h>
 
@@ -327,6 +328,76 @@ static void test_hostile(void)
 	   "limits: scan applies them too");
 }
 
+/* A file whose stamp moved between the caller's hashing and the write is
+ * refused (FG_EHASH) and nothing is left at the destination; the same stamp
+ * packs, and the zstd worker count does not change the bytes. */
+static void test_stamp_and_threads(void)
+{
+	struct fg_tarball_writer *w = NULL;
+	struct fg_tarball_stamp stamp;
+	struct fg_err err;
+	struct stat st;
+	uint8_t id1[32], id4[32];
+	int rc, threads;
+
+	{
+		/* 20 MiB: three zstd jobs (a job at level 3 is 8 MiB), so that the
+		 * workers really split the stream */
+		struct fg_buf big = FG_BUF_INIT;
+		unsigned x = 12345;
+
+		while (big.len < ((size_t)20 << 20)) {
+			x = x * 1103515245u + 12345u;
+			fg_buf_printf(&big, &err, "%u %u\n", x >> 8, x % 977);
+		}
+		fg_file_write_atomic(at("src/big.bin"), big.data, big.len, 0644, &err);
+		fg_buf_release(&big);
+	}
+	write_text(at("src/moving.bin"), "before\n", 0644);
+	stat(at("src/moving.bin"), &st);
+	fg_tarball_stamp_of(&stamp, &st);
+	for (threads = 1; threads <= 4; threads += 3) {
+		rc = fg_tarball_writer_new(&w, 3, 0, &err);
+		if (!rc)
+			rc = fg_tarball_writer_set_threads(w, threads, &err);
+		if (!rc)
+			rc = fg_tarball_add_file(w, "m.bin", at("src/moving.bin"), &stamp, &err);
+		if (!rc)
+			rc = fg_tarball_add_file(w, "big.bin", at("src/big.bin"), NULL, &err);
+		if (!rc)
+			rc = fg_tarball_writer_finish(w, at(threads == 1 ? "t1.fgb" : "t4.fgb"),
+						      threads == 1 ? id1 : id4, &err);
+		is_int(rc, 0, "stamp unchanged: packs with %d zstd worker(s) (%s)", threads,
+		       rc ? err.msg : "");
+		fg_tarball_writer_free(w);
+	}
+	ok(!memcmp(id1, id4, 32), "same id with 1 and 4 zstd workers");
+	{
+		char cmd[1200];
+
+		snprintf(cmd, sizeof(cmd), "cmp -s '%s' '%s'", at("t1.fgb"), at("t4.fgb"));
+		ok(system(cmd) == 0, "same compressed bytes with 1 and 4 zstd workers");
+	}
+	ok(fg_tarball_writer_set_threads(NULL, 0, &err) == FG_EINVAL, "0 workers refused");
+	/* rewrite the file (same size): mtime/ctime move */
+	{
+		struct timespec ts = { 0, 20000000 };
+
+		nanosleep(&ts, NULL);
+	}
+	write_text(at("src/moving.bin"), "after!\n", 0644);
+	rc = fg_tarball_writer_new(&w, 3, 0, &err);
+	if (!rc)
+		rc = fg_tarball_add_file(w, "m.bin", at("src/moving.bin"), &stamp, &err);
+	if (!rc)
+		rc = fg_tarball_writer_finish(w, at("moved.fgb"), id1, &err);
+	is_int(rc, FG_EHASH, "a file changed since it was hashed is refused");
+	ok(rc && strstr(err.msg, "changed between hashing and packing") != NULL, "... and named (%s)",
+	   rc ? err.msg : "");
+	ok(stat(at("moved.fgb"), &st) != 0, "... and nothing written");
+	fg_tarball_writer_free(w);
+}
+
 int main(void)
 {
 	char cmd[300];
@@ -339,6 +410,7 @@ int main(void)
 	}
 	test_roundtrip();
 	test_hostile();
+	test_stamp_and_threads();
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", work);
 	if (system(cmd))
 		printf("# could not remove %s\n", work);
