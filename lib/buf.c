@@ -37,6 +37,11 @@ static int grow(struct fg_buf *b, size_t extra, struct fg_err *err)
 	return 0;
 }
 
+int fg_buf_reserve(struct fg_buf *b, size_t extra, struct fg_err *err)
+{
+	return grow(b, extra, err);
+}
+
 int fg_buf_append(struct fg_buf *b, const void *data, size_t len, struct fg_err *err)
 {
 	int rc = grow(b, len, err);

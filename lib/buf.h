@@ -24,6 +24,10 @@ struct fg_buf {
 
 void fg_buf_init(struct fg_buf *b, size_t max);
 int fg_buf_append(struct fg_buf *b, const void *data, size_t len, struct fg_err *err);
+/* Makes room for extra more bytes (and the NUL) without changing len, so a
+ * caller may write up to extra bytes at data + len, then raise len and put
+ * the NUL after it itself. */
+int fg_buf_reserve(struct fg_buf *b, size_t extra, struct fg_err *err);
 int fg_buf_puts(struct fg_buf *b, const char *s, struct fg_err *err);
 int fg_buf_putc(struct fg_buf *b, char c, struct fg_err *err);
 int fg_buf_printf(struct fg_buf *b, struct fg_err *err, const char *fmt, ...)

@@ -28,6 +28,15 @@ static void test_buf(void)
 	fg_buf_json_str(&b, "a\"b\\\n\x01", 6, &err);
 	is_str(b.data, "\"a\\\"b\\\\\\n\\u0001\"", "buf: json string escapes");
 	fg_buf_release(&b);
+	fg_buf_init(&b, 8);
+	ok(fg_buf_puts(&b, "ab", &err) == 0 && fg_buf_reserve(&b, 6, &err) == 0 && b.len == 2 && b.cap >= 9,
+	   "buf: reserve makes room up to max without changing len");
+	memcpy(b.data + b.len, "cdefgh", 6);
+	b.len += 6;
+	b.data[b.len] = 0;
+	is_str(b.data, "abcdefgh", "buf: bytes written into reserved room");
+	ok(fg_buf_reserve(&b, 1, &err) != 0, "buf: reserve refuses past max");
+	fg_buf_release(&b);
 }
 
 static void test_parse(void)
