@@ -77,6 +77,10 @@ static int flush_out(struct fg_buf *out, size_t lim, struct fg_err *err)
 	return 0;
 }
 
+static const char digits2[201] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+				 "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+				 "8081828384858687888990919293949596979899";
+
 static int put_ids(struct fg_buf *o, const int32_t *ids, size_t n, struct fg_err *err)
 {
 	char chunk[1 << 16], *p = chunk;
@@ -97,12 +101,24 @@ static int put_ids(struct fg_buf *o, const int32_t *ids, size_t n, struct fg_err
 		}
 		if (i)
 			*p++ = ',';
-		do {
-			tmp[k++] = (char)('0' + v % 10);
-			v /= 10;
-		} while (v);
-		while (k > 0)
-			*p++ = tmp[--k];
+		/* two digits at a time from the end (the per-digit loop was a sixth
+		 * of a whole encode's instructions) */
+		k = (int)sizeof(tmp);
+		while (v >= 100) {
+			unsigned d = (unsigned)(v % 100) * 2;
+
+			v /= 100;
+			tmp[--k] = digits2[d + 1];
+			tmp[--k] = digits2[d];
+		}
+		if (v >= 10) {
+			tmp[--k] = digits2[v * 2 + 1];
+			tmp[--k] = digits2[v * 2];
+		} else {
+			tmp[--k] = (char)('0' + v);
+		}
+		memcpy(p, tmp + k, sizeof(tmp) - (size_t)k);
+		p += sizeof(tmp) - (size_t)k;
 	}
 	*p++ = ']';
 	*p++ = '\n';

@@ -1996,6 +1996,41 @@ static int cache_room(struct fg_tok_scratch *s, struct fg_err *err)
 	return 0;
 }
 
+/* memcmp(a, b, n) == 0 for the short keys of the word cache, without a call:
+ * whole 8-byte words, then the tail as overlapping loads. */
+static inline int key_eq(const char *a, const char *b, size_t n)
+{
+	uint64_t x, y;
+	size_t i;
+
+	if (n < 8) {
+		uint32_t p, q;
+
+		if (n < 4) {
+			for (i = 0; i < n; i++)
+				if (a[i] != b[i])
+					return 0;
+			return 1;
+		}
+		memcpy(&p, a, 4);
+		memcpy(&q, b, 4);
+		if (p != q)
+			return 0;
+		memcpy(&p, a + n - 4, 4);
+		memcpy(&q, b + n - 4, 4);
+		return p == q;
+	}
+	for (i = 0; i + 8 <= n; i += 8) {
+		memcpy(&x, a + i, 8);
+		memcpy(&y, b + i, 8);
+		if (x != y)
+			return 0;
+	}
+	memcpy(&x, a + n - 8, 8);
+	memcpy(&y, b + n - 8, 8);
+	return x == y;
+}
+
 /* Appends the n ids at src to o (which may not alias src). */
 static int emit_n(struct out_ids *o, const void *src, size_t n, struct fg_err *err)
 {
@@ -2026,7 +2061,7 @@ static int word(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const ch
 	tag = (uint32_t)(h >> 32) | 1;
 	if (s->n_slots)
 		for (i = h & (s->n_slots - 1); (c = &s->cache[i])->tag; i = (i + 1) & (s->n_slots - 1)) {
-			if (c->tag != tag || c->klen != len || memcmp(s->carena.data + c->off, w, len))
+			if (c->tag != tag || c->klen != len || !key_eq(s->carena.data + c->off, w, len))
 				continue;
 			if (c->n_ids == 1)
 				return emit(o, c->id0, err);
@@ -2176,20 +2211,33 @@ static int normalize(const struct fg_tokenizer *t, struct fg_tok_scratch *s, con
 				return rc;
 		} else {
 			const char *p = in, *end = in + in_len, *hit;
+			size_t bound;
+			char *o;
 
 			if (!(hit = memmem(p, in_len, st->pat, st->pat_len)))
 				continue;
+			/* room for every possible match, then plain copies (one
+			 * fg_buf_append per match cost a call per word) */
+			if (fg_size_mul(in_len / st->pat_len + 1, st->rep_len, &bound) ||
+			    fg_size_add(bound, in_len, &bound))
+				return fg_err_set(err, FG_ENOMEM, "text too large to normalize");
+			if ((rc = fg_buf_reserve(d, bound, err)))
+				return rc;
+			o = d->data;
 			do {
-				if ((rc = fg_buf_append(d, p, (size_t)(hit - p), err)) ||
-				    (rc = fg_buf_append(d, st->rep, st->rep_len, err)))
-					return rc;
+				memcpy(o, p, (size_t)(hit - p));
+				o += hit - p;
+				memcpy(o, st->rep, st->rep_len);
+				o += st->rep_len;
 				p = hit + st->pat_len;
 				hit = p >= end ? NULL
 					       : st->pat_len == 1 ? memchr(p, st->pat[0], (size_t)(end - p))
 								  : memmem(p, (size_t)(end - p), st->pat, st->pat_len);
 			} while (hit);
-			if ((rc = fg_buf_append(d, p, (size_t)(end - p), err)))
-				return rc;
+			memcpy(o, p, (size_t)(end - p));
+			o += end - p;
+			d->len = (size_t)(o - d->data);
+			d->data[d->len] = 0;
 		}
 		{
 			struct fg_buf sw = s->norm;
