@@ -295,8 +295,9 @@ static void engine_model(const char *dir)
 int main(void)
 {
 	size_t body = 0, body_fused = 0, maxw = (size_t)2 * FFN * HIDDEN / 8, maxs = (size_t)2 * FFN * (FFN / 128);
-	double ms, read_gbs;
+	double ms, read_gbs = 0.0;
 	const char *e;
+	int profile;
 
 	if ((e = getenv("FG_BENCH_WARM")))
 		warm = (int)strtol(e, NULL, 10);
@@ -315,8 +316,9 @@ int main(void)
 	printf("device: %s\n", fg_kctx_device_name(ctx));
 	printf("timing: %d warm-up steps, then %d steps x %d repetitions, median\n", warm, steps, reps);
 
+	profile = getenv("FG_BENCH_PROFILE") && *getenv("FG_BENCH_PROFILE") == '1';
 	/* ceilings: a 16-byte read sweep and a device-to-device copy over 4 GiB */
-	{
+	if (!profile) {
 		size_t n = (size_t)4 << 30;
 		void *buf = dalloc(n);
 		uint32_t *sink = dalloc(4);
@@ -378,10 +380,11 @@ int main(void)
 	dy2 = dalloc(sizeof(float) * 8 * 2 * FFN);
 	printf("body linears of one decode step (INT4 g128, engine layout incl. scales): %.3f GB per matrix, %.3f GB fused\n",
 	       body / 1e9, body_fused / 1e9);
-	printf("\n%-44s %9s %9s %8s %8s\n", "INT4 matvec, all body linears", "ms/step", "steps/s", "GB/s",
-	       "% read");
+	if (!profile)
+		printf("\n%-44s %9s %9s %8s %8s\n", "INT4 matvec, all body linears", "ms/step", "steps/s", "GB/s",
+		       "% read");
 
-	{
+	if (!profile) {
 		/* fused, m, graph, pdl */
 		static const int cfgs[][4] = {{0, 1, 0, 1}, {0, 1, 1, 1}, {1, 1, 0, 1}, {1, 1, 1, 1}, {1, 1, 1, 0},
 					      {1, 4, 1, 1}, {1, 8, 1, 1}};
@@ -468,6 +471,17 @@ int main(void)
 			free(h);
 		}
 		step_bytes = body_fused + mat_bytes(head) + kv_bytes;
+		if (profile) {
+			/* FG_BENCH_PROFILE=1: one step of direct launches, for a
+			 * per-kernel profiler (ncu); nothing is timed here */
+			full_step(NULL);
+			CK(fg_kctx_sync(ctx, &err));
+			full_step(NULL);
+			CK(fg_kctx_sync(ctx, &err));
+			printf("profile: two direct decode steps done\n");
+			fg_kctx_free(ctx);
+			return 0;
+		}
 		CK(fg_kgraph_begin(ctx, &err));
 		full_step(NULL);
 		CK(fg_kgraph_end(ctx, &graph, &err));

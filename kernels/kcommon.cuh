@@ -18,9 +18,11 @@ struct fg_kctx {
 	size_t scratch_bytes;
 	cudaEvent_t ev0, ev1;
 	int pdl; /* launch the matvec with programmatic dependent launch (sm_90+) */
+	unsigned *counters; /* FG_CTX_COUNTERS integers, zero between launches: "last block" counts */
 };
 
 #define FG_SCRATCH_BYTES ((size_t)64 << 20)
+#define FG_CTX_COUNTERS 4096
 
 /* Returns FG_EDEVICE naming what failed when call does not succeed. */
 #define FG_CK(call, what)                                                                         \

@@ -448,119 +448,212 @@ extern "C" int fg_k_kv_store(struct fg_kctx *ctx, float *d_kcache, float *d_vcac
 	return fg_launched("kv store", err);
 }
 
-#define ATT_THREADS 128
+#define ATT_THREADS 256
+#define ATT_WARPS (ATT_THREADS / 32)
 #define ATT_MAX_DIM 512
+#define ATT_MAX_GRP 8 /* query heads per kv head */
+#define ATT_KEYS 4    /* keys a warp scores at once */
 
-/* One (head, chunk of keys): the chunk's max score m, sum of exp l and
- * unnormalized output o[head_dim], written as [m, l, o...] to part. */
-__global__ void __launch_bounds__(ATT_THREADS) attn_part(float *part, const float *q, const float *kc, const float *vc,
-							 int heads, int kv_heads, int head_dim, int cap,
-							 const int32_t *pos_p, float scale, int chunk)
+/* Decode attention in one launch. Block (g, c) takes kv head g and keys
+ * [c * chunk, +chunk): all grp query heads that share g are scored against
+ * the chunk's keys (each K and V row read once), and the chunk's softmax
+ * pieces (max m, sum of exp l, unnormalized output o) go to part as
+ * [m, l, o...] per (query head, chunk). The last block of kv head g to
+ * finish (an integer counter, reset by that block) combines the chunks in
+ * chunk order. Scores: lanes take dims i, i + 32, ... with four keys in
+ * flight, then a fixed xor tree; weights and outputs sum keys in slot order. */
+__global__ void __launch_bounds__(ATT_THREADS)
+	attn_fused(float *out, float *part, unsigned *counters, const float *__restrict__ q,
+		   const float *__restrict__ kc, const float *__restrict__ vc, int grp, int head_dim, int cap,
+		   const int32_t *pos_p, float scale, int chunk, int nch)
 {
-	fg_pdl_trigger(); /* the next kernel may launch and wait for us */
-	fg_pdl_wait();    /* everything earlier kernels wrote is visible */
-	__shared__ float sq[ATT_MAX_DIM];
-	extern __shared__ float sp[]; /* [chunk] scores, then weights */
-	int h = blockIdx.x, c = blockIdx.y, nch = gridDim.y;
+	fg_pdl_trigger();
+	fg_pdl_wait();
+	extern __shared__ __align__(16) float sm[];
+	float *sq = sm;                   /* [grp][head_dim] */
+	float *sp = sm + grp * head_dim;  /* [grp][max(chunk, nch)]: scores, weights */
+	int spn = chunk > nch ? chunk : nch;
+	__shared__ float sml[ATT_MAX_GRP][2];
+	__shared__ int last;
+	int g = blockIdx.x, c = blockIdx.y;
 	int pos = *pos_p, nv = min(pos + 1, cap);
+	int used = (nv + chunk - 1) / chunk;
 	int j0 = c * chunk, cnt = min(chunk, nv - j0);
-	int g = h / (heads / kv_heads);
-	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
-	float *out = part + ((size_t)h * nch + c) * (head_dim + 2);
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	size_t stride = (size_t)head_dim + 2;
+	float *pg = part + (size_t)g * grp * nch * stride; /* this kv head's query heads */
 
 	if (cnt <= 0)
-		return; /* past the valid keys: the combine never reads it */
-	for (int i = threadIdx.x; i < head_dim; i += blockDim.x)
-		sq[i] = q[(size_t)h * head_dim + i];
+		return; /* past the valid keys: not counted, never read */
+	for (int i = threadIdx.x; i < grp * head_dim; i += ATT_THREADS)
+		sq[i] = q[(size_t)g * grp * head_dim + i];
 	__syncthreads();
 	const float *kb = kc + ((size_t)g * cap + j0) * head_dim;
 	const float *vb = vc + ((size_t)g * cap + j0) * head_dim;
-	for (int j = warp; j < cnt; j += nw) {
-		float d = 0.0f;
+	for (int j = warp * ATT_KEYS; j < cnt; j += ATT_WARPS * ATT_KEYS) {
+		float acc[ATT_KEYS][ATT_MAX_GRP];
 
-		for (int i = lane; i < head_dim; i += 32)
-			d = fmaf(sq[i], kb[(size_t)j * head_dim + i], d);
-		d = fg_warp_sum(d);
+#pragma unroll
+		for (int u = 0; u < ATT_KEYS; u++)
+#pragma unroll
+			for (int h = 0; h < ATT_MAX_GRP; h++)
+				acc[u][h] = 0.0f;
+#pragma unroll 4
+		for (int i = lane; i < head_dim; i += 32) {
+			float kv[ATT_KEYS];
+
+#pragma unroll
+			for (int u = 0; u < ATT_KEYS; u++)
+				kv[u] = j + u < cnt ? kb[(size_t)(j + u) * head_dim + i] : 0.0f;
+#pragma unroll
+			for (int h = 0; h < ATT_MAX_GRP; h++)
+				if (h < grp) {
+					float qv = sq[h * head_dim + i];
+
+#pragma unroll
+					for (int u = 0; u < ATT_KEYS; u++)
+						acc[u][h] = fmaf(qv, kv[u], acc[u][h]);
+				}
+		}
+#pragma unroll
+		for (int h = 0; h < ATT_MAX_GRP; h++)
+			if (h < grp)
+#pragma unroll
+				for (int u = 0; u < ATT_KEYS; u++) {
+					float d = fg_warp_sum(acc[u][h]);
+
+					if (lane == 0 && j + u < cnt)
+						sp[h * spn + j + u] = d * scale;
+				}
+	}
+	__syncthreads();
+	if (warp < grp) { /* warp h: the chunk's max and weights for query head h */
+		float *s = sp + warp * spn, m = -INFINITY, l = 0.0f;
+
+		for (int j = lane; j < cnt; j += 32)
+			m = fmaxf(m, s[j]);
+		for (int o = 16; o > 0; o >>= 1)
+			m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+		for (int j = lane; j < cnt; j += 32) {
+			float e = expf(s[j] - m);
+
+			s[j] = e;
+			l += e;
+		}
+		l = fg_warp_sum(l);
+		if (lane == 0) {
+			sml[warp][0] = m;
+			sml[warp][1] = l;
+		}
+	}
+	__syncthreads();
+	for (int i = threadIdx.x; i < head_dim; i += ATT_THREADS) {
+		float o[ATT_MAX_GRP];
+
+#pragma unroll
+		for (int h = 0; h < ATT_MAX_GRP; h++)
+			o[h] = 0.0f;
+#pragma unroll 8
+		for (int j = 0; j < cnt; j++) {
+			float v = vb[(size_t)j * head_dim + i];
+
+#pragma unroll
+			for (int h = 0; h < ATT_MAX_GRP; h++)
+				if (h < grp)
+					o[h] = fmaf(sp[h * spn + j], v, o[h]);
+		}
+#pragma unroll
+		for (int h = 0; h < ATT_MAX_GRP; h++)
+			if (h < grp)
+				pg[((size_t)h * nch + c) * stride + 2 + i] = o[h];
+	}
+	if (threadIdx.x < grp) {
+		pg[((size_t)threadIdx.x * nch + c) * stride] = sml[threadIdx.x][0];
+		pg[((size_t)threadIdx.x * nch + c) * stride + 1] = sml[threadIdx.x][1];
+	}
+	__threadfence();
+	__syncthreads();
+	if (threadIdx.x == 0)
+		last = atomicAdd(&counters[g], 1u) == (unsigned)(used - 1);
+	__syncthreads();
+	if (!last)
+		return;
+	__threadfence();
+	/* the last block: per query head, M = max of the chunks' maxima, chunk
+	 * weights e^(m_c - M), L = sum of weights * l_c, then outputs */
+	if (warp < grp) {
+		const float *ph = pg + (size_t)warp * nch * stride;
+		float *w = sp + warp * spn, m = -INFINITY, l = 0.0f;
+
+		for (int cc = lane; cc < used; cc += 32)
+			m = fmaxf(m, __ldcg(ph + (size_t)cc * stride));
+		for (int o = 16; o > 0; o >>= 1)
+			m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+		for (int cc = lane; cc < used; cc += 32) {
+			float e = expf(__ldcg(ph + (size_t)cc * stride) - m);
+
+			w[cc] = e;
+			l = fmaf(e, __ldcg(ph + (size_t)cc * stride + 1), l);
+		}
+		l = fg_warp_sum(l);
 		if (lane == 0)
-			sp[j] = d * scale;
+			sml[warp][1] = l;
 	}
 	__syncthreads();
-	float m = -INFINITY;
-	for (int j = 0; j < cnt; j++)
-		m = fmaxf(m, sp[j]);
-	__syncthreads();
-	for (int j = threadIdx.x; j < cnt; j += blockDim.x)
-		sp[j] = expf(sp[j] - m);
-	__syncthreads();
-	for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
-		float o = 0.0f;
-
-		for (int j = 0; j < cnt; j++)
-			o = fmaf(sp[j], vb[(size_t)j * head_dim + i], o);
-		out[2 + i] = o;
-	}
-	if (threadIdx.x == 0) {
-		float l = 0.0f;
-
-		for (int j = 0; j < cnt; j++)
-			l += sp[j];
-		out[0] = m;
-		out[1] = l;
-	}
-}
-
-__global__ void attn_combine(float *o, const float *part, int head_dim, int cap, const int32_t *pos_p, int chunk,
-			     int nch)
-{
-	fg_pdl_trigger(); /* the next kernel may launch and wait for us */
-	fg_pdl_wait();    /* everything earlier kernels wrote is visible */
-	int h = blockIdx.x;
-	int nv = min(*pos_p + 1, cap), used = (nv + chunk - 1) / chunk;
-	const float *p = part + (size_t)h * nch * (head_dim + 2);
-	float m = -INFINITY, l = 0.0f;
-
-	for (int c = 0; c < used; c++)
-		m = fmaxf(m, p[(size_t)c * (head_dim + 2)]);
-	for (int c = 0; c < used; c++)
-		l += expf(p[(size_t)c * (head_dim + 2)] - m) * p[(size_t)c * (head_dim + 2) + 1];
-	for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
+	for (int t = threadIdx.x; t < grp * head_dim; t += ATT_THREADS) {
+		int h = t / head_dim, i = t - h * head_dim;
+		const float *ph = pg + (size_t)h * nch * stride + 2 + i;
+		const float *w = sp + h * spn;
 		float acc = 0.0f;
 
-		for (int c = 0; c < used; c++)
-			acc = fmaf(expf(p[(size_t)c * (head_dim + 2)] - m), p[(size_t)c * (head_dim + 2) + 2 + i], acc);
-		o[(size_t)h * head_dim + i] = acc / l;
+#pragma unroll 8
+		for (int cc = 0; cc < used; cc++)
+			acc = fmaf(w[cc], __ldcg(ph + (size_t)cc * stride), acc);
+		out[((size_t)g * grp + h) * head_dim + i] = acc / sml[h][1];
 	}
+	if (threadIdx.x == 0)
+		counters[g] = 0; /* ready for the next launch (stream-ordered) */
 }
 
 extern "C" int fg_k_attn_decode(struct fg_kctx *ctx, float *d_out, const float *d_q, const float *d_kcache,
 				const float *d_vcache, int heads, int kv_heads, int head_dim, int cap,
 				const int32_t *d_pos, float scale, struct fg_err *err)
 {
-	int chunk = 64, nch;
+	int chunk = 32, nch, grp, spn;
+	size_t smem;
 
 	if (fg_need_ctx(ctx, err))
 		return FG_EINVAL;
-	if (heads < 1 || kv_heads < 1 || heads % kv_heads || head_dim < 1 || head_dim > ATT_MAX_DIM || cap < 1 ||
-	    cap > (1 << 20))
-		return fg_err_set(err, FG_EINVAL, "attention: heads %d, kv heads %d, head_dim %d, cap %d", heads,
-				  kv_heads, head_dim, cap);
+	if (heads < 1 || kv_heads < 1 || heads % kv_heads || heads / kv_heads > ATT_MAX_GRP ||
+	    kv_heads > FG_CTX_COUNTERS || head_dim < 1 || head_dim > ATT_MAX_DIM || cap < 1 || cap > (1 << 20))
+		return fg_err_set(err, FG_EINVAL,
+				  "attention: heads %d, kv heads %d, head_dim %d, cap %d (at most %d heads per kv head)",
+				  heads, kv_heads, head_dim, cap, ATT_MAX_GRP);
+	grp = heads / kv_heads;
 	/* the grid covers the whole cache so one captured graph serves every
-	 * position; chunks grow when their partials would overflow scratch */
+	 * position; chunks grow so that at most 1024 of them cover it */
 	for (;;) {
 		nch = (cap + chunk - 1) / chunk;
-		if ((size_t)heads * nch * (head_dim + 2) * sizeof(float) <= ctx->scratch_bytes || chunk >= 8192)
+		if (nch <= 1024)
 			break;
 		chunk *= 2;
 	}
+	spn = chunk > nch ? chunk : nch;
+	smem = sizeof(float) * ((size_t)grp * head_dim + (size_t)grp * spn);
 	if ((size_t)heads * nch * (head_dim + 2) * sizeof(float) > ctx->scratch_bytes)
 		return fg_err_set(err, FG_EINVAL, "attention: cache of %d slots too large for scratch", cap);
-	fg_launch_pdl(ctx, attn_part, dim3(heads, nch), dim3(ATT_THREADS), sizeof(float) * chunk,
-		(float *)ctx->scratch, d_q, d_kcache, d_vcache, heads, kv_heads, head_dim, cap, d_pos, scale, chunk);
-	if (fg_launched("attention", err))
-		return FG_EDEVICE;
-	fg_launch_pdl(ctx, attn_combine, dim3(heads), dim3(128), 0, d_out, (const float *)ctx->scratch, head_dim, cap, d_pos, chunk,
-						     nch);
-	return fg_launched("attention combine", err);
+	if (smem > 48 * 1024) {
+		cudaError_t e = cudaFuncSetAttribute(attn_fused, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+
+		if (e != cudaSuccess) {
+			cudaGetLastError();
+			return fg_err_set(err, FG_EINVAL, "attention: %zu bytes of shared memory: %s", smem,
+					  cudaGetErrorString(e));
+		}
+	}
+	fg_launch_pdl(ctx, attn_fused, dim3(kv_heads, nch), dim3(ATT_THREADS), smem, d_out, (float *)ctx->scratch,
+		      ctx->counters, d_q, d_kcache, d_vcache, grp, head_dim, cap, d_pos, scale, chunk, nch);
+	return fg_launched("attention", err);
 }
 
 /* ---- softcap + argmax --------------------------------------------------------*/

@@ -48,6 +48,8 @@ extern "C" int fg_kctx_new(struct fg_kctx **out, struct fg_err *err)
 	FAIL_IF(cudaEventCreate(&c->ev1), "create CUDA event");
 	FAIL_IF(cudaMalloc(&c->scratch, FG_SCRATCH_BYTES), "allocate 64 MB of CUDA scratch memory");
 	c->scratch_bytes = FG_SCRATCH_BYTES;
+	FAIL_IF(cudaMalloc((void **)&c->counters, sizeof(unsigned) * FG_CTX_COUNTERS), "allocate CUDA counters");
+	FAIL_IF(cudaMemset(c->counters, 0, sizeof(unsigned) * FG_CTX_COUNTERS), "zero CUDA counters");
 	c->pdl = c->prop.major >= 9;
 #undef FAIL_IF
 	*out = c;
@@ -61,6 +63,7 @@ extern "C" void fg_kctx_free(struct fg_kctx *c)
 	if (c->stream)
 		cudaStreamSynchronize(c->stream);
 	cudaFree(c->scratch);
+	cudaFree(c->counters);
 	if (c->ev0)
 		cudaEventDestroy(c->ev0);
 	if (c->ev1)
