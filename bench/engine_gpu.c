@@ -71,14 +71,6 @@ static struct fg_kint4 *mat(int n, int k)
 	return w;
 }
 
-static size_t mat_bytes(const struct fg_kint4 *w)
-{
-	size_t wb, sb;
-
-	fg_int4_layout_size(&wb, &sb, w->n, w->k, w->group);
-	return wb + sb;
-}
-
 static void *dalloc(size_t n)
 {
 	void *d;
@@ -260,19 +252,22 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* The engine on a real checkpoint, cuda against cpu (one thread). */
+/* The engine on a real checkpoint: cuda with each INT4 kernel (the engine's
+ * context takes FG_INT4_KERNEL) against cpu (one thread). */
 static void engine_model(const char *dir)
 {
 	int32_t prompt[4] = {2, 17, 300, 5};
-	struct gen g[2];
-	double tps[2];
-	const char *dev[2] = {"cuda", "cpu"};
+	struct gen g[3];
+	double tps[3];
+	const char *dev[3] = {"cuda (fma)", "cuda (mma)", "cpu"};
 
-	for (int d = 0; d < 2; d++) {
-		struct fg_engine_opts o = {1, 0, 0, d == 0 ? FG_DEVICE_CUDA : FG_DEVICE_CPU};
+	for (int d = 0; d < 3; d++) {
+		struct fg_engine_opts o = {1, 0, 0, d < 2 ? FG_DEVICE_CUDA : FG_DEVICE_CPU};
 		struct fg_engine *e;
 		double t0, best = 1e30;
 
+		if (d < 2)
+			setenv("FG_INT4_KERNEL", d == 1 ? "mma" : "fma", 1);
 		CK(fg_engine_load(&e, dir, &o, &err));
 		g[d].n = 0;
 		CK(fg_engine_generate(e, prompt, 4, 8, NULL, NULL, &err)); /* warm-up, graph capture */
@@ -287,15 +282,220 @@ static void engine_model(const char *dir)
 		fg_engine_free(e);
 	}
 	printf("\nengine on %s (100 greedy tokens incl. a 4-token prompt, best of 3):\n", dir);
-	for (int d = 0; d < 2; d++)
-		printf("  --device %-4s %8.0f tokens/s\n", dev[d], tps[d]);
-	printf("  generated ids %s\n", g[0].n == g[1].n && !memcmp(g[0].ids, g[1].ids, 4 * g[0].n) ? "identical" : "DIFFER");
+	for (int d = 0; d < 3; d++)
+		printf("  --device %-10s %8.0f tokens/s\n", dev[d], tps[d]);
+	printf("  generated ids: fma vs cpu %s, mma vs cpu %s\n",
+	       g[0].n == g[2].n && !memcmp(g[0].ids, g[2].ids, 4 * g[0].n) ? "identical" : "DIFFER",
+	       g[1].n == g[2].n && !memcmp(g[1].ids, g[2].ids, 4 * g[1].n) ? "identical" : "DIFFER");
+}
+
+/* Every body matrix of the model, in the context's INT4 kind; the separate
+ * (unfused) q, k, v, gate, up only when `separate`. */
+static size_t body, body_fused;
+
+static void build_mats(int separate)
+{
+	body = body_fused = 0;
+	for (int l = 0; l < LAYERS; l++) {
+		struct layer *y = &L[l];
+		int full = is_full(l);
+
+		y->hd = full ? 512 : 256;
+		y->qd = 8 * y->hd;
+		y->kvd = 2 * y->hd;
+		if (separate) {
+			y->q = mat(y->qd, HIDDEN);
+			if (l < 24) {
+				y->k = mat(y->kvd, HIDDEN);
+				y->v = mat(y->kvd, HIDDEN);
+			}
+			y->gate = mat(FFN, HIDDEN);
+			y->up = mat(FFN, HIDDEN);
+		}
+		y->qkv = mat(l < 24 ? y->qd + 2 * y->kvd : y->qd, HIDDEN);
+		y->o = mat(HIDDEN, y->qd);
+		y->gu = mat(2 * FFN, HIDDEN);
+		y->down = mat(HIDDEN, FFN);
+		y->pg = mat(PLE, HIDDEN);
+		y->pp = mat(HIDDEN, PLE);
+		body_fused += fg_kint4_bytes(y->qkv) + fg_kint4_bytes(y->o) + fg_kint4_bytes(y->gu) +
+			      fg_kint4_bytes(y->down) + fg_kint4_bytes(y->pg) + fg_kint4_bytes(y->pp);
+		if (separate) {
+			struct fg_kint4 *sep[] = {y->q, y->k, y->v, y->o, y->gate, y->up, y->down, y->pg, y->pp};
+
+			for (size_t i = 0; i < 9; i++)
+				body += fg_kint4_bytes(sep[i]); /* 0 for NULL */
+		}
+	}
+	plp = mat(LAYERS * PLE, HIDDEN);
+	head = mat(KEEP, HIDDEN);
+	body += fg_kint4_bytes(plp);
+	body_fused += fg_kint4_bytes(plp);
+}
+
+static void free_mats(void)
+{
+	for (int l = 0; l < LAYERS; l++) {
+		struct layer *y = &L[l];
+		struct fg_kint4 *all[] = {y->q, y->k, y->v, y->o, y->gate, y->up, y->down, y->pg, y->pp, y->qkv, y->gu};
+
+		for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+			fg_kint4_free(ctx, all[i]);
+		memset(y, 0, sizeof(*y));
+	}
+	fg_kint4_free(ctx, plp);
+	fg_kint4_free(ctx, head);
+	plp = head = NULL;
+}
+
+/* The matvec-only chains: fused, m, graph, pdl. */
+static void bench_matvecs(int separate, double read_gbs)
+{
+	static const int cfgs[][4] = {{0, 1, 0, 1}, {0, 1, 1, 1}, {1, 1, 0, 1}, {1, 1, 1, 1}, {1, 1, 1, 0},
+				      {1, 4, 1, 1}, {1, 8, 1, 1}};
+
+	printf("\n%-44s %9s %9s %8s %8s\n", "INT4 matvec, all body linears", "ms/step", "steps/s", "GB/s", "% read");
+	for (size_t c = 0; c < sizeof(cfgs) / sizeof(cfgs[0]); c++) {
+		int fused = cfgs[c][0], m = cfgs[c][1], use_graph = cfgs[c][2];
+		step_fn fn = fused ? step_fused : step_separate;
+		size_t bytes = fused ? body_fused : body;
+		char name[96];
+		double ms;
+
+		if (!fused && !separate)
+			continue;
+		mv_m = m;
+		fg_kctx_set_pdl(ctx, cfgs[c][3]);
+		if (use_graph) {
+			CK(fg_kgraph_begin(ctx, &err));
+			fn(NULL);
+			CK(fg_kgraph_end(ctx, &graph, &err));
+			ms = time_steps(step_graph, NULL);
+			fg_kgraph_free(graph);
+		} else {
+			ms = time_steps(fn, NULL);
+		}
+		snprintf(name, sizeof(name), "%s, M=%d, %s%s", fused ? "fused qkv|gate-up" : "per matrix", m,
+			 use_graph ? "graph" : "direct", cfgs[c][3] ? "" : ", no PDL");
+		printf("%-44s %9.3f %9.0f %8.0f %7.1f%%\n", name, ms, 1e3 / ms, bytes / (ms / 1e3) / 1e9,
+		       100.0 * bytes / (ms / 1e3) / 1e9 / read_gbs);
+	}
+	fg_kctx_set_pdl(ctx, 1);
+}
+
+static size_t kv_bytes;
+
+static void setup_step(void)
+{
+	int32_t *keep = malloc(4 * KEEP), id;
+
+	S.h = dalloc(4 * HIDDEN);
+	S.xn = dalloc(4 * HIDDEN);
+	S.qkv = dalloc(4 * (8 * 512 + 4 * 512));
+	S.att = dalloc(4 * 8 * 512);
+	S.o = dalloc(4 * HIDDEN);
+	S.gu = dalloc(4 * 2 * FFN);
+	S.ff = dalloc(4 * FFN);
+	S.pl = dalloc(4 * LAYERS * PLE);
+	S.plg = dalloc(4 * PLE);
+	S.pp = dalloc(4 * HIDDEN);
+	S.plproj = dalloc(4 * LAYERS * PLE);
+	S.logits = dalloc(4 * KEEP);
+	S.nw_in = drand(HIDDEN, 1.0f);
+	S.nw_post = drand(HIDDEN, 0.5f);
+	S.nw_q = drand(512, 1.0f);
+	S.nw_k = drand(512, 1.0f);
+	S.nw_ple = drand(PLE, 1.0f);
+	/* embedding and PLE tables: 2048 rows each is enough for the ids used */
+	S.emb = drand_bf16((size_t)2048 * HIDDEN, 0.05f);
+	S.ple_tab = drand_bf16((size_t)2048 * LAYERS * PLE, 0.05f);
+	for (int l = 0; l < 24; l++) {
+		int cap = is_full(l) ? 4096 : 512, hd = is_full(l) ? 512 : 256;
+
+		S.kc[l] = drand((size_t)2 * cap * hd, 1.0f);
+		S.vc[l] = drand((size_t)2 * cap * hd, 1.0f);
+	}
+	kv_bytes = 0;
+	for (int l = 0; l < LAYERS; l++) {
+		int hd = is_full(l) ? 512 : 256, nv = is_full(l) ? pos + 1 : 512;
+
+		kv_bytes += (size_t)2 * 2 * nv * hd * 4; /* k and v, 2 kv heads, fp32, read by every layer */
+	}
+	for (int i = 0; i < KEEP; i++)
+		keep[i] = i * 21;
+	S.keep = dalloc(4 * KEEP);
+	CK(fg_kmem_upload(ctx, S.keep, keep, 4 * KEEP, &err));
+	S.id = dalloc(4);
+	S.pos = dalloc(4);
+	S.best = dalloc(4);
+	id = 1234 % 2048;
+	CK(fg_kmem_upload(ctx, S.id, &id, 4, &err));
+	CK(fg_kmem_upload(ctx, S.pos, &pos, 4, &err));
+	for (int t = 0; t < 2; t++) {
+		int d = t ? 512 : 256;
+		float *h = malloc(4 * (d / 2));
+
+		for (int i = 0; i < d / 2; i++) /* proportional on full layers: 64 of 256 pairs rotate */
+			h[i] = t && i >= 64 ? 0.0f : (float)(1.0 / pow(t ? 1e6 : 1e4, 2.0 * i / d));
+		inv_tab[t] = dalloc(4 * (d / 2));
+		CK(fg_kmem_upload(ctx, inv_tab[t], h, 4 * (d / 2), &err));
+		free(h);
+	}
+	free(keep);
+}
+
+/* The whole synthetic step as a CUDA graph: replay bits, then timing. */
+static double bench_step(const char *kname, double read_gbs)
+{
+	size_t step_bytes = body_fused + fg_kint4_bytes(head) + kv_bytes;
+	double ms;
+
+	CK(fg_kgraph_begin(ctx, &err));
+	full_step(NULL);
+	CK(fg_kgraph_end(ctx, &graph, &err));
+	/* the same bits every replay */
+	{
+		int32_t b1, b2;
+		float *l1 = malloc(4 * KEEP), *l2 = malloc(4 * KEEP);
+
+		CK(fg_kgraph_launch(ctx, graph, &err));
+		CK(fg_kmem_download(ctx, &b1, S.best, 4, &err));
+		CK(fg_kmem_download(ctx, l1, S.logits, 4 * KEEP, &err));
+		CK(fg_kgraph_launch(ctx, graph, &err));
+		CK(fg_kmem_download(ctx, &b2, S.best, 4, &err));
+		CK(fg_kmem_download(ctx, l2, S.logits, 4 * KEEP, &err));
+		printf("\nsynthetic decode step (%s) replayed twice: token %d / %d, logits %s\n", kname, b1, b2,
+		       memcmp(l1, l2, 4 * KEEP) ? "DIFFER" : "bit-identical");
+		free(l1);
+		free(l2);
+	}
+	fg_kctx_set_pdl(ctx, 0);
+	fg_kgraph_free(graph);
+	CK(fg_kgraph_begin(ctx, &err));
+	full_step(NULL);
+	CK(fg_kgraph_end(ctx, &graph, &err));
+	ms = time_steps(step_graph, NULL);
+	printf("whole decode step (%s), CUDA graph, no PDL: %.3f ms/step, %.0f steps/s\n", kname, ms, 1e3 / ms);
+	fg_kctx_set_pdl(ctx, 1);
+	fg_kgraph_free(graph);
+	CK(fg_kgraph_begin(ctx, &err));
+	full_step(NULL);
+	CK(fg_kgraph_end(ctx, &graph, &err));
+	ms = time_steps(step_graph, NULL);
+	printf("whole decode step (%s; E4B shapes, pos %d, 12k keepset INT4 head), CUDA graph:\n", kname, pos);
+	printf("  %.3f ms/step, %.0f steps/s; bytes/step %.3f GB (weights %.3f + head %.3f + KV fp32 %.3f): %.0f GB/s = %.1f%% of read\n",
+	       ms, 1e3 / ms, step_bytes / 1e9, body_fused / 1e9, fg_kint4_bytes(head) / 1e9, kv_bytes / 1e9,
+	       step_bytes / (ms / 1e3) / 1e9, 100.0 * step_bytes / (ms / 1e3) / 1e9 / read_gbs);
+	printf("  A10G PROJECTION (not measured): %.3f GB / 480 GB/s = %.2f ms/step, %.0f steps/s at 100%% of copy bandwidth\n",
+	       step_bytes / 1e9, step_bytes / 480e9 * 1e3, 480e9 / step_bytes);
+	fg_kgraph_free(graph);
+	return ms;
 }
 
 int main(void)
 {
-	size_t body = 0, body_fused = 0, maxw = (size_t)2 * FFN * HIDDEN / 8, maxs = (size_t)2 * FFN * (FFN / 128);
-	double ms, read_gbs = 0.0;
+	size_t maxw = (size_t)2 * FFN * HIDDEN / 8, maxs = (size_t)2 * FFN * (FFN / 128);
+	double read_gbs = 0.0, step_ms[2] = {0, 0};
 	const char *e;
 	int profile;
 
@@ -317,7 +517,7 @@ int main(void)
 	printf("timing: %d warm-up steps, then %d steps x %d repetitions, median\n", warm, steps, reps);
 
 	profile = getenv("FG_BENCH_PROFILE") && *getenv("FG_BENCH_PROFILE") == '1';
-	/* ceilings: a 16-byte read sweep and a device-to-device copy over 4 GiB */
+	/* the ceiling: a 16-byte read sweep over 4 GiB */
 	if (!profile) {
 		size_t n = (size_t)4 << 30;
 		void *buf = dalloc(n);
@@ -337,194 +537,45 @@ int main(void)
 		fg_kmem_free(ctx, sink);
 	}
 
-	/* weights */
 	pool_w = malloc(4 * maxw);
 	pool_s = malloc(2 * maxs);
 	for (size_t i = 0; i < maxw; i++)
 		pool_w[i] = (int32_t)(rnd() ^ (rnd() << 21));
 	for (size_t i = 0; i < maxs; i++)
 		pool_s[i] = 0x3c00 + (uint16_t)(rnd() % 64); /* bf16 around 0.008 */
-	for (int l = 0; l < LAYERS; l++) {
-		struct layer *y = &L[l];
-		int full = is_full(l);
-
-		y->hd = full ? 512 : 256;
-		y->qd = 8 * y->hd;
-		y->kvd = 2 * y->hd;
-		y->q = mat(y->qd, HIDDEN);
-		if (l < 24) {
-			y->k = mat(y->kvd, HIDDEN);
-			y->v = mat(y->kvd, HIDDEN);
-			y->qkv = mat(y->qd + 2 * y->kvd, HIDDEN);
-		}
-		y->o = mat(HIDDEN, y->qd);
-		y->gate = mat(FFN, HIDDEN);
-		y->up = mat(FFN, HIDDEN);
-		y->gu = mat(2 * FFN, HIDDEN);
-		y->down = mat(HIDDEN, FFN);
-		y->pg = mat(PLE, HIDDEN);
-		y->pp = mat(HIDDEN, PLE);
-		struct fg_kint4 *sep[] = {y->q, y->k, y->v, y->o, y->gate, y->up, y->down, y->pg, y->pp};
-		for (size_t i = 0; i < 9; i++)
-			if (sep[i])
-				body += mat_bytes(sep[i]);
-		body_fused += mat_bytes(y->qkv ? y->qkv : y->q) + mat_bytes(y->o) + mat_bytes(y->gu) +
-			      mat_bytes(y->down) + mat_bytes(y->pg) + mat_bytes(y->pp);
-	}
-	plp = mat(LAYERS * PLE, HIDDEN);
-	head = mat(KEEP, HIDDEN);
-	body += mat_bytes(plp);
-	body_fused += mat_bytes(plp);
 	dx = drand((size_t)8 * FFN, 1.0f);
 	dy = dalloc(sizeof(float) * 8 * 2 * FFN);
 	dy2 = dalloc(sizeof(float) * 8 * 2 * FFN);
-	printf("body linears of one decode step (INT4 g128, engine layout incl. scales): %.3f GB per matrix, %.3f GB fused\n",
-	       body / 1e9, body_fused / 1e9);
-	if (!profile)
-		printf("\n%-44s %9s %9s %8s %8s\n", "INT4 matvec, all body linears", "ms/step", "steps/s", "GB/s",
-		       "% read");
+	setup_step();
 
-	if (!profile) {
-		/* fused, m, graph, pdl */
-		static const int cfgs[][4] = {{0, 1, 0, 1}, {0, 1, 1, 1}, {1, 1, 0, 1}, {1, 1, 1, 1}, {1, 1, 1, 0},
-					      {1, 4, 1, 1}, {1, 8, 1, 1}};
+	/* both INT4 kernels, each on its own copy of the weights */
+	for (int kind = FG_INT4_FMA; kind <= FG_INT4_MMA; kind++) {
+		const char *kname = kind == FG_INT4_MMA ? "mma: tensor cores" : "fma: CUDA cores";
 
-		for (size_t c = 0; c < sizeof(cfgs) / sizeof(cfgs[0]); c++) {
-			int fused = cfgs[c][0], m = cfgs[c][1], use_graph = cfgs[c][2];
-			step_fn fn = fused ? step_fused : step_separate;
-			size_t bytes = fused ? body_fused : body;
-			char name[96];
-
-			mv_m = m;
-			fg_kctx_set_pdl(ctx, cfgs[c][3]);
-			if (use_graph) {
-				CK(fg_kgraph_begin(ctx, &err));
-				fn(NULL);
-				CK(fg_kgraph_end(ctx, &graph, &err));
-				ms = time_steps(step_graph, NULL);
-				fg_kgraph_free(graph);
-			} else {
-				ms = time_steps(fn, NULL);
-			}
-			snprintf(name, sizeof(name), "%s, M=%d, %s%s", fused ? "fused qkv|gate-up" : "per matrix", m,
-				 use_graph ? "graph" : "direct", cfgs[c][3] ? "" : ", no PDL");
-			printf("%-44s %9.3f %9.0f %8.0f %7.1f%%\n", name, ms, 1e3 / ms, bytes / (ms / 1e3) / 1e9,
-			       100.0 * bytes / (ms / 1e3) / 1e9 / read_gbs);
-		}
-		fg_kctx_set_pdl(ctx, 1);
-	}
-
-	/* whole synthetic decode step */
-	{
-		int32_t *keep = malloc(4 * KEEP), id = 1234;
-		size_t step_bytes, kv_bytes = 0;
-
-		S.h = dalloc(4 * HIDDEN);
-		S.xn = dalloc(4 * HIDDEN);
-		S.qkv = dalloc(4 * (8 * 512 + 4 * 512));
-		S.att = dalloc(4 * 8 * 512);
-		S.o = dalloc(4 * HIDDEN);
-		S.gu = dalloc(4 * 2 * FFN);
-		S.ff = dalloc(4 * FFN);
-		S.pl = dalloc(4 * LAYERS * PLE);
-		S.plg = dalloc(4 * PLE);
-		S.pp = dalloc(4 * HIDDEN);
-		S.plproj = dalloc(4 * LAYERS * PLE);
-		S.logits = dalloc(4 * KEEP);
-		S.nw_in = drand(HIDDEN, 1.0f);
-		S.nw_post = drand(HIDDEN, 0.5f);
-		S.nw_q = drand(512, 1.0f);
-		S.nw_k = drand(512, 1.0f);
-		S.nw_ple = drand(PLE, 1.0f);
-		/* embedding and PLE tables: 2048 rows each is enough for the ids used */
-		S.emb = drand_bf16((size_t)2048 * HIDDEN, 0.05f);
-		S.ple_tab = drand_bf16((size_t)2048 * LAYERS * PLE, 0.05f);
-		for (int l = 0; l < 24; l++) {
-			int cap = is_full(l) ? 4096 : 512, hd = is_full(l) ? 512 : 256;
-
-			S.kc[l] = drand((size_t)2 * cap * hd, 1.0f);
-			S.vc[l] = drand((size_t)2 * cap * hd, 1.0f);
-		}
-		for (int l = 0; l < LAYERS; l++) {
-			int hd = is_full(l) ? 512 : 256, nv = is_full(l) ? pos + 1 : 512;
-
-			kv_bytes += (size_t)2 * 2 * nv * hd * 4; /* k and v, 2 kv heads, fp32, read by every layer */
-		}
-		for (int i = 0; i < KEEP; i++)
-			keep[i] = i * 21;
-		S.keep = dalloc(4 * KEEP);
-		CK(fg_kmem_upload(ctx, S.keep, keep, 4 * KEEP, &err));
-		S.id = dalloc(4);
-		S.pos = dalloc(4);
-		S.best = dalloc(4);
-		id = 1234 % 2048;
-		CK(fg_kmem_upload(ctx, S.id, &id, 4, &err));
-		CK(fg_kmem_upload(ctx, S.pos, &pos, 4, &err));
-		for (int t = 0; t < 2; t++) {
-			int d = t ? 512 : 256;
-			float *h = malloc(4 * (d / 2));
-
-			for (int i = 0; i < d / 2; i++) /* proportional on full layers: 64 of 256 pairs rotate */
-				h[i] = t && i >= 64 ? 0.0f : (float)(1.0 / pow(t ? 1e6 : 1e4, 2.0 * i / d));
-			inv_tab[t] = dalloc(4 * (d / 2));
-			CK(fg_kmem_upload(ctx, inv_tab[t], h, 4 * (d / 2), &err));
-			free(h);
-		}
-		step_bytes = body_fused + mat_bytes(head) + kv_bytes;
+		fg_kctx_set_int4_kind(ctx, kind);
+		build_mats(!profile && kind == FG_INT4_FMA);
+		printf("\n== INT4 kernel %s\n", kname);
+		printf("body linears of one decode step (INT4 g128, engine layout incl. scales): %.3f GB fused\n",
+		       body_fused / 1e9);
 		if (profile) {
-			/* FG_BENCH_PROFILE=1: one step of direct launches, for a
-			 * per-kernel profiler (ncu); nothing is timed here */
+			/* FG_BENCH_PROFILE=1: two steps of direct launches per kernel,
+			 * for a per-kernel profiler (ncu); nothing is timed here */
 			full_step(NULL);
 			CK(fg_kctx_sync(ctx, &err));
 			full_step(NULL);
 			CK(fg_kctx_sync(ctx, &err));
 			printf("profile: two direct decode steps done\n");
-			fg_kctx_free(ctx);
-			return 0;
+		} else {
+			bench_matvecs(kind == FG_INT4_FMA, read_gbs);
+			step_ms[kind] = bench_step(kname, read_gbs);
 		}
-		CK(fg_kgraph_begin(ctx, &err));
-		full_step(NULL);
-		CK(fg_kgraph_end(ctx, &graph, &err));
-		/* the same bits every replay */
-		{
-			int32_t b1, b2;
-			float *l1 = malloc(4 * KEEP), *l2 = malloc(4 * KEEP);
-
-			CK(fg_kgraph_launch(ctx, graph, &err));
-			CK(fg_kmem_download(ctx, &b1, S.best, 4, &err));
-			CK(fg_kmem_download(ctx, l1, S.logits, 4 * KEEP, &err));
-			CK(fg_kgraph_launch(ctx, graph, &err));
-			CK(fg_kmem_download(ctx, &b2, S.best, 4, &err));
-			CK(fg_kmem_download(ctx, l2, S.logits, 4 * KEEP, &err));
-			printf("\nsynthetic decode step replayed twice: token %d / %d, logits %s\n", b1, b2,
-			       memcmp(l1, l2, 4 * KEEP) ? "DIFFER" : "bit-identical");
-			free(l1);
-			free(l2);
-		}
-		fg_kctx_set_pdl(ctx, 0);
-		fg_kgraph_free(graph);
-		CK(fg_kgraph_begin(ctx, &err));
-		full_step(NULL);
-		CK(fg_kgraph_end(ctx, &graph, &err));
-		ms = time_steps(step_graph, NULL);
-		printf("whole decode step, CUDA graph, no PDL: %.3f ms/step, %.0f steps/s\n", ms, 1e3 / ms);
-		fg_kctx_set_pdl(ctx, 1);
-		fg_kgraph_free(graph);
-		CK(fg_kgraph_begin(ctx, &err));
-		full_step(NULL);
-		CK(fg_kgraph_end(ctx, &graph, &err));
-		ms = time_steps(step_graph, NULL);
-		printf("whole decode step (E4B shapes, pos %d, 12k keepset INT4 head), CUDA graph:\n", pos);
-		printf("  %.3f ms/step, %.0f steps/s; bytes/step %.3f GB (weights %.3f + head %.3f + KV fp32 %.3f): %.0f GB/s = %.1f%% of read\n",
-		       ms, 1e3 / ms, step_bytes / 1e9, body_fused / 1e9, mat_bytes(head) / 1e9, kv_bytes / 1e9,
-		       step_bytes / (ms / 1e3) / 1e9, 100.0 * step_bytes / (ms / 1e3) / 1e9 / read_gbs);
-		printf("  A10G PROJECTION (not measured): %.3f GB / 480 GB/s = %.2f ms/step, %.0f steps/s at 100%% of copy bandwidth\n",
-		       step_bytes / 1e9, step_bytes / 480e9 * 1e3, 480e9 / step_bytes);
-		fg_kgraph_free(graph);
-		free(keep);
+		free_mats();
 	}
+	if (!profile)
+		printf("\nwhole step, mma against fma: %.3f / %.3f ms = %.2fx faster\n", step_ms[1], step_ms[0],
+		       step_ms[0] / step_ms[1]);
 	fg_kctx_free(ctx);
-	if ((e = getenv("FG_BENCH_MODEL")) && *e)
+	if (!profile && (e = getenv("FG_BENCH_MODEL")) && *e)
 		engine_model(e);
 	return 0;
 }

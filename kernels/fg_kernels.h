@@ -95,22 +95,67 @@ int fg_int4_repack(uint32_t *words, uint16_t *scales, const int32_t *packed, con
 int fg_int4_unpack(int32_t *packed, uint16_t *scale_bf16, const uint32_t *words, const uint16_t *scales,
 		   int n, int k, int group, struct fg_err *err);
 
-/* An INT4 matrix on the device, in the engine layout, with its own split-K
- * counters. splits = 0 picks the K split from the shape and the GPU. */
+/* The tensor-core layout ("fg-int4-mma8-v1"), made by fg_int4_mma_repack,
+ * built for the bf16 instruction mma.m16n8k16 with the weights as its B
+ * operand:
+ *   rows padded to a multiple of 8 (row blocks), k padded to a multiple of
+ *   max(G, 128) (chunks of 128 elements);
+ *   words  uint32 [chunk][row block][32 lanes][4 words]: lane l = 4 * r + j
+ *          holds row 8 * rb + r; nibble i of its word w is element
+ *          128 * chunk + fg_int4_chunk_offset(j, w, i) of that row, so that
+ *          the nibble pairs (i, i + 4) of a word are, as bf16 pairs, the lane's
+ *          B fragment registers of mma 2w (i = 0, 1) and 2w + 1 (i = 2, 3), mma
+ *          s covering elements 16s .. 16s + 15 of the chunk. A warp reads
+ *          512 contiguous bytes per (chunk, row block);
+ *   scales bf16 [k/G groups][padded rows].
+ * Padding nibbles are 8 (q = 0) and padding scales 0. */
+#define FG_INT4_RB 8      /* rows per row block */
+#define FG_INT4_CHUNK 128 /* elements per chunk */
+
+struct fg_int4_mma_dims {
+	int rblocks, npad, kpad, chunks, groups;
+};
+void fg_int4_mma_dims(struct fg_int4_mma_dims *d, int n, int k, int group);
+/* Element offset inside a chunk of nibble i (0..7) of word w (0..3) of lane part j (0..3). */
+int fg_int4_chunk_offset(int j, int w, int i);
+void fg_int4_mma_layout_size(size_t *words_bytes, size_t *scales_bytes, int n, int k, int group);
+int fg_int4_mma_repack(uint32_t *words, uint16_t *scales, const int32_t *packed, const uint16_t *scale_bf16,
+		       int n, int k, int group, struct fg_err *err);
+int fg_int4_mma_unpack(int32_t *packed, uint16_t *scale_bf16, const uint32_t *words, const uint16_t *scales,
+		       int n, int k, int group, struct fg_err *err);
+
+/* Which INT4 kernel (and so layout) fg_kint4_new prepares a matrix for:
+ * the CUDA-core kernel on the tile layout (fp32 dequantization and sums) or
+ * the tensor-core kernel on the row-block layout (bf16 mma, each fp32
+ * activation split into three bf16 parts, fp32 sums). A context starts with
+ * FG_INT4_FMA, or with the kernel FG_INT4_KERNEL names ("fma" or "mma"). */
+enum { FG_INT4_FMA = 0, FG_INT4_MMA = 1 };
+/* Sets the kind for matrices made after the call; returns the kind now in use. */
+int fg_kctx_set_int4_kind(struct fg_kctx *ctx, int kind);
+int fg_kctx_int4_kind(const struct fg_kctx *ctx);
+
+/* An INT4 matrix on the device, in one of the engine layouts, with its own
+ * split-K counters. splits = 0 picks the K split from the shape and the GPU. */
 struct fg_kint4 {
 	uint32_t *d_words;
 	uint16_t *d_scales;
-	uint32_t *d_counters; /* one per tile, zero between launches */
-	float *d_partial;     /* [splits][FG_INT4_MAX_M][tiles*32] when splits > 1 */
+	uint32_t *d_counters; /* one per tile (fma) or per 8 row blocks (mma), zero between launches */
+	float *d_partial;     /* split-K partial sums */
+	int kind;             /* FG_INT4_FMA or FG_INT4_MMA */
 	int n, k, kpad, tiles, group;
 	int splits;
+	int npad, rblocks, chunks, max_splits; /* mma */
 };
+/* Device bytes of the matrix's words and scales. */
+size_t fg_kint4_bytes(const struct fg_kint4 *w);
 /* Repacks a standard-format matrix and uploads it. */
 int fg_kint4_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *packed, const uint16_t *scale_bf16,
 		 int n, int k, int group, int splits, struct fg_err *err);
 void fg_kint4_free(struct fg_kctx *ctx, struct fg_kint4 *w);
 /* d_y[m][n] = sum_k W[n][k] * d_x[m][k] for m < M, 1 <= M <= FG_INT4_MAX_M
- * (fp32 activations, fp32 accumulation; the dequantized weight q*scale is exact). */
+ * (fp32 activations, fp32 accumulation; the dequantized weight q*scale is
+ * exact). FG_INT4_MMA: x = hi + mid + lo in bf16 (to fp32 precision), exact
+ * products on the tensor cores, fp32 sums per group; M > 5 is two launches. */
 int fg_k_int4_matvec(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x, int m,
 		     struct fg_err *err);
 

@@ -1,27 +1,34 @@
-/* int4.cu - INT4 (group 32..256) matrix times 1..8 fp32 vectors on the tile layout
- * of fg_kernels.h (decode M = 1, speculative verify M <= 8).
+/* int4.cu - INT4 (group 32..256) matrix times 1..8 fp32 vectors (decode
+ * M = 1, speculative verify M <= 8), by one of two kernels, each on its own
+ * layout (fg_kernels.h), chosen per matrix when it is made: a CUDA-core
+ * kernel (fp32 dequantization and sums) and a tensor-core kernel (bf16 mma
+ * on exact weights and a three-part bf16 split of the fp32 activations).
  *
- * A block owns one tile of 32 rows and one K slice; its 8 warps take the
- * slice's 32-element chunks in turn. For a chunk, lane r loads row r's 16
- * bytes (the warp reads 512 contiguous bytes) and all lanes read the same 32
- * activations from shared memory (a broadcast). Dequantization without
- * integer-to-float conversions: (w & (15 << 4i)) | 0x4B000000 is the float
- * 2^23 + n * 16^i exactly, so one subtraction of 2^23 + 8 * 16^i gives
- * (n - 8) * 16^i, accumulated per nibble position i in its own fp32 sum and
- * scaled back by 16^-i once per chunk (powers of two: exact). Nibbles 5..7 are
- * shifted down by 20 bits first and join the sums of positions 0..2.
+ * CUDA-core kernel, tile layout: a block owns one tile of 32 rows and one K
+ * slice; its 8 warps take the slice's 32-element chunks in turn. For a chunk,
+ * lane r loads row r's 16 bytes (the warp reads 512 contiguous bytes) and all
+ * lanes read the same 32 activations from shared memory (a broadcast).
+ * Dequantization without integer-to-float conversions: (w & (15 << 4i)) |
+ * 0x4B000000 is the float 2^23 + n * 16^i exactly, so one subtraction of 2^23
+ * + 8 * 16^i gives (n - 8) * 16^i, accumulated per nibble position i in its
+ * own fp32 sum and scaled back by 16^-i once per chunk (powers of two:
+ * exact). Nibbles 5..7 are shifted down by 20 bits first and join the sums of
+ * positions 0..2.
  *
- * Programmatic dependent launch (sm_90): the kernel may start while the one
- * before it in the stream still runs; it loads its first weights, then waits
- * (griddepcontrol.wait) before touching activations, outputs or counters.
- *
- * K splits: when there are too few tiles to fill the GPU, blockIdx.y splits K;
- * each split writes its partial, and the last block of a tile to finish (an
- * integer counter) adds the partials in split order: no float atomics, the
- * same bits every run. */
+ * Both kernels: programmatic dependent launch (sm_90) lets a kernel start
+ * while the one before it in the stream still runs; it loads its first
+ * weights, then waits (griddepcontrol.wait) before touching activations,
+ * outputs or counters. When there are too few row groups to fill the GPU,
+ * blockIdx.y splits K; each split writes its partial, and the last block of a
+ * row group to finish (an integer counter) adds the partials in split order:
+ * no float atomics, the same bits every run. */
 #include <stdlib.h>
 
+#include <cuda_bf16.h>
+
 #include "kernels/kcommon.cuh"
+
+/* ---- the CUDA-core kernel on the tile layout ----------------------------------*/
 
 #define WARPS 8
 #define UNROLL 8 /* chunks each lane has in flight: 128 bytes */
@@ -61,7 +68,7 @@ __device__ __forceinline__ void word(uint32_t w, const float *x, int xstride, fl
 
 /* GG: the input is gelu_tanh(x) * x2 (GeGLU fused into the staging), M = 1 */
 template <int M, bool GG>
-__global__ void __launch_bounds__(WARPS * 32) int4_matvec(float *__restrict__ y, const uint4 *__restrict__ words,
+__global__ void __launch_bounds__(WARPS * 32) int4_fma(float *__restrict__ y, const uint4 *__restrict__ words,
 							  const uint16_t *__restrict__ scales,
 							  const float *__restrict__ x, const float *__restrict__ x2,
 							  float *__restrict__ partial,
@@ -189,7 +196,7 @@ __global__ void __launch_bounds__(WARPS * 32) int4_matvec(float *__restrict__ y,
 }
 
 /* Splits and slice length (in 32-element chunks) for a launch with m vectors. */
-static void plan(const struct fg_kint4 *w, int m, int *splits, int *slice)
+static void fma_plan(const struct fg_kint4 *w, int m, int *splits, int *slice)
 {
 	int kc = w->kpad / 32;
 	int max_slice = SMEM_FLOATS / 32 / m; /* chunks of m activations that fit shared memory */
@@ -209,8 +216,9 @@ static int max_splits(int kc, int splits)
 	return splits > min_s ? splits : min_s;
 }
 
-extern "C" int fg_kint4_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *packed,
-			    const uint16_t *scale_bf16, int n, int k, int group, int splits, struct fg_err *err)
+
+static int fma_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *packed, const uint16_t *scale_bf16,
+		   int n, int k, int group, int splits, struct fg_err *err)
 {
 	struct fg_kint4 *w;
 	size_t wb, sb;
@@ -218,13 +226,6 @@ extern "C" int fg_kint4_new(struct fg_kctx *ctx, struct fg_kint4 **out, const in
 	uint16_t *hs = NULL;
 	int rc, kc;
 
-	*out = NULL;
-	if (fg_need_ctx(ctx, err))
-		return FG_EINVAL;
-	if (n < 1 || k < 8 || k % 8)
-		return fg_err_set(err, FG_EINVAL, "int4 matrix %d x %d: need n >= 1 and k a positive multiple of 8", n, k);
-	if (group != 32 && group != 64 && group != 128 && group != 256)
-		return fg_err_set(err, FG_EUNSUPPORTED, "int4 group size %d: the kernels take 32, 64, 128 or 256", group);
 	fg_int4_layout_size(&wb, &sb, n, k, group);
 	w = (struct fg_kint4 *)calloc(1, sizeof(*w));
 	hw = (uint32_t *)malloc(wb);
@@ -238,6 +239,7 @@ extern "C" int fg_kint4_new(struct fg_kctx *ctx, struct fg_kint4 **out, const in
 	w->n = n;
 	w->k = k;
 	w->group = group;
+	w->kind = FG_INT4_FMA;
 	w->kpad = (k + group - 1) / group * group;
 	w->tiles = (n + 31) / 32;
 	kc = w->kpad / 32;
@@ -280,6 +282,466 @@ extern "C" int fg_kint4_new(struct fg_kctx *ctx, struct fg_kint4 **out, const in
 	return 0;
 }
 
+
+static int fma_gshift(int group)
+{
+	return group == 32 ? 0 : group == 64 ? 1 : group == 128 ? 2 : 3;
+}
+
+template <int M, bool GG = false>
+static cudaError_t fma_launch(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
+			  const float *d_x2 = NULL)
+{
+	int splits, slice, kc = w->kpad / 32;
+	cudaLaunchConfig_t cfg = {};
+	cudaLaunchAttribute at[1];
+
+	fma_plan(w, M, &splits, &slice);
+	cfg.gridDim = dim3(w->tiles, splits);
+	cfg.blockDim = dim3(WARPS * 32);
+	cfg.dynamicSmemBytes = sizeof(float) * M * slice * 32;
+	cfg.stream = ctx->stream;
+	at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+	at[0].val.programmaticStreamSerializationAllowed = 1;
+	cfg.attrs = at;
+	cfg.numAttrs = ctx->pdl ? 1 : 0;
+	return cudaLaunchKernelEx(&cfg, int4_fma<M, GG>, d_y, (const uint4 *)w->d_words,
+				  (const uint16_t *)w->d_scales, d_x, d_x2, w->d_partial, (unsigned *)w->d_counters, w->n, w->k, kc,
+				  w->kpad / w->group, fma_gshift(w->group), slice, splits, w->tiles * 32);
+}
+
+
+/* ---- the tensor-core kernel on the row-block layout ----------------------------
+ *
+ * mma.m16n8k16 (bf16 in, fp32 sums) with the weights as the B operand (8
+ * rows x 16 elements) and the activations as A (16 x 16): A row 3m + p holds
+ * part p of vector m, the fp32 x split into bf16 hi, mid and lo (hi + mid +
+ * lo = x to fp32 precision). Products of the exact weights (-8..7, exact in
+ * bf16) and bf16 parts are exact; the tensor cores add them in fp32 per
+ * group (two chains, even and odd mma, added in that order), each group's
+ * sum is scaled in fp32, and the three parts are added at the end.
+ *
+ * A block of 4 warps owns 8 row blocks (64 rows) and a slice of K; its warps
+ * take the slice's 128-element chunks in turn. For a chunk a warp holds, for
+ * each row block, 16 bytes per lane (512 contiguous bytes per warp) and,
+ * as soon as a row block's words are unpacked, loads the same row block of
+ * its next chunk into the freed registers, so loads stay in flight while it
+ * computes. A word becomes four bf16 pairs with no conversion instruction:
+ * (w >> 4i) & 0x000F000F | 0x43004300 is the pair 128 + n, and one bf16x2
+ * fma subtracts 136. The slice's activation parts are staged once per block
+ * in shared memory. */
+#define MWARPS 4
+#define RBB 8                 /* row blocks per block */
+#define MMA_M 5               /* vectors per launch: 3 parts each fill <= 16 A rows */
+#define MSMEM_MAX (40 * 1024) /* staged activation parts per block (+ <= 4 KB static) */
+#define MRESIDENT 4           /* blocks per SM the launch bounds ask for */
+
+__device__ __forceinline__ uint32_t bf2_fma(uint32_t a, uint32_t b, uint32_t c)
+{
+	uint32_t r;
+
+	asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+	return r;
+}
+
+/* One word: nibble pairs (0,4) (1,5) (2,6) (3,7) as bf16 pairs q = n - 8. */
+__device__ __forceinline__ void dequant(uint32_t w, uint32_t *b)
+{
+	const uint32_t MASK = 0x000F000Fu, EXP = 0x43004300u, ONE = 0x3F803F80u, BIAS = 0xC308C308u; /* -136 */
+
+	b[0] = bf2_fma((w & MASK) | EXP, ONE, BIAS);
+	b[1] = bf2_fma(((w >> 4) & MASK) | EXP, ONE, BIAS);
+	b[2] = bf2_fma(((w >> 8) & MASK) | EXP, ONE, BIAS);
+	b[3] = bf2_fma(((w >> 12) & MASK) | EXP, ONE, BIAS);
+}
+
+__device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1)
+{
+	asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+	    "{%0,%1,%2,%3};"
+	    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t bf16_bits(float f)
+{
+	__nv_bfloat16 h = __float2bfloat16_rn(f);
+
+	return (uint32_t)*(uint16_t *)&h;
+}
+
+/* x = hi + mid + lo, each bf16 (round to nearest), to fp32 precision */
+__device__ __forceinline__ void split3(float x, uint32_t *p)
+{
+	p[0] = bf16_bits(x);
+	x -= __uint_as_float(p[0] << 16);
+	p[1] = bf16_bits(x);
+	x -= __uint_as_float(p[1] << 16);
+	p[2] = bf16_bits(x);
+}
+
+/* M vectors (<= 5); GG: the input is gelu_tanh(x) * x2 (GeGLU fused into the
+ * staging), M = 1; G1: one scale group per chunk (group >= 128). */
+template <int M, bool GG, bool G1>
+__global__ void __launch_bounds__(MWARPS * 32, MRESIDENT)
+	int4_mma(float *__restrict__ y, const uint4 *__restrict__ words, const uint32_t *__restrict__ scales,
+		 const float *__restrict__ x, const float *__restrict__ x2, float *__restrict__ partial,
+		 unsigned *__restrict__ counters, int n, int k, int npad, int nrb, int nch, int gs, int slice,
+		 int splits, int xstride, int ystride)
+{
+	constexpr int AR = 3 * M; /* A rows in use */
+	extern __shared__ __align__(16) uint32_t xs[]; /* [AR][xw] bf16 pairs */
+	__shared__ float red[RBB][AR][8];
+	__shared__ int last;
+	int rg = blockIdx.x, sp = blockIdx.y;
+	int nw = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	int g = lane >> 2, j = lane & 3;
+	int c0 = sp * slice, c1 = min(nch, c0 + slice);
+	int rb0 = rg * RBB, nrbb = min(RBB, nrb - rb0);
+	int xw = slice * 64 + 4;
+	uint4 wv[RBB];
+	uint32_t sc[RBB];
+	float tot[RBB][4];
+	int c = c0 + warp;
+
+	fg_pdl_trigger();
+	/* The weights do not depend on earlier kernels: start loading the first
+	 * chunk before waiting for the kernel that writes x. */
+	if (c < c1) {
+#pragma unroll
+		for (int r = 0; r < RBB; r++)
+			if (r < nrbb) {
+				wv[r] = __ldcs(words + ((size_t)c * nrb + rb0 + r) * 32 + lane);
+				sc[r] = __ldg(scales + ((size_t)((c * 8) >> gs) * npad + (rb0 + r) * 8) / 2 + j);
+			}
+	}
+	fg_pdl_wait();
+	/* the slice's activation parts, zero past k (padding weights are q = 0 too) */
+	{
+		int len2 = (c1 - c0) * 64;
+
+		for (int m = 0; m < M; m++)
+			for (int e2 = threadIdx.x; e2 < len2; e2 += blockDim.x) {
+				int e = c0 * 128 + 2 * e2;
+				float v0 = 0.0f, v1 = 0.0f;
+				uint32_t p0[3], p1[3];
+
+				if (e < k) { /* k is a multiple of 8: e + 1 < k too */
+					if (GG) {
+						v0 = fg_gelu_tanh(x[e]) * x2[e];
+						v1 = fg_gelu_tanh(x[e + 1]) * x2[e + 1];
+					} else {
+						v0 = x[(size_t)m * xstride + e];
+						v1 = x[(size_t)m * xstride + e + 1];
+					}
+				}
+				split3(v0, p0);
+				split3(v1, p1);
+#pragma unroll
+				for (int p = 0; p < 3; p++)
+					xs[(3 * m + p) * xw + e2] = p0[p] | p1[p] << 16;
+			}
+	}
+	__syncthreads();
+#pragma unroll
+	for (int r = 0; r < RBB; r++)
+#pragma unroll
+		for (int q = 0; q < 4; q++)
+			tot[r][q] = 0.0f;
+	for (; c < c1; c += nw) {
+		uint32_t a[8][4];
+		int kb = (c - c0) * 64, cn = c + nw;
+
+#pragma unroll
+		for (int s = 0; s < 8; s++) {
+			a[s][0] = g < AR ? xs[g * xw + kb + 8 * s + j] : 0u;
+			a[s][2] = g < AR ? xs[g * xw + kb + 8 * s + 4 + j] : 0u;
+			a[s][1] = AR > 8 && g + 8 < AR ? xs[(g + 8) * xw + kb + 8 * s + j] : 0u;
+			a[s][3] = AR > 8 && g + 8 < AR ? xs[(g + 8) * xw + kb + 8 * s + 4 + j] : 0u;
+		}
+#pragma unroll
+		for (int r = 0; r < RBB; r++) {
+			if (r < nrbb) {
+				uint32_t b[16], scv = sc[r];
+				uint4 cur = wv[r];
+				float ae[4] = {0.0f, 0.0f, 0.0f, 0.0f}, ao[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+
+				if (cn < c1) { /* this row block of the next chunk, into the freed registers */
+					wv[r] = __ldcs(words + ((size_t)cn * nrb + rb0 + r) * 32 + lane);
+					sc[r] = __ldg(scales + ((size_t)((cn * 8) >> gs) * npad + (rb0 + r) * 8) / 2 + j);
+				}
+				dequant(cur.x, b);
+				dequant(cur.y, b + 4);
+				dequant(cur.z, b + 8);
+				dequant(cur.w, b + 12);
+#pragma unroll
+				for (int s = 0; s < 8; s++) {
+					/* word s / 2: mma 2w takes its pairs 0, 1, mma 2w + 1 pairs 2, 3 */
+					mma(s & 1 ? ao : ae, a[s], b[(s >> 1) * 4 + (s & 1) * 2], b[(s >> 1) * 4 + (s & 1) * 2 + 1]);
+					if (G1 ? s == 7 : (s & 1) && (s == 7 || ((s + 1) & ((1 << gs) - 1)) == 0)) {
+						float s0 = __uint_as_float(scv << 16), s1 = __uint_as_float(scv & 0xffff0000u);
+
+						tot[r][0] = fmaf(ae[0] + ao[0], s0, tot[r][0]);
+						tot[r][1] = fmaf(ae[1] + ao[1], s1, tot[r][1]);
+						if (AR > 8) {
+							tot[r][2] = fmaf(ae[2] + ao[2], s0, tot[r][2]);
+							tot[r][3] = fmaf(ae[3] + ao[3], s1, tot[r][3]);
+						}
+						if (!G1 && s != 7) { /* the chunk's next group (group < 128) */
+#pragma unroll
+							for (int q = 0; q < 4; q++)
+								ae[q] = ao[q] = 0.0f;
+							scv = __ldg(scales + ((size_t)((c * 8 + s + 1) >> gs) * npad + (rb0 + r) * 8) / 2 + j);
+						}
+					}
+				}
+			}
+		}
+	}
+	/* warps add into red in warp order */
+	for (int v = 0; v < nw; v++) {
+		if (warp == v) {
+#pragma unroll
+			for (int r = 0; r < RBB; r++)
+#pragma unroll
+				for (int h = 0; h < 2; h++) {
+					int ar = g + 8 * h;
+
+					if (ar < AR)
+#pragma unroll
+						for (int q = 0; q < 2; q++) {
+							float t = tot[r][2 * h + q];
+
+							if (v == 0)
+								red[r][ar][2 * j + q] = t;
+							else
+								red[r][ar][2 * j + q] += t;
+						}
+				}
+		}
+		__syncthreads();
+	}
+	/* out[m][row] = part 0 + part 1 + part 2 */
+	for (int t = threadIdx.x; t < M * RBB * 8; t += blockDim.x) {
+		int m = t / (RBB * 8), rr = t % (RBB * 8), r = rr / 8, col = rr % 8;
+		int row = (rb0 + r) * 8 + col;
+
+		if (r >= nrbb)
+			continue;
+		float v = red[r][3 * m][col] + red[r][3 * m + 1][col] + red[r][3 * m + 2][col];
+
+		if (splits == 1) {
+			if (row < n)
+				y[(size_t)m * ystride + row] = v;
+		} else {
+			partial[((size_t)sp * MMA_M + m) * npad + row] = v;
+		}
+	}
+	if (splits == 1)
+		return;
+	__threadfence();
+	__syncthreads();
+	if (threadIdx.x == 0)
+		last = atomicAdd(&counters[rg], 1u) == (unsigned)(splits - 1);
+	__syncthreads();
+	if (!last)
+		return;
+	__threadfence();
+	for (int t = threadIdx.x; t < M * RBB * 8; t += blockDim.x) {
+		int m = t / (RBB * 8), rr = t % (RBB * 8);
+		int row = rb0 * 8 + rr;
+		float v = 0.0f;
+
+		if (rr >= nrbb * 8)
+			continue;
+		for (int s = 0; s < splits; s++)
+			v += __ldcg(partial + ((size_t)s * MMA_M + m) * npad + row);
+		if (row < n)
+			y[(size_t)m * ystride + row] = v;
+	}
+	if (threadIdx.x == 0)
+		counters[rg] = 0; /* ready for the next launch (stream-ordered) */
+}
+
+/* Shared memory (bytes) of the staged parts for m vectors and a slice. */
+static size_t mma_smem(int m, int slice)
+{
+	return sizeof(uint32_t) * 3 * (size_t)m * (slice * 64 + 4);
+}
+
+static int mma_max_slice(int m)
+{
+	return (int)((MSMEM_MAX / (sizeof(uint32_t) * 3 * m) - 4) / 64);
+}
+
+/* Splits of K and slice length (chunks) for a launch with m vectors: the
+ * fewest (waves of resident blocks) x (chunk rounds per warp + 1 for a
+ * block's staging and reduction), then the fewest splits. */
+static void mma_plan(const struct fg_kctx *ctx, const struct fg_kint4 *w, int m, int *splits, int *slice)
+{
+	int rg = (w->rblocks + RBB - 1) / RBB, nch = w->chunks, ms = mma_max_slice(m);
+	int cap = MRESIDENT * fg_kctx_sm_count(ctx), best = 0;
+	long best_cost = 0;
+
+	if (w->splits > 0) {
+		int s = w->splits > nch ? nch : w->splits;
+
+		*slice = (nch + s - 1) / s;
+		if (*slice > ms)
+			*slice = ms;
+		*splits = (nch + *slice - 1) / *slice;
+		return;
+	}
+	for (int s = 1; s <= nch && s <= w->max_splits; s++) {
+		int sl = (nch + s - 1) / s, sp = (nch + sl - 1) / sl;
+		long waves, per, cost;
+
+		if (sl > ms || sp != s)
+			continue;
+		waves = ((long)rg * sp + cap - 1) / cap;
+		per = (sl + MWARPS - 1) / MWARPS;
+		cost = 4 * waves * (per + 1) + (sp > 1 ? 1 : 0);
+		if (!best || cost < best_cost) {
+			best = s;
+			best_cost = cost;
+		}
+	}
+	if (!best)
+		best = (nch + ms - 1) / ms;
+	*slice = (nch + best - 1) / best;
+	*splits = (nch + *slice - 1) / *slice;
+}
+
+static int mma_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *packed, const uint16_t *scale_bf16,
+		   int n, int k, int group, int splits, struct fg_err *err)
+{
+	struct fg_kint4 *w;
+	struct fg_int4_mma_dims d;
+	size_t wb, sb, nrg;
+	uint32_t *hw = NULL;
+	uint16_t *hs = NULL;
+	int rc, need;
+
+	fg_int4_mma_layout_size(&wb, &sb, n, k, group);
+	fg_int4_mma_dims(&d, n, k, group);
+	w = (struct fg_kint4 *)calloc(1, sizeof(*w));
+	hw = (uint32_t *)malloc(wb);
+	hs = (uint16_t *)malloc(sb);
+	if (!w || !hw || !hs) {
+		free(w);
+		free(hw);
+		free(hs);
+		return fg_err_set(err, FG_ENOMEM, "out of memory repacking a %d x %d int4 matrix", n, k);
+	}
+	w->kind = FG_INT4_MMA;
+	w->n = n;
+	w->k = k;
+	w->group = group;
+	w->kpad = d.kpad;
+	w->npad = d.npad;
+	w->rblocks = d.rblocks;
+	w->chunks = d.chunks;
+	w->splits = splits > 0 ? splits : 0;
+	/* the partial sums hold the most splits a launch can pick */
+	need = (d.chunks + mma_max_slice(MMA_M) - 1) / mma_max_slice(MMA_M);
+	w->max_splits = d.chunks < 64 ? d.chunks : 64;
+	if (w->max_splits < need)
+		w->max_splits = need;
+	if (w->splits > w->max_splits)
+		w->max_splits = w->splits < d.chunks ? w->splits : d.chunks;
+	nrg = (size_t)(d.rblocks + RBB - 1) / RBB;
+	rc = fg_int4_mma_repack(hw, hs, packed, scale_bf16, n, k, group, err);
+	if (!rc)
+		rc = fg_kmem_alloc(ctx, (void **)&w->d_words, wb, err);
+	if (!rc)
+		rc = fg_kmem_alloc(ctx, (void **)&w->d_scales, sb, err);
+	if (!rc)
+		rc = fg_kmem_alloc(ctx, (void **)&w->d_counters, sizeof(uint32_t) * nrg, err);
+	if (!rc)
+		rc = fg_kmem_alloc(ctx, (void **)&w->d_partial, sizeof(float) * (size_t)w->max_splits * MMA_M * d.npad,
+				   err);
+	if (!rc)
+		rc = fg_kmem_upload(ctx, w->d_words, hw, wb, err);
+	if (!rc)
+		rc = fg_kmem_upload(ctx, w->d_scales, hs, sb, err);
+	if (!rc)
+		rc = fg_kmem_fill(ctx, w->d_counters, 0, sizeof(uint32_t) * nrg, err);
+	if (!rc)
+		rc = fg_kctx_sync(ctx, err);
+	free(hw);
+	free(hs);
+	if (rc) {
+		fg_kint4_free(ctx, w);
+		return rc;
+	}
+	*out = w;
+	return 0;
+}
+
+static int mma_gshift(int group)
+{
+	return group == 32 ? 1 : group == 64 ? 2 : group == 128 ? 3 : 4; /* log2(group / 16) */
+}
+
+template <int M, bool GG = false>
+static cudaError_t mma_launch(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
+			      const float *d_x2, int xstride, int ystride)
+{
+	int splits, slice, nw;
+	cudaLaunchConfig_t cfg = {};
+	cudaLaunchAttribute at[1];
+
+	mma_plan(ctx, w, M, &splits, &slice);
+	nw = slice < MWARPS ? slice : MWARPS;
+	cfg.gridDim = dim3((w->rblocks + RBB - 1) / RBB, splits);
+	cfg.blockDim = dim3(nw * 32);
+	cfg.dynamicSmemBytes = mma_smem(M, slice);
+	cfg.stream = ctx->stream;
+	at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+	at[0].val.programmaticStreamSerializationAllowed = 1;
+	cfg.attrs = at;
+	cfg.numAttrs = ctx->pdl ? 1 : 0;
+	if (w->group >= 128)
+		return cudaLaunchKernelEx(&cfg, int4_mma<M, GG, true>, d_y, (const uint4 *)w->d_words,
+					  (const uint32_t *)w->d_scales, d_x, d_x2, w->d_partial,
+					  (unsigned *)w->d_counters, w->n, w->k, w->npad, w->rblocks, w->chunks,
+					  mma_gshift(w->group), slice, splits, xstride, ystride);
+	return cudaLaunchKernelEx(&cfg, int4_mma<M, GG, false>, d_y, (const uint4 *)w->d_words,
+				  (const uint32_t *)w->d_scales, d_x, d_x2, w->d_partial, (unsigned *)w->d_counters,
+				  w->n, w->k, w->npad, w->rblocks, w->chunks, mma_gshift(w->group), slice, splits,
+				  xstride, ystride);
+}
+
+static cudaError_t mma_launch_m(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x, int m)
+{
+	int k = w->k, n = w->n;
+
+	switch (m) {
+	case 1: return mma_launch<1>(ctx, d_y, w, d_x, NULL, k, n);
+	case 2: return mma_launch<2>(ctx, d_y, w, d_x, NULL, k, n);
+	case 3: return mma_launch<3>(ctx, d_y, w, d_x, NULL, k, n);
+	case 4: return mma_launch<4>(ctx, d_y, w, d_x, NULL, k, n);
+	default: return mma_launch<5>(ctx, d_y, w, d_x, NULL, k, n);
+	}
+}
+
+/* ---- the calls ------------------------------------------------------------------*/
+
+extern "C" int fg_kint4_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *packed,
+			    const uint16_t *scale_bf16, int n, int k, int group, int splits, struct fg_err *err)
+{
+	*out = NULL;
+	if (fg_need_ctx(ctx, err))
+		return FG_EINVAL;
+	if (n < 1 || k < 8 || k % 8)
+		return fg_err_set(err, FG_EINVAL, "int4 matrix %d x %d: need n >= 1 and k a positive multiple of 8", n, k);
+	if (group != 32 && group != 64 && group != 128 && group != 256)
+		return fg_err_set(err, FG_EUNSUPPORTED, "int4 group size %d: the kernels take 32, 64, 128 or 256", group);
+	if (ctx->int4_kind == FG_INT4_MMA)
+		return mma_new(ctx, out, packed, scale_bf16, n, k, group, splits, err);
+	return fma_new(ctx, out, packed, scale_bf16, n, k, group, splits, err);
+}
+
 extern "C" void fg_kint4_free(struct fg_kctx *ctx, struct fg_kint4 *w)
 {
 	if (!w)
@@ -291,51 +753,49 @@ extern "C" void fg_kint4_free(struct fg_kctx *ctx, struct fg_kint4 *w)
 	free(w);
 }
 
-static int gshift(int group)
+extern "C" size_t fg_kint4_bytes(const struct fg_kint4 *w)
 {
-	return group == 32 ? 0 : group == 64 ? 1 : group == 128 ? 2 : 3;
+	size_t wb, sb;
+
+	if (!w)
+		return 0;
+	if (w->kind == FG_INT4_MMA)
+		fg_int4_mma_layout_size(&wb, &sb, w->n, w->k, w->group);
+	else
+		fg_int4_layout_size(&wb, &sb, w->n, w->k, w->group);
+	return wb + sb;
 }
 
-template <int M, bool GG = false>
-static cudaError_t launch(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
-			  const float *d_x2 = NULL)
+static cudaError_t fma_launch_m(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x, int m)
 {
-	int splits, slice, kc = w->kpad / 32;
-	cudaLaunchConfig_t cfg = {};
-	cudaLaunchAttribute at[1];
-
-	plan(w, M, &splits, &slice);
-	cfg.gridDim = dim3(w->tiles, splits);
-	cfg.blockDim = dim3(WARPS * 32);
-	cfg.dynamicSmemBytes = sizeof(float) * M * slice * 32;
-	cfg.stream = ctx->stream;
-	at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-	at[0].val.programmaticStreamSerializationAllowed = 1;
-	cfg.attrs = at;
-	cfg.numAttrs = ctx->pdl ? 1 : 0;
-	return cudaLaunchKernelEx(&cfg, int4_matvec<M, GG>, d_y, (const uint4 *)w->d_words,
-				  (const uint16_t *)w->d_scales, d_x, d_x2, w->d_partial, (unsigned *)w->d_counters, w->n, w->k, kc,
-				  w->kpad / w->group, gshift(w->group), slice, splits, w->tiles * 32);
+	switch (m) {
+	case 1: return fma_launch<1>(ctx, d_y, w, d_x);
+	case 2: return fma_launch<2>(ctx, d_y, w, d_x);
+	case 3: return fma_launch<3>(ctx, d_y, w, d_x);
+	case 4: return fma_launch<4>(ctx, d_y, w, d_x);
+	case 5: return fma_launch<5>(ctx, d_y, w, d_x);
+	case 6: return fma_launch<6>(ctx, d_y, w, d_x);
+	case 7: return fma_launch<7>(ctx, d_y, w, d_x);
+	default: return fma_launch<8>(ctx, d_y, w, d_x);
+	}
 }
 
 extern "C" int fg_k_int4_matvec(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x, int m,
 				struct fg_err *err)
 {
+	cudaError_t e;
+
 	if (fg_need_ctx(ctx, err))
 		return FG_EINVAL;
 	if (!w || m < 1 || m > FG_INT4_MAX_M)
 		return fg_err_set(err, FG_EINVAL, "int4 matvec: m = %d, need 1..%d", m, FG_INT4_MAX_M);
-	cudaError_t e;
-
-	switch (m) {
-	case 1: e = launch<1>(ctx, d_y, w, d_x); break;
-	case 2: e = launch<2>(ctx, d_y, w, d_x); break;
-	case 3: e = launch<3>(ctx, d_y, w, d_x); break;
-	case 4: e = launch<4>(ctx, d_y, w, d_x); break;
-	case 5: e = launch<5>(ctx, d_y, w, d_x); break;
-	case 6: e = launch<6>(ctx, d_y, w, d_x); break;
-	case 7: e = launch<7>(ctx, d_y, w, d_x); break;
-	default: e = launch<8>(ctx, d_y, w, d_x); break;
+	if (w->kind == FG_INT4_MMA) {
+		/* up to 5 vectors per launch; the rest in a second launch */
+		e = mma_launch_m(ctx, d_y, w, d_x, m < MMA_M ? m : MMA_M);
+		if (e == cudaSuccess && m > MMA_M)
+			e = mma_launch_m(ctx, d_y + (size_t)MMA_M * w->n, w, d_x + (size_t)MMA_M * w->k, m - MMA_M);
+	} else {
+		e = fma_launch_m(ctx, d_y, w, d_x, m);
 	}
 	if (e != cudaSuccess) {
 		cudaGetLastError();
@@ -354,7 +814,10 @@ extern "C" int fg_k_int4_matvec_geglu(struct fg_kctx *ctx, float *d_y, const str
 		return FG_EINVAL;
 	if (!w)
 		return fg_err_set(err, FG_EINVAL, "int4 matvec: no matrix");
-	e = launch<1, true>(ctx, d_y, w, d_gate, d_up);
+	if (w->kind == FG_INT4_MMA)
+		e = mma_launch<1, true>(ctx, d_y, w, d_gate, d_up, w->k, w->n);
+	else
+		e = fma_launch<1, true>(ctx, d_y, w, d_gate, d_up);
 	if (e != cudaSuccess) {
 		cudaGetLastError();
 		return fg_err_set(err, FG_EDEVICE, "int4 geglu matvec %d x %d: launch: %s", w->n, w->k,

@@ -1,6 +1,8 @@
-/* int4_layout.c - the engine's INT4 tile layout: repacking the standard
- * compressed-tensors pack-quantized format into it and back (host memory,
- * pure C, so it is built and tested without nvcc). Layout in fg_kernels.h. */
+/* int4_layout.c - the engine's two INT4 layouts (fg_kernels.h): the tile
+ * layout of the CUDA-core kernel and the row-block layout of the tensor-core
+ * kernel; repacking the standard compressed-tensors pack-quantized format
+ * into each and back (host memory, pure C, so it is built and tested
+ * without nvcc). */
 #include <stdint.h>
 #include <string.h>
 
@@ -94,5 +96,118 @@ int fg_int4_unpack(int32_t *packed, uint16_t *scale_bf16, const uint32_t *words,
 		for (size_t g = 0; g < gk; g++)
 			scale_bf16[row * gk + g] = scales[(t * gc + g) * FG_INT4_TILE + r];
 	}
+	return 0;
+}
+
+/* ---- the tensor-core layout ("fg-int4-mma8-v1") ---------------------------*/
+
+void fg_int4_mma_dims(struct fg_int4_mma_dims *d, int n, int k, int group)
+{
+	int kq = group > FG_INT4_CHUNK ? group : FG_INT4_CHUNK;
+
+	d->rblocks = (n + FG_INT4_RB - 1) / FG_INT4_RB;
+	d->npad = d->rblocks * FG_INT4_RB;
+	d->kpad = (k + kq - 1) / kq * kq;
+	d->chunks = d->kpad / FG_INT4_CHUNK;
+	d->groups = d->kpad / group;
+}
+
+/* Offset inside a chunk (0..127) of nibble i of word w held by lane part j
+ * (fg_kernels.h): mma s = 2w + bit 1 of i, column 2j (+8 for odd i, +1 for
+ * i >= 4). */
+int fg_int4_chunk_offset(int j, int w, int i)
+{
+	return 16 * (2 * w + ((i >> 1) & 1)) + 2 * j + ((i & 1) ? 8 : 0) + (i >= 4 ? 1 : 0);
+}
+
+void fg_int4_mma_layout_size(size_t *words_bytes, size_t *scales_bytes, int n, int k, int group)
+{
+	struct fg_int4_mma_dims d;
+
+	fg_int4_mma_dims(&d, n, k, group);
+	*words_bytes = (size_t)d.npad * d.kpad / 2;
+	*scales_bytes = (size_t)d.npad * d.groups * 2;
+}
+
+int fg_int4_mma_repack(uint32_t *words, uint16_t *scales, const int32_t *packed, const uint16_t *scale_bf16,
+		   int n, int k, int group, struct fg_err *err)
+{
+	struct fg_int4_mma_dims d;
+	int rc = check_shape(n, k, group, err);
+	size_t kw = (size_t)k / 8, gk = ((size_t)k + group - 1) / group;
+
+	if (rc)
+		return rc;
+	fg_int4_mma_dims(&d, n, k, group);
+	/* row block outer: its 8 rows stay in cache while their chunks are written */
+	for (size_t rb = 0; rb < (size_t)d.rblocks; rb++) {
+		for (size_t c = 0; c < (size_t)d.chunks; c++) {
+			for (size_t r8 = 0; r8 < FG_INT4_RB; r8++) {
+				size_t row = rb * FG_INT4_RB + r8;
+				uint32_t src[FG_INT4_CHUNK / 8];
+
+				/* the row's 128 elements of this chunk, padded with q = 0 */
+				for (size_t s = 0; s < FG_INT4_CHUNK / 8; s++) {
+					size_t wj = c * (FG_INT4_CHUNK / 8) + s;
+
+					src[s] = row < (size_t)n && wj < kw ? (uint32_t)packed[row * kw + wj] : 0x88888888u;
+				}
+				/* fg_int4_chunk_offset in closed form: nibbles q and q + 4 of
+				 * word w of lane part j are the low and high nibble of byte j
+				 * of the row's standard word 4w + q */
+				for (int j = 0; j < 4; j++) {
+					uint32_t *dst = words + ((c * d.rblocks + rb) * 32 + r8 * 4 + (size_t)j) * 4;
+
+					for (int w = 0; w < 4; w++) {
+						uint32_t v = 0;
+
+						for (int q = 0; q < 4; q++) {
+							uint32_t b = (src[4 * w + q] >> (8 * j)) & 0xffu;
+
+							v |= (b & 15u) << (4 * q) | (b >> 4) << (4 * (q + 4));
+						}
+						dst[w] = v;
+					}
+				}
+			}
+		}
+	}
+	for (size_t g = 0; g < (size_t)d.groups; g++)
+		for (size_t row = 0; row < (size_t)d.npad; row++)
+			scales[g * d.npad + row] = row < (size_t)n && g < gk ? scale_bf16[row * gk + g] : 0;
+	return 0;
+}
+
+int fg_int4_mma_unpack(int32_t *packed, uint16_t *scale_bf16, const uint32_t *words, const uint16_t *scales,
+		   int n, int k, int group, struct fg_err *err)
+{
+	struct fg_int4_mma_dims d;
+	size_t kw = (size_t)k / 8, gk = ((size_t)k + group - 1) / group;
+	int rc = check_shape(n, k, group, err);
+
+	if (rc)
+		return rc;
+	fg_int4_mma_dims(&d, n, k, group);
+	memset(packed, 0, sizeof(int32_t) * (size_t)n * kw);
+	for (size_t c = 0; c < (size_t)d.chunks; c++)
+		for (size_t rb = 0; rb < (size_t)d.rblocks; rb++)
+			for (size_t l = 0; l < 32; l++) {
+				size_t row = rb * FG_INT4_RB + l / 4;
+				const uint32_t *src = words + ((c * d.rblocks + rb) * 32 + l) * 4;
+
+				if (row >= (size_t)n)
+					continue;
+				for (int w = 0; w < 4; w++)
+					for (int i = 0; i < 8; i++) {
+						size_t e = c * FG_INT4_CHUNK + (size_t)fg_int4_chunk_offset((int)(l % 4), w, i);
+
+						if (e < (size_t)k)
+							packed[row * kw + e / 8] |=
+								(int32_t)(((src[w] >> (4 * i)) & 15u) << (4 * (e % 8)));
+					}
+			}
+	for (size_t row = 0; row < (size_t)n; row++)
+		for (size_t g = 0; g < gk; g++)
+			scale_bf16[row * gk + g] = scales[g * d.npad + row];
 	return 0;
 }

@@ -18,6 +18,7 @@ struct fg_kctx {
 	size_t scratch_bytes;
 	cudaEvent_t ev0, ev1;
 	int pdl; /* launch the matvec with programmatic dependent launch (sm_90+) */
+	int int4_kind;      /* FG_INT4_FMA or FG_INT4_MMA for new matrices */
 	unsigned *counters; /* FG_CTX_COUNTERS integers, zero between launches: "last block" counts */
 };
 

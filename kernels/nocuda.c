@@ -40,6 +40,24 @@ int fg_kctx_set_pdl(struct fg_kctx *ctx, int on)
 	return 0;
 }
 
+int fg_kctx_set_int4_kind(struct fg_kctx *ctx, int kind)
+{
+	(void)ctx, (void)kind;
+	return FG_INT4_FMA;
+}
+
+int fg_kctx_int4_kind(const struct fg_kctx *ctx)
+{
+	(void)ctx;
+	return FG_INT4_FMA;
+}
+
+size_t fg_kint4_bytes(const struct fg_kint4 *w)
+{
+	(void)w;
+	return 0;
+}
+
 int fg_kctx_sync(struct fg_kctx *ctx, struct fg_err *err)
 {
 	(void)ctx;

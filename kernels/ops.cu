@@ -498,7 +498,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 #pragma unroll
 			for (int h = 0; h < ATT_MAX_GRP; h++)
 				acc[u][h] = 0.0f;
-#pragma unroll 4
+#pragma unroll 8
 		for (int i = lane; i < head_dim; i += 32) {
 			float kv[ATT_KEYS];
 
@@ -553,7 +553,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 #pragma unroll
 		for (int h = 0; h < ATT_MAX_GRP; h++)
 			o[h] = 0.0f;
-#pragma unroll 8
+#pragma unroll 16
 		for (int j = 0; j < cnt; j++) {
 			float v = vb[(size_t)j * head_dim + i];
 
@@ -606,7 +606,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 		const float *w = sp + h * spn;
 		float acc = 0.0f;
 
-#pragma unroll 8
+#pragma unroll 16
 		for (int cc = 0; cc < used; cc++)
 			acc = fmaf(w[cc], __ldcg(ph + (size_t)cc * stride), acc);
 		out[((size_t)g * grp + h) * head_dim + i] = acc / sml[h][1];

@@ -51,6 +51,11 @@ extern "C" int fg_kctx_new(struct fg_kctx **out, struct fg_err *err)
 	FAIL_IF(cudaMalloc((void **)&c->counters, sizeof(unsigned) * FG_CTX_COUNTERS), "allocate CUDA counters");
 	FAIL_IF(cudaMemset(c->counters, 0, sizeof(unsigned) * FG_CTX_COUNTERS), "zero CUDA counters");
 	c->pdl = c->prop.major >= 9;
+	{
+		const char *k = getenv("FG_INT4_KERNEL");
+
+		c->int4_kind = k && !strcmp(k, "mma") ? FG_INT4_MMA : FG_INT4_FMA;
+	}
 #undef FAIL_IF
 	*out = c;
 	return 0;
@@ -79,6 +84,20 @@ extern "C" int fg_kctx_set_pdl(struct fg_kctx *c, int on)
 		return 0;
 	c->pdl = on && c->prop.major >= 9;
 	return c->pdl;
+}
+
+extern "C" int fg_kctx_set_int4_kind(struct fg_kctx *c, int kind)
+{
+	if (!c)
+		return FG_INT4_FMA;
+	if (kind == FG_INT4_FMA || kind == FG_INT4_MMA)
+		c->int4_kind = kind;
+	return c->int4_kind;
+}
+
+extern "C" int fg_kctx_int4_kind(const struct fg_kctx *c)
+{
+	return c ? c->int4_kind : FG_INT4_FMA;
 }
 
 extern "C" const char *fg_kctx_device_name(const struct fg_kctx *c)

@@ -145,6 +145,63 @@ static void test_layout(void)
 	}
 }
 
+/* The tensor-core layout: round trip, padding, sizes, the chunk offsets. */
+static void test_layout_mma(void)
+{
+	static const int shapes[][3] = {{1, 8, 128}, {1, 128, 128}, {31, 136, 128}, {32, 256, 32},
+					{33, 384, 64},  {65, 1000, 128}, {7, 96, 32},   {5, 520, 256}};
+	int seen[128] = {0}, once = 1;
+
+	for (int j = 0; j < 4; j++)
+		for (int w = 0; w < 4; w++)
+			for (int i = 0; i < 8; i++)
+				seen[fg_int4_chunk_offset(j, w, i)]++;
+	for (int e = 0; e < 128; e++)
+		once &= seen[e] == 1;
+	ok(once, "int4 mma layout: the 4 x 32 nibbles of a row's chunk are its 128 elements, each once");
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+		int n = shapes[s][0], k = shapes[s][1], G = shapes[s][2], pad_ok = 1;
+		int32_t *p, *p2;
+		uint16_t *sc, *sc2, *ts;
+		uint32_t *tw;
+		size_t wb, sb, words = (size_t)n * (k / 8), groups = (size_t)n * ((k + G - 1) / G);
+		struct fg_err err = {0};
+		struct fg_int4_mma_dims d;
+
+		int4_rand(&p, &sc, n, k, G);
+		fg_int4_mma_layout_size(&wb, &sb, n, k, G);
+		fg_int4_mma_dims(&d, n, k, G);
+		tw = malloc(wb);
+		ts = malloc(sb);
+		p2 = calloc(words, 4);
+		sc2 = calloc(groups, 2);
+		ok(fg_int4_mma_repack(tw, ts, p, sc, n, k, G, &err) == 0 &&
+			   fg_int4_mma_unpack(p2, sc2, tw, ts, n, k, G, &err) == 0 && !memcmp(p, p2, 4 * words) &&
+			   !memcmp(sc, sc2, 2 * groups),
+		   "int4 mma layout %d x %d group %d round-trips", n, k, G);
+		/* padding: rows past n and elements past k hold q = 0 (nibble 8), scales 0 */
+		for (int c = 0; c < d.chunks; c++)
+			for (int rb = 0; rb < d.rblocks; rb++)
+				for (int l = 0; l < 32; l++)
+					for (int w = 0; w < 4; w++)
+						for (int i = 0; i < 8; i++) {
+							int row = rb * 8 + l / 4, e = c * 128 + fg_int4_chunk_offset(l % 4, w, i);
+							uint32_t v = tw[(((size_t)c * d.rblocks + rb) * 32 + l) * 4 + w];
+
+							if ((row >= n || e >= k) && ((v >> (4 * i)) & 15u) != 8u)
+								pad_ok = 0;
+						}
+		for (int g = 0; g < d.groups; g++)
+			for (int r = 0; r < d.npad; r++)
+				if ((r >= n || g >= (k + G - 1) / G) && ts[(size_t)g * d.npad + r])
+					pad_ok = 0;
+		ok(pad_ok && d.npad % 8 == 0 && d.npad >= n && d.kpad % 128 == 0 && d.kpad % G == 0 && d.kpad >= k &&
+			   wb == (size_t)d.npad * d.kpad / 2 && sb == (size_t)d.npad * (d.kpad / G) * 2,
+		   "int4 mma layout %d x %d group %d pads with q = 0 and scale 0, sizes right", n, k, G);
+		free(p), free(p2), free(sc), free(sc2), free(tw), free(ts);
+	}
+}
+
 static void test_twins(void)
 {
 	/* int4 twin against a double-precision dot product */
@@ -254,6 +311,7 @@ static void test_twins(void)
 
 static struct fg_kctx *ctx;
 static struct fg_err gerr;
+static const char *kind_name = "fma"; /* the int4 kernel under test */
 
 static void *dput(const void *h, size_t n)
 {
@@ -332,10 +390,10 @@ static void gpu_int4(void)
 			double wr = worst_rel(g1, ref, a, (size_t)m * n, 1e-30, 2e-6);
 
 			ok(wr <= 1.0,
-			   "int4 matvec n %d k %d m %d group %d splits %d vs twin: |d| <= 2e-6 sum|wx| (worst %.2f of it)", n,
-			   k, m, G, w->splits, wr);
-			ok(!memcmp(g1, g2, sizeof(float) * m * n), "int4 matvec n %d k %d m %d: two runs bit-identical", n,
-			   k, m);
+			   "int4 %s matvec n %d k %d m %d group %d splits %d vs twin: |d| <= 2e-6 sum|wx| (worst %.2f of it)",
+			   kind_name, n, k, m, G, w->splits, wr);
+			ok(!memcmp(g1, g2, sizeof(float) * m * n), "int4 %s matvec n %d k %d m %d: two runs bit-identical",
+			   kind_name, n, k, m);
 		}
 		fg_kint4_free(ctx, w);
 		fg_kmem_free(ctx, dx);
@@ -398,7 +456,7 @@ static void gpu_int4_chain(void)
 			md = fmax(md, fabs((double)g_on[i] - h[3][i]));
 		}
 		ok(!rc && !memcmp(g_on, g_off, 4 * dims[3]),
-		   "three dependent int4 matvecs: PDL on and off give identical bits %s", rc ? gerr.msg : "");
+		   "three dependent int4 %s matvecs: PDL on and off give identical bits %s", kind_name, rc ? gerr.msg : "");
 		ok(!rc && md <= 1e-5 * mx, "... and match the twins within 1e-5 of max|y| (max |d| %.3g, max|y| %.3g)", md,
 		   mx);
 	}
@@ -668,8 +726,8 @@ static void gpu_fused(void)
 	{
 		static const int cases[][3] = {{100, 10240, 128}, {33, 128, 32}, {2560, 256, 128}};
 
-		for (size_t c = 0; c < 3; c++) {
-			int n = cases[c][0], k = cases[c][1], G = cases[c][2];
+		for (size_t c = 0; c < 6; c++) {
+			int n = cases[c % 3][0], k = cases[c % 3][1], G = cases[c % 3][2];
 			int32_t *p;
 			uint16_t *sc;
 			float *gt = fvec(k, -4, 4), *up = fvec(k, -2, 2), *x = malloc(4 * k), *ref = malloc(4 * n),
@@ -678,6 +736,8 @@ static void gpu_fused(void)
 			void *dg = dput(gt, 4 * k), *du = dput(up, 4 * k), *dy = dnew(4 * n);
 			int rc;
 
+			kind_name = c < 3 ? "fma" : "mma";
+			fg_kctx_set_int4_kind(ctx, c < 3 ? FG_INT4_FMA : FG_INT4_MMA);
 			int4_rand(&p, &sc, n, k, G);
 			fg_ref_geglu(x, gt, up, k);
 			fg_ref_int4_matvec(ref, p, sc, x, 1, n, k, G);
@@ -685,12 +745,13 @@ static void gpu_fused(void)
 			rc = fg_kint4_new(ctx, &w, p, sc, n, k, G, 0, &gerr) ||
 			     fg_k_int4_matvec_geglu(ctx, dy, w, dg, du, &gerr) || dget(gg, dy, 4 * n);
 			ok(!rc && worst_rel(gg, ref, a, n, 1e-30, 3e-6) <= 1,
-			   "int4 matvec with GeGLU input n %d k %d group %d vs twins (3e-6 sum|wx|) %s", n, k, G,
-			   rc ? gerr.msg : "");
+			   "int4 %s matvec with GeGLU input n %d k %d group %d vs twins (3e-6 sum|wx|) %s", kind_name, n, k,
+			   G, rc ? gerr.msg : "");
 			fg_kint4_free(ctx, w);
 			fg_kmem_free(ctx, dg), fg_kmem_free(ctx, du), fg_kmem_free(ctx, dy);
 			free(p), free(sc), free(gt), free(up), free(x), free(ref), free(a), free(gg);
 		}
+		fg_kctx_set_int4_kind(ctx, FG_INT4_FMA);
 	}
 	{
 		static const int cases[][6] = {/* heads, kv heads, d, cap, pos, proportional */
@@ -778,7 +839,8 @@ static void gpu_graph(void)
 #undef CHAIN
 	ok(!rc && !memcmp(got_direct, got_graph, sizeof(got_graph)) &&
 		   (got_direct[0] != got_direct[1] || got_direct[1] != got_direct[2]),
-	   "captured graph replays give the direct launches' tokens (%d %d %d) %s", rc ? -1 : got_graph[0],
+	   "captured graph replays (%s int4) give the direct launches' tokens (%d %d %d) %s", kind_name,
+	   rc ? -1 : got_graph[0],
 	   rc ? -1 : got_graph[1], rc ? -1 : got_graph[2], rc ? gerr.msg : "");
 	fg_kgraph_free(g);
 	fg_kint4_free(ctx, m);
@@ -833,6 +895,7 @@ int main(int argc, char **argv)
 		return fault_child();
 
 	test_layout();
+	test_layout_mma();
 	test_twins();
 #ifdef FG_HAVE_CUDA
 	ok(fg_cuda_built() == 1, "built with CUDA kernels (nvcc present)");
@@ -851,8 +914,14 @@ int main(int argc, char **argv)
 		return tap_done();
 	}
 	printf("# device: %s\n", fg_kctx_device_name(ctx));
-	gpu_int4();
-	gpu_int4_chain();
+	for (int kind = FG_INT4_FMA; kind <= FG_INT4_MMA; kind++) {
+		kind_name = kind == FG_INT4_MMA ? "mma" : "fma";
+		fg_kctx_set_int4_kind(ctx, kind);
+		gpu_int4();
+		gpu_int4_chain();
+		gpu_graph();
+	}
+	fg_kctx_set_int4_kind(ctx, FG_INT4_FMA);
 	gpu_bf16_matvec();
 	gpu_norms();
 	gpu_rope();
@@ -860,7 +929,6 @@ int main(int argc, char **argv)
 	gpu_attention();
 	gpu_argmax();
 	gpu_fused();
-	gpu_graph();
 	fg_kctx_free(ctx);
 	gpu_fault();
 	return tap_done();
