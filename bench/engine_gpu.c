@@ -4,17 +4,21 @@
  * Random INT4 g128 weights with Gemma 4 E4B's body shapes (42 layers, 35
  * sliding + 7 full, K/V projections only in the first 24 layers, PLE gate and
  * projection per layer, the per-layer model projection), uploaded through the
- * same repack the engine uses. In one run it measures:
+ * same repack the engine uses, once for each INT4 kernel (fma: CUDA cores;
+ * mma: tensor cores). In one run it measures:
  *   - the device's read bandwidth (a 16-byte-load sweep over 4 GiB), the
  *     ceiling;
- *   - all body linears of one decode step, one launch per matrix, and fused
- *     (q|k|v and gate|up concatenated), direct and as a CUDA graph, M = 1
- *     and M = 4 / 8 (the speculative verify shape);
+ *   - for each kernel, all body linears of one decode step, fused (q|k|v and
+ *     gate|up concatenated; fma also one launch per matrix), direct and as a
+ *     CUDA graph, M = 1 and M = 4 / 8 (the speculative verify shape);
  *   - a whole synthetic decode step: embedding, PLE, every layer's norms,
  *     RoPE, KV store, attention at position FG_BENCH_POS, GeGLU, residuals,
- *     a 12k-row keepset INT4 head and softcap + argmax, as one CUDA graph.
+ *     a 12k-row keepset INT4 head and softcap + argmax, as one CUDA graph,
+ *     for each kernel;
  *   - with FG_BENCH_MODEL=DIR, the engine itself on that checkpoint (e.g. the
- *     tiny fixtures): greedy tokens/s with --device cuda and cpu, same ids.
+ *     tiny fixtures): greedy tokens/s with --device cuda (each kernel) and
+ *     cpu, same ids.
+ * FG_BENCH_PROFILE=1 times nothing: two direct steps per kernel, for ncu.
  * Timing: warm-up steps first (FG_BENCH_WARM, default 64), then FG_BENCH_STEPS
  * (default 128) replays per repetition, median of FG_BENCH_REPS (default 5). */
 #include <math.h>
