@@ -34,9 +34,17 @@ KERNEL_OBJS :=
 BIN     ?= fgpack
 all: $(BIN)
 
-$(BIN): $(OBJ_CMD) $(LIBFG) $(KERNEL_OBJS)
+# ./fgpack loads libcurl, libarchive and libmicrohttpd on first use (cmd/lazy/libs.c)
+LAZY_LIBS := -lcurl -larchive -lmicrohttpd
+ifeq ($(shell uname -m),x86_64)
+BIN_LAZY := $(BUILD)/cmd/lazy/libs.o
+BIN_LIBS  = $(filter-out $(LAZY_LIBS),$(LDLIBS)) -ldl
+else
+BIN_LIBS  = $(LDLIBS)
+endif
+$(BIN): $(OBJ_CMD) $(BIN_LAZY) $(LIBFG) $(KERNEL_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $(OBJ_CMD) $(LIBFG) $(KERNEL_OBJS) $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $(OBJ_CMD) $(BIN_LAZY) $(LIBFG) $(KERNEL_OBJS) $(BIN_LIBS)
 
 $(LIBFG): $(OBJ_LIB)
 	@mkdir -p $(@D)

@@ -816,8 +816,14 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 		return fg_err_set(err, FG_EMISMATCH,
 				  "--locked: the lock has no up-to-date entry for %s (run 'fgpack lock')", o->key);
 	if (usable && !o->refresh && !o->locked) {
-		/* fast path: the lock says it all */
-		rc = plan_from_lock(&p, old, m, env, err);
+		/* fast path: the lock says it all; nothing is planned when every blob is there */
+		int all = 1;
+
+		for (ci = 0; all && ci < old->n_components; ci++)
+			for (i = 0; all && i < old->components[ci]->n_files; i++)
+				all = fg_store_has(st, old->components[ci]->files[i].sha256);
+		if (!all)
+			rc = plan_from_lock(&p, old, m, env, err);
 		for (i = 0; !rc && i < p.n; i++)
 			if (!fg_store_has(st, p.w[i].expect))
 				break;
@@ -827,8 +833,14 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 		for (ci = 0; !rc && h && i < p.n && ci < p.n; ci++)
 			if (p.w[ci].no_auth && !fg_store_has(st, p.w[ci].expect))
 				rc = probe_url(&p.w[ci], h, p.w[ci].url, 1, err);
-		if (!rc && i == p.n) {
+		if (!rc && all) {
 			/* everything is in the store: nothing to fetch, no socket */
+			for (ci = 0; ci < old->n_components; ci++)
+				for (i = 0; i < old->components[ci]->n_files; i++) {
+					rep->fetch.bytes_present += old->components[ci]->files[i].size;
+					rep->fetch.files_present++;
+				}
+		} else if (!rc && i == p.n) {
 			for (i = 0; i < p.n; i++)
 				rep->fetch.bytes_present += p.w[i].size;
 			rep->fetch.files_present = p.n;
