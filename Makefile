@@ -42,6 +42,13 @@ BIN_LIBS  = $(filter-out $(LAZY_LIBS),$(LDLIBS)) -ldl
 else
 BIN_LIBS  = $(LDLIBS)
 endif
+$(BUILD)/cmd/lazy/syms.h: $(OBJ_CMD) $(LIBFG)
+	@mkdir -p $(@D)
+	nm -u $(OBJ_CMD) $(LIBFG) | awk '$$1 == "U" { n = $$2; sub(/@.*/, "", n); \
+		if (n ~ /^curl_/) print "LAZY(LIB_CURL, " n ")"; else if (n ~ /^archive_/) print "LAZY(LIB_ARCHIVE, " n ")"; \
+		else if (n ~ /^MHD_/) print "LAZY(LIB_MHD, " n ")" }' | sort -u >$@.tmp && mv $@.tmp $@
+$(BUILD)/cmd/lazy/libs.o: cmd/lazy/libs.c $(BUILD)/cmd/lazy/syms.h
+	$(CC) $(CFLAGS) -I$(BUILD)/cmd/lazy -c -o $@ $<
 $(BIN): $(OBJ_CMD) $(BIN_LAZY) $(LIBFG) $(KERNEL_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $(OBJ_CMD) $(BIN_LAZY) $(LIBFG) $(KERNEL_OBJS) $(BIN_LIBS)
