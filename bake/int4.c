@@ -251,7 +251,7 @@ int fg_int4_is_target(const char *name)
 
 /* Input bytes per piece: quantized per round, passed through per write,
  * hashed per queued item. */
-#define BLOCK_BYTES ((size_t)4 << 20)
+#define BLOCK_BYTES ((size_t)1 << 20)
 
 struct infile {
 	char *name;        /* relative to src */
@@ -998,7 +998,7 @@ static int bake_tensor(struct bake *b, struct flow *f, const struct job *j, int 
 	if (brows < 1)
 		brows = 1;
 	if (cols * 2 > BLOCK_BYTES)
-		return tensor_err(err, FG_EUNSUPPORTED, t, "rows wider than 2M columns are not supported");
+		return tensor_err(err, FG_EUNSUPPORTED, t, "rows wider than 512K columns are not supported");
 	scale_bytes = rows * (cols / group) * 2;
 	scales = malloc(scale_bytes);
 	if (!scales)
