@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "tap.h"
+#include "engine_test.h"
 
 #include "engine/cpu/ops.h"
 #include "engine/config.h"
@@ -57,32 +58,6 @@ static void free_oracle(struct oracle *o)
 {
 	cJSON_Delete(o->json);
 	free(o->logits);
-}
-
-static int32_t *ids_of(const cJSON *arr, int *n)
-{
-	int32_t *ids = malloc(sizeof(int32_t) * (size_t)(cJSON_GetArraySize(arr) + 1));
-	const cJSON *it;
-	int i = 0;
-
-	cJSON_ArrayForEach(it, arr) ids[i++] = (int32_t)it->valuedouble;
-	*n = i;
-	return ids;
-}
-
-struct gen {
-	int32_t ids[64];
-	int n;
-};
-
-static int on_token(void *user, int32_t tok, const float *logits, int n_vocab)
-{
-	struct gen *g = user;
-
-	(void)logits;
-	(void)n_vocab;
-	g->ids[g->n++] = tok;
-	return g->n >= 64;
 }
 
 static struct fg_engine *load(const char *dir, int threads, int window)

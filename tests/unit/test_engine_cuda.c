@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "tap.h"
+#include "engine_test.h"
 
 #include "engine/engine.h"
 #include "fsutil.h"
@@ -33,31 +34,6 @@ static struct fg_engine *load(const char *dir, int device, int window, struct fg
 	if (fg_engine_load(&e, dir, &o, err))
 		return NULL;
 	return e;
-}
-
-static int32_t *ids_of(const cJSON *arr, int *n)
-{
-	int32_t *ids = malloc(sizeof(int32_t) * (size_t)(cJSON_GetArraySize(arr) + 1));
-	const cJSON *it;
-	int i = 0;
-
-	cJSON_ArrayForEach(it, arr) ids[i++] = (int32_t)it->valuedouble;
-	*n = i;
-	return ids;
-}
-
-struct gen {
-	int32_t ids[64];
-	int n;
-};
-
-static int on_token(void *user, int32_t tok, const float *logits, int n_vocab)
-{
-	struct gen *g = user;
-
-	(void)logits, (void)n_vocab;
-	g->ids[g->n++] = tok;
-	return g->n >= 64;
 }
 
 static double maxdiff(const float *a, const float *b, size_t n)
