@@ -159,6 +159,23 @@ static int parse_ids(const char *text, size_t len, int32_t **ids, size_t *n, str
 	return 0;
 }
 
+/* Asks for transparent huge pages over the 2 MiB-aligned part of a big
+ * buffer (advice only): first touches of fresh 4 KiB pages of the ids were
+ * a tenth of the encoding time. */
+static void huge_pages(void *p, size_t bytes)
+{
+#ifdef MADV_HUGEPAGE
+	const uintptr_t huge = (uintptr_t)2 << 20;
+	uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1), e = ((uintptr_t)p + bytes) & ~(huge - 1);
+
+	if (e > a)
+		madvise((void *)a, (size_t)(e - a), MADV_HUGEPAGE);
+#else
+	(void)p;
+	(void)bytes;
+#endif
+}
+
 static double clock_s(clockid_t id)
 {
 	struct timespec ts;
@@ -185,6 +202,7 @@ static int run(const struct fg_tokenizer *tok, const char *data, size_t len, int
 			rc = fg_err_set(err, FG_ENOMEM, "out of memory for %zu ids", cap);
 			goto done;
 		}
+		huge_pages(ids, cap * sizeof(*ids));
 		if (!(rc = fg_tokenizer_encode_append(tok, s, data, len, flags, &ids, &n, &cap, err)))
 			rc = put_ids(out, ids, n, err);
 		goto done;

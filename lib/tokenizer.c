@@ -13,10 +13,15 @@
  *
  * Gemma's Split pre-tokenizer never splits (the normalizer has already turned
  * every " " into "▁"), so a whole line is one BPE word. To make that fast we
- * cut it before each "▁" whose preceding character c never precedes "▁"
- * inside any merge result: no merge can then join the two sides, and BPE on
- * the parts gives exactly BPE on the whole. The parts repeat a lot and are
- * cached per scratch. */
+ * cut it between adjacent characters c and d that are no "junction": no
+ * merge joins a piece ending in c to a piece starting with d (derived from
+ * the merges at load time), so no symbol can ever span the cut, and BPE on
+ * the parts gives exactly BPE on the whole (proof at cut_words). Cheap cuts
+ * first, before "▁"; words longer than CUT_MIN bytes (unspaced Chinese or
+ * Thai) are cut further at every such pair. The parts repeat a lot and are
+ * cached per scratch; with Gemma's normalizer (one Replace of " " by "▁")
+ * the cutting and the cache work on the raw text, and only a word missing
+ * from the cache is normalized. */
 #include "tokenizer.h"
 
 #include <errno.h>
@@ -39,6 +44,7 @@
 #define CACHE_SLOTS_MAX ((size_t)1 << 18)
 #define CACHE_SLOTS_MIN ((size_t)1 << 8)
 #define CACHE_MAX_WORD 128
+#define CUT_MIN 32
 #define CACHE_ARENA_MAX ((size_t)32 << 20)
 #define CP_CACHE 4096
 #define PAIR_CACHE 8192
@@ -112,8 +118,17 @@ struct fg_tokenizer {
 	size_t split_len;
 	int32_t unk_id;
 	int byte_fallback, fuse_unk, ignore_merges;
-	uint32_t *glue; /* code points that precede "▁" inside some merge result, sorted */
-	size_t n_glue;
+	/* junctions: pairs of code points (c, d) such that some merge joins a
+	 * left piece ending in c to a right piece starting with d; no symbol
+	 * can ever span two adjacent characters that are not one (see cut_ok) */
+	uint64_t *junc; /* ~(c << 32 | d); 0 = empty */
+	size_t jmask, n_junc;
+	uint64_t jascii[128][2]; /* bit d of jascii[c]: (c, d) is one, for c, d < 128 */
+	/* the normalizer is one Replace of the ASCII byte raw_space by "▁" and
+	 * nothing else changes the text: words are cut and cached on the raw
+	 * text, and only a word not in the cache is normalized */
+	int raw_words;
+	unsigned char raw_space;
 	int32_t *tmpl_pre, *tmpl_post;
 	size_t n_pre, n_post;
 	int32_t bos_id, eos_id;
@@ -1204,50 +1219,78 @@ static int load_post_processor(struct fg_tokenizer *t, const cJSON *o, struct fg
 	return 0;
 }
 
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+/* Invalid UTF-8 (a code point of UINT32_MAX from last_cp) as a junction side. */
+#define CP_INVALID (UINT32_MAX - 1)
 
-	return x < y ? -1 : x > y;
+static uint64_t junc_key(uint32_t c, uint32_t d)
+{
+	return ((uint64_t)c << 32) | d;
 }
 
-static int glue_has(const struct fg_tokenizer *t, uint32_t cp)
+/* 1 when some merge joins a piece ending in c to one starting with d. */
+static inline int junction(const struct fg_tokenizer *t, uint32_t c, uint32_t d)
 {
-	size_t lo = 0, hi = t->n_glue;
+	uint64_t nk;
+	size_t i;
 
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-
-		if (t->glue[mid] == cp)
+	if ((c | d) < 128)
+		return (int)((t->jascii[c][d >> 6] >> (d & 63)) & 1);
+	if (!t->junc)
+		return 0;
+	nk = ~junc_key(c, d);
+	for (i = hash_u64(nk) & t->jmask; t->junc[i]; i = (i + 1) & t->jmask)
+		if (t->junc[i] == nk)
 			return 1;
-		if (t->glue[mid] < cp)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	return 0;
 }
 
-/* Records every code point that precedes "▁" inside s (an invalid byte as
- * UINT32_MAX - 1). "▁" is E2 96 81, and E2 never continues a sequence. */
-static int note_glue(struct fg_tokenizer *t, const char *s, size_t n, size_t *cap, struct fg_err *err)
+static int junc_put(uint64_t *tab, size_t mask, uint64_t nk)
 {
-	const unsigned char *u = (const unsigned char *)s, *q;
-	size_t i = 1;
-	int rc;
+	size_t i;
 
-	while (i + 3 <= n && (q = memchr(u + i, 0xe2, n - i - 2))) {
-		uint32_t cp;
+	for (i = hash_u64(nk) & mask; tab[i]; i = (i + 1) & mask)
+		if (tab[i] == nk)
+			return 0;
+	tab[i] = nk;
+	return 1;
+}
 
-		i = (size_t)(q - u);
-		if (q[1] == 0x96 && q[2] == 0x81) {
-			last_cp(u, q, &cp);
-			if ((rc = grow_array((void **)&t->glue, cap, t->n_glue + 1, sizeof(*t->glue), err)))
-				return rc;
-			t->glue[t->n_glue++] = cp == UINT32_MAX ? UINT32_MAX - 1 : cp;
-		}
-		i++;
+/* Records the junction of the merge of pieces a and b (whose text is
+ * a + b, checked by the caller): the last code point of a, the first of b. */
+static int note_junction(struct fg_tokenizer *t, const char *a, size_t a_len, const char *b, size_t b_len,
+			 struct fg_err *err)
+{
+	const unsigned char *ua = (const unsigned char *)a, *ub = (const unsigned char *)b;
+	uint32_t c, d;
+	size_t i;
+
+	if (!a_len || !b_len)
+		return 0;
+	last_cp(ua, ua + a_len, &c);
+	if (!utf8_len(ub, b_len, &d))
+		d = UINT32_MAX;
+	if (c == UINT32_MAX)
+		c = CP_INVALID;
+	if (d == UINT32_MAX)
+		d = CP_INVALID;
+	if ((c | d) < 128) {
+		t->jascii[c][d >> 6] |= (uint64_t)1 << (d & 63);
+		return 0;
 	}
+	if ((t->n_junc + 1) * 2 > t->jmask + 1 || !t->junc) {
+		size_t n = t->junc ? (t->jmask + 1) * 2 : 4096;
+		uint64_t *nt = xcalloc(n, sizeof(*nt), err);
+
+		if (!nt)
+			return FG_ENOMEM;
+		for (i = 0; t->junc && i <= t->jmask; i++)
+			if (t->junc[i])
+				junc_put(nt, n - 1, t->junc[i]);
+		free(t->junc);
+		t->junc = nt;
+		t->jmask = n - 1;
+	}
+	t->n_junc += (size_t)junc_put(t->junc, t->jmask, ~junc_key(c, d));
 	return 0;
 }
 
@@ -1327,7 +1370,7 @@ static int build(struct fg_tokenizer *t, struct lctx *l, size_t n_vocab_ents, st
 {
 	const cJSON *m = l->model, *o;
 	const char *type = fg_json_str(m, "type"), *unk;
-	size_t i, cap, pos, glue_cap = 0;
+	size_t i, cap, pos;
 	int32_t max_id = -1;
 	int rc;
 
@@ -1452,7 +1495,7 @@ static int build(struct fg_tokenizer *t, struct lctx *l, size_t n_vocab_ents, st
 				return fg_err_set(err, FG_EUNSUPPORTED,
 						  "merge %zu: result '%.*s' is not in the vocabulary (not supported)",
 						  i + k, (int)(pm->a_len + pm->b_len), a);
-			if ((rc = note_glue(t, a, (size_t)pm->a_len + pm->b_len, &glue_cap, err)))
+			if ((rc = note_junction(t, a, pm->a_len, b, pm->b_len, err)))
 				return rc;
 			keys[k] = pair_key(t->vslots[va].id, t->vslots[vb].id);
 			res[k] = t->vslots[vr].id;
@@ -1472,15 +1515,6 @@ static int build(struct fg_tokenizer *t, struct lctx *l, size_t n_vocab_ents, st
 			t->mslots[s].result = res[k];
 		}
 	}
-	if (t->n_glue) {
-		size_t w = 0;
-
-		qsort(t->glue, t->n_glue, sizeof(*t->glue), cmp_u32);
-		for (i = 0; i < t->n_glue; i++)
-			if (!w || t->glue[w - 1] != t->glue[i])
-				t->glue[w++] = t->glue[i];
-		t->n_glue = w;
-	}
 
 	o = cJSON_GetObjectItemCaseSensitive(l->root, "normalizer");
 	if (!is_null(o) && (rc = load_normalizer(t, o, err)))
@@ -1497,6 +1531,16 @@ static int build(struct fg_tokenizer *t, struct lctx *l, size_t n_vocab_ents, st
 	t->has_decoder = !is_null(o);
 	if (t->has_decoder && (rc = load_decoder(t, o, err)))
 		return fg_err_wrap(err, "decoder");
+	/* raw words: normalizing a word on its own then gives what normalizing
+	 * the whole text gives, and the Split (if any) looks for that byte,
+	 * which no normalized text holds any more */
+	if (t->n_norm == 1 && t->norm[0].kind == N_REPLACE && t->norm[0].pat_len == 1 &&
+	    (unsigned char)t->norm[0].pat[0] < 0x80 && t->norm[0].rep_len == 3 &&
+	    !memcmp(t->norm[0].rep, "\xe2\x96\x81", 3) && !t->ignore_merges &&
+	    (!t->split_behavior || (t->split_len == 1 && t->split_pat[0] == t->norm[0].pat[0]))) {
+		t->raw_words = 1;
+		t->raw_space = (unsigned char)t->norm[0].pat[0];
+	}
 	return 0;
 }
 
@@ -1625,7 +1669,7 @@ void fg_tokenizer_free(struct fg_tokenizer *t)
 	free(t->trie);
 	free_steps(t->norm, t->n_norm);
 	free(t->split_pat);
-	free(t->glue);
+	free(t->junc);
 	free(t->tmpl_pre);
 	free(t->tmpl_post);
 	free_steps(t->dec, t->n_dec);
@@ -1639,18 +1683,24 @@ struct section {
 	int32_t added; /* index into tok->added, or -1 for text */
 };
 
-/* A word-cache slot (tag 0: empty). The word's bytes lie at off in the
- * scratch's cache arena, followed (padded to 4 bytes) by its ids when it has
- * more than one; a one-id word keeps its id here. The tag (high hash bits) is
- * in the slot so that probing past other words costs no second memory read. */
+/* A word-cache slot (tag 0: empty), 32 bytes, so that a lookup of a short
+ * word reads one cache line: the word's bytes when it has at most KEY_INLINE
+ * (else their offset in the scratch's cache arena, in key's first 4 bytes),
+ * its ids when it has at most IDS_INLINE (else ids[0] is their offset in the
+ * arena). The tag holds high bits of the word's hash. */
+#define KEY_INLINE 14
+#define IDS_INLINE 3
 struct cslot {
-	uint32_t tag, off;
-	uint16_t klen, n_ids;
-	int32_t id0;
+	uint32_t tag;
+	uint8_t klen, n_ids;
+	char key[KEY_INLINE];
+	int32_t ids[IDS_INLINE];
 };
+_Static_assert(sizeof(struct cslot) == 32, "a word-cache slot is 32 bytes");
 
 struct fg_tok_scratch {
 	struct fg_buf norm, norm2; /* normalized text, and the other half of a swap */
+	struct fg_buf wnorm;       /* a raw word normalized (raw_words) */
 	size_t *pieces; /* pairs of [a, b) offsets into the normalized text */
 	size_t n_pieces, pieces_cap;
 	int32_t *sym_id, *sym_next, *sym_prev;
@@ -1673,6 +1723,7 @@ struct fg_tok_scratch {
 	/* word cache: n_slots is 0 or a power of two */
 	struct cslot *cache;
 	size_t n_slots, n_cached;
+	size_t cache_bytes; /* mapped size of cache (big_alloc), 0 when from malloc */
 	struct fg_buf carena;
 	uint64_t stamp; /* the tokenizer the caches above were filled for */
 };
@@ -1688,12 +1739,15 @@ int fg_tok_scratch_new(struct fg_tok_scratch **out, struct fg_err *err)
 	return 0;
 }
 
+static void cache_free(struct cslot *c, size_t bytes);
+
 void fg_tok_scratch_free(struct fg_tok_scratch *s)
 {
 	if (!s)
 		return;
 	fg_buf_release(&s->norm);
 	fg_buf_release(&s->norm2);
+	fg_buf_release(&s->wnorm);
 	free(s->pieces);
 	free(s->sym_id);
 	free(s->sym_next);
@@ -1702,7 +1756,7 @@ void fg_tok_scratch_free(struct fg_tok_scratch *s)
 	free(s->sym_len);
 	free(s->sym_hash);
 	free(s->heap);
-	free(s->cache);
+	cache_free(s->cache, s->cache_bytes);
 	fg_buf_release(&s->carena);
 	free(s);
 }
@@ -1951,6 +2005,28 @@ static int bpe_word(const struct fg_tokenizer *t, struct fg_tok_scratch *s, cons
 	return 0;
 }
 
+/* Word-cache tables of 2 MiB and more are mapped (zeroed, on huge pages):
+ * first touches of fresh 4 KiB pages were a tenth of an encode's time. */
+static struct cslot *cache_alloc(size_t n, size_t *bytes, struct fg_err *err)
+{
+	struct cslot *c;
+
+	*bytes = 0;
+	if (n * sizeof(*c) >= ((size_t)2 << 20))
+		return big_alloc(n, sizeof(*c), bytes, err);
+	if (!(c = aligned_alloc(64, n * sizeof(*c)))) /* whole slots in each cache line */
+		return fg_err_set(err, FG_ENOMEM, "out of memory"), NULL;
+	return memset(c, 0, n * sizeof(*c));
+}
+
+static void cache_free(struct cslot *c, size_t bytes)
+{
+	if (bytes)
+		big_free(c, bytes);
+	else
+		free(c);
+}
+
 static void cache_reset(struct fg_tok_scratch *s)
 {
 	memset(s->cache, 0, s->n_slots * sizeof(*s->cache));
@@ -1967,12 +2043,22 @@ static size_t cache_free_slot(const struct fg_tok_scratch *s, uint64_t h)
 	return i;
 }
 
+static const char *cache_key(const struct fg_tok_scratch *s, const struct cslot *c)
+{
+	uint32_t off;
+
+	if (c->klen <= KEY_INLINE)
+		return c->key;
+	memcpy(&off, c->key, sizeof(off));
+	return s->carena.data + off;
+}
+
 /* Makes room for one more word: a bigger table (rehashing), or, at the
  * largest size or with too many arena bytes, an empty one. */
 static int cache_room(struct fg_tok_scratch *s, struct fg_err *err)
 {
 	struct cslot *old = s->cache, *ns;
-	size_t i, n, old_n = s->n_slots;
+	size_t i, n, old_n = s->n_slots, old_bytes = s->cache_bytes;
 
 	if (old_n && (s->n_cached + 1) * 2 <= old_n && s->carena.len <= CACHE_ARENA_MAX)
 		return 0;
@@ -1981,18 +2067,16 @@ static int cache_room(struct fg_tok_scratch *s, struct fg_err *err)
 		return 0;
 	}
 	n = old_n ? old_n * 2 : CACHE_SLOTS_MIN;
-	ns = calloc(n, sizeof(*ns));
-	if (!ns)
-		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	if (!(ns = cache_alloc(n, &s->cache_bytes, err))) {
+		s->cache_bytes = old_bytes;
+		return FG_ENOMEM;
+	}
 	s->cache = ns;
 	s->n_slots = n;
 	for (i = 0; i < old_n; i++)
-		if (old[i].tag) {
-			const struct cslot *c = &old[i];
-
-			ns[cache_free_slot(s, hash_bytes(s->carena.data + c->off, c->klen))] = *c;
-		}
-	free(old);
+		if (old[i].tag)
+			ns[cache_free_slot(s, hash_bytes(cache_key(s, &old[i]), old[i].klen))] = old[i];
+	cache_free(old, old_bytes);
 	return 0;
 }
 
@@ -2044,84 +2128,196 @@ static int emit_n(struct out_ids *o, const void *src, size_t n, struct fg_err *e
 	return 0;
 }
 
+/* BPE of a word of the text as the model sees it: a raw word (raw_words)
+ * is normalized first, into s->wnorm. */
+static int bpe_text(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const char *w, size_t len,
+		    struct out_ids *o, struct fg_err *err)
+{
+	const char *p = w, *q, *end = w + len;
+	char *d;
+	int rc;
+
+	if (!t->raw_words || !(q = memchr(w, t->raw_space, len)))
+		return bpe_word(t, s, w, len, o, err);
+	if (len > SIZE_MAX / 3 - 1)
+		return fg_err_set(err, FG_ENOMEM, "word too long");
+	fg_buf_reset(&s->wnorm);
+	if ((rc = fg_buf_reserve(&s->wnorm, 3 * len, err)))
+		return rc;
+	d = s->wnorm.data;
+	do {
+		memcpy(d, p, (size_t)(q - p));
+		d += q - p;
+		memcpy(d, "\xe2\x96\x81", 3);
+		d += 3;
+		p = q + 1;
+	} while (p < end && (q = memchr(p, t->raw_space, (size_t)(end - p))));
+	memcpy(d, p, (size_t)(end - p));
+	d += end - p;
+	return bpe_word(t, s, s->wnorm.data, (size_t)(d - s->wnorm.data), o, err);
+}
+
 /* BPE of a word through the scratch's cache. */
 static int word(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const char *w, size_t len,
 		struct out_ids *o, struct fg_err *err)
 {
 	static const char pad[4];
 	uint64_t h;
-	uint32_t tag;
-	size_t i, before, k, off;
+	uint32_t tag, off;
+	size_t i, before, k;
 	struct cslot *c;
 	int rc;
 
 	if (len > CACHE_MAX_WORD || !len)
-		return bpe_word(t, s, w, len, o, err);
+		return bpe_text(t, s, w, len, o, err);
 	h = hash_bytes(w, len);
 	tag = (uint32_t)(h >> 32) | 1;
 	if (s->n_slots)
 		for (i = h & (s->n_slots - 1); (c = &s->cache[i])->tag; i = (i + 1) & (s->n_slots - 1)) {
-			if (c->tag != tag || c->klen != len || !key_eq(s->carena.data + c->off, w, len))
+			if (c->tag != tag || c->klen != len || !key_eq(cache_key(s, c), w, len))
 				continue;
-			if (c->n_ids == 1)
-				return emit(o, c->id0, err);
-			return emit_n(o, s->carena.data + c->off + ((len + 3) & ~(size_t)3), c->n_ids, err);
+			if (c->n_ids > IDS_INLINE) {
+				memcpy(&off, c->ids, sizeof(off));
+				return emit_n(o, s->carena.data + off, c->n_ids, err);
+			}
+			if (__builtin_expect(*o->n + IDS_INLINE > *o->cap, 0) &&
+			    (rc = grow_array((void **)o->ids, o->cap, *o->n + IDS_INLINE, sizeof(int32_t), err)))
+				return rc;
+			memcpy(*o->ids + *o->n, c->ids, sizeof(c->ids));
+			*o->n += c->n_ids;
+			return 0;
 		}
 	before = *o->n;
-	if ((rc = bpe_word(t, s, w, len, o, err)) || (rc = cache_room(s, err)))
+	if ((rc = bpe_text(t, s, w, len, o, err)) || (rc = cache_room(s, err)))
 		return rc;
 	k = *o->n - before;
-	off = s->carena.len;
-	if ((rc = fg_buf_append(&s->carena, w, len, err)) ||
-	    (rc = fg_buf_append(&s->carena, pad, ((len + 3) & ~(size_t)3) - len, err)) ||
-	    (k > 1 && (rc = fg_buf_append(&s->carena, *o->ids + before, k * sizeof(int32_t), err))))
-		return rc;
 	c = &s->cache[cache_free_slot(s, h)];
+	memset(c, 0, sizeof(*c));
+	if (len <= KEY_INLINE) {
+		memcpy(c->key, w, len);
+	} else {
+		off = (uint32_t)s->carena.len;
+		memcpy(c->key, &off, sizeof(off));
+		if ((rc = fg_buf_append(&s->carena, w, len, err)))
+			return rc;
+	}
+	if (k <= IDS_INLINE) {
+		memcpy(c->ids, *o->ids + before, k * sizeof(int32_t));
+	} else {
+		if ((rc = fg_buf_append(&s->carena, pad, (4 - (s->carena.len & 3)) & 3, err)))
+			return rc;
+		off = (uint32_t)s->carena.len;
+		memcpy(c->ids, &off, sizeof(off));
+		if ((rc = fg_buf_append(&s->carena, *o->ids + before, k * sizeof(int32_t), err)))
+			return rc;
+	}
+	c->klen = (uint8_t)len;
+	c->n_ids = (uint8_t)k;
 	c->tag = tag;
-	c->off = (uint32_t)off;
-	c->klen = (uint16_t)len;
-	c->n_ids = (uint16_t)k;
-	c->id0 = k ? (*o->ids)[before] : -1;
 	s->n_cached++;
 	return 0;
 }
 
-/* The model on one pre-token: ignore_merges, then BPE on "▁"-bounded words.
- * "▁" is E2 96 81 and E2 never continues a sequence, so memchr finds every
- * one; the character before it is decoded backwards (an invalid byte there
- * is UINT32_MAX - 1, as note_glue records it). */
+/* The code point of the character at u[0, rem) as the model sees it (a raw
+ * space is "▁", an invalid byte CP_INVALID); its length in *l. */
+static inline uint32_t model_cp(const struct fg_tokenizer *t, const unsigned char *u, size_t rem, size_t *l)
+{
+	uint32_t cp;
+
+	if (u[0] < 0x80) {
+		*l = 1;
+		return t->raw_words && u[0] == t->raw_space ? WB_CP : u[0];
+	}
+	if (!(*l = utf8_len(u, rem, &cp))) {
+		*l = 1;
+		return CP_INVALID;
+	}
+	return cp;
+}
+
+/* A word longer than CUT_MIN bytes (unspaced Chinese, Japanese or Thai, a
+ * long identifier) is cut further between any two characters that are no
+ * junction: no merge can join them, so BPE on the parts is BPE on the whole
+ * (see cut_words), and the parts are short and repeat. */
+static int long_word(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const char *w, size_t len,
+		     struct out_ids *o, struct fg_err *err)
+{
+	const unsigned char *u = (const unsigned char *)w;
+	size_t i, l, start = 0;
+	uint32_t prev, cp;
+	int rc;
+
+	if (len <= CUT_MIN)
+		return word(t, s, w, len, o, err);
+	prev = model_cp(t, u, len, &l);
+	for (i = l; i < len; i += l) {
+		cp = model_cp(t, u + i, len - i, &l);
+		if (!junction(t, prev, cp)) {
+			if ((rc = word(t, s, w + start, i - start, o, err)))
+				return rc;
+			start = i;
+		}
+		prev = cp;
+	}
+	return word(t, s, w + start, len - start, o, err);
+}
+
+/* BPE over text p[0, n) (normalized, or raw with raw_words), cut into words.
+ * A cut between adjacent characters c and d is exact when (c, d) is no
+ * junction: the first merge to make a symbol spanning the cut would join a
+ * symbol ending in c to one starting with d, and there is none; the merges
+ * on either side then happen as they would alone, in the same order (the
+ * lowest rank first: each side's candidates are the same as alone). Cheap
+ * first cuts: before each "▁" (raw: each raw space) whose preceding
+ * character is no junction with "▁"; "▁" is E2 96 81 and E2 never continues
+ * a sequence, so memchr finds every one, and the character before it is
+ * decoded backwards. */
+static int cut_words(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const char *p, size_t n,
+		     struct out_ids *o, struct fg_err *err)
+{
+	const unsigned char *u = (const unsigned char *)p, *q;
+	size_t i = 1, start = 0, step = t->raw_words ? 1 : 3;
+	unsigned char mark = t->raw_words ? t->raw_space : 0xe2;
+	int rc;
+
+	while (i + step <= n && (q = memchr(u + i, mark, n - i - (step - 1)))) {
+		uint32_t cp;
+
+		i = (size_t)(q - u);
+		if (!t->raw_words && (q[1] != 0x96 || q[2] != 0x81)) {
+			i++;
+			continue;
+		}
+		if (t->raw_words && q[-1] == t->raw_space) {
+			cp = WB_CP;
+		} else {
+			last_cp(u + start, q, &cp);
+			if (cp == UINT32_MAX)
+				cp = CP_INVALID;
+		}
+		if (!junction(t, cp, WB_CP)) {
+			if ((rc = long_word(t, s, p + start, i - start, o, err)))
+				return rc;
+			start = i;
+		}
+		i += step;
+	}
+	if (n > start)
+		return long_word(t, s, p + start, n - start, o, err);
+	return 0;
+}
+
+/* The model on one pre-token: ignore_merges, then BPE on words. */
 static int model_piece(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const char *p, size_t n,
 		       struct out_ids *o, struct fg_err *err)
 {
-	const unsigned char *u = (const unsigned char *)p, *q;
-	size_t i = 1, start = 0;
-	int rc;
-
 	if (t->ignore_merges) {
 		int32_t id = lookup_id(t, p, n);
 
 		if (id >= 0)
 			return emit(o, id, err);
 	}
-	while (i + 3 <= n && (q = memchr(u + i, 0xe2, n - i - 2))) {
-		uint32_t cp;
-
-		i = (size_t)(q - u);
-		if (q[1] != 0x96 || q[2] != 0x81) {
-			i++;
-			continue;
-		}
-		last_cp(u + start, q, &cp);
-		if (!glue_has(t, cp == UINT32_MAX ? UINT32_MAX - 1 : cp)) {
-			if ((rc = word(t, s, p + start, i - start, o, err)))
-				return rc;
-			start = i;
-		}
-		i += 3;
-	}
-	if (n > start)
-		return word(t, s, p + start, n - start, o, err);
-	return 0;
+	return cut_words(t, s, p, n, o, err);
 }
 
 static int add_piece_span(struct fg_tok_scratch *s, size_t a, size_t b, struct fg_err *err)
@@ -2260,15 +2456,21 @@ static int text_section(const struct fg_tokenizer *t, struct fg_tok_scratch *s, 
 	size_t nn = n, i, first = *o->n;
 	int rc;
 
-	if (t->n_norm && (rc = normalize(t, s, x, n, &nx, &nn, err)))
-		return rc;
-	if (!nn)
-		return 0;
-	if ((rc = pre_tokenize(t, s, nx, nn, err)))
-		return rc;
-	for (i = 0; i < s->n_pieces; i += 2)
-		if ((rc = model_piece(t, s, nx + s->pieces[i], s->pieces[i + 1] - s->pieces[i], o, err)))
+	if (t->raw_words) {
+		/* normalizing and the Split change nothing but the raw spaces */
+		if (n && (rc = cut_words(t, s, x, n, o, err)))
 			return rc;
+	} else {
+		if (t->n_norm && (rc = normalize(t, s, x, n, &nx, &nn, err)))
+			return rc;
+		if (!nn)
+			return 0;
+		if ((rc = pre_tokenize(t, s, nx, nn, err)))
+			return rc;
+		for (i = 0; i < s->n_pieces; i += 2)
+			if ((rc = model_piece(t, s, nx + s->pieces[i], s->pieces[i + 1] - s->pieces[i], o, err)))
+				return rc;
+	}
 	if (t->fuse_unk && t->unk_id >= 0) {
 		size_t r, w = first;
 
