@@ -31,6 +31,7 @@ struct fg_store {
 	char *quarantine;
 	char *roots;
 	char *tmp;
+	char *stamps;
 };
 
 struct fg_store_lock {
@@ -99,6 +100,7 @@ void fg_store_free(struct fg_store *st)
 	free(st->quarantine);
 	free(st->roots);
 	free(st->tmp);
+	free(st->stamps);
 	free(st);
 }
 
@@ -132,8 +134,9 @@ int fg_store_open(struct fg_store **out, const char *root, struct fg_err *err)
 	st->roots = joined(st->root, "roots");
 	st->tmp = joined(st->root, "tmp");
 	st->known = joined(st->root, "known");
+	st->stamps = joined(st->root, "stamps");
 	if (!st->blobs || !st->partial || !st->locks || !st->quarantine || !st->roots || !st->tmp ||
-	    !st->known) {
+	    !st->known || !st->stamps) {
 		fg_store_free(st);
 		return oom(err);
 	}
@@ -150,6 +153,8 @@ int fg_store_open(struct fg_store **out, const char *root, struct fg_err *err)
 		rc = fg_mkdir_p(st->tmp, 0755, err);
 	if (!rc)
 		rc = fg_mkdir_p(st->known, 0755, err);
+	if (!rc)
+		rc = fg_mkdir_p(st->stamps, 0755, err);
 	if (rc) {
 		fg_err_wrap(err, "store %s", st->root);
 		fg_store_free(st);
@@ -381,6 +386,114 @@ static int copy_file(const char *src, const char *dst, int mode, struct fg_err *
 	return rc;
 }
 
+/* ---- stamps ---- */
+
+static int stamp_path(struct fg_buf *out, const struct fg_store *st, const struct stat *sb)
+{
+	return fg_buf_printf(out, NULL, "%s/%llu-%llu", st->stamps, (unsigned long long)sb->st_dev,
+			     (unsigned long long)sb->st_ino);
+}
+
+/* The record's line for blob hex on inode sb; returns its length. */
+static int stamp_line(char *buf, size_t cap, const char *hex, const struct stat *sb)
+{
+	long long mt = (long long)sb->st_mtim.tv_sec * 1000000000LL + sb->st_mtim.tv_nsec;
+	long long ct = (long long)sb->st_ctim.tv_sec * 1000000000LL + sb->st_ctim.tv_nsec;
+
+	return snprintf(buf, cap, "%s %llu %lld %lld\n", hex, (unsigned long long)sb->st_size, mt, ct);
+}
+
+/* 1 when blob hex is the inode sb names (same device and inode number). */
+static int blob_is(const struct fg_store *st, const char *hex, const struct stat *sb)
+{
+	struct fg_buf p = FG_BUF_INIT;
+	struct stat bs;
+	int same = !fg_store_blob_path(&p, st, hex, NULL) && !stat(p.data, &bs) &&
+		   S_ISREG(bs.st_mode) && bs.st_dev == sb->st_dev && bs.st_ino == sb->st_ino;
+
+	fg_buf_release(&p);
+	return same;
+}
+
+int fg_store_stamp_match(const struct fg_store *st, const struct stat *sb,
+			 char out_hex[FG_SHA256_HEX_LEN + 1])
+{
+	struct fg_buf p = FG_BUF_INIT;
+	char rec[160], want[160];
+	ssize_t n = -1;
+	int fd, wl, ok = 0;
+
+	if (!S_ISREG(sb->st_mode) || stamp_path(&p, st, sb)) {
+		fg_buf_release(&p);
+		return 0;
+	}
+	fd = open(p.data, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd >= 0) {
+		n = read(fd, rec, sizeof(rec) - 1);
+		close(fd);
+	}
+	fg_buf_release(&p);
+	if (n <= FG_SHA256_HEX_LEN)
+		return 0;
+	rec[n] = '\0';
+	rec[FG_SHA256_HEX_LEN] = '\0';
+	if (!fg_sha256_hex_valid(rec))
+		return 0;
+	wl = stamp_line(want, sizeof(want), rec, sb);
+	want[FG_SHA256_HEX_LEN] = '\0';
+	/* the whole line, size, mtime and ctime included, must be what sb shows now */
+	if (wl > 0 && (size_t)wl < sizeof(want) && n == wl && !memcmp(rec, want, (size_t)wl) &&
+	    blob_is(st, rec, sb)) {
+		memcpy(out_hex, rec, FG_SHA256_HEX_LEN + 1);
+		ok = 1;
+	}
+	return ok;
+}
+
+int fg_store_stamp_note(const struct fg_store *st, const char *sha256_hex, const struct stat *sb)
+{
+	struct fg_buf p = FG_BUF_INIT, tmp = FG_BUF_INIT;
+	char line[160];
+	int fd = -1, rc = -1, n;
+
+	if (!fg_sha256_hex_valid(sha256_hex) || !S_ISREG(sb->st_mode) || !blob_is(st, sha256_hex, sb))
+		return -1;
+	n = stamp_line(line, sizeof(line), sha256_hex, sb);
+	if (n > 0 && (size_t)n < sizeof(line) && !stamp_path(&p, st, sb) &&
+	    !fg_buf_printf(&tmp, NULL, "%s/.tmp-XXXXXX", st->stamps))
+		fd = mkstemp(tmp.data);
+	if (fd >= 0) {
+		/* written whole then renamed: a reader sees the old record or the new one */
+		if (!fg_write_all(fd, line, (size_t)n) && !fchmod(fd, 0644) && !close(fd)) {
+			fd = -1;
+			rc = rename(tmp.data, p.data) ? -1 : 0;
+		}
+		if (fd >= 0)
+			close(fd);
+		if (rc)
+			unlink(tmp.data);
+	}
+	fg_buf_release(&p);
+	fg_buf_release(&tmp);
+	return rc;
+}
+
+/* After commit or a hard link: re-records blob hex's stamp from the blob's
+ * current inode, when the stamp matched before (sb_before) and only the
+ * ctime moved since (a link, a rename). */
+static void stamp_carry(const struct fg_store *st, const char *hex, const struct stat *before,
+			const char *blob_path)
+{
+	char had[FG_SHA256_HEX_LEN + 1];
+	struct stat now;
+
+	if (fg_store_stamp_match(st, before, had) && !strcmp(had, hex) && !stat(blob_path, &now) &&
+	    now.st_dev == before->st_dev && now.st_ino == before->st_ino &&
+	    now.st_size == before->st_size && now.st_mtim.tv_sec == before->st_mtim.tv_sec &&
+	    now.st_mtim.tv_nsec == before->st_mtim.tv_nsec)
+		fg_store_stamp_note(st, hex, &now);
+}
+
 int fg_store_commit(struct fg_store *st, const char *tmp_path, const char *actual_hex,
 		    const char *expected_hex, struct fg_err *err)
 {
@@ -457,6 +570,13 @@ int fg_store_commit_ex(struct fg_store *st, const char *tmp_path, const char *ac
 		rc = fg_fsync_dir(dir.data, err);
 	else if (rc)
 		unlink(tmp_path);
+	if (!rc) {
+		struct stat sb;
+
+		/* the caller hashed every byte: the blob as it is now is its name */
+		if (!stat(dst.data, &sb))
+			fg_store_stamp_note(st, actual_hex, &sb);
+	}
 	fg_buf_release(&dst);
 	fg_buf_release(&dir);
 	fg_buf_release(&tmp2);
@@ -804,6 +924,8 @@ int fg_store_materialize(const struct fg_store *st, const char *sha256_hex, cons
 		rc = fg_err_set(err, FG_EIO, "rename %s: %s", dst.data, strerror(errno));
 		unlink(tmp.data);
 	}
+	if (!rc && linked)
+		stamp_carry(st, sha256_hex, &bs, blob.data); /* the link moved the blob's ctime */
 	if (!rc && how)
 		*how = linked ? FG_STORE_MAT_LINK : FG_STORE_MAT_COPY;
 out:
@@ -989,6 +1111,7 @@ static void *verify_worker(void *arg)
 	for (;;) {
 		char got[FG_SHA256_HEX_LEN + 1];
 		struct fg_buf p = FG_BUF_INIT;
+		struct stat before;
 		unsigned long long size = 0;
 		const char *hex;
 		int rc, good, fixed;
@@ -1005,6 +1128,8 @@ static void *verify_worker(void *arg)
 		pthread_mutex_unlock(&j->mu);
 		hex = j->bl->hex[i];
 		rc = fg_store_blob_path(&p, j->st, hex, &err);
+		if (!rc && stat(p.data, &before))
+			memset(&before, 0, sizeof(before));
 		if (!rc)
 			rc = hash_path(p.data, buf, got, &size, -1, 0, &err);
 		fg_buf_release(&p);
@@ -1030,6 +1155,13 @@ static void *verify_worker(void *arg)
 			fg_store_blob_path(&p, j->st, hex, NULL);
 			if (!stat(p.data, &sb) && (sb.st_mode & 0222) && !chmod(p.data, 0444))
 				fixed = 1;
+			/* unchanged while hashed (a chmod above moves only ctime): stamp it */
+			if (!stat(p.data, &sb) && sb.st_dev == before.st_dev && sb.st_ino == before.st_ino &&
+			    sb.st_size == before.st_size && sb.st_mtim.tv_sec == before.st_mtim.tv_sec &&
+			    sb.st_mtim.tv_nsec == before.st_mtim.tv_nsec &&
+			    (fixed || (sb.st_ctim.tv_sec == before.st_ctim.tv_sec &&
+				       sb.st_ctim.tv_nsec == before.st_ctim.tv_nsec)))
+				fg_store_stamp_note(j->st, hex, &sb);
 			fg_buf_release(&p);
 		}
 		pthread_mutex_lock(&j->mu);
@@ -1206,6 +1338,51 @@ static void sweep(struct fg_store *st, const char *dir, long max_age, int dry_ru
 	closedir(d);
 }
 
+/* Removes stamps whose blob is gone (or is another inode now), and stale
+ * temporary records. */
+static void sweep_stamps(struct fg_store *st)
+{
+	DIR *d = opendir(st->stamps);
+	struct dirent *e;
+	time_t now = time(NULL);
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		struct fg_buf p = FG_BUF_INIT, b = FG_BUF_INIT, want = FG_BUF_INIT;
+		char rec[FG_SHA256_HEX_LEN + 1];
+		struct stat sb;
+		ssize_t n = -1;
+		int fd, keep = 0;
+
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+		    fg_buf_printf(&p, NULL, "%s/%s", st->stamps, e->d_name)) {
+			fg_buf_release(&p);
+			continue;
+		}
+		if (e->d_name[0] == '.') {
+			keep = lstat(p.data, &sb) || now - sb.st_mtime < 3600;
+		} else if ((fd = open(p.data, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) >= 0) {
+			n = read(fd, rec, FG_SHA256_HEX_LEN);
+			close(fd);
+			if (n == FG_SHA256_HEX_LEN) {
+				rec[n] = '\0';
+				keep = fg_sha256_hex_valid(rec) && !fg_store_blob_path(&b, st, rec, NULL) &&
+				       !stat(b.data, &sb) &&
+				       !fg_buf_printf(&want, NULL, "%llu-%llu", (unsigned long long)sb.st_dev,
+						      (unsigned long long)sb.st_ino) &&
+				       !strcmp(want.data, e->d_name);
+			}
+		}
+		if (!keep)
+			unlink(p.data);
+		fg_buf_release(&p);
+		fg_buf_release(&b);
+		fg_buf_release(&want);
+	}
+	closedir(d);
+}
+
 int fg_store_gc(struct fg_store_report *rep, struct fg_store *st, const char *const *keep,
 		size_t n_keep, int dry_run, fg_store_each_fn fn, void *ctx, struct fg_err *err)
 {
@@ -1263,6 +1440,8 @@ int fg_store_gc(struct fg_store_report *rep, struct fg_store *st, const char *co
 		sweep(st, st->partial, 24 * 3600, dry_run);
 		sweep(st, st->known, 30 * 24 * 3600, dry_run);
 		sweep(st, st->tmp, 3600, dry_run);
+		if (!dry_run)
+			sweep_stamps(st);
 	}
 	rep->seconds = now_s() - t0;
 	return rc;

@@ -10,6 +10,7 @@
  *   roots/<sha256 of path>          absolute paths of lock files that use the store (for gc)
  *   tmp/                            scratch for imports, same file system as blobs/
  *   known/<key>                     "<64 hex>\n": the blob a download under key became
+ *   stamps/<dev>-<ino>              "<64 hex> <size> <mtime_ns> <ctime_ns>\n": see stamps below
  *
  * A blob enters blobs/ only through fg_store_commit, after its sha256 matched,
  * by fsync + rename; nothing else writes there.
@@ -26,6 +27,7 @@
 #define FG_STORE_H
 
 #include <stddef.h>
+#include <sys/stat.h>
 
 #include "buf.h"
 #include "err.h"
@@ -105,6 +107,29 @@ int fg_store_import(struct fg_store *st, const char *src, const char *expected_h
 int fg_store_import_ex(struct fg_store *st, const char *src, const char *expected_hex, int flags,
 		       char out_hex[FG_SHA256_HEX_LEN + 1], unsigned long long *size,
 		       int *was_present, struct fg_err *err);
+
+/* Stamps: trusting a blob's name without re-hashing it, as git's index
+ * trusts a file's stat data. stamps/<dev>-<ino> records the inode of blob
+ * <hex> (size, mtime and ctime in nanoseconds) as it was when its content was
+ * last known to equal its name: at commit (the writer hashed every byte), at
+ * `store verify`, or when a reader hashed it in full (fg_store_stamp_note).
+ * A file that is a hard link to the blob (same device and inode) and still
+ * shows that size, mtime and ctime has not been written since: a write moves
+ * mtime and ctime, a chmod, a new link, an unlink or a rename move ctime, and
+ * ctime cannot be set back from user space. fg_store_materialize re-records
+ * the stamp after its own link when only ctime moved. A cache: never fsynced;
+ * a missing, torn or stale record means the reader hashes (and notes) again.
+ * gc removes records whose blob is gone.
+ *
+ * 1 and out_hex when sb (fstat of an open file) is the inode of a blob of st
+ * whose stamp matches sb exactly; else 0. */
+int fg_store_stamp_match(const struct fg_store *st, const struct stat *sb,
+			 char out_hex[FG_SHA256_HEX_LEN + 1]);
+/* Records sb as blob sha256_hex's stamp, only when sb is that blob's inode.
+ * The caller vouches that the file held sha256_hex's bytes while it showed sb:
+ * it hashed every byte itself, with sb taken before and found unchanged after.
+ * Returns 0, or -1 when nothing was recorded. */
+int fg_store_stamp_note(const struct fg_store *st, const char *sha256_hex, const struct stat *sb);
 
 /* Per-blob lock that holds across processes, also where flock is a no-op
  * (NFS): locks/<key>.lock is created O_CREAT|O_EXCL holding

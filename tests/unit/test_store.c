@@ -425,6 +425,100 @@ static void test_verify_gc(struct fg_store *st)
 	fg_buf_release(&q);
 }
 
+static int stamp_of(struct fg_store *st, const char *path, char hex[FG_SHA256_HEX_LEN + 1])
+{
+	struct stat sb;
+	int fd = open(path, O_RDONLY), m = 0;
+
+	if (fd >= 0 && !fstat(fd, &sb))
+		m = fg_store_stamp_match(st, &sb, hex);
+	if (fd >= 0)
+		close(fd);
+	return m;
+}
+
+/* Stamps: a hard link to a committed blob is trusted by its name until its
+ * inode changes; a copy never is; a write in place is noticed. */
+static void test_stamps(struct fg_store *st)
+{
+	static const char body[] = "stamped blob body\n";
+	struct fg_buf dest = FG_BUF_INIT, a = FG_BUF_INIT, b = FG_BUF_INIT, c = FG_BUF_INIT,
+		      rec = FG_BUF_INIT;
+	struct fg_store_report rep;
+	struct fg_err err = { 0, "" };
+	char hex[FG_SHA256_HEX_LEN + 1], got[FG_SHA256_HEX_LEN + 1] = "";
+	const char *only[1];
+	uint8_t d[FG_SHA256_LEN];
+	struct stat sb;
+	char *t = tmp_in(st);
+	int fd, how = 0;
+
+	fg_sha256_mem(body, sizeof(body) - 1, d, NULL);
+	fg_hex_encode(d, sizeof(d), hex);
+	only[0] = hex;
+	put(t, body, sizeof(body) - 1);
+	ok(fg_store_commit(st, t, hex, hex, &err) == 0, "stamps: commit (%s)", err.msg);
+	fg_buf_printf(&dest, NULL, "%s/stamped", top);
+	fg_buf_printf(&a, NULL, "%s/a.bin", dest.data);
+	fg_buf_printf(&b, NULL, "%s/b.bin", dest.data);
+	fg_buf_printf(&c, NULL, "%s/c.bin", dest.data);
+	ok(fg_store_materialize(st, hex, dest.data, "a.bin", 0, &how, &err) == 0 && how == FG_STORE_MAT_LINK,
+	   "stamps: linked (%s)", err.msg);
+	ok(stamp_of(st, a.data, got) == 1 && !strcmp(got, hex), "stamps: a pulled hard link is trusted by name");
+	ok(fg_store_materialize(st, hex, dest.data, "b.bin", 0, &how, &err) == 0 &&
+		   stamp_of(st, a.data, got) == 1 && stamp_of(st, b.data, got) == 1,
+	   "stamps: a second link (ctime moved) keeps both trusted");
+	ok(fg_store_materialize(st, hex, dest.data, "c.bin", 1, &how, &err) == 0 && how == FG_STORE_MAT_COPY &&
+		   stamp_of(st, c.data, got) == 0,
+	   "stamps: a copy is not trusted (another inode)");
+	ok(!stat(c.data, &sb) && fg_store_stamp_note(st, hex, &sb) == -1,
+	   "stamps: note refuses an inode that is not the blob");
+	/* edited in place after the pull: same size, new bytes */
+	chmod(a.data, 0644);
+	fd = open(a.data, O_WRONLY);
+	if (fd >= 0) {
+		if (pwrite(fd, "S", 1, 0) != 1)
+			printf("# short write\n");
+		close(fd);
+	}
+	ok(stamp_of(st, a.data, got) == 0 && stamp_of(st, b.data, got) == 0,
+	   "stamps: a blob modified in place is not trusted any more");
+	ok(fg_store_verify_some(&rep, st, only, 1, 1, NULL, NULL, &err) == 0 && rep.bad == 1,
+	   "stamps: verify finds it bad");
+	/* a fresh blob, verified: verify records the stamp */
+	free(t);
+	t = tmp_in(st);
+	put(t, body, sizeof(body) - 1);
+	ok(fg_store_commit(st, t, hex, hex, &err) == 0, "stamps: commit again (%s)", err.msg);
+	unlink(a.data);
+	ok(fg_store_materialize(st, hex, dest.data, "a.bin", 0, &how, &err) == 0 &&
+		   stamp_of(st, a.data, got) == 1,
+	   "stamps: re-pulled blob trusted again");
+	if (!stat(a.data, &sb))
+		fg_buf_printf(&rec, NULL, "%s/stamps/%llu-%llu", fg_store_root(st),
+			      (unsigned long long)sb.st_dev, (unsigned long long)sb.st_ino);
+	put(rec.data, hex, 40); /* torn record */
+	ok(stamp_of(st, a.data, got) == 0, "stamps: a torn record means hashing again");
+	ok(fg_store_verify_some(&rep, st, only, 1, 1, NULL, NULL, &err) == 0 && rep.bad == 0 &&
+		   stamp_of(st, a.data, got) == 1,
+	   "stamps: verify re-records the stamp");
+	unlink(rec.data);
+	ok(!stat(a.data, &sb) && fg_store_stamp_note(st, hex, &sb) == 0 && stamp_of(st, a.data, got) == 1,
+	   "stamps: a reader that hashed the blob notes it");
+	ok(fg_store_gc(&rep, st, NULL, 0, 0, NULL, NULL, &err) == 0 && rep.removed >= 1,
+	   "stamps: gc with no roots removes the blobs (%s)", err.msg);
+	fg_buf_reset(&rec);
+	fg_buf_printf(&rec, NULL, "%s/stamps", fg_store_root(st));
+	ok(count_files(rec.data) == 0 && stamp_of(st, a.data, got) == 0,
+	   "stamps: gc drops the stamps of removed blobs");
+	free(t);
+	fg_buf_release(&dest);
+	fg_buf_release(&a);
+	fg_buf_release(&b);
+	fg_buf_release(&c);
+	fg_buf_release(&rec);
+}
+
 int main(void)
 {
 	struct fg_store *st = NULL;
@@ -444,6 +538,7 @@ int main(void)
 		test_materialize(st);
 		test_cross_device(st);
 		test_verify_gc(st);
+		test_stamps(st);
 	}
 	fg_store_free(st);
 	snprintf(cmd, sizeof(cmd), "chmod -R u+w '%s' && rm -rf '%s'", top, top);
