@@ -20,6 +20,7 @@
 #include "lock.h"
 #include "provenance.h"
 #include "safetensors.h"
+#include "store.h"
 #include "version.h"
 
 #if defined(__x86_64__)
@@ -259,6 +260,11 @@ struct infile {
 	int role;          /* IN_TENSORS, IN_INDEX, IN_CONFIG, IN_COPY */
 	unsigned long long size;
 	char sha256[FG_SHA256_HEX_LEN + 1];
+	int have_digest;   /* sha256 is set */
+	int by_stamp;      /* sha256 is the name of the store blob this file is a link to */
+	int hashed;        /* sha256 was computed from every byte read here */
+	int stable;        /* hashed, and its stat did not move from open to last byte */
+	struct stat st0;   /* fstat when opened */
 };
 
 enum { IN_TENSORS, IN_INDEX, IN_CONFIG, IN_COPY };
@@ -289,6 +295,7 @@ struct bake {
 	char *tmp;         /* temporary output folder */
 	char **names;      /* descriptor names allocated by plan() */
 	size_t n_names;
+	struct fg_store *store; /* whose stamps may name inputs; NULL: none */
 };
 
 static int cmp_infile(const void *a, const void *b)
@@ -485,7 +492,94 @@ static int emit_file(struct bake *b, const char *name, const void *data, size_t 
 	return rc;
 }
 
-static int copy_file(struct bake *b, const struct infile *f, struct fg_err *err)
+/* 1 when a and b show the same file, unchanged: inode, size, mtime, ctime. */
+static int same_stat(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/* Input f was just opened as fd: records its stat and, unless --rehash, takes
+ * the store blob's name as its digest when f is a hard link to that blob and
+ * the blob's stamp still holds (lib/store.h). */
+static int open_input(struct bake *b, struct infile *f, int fd, int may_trust, struct fg_err *err)
+{
+	if (fstat(fd, &f->st0))
+		return fg_err_set(err, FG_EIO, "%s: %s", f->path, strerror(errno));
+	if (may_trust && b->store && !b->o->rehash &&
+	    fg_store_stamp_match(b->store, &f->st0, f->sha256)) {
+		f->by_stamp = 1;
+		f->have_digest = 1;
+	}
+	return 0;
+}
+
+/* The last byte of input f was read through fd. A file named by its stamp
+ * must not have moved meanwhile (its digest is not from the bytes read); a
+ * hashed one is digested from exactly the bytes used, and only a stable one
+ * gets its stamp noted later. */
+static int close_input(struct infile *f, int fd, struct fg_err *err)
+{
+	struct stat now;
+
+	if (fstat(fd, &now))
+		return fg_err_set(err, FG_EIO, "%s: %s", f->path, strerror(errno));
+	if (f->by_stamp && !same_stat(&f->st0, &now))
+		return fg_err_set(err, FG_EIO,
+				  "%s: changed while baking (its inode's size, mtime or ctime moved)",
+				  f->path);
+	f->stable = same_stat(&f->st0, &now);
+	return 0;
+}
+
+/* A hashed input that is a hard link to the blob its digest names, unchanged
+ * while hashed: the store may trust that blob's name next time. */
+static void note_input(struct bake *b, const struct infile *f)
+{
+	if (b->store && f->hashed && f->stable)
+		fg_store_stamp_note(b->store, f->sha256, &f->st0);
+}
+
+/* Digest of a whole input file not streamed by the bake (config.json, the index). */
+static int digest_input(struct bake *b, struct infile *f, struct fg_err *err)
+{
+	static const size_t bufsz = (size_t)256 << 10;
+	struct fg_sha256 *h = NULL;
+	unsigned long long n = 0;
+	uint8_t d[FG_SHA256_LEN];
+	char *buf = NULL;
+	int fd = open(f->path, O_RDONLY | O_CLOEXEC), rc;
+
+	if (fd < 0)
+		return fg_err_set(err, FG_EIO, "open %s: %s", f->path, strerror(errno));
+	rc = open_input(b, f, fd, 1, err);
+	if (!rc && !f->by_stamp) {
+		buf = malloc(bufsz);
+		rc = buf ? fg_sha256_new(&h, err) : fg_err_set(err, FG_ENOMEM, "out of memory");
+		if (!rc)
+			rc = fg_sha256_fd(h, fd, buf, bufsz, -1, &n, f->path, err);
+		if (!rc)
+			rc = fg_sha256_final(h, d, err);
+		if (!rc) {
+			fg_hex_encode(d, sizeof(d), f->sha256);
+			f->hashed = 1;
+			f->have_digest = 1;
+		}
+	}
+	if (!rc)
+		rc = close_input(f, fd, err);
+	if (!rc)
+		note_input(b, f);
+	fg_sha256_free(h);
+	free(buf);
+	close(fd);
+	return rc;
+}
+
+/* Copies input f to the output, hashing it on the way: the copy's digest is
+ * the input's too (the same bytes, read once). */
+static int copy_file(struct bake *b, struct infile *f, struct fg_err *err)
 {
 	struct fg_buf dst = FG_BUF_INIT;
 	struct fg_sha256 *h = NULL;
@@ -511,6 +605,8 @@ static int copy_file(struct bake *b, const struct infile *f, struct fg_err *err)
 		out = open(dst.data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 		if (in < 0 || out < 0)
 			rc = fg_err_set(err, FG_EIO, "copy %s: %s", f->path, strerror(errno));
+		if (!rc)
+			rc = open_input(b, f, in, 0, err);
 	}
 	while (!rc) {
 		ssize_t n = read(in, buf, bufsz), k;
@@ -546,6 +642,8 @@ static int copy_file(struct bake *b, const struct infile *f, struct fg_err *err)
 		rc = fg_fsync_dir(dst.data, err);
 		*slash = '/';
 	}
+	if (!rc)
+		rc = close_input(f, in, err);
 	if (in >= 0)
 		close(in);
 	if (out >= 0 && close(out) && !rc)
@@ -555,6 +653,10 @@ static int copy_file(struct bake *b, const struct infile *f, struct fg_err *err)
 	if (!rc) {
 		fg_hex_encode(d, sizeof(d), hex);
 		rc = add_out(b, f->name, total, hex, err);
+		memcpy(f->sha256, hex, sizeof(hex));
+		f->hashed = 1;
+		f->have_digest = 1;
+		note_input(b, f);
 	}
 	fg_sha256_free(h);
 	free(buf);
@@ -754,6 +856,7 @@ struct flow {
 	int slot_busy[RETIRE + 1];
 	int fd;                      /* current input file */
 	const char *path;
+	int hash_in;                 /* 0: its digest is known (a store stamp), bytes not hashed */
 	uint8_t *inbuf[RETIRE + 1];  /* BLOCK_BYTES each */
 	int in_busy[RETIRE + 1];
 	int cur_inslot;              /* the piece flow_get handed out */
@@ -904,7 +1007,7 @@ static int flow_read(struct flow *f, size_t len, struct fg_err *err)
 		}
 		got += (size_t)n;
 	}
-	if (fg_sha256_pipe_update(f->in, f->inbuf[k], len, NULL, err)) {
+	if (f->hash_in && fg_sha256_pipe_update(f->in, f->inbuf[k], len, NULL, err)) {
 		f->in_busy[k] = 0;
 		return -1;
 	}
@@ -918,6 +1021,11 @@ static int flow_hash_to(struct flow *f, size_t end, struct fg_err *err)
 {
 	int rc = 0;
 
+	if (!f->hash_in) { /* nothing to hash: the bytes between tensors are not needed */
+		if (f->hashed < end)
+			f->hashed = end;
+		return 0;
+	}
 	while (!rc && f->hashed < end) {
 		size_t n = end - f->hashed < BLOCK_BYTES ? end - f->hashed : BLOCK_BYTES;
 
@@ -1078,6 +1186,8 @@ static int stream_all(struct bake *b, struct flow *f, struct fg_int4_report *rep
 		if (f->fd < 0)
 			return fg_err_set(err, FG_EIO, "open %s: %s", fp, strerror(errno));
 		posix_fadvise(f->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+		rc = open_input(b, inf, f->fd, 1, err);
+		f->hash_in = !inf->by_stamp;
 		for (; !rc && i < b->n_jobs && !b->jobs[i].extra && b->jobs[i].t->file == fp; i++) {
 			rc = bake_tensor(b, f, &b->jobs[i], 1, err);
 			if (b->jobs[i].quant)
@@ -1093,9 +1203,14 @@ static int stream_all(struct bake *b, struct flow *f, struct fg_int4_report *rep
 			if (pread(f->fd, &extra, 1, (off_t)inf->size) != 0)
 				rc = fg_err_set(err, FG_EIO, "%s: changed while baking", fp);
 		}
-		/* The digest lands in inf->sha256 once the hashing thread gets there. */
 		if (!rc)
+			rc = close_input(inf, f->fd, err);
+		/* The digest lands in inf->sha256 once the hashing thread gets there. */
+		if (!rc && f->hash_in) {
 			rc = fg_sha256_pipe_final(f->in, inf->sha256, NULL, err);
+			inf->hashed = 1;
+			inf->have_digest = 1;
+		}
 	}
 	for (; !rc && i < b->n_jobs; i++) {
 		rc = bake_tensor(b, f, &b->jobs[i], 0, err);
@@ -1105,6 +1220,9 @@ static int stream_all(struct bake *b, struct flow *f, struct fg_int4_report *rep
 		rc = flow_drain(f, err);
 	if (!rc)
 		rc = fg_sha256_pipe_drain(f->in, err);
+	for (k = 0; !rc && k < b->n_in; k++)
+		if (b->in[k].role == IN_TENSORS)
+			note_input(b, &b->in[k]);
 	return rc;
 }
 
@@ -1230,11 +1348,38 @@ static int check_out(const char *out, struct fg_err *err)
 	return empty ? 0 : fg_err_set(err, FG_EINVAL, "%s: already exists and is not empty", out);
 }
 
+/* The store whose stamps may name inputs: opts->store, else the default
+ * store when it exists (a bake never creates one). */
+static int open_store(struct bake *b, struct fg_err *err)
+{
+	struct fg_buf root = FG_BUF_INIT, blobs = FG_BUF_INIT;
+	struct stat sb;
+	int rc = 0, have;
+
+	if (b->o->store)
+		rc = fg_buf_puts(&root, b->o->store, err);
+	else if (fg_store_default_root(&root, NULL))
+		return 0; /* no HOME, no FGPACK_HOME: no store */
+	if (!rc)
+		rc = fg_path_join(&blobs, root.data, "blobs/sha256", err);
+	have = !rc && !stat(blobs.data, &sb) && S_ISDIR(sb.st_mode);
+	if (!rc && !have && b->o->store)
+		rc = fg_err_set(err, FG_ENOTFOUND, "--store %s: not an fgpack store (no blobs/sha256)",
+				b->o->store);
+	if (!rc && have && fg_store_open(&b->store, root.data, NULL))
+		b->store = NULL; /* unusable (read-only?): every input is hashed */
+	fg_buf_release(&root);
+	fg_buf_release(&blobs);
+	return rc;
+}
+
 static int write_statement(struct bake *b, time_t started, struct fg_int4_report *rep,
 			   struct fg_err *err)
 {
 	struct fg_prov_item *subj = calloc(b->n_out + 1, sizeof(*subj));
 	struct fg_prov_item *deps = calloc(b->n_in + 1, sizeof(*deps));
+	const cJSON **ann = calloc(b->n_in + 1, sizeof(*ann));
+	cJSON *by_read = cJSON_CreateObject(), *by_stamp = cJSON_CreateObject();
 	cJSON *ext = cJSON_CreateObject(), *inl = cJSON_CreateObject(), *bp = cJSON_CreateArray(), *o, *dg;
 	struct fg_buf text = FG_BUF_INIT, path = FG_BUF_INIT;
 	struct fg_prov p;
@@ -1242,7 +1387,9 @@ static int write_statement(struct bake *b, time_t started, struct fg_int4_report
 	size_t i;
 	int rc = 0;
 
-	if (!subj || !deps || !ext || !inl || !bp) {
+	if (!subj || !deps || !ext || !inl || !bp || !ann || !by_read || !by_stamp ||
+	    !cJSON_AddStringToObject(by_read, "fgpack_digest", "read") ||
+	    !cJSON_AddStringToObject(by_stamp, "fgpack_digest", "store")) {
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -1253,6 +1400,7 @@ static int write_statement(struct bake *b, time_t started, struct fg_int4_report
 	for (i = 0; i < b->n_in; i++) {
 		deps[i].name = b->in[i].name;
 		deps[i].sha256 = b->in[i].sha256;
+		ann[i] = b->in[i].by_stamp ? by_stamp : by_read;
 	}
 	cJSON_AddStringToObject(ext, "source", b->src);
 	cJSON_AddStringToObject(ext, "output", b->out);
@@ -1261,6 +1409,9 @@ static int write_statement(struct bake *b, time_t started, struct fg_int4_report
 	cJSON_AddNumberToObject(ext, "group_size", b->o->group);
 	cJSON_AddStringToObject(ext, "head", b->o->head_int4 ? "int4" : "keep");
 	cJSON_AddNumberToObject(inl, "threads", b->o->threads);
+	if (b->store)
+		cJSON_AddStringToObject(inl, "store", fg_store_root(b->store));
+	cJSON_AddBoolToObject(inl, "rehash", b->o->rehash != 0);
 	cJSON_AddNumberToObject(inl, "max_shard_bytes",
 				(double)(b->o->max_shard_bytes ? b->o->max_shard_bytes : FG_INT4_SHARD_BYTES));
 	o = cJSON_CreateObject();
@@ -1276,6 +1427,7 @@ static int write_statement(struct bake *b, time_t started, struct fg_int4_report
 	p.n_subjects = b->n_out;
 	p.deps = deps;
 	p.n_deps = b->n_in;
+	p.dep_annotations = ann;
 	p.external_params = ext;
 	p.internal_params = inl;
 	p.byproducts = bp;
@@ -1292,6 +1444,9 @@ static int write_statement(struct bake *b, time_t started, struct fg_int4_report
 out:
 	free(subj);
 	free(deps);
+	free(ann);
+	cJSON_Delete(by_read);
+	cJSON_Delete(by_stamp);
 	cJSON_Delete(ext);
 	cJSON_Delete(inl);
 	cJSON_Delete(bp);
@@ -1342,6 +1497,8 @@ int fg_int4_bake(const char *src, const char *out, const struct fg_int4_opts *op
 		rc = fg_err_set(err, FG_EFORMAT, "%s: not a JSON object", p.data);
 	if (!rc)
 		rc = add_quant_config(cfg, &b, err);
+	if (!rc)
+		rc = open_store(&b, err);
 	if (!rc)
 		rc = fg_st_open(&b.set, src, err);
 	if (!rc)
@@ -1397,20 +1554,20 @@ int fg_int4_bake(const char *src, const char *out, const struct fg_int4_opts *op
 	for (i = 0; !rc && i < b.n_in; i++)
 		if (b.in[i].role == IN_COPY)
 			rc = copy_file(&b, &b.in[i], err);
-	/* The small files the stream did not read. */
+	/* The small files the stream did not read (copies have their digest). */
 	for (i = 0; !rc && i < b.n_in; i++)
-		if (b.in[i].role != IN_TENSORS) {
-			uint8_t d[FG_SHA256_LEN];
-			unsigned long long sz;
-
-			rc = fg_sha256_file(b.in[i].path, d, &sz, err);
-			fg_hex_encode(d, sizeof(d), b.in[i].sha256);
-		}
+		if (!b.in[i].have_digest)
+			rc = digest_input(&b, &b.in[i], err);
 	if (!rc) {
 		qsort(b.outs, b.n_out, sizeof(*b.outs), cmp_outfile);
 		rc = tree_digest(rep->tree_digest, b.outs, b.n_out, err);
-		for (i = 0; i < b.n_in; i++)
+		for (i = 0; i < b.n_in; i++) {
 			rep->bytes_in += b.in[i].size;
+			if (b.in[i].by_stamp) {
+				rep->n_by_stamp++;
+				rep->bytes_by_stamp += b.in[i].size;
+			}
+		}
 		for (i = 0; i < b.n_out; i++)
 			rep->bytes_out += b.outs[i].size;
 		rep->n_files_in = b.n_in;
@@ -1463,6 +1620,7 @@ out:
 		free(b.outs[i].name);
 	free(b.outs);
 	fg_st_free(b.set);
+	fg_store_free(b.store);
 	cJSON_Delete(cfg);
 	fg_buf_release(&cfgtext);
 	fg_buf_release(&cfgout);

@@ -43,6 +43,9 @@ struct fg_int4_opts {
 	int threads;              /* quantizer threads, >= 1; output does not depend on it */
 	uint64_t max_shard_bytes; /* 0: FG_INT4_SHARD_BYTES */
 	int no_sync;              /* 1: skip fsync of the output files (not durable) */
+	const char *store;        /* the fgpack store whose stamps name inputs (lib/store.h);
+				     NULL: the default one, when it exists */
+	int rehash;               /* 1: hash every input, trusting no stamp */
 };
 
 #define FG_INT4_SHARD_BYTES ((uint64_t)5000000000ULL)
@@ -55,6 +58,8 @@ struct fg_int4_report {
 	size_t n_passed;                         /* tensors copied unchanged */
 	size_t n_files_in, n_files_out;
 	uint64_t bytes_in;                       /* bytes of all input files */
+	size_t n_by_stamp;                       /* inputs whose digest is their store blob's name */
+	uint64_t bytes_by_stamp;                 /* their bytes (read, not hashed) */
 	uint64_t bytes_out;
 };
 
@@ -62,7 +67,10 @@ struct fg_int4_report {
  * sharded), writes the INT4 checkpoint to out (which must not exist, or be an
  * empty folder) through a temporary folder beside it, renamed only when
  * complete, then writes the in-toto/SLSA statement to "<out>.intoto.json".
- * Streams tensor by tensor. Errors name the file and tensor. */
+ * Streams tensor by tensor. Errors name the file and tensor.
+ * An input that is a hard link to a blob of the store, unchanged since the
+ * store last checked it (fg_store_stamp_match), takes the blob's name as its
+ * digest instead of being hashed; the statement says which inputs did. */
 int fg_int4_bake(const char *src, const char *out, const struct fg_int4_opts *opts,
 		 struct fg_int4_report *rep, struct fg_err *err);
 

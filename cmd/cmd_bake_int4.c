@@ -12,7 +12,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: fgpack bake int4 SRC_DIR OUT_DIR [--group 32|64|128] [--head keep|int4] [-j N]\n"
-		"                        [--no-sync]\n\n"
+		"                        [--no-sync] [--store DIR] [--rehash]\n\n"
 		"Quantizes every Linear weight of a bf16 Gemma 4 checkpoint's text decoder to\n"
 		"symmetric INT4 per group of input columns (compressed-tensors pack-quantized,\n"
 		"W4A16, loadable by vLLM); embeddings, the per-layer embedding table, norms,\n"
@@ -22,7 +22,13 @@ static void usage(FILE *f)
 		"  --head MODE   keep: tied bf16 head (default); int4: an untied INT4 lm_head\n"
 		"  -j N          quantizer threads (default: online CPUs)\n"
 		"  --no-sync     do not fsync the output (faster on slow disks; a power loss\n"
-		"                right after may leave it incomplete)\n\n"
+		"                right after may leave it incomplete)\n"
+		"  --store DIR   the fgpack store whose blobs inputs may be hard links to\n"
+		"                (default: $FGPACK_HOME or ~/.cache/fgpack, when it exists)\n"
+		"  --rehash      hash every input file, even one the store vouches for\n\n"
+		"An input that is a hard link to a store blob (as `fgpack pull --into` makes\n"
+		"them) and unchanged since the store checked it is named by the blob's sha256\n"
+		"instead of being hashed again; the statement records which inputs were.\n"
 		"OUT_DIR must not exist (or be empty); it appears only when complete. An in-toto\n"
 		"statement with SLSA provenance is written to OUT_DIR.intoto.json. stdout gets\n"
 		"the output's tree digest and OUT_DIR.\n");
@@ -30,7 +36,7 @@ static void usage(FILE *f)
 
 int cmd_bake_int4(int argc, char **argv)
 {
-	struct fg_int4_opts o = { 128, 0, 1, 0, 0 };
+	struct fg_int4_opts o;
 	struct fg_int4_report rep;
 	struct fg_err err = { 0, "" };
 	const char *pos[2] = { NULL, NULL };
@@ -43,11 +49,19 @@ int cmd_bake_int4(int argc, char **argv)
 		usage(stdout);
 		return FG_EXIT_OK;
 	}
+	memset(&o, 0, sizeof(o));
+	o.group = 128;
 	o.threads = ncpu > 0 ? (ncpu > 64 ? 64 : (int)ncpu) : 1;
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
 
-		if (!strcmp(a, "--group") || !strcmp(a, "-j") || !strcmp(a, "--head")) {
+		if (!strcmp(a, "--store")) {
+			if (i + 1 >= argc)
+				return fg_cmd_usage_error("bake int4", "--store needs a folder");
+			o.store = argv[++i];
+		} else if (!strcmp(a, "--rehash")) {
+			o.rehash = 1;
+		} else if (!strcmp(a, "--group") || !strcmp(a, "-j") || !strcmp(a, "--head")) {
 			if (i + 1 >= argc)
 				return fg_cmd_usage_error("bake int4", "%s needs a value", a);
 			if (!strcmp(a, "--group")) {
@@ -86,10 +100,12 @@ int cmd_bake_int4(int argc, char **argv)
 	fprintf(stderr,
 		"fgpack bake int4: %zu Linear weights to INT4 (group %d, head %s), %zu tensors unchanged;\n"
 		"  %.3f GB in (%zu files), %.3f GB out (%zu files), %.2f s, %.2f GB/s of input\n"
+		"  inputs named by their store blob (not hashed): %zu files, %.3f GB\n"
 		"  provenance: %s\n",
 		rep.n_quantized, o.group, o.head_int4 ? "int4" : "keep", rep.n_passed,
 		(double)rep.bytes_in / 1e9, rep.n_files_in, (double)rep.bytes_out / 1e9, rep.n_files_out,
-		secs, secs > 0 ? (double)rep.bytes_in / 1e9 / secs : 0.0, rep.statement);
+		secs, secs > 0 ? (double)rep.bytes_in / 1e9 / secs : 0.0, rep.n_by_stamp,
+		(double)rep.bytes_by_stamp / 1e9, rep.statement);
 	printf("%s  %s\n", rep.tree_digest, pos[1]);
 	return FG_EXIT_OK;
 }

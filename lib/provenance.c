@@ -16,8 +16,8 @@ void fg_prov_rfc3339(char buf[32], time_t t)
 		buf[0] = '\0';
 }
 
-static int add_items(cJSON *arr, const struct fg_prov_item *it, size_t n, const char *what,
-		     struct fg_err *err)
+static int add_items(cJSON *arr, const struct fg_prov_item *it, size_t n,
+		     const cJSON *const *annotations, const char *what, struct fg_err *err)
 {
 	size_t i;
 
@@ -36,6 +36,14 @@ static int add_items(cJSON *arr, const struct fg_prov_item *it, size_t n, const 
 		    !(d = cJSON_AddObjectToObject(o, "digest")) ||
 		    !cJSON_AddStringToObject(d, "sha256", it[i].sha256))
 			return fg_err_set(err, FG_ENOMEM, "out of memory");
+		if (annotations && annotations[i]) {
+			cJSON *a = cJSON_Duplicate(annotations[i], 1);
+
+			if (!a || !cJSON_AddItemToObject(o, "annotations", a)) {
+				cJSON_Delete(a);
+				return fg_err_set(err, FG_ENOMEM, "out of memory");
+			}
+		}
 	}
 	return 0;
 }
@@ -80,9 +88,9 @@ int fg_prov_statement(cJSON **out, const struct fg_prov *p, struct fg_err *err)
 	if (!p->build_type || !p->build_type[0])
 		rc = fg_err_set(err, FG_EINVAL, "provenance: no build type");
 	if (!rc)
-		rc = add_items(subj, p->subjects, p->n_subjects, "subject", err);
+		rc = add_items(subj, p->subjects, p->n_subjects, NULL, "subject", err);
 	if (!rc)
-		rc = add_items(deps, p->deps, p->n_deps, "dependency", err);
+		rc = add_items(deps, p->deps, p->n_deps, p->dep_annotations, "dependency", err);
 	if (!rc) {
 		if (p->external_params)
 			rc = add_copy(bd, "externalParameters", p->external_params, err);

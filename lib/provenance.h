@@ -7,7 +7,8 @@
  *    "predicate": {
  *      "buildDefinition": {"buildType", "externalParameters",  what was asked
  *                          "internalParameters",
- *                          "resolvedDependencies": [{"name", "uri"?, "digest": {"sha256"}}]},
+ *                          "resolvedDependencies": [{"name", "uri"?, "digest": {"sha256"},
+ *                                                    "annotations"?}]},
  *      "runDetails": {"builder": {"id", "version": {"fgpack", "build"}},
  *                     "metadata": {"invocationId", "startedOn", "finishedOn"},
  *                     "byproducts": [...]}}}
@@ -49,6 +50,9 @@ struct fg_prov {
 	const cJSON *byproducts;         /* borrowed array; NULL leaves it out */
 	const char *invocation_id;       /* NULL leaves it out */
 	time_t started_on, finished_on;  /* 0 leaves each out */
+	/* NULL, or n_deps borrowed objects (each may be NULL): dependency i's
+	 * "annotations" (ResourceDescriptor), e.g. how its digest was obtained */
+	const cJSON *const *dep_annotations;
 };
 
 /* Builds the statement as a cJSON tree owned by the caller. Refuses items

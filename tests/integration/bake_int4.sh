@@ -138,6 +138,54 @@ cp -r one b_fifo && mkdir b_fifo/sub && mkfifo b_fifo/sub/pipe
 bad "a FIFO is refused, naming it" "b_fifo/sub/pipe: not a regular file or folder" b_fifo
 cp -r one b_ctrl && printf x >"b_ctrl/$(printf 'a\tb')"
 bad "a name with a control character is refused" "a file name with control characters" b_ctrl
+# A pulled checkpoint: inputs that are hard links to store blobs are named by
+# the blob's sha256 (not hashed) while their inode is unchanged since the store
+# checked them; an edit in place, --rehash or a lost stamp means hashing.
+FGPACK_HOME="$WORK/store"
+export FGPACK_HOME
+printf '{"name": "b", "env": {"WEIGHTS_BUCKET": "file://%s/src", "LOCAL_MODEL_DIR": "/m"}}\n' "$WORK" >pullman.json
+check "pull the checkpoint (file://) into a store, hard-linked into a folder" "$FGPACK" pull pullman.json --lock pull.lock --into pulled
+check "the pulled shards are links to store blobs" sh -c 'test "$(stat -c %h pulled/m/model-00001-of-00002.safetensors)" -ge 2'
+# provenance FOLDER STATEMENT WANT: every input by its true sha256; WANT maps
+# names to the expected "fgpack_digest" annotation (default "read")
+provenance() {
+	$PY - "$@" <<'EOF'
+import json, hashlib, os, sys
+top, stp, want = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+st = json.load(open(stp))
+deps = st["predicate"]["buildDefinition"]["resolvedDependencies"]
+h = lambda p: hashlib.sha256(open(p, "rb").read()).hexdigest()
+for d in deps:
+    assert d["digest"]["sha256"] == h(os.path.join(top, d["name"])), d
+    src = d["annotations"]["fgpack_digest"]
+    assert src == want.get(d["name"], "read"), (d["name"], src)
+assert sorted(d["name"] for d in deps) == sorted(os.listdir(top))
+EOF
+}
+S1=model-00001-of-00002.safetensors
+S2=model-00002-of-00002.safetensors
+STORED="{\"$S1\": \"store\", \"$S2\": \"store\", \"config.json\": \"store\", \"model.safetensors.index.json\": \"store\"}"
+check "bake the pulled checkpoint" sh -c "'$FGPACK' bake int4 pulled/m outp -j 2 >digestp 2>logp"
+check_grep "it says how many inputs the store named" 'named by their store blob \(not hashed\): 4 files' logp
+check "the same bytes as the bake of the plain folder" diff -r out1 outp
+check "statement: true digests; shards, config and index named by the store" provenance pulled/m outp.intoto.json "$STORED"
+check "--rehash hashes every input" sh -c "'$FGPACK' bake int4 pulled/m outr --rehash >/dev/null 2>&1"
+check "statement after --rehash: every input read" provenance pulled/m outr.intoto.json '{}'
+check "--rehash gives the same bytes" diff -r out1 outr
+rm -f "$FGPACK_HOME"/stamps/*
+check "with the stamps lost, a bake hashes (and notes the stamps again)" sh -c "'$FGPACK' bake int4 pulled/m outl >/dev/null 2>&1"
+check "statement without stamps: every input read" provenance pulled/m outl.intoto.json '{}'
+check "the next bake is named by the store again" sh -c "'$FGPACK' bake int4 pulled/m outn >/dev/null 2>&1"
+check "statement of the next bake: shards named by the store" provenance pulled/m outn.intoto.json "$STORED"
+# edited in place after the pull (same size): one mantissa bit of the last bf16 value
+chmod u+w "pulled/m/$S2"
+$PY -c "import sys; f = open(sys.argv[1], 'r+b'); f.seek(-2, 2); b = f.read(1); f.seek(-2, 2); f.write(bytes([b[0] ^ 1])); f.close()" "pulled/m/$S2"
+check "bake after an in-place edit" sh -c "'$FGPACK' bake int4 pulled/m oute >digeste 2>/dev/null"
+check "the edited shard is hashed again, with its new digest" provenance pulled/m oute.intoto.json \
+	"{\"$S1\": \"store\", \"config.json\": \"store\", \"model.safetensors.index.json\": \"store\"}"
+check "and the output follows the edit" sh -c '! cmp -s digestp digeste'
+check_exit "--store naming no store is refused" 1 "$FGPACK" bake int4 src outs --store "$WORK/nostore"
+unset FGPACK_HOME
 check_exit "an existing non-empty output folder is refused" 1 "$FGPACK" bake int4 src out1
 check_exit "bad --group is a usage error" 2 "$FGPACK" bake int4 src outx --group 48
 check_exit "--help" 0 "$FGPACK" bake int4 --help

@@ -52,7 +52,24 @@ int main(void)
 	ok(fg_json_str(fg_json_obj(fg_json_obj(rd, "builder"), "version"), "build") != NULL, "build id present");
 	is_str(fg_json_str(fg_json_obj(rd, "metadata"), "startedOn"), "2023-11-14T22:13:20Z", "startedOn RFC 3339");
 	is_str(fg_json_str(fg_json_obj(rd, "metadata"), "finishedOn"), "2023-11-14T22:14:20Z", "finishedOn");
+	ok(!cJSON_GetObjectItem(x, "annotations"), "no annotations unless given");
 	cJSON_Delete(st);
+	{
+		cJSON *an = cJSON_CreateObject();
+		const cJSON *anns[1] = { an };
+
+		cJSON_AddStringToObject(an, "fgpack_digest", "store");
+		p.dep_annotations = anns;
+		st = NULL;
+		ok(fg_prov_statement(&st, &p, &err) == 0, "statement with annotations (%s)", err.msg);
+		x = cJSON_GetArrayItem(fg_json_arr(fg_json_obj(fg_json_obj(st, "predicate"), "buildDefinition"),
+						   "resolvedDependencies"), 0);
+		is_str(fg_json_str(fg_json_obj(x, "annotations"), "fgpack_digest"), "store",
+		       "dependency annotations copied");
+		cJSON_Delete(st);
+		p.dep_annotations = NULL;
+		cJSON_Delete(an);
+	}
 	ok(fg_prov_statement_text(&a, &p, &err) == 0 && fg_prov_statement_text(&b, &p, &err) == 0 &&
 	   a.len == b.len && !memcmp(a.data, b.data, a.len) && a.data[a.len - 1] == '\n',
 	   "text is canonical and repeatable");
