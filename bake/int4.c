@@ -179,14 +179,10 @@ static void init_group_fn(void)
 	the_group_fn = pick_group_fn();
 }
 
-int fg_int4_quant_rows(uint8_t *packed, uint8_t *scales, const uint8_t *w, size_t rows,
-		       size_t cols, size_t group, size_t *bad)
+static int quant_rows_with(group_fn fn, uint8_t *packed, uint8_t *scales, const uint8_t *w,
+			   size_t rows, size_t cols, size_t group, size_t *bad)
 {
 	size_t ng = cols / group, r, g, i;
-	group_fn fn;
-
-	pthread_once(&group_fn_once, init_group_fn);
-	fn = the_group_fn;
 
 	for (r = 0; r < rows; r++) {
 		const uint8_t *row = w + r * cols * 2;
@@ -207,6 +203,25 @@ int fg_int4_quant_rows(uint8_t *packed, uint8_t *scales, const uint8_t *w, size_
 		}
 	}
 	return 0;
+}
+
+int fg_int4_quant_rows(uint8_t *packed, uint8_t *scales, const uint8_t *w, size_t rows,
+		       size_t cols, size_t group, size_t *bad)
+{
+	pthread_once(&group_fn_once, init_group_fn);
+	return quant_rows_with(the_group_fn, packed, scales, w, rows, cols, group, bad);
+}
+
+int fg_int4_quant_rows_scalar(uint8_t *packed, uint8_t *scales, const uint8_t *w, size_t rows,
+			      size_t cols, size_t group, size_t *bad)
+{
+	return quant_rows_with(quant_group, packed, scales, w, rows, cols, group, bad);
+}
+
+int fg_int4_simd(void)
+{
+	pthread_once(&group_fn_once, init_group_fn);
+	return the_group_fn != quant_group;
 }
 
 /* ---- which tensors ---- */
@@ -515,17 +530,18 @@ static int open_input(struct bake *b, struct infile *f, int fd, int may_trust, s
 	return 0;
 }
 
-/* The last byte of input f was read through fd. A file named by its stamp
- * must not have moved meanwhile (its digest is not from the bytes read); a
- * hashed one is digested from exactly the bytes used, and only a stable one
- * gets its stamp noted later. */
+/* The last byte of input f was read through fd. A shard must not have moved
+ * meanwhile: its digest may come from its stamp, not from the bytes read, and
+ * its passed-through tensors are copied by the kernel apart from the read
+ * that hashes them. Other inputs are digested from exactly the bytes copied;
+ * only a stable one gets its stamp noted later. */
 static int close_input(struct infile *f, int fd, struct fg_err *err)
 {
 	struct stat now;
 
 	if (fstat(fd, &now))
 		return fg_err_set(err, FG_EIO, "%s: %s", f->path, strerror(errno));
-	if (f->by_stamp && !same_stat(&f->st0, &now))
+	if ((f->by_stamp || f->role == IN_TENSORS) && !same_stat(&f->st0, &now))
 		return fg_err_set(err, FG_EIO,
 				  "%s: changed while baking (its inode's size, mtime or ctime moved)",
 				  f->path);
@@ -1094,7 +1110,14 @@ static int bake_tensor(struct bake *b, struct flow *f, const struct job *j, int 
 			size_t len = t->nbytes - off < BLOCK_BYTES ? t->nbytes - off : BLOCK_BYTES;
 			const uint8_t *src = flow_get(f, t, streamed, off, len, err);
 
-			rc = src ? fg_st_writer_write(f->w, src, len, err) : FG_EIO;
+			/* streamed: the file gets the bytes by an in-kernel copy, the
+			 * digests are computed from src (the same bytes, read once) */
+			if (!src)
+				rc = err && err->code ? err->code : FG_EIO;
+			else if (streamed)
+				rc = fg_st_writer_copy(f->w, src, len, f->fd, t->file_offset + off, err);
+			else
+				rc = fg_st_writer_write(f->w, src, len, err);
 			if (!rc)
 				rc = flow_done(f, t, streamed, off, len, NULL, -1, err);
 		}

@@ -30,6 +30,14 @@
 int fg_int4_quant_rows(uint8_t *packed, uint8_t *scales, const uint8_t *w, size_t rows,
 		       size_t cols, size_t group, size_t *bad);
 
+/* The same with the plain C reference kernel whatever the CPU has: the
+ * dispatched one (AVX2 where the CPU has it, unless FGPACK_NO_SIMD is set)
+ * must give the same bytes; tests compare them. fg_int4_simd says whether the
+ * dispatched kernel is a SIMD one. */
+int fg_int4_quant_rows_scalar(uint8_t *packed, uint8_t *scales, const uint8_t *w, size_t rows,
+			      size_t cols, size_t group, size_t *bad);
+int fg_int4_simd(void);
+
 /* 1 when a checkpoint tensor name is a Linear weight of the Gemma 4 text
  * decoder that the bake quantizes (attention q/k/v/o, MLP gate/up/down,
  * per-layer input gate and projection, the per-layer model projection), with

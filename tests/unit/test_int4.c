@@ -162,6 +162,66 @@ static void test_property(void)
 	free(s2);
 }
 
+/* The dispatched kernel (AVX2 here) against the plain C reference, on every
+ * finite bf16 bit pattern (denormals, +-0, +-max included) laid out in order
+ * (groups of neighbouring magnitudes, so every rounding case and the
+ * all-denormal groups whose scale falls back to eps occur) and shuffled, and
+ * on crafted ties (w / s = k + 0.5 exactly), for each group size. */
+static void test_simd_agrees(void)
+{
+	size_t n = 0, i, gi, cols = 1024, rows, bad = 0;
+	uint8_t *w = malloc(2 * 66560), *p1, *p2, *s1, *s2;
+	static const float ties[16] = { 0.5f, 1.5f, 2.5f, 3.5f, 4.5f, 5.5f, 6.5f, 7.5f,
+					-0.5f, -1.5f, -2.5f, -3.5f, -4.5f, -5.5f, -6.5f, -7.5f };
+	int same = 1, layout;
+
+	for (layout = 0; layout < 3; layout++) {
+		n = 0;
+		if (layout < 2)
+			for (i = 0; i < 65536; i++)
+				if ((i & 0x7f80u) != 0x7f80u) /* finite */
+					fg_put_le16(w + 2 * n++, (uint16_t)i);
+		if (layout == 1)
+			for (i = n - 1; i > 0; i--) { /* Fisher-Yates with the test's xorshift */
+				size_t j = (size_t)(urand() * (double)(i + 1));
+				uint8_t t0 = w[2 * i], t1 = w[2 * i + 1];
+
+				w[2 * i] = w[2 * j];
+				w[2 * i + 1] = w[2 * j + 1];
+				w[2 * j] = t0;
+				w[2 * j + 1] = t1;
+			}
+		if (layout == 2) /* ties at scales 2^-130 .. 2^3: amax 7.5 s makes the scale exactly s */
+			for (n = 0; n < 65536; n++) {
+				float sc = ldexpf(1.0f, (int)((n / 32) % 134) - 130);
+
+				fg_put_le16(w + 2 * n, fg_f32_to_bf16(ties[n % 16] * sc));
+			}
+		while (n % cols)
+			fg_put_le16(w + 2 * n++, 0);
+		rows = n / cols;
+		for (gi = 32; gi <= 128; gi *= 2) {
+			size_t ns = rows * (cols / gi) * 2;
+
+			p1 = malloc(n / 2);
+			p2 = malloc(n / 2);
+			s1 = malloc(ns);
+			s2 = malloc(ns);
+			if (fg_int4_quant_rows(p1, s1, w, rows, cols, gi, &bad) ||
+			    fg_int4_quant_rows_scalar(p2, s2, w, rows, cols, gi, &bad) || memcmp(p1, p2, n / 2) ||
+			    memcmp(s1, s2, ns))
+				same = 0;
+			free(p1);
+			free(p2);
+			free(s1);
+			free(s2);
+		}
+	}
+	ok(same, "%s kernel gives the scalar reference's bytes on every finite bf16, shuffled, and ties",
+	   fg_int4_simd() ? "the SIMD" : "(no SIMD on this CPU) the dispatched");
+	free(w);
+}
+
 static void test_targets(void)
 {
 	ok(fg_int4_is_target("model.language_model.layers.0.self_attn.q_proj.weight"), "target: q_proj");
@@ -186,6 +246,7 @@ int main(void)
 {
 	test_known_answers();
 	test_property();
+	test_simd_agrees();
 	test_targets();
 	return tap_done();
 }
