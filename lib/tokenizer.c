@@ -44,7 +44,9 @@
 #define CACHE_SLOTS_MAX ((size_t)1 << 18)
 #define CACHE_SLOTS_MIN ((size_t)1 << 8)
 #define CACHE_MAX_WORD 128
-#define CUT_MIN 32
+#define CUT_MIN 32 /* and more than 0 */
+#define WORD_BATCH 16
+#define SMALL_BPE 32
 #define CACHE_ARENA_MAX ((size_t)32 << 20)
 #define CP_CACHE 4096
 #define PAIR_CACHE 8192
@@ -1891,12 +1893,12 @@ static inline uint64_t pair_start(const struct fg_tokenizer *t, const struct fg_
 	return h;
 }
 
-/* Queues the merge of symbol i with the next one, if their pair has one;
- * h is the pair's hash from pair_start. */
-static void push_pair(const struct fg_tokenizer *t, struct fg_tok_scratch *s, int32_t i, uint64_t h)
+/* The merge of ids a and b (rank -1: none) through the pair cache; h is
+ * the pair's hash from pair_start. */
+static inline const struct pent *pair_merge(const struct fg_tokenizer *t, struct fg_tok_scratch *s, int32_t a,
+					    int32_t b, uint64_t h)
 {
-	int32_t j = s->sym_next[i];
-	uint64_t key = pair_key(s->sym_id[i], s->sym_id[j]);
+	uint64_t key = pair_key(a, b);
 	struct pent *e = &s->pc[h & (PAIR_CACHE - 1)];
 
 	if (e->nkey != ~key) {
@@ -1906,11 +1908,80 @@ static void push_pair(const struct fg_tokenizer *t, struct fg_tok_scratch *s, in
 		e->rank = m ? m->rank : -1;
 		e->result = m ? m->result : -1;
 	}
+	return e;
+}
+
+/* Queues the merge of symbol i with the next one, if their pair has one;
+ * h is the pair's hash from pair_start. */
+static void push_pair(const struct fg_tokenizer *t, struct fg_tok_scratch *s, int32_t i, uint64_t h)
+{
+	int32_t j = s->sym_next[i];
+	const struct pent *e = pair_merge(t, s, s->sym_id[i], s->sym_id[j], h);
+
 	if (e->rank >= 0) {
 		struct hent he = { ((uint64_t)(uint32_t)e->rank << 32) | (uint32_t)i, j, e->result, s->sym_id[i],
 				   s->sym_id[j] };
 
 		heap_push(s, &he);
+	}
+}
+
+/* The merges on symbols 0 .. n - 1 (at most SMALL_BPE, n >= 2) of a short
+ * word: each time the lowest rank among the adjacent pairs, found by a scan
+ * (the leftmost on ties: a strict < going left to right), as the heap does
+ * for longer words, with less work per merge. rank[i]: of the pair symbol i
+ * starts (as unsigned: no merge is the largest). */
+static void bpe_small(const struct fg_tokenizer *t, struct fg_tok_scratch *s, size_t n)
+{
+	uint32_t rank[SMALL_BPE];
+	int32_t res[SMALL_BPE], *id = s->sym_id, *nx = s->sym_next, *pv = s->sym_prev;
+	size_t i;
+
+	for (i = 0; i + 1 < n; i++)
+		s->sym_hash[i] = id[i] >= 0 && id[i + 1] >= 0 ? pair_start(t, s, id[i], id[i + 1]) : 0;
+	for (i = 0; i + 1 < n; i++) {
+		const struct pent *e;
+
+		rank[i] = UINT32_MAX;
+		if (id[i] >= 0 && id[i + 1] >= 0 && (e = pair_merge(t, s, id[i], id[i + 1], s->sym_hash[i]))->rank >= 0) {
+			rank[i] = (uint32_t)e->rank;
+			res[i] = e->result;
+		}
+	}
+	rank[n - 1] = UINT32_MAX;
+	for (;;) {
+		uint32_t br = UINT32_MAX;
+		int32_t k, a = -1, b, c, p;
+		const struct pent *e;
+
+		for (k = 0; k >= 0; k = nx[k])
+			if (rank[k] < br) {
+				br = rank[k];
+				a = k;
+			}
+		if (a < 0)
+			return;
+		b = nx[a];
+		id[a] = res[a];
+		s->sym_len[a] += s->sym_len[b];
+		s->sym_len[b] = 0;
+		c = nx[a] = nx[b];
+		if (c >= 0)
+			pv[c] = a;
+		rank[a] = UINT32_MAX;
+		if (c >= 0 && id[c] >= 0 &&
+		    (e = pair_merge(t, s, id[a], id[c], pair_start(t, s, id[a], id[c])))->rank >= 0) {
+			rank[a] = (uint32_t)e->rank;
+			res[a] = e->result;
+		}
+		p = pv[a];
+		if (p >= 0 && id[p] >= 0) {
+			rank[p] = UINT32_MAX;
+			if ((e = pair_merge(t, s, id[p], id[a], pair_start(t, s, id[p], id[a])))->rank >= 0) {
+				rank[p] = (uint32_t)e->rank;
+				res[p] = e->result;
+			}
+		}
 	}
 }
 
@@ -1960,6 +2031,11 @@ static int bpe_word(const struct fg_tokenizer *t, struct fg_tok_scratch *s, cons
 		return 0;
 	s->sym_next[nsym - 1] = -1;
 	s->heap_n = 0;
+	if (nsym <= SMALL_BPE) {
+		if (nsym > 1)
+			bpe_small(t, s, nsym);
+		goto out;
+	}
 	for (i = 0; i + 1 < nsym; i++)
 		if (s->sym_id[i] >= 0 && s->sym_id[i + 1] >= 0)
 			s->sym_hash[i] = pair_start(t, s, s->sym_id[i], s->sym_id[i + 1]);
@@ -1994,6 +2070,7 @@ static int bpe_word(const struct fg_tokenizer *t, struct fg_tok_scratch *s, cons
 				push_pair(t, s, a, h2);
 		}
 	}
+out:
 	for (k = 0; k >= 0; k = s->sym_next[k]) {
 		if (s->sym_id[k] >= 0)
 			rc = emit(o, s->sym_id[k], err);
@@ -2157,21 +2234,17 @@ static int bpe_text(const struct fg_tokenizer *t, struct fg_tok_scratch *s, cons
 	return bpe_word(t, s, s->wnorm.data, (size_t)(d - s->wnorm.data), o, err);
 }
 
-/* BPE of a word through the scratch's cache. */
-static int word(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const char *w, size_t len,
-		struct out_ids *o, struct fg_err *err)
+/* BPE of a word of 1 to CACHE_MAX_WORD bytes, whose hash_bytes is h,
+ * through the scratch's cache. */
+static int word_h(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const char *w, size_t len,
+		  uint64_t h, struct out_ids *o, struct fg_err *err)
 {
 	static const char pad[4];
-	uint64_t h;
-	uint32_t tag, off;
+	uint32_t tag = (uint32_t)(h >> 32) | 1, off;
 	size_t i, before, k;
 	struct cslot *c;
 	int rc;
 
-	if (len > CACHE_MAX_WORD || !len)
-		return bpe_text(t, s, w, len, o, err);
-	h = hash_bytes(w, len);
-	tag = (uint32_t)(h >> 32) | 1;
 	if (s->n_slots)
 		for (i = h & (s->n_slots - 1); (c = &s->cache[i])->tag; i = (i + 1) & (s->n_slots - 1)) {
 			if (c->tag != tag || c->klen != len || !key_eq(cache_key(s, c), w, len))
@@ -2218,6 +2291,15 @@ static int word(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const ch
 	return 0;
 }
 
+/* BPE of a word through the scratch's cache. */
+static int word(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const char *w, size_t len,
+		struct out_ids *o, struct fg_err *err)
+{
+	if (len > CACHE_MAX_WORD || !len)
+		return bpe_text(t, s, w, len, o, err);
+	return word_h(t, s, w, len, hash_bytes(w, len), o, err);
+}
+
 /* The code point of the character at u[0, rem) as the model sees it (a raw
  * space is "▁", an invalid byte CP_INVALID); its length in *l. */
 static inline uint32_t model_cp(const struct fg_tokenizer *t, const unsigned char *u, size_t rem, size_t *l)
@@ -2262,6 +2344,34 @@ static int long_word(const struct fg_tokenizer *t, struct fg_tok_scratch *s, con
 	return word(t, s, w + start, len - start, o, err);
 }
 
+/* Words p[a, a + len) cut from a text, encoded in a batch: first every
+ * short word's hash, fetching its word-cache slot, then the lookups, whose
+ * cache misses thus overlap. Empties the batch (*nb = 0). */
+struct wspan {
+	size_t a, len;
+	uint64_t h;
+};
+
+static int word_batch(const struct fg_tokenizer *t, struct fg_tok_scratch *s, const char *p, struct wspan *b,
+		      size_t *nb, struct out_ids *o, struct fg_err *err)
+{
+	size_t k, n = *nb;
+	int rc;
+
+	*nb = 0;
+	for (k = 0; k < n; k++)
+		if (b[k].len <= CUT_MIN) {
+			b[k].h = hash_bytes(p + b[k].a, b[k].len);
+			if (s->n_slots)
+				__builtin_prefetch(&s->cache[b[k].h & (s->n_slots - 1)]);
+		}
+	for (k = 0; k < n; k++)
+		if ((rc = b[k].len <= CUT_MIN ? word_h(t, s, p + b[k].a, b[k].len, b[k].h, o, err)
+					      : long_word(t, s, p + b[k].a, b[k].len, o, err)))
+			return rc;
+	return 0;
+}
+
 /* BPE over text p[0, n) (normalized, or raw with raw_words), cut into words.
  * A cut between adjacent characters c and d is exact when (c, d) is no
  * junction: the first merge to make a symbol spanning the cut would join a
@@ -2276,8 +2386,9 @@ static int cut_words(const struct fg_tokenizer *t, struct fg_tok_scratch *s, con
 		     struct out_ids *o, struct fg_err *err)
 {
 	const unsigned char *u = (const unsigned char *)p, *q;
-	size_t i = 1, start = 0, step = t->raw_words ? 1 : 3;
+	size_t i = 1, start = 0, step = t->raw_words ? 1 : 3, nb = 0;
 	unsigned char mark = t->raw_words ? t->raw_space : 0xe2;
+	struct wspan b[WORD_BATCH];
 	int rc;
 
 	while (i + step <= n && (q = memchr(u + i, mark, n - i - (step - 1)))) {
@@ -2296,15 +2407,19 @@ static int cut_words(const struct fg_tokenizer *t, struct fg_tok_scratch *s, con
 				cp = CP_INVALID;
 		}
 		if (!junction(t, cp, WB_CP)) {
-			if ((rc = long_word(t, s, p + start, i - start, o, err)))
+			b[nb].a = start;
+			b[nb++].len = i - start;
+			if (nb == WORD_BATCH && (rc = word_batch(t, s, p, b, &nb, o, err)))
 				return rc;
 			start = i;
 		}
 		i += step;
 	}
-	if (n > start)
-		return long_word(t, s, p + start, n - start, o, err);
-	return 0;
+	if (n > start) {
+		b[nb].a = start;
+		b[nb++].len = n - start;
+	}
+	return word_batch(t, s, p, b, &nb, o, err);
 }
 
 /* The model on one pre-token: ignore_merges, then BPE on words. */
