@@ -47,6 +47,7 @@
 #define CUT_MIN 32 /* and more than 0 */
 #define WORD_BATCH 16
 #define SMALL_BPE 32
+#define FIRST_MAX 8
 #define CACHE_ARENA_MAX ((size_t)32 << 20)
 #define CP_CACHE 4096
 #define PAIR_CACHE 8192
@@ -113,6 +114,10 @@ struct fg_tokenizer {
 	struct tnode *trie;
 	size_t n_trie, trie_cap;
 	int32_t trie_root[256];
+	/* the bytes that start an added token, when at most FIRST_MAX (else
+	 * n_first is FIRST_MAX + 1): the text is searched for them with memchr */
+	unsigned char first[FIRST_MAX];
+	size_t n_first;
 	struct step *norm;
 	size_t n_norm;
 	int split_behavior; /* 0: no pre-tokenizer */
@@ -1533,6 +1538,9 @@ static int build(struct fg_tokenizer *t, struct lctx *l, size_t n_vocab_ents, st
 	t->has_decoder = !is_null(o);
 	if (t->has_decoder && (rc = load_decoder(t, o, err)))
 		return fg_err_wrap(err, "decoder");
+	for (i = 0; i < 256 && t->n_first <= FIRST_MAX; i++)
+		if (t->trie_root[i] >= 0 && t->n_first++ < FIRST_MAX)
+			t->first[t->n_first - 1] = (unsigned char)i;
 	/* raw words: normalizing a word on its own then gives what normalizing
 	 * the whole text gives, and the Split (if any) looks for that byte,
 	 * which no normalized text holds any more */
@@ -2589,7 +2597,9 @@ static int text_section(const struct fg_tokenizer *t, struct fg_tok_scratch *s, 
 	if (t->fuse_unk && t->unk_id >= 0) {
 		size_t r, w = first;
 
-		for (r = first; r < *o->n; r++)
+		for (r = first; r < *o->n && (*o->ids)[r] != t->unk_id; r++)
+			;
+		for (w = r; r < *o->n; r++)
 			if (!((*o->ids)[r] == t->unk_id && w > first && (*o->ids)[w - 1] == t->unk_id))
 				(*o->ids)[w++] = (*o->ids)[r];
 		*o->n = w;
@@ -2682,7 +2692,7 @@ int fg_tokenizer_encode_append(const struct fg_tokenizer *t, struct fg_tok_scrat
 	const unsigned char *u = (const unsigned char *)text;
 	struct out_ids o = { ids, n, cap };
 	struct section prev = { 0, 0, -1 };
-	size_t i = 0, start = 0, k;
+	size_t i = 0, start = 0, k, next[FIRST_MAX];
 	int have_prev = 0, rc;
 
 	if (s->stamp != t->stamp) {
@@ -2698,13 +2708,34 @@ int fg_tokenizer_encode_append(const struct fg_tokenizer *t, struct fg_tok_scrat
 		for (k = 0; k < t->n_pre; k++)
 			if ((rc = emit(&o, t->tmpl_pre[k], err)))
 				return rc;
-	/* added tokens: leftmost, then longest, on the raw text */
+	/* added tokens: leftmost, then longest, on the raw text; next[f]: where
+	 * first[f] is next found at or after i (len: nowhere) */
+	for (k = 0; k < t->n_first && t->n_first <= FIRST_MAX; k++) {
+		const unsigned char *q = memchr(u, t->first[k], len);
+
+		next[k] = q ? (size_t)(q - u) : len;
+	}
 	while (i < len) {
 		int32_t node, match = -1;
 		size_t j, mlen = 0;
 
-		while (i < len && t->trie_root[u[i]] < 0)
-			i++;
+		if (t->n_first <= FIRST_MAX) {
+			size_t m = len, f;
+
+			for (f = 0; f < t->n_first; f++) {
+				if (next[f] < i) {
+					const unsigned char *q = memchr(u + i, t->first[f], len - i);
+
+					next[f] = q ? (size_t)(q - u) : len;
+				}
+				if (next[f] < m)
+					m = next[f];
+			}
+			i = m;
+		} else {
+			while (i < len && t->trie_root[u[i]] < 0)
+				i++;
+		}
 		if (i == len)
 			break;
 		for (node = t->trie_root[u[i]], j = i; node >= 0;) {
