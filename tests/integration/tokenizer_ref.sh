@@ -58,6 +58,16 @@ $JS --add-special "$C/bos.txt" >"$WORK/js_bos.out"
 check "ids equal the reference with --add-special" cmp -s "$WORK/js_bos.out" "$WORK/c_bos.out"
 check_grep "--add-special puts <bos> (2) first" '^\[2,' "$WORK/c_bos.out"
 
+# long unspaced runs (the translations without spaces or newlines: Chinese,
+# Japanese, Thai and the rest as one word each), which the encoder cuts
+# between characters no merge joins
+python3 -c "import sys; t=open(sys.argv[1],encoding='utf-8').read(); t=''.join(t.split()); open(sys.argv[2],'w',encoding='utf-8').write(t[:150000])" \
+	"$C/mo.txt" "$C/unspaced.txt"
+(cd "$C" && $JS unspaced.txt) >"$WORK/js_unspaced.out"
+"$FGPACK" tokenize --tokenizer "$TJ" <"$C/unspaced.txt" >"$WORK/c_unspaced.out"
+n=$(tr ',' '\n' <"$WORK/js_unspaced.out" | wc -l)
+check "ids equal the reference on unspaced runs ($n tokens)" cmp -s "$WORK/js_unspaced.out" "$WORK/c_unspaced.out"
+
 # decode(encode(x)) == x wherever the reference says so too
 i=0
 for f in $files; do
