@@ -4,12 +4,17 @@
 # holds exactly the keepset's rows of the source, every other tensor is
 # unchanged, config.json records the keepset and unties the head, the same
 # inputs give the same bytes, and mismatched keepsets and already-pruned
-# models are refused.
+# models are refused. Safetensors are written and read with the helpers of
+# tests/int4/int4ref.py (st_write, st_read), the INT4 bake's independent side.
 . "$(dirname "$0")/../lib.sh"
+export PYTHONPATH="$TOP/tests/int4${PYTHONPATH:+:$PYTHONPATH}"
+PY=/usr/bin/python3 # Debian's, with python3-numpy (int4ref.py needs it)
+[ -x "$PY" ] || PY=python3
 
 mk() { # DIR TIED(0/1) VOCAB HIDDEN
-	python3 - "$@" <<'EOF'
+	"$PY" - "$@" <<'EOF'
 import json, os, random, struct, sys
+from int4ref import st_write
 d, tied, V, H = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3]), int(sys.argv[4])
 os.makedirs(d, exist_ok=True)
 rng = random.Random(7)
@@ -20,15 +25,7 @@ t = {"model.embed_tokens.weight": bf16(V, H),
      "model.norm.weight": ("F32", [H], struct.pack("<%df" % H, *[rng.random() for _ in range(H)]))}
 if not tied:
     t["lm_head.weight"] = bf16(V, H)
-hdr, data, off = {}, b"", 0
-for name in sorted(t):
-    dt, shape, b = t[name]
-    hdr[name] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(b)]}
-    data += b
-    off += len(b)
-h = json.dumps(hdr).encode()
-h += b" " * (-len(h) % 8)
-open(os.path.join(d, "model.safetensors"), "wb").write(struct.pack("<Q", len(h)) + h + data)
+st_write(os.path.join(d, "model.safetensors"), [(k,) + t[k] for k in sorted(t)])
 json.dump({"model_type": "gemma3_text", "vocab_size": V, "hidden_size": H, "tie_word_embeddings": tied},
           open(os.path.join(d, "config.json"), "w"))
 open(os.path.join(d, "tokenizer.json"), "w").write('{"placeholder": true}\n')
@@ -41,14 +38,11 @@ ks() { # FILE FULL_VOCAB IDS...
 	python3 -c 'import json,sys; ids=[int(x) for x in sys.argv[3:]]; json.dump({"keep_ids": ids, "pruned_vocab_K": len(ids), "full_vocab": int(sys.argv[2])}, open(sys.argv[1], "w"))' "$f" "$v" "$@"
 }
 verify() { # SRC OUT HEAD_SOURCE_TENSOR
-	python3 - "$@" <<'EOF'
+	"$PY" - "$@" <<'EOF'
 import json, struct, sys
+from int4ref import st_read
 def load(path):  # name -> (dtype, shape, bytes)
-    b = open(path, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    return {k: (v["dtype"], v["shape"], b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
-            for k, v in h.items() if k != "__metadata__"}
+    return {k: (dt, list(shape), a.tobytes()) for k, (dt, shape, a) in st_read(path).items()}
 src, out, hs = sys.argv[1], sys.argv[2], sys.argv[3]
 a, b = load(src + "/model.safetensors"), load(out + "/model.safetensors")
 cfg = json.load(open(out + "/config.json"))
@@ -111,14 +105,11 @@ c["quantization_config"] = {"quant_method": "compressed-tensors", "format": "pac
     "ignore": ["lm_head", "re:.*vision_tower.*"]}
 json.dump(c, open(p, "w"))' "$WORK/q"
 check "prune and quantize the head (--head int4)" "$FGPACK" bake prune-head "$WORK/q" --keepset "$WORK/k.json" "$WORK/q4" --head int4
-check "INT4 head: the kept rows, quantized (|w - q*s| <= 0.55 s), config updated" python3 - "$WORK/q" "$WORK/q4" <<'EOF'
+check "INT4 head: the kept rows, quantized (|w - q*s| <= 0.55 s), config updated" "$PY" - "$WORK/q" "$WORK/q4" <<'EOF'
 import json, struct, sys
-def load(path):
-    b = open(path, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    return {k: (v["dtype"], v["shape"], b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
-            for k, v in h.items() if k != "__metadata__"}
+from int4ref import st_read
+def load(path):  # name -> (dtype, shape, bytes)
+    return {k: (dt, list(shape), a.tobytes()) for k, (dt, shape, a) in st_read(path).items()}
 def bf(b):
     return [struct.unpack("<f", b"\0\0" + b[i:i + 2])[0] for i in range(0, len(b), 2)]
 a, o = load(sys.argv[1] + "/model.safetensors"), load(sys.argv[2] + "/model.safetensors")
@@ -141,38 +132,25 @@ assert "lm_head" not in cfg["quantization_config"]["ignore"]
 assert cfg["lm_head_keepset"]["head_format"] == "int4" and cfg["tie_word_embeddings"] is False
 EOF
 # an INT4 head that is already there is cut, not re-quantized
-python3 - "$WORK/q" "$WORK/i4" <<'EOF'
-import json, os, random, shutil, struct, sys
+"$PY" - "$WORK/q" "$WORK/i4" <<'EOF'
+import random, shutil, struct, sys
+from int4ref import st_read, st_write
 src, d = sys.argv[1], sys.argv[2]
 shutil.copytree(src, d)
-b = open(d + "/model.safetensors", "rb").read()
-n = struct.unpack("<Q", b[:8])[0]
-h = json.loads(b[8:8 + n])
-t = {k: (v["dtype"], v["shape"], b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]) for k, v in h.items()}
+t = {k: (dt, list(shape), a.tobytes()) for k, (dt, shape, a) in st_read(d + "/model.safetensors").items()}
 V, H = t["model.embed_tokens.weight"][1]
 rng = random.Random(3)
 t["lm_head.weight_packed"] = ("I32", [V, H // 8], bytes(rng.randrange(256) for _ in range(V * H // 2)))
 t["lm_head.weight_scale"] = ("BF16", [V, H // 8], bytes(rng.randrange(256) for _ in range(V * H // 4)))
 t["lm_head.weight_shape"] = ("I64", [2], struct.pack("<2q", V, H))
-hdr, data, off = {}, b"", 0
-for k in sorted(t):
-    dt, shape, x = t[k]
-    hdr[k] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(x)]}
-    data += x
-    off += len(x)
-hj = json.dumps(hdr).encode()
-hj += b" " * (-len(hj) % 8)
-open(d + "/model.safetensors", "wb").write(struct.pack("<Q", len(hj)) + hj + data)
+st_write(d + "/model.safetensors", [(k,) + t[k] for k in sorted(t)])
 EOF
 check "prune a model whose head is already INT4" "$FGPACK" bake prune-head "$WORK/i4" --keepset "$WORK/k.json" "$WORK/i4p"
-check "INT4 head: packed rows and scales cut, shape [K, H]" python3 - "$WORK/i4" "$WORK/i4p" <<'EOF'
+check "INT4 head: packed rows and scales cut, shape [K, H]" "$PY" - "$WORK/i4" "$WORK/i4p" <<'EOF'
 import json, struct, sys
-def load(path):
-    b = open(path, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    return {k: (v["dtype"], v["shape"], b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
-            for k, v in h.items() if k != "__metadata__"}
+from int4ref import st_read
+def load(path):  # name -> (dtype, shape, bytes)
+    return {k: (dt, list(shape), a.tobytes()) for k, (dt, shape, a) in st_read(path).items()}
 a, o = load(sys.argv[1] + "/model.safetensors"), load(sys.argv[2] + "/model.safetensors")
 ids = json.load(open(sys.argv[2] + "/keepset.json"))["keep_ids"]
 V, H = a["model.embed_tokens.weight"][1]
