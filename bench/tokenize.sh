@@ -51,6 +51,7 @@ open(out, "wb").write(data)
 EOF
 bytes=$(wc -c <"$W/text.txt")
 echo "tokenize bench: $bytes bytes of text; medians of $RUNS fgpack and $JS_RUNS JS runs, alternating; load excluded from the rates"
+echo "fgpack $(git describe --always --dirty 2>/dev/null || echo '?'), $(uname -m), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 
 : >"$W/c.time"
@@ -94,6 +95,9 @@ print("%-28s wall %8.3f s %8.2f MB/s   cpu %8.3f s %8.2f MB/s per core   (cpu of
 print("%-28s wall %8.3f s %8.2f MB/s   cpu %8.3f s %8.2f MB/s per core   (cpu of each run: %s)" % ("JS @lenml/tokenizers 3.7.2", jw, mb / jw, jc, mb / jc, " ".join("%.2f" % r["cpu_seconds"] for r in j)))
 print("speed-up of fgpack over the JS reference (medians): wall %.1fx, cpu %.1fx" % (jw / cw, jc / cc))
 print("ids identical in every run: %s" % sys.argv[5])
+verdict = lambda ok: "met" if ok else "NOT met"
+print("issue #4 targets, medians: >= 10x the JS reference: %s (%.1fx per CPU-second, %.1fx wall); >= 20 MB/s per core: %s (%.2f MB per CPU-second; %.2f MB/s wall with the load average above)" % (
+    verdict(jc / cc >= 10), jc / cc, jw / cw, verdict(mb / cc >= 20), mb / cc, mb / cw))
 print("fgpack load of tokenizer.json (whole run on 2 bytes, median of %d): wall %.3f s, cpu %.3f s (cpu of each: %s)" % (len(loads), lw, lc, " ".join("%.3f" % (l[1] + l[2]) for l in loads)))
 EOF
 
