@@ -52,7 +52,9 @@ static void usage(FILE *f, int is_lock)
 			"  --locked      fail unless the lock has an entry for MANIFEST and the remote\n"
 			"                still matches it; never changes the lock\n"
 			"  --offline     never open a socket (also HF_HUB_OFFLINE=1); fails naming the\n"
-			"                first blob that is not in the store\n"
+			"                first blob that is not in the store; with --locked the lock\n"
+			"                is the authority (the remote is not re-checked; said on stderr\n"
+			"                and as \"remote_checked\": false in --json)\n"
 			"  -j N          concurrent transfers: ranges of large files, small files (default 8)\n"
 			"  --deps        also fetch the http(s) URL dependencies (wheels) into the store\n"
 			"                and record their sha256 and size (with --locked: they must\n"
@@ -139,7 +141,8 @@ static int env_int(const char *name, int lo, int hi, int def)
 }
 
 static cJSON *summary(const char *verb, const char *key, const char *lock_path, const char *into,
-		      const struct fg_pull_report *rep, const struct fg_lock_manifest *lm, int offline)
+		      const struct fg_pull_report *rep, const struct fg_lock_manifest *lm, int offline,
+		      int locked)
 {
 	cJSON *o = cJSON_CreateObject(), *f, *comps;
 	struct fg_buf dir = FG_BUF_INIT;
@@ -154,7 +157,13 @@ static cJSON *summary(const char *verb, const char *key, const char *lock_path, 
 	else
 		cJSON_AddNullToObject(o, "into");
 	cJSON_AddBoolToObject(o, "offline", offline);
+	cJSON_AddBoolToObject(o, "locked", locked);
 	cJSON_AddBoolToObject(o, "resolved", rep->resolved);
+	/* the remote was listed and compared with (or written into) the lock */
+	cJSON_AddBoolToObject(o, "remote_checked", rep->resolved);
+	if (locked && !rep->resolved)
+		cJSON_AddStringToObject(o, "note", "--locked --offline: the remote was not re-checked; "
+					"the lock was taken as the authority");
 	cJSON_AddBoolToObject(o, "lock_changed", rep->lock_changed);
 	cJSON_AddNumberToObject(o, "files", (double)rep->files);
 	cJSON_AddNumberToObject(o, "bytes", (double)rep->bytes);
@@ -301,6 +310,9 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 	rc = fg_pull(&rep, lock, m, st, env, &po, &err);
 	if (rc)
 		goto out;
+	if (locked && !rep.resolved)
+		fprintf(stderr, "fgpack %s: note: offline: the remote was not re-checked against the lock; "
+			"the lock was taken as the authority\n", verb);
 	if (!locked && (rep.lock_changed || !lock_existed)) {
 		rc = fg_lock_write(lock_path, lock, &err);
 		if (rc)
@@ -321,7 +333,8 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 	if (json) {
 		struct fg_buf out = FG_BUF_INIT;
 		cJSON *doc = summary(verb, key.data, lock_path, into, &rep,
-				     fg_lock_find_manifest(lock, key.data), offline || env->offline);
+				     fg_lock_find_manifest(lock, key.data), offline || env->offline,
+				     locked);
 
 		if (into) {
 			cJSON_AddNumberToObject(doc, "linked", (double)links);

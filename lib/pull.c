@@ -467,6 +467,38 @@ static int entry_usable(const struct fg_lock_manifest *lm, const struct fg_manif
 	return 1;
 }
 
+/* Why an entry is not usable for m, in one line (out empty when it is):
+ * the first component the manifest has and the lock lacks (or the other way
+ * round), a component whose source changed, or the manifest's bytes. */
+static int entry_mismatch(struct fg_buf *out, const struct fg_lock_manifest *lm,
+			  const struct fg_manifest *m, const char *key, struct fg_err *err)
+{
+	size_t i;
+
+	if (!lm)
+		return fg_buf_printf(out, err, "the lock has no entry for %s", key);
+	for (i = 0; i < m->n_components; i++) {
+		const struct fg_lock_component *c = fg_lock_find_component(lm, m->components[i].key);
+
+		if (!c)
+			return fg_buf_printf(out, err,
+					     "%s: component %s (%s) is in the manifest but not in the lock",
+					     key, m->components[i].key, m->components[i].source);
+		if (strcmp(c->source, m->components[i].source))
+			return fg_buf_printf(out, err, "%s: component %s is %s in the manifest, %s in the lock",
+					     key, c->key, m->components[i].source, c->source);
+	}
+	for (i = 0; i < lm->n_components; i++)
+		if (!fg_manifest_component(m, lm->components[i]->key))
+			return fg_buf_printf(out, err,
+					     "%s: component %s is in the lock but no longer in the manifest",
+					     key, lm->components[i]->key);
+	if (strcmp(lm->sha256, m->sha256))
+		return fg_buf_printf(out, err, "%s: the manifest changed since the lock (sha256 %.12s..., lock has %.12s...)",
+				     key, m->sha256, lm->sha256);
+	return 0;
+}
+
 /* Hashes a file:// file into the store (regular files only, hashed while copied). */
 static int import_local(struct fg_fetch_item *it, struct want *w, struct fg_store *st,
 			struct fg_fetch_stats *fs, struct fg_err *err)
@@ -808,14 +840,21 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 	size_t i, ci;
 
 	memset(rep, 0, sizeof(*rep));
-	if (offline && !usable)
-		return fg_err_set(err, FG_EOFFLINE,
-				  "offline: the lock has no up-to-date entry for %s (run 'fgpack lock' online first)",
-				  o->key);
-	if (o->locked && !usable)
-		return fg_err_set(err, FG_EMISMATCH,
-				  "--locked: the lock has no up-to-date entry for %s (run 'fgpack lock')", o->key);
-	if (usable && !o->refresh && !o->locked) {
+	if ((offline || o->locked) && !usable) {
+		struct fg_buf why = FG_BUF_INIT;
+
+		rc = entry_mismatch(&why, old, m, o->key, err);
+		if (!rc && offline)
+			rc = fg_err_set(err, FG_EOFFLINE, "offline: %s (run 'fgpack lock' online first)",
+					why.data);
+		else if (!rc)
+			rc = fg_err_set(err, FG_EMISMATCH, "--locked: %s (run 'fgpack lock')", why.data);
+		fg_buf_release(&why);
+		return rc;
+	}
+	/* --locked --offline: the lock is the authority; the remote is not
+	 * re-checked (rep->resolved stays 0 and cmd/ says so) */
+	if (usable && !o->refresh && (!o->locked || offline)) {
 		/* fast path: the lock says it all; nothing is planned when every blob is there */
 		int all = 1;
 
