@@ -14,7 +14,9 @@ static const char usage_text[] =
 	"\n"
 	"Lists each component: key, role, owner (<namespace>/<bucket> or repo), source,\n"
 	"whether and how it is pinned, digest, size, who signed it (key fingerprint),\n"
-	"and what it was derived from (provenance inputs and parameters). Warns about\n"
+	"and what it was derived from (provenance inputs and parameters); then the\n"
+	"Python dependencies: url / exact pin / unpinned, with sha256 and size once\n"
+	"'fgpack lock --deps' fetched them (from the lock). Warns about\n"
 	"mutable bucket references with no pin, manifest pins that disagree with the\n"
 	"lock, serve.py/patch files that hard-code a default for a variable the manifest\n"
 	"sets differently, and (--online, needs a lock) buckets that changed since the\n"
@@ -70,6 +72,22 @@ static void human(const struct fg_audit *a)
 			}
 			printf("\n  parameters: %s\n", params ? params : "{}");
 			cJSON_free(params);
+		}
+	}
+	if (a->n_deps) {
+		printf("\ndependencies:\n");
+		for (i = 0; i < a->n_deps; i++) {
+			const struct fg_audit_dep *d = &a->deps[i];
+
+			printf("  %s\n    kind:     %s\n", d->spec,
+			       !strcmp(d->kind, "url") ? "url" : !strcmp(d->kind, "pin") ? "exact pin" :
+			       !strcmp(d->kind, "unpinned") ? "UNPINNED" : d->kind);
+			if (d->sha256[0])
+				printf("    sha256:   %s\n    size:     %lld bytes\n", d->sha256, d->size);
+			else if (!strcmp(d->kind, "url"))
+				printf("    sha256:   unknown (not fetched; fgpack lock --deps)\n");
+			if (d->expected && strcmp(d->expected, d->sha256))
+				printf("    expected: sha256:%s (#sha256= in the URL)\n", d->expected);
 		}
 	}
 	if (a->n_warnings) {

@@ -158,9 +158,16 @@ void fg_audit_free(struct fg_audit *a)
 	}
 	for (i = 0; i < a->n_unknown; i++)
 		free(a->unknown[i]);
-	for (i = 0; i < a->n_dependencies; i++)
-		free(a->dependencies[i]);
-	free(a->dependencies);
+	for (i = 0; i < a->n_deps; i++) {
+		free(a->deps[i].manifest);
+		free(a->deps[i].spec);
+		free(a->deps[i].kind);
+		free(a->deps[i].name);
+		free(a->deps[i].version);
+		free(a->deps[i].url);
+		free(a->deps[i].expected);
+	}
+	free(a->deps);
 	free(a->rows);
 	free(a->warnings);
 	free(a->unknown);
@@ -551,13 +558,77 @@ static struct fg_lock_manifest *match_manifest(const struct fg_lock *lock, const
 	return lock->n_manifests == 1 ? lock->manifests[0] : NULL;
 }
 
+/* Dependencies of one manifest: the lock entry's (with the digests --deps
+ * recorded) when there is one and it is current, else the manifest's. */
+static int dep_rows(struct fg_audit *a, const struct fg_manifest *m,
+		    const struct fg_lock_manifest *lm, const char *mkey, const char *lock_name,
+		    struct fg_err *err)
+{
+	int from_lock = lm && (!m || !strcmp(lm->sha256, m->sha256));
+	size_t i, n = from_lock ? lm->n_deps : m ? m->n_dependencies : 0, unhashed = 0, pins = 0;
+	int rc = 0;
+
+	for (i = 0; !rc && i < n; i++) {
+		struct fg_audit_dep *d;
+
+		if ((rc = grow((void **)&a->deps, &a->cap_deps, a->n_deps, sizeof(*d), err)))
+			break;
+		d = &a->deps[a->n_deps++];
+		memset(d, 0, sizeof(*d));
+		d->size = -1;
+		d->manifest = dup_or_null(mkey);
+		if (from_lock) {
+			const struct fg_lock_dep *ld = &lm->deps[i];
+
+			d->spec = strdup(ld->spec);
+			d->kind = strdup(ld->kind);
+			d->name = dup_or_null(ld->name);
+			d->version = dup_or_null(ld->version);
+			d->url = dup_or_null(ld->url);
+			if (ld->sha256[0]) {
+				memcpy(d->sha256, ld->sha256, sizeof(d->sha256));
+				d->size = (long long)ld->size;
+			}
+		} else {
+			const struct fg_dependency *md = &m->deps[i];
+
+			d->spec = strdup(m->dependencies[i]);
+			d->kind = strdup(fg_dep_kind_name(md->kind));
+			d->name = dup_or_null(md->name);
+			d->version = dup_or_null(md->version);
+			d->url = dup_or_null(md->url);
+		}
+		/* the URL's own "#sha256=" (the manifest's, when it is at hand) */
+		if (m && i < m->n_dependencies && !strcmp(m->dependencies[i], d->spec))
+			d->expected = dup_or_null(m->deps[i].sha256);
+		if (!d->manifest || !d->spec || !d->kind)
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+		if (!rc && !strcmp(d->kind, "unpinned"))
+			rc = warn(a, "unpinned-dependency", d->spec, err,
+				  "dependency %s is not pinned to one version (name==version or a URL): "
+				  "what gets installed can change", d->spec);
+		if (!rc && !strcmp(d->kind, "url") && !d->sha256[0])
+			unhashed++;
+		if (!rc && !strcmp(d->kind, "pin"))
+			pins++;
+	}
+	if (!rc && pins)
+		rc = unknown(a, err, "%s: which files the %zu exact pin%s resolve to (the version is "
+			     "recorded; no package index is asked)", mkey, pins, pins == 1 ? "" : "s");
+	if (!rc && unhashed)
+		rc = unknown(a, err, "%s: sha256 and size of %zu URL dependenc%s (%s; 'fgpack lock --deps' "
+			     "fetches and records them)", mkey, unhashed, unhashed == 1 ? "y" : "ies",
+			     from_lock ? "not fetched into the lock yet" : lm ? "the lock entry is stale" :
+			     lock_name && strcmp(lock_name, "the lock") ? "no lock entry" : "no lock given");
+	return rc;
+}
+
 static int audit_one_manifest(struct fg_audit *a, const struct fg_manifest *m, const char *mpath,
 			      const struct fg_lock *lock, struct fg_lock_manifest *lm,
 			      const char *lock_name, const char *prefix, struct fg_err *err)
 {
 	struct fg_buf dir = FG_BUF_INIT;
 	int rc = 0;
-	size_t i;
 
 	if (lm && m && strcmp(lm->sha256, m->sha256) &&
 	    (rc = warn(a, "manifest-changed", NULL, err,
@@ -573,19 +644,8 @@ static int audit_one_manifest(struct fg_audit *a, const struct fg_manifest *m, c
 		if ((rc = dir_of(&dir, mpath, err)) ||
 		    (rc = scan_patch_dir(a, dir.data, fg_json_obj(m->json, "env"), prefix, err)))
 			goto out;
-		if (!a->n_dependencies && m->n_dependencies) {
-			a->dependencies = calloc(m->n_dependencies, sizeof(char *));
-			if (!a->dependencies) {
-				rc = fg_err_set(err, FG_ENOMEM, "out of memory");
-				goto out;
-			}
-			for (i = 0; i < m->n_dependencies; i++)
-				a->dependencies[i] = strdup(m->dependencies[i]);
-			a->n_dependencies = m->n_dependencies;
-			rc = unknown(a, err, "Python dependencies are recorded, not resolved or hashed (%zu)",
-				     m->n_dependencies);
-		}
 	}
+	rc = dep_rows(a, m, lm, m ? mpath : lm ? lm->key : mpath, lock_name, err);
 out:
 	fg_buf_release(&dir);
 	return rc;
@@ -1099,8 +1159,24 @@ int fg_audit_json(struct fg_buf *out, const struct fg_audit *a, struct fg_err *e
 	for (i = 0; i < a->n_unknown; i++)
 		cJSON_AddItemToArray(un, cJSON_CreateString(a->unknown[i]));
 	deps = cJSON_AddArrayToObject(doc, "dependencies");
-	for (i = 0; i < a->n_dependencies; i++)
-		cJSON_AddItemToArray(deps, cJSON_CreateString(a->dependencies[i]));
+	for (i = 0; i < a->n_deps; i++) {
+		const struct fg_audit_dep *d = &a->deps[i];
+		cJSON *o = cJSON_CreateObject();
+
+		add_str_or_null(o, "manifest", d->manifest);
+		cJSON_AddStringToObject(o, "spec", d->spec);
+		cJSON_AddStringToObject(o, "kind", d->kind);
+		add_str_or_null(o, "name", d->name);
+		add_str_or_null(o, "version", d->version);
+		add_str_or_null(o, "url", d->url);
+		add_str_or_null(o, "expected_sha256", d->expected);
+		add_str_or_null(o, "sha256", d->sha256[0] ? d->sha256 : NULL);
+		if (d->size >= 0)
+			cJSON_AddNumberToObject(o, "size", (double)d->size);
+		else
+			cJSON_AddNullToObject(o, "size");
+		cJSON_AddItemToArray(deps, o);
+	}
 	rc = fg_json_write(out, doc, 1, err);
 	cJSON_Delete(doc);
 	return rc;
@@ -1258,6 +1334,38 @@ int fg_audit_cyclonedx(struct fg_buf *out, const struct fg_audit *a, const char 
 		if (r->role && !strcmp(r->role, "model") && !model_ref)
 			model_ref = r->key;
 	}
+	/* Python requirements: libraries (a purl for exact pins, the URL and its
+	 * digest for URL ones) */
+	for (i = 0; i < a->n_deps; i++) {
+		const struct fg_audit_dep *dp = &a->deps[i];
+		cJSON *c = cJSON_CreateObject(), *props;
+
+		fg_buf_reset(&ref);
+		fg_buf_printf(&ref, NULL, "dependency:%zu:%s", i, dp->spec);
+		cJSON_AddStringToObject(c, "type", "library");
+		cJSON_AddStringToObject(c, "bom-ref", ref.data ? ref.data : dp->spec);
+		cJSON_AddStringToObject(c, "name", dp->name ? dp->name : dp->url ? dp->url : dp->spec);
+		if (dp->version)
+			cJSON_AddStringToObject(c, "version", dp->version);
+		if (dp->version && dp->name) {
+			fg_buf_reset(&ref);
+			fg_buf_printf(&ref, NULL, "pkg:pypi/%s@%s", dp->name, dp->version);
+			if (ref.data)
+				cJSON_AddStringToObject(c, "purl", ref.data);
+		}
+		add_hash(c, dp->sha256[0] ? dp->sha256 : dp->expected);
+		if (dp->url) {
+			cJSON *refs = cJSON_AddArrayToObject(c, "externalReferences"), *er = cJSON_CreateObject();
+
+			cJSON_AddStringToObject(er, "type", "distribution");
+			cJSON_AddStringToObject(er, "url", dp->url);
+			cJSON_AddItemToArray(refs, er);
+		}
+		props = cJSON_AddArrayToObject(c, "properties");
+		prop(props, "fgpack:dependency_kind", dp->kind);
+		prop(props, "fgpack:spec", dp->spec);
+		cJSON_AddItemToArray(comps, c);
+	}
 	deps = cJSON_AddArrayToObject(doc, "dependencies");
 	dall = cJSON_CreateObject();
 	cJSON_AddStringToObject(dall, "ref", "fgpack:root");
@@ -1265,6 +1373,11 @@ int fg_audit_cyclonedx(struct fg_buf *out, const struct fg_audit *a, const char 
 	for (i = 0; i < a->n_rows; i++) {
 		fg_buf_reset(&ref);
 		fg_buf_printf(&ref, NULL, "component:%s", a->rows[i].key);
+		cJSON_AddItemToArray(don, cJSON_CreateString(ref.data));
+	}
+	for (i = 0; i < a->n_deps; i++) {
+		fg_buf_reset(&ref);
+		fg_buf_printf(&ref, NULL, "dependency:%zu:%s", i, a->deps[i].spec);
 		cJSON_AddItemToArray(don, cJSON_CreateString(ref.data));
 	}
 	cJSON_AddItemToArray(deps, dall);

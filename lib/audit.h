@@ -9,6 +9,8 @@
  *                     env variable the manifest sets differently
  *   bucket-changed    (online) the bucket no longer holds what the lock says
  *   bundle-file       a bundle member that does not match bundle.json
+ *   unpinned-dependency a Python requirement that is neither one exact
+ *                     version nor a URL
  * and a list of what it could not know (offline, no lock, no signature...).
  * Offline by default: nothing here opens a socket unless fg_audit_online is
  * called. Output: JSON (schema 1) and CycloneDX 1.6. */
@@ -41,6 +43,21 @@ struct fg_audit_row {
 	cJSON *derived;     /* {"inputs": [...], "parameters": {...}, "builder"} or NULL (owned) */
 };
 
+/* One Python requirement of a manifest: from its lock entry when there is
+ * one (digest and size once `fgpack lock --deps` fetched it), else from the
+ * manifest (classified, no digest). */
+struct fg_audit_dep {
+	char *manifest;     /* the manifest's key or path */
+	char *spec;         /* as written */
+	char *kind;         /* "url", "pin", "unpinned" */
+	char *name;         /* project name, or NULL (a bare URL) */
+	char *version;      /* pin: the exact version, else NULL */
+	char *url;          /* url: without its fragment, else NULL */
+	char *expected;     /* url: the "#sha256=" the URL carries, or NULL */
+	char sha256[FG_SHA256_HEX_LEN + 1]; /* url: computed by fgpack; "" unknown */
+	long long size;     /* bytes with sha256, else -1 */
+};
+
 struct fg_audit_warning {
 	char *code;         /* see the list above */
 	char *key;          /* component or env key concerned, or NULL */
@@ -58,8 +75,8 @@ struct fg_audit {
 	size_t n_warnings, cap_warnings;
 	char **unknown;     /* "cannot know ..." lines */
 	size_t n_unknown, cap_unknown;
-	char **dependencies;/* the manifest's Python requirements, as written */
-	size_t n_dependencies;
+	struct fg_audit_dep *deps; /* the manifests' Python requirements, in order */
+	size_t n_deps, cap_deps;
 	int online;         /* fg_audit_online was run */
 };
 
@@ -91,7 +108,7 @@ int fg_audit_scan_python(struct fg_audit *a, const char *file, const char *text,
  * warns when files, sizes or xet hashes differ from the lock. */
 int fg_audit_online(struct fg_audit *a, const char *lock_path, struct fg_err *err);
 
-/* One JSON document (schema 1): rows, warnings, unknown. */
+/* One JSON document (schema 1): rows, warnings, unknown, dependencies. */
 int fg_audit_json(struct fg_buf *out, const struct fg_audit *a, struct fg_err *err);
 /* A CycloneDX 1.6 BOM: components (machine-learning-model / data / file) with
  * SHA-256 hashes, suppliers (owners), pedigree from provenance, and

@@ -244,8 +244,39 @@ d = json.load(open(sys.argv[1]))['manifests']['deps.json']['dependencies']
 assert [x['kind'] for x in d] == ['url', 'pin', 'unpinned', 'unpinned'], d
 assert d[1]['name'] == 'transformers' and d[1]['version'] == '5.9.0'
 assert 'sha256' not in d[0] and d[0]['url'] == sys.argv[2]" "$WORK/deps.lock" "$W"
+audit_deps() { # FILE SHA SIZE: audit --json lists the four dependencies with kind, sha256, size
+	python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))['dependencies']
+assert [(x['spec'].split('#')[0], x['kind']) for x in d] == [(sys.argv[4], 'url'), ('transformers==5.9.0', 'pin'), ('torch', 'unpinned'), ('x>=1', 'unpinned')], d
+assert d[0]['url'] == sys.argv[4] and d[0]['expected_sha256'] == sys.argv[5], d[0]
+assert d[0]['sha256'] == (sys.argv[2] or None) and d[0]['size'] == (int(sys.argv[3]) if sys.argv[3] else None), d[0]
+assert d[1]['version'] == '5.9.0' and d[1]['sha256'] is None and d[1]['size'] is None
+w = [x['key'] for x in json.load(open(sys.argv[1]))['warnings'] if x['code'] == 'unpinned-dependency']
+assert w == ['torch', 'x>=1'], w" "$@" "$W" "$tok_sha"
+}
+"$FGPACK" audit "$WORK/deps.json" --lock "$WORK/deps.lock" --json >"$WORK/aud0.json" 2>&1
+check "audit before --deps: kinds listed, no digest yet" audit_deps "$WORK/aud0.json" "" ""
 check "pull --deps fetches the URL dependency" env CURL_CA_BUNDLE="$WORK/ca.pem" "$FGPACK" pull "$WORK/deps.json" --lock "$WORK/deps.lock" --deps
 check_grep "its sha256 is recorded" "\"sha256\": \"$tok_sha\"" "$WORK/deps.lock"
+"$FGPACK" audit "$WORK/deps.json" --lock "$WORK/deps.lock" --json >"$WORK/aud1.json" 2>&1
+check "audit after --deps: the URL dependency's sha256 and size from the lock" audit_deps "$WORK/aud1.json" "$tok_sha" "$(stat -c %s "$www/w/tok.json")"
+"$FGPACK" audit "$WORK/deps.lock" --json >"$WORK/aud2.json" 2>&1
+check "audit of the lock alone lists them too" audit_deps "$WORK/aud2.json" "$tok_sha" "$(stat -c %s "$www/w/tok.json")"
+"$FGPACK" audit "$WORK/deps.lock" >"$WORK/aud.txt" 2>&1
+check_grep "audit table: the url dependency's digest" "^    sha256:   $tok_sha" "$WORK/aud.txt"
+check_grep "audit table: exact pin" "^  transformers==5.9.0$" "$WORK/aud.txt"
+check_grep "audit table: kinds" "kind: +exact pin" "$WORK/aud.txt"
+check_grep "audit table: unpinned" "kind: +UNPINNED" "$WORK/aud.txt"
+if [ -d "$TOP/tests/node/node_modules" ]; then
+	"$FGPACK" audit "$WORK/deps.lock" --cyclonedx >"$WORK/aud.cdx.json" 2>&1
+	check "audit --cyclonedx with dependencies is valid CycloneDX 1.6" node "$TOP/tests/integration/cdx_validate.js" "$WORK/aud.cdx.json"
+	check "the URL dependency is a library with its sha256, the pin a purl" python3 -c "
+import json, sys
+c = [x for x in json.load(open(sys.argv[1]))['components'] if x['type'] == 'library']
+assert c[0]['hashes'][0]['content'] == sys.argv[2], c[0]
+assert c[1]['purl'] == 'pkg:pypi/transformers@5.9.0', c[1]" "$WORK/aud.cdx.json" "$tok_sha"
+fi
 if grep "/w/tok.json" "$log" | grep -q hf_secret; then not_ok "no token sent for a dependency"; else ok "no token sent for a dependency"; fi
 check "fgpack lock again (no --deps) keeps the digest" env CURL_CA_BUNDLE="$WORK/ca.pem" "$FGPACK" lock "$WORK/deps.json" -o "$WORK/deps.lock"
 check_grep "digest kept" "\"sha256\": \"$tok_sha\"" "$WORK/deps.lock"
