@@ -279,6 +279,28 @@ int cmd_verify(int argc, char **argv)
 	cJSON_AddStringToObject(g, "level", level_name(gr.level));
 	cJSON_AddNumberToObject(g, "steps", (double)gr.steps);
 	cJSON_AddItemToObject(g, "recorded_on", cJSON_Duplicate(fg_json_obj(tr, "device"), 1));
+	{
+		/* identity, not a verdict: another driver changes nothing; another
+		 * device class explains a 'tokens' level */
+		cJSON *here = NULL;
+		struct fg_buf diffs = FG_BUF_INIT;
+		int same = 0;
+
+		if (!fg_golden_device(&here, e, NULL) &&
+		    !fg_golden_device_compare(&same, &diffs, fg_json_obj(tr, "device"), here, NULL)) {
+			cJSON_AddBoolToObject(g, "same_device_class", same);
+			cJSON_AddStringToObject(g, "device_differences", diffs.len ? diffs.data : "");
+			if (diffs.len && same)
+				fprintf(stderr, "fgpack verify: note: recorded on the same device class; "
+						"identity differs (not a failure): %s\n", diffs.data);
+			else if (diffs.len)
+				fprintf(stderr, "fgpack verify: note: recorded on another device class (%s); "
+						"identical logits are expected only on the same class\n",
+					diffs.data);
+		}
+		cJSON_Delete(here);
+		fg_buf_release(&diffs);
+	}
 	if (gr.level == FG_GOLDEN_MISMATCH) {
 		cJSON_AddNumberToObject(g, "prompt", gr.prompt);
 		cJSON_AddNumberToObject(g, "step", gr.step);

@@ -392,3 +392,8 @@ const char *fg_g4_gpu_device(const struct fg_g4_gpu *g)
 {
 	return fg_kctx_device_name(g->ctx);
 }
+
+int fg_g4_gpu_info(const struct fg_g4_gpu *g, struct fg_kdevice *out, struct fg_err *err)
+{
+	return fg_kctx_device_info(g->ctx, out, err);
+}

@@ -32,5 +32,9 @@ int fg_g4_gpu_step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int3
 
 /* "NVIDIA H200 (sm_90, ...)"; borrowed. */
 const char *fg_g4_gpu_device(const struct fg_g4_gpu *g);
+/* The device's identity (name, compute capability, SMs, driver and CUDA
+ * versions); see fg_kctx_device_info. */
+struct fg_kdevice;
+int fg_g4_gpu_info(const struct fg_g4_gpu *g, struct fg_kdevice *out, struct fg_err *err);
 
 #endif

@@ -293,6 +293,13 @@ const char *fg_engine_weight_format(const struct fg_engine *e) { return e->m->fo
 const struct fg_g4_model *fg_engine_model(const struct fg_engine *e) { return e->m; }
 const char *fg_engine_device(const struct fg_engine *e) { return e->gpu ? fg_g4_gpu_device(e->gpu) : "cpu"; }
 
+int fg_engine_gpu_info(const struct fg_engine *e, struct fg_kdevice *out, struct fg_err *err)
+{
+	if (!e->gpu)
+		return fg_err_set(err, FG_EUNSUPPORTED, "the engine runs on the CPU");
+	return fg_g4_gpu_info(e->gpu, out, err);
+}
+
 const int32_t *fg_engine_eos_ids(const struct fg_engine *e, int *n)
 {
 	*n = e->m->cfg.n_eos;

@@ -62,6 +62,11 @@ int fg_engine_threads(const struct fg_engine *e);
 const char *fg_engine_weight_format(const struct fg_engine *e);
 /* "cpu", or the GPU's description when opts.device was FG_DEVICE_CUDA. */
 const char *fg_engine_device(const struct fg_engine *e);
+/* The GPU's identity (kernels/fg_kernels.h struct fg_kdevice: name, compute
+ * capability, SMs, driver and CUDA versions) on the CUDA path;
+ * FG_EUNSUPPORTED on the CPU path. */
+struct fg_kdevice;
+int fg_engine_gpu_info(const struct fg_engine *e, struct fg_kdevice *out, struct fg_err *err);
 
 /* The bound model (config and mapped weights, engine/model.h), borrowed:
  * for the CUDA path and tools that need the weights the engine runs. */

@@ -10,6 +10,7 @@
 
 #include "buf.h"
 #include "json.h"
+#include "kernels/fg_kernels.h"
 #include "sha256.h"
 #include "tokenizer.h"
 #include "version.h"
@@ -134,6 +135,15 @@ static void cpu_model(char *out, size_t cap)
 	fclose(f);
 }
 
+/* "12.8" from a CUDA version number (12080), "unknown" for 0. */
+static void cuda_version(char *out, size_t cap, int v)
+{
+	if (v > 0)
+		snprintf(out, cap, "%d.%d", v / 1000, (v % 1000) / 10);
+	else
+		snprintf(out, cap, "unknown");
+}
+
 int fg_golden_device(cJSON **out, const struct fg_engine *e, struct fg_err *err)
 {
 	cJSON *d = cJSON_CreateObject();
@@ -144,10 +154,26 @@ int fg_golden_device(cJSON **out, const struct fg_engine *e, struct fg_err *err)
 	if (!d)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	if (e && strcmp(fg_engine_device(e), "cpu")) {
-		/* the GPU path: its description names the model, compute capability,
-		 * SMs and memory (driver and CUDA versions are not recorded yet) */
+		struct fg_kdevice k;
+		char cc[32], drv[32], rt[32];
+		int rc = fg_engine_gpu_info(e, &k, err);
+
+		if (rc) {
+			cJSON_Delete(d);
+			return rc;
+		}
+		snprintf(cc, sizeof(cc), "%d.%d", k.cc_major, k.cc_minor);
+		cuda_version(drv, sizeof(drv), k.driver_api);
+		cuda_version(rt, sizeof(rt), k.runtime);
 		if (!cJSON_AddStringToObject(d, "kind", "cuda") ||
 		    !cJSON_AddStringToObject(d, "gpu", fg_engine_device(e)) ||
+		    !cJSON_AddStringToObject(d, "gpu_name", k.name) ||
+		    !cJSON_AddStringToObject(d, "compute_capability", cc) ||
+		    !cJSON_AddNumberToObject(d, "sm_count", k.sm_count) ||
+		    !cJSON_AddNumberToObject(d, "memory_bytes", (double)k.mem_bytes) ||
+		    !cJSON_AddStringToObject(d, "driver_version", k.driver) ||
+		    !cJSON_AddStringToObject(d, "cuda_driver_api", drv) ||
+		    !cJSON_AddStringToObject(d, "cuda_runtime", rt) ||
 		    !cJSON_AddStringToObject(d, "engine_build", fg_build_id)) {
 			cJSON_Delete(d);
 			return fg_err_set(err, FG_ENOMEM, "out of memory");
@@ -166,6 +192,97 @@ int fg_golden_device(cJSON **out, const struct fg_engine *e, struct fg_err *err)
 	}
 	*out = d;
 	return 0;
+}
+
+/* The class-defining fields of a device identity; a transcript written
+ * before gpu_name/compute_capability/sm_count existed has them only inside
+ * "gpu": "NVIDIA H200 (sm_90, 132 SMs, 150 GB)". */
+struct dev_class {
+	char kind[16], name[256], cc[16], sms[16];
+};
+
+static void dev_class_of(struct dev_class *c, const cJSON *d)
+{
+	const char *kind = fg_json_str(d, "kind"), *gpu = fg_json_str(d, "gpu");
+	const cJSON *sm = cJSON_GetObjectItemCaseSensitive(d, "sm_count");
+
+	memset(c, 0, sizeof(*c));
+	snprintf(c->kind, sizeof(c->kind), "%s", kind ? kind : "?");
+	if (kind && !strcmp(kind, "cpu")) {
+		/* the CPU engine gives the same bits with or without AVX2, so the
+		 * model is identity only; the architecture is the class */
+		snprintf(c->cc, sizeof(c->cc), "%s", fg_json_str(d, "arch") ? fg_json_str(d, "arch") : "?");
+		return;
+	}
+	if (fg_json_str(d, "gpu_name")) {
+		snprintf(c->name, sizeof(c->name), "%s", fg_json_str(d, "gpu_name"));
+		snprintf(c->cc, sizeof(c->cc), "%s",
+			 fg_json_str(d, "compute_capability") ? fg_json_str(d, "compute_capability") : "?");
+		if (cJSON_IsNumber(sm))
+			snprintf(c->sms, sizeof(c->sms), "%d", sm->valueint);
+		return;
+	}
+	if (gpu) {
+		const char *p = strstr(gpu, " (sm_"), *q;
+		size_t n = p ? (size_t)(p - gpu) : strlen(gpu);
+
+		snprintf(c->name, sizeof(c->name), "%.*s", (int)(n < 255 ? n : 255), gpu);
+		if (p) {
+			p += 5;
+			for (q = p; *q >= '0' && *q <= '9'; q++)
+				;
+			if (q - p >= 2)
+				snprintf(c->cc, sizeof(c->cc), "%.*s.%c", (int)(q - p - 1), p, q[-1]);
+			q = strstr(p, " SMs");
+			if (q) {
+				const char *s = q;
+
+				while (s > p && s[-1] >= '0' && s[-1] <= '9')
+					s--;
+				snprintf(c->sms, sizeof(c->sms), "%.*s", (int)(q - s), s);
+			}
+		}
+	}
+}
+
+static int note_diff(struct fg_buf *diffs, const char *field, const char *a, const char *b,
+		     struct fg_err *err)
+{
+	if (!diffs || !strcmp(a ? a : "", b ? b : ""))
+		return 0;
+	return fg_buf_printf(diffs, err, "%s%s: %s -> %s", diffs->len ? "; " : "", field,
+			     a ? a : "(not recorded)", b ? b : "(not recorded)");
+}
+
+int fg_golden_device_compare(int *same, struct fg_buf *diffs, const cJSON *recorded,
+			     const cJSON *here, struct fg_err *err)
+{
+	static const char *const identity[] = { "cpu", "driver_version", "cuda_driver_api",
+						 "cuda_runtime", "engine_build" };
+	struct dev_class a, b;
+	size_t i;
+	int rc = 0;
+
+	dev_class_of(&a, recorded);
+	dev_class_of(&b, here);
+	*same = !strcmp(a.kind, b.kind) && !strcmp(a.name, b.name) && !strcmp(a.cc, b.cc) &&
+		!strcmp(a.sms, b.sms) && strcmp(a.kind, "?");
+	rc = note_diff(diffs, "kind", a.kind, b.kind, err);
+	if (!rc && !strcmp(a.kind, b.kind)) {
+		int cpu = !strcmp(a.kind, "cpu");
+
+		if (!cpu)
+			rc = note_diff(diffs, "gpu_name", a.name, b.name, err);
+		if (!rc)
+			rc = note_diff(diffs, cpu ? "arch" : "compute_capability", a.cc, b.cc, err);
+		if (!rc && !cpu)
+			rc = note_diff(diffs, "sm_count", a.sms, b.sms, err);
+	}
+	for (i = 0; !rc && i < sizeof(identity) / sizeof(identity[0]); i++)
+		if (fg_json_str(recorded, identity[i]) || fg_json_str(here, identity[i]))
+			rc = note_diff(diffs, identity[i], fg_json_str(recorded, identity[i]),
+				       fg_json_str(here, identity[i]), err);
+	return rc;
 }
 
 int fg_golden_ids(int32_t **out, size_t *n, const cJSON *arr, struct fg_err *err)

@@ -41,8 +41,21 @@ int fg_golden_text_prompts(cJSON **out, const struct fg_tokenizer *tok, int n_vo
 
 /* Device identity for the engine's path: CPU: {"kind": "cpu", "cpu": model
  * name from /proc/cpuinfo, "arch", "engine_build"}; CUDA: {"kind": "cuda",
- * "gpu": fg_engine_device(e), "engine_build"}. */
+ * "gpu": fg_engine_device(e), "gpu_name", "compute_capability" ("9.0"),
+ * "sm_count", "memory_bytes", "driver_version" (NVML's, or "unknown"),
+ * "cuda_driver_api" and "cuda_runtime" ("12.8", or "unknown"),
+ * "engine_build"}. */
 int fg_golden_device(cJSON **out, const struct fg_engine *e, struct fg_err *err);
+
+/* Whether two device identities are the same device class
+ * (docs/formats/bundle.md): the same kind and, for CUDA, GPU name, compute
+ * capability and SM count (read from "gpu" in transcripts older than those
+ * fields); for the CPU, the arch (its result does not depend on AVX2).
+ * CPU model, driver, CUDA versions and engine build are identity only. diffs (may be NULL) gets every differing field
+ * as "field: recorded -> here", "; "-separated. */
+struct fg_buf;
+int fg_golden_device_compare(int *same, struct fg_buf *diffs, const cJSON *recorded,
+			     const cJSON *here, struct fg_err *err);
 
 /* Runs every prompt greedily for max_new tokens and returns the transcript. */
 int fg_golden_record(cJSON **out, struct fg_engine *e, const cJSON *prompts, int max_new,

@@ -41,6 +41,22 @@ void fg_kctx_free(struct fg_kctx *ctx);
 /* "NVIDIA H200 (sm_90, 132 SMs, 143 GB)"-style description; borrowed. */
 const char *fg_kctx_device_name(const struct fg_kctx *ctx);
 int fg_kctx_sm_count(const struct fg_kctx *ctx);
+
+/* The device's identity as a golden transcript records it. */
+struct fg_kdevice {
+	char name[256];          /* "NVIDIA H200" (cudaDeviceProp.name) */
+	int cc_major, cc_minor;  /* compute capability */
+	int sm_count;
+	unsigned long long mem_bytes;
+	int driver_api;          /* cudaDriverGetVersion: newest CUDA the driver serves, 12080 = 12.8; 0 unknown */
+	int runtime;             /* cudaRuntimeGetVersion: the CUDA runtime built in; 0 unknown */
+	char driver[96];         /* NVML's driver version ("550.54.15"), or "unknown" when
+				  * libnvidia-ml.so.1 (FG_NVML_LIBRARY overrides the name)
+				  * cannot be loaded or answers nothing */
+};
+/* Fills out for ctx's device; never fails for a missing NVML (FG_EUNSUPPORTED
+ * only without CUDA in this build). */
+int fg_kctx_device_info(const struct fg_kctx *ctx, struct fg_kdevice *out, struct fg_err *err);
 /* Programmatic dependent launch of the matvec (on by default where the GPU has
  * it, sm_90+): returns whether it is on after the call. For benchmarks. */
 int fg_kctx_set_pdl(struct fg_kctx *ctx, int on);

@@ -1,6 +1,7 @@
 /* runtime.cu - the CUDA context behind fg_kernels.h: device, stream, scratch,
  * memory copies, graphs and event timers, each CUDA error turned into an
  * fgpack error that says what failed. */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +104,58 @@ extern "C" int fg_kctx_int4_kind(const struct fg_kctx *c)
 extern "C" const char *fg_kctx_device_name(const struct fg_kctx *c)
 {
 	return c ? c->name : "none";
+}
+
+/* The driver's version string from NVML, loaded at run time (the engine
+ * binary links no NVIDIA library but the static CUDA runtime); "unknown"
+ * when the library or its answer is missing. */
+static void nvml_driver_version(char *out, size_t cap)
+{
+	typedef int (*init_fn)(void);
+	typedef int (*ver_fn)(char *, unsigned);
+	const char *lib = getenv("FG_NVML_LIBRARY");
+	void *h = dlopen(lib && *lib ? lib : "libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+	char v[96];
+
+	snprintf(out, cap, "unknown");
+	if (!h)
+		return;
+	{
+		init_fn init = (init_fn)dlsym(h, "nvmlInit_v2");
+		init_fn shut = (init_fn)dlsym(h, "nvmlShutdown");
+		ver_fn ver = (ver_fn)dlsym(h, "nvmlSystemGetDriverVersion");
+
+		if (init && ver && init() == 0) {
+			memset(v, 0, sizeof(v));
+			if (ver(v, sizeof(v) - 1) == 0 && v[0])
+				snprintf(out, cap, "%s", v);
+			if (shut)
+				shut();
+		}
+	}
+	dlclose(h);
+}
+
+extern "C" int fg_kctx_device_info(const struct fg_kctx *c, struct fg_kdevice *out, struct fg_err *err)
+{
+	int v = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (!c)
+		return fg_err_set(err, FG_EINVAL, "no CUDA context");
+	snprintf(out->name, sizeof(out->name), "%s", c->prop.name);
+	out->cc_major = c->prop.major;
+	out->cc_minor = c->prop.minor;
+	out->sm_count = c->prop.multiProcessorCount;
+	out->mem_bytes = (unsigned long long)c->prop.totalGlobalMem;
+	if (cudaDriverGetVersion(&v) == cudaSuccess)
+		out->driver_api = v;
+	v = 0;
+	if (cudaRuntimeGetVersion(&v) == cudaSuccess)
+		out->runtime = v;
+	cudaGetLastError(); /* neither failure is the caller's */
+	nvml_driver_version(out->driver, sizeof(out->driver));
+	return 0;
 }
 
 extern "C" int fg_kctx_sm_count(const struct fg_kctx *c)

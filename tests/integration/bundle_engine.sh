@@ -57,6 +57,26 @@ check_grep "... at the tokens level (another device class)" '"level": "tokens"' 
 check_grep "... verdict verified-tokens" '"verdict": "verified-tokens"' "$WORK/h.json"
 check_exit "verify --record writes this device's transcript" 0 "$E" verify h.fgb --no-bench --record "$WORK/mine.json" --summary -
 check_exit "verify --transcript replays it at the logits level" 0 sh -c "'$E' verify h.fgb --no-bench --transcript '$WORK/mine.json' --summary '$WORK/m.json' && grep -q '\"level\": \"logits\"' '$WORK/m.json'"
+check "the H200 transcript is another device class here, named in the summary" python3 -c "
+import json, sys
+g = json.load(open(sys.argv[1]))['golden']
+assert g['same_device_class'] is False and g['device_differences'].startswith('kind: cuda -> cpu'), g" "$WORK/h.json"
+# identity is not class: the same transcript claiming another driver, CPU
+# model and engine build still replays at the logits level, with a note
+python3 - "$WORK/mine.json" "$WORK/drv.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+t["device"].update(driver_version="999.1.2", engine_build="0000000", cpu="Some Other CPU")
+json.dump(t, open(sys.argv[2], "w"))
+PY
+"$E" verify h.fgb --no-bench --transcript "$WORK/drv.json" --summary "$WORK/drv.s.json" >/dev/null 2>"$WORK/drv.err"
+check "another driver version, CPU model, engine build: exit 0" [ $? -eq 0 ]
+check "... level logits, same device class" python3 -c "
+import json, sys
+g = json.load(open(sys.argv[1]))['golden']
+assert g['level'] == 'logits' and g['same_device_class'] is True, g
+assert 'driver_version: 999.1.2 -> (not recorded)' in g['device_differences'], g" "$WORK/drv.s.json"
+check_grep "... a note names what differs" 'note: recorded on the same device class; identity differs \(not a failure\): cpu: Some Other CPU -> ' "$WORK/drv.err"
 check_fails "pack --golden refuses a file that is no transcript" sh -c "'$FGPACK' pack --model '$MODEL' --golden '$WORK/h.json' -o '$WORK/bad.fgb' 2>/dev/null"
 
 PORT=$(free_port)
