@@ -55,6 +55,59 @@ check_grep "edited logits hash only: first difference located" '"first_logits_di
 check_grep "edited logits hash only: verdict verified-tokens" '"verdict": "verified-tokens"' "$WORK/chain.json"
 # golden prompts are text when the model folder has a tokenizer that fits
 check "golden prompts are text, encoded by the model's tokenizer" sh -c "zstd -dc '$WORK/g.fgb' | tar -xOf - golden/transcript.json | grep -q '\"text\": \"The capital of France is\"'"
+textprompts() { # TRANSCRIPT: every prompt has text, and its ids are that text encoded (with <bos>)
+	python3 -c '
+import json, subprocess, sys
+tr = json.load(open(sys.argv[1]))["prompts"]
+assert len(tr) == 4 and all("text" in p for p in tr), tr
+for p in tr:
+    out = subprocess.run([sys.argv[2], "tokenize", "--tokenizer", sys.argv[3], "--add-special"],
+                         input=p["text"].encode(), capture_output=True, check=True).stdout
+    assert json.loads(out) == p["ids"], (p, out)' "$1" "$FGPACK" "$MODEL/tokenizer.json"
+}
+zstd -dc "$WORK/g.fgb" | tar -xOf - golden/transcript.json >"$WORK/g.tr.json"
+check "text prompts: each prompt's ids are its text encoded by the model's tokenizer (fgpack tokenize --add-special)" textprompts "$WORK/g.tr.json"
+# ... and token ids when the model folder has no tokenizer, or one that does not fit
+idprompts() { # TRANSCRIPT: no text, the documented id sequences (lengths 1, 7, 16, 33; BOS first)
+	python3 -c '
+import json, sys
+tr = json.load(open(sys.argv[1]))
+ps = tr["prompts"]
+assert all("text" not in p for p in ps), ps
+assert [len(p["ids"]) for p in ps] == [1, 7, 16, 33], [len(p["ids"]) for p in ps]
+cfg = json.load(open(sys.argv[2]))
+bos, vocab = cfg.get("bos_token_id", 2), cfg.get("vocab_size") or cfg["text_config"]["vocab_size"]
+x = 88172645463325252
+for p in ps:
+    want = []
+    for i in range(len(p["ids"])):
+        x = (x * 6364136223846793005 + 1442695040888963407) % (1 << 64)
+        want.append(bos if i == 0 and bos >= 0 else (x >> 33) % vocab)
+    assert p["ids"] == want, (p["ids"], want)' "$1" "$MODEL/config.json"
+}
+mkdir -p "$WORK/notok" "$WORK/badtok"
+for f in config.json model.safetensors; do ln "$MODEL/$f" "$WORK/notok/$f" 2>/dev/null || cp "$MODEL/$f" "$WORK/notok/$f"; cp "$WORK/notok/$f" "$WORK/badtok/$f"; done
+check "pack a model folder without tokenizer.json" sh -c "'$FGPACK' pack --model '$WORK/notok' -o '$WORK/n.fgb' >/dev/null 2>'$WORK/n.err'"
+check "no tokenizer: no note (nothing went wrong)" sh -c "! grep -q 'golden prompts as token ids' '$WORK/n.err'"
+zstd -dc "$WORK/n.fgb" | tar -xOf - golden/transcript.json >"$WORK/n.tr.json"
+check "no tokenizer: prompts are the documented token id sequences, no text" idprompts "$WORK/n.tr.json"
+check_exit "no tokenizer: the id-prompt transcript replays" 0 "$FGPACK" verify "$WORK/n.fgb" --no-bench --summary "$WORK/n.json"
+check_grep "no tokenizer: at level logits" '"level": "logits"' "$WORK/n.json"
+# a tokenizer whose ids run past the model's vocabulary does not belong to it
+python3 - "$MODEL/tokenizer.json" "$WORK/badtok/tokenizer.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+v = t["model"]["vocab"]
+shift = 100000
+t["model"]["vocab"] = {k: i + shift for k, i in v.items()} if isinstance(v, dict) else v
+for a in t.get("added_tokens", []):
+    a["id"] += shift
+json.dump(t, open(sys.argv[2], "w"))
+PY
+check "pack a model whose tokenizer does not fit it" sh -c "'$FGPACK' pack --model '$WORK/badtok' -o '$WORK/b.fgb' >/dev/null 2>'$WORK/b.err'"
+check_grep "misfit tokenizer: a note says why the prompts are ids" 'note: golden prompts as token ids: .*beyond the model' "$WORK/b.err"
+zstd -dc "$WORK/b.fgb" | tar -xOf - golden/transcript.json >"$WORK/b.tr.json"
+check "misfit tokenizer: prompts are the documented id sequences" idprompts "$WORK/b.tr.json"
 # the default number of new tokens shrinks to the context, with a note
 "$FGPACK" verify "$WORK/g.fgb" --warmup 1 --summary "$WORK/fit.json" >/dev/null 2>"$WORK/fit.err"
 check "verify: default 128 new tokens shrink to the 128-token context" grep -q 'note: timing [0-9]* new tokens per prompt, not 128' "$WORK/fit.err"
