@@ -82,6 +82,9 @@ static void human(const struct fg_audit *a)
 			printf("  %s\n    kind:     %s\n", d->spec,
 			       !strcmp(d->kind, "url") ? "url" : !strcmp(d->kind, "pin") ? "exact pin" :
 			       !strcmp(d->kind, "unpinned") ? "UNPINNED" : d->kind);
+			if (d->commit)
+				printf("    commit:   %s%s%s\n", d->commit, d->tree ? "  tree " : "",
+				       d->tree ? d->tree : "");
 			if (d->sha256[0])
 				printf("    sha256:   %s\n    size:     %lld bytes\n", d->sha256, d->size);
 			else if (!strcmp(d->kind, "url"))

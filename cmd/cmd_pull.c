@@ -32,7 +32,8 @@ static void usage(FILE *f, int is_lock)
 			"options:\n"
 			"  -o, --lock FILE  the lock file (default buckets.lock)\n"
 			"  --deps           also fetch the http(s) URL dependencies (wheels) and\n"
-			"                   record their sha256 and size\n"
+			"                   git+https://…@<commit> ones (with git: the commit's tree\n"
+			"                   as a tar) and record their sha256 and size\n"
 			"  -j N             concurrent transfers (default 8)\n"
 			"  --json           print a JSON summary (schema 1) on stdout\n"
 			"  --store DIR      the store (default $FGPACK_HOME, $XDG_CACHE_HOME/fgpack,\n"
@@ -56,9 +57,10 @@ static void usage(FILE *f, int is_lock)
 			"                is the authority (the remote is not re-checked; said on stderr\n"
 			"                and as \"remote_checked\": false in --json)\n"
 			"  -j N          concurrent transfers: ranges of large files, small files (default 8)\n"
-			"  --deps        also fetch the http(s) URL dependencies (wheels) into the store\n"
-			"                and record their sha256 and size (with --locked: they must\n"
-			"                have one in the lock)\n"
+			"  --deps        also fetch the http(s) URL dependencies (wheels) into the store,\n"
+			"                and git+https://…@<commit> ones (the system git fetches that\n"
+			"                commit; its tree is stored as a tar), and record their sha256\n"
+			"                and size (with --locked: they must have one in the lock)\n"
 			"  --json        print one JSON summary (schema 1) on stdout\n"
 			"  --lock FILE   the lock file (default buckets.lock)\n"
 			"  --store DIR   the store (default $FGPACK_HOME, $XDG_CACHE_HOME/fgpack,\n"
@@ -305,7 +307,7 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 	for (i = 0; i < (int)m->n_dependencies; i++)
 		if (m->deps[i].kind == FG_DEP_UNPINNED)
 			fprintf(stderr, "fgpack %s: warning: dependency \"%s\" is not pinned to one version "
-				"(name==version or a URL); the lock cannot make it repeatable\n", verb,
+				"(name==version, a URL, or git+…@<commit id>); the lock cannot make it repeatable\n", verb,
 				m->dependencies[i]);
 	rc = fg_pull(&rep, lock, m, st, env, &po, &err);
 	if (rc)

@@ -166,6 +166,8 @@ void fg_audit_free(struct fg_audit *a)
 		free(a->deps[i].version);
 		free(a->deps[i].url);
 		free(a->deps[i].expected);
+		free(a->deps[i].commit);
+		free(a->deps[i].tree);
 	}
 	free(a->deps);
 	free(a->rows);
@@ -585,6 +587,8 @@ static int dep_rows(struct fg_audit *a, const struct fg_manifest *m,
 			d->name = dup_or_null(ld->name);
 			d->version = dup_or_null(ld->version);
 			d->url = dup_or_null(ld->url);
+			d->commit = dup_or_null(ld->commit);
+			d->tree = dup_or_null(ld->tree);
 			if (ld->sha256[0]) {
 				memcpy(d->sha256, ld->sha256, sizeof(d->sha256));
 				d->size = (long long)ld->size;
@@ -597,6 +601,7 @@ static int dep_rows(struct fg_audit *a, const struct fg_manifest *m,
 			d->name = dup_or_null(md->name);
 			d->version = dup_or_null(md->version);
 			d->url = dup_or_null(md->url);
+			d->commit = dup_or_null(md->commit);
 		}
 		/* the URL's own "#sha256=" (the manifest's, when it is at hand) */
 		if (m && i < m->n_dependencies && !strcmp(m->dependencies[i], d->spec))
@@ -1170,6 +1175,8 @@ int fg_audit_json(struct fg_buf *out, const struct fg_audit *a, struct fg_err *e
 		add_str_or_null(o, "version", d->version);
 		add_str_or_null(o, "url", d->url);
 		add_str_or_null(o, "expected_sha256", d->expected);
+		add_str_or_null(o, "commit", d->commit);
+		add_str_or_null(o, "tree", d->tree);
 		add_str_or_null(o, "sha256", d->sha256[0] ? d->sha256 : NULL);
 		if (d->size >= 0)
 			cJSON_AddNumberToObject(o, "size", (double)d->size);

@@ -54,6 +54,8 @@ struct fg_audit_dep {
 	char *version;      /* pin: the exact version, else NULL */
 	char *url;          /* url: without its fragment, else NULL */
 	char *expected;     /* url: the "#sha256=" the URL carries, or NULL */
+	char *commit;       /* git URL: the commit it names, else NULL */
+	char *tree;         /* git URL: the commit's tree id once fetched, else NULL */
 	char sha256[FG_SHA256_HEX_LEN + 1]; /* url: computed by fgpack; "" unknown */
 	long long size;     /* bytes with sha256, else -1 */
 };

@@ -72,6 +72,8 @@ static void manifest_free(struct fg_lock_manifest *lm)
 		free(lm->deps[i].name);
 		free(lm->deps[i].version);
 		free(lm->deps[i].url);
+		free(lm->deps[i].commit);
+		free(lm->deps[i].tree);
 	}
 	free(lm->deps);
 	free(lm->key);
@@ -406,8 +408,9 @@ int fg_lock_add_from_manifest(struct fg_lock_manifest **out, struct fg_lock *loc
 		ld->name = sdup(d->name);
 		ld->version = sdup(d->version);
 		ld->url = sdup(d->url);
+		ld->commit = sdup(d->commit);
 		if (!ld->spec || !ld->kind || (d->name && !ld->name) || (d->version && !ld->version) ||
-		    (d->url && !ld->url))
+		    (d->url && !ld->url) || (d->commit && !ld->commit))
 			rc = oom(err);
 	}
 	fg_buf_release(&owner);
@@ -554,7 +557,8 @@ int fg_lock_serialize(struct fg_buf *out, const struct fg_lock *lock, struct fg_
 				if (!da || !dobj || !cJSON_AddItemToArray(da, dobj) ||
 				    add_str(dobj, "spec", d->spec) || add_str(dobj, "kind", d->kind) ||
 				    add_str(dobj, "name", d->name) || add_str(dobj, "version", d->version) ||
-				    add_str(dobj, "url", d->url) ||
+				    add_str(dobj, "url", d->url) || add_str(dobj, "commit", d->commit) ||
+				    add_str(dobj, "tree", d->tree) ||
 				    (d->sha256[0] && (add_str(dobj, "sha256", d->sha256) ||
 						      !cJSON_AddNumberToObject(dobj, "size", (double)d->size))))
 					rc = oom(err);
@@ -839,8 +843,8 @@ static int rd_component(struct rd *r, const cJSON *co, struct fg_lock_component 
 
 static int rd_deps(struct rd *r, const cJSON *da, struct fg_lock_manifest *lm)
 {
-	static const char *const dkeys[] = { "spec", "kind", "name", "version", "url", "sha256",
-					     "size", NULL };
+	static const char *const dkeys[] = { "spec", "kind", "name", "version", "url", "commit",
+					     "tree", "sha256", "size", NULL };
 	const cJSON *it;
 	size_t n = 0, old;
 	int rc = 0;
@@ -881,6 +885,12 @@ static int rd_deps(struct rd *r, const cJSON *da, struct fg_lock_manifest *lm)
 			rc = rd_str(r, it, "url", 0, &d->url);
 		if (!rc && !strcmp(d->kind, "url") && !d->url)
 			rc = bad(r, "url", "missing for a url dependency");
+		if (!rc)
+			rc = rd_str(r, it, "commit", 0, &d->commit);
+		if (!rc)
+			rc = rd_str(r, it, "tree", 0, &d->tree);
+		if (!rc && d->tree && !d->commit)
+			rc = bad(r, "tree", "without commit");
 		if (!rc && !strcmp(d->kind, "pin") && !d->version)
 			rc = bad(r, "version", "missing for a pin");
 		if (!rc && cJSON_GetObjectItemCaseSensitive(it, "sha256")) {

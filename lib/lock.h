@@ -85,6 +85,8 @@ struct fg_lock_dep {
 	char sha256[FG_SHA256_HEX_LEN + 1]; /* url: computed by fgpack over the bytes
 					     * fetched (pull --deps); "" until then */
 	unsigned long long size; /* url: bytes, with sha256 */
+	char *commit;       /* git URL: the commit id it names, else NULL */
+	char *tree;         /* git URL: that commit's tree id, once fetched; else NULL */
 };
 
 struct fg_lock_manifest {

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "fsutil.h"
+#include "gitdep.h"
 #include "json.h"
 
 static const char *type_name(const cJSON *v)
@@ -615,6 +616,7 @@ void fg_dependency_release(struct fg_dependency *d)
 	free(d->version);
 	free(d->url);
 	free(d->sha256);
+	free(d->commit);
 	memset(d, 0, sizeof(*d));
 }
 
@@ -710,6 +712,17 @@ int fg_dependency_parse(struct fg_dependency *d, const char *spec, struct fg_err
 		}
 	}
 out:
+	if (!rc && d->kind == FG_DEP_URL && d->url) {
+		char commit[FG_GIT_OID_MAX + 1];
+
+		/* a git URL pins its content only by a full commit id */
+		if (fg_gitdep_parse(d->url, commit, NULL)) {
+			if (!commit[0])
+				d->kind = FG_DEP_UNPINNED;
+			else if (!(d->commit = strdup(commit)))
+				rc = oom(err);
+		}
+	}
 	if (rc)
 		fg_dependency_release(d);
 	return rc;

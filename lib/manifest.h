@@ -86,10 +86,12 @@ struct fg_spec_config {
 /* A Python requirement from "dependencies", classified (recorded in the
  * lock, never installed):
  *   url       "https://…/x.whl[#sha256=<hex>]" or "name @ <url>": the bytes
- *             can be fetched and hashed (fgpack pull --deps);
+ *             can be fetched and hashed (fgpack pull --deps); a git URL
+ *             ("git+https://…@<rev>") only when rev is a full commit id;
  *   pin       "name[extras]==1.2.3" or "===": one exact version (markers
  *             after ';' allowed), repeatable as far as the index is;
- *   unpinned  anything else that names a project ("torch", "x>=1", "x==1.*"):
+ *   unpinned  anything else that names a project ("torch", "x>=1", "x==1.*"),
+ *             and git URLs at a branch or tag:
  *             what gets installed can change; fgpack pull warns. */
 enum fg_dep_kind {
 	FG_DEP_URL = 1,
@@ -103,6 +105,7 @@ struct fg_dependency {
 	char *version;  /* PIN: the exact version; else NULL */
 	char *url;      /* URL: without its fragment; else NULL */
 	char *sha256;   /* URL: a "#sha256=<hex>" fragment (lowercased), or NULL */
+	char *commit;   /* URL "git+…@<full commit id>": the commit (lowercased), or NULL */
 };
 
 /* "url", "pin", "unpinned". */

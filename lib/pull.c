@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "fsutil.h"
+#include "gitdep.h"
 #include "http.h"
 #include "hub.h"
 
@@ -762,7 +763,7 @@ static int pull_deps(struct fg_pull_report *rep, struct fg_lock_manifest *lm,
 
 		if (strcmp(d->kind, "url") || !d->url ||
 		    (strncmp(d->url, "https://", 8) && strncmp(d->url, "http://", 7)))
-			continue; /* git+https:// and the like: recorded, not fetched */
+			continue; /* git+https:// below; other schemes: recorded, not fetched */
 		if (d->sha256[0] && fg_store_has(st, d->sha256))
 			continue;
 		if (!d->sha256[0] && o->locked) {
@@ -793,6 +794,56 @@ static int pull_deps(struct fg_pull_report *rep, struct fg_lock_manifest *lm,
 			rc = probe_url(w, *h, d->url, 0, err);
 		if (!rc && set_identity(w))
 			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	/* git+http(s)://…@<commit>: the system git fetches that commit, its tree
+	 * goes into the store as a tar (lib/gitdep.h) */
+	for (i = 0; !rc && i < lm->n_deps; i++) {
+		struct fg_lock_dep *d = &lm->deps[i];
+		struct fg_gitdep_opts go;
+		struct fg_gitdep_result gr;
+		const char *ca = getenv("CURL_CA_BUNDLE");
+
+		if (strcmp(d->kind, "url") || !d->url || !d->commit ||
+		    (strncmp(d->url, "git+https://", 12) && strncmp(d->url, "git+http://", 11)))
+			continue;
+		if (d->sha256[0] && fg_store_has(st, d->sha256))
+			continue;
+		fg_buf_reset(&name);
+		if ((rc = fg_buf_printf(&name, err, "dependency %s", d->spec)))
+			break;
+		if (!d->sha256[0] && o->locked) {
+			rc = fg_err_set(err, FG_EMISMATCH,
+					"--locked: dependency %s has no sha256 in the lock (run 'fgpack lock --deps')",
+					d->spec);
+			break;
+		}
+		if (o->offline || env->offline) {
+			rc = fg_err_set(err, FG_EOFFLINE, "offline: dependency %s (sha256 %s) is not in the store",
+					d->spec, d->sha256[0] ? d->sha256 : "not locked yet");
+			break;
+		}
+		memset(&go, 0, sizeof(go));
+		go.what = name.data;
+		go.expect_sha256 = d->sha256[0] ? d->sha256 : NULL;
+		go.expect_tree = d->tree;
+		go.stall_secs = o->stall_secs;
+		go.cainfo = ca && *ca ? ca : getenv("SSL_CERT_FILE");
+		rc = fg_gitdep_fetch(&gr, st, d->url, &go, err);
+		if (rc)
+			break;
+		if (!gr.was_present)
+			rep->fetch.files_fetched++;
+		if (!d->sha256[0]) {
+			memcpy(d->sha256, gr.sha256, sizeof(d->sha256));
+			d->size = gr.size;
+			rep->deps_hashed++;
+			rep->lock_changed = 1;
+		}
+		if (!d->tree) {
+			if (!(d->tree = strdup(gr.tree)))
+				rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+			rep->lock_changed = 1;
+		}
 	}
 	fg_buf_release(&name);
 	if (!rc && p.n)
@@ -986,6 +1037,7 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 				if (old->deps[i].sha256[0] && old->deps[i].url &&
 				    (kept[n_kept].url = strdup(old->deps[i].url))) {
 					memcpy(kept[n_kept].sha256, old->deps[i].sha256, sizeof(kept[n_kept].sha256));
+					kept[n_kept].tree = old->deps[i].tree ? strdup(old->deps[i].tree) : NULL;
 					kept[n_kept++].size = old->deps[i].size;
 				}
 		}
@@ -999,10 +1051,16 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 				    (!m->deps[i].sha256 || !strcmp(m->deps[i].sha256, kept[k].sha256))) {
 					memcpy(nlm->deps[i].sha256, kept[k].sha256, sizeof(kept[k].sha256));
 					nlm->deps[i].size = kept[k].size;
+					if (kept[k].tree && !nlm->deps[i].tree && nlm->deps[i].commit) {
+						nlm->deps[i].tree = kept[k].tree;
+						kept[k].tree = NULL;
+					}
 				}
 		}
-		for (i = 0; i < n_kept; i++)
+		for (i = 0; i < n_kept; i++) {
 			free(kept[i].url);
+			free(kept[i].tree);
+		}
 		free(kept);
 		for (ci = 0; !rc && ci < m->n_components; ci++) {
 			struct fg_lock_component *c = fg_lock_find_component(nlm, m->components[ci].key);

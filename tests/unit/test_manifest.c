@@ -227,7 +227,21 @@ static void test_deps(void)
 	dep("https://w.example/a%2Bb.whl", FG_DEP_URL, NULL, NULL, "https://w.example/a%2Bb.whl", NULL);
 	dep("pkg @ https://w.example/p.whl#sha256=AB00000000000000000000000000000000000000000000000000000000000001",
 	    FG_DEP_URL, "pkg", NULL, "https://w.example/p.whl", h);
-	dep("git+https://g.example/r.git@v1", FG_DEP_URL, NULL, NULL, "git+https://g.example/r.git@v1", NULL);
+	/* git: only a full commit id pins it */
+	dep("git+https://g.example/r.git@v1", FG_DEP_UNPINNED, NULL, NULL, "git+https://g.example/r.git@v1", NULL);
+	dep("git+https://g.example/r.git", FG_DEP_UNPINNED, NULL, NULL, "git+https://g.example/r.git", NULL);
+	dep("p @ git+https://g.example/r.git@main#egg=p", FG_DEP_UNPINNED, "p", NULL,
+	    "git+https://g.example/r.git@main", NULL);
+	dep("p @ git+https://u@g.example/r.git@0123456789ABCDEF0123456789abcdef01234567", FG_DEP_URL, "p", NULL,
+	    "git+https://u@g.example/r.git@0123456789ABCDEF0123456789abcdef01234567", NULL);
+	ok(!fg_dependency_parse(&d, "git+https://g.example/r.git@0123456789abcdef0123456789abcdef01234567", &err) &&
+		   d.commit && !strcmp(d.commit, "0123456789abcdef0123456789abcdef01234567"),
+	   "git dependency: the commit id is kept");
+	fg_dependency_release(&d);
+	ok(!fg_dependency_parse(&d, "git+https://g.example/r.git@0123456789abcdef0123456789abcdef0123456", &err) &&
+		   d.kind == FG_DEP_UNPINNED && !d.commit,
+	   "git dependency: 39 hex digits are no commit id (unpinned)");
+	fg_dependency_release(&d);
 	ok(fg_dependency_parse(&d, "-e .", &err) == FG_EFORMAT && strstr(err.msg, "not a requirement"),
 	   "dependency: option refused (%s)", err.msg);
 	ok(fg_dependency_parse(&d, "", &err) == FG_EFORMAT, "dependency: empty refused");
