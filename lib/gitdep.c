@@ -15,40 +15,6 @@
 
 extern char **environ;
 
-static int is_hex_oid(const char *s, size_t n)
-{
-	size_t i;
-
-	if (n != 40 && n != 64)
-		return 0;
-	for (i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f') ||
-		      (s[i] >= 'A' && s[i] <= 'F')))
-			return 0;
-	return 1;
-}
-
-int fg_gitdep_parse(const char *url, char commit[FG_GIT_OID_MAX + 1], struct fg_buf *repo)
-{
-	const char *s, *path, *at;
-	size_t i, n;
-
-	commit[0] = '\0';
-	if (strncmp(url, "git+", 4) || !(s = strstr(url + 4, "://")))
-		return 0;
-	path = strchr(s + 3, '/'); /* the revision is after the last '@' of the path */
-	at = path ? strrchr(path, '@') : NULL;
-	n = at ? strlen(at + 1) : 0;
-	if (at && is_hex_oid(at + 1, n)) {
-		for (i = 0; i < n; i++)
-			commit[i] = (char)(at[1 + i] >= 'A' && at[1 + i] <= 'F' ? at[1 + i] - 'A' + 'a' : at[1 + i]);
-		commit[n] = '\0';
-	}
-	if (repo && fg_buf_append(repo, url + 4, at ? (size_t)(at - url - 4) : strlen(url + 4), NULL))
-		return 0;
-	return 1;
-}
-
 /* Runs argv (PATH lookup) with extra environment entries ("K=V", NULL-ended);
  * stdout into out (may be NULL), the last line of stderr into lastline. */
 static int run(const char *const argv[], const char *const extra[], const char *scratch,
@@ -160,7 +126,7 @@ int fg_gitdep_fetch(struct fg_gitdep_result *res, struct fg_store *st, const cha
 	int rc;
 
 	memset(res, 0, sizeof(*res));
-	if (!fg_gitdep_parse(url, commit, &repo) || !repo.data)
+	if (!fg_dependency_git_parse(url, commit, &repo) || !repo.data)
 		return fg_err_set(err, FG_EINVAL, "%s: %s is not a git+ URL", o->what, url);
 	if (!commit[0])
 		return fg_err_set(err, FG_EINVAL, "%s: %s names no commit id (a branch or tag can move; "
@@ -170,6 +136,7 @@ int fg_gitdep_fetch(struct fg_gitdep_result *res, struct fg_store *st, const cha
 	extra[ne++] = "GIT_CONFIG_NOSYSTEM=1";
 	extra[ne++] = "GIT_CONFIG_GLOBAL=/dev/null";
 	extra[ne++] = "GIT_ASKPASS=/bin/false";
+	extra[ne++] = "GIT_ALLOW_PROTOCOL=https:http"; /* no redirect to file://, ssh, ext:: */
 	if (o->cainfo && !fg_buf_printf(&ca, NULL, "GIT_SSL_CAINFO=%s", o->cainfo))
 		extra[ne++] = ca.data;
 	extra[ne] = NULL;
@@ -207,7 +174,8 @@ int fg_gitdep_fetch(struct fg_gitdep_result *res, struct fg_store *st, const cha
 		rc = git(&out, gitdir.data, scratch.data, extra, o->what, "rev-parse", err, a);
 		while (!rc && out.len && (out.data[out.len - 1] == '\n' || out.data[out.len - 1] == '\r'))
 			out.data[--out.len] = '\0';
-		if (!rc && !is_hex_oid(out.data ? out.data : "", out.len))
+		if (!rc && ((out.len != 40 && out.len != 64) ||
+			    strspn(out.data, "0123456789abcdef") != out.len))
 			rc = fg_err_set(err, FG_EFORMAT, "%s: git gave no tree id for %s", o->what, commit);
 		if (!rc)
 			snprintf(res->tree, sizeof(res->tree), "%s", out.data);

@@ -8,22 +8,14 @@
  *
  * Only a full commit id pins a git dependency (40 hex digits, or 64 for a
  * sha256 repository); a branch or tag can move and is classified unpinned
- * (fg_gitdep_commit says which). */
+ * (fg_dependency_git_parse, lib/manifest.h, says which). */
 #ifndef FG_GITDEP_H
 #define FG_GITDEP_H
 
 #include "err.h"
+#include "manifest.h"
 #include "sha256.h"
 #include "store.h"
-
-#define FG_GIT_OID_MAX 64
-
-/* For a "git+<scheme>://…" URL (fragment already removed): 1 when it names a
- * git repository at all; then commit (FG_GIT_OID_MAX + 1 bytes) gets the
- * revision after the last '@' of the path when it is a full commit id
- * (lowercased), else "" (a branch, a tag, or none). repo (may be NULL) gets
- * the URL git is given: without "git+" and without "@<revision>". */
-int fg_gitdep_parse(const char *url, char commit[FG_GIT_OID_MAX + 1], struct fg_buf *repo);
 
 struct fg_gitdep_result {
 	char sha256[FG_SHA256_HEX_LEN + 1]; /* of the tar, as stored */

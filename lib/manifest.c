@@ -8,7 +8,6 @@
 #include <sys/stat.h>
 
 #include "fsutil.h"
-#include "gitdep.h"
 #include "json.h"
 
 static const char *type_name(const cJSON *v)
@@ -600,6 +599,41 @@ static int parse_env(struct fg_manifest *m, const cJSON *env, const char *what, 
 
 /* ---- dependencies (PEP 508, the parts a lock needs) ---- */
 
+static int is_hex_oid(const char *s, size_t n)
+{
+	size_t i;
+
+	if (n != 40 && n != 64)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f') ||
+		      (s[i] >= 'A' && s[i] <= 'F')))
+			return 0;
+	return 1;
+}
+
+int fg_dependency_git_parse(const char *url, char commit[FG_GIT_OID_MAX + 1], struct fg_buf *repo)
+{
+	const char *s, *path, *at;
+	size_t i, n;
+
+	commit[0] = '\0';
+	if (strncmp(url, "git+", 4) || !(s = strstr(url + 4, "://")))
+		return 0;
+	path = strchr(s + 3, '/'); /* the revision is after the last '@' of the path */
+	at = path ? strrchr(path, '@') : NULL;
+	n = at ? strlen(at + 1) : 0;
+	if (at && is_hex_oid(at + 1, n)) {
+		for (i = 0; i < n; i++)
+			commit[i] = (char)(at[1 + i] >= 'A' && at[1 + i] <= 'F' ? at[1 + i] - 'A' + 'a' : at[1 + i]);
+		commit[n] = '\0';
+	}
+	if (repo && fg_buf_append(repo, url + 4, at ? (size_t)(at - url - 4) : strlen(url + 4), NULL))
+		return 0;
+	return 1;
+}
+
+
 const char *fg_dep_kind_name(int kind)
 {
 	switch (kind) {
@@ -716,7 +750,7 @@ out:
 		char commit[FG_GIT_OID_MAX + 1];
 
 		/* a git URL pins its content only by a full commit id */
-		if (fg_gitdep_parse(d->url, commit, NULL)) {
+		if (fg_dependency_git_parse(d->url, commit, NULL)) {
 			if (!commit[0])
 				d->kind = FG_DEP_UNPINNED;
 			else if (!(d->commit = strdup(commit)))

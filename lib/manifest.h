@@ -108,6 +108,15 @@ struct fg_dependency {
 	char *commit;   /* URL "git+…@<full commit id>": the commit (lowercased), or NULL */
 };
 
+#define FG_GIT_OID_MAX 64
+/* For a "git+<scheme>://…" URL (fragment already removed): 1 when it names a
+ * git repository at all; then commit (FG_GIT_OID_MAX + 1 bytes) gets the
+ * revision after the last '@' of the path when it is a full commit id (40 or
+ * 64 hex digits, lowercased), else "" (a branch, a tag, or none). repo (may
+ * be NULL) gets the URL git is given: without "git+" and "@<revision>". */
+struct fg_buf;
+int fg_dependency_git_parse(const char *url, char commit[FG_GIT_OID_MAX + 1], struct fg_buf *repo);
+
 /* "url", "pin", "unpinned". */
 const char *fg_dep_kind_name(int kind);
 /* Classifies one requirement string; a string that is neither a URL nor
