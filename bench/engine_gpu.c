@@ -18,7 +18,12 @@
  *   - with FG_BENCH_MODEL=DIR, the engine itself on that checkpoint (e.g. the
  *     tiny fixtures): greedy tokens/s with --device cuda (each kernel) and
  *     cpu, same ids.
+ *   - with FG_BENCH_E4B=DIR, the engine on an E4B-shaped INT4 checkpoint
+ *     (bench/hf_gemma4_e4b.py --write-int4): ms per token of greedy decodes
+ *     after a warm-up, for each kernel; FG_BENCH_HF_MS (transformers' ms per
+ *     token, measured before in the same run) adds the ratios.
  * FG_BENCH_PROFILE=1 times nothing: two direct steps per kernel, for ncu.
+ * `engine_gpu --probe` only says whether there is a device (exit 0) or not.
  * Timing: warm-up steps first (FG_BENCH_WARM, default 64), then FG_BENCH_STEPS
  * (default 128) replays per repetition, median of FG_BENCH_REPS (default 5). */
 #include <math.h>
@@ -293,6 +298,58 @@ static void engine_model(const char *dir)
 	       g[1].n == g[2].n && !memcmp(g[1].ids, g[2].ids, 4 * g[1].n) ? "identical" : "DIFFER");
 }
 
+/* The engine itself on an E4B-shaped INT4 checkpoint (FG_BENCH_E4B=DIR,
+ * written by bench/hf_gemma4_e4b.py --write-int4 DIR): for each INT4 kernel,
+ * load, 64 one-token prompts as warm-up (graph capture, first touch), then
+ * FG_BENCH_REPS greedy decodes of `steps` new tokens from a one-token
+ * prompt, median ms per token. step_bytes: the bytes one step reads. */
+static void engine_e4b(const char *dir, double read_gbs, const double *body_bytes, double hf_ms)
+{
+	const char *kn[2] = {"fma", "mma"};
+
+	printf("\nengine (fg_engine_generate, what `fgpack run --device cuda` runs) on the E4B-shaped INT4 g128 checkpoint %s:\n",
+	       dir);
+	for (int kind = 0; kind < 2; kind++) {
+		struct fg_engine_opts o = {1, 0, 0, FG_DEVICE_CUDA};
+		struct fg_engine *e;
+		struct gen g;
+		double t0, ms[32], bytes;
+		int32_t one = 2;
+
+		setenv("FG_INT4_KERNEL", kn[kind], 1);
+		t0 = now();
+		CK(fg_engine_load(&e, dir, &o, &err));
+		printf("  %s: loaded in %.1f s (%s)\n", kn[kind], now() - t0, fg_engine_device(e));
+		t0 = now();
+		for (int i = 0; i < warm; i++) {
+			one = 2 + i;
+			CK(fg_engine_generate(e, &one, 1, 1, NULL, NULL, &err));
+		}
+		printf("  %s: %d one-token prompts of warm-up in %.2f s\n", kn[kind], warm, now() - t0);
+		one = 2;
+		for (int r = 0; r < reps; r++) {
+			g.n = 0;
+			t0 = now();
+			CK(fg_engine_generate(e, &one, 1, steps, on_tok, &g, &err));
+			ms[r] = (now() - t0) * 1e3 / steps;
+		}
+		qsort(ms, reps, sizeof(double), cmp_d);
+		/* weights: the body (same shapes as the synthetic step) + the tied
+		 * bf16 head over the whole vocabulary; KV and tables are small at
+		 * these positions */
+		bytes = body_bytes[kind] + 262144.0 * 2560 * 2;
+		printf("  %s: %d greedy tokens from a 1-token prompt, median of %d: %.3f ms/token, %.1f tokens/s; "
+		       "weights/step %.3f GB (INT4 body %.3f + bf16 tied head 1.342): %.0f GB/s = %.1f%% of read",
+		       kn[kind], steps, reps, ms[reps / 2], 1e3 / ms[reps / 2], bytes / 1e9, body_bytes[kind] / 1e9,
+		       bytes / (ms[reps / 2] / 1e3) / 1e9, 100.0 * bytes / (ms[reps / 2] / 1e3) / 1e9 / read_gbs);
+		if (hf_ms > 0)
+			printf("; %.1fx transformers eager (%.3f ms/token)", hf_ms / ms[reps / 2], hf_ms);
+		printf("\n  %s: first ids %d %d %d %d\n", kn[kind], g.ids[0], g.ids[1], g.ids[2], g.ids[3]);
+		fg_engine_free(e);
+	}
+	unsetenv("FG_INT4_KERNEL");
+}
+
 /* Every body matrix of the model, in the context's INT4 kind; the separate
  * (unfused) q, k, v, gate, up only when `separate`. */
 static size_t body, body_fused;
@@ -496,10 +553,10 @@ static double bench_step(const char *kname, double read_gbs)
 	return ms;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	size_t maxw = (size_t)2 * FFN * HIDDEN / 8, maxs = (size_t)2 * FFN * (FFN / 128);
-	double read_gbs = 0.0, step_ms[2] = {0, 0};
+	double read_gbs = 0.0, step_ms[2] = {0, 0}, body_kind[2] = {0, 0}, hf_ms = 0.0;
 	const char *e;
 	int profile;
 
@@ -515,12 +572,19 @@ int main(void)
 	}
 	if (fg_kctx_new(&ctx, &err)) {
 		printf("engine_gpu: skipped: %s\n", err.msg);
+		return argc > 1 && !strcmp(argv[1], "--probe") ? 1 : 0;
+	}
+	if (argc > 1 && !strcmp(argv[1], "--probe")) { /* is there a device? (engine_gpu.sh) */
+		printf("%s\n", fg_kctx_device_name(ctx));
+		fg_kctx_free(ctx);
 		return 0;
 	}
 	printf("device: %s\n", fg_kctx_device_name(ctx));
 	printf("timing: %d warm-up steps, then %d steps x %d repetitions, median\n", warm, steps, reps);
 
 	profile = getenv("FG_BENCH_PROFILE") && *getenv("FG_BENCH_PROFILE") == '1';
+	if ((e = getenv("FG_BENCH_HF_MS")))
+		hf_ms = strtod(e, NULL);
 	/* the ceiling: a 16-byte read sweep over 4 GiB */
 	if (!profile) {
 		size_t n = (size_t)4 << 30;
@@ -572,13 +636,22 @@ int main(void)
 		} else {
 			bench_matvecs(kind == FG_INT4_FMA, read_gbs);
 			step_ms[kind] = bench_step(kname, read_gbs);
+			if (hf_ms > 0)
+				printf("  = %.1fx transformers eager (%.3f ms/token, FG_BENCH_HF_MS)\n", hf_ms / step_ms[kind],
+				       hf_ms);
 		}
+		body_kind[kind] = (double)body_fused;
 		free_mats();
 	}
 	if (!profile)
 		printf("\nwhole step, mma against fma: %.3f / %.3f ms = %.2fx faster\n", step_ms[1], step_ms[0],
 		       step_ms[0] / step_ms[1]);
 	fg_kctx_free(ctx);
+	if (!profile && (e = getenv("FG_BENCH_E4B")) && *e) {
+		const char *h = getenv("FG_BENCH_HF_MS");
+
+		engine_e4b(e, read_gbs, body_kind, h ? strtod(h, NULL) : 0.0);
+	}
 	if (!profile && (e = getenv("FG_BENCH_MODEL")) && *e)
 		engine_model(e);
 	return 0;

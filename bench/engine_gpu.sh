@@ -1,11 +1,19 @@
 #!/bin/sh
-# engine_gpu.sh - the GPU decode step on E4B shapes (bench/engine_gpu.c) and,
-# side by side in the same run, transformers' own Gemma 4 generate on the same
-# shapes in bf16 (bench/hf_gemma4_e4b.py), plus the engine on the tiny INT4
-# fixture with --device cuda and cpu. Needs an nvcc build and a GPU: run it
-# through the device tool; elsewhere it says so and exits 0.
-# FG_BENCH_STEPS / FG_BENCH_REPS / FG_BENCH_WARM tune the timing;
-# FG_BENCH_HF=0 skips the transformers run.
+# engine_gpu.sh - the GPU decode step on E4B shapes, side by side in one run:
+#   1. transformers' own Gemma 4 generate on E4B shapes in bf16, eager
+#      (bench/hf_gemma4_e4b.py), which then writes the same random weights as
+#      an INT4 g128 checkpoint (--write-int4) into $FG_BENCH_E4B_DIR;
+#   2. bench/engine_gpu.c: the read bandwidth, the INT4 matvecs, the
+#      synthetic decode step (both INT4 kernels), the engine itself on that
+#      checkpoint (warm-up, then 128-token greedy decodes), and the engine on
+#      the tiny INT4 fixture with --device cuda and cpu;
+#   3. `fgpack run --device cuda --json` on the checkpoint (the CLI as a
+#      user runs it, 128 tokens, one process: graph capture inside).
+# Needs an nvcc build and a GPU: run it through the device tool; elsewhere it
+# says so and exits 0. FG_BENCH_STEPS / FG_BENCH_REPS / FG_BENCH_WARM tune
+# the timing; FG_BENCH_HF=0 skips step 1 (and the checkpoint, unless
+# FG_BENCH_E4B_DIR already holds one); FG_BENCH_BIN / FG_BENCH_FGPACK name
+# prebuilt binaries.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
@@ -14,14 +22,29 @@ bin=${FG_BENCH_BIN:-$build/bench/engine_gpu}
 if [ -z "${FG_BENCH_BIN:-}" ]; then
 	make -s "$bin" >/dev/null || exit 1
 fi
-out=$(FG_BENCH_MODEL=${FG_BENCH_MODEL:-tests/fixtures/oracle/int4} "$bin")
+ck=${FG_BENCH_E4B_DIR:-$build/e4b-int4}
+hf_ms=
+if "$bin" --probe >/dev/null 2>&1 && [ "${FG_BENCH_HF:-1}" != 0 ] &&
+	python3 -c 'import torch, transformers; assert torch.cuda.is_available()' 2>/dev/null; then
+	hf=$(python3 bench/hf_gemma4_e4b.py 128 --write-int4 "$ck")
+	echo "$hf"
+	hf_ms=$(echo "$hf" | sed -n 's/.*"ms_per_token": \([0-9.]*\).*/\1/p')
+	echo
+else
+	echo "transformers side-by-side run skipped (no torch/transformers with a GPU here, or FG_BENCH_HF=0)"
+fi
+e4b=
+[ -f "$ck/model.safetensors" ] && e4b=$ck
+out=$(FG_BENCH_HF_MS=$hf_ms FG_BENCH_E4B=$e4b FG_BENCH_MODEL=${FG_BENCH_MODEL:-tests/fixtures/oracle/int4} "$bin")
 rc=$?
 echo "$out"
 [ $rc -eq 0 ] || exit $rc
 case "$out" in *"skipped:"*) exit 0 ;; esac
-if [ "${FG_BENCH_HF:-1}" != 0 ] && python3 -c 'import torch, transformers; assert torch.cuda.is_available()' 2>/dev/null; then
+fg=${FG_BENCH_FGPACK:-./fgpack}
+if [ -n "$e4b" ] && [ -x "$fg" ]; then
 	echo
-	python3 bench/hf_gemma4_e4b.py 128 || echo "transformers side-by-side run failed"
-else
-	echo "transformers side-by-side run skipped (no torch/transformers with a GPU here)"
+	echo "\$ $fg run --model $e4b --ids 2 -n 128 --ignore-eos --device cuda --json"
+	"$fg" run --model "$e4b" --ids 2 -n 128 --ignore-eos --device cuda --json | tr ',' '\n' |
+		grep -E '"(tokens_per_s|prefill_tokens_per_s|device|n_generated|generated_tokens)"' | tr '\n' ' '
+	echo
 fi

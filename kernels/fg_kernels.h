@@ -171,7 +171,9 @@ void fg_kint4_free(struct fg_kctx *ctx, struct fg_kint4 *w);
 /* d_y[m][n] = sum_k W[n][k] * d_x[m][k] for m < M, 1 <= M <= FG_INT4_MAX_M
  * (fp32 activations, fp32 accumulation; the dequantized weight q*scale is
  * exact). FG_INT4_MMA: x = hi + mid + lo in bf16 (to fp32 precision), exact
- * products on the tensor cores, fp32 sums per group; M > 5 is two launches. */
+ * products on the tensor cores, fp32 sums per group; M <= 2 with the weights
+ * as the A operand, M = 3..5 as the B operand, M > 5 is two launches.
+ * d_x (and d_gate, d_up below) must be 16-byte aligned (FG_EINVAL). */
 int fg_k_int4_matvec(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x, int m,
 		     struct fg_err *err);
 

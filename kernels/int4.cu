@@ -2,7 +2,8 @@
  * M = 1, speculative verify M <= 8), by one of two kernels, each on its own
  * layout (fg_kernels.h), chosen per matrix when it is made: a CUDA-core
  * kernel (fp32 dequantization and sums) and a tensor-core kernel (bf16 mma
- * on exact weights and a three-part bf16 split of the fp32 activations).
+ * on exact weights and a three-part bf16 split of the fp32 activations; for
+ * M <= 2 the weights are mma's A operand, for M = 3..5 its B operand).
  *
  * CUDA-core kernel, tile layout: a block owns one tile of 32 rows and one K
  * slice; its 8 warps take the slice's 32-element chunks in turn. For a chunk,
@@ -37,6 +38,31 @@
 __device__ __forceinline__ float nib(uint32_t w, uint32_t mask, float bias)
 {
 	return __uint_as_float((w & mask) | 0x4B000000u) - bias;
+}
+
+/* Four activations from element e (a multiple of 4) on, zero at and past k
+ * (a multiple of 8); GG: gelu_tanh(x) * x2. x and x2 are 16-byte aligned.
+ * Staging loops issue STAGE_U of these before storing any, so a block waits
+ * for one round trip to L2, not one per element. */
+#define STAGE_U 4
+
+template <bool GG>
+__device__ __forceinline__ float4 in4(const float *x, const float *x2, int e, int k)
+{
+	float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+
+	if (e < k) {
+		v = *(const float4 *)(x + e);
+		if (GG) {
+			float4 u = *(const float4 *)(x2 + e);
+
+			v.x = fg_gelu_tanh(v.x) * u.x;
+			v.y = fg_gelu_tanh(v.y) * u.y;
+			v.z = fg_gelu_tanh(v.z) * u.z;
+			v.w = fg_gelu_tanh(v.w) * u.w;
+		}
+	}
+	return v;
 }
 
 /* Accumulates one word (8 elements at x) into the five position sums. */
@@ -103,54 +129,50 @@ __global__ void __launch_bounds__(WARPS * 32) int4_fma(float *__restrict__ y, co
 	fg_pdl_wait();
 	/* this slice's activations, zero past k (padding weights are q = 0 too) */
 	for (int m = 0; m < M; m++)
-		for (int i = threadIdx.x; i < len; i += WARPS * 32) {
-			int e = c0 * 32 + i;
+		for (int b = threadIdx.x * 4; b < len; b += WARPS * 32 * 4 * STAGE_U) {
+			float4 v[STAGE_U];
 
-			float v = 0.0f;
-
-			if (e < k)
-				v = GG ? fg_gelu_tanh(x[e]) * x2[e] : x[(size_t)m * k + e];
-			sx[m * xs + i] = v;
+#pragma unroll
+			for (int u = 0; u < STAGE_U; u++)
+				v[u] = in4<GG>(x + (size_t)m * k, x2, c0 * 32 + b + u * WARPS * 32 * 4, k);
+#pragma unroll
+			for (int u = 0; u < STAGE_U; u++)
+				if (b + u * WARPS * 32 * 4 < len)
+					*(float4 *)(sx + m * xs + b + u * WARPS * 32 * 4) = v[u];
 		}
 	__syncthreads();
 #pragma unroll
 	for (int m = 0; m < M; m++)
 		acc[m] = 0.0f;
 	for (int c = c0 + warp; c < c1; c += WARPS * UNROLL) {
-		if (c != c0 + warp) {
-#pragma unroll
-			for (int u = 0; u < UNROLL; u++) {
-				int cc = c + u * WARPS;
-
-				if (cc < c1) {
-					w[u] = __ldcs(wp + (size_t)cc * 32);
-					sc[u] = fg_bf16f(__ldg(sp + (size_t)(cc >> gshift) * 32));
-				}
-			}
-		}
 #pragma unroll
 		for (int u = 0; u < UNROLL; u++) {
-			int cc = c + u * WARPS;
+			int cc = c + u * WARPS, cn = cc + WARPS * UNROLL;
 
 			if (cc < c1) {
 				const float *xc = sx + (cc - c0) * 32;
-				float a[M][5];
+				uint4 cw = w[u];
+				float cs = sc[u], a[M][5];
 
+				if (cn < c1) { /* the chunk UNROLL rounds ahead, into the freed registers */
+					w[u] = __ldcs(wp + (size_t)cn * 32);
+					sc[u] = fg_bf16f(__ldg(sp + (size_t)(cn >> gshift) * 32));
+				}
 #pragma unroll
 				for (int m = 0; m < M; m++)
 #pragma unroll
 					for (int i = 0; i < 5; i++)
 						a[m][i] = 0.0f;
-				word<M>(w[u].x, xc, xs, a);
-				word<M>(w[u].y, xc + 8, xs, a);
-				word<M>(w[u].z, xc + 16, xs, a);
-				word<M>(w[u].w, xc + 24, xs, a);
+				word<M>(cw.x, xc, xs, a);
+				word<M>(cw.y, xc + 8, xs, a);
+				word<M>(cw.z, xc + 16, xs, a);
+				word<M>(cw.w, xc + 24, xs, a);
 #pragma unroll
 				for (int m = 0; m < M; m++) {
 					float t = a[m][0] + a[m][1] * 0.0625f + a[m][2] * 0.00390625f +
 						  a[m][3] * 0.000244140625f + a[m][4] * 0.0000152587890625f;
 
-					acc[m] = fmaf(t, sc[u], acc[m]);
+					acc[m] = fmaf(t, cs, acc[m]);
 				}
 			}
 		}
@@ -159,8 +181,8 @@ __global__ void __launch_bounds__(WARPS * 32) int4_fma(float *__restrict__ y, co
 	for (int m = 0; m < M; m++)
 		red[warp][m][lane] = acc[m];
 	__syncthreads();
-	if (threadIdx.x < M * 32) {
-		int m = threadIdx.x >> 5, r = threadIdx.x & 31, row = tile * 32 + r;
+	for (int i = threadIdx.x; i < M * 32; i += WARPS * 32) { /* one pass while M <= WARPS */
+		int m = i >> 5, r = i & 31, row = tile * 32 + r;
 		float t = 0.0f;
 
 		for (int v = 0; v < WARPS; v++)
@@ -182,8 +204,8 @@ __global__ void __launch_bounds__(WARPS * 32) int4_fma(float *__restrict__ y, co
 	if (!last)
 		return;
 	__threadfence();
-	if (threadIdx.x < M * 32) {
-		int m = threadIdx.x >> 5, r = threadIdx.x & 31, row = tile * 32 + r;
+	for (int i = threadIdx.x; i < M * 32; i += WARPS * 32) {
+		int m = i >> 5, r = i & 31, row = tile * 32 + r;
 		float t = 0.0f;
 
 		for (int v = 0; v < splits; v++)
@@ -216,6 +238,39 @@ static int max_splits(int kc, int splits)
 	return splits > min_s ? splits : min_s;
 }
 
+
+/* The tail both layouts share: device memory for the repacked words and
+ * scales (host buffers hw, hs, freed here), ncounters zeroed split-K
+ * counters and partial_bytes of partial sums; rc is the repack's result. On
+ * failure w is freed; on success it goes to *out. */
+static int upload(struct fg_kctx *ctx, struct fg_kint4 **out, struct fg_kint4 *w, int rc, uint32_t *hw, size_t wb,
+		  uint16_t *hs, size_t sb, int ncounters, size_t partial_bytes, struct fg_err *err)
+{
+	if (!rc)
+		rc = fg_kmem_alloc(ctx, (void **)&w->d_words, wb, err);
+	if (!rc)
+		rc = fg_kmem_alloc(ctx, (void **)&w->d_scales, sb, err);
+	if (!rc)
+		rc = fg_kmem_alloc(ctx, (void **)&w->d_counters, sizeof(uint32_t) * ncounters, err);
+	if (!rc)
+		rc = fg_kmem_alloc(ctx, (void **)&w->d_partial, partial_bytes, err);
+	if (!rc)
+		rc = fg_kmem_upload(ctx, w->d_words, hw, wb, err);
+	if (!rc)
+		rc = fg_kmem_upload(ctx, w->d_scales, hs, sb, err);
+	if (!rc)
+		rc = fg_kmem_fill(ctx, w->d_counters, 0, sizeof(uint32_t) * ncounters, err);
+	if (!rc)
+		rc = fg_kctx_sync(ctx, err);
+	free(hw);
+	free(hs);
+	if (rc) {
+		fg_kint4_free(ctx, w);
+		return rc;
+	}
+	*out = w;
+	return 0;
+}
 
 static int fma_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *packed, const uint16_t *scale_bf16,
 		   int n, int k, int group, int splits, struct fg_err *err)
@@ -255,31 +310,8 @@ static int fma_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *pa
 	}
 	w->splits = splits;
 	rc = fg_int4_repack(hw, hs, packed, scale_bf16, n, k, group, err);
-	if (!rc)
-		rc = fg_kmem_alloc(ctx, (void **)&w->d_words, wb, err);
-	if (!rc)
-		rc = fg_kmem_alloc(ctx, (void **)&w->d_scales, sb, err);
-	if (!rc)
-		rc = fg_kmem_alloc(ctx, (void **)&w->d_counters, sizeof(uint32_t) * w->tiles, err);
-	if (!rc)
-		rc = fg_kmem_alloc(ctx, (void **)&w->d_partial,
-				   sizeof(float) * (size_t)max_splits(kc, splits) * FG_INT4_MAX_M * w->tiles * 32, err);
-	if (!rc)
-		rc = fg_kmem_upload(ctx, w->d_words, hw, wb, err);
-	if (!rc)
-		rc = fg_kmem_upload(ctx, w->d_scales, hs, sb, err);
-	if (!rc)
-		rc = fg_kmem_fill(ctx, w->d_counters, 0, sizeof(uint32_t) * w->tiles, err);
-	if (!rc)
-		rc = fg_kctx_sync(ctx, err);
-	free(hw);
-	free(hs);
-	if (rc) {
-		fg_kint4_free(ctx, w);
-		return rc;
-	}
-	*out = w;
-	return 0;
+	return upload(ctx, out, w, rc, hw, wb, hs, sb, w->tiles,
+		      sizeof(float) * (size_t)max_splits(kc, splits) * FG_INT4_MAX_M * w->tiles * 32, err);
 }
 
 
@@ -380,6 +412,42 @@ __device__ __forceinline__ void split3(float x, uint32_t *p)
 	p[2] = bf16_bits(x);
 }
 
+/* Stages chunks c0..c1 of M activation vectors (or of gelu_tanh(x) * x2,
+ * GG) as their three bf16 parts in shared memory: xs[(3m + p) * xw + e / 2]
+ * holds part p of elements e, e + 1 of the slice, zero past k (padding
+ * weights are q = 0 too). */
+template <int M, bool GG>
+__device__ __forceinline__ void stage_parts(uint32_t *xs, const float *__restrict__ x, const float *__restrict__ x2,
+					    int k, int c0, int c1, int xw, int xstride)
+{
+	int len = (c1 - c0) * 128, step = blockDim.x * 4;
+
+	for (int m = 0; m < M; m++)
+		for (int b = threadIdx.x * 4; b < len; b += step * STAGE_U) {
+			float4 v[STAGE_U];
+
+#pragma unroll
+			for (int u = 0; u < STAGE_U; u++)
+				v[u] = in4<GG>(x + (size_t)m * xstride, x2, c0 * 128 + b + u * step, k);
+#pragma unroll
+			for (int u = 0; u < STAGE_U; u++) {
+				int i = b + u * step;
+				uint32_t q0[3], q1[3], q2[3], q3[3];
+
+				if (i >= len)
+					break;
+				split3(v[u].x, q0);
+				split3(v[u].y, q1);
+				split3(v[u].z, q2);
+				split3(v[u].w, q3);
+#pragma unroll
+				for (int p = 0; p < 3; p++)
+					*(uint2 *)(xs + (3 * m + p) * xw + i / 2) =
+						make_uint2(q0[p] | q1[p] << 16, q2[p] | q3[p] << 16);
+			}
+		}
+}
+
 /* M vectors (<= 5); GG: the input is gelu_tanh(x) * x2 (GeGLU fused into the
  * staging), M = 1; G1: one scale group per chunk (group >= 128). */
 template <int M, bool GG, bool G1>
@@ -416,32 +484,7 @@ __global__ void __launch_bounds__(MWARPS * 32, MRESIDENT)
 			}
 	}
 	fg_pdl_wait();
-	/* the slice's activation parts, zero past k (padding weights are q = 0 too) */
-	{
-		int len2 = (c1 - c0) * 64;
-
-		for (int m = 0; m < M; m++)
-			for (int e2 = threadIdx.x; e2 < len2; e2 += blockDim.x) {
-				int e = c0 * 128 + 2 * e2;
-				float v0 = 0.0f, v1 = 0.0f;
-				uint32_t p0[3], p1[3];
-
-				if (e < k) { /* k is a multiple of 8: e + 1 < k too */
-					if (GG) {
-						v0 = fg_gelu_tanh(x[e]) * x2[e];
-						v1 = fg_gelu_tanh(x[e + 1]) * x2[e + 1];
-					} else {
-						v0 = x[(size_t)m * xstride + e];
-						v1 = x[(size_t)m * xstride + e + 1];
-					}
-				}
-				split3(v0, p0);
-				split3(v1, p1);
-#pragma unroll
-				for (int p = 0; p < 3; p++)
-					xs[(3 * m + p) * xw + e2] = p0[p] | p1[p] << 16;
-			}
-	}
+	stage_parts<M, GG>(xs, x, x2, k, c0, c1, xw, xstride);
 	__syncthreads();
 #pragma unroll
 	for (int r = 0; r < RBB; r++)
@@ -563,6 +606,181 @@ __global__ void __launch_bounds__(MWARPS * 32, MRESIDENT)
 		counters[rg] = 0; /* ready for the next launch (stream-ordered) */
 }
 
+/* ---- the tensor-core kernel for M <= 2: the weights as the A operand ----------
+ *
+ * The same row-block layout, read the other way round: two row blocks are
+ * the 16 rows of an A tile (a lane's 16 bytes of row block rb hold its A
+ * registers 0 and 2, rows g; those of rb + 1 its registers 1 and 3, rows g +
+ * 8) and the activation parts are the B operand, column 3m + p = part p of
+ * vector m (3M of the 8 columns in use). One mma covers 16 rows x 16
+ * elements: half the mma count of the kernel above at M = 1, and M = 2 for
+ * free. C gives lane (g, j) rows g and g + 8 at columns 2j, 2j + 1; each
+ * group's sums are scaled per row in fp32 and the parts are added
+ * (hi + mid) + lo at the end. Blocks, slices, splits and counters are the
+ * kernel above's (a block owns 8 row blocks), so mma_plan serves both. */
+#define APAIRS (RBB / 2) /* row-block pairs (A tiles) per block */
+
+__device__ __forceinline__ uint32_t u4_at(uint4 v, int i)
+{
+	return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+template <int M, bool GG, bool G1>
+__global__ void __launch_bounds__(MWARPS * 32, MRESIDENT)
+	int4_mma_a(float *__restrict__ y, const uint4 *__restrict__ words, const uint16_t *__restrict__ scales,
+		   const float *__restrict__ x, const float *__restrict__ x2, float *__restrict__ partial,
+		   unsigned *__restrict__ counters, int n, int k, int npad, int nrb, int nch, int gs, int slice,
+		   int splits, int xstride, int ystride)
+{
+	constexpr int BC = 3 * M; /* B columns in use */
+	extern __shared__ __align__(16) uint32_t xs[]; /* [BC][xw] bf16 pairs */
+	__shared__ float red[MWARPS][RBB * 8][BC];
+	__shared__ int last;
+	const uint4 Q0 = make_uint4(0x88888888u, 0x88888888u, 0x88888888u, 0x88888888u); /* q = 0 */
+	int rg = blockIdx.x, sp = blockIdx.y;
+	int nw = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	int g = lane >> 2, j = lane & 3;
+	int c0 = sp * slice, c1 = min(nch, c0 + slice);
+	int rb0 = rg * RBB, nrbb = min(RBB, nrb - rb0);
+	int xw = slice * 64 + 4;
+	uint4 wv[RBB];
+	uint32_t sc[RBB];
+	float tot[APAIRS][4];
+	int c = c0 + warp;
+
+	fg_pdl_trigger();
+	/* the first chunk's weights before waiting for the kernel that writes x */
+#pragma unroll
+	for (int r = 0; r < RBB; r++) {
+		wv[r] = Q0;
+		sc[r] = 0;
+		if (r < nrbb && c < c1) {
+			wv[r] = __ldcs(words + ((size_t)c * nrb + rb0 + r) * 32 + lane);
+			sc[r] = __ldg(scales + (size_t)((c * 8) >> gs) * npad + (rb0 + r) * 8 + g);
+		}
+	}
+	fg_pdl_wait();
+	stage_parts<M, GG>(xs, x, x2, k, c0, c1, xw, xstride);
+	__syncthreads();
+#pragma unroll
+	for (int p = 0; p < APAIRS; p++)
+#pragma unroll
+		for (int q = 0; q < 4; q++)
+			tot[p][q] = 0.0f;
+	for (; c < c1; c += nw) {
+		uint32_t bx[8][2];
+		int kb = (c - c0) * 64, cn = c + nw;
+
+#pragma unroll
+		for (int s = 0; s < 8; s++) {
+			bx[s][0] = g < BC ? xs[g * xw + kb + 8 * s + j] : 0u;
+			bx[s][1] = g < BC ? xs[g * xw + kb + 8 * s + 4 + j] : 0u;
+		}
+#pragma unroll
+		for (int p = 0; p < APAIRS; p++) {
+			if (2 * p < nrbb) {
+				uint4 w0 = wv[2 * p], w1 = wv[2 * p + 1];
+				uint32_t s0 = sc[2 * p], s1 = sc[2 * p + 1];
+				float ae[4] = {0.0f, 0.0f, 0.0f, 0.0f}, ao[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+
+				if (cn < c1) { /* this pair of the next chunk, into the freed registers */
+#pragma unroll
+					for (int h = 0; h < 2; h++)
+						if (2 * p + h < nrbb) {
+							wv[2 * p + h] = __ldcs(words + ((size_t)cn * nrb + rb0 + 2 * p + h) * 32 + lane);
+							sc[2 * p + h] = __ldg(scales + (size_t)((cn * 8) >> gs) * npad +
+									      (rb0 + 2 * p + h) * 8 + g);
+						}
+				}
+#pragma unroll
+				for (int wi = 0; wi < 4; wi++) {
+					uint32_t d0[4], d1[4];
+
+					dequant(u4_at(w0, wi), d0);
+					dequant(u4_at(w1, wi), d1);
+#pragma unroll
+					for (int e = 0; e < 2; e++) {
+						int s = 2 * wi + e;
+						uint32_t a[4] = {d0[2 * e], d1[2 * e], d0[2 * e + 1], d1[2 * e + 1]};
+
+						mma(e ? ao : ae, a, bx[s][0], bx[s][1]);
+						if (G1 ? s == 7 : e && (s == 7 || ((s + 1) & ((1 << gs) - 1)) == 0)) {
+							float f0 = __uint_as_float(s0 << 16), f1 = __uint_as_float(s1 << 16);
+
+							tot[p][0] = fmaf(ae[0] + ao[0], f0, tot[p][0]);
+							tot[p][1] = fmaf(ae[1] + ao[1], f0, tot[p][1]);
+							tot[p][2] = fmaf(ae[2] + ao[2], f1, tot[p][2]);
+							tot[p][3] = fmaf(ae[3] + ao[3], f1, tot[p][3]);
+							if (!G1 && s != 7) { /* the chunk's next group (group < 128) */
+								size_t go = (size_t)((c * 8 + s + 1) >> gs) * npad;
+
+#pragma unroll
+								for (int q = 0; q < 4; q++)
+									ae[q] = ao[q] = 0.0f;
+								s0 = __ldg(scales + go + (rb0 + 2 * p) * 8 + g);
+								s1 = 2 * p + 1 < nrbb ? __ldg(scales + go + (rb0 + 2 * p + 1) * 8 + g) : 0u;
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	/* C of A tile p: rows (2p + h) * 8 + g, columns (parts) 2j, 2j + 1 */
+#pragma unroll
+	for (int p = 0; p < APAIRS; p++)
+#pragma unroll
+		for (int h = 0; h < 2; h++)
+#pragma unroll
+			for (int q = 0; q < 2; q++)
+				if (2 * j + q < BC)
+					red[warp][(2 * p + h) * 8 + g][2 * j + q] = tot[p][2 * h + q];
+	__syncthreads();
+	/* out[m][row] = (part 0 + part 1) + part 2, each summed over warps in order */
+	for (int t = threadIdx.x; t < M * RBB * 8; t += blockDim.x) {
+		int m = t / (RBB * 8), rl = t % (RBB * 8), row = rb0 * 8 + rl;
+		float v0 = 0.0f, v1 = 0.0f, v2 = 0.0f;
+
+		if (rl >= nrbb * 8)
+			continue;
+		for (int v = 0; v < nw; v++) {
+			v0 += red[v][rl][3 * m];
+			v1 += red[v][rl][3 * m + 1];
+			v2 += red[v][rl][3 * m + 2];
+		}
+		if (splits == 1) {
+			if (row < n)
+				y[(size_t)m * ystride + row] = v0 + v1 + v2;
+		} else {
+			partial[((size_t)sp * MMA_M + m) * npad + row] = v0 + v1 + v2;
+		}
+	}
+	if (splits == 1)
+		return;
+	__threadfence();
+	__syncthreads();
+	if (threadIdx.x == 0)
+		last = atomicAdd(&counters[rg], 1u) == (unsigned)(splits - 1);
+	__syncthreads();
+	if (!last)
+		return;
+	__threadfence();
+	for (int t = threadIdx.x; t < M * RBB * 8; t += blockDim.x) {
+		int m = t / (RBB * 8), rr = t % (RBB * 8);
+		int row = rb0 * 8 + rr;
+		float v = 0.0f;
+
+		if (rr >= nrbb * 8)
+			continue;
+		for (int s = 0; s < splits; s++)
+			v += __ldcg(partial + ((size_t)s * MMA_M + m) * npad + row);
+		if (row < n)
+			y[(size_t)m * ystride + row] = v;
+	}
+	if (threadIdx.x == 0)
+		counters[rg] = 0; /* ready for the next launch (stream-ordered) */
+}
+
 /* Shared memory (bytes) of the staged parts for m vectors and a slice. */
 static size_t mma_smem(int m, int slice)
 {
@@ -651,31 +869,8 @@ static int mma_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *pa
 		w->max_splits = w->splits < d.chunks ? w->splits : d.chunks;
 	nrg = (size_t)(d.rblocks + RBB - 1) / RBB;
 	rc = fg_int4_mma_repack(hw, hs, packed, scale_bf16, n, k, group, err);
-	if (!rc)
-		rc = fg_kmem_alloc(ctx, (void **)&w->d_words, wb, err);
-	if (!rc)
-		rc = fg_kmem_alloc(ctx, (void **)&w->d_scales, sb, err);
-	if (!rc)
-		rc = fg_kmem_alloc(ctx, (void **)&w->d_counters, sizeof(uint32_t) * nrg, err);
-	if (!rc)
-		rc = fg_kmem_alloc(ctx, (void **)&w->d_partial, sizeof(float) * (size_t)w->max_splits * MMA_M * d.npad,
-				   err);
-	if (!rc)
-		rc = fg_kmem_upload(ctx, w->d_words, hw, wb, err);
-	if (!rc)
-		rc = fg_kmem_upload(ctx, w->d_scales, hs, sb, err);
-	if (!rc)
-		rc = fg_kmem_fill(ctx, w->d_counters, 0, sizeof(uint32_t) * nrg, err);
-	if (!rc)
-		rc = fg_kctx_sync(ctx, err);
-	free(hw);
-	free(hs);
-	if (rc) {
-		fg_kint4_free(ctx, w);
-		return rc;
-	}
-	*out = w;
-	return 0;
+	return upload(ctx, out, w, rc, hw, wb, hs, sb, (int)nrg, sizeof(float) * (size_t)w->max_splits * MMA_M * d.npad,
+		      err);
 }
 
 static int mma_gshift(int group)
@@ -701,6 +896,17 @@ static cudaError_t mma_launch(struct fg_kctx *ctx, float *d_y, const struct fg_k
 	at[0].val.programmaticStreamSerializationAllowed = 1;
 	cfg.attrs = at;
 	cfg.numAttrs = ctx->pdl ? 1 : 0;
+	if constexpr (M <= 2) { /* weights as the A operand */
+		if (w->group >= 128)
+			return cudaLaunchKernelEx(&cfg, int4_mma_a<M, GG, true>, d_y, (const uint4 *)w->d_words,
+						  (const uint16_t *)w->d_scales, d_x, d_x2, w->d_partial,
+						  (unsigned *)w->d_counters, w->n, w->k, w->npad, w->rblocks, w->chunks,
+						  mma_gshift(w->group), slice, splits, xstride, ystride);
+		return cudaLaunchKernelEx(&cfg, int4_mma_a<M, GG, false>, d_y, (const uint4 *)w->d_words,
+					  (const uint16_t *)w->d_scales, d_x, d_x2, w->d_partial, (unsigned *)w->d_counters,
+					  w->n, w->k, w->npad, w->rblocks, w->chunks, mma_gshift(w->group), slice, splits,
+					  xstride, ystride);
+	}
 	if (w->group >= 128)
 		return cudaLaunchKernelEx(&cfg, int4_mma<M, GG, true>, d_y, (const uint4 *)w->d_words,
 					  (const uint32_t *)w->d_scales, d_x, d_x2, w->d_partial,
@@ -789,6 +995,8 @@ extern "C" int fg_k_int4_matvec(struct fg_kctx *ctx, float *d_y, const struct fg
 		return FG_EINVAL;
 	if (!w || m < 1 || m > FG_INT4_MAX_M)
 		return fg_err_set(err, FG_EINVAL, "int4 matvec: m = %d, need 1..%d", m, FG_INT4_MAX_M);
+	if ((uintptr_t)d_x % 16)
+		return fg_err_set(err, FG_EINVAL, "int4 matvec: the activations must be 16-byte aligned");
 	if (w->kind == FG_INT4_MMA) {
 		/* up to 5 vectors per launch; the rest in a second launch */
 		e = mma_launch_m(ctx, d_y, w, d_x, m < MMA_M ? m : MMA_M);
@@ -814,6 +1022,8 @@ extern "C" int fg_k_int4_matvec_geglu(struct fg_kctx *ctx, float *d_y, const str
 		return FG_EINVAL;
 	if (!w)
 		return fg_err_set(err, FG_EINVAL, "int4 matvec: no matrix");
+	if ((uintptr_t)d_gate % 16 || (uintptr_t)d_up % 16)
+		return fg_err_set(err, FG_EINVAL, "int4 geglu matvec: the activations must be 16-byte aligned");
 	if (w->kind == FG_INT4_MMA)
 		e = mma_launch<1, true>(ctx, d_y, w, d_gate, d_up, w->k, w->n);
 	else

@@ -1,5 +1,5 @@
-/* ops.cu - the decode step's other kernels: bf16 matvec (LM head, keepset
- * rows), RMSNorm (plain and fused with the residual add and layer scale),
+/* ops.cu - the decode step's other kernels: bf16 / f32 matvec (LM head,
+ * keepset rows), RMSNorm (plain and fused with the residual add and layer scale),
  * RoPE, GeGLU, embedding, per-layer inputs, KV store, split decode attention,
  * softcap + argmax. Every reduction has a fixed order (fixed xor trees inside
  * a warp, then warps and blocks in index order); no float atomics. */
@@ -7,15 +7,46 @@
 
 #include "kernels/kcommon.cuh"
 
-/* ---- bf16 matvec: a warp per row, 16-byte loads, x staged in shared memory */
+/* ---- bf16 / f32 matvec: a warp per row, 16-byte loads, x staged in shared memory */
 
 #define MV_WARPS 8
 #define MV_ROWS 4 /* rows per warp, so each block's staged x serves 32 rows */
 
-__global__ void __launch_bounds__(MV_WARPS * 32) bf16_matvec(float *__restrict__ y, const uint16_t *__restrict__ w,
-							     const float *__restrict__ x,
-							     const int32_t *__restrict__ rows, int n, int k)
+/* acc plus 16 bytes of a row (8 bf16 or 4 f32) times the activations at x,
+ * element by element in order */
+__device__ __forceinline__ float dot16(const uint16_t *, uint4 q, const float *x, float acc)
 {
+	float4 xa = ((const float4 *)x)[0], xb = ((const float4 *)x)[1];
+
+	acc = fmaf(__uint_as_float(q.x << 16), xa.x, acc);
+	acc = fmaf(__uint_as_float(q.x & 0xffff0000u), xa.y, acc);
+	acc = fmaf(__uint_as_float(q.y << 16), xa.z, acc);
+	acc = fmaf(__uint_as_float(q.y & 0xffff0000u), xa.w, acc);
+	acc = fmaf(__uint_as_float(q.z << 16), xb.x, acc);
+	acc = fmaf(__uint_as_float(q.z & 0xffff0000u), xb.y, acc);
+	acc = fmaf(__uint_as_float(q.w << 16), xb.z, acc);
+	return fmaf(__uint_as_float(q.w & 0xffff0000u), xb.w, acc);
+}
+
+__device__ __forceinline__ float dot16(const float *, uint4 q, const float *x, float acc)
+{
+	float4 xv = *(const float4 *)x;
+
+	acc = fmaf(__uint_as_float(q.x), xv.x, acc);
+	acc = fmaf(__uint_as_float(q.y), xv.y, acc);
+	acc = fmaf(__uint_as_float(q.z), xv.z, acc);
+	return fmaf(__uint_as_float(q.w), xv.w, acc);
+}
+
+/* y[r] = W[rows ? rows[r] : r] . x for r < n, W row-major [*, k] of T (bf16
+ * bits or f32); a warp per row, lanes over 16-byte pieces, a fixed xor tree. */
+template <typename T>
+__global__ void __launch_bounds__(MV_WARPS * 32) row_matvec(float *__restrict__ y, const T *__restrict__ w,
+							    const float *__restrict__ x,
+							    const int32_t *__restrict__ rows, int n, int k)
+{
+	constexpr int PER = 16 / sizeof(T); /* elements per 16-byte piece */
+
 	fg_pdl_trigger(); /* the next kernel may launch and wait for us */
 	fg_pdl_wait();    /* everything earlier kernels wrote is visible */
 	extern __shared__ __align__(16) float sx[];
@@ -32,53 +63,9 @@ __global__ void __launch_bounds__(MV_WARPS * 32) bf16_matvec(float *__restrict__
 		const uint4 *row = (const uint4 *)(w + (size_t)(rows ? rows[r] : r) * k);
 		float acc = 0.0f;
 
-		for (int e8 = lane; e8 < k / 8; e8 += 32) {
-			uint4 q = __ldcs(row + e8);
-			const float4 *xv = (const float4 *)(sx + e8 * 8);
-			float4 xa = xv[0], xb = xv[1];
-
-			acc = fmaf(__uint_as_float(q.x << 16), xa.x, acc);
-			acc = fmaf(__uint_as_float(q.x & 0xffff0000u), xa.y, acc);
-			acc = fmaf(__uint_as_float(q.y << 16), xa.z, acc);
-			acc = fmaf(__uint_as_float(q.y & 0xffff0000u), xa.w, acc);
-			acc = fmaf(__uint_as_float(q.z << 16), xb.x, acc);
-			acc = fmaf(__uint_as_float(q.z & 0xffff0000u), xb.y, acc);
-			acc = fmaf(__uint_as_float(q.w << 16), xb.z, acc);
-			acc = fmaf(__uint_as_float(q.w & 0xffff0000u), xb.w, acc);
-		}
-		acc = fg_warp_sum(acc);
-		if (lane == 0)
-			y[r] = acc;
-	}
-}
-
-__global__ void __launch_bounds__(MV_WARPS * 32) f32_matvec(float *__restrict__ y, const float *__restrict__ w,
-							    const float *__restrict__ x, int n, int k)
-{
-	fg_pdl_trigger();
-	fg_pdl_wait();
-	extern __shared__ __align__(16) float sx[];
-	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-
-	for (int i = threadIdx.x; i < k; i += blockDim.x)
-		sx[i] = x[i];
-	__syncthreads();
-	for (int rr = 0; rr < MV_ROWS; rr++) {
-		int r = (blockIdx.x * MV_WARPS + warp) * MV_ROWS + rr;
-
-		if (r >= n)
-			break;
-		const float4 *row = (const float4 *)(w + (size_t)r * k);
-		float acc = 0.0f;
-
-		for (int e4 = lane; e4 < k / 4; e4 += 32) {
-			float4 q = __ldcs(row + e4), xv = *(const float4 *)(sx + e4 * 4);
-
-			acc = fmaf(q.x, xv.x, acc);
-			acc = fmaf(q.y, xv.y, acc);
-			acc = fmaf(q.z, xv.z, acc);
-			acc = fmaf(q.w, xv.w, acc);
-		}
+#pragma unroll 4
+		for (int e = lane; e < k / PER; e += 32)
+			acc = dot16(w, __ldcs(row + e), sx + e * PER, acc);
 		acc = fg_warp_sum(acc);
 		if (lane == 0)
 			y[r] = acc;
@@ -96,7 +83,8 @@ extern "C" int fg_k_f32_matvec(struct fg_kctx *ctx, float *d_y, const float *d_w
 		return fg_err_set(err, FG_EINVAL, "f32 matvec %d x %d: need k a multiple of 4 up to 12288", n, k);
 	if ((uintptr_t)d_w % 16)
 		return fg_err_set(err, FG_EINVAL, "f32 matvec: weights not 16-byte aligned");
-	fg_launch_pdl(ctx, f32_matvec, dim3((n + per - 1) / per), dim3(MV_WARPS * 32), sizeof(float) * k, d_y, d_w, d_x, n, k);
+	fg_launch_pdl(ctx, row_matvec<float>, dim3((n + per - 1) / per), dim3(MV_WARPS * 32), sizeof(float) * k, d_y, d_w,
+		      d_x, (const int32_t *)NULL, n, k);
 	return fg_launched("f32 matvec", err);
 }
 
@@ -111,8 +99,8 @@ extern "C" int fg_k_bf16_matvec(struct fg_kctx *ctx, float *d_y, const uint16_t 
 		return fg_err_set(err, FG_EINVAL, "bf16 matvec %d x %d: need k a multiple of 8 up to 12288", n, k);
 	if ((uintptr_t)d_w % 16)
 		return fg_err_set(err, FG_EINVAL, "bf16 matvec: weights not 16-byte aligned");
-	fg_launch_pdl(ctx, bf16_matvec, dim3((n + per - 1) / per), dim3(MV_WARPS * 32), sizeof(float) * k, d_y, d_w, d_x, d_rows, n,
-											       k);
+	fg_launch_pdl(ctx, row_matvec<uint16_t>, dim3((n + per - 1) / per), dim3(MV_WARPS * 32), sizeof(float) * k, d_y,
+		      d_w, d_x, d_rows, n, k);
 	return fg_launched("bf16 matvec", err);
 }
 

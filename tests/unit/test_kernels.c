@@ -407,6 +407,10 @@ static void gpu_int4(void)
 
 		fg_kint4_new(ctx, &w, p, s, 1, 8, 128, 0, &gerr);
 		is_int(fg_k_int4_matvec(ctx, NULL, w, NULL, 9, &gerr), FG_EINVAL, "int4 matvec refuses m = 9");
+		is_int(fg_k_int4_matvec(ctx, NULL, w, (const float *)(uintptr_t)4, 1, &gerr), FG_EINVAL,
+		       "int4 matvec refuses activations not 16-byte aligned");
+		is_int(fg_k_int4_matvec_geglu(ctx, NULL, w, (const float *)(uintptr_t)16, (const float *)(uintptr_t)8,
+					      &gerr), FG_EINVAL, "int4 geglu matvec refuses activations not 16-byte aligned");
 		fg_kint4_free(ctx, w);
 	}
 }
