@@ -20,7 +20,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: fgpack verify BUNDLE.fgb [--json] [--summary FILE] [--no-replay] [--no-bench]\n"
 		"                     [--threads N] [--max-new N] [--warmup N] [--device cpu|cuda]\n"
-		"                     [--transcript FILE] [--record FILE]\n\n"
+		"                     [--transcript FILE] [--record FILE] [--id SHA256]\n\n"
 		"Extracts the bundle into a temporary folder, re-hashing every member against\n"
 		"bundle.json; replays the golden transcript with the embedded engine and reports\n"
 		"the level that holds: 'logits' (every token and every step's logits hash equal:\n"
@@ -30,6 +30,12 @@ static void usage(FILE *f)
 		"128 or what the context leaves after the longest prompt, only completed requests\n"
 		"count) and perplexity on the bundled eval text.\n"
 		"Writes summary.json (--summary FILE; '-' for none).\n\n"
+		"  --id SHA256        the bundle id this archive must have (as 'fgpack pack'\n"
+		"                     printed it, or from a signature you checked): one hashing\n"
+		"                     pass over the tar proves every byte; member digests are\n"
+		"                     then recomputed only to name the files after a mismatch.\n"
+		"                     Without it every member is hashed against bundle.json and\n"
+		"                     the id is computed beside (informational)\n"
 		"  --transcript FILE  replay FILE (a transcript recorded elsewhere, e.g. by\n"
 		"                     --record on the reference GPU) instead of the bundled one\n"
 		"  --record FILE      also record this device's own transcript of the same\n"
@@ -38,7 +44,7 @@ static void usage(FILE *f)
 }
 
 struct opts {
-	const char *bundle, *summary, *transcript, *record;
+	const char *bundle, *summary, *transcript, *record, *id;
 	int json, no_replay, no_bench, threads, max_new, warmup, device, max_new_given;
 };
 
@@ -93,7 +99,7 @@ static int read_member_json(cJSON **out, const struct fg_bundle *b, const char *
 
 int cmd_verify(int argc, char **argv)
 {
-	struct opts o = { NULL, "summary.json", NULL, NULL, 0, 0, 0, 1, 128, 64, FG_DEVICE_CPU, 0 };
+	struct opts o = { NULL, "summary.json", NULL, NULL, NULL, 0, 0, 0, 1, 128, 64, FG_DEVICE_CPU, 0 };
 	struct fg_bundle *b = NULL;
 	struct fg_engine *e = NULL;
 	struct fg_golden_result gr;
@@ -118,7 +124,7 @@ int cmd_verify(int argc, char **argv)
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 		int takes = !strcmp(a, "--summary") || !strcmp(a, "--threads") || !strcmp(a, "--device") ||
 			    !strcmp(a, "--max-new") || !strcmp(a, "--warmup") ||
-			    !strcmp(a, "--transcript") || !strcmp(a, "--record");
+			    !strcmp(a, "--transcript") || !strcmp(a, "--record") || !strcmp(a, "--id");
 
 		if (takes && !val) {
 			cJSON_Delete(sum);
@@ -136,6 +142,11 @@ int cmd_verify(int argc, char **argv)
 			o.transcript = val;
 		else if (!strcmp(a, "--record"))
 			o.record = val;
+		else if (!strcmp(a, "--id") && !fg_sha256_hex_valid(val)) {
+			cJSON_Delete(sum);
+			return fg_cmd_usage_error("verify", "--id wants 64 lowercase hex digits");
+		} else if (!strcmp(a, "--id"))
+			o.id = val;
 		else if (!strcmp(a, "--device") && strcmp(val, "cpu") && strcmp(val, "cuda")) {
 			cJSON_Delete(sum);
 			return fg_cmd_usage_error("verify", "--device wants cpu or cuda");
@@ -177,7 +188,7 @@ int cmd_verify(int argc, char **argv)
 	}
 
 	if (o.no_replay) {
-		rc = fg_bundle_scan(&b, o.bundle, &err);
+		rc = fg_bundle_scan_id(&b, o.bundle, o.id, &err);
 	} else {
 		/* replay needs the files on disk; a bundle without a transcript does not */
 		struct fg_buf j = FG_BUF_INIT;
@@ -189,8 +200,8 @@ int cmd_verify(int argc, char **argv)
 			o.no_replay = 1;
 		cJSON_Delete(meta);
 		fg_buf_release(&j);
-		rc = o.no_replay ? fg_bundle_scan(&b, o.bundle, &err)
-				 : fg_bundle_open(&b, o.bundle, NULL, &err);
+		rc = o.no_replay ? fg_bundle_scan_id(&b, o.bundle, o.id, &err)
+				 : fg_bundle_open_id(&b, o.bundle, NULL, o.id, &err);
 	}
 	if (rc && !b) {
 		cJSON_Delete(sum);
@@ -203,6 +214,11 @@ int cmd_verify(int argc, char **argv)
 	cJSON_AddNumberToObject(files, "seconds", b->seconds);
 	cJSON_AddNumberToObject(files, "mb_per_s",
 				b->seconds > 0 ? (double)b->bytes / b->seconds / 1e6 : 0);
+	/* what proved the files: the expected id over the whole tar, or each
+	 * member's digest against bundle.json */
+	cJSON_AddStringToObject(files, "checked_by", b->by_id ? "bundle id" : "member digests");
+	if (o.id)
+		cJSON_AddStringToObject(sum, "expected_id", o.id);
 	{
 		cJSON *pr = cJSON_AddArrayToObject(files, "problems");
 
@@ -392,9 +408,10 @@ report:
 		fputs(text.data, stdout);
 	else {
 		printf("bundle   %s\n", b->id);
-		printf("files    %zu checked, %llu bytes, %.1f MB/s%s\n", b->n_files, b->bytes,
+		printf("files    %zu checked, %llu bytes, %.1f MB/s%s%s\n", b->n_files, b->bytes,
 		       b->seconds > 0 ? (double)b->bytes / b->seconds / 1e6 : 0.0,
-		       b->n_problems ? ", MISMATCH" : ", all match");
+		       b->n_problems ? ", MISMATCH" : ", all match",
+		       b->by_id ? " (by the expected bundle id)" : "");
 		if (replayed)
 			printf("golden   %s (%zu steps)\n", level_name(gr.level), gr.steps);
 		if (sp.requests)

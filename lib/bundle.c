@@ -4,7 +4,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +16,7 @@
 #include "json.h"
 #include "manifest.h"
 #include "tarball.h"
+#include "workq.h"
 
 struct bfile {
 	char *path;
@@ -96,108 +96,65 @@ int fg_bundle_has(const struct fg_bundle_builder *b, const char *path)
 	return find(b, path) != NULL;
 }
 
-/* Hashes every pending file, b->threads at a time. This is the one pass
- * that hashes the files: bundle.json, which lists their digests, is the
- * archive's first member, so they are known before the archive is written;
- * the write then streams each file once more, unhashed, checking its stamp
- * (lib/tarball.h), while the archive's identity hash runs over the tar. */
+/* Hashes every pending file, b->threads at a time (lib/workq.h). This is
+ * the one pass that hashes the files: bundle.json, which lists their
+ * digests, is the archive's first member, so they are known before the
+ * archive is written; the write then streams each file once more, unhashed,
+ * checking its stamp (lib/tarball.h), while the archive's identity hash runs
+ * over the tar. Plain reads (not O_DIRECT): they leave the file in the page
+ * cache for that second read. */
 #define MAX_HASH_THREADS 16
-#define HASH_CHUNK ((size_t)256 << 10)
 
 struct hash_job {
 	struct fg_bundle_builder *b;
-	pthread_mutex_t mu;
-	size_t next;
-	int rc;
-	struct fg_err err;
+	size_t *idx; /* the pending files, in order */
+	struct fg_sha256_reader *rd[MAX_HASH_THREADS];
 };
 
-/* sha256 of f->src, and its stamp taken on the same open file */
-static int hash_one(struct bfile *f, unsigned long long *size, struct fg_err *err)
-{
-	struct fg_sha256 *h = NULL;
-	struct stat st;
-	char *buf;
-	int fd, rc;
-
-	fd = open(f->src, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return fg_err_set(err, FG_EIO, "open %s: %s", f->src, strerror(errno));
-	if (fstat(fd, &st)) {
-		rc = fg_err_set(err, FG_EIO, "stat %s: %s", f->src, strerror(errno));
-		close(fd);
-		return rc;
-	}
-	fg_tarball_stamp_of(&f->stamp, &st);
-	buf = malloc(HASH_CHUNK);
-	rc = buf ? fg_sha256_new(&h, err) : fg_err_set(err, FG_ENOMEM, "out of memory");
-	if (!rc)
-		rc = fg_sha256_fd(h, fd, buf, HASH_CHUNK, -1, size, f->src, err);
-	if (!rc)
-		rc = fg_sha256_final(h, f->raw, err);
-	fg_sha256_free(h);
-	free(buf);
-	close(fd);
-	return rc;
-}
-
-static void *hash_worker(void *arg)
+/* sha256 of one pending file, and its stamp taken on the same open file */
+static int hash_one(void *arg, size_t i, int t, struct fg_err *err)
 {
 	struct hash_job *hj = arg;
+	struct bfile *f = &hj->b->f[hj->idx[i]];
+	unsigned long long size = 0;
+	struct stat st;
+	int rc;
 
-	for (;;) {
-		struct bfile *f = NULL;
-		struct fg_err e;
-		unsigned long long size = 0;
-		int rc;
-
-		pthread_mutex_lock(&hj->mu);
-		while (hj->next < hj->b->n && !hj->b->f[hj->next].pending)
-			hj->next++;
-		if (hj->next < hj->b->n && !hj->rc)
-			f = &hj->b->f[hj->next++];
-		pthread_mutex_unlock(&hj->mu);
-		if (!f)
-			return NULL;
-		rc = hash_one(f, &size, &e);
-		if (!rc && size != f->size)
-			rc = fg_err_set(&e, FG_EIO, "%s: changed size while packing", f->src);
-		if (!rc) {
-			fg_hex_encode(f->raw, 32, f->sha256);
-			f->pending = 0;
-		}
-		pthread_mutex_lock(&hj->mu);
-		if (rc && !hj->rc) {
-			hj->rc = rc;
-			hj->err = e;
-		}
-		pthread_mutex_unlock(&hj->mu);
-	}
+	if (!hj->rd[t] && (rc = fg_sha256_reader_new(&hj->rd[t], err)))
+		return rc;
+	rc = fg_sha256_reader_file(hj->rd[t], f->src, 0, f->raw, &size, &st, err);
+	if (rc == FG_ENOTFOUND) /* gone since it was added: an I/O error here */
+		rc = err->code = FG_EIO;
+	if (rc)
+		return rc;
+	fg_tarball_stamp_of(&f->stamp, &st);
+	if (size != f->size || (unsigned long long)st.st_size != f->size)
+		return fg_err_set(err, FG_EIO, "%s: changed size while packing", f->src);
+	fg_hex_encode(f->raw, 32, f->sha256);
+	f->pending = 0;
+	return 0;
 }
 
 static int hash_pending(struct fg_bundle_builder *b, struct fg_err *err)
 {
 	struct hash_job hj;
-	pthread_t t[MAX_HASH_THREADS];
-	int i, started = 0, nt = b->threads < MAX_HASH_THREADS ? b->threads : MAX_HASH_THREADS;
+	size_t i, n = 0;
+	int rc;
 
 	memset(&hj, 0, sizeof(hj));
 	hj.b = b;
-	pthread_mutex_init(&hj.mu, NULL);
-	for (i = 0; i < nt; i++)
-		if (!pthread_create(&t[i], NULL, hash_worker, &hj))
-			started++;
-	if (!started)
-		hash_worker(&hj);
-	for (i = 0; i < started; i++)
-		pthread_join(t[i], NULL);
-	pthread_mutex_destroy(&hj.mu);
-	if (hj.rc) {
-		if (err)
-			*err = hj.err;
-		return hj.rc;
-	}
-	return 0;
+	hj.idx = malloc((b->n ? b->n : 1) * sizeof(*hj.idx));
+	if (!hj.idx)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	for (i = 0; i < b->n; i++)
+		if (b->f[i].pending)
+			hj.idx[n++] = i;
+	rc = fg_workq_run(n, b->threads < MAX_HASH_THREADS ? b->threads : MAX_HASH_THREADS,
+			  hash_one, NULL, &hj, err);
+	for (i = 0; i < MAX_HASH_THREADS; i++)
+		fg_sha256_reader_free(hj.rd[i]);
+	free(hj.idx);
+	return rc;
 }
 
 const char *fg_bundle_sha256_of(struct fg_bundle_builder *b, const char *path)
@@ -434,6 +391,7 @@ struct seen {
 	unsigned long long size;
 	char sha256[FG_SHA256_HEX_LEN + 1];
 	int mode;
+	int hashed; /* sha256 is the member's (hashing was asked for it) */
 };
 
 struct collect {
@@ -461,6 +419,7 @@ static int collect_entry(void *user, const struct fg_tarball_entry *e, struct fg
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	c->s[c->n].size = e->size;
 	c->s[c->n].mode = e->mode;
+	c->s[c->n].hashed = e->hashed;
 	fg_hex_encode(e->sha256, 32, c->s[c->n].sha256);
 	c->n++;
 	return 0;
@@ -523,7 +482,7 @@ static int compare(struct fg_bundle *b, struct collect *c, struct fg_err *err)
 			listed[j] = 1;
 			if (c->s[j].size != (unsigned long long)size)
 				rc = problem(b, path, "size differs from bundle.json", err);
-			else if (strcmp(c->s[j].sha256, sha))
+			else if (c->s[j].hashed && strcmp(c->s[j].sha256, sha))
 				rc = problem(b, path, "sha256 differs from bundle.json", err);
 			else if (fg_json_str(f, "mode") &&
 				 strcmp(fg_json_str(f, "mode"), c->s[j].mode == 0755 ? "0755" : "0644"))
@@ -547,19 +506,124 @@ static double now_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+static void collect_free(struct collect *c)
+{
+	size_t i;
+
+	for (i = 0; i < c->n; i++)
+		free(c->s[i].path);
+	free(c->s);
+	memset(c, 0, sizeof(*c));
+}
+
+static int corrupt(int rc, const char *fgb, struct fg_err *err)
+{
+	if (rc == FG_EFORMAT || rc == FG_EHASH) {
+		fg_err_wrap(err, "bundle %s is corrupt or hostile", fgb);
+		err->code = FG_EMISMATCH;
+		rc = FG_EMISMATCH;
+	}
+	return rc;
+}
+
+/* With an expected id that the archive did not match: a second pass that
+ * hashes every member names the files that differ (none when only
+ * bundle.json or a tar header was changed), then the id itself. */
+static int name_the_files(struct fg_bundle *b, const char *fgb, struct fg_err *err)
+{
+	struct collect c = { NULL, 0, 0 };
+	struct fg_tarball_read_opts o;
+	char what[200];
+	size_t i;
+	int rc;
+
+	for (i = 0; i < b->n_problems; i++) {
+		free(b->problems[i].path);
+		free(b->problems[i].what);
+	}
+	b->n_problems = 0;
+	b->n_files = 0;
+	b->bytes = 0;
+	memset(&o, 0, sizeof(o));
+	o.hash = 1;
+	rc = corrupt(fg_tarball_scan_opts(fgb, &o, collect_entry, &c, NULL, err), fgb, err);
+	if (!rc)
+		rc = compare(b, &c, err);
+	collect_free(&c);
+	snprintf(what, sizeof(what), "bundle id %s is not the expected %s", b->id, b->expect_id);
+	if (!rc)
+		rc = problem(b, "(archive)", what, err);
+	return rc;
+}
+
+/* The one pass for a check against an expected id: the identity hash over
+ * the tar, and bundle.json's own digest (tying the copy read first to the
+ * bytes the id covers); member contents are not hashed again. */
+static void id_pass_opts(struct fg_tarball_read_opts *o, const char *expect_id)
+{
+	memset(o, 0, sizeof(*o));
+	if (expect_id) {
+		o->hash = 1;
+		o->hash_only = FG_BUNDLE_JSON;
+	} else {
+		o->hash = 1;
+		o->id_thread = 1; /* informational here: beside the member digests */
+	}
+}
+
+static int set_expect(struct fg_bundle *b, const char *expect_id, struct fg_err *err)
+{
+	if (!expect_id)
+		return 0;
+	if (!fg_sha256_hex_valid(expect_id))
+		return fg_err_set(err, FG_EINVAL, "expected bundle id: not 64 lowercase hex digits");
+	memcpy(b->expect_id, expect_id, FG_SHA256_HEX_LEN + 1);
+	return 0;
+}
+
+/* bundle.json as hashed during the pass must be the text parsed */
+static int json_is_hashed_copy(const struct collect *c, const struct fg_buf *text,
+			       const char *fgb, struct fg_err *err)
+{
+	uint8_t d[32];
+	char hex[FG_SHA256_HEX_LEN + 1];
+	size_t i;
+	int rc = fg_sha256_mem(text->data, text->len, d, err);
+
+	if (rc)
+		return rc;
+	fg_hex_encode(d, 32, hex);
+	for (i = 0; i < c->n; i++)
+		if (!strcmp(c->s[i].path, FG_BUNDLE_JSON))
+			return c->s[i].hashed && !strcmp(c->s[i].sha256, hex)
+				       ? 0
+				       : fg_err_set(err, FG_EMISMATCH,
+						    "bundle %s: bundle.json changed while being read", fgb);
+	return fg_err_set(err, FG_EMISMATCH, "bundle %s: no bundle.json", fgb);
+}
+
 int fg_bundle_open(struct fg_bundle **out, const char *fgb, const char *dest, struct fg_err *err)
+{
+	return fg_bundle_open_id(out, fgb, dest, NULL, err);
+}
+
+int fg_bundle_open_id(struct fg_bundle **out, const char *fgb, const char *dest,
+		      const char *expect_id, struct fg_err *err)
 {
 	struct fg_bundle *b = calloc(1, sizeof(*b));
 	struct collect c = { NULL, 0, 0 };
 	struct fg_buf path = FG_BUF_INIT, text = FG_BUF_INIT;
+	struct fg_tarball_read_opts o;
 	uint8_t id[32];
 	double t0 = now_s();
-	size_t i;
 	int rc = 0;
 
 	*out = NULL;
 	if (!b)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	rc = set_expect(b, expect_id, err);
+	if (rc)
+		goto fail;
 	if (dest)
 		rc = fg_buf_puts(&path, dest, err);
 	else {
@@ -577,17 +641,15 @@ int fg_bundle_open(struct fg_bundle **out, const char *fgb, const char *dest, st
 	if (rc)
 		goto fail;
 	b->dir = fg_buf_detach(&path, NULL);
-	rc = fg_tarball_extract(fgb, b->dir, NULL, collect_entry, &c, id, err);
+	id_pass_opts(&o, expect_id);
+	if (expect_id)
+		o.hash = 0; /* bundle.json is read back from what was extracted */
+	rc = fg_tarball_extract_opts(fgb, b->dir, &o, collect_entry, &c, id, err);
 	if (rc) {
-		if (rc == FG_EFORMAT || rc == FG_EHASH) {
-			fg_err_wrap(err, "bundle %s is corrupt or hostile", fgb);
-			err->code = FG_EMISMATCH;
-			rc = FG_EMISMATCH;
-		}
+		rc = corrupt(rc, fgb, err);
 		b->remove_dir = 0; /* nothing was left there */
 		goto fail;
 	}
-	b->seconds = now_s() - t0;
 	fg_hex_encode(id, 32, b->id);
 	rc = fg_path_join(&path, b->dir, FG_BUNDLE_JSON, err);
 	if (!rc)
@@ -598,11 +660,15 @@ int fg_bundle_open(struct fg_bundle **out, const char *fgb, const char *dest, st
 		rc = fg_json_parse(&b->meta, text.data, text.len, "bundle.json", err);
 	if (!rc)
 		rc = compare(b, &c, err);
+	if (!rc && expect_id) {
+		b->by_id = !strcmp(b->id, b->expect_id);
+		if (!b->by_id)
+			rc = name_the_files(b, fgb, err);
+	}
+	b->seconds = now_s() - t0;
 	if (rc)
 		goto fail;
-	for (i = 0; i < c.n; i++)
-		free(c.s[i].path);
-	free(c.s);
+	collect_free(&c);
 	fg_buf_release(&path);
 	fg_buf_release(&text);
 	*out = b;
@@ -610,9 +676,7 @@ int fg_bundle_open(struct fg_bundle **out, const char *fgb, const char *dest, st
 		return fg_err_set(err, FG_EMISMATCH, "%s: %s", b->problems[0].path, b->problems[0].what);
 	return 0;
 fail:
-	for (i = 0; i < c.n; i++)
-		free(c.s[i].path);
-	free(c.s);
+	collect_free(&c);
 	fg_buf_release(&path);
 	fg_buf_release(&text);
 	fg_bundle_free(b);
@@ -621,38 +685,47 @@ fail:
 
 int fg_bundle_scan(struct fg_bundle **out, const char *fgb, struct fg_err *err)
 {
+	return fg_bundle_scan_id(out, fgb, NULL, err);
+}
+
+int fg_bundle_scan_id(struct fg_bundle **out, const char *fgb, const char *expect_id,
+		      struct fg_err *err)
+{
 	struct fg_bundle *b = calloc(1, sizeof(*b));
 	struct collect c = { NULL, 0, 0 };
 	struct fg_buf text = FG_BUF_INIT;
+	struct fg_tarball_read_opts o;
 	uint8_t id[32];
 	double t0 = now_s();
-	size_t i;
 	int rc;
 
 	*out = NULL;
 	if (!b)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
-	rc = fg_tarball_read_member(fgb, FG_BUNDLE_JSON, FG_BUNDLE_JSON_MAX, &text, err);
+	rc = set_expect(b, expect_id, err);
+	if (!rc)
+		rc = fg_tarball_read_member(fgb, FG_BUNDLE_JSON, FG_BUNDLE_JSON_MAX, &text, err);
 	if (rc == FG_ENOTFOUND)
 		rc = fg_err_set(err, FG_EMISMATCH, "bundle %s: no bundle.json", fgb);
 	if (!rc)
 		rc = fg_json_parse(&b->meta, text.data, text.len, "bundle.json", err);
 	if (!rc) {
-		rc = fg_tarball_scan(fgb, NULL, 1, collect_entry, &c, id, err);
-		if (rc == FG_EFORMAT || rc == FG_EHASH) {
-			fg_err_wrap(err, "bundle %s is corrupt or hostile", fgb);
-			err->code = FG_EMISMATCH;
-			rc = FG_EMISMATCH;
-		}
+		id_pass_opts(&o, expect_id);
+		rc = corrupt(fg_tarball_scan_opts(fgb, &o, collect_entry, &c, id, err), fgb, err);
 	}
 	if (!rc) {
-		b->seconds = now_s() - t0;
 		fg_hex_encode(id, 32, b->id);
 		rc = compare(b, &c, err);
 	}
-	for (i = 0; i < c.n; i++)
-		free(c.s[i].path);
-	free(c.s);
+	if (!rc && expect_id) {
+		b->by_id = !strcmp(b->id, b->expect_id);
+		if (b->by_id)
+			rc = json_is_hashed_copy(&c, &text, fgb, err);
+		else
+			rc = name_the_files(b, fgb, err);
+	}
+	b->seconds = now_s() - t0;
+	collect_free(&c);
 	fg_buf_release(&text);
 	if (rc) {
 		fg_bundle_free(b);

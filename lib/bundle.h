@@ -80,6 +80,9 @@ struct fg_bundle {
 	size_t n_files;                       /* members listed and checked */
 	unsigned long long bytes;             /* their total size */
 	double seconds;                       /* extraction + hashing wall time */
+	char expect_id[FG_SHA256_HEX_LEN + 1]; /* the id it was checked against, or "" */
+	int by_id;                            /* id == expect_id: every byte proven
+					       * by it; member digests not recomputed */
 	struct fg_bundle_problem *problems;   /* empty when every file matched */
 	size_t n_problems;
 };
@@ -92,6 +95,23 @@ struct fg_bundle {
  * codes for I/O or usage errors. */
 int fg_bundle_open(struct fg_bundle **out, const char *fgb, const char *dest, struct fg_err *err);
 void fg_bundle_free(struct fg_bundle *b);
+
+/* fg_bundle_open / fg_bundle_scan against a trusted expected id (64 hex;
+ * given by the user or taken from a verified signature; NULL: the plain
+ * check). One hashing pass: the identity over the uncompressed tar, which
+ * when equal proves every byte of the archive, bundle.json and every member
+ * included, to be the bytes that id names; member names, sizes and modes
+ * are still compared with bundle.json, and bundle.json is tied to that pass.
+ * Member digests are not recomputed (b->by_id = 1). When the id differs, a
+ * second pass hashes every member to name the files that differ, and the id
+ * itself is the last problem ("(archive)"): FG_EMISMATCH as usual.
+ * Without an expected id the member digests against bundle.json are the
+ * check (as fg_bundle_open/scan), and the id, computed beside them on a
+ * thread of its own, is informational. */
+int fg_bundle_open_id(struct fg_bundle **out, const char *fgb, const char *dest,
+		      const char *expect_id, struct fg_err *err);
+int fg_bundle_scan_id(struct fg_bundle **out, const char *fgb, const char *expect_id,
+		      struct fg_err *err);
 
 /* Like fg_bundle_open but writes nothing: decompresses and hashes every
  * member in one pass (b->dir is NULL). The fastest full check. */

@@ -1,12 +1,16 @@
-/* sha256.c - SHA-256 through OpenSSL EVP, plus hex helpers. */
+/* sha256.c - SHA-256 through OpenSSL EVP, hex helpers, a whole-file reader
+ * (O_DIRECT + AIO) and a hashing thread. */
 #include "sha256.h"
 #include "fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/aio_abi.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <openssl/err.h>
@@ -134,6 +138,282 @@ int fg_sha256_file(const char *path, uint8_t out[FG_SHA256_LEN], unsigned long l
 		rc = fg_sha256_final(h, out, err);
 	fg_sha256_free(h);
 	free(buf);
+	close(fd);
+	return rc;
+}
+
+/* ---- whole-file reader ---- */
+
+#define RD_PIECE ((size_t)2 << 20) /* one O_DIRECT read: one 2 MiB page */
+#define RD_PLAIN ((size_t)256 << 10) /* plain reads: hashed while still in L2 */
+#define RD_SLOTS FG_SHA256_READ_AHEAD
+#define RD_FALLBACK 1 /* internal: go on with plain reads from *done */
+
+struct fg_sha256_reader {
+	struct fg_sha256 *h;
+	char *pool;       /* RD_SLOTS * RD_PIECE bytes, 2 MiB aligned, touched once */
+	aio_context_t aio;
+	int aio_state;    /* 0 untried, 1 set up, -1 unavailable */
+	int last_mode;
+};
+
+int fg_sha256_reader_new(struct fg_sha256_reader **out, struct fg_err *err)
+{
+	struct fg_sha256_reader *r = calloc(1, sizeof(*r));
+	int rc;
+
+	*out = NULL;
+	if (!r)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	rc = fg_sha256_new(&r->h, err);
+	if (rc) {
+		free(r);
+		return rc;
+	}
+	*out = r;
+	return 0;
+}
+
+void fg_sha256_reader_free(struct fg_sha256_reader *r)
+{
+	if (!r)
+		return;
+	if (r->aio_state == 1)
+		syscall(SYS_io_destroy, r->aio);
+	fg_sha256_free(r->h);
+	free(r->pool);
+	free(r);
+}
+
+int fg_sha256_reader_last_mode(const struct fg_sha256_reader *r)
+{
+	return r->last_mode;
+}
+
+static int reader_pool(struct fg_sha256_reader *r, struct fg_err *err)
+{
+	void *p = NULL;
+
+	if (r->pool)
+		return 0;
+	if (posix_memalign(&p, RD_PIECE, RD_SLOTS * RD_PIECE))
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	/* 2 MiB pages: pinning them for each O_DIRECT read costs the kernel far
+	 * less than 512 small pages (measured: a third of the system time) */
+	madvise(p, RD_SLOTS * RD_PIECE, MADV_HUGEPAGE);
+	memset(p, 0, RD_SLOTS * RD_PIECE); /* fault it in once, not per file */
+	r->pool = p;
+	return 0;
+}
+
+static int read_fail(struct fg_err *err, const char *path, int e)
+{
+	return fg_err_set(err, FG_EIO, "read %s: %s", path, strerror(e));
+}
+
+/* O_DIRECT reads with up to RD_SLOTS in flight (Linux AIO), hashed in file
+ * order; size is the length at open. Returns 0 at the end of the file,
+ * RD_FALLBACK to go on with plain reads from *done, or an error. */
+static int read_aio(struct fg_sha256_reader *r, int fd, unsigned long long size,
+		    unsigned long long *done, const char *path, struct fg_err *err)
+{
+	struct iocb cb[RD_SLOTS];
+	long long res[RD_SLOTS];
+	int ready[RD_SLOTS];
+	unsigned long long next = 0, limit = size;
+	int head = 0, pending = 0, stop = 0, rc = 0;
+
+	memset(ready, 0, sizeof(ready));
+	for (;;) {
+		/* keep every free slot reading the next piece */
+		while (!stop && !rc && pending < RD_SLOTS && next <= limit) {
+			int s = (head + pending) % RD_SLOTS;
+			struct iocb *p = &cb[s];
+			long n;
+
+			memset(p, 0, sizeof(*p));
+			p->aio_fildes = (uint32_t)fd;
+			p->aio_lio_opcode = IOCB_CMD_PREAD;
+			p->aio_buf = (uint64_t)(uintptr_t)(r->pool + (size_t)s * RD_PIECE);
+			p->aio_nbytes = RD_PIECE;
+			p->aio_offset = (int64_t)next;
+			p->aio_data = (uint64_t)s;
+			n = syscall(SYS_io_submit, r->aio, 1L, &p);
+			if (n != 1) {
+				if (n < 0 && errno == EINTR)
+					continue;
+				stop = RD_FALLBACK; /* what is in flight is still used */
+				break;
+			}
+			ready[s] = 0;
+			pending++;
+			next += RD_PIECE;
+		}
+		if (!pending)
+			break;
+		while (!ready[head]) {
+			struct io_event ev[RD_SLOTS];
+			long n = syscall(SYS_io_getevents, r->aio, 1L, (long)RD_SLOTS, ev, NULL);
+			long k;
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0) {
+				int e = errno;
+
+				/* cannot reap: io_destroy waits for what is in flight, so
+				 * the buffers are ours again; no AIO from now on */
+				syscall(SYS_io_destroy, r->aio);
+				r->aio_state = -1;
+				return read_fail(err, path, e);
+			}
+			for (k = 0; k < n; k++) {
+				int s = (int)ev[k].data;
+
+				ready[s] = 1;
+				res[s] = (long long)ev[k].res;
+			}
+		}
+		ready[head] = 0;
+		pending--;
+		if (!stop && !rc) {
+			long long n = res[head];
+
+			if (n < 0 && n == -EINVAL) {
+				stop = RD_FALLBACK; /* O_DIRECT refused for this file */
+			} else if (n < 0) {
+				rc = read_fail(err, path, (int)-n);
+			} else {
+				if (n)
+					rc = fg_sha256_update(r->h, r->pool + (size_t)head * RD_PIECE,
+							      (size_t)n, err);
+				*done += (unsigned long long)n;
+				if ((size_t)n < RD_PIECE)
+					/* a short read ends the file unless it came before the
+					 * length seen at open: then plain reads settle it */
+					stop = *done < size ? RD_FALLBACK : -1;
+				else if (*done > limit)
+					limit = *done; /* it grew: read on */
+			}
+		}
+		head = (head + 1) % RD_SLOTS;
+	}
+	if (rc)
+		return rc;
+	return stop == RD_FALLBACK ? RD_FALLBACK : 0;
+}
+
+/* Synchronous O_DIRECT reads (no AIO here). */
+static int read_direct(struct fg_sha256_reader *r, int fd, unsigned long long size,
+		       unsigned long long *done, const char *path, struct fg_err *err)
+{
+	for (;;) {
+		ssize_t n = pread(fd, r->pool, RD_PIECE, (off_t)*done);
+		int rc;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return errno == EINVAL ? RD_FALLBACK : read_fail(err, path, errno);
+		rc = n ? fg_sha256_update(r->h, r->pool, (size_t)n, err) : 0;
+		if (rc)
+			return rc;
+		*done += (unsigned long long)n;
+		if ((size_t)n < RD_PIECE)
+			return *done < size ? RD_FALLBACK : 0;
+	}
+}
+
+/* Plain reads to the end, from *done on. */
+static int read_plain(struct fg_sha256_reader *r, int fd, unsigned long long *done,
+		      const char *path, struct fg_err *err)
+{
+	for (;;) {
+		ssize_t n = read(fd, r->pool, RD_PLAIN);
+		int rc;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return read_fail(err, path, errno);
+		if (n == 0)
+			return 0;
+		rc = fg_sha256_update(r->h, r->pool, (size_t)n, err);
+		if (rc)
+			return rc;
+		*done += (unsigned long long)n;
+	}
+}
+
+int fg_sha256_reader_file(struct fg_sha256_reader *r, const char *path, int flags,
+			  uint8_t out[FG_SHA256_LEN], unsigned long long *size_out, struct stat *st_out,
+			  struct fg_err *err)
+{
+	int regular = (flags & FG_SHA256_REGULAR) != 0;
+	unsigned long long done = 0;
+	struct stat st;
+	int fd, rc, mode = 0, plain = 1;
+
+	r->last_mode = 0;
+	if (size_out)
+		*size_out = 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC | (regular ? O_NOFOLLOW | O_NONBLOCK : 0));
+	if (fd < 0)
+		return fg_err_set(err, errno == ENOENT ? FG_ENOTFOUND : regular ? FG_EINVAL : FG_EIO,
+				  "open %s: %s", path,
+				  regular && errno == ELOOP ? "a symlink, not a regular file"
+							    : strerror(errno));
+	if (fstat(fd, &st))
+		rc = fg_err_set(err, FG_EIO, "stat %s: %s", path, strerror(errno));
+	else if (regular && !S_ISREG(st.st_mode))
+		rc = fg_err_set(err, FG_EINVAL, "%s: not a regular file", path);
+	else
+		rc = reader_pool(r, err);
+	if (!rc && EVP_DigestInit_ex(r->h->ctx, EVP_sha256(), NULL) != 1)
+		rc = ossl_fail(err, "init"); /* a fresh digest, whatever came before */
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	if (st_out)
+		*st_out = st;
+	if ((flags & FG_SHA256_DIRECT) && S_ISREG(st.st_mode) &&
+	    (unsigned long long)st.st_size >= FG_SHA256_DIRECT_MIN &&
+	    !fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_DIRECT)) {
+		unsigned long long size = (unsigned long long)st.st_size;
+
+		if (r->aio_state == 0) {
+			r->aio = 0;
+			r->aio_state = syscall(SYS_io_setup, (long)RD_SLOTS, &r->aio) ? -1 : 1;
+		}
+		mode = r->aio_state == 1 ? 1 : 2;
+		rc = mode == 1 ? read_aio(r, fd, size, &done, path, err)
+			       : read_direct(r, fd, size, &done, path, err);
+		if (rc == RD_FALLBACK && mode == 1 && !done) {
+			/* AIO refused this file, not O_DIRECT: read it synchronously */
+			mode = 2;
+			rc = read_direct(r, fd, size, &done, path, err);
+		}
+		plain = rc == RD_FALLBACK;
+		if (plain) {
+			mode = 0;
+			rc = 0;
+			if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_DIRECT) ||
+			    lseek(fd, (off_t)done, SEEK_SET) != (off_t)done)
+				rc = read_fail(err, path, errno);
+		}
+	}
+	if (!rc && plain) {
+#ifdef POSIX_FADV_SEQUENTIAL
+		posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+		rc = read_plain(r, fd, &done, path, err);
+	}
+	if (!rc)
+		rc = fg_sha256_final(r->h, out, err);
+	r->last_mode = mode;
+	if (size_out)
+		*size_out = done;
 	close(fd);
 	return rc;
 }

@@ -21,6 +21,10 @@
 #include "sha256.h"
 
 #define IO_CHUNK ((size_t)1 << 20)
+/* tar bytes are produced in pieces of RD_OUT: decompressed, hashed for the
+ * identity and for the member while still in L2 */
+#define RD_OUT ((size_t)256 << 10)
+#define RD_OUTS 4
 #define WRITEBACK (32ULL << 20)
 #define DIRECT_MIN ((size_t)64 << 10)
 /* GNU tar's record: the archive is padded with zeros to a multiple of it */
@@ -614,10 +618,14 @@ struct rsrc {
 	int zstd;
 	ZSTD_DCtx *dctx;
 	char *in, *out;
+	char *outs[RD_OUTS]; /* out rotates through these: the identity thread may */
+	uint64_t seq[RD_OUTS]; /* still be hashing the previous ones (its pieces) */
+	int cur;
 	size_t in_cap, in_len, in_pos, out_cap;
 	int in_eof;
 	size_t last_ret; /* ZSTD_decompressStream's last hint: 0 at a frame end */
-	struct fg_sha256 *id;
+	struct fg_sha256 *id;       /* identity hashed here, or */
+	struct fg_sha256_pipe *idp; /* on its own thread */
 	struct fg_err *err;
 	int failed;
 };
@@ -625,6 +633,13 @@ struct rsrc {
 /* Produces the next chunk of tar bytes; *len 0 at the end. */
 static int src_next(struct rsrc *r, const void **data, size_t *len)
 {
+	if (r->idp) {
+		/* the buffer about to be filled must be hashed already */
+		r->cur = (r->cur + 1) % RD_OUTS;
+		r->out = r->outs[r->cur];
+		if (r->seq[r->cur] && fg_sha256_pipe_wait(r->idp, r->seq[r->cur], r->err))
+			return r->err ? r->err->code : FG_EIO;
+	}
 	*len = 0;
 	*data = r->out;
 	if (!r->zstd) {
@@ -686,6 +701,8 @@ static int src_next(struct rsrc *r, const void **data, size_t *len)
 			}
 		}
 	}
+	if (*len && r->idp)
+		return fg_sha256_pipe_update(r->idp, r->out, *len, &r->seq[r->cur], r->err);
 	if (*len && r->id)
 		return fg_sha256_update(r->id, r->out, *len, r->err);
 	return 0;
@@ -706,16 +723,23 @@ static la_ssize_t src_read(struct archive *a, void *user, const void **buf)
 
 static void src_close(struct rsrc *r)
 {
+	int i;
+
+	fg_sha256_pipe_free(r->idp); /* waits for what it was given */
 	if (r->fd >= 0)
 		close(r->fd);
 	ZSTD_freeDCtx(r->dctx);
 	fg_sha256_free(r->id);
 	free(r->in);
-	free(r->out);
+	for (i = 0; i < RD_OUTS; i++)
+		free(r->outs[i]);
 }
 
+/* want_id: 0 none, 1 hashed on this thread, 2 on a thread of its own */
 static int src_open(struct rsrc *r, const char *path, int want_id, struct fg_err *err)
 {
+	int i;
+
 	unsigned char magic[4];
 	ssize_t n;
 
@@ -732,8 +756,11 @@ static int src_open(struct rsrc *r, const char *path, int want_id, struct fg_err
 #endif
 	n = pread(r->fd, magic, 4, 0);
 	r->zstd = n == 4 && magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd;
-	r->out_cap = IO_CHUNK;
-	r->out = malloc(r->out_cap);
+	r->out_cap = RD_OUT;
+	for (i = 0; i < (want_id == 2 ? RD_OUTS : 1); i++)
+		if (!(r->outs[i] = malloc(r->out_cap)))
+			return fg_err_set(err, FG_ENOMEM, "out of memory");
+	r->out = r->outs[0];
 	if (r->zstd) {
 		r->in_cap = ZSTD_DStreamInSize();
 		r->in = malloc(r->in_cap);
@@ -741,6 +768,8 @@ static int src_open(struct rsrc *r, const char *path, int want_id, struct fg_err
 	}
 	if (!r->out || (r->zstd && (!r->in || !r->dctx)))
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	if (want_id == 2)
+		return fg_sha256_pipe_new(&r->idp, err);
 	if (want_id)
 		return fg_sha256_new(&r->id, err);
 	return 0;
@@ -756,8 +785,17 @@ static int src_drain(struct rsrc *r, uint8_t id[32])
 	do
 		rc = src_next(r, &d, &len);
 	while (!rc && len);
-	if (!rc && id)
+	if (!rc && id && r->idp) {
+		char hex[FG_SHA256_HEX_LEN + 1];
+
+		rc = fg_sha256_pipe_final(r->idp, hex, NULL, r->err);
+		if (!rc)
+			rc = fg_sha256_pipe_drain(r->idp, r->err);
+		if (!rc && fg_hex_decode(hex, id, 32))
+			rc = fg_err_set(r->err, FG_EIO, "%s: identity hash lost", r->path);
+	} else if (!rc && id) {
 		rc = fg_sha256_final(r->id, id, r->err);
+	}
 	return rc;
 }
 
@@ -918,10 +956,10 @@ static int copy_data(struct archive *a, struct rsrc *r, const struct hdr *h, int
 
 
 /* Shared by scan and extract: dest NULL means write nothing. */
-static int walk_archive(const char *archive, const char *dest, const struct fg_tarball_limits *lim,
-			int hash, fg_tarball_entry_fn fn, void *user, uint8_t id[32],
-			struct fg_err *err)
+static int walk_archive(const char *archive, const char *dest, const struct fg_tarball_read_opts *o,
+			fg_tarball_entry_fn fn, void *user, uint8_t id[32], struct fg_err *err)
 {
+	const struct fg_tarball_limits *lim = o->lim;
 	struct walk wk;
 	struct rsrc r;
 	struct archive *a = NULL;
@@ -935,8 +973,8 @@ static int walk_archive(const char *archive, const char *dest, const struct fg_t
 	wk.archive = archive;
 	if (!hd)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
-	rc = src_open(&r, archive, id != NULL, err);
-	if (!rc && hash)
+	rc = src_open(&r, archive, !id ? 0 : o->id_thread ? 2 : 1, err);
+	if (!rc && o->hash)
 		rc = fg_sha256_new(&h, err);
 	if (!rc && dest) {
 		struct fg_buf parent = FG_BUF_INIT;
@@ -993,7 +1031,9 @@ static int walk_archive(const char *archive, const char *dest, const struct fg_t
 			}
 		}
 		if (!rc && !hd->is_dir)
-			rc = copy_data(a, &r, hd, fd, h, NULL, NULL, err);
+			rc = copy_data(a, &r, hd, fd,
+				       o->hash_only && strcmp(o->hash_only, hd->path) ? NULL : h, NULL,
+				       NULL, err);
 		if (fd >= 0 && close(fd) && !rc)
 			rc = fg_err_set(err, FG_EIO, "close %s: %s", hd->path, strerror(errno));
 		if (rc)
@@ -1003,7 +1043,7 @@ static int walk_archive(const char *archive, const char *dest, const struct fg_t
 		info.size = hd->size;
 		info.mode = hd->mode;
 		info.is_dir = hd->is_dir;
-		if (h && !hd->is_dir) {
+		if (h && !hd->is_dir && (!o->hash_only || !strcmp(o->hash_only, hd->path))) {
 			rc = fg_sha256_final(h, info.sha256, err);
 			info.hashed = 1;
 		}
@@ -1022,14 +1062,37 @@ static int walk_archive(const char *archive, const char *dest, const struct fg_t
 	return rc;
 }
 
+int fg_tarball_scan_opts(const char *archive, const struct fg_tarball_read_opts *o,
+			 fg_tarball_entry_fn fn, void *user, uint8_t id[32], struct fg_err *err)
+{
+	return walk_archive(archive, NULL, o, fn, user, id, err);
+}
+
 int fg_tarball_scan(const char *archive, const struct fg_tarball_limits *lim, int hash,
 		    fg_tarball_entry_fn fn, void *user, uint8_t id[32], struct fg_err *err)
 {
-	return walk_archive(archive, NULL, lim, hash, fn, user, id, err);
+	struct fg_tarball_read_opts o;
+
+	memset(&o, 0, sizeof(o));
+	o.lim = lim;
+	o.hash = hash;
+	return walk_archive(archive, NULL, &o, fn, user, id, err);
 }
 
 int fg_tarball_extract(const char *archive, const char *dest, const struct fg_tarball_limits *lim,
 		       fg_tarball_entry_fn fn, void *user, uint8_t id[32], struct fg_err *err)
+{
+	struct fg_tarball_read_opts o;
+
+	memset(&o, 0, sizeof(o));
+	o.lim = lim;
+	o.hash = 1;
+	return fg_tarball_extract_opts(archive, dest, &o, fn, user, id, err);
+}
+
+int fg_tarball_extract_opts(const char *archive, const char *dest,
+			    const struct fg_tarball_read_opts *o, fg_tarball_entry_fn fn, void *user,
+			    uint8_t id[32], struct fg_err *err)
 {
 	struct fg_buf tmp = FG_BUF_INIT;
 	struct stat st;
@@ -1046,7 +1109,7 @@ int fg_tarball_extract(const char *archive, const char *dest, const struct fg_ta
 		return rc;
 	}
 	chmod(tmp.data, 0755);
-	rc = walk_archive(archive, tmp.data, lim, 1, fn, user, id, err);
+	rc = walk_archive(archive, tmp.data, o, fn, user, id, err);
 	if (!rc && renameat2(AT_FDCWD, tmp.data, AT_FDCWD, dest, RENAME_NOREPLACE)) {
 		if ((errno == EINVAL || errno == ENOSYS) && lstat(dest, &st) && !rename(tmp.data, dest))
 			rc = 0;

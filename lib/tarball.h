@@ -94,11 +94,29 @@ void fg_tarball_writer_free(struct fg_tarball_writer *w);
 int fg_tarball_scan(const char *archive, const struct fg_tarball_limits *lim, int hash,
 		    fg_tarball_entry_fn fn, void *user, uint8_t id[32], struct fg_err *err);
 
+/* How a reader works through an archive. */
+struct fg_tarball_read_opts {
+	const struct fg_tarball_limits *lim; /* NULL: the defaults */
+	int hash;              /* hash member contents (fn sees e->hashed = 1) */
+	const char *hash_only; /* with hash: only the member of this path */
+	int id_thread;         /* the identity hash runs on a thread of its own
+				* (wall time of one pass on two cores; the same
+				* CPU time) */
+};
+
+/* fg_tarball_scan with every option. */
+int fg_tarball_scan_opts(const char *archive, const struct fg_tarball_read_opts *o,
+			 fg_tarball_entry_fn fn, void *user, uint8_t id[32], struct fg_err *err);
+
 /* Extracts archive into dest, which must not exist yet (its parent must).
  * Member contents are hashed on the way (fn sees e->hashed = 1). On any
  * error nothing is left at dest or beside it. id may be NULL. */
 int fg_tarball_extract(const char *archive, const char *dest, const struct fg_tarball_limits *lim,
 		       fg_tarball_entry_fn fn, void *user, uint8_t id[32], struct fg_err *err);
+/* fg_tarball_extract with every option (o->hash as asked, not always). */
+int fg_tarball_extract_opts(const char *archive, const char *dest,
+			    const struct fg_tarball_read_opts *o, fg_tarball_entry_fn fn, void *user,
+			    uint8_t id[32], struct fg_err *err);
 
 /* Streams the member named name to fn in chunks; FG_ENOTFOUND when absent. */
 typedef int (*fg_tarball_data_fn)(void *user, const void *data, size_t len, struct fg_err *err);

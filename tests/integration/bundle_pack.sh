@@ -39,6 +39,16 @@ zstd -q -f "$WORK/flip.tar" -o "$WORK/flip.fgb"
 check "flipped byte: exit code 3" [ $? -eq 3 ]
 check_grep "flipped byte: names the file" 'components/model/sub/weights.bin: sha256 differs' "$WORK/flip.out"
 check_grep "flipped byte: summary verdict mismatch" '"verdict": "mismatch"' "$WORK/flip.json"
+# against an expected id: one pass proves it; a mismatch still names the file
+check_exit "verify --id (the right id) exits 0" 0 "$FGPACK" verify a.fgb --id "$(cat "$WORK/a.id")" --summary "$WORK/sid.json"
+check_grep "verify --id: the id proved the files" '"checked_by": "bundle id"' "$WORK/sid.json"
+check_grep "verify without --id: member digests proved them" '"checked_by": "member digests"' "$WORK/s.json"
+"$FGPACK" verify "$WORK/flip.fgb" --id "$(cat "$WORK/a.id")" --summary - >"$WORK/flipid.out" 2>&1
+check "flipped byte, --id: exit code 3" [ $? -eq 3 ]
+check_grep "flipped byte, --id: names the file" 'components/model/sub/weights.bin: sha256 differs' "$WORK/flipid.out"
+check_grep "flipped byte, --id: and the id" "[(]archive[)]: bundle id .* is not the expected $(cat "$WORK/a.id")" "$WORK/flipid.out"
+check_exit "verify --id of another bundle: exit 3" 3 "$FGPACK" verify a.fgb --id 0000000000000000000000000000000000000000000000000000000000000000 --summary -
+check_exit "verify --id that is not a sha256: usage" 2 "$FGPACK" verify a.fgb --id abc
 
 # an extra member that bundle.json does not list
 python3 - "$WORK/flip.tar" "$WORK/extra.tar" <<'EOF'
