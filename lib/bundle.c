@@ -35,7 +35,7 @@ struct fg_bundle_builder {
 	struct bfile *f;
 	size_t n, cap;
 	cJSON *meta;
-	int threads; /* hashing threads; zstd workers: one fewer (at least 1) */
+	int threads; /* hashing threads; more than 1: zstd on a thread of its own */
 };
 
 int fg_bundle_builder_new(struct fg_bundle_builder **out, struct fg_err *err)
@@ -363,9 +363,9 @@ int fg_bundle_builder_write(struct fg_bundle_builder *b, const char *out, int le
 	if (!rc)
 		rc = fg_tarball_writer_new(&w, level, mtime, err);
 	if (!rc)
-		/* the main thread reads and hashes the tar stream: one core for it,
-		 * the rest compress (more zstd workers than cores only cost CPU) */
-		rc = fg_tarball_writer_set_threads(w, b->threads > 1 ? b->threads - 1 : 1, err);
+		/* more than one thread: zstd compresses on its own thread while
+		 * this one reads, tars and hashes (the same bytes either way) */
+		rc = fg_tarball_writer_set_threads(w, b->threads, err);
 	if (!rc)
 		rc = fg_tarball_add_mem(w, FG_BUNDLE_JSON, text.data, text.len, 0644, err);
 	for (i = 0; !rc && i < b->n; i++) {

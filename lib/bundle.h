@@ -55,9 +55,10 @@ int fg_bundle_has(const struct fg_bundle_builder *b, const char *path);
  * NULL when absent or unreadable (borrowed). */
 const char *fg_bundle_sha256_of(struct fg_bundle_builder *b, const char *path);
 
-/* Threads for hashing the files (default 2); the archive is then written
- * with threads - 1 zstd workers (at least 1) beside the thread that reads
- * and hashes the tar stream. The bundle's bytes do not depend on it. */
+/* Threads for hashing the files (default 2); with more than one, the
+ * archive is then compressed (one zstd stream) on a thread of its own beside
+ * the thread that reads, tars and hashes. The bundle's bytes do not depend
+ * on it. */
 int fg_bundle_builder_set_threads(struct fg_bundle_builder *b, int threads, struct fg_err *err);
 
 /* Writes out (atomically): bundle.json then every file, sorted. level is the

@@ -10,6 +10,7 @@
 #include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,7 +172,21 @@ struct fg_tarball_writer {
 	long long mtime;
 };
 
-/* State shared by libarchive's write callback. */
+/* Pieces of tar stream on their way to the compressing thread. */
+#define W_BUFS 4   /* file read buffers: one filling, the rest compressing */
+#define W_STAGES 2 /* stages for small writes, likewise */
+#define ZQ 16
+
+struct zpiece {
+	const char *data;
+	size_t len;
+	int end;
+};
+
+/* State shared by libarchive's write callback. The calling thread reads
+ * files, makes the tar stream and hashes it; zstd (one stream, no zstd
+ * workers) compresses and writes on a thread of its own when threaded, so
+ * the two overlap as `tar | zstd` does; the bytes are the same either way. */
 struct wsink {
 	int fd;
 	const char *path;
@@ -181,10 +196,25 @@ struct wsink {
 	size_t zcap;
 	char *stage;        /* tar bytes gathered into IO_CHUNK pieces: libarchive */
 	size_t staged;      /* hands over one 10 KiB record at a time */
+	char *stages[W_STAGES];
+	uint64_t stage_seq[W_STAGES]; /* last piece handed over from each */
+	int cur_stage;
+	char *bufs[W_BUFS]; /* file data is read into these and compressed from them */
+	uint64_t buf_seq[W_BUFS];
+	int cur_buf;
 	unsigned long long written, flushed; /* output bytes; and those sent to write-back */
 	unsigned long long tar_len;          /* tar bytes so far */
 	struct fg_err *err;
 	int failed;
+	/* the compressing thread */
+	int threaded, started;
+	pthread_t th;
+	pthread_mutex_t m;
+	pthread_cond_t cv_work, cv_done;
+	struct zpiece q[ZQ];
+	uint64_t queued, done; /* pieces numbered 1..queued; 1..done compressed */
+	int stop, zrc;
+	struct fg_err zerr;
 };
 
 int fg_tarball_writer_new(struct fg_tarball_writer **out, int level, long long mtime,
@@ -325,8 +355,10 @@ static int cmp_wentry(const void *a, const void *b)
 	return strcmp(((const struct wentry *)a)->name, ((const struct wentry *)b)->name);
 }
 
-/* Compresses len bytes (or, with end set, flushes the frame) into the file. */
-static int sink_compress(struct wsink *s, const void *data, size_t len, int end)
+/* Compresses len bytes (or, with end set, flushes the frame) into the file.
+ * zstd copies what it is given into its window, so data is free again on
+ * return. */
+static int compress_now(struct wsink *s, const void *data, size_t len, int end, struct fg_err *err)
 {
 	ZSTD_inBuffer in = { data, len, 0 };
 
@@ -335,9 +367,9 @@ static int sink_compress(struct wsink *s, const void *data, size_t len, int end)
 		size_t left = ZSTD_compressStream2(s->cctx, &out, &in, end ? ZSTD_e_end : ZSTD_e_continue);
 
 		if (ZSTD_isError(left))
-			return fg_err_set(s->err, FG_EIO, "zstd compress: %s", ZSTD_getErrorName(left));
+			return fg_err_set(err, FG_EIO, "zstd compress: %s", ZSTD_getErrorName(left));
 		if (out.pos && fg_write_all(s->fd, s->zbuf, out.pos))
-			return fg_err_set(s->err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s: %s",
+			return fg_err_set(err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s: %s",
 					  s->path, strerror(errno));
 		s->written += out.pos;
 		/* start write-back every WRITEBACK bytes so that the closing fsync
@@ -352,15 +384,146 @@ static int sink_compress(struct wsink *s, const void *data, size_t len, int end)
 	}
 }
 
+static void *zthread_main(void *arg)
+{
+	struct wsink *s = arg;
+
+	pthread_mutex_lock(&s->m);
+	for (;;) {
+		struct zpiece it;
+		int rc;
+
+		while (s->done == s->queued && !s->stop)
+			pthread_cond_wait(&s->cv_work, &s->m);
+		if (s->done == s->queued)
+			break;
+		it = s->q[s->done % ZQ];
+		rc = s->zrc;
+		pthread_mutex_unlock(&s->m);
+		if (!rc)
+			rc = compress_now(s, it.data, it.len, it.end, &s->zerr);
+		pthread_mutex_lock(&s->m);
+		if (rc && !s->zrc)
+			s->zrc = rc;
+		s->done++;
+		pthread_cond_broadcast(&s->cv_done);
+	}
+	pthread_mutex_unlock(&s->m);
+	return NULL;
+}
+
+static int zthread_start(struct wsink *s, struct fg_err *err)
+{
+	pthread_mutex_init(&s->m, NULL);
+	pthread_cond_init(&s->cv_work, NULL);
+	pthread_cond_init(&s->cv_done, NULL);
+	if (pthread_create(&s->th, NULL, zthread_main, s)) {
+		s->threaded = 0; /* compress on this thread then: same bytes */
+		return 0;
+	}
+	(void)err;
+	s->started = 1;
+	return 0;
+}
+
+static void zthread_stop(struct wsink *s)
+{
+	if (!s->started)
+		return;
+	pthread_mutex_lock(&s->m);
+	s->stop = 1;
+	pthread_cond_signal(&s->cv_work);
+	pthread_mutex_unlock(&s->m);
+	pthread_join(s->th, NULL);
+	pthread_mutex_destroy(&s->m);
+	pthread_cond_destroy(&s->cv_work);
+	pthread_cond_destroy(&s->cv_done);
+	s->started = 0;
+}
+
+/* Hands a piece to the compressor; *seq gets its number (0 when it was
+ * compressed at once). data must stay unchanged until zwait(seq). */
+static int zput(struct wsink *s, const void *data, size_t len, int end, uint64_t *seq)
+{
+	int rc;
+
+	if (seq)
+		*seq = 0;
+	if (!s->started)
+		return compress_now(s, data, len, end, s->err);
+	pthread_mutex_lock(&s->m);
+	while (s->queued - s->done == ZQ && !s->zrc)
+		pthread_cond_wait(&s->cv_done, &s->m);
+	rc = s->zrc;
+	if (!rc) {
+		struct zpiece *it = &s->q[s->queued % ZQ];
+
+		it->data = data;
+		it->len = len;
+		it->end = end;
+		s->queued++;
+		if (seq)
+			*seq = s->queued;
+		pthread_cond_signal(&s->cv_work);
+	} else if (s->err) {
+		*s->err = s->zerr;
+	}
+	pthread_mutex_unlock(&s->m);
+	return rc;
+}
+
+/* Waits until pieces up to seq are compressed (their buffers free). */
+static int zwait(struct wsink *s, uint64_t seq)
+{
+	int rc;
+
+	if (!s->started)
+		return 0;
+	pthread_mutex_lock(&s->m);
+	while (s->done < seq && !s->zrc)
+		pthread_cond_wait(&s->cv_done, &s->m);
+	rc = s->zrc;
+	if (rc && s->err)
+		*s->err = s->zerr;
+	pthread_mutex_unlock(&s->m);
+	return rc;
+}
+
+/* The next buffer to read file data into, once the compressor is done with it. */
+static char *next_buf(struct wsink *s)
+{
+	s->cur_buf = (s->cur_buf + 1) % W_BUFS;
+	if (zwait(s, s->buf_seq[s->cur_buf]))
+		return NULL;
+	return s->bufs[s->cur_buf];
+}
+
 static int sink_flush(struct wsink *s)
 {
 	int rc = 0;
 
-	if (s->staged)
-		rc = fg_sha256_update(s->id, s->stage, s->staged, s->err) ||
-		     sink_compress(s, s->stage, s->staged, 0);
+	if (!s->staged)
+		return 0;
+	rc = fg_sha256_update(s->id, s->stage, s->staged, s->err);
+	if (!rc)
+		rc = zput(s, s->stage, s->staged, 0, &s->stage_seq[s->cur_stage]);
 	s->staged = 0;
+	s->cur_stage = (s->cur_stage + 1) % W_STAGES;
+	s->stage = s->stages[s->cur_stage];
+	if (!rc)
+		rc = zwait(s, s->stage_seq[s->cur_stage]);
 	return rc;
+}
+
+/* Which of the read buffers holds [p, p + len), or -1. */
+static int own_buf(const struct wsink *s, const char *p, size_t len)
+{
+	int k;
+
+	for (k = 0; k < W_BUFS; k++)
+		if (s->bufs[k] && p >= s->bufs[k] && p + len <= s->bufs[k] + IO_CHUNK)
+			return k;
+	return -1;
 }
 
 /* Hashes and compresses data straight from the caller's buffer (file data
@@ -372,10 +535,15 @@ static int sink_take(struct wsink *s, const void *data, size_t len)
 	const char *p = data;
 
 	s->tar_len += len;
-	if (len >= DIRECT_MIN) {
+	if (len >= DIRECT_MIN && own_buf(s, p, len) >= 0) {
+		int k = own_buf(s, p, len);
+
 		if (sink_flush(s))
 			return -1;
-		return fg_sha256_update(s->id, p, len, s->err) || sink_compress(s, p, len, 0) ? -1 : 0;
+		return fg_sha256_update(s->id, p, len, s->err) ||
+				       zput(s, p, len, 0, &s->buf_seq[k])
+			       ? -1
+			       : 0;
 	}
 	while (len) {
 		size_t take = IO_CHUNK - s->staged < len ? IO_CHUNK - s->staged : len;
@@ -429,8 +597,9 @@ static int stamp_differs(int fd, const struct wentry *e)
 }
 
 static int write_member(struct archive *a, struct wsink *s, const struct wentry *e, long long mtime,
-			char *buf, struct fg_err *err)
+			struct fg_err *err)
 {
+	char *buf;
 	struct archive_entry *ae = archive_entry_new();
 	unsigned long long done = 0;
 	int fd = -1, rc = 0;
@@ -467,7 +636,14 @@ static int write_member(struct archive *a, struct wsink *s, const struct wentry 
 #endif
 	while (!rc && done < e->size) {
 		size_t want = e->size - done < IO_CHUNK ? (size_t)(e->size - done) : IO_CHUNK;
-		ssize_t n = read(fd, buf, want);
+		ssize_t n;
+
+		buf = next_buf(s);
+		if (!buf) {
+			rc = err && err->code ? err->code : FG_EIO;
+			break;
+		}
+		n = read(fd, buf, want);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -483,7 +659,7 @@ static int write_member(struct archive *a, struct wsink *s, const struct wentry 
 			rc = la_fail(a, s, "write", e->name, err);
 		done += (unsigned long long)n;
 	}
-	if (!rc && read(fd, buf, 1) > 0)
+	if (!rc && (buf = next_buf(s)) && read(fd, buf, 1) > 0)
 		rc = fg_err_set(err, FG_EIO, "%s: grew while packing", e->src);
 	/* the bytes just copied are the bytes hashed when nothing moved meanwhile */
 	if (!rc && stamp_differs(fd, e))
@@ -502,7 +678,6 @@ int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint
 	struct pathset ps = { 0 };
 	struct fg_buf tmp = FG_BUF_INIT, dir = FG_BUF_INIT;
 	struct archive *a = NULL;
-	char *buf = NULL;
 	const char *slash;
 	size_t i;
 	int rc = 0, opened = 0;
@@ -524,21 +699,27 @@ int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint
 			   : fg_buf_puts(&dir, ".", err);
 	if (rc)
 		goto out;
-	buf = malloc(IO_CHUNK);
 	s.zcap = ZSTD_CStreamOutSize();
 	s.zbuf = malloc(s.zcap);
 	s.cctx = ZSTD_createCCtx();
-	s.stage = malloc(IO_CHUNK);
-	if (!buf || !s.zbuf || !s.cctx || !s.stage) {
+	for (i = 0; i < W_STAGES; i++)
+		if (!(s.stages[i] = malloc(IO_CHUNK)))
+			rc = FG_ENOMEM;
+	for (i = 0; i < W_BUFS; i++)
+		if (!(s.bufs[i] = malloc(IO_CHUNK)))
+			rc = FG_ENOMEM;
+	s.stage = s.stages[0];
+	if (rc || !s.zbuf || !s.cctx) {
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 		goto out;
 	}
 	ZSTD_CCtx_setParameter(s.cctx, ZSTD_c_compressionLevel, w->level);
 	ZSTD_CCtx_setParameter(s.cctx, ZSTD_c_checksumFlag, 1);
-	/* Worker threads overlap compression with tar writing and the identity
-	 * hash; zstd's streaming output for any nbWorkers >= 1 is the same bytes
-	 * (zstd's own tests check -T1/-T2/-T4; bundle_pack.sh checks ours). */
-	ZSTD_CCtx_setParameter(s.cctx, ZSTD_c_nbWorkers, w->threads);
+	/* One zstd stream without zstd workers, on a thread of our own beside
+	 * the one that reads, tars and hashes (as `tar | zstd` overlaps): its
+	 * bytes do not depend on the thread count, and it costs far less CPU
+	 * than zstd's own workers (measured in docs/bench.md, pack). */
+	s.threaded = w->threads > 1;
 	rc = fg_sha256_new(&s.id, err);
 	if (rc)
 		goto out;
@@ -549,6 +730,8 @@ int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint
 		goto out;
 	}
 	opened = 1;
+	if (s.threaded)
+		zthread_start(&s, err);
 	a = archive_write_new();
 	if (!a || archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
 	    archive_write_add_filter_none(a) != ARCHIVE_OK ||
@@ -561,7 +744,7 @@ int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint
 		goto out;
 	}
 	for (i = 0; !rc && i < w->n; i++)
-		rc = write_member(a, &s, &w->e[i], w->mtime, buf, err);
+		rc = write_member(a, &s, &w->e[i], w->mtime, err);
 	if (rc)
 		goto out;
 	if (archive_write_close(a) != ARCHIVE_OK) {
@@ -580,7 +763,10 @@ int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint
 	if (!rc)
 		rc = sink_flush(&s) ? (err ? err->code : FG_EIO) : 0;
 	if (!rc)
-		rc = sink_compress(&s, NULL, 0, 1);
+		rc = zput(&s, NULL, 0, 1, NULL);
+	if (!rc)
+		rc = zwait(&s, s.queued);
+	zthread_stop(&s);
 	if (!rc)
 		rc = fg_sha256_final(s.id, id, err);
 	if (!rc && fsync(s.fd))
@@ -595,6 +781,7 @@ int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint
 out:
 	if (a)
 		archive_write_free(a);
+	zthread_stop(&s); /* before the buffers and the file go */
 	if (s.fd >= 0)
 		close(s.fd);
 	if (rc && opened)
@@ -602,8 +789,10 @@ out:
 	ZSTD_freeCCtx(s.cctx);
 	fg_sha256_free(s.id);
 	free(s.zbuf);
-	free(s.stage);
-	free(buf);
+	for (i = 0; i < W_STAGES; i++)
+		free(s.stages[i]);
+	for (i = 0; i < W_BUFS; i++)
+		free(s.bufs[i]);
 	fg_buf_release(&tmp);
 	fg_buf_release(&dir);
 	return rc;
