@@ -3,7 +3,9 @@
 # the same files, side by side in one run. Size: FG_BENCH_MB (default 256) of
 # model-like data (7/8 incompressible random bytes as in weights, 1/8 JSON-ish
 # text), in 8 files. Prints medians of FG_BENCH_RUNS (default 3) runs and ratios,
-# of wall time and of CPU time (user + system, the processes and their children).
+# of wall time and of CPU time (user + system, the processes and their children),
+# and the issue #7 targets: pack wall within 1.2x of tar|zstd, verify re-hash
+# >= 1.5 GB per CPU-second (with --id: one hashing pass; without: two).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 FGPACK=${FGPACK:-$top/fgpack}
@@ -52,12 +54,13 @@ gnu_pack() {
 }
 gnu_pack_sync() { gnu_pack && sync "$W/b.tar.zst"; }
 fg_verify() { "$FGPACK" verify "$W/a.fgb" --no-replay --summary -; }
+fg_verify_id() { "$FGPACK" verify "$W/a.fgb" --no-replay --id "$ID" --summary -; }
 fg_extract() { rm -rf "$W/x1"; "$FGPACK" exec "$W/a.fgb" --dir "$W/x1" -- true; }
 gnu_extract() { rm -rf "$W/x2"; mkdir "$W/x2"; zstd -dc "$W/b.tar.zst" | tar -xf - -C "$W/x2"; }
 gnu_extract_hash() { gnu_extract && (cd "$W/x2" && find . -type f -print0 | xargs -0 sha256sum >/dev/null); }
 sha_files() { sha256sum "$M"/* "$ENGINE"; }
 
-fg_pack >/dev/null
+ID=$(fg_pack 2>/dev/null)
 gnu_pack
 echo "pack bench: $bytes bytes in $(($(ls "$M" | wc -l) + 1)) files (the engine too), $RUNS runs each, medians"
 echo "  cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; $(zstd --version | head -1)"
@@ -80,6 +83,19 @@ row "extract+hash: fgpack (hashes)" "$te" "$ce" "zstd|tar + sha256sum" "$th" "$c
 med fg_verify; tv=$W_; cv=$C_
 med sha_files; ts=$W_; cs=$C_
 row "re-hash: fgpack verify --no-replay" "$tv" "$cv" "sha256sum (files)" "$ts" "$cs"
-printf '  re-hash per CPU-second: fgpack %s MB, sha256sum %s MB\n' "$(rate "$cv")" "$(rate "$cs")"
+has_id=0
+"$FGPACK" verify --help 2>/dev/null | grep -q -- '--id' && has_id=1
+if [ $has_id = 1 ]; then
+	med fg_verify_id; ti=$W_; ci=$C_
+	row "re-hash: verify --no-replay --id" "$ti" "$ci" "sha256sum (files)" "$ts" "$cs"
+fi
+printf '  re-hash per CPU-second: fgpack verify %s MB%s, sha256sum %s MB\n' "$(rate "$cv")" \
+	"$([ $has_id = 1 ] && echo ", verify --id $(rate "$ci") MB")" "$(rate "$cs")"
 echo "  load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+verdict() { [ "$(echo "$1" | bc -l)" = 1 ] && echo MET || echo "not met"; }
+printf '  target pack wall <= 1.2x tar|zstd -3: %.2fx -> %s (CPU %.2fx; vs tar|zstd + sync: wall %.2fx)\n' \
+	"$(ratio "$tp" "$tg")" "$(verdict "$tp / $tg <= 1.2")" "$(ratio "$cp" "$cg")" "$(ratio "$tp" "$tgs")"
+best=$cv; [ $has_id = 1 ] && best=$ci
+printf '  target re-hash >= 1500 MB per CPU-second: %s MB%s -> %s\n' "$(rate "$best")" \
+	"$([ $has_id = 1 ] && echo " (verify --id)")" "$(verdict "$bytes / $best >= 1500000000")"
 ls -l "$W/a.fgb" "$W/b.tar.zst" | awk '{print "  size", $5, $9}'

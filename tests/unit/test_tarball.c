@@ -367,16 +367,30 @@ static void test_stamp_and_threads(void)
 		if (!rc)
 			rc = fg_tarball_writer_finish(w, at(threads == 1 ? "t1.fgb" : "t4.fgb"),
 						      threads == 1 ? id1 : id4, &err);
-		is_int(rc, 0, "stamp unchanged: packs with %d zstd worker(s) (%s)", threads,
+		is_int(rc, 0, "stamp unchanged: packs with %d thread(s) (%s)", threads,
 		       rc ? err.msg : "");
 		fg_tarball_writer_free(w);
 	}
-	ok(!memcmp(id1, id4, 32), "same id with 1 and 4 zstd workers");
+	ok(!memcmp(id1, id4, 32), "same id compressing inline and on a thread of its own");
 	{
 		char cmd[1200];
 
 		snprintf(cmd, sizeof(cmd), "cmp -s '%s' '%s'", at("t1.fgb"), at("t4.fgb"));
-		ok(system(cmd) == 0, "same compressed bytes with 1 and 4 zstd workers");
+		ok(system(cmd) == 0, "same compressed bytes compressing inline and on a thread");
+	}
+	{
+		struct fg_tarball_read_opts o;
+		uint8_t idt[32];
+
+		memset(&o, 0, sizeof(o));
+		o.hash = 1;
+		o.id_thread = 1;
+		ok(!fg_tarball_scan_opts(at("t4.fgb"), &o, NULL, NULL, idt, &err) && !memcmp(idt, id1, 32),
+		   "the identity hashed on its own thread while reading: the same id");
+		o.hash = 0;
+		o.id_thread = 0;
+		ok(!fg_tarball_scan_opts(at("t4.fgb"), &o, NULL, NULL, idt, &err) && !memcmp(idt, id1, 32),
+		   "and inline, without member digests: the same id");
 	}
 	ok(fg_tarball_writer_set_threads(NULL, 0, &err) == FG_EINVAL, "0 workers refused");
 	/* rewrite the file (same size): mtime/ctime move */
