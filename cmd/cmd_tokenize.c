@@ -15,6 +15,7 @@
 #include "tokenizer.h"
 
 #define OUT_FLUSH ((size_t)1 << 20)
+#define STREAM_PIECE ((size_t)1 << 18)
 
 static void usage(FILE *f)
 {
@@ -81,13 +82,14 @@ static const char digits2[201] = "0001020304050607080910111213141516171819202122
 				 "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
 				 "8081828384858687888990919293949596979899";
 
-static int put_ids(struct fg_buf *o, const int32_t *ids, size_t n, struct fg_err *err)
+/* Appends ids as JSON numbers separated by commas (a comma first unless
+ * first is set). */
+static int put_list(struct fg_buf *o, const int32_t *ids, size_t n, int first, struct fg_err *err)
 {
 	char chunk[1 << 16], *p = chunk;
 	size_t i;
 	int rc;
 
-	*p++ = '[';
 	for (i = 0; i < n; i++) {
 		char tmp[12];
 		int k = 0;
@@ -99,7 +101,7 @@ static int put_ids(struct fg_buf *o, const int32_t *ids, size_t n, struct fg_err
 				return rc;
 			p = chunk;
 		}
-		if (i)
+		if (i || !first)
 			*p++ = ',';
 		/* two digits at a time from the end (the per-digit loop was a sixth
 		 * of a whole encode's instructions) */
@@ -120,9 +122,54 @@ static int put_ids(struct fg_buf *o, const int32_t *ids, size_t n, struct fg_err
 		memcpy(p, tmp + k, sizeof(tmp) - (size_t)k);
 		p += sizeof(tmp) - (size_t)k;
 	}
-	*p++ = ']';
-	*p++ = '\n';
 	return fg_buf_append(o, chunk, (size_t)(p - chunk), err);
+}
+
+static int put_ids(struct fg_buf *o, const int32_t *ids, size_t n, struct fg_err *err)
+{
+	int rc;
+
+	if ((rc = fg_buf_putc(o, '[', err)) || (rc = put_list(o, ids, n, 1, err)))
+		return rc;
+	return fg_buf_append(o, "]\n", 2, err);
+}
+
+/* The text as one array of ids, encoded in pieces of about STREAM_PIECE
+ * bytes cut after a run of newlines (where the tokenizer says that gives
+ * the ids of the whole, and no added token strips what precedes it), so that the ids of a big text are never held at
+ * once: only the ids of one piece, in memory already touched (fresh pages
+ * had cost more than a tenth of the encoding). */
+static int encode_stream(const struct fg_tokenizer *tok, struct fg_tok_scratch *s, const char *data,
+			 size_t len, struct fg_buf *out, struct fg_err *err)
+{
+	int32_t *ids = NULL;
+	size_t pos = 0, cap = STREAM_PIECE + 64, n;
+	int rc, first = 1;
+
+	if (!(ids = malloc(cap * sizeof(*ids))))
+		return fg_err_set(err, FG_ENOMEM, "out of memory for %zu ids", cap);
+	rc = fg_buf_putc(out, '[', err);
+	while (!rc && pos < len) {
+		size_t end = len;
+
+		if (len - pos > STREAM_PIECE) {
+			const char *nl = memchr(data + pos + STREAM_PIECE, '\n', len - pos - STREAM_PIECE);
+
+			if (nl)
+				for (end = (size_t)(nl - data); end < len && data[end] == '\n'; end++)
+					;
+		}
+		n = 0;
+		if (!(rc = fg_tokenizer_encode_append(tok, s, data + pos, end - pos, 0, &ids, &n, &cap, err)) &&
+		    !(rc = put_list(out, ids, n, first, err)))
+			rc = flush_out(out, OUT_FLUSH, err);
+		first = first && !n;
+		pos = end;
+	}
+	if (!rc)
+		rc = fg_buf_append(out, "]\n", 2, err);
+	free(ids);
+	return rc;
 }
 
 /* Parses one JSON array of ids from text[0, len) into *ids and *n. */
@@ -195,6 +242,11 @@ static int run(const struct fg_tokenizer *tok, const char *data, size_t len, int
 
 	if ((rc = fg_tok_scratch_new(&s, err)))
 		return rc;
+	if (!decode && !lines && !(flags & FG_TOK_ADD_SPECIAL) && fg_tokenizer_newline_cuts(tok) &&
+	    !fg_tokenizer_lstrip_any(tok)) {
+		rc = encode_stream(tok, s, data, len, out, err);
+		goto done;
+	}
 	if (!decode && !lines) {
 		/* at most one id per byte, plus the template's: no growing */
 		cap = len + 64;

@@ -3076,6 +3076,16 @@ int fg_tokenizer_newline_cuts(const struct fg_tokenizer *t)
 	return 1;
 }
 
+int fg_tokenizer_lstrip_any(const struct fg_tokenizer *t)
+{
+	size_t i;
+
+	for (i = 0; i < t->n_added; i++)
+		if (t->added[i].lstrip)
+			return 1;
+	return 0;
+}
+
 size_t fg_tokenizer_merge_count(const struct fg_tokenizer *t)
 {
 	return t->n_merges;

@@ -88,8 +88,12 @@ int fg_tokenizer_token_flags(const struct fg_tokenizer *tok, int32_t id);
  * not "\n") and the parts encoded separately give exactly the ids of the
  * whole: "\n" is an added token (so every newline ends a section), no added
  * token holds "\n" followed by another byte, and none holding "\n" strips
- * what follows it. True for Gemma; lets callers stream big corpora by line. */
+ * what follows it. Not exact next to an added token that strips what
+ * precedes it (see fg_tokenizer_lstrip_any): "x\n<r>" is x <r> whole.
+ * True for Gemma; lets callers stream big corpora by line. */
 int fg_tokenizer_newline_cuts(const struct fg_tokenizer *tok);
+/* 1 when some added token has lstrip (trims the whitespace before it). */
+int fg_tokenizer_lstrip_any(const struct fg_tokenizer *tok);
 /* Number of merges loaded (for messages and tests). */
 size_t fg_tokenizer_merge_count(const struct fg_tokenizer *tok);
 

@@ -120,6 +120,10 @@ int main(void)
 	is_int(fg_tokenizer_token_flags(tok, 6), FG_TOK_F_ADDED, "<unused0> is added, not special");
 	is_int(fg_tokenizer_token_flags(tok, 10), FG_TOK_F_BYTE, "<0x00> is a byte token");
 	ok(fg_tokenizer_newline_cuts(tok), "newline runs are safe cut points");
+	/* but <r> strips what precedes it, newline runs too: "x\n<r>" is x <r>
+	 * whole (x \n alone), so fgpack tokenize does not stream this one */
+	ok(fg_tokenizer_lstrip_any(tok), "an added token strips what precedes it");
+	ENC("x\n<r>", 0, 285, 289);
 	{
 		size_t len = 0;
 		const char *p = fg_tokenizer_id_to_piece(tok, 281, &len);
