@@ -530,18 +530,17 @@ static int open_input(struct bake *b, struct infile *f, int fd, int may_trust, s
 	return 0;
 }
 
-/* The last byte of input f was read through fd. A shard must not have moved
- * meanwhile: its digest may come from its stamp, not from the bytes read, and
- * its passed-through tensors are copied by the kernel apart from the read
- * that hashes them. Other inputs are digested from exactly the bytes copied;
- * only a stable one gets its stamp noted later. */
+/* The last byte of input f was read through fd. A file named by its stamp
+ * must not have moved meanwhile (its digest is not from the bytes read); a
+ * hashed one is digested from exactly the bytes used, and only a stable one
+ * gets its stamp noted later. */
 static int close_input(struct infile *f, int fd, struct fg_err *err)
 {
 	struct stat now;
 
 	if (fstat(fd, &now))
 		return fg_err_set(err, FG_EIO, "%s: %s", f->path, strerror(errno));
-	if ((f->by_stamp || f->role == IN_TENSORS) && !same_stat(&f->st0, &now))
+	if (f->by_stamp && !same_stat(&f->st0, &now))
 		return fg_err_set(err, FG_EIO,
 				  "%s: changed while baking (its inode's size, mtime or ctime moved)",
 				  f->path);
@@ -1110,14 +1109,7 @@ static int bake_tensor(struct bake *b, struct flow *f, const struct job *j, int 
 			size_t len = t->nbytes - off < BLOCK_BYTES ? t->nbytes - off : BLOCK_BYTES;
 			const uint8_t *src = flow_get(f, t, streamed, off, len, err);
 
-			/* streamed: the file gets the bytes by an in-kernel copy, the
-			 * digests are computed from src (the same bytes, read once) */
-			if (!src)
-				rc = err && err->code ? err->code : FG_EIO;
-			else if (streamed)
-				rc = fg_st_writer_copy(f->w, src, len, f->fd, t->file_offset + off, err);
-			else
-				rc = fg_st_writer_write(f->w, src, len, err);
+			rc = src ? fg_st_writer_write(f->w, src, len, err) : FG_EIO;
 			if (!rc)
 				rc = flow_done(f, t, streamed, off, len, NULL, -1, err);
 		}

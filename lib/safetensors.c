@@ -719,13 +719,8 @@ static int write_all(int fd, const void *data, size_t len)
 }
 
 /* Writes to the current shard and queues the bytes for the shard's digest
- * (the hashing thread reads them while this thread goes on). With in_fd >= 0
- * the file gets the same bytes by copy_file_range from in_fd at in_off (one
- * copy inside the kernel instead of write()'s copy from user memory; on this
- * VM several times less system time, docs/bench.md), falling back to write()
- * where the kernel cannot copy between the two files. */
-static int put(struct fg_st_writer *w, const void *data, size_t len, int in_fd, uint64_t in_off,
-	       struct fg_err *err)
+ * (the hashing thread reads them while this thread goes on). */
+static int put(struct fg_st_writer *w, const void *data, size_t len, struct fg_err *err)
 {
 	int rc = fg_sha256_pipe_update(w->pipe, data, len, NULL, err);
 
@@ -734,26 +729,6 @@ static int put(struct fg_st_writer *w, const void *data, size_t len, int in_fd, 
 	const char *p = data;
 	size_t left = len;
 
-	while (in_fd >= 0 && left) {
-		loff_t off = (loff_t)in_off;
-		ssize_t k = copy_file_range(in_fd, &off, w->fd, NULL, left, 0);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS ||
-			      errno == EOPNOTSUPP || errno == EBADF || errno == EPERM))
-			break; /* write() the rest from data */
-		if (k <= 0) {
-			int e = k < 0 ? errno : EIO;
-
-			return fg_err_set(err, e == ENOSPC ? FG_ENOSPC : FG_EIO, "copy into %s/%s: %s",
-					  w->dir, w->sh[w->cur].name,
-					  k < 0 ? strerror(e) : "the input file is shorter than its header says");
-		}
-		p += k;
-		left -= (size_t)k;
-		in_off += (uint64_t)k;
-	}
 	while (left) {
 		size_t k = left < PUT_SLICE ? left : PUT_SLICE;
 
@@ -784,7 +759,7 @@ static int flush_buf(struct fg_st_writer *w, struct fg_err *err)
 
 	if (!w->wlen)
 		return 0;
-	rc = put(w, w->wbuf[w->wcur], w->wlen, -1, 0, err);
+	rc = put(w, w->wbuf[w->wcur], w->wlen, err);
 	w->wseq[w->wcur] = fg_sha256_pipe_last(w->pipe);
 	w->wcur ^= 1;
 	w->wlen = 0;
@@ -873,7 +848,7 @@ static int open_shard(struct fg_st_writer *w, size_t i, struct fg_err *err)
 		if (!rc)
 			rc = fg_buf_append(&w->hdr, hdr.data, hdr.len, err);
 		if (!rc)
-			rc = put(w, w->hdr.data, w->hdr.len, -1, 0, err);
+			rc = put(w, w->hdr.data, w->hdr.len, err);
 		w->hdrseq = fg_sha256_pipe_last(w->pipe);
 	}
 	fg_buf_release(&hdr);
@@ -1070,8 +1045,7 @@ static int advance(struct fg_st_writer *w, struct fg_err *err)
 	return 0;
 }
 
-static int write_impl(struct fg_st_writer *w, const void *data, size_t len, int in_fd,
-		      uint64_t in_off, struct fg_err *err)
+int fg_st_writer_write(struct fg_st_writer *w, const void *data, size_t len, struct fg_err *err)
 {
 	const char *p = data;
 	int rc;
@@ -1096,7 +1070,7 @@ static int write_impl(struct fg_st_writer *w, const void *data, size_t len, int 
 		if (k >= ((size_t)64 << 10)) { /* large pieces skip the extra copy */
 			rc = flush_buf(w, err);
 			if (!rc)
-				rc = put(w, p, k, in_fd, in_off + (uint64_t)(p - (const char *)data), err);
+				rc = put(w, p, k, err);
 			if (rc)
 				return rc;
 		} else {
@@ -1110,19 +1084,6 @@ static int write_impl(struct fg_st_writer *w, const void *data, size_t len, int 
 	}
 	/* Without fg_st_writer_async, data is the caller's again on return. */
 	return w->async ? 0 : fg_sha256_pipe_drain(w->pipe, err);
-}
-
-int fg_st_writer_write(struct fg_st_writer *w, const void *data, size_t len, struct fg_err *err)
-{
-	return write_impl(w, data, len, -1, 0, err);
-}
-
-int fg_st_writer_copy(struct fg_st_writer *w, const void *data, size_t len, int in_fd,
-		      uint64_t in_off, struct fg_err *err)
-{
-	if (in_fd < 0)
-		return fg_err_set(err, FG_EINVAL, "%s: copy needs an open input file", w->dir);
-	return write_impl(w, data, len, in_fd, in_off, err);
 }
 
 int fg_st_writer_finish(struct fg_st_writer *w, struct fg_err *err)

@@ -152,15 +152,6 @@ int fg_st_writer_new(struct fg_st_writer **out, const char *dir, const struct fg
 /* Appends len bytes of tensor data, continuing across tensors and shards in
  * descriptor order. Refuses more bytes than the descriptors announce. */
 int fg_st_writer_write(struct fg_st_writer *w, const void *data, size_t len, struct fg_err *err);
-/* fg_st_writer_write for bytes that are also bytes [in_off, in_off + len) of
- * the open file in_fd (a tensor passed through unchanged): the shard digest is
- * computed from data, the file gets them by copy_file_range from in_fd, which
- * costs one copy inside the kernel instead of write()'s copy from user memory
- * (write() is used where the kernel cannot copy). The caller vouches that
- * in_fd holds exactly data there, and checks after the last copy that in_fd
- * did not change (its fstat: size, mtime, ctime). */
-int fg_st_writer_copy(struct fg_st_writer *w, const void *data, size_t len, int in_fd,
-		      uint64_t in_off, struct fg_err *err);
 /* Checks all data arrived, flushes, fsyncs and closes every file, writes the
  * index when sharded. */
 int fg_st_writer_finish(struct fg_st_writer *w, struct fg_err *err);
