@@ -1231,6 +1231,17 @@ static int stream_all(struct bake *b, struct flow *f, struct fg_int4_report *rep
 		rc = bake_tensor(b, f, &b->jobs[i], 0, err);
 		rep->n_quantized++;
 	}
+	/* The jobs above read a second time through the mapping: a shard named
+	 * by its stamp must still be the file it was. */
+	for (k = 0; !rc && k < b->n_in; k++) {
+		struct stat now;
+
+		if (b->in[k].by_stamp && b->in[k].role == IN_TENSORS &&
+		    (stat(b->in[k].path, &now) || !same_stat(&b->in[k].st0, &now)))
+			rc = fg_err_set(err, FG_EIO,
+					"%s: changed while baking (its inode's size, mtime or ctime moved)",
+					b->in[k].path);
+	}
 	if (!rc)
 		rc = flow_drain(f, err);
 	if (!rc)
