@@ -279,11 +279,11 @@ static void engine_model(const char *dir)
 			setenv("FG_INT4_KERNEL", d == 1 ? "mma" : "fma", 1);
 		CK(fg_engine_load(&e, dir, &o, &err));
 		g[d].n = 0;
-		CK(fg_engine_generate(e, prompt, 4, 8, NULL, NULL, &err)); /* warm-up, graph capture */
+		CK(fg_engine_generate_ids(e, prompt, 4, 8, NULL, NULL, &err)); /* warm-up, graph capture */
 		for (int r = 0; r < 3; r++) {
 			g[d].n = 0;
 			t0 = now();
-			CK(fg_engine_generate(e, prompt, 4, 100, on_tok, &g[d], &err));
+			CK(fg_engine_generate_ids(e, prompt, 4, 100, on_tok, &g[d], &err));
 			if (now() - t0 < best)
 				best = now() - t0;
 		}
@@ -307,7 +307,8 @@ static void engine_e4b(const char *dir, double read_gbs, const double *body_byte
 {
 	const char *kn[2] = {"fma", "mma"};
 
-	printf("\nengine (fg_engine_generate, what `fgpack run --device cuda` runs) on the E4B-shaped INT4 g128 checkpoint %s:\n",
+	printf("\nengine (fg_engine_generate_ids, what `fgpack run --device cuda` runs: argmax on the GPU) on the "
+	       "E4B-shaped INT4 g128 checkpoint %s:\n",
 	       dir);
 	for (int kind = 0; kind < 2; kind++) {
 		struct fg_engine_opts o = {1, 0, 0, FG_DEVICE_CUDA};
@@ -323,14 +324,14 @@ static void engine_e4b(const char *dir, double read_gbs, const double *body_byte
 		t0 = now();
 		for (int i = 0; i < warm; i++) {
 			one = 2 + i;
-			CK(fg_engine_generate(e, &one, 1, 1, NULL, NULL, &err));
+			CK(fg_engine_generate_ids(e, &one, 1, 1, NULL, NULL, &err));
 		}
 		printf("  %s: %d one-token prompts of warm-up in %.2f s\n", kn[kind], warm, now() - t0);
 		one = 2;
 		for (int r = 0; r < reps; r++) {
 			g.n = 0;
 			t0 = now();
-			CK(fg_engine_generate(e, &one, 1, steps, on_tok, &g, &err));
+			CK(fg_engine_generate_ids(e, &one, 1, steps, on_tok, &g, &err));
 			ms[r] = (now() - t0) * 1e3 / steps;
 		}
 		qsort(ms, reps, sizeof(double), cmp_d);

@@ -304,7 +304,7 @@ int cmd_run(int argc, char **argv)
 		goto fail;
 	}
 	t0 = now_s();
-	if (fg_engine_generate(e, prompt_ids, n_prompt, n_new, on_token, &st, &err))
+	if (fg_engine_generate_ids(e, prompt_ids, n_prompt, n_new, on_token, &st, &err))
 		goto fail;
 	t1 = now_s();
 	if (st.n == 0)

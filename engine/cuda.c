@@ -380,8 +380,11 @@ int fg_g4_gpu_step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int3
 		rc = fg_kctx_sync(g->ctx, err);
 	if (!rc && logits)
 		rc = fg_kmem_download(g->ctx, logits, g->logits, sizeof(float) * (size_t)g->m->cfg.vocab, err);
-	if (!rc && best)
+	if (!rc && best) {
 		rc = fg_kmem_download(g->ctx, best, g->best, sizeof(int32_t), err);
+		if (!rc && *best < 0)
+			*best = 0; /* every logit NaN: fg_engine_argmax's answer */
+	}
 	if (rc)
 		return fg_err_wrap(err, "cuda decode step at position %d", pos);
 	g->steps++;

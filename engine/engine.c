@@ -523,8 +523,18 @@ int fg_engine_forward_logits(struct fg_engine *e, const int32_t *ids, size_t n, 
 	return 0;
 }
 
-int fg_engine_generate(struct fg_engine *e, const int32_t *prompt, size_t n_prompt, int max_new,
-		       fg_engine_token_cb cb, void *user, struct fg_err *err)
+/* One token through the GPU step; *tok receives the argmax taken there. */
+static int gpu_next(struct fg_engine *e, int32_t id, int32_t *tok, struct fg_err *err)
+{
+	int rc = fg_g4_gpu_step(e->gpu, id, e->pos, NULL, tok, err);
+
+	if (!rc)
+		e->pos++;
+	return rc;
+}
+
+static int generate(struct fg_engine *e, const int32_t *prompt, size_t n_prompt, int max_new, fg_engine_token_cb cb,
+		    void *user, int want_logits, struct fg_err *err)
 {
 	int rc, i, V = e->m->cfg.vocab;
 
@@ -540,12 +550,33 @@ int fg_engine_generate(struct fg_engine *e, const int32_t *prompt, size_t n_prom
 				  "prompt of %zu tokens plus %d new ones exceeds the maximum sequence of %d", n_prompt,
 				  max_new, e->max_seq);
 	fg_engine_reset(e);
+	if (e->gpu && !want_logits) {
+		int32_t tok;
+
+		if ((rc = fg_engine_forward_logits(e, prompt, n_prompt - 1, 1, NULL, err)))
+			return rc;
+		/* forward_logits checked all ids but the last */
+		if (prompt[n_prompt - 1] < 0 || prompt[n_prompt - 1] >= V)
+			return fg_err_set(err, FG_EINVAL, "token id %d at index %zu is out of range (vocab %d)",
+					  (int)prompt[n_prompt - 1], n_prompt - 1, V);
+		if ((rc = gpu_next(e, prompt[n_prompt - 1], &tok, err)))
+			return rc;
+		for (i = 0; i < max_new; i++) {
+			if (cb && cb(user, tok, NULL, V))
+				break;
+			if (i + 1 == max_new)
+				break;
+			if ((rc = gpu_next(e, tok, &tok, err)))
+				return rc;
+		}
+		return 0;
+	}
 	if ((rc = fg_engine_forward_logits(e, prompt, n_prompt, 1, e->logits, err)))
 		return rc;
 	for (i = 0; i < max_new; i++) {
 		int32_t tok = fg_engine_argmax(e->logits, V);
 
-		if (cb && cb(user, tok, e->logits, V))
+		if (cb && cb(user, tok, want_logits ? e->logits : NULL, V))
 			break;
 		if (i + 1 == max_new)
 			break;
@@ -553,4 +584,16 @@ int fg_engine_generate(struct fg_engine *e, const int32_t *prompt, size_t n_prom
 			return rc;
 	}
 	return 0;
+}
+
+int fg_engine_generate(struct fg_engine *e, const int32_t *prompt, size_t n_prompt, int max_new,
+		       fg_engine_token_cb cb, void *user, struct fg_err *err)
+{
+	return generate(e, prompt, n_prompt, max_new, cb, user, 1, err);
+}
+
+int fg_engine_generate_ids(struct fg_engine *e, const int32_t *prompt, size_t n_prompt, int max_new,
+			   fg_engine_token_cb cb, void *user, struct fg_err *err)
+{
+	return generate(e, prompt, n_prompt, max_new, cb, user, 0, err);
 }

@@ -94,6 +94,13 @@ typedef int (*fg_engine_token_cb)(void *user, int32_t token, const float *logits
 int fg_engine_generate(struct fg_engine *e, const int32_t *prompt, size_t n_prompt, int max_new,
 		       fg_engine_token_cb cb, void *user, struct fg_err *err);
 
+/* Greedy generation as fg_engine_generate (same tokens), for callers that
+ * need only the ids: cb gets logits = NULL. On the CUDA path the softcap and
+ * the argmax (lowest id on ties, NaN never wins, as fg_engine_argmax) run on
+ * the GPU and only the token id comes back; no logits leave the device. */
+int fg_engine_generate_ids(struct fg_engine *e, const int32_t *prompt, size_t n_prompt, int max_new,
+			   fg_engine_token_cb cb, void *user, struct fg_err *err);
+
 /* Index of the largest value (lowest index on ties; NaN never wins). */
 int32_t fg_engine_argmax(const float *logits, int n);
 

@@ -544,7 +544,7 @@ int fg_golden_speed(struct fg_golden_speed *s, struct fg_engine *e, const cJSON 
 		struct count c = { 0 };
 
 		one = (int32_t)(i % (fg_engine_vocab_size(e) > 0 ? fg_engine_vocab_size(e) : 1));
-		rc = fg_engine_generate(e, &one, 1, 1, count_token, &c, err);
+		rc = fg_engine_generate_ids(e, &one, 1, 1, count_token, &c, err);
 	}
 	cJSON_ArrayForEach(p, prompts) {
 		struct count c = { 0 };
@@ -560,7 +560,7 @@ int fg_golden_speed(struct fg_golden_speed *s, struct fg_engine *e, const cJSON 
 		s->requests++;
 		t0 = now_s();
 		/* an engine error ends this request, uncompleted; the next one runs */
-		if (fg_engine_generate(e, ids, len, max_new, count_token, &c, NULL) == 0 &&
+		if (fg_engine_generate_ids(e, ids, len, max_new, count_token, &c, NULL) == 0 &&
 		    c.n == max_new) {
 			dt = now_s() - t0;
 			tps[s->completed++] = dt > 0 ? max_new / dt : 0;

@@ -242,7 +242,7 @@ static void *worker_main(void *arg)
 		g.s = s;
 		g.j = j;
 		rc = j->cancelled ? 0
-				  : fg_engine_generate(s->e, j->prompt, j->n_prompt, j->max_tokens, on_token,
+				  : fg_engine_generate_ids(s->e, j->prompt, j->n_prompt, j->max_tokens, on_token,
 						       &g, &err);
 
 		pthread_mutex_lock(&s->mu);

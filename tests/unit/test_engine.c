@@ -130,6 +130,14 @@ static void check_oracle(const char *dir, const char *json, const char *bin, int
 			if (i >= g.n || g.ids[i] != gen[i])
 				same = 0;
 		ok(same && g.n == ng, "%s: prompt of %d: greedy %d tokens identical to transformers'", label, np, ng);
+		{
+			struct gen g2 = {{0}, 0};
+
+			if (fg_engine_generate_ids(e, pr, (size_t)np, ng, on_token, &g2, &err))
+				printf("# generate_ids: %s\n", err.msg);
+			ok(g2.n == g.n && !memcmp(g2.ids, g.ids, sizeof(int32_t) * (size_t)g.n),
+			   "%s: prompt of %d: generate_ids gives generate's %d tokens", label, np, g.n);
+		}
 		if (!same)
 			for (i = 0; i < g.n && i < ng; i++)
 				if (g.ids[i] != gen[i]) {

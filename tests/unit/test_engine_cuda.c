@@ -114,6 +114,17 @@ static void check(const char *dir, const char *json, const char *bin, int window
 			if (i >= g.n || g.ids[i] != gen[i])
 				same = 0;
 		ok(same && g.n == ng, "%s: prompt of %d: cuda greedy %d tokens identical to transformers'", label, np, ng);
+		{
+			/* the argmax taken on the GPU (no logits downloaded) against the
+			 * CPU's fg_engine_argmax over the downloaded logits above */
+			struct gen g2 = {{0}, 0};
+
+			if (fg_engine_generate_ids(gpu, pr, (size_t)np, ng, on_token, &g2, &err))
+				printf("# generate_ids: %s\n", err.msg);
+			ok(g2.n == g.n && !memcmp(g2.ids, g.ids, sizeof(int32_t) * (size_t)g.n),
+			   "%s: prompt of %d: argmax on the GPU gives the same %d tokens as the CPU argmax of its logits",
+			   label, np, g.n);
+		}
 		free(pr), free(gen), free(seq), free(lc), free(lg1), free(lg2);
 	}
 	fg_engine_free(cpu);
