@@ -21,7 +21,10 @@
  *   - with FG_BENCH_E4B=DIR, the engine on an E4B-shaped INT4 checkpoint
  *     (bench/hf_gemma4_e4b.py --write-int4): ms per token of greedy decodes
  *     after a warm-up, for each kernel; FG_BENCH_HF_MS (transformers' ms per
- *     token, measured before in the same run) adds the ratios.
+ *     token, measured before in the same run) adds the ratios;
+ *     FG_BENCH_E4B_K12=DIR the same on that checkpoint with its head pruned
+ *     to a 12k keepset (fgpack bake prune-head --head int4), the issue's
+ *     benchmark model.
  * FG_BENCH_PROFILE=1 times nothing: two direct steps per kernel, for ncu.
  * `engine_gpu --probe` only says whether there is a device (exit 0) or not.
  * Timing: warm-up steps first (FG_BENCH_WARM, default 64), then FG_BENCH_STEPS
@@ -33,6 +36,7 @@
 #include <time.h>
 
 #include "engine/engine.h"
+#include "engine/model.h"
 #include "kernels/fg_kernels.h"
 
 #define HIDDEN 2560
@@ -335,14 +339,31 @@ static void engine_e4b(const char *dir, double read_gbs, const double *body_byte
 			ms[r] = (now() - t0) * 1e3 / steps;
 		}
 		qsort(ms, reps, sizeof(double), cmp_d);
-		/* weights: the body (same shapes as the synthetic step) + the tied
-		 * bf16 head over the whole vocabulary; KV and tables are small at
-		 * these positions */
-		bytes = body_bytes[kind] + 262144.0 * 2560 * 2;
-		printf("  %s: %d greedy tokens from a 1-token prompt, median of %d: %.3f ms/token, %.1f tokens/s; "
-		       "weights/step %.3f GB (INT4 body %.3f + bf16 tied head 1.342): %.0f GB/s = %.1f%% of read",
-		       kn[kind], steps, reps, ms[reps / 2], 1e3 / ms[reps / 2], bytes / 1e9, body_bytes[kind] / 1e9,
-		       bytes / (ms[reps / 2] / 1e3) / 1e9, 100.0 * bytes / (ms[reps / 2] / 1e3) / 1e9 / read_gbs);
+		/* weights: the body (same shapes as the synthetic step) + the head
+		 * as the checkpoint has it (the tied bf16 embedding over the whole
+		 * vocabulary, or a pruned keepset head, INT4 or bf16); KV and
+		 * tables are small at these positions */
+		{
+			const struct fg_g4_model *m = fg_engine_model(e);
+			const struct fg_lin *h = &m->head;
+			double hb = h->fmt == FG_W_INT4 ? (double)h->rows * h->cols / 2 +
+								  (double)h->rows * ((h->cols + h->group - 1) / h->group) * 2
+							: (double)h->rows * h->cols * (h->fmt == FG_W_BF16 ? 2 : 4);
+			char hd[96];
+
+			snprintf(hd, sizeof(hd), "%s head %d rows %.3f", h->fmt == FG_W_INT4 ? "INT4" : "bf16", h->rows,
+				 hb / 1e9);
+			bytes = body_bytes[kind] + hb;
+			printf("  %s: %d greedy tokens from a 1-token prompt, median of %d: %.3f ms/token, %.1f tokens/s; "
+			       "weights/step %.3f GB (INT4 body %.3f + %s): %.0f GB/s = %.1f%% of read",
+			       kn[kind], steps, reps, ms[reps / 2], 1e3 / ms[reps / 2], bytes / 1e9, body_bytes[kind] / 1e9,
+			       hd, bytes / (ms[reps / 2] / 1e3) / 1e9,
+			       100.0 * bytes / (ms[reps / 2] / 1e3) / 1e9 / read_gbs);
+			if (kind == 0)
+				printf("\n  %s: A10G PROJECTION (not measured): %.3f GB / 480 GB/s = %.2f ms/token, %.0f tokens/s "
+				       "at 100%% of copy bandwidth",
+				       kn[kind], bytes / 1e9, bytes / 480e9 * 1e3, 480e9 / bytes);
+		}
 		if (hf_ms > 0)
 			printf("; %.1fx transformers eager (%.3f ms/token)", hf_ms / ms[reps / 2], hf_ms);
 		printf("\n  %s: first ids %d %d %d %d\n", kn[kind], g.ids[0], g.ids[1], g.ids[2], g.ids[3]);
@@ -649,6 +670,11 @@ int main(int argc, char **argv)
 		       step_ms[0] / step_ms[1]);
 	fg_kctx_free(ctx);
 	if (!profile && (e = getenv("FG_BENCH_E4B")) && *e) {
+		const char *h = getenv("FG_BENCH_HF_MS");
+
+		engine_e4b(e, read_gbs, body_kind, h ? strtod(h, NULL) : 0.0);
+	}
+	if (!profile && (e = getenv("FG_BENCH_E4B_K12")) && *e) {
 		const char *h = getenv("FG_BENCH_HF_MS");
 
 		engine_e4b(e, read_gbs, body_kind, h ? strtod(h, NULL) : 0.0);

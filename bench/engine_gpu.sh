@@ -7,7 +7,10 @@
 #      synthetic decode step (both INT4 kernels), the engine itself on that
 #      checkpoint (warm-up, then 128-token greedy decodes), and the engine on
 #      the tiny INT4 fixture with --device cuda and cpu;
-#   3. `fgpack run --device cuda --json` on the checkpoint (the CLI as a
+#   3. the issue's model: that checkpoint with its head pruned to a 12k
+#      keepset (`fgpack bake prune-head --head int4`, into $FG_BENCH_E4B_DIR-k12),
+#      timed by engine_gpu beside the full-head one;
+#   4. `fgpack run --device cuda --json` on both checkpoints (the CLI as a
 #      user runs it, 128 tokens, one process: graph capture inside).
 # Needs an nvcc build and a GPU: run it through the device tool; elsewhere it
 # says so and exits 0. FG_BENCH_STEPS / FG_BENCH_REPS / FG_BENCH_WARM tune
@@ -35,16 +38,31 @@ else
 fi
 e4b=
 [ -f "$ck/model.safetensors" ] && e4b=$ck
-out=$(FG_BENCH_HF_MS=$hf_ms FG_BENCH_E4B=$e4b FG_BENCH_MODEL=${FG_BENCH_MODEL:-tests/fixtures/oracle/int4} "$bin")
+fg=${FG_BENCH_FGPACK:-./fgpack}
+# the issue's benchmark model: the same checkpoint with its head pruned to a
+# 12k keepset (12288 ids, every 21st of the 262144: a deterministic list, the
+# weights being random), INT4 like the body
+k12=
+if [ -n "$e4b" ] && [ -x "$fg" ]; then
+	k12=$ck-k12
+	if [ ! -f "$k12/model.safetensors" ]; then
+		awk 'BEGIN { printf "{\"keep_ids\": ["; for (i = 0; i < 12288; i++) printf "%s%d", (i ? "," : ""), i * 21;
+			printf "], \"pruned_vocab_K\": 12288, \"full_vocab\": 262144}\n" }' >"$ck.keepset.json"
+		echo "\$ $fg bake prune-head $ck --keepset $ck.keepset.json $k12 --head int4 --no-sync"
+		"$fg" bake prune-head "$ck" --keepset "$ck.keepset.json" "$k12" --head int4 --no-sync >/dev/null || k12=
+		echo
+	fi
+fi
+out=$(FG_BENCH_HF_MS=$hf_ms FG_BENCH_E4B=$e4b FG_BENCH_E4B_K12=$k12 FG_BENCH_MODEL=${FG_BENCH_MODEL:-tests/fixtures/oracle/int4} "$bin")
 rc=$?
 echo "$out"
 [ $rc -eq 0 ] || exit $rc
 case "$out" in *"skipped:"*) exit 0 ;; esac
-fg=${FG_BENCH_FGPACK:-./fgpack}
-if [ -n "$e4b" ] && [ -x "$fg" ]; then
+for m in $e4b $k12; do
+	[ -x "$fg" ] || break
 	echo
-	echo "\$ $fg run --model $e4b --ids 2 -n 128 --ignore-eos --device cuda --json"
-	"$fg" run --model "$e4b" --ids 2 -n 128 --ignore-eos --device cuda --json | tr ',' '\n' |
+	echo "\$ $fg run --model $m --ids 2 -n 128 --ignore-eos --device cuda --json"
+	"$fg" run --model "$m" --ids 2 -n 128 --ignore-eos --device cuda --json | tr ',' '\n' |
 		grep -E '"(tokens_per_s|prefill_tokens_per_s|device|n_generated|generated_tokens)"' | tr '\n' ' '
 	echo
-fi
+done

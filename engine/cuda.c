@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/engine.h"
 #include "kernels/fg_kernels.h"
 
 /* A linear layer on the device: INT4 in the tile layout, or bf16 / f32 rows. */
@@ -33,6 +34,8 @@ struct fg_g4_gpu {
 	float *final_norm, *ple_norm, *inv[2];
 	float *x, *a, *qkv, *att, *o, *gu, *pl, *plp, *pg, *logits;
 	int32_t *idpos, *best; /* idpos: [id, pos] */
+	int32_t *keep;         /* a pruned head's token ids [n_keep] (model.h), else NULL */
+	float *hk;             /* host: a pruned head's logits as downloaded */
 	struct fg_kgraph *graph;
 	int use_graph, steps;
 };
@@ -175,13 +178,14 @@ void fg_g4_gpu_free(struct fg_g4_gpu *g)
 	{
 		void *ds[] = {g->emb,   g->ple_emb, g->final_norm, g->ple_norm, g->inv[0], g->inv[1], g->x,
 			      g->a,     g->qkv,     g->att,        g->o,        g->gu,     g->pl,     g->plp,
-			      g->pg,    g->logits,  g->idpos,      g->best};
+			      g->pg,    g->logits,  g->idpos,      g->best,     g->keep};
 
 		for (size_t j = 0; j < sizeof(ds) / sizeof(ds[0]); j++)
 			fg_kmem_free(g->ctx, ds[j]);
 	}
 	fg_kgraph_free(g->graph);
 	fg_kctx_free(g->ctx);
+	free(g->hk);
 	free(g);
 }
 
@@ -227,6 +231,15 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 		const struct fg_lin *hp = &m->head;
 
 		if ((rc = dlin_new(g, &g->head, &hp, 1, "lm_head", err)))
+			goto fail;
+	}
+	if (m->keep) {
+		if (!(g->hk = malloc(sizeof(float) * (size_t)m->n_keep))) {
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+			goto fail;
+		}
+		if ((rc = fg_kmem_alloc(g->ctx, (void **)&g->keep, sizeof(int32_t) * (size_t)m->n_keep, err)) ||
+		    (rc = fg_kmem_upload(g->ctx, g->keep, m->keep, sizeof(int32_t) * (size_t)m->n_keep, err)))
 			goto fail;
 	}
 	if ((rc = up_floats(g, &g->final_norm, m->final_norm, H, err)) ||
@@ -345,7 +358,7 @@ static int forward(struct fg_g4_gpu *g, struct fg_err *err)
 	}
 	/* g->a holds the final norm of the last layer's output */
 	if (mv(g, g->logits, &g->head, g->a, err) ||
-	    fg_k_softcap_argmax(k, g->best, g->logits, NULL, c->vocab, c->softcap, err))
+	    fg_k_softcap_argmax(k, g->best, g->logits, g->keep, m->keep ? m->n_keep : c->vocab, c->softcap, err))
 		return err->code;
 	return 0;
 }
@@ -378,8 +391,11 @@ int fg_g4_gpu_step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int3
 		rc = forward(g, err);
 	if (!rc)
 		rc = fg_kctx_sync(g->ctx, err);
-	if (!rc && logits)
+	if (!rc && logits && !g->keep)
 		rc = fg_kmem_download(g->ctx, logits, g->logits, sizeof(float) * (size_t)g->m->cfg.vocab, err);
+	if (!rc && logits && g->keep &&
+	    !(rc = fg_kmem_download(g->ctx, g->hk, g->logits, sizeof(float) * (size_t)g->m->n_keep, err)))
+		fg_engine_scatter_keep(logits, g->m->cfg.vocab, g->hk, g->m->keep, g->m->n_keep);
 	if (!rc && best) {
 		rc = fg_kmem_download(g->ctx, best, g->best, sizeof(int32_t), err);
 		if (!rc && *best < 0)

@@ -46,6 +46,7 @@ struct fg_engine {
 	float *ple;              /* [T][layers * ple] */
 	float *pg;               /* [T][ple] */
 	float *logits;           /* [vocab]: the last step's, for generate */
+	float *hk;               /* [CHUNK][n_keep]: a pruned head's logits */
 	int nw;                  /* workers */
 	float **row_buf;         /* [nw][max cols] */
 	float **scores;          /* [nw][max_seq] */
@@ -181,6 +182,7 @@ int fg_engine_load(struct fg_engine **out, const char *model_dir, const struct f
 	e->ple = alloc_f((size_t)CHUNK * (size_t)(c->n_layers * c->ple_dim), &bad);
 	e->pg = alloc_f((size_t)CHUNK * (size_t)c->ple_dim, &bad);
 	e->logits = alloc_f((size_t)c->vocab, &bad);
+	e->hk = alloc_f((size_t)CHUNK * (size_t)e->m->n_keep, &bad);
 	e->inv[FG_G4_SLIDING] = alloc_f((size_t)c->head_dim / 2, &bad);
 	e->inv[FG_G4_FULL] = alloc_f((size_t)c->global_head_dim / 2, &bad);
 	e->row_buf = calloc((size_t)e->nw, sizeof(*e->row_buf));
@@ -273,6 +275,7 @@ void fg_engine_free(struct fg_engine *e)
 	free(e->ple);
 	free(e->pg);
 	free(e->logits);
+	free(e->hk);
 	free(e->inv[0]);
 	free(e->inv[1]);
 	fg_pool_free(e->pool);
@@ -477,8 +480,27 @@ static void forward_chunk(struct fg_engine *e, const int32_t *ids, int T, int fr
 	for (t = from; t < T; t++)
 		fg_cpu_rmsnorm(e->a + (size_t)(t - from) * (size_t)H, e->x + (size_t)t * (size_t)H, e->m->final_norm,
 			       H, c->eps);
-	matmul(e, &e->m->head, e->a, T - from, out);
-	fg_cpu_softcap(out, (T - from) * c->vocab, c->softcap);
+	if (!e->m->keep) {
+		matmul(e, &e->m->head, e->a, T - from, out);
+		fg_cpu_softcap(out, (T - from) * c->vocab, c->softcap);
+		return;
+	}
+	/* a pruned head: K logits per token, scattered; the rest are -inf */
+	matmul(e, &e->m->head, e->a, T - from, e->hk);
+	fg_cpu_softcap(e->hk, (T - from) * e->m->n_keep, c->softcap);
+	for (t = 0; t < T - from; t++)
+		fg_engine_scatter_keep(out + (size_t)t * (size_t)c->vocab, c->vocab,
+				       e->hk + (size_t)t * (size_t)e->m->n_keep, e->m->keep, e->m->n_keep);
+}
+
+void fg_engine_scatter_keep(float *logits, int vocab, const float *kept, const int32_t *keep, int n_keep)
+{
+	int i;
+
+	for (i = 0; i < vocab; i++)
+		logits[i] = -INFINITY;
+	for (i = 0; i < n_keep; i++)
+		logits[keep[i]] = kept[i];
 }
 
 int fg_engine_forward_logits(struct fg_engine *e, const int32_t *ids, size_t n, int last_only,

@@ -101,6 +101,10 @@ int fg_engine_generate(struct fg_engine *e, const int32_t *prompt, size_t n_prom
 int fg_engine_generate_ids(struct fg_engine *e, const int32_t *prompt, size_t n_prompt, int max_new,
 			   fg_engine_token_cb cb, void *user, struct fg_err *err);
 
+/* logits[0..vocab) = -inf, then logits[keep[i]] = kept[i]: a pruned head's
+ * K logits (fg_g4_model keep) as the full vocabulary's. */
+void fg_engine_scatter_keep(float *logits, int vocab, const float *kept, const int32_t *keep, int n_keep);
+
 /* Index of the largest value (lowest index on ties; NaN never wins). */
 int32_t fg_engine_argmax(const float *logits, int n);
 

@@ -43,6 +43,35 @@ static void shape_str(const struct fg_st_tensor *t, char *buf, size_t n)
 					 (unsigned long long)t->shape[i]);
 }
 
+/* A head pruned to a keepset: "lm_head.keep_ids" (I32 [K], sorted, unique,
+ * below vocab) copied into m->keep; absent: m->keep stays NULL. Call with the
+ * top-level (empty) prefix. */
+static int bind_keep(struct fg_g4_model *m, const char *dir, struct fg_err *err)
+{
+	const struct fg_st_tensor *t = find(m, "lm_head.keep_ids");
+	const uint8_t *b;
+	uint64_t i;
+
+	if (!t)
+		return 0;
+	if (t->dtype != FG_ST_I32 || t->ndim != 1 || t->nelem < 1 || t->nelem > (uint64_t)m->cfg.vocab)
+		return fg_err_set(err, FG_EFORMAT, "%s: tensor lm_head.keep_ids: expected I32 [K] with 1 <= K <= %d",
+				  dir, m->cfg.vocab);
+	if (!(m->keep = malloc(sizeof(int32_t) * (size_t)t->nelem)))
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	b = t->data; /* the mapping need not be aligned */
+	for (i = 0; i < t->nelem; i++) {
+		m->keep[i] = (int32_t)fg_le32(b + 4 * i);
+		if (m->keep[i] < 0 || m->keep[i] >= m->cfg.vocab || (i && m->keep[i] <= m->keep[i - 1]))
+			return fg_err_set(err, FG_EFORMAT,
+					  "%s: tensor lm_head.keep_ids: id %d at %llu is out of range (vocab %d) or "
+					  "not above the one before",
+					  dir, (int)m->keep[i], (unsigned long long)i, m->cfg.vocab);
+	}
+	m->n_keep = (int)t->nelem;
+	return 0;
+}
+
 /* Binds linear <name> of shape [rows][cols]; optional: absent is fine. */
 static int bind_lin(struct fg_g4_model *m, struct fg_lin *l, const char *name, int rows, int cols,
 		    int optional, struct fg_err *err)
@@ -207,7 +236,9 @@ int fg_g4_model_load(struct fg_g4_model **out, const char *dir, struct fg_err *e
 
 		memcpy(saved, m->prefix, sizeof(saved));
 		m->prefix[0] = 0;
-		rc = bind_lin(m, &m->head, "lm_head", c->vocab, c->hidden, c->tie_embeddings, err);
+		if ((rc = bind_keep(m, dir, err)) == 0)
+			rc = bind_lin(m, &m->head, "lm_head", m->keep ? m->n_keep : c->vocab, c->hidden,
+				      c->tie_embeddings && !m->keep, err);
 		memcpy(m->prefix, saved, sizeof(saved));
 		if (rc)
 			goto fail;
@@ -325,6 +356,7 @@ void fg_g4_model_free(struct fg_g4_model *m)
 	free(m->layers);
 	free(m->ple_proj_norm);
 	free(m->final_norm);
+	free(m->keep);
 	fg_st_free(m->st);
 	free(m);
 }

@@ -8,7 +8,10 @@
  * (Gemma4ForCausalLM). A linear weight is either "<name>.weight" (BF16 or
  * F32) or compressed-tensors INT4 "<name>.weight_packed" + ".weight_scale" +
  * ".weight_shape". Shapes are checked against the config; a missing or
- * misshapen tensor is an error that names it. */
+ * misshapen tensor is an error that names it. A head pruned to a keepset
+ * (fgpack bake prune-head: "lm_head.weight" or INT4 rows [K][hidden] beside
+ * "lm_head.keep_ids" I32 [K]) scores only those K tokens; every other
+ * token's logit is -inf (docs/formats/keepset.md). */
 #ifndef FG_ENGINE_MODEL_H
 #define FG_ENGINE_MODEL_H
 
@@ -35,7 +38,9 @@ struct fg_g4_model {
 	struct fg_g4_config cfg;
 	struct fg_st_set *st;             /* owned: the mapping every fg_lin points into */
 	struct fg_lin embed;              /* embed_tokens [vocab][hidden] */
-	struct fg_lin head;               /* lm_head [vocab][hidden]; = embed when tied */
+	struct fg_lin head;               /* lm_head [vocab][hidden]; = embed when tied; [n_keep][hidden] when pruned */
+	int32_t *keep;                    /* NULL, or lm_head.keep_ids [n_keep]: head row i scores token keep[i] */
+	int n_keep;                       /* (fgpack bake prune-head); sorted, unique, < vocab */
 	struct fg_lin ple_embed;          /* embed_tokens_per_layer [ple_vocab][layers*ple] */
 	struct fg_lin ple_model_proj;     /* per_layer_model_projection [layers*ple][hidden] */
 	float *ple_proj_norm;             /* per_layer_projection_norm [ple] */

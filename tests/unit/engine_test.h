@@ -6,7 +6,13 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include <stdio.h>
+#include <string.h>
+
 #include <cjson/cJSON.h>
+
+#include "bake/prune_head.h"
+#include "fsutil.h"
 
 /* The ids of a JSON array of numbers, in a new array (one spare slot); *n gets the count. */
 static int32_t *ids_of(const cJSON *arr, int *n)
@@ -34,6 +40,37 @@ static int on_token(void *user, int32_t tok, const float *logits, int n_vocab)
 	(void)n_vocab;
 	g->ids[g->n++] = tok;
 	return g->n >= 64;
+}
+
+/* Writes a keepset of the ids i < vocab with i % 3 != 1 (plus id 1) into
+ * dir/k.json and prunes the model folder src to it into dir/out (INT4 head
+ * when head_int4); returns 0 and the pruned folder in out, or -1. */
+static int prune_fixture(char *out, size_t n_out, const char *dir, const char *src, int vocab, int head_int4)
+{
+	char kpath[512];
+	struct fg_prune_report rep;
+	struct fg_err e = {0};
+	cJSON *o = cJSON_CreateObject(), *ids = cJSON_AddArrayToObject(o, "keep_ids");
+	char *txt;
+	int i, k = 0, rc;
+
+	for (i = 0; i < vocab; i++)
+		if (i % 3 != 1 || i == 1) {
+			cJSON_AddItemToArray(ids, cJSON_CreateNumber(i));
+			k++;
+		}
+	cJSON_AddNumberToObject(o, "pruned_vocab_K", k);
+	cJSON_AddNumberToObject(o, "full_vocab", vocab);
+	txt = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	snprintf(kpath, sizeof(kpath), "%s/k.json", dir);
+	snprintf(out, n_out, "%s/out%d", dir, head_int4);
+	rc = !txt || fg_file_write_atomic(kpath, txt, strlen(txt), 0644, &e) ||
+	     fg_prune_head(src, kpath, out, head_int4, 1, &rep, &e);
+	if (rc)
+		printf("# prune %s: %s\n", src, e.msg);
+	free(txt);
+	return rc ? -1 : 0;
 }
 
 #endif

@@ -465,6 +465,60 @@ static void check_e4b_config(void)
 	ok(fabsf(inv[1] - (float)pow(1e6, -2.0 / 512)) < 1e-9f, "E4B: full-layer exponent divides by 512");
 }
 
+/* A head pruned to a keepset (fgpack bake prune-head, bf16 rows): the kept
+ * tokens' logits are the full head's bit for bit, every other one is -inf,
+ * and greedy decoding picks the best kept token. */
+static void check_pruned(const char *src, const char *label)
+{
+	char dir[] = "/tmp/fg_prune_XXXXXX", out[600];
+	struct fg_err err = {0};
+	struct fg_engine *full = NULL, *pr = NULL;
+	int32_t seq[12] = {2, 17, 99, 4, 250, 31, 7, 400, 12, 88, 5, 60};
+	int V = 512, n = 12, i, same = 1, inf = 1, rc;
+	float *lf = NULL, *lp = NULL;
+
+	if (!mkdtemp(dir) || prune_fixture(out, sizeof(out), dir, src, V, 0)) {
+		ok(0, "%s: pruned copy written", label);
+		return;
+	}
+	full = load(src, 1, 0);
+	rc = fg_engine_load(&pr, out, NULL, &err);
+	ok(rc == 0 && full, "%s: the pruned checkpoint loads %s", label, err.msg);
+	if (rc || !full)
+		goto done;
+	lf = malloc(sizeof(float) * (size_t)n * (size_t)V);
+	lp = malloc(sizeof(float) * (size_t)n * (size_t)V);
+	rc = fg_engine_forward_logits(full, seq, (size_t)n, 0, lf, &err) ||
+	     fg_engine_forward_logits(pr, seq, (size_t)n, 0, lp, &err);
+	for (i = 0; !rc && i < n * V; i++) {
+		int v = i % V;
+
+		if (v % 3 != 1 || v == 1)
+			same &= !memcmp(&lf[i], &lp[i], sizeof(float));
+		else
+			inf &= isinf(lp[i]) && lp[i] < 0;
+	}
+	ok(!rc && same, "%s: pruned head: kept tokens' logits bit-identical to the full head's", label);
+	ok(!rc && inf, "%s: pruned head: every other token's logit is -inf", label);
+	{
+		struct gen g = {{0}, 0}, g2 = {{0}, 0};
+		int kept = 1;
+
+		rc = fg_engine_generate(pr, seq, 4, 16, on_token, &g, &err) ||
+		     fg_engine_generate_ids(pr, seq, 4, 16, on_token, &g2, &err);
+		for (i = 0; i < g.n; i++)
+			kept &= g.ids[i] % 3 != 1 || g.ids[i] == 1;
+		ok(!rc && g.n == 16 && kept && g2.n == g.n && !memcmp(g.ids, g2.ids, sizeof(int32_t) * (size_t)g.n),
+		   "%s: pruned head: greedy tokens all kept, generate_ids = generate %s", label, err.msg);
+	}
+done:
+	free(lf);
+	free(lp);
+	fg_engine_free(full);
+	fg_engine_free(pr);
+	fg_rm_tree(dir);
+}
+
 int main(void)
 {
 	check_oracle(FIX "/bf16", FIX "/bf16/oracle.json", FIX "/bf16/logits.bin", 0, "bf16");
@@ -476,5 +530,7 @@ int main(void)
 	check_errors();
 	check_f32();
 	check_e4b_config();
+	check_pruned(FIX "/bf16", "bf16");
+	check_pruned(FIX "/int4", "int4");
 	return tap_done();
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tap.h"
 #include "engine_test.h"
@@ -134,6 +135,62 @@ static void check(const char *dir, const char *json, const char *bin, int window
 	fg_buf_release(&lb);
 }
 
+/* A head pruned to a keepset (bf16 rows, or INT4 rows with head_int4): the
+ * GPU's kept logits within TOL_CPU of the CPU engine's on the same pruned
+ * checkpoint, the same -inf elsewhere, and the argmax over the keepset taken
+ * on the GPU (ids mapped back there) equal to the CPU argmax of its logits. */
+static void check_pruned(const char *src, int head_int4, const char *label)
+{
+	char dir[] = "/tmp/fg_prune_XXXXXX", out[600];
+	struct fg_err err = {0};
+	struct fg_engine *cpu = NULL, *gpu = NULL;
+	int32_t seq[12] = {2, 17, 99, 4, 250, 31, 7, 400, 12, 88, 5, 60};
+	int V = 512, n = 12, i, inf = 1, rc;
+	double worst = 0;
+	float *lc = malloc(sizeof(float) * 12 * 512), *lg = malloc(sizeof(float) * 12 * 512);
+
+	if (!mkdtemp(dir) || prune_fixture(out, sizeof(out), dir, src, V, head_int4)) {
+		ok(0, "%s: pruned copy written", label);
+		goto done;
+	}
+	cpu = load(out, FG_DEVICE_CPU, 0, &err);
+	gpu = cpu ? load(out, FG_DEVICE_CUDA, 0, &err) : NULL;
+	ok(cpu && gpu, "%s: the pruned checkpoint loads on cpu and cuda %s", label, err.msg);
+	if (!gpu)
+		goto done;
+	rc = fg_engine_forward_logits(cpu, seq, (size_t)n, 0, lc, &err) ||
+	     fg_engine_forward_logits(gpu, seq, (size_t)n, 0, lg, &err);
+	for (i = 0; !rc && i < n * V; i++) {
+		int v = i % V;
+
+		if (v % 3 != 1 || v == 1) {
+			double d = fabs((double)lc[i] - (double)lg[i]);
+
+			if (!(d <= worst))
+				worst = d;
+		} else {
+			inf &= isinf(lg[i]) && lg[i] < 0 && isinf(lc[i]) && lc[i] < 0;
+		}
+	}
+	ok(!rc && worst <= TOL_CPU && inf, "%s: pruned head on cuda: kept logits within %g of the cpu engine (max %.3g), the rest -inf %s",
+	   label, TOL_CPU, worst, err.msg);
+	{
+		struct gen g = {{0}, 0}, g2 = {{0}, 0};
+
+		rc = fg_engine_generate(gpu, seq, 4, 24, on_token, &g, &err) ||
+		     fg_engine_generate_ids(gpu, seq, 4, 24, on_token, &g2, &err);
+		ok(!rc && g.n == 24 && g2.n == g.n && !memcmp(g.ids, g2.ids, sizeof(int32_t) * (size_t)g.n),
+		   "%s: pruned head on cuda: keepset argmax on the GPU = CPU argmax of its logits (24 tokens) %s", label,
+		   err.msg);
+	}
+done:
+	free(lc);
+	free(lg);
+	fg_engine_free(cpu);
+	fg_engine_free(gpu);
+	fg_rm_tree(dir);
+}
+
 int main(void)
 {
 	struct fg_err err = {0};
@@ -154,5 +211,7 @@ int main(void)
 	check(FIX "/bf16", FIX "/bf16/oracle.json", FIX "/bf16/logits.bin", 0, "bf16");
 	check(FIX "/int4", FIX "/int4/oracle.json", FIX "/int4/logits.bin", 0, "int4");
 	check(FIX "/bf16", FIX "/bf16/oracle-window5.json", FIX "/bf16/logits-window5.bin", 5, "bf16 window 5");
+	check_pruned(FIX "/bf16", 0, "bf16, pruned bf16 head");
+	check_pruned(FIX "/int4", 1, "int4, pruned INT4 head");
 	return tap_done();
 }
