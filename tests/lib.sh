@@ -49,6 +49,52 @@ wait_port() {
 	done
 	return 1
 }
+# test_ca DIR: openssl makes a CA (DIR/ca.pem, DIR/ca.key) and a server
+# certificate for 127.0.0.1 signed by it (DIR/srv.pem, DIR/srv.key).
+test_ca() {
+	( cd "$1" &&
+	  openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=fgpack-test-ca \
+		-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign >/dev/null 2>&1 &&
+	  openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=127.0.0.1 >/dev/null 2>&1 &&
+	  printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >srv.ext &&
+	  openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 2 \
+		-extfile srv.ext >/dev/null 2>&1 )
+}
+# nginx_conf LOG_FORMAT <SERVERS: writes $WORK/ngx/nginx.conf, which keeps
+# nginx's pid, logs and temporary files under $WORK/ngx and writes its access
+# log ($WORK/ngx/access.log) in LOG_FORMAT; stdin gives the rest of the
+# "http {" block: the server blocks and the closing brace.
+nginx_conf() {
+	mkdir -p "$WORK/ngx/tmp"
+	{ cat <<EOF
+worker_processes 1;
+daemon on;
+pid $WORK/ngx/nginx.pid;
+error_log $WORK/ngx/error.log warn;
+events { worker_connections 64; }
+http {
+    default_type application/octet-stream;
+    log_format fg '$1';
+    access_log $WORK/ngx/access.log fg;
+    client_body_temp_path $WORK/ngx/tmp/body;
+    proxy_temp_path $WORK/ngx/tmp/proxy;
+    fastcgi_temp_path $WORK/ngx/tmp/fastcgi;
+    uwsgi_temp_path $WORK/ngx/tmp/uwsgi;
+    scgi_temp_path $WORK/ngx/tmp/scgi;
+EOF
+	  cat; } >"$WORK/ngx/nginx.conf"
+}
+# nginx_start: starts nginx on $WORK/ngx/nginx.conf (as root it runs its
+# workers as root, since $WORK may not be readable by nobody) and stops it
+# when the test exits.
+nginx_start() {
+	if [ "$(id -u)" -eq 0 ]; then
+		nginx -p "$WORK/ngx" -c "$WORK/ngx/nginx.conf" -e "$WORK/ngx/error.log" -g 'user root;'
+	else
+		nginx -p "$WORK/ngx" -c "$WORK/ngx/nginx.conf" -e "$WORK/ngx/error.log"
+	fi
+	at_exit "kill \$(cat $WORK/ngx/nginx.pid) 2>/dev/null"
+}
 finish() {
 	echo "$((_n - _failed)) passed, $_failed failed"
 	[ "$_failed" -eq 0 ]

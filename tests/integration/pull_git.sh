@@ -19,29 +19,9 @@ T1=$(git -C "$WORK/src" rev-parse "HEAD~1^{tree}")
 git clone -q --bare "$WORK/src" "$WORK/www/repo.git" && git -C "$WORK/www/repo.git" update-server-info ||
 	{ not_ok "bare repository for dumb HTTP"; finish; exit 1; }
 
-( cd "$WORK" &&
-  openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=fgpack-test-ca \
-	-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign >/dev/null 2>&1 &&
-  openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=127.0.0.1 >/dev/null 2>&1 &&
-  printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >srv.ext &&
-  openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 2 \
-	-extfile srv.ext >/dev/null 2>&1 ) || { not_ok "openssl makes a CA and a certificate"; finish; exit 1; }
+test_ca "$WORK" || { not_ok "openssl makes a CA and a certificate"; finish; exit 1; }
 tls=$(free_port)
-cat >"$WORK/ngx/nginx.conf" <<EOF
-worker_processes 1;
-daemon on;
-pid $WORK/ngx/nginx.pid;
-error_log $WORK/ngx/error.log warn;
-events { worker_connections 64; }
-http {
-    default_type application/octet-stream;
-    log_format fg '\$request_method \$request_uri \$status auth=\$http_authorization';
-    access_log $WORK/ngx/access.log fg;
-    client_body_temp_path $WORK/ngx/tmp/body;
-    proxy_temp_path $WORK/ngx/tmp/proxy;
-    fastcgi_temp_path $WORK/ngx/tmp/fastcgi;
-    uwsgi_temp_path $WORK/ngx/tmp/uwsgi;
-    scgi_temp_path $WORK/ngx/tmp/scgi;
+nginx_conf '$request_method $request_uri $status auth=$http_authorization' <<EOF
     server {
         listen 127.0.0.1:$tls ssl;
         ssl_certificate $WORK/srv.pem;
@@ -50,12 +30,7 @@ http {
     }
 }
 EOF
-if [ "$(id -u)" -eq 0 ]; then
-	nginx -p "$WORK/ngx" -c "$WORK/ngx/nginx.conf" -e "$WORK/ngx/error.log" -g 'user root;'
-else
-	nginx -p "$WORK/ngx" -c "$WORK/ngx/nginx.conf" -e "$WORK/ngx/error.log"
-fi
-at_exit "kill \$(cat $WORK/ngx/nginx.pid) 2>/dev/null"
+nginx_start
 wait_port "$tls" || { not_ok "nginx listens"; finish; exit 1; }
 log=$WORK/ngx/access.log
 export FGPACK_HOME="$WORK/store" CURL_CA_BUNDLE="$WORK/ca.pem" HF_TOKEN=hf_secret FGPACK_NO_PROGRESS=1
