@@ -448,6 +448,42 @@ __device__ __forceinline__ void stage_parts(uint32_t *xs, const float *__restric
 		}
 }
 
+/* The end of a split-K launch of either tensor-core kernel: every block has
+ * written its partial rows; the block that arrives last for row group rg adds
+ * the splits' partials in split order (a fixed order, so the same bits every
+ * run), writes y and resets the group's counter for the next launch. */
+template <int M>
+static __device__ __forceinline__ void mma_splitk_finish(float *__restrict__ y, int ystride,
+							 const float *__restrict__ partial, unsigned *counters,
+							 int rg, int nrbb, int n, int npad, int splits)
+{
+	__shared__ int last;
+	int rb0 = rg * RBB;
+
+	__threadfence();
+	__syncthreads();
+	if (threadIdx.x == 0)
+		last = atomicAdd(&counters[rg], 1u) == (unsigned)(splits - 1);
+	__syncthreads();
+	if (!last)
+		return;
+	__threadfence();
+	for (int t = threadIdx.x; t < M * RBB * 8; t += blockDim.x) {
+		int m = t / (RBB * 8), rr = t % (RBB * 8);
+		int row = rb0 * 8 + rr;
+		float v = 0.0f;
+
+		if (rr >= nrbb * 8)
+			continue;
+		for (int s = 0; s < splits; s++)
+			v += __ldcg(partial + ((size_t)s * MMA_M + m) * npad + row);
+		if (row < n)
+			y[(size_t)m * ystride + row] = v;
+	}
+	if (threadIdx.x == 0)
+		counters[rg] = 0; /* ready for the next launch (stream-ordered) */
+}
+
 /* M vectors (<= 5); GG: the input is gelu_tanh(x) * x2 (GeGLU fused into the
  * staging), M = 1; G1: one scale group per chunk (group >= 128). */
 template <int M, bool GG, bool G1>
@@ -460,7 +496,6 @@ __global__ void __launch_bounds__(MWARPS * 32, MRESIDENT)
 	constexpr int AR = 3 * M; /* A rows in use */
 	extern __shared__ __align__(16) uint32_t xs[]; /* [AR][xw] bf16 pairs */
 	__shared__ float red[RBB][AR][8];
-	__shared__ int last;
 	int rg = blockIdx.x, sp = blockIdx.y;
 	int nw = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	int g = lane >> 2, j = lane & 3;
@@ -580,30 +615,8 @@ __global__ void __launch_bounds__(MWARPS * 32, MRESIDENT)
 			partial[((size_t)sp * MMA_M + m) * npad + row] = v;
 		}
 	}
-	if (splits == 1)
-		return;
-	__threadfence();
-	__syncthreads();
-	if (threadIdx.x == 0)
-		last = atomicAdd(&counters[rg], 1u) == (unsigned)(splits - 1);
-	__syncthreads();
-	if (!last)
-		return;
-	__threadfence();
-	for (int t = threadIdx.x; t < M * RBB * 8; t += blockDim.x) {
-		int m = t / (RBB * 8), rr = t % (RBB * 8);
-		int row = rb0 * 8 + rr;
-		float v = 0.0f;
-
-		if (rr >= nrbb * 8)
-			continue;
-		for (int s = 0; s < splits; s++)
-			v += __ldcg(partial + ((size_t)s * MMA_M + m) * npad + row);
-		if (row < n)
-			y[(size_t)m * ystride + row] = v;
-	}
-	if (threadIdx.x == 0)
-		counters[rg] = 0; /* ready for the next launch (stream-ordered) */
+	if (splits > 1)
+		mma_splitk_finish<M>(y, ystride, partial, counters, rg, nrbb, n, npad, splits);
 }
 
 /* ---- the tensor-core kernel for M <= 2: the weights as the A operand ----------
@@ -635,7 +648,6 @@ __global__ void __launch_bounds__(MWARPS * 32, MRESIDENT)
 	constexpr int BC = 3 * M; /* B columns in use */
 	extern __shared__ __align__(16) uint32_t xs[]; /* [BC][xw] bf16 pairs */
 	__shared__ float red[MWARPS][RBB * 8][BC];
-	__shared__ int last;
 	const uint4 Q0 = make_uint4(0x88888888u, 0x88888888u, 0x88888888u, 0x88888888u); /* q = 0 */
 	int rg = blockIdx.x, sp = blockIdx.y;
 	int nw = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -755,30 +767,8 @@ __global__ void __launch_bounds__(MWARPS * 32, MRESIDENT)
 			partial[((size_t)sp * MMA_M + m) * npad + row] = v0 + v1 + v2;
 		}
 	}
-	if (splits == 1)
-		return;
-	__threadfence();
-	__syncthreads();
-	if (threadIdx.x == 0)
-		last = atomicAdd(&counters[rg], 1u) == (unsigned)(splits - 1);
-	__syncthreads();
-	if (!last)
-		return;
-	__threadfence();
-	for (int t = threadIdx.x; t < M * RBB * 8; t += blockDim.x) {
-		int m = t / (RBB * 8), rr = t % (RBB * 8);
-		int row = rb0 * 8 + rr;
-		float v = 0.0f;
-
-		if (rr >= nrbb * 8)
-			continue;
-		for (int s = 0; s < splits; s++)
-			v += __ldcg(partial + ((size_t)s * MMA_M + m) * npad + row);
-		if (row < n)
-			y[(size_t)m * ystride + row] = v;
-	}
-	if (threadIdx.x == 0)
-		counters[rg] = 0; /* ready for the next launch (stream-ordered) */
+	if (splits > 1)
+		mma_splitk_finish<M>(y, ystride, partial, counters, rg, nrbb, n, npad, splits);
 }
 
 /* Shared memory (bytes) of the staged parts for m vectors and a slice. */
