@@ -95,6 +95,21 @@ nginx_start() {
 	fi
 	at_exit "kill \$(cat $WORK/ngx/nginx.pid) 2>/dev/null"
 }
+# check_ids_per_line PREFIX REF OURS NAME...: line i of OURS must equal line
+# i of REF (one JSON array of ids per input file, NAME i naming file i); one
+# check per file, named with PREFIX and the reference's token count. Line i
+# of OURS is left in $WORK/.ours.i.
+check_ids_per_line() {
+	_p=$1 _ref=$2 _ours=$3; shift 3
+	_i=0
+	for _f in "$@"; do
+		_i=$((_i + 1))
+		sed -n "${_i}p" "$_ref" >"$WORK/.ref.$_i"
+		sed -n "${_i}p" "$_ours" >"$WORK/.ours.$_i"
+		_k=$(tr ',' '\n' <"$WORK/.ref.$_i" | wc -l)
+		check "${_p}ids equal the reference: $_f ($_k tokens)" cmp -s "$WORK/.ref.$_i" "$WORK/.ours.$_i"
+	done
+}
 finish() {
 	echo "$((_n - _failed)) passed, $_failed failed"
 	[ "$_failed" -eq 0 ]

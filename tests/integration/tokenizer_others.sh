@@ -33,14 +33,7 @@ for m in gemma2 llama2; do
 	for f in $files; do
 		"$FGPACK" tokenize --tokenizer "$TJ" <"$C/$f" >>"$WORK/$m.c" 2>>"$WORK/$m.c.err"
 	done
-	i=0
-	for f in $files; do
-		i=$((i + 1))
-		sed -n "${i}p" "$WORK/$m.js" >"$WORK/js.1"
-		sed -n "${i}p" "$WORK/$m.c" >"$WORK/c.1"
-		n=$(tr ',' '\n' <"$WORK/js.1" | wc -l)
-		check "$m: ids equal the reference: $f ($n tokens)" cmp -s "$WORK/js.1" "$WORK/c.1"
-	done
+	check_ids_per_line "$m: " "$WORK/$m.js" "$WORK/$m.c" $files
 	(cd "$C" && $JS --lines --add-special synth.txt mo.txt) >"$WORK/$m.jsl"
 	: >"$WORK/$m.cl"
 	for f in synth.txt mo.txt; do

@@ -34,14 +34,7 @@ check "reference encoded the corpus" test -s "$WORK/js_whole.out"
 for f in $files; do
 	"$FGPACK" tokenize --tokenizer "$TJ" <"$C/$f" >>"$WORK/c_whole.out" 2>>"$WORK/c.err"
 done
-i=0
-for f in $files; do
-	i=$((i + 1))
-	sed -n "${i}p" "$WORK/js_whole.out" >"$WORK/js.$i"
-	sed -n "${i}p" "$WORK/c_whole.out" >"$WORK/c.$i"
-	n=$(tr ',' '\n' <"$WORK/js.$i" | wc -l)
-	check "ids equal the reference: $f ($n tokens)" cmp -s "$WORK/js.$i" "$WORK/c.$i"
-done
+check_ids_per_line "" "$WORK/js_whole.out" "$WORK/c_whole.out" $files
 
 # line by line, and with <bos>
 lines="synth.txt mo.txt"
@@ -73,7 +66,7 @@ i=0
 for f in $files; do
 	i=$((i + 1))
 	js_rt=$(sed -n "${i}p" "$WORK/js_rt.out")
-	"$FGPACK" tokenize --tokenizer "$TJ" --decode <"$WORK/c.$i" >"$WORK/back.$i"
+	"$FGPACK" tokenize --tokenizer "$TJ" --decode <"$WORK/.ours.$i" >"$WORK/back.$i"
 	if [ "$js_rt" = true ]; then
 		check "decode(encode(x)) == x as in the reference: $f" cmp -s "$C/$f" "$WORK/back.$i"
 	else
