@@ -278,6 +278,19 @@ static int add_component(struct fg_manifest *m, const char *key, const char *val
 	return 0;
 }
 
+/* 1 when a SPECULATIVE_CONFIG value sets nothing: blank or the JSON null. */
+static int spec_unset(const char *v)
+{
+	size_t n;
+
+	while (*v == ' ' || *v == '\t' || *v == '\n' || *v == '\r')
+		v++;
+	n = strlen(v);
+	while (n && (v[n - 1] == ' ' || v[n - 1] == '\t' || v[n - 1] == '\n' || v[n - 1] == '\r'))
+		n--;
+	return n == 0 || (n == 4 && !memcmp(v, "null", 4));
+}
+
 static int parse_spec(struct fg_manifest *m, const char *value, const char *what,
 		      struct fg_err *err)
 {
@@ -564,7 +577,10 @@ static int parse_env(struct fg_manifest *m, const cJSON *env, const char *what, 
 			if (*val && val[0] != '/' && val[0] != '.')
 				rc = add_component(m, key, val, FG_REF_MODEL, what, err);
 		} else if (!strcmp(key, "SPECULATIVE_CONFIG")) {
-			rc = parse_spec(m, val, what, err);
+			/* empty (as a shell's SPECULATIVE_CONFIG=) or JSON null:
+			 * no speculative decoding, like an empty *_BUCKET */
+			if (!spec_unset(val))
+				rc = parse_spec(m, val, what, err);
 		}
 		if (!rc && is_target_key(key) && *val)
 			rc = add_target(m, key, val, err);

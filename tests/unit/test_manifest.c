@@ -136,6 +136,14 @@ static void test_rules(void)
 	   "rules: SPECULATIVE_CONFIG.model repo id becomes the drafter");
 	fg_manifest_free(m);
 
+	m = parse("{\"env\":{\"SPECULATIVE_CONFIG\":\" \",\"X\":\"1\"}}", &err);
+	ok(m && !m->spec.present && m->n_components == 0 && m->n_env == 2,
+	   "rules: a blank SPECULATIVE_CONFIG sets no speculative decoding (env kept)");
+	fg_manifest_free(m);
+	m = parse("{\"env\":{\"SPECULATIVE_CONFIG\":\"null\"}}", &err);
+	ok(m && !m->spec.present, "rules: SPECULATIVE_CONFIG null sets no speculative decoding");
+	fg_manifest_free(m);
+
 	m = parse("{\"name\":\"x\",\"future_field\":{\"a\":[1,2]}}", &err);
 	ok(m && m->n_components == 0 && m->n_env == 0 && m->port == -1 &&
 		   cJSON_GetObjectItemCaseSensitive(m->json, "future_field"),
