@@ -2,6 +2,8 @@
 #include "engine/config.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "json.h"
@@ -184,6 +186,97 @@ static int parse_quant(struct fg_g4_config *c, const cJSON *q, const char *what,
 	return 0;
 }
 
+/* A per-layer integer override that the engine can only take when it equals
+ * the model-wide value. */
+static int same_or_bad(const cJSON *o, const char *key, int want, const char *layer, const char *what,
+		       struct fg_err *err)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	if (is_null(v) || (cJSON_IsNumber(v) && v->valuedouble == (double)want))
+		return 0;
+	return BAD("key per_layer_config.%s.%s differs from the model's %d: per-layer %s is not supported",
+		   layer, key, want, key);
+}
+
+/* Head sizes per layer. Configs written by transformers before 5.15 carry
+ * global_head_dim (full layers) and num_global_key_value_heads; from 5.15 on,
+ * per_layer_config maps a layer index to the values where that layer differs
+ * from the model-wide head_dim / num_key_value_heads / num_attention_heads,
+ * and global_head_dim is gone. A full layer takes, in order: its
+ * per_layer_config head_dim, global_head_dim, head_dim. The engine holds one
+ * head size per layer type and one KV head count: anything else is refused. */
+static int per_layer(struct fg_g4_config *c, const cJSON *text, const char *what, struct fg_err *err)
+{
+	const cJSON *plc = get(text, NULL, "per_layer_config"), *e;
+	int hd[2], seen[2] = { 0, 0 }, t, rc, kv;
+
+	hd[FG_G4_SLIDING] = c->head_dim;
+	hd[FG_G4_FULL] = c->global_head_dim ? c->global_head_dim : c->head_dim;
+	if ((rc = get_int(text, NULL, "num_global_key_value_heads", c->n_kv_heads, 1, 1024, &kv, what, err)))
+		return rc;
+	if (kv != c->n_kv_heads)
+		return BAD("key num_global_key_value_heads = %d differs from num_key_value_heads = %d: not supported",
+			   kv, c->n_kv_heads);
+	if (!is_null(plc) && !cJSON_IsObject(plc))
+		return BAD("key per_layer_config is not an object%s", "");
+	if (is_null(plc))
+		plc = NULL;
+	cJSON_ArrayForEach(e, plc) {
+		const char *k = e->string;
+		const cJSON *f;
+		char *end = NULL;
+		long li = strtol(k, &end, 10);
+		int d;
+
+		if (!*k || *end || li < 0 || li >= c->n_layers)
+			return BAD("key per_layer_config.%s is not a layer index 0..%d", k, c->n_layers - 1);
+		if (!cJSON_IsObject(e))
+			return BAD("key per_layer_config.%s is not an object", k);
+		cJSON_ArrayForEach(f, e)
+			if (strcmp(f->string, "head_dim") && strcmp(f->string, "num_key_value_heads") &&
+			    strcmp(f->string, "num_attention_heads"))
+				return BAD("key per_layer_config.%s.%s is not supported", k, f->string);
+		if ((rc = same_or_bad(e, "num_key_value_heads", c->n_kv_heads, k, what, err)) ||
+		    (rc = same_or_bad(e, "num_attention_heads", c->n_heads, k, what, err)))
+			return rc;
+		f = cJSON_GetObjectItemCaseSensitive(e, "head_dim");
+		if (is_null(f))
+			continue;
+		if (!cJSON_IsNumber(f) || f->valuedouble != floor(f->valuedouble) || f->valuedouble < 2 ||
+		    f->valuedouble > 4096)
+			return BAD("key per_layer_config.%s.head_dim is not an integer 2..4096", k);
+		d = (int)f->valuedouble;
+		t = c->layer_type[li];
+		if (seen[t] && hd[t] != d)
+			return BAD("key per_layer_config.%s.head_dim = %d: %s layers of more than one head size are "
+				   "not supported", k, d, t == FG_G4_FULL ? "full" : "sliding");
+		hd[t] = d;
+		seen[t] = 1;
+	}
+	/* a layer without an entry keeps its type's default: all of one type must agree */
+	for (t = 0; t < 2; t++) {
+		int li, def = t == FG_G4_FULL ? (c->global_head_dim ? c->global_head_dim : c->head_dim) : c->head_dim;
+
+		if (!seen[t])
+			continue;
+		for (li = 0; li < c->n_layers; li++) {
+			char key[16];
+
+			if (c->layer_type[li] != t)
+				continue;
+			snprintf(key, sizeof(key), "%d", li);
+			e = plc ? cJSON_GetObjectItemCaseSensitive(plc, key) : NULL;
+			if ((!e || is_null(cJSON_GetObjectItemCaseSensitive(e, "head_dim"))) && def != hd[t])
+				return BAD("key per_layer_config: %s layer %d has head_dim %d, another %d: not supported",
+					   t == FG_G4_FULL ? "full" : "sliding", li, def, hd[t]);
+		}
+	}
+	c->head_dim = hd[FG_G4_SLIDING];
+	c->global_head_dim = hd[FG_G4_FULL];
+	return 0;
+}
+
 int fg_g4_config_parse(struct fg_g4_config *c, const char *json, size_t len, const char *what,
 		       struct fg_err *err)
 {
@@ -218,7 +311,7 @@ int fg_g4_config_parse(struct fg_g4_config *c, const char *json, size_t len, con
 	INT("num_attention_heads", -1, 1, 1024, &c->n_heads);
 	INT("num_key_value_heads", -1, 1, 1024, &c->n_kv_heads);
 	INT("head_dim", -1, 2, 4096, &c->head_dim);
-	INT("global_head_dim", 512, 2, 4096, &c->global_head_dim);
+	INT("global_head_dim", 0, 0, 4096, &c->global_head_dim);
 	INT("hidden_size_per_layer_input", 256, 0, 1 << 16, &c->ple_dim);
 	INT("vocab_size_per_layer_input", c->vocab, 1, 1 << 24, &c->ple_vocab);
 	INT("sliding_window", 512, 1, 1 << 24, &c->sliding_window);
@@ -228,10 +321,6 @@ int fg_g4_config_parse(struct fg_g4_config *c, const char *json, size_t len, con
 	if (c->n_heads % c->n_kv_heads) {
 		rc = BAD("key num_key_value_heads = %d does not divide num_attention_heads = %d", c->n_kv_heads,
 			 c->n_heads);
-		goto out;
-	}
-	if ((c->head_dim | c->global_head_dim) & 1) {
-		rc = BAD("key head_dim/global_head_dim = %d/%d must be even", c->head_dim, c->global_head_dim);
 		goto out;
 	}
 	if (c->n_kv_shared >= c->n_layers) {
@@ -320,6 +409,12 @@ int fg_g4_config_parse(struct fg_g4_config *c, const char *json, size_t len, con
 		}
 	}
 	c->layer_type[c->n_layers - 1] = FG_G4_FULL;
+	if ((rc = per_layer(c, text, what, err)))
+		goto out;
+	if ((c->head_dim | c->global_head_dim) & 1 || c->global_head_dim < 2) {
+		rc = BAD("key head_dim/global_head_dim = %d/%d must be even", c->head_dim, c->global_head_dim);
+		goto out;
+	}
 	v = get(text, NULL, "rope_parameters");
 	if (!is_null(v) && !cJSON_IsObject(v)) {
 		rc = BAD("key rope_parameters is not an object%s", "");

@@ -32,7 +32,7 @@ struct fg_g4_config {
 	int n_heads;            /* num_attention_heads */
 	int n_kv_heads;         /* num_key_value_heads */
 	int head_dim;           /* head_dim: sliding layers */
-	int global_head_dim;    /* global_head_dim: full layers (default 512) */
+	int global_head_dim;    /* full layers: per_layer_config, global_head_dim or head_dim */
 	int ple_dim;            /* hidden_size_per_layer_input; 0 = no per-layer embeddings */
 	int ple_vocab;          /* vocab_size_per_layer_input */
 	int sliding_window;     /* sliding_window */

@@ -419,9 +419,7 @@ static void check_f32(void)
 
 /* An E4B-shaped config.json (text_config nested, as google/gemma-4-E4B ships
  * it): the derived structure the engine and the CUDA path rely on. */
-static void check_e4b_config(void)
-{
-	static const char *json =
+static const char *e4b_json =
 		"{\"architectures\": [\"Gemma4ForConditionalGeneration\"], \"model_type\": \"gemma4\","
 		" \"eos_token_id\": [1, 106], \"vision_config\": {\"hidden_size\": 768},"
 		" \"text_config\": {\"model_type\": \"gemma4_text\", \"vocab_size\": 262144,"
@@ -437,6 +435,10 @@ static void check_e4b_config(void)
 		" \"rope_parameters\": {\"full_attention\": {\"partial_rotary_factor\": 0.25,"
 		" \"rope_theta\": 1000000.0, \"rope_type\": \"proportional\"}, \"sliding_attention\":"
 		" {\"rope_theta\": 10000.0, \"rope_type\": \"default\"}}}}";
+
+static void check_e4b_config(void)
+{
+	const char *json = e4b_json;
 	struct fg_g4_config c;
 	struct fg_err err = { 0 };
 	int rc = fg_g4_config_parse(&c, json, strlen(json), "e4b", &err), i, full = 0, ok_src = 1;
@@ -463,6 +465,66 @@ static void check_e4b_config(void)
 	ok(inv[63] > 0 && inv[64] == 0 && inv[255] == 0 && inv[0] == 1.0f,
 	   "E4B: proportional RoPE rotates 64 of 256 pairs");
 	ok(fabsf(inv[1] - (float)pow(1e6, -2.0 / 512)) < 1e-9f, "E4B: full-layer exponent divides by 512");
+}
+
+/* The E4B config with its "global_head_dim": 512 replaced by repl; parsed
+ * into c; returns the parse's code (message in err). */
+static int e4b_with(const char *repl, struct fg_g4_config *c, struct fg_err *err)
+{
+	static const char key[] = "\"global_head_dim\": 512,";
+	const char *at = strstr(e4b_json, key);
+	char *j = malloc(strlen(e4b_json) + strlen(repl) + 1);
+	size_t head, rl = strlen(repl), tail;
+	int rc;
+
+	if (!at || !j) {
+		free(j);
+		return -1;
+	}
+	head = (size_t)(at - e4b_json);
+	tail = strlen(at + strlen(key));
+
+	memcpy(j, e4b_json, head);
+	memcpy(j + head, repl, rl);
+	memcpy(j + head + rl, at + strlen(key), tail + 1);
+	rc = fg_g4_config_parse(c, j, strlen(j), "e4b", err);
+	free(j);
+	return rc;
+}
+
+/* Head sizes as transformers >= 5.15 writes them (per_layer_config, no
+ * global_head_dim), as before, and what the engine refuses. */
+static void check_per_layer_config(void)
+{
+	static const char *full5 = "\"per_layer_config\": {\"5\": {\"head_dim\": 512}, \"11\": {\"head_dim\": 512},"
+				   " \"17\": {\"head_dim\": 512}, \"23\": {\"head_dim\": 512}, \"29\": {\"head_dim\": 512},"
+				   " \"35\": {\"head_dim\": 512}, \"41\": {\"head_dim\": 512, \"num_key_value_heads\": 2}},";
+	static const struct {
+		const char *repl, *msg;
+	} bad[] = {
+		{ "\"per_layer_config\": {\"5\": {\"head_dim\": 512}},", "full layer 11 has head_dim 256, another 512" },
+		{ "\"per_layer_config\": {\"3\": {\"num_key_value_heads\": 4}},", "per_layer_config.3.num_key_value_heads differs" },
+		{ "\"per_layer_config\": {\"3\": {\"sliding_window\": 4}},", "per_layer_config.3.sliding_window is not supported" },
+		{ "\"per_layer_config\": {\"42\": {\"head_dim\": 8}},", "per_layer_config.42 is not a layer index 0..41" },
+		{ "\"per_layer_config\": {\"x\": {}},", "per_layer_config.x is not a layer index" },
+		{ "\"per_layer_config\": [],", "per_layer_config is not an object" },
+		{ "\"global_head_dim\": 513,", "must be even" },
+	};
+	struct fg_g4_config c;
+	struct fg_err err = { 0 };
+	size_t i;
+
+	is_int(e4b_with(full5, &c, &err), 0, "per_layer_config (transformers >= 5.15) parses: %s", err.msg);
+	ok(fg_g4_layer_head_dim(&c, 5) == 512 && fg_g4_layer_head_dim(&c, 41) == 512 &&
+		   fg_g4_layer_head_dim(&c, 4) == 256,
+	   "per_layer_config: full layers 512, sliding 256");
+	is_int(e4b_with("", &c, &err), 0, "no global_head_dim, no per_layer_config: parses");
+	is_int(fg_g4_layer_head_dim(&c, 5), 256, "no global_head_dim, no per_layer_config: full layers take head_dim");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memset(&err, 0, sizeof(err));
+		ok(e4b_with(bad[i].repl, &c, &err) != 0 && strstr(err.msg, bad[i].msg) && !strchr(err.msg, '\n'),
+		   "refused in one line: %s (%s)", bad[i].msg, err.msg);
+	}
 }
 
 /* A head pruned to a keepset (fgpack bake prune-head, bf16 rows): the kept
@@ -530,6 +592,7 @@ int main(void)
 	check_errors();
 	check_f32();
 	check_e4b_config();
+	check_per_layer_config();
 	check_pruned(FIX "/bf16", "bf16");
 	check_pruned(FIX "/int4", "int4");
 	return tap_done();
