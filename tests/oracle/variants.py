@@ -20,6 +20,7 @@ tests/unit/test_engine.c) and src/{modeling,configuration}_gemma4.py.
 
 usage: OUT=dir python3 variants.py
 """
+import copy
 import inspect
 import io
 import json
@@ -107,8 +108,16 @@ def build(text, seed):
         for n, b in model.named_buffers():
             if n.endswith("layer_scalar"):
                 b.copy_(torch.rand(b.shape, generator=g) * 0.8 + 0.6)
-    # the bf16 values are the model: round every tensor once
-    model = model.to(torch.bfloat16).float()
+        # the bf16 values are the model: round every weight (and layer
+        # scalar) once, in place. Not model.to(bf16).float(): that would
+        # also round the non-persistent buffers (RoPE inverse frequencies,
+        # embedding scales), which a model loaded from the file recomputes
+        # in fp32
+        for n, p in model.named_parameters():
+            p.copy_(p.to(torch.bfloat16).float())
+        for n, b in model.named_buffers():
+            if n.endswith("layer_scalar"):
+                b.copy_(b.to(torch.bfloat16).float())
     return cfg, model
 
 
@@ -147,12 +156,11 @@ def run(name, text):
     for n, p in list(model.named_parameters())[:12]:
         log("   param %-50s %s" % (n, tuple(p.shape)))
     with tempfile.TemporaryDirectory() as d:
-        model.to(torch.bfloat16).save_pretrained(d, safe_serialization=True)
+        copy.deepcopy(model).to(torch.bfloat16).save_pretrained(d, safe_serialization=True)
         for f in sorted(os.listdir(d)):
             log("   saved", f, os.path.getsize(os.path.join(d, f)))
             if f in ("config.json", "model.safetensors"):
                 FILES[name + "/" + f] = open(os.path.join(d, f), "rb").read()
-        model.float()
     meta = {"variant": name, "made_by": "transformers save_pretrained (tests/oracle/variants.py)",
             "seed": best[1], "vocab": cfg.vocab_size, "window": text["sliding_window"], "prompts": []}
     chunks, offset, V = [], 0, cfg.vocab_size
@@ -162,12 +170,22 @@ def run(name, text):
             seq = pr + gen
             full = model(input_ids=torch.tensor([seq]), use_cache=False).logits[0].float()
             argmax_ok = all(int(full[len(pr) - 1 + i].argmax()) == gen[i] for i in range(STEPS))
-            log("  %s prompt len %d: gen %s min margin %.4f argmax_consistent %s |logit| max %.2f" % (
-                name, len(pr), gen[:8], min(margins), argmax_ok, float(full.abs().max())))
+            # transformers' own cached steps against this uncached pass: the
+            # size of summation-order noise on this model
+            out = model(input_ids=torch.tensor([pr]), use_cache=True)
+            past, steps = out.past_key_values, [out.logits[0, -1]]
+            for tok in gen[:-1]:
+                out = model(input_ids=torch.tensor([[tok]]), past_key_values=past, use_cache=True)
+                past = out.past_key_values
+                steps.append(out.logits[0, -1])
+            d_cache = float((torch.stack(steps) - full[len(pr) - 1:len(pr) - 1 + STEPS]).abs().max())
+            log("  %s prompt len %d: gen %s min margin %.4f argmax_consistent %s cache_vs_full %.3g "
+                "|logit| max %.2f" % (name, len(pr), gen[:8], min(margins), argmax_ok, d_cache,
+                                      float(full.abs().max())))
             chunks.append(full.numpy().astype("<f4").tobytes())
             meta["prompts"].append({"prompt": pr, "generated": gen, "margins": margins,
                                     "positions": len(seq), "logits_offset": offset,
-                                    "check": {"argmax_consistent": argmax_ok}})
+                                    "check": {"argmax_consistent": argmax_ok, "cache_vs_full": d_cache}})
             offset += len(seq) * V
     FILES[name + "/oracle.json"] = (json.dumps(meta, indent=1) + "\n").encode()
     FILES[name + "/logits.bin"] = b"".join(chunks)

@@ -1,6 +1,7 @@
 /* test_engine.c - the CPU engine against transformers' answers for the tiny
  * Gemma 4 fixtures (tests/fixtures/oracle/, made by tests/oracle/), plus
  * thread-count and chunking determinism and the errors a user can cause. */
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -581,6 +582,32 @@ done:
 	fg_rm_tree(dir);
 }
 
+/* Every tiny model made by transformers' own save_pretrained
+ * (tests/oracle/variants.py): FIX/variants/<name>/{config.json,
+ * model.safetensors, oracle.json, logits.bin}. */
+static void check_variants(void)
+{
+	DIR *d = opendir(FIX "/variants");
+	struct dirent *de;
+	int n = 0;
+
+	ok(d != NULL, "variants folder " FIX "/variants exists");
+	while (d && (de = readdir(d))) {
+		char dir[512], js[600], bin[600];
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(dir, sizeof(dir), FIX "/variants/%s", de->d_name);
+		snprintf(js, sizeof(js), "%s/oracle.json", dir);
+		snprintf(bin, sizeof(bin), "%s/logits.bin", dir);
+		check_oracle(dir, js, bin, 0, de->d_name);
+		n++;
+	}
+	if (d)
+		closedir(d);
+	ok(n >= 3, "%d models made by transformers checked", n);
+}
+
 int main(void)
 {
 	check_oracle(FIX "/bf16", FIX "/bf16/oracle.json", FIX "/bf16/logits.bin", 0, "bf16");
@@ -593,6 +620,7 @@ int main(void)
 	check_f32();
 	check_e4b_config();
 	check_per_layer_config();
+	check_variants();
 	check_pruned(FIX "/bf16", "bf16");
 	check_pruned(FIX "/int4", "int4");
 	return tap_done();
