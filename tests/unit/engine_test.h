@@ -3,6 +3,7 @@
 #ifndef FG_ENGINE_TEST_H
 #define FG_ENGINE_TEST_H
 
+#include <dirent.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -71,6 +72,32 @@ static int prune_fixture(char *out, size_t n_out, const char *dir, const char *s
 		printf("# prune %s: %s\n", src, e.msg);
 	free(txt);
 	return rc ? -1 : 0;
+}
+
+/* Calls fn for every tiny model made by transformers' own save_pretrained
+ * (tests/oracle/variants.py) under root: root/<name>/{config.json,
+ * model.safetensors, oracle.json, logits.bin}. Returns how many. */
+static int for_each_variant(const char *root,
+			    void (*fn)(const char *dir, const char *json, const char *bin, const char *label))
+{
+	DIR *d = opendir(root);
+	struct dirent *de;
+	int n = 0;
+
+	while (d && (de = readdir(d))) {
+		char dir[512], js[600], bin[600];
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(dir, sizeof(dir), "%s/%s", root, de->d_name);
+		snprintf(js, sizeof(js), "%s/oracle.json", dir);
+		snprintf(bin, sizeof(bin), "%s/logits.bin", dir);
+		fn(dir, js, bin, de->d_name);
+		n++;
+	}
+	if (d)
+		closedir(d);
+	return n;
 }
 
 #endif

@@ -1,7 +1,6 @@
 /* test_engine.c - the CPU engine against transformers' answers for the tiny
  * Gemma 4 fixtures (tests/fixtures/oracle/, made by tests/oracle/), plus
  * thread-count and chunking determinism and the errors a user can cause. */
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -582,30 +581,9 @@ done:
 	fg_rm_tree(dir);
 }
 
-/* Every tiny model made by transformers' own save_pretrained
- * (tests/oracle/variants.py): FIX/variants/<name>/{config.json,
- * model.safetensors, oracle.json, logits.bin}. */
-static void check_variants(void)
+static void check_variant(const char *dir, const char *json, const char *bin, const char *label)
 {
-	DIR *d = opendir(FIX "/variants");
-	struct dirent *de;
-	int n = 0;
-
-	ok(d != NULL, "variants folder " FIX "/variants exists");
-	while (d && (de = readdir(d))) {
-		char dir[512], js[600], bin[600];
-
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(dir, sizeof(dir), FIX "/variants/%s", de->d_name);
-		snprintf(js, sizeof(js), "%s/oracle.json", dir);
-		snprintf(bin, sizeof(bin), "%s/logits.bin", dir);
-		check_oracle(dir, js, bin, 0, de->d_name);
-		n++;
-	}
-	if (d)
-		closedir(d);
-	ok(n >= 3, "%d models made by transformers checked", n);
+	check_oracle(dir, json, bin, 0, label);
 }
 
 int main(void)
@@ -620,7 +598,7 @@ int main(void)
 	check_f32();
 	check_e4b_config();
 	check_per_layer_config();
-	check_variants();
+	ok(for_each_variant(FIX "/variants", check_variant) >= 3, "the models made by transformers checked");
 	check_pruned(FIX "/bf16", "bf16");
 	check_pruned(FIX "/int4", "int4");
 	return tap_done();
