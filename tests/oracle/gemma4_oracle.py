@@ -20,11 +20,9 @@ Output: $OUT/oracle.tar with <variant>/oracle.json + <variant>/logits.bin
 usage: OUT=dir python3 gemma4_oracle.py FIXTURE_DIR
 """
 import inspect
-import io
 import json
 import os
 import sys
-import tarfile
 import time
 import traceback
 
@@ -226,15 +224,8 @@ def main():
         except BaseException:
             traceback.print_exc()
         # write what we have after each variant, so a late failure keeps the rest
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tf:
-            for n, b in sorted(FILES.items()):
-                ti = tarfile.TarInfo(n)
-                ti.size = len(b)
-                tf.addfile(ti, io.BytesIO(b))
-        with open(os.path.join(OUT, "oracle.tar"), "wb") as f:
-            f.write(buf.getvalue())
-        log("  wrote oracle.tar (%d files, %d bytes) at %.1fs" % (len(FILES), len(buf.getvalue()), time.time() - t0))
+        size = tg.write_tar(os.path.join(OUT, "oracle.tar"), FILES)
+        log("  wrote oracle.tar (%d files, %d bytes) at %.1fs" % (len(FILES), size, time.time() - t0))
 
 
 if __name__ == "__main__":

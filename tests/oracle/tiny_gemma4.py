@@ -152,6 +152,21 @@ def read_safetensors(path):
     return out
 
 
+def write_tar(path, files):
+    """files (name -> bytes) as one plain tar at path, names sorted; returns its size."""
+    import io
+    import tarfile
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        for n, b in sorted(files.items()):
+            ti = tarfile.TarInfo(n)
+            ti.size = len(b)
+            tf.addfile(ti, io.BytesIO(b))
+    with open(path, "wb") as f:
+        f.write(buf.getvalue())
+    return len(buf.getvalue())
+
+
 # ---- the model's tensors -------------------------------------------------
 
 def first_shared(c):

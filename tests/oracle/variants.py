@@ -22,13 +22,14 @@ usage: OUT=dir python3 variants.py
 """
 import copy
 import inspect
-import io
 import json
 import os
 import sys
-import tarfile
 import tempfile
 import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tiny_gemma4 as tg  # noqa: E402
 
 OUT = os.environ.get("OUT", "/tmp/variants_out")
 FILES = {}
@@ -209,14 +210,7 @@ def main():
             run(name, text)
         except BaseException:
             traceback.print_exc()
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tf:
-        for n, b in sorted(FILES.items()):
-            ti = tarfile.TarInfo(n)
-            ti.size = len(b)
-            tf.addfile(ti, io.BytesIO(b))
-    with open(os.path.join(OUT, "variants.tar"), "wb") as f:
-        f.write(buf.getvalue())
+    tg.write_tar(os.path.join(OUT, "variants.tar"), FILES)
     log("wrote variants.tar: %d files" % len(FILES))
     return 0
 
