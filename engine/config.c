@@ -200,26 +200,26 @@ static int same_or_bad(const cJSON *o, const char *key, int want, const char *la
 }
 
 /* Head sizes per layer. Configs written by transformers before 5.15 carry
- * global_head_dim (full layers) and num_global_key_value_heads; from 5.15 on,
- * per_layer_config maps a layer index to the values where that layer differs
- * from the model-wide head_dim / num_key_value_heads / num_attention_heads,
- * and global_head_dim is gone. A full layer takes, in order: its
- * per_layer_config head_dim, global_head_dim, head_dim. The engine holds one
- * head size per layer type and one KV head count: anything else is refused. */
+ * global_head_dim (full layers); from 5.15 on, per_layer_config maps a layer
+ * index to the values where that layer differs from the model-wide head_dim
+ * / num_key_value_heads / num_attention_heads, and global_head_dim is gone.
+ * The engine holds one head size per layer type and one KV head count:
+ * anything else is refused. */
 static int per_layer(struct fg_g4_config *c, const cJSON *text, const char *what, struct fg_err *err)
 {
 	const cJSON *plc = get(text, NULL, "per_layer_config"), *e;
-	int hd[2], seen[2] = { 0, 0 }, t, rc, kv;
+	int hd[2], seen[2] = { 0, 0 }, t, rc, def_full;
 
-	hd[FG_G4_SLIDING] = c->head_dim;
-	hd[FG_G4_FULL] = c->global_head_dim ? c->global_head_dim : c->head_dim;
-	if ((rc = get_int(text, NULL, "num_global_key_value_heads", c->n_kv_heads, 1, 1024, &kv, what, err)))
-		return rc;
-	if (kv != c->n_kv_heads)
-		return BAD("key num_global_key_value_heads = %d differs from num_key_value_heads = %d: not supported",
-			   kv, c->n_kv_heads);
 	if (!is_null(plc) && !cJSON_IsObject(plc))
 		return BAD("key per_layer_config is not an object%s", "");
+	/* as Gemma4TextConfig.__post_init__ (5.17): without per_layer_config,
+	 * full layers take global_head_dim (512 when absent); with it,
+	 * global_head_dim is not read and a layer without an entry keeps
+	 * head_dim. num_global_key_value_heads only counts with
+	 * attention_k_eq_v, which is refused earlier. */
+	def_full = is_null(plc) ? (c->global_head_dim ? c->global_head_dim : 512) : c->head_dim;
+	hd[FG_G4_SLIDING] = c->head_dim;
+	hd[FG_G4_FULL] = def_full;
 	if (is_null(plc))
 		plc = NULL;
 	cJSON_ArrayForEach(e, plc) {
@@ -256,7 +256,7 @@ static int per_layer(struct fg_g4_config *c, const cJSON *text, const char *what
 	}
 	/* a layer without an entry keeps its type's default: all of one type must agree */
 	for (t = 0; t < 2; t++) {
-		int li, def = t == FG_G4_FULL ? (c->global_head_dim ? c->global_head_dim : c->head_dim) : c->head_dim;
+		int li, def = t == FG_G4_FULL ? def_full : c->head_dim;
 
 		if (!seen[t])
 			continue;

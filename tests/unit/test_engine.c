@@ -519,7 +519,14 @@ static void check_per_layer_config(void)
 		   fg_g4_layer_head_dim(&c, 4) == 256,
 	   "per_layer_config: full layers 512, sliding 256");
 	is_int(e4b_with("", &c, &err), 0, "no global_head_dim, no per_layer_config: parses");
-	is_int(fg_g4_layer_head_dim(&c, 5), 256, "no global_head_dim, no per_layer_config: full layers take head_dim");
+	is_int(fg_g4_layer_head_dim(&c, 5), 512, "no global_head_dim, no per_layer_config: full layers 512 (transformers' default)");
+	is_int(e4b_with("\"per_layer_config\": {},", &c, &err), 0, "per_layer_config {}: parses");
+	is_int(fg_g4_layer_head_dim(&c, 5), 256, "per_layer_config without entries: full layers keep head_dim");
+	is_int(e4b_with("\"per_layer_config\": {}, \"global_head_dim\": 128,", &c, &err), 0,
+	       "per_layer_config beside global_head_dim: parses");
+	is_int(fg_g4_layer_head_dim(&c, 5), 256, "per_layer_config present: global_head_dim not read (as transformers)");
+	is_int(e4b_with("\"num_global_key_value_heads\": 4,", &c, &err), 0,
+	       "num_global_key_value_heads without attention_k_eq_v: ignored, as transformers");
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		memset(&err, 0, sizeof(err));
 		ok(e4b_with(bad[i].repl, &c, &err) != 0 && strstr(err.msg, bad[i].msg) && !strchr(err.msg, '\n'),
