@@ -836,6 +836,14 @@ static int open_shard(struct fg_st_writer *w, size_t i, struct fg_err *err)
 		if (w->fd < 0)
 			rc = fg_err_set(err, FG_EIO, "create %s: %s", p.data, strerror(errno));
 	}
+	/* The file's whole size is known: reserve its blocks now, in one call,
+	 * instead of block by block as the pages are written back (less kernel
+	 * time per write here: docs/bench.md, "bake int4"), and run out of disk
+	 * space here rather than half-way. Not every file system can. */
+	if (!rc && fallocate(w->fd, 0, 0, (off_t)(8 + hdr.len + w->sh[i].data_bytes)) &&
+	    errno != EOPNOTSUPP && errno != ENOSYS)
+		rc = fg_err_set(err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "create %s: %s", p.data,
+				strerror(errno));
 	if (!rc) {
 		w->cur = i;
 		w->opened = i + 1;
