@@ -1,12 +1,12 @@
 /* sha256.c - SHA-256 through OpenSSL EVP, hex helpers, a whole-file reader
- * (O_DIRECT + AIO) and a hashing thread. */
+ * (O_DIRECT + AIO) and a hashing thread (on lib/ring.h). */
 #include "sha256.h"
 #include "fsutil.h"
+#include "ring.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/aio_abi.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -470,61 +470,31 @@ int fg_sha256_hex_valid(const char *s)
 	return s[FG_SHA256_HEX_LEN] == '\0';
 }
 
-/* ---- the hashing thread ---- */
+/* ---- the hashing thread: a ring (lib/ring.h) whose pieces are hashed ---- */
 
 #define PIPE_SLOTS 64
 
-struct pipe_item {
-	const void *data;
-	size_t len;
-	char *hex; /* non-NULL: end the digest here */
-};
-
 struct fg_sha256_pipe {
-	pthread_t th;
-	pthread_mutex_t m;
-	pthread_cond_t cv_work, cv_done;
-	struct pipe_item q[PIPE_SLOTS];
-	uint64_t queued, done; /* pieces numbered 1..queued; 1..done are hashed */
-	int stop;
-	int rc;                /* first error; set by the thread */
-	struct fg_err err;
+	struct fg_ring *ring;
 	struct fg_sha256 *h;
 };
 
-static void *pipe_main(void *arg)
+/* arg non-NULL: end the digest after the piece, its hex to arg */
+static int pipe_piece(void *ctx, const struct fg_ring_item *it, struct fg_err *err)
 {
-	struct fg_sha256_pipe *p = arg;
+	struct fg_sha256_pipe *p = ctx;
+	int rc = 0;
 
-	pthread_mutex_lock(&p->m);
-	for (;;) {
-		struct pipe_item it;
-		int rc = 0;
+	if (it->len)
+		rc = fg_sha256_update(p->h, it->data, it->len, err);
+	if (!rc && it->arg) {
+		uint8_t d[FG_SHA256_LEN];
 
-		while (p->done == p->queued && !p->stop)
-			pthread_cond_wait(&p->cv_work, &p->m);
-		if (p->done == p->queued)
-			break;
-		it = p->q[p->done % PIPE_SLOTS];
-		rc = p->rc;
-		pthread_mutex_unlock(&p->m);
-		if (!rc && it.len)
-			rc = fg_sha256_update(p->h, it.data, it.len, &p->err);
-		if (!rc && it.hex) {
-			uint8_t d[FG_SHA256_LEN];
-
-			rc = fg_sha256_final(p->h, d, &p->err);
-			if (!rc)
-				fg_hex_encode(d, sizeof(d), it.hex);
-		}
-		pthread_mutex_lock(&p->m);
-		if (rc && !p->rc)
-			p->rc = rc;
-		p->done++;
-		pthread_cond_broadcast(&p->cv_done);
+		rc = fg_sha256_final(p->h, d, err);
+		if (!rc)
+			fg_hex_encode(d, sizeof(d), it->arg);
 	}
-	pthread_mutex_unlock(&p->m);
-	return NULL;
+	return rc;
 }
 
 int fg_sha256_pipe_new(struct fg_sha256_pipe **out, struct fg_err *err)
@@ -536,98 +506,52 @@ int fg_sha256_pipe_new(struct fg_sha256_pipe **out, struct fg_err *err)
 	if (!p)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	rc = fg_sha256_new(&p->h, err);
+	if (!rc && fg_ring_new(&p->ring, PIPE_SLOTS, pipe_piece, p, err))
+		rc = fg_err_set(err, FG_ENOMEM, "cannot start a hashing thread");
 	if (rc) {
-		free(p);
-		return rc;
-	}
-	pthread_mutex_init(&p->m, NULL);
-	pthread_cond_init(&p->cv_work, NULL);
-	pthread_cond_init(&p->cv_done, NULL);
-	if (pthread_create(&p->th, NULL, pipe_main, p)) {
-		pthread_mutex_destroy(&p->m);
-		pthread_cond_destroy(&p->cv_work);
-		pthread_cond_destroy(&p->cv_done);
 		fg_sha256_free(p->h);
 		free(p);
-		return fg_err_set(err, FG_ENOMEM, "cannot start a hashing thread");
+		return rc;
 	}
 	*out = p;
 	return 0;
 }
 
-static int pipe_put(struct fg_sha256_pipe *p, const void *data, size_t len, char *hex,
-		    uint64_t *seq, struct fg_err *err)
-{
-	int rc;
-
-	pthread_mutex_lock(&p->m);
-	while (p->queued - p->done == PIPE_SLOTS && !p->rc)
-		pthread_cond_wait(&p->cv_done, &p->m);
-	rc = p->rc;
-	if (!rc) {
-		struct pipe_item *it = &p->q[p->queued % PIPE_SLOTS];
-
-		it->data = data;
-		it->len = len;
-		it->hex = hex;
-		p->queued++;
-		if (seq)
-			*seq = p->queued;
-		pthread_cond_signal(&p->cv_work);
-	} else if (err) {
-		*err = p->err;
-	}
-	pthread_mutex_unlock(&p->m);
-	return rc;
-}
-
 int fg_sha256_pipe_update(struct fg_sha256_pipe *p, const void *data, size_t len, uint64_t *seq,
 			  struct fg_err *err)
 {
-	return pipe_put(p, data, len, NULL, seq, err);
+	struct fg_ring_item it = { data, len, NULL, 0 };
+
+	return fg_ring_put(p->ring, &it, seq, err);
 }
 
 int fg_sha256_pipe_final(struct fg_sha256_pipe *p, char *hex, uint64_t *seq, struct fg_err *err)
 {
-	return pipe_put(p, NULL, 0, hex, seq, err);
+	struct fg_ring_item it = { NULL, 0, hex, 0 };
+
+	return fg_ring_put(p->ring, &it, seq, err);
 }
 
 uint64_t fg_sha256_pipe_last(const struct fg_sha256_pipe *p)
 {
-	return p->queued; /* written only by the caller's own thread */
+	return fg_ring_last(p->ring);
 }
 
 int fg_sha256_pipe_wait(struct fg_sha256_pipe *p, uint64_t seq, struct fg_err *err)
 {
-	int rc;
-
-	pthread_mutex_lock(&p->m);
-	while (p->done < seq && p->done < p->queued)
-		pthread_cond_wait(&p->cv_done, &p->m);
-	rc = p->rc;
-	if (rc && err)
-		*err = p->err;
-	pthread_mutex_unlock(&p->m);
-	return rc;
+	return fg_ring_wait(p->ring, seq, err);
 }
 
 int fg_sha256_pipe_drain(struct fg_sha256_pipe *p, struct fg_err *err)
 {
-	return fg_sha256_pipe_wait(p, p->queued, err);
+	return fg_ring_wait(p->ring, fg_ring_last(p->ring), err);
 }
 
 void fg_sha256_pipe_free(struct fg_sha256_pipe *p)
 {
 	if (!p)
 		return;
-	pthread_mutex_lock(&p->m);
-	p->stop = 1;
-	pthread_cond_signal(&p->cv_work);
-	pthread_mutex_unlock(&p->m);
-	pthread_join(p->th, NULL);
-	pthread_mutex_destroy(&p->m);
-	pthread_cond_destroy(&p->cv_work);
-	pthread_cond_destroy(&p->cv_done);
+	fg_ring_free(p->ring); /* hashes what is queued first */
 	fg_sha256_free(p->h);
 	free(p);
 }

@@ -10,7 +10,6 @@
 #include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +18,7 @@
 #include <zstd.h>
 
 #include "fsutil.h"
+#include "ring.h"
 #include "sha256.h"
 
 #define IO_CHUNK ((size_t)1 << 20)
@@ -177,12 +177,6 @@ struct fg_tarball_writer {
 #define W_STAGES 2 /* stages for small writes, likewise */
 #define ZQ 16
 
-struct zpiece {
-	const char *data;
-	size_t len;
-	int end;
-};
-
 /* State shared by libarchive's write callback. The calling thread reads
  * files, makes the tar stream and hashes it; zstd (one stream, no zstd
  * workers) compresses and writes on a thread of its own when threaded, so
@@ -206,15 +200,10 @@ struct wsink {
 	unsigned long long tar_len;          /* tar bytes so far */
 	struct fg_err *err;
 	int failed;
-	/* the compressing thread */
-	int threaded, started;
-	pthread_t th;
-	pthread_mutex_t m;
-	pthread_cond_t cv_work, cv_done;
-	struct zpiece q[ZQ];
-	uint64_t queued, done; /* pieces numbered 1..queued; 1..done compressed */
-	int stop, zrc;
-	struct fg_err zerr;
+	/* the compressing thread: pieces go through a ring (lib/ring.h);
+	 * NULL: compress on the calling thread */
+	int threaded;
+	struct fg_ring *zring;
 };
 
 int fg_tarball_writer_new(struct fg_tarball_writer **out, int level, long long mtime,
@@ -384,109 +373,41 @@ static int compress_now(struct wsink *s, const void *data, size_t len, int end, 
 	}
 }
 
-static void *zthread_main(void *arg)
+/* A piece on the compressing thread; flags 1: end the frame. */
+static int zpiece(void *ctx, const struct fg_ring_item *it, struct fg_err *err)
 {
-	struct wsink *s = arg;
-
-	pthread_mutex_lock(&s->m);
-	for (;;) {
-		struct zpiece it;
-		int rc;
-
-		while (s->done == s->queued && !s->stop)
-			pthread_cond_wait(&s->cv_work, &s->m);
-		if (s->done == s->queued)
-			break;
-		it = s->q[s->done % ZQ];
-		rc = s->zrc;
-		pthread_mutex_unlock(&s->m);
-		if (!rc)
-			rc = compress_now(s, it.data, it.len, it.end, &s->zerr);
-		pthread_mutex_lock(&s->m);
-		if (rc && !s->zrc)
-			s->zrc = rc;
-		s->done++;
-		pthread_cond_broadcast(&s->cv_done);
-	}
-	pthread_mutex_unlock(&s->m);
-	return NULL;
+	return compress_now(ctx, it->data, it->len, it->flags, err);
 }
 
-static int zthread_start(struct wsink *s, struct fg_err *err)
+static void zthread_start(struct wsink *s)
 {
-	pthread_mutex_init(&s->m, NULL);
-	pthread_cond_init(&s->cv_work, NULL);
-	pthread_cond_init(&s->cv_done, NULL);
-	if (pthread_create(&s->th, NULL, zthread_main, s)) {
-		s->threaded = 0; /* compress on this thread then: same bytes */
-		return 0;
-	}
-	(void)err;
-	s->started = 1;
-	return 0;
+	if (fg_ring_new(&s->zring, ZQ, zpiece, s, NULL))
+		s->zring = NULL; /* compress on this thread then: same bytes */
 }
 
 static void zthread_stop(struct wsink *s)
 {
-	if (!s->started)
-		return;
-	pthread_mutex_lock(&s->m);
-	s->stop = 1;
-	pthread_cond_signal(&s->cv_work);
-	pthread_mutex_unlock(&s->m);
-	pthread_join(s->th, NULL);
-	pthread_mutex_destroy(&s->m);
-	pthread_cond_destroy(&s->cv_work);
-	pthread_cond_destroy(&s->cv_done);
-	s->started = 0;
+	fg_ring_free(s->zring); /* compresses what is queued first */
+	s->zring = NULL;
 }
 
 /* Hands a piece to the compressor; *seq gets its number (0 when it was
  * compressed at once). data must stay unchanged until zwait(seq). */
 static int zput(struct wsink *s, const void *data, size_t len, int end, uint64_t *seq)
 {
-	int rc;
+	struct fg_ring_item it = { data, len, NULL, end };
 
 	if (seq)
 		*seq = 0;
-	if (!s->started)
+	if (!s->zring)
 		return compress_now(s, data, len, end, s->err);
-	pthread_mutex_lock(&s->m);
-	while (s->queued - s->done == ZQ && !s->zrc)
-		pthread_cond_wait(&s->cv_done, &s->m);
-	rc = s->zrc;
-	if (!rc) {
-		struct zpiece *it = &s->q[s->queued % ZQ];
-
-		it->data = data;
-		it->len = len;
-		it->end = end;
-		s->queued++;
-		if (seq)
-			*seq = s->queued;
-		pthread_cond_signal(&s->cv_work);
-	} else if (s->err) {
-		*s->err = s->zerr;
-	}
-	pthread_mutex_unlock(&s->m);
-	return rc;
+	return fg_ring_put(s->zring, &it, seq, s->err);
 }
 
 /* Waits until pieces up to seq are compressed (their buffers free). */
 static int zwait(struct wsink *s, uint64_t seq)
 {
-	int rc;
-
-	if (!s->started)
-		return 0;
-	pthread_mutex_lock(&s->m);
-	while (s->done < seq && !s->zrc)
-		pthread_cond_wait(&s->cv_done, &s->m);
-	rc = s->zrc;
-	if (rc && s->err)
-		*s->err = s->zerr;
-	pthread_mutex_unlock(&s->m);
-	return rc;
+	return s->zring ? fg_ring_wait(s->zring, seq, s->err) : 0;
 }
 
 /* The next buffer to read file data into, once the compressor is done with it. */
@@ -731,7 +652,7 @@ int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint
 	}
 	opened = 1;
 	if (s.threaded)
-		zthread_start(&s, err);
+		zthread_start(&s);
 	a = archive_write_new();
 	if (!a || archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
 	    archive_write_add_filter_none(a) != ARCHIVE_OK ||
@@ -765,7 +686,7 @@ int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint
 	if (!rc)
 		rc = zput(&s, NULL, 0, 1, NULL);
 	if (!rc)
-		rc = zwait(&s, s.queued);
+		rc = zwait(&s, s.zring ? fg_ring_last(s.zring) : 0);
 	zthread_stop(&s);
 	if (!rc)
 		rc = fg_sha256_final(s.id, id, err);
