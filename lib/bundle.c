@@ -688,8 +688,9 @@ int fg_bundle_scan(struct fg_bundle **out, const char *fgb, struct fg_err *err)
 	return fg_bundle_scan_id(out, fgb, NULL, err);
 }
 
-int fg_bundle_scan_id(struct fg_bundle **out, const char *fgb, const char *expect_id,
-		      struct fg_err *err)
+/* want_id 0 (no expected id only): member digests alone, b->id "" */
+static int scan(struct fg_bundle **out, const char *fgb, const char *expect_id, int want_id,
+		struct fg_err *err)
 {
 	struct fg_bundle *b = calloc(1, sizeof(*b));
 	struct collect c = { NULL, 0, 0 };
@@ -711,10 +712,13 @@ int fg_bundle_scan_id(struct fg_bundle **out, const char *fgb, const char *expec
 		rc = fg_json_parse(&b->meta, text.data, text.len, "bundle.json", err);
 	if (!rc) {
 		id_pass_opts(&o, expect_id);
-		rc = corrupt(fg_tarball_scan_opts(fgb, &o, collect_entry, &c, id, err), fgb, err);
+		rc = corrupt(fg_tarball_scan_opts(fgb, &o, collect_entry, &c,
+						  expect_id || want_id ? id : NULL, err),
+			     fgb, err);
 	}
 	if (!rc) {
-		fg_hex_encode(id, 32, b->id);
+		if (expect_id || want_id)
+			fg_hex_encode(id, 32, b->id);
 		rc = compare(b, &c, err);
 	}
 	if (!rc && expect_id) {
@@ -735,6 +739,17 @@ int fg_bundle_scan_id(struct fg_bundle **out, const char *fgb, const char *expec
 	if (b->n_problems)
 		return fg_err_set(err, FG_EMISMATCH, "%s: %s", b->problems[0].path, b->problems[0].what);
 	return 0;
+}
+
+int fg_bundle_scan_id(struct fg_bundle **out, const char *fgb, const char *expect_id,
+		      struct fg_err *err)
+{
+	return scan(out, fgb, expect_id, 1, err);
+}
+
+int fg_bundle_scan_files(struct fg_bundle **out, const char *fgb, struct fg_err *err)
+{
+	return scan(out, fgb, NULL, 0, err);
 }
 
 void fg_bundle_free(struct fg_bundle *b)

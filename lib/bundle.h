@@ -114,6 +114,12 @@ int fg_bundle_open_id(struct fg_bundle **out, const char *fgb, const char *dest,
 int fg_bundle_scan_id(struct fg_bundle **out, const char *fgb, const char *expect_id,
 		      struct fg_err *err);
 
+/* fg_bundle_scan_id without an expected id and without the id: the member
+ * digests against bundle.json are the whole check, one hashing pass over
+ * the member contents; the tar stream is not hashed (b->id is ""). What
+ * proves the files without a trusted id, at half the hashing. */
+int fg_bundle_scan_files(struct fg_bundle **out, const char *fgb, struct fg_err *err);
+
 /* Like fg_bundle_open but writes nothing: decompresses and hashes every
  * member in one pass (b->dir is NULL). The fastest full check. */
 int fg_bundle_scan(struct fg_bundle **out, const char *fgb, struct fg_err *err);
