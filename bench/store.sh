@@ -6,6 +6,8 @@
 # (`openssl speed -evp sha256`, measured in the same run). fgpack reads blobs
 # with O_DIRECT (from the disk: the page cache state does not matter to it);
 # sha256sum reads them warm from the page cache.
+# Also the fixed cost (`store verify` of an empty store: start, OpenSSL) and
+# the ceiling they leave: bytes / (the hash alone + the fixed cost).
 # STORE_BENCH_MB (default 512) total size, split into STORE_BENCH_FILES (default 4).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,17 +37,21 @@ timed() { /usr/bin/time -f '%e %U %S' -o "$work/.t" "$@" >/dev/null; awk '{print
 # warm the page cache once (for sha256sum; fgpack reads around it)
 cat "$FGPACK_HOME"/blobs/sha256/*/* >/dev/null
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
-: >"$work/t_fg"; : >"$work/t_sum"; : >"$work/t_fg2"
+: >"$work/t_fg"; : >"$work/t_sum"; : >"$work/t_fg2"; : >"$work/t_empty"
+mkdir -p "$work/empty"
+FGPACK_HOME="$work/empty" "$FGPACK" store path >/dev/null
 r=0
 while [ $r -lt "$runs" ]; do
 	out="$work/t_fg" timed "$FGPACK" store verify -j 1
 	out="$work/t_sum" timed sha256sum "$FGPACK_HOME"/blobs/sha256/*/*
 	out="$work/t_fg2" timed "$FGPACK" store verify -j 2
+	out="$work/t_empty" timed env FGPACK_HOME="$work/empty" "$FGPACK" store verify -j 1
 	r=$((r + 1))
 done
 fgw=$(cut -d' ' -f1 "$work/t_fg" | median); fgc=$(cut -d' ' -f2 "$work/t_fg" | median)
 f2w=$(cut -d' ' -f1 "$work/t_fg2" | median); f2c=$(cut -d' ' -f2 "$work/t_fg2" | median)
 sw=$(cut -d' ' -f1 "$work/t_sum" | median); sc=$(cut -d' ' -f2 "$work/t_sum" | median)
+ec=$(cut -d' ' -f2 "$work/t_empty" | median)
 rate() { echo "$bytes / $1 / 1000000000" | bc -l; }
 openssl_rate=$(openssl speed -evp sha256 -bytes 16384 -seconds 1 2>/dev/null | awk '/^sha256/ {print $NF}' | tr -d k)
 ossl=$(echo "${openssl_rate:-0} * 1000 / 1000000000" | bc -l)
@@ -57,3 +63,5 @@ printf '%-28s wall %7.3f s %6.2f GB/s   cpu %7.3f s %6.2f GB/s per core\n' "sha2
 printf 'fgpack -j 1 over sha256sum: wall %.2fx faster, cpu %.2fx less\n' "$(echo "$sw / $fgw" | bc -l)" "$(echo "$sc / $fgc" | bc -l)"
 printf 'openssl speed -evp sha256 (16 KiB blocks, the hash alone, same run): %.2f GB/s; fgpack per core reaches %.0f%% of it\n' "$ossl" "$(echo "100 * $(rate "$fgc") / ($ossl + 0.000001)" | bc -l)"
 printf 'target (issue #2) store verify >= 1.50 GB per CPU-second: %.2f -> %s\n' "$(rate "$fgc")" "$(echo "$(rate "$fgc") >= 1.5" | bc -l | sed 's/1/MET/; s/0/not met/')"
+printf 'fixed cost (store verify of an empty store): %.3f CPU-s; the hash alone + that = a ceiling of %.2f GB per CPU-second on these bytes\n' \
+	"$ec" "$(echo "$bytes / ($bytes / ($ossl * 1000000000 + 1) + $ec) / 1000000000" | bc -l)"

@@ -72,6 +72,23 @@ check_grep "unlisted member: named" 'smuggled.py: in the archive but not in bund
 
 head -c 40000 "$WORK/a.fgb" >"$WORK/trunc.fgb"
 check_exit "truncated bundle: exit 3" 3 "$FGPACK" verify "$WORK/trunc.fgb" --summary -
+# a flipped byte in the compressed stream, inside the raw (stored) block of
+# random weights: zstd's frame checksum is not checked when every byte is
+# hashed anyway, so it is the member digest, or the id, that must catch it
+python3 - "$WORK/a.fgb" "$WORK/zflip.fgb" "$M/sub/weights.bin" <<'EOF'
+import sys
+d = bytearray(open(sys.argv[1], "rb").read())
+w = open(sys.argv[3], "rb").read()
+at = d.find(w[1000000:1000064])  # stored verbatim: random bytes do not compress
+assert at > 0
+d[at + 7] ^= 0x01
+open(sys.argv[2], "wb").write(d)
+EOF
+"$FGPACK" verify "$WORK/zflip.fgb" --summary - >"$WORK/zflip.out" 2>&1
+check "flipped compressed byte: exit code 3" [ $? -eq 3 ]
+check_grep "flipped compressed byte: names the file" 'components/model/sub/weights.bin: sha256 differs' "$WORK/zflip.out"
+check_exit "flipped compressed byte, --id: exit 3" 3 "$FGPACK" verify "$WORK/zflip.fgb" --id "$(cat "$WORK/a.id")" --summary -
+check "zstd itself still sees it (its frame checksum)" sh -c "! zstd -t -q '$WORK/zflip.fgb' 2>/dev/null"
 
 # tar-slip inside a bundle: refused, nothing written above the temp folder
 python3 - "$WORK/slip.tar" <<'EOF'
