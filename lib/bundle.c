@@ -706,7 +706,9 @@ static int scan(struct fg_bundle **out, const char *fgb, const char *expect_id, 
 	rc = set_expect(b, expect_id, err);
 	if (!rc)
 		rc = fg_tarball_read_member(fgb, FG_BUNDLE_JSON, FG_BUNDLE_JSON_MAX, &text, err);
-	if (rc == FG_ENOTFOUND)
+	/* not found: the member, unless the archive itself is missing (then the
+	 * open error stands: a failure, not a mismatch) */
+	if (rc == FG_ENOTFOUND && !access(fgb, F_OK))
 		rc = fg_err_set(err, FG_EMISMATCH, "bundle %s: no bundle.json", fgb);
 	if (!rc)
 		rc = fg_json_parse(&b->meta, text.data, text.len, "bundle.json", err);

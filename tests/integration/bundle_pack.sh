@@ -54,6 +54,7 @@ check_grep "flipped byte, --id: names the file" 'components/model/sub/weights.bi
 check_grep "flipped byte, --id: and the id" "[(]archive[)]: bundle id .* is not the expected $(cat "$WORK/a.id")" "$WORK/flipid.out"
 check_exit "verify --id of another bundle: exit 3" 3 "$FGPACK" verify a.fgb --id 0000000000000000000000000000000000000000000000000000000000000000 --summary -
 check_exit "verify --id that is not a sha256: usage" 2 "$FGPACK" verify a.fgb --id abc
+check_exit "verify --no-replay of a missing file: exit 1, not a mismatch" 1 "$FGPACK" verify "$WORK/none.fgb" --no-replay --summary -
 
 # an extra member that bundle.json does not list
 python3 - "$WORK/flip.tar" "$WORK/extra.tar" <<'EOF'
