@@ -24,7 +24,9 @@
  *     token, measured before in the same run) adds the ratios;
  *     FG_BENCH_E4B_K12=DIR the same on that checkpoint with its head pruned
  *     to a 12k keepset (fgpack bake prune-head --head int4), the issue's
- *     benchmark model.
+ *     benchmark model; FG_BENCH_E4B_LEVELS="0 1 2" runs the fma engine on it
+ *     again at each of those L2 prefetch levels (FG_PREFETCH, fg_kernels.h).
+ * The synthetic step is also timed at each L2 prefetch level.
  * FG_BENCH_PROFILE=1 times nothing: two direct steps per kernel, for ncu.
  * `engine_gpu --probe` only says whether there is a device (exit 0) or not.
  * Timing: warm-up steps first (FG_BENCH_WARM, default 64), then FG_BENCH_STEPS
@@ -217,6 +219,7 @@ static void full_step(void *arg)
 
 	(void)arg;
 	CK(fg_k_embed(ctx, S.h, S.emb, S.id, HIDDEN, 50.596443f, &err));
+	fg_kint4_prefetch(ctx, L[0].qkv ? L[0].qkv : L[0].q, 0, 1);
 	CK(fg_k_int4_matvec(ctx, S.plproj, plp, S.h, 1, &err));
 	CK(fg_k_ple(ctx, S.pl, S.ple_tab, S.id, S.plproj, S.nw_ple, LAYERS, PLE, 16.0f, 1.0f / 50.596443f, eps, &err));
 	CK(fg_k_rmsnorm(ctx, S.xn, S.h, S.nw_in, 1, HIDDEN, eps, &err));
@@ -225,14 +228,17 @@ static void full_step(void *arg)
 		int src = l < 24 ? l : is_full(l) ? 23 : 22; /* shared layers read layer 22's / 23's cache */
 		int cap = is_full(l) ? 4096 : 512, hq = 8, hk = 2;
 
-		/* the engine's sequence (engine/cuda.c forward) */
+		/* the engine's sequence (engine/cuda.c forward), its L2 prefetches too */
+		fg_kint4_prefetch(ctx, y->o, 0, 1);
 		CK(fg_k_int4_matvec(ctx, S.qkv, y->qkv ? y->qkv : y->q, S.xn, 1, &err));
 		CK(fg_k_qkv_post(ctx, S.qkv, hq, l < 24 ? hk : 0, y->hd, S.nw_q, S.nw_k, inv_tab[is_full(l)], S.pos,
 				 l < 24 ? S.kc[l] : NULL, l < 24 ? S.vc[l] : NULL, cap, eps, &err));
 		CK(fg_k_attn_decode(ctx, S.att, S.qkv, S.kc[src], S.vc[src], hq, hk, y->hd, cap, S.pos, 1.0f, &err));
 		CK(fg_k_int4_matvec(ctx, S.o, y->o, S.att, 1, &err));
 		CK(fg_k_residual_norm(ctx, S.h, S.o, S.nw_post, 1.0f, S.xn, S.nw_in, HIDDEN, eps, &err));
+		fg_kint4_prefetch(ctx, y->down, 0, 1);
 		CK(fg_k_int4_matvec(ctx, S.gu, y->gu, S.xn, 1, &err));
+		fg_kint4_prefetch(ctx, l + 1 < LAYERS ? (L[l + 1].qkv ? L[l + 1].qkv : L[l + 1].q) : head, 0, 1);
 		CK(fg_k_int4_matvec_geglu(ctx, S.o, y->down, S.gu, S.gu + FFN, &err));
 		CK(fg_k_rmsnorm_residual(ctx, S.h, S.o, S.nw_post, HIDDEN, eps, 1.0f, &err));
 		CK(fg_k_int4_matvec(ctx, S.plg, y->pg, S.h, 1, &err));
@@ -307,30 +313,49 @@ static void engine_model(const char *dir)
  * load, 64 one-token prompts as warm-up (graph capture, first touch), then
  * FG_BENCH_REPS greedy decodes of `steps` new tokens from a one-token
  * prompt, median ms per token. step_bytes: the bytes one step reads. */
-static void engine_e4b(const char *dir, double read_gbs, const double *body_bytes, double hf_ms)
+/* levels: NULL, or L2 prefetch levels ("0 1 2") at which the fma engine runs
+ * again after the two kinds (FG_PREFETCH set before each load) */
+static void engine_e4b(const char *dir, double read_gbs, const double *body_bytes, double hf_ms, const char *levels)
 {
 	const char *kn[2] = {"fma", "mma"};
+	char lv[8];
+	int nl = 0, runs;
+	const char *env_pf = getenv("FG_PREFETCH");
+
+	for (const char *c = levels; c && *c && nl < 8; c++)
+		if (*c >= '0' && *c <= '2')
+			lv[nl++] = *c;
+	runs = 2 + nl;
 
 	printf("\nengine (fg_engine_generate_ids, what `fgpack run --device cuda` runs: argmax on the GPU) on the "
 	       "E4B-shaped INT4 g128 checkpoint %s:\n",
 	       dir);
-	for (int kind = 0; kind < 2; kind++) {
+	for (int run = 0; run < runs; run++) {
 		struct fg_engine_opts o = {1, 0, 0, FG_DEVICE_CUDA};
 		struct fg_engine *e;
 		struct gen g;
 		double t0, ms[32], bytes;
-		int32_t one = 2;
+		int32_t one = 2, kind = run < 2 ? run : 0;
+		char lbl[48];
 
+		if (run >= 2) {
+			char v[2] = {lv[run - 2], 0};
+
+			setenv("FG_PREFETCH", v, 1);
+			snprintf(lbl, sizeof(lbl), "fma, L2 prefetch level %c", lv[run - 2]);
+		} else {
+			snprintf(lbl, sizeof(lbl), "%s", kn[kind]);
+		}
 		setenv("FG_INT4_KERNEL", kn[kind], 1);
 		t0 = now();
 		CK(fg_engine_load(&e, dir, &o, &err));
-		printf("  %s: loaded in %.1f s (%s)\n", kn[kind], now() - t0, fg_engine_device(e));
+		printf("  %s: loaded in %.1f s (%s)\n", lbl, now() - t0, fg_engine_device(e));
 		t0 = now();
 		for (int i = 0; i < warm; i++) {
 			one = 2 + i;
 			CK(fg_engine_generate_ids(e, &one, 1, 1, NULL, NULL, &err));
 		}
-		printf("  %s: %d one-token prompts of warm-up in %.2f s\n", kn[kind], warm, now() - t0);
+		printf("  %s: %d one-token prompts of warm-up in %.2f s\n", lbl, warm, now() - t0);
 		one = 2;
 		for (int r = 0; r < reps; r++) {
 			g.n = 0;
@@ -356,20 +381,24 @@ static void engine_e4b(const char *dir, double read_gbs, const double *body_byte
 			bytes = body_bytes[kind] + hb;
 			printf("  %s: %d greedy tokens from a 1-token prompt, median of %d: %.3f ms/token, %.1f tokens/s; "
 			       "weights/step %.3f GB (INT4 body %.3f + %s): %.0f GB/s = %.1f%% of read",
-			       kn[kind], steps, reps, ms[reps / 2], 1e3 / ms[reps / 2], bytes / 1e9, body_bytes[kind] / 1e9,
+			       lbl, steps, reps, ms[reps / 2], 1e3 / ms[reps / 2], bytes / 1e9, body_bytes[kind] / 1e9,
 			       hd, bytes / (ms[reps / 2] / 1e3) / 1e9,
 			       100.0 * bytes / (ms[reps / 2] / 1e3) / 1e9 / read_gbs);
-			if (kind == 0)
+			if (run == 0)
 				printf("\n  %s: A10G PROJECTION (not measured): %.3f GB / 480 GB/s = %.2f ms/token, %.0f tokens/s "
 				       "at 100%% of copy bandwidth",
 				       kn[kind], bytes / 1e9, bytes / 480e9 * 1e3, 480e9 / bytes);
 		}
 		if (hf_ms > 0)
 			printf("; %.1fx transformers eager (%.3f ms/token)", hf_ms / ms[reps / 2], hf_ms);
-		printf("\n  %s: first ids %d %d %d %d\n", kn[kind], g.ids[0], g.ids[1], g.ids[2], g.ids[3]);
+		printf("\n  %s: first ids %d %d %d %d\n", lbl, g.ids[0], g.ids[1], g.ids[2], g.ids[3]);
 		fg_engine_free(e);
 	}
 	unsetenv("FG_INT4_KERNEL");
+	if (env_pf)
+		setenv("FG_PREFETCH", env_pf, 1);
+	else
+		unsetenv("FG_PREFETCH");
 }
 
 /* Every body matrix of the model, in the context's INT4 kind; the separate
@@ -528,6 +557,8 @@ static void setup_step(void)
 }
 
 /* The whole synthetic step as a CUDA graph: replay bits, then timing. */
+static int prefetch_level; /* the context's level when made (FG_PREFETCH or the default) */
+
 static double bench_step(const char *kname, double read_gbs)
 {
 	size_t step_bytes = body_fused + fg_kint4_bytes(head) + kv_bytes;
@@ -560,6 +591,22 @@ static double bench_step(const char *kname, double read_gbs)
 	ms = time_steps(step_graph, NULL);
 	printf("whole decode step (%s), CUDA graph, no PDL: %.3f ms/step, %.0f steps/s\n", kname, ms, 1e3 / ms);
 	fg_kctx_set_pdl(ctx, 1);
+	{ /* the step at each L2 prefetch level (fg_kctx_set_prefetch), then at the one in force */
+		int lv = fg_kctx_set_prefetch(ctx, 2);
+
+		for (int l = 0; l <= 2 && lv > 0; l++) {
+			fg_kctx_set_prefetch(ctx, l);
+			fg_kgraph_free(graph);
+			CK(fg_kgraph_begin(ctx, &err));
+			full_step(NULL);
+			CK(fg_kgraph_end(ctx, &graph, &err));
+			ms = time_steps(step_graph, NULL);
+			printf("whole decode step (%s), CUDA graph, L2 prefetch level %d: %.3f ms/step, %.0f steps/s\n",
+			       kname, l, ms, 1e3 / ms);
+		}
+		lv = fg_kctx_set_prefetch(ctx, prefetch_level);
+		printf("L2 prefetch level in force: %d\n", lv);
+	}
 	fg_kgraph_free(graph);
 	CK(fg_kgraph_begin(ctx, &err));
 	full_step(NULL);
@@ -596,6 +643,7 @@ int main(int argc, char **argv)
 		printf("engine_gpu: skipped: %s\n", err.msg);
 		return argc > 1 && !strcmp(argv[1], "--probe") ? 1 : 0;
 	}
+	prefetch_level = fg_kctx_prefetch_level(ctx);
 	if (argc > 1 && !strcmp(argv[1], "--probe")) { /* is there a device? (engine_gpu.sh) */
 		printf("%s\n", fg_kctx_device_name(ctx));
 		fg_kctx_free(ctx);
@@ -672,12 +720,12 @@ int main(int argc, char **argv)
 	if (!profile && (e = getenv("FG_BENCH_E4B")) && *e) {
 		const char *h = getenv("FG_BENCH_HF_MS");
 
-		engine_e4b(e, read_gbs, body_kind, h ? strtod(h, NULL) : 0.0);
+		engine_e4b(e, read_gbs, body_kind, h ? strtod(h, NULL) : 0.0, NULL);
 	}
 	if (!profile && (e = getenv("FG_BENCH_E4B_K12")) && *e) {
 		const char *h = getenv("FG_BENCH_HF_MS");
 
-		engine_e4b(e, read_gbs, body_kind, h ? strtod(h, NULL) : 0.0);
+		engine_e4b(e, read_gbs, body_kind, h ? strtod(h, NULL) : 0.0, getenv("FG_BENCH_E4B_LEVELS"));
 	}
 	if (!profile && (e = getenv("FG_BENCH_MODEL")) && *e)
 		engine_model(e);

@@ -53,7 +53,7 @@ if [ -n "$e4b" ] && [ -x "$fg" ]; then
 		echo
 	fi
 fi
-out=$(FG_BENCH_HF_MS=$hf_ms FG_BENCH_E4B=$e4b FG_BENCH_E4B_K12=$k12 FG_BENCH_MODEL=${FG_BENCH_MODEL:-tests/fixtures/oracle/int4} "$bin")
+out=$(FG_BENCH_E4B_LEVELS=${FG_BENCH_E4B_LEVELS-"0 1 2"} FG_BENCH_HF_MS=$hf_ms FG_BENCH_E4B=$e4b FG_BENCH_E4B_K12=$k12 FG_BENCH_MODEL=${FG_BENCH_MODEL:-tests/fixtures/oracle/int4} "$bin")
 rc=$?
 echo "$out"
 [ $rc -eq 0 ] || exit $rc

@@ -310,10 +310,21 @@ static int mv_geglu(struct fg_g4_gpu *g, float *y, const struct dlin *l, float *
 	return mv(g, y, l, gate, err);
 }
 
+/* Queues the part [a, b) of an INT4 matrix's weights for L2 prefetch by the
+ * next matvec or attention launch (fg_kctx_prefetch). */
+static void pf(struct fg_g4_gpu *g, const struct dlin *l, double a, double b)
+{
+	if (l->fmt == FG_W_INT4)
+		fg_kint4_prefetch(g->ctx, l->q4, a, b);
+}
+
 /* The forward pass of the token at idpos[0], position idpos[1]: only
  * launches, so it can be captured as a graph. Mirrors engine.c's layer(),
  * with the input norm of each sublayer fused into the residual that ends the
- * previous one, and GeGLU into the matvec that consumes it. */
+ * previous one, and GeGLU into the matvec that consumes it. At prefetch level
+ * 2 (fg_kctx_set_prefetch) a matvec asks L2 for the weights of a later one:
+ * q|k|v for o, gate|up for down, down for the next layer's q|k|v (or the
+ * head). */
 static int forward(struct fg_g4_gpu *g, struct fg_err *err)
 {
 	const struct fg_g4_model *m = g->m;
@@ -325,6 +336,7 @@ static int forward(struct fg_g4_gpu *g, struct fg_err *err)
 
 	if (fg_k_embed(k, g->x, g->emb, id, H, (float)sqrt((double)H), err))
 		return err->code;
+	pf(g, &g->L[0].qkv, 0, 1);
 	if (P && (mv(g, g->plp, &g->ple_proj, g->x, err) ||
 		  fg_k_ple(k, g->pl, g->ple_emb, id, g->plp, g->ple_norm, c->n_layers, P, (float)sqrt((double)P),
 			   (float)pow((double)H, -0.5), eps, err)))
@@ -338,13 +350,19 @@ static int forward(struct fg_g4_gpu *g, struct fg_err *err)
 		int d = ml->head_dim, I = ml->inter, own = ml->kv_src == li;
 		const float *next = li + 1 < c->n_layers ? g->L[li + 1].in_norm : g->final_norm;
 
+		pf(g, &L->o, 0, 1);
 		if (mv(g, g->qkv, &L->qkv, g->a, err) ||
 		    fg_k_qkv_post(k, g->qkv, nh, own ? nkv : 0, d, L->q_norm, L->k_norm, g->inv[ml->type], pos, L->kc,
 				  L->vc, L->cap, eps, err) ||
 		    fg_k_attn_decode(k, g->att, g->qkv, src->kc, src->vc, nh, nkv, d, src->cap, pos, 1.0f, err) ||
 		    mv(g, g->o, &L->o, g->att, err) ||
-		    fg_k_residual_norm(k, g->x, g->o, L->post_attn, 1.0f, g->a, L->pre_ffw, H, eps, err) ||
-		    mv(g, g->gu, &L->gu, g->a, err) || mv_geglu(g, g->o, &L->down, g->gu, g->gu + I, I, err))
+		    fg_k_residual_norm(k, g->x, g->o, L->post_attn, 1.0f, g->a, L->pre_ffw, H, eps, err))
+			return err->code;
+		pf(g, &L->down, 0, 1);
+		if (mv(g, g->gu, &L->gu, g->a, err))
+			return err->code;
+		pf(g, li + 1 < c->n_layers ? &g->L[li + 1].qkv : &g->head, 0, 1);
+		if (mv_geglu(g, g->o, &L->down, g->gu, g->gu + I, I, err))
 			return err->code;
 		if (P) {
 			if (fg_k_rmsnorm_residual(k, g->x, g->o, L->post_ffw, H, eps, 1.0f, err) ||

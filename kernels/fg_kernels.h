@@ -60,6 +60,19 @@ int fg_kctx_device_info(const struct fg_kctx *ctx, struct fg_kdevice *out, struc
 /* Programmatic dependent launch of the matvec (on by default where the GPU has
  * it, sm_90+): returns whether it is on after the call. For benchmarks. */
 int fg_kctx_set_pdl(struct fg_kctx *ctx, int on);
+/* L2 prefetches (cp.async.bulk.prefetch.L2, sm_90), only hints: no result
+ * changes. Level 1: the attention asks L2 for its blocks' keys and values
+ * before it waits for the kernel before it. Level 2 also: the next INT4
+ * matvec or attention launched on ctx asks L2 for the ranges queued by
+ * fg_kctx_prefetch (up to FG_PF_RANGES, more are dropped; that launch takes
+ * them all), spread over its blocks before it waits for its inputs, so that
+ * a later matvec's weights stream in meanwhile. The level comes from
+ * FG_PREFETCH (0, 1, 2; default 1) when the context is made; 0 before sm_90.
+ * fg_kctx_set_prefetch returns the level in force after the call. */
+#define FG_PF_RANGES 4
+int fg_kctx_set_prefetch(struct fg_kctx *ctx, int level);
+int fg_kctx_prefetch_level(const struct fg_kctx *ctx);
+void fg_kctx_prefetch(struct fg_kctx *ctx, const void *d_p, size_t bytes);
 /* Waits for everything queued on the context's stream; a kernel fault or
  * launch failure since the last sync comes back here as FG_EDEVICE. */
 int fg_kctx_sync(struct fg_kctx *ctx, struct fg_err *err);
@@ -168,6 +181,9 @@ size_t fg_kint4_bytes(const struct fg_kint4 *w);
 int fg_kint4_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *packed, const uint16_t *scale_bf16,
 		 int n, int k, int group, int splits, struct fg_err *err);
 void fg_kint4_free(struct fg_kctx *ctx, struct fg_kint4 *w);
+/* fg_kctx_prefetch of the part [from, to) (fractions of its bytes, 16-byte
+ * multiples) of w's words, and of its scales when from is 0; w NULL: nothing. */
+void fg_kint4_prefetch(struct fg_kctx *ctx, const struct fg_kint4 *w, double from, double to);
 /* d_y[m][n] = sum_k W[n][k] * d_x[m][k] for m < M, 1 <= M <= FG_INT4_MAX_M
  * (fp32 activations, fp32 accumulation; the dequantized weight q*scale is
  * exact). FG_INT4_MMA: x = hi + mid + lo in bf16 (to fp32 precision), exact
@@ -255,7 +271,10 @@ int fg_k_kv_store(struct fg_kctx *ctx, float *d_kcache, float *d_vcache, const f
 /* Decode attention of one query position *d_pos over min(*d_pos + 1, cap)
  * cached slots: out[h] = softmax(scale * q[h] . K[g]) V[g] with g = h /
  * (heads / kv_heads). Split over chunks of keys; the chunks combine in slot
- * order. head_dim <= 512; cap may be up to 1 << 20. */
+ * order. head_dim <= 512; cap may be up to 1 << 20. *d_pos is read before
+ * the kernel waits for the one before it (to prefetch its keys and values
+ * into L2): it must come from the host (fg_kmem_upload), not from a kernel
+ * queued just before. */
 int fg_k_attn_decode(struct fg_kctx *ctx, float *d_out, const float *d_q, const float *d_kcache,
 		     const float *d_vcache, int heads, int kv_heads, int head_dim, int cap, const int32_t *d_pos,
 		     float scale, struct fg_err *err);

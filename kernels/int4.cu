@@ -24,6 +24,7 @@
  * row group to finish (an integer counter) adds the partials in split order:
  * no float atomics, the same bits every run. */
 #include <stdlib.h>
+#include <string.h>
 
 #include <cuda_bf16.h>
 
@@ -99,7 +100,8 @@ __global__ void __launch_bounds__(WARPS * 32) int4_fma(float *__restrict__ y, co
 							  const float *__restrict__ x, const float *__restrict__ x2,
 							  float *__restrict__ partial,
 							  unsigned *__restrict__ counters, int n, int k, int kc, int gc,
-							  int gshift, int slice, int splits, int npad)
+							  int gshift, int slice, int splits, int npad,
+							  const struct fg_kpf pf)
 {
 	extern __shared__ __align__(16) float sx[]; /* [M][slice * 32] */
 	__shared__ float red[WARPS][M][32];
@@ -114,6 +116,7 @@ __global__ void __launch_bounds__(WARPS * 32) int4_fma(float *__restrict__ y, co
 	float sc[UNROLL], acc[M];
 
 	fg_pdl_trigger();
+	fg_pf_issue(pf); /* a later kernel's weights into L2 (fg_kctx_prefetch) */
 	/* The weights do not depend on earlier kernels: start loading the first
 	 * batch before waiting for the kernel that writes x (programmatic
 	 * dependent launch lets this block run while that one finishes). */
@@ -299,10 +302,19 @@ static int fma_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *pa
 	w->tiles = (n + 31) / 32;
 	kc = w->kpad / 32;
 	if (splits <= 0) {
-		/* enough blocks for ~4 per SM, but at least 2 chunks per warp */
-		int target = 4 * fg_kctx_sm_count(ctx);
+		/* enough blocks for ~4 per SM, but at least 2 chunks per warp;
+		 * FG_INT4_WAVE=1 (an experiment): at most one wave of resident
+		 * M = 1 blocks where the tiles leave room for more than one split */
+		const char *wv = getenv("FG_INT4_WAVE");
+		int target = 4 * fg_kctx_sm_count(ctx), per = 0;
 
 		splits = (target + w->tiles - 1) / w->tiles;
+		if (wv && !strcmp(wv, "1") &&
+		    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, int4_fma<1, true>, WARPS * 32,
+								  SMEM_FLOATS * sizeof(float)) == cudaSuccess &&
+		    per > 0 && per * fg_kctx_sm_count(ctx) >= 2 * w->tiles)
+			splits = per * fg_kctx_sm_count(ctx) / w->tiles;
+		cudaGetLastError();
 		if (splits > kc / (2 * WARPS))
 			splits = kc / (2 * WARPS);
 		if (splits < 1)
@@ -339,7 +351,7 @@ static cudaError_t fma_launch(struct fg_kctx *ctx, float *d_y, const struct fg_k
 	cfg.numAttrs = ctx->pdl ? 1 : 0;
 	return cudaLaunchKernelEx(&cfg, int4_fma<M, GG>, d_y, (const uint4 *)w->d_words,
 				  (const uint16_t *)w->d_scales, d_x, d_x2, w->d_partial, (unsigned *)w->d_counters, w->n, w->k, kc,
-				  w->kpad / w->group, fma_gshift(w->group), slice, splits, w->tiles * 32);
+				  w->kpad / w->group, fma_gshift(w->group), slice, splits, w->tiles * 32, fg_pf_take(ctx));
 }
 
 
@@ -491,7 +503,7 @@ __global__ void __launch_bounds__(MWARPS * 32, MRESIDENT)
 	int4_mma(float *__restrict__ y, const uint4 *__restrict__ words, const uint32_t *__restrict__ scales,
 		 const float *__restrict__ x, const float *__restrict__ x2, float *__restrict__ partial,
 		 unsigned *__restrict__ counters, int n, int k, int npad, int nrb, int nch, int gs, int slice,
-		 int splits, int xstride, int ystride)
+		 int splits, int xstride, int ystride, const struct fg_kpf pf)
 {
 	constexpr int AR = 3 * M; /* A rows in use */
 	extern __shared__ __align__(16) uint32_t xs[]; /* [AR][xw] bf16 pairs */
@@ -508,6 +520,7 @@ __global__ void __launch_bounds__(MWARPS * 32, MRESIDENT)
 	int c = c0 + warp;
 
 	fg_pdl_trigger();
+	fg_pf_issue(pf); /* a later kernel's weights into L2 (fg_kctx_prefetch) */
 	/* The weights do not depend on earlier kernels: start loading the first
 	 * chunk before waiting for the kernel that writes x. */
 	if (c < c1) {
@@ -643,7 +656,7 @@ __global__ void __launch_bounds__(MWARPS * 32, MRESIDENT)
 	int4_mma_a(float *__restrict__ y, const uint4 *__restrict__ words, const uint16_t *__restrict__ scales,
 		   const float *__restrict__ x, const float *__restrict__ x2, float *__restrict__ partial,
 		   unsigned *__restrict__ counters, int n, int k, int npad, int nrb, int nch, int gs, int slice,
-		   int splits, int xstride, int ystride)
+		   int splits, int xstride, int ystride, const struct fg_kpf pf)
 {
 	constexpr int BC = 3 * M; /* B columns in use */
 	extern __shared__ __align__(16) uint32_t xs[]; /* [BC][xw] bf16 pairs */
@@ -661,6 +674,7 @@ __global__ void __launch_bounds__(MWARPS * 32, MRESIDENT)
 	int c = c0 + warp;
 
 	fg_pdl_trigger();
+	fg_pf_issue(pf); /* a later kernel's weights into L2 (fg_kctx_prefetch) */
 	/* the first chunk's weights before waiting for the kernel that writes x */
 #pragma unroll
 	for (int r = 0; r < RBB; r++) {
@@ -891,21 +905,21 @@ static cudaError_t mma_launch(struct fg_kctx *ctx, float *d_y, const struct fg_k
 			return cudaLaunchKernelEx(&cfg, int4_mma_a<M, GG, true>, d_y, (const uint4 *)w->d_words,
 						  (const uint16_t *)w->d_scales, d_x, d_x2, w->d_partial,
 						  (unsigned *)w->d_counters, w->n, w->k, w->npad, w->rblocks, w->chunks,
-						  mma_gshift(w->group), slice, splits, xstride, ystride);
+						  mma_gshift(w->group), slice, splits, xstride, ystride, fg_pf_take(ctx));
 		return cudaLaunchKernelEx(&cfg, int4_mma_a<M, GG, false>, d_y, (const uint4 *)w->d_words,
 					  (const uint16_t *)w->d_scales, d_x, d_x2, w->d_partial, (unsigned *)w->d_counters,
 					  w->n, w->k, w->npad, w->rblocks, w->chunks, mma_gshift(w->group), slice, splits,
-					  xstride, ystride);
+					  xstride, ystride, fg_pf_take(ctx));
 	}
 	if (w->group >= 128)
 		return cudaLaunchKernelEx(&cfg, int4_mma<M, GG, true>, d_y, (const uint4 *)w->d_words,
 					  (const uint32_t *)w->d_scales, d_x, d_x2, w->d_partial,
 					  (unsigned *)w->d_counters, w->n, w->k, w->npad, w->rblocks, w->chunks,
-					  mma_gshift(w->group), slice, splits, xstride, ystride);
+					  mma_gshift(w->group), slice, splits, xstride, ystride, fg_pf_take(ctx));
 	return cudaLaunchKernelEx(&cfg, int4_mma<M, GG, false>, d_y, (const uint4 *)w->d_words,
 				  (const uint32_t *)w->d_scales, d_x, d_x2, w->d_partial, (unsigned *)w->d_counters,
 				  w->n, w->k, w->npad, w->rblocks, w->chunks, mma_gshift(w->group), slice, splits,
-				  xstride, ystride);
+				  xstride, ystride, fg_pf_take(ctx));
 }
 
 static cudaError_t mma_launch_m(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x, int m)
@@ -947,6 +961,24 @@ extern "C" void fg_kint4_free(struct fg_kctx *ctx, struct fg_kint4 *w)
 	fg_kmem_free(ctx, w->d_counters);
 	fg_kmem_free(ctx, w->d_partial);
 	free(w);
+}
+
+extern "C" void fg_kint4_prefetch(struct fg_kctx *ctx, const struct fg_kint4 *w, double from, double to)
+{
+	size_t wb, sb, a, b;
+
+	if (!ctx || !w || ctx->pf_on < 2)
+		return;
+	if (w->kind == FG_INT4_MMA)
+		fg_int4_mma_layout_size(&wb, &sb, w->n, w->k, w->group);
+	else
+		fg_int4_layout_size(&wb, &sb, w->n, w->k, w->group);
+	a = (size_t)(from * (double)wb) & ~(size_t)15;
+	b = to >= 1.0 ? wb : (size_t)(to * (double)wb) & ~(size_t)15;
+	if (b > a)
+		fg_kctx_prefetch(ctx, (const char *)w->d_words + a, b - a);
+	if (from <= 0.0)
+		fg_kctx_prefetch(ctx, w->d_scales, sb);
 }
 
 extern "C" size_t fg_kint4_bytes(const struct fg_kint4 *w)

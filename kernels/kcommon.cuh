@@ -9,6 +9,12 @@
 
 #include "kernels/fg_kernels.h"
 
+/* Byte ranges for a kernel to prefetch into L2 (fg_kctx_prefetch). */
+struct fg_kpf {
+	const char *p[FG_PF_RANGES];
+	unsigned long long n[FG_PF_RANGES];
+};
+
 struct fg_kctx {
 	int dev;
 	cudaStream_t stream;
@@ -20,7 +26,54 @@ struct fg_kctx {
 	int pdl; /* launch the matvec with programmatic dependent launch (sm_90+) */
 	int int4_kind;      /* FG_INT4_FMA or FG_INT4_MMA for new matrices */
 	unsigned *counters; /* FG_CTX_COUNTERS integers, zero between launches: "last block" counts */
+	int pf_on;          /* L2 prefetch level (fg_kctx_set_prefetch): 0, 1 or 2 */
+	struct fg_kpf pf;   /* ranges for the next launch that takes them */
 };
+
+/* The queued prefetch ranges, for a launch; the queue is empty after. */
+static inline struct fg_kpf fg_pf_take(struct fg_kctx *ctx)
+{
+	struct fg_kpf r = ctx->pf;
+
+	ctx->pf = fg_kpf();
+	return r;
+}
+
+#define FG_PF_PIECE (16u << 10) /* bytes per prefetch instruction */
+#ifndef FG_PF_DEFAULT
+#define FG_PF_DEFAULT 1 /* the prefetch level without FG_PREFETCH */
+#endif
+
+/* This block's share of each range, in FG_PF_PIECE pieces over its threads.
+ * Blocks split a range evenly; pointers and lengths stay 16-byte multiples. */
+__device__ __forceinline__ void fg_pf_issue(const struct fg_kpf &pf)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	unsigned long long nb = (unsigned long long)gridDim.x * gridDim.y * gridDim.z;
+	unsigned long long b = blockIdx.x + (unsigned long long)gridDim.x * (blockIdx.y + (unsigned long long)gridDim.y * blockIdx.z);
+
+#pragma unroll
+	for (int r = 0; r < FG_PF_RANGES; r++) {
+		unsigned long long n = pf.n[r], per, s, e;
+
+		if (!n)
+			continue;
+		per = ((n + nb - 1) / nb + 15) & ~15ull;
+		s = b * per;
+		e = s + per < n ? s + per : n;
+		for (unsigned long long o = s + (unsigned long long)threadIdx.x * FG_PF_PIECE; o < e;
+		     o += (unsigned long long)blockDim.x * FG_PF_PIECE) {
+			unsigned len = (unsigned)(e - o < FG_PF_PIECE ? e - o : FG_PF_PIECE) & ~15u;
+
+			if (len)
+				asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(pf.p[r] + o), "r"(len)
+					     : "memory");
+		}
+	}
+#else
+	(void)pf;
+#endif
+}
 
 #define FG_SCRATCH_BYTES ((size_t)64 << 20)
 #define FG_CTX_COUNTERS 4096

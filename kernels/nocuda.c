@@ -46,6 +46,28 @@ int fg_kctx_set_pdl(struct fg_kctx *ctx, int on)
 	return 0;
 }
 
+int fg_kctx_set_prefetch(struct fg_kctx *ctx, int level)
+{
+	(void)ctx, (void)level;
+	return 0;
+}
+
+int fg_kctx_prefetch_level(const struct fg_kctx *ctx)
+{
+	(void)ctx;
+	return 0;
+}
+
+void fg_kctx_prefetch(struct fg_kctx *ctx, const void *d_p, size_t bytes)
+{
+	(void)ctx, (void)d_p, (void)bytes;
+}
+
+void fg_kint4_prefetch(struct fg_kctx *ctx, const struct fg_kint4 *w, double from, double to)
+{
+	(void)ctx, (void)w, (void)from, (void)to;
+}
+
 int fg_kctx_set_int4_kind(struct fg_kctx *ctx, int kind)
 {
 	(void)ctx, (void)kind;

@@ -126,14 +126,53 @@ __global__ void rmsnorm(float *y, const float *x, const float *__restrict__ w, i
 		yr[i] = xr[i] * s * (w ? w[i] : 1.0f);
 }
 
+/* Elements per thread that the one-block norms below hold in registers: up
+ * to 1024 * RN_PER wide, every load issued at once (the norm weights before
+ * waiting for the previous kernel, since no kernel writes them) instead of
+ * one dependent round trip per loop pass. Wider rows take the plain loops.
+ * Both paths compute the same expressions in the same order: same bits. */
+#define RN_PER 4
+
 __global__ void rmsnorm_residual(float *h, const float *x, const float *__restrict__ w, int n, float eps,
 				 float scale)
 {
 	fg_pdl_trigger(); /* the next kernel may launch and wait for us */
-	fg_pdl_wait();    /* everything earlier kernels wrote is visible */
 	__shared__ float sh[33];
 	float ss = 0.0f;
 
+	if (n <= (int)blockDim.x * RN_PER) {
+		float xv[RN_PER], hv[RN_PER], wv[RN_PER];
+
+#pragma unroll
+		for (int u = 0; u < RN_PER; u++) {
+			int i = threadIdx.x + u * blockDim.x;
+
+			wv[u] = i < n ? w[i] : 0.0f;
+		}
+		fg_pdl_wait(); /* everything earlier kernels wrote is visible */
+#pragma unroll
+		for (int u = 0; u < RN_PER; u++) {
+			int i = threadIdx.x + u * blockDim.x;
+
+			xv[u] = i < n ? x[i] : 0.0f;
+			hv[u] = i < n ? h[i] : 0.0f;
+		}
+#pragma unroll
+		for (int u = 0; u < RN_PER; u++)
+			if ((int)threadIdx.x + u * (int)blockDim.x < n)
+				ss = fmaf(xv[u], xv[u], ss);
+		ss = fg_block_sum(ss, sh);
+		float s = 1.0f / sqrtf(ss / (float)n + eps);
+#pragma unroll
+		for (int u = 0; u < RN_PER; u++) {
+			int i = threadIdx.x + u * blockDim.x;
+
+			if (i < n)
+				h[i] = (hv[u] + xv[u] * s * wv[u]) * scale;
+		}
+		return;
+	}
+	fg_pdl_wait();
 	for (int i = threadIdx.x; i < n; i += blockDim.x)
 		ss = fmaf(x[i], x[i], ss);
 	ss = fg_block_sum(ss, sh);
@@ -148,10 +187,58 @@ __global__ void residual_norm(float *h, const float *x, const float *__restrict_
 			      const float *__restrict__ w2, int n, float eps)
 {
 	fg_pdl_trigger();
-	fg_pdl_wait();
 	__shared__ float sh[33];
 	float ss = 0.0f;
 
+	if (n <= (int)blockDim.x * RN_PER) {
+		float xv[RN_PER], hv[RN_PER], wv[RN_PER], w2v[RN_PER];
+
+#pragma unroll
+		for (int u = 0; u < RN_PER; u++) {
+			int i = threadIdx.x + u * blockDim.x;
+
+			wv[u] = i < n ? w[i] : 0.0f;
+			w2v[u] = i < n ? w2[i] : 0.0f;
+		}
+		fg_pdl_wait();
+#pragma unroll
+		for (int u = 0; u < RN_PER; u++) {
+			int i = threadIdx.x + u * blockDim.x;
+
+			xv[u] = i < n ? x[i] : 0.0f;
+			hv[u] = i < n ? h[i] : 0.0f;
+		}
+#pragma unroll
+		for (int u = 0; u < RN_PER; u++)
+			if ((int)threadIdx.x + u * (int)blockDim.x < n)
+				ss = fmaf(xv[u], xv[u], ss);
+		ss = fg_block_sum(ss, sh);
+		float s = 1.0f / sqrtf(ss / (float)n + eps);
+		float s2 = 0.0f;
+#pragma unroll
+		for (int u = 0; u < RN_PER; u++) {
+			int i = threadIdx.x + u * blockDim.x;
+
+			if (i < n) {
+				float v = (hv[u] + xv[u] * s * wv[u]) * scale;
+
+				hv[u] = v;
+				h[i] = v;
+				s2 = fmaf(v, v, s2);
+			}
+		}
+		s2 = fg_block_sum(s2, sh);
+		float r = 1.0f / sqrtf(s2 / (float)n + eps);
+#pragma unroll
+		for (int u = 0; u < RN_PER; u++) {
+			int i = threadIdx.x + u * blockDim.x;
+
+			if (i < n)
+				a[i] = hv[u] * r * w2v[u];
+		}
+		return;
+	}
+	fg_pdl_wait();
 	for (int i = threadIdx.x; i < n; i += blockDim.x)
 		ss = fmaf(x[i], x[i], ss);
 	ss = fg_block_sum(ss, sh);
@@ -268,6 +355,9 @@ extern "C" int fg_k_rope_inv(struct fg_kctx *ctx, float *d_x, int heads, int hea
 	return fg_launched("rope", err);
 }
 
+#define QP_THREADS 128
+#define QP_PER (ATT_MAX_DIM_POST / QP_THREADS) /* elements of a head per thread */
+
 /* After the q|k|v projection: per-head RMSNorm (q with q_norm, k with
  * k_norm, v without weight), RoPE of q and k from the table, and k, v stored
  * in cache slot pos % cap. Block b: q head b < heads, then k heads, then v
@@ -277,24 +367,46 @@ __global__ void qkv_post(float *qkv, int heads, int kv_heads, int d, const float
 			 float *vc, int cap, float eps)
 {
 	fg_pdl_trigger();
-	fg_pdl_wait();
 	__shared__ float sh[33];
 	__shared__ float sv[ATT_MAX_DIM_POST];
-	int b = blockIdx.x, half = d / 2, pos = *pos_p, g = 0, kind;
+	int b = blockIdx.x, half = d / 2, pos, g = 0, kind;
 	float *x = qkv + (size_t)b * d;
 	const float *w;
-	float ss = 0.0f;
+	float ss = 0.0f, xv[QP_PER], wv[QP_PER];
 
 	kind = b < heads ? 0 : b < heads + kv_heads ? 1 : 2;
 	w = kind == 0 ? qw : kind == 1 ? kw : NULL;
 	if (kind)
 		g = kind == 1 ? b - heads : b - heads - kv_heads;
-	for (int i = threadIdx.x; i < d; i += blockDim.x)
-		ss = fmaf(x[i], x[i], ss);
+	/* the norm weights before waiting (no kernel writes them), then the
+	 * row, all loads at once; the same sums in the same order as a loop */
+#pragma unroll
+	for (int u = 0; u < QP_PER; u++) {
+		int i = threadIdx.x + u * QP_THREADS;
+
+		wv[u] = w && i < d ? w[i] : 0.0f;
+	}
+	fg_pdl_wait();
+	pos = *pos_p;
+#pragma unroll
+	for (int u = 0; u < QP_PER; u++) {
+		int i = threadIdx.x + u * QP_THREADS;
+
+		xv[u] = i < d ? x[i] : 0.0f;
+	}
+#pragma unroll
+	for (int u = 0; u < QP_PER; u++)
+		if ((int)threadIdx.x + u * QP_THREADS < d)
+			ss = fmaf(xv[u], xv[u], ss);
 	ss = fg_block_sum(ss, sh);
 	float s = 1.0f / sqrtf(ss / (float)d + eps);
-	for (int i = threadIdx.x; i < d; i += blockDim.x)
-		sv[i] = w ? (x[i] * s) * w[i] : x[i] * s;
+#pragma unroll
+	for (int u = 0; u < QP_PER; u++) {
+		int i = threadIdx.x + u * QP_THREADS;
+
+		if (i < d)
+			sv[i] = w ? (xv[u] * s) * wv[u] : xv[u] * s;
+	}
 	__syncthreads();
 	if (kind < 2)
 		for (int i = threadIdx.x; i < half; i += blockDim.x) {
@@ -324,7 +436,7 @@ extern "C" int fg_k_qkv_post(struct fg_kctx *ctx, float *d_qkv, int heads, int k
 	    (kv_heads && (!d_knorm || !d_kcache || !d_vcache)))
 		return fg_err_set(err, FG_EINVAL, "qkv post: heads %d, kv heads %d, head_dim %d", heads, kv_heads,
 				  head_dim);
-	fg_launch_pdl(ctx, qkv_post, dim3(heads + 2 * kv_heads), dim3(128), 0, d_qkv, heads, kv_heads, head_dim,
+	fg_launch_pdl(ctx, qkv_post, dim3(heads + 2 * kv_heads), dim3(QP_THREADS), 0, d_qkv, heads, kv_heads, head_dim,
 		      d_qnorm, d_knorm, d_inv, d_pos, d_kcache, d_vcache, cap, eps);
 	return fg_launched("qkv post", err);
 }
@@ -453,9 +565,24 @@ extern "C" int fg_k_kv_store(struct fg_kctx *ctx, float *d_kcache, float *d_vcac
 __global__ void __launch_bounds__(ATT_THREADS)
 	attn_fused(float *out, float *part, unsigned *counters, const float *__restrict__ q,
 		   const float *__restrict__ kc, const float *__restrict__ vc, int grp, int head_dim, int cap,
-		   const int32_t *pos_p, float scale, int chunk, int nch)
+		   const int32_t *pos_p, float scale, int chunk, int nch, int kvpf, const struct fg_kpf pf)
 {
 	fg_pdl_trigger();
+	fg_pf_issue(pf); /* a later kernel's weights into L2 (fg_kctx_prefetch) */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	/* this block's K and V rows into L2 while the kernel before still runs
+	 * (a hint: lines written later are updated in L2; the position comes from
+	 * the host's upload, done before the graph's first kernel began) */
+	if (kvpf && threadIdx.x < 2 && head_dim % 4 == 0) { /* rows 16-byte aligned */
+		int pnv = min(*pos_p + 1, cap), pj0 = blockIdx.y * chunk, pcnt = min(chunk, pnv - pj0);
+
+		if (pcnt > 0 && pcnt * head_dim >= 4)
+			asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(
+					     (threadIdx.x ? vc : kc) + ((size_t)blockIdx.x * cap + pj0) * head_dim),
+				     "r"((unsigned)(pcnt * head_dim * 4) & ~15u)
+				     : "memory");
+	}
+#endif
 	fg_pdl_wait();
 	extern __shared__ __align__(16) float sm[];
 	float *sq = sm;                   /* [grp][head_dim] */
@@ -640,7 +767,8 @@ extern "C" int fg_k_attn_decode(struct fg_kctx *ctx, float *d_out, const float *
 		}
 	}
 	fg_launch_pdl(ctx, attn_fused, dim3(kv_heads, nch), dim3(ATT_THREADS), smem, d_out, (float *)ctx->scratch,
-		      ctx->counters, d_q, d_kcache, d_vcache, grp, head_dim, cap, d_pos, scale, chunk, nch);
+		      ctx->counters, d_q, d_kcache, d_vcache, grp, head_dim, cap, d_pos, scale, chunk, nch,
+		      ctx->pf_on >= 1, fg_pf_take(ctx));
 	return fg_launched("attention", err);
 }
 

@@ -56,6 +56,8 @@ extern "C" int fg_kctx_new(struct fg_kctx **out, struct fg_err *err)
 		const char *k = getenv("FG_INT4_KERNEL");
 
 		c->int4_kind = k && !strcmp(k, "mma") ? FG_INT4_MMA : FG_INT4_FMA;
+		k = getenv("FG_PREFETCH");
+		c->pf_on = c->prop.major < 9 ? 0 : k && *k >= '0' && *k <= '2' && !k[1] ? *k - '0' : FG_PF_DEFAULT;
 	}
 #undef FAIL_IF
 	*out = c;
@@ -85,6 +87,34 @@ extern "C" int fg_kctx_set_pdl(struct fg_kctx *c, int on)
 		return 0;
 	c->pdl = on && c->prop.major >= 9;
 	return c->pdl;
+}
+
+extern "C" int fg_kctx_set_prefetch(struct fg_kctx *c, int level)
+{
+	if (!c)
+		return 0;
+	c->pf_on = c->prop.major < 9 || level < 0 ? 0 : level > 2 ? 2 : level;
+	if (c->pf_on < 2)
+		c->pf = fg_kpf();
+	return c->pf_on;
+}
+
+extern "C" int fg_kctx_prefetch_level(const struct fg_kctx *c)
+{
+	return c ? c->pf_on : 0;
+}
+
+extern "C" void fg_kctx_prefetch(struct fg_kctx *c, const void *d_p, size_t bytes)
+{
+	bytes &= ~(size_t)15;
+	if (!c || c->pf_on < 2 || !d_p || !bytes || (uintptr_t)d_p % 16)
+		return;
+	for (int r = 0; r < FG_PF_RANGES; r++)
+		if (!c->pf.n[r]) {
+			c->pf.p[r] = (const char *)d_p;
+			c->pf.n[r] = bytes;
+			return;
+		}
 }
 
 extern "C" int fg_kctx_set_int4_kind(struct fg_kctx *c, int kind)

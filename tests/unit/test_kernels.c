@@ -360,7 +360,10 @@ static void gpu_int4(void)
 				       {40, 520, 5, 3, 128},   {100, 2560, 1, 0, 128}, {257, 10240, 1, 0, 128},
 				       {96, 10240, 8, 0, 128}, {2560, 256, 1, 0, 128}, {300, 2048, 4, 7, 128},
 				       {80, 10240, 8, 1, 128}, {64, 10240, 1, 1, 128}, {97, 96, 1, 0, 32},
-				       {33, 200, 2, 0, 32},    {70, 2560, 1, 0, 64},  {40, 1000, 3, 2, 256}};
+				       {33, 200, 2, 0, 32},    {70, 2560, 1, 0, 64},  {40, 1000, 3, 2, 256},
+				       /* M = 1 ranges of the streaming kernel that cut tiles at one end,
+					* both ends, or span three tiles */
+				       {200, 264, 1, 0, 128},  {1285, 256, 1, 0, 128}, {45, 1000, 1, 0, 32}};
 
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
 		int n = cases[c][0], k = cases[c][1], m = cases[c][2], splits = cases[c][3], G = cases[c][4];
@@ -424,7 +427,8 @@ static void gpu_int4_chain(void)
 	struct fg_kint4 *w[3] = {0};
 	int32_t *p[3];
 	uint16_t *sc[3];
-	float *x = fvec(dims[0], -1, 1), *h[4], *g_on = malloc(4 * dims[3]), *g_off = malloc(4 * dims[3]);
+	float *x = fvec(dims[0], -1, 1), *h[4], *g_on = malloc(4 * dims[3]), *g_off = malloc(4 * dims[3]),
+	      *g_pf = malloc(4 * dims[3]);
 	void *d[4];
 	int rc = 0;
 
@@ -441,12 +445,27 @@ static void gpu_int4_chain(void)
 		d[i + 1] = dnew(4 * dims[i + 1]);
 		rc = rc || fg_kint4_new(ctx, &w[i], pp, ss, dims[i + 1], dims[i], 128, 0, &gerr);
 	}
-	for (int pass = 0; pass < 2 && !rc; pass++) {
-		fg_kctx_set_pdl(ctx, pass == 0);
+	/* pass 2: each matvec also prefetches the next ones' weights into L2
+	 * (more ranges than a launch takes: the rest are dropped) */
+	int lv0 = fg_kctx_prefetch_level(ctx), pf_got = 0;
+
+	for (int pass = 0; pass < 3 && !rc; pass++) {
+		int pf_on = fg_kctx_set_prefetch(ctx, pass == 2 ? 2 : lv0) == 2;
+
+		if (pass == 2)
+			pf_got = pf_on;
+
+		fg_kctx_set_pdl(ctx, pass != 1);
 		for (int rep = 0; rep < 3 && !rc; rep++)
-			for (int i = 0; i < 3 && !rc; i++)
+			for (int i = 0; i < 3 && !rc; i++) {
+				if (pf_on) {
+					fg_kint4_prefetch(ctx, w[(i + 1) % 3], 0, 0.5);
+					fg_kint4_prefetch(ctx, w[(i + 1) % 3], 0.5, 1);
+					fg_kint4_prefetch(ctx, w[(i + 2) % 3], 0, 1);
+				}
 				rc = fg_k_int4_matvec(ctx, d[i + 1], w[i], d[i], 1, &gerr);
-		rc = rc || dget(pass == 0 ? g_on : g_off, d[3], 4 * dims[3]);
+			}
+		rc = rc || dget(pass == 0 ? g_on : pass == 1 ? g_off : g_pf, d[3], 4 * dims[3]);
 		fg_kmem_fill(ctx, d[1], 0xff, 4 * dims[1], &gerr);
 		fg_kmem_fill(ctx, d[2], 0xff, 4 * dims[2], &gerr);
 		fg_kmem_fill(ctx, d[3], 0xff, 4 * dims[3], &gerr);
@@ -461,6 +480,10 @@ static void gpu_int4_chain(void)
 		}
 		ok(!rc && !memcmp(g_on, g_off, 4 * dims[3]),
 		   "three dependent int4 %s matvecs: PDL on and off give identical bits %s", kind_name, rc ? gerr.msg : "");
+		ok(!rc && !memcmp(g_on, g_pf, 4 * dims[3]),
+		   "... and with L2 prefetches of the other matrices queued on each launch (prefetch %s here)",
+		   pf_got ? "on" : "off: before sm_90");
+		fg_kctx_set_prefetch(ctx, lv0);
 		ok(!rc && md <= 1e-5 * mx, "... and match the twins within 1e-5 of max|y| (max |d| %.3g, max|y| %.3g)", md,
 		   mx);
 	}
@@ -470,7 +493,7 @@ static void gpu_int4_chain(void)
 	}
 	for (int i = 0; i < 4; i++)
 		fg_kmem_free(ctx, d[i]);
-	free(x), free(g_on), free(g_off);
+	free(x), free(g_on), free(g_off), free(g_pf);
 }
 
 static void gpu_bf16_matvec(void)
