@@ -302,14 +302,16 @@ static int fma_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *pa
 	w->tiles = (n + 31) / 32;
 	kc = w->kpad / 32;
 	if (splits <= 0) {
-		/* enough blocks for ~4 per SM, but at least 2 chunks per warp;
-		 * FG_INT4_WAVE=1 (an experiment): at most one wave of resident
-		 * M = 1 blocks where the tiles leave room for more than one split */
+		/* where the tiles leave room for two splits or more: as many as
+		 * fit one wave of resident blocks (a second, partly empty wave
+		 * cost more than it saved: docs/bench.md); else enough blocks for
+		 * ~4 per SM; at least 2 chunks per warp. FG_INT4_WAVE=0: always
+		 * the ~4 per SM rule (the one before) */
 		const char *wv = getenv("FG_INT4_WAVE");
 		int target = 4 * fg_kctx_sm_count(ctx), per = 0;
 
 		splits = (target + w->tiles - 1) / w->tiles;
-		if (wv && !strcmp(wv, "1") &&
+		if (!(wv && !strcmp(wv, "0")) &&
 		    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, int4_fma<1, true>, WARPS * 32,
 								  SMEM_FLOATS * sizeof(float)) == cudaSuccess &&
 		    per > 0 && per * fg_kctx_sm_count(ctx) >= 2 * w->tiles)
