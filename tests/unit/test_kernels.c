@@ -361,8 +361,8 @@ static void gpu_int4(void)
 				       {96, 10240, 8, 0, 128}, {2560, 256, 1, 0, 128}, {300, 2048, 4, 7, 128},
 				       {80, 10240, 8, 1, 128}, {64, 10240, 1, 1, 128}, {97, 96, 1, 0, 32},
 				       {33, 200, 2, 0, 32},    {70, 2560, 1, 0, 64},  {40, 1000, 3, 2, 256},
-				       /* M = 1 ranges of the streaming kernel that cut tiles at one end,
-					* both ends, or span three tiles */
+				       /* more M = 1 shapes: k short of a group, 8 chunks a row,
+					* group 32 with the one-wave split rule's 2 splits */
 				       {200, 264, 1, 0, 128},  {1285, 256, 1, 0, 128}, {45, 1000, 1, 0, 32}};
 
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
