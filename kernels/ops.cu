@@ -133,6 +133,30 @@ __global__ void rmsnorm(float *y, const float *x, const float *__restrict__ w, i
  * Both paths compute the same expressions in the same order: same bits. */
 #define RN_PER 4
 
+/* The register path's common start: after the PDL wait (everything earlier
+ * kernels wrote is visible), x and h into registers, and 1 / rms(x) summed in
+ * element order per thread, then fg_block_sum. */
+__device__ __forceinline__ float rn_rows(float xv[RN_PER], float hv[RN_PER], const float *x, const float *h, int n,
+					 float eps, float *sh)
+{
+	float ss = 0.0f;
+
+	fg_pdl_wait();
+#pragma unroll
+	for (int u = 0; u < RN_PER; u++) {
+		int i = threadIdx.x + u * blockDim.x;
+
+		xv[u] = i < n ? x[i] : 0.0f;
+		hv[u] = i < n ? h[i] : 0.0f;
+	}
+#pragma unroll
+	for (int u = 0; u < RN_PER; u++)
+		if ((int)threadIdx.x + u * (int)blockDim.x < n)
+			ss = fmaf(xv[u], xv[u], ss);
+	ss = fg_block_sum(ss, sh);
+	return 1.0f / sqrtf(ss / (float)n + eps);
+}
+
 __global__ void rmsnorm_residual(float *h, const float *x, const float *__restrict__ w, int n, float eps,
 				 float scale)
 {
@@ -149,20 +173,7 @@ __global__ void rmsnorm_residual(float *h, const float *x, const float *__restri
 
 			wv[u] = i < n ? w[i] : 0.0f;
 		}
-		fg_pdl_wait(); /* everything earlier kernels wrote is visible */
-#pragma unroll
-		for (int u = 0; u < RN_PER; u++) {
-			int i = threadIdx.x + u * blockDim.x;
-
-			xv[u] = i < n ? x[i] : 0.0f;
-			hv[u] = i < n ? h[i] : 0.0f;
-		}
-#pragma unroll
-		for (int u = 0; u < RN_PER; u++)
-			if ((int)threadIdx.x + u * (int)blockDim.x < n)
-				ss = fmaf(xv[u], xv[u], ss);
-		ss = fg_block_sum(ss, sh);
-		float s = 1.0f / sqrtf(ss / (float)n + eps);
+		float s = rn_rows(xv, hv, x, h, n, eps, sh);
 #pragma unroll
 		for (int u = 0; u < RN_PER; u++) {
 			int i = threadIdx.x + u * blockDim.x;
@@ -200,20 +211,7 @@ __global__ void residual_norm(float *h, const float *x, const float *__restrict_
 			wv[u] = i < n ? w[i] : 0.0f;
 			w2v[u] = i < n ? w2[i] : 0.0f;
 		}
-		fg_pdl_wait();
-#pragma unroll
-		for (int u = 0; u < RN_PER; u++) {
-			int i = threadIdx.x + u * blockDim.x;
-
-			xv[u] = i < n ? x[i] : 0.0f;
-			hv[u] = i < n ? h[i] : 0.0f;
-		}
-#pragma unroll
-		for (int u = 0; u < RN_PER; u++)
-			if ((int)threadIdx.x + u * (int)blockDim.x < n)
-				ss = fmaf(xv[u], xv[u], ss);
-		ss = fg_block_sum(ss, sh);
-		float s = 1.0f / sqrtf(ss / (float)n + eps);
+		float s = rn_rows(xv, hv, x, h, n, eps, sh);
 		float s2 = 0.0f;
 #pragma unroll
 		for (int u = 0; u < RN_PER; u++) {
