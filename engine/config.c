@@ -208,7 +208,7 @@ static int same_or_bad(const cJSON *o, const char *key, int want, const char *la
 static int per_layer(struct fg_g4_config *c, const cJSON *text, const char *what, struct fg_err *err)
 {
 	const cJSON *plc = get(text, NULL, "per_layer_config"), *e;
-	int hd[2], seen[2] = { 0, 0 }, t, rc, def_full;
+	int hd[FG_G4_MAX_LAYERS], first[2] = { -1, -1 }, li, rc, def_full;
 
 	if (!is_null(plc) && !cJSON_IsObject(plc))
 		return BAD("key per_layer_config is not an object%s", "");
@@ -218,18 +218,17 @@ static int per_layer(struct fg_g4_config *c, const cJSON *text, const char *what
 	 * head_dim. num_global_key_value_heads only counts with
 	 * attention_k_eq_v, which is refused earlier. */
 	def_full = is_null(plc) ? (c->global_head_dim ? c->global_head_dim : 512) : c->head_dim;
-	hd[FG_G4_SLIDING] = c->head_dim;
-	hd[FG_G4_FULL] = def_full;
+	for (li = 0; li < c->n_layers; li++)
+		hd[li] = c->layer_type[li] == FG_G4_FULL ? def_full : c->head_dim;
 	if (is_null(plc))
 		plc = NULL;
 	cJSON_ArrayForEach(e, plc) {
 		const char *k = e->string;
 		const cJSON *f;
 		char *end = NULL;
-		long li = strtol(k, &end, 10);
-		int d;
+		long i = strtol(k, &end, 10);
 
-		if (!*k || *end || li < 0 || li >= c->n_layers)
+		if (!*k || *end || i < 0 || i >= c->n_layers)
 			return BAD("key per_layer_config.%s is not a layer index 0..%d", k, c->n_layers - 1);
 		if (!cJSON_IsObject(e))
 			return BAD("key per_layer_config.%s is not an object", k);
@@ -246,34 +245,21 @@ static int per_layer(struct fg_g4_config *c, const cJSON *text, const char *what
 		if (!cJSON_IsNumber(f) || f->valuedouble != floor(f->valuedouble) || f->valuedouble < 2 ||
 		    f->valuedouble > 4096)
 			return BAD("key per_layer_config.%s.head_dim is not an integer 2..4096", k);
-		d = (int)f->valuedouble;
-		t = c->layer_type[li];
-		if (seen[t] && hd[t] != d)
-			return BAD("key per_layer_config.%s.head_dim = %d: %s layers of more than one head size are "
-				   "not supported", k, d, t == FG_G4_FULL ? "full" : "sliding");
-		hd[t] = d;
-		seen[t] = 1;
+		hd[i] = (int)f->valuedouble;
 	}
-	/* a layer without an entry keeps its type's default: all of one type must agree */
-	for (t = 0; t < 2; t++) {
-		int li, def = t == FG_G4_FULL ? def_full : c->head_dim;
+	/* the engine holds one head size per layer type: all of a type must agree */
+	for (li = 0; li < c->n_layers; li++) {
+		int t = c->layer_type[li];
 
-		if (!seen[t])
-			continue;
-		for (li = 0; li < c->n_layers; li++) {
-			char key[16];
-
-			if (c->layer_type[li] != t)
-				continue;
-			snprintf(key, sizeof(key), "%d", li);
-			e = plc ? cJSON_GetObjectItemCaseSensitive(plc, key) : NULL;
-			if ((!e || is_null(cJSON_GetObjectItemCaseSensitive(e, "head_dim"))) && def != hd[t])
-				return BAD("key per_layer_config: %s layer %d has head_dim %d, another %d: not supported",
-					   t == FG_G4_FULL ? "full" : "sliding", li, def, hd[t]);
-		}
+		if (first[t] < 0)
+			first[t] = li;
+		else if (hd[li] != hd[first[t]])
+			return BAD("key per_layer_config: %s layer %d has head_dim %d, another %d: not supported",
+				   t == FG_G4_FULL ? "full" : "sliding", li, hd[li], hd[first[t]]);
 	}
-	c->head_dim = hd[FG_G4_SLIDING];
-	c->global_head_dim = hd[FG_G4_FULL];
+	if (first[FG_G4_SLIDING] >= 0)
+		c->head_dim = hd[first[FG_G4_SLIDING]];
+	c->global_head_dim = hd[first[FG_G4_FULL]]; /* the last layer is always full */
 	return 0;
 }
 

@@ -76,9 +76,11 @@ static int prune_fixture(char *out, size_t n_out, const char *dir, const char *s
 
 /* Calls fn for every tiny model made by transformers' own save_pretrained
  * (tests/oracle/variants.py) under root: root/<name>/{config.json,
- * model.safetensors, oracle.json, logits.bin}. Returns how many. */
+ * model.safetensors, oracle.json, logits.bin}, with the model's own window
+ * (0). Returns how many. */
 static int for_each_variant(const char *root,
-			    void (*fn)(const char *dir, const char *json, const char *bin, const char *label))
+			    void (*fn)(const char *dir, const char *json, const char *bin, int window,
+				       const char *label))
 {
 	DIR *d = opendir(root);
 	struct dirent *de;
@@ -92,7 +94,7 @@ static int for_each_variant(const char *root,
 		snprintf(dir, sizeof(dir), "%s/%s", root, de->d_name);
 		snprintf(js, sizeof(js), "%s/oracle.json", dir);
 		snprintf(bin, sizeof(bin), "%s/logits.bin", dir);
-		fn(dir, js, bin, de->d_name);
+		fn(dir, js, bin, 0, de->d_name);
 		n++;
 	}
 	if (d)
