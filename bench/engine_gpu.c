@@ -231,9 +231,8 @@ static void full_step(void *arg)
 		/* the engine's sequence (engine/cuda.c forward), its L2 prefetches too */
 		fg_kint4_prefetch(ctx, y->o, 0, 1);
 		CK(fg_k_int4_matvec(ctx, S.qkv, y->qkv ? y->qkv : y->q, S.xn, 1, &err));
-		CK(fg_k_qkv_post(ctx, S.qkv, hq, l < 24 ? hk : 0, y->hd, S.nw_q, S.nw_k, inv_tab[is_full(l)], S.pos,
-				 l < 24 ? S.kc[l] : NULL, l < 24 ? S.vc[l] : NULL, cap, eps, &err));
-		CK(fg_k_attn_decode(ctx, S.att, S.qkv, S.kc[src], S.vc[src], hq, hk, y->hd, cap, S.pos, 1.0f, &err));
+		CK(fg_k_attn_decode_post(ctx, S.att, S.qkv, hq, hk, y->hd, S.nw_q, S.nw_k, inv_tab[is_full(l)], S.pos,
+					 S.kc[src], S.vc[src], cap, l < 24, eps, 1.0f, &err));
 		CK(fg_k_int4_matvec(ctx, S.o, y->o, S.att, 1, &err));
 		CK(fg_k_residual_norm(ctx, S.h, S.o, S.nw_post, 1.0f, S.xn, S.nw_in, HIDDEN, eps, &err));
 		fg_kint4_prefetch(ctx, y->down, 0, 1);
@@ -606,6 +605,28 @@ static double bench_step(const char *kname, double read_gbs)
 		}
 		lv = fg_kctx_set_prefetch(ctx, prefetch_level);
 		printf("L2 prefetch level in force: %d\n", lv);
+	}
+	{ /* qkv post as its own launch (0) or inside the attention (1), alternated 0 1 0 1 */
+		int in_force = fg_kctx_set_attn_fused(ctx, -1);
+		double ab[4];
+		float *lg[2] = {malloc(4 * KEEP), malloc(4 * KEEP)};
+
+		for (int r = 0; r < 4; r++) {
+			fg_kctx_set_attn_fused(ctx, r & 1);
+			fg_kgraph_free(graph);
+			CK(fg_kgraph_begin(ctx, &err));
+			full_step(NULL);
+			CK(fg_kgraph_end(ctx, &graph, &err));
+			ab[r] = time_steps(step_graph, NULL);
+			CK(fg_kmem_download(ctx, lg[r & 1], S.logits, 4 * KEEP, &err));
+		}
+		fg_kctx_set_attn_fused(ctx, in_force);
+		printf("whole decode step (%s), CUDA graph, qkv post + attention: 2 launches %.3f, %.3f ms/step; "
+		       "1 launch %.3f, %.3f ms/step (alternated); logits %s; in force: %d\n",
+		       kname, ab[0], ab[2], ab[1], ab[3], memcmp(lg[0], lg[1], 4 * KEEP) ? "DIFFER" : "bit-identical",
+		       in_force);
+		free(lg[0]);
+		free(lg[1]);
 	}
 	fg_kgraph_free(graph);
 	CK(fg_kgraph_begin(ctx, &err));

@@ -352,9 +352,8 @@ static int forward(struct fg_g4_gpu *g, struct fg_err *err)
 
 		pf(g, &L->o, 0, 1);
 		if (mv(g, g->qkv, &L->qkv, g->a, err) ||
-		    fg_k_qkv_post(k, g->qkv, nh, own ? nkv : 0, d, L->q_norm, L->k_norm, g->inv[ml->type], pos, L->kc,
-				  L->vc, L->cap, eps, err) ||
-		    fg_k_attn_decode(k, g->att, g->qkv, src->kc, src->vc, nh, nkv, d, src->cap, pos, 1.0f, err) ||
+		    fg_k_attn_decode_post(k, g->att, g->qkv, nh, nkv, d, L->q_norm, L->k_norm, g->inv[ml->type], pos,
+					  src->kc, src->vc, src->cap, own, eps, 1.0f, err) ||
 		    mv(g, g->o, &L->o, g->att, err) ||
 		    fg_k_residual_norm(k, g->x, g->o, L->post_attn, 1.0f, g->a, L->pre_ffw, H, eps, err))
 			return err->code;

@@ -28,6 +28,7 @@ struct fg_kctx {
 	unsigned *counters; /* FG_CTX_COUNTERS integers, zero between launches: "last block" counts */
 	int pf_on;          /* L2 prefetch level (fg_kctx_set_prefetch): 0, 1 or 2 */
 	struct fg_kpf pf;   /* ranges for the next launch that takes them */
+	int attn_fused;     /* fg_k_attn_decode_post in one launch (fg_kctx_set_attn_fused) */
 };
 
 /* The queued prefetch ranges, for a launch; the queue is empty after. */
@@ -74,6 +75,10 @@ __device__ __forceinline__ void fg_pf_issue(const struct fg_kpf &pf)
 	(void)pf;
 #endif
 }
+
+#ifndef FG_ATTN_FUSED_DEFAULT
+#define FG_ATTN_FUSED_DEFAULT 1 /* without FG_ATTN_FUSED: qkv_post inside the attention launch */
+#endif
 
 #define FG_SCRATCH_BYTES ((size_t)64 << 20)
 #define FG_CTX_COUNTERS 4096

@@ -52,6 +52,12 @@ int fg_kctx_set_prefetch(struct fg_kctx *ctx, int level)
 	return 0;
 }
 
+int fg_kctx_set_attn_fused(struct fg_kctx *ctx, int on)
+{
+	(void)ctx, (void)on;
+	return 0;
+}
+
 int fg_kctx_prefetch_level(const struct fg_kctx *ctx)
 {
 	(void)ctx;
@@ -295,5 +301,16 @@ int fg_k_qkv_post(struct fg_kctx *ctx, float *d_qkv, int heads, int kv_heads, in
 {
 	(void)ctx, (void)d_qkv, (void)heads, (void)kv_heads, (void)head_dim, (void)d_qnorm, (void)d_knorm;
 	(void)d_inv, (void)d_pos, (void)d_kcache, (void)d_vcache, (void)cap, (void)eps;
+	return NO_CUDA(err);
+}
+
+int fg_k_attn_decode_post(struct fg_kctx *ctx, float *d_out, float *d_qkv, int heads, int kv_heads, int head_dim,
+			  const float *d_qnorm, const float *d_knorm, const float *d_inv, const int32_t *d_pos,
+			  float *d_kcache, float *d_vcache, int cap, int own, float eps, float scale,
+			  struct fg_err *err)
+{
+	(void)ctx, (void)d_out, (void)d_qkv, (void)heads, (void)kv_heads, (void)head_dim, (void)d_qnorm;
+	(void)d_knorm, (void)d_inv, (void)d_pos, (void)d_kcache, (void)d_vcache, (void)cap, (void)own, (void)eps;
+	(void)scale;
 	return NO_CUDA(err);
 }

@@ -551,6 +551,118 @@ extern "C" int fg_k_kv_store(struct fg_kctx *ctx, float *d_kcache, float *d_vcac
 #define ATT_MAX_DIM 512
 #define ATT_MAX_GRP 8 /* query heads per kv head */
 #define ATT_KEYS 4    /* keys a warp scores at once */
+#define AP_PER (ATT_MAX_DIM / QP_THREADS)        /* elements of a row per thread of a 128-thread half */
+#define AP_ROWS ((ATT_MAX_GRP + 2 + 1) / 2)       /* rows per thread: grp q heads + k + v over two halves */
+
+/* What the attention needs to do qkv_post's work itself (attn_fused<true>):
+ * the raw q | k | v rows of the projection, the norm weights, the RoPE table
+ * and the cache, read and (own) written. */
+struct attn_post {
+	const float *qkv, *qw, *kw, *inv;
+	float *kc, *vc;
+	int own;
+	float eps;
+};
+
+/* qkv_post's work for block (g, c) of the fused attention: the grp query
+ * heads of kv head g normed (q_norm) and rotated into sq, and, when mk (own
+ * cache and slot pos % cap lies in this block's chunk), k (k_norm, rotated)
+ * and v (no weight) of kv head g into the cache slot. The same expressions
+ * in the same order as qkv_post, so the same bits: each row's squares are
+ * summed by two 128-thread halves as qkv_post's 128 threads do (element
+ * i = t + 128u in thread t, u in order, fg_warp_sum, then the four warps'
+ * sums as fg_block_sum adds them: (w0 + w2) + (w1 + w3)). wq, wk, inv:
+ * this thread's norm weights and inverse frequency (pair threadIdx.x; d <=
+ * 512 so one pair per thread), loaded before the PDL wait. */
+__device__ __forceinline__ void attn_post_rows(float *sq, float *snew, float *shs, const struct attn_post &ap,
+					       const float wq[AP_PER], const float wk[AP_PER], float inv, int g, int grp,
+					       int d, int pos, int slot, int mk, int cap)
+{
+	int nr = grp + 2 * mk, hf = threadIdx.x >> 7, vt = threadIdx.x & (QP_THREADS - 1);
+	int w4 = (threadIdx.x >> 5) & 3, half = d / 2;
+	const float *qr = ap.qkv + (size_t)g * grp * d;
+	const float *kr = ap.qkv + ((size_t)gridDim.x * grp + g) * d;
+	const float *vr = ap.qkv + ((size_t)gridDim.x * (grp + 1) + g) * d;
+	float xv[AP_ROWS][AP_PER];
+
+#pragma unroll
+	for (int k = 0; k < AP_ROWS; k++) {
+		int r = hf + 2 * k;
+		const float *x = r < grp ? qr + (size_t)r * d : r == grp ? kr : vr;
+
+#pragma unroll
+		for (int u = 0; u < AP_PER; u++) {
+			int i = vt + u * QP_THREADS;
+
+			xv[k][u] = r < nr && i < d ? x[i] : 0.0f;
+		}
+	}
+	float c = 1.0f, sn = 0.0f; /* this thread's pair's turn, while the loads fly */
+
+	if ((int)threadIdx.x < half) {
+		float a = (float)pos * inv;
+
+		c = (float)cos((double)a), sn = (float)sin((double)a);
+	}
+#pragma unroll
+	for (int k = 0; k < AP_ROWS; k++) {
+		int r = hf + 2 * k;
+		float ss = 0.0f;
+
+		if (r >= nr) /* the same for the whole half: warp-uniform */
+			continue;
+#pragma unroll
+		for (int u = 0; u < AP_PER; u++)
+			if (vt + u * QP_THREADS < d)
+				ss = fmaf(xv[k][u], xv[k][u], ss);
+		ss = fg_warp_sum(ss);
+		if ((threadIdx.x & 31) == 0)
+			shs[r * 4 + w4] = ss;
+	}
+	__syncthreads();
+#pragma unroll
+	for (int k = 0; k < AP_ROWS; k++) {
+		int r = hf + 2 * k;
+
+		if (r >= nr)
+			continue;
+		const float *sr = shs + r * 4;
+		float ss = (sr[0] + sr[2]) + (sr[1] + sr[3]);
+		float s = 1.0f / sqrtf(ss / (float)d + ap.eps);
+		float *dst = r < grp ? sq + (size_t)r * d : snew + (size_t)(r - grp) * d;
+		const float *w = r < grp ? ap.qw : r == grp ? ap.kw : NULL;
+
+#pragma unroll
+		for (int u = 0; u < AP_PER; u++) {
+			int i = vt + u * QP_THREADS;
+
+			if (i < d)
+				dst[i] = w ? (xv[k][u] * s) * (r < grp ? wq[u] : wk[u]) : xv[k][u] * s;
+		}
+	}
+	__syncthreads();
+	if ((int)threadIdx.x < half) {
+		int i = threadIdx.x;
+
+		for (int r = 0; r < grp + mk; r++) {
+			float *x = r < grp ? sq + (size_t)r * d : snew;
+			float x0 = x[i], x1 = x[i + half];
+
+			x[i] = x0 * c + (-x1) * sn;
+			x[i + half] = x1 * c + x0 * sn;
+		}
+	}
+	__syncthreads();
+	if (mk) {
+		float *kd = ap.kc + ((size_t)g * cap + slot) * d, *vd = ap.vc + ((size_t)g * cap + slot) * d;
+
+		for (int i = threadIdx.x; i < d; i += blockDim.x) {
+			kd[i] = snew[i];
+			vd[i] = snew[d + i];
+		}
+		__syncthreads(); /* the block's own stores are visible to its loads below */
+	}
+}
 
 /* Decode attention in one launch. Block (g, c) takes kv head g and keys
  * [c * chunk, +chunk): all grp query heads that share g are scored against
@@ -559,12 +671,23 @@ extern "C" int fg_k_kv_store(struct fg_kctx *ctx, float *d_kcache, float *d_vcac
  * [m, l, o...] per (query head, chunk). The last block of kv head g to
  * finish (an integer counter, reset by that block) combines the chunks in
  * chunk order. Scores: lanes take dims i, i + 32, ... with four keys in
- * flight, then a fixed xor tree; weights and outputs sum keys in slot order. */
+ * flight, then a fixed xor tree; weights and outputs sum keys in slot order.
+ * POST: qkv_post is done here too (attn_post_rows): every block norms and
+ * rotates the q rows it needs from the raw projection, and the one block
+ * whose chunk holds slot pos % cap makes the new k, v row, stores it and then
+ * reads it back like any other; no other block of the launch reads that slot
+ * (its keys are other slots), so no block sees the slot's old key. The cache
+ * is then read through ap.kc (written in this kernel: plain coherent loads). */
+template <bool POST>
 __global__ void __launch_bounds__(ATT_THREADS)
 	attn_fused(float *out, float *part, unsigned *counters, const float *__restrict__ q,
 		   const float *__restrict__ kc, const float *__restrict__ vc, int grp, int head_dim, int cap,
-		   const int32_t *pos_p, float scale, int chunk, int nch, int kvpf, const struct fg_kpf pf)
+		   const int32_t *pos_p, float scale, int chunk, int nch, int kvpf, const struct fg_kpf pf,
+		   const struct attn_post ap)
 {
+	const float *kcr = POST ? ap.kc : kc, *vcr = POST ? ap.vc : vc;
+	float wq[AP_PER], wk[AP_PER], inv = 0.0f;
+
 	fg_pdl_trigger();
 	fg_pf_issue(pf); /* a later kernel's weights into L2 (fg_kctx_prefetch) */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -576,11 +699,22 @@ __global__ void __launch_bounds__(ATT_THREADS)
 
 		if (pcnt > 0 && pcnt * head_dim >= 4)
 			asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(
-					     (threadIdx.x ? vc : kc) + ((size_t)blockIdx.x * cap + pj0) * head_dim),
+					     (threadIdx.x ? vcr : kcr) + ((size_t)blockIdx.x * cap + pj0) * head_dim),
 				     "r"((unsigned)(pcnt * head_dim * 4) & ~15u)
 				     : "memory");
 	}
 #endif
+	if (POST) { /* norm weights before the wait: no kernel writes them */
+#pragma unroll
+		for (int u = 0; u < AP_PER; u++) {
+			int i = (threadIdx.x & (QP_THREADS - 1)) + u * QP_THREADS;
+
+			wq[u] = ap.qw && i < head_dim ? ap.qw[i] : 0.0f;
+			wk[u] = ap.kw && i < head_dim ? ap.kw[i] : 0.0f;
+		}
+		if ((int)threadIdx.x < head_dim / 2)
+			inv = ap.inv[threadIdx.x];
+	}
 	fg_pdl_wait();
 	extern __shared__ __align__(16) float sm[];
 	float *sq = sm;                   /* [grp][head_dim] */
@@ -598,11 +732,19 @@ __global__ void __launch_bounds__(ATT_THREADS)
 
 	if (cnt <= 0)
 		return; /* past the valid keys: not counted, never read */
-	for (int i = threadIdx.x; i < grp * head_dim; i += ATT_THREADS)
-		sq[i] = q[(size_t)g * grp * head_dim + i];
-	__syncthreads();
-	const float *kb = kc + ((size_t)g * cap + j0) * head_dim;
-	const float *vb = vc + ((size_t)g * cap + j0) * head_dim;
+	if (POST) {
+		int slot = pos % cap;
+		float *snew = sp + (size_t)grp * spn; /* [2][head_dim]: the new k, v */
+
+		attn_post_rows(sq, snew, snew + 2 * head_dim, ap, wq, wk, inv, g, grp, head_dim, pos, slot,
+			       ap.own && slot / chunk == c, cap);
+	} else {
+		for (int i = threadIdx.x; i < grp * head_dim; i += ATT_THREADS)
+			sq[i] = q[(size_t)g * grp * head_dim + i];
+		__syncthreads();
+	}
+	const float *kb = kcr + ((size_t)g * cap + j0) * head_dim;
+	const float *vb = vcr + ((size_t)g * cap + j0) * head_dim;
 	for (int j = warp * ATT_KEYS; j < cnt; j += ATT_WARPS * ATT_KEYS) {
 		float acc[ATT_KEYS][ATT_MAX_GRP];
 
@@ -728,21 +870,17 @@ __global__ void __launch_bounds__(ATT_THREADS)
 		counters[g] = 0; /* ready for the next launch (stream-ordered) */
 }
 
-extern "C" int fg_k_attn_decode(struct fg_kctx *ctx, float *d_out, const float *d_q, const float *d_kcache,
-				const float *d_vcache, int heads, int kv_heads, int head_dim, int cap,
-				const int32_t *d_pos, float scale, struct fg_err *err)
+/* Launches attn_fused<POST> (shapes checked by the caller). */
+static int attn_launch(struct fg_kctx *ctx, bool post, float *d_out, const float *d_q, const float *d_kcache,
+		       const float *d_vcache, int heads, int kv_heads, int head_dim, int cap, const int32_t *d_pos,
+		       float scale, const struct attn_post &ap, struct fg_err *err)
 {
-	int chunk = 32, nch, grp, spn;
+	int chunk = 32, nch, grp = heads / kv_heads, spn;
 	size_t smem;
+	void (*k)(float *, float *, unsigned *, const float *, const float *, const float *, int, int, int,
+		  const int32_t *, float, int, int, int, const struct fg_kpf, const struct attn_post) =
+		post ? attn_fused<true> : attn_fused<false>;
 
-	if (fg_need_ctx(ctx, err))
-		return FG_EINVAL;
-	if (heads < 1 || kv_heads < 1 || heads % kv_heads || heads / kv_heads > ATT_MAX_GRP ||
-	    kv_heads > FG_CTX_COUNTERS || head_dim < 1 || head_dim > ATT_MAX_DIM || cap < 1 || cap > (1 << 20))
-		return fg_err_set(err, FG_EINVAL,
-				  "attention: heads %d, kv heads %d, head_dim %d, cap %d (at most %d heads per kv head)",
-				  heads, kv_heads, head_dim, cap, ATT_MAX_GRP);
-	grp = heads / kv_heads;
 	/* the grid covers the whole cache so one captured graph serves every
 	 * position; chunks grow so that at most 1024 of them cover it */
 	for (;;) {
@@ -752,11 +890,13 @@ extern "C" int fg_k_attn_decode(struct fg_kctx *ctx, float *d_out, const float *
 		chunk *= 2;
 	}
 	spn = chunk > nch ? chunk : nch;
-	smem = sizeof(float) * ((size_t)grp * head_dim + (size_t)grp * spn);
+	/* q rows, scores; POST also the new k and v rows and the row sums */
+	smem = sizeof(float) * ((size_t)grp * head_dim + (size_t)grp * spn +
+				(post ? 2 * (size_t)head_dim + 4 * (ATT_MAX_GRP + 2) : 0));
 	if ((size_t)heads * nch * (head_dim + 2) * sizeof(float) > ctx->scratch_bytes)
 		return fg_err_set(err, FG_EINVAL, "attention: cache of %d slots too large for scratch", cap);
 	if (smem > 48 * 1024) {
-		cudaError_t e = cudaFuncSetAttribute(attn_fused, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+		cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
 
 		if (e != cudaSuccess) {
 			cudaGetLastError();
@@ -764,10 +904,56 @@ extern "C" int fg_k_attn_decode(struct fg_kctx *ctx, float *d_out, const float *
 					  cudaGetErrorString(e));
 		}
 	}
-	fg_launch_pdl(ctx, attn_fused, dim3(kv_heads, nch), dim3(ATT_THREADS), smem, d_out, (float *)ctx->scratch,
-		      ctx->counters, d_q, d_kcache, d_vcache, grp, head_dim, cap, d_pos, scale, chunk, nch,
-		      ctx->pf_on >= 1, fg_pf_take(ctx));
+	fg_launch_pdl(ctx, k, dim3(kv_heads, nch), dim3(ATT_THREADS), smem, d_out, (float *)ctx->scratch, ctx->counters,
+		      d_q, d_kcache, d_vcache, grp, head_dim, cap, d_pos, scale, chunk, nch, ctx->pf_on >= 1,
+		      fg_pf_take(ctx), ap);
 	return fg_launched("attention", err);
+}
+
+static int attn_shape_ok(int heads, int kv_heads, int head_dim, int cap)
+{
+	return heads >= 1 && kv_heads >= 1 && heads % kv_heads == 0 && heads / kv_heads <= ATT_MAX_GRP &&
+	       kv_heads <= FG_CTX_COUNTERS && head_dim >= 1 && head_dim <= ATT_MAX_DIM && cap >= 1 && cap <= (1 << 20);
+}
+
+extern "C" int fg_k_attn_decode(struct fg_kctx *ctx, float *d_out, const float *d_q, const float *d_kcache,
+				const float *d_vcache, int heads, int kv_heads, int head_dim, int cap,
+				const int32_t *d_pos, float scale, struct fg_err *err)
+{
+	struct attn_post none = {};
+
+	if (fg_need_ctx(ctx, err))
+		return FG_EINVAL;
+	if (!attn_shape_ok(heads, kv_heads, head_dim, cap))
+		return fg_err_set(err, FG_EINVAL,
+				  "attention: heads %d, kv heads %d, head_dim %d, cap %d (at most %d heads per kv head)",
+				  heads, kv_heads, head_dim, cap, ATT_MAX_GRP);
+	return attn_launch(ctx, false, d_out, d_q, d_kcache, d_vcache, heads, kv_heads, head_dim, cap, d_pos, scale,
+			   none, err);
+}
+
+extern "C" int fg_k_attn_decode_post(struct fg_kctx *ctx, float *d_out, float *d_qkv, int heads, int kv_heads,
+				     int head_dim, const float *d_qnorm, const float *d_knorm, const float *d_inv,
+				     const int32_t *d_pos, float *d_kcache, float *d_vcache, int cap, int own,
+				     float eps, float scale, struct fg_err *err)
+{
+	struct attn_post ap = {d_qkv, d_qnorm, d_knorm, d_inv, d_kcache, d_vcache, own ? 1 : 0, eps};
+
+	if (fg_need_ctx(ctx, err))
+		return FG_EINVAL;
+	if (!attn_shape_ok(heads, kv_heads, head_dim, cap) || head_dim < 2 || head_dim % 2 || !d_qkv || !d_inv ||
+	    !d_kcache || !d_vcache || (own && !d_knorm))
+		return fg_err_set(err, FG_EINVAL,
+				  "attention with qkv post: heads %d, kv heads %d, head_dim %d (even), cap %d, "
+				  "k norm %s (at most %d heads per kv head)",
+				  heads, kv_heads, head_dim, cap, d_knorm ? "given" : "missing", ATT_MAX_GRP);
+	if (!ctx->attn_fused) /* the two launches (FG_ATTN_FUSED=0) */
+		return fg_k_qkv_post(ctx, d_qkv, heads, own ? kv_heads : 0, head_dim, d_qnorm, d_knorm, d_inv, d_pos,
+				     d_kcache, d_vcache, cap, eps, err)
+			       ? err->code
+			       : fg_k_attn_decode(ctx, d_out, d_qkv, d_kcache, d_vcache, heads, kv_heads, head_dim, cap,
+						  d_pos, scale, err);
+	return attn_launch(ctx, true, d_out, NULL, NULL, NULL, heads, kv_heads, head_dim, cap, d_pos, scale, ap, err);
 }
 
 /* ---- softcap + argmax --------------------------------------------------------*/

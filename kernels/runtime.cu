@@ -58,6 +58,8 @@ extern "C" int fg_kctx_new(struct fg_kctx **out, struct fg_err *err)
 		c->int4_kind = k && !strcmp(k, "mma") ? FG_INT4_MMA : FG_INT4_FMA;
 		k = getenv("FG_PREFETCH");
 		c->pf_on = c->prop.major < 9 ? 0 : k && *k >= '0' && *k <= '2' && !k[1] ? *k - '0' : FG_PF_DEFAULT;
+		k = getenv("FG_ATTN_FUSED");
+		c->attn_fused = k && (!strcmp(k, "0") || !strcmp(k, "1")) ? *k - '0' : FG_ATTN_FUSED_DEFAULT;
 	}
 #undef FAIL_IF
 	*out = c;
@@ -97,6 +99,15 @@ extern "C" int fg_kctx_set_prefetch(struct fg_kctx *c, int level)
 	if (c->pf_on < 2)
 		c->pf = fg_kpf();
 	return c->pf_on;
+}
+
+extern "C" int fg_kctx_set_attn_fused(struct fg_kctx *c, int on)
+{
+	if (!c)
+		return 0;
+	if (on >= 0)
+		c->attn_fused = on ? 1 : 0;
+	return c->attn_fused;
 }
 
 extern "C" int fg_kctx_prefetch_level(const struct fg_kctx *c)

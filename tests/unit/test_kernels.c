@@ -693,6 +693,129 @@ static void gpu_attention(void)
 	}
 }
 
+/* One attention launch that also does qkv_post's work (fg_k_attn_decode_post)
+ * must give the bits of the two launches (fg_k_qkv_post + fg_k_attn_decode):
+ * output and both caches, on shapes where the new row's slot is the first
+ * key, inside a chunk, at a chunk's start or end, past the ring's wrap (the
+ * slot's old key must not be used), for KV-shared layers (q only, caches
+ * read as they are), head dims 2..512 (odd multiples of 2 too: no K/V
+ * prefetch), 1..8 query heads per kv head, chunks of 32 and 64 keys. Also:
+ * a second fused launch gives the same bits, FG_ATTN_FUSED=0's path
+ * (fg_kctx_set_attn_fused(0)) is the two launches, and the result is close
+ * to engine/cpu's norms + RoPE and the attention twin. */
+struct apc {
+	int heads, kvh, d, cap, pos, own, prop;
+};
+
+static void attn_post_case(const struct apc *t)
+{
+	int nh = t->heads, nkv = t->kvh, d = t->d, cap = t->cap, pos = t->pos, own = t->own, in_force;
+	size_t nq = (size_t)(nh + 2 * nkv) * d, cn = (size_t)nkv * cap * d, no = (size_t)nh * d;
+	float *qkv = fvec(nq, -2, 2), *qw = fvec(d, 0.5f, 1.5f), *kw = fvec(d, 0.5f, 1.5f), *inv = malloc(4 * (d / 2));
+	float *kc = fvec(cn, -1, 1), *vc = fvec(cn, -1, 1), *x = malloc(4 * nq), *ref = malloc(4 * no);
+	float *kcr = malloc(4 * cn), *vcr = malloc(4 * cn), *o[4], *k[3], *v[3];
+	void *dqw = dput(qw, 4 * d), *dkw = dput(kw, 4 * d), *dinv, *dp = dput(&pos, 4), *dy = dnew(4 * no);
+	int rc = 0, same = 1, close;
+	size_t ndiff = 0;
+	double maxd = 0;
+
+	fg_cpu_rope_freqs(inv, d, t->prop ? 1e6 : 1e4, t->prop, 0.25, 1.0);
+	dinv = dput(inv, 4 * (d / 2));
+	for (int i = 0; i < 4; i++)
+		o[i] = malloc(4 * no);
+	for (int i = 0; i < 3; i++)
+		k[i] = malloc(4 * cn), v[i] = malloc(4 * cn);
+	in_force = fg_kctx_set_attn_fused(ctx, -1);
+	/* run 0: the two launches; 1: fused (then 3: fused again); 2: the entry with fusing off */
+	for (int r = 0; r < 3 && !rc; r++) {
+		void *dq = dput(qkv, 4 * nq), *dk = dput(kc, 4 * cn), *dv = dput(vc, 4 * cn);
+
+		if (r == 0)
+			rc = fg_k_qkv_post(ctx, dq, nh, own ? nkv : 0, d, dqw, own ? dkw : NULL, dinv, dp, own ? dk : NULL,
+					   own ? dv : NULL, cap, 1e-6f, &gerr) ||
+			     fg_k_attn_decode(ctx, dy, dq, dk, dv, nh, nkv, d, cap, dp, 1.0f, &gerr);
+		else
+			rc = fg_kctx_set_attn_fused(ctx, r == 1) != (r == 1) ||
+			     fg_k_attn_decode_post(ctx, dy, dq, nh, nkv, d, dqw, own ? dkw : NULL, dinv, dp, dk, dv, cap, own,
+						   1e-6f, 1.0f, &gerr);
+		rc = rc || dget(o[r], dy, 4 * no) || dget(k[r], dk, 4 * cn) || dget(v[r], dv, 4 * cn);
+		if (r == 1) { /* fused again on the caches it wrote: the slot is made anew */
+			fg_kmem_fill(ctx, dy, 0xff, 4 * no, &gerr);
+			rc = rc ||
+			     fg_k_attn_decode_post(ctx, dy, dq, nh, nkv, d, dqw, own ? dkw : NULL, dinv, dp, dk, dv, cap, own,
+						   1e-6f, 1.0f, &gerr) ||
+			     dget(o[3], dy, 4 * no);
+		}
+		fg_kmem_free(ctx, dq), fg_kmem_free(ctx, dk), fg_kmem_free(ctx, dv);
+	}
+	fg_kctx_set_attn_fused(ctx, in_force);
+	for (size_t i = 0; i < no && !rc; i++)
+		if (memcmp(&o[0][i], &o[1][i], 4)) {
+			ndiff++;
+			maxd = fmax(maxd, fabs((double)o[0][i] - o[1][i]));
+		}
+	same = !rc && !ndiff && !memcmp(o[1], o[3], 4 * no) && !memcmp(o[0], o[2], 4 * no) &&
+	       !memcmp(k[0], k[1], 4 * cn) && !memcmp(v[0], v[1], 4 * cn) && !memcmp(k[0], k[2], 4 * cn) &&
+	       !memcmp(v[0], v[2], 4 * cn);
+	ok(same,
+	   "attention with qkv post in one launch = qkv post + attention (bits: out, k and v caches; rerun; "
+	   "FG_ATTN_FUSED=0 path) heads %d/%d dim %d cap %d pos %d %s%s",
+	   nh, nkv, d, cap, pos, own ? "own cache" : "shared cache", rc ? gerr.msg : "");
+	if (!same && !rc)
+		printf("# out differs in %zu of %zu values (max |diff| %g); k cache %s, v cache %s, rerun %s, unfused entry %s\n",
+		       ndiff, no, maxd, memcmp(k[0], k[1], 4 * cn) ? "differs" : "same",
+		       memcmp(v[0], v[1], 4 * cn) ? "differs" : "same", memcmp(o[1], o[3], 4 * no) ? "differs" : "same",
+		       memcmp(o[0], o[2], 4 * no) ? "differs" : "same");
+	/* the CPU's answer: engine/cpu's norms and RoPE, the slot written, the twin */
+	memcpy(x, qkv, 4 * nq);
+	memcpy(kcr, kc, 4 * cn);
+	memcpy(vcr, vc, 4 * cn);
+	for (int b = 0; b < nh + (own ? 2 * nkv : 0); b++) {
+		float *xb = x + (size_t)b * d;
+
+		fg_cpu_rmsnorm(xb, xb, b < nh ? qw : b < nh + nkv ? kw : NULL, d, 1e-6f);
+		if (b < nh + nkv)
+			fg_cpu_rope(xb, d, inv, pos);
+		if (b >= nh)
+			memcpy((b < nh + nkv ? kcr : vcr) + ((size_t)(b < nh + nkv ? b - nh : b - nh - nkv) * cap + pos % cap) * d,
+			       xb, 4 * d);
+	}
+	fg_ref_attn_decode(ref, x, kcr, vcr, nh, nkv, d, cap, pos, 1.0f);
+	close = !rc && worst_rel(o[1], ref, NULL, no, 1e-4, 1e-3) <= 1 && worst_rel(k[1], kcr, NULL, cn, 1e-5, 1e-5) <= 1 &&
+		worst_rel(v[1], vcr, NULL, cn, 1e-5, 1e-5) <= 1;
+	ok(close, "attention with qkv post heads %d/%d dim %d cap %d pos %d vs engine/cpu ops + twin (1e-3 rel + 1e-4) %s",
+	   nh, nkv, d, cap, pos, rc ? gerr.msg : "");
+	fg_kmem_free(ctx, dqw), fg_kmem_free(ctx, dkw), fg_kmem_free(ctx, dinv), fg_kmem_free(ctx, dp);
+	fg_kmem_free(ctx, dy);
+	for (int i = 0; i < 4; i++)
+		free(o[i]);
+	for (int i = 0; i < 3; i++)
+		free(k[i]), free(v[i]);
+	free(qkv), free(qw), free(kw), free(inv), free(kc), free(vc), free(x), free(ref), free(kcr), free(vcr);
+}
+
+static void gpu_attn_post(void)
+{
+	static const struct apc cases[] = {
+		/* heads, kv heads, d, cap, pos, own, proportional RoPE */
+		{8, 2, 256, 512, 0, 1, 0},     {8, 2, 256, 512, 5, 1, 0},      {8, 2, 256, 512, 31, 1, 0},
+		{8, 2, 256, 512, 32, 1, 0},    {8, 2, 256, 512, 600, 1, 0},    {8, 2, 256, 512, 544, 1, 0},
+		{8, 2, 256, 512, 1023, 1, 0},  {8, 2, 512, 4096, 1000, 1, 1},  {8, 2, 512, 4096, 1000, 0, 1},
+		{4, 2, 256, 512, 700, 0, 0},   {3, 1, 16, 70, 130, 1, 0},      {8, 1, 512, 40, 100, 1, 1},
+		{2, 2, 18, 33, 32, 1, 0},      {1, 1, 2, 1, 4, 1, 0},          {5, 5, 64, 8192, 4000, 1, 0},
+		{1, 1, 16, 40000, 45000, 1, 0}, {4, 2, 510, 100, 250, 1, 1},   {6, 3, 128, 512, 513, 1, 0},
+		{8, 2, 512, 2000, 1999, 1, 1}};
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
+		attn_post_case(&cases[c]);
+	{ /* an odd head size is refused */
+		int rc = fg_k_attn_decode_post(ctx, NULL, NULL, 2, 1, 33, NULL, NULL, NULL, NULL, NULL, NULL, 8, 1, 1e-6f,
+					       1.0f, &gerr);
+
+		ok(rc == FG_EINVAL, "attention with qkv post refuses head_dim 33: %s", gerr.msg);
+	}
+}
+
 static void gpu_argmax(void)
 {
 	static const int ns[] = {1, 257, 262144, 12000, 600000};
@@ -954,6 +1077,7 @@ int main(int argc, char **argv)
 	gpu_rope();
 	gpu_small_ops();
 	gpu_attention();
+	gpu_attn_post();
 	gpu_argmax();
 	gpu_fused();
 	fg_kctx_free(ctx);
