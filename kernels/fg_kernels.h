@@ -74,8 +74,9 @@ int fg_kctx_set_prefetch(struct fg_kctx *ctx, int level);
 int fg_kctx_prefetch_level(const struct fg_kctx *ctx);
 void fg_kctx_prefetch(struct fg_kctx *ctx, const void *d_p, size_t bytes);
 /* fg_k_attn_decode_post in one launch (1) or as fg_k_qkv_post + fg_k_attn_decode
- * (0, for A/B measurements); the same bits either way. The context starts
- * with FG_ATTN_FUSED (0 or 1) or the build's default; on < 0 leaves it.
+ * (0, the default: measured faster on the H200); the same bits either way.
+ * The context starts with FG_ATTN_FUSED (0 or 1) or the build's default
+ * (FG_ATTN_FUSED_DEFAULT); on < 0 leaves it.
  * Returns the setting in force after the call. */
 int fg_kctx_set_attn_fused(struct fg_kctx *ctx, int on);
 /* Waits for everything queued on the context's stream; a kernel fault or
@@ -284,15 +285,15 @@ int fg_k_attn_decode(struct fg_kctx *ctx, float *d_out, const float *d_q, const 
 		     const float *d_vcache, int heads, int kv_heads, int head_dim, int cap, const int32_t *d_pos,
 		     float scale, struct fg_err *err);
 
-/* fg_k_qkv_post followed by fg_k_attn_decode, in one launch (unless
- * fg_kctx_set_attn_fused turned that off): d_qkv = raw q [heads][d] | k
+/* fg_k_qkv_post followed by fg_k_attn_decode, as those two launches or, when
+ * fg_kctx_set_attn_fused / FG_ATTN_FUSED=1 asks, in one: d_qkv = raw q [heads][d] | k
  * [kv_heads][d] | v [kv_heads][d] of the projection (q only needed when
  * !own). own: the layer owns the caches, so k and v are normed (k_norm / no
  * weight), k rotated, and both stored into slot *d_pos % cap before the
  * attention reads them; !own: the caches (another layer's) are only read.
- * Every attention block norms and rotates the query heads it serves; the
- * block whose chunk holds the slot makes the new row. Same bits as the two
- * launches. d_qkv's contents afterwards are unspecified (the two launches
+ * In one launch every attention block norms and rotates the query heads it
+ * serves, and the block whose chunk holds the slot makes the new row: the
+ * same bits as the two launches. d_qkv's contents afterwards are unspecified (the two launches
  * leave the normed rows there). head_dim even, <= 512; the d_pos rule of
  * fg_k_attn_decode applies. */
 int fg_k_attn_decode_post(struct fg_kctx *ctx, float *d_out, float *d_qkv, int heads, int kv_heads, int head_dim,

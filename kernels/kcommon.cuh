@@ -77,7 +77,9 @@ __device__ __forceinline__ void fg_pf_issue(const struct fg_kpf &pf)
 }
 
 #ifndef FG_ATTN_FUSED_DEFAULT
-#define FG_ATTN_FUSED_DEFAULT 1 /* without FG_ATTN_FUSED: qkv_post inside the attention launch */
+/* without FG_ATTN_FUSED: qkv_post and the attention as two launches (the
+ * one-launch form measured 0.05 ms per E4B step slower, docs/bench.md) */
+#define FG_ATTN_FUSED_DEFAULT 0
 #endif
 
 #define FG_SCRATCH_BYTES ((size_t)64 << 20)
