@@ -222,10 +222,12 @@ void fg_http_resp_release(struct fg_http_resp *r)
 	r->status = 0;
 }
 
-/* Finds header name in raw header lines; sets *v and *vl to the trimmed value. */
-static int find_header(const char *h, size_t len, const char *name, const char **v, size_t *vl)
+/* Finds header name in raw header lines from byte *from on; sets *v and *vl
+ * to the trimmed value and *from past its line. */
+static int find_header_from(const char *h, size_t len, size_t *from, const char *name,
+			    const char **v, size_t *vl)
 {
-	size_t nl = strlen(name), i = 0;
+	size_t nl = strlen(name), i = *from;
 
 	while (i < len) {
 		size_t e = i;
@@ -241,11 +243,20 @@ static int find_header(const char *h, size_t len, const char *name, const char *
 				t--;
 			*v = h + s;
 			*vl = t - s;
+			*from = e + 1;
 			return 0;
 		}
 		i = e + 1;
 	}
 	return -1;
+}
+
+/* The first header name in raw header lines. */
+static int find_header(const char *h, size_t len, const char *name, const char **v, size_t *vl)
+{
+	size_t from = 0;
+
+	return find_header_from(h, len, &from, name, v, vl);
 }
 
 int fg_http_resp_header(const struct fg_http_resp *r, const char *name, struct fg_buf *out)
@@ -257,6 +268,23 @@ int fg_http_resp_header(const struct fg_http_resp *r, const char *name, struct f
 		return -1;
 	fg_buf_reset(out);
 	return fg_buf_append(out, v, vl, NULL) ? -1 : 0;
+}
+
+int fg_http_resp_header_all(const struct fg_http_resp *r, const char *name, struct fg_buf *out)
+{
+	const char *v;
+	size_t vl, from = 0;
+	int found = 0;
+
+	if (!r->headers.data)
+		return -1;
+	fg_buf_reset(out);
+	while (!find_header_from(r->headers.data, r->headers.len, &from, name, &v, &vl)) {
+		if ((found && fg_buf_puts(out, ", ", NULL)) || fg_buf_append(out, v, vl, NULL))
+			return -1;
+		found = 1;
+	}
+	return found ? 0 : -1;
 }
 
 static size_t on_header(char *p, size_t size, size_t n, void *ud)

@@ -53,6 +53,10 @@ void fg_http_resp_release(struct fg_http_resp *r);
 /* Value of header name (case-insensitive) in r, trimmed, copied into out
  * (replacing its content); returns 0, or -1 when absent. */
 int fg_http_resp_header(const struct fg_http_resp *r, const char *name, struct fg_buf *out);
+/* Every value of header name in r (a header may come in several lines, as
+ * Link does), trimmed and joined with ", " as RFC 9110 5.3 allows; returns 0,
+ * or -1 when absent. */
+int fg_http_resp_header_all(const struct fg_http_resp *r, const char *name, struct fg_buf *out);
 
 /* Blocking GET of url into out->body (at most max_body bytes), following
  * redirects. Anything but a final 2xx is an error naming what. */

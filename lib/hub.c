@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <curl/curl.h>
 
@@ -185,59 +186,116 @@ int fg_hub_list_finish(struct fg_hub_list *l, const char *prefix, const char *wh
 	return 0;
 }
 
+/* url resolved against base (RFC 3986), into out; 0 or -1. */
+static int resolve_url(struct fg_buf *out, const char *base, const char *ref, size_t n)
+{
+	CURLU *u = curl_url();
+	char *abs = NULL, *rel = strndup(ref, n);
+	int rc = -1;
+
+	if (u && rel && !curl_url_set(u, CURLUPART_URL, base, 0) &&
+	    !curl_url_set(u, CURLUPART_URL, rel, 0) && !curl_url_get(u, CURLUPART_URL, &abs, 0)) {
+		fg_buf_reset(out);
+		rc = fg_buf_puts(out, abs, NULL) ? -1 : 0;
+	}
+	curl_free(abs);
+	free(rel);
+	curl_url_cleanup(u);
+	return rc;
+}
+
+static int link_ws(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+/* 1 when the space-separated relation types in v[0..n) include "next" (any case). */
+static int rel_has_next(const char *v, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		size_t s;
+
+		while (i < n && link_ws(v[i]))
+			i++;
+		s = i;
+		while (i < n && !link_ws(v[i]))
+			i++;
+		if (i - s == 4 && !strncasecmp(v + s, "next", 4))
+			return 1;
+	}
+	return 0;
+}
+
+/* RFC 8288: link-value = "<" URI-Reference ">" *( ";" link-param ), values
+ * separated by ','. A param value is a token or a quoted string (which may
+ * hold ',' and ';'); only the first rel param of a link counts. */
 int fg_hub_link_next(struct fg_buf *out, const char *link, const char *base)
 {
 	const char *p = link;
 
 	while (p && *p) {
-		const char *lt = strchr(p, '<'), *gt, *end;
+		const char *lt, *gt;
+		int rel_seen = 0, next = 0;
 
-		if (!lt)
-			return -1;
+		while (link_ws(*p) || *p == ',')
+			p++;
+		if (*p != '<') {
+			/* not a link-value: skip to the next top-level ',' */
+			while (*p && *p != ',')
+				p++;
+			continue;
+		}
+		lt = p + 1;
 		gt = strchr(lt, '>');
 		if (!gt)
 			return -1;
-		end = strchr(gt, ',');
-		if (!end)
-			end = gt + strlen(gt);
-		{
-			size_t seg = (size_t)(end - gt);
-			const char *q = gt + 1;
-			int next = 0;
+		p = gt + 1;
+		for (;;) {
+			const char *name, *val = NULL;
+			size_t nl, vl = 0;
 
-			while (q < end) {
-				const char *r = strstr(q, "rel=");
-
-				if (!r || r >= end)
-					break;
-				r += 4;
-				if (*r == '"')
-					r++;
-				if (!strncmp(r, "next", 4) && (r[4] == '"' || r[4] == ';' || r[4] == ',' ||
-							       r[4] == ' ' || r[4] == '\0' || r + 4 == end))
-					next = 1;
-				q = r;
-			}
-			(void)seg;
-			if (next) {
-				CURLU *u = curl_url();
-				char *abs = NULL, *rel;
-				int rc = -1;
-
-				rel = strndup(lt + 1, (size_t)(gt - lt - 1));
-				if (u && rel && !curl_url_set(u, CURLUPART_URL, base, 0) &&
-				    !curl_url_set(u, CURLUPART_URL, rel, 0) &&
-				    !curl_url_get(u, CURLUPART_URL, &abs, 0)) {
-					fg_buf_reset(out);
-					rc = fg_buf_puts(out, abs, NULL) ? -1 : 0;
+			while (link_ws(*p))
+				p++;
+			if (*p != ';')
+				break;
+			p++;
+			while (link_ws(*p))
+				p++;
+			name = p;
+			while (*p && *p != '=' && *p != ';' && *p != ',' && !link_ws(*p))
+				p++;
+			nl = (size_t)(p - name);
+			while (link_ws(*p))
+				p++;
+			if (*p == '=') {
+				p++;
+				while (link_ws(*p))
+					p++;
+				if (*p == '"') {
+					val = ++p;
+					while (*p && *p != '"')
+						p += p[0] == '\\' && p[1] ? 2 : 1;
+					vl = (size_t)(p - val);
+					if (*p == '"')
+						p++;
+				} else {
+					val = p;
+					while (*p && *p != ';' && *p != ',' && !link_ws(*p))
+						p++;
+					vl = (size_t)(p - val);
 				}
-				curl_free(abs);
-				free(rel);
-				curl_url_cleanup(u);
-				return rc;
+			}
+			if (nl == 3 && !strncasecmp(name, "rel", 3) && !rel_seen) {
+				rel_seen = 1;
+				next = val && rel_has_next(val, vl);
 			}
 		}
-		p = *end ? end + 1 : end;
+		if (next)
+			return resolve_url(out, base, lt, (size_t)(gt - lt));
+		while (*p && *p != ',')
+			p++;
 	}
 	return -1;
 }
@@ -264,7 +322,8 @@ static int list_pages(struct fg_hub_list *out, struct fg_http *h, const char *ur
 			rc = fg_err_set(err, FG_EFORMAT, "%s: more than %d pages", what, FG_HUB_MAX_PAGES);
 			break;
 		}
-		if (fg_http_resp_header(&resp, "Link", &link) ||
+		/* Link may come in several header lines: all of them count */
+		if (fg_http_resp_header_all(&resp, "Link", &link) ||
 		    fg_hub_link_next(&next, link.data, resp.url ? resp.url : cur.data))
 			break;
 		if (!strcmp(next.data, cur.data)) {

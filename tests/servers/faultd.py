@@ -14,10 +14,28 @@ per rule text until the server stops). KIND:
   stall     at=N [rate=B]: trickle B bytes/s (default 64 KiB/s) up to body byte N, then hang
   short     cut=N: announce the full Content-Length, send N bytes fewer, close
   loop      answer 302 to the same URI forever
-  redirect  to=URL: answer 302 to URL + the original path (e.g. another host)
+  redirect  to=URL: answer 302 to URL + the original path (e.g. another host);
+            code=C picks 301/302/303/307/308; replace=[OLD, NEW] answers a RELATIVE
+            Location (the path with OLD replaced by NEW, query kept); name=1 answers
+            a relative-path Location (the last segment + "?moved=1")
+  norange   ignore Range: 200 and the whole body
+  rangecap  cap=N: a 206 carries at most N bytes (a CDN capping ranges)
+  rangeback back=N: a 206 starting N bytes before the asked start
+  grow      by=N: the file looks N bytes longer than it is (the Content-Range
+            total / Content-Length of a file replaced since it was listed)
+  nohead    HEAD answers 405 (GET works)
+  lower     every response header name in lowercase
+  chunked   listings sent with Transfer-Encoding: chunked, no Content-Length
+  close     answer, then close the connection without saying so
+  link      style=S for listing Link headers: quoted (a quoted param holding a
+            comma before rel), two (a rel="prev" header, then a rel=next one),
+            relative (a relative URL), multi (rel="next last", REL=Next)
+Options for every kind: retry_after_date=S (with status) sends Retry-After as
+an HTTP date S seconds ahead; norange=1 ignores Range as norange does.
+--prefix /P serves the whole site below /P (an HF_ENDPOINT with a path).
 Every request is logged as one JSON line (method, path, range, status, bytes, auth)
 to --log, so tests can count bytes served and see where a token went."""
-import argparse, fnmatch, json, os, re, socket, sys, threading, time
+import argparse, email.utils, fnmatch, json, os, re, socket, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit, parse_qs, unquote
 
@@ -61,6 +79,11 @@ class H(BaseHTTPRequestHandler):
     def log_message(self, fmt, *a):
         pass
 
+    def send_header(self, k, v):
+        if getattr(self, 'lower', False):
+            k = k.lower()
+        super().send_header(k, v)
+
     def log(self, status, nbytes):
         rec = {'method': self.command, 'path': self.path, 'range': self.headers.get('Range'),
                'status': status, 'bytes': nbytes, 'auth': self.headers.get('Authorization')}
@@ -87,20 +110,38 @@ class H(BaseHTTPRequestHandler):
     def handle_req(self, head):
         u = urlsplit(self.path)
         path = unquote(u.path)
+        if ARGS.prefix:
+            # the site lives below a path prefix (HF_ENDPOINT=http://host/PREFIX)
+            if not path.startswith(ARGS.prefix + '/'):
+                return self.simple(404, b'outside the prefix\n')
+            path = path[len(ARGS.prefix):]
         query = parse_qs(u.query)
         rule = pick_rule(path, query)
         kind = rule.get('fault') if rule else None
+        self.lower = kind == 'lower'
+        if kind == 'close':
+            self.close_connection = True
+        if kind == 'nohead' and head:
+            return self.simple(405, b'', [('Allow', 'GET')])
         if kind == 'status':
             hd = []
             if 'retry_after' in rule:
                 hd.append(('Retry-After', str(rule['retry_after'])))
+            if 'retry_after_date' in rule:
+                hd.append(('Retry-After', email.utils.formatdate(time.time() + float(rule['retry_after_date']), usegmt=True)))
             return self.simple(int(rule.get('code', 500)), b'', hd)
         if kind == 'loop':
             return self.simple(302, b'', [('Location', self.path)])
         if kind == 'redirect':
-            return self.simple(302, b'', [('Location', rule['to'] + self.path)])
+            code = int(rule.get('code', 302))
+            if 'replace' in rule:
+                old, new = rule['replace']
+                return self.simple(code, b'', [('Location', self.path.replace(old, new, 1))])
+            if rule.get('name'):
+                return self.simple(code, b'', [('Location', u.path.rsplit('/', 1)[1] + '?moved=1')])
+            return self.simple(code, b'', [('Location', rule['to'] + self.path)])
         if path.startswith('/api/'):
-            return self.api(path, query)
+            return self.api(path, query, rule)
         m = re.match(r'^/buckets/([^/]+/[^/]+)/resolve/(.+)$', path)
         if m:
             return self.send_file(os.path.join(ARGS.root, 'data/buckets', m.group(1), m.group(2)), {}, rule, head)
@@ -116,7 +157,7 @@ class H(BaseHTTPRequestHandler):
         with open(os.path.join(ARGS.root, 'files.json')) as f:
             return json.load(f)
 
-    def api(self, path, query):
+    def api(self, path, query, rule):
         cur = query.get('cursor', [''])[0]
         if not re.match(r'^[a-z0-9]*$', cur) or '..' in path:
             return self.simple(400)
@@ -127,17 +168,44 @@ class H(BaseHTTPRequestHandler):
             links = json.load(lf)
         hd = [('Content-Type', 'application/json')]
         nxt = links.get('%s|%s' % (path, cur))
+        kind = rule.get('fault') if rule else None
+        style = rule.get('style') if kind == 'link' else None
         if nxt:
-            hd.append(('Link', '<http://%s%s>; rel="next"' % (self.headers.get('Host'), nxt)))
+            absu = 'http://%s%s%s' % (self.headers.get('Host'), ARGS.prefix or '', nxt)
+            if style == 'quoted':
+                hd.append(('Link', '<%s>; title="a, b"; rel="next"' % absu))
+            elif style == 'two':
+                hd.append(('Link', '<%s>; rel="prev"' % absu.replace('cursor=', 'cursor=x')))
+                hd.append(('Link', '<%s>; rel=next' % absu))
+            elif style == 'relative':
+                hd.append(('Link', '<%s>; rel="next"' % nxt.rsplit('/', 1)[1]))
+            elif style == 'multi':
+                hd.append(('Link', '<%s>; REL="first"; title="next", <%s>; Rel="Next Last"' % (absu.replace('cursor=', 'cursor=x'), absu)))
+            else:
+                hd.append(('Link', '<%s>; rel="next"' % absu))
         with open(f, 'rb') as fh:
-            return self.simple(200, fh.read(), hd)
+            body = fh.read()
+        if kind == 'chunked':
+            self.send_response(200)
+            for k, v in hd:
+                self.send_header(k, v)
+            self.send_header('Transfer-Encoding', 'chunked')
+            self.end_headers()
+            for i in range(0, len(body), 7):
+                piece = body[i:i + 7]
+                self.wfile.write(b'%x\r\n%s\r\n' % (len(piece), piece))
+            self.wfile.write(b'0\r\n\r\n')
+            return self.log(200, len(body))
+        return self.simple(200, body, hd)
 
     def send_file(self, fpath, extra, rule, head):
         if '/../' in fpath or not os.path.isfile(fpath):
             return self.simple(404, b'not found\n')
         size = os.path.getsize(fpath)
         start, end, code = 0, size - 1, 200
-        rng = self.headers.get('Range')
+        kind = rule.get('fault') if rule else None
+        norange = kind == 'norange' or (rule or {}).get('norange')
+        rng = self.headers.get('Range') if not norange else None
         if rng:
             m = re.match(r'^bytes=(\d+)-(\d*)$', rng.strip())
             if not m or int(m.group(1)) >= size:
@@ -145,15 +213,19 @@ class H(BaseHTTPRequestHandler):
             start = int(m.group(1))
             end = min(int(m.group(2)), size - 1) if m.group(2) else size - 1
             code = 206
+            if kind == 'rangecap':
+                end = min(end, start + int(rule.get('cap', 1)) - 1)
+            elif kind == 'rangeback':
+                start = max(0, start - int(rule.get('back', 1)))
         length = end - start + 1
-        kind = rule.get('fault') if rule else None
+        total = size + (int(rule.get('by', 1)) if kind == 'grow' else 0)
         self.send_response(code)
         for k, v in extra.items():
             self.send_header(k, v)
         self.send_header('Accept-Ranges', 'bytes')
-        self.send_header('Content-Length', str(length))
+        self.send_header('Content-Length', str(length if code == 206 or kind != 'grow' else total))
         if code == 206:
-            self.send_header('Content-Range', 'bytes %d-%d/%d' % (start, end, size))
+            self.send_header('Content-Range', 'bytes %d-%d/%d' % (start, end, total))
         if kind in ('drop', 'short'):
             self.send_header('Connection', 'close')
         self.end_headers()
@@ -185,6 +257,9 @@ class H(BaseHTTPRequestHandler):
                     if rate:
                         self.wfile.flush()
                         time.sleep(0.1)
+            if kind == 'grow' and code == 200:
+                self.wfile.write(b'\0' * (total - size))
+                sent += total - size
             self.wfile.flush()
             if kind == 'stall':
                 time.sleep(float(rule.get('hang', 60)))
@@ -207,6 +282,7 @@ def main():
     ap.add_argument('--faults', help='JSON rules file, re-read per request')
     ap.add_argument('--log', required=True)
     ap.add_argument('--pidfile')
+    ap.add_argument('--prefix', help='serve the site below this path (e.g. /mirror)')
     ARGS = ap.parse_args()
     ARGS.root = os.path.abspath(ARGS.root)
     ThreadingHTTPServer.daemon_threads = True

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http.h"
 #include "hub.h"
 #include "tap.h"
 
@@ -72,6 +73,25 @@ int main(void)
 	is_str(b.data, "http://h:1/y?c=3", "relative next resolved");
 	ok(fg_hub_link_next(&b, "</x>; rel=\"prev\"", "http://h:1/t") != 0, "no next");
 	ok(fg_hub_link_next(&b, "garbage", "http://h:1/t") != 0, "garbage has no next");
+	/* RFC 8288 forms the Hub does not send but other servers do */
+	ok(!fg_hub_link_next(&b, "<http://h:1/t?c=2>; title=\"a, b; c\"; rel=\"next\"", "http://h:1/t"),
+	   "a quoted param holding ',' and ';' before rel");
+	is_str(b.data, "http://h:1/t?c=2", "  its next url");
+	ok(!fg_hub_link_next(&b, "</x?c=1>; rel=\"prev\", </y?c=4>; rel=next", "http://h:1/t"),
+	   "an unquoted rel token");
+	is_str(b.data, "http://h:1/y?c=4", "  its next url");
+	ok(!fg_hub_link_next(&b, "</f>; REL=\"first\"; title=\"next\", </n?c=5>; Rel=\"Next Last\"",
+			     "http://h:1/a/t"),
+	   "rel as a list of types in any case; a title saying next is not a rel");
+	is_str(b.data, "http://h:1/n?c=5", "  its next url");
+	ok(!fg_hub_link_next(&b, "<t?c=6> ; rel = \"next\"", "http://h:1/api/x/tree"),
+	   "blanks around ';' and '=', a relative-path reference");
+	is_str(b.data, "http://h:1/api/x/t?c=6", "  resolved against the page's URL");
+	ok(!fg_hub_link_next(&b, "<http://h:1/x?a=1,2>; rel=\"next\"", "http://h:1/t"), "a ',' inside <>");
+	is_str(b.data, "http://h:1/x?a=1,2", "  kept in the URL");
+	ok(fg_hub_link_next(&b, "</n>; rel=\"nextpage\"", "http://h:1/t") != 0, "rel=nextpage is not next");
+	ok(fg_hub_link_next(&b, "</n>; rel=\"prev\"; rel=\"next\"", "http://h:1/t") != 0,
+	   "only the first rel of a link counts (RFC 8288 3.3)");
 	fg_buf_release(&b);
 	return tap_done();
 }

@@ -1,0 +1,130 @@
+#!/bin/sh
+# pull_interop.sh - fgpack lock against servers that speak the same protocols
+# as the Hub but not the way our other fixtures do (tests/servers/faultd.py
+# modes): header names in lowercase, chunked listings, connections closed
+# after every answer, Range ignored or answered with another range, Link
+# headers in the forms RFC 8288 allows (a quoted param holding a comma, two
+# Link lines, relative URLs, several relation types), Retry-After as an HTTP
+# date, relative redirects of every code, a redirect chain to another host
+# (no token there), HF_ENDPOINT with a trailing slash and a path prefix,
+# paths needing percent-encoding, a file that changed since it was listed,
+# a renamed model repo (relative 307) and a plain URL whose server refuses
+# HEAD. Every lock is made in a fresh store (nothing known beforehand), so a
+# wrong byte would show as a wrong sha256 against the fault-free lock.
+. "$(dirname "$0")/../lib.sh"
+S=$TOP/tests/servers
+[ -x /usr/bin/python3 ] && PATH=/usr/bin:$PATH && export PATH
+B=$WORK/b/w
+mkdir -p "$B/ünï" "$WORK/md"
+python3 - "$B" "$WORK/md" <<'PY'
+import os, sys
+b, md = sys.argv[1:3]
+with open(os.path.join(b, 'model.safetensors'), 'wb') as f:   # 4 chunks of 1 MiB (FGPACK_CHUNK)
+    f.write(os.urandom(3 * 1024 * 1024 + 12345))
+for i in range(3):
+    with open(os.path.join(b, 'f%d.json' % i), 'w') as f:
+        f.write('{"i": %d}\n' % i)
+with open(os.path.join(b, 'sp ace #?%+;=.json'), 'w') as f:     # every byte here needs encoding
+    f.write('{"odd": 1}\n')
+with open(os.path.join(b, 'ünï', 'cödé.txt'), 'w') as f:
+    f.write('unicode\n')
+with open(os.path.join(md, 'model.safetensors'), 'wb') as f:
+    f.write(os.urandom(200000))
+with open(os.path.join(md, 'config.json'), 'w') as f:
+    f.write('{"model_type": "gemma4_assistant"}\n')
+PY
+commit=89abcdef0123456789abcdef0123456789abcdef
+python3 $S/hubtree.py "$WORK/site" --bucket acme/b="$WORK/b" --model ns/drafter@$commit="$WORK/md" \
+	--page-size 2 --mtime 2026-01-01T00:00:00.000Z
+echo '[]' >"$WORK/faults.json"
+echo '[]' >"$WORK/faults2.json"
+port=$(free_port); port2=$(free_port); port3=$(free_port)
+python3 $S/faultd.py --port "$port" --root "$WORK/site" --log "$WORK/f.log" --faults "$WORK/faults.json" 2>>"$WORK/faultd.err" &
+at_exit "kill $!"
+# "another host": a CDN serving the same tree below /cdn
+python3 $S/faultd.py --port "$port2" --root "$WORK/site" --log "$WORK/f2.log" --faults "$WORK/faults2.json" --prefix /cdn 2>>"$WORK/faultd.err" &
+at_exit "kill $!"
+# a mirror serving the hub below a path (HF_ENDPOINT=http://host/mirror/)
+python3 $S/faultd.py --port "$port3" --root "$WORK/site" --log "$WORK/f3.log" --faults "$WORK/faults2.json" --prefix /mirror 2>>"$WORK/faultd.err" &
+at_exit "kill $!"
+wait_port "$port" && wait_port "$port2" && wait_port "$port3" || { not_ok "faultd starts"; finish; exit 1; }
+printf '{"name": "i", "model_id": "ns/drafter", "env": {"WEIGHTS_BUCKET": "hf://buckets/acme/b/w", "LOCAL_MODEL_DIR": "/m"}}\n' >"$WORK/m.json"
+HUB="http://127.0.0.1:$port"
+export HF_ENDPOINT="$HUB" HF_TOKEN=hf_interop_secret FGPACK_STALL_SECS=2 FGPACK_RETRY_BASE_MS=20 FGPACK_CHUNK=1048576
+unset HF_HUB_OFFLINE
+check "lock through faultd (no faults)" env FGPACK_HOME="$WORK/s0" "$FGPACK" lock "$WORK/m.json" -o "$WORK/good.lock"
+big_sha=$(sha256sum "$B/model.safetensors" | cut -d' ' -f1)
+odd_sha=$(sha256sum "$B/sp ace #?%+;=.json" | cut -d' ' -f1)
+check_grep "good lock: the big file's sha256" "$big_sha" "$WORK/good.lock"
+check_grep "good lock: a path with space # ? % + ; = and its sha256" "\"path\": \"sp ace #\?%\+;=.json\"" "$WORK/good.lock"
+check_grep "good lock: the odd path's sha256" "$odd_sha" "$WORK/good.lock"
+check_grep "good lock: a unicode path" '"path": "ünï/cödé.txt"' "$WORK/good.lock"
+check_grep "odd path percent-encoded in its resolve URL" 'resolve/w/sp%20ace%20%23%3F%25%2B%3B%3D.json' "$WORK/f.log"
+check_grep "unicode path percent-encoded as UTF-8" 'resolve/w/%C3%BCn%C3%AF/c%C3%B6d%C3%A9.txt' "$WORK/f.log"
+check_grep "model repo pinned to its commit" "\"revision\": \"$commit\"" "$WORK/good.lock"
+grep -o '"sha256": "[0-9a-f]*"' "$WORK/good.lock" >"$WORK/good.sums"
+
+n=0
+# lock_case NAME RULES [ok | fail EXIT REGEX]: fgpack lock into a fresh store under RULES
+lock_case() {
+	name=$1; rules=$2; want=$3
+	n=$((n + 1))
+	echo "$rules" >"$WORK/faults.json"
+	: >"$WORK/f.log"
+	FGPACK_HOME="$WORK/s$n" "$FGPACK" lock "$WORK/m.json" -o "$WORK/c$n.lock" >"$WORK/c$n.out" 2>&1
+	rc=$?
+	echo '[]' >"$WORK/faults.json"
+	if [ "$want" = ok ]; then
+		grep -o '"sha256": "[0-9a-f]*"' "$WORK/c$n.lock" 2>/dev/null >"$WORK/c$n.sums"
+		if [ $rc -eq 0 ] && cmp -s "$WORK/good.sums" "$WORK/c$n.sums"; then
+			ok "$name: lock has every right sha256"
+		else
+			not_ok "$name: lock has every right sha256 (exit $rc)"; sed 's/^/#   /' "$WORK/c$n.out" | tail -5
+		fi
+	else
+		if [ $rc -eq "$4" ] && [ "$(wc -l <"$WORK/c$n.out")" -le 1 ] && grep -Eq -- "$5" "$WORK/c$n.out" && [ ! -e "$WORK/c$n.lock" ]; then
+			ok "$name: exit $4, no lock, one clear line: $(cat "$WORK/c$n.out")"
+		else
+			not_ok "$name: exit $4, no lock, one line matching /$5/ (exit $rc)"; sed 's/^/#   /' "$WORK/c$n.out" | tail -5
+		fi
+	fi
+}
+R='"match": "/buckets/acme/b/resolve/w/model.safetensors"'
+lock_case "header names in lowercase (as HTTP/2 sends them)" '[{"match": "*", "fault": "lower"}]' ok
+lock_case "listings chunked, no Content-Length" '[{"match": "/api/*", "fault": "chunked"}]' ok
+lock_case "server closes the connection after every answer" '[{"match": "*", "fault": "close"}]' ok
+lock_case "Range ignored: 200 with the whole file for every range" "[{$R, \"fault\": \"norange\"}]" ok
+lock_case "206 shorter than the range asked (capped at 100000 bytes)" "[{$R, \"fault\": \"rangecap\", \"cap\": 100000}]" ok
+lock_case "206 starting 1000 bytes before the range asked" "[{$R, \"fault\": \"rangeback\", \"back\": 1000}]" ok
+lock_case "Link: a quoted param holding a comma before rel" '[{"match": "/api/*", "fault": "link", "style": "quoted"}]' ok
+lock_case "Link: rel=prev and rel=next in two header lines" '[{"match": "/api/*", "fault": "link", "style": "two"}]' ok
+lock_case "Link: a relative next URL" '[{"match": "/api/*", "fault": "link", "style": "relative"}]' ok
+lock_case "Link: rel with two types, in mixed case" '[{"match": "/api/*", "fault": "link", "style": "multi"}]' ok
+t0=$(date +%s.%N)
+lock_case "503 with Retry-After as an HTTP date" '[{"match": "*/f1.json", "fault": "status", "code": 503, "retry_after_date": 2, "times": 1}]' ok
+t1=$(date +%s.%N)
+python3 -c "import sys; sys.exit(0 if $t1 - $t0 >= 0.9 else 1)" && ok "the HTTP-date Retry-After was waited for" || not_ok "the HTTP-date Retry-After was waited for ($t0 .. $t1)"
+for code in 301 302 303 307 308; do
+	lock_case "relative redirect ($code) on the big file" "[{$R, \"fault\": \"redirect\", \"code\": $code, \"name\": 1, \"times\": 2}]" ok
+done
+check_grep "the relative Location was followed" 'model.safetensors\?moved=1' "$WORK/f.log"
+
+# a chain: the hub answers 308 to another host, which redirects within itself
+echo '[{"match": "*", "fault": "redirect", "code": 302, "name": 1, "times": 1}]' >"$WORK/faults2.json"
+: >"$WORK/f2.log"
+lock_case "308 to another host, then a relative 302 there" "[{$R, \"fault\": \"redirect\", \"code\": 308, \"to\": \"http://127.0.0.1:$port2/cdn\"}]" ok
+echo '[]' >"$WORK/faults2.json"
+check_grep "the other host served the file" '"/cdn/buckets/acme/b/resolve/w/model.safetensors\?moved=1".*"status": 206' "$WORK/f2.log"
+if grep -q hf_interop_secret "$WORK/f2.log"; then not_ok "no token sent to the other host"; else ok "no token sent to the other host"; fi
+check_grep "the token went to the hub" 'Bearer hf_interop_secret' "$WORK/f.log"
+
+# HF_ENDPOINT with a path and a trailing slash
+check "HF_ENDPOINT=http://host/mirror/: lock" env HF_ENDPOINT="http://127.0.0.1:$port3/mirror/" FGPACK_HOME="$WORK/sm" \
+	"$FGPACK" lock "$WORK/m.json" -o "$WORK/mirror.lock"
+grep -o '"sha256": "[0-9a-f]*"' "$WORK/mirror.lock" >"$WORK/mirror.sums"
+check "the mirror's lock has the same sha256s" cmp "$WORK/good.sums" "$WORK/mirror.sums"
+check_grep "every listing page came through the prefix" '"/mirror/api/buckets/acme/b/tree/w\?recursive=true&cursor=p2"' "$WORK/f3.log"
+if grep -q '"path": "//\|"path": "/api\|"path": "/buckets' "$WORK/f3.log"; then not_ok "no request outside the prefix"; else ok "no request outside the prefix"; fi
+check_grep "the token went to the mirror (it is the endpoint)" 'Bearer hf_interop_secret' "$WORK/f3.log"
+
+finish
