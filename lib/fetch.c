@@ -740,6 +740,7 @@ static int submit_chunk(struct job *j, size_t c)
 	x.start = c * j->chunk;
 	x.end = x.start + j->chunk < j->size ? x.start + j->chunk : j->size;
 	x.no_auth = j->it->no_auth;
+	x.total = j->size; /* a file that changed since the listing is not mixed in */
 	x.on_data = chunk_data;
 	x.on_done = chunk_done;
 	x.ud = &j->ctx[c];

@@ -287,6 +287,39 @@ int fg_http_resp_header_all(const struct fg_http_resp *r, const char *name, stru
 	return found ? 0 : -1;
 }
 
+static int parse_num(const char *v, size_t len, size_t *i, unsigned long long *out)
+{
+	char num[24];
+	size_t k = 0;
+
+	while (*i < len && k < sizeof(num) - 1 && isdigit((unsigned char)v[*i]))
+		num[k++] = v[(*i)++];
+	num[k] = '\0';
+	return k == 0 || (*i < len && isdigit((unsigned char)v[*i])) || fg_parse_u64(num, out) ? -1 : 0;
+}
+
+int fg_http_content_range(const char *v, size_t len, unsigned long long *start,
+			  unsigned long long *end, unsigned long long *total, int *has_total)
+{
+	size_t i = 6;
+
+	*total = 0;
+	*has_total = 0;
+	if (len < 6 || strncasecmp(v, "bytes", 5) || (v[5] != ' ' && v[5] != '\t'))
+		return -1;
+	while (i < len && (v[i] == ' ' || v[i] == '\t'))
+		i++;
+	if (parse_num(v, len, &i, start) || i >= len || v[i++] != '-' || parse_num(v, len, &i, end) ||
+	    i >= len || v[i++] != '/' || *end < *start)
+		return -1;
+	if (i + 1 == len && v[i] == '*')
+		return 0;
+	if (parse_num(v, len, &i, total) || i != len || *total <= *end)
+		return -1;
+	*has_total = 1;
+	return 0;
+}
+
 static size_t on_header(char *p, size_t size, size_t n, void *ud)
 {
 	struct req *r = ud;
@@ -301,23 +334,28 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 	return len;
 }
 
-/* Start offset from "Content-Range: bytes S-E/T"; -1 when absent or odd. */
-static int content_range_start(const struct req *r, unsigned long long *start)
+/* "Content-Range: bytes S-E/T" of the current answer; -1 when absent or odd. */
+static int content_range(const struct req *r, unsigned long long *start, unsigned long long *total,
+			 int *has_total)
 {
 	const char *v;
-	size_t vl, i;
-	char num[32];
+	size_t vl;
+	unsigned long long end;
 
 	if (!r->hbuf.data || find_header(r->hbuf.data, r->hbuf.len, "Content-Range", &v, &vl))
 		return -1;
-	if (vl < 7 || strncasecmp(v, "bytes ", 6))
+	return fg_http_content_range(v, vl, start, &end, total, has_total);
+}
+
+/* Content-Length of the current answer; -1 when absent or odd. */
+static int content_length(const struct req *r, unsigned long long *len)
+{
+	const char *v;
+	size_t vl, i = 0;
+
+	if (!r->hbuf.data || find_header(r->hbuf.data, r->hbuf.len, "Content-Length", &v, &vl))
 		return -1;
-	for (i = 6; i < vl && i - 6 < sizeof(num) - 1 && isdigit((unsigned char)v[i]); i++)
-		num[i - 6] = v[i];
-	num[i - 6] = '\0';
-	if (i == 6 || i >= vl || v[i] != '-')
-		return -1;
-	return fg_parse_u64(num, start) ? -1 : 0;
+	return parse_num(v, vl, &i, len) || i != vl ? -1 : 0;
 }
 
 static size_t on_body(char *p, size_t size, size_t n, void *ud)
@@ -331,13 +369,32 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
 		curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
 		r->resp_ok = status >= 200 && status < 300;
 		if (status == 206) {
-			if (content_range_start(r, &r->resp_off) || r->resp_off > r->pos) {
+			unsigned long long total;
+			int has_total;
+
+			if (content_range(r, &r->resp_off, &total, &has_total) || r->resp_off > r->pos) {
 				r->user_rc = fg_err_set(&r->user_err, FG_ENET,
 							"%s: server sent a range we did not ask for", r->what);
 				return 0;
 			}
+			if (r->x.total && has_total && total != r->x.total) {
+				r->user_rc = fg_err_set(&r->user_err, FG_EMISMATCH,
+							"%s: the remote file is now %llu bytes, %llu when "
+							"listed (it changed; lock again)",
+							r->what, total, r->x.total);
+				return 0;
+			}
 		} else {
+			unsigned long long cl;
+
 			r->resp_off = 0;
+			if (r->resp_ok && r->x.total && !content_length(r, &cl) && cl != r->x.total) {
+				r->user_rc = fg_err_set(&r->user_err, FG_EMISMATCH,
+							"%s: the remote file is now %llu bytes, %llu when "
+							"listed (it changed; lock again)",
+							r->what, cl, r->x.total);
+				return 0;
+			}
 		}
 	}
 	if (!r->resp_ok)

@@ -57,6 +57,11 @@ int fg_http_resp_header(const struct fg_http_resp *r, const char *name, struct f
  * Link does), trimmed and joined with ", " as RFC 9110 5.3 allows; returns 0,
  * or -1 when absent. */
 int fg_http_resp_header_all(const struct fg_http_resp *r, const char *name, struct fg_buf *out);
+/* Parses a Content-Range value "bytes S-E/T" or "bytes S-E/ *" (no space):
+ * 0 and *start, *end (inclusive), *total (0 with *has_total 0 for '*'); -1
+ * when it is not of that form (e.g. "bytes * /T" of a 416). */
+int fg_http_content_range(const char *v, size_t len, unsigned long long *start,
+			  unsigned long long *end, unsigned long long *total, int *has_total);
 
 /* Blocking GET of url into out->body (at most max_body bytes), following
  * redirects. Anything but a final 2xx is an error naming what. */
@@ -90,6 +95,11 @@ struct fg_http_xfer {
 	int no_follow;             /* return 3xx answers instead of following them */
 	int no_auth;               /* never attach the token, whatever the host
 				    * (plain URL components: the token is the Hub's alone) */
+	unsigned long long total;  /* the whole file's size when known (0: unknown): a
+				    * 206 whose Content-Range total, or a 200 whose
+				    * Content-Length, says otherwise fails at once with
+				    * FG_EMISMATCH (the file changed since it was listed;
+				    * its bytes must not be mixed with the listed ones) */
 };
 
 int fg_http_submit(struct fg_http *h, const struct fg_http_xfer *x, struct fg_err *err);

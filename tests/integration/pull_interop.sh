@@ -127,4 +127,11 @@ check_grep "every listing page came through the prefix" '"/mirror/api/buckets/ac
 if grep -q '"path": "//\|"path": "/api\|"path": "/buckets' "$WORK/f3.log"; then not_ok "no request outside the prefix"; else ok "no request outside the prefix"; fi
 check_grep "the token went to the mirror (it is the endpoint)" 'Bearer hf_interop_secret' "$WORK/f3.log"
 
+# a file replaced by a longer one after the listing: its bytes must not be
+# hashed as the listed file's (the lock would pin a blob that never existed)
+lock_case "Content-Range total says the file grew since the listing" "[{$R, \"fault\": \"grow\", \"by\": 10}]" \
+	fail 3 "fetch WEIGHTS_BUCKET/model.safetensors: the remote file is now 3158083 bytes, 3158073 when listed \(it changed; lock again\)"
+lock_case "a 200 whose Content-Length says the file grew" "[{$R, \"fault\": \"grow\", \"by\": 10, \"norange\": 1}]" \
+	fail 3 "the remote file is now 3158083 bytes"
+
 finish

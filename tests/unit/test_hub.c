@@ -92,6 +92,24 @@ int main(void)
 	ok(fg_hub_link_next(&b, "</n>; rel=\"nextpage\"", "http://h:1/t") != 0, "rel=nextpage is not next");
 	ok(fg_hub_link_next(&b, "</n>; rel=\"prev\"; rel=\"next\"", "http://h:1/t") != 0,
 	   "only the first rel of a link counts (RFC 8288 3.3)");
+	{
+		unsigned long long s0, e0, t;
+		int ht;
+
+		ok(!fg_http_content_range("bytes 0-9/100", 13, &s0, &e0, &t, &ht) && s0 == 0 && e0 == 9 &&
+			   t == 100 && ht,
+		   "Content-Range bytes 0-9/100");
+		ok(!fg_http_content_range("bytes 10-19/*", 13, &s0, &e0, &t, &ht) && s0 == 10 && e0 == 19 && !ht,
+		   "Content-Range bytes 10-19/* (total unknown)");
+		ok(!fg_http_content_range("BYTES  5-5/6", 12, &s0, &e0, &t, &ht) && s0 == 5 && t == 6,
+		   "unit in any case, two blanks");
+		ok(fg_http_content_range("bytes */100", 11, &s0, &e0, &t, &ht) != 0, "a 416's bytes */100 is no range");
+		ok(fg_http_content_range("bytes 9-0/100", 13, &s0, &e0, &t, &ht) != 0, "end before start refused");
+		ok(fg_http_content_range("bytes 0-99/99", 13, &s0, &e0, &t, &ht) != 0, "end beyond the total refused");
+		ok(fg_http_content_range("bytes 0-9/1x", 12, &s0, &e0, &t, &ht) != 0, "junk after the total refused");
+		ok(fg_http_content_range("bytes 0-99999999999999999999/1", 30, &s0, &e0, &t, &ht) != 0,
+		   "an overflowing number refused");
+	}
 	fg_buf_release(&b);
 	return tap_done();
 }
