@@ -438,16 +438,51 @@ static char *header_dup(const struct fg_http_resp *r, const char *name, struct f
 	return strndup(s, n);
 }
 
+/* 1 when a redirect's Location stays on url's origin (a relative reference,
+ * or an absolute URL of the same scheme://host:port); *next gets it resolved. */
+static int same_origin_hop(struct fg_buf *next, const char *url, const char *loc)
+{
+	struct fg_buf a = FG_BUF_INIT, b = FG_BUF_INIT;
+	int same;
+
+	if (resolve_url(next, url, loc, strlen(loc)))
+		return 0;
+	same = !fg_url_origin(&a, url, NULL) && !fg_url_origin(&b, next->data, NULL) &&
+	       !strcmp(a.data, b.data);
+	fg_buf_release(&a);
+	fg_buf_release(&b);
+	return same;
+}
+
 int fg_hub_head(struct fg_hub_head *out, struct fg_http *h, const char *url, int follow,
 		const char *what, struct fg_err *err)
 {
 	struct fg_http_resp resp;
-	struct fg_buf tmp = FG_BUF_INIT;
-	int rc;
+	struct fg_buf tmp = FG_BUF_INIT, cur = FG_BUF_INIT;
+	int rc, hops = 0;
 
 	memset(out, 0, sizeof(*out));
 	fg_http_resp_init(&resp);
-	rc = fg_http_head(h, &resp, url, follow, what, err);
+	rc = fg_buf_puts(&cur, url, err);
+	/* Without follow, redirects on the Hub's own origin are still followed
+	 * (as huggingface_hub does): a renamed repo answers a relative 307 to its
+	 * new name, and the X-Repo-Commit wanted is on the answer after it. A hop
+	 * to another origin (the CDN) is where it stops. */
+	while (!rc) {
+		rc = fg_http_head(h, &resp, cur.data, follow, what, err);
+		if (rc || follow || resp.status < 300 || resp.status >= 400 ||
+		    fg_http_resp_header(&resp, "Location", &tmp) || !tmp.len ||
+		    !same_origin_hop(&tmp, cur.data, tmp.data))
+			break;
+		if (++hops > 10) {
+			rc = fg_err_set(err, FG_ENET, "%s: more than 10 redirects (last to %s)", what,
+					tmp.data);
+			break;
+		}
+		fg_buf_reset(&cur);
+		rc = fg_buf_puts(&cur, tmp.data, err);
+	}
+	fg_buf_release(&cur);
 	if (!rc) {
 		out->status = resp.status;
 		out->commit = header_dup(&resp, "X-Repo-Commit", &tmp);

@@ -134,4 +134,13 @@ lock_case "Content-Range total says the file grew since the listing" "[{$R, \"fa
 lock_case "a 200 whose Content-Length says the file grew" "[{$R, \"fault\": \"grow\", \"by\": 10, \"norange\": 1}]" \
 	fail 3 "the remote file is now 3158083 bytes"
 
+# a renamed repo: the Hub answers a relative 307 to the new name; the commit
+# to pin is on the answer after it, not "main"
+printf '{"name": "r", "model_id": "ns/old-drafter", "env": {}}\n' >"$WORK/renamed.json"
+echo '[{"match": "*/ns/old-drafter/*", "fault": "redirect", "code": 307, "replace": ["/ns/old-drafter/", "/ns/drafter/"]}]' >"$WORK/faults.json"
+check "renamed model repo: lock" env FGPACK_HOME="$WORK/sr" "$FGPACK" lock "$WORK/renamed.json" -o "$WORK/renamed.lock"
+echo '[]' >"$WORK/faults.json"
+check_grep "renamed model repo: pinned to the commit behind the redirect" "\"revision\": \"$commit\"" "$WORK/renamed.lock"
+if grep -q '"commit": "main"' "$WORK/renamed.lock"; then not_ok "renamed model repo: no file locked at \"main\""; else ok "renamed model repo: no file locked at \"main\""; fi
+
 finish
