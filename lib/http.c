@@ -840,3 +840,47 @@ int fg_http_head_anon(struct fg_http *h, struct fg_http_resp *out, const char *u
 {
 	return blocking(h, out, url, what, 1, 1, 1, 0, err);
 }
+
+static int discard_data(void *ud, unsigned long long off, const void *data, size_t len,
+			struct fg_err *err)
+{
+	(void)ud;
+	(void)off;
+	(void)data;
+	(void)len;
+	(void)err;
+	return 0;
+}
+
+int fg_http_probe_get_anon(struct fg_http *h, struct fg_http_resp *out, const char *url,
+			   const char *what, struct fg_err *err)
+{
+	struct blocking b;
+	struct fg_http_xfer x;
+	int rc;
+
+	memset(&b, 0, sizeof(b));
+	memset(&x, 0, sizeof(x));
+	b.resp = out;
+	fg_buf_reset(&out->body);
+	x.url = url;
+	x.what = what;
+	x.start = 0;
+	x.end = 1; /* "Range: bytes=0-0"; a 200 is cut after its first byte */
+	x.no_auth = 1;
+	x.on_data = discard_data;
+	x.on_done = blocking_done;
+	x.ud = &b;
+	x.resp = out;
+	rc = fg_http_submit(h, &x, err);
+	if (!rc)
+		rc = fg_http_run(h, NULL, NULL, 200, err);
+	if (rc)
+		return rc;
+	if (b.rc) {
+		if (err)
+			*err = b.err;
+		return b.rc;
+	}
+	return 0;
+}

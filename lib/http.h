@@ -76,6 +76,12 @@ int fg_http_head(struct fg_http *h, struct fg_http_resp *out, const char *url, i
  * Accept-Ranges of the final answer). */
 int fg_http_head_anon(struct fg_http *h, struct fg_http_resp *out, const char *url,
 		      const char *what, struct fg_err *err);
+/* The same probe for servers that refuse HEAD (405, 501): a GET of byte 0
+ * alone ("Range: bytes=0-0"), following redirects, never with the token; the
+ * body is not kept. A 206 tells the size in its Content-Range total, a 200
+ * (ranges ignored) in its Content-Length; reading stops after the first byte. */
+int fg_http_probe_get_anon(struct fg_http *h, struct fg_http_resp *out, const char *url,
+			   const char *what, struct fg_err *err);
 
 /* An asynchronous GET of bytes [start, end) of url (end 0: to the end). The
  * body reaches on_data in order, with its absolute offset; on_data runs on

@@ -226,24 +226,42 @@ static int header_dup(char **out, const struct fg_http_resp *r, const char *name
 }
 
 /* HEADs a plain URL (following redirects, never with the token): size,
- * ETag, Last-Modified and whether it serves byte ranges. */
+ * ETag, Last-Modified and whether it serves byte ranges. A server that
+ * refuses HEAD (405, 501) is asked for byte 0 alone with a GET instead: a
+ * 206 gives the size in its Content-Range total, a 200 (ranges ignored) in
+ * its Content-Length. */
 static int probe_url(struct want *w, struct fg_http *h, const char *url, int ranges_only,
 		     struct fg_err *err)
 {
 	struct fg_http_resp r;
 	struct fg_buf v = FG_BUF_INIT;
-	unsigned long long size = 0;
-	int rc;
+	unsigned long long size = 0, s0, e0;
+	int rc, ranged = 0, has_total = 0, got = 0;
 
 	fg_http_resp_init(&r);
 	rc = fg_http_head_anon(h, &r, url, w->what, err);
-	if (!rc && (fg_http_resp_header(&r, "Content-Length", &v) || !v.data ||
-		    fg_parse_u64(v.data, &size)))
-		rc = fg_err_set(err, FG_EUNSUPPORTED, "%s: %s gives no Content-Length (its size is needed)",
-				w->what, url);
-	if (!rc)
-		w->no_ranges = fg_http_resp_header(&r, "Accept-Ranges", &v) || !v.data ||
-			       !strstr(v.data, "bytes");
+	if (rc && (r.status == 405 || r.status == 501)) {
+		rc = fg_http_probe_get_anon(h, &r, url, w->what, err);
+		got = !rc;
+		ranged = got && r.status == 206;
+	}
+	if (!rc && ranged) {
+		if (fg_http_resp_header(&r, "Content-Range", &v) || !v.data ||
+		    fg_http_content_range(v.data, v.len, &s0, &e0, &size, &has_total) || !has_total)
+			rc = fg_err_set(err, FG_EUNSUPPORTED,
+					"%s: %s refuses HEAD and its Content-Range gives no size", w->what,
+					url);
+		else
+			w->no_ranges = 0;
+	} else if (!rc) {
+		if (fg_http_resp_header(&r, "Content-Length", &v) || !v.data ||
+		    fg_parse_u64(v.data, &size))
+			rc = fg_err_set(err, FG_EUNSUPPORTED,
+					"%s: %s gives no Content-Length (its size is needed)", w->what, url);
+		else /* a 200 to our Range: ranges are ignored, whatever Accept-Ranges says */
+			w->no_ranges = got || fg_http_resp_header(&r, "Accept-Ranges", &v) || !v.data ||
+				       !strstr(v.data, "bytes");
+	}
 	if (!rc && !ranges_only) {
 		w->size = size;
 		fg_lock_remote_clear(&w->remote);

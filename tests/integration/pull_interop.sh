@@ -143,4 +143,25 @@ echo '[]' >"$WORK/faults.json"
 check_grep "renamed model repo: pinned to the commit behind the redirect" "\"revision\": \"$commit\"" "$WORK/renamed.lock"
 if grep -q '"commit": "main"' "$WORK/renamed.lock"; then not_ok "renamed model repo: no file locked at \"main\""; else ok "renamed model repo: no file locked at \"main\""; fi
 
+# a plain URL on a server that refuses HEAD (405) but serves GET
+U="http://127.0.0.1:$port/buckets/acme/b/resolve/w/model.safetensors"
+printf '{"name": "u", "env": {"WEIGHTS_BUCKET": "%s"}}\n' "$U" >"$WORK/url.json"
+echo '[{"match": "*", "fault": "nohead"}]' >"$WORK/faults.json"
+: >"$WORK/f.log"
+check "HEAD refused (405): lock from a GET of byte 0" env FGPACK_HOME="$WORK/su" "$FGPACK" lock "$WORK/url.json" -o "$WORK/url.lock"
+check_grep "the size came from the Content-Range total" '"size": 3158073' "$WORK/url.lock"
+check_grep "the right sha256" "$big_sha" "$WORK/url.lock"
+check_grep "the probe asked for byte 0 alone" '"range": "bytes=0-0", "status": 206' "$WORK/f.log"
+check_grep "then ranges in parallel" '"range": "bytes=1048576-2097151", "status": 206' "$WORK/f.log"
+if grep -q hf_interop_secret "$WORK/f.log"; then not_ok "no token sent to a plain URL"; else ok "no token sent to a plain URL"; fi
+check "--locked re-probes the same way and passes" env FGPACK_HOME="$WORK/su" "$FGPACK" pull "$WORK/url.json" --lock "$WORK/url.lock" --locked
+echo '[{"match": "*", "fault": "nohead", "norange": 1}]' >"$WORK/faults.json"
+: >"$WORK/f.log"
+check "HEAD refused and Range ignored: lock" env FGPACK_HOME="$WORK/su2" "$FGPACK" lock "$WORK/url.json" -o "$WORK/url2.lock"
+check_grep "the size came from the Content-Length" '"size": 3158073' "$WORK/url2.lock"
+check_grep "the right sha256" "$big_sha" "$WORK/url2.lock"
+n_get=$(grep -c '"method": "GET"' "$WORK/f.log")
+[ "$n_get" -eq 2 ] && ok "one probe GET, then one GET for the whole file" || not_ok "one probe GET, then one GET for the whole file (got $n_get GETs)"
+echo '[]' >"$WORK/faults.json"
+
 finish
