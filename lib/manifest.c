@@ -148,6 +148,29 @@ static int get_str_array(char ***out, size_t *n_out, const cJSON *obj, const cha
 	return 0;
 }
 
+/* An integer member, also when written as a string of decimal digits ("8000",
+ * as env-minded authors write every number; Python's int() and pydantic's lax
+ * mode read it so). 0 and *out, or -1. */
+static int int_or_digits(const cJSON *obj, const char *key, long long *out)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+	const char *p;
+	long long n = 0;
+
+	if (!cJSON_IsString(v))
+		return fg_json_int(obj, key, out);
+	p = v->valuestring;
+	if (!*p || strlen(p) > 12)
+		return -1;
+	for (; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return -1;
+		n = n * 10 + (*p - '0');
+	}
+	*out = n;
+	return 0;
+}
+
 static int dup_keys(const cJSON *obj, const char **dup)
 {
 	const cJSON *a, *b;
@@ -332,7 +355,7 @@ static int parse_spec(struct fg_manifest *m, const char *value, const char *what
 	if (v && !cJSON_IsNull(v)) {
 		long long k;
 
-		if (fg_json_int(j, "num_speculative_tokens", &k) || k < 0 || k > 1024) {
+		if (int_or_digits(j, "num_speculative_tokens", &k) || k < 0 || k > 1024) {
 			rc = fg_err_set(err, FG_EFORMAT,
 					"%s: env.SPECULATIVE_CONFIG.num_speculative_tokens: expected an "
 					"integer 0..1024",
@@ -542,6 +565,11 @@ static int parse_env(struct fg_manifest *m, const cJSON *env, const char *what, 
 	if (dup_keys(env, &dup))
 		return fg_err_set(err, FG_EFORMAT, "%s: env.%s: key appears twice", what, dup);
 	for (c = env->child; c; c = c->next) {
+		if (!cJSON_IsString(c) && !strcmp(c->string, "SPECULATIVE_CONFIG"))
+			return fg_err_set(err, FG_EFORMAT,
+					  "%s: env.SPECULATIVE_CONFIG: expected a string holding JSON (an "
+					  "environment variable, as vLLM reads it), got %s",
+					  what, type_name(c));
 		if (!cJSON_IsString(c))
 			return fg_err_set(err, FG_EFORMAT, "%s: env.%s: expected a string, got %s", what,
 					  c->string, type_name(c));
@@ -720,7 +748,14 @@ int fg_dependency_parse(struct fg_dependency *d, const char *spec, struct fg_err
 	int rc;
 
 	memset(d, 0, sizeof(*d));
-	if (strstr(p, "://") && is_name_char(*p) && strcspn(p, "@") > strcspn(p, ":")) {
+	if (*p == '-') {
+		rc = fg_err_set(err, FG_EFORMAT,
+				"\"%s\": a pip option, not a requirement (name[==version] or a URL)", spec);
+		goto out;
+	}
+	/* a bare URL: a scheme, then "://" before any blank */
+	if (strstr(p, "://") && strstr(p, "://") < p + strcspn(p, " \t") && is_name_char(*p) &&
+	    strcspn(p, "@") > strcspn(p, ":")) {
 		rc = dep_url(d, spec, p, err); /* a bare URL */
 		goto out;
 	}
@@ -835,7 +870,7 @@ int fg_manifest_parse(struct fg_manifest **out, const char *text, size_t len, co
 	if (v && !cJSON_IsNull(v)) {
 		long long p;
 
-		if (fg_json_int(m->json, "port", &p) || p < 0 || p > 65535) {
+		if (int_or_digits(m->json, "port", &p) || p < 0 || p > 65535) {
 			rc = fg_err_set(err, FG_EFORMAT, "%s: port: expected an integer 0..65535, got %s",
 					what, cJSON_IsNumber(v) ? "a number out of range" : type_name(v));
 			goto fail;

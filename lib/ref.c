@@ -294,7 +294,13 @@ int fg_ref_parse(struct fg_ref **out, const char *text, struct fg_err *err)
 	} else {
 		/* bare repo id: exactly <ns>/<repo> */
 		r->kind = FG_REF_MODEL;
-		rc = take_ns_name(r, text, text, "repo", 0, &rest, err);
+		if (strchr(text, '@') && !strchr(text, ' '))
+			rc = fg_err_set(err, FG_EINVAL,
+					"%s: a bare repo id takes no revision (write hf://%s for a repo at "
+					"a revision)",
+					text, text);
+		else
+			rc = take_ns_name(r, text, text, "repo", 0, &rest, err);
 		if (!rc && *rest)
 			rc = fg_err_set(err, FG_EINVAL,
 					"%s: a bare repo id is <namespace>/<repo> (use hf://%s/%s[@rev]/path "

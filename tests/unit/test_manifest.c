@@ -170,13 +170,39 @@ static void test_errors(void)
 	bad("{\"model_id\":7}", "model_id: expected a string, got number");
 	bad("{\"dependencies\":[\"ok\",3]}", "dependencies[1]: expected a string, got number");
 	bad("{\"serve\":\"python serve.py\"}", "serve: expected an array of strings, got string");
-	bad("{\"port\":\"8000\"}", "port: expected an integer");
+	bad("{\"port\":\"80a\"}", "port: expected an integer");
+	bad("{\"port\":\"\"}", "port: expected an integer");
+	bad("{\"port\":\"-1\"}", "port: expected an integer");
+	bad("{\"port\":\"70000\"}", "port: expected an integer 0..65535");
+	bad("{\"port\":8000.5}", "port: expected an integer");
 	bad("{\"port\":70000}", "port: expected an integer 0..65535");
 	bad("{\"env\":{\"DRAFTER_BUCKET\":\"hf://buckets/a/b\",\"DRAFTER_SHA256\":\"abc\"}}",
 	    "env.DRAFTER_SHA256: expected 64 hex digits");
 	bad("{\"env\":{\"SPECULATIVE_CONFIG\":\"{nope\"}}", "env.SPECULATIVE_CONFIG: not valid JSON");
-	bad("{\"env\":{\"SPECULATIVE_CONFIG\":\"{\\\"num_speculative_tokens\\\":\\\"7\\\"}\"}}",
+	bad("{\"env\":{\"SPECULATIVE_CONFIG\":\"{\\\"num_speculative_tokens\\\":\\\"seven\\\"}\"}}",
 	    "env.SPECULATIVE_CONFIG.num_speculative_tokens");
+	bad("{\"env\":{\"SPECULATIVE_CONFIG\":\"{\\\"num_speculative_tokens\\\":\\\"2000\\\"}\"}}",
+	    "env.SPECULATIVE_CONFIG.num_speculative_tokens: expected an integer 0..1024");
+	bad("{\"env\":{\"SPECULATIVE_CONFIG\":{\"method\":\"mtp\"}}}",
+	    "env.SPECULATIVE_CONFIG: expected a string holding JSON (an environment variable, as vLLM "
+	    "reads it), got object");
+	bad("{\"env\":{\"MAX_NUM_SEQS\":1}}", "env.MAX_NUM_SEQS: expected a string, got number");
+	bad("{\"env\":{\"DRAFTER_MODEL\":\"org/mtp@v2\"}}",
+	    "env.DRAFTER_MODEL: org/mtp@v2: a bare repo id takes no revision (write hf://org/mtp@v2");
+	bad("{\"dependencies\":[\"--extra-index-url https://download.pytorch.org/whl/cu129\"]}",
+	    "dependencies[0]: \"--extra-index-url https://download.pytorch.org/whl/cu129\": a pip option");
+	/* numbers written as strings, as env-minded authors do and as Python's
+	 * int() and pydantic's lax mode (vLLM's SpeculativeConfig) read them */
+	{
+		struct fg_err e2 = { 0, "" };
+		struct fg_manifest *m2 = parse("{\"port\":\"8000\",\"env\":{\"SPECULATIVE_CONFIG\":"
+					     "\"{\\\"model\\\":\\\"/tmp/d\\\",\\\"num_speculative_tokens\\\":\\\"7\\\"}\"}}",
+					     &e2);
+
+		ok(m2 && m2->port == 8000 && m2->spec.num_speculative_tokens == 7,
+		   "port \"8000\" and num_speculative_tokens \"7\" read as numbers: %s", m2 ? "" : e2.msg);
+		fg_manifest_free(m2);
+	}
 	bad("{\"env\":{\"A\":\"1\",\"A\":\"2\"}}", "env.A: key appears twice");
 	bad("{\"name\":\"a\"} trailing", "trailing data");
 
@@ -257,7 +283,7 @@ static void test_deps(void)
 		   strstr(err.msg, "64 hex"),
 	   "dependency: short #sha256= refused");
 	ok(fg_dependency_parse(&d, "p @ nowhere", &err) == FG_EFORMAT, "dependency: '@' needs a URL");
-	bad("{\"dependencies\": [\"ok==1\", \"--index-url x\"]}", "dependencies[1]: \"--index-url x\": not a requirement");
+	bad("{\"dependencies\": [\"ok==1\", \"--index-url x\"]}", "dependencies[1]: \"--index-url x\": a pip option, not a requirement");
 }
 
 int main(void)
