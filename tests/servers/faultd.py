@@ -145,12 +145,18 @@ class H(BaseHTTPRequestHandler):
         m = re.match(r'^/buckets/([^/]+/[^/]+)/resolve/(.+)$', path)
         if m:
             return self.send_file(os.path.join(ARGS.root, 'data/buckets', m.group(1), m.group(2)), {}, rule, head)
-        m = re.match(r'^/([^/]+/[^/]+)/resolve/([^/]+)/(.+)$', path)
-        if m:
-            info = self.files().get(path, {})
+        # a model resolve URL, segment by segment as sent: the revision is one
+        # segment, so refs/pr/3 must come percent-encoded (refs%2Fpr%2F3)
+        raw = u.path[len(ARGS.prefix):] if ARGS.prefix else u.path
+        segs = [unquote(x) for x in raw.split('/')]
+        if len(segs) >= 6 and segs[0] == '' and segs[3] == 'resolve':
+            repo, rev, fpath = segs[1] + '/' + segs[2], segs[4], '/'.join(segs[5:])
+            info = self.files().get('/%s/resolve/%s/%s' % (repo, rev, fpath))
+            if info is None:
+                return self.simple(404, b'no such revision or file\n')
             hd = {'X-Repo-Commit': info.get('commit', ''), 'X-Linked-Etag': '"%s"' % info.get('etag', ''),
                   'X-Linked-Size': str(info.get('size', ''))}
-            return self.send_file(os.path.join(ARGS.root, 'data/models', m.group(1), m.group(3)), hd, rule, head)
+            return self.send_file(os.path.join(ARGS.root, 'data/models', repo, fpath), hd, rule, head)
         return self.simple(404, b'not found\n')
 
     def files(self):

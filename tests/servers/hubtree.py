@@ -7,6 +7,9 @@ Given folders standing for buckets and model repos, writes into OUT:
   data/buckets/<ns>/<name> -> DIR, data/models/<ns>/<repo> -> DIR (symlinks)
   links.json   {"<uri>|<cursor>": "<uri>?recursive=true&cursor=<next>"}  (Link rel=next)
   files.json   {"<resolve uri>": {"size", "etag", "commit", "cdn"}}  headers per file
+--rev NAME adds a revision name (refs/pr/3, a tag) to every model repo; its
+pages and resolve entries use the name decoded (faultd.py matches the
+percent-encoded segment the Hub expects).
   maps.conf    the same two tables as nginx `map` blocks for nginx.conf.in
 Served by nginx (nginx.conf.in) or by faultd.py. Paths are listed sorted by bytes.
 The fake xetHash is sha256("xet\\0" + content): content-dependent like the real one."""
@@ -70,6 +73,8 @@ def main():
     ap.add_argument('--cdn', action='append', default=[], help='glob of bucket/repo paths served by redirect')
     ap.add_argument('--mtime', help='fixed ISO mtime for every entry (deterministic locks)')
     ap.add_argument('--lfs-min', type=int, default=1024, help='model files at least this big are LFS')
+    ap.add_argument('--rev', action='append', default=[],
+                    help='another revision name of every model repo (a branch, a tag, refs/pr/N)')
     a = ap.parse_args()
     out = os.path.abspath(a.out)
     os.makedirs(out, exist_ok=True)
@@ -117,14 +122,14 @@ def main():
             if lfs:
                 e['lfs'] = {'oid': sha, 'size': size, 'pointerSize': 134}
             entries.append(e)
-            for rev in ('main', commit):
+            for rev in ['main', commit] + a.rev:
                 uri = '/%s/resolve/%s/%s' % (repo, rev, p)
                 files[uri] = {'size': size, 'etag': sha if lfs else git, 'commit': commit,
                               'cdn': lfs and any(fnmatch.fnmatch(p, g) for g in a.cdn)}
         entries += [{'type': 'directory', 'path': q, 'oid': hashlib.sha1(q.encode()).hexdigest(), 'size': 0}
                     for q in dl]
         entries.sort(key=lambda e: e['path'].encode())
-        for rev in ('main', commit):
+        for rev in ['main', commit] + a.rev:
             pages(out, '/api/models/%s/tree/%s' % (repo, rev), entries, a.page_size, links)
         write_json(os.path.join(out, 'api/models', repo, '_info.json'), {'id': repo, 'sha': commit})
     with open(os.path.join(out, 'links.json'), 'w') as f:
