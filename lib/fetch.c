@@ -50,6 +50,8 @@ struct job {
 	int inflight;
 	int single;          /* one chunk: hashed inline on the transfer thread */
 	int mismatch_retry;  /* already refetched once after a digest mismatch */
+	int to_single;       /* the server ignores Range: once the chunks in flight are
+			      * done, start over with one request for the whole file */
 	unsigned long long retry_at;
 	/* shared with the hasher, under R->mu */
 	struct fg_sha256 *sha;
@@ -572,7 +574,7 @@ static int chunk_data(void *ud, unsigned long long off, const void *data, size_t
 	size_t left = len;
 	unsigned long long o = off;
 
-	if (j->state != J_OPEN || R->rc)
+	if (j->state != J_OPEN || R->rc || j->to_single)
 		return fg_err_set(err, FG_EIO, "cancelled");
 	while (left) {
 		ssize_t w = pwrite(j->fd, p, left, (off_t)o);
@@ -606,6 +608,41 @@ static int chunk_data(void *ud, unsigned long long off, const void *data, size_t
 
 static void job_close(struct job *j);
 
+/* The server answered a range with the whole file: the chunked download is
+ * dropped and the file fetched again as one request (hashed as it arrives).
+ * Called once no chunk of j is in flight. */
+static void restart_single(struct job *j)
+{
+	struct run *R = j->R;
+	struct fg_err e;
+	size_t c;
+	unsigned long long had = 0;
+
+	/* the hasher and the syncer must be done with the chunks */
+	pthread_mutex_lock(&R->mu);
+	j->closing = 1;
+	while (j->hashing || j->syncing)
+		pthread_cond_wait(&R->cv, &R->mu);
+	j->njq = 0;
+	j->single = 1;
+	pthread_mutex_unlock(&R->mu);
+	for (c = 0; c < j->nchunks; c++)
+		had += j->got[c];
+	R->bytes_done -= had < R->bytes_done ? had : R->bytes_done;
+	j->to_single = 0;
+	j->chunk = j->size;
+	j->nchunks = 1;
+	close_files(j);
+	fg_store_partial_remove(R->st, j->key, NULL);
+	fg_sha256_free(j->sha);
+	j->sha = NULL;
+	if (job_files(j, &e)) {
+		fg_err_wrap(&e, "fetch %s", j->it->what);
+		job_close(j);
+		job_fail(j, e.code, &e);
+	}
+}
+
 static void chunk_done(void *ud, int rc, const struct fg_err *e)
 {
 	struct cctx *cx = ud;
@@ -616,6 +653,14 @@ static void chunk_done(void *ud, int rc, const struct fg_err *e)
 	j->inflight--;
 	if (j->state != J_OPEN)
 		return;
+	if (rc == FG_EUNSUPPORTED && !j->single)
+		j->to_single = 1;
+	if (j->to_single && !R->rc) {
+		/* the other chunks in flight stop at their next bytes */
+		if (!j->inflight)
+			restart_single(j);
+		return;
+	}
 	if (rc) {
 		struct fg_err we;
 
@@ -741,6 +786,7 @@ static int submit_chunk(struct job *j, size_t c)
 	x.end = x.start + j->chunk < j->size ? x.start + j->chunk : j->size;
 	x.no_auth = j->it->no_auth;
 	x.total = j->size; /* a file that changed since the listing is not mixed in */
+	x.ranges_needed = !j->single;
 	x.on_data = chunk_data;
 	x.on_done = chunk_done;
 	x.ud = &j->ctx[c];
@@ -765,7 +811,8 @@ static void pump(struct run *R)
 	for (i = 0; i < R->nopen && R->inflight < R->max_jobs; i++) {
 		struct job *j = R->open[i];
 
-		while (j->state == J_OPEN && R->inflight < R->max_jobs && j->next < j->nchunks) {
+		while (j->state == J_OPEN && !j->to_single && R->inflight < R->max_jobs &&
+		       j->next < j->nchunks) {
 			size_t c = j->next++;
 
 			if (!j->done[c] && submit_chunk(j, c))

@@ -395,6 +395,12 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
 							r->what, cl, r->x.total);
 				return 0;
 			}
+			if (r->resp_ok && r->x.ranges_needed && r->pos > 0) {
+				r->user_rc = fg_err_set(&r->user_err, FG_EUNSUPPORTED,
+							"%s: the server ignores Range (HTTP %ld)", r->what,
+							status);
+				return 0;
+			}
 		}
 	}
 	if (!r->resp_ok)

@@ -106,6 +106,11 @@ struct fg_http_xfer {
 				    * Content-Length, says otherwise fails at once with
 				    * FG_EMISMATCH (the file changed since it was listed;
 				    * its bytes must not be mixed with the listed ones) */
+	int ranges_needed;         /* a 200 (the whole file) answering a range that starts
+				    * past byte 0 fails at once with FG_EUNSUPPORTED
+				    * ("ignores Range"), instead of reading and dropping
+				    * every byte before the range: a caller splitting a
+				    * file into ranges falls back to one request */
 };
 
 int fg_http_submit(struct fg_http *h, const struct fg_http_xfer *x, struct fg_err *err);

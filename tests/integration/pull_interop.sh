@@ -8,6 +8,7 @@
 # date, relative redirects of every code, a redirect chain to another host
 # (no token there), HF_ENDPOINT with a trailing slash and a path prefix,
 # paths needing percent-encoding, a file that changed since it was listed,
+# a server ignoring Range on a file of many ranges (one request after the first),
 # a renamed model repo (relative 307) and a plain URL whose server refuses
 # HEAD. Every lock is made in a fresh store (nothing known beforehand), so a
 # wrong byte would show as a wrong sha256 against the fault-free lock.
@@ -94,6 +95,17 @@ lock_case "header names in lowercase (as HTTP/2 sends them)" '[{"match": "*", "f
 lock_case "listings chunked, no Content-Length" '[{"match": "/api/*", "fault": "chunked"}]' ok
 lock_case "server closes the connection after every answer" '[{"match": "*", "fault": "close"}]' ok
 lock_case "Range ignored: 200 with the whole file for every range" "[{$R, \"fault\": \"norange\"}]" ok
+# 13 ranges of 256 KiB, 4 at a time: once a range comes back as the whole
+# file, the rest is one request (not one whole-file answer per range: n^2/2)
+echo "[{$R, \"fault\": \"norange\"}]" >"$WORK/faults.json"
+: >"$WORK/f.log"
+check "Range ignored, 13 ranges of 256 KiB, -j 4: lock" env FGPACK_HOME="$WORK/sn" FGPACK_CHUNK=262144 \
+	"$FGPACK" lock "$WORK/m.json" -o "$WORK/norange.lock" -j 4
+echo '[]' >"$WORK/faults.json"
+check_grep "  the right sha256" "$big_sha" "$WORK/norange.lock"
+n_get=$(grep -c '"GET", "path": "/buckets/acme/b/resolve/w/model.safetensors"' "$WORK/f.log")
+[ "$n_get" -le 5 ] && ok "  at most 4 ranged GETs, then one for the whole file (got $n_get)" || not_ok "  at most 4 ranged GETs, then one for the whole file (got $n_get)"
+check_grep "  the whole-file request" '"range": "bytes=0-3158072", "status": 200' "$WORK/f.log"
 lock_case "206 shorter than the range asked (capped at 100000 bytes)" "[{$R, \"fault\": \"rangecap\", \"cap\": 100000}]" ok
 lock_case "206 starting 1000 bytes before the range asked" "[{$R, \"fault\": \"rangeback\", \"back\": 1000}]" ok
 lock_case "Link: a quoted param holding a comma before rel" '[{"match": "/api/*", "fault": "link", "style": "quoted"}]' ok
