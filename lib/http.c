@@ -30,6 +30,7 @@ struct req {
 	int tries, redirects;
 	int progressed;              /* this attempt delivered bytes */
 	long retry_after_ms;         /* from the last answer, -1 none */
+	unsigned long long retry_cap_ms; /* the longest wait retry_after_ms may ask for */
 	unsigned long long wake_ms;  /* backoff: start no earlier than this */
 	int user_rc;                 /* on_data aborted with this */
 	struct fg_err user_err;
@@ -446,6 +447,7 @@ static int start_req(struct fg_http *h, struct req *r, struct fg_err *err)
 	r->progressed = 0;
 	r->enough = 0;
 	r->retry_after_ms = -1;
+	r->retry_cap_ms = h->o.retry_max_ms;
 	fg_buf_reset(&r->hbuf);
 	curl_slist_free_all(r->hdrs);
 	r->hdrs = NULL;
@@ -545,6 +547,43 @@ static long parse_retry_after(const struct req *r)
 	return t > time(NULL) ? (long)(t - time(NULL)) * 1000L : 0;
 }
 
+/* The Hub's 429s say when its 5-minute window resets in the RateLimit field
+ * of draft-ietf-httpapi-ratelimit-headers, e.g. RateLimit: "api";r=0;t=55 (t:
+ * seconds until reset), often without a Retry-After. Milliseconds, or -1. */
+static long parse_ratelimit_reset(const struct req *r)
+{
+	const char *v;
+	size_t vl, i;
+	unsigned long long t = 0;
+	int digits = 0;
+
+	if (!r->hbuf.data || find_header(r->hbuf.data, r->hbuf.len, "RateLimit", &v, &vl))
+		return -1;
+	for (i = 0; i < vl; i++) {
+		size_t k = i + 1;
+
+		if (v[i] != ';')
+			continue;
+		while (k < vl && (v[k] == ' ' || v[k] == '\t'))
+			k++;
+		if (k >= vl || (v[k] != 't' && v[k] != 'T'))
+			continue;
+		k++;
+		while (k < vl && (v[k] == ' ' || v[k] == '\t'))
+			k++;
+		if (k >= vl || v[k] != '=')
+			continue;
+		k++;
+		while (k < vl && (v[k] == ' ' || v[k] == '\t'))
+			k++;
+		for (; k < vl && isdigit((unsigned char)v[k]) && t < 86400; k++, digits++)
+			t = t * 10 + (unsigned long long)(v[k] - '0');
+		if (digits)
+			return t > 86400 ? 86400000L : (long)t * 1000L;
+	}
+	return -1;
+}
+
 static void finish(struct fg_http *h, struct req *r, int rc, const struct fg_err *e, long status)
 {
 	if (r->x.resp) {
@@ -617,8 +656,8 @@ static void retry_or_fail(struct fg_http *h, struct req *r, const char *cause, i
 	delay = (unsigned long long)h->o.retry_base_ms << shift;
 	if (r->retry_after_ms >= 0)
 		delay = (unsigned long long)r->retry_after_ms;
-	if (delay > h->o.retry_max_ms)
-		delay = h->o.retry_max_ms;
+	if (delay > r->retry_cap_ms)
+		delay = r->retry_cap_ms;
 	detach(h, r);
 	r->wake_ms = now_ms() + delay;
 	r->next = h->waiting;
@@ -685,6 +724,13 @@ static void on_complete(struct fg_http *h, struct req *r, CURLcode res)
 	}
 	if (retryable_status(status)) {
 		r->retry_after_ms = parse_retry_after(r);
+		r->retry_cap_ms = h->o.retry_max_ms;
+		if (r->retry_after_ms < 0 && status == 429) {
+			/* the window's reset, up to the 5 minutes a Hub window lasts */
+			r->retry_after_ms = parse_ratelimit_reset(r);
+			if (r->retry_cap_ms < 300000)
+				r->retry_cap_ms = 300000;
+		}
 		snprintf(cause, sizeof(cause), "HTTP %ld", status);
 		retry_or_fail(h, r, cause, FG_ENET, status);
 		return;

@@ -3,7 +3,9 @@
  * One struct fg_http runs many transfers at once on one thread. Each transfer
  * follows redirects itself (so the token is attached per hop: only when the
  * hop's scheme://host:port is the Hub's), retries transport errors and HTTP
- * 408/429/500/502/503/504 with exponential backoff that honours Retry-After,
+ * 408/429/500/502/503/504 with exponential backoff that honours Retry-After
+ * (and, on a 429 without it, the reset time of the Hub's RateLimit field:
+ * "api";r=0;t=55 waits 55 s, up to 5 minutes),
  * resumes a broken body with a Range request from the first byte it lacks,
  * and gives up after max_tries failed attempts in a row without progress with a
  * message like "fetch weights/a.bin: HTTP 429 after 6 tries". A transfer that

@@ -31,9 +31,10 @@ per rule text until the server stops). KIND:
             comma before rel), two (a rel="prev" header, then a rel=next one),
             relative (a relative URL), multi (rel="next last", REL=Next)
 Options for every kind: retry_after_date=S (with status) sends Retry-After as
-an HTTP date S seconds ahead; norange=1 ignores Range as norange does.
+an HTTP date S seconds ahead, ratelimit=T (with status) the Hub's
+RateLimit: "resolvers";r=0;t=T; norange=1 ignores Range as norange does.
 --prefix /P serves the whole site below /P (an HF_ENDPOINT with a path).
-Every request is logged as one JSON line (method, path, range, status, bytes, auth)
+Every request is logged as one JSON line (method, path, range, status, bytes, auth, time)
 to --log, so tests can count bytes served and see where a token went."""
 import argparse, email.utils, fnmatch, json, os, re, socket, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -86,7 +87,8 @@ class H(BaseHTTPRequestHandler):
 
     def log(self, status, nbytes):
         rec = {'method': self.command, 'path': self.path, 'range': self.headers.get('Range'),
-               'status': status, 'bytes': nbytes, 'auth': self.headers.get('Authorization')}
+               'status': status, 'bytes': nbytes, 'auth': self.headers.get('Authorization'),
+               'time': round(time.time(), 3)}
         with LOCK:
             with open(ARGS.log, 'a') as f:
                 f.write(json.dumps(rec) + '\n')
@@ -127,6 +129,9 @@ class H(BaseHTTPRequestHandler):
             hd = []
             if 'retry_after' in rule:
                 hd.append(('Retry-After', str(rule['retry_after'])))
+            if 'ratelimit' in rule:  # the Hub's form (draft-ietf-httpapi-ratelimit-headers)
+                hd.append(('RateLimit', '"resolvers";r=0;t=%d' % int(rule['ratelimit'])))
+                hd.append(('RateLimit-Policy', '"fixed window";"resolvers";q=3000;w=300'))
             if 'retry_after_date' in rule:
                 hd.append(('Retry-After', email.utils.formatdate(time.time() + float(rule['retry_after_date']), usegmt=True)))
             return self.simple(int(rule.get('code', 500)), b'', hd)
