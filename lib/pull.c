@@ -173,6 +173,19 @@ static int plan_model(struct plan *p, size_t ci, const struct fg_component *mc, 
 	}
 	if (!rc && !commit)
 		commit = strdup(fg_ref_revision(mc->ref));
+	if (!rc && commit && strcmp(commit, fg_ref_revision(mc->ref))) {
+		/* the branch may have moved between its listing and the HEAD: the
+		 * files locked are those of the commit locked (its tree never changes) */
+		struct fg_hub_list at;
+
+		rc = fg_hub_model_tree(&at, h, env->endpoint, mc->ref, commit, err);
+		if (rc) {
+			fg_err_wrap(err, "%s", mc->key);
+		} else {
+			fg_hub_list_release(&l);
+			l = at;
+		}
+	}
 	for (i = 0; !rc && i < l.n; i++) {
 		const struct fg_hub_file *f = &l.files[i];
 		const char *rel = fg_ref_rel(mc->ref, f->path);

@@ -9,8 +9,8 @@
 # (no token there), HF_ENDPOINT with a trailing slash and a path prefix,
 # paths needing percent-encoding, a file that changed since it was listed,
 # a server ignoring Range on a file of many ranges (one request after the first),
-# a renamed model repo (relative 307) and a plain URL whose server refuses
-# HEAD. Every lock is made in a fresh store (nothing known beforehand), so a
+# a renamed model repo (relative 307), a branch that moved after its
+# listing, and a plain URL whose server refuses HEAD. Every lock is made in a fresh store (nothing known beforehand), so a
 # wrong byte would show as a wrong sha256 against the fault-free lock.
 . "$(dirname "$0")/../lib.sh"
 S=$TOP/tests/servers
@@ -35,8 +35,18 @@ with open(os.path.join(md, 'config.json'), 'w') as f:
     f.write('{"model_type": "gemma4_assistant"}\n')
 PY
 commit=89abcdef0123456789abcdef0123456789abcdef
+commit2=fedcba9876543210fedcba9876543210fedcba98
 python3 $S/hubtree.py "$WORK/site" --bucket acme/b="$WORK/b" --model ns/drafter@$commit="$WORK/md" \
-	--page-size 2 --mtime 2026-01-01T00:00:00.000Z
+	--model ns/moving@$commit2="$WORK/md" --page-size 2 --mtime 2026-01-01T00:00:00.000Z
+# ns/moving's main moved on after its listing: the listing at "main" still
+# shows a file the commit behind main (what a HEAD reports) no longer has
+python3 - "$WORK/site/api/models/ns/moving/tree/main/_tree.json" <<'PY'
+import json, sys
+p = sys.argv[1]
+d = json.load(open(p))
+d.append({'type': 'file', 'path': 'gone.bin', 'size': 5, 'oid': '0' * 40})
+json.dump(d, open(p, 'w'))
+PY
 echo '[]' >"$WORK/faults.json"
 echo '[]' >"$WORK/faults2.json"
 port=$(free_port); port2=$(free_port); port3=$(free_port)
@@ -165,6 +175,14 @@ check "renamed model repo: lock" env FGPACK_HOME="$WORK/sr" "$FGPACK" lock "$WOR
 echo '[]' >"$WORK/faults.json"
 check_grep "renamed model repo: pinned to the commit behind the redirect" "\"revision\": \"$commit\"" "$WORK/renamed.lock"
 if grep -q '"commit": "main"' "$WORK/renamed.lock"; then not_ok "renamed model repo: no file locked at \"main\""; else ok "renamed model repo: no file locked at \"main\""; fi
+
+# a branch that moved between its listing and the HEAD giving its commit
+printf '{"name": "mv", "model_id": "ns/moving", "env": {}}\n' >"$WORK/moving.json"
+: >"$WORK/f.log"
+check "branch moved after its listing: lock" env FGPACK_HOME="$WORK/smv" "$FGPACK" lock "$WORK/moving.json" -o "$WORK/moving.lock"
+check_grep "  locked at the commit the HEAD gave" "\"revision\": \"$commit2\"" "$WORK/moving.lock"
+if grep -q gone.bin "$WORK/moving.lock"; then not_ok "  the files are the commit's (no gone.bin)"; else ok "  the files are the commit's (no gone.bin)"; fi
+check_grep "  listed again at that commit" "\"/api/models/ns/moving/tree/$commit2\?recursive=true" "$WORK/f.log"
 
 # a plain URL on a server that refuses HEAD (405) but serves GET
 U="http://127.0.0.1:$port/buckets/acme/b/resolve/w/model.safetensors"
