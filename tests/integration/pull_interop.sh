@@ -114,7 +114,9 @@ check "Range ignored, 13 ranges of 256 KiB, -j 4: lock" env FGPACK_HOME="$WORK/s
 echo '[]' >"$WORK/faults.json"
 check_grep "  the right sha256" "$big_sha" "$WORK/norange.lock"
 n_get=$(grep -c '"GET", "path": "/buckets/acme/b/resolve/w/model.safetensors"' "$WORK/f.log")
-[ "$n_get" -le 5 ] && ok "  at most 4 ranged GETs, then one for the whole file (got $n_get)" || not_ok "  at most 4 ranged GETs, then one for the whole file (got $n_get)"
+# about the 4 ranges of the first wave, then the whole file: far from 13
+# (a little slack: a range may be sent before the first 200 is seen)
+[ "$n_get" -le 8 ] && ok "  a few ranged GETs, then one for the whole file (got $n_get of 13)" || not_ok "  a few ranged GETs, then one for the whole file (got $n_get of 13)"
 check_grep "  the whole-file request" '"range": "bytes=0-3158072", "status": 200' "$WORK/f.log"
 lock_case "206 shorter than the range asked (capped at 100000 bytes)" "[{$R, \"fault\": \"rangecap\", \"cap\": 100000}]" ok
 lock_case "206 starting 1000 bytes before the range asked" "[{$R, \"fault\": \"rangeback\", \"back\": 1000}]" ok
