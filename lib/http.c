@@ -735,6 +735,23 @@ static void on_complete(struct fg_http *h, struct req *r, CURLcode res)
 		retry_or_fail(h, r, cause, FG_ENET, status);
 		return;
 	}
+	if (status == 416 && r->x.total) {
+		/* "Content-Range: bytes * /T": the file is now T bytes long */
+		const char *v;
+		size_t vl, i = 8;
+		unsigned long long t;
+
+		if (r->hbuf.data && !find_header(r->hbuf.data, r->hbuf.len, "Content-Range", &v, &vl) &&
+		    vl > 8 && !strncasecmp(v, "bytes */", 8) && !parse_num(v, vl, &i, &t) && i == vl &&
+		    t != r->x.total) {
+			fg_err_set(&e, FG_EMISMATCH,
+				   "%s: the remote file is now %llu bytes, %llu when listed (it changed; "
+				   "lock again)",
+				   r->what, t, r->x.total);
+			finish(h, r, FG_EMISMATCH, &e, status);
+			return;
+		}
+	}
 	if (status >= 400 || (status >= 300 && !r->x.no_follow) || status < 200) {
 		fg_err_set(&e, status_code(status), "%s: HTTP %ld", r->what, status);
 		finish(h, r, status_code(status), &e, status);

@@ -23,6 +23,8 @@ per rule text until the server stops). KIND:
   rangeback back=N: a 206 starting N bytes before the asked start
   grow      by=N: the file looks N bytes longer than it is (the Content-Range
             total / Content-Length of a file replaced since it was listed)
+  shrink    by=N: the file is N bytes shorter than it is (a range past its new
+            end gets 416 with Content-Range: bytes */<new size>)
   nohead    HEAD answers 405 (GET works)
   lower     every response header name in lowercase
   chunked   listings sent with Transfer-Encoding: chunked, no Content-Length
@@ -213,6 +215,8 @@ class H(BaseHTTPRequestHandler):
         if '/../' in fpath or not os.path.isfile(fpath):
             return self.simple(404, b'not found\n')
         size = os.path.getsize(fpath)
+        if rule and rule.get('fault') == 'shrink':
+            size = max(0, size - int(rule.get('by', 1)))
         start, end, code = 0, size - 1, 200
         kind = rule.get('fault') if rule else None
         norange = kind == 'norange' or (rule or {}).get('norange')

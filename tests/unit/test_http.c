@@ -1,7 +1,8 @@
 /* test_http.c - the HTTP client against tests/servers/faultd.py on loopback:
  * retries (429 + Retry-After, 500 burst), resume after a dropped connection
  * and a short body, redirect loop, token kept from other origins, stall
- * timeout, Link-paged listing through hub.c. Needs python3. */
+ * timeout, Link-paged listing through hub.c, a file that shrank since it was
+ * listed (416 / Content-Range total). Needs python3. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +131,9 @@ static void sink_done(void *ud, int rc, const struct fg_err *e)
 		s->err = *e;
 }
 
+/* The file size get() announces (fg_http_xfer.total); 0: unknown. */
+static unsigned long long get_total;
+
 /* GETs url (range [start,end)) and returns the hex digest of what arrived in *hex. */
 static int get(struct fg_http *h, const char *url, unsigned long long start, unsigned long long end,
 	       char hex[65], struct sink *s)
@@ -146,6 +150,7 @@ static int get(struct fg_http *h, const char *url, unsigned long long start, uns
 	x.what = "fetch t";
 	x.start = start;
 	x.end = end;
+	x.total = get_total;
 	x.on_data = sink_data;
 	x.on_done = sink_done;
 	x.ud = s;
@@ -252,6 +257,20 @@ int main(void)
 	faults("[{\"match\":\"*/f.bin\",\"fault\":\"status\",\"code\":404}]");
 	rc = get(h, url, 0, 0, hex, &s);
 	ok(rc == FG_ENOTFOUND && strstr(s.err.msg, "HTTP 404"), "404 is final: %s", s.err.msg);
+
+	/* the file shrank by 1000 bytes since it was listed at 307200 */
+	faults("[{\"match\":\"*/f.bin\",\"fault\":\"shrink\",\"by\":1000}]");
+	get_total = 307200;
+	rc = get(h, url, 307000, 307200, hex, &s);
+	ok(rc == FG_EMISMATCH && strstr(s.err.msg, "the remote file is now 306200 bytes, 307200 when listed"),
+	   "416 past a shrunk file's end names the new size: %s", s.err.msg);
+	rc = get(h, url, 0, 1000, hex, &s);
+	ok(rc == FG_EMISMATCH && strstr(s.err.msg, "the remote file is now 306200 bytes, 307200 when listed"),
+	   "a 206 whose Content-Range total differs: %s", s.err.msg);
+	get_total = 0;
+	rc = get(h, url, 307000, 307200, hex, &s);
+	ok(rc == FG_ENET && strstr(s.err.msg, "HTTP 416"), "without a listed size a 416 stays HTTP 416: %s",
+	   s.err.msg);
 
 	faults("[{\"match\":\"*/f.bin\",\"fault\":\"loop\"}]");
 	rc = get(h, url, 0, 0, hex, &s);
