@@ -12,6 +12,7 @@
 #include "buf.h"
 #include "cmd.h"
 #include "json.h"
+#include "sha256.h"
 #include "tokenizer.h"
 
 #define OUT_FLUSH ((size_t)1 << 20)
@@ -20,10 +21,12 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: fgpack tokenize --tokenizer PATH [--decode] [--lines] [--add-special] [--time]\n\n"
+		"usage: fgpack tokenize --tokenizer PATH [--decode] [--lines [--hex]] [--add-special] [--time]\n\n"
 		"Reads stdin and writes to stdout:\n"
 		"  (default)      the text's token ids as one JSON array\n"
 		"  --lines        one JSON array per input line (the line without its \"\\n\")\n"
+		"  --hex          with --lines: each line is a text's bytes in hexadecimal (any bytes,\n"
+		"                 newlines and NULs included; for test drivers)\n"
 		"  --add-special  add the tokenizer's special tokens (Gemma: <bos> first)\n"
 		"  --decode       stdin holds JSON arrays of ids; writes the text they decode to\n"
 		"                 (with --lines: one array per line in, one JSON string per line out,\n"
@@ -231,9 +234,32 @@ static double clock_s(clockid_t id)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static int run(const struct fg_tokenizer *tok, const char *data, size_t len, int decode, int lines, int flags,
-	       struct fg_buf *out, struct fg_err *err)
+/* The bytes that the hex digits h[0, n) stand for, into b (reset first). */
+static int unhex(struct fg_buf *b, const char *h, size_t n, struct fg_err *err)
 {
+	size_t i;
+	int rc;
+
+	fg_buf_reset(b);
+	if (n && h[n - 1] == '\r')
+		n--;
+	if (n % 2)
+		return fg_err_set(err, FG_EFORMAT, "--hex: a line of %zu hex digits (not an even count)", n);
+	for (i = 0; i < n; i += 2) {
+		int hi = fg_hex_value(h[i]), lo = fg_hex_value(h[i + 1]);
+
+		if (hi < 0 || lo < 0)
+			return fg_err_set(err, FG_EFORMAT, "--hex: '%c%c' is not a hex byte", h[i], h[i + 1]);
+		if ((rc = fg_buf_putc(b, (char)(hi << 4 | lo), err)))
+			return rc;
+	}
+	return 0;
+}
+
+static int run(const struct fg_tokenizer *tok, const char *data, size_t len, int decode, int lines, int hex,
+	       int flags, struct fg_buf *out, struct fg_err *err)
+{
+	struct fg_buf raw = FG_BUF_INIT;
 
 	struct fg_tok_scratch *s = NULL;
 	int32_t *ids = NULL;
@@ -264,9 +290,17 @@ static int run(const struct fg_tokenizer *tok, const char *data, size_t len, int
 		size_t end = nl ? (size_t)(nl - data) : len;
 
 		if (!decode) {
+			const char *x = data + pos;
+			size_t xn = end - pos;
+
 			n = 0;
-			if (!(rc = fg_tokenizer_encode_append(tok, s, data + pos, end - pos, flags, &ids, &n,
-							      &cap, err)))
+			if (hex) {
+				if ((rc = unhex(&raw, x, xn, err)))
+					break;
+				x = raw.data ? raw.data : "";
+				xn = raw.len;
+			}
+			if (!(rc = fg_tokenizer_encode_append(tok, s, x, xn, flags, &ids, &n, &cap, err)))
 				rc = put_ids(out, ids, n, err);
 		} else {
 			int32_t *d = NULL;
@@ -303,6 +337,7 @@ static int run(const struct fg_tokenizer *tok, const char *data, size_t len, int
 	}
 done:
 	free(ids);
+	fg_buf_release(&raw);
 	fg_tok_scratch_free(s);
 	return rc;
 }
@@ -310,7 +345,7 @@ done:
 int cmd_tokenize(int argc, char **argv)
 {
 	const char *path = NULL;
-	int decode = 0, lines = 0, flags = 0, timing = 0, i, rc;
+	int decode = 0, lines = 0, hex = 0, flags = 0, timing = 0, i, rc;
 	struct fg_err err = { 0, "" };
 	struct fg_tokenizer *tok = NULL;
 	struct fg_buf in = FG_BUF_INIT, out = FG_BUF_INIT;
@@ -329,6 +364,8 @@ int cmd_tokenize(int argc, char **argv)
 			decode = 1;
 		else if (!strcmp(argv[i], "--lines"))
 			lines = 1;
+		else if (!strcmp(argv[i], "--hex"))
+			hex = 1;
 		else if (!strcmp(argv[i], "--add-special"))
 			flags |= FG_TOK_ADD_SPECIAL;
 		else if (!strcmp(argv[i], "--time"))
@@ -338,6 +375,8 @@ int cmd_tokenize(int argc, char **argv)
 	}
 	if (!path)
 		return fg_cmd_usage_error("tokenize", "--tokenizer PATH is required");
+	if (hex && (decode || !lines))
+		return fg_cmd_usage_error("tokenize", "--hex applies to encoding with --lines only");
 	if (decode && flags)
 		return fg_cmd_usage_error("tokenize", "--add-special applies to encoding only");
 	if ((rc = fg_tokenizer_load(&tok, path, &err)))
@@ -346,7 +385,7 @@ int cmd_tokenize(int argc, char **argv)
 		goto fail;
 	t0 = clock_s(CLOCK_MONOTONIC);
 	c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
-	rc = run(tok, data, len, decode, lines, flags, &out, &err);
+	rc = run(tok, data, len, decode, lines, hex, flags, &out, &err);
 	c1 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
 	t1 = clock_s(CLOCK_MONOTONIC);
 	if (rc)

@@ -7,6 +7,11 @@
 //   node gemma_tokenize.js [--lines] [--add-special] [--time] FILE...
 //        one JSON array of ids per FILE (--lines: per line of each FILE,
 //        the line without its "\n")
+//   node gemma_tokenize.js --lines --hex FILE...
+//        each line of each FILE is a text's UTF-8 bytes in hexadecimal (so a
+//        text may hold newlines and NULs); one JSON array of ids per line
+//        (--dec-out=PATH: and writes to PATH the decoded text of each line's
+//        ids as a JSON string per line)
 //   node gemma_tokenize.js --rt-out=PATH FILE...
 //        as the first form, and writes to PATH per FILE a line true or false:
 //        whether decode(encode(text)) === text
@@ -29,6 +34,8 @@ const flag = (f) => args.includes(f);
 const files = args.filter((a) => !a.startsWith("--"));
 const rtOut = (args.find((a) => a.startsWith("--rt-out=")) || "").slice(9);
 const rt = [];
+const decOut = (args.find((a) => a.startsWith("--dec-out=")) || "").slice(10);
+const dec = [];
 const model = (args.find((a) => a.startsWith("--model=")) || "--model=gemma3").slice(8);
 const modelDir = path.join(__dirname, "node_modules", "@lenml", "tokenizer-" + model, "models");
 
@@ -62,7 +69,14 @@ for (const file of files) {
 	} else if (flag("--lines")) {
 		const lines = text.split("\n");
 		if (lines.length > 0 && lines[lines.length - 1] === "") lines.pop();
-		for (const line of lines) out.push(JSON.stringify(tok.encode(line, opts)));
+		// ignoreBOM: keep a leading U+FEFF as the text's own character
+		const td = new TextDecoder("utf-8", { ignoreBOM: true });
+		for (const line of lines) {
+			const t = flag("--hex") ? td.decode(Buffer.from(line, "hex")) : line;
+			const ids = tok.encode(t, opts);
+			out.push(JSON.stringify(ids));
+			if (decOut) dec.push(JSON.stringify(ids.length ? tok.decode(ids, { skip_special_tokens: false }) : ""));
+		}
 	} else {
 		const ids = tok.encode(text, opts);
 		out.push(JSON.stringify(ids));
@@ -71,6 +85,7 @@ for (const file of files) {
 	secs += Number(process.hrtime.bigint() - t0) / 1e9;
 }
 if (rtOut) fs.writeFileSync(rtOut, rt.join("\n") + "\n");
+if (decOut) fs.writeFileSync(decOut, dec.join("\n") + "\n");
 const cpu = process.cpuUsage(cpu0);
 if (flag("--time")) console.error(`encode_seconds ${secs} cpu_seconds ${(cpu.user + cpu.system) / 1e6}`);
 process.stdout.write(out.join("\n") + "\n");
