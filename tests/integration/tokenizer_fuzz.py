@@ -4,6 +4,7 @@ tokenizer test (tokenizer_fuzz.sh), and the comparison of its results.
 
     tokenizer_fuzz.py gen TOKENIZER_JSON SEED N OUTDIR
     tokenizer_fuzz.py compare OUTDIR
+    tokenizer_fuzz.py minimize TOKENIZER_JSON FGPACK TEXT_HEX [MODEL]
 
 gen writes, deterministically from SEED (and the tokenizer's own vocabulary
 and added tokens, which it draws pieces and lookalikes from):
@@ -19,7 +20,13 @@ and added tokens, which it draws pieces and lookalikes from):
 compare reads OUTDIR/{js,c}.ids, {js,c}.dec, {js,c}.rdec, c.raw.dec
 and prints every difference (the case, where the ids part, both sides);
 exit 1 when there is one.
+
+minimize shrinks a text whose ids differ (given as hex) to a shortest one
+that still differs, deleting pieces of it (halves, quarters, ... single
+characters) with each round run through both sides in one batch, and prints
+it as a line for the regression fixture.
 """
+import glob
 import json
 import os
 import random
@@ -89,11 +96,22 @@ class Gen:
         self.added = sorted(a["content"] for a in j.get("added_tokens", []))
         vocab = j["model"]["vocab"]
         self.pieces = sorted(vocab, key=lambda p: vocab[p])
+        self.byte_ids = [vocab["<0x%02X>" % x] for x in range(256)] if "<0xFF>" in vocab else []
         self.nids = max(vocab.values()) + 1
         for a in j.get("added_tokens", []):
             self.nids = max(self.nids, a["id"] + 1)
         self.cats = categories()
         self.catnames = sorted(self.cats)
+        # real text to cut fragments from (words BPE merges a long way)
+        self.real = ""
+        for path in sorted(glob.glob("/usr/share/common-licenses/*"))[:6]:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    self.real += f.read(40000)
+            except (OSError, UnicodeDecodeError):
+                pass
+        if not self.real:
+            self.real = " ".join(self.pieces[1000:3000]).replace("\u2581", " ")
 
     def cp(self):
         r = self.r
@@ -152,9 +170,27 @@ class Gen:
             return r.choice(WS) * r.randint(1, 70)
         return "".join(r.choice(WS) for _ in range(r.randint(1, 10)))
 
+    def real_text(self):
+        """A fragment of real text, maybe with a hard character put in, its
+        case changed or a space made another kind of space."""
+        r = self.r
+        a = r.randrange(len(self.real))
+        t = self.real[a:a + r.randint(5, 200)]
+        k = r.random()
+        if k < 0.3 and t:
+            i = r.randrange(len(t))
+            t = t[:i] + r.choice([self.cp(), r.choice(WS), r.choice(EMOJI), r.choice(BIDI), self.added_like()]) + t[i:]
+        elif k < 0.4:
+            t = t.upper()
+        elif k < 0.55:
+            t = t.replace(" ", r.choice(WS))
+        return t
+
     def atom(self):
         r = self.r
         k = r.random()
+        if r.random() < 0.2:
+            return self.real_text()
         if k < 0.16:
             return self.word()
         if k < 0.30:
@@ -235,7 +271,7 @@ def gen(tj, seed, n, outdir):
     os.makedirs(outdir, exist_ok=True)
     g = Gen(tj, seed)
     # byte tokens' ids, for the random id sequences
-    byte_ids = [i for i, p in enumerate(g.pieces) if p.startswith("<0x") and len(p) == 6]
+    byte_ids = g.byte_ids
     texts = [realize(g.text(i)) for i in range(n)]
     fixture = read_fixture()
     texts += fixture
@@ -251,6 +287,15 @@ def gen(tj, seed, n, outdir):
             if byte_ids and g.r.random() < 0.6:
                 ids += [g.r.choice(byte_ids) for _ in range(g.r.randint(1, 8))]
                 g.r.shuffle(ids)
+            if byte_ids and g.r.random() < 0.5:
+                # the byte tokens of a few characters (a BOM among them now
+                # and then), maybe cut short, among the other ids
+                for _ in range(g.r.randint(1, 4)):
+                    c = (g.cp() if g.r.random() < 0.8 else "\ufeff").encode("utf-8")
+                    if g.r.random() < 0.2:
+                        c = c[: g.r.randint(0, len(c))]
+                    k = g.r.randint(0, len(ids))
+                    ids[k:k] = [byte_ids[x] for x in c]
             f.write(json.dumps(ids) + "\n")
     with open(os.path.join(outdir, "raw.bin"), "wb") as f:
         f.write(b"".join(texts))
@@ -306,8 +351,16 @@ def compare(outdir):
         print("decode: %d texts, %d reference lines, %d of ours" % (len(texts), len(jd), len(cd)))
     # decoding random id sequences
     ids = lines(d("randids.txt"))
+    bom = 0
     for i, (x, y) in enumerate(zip(lines(d("js.rdec")), lines(d("c.rdec")))):
-        if json.loads(x) != json.loads(y):
+        a, b = json.loads(x), json.loads(y)
+        if a != b and a.replace("\ufeff", "") == b.replace("\ufeff", "") and len(b) > len(a):
+            # the reference's ByteFallback decodes each run of byte tokens
+            # with a TextDecoder that drops a BOM starting the run; the Rust
+            # library (String::from_utf8) and ours keep it
+            bom += 1
+            continue
+        if a != b:
             bad += 1
             print("decode of ids %s\n  reference %s\n  ours      %s" % (ids[i], x[:200], y[:200]))
     # invalid UTF-8: ours gives the raw bytes back (but a "▁" decodes to " ")
@@ -320,14 +373,65 @@ def compare(outdir):
             k += 1
         print("raw round trip: differs at byte %d: %r against %r" % (k, raw[k:k + 20], back[k:k + 20]))
     print("%d texts compared (encode, decode; the reference round-trips %d), "
-          "%d id sequences decoded, %d raw bytes round-tripped: %d differences" % (
-              len(texts), rtj, len(ids), len(raw), bad))
+          "%d id sequences decoded (%d with a BOM the reference drops), %d raw bytes round-tripped: "
+          "%d differences" % (len(texts), rtj, len(ids), bom, len(raw), bad))
     return 1 if bad else 0
+
+
+def run_both(tj, fgpack, model, texts, tmp):
+    """Ids of each text from ours and from the reference: two lists."""
+    import subprocess
+    hexf = os.path.join(tmp, "min.hex")
+    with open(hexf, "w") as f:
+        for t in texts:
+            f.write(t.encode("utf-8").hex() + "\n")
+    with open(hexf) as f:
+        ours = subprocess.run([fgpack, "tokenize", "--tokenizer", tj, "--lines", "--hex"], stdin=f,
+                              capture_output=True, check=True).stdout.decode().split("\n")[:-1]
+    js = subprocess.run(["node", os.path.join(TOP, "tests", "node", "gemma_tokenize.js"), "--model=" + model,
+                         "--lines", "--hex", hexf], capture_output=True, check=True).stdout.decode().split("\n")[:-1]
+    return ours, js
+
+
+def minimize(tj, fgpack, hx, model="gemma3"):
+    import tempfile
+    t = bytes.fromhex(hx).decode("utf-8")
+    with tempfile.TemporaryDirectory() as tmp:
+        ours, js = run_both(tj, fgpack, model, [t], tmp)
+        if ours == js:
+            print("the text does not differ")
+            return 1
+        k = max(1, len(t) // 2)
+        while True:
+            cands = []
+            for size in sorted({k, max(1, k // 2), 1}, reverse=True):
+                for a in range(0, len(t), size):
+                    c = t[:a] + t[a + size:]
+                    if c and c not in cands:
+                        cands.append(c)
+            if not cands:
+                break
+            ours, js = run_both(tj, fgpack, model, cands, tmp)
+            bad = [c for c, x, y in zip(cands, ours, js) if x != y]
+            if not bad:
+                if k == 1:
+                    break
+                k = max(1, k // 4)
+                continue
+            t = min(bad, key=len)
+            k = max(1, len(t) // 2)
+            print("%d characters: %r" % (len(t), t), file=sys.stderr)
+        ours, js = run_both(tj, fgpack, model, [t], tmp)
+        print("ours %s\nreference %s" % (ours[0], js[0]), file=sys.stderr)
+    print(t.encode("unicode_escape").decode("ascii"))
+    return 0
 
 
 if __name__ == "__main__":
     if len(sys.argv) == 6 and sys.argv[1] == "gen":
         gen(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
+    elif len(sys.argv) in (5, 6) and sys.argv[1] == "minimize":
+        sys.exit(minimize(*sys.argv[2:]))
     elif len(sys.argv) == 3 and sys.argv[1] == "compare":
         sys.exit(compare(sys.argv[2]))
     else:
