@@ -14,6 +14,7 @@ and added tokens, which it draws pieces and lookalikes from):
                only sees strings
   raw.hex      the same texts before that replacement (invalid bytes kept)
   randids.txt  N/4 random id sequences (byte tokens, added tokens, pieces)
+  bom.ids      the byte tokens of a BOM, then "a" (one id sequence)
   fixture.hex  tests/fixtures/tokenizer_fuzz_regress.txt (the minimal inputs of
                every difference found so far), appended to cases.hex too
 
@@ -297,6 +298,9 @@ def gen(tj, seed, n, outdir):
                     k = g.r.randint(0, len(ids))
                     ids[k:k] = [byte_ids[x] for x in c]
             f.write(json.dumps(ids) + "\n")
+    if byte_ids:
+        with open(os.path.join(outdir, "bom.ids"), "w") as f:
+            f.write(json.dumps([byte_ids[0xef], byte_ids[0xbb], byte_ids[0xbf], byte_ids[ord("a")]]) + "\n")
     with open(os.path.join(outdir, "raw.bin"), "wb") as f:
         f.write(b"".join(texts))
     print("%d texts, %d bytes (%d invalid-UTF-8 texts, %d from the regression fixture)" % (
