@@ -97,7 +97,8 @@ class Gen:
         self.added = sorted(a["content"] for a in j.get("added_tokens", []))
         vocab = j["model"]["vocab"]
         self.pieces = sorted(vocab, key=lambda p: vocab[p])
-        self.byte_ids = [vocab["<0x%02X>" % x] for x in range(256)] if "<0xFF>" in vocab else []
+        # byte value -> its byte token's id (Gemma 2 has none for a tab)
+        self.byte_id = {x: vocab["<0x%02X>" % x] for x in range(256) if "<0x%02X>" % x in vocab}
         self.nids = max(vocab.values()) + 1
         for a in j.get("added_tokens", []):
             self.nids = max(self.nids, a["id"] + 1)
@@ -272,7 +273,8 @@ def gen(tj, seed, n, outdir):
     os.makedirs(outdir, exist_ok=True)
     g = Gen(tj, seed)
     # byte tokens' ids, for the random id sequences
-    byte_ids = g.byte_ids
+    bid = g.byte_id
+    byte_ids = sorted(bid.values())
     texts = [realize(g.text(i)) for i in range(n)]
     fixture = read_fixture()
     texts += fixture
@@ -296,11 +298,10 @@ def gen(tj, seed, n, outdir):
                     if g.r.random() < 0.2:
                         c = c[: g.r.randint(0, len(c))]
                     k = g.r.randint(0, len(ids))
-                    ids[k:k] = [byte_ids[x] for x in c]
+                    ids[k:k] = [bid[x] for x in c if x in bid]
             f.write(json.dumps(ids) + "\n")
-    if byte_ids:
-        with open(os.path.join(outdir, "bom.ids"), "w") as f:
-            f.write(json.dumps([byte_ids[0xef], byte_ids[0xbb], byte_ids[0xbf], byte_ids[ord("a")]]) + "\n")
+    with open(os.path.join(outdir, "bom.ids"), "w") as f:
+        f.write(json.dumps([bid.get(x, 0) for x in (0xef, 0xbb, 0xbf, ord("a"))]) + "\n")
     with open(os.path.join(outdir, "raw.bin"), "wb") as f:
         f.write(b"".join(texts))
     print("%d texts, %d bytes (%d invalid-UTF-8 texts, %d from the regression fixture)" % (
