@@ -259,8 +259,7 @@ static int unhex(struct fg_buf *b, const char *h, size_t n, struct fg_err *err)
 static int run(const struct fg_tokenizer *tok, const char *data, size_t len, int decode, int lines, int hex,
 	       int flags, struct fg_buf *out, struct fg_err *err)
 {
-	struct fg_buf raw = FG_BUF_INIT;
-
+	struct fg_buf raw = FG_BUF_INIT; /* a --hex line's bytes */
 	struct fg_tok_scratch *s = NULL;
 	int32_t *ids = NULL;
 	size_t n = 0, cap = 0, pos = 0;

@@ -284,21 +284,32 @@ def gen(tj, seed, n, outdir):
     with open(os.path.join(outdir, "cases.hex"), "w") as f:
         for t in texts:
             f.write(t.decode("utf-8", "replace").encode("utf-8").hex() + "\n")
+    bom = [bid.get(x) for x in (0xef, 0xbb, 0xbf)]
+    byte_set = set(byte_ids)
+
+    def bom_starts_run(ids):
+        """Whether the byte tokens of a BOM start a run of byte tokens: the
+        reference drops that BOM (see bom.ids), so such sequences are drawn
+        again and that case is checked on its own."""
+        return any(ids[i:i + 3] == bom and (i == 0 or ids[i - 1] not in byte_set) for i in range(len(ids)))
+
     with open(os.path.join(outdir, "randids.txt"), "w") as f:
         for _ in range(max(1, n // 4)):
-            ids = g.ids()
-            if byte_ids and g.r.random() < 0.6:
-                ids += [g.r.choice(byte_ids) for _ in range(g.r.randint(1, 8))]
-                g.r.shuffle(ids)
-            if byte_ids and g.r.random() < 0.5:
-                # the byte tokens of a few characters (a BOM among them now
-                # and then), maybe cut short, among the other ids
-                for _ in range(g.r.randint(1, 4)):
-                    c = (g.cp() if g.r.random() < 0.8 else "\ufeff").encode("utf-8")
-                    if g.r.random() < 0.2:
-                        c = c[: g.r.randint(0, len(c))]
-                    k = g.r.randint(0, len(ids))
-                    ids[k:k] = [bid[x] for x in c if x in bid]
+            ids = None
+            while ids is None or bom_starts_run(ids):
+                ids = g.ids()
+                if byte_ids and g.r.random() < 0.6:
+                    ids += [g.r.choice(byte_ids) for _ in range(g.r.randint(1, 8))]
+                    g.r.shuffle(ids)
+                if byte_ids and g.r.random() < 0.5:
+                    # the byte tokens of a few characters, maybe cut short,
+                    # among the other ids
+                    for _ in range(g.r.randint(1, 4)):
+                        c = g.cp().encode("utf-8")
+                        if g.r.random() < 0.2:
+                            c = c[: g.r.randint(0, len(c))]
+                        k = g.r.randint(0, len(ids))
+                        ids[k:k] = [bid[x] for x in c if x in bid]
             f.write(json.dumps(ids) + "\n")
     with open(os.path.join(outdir, "bom.ids"), "w") as f:
         f.write(json.dumps([bid.get(x, 0) for x in (0xef, 0xbb, 0xbf, ord("a"))]) + "\n")
@@ -356,21 +367,17 @@ def compare(outdir):
         print("decode: %d texts, %d reference lines, %d of ours" % (len(texts), len(jd), len(cd)))
     # decoding random id sequences
     ids = lines(d("randids.txt"))
-    bom = 0
     for i, (x, y) in enumerate(zip(lines(d("js.rdec")), lines(d("c.rdec")))):
-        a, b = json.loads(x), json.loads(y)
-        if a != b and a.replace("\ufeff", "") == b.replace("\ufeff", "") and len(b) > len(a):
-            # the reference's ByteFallback decodes each run of byte tokens
-            # with a TextDecoder that drops a BOM starting the run; the Rust
-            # library (String::from_utf8) and ours keep it
-            bom += 1
-            continue
-        if a != b:
+        if json.loads(x) != json.loads(y):
             bad += 1
             print("decode of ids %s\n  reference %s\n  ours      %s" % (ids[i], x[:200], y[:200]))
     # invalid UTF-8: ours gives the raw bytes back (but a "▁" decodes to " ")
     raw = open(d("raw.bin"), "rb").read().replace("\u2581".encode(), b" ")
-    back = open(d("c.raw.dec"), "rb").read() if os.path.exists(d("c.raw.dec")) else raw
+    back = raw
+    if os.path.exists(d("c.raw.dec")):
+        back = open(d("c.raw.dec"), "rb").read()
+    else:
+        raw = back = b""  # not checked (Llama 2's normalizer prepends a "▁" to each text)
     if raw != back:
         bad += 1
         k = 0
@@ -378,8 +385,8 @@ def compare(outdir):
             k += 1
         print("raw round trip: differs at byte %d: %r against %r" % (k, raw[k:k + 20], back[k:k + 20]))
     print("%d texts compared (encode, decode; the reference round-trips %d), "
-          "%d id sequences decoded (%d with a BOM the reference drops), %d raw bytes round-tripped: "
-          "%d differences" % (len(texts), rtj, len(ids), bom, len(raw), bad))
+          "%d id sequences decoded, %d raw bytes round-tripped: %d differences" % (
+              len(texts), rtj, len(ids), len(raw), bad))
     return 1 if bad else 0
 
 

@@ -68,6 +68,10 @@ check "byte tokens of a BOM decode to U+FEFF (as in the Rust library)" python3 -
 import json, sys
 sys.exit(0 if json.loads(open(sys.argv[1], encoding='utf-8').read()) == '\ufeffa' else 1)" "$D/c.bom"
 ok "# the reference decodes them to $(cat "$D/js.bom") (TextDecoder drops a leading BOM)"
+printf '616\n' | "$FGPACK" tokenize --tokenizer "$TJ" --lines --hex >"$D/odd.out" 2>&1
+check_grep "--hex: a line of an odd number of digits is refused" 'not an even count' "$D/odd.out"
+printf '6g\n' | "$FGPACK" tokenize --tokenizer "$TJ" --lines --hex >"$D/nonhex.out" 2>&1
+check_grep "--hex: a digit that is not hex is refused" "'6g' is not a hex byte" "$D/nonhex.out"
 python3 "$TOP/tests/integration/tokenizer_fuzz.py" compare "$D" >"$D/report" 2>&1
 rc=$?
 head -c 6000 "$D/report"
