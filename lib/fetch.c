@@ -608,15 +608,43 @@ static int chunk_data(void *ud, unsigned long long off, const void *data, size_t
 
 static void job_close(struct job *j);
 
+/* Drops what j has fetched (its bytes from the progress, its partial files,
+ * its hash) and opens its files afresh, as one chunk when single. Returns
+ * nonzero when that failed: j has failed then. */
+static int job_refetch(struct job *j, int single)
+{
+	struct run *R = j->R;
+	struct fg_err e;
+	size_t c;
+	unsigned long long had = 0;
+
+	for (c = 0; c < j->nchunks; c++)
+		had += j->got[c];
+	R->bytes_done -= had < R->bytes_done ? had : R->bytes_done;
+	if (single) {
+		j->to_single = 0;
+		j->chunk = j->size;
+		j->nchunks = 1;
+	}
+	close_files(j);
+	fg_store_partial_remove(R->st, j->key, NULL);
+	fg_sha256_free(j->sha);
+	j->sha = NULL;
+	if (job_files(j, &e)) {
+		fg_err_wrap(&e, "fetch %s", j->it->what);
+		job_close(j);
+		job_fail(j, e.code, &e);
+		return -1;
+	}
+	return 0;
+}
+
 /* The server answered a range with the whole file: the chunked download is
  * dropped and the file fetched again as one request (hashed as it arrives).
  * Called once no chunk of j is in flight. */
 static void restart_single(struct job *j)
 {
 	struct run *R = j->R;
-	struct fg_err e;
-	size_t c;
-	unsigned long long had = 0;
 
 	/* the hasher and the syncer must be done with the chunks */
 	pthread_mutex_lock(&R->mu);
@@ -626,21 +654,7 @@ static void restart_single(struct job *j)
 	j->njq = 0;
 	j->single = 1;
 	pthread_mutex_unlock(&R->mu);
-	for (c = 0; c < j->nchunks; c++)
-		had += j->got[c];
-	R->bytes_done -= had < R->bytes_done ? had : R->bytes_done;
-	j->to_single = 0;
-	j->chunk = j->size;
-	j->nchunks = 1;
-	close_files(j);
-	fg_store_partial_remove(R->st, j->key, NULL);
-	fg_sha256_free(j->sha);
-	j->sha = NULL;
-	if (job_files(j, &e)) {
-		fg_err_wrap(&e, "fetch %s", j->it->what);
-		job_close(j);
-		job_fail(j, e.code, &e);
-	}
+	job_refetch(j, 1);
 }
 
 static void chunk_done(void *ud, int rc, const struct fg_err *e)
@@ -702,25 +716,8 @@ static void chunk_done(void *ud, int rc, const struct fg_err *e)
 
 static void reset_for_refetch(struct job *j)
 {
-	struct run *R = j->R;
-	struct fg_err e;
-	size_t c;
-	unsigned long long had = 0;
-
-	for (c = 0; c < j->nchunks; c++)
-		had += j->got[c];
-	R->bytes_done -= had < R->bytes_done ? had : R->bytes_done;
-	close_files(j);
-	fg_store_partial_remove(R->st, j->key, NULL);
-	fg_sha256_free(j->sha);
-	j->sha = NULL;
-	if (job_files(j, &e)) {
-		fg_err_wrap(&e, "fetch %s", j->it->what);
-		job_close(j);
-		job_fail(j, e.code, &e);
-		return;
-	}
-	advance_target(j, 1);
+	if (!job_refetch(j, 0))
+		advance_target(j, 1);
 }
 
 static void commit_job(struct job *j)

@@ -858,8 +858,21 @@ static void blocking_done(void *ud, int rc, const struct fg_err *err)
 		b->err = *err;
 }
 
+static int discard_data(void *ud, unsigned long long off, const void *data, size_t len,
+			struct fg_err *err)
+{
+	(void)ud;
+	(void)off;
+	(void)data;
+	(void)len;
+	(void)err;
+	return 0;
+}
+
+/* One request run to its end. probe: a GET of byte 0 only ("Range:
+ * bytes=0-0"; a 200 is cut after its first byte), the body discarded. */
 static int blocking(struct fg_http *h, struct fg_http_resp *out, const char *url, const char *what,
-		    int head, int follow, int no_auth, size_t max_body, struct fg_err *err)
+		    int head, int follow, int no_auth, int probe, size_t max_body, struct fg_err *err)
 {
 	struct blocking b;
 	struct fg_http_xfer x;
@@ -875,7 +888,11 @@ static int blocking(struct fg_http *h, struct fg_http_resp *out, const char *url
 	x.head = head;
 	x.no_follow = !follow;
 	x.no_auth = no_auth;
-	x.on_data = blocking_data;
+	x.on_data = probe ? discard_data : blocking_data;
+	if (probe) {
+		x.start = 0;
+		x.end = 1;
+	}
 	x.on_done = blocking_done;
 	x.ud = &b;
 	x.resp = out;
@@ -895,61 +912,23 @@ static int blocking(struct fg_http *h, struct fg_http_resp *out, const char *url
 int fg_http_get(struct fg_http *h, struct fg_http_resp *out, const char *url, const char *what,
 		size_t max_body, struct fg_err *err)
 {
-	return blocking(h, out, url, what, 0, 1, 0, max_body, err);
+	return blocking(h, out, url, what, 0, 1, 0, 0, max_body, err);
 }
 
 int fg_http_head(struct fg_http *h, struct fg_http_resp *out, const char *url, int follow,
 		 const char *what, struct fg_err *err)
 {
-	return blocking(h, out, url, what, 1, follow, 0, 0, err);
+	return blocking(h, out, url, what, 1, follow, 0, 0, 0, err);
 }
 
 int fg_http_head_anon(struct fg_http *h, struct fg_http_resp *out, const char *url,
 		      const char *what, struct fg_err *err)
 {
-	return blocking(h, out, url, what, 1, 1, 1, 0, err);
-}
-
-static int discard_data(void *ud, unsigned long long off, const void *data, size_t len,
-			struct fg_err *err)
-{
-	(void)ud;
-	(void)off;
-	(void)data;
-	(void)len;
-	(void)err;
-	return 0;
+	return blocking(h, out, url, what, 1, 1, 1, 0, 0, err);
 }
 
 int fg_http_probe_get_anon(struct fg_http *h, struct fg_http_resp *out, const char *url,
 			   const char *what, struct fg_err *err)
 {
-	struct blocking b;
-	struct fg_http_xfer x;
-	int rc;
-
-	memset(&b, 0, sizeof(b));
-	memset(&x, 0, sizeof(x));
-	b.resp = out;
-	fg_buf_reset(&out->body);
-	x.url = url;
-	x.what = what;
-	x.start = 0;
-	x.end = 1; /* "Range: bytes=0-0"; a 200 is cut after its first byte */
-	x.no_auth = 1;
-	x.on_data = discard_data;
-	x.on_done = blocking_done;
-	x.ud = &b;
-	x.resp = out;
-	rc = fg_http_submit(h, &x, err);
-	if (!rc)
-		rc = fg_http_run(h, NULL, NULL, 200, err);
-	if (rc)
-		return rc;
-	if (b.rc) {
-		if (err)
-			*err = b.err;
-		return b.rc;
-	}
-	return 0;
+	return blocking(h, out, url, what, 0, 1, 1, 1, 0, err);
 }
