@@ -359,6 +359,15 @@ static int content_length(const struct req *r, unsigned long long *len)
 	return parse_num(v, vl, &i, len) || i != vl ? -1 : 0;
 }
 
+/* The error of a transfer whose file is no longer the size it was listed with. */
+static int size_changed(struct fg_err *e, const char *what, unsigned long long now,
+			unsigned long long listed)
+{
+	return fg_err_set(e, FG_EMISMATCH,
+			  "%s: the remote file is now %llu bytes, %llu when listed (it changed; lock again)",
+			  what, now, listed);
+}
+
 static size_t on_body(char *p, size_t size, size_t n, void *ud)
 {
 	struct req *r = ud;
@@ -379,10 +388,7 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
 				return 0;
 			}
 			if (r->x.total && has_total && total != r->x.total) {
-				r->user_rc = fg_err_set(&r->user_err, FG_EMISMATCH,
-							"%s: the remote file is now %llu bytes, %llu when "
-							"listed (it changed; lock again)",
-							r->what, total, r->x.total);
+				r->user_rc = size_changed(&r->user_err, r->what, total, r->x.total);
 				return 0;
 			}
 		} else {
@@ -390,10 +396,7 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
 
 			r->resp_off = 0;
 			if (r->resp_ok && r->x.total && !content_length(r, &cl) && cl != r->x.total) {
-				r->user_rc = fg_err_set(&r->user_err, FG_EMISMATCH,
-							"%s: the remote file is now %llu bytes, %llu when "
-							"listed (it changed; lock again)",
-							r->what, cl, r->x.total);
+				r->user_rc = size_changed(&r->user_err, r->what, cl, r->x.total);
 				return 0;
 			}
 			if (r->resp_ok && r->x.ranges_needed && r->pos > 0) {
@@ -724,7 +727,6 @@ static void on_complete(struct fg_http *h, struct req *r, CURLcode res)
 	}
 	if (retryable_status(status)) {
 		r->retry_after_ms = parse_retry_after(r);
-		r->retry_cap_ms = h->o.retry_max_ms;
 		if (r->retry_after_ms < 0 && status == 429) {
 			/* the window's reset, up to the 5 minutes a Hub window lasts */
 			r->retry_after_ms = parse_ratelimit_reset(r);
@@ -744,11 +746,7 @@ static void on_complete(struct fg_http *h, struct req *r, CURLcode res)
 		if (r->hbuf.data && !find_header(r->hbuf.data, r->hbuf.len, "Content-Range", &v, &vl) &&
 		    vl > 8 && !strncasecmp(v, "bytes */", 8) && !parse_num(v, vl, &i, &t) && i == vl &&
 		    t != r->x.total) {
-			fg_err_set(&e, FG_EMISMATCH,
-				   "%s: the remote file is now %llu bytes, %llu when listed (it changed; "
-				   "lock again)",
-				   r->what, t, r->x.total);
-			finish(h, r, FG_EMISMATCH, &e, status);
+			finish(h, r, size_changed(&e, r->what, t, r->x.total), &e, status);
 			return;
 		}
 	}

@@ -3,10 +3,12 @@
 #include "manifest.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "buf.h"
 #include "fsutil.h"
 #include "json.h"
 
@@ -154,20 +156,13 @@ static int get_str_array(char ***out, size_t *n_out, const cJSON *obj, const cha
 static int int_or_digits(const cJSON *obj, const char *key, long long *out)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-	const char *p;
-	long long n = 0;
+	unsigned long long n;
 
 	if (!cJSON_IsString(v))
 		return fg_json_int(obj, key, out);
-	p = v->valuestring;
-	if (!*p || strlen(p) > 12)
+	if (fg_parse_u64(v->valuestring, &n) || n > (unsigned long long)LLONG_MAX)
 		return -1;
-	for (; *p; p++) {
-		if (*p < '0' || *p > '9')
-			return -1;
-		n = n * 10 + (*p - '0');
-	}
-	*out = n;
+	*out = (long long)n;
 	return 0;
 }
 
