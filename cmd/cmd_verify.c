@@ -191,13 +191,7 @@ int cmd_verify(int argc, char **argv)
 		cJSON_AddStringToObject(sum, "tool", tool);
 	}
 
-	/* nothing replayed: a files check. Without a trusted id the member
-	 * digests prove the files and the id is not needed: one hashing pass
-	 * unless --show-id asks for it (docs/formats/bundle.md) */
-	if (o.no_replay) {
-		rc = o.id || o.show_id ? fg_bundle_scan_id(&b, o.bundle, o.id, &err)
-				       : fg_bundle_scan_files(&b, o.bundle, &err);
-	} else {
+	if (!o.no_replay) {
 		/* replay needs the files on disk; a bundle without a transcript does not */
 		struct fg_buf j = FG_BUF_INIT;
 		cJSON *meta = NULL;
@@ -208,10 +202,16 @@ int cmd_verify(int argc, char **argv)
 			o.no_replay = 1;
 		cJSON_Delete(meta);
 		fg_buf_release(&j);
-		rc = !o.no_replay		? fg_bundle_open_id(&b, o.bundle, NULL, o.id, &err)
-		     : o.id || o.show_id ? fg_bundle_scan_id(&b, o.bundle, o.id, &err)
-					 : fg_bundle_scan_files(&b, o.bundle, &err);
 	}
+	/* nothing replayed: a files check. Without a trusted id the member
+	 * digests prove the files and the id is not needed: one hashing pass
+	 * unless --show-id asks for it (docs/formats/bundle.md) */
+	if (!o.no_replay)
+		rc = fg_bundle_open_id(&b, o.bundle, NULL, o.id, &err);
+	else if (o.id || o.show_id)
+		rc = fg_bundle_scan_id(&b, o.bundle, o.id, &err);
+	else
+		rc = fg_bundle_scan_files(&b, o.bundle, &err);
 	if (rc && !b) {
 		cJSON_Delete(sum);
 		return fg_cmd_fail("verify", &err);
