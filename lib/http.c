@@ -800,6 +800,8 @@ int fg_http_run(struct fg_http *h, int (*tick)(void *ud), void *ud, unsigned tic
 			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&dr);
 			on_complete(h, dr, m->data.result);
 		}
+		if (!h->active && !h->waiting && !tick)
+			break; /* done: no poll for a tick that nobody waits for */
 		now = now_ms();
 		if (tick && (now - last_tick >= tick_ms || (!h->active && !h->waiting))) {
 			int rc;

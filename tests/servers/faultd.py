@@ -37,7 +37,10 @@ an HTTP date S seconds ahead, ratelimit=T (with status) the Hub's
 RateLimit: "resolvers";r=0;t=T; norange=1 ignores Range as norange does.
 --prefix /P serves the whole site below /P (an HF_ENDPOINT with a path).
 Every request is logged as one JSON line (method, path, range, status, bytes, auth, time)
-to --log, so tests can count bytes served and see where a token went."""
+to --log, so tests can count requests and see where a token went. The line is
+written when the status is known, before the body is sent ('bytes' is what the
+answer is meant to carry, 'time' when it started): a client that has read its
+answer finds its line already there."""
 import argparse, email.utils, fnmatch, json, os, re, socket, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit, parse_qs, unquote
@@ -107,9 +110,11 @@ class H(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.send_header('Content-Length', str(len(body)))
         self.end_headers()
+        # logged before the body goes out: a client that has read its last
+        # byte finds the line already written
+        self.log(code, 0 if self.command == 'HEAD' else len(body))
         if not self.command == 'HEAD':
             self.wfile.write(body)
-        self.log(code, 0 if self.command == 'HEAD' else len(body))
 
     def handle_req(self, head):
         u = urlsplit(self.path)
@@ -204,11 +209,12 @@ class H(BaseHTTPRequestHandler):
                 self.send_header(k, v)
             self.send_header('Transfer-Encoding', 'chunked')
             self.end_headers()
+            self.log(200, len(body))
             for i in range(0, len(body), 7):
                 piece = body[i:i + 7]
                 self.wfile.write(b'%x\r\n%s\r\n' % (len(piece), piece))
             self.wfile.write(b'0\r\n\r\n')
-            return self.log(200, len(body))
+            return
         return self.simple(200, body, hd)
 
     def send_file(self, fpath, extra, rule, head):
@@ -253,6 +259,8 @@ class H(BaseHTTPRequestHandler):
             limit = max(0, length - int(rule.get('cut', 1)))
         elif kind == 'stall':
             limit = min(length, int(rule.get('at', 0)))
+        # logged before the body, with the bytes it is meant to carry
+        self.log(code, limit + (total - size if kind == 'grow' and code == 200 else 0))
         rate = int(rule.get('rate', 65536)) if kind == 'stall' else 0
         sent = 0
         try:
@@ -280,7 +288,6 @@ class H(BaseHTTPRequestHandler):
                 time.sleep(float(rule.get('hang', 60)))
         except (BrokenPipeError, ConnectionResetError):
             pass
-        self.log(code, sent)
         if kind in ('drop', 'short', 'stall'):
             self.close_connection = True
             try:
