@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "engine/chat.h"
 #include "engine/engine.h"
 #include "fsutil.h"
 #include "json.h"
@@ -16,15 +17,20 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: fgpack run --model DIR (--prompt TEXT | --ids ID,ID,...) [-n N] [--json]\n"
-		"                  [-j THREADS] [--sliding-window N] [--max-seq N] [--ignore-eos]\n"
-		"                  [--device cpu|cuda]\n\n"
+		"usage: fgpack run --model DIR (--prompt TEXT | --chat TEXT | --ids ID,ID,...) [-n N]\n"
+		"                  [--json] [-j THREADS] [--sliding-window N] [--max-seq N] [--ignore-eos]\n"
+		"                  [--device cpu|cuda] [--chat-format gemma4|gemma3]\n\n"
 		"Generates N tokens greedily (the argmax at every step) with the embedded CPU\n"
 		"engine. DIR holds config.json and model.safetensors (bf16, f32 or INT4\n"
 		"compressed-tensors); --prompt encodes TEXT with DIR/tokenizer.json (with <bos>).\n\n"
 		"options:\n"
 		"  --model DIR          the model folder\n"
 		"  --prompt TEXT        prompt text (needs DIR/tokenizer.json)\n"
+		"  --chat TEXT          TEXT as one user message in the chat format fgpack serve\n"
+		"                       uses (the tokenizer's: Gemma 4 or Gemma 3 turns, see\n"
+		"                       docs/serve.md); stops at the end-of-turn token too, which\n"
+		"                       the text leaves out\n"
+		"  --chat-format F      with --chat: gemma4 or gemma3 whatever the tokenizer\n"
 		"  --ids LIST           prompt as comma-separated token ids\n"
 		"  -n N                 tokens to generate (default 32, or what the context leaves\n"
 		"                       after the prompt, with a note)\n"
@@ -47,6 +53,7 @@ struct run_state {
 	int n, cap;
 	int ignore_eos;
 	int stopped_eos;
+	int32_t end_of_turn;    /* --chat: the format's end-of-turn id, else -1 */
 	double t_first;
 };
 
@@ -68,7 +75,7 @@ static int on_token(void *user, int32_t tok, const float *logits, int n_vocab)
 		s->t_first = now_s();
 	if (s->n < s->cap)
 		s->ids[s->n++] = tok;
-	if (!s->ignore_eos && fg_engine_is_eos(s->e, tok)) {
+	if (!s->ignore_eos && (fg_engine_is_eos(s->e, tok) || tok == s->end_of_turn)) {
 		s->stopped_eos = 1;
 		return 1;
 	}
@@ -176,7 +183,8 @@ static void json_ids(cJSON *obj, const char *key, const int32_t *ids, size_t n)
 
 int cmd_run(int argc, char **argv)
 {
-	const char *model = NULL, *prompt = NULL, *ids_arg = NULL;
+	const char *model = NULL, *prompt = NULL, *ids_arg = NULL, *chat = NULL;
+	enum fg_chat_format format = FG_CHAT_NONE;
 	int n_new = 32, n_given = 0, json = 0, ignore_eos = 0, i, rc = FG_EXIT_FAIL;
 	struct fg_engine_opts o = { 0, 0, 0, FG_DEVICE_CPU };
 	struct fg_engine *e = NULL;
@@ -213,6 +221,12 @@ int cmd_run(int argc, char **argv)
 			model = v;
 		else if (!strcmp(a, "--prompt"))
 			prompt = v;
+		else if (!strcmp(a, "--chat"))
+			chat = v;
+		else if (!strcmp(a, "--chat-format")) {
+			if (fg_chat_format_parse(&format, v, &err))
+				return fg_cmd_usage_error("run", "--chat-format wants gemma4 or gemma3, not %s", v);
+		}
 		else if (!strcmp(a, "--ids"))
 			ids_arg = v;
 		else if (!strcmp(a, "-n")) {
@@ -240,8 +254,10 @@ int cmd_run(int argc, char **argv)
 	}
 	if (!model)
 		return fg_cmd_usage_error("run", "--model DIR is required");
-	if (!prompt == !ids_arg)
-		return fg_cmd_usage_error("run", "give exactly one of --prompt and --ids");
+	if (!!prompt + !!ids_arg + !!chat != 1)
+		return fg_cmd_usage_error("run", "give exactly one of --prompt, --chat and --ids");
+	if (format != FG_CHAT_NONE && !chat)
+		return fg_cmd_usage_error("run", "--chat-format applies to --chat only");
 	if (ids_arg && parse_ids(ids_arg, &prompt_ids, &n_prompt))
 		return fg_cmd_usage_error("run", "--ids wants comma-separated token ids, not %s", ids_arg);
 
@@ -258,8 +274,9 @@ int cmd_run(int argc, char **argv)
 			fg_buf_release(&tp);
 			goto fail;
 		}
-		if (prompt && !tok) {
-			fg_err_set(&err, FG_ENOTFOUND, "%s: no tokenizer.json; --prompt needs one (or use --ids)", model);
+		if ((prompt || chat) && !tok) {
+			fg_err_set(&err, FG_ENOTFOUND, "%s: no tokenizer.json; %s needs one (or use --ids)", model,
+				   prompt ? "--prompt" : "--chat");
 			fg_buf_release(&tp);
 			goto fail;
 		}
@@ -267,6 +284,23 @@ int cmd_run(int argc, char **argv)
 		if (prompt && fg_tokenizer_encode(tok, prompt, strlen(prompt), FG_TOK_ADD_SPECIAL, &prompt_ids,
 						  &n_prompt, &err))
 			goto fail;
+		if (chat) {
+			/* one user message, rendered as fgpack serve renders a chat */
+			cJSON *msgs = cJSON_CreateArray(), *m = cJSON_CreateObject();
+			int crc;
+
+			cJSON_AddItemToArray(msgs, m);
+			if (!cJSON_AddStringToObject(m, "role", "user") || !cJSON_AddStringToObject(m, "content", chat))
+				crc = fg_err_set(&err, FG_ENOMEM, "out of memory");
+			else {
+				if (format == FG_CHAT_NONE)
+					format = fg_chat_detect(tok);
+				crc = fg_chat_encode(&prompt_ids, &n_prompt, tok, format, msgs, &err);
+			}
+			cJSON_Delete(msgs);
+			if (crc)
+				goto fail;
+		}
 	}
 	if (n_prompt == 0) {
 		fg_err_set(&err, FG_EINVAL, "the prompt is empty");
@@ -297,6 +331,7 @@ int cmd_run(int argc, char **argv)
 	}
 	st.e = e;
 	st.ignore_eos = ignore_eos;
+	st.end_of_turn = chat ? fg_chat_end_of_turn_id(tok, format) : -1;
 	st.cap = n_new;
 	st.ids = malloc(sizeof(int32_t) * (size_t)(n_new ? n_new : 1));
 	if (!st.ids) {
@@ -315,7 +350,8 @@ int cmd_run(int argc, char **argv)
 	/* the first token comes from the prefill; the rest are decode steps */
 	tps = st.n > 1 && decode_s > 0 ? (double)(st.n - 1) / decode_s : 0;
 
-	if (tok && fg_tokenizer_decode(tok, st.ids, (size_t)st.n, &text, &err))
+	/* a chat's answer is the text before the token that ended it */
+	if (tok && fg_tokenizer_decode(tok, st.ids, (size_t)(chat && st.stopped_eos ? st.n - 1 : st.n), &text, &err))
 		goto fail;
 	if (json) {
 		cJSON *j = cJSON_CreateObject();

@@ -20,7 +20,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: fgpack serve (BUNDLE.fgb | --model DIR) [--port P] [--host ADDR]\n"
 		"                    [--queue N] [--max-body BYTES] [--threads N] [--tokenizer FILE]\n"
-		"                    [--name NAME] [--device cpu|cuda]\n\n"
+		"                    [--name NAME] [--device cpu|cuda] [--chat-format gemma4|gemma3]\n\n"
 		"Serves POST /v1/chat/completions and /v1/completions (greedy; max_tokens, stop,\n"
 		"stream), GET /v1/models and GET /health on ADDR:P (default 127.0.0.1:8000; port 0\n"
 		"picks a free one). A bundle is extracted and every file checked first (a mismatch\n"
@@ -28,7 +28,11 @@ static void usage(FILE *f)
 		"requests wait (default 8), more get 429. SIGTERM or SIGINT: stop accepting,\n"
 		"finish what is queued, exit 0. The tokenizer is tokenizer.json in the model\n"
 		"folder unless --tokenizer names one; without one only token-id prompts work.\n"
-		"Prints 'listening on http://ADDR:PORT' on stderr once ready.\n");
+		"Chat prompts use the turn format the tokenizer's added tokens call for: Gemma 4's\n"
+		"(<|turn> ... <turn|>) when it has them, else Gemma 3's (<start_of_turn> ...\n"
+		"<end_of_turn>); --chat-format forces one. Generation stops at the format's\n"
+		"end-of-turn token. Tool calling and thinking mode are not supported (a request\n"
+		"with tools gets 400). Prints 'listening on http://ADDR:PORT' on stderr once ready.\n");
 }
 
 int cmd_serve(int argc, char **argv)
@@ -57,7 +61,8 @@ int cmd_serve(int argc, char **argv)
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		int takes = strcmp(a, "--model") == 0 || !strcmp(a, "--port") || !strcmp(a, "--host") ||
 			    !strcmp(a, "--queue") || !strcmp(a, "--max-body") || !strcmp(a, "--threads") ||
-			    !strcmp(a, "--tokenizer") || !strcmp(a, "--name") || !strcmp(a, "--device");
+			    !strcmp(a, "--tokenizer") || !strcmp(a, "--name") || !strcmp(a, "--device") ||
+			    !strcmp(a, "--chat-format");
 
 		if (takes && !v)
 			return fg_cmd_usage_error("serve", "%s needs a value", a);
@@ -69,6 +74,8 @@ int cmd_serve(int argc, char **argv)
 			tok_file = v;
 		else if (!strcmp(a, "--name"))
 			so.model_name = v;
+		else if (!strcmp(a, "--chat-format") && fg_chat_format_parse(&so.chat_format, v, &err))
+			return fg_cmd_usage_error("serve", "--chat-format wants gemma4 or gemma3");
 		else if (!strcmp(a, "--device") && strcmp(v, "cpu") && strcmp(v, "cuda"))
 			return fg_cmd_usage_error("serve", "--device wants cpu or cuda");
 		else if (!strcmp(a, "--device"))
@@ -157,6 +164,9 @@ int cmd_serve(int argc, char **argv)
 		rc = fg_server_start(srv, &err);
 	if (rc)
 		goto fail;
+	if (tok)
+		fprintf(stderr, "fgpack serve: chat format %s%s\n", fg_chat_format_name(fg_server_chat_format(srv)),
+			so.chat_format != FG_CHAT_NONE ? " (--chat-format)" : " (from the tokenizer)");
 	fprintf(stderr, "fgpack serve: listening on http://%s:%d\n", so.host ? so.host : "127.0.0.1",
 		fg_server_port(srv));
 	sigwait(&set, &sig);

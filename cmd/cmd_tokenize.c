@@ -11,6 +11,7 @@
 
 #include "buf.h"
 #include "cmd.h"
+#include "engine/chat.h"
 #include "json.h"
 #include "sha256.h"
 #include "tokenizer.h"
@@ -21,7 +22,8 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: fgpack tokenize --tokenizer PATH [--decode] [--lines [--hex]] [--add-special] [--time]\n\n"
+		"usage: fgpack tokenize --tokenizer PATH [--decode] [--lines [--hex]] [--add-special] [--time]\n"
+		"       fgpack tokenize --tokenizer PATH --chat [--chat-format gemma4|gemma3]\n\n"
 		"Reads stdin and writes to stdout:\n"
 		"  (default)      the text's token ids as one JSON array\n"
 		"  --lines        one JSON array per input line (the line without its \"\\n\")\n"
@@ -32,7 +34,40 @@ static void usage(FILE *f)
 		"                 (with --lines: one array per line in, one JSON string per line out,\n"
 		"                 where bytes that are not UTF-8 show as U+FFFD)\n"
 		"  --time         print the wall and CPU seconds spent encoding/decoding (load\n"
-		"                 excluded) on stderr\n");
+		"                 excluded) on stderr\n"
+		"  --chat         stdin holds chat messages as JSON (an array of {role, content}, or\n"
+		"                 a chat request body with \"messages\"); writes the ids of the prompt\n"
+		"                 fgpack serve would give the model (with <bos>), as one JSON array;\n"
+		"                 the format is the one the tokenizer calls for (docs/serve.md)\n"
+		"  --chat-format  with --chat: gemma4 or gemma3 whatever the tokenizer\n");
+}
+
+/* --chat: the messages JSON in data rendered and encoded into out as a JSON
+ * array of ids. */
+static int chat_ids(const struct fg_tokenizer *tok, enum fg_chat_format f, const char *data, size_t len,
+		    struct fg_buf *out, struct fg_err *err)
+{
+	cJSON *root = NULL;
+	const cJSON *msgs;
+	int32_t *ids = NULL;
+	size_t n = 0, i;
+	int rc = fg_json_parse(&root, data, len, "stdin", err);
+
+	if (rc)
+		return rc;
+	msgs = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "messages") : root;
+	if (f == FG_CHAT_NONE)
+		f = fg_chat_detect(tok);
+	rc = fg_chat_encode(&ids, &n, tok, f, msgs, err);
+	if (!rc)
+		rc = fg_buf_putc(out, '[', err);
+	for (i = 0; !rc && i < n; i++)
+		rc = fg_buf_printf(out, err, "%s%d", i ? "," : "", (int)ids[i]);
+	if (!rc)
+		rc = fg_buf_puts(out, "]\n", err);
+	free(ids);
+	cJSON_Delete(root);
+	return rc;
 }
 
 /* stdin's bytes: mapped when it is a non-empty regular file (no copy, no
@@ -344,7 +379,8 @@ done:
 int cmd_tokenize(int argc, char **argv)
 {
 	const char *path = NULL;
-	int decode = 0, lines = 0, hex = 0, flags = 0, timing = 0, i, rc;
+	int decode = 0, lines = 0, hex = 0, flags = 0, timing = 0, chat = 0, i, rc;
+	enum fg_chat_format format = FG_CHAT_NONE;
 	struct fg_err err = { 0, "" };
 	struct fg_tokenizer *tok = NULL;
 	struct fg_buf in = FG_BUF_INIT, out = FG_BUF_INIT;
@@ -369,7 +405,12 @@ int cmd_tokenize(int argc, char **argv)
 			flags |= FG_TOK_ADD_SPECIAL;
 		else if (!strcmp(argv[i], "--time"))
 			timing = 1;
-		else
+		else if (!strcmp(argv[i], "--chat"))
+			chat = 1;
+		else if (!strcmp(argv[i], "--chat-format") && i + 1 < argc) {
+			if (fg_chat_format_parse(&format, argv[++i], &err))
+				return fg_cmd_usage_error("tokenize", "--chat-format wants gemma4 or gemma3");
+		} else
 			return fg_cmd_usage_error("tokenize", "unexpected argument '%s'", argv[i]);
 	}
 	if (!path)
@@ -378,13 +419,18 @@ int cmd_tokenize(int argc, char **argv)
 		return fg_cmd_usage_error("tokenize", "--hex applies to encoding with --lines only");
 	if (decode && flags)
 		return fg_cmd_usage_error("tokenize", "--add-special applies to encoding only");
+	if (chat && (decode || lines || flags))
+		return fg_cmd_usage_error("tokenize", "--chat goes with none of --decode, --lines, --add-special");
+	if (format != FG_CHAT_NONE && !chat)
+		return fg_cmd_usage_error("tokenize", "--chat-format applies to --chat only");
 	if ((rc = fg_tokenizer_load(&tok, path, &err)))
 		return fg_cmd_fail("tokenize", &err);
 	if ((rc = read_stdin(&in, &data, &len, &map_len, &err)))
 		goto fail;
 	t0 = clock_s(CLOCK_MONOTONIC);
 	c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
-	rc = run(tok, data, len, decode, lines, hex, flags, &out, &err);
+	rc = chat ? chat_ids(tok, format, data, len, &out, &err)
+		  : run(tok, data, len, decode, lines, hex, flags, &out, &err);
 	c1 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
 	t1 = clock_s(CLOCK_MONOTONIC);
 	if (rc)

@@ -30,6 +30,7 @@ struct job {
 	struct job *next;
 	/* request */
 	int chat, stream;
+	int echo_ids;           /* return_token_ids: the prompt's ids in the answer */
 	int32_t *prompt;
 	size_t n_prompt;
 	int max_tokens;
@@ -65,7 +66,8 @@ struct fg_server {
 	int active;             /* accepted requests whose response is not sent yet */
 	unsigned long long next_id;
 	unsigned long long n_requests, n_cancelled, n_tokens, n_rejected;
-	int32_t end_of_turn;    /* Gemma's <end_of_turn>, or -1 */
+	enum fg_chat_format format; /* chat prompts' turn format */
+	int32_t end_of_turn;    /* the format's end-of-turn token, or -1 */
 	int32_t tok_eos;
 };
 
@@ -316,73 +318,6 @@ static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, con
 
 /* ---- request parsing ---- */
 
-int fg_server_chat_prompt(struct fg_buf *out, const cJSON *messages, struct fg_err *err)
-{
-	const cJSON *m;
-	struct fg_buf system = FG_BUF_INIT;
-	int rc = 0, n = 0;
-
-	if (!cJSON_IsArray(messages) || cJSON_GetArraySize(messages) == 0)
-		return fg_err_set(err, FG_EINVAL, "messages: expected a non-empty array");
-	cJSON_ArrayForEach(m, messages) {
-		const char *role = fg_json_str(m, "role");
-		const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
-		struct fg_buf text = FG_BUF_INIT;
-
-		if (!role)
-			rc = fg_err_set(err, FG_EINVAL, "messages[%d].role: expected a string", n);
-		else if (cJSON_IsString(content))
-			rc = fg_buf_puts(&text, content->valuestring, err);
-		else if (cJSON_IsArray(content)) {
-			const cJSON *part;
-
-			cJSON_ArrayForEach(part, content) {
-				const char *type = fg_json_str(part, "type"), *t = fg_json_str(part, "text");
-
-				if (!type || strcmp(type, "text") || !t) {
-					rc = fg_err_set(err, FG_EINVAL, "messages[%d].content: only text parts "
-									"are supported", n);
-					break;
-				}
-				rc = fg_buf_puts(&text, t, err);
-			}
-		} else if (!cJSON_IsNull(content) || strcmp(role ? role : "", "assistant"))
-			rc = fg_err_set(err, FG_EINVAL, "messages[%d].content: expected a string", n);
-		if (!rc) {
-			if (!strcmp(role, "system") || !strcmp(role, "developer")) {
-				/* Gemma has no system turn: it opens the next user turn */
-				if (system.len)
-					rc = fg_buf_puts(&system, "\n\n", err);
-				if (!rc)
-					rc = fg_buf_append(&system, text.data ? text.data : "", text.len, err);
-			} else if (!strcmp(role, "user") || !strcmp(role, "assistant")) {
-				rc = fg_buf_printf(out, err, "<start_of_turn>%s\n",
-						   !strcmp(role, "user") ? "user" : "model");
-				if (!rc && system.len && !strcmp(role, "user")) {
-					rc = fg_buf_printf(out, err, "%s\n\n", system.data);
-					fg_buf_reset(&system);
-				}
-				if (!rc)
-					rc = fg_buf_append(out, text.data ? text.data : "", text.len, err);
-				if (!rc)
-					rc = fg_buf_puts(out, "<end_of_turn>\n", err);
-			} else
-				rc = fg_err_set(err, FG_EINVAL, "messages[%d].role: '%s' is not system, "
-								"user or assistant", n, role);
-		}
-		fg_buf_release(&text);
-		if (rc)
-			break;
-		n++;
-	}
-	if (!rc && system.len)
-		rc = fg_buf_printf(out, err, "<start_of_turn>user\n%s<end_of_turn>\n", system.data);
-	if (!rc)
-		rc = fg_buf_puts(out, "<start_of_turn>model\n", err);
-	fg_buf_release(&system);
-	return rc;
-}
-
 /* Fills j from the request body; on a client error returns FG_EINVAL with
  * err->msg and *param naming the field. */
 static int parse_request(struct fg_server *s, struct job *j, const cJSON *req, const char **param,
@@ -408,6 +343,12 @@ static int parse_request(struct fg_server *s, struct job *j, const cJSON *req, c
 		return fg_err_set(err, FG_EINVAL, "stream: expected true or false");
 	}
 	j->stream = cJSON_IsTrue(v);
+	v = cJSON_GetObjectItemCaseSensitive(req, "return_token_ids");
+	if (v && !cJSON_IsBool(v) && !cJSON_IsNull(v)) {
+		*param = "return_token_ids";
+		return fg_err_set(err, FG_EINVAL, "return_token_ids: expected true or false");
+	}
+	j->echo_ids = cJSON_IsTrue(v);
 	v = cJSON_GetObjectItemCaseSensitive(req, "max_tokens");
 	if (!v)
 		v = cJSON_GetObjectItemCaseSensitive(req, "max_completion_tokens");
@@ -452,21 +393,28 @@ static int parse_request(struct fg_server *s, struct job *j, const cJSON *req, c
 		j->holdback--;
 
 	if (j->chat) {
-		struct fg_buf text = FG_BUF_INIT;
-
 		if (!s->tok) {
 			*param = "messages";
 			return fg_err_set(err, FG_EINVAL, "this model has no tokenizer: chat needs one");
 		}
-		rc = fg_server_chat_prompt(&text, cJSON_GetObjectItemCaseSensitive(req, "messages"), err);
-		if (rc)
-			*param = "messages";
-		else
-			rc = fg_tokenizer_encode(s->tok, text.data, text.len, FG_TOK_ADD_SPECIAL,
-						 &j->prompt, &j->n_prompt, err);
-		fg_buf_release(&text);
+		v = cJSON_GetObjectItemCaseSensitive(req, "tools");
+		if (v && !cJSON_IsNull(v) && !(cJSON_IsArray(v) && !cJSON_GetArraySize(v))) {
+			*param = "tools";
+			return fg_err_set(err, FG_EINVAL, "tools: tool calling is not supported by this "
+							  "server (plain chat only)");
+		}
+		v = fg_json_obj(req, "chat_template_kwargs");
+		if (v && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "enable_thinking"))) {
+			*param = "chat_template_kwargs";
+			return fg_err_set(err, FG_EINVAL, "enable_thinking: thinking mode is not supported "
+							  "by this server");
+		}
+		*param = "messages";
+		rc = fg_chat_encode(&j->prompt, &j->n_prompt, s->tok, s->format,
+				    cJSON_GetObjectItemCaseSensitive(req, "messages"), err);
 		if (rc)
 			return rc;
+		*param = NULL;
 	} else {
 		v = cJSON_GetObjectItemCaseSensitive(req, "prompt");
 		if (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 1 &&
@@ -576,6 +524,8 @@ static cJSON *final_response(const struct fg_server *s, const struct job *j)
 	cJSON_AddItemToObject(c, "token_ids", ids_array(j->ids, j->n_ids));
 	cJSON_AddItemToArray(ch, c);
 	cJSON_AddItemToObject(r, "usage", usage_obj(j));
+	if (j->echo_ids)
+		cJSON_AddItemToObject(r, "prompt_token_ids", ids_array(j->prompt, j->n_prompt));
 	return r;
 }
 
@@ -614,6 +564,8 @@ static int sse_chunk(const struct fg_server *s, struct job *j, const char *text,
 	cJSON_AddItemToArray(ch, c);
 	if (finish)
 		cJSON_AddItemToObject(r, "usage", usage_obj(j));
+	if (finish && j->echo_ids)
+		cJSON_AddItemToObject(r, "prompt_token_ids", ids_array(j->prompt, j->n_prompt));
 	rc = fg_buf_puts(&j->sse, "data: ", NULL);
 	if (!rc)
 		rc = fg_json_write(&j->sse, r, 0, NULL);
@@ -969,7 +921,8 @@ int fg_server_new(struct fg_server **out, struct fg_engine *e, const struct fg_t
 		s->o.max_body = (size_t)1 << 20;
 	if (!s->o.model_name)
 		s->o.model_name = "fgpack";
-	s->end_of_turn = tok ? fg_tokenizer_piece_to_id(tok, "<end_of_turn>", 13) : -1;
+	s->format = s->o.chat_format != FG_CHAT_NONE ? s->o.chat_format : fg_chat_detect(tok);
+	s->end_of_turn = fg_chat_end_of_turn_id(tok, s->format);
 	s->tok_eos = tok ? fg_tokenizer_eos_id(tok) : -1;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
@@ -1015,6 +968,11 @@ int fg_server_port(const struct fg_server *s)
 		return -1;
 	i = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
 	return i ? i->port : s->o.port;
+}
+
+enum fg_chat_format fg_server_chat_format(const struct fg_server *s)
+{
+	return s->format;
 }
 
 void fg_server_drain(struct fg_server *s)

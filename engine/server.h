@@ -9,7 +9,7 @@
  * Request bodies over max_body get 413; malformed JSON or fields get 400 with
  * an OpenAI-style {"error": {message, type, param, code}} object. A streaming
  * client that goes away stops its generation at the next token. Chat prompts
- * use Gemma's turn format (docs/serve.md). */
+ * use the turn format the tokenizer calls for (engine/chat.h, docs/serve.md). */
 #ifndef FG_SERVER_H
 #define FG_SERVER_H
 
@@ -19,6 +19,7 @@
 
 #include "buf.h"
 
+#include "engine/chat.h"
 #include "engine/engine.h"
 #include "err.h"
 #include "tokenizer.h"
@@ -29,6 +30,7 @@ struct fg_server_opts {
 	int max_queue;          /* waiting requests allowed; 0 = 8 */
 	size_t max_body;        /* request body bytes; 0 = 1 MiB */
 	const char *model_name; /* the id /v1/models reports; NULL = "fgpack" */
+	enum fg_chat_format chat_format; /* FG_CHAT_NONE: what the tokenizer calls for */
 };
 
 struct fg_server;
@@ -45,8 +47,9 @@ int fg_server_port(const struct fg_server *s);
 void fg_server_drain(struct fg_server *s);
 void fg_server_free(struct fg_server *s); /* drains first when running */
 
-/* The Gemma turn format for messages (role/content objects) into text,
- * appended to out; ends with the opening of the model's turn. */
-int fg_server_chat_prompt(struct fg_buf *out, const cJSON *messages, struct fg_err *err);
+/* The chat format in use: --chat-format's, else fg_chat_detect's. Generation
+ * stops at the engine's eos ids, the tokenizer's <eos> and this format's
+ * end-of-turn token. */
+enum fg_chat_format fg_server_chat_format(const struct fg_server *s);
 
 #endif

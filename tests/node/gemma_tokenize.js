@@ -21,6 +21,8 @@
 //   node gemma_tokenize.js --path
 //        prints the shipped tokenizer.json path
 //   --model=NAME  any form above with @lenml/tokenizer-NAME (default gemma3)
+//   --dir=DIR     any form above with DIR/tokenizer.json and DIR/tokenizer_config.json
+//                 (e.g. the Gemma 4 test tokenizer tests/integration/gemma4_tokenizer.py writes)
 //
 // Files are read as UTF-8 (invalid bytes become U+FFFD, as TextDecoder does).
 // --time prints the wall and CPU seconds spent encoding on stderr (CPU time
@@ -37,7 +39,8 @@ const rt = [];
 const decOut = (args.find((a) => a.startsWith("--dec-out=")) || "").slice(10);
 const dec = [];
 const model = (args.find((a) => a.startsWith("--model=")) || "--model=gemma3").slice(8);
-const modelDir = path.join(__dirname, "node_modules", "@lenml", "tokenizer-" + model, "models");
+const dirArg = (args.find((a) => a.startsWith("--dir=")) || "").slice(6);
+const modelDir = dirArg || path.join(__dirname, "node_modules", "@lenml", "tokenizer-" + model, "models");
 
 if (flag("--path")) {
 	console.log(path.join(modelDir, "tokenizer.json"));
