@@ -23,7 +23,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: fgpack tokenize --tokenizer PATH [--decode] [--lines [--hex]] [--add-special] [--time]\n"
-		"       fgpack tokenize --tokenizer PATH --chat [--chat-format gemma4|gemma3]\n\n"
+		"       fgpack tokenize --tokenizer PATH --chat [--lines] [--chat-format gemma4|gemma3]\n\n"
 		"Reads stdin and writes to stdout:\n"
 		"  (default)      the text's token ids as one JSON array\n"
 		"  --lines        one JSON array per input line (the line without its \"\\n\")\n"
@@ -38,36 +38,10 @@ static void usage(FILE *f)
 		"  --chat         stdin holds chat messages as JSON (an array of {role, content}, or\n"
 		"                 a chat request body with \"messages\"); writes the ids of the prompt\n"
 		"                 fgpack serve would give the model (with <bos>), as one JSON array;\n"
-		"                 the format is the one the tokenizer calls for (docs/serve.md)\n"
+		"                 the format is the one the tokenizer calls for (docs/serve.md);\n"
+		"                 with --lines: one conversation per line in, one array per line\n"
+		"                 out (a .jsonl that fgpack bake keepset reads as a corpus)\n"
 		"  --chat-format  with --chat: gemma4 or gemma3 whatever the tokenizer\n");
-}
-
-/* --chat: the messages JSON in data rendered and encoded into out as a JSON
- * array of ids. */
-static int chat_ids(const struct fg_tokenizer *tok, enum fg_chat_format f, const char *data, size_t len,
-		    struct fg_buf *out, struct fg_err *err)
-{
-	cJSON *root = NULL;
-	const cJSON *msgs;
-	int32_t *ids = NULL;
-	size_t n = 0, i;
-	int rc = fg_json_parse(&root, data, len, "stdin", err);
-
-	if (rc)
-		return rc;
-	msgs = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "messages") : root;
-	if (f == FG_CHAT_NONE)
-		f = fg_chat_detect(tok);
-	rc = fg_chat_encode(&ids, &n, tok, f, msgs, err);
-	if (!rc)
-		rc = fg_buf_putc(out, '[', err);
-	for (i = 0; !rc && i < n; i++)
-		rc = fg_buf_printf(out, err, "%s%d", i ? "," : "", (int)ids[i]);
-	if (!rc)
-		rc = fg_buf_puts(out, "]\n", err);
-	free(ids);
-	cJSON_Delete(root);
-	return rc;
 }
 
 /* stdin's bytes: mapped when it is a non-empty regular file (no copy, no
@@ -376,6 +350,61 @@ done:
 	return rc;
 }
 
+/* --chat: one conversation (a messages array, or a request body holding
+ * "messages") in JSON, rendered and encoded, appended to out as a JSON array
+ * of ids and a newline. */
+static int chat_ids(const struct fg_tokenizer *tok, enum fg_chat_format f, const char *data, size_t len,
+		    struct fg_buf *out, struct fg_err *err)
+{
+	cJSON *root = NULL;
+	const cJSON *msgs;
+	int32_t *ids = NULL;
+	size_t n = 0, i;
+	int rc = fg_json_parse(&root, data, len, "stdin", err);
+
+	if (rc)
+		return rc;
+	msgs = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "messages") : root;
+	rc = fg_chat_encode(&ids, &n, tok, f, msgs, err);
+	if (!rc)
+		rc = fg_buf_putc(out, '[', err);
+	for (i = 0; !rc && i < n; i++)
+		rc = fg_buf_printf(out, err, "%s%d", i ? "," : "", (int)ids[i]);
+	if (!rc)
+		rc = fg_buf_puts(out, "]\n", err);
+	free(ids);
+	cJSON_Delete(root);
+	return rc;
+}
+
+/* --chat over all of stdin, or (lines) over each non-empty line. */
+static int chat_run(const struct fg_tokenizer *tok, enum fg_chat_format f, const char *data, size_t len,
+		    int lines, struct fg_buf *out, struct fg_err *err)
+{
+	size_t pos = 0, line = 0;
+	int rc = 0;
+
+	if (f == FG_CHAT_NONE)
+		f = fg_chat_detect(tok);
+	if (!lines)
+		return chat_ids(tok, f, data, len, out, err);
+	while (!rc && pos < len) {
+		const char *nl = memchr(data + pos, '\n', len - pos);
+		size_t l = nl ? (size_t)(nl - (data + pos)) : len - pos;
+
+		line++;
+		if (l && !(l == 1 && data[pos] == '\r')) {
+			rc = chat_ids(tok, f, data + pos, l, out, err);
+			if (rc)
+				fg_err_wrap(err, "line %zu", line);
+		}
+		if (!rc)
+			rc = flush_out(out, OUT_FLUSH, err);
+		pos += l + 1;
+	}
+	return rc;
+}
+
 int cmd_tokenize(int argc, char **argv)
 {
 	const char *path = NULL;
@@ -419,8 +448,8 @@ int cmd_tokenize(int argc, char **argv)
 		return fg_cmd_usage_error("tokenize", "--hex applies to encoding with --lines only");
 	if (decode && flags)
 		return fg_cmd_usage_error("tokenize", "--add-special applies to encoding only");
-	if (chat && (decode || lines || flags))
-		return fg_cmd_usage_error("tokenize", "--chat goes with none of --decode, --lines, --add-special");
+	if (chat && (decode || hex || flags))
+		return fg_cmd_usage_error("tokenize", "--chat goes with none of --decode, --hex, --add-special");
 	if (format != FG_CHAT_NONE && !chat)
 		return fg_cmd_usage_error("tokenize", "--chat-format applies to --chat only");
 	if ((rc = fg_tokenizer_load(&tok, path, &err)))
@@ -429,7 +458,7 @@ int cmd_tokenize(int argc, char **argv)
 		goto fail;
 	t0 = clock_s(CLOCK_MONOTONIC);
 	c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
-	rc = chat ? chat_ids(tok, format, data, len, &out, &err)
+	rc = chat ? chat_run(tok, format, data, len, lines, &out, &err)
 		  : run(tok, data, len, decode, lines, hex, flags, &out, &err);
 	c1 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
 	t1 = clock_s(CLOCK_MONOTONIC);

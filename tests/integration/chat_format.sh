@@ -89,6 +89,17 @@ M=$WORK/model
 cp -r "$TOP/tests/fixtures/oracle/bf16" "$M"
 check "the tiny Gemma 4 tokenizer" sh -c "python3 '$TOP/tests/integration/gemma4_tokenizer.py' '$TOP/tests/fixtures/tokenizer_tiny.json' '$WORK/g4tiny' --pad 512 | grep -qx '4=<|turn> 5=<turn|>' &&
 	cp '$WORK/g4tiny/tokenizer.json' '$M/tokenizer.json'"
+# chat calibration for a keepset: one conversation per line in, ids out
+printf '%s\n' '[{"role":"user","content":"hello abc"},{"role":"assistant","content":"abc"}]' \
+	'{"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hello"}]}' >"$WORK/chats.jsonl"
+check "tokenize --chat --lines: each line's ids as tokenize --chat gives them alone" sh -c "
+	'$FGPACK' tokenize --tokenizer '$WORK/g4tiny/tokenizer.json' --chat --lines <'$WORK/chats.jsonl' >'$WORK/calib.jsonl' &&
+	[ \$(wc -l <'$WORK/calib.jsonl') -eq 2 ] &&
+	sed -n 1p '$WORK/chats.jsonl' | '$FGPACK' tokenize --tokenizer '$WORK/g4tiny/tokenizer.json' --chat >'$WORK/one.json' &&
+	sed -n 1p '$WORK/calib.jsonl' | cmp -s - '$WORK/one.json'"
+check "bake keepset takes it as a corpus and keeps <|turn> <turn|> as chat-turn tokens" sh -c "
+	'$FGPACK' bake keepset --tokenizer '$WORK/g4tiny/tokenizer.json' --size 300 -o '$WORK/k.json' '$WORK/calib.jsonl' >/dev/null 2>&1 &&
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d[\"always_kept\"][\"chat_turn\"] == 2 and 4 in d[\"keep_ids\"] and 5 in d[\"keep_ids\"], d[\"always_kept\"]' '$WORK/k.json'"
 python3 - "$WORK/g4tiny/tokenizer.json" "$WORK/none.json" <<'EOF'
 import sys
 open(sys.argv[2], "w").write(open(sys.argv[1]).read().replace("<|turn>", "<|x>").replace("<turn|>", "<x|>"))
@@ -203,6 +214,13 @@ r = json.load(urllib.request.urlopen(urllib.request.Request(base + "/v1/chat/com
 want = json.loads(subprocess.run([fg, "tokenize", "--tokenizer", tj, "--add-special"], capture_output=True, check=True,
     input="<start_of_turn>user\ns\n\nhello<end_of_turn>\n<start_of_turn>model\n".encode()).stdout)
 assert r["prompt_token_ids"] == want, (r["prompt_token_ids"], want)
+EOF
+check "forced gemma3: <turn|> is no stop token then, the same completion runs past it (control)" python3 - "$B" "$P" "$k" <<'EOF'
+import json, sys, urllib.request
+base, p, k = sys.argv[1], [int(x) for x in sys.argv[2].split(",")], int(sys.argv[3])
+r = json.load(urllib.request.urlopen(urllib.request.Request(base + "/v1/completions", json.dumps({"prompt": p, "max_tokens": k + 2}).encode())))
+c = r["choices"][0]
+assert len(c["token_ids"]) > k and c["token_ids"][k] == 5, c
 EOF
 check_exit "serve --chat-format chatml is a usage error" 2 "$FGPACK" serve --model "$M" --chat-format chatml
 kill -TERM $SPID; wait $SPID
