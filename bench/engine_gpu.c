@@ -494,6 +494,57 @@ static void bench_matvecs(int separate, double read_gbs)
 	fg_kctx_set_pdl(ctx, 1);
 }
 
+/* The read floor of one launch per matrix: the fused matvec chain's launch
+ * sequence (q|k|v, o, gate|up, down, PLE gate, PLE projection per layer, the
+ * per-layer model projection) as a CUDA graph of fg_k_read_floor launches
+ * over each matrix's words (fma layout; the scales, 3 % more, left out),
+ * nothing computed: what any kernel that reads each matrix in its own launch
+ * could reach at best. */
+static void bench_floor(double read_gbs)
+{
+	static const int per_sm[] = {1, 2, 4, 8};
+	int sms = fg_kctx_sm_count(ctx);
+	uint32_t *sink = dalloc(16);
+
+	printf("\n%-44s %9s %9s %8s %8s\n", "read floor, one launch per matrix (words)", "ms/step", "steps/s", "GB/s",
+	       "% read");
+	for (size_t c = 0; c < 2 * sizeof(per_sm) / sizeof(per_sm[0]); c++) {
+		int b = per_sm[c % 4] * sms, pdl = c < 4;
+		size_t bytes = 0;
+		char name[96];
+		double ms;
+
+		fg_kctx_set_pdl(ctx, pdl);
+		CK(fg_kgraph_begin(ctx, &err));
+		for (int l = 0; l <= LAYERS; l++) {
+			struct fg_kint4 *ms6[6] = {plp};
+			int nm = 1;
+
+			if (l < LAYERS) {
+				struct fg_kint4 *y6[6] = {L[l].qkv, L[l].o, L[l].gu, L[l].down, L[l].pg, L[l].pp};
+
+				memcpy(ms6, y6, sizeof(y6));
+				nm = 6;
+			}
+			for (int i = 0; i < nm; i++) {
+				size_t wb, sb;
+
+				fg_int4_layout_size(&wb, &sb, ms6[i]->n, ms6[i]->k, ms6[i]->group);
+				CK(fg_k_read_floor(ctx, sink, ms6[i]->d_words, wb, b, &err));
+				bytes += wb;
+			}
+		}
+		CK(fg_kgraph_end(ctx, &graph, &err));
+		ms = time_steps(step_graph, NULL);
+		fg_kgraph_free(graph);
+		snprintf(name, sizeof(name), "%d blocks per SM, graph%s", per_sm[c % 4], pdl ? "" : ", no PDL");
+		printf("%-44s %9.3f %9.0f %8.0f %7.1f%%\n", name, ms, 1e3 / ms, bytes / (ms / 1e3) / 1e9,
+		       100.0 * bytes / (ms / 1e3) / 1e9 / read_gbs);
+	}
+	fg_kctx_set_pdl(ctx, 1);
+	fg_kmem_free(ctx, sink);
+}
+
 static size_t kv_bytes;
 
 static void setup_step(void)
@@ -726,6 +777,8 @@ int main(int argc, char **argv)
 			printf("profile: two direct decode steps done\n");
 		} else {
 			bench_matvecs(kind == FG_INT4_FMA, read_gbs);
+			if (kind == FG_INT4_FMA)
+				bench_floor(read_gbs);
 			step_ms[kind] = bench_step(kname, read_gbs);
 			if (hf_ms > 0)
 				printf("  = %.1fx transformers eager (%.3f ms/token, FG_BENCH_HF_MS)\n", hf_ms / step_ms[kind],

@@ -312,6 +312,12 @@ int fg_k_softcap_argmax(struct fg_kctx *ctx, int32_t *d_best, float *d_z, const 
  * loads over the whole GPU and writes a checksum to *d_sink: the device's read
  * bandwidth, the ceiling the matvec is measured against. */
 int fg_k_read(struct fg_kctx *ctx, uint32_t *d_sink, const void *d_buf, size_t n, struct fg_err *err);
+/* Benchmark helper: one launch of `blocks` blocks reading n bytes at d_buf as
+ * a matvec reads its weights (loads before the programmatic-dependent-launch
+ * wait, nothing computed): a chain of these over the step's matrices is the
+ * read floor of one launch per matrix. */
+int fg_k_read_floor(struct fg_kctx *ctx, uint32_t *d_sink, const void *d_buf, size_t n, int blocks,
+		    struct fg_err *err);
 
 #ifdef __cplusplus
 }

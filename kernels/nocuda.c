@@ -267,6 +267,13 @@ int fg_k_read(struct fg_kctx *ctx, uint32_t *d_sink, const void *d_buf, size_t n
 	return NO_CUDA(err);
 }
 
+int fg_k_read_floor(struct fg_kctx *ctx, uint32_t *d_sink, const void *d_buf, size_t n, int blocks,
+		    struct fg_err *err)
+{
+	(void)ctx, (void)d_sink, (void)d_buf, (void)n, (void)blocks;
+	return NO_CUDA(err);
+}
+
 int fg_k_f32_matvec(struct fg_kctx *ctx, float *d_y, const float *d_w, const float *d_x, int n, int k,
 		    struct fg_err *err)
 {
