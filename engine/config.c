@@ -358,9 +358,18 @@ int fg_g4_config_parse(struct fg_g4_config *c, const char *json, size_t len, con
 	if ((rc = get_bool(text, top == text ? NULL : top, "tie_word_embeddings", 1, &c->tie_embeddings, what,
 			   err)))
 		goto out;
+	/* transformers 5.17: "vision" makes image tokens attend to each other
+	 * both ways and leaves text causal (Gemma4Model builds its vision mask
+	 * only from mm_token_type_ids; Gemma4TextAttention.is_causal is
+	 * `!= "all"`), so a text-only engine runs it as null; "all" makes every
+	 * layer bidirectional (and halves the sliding window) */
 	v = get(text, NULL, "use_bidirectional_attention");
-	if (!is_null(v)) {
-		rc = BAD("key use_bidirectional_attention is not supported (only causal text)%s", "");
+	if (!is_null(v) && !(cJSON_IsString(v) && !strcmp(v->valuestring, "vision"))) {
+		char *shown = cJSON_PrintUnformatted(v);
+
+		rc = BAD("key use_bidirectional_attention = %s is not supported (null or \"vision\": causal text)",
+			 shown ? shown : "?");
+		free(shown);
 		goto out;
 	}
 	v = get(text, top == text ? NULL : top, "bos_token_id");

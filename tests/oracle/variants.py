@@ -8,17 +8,21 @@ For each variant below: Gemma4ForCausalLM(Gemma4TextConfig(...)) with a
 fixed seed, its weights re-drawn so every norm, scalar and projection
 matters (norm weights uniform in [0.5, 1.5], layer scalars in [0.6, 1.4],
 projections ~ N(0, 1/in)), a seed chosen among a few so greedy margins are
-not tiny, then cast to bf16 and written with save_pretrained (transformers'
-own config.json and safetensors names). The reference runs the bf16 values
-in fp32 with eager attention on the CPU: for each prompt, a 16-token greedy
-continuation with transformers' KV cache (and each step's top-1/top-2
-margin) and the logits at every position from one uncached pass.
+not tiny, then cast to its save dtype (bf16 unless SAVE_DTYPE names fp32 or
+fp16) and written with save_pretrained (transformers' own config.json and
+safetensors names). The reference runs the saved values in fp32 with eager
+attention on the CPU: for each prompt, a 16-token greedy continuation with
+transformers' KV cache (and each step's top-1/top-2 margin) and the logits at
+every position from one uncached pass. The saved folder is then loaded back
+with from_pretrained(dtype=float32) and its logits compared with the
+reference's (reload_vs_ref in oracle.json: the file holds the values the reference
+ran).
 
 Output: $OUT/variants.tar with <variant>/{config.json, model.safetensors,
 oracle.json, logits.bin} (the layout of tests/fixtures/oracle, read by
 tests/unit/test_engine.c) and src/{modeling,configuration}_gemma4.py.
 
-usage: OUT=dir python3 variants.py
+usage: OUT=dir python3 variants.py [NAME...]   (default: every variant)
 """
 import copy
 import inspect
@@ -80,7 +84,36 @@ VARIANTS = {
                                                           "partial_rotary_factor": 0.25,
                                                           "rope_theta": 1000000.0}},
                       final_logit_softcapping=30.0, tie_word_embeddings=True, use_double_wide_mlp=False),
+    # saved in fp32 (what Gemma4ForCausalLM(cfg).save_pretrained writes by
+    # default): PLE, KV sharing (layer 3 reads full layer 1), tied head
+    "f32-tied": dict(BASE, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+                     num_attention_heads=2, num_key_value_heads=1, head_dim=16, global_head_dim=32,
+                     hidden_size_per_layer_input=8,
+                     layer_types=["sliding_attention", "full_attention", "sliding_attention",
+                                  "full_attention"],
+                     sliding_window=4, num_kv_shared_layers=1, rope_parameters=ROPE_PROP,
+                     final_logit_softcapping=30.0, tie_word_embeddings=True, use_double_wide_mlp=False),
+    # saved in fp16 (torch_dtype=torch.float16): PLE, an untied lm_head, no
+    # softcap, as many KV heads as query heads
+    "f16-untied": dict(BASE, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
+                       num_attention_heads=2, num_key_value_heads=2, head_dim=16, global_head_dim=32,
+                       hidden_size_per_layer_input=8,
+                       layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+                       sliding_window=4, num_kv_shared_layers=0, rope_parameters=ROPE_DEFAULT,
+                       final_logit_softcapping=None, tie_word_embeddings=False, use_double_wide_mlp=False),
+    # use_bidirectional_attention "vision": bidirectional among image tokens
+    # only, so causal for text (Gemma4Model, Gemma4TextAttention.is_causal)
+    "bidir-vision": dict(BASE, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, head_dim=16, global_head_dim=32,
+                         hidden_size_per_layer_input=0,
+                         layer_types=["sliding_attention", "full_attention"],
+                         sliding_window=4, num_kv_shared_layers=0, rope_parameters=ROPE_PROP,
+                         final_logit_softcapping=30.0, tie_word_embeddings=True, use_double_wide_mlp=False,
+                         use_bidirectional_attention="vision"),
 }
+
+# The dtype each variant is saved in (and its weights rounded to); bf16 if absent.
+SAVE_DTYPE = {"f32-tied": "float32", "f16-untied": "float16"}
 
 PROMPTS = [[2], [2, 17, 99, 5, 201], [2, 250, 3, 3, 3, 40, 41, 42, 7, 128, 64]]
 STEPS = 16
@@ -90,7 +123,7 @@ def log(*a):
     print(*a, flush=True)
 
 
-def build(text, seed):
+def build(text, seed, dtype):
     import torch
     from transformers import Gemma4ForCausalLM, Gemma4TextConfig
     cfg = Gemma4TextConfig(**text)
@@ -109,16 +142,17 @@ def build(text, seed):
         for n, b in model.named_buffers():
             if n.endswith("layer_scalar"):
                 b.copy_(torch.rand(b.shape, generator=g) * 0.8 + 0.6)
-        # the bf16 values are the model: round every weight (and layer
-        # scalar) once, in place. Not model.to(bf16).float(): that would
-        # also round the non-persistent buffers (RoPE inverse frequencies,
-        # embedding scales), which a model loaded from the file recomputes
-        # in fp32
-        for n, p in model.named_parameters():
-            p.copy_(p.to(torch.bfloat16).float())
-        for n, b in model.named_buffers():
-            if n.endswith("layer_scalar"):
-                b.copy_(b.to(torch.bfloat16).float())
+        # the saved (bf16/fp16) values are the model: round every weight
+        # (and layer scalar) once, in place. Not model.to(bf16).float():
+        # that would also round the non-persistent buffers (RoPE inverse
+        # frequencies, embedding scales), which a model loaded from the file
+        # recomputes in fp32. fp32: nothing to round
+        if dtype != torch.float32:
+            for n, p in model.named_parameters():
+                p.copy_(p.to(dtype).float())
+            for n, b in model.named_buffers():
+                if n.endswith("layer_scalar"):
+                    b.copy_(b.to(dtype).float())
     return cfg, model
 
 
@@ -139,9 +173,10 @@ def greedy(model, pr):
 
 def run(name, text):
     import torch
+    dtype = getattr(torch, SAVE_DTYPE.get(name, "bfloat16"))
     best = None
     for seed in range(8):
-        cfg, model = build(text, seed)
+        cfg, model = build(text, seed, dtype)
         with torch.no_grad():
             runs = [greedy(model, pr) for pr in PROMPTS]
         mins = [min(m) for _, m in runs]
@@ -152,17 +187,30 @@ def run(name, text):
         key = (min(min(distinct), 6), min(mins))
         if best is None or key > best[0]:
             best = (key, seed)
-    cfg, model = build(text, best[1])
+    cfg, model = build(text, best[1], dtype)
     log("  %s: seed %d, smallest greedy margin %.4f" % (name, best[1], best[0][1]))
     for n, p in list(model.named_parameters())[:12]:
         log("   param %-50s %s" % (n, tuple(p.shape)))
+    reload_d = None
     with tempfile.TemporaryDirectory() as d:
-        copy.deepcopy(model).to(torch.bfloat16).save_pretrained(d, safe_serialization=True)
+        copy.deepcopy(model).to(dtype).save_pretrained(d, safe_serialization=True)
         for f in sorted(os.listdir(d)):
             log("   saved", f, os.path.getsize(os.path.join(d, f)))
             if f in ("config.json", "model.safetensors"):
                 FILES[name + "/" + f] = open(os.path.join(d, f), "rb").read()
+        # the file read back by transformers itself, in fp32, on the longest prompt
+        try:
+            from transformers import Gemma4ForCausalLM
+            back = Gemma4ForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
+            with torch.no_grad():
+                pr = torch.tensor([PROMPTS[-1]])
+                reload_d = float((back(input_ids=pr, use_cache=False).logits -
+                                  model(input_ids=pr, use_cache=False).logits).abs().max())
+            log("  %s: saved %s, reloaded in fp32: max |logit diff| %.3g" % (name, dtype, reload_d))
+        except Exception:
+            traceback.print_exc()
     meta = {"variant": name, "made_by": "transformers save_pretrained (tests/oracle/variants.py)",
+            "saved_dtype": str(dtype).replace("torch.", ""), "reload_vs_ref": reload_d,
             "seed": best[1], "vocab": cfg.vocab_size, "window": text["sliding_window"], "prompts": []}
     chunks, offset, V = [], 0, cfg.vocab_size
     with torch.no_grad():
@@ -204,7 +252,9 @@ def main():
         except Exception:
             traceback.print_exc()
     os.makedirs(OUT, exist_ok=True)
-    for name, text in VARIANTS.items():
+    names = sys.argv[1:] or list(VARIANTS)
+    for name in names:
+        text = VARIANTS[name]
         log("==", name)
         try:
             run(name, text)

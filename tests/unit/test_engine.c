@@ -534,6 +534,39 @@ static void check_per_layer_config(void)
 	}
 }
 
+/* use_bidirectional_attention as transformers 5.17 reads it: null and
+ * "vision" (bidirectional among image tokens only) leave text causal and
+ * load; "all" (every token both ways) and anything else are refused in one
+ * line naming the key. The bidir-vision variant checks "vision" against
+ * transformers' own logits. */
+static void check_bidirectional(void)
+{
+	static const char *const good[] = { "\"use_bidirectional_attention\": null,",
+					    "\"use_bidirectional_attention\": \"vision\"," };
+	static const char *const bad[] = { "\"use_bidirectional_attention\": \"all\",",
+					   "\"use_bidirectional_attention\": \"Vision\",",
+					   "\"use_bidirectional_attention\": \"text\",",
+					   "\"use_bidirectional_attention\": true,",
+					   "\"use_bidirectional_attention\": 1,",
+					   "\"use_bidirectional_attention\": [\"vision\"]," };
+	struct fg_g4_config c, ref;
+	struct fg_err err = { 0 };
+	size_t i;
+
+	is_int(e4b_with("", &ref, &err), 0, "E4B config without the key parses");
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		memset(&err, 0, sizeof(err));
+		is_int(e4b_with(good[i], &c, &err), 0, "accepted: %s %s", good[i], err.msg);
+		ok(!memcmp(&c, &ref, sizeof(c)), "%s gives the config of a model without the key", good[i]);
+	}
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memset(&err, 0, sizeof(err));
+		ok(e4b_with(bad[i], &c, &err) == FG_EUNSUPPORTED && strstr(err.msg, "use_bidirectional_attention") &&
+			   !strchr(err.msg, '\n'),
+		   "refused in one line: %s (%s)", bad[i], err.msg);
+	}
+}
+
 /* A head pruned to a keepset (fgpack bake prune-head, bf16 rows): the kept
  * tokens' logits are the full head's bit for bit, every other one is -inf,
  * and greedy decoding picks the best kept token. */
@@ -600,6 +633,7 @@ int main(void)
 	check_f32();
 	check_e4b_config();
 	check_per_layer_config();
+	check_bidirectional();
 	ok(for_each_variant(FIX "/variants", check_oracle) >= 3, "the models made by transformers checked");
 	check_pruned(FIX "/bf16", "bf16");
 	check_pruned(FIX "/int4", "int4");
