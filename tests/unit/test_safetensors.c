@@ -1,5 +1,6 @@
 /* test_safetensors.c - the safetensors reader's validation (every refusal it
  * promises), the streaming writer (single and sharded) read back, and bf16. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -276,6 +277,68 @@ static void test_bf16(void)
 	ok(fg_bf16_to_f32(0xc040) == -3.0f, "bf16: widen -3");
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+__attribute__((target("f16c"))) static uint32_t f16c_widen(uint16_t h)
+{
+	float f = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	return u;
+}
+#endif
+
+/* Every one of the 65536 halves widened by fg_f16_to_f32, against the
+ * compiler's _Float16 (where it has one) and the F16C instruction (where the
+ * CPU has it), plus values worked out by hand. */
+static void test_f16(void)
+{
+	unsigned h;
+	int bad_cc = 0, bad_hw = 0, n_cc = 0, n_hw = 0;
+	uint32_t u;
+	float f;
+
+	for (h = 0; h < 65536; h++) {
+		f = fg_f16_to_f32((uint16_t)h);
+		memcpy(&u, &f, 4);
+#ifdef __FLT16_MAX__
+		{
+			uint16_t hb = (uint16_t)h;
+			_Float16 x;
+			float ref;
+
+			memcpy(&x, &hb, 2);
+			ref = (float)x;
+			n_cc++;
+			if (ref != ref ? f == f || (u >> 31) != (h >> 15) : memcmp(&ref, &f, 4))
+				bad_cc++;
+		}
+#endif
+#if defined(__x86_64__) && defined(__GNUC__)
+		if (__builtin_cpu_supports("f16c")) {
+			n_hw++;
+			if (f16c_widen((uint16_t)h) != u)
+				bad_hw++;
+		}
+#endif
+	}
+	ok(bad_cc == 0, "f16: all %d halves widen as the compiler's _Float16 does (%d differ)", n_cc, bad_cc);
+	ok(bad_hw == 0, "f16: all %d halves widen to the bits of vcvtph2ps, NaNs included (%d differ)", n_hw,
+	   bad_hw);
+	ok(fg_f16_to_f32(0x3c00) == 1.0f && fg_f16_to_f32(0xc000) == -2.0f && fg_f16_to_f32(0x3555) == 0x1.554p-2f,
+	   "f16: 1, -2, 0x3555");
+	ok(fg_f16_to_f32(0x7bff) == 65504.0f && fg_f16_to_f32(0x0400) == 0x1p-14f, "f16: largest, smallest normal");
+	ok(fg_f16_to_f32(0x0001) == 0x1p-24f && fg_f16_to_f32(0x83ff) == -0x3ffp-24f, "f16: subnormals");
+	f = fg_f16_to_f32(0x8000);
+	memcpy(&u, &f, 4);
+	is_int((int)(u >> 16), 0x8000, "f16: -0 keeps its sign");
+	ok(fg_f16_to_f32(0xfc00) == -INFINITY && fg_f16_to_f32(0x7c00) == INFINITY, "f16: infinities");
+	f = fg_f16_to_f32(0x7d01);
+	memcpy(&u, &f, 4);
+	is_int((int)(u >> 13), (int)(0x7fc00000u | 0x101u << 13) >> 13, "f16: signalling NaN quieted, payload kept");
+}
+
 int main(void)
 {
 	if (!mkdtemp(tmpdir))
@@ -284,6 +347,7 @@ int main(void)
 	test_refusals();
 	test_writer();
 	test_bf16();
+	test_f16();
 	{
 		char cmd[128];
 
