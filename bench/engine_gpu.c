@@ -372,7 +372,7 @@ static void engine_e4b(const char *dir, double read_gbs, const double *body_byte
 			const struct fg_lin *h = &m->head;
 			double hb = h->fmt == FG_W_INT4 ? (double)h->rows * h->cols / 2 +
 								  (double)h->rows * ((h->cols + h->group - 1) / h->group) * 2
-							: (double)h->rows * h->cols * (h->fmt == FG_W_BF16 ? 2 : 4);
+							: (double)h->rows * h->cols * (h->fmt == FG_W_F32 ? 4 : 2);
 			char hd[96];
 
 			snprintf(hd, sizeof(hd), "%s head %d rows %.3f", h->fmt == FG_W_INT4 ? "INT4" : "bf16", h->rows,

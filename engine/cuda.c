@@ -8,10 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bf16.h"
 #include "engine/engine.h"
 #include "kernels/fg_kernels.h"
 
-/* A linear layer on the device: INT4 in the tile layout, or bf16 / f32 rows. */
+/* A linear layer on the device: INT4 in the tile layout, or bf16 / f32 rows
+ * (an F16 checkpoint's rows are widened to f32 while staged: exact, and the
+ * f32 matvec serves them; docs/engine.md). */
 struct dlin {
 	int fmt, rows, cols;
 	struct fg_kint4 *q4;
@@ -44,9 +47,16 @@ static size_t lin_bytes(const struct fg_lin *l)
 {
 	switch (l->fmt) {
 	case FG_W_INT4: return (size_t)l->rows * (size_t)(l->cols / 8) * 4;
-	case FG_W_BF16: return (size_t)l->rows * (size_t)l->cols * 2;
+	case FG_W_BF16:
+	case FG_W_F16: return (size_t)l->rows * (size_t)l->cols * 2;
 	default: return (size_t)l->rows * (size_t)l->cols * 4;
 	}
+}
+
+/* Bytes of l as uploaded: F16 rows become f32. */
+static size_t dev_bytes(const struct fg_lin *l)
+{
+	return l->fmt == FG_W_F16 ? (size_t)l->rows * (size_t)l->cols * 4 : lin_bytes(l);
 }
 
 static size_t lin_scale_bytes(const struct fg_lin *l)
@@ -72,10 +82,10 @@ static int dlin_new(struct fg_g4_gpu *g, struct dlin *out, const struct fg_lin *
 		    (l->fmt == FG_W_INT4 && l->group != parts[0]->group))
 			return fg_err_set(err, FG_EUNSUPPORTED, "%s: parts differ in format or shape", what);
 		rows += l->rows;
-		wb += lin_bytes(l);
+		wb += dev_bytes(l);
 		sb += lin_scale_bytes(l);
 	}
-	out->fmt = parts[0]->fmt;
+	out->fmt = parts[0]->fmt == FG_W_F16 ? FG_W_F32 : parts[0]->fmt;
 	out->rows = rows;
 	out->cols = parts[0]->cols;
 	hw = malloc(wb ? wb : 1);
@@ -88,8 +98,19 @@ static int dlin_new(struct fg_g4_gpu *g, struct dlin *out, const struct fg_lin *
 	}
 	/* the checkpoint mapping need not be aligned: copy bytes */
 	for (i = 0; i < n; i++) {
-		memcpy(hw + wo, parts[i]->w, lin_bytes(parts[i]));
-		wo += lin_bytes(parts[i]);
+		if (parts[i]->fmt == FG_W_F16) {
+			const uint8_t *src = parts[i]->w;
+			size_t k, ne = (size_t)parts[i]->rows * (size_t)parts[i]->cols;
+
+			for (k = 0; k < ne; k++) {
+				float f = fg_f16_to_f32(fg_le16(src + 2 * k));
+
+				memcpy(hw + wo + 4 * k, &f, 4);
+			}
+		} else {
+			memcpy(hw + wo, parts[i]->w, lin_bytes(parts[i]));
+		}
+		wo += dev_bytes(parts[i]);
 		if (sb) {
 			memcpy(hs + so, parts[i]->scale, lin_scale_bytes(parts[i]));
 			so += lin_scale_bytes(parts[i]);
@@ -147,7 +168,9 @@ static int bf16_table(struct fg_g4_gpu *g, uint16_t **d, const struct fg_lin *l,
 	int rc;
 
 	if (l->fmt != FG_W_BF16)
-		return fg_err_set(err, FG_EUNSUPPORTED, "%s: the CUDA path reads bf16 embedding tables only", what);
+		return fg_err_set(err, FG_EUNSUPPORTED,
+				  "%s: the CUDA path reads BF16 embedding tables only (this one is %s; --device cpu "
+				  "runs it)", what, l->fmt == FG_W_F16 ? "F16" : l->fmt == FG_W_F32 ? "F32" : "INT4");
 	if ((rc = fg_kmem_alloc(g->ctx, (void **)d, lin_bytes(l), err)))
 		return rc;
 	return fg_kmem_upload(g->ctx, *d, l->w, lin_bytes(l), err);

@@ -84,15 +84,16 @@ static int bind_lin(struct fg_g4_model *m, struct fg_lin *l, const char *name, i
 	l->cols = cols;
 	snprintf(key, sizeof(key), "%s.weight", name);
 	if ((t = find(m, key))) {
-		if (t->dtype != FG_ST_BF16 && t->dtype != FG_ST_F32)
-			return fg_err_set(err, FG_EUNSUPPORTED, "tensor %s%s: dtype %s is not supported (BF16, F32)",
+		if (t->dtype != FG_ST_BF16 && t->dtype != FG_ST_F16 && t->dtype != FG_ST_F32)
+			return fg_err_set(err, FG_EUNSUPPORTED,
+					  "%s: tensor %s%s: dtype %s is not supported (BF16, F16, F32)", t->file,
 					  m->prefix, key, fg_st_dtype_name(t->dtype));
 		if (!shape_is(t, 2, (uint64_t)rows, (uint64_t)cols)) {
 			shape_str(t, sh, sizeof(sh));
 			return fg_err_set(err, FG_EFORMAT, "tensor %s%s has shape %s, expected %d x %d", m->prefix, key,
 					  sh, rows, cols);
 		}
-		l->fmt = t->dtype == FG_ST_BF16 ? FG_W_BF16 : FG_W_F32;
+		l->fmt = t->dtype == FG_ST_BF16 ? FG_W_BF16 : t->dtype == FG_ST_F16 ? FG_W_F16 : FG_W_F32;
 		l->w = t->data;
 		return 0;
 	}
@@ -165,18 +166,23 @@ static int bind_vec(struct fg_g4_model *m, float **out, const char *name, int n,
 	*out = NULL;
 	if (!t)
 		return fg_err_set(err, FG_ENOTFOUND, "tensor %s%s is missing from the checkpoint", m->prefix, name);
-	if ((t->dtype != FG_ST_BF16 && t->dtype != FG_ST_F32) || t->nelem != (uint64_t)n || t->ndim > 1) {
+	if ((t->dtype != FG_ST_BF16 && t->dtype != FG_ST_F16 && t->dtype != FG_ST_F32) || t->nelem != (uint64_t)n ||
+	    t->ndim > 1) {
 		shape_str(t, sh, sizeof(sh));
-		return fg_err_set(err, FG_EFORMAT, "tensor %s%s has dtype %s shape [%s], expected BF16/F32 [%d]",
-				  m->prefix, name, fg_st_dtype_name(t->dtype), sh, n);
+		return fg_err_set(err, FG_EFORMAT, "%s: tensor %s%s has dtype %s shape [%s], expected BF16/F16/F32 [%d]",
+				  t->file, m->prefix, name, fg_st_dtype_name(t->dtype), sh, n);
 	}
 	if (!(*out = malloc(sizeof(float) * (size_t)n)))
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	for (i = 0; i < n; i++) {
+		const uint8_t *p = (const uint8_t *)t->data + fg_st_dtype_size(t->dtype) * (size_t)i;
+
 		if (t->dtype == FG_ST_BF16)
-			(*out)[i] = fg_bf16_to_f32(fg_le16((const uint8_t *)t->data + 2 * (size_t)i));
+			(*out)[i] = fg_bf16_to_f32(fg_le16(p));
+		else if (t->dtype == FG_ST_F16)
+			(*out)[i] = fg_f16_to_f32(fg_le16(p));
 		else
-			memcpy(&(*out)[i], (const uint8_t *)t->data + 4 * (size_t)i, 4);
+			memcpy(&(*out)[i], p, 4);
 	}
 	return 0;
 }
@@ -319,6 +325,8 @@ int fg_g4_model_load(struct fg_g4_model **out, const char *dir, struct fg_err *e
 		m->format = "bf16";
 	else if (seen == FG_W_F32)
 		m->format = "f32";
+	else if (seen == FG_W_F16)
+		m->format = "f16";
 	else if (seen >= 1000) {
 		snprintf(m->format_buf, sizeof(m->format_buf), "int4-g%d", seen - 1000);
 		m->format = m->format_buf;

@@ -18,6 +18,7 @@ enum {
 	FG_W_INT4 = 3, /* compressed-tensors pack-quantized, symmetric: */
 		       /* packed int32 [rows][cols/8], nibble i of word j = q+8 of */
 		       /* column 8j+i; scale bf16 [rows][cols/group]; w = q * scale */
+	FG_W_F16 = 4,  /* IEEE half bits [rows][cols], widened exactly per row */
 };
 
 /* A weight matrix W [rows = out features][cols = in features], borrowed from
@@ -41,7 +42,8 @@ int fg_cpu_set_simd(int on);
  * partial sums over i mod 8, combined pairwise, then the tail. */
 float fg_cpu_dot(const float *a, const float *b, int n);
 
-/* Row r of W widened to fp32 (INT4: q * scale, exact in fp32). out[cols]. */
+/* Row r of W widened to fp32 (exact for every format; INT4: q * scale).
+ * out[cols]. */
 void fg_cpu_lin_row(const struct fg_lin *w, int r, float *out);
 
 /* y[t][r] = sum_c W[r][c] * x[t][c] for rows r in [r0, r1), t < T.

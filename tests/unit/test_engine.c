@@ -160,7 +160,8 @@ static float *run_seq(const char *dir, int threads, int one_by_one, int *n_out)
 {
 	static const int32_t seq[] = { 2, 17, 300, 5, 88, 410, 9, 9, 120, 311, 47, 260, 501, 3, 77, 190,
 				       64, 128, 255, 256, 100, 2, 400, 33, 34, 35, 480, 12, 6, 70 };
-	int n = (int)(sizeof(seq) / sizeof(seq[0])), V, i;
+	int n = (int)(sizeof(seq) / sizeof(seq[0])), V, i, rc = 0;
+	int32_t ids[sizeof(seq) / sizeof(seq[0])];
 	struct fg_engine *e = load(dir, threads, 0);
 	struct fg_err err = { 0 };
 	float *lg;
@@ -169,11 +170,18 @@ static float *run_seq(const char *dir, int threads, int one_by_one, int *n_out)
 		return NULL;
 	V = fg_engine_vocab_size(e);
 	lg = malloc(sizeof(float) * (size_t)n * (size_t)V);
+	for (i = 0; i < n; i++) /* ids folded into a smaller vocabulary */
+		ids[i] = seq[i] % V;
 	if (!one_by_one)
-		fg_engine_forward_logits(e, seq, (size_t)n, 0, lg, &err);
+		rc = fg_engine_forward_logits(e, ids, (size_t)n, 0, lg, &err);
 	else
-		for (i = 0; i < n; i++)
-			fg_engine_forward_logits(e, seq + i, 1, 0, lg + (size_t)i * (size_t)V, &err);
+		for (i = 0; i < n && !rc; i++)
+			rc = fg_engine_forward_logits(e, ids + i, 1, 0, lg + (size_t)i * (size_t)V, &err);
+	if (rc) {
+		printf("# forward %s: %s\n", dir, err.msg);
+		free(lg);
+		lg = NULL;
+	}
 	*n_out = n * V;
 	fg_engine_free(e);
 	return lg;
@@ -417,6 +425,160 @@ static void check_f32(void)
 	rmdir(dir);
 }
 
+/* Element k of a float tensor (BF16, F16, F32) as a double. */
+static double elem(const struct fg_st_tensor *t, uint64_t k)
+{
+	const uint8_t *p = (const uint8_t *)t->data + fg_st_dtype_size(t->dtype) * k;
+	float f;
+
+	if (t->dtype == FG_ST_BF16)
+		return fg_bf16_to_f32(fg_le16(p));
+	if (t->dtype == FG_ST_F16)
+		return fg_f16_to_f32(fg_le16(p));
+	memcpy(&f, p, 4);
+	return f;
+}
+
+/* src's model folder copied to dir with its float tensors (only the one
+ * named `only`, when not NULL) rewritten as dtype: F32 and F64 exactly, I32
+ * rounded (for the error cases). */
+static int copy_as(const char *src, const char *dir, const char *only, int dtype)
+{
+	struct fg_st_set *set = NULL;
+	struct fg_st_writer *w = NULL;
+	struct fg_st_desc *d;
+	struct fg_err err = { 0 };
+	char p[600];
+	size_t i, n;
+	uint64_t k;
+	char *cfg;
+	FILE *f;
+	int rc;
+
+	snprintf(p, sizeof(p), "%s/model.safetensors", src);
+	if (fg_st_open(&set, p, &err)) {
+		printf("# %s\n", err.msg);
+		return -1;
+	}
+	n = fg_st_count(set);
+	d = calloc(n, sizeof(*d));
+	for (i = 0; i < n; i++) {
+		const struct fg_st_tensor *t = fg_st_at(set, i);
+		int fl = t->dtype == FG_ST_BF16 || t->dtype == FG_ST_F16 || t->dtype == FG_ST_F32;
+
+		d[i].name = t->name;
+		d[i].dtype = fl && (!only || !strcmp(only, t->name)) ? dtype : t->dtype;
+		d[i].ndim = t->ndim;
+		memcpy(d[i].shape, t->shape, sizeof(d[i].shape));
+	}
+	rc = fg_st_writer_new(&w, dir, d, n, 0, NULL, &err);
+	if (!rc)
+		fg_st_writer_no_sync(w);
+	for (i = 0; i < n && !rc; i++) {
+		const struct fg_st_tensor *t = fg_st_at(set, i);
+
+		if (d[i].dtype == t->dtype) {
+			rc = fg_st_writer_write(w, t->data, t->nbytes, &err);
+			continue;
+		}
+		for (k = 0; k < t->nelem && !rc; k++) {
+			double v = elem(t, k);
+			float vf = (float)v;
+			int32_t vi = (int32_t)lrint(v);
+
+			rc = dtype == FG_ST_F64 ? fg_st_writer_write(w, &v, 8, &err)
+			     : dtype == FG_ST_F32 ? fg_st_writer_write(w, &vf, 4, &err)
+						 : fg_st_writer_write(w, &vi, 4, &err);
+		}
+	}
+	if (!rc)
+		rc = fg_st_writer_finish(w, &err);
+	if (rc)
+		printf("# copy %s: %s\n", src, err.msg);
+	fg_st_writer_free(w);
+	fg_st_free(set);
+	free(d);
+	snprintf(p, sizeof(p), "%s/config.json", src);
+	cfg = read_text(p);
+	snprintf(p, sizeof(p), "%s/config.json", dir);
+	f = fopen(p, "w");
+	if (f && cfg)
+		fputs(cfg, f);
+	if (f)
+		fclose(f);
+	free(cfg);
+	return rc;
+}
+
+static void rm_model(const char *dir)
+{
+	char p[600];
+
+	snprintf(p, sizeof(p), "%s/config.json", dir);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/model.safetensors", dir);
+	unlink(p);
+}
+
+/* The F16 checkpoint made by transformers (variants/f16-untied): as
+ * deterministic as bf16 (threads, chunks, SIMD or not), the same logits bit
+ * for bit as its exact F32 copy, and a tensor of a dtype the engine does not
+ * read (F64, I32) refused in one line naming the file and the tensor. */
+static void check_f16(void)
+{
+	static const char *const f16 = FIX "/variants/f16-untied";
+	static const struct {
+		const char *name;
+		int dtype;
+	} bad[] = {
+		{ "model.layers.0.mlp.up_proj.weight", FG_ST_F64 },
+		{ "model.embed_tokens.weight", FG_ST_F64 },
+		{ "lm_head.weight", FG_ST_I32 },
+		{ "model.layers.1.input_layernorm.weight", FG_ST_I32 },
+		{ "model.per_layer_projection_norm.weight", FG_ST_F64 },
+	};
+	char dir[] = "/tmp/fg_test_f16_XXXXXX", file[600];
+	struct fg_engine *e = NULL;
+	struct fg_err err = { 0 };
+	int n1 = 0, n2 = 0;
+	float *a, *b;
+	size_t i;
+
+	check_determinism(f16, "f16");
+	e = load(f16, 1, 0);
+	is_str(e ? fg_engine_weight_format(e) : "", "f16", "f16: weight format reported as f16");
+	fg_engine_free(e);
+	if (!mkdtemp(dir)) {
+		ok(0, "mkdtemp");
+		return;
+	}
+	is_int(copy_as(f16, dir, NULL, FG_ST_F32), 0, "f16: exact F32 copy written");
+	a = run_seq(f16, 2, 0, &n1);
+	b = run_seq(dir, 2, 0, &n2);
+	ok(a && b && n1 == n2 && !memcmp(a, b, sizeof(float) * (size_t)n1),
+	   "an F16 checkpoint gives the same logits as its F32 copy, bit for bit");
+	free(a);
+	free(b);
+	snprintf(file, sizeof(file), "%s/model.safetensors", dir);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *dn = fg_st_dtype_name(bad[i].dtype);
+		int rc;
+
+		rm_model(dir);
+		memset(&err, 0, sizeof(err));
+		rc = copy_as(f16, dir, bad[i].name, bad[i].dtype);
+		e = NULL;
+		if (!rc)
+			rc = fg_engine_load(&e, dir, NULL, &err) == 0 ? -1 : 0;
+		fg_engine_free(e);
+		ok(rc == 0 && strstr(err.msg, file) && strstr(err.msg, bad[i].name) && strstr(err.msg, dn) &&
+			   !strchr(err.msg, '\n'),
+		   "%s as %s refused in one line naming file and tensor: %s", bad[i].name, dn, err.msg);
+	}
+	rm_model(dir);
+	rmdir(dir);
+}
+
 /* An E4B-shaped config.json (text_config nested, as google/gemma-4-E4B ships
  * it): the derived structure the engine and the CUDA path rely on. */
 static const char *e4b_json =
@@ -631,6 +793,7 @@ int main(void)
 	check_determinism(FIX "/int4", "int4");
 	check_errors();
 	check_f32();
+	check_f16();
 	check_e4b_config();
 	check_per_layer_config();
 	check_bidirectional();
