@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +29,7 @@
 #endif
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "int4.c reads bf16 weights in place and assumes a little-endian host"
+#error "int4.c reads bf16/f16/f32 weights in place and assumes a little-endian host"
 #endif
 
 #define MAX_GROUP 128
@@ -222,6 +223,94 @@ int fg_int4_simd(void)
 {
 	pthread_once(&group_fn_once, init_group_fn);
 	return the_group_fn != quant_group;
+}
+
+/* One group of n fp32 values (an F32 or F16 weight widened exactly): the
+ * arithmetic of quant_group, which reads bf16 bits and widens them to these
+ * same floats, so a bf16-representable group gives the same bytes through
+ * either. */
+static uint16_t quant_group_f32(uint8_t *packed, const float *x, size_t n, int *nonfinite)
+{
+	uint32_t nib[MAX_GROUP];
+	uint32_t amax = 0, sb;
+	float s;
+	size_t i, j;
+
+	for (i = 0; i < n; i++) {
+		uint32_t m = f2u(x[i]) & 0x7fffffffu;
+
+		amax = m > amax ? m : amax;
+	}
+	if (amax >= 0x7f800000u) {
+		*nonfinite = 1;
+		return 0;
+	}
+	sb = f2u(u2f(amax) / 7.5f);
+	sb = (sb + 0x7fffu + ((sb >> 16) & 1u)) >> 16;
+	if (!sb)
+		sb = BF16_EPS_BITS;
+	s = u2f(sb << 16);
+	for (i = 0; i < n; i++) {
+		uint32_t u = f2u(x[i] / s);
+		float v;
+
+		u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u; /* bf16(w / s) */
+		v = u2f(u);
+		v = v < -8.0f ? -8.0f : v;
+		v = v > 7.0f ? 7.0f : v;
+		v = (v + RNE_MAGIC) - RNE_MAGIC;
+		nib[i] = (uint32_t)((int32_t)v + 8);
+	}
+	for (j = 0; j < n / 8; j++) {
+		const uint32_t *q = nib + 8 * j;
+		uint32_t word = q[0] | q[1] << 4 | q[2] << 8 | q[3] << 12 | q[4] << 16 | q[5] << 20 |
+				q[6] << 24 | q[7] << 28;
+
+		memcpy(packed + 4 * j, &word, 4);
+	}
+	return (uint16_t)sb;
+}
+
+/* Element k of an F16 or F32 row widened to fp32 (exact). */
+static inline float widen(const uint8_t *row, int dtype, size_t k)
+{
+	float f;
+
+	if (dtype == FG_ST_F16)
+		return fg_f16_to_f32(fg_le16(row + 2 * k));
+	memcpy(&f, row + 4 * k, 4);
+	return f;
+}
+
+int fg_int4_quant_rows_dtype(uint8_t *packed, uint8_t *scales, const uint8_t *w, int dtype,
+			     size_t rows, size_t cols, size_t group, size_t *bad)
+{
+	size_t ng = cols / group, es = dtype == FG_ST_F16 ? 2 : 4, r, g, i;
+	float x[MAX_GROUP];
+
+	if (dtype == FG_ST_BF16)
+		return fg_int4_quant_rows(packed, scales, w, rows, cols, group, bad);
+	for (r = 0; r < rows; r++) {
+		const uint8_t *row = w + r * cols * es;
+
+		for (g = 0; g < ng; g++) {
+			int nonfinite = 0;
+			uint16_t sb;
+
+			for (i = 0; i < group; i++)
+				x[i] = widen(row, dtype, g * group + i);
+			sb = quant_group_f32(packed + (r * cols + g * group) / 2, x, group, &nonfinite);
+			if (nonfinite) {
+				for (i = 0; i < group; i++)
+					if (!isfinite(x[i]))
+						break;
+				*bad = r * cols + g * group + i;
+				return -1;
+			}
+			fg_put_le16(scales + (r * ng + g) * 2, sb);
+		}
+	}
+	return 0;
 }
 
 /* ---- which tensors ---- */
@@ -728,8 +817,8 @@ static int plan(struct bake *b, struct fg_st_desc **descs_out, size_t *nd_out, s
 			nd++;
 			continue;
 		}
-		if (t->dtype != FG_ST_BF16) {
-			snprintf(msg, sizeof(msg), "dtype %s is not supported for INT4 (bf16 only)",
+		if (t->dtype != FG_ST_BF16 && t->dtype != FG_ST_F16 && t->dtype != FG_ST_F32) {
+			snprintf(msg, sizeof(msg), "dtype %s is not supported for INT4 (BF16, F16, F32)",
 				 fg_st_dtype_name(t->dtype));
 			rc = tensor_err(err, FG_EUNSUPPORTED, t, msg);
 			break;
@@ -777,6 +866,7 @@ static int plan(struct bake *b, struct fg_st_desc **descs_out, size_t *nd_out, s
 
 struct qwork {
 	const uint8_t *w;
+	int dtype;
 	uint8_t *packed, *scales;
 	size_t rows, cols, group;
 	size_t bad;
@@ -787,14 +877,17 @@ static void *qwork_main(void *arg)
 {
 	struct qwork *q = arg;
 
-	q->rc = fg_int4_quant_rows(q->packed, q->scales, q->w, q->rows, q->cols, q->group, &q->bad);
+	q->rc = fg_int4_quant_rows_dtype(q->packed, q->scales, q->w, q->dtype, q->rows, q->cols, q->group,
+					 &q->bad);
 	return NULL;
 }
 
-/* Quantizes rows [0, rows) of a block on nthreads threads (fixed row split). */
-static int quant_block(const uint8_t *w, uint8_t *packed, uint8_t *scales, size_t rows,
+/* Quantizes rows [0, rows) of a block of dtype (BF16, F16, F32) on nthreads
+ * threads (fixed row split). */
+static int quant_block(const uint8_t *w, int dtype, uint8_t *packed, uint8_t *scales, size_t rows,
 		       size_t cols, size_t group, int nthreads, size_t *bad)
 {
+	size_t es = fg_st_dtype_size(dtype);
 	struct qwork q[64];
 	pthread_t th[64];
 	int started[64] = { 0 };
@@ -809,7 +902,8 @@ static int quant_block(const uint8_t *w, uint8_t *packed, uint8_t *scales, size_
 	for (i = 0; i < n; i++) {
 		size_t r1 = r0 + per < rows ? r0 + per : rows;
 
-		q[i].w = w + r0 * cols * 2;
+		q[i].w = w + r0 * cols * es;
+		q[i].dtype = dtype;
 		q[i].packed = packed + r0 * cols / 2;
 		q[i].scales = scales + r0 * (cols / group) * 2;
 		q[i].rows = r1 - r0;
@@ -831,7 +925,7 @@ static int quant_block(const uint8_t *w, uint8_t *packed, uint8_t *scales, size_
 	/* The first bad element in row order, whichever thread saw it. */
 	for (i = 0; i < n; i++)
 		if (q[i].rc) {
-			*bad = (size_t)(q[i].w - w) / 2 + q[i].bad;
+			*bad = (size_t)(q[i].w - w) / es + q[i].bad;
 			rc = -1;
 			break;
 		}
@@ -1098,7 +1192,7 @@ static int bake_tensor(struct bake *b, struct flow *f, const struct job *j, int 
 		       struct fg_err *err)
 {
 	const struct fg_st_tensor *t = j->t;
-	size_t rows, cols, group = (size_t)b->o->group, brows, r, scale_bytes;
+	size_t rows, cols, group = (size_t)b->o->group, brows, r, scale_bytes, es;
 	uint8_t *scales = NULL, shape[16];
 	int rc = 0, k;
 
@@ -1117,26 +1211,27 @@ static int bake_tensor(struct bake *b, struct flow *f, const struct job *j, int 
 	}
 	rows = (size_t)t->shape[0];
 	cols = (size_t)t->shape[1];
-	brows = BLOCK_BYTES / (cols * 2);
-	if (brows < 1)
-		brows = 1;
-	if (cols * 2 > BLOCK_BYTES)
-		return tensor_err(err, FG_EUNSUPPORTED, t, "rows wider than 512K columns are not supported");
+	es = fg_st_dtype_size(t->dtype); /* 2 (BF16, F16) or 4 (F32): packed output fits BLOCK_BYTES / 4 */
+	if (cols * es > BLOCK_BYTES)
+		return tensor_err(err, FG_EUNSUPPORTED, t,
+				  es == 2 ? "rows wider than 512K columns are not supported"
+					  : "F32 rows wider than 256K columns are not supported");
+	brows = BLOCK_BYTES / (cols * es);
 	scale_bytes = rows * (cols / group) * 2;
 	scales = malloc(scale_bytes);
 	if (!scales)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	for (r = 0; r < rows && !rc; r += brows) {
 		size_t n = rows - r < brows ? rows - r : brows, bad = 0;
-		const uint8_t *src = flow_get(f, t, streamed, r * cols * 2, n * cols * 2, err);
+		const uint8_t *src = flow_get(f, t, streamed, r * cols * es, n * cols * es, err);
 		int slot = src ? flow_slot(f, err) : -1;
 
 		if (slot < 0) {
 			rc = err && err->code ? err->code : FG_EIO;
 			break;
 		}
-		if (quant_block(src, f->packed[slot], scales + r * (cols / group) * 2, n, cols, group,
-				b->o->threads, &bad)) {
+		if (quant_block(src, t->dtype, f->packed[slot], scales + r * (cols / group) * 2, n, cols,
+				group, b->o->threads, &bad)) {
 			char msg[128];
 
 			f->slot_busy[slot] = 0;
@@ -1149,7 +1244,7 @@ static int bake_tensor(struct bake *b, struct flow *f, const struct job *j, int 
 		if (rc)
 			f->slot_busy[slot] = 0;
 		else
-			rc = flow_done(f, t, streamed, r * cols * 2, n * cols * 2, NULL, slot, err);
+			rc = flow_done(f, t, streamed, r * cols * es, n * cols * es, NULL, slot, err);
 	}
 	if (!rc)
 		rc = fg_st_writer_write(f->w, scales, scale_bytes, err);

@@ -1,8 +1,10 @@
-/* int4.h - bake a bf16 Gemma 4 checkpoint into INT4 weights that vLLM loads
- * (compressed-tensors "pack-quantized", W4A16, symmetric, per group).
+/* int4.h - bake a Gemma 4 checkpoint (BF16, F16 or F32 weights) into INT4
+ * weights that vLLM loads (compressed-tensors "pack-quantized", W4A16,
+ * symmetric, per group).
  *
  * The quantizer reproduces compressed-tensors' own arithmetic on bf16
- * tensors (docs/formats/int4.md has the derivation and sources). For each
+ * tensors (docs/formats/int4.md has the derivation and sources); F16 and F32
+ * weights are widened to fp32 exactly and go through the same steps. For each
  * group of `group` consecutive input columns of a row, with a = max |w|:
  *   s = bf16(a / 7.5)            fp32 division, rounded to bf16 (nearest even);
  *                                s = 2^-7 (bf16 eps) when that gives 0
@@ -29,6 +31,15 @@
  * the rows gives the same bytes. */
 int fg_int4_quant_rows(uint8_t *packed, uint8_t *scales, const uint8_t *w, size_t rows,
 		       size_t cols, size_t group, size_t *bad);
+
+/* The same for weights of dtype FG_ST_BF16, FG_ST_F16 or FG_ST_F32
+ * (lib/safetensors.h; 2, 2 or 4 bytes an element). F16 and F32 weights are
+ * widened to fp32 exactly and go through the same arithmetic as bf16 ones
+ * (s = bf16(a / 7.5), q = round_half_even(clamp(bf16(w / s), -8, 7)), w the
+ * exact fp32 value), so a weight that is bf16-representable gives the same
+ * bytes whichever of the three dtypes holds it. BF16 runs fg_int4_quant_rows. */
+int fg_int4_quant_rows_dtype(uint8_t *packed, uint8_t *scales, const uint8_t *w, int dtype,
+			     size_t rows, size_t cols, size_t group, size_t *bad);
 
 /* The same with the plain C reference kernel whatever the CPU has: the
  * dispatched one (AVX2 where the CPU has it, unless FGPACK_NO_SIMD is set)

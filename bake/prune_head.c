@@ -227,10 +227,10 @@ int fg_prune_head(const char *src, const char *keepset, const char *out, int hea
 					"pack-quantized quantization_config (run fgpack bake int4 first)", src);
 			goto done;
 		}
-		if (head->dtype != FG_ST_BF16 || group % 8 || hidden % group) {
-			rc = fg_err_set(err, FG_EUNSUPPORTED, "%s: --head int4 needs a BF16 head whose width (%llu) is "
-					"a multiple of the group size (%llu)", src, (unsigned long long)hidden,
-					(unsigned long long)group);
+		if (group % 8 || group > 128 || hidden % group) {
+			rc = fg_err_set(err, FG_EUNSUPPORTED, "%s: --head int4 needs a group size of 8..128 (a multiple "
+					"of 8; the config says %llu) dividing the head's width (%llu)", src,
+					(unsigned long long)group, (unsigned long long)hidden);
 			goto done;
 		}
 	}
@@ -358,7 +358,7 @@ have_head:
 		}
 		for (i = 0; i < (size_t)k; i++)
 			memcpy(rbuf + i * row_bytes, (const uint8_t *)head->data + (size_t)keep[i] * row_bytes, row_bytes);
-		if (fg_int4_quant_rows(qbuf, sbuf, rbuf, (size_t)k, hidden, group, &bad)) {
+		if (fg_int4_quant_rows_dtype(qbuf, sbuf, rbuf, head->dtype, (size_t)k, hidden, group, &bad)) {
 			rc = fg_err_set(err, FG_EINVAL, "%s: %s row %ld has a NaN or infinite weight", src, head->name,
 					(long)keep[bad / hidden]);
 			goto done;

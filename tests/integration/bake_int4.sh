@@ -57,6 +57,47 @@ check "group 32 with an untied INT4 lm_head matches the reference" $PY "$REF" ch
 check "bake --group 64 from a single-file checkpoint" sh -c "$PY '$REF' make one --seed 3 && '$FGPACK' bake int4 one out64 --group 64 >/dev/null 2>&1"
 check "group 64 matches the reference" $PY "$REF" check one out64 --group 64
 
+# F32 and F16 checkpoints (transformers saves a model in its dtype): widened
+# exactly, then the bf16 arithmetic (docs/formats/int4.md, "F32 and F16 input")
+cat >dt.py <<EOF
+import sys, os, shutil, numpy as np
+sys.path.insert(0, os.path.dirname("$REF"))
+import int4ref as r
+def val(d, a):
+    a = np.asarray(a)
+    return r.bf16_to_f32(a) if d == "BF16" else a.astype(np.float32)
+if sys.argv[1] == "copy":  # copy SRC DST DTYPE: every float tensor as DTYPE
+    src, dst, dt = sys.argv[2:5]
+    shutil.copytree(src, dst)
+    out = []
+    for k, (d, shp, a) in r.st_read(src + "/model.safetensors").items():
+        if d in ("BF16", "F16", "F32"):
+            v = val(d, a)
+            out.append((k, dt, shp, v if dt == "F32" else v.astype(np.float16)))
+        else:
+            out.append((k, d, shp, np.asarray(a)))
+    r.st_write(dst + "/model.safetensors", out)
+else:  # same A B DTYPE: INT4 tensors byte-equal, the others B's DTYPE with A's values
+    a, b = (r.st_read(x + "/model.safetensors") for x in sys.argv[2:4])
+    assert sorted(a) == sorted(b)
+    n = 0
+    for k, (d, shp, x) in a.items():
+        e, _, y = b[k]
+        if k.endswith((".weight_packed", ".weight_scale", ".weight_shape")):
+            assert d == e and np.asarray(x).tobytes() == np.asarray(y).tobytes(), k
+            n += 1
+        elif d in ("BF16", "F16", "F32"):
+            assert e == sys.argv[4] and (val(d, x) == val(e, y)).all(), k
+    assert n > 10, n
+EOF
+check "an exact F32 copy of the bf16 checkpoint" $PY dt.py copy one one32 F32
+check "bake the F32 copy, -j 1 and -j 2" sh -c "'$FGPACK' bake int4 one32 o32a --group 64 -j 1 >/dev/null 2>&1 && '$FGPACK' bake int4 one32 o32b --group 64 -j 2 >/dev/null 2>&1"
+check "F32: -j1 and -j2 byte-identical" diff -r o32a o32b
+check "F32: INT4 tensors equal the bf16 bake's, the others F32 of the same values" $PY dt.py same out64 o32a F32
+check "an F16 copy (rounded by numpy) and that copy's exact F32 copy" sh -c "$PY dt.py copy one one16 F16 && $PY dt.py copy one16 one16w F32"
+check "bake both" sh -c "'$FGPACK' bake int4 one16 o16 --group 64 >/dev/null 2>&1 && '$FGPACK' bake int4 one16w o16w --group 64 -j 1 >/dev/null 2>&1"
+check "F16: INT4 tensors equal those of the same values in F32, the others F16" $PY dt.py same o16w o16 F16
+
 # Bad input: exit 1, one line naming the file (and tensor), nothing left behind.
 bad() { # name, expected-pattern, src
 	"$FGPACK" bake int4 "$3" badout -j 2 >/dev/null 2>err
@@ -84,7 +125,7 @@ def ck(d, tensors):
     r.st_write(d + "/model.safetensors", tensors)
     json.dump({"model_type": "gemma4"}, open(d + "/config.json", "w"))
 q = "model.language_model.layers.0.self_attn.q_proj.weight"
-ck("b_dtype", [(q, "F32", (8, 128), np.zeros((8, 128), np.float32))])
+ck("b_dtype", [(q, "I32", (8, 128), np.zeros((8, 128), np.int32))])
 ck("b_width", [(q, "BF16", (8, 96), np.zeros((8, 96), np.uint16))])
 w = np.zeros((4, 128), np.uint16); w[2, 77] = 0x7fc0
 ck("b_nan", [("model.language_model.norm.weight", "BF16", (4,), np.zeros(4, np.uint16)), (q, "BF16", (4, 128), w)])
@@ -95,7 +136,7 @@ b = b.replace(b"[8,128]", b"[9,128]")
 open("b_lie/model.safetensors", "wb").write(b)
 EOF
 check "make bad checkpoints" $PY mkbad.py
-bad "unsupported dtype for a Linear" "b_dtype/model.safetensors: tensor model.language_model.layers.0.self_attn.q_proj.weight: dtype F32" b_dtype
+bad "unsupported dtype for a Linear" "b_dtype/model.safetensors: tensor model.language_model.layers.0.self_attn.q_proj.weight: dtype I32 is not supported for INT4 \\(BF16, F16, F32\\)" b_dtype
 bad "input width not a multiple of the group" "tensor model.language_model.layers.0.self_attn.q_proj.weight: input width 96 is not a multiple of the group size 128" b_width
 bad "NaN weight" "b_nan/model.safetensors: tensor model.language_model.layers.0.self_attn.q_proj.weight: non-finite value .* at \[2, 77\]" b_nan
 bad "a header that lies about a shape" "b_lie/model.safetensors: tensor model.language_model.layers.0.self_attn.q_proj.weight: shape and dtype need" b_lie

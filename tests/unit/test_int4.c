@@ -1,12 +1,14 @@
 /* test_int4.c - the INT4 quantizer: hand-computed known answers (zero groups,
  * ±max, ties at .5, subnormals, NaN/Inf), the half-step property on random
- * matrices, row-split invariance, and which tensor names are quantized. */
+ * matrices, row-split invariance, F16/F32 input, and which tensor names are
+ * quantized. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bake/int4.h"
 #include "bf16.h"
+#include "safetensors.h"
 #include "tap.h"
 
 #define G 32
@@ -222,6 +224,143 @@ static void test_simd_agrees(void)
 	free(w);
 }
 
+/* The quantizer written out once more, from the spec (docs/formats/int4.md),
+ * on fp32 input: s = bf16(a / 7.5) (2^-7 when 0), q = rint(clamp(bf16(w / s),
+ * -8, 7)) with rintf in the default round-to-nearest-even mode. */
+static void ref_rows_f32(uint8_t *packed, uint8_t *scales, const float *w, size_t rows, size_t cols,
+			 size_t group)
+{
+	size_t r, g, i, ng = cols / group;
+
+	memset(packed, 0, rows * cols / 2);
+	for (r = 0; r < rows; r++)
+		for (g = 0; g < ng; g++) {
+			const float *x = w + r * cols + g * group;
+			float a = 0, s;
+			uint16_t sb;
+
+			for (i = 0; i < group; i++)
+				a = fabsf(x[i]) > a ? fabsf(x[i]) : a;
+			sb = fg_f32_to_bf16(a / 7.5f);
+			if (!sb)
+				sb = 0x3c00;
+			s = fg_bf16_to_f32(sb);
+			fg_put_le16(scales + (r * ng + g) * 2, sb);
+			for (i = 0; i < group; i++) {
+				float v = fg_bf16_to_f32(fg_f32_to_bf16(x[i] / s));
+				int q = (int)rintf(v < -8 ? -8 : v > 7 ? 7 : v);
+				size_t e = r * cols + g * group + i;
+
+				packed[e / 2] |= (uint8_t)((unsigned)(q + 8) << (4 * (e % 2)));
+			}
+		}
+}
+
+/* F16 and F32 input (fg_int4_quant_rows_dtype): bf16 values given as F32
+ * give the bf16 kernel's bytes; halves given as F16 give the bytes of the
+ * same values as F32; random F32 values (not bf16-representable) give the
+ * spec's bytes above; any row split the same bytes; a NaN or Inf is found
+ * and placed. Groups 32, 64, 128. */
+static void test_dtypes(void)
+{
+	size_t rows = 24, cols = 1024, n = rows * cols, i, gi, bad = 0;
+	uint8_t *w16 = malloc(2 * n), *w32 = malloc(4 * n), *h16 = malloc(2 * n);
+	uint8_t *p1 = malloc(n / 2), *p2 = malloc(n / 2), *s1 = malloc(n / 16), *s2 = malloc(n / 16);
+	float *f = malloc(4 * n);
+	int bf_same = 1, h_same = 1, ref_same = 1, split_same = 1, k;
+	double worst = 0;
+
+	for (k = 0; k < 4; k++) {
+		for (i = 0; i < n; i++) {
+			double u = urand() * 2 - 1, x;
+			uint16_t hb;
+
+			switch (k) {
+			case 0: x = (urand() + urand() + urand() - 1.5) * 0.03; break;
+			case 1: x = u; break;
+			case 2: x = u * u * u * 40; break;
+			default: x = u * pow(10.0, (double)((i / 64) % 12) - 8); break;
+			}
+			fg_put_le16(w16 + 2 * i, fg_f32_to_bf16((float)x));
+			f[i] = (float)x; /* not bf16-representable in general */
+			do /* a random finite half */
+				hb = (uint16_t)(urand() * 65536.0);
+			while ((hb & 0x7c00u) == 0x7c00u);
+			fg_put_le16(h16 + 2 * i, hb);
+		}
+		for (gi = 32; gi <= 128; gi *= 2) {
+			size_t ns = rows * (cols / gi) * 2;
+
+			/* bf16 values as F32 */
+			for (i = 0; i < n; i++) {
+				float v = fg_bf16_to_f32(fg_le16(w16 + 2 * i));
+
+				memcpy(w32 + 4 * i, &v, 4);
+			}
+			if (fg_int4_quant_rows(p1, s1, w16, rows, cols, gi, &bad) ||
+			    fg_int4_quant_rows_dtype(p2, s2, w32, FG_ST_F32, rows, cols, gi, &bad) ||
+			    memcmp(p1, p2, n / 2) || memcmp(s1, s2, ns))
+				bf_same = 0;
+			/* halves as F16 and as F32 */
+			for (i = 0; i < n; i++) {
+				float v = fg_f16_to_f32(fg_le16(h16 + 2 * i));
+
+				memcpy(w32 + 4 * i, &v, 4);
+			}
+			if (fg_int4_quant_rows_dtype(p1, s1, h16, FG_ST_F16, rows, cols, gi, &bad) ||
+			    fg_int4_quant_rows_dtype(p2, s2, w32, FG_ST_F32, rows, cols, gi, &bad) ||
+			    memcmp(p1, p2, n / 2) || memcmp(s1, s2, ns))
+				h_same = 0;
+			/* arbitrary F32 against the spec, and split in two */
+			memcpy(w32, f, 4 * n);
+			ref_rows_f32(p2, s2, f, rows, cols, gi);
+			if (fg_int4_quant_rows_dtype(p1, s1, w32, FG_ST_F32, rows, cols, gi, &bad) ||
+			    memcmp(p1, p2, n / 2) || memcmp(s1, s2, ns))
+				ref_same = 0;
+			for (i = 0; i < n; i++) {
+				int q = (int)((fg_le32(p1 + (i / 8) * 4) >> (4 * (i % 8))) & 15) - 8;
+				float sc = fg_bf16_to_f32(fg_le16(s1 + ((i / cols) * (cols / gi) + (i % cols) / gi) * 2));
+				double e = fabs((double)q * sc - f[i]) / sc;
+
+				if (sc >= ldexpf(1.0f, -126) && e > worst)
+					worst = e;
+			}
+			if (fg_int4_quant_rows_dtype(p2, s2, w32, FG_ST_F32, 7, cols, gi, &bad) ||
+			    fg_int4_quant_rows_dtype(p2 + 7 * cols / 2, s2 + 7 * (cols / gi) * 2, w32 + 7 * cols * 4,
+						     FG_ST_F32, rows - 7, cols, gi, &bad) ||
+			    memcmp(p1, p2, n / 2) || memcmp(s1, s2, ns))
+				split_same = 0;
+		}
+	}
+	ok(bf_same, "bf16 values given as F32 quantize to the bf16 kernel's bytes");
+	ok(h_same, "random finite halves give the same bytes as F16 and as their F32 values");
+	ok(ref_same, "F32 values (not bf16-representable) give the bytes of the spec written out in the test");
+	ok(split_same, "F32: row splits give identical bytes");
+	ok(worst <= 0.5 + 7.6 / 256 && worst >= 0.45, "F32: dequantized within %.4f scale steps (worst %.4f)",
+	   0.5 + 7.6 / 256, worst);
+	{
+		float nan = NAN;
+
+		memcpy(w32 + 4 * (2 * cols + 77), &nan, 4);
+		bad = 0;
+		ok(fg_int4_quant_rows_dtype(p1, s1, w32, FG_ST_F32, rows, cols, 32, &bad) == -1 && bad == 2 * cols + 77,
+		   "F32: a NaN is refused and placed at [2, 77] (%zu)", bad);
+		fg_put_le16(h16 + 2 * (5 * cols + 1000), 0xfc00); /* -inf */
+		bad = 0;
+		ok(fg_int4_quant_rows_dtype(p1, s1, h16, FG_ST_F16, rows, cols, 128, &bad) == -1 &&
+			   bad == 5 * cols + 1000,
+		   "F16: -Inf is refused and placed at [5, 1000] (%zu)", bad);
+	}
+	free(w16);
+	free(w32);
+	free(h16);
+	free(p1);
+	free(p2);
+	free(s1);
+	free(s2);
+	free(f);
+}
+
 static void test_targets(void)
 {
 	ok(fg_int4_is_target("model.language_model.layers.0.self_attn.q_proj.weight"), "target: q_proj");
@@ -247,6 +386,7 @@ int main(void)
 	test_known_answers();
 	test_property();
 	test_simd_agrees();
+	test_dtypes();
 	test_targets();
 	return tap_done();
 }
