@@ -134,6 +134,16 @@ SPID=$!
 at_exit "kill $SPID 2>/dev/null"
 check "serve the tiny model with the Gemma 4 tokenizer" wait_port "$PORT"
 check_grep "serve picks the gemma4 format from the tokenizer" "chat format gemma4 \(from the tokenizer\)" "$WORK/serve.err"
+# the official openai client against the Gemma 4 format
+if (cd "$NODE_DIR" && node serve_openai.mjs "$B/v1") >"$WORK/node.out" 2>&1; then :; fi
+while IFS= read -r line; do
+	case "$line" in
+	"ok "*) ok "gemma4: ${line#ok * - }" ;;
+	"not ok "*) not_ok "gemma4: ${line#not ok * - }" ;;
+	"#"*) echo "$line" ;;
+	esac
+done <"$WORK/node.out"
+grep -q "passed, 0 failed" "$WORK/node.out" || { not_ok "gemma4: openai client script ran to the end"; tail -5 "$WORK/node.out"; }
 check "a chat: the prompt is the Gemma 4 rendering, generation stops at <turn|>, text and ids as fgpack run's" python3 - "$B" "$FGPACK" "$WORK/g4tiny/tokenizer.json" "$found" "$WORK/run.json" <<'EOF'
 import json, subprocess, sys, urllib.request
 base, fg, tj, text, run = sys.argv[1:6]

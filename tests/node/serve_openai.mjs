@@ -60,6 +60,14 @@ try {
 		err = e;
 	}
 	ok(err && err.status === 400 && /role/.test(err.message), "bad role: 400 surfaced as an APIError", err && err.message);
+
+	err = null;
+	try {
+		await client.chat.completions.create({ model: ids[0], messages: msgs, tools: [{ type: "function", function: { name: "f", parameters: { type: "object", properties: {} } } }] });
+	} catch (e) {
+		err = e;
+	}
+	ok(err && err.status === 400 && /tool calling is not supported/.test(err.message), "tools: refused with 400, not ignored", err && err.message);
 } catch (e) {
 	ok(false, "unexpected exception", String(e && e.stack || e));
 }
