@@ -365,8 +365,12 @@ struct xfer {
 	char last_modified[64];
 	char content_type[128];
 	char location[2048];
+	char bucket_region[64];        /* x-amz-bucket-region (AWS redirects) */
 	unsigned long long content_length;
 	int have_length;
+	unsigned long long range_total; /* N of Content-Range: bytes .../N */
+	int have_range_total;
+	long long server_date;         /* Date, as time_t; -1 when absent */
 	long retry_after;
 	/* body read position */
 	unsigned long long sent;
@@ -481,7 +485,9 @@ static size_t header_cb(char *line, size_t size, size_t nmemb, void *ud)
 		long st = 0;
 
 		x->etag[0] = x->last_modified[0] = x->content_type[0] = x->location[0] = 0;
-		x->have_length = 0;
+		x->bucket_region[0] = 0;
+		x->have_length = x->have_range_total = 0;
+		x->server_date = -1;
 		x->retry_after = -1;
 		while (sp && sp < line + n && *sp == ' ')
 			sp++;
@@ -516,6 +522,22 @@ static size_t header_cb(char *line, size_t size, size_t nmemb, void *ud)
 
 		copy_hval(v, sizeof(v), colon, n - nl - 1);
 		x->have_length = fg_parse_u64(v, &x->content_length) == 0;
+	} else if (nl == 13 && !strncasecmp(line, "content-range", 13)) {
+		char v[96], *sl;
+
+		copy_hval(v, sizeof(v), colon, n - nl - 1);
+		sl = strrchr(v, '/');
+		x->have_range_total = sl && !strncasecmp(v, "bytes ", 6) &&
+				      fg_parse_u64(sl + 1, &x->range_total) == 0;
+	} else if (nl == 19 && !strncasecmp(line, "x-amz-bucket-region", 19)) {
+		copy_hval(x->bucket_region, sizeof(x->bucket_region), colon, n - nl - 1);
+	} else if (nl == 4 && !strncasecmp(line, "date", 4)) {
+		char v[96];
+		time_t t;
+
+		copy_hval(v, sizeof(v), colon, n - nl - 1);
+		t = curl_getdate(v, NULL);
+		x->server_date = t == (time_t)-1 ? -1 : (long long)t;
 	} else if (nl == 11 && !strncasecmp(line, "retry-after", 11)) {
 		char v[32];
 		int secs;
@@ -543,6 +565,7 @@ static int transport_do(struct fg_s3 *s, struct xfer *x, struct fg_err *err)
 	x->out_written = 0;
 	x->write_failed = 0;
 	x->retry_after = -1;
+	x->server_date = -1;
 	x->curl_msg[0] = 0;
 	x->data_failed = 0;
 	if (x->data_fn && x->data_fn(x->data_user, NULL, 0, &x->data_err)) {
@@ -614,6 +637,7 @@ struct req {
 	unsigned long long out_off;
 	fg_s3_data_fn data_fn;
 	void *data_user;
+	int error_in_200;                   /* a 2xx body may still be an <Error> */
 	/* results */
 	long status;
 	unsigned retries;
@@ -660,6 +684,39 @@ static int hash_range(char hex[65], int fd, unsigned long long off, unsigned lon
 static int retryable_status(long st)
 {
 	return st == 408 || st == 429 || st == 500 || st == 502 || st == 503 || st == 504;
+}
+
+/* S3 error codes a retry can cure whatever status carries them: AWS's
+ * "RequestTimeout" comes as 400, and an error inside a 200 has no status of
+ * its own (the transient and throttling codes AWS SDKs retry) */
+static int retryable_code(const char *code)
+{
+	static const char *const codes[] = { "InternalError", "SlowDown", "ServiceUnavailable",
+					     "RequestTimeout", "Throttling", "ThrottlingException",
+					     "RequestThrottled", "RequestLimitExceeded",
+					     "TooManyRequestsException", "PriorRequestNotComplete", NULL };
+	size_t i;
+
+	for (i = 0; code && codes[i]; i++)
+		if (!strcmp(code, codes[i]))
+			return 1;
+	return 0;
+}
+
+/* Whether an XML body's root element is <Error> (blanks and an XML
+ * declaration may come first: AWS pads long CompleteMultipartUpload answers
+ * with whitespace before it knows the outcome). */
+static int body_is_error(const struct fg_buf *b)
+{
+	const char *p = b && b->data ? b->data : "", *e;
+
+	while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
+		p++;
+	if (!strncmp(p, "<?xml", 5) && (e = strstr(p, "?>")))
+		for (p = e + 2; *p == ' ' || *p == '\t' || *p == '\r' || *p == '\n';)
+			p++;
+	return !strncmp(p, "<Error", 6) && (p[6] == '>' || p[6] == ' ' || p[6] == '\t' ||
+					     p[6] == '\r' || p[6] == '\n');
 }
 
 static void backoff(unsigned attempt, long retry_after)
@@ -825,6 +882,19 @@ static int xml_get(struct fg_buf *out, const char *xml, size_t n, const char *ta
 	return fg_buf_putc(out, 0, NULL) ? -1 : (out->len--, 0);
 }
 
+/* Whether an error answer's S3 code is one a retry can cure. */
+static int retryable_body(const struct fg_buf *b)
+{
+	struct fg_buf code = FG_BUF_INIT;
+	int yes;
+
+	if (!b || !b->data)
+		return 0;
+	yes = !xml_get(&code, b->data, b->len, "Code") && retryable_code(code.data);
+	fg_buf_release(&code);
+	return yes;
+}
+
 static const char *opname(const struct req *r)
 {
 	size_t i;
@@ -858,11 +928,20 @@ static int http_fail(struct fg_s3 *s, struct req *r, struct fg_buf *body, struct
 		xml_get(&code, body->data, body->len, "Code");
 		xml_get(&msg, body->data, body->len, "Message");
 	}
+	char skew[128] = "";
+
 	if (code.len && !strcmp(code.data, "NoSuchUpload"))
 		ecode = FG_ENOTFOUND;
-	rc = fg_err_set(err, ecode, "s3 %s %s/%s: HTTP %ld%s%s%s%s%s", opname(r), r->bucket,
+	if (code.len && !strcmp(code.data, "RequestTimeTooSkewed") && r->x.server_date >= 0) {
+		/* a signature is good only within 15 minutes of the server's clock */
+		long long d = r->x.server_date - (long long)time(NULL);
+
+		snprintf(skew, sizeof(skew), " (this machine's clock is %lld s %s the server's: set it right)",
+			 d < 0 ? -d : d, d < 0 ? "ahead of" : "behind");
+	}
+	rc = fg_err_set(err, ecode, "s3 %s %s/%s: HTTP %ld%s%s%s%s%s%s", opname(r), r->bucket,
 			r->key ? r->key : "", r->x.status, code.len ? " " : "", code.len ? code.data : "",
-			msg.len ? ": " : "", msg.len ? msg.data : "",
+			msg.len ? ": " : "", msg.len ? msg.data : "", skew,
 			r->retries ? " (after retries)" : "");
 	fg_buf_release(&code);
 	fg_buf_release(&msg);
@@ -910,14 +989,16 @@ static int follow(struct fg_s3 *s, struct req *r, struct fg_err *err)
 static int do_req(struct fg_s3 *s, struct req *r, struct fg_err *err)
 {
 	struct fg_buf path = FG_BUF_INIT, query = FG_BUF_INIT, url = FG_BUF_INIT, auth = FG_BUF_INIT;
-	struct fg_buf line = FG_BUF_INIT, errbody = FG_BUF_INIT;
+	struct fg_buf line = FG_BUF_INIT, errbody = FG_BUF_INIT, host = FG_BUF_INIT, region = FG_BUF_INIT;
 	struct fg_sigv4_cred cred = { s->creds.access_key, s->creds.secret_key, s->creds.session_token };
 	char payload[65], date[17];
-	unsigned attempt;
-	size_t i;
+	unsigned attempt, hops = 0;
+	size_t i, resource; /* url.data + resource: the path and query, as signed */
 	int rc;
 
 	r->retries = 0;
+	if ((rc = fg_buf_puts(&host, s->host_hdr, err)) || (rc = fg_buf_puts(&region, s->region, err)))
+		goto out;
 	if ((rc = fg_buf_printf(&path, err, "%s/", s->base)) ||
 	    (rc = fg_sigv4_uri_encode(&path, r->bucket, strlen(r->bucket), 0, err)))
 		goto out;
@@ -928,6 +1009,7 @@ static int do_req(struct fg_s3 *s, struct req *r, struct fg_err *err)
 	    (rc = fg_buf_printf(&url, err, "%s%s%s%s", s->scheme_host, path.data, query.len ? "?" : "",
 				query.len ? query.data : "")))
 		goto out;
+	resource = strlen(s->scheme_host);
 	if (r->payload_sha256) {
 		memcpy(payload, r->payload_sha256, 65);
 	} else if (r->body_fd >= 0) {
@@ -942,8 +1024,9 @@ static int do_req(struct fg_s3 *s, struct req *r, struct fg_err *err)
 	}
 
 	for (attempt = 0;; attempt++) {
-		struct fg_sigv4_request sr = { r->method, s->host_hdr, path.data, query.data, r->hdrs,
-					       r->nh, payload, date, s->region, "s3" };
+		struct fg_sigv4_request sr = { r->method, host.data, path.data, query.data, r->hdrs,
+					       r->nh, payload, date, region.data, "s3" };
+		const char *loc;
 
 		fg_sigv4_amz_date(date, time(NULL));
 		fg_buf_reset(&auth);
@@ -979,7 +1062,7 @@ static int do_req(struct fg_s3 *s, struct req *r, struct fg_err *err)
 		}                                                                  \
 		r->x.headers = t_;                                                 \
 	} while (0)
-		ADDH("Host: %s", s->host_hdr);
+		ADDH("Host: %s", host.data);
 		ADDH("x-amz-date: %s", date);
 		ADDH("x-amz-content-sha256: %s", payload);
 		if (cred.session_token && *cred.session_token)
@@ -992,6 +1075,37 @@ static int do_req(struct fg_s3 *s, struct req *r, struct fg_err *err)
 			ADDH("Content-Type:");
 #undef ADDH
 		rc = transport_do(s, &r->x, err);
+		loc = r->x.location;
+		if (!rc && r->x.status >= 300 && r->x.status < 400 && r->x.status != 304 && *loc &&
+		    hops < 5 && (!strncmp(loc, "http://", 7) || !strncmp(loc, "https://", 8)) &&
+		    (loc = strchr(strstr(loc, "://") + 3, '/')) && !strcmp(loc, url.data + resource)) {
+			/* the same resource at another endpoint (S3's 307 TemporaryRedirect,
+			 * a region's endpoint): signed again for that host (and the
+			 * bucket's region when the answer names it), the body sent again */
+			const char *hs = strstr(r->x.location, "://") + 3;
+			struct fg_buf nu = FG_BUF_INIT;
+
+			curl_slist_free_all(r->x.headers);
+			r->x.headers = NULL;
+			fg_buf_reset(&host);
+			if ((rc = fg_buf_append(&host, hs, (size_t)(loc - hs), err)) ||
+			    (rc = fg_buf_puts(&nu, r->x.location, err)))
+				goto out;
+			for (i = 0; i < host.len; i++)
+				if (host.data[i] >= 'A' && host.data[i] <= 'Z')
+					host.data[i] = (char)(host.data[i] + 32);
+			if (r->x.bucket_region[0]) {
+				fg_buf_reset(&region);
+				if ((rc = fg_buf_puts(&region, r->x.bucket_region, err)))
+					goto out;
+			}
+			fg_buf_release(&url);
+			url = nu;
+			resource = (size_t)(loc - r->x.location);
+			hops++;
+			attempt--; /* a redirect is not a try */
+			continue;
+		}
 		if (!rc && r->x.status >= 300 && r->x.status < 400 && r->x.location[0] &&
 		    (r->x.head || !strcmp(r->method, "GET")))
 			rc = follow(s, r, err);
@@ -1000,9 +1114,28 @@ static int do_req(struct fg_s3 *s, struct req *r, struct fg_err *err)
 		memset(auth.data, 0, auth.len);
 		if (rc && rc != FG_ENET)
 			goto out;
-		if (!rc && r->x.status / 100 == 2)
+		if (!rc && r->x.status / 100 == 2 && !(r->error_in_200 && body_is_error(r->x.resp)))
 			break;
-		if ((rc == FG_ENET || retryable_status(r->x.status)) && attempt + 1 < (unsigned)s->max_tries) {
+		if (!rc && r->x.status / 100 == 2) {
+			/* a 200 whose body says the request failed after all */
+			struct fg_buf code = FG_BUF_INIT;
+
+			xml_get(&code, r->x.resp->data, r->x.resp->len, "Code");
+			if (retryable_code(code.data) && attempt + 1 < (unsigned)s->max_tries) {
+				fg_buf_release(&code);
+				r->retries++;
+				backoff(attempt, r->x.retry_after);
+				continue;
+			}
+			rc = fg_err_set(err, FG_ENET, "s3 %s %s/%s: HTTP %ld with an error in the body: %s%s",
+					opname(r), r->bucket, r->key ? r->key : "", r->x.status,
+					code.len ? code.data : "unknown", r->retries ? " (after retries)" : "");
+			fg_buf_release(&code);
+			goto out;
+		}
+		if ((rc == FG_ENET || retryable_status(r->x.status) ||
+		     (r->x.status >= 400 && retryable_body(r->x.resp))) &&
+		    attempt + 1 < (unsigned)s->max_tries) {
 			r->retries++;
 			backoff(attempt, r->x.retry_after);
 			continue;
@@ -1028,6 +1161,8 @@ out:
 	fg_buf_release(&auth);
 	fg_buf_release(&line);
 	fg_buf_release(&errbody);
+	fg_buf_release(&host);
+	fg_buf_release(&region);
 	return rc;
 }
 
@@ -1067,10 +1202,29 @@ int fg_s3_head(struct fg_s3 *s, struct fg_s3_object *out, const char *bucket, co
 	req_init(&r, "HEAD", bucket, key);
 	if ((rc = do_req(s, &r, err)))
 		return rc;
-	if (!r.x.have_length)
-		return fg_err_set(err, FG_EFORMAT, "s3 HEAD %s/%s: no Content-Length", bucket, key);
-	out->size = r.x.content_length;
 	memcpy(out->etag, r.x.etag, sizeof(out->etag));
+	if (!r.x.have_length) {
+		/* a HEAD without Content-Length (a proxy dropped it; HTTP/2 may omit
+		 * it): the size is the total of a one-byte range's Content-Range,
+		 * or "bytes *\/0" in the 416 an empty object answers */
+		struct fg_sigv4_header h[1] = { { "Range", "bytes=0-0" } };
+		struct req g;
+
+		req_init(&g, "GET", bucket, key);
+		g.hdrs = h;
+		g.nh = 1;
+		rc = do_req(s, &g, err);
+		if (rc && !(g.x.status == 416 && g.x.have_range_total))
+			return rc;
+		if (g.x.have_range_total && (g.x.status == 206 || g.x.status == 416))
+			out->size = g.x.range_total;
+		else if (g.x.status == 200 && g.x.have_length)
+			out->size = g.x.content_length;
+		else
+			return fg_err_set(err, FG_EFORMAT, "s3 HEAD %s/%s: no Content-Length", bucket, key);
+	} else {
+		out->size = r.x.content_length;
+	}
 	memcpy(out->last_modified, r.x.last_modified, sizeof(out->last_modified));
 	memcpy(out->content_type, r.x.content_type, sizeof(out->content_type));
 	return 0;
@@ -1500,19 +1654,31 @@ static int mpu_complete(struct mpu *m, struct fg_err *err)
 	r.mem_body = xml.data;
 	r.mem_len = xml.len;
 	r.resp = &body;
-	if ((rc = do_req(m->s, &r, err)))
-		goto out;
-	m->st->retries += r.retries;
 	/* S3 may answer 200 and still report an error in the body */
-	if (body.data && strstr(body.data, "<Error>")) {
-		struct fg_buf code = FG_BUF_INIT;
+	r.error_in_200 = 1;
+	rc = do_req(m->s, &r, err);
+	m->st->retries += r.retries;
+	if (rc == FG_ENOTFOUND) {
+		/* NoSuchUpload: an earlier try (ours, or libcurl's own on a reused
+		 * connection that died) may have completed the upload and its answer
+		 * been lost. It did when the key now holds an object of this size
+		 * whose ETag is a multipart one of this many parts. */
+		struct fg_s3_object o;
+		struct fg_err herr;
+		char suffix[16];
+		size_t el, sl;
 
-		xml_get(&code, body.data, body.len, "Code");
-		rc = fg_err_set(err, FG_ENET, "s3 complete multipart upload %s/%s: %s", m->bucket, m->key,
-				code.len ? code.data : "error");
-		fg_buf_release(&code);
+		snprintf(suffix, sizeof(suffix), "-%u", m->nparts);
+		sl = strlen(suffix);
+		if (!fg_s3_head(m->s, &o, m->bucket, m->key, &herr) && o.size == m->st->size &&
+		    (el = strlen(o.etag)) > sl && !strcmp(o.etag + el - sl, suffix)) {
+			memcpy(m->st->etag, o.etag, FG_S3_ETAG_MAX);
+			rc = 0;
+		}
 		goto out;
 	}
+	if (rc)
+		goto out;
 	if (!xml_get(&t, body.data, body.len, "ETag")) {
 		const char *e = t.data;
 		size_t el = t.len;

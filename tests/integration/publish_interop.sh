@@ -1,0 +1,142 @@
+#!/bin/sh
+# publish_interop.sh - fgpack publish against S3 servers that answer the way
+# MinIO, Ceph RGW, R2 or AWS itself may, not the way s3rver does
+# (tests/servers/s3faultd.py modes): 503 SlowDown / 500 InternalError / 400
+# RequestTimeout on parts and on complete, CompleteMultipartUpload answering
+# 200 with an <Error> body, a completed upload whose answer was lost, ETags
+# unquoted, header names in lowercase, chunked answers, HEAD without
+# Content-Length, no 100-continue ever, listings in pages with XML entities
+# and encoding-type=url, a skewed server clock, 307 to another endpoint,
+# connections closed after every answer. Each publish goes to a fresh prefix
+# and is read back with publish --get (and from the server's files), so a
+# wrong byte shows.
+. "$(dirname "$0")/../lib.sh"
+S=$TOP/tests/servers
+[ -x /usr/bin/python3 ] && PATH=/usr/bin:$PATH && export PATH
+export AWS_ACCESS_KEY_ID=AKIAFGPACKINTEROP AWS_SECRET_ACCESS_KEY=interopSecret/1 FGPACK_HOME=$WORK/home
+export AWS_CONFIG_FILE=$WORK/none AWS_SHARED_CREDENTIALS_FILE=$WORK/none AWS_REGION=us-east-1
+unset AWS_ENDPOINT_URL AWS_ENDPOINT_URL_S3 AWS_PROFILE AWS_SESSION_TOKEN
+mkdir -p "$WORK/s3" "$WORK/src/d" "$WORK/out"
+head -c $((11 * 1024 * 1024 + 777)) /dev/urandom >"$WORK/src/big.bin"   # 3 parts of 5 MiB
+for i in 0 1 2; do echo "file $i" >"$WORK/src/d/f$i"; done
+echo amp >"$WORK/src/d/a&b <c>.txt"
+echo utf >"$WORK/src/d/é+~ü.txt"
+echo pct >"$WORK/src/d/p%41.txt"      # would become pA.txt if a listing were decoded twice
+echo '[]' >"$WORK/rules.json"
+port=$(free_port); port2=$(free_port)
+python3 "$S/s3faultd.py" --port "$port" --port "$port2" --root "$WORK/s3" --log "$WORK/s3.log" \
+	--faults "$WORK/rules.json" 2>>"$WORK/s3faultd.err" &
+at_exit "kill $!"
+wait_port "$port" && wait_port "$port2" || { echo "not ok 1 - s3faultd did not start"; cat "$WORK/s3faultd.err"; exit 1; }
+EP=http://127.0.0.1:$port
+T=hf://buckets/ns1/bk
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+jget() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
+# count OP STATUS: requests of that op with that status in the log
+count() { python3 -c "import json,sys; print(sum(1 for l in open(sys.argv[1]) if (lambda r: r['op']==sys.argv[2] and str(r['status'])==sys.argv[3])(json.loads(l))))" "$WORK/s3.log" "$1" "$2"; }
+rules() { printf '%s\n' "$1" >"$WORK/rules.json"; : >"$WORK/s3.log"; }
+# pub NAME SRC PREFIX: publish SRC under PREFIX (5 MiB parts), --verify, JSON to out/NAME.json
+pub() {
+	"$FGPACK" publish "$2" "$T/$3" --endpoint "$EP" --part-size 5M --jobs 2 --verify --json \
+		>"$WORK/out/$1.json" 2>"$WORK/out/$1.err" || { rc=$?; cat "$WORK/out/$1.err" >&2; return $rc; }
+}
+# same NAME KEY SRC: the object KEY read back with publish --get (no faults) is SRC
+same() {
+	cp "$WORK/rules.json" "$WORK/rules.keep"; echo '[]' >"$WORK/rules.json"
+	rm -f "$WORK/out/got"
+	"$FGPACK" publish --get "$T/$2" -o "$WORK/out/got" --endpoint "$EP" 2>/dev/null
+	cp "$WORK/rules.keep" "$WORK/rules.json"
+	check "$1: $2 read back, same sha256" test "$(sha "$WORK/out/got" 2>/dev/null)" = "$(sha "$3")"
+}
+
+# 0. no faults: a multipart file and a folder of odd names
+rules '[]'
+check "plain: multipart publish" pub plain "$WORK/src/big.bin" plain
+check "plain: 3 parts" test "$(jget "$WORK/out/plain.json" "d['stats']['parts_sent']")" = 3
+same plain plain/big.bin "$WORK/src/big.bin"
+check "plain: the server's file is the source" cmp -s "$WORK/s3/bk/plain%2Fbig.bin" "$WORK/src/big.bin"
+check "plain: folder publish" pub folder "$WORK/src/d" folder
+same plain "folder/a&b <c>.txt" "$WORK/src/d/a&b <c>.txt"
+
+# 1. 503 SlowDown twice on a part, 500 InternalError once on complete: retried
+rules '[{"op":"part","fault":"status","code":503,"s3code":"SlowDown","times":2},
+	{"op":"complete","fault":"status","code":500,"s3code":"InternalError","times":1}]'
+check "5xx: publish succeeds" pub slow "$WORK/src/big.bin" slow
+check "5xx: 2 parts refused, 1 complete refused" test "$(count part 503) $(count complete 500) $(count complete 200)" = "2 1 1"
+check "5xx: 3 retries counted" test "$(jget "$WORK/out/slow.json" "d['stats']['retries']")" -ge 3
+same 5xx slow/big.bin "$WORK/src/big.bin"
+
+# 2. 400 RequestTimeout (AWS: the socket was not read within the timeout): retried as SDKs do
+rules '[{"op":"part","fault":"status","code":400,"s3code":"RequestTimeout","times":1}]'
+check "400 RequestTimeout on a part: retried, publish succeeds" pub rto "$WORK/src/big.bin" rto
+same RequestTimeout rto/big.bin "$WORK/src/big.bin"
+
+# 3. complete answers 200 with an <Error> body once: retried, never taken as success
+rules '[{"op":"complete","fault":"error200","times":1}]'
+check "200+Error once: publish succeeds" pub e200 "$WORK/src/big.bin" e200
+check "200+Error once: complete sent twice" test "$(count complete 200)" = 2
+same 200+Error e200/big.bin "$WORK/src/big.bin"
+# ... and every time: a failure naming the error, no object
+rules '[{"op":"complete","fault":"error200"}]'
+check_exit "200+Error always: exit 1" 1 pub e200x "$WORK/src/big.bin" e200x
+check_grep "200+Error always: says InternalError" "complete multipart upload bk/e200x/big.bin: .*InternalError" "$WORK/out/e200x.err"
+check "200+Error always: no object on the server" test ! -e "$WORK/s3/bk/e200x%2Fbig.bin"
+
+# 4. the upload completed but its answer was lost: the retry meets NoSuchUpload
+rules '[{"op":"complete","fault":"lost","times":1}]'
+check "lost complete answer: publish succeeds" pub lost "$WORK/src/big.bin" lost
+same lost lost/big.bin "$WORK/src/big.bin"
+# a lost answer to a single PUT is simply sent again
+rules '[{"op":"put","fault":"lost","times":1}]'
+check "lost PUT answer: publish succeeds" pub lostput "$WORK/src/d/f0" lostput
+
+# 5. ETags unquoted, header names in lowercase, chunked answers
+rules '[{"fault":"unquoted"},{"fault":"lower"},{"fault":"chunked"}]'
+check "unquoted ETags, lowercase, chunked: publish" pub lower "$WORK/src/big.bin" lower
+check "multipart ETag read from the complete answer" test -n "$(jget "$WORK/out/lower.json" "d['objects'][0]['etag']")"
+check "lowercase: folder publish" pub lowerf "$WORK/src/d" lowerf
+same lowercase lower/big.bin "$WORK/src/big.bin"
+
+# 6. HEAD without Content-Length (publish checks sizes with HEAD after upload)
+rules '[{"fault":"headnolen"}]'
+check "HEAD without Content-Length: publish succeeds" pub nolen "$WORK/src/big.bin" nolen
+same nolen nolen/big.bin "$WORK/src/big.bin"
+
+# 7. a server that never answers Expect: 100-continue
+rules '[{"fault":"no100"}]'
+t0=$(date +%s)
+check "no 100-continue: publish" pub no100 "$WORK/src/big.bin" no100
+t1=$(date +%s)
+check "no request carried Expect (curl would wait 1 s each)" test "$(grep -c '"expect": true' "$WORK/s3.log")" -eq 0
+check "no 100-continue: $((t1 - t0)) s for 3 parts + checks (under 4)" test $((t1 - t0)) -lt 4
+
+# 8. listings: pages of 2 with entity-encoded keys; then with encoding-type=url honoured
+rules '[{"fault":"entities"},{"fault":"chunked"}]'
+check "entities: folder publish (listed after upload)" pub ent "$WORK/src/d" ent
+check "entities: --ls in pages of 2" sh -c "'$FGPACK' publish --ls $T/ent --endpoint $EP --page-size 2 --json >'$WORK/out/ls.json'"
+check "entities: 6 keys in 3 pages, decoded" test "$(jget "$WORK/out/ls.json" "sorted(o['key'] for o in d['objects']), d['pages']")" = \
+	"(['ent/a&b <c>.txt', 'ent/f0', 'ent/f1', 'ent/f2', 'ent/p%41.txt', 'ent/é+~ü.txt'], 3)"
+rules '[{"fault":"urlenc"}]'
+check "encoding-type=url: --ls" sh -c "'$FGPACK' publish --ls $T/ent --endpoint $EP --page-size 4 --json >'$WORK/out/ls2.json'"
+check "encoding-type=url: the same 6 keys" test "$(jget "$WORK/out/ls2.json" "sorted(o['key'] for o in d['objects'])")" = \
+	"['ent/a&b <c>.txt', 'ent/f0', 'ent/f1', 'ent/f2', 'ent/p%41.txt', 'ent/é+~ü.txt']"
+check "encoding-type=url: folder publish" pub urlenc "$WORK/src/d" urlenc
+
+# 9. the server's clock is an hour ahead: one clear line, exit 1
+rules '[{"fault":"skew","by":3600}]'
+check_exit "clock skew: exit 1" 1 pub skew "$WORK/src/d/f1" skew
+check_grep "clock skew: RequestTimeTooSkewed and the offset" "RequestTimeTooSkewed.*clock.*(3[56][0-9][0-9]|3600) s" "$WORK/out/skew.err"
+check "clock skew: one line" test "$(wc -l <"$WORK/out/skew.err")" -eq 1
+
+# 10. 307 TemporaryRedirect to another endpoint for everything sent to the first
+rules "[{\"port\":\"main\",\"fault\":\"redirect\",\"to\":\"http://127.0.0.1:$port2\"}]"
+check "307 to another endpoint: publish" pub redir "$WORK/src/big.bin" redir
+check "307: parts and complete re-sent there" test "$(python3 -c "import json,sys; print(sum(1 for l in open(sys.argv[1]) if (lambda r: r['port']==$port2 and r['status']==200 and r['op'] in ('part','complete'))(json.loads(l))))" "$WORK/s3.log")" = 4
+same 307 redir/big.bin "$WORK/src/big.bin"
+check "307: folder publish" pub redirf "$WORK/src/d" redirf
+
+# 11. connection closed after every answer
+rules '[{"fault":"close"}]'
+check "close after each answer: publish" pub close "$WORK/src/big.bin" close
+same close close/big.bin "$WORK/src/big.bin"
+finish
