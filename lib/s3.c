@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <curl/curl.h>
+#include <openssl/evp.h>
 
 #include "fsutil.h"
 #include "sha256.h"
@@ -1340,7 +1341,31 @@ void fg_s3_list_clear(struct fg_s3_list *l)
 	memset(l, 0, sizeof(*l));
 }
 
-static int list_page(struct fg_s3_list *out, const char *xml, size_t n, struct fg_err *err)
+/* Decodes a key of a listing asked with encoding-type=url, in place: %XX
+ * and '+' for a space (what AWS writes; botocore decodes it so too). */
+static int url_decode_key(char *k)
+{
+	char *o = k, *i = k;
+
+	while (*i) {
+		if (*i == '%') {
+			int a = i[1] ? fg_hex_value(i[1]) : -1, b = a >= 0 && i[2] ? fg_hex_value(i[2]) : -1;
+
+			if (a < 0 || b < 0 || (a == 0 && b == 0))
+				return -1;
+			*o++ = (char)(a * 16 + b);
+			i += 3;
+		} else {
+			*o++ = *i == '+' ? ' ' : *i;
+			i++;
+		}
+	}
+	*o = 0;
+	return o == k ? -1 : 0;
+}
+
+static int list_page(struct fg_s3_list *out, const char *xml, size_t n, int url_enc,
+		     struct fg_err *err)
 {
 	size_t pos = 0, vl;
 	const char *v;
@@ -1366,6 +1391,10 @@ static int list_page(struct fg_s3_list *out, const char *xml, size_t n, struct f
 		memset(o, 0, sizeof(*o));
 		if (xml_get(&t, v, vl, "Key") || !t.len) {
 			rc = fg_err_set(err, FG_EFORMAT, "s3 list: an entry without a Key");
+			break;
+		}
+		if (url_enc && url_decode_key(t.data)) {
+			rc = fg_err_set(err, FG_EFORMAT, "s3 list: a badly URL-encoded Key");
 			break;
 		}
 		if (!(o->key = strdup(t.data))) {
@@ -1400,7 +1429,10 @@ int fg_s3_parse_list(struct fg_s3_list *out, int *truncated, struct fg_buf *next
 		     const char *xml, size_t len, struct fg_err *err)
 {
 	struct fg_buf t = FG_BUF_INIT;
-	int rc = list_page(out, xml, len, err);
+	/* keys come percent-encoded only when the answer says so: a server that
+	 * ignored encoding-type=url sends them as they are */
+	int url_enc = !xml_get(&t, xml, len, "EncodingType") && !strcasecmp(t.data, "url");
+	int rc = list_page(out, xml, len, url_enc, err);
 
 	*truncated = !rc && !xml_get(&t, xml, len, "IsTruncated") && !strcmp(t.data, "true");
 	fg_buf_reset(next_token);
@@ -1423,10 +1455,14 @@ int fg_s3_list(struct fg_s3_list *out, struct fg_s3 *s, const char *bucket, cons
 	fg_buf_init(&body, RESP_MAX);
 	snprintf(ps, sizeof(ps), "%d", page_size);
 	for (;;) {
-		struct fg_sigv4_param p[4];
+		struct fg_sigv4_param p[5];
 		size_t np = 0;
 		struct req r;
 
+		/* keys percent-encoded: XML 1.0 cannot carry some characters a key
+		 * may hold (awscli and boto3 always ask so) */
+		p[np].name = "encoding-type";
+		p[np++].value = "url";
 		p[np].name = "list-type";
 		p[np++].value = "2";
 		p[np].name = "prefix";
@@ -1616,6 +1652,31 @@ static void *part_worker(void *arg)
 	}
 }
 
+/* The ETag S3 gives the object a multipart upload makes: the MD5 of the
+ * parts' binary MD5s, then "-<parts>". 0 when written to out; -1 when a
+ * part's ETag is not an MD5 (encrypted or other servers), so no telling. */
+static int multipart_etag(char out[FG_S3_ETAG_MAX], const struct mpu *m)
+{
+	EVP_MD_CTX *c = EVP_MD_CTX_new();
+	unsigned char d[EVP_MAX_MD_SIZE];
+	unsigned dl = 0, i;
+	int ok = c && EVP_DigestInit_ex(c, EVP_md5(), NULL);
+
+	for (i = 0; ok && i < m->nparts; i++) {
+		uint8_t b[16];
+
+		ok = strlen(m->parts[i].etag) == 32 && fg_hex_decode(m->parts[i].etag, b, 16) == 0 &&
+		     EVP_DigestUpdate(c, b, 16);
+	}
+	ok = ok && EVP_DigestFinal_ex(c, d, &dl) && dl == 16;
+	EVP_MD_CTX_free(c);
+	if (!ok)
+		return -1;
+	fg_hex_encode(d, 16, out);
+	snprintf(out + 32, FG_S3_ETAG_MAX - 32, "-%u", m->nparts);
+	return 0;
+}
+
 static int mpu_complete(struct mpu *m, struct fg_err *err)
 {
 	struct fg_sigv4_param p[1] = { { "uploadId", m->upload_id } };
@@ -1662,16 +1723,13 @@ static int mpu_complete(struct mpu *m, struct fg_err *err)
 		/* NoSuchUpload: an earlier try (ours, or libcurl's own on a reused
 		 * connection that died) may have completed the upload and its answer
 		 * been lost. It did when the key now holds an object of this size
-		 * whose ETag is a multipart one of this many parts. */
+		 * whose ETag is the one these very parts make. */
 		struct fg_s3_object o;
 		struct fg_err herr;
-		char suffix[16];
-		size_t el, sl;
+		char want[FG_S3_ETAG_MAX];
 
-		snprintf(suffix, sizeof(suffix), "-%u", m->nparts);
-		sl = strlen(suffix);
-		if (!fg_s3_head(m->s, &o, m->bucket, m->key, &herr) && o.size == m->st->size &&
-		    (el = strlen(o.etag)) > sl && !strcmp(o.etag + el - sl, suffix)) {
+		if (!multipart_etag(want, m) && !fg_s3_head(m->s, &o, m->bucket, m->key, &herr) &&
+		    o.size == m->st->size && !strcasecmp(o.etag, want)) {
 			memcpy(m->st->etag, o.etag, FG_S3_ETAG_MAX);
 			rc = 0;
 		}
@@ -1720,12 +1778,6 @@ static int journal_path(struct fg_buf *out, struct fg_s3 *s, const char *dir, co
 	return fg_buf_printf(out, err, "%s/%s.journal", dir, hex);
 }
 
-static int hexval(char c)
-{
-	return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10
-					    : c >= 'a' && c <= 'f' ? c - 'a' + 10
-								   : -1;
-}
 
 /* Percent-decodes s in place; -1 when malformed. */
 static int pct_decode(char *s)
@@ -1734,7 +1786,7 @@ static int pct_decode(char *s)
 
 	while (*s) {
 		if (*s == '%') {
-			int a = hexval(s[1]), b = a >= 0 ? hexval(s[2]) : -1;
+			int a = fg_hex_value(s[1]), b = a >= 0 ? fg_hex_value(s[2]) : -1;
 
 			if (a < 0 || b < 0)
 				return -1;

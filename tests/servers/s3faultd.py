@@ -46,8 +46,12 @@ the documented fact or known server behaviour it stands for:
             then waits 1 s before sending the body)
   entities  every non-ASCII character of a listed key written as &#xHEX; and
             '&' as &amp; (valid XML any server may emit)
-  urlenc    honour encoding-type=url in ListObjectsV2 (keys percent-encoded,
-            <EncodingType>url</EncodingType> in the answer, as AWS does)
+  nourlenc  ignore encoding-type=url in ListObjectsV2 (an older server): keys
+            as they are, no <EncodingType>. By default it is honoured as AWS
+            does (ListObjectsV2 docs: Key, Prefix, ... percent-encoded and
+            <EncodingType>url</EncodingType> in the answer; '+' for a space,
+            which botocore decodes with unquote_plus). A key holding a
+            character XML 1.0 cannot carry is then written as it is.
   close     close the connection after every answer (keep-alive dropped)
 Several global kinds may be on at once: rules are all read, first rule wins
 only for status/error200/lost/skew/redirect.
@@ -55,14 +59,14 @@ Every request is logged as one JSON line (method, op, path, query, port,
 status, expect, bytes, time) to --log before the body of the answer goes out."""
 import argparse, base64, fnmatch, hashlib, json, os, threading, time, email.utils
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit, parse_qs, quote, unquote
+from urllib.parse import urlsplit, parse_qs, quote, quote_plus, unquote
 
 ARGS = None
 COUNTS = {}
 LOCK = threading.Lock()
 UPLOADS = {}   # upload id -> {'bucket', 'key', 'parts': {n: (etag, bytes)}}
 ETAGS = {}     # (bucket, key) -> ETag of a multipart object (md5 of the part md5s, "-N")
-GLOBAL = ('lower', 'unquoted', 'chunked', 'headnolen', 'no100', 'entities', 'urlenc', 'close')
+GLOBAL = ('lower', 'unquoted', 'chunked', 'headnolen', 'no100', 'entities', 'nourlenc', 'close')
 
 
 def load_rules():
@@ -395,11 +399,11 @@ class H(BaseHTTPRequestHandler):
             start = base64.b64decode(tok.encode())[:-2].decode()
             keys = [k for k in keys if k > start]
         page, rest = keys[:maxk], keys[maxk:]
-        enc = q.get('encoding-type') == 'url' and 'urlenc' in self.flags()
+        enc = q.get('encoding-type') == 'url' and 'nourlenc' not in self.flags()
         ent = 'entities' in self.flags()
         out = ['<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">',
                '<Name>%s</Name><Prefix>%s</Prefix><KeyCount>%d</KeyCount><MaxKeys>%d</MaxKeys>' %
-               (esc(bucket), esc(quote(prefix) if enc else prefix, ent), len(page), maxk)]
+               (esc(bucket), esc(quote_plus(prefix, safe='/') if enc else prefix, ent), len(page), maxk)]
         if enc:
             out.append('<EncodingType>url</EncodingType>')
         if tok:
@@ -413,7 +417,7 @@ class H(BaseHTTPRequestHandler):
             data, etag, mtime = self.stat(bucket, k)
             out.append('<Contents><Key>%s</Key><LastModified>%s</LastModified><ETag>&quot;%s&quot;</ETag>'
                        '<Size>%d</Size><StorageClass>STANDARD</StorageClass></Contents>' %
-                       (esc(quote(k, safe='/') if enc else k, ent),
+                       (esc(quote_plus(k, safe='/') if enc else k, ent),
                         time.strftime('%Y-%m-%dT%H:%M:%S.000Z', time.gmtime(mtime)), etag, len(data)))
         out.append('</ListBucketResult>')
         self.answer(200, ''.join(out).encode(), [('Content-Type', 'application/xml')])

@@ -90,9 +90,41 @@ static void creds(void)
 	unlink(path);
 }
 
+/* ListObjectsV2 answers: keys percent-decoded only when the answer says
+ * EncodingType url ('+' a space, as AWS writes and botocore reads). */
+static void listing(void)
+{
+	static const char enc[] = "<ListBucketResult><EncodingType>url</EncodingType>"
+				  "<IsTruncated>false</IsTruncated><Contents><Key>d/a+b%2Bc%C3%A9%01</Key>"
+				  "<Size>3</Size></Contents></ListBucketResult>";
+	static const char raw[] = "<ListBucketResult><IsTruncated>true</IsTruncated>"
+				  "<NextContinuationToken>t+/=</NextContinuationToken><Contents><Key>d/a+p%41&amp;"
+				  "&#xE9;</Key><Size>1</Size><ETag>&quot;e1&quot;</ETag></Contents></ListBucketResult>";
+	static const char nul[] = "<ListBucketResult><EncodingType>url</EncodingType><Contents>"
+				  "<Key>a%00b</Key><Size>1</Size></Contents></ListBucketResult>";
+	struct fg_s3_list l = { 0 };
+	struct fg_buf tok = FG_BUF_INIT;
+	struct fg_err err;
+	int tr = -1;
+
+	ok(fg_s3_parse_list(&l, &tr, &tok, enc, strlen(enc), &err) == 0 && l.n == 1, "url-encoded page parsed");
+	is_str(l.n ? l.items[0].key : "", "d/a b+c\xc3\xa9\x01", "url-encoded key decoded, '+' a space");
+	ok(tr == 0, "not truncated");
+	fg_s3_list_clear(&l);
+	ok(fg_s3_parse_list(&l, &tr, &tok, raw, strlen(raw), &err) == 0 && l.n == 1, "plain page parsed");
+	is_str(l.n ? l.items[0].key : "", "d/a+p%41&\xc3\xa9", "plain key: entities decoded, '%%' and '+' kept");
+	is_str(l.n ? l.items[0].etag : "", "e1", "ETag unquoted");
+	ok(tr == 1 && tok.data && !strcmp(tok.data, "t+/="), "truncated, token as sent");
+	fg_s3_list_clear(&l);
+	ok(fg_s3_parse_list(&l, &tr, &tok, nul, strlen(nul), &err) == FG_EFORMAT, "a key decoding to NUL refused");
+	fg_s3_list_clear(&l);
+	fg_buf_release(&tok);
+}
+
 int main(void)
 {
 	keys();
+	listing();
 	endpoints();
 	creds();
 	return tap_done();
