@@ -33,7 +33,8 @@ struct fg_g4_gpu {
 	struct fg_kctx *ctx;
 	struct glayer *L;
 	struct dlin ple_proj, head;
-	uint16_t *emb, *ple_emb; /* bf16 tables */
+	void *emb, *ple_emb; /* bf16 tables, or f32 (an F16 / F32 checkpoint's, widened) */
+	int emb_fmt, ple_fmt; /* FG_W_BF16 or FG_W_F32 */
 	float *final_norm, *ple_norm, *inv[2];
 	float *x, *a, *qkv, *att, *o, *gu, *pl, *plp, *pg, *logits;
 	int32_t *idpos, *best; /* idpos: [id, pos] */
@@ -163,17 +164,41 @@ static int zeros(struct fg_g4_gpu *g, float **d, size_t n, struct fg_err *err)
 	return rc ? rc : fg_kmem_fill(g->ctx, *d, 0, (n ? n : 1) * sizeof(float), err);
 }
 
-static int bf16_table(struct fg_g4_gpu *g, uint16_t **d, const struct fg_lin *l, const char *what, struct fg_err *err)
+/* Uploads an embedding table: BF16 as it is; F16 and F32 as f32 (F16
+ * widened exactly, a slice at a time, so the host needs no second copy of
+ * the table): 4 bytes per element on the GPU. *fmt: the format uploaded. */
+static int emb_table(struct fg_g4_gpu *g, void **d, int *fmt, const struct fg_lin *l, const char *what,
+		     struct fg_err *err)
 {
+	enum { SLICE = 1 << 20 }; /* elements widened per upload */
+	size_t ne = (size_t)l->rows * (size_t)l->cols, k, j, n;
+	float *hw;
 	int rc;
 
-	if (l->fmt != FG_W_BF16)
-		return fg_err_set(err, FG_EUNSUPPORTED,
-				  "%s: the CUDA path reads BF16 embedding tables only (this one is %s; --device cpu "
-				  "runs it)", what, l->fmt == FG_W_F16 ? "F16" : l->fmt == FG_W_F32 ? "F32" : "INT4");
-	if ((rc = fg_kmem_alloc(g->ctx, (void **)d, lin_bytes(l), err)))
-		return rc;
-	return fg_kmem_upload(g->ctx, *d, l->w, lin_bytes(l), err);
+	*d = NULL;
+	*fmt = l->fmt == FG_W_BF16 ? FG_W_BF16 : FG_W_F32;
+	if (l->fmt != FG_W_BF16 && l->fmt != FG_W_F16 && l->fmt != FG_W_F32)
+		return fg_err_set(err, FG_EUNSUPPORTED, "%s: the CUDA path reads BF16, F16 or F32 embedding tables",
+				  what);
+	if ((rc = fg_kmem_alloc(g->ctx, d, dev_bytes(l), err)))
+		return fg_err_wrap(err, "%s (%s)", what,
+				   l->fmt == FG_W_BF16 ? "BF16" : l->fmt == FG_W_F16 ? "F16 widened to F32" : "F32");
+	if (l->fmt != FG_W_F16) {
+		rc = fg_kmem_upload(g->ctx, *d, l->w, lin_bytes(l), err);
+	} else if (!(hw = malloc(sizeof(float) * (ne < SLICE ? ne : SLICE)))) {
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	} else {
+		const uint8_t *src = l->w;
+
+		for (k = 0; k < ne && !rc; k += n) {
+			n = ne - k < SLICE ? ne - k : SLICE;
+			for (j = 0; j < n; j++)
+				hw[j] = fg_f16_to_f32(fg_le16(src + 2 * (k + j)));
+			rc = fg_kmem_upload(g->ctx, (char *)*d + 4 * k, hw, 4 * n, err);
+		}
+		free(hw);
+	}
+	return rc ? fg_err_wrap(err, "%s", what) : 0;
 }
 
 void fg_g4_gpu_free(struct fg_g4_gpu *g)
@@ -235,18 +260,19 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 	}
 	for (i = 0; i < c->n_layers; i++)
 		maxi = maxi > fg_g4_layer_inter(c, i) ? maxi : fg_g4_layer_inter(c, i);
-	if ((rc = bf16_table(g, &g->emb, &m->embed, "embed_tokens", err)))
+	if ((rc = emb_table(g, &g->emb, &g->emb_fmt, &m->embed, "embed_tokens", err)))
 		goto fail;
 	if (c->ple_dim) {
 		const struct fg_lin *pp = &m->ple_model_proj;
 
-		if ((rc = bf16_table(g, &g->ple_emb, &m->ple_embed, "embed_tokens_per_layer", err)) ||
+		if ((rc = emb_table(g, &g->ple_emb, &g->ple_fmt, &m->ple_embed, "embed_tokens_per_layer", err)) ||
 		    (rc = dlin_new(g, &g->ple_proj, &pp, 1, "per_layer_model_projection", err)) ||
 		    (rc = up_floats(g, &g->ple_norm, m->ple_proj_norm, (size_t)c->ple_dim, err)))
 			goto fail;
 	}
-	if (m->head.w == m->embed.w && m->head.fmt == FG_W_BF16) {
-		g->head.fmt = FG_W_BF16;
+	if (m->head.w == m->embed.w && m->head.fmt == m->embed.fmt) {
+		/* tied: the head reads the uploaded table (bf16 or f32 rows) */
+		g->head.fmt = g->emb_fmt;
 		g->head.rows = m->head.rows;
 		g->head.cols = m->head.cols;
 		g->head.d = g->emb;
@@ -357,12 +383,17 @@ static int forward(struct fg_g4_gpu *g, struct fg_err *err)
 	int H = c->hidden, P = c->ple_dim, nh = c->n_heads, nkv = c->n_kv_heads, li;
 	float eps = c->eps;
 
-	if (fg_k_embed(k, g->x, g->emb, id, H, (float)sqrt((double)H), err))
+	if ((g->emb_fmt == FG_W_BF16 ? fg_k_embed(k, g->x, g->emb, id, H, (float)sqrt((double)H), err)
+				     : fg_k_embed_f32(k, g->x, g->emb, id, H, (float)sqrt((double)H), err)))
 		return err->code;
 	pf(g, &g->L[0].qkv, 0, 1);
-	if (P && (mv(g, g->plp, &g->ple_proj, g->x, err) ||
-		  fg_k_ple(k, g->pl, g->ple_emb, id, g->plp, g->ple_norm, c->n_layers, P, (float)sqrt((double)P),
-			   (float)pow((double)H, -0.5), eps, err)))
+	if (P && mv(g, g->plp, &g->ple_proj, g->x, err))
+		return err->code;
+	if (P && (g->ple_fmt == FG_W_BF16
+			  ? fg_k_ple(k, g->pl, g->ple_emb, id, g->plp, g->ple_norm, c->n_layers, P, (float)sqrt((double)P),
+				     (float)pow((double)H, -0.5), eps, err)
+			  : fg_k_ple_f32(k, g->pl, g->ple_emb, id, g->plp, g->ple_norm, c->n_layers, P,
+					 (float)sqrt((double)P), (float)pow((double)H, -0.5), eps, err)))
 		return err->code;
 	if (fg_k_rmsnorm(k, g->a, g->x, g->L[0].in_norm, 1, H, eps, err))
 		return err->code;

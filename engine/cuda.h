@@ -19,8 +19,10 @@ struct fg_g4_gpu;
 
 /* Uploads m (borrowed; must outlive the result). inv[2] are the RoPE inverse
  * frequency tables by layer type (fg_cpu_rope_freqs), window the sliding
- * window in use, max_seq the cache size. FG_EUNSUPPORTED names what this path
- * cannot run (say, an f32 embedding table); FG_EDEVICE when there is no GPU. */
+ * window in use, max_seq the cache size. Embedding tables in F16 or F32 are
+ * widened to f32 on the device (4 bytes an element). FG_EUNSUPPORTED names
+ * what this path cannot run; FG_EDEVICE when there is no GPU, FG_ENOMEM when
+ * the GPU lacks the memory (the error names the tensor). */
 int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const float *const inv[2], int window,
 		  int max_seq, struct fg_err *err);
 void fg_g4_gpu_free(struct fg_g4_gpu *g);

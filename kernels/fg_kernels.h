@@ -259,6 +259,10 @@ int fg_k_geglu(struct fg_kctx *ctx, float *d_out, const float *d_gate, const flo
 /* d_out[i] = bf16 table[*d_id][i] * scale, i < n. */
 int fg_k_embed(struct fg_kctx *ctx, float *d_out, const uint16_t *d_table, const int32_t *d_id, int n, float scale,
 	       struct fg_err *err);
+/* The same over an f32 table (an F16 / F32 checkpoint's, widened at upload):
+ * the same arithmetic, so a bf16 table widened gives the same bits. */
+int fg_k_embed_f32(struct fg_kctx *ctx, float *d_out, const float *d_table, const int32_t *d_id, int n, float scale,
+		   struct fg_err *err);
 
 /* Per-layer inputs: for each layer l < layers, with D = dim,
  *   out[l] = (table[*d_id][l*D .. +D] * tok_scale
@@ -267,6 +271,10 @@ int fg_k_embed(struct fg_kctx *ctx, float *d_out, const uint16_t *d_table, const
 int fg_k_ple(struct fg_kctx *ctx, float *d_out, const uint16_t *d_table, const int32_t *d_id, const float *d_proj,
 	     const float *d_norm_w, int layers, int dim, float tok_scale, float proj_scale, float eps,
 	     struct fg_err *err);
+/* fg_k_ple over an f32 table, as fg_k_embed_f32. */
+int fg_k_ple_f32(struct fg_kctx *ctx, float *d_out, const float *d_table, const int32_t *d_id, const float *d_proj,
+		 const float *d_norm_w, int layers, int dim, float tok_scale, float proj_scale, float eps,
+		 struct fg_err *err);
 
 /* Writes this step's k and v ([kv_heads][head_dim]) into slot (*d_pos % cap)
  * of the caches [kv_heads][cap][head_dim]: a ring buffer when cap is the

@@ -237,6 +237,22 @@ int fg_k_ple(struct fg_kctx *ctx, float *d_out, const uint16_t *d_table, const i
 	return NO_CUDA(err);
 }
 
+int fg_k_embed_f32(struct fg_kctx *ctx, float *d_out, const float *d_table, const int32_t *d_id, int n, float scale,
+		   struct fg_err *err)
+{
+	(void)ctx, (void)d_out, (void)d_table, (void)d_id, (void)n, (void)scale;
+	return NO_CUDA(err);
+}
+
+int fg_k_ple_f32(struct fg_kctx *ctx, float *d_out, const float *d_table, const int32_t *d_id, const float *d_proj,
+		 const float *d_norm_w, int layers, int dim, float tok_scale, float proj_scale, float eps,
+		 struct fg_err *err)
+{
+	(void)ctx, (void)d_out, (void)d_table, (void)d_id, (void)d_proj, (void)d_norm_w, (void)layers, (void)dim;
+	(void)tok_scale, (void)proj_scale, (void)eps;
+	return NO_CUDA(err);
+}
+
 int fg_k_kv_store(struct fg_kctx *ctx, float *d_kcache, float *d_vcache, const float *d_k, const float *d_v,
 		  int kv_heads, int head_dim, int cap, const int32_t *d_pos, struct fg_err *err)
 {

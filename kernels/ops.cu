@@ -1,7 +1,7 @@
 /* ops.cu - the decode step's other kernels: bf16 / f32 matvec (LM head,
  * keepset rows), RMSNorm (plain and fused with the residual add and layer scale),
- * RoPE, GeGLU, embedding, per-layer inputs, KV store, split decode attention,
- * softcap + argmax. Every reduction has a fixed order (fixed xor trees inside
+ * RoPE, GeGLU, embedding and per-layer inputs (bf16 or f32 tables), KV store,
+ * split decode attention, softcap + argmax. Every reduction has a fixed order (fixed xor trees inside
  * a warp, then warps and blocks in index order); no float atomics. */
 #include <math.h>
 
@@ -462,28 +462,55 @@ extern "C" int fg_k_geglu(struct fg_kctx *ctx, float *d_out, const float *d_gate
 	return fg_launched("geglu", err);
 }
 
-__global__ void embed(float *out, const uint16_t *__restrict__ table, const int32_t *id_p, int n, float scale)
+/* A table element as f32: bf16 bits widened, or an f32 table's own value
+ * (an F16 / F32 checkpoint's table, widened to f32 at upload). */
+__device__ __forceinline__ float tab_f(uint16_t b)
+{
+	return fg_bf16f(b);
+}
+
+__device__ __forceinline__ float tab_f(float f)
+{
+	return f;
+}
+
+template <typename T>
+__global__ void embed(float *out, const T *__restrict__ table, const int32_t *id_p, int n, float scale)
 {
 	fg_pdl_trigger(); /* the next kernel may launch and wait for us */
 	fg_pdl_wait();    /* everything earlier kernels wrote is visible */
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (i < n)
-		out[i] = fg_bf16f(table[(size_t)*id_p * n + i]) * scale;
+		out[i] = tab_f(table[(size_t)*id_p * n + i]) * scale;
 }
 
-extern "C" int fg_k_embed(struct fg_kctx *ctx, float *d_out, const uint16_t *d_table, const int32_t *d_id, int n,
-			  float scale, struct fg_err *err)
+template <typename T>
+static int embed_launch(struct fg_kctx *ctx, float *d_out, const T *d_table, const int32_t *d_id, int n, float scale,
+			struct fg_err *err)
 {
 	if (fg_need_ctx(ctx, err))
 		return FG_EINVAL;
 	if (n < 1)
 		return fg_err_set(err, FG_EINVAL, "embed: n = %d", n);
-	fg_launch_pdl(ctx, embed, dim3((n + 255) / 256), dim3(256), 0, d_out, d_table, d_id, n, scale);
+	fg_launch_pdl(ctx, embed<T>, dim3((n + 255) / 256), dim3(256), 0, d_out, d_table, d_id, n, scale);
 	return fg_launched("embed", err);
 }
 
-__global__ void ple(float *out, const uint16_t *__restrict__ table, const int32_t *id_p, const float *proj,
+extern "C" int fg_k_embed(struct fg_kctx *ctx, float *d_out, const uint16_t *d_table, const int32_t *d_id, int n,
+			  float scale, struct fg_err *err)
+{
+	return embed_launch(ctx, d_out, d_table, d_id, n, scale, err);
+}
+
+extern "C" int fg_k_embed_f32(struct fg_kctx *ctx, float *d_out, const float *d_table, const int32_t *d_id, int n,
+			      float scale, struct fg_err *err)
+{
+	return embed_launch(ctx, d_out, d_table, d_id, n, scale, err);
+}
+
+template <typename T>
+__global__ void ple(float *out, const T *__restrict__ table, const int32_t *id_p, const float *proj,
 		    const float *__restrict__ norm_w, int layers, int dim, float tok_scale, float proj_scale, float eps)
 {
 	fg_pdl_trigger(); /* the next kernel may launch and wait for us */
@@ -491,7 +518,7 @@ __global__ void ple(float *out, const uint16_t *__restrict__ table, const int32_
 	__shared__ float sh[33];
 	int l = blockIdx.x;
 	const float *p = proj + (size_t)l * dim;
-	const uint16_t *t = table + (size_t)*id_p * layers * dim + (size_t)l * dim;
+	const T *t = table + (size_t)*id_p * layers * dim + (size_t)l * dim;
 	float ss = 0.0f;
 
 	for (int i = threadIdx.x; i < dim; i += blockDim.x) {
@@ -503,20 +530,35 @@ __global__ void ple(float *out, const uint16_t *__restrict__ table, const int32_
 	float s = 1.0f / sqrtf(ss / (float)dim + eps);
 	for (int i = threadIdx.x; i < dim; i += blockDim.x)
 		out[(size_t)l * dim + i] =
-			(fg_bf16f(t[i]) * tok_scale + p[i] * proj_scale * s * norm_w[i]) * 0.70710678118654752f;
+			(tab_f(t[i]) * tok_scale + p[i] * proj_scale * s * norm_w[i]) * 0.70710678118654752f;
+}
+
+template <typename T>
+static int ple_launch(struct fg_kctx *ctx, float *d_out, const T *d_table, const int32_t *d_id, const float *d_proj,
+		      const float *d_norm_w, int layers, int dim, float tok_scale, float proj_scale, float eps,
+		      struct fg_err *err)
+{
+	if (fg_need_ctx(ctx, err))
+		return FG_EINVAL;
+	if (layers < 1 || dim < 1)
+		return fg_err_set(err, FG_EINVAL, "ple: layers %d, dim %d", layers, dim);
+	fg_launch_pdl(ctx, ple<T>, dim3(layers), dim3(NORM_THREADS), 0, d_out, d_table, d_id, d_proj, d_norm_w, layers,
+		      dim, tok_scale, proj_scale, eps);
+	return fg_launched("ple", err);
 }
 
 extern "C" int fg_k_ple(struct fg_kctx *ctx, float *d_out, const uint16_t *d_table, const int32_t *d_id,
 			const float *d_proj, const float *d_norm_w, int layers, int dim, float tok_scale,
 			float proj_scale, float eps, struct fg_err *err)
 {
-	if (fg_need_ctx(ctx, err))
-		return FG_EINVAL;
-	if (layers < 1 || dim < 1)
-		return fg_err_set(err, FG_EINVAL, "ple: layers %d, dim %d", layers, dim);
-	fg_launch_pdl(ctx, ple, dim3(layers), dim3(NORM_THREADS), 0, d_out, d_table, d_id, d_proj, d_norm_w, layers, dim, tok_scale,
-						      proj_scale, eps);
-	return fg_launched("ple", err);
+	return ple_launch(ctx, d_out, d_table, d_id, d_proj, d_norm_w, layers, dim, tok_scale, proj_scale, eps, err);
+}
+
+extern "C" int fg_k_ple_f32(struct fg_kctx *ctx, float *d_out, const float *d_table, const int32_t *d_id,
+			    const float *d_proj, const float *d_norm_w, int layers, int dim, float tok_scale,
+			    float proj_scale, float eps, struct fg_err *err)
+{
+	return ple_launch(ctx, d_out, d_table, d_id, d_proj, d_norm_w, layers, dim, tok_scale, proj_scale, eps, err);
 }
 
 /* ---- KV cache and decode attention -------------------------------------------*/

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bf16.h"
 #include "engine/cpu/ops.h"
 #include "kernels/cpu_twin.h"
 #include "kernels/fg_kernels.h"
@@ -624,11 +625,22 @@ static void gpu_small_ops(void)
 		void *dt = dput(t, 2 * v * n), *did = dput(&id, 4), *dy = dnew(4 * n);
 		int rc;
 
+		float *tf = malloc(4 * (size_t)v * n), g32[100];
+		void *dtf;
+
 		fg_ref_embed(ref, t, id, n, 50.596443f);
 		rc = fg_k_embed(ctx, dy, dt, did, n, 50.596443f, &gerr) || dget(g, dy, 4 * n);
 		ok(!rc && !memcmp(g, ref, sizeof(g)), "embedding lookup + scale identical to twin %s", rc ? gerr.msg : "");
-		fg_kmem_free(ctx, dt), fg_kmem_free(ctx, did), fg_kmem_free(ctx, dy);
-		free(t);
+		/* the f32-table variant (F16 / F32 checkpoints): the table widened
+		 * exactly gives the bf16 kernel's bits */
+		for (int i = 0; i < v * n; i++)
+			tf[i] = fg_bf16_to_f32(t[i]);
+		dtf = dput(tf, 4 * (size_t)v * n);
+		rc = fg_k_embed_f32(ctx, dy, dtf, did, n, 50.596443f, &gerr) || dget(g32, dy, 4 * n);
+		ok(!rc && !memcmp(g32, g, sizeof(g)), "f32-table embedding = bf16 embedding bit for bit %s",
+		   rc ? gerr.msg : "");
+		fg_kmem_free(ctx, dt), fg_kmem_free(ctx, dtf), fg_kmem_free(ctx, did), fg_kmem_free(ctx, dy);
+		free(t), free(tf);
 	}
 	{
 		static const int cases[][2] = {{1, 7}, {3, 256}, {42, 256}};
@@ -642,14 +654,24 @@ static void gpu_small_ops(void)
 			     *dy = dnew(4 * n);
 			int rc;
 
+			float *tf = malloc(4 * v * n), *g32 = malloc(4 * n);
+			void *dtf;
+
 			fg_ref_ple(ref, t, id, proj, nw, layers, dim, 16.0f, 1.0f / 50.596443f, 1e-6f);
 			rc = fg_k_ple(ctx, dy, dt, did, dp, dn, layers, dim, 16.0f, 1.0f / 50.596443f, 1e-6f, &gerr) ||
 			     dget(g, dy, 4 * n);
 			ok(!rc && worst_rel(g, ref, NULL, n, 1e-5, 1e-5) <= 1,
 			   "per-layer inputs %d layers x %d vs twin (1e-5 rel + abs) %s", layers, dim, rc ? gerr.msg : "");
-			fg_kmem_free(ctx, dt), fg_kmem_free(ctx, did), fg_kmem_free(ctx, dp), fg_kmem_free(ctx, dn),
-				fg_kmem_free(ctx, dy);
-			free(t), free(proj), free(nw), free(ref), free(g);
+			for (size_t i = 0; i < v * n; i++)
+				tf[i] = fg_bf16_to_f32(t[i]);
+			dtf = dput(tf, 4 * v * n);
+			rc = fg_k_ple_f32(ctx, dy, dtf, did, dp, dn, layers, dim, 16.0f, 1.0f / 50.596443f, 1e-6f, &gerr) ||
+			     dget(g32, dy, 4 * n);
+			ok(!rc && !memcmp(g32, g, 4 * n), "per-layer inputs %d x %d: f32 table = bf16 table bit for bit %s",
+			   layers, dim, rc ? gerr.msg : "");
+			fg_kmem_free(ctx, dt), fg_kmem_free(ctx, dtf), fg_kmem_free(ctx, did), fg_kmem_free(ctx, dp),
+				fg_kmem_free(ctx, dn), fg_kmem_free(ctx, dy);
+			free(t), free(tf), free(g32), free(proj), free(nw), free(ref), free(g);
 		}
 	}
 }
