@@ -36,7 +36,8 @@ struct fg_s3 {
 	char *scheme_host; /* "http://127.0.0.1:9000" */
 	char *host_hdr;    /* "127.0.0.1:9000" (as signed and sent in Host) */
 	char *base;        /* "" or "/namespace" */
-	char *region;
+	char *region;      /* may change once: a server naming the bucket's region */
+	char *cainfo, *capath; /* AWS_CA_BUNDLE, CURL_CA_BUNDLE or SSL_CERT_FILE; SSL_CERT_DIR */
 	struct fg_s3_creds creds;
 	int max_tries;
 	long long limit_rate;
@@ -303,6 +304,19 @@ int fg_s3_new(struct fg_s3 **out, const struct fg_s3_opts *o, struct fg_err *err
 		s->base = strdup("");
 	}
 	s->region = strdup(o->region ? o->region : FG_S3_DEFAULT_REGION);
+	{
+		/* a private CA, as awscli (AWS_CA_BUNDLE) and lib/http.c take it */
+		const char *ca = getenv("AWS_CA_BUNDLE"), *dir = getenv("SSL_CERT_DIR");
+
+		if (!ca || !*ca)
+			ca = getenv("CURL_CA_BUNDLE");
+		if (!ca || !*ca)
+			ca = getenv("SSL_CERT_FILE");
+		if ((ca && *ca && !(s->cainfo = strdup(ca))) || (dir && *dir && !(s->capath = strdup(dir)))) {
+			fg_s3_free(s);
+			return fg_err_set(err, FG_ENOMEM, "out of memory");
+		}
+	}
 	s->creds.access_key = dupstr(o->creds->access_key);
 	s->creds.secret_key = dupstr(o->creds->secret_key);
 	s->creds.session_token = dupstr(o->creds->session_token);
@@ -336,6 +350,8 @@ void fg_s3_free(struct fg_s3 *s)
 	free(s->host_hdr);
 	free(s->base);
 	free(s->region);
+	free(s->cainfo);
+	free(s->capath);
 	free(s);
 }
 
@@ -581,6 +597,10 @@ static int transport_do(struct fg_s3 *s, struct xfer *x, struct fg_err *err)
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 120L);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	if (s->cainfo)
+		curl_easy_setopt(c, CURLOPT_CAINFO, s->cainfo);
+	if (s->capath)
+		curl_easy_setopt(c, CURLOPT_CAPATH, s->capath);
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write_cb);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, x);
@@ -883,6 +903,32 @@ static int xml_get(struct fg_buf *out, const char *xml, size_t n, const char *ta
 	return fg_buf_putc(out, 0, NULL) ? -1 : (out->len--, 0);
 }
 
+/* Whether an error answer says the request was signed for the wrong region
+ * and names the right one (<Region>); region then holds it. */
+static int wrong_region(struct fg_buf *region, const struct fg_buf *b)
+{
+	struct fg_buf code = FG_BUF_INIT, r = FG_BUF_INIT;
+	int yes = 0;
+	size_t i;
+
+	if (b && b->data && !xml_get(&code, b->data, b->len, "Code") &&
+	    !strcmp(code.data, "AuthorizationHeaderMalformed") && !xml_get(&r, b->data, b->len, "Region") &&
+	    r.len > 0 && r.len < 64 && strcmp(r.data, region->data)) {
+		yes = 1;
+		for (i = 0; i < r.len; i++)
+			if (!((r.data[i] >= 'a' && r.data[i] <= 'z') || (r.data[i] >= '0' && r.data[i] <= '9') ||
+			      r.data[i] == '-' || r.data[i] == '_'))
+				yes = 0;
+		if (yes) {
+			fg_buf_reset(region);
+			yes = fg_buf_puts(region, r.data, NULL) == 0;
+		}
+	}
+	fg_buf_release(&code);
+	fg_buf_release(&r);
+	return yes;
+}
+
 /* Whether an error answer's S3 code is one a retry can cure. */
 static int retryable_body(const struct fg_buf *b)
 {
@@ -994,11 +1040,15 @@ static int do_req(struct fg_s3 *s, struct req *r, struct fg_err *err)
 	struct fg_sigv4_cred cred = { s->creds.access_key, s->creds.secret_key, s->creds.session_token };
 	char payload[65], date[17];
 	unsigned attempt, hops = 0;
+	int region_fixed = 0;
 	size_t i, resource; /* url.data + resource: the path and query, as signed */
 	int rc;
 
 	r->retries = 0;
-	if ((rc = fg_buf_puts(&host, s->host_hdr, err)) || (rc = fg_buf_puts(&region, s->region, err)))
+	pthread_mutex_lock(&s->mu);
+	rc = fg_buf_puts(&region, s->region, err);
+	pthread_mutex_unlock(&s->mu);
+	if (rc || (rc = fg_buf_puts(&host, s->host_hdr, err)))
 		goto out;
 	if ((rc = fg_buf_printf(&path, err, "%s/", s->base)) ||
 	    (rc = fg_sigv4_uri_encode(&path, r->bucket, strlen(r->bucket), 0, err)))
@@ -1078,7 +1128,8 @@ static int do_req(struct fg_s3 *s, struct req *r, struct fg_err *err)
 		rc = transport_do(s, &r->x, err);
 		loc = r->x.location;
 		if (!rc && r->x.status >= 300 && r->x.status < 400 && r->x.status != 304 && *loc &&
-		    hops < 5 && (!strncmp(loc, "http://", 7) || !strncmp(loc, "https://", 8)) &&
+		    hops < 5 && (!strncmp(loc, "https://", 8) ||
+				 (!strncmp(loc, "http://", 7) && !strncmp(url.data, "http://", 7))) &&
 		    (loc = strchr(strstr(loc, "://") + 3, '/')) && !strcmp(loc, url.data + resource)) {
 			/* the same resource at another endpoint (S3's 307 TemporaryRedirect,
 			 * a region's endpoint): signed again for that host (and the
@@ -1133,6 +1184,24 @@ static int do_req(struct fg_s3 *s, struct req *r, struct fg_err *err)
 					code.len ? code.data : "unknown", r->retries ? " (after retries)" : "");
 			fg_buf_release(&code);
 			goto out;
+		}
+		if (!rc && r->x.status == 400 && !region_fixed && wrong_region(&region, r->x.resp)) {
+			/* signed for another region than the server's (AWS and MinIO
+			 * name theirs in AuthorizationHeaderMalformed): signed again
+			 * for it, and so are the requests after this one */
+			region_fixed = 1;
+			pthread_mutex_lock(&s->mu);
+			if (strcmp(s->region, region.data)) {
+				char *nr = strdup(region.data);
+
+				if (nr) {
+					free(s->region);
+					s->region = nr;
+				}
+			}
+			pthread_mutex_unlock(&s->mu);
+			attempt--; /* not a try either */
+			continue;
 		}
 		if ((rc == FG_ENET || retryable_status(r->x.status) ||
 		     (r->x.status >= 400 && retryable_body(r->x.resp))) &&

@@ -7,7 +7,8 @@
 # unquoted, header names in lowercase, chunked answers, HEAD without
 # Content-Length, no 100-continue ever, listings in pages with XML entities
 # and encoding-type=url, a skewed server clock, 307 to another endpoint,
-# connections closed after every answer. Each publish goes to a fresh prefix
+# connections closed after every answer, a bucket in another region than
+# signed for, https with a private CA, and a 307 from https to http. Each publish goes to a fresh prefix
 # and is read back with publish --get (and from the server's files), so a
 # wrong byte shows.
 . "$(dirname "$0")/../lib.sh"
@@ -151,4 +152,39 @@ check "307: folder publish" pub redirf "$WORK/src/d" redirf
 rules '[{"fault":"close"}]'
 check "close after each answer: publish" pub close "$WORK/src/big.bin" close
 same close close/big.bin "$WORK/src/big.bin"
+# 12. the bucket lives in another region than the one signed for (400
+# AuthorizationHeaderMalformed naming it): signed again for it, once
+rules '[{"fault":"region","name":"eu-central-1"}]'
+check "wrong region: publish" pub region "$WORK/src/big.bin" region
+check "wrong region: one 400, then every request signed for eu-central-1" test "$(python3 -c "
+import json, sys
+rs = [json.loads(l) for l in open(sys.argv[1])]
+print(sum(r['status'] == 400 for r in rs), all(r['region'] == 'eu-central-1' for r in rs if r['status'] != 400))" "$WORK/s3.log")" = "1 True"
+same region region/big.bin "$WORK/src/big.bin"
+
+# 13. https with a private CA (AWS_CA_BUNDLE as awscli reads it, or
+# SSL_CERT_FILE/CURL_CA_BUNDLE as pull does); a 307 from https to plain http
+# is not signed again (nothing reaches the http endpoint)
+mkdir -p "$WORK/ca" "$WORK/s3tls"
+if test_ca "$WORK/ca"; then
+	echo '[]' >"$WORK/rules2.json"
+	port3=$(free_port); port4=$(free_port)
+	python3 "$S/s3faultd.py" --port "$port3" --port "$port4" --tls "$WORK/ca/srv.pem" "$WORK/ca/srv.key" \
+		--root "$WORK/s3tls" --log "$WORK/tls.log" --faults "$WORK/rules2.json" 2>>"$WORK/s3faultd.err" &
+	at_exit "kill $!"
+	wait_port "$port3"
+	ET=https://127.0.0.1:$port3
+	unset SSL_CERT_FILE CURL_CA_BUNDLE AWS_CA_BUNDLE SSL_CERT_DIR
+	check_exit "https, CA not trusted: exit 1" 1 "$FGPACK" publish "$WORK/src/d/f0" "$T/tls" --endpoint "$ET"
+	check "https: AWS_CA_BUNDLE trusted: publish" env AWS_CA_BUNDLE="$WORK/ca/ca.pem" "$FGPACK" publish "$WORK/src/big.bin" "$T/tls" --endpoint "$ET" --part-size 5M --verify
+	check "https: SSL_CERT_FILE trusted: --ls" env SSL_CERT_FILE="$WORK/ca/ca.pem" "$FGPACK" publish --ls "$T/tls" --endpoint "$ET"
+	check "https: CURL_CA_BUNDLE trusted: --get" env CURL_CA_BUNDLE="$WORK/ca/ca.pem" "$FGPACK" publish --get "$T/tls/big.bin" -o "$WORK/out/tls.bin" --endpoint "$ET"
+	check "https: same bytes" cmp -s "$WORK/out/tls.bin" "$WORK/src/big.bin"
+	printf '%s\n' "[{\"port\":\"main\",\"fault\":\"redirect\",\"to\":\"http://127.0.0.1:$port4\"}]" >"$WORK/rules2.json"
+	check_exit "307 from https to http: not followed, exit 1" 1 env AWS_CA_BUNDLE="$WORK/ca/ca.pem" "$FGPACK" publish "$WORK/src/d/f1" "$T/down" --endpoint "$ET"
+	check_grep "307 to http: says HTTP 307" "HTTP 307 TemporaryRedirect" "$WORK/.out"
+	check "307 to http: nothing reached the http endpoint" test "$(grep -c "\"port\": $port4" "$WORK/tls.log")" -eq 0
+else
+	not_ok "openssl makes a CA and a certificate"
+fi
 finish

@@ -36,6 +36,10 @@ the documented fact or known server behaviour it stands for:
             URL + the original path and query, and x-amz-bucket-region
             (AWS: a request sent to the wrong regional endpoint; the client
             must re-send the body to the new endpoint)
+  region    name=R: the bucket lives in region R; a request signed for another
+            region gets 400 AuthorizationHeaderMalformed naming R in <Region>
+            (AWS S3 error codes; MinIO answers so too: "the region 'us-east-1'
+            is wrong; expecting 'R'")
   lower     every response header name in lowercase (what HTTP/2 gives)
   unquoted  ETags without their double quotes (some gateways; RFC 9110
             wants quotes, AWS sends them)
@@ -54,7 +58,8 @@ the documented fact or known server behaviour it stands for:
             character XML 1.0 cannot carry is then written as it is.
   close     close the connection after every answer (keep-alive dropped)
 Several global kinds may be on at once: rules are all read, first rule wins
-only for status/error200/lost/skew/redirect.
+only for status/error200/lost/skew/redirect/region.
+--tls CERT KEY serves the first --port over TLS (the others stay plain http).
 Every request is logged as one JSON line (method, op, path, query, port,
 status, expect, bytes, time) to --log before the body of the answer goes out."""
 import argparse, base64, fnmatch, hashlib, json, os, threading, time, email.utils
@@ -142,11 +147,19 @@ class H(BaseHTTPRequestHandler):
     def log(self, status, nbytes):
         rec = {'method': self.command, 'op': getattr(self, 'op', None), 'path': self.path,
                'port': self.server.server_port, 'status': status, 'bytes': nbytes,
+               'region': self.signed_region(),
                'expect': getattr(self, 'saw_expect', False) or bool(self.headers.get('Expect')),
                'time': round(time.time(), 3)}
         with LOCK:
             with open(ARGS.log, 'a') as f:
                 f.write(json.dumps(rec) + '\n')
+
+    def signed_region(self):
+        # Authorization: AWS4-HMAC-SHA256 Credential=AK/DATE/REGION/s3/aws4_request, ...
+        a = self.headers.get('Authorization') or ''
+        i = a.find('Credential=')
+        parts = a[i + 11:].split(',')[0].split('/') if i >= 0 else []
+        return parts[2] if len(parts) >= 5 else None
 
     def answer(self, code, body=b'', headers=(), length=None):
         self.send_response(code)
@@ -247,6 +260,10 @@ class H(BaseHTTPRequestHandler):
                                   '<RequestTime>%s</RequestTime><ServerTime>%s</ServerTime>'
                                   '<MaxAllowedSkewMilliseconds>900000</MaxAllowedSkewMilliseconds>' %
                                   (amz, time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now))))
+        if kind == 'region' and self.signed_region() != self.rule['name']:
+            return self.error(400, 'AuthorizationHeaderMalformed',
+                              "The authorization header is malformed; the region '%s' is wrong; expecting '%s'" %
+                              (self.signed_region(), self.rule['name']), '<Region>%s</Region>' % esc(self.rule['name']))
         if kind == 'status':
             code = int(self.rule.get('code', 503))
             s3code = self.rule.get('s3code', 'SlowDown' if code == 503 else 'InternalError')
@@ -434,8 +451,14 @@ def main():
     ap.add_argument('--root', required=True)
     ap.add_argument('--faults')
     ap.add_argument('--log', required=True)
+    ap.add_argument('--tls', nargs=2, metavar=('CERT', 'KEY'))
     ARGS = ap.parse_args()
     servers = [ThreadingHTTPServer(('127.0.0.1', p), H) for p in ARGS.port]
+    if ARGS.tls:
+        import ssl
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(*ARGS.tls)
+        servers[0].socket = ctx.wrap_socket(servers[0].socket, server_side=True)
     for s in servers:
         s.daemon_threads = True
     for s in servers[1:]:
