@@ -52,37 +52,35 @@ static inline uint32_t f2u(float f)
 	return u;
 }
 
-/* One group: n (<= MAX_GROUP, multiple of 8) bf16 values in src. Writes n/8
- * packed words and returns the scale's bf16 bits; *nonfinite is set when a
- * value is NaN or Inf. Written as straight-line loops over fixed arrays so the
- * compiler vectorizes them; every operation is exact IEEE arithmetic, so the
- * result does not depend on the vector width. */
-static inline uint16_t quant_group(uint8_t *packed, const uint8_t *src, size_t n, int *nonfinite)
+/* One group: n (<= MAX_GROUP, multiple of 8) fp32 values (a BF16, F16 or
+ * F32 weight widened exactly). Writes n/8 packed words and returns the
+ * scale's bf16 bits; *nonfinite is set when a value is NaN or Inf. Written as
+ * straight-line loops over fixed arrays so the compiler vectorizes them;
+ * every operation is exact IEEE arithmetic, so the result does not depend on
+ * the vector width. */
+static inline uint16_t quant_group_f32(uint8_t *packed, const float *x, size_t n, int *nonfinite)
 {
-	uint16_t h[MAX_GROUP];
 	uint32_t nib[MAX_GROUP];
 	uint32_t amax = 0, sb;
 	float s;
 	size_t i, j;
 
-	memcpy(h, src, n * 2);
-	/* For non-negative floats the bit patterns order like the values. */
 	for (i = 0; i < n; i++) {
-		uint32_t m = h[i] & 0x7fffu;
+		uint32_t m = f2u(x[i]) & 0x7fffffffu;
 
 		amax = m > amax ? m : amax;
 	}
-	if (amax >= 0x7f80u) {
+	if (amax >= 0x7f800000u) {
 		*nonfinite = 1;
 		return 0;
 	}
-	sb = f2u(u2f(amax << 16) / 7.5f);
+	sb = f2u(u2f(amax) / 7.5f);
 	sb = (sb + 0x7fffu + ((sb >> 16) & 1u)) >> 16;
 	if (!sb)
 		sb = BF16_EPS_BITS;
 	s = u2f(sb << 16);
 	for (i = 0; i < n; i++) {
-		uint32_t u = f2u(u2f((uint32_t)h[i] << 16) / s);
+		uint32_t u = f2u(x[i] / s);
 		float v;
 
 		u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u; /* bf16(w / s) */
@@ -100,6 +98,20 @@ static inline uint16_t quant_group(uint8_t *packed, const uint8_t *src, size_t n
 		memcpy(packed + 4 * j, &word, 4);
 	}
 	return (uint16_t)sb;
+}
+
+/* One group of n bf16 values in src: widened (exactly) and quantized by
+ * quant_group_f32, so a group gives the same bytes whatever dtype held it. */
+static inline uint16_t quant_group(uint8_t *packed, const uint8_t *src, size_t n, int *nonfinite)
+{
+	uint16_t h[MAX_GROUP];
+	float x[MAX_GROUP];
+	size_t i;
+
+	memcpy(h, src, n * 2);
+	for (i = 0; i < n; i++)
+		x[i] = u2f((uint32_t)h[i] << 16);
+	return quant_group_f32(packed, x, n, nonfinite);
 }
 
 #if defined(__x86_64__)
@@ -223,52 +235,6 @@ int fg_int4_simd(void)
 {
 	pthread_once(&group_fn_once, init_group_fn);
 	return the_group_fn != quant_group;
-}
-
-/* One group of n fp32 values (an F32 or F16 weight widened exactly): the
- * arithmetic of quant_group, which reads bf16 bits and widens them to these
- * same floats, so a bf16-representable group gives the same bytes through
- * either. */
-static uint16_t quant_group_f32(uint8_t *packed, const float *x, size_t n, int *nonfinite)
-{
-	uint32_t nib[MAX_GROUP];
-	uint32_t amax = 0, sb;
-	float s;
-	size_t i, j;
-
-	for (i = 0; i < n; i++) {
-		uint32_t m = f2u(x[i]) & 0x7fffffffu;
-
-		amax = m > amax ? m : amax;
-	}
-	if (amax >= 0x7f800000u) {
-		*nonfinite = 1;
-		return 0;
-	}
-	sb = f2u(u2f(amax) / 7.5f);
-	sb = (sb + 0x7fffu + ((sb >> 16) & 1u)) >> 16;
-	if (!sb)
-		sb = BF16_EPS_BITS;
-	s = u2f(sb << 16);
-	for (i = 0; i < n; i++) {
-		uint32_t u = f2u(x[i] / s);
-		float v;
-
-		u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u; /* bf16(w / s) */
-		v = u2f(u);
-		v = v < -8.0f ? -8.0f : v;
-		v = v > 7.0f ? 7.0f : v;
-		v = (v + RNE_MAGIC) - RNE_MAGIC;
-		nib[i] = (uint32_t)((int32_t)v + 8);
-	}
-	for (j = 0; j < n / 8; j++) {
-		const uint32_t *q = nib + 8 * j;
-		uint32_t word = q[0] | q[1] << 4 | q[2] << 8 | q[3] << 12 | q[4] << 16 | q[5] << 20 |
-				q[6] << 24 | q[7] << 28;
-
-		memcpy(packed + 4 * j, &word, 4);
-	}
-	return (uint16_t)sb;
 }
 
 /* Element k of an F16 or F32 row widened to fp32 (exact). */
