@@ -45,19 +45,13 @@ import argparse, email.utils, fnmatch, json, os, re, socket, sys, threading, tim
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit, parse_qs, unquote
 
+from rules import load_rules  # this folder: the script's own, first on sys.path
+
 ARGS = None
 COUNTS = {}
 LOCK = threading.Lock()
 
 
-def load_rules():
-    if not ARGS.faults or not os.path.exists(ARGS.faults):
-        return []
-    try:
-        with open(ARGS.faults) as f:
-            return json.load(f)
-    except ValueError:
-        return []
 
 
 def pick_rule(path, query):
@@ -65,7 +59,7 @@ def pick_rule(path, query):
         r = {k: v[0] for k, v in query.items()}
         r['fault'] = r['fault']
         return r
-    for r in load_rules():
+    for r in load_rules(ARGS.faults):
         if not fnmatch.fnmatchcase(path, r.get('match', '*')):
             continue
         if 'times' in r:

@@ -66,6 +66,8 @@ import argparse, base64, fnmatch, hashlib, json, os, threading, time, email.util
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit, parse_qs, quote, quote_plus, unquote
 
+from rules import load_rules  # this folder: the script's own, first on sys.path
+
 ARGS = None
 COUNTS = {}
 LOCK = threading.Lock()
@@ -74,14 +76,6 @@ ETAGS = {}     # (bucket, key) -> ETag of a multipart object (md5 of the part md
 GLOBAL = ('lower', 'unquoted', 'chunked', 'headnolen', 'no100', 'entities', 'nourlenc', 'close')
 
 
-def load_rules():
-    if not ARGS.faults or not os.path.exists(ARGS.faults):
-        return []
-    try:
-        with open(ARGS.faults) as f:
-            return json.load(f)
-    except ValueError:
-        return []
 
 
 def rule_matches(r, op, key, port):
@@ -134,7 +128,7 @@ class H(BaseHTTPRequestHandler):
     def flags(self):
         if not hasattr(self, '_flags'):
             self._flags = set()
-            for r in load_rules():
+            for r in load_rules(ARGS.faults):
                 if r.get('fault') in GLOBAL and 'op' not in r:
                     self._flags.add(r['fault'])
         return self._flags
@@ -237,7 +231,7 @@ class H(BaseHTTPRequestHandler):
         # that answers without reading it closes the connection instead
         body = self.read_body() if m in ('PUT', 'POST') else b''
         self.rule = None
-        for r in load_rules():
+        for r in load_rules(ARGS.faults):
             if r.get('fault') in GLOBAL and 'op' not in r:
                 continue
             if rule_matches(r, op, key, self.server.server_port):
