@@ -124,11 +124,10 @@ int fg_http_new(struct fg_http **out, const struct fg_http_opts *opts, struct fg
 		}
 	}
 	{
-		const char *ca = getenv("CURL_CA_BUNDLE"), *dir = getenv("SSL_CERT_DIR");
+		const char *ca, *dir;
 
-		if (!ca || !*ca)
-			ca = getenv("SSL_CERT_FILE");
-		if ((ca && *ca && !(h->cainfo = strdup(ca))) || (dir && *dir && !(h->capath = strdup(dir)))) {
+		fg_http_ca_env(&ca, &dir, NULL);
+		if ((ca && !(h->cainfo = strdup(ca))) || (dir && !(h->capath = strdup(dir)))) {
 			fg_http_free(h);
 			return fg_err_set(err, FG_ENOMEM, "out of memory");
 		}
@@ -168,6 +167,24 @@ static void req_free(struct req *r)
 	free(r->url);
 	free(r->what);
 	free(r);
+}
+
+void fg_http_ca_env(const char **file, const char **dir, const char *first)
+{
+	const char *vars[3] = { first, "CURL_CA_BUNDLE", "SSL_CERT_FILE" };
+	size_t i;
+
+	*file = NULL;
+	for (i = 0; i < 3 && !*file; i++) {
+		const char *v = vars[i] ? getenv(vars[i]) : NULL;
+
+		*file = v && *v ? v : NULL;
+	}
+	if (dir) {
+		*dir = getenv("SSL_CERT_DIR");
+		if (*dir && !**dir)
+			*dir = NULL;
+	}
 }
 
 void fg_http_free(struct fg_http *h)

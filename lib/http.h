@@ -42,6 +42,11 @@ struct fg_http;
 int fg_http_new(struct fg_http **out, const struct fg_http_opts *opts, struct fg_err *err);
 void fg_http_free(struct fg_http *h);
 
+/* A private CA from the environment, as curl and OpenSSL tools take it:
+ * *file the first non-empty of $first (when not NULL), CURL_CA_BUNDLE and
+ * SSL_CERT_FILE; *dir (dir may be NULL) SSL_CERT_DIR; NULL where unset. Borrowed from environ. */
+void fg_http_ca_env(const char **file, const char **dir, const char *first);
+
 /* What a finished transfer saw last: status, raw header lines of the last
  * response ("Name: value\r\n"...), the URL it ended at. */
 struct fg_http_resp {

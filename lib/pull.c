@@ -832,7 +832,7 @@ static int pull_deps(struct fg_pull_report *rep, struct fg_lock_manifest *lm,
 		struct fg_lock_dep *d = &lm->deps[i];
 		struct fg_gitdep_opts go;
 		struct fg_gitdep_result gr;
-		const char *ca = getenv("CURL_CA_BUNDLE");
+		const char *ca;
 
 		if (strcmp(d->kind, "url") || !d->url || !d->commit ||
 		    (strncmp(d->url, "git+https://", 12) && strncmp(d->url, "git+http://", 11)))
@@ -858,7 +858,8 @@ static int pull_deps(struct fg_pull_report *rep, struct fg_lock_manifest *lm,
 		go.expect_sha256 = d->sha256[0] ? d->sha256 : NULL;
 		go.expect_tree = d->tree;
 		go.stall_secs = o->stall_secs;
-		go.cainfo = ca && *ca ? ca : getenv("SSL_CERT_FILE");
+		fg_http_ca_env(&ca, NULL, NULL);
+		go.cainfo = ca;
 		rc = fg_gitdep_fetch(&gr, st, d->url, &go, err);
 		if (rc)
 			break;

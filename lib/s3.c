@@ -23,6 +23,7 @@
 #include <openssl/evp.h>
 
 #include "fsutil.h"
+#include "http.h"
 #include "sha256.h"
 #include "sigv4.h"
 
@@ -305,14 +306,11 @@ int fg_s3_new(struct fg_s3 **out, const struct fg_s3_opts *o, struct fg_err *err
 	}
 	s->region = strdup(o->region ? o->region : FG_S3_DEFAULT_REGION);
 	{
-		/* a private CA, as awscli (AWS_CA_BUNDLE) and lib/http.c take it */
-		const char *ca = getenv("AWS_CA_BUNDLE"), *dir = getenv("SSL_CERT_DIR");
+		/* a private CA, as awscli (AWS_CA_BUNDLE first) and lib/http.c take it */
+		const char *ca, *dir;
 
-		if (!ca || !*ca)
-			ca = getenv("CURL_CA_BUNDLE");
-		if (!ca || !*ca)
-			ca = getenv("SSL_CERT_FILE");
-		if ((ca && *ca && !(s->cainfo = strdup(ca))) || (dir && *dir && !(s->capath = strdup(dir)))) {
+		fg_http_ca_env(&ca, &dir, "AWS_CA_BUNDLE");
+		if ((ca && !(s->cainfo = strdup(ca))) || (dir && !(s->capath = strdup(dir)))) {
 			fg_s3_free(s);
 			return fg_err_set(err, FG_ENOMEM, "out of memory");
 		}
@@ -1410,27 +1408,28 @@ void fg_s3_list_clear(struct fg_s3_list *l)
 	memset(l, 0, sizeof(*l));
 }
 
-/* Decodes a key of a listing asked with encoding-type=url, in place: %XX
- * and '+' for a space (what AWS writes; botocore decodes it so too). */
-static int url_decode_key(char *k)
+/* Percent-decodes s in place, '+' as a space when plus (a listing asked with
+ * encoding-type=url: what AWS writes, botocore decodes it so too); -1 when
+ * malformed or when it would hold a NUL. */
+static int pct_decode(char *s, int plus)
 {
-	char *o = k, *i = k;
+	char *o = s;
 
-	while (*i) {
-		if (*i == '%') {
-			int a = i[1] ? fg_hex_value(i[1]) : -1, b = a >= 0 && i[2] ? fg_hex_value(i[2]) : -1;
+	while (*s) {
+		if (*s == '%') {
+			int a = fg_hex_value(s[1]), b = a >= 0 ? fg_hex_value(s[2]) : -1;
 
 			if (a < 0 || b < 0 || (a == 0 && b == 0))
 				return -1;
 			*o++ = (char)(a * 16 + b);
-			i += 3;
+			s += 3;
 		} else {
-			*o++ = *i == '+' ? ' ' : *i;
-			i++;
+			*o++ = plus && *s == '+' ? ' ' : *s;
+			s++;
 		}
 	}
 	*o = 0;
-	return o == k ? -1 : 0;
+	return 0;
 }
 
 static int list_page(struct fg_s3_list *out, const char *xml, size_t n, int url_enc,
@@ -1462,7 +1461,7 @@ static int list_page(struct fg_s3_list *out, const char *xml, size_t n, int url_
 			rc = fg_err_set(err, FG_EFORMAT, "s3 list: an entry without a Key");
 			break;
 		}
-		if (url_enc && url_decode_key(t.data)) {
+		if (url_enc && (pct_decode(t.data, 1) || !t.data[0])) {
 			rc = fg_err_set(err, FG_EFORMAT, "s3 list: a badly URL-encoded Key");
 			break;
 		}
@@ -1848,26 +1847,6 @@ static int journal_path(struct fg_buf *out, struct fg_s3 *s, const char *dir, co
 }
 
 
-/* Percent-decodes s in place; -1 when malformed. */
-static int pct_decode(char *s)
-{
-	char *o = s;
-
-	while (*s) {
-		if (*s == '%') {
-			int a = fg_hex_value(s[1]), b = a >= 0 ? fg_hex_value(s[2]) : -1;
-
-			if (a < 0 || b < 0)
-				return -1;
-			*o++ = (char)(a * 16 + b);
-			s += 3;
-		} else {
-			*o++ = *s++;
-		}
-	}
-	*o = 0;
-	return 0;
-}
 
 /* Reads a journal. Returns 1 when it matches (upload id into id, done
  * parts' ETags into parts), 0 when absent or stale. */
@@ -1895,7 +1874,7 @@ static int journal_load(const char *jpath, const char *ident, struct fg_buf *id,
 		    line[16 + il] != ' ')
 			goto out;
 		upid = line + 17 + il;
-		if (pct_decode(upid) || !*upid)
+		if (pct_decode(upid, 0) || !*upid)
 			goto out;
 		fg_buf_reset(id);
 		if (fg_buf_puts(id, upid, NULL))
@@ -1914,7 +1893,7 @@ static int journal_load(const char *jpath, const char *ident, struct fg_buf *id,
 			continue;
 		*sp = 0;
 		et = sp + 1;
-		if (fg_parse_u64(line + 5, &n) || n < 1 || n > nparts || pct_decode(et) || !*et ||
+		if (fg_parse_u64(line + 5, &n) || n < 1 || n > nparts || pct_decode(et, 0) || !*et ||
 		    strlen(et) >= FG_S3_ETAG_MAX)
 			continue;
 		if (!parts[n - 1].etag[0])
