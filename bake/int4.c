@@ -237,17 +237,6 @@ int fg_int4_simd(void)
 	return the_group_fn != quant_group;
 }
 
-/* Element k of an F16 or F32 row widened to fp32 (exact). */
-static inline float widen(const uint8_t *row, int dtype, size_t k)
-{
-	float f;
-
-	if (dtype == FG_ST_F16)
-		return fg_f16_to_f32(fg_le16(row + 2 * k));
-	memcpy(&f, row + 4 * k, 4);
-	return f;
-}
-
 int fg_int4_quant_rows_dtype(uint8_t *packed, uint8_t *scales, const uint8_t *w, int dtype,
 			     size_t rows, size_t cols, size_t group, size_t *bad)
 {
@@ -264,7 +253,7 @@ int fg_int4_quant_rows_dtype(uint8_t *packed, uint8_t *scales, const uint8_t *w,
 			uint16_t sb;
 
 			for (i = 0; i < group; i++)
-				x[i] = widen(row, dtype, g * group + i);
+				x[i] = fg_st_f32_at(row, dtype, g * group + i);
 			sb = quant_group_f32(packed + (r * cols + g * group) / 2, x, group, &nonfinite);
 			if (nonfinite) {
 				for (i = 0; i < group; i++)

@@ -171,7 +171,7 @@ static int emb_table(struct fg_g4_gpu *g, void **d, int *fmt, const struct fg_li
 		     struct fg_err *err)
 {
 	enum { SLICE = 1 << 20 }; /* elements widened per upload */
-	size_t ne = (size_t)l->rows * (size_t)l->cols, k, j, n;
+	size_t ne = (size_t)l->rows * (size_t)l->cols, k, n;
 	float *hw;
 	int rc;
 
@@ -192,8 +192,7 @@ static int emb_table(struct fg_g4_gpu *g, void **d, int *fmt, const struct fg_li
 
 		for (k = 0; k < ne && !rc; k += n) {
 			n = ne - k < SLICE ? ne - k : SLICE;
-			for (j = 0; j < n; j++)
-				hw[j] = fg_f16_to_f32(fg_le16(src + 2 * (k + j)));
+			fg_f16_row_to_f32(hw, src + 2 * k, n);
 			rc = fg_kmem_upload(g->ctx, (char *)*d + 4 * k, hw, 4 * n, err);
 		}
 		free(hw);

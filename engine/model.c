@@ -174,16 +174,8 @@ static int bind_vec(struct fg_g4_model *m, float **out, const char *name, int n,
 	}
 	if (!(*out = malloc(sizeof(float) * (size_t)n)))
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
-	for (i = 0; i < n; i++) {
-		const uint8_t *p = (const uint8_t *)t->data + fg_st_dtype_size(t->dtype) * (size_t)i;
-
-		if (t->dtype == FG_ST_BF16)
-			(*out)[i] = fg_bf16_to_f32(fg_le16(p));
-		else if (t->dtype == FG_ST_F16)
-			(*out)[i] = fg_f16_to_f32(fg_le16(p));
-		else
-			memcpy(&(*out)[i], p, 4);
-	}
+	for (i = 0; i < n; i++)
+		(*out)[i] = fg_st_f32_at(t->data, t->dtype, (size_t)i);
 	return 0;
 }
 

@@ -62,6 +62,15 @@ static inline uint16_t fg_le16(const void *p)
 	return (uint16_t)(b[0] | b[1] << 8);
 }
 
+/* n halves at src (little-endian, unaligned) widened into out. */
+static inline void fg_f16_row_to_f32(float *out, const uint8_t *src, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		out[i] = fg_f16_to_f32(fg_le16(src + 2 * i));
+}
+
 static inline void fg_put_le16(void *p, uint16_t v)
 {
 	uint8_t *b = p;

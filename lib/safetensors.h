@@ -49,6 +49,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "bf16.h"
 #include "err.h"
 #include "sha256.h"
 
@@ -82,6 +83,21 @@ const char *fg_st_dtype_name(int dtype);
 int fg_st_dtype_parse(const char *s);
 /* Bytes per element (0 for an unknown value). */
 size_t fg_st_dtype_size(int dtype);
+
+/* Element i of a BF16, F16 or F32 array at data (little-endian, unaligned)
+ * as a float: exact for all three. */
+static inline float fg_st_f32_at(const void *data, int dtype, size_t i)
+{
+	const uint8_t *p = (const uint8_t *)data;
+	float f;
+
+	if (dtype == FG_ST_BF16)
+		return fg_bf16_to_f32(fg_le16(p + 2 * i));
+	if (dtype == FG_ST_F16)
+		return fg_f16_to_f32(fg_le16(p + 2 * i));
+	memcpy(&f, p + 4 * i, 4);
+	return f;
+}
 
 struct fg_st_tensor {
 	const char *name;             /* borrowed from the set */

@@ -203,8 +203,7 @@ __attribute__((target("avx2,f16c"))) static void row_f16_f16c(const uint8_t *src
 	for (; i + 8 <= n; i += 8)
 		_mm256_storeu_ps(out + i,
 				 _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(src + 2 * (size_t)i))));
-	for (; i < n; i++)
-		out[i] = fg_f16_to_f32(fg_le16(src + 2 * (size_t)i));
+	fg_f16_row_to_f32(out + i, src + 2 * (size_t)i, (size_t)(n - i));
 }
 
 static int simd = -1;
@@ -251,14 +250,6 @@ static void row_bf16(const uint8_t *src, int n, float *out)
 	}
 }
 
-static void row_f16(const uint8_t *src, int n, float *out)
-{
-	int i;
-
-	for (i = 0; i < n; i++)
-		out[i] = fg_f16_to_f32(fg_le16(src + 2 * (size_t)i));
-}
-
 void fg_cpu_lin_row(const struct fg_lin *w, int r, float *out)
 {
 	size_t cols = (size_t)w->cols;
@@ -274,7 +265,7 @@ void fg_cpu_lin_row(const struct fg_lin *w, int r, float *out)
 			break;
 		}
 #endif
-		row_f16((const uint8_t *)w->w + (size_t)r * cols * 2, w->cols, out);
+		fg_f16_row_to_f32(out, (const uint8_t *)w->w + (size_t)r * cols * 2, (size_t)w->cols);
 		break;
 	case FG_W_BF16:
 #ifdef HAVE_AVX2_PATH
