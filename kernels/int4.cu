@@ -36,9 +36,22 @@
 #define UNROLL 8 /* chunks each lane has in flight: 128 bytes */
 #define SMEM_FLOATS (36 * 1024 / 4) /* activations staged per block (dynamic; + 8 KB static <= 48 KB) */
 
-__device__ __forceinline__ float nib(uint32_t w, uint32_t mask, float bias)
+/* (a & mask) | v as one LOP3: written as `&` then `|` with two constants,
+ * the compiler emitted two logic instructions per weight (SASS takes one
+ * 32-bit immediate per instruction); here v sits in a register. */
+template <uint32_t MASK>
+__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t v)
 {
-	return __uint_as_float((w & mask) | 0x4B000000u) - bias;
+	uint32_t r;
+
+	asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(a), "n"(MASK), "r"(v));
+	return r;
+}
+
+template <uint32_t MASK>
+__device__ __forceinline__ float nib(uint32_t w, uint32_t magic, float bias)
+{
+	return __uint_as_float(and_or<MASK>(w, magic)) - bias;
 }
 
 /* Four activations from element e (a multiple of 4) on, zero at and past k
@@ -72,10 +85,11 @@ __device__ __forceinline__ void word(uint32_t w, const float *x, int xstride, fl
 {
 	const float B0 = 8388608.0f + 8.0f, B1 = 8388608.0f + 128.0f, B2 = 8388608.0f + 2048.0f;
 	const float B3 = 8388608.0f + 32768.0f, B4 = 8388608.0f + 524288.0f;
+	const uint32_t MAG = 0x4B000000u;
 	uint32_t h = w >> 20;
-	float v0 = nib(w, 0xFu, B0), v1 = nib(w, 0xF0u, B1), v2 = nib(w, 0xF00u, B2);
-	float v3 = nib(w, 0xF000u, B3), v4 = nib(w, 0xF0000u, B4);
-	float v5 = nib(h, 0xFu, B0), v6 = nib(h, 0xF0u, B1), v7 = nib(h, 0xF00u, B2);
+	float v0 = nib<0xFu>(w, MAG, B0), v1 = nib<0xF0u>(w, MAG, B1), v2 = nib<0xF00u>(w, MAG, B2);
+	float v3 = nib<0xF000u>(w, MAG, B3), v4 = nib<0xF0000u>(w, MAG, B4);
+	float v5 = nib<0xFu>(h, MAG, B0), v6 = nib<0xF0u>(h, MAG, B1), v7 = nib<0xF00u>(h, MAG, B2);
 
 #pragma unroll
 	for (int m = 0; m < M; m++) {
@@ -393,12 +407,13 @@ __device__ __forceinline__ uint32_t bf2_fma(uint32_t a, uint32_t b, uint32_t c)
 /* One word: nibble pairs (0,4) (1,5) (2,6) (3,7) as bf16 pairs q = n - 8. */
 __device__ __forceinline__ void dequant(uint32_t w, uint32_t *b)
 {
-	const uint32_t MASK = 0x000F000Fu, EXP = 0x43004300u, ONE = 0x3F803F80u, BIAS = 0xC308C308u; /* -136 */
+	constexpr uint32_t MASK = 0x000F000Fu;
+	const uint32_t EXP = 0x43004300u, ONE = 0x3F803F80u, BIAS = 0xC308C308u; /* -136 */
 
-	b[0] = bf2_fma((w & MASK) | EXP, ONE, BIAS);
-	b[1] = bf2_fma(((w >> 4) & MASK) | EXP, ONE, BIAS);
-	b[2] = bf2_fma(((w >> 8) & MASK) | EXP, ONE, BIAS);
-	b[3] = bf2_fma(((w >> 12) & MASK) | EXP, ONE, BIAS);
+	b[0] = bf2_fma(and_or<MASK>(w, EXP), ONE, BIAS);
+	b[1] = bf2_fma(and_or<MASK>(w >> 4, EXP), ONE, BIAS);
+	b[2] = bf2_fma(and_or<MASK>(w >> 8, EXP), ONE, BIAS);
+	b[3] = bf2_fma(and_or<MASK>(w >> 12, EXP), ONE, BIAS);
 }
 
 __device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1)
