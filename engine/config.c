@@ -199,27 +199,49 @@ static int same_or_bad(const cJSON *o, const char *key, int want, const char *la
 		   layer, key, want, key);
 }
 
-/* Head sizes per layer. Configs written by transformers before 5.15 carry
- * global_head_dim (full layers); from 5.15 on, per_layer_config maps a layer
- * index to the values where that layer differs from the model-wide head_dim
- * / num_key_value_heads / num_attention_heads, and global_head_dim is gone.
- * The engine holds one head size per layer type and one KV head count:
- * anything else is refused. */
+/* A per-layer integer override: absent/null (keep def), or an integer lo..hi. */
+static int layer_int(const cJSON *o, const char *key, int def, int lo, int hi, int *out, const char *layer,
+		     const char *what, struct fg_err *err)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	*out = def;
+	if (is_null(v))
+		return 0;
+	if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < lo ||
+	    v->valuedouble > hi)
+		return BAD("key per_layer_config.%s.%s is not an integer %d..%d", layer, key, lo, hi);
+	*out = (int)v->valuedouble;
+	return 0;
+}
+
+/* Head sizes and KV head counts per layer. Configs written by transformers
+ * before 5.15 carry global_head_dim (full layers) and, for attention_k_eq_v
+ * models, num_global_key_value_heads; from 5.15 on, per_layer_config maps a
+ * layer index to the values where that layer differs from the model-wide
+ * head_dim / num_key_value_heads / num_attention_heads, and those two keys
+ * are gone. The engine holds one head size and one KV head count per layer
+ * type and one query head count: anything else is refused. */
 static int per_layer(struct fg_g4_config *c, const cJSON *text, const char *what, struct fg_err *err)
 {
 	const cJSON *plc = get(text, NULL, "per_layer_config"), *e;
-	int hd[FG_G4_MAX_LAYERS], first[2] = { -1, -1 }, li, rc, def_full;
+	int hd[FG_G4_MAX_LAYERS], kvh[FG_G4_MAX_LAYERS], first[2] = { -1, -1 }, li, rc, def_full, def_kv;
 
 	if (!is_null(plc) && !cJSON_IsObject(plc))
 		return BAD("key per_layer_config is not an object%s", "");
 	/* as Gemma4TextConfig.__post_init__ (5.17): without per_layer_config,
-	 * full layers take global_head_dim (512 when absent); with it,
-	 * global_head_dim is not read and a layer without an entry keeps
-	 * head_dim. num_global_key_value_heads only counts with
-	 * attention_k_eq_v, which is refused earlier. */
+	 * full layers take global_head_dim (512 when absent) and, when
+	 * attention_k_eq_v is set, num_global_key_value_heads (when given);
+	 * with it, neither key is read and a layer without an entry keeps
+	 * head_dim and num_key_value_heads */
 	def_full = is_null(plc) ? (c->global_head_dim ? c->global_head_dim : 512) : c->head_dim;
-	for (li = 0; li < c->n_layers; li++)
-		hd[li] = c->layer_type[li] == FG_G4_FULL ? def_full : c->head_dim;
+	def_kv = is_null(plc) && c->k_eq_v && c->global_kv_heads ? c->global_kv_heads : c->n_kv_heads;
+	for (li = 0; li < c->n_layers; li++) {
+		int full = c->layer_type[li] == FG_G4_FULL;
+
+		hd[li] = full ? def_full : c->head_dim;
+		kvh[li] = full ? def_kv : c->n_kv_heads;
+	}
 	if (is_null(plc))
 		plc = NULL;
 	cJSON_ArrayForEach(e, plc) {
@@ -236,30 +258,35 @@ static int per_layer(struct fg_g4_config *c, const cJSON *text, const char *what
 			if (strcmp(f->string, "head_dim") && strcmp(f->string, "num_key_value_heads") &&
 			    strcmp(f->string, "num_attention_heads"))
 				return BAD("key per_layer_config.%s.%s is not supported", k, f->string);
-		if ((rc = same_or_bad(e, "num_key_value_heads", c->n_kv_heads, k, what, err)) ||
-		    (rc = same_or_bad(e, "num_attention_heads", c->n_heads, k, what, err)))
+		if ((rc = same_or_bad(e, "num_attention_heads", c->n_heads, k, what, err)) ||
+		    (rc = layer_int(e, "head_dim", hd[i], 2, 4096, &hd[i], k, what, err)) ||
+		    (rc = layer_int(e, "num_key_value_heads", kvh[i], 1, 1024, &kvh[i], k, what, err)))
 			return rc;
-		f = cJSON_GetObjectItemCaseSensitive(e, "head_dim");
-		if (is_null(f))
-			continue;
-		if (!cJSON_IsNumber(f) || f->valuedouble != floor(f->valuedouble) || f->valuedouble < 2 ||
-		    f->valuedouble > 4096)
-			return BAD("key per_layer_config.%s.head_dim is not an integer 2..4096", k);
-		hd[i] = (int)f->valuedouble;
 	}
-	/* the engine holds one head size per layer type: all of a type must agree */
+	/* the engine holds one head size and KV head count per layer type: all
+	 * of a type must agree */
 	for (li = 0; li < c->n_layers; li++) {
 		int t = c->layer_type[li];
+		const char *tn = t == FG_G4_FULL ? "full" : "sliding";
 
+		if (c->n_heads % kvh[li])
+			return BAD("key per_layer_config: %s layer %d has %d KV heads, which do not divide "
+				   "num_attention_heads = %d", tn, li, kvh[li], c->n_heads);
 		if (first[t] < 0)
 			first[t] = li;
 		else if (hd[li] != hd[first[t]])
-			return BAD("key per_layer_config: %s layer %d has head_dim %d, another %d: not supported",
-				   t == FG_G4_FULL ? "full" : "sliding", li, hd[li], hd[first[t]]);
+			return BAD("key per_layer_config: %s layer %d has head_dim %d, another %d: not supported", tn,
+				   li, hd[li], hd[first[t]]);
+		else if (kvh[li] != kvh[first[t]])
+			return BAD("key per_layer_config: %s layer %d has num_key_value_heads %d, another %d: not "
+				   "supported", tn, li, kvh[li], kvh[first[t]]);
 	}
-	if (first[FG_G4_SLIDING] >= 0)
+	if (first[FG_G4_SLIDING] >= 0) {
 		c->head_dim = hd[first[FG_G4_SLIDING]];
+		c->n_kv_heads = kvh[first[FG_G4_SLIDING]];
+	}
 	c->global_head_dim = hd[first[FG_G4_FULL]]; /* the last layer is always full */
+	c->global_kv_heads = kvh[first[FG_G4_FULL]];
 	return 0;
 }
 
@@ -298,6 +325,7 @@ int fg_g4_config_parse(struct fg_g4_config *c, const char *json, size_t len, con
 	INT("num_key_value_heads", -1, 1, 1024, &c->n_kv_heads);
 	INT("head_dim", -1, 2, 4096, &c->head_dim);
 	INT("global_head_dim", 0, 0, 4096, &c->global_head_dim);
+	INT("num_global_key_value_heads", 0, 1, 1024, &c->global_kv_heads);
 	INT("hidden_size_per_layer_input", 256, 0, 1 << 16, &c->ple_dim);
 	INT("vocab_size_per_layer_input", c->vocab, 1, 1 << 24, &c->ple_vocab);
 	INT("sliding_window", 512, 1, 1 << 24, &c->sliding_window);
@@ -341,12 +369,8 @@ int fg_g4_config_parse(struct fg_g4_config *c, const char *json, size_t len, con
 		rc = BAD("key enable_moe_block = true is not supported%s", "");
 		goto out;
 	}
-	if ((rc = get_bool(text, NULL, "attention_k_eq_v", 0, &b, what, err)))
+	if ((rc = get_bool(text, NULL, "attention_k_eq_v", 0, &c->k_eq_v, what, err)))
 		goto out;
-	if (b) {
-		rc = BAD("key attention_k_eq_v = true is not supported%s", "");
-		goto out;
-	}
 	if ((rc = get_bool(text, NULL, "attention_bias", 0, &b, what, err)))
 		goto out;
 	if (b) {
@@ -440,6 +464,16 @@ int fg_g4_first_shared(const struct fg_g4_config *c)
 int fg_g4_layer_head_dim(const struct fg_g4_config *c, int i)
 {
 	return c->layer_type[i] == FG_G4_FULL ? c->global_head_dim : c->head_dim;
+}
+
+int fg_g4_layer_kv_heads(const struct fg_g4_config *c, int i)
+{
+	return c->layer_type[i] == FG_G4_FULL ? c->global_kv_heads : c->n_kv_heads;
+}
+
+int fg_g4_layer_v_is_k(const struct fg_g4_config *c, int i)
+{
+	return c->k_eq_v && c->layer_type[i] == FG_G4_FULL;
 }
 
 int fg_g4_layer_inter(const struct fg_g4_config *c, int i)

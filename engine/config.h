@@ -30,7 +30,10 @@ struct fg_g4_config {
 	int inter;              /* intermediate_size */
 	int n_layers;           /* num_hidden_layers */
 	int n_heads;            /* num_attention_heads */
-	int n_kv_heads;         /* num_key_value_heads */
+	int n_kv_heads;         /* num_key_value_heads: sliding layers (per_layer_config may say another) */
+	int global_kv_heads;    /* full layers: per_layer_config, or with attention_k_eq_v
+				 * num_global_key_value_heads, else num_key_value_heads */
+	int k_eq_v;             /* attention_k_eq_v: full layers' values are k_proj's output (no v_proj) */
 	int head_dim;           /* head_dim: sliding layers */
 	int global_head_dim;    /* full layers: per_layer_config, global_head_dim or head_dim */
 	int ple_dim;            /* hidden_size_per_layer_input; 0 = no per-layer embeddings */
@@ -57,6 +60,9 @@ int fg_g4_config_parse(struct fg_g4_config *c, const char *json, size_t len, con
 /* Derived facts. */
 int fg_g4_first_shared(const struct fg_g4_config *c);          /* first layer without own KV */
 int fg_g4_layer_head_dim(const struct fg_g4_config *c, int i);
+int fg_g4_layer_kv_heads(const struct fg_g4_config *c, int i);
+/* 1 when layer i's values are its k_proj output (attention_k_eq_v, full layer). */
+int fg_g4_layer_v_is_k(const struct fg_g4_config *c, int i);
 int fg_g4_layer_inter(const struct fg_g4_config *c, int i);
 /* The layer whose KV cache layer i reads: itself, or for a shared layer the
  * last non-shared layer of the same type. -1 if there is none. */

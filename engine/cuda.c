@@ -22,9 +22,10 @@ struct dlin {
 };
 
 struct glayer {
-	struct dlin qkv, o, gu, down, pg, pp; /* qkv: q|k|v rows (q only when KV is shared) */
+	struct dlin qkv, o, gu, down, pg, pp; /* qkv: q|k|v rows (q only when KV is shared; with
+					       * attention_k_eq_v a full layer's v rows are k's again) */
 	float *in_norm, *post_attn, *pre_ffw, *post_ffw, *post_ple, *q_norm, *k_norm;
-	float *kc, *vc; /* [kv_heads][cap][d] when the layer owns a cache */
+	float *kc, *vc; /* [kv_heads][cap][d] when the layer owns a cache (kv_heads of its type) */
 	int cap;        /* slots of the cache this layer reads */
 };
 
@@ -241,7 +242,11 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 {
 	const struct fg_g4_config *c = &m->cfg;
 	struct fg_g4_gpu *g;
-	int rc, i, maxd = c->head_dim > c->global_head_dim ? c->head_dim : c->global_head_dim, maxi = 0;
+	int rc, i, maxi = 0;
+	/* q|k|v floats of one token, the larger of the two layer types */
+	size_t qkv_s = (size_t)(c->n_heads + 2 * c->n_kv_heads) * (size_t)c->head_dim;
+	size_t qkv_f = (size_t)(c->n_heads + 2 * c->global_kv_heads) * (size_t)c->global_head_dim;
+	size_t att_n = (size_t)c->n_heads * (size_t)(c->head_dim > c->global_head_dim ? c->head_dim : c->global_head_dim);
 	size_t H = (size_t)c->hidden, LP = (size_t)c->n_layers * (size_t)c->ple_dim;
 	const char *e;
 
@@ -321,7 +326,7 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 		/* a sliding layer needs the last `window` positions only: a ring */
 		L->cap = ml->type == FG_G4_SLIDING && window < max_seq ? window : max_seq;
 		if (own) {
-			size_t n = (size_t)c->n_kv_heads * (size_t)L->cap * (size_t)d;
+			size_t n = (size_t)ml->kv_heads * (size_t)L->cap * (size_t)d;
 
 			if ((rc = zeros(g, &L->kc, n, err)) || (rc = zeros(g, &L->vc, n, err)))
 				goto fail;
@@ -330,8 +335,8 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 	for (i = 0; i < c->n_layers; i++)
 		g->L[i].cap = g->L[m->layers[i].kv_src].cap;
 	if ((rc = zeros(g, &g->x, H, err)) || (rc = zeros(g, &g->a, H, err)) ||
-	    (rc = zeros(g, &g->qkv, (size_t)(c->n_heads + 2 * c->n_kv_heads) * (size_t)maxd, err)) ||
-	    (rc = zeros(g, &g->att, (size_t)c->n_heads * (size_t)maxd, err)) || (rc = zeros(g, &g->o, H, err)) ||
+	    (rc = zeros(g, &g->qkv, qkv_s > qkv_f ? qkv_s : qkv_f, err)) ||
+	    (rc = zeros(g, &g->att, att_n, err)) || (rc = zeros(g, &g->o, H, err)) ||
 	    (rc = zeros(g, &g->gu, 2 * (size_t)maxi, err)) || (rc = zeros(g, &g->pl, LP, err)) ||
 	    (rc = zeros(g, &g->plp, LP, err)) || (rc = zeros(g, &g->pg, (size_t)c->ple_dim, err)) ||
 	    (rc = zeros(g, &g->logits, (size_t)c->vocab, err)) ||
@@ -379,7 +384,7 @@ static int forward(struct fg_g4_gpu *g, struct fg_err *err)
 	const struct fg_g4_config *c = &m->cfg;
 	struct fg_kctx *k = g->ctx;
 	const int32_t *id = g->idpos, *pos = g->idpos + 1;
-	int H = c->hidden, P = c->ple_dim, nh = c->n_heads, nkv = c->n_kv_heads, li;
+	int H = c->hidden, P = c->ple_dim, nh = c->n_heads, li;
 	float eps = c->eps;
 
 	if ((g->emb_fmt == FG_W_BF16 ? fg_k_embed(k, g->x, g->emb, id, H, (float)sqrt((double)H), err)
@@ -405,7 +410,7 @@ static int forward(struct fg_g4_gpu *g, struct fg_err *err)
 
 		pf(g, &L->o, 0, 1);
 		if (mv(g, g->qkv, &L->qkv, g->a, err) ||
-		    fg_k_attn_decode_post(k, g->att, g->qkv, nh, nkv, d, L->q_norm, L->k_norm, g->inv[ml->type], pos,
+		    fg_k_attn_decode_post(k, g->att, g->qkv, nh, ml->kv_heads, d, L->q_norm, L->k_norm, g->inv[ml->type], pos,
 					  src->kc, src->vc, src->cap, own, eps, 1.0f, err) ||
 		    mv(g, g->o, &L->o, g->att, err) ||
 		    fg_k_residual_norm(k, g->x, g->o, L->post_attn, 1.0f, g->a, L->pre_ffw, H, eps, err))

@@ -92,7 +92,7 @@ static void att_fn(void *ctx, int b, int end, int worker)
 	struct att_job *j = ctx;
 	struct fg_engine *e = j->e;
 	const struct fg_g4_config *cfg = &e->m->cfg;
-	int d = j->L->head_dim, nh = cfg->n_heads, group = cfg->n_heads / cfg->n_kv_heads;
+	int d = j->L->head_dim, nh = cfg->n_heads, nkv = j->L->kv_heads, group = nh / nkv;
 	int item;
 
 	for (item = b; item < end; item++) {
@@ -104,7 +104,7 @@ static void att_fn(void *ctx, int b, int end, int worker)
 		n = p - lo + 1;
 		for (s = 0; s < n; s++) {
 			size_t slot = (size_t)((lo + s) % j->c->cap);
-			size_t off = (slot * (size_t)cfg->n_kv_heads + (size_t)kvh) * (size_t)d;
+			size_t off = (slot * (size_t)nkv + (size_t)kvh) * (size_t)d;
 
 			e->kp[worker][s] = j->c->k + off;
 			e->vp[worker][s] = j->c->v + off;
@@ -137,7 +137,7 @@ int fg_engine_load(struct fg_engine **out, const char *model_dir, const struct f
 	struct fg_engine_opts o = { 0, 0, 0, FG_DEVICE_CPU };
 	struct fg_engine *e;
 	const struct fg_g4_config *c;
-	int rc, i, bad = 0, maxd, maxi = 0, maxcols;
+	int rc, i, bad = 0, maxd, maxi = 0, maxcols, maxkv;
 	size_t H;
 
 	*out = NULL;
@@ -165,6 +165,7 @@ int fg_engine_load(struct fg_engine **out, const char *model_dir, const struct f
 		goto fail;
 	e->nw = fg_pool_size(e->pool);
 	maxd = max_i(c->head_dim, c->global_head_dim);
+	maxkv = max_i(c->n_kv_heads * c->head_dim, c->global_kv_heads * c->global_head_dim); /* floats per token */
 	for (i = 0; i < c->n_layers; i++)
 		maxi = max_i(maxi, fg_g4_layer_inter(c, i));
 	maxcols = max_i(max_i(c->hidden, c->n_heads * maxd), max_i(maxi, max_i(c->ple_dim, c->n_layers * c->ple_dim)));
@@ -175,8 +176,8 @@ int fg_engine_load(struct fg_engine **out, const char *model_dir, const struct f
 	e->t1 = alloc_f(CHUNK * H, &bad);
 	e->q = alloc_f((size_t)CHUNK * (size_t)(c->n_heads * maxd), &bad);
 	e->att = alloc_f((size_t)CHUNK * (size_t)(c->n_heads * maxd), &bad);
-	e->k = alloc_f((size_t)CHUNK * (size_t)(c->n_kv_heads * maxd), &bad);
-	e->v = alloc_f((size_t)CHUNK * (size_t)(c->n_kv_heads * maxd), &bad);
+	e->k = alloc_f((size_t)CHUNK * (size_t)maxkv, &bad);
+	e->v = alloc_f((size_t)CHUNK * (size_t)maxkv, &bad);
 	e->g = alloc_f((size_t)CHUNK * (size_t)maxi, &bad);
 	e->u = alloc_f((size_t)CHUNK * (size_t)maxi, &bad);
 	e->ple = alloc_f((size_t)CHUNK * (size_t)(c->n_layers * c->ple_dim), &bad);
@@ -211,7 +212,7 @@ int fg_engine_load(struct fg_engine **out, const char *model_dir, const struct f
 		e->kv[i].cap = e->max_seq;
 		if (L->type == FG_G4_SLIDING && e->window + CHUNK - 1 < e->max_seq)
 			e->kv[i].cap = e->window + CHUNK - 1;
-		per = (size_t)e->kv[i].cap * (size_t)c->n_kv_heads * (size_t)L->head_dim;
+		per = (size_t)e->kv[i].cap * (size_t)L->kv_heads * (size_t)L->head_dim;
 		e->kv[i].k = alloc_f(per, &bad);
 		e->kv[i].v = alloc_f(per, &bad);
 	}
@@ -392,7 +393,7 @@ static void layer(struct fg_engine *e, int li, int T)
 {
 	const struct fg_g4_config *c = &e->m->cfg;
 	const struct fg_g4_layer *L = &e->m->layers[li];
-	int H = c->hidden, d = L->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, I = L->inter;
+	int H = c->hidden, d = L->head_dim, nh = c->n_heads, nkv = L->kv_heads, I = L->inter;
 	int P = c->ple_dim, t, h, i;
 	const float *inv = e->inv[L->type];
 	float *tmp = e->row_buf[0];
@@ -412,7 +413,10 @@ static void layer(struct fg_engine *e, int li, int T)
 		struct kv *cache = &e->kv[li];
 
 		matmul(e, &L->k, e->a, T, e->k);
-		matmul(e, &L->v, e->a, T, e->v);
+		if (L->v_is_k) /* attention_k_eq_v: v is k_proj's output, before k_norm and RoPE */
+			memcpy(e->v, e->k, sizeof(float) * (size_t)T * (size_t)nkv * (size_t)d);
+		else
+			matmul(e, &L->v, e->a, T, e->v);
 		for (t = 0; t < T; t++) {
 			size_t slot = (size_t)((e->pos + t) % cache->cap);
 

@@ -266,9 +266,11 @@ int fg_g4_model_load(struct fg_g4_model **out, const char *dir, struct fg_err *e
 	for (i = 0; i < c->n_layers; i++) {
 		struct fg_g4_layer *L = &m->layers[i];
 		int d = fg_g4_layer_head_dim(c, i), own = i < fg_g4_first_shared(c);
-		int H = c->hidden, qd = c->n_heads * d, kvd = c->n_kv_heads * d;
+		int H = c->hidden, qd = c->n_heads * d, kvd = fg_g4_layer_kv_heads(c, i) * d;
 
 		L->type = c->layer_type[i];
+		L->kv_heads = fg_g4_layer_kv_heads(c, i);
+		L->v_is_k = fg_g4_layer_v_is_k(c, i);
 		L->head_dim = d;
 		L->inter = fg_g4_layer_inter(c, i);
 		L->kv_src = fg_g4_kv_source(c, i);
@@ -286,7 +288,11 @@ int fg_g4_model_load(struct fg_g4_model **out, const char *dir, struct fg_err *e
 		VEC(q_norm, "self_attn.q_norm.weight", d);
 		if (own) {
 			LIN(k, "self_attn.k_proj", kvd, H);
-			LIN(v, "self_attn.v_proj", kvd, H);
+			if (L->v_is_k)
+				L->v = L->k; /* attention_k_eq_v: values from k_proj, before k_norm and RoPE */
+			else {
+				LIN(v, "self_attn.v_proj", kvd, H);
+			}
 			VEC(k_norm, "self_attn.k_norm.weight", d);
 		}
 		LIN(gate, "mlp.gate_proj", L->inter, H);

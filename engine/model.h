@@ -11,7 +11,9 @@
  * misshapen tensor is an error that names it. A head pruned to a keepset
  * (fgpack bake prune-head: "lm_head.weight" or INT4 rows [K][hidden] beside
  * "lm_head.keep_ids" I32 [K]) scores only those K tokens; every other
- * token's logit is -inf (docs/formats/keepset.md). */
+ * token's logit is -inf (docs/formats/keepset.md). With attention_k_eq_v the
+ * full layers have no v_proj (one in the file is ignored, as transformers
+ * does): their struct fg_lin v is a copy of k, the same weights. */
 #ifndef FG_ENGINE_MODEL_H
 #define FG_ENGINE_MODEL_H
 
@@ -25,7 +27,9 @@ struct fg_g4_layer {
 	int type;          /* FG_G4_SLIDING / FG_G4_FULL */
 	int head_dim;      /* d: 256-style sliding, 512-style full */
 	int inter;         /* MLP width */
+	int kv_heads;      /* KV heads of this layer (and of its source's cache) */
 	int kv_src;        /* layer whose KV cache this layer reads (itself if it owns one) */
+	int v_is_k;        /* attention_k_eq_v full layer: no v_proj; v is k_proj's output, v aliases k */
 	struct fg_lin q, k, v, o;         /* q [heads*d][hidden]; k, v [kv_heads*d][hidden] (absent when shared); o [hidden][heads*d] */
 	struct fg_lin gate, up, down;     /* gate, up [inter][hidden]; down [hidden][inter] */
 	struct fg_lin ple_gate, ple_proj; /* per_layer_input_gate [ple][hidden]; per_layer_projection [hidden][ple] */

@@ -110,6 +110,43 @@ VARIANTS = {
                          sliding_window=4, num_kv_shared_layers=0, rope_parameters=ROPE_PROP,
                          final_logit_softcapping=30.0, tie_word_embeddings=True, use_double_wide_mlp=False,
                          use_bidirectional_attention="vision"),
+    # attention_k_eq_v (the 26B/31B attention): full layers have no v_proj,
+    # their values are k_proj's output before k_norm/RoPE (then the unscaled
+    # v_norm), and they use num_global_key_value_heads KV heads (written as
+    # per_layer_config num_key_value_heads); here 1 on full layers against 2
+    # on sliding ones, head dims 16/32, no PLE, untied head
+    "kveq": dict(BASE, hidden_size=64, intermediate_size=96, num_hidden_layers=5,
+                 num_attention_heads=4, num_key_value_heads=2, num_global_key_value_heads=1,
+                 head_dim=16, global_head_dim=32, hidden_size_per_layer_input=0,
+                 layer_types=["sliding_attention", "full_attention", "sliding_attention",
+                              "sliding_attention", "full_attention"],
+                 sliding_window=4, num_kv_shared_layers=0, rope_parameters=ROPE_PROP,
+                 final_logit_softcapping=30.0, tie_word_embeddings=False, use_double_wide_mlp=False,
+                 attention_k_eq_v=True),
+    # attention_k_eq_v with KV sharing: layers 4 (sliding) and 5 (full) read
+    # layers 2 and 3; more KV heads on full layers (2) than sliding ones (1),
+    # head dims 16/24, PLE of 8, proportional RoPE 0.25, tied head
+    "kveq-shared": dict(BASE, hidden_size=48, intermediate_size=64, num_hidden_layers=6,
+                        num_attention_heads=4, num_key_value_heads=1, num_global_key_value_heads=2,
+                        head_dim=16, global_head_dim=24, hidden_size_per_layer_input=8,
+                        layer_types=["sliding_attention", "full_attention", "sliding_attention",
+                                     "full_attention", "sliding_attention", "full_attention"],
+                        sliding_window=4, num_kv_shared_layers=2,
+                        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                         "full_attention": {"rope_type": "proportional",
+                                                            "partial_rotary_factor": 0.25,
+                                                            "rope_theta": 1000000.0}},
+                        final_logit_softcapping=30.0, tie_word_embeddings=True, use_double_wide_mlp=False,
+                        attention_k_eq_v=True),
+    # attention_k_eq_v without num_global_key_value_heads: full layers keep
+    # num_key_value_heads; default RoPE, PLE of 8, two full layers in a row
+    "kveq-samekv": dict(BASE, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
+                        num_attention_heads=2, num_key_value_heads=1, head_dim=16, global_head_dim=32,
+                        hidden_size_per_layer_input=8,
+                        layer_types=["sliding_attention", "full_attention", "full_attention"],
+                        sliding_window=4, num_kv_shared_layers=0, rope_parameters=ROPE_DEFAULT,
+                        final_logit_softcapping=None, tie_word_embeddings=True, use_double_wide_mlp=False,
+                        attention_k_eq_v=True),
 }
 
 # The dtype each variant is saved in (and its weights rounded to); bf16 if absent.
@@ -191,6 +228,9 @@ def run(name, text):
     log("  %s: seed %d, smallest greedy margin %.4f" % (name, best[1], best[0][1]))
     for n, p in list(model.named_parameters())[:12]:
         log("   param %-50s %s" % (n, tuple(p.shape)))
+    log("   attention params: %s" % sorted(n.split("layers.")[1] for n, _ in model.named_parameters()
+                                          if "self_attn" in n and "_proj" in n and "q_proj" not in n
+                                          and "o_proj" not in n))
     reload_d = None
     with tempfile.TemporaryDirectory() as d:
         copy.deepcopy(model).to(dtype).save_pretrained(d, safe_serialization=True)
@@ -198,6 +238,7 @@ def run(name, text):
             log("   saved", f, os.path.getsize(os.path.join(d, f)))
             if f in ("config.json", "model.safetensors"):
                 FILES[name + "/" + f] = open(os.path.join(d, f), "rb").read()
+        log("   saved per_layer_config:", json.load(open(os.path.join(d, "config.json"))).get("per_layer_config"))
         # the file read back by transformers itself, in fp32, on the longest prompt
         try:
             from transformers import Gemma4ForCausalLM

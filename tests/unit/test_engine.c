@@ -665,7 +665,9 @@ static void check_per_layer_config(void)
 		const char *repl, *msg;
 	} bad[] = {
 		{ "\"per_layer_config\": {\"5\": {\"head_dim\": 512}},", "full layer 11 has head_dim 256, another 512" },
-		{ "\"per_layer_config\": {\"3\": {\"num_key_value_heads\": 4}},", "per_layer_config.3.num_key_value_heads differs" },
+		{ "\"per_layer_config\": {\"3\": {\"num_key_value_heads\": 4}},", "sliding layer 3 has num_key_value_heads 4, another 2" },
+		{ "\"per_layer_config\": {\"3\": {\"num_key_value_heads\": 3}},", "sliding layer 3 has 3 KV heads, which do not divide" },
+		{ "\"per_layer_config\": {\"3\": {\"num_attention_heads\": 4}},", "per_layer_config.3.num_attention_heads differs" },
 		{ "\"per_layer_config\": {\"3\": {\"sliding_window\": 4}},", "per_layer_config.3.sliding_window is not supported" },
 		{ "\"per_layer_config\": {\"42\": {\"head_dim\": 8}},", "per_layer_config.42 is not a layer index 0..41" },
 		{ "\"per_layer_config\": {\"x\": {}},", "per_layer_config.x is not a layer index" },
@@ -791,6 +793,7 @@ int main(void)
 		     "bf16 --sliding-window 5");
 	check_determinism(FIX "/bf16", "bf16");
 	check_determinism(FIX "/int4", "int4");
+	check_determinism(FIX "/variants/kveq-shared", "kveq-shared (attention_k_eq_v)");
 	check_errors();
 	check_f32();
 	check_f16();
