@@ -1302,6 +1302,15 @@ static int stream_all(struct bake *b, struct flow *f, struct fg_int4_report *rep
 	return rc;
 }
 
+/* enable_moe_block: true in config.json (top level or text_config). */
+static int is_moe(const cJSON *cfg)
+{
+	const cJSON *tc = cJSON_GetObjectItemCaseSensitive(cfg, "text_config");
+
+	return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "enable_moe_block")) ||
+	       (cJSON_IsObject(tc) && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(tc, "enable_moe_block")));
+}
+
 /* The quantization_config vLLM's compressed-tensors loader reads. */
 static int add_quant_config(cJSON *cfg, const struct bake *b, struct fg_err *err)
 {
@@ -1341,6 +1350,14 @@ static int add_quant_config(cJSON *cfg, const struct bake *b, struct fg_err *err
 		cJSON_AddItemToArray(ign, cJSON_CreateString("lm_head"));
 	for (i = 0; i < sizeof(ignore) / sizeof(ignore[0]); i++)
 		cJSON_AddItemToArray(ign, cJSON_CreateString(ignore[i]));
+	if (is_moe(cfg)) {
+		/* the experts (3-D, passed through) and the router, left in their
+		 * dtype: vLLM's FusedMoE asks for "<layer>.moe.experts.0.gate_proj"
+		 * and would expect INT4 experts unless ignored; router.proj is a
+		 * Linear in transformers (docs/formats/int4.md) */
+		cJSON_AddItemToArray(ign, cJSON_CreateString("re:.*\\.router\\.proj$"));
+		cJSON_AddItemToArray(ign, cJSON_CreateString("re:.*\\.experts\\..*"));
+	}
 	if (b->o->head_int4) {
 		cJSON_DeleteItemFromObjectCaseSensitive(cfg, "tie_word_embeddings");
 		cJSON_AddFalseToObject(cfg, "tie_word_embeddings");

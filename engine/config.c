@@ -186,6 +186,26 @@ static int parse_quant(struct fg_g4_config *c, const cJSON *q, const char *what,
 	return 0;
 }
 
+/* enable_moe_block and, when true, num_experts / top_k_experts /
+ * moe_intermediate_size (Gemma4TextConfig has no defaults for them: None).
+ * Without it the three keys are not read, as in transformers. */
+static int parse_moe(struct fg_g4_config *c, const cJSON *text, const char *what, struct fg_err *err)
+{
+	int on, rc;
+
+	if ((rc = get_bool(text, NULL, "enable_moe_block", 0, &on, what, err)))
+		return rc;
+	if (!on)
+		return 0;
+	if ((rc = get_int(text, NULL, "num_experts", -1, 1, 4096, &c->n_experts, what, err)) ||
+	    (rc = get_int(text, NULL, "top_k_experts", -1, 1, 4096, &c->top_k, what, err)) ||
+	    (rc = get_int(text, NULL, "moe_intermediate_size", -1, 1, 1 << 20, &c->moe_inter, what, err)))
+		return rc;
+	if (c->top_k > c->n_experts)
+		return BAD("key top_k_experts = %d exceeds num_experts = %d", c->top_k, c->n_experts);
+	return 0;
+}
+
 /* A per-layer integer override that the engine can only take when it equals
  * the model-wide value. */
 static int same_or_bad(const cJSON *o, const char *key, int want, const char *layer, const char *what,
@@ -363,12 +383,8 @@ int fg_g4_config_parse(struct fg_g4_config *c, const char *json, size_t len, con
 		rc = BAD("key hidden_activation = \"%s\" is not supported (gelu_pytorch_tanh)", s);
 		goto out;
 	}
-	if ((rc = get_bool(text, NULL, "enable_moe_block", 0, &b, what, err)))
+	if ((rc = parse_moe(c, text, what, err)))
 		goto out;
-	if (b) {
-		rc = BAD("key enable_moe_block = true is not supported%s", "");
-		goto out;
-	}
 	if ((rc = get_bool(text, NULL, "attention_k_eq_v", 0, &c->k_eq_v, what, err)))
 		goto out;
 	if ((rc = get_bool(text, NULL, "attention_bias", 0, &b, what, err)))

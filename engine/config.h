@@ -51,6 +51,11 @@ struct fg_g4_config {
 	uint8_t layer_type[FG_G4_MAX_LAYERS]; /* FG_G4_SLIDING / FG_G4_FULL */
 	struct fg_g4_rope rope[2]; /* by layer type */
 	int quant_group;        /* quantization_config group size; 0 = not quantized */
+	/* enable_moe_block (26B-A4B style): every layer adds a routed mixture
+	 * of experts beside its dense MLP (docs/engine.md); 0 = none */
+	int n_experts;          /* num_experts */
+	int top_k;              /* top_k_experts, 1..n_experts */
+	int moe_inter;          /* moe_intermediate_size: each expert's MLP width */
 };
 
 /* Parses config.json text; what names it in messages. */

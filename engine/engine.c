@@ -53,6 +53,18 @@ struct fg_engine {
 	const float ***kp, ***vp; /* [nw][max_seq] */
 	int n_eos_cache;
 	struct fg_g4_gpu *gpu;   /* FG_DEVICE_CUDA: the decode step on the GPU (engine/cuda.c) */
+	struct moe_scratch *ms;  /* enable_moe_block only */
+};
+
+/* Chunk scratch of the mixture-of-experts block (T <= CHUNK tokens). */
+struct moe_scratch {
+	float *rin, *h2, *xs, *ys; /* [T][hidden]: router input, experts' sum, an expert's inputs and outputs */
+	float *logits;             /* [T][E] */
+	float *gs, *us;            /* [T][moe_inter] */
+	int *idx;                  /* [T][top_k] experts chosen, best first */
+	float *w;                  /* [T][top_k] their weights */
+	int *rows;                 /* [T] tokens routed to the expert at hand */
+	float *rw;                 /* [T] and their weights */
 };
 
 /* ---- parallel helpers --------------------------------------------------- */
@@ -117,6 +129,52 @@ static void att_fn(void *ctx, int b, int end, int worker)
 
 /* ---- load / free ------------------------------------------------------- */
 
+static void *alloc_f(size_t n, int *bad);
+
+static void moe_scratch_free(struct moe_scratch *ms)
+{
+	if (!ms)
+		return;
+	free(ms->rin);
+	free(ms->h2);
+	free(ms->xs);
+	free(ms->ys);
+	free(ms->logits);
+	free(ms->gs);
+	free(ms->us);
+	free(ms->idx);
+	free(ms->w);
+	free(ms->rows);
+	free(ms->rw);
+	free(ms);
+}
+
+static struct moe_scratch *moe_scratch_new(const struct fg_g4_config *c)
+{
+	struct moe_scratch *ms = calloc(1, sizeof(*ms));
+	size_t H = (size_t)c->hidden, K = (size_t)c->top_k;
+	int bad = !ms;
+
+	if (bad)
+		return NULL;
+	ms->rin = alloc_f(CHUNK * H, &bad);
+	ms->h2 = alloc_f(CHUNK * H, &bad);
+	ms->xs = alloc_f(CHUNK * H, &bad);
+	ms->ys = alloc_f(CHUNK * H, &bad);
+	ms->logits = alloc_f(CHUNK * (size_t)c->n_experts, &bad);
+	ms->gs = alloc_f(CHUNK * (size_t)c->moe_inter, &bad);
+	ms->us = alloc_f(CHUNK * (size_t)c->moe_inter, &bad);
+	ms->w = alloc_f(CHUNK * K, &bad);
+	ms->rw = alloc_f(CHUNK, &bad);
+	ms->idx = calloc(CHUNK * K, sizeof(int));
+	ms->rows = calloc(CHUNK, sizeof(int));
+	if (bad || !ms->idx || !ms->rows) {
+		moe_scratch_free(ms);
+		return NULL;
+	}
+	return ms;
+}
+
 static int max_i(int a, int b)
 {
 	return a > b ? a : b;
@@ -169,6 +227,9 @@ int fg_engine_load(struct fg_engine **out, const char *model_dir, const struct f
 	for (i = 0; i < c->n_layers; i++)
 		maxi = max_i(maxi, fg_g4_layer_inter(c, i));
 	maxcols = max_i(max_i(c->hidden, c->n_heads * maxd), max_i(maxi, max_i(c->ple_dim, c->n_layers * c->ple_dim)));
+	maxcols = max_i(maxcols, c->moe_inter); /* an expert's down_proj */
+	if (c->n_experts && !(e->ms = moe_scratch_new(c)))
+		bad = 1;
 	H = (size_t)c->hidden;
 	e->x = alloc_f(CHUNK * H, &bad);
 	e->a = alloc_f(CHUNK * H, &bad);
@@ -279,6 +340,7 @@ void fg_engine_free(struct fg_engine *e)
 	free(e->hk);
 	free(e->inv[0]);
 	free(e->inv[1]);
+	moe_scratch_free(e->ms);
 	fg_pool_free(e->pool);
 	fg_g4_model_free(e->m);
 	free(e);
@@ -389,6 +451,113 @@ static void add_normed(float *x, const float *y, const float *w, int T, int H, f
 	}
 }
 
+/* Gemma4TextRouter on one token's router logits [E]: softmax in fp32, the
+ * top k probabilities (on an exact tie the lower expert index first, see
+ * docs/engine.md), renormalised to sum to 1 (summed best first, as torch sums
+ * topk's output), each times its expert's per_expert_scale. */
+static void route(const float *logits, int E, int k, const float *expert_scale, int *idx, float *w)
+{
+	float mx = logits[0], sum = 0, ksum = 0;
+	int i, j;
+
+	for (i = 1; i < E; i++)
+		if (logits[i] > mx)
+			mx = logits[i];
+	for (j = 0; j < k; j++) {
+		int best = -1;
+
+		for (i = 0; i < E; i++) {
+			int taken = 0, q;
+
+			for (q = 0; q < j; q++)
+				taken |= idx[q] == i;
+			if (!taken && (best < 0 || logits[i] > logits[best]))
+				best = i;
+		}
+		idx[j] = best;
+	}
+	for (i = 0; i < E; i++)
+		sum += expf(logits[i] - mx);
+	for (j = 0; j < k; j++) {
+		w[j] = expf(logits[idx[j]] - mx) / sum;
+		ksum += w[j];
+	}
+	for (j = 0; j < k; j++)
+		w[j] = w[j] / ksum * expert_scale[idx[j]];
+}
+
+/* The mixture-of-experts half of a layer's feed-forward block
+ * (Gemma4TextDecoderLayer.forward with enable_moe_block). On entry e->x is
+ * the residual (the hidden state before the MLP) and e->o the dense MLP's
+ * output; on exit e->o = post_feedforward_layernorm_1(mlp) +
+ * post_feedforward_layernorm_2(experts(pre_feedforward_layernorm_2(x))),
+ * which the caller normalises with post_feedforward_layernorm and adds.
+ * Experts run one at a time in index order over the tokens routed to them
+ * (each token's sum is thus taken in expert order, as transformers'
+ * index_add_ loop), with matmuls whose rows do not depend on how many
+ * tokens share them: prefill and decode agree bit for bit. */
+static void moe_block(struct fg_engine *e, const struct fg_g4_layer *L, int T)
+{
+	const struct fg_g4_config *c = &e->m->cfg;
+	const struct fg_g4_moe *x = L->moe;
+	struct moe_scratch *ms = e->ms;
+	int H = c->hidden, E = c->n_experts, K = c->top_k, I = c->moe_inter, t, i, ex;
+	const float root = (float)pow((double)H, -0.5);
+
+	/* router: RMSNorm without weight, * scale * hidden^-0.5, proj */
+	for (t = 0; t < T; t++) {
+		float *r = ms->rin + (size_t)t * (size_t)H;
+
+		fg_cpu_rmsnorm(r, e->x + (size_t)t * (size_t)H, NULL, H, c->eps);
+		for (i = 0; i < H; i++)
+			r[i] = r[i] * x->router_scale[i] * root;
+	}
+	matmul(e, &x->router, ms->rin, T, ms->logits);
+	for (t = 0; t < T; t++)
+		route(ms->logits + (size_t)t * (size_t)E, E, K, x->expert_scale, ms->idx + (size_t)t * (size_t)K,
+		      ms->w + (size_t)t * (size_t)K);
+	/* experts read pre_feedforward_layernorm_2(residual) */
+	for (t = 0; t < T; t++)
+		fg_cpu_rmsnorm(ms->rin + (size_t)t * (size_t)H, e->x + (size_t)t * (size_t)H, x->pre_norm_2, H, c->eps);
+	memset(ms->h2, 0, sizeof(float) * (size_t)T * (size_t)H);
+	for (ex = 0; ex < E; ex++) {
+		int n = 0, j;
+
+		for (t = 0; t < T; t++)
+			for (j = 0; j < K; j++)
+				if (ms->idx[(size_t)t * (size_t)K + (size_t)j] == ex) {
+					ms->rows[n] = t;
+					ms->rw[n] = ms->w[(size_t)t * (size_t)K + (size_t)j];
+					memcpy(ms->xs + (size_t)n * (size_t)H, ms->rin + (size_t)t * (size_t)H,
+					       sizeof(float) * (size_t)H);
+					n++;
+				}
+		if (!n)
+			continue;
+		matmul(e, &x->gate[ex], ms->xs, n, ms->gs);
+		matmul(e, &x->up[ex], ms->xs, n, ms->us);
+		fg_cpu_gelu_tanh(ms->gs, n * I);
+		for (i = 0; i < n * I; i++)
+			ms->gs[i] *= ms->us[i];
+		matmul(e, &x->down[ex], ms->gs, n, ms->ys);
+		for (j = 0; j < n; j++) {
+			float *h = ms->h2 + (size_t)ms->rows[j] * (size_t)H;
+			const float *y = ms->ys + (size_t)j * (size_t)H;
+
+			for (i = 0; i < H; i++)
+				h[i] += y[i] * ms->rw[j];
+		}
+	}
+	for (t = 0; t < T; t++) {
+		float *o = e->o + (size_t)t * (size_t)H, *h = ms->h2 + (size_t)t * (size_t)H;
+
+		fg_cpu_rmsnorm(o, o, x->post_norm_1, H, c->eps);
+		fg_cpu_rmsnorm(h, h, x->post_norm_2, H, c->eps);
+		for (i = 0; i < H; i++)
+			o[i] += h[i];
+	}
+}
+
 static void layer(struct fg_engine *e, int li, int T)
 {
 	const struct fg_g4_config *c = &e->m->cfg;
@@ -451,6 +620,8 @@ static void layer(struct fg_engine *e, int li, int T)
 	for (i = 0; i < T * I; i++)
 		e->g[i] *= e->u[i];
 	matmul(e, &L->down, e->g, T, e->o);
+	if (L->moe)
+		moe_block(e, L, T);
 	add_normed(e->x, e->o, L->post_ffw_norm, T, H, c->eps, tmp);
 
 	/* per-layer input */

@@ -192,6 +192,120 @@ static void note_format(struct fg_g4_model *m, const struct fg_lin *l, int *seen
 	(void)m;
 }
 
+/* One 3-D expert tensor, as transformers saves it: a float dtype the engine
+ * reads and shape [E][a][b]; *fmt gets its FG_W_* format, *esz its element size. */
+static int expert_tensor(const struct fg_g4_model *m, const struct fg_st_tensor *t, int E, int a, int b, int *fmt,
+			 size_t *esz, struct fg_err *err)
+{
+	char sh[96];
+
+	if (t->dtype != FG_ST_BF16 && t->dtype != FG_ST_F16 && t->dtype != FG_ST_F32)
+		return fg_err_set(err, FG_EUNSUPPORTED, "%s: tensor %s: dtype %s is not supported (BF16, F16, F32)",
+				  t->file, t->name, fg_st_dtype_name(t->dtype));
+	if (t->ndim != 3 || t->shape[0] != (uint64_t)E || t->shape[1] != (uint64_t)a || t->shape[2] != (uint64_t)b) {
+		shape_str(t, sh, sizeof(sh));
+		return fg_err_set(err, FG_EFORMAT, "tensor %s has shape %s, expected %d x %d x %d", t->name, sh, E, a,
+				  b);
+	}
+	*fmt = t->dtype == FG_ST_BF16 ? FG_W_BF16 : t->dtype == FG_ST_F16 ? FG_W_F16 : FG_W_F32;
+	*esz = fg_st_dtype_size(t->dtype);
+	(void)m;
+	return 0;
+}
+
+/* Layer li's router, experts and extra norms (struct fg_g4_moe, model.h). */
+static int bind_moe(struct fg_g4_model *m, struct fg_g4_layer *L, int li, int *seen, struct fg_err *err)
+{
+	const struct fg_g4_config *c = &m->cfg;
+	int E = c->n_experts, I = c->moe_inter, H = c->hidden, ex, rc, gfmt = 0, dfmt = 0;
+	const struct fg_st_tensor *gu, *dn;
+	struct fg_g4_moe *x;
+	char name[160], dname[160];
+	size_t gsz = 0, dsz = 0;
+
+	if (!(x = L->moe = calloc(1, sizeof(*x))) || !(x->gate = calloc((size_t)E, sizeof(*x->gate))) ||
+	    !(x->up = calloc((size_t)E, sizeof(*x->up))) || !(x->down = calloc((size_t)E, sizeof(*x->down))))
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+#define MVEC(field, nm, n)                                                            \
+	snprintf(name, sizeof(name), "layers.%d.%s", li, nm);                          \
+	if ((rc = bind_vec(m, &x->field, name, n, err)))                               \
+		return rc
+	snprintf(name, sizeof(name), "layers.%d.router.proj", li);
+	if ((rc = bind_lin(m, &x->router, name, E, H, 0, err)))
+		return rc;
+	MVEC(router_scale, "router.scale", H);
+	MVEC(expert_scale, "router.per_expert_scale", E);
+	MVEC(pre_norm_2, "pre_feedforward_layernorm_2.weight", H);
+	MVEC(post_norm_1, "post_feedforward_layernorm_1.weight", H);
+	MVEC(post_norm_2, "post_feedforward_layernorm_2.weight", H);
+#undef MVEC
+	snprintf(name, sizeof(name), "layers.%d.experts.gate_up_proj", li);
+	snprintf(dname, sizeof(dname), "layers.%d.experts.down_proj", li);
+	gu = find(m, name);
+	dn = find(m, dname);
+	if (gu || dn) {
+		if (!gu || !dn)
+			return fg_err_set(err, FG_ENOTFOUND, "tensor %s%s is missing from the checkpoint (beside %s%s)",
+					  m->prefix, gu ? dname : name, m->prefix, gu ? name : dname);
+		if ((rc = expert_tensor(m, gu, E, 2 * I, H, &gfmt, &gsz, err)) ||
+		    (rc = expert_tensor(m, dn, E, H, I, &dfmt, &dsz, err)))
+			return rc;
+		for (ex = 0; ex < E; ex++) {
+			const uint8_t *g = (const uint8_t *)gu->data + (size_t)ex * 2 * (size_t)I * (size_t)H * gsz;
+			const struct fg_lin gate = { gfmt, I, H, g, NULL, 0 };
+			const struct fg_lin up = { gfmt, I, H, g + (size_t)I * (size_t)H * gsz, NULL, 0 };
+			const struct fg_lin down = { dfmt, H, I,
+						     (const uint8_t *)dn->data + (size_t)ex * (size_t)H * (size_t)I * dsz,
+						     NULL, 0 };
+
+			x->gate[ex] = gate;
+			x->up[ex] = up;
+			x->down[ex] = down;
+		}
+	} else {
+		/* per-expert 2-D linears; say which tensor is missing in the
+		 * layout transformers writes when there are none at all */
+		char k0[200], k1[200];
+
+		snprintf(k0, sizeof(k0), "layers.%d.experts.0.gate_proj.weight", li);
+		snprintf(k1, sizeof(k1), "layers.%d.experts.0.gate_proj.weight_packed", li);
+		if (!find(m, k0) && !find(m, k1))
+			return fg_err_set(err, FG_ENOTFOUND, "tensor %s%s is missing from the checkpoint", m->prefix, name);
+		for (ex = 0; ex < E; ex++) {
+			snprintf(name, sizeof(name), "layers.%d.experts.%d.gate_proj", li, ex);
+			if ((rc = bind_lin(m, &x->gate[ex], name, I, H, 0, err)))
+				return rc;
+			snprintf(name, sizeof(name), "layers.%d.experts.%d.up_proj", li, ex);
+			if ((rc = bind_lin(m, &x->up[ex], name, I, H, 0, err)))
+				return rc;
+			snprintf(name, sizeof(name), "layers.%d.experts.%d.down_proj", li, ex);
+			if ((rc = bind_lin(m, &x->down[ex], name, H, I, 0, err)))
+				return rc;
+		}
+	}
+	for (ex = 0; ex < E; ex++) {
+		note_format(m, &x->gate[ex], seen);
+		note_format(m, &x->up[ex], seen);
+		note_format(m, &x->down[ex], seen);
+	}
+	return 0;
+}
+
+static void free_moe(struct fg_g4_moe *x)
+{
+	if (!x)
+		return;
+	free(x->router_scale);
+	free(x->expert_scale);
+	free(x->gate);
+	free(x->up);
+	free(x->down);
+	free(x->pre_norm_2);
+	free(x->post_norm_1);
+	free(x->post_norm_2);
+	free(x);
+}
+
 int fg_g4_model_load(struct fg_g4_model **out, const char *dir, struct fg_err *err)
 {
 	struct fg_g4_model *m;
@@ -316,6 +430,8 @@ int fg_g4_model_load(struct fg_g4_model **out, const char *dir, struct fg_err *e
 			L->scalar = s[0];
 			free(s);
 		}
+		if (c->n_experts && (rc = bind_moe(m, L, i, &seen, err)))
+			goto fail;
 #undef LIN
 #undef VEC
 	}
@@ -358,6 +474,7 @@ void fg_g4_model_free(struct fg_g4_model *m)
 			free(L->pre_ffw_norm);
 			free(L->post_ffw_norm);
 			free(L->post_ple_norm);
+			free_moe(L->moe);
 		}
 	free(m->layers);
 	free(m->ple_proj_norm);

@@ -23,6 +23,21 @@
 
 struct fg_st_set;
 
+/* A layer's mixture of experts (enable_moe_block; Gemma4TextRouter and
+ * Gemma4TextExperts). Experts come either as transformers saves them, 3-D
+ * "experts.gate_up_proj" [E][2 moe_inter][hidden] (gate rows first, then
+ * up) and "experts.down_proj" [E][hidden][moe_inter] in BF16/F16/F32, bound
+ * here as one row block per expert; or per expert as 2-D linears
+ * "experts.<e>.{gate,up,down}_proj" (".weight", or INT4 ".weight_packed"
+ * ...), the names vLLM's Gemma 4 loader takes for quantized experts. */
+struct fg_g4_moe {
+	struct fg_lin router;             /* router.proj [E][hidden] */
+	float *router_scale;              /* router.scale [hidden] */
+	float *expert_scale;              /* router.per_expert_scale [E] */
+	struct fg_lin *gate, *up, *down;  /* [E] each: gate, up [moe_inter][hidden]; down [hidden][moe_inter] */
+	float *pre_norm_2, *post_norm_1, *post_norm_2; /* pre_feedforward_layernorm_2, post_feedforward_layernorm_1/_2 [hidden] */
+};
+
 struct fg_g4_layer {
 	int type;          /* FG_G4_SLIDING / FG_G4_FULL */
 	int head_dim;      /* d: 256-style sliding, 512-style full */
@@ -36,6 +51,7 @@ struct fg_g4_layer {
 	float *q_norm, *k_norm;           /* [d]; k_norm NULL when shared */
 	float *in_norm, *post_attn_norm, *pre_ffw_norm, *post_ffw_norm, *post_ple_norm; /* [hidden] */
 	float scalar;                     /* layer_scalar */
+	struct fg_g4_moe *moe;            /* NULL without enable_moe_block */
 };
 
 struct fg_g4_model {

@@ -152,6 +152,33 @@ VARIANTS = {
 # The dtype each variant is saved in (and its weights rounded to); bf16 if absent.
 SAVE_DTYPE = {"f32-tied": "float32", "f16-untied": "float16"}
 
+# Mixture of experts (enable_moe_block, the 26B-A4B structure): every layer
+# runs the dense MLP and, beside it, a router picking top_k_experts of
+# num_experts experts (Gemma4TextRouter, Gemma4TextExperts), the two summed
+# through post_feedforward_layernorm_1/_2 (Gemma4TextDecoderLayer.forward).
+# build() draws the router so routing varies from token to token with clear
+# top-k margins; run() records the smallest gap between the k-th and the
+# (k+1)-th router probability seen (router_min_gap in oracle.json).
+VARIANTS.update({
+    # bf16, 6 experts top 2, sliding + full layers, no PLE, tied head
+    "moe": dict(BASE, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+                num_attention_heads=4, num_key_value_heads=2, head_dim=16, global_head_dim=32,
+                hidden_size_per_layer_input=0,
+                layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+                sliding_window=4, num_kv_shared_layers=0, rope_parameters=ROPE_PROP,
+                final_logit_softcapping=30.0, tie_word_embeddings=True, use_double_wide_mlp=False,
+                enable_moe_block=True, num_experts=6, top_k_experts=2, moe_intermediate_size=32),
+    # fp32, 4 experts top 3, with PLE and a KV-shared layer, untied head
+    "moe-f32": dict(BASE, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
+                    num_attention_heads=2, num_key_value_heads=1, head_dim=16, global_head_dim=32,
+                    hidden_size_per_layer_input=8,
+                    layer_types=["sliding_attention", "full_attention", "full_attention"],
+                    sliding_window=4, num_kv_shared_layers=1, rope_parameters=ROPE_DEFAULT,
+                    final_logit_softcapping=None, tie_word_embeddings=False, use_double_wide_mlp=False,
+                    enable_moe_block=True, num_experts=4, top_k_experts=3, moe_intermediate_size=24),
+})
+SAVE_DTYPE["moe-f32"] = "float32"
+
 PROMPTS = [[2], [2, 17, 99, 5, 201], [2, 250, 3, 3, 3, 40, 41, 42, 7, 128, 64]]
 STEPS = 16
 
@@ -165,13 +192,29 @@ def build(text, seed, dtype):
     from transformers import Gemma4ForCausalLM, Gemma4TextConfig
     cfg = Gemma4TextConfig(**text)
     cfg._attn_implementation = "eager"
+    if cfg.enable_moe_block:
+        # the experts' reference loop (Gemma4TextExperts.forward) rather than
+        # a grouped-matmul kernel: the same math, the order of the source
+        try:
+            cfg._experts_implementation = "eager"
+        except Exception:
+            traceback.print_exc()
     torch.manual_seed(seed)
     model = Gemma4ForCausalLM(cfg).float().eval()
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for n, p in model.named_parameters():
-            if n.endswith("norm.weight"):
+            if n.endswith(("norm.weight", "norm_1.weight", "norm_2.weight")):
                 p.copy_(torch.rand(p.shape, generator=g) + 0.5)
+            elif n.endswith("router.proj.weight"):
+                # router logits of a few units: routing varies across
+                # tokens and top-k gaps are not tiny
+                p.copy_(torch.randn(p.shape, generator=g) * 3.0)
+            elif n.endswith("router.scale") or n.endswith("router.per_expert_scale"):
+                p.copy_(torch.rand(p.shape, generator=g) + 0.5)
+            elif p.dim() == 3:
+                # experts: gate_up_proj [E, 2I, H], down_proj [E, H, I]
+                p.copy_(torch.randn(p.shape, generator=g) / (p.shape[2] ** 0.5))
             elif p.dim() == 2:
                 p.copy_(torch.randn(p.shape, generator=g) / (p.shape[1] ** 0.5))
                 if "embed_tokens" in n:
@@ -208,6 +251,29 @@ def greedy(model, pr):
     return gen, margins
 
 
+def router_gap(model, runs):
+    """Smallest gap between the k-th and (k+1)-th router probability over
+    every position of every prompt + continuation (uncached passes), and how
+    many distinct top-k sets were chosen; (None, 0) without MoE."""
+    import torch
+    if not model.config.enable_moe_block:
+        return None, 0
+    k = model.config.top_k_experts
+    probs = []
+    hooks = [m.register_forward_hook(lambda mod, inp, out: probs.append(out[0].detach().float()))
+             for m in model.modules() if type(m).__name__ == "Gemma4TextRouter"]
+    with torch.no_grad():
+        for pr, (gen, _) in zip(PROMPTS, runs):
+            model(input_ids=torch.tensor([pr + gen]), use_cache=False)
+    for h in hooks:
+        h.remove()
+    p = torch.cat(probs).reshape(-1, model.config.num_experts)
+    s = torch.sort(p, dim=-1, descending=True).values
+    gap = float((s[:, k - 1] - s[:, k]).min()) if k < p.shape[1] else 1.0
+    sets = {tuple(sorted(r.tolist())) for r in torch.topk(p, k, dim=-1).indices}
+    return gap, len(sets)
+
+
 def run(name, text):
     import torch
     dtype = getattr(torch, SAVE_DTYPE.get(name, "bfloat16"))
@@ -218,14 +284,18 @@ def run(name, text):
             runs = [greedy(model, pr) for pr in PROMPTS]
         mins = [min(m) for _, m in runs]
         distinct = [len(set(g)) for g, _ in runs]
-        log("  %s seed %d: min margins %s, distinct tokens %s" % (name, seed, ["%.4f" % m for m in mins], distinct))
+        gap, nsets = router_gap(model, runs)
+        log("  %s seed %d: min margins %s, distinct tokens %s, router gap %s, top-k sets %d" %
+            (name, seed, ["%.4f" % m for m in mins], distinct, gap, nsets))
         # varied continuations first (a model that repeats one token tests
-        # little), then the largest smallest margin
-        key = (min(min(distinct), 6), min(mins))
+        # little), then (MoE) clear top-k router gaps, then the largest
+        # smallest margin
+        key = (min(min(distinct), 6), gap is None or gap > 1e-4, min(mins))
         if best is None or key > best[0]:
             best = (key, seed)
     cfg, model = build(text, best[1], dtype)
-    log("  %s: seed %d, smallest greedy margin %.4f" % (name, best[1], best[0][1]))
+    log("  %s: seed %d, smallest greedy margin %.4f" % (name, best[1], best[0][-1]))
+    log("  %s: experts implementation %s" % (name, getattr(cfg, "_experts_implementation", None)))
     for n, p in list(model.named_parameters())[:12]:
         log("   param %-50s %s" % (n, tuple(p.shape)))
     log("   attention params: %s" % sorted(n.split("layers.")[1] for n, _ in model.named_parameters()
@@ -239,6 +309,12 @@ def run(name, text):
             if f in ("config.json", "model.safetensors"):
                 FILES[name + "/" + f] = open(os.path.join(d, f), "rb").read()
         log("   saved per_layer_config:", json.load(open(os.path.join(d, "config.json"))).get("per_layer_config"))
+        if cfg.enable_moe_block:  # the names and shapes transformers writes for the MoE block
+            from safetensors import safe_open
+            with safe_open(os.path.join(d, "model.safetensors"), "pt") as sf:
+                for k in sorted(sf.keys()):
+                    if k.startswith("model.layers.0."):
+                        log("   tensor %-56s %s %s" % (k, sf.get_slice(k).get_dtype(), sf.get_slice(k).get_shape()))
         # the file read back by transformers itself, in fp32, on the longest prompt
         try:
             from transformers import Gemma4ForCausalLM
@@ -253,6 +329,11 @@ def run(name, text):
     meta = {"variant": name, "made_by": "transformers save_pretrained (tests/oracle/variants.py)",
             "saved_dtype": str(dtype).replace("torch.", ""), "reload_vs_ref": reload_d,
             "seed": best[1], "vocab": cfg.vocab_size, "window": text["sliding_window"], "prompts": []}
+    if cfg.enable_moe_block:
+        with torch.no_grad():
+            gap, nsets = router_gap(model, [greedy(model, pr) for pr in PROMPTS])
+        meta["router_min_gap"], meta["router_topk_sets"] = gap, nsets
+        log("  %s: router: smallest k-th/(k+1)-th probability gap %.3g, %d distinct top-k sets" % (name, gap, nsets))
     chunks, offset, V = [], 0, cfg.vocab_size
     with torch.no_grad():
         for pr in PROMPTS:
@@ -293,6 +374,11 @@ def main():
         except Exception:
             traceback.print_exc()
     os.makedirs(OUT, exist_ok=True)
+    # torch.topk's order on exact ties (the router's top-k; docs/engine.md)
+    for dev in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):
+        for v in ([0.25, 0.25, 0.25, 0.25], [0.1, 0.3, 0.3, 0.3], [0.5, 0.2, 0.2, 0.1]):
+            t = torch.topk(torch.tensor(v, device=dev), 2)
+            log("topk tie order %s %s k=2: indices %s" % (dev, v, t.indices.tolist()))
     names = sys.argv[1:] or list(VARIANTS)
     for name in names:
         text = VARIANTS[name]

@@ -14,6 +14,7 @@
 #include "engine_test.h"
 
 #include "engine/engine.h"
+#include "engine/model.h"
 #include "fsutil.h"
 #include "json.h"
 
@@ -74,6 +75,17 @@ static void check(const char *dir, const char *json, const char *bin, int window
 	 * f32 (docs/engine.md): the same checks as bf16 */
 	sd = fg_json_str(o, "saved_dtype");
 	gpu = cpu ? load(dir, FG_DEVICE_CUDA, window, &err) : NULL;
+	if (cpu && fg_engine_model(cpu)->cfg.n_experts) {
+		/* mixture of experts: CPU only (test_engine.c checks it) */
+		ok(!gpu && err.code == FG_EUNSUPPORTED && strstr(err.msg, "enable_moe_block"),
+		   "%s: --device cuda refuses a mixture-of-experts model: %s", label, err.msg);
+		fg_engine_free(gpu);
+		fg_engine_free(cpu);
+		cJSON_Delete(o);
+		fg_buf_release(&jb);
+		fg_buf_release(&lb);
+		return;
+	}
 	ok(cpu && gpu, "%s: loads on cpu and cuda %s", label, err.msg);
 	if (gpu)
 		printf("# %s%s%s%s on %s\n", label, sd ? " (" : "", sd ? sd : "", sd ? ")" : "", fg_engine_device(gpu));

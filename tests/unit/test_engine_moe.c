@@ -1,0 +1,542 @@
+/* test_engine_moe.c - the CPU engine on Gemma 4 mixture-of-experts models
+ * (enable_moe_block, the 26B-A4B structure) made by transformers'
+ * save_pretrained: tests/fixtures/oracle/variants/moe (bf16, 6 experts, top
+ * 2) and moe-f32 (fp32, 4 experts, top 3, PLE, a KV-shared layer). Their
+ * logits and greedy tokens against transformers' are checked by
+ * test_engine.c with every variant; here: determinism (threads, chunks,
+ * SIMD), the two expert layouts giving the same bits (3-D as transformers
+ * saves them, per-expert 2-D as vLLM loads quantized ones), F32 = BF16 bits,
+ * the one-line errors of a broken checkpoint or config, --device cuda
+ * refused, and `bake int4` / `bake prune-head` on an MoE checkpoint with the
+ * engine running what they write. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tap.h"
+#include "engine_test.h"
+
+#include "bake/int4.h"
+#include "bf16.h"
+#include "engine/cpu/ops.h"
+#include "engine/engine.h"
+#include "engine/model.h"
+#include "fsutil.h"
+#include "json.h"
+#include "safetensors.h"
+
+#define MOE "tests/fixtures/oracle/variants/moe"
+#define MOE32 "tests/fixtures/oracle/variants/moe-f32"
+
+static struct fg_engine *load(const char *dir, int threads, int device, struct fg_err *err)
+{
+	struct fg_engine_opts o = { threads, 0, 0, device };
+	struct fg_engine *e = NULL;
+
+	if (fg_engine_load(&e, dir, &o, err))
+		return NULL;
+	return e;
+}
+
+/* Logits of a fixed 30-token sequence (ids folded into the vocabulary):
+ * the whole sequence at once (prefill in chunks) or one token at a time. */
+static float *run_seq(const char *dir, int threads, int one_by_one, int *n_out)
+{
+	static const int32_t seq[] = { 2, 17, 300, 5, 88, 410, 9, 9, 120, 311, 47, 260, 501, 3, 77, 190,
+				       64, 128, 255, 256, 100, 2, 400, 33, 34, 35, 480, 12, 6, 70 };
+	int n = (int)(sizeof(seq) / sizeof(seq[0])), V, i, rc = 0;
+	int32_t ids[sizeof(seq) / sizeof(seq[0])];
+	struct fg_err err = { 0 };
+	struct fg_engine *e = load(dir, threads, FG_DEVICE_CPU, &err);
+	float *lg;
+
+	*n_out = 0;
+	if (!e) {
+		printf("# load %s: %s\n", dir, err.msg);
+		return NULL;
+	}
+	V = fg_engine_vocab_size(e);
+	lg = malloc(sizeof(float) * (size_t)n * (size_t)V);
+	for (i = 0; i < n; i++)
+		ids[i] = seq[i] % V;
+	if (!one_by_one)
+		rc = fg_engine_forward_logits(e, ids, (size_t)n, 0, lg, &err);
+	else
+		for (i = 0; i < n && !rc; i++)
+			rc = fg_engine_forward_logits(e, ids + i, 1, 0, lg + (size_t)i * (size_t)V, &err);
+	fg_engine_free(e);
+	if (rc) {
+		printf("# forward %s: %s\n", dir, err.msg);
+		free(lg);
+		return NULL;
+	}
+	*n_out = n * V;
+	return lg;
+}
+
+static int same_bits(const float *a, const float *b, int na, int nb)
+{
+	return a && b && na == nb && na > 0 && !memcmp(a, b, sizeof(float) * (size_t)na);
+}
+
+static double max_diff(const float *a, const float *b, int n)
+{
+	double m = 0;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		double d = fabs((double)a[i] - (double)b[i]);
+
+		if (!(d <= m))
+			m = isnan(d) ? INFINITY : d;
+	}
+	return m;
+}
+
+static void check_determinism(const char *dir, const char *label)
+{
+	int n1, n2, n3, n4, n5, n6, was;
+	float *a = run_seq(dir, 1, 0, &n1), *b = run_seq(dir, 2, 0, &n2), *c = run_seq(dir, 3, 0, &n3);
+	float *d = run_seq(dir, 2, 1, &n4), *e5, *e6;
+
+	ok(same_bits(a, b, n1, n2), "%s: -j1 and -j2 logits bit-identical", label);
+	ok(same_bits(a, c, n1, n3), "%s: -j1 and -j3 logits bit-identical", label);
+	ok(same_bits(a, d, n1, n4), "%s: prefill in chunks and one-token decode bit-identical", label);
+	was = fg_cpu_set_simd(0);
+	e5 = run_seq(dir, 2, 0, &n5);
+	e6 = run_seq(dir, 1, 1, &n6);
+	fg_cpu_set_simd(was);
+	ok(same_bits(a, e5, n1, n5), "%s: plain C loops and the SIMD path bit-identical (prefill)", label);
+	ok(same_bits(a, e6, n1, n6), "%s: plain C loops and the SIMD path bit-identical (decode)", label);
+	free(a), free(b), free(c), free(d), free(e5), free(e6);
+}
+
+/* ---- rewritten copies of a fixture ---------------------------------------- */
+
+enum { AS_IS, TO_F32, DROP, TO_I32, SPLIT };
+
+/* Element k of a float tensor as a double. */
+static double elem(const struct fg_st_tensor *t, uint64_t k)
+{
+	const uint8_t *p = (const uint8_t *)t->data + fg_st_dtype_size(t->dtype) * k;
+	float f;
+
+	if (t->dtype == FG_ST_BF16)
+		return fg_bf16_to_f32(fg_le16(p));
+	if (t->dtype == FG_ST_F16)
+		return fg_f16_to_f32(fg_le16(p));
+	memcpy(&f, p, 4);
+	return f;
+}
+
+static int is_float(int dtype)
+{
+	return dtype == FG_ST_BF16 || dtype == FG_ST_F16 || dtype == FG_ST_F32;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t a = strlen(s), b = strlen(suffix);
+
+	return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* One tensor's data as dtype (values as doubles through elem). */
+static int write_as(struct fg_st_writer *w, const struct fg_st_tensor *t, uint64_t from, uint64_t count, int dtype,
+		    struct fg_err *err)
+{
+	uint64_t k;
+	int rc = 0;
+
+	if (dtype == t->dtype)
+		return fg_st_writer_write(w, (const uint8_t *)t->data + fg_st_dtype_size(t->dtype) * from,
+					  (size_t)(fg_st_dtype_size(t->dtype) * count), err);
+	for (k = from; k < from + count && !rc; k++) {
+		double v = elem(t, k);
+		float vf = (float)v;
+		int32_t vi = (int32_t)lrint(v);
+
+		rc = dtype == FG_ST_F32 ? fg_st_writer_write(w, &vf, 4, err) : fg_st_writer_write(w, &vi, 4, err);
+	}
+	return rc;
+}
+
+/* src's model copied to dir: config.json (with key set to value when key is
+ * not NULL; value NULL removes it) and model.safetensors rewritten by mode:
+ * TO_F32 every float tensor as F32 (exact), DROP leaves out tensor `name`,
+ * TO_I32 writes tensor `name` as I32, SPLIT writes each layer's 3-D experts
+ * as per-expert 2-D "experts.<e>.{gate,up,down}_proj.weight" (leaving out
+ * `name` among them when not NULL). */
+static int rewrite(const char *src, const char *dir, int mode, const char *name, const char *key, cJSON *value)
+{
+	struct fg_st_set *set = NULL;
+	struct fg_st_writer *w = NULL;
+	struct fg_st_desc *d;
+	struct fg_err err = { 0 };
+	char p[600], **names;
+	size_t i, n, nd = 0, nn = 0;
+	int rc;
+
+	snprintf(p, sizeof(p), "%s/model.safetensors", src);
+	if (fg_st_open(&set, p, &err)) {
+		printf("# %s\n", err.msg);
+		return -1;
+	}
+	n = fg_st_count(set);
+	d = calloc(n * 64, sizeof(*d));
+	names = calloc(n * 64, sizeof(*names));
+	for (i = 0; i < n; i++) {
+		const struct fg_st_tensor *t = fg_st_at(set, i);
+		int split = mode == SPLIT && t->ndim == 3, e, E = split ? (int)t->shape[0] : 0, gu;
+
+		if (mode == DROP && !strcmp(t->name, name))
+			continue;
+		if (!split) {
+			d[nd].name = t->name;
+			d[nd].dtype = (mode == TO_F32 && is_float(t->dtype)) || (mode == TO_I32 && !strcmp(t->name, name))
+					      ? (mode == TO_F32 ? FG_ST_F32 : FG_ST_I32)
+					      : t->dtype;
+			d[nd].ndim = t->ndim;
+			memcpy(d[nd].shape, t->shape, sizeof(d[nd].shape));
+			nd++;
+			continue;
+		}
+		gu = ends_with(t->name, "experts.gate_up_proj");
+		for (e = 0; e < E; e++) {
+			int k;
+
+			for (k = 0; k < (gu ? 2 : 1); k++) {
+				size_t stem = strlen(t->name) - strlen(gu ? "gate_up_proj" : "down_proj");
+				char *nm = malloc(stem + 64);
+
+				snprintf(nm, stem + 64, "%.*s%d.%s.weight", (int)stem, t->name, e,
+					 gu ? (k ? "up_proj" : "gate_proj") : "down_proj");
+				names[nn++] = nm;
+				if (name && !strcmp(nm, name))
+					continue;
+				d[nd].name = nm;
+				d[nd].dtype = t->dtype;
+				d[nd].ndim = 2;
+				d[nd].shape[0] = gu ? t->shape[1] / 2 : t->shape[1];
+				d[nd].shape[1] = t->shape[2];
+				nd++;
+			}
+		}
+	}
+	rc = fg_st_writer_new(&w, dir, d, nd, 0, NULL, &err);
+	if (!rc)
+		fg_st_writer_no_sync(w);
+	for (i = 0; i < n && !rc; i++) {
+		const struct fg_st_tensor *t = fg_st_at(set, i);
+		int split = mode == SPLIT && t->ndim == 3, e, k, gu;
+		uint64_t per;
+
+		if (mode == DROP && !strcmp(t->name, name))
+			continue;
+		if (!split) {
+			int dt = (mode == TO_F32 && is_float(t->dtype)) || (mode == TO_I32 && !strcmp(t->name, name))
+					 ? (mode == TO_F32 ? FG_ST_F32 : FG_ST_I32)
+					 : t->dtype;
+
+			rc = write_as(w, t, 0, t->nelem, dt, &err);
+			continue;
+		}
+		gu = ends_with(t->name, "experts.gate_up_proj");
+		per = t->shape[1] * t->shape[2] / (gu ? 2 : 1);
+		for (e = 0; e < (int)t->shape[0] && !rc; e++)
+			for (k = 0; k < (gu ? 2 : 1) && !rc; k++) {
+				char nm[300];
+				size_t stem = strlen(t->name) - strlen(gu ? "gate_up_proj" : "down_proj");
+
+				snprintf(nm, sizeof(nm), "%.*s%d.%s.weight", (int)stem, t->name, e,
+					 gu ? (k ? "up_proj" : "gate_proj") : "down_proj");
+				if (name && !strcmp(nm, name))
+					continue;
+				rc = write_as(w, t, ((uint64_t)e * (gu ? 2 : 1) + (uint64_t)k) * per, per, t->dtype, &err);
+			}
+	}
+	if (!rc)
+		rc = fg_st_writer_finish(w, &err);
+	if (rc)
+		printf("# rewrite %s: %s\n", src, err.msg);
+	fg_st_writer_free(w);
+	fg_st_free(set);
+	free(d);
+	for (i = 0; i < nn; i++)
+		free(names[i]);
+	free(names);
+	{
+		struct fg_buf b = FG_BUF_INIT;
+		cJSON *cfg = NULL;
+		char *txt = NULL;
+
+		snprintf(p, sizeof(p), "%s/config.json", src);
+		if (!rc && (fg_file_read(p, 1 << 20, &b, &err) || fg_json_parse(&cfg, b.data, b.len, p, &err)))
+			rc = -1;
+		if (!rc && key) {
+			cJSON_DeleteItemFromObjectCaseSensitive(cfg, key);
+			if (value)
+				cJSON_AddItemToObject(cfg, key, value);
+			value = NULL;
+		}
+		if (!rc)
+			txt = cJSON_Print(cfg);
+		snprintf(p, sizeof(p), "%s/config.json", dir);
+		if (!rc && (!txt || fg_file_write_atomic(p, txt, strlen(txt), 0644, &err)))
+			rc = -1;
+		free(txt);
+		cJSON_Delete(cfg);
+		fg_buf_release(&b);
+	}
+	cJSON_Delete(value);
+	return rc;
+}
+
+/* ---- the checks ------------------------------------------------------------ */
+
+static char tmp[] = "/tmp/fg_test_moe_XXXXXX";
+
+/* A fresh, empty sub-folder of tmp. */
+static const char *sub(const char *name)
+{
+	static char p[600];
+	struct fg_err err = { 0 };
+
+	snprintf(p, sizeof(p), "%s/%s", tmp, name);
+	fg_rm_tree(p);
+	fg_mkdir_p(p, 0755, &err);
+	return p;
+}
+
+static void check_layouts(void)
+{
+	int n0, n1, n2;
+	float *a = run_seq(MOE, 2, 0, &n0), *b, *c;
+	const char *dir;
+
+	dir = sub("f32");
+	ok(rewrite(MOE, dir, TO_F32, NULL, NULL, NULL) == 0, "moe: exact F32 copy written");
+	b = run_seq(dir, 2, 0, &n1);
+	ok(same_bits(a, b, n0, n1), "moe: F32 experts (and the rest in F32) give the BF16 logits bit for bit");
+	dir = sub("split");
+	ok(rewrite(MOE, dir, SPLIT, NULL, NULL, NULL) == 0, "moe: per-expert 2-D copy written");
+	c = run_seq(dir, 2, 0, &n2);
+	ok(same_bits(a, c, n0, n2), "moe: per-expert 2-D experts (vLLM's layout) give the 3-D layout's logits bit for bit");
+	free(a), free(b), free(c);
+}
+
+/* Loading dir fails with code (0: any) in one line holding want. */
+static void refused(const char *dir, int code, const char *want, const char *what)
+{
+	struct fg_err err = { 0 };
+	struct fg_engine *e = load(dir, 1, FG_DEVICE_CPU, &err);
+
+	ok(!e && (!code || err.code == code) && strstr(err.msg, want) && !strchr(err.msg, '\n'),
+	   "%s refused in one line naming it: %s", what, err.msg);
+	fg_engine_free(e);
+}
+
+static void check_errors(void)
+{
+	const char *dir;
+	char file[700];
+
+	dir = sub("topk");
+	rewrite(MOE, dir, AS_IS, NULL, "top_k_experts", cJSON_CreateNumber(7));
+	refused(dir, FG_EUNSUPPORTED, "top_k_experts = 7 exceeds num_experts = 6", "top_k_experts > num_experts");
+	dir = sub("noexperts");
+	rewrite(MOE, dir, AS_IS, NULL, "num_experts", NULL);
+	refused(dir, FG_EFORMAT, "missing key num_experts", "enable_moe_block without num_experts");
+	dir = sub("inter");
+	rewrite(MOE, dir, AS_IS, NULL, "moe_intermediate_size", cJSON_CreateNumber(31));
+	refused(dir, FG_EFORMAT, "tensor model.layers.0.experts.gate_up_proj has shape 6 x 64 x 64, expected 6 x 62 x 64",
+		"3-D experts of the wrong shape");
+	dir = sub("nexp");
+	rewrite(MOE, dir, AS_IS, NULL, "num_experts", cJSON_CreateNumber(5));
+	refused(dir, FG_EFORMAT, "tensor model.layers.0.router.proj.weight has shape 6 x 64, expected 5 x 64",
+		"a router of the wrong shape");
+	dir = sub("down");
+	rewrite(MOE, dir, DROP, "model.layers.1.experts.down_proj", NULL, NULL);
+	refused(dir, FG_ENOTFOUND, "tensor model.layers.1.experts.down_proj is missing", "a missing experts.down_proj");
+	dir = sub("scale");
+	rewrite(MOE, dir, DROP, "model.layers.0.router.per_expert_scale", NULL, NULL);
+	refused(dir, FG_ENOTFOUND, "tensor model.layers.0.router.per_expert_scale is missing",
+		"a missing router.per_expert_scale");
+	dir = sub("norm2");
+	rewrite(MOE, dir, DROP, "model.layers.3.post_feedforward_layernorm_2.weight", NULL, NULL);
+	refused(dir, FG_ENOTFOUND, "tensor model.layers.3.post_feedforward_layernorm_2.weight is missing",
+		"a missing post_feedforward_layernorm_2");
+	dir = sub("i32");
+	rewrite(MOE, dir, TO_I32, "model.layers.2.experts.gate_up_proj", NULL, NULL);
+	snprintf(file, sizeof(file), "%s/model.safetensors: tensor model.layers.2.experts.gate_up_proj: dtype I32", dir);
+	refused(dir, FG_EUNSUPPORTED, file, "3-D experts of dtype I32");
+	dir = sub("split-missing");
+	rewrite(MOE, dir, SPLIT, "model.layers.2.experts.3.up_proj.weight", NULL, NULL);
+	refused(dir, FG_ENOTFOUND, "tensor model.layers.2.experts.3.up_proj.weight is missing",
+		"a missing per-expert tensor");
+	{
+		struct fg_err err = { 0 };
+		struct fg_engine *e = load(MOE, 1, FG_DEVICE_CUDA, &err);
+
+		ok(!e && err.code == FG_EUNSUPPORTED && strstr(err.msg, "enable_moe_block") &&
+			   strstr(err.msg, "--device cpu") && !strchr(err.msg, '\n'),
+		   "--device cuda refuses an MoE model in one line: %s", err.msg);
+		fg_engine_free(e);
+	}
+}
+
+/* fgpack bake int4 on the MoE checkpoint: attention and dense MLP in INT4,
+ * router and experts passed through and listed in the quantization_config
+ * ignore list; the engine runs the result (deterministically) close to the
+ * bf16 original; a head pruned from it keeps the kept logits bit for bit. */
+static void check_bake(void)
+{
+	const char *out = sub("int4");
+	struct fg_int4_opts o;
+	struct fg_int4_report rep;
+	struct fg_err err = { 0 };
+	struct fg_st_set *a = NULL, *b = NULL;
+	char p[700];
+	int rc, n0 = 0, n1 = 0, n2 = 0, same = 1, seen = 0;
+	size_t i;
+	float *ref, *q1, *q2;
+
+	memset(&o, 0, sizeof(o));
+	o.group = 32;
+	o.threads = 2;
+	o.no_sync = 1;
+	o.rehash = 1;
+	rc = fg_int4_bake(MOE, out, &o, &rep, &err);
+	ok(rc == 0, "bake int4 --group 32 of the MoE checkpoint: %s", rc ? err.msg : "ok");
+	if (rc)
+		return;
+	printf("# bake: %zu quantized, %zu passed through\n", rep.n_quantized, rep.n_passed);
+	snprintf(p, sizeof(p), "%s/config.json", out);
+	{
+		struct fg_buf t = FG_BUF_INIT;
+		cJSON *cfg = NULL;
+		const cJSON *it;
+		int router = 0, experts = 0;
+
+		if (!fg_file_read(p, 1 << 20, &t, &err) && !fg_json_parse(&cfg, t.data, t.len, p, &err))
+			cJSON_ArrayForEach(it, fg_json_arr(fg_json_obj(cfg, "quantization_config"), "ignore")) {
+				router |= cJSON_IsString(it) && !strcmp(it->valuestring, "re:.*\\.router\\.proj$");
+				experts |= cJSON_IsString(it) && !strcmp(it->valuestring, "re:.*\\.experts\\..*");
+			}
+		ok(router && experts, "baked config: router.proj and the experts in quantization_config.ignore");
+		cJSON_Delete(cfg);
+		fg_buf_release(&t);
+	}
+	snprintf(p, sizeof(p), "%s/model.safetensors", MOE);
+	rc = fg_st_open(&a, p, &err);
+	if (!rc)
+		rc = fg_st_open(&b, out, &err);
+	for (i = 0; !rc && i < fg_st_count(a); i++) {
+		const struct fg_st_tensor *t = fg_st_at(a, i), *u;
+
+		if (!strstr(t->name, ".experts.") && !strstr(t->name, ".router."))
+			continue;
+		seen++;
+		u = fg_st_find(b, t->name);
+		same &= u && u->dtype == t->dtype && u->nbytes == t->nbytes && !memcmp(u->data, t->data, t->nbytes);
+	}
+	ok(!rc && seen == 4 * 5 && same, "baked: all %d router and expert tensors passed through byte for byte", seen);
+	fg_st_free(a);
+	fg_st_free(b);
+	ref = run_seq(MOE, 2, 0, &n0);
+	q1 = run_seq(out, 1, 0, &n1);
+	q2 = run_seq(out, 2, 1, &n2);
+	ok(same_bits(q1, q2, n1, n2), "baked MoE: -j1 prefill and -j2 decode bit-identical");
+	if (ref && q1 && n0 == n1) {
+		double d = max_diff(ref, q1, n0);
+
+		/* INT4 attention and dense MLP (group 32) move the logits (range
+		 * about +-25); a broken binding moves them by far more */
+		ok(d < 4.0, "baked MoE runs: max |logit diff| to the bf16 original %.3g (< 4)", d);
+	} else
+		ok(0, "baked MoE runs");
+	{
+		struct fg_engine *e = load(out, 1, FG_DEVICE_CPU, &err);
+		static const int32_t pr[] = { 2, 17, 99, 5, 201 };
+		struct gen g = { { 0 }, 0 }, g2 = { { 0 }, 0 };
+
+		ok(e && !strcmp(fg_engine_weight_format(e), "mixed"),
+		   "baked MoE: weight format \"mixed\" (INT4 linears, bf16 experts): %s",
+		   e ? fg_engine_weight_format(e) : err.msg);
+		rc = !e || fg_engine_generate(e, pr, 5, 16, on_token, &g, &err) ||
+		     fg_engine_generate_ids(e, pr, 5, 16, on_token, &g2, &err);
+		ok(!rc && g.n == 16 && g2.n == 16 && !memcmp(g.ids, g2.ids, sizeof(g.ids)),
+		   "baked MoE: greedy 16 tokens, generate_ids = generate %s", rc ? err.msg : "");
+		fg_engine_free(e);
+	}
+	free(ref), free(q1), free(q2);
+}
+
+/* fgpack bake prune-head on an MoE checkpoint (bf16, and its INT4 bake):
+ * the kept tokens' logits are the full head's bit for bit, the others -inf. */
+static void check_pruned(const char *src, const char *label)
+{
+	char dir[300], out[400];
+	struct fg_err err = { 0 };
+	struct fg_engine *full, *pr;
+	int32_t seq[12] = { 2, 17, 99, 4, 250, 31, 7, 200, 12, 88, 5, 60 };
+	int V, n = 12, i, same = 1, inf = 1, rc;
+	float *lf, *lp;
+
+	snprintf(dir, sizeof(dir), "%s", sub(label));
+	full = load(src, 1, FG_DEVICE_CPU, &err);
+	if (!full || prune_fixture(out, sizeof(out), dir, src, fg_engine_vocab_size(full), 0)) {
+		ok(0, "%s: pruned copy written", label);
+		fg_engine_free(full);
+		return;
+	}
+	V = fg_engine_vocab_size(full);
+	pr = load(out, 1, FG_DEVICE_CPU, &err);
+	ok(pr != NULL, "%s: the pruned MoE checkpoint loads %s", label, pr ? "" : err.msg);
+	lf = malloc(sizeof(float) * (size_t)n * (size_t)V);
+	lp = malloc(sizeof(float) * (size_t)n * (size_t)V);
+	rc = !pr || fg_engine_forward_logits(full, seq, (size_t)n, 0, lf, &err) ||
+	     fg_engine_forward_logits(pr, seq, (size_t)n, 0, lp, &err);
+	for (i = 0; !rc && i < n * V; i++) {
+		int v = i % V;
+
+		if (v % 3 != 1 || v == 1)
+			same &= !memcmp(&lf[i], &lp[i], sizeof(float));
+		else
+			inf &= isinf(lp[i]) && lp[i] < 0;
+	}
+	ok(!rc && same && inf, "%s: pruned head: kept logits bit-identical to the full head's, the rest -inf", label);
+	free(lf), free(lp);
+	fg_engine_free(full);
+	fg_engine_free(pr);
+}
+
+int main(void)
+{
+	(void)ids_of; /* engine_test.h helpers this suite does not need */
+	(void)for_each_variant;
+	if (access(MOE "/model.safetensors", R_OK) || access(MOE32 "/model.safetensors", R_OK)) {
+		ok(0, "MoE fixtures present (tests/fixtures/oracle/variants/moe, moe-f32)");
+		return tap_done();
+	}
+	if (!mkdtemp(tmp)) {
+		ok(0, "mkdtemp");
+		return tap_done();
+	}
+	check_determinism(MOE, "moe");
+	check_determinism(MOE32, "moe-f32");
+	check_layouts();
+	check_errors();
+	check_bake();
+	check_pruned(MOE, "moe-pruned");
+	{
+		char baked[700];
+
+		snprintf(baked, sizeof(baked), "%s/int4", tmp);
+		check_pruned(baked, "moe-int4-pruned");
+	}
+	fg_rm_tree(tmp);
+	return tap_done();
+}
