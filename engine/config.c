@@ -89,51 +89,154 @@ static int add_eos(struct fg_g4_config *c, const cJSON *v, const char *what, str
 	return 0;
 }
 
-static int parse_rope(struct fg_g4_rope *r, const cJSON *params, const char *type, int full,
+/* A number key of one rope_parameters entry: *out set when present and a
+ * number; 1 if absent or null, 0 if set, -1 if present but not a number. */
+static int rope_num(const cJSON *p, const char *key, double *out)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(p, key);
+
+	if (is_null(v))
+		return 1;
+	if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+		return -1;
+	*out = v->valuedouble;
+	return 0;
+}
+
+/* yarn's get_mscale (transformers' modeling_rope_utils), in double */
+static double yarn_mscale(double scale, double m)
+{
+	return scale <= 1 ? 1.0 : 0.1 * m * log(scale) + 1.0;
+}
+
+/* One layer type's rope_parameters, as transformers 5.17 reads them for
+ * Gemma 4 (Gemma4TextRotaryEmbedding: "default" is its own function, which
+ * ignores factor and partial_rotary_factor; other types go through
+ * ROPE_INIT_FUNCTIONS). max_pos: max_position_embeddings. */
+static int parse_rope(struct fg_g4_rope *r, const cJSON *params, const char *type, int full, int max_pos,
 		      const char *what, struct fg_err *err)
 {
+	static const char *const req[][5] = {
+		[FG_ROPE_LINEAR] = {"factor", NULL},
+		[FG_ROPE_DYNAMIC] = {"factor", NULL},
+		[FG_ROPE_YARN] = {"original_max_position_embeddings", NULL},
+		[FG_ROPE_LLAMA3] = {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings",
+				    NULL},
+	};
 	const cJSON *p = params ? cJSON_GetObjectItemCaseSensitive(params, type) : NULL;
 	const cJSON *v;
 	const char *rt;
+	double ms = 0, msa = 0, x;
+	int i, af_absent;
 
 	/* transformers' defaults when rope_parameters is absent */
+	memset(r, 0, sizeof(*r));
 	r->theta = full ? 1e6 : 1e4;
 	r->proportional = full;
+	r->type = full ? FG_ROPE_PROPORTIONAL : FG_ROPE_DEFAULT;
 	r->partial = full ? 0.25 : 1.0;
 	r->factor = 1.0;
+	r->attention = 1.0;
+	r->max_position = max_pos;
 	if (!params)
 		return 0;
 	if (!p || !cJSON_IsObject(p))
 		return BAD("key rope_parameters.%s is missing", type);
+	/* "type" is the old name of "rope_type" (transformers' validate_rope) */
 	rt = fg_json_str(p, "rope_type");
+	if (!rt && is_null(cJSON_GetObjectItemCaseSensitive(p, "rope_type")))
+		rt = fg_json_str(p, "type");
 	if (!rt || !strcmp(rt, "default"))
-		r->proportional = 0;
+		r->type = FG_ROPE_DEFAULT;
 	else if (!strcmp(rt, "proportional"))
-		r->proportional = 1;
+		r->type = FG_ROPE_PROPORTIONAL;
+	else if (!strcmp(rt, "linear"))
+		r->type = FG_ROPE_LINEAR;
+	else if (!strcmp(rt, "dynamic"))
+		r->type = FG_ROPE_DYNAMIC;
+	else if (!strcmp(rt, "yarn"))
+		r->type = FG_ROPE_YARN;
+	else if (!strcmp(rt, "llama3"))
+		r->type = FG_ROPE_LLAMA3;
+	else if (!strcmp(rt, "longrope"))
+		return BAD("key rope_parameters.%s.rope_type = \"longrope\" is not supported (transformers 5.17 "
+			   "cannot build a Gemma 4 config with it: its validation reads the per-layer head_dim)", type);
 	else
-		return BAD("key rope_parameters.%s.rope_type = \"%s\" is not supported (default, proportional)",
-			   type, rt);
+		return BAD("key rope_parameters.%s.rope_type = \"%s\" is not supported (default, proportional, "
+			   "linear, dynamic, yarn, llama3)", type, rt);
+	r->proportional = r->type == FG_ROPE_PROPORTIONAL;
 	v = cJSON_GetObjectItemCaseSensitive(p, "rope_theta");
 	if (!v || !cJSON_IsNumber(v) || v->valuedouble <= 0)
 		return BAD("key rope_parameters.%s.rope_theta is missing or not positive", type);
 	r->theta = v->valuedouble;
-	v = cJSON_GetObjectItemCaseSensitive(p, "partial_rotary_factor");
+	for (i = 0; r->type < (int)(sizeof(req) / sizeof(req[0])) && i < 5 && req[r->type][i]; i++)
+		if (rope_num(p, req[r->type][i], &x))
+			return BAD("key rope_parameters.%s.%s is missing or not a number (rope_type %s)", type,
+				   req[r->type][i], rt);
 	r->partial = 1.0;
-	if (v && cJSON_IsNumber(v)) {
-		if (v->valuedouble <= 0 || v->valuedouble > 1)
+	if (rope_num(p, "partial_rotary_factor", &r->partial) < 0)
+		return BAD("key rope_parameters.%s.partial_rotary_factor is not a number", type);
+	if (r->type == FG_ROPE_DEFAULT)
+		r->partial = 1.0; /* Gemma 4's own default rotates the whole head */
+	else if (r->type == FG_ROPE_PROPORTIONAL) {
+		if (r->partial <= 0 || r->partial > 1)
 			return BAD("key rope_parameters.%s.partial_rotary_factor = %g is out of range", type,
-				   v->valuedouble);
-		r->partial = v->valuedouble;
-	}
-	if (!r->proportional && r->partial != 1.0)
+				   r->partial);
+	} else if (r->partial != 1.0)
+		/* int(head_dim * partial) frequencies: cos/sin shorter than the
+		 * head, which transformers' apply_rotary_pos_emb cannot broadcast */
 		return BAD("key rope_parameters.%s.partial_rotary_factor = %g needs rope_type proportional", type,
 			   r->partial);
-	v = cJSON_GetObjectItemCaseSensitive(p, "factor");
-	if (v && cJSON_IsNumber(v)) {
-		if (v->valuedouble <= 0)
-			return BAD("key rope_parameters.%s.factor = %g is not positive", type, v->valuedouble);
-		r->factor = v->valuedouble;
+	if (r->type == FG_ROPE_DEFAULT)
+		return 0; /* factor ignored, as Gemma4TextRotaryEmbedding does */
+	if (rope_num(p, "factor", &r->factor) < 0)
+		return BAD("key rope_parameters.%s.factor is not a number", type);
+	if (r->type == FG_ROPE_YARN || r->type == FG_ROPE_LLAMA3) {
+		rope_num(p, "original_max_position_embeddings", &x);
+		if (x <= 0)
+			return BAD("key rope_parameters.%s.original_max_position_embeddings = %g is not positive", type,
+				   x);
+		r->orig_max = x;
 	}
+	if (r->type == FG_ROPE_YARN && !cJSON_GetObjectItemCaseSensitive(p, "factor"))
+		return BAD("key rope_parameters.%s.factor is missing (rope_type yarn)", type);
+	if (r->type == FG_ROPE_YARN && is_null(cJSON_GetObjectItemCaseSensitive(p, "factor")))
+		r->factor = (double)max_pos / r->orig_max; /* transformers: factor None */
+	if (r->factor <= 0)
+		return BAD("key rope_parameters.%s.factor = %g is not positive", type, r->factor);
+	if (r->type == FG_ROPE_LLAMA3) {
+		rope_num(p, "low_freq_factor", &r->low_freq);
+		rope_num(p, "high_freq_factor", &r->high_freq);
+		if (r->low_freq <= 0 || r->high_freq == r->low_freq)
+			return BAD("key rope_parameters.%s.low_freq_factor/high_freq_factor = %g/%g must be positive and "
+				   "differ", type, r->low_freq, r->high_freq);
+	}
+	if (r->type != FG_ROPE_YARN)
+		return 0;
+	/* beta_fast/beta_slow: `or 32` / `or 1` (null and 0 give the default) */
+	r->beta_fast = 32;
+	r->beta_slow = 1;
+	if (rope_num(p, "beta_fast", &x) < 0 || rope_num(p, "beta_slow", &x) < 0 ||
+	    rope_num(p, "mscale", &x) < 0 || rope_num(p, "mscale_all_dim", &x) < 0)
+		return BAD("key rope_parameters.%s: beta_fast, beta_slow, mscale, mscale_all_dim must be numbers", type);
+	if (!rope_num(p, "beta_fast", &x) && x != 0)
+		r->beta_fast = x;
+	if (!rope_num(p, "beta_slow", &x) && x != 0)
+		r->beta_slow = x;
+	if (r->beta_fast <= 0 || r->beta_slow <= 0)
+		return BAD("key rope_parameters.%s.beta_fast/beta_slow = %g/%g must be positive", type, r->beta_fast,
+			   r->beta_slow);
+	rope_num(p, "mscale", &ms);
+	rope_num(p, "mscale_all_dim", &msa);
+	af_absent = rope_num(p, "attention_factor", &r->attention);
+	if (af_absent < 0)
+		return BAD("key rope_parameters.%s.attention_factor is not a number", type);
+	if (af_absent)
+		r->attention = ms != 0 && msa != 0 ? yarn_mscale(r->factor, ms) / yarn_mscale(r->factor, msa)
+						   : yarn_mscale(r->factor, 1);
+	/* "truncate" is read by transformers 5.17 from the whole rope_parameters
+	 * (config.rope_parameters.get("truncate", True)), which for Gemma 4 is
+	 * keyed by layer type: a per-type truncate is ignored, always true */
 	return 0;
 }
 
@@ -455,8 +558,10 @@ int fg_g4_config_parse(struct fg_g4_config *c, const char *json, size_t len, con
 		rc = BAD("key rope_parameters is not an object%s", "");
 		goto out;
 	}
-	if ((rc = parse_rope(&c->rope[FG_G4_SLIDING], is_null(v) ? NULL : v, "sliding_attention", 0, what, err)) ||
-	    (rc = parse_rope(&c->rope[FG_G4_FULL], is_null(v) ? NULL : v, "full_attention", 1, what, err)))
+	if ((rc = parse_rope(&c->rope[FG_G4_SLIDING], is_null(v) ? NULL : v, "sliding_attention", 0,
+			      c->max_position, what, err)) ||
+	    (rc = parse_rope(&c->rope[FG_G4_FULL], is_null(v) ? NULL : v, "full_attention", 1, c->max_position,
+			      what, err)))
 		goto out;
 	if ((rc = parse_quant(c, cJSON_GetObjectItemCaseSensitive(top, "quantization_config"), what, err)))
 		goto out;

@@ -17,11 +17,23 @@
 
 enum { FG_G4_SLIDING = 0, FG_G4_FULL = 1 };
 
+/* rope_type of one layer type (transformers' ROPE_INIT_FUNCTIONS; "default"
+ * is Gemma4TextRotaryEmbedding's own, which ignores factor and
+ * partial_rotary_factor). engine/rope.c computes the tables. */
+enum { FG_ROPE_DEFAULT = 0, FG_ROPE_PROPORTIONAL, FG_ROPE_LINEAR, FG_ROPE_DYNAMIC, FG_ROPE_YARN,
+       FG_ROPE_LLAMA3 };
+
 struct fg_g4_rope {
 	double theta;
-	int proportional;   /* rope_type "proportional" (else "default") */
-	double partial;     /* partial_rotary_factor (proportional only) */
-	double factor;      /* frequencies divided by it; 1 = none */
+	int proportional;   /* rope_type "proportional" (kept for fg_cpu_rope_freqs callers) */
+	double partial;     /* partial_rotary_factor (proportional only; 1 otherwise) */
+	double factor;      /* proportional, linear, dynamic, yarn, llama3: the scaling factor */
+	int type;           /* FG_ROPE_* */
+	double attention;   /* attention_factor: multiplies cos and sin (yarn); 1 = none */
+	double orig_max;    /* original_max_position_embeddings (yarn, llama3) */
+	int max_position;   /* max_position_embeddings (dynamic: its base at that length) */
+	double beta_fast, beta_slow;   /* yarn */
+	double low_freq, high_freq;    /* llama3: low_freq_factor, high_freq_factor */
 };
 
 struct fg_g4_config {

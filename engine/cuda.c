@@ -158,6 +158,28 @@ static int up_floats(struct fg_g4_gpu *g, float **d, const float *h, size_t n, s
 	return fg_kmem_upload(g->ctx, *d, h, n * sizeof(float), err);
 }
 
+/* A q_norm/k_norm weight times the layer type's RoPE attention factor (yarn):
+ * RoPE is linear, so norm(x) * (w * s) rotated is s * (cos, sin) applied to
+ * norm(x) * w, as transformers scales cos and sin (within fp32 rounding);
+ * v has its own norm and is not scaled. s == 1: the weight as it is. */
+static int up_norm_scaled(struct fg_g4_gpu *g, float **d, const float *h, size_t n, float s,
+			  struct fg_err *err)
+{
+	float *t;
+	size_t i;
+	int rc;
+
+	if (s == 1.0f || !h)
+		return up_floats(g, d, h, n, err);
+	if (!(t = malloc(n * sizeof(float))))
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	for (i = 0; i < n; i++)
+		t[i] = h[i] * s;
+	rc = up_floats(g, d, t, n, err);
+	free(t);
+	return rc;
+}
+
 static int zeros(struct fg_g4_gpu *g, float **d, size_t n, struct fg_err *err)
 {
 	int rc = fg_kmem_alloc(g->ctx, (void **)d, (n ? n : 1) * sizeof(float), err);
@@ -324,8 +346,10 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 		    (rc = up_floats(g, &L->pre_ffw, ml->pre_ffw_norm, H, err)) ||
 		    (rc = up_floats(g, &L->post_ffw, ml->post_ffw_norm, H, err)) ||
 		    (rc = up_floats(g, &L->post_ple, ml->post_ple_norm, H, err)) ||
-		    (rc = up_floats(g, &L->q_norm, ml->q_norm, (size_t)d, err)) ||
-		    (rc = up_floats(g, &L->k_norm, ml->k_norm, (size_t)d, err)))
+		    (rc = up_norm_scaled(g, &L->q_norm, ml->q_norm, (size_t)d, (float)c->rope[ml->type].attention,
+					 err)) ||
+		    (rc = up_norm_scaled(g, &L->k_norm, ml->k_norm, (size_t)d, (float)c->rope[ml->type].attention,
+					 err)))
 			goto fail;
 		/* a sliding layer needs the last `window` positions only: a ring */
 		L->cap = ml->type == FG_G4_SLIDING && window < max_seq ? window : max_seq;

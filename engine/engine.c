@@ -23,6 +23,7 @@
 #include "engine/cpu/pool.h"
 #include "engine/cuda.h"
 #include "engine/model.h"
+#include "engine/rope.h"
 
 #define CHUNK 16
 #define DEFAULT_MAX_SEQ 8192
@@ -281,12 +282,8 @@ int fg_engine_load(struct fg_engine **out, const char *model_dir, const struct f
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory for the KV cache (max sequence %d)", e->max_seq);
 		goto fail;
 	}
-	for (i = 0; i < 2; i++) {
-		const struct fg_g4_rope *r = &c->rope[i];
-
-		fg_cpu_rope_freqs(e->inv[i], i == FG_G4_FULL ? c->global_head_dim : c->head_dim, r->theta,
-				  r->proportional, r->partial, r->factor);
-	}
+	for (i = 0; i < 2; i++)
+		fg_g4_rope_table(e->inv[i], &c->rope[i], i == FG_G4_FULL ? c->global_head_dim : c->head_dim);
 	if (o.device == FG_DEVICE_CUDA &&
 	    (rc = fg_g4_gpu_new(&e->gpu, e->m, (const float *const *)e->inv, e->window, e->max_seq, err)))
 		goto fail;
@@ -565,6 +562,7 @@ static void layer(struct fg_engine *e, int li, int T)
 	int H = c->hidden, d = L->head_dim, nh = c->n_heads, nkv = L->kv_heads, I = L->inter;
 	int P = c->ple_dim, t, h, i;
 	const float *inv = e->inv[L->type];
+	float rs = (float)c->rope[L->type].attention; /* cos and sin x attention factor (yarn) */
 	float *tmp = e->row_buf[0];
 
 	/* attention */
@@ -576,7 +574,7 @@ static void layer(struct fg_engine *e, int li, int T)
 			float *qh = e->q + ((size_t)t * (size_t)nh + (size_t)h) * (size_t)d;
 
 			fg_cpu_rmsnorm(qh, qh, L->q_norm, d, c->eps);
-			fg_cpu_rope(qh, d, inv, e->pos + t);
+			fg_cpu_rope_scaled(qh, d, inv, e->pos + t, rs);
 		}
 	if (L->kv_src == li) {
 		struct kv *cache = &e->kv[li];
@@ -594,7 +592,7 @@ static void layer(struct fg_engine *e, int li, int T)
 				float *kh = e->k + off, *vh = e->v + off;
 
 				fg_cpu_rmsnorm(kh, kh, L->k_norm, d, c->eps);
-				fg_cpu_rope(kh, d, inv, e->pos + t);
+				fg_cpu_rope_scaled(kh, d, inv, e->pos + t, rs);
 				fg_cpu_rmsnorm(vh, vh, NULL, d, c->eps);
 			}
 			memcpy(cache->k + slot * (size_t)nkv * (size_t)d, e->k + (size_t)t * (size_t)nkv * (size_t)d,

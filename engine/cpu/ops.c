@@ -393,29 +393,34 @@ void fg_cpu_rope_freqs(float *inv, int d, double theta, int proportional, double
 	for (i = 0; i < half; i++) {
 		if (i < angles) {
 			float e = (float)(2 * i) / (float)d; /* fp32, as torch's arange / dim */
-			float p = (float)pow(theta, (double)e);
+			float p = (float)pow((double)(float)theta, (double)e); /* the base meets torch as fp32 */
 
 			inv[i] = 1.0f / p;
 		} else {
 			inv[i] = 0.0f;
 		}
-		if (factor != 1.0)
+		if (proportional && factor != 1.0)
 			inv[i] = inv[i] / (float)factor;
 	}
 }
 
-void fg_cpu_rope(float *x, int d, const float *inv, int pos)
+void fg_cpu_rope_scaled(float *x, int d, const float *inv, int pos, float scale)
 {
 	int half = d / 2, i;
 
 	for (i = 0; i < half; i++) {
 		float a = (float)pos * inv[i];
-		float c = (float)cos((double)a), s = (float)sin((double)a);
+		float c = (float)cos((double)a) * scale, s = (float)sin((double)a) * scale;
 		float x0 = x[i], x1 = x[i + half];
 
 		x[i] = x0 * c + (-x1) * s;
 		x[i + half] = x1 * c + x0 * s;
 	}
+}
+
+void fg_cpu_rope(float *x, int d, const float *inv, int pos)
+{
+	fg_cpu_rope_scaled(x, d, inv, pos, 1.0f);
 }
 
 void fg_cpu_attend(float *out, const float *q, int d, const float *const *k, const float *const *v,

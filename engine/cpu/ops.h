@@ -61,9 +61,11 @@ void fg_cpu_rmsnorm(float *y, const float *x, const float *w, int n, float eps);
 void fg_cpu_gelu_tanh(float *x, int n);
 
 /* Inverse frequencies of one layer type, d/2 of them (d = head dim):
- * default:      inv[i] = 1 / theta^(2i/d)
+ * default:      inv[i] = 1 / theta^(2i/d) (partial and factor unused: Gemma 4's
+ *               own default ignores them)
  * proportional: the same for i < floor(partial * d / 2), 0 after (those
- *               dimensions pass through unrotated); then all / factor. */
+ *               dimensions pass through unrotated); then all / factor.
+ * The other rope types: engine/rope.h. */
 void fg_cpu_rope_freqs(float *inv, int d, double theta, int proportional, double partial,
 		       double factor);
 
@@ -71,6 +73,9 @@ void fg_cpu_rope_freqs(float *inv, int d, double theta, int proportional, double
  * a = pos * inv[i]: x[i] = x[i] cos a - x[i + d/2] sin a,
  * x[i + d/2] = x[i + d/2] cos a + x[i] sin a. */
 void fg_cpu_rope(float *x, int d, const float *inv, int pos);
+/* The same with cos and sin each multiplied by scale in fp32 (transformers'
+ * attention_scaling, yarn's attention factor); scale 1 = fg_cpu_rope. */
+void fg_cpu_rope_scaled(float *x, int d, const float *inv, int pos, float scale);
 
 /* One query head over n cached positions, scale 1.0, no softcap:
  * s_j = q . k_j, p = softmax(s), out = sum_j p_j v_j, in position order.

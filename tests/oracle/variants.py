@@ -149,6 +149,34 @@ VARIANTS = {
                         attention_k_eq_v=True),
 }
 
+# RoPE types other than default/proportional (transformers' ROPE_INIT_FUNCTIONS),
+# a different one on sliding and full layers; hidden 32, 4 layers S F S F,
+# PLE of 8, layer 3 KV-shared with full layer 1; small original lengths so
+# every regime of each scaling is reached (docs/engine.md "RoPE types")
+_ROPE_SHAPE = dict(BASE, hidden_size=32, intermediate_size=48, num_hidden_layers=4, num_attention_heads=2,
+                   num_key_value_heads=1, head_dim=16, global_head_dim=32, hidden_size_per_layer_input=8,
+                   layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+                   sliding_window=6, num_kv_shared_layers=1, final_logit_softcapping=30.0,
+                   tie_word_embeddings=True, use_double_wide_mlp=False)
+VARIANTS.update({
+    "rope-linear": dict(_ROPE_SHAPE, rope_parameters={
+        "sliding_attention": {"rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0},
+        "full_attention": {"rope_type": "linear", "rope_theta": 1000000.0, "factor": 8.0}}),
+    # attention scaling 1 + 0.1 ln 4 on sliding layers, mscale/mscale_all_dim
+    # and truncate false on full layers
+    "rope-yarn": dict(_ROPE_SHAPE, rope_parameters={
+        "sliding_attention": {"rope_type": "yarn", "rope_theta": 100.0, "factor": 4.0,
+                              "original_max_position_embeddings": 16, "beta_fast": 16.0, "beta_slow": 2.0},
+        "full_attention": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 2.0,
+                           "original_max_position_embeddings": 16, "mscale": 1.0, "mscale_all_dim": 0.5,
+                           "truncate": False}}),
+    "rope-llama3": dict(_ROPE_SHAPE, rope_parameters={
+        "sliding_attention": {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 4.0, "low_freq_factor": 1.0,
+                              "high_freq_factor": 4.0, "original_max_position_embeddings": 32},
+        "full_attention": {"rope_type": "llama3", "rope_theta": 1000000.0, "factor": 8.0, "low_freq_factor": 1.0,
+                           "high_freq_factor": 2.0, "original_max_position_embeddings": 16}}),
+})
+
 # The dtype each variant is saved in (and its weights rounded to); bf16 if absent.
 SAVE_DTYPE = {"f32-tied": "float32", "f16-untied": "float16"}
 
