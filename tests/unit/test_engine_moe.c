@@ -115,7 +115,7 @@ static void check_determinism(const char *dir, const char *label)
 
 /* ---- rewritten copies of a fixture ---------------------------------------- */
 
-enum { AS_IS, TO_F32, DROP, TO_I32, SPLIT };
+enum { AS_IS, TO_F32, DROP, TO_I32, SPLIT, DEQUANT };
 
 /* Element k of a float tensor as a double. */
 static double elem(const struct fg_st_tensor *t, uint64_t k)
@@ -163,12 +163,44 @@ static int write_as(struct fg_st_writer *w, const struct fg_st_tensor *t, uint64
 	return rc;
 }
 
+/* An INT4 linear (compressed-tensors pack-quantized, symmetric) written as
+ * its F32 weights w = q * scale, row by row. */
+static int dequant(struct fg_st_writer *w, const struct fg_st_set *set, const struct fg_st_tensor *pk,
+		   struct fg_err *err)
+{
+	char nm[300];
+	const struct fg_st_tensor *sc;
+	uint64_t rows = pk->shape[0], cols = pk->shape[1] * 8, r, c, group;
+	float *row;
+	int rc = 0;
+
+	snprintf(nm, sizeof(nm), "%.*s_scale", (int)(strlen(pk->name) - strlen("_packed")), pk->name);
+	sc = fg_st_find(set, nm);
+	if (!sc || sc->ndim != 2 || sc->dtype != FG_ST_BF16)
+		return fg_err_set(err, FG_EFORMAT, "dequant: %s missing or not BF16 2-D", nm);
+	group = cols / sc->shape[1];
+	row = malloc(sizeof(float) * (size_t)cols);
+	for (r = 0; r < rows && !rc; r++) {
+		for (c = 0; c < cols; c++) {
+			uint32_t word = fg_le32((const uint8_t *)pk->data + 4 * (r * (cols / 8) + c / 8));
+			int q = (int)((word >> (4 * (c % 8))) & 15) - 8;
+			float s = fg_bf16_to_f32(fg_le16((const uint8_t *)sc->data + 2 * (r * sc->shape[1] + c / group)));
+
+			row[c] = (float)q * s;
+		}
+		rc = fg_st_writer_write(w, row, sizeof(float) * (size_t)cols, err);
+	}
+	free(row);
+	return rc;
+}
+
 /* src's model copied to dir: config.json (with key set to value when key is
  * not NULL; value NULL removes it) and model.safetensors rewritten by mode:
  * TO_F32 every float tensor as F32 (exact), DROP leaves out tensor `name`,
  * TO_I32 writes tensor `name` as I32, SPLIT writes each layer's 3-D experts
  * as per-expert 2-D "experts.<e>.{gate,up,down}_proj.weight" (leaving out
- * `name` among them when not NULL). */
+ * `name` among them when not NULL), DEQUANT writes every INT4 linear as its
+ * F32 weights "<m>.weight". */
 static int rewrite(const char *src, const char *dir, int mode, const char *name, const char *key, cJSON *value)
 {
 	struct fg_st_set *set = NULL;
@@ -193,6 +225,23 @@ static int rewrite(const char *src, const char *dir, int mode, const char *name,
 
 		if (mode == DROP && !strcmp(t->name, name))
 			continue;
+		if (mode == DEQUANT && (ends_with(t->name, ".weight_scale") || ends_with(t->name, ".weight_shape")))
+			continue;
+		if (mode == DEQUANT && ends_with(t->name, ".weight_packed")) {
+			size_t stem = strlen(t->name) - strlen("_packed");
+			char *nm = malloc(stem + 1);
+
+			memcpy(nm, t->name, stem);
+			nm[stem] = 0;
+			names[nn++] = nm;
+			d[nd].name = nm;
+			d[nd].dtype = FG_ST_F32;
+			d[nd].ndim = 2;
+			d[nd].shape[0] = t->shape[0];
+			d[nd].shape[1] = t->shape[1] * 8;
+			nd++;
+			continue;
+		}
 		if (!split) {
 			d[nd].name = t->name;
 			d[nd].dtype = (mode == TO_F32 && is_float(t->dtype)) || (mode == TO_I32 && !strcmp(t->name, name))
@@ -235,6 +284,12 @@ static int rewrite(const char *src, const char *dir, int mode, const char *name,
 
 		if (mode == DROP && !strcmp(t->name, name))
 			continue;
+		if (mode == DEQUANT && (ends_with(t->name, ".weight_scale") || ends_with(t->name, ".weight_shape")))
+			continue;
+		if (mode == DEQUANT && ends_with(t->name, ".weight_packed")) {
+			rc = dequant(w, set, t, &err);
+			continue;
+		}
 		if (!split) {
 			int dt = (mode == TO_F32 && is_float(t->dtype)) || (mode == TO_I32 && !strcmp(t->name, name))
 					 ? (mode == TO_F32 ? FG_ST_F32 : FG_ST_I32)
@@ -393,7 +448,7 @@ static void check_errors(void)
  * bf16 original; a head pruned from it keeps the kept logits bit for bit. */
 static void check_bake(void)
 {
-	const char *out = sub("int4");
+	char out[600];
 	struct fg_int4_opts o;
 	struct fg_int4_report rep;
 	struct fg_err err = { 0 };
@@ -403,6 +458,7 @@ static void check_bake(void)
 	size_t i;
 	float *ref, *q1, *q2;
 
+	snprintf(out, sizeof(out), "%s", sub("int4"));
 	memset(&o, 0, sizeof(o));
 	o.group = 32;
 	o.threads = 2;
@@ -457,6 +513,21 @@ static void check_bake(void)
 		ok(d < 4.0, "baked MoE runs: max |logit diff| to the bf16 original %.3g (< 4)", d);
 	} else
 		ok(0, "baked MoE runs");
+	{
+		/* the same weights written out in F32: the engine's INT4 rows are
+		 * q * scale exactly, so only summation order (INT4 dots scale each
+		 * group's sum) may differ */
+		const char *dq = sub("int4-f32");
+		int n3 = 0;
+		float *f = NULL;
+
+		rc = rewrite(out, dq, DEQUANT, NULL, "quantization_config", NULL);
+		f = rc ? NULL : run_seq(dq, 2, 0, &n3);
+		ok(f && q1 && n3 == n1 && max_diff(f, q1, n1) < 1e-4,
+		   "baked MoE = its weights dequantized to F32 (max |logit diff| %.3g < 1e-4)",
+		   f && q1 && n3 == n1 ? max_diff(f, q1, n1) : -1.0);
+		free(f);
+	}
 	{
 		struct fg_engine *e = load(out, 1, FG_DEVICE_CPU, &err);
 		static const int32_t pr[] = { 2, 17, 99, 5, 201 };
