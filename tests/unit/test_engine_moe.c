@@ -20,6 +20,7 @@
 
 #include "bake/int4.h"
 #include "bf16.h"
+#include "engine/config.h"
 #include "engine/cpu/ops.h"
 #include "engine/engine.h"
 #include "engine/model.h"
@@ -584,6 +585,39 @@ static void check_pruned(const char *src, const char *label)
 	fg_engine_free(pr);
 }
 
+/* The text_config of a 26B-A4B checkpoint as public ports of it quote it (MoE with
+ * attention_k_eq_v, no PLE, global_head_dim and num_global_key_value_heads
+ * of transformers before 5.15): parsed, with the derived structure. */
+static void check_26b_config(void)
+{
+	static const char *json =
+		"{\"architectures\": [\"Gemma4ForConditionalGeneration\"], \"model_type\": \"gemma4\","
+		" \"eos_token_id\": [1, 106], \"text_config\": {\"model_type\": \"gemma4_text\","
+		" \"attention_k_eq_v\": true, \"enable_moe_block\": true, \"final_logit_softcapping\": 30.0,"
+		" \"global_head_dim\": 512, \"head_dim\": 256, \"hidden_activation\": \"gelu_pytorch_tanh\","
+		" \"hidden_size\": 2816, \"hidden_size_per_layer_input\": 0, \"intermediate_size\": 2112,"
+		" \"max_position_embeddings\": 262144, \"moe_intermediate_size\": 704, \"num_attention_heads\": 16,"
+		" \"num_experts\": 128, \"num_global_key_value_heads\": 2, \"num_hidden_layers\": 30,"
+		" \"num_key_value_heads\": 8, \"num_kv_shared_layers\": 0, \"rms_norm_eps\": 1e-06,"
+		" \"rope_parameters\": {\"full_attention\": {\"partial_rotary_factor\": 0.25,"
+		" \"rope_theta\": 1000000.0, \"rope_type\": \"proportional\"}, \"sliding_attention\":"
+		" {\"rope_theta\": 10000.0, \"rope_type\": \"default\"}}, \"sliding_window\": 1024,"
+		" \"tie_word_embeddings\": true, \"top_k_experts\": 8, \"vocab_size\": 262144,"
+		" \"use_double_wide_mlp\": false}}";
+	struct fg_g4_config c;
+	struct fg_err err = { 0 };
+	int rc = fg_g4_config_parse(&c, json, strlen(json), "26b", &err);
+
+	is_int(rc, 0, "26B-A4B-style config (MoE + attention_k_eq_v) parses: %s", err.msg);
+	if (rc)
+		return;
+	ok(c.n_experts == 128 && c.top_k == 8 && c.moe_inter == 704 && c.inter == 2112,
+	   "26B-A4B: 128 experts, top 8, expert width 704, dense MLP 2112");
+	ok(c.ple_dim == 0 && c.k_eq_v && fg_g4_layer_kv_heads(&c, 5) == 2 && fg_g4_layer_kv_heads(&c, 4) == 8 &&
+		   fg_g4_layer_head_dim(&c, 5) == 512 && fg_g4_layer_head_dim(&c, 4) == 256,
+	   "26B-A4B: no PLE, k_eq_v, full layers 2 KV heads of 512, sliding 8 of 256");
+}
+
 int main(void)
 {
 	(void)ids_of; /* engine_test.h helpers this suite does not need */
@@ -596,6 +630,7 @@ int main(void)
 		ok(0, "mkdtemp");
 		return tap_done();
 	}
+	check_26b_config();
 	check_determinism(MOE, "moe");
 	check_determinism(MOE32, "moe-f32");
 	check_layouts();
