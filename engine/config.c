@@ -309,6 +309,43 @@ static int parse_moe(struct fg_g4_config *c, const cJSON *text, const char *what
 	return 0;
 }
 
+/* The placeholders of a nested (Gemma4Config) config: Gemma4Model's forward
+ * replaces image_token_id, video_token_id and audio_token_id in input_ids by
+ * text_config.pad_token_id before the embedding and the per-layer inputs.
+ * An absent key takes Gemma4Config's default, null means none; a flat
+ * (Gemma4TextConfig, Gemma4ForCausalLM) config has none. */
+static int mm_ids(struct fg_g4_config *c, const cJSON *text, const cJSON *top, const char *what,
+		  struct fg_err *err)
+{
+	static const struct { const char *key; int32_t def; } ph[] = {
+		{ "image_token_id", 258880 }, { "video_token_id", 258884 }, { "audio_token_id", 258881 } };
+	const cJSON *v = get(text, NULL, "pad_token_id");
+	double id;
+	size_t i;
+
+	c->n_mm_ids = 0;
+	c->pad = -1;
+	if (text == top)
+		return 0;
+	if (v && !cJSON_IsNull(v) && (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble >= c->vocab ||
+				      v->valuedouble != floor(v->valuedouble)))
+		return BAD("key pad_token_id is not a token id below vocab_size %d", c->vocab);
+	c->pad = !v ? 0 : cJSON_IsNull(v) ? -1 : (int32_t)v->valuedouble; /* Gemma4TextConfig: 0 */
+	if (c->pad < 0)
+		return 0;
+	for (i = 0; i < sizeof(ph) / sizeof(ph[0]); i++) {
+		v = cJSON_GetObjectItemCaseSensitive(top, ph[i].key);
+		if (v && cJSON_IsNull(v))
+			continue;
+		if (v && (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble)))
+			return fg_err_set(err, FG_EFORMAT, "%s: key %s is not an integer", what, ph[i].key);
+		id = v ? v->valuedouble : (double)ph[i].def;
+		if (id >= 0 && id < c->vocab) /* else no input id can be it */
+			c->mm_ids[c->n_mm_ids++] = (int32_t)id;
+	}
+	return 0;
+}
+
 /* A per-layer integer override that the engine can only take when it equals
  * the model-wide value. */
 static int same_or_bad(const cJSON *o, const char *key, int want, const char *layer, const char *what,
@@ -498,8 +535,10 @@ int fg_g4_config_parse(struct fg_g4_config *c, const char *json, size_t len, con
 	}
 	if ((rc = get_bool(text, NULL, "use_double_wide_mlp", 0, &c->double_wide_mlp, what, err)))
 		goto out;
-	if ((rc = get_bool(text, top == text ? NULL : top, "tie_word_embeddings", 1, &c->tie_embeddings, what,
-			   err)))
+	/* Gemma4ForConditionalGeneration ties its head by the top-level
+	 * tie_word_embeddings (Gemma4Config, default true); text_config's is
+	 * not read (transformers 5.17, variants mm-tie-top / mm-tie-text) */
+	if ((rc = get_bool(top, NULL, "tie_word_embeddings", 1, &c->tie_embeddings, what, err)))
 		goto out;
 	/* transformers 5.17: "vision" makes image tokens attend to each other
 	 * both ways and leaves text causal (Gemma4Model builds its vision mask
@@ -515,11 +554,18 @@ int fg_g4_config_parse(struct fg_g4_config *c, const char *json, size_t len, con
 		free(shown);
 		goto out;
 	}
-	v = get(text, top == text ? NULL : top, "bos_token_id");
+	/* as GenerationConfig.from_model_config: a top-level id first, the
+	 * text config's where the top level has none (or null) */
+	v = get(top, NULL, "bos_token_id");
+	if (is_null(v))
+		v = get(text, NULL, "bos_token_id");
 	c->bos = (v && cJSON_IsNumber(v)) ? (int)v->valuedouble : -1;
-	if ((rc = add_eos(c, get(text, NULL, "eos_token_id"), what, err)))
+	v = get(top, NULL, "eos_token_id");
+	if (is_null(v))
+		v = get(text, NULL, "eos_token_id");
+	if ((rc = add_eos(c, v, what, err)))
 		goto out;
-	if (top != text && (rc = add_eos(c, cJSON_GetObjectItemCaseSensitive(top, "eos_token_id"), what, err)))
+	if ((rc = mm_ids(c, text, top, what, err)))
 		goto out;
 
 	/* layer_types: as transformers, 5 sliding then 1 full when absent, and
@@ -580,6 +626,16 @@ out:
 int fg_g4_first_shared(const struct fg_g4_config *c)
 {
 	return c->n_layers - c->n_kv_shared;
+}
+
+int32_t fg_g4_input_id(const struct fg_g4_config *c, int32_t id)
+{
+	int i;
+
+	for (i = 0; i < c->n_mm_ids; i++)
+		if (id == c->mm_ids[i])
+			return c->pad;
+	return id;
 }
 
 int fg_g4_layer_head_dim(const struct fg_g4_config *c, int i)

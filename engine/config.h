@@ -59,7 +59,13 @@ struct fg_g4_config {
 	int tie_embeddings;     /* tie_word_embeddings */
 	int bos;                /* bos_token_id, -1 if none */
 	int n_eos;
-	int32_t eos[FG_G4_MAX_EOS]; /* eos_token_id of the text and top-level config */
+	int32_t eos[FG_G4_MAX_EOS]; /* eos_token_id: the top-level config's, else text_config's */
+	/* Gemma4ForConditionalGeneration (a nested config): the image, audio and
+	 * video placeholder ids, which Gemma4Model embeds as pad_token_id in a
+	 * text-only forward (embedding and per-layer input alike) */
+	int n_mm_ids;
+	int32_t mm_ids[3];
+	int32_t pad;            /* text_config pad_token_id; -1 if none */
 	uint8_t layer_type[FG_G4_MAX_LAYERS]; /* FG_G4_SLIDING / FG_G4_FULL */
 	struct fg_g4_rope rope[2]; /* by layer type */
 	int quant_group;        /* quantization_config group size; 0 = not quantized */
@@ -76,6 +82,8 @@ int fg_g4_config_parse(struct fg_g4_config *c, const char *json, size_t len, con
 
 /* Derived facts. */
 int fg_g4_first_shared(const struct fg_g4_config *c);          /* first layer without own KV */
+/* The id whose embedding token id is read with: pad for a placeholder. */
+int32_t fg_g4_input_id(const struct fg_g4_config *c, int32_t id);
 int fg_g4_layer_head_dim(const struct fg_g4_config *c, int i);
 int fg_g4_layer_kv_heads(const struct fg_g4_config *c, int i);
 /* 1 when layer i's values are its k_proj output (attention_k_eq_v, full layer). */

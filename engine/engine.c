@@ -407,7 +407,7 @@ static void embed(struct fg_engine *e, const int32_t *ids, int T)
 	for (t = 0; t < T; t++) {
 		float *x = e->x + (size_t)t * (size_t)H;
 
-		fg_cpu_lin_row(&e->m->embed, ids[t], x);
+		fg_cpu_lin_row(&e->m->embed, fg_g4_input_id(c, ids[t]), x);
 		for (i = 0; i < H; i++)
 			x[i] *= scale;
 	}
@@ -430,7 +430,7 @@ static void embed(struct fg_engine *e, const int32_t *ids, int T)
 			for (l = 0; l < c->n_layers; l++)
 				fg_cpu_rmsnorm(p + (size_t)l * (size_t)c->ple_dim, p + (size_t)l * (size_t)c->ple_dim,
 					       e->m->ple_proj_norm, c->ple_dim, c->eps);
-			fg_cpu_lin_row(&e->m->ple_embed, ids[t], tok);
+			fg_cpu_lin_row(&e->m->ple_embed, fg_g4_input_id(c, ids[t]), tok);
 			for (i = 0; i < LP; i++)
 				p[i] = (p[i] + tok[i] * tok_scale) * mix;
 		}
@@ -693,7 +693,7 @@ int fg_engine_forward_logits(struct fg_engine *e, const int32_t *ids, size_t n, 
 		for (i = 0; i < n; i++) {
 			int want = logits && (!last_only || i + 1 == n);
 			float *out = want ? logits + (last_only ? 0 : i * (size_t)c->vocab) : NULL;
-			int rc = fg_g4_gpu_step(e->gpu, ids[i], e->pos, out, NULL, err);
+			int rc = fg_g4_gpu_step(e->gpu, fg_g4_input_id(c, ids[i]), e->pos, out, NULL, err);
 
 			if (rc)
 				return rc;
@@ -721,7 +721,7 @@ int fg_engine_forward_logits(struct fg_engine *e, const int32_t *ids, size_t n, 
 /* One token through the GPU step; *tok receives the argmax taken there. */
 static int gpu_next(struct fg_engine *e, int32_t id, int32_t *tok, struct fg_err *err)
 {
-	int rc = fg_g4_gpu_step(e->gpu, id, e->pos, NULL, tok, err);
+	int rc = fg_g4_gpu_step(e->gpu, fg_g4_input_id(&e->m->cfg, id), e->pos, NULL, tok, err);
 
 	if (!rc)
 		e->pos++;

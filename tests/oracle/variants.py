@@ -215,20 +215,28 @@ def log(*a):
     print(*a, flush=True)
 
 
-def build(text, seed, dtype):
+def build(text, seed, dtype, make=None):
+    """make(text) -> (text config, model) builds another architecture
+    (tests/oracle/variants_mm.py: Gemma4ForConditionalGeneration); default
+    Gemma4ForCausalLM(Gemma4TextConfig(**text))."""
     import torch
     from transformers import Gemma4ForCausalLM, Gemma4TextConfig
-    cfg = Gemma4TextConfig(**text)
-    cfg._attn_implementation = "eager"
-    if cfg.enable_moe_block:
-        # the experts' reference loop (Gemma4TextExperts.forward) rather than
-        # a grouped-matmul kernel: the same math, the order of the source
-        try:
-            cfg._experts_implementation = "eager"
-        except Exception:
-            traceback.print_exc()
-    torch.manual_seed(seed)
-    model = Gemma4ForCausalLM(cfg).float().eval()
+    if make is None:
+        cfg = Gemma4TextConfig(**text)
+        cfg._attn_implementation = "eager"
+        if cfg.enable_moe_block:
+            # the experts' reference loop (Gemma4TextExperts.forward) rather than
+            # a grouped-matmul kernel: the same math, the order of the source
+            try:
+                cfg._experts_implementation = "eager"
+            except Exception:
+                traceback.print_exc()
+        torch.manual_seed(seed)
+        model = Gemma4ForCausalLM(cfg).float().eval()
+    else:
+        torch.manual_seed(seed)
+        cfg, model = make(text)
+        model = model.float().eval()
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for n, p in model.named_parameters():
@@ -284,9 +292,10 @@ def router_gap(model, runs):
     every position of every prompt + continuation (uncached passes), and how
     many distinct top-k sets were chosen; (None, 0) without MoE."""
     import torch
-    if not model.config.enable_moe_block:
+    tc = model.config.get_text_config()  # Gemma4ForConditionalGeneration: text_config
+    if not tc.enable_moe_block:
         return None, 0
-    k = model.config.top_k_experts
+    k = tc.top_k_experts
     probs = []
     hooks = [m.register_forward_hook(lambda mod, inp, out: probs.append(out[0].detach().float()))
              for m in model.modules() if type(m).__name__ == "Gemma4TextRouter"]
@@ -295,19 +304,20 @@ def router_gap(model, runs):
             model(input_ids=torch.tensor([pr + gen]), use_cache=False)
     for h in hooks:
         h.remove()
-    p = torch.cat(probs).reshape(-1, model.config.num_experts)
+    p = torch.cat(probs).reshape(-1, tc.num_experts)
     s = torch.sort(p, dim=-1, descending=True).values
     gap = float((s[:, k - 1] - s[:, k]).min()) if k < p.shape[1] else 1.0
     sets = {tuple(sorted(r.tolist())) for r in torch.topk(p, k, dim=-1).indices}
     return gap, len(sets)
 
 
-def run(name, text):
+def run(name, text, make=None):
+    """Returns the model (at its saved values, in fp32) and its save dtype."""
     import torch
     dtype = getattr(torch, SAVE_DTYPE.get(name, "bfloat16"))
     best = None
     for seed in range(8):
-        cfg, model = build(text, seed, dtype)
+        cfg, model = build(text, seed, dtype, make)
         with torch.no_grad():
             runs = [greedy(model, pr) for pr in PROMPTS]
         mins = [min(m) for _, m in runs]
@@ -321,7 +331,7 @@ def run(name, text):
         key = (min(min(distinct), 6), gap is None or gap > 1e-4, min(mins))
         if best is None or key > best[0]:
             best = (key, seed)
-    cfg, model = build(text, best[1], dtype)
+    cfg, model = build(text, best[1], dtype, make)
     log("  %s: seed %d, smallest greedy margin %.4f" % (name, best[1], best[0][-1]))
     log("  %s: experts implementation %s" % (name, getattr(cfg, "_experts_implementation", None)))
     for n, p in list(model.named_parameters())[:12]:
@@ -345,8 +355,7 @@ def run(name, text):
                         log("   tensor %-56s %s %s" % (k, sf.get_slice(k).get_dtype(), sf.get_slice(k).get_shape()))
         # the file read back by transformers itself, in fp32, on the longest prompt
         try:
-            from transformers import Gemma4ForCausalLM
-            back = Gemma4ForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
+            back = type(model).from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
             with torch.no_grad():
                 pr = torch.tensor([PROMPTS[-1]])
                 reload_d = float((back(input_ids=pr, use_cache=False).logits -
@@ -388,6 +397,7 @@ def run(name, text):
             offset += len(seq) * V
     FILES[name + "/oracle.json"] = (json.dumps(meta, indent=1) + "\n").encode()
     FILES[name + "/logits.bin"] = b"".join(chunks)
+    return model, dtype
 
 
 def main():

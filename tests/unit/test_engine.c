@@ -732,6 +732,86 @@ static void check_bidirectional(void)
 	}
 }
 
+/* e4b_json with its first occurrence of from replaced by to, parsed into c. */
+static int e4b_edit(const char *from, const char *to, struct fg_g4_config *c, struct fg_err *err)
+{
+	const char *at = strstr(e4b_json, from);
+	size_t head = at ? (size_t)(at - e4b_json) : 0, fl = strlen(from), tl = strlen(to);
+	char *j = malloc(strlen(e4b_json) + tl + 1);
+	int rc;
+
+	if (!at || !j) {
+		free(j);
+		return -1;
+	}
+	memcpy(j, e4b_json, head);
+	memcpy(j + head, to, tl);
+	memcpy(j + head + tl, at + fl, strlen(at + fl) + 1);
+	rc = fg_g4_config_parse(c, j, strlen(j), "e4b", err);
+	free(j);
+	return rc;
+}
+
+/* A Gemma4ForConditionalGeneration config (text_config nested) read as
+ * transformers 5.17 reads it (tests/fixtures/oracle/mm-probes.json, the mm-*
+ * variants): the head's tying from the top-level tie_word_embeddings only
+ * (default true), bos/eos from the top level first, then text_config (as
+ * GenerationConfig.from_model_config), and the image/video/audio
+ * placeholder ids embedded as text_config's pad_token_id. */
+static void check_mm_config(void)
+{
+	static const char tie_top[] = "\"model_type\": \"gemma4\",";
+	static const char tie_text[] = "\"tie_word_embeddings\": true,";
+	struct fg_g4_config c;
+	struct fg_err err = { 0 };
+
+	is_int(e4b_edit(tie_top, "\"model_type\": \"gemma4\", \"tie_word_embeddings\": false,", &c, &err), 0,
+	       "top-level tie_word_embeddings false parses");
+	is_int(c.tie_embeddings, 0, "top-level tie_word_embeddings false, text_config true: untied (as transformers)");
+	is_int(e4b_edit(tie_text, "\"tie_word_embeddings\": false,", &c, &err), 0, "text_config tie false parses");
+	is_int(c.tie_embeddings, 1, "text_config tie_word_embeddings false, none at the top: tied (Gemma4Config's default)");
+	is_int(e4b_edit(tie_text, "", &c, &err), 0, "no tie_word_embeddings anywhere parses");
+	is_int(c.tie_embeddings, 1, "no tie_word_embeddings: tied");
+
+	is_int(e4b_edit("", "", &c, &err), 0, "E4B config parses");
+	ok(c.n_eos == 2 && c.eos[0] == 1 && c.eos[1] == 106 && c.bos == 2, "eos [1, 106] from the top level, bos 2 from text_config");
+	is_int(e4b_edit("\"eos_token_id\": [1, 106],", "\"eos_token_id\": [106], \"bos_token_id\": 5,", &c, &err), 0,
+	       "top-level eos [106] and bos 5 parse");
+	ok(c.n_eos == 1 && c.eos[0] == 106 && c.bos == 5, "top-level eos and bos win over text_config's (eos %d ids, bos %d)",
+	   c.n_eos, c.bos);
+	is_int(e4b_edit("\"eos_token_id\": [1, 106],", "\"eos_token_id\": null,", &c, &err), 0, "top-level eos null parses");
+	ok(c.n_eos == 1 && c.eos[0] == 1, "top-level eos null: text_config's 1");
+
+	is_int(e4b_edit("", "", &c, &err), 0, "E4B config parses");
+	ok(c.n_mm_ids == 3 && c.pad == 0 && fg_g4_input_id(&c, 258880) == 0 && fg_g4_input_id(&c, 258881) == 0 &&
+		   fg_g4_input_id(&c, 258884) == 0 && fg_g4_input_id(&c, 258882) == 258882 && fg_g4_input_id(&c, 7) == 7,
+	   "E4B: image/audio/video placeholders (Gemma4Config defaults) read as pad 0, other ids as themselves");
+	is_int(e4b_edit(tie_top, "\"model_type\": \"gemma4\", \"image_token_id\": null, \"audio_token_id\": 9,",
+			&c, &err), 0, "placeholder ids null / 9 parse");
+	ok(c.n_mm_ids == 2 && fg_g4_input_id(&c, 258880) == 258880 && fg_g4_input_id(&c, 9) == 0 &&
+		   fg_g4_input_id(&c, 258881) == 258881 && fg_g4_input_id(&c, 258884) == 0,
+	   "image_token_id null: none; audio_token_id 9: 9 read as pad");
+	is_int(e4b_edit("\"pad_token_id\": 0", "\"pad_token_id\": 3", &c, &err), 0, "pad_token_id 3 parses");
+	is_int(fg_g4_input_id(&c, 258880), 3, "placeholders read as text_config's pad_token_id");
+	memset(&err, 0, sizeof(err));
+	ok(e4b_edit("\"pad_token_id\": 0", "\"pad_token_id\": 262144", &c, &err) == FG_EUNSUPPORTED &&
+		   strstr(err.msg, "pad_token_id") && !strchr(err.msg, '\n'),
+	   "pad_token_id past the vocabulary refused in one line (%s)", err.msg);
+	memset(&err, 0, sizeof(err));
+	ok(e4b_edit(tie_top, "\"model_type\": \"gemma4\", \"video_token_id\": \"x\",", &c, &err) == FG_EFORMAT &&
+		   strstr(err.msg, "video_token_id"), "video_token_id not a number refused (%s)", err.msg);
+	{
+		/* a flat config (Gemma4ForCausalLM): no placeholders */
+		const char *flat = "{\"model_type\": \"gemma4_text\", \"vocab_size\": 300000, \"hidden_size\": 8,"
+				   " \"intermediate_size\": 8, \"num_hidden_layers\": 1, \"num_attention_heads\": 1,"
+				   " \"num_key_value_heads\": 1, \"head_dim\": 4, \"image_token_id\": 5}";
+
+		is_int(fg_g4_config_parse(&c, flat, strlen(flat), "flat", &err), 0, "flat config parses");
+		ok(c.n_mm_ids == 0 && fg_g4_input_id(&c, 258880) == 258880 && fg_g4_input_id(&c, 5) == 5,
+		   "flat config: every id embeds as itself");
+	}
+}
+
 /* A head pruned to a keepset (fgpack bake prune-head, bf16 rows): the kept
  * tokens' logits are the full head's bit for bit, every other one is -inf,
  * and greedy decoding picks the best kept token. */
@@ -801,6 +881,7 @@ int main(void)
 	check_e4b_config();
 	check_per_layer_config();
 	check_bidirectional();
+	check_mm_config();
 	ok(for_each_variant(FIX "/variants", check_oracle) >= 3, "the models made by transformers checked");
 	check_pruned(FIX "/bf16", "bf16");
 	check_pruned(FIX "/int4", "int4");
