@@ -815,15 +815,17 @@ static void check_mm_config(void)
 /* A head pruned to a keepset (fgpack bake prune-head, bf16 rows): the kept
  * tokens' logits are the full head's bit for bit, every other one is -inf,
  * and greedy decoding picks the best kept token. */
-static void check_pruned(const char *src, const char *label)
+static void check_pruned(const char *src, int V, const char *label)
 {
 	char dir[] = "/tmp/fg_prune_XXXXXX", out[600];
 	struct fg_err err = {0};
 	struct fg_engine *full = NULL, *pr = NULL;
 	int32_t seq[12] = {2, 17, 99, 4, 250, 31, 7, 400, 12, 88, 5, 60};
-	int V = 512, n = 12, i, same = 1, inf = 1, rc;
+	int n = 12, i, same = 1, inf = 1, rc;
 	float *lf = NULL, *lp = NULL;
 
+	for (i = 0; i < n; i++)
+		seq[i] %= V;
 	if (!mkdtemp(dir) || prune_fixture(out, sizeof(out), dir, src, V, 0)) {
 		ok(0, "%s: pruned copy written", label);
 		return;
@@ -883,7 +885,11 @@ int main(void)
 	check_bidirectional();
 	check_mm_config();
 	ok(for_each_variant(FIX "/variants", check_oracle) >= 3, "the models made by transformers checked");
-	check_pruned(FIX "/bf16", "bf16");
-	check_pruned(FIX "/int4", "int4");
+	check_pruned(FIX "/bf16", 512, "bf16");
+	check_pruned(FIX "/int4", 512, "int4");
+	/* transformers' multimodal checkpoints: tied (PLE, placeholders) and an untied lm_head */
+	check_pruned(FIX "/variants/mm-e4b", 256, "mm-e4b");
+	check_pruned(FIX "/variants/mm-tie-top", 256, "mm-tie-top");
+	check_pruned(FIX "/variants/mm-tie-text", 256, "mm-tie-text");
 	return tap_done();
 }
