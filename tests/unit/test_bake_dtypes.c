@@ -39,19 +39,6 @@
 static char tmp[] = "/tmp/fg_bake_dtypes_XXXXXX";
 static size_t n_values; /* bf16 values rewritten by the last copy */
 
-static double elem(const struct fg_st_tensor *t, uint64_t k)
-{
-	const uint8_t *p = (const uint8_t *)t->data + fg_st_dtype_size(t->dtype) * k;
-	float f;
-
-	if (t->dtype == FG_ST_BF16)
-		return fg_bf16_to_f32(fg_le16(p));
-	if (t->dtype == FG_ST_F16)
-		return fg_f16_to_f32(fg_le16(p));
-	memcpy(&f, p, 4);
-	return f;
-}
-
 /* The half holding v exactly, or -1 when there is none. */
 static int exact_half(float v)
 {
@@ -126,7 +113,7 @@ static int copy_as(const char *name, int mode, const char *only, int dtype, uint
 		}
 		n_values += (size_t)t->nelem;
 		for (k = 0; k < t->nelem && !rc; k++) {
-			double v = elem(t, k);
+			double v = fg_st_f32_at(t->data, t->dtype, k);
 			float vf = (float)v;
 			int h = exact_half(vf);
 			uint16_t hb;
@@ -232,7 +219,7 @@ static void compare(const char *a, const char *b, int bdt, const char *label)
 			bad++;
 		if (x->dtype == FG_ST_BF16)
 			for (k = 0; k < x->nelem; k++)
-				if (elem(x, k) != elem(y, k)) {
+				if (fg_st_f32_at(x->data, x->dtype, k) != fg_st_f32_at(y->data, y->dtype, k)) {
 					bad++;
 					break;
 				}

@@ -426,20 +426,6 @@ static void check_f32(void)
 	rmdir(dir);
 }
 
-/* Element k of a float tensor (BF16, F16, F32) as a double. */
-static double elem(const struct fg_st_tensor *t, uint64_t k)
-{
-	const uint8_t *p = (const uint8_t *)t->data + fg_st_dtype_size(t->dtype) * k;
-	float f;
-
-	if (t->dtype == FG_ST_BF16)
-		return fg_bf16_to_f32(fg_le16(p));
-	if (t->dtype == FG_ST_F16)
-		return fg_f16_to_f32(fg_le16(p));
-	memcpy(&f, p, 4);
-	return f;
-}
-
 /* src's model folder copied to dir with its float tensors (only the one
  * named `only`, when not NULL) rewritten as dtype: F32 and F64 exactly, I32
  * rounded (for the error cases). */
@@ -483,7 +469,7 @@ static int copy_as(const char *src, const char *dir, const char *only, int dtype
 			continue;
 		}
 		for (k = 0; k < t->nelem && !rc; k++) {
-			double v = elem(t, k);
+			double v = fg_st_f32_at(t->data, t->dtype, k);
 			float vf = (float)v;
 			int32_t vi = (int32_t)lrint(v);
 

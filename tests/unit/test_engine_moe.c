@@ -118,20 +118,6 @@ static void check_determinism(const char *dir, const char *label)
 
 enum { AS_IS, TO_F32, DROP, TO_I32, SPLIT, DEQUANT };
 
-/* Element k of a float tensor as a double. */
-static double elem(const struct fg_st_tensor *t, uint64_t k)
-{
-	const uint8_t *p = (const uint8_t *)t->data + fg_st_dtype_size(t->dtype) * k;
-	float f;
-
-	if (t->dtype == FG_ST_BF16)
-		return fg_bf16_to_f32(fg_le16(p));
-	if (t->dtype == FG_ST_F16)
-		return fg_f16_to_f32(fg_le16(p));
-	memcpy(&f, p, 4);
-	return f;
-}
-
 static int is_float(int dtype)
 {
 	return dtype == FG_ST_BF16 || dtype == FG_ST_F16 || dtype == FG_ST_F32;
@@ -155,7 +141,7 @@ static int write_as(struct fg_st_writer *w, const struct fg_st_tensor *t, uint64
 		return fg_st_writer_write(w, (const uint8_t *)t->data + fg_st_dtype_size(t->dtype) * from,
 					  (size_t)(fg_st_dtype_size(t->dtype) * count), err);
 	for (k = from; k < from + count && !rc; k++) {
-		double v = elem(t, k);
+		double v = fg_st_f32_at(t->data, t->dtype, k);
 		float vf = (float)v;
 		int32_t vi = (int32_t)lrint(v);
 
