@@ -162,6 +162,8 @@ __global__ void __launch_bounds__(WARPS * 32) int4_fma(float *__restrict__ y, co
 	for (int m = 0; m < M; m++)
 		acc[m] = 0.0f;
 	for (int c = c0 + warp; c < c1; c += WARPS * UNROLL) {
+		const uint4 *wc = wp + (size_t)c * 32; /* chunk c + j at wc + 32 j: an immediate offset */
+
 #pragma unroll
 		for (int u = 0; u < UNROLL; u++) {
 			int cc = c + u * WARPS, cn = cc + WARPS * UNROLL;
@@ -172,8 +174,8 @@ __global__ void __launch_bounds__(WARPS * 32) int4_fma(float *__restrict__ y, co
 				float cs = sc[u], a[M][5];
 
 				if (cn < c1) { /* the chunk UNROLL rounds ahead, into the freed registers */
-					w[u] = __ldcs(wp + (size_t)cn * 32);
-					sc[u] = fg_bf16f(__ldg(sp + (size_t)(cn >> gshift) * 32));
+					w[u] = __ldcs(wc + (u * WARPS + WARPS * UNROLL) * 32);
+					sc[u] = fg_bf16f(__ldg(sp + ((cn >> gshift) << 5)));
 				}
 #pragma unroll
 				for (int m = 0; m < M; m++)
