@@ -206,6 +206,18 @@ VARIANTS.update({
                     enable_moe_block=True, num_experts=4, top_k_experts=3, moe_intermediate_size=24),
 })
 SAVE_DTYPE["moe-f32"] = "float32"
+# 26B-A4B's two features together: the experts beside the dense MLP and
+# attention_k_eq_v on full layers (values = k_proj's output, 1 KV head there
+# against 2 on sliding layers), with PLE; bf16, 5 experts top 2
+VARIANTS["moe-kveq"] = dict(BASE, hidden_size=48, intermediate_size=64, num_hidden_layers=4,
+                            num_attention_heads=4, num_key_value_heads=2, head_dim=16, global_head_dim=32,
+                            num_global_key_value_heads=1, attention_k_eq_v=True,
+                            hidden_size_per_layer_input=8,
+                            layer_types=["sliding_attention", "full_attention", "sliding_attention",
+                                         "full_attention"],
+                            sliding_window=4, num_kv_shared_layers=0, rope_parameters=ROPE_PROP,
+                            final_logit_softcapping=30.0, tie_word_embeddings=True, use_double_wide_mlp=False,
+                            enable_moe_block=True, num_experts=5, top_k_experts=2, moe_intermediate_size=16)
 
 PROMPTS = [[2], [2, 17, 99, 5, 201], [2, 250, 3, 3, 3, 40, 41, 42, 7, 128, 64]]
 STEPS = 16
