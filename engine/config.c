@@ -456,7 +456,7 @@ int fg_g4_config_parse(struct fg_g4_config *c, const char *json, size_t len, con
 	cJSON *root = NULL;
 	const cJSON *text, *top, *v, *it;
 	const char *s;
-	int rc, i, b;
+	int rc, i;
 
 	memset(c, 0, sizeof(*c));
 	if ((rc = fg_json_parse(&root, json, len, what, err)))
@@ -527,12 +527,8 @@ int fg_g4_config_parse(struct fg_g4_config *c, const char *json, size_t len, con
 		goto out;
 	if ((rc = get_bool(text, NULL, "attention_k_eq_v", 0, &c->k_eq_v, what, err)))
 		goto out;
-	if ((rc = get_bool(text, NULL, "attention_bias", 0, &b, what, err)))
+	if ((rc = get_bool(text, NULL, "attention_bias", 0, &c->attn_bias, what, err)))
 		goto out;
-	if (b) {
-		rc = BAD("key attention_bias = true is not supported%s", "");
-		goto out;
-	}
 	if ((rc = get_bool(text, NULL, "use_double_wide_mlp", 0, &c->double_wide_mlp, what, err)))
 		goto out;
 	/* Gemma4ForConditionalGeneration ties its head by the top-level

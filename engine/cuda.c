@@ -277,6 +277,9 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 		return fg_err_set(err, FG_EUNSUPPORTED,
 				  "--device cuda: enable_moe_block (mixture of experts) is not supported on CUDA; use "
 				  "--device cpu");
+	if (c->attn_bias) /* the CPU engine runs it (docs/engine.md) */
+		return fg_err_set(err, FG_EUNSUPPORTED,
+				  "--device cuda: attention_bias = true is not supported on CUDA; use --device cpu");
 	if (!(g = calloc(1, sizeof(*g))))
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	g->m = m;

@@ -437,6 +437,18 @@ static void embed(struct fg_engine *e, const int32_t *ids, int T)
 	}
 }
 
+/* y[t][i] += b[i] for T rows of n (attention_bias); nothing when b is NULL */
+static void add_bias(float *y, const float *b, int T, int n)
+{
+	int t, i;
+
+	if (!b)
+		return;
+	for (t = 0; t < T; t++)
+		for (i = 0; i < n; i++)
+			y[(size_t)t * (size_t)n + (size_t)i] += b[i];
+}
+
 static void add_normed(float *x, const float *y, const float *w, int T, int H, float eps, float *tmp)
 {
 	int t, i;
@@ -569,6 +581,7 @@ static void layer(struct fg_engine *e, int li, int T)
 	for (t = 0; t < T; t++)
 		fg_cpu_rmsnorm(e->a + (size_t)t * (size_t)H, e->x + (size_t)t * (size_t)H, L->in_norm, H, c->eps);
 	matmul(e, &L->q, e->a, T, e->q);
+	add_bias(e->q, L->bq, T, nh * d);
 	for (t = 0; t < T; t++)
 		for (h = 0; h < nh; h++) {
 			float *qh = e->q + ((size_t)t * (size_t)nh + (size_t)h) * (size_t)d;
@@ -580,10 +593,13 @@ static void layer(struct fg_engine *e, int li, int T)
 		struct kv *cache = &e->kv[li];
 
 		matmul(e, &L->k, e->a, T, e->k);
+		add_bias(e->k, L->bk, T, nkv * d);
 		if (L->v_is_k) /* attention_k_eq_v: v is k_proj's output, before k_norm and RoPE */
 			memcpy(e->v, e->k, sizeof(float) * (size_t)T * (size_t)nkv * (size_t)d);
-		else
+		else {
 			matmul(e, &L->v, e->a, T, e->v);
+			add_bias(e->v, L->bv, T, nkv * d);
+		}
 		for (t = 0; t < T; t++) {
 			size_t slot = (size_t)((e->pos + t) % cache->cap);
 
@@ -607,6 +623,7 @@ static void layer(struct fg_engine *e, int li, int T)
 		fg_pool_run(e->pool, T * nh, att_fn, &j);
 	}
 	matmul(e, &L->o, e->att, T, e->o);
+	add_bias(e->o, L->bo, T, H);
 	add_normed(e->x, e->o, L->post_attn_norm, T, H, c->eps, tmp);
 
 	/* MLP */

@@ -409,6 +409,18 @@ int fg_g4_model_load(struct fg_g4_model **out, const char *dir, struct fg_err *e
 			}
 			VEC(k_norm, "self_attn.k_norm.weight", d);
 		}
+		if (c->attn_bias) { /* nn.Linear(..., bias=config.attention_bias) */
+			VEC(bq, "self_attn.q_proj.bias", qd);
+			VEC(bo, "self_attn.o_proj.bias", H);
+			if (own) {
+				VEC(bk, "self_attn.k_proj.bias", kvd);
+				if (L->v_is_k)
+					L->bv = L->bk; /* v is k_proj's whole output, bias included */
+				else {
+					VEC(bv, "self_attn.v_proj.bias", kvd);
+				}
+			}
+		}
 		LIN(gate, "mlp.gate_proj", L->inter, H);
 		LIN(up, "mlp.up_proj", L->inter, H);
 		LIN(down, "mlp.down_proj", H, L->inter);
@@ -469,6 +481,11 @@ void fg_g4_model_free(struct fg_g4_model *m)
 
 			free(L->q_norm);
 			free(L->k_norm);
+			free(L->bq);
+			free(L->bk);
+			if (L->bv != L->bk)
+				free(L->bv);
+			free(L->bo);
 			free(L->in_norm);
 			free(L->post_attn_norm);
 			free(L->pre_ffw_norm);

@@ -49,6 +49,7 @@ struct fg_g4_layer {
 	struct fg_lin gate, up, down;     /* gate, up [inter][hidden]; down [hidden][inter] */
 	struct fg_lin ple_gate, ple_proj; /* per_layer_input_gate [ple][hidden]; per_layer_projection [hidden][ple] */
 	float *q_norm, *k_norm;           /* [d]; k_norm NULL when shared */
+	float *bq, *bk, *bv, *bo;         /* attention_bias: q/k/v/o_proj.bias, else NULL; bv = bk when v_is_k */
 	float *in_norm, *post_attn_norm, *pre_ffw_norm, *post_ffw_norm, *post_ple_norm; /* [hidden] */
 	float scalar;                     /* layer_scalar */
 	struct fg_g4_moe *moe;            /* NULL without enable_moe_block */

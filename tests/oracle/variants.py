@@ -206,6 +206,16 @@ VARIANTS.update({
                     enable_moe_block=True, num_experts=4, top_k_experts=3, moe_intermediate_size=24),
 })
 SAVE_DTYPE["moe-f32"] = "float32"
+# attention_bias: q/k/v/o_proj with biases (nn.Linear(bias=True)), here with
+# attention_k_eq_v too, so a full layer's values carry k_proj's bias; PLE
+VARIANTS["attn-bias"] = dict(BASE, hidden_size=48, intermediate_size=64, num_hidden_layers=4,
+                             num_attention_heads=4, num_key_value_heads=2, head_dim=16, global_head_dim=32,
+                             num_global_key_value_heads=1, attention_k_eq_v=True, attention_bias=True,
+                             hidden_size_per_layer_input=8,
+                             layer_types=["sliding_attention", "full_attention", "sliding_attention",
+                                          "full_attention"],
+                             sliding_window=4, num_kv_shared_layers=1, rope_parameters=ROPE_PROP,
+                             final_logit_softcapping=30.0, tie_word_embeddings=True, use_double_wide_mlp=False)
 # 26B-A4B's two features together: the experts beside the dense MLP and
 # attention_k_eq_v on full layers (values = k_proj's output, 1 KV head there
 # against 2 on sliding layers), with PLE; bf16, 5 experts top 2
@@ -260,6 +270,9 @@ def build(text, seed, dtype, make=None):
                 p.copy_(torch.randn(p.shape, generator=g) * 3.0)
             elif n.endswith("router.scale") or n.endswith("router.per_expert_scale"):
                 p.copy_(torch.rand(p.shape, generator=g) + 0.5)
+            elif n.endswith("_proj.bias"):
+                # attention_bias: biases of the size of the outputs they shift
+                p.copy_(torch.randn(p.shape, generator=g) * 0.5)
             elif p.dim() == 3:
                 # experts: gate_up_proj [E, 2I, H], down_proj [E, H, I]
                 p.copy_(torch.randn(p.shape, generator=g) / (p.shape[2] ** 0.5))

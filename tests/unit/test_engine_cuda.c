@@ -75,10 +75,12 @@ static void check(const char *dir, const char *json, const char *bin, int window
 	 * f32 (docs/engine.md): the same checks as bf16 */
 	sd = fg_json_str(o, "saved_dtype");
 	gpu = cpu ? load(dir, FG_DEVICE_CUDA, window, &err) : NULL;
-	if (cpu && fg_engine_model(cpu)->cfg.n_experts) {
-		/* mixture of experts: CPU only (test_engine.c checks it) */
-		ok(!gpu && err.code == FG_EUNSUPPORTED && strstr(err.msg, "enable_moe_block"),
-		   "%s: --device cuda refuses a mixture-of-experts model: %s", label, err.msg);
+	if (cpu && (fg_engine_model(cpu)->cfg.n_experts || fg_engine_model(cpu)->cfg.attn_bias)) {
+		/* mixture of experts, attention biases: CPU only (test_engine.c checks them) */
+		const char *key = fg_engine_model(cpu)->cfg.n_experts ? "enable_moe_block" : "attention_bias";
+
+		ok(!gpu && err.code == FG_EUNSUPPORTED && strstr(err.msg, key),
+		   "%s: --device cuda refuses it (%s): %s", label, key, err.msg);
 		fg_engine_free(gpu);
 		fg_engine_free(cpu);
 		cJSON_Delete(o);
