@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <math.h>
 
 #include <stdio.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 
 #include "bake/prune_head.h"
 #include "fsutil.h"
+#include "engine/engine.h"
 
 /* The ids of a JSON array of numbers, in a new array (one spare slot); *n gets the count. */
 static int32_t *ids_of(const cJSON *arr, int *n)
@@ -72,6 +74,32 @@ static int prune_fixture(char *out, size_t n_out, const char *dir, const char *s
 		printf("# prune %s: %s\n", src, e.msg);
 	free(txt);
 	return rc ? -1 : 0;
+}
+
+/* Runs seq (n tokens) through the full model and through its prune_fixture
+ * copy pr: *same = 1 when every kept token's logit is the full head's bit for
+ * bit, *inf = 1 when every pruned one is -inf. Returns 0, or the engine's
+ * error code (err set). */
+static int compare_pruned(struct fg_engine *full, struct fg_engine *pr, const int32_t *seq, int n, int *same,
+			  int *inf, struct fg_err *err)
+{
+	int V = fg_engine_vocab_size(full), i, rc;
+	float *lf = malloc(sizeof(float) * (size_t)n * (size_t)V), *lp = malloc(sizeof(float) * (size_t)n * (size_t)V);
+
+	*same = *inf = 1;
+	rc = !lf || !lp || fg_engine_forward_logits(full, seq, (size_t)n, 0, lf, err) ||
+	     fg_engine_forward_logits(pr, seq, (size_t)n, 0, lp, err);
+	for (i = 0; !rc && i < n * V; i++) {
+		int v = i % V;
+
+		if (v % 3 != 1 || v == 1)
+			*same &= !memcmp(&lf[i], &lp[i], sizeof(float));
+		else
+			*inf &= isinf(lp[i]) && lp[i] < 0;
+	}
+	free(lf);
+	free(lp);
+	return rc;
 }
 
 /* Calls fn for every tiny model made by transformers' own save_pretrained

@@ -359,67 +359,27 @@ static void check_errors(void)
 
 /* The bf16 fixture rewritten with every BF16 tensor as F32 (exact) must give
  * the same logits bit for bit: the F32 binding and row paths agree. */
+static int copy_as(const char *src, const char *dir, const char *only, int dtype);
+
 static void check_f32(void)
 {
 	char dir[] = "/tmp/fg_test_engine_f32_XXXXXX", p[512];
-	struct fg_st_set *set = NULL;
-	struct fg_st_writer *w = NULL;
-	struct fg_st_desc *d;
-	struct fg_err err = { 0 };
-	size_t i, n, k;
-	int rc, n1 = 0, n2 = 0;
-	char *cfg;
-	FILE *f;
+	int rc = -1, n1 = 0, n2 = 0;
 	float *a, *b;
 
-	if (!mkdtemp(dir) || fg_st_open(&set, FIX "/bf16/model.safetensors", &err)) {
-		ok(0, "f32 checkpoint: setup: %s", err.msg);
+	if (!mkdtemp(dir)) {
+		ok(0, "f32 checkpoint: setup: mkdtemp failed");
 		return;
 	}
-	n = fg_st_count(set);
-	d = calloc(n, sizeof(*d));
-	for (i = 0; i < n; i++) {
-		const struct fg_st_tensor *t = fg_st_at(set, i);
-
-		d[i].name = t->name;
-		d[i].dtype = t->dtype == FG_ST_BF16 ? FG_ST_F32 : t->dtype;
-		d[i].ndim = t->ndim;
-		memcpy(d[i].shape, t->shape, sizeof(d[i].shape));
-	}
-	rc = fg_st_writer_new(&w, dir, d, n, 0, NULL, &err);
-	if (!rc)
-		fg_st_writer_no_sync(w);
-	for (i = 0; i < n && !rc; i++) {
-		const struct fg_st_tensor *t = fg_st_at(set, i);
-
-		if (t->dtype != FG_ST_BF16) {
-			rc = fg_st_writer_write(w, t->data, t->nbytes, &err);
-			continue;
-		}
-		for (k = 0; k < t->nelem && !rc; k++) {
-			float v = fg_bf16_to_f32(fg_le16((const uint8_t *)t->data + 2 * k));
-
-			rc = fg_st_writer_write(w, &v, 4, &err);
-		}
-	}
-	if (!rc)
-		rc = fg_st_writer_finish(w, &err);
-	fg_st_writer_free(w);
-	fg_st_free(set);
-	free(d);
-	cfg = read_text(FIX "/bf16/config.json");
-	snprintf(p, sizeof(p), "%s/config.json", dir);
-	f = fopen(p, "w");
-	fputs(cfg, f);
-	fclose(f);
-	free(cfg);
-	ok(rc == 0, "f32 copy of the bf16 fixture written: %s", err.msg);
+	rc = copy_as(FIX "/bf16", dir, NULL, FG_ST_F32);
+	ok(rc == 0, "f32 copy of the bf16 fixture written");
 	a = run_seq(FIX "/bf16", 2, 0, &n1);
 	b = run_seq(dir, 2, 0, &n2);
 	ok(a && b && n1 == n2 && !memcmp(a, b, sizeof(float) * (size_t)n1),
 	   "an F32 checkpoint gives the same logits as its BF16 original, bit for bit");
 	free(a);
 	free(b);
+	snprintf(p, sizeof(p), "%s/config.json", dir);
 	unlink(p);
 	snprintf(p, sizeof(p), "%s/model.safetensors", dir);
 	unlink(p);
@@ -808,7 +768,6 @@ static void check_pruned(const char *src, int V, const char *label)
 	struct fg_engine *full = NULL, *pr = NULL;
 	int32_t seq[12] = {2, 17, 99, 4, 250, 31, 7, 400, 12, 88, 5, 60};
 	int n = 12, i, same = 1, inf = 1, rc;
-	float *lf = NULL, *lp = NULL;
 
 	for (i = 0; i < n; i++)
 		seq[i] %= V;
@@ -821,18 +780,7 @@ static void check_pruned(const char *src, int V, const char *label)
 	ok(rc == 0 && full, "%s: the pruned checkpoint loads %s", label, err.msg);
 	if (rc || !full)
 		goto done;
-	lf = malloc(sizeof(float) * (size_t)n * (size_t)V);
-	lp = malloc(sizeof(float) * (size_t)n * (size_t)V);
-	rc = fg_engine_forward_logits(full, seq, (size_t)n, 0, lf, &err) ||
-	     fg_engine_forward_logits(pr, seq, (size_t)n, 0, lp, &err);
-	for (i = 0; !rc && i < n * V; i++) {
-		int v = i % V;
-
-		if (v % 3 != 1 || v == 1)
-			same &= !memcmp(&lf[i], &lp[i], sizeof(float));
-		else
-			inf &= isinf(lp[i]) && lp[i] < 0;
-	}
+	rc = compare_pruned(full, pr, seq, n, &same, &inf, &err);
 	ok(!rc && same, "%s: pruned head: kept tokens' logits bit-identical to the full head's", label);
 	ok(!rc && inf, "%s: pruned head: every other token's logit is -inf", label);
 	{
@@ -847,8 +795,6 @@ static void check_pruned(const char *src, int V, const char *label)
 		   "%s: pruned head: greedy tokens all kept, generate_ids = generate %s", label, err.msg);
 	}
 done:
-	free(lf);
-	free(lp);
 	fg_engine_free(full);
 	fg_engine_free(pr);
 	fg_rm_tree(dir);
