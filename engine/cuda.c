@@ -471,7 +471,7 @@ static int forward(struct fg_g4_gpu *g, struct fg_err *err)
 
 int fg_g4_gpu_step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int32_t *best, struct fg_err *err)
 {
-	int32_t ip[2] = {id, pos};
+	int32_t ip[2] = {fg_g4_input_id(&g->m->cfg, id), pos}; /* multimodal placeholders embed as pad */
 	int rc;
 
 	if ((rc = fg_kmem_upload(g->ctx, g->idpos, ip, sizeof(ip), err)))

@@ -18,7 +18,7 @@
 struct fg_g4_gpu;
 
 /* Uploads m (borrowed; must outlive the result). inv[2] are the RoPE inverse
- * frequency tables by layer type (fg_cpu_rope_freqs), window the sliding
+ * frequency tables by layer type (fg_g4_rope_table), window the sliding
  * window in use, max_seq the cache size. Embedding tables in F16 or F32 are
  * widened to f32 on the device (4 bytes an element). FG_EUNSUPPORTED names
  * what this path cannot run; FG_EDEVICE when there is no GPU, FG_ENOMEM when
@@ -27,7 +27,8 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 		  int max_seq, struct fg_err *err);
 void fg_g4_gpu_free(struct fg_g4_gpu *g);
 
-/* One token id at position pos (the cache holds positions < pos). When
+/* One token id at position pos (the cache holds positions < pos); a
+ * multimodal placeholder id is embedded as pad (fg_g4_input_id). When
  * logits is not NULL it receives the softcapped logits [vocab]; *best (may be
  * NULL) the argmax, lowest id on ties. */
 int fg_g4_gpu_step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int32_t *best, struct fg_err *err);

@@ -460,6 +460,21 @@ static void add_normed(float *x, const float *y, const float *w, int T, int H, f
 	}
 }
 
+/* y = down(gelu_tanh(gate(x)) * up(x)) for T rows, the Gemma MLP (the dense
+ * one and each expert); g and u [T][I] are scratch. */
+static void geglu(struct fg_engine *e, const struct fg_lin *gate, const struct fg_lin *up, const struct fg_lin *down,
+		  const float *x, int T, int I, float *g, float *u, float *y)
+{
+	int i;
+
+	matmul(e, gate, x, T, g);
+	matmul(e, up, x, T, u);
+	fg_cpu_gelu_tanh(g, T * I);
+	for (i = 0; i < T * I; i++)
+		g[i] *= u[i];
+	matmul(e, down, g, T, y);
+}
+
 /* Gemma4TextRouter on one token's router logits [E]: softmax in fp32, the
  * top k probabilities (on an exact tie the lower expert index first, see
  * docs/engine.md), renormalised to sum to 1 (summed best first, as torch sums
@@ -543,12 +558,7 @@ static void moe_block(struct fg_engine *e, const struct fg_g4_layer *L, int T)
 				}
 		if (!n)
 			continue;
-		matmul(e, &x->gate[ex], ms->xs, n, ms->gs);
-		matmul(e, &x->up[ex], ms->xs, n, ms->us);
-		fg_cpu_gelu_tanh(ms->gs, n * I);
-		for (i = 0; i < n * I; i++)
-			ms->gs[i] *= ms->us[i];
-		matmul(e, &x->down[ex], ms->gs, n, ms->ys);
+		geglu(e, &x->gate[ex], &x->up[ex], &x->down[ex], ms->xs, n, I, ms->gs, ms->us, ms->ys);
 		for (j = 0; j < n; j++) {
 			float *h = ms->h2 + (size_t)ms->rows[j] * (size_t)H;
 			const float *y = ms->ys + (size_t)j * (size_t)H;
@@ -629,12 +639,7 @@ static void layer(struct fg_engine *e, int li, int T)
 	/* MLP */
 	for (t = 0; t < T; t++)
 		fg_cpu_rmsnorm(e->a + (size_t)t * (size_t)H, e->x + (size_t)t * (size_t)H, L->pre_ffw_norm, H, c->eps);
-	matmul(e, &L->gate, e->a, T, e->g);
-	matmul(e, &L->up, e->a, T, e->u);
-	fg_cpu_gelu_tanh(e->g, T * I);
-	for (i = 0; i < T * I; i++)
-		e->g[i] *= e->u[i];
-	matmul(e, &L->down, e->g, T, e->o);
+	geglu(e, &L->gate, &L->up, &L->down, e->a, T, I, e->g, e->u, e->o);
 	if (L->moe)
 		moe_block(e, L, T);
 	add_normed(e->x, e->o, L->post_ffw_norm, T, H, c->eps, tmp);
@@ -710,7 +715,7 @@ int fg_engine_forward_logits(struct fg_engine *e, const int32_t *ids, size_t n, 
 		for (i = 0; i < n; i++) {
 			int want = logits && (!last_only || i + 1 == n);
 			float *out = want ? logits + (last_only ? 0 : i * (size_t)c->vocab) : NULL;
-			int rc = fg_g4_gpu_step(e->gpu, fg_g4_input_id(c, ids[i]), e->pos, out, NULL, err);
+			int rc = fg_g4_gpu_step(e->gpu, ids[i], e->pos, out, NULL, err);
 
 			if (rc)
 				return rc;
@@ -738,7 +743,7 @@ int fg_engine_forward_logits(struct fg_engine *e, const int32_t *ids, size_t n, 
 /* One token through the GPU step; *tok receives the argmax taken there. */
 static int gpu_next(struct fg_engine *e, int32_t id, int32_t *tok, struct fg_err *err)
 {
-	int rc = fg_g4_gpu_step(e->gpu, fg_g4_input_id(&e->m->cfg, id), e->pos, NULL, tok, err);
+	int rc = fg_g4_gpu_step(e->gpu, id, e->pos, NULL, tok, err);
 
 	if (!rc)
 		e->pos++;

@@ -68,25 +68,20 @@ static void llama3(float *inv, const struct fg_g4_rope *r, int d)
 
 void fg_g4_rope_table(float *inv, const struct fg_g4_rope *r, int d)
 {
-	int half = d / 2, i;
-	struct fg_g4_rope dyn;
-
 	switch (r->type) {
 	case FG_ROPE_PROPORTIONAL:
 		fg_cpu_rope_freqs(inv, d, r->theta, 1, r->partial, r->factor);
 		return;
 	case FG_ROPE_LINEAR:
-		fg_cpu_rope_freqs(inv, d, r->theta, 0, 1.0, 1.0);
-		for (i = 0; i < half; i++)
-			inv[i] = inv[i] / (float)r->factor;
+		fg_cpu_rope_freqs(inv, d, r->theta, 0, 1.0, r->factor);
 		return;
 	case FG_ROPE_DYNAMIC:
 		/* seq_len = max_position_embeddings: base * (factor * L / L -
 		 * (factor - 1)) ** (d / (d - 2)), in Python's double */
-		dyn = *r;
-		dyn.theta = r->theta * pow(r->factor * r->max_position / r->max_position - (r->factor - 1),
-					   (double)d / (double)(d - 2));
-		fg_cpu_rope_freqs(inv, d, dyn.theta, 0, 1.0, 1.0);
+		fg_cpu_rope_freqs(inv, d,
+				  r->theta * pow(r->factor * r->max_position / r->max_position - (r->factor - 1),
+						 (double)d / (double)(d - 2)),
+				  0, 1.0, 1.0);
 		return;
 	case FG_ROPE_YARN:
 		yarn(inv, r, d);

@@ -399,7 +399,7 @@ void fg_cpu_rope_freqs(float *inv, int d, double theta, int proportional, double
 		} else {
 			inv[i] = 0.0f;
 		}
-		if (proportional && factor != 1.0)
+		if (factor != 1.0)
 			inv[i] = inv[i] / (float)factor;
 	}
 }
@@ -416,11 +416,6 @@ void fg_cpu_rope_scaled(float *x, int d, const float *inv, int pos, float scale)
 		x[i] = x0 * c + (-x1) * s;
 		x[i + half] = x1 * c + x0 * s;
 	}
-}
-
-void fg_cpu_rope(float *x, int d, const float *inv, int pos)
-{
-	fg_cpu_rope_scaled(x, d, inv, pos, 1.0f);
 }
 
 void fg_cpu_attend(float *out, const float *q, int d, const float *const *k, const float *const *v,

@@ -61,8 +61,9 @@ void fg_cpu_rmsnorm(float *y, const float *x, const float *w, int n, float eps);
 void fg_cpu_gelu_tanh(float *x, int n);
 
 /* Inverse frequencies of one layer type, d/2 of them (d = head dim):
- * default:      inv[i] = 1 / theta^(2i/d) (partial and factor unused: Gemma 4's
- *               own default ignores them)
+ * not proportional: inv[i] = 1 / theta^(2i/d), then / factor (partial unused;
+ *               Gemma 4's "default" passes factor 1: it ignores the key,
+ *               "linear" passes its factor);
  * proportional: the same for i < floor(partial * d / 2), 0 after (those
  *               dimensions pass through unrotated); then all / factor.
  * The other rope types: engine/rope.h. */
@@ -70,11 +71,9 @@ void fg_cpu_rope_freqs(float *inv, int d, double theta, int proportional, double
 		       double factor);
 
 /* Rotate-half RoPE of one head x[d] at position pos: for i < d/2, with
- * a = pos * inv[i]: x[i] = x[i] cos a - x[i + d/2] sin a,
- * x[i + d/2] = x[i + d/2] cos a + x[i] sin a. */
-void fg_cpu_rope(float *x, int d, const float *inv, int pos);
-/* The same with cos and sin each multiplied by scale in fp32 (transformers'
- * attention_scaling, yarn's attention factor); scale 1 = fg_cpu_rope. */
+ * a = pos * inv[i], c = cos a * scale, s = sin a * scale (fp32; scale is
+ * transformers' attention_scaling, yarn's attention factor, else 1):
+ * x[i] = x[i] c - x[i + d/2] s, x[i + d/2] = x[i + d/2] c + x[i] s. */
 void fg_cpu_rope_scaled(float *x, int d, const float *inv, int pos, float scale);
 
 /* One query head over n cached positions, scale 1.0, no softcap:

@@ -797,7 +797,7 @@ static void attn_post_case(const struct apc *t)
 
 		fg_cpu_rmsnorm(xb, xb, b < nh ? qw : b < nh + nkv ? kw : NULL, d, 1e-6f);
 		if (b < nh + nkv)
-			fg_cpu_rope(xb, d, inv, pos);
+			fg_cpu_rope_scaled(xb, d, inv, pos, 1.0f);
 		if (b >= nh)
 			memcpy((b < nh + nkv ? kcr : vcr) + ((size_t)(b < nh + nkv ? b - nh : b - nh - nkv) * cap + pos % cap) * d,
 			       xb, 4 * d);
@@ -951,7 +951,7 @@ static void gpu_fused(void)
 
 				fg_cpu_rmsnorm(x, x, b < nh ? qw : b < nh + nkv ? kw : NULL, d, 1e-6f);
 				if (b < nh + nkv)
-					fg_cpu_rope(x, d, inv, pos);
+					fg_cpu_rope_scaled(x, d, inv, pos, 1.0f);
 				if (b >= nh)
 					memcpy((b < nh + nkv ? kcr : vcr) +
 						       ((size_t)(b < nh + nkv ? b - nh : b - nh - nkv) * cap + pos % cap) * d,
