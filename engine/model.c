@@ -72,6 +72,18 @@ static int bind_keep(struct fg_g4_model *m, const char *dir, struct fg_err *err)
 	return 0;
 }
 
+/* *fmt = the FG_W_* format of float tensor t (shown as prefix + name in the
+ * error), or FG_EUNSUPPORTED for a dtype the engine does not read. */
+static int float_format(const struct fg_st_tensor *t, const char *prefix, const char *name, int *fmt,
+			struct fg_err *err)
+{
+	if (t->dtype != FG_ST_BF16 && t->dtype != FG_ST_F16 && t->dtype != FG_ST_F32)
+		return fg_err_set(err, FG_EUNSUPPORTED, "%s: tensor %s%s: dtype %s is not supported (BF16, F16, F32)",
+				  t->file, prefix, name, fg_st_dtype_name(t->dtype));
+	*fmt = t->dtype == FG_ST_BF16 ? FG_W_BF16 : t->dtype == FG_ST_F16 ? FG_W_F16 : FG_W_F32;
+	return 0;
+}
+
 /* Binds linear <name> of shape [rows][cols]; optional: absent is fine. */
 static int bind_lin(struct fg_g4_model *m, struct fg_lin *l, const char *name, int rows, int cols,
 		    int optional, struct fg_err *err)
@@ -84,16 +96,15 @@ static int bind_lin(struct fg_g4_model *m, struct fg_lin *l, const char *name, i
 	l->cols = cols;
 	snprintf(key, sizeof(key), "%s.weight", name);
 	if ((t = find(m, key))) {
-		if (t->dtype != FG_ST_BF16 && t->dtype != FG_ST_F16 && t->dtype != FG_ST_F32)
-			return fg_err_set(err, FG_EUNSUPPORTED,
-					  "%s: tensor %s%s: dtype %s is not supported (BF16, F16, F32)", t->file,
-					  m->prefix, key, fg_st_dtype_name(t->dtype));
+		int rc = float_format(t, m->prefix, key, &l->fmt, err);
+
+		if (rc)
+			return rc;
 		if (!shape_is(t, 2, (uint64_t)rows, (uint64_t)cols)) {
 			shape_str(t, sh, sizeof(sh));
 			return fg_err_set(err, FG_EFORMAT, "tensor %s%s has shape %s, expected %d x %d", m->prefix, key,
 					  sh, rows, cols);
 		}
-		l->fmt = t->dtype == FG_ST_BF16 ? FG_W_BF16 : t->dtype == FG_ST_F16 ? FG_W_F16 : FG_W_F32;
 		l->w = t->data;
 		return 0;
 	}
@@ -194,22 +205,20 @@ static void note_format(struct fg_g4_model *m, const struct fg_lin *l, int *seen
 
 /* One 3-D expert tensor, as transformers saves it: a float dtype the engine
  * reads and shape [E][a][b]; *fmt gets its FG_W_* format, *esz its element size. */
-static int expert_tensor(const struct fg_g4_model *m, const struct fg_st_tensor *t, int E, int a, int b, int *fmt,
-			 size_t *esz, struct fg_err *err)
+static int expert_tensor(const struct fg_st_tensor *t, int E, int a, int b, int *fmt, size_t *esz,
+			 struct fg_err *err)
 {
 	char sh[96];
+	int rc = float_format(t, "", t->name, fmt, err);
 
-	if (t->dtype != FG_ST_BF16 && t->dtype != FG_ST_F16 && t->dtype != FG_ST_F32)
-		return fg_err_set(err, FG_EUNSUPPORTED, "%s: tensor %s: dtype %s is not supported (BF16, F16, F32)",
-				  t->file, t->name, fg_st_dtype_name(t->dtype));
+	if (rc)
+		return rc;
 	if (t->ndim != 3 || t->shape[0] != (uint64_t)E || t->shape[1] != (uint64_t)a || t->shape[2] != (uint64_t)b) {
 		shape_str(t, sh, sizeof(sh));
 		return fg_err_set(err, FG_EFORMAT, "tensor %s has shape %s, expected %d x %d x %d", t->name, sh, E, a,
 				  b);
 	}
-	*fmt = t->dtype == FG_ST_BF16 ? FG_W_BF16 : t->dtype == FG_ST_F16 ? FG_W_F16 : FG_W_F32;
 	*esz = fg_st_dtype_size(t->dtype);
-	(void)m;
 	return 0;
 }
 
@@ -247,8 +256,8 @@ static int bind_moe(struct fg_g4_model *m, struct fg_g4_layer *L, int li, int *s
 		if (!gu || !dn)
 			return fg_err_set(err, FG_ENOTFOUND, "tensor %s%s is missing from the checkpoint (beside %s%s)",
 					  m->prefix, gu ? dname : name, m->prefix, gu ? name : dname);
-		if ((rc = expert_tensor(m, gu, E, 2 * I, H, &gfmt, &gsz, err)) ||
-		    (rc = expert_tensor(m, dn, E, H, I, &dfmt, &dsz, err)))
+		if ((rc = expert_tensor(gu, E, 2 * I, H, &gfmt, &gsz, err)) ||
+		    (rc = expert_tensor(dn, E, H, I, &dfmt, &dsz, err)))
 			return rc;
 		for (ex = 0; ex < E; ex++) {
 			const uint8_t *g = (const uint8_t *)gu->data + (size_t)ex * 2 * (size_t)I * (size_t)H * gsz;
