@@ -729,6 +729,29 @@ static int tensor_err(struct fg_err *err, int code, const struct fg_st_tensor *t
 	return fg_err_set(err, code, "%s: tensor %s: %s", t->file, t->name, what);
 }
 
+/* The largest group (128, 64, 32) dividing the input width of every Linear
+ * the bake would quantize (head: the --head int4 head's source, or NULL), 0 when
+ * none does: the hint of the width error. */
+static int fitting_group(const struct fg_st_set *set, const struct fg_st_tensor *head)
+{
+	static const int groups[] = { 128, 64, 32 };
+	size_t n = fg_st_count(set), i, k;
+
+	for (k = 0; k < 3; k++) {
+		int fits = !head || head->ndim != 2 || head->shape[1] % (uint64_t)groups[k] == 0;
+
+		for (i = 0; i < n && fits; i++) {
+			const struct fg_st_tensor *t = fg_st_at(set, i);
+
+			if (fg_int4_is_target(t->name) && t->ndim == 2 && t->shape[1] % (uint64_t)groups[k])
+				fits = 0;
+		}
+		if (fits)
+			return groups[k];
+	}
+	return 0;
+}
+
 static int plan(struct bake *b, struct fg_st_desc **descs_out, size_t *nd_out, struct fg_err *err)
 {
 	size_t n = fg_st_count(b->set), i, nd = 0;
@@ -783,8 +806,18 @@ static int plan(struct bake *b, struct fg_st_desc **descs_out, size_t *nd_out, s
 			break;
 		}
 		if (t->shape[1] % (uint64_t)b->o->group) {
-			snprintf(msg, sizeof(msg), "input width %llu is not a multiple of the group size %d",
-				 (unsigned long long)t->shape[1], b->o->group);
+			int fit = fitting_group(b->set, b->o->head_int4 ? (lm ? lm : head_src) : NULL);
+
+			if (fit)
+				snprintf(msg, sizeof(msg),
+					 "input width %llu is not a multiple of the group size %d "
+					 "(--group %d fits every Linear of this checkpoint)",
+					 (unsigned long long)t->shape[1], b->o->group, fit);
+			else
+				snprintf(msg, sizeof(msg),
+					 "input width %llu is not a multiple of the group size %d "
+					 "(no --group of 32, 64, 128 fits every Linear of this checkpoint)",
+					 (unsigned long long)t->shape[1], b->o->group);
 			rc = tensor_err(err, FG_EINVAL, t, msg);
 			break;
 		}
@@ -1302,21 +1335,35 @@ static int stream_all(struct bake *b, struct flow *f, struct fg_int4_report *rep
 	return rc;
 }
 
-/* enable_moe_block: true in config.json (top level or text_config). */
-static int is_moe(const cJSON *cfg)
+/* 1 when some tensor of the checkpoint has a name holding part. */
+static int has_tensor_part(const struct fg_st_set *set, const char *part)
 {
-	const cJSON *tc = cJSON_GetObjectItemCaseSensitive(cfg, "text_config");
+	size_t n = fg_st_count(set), i;
 
-	return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "enable_moe_block")) ||
-	       (cJSON_IsObject(tc) && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(tc, "enable_moe_block")));
+	for (i = 0; i < n; i++)
+		if (strstr(fg_st_at(set, i)->name, part))
+			return 1;
+	return 0;
 }
 
 /* The quantization_config vLLM's compressed-tensors loader reads. */
 static int add_quant_config(cJSON *cfg, const struct bake *b, struct fg_err *err)
 {
 	cJSON *qc, *groups, *g0, *targets, *wts, *ign, *tc;
-	static const char *const ignore[] = {
-		"re:.*vision_tower.*", "re:.*audio_tower.*", "re:.*embed_vision.*", "re:.*embed_audio.*",
+	/* Linears passed through, by the part of their tensors' names that
+	 * shows them, and the entry matching their module names (vLLM matches
+	 * "re:" entries with re.match, others exactly). The experts are 3-D in
+	 * transformers, not Linears, but vLLM's FusedMoE asks for
+	 * "<layer>.moe.experts.0.gate_proj" and would expect INT4 experts unless
+	 * that name is ignored; router.proj is a Linear in transformers, and
+	 * vLLM's GateLinear is unquantized (docs/formats/int4.md). */
+	static const char *const ignore[][2] = {
+		{ "vision_tower.", "re:.*vision_tower.*" },
+		{ "audio_tower.", "re:.*audio_tower.*" },
+		{ "embed_vision.", "re:.*embed_vision.*" },
+		{ "embed_audio.", "re:.*embed_audio.*" },
+		{ ".router.proj.weight", "re:.*\\.router\\.proj$" },
+		{ ".experts.", "re:.*\\.experts\\..*" },
 	};
 	size_t i;
 
@@ -1345,19 +1392,15 @@ static int add_quant_config(cJSON *cfg, const struct bake *b, struct fg_err *err
 	    !(ign = cJSON_AddArrayToObject(qc, "ignore")))
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	cJSON_AddItemToArray(targets, cJSON_CreateString("Linear"));
-	/* Every Linear left in bf16 must be ignored, or vLLM would expect INT4 for it. */
+	/* Every Linear left unquantized must be ignored, or vLLM would expect
+	 * INT4 for it, and nothing else is listed. lm_head is a Linear in
+	 * transformers even when tied to the embedding (compressed-tensors lists
+	 * it then too). */
 	if (!b->o->head_int4)
 		cJSON_AddItemToArray(ign, cJSON_CreateString("lm_head"));
 	for (i = 0; i < sizeof(ignore) / sizeof(ignore[0]); i++)
-		cJSON_AddItemToArray(ign, cJSON_CreateString(ignore[i]));
-	if (is_moe(cfg)) {
-		/* the experts (3-D, passed through) and the router, left in their
-		 * dtype: vLLM's FusedMoE asks for "<layer>.moe.experts.0.gate_proj"
-		 * and would expect INT4 experts unless ignored; router.proj is a
-		 * Linear in transformers (docs/formats/int4.md) */
-		cJSON_AddItemToArray(ign, cJSON_CreateString("re:.*\\.router\\.proj$"));
-		cJSON_AddItemToArray(ign, cJSON_CreateString("re:.*\\.experts\\..*"));
-	}
+		if (has_tensor_part(b->set, ignore[i][0]))
+			cJSON_AddItemToArray(ign, cJSON_CreateString(ignore[i][1]));
 	if (b->o->head_int4) {
 		cJSON_DeleteItemFromObjectCaseSensitive(cfg, "tie_word_embeddings");
 		cJSON_AddFalseToObject(cfg, "tie_word_embeddings");
@@ -1589,8 +1632,6 @@ int fg_int4_bake(const char *src, const char *out, const struct fg_int4_opts *op
 	if (!rc && !cJSON_IsObject(cfg))
 		rc = fg_err_set(err, FG_EFORMAT, "%s: not a JSON object", p.data);
 	if (!rc)
-		rc = add_quant_config(cfg, &b, err);
-	if (!rc)
 		rc = open_store(&b, err);
 	if (!rc)
 		rc = fg_st_open(&b.set, src, err);
@@ -1598,6 +1639,8 @@ int fg_int4_bake(const char *src, const char *out, const struct fg_int4_opts *op
 		rc = list_inputs(&b, err);
 	if (!rc)
 		rc = plan(&b, &descs, &nd, err);
+	if (!rc)
+		rc = add_quant_config(cfg, &b, err);
 	if (!rc)
 		rc = make_tmp(&b, err);
 	if (rc)

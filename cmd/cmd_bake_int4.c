@@ -21,7 +21,7 @@ static void usage(FILE *f)
 		"copied. The same input gives the same bytes for any -j.\n\n"
 		"  --group N     input columns per scale: 32, 64 or 128 (default 128)\n"
 		"  --head MODE   keep: the head as it is (default); int4: an untied INT4 lm_head\n"
-		"  -j N          quantizer threads (default: online CPUs)\n"
+		"  -j N, -jN     quantizer threads (default: online CPUs)\n"
 		"  --no-sync     do not fsync the output (faster on slow disks; a power loss\n"
 		"                right after may leave it incomplete)\n"
 		"  --store DIR   the fgpack store whose blobs inputs may be hard links to\n"
@@ -81,6 +81,9 @@ int cmd_bake_int4(int argc, char **argv)
 				else
 					return fg_cmd_usage_error("bake int4", "--head must be keep or int4");
 			}
+		} else if (!strncmp(a, "-j", 2) && a[2]) {
+			if (fg_parse_int(a + 2, 1, 64, &o.threads)) /* -jN, as make takes it */
+				return fg_cmd_usage_error("bake int4", "-j must be 1..64");
 		} else if (!strcmp(a, "--no-sync")) {
 			o.no_sync = 1;
 		} else if (a[0] == '-' && a[1]) {

@@ -102,6 +102,27 @@ static int compare_pruned(struct fg_engine *full, struct fg_engine *pr, const in
 	return rc;
 }
 
+/* Logits [n][vocab] of the first n (<= 20) tokens of a fixed sequence of
+ * ids below 256 from the model folder dir on device (2 threads), in a new
+ * array; NULL with err set on failure. */
+static float *logits_of(const char *dir, int device, int n, struct fg_err *err)
+{
+	static const int32_t seq[] = { 2, 17, 99, 5, 201, 250, 3, 3, 40, 41, 42, 7, 128, 64, 9, 33, 180, 77, 12, 6 };
+	struct fg_engine_opts o = { 2, 0, 0, device };
+	struct fg_engine *e = NULL;
+	float *lg = NULL;
+
+	if (fg_engine_load(&e, dir, &o, err))
+		return NULL;
+	lg = malloc(sizeof(float) * (size_t)n * (size_t)fg_engine_vocab_size(e));
+	if (fg_engine_forward_logits(e, seq, (size_t)n, 0, lg, err)) {
+		free(lg);
+		lg = NULL;
+	}
+	fg_engine_free(e);
+	return lg;
+}
+
 /* Calls fn for every tiny model made by transformers' own save_pretrained
  * (tests/oracle/variants.py) under root: root/<name>/{config.json,
  * model.safetensors, oracle.json, logits.bin}, with the model's own window

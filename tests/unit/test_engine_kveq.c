@@ -240,24 +240,6 @@ static int explicit_v(char *out, size_t n, const char *name, const char *src, in
 	return rc;
 }
 
-static float *logits_of(const char *dir, int device, int n, struct fg_err *err)
-{
-	static const int32_t seq[] = { 2, 17, 99, 5, 201, 250, 3, 3, 40, 41, 42, 7, 128, 64, 9, 33, 180, 77, 12, 6 };
-	struct fg_engine_opts o = { 2, 0, 0, device };
-	struct fg_engine *e = NULL;
-	float *lg = NULL;
-
-	if (fg_engine_load(&e, dir, &o, err))
-		return NULL;
-	lg = malloc(sizeof(float) * (size_t)n * (size_t)fg_engine_vocab_size(e));
-	if (fg_engine_forward_logits(e, seq, (size_t)n, 0, lg, err)) {
-		free(lg);
-		lg = NULL;
-	}
-	fg_engine_free(e);
-	return lg;
-}
-
 static void check_checkpoints(void)
 {
 	struct fg_engine *e = NULL;
