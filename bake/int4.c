@@ -338,6 +338,7 @@ struct job {
 	const struct fg_st_tensor *t;
 	int quant;
 	int extra;         /* the --head int4 lm_head made from the embedding */
+	int misfit;        /* a Linear left unquantized by ignore_misfits (its width) */
 	char *base;        /* output name stem for quantized tensors (owned) */
 };
 
@@ -757,7 +758,8 @@ static int plan(struct bake *b, struct fg_st_desc **descs_out, size_t *nd_out, s
 	size_t n = fg_st_count(b->set), i, nd = 0;
 	const struct fg_st_tensor *head_src = NULL, *lm = fg_st_find(b->set, "lm_head.weight");
 	struct fg_st_desc *d;
-	char msg[160];
+	char msg[200];
+	size_t n_quant = 0, n_misfit = 0;
 	int rc = 0;
 
 	if (b->o->head_int4 && !lm) {
@@ -786,6 +788,13 @@ static int plan(struct bake *b, struct fg_st_desc **descs_out, size_t *nd_out, s
 		j->t = t;
 		j->extra = i == n;
 		j->quant = i == n || fg_int4_is_target(t->name) || (b->o->head_int4 && t == lm);
+		/* a decoder Linear the group does not fit, left as it is when
+		 * asked (the head asked for in INT4 is not: refused below) */
+		j->misfit = j->quant && b->o->ignore_misfits && i < n && t != lm && t->ndim == 2 &&
+			    t->shape[1] % (uint64_t)b->o->group;
+		j->quant &= !j->misfit;
+		n_quant += (size_t)j->quant;
+		n_misfit += (size_t)j->misfit;
 		b->n_jobs++;
 		if (!j->quant) {
 			d[nd].name = t->name;
@@ -816,7 +825,8 @@ static int plan(struct bake *b, struct fg_st_desc **descs_out, size_t *nd_out, s
 			else
 				snprintf(msg, sizeof(msg),
 					 "input width %llu is not a multiple of the group size %d "
-					 "(no --group of 32, 64, 128 fits every Linear of this checkpoint)",
+					 "(no --group fits every Linear of this checkpoint; "
+					 "--ignore-misfits leaves such Linears unquantized)",
 					 (unsigned long long)t->shape[1], b->o->group);
 			rc = tensor_err(err, FG_EINVAL, t, msg);
 			break;
@@ -846,6 +856,10 @@ static int plan(struct bake *b, struct fg_st_desc **descs_out, size_t *nd_out, s
 			fg_buf_release(&nm);
 		}
 	}
+	if (!rc && !n_quant && n_misfit)
+		rc = fg_err_set(err, FG_EINVAL,
+				"%s: no Linear's input width is a multiple of the group size %d: nothing to quantize",
+				b->src, b->o->group);
 	*descs_out = d;
 	*nd_out = nd;
 	return rc;
@@ -1292,6 +1306,7 @@ static int stream_all(struct bake *b, struct flow *f, struct fg_int4_report *rep
 				rep->n_quantized++;
 			else
 				rep->n_passed++;
+			rep->n_misfit += (size_t)b->jobs[i].misfit;
 		}
 		if (!rc)
 			rc = flow_hash_to(f, (size_t)inf->size, err);
@@ -1344,6 +1359,33 @@ static int has_tensor_part(const struct fg_st_set *set, const char *part)
 		if (strstr(fg_st_at(set, i)->name, part))
 			return 1;
 	return 0;
+}
+
+/* Appends to ign the entry for one decoder Linear left unquantized (its
+ * tensor name): "re:.*\\.<name without its text prefix and .weight, dots
+ * escaped>$", which matches the module under transformers' names
+ * (model.layers.N..., model.language_model.layers.N...) and vLLM's
+ * (language_model.model.layers.N...) alike, and no other Linear. */
+static int ignore_entry(cJSON *ign, const char *name, struct fg_err *err)
+{
+	struct fg_buf e = FG_BUF_INIT;
+	const char *rest = name, *end = name + strlen(name) - strlen(".weight");
+	cJSON *item;
+	int rc;
+
+	if (!strncmp(name, "model.language_model.", 21))
+		rest = name + 21;
+	else if (!strncmp(name, "model.", 6))
+		rest = name + 6;
+	rc = fg_buf_puts(&e, "re:.*\\.", err);
+	for (; !rc && rest < end; rest++)
+		rc = *rest == '.' ? fg_buf_puts(&e, "\\.", err) : fg_buf_putc(&e, *rest, err);
+	if (!rc)
+		rc = fg_buf_puts(&e, "$", err);
+	if (!rc && !((item = cJSON_CreateString(e.data)) && cJSON_AddItemToArray(ign, item)))
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	fg_buf_release(&e);
+	return rc;
 }
 
 /* The quantization_config vLLM's compressed-tensors loader reads. */
@@ -1401,6 +1443,13 @@ static int add_quant_config(cJSON *cfg, const struct bake *b, struct fg_err *err
 	for (i = 0; i < sizeof(ignore) / sizeof(ignore[0]); i++)
 		if (has_tensor_part(b->set, ignore[i][0]))
 			cJSON_AddItemToArray(ign, cJSON_CreateString(ignore[i][1]));
+	for (i = 0; i < b->n_jobs; i++)
+		if (b->jobs[i].misfit) {
+			int rc = ignore_entry(ign, b->jobs[i].t->name, err);
+
+			if (rc)
+				return rc;
+		}
 	if (b->o->head_int4) {
 		cJSON_DeleteItemFromObjectCaseSensitive(cfg, "tie_word_embeddings");
 		cJSON_AddFalseToObject(cfg, "tie_word_embeddings");

@@ -65,6 +65,9 @@ struct fg_int4_opts {
 	const char *store;        /* the fgpack store whose stamps name inputs (lib/store.h);
 				     NULL: the default one, when it exists */
 	int rehash;               /* 1: hash every input, trusting no stamp */
+	int ignore_misfits;       /* 1: a decoder Linear whose input width is not a multiple of
+				     group is passed through and listed in quantization_config's
+				     ignore (compressed-tensors' own advice), instead of refused */
 };
 
 #define FG_INT4_SHARD_BYTES ((uint64_t)5000000000ULL)
@@ -75,6 +78,7 @@ struct fg_int4_report {
 	char statement[4096];                    /* path of the provenance statement */
 	size_t n_quantized;                      /* Linear weights turned into INT4 */
 	size_t n_passed;                         /* tensors copied unchanged */
+	size_t n_misfit;                         /* of them, Linears left by ignore_misfits */
 	size_t n_files_in, n_files_out;
 	uint64_t bytes_in;                       /* bytes of all input files */
 	size_t n_by_stamp;                       /* inputs whose digest is their store blob's name */

@@ -12,7 +12,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: fgpack bake int4 SRC_DIR OUT_DIR [--group 32|64|128] [--head keep|int4] [-j N]\n"
-		"                        [--no-sync] [--store DIR] [--rehash]\n\n"
+		"                        [--ignore-misfits] [--no-sync] [--store DIR] [--rehash]\n\n"
 		"Quantizes every Linear weight of a Gemma 4 checkpoint's text decoder (BF16,\n"
 		"F16 or F32) to symmetric INT4 per group of input columns (compressed-tensors\n"
 		"pack-quantized, W4A16, BF16 scales, loadable by vLLM); embeddings, the\n"
@@ -22,6 +22,9 @@ static void usage(FILE *f)
 		"  --group N     input columns per scale: 32, 64 or 128 (default 128)\n"
 		"  --head MODE   keep: the head as it is (default); int4: an untied INT4 lm_head\n"
 		"  -j N, -jN     quantizer threads (default: online CPUs)\n"
+		"  --ignore-misfits  leave a Linear whose input width is not a multiple of the\n"
+		"                group unquantized (listed in quantization_config.ignore)\n"
+		"                instead of refusing the checkpoint\n"
 		"  --no-sync     do not fsync the output (faster on slow disks; a power loss\n"
 		"                right after may leave it incomplete)\n"
 		"  --store DIR   the fgpack store whose blobs inputs may be hard links to\n"
@@ -62,6 +65,8 @@ int cmd_bake_int4(int argc, char **argv)
 			o.store = argv[++i];
 		} else if (!strcmp(a, "--rehash")) {
 			o.rehash = 1;
+		} else if (!strcmp(a, "--ignore-misfits")) {
+			o.ignore_misfits = 1;
 		} else if (!strcmp(a, "--group") || !strcmp(a, "-j") || !strcmp(a, "--head")) {
 			if (i + 1 >= argc)
 				return fg_cmd_usage_error("bake int4", "%s needs a value", a);
@@ -102,11 +107,12 @@ int cmd_bake_int4(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	fprintf(stderr,
-		"fgpack bake int4: %zu Linear weights to INT4 (group %d, head %s), %zu tensors unchanged;\n"
+		"fgpack bake int4: %zu Linear weights to INT4 (group %d, head %s), %zu tensors unchanged\n"
+		"  (of them %zu Linears whose width the group does not divide);\n"
 		"  %.3f GB in (%zu files), %.3f GB out (%zu files), %.2f s, %.2f GB/s of input\n"
 		"  inputs named by their store blob (not hashed): %zu files, %.3f GB\n"
 		"  provenance: %s\n",
-		rep.n_quantized, o.group, o.head_int4 ? "int4" : "keep", rep.n_passed,
+		rep.n_quantized, o.group, o.head_int4 ? "int4" : "keep", rep.n_passed, rep.n_misfit,
 		(double)rep.bytes_in / 1e9, rep.n_files_in, (double)rep.bytes_out / 1e9, rep.n_files_out,
 		secs, secs > 0 ? (double)rep.bytes_in / 1e9 / secs : 0.0, rep.n_by_stamp,
 		(double)rep.bytes_by_stamp / 1e9, rep.statement);

@@ -230,4 +230,13 @@ unset FGPACK_HOME
 check_exit "an existing non-empty output folder is refused" 1 "$FGPACK" bake int4 src out1
 check_exit "bad --group is a usage error" 2 "$FGPACK" bake int4 src outx --group 48
 check_exit "--help" 0 "$FGPACK" bake int4 --help
+# a checkpoint transformers made whose widths no group fits (attention
+# biases; per_layer_projection 8 wide): refused, or baked with --ignore-misfits
+V="$TOP/tests/fixtures/oracle/variants/attn-bias"
+check_exit "a width no group fits is refused" 1 "$FGPACK" bake int4 "$V" outm --group 32
+check_grep "naming --ignore-misfits" 'input width 48 is not a multiple of the group size 32 \(no --group fits every Linear of this checkpoint; --ignore-misfits' "$WORK/.out"
+check "--ignore-misfits -j2 bakes it" sh -c "'$FGPACK' bake int4 '$V' outm --group 32 --ignore-misfits -j2 >/dev/null 2>logm"
+check_grep "and says how many Linears it left" '^  \(of them 26 Linears whose width the group does not divide\);' logm
+check "-j1 gives the same bytes" sh -c "'$FGPACK' bake int4 '$V' outm1 --group 32 --ignore-misfits -j 1 >/dev/null 2>&1 && diff -r outm outm1"
+check_grep "each Linear left is ignored by name" '"re:\.\*\\\\\.layers\\\\\.0\\\\\.per_layer_projection\$"' outm/config.json
 finish

@@ -10,28 +10,32 @@
  * bake's name list: those of the text decoder are expected in INT4, the head
  * (unless --head int4), the router, the experts and the vision/audio towers
  * and embedders left as they are. Then, for each group of 32, 64, 128:
- *   - a group that does not divide the input width of every expected-INT4
- *     Linear is refused in one line naming the file and the first such tensor
- *     in file order, with the hint of the group that fits (or that none
- *     does), leaving no output and no temporary folder;
- *   - a group that does is baked (-j2): every source tensor is accounted for,
- *     INT4 ones as <m>.weight_packed I32 [out, in/8], .weight_scale BF16
- *     [out, in/group], .weight_shape I64 [out, in] with every weight within
- *     (0.5 + 7.6 * 2^-8) of a step of its value and each group's largest
- *     weight on q = 7 or -8, everything else byte-identical in its own dtype,
- *     nothing more; the other files copied byte for byte; config.json the
- *     source's plus a quantization_config with that group, whose ignore list
- *     matches every Linear left unquantized (re: entries with Python
- *     re.match's semantics, others exactly, as vLLM's should_ignore_layer),
- *     none quantized, and holds no entry that matches nothing; the CPU engine
- *     loads it and its logits are bit-identical to those of the same
- *     checkpoint with every INT4 Linear replaced by its dequantized F32
- *     weights q * scale (the engine widens an INT4 row to exactly those
- *     floats and runs the F32 row's dot, so equal bits are the promise);
- * and, with the first group that fits, -j1 gives the -j2 bytes (the tree
- * digest: sha256 of every output file) and --head int4 is checked the same
- * way (lm_head quantized from lm_head.weight or the tied embedding, not in
- * ignore, tie_word_embeddings false). */
+ *   - a group that does not divide the input width of every decoder Linear
+ *     is refused in one line naming the file and the first such tensor in
+ *     file order, with the hint of the group that fits (or that none does),
+ *     leaving no output and no temporary folder; with --ignore-misfits the
+ *     Linears it does not fit are left as they are (and listed in ignore),
+ *     or, when it fits none, the bake is refused in one line;
+ *   - every bake (-j2) is checked: the report's counts; every source tensor
+ *     accounted for, INT4 ones as <m>.weight_packed I32 [out, in/8],
+ *     .weight_scale BF16 [out, in/group], .weight_shape I64 [out, in] with
+ *     every weight within (0.5 + 7.6 * 2^-8) of a step of q * s and each
+ *     group's largest weight on q = 7 or -8, everything else byte-identical
+ *     in its own dtype, nothing more; the other files copied byte for byte;
+ *     config.json the source's plus a quantization_config with that group,
+ *     whose ignore list matches every Linear left unquantized (re: entries
+ *     with Python re.match's semantics, others exactly, as vLLM's
+ *     should_ignore_layer), none quantized, and holds no entry that matches
+ *     nothing; the CPU engine loads it and its logits are bit-identical to
+ *     those of the same checkpoint with every INT4 Linear replaced by its
+ *     dequantized F32 weights q * scale (the engine widens an INT4 row to
+ *     exactly those floats and runs the F32 row's dot, so equal bits are the
+ *     promise);
+ * and, with the first group baked, -j1 gives the -j2 bytes (the tree digest:
+ * sha256 of every output file) and --head int4 is checked the same way
+ * (lm_head quantized from lm_head.weight or the tied embedding, not in
+ * ignore, tie_word_embeddings false), or refused when the group does not fit
+ * the head's width. */
 #include <dirent.h>
 #include <regex.h>
 #include <stdio.h>
@@ -60,47 +64,65 @@ static int n_baked, n_refused; /* over all variants */
 
 enum { OTHER, QUANT, KEEP };
 
-/* What a checkpoint tensor is: a Linear expected in INT4, a Linear-like
- * module left as it is (head, router, experts, towers, embedders), or
- * something else (embedding tables, norms, scalars, biases, buffers,
- * convolutions, position tables). */
-static int kind(const struct fg_st_tensor *t, int head_int4)
+/* One bake: its group, --ignore-misfits, --head int4. */
+struct mode {
+	int group, misfits, head_int4;
+};
+
+/* What a checkpoint tensor is in a bake: a Linear expected in INT4, a
+ * Linear-like module left as it is (head, router, experts, towers,
+ * embedders; with --ignore-misfits a decoder Linear whose input width the
+ * group does not divide), or something else (embedding tables, norms,
+ * scalars, biases, buffers, convolutions, position tables). */
+static int kind(const struct fg_st_tensor *t, const struct mode *m)
 {
 	if (t->ndim == 2 && ends_with(t->name, ".weight") && !strstr(t->name, "embed_tokens")) {
 		if (!strcmp(t->name, "lm_head.weight"))
-			return head_int4 ? QUANT : KEEP;
+			return m->head_int4 ? QUANT : KEEP;
 		if (strstr(t->name, "vision_tower.") || strstr(t->name, "audio_tower.") ||
 		    strstr(t->name, "embed_vision.") || strstr(t->name, "embed_audio.") || strstr(t->name, ".router."))
 			return KEEP;
-		return QUANT;
+		return m->misfits && t->shape[1] % (uint64_t)m->group ? KEEP : QUANT;
 	}
 	return strstr(t->name, ".experts.") ? KEEP : OTHER;
+}
+
+/* How many tensors of src are of kind k in mode m. */
+static size_t count_kind(const struct fg_st_set *src, const struct mode *m, int k)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < fg_st_count(src); i++)
+		n += kind(fg_st_at(src, i), m) == k;
+	return n;
 }
 
 /* The first tensor in file order expected in INT4 whose input width group
  * does not divide, or NULL. */
 static const struct fg_st_tensor *misfit(const struct fg_st_set *src, int group)
 {
+	struct mode m = { group, 0, 0 };
 	size_t i;
 
 	for (i = 0; i < fg_st_count(src); i++) {
 		const struct fg_st_tensor *t = fg_st_at(src, i);
 
-		if (kind(t, 0) == QUANT && t->shape[1] % (uint64_t)group)
+		if (kind(t, &m) == QUANT && t->shape[1] % (uint64_t)group)
 			return t;
 	}
 	return NULL;
 }
 
-static int bake(const char *src, const char *out, int group, int threads, int head_int4, struct fg_int4_report *rep,
+static int bake(const char *src, const char *out, const struct mode *m, int threads, struct fg_int4_report *rep,
 		struct fg_err *err)
 {
 	struct fg_int4_opts o;
 
 	memset(&o, 0, sizeof(o));
-	o.group = group;
+	o.group = m->group;
 	o.threads = threads;
-	o.head_int4 = head_int4;
+	o.head_int4 = m->head_int4;
+	o.ignore_misfits = m->misfits;
 	o.no_sync = 1;
 	o.rehash = 1;
 	return fg_int4_bake(src, out, &o, rep, err);
@@ -123,9 +145,10 @@ static int tmp_left(void)
 static void check_refused(const char *dir, const char *label, const struct fg_st_set *src, int group, int fit)
 {
 	const struct fg_st_tensor *t = misfit(src, group);
+	struct mode m = { group, 0, 0 };
 	struct fg_int4_report rep;
 	struct fg_err err = { 0 };
-	char out[600], want[FG_ERR_MSG_MAX], hint[96];
+	char out[600], want[FG_ERR_MSG_MAX], hint[128];
 	struct stat st;
 	int rc;
 
@@ -133,10 +156,11 @@ static void check_refused(const char *dir, const char *label, const struct fg_st
 	if (fit)
 		snprintf(hint, sizeof(hint), "--group %d fits every Linear of this checkpoint", fit);
 	else
-		snprintf(hint, sizeof(hint), "no --group of 32, 64, 128 fits every Linear of this checkpoint");
+		snprintf(hint, sizeof(hint),
+			 "no --group fits every Linear of this checkpoint; --ignore-misfits leaves such Linears unquantized");
 	snprintf(want, sizeof(want), "%s: tensor %s: input width %llu is not a multiple of the group size %d (%s)",
 		 t->file, t->name, (unsigned long long)t->shape[1], group, hint);
-	rc = bake(dir, out, group, 2, 0, &rep, &err);
+	rc = bake(dir, out, &m, 2, &rep, &err);
 	ok(rc == FG_EINVAL && !strcmp(err.msg, want) && stat(out, &st) && !tmp_left(),
 	   "%s --group %d refused in one line naming file and tensor, no output: %s", label, group, err.msg);
 	if (strcmp(err.msg, want))
@@ -150,6 +174,24 @@ static uint64_t le64_at(const void *p, size_t i)
 	const uint8_t *b = (const uint8_t *)p + 8 * i;
 
 	return (uint64_t)fg_le32(b) | (uint64_t)fg_le32(b + 4) << 32;
+}
+
+/* --ignore-misfits where the group fits no Linear at all: refused in one line. */
+static void check_nothing(const char *dir, const char *label, const struct mode *m)
+{
+	struct fg_int4_report rep;
+	struct fg_err err = { 0 };
+	char out[600], want[FG_ERR_MSG_MAX];
+	struct stat st;
+	int rc;
+
+	snprintf(out, sizeof(out), "%s/%s-g%d-misfits", tmp, label, m->group);
+	snprintf(want, sizeof(want),
+		 "%s: no Linear's input width is a multiple of the group size %d: nothing to quantize", dir, m->group);
+	rc = bake(dir, out, m, 2, &rep, &err);
+	ok(rc == FG_EINVAL && !strcmp(err.msg, want) && stat(out, &st) && !tmp_left(),
+	   "%s --group %d --ignore-misfits: no Linear fits, refused in one line, no output: %s", label, m->group,
+	   err.msg);
 }
 
 /* An INT4 tensor set of t (base <m>) in out: the three parts with their
@@ -204,7 +246,7 @@ static int check_int4(const struct fg_st_set *out, const char *base, const struc
 }
 
 /* Every tensor of src accounted for in the bake out (nothing more). */
-static void check_tensors(const struct fg_st_set *src, const char *outdir, int group, int head_int4, const char *label)
+static void check_tensors(const struct fg_st_set *src, const char *outdir, const struct mode *m, const char *label)
 {
 	struct fg_st_set *out = NULL;
 	struct fg_err err = { 0 };
@@ -218,11 +260,11 @@ static void check_tensors(const struct fg_st_set *src, const char *outdir, int g
 	for (i = 0; i < fg_st_count(src); i++) {
 		const struct fg_st_tensor *t = fg_st_at(src, i), *u;
 
-		if (kind(t, head_int4) == QUANT) {
+		if (kind(t, m) == QUANT) {
 			char base[400];
 
 			snprintf(base, sizeof(base), "%.*s", (int)(strlen(t->name) - strlen(".weight")), t->name);
-			bad += !check_int4(out, base, t, group, label);
+			bad += !check_int4(out, base, t, m->group, label);
 			want += 3;
 			nq++;
 			continue;
@@ -238,9 +280,9 @@ static void check_tensors(const struct fg_st_set *src, const char *outdir, int g
 		want++;
 		nk++;
 	}
-	if (head_int4 && !fg_st_find(src, "lm_head.weight")) {
+	if (m->head_int4 && !fg_st_find(src, "lm_head.weight")) {
 		/* a tied head: the untied INT4 lm_head made from the embedding */
-		bad += !emb || !check_int4(out, "lm_head", emb, group, label);
+		bad += !emb || !check_int4(out, "lm_head", emb, m->group, label);
 		want += 3;
 		nq++;
 	}
@@ -312,7 +354,7 @@ static int entry_matches(const char *entry, const char *name)
 /* config.json of the bake: the source's (tie_word_embeddings false with
  * --head int4), plus a quantization_config for the group whose ignore list
  * names exactly the Linear modules left unquantized. */
-static void check_config(const char *dir, const struct fg_st_set *src, const char *outdir, int group, int head_int4,
+static void check_config(const char *dir, const struct fg_st_set *src, const char *outdir, const struct mode *m,
 			 const char *label)
 {
 	struct fg_buf a = FG_BUF_INIT, b = FG_BUF_INIT;
@@ -335,7 +377,7 @@ static void check_config(const char *dir, const struct fg_st_set *src, const cha
 		goto out;
 	}
 	qc = cJSON_DetachItemFromObjectCaseSensitive(oc, "quantization_config");
-	if (head_int4) {
+	if (m->head_int4) {
 		cJSON *tc = cJSON_GetObjectItemCaseSensitive(sc, "text_config");
 
 		cJSON_DeleteItemFromObjectCaseSensitive(sc, "tie_word_embeddings");
@@ -346,25 +388,25 @@ static void check_config(const char *dir, const struct fg_st_set *src, const cha
 		}
 	}
 	ok(qc && cJSON_Compare(sc, oc, 1), "%s: config.json is the source's%s plus quantization_config", label,
-	   head_int4 ? " (untied)" : "");
+	   m->head_int4 ? " (untied)" : "");
 	tg = fg_json_arr(fg_json_obj(fg_json_obj(qc, "config_groups"), "group_0"), "targets");
 	w = fg_json_obj(fg_json_obj(fg_json_obj(qc, "config_groups"), "group_0"), "weights");
 	ok(fg_json_str(qc, "quant_method") && !strcmp(fg_json_str(qc, "quant_method"), "compressed-tensors") &&
 		   fg_json_str(qc, "format") && !strcmp(fg_json_str(qc, "format"), "pack-quantized") &&
 		   cJSON_GetArraySize(tg) == 1 && cJSON_IsString(cJSON_GetArrayItem(tg, 0)) &&
 		   !strcmp(cJSON_GetArrayItem(tg, 0)->valuestring, "Linear") &&
-		   cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(w, "group_size")) == group &&
+		   cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(w, "group_size")) == m->group &&
 		   cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(w, "num_bits")) == 4 &&
 		   cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(w, "symmetric")) && fg_json_str(w, "strategy") &&
 		   !strcmp(fg_json_str(w, "strategy"), "group"),
 	   "%s: quantization_config: compressed-tensors pack-quantized, Linear targets, 4-bit symmetric, group %d",
-	   label, group);
+	   label, m->group);
 	/* The module names: INT4 ones and those left as they are (a tied
 	 * head is a Linear "lm_head" in transformers all the same; a 3-D
 	 * experts tensor stands for vLLM's per-expert modules under it). */
 	for (i = 0; i < fg_st_count(src) && n < 4090; i++) {
 		const struct fg_st_tensor *t = fg_st_at(src, i);
-		int kd = kind(t, head_int4);
+		int kd = kind(t, m);
 
 		if (kd == OTHER)
 			continue;
@@ -373,7 +415,7 @@ static void check_config(const char *dir, const struct fg_st_set *src, const cha
 	}
 	if (!fg_st_find(src, "lm_head.weight")) {
 		names[n] = "lm_head.weight";
-		quant[n++] = head_int4;
+		quant[n++] = m->head_int4;
 	}
 	ign = fg_json_arr(qc, "ignore");
 	cJSON_ArrayForEach(it, ign) n_ign++;
@@ -446,48 +488,81 @@ static void check_engine(const char *outdir, const char *label)
 	fg_rm_tree(dq);
 }
 
-static void check_baked(const char *dir, const char *label, const struct fg_st_set *src, int group, int first)
+/* One bake of dir in mode m (-j2) and its checks; out is removed after. */
+static void check_bake(const char *dir, const char *label, const struct fg_st_set *src, const struct mode *m,
+		       struct fg_int4_report *r)
 {
-	struct fg_int4_report r2, r1;
 	struct fg_err err = { 0 };
-	char out[600], out1[640], lab[300];
+	char out[600], lab[300];
+	size_t n_mis = 0, i;
 	int rc;
 
-	snprintf(out, sizeof(out), "%s/%s-g%d", tmp, label, group);
-	snprintf(lab, sizeof(lab), "%s --group %d", label, group);
-	rc = bake(dir, out, group, 2, 0, &r2, &err);
+	snprintf(lab, sizeof(lab), "%s --group %d%s%s", label, m->group, m->misfits ? " --ignore-misfits" : "",
+		 m->head_int4 ? " --head int4" : "");
+	snprintf(out, sizeof(out), "%s/%s-g%d%s%s", tmp, label, m->group, m->misfits ? "-misfits" : "",
+		 m->head_int4 ? "-head" : "");
+	rc = bake(dir, out, m, 2, r, &err);
 	ok(rc == 0, "%s: baked (-j2) %s", lab, rc ? err.msg : "");
 	if (rc)
 		return;
-	n_baked++;
-	check_tensors(src, out, group, 0, lab);
-	check_files(dir, out, lab);
-	check_config(dir, src, out, group, 0, lab);
-	check_engine(out, lab);
-	if (first) {
-		snprintf(out1, sizeof(out1), "%s-j1", out);
-		rc = bake(dir, out1, group, 1, 0, &r1, &err);
-		ok(rc == 0 && !strcmp(r1.tree_digest, r2.tree_digest), "%s: -j1 and -j2 outputs byte-identical (tree %.12s)",
-		   lab, r2.tree_digest);
-		fg_rm_tree(out1);
-		snprintf(out1, sizeof(out1), "%s-head", out);
-		snprintf(lab, sizeof(lab), "%s --group %d --head int4", label, group);
-		rc = bake(dir, out1, group, 2, 1, &r1, &err);
-		ok(rc == 0, "%s: baked %s", lab, rc ? err.msg : "");
-		if (!rc) {
-			check_tensors(src, out1, group, 1, lab);
-			check_config(dir, src, out1, group, 1, lab);
-			check_engine(out1, lab);
-		}
-		fg_rm_tree(out1);
+	for (i = 0; i < fg_st_count(src); i++) {
+		const struct fg_st_tensor *t = fg_st_at(src, i);
+		struct mode all = { m->group, 0, m->head_int4 };
+
+		n_mis += kind(t, m) == KEEP && kind(t, &all) == QUANT;
 	}
+	ok(r->n_misfit == n_mis && r->n_quantized == count_kind(src, m, QUANT) + (m->head_int4 &&
+										   !fg_st_find(src, "lm_head.weight")),
+	   "%s: report: %zu Linears in INT4, %zu left for their width", lab, r->n_quantized, r->n_misfit);
+	n_baked++;
+	check_tensors(src, out, m, lab);
+	check_files(dir, out, lab);
+	check_config(dir, src, out, m, lab);
+	check_engine(out, lab);
 	fg_rm_tree(out);
+}
+
+/* A bake in mode m: -j1 gives the bytes of -j2 (the tree digest covers every
+ * output file); then --head int4 in the same mode, or its refusal when the
+ * head's width does not fit the group. */
+static void check_more(const char *dir, const char *label, const struct fg_st_set *src, const struct mode *m)
+{
+	struct fg_int4_report r2, r1;
+	struct fg_err err = { 0 };
+	struct mode h = *m;
+	const struct fg_st_tensor *head = fg_st_find(src, "lm_head.weight");
+	char out[600];
+	struct stat st;
+	size_t i;
+	int rc;
+
+	check_bake(dir, label, src, m, &r2);
+	snprintf(out, sizeof(out), "%s/%s-j1", tmp, label);
+	rc = bake(dir, out, m, 1, &r1, &err);
+	ok(rc == 0 && !strcmp(r1.tree_digest, r2.tree_digest),
+	   "%s --group %d%s: -j1 and -j2 outputs byte-identical (tree %.12s)", label, m->group,
+	   m->misfits ? " --ignore-misfits" : "", r2.tree_digest);
+	fg_rm_tree(out);
+	for (i = 0; !head && i < fg_st_count(src); i++)
+		if (strstr(fg_st_at(src, i)->name, "embed_tokens.weight") && !strstr(fg_st_at(src, i)->name, "per_layer"))
+			head = fg_st_at(src, i);
+	h.head_int4 = 1;
+	if (head && head->shape[1] % (uint64_t)m->group == 0) {
+		check_bake(dir, label, src, &h, &r1);
+		return;
+	}
+	snprintf(out, sizeof(out), "%s/%s-head", tmp, label);
+	rc = bake(dir, out, &h, 2, &r1, &err);
+	ok(rc == FG_EINVAL && head && strstr(err.msg, head->name) && strstr(err.msg, "input width") &&
+		   !strchr(err.msg, '\n') && stat(out, &st) && !tmp_left(),
+	   "%s --group %d --head int4: a head the group does not fit refused, no output: %s", label, m->group, err.msg);
 }
 
 static void check_variant(const char *dir, const char *json, const char *bin, int window, const char *label)
 {
 	struct fg_st_set *src = NULL;
 	struct fg_err err = { 0 };
+	struct fg_int4_report r;
 	int k, fit = 0, first = 1;
 
 	(void)json, (void)bin, (void)window;
@@ -497,13 +572,22 @@ static void check_variant(const char *dir, const char *json, const char *bin, in
 	}
 	for (k = 2; k >= 0 && !fit; k--)
 		fit = misfit(src, groups[k]) ? 0 : groups[k];
-	printf("# %s: %s\n", label, fit ? "bakes" : "no group divides every Linear's width: refusals only");
+	printf("# %s: %s\n", label, fit ? "every Linear fits a group" : "no group divides every Linear's width");
 	for (k = 0; k < 3; k++) {
+		struct mode m = { groups[k], 0, 0 };
+
 		if (misfit(src, groups[k])) {
 			check_refused(dir, label, src, groups[k], fit);
-			continue;
+			m.misfits = 1;
+			if (!count_kind(src, &m, QUANT)) {
+				check_nothing(dir, label, &m);
+				continue;
+			}
 		}
-		check_baked(dir, label, src, groups[k], first);
+		if (first)
+			check_more(dir, label, src, &m);
+		else
+			check_bake(dir, label, src, &m, &r);
 		first = 0;
 	}
 	fg_st_free(src);
