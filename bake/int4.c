@@ -817,7 +817,13 @@ static int plan(struct bake *b, struct fg_st_desc **descs_out, size_t *nd_out, s
 		if (t->shape[1] % (uint64_t)b->o->group) {
 			int fit = fitting_group(b->set, b->o->head_int4 ? (lm ? lm : head_src) : NULL);
 
-			if (fit)
+			if (b->o->ignore_misfits)
+				snprintf(msg, sizeof(msg),
+					 "input width %llu is not a multiple of the group size %d "
+					 "(--head int4 needs a group that divides it; --ignore-misfits "
+					 "leaves only the decoder's Linears unquantized)",
+					 (unsigned long long)t->shape[1], b->o->group);
+			else if (fit)
 				snprintf(msg, sizeof(msg),
 					 "input width %llu is not a multiple of the group size %d "
 					 "(--group %d fits every Linear of this checkpoint)",

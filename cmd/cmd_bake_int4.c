@@ -46,6 +46,7 @@ int cmd_bake_int4(int argc, char **argv)
 	const char *pos[2] = { NULL, NULL };
 	struct timespec t0, t1;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	char misfits[96] = "";
 	double secs;
 	int i, npos = 0;
 
@@ -105,14 +106,16 @@ int cmd_bake_int4(int argc, char **argv)
 	if (fg_int4_bake(pos[0], pos[1], &o, &rep, &err))
 		return fg_cmd_fail("bake int4", &err);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (rep.n_misfit)
+		snprintf(misfits, sizeof(misfits), "\n  (of them %zu Linears whose width the group does not divide)",
+			 rep.n_misfit);
 	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	fprintf(stderr,
-		"fgpack bake int4: %zu Linear weights to INT4 (group %d, head %s), %zu tensors unchanged\n"
-		"  (of them %zu Linears whose width the group does not divide);\n"
+		"fgpack bake int4: %zu Linear weights to INT4 (group %d, head %s), %zu tensors unchanged%s;\n"
 		"  %.3f GB in (%zu files), %.3f GB out (%zu files), %.2f s, %.2f GB/s of input\n"
 		"  inputs named by their store blob (not hashed): %zu files, %.3f GB\n"
 		"  provenance: %s\n",
-		rep.n_quantized, o.group, o.head_int4 ? "int4" : "keep", rep.n_passed, rep.n_misfit,
+		rep.n_quantized, o.group, o.head_int4 ? "int4" : "keep", rep.n_passed, misfits,
 		(double)rep.bytes_in / 1e9, rep.n_files_in, (double)rep.bytes_out / 1e9, rep.n_files_out,
 		secs, secs > 0 ? (double)rep.bytes_in / 1e9 / secs : 0.0, rep.n_by_stamp,
 		(double)rep.bytes_by_stamp / 1e9, rep.statement);

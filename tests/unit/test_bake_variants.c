@@ -554,6 +554,7 @@ static void check_more(const char *dir, const char *label, const struct fg_st_se
 	snprintf(out, sizeof(out), "%s/%s-head", tmp, label);
 	rc = bake(dir, out, &h, 2, &r1, &err);
 	ok(rc == FG_EINVAL && head && strstr(err.msg, head->name) && strstr(err.msg, "input width") &&
+		   strstr(err.msg, m->misfits ? "(--head int4 needs a group that divides it;" : "fits every Linear") &&
 		   !strchr(err.msg, '\n') && stat(out, &st) && !tmp_left(),
 	   "%s --group %d --head int4: a head the group does not fit refused, no output: %s", label, m->group, err.msg);
 }
