@@ -28,6 +28,7 @@
  *     again at each of those L2 prefetch levels (FG_PREFETCH, fg_kernels.h).
  * The synthetic step is also timed at each L2 prefetch level.
  * FG_BENCH_PROFILE=1 times nothing: two direct steps per kernel, for ncu.
+ * FG_BENCH_KINDS="fma i8" benchmarks only the INT4 kernels it names.
  * `engine_gpu --probe` only says whether there is a device (exit 0) or not.
  * Timing: warm-up steps first (FG_BENCH_WARM, default 64), then FG_BENCH_STEPS
  * (default 128) replays per repetition, median of FG_BENCH_REPS (default 5). */
@@ -275,17 +276,17 @@ static double now(void)
 static void engine_model(const char *dir)
 {
 	int32_t prompt[4] = {2, 17, 300, 5};
-	struct gen g[3];
-	double tps[3];
-	const char *dev[3] = {"cuda (fma)", "cuda (mma)", "cpu"};
+	struct gen g[4];
+	double tps[4];
+	const char *dev[4] = {"cuda (fma)", "cuda (mma)", "cuda (i8)", "cpu"}, *kn[3] = {"fma", "mma", "i8"};
 
-	for (int d = 0; d < 3; d++) {
-		struct fg_engine_opts o = {1, 0, 0, d < 2 ? FG_DEVICE_CUDA : FG_DEVICE_CPU};
+	for (int d = 0; d < 4; d++) {
+		struct fg_engine_opts o = {1, 0, 0, d < 3 ? FG_DEVICE_CUDA : FG_DEVICE_CPU};
 		struct fg_engine *e;
 		double t0, best = 1e30;
 
-		if (d < 2)
-			setenv("FG_INT4_KERNEL", d == 1 ? "mma" : "fma", 1);
+		if (d < 3)
+			setenv("FG_INT4_KERNEL", kn[d], 1);
 		CK(fg_engine_load(&e, dir, &o, &err));
 		g[d].n = 0;
 		CK(fg_engine_generate_ids(e, prompt, 4, 8, NULL, NULL, &err)); /* warm-up, graph capture */
@@ -300,11 +301,11 @@ static void engine_model(const char *dir)
 		fg_engine_free(e);
 	}
 	printf("\nengine on %s (100 greedy tokens incl. a 4-token prompt, best of 3):\n", dir);
-	for (int d = 0; d < 3; d++)
+	for (int d = 0; d < 4; d++)
 		printf("  --device %-10s %8.0f tokens/s\n", dev[d], tps[d]);
-	printf("  generated ids: fma vs cpu %s, mma vs cpu %s\n",
-	       g[0].n == g[2].n && !memcmp(g[0].ids, g[2].ids, 4 * g[0].n) ? "identical" : "DIFFER",
-	       g[1].n == g[2].n && !memcmp(g[1].ids, g[2].ids, 4 * g[1].n) ? "identical" : "DIFFER");
+	for (int d = 0; d < 3; d++)
+		printf("  generated ids: %s vs cpu %s\n", kn[d],
+		       g[d].n == g[3].n && !memcmp(g[d].ids, g[3].ids, 4 * g[d].n) ? "identical" : "DIFFER");
 }
 
 /* The engine itself on an E4B-shaped INT4 checkpoint (FG_BENCH_E4B=DIR,
@@ -316,7 +317,7 @@ static void engine_model(const char *dir)
  * again after the two kinds (FG_PREFETCH set before each load) */
 static void engine_e4b(const char *dir, double read_gbs, const double *body_bytes, double hf_ms, const char *levels)
 {
-	const char *kn[2] = {"fma", "mma"};
+	const char *kn[3] = {"fma", "mma", "i8"};
 	char lv[8];
 	int nl = 0, runs;
 	const char *env_pf = getenv("FG_PREFETCH");
@@ -324,7 +325,7 @@ static void engine_e4b(const char *dir, double read_gbs, const double *body_byte
 	for (const char *c = levels; c && *c && nl < 8; c++)
 		if (*c >= '0' && *c <= '2')
 			lv[nl++] = *c;
-	runs = 2 + nl;
+	runs = 3 + nl;
 
 	printf("\nengine (fg_engine_generate_ids, what `fgpack run --device cuda` runs: argmax on the GPU) on the "
 	       "E4B-shaped INT4 g128 checkpoint %s:\n",
@@ -334,14 +335,14 @@ static void engine_e4b(const char *dir, double read_gbs, const double *body_byte
 		struct fg_engine *e;
 		struct gen g;
 		double t0, ms[32], bytes;
-		int32_t one = 2, kind = run < 2 ? run : 0;
+		int32_t one = 2, kind = run < 3 ? run : 0;
 		char lbl[48];
 
-		if (run >= 2) {
-			char v[2] = {lv[run - 2], 0};
+		if (run >= 3) {
+			char v[2] = {lv[run - 3], 0};
 
 			setenv("FG_PREFETCH", v, 1);
-			snprintf(lbl, sizeof(lbl), "fma, L2 prefetch level %c", lv[run - 2]);
+			snprintf(lbl, sizeof(lbl), "fma, L2 prefetch level %c", lv[run - 3]);
 		} else {
 			snprintf(lbl, sizeof(lbl), "%s", kn[kind]);
 		}
@@ -697,7 +698,7 @@ static double bench_step(const char *kname, double read_gbs)
 int main(int argc, char **argv)
 {
 	size_t maxw = (size_t)2 * FFN * HIDDEN / 8, maxs = (size_t)2 * FFN * (FFN / 128);
-	double read_gbs = 0.0, step_ms[2] = {0, 0}, body_kind[2] = {0, 0}, hf_ms = 0.0;
+	double read_gbs = 0.0, step_ms[3] = {0, 0, 0}, body_kind[3] = {0, 0, 0}, hf_ms = 0.0;
 	const char *e;
 	int profile;
 
@@ -758,10 +759,14 @@ int main(int argc, char **argv)
 	dy2 = dalloc(sizeof(float) * 8 * 2 * FFN);
 	setup_step();
 
-	/* both INT4 kernels, each on its own copy of the weights */
-	for (int kind = FG_INT4_FMA; kind <= FG_INT4_MMA; kind++) {
-		const char *kname = kind == FG_INT4_MMA ? "mma: tensor cores" : "fma: CUDA cores";
+	/* every INT4 kernel, each on its own copy of the weights */
+	for (int kind = FG_INT4_FMA; kind <= FG_INT4_I8; kind++) {
+		const char *kname = kind == FG_INT4_I8    ? "i8: int8 tensor cores"
+				    : kind == FG_INT4_MMA ? "mma: bf16 tensor cores"
+							  : "fma: CUDA cores";
 
+		if ((e = getenv("FG_BENCH_KINDS")) && !strstr(e, kind == FG_INT4_I8 ? "i8" : kind == FG_INT4_MMA ? "mma" : "fma"))
+			continue; /* FG_BENCH_KINDS="fma i8": only those */
 		fg_kctx_set_int4_kind(ctx, kind);
 		build_mats(!profile && kind == FG_INT4_FMA);
 		printf("\n== INT4 kernel %s\n", kname);
@@ -787,9 +792,9 @@ int main(int argc, char **argv)
 		body_kind[kind] = (double)body_fused;
 		free_mats();
 	}
-	if (!profile)
-		printf("\nwhole step, mma against fma: %.3f / %.3f ms = %.2fx faster\n", step_ms[1], step_ms[0],
-		       step_ms[0] / step_ms[1]);
+	if (!profile && step_ms[0] > 0 && step_ms[1] > 0 && step_ms[2] > 0)
+		printf("\nwhole step against fma (%.3f ms): mma %.3f ms = %.2fx faster, i8 %.3f ms = %.2fx faster\n",
+		       step_ms[0], step_ms[1], step_ms[0] / step_ms[1], step_ms[2], step_ms[0] / step_ms[2]);
 	fg_kctx_free(ctx);
 	if (!profile && (e = getenv("FG_BENCH_E4B")) && *e) {
 		const char *h = getenv("FG_BENCH_HF_MS");

@@ -2,7 +2,10 @@
 #include "kernels/cpu_twin.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "kernels/i8split.h"
 
 float fg_ref_bf16(uint16_t b)
 {
@@ -43,6 +46,83 @@ void fg_ref_int4_matvec(float *y, const int32_t *packed, const uint16_t *scale_b
 			y[(size_t)b * n + r] = acc;
 		}
 	}
+}
+
+/* One group of vector xv (elements e0 .. e0 + group - 1, zero at and past
+ * k): its multipliers and parts (kernels/i8split.h). */
+static void i8_group(float *mult, int8_t (*a)[FG_I8_PARTS], const float *xv, int k, int e0, int group)
+{
+	uint32_t amax = 0;
+	int e;
+
+	for (int i = 0; i < group; i++) {
+		uint32_t b = e0 + i < k ? fg_i8_abs_bits(xv[e0 + i]) : 0;
+
+		amax = b > amax ? b : amax;
+	}
+	e = fg_i8_exp(amax);
+	for (int p = 0; p < FG_I8_PARTS; p++)
+		mult[p] = fg_i8_mult(amax, e, p);
+	for (int i = 0; i < group; i++)
+		fg_i8_split(e0 + i < k ? xv[e0 + i] : 0.0f, e, a[i]);
+}
+
+void fg_ref_int4_i8_matvec(float *y, const int32_t *packed, const uint16_t *scale_bf16, const float *x, int m, int n,
+			   int k, int group, int slice, int warps)
+{
+	int unit = group > 64 ? group : 64, kw = k / 8, gk = (k + group - 1) / group;
+	int units = (k + unit - 1) / unit, gpu = unit / group, ngroups = units * gpu;
+	float *mult = malloc(sizeof(float) * FG_I8_PARTS * (size_t)ngroups);
+	int8_t (*a)[FG_I8_PARTS] = malloc(sizeof(*a) * (size_t)ngroups * group);
+
+	if (!mult || !a) {
+		free(mult), free(a);
+		for (size_t i = 0; i < (size_t)m * n; i++)
+			y[i] = nanf("");
+		return;
+	}
+	for (int b = 0; b < m; b++) {
+		const float *xv = x + (size_t)b * k;
+
+		for (int gi = 0; gi < ngroups; gi++)
+			i8_group(mult + FG_I8_PARTS * gi, a + (size_t)gi * group, xv, k, gi * group, group);
+		for (int r = 0; r < n; r++) {
+			const int32_t *row = packed + (size_t)r * kw;
+			float out = 0.0f;
+			int splits = (units + slice - 1) / slice;
+
+			for (int sp = 0; sp < splits; sp++) {
+				int u0 = sp * slice, u1 = u0 + slice < units ? u0 + slice : units;
+				float blk = 0.0f;
+
+				for (int v = 0; v < warps; v++) {
+					float acc01 = 0.0f, acc23 = 0.0f;
+
+					for (int u = u0 + v; u < u1; u += warps)
+						for (int gi = u * gpu; gi < (u + 1) * gpu; gi++) {
+							int32_t c[FG_I8_PARTS] = {0, 0, 0, 0};
+							float s = gi < gk ? fg_ref_bf16(scale_bf16[(size_t)r * gk + gi]) : 0.0f;
+							const float *mu = mult + FG_I8_PARTS * gi;
+
+							for (int i = 0; i < group; i++) {
+								int e = gi * group + i;
+								int32_t q = e < k ? (int32_t)(((uint32_t)row[e / 8] >> (4 * (e % 8))) & 15u) - 8 : 0;
+
+								for (int p = 0; p < FG_I8_PARTS; p++)
+									c[p] += q * a[(size_t)gi * group + i][p];
+							}
+							acc01 = fmaf(fmaf((float)c[1], mu[1], (float)c[0] * mu[0]), s, acc01);
+							acc23 = fmaf(fmaf((float)c[3], mu[3], (float)c[2] * mu[2]), s, acc23);
+						}
+					blk += acc01 + acc23;
+				}
+				out = splits == 1 ? blk : out + blk;
+			}
+			y[(size_t)b * n + r] = out;
+		}
+	}
+	free(mult);
+	free(a);
 }
 
 void fg_ref_bf16_matvec(float *y, const uint16_t *w, const float *x, const int32_t *rows, int n, int k)

@@ -13,6 +13,12 @@ uint16_t fg_ref_to_bf16(float f); /* round to nearest even */
 /* y[m][n] = sum_k s[n][k/group] * (q[n][k]) * x[m][k] on the standard packed format. */
 void fg_ref_int4_matvec(float *y, const int32_t *packed, const uint16_t *scale_bf16, const float *x, int m, int n,
 			int k, int group);
+/* The INT8 tensor-core kernel's arithmetic (kernels/int4_i8.cu,
+ * kernels/i8split.h) in its order, for a launch that takes K in splits of
+ * slice units (one unit: max(group, 64) elements) and warps warps per block
+ * (fg_kint4_i8_plan): the kernel's output, bit for bit. */
+void fg_ref_int4_i8_matvec(float *y, const int32_t *packed, const uint16_t *scale_bf16, const float *x, int m, int n,
+			   int k, int group, int slice, int warps);
 void fg_ref_bf16_matvec(float *y, const uint16_t *w, const float *x, const int32_t *rows, int n, int k);
 void fg_ref_rmsnorm(float *y, const float *x, const float *w, int rows, int n, float eps);
 void fg_ref_rmsnorm_residual(float *h, const float *x, const float *w, int n, float eps, float scale);

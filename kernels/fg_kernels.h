@@ -159,12 +159,47 @@ int fg_int4_mma_repack(uint32_t *words, uint16_t *scales, const int32_t *packed,
 int fg_int4_mma_unpack(int32_t *packed, uint16_t *scale_bf16, const uint32_t *words, const uint16_t *scales,
 		       int n, int k, int group, struct fg_err *err);
 
+/* The INT8 tensor-core layout ("fg-int4-i8-v1"), made by fg_int4_i8_repack,
+ * built for mma.m16n8k32 (u8 weights as the A operand, s8 activation parts
+ * as B):
+ *   rows padded to a multiple of 16 (tiles), k padded to a multiple of
+ *   max(G, 64) (a unit: one scale group, or two of 32);
+ *   words  uint32 [tile][k/64 chunks][32 lanes][4 words]: lane l = 4 * g + t,
+ *          word j holds row 16 * tile + g + 8 * (j & 1); its nibble i is
+ *          element 64 * chunk + fg_int4_i8_offset(t, j, i) of that row, so
+ *          that w & 0x0F0F0F0F and (w >> 4) & 0x0F0F0F0F are, byte by byte,
+ *          the lane's A registers of k-step j >> 1 (the nibble value q + 8
+ *          as an unsigned byte). A warp reads 512 contiguous bytes per
+ *          (tile, chunk);
+ *   scales bf16 [tile][k/G groups][8][2]: rows g and g + 8 of the tile side
+ *          by side (one 32-bit load per lane and group).
+ * Padding nibbles are 8 (q = 0) and padding scales 0. */
+#define FG_INT4_I8_TILE 16
+#define FG_INT4_I8_CHUNK 64
+
+struct fg_int4_i8_dims {
+	int tiles, npad, kpad, chunks, groups, unit, units;
+};
+void fg_int4_i8_dims(struct fg_int4_i8_dims *d, int n, int k, int group);
+/* Element offset inside a chunk of nibble i (0..7) of word j (0..3) of lane part t (0..3). */
+int fg_int4_i8_offset(int t, int j, int i);
+void fg_int4_i8_layout_size(size_t *words_bytes, size_t *scales_bytes, int n, int k, int group);
+int fg_int4_i8_repack(uint32_t *words, uint16_t *scales, const int32_t *packed, const uint16_t *scale_bf16, int n,
+		      int k, int group, struct fg_err *err);
+int fg_int4_i8_unpack(int32_t *packed, uint16_t *scale_bf16, const uint32_t *words, const uint16_t *scales, int n,
+		      int k, int group, struct fg_err *err);
+
 /* Which INT4 kernel (and so layout) fg_kint4_new prepares a matrix for:
- * the CUDA-core kernel on the tile layout (fp32 dequantization and sums) or
- * the tensor-core kernel on the row-block layout (bf16 mma, each fp32
- * activation split into three bf16 parts, fp32 sums). A context starts with
- * FG_INT4_FMA, or with the kernel FG_INT4_KERNEL names ("fma" or "mma"). */
-enum { FG_INT4_FMA = 0, FG_INT4_MMA = 1 };
+ * the CUDA-core kernel on the tile layout (fp32 dequantization and sums),
+ * the bf16 tensor-core kernel on the row-block layout (bf16 mma, each fp32
+ * activation split into three bf16 parts, fp32 sums), or the INT8
+ * tensor-core kernel on the i8 layout (integer mma on the nibbles and a
+ * four-part int8 split of the activations, exact integer sums per group:
+ * kernels/i8split.h; the default: docs/bench.md measured it 2.8 % faster
+ * on the E4B step than the CUDA-core kernel). A context starts with
+ * FG_INT4_I8, or with the kernel FG_INT4_KERNEL names ("fma", "mma" or
+ * "i8"). */
+enum { FG_INT4_FMA = 0, FG_INT4_MMA = 1, FG_INT4_I8 = 2 };
 /* Sets the kind for matrices made after the call; returns the kind now in use. */
 int fg_kctx_set_int4_kind(struct fg_kctx *ctx, int kind);
 int fg_kctx_int4_kind(const struct fg_kctx *ctx);
@@ -179,7 +214,8 @@ struct fg_kint4 {
 	int kind;             /* FG_INT4_FMA or FG_INT4_MMA */
 	int n, k, kpad, tiles, group;
 	int splits;
-	int npad, rblocks, chunks, max_splits; /* mma */
+	int npad, rblocks, chunks, max_splits; /* mma (and i8: chunks, max_splits) */
+	int units, wave, sms, stage;           /* i8: units of k (one group, or two of 32), blocks per wave, SMs, activations a block stages at most */
 };
 /* Device bytes of the matrix's words and scales. */
 size_t fg_kint4_bytes(const struct fg_kint4 *w);
@@ -198,6 +234,10 @@ void fg_kint4_prefetch(struct fg_kctx *ctx, const struct fg_kint4 *w, double fro
  * d_x (and d_gate, d_up below) must be 16-byte aligned (FG_EINVAL). */
 int fg_k_int4_matvec(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x, int m,
 		     struct fg_err *err);
+/* FG_INT4_I8 matrices: the K slice (in units) and warps per block a launch
+ * with m vectors uses (what fg_ref_int4_i8_matvec needs to give the same
+ * bits); 0 when w is not an i8 matrix. */
+int fg_kint4_i8_plan(const struct fg_kint4 *w, int m, int *slice, int *warps);
 
 /* d_y = W . (gelu_tanh(d_gate) * d_up), M = 1: GeGLU fused into the matvec's
  * input staging (the same gelu as fg_k_geglu). */

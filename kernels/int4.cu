@@ -258,12 +258,9 @@ static int max_splits(int kc, int splits)
 }
 
 
-/* The tail both layouts share: device memory for the repacked words and
- * scales (host buffers hw, hs, freed here), ncounters zeroed split-K
- * counters and partial_bytes of partial sums; rc is the repack's result. On
- * failure w is freed; on success it goes to *out. */
-static int upload(struct fg_kctx *ctx, struct fg_kint4 **out, struct fg_kint4 *w, int rc, uint32_t *hw, size_t wb,
-		  uint16_t *hs, size_t sb, int ncounters, size_t partial_bytes, struct fg_err *err)
+/* The upload every layout shares (kcommon.cuh). */
+int fg_kint4_upload(struct fg_kctx *ctx, struct fg_kint4 **out, struct fg_kint4 *w, int rc, uint32_t *hw, size_t wb,
+		    uint16_t *hs, size_t sb, int ncounters, size_t partial_bytes, struct fg_err *err)
 {
 	if (!rc)
 		rc = fg_kmem_alloc(ctx, (void **)&w->d_words, wb, err);
@@ -340,7 +337,7 @@ static int fma_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *pa
 	}
 	w->splits = splits;
 	rc = fg_int4_repack(hw, hs, packed, scale_bf16, n, k, group, err);
-	return upload(ctx, out, w, rc, hw, wb, hs, sb, w->tiles,
+	return fg_kint4_upload(ctx, out, w, rc, hw, wb, hs, sb, w->tiles,
 		      sizeof(float) * (size_t)max_splits(kc, splits) * FG_INT4_MAX_M * w->tiles * 32, err);
 }
 
@@ -892,7 +889,7 @@ static int mma_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *pa
 		w->max_splits = w->splits < d.chunks ? w->splits : d.chunks;
 	nrg = (size_t)(d.rblocks + RBB - 1) / RBB;
 	rc = fg_int4_mma_repack(hw, hs, packed, scale_bf16, n, k, group, err);
-	return upload(ctx, out, w, rc, hw, wb, hs, sb, (int)nrg, sizeof(float) * (size_t)w->max_splits * MMA_M * d.npad,
+	return fg_kint4_upload(ctx, out, w, rc, hw, wb, hs, sb, (int)nrg, sizeof(float) * (size_t)w->max_splits * MMA_M * d.npad,
 		      err);
 }
 
@@ -968,6 +965,8 @@ extern "C" int fg_kint4_new(struct fg_kctx *ctx, struct fg_kint4 **out, const in
 		return fg_err_set(err, FG_EUNSUPPORTED, "int4 group size %d: the kernels take 32, 64, 128 or 256", group);
 	if (ctx->int4_kind == FG_INT4_MMA)
 		return mma_new(ctx, out, packed, scale_bf16, n, k, group, splits, err);
+	if (ctx->int4_kind == FG_INT4_I8)
+		return fg_kint4_i8_new(ctx, out, packed, scale_bf16, n, k, group, splits, err);
 	return fma_new(ctx, out, packed, scale_bf16, n, k, group, splits, err);
 }
 
@@ -982,16 +981,24 @@ extern "C" void fg_kint4_free(struct fg_kctx *ctx, struct fg_kint4 *w)
 	free(w);
 }
 
+/* Bytes of w's words and scales in its layout. */
+static void layout_size(const struct fg_kint4 *w, size_t *wb, size_t *sb)
+{
+	if (w->kind == FG_INT4_MMA)
+		fg_int4_mma_layout_size(wb, sb, w->n, w->k, w->group);
+	else if (w->kind == FG_INT4_I8)
+		fg_int4_i8_layout_size(wb, sb, w->n, w->k, w->group);
+	else
+		fg_int4_layout_size(wb, sb, w->n, w->k, w->group);
+}
+
 extern "C" void fg_kint4_prefetch(struct fg_kctx *ctx, const struct fg_kint4 *w, double from, double to)
 {
 	size_t wb, sb, a, b;
 
 	if (!ctx || !w || ctx->pf_on < 2)
 		return;
-	if (w->kind == FG_INT4_MMA)
-		fg_int4_mma_layout_size(&wb, &sb, w->n, w->k, w->group);
-	else
-		fg_int4_layout_size(&wb, &sb, w->n, w->k, w->group);
+	layout_size(w, &wb, &sb);
 	a = (size_t)(from * (double)wb) & ~(size_t)15;
 	b = to >= 1.0 ? wb : (size_t)(to * (double)wb) & ~(size_t)15;
 	if (b > a)
@@ -1006,10 +1013,7 @@ extern "C" size_t fg_kint4_bytes(const struct fg_kint4 *w)
 
 	if (!w)
 		return 0;
-	if (w->kind == FG_INT4_MMA)
-		fg_int4_mma_layout_size(&wb, &sb, w->n, w->k, w->group);
-	else
-		fg_int4_layout_size(&wb, &sb, w->n, w->k, w->group);
+	layout_size(w, &wb, &sb);
 	return wb + sb;
 }
 
@@ -1038,7 +1042,9 @@ extern "C" int fg_k_int4_matvec(struct fg_kctx *ctx, float *d_y, const struct fg
 		return fg_err_set(err, FG_EINVAL, "int4 matvec: m = %d, need 1..%d", m, FG_INT4_MAX_M);
 	if ((uintptr_t)d_x % 16)
 		return fg_err_set(err, FG_EINVAL, "int4 matvec: the activations must be 16-byte aligned");
-	if (w->kind == FG_INT4_MMA) {
+	if (w->kind == FG_INT4_I8) {
+		e = fg_kint4_i8_matvec(ctx, d_y, w, d_x, m);
+	} else if (w->kind == FG_INT4_MMA) {
 		/* up to 5 vectors per launch; the rest in a second launch */
 		e = mma_launch_m(ctx, d_y, w, d_x, m < MMA_M ? m : MMA_M);
 		if (e == cudaSuccess && m > MMA_M)
@@ -1065,7 +1071,9 @@ extern "C" int fg_k_int4_matvec_geglu(struct fg_kctx *ctx, float *d_y, const str
 		return fg_err_set(err, FG_EINVAL, "int4 matvec: no matrix");
 	if ((uintptr_t)d_gate % 16 || (uintptr_t)d_up % 16)
 		return fg_err_set(err, FG_EINVAL, "int4 geglu matvec: the activations must be 16-byte aligned");
-	if (w->kind == FG_INT4_MMA)
+	if (w->kind == FG_INT4_I8)
+		e = fg_kint4_i8_geglu(ctx, d_y, w, d_gate, d_up);
+	else if (w->kind == FG_INT4_MMA)
 		e = mma_launch<1, true>(ctx, d_y, w, d_gate, d_up, w->k, w->n);
 	else
 		e = fma_launch<1, true>(ctx, d_y, w, d_gate, d_up);

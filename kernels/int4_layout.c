@@ -211,3 +211,106 @@ int fg_int4_mma_unpack(int32_t *packed, uint16_t *scale_bf16, const uint32_t *wo
 			scale_bf16[row * gk + g] = scales[g * d.npad + row];
 	return 0;
 }
+
+/* ---- the INT8 tensor-core layout ("fg-int4-i8-v1") -------------------------*/
+
+void fg_int4_i8_dims(struct fg_int4_i8_dims *d, int n, int k, int group)
+{
+	d->unit = group > FG_INT4_I8_CHUNK ? group : FG_INT4_I8_CHUNK;
+	d->tiles = (n + FG_INT4_I8_TILE - 1) / FG_INT4_I8_TILE;
+	d->npad = d->tiles * FG_INT4_I8_TILE;
+	d->kpad = (k + d->unit - 1) / d->unit * d->unit;
+	d->chunks = d->kpad / FG_INT4_I8_CHUNK;
+	d->groups = d->kpad / group;
+	d->units = d->kpad / d->unit;
+}
+
+int fg_int4_i8_offset(int t, int j, int i)
+{
+	return 32 * (j >> 1) + ((i & 1) ? 16 : 0) + 4 * t + (i >> 1);
+}
+
+void fg_int4_i8_layout_size(size_t *words_bytes, size_t *scales_bytes, int n, int k, int group)
+{
+	struct fg_int4_i8_dims d;
+
+	fg_int4_i8_dims(&d, n, k, group);
+	*words_bytes = (size_t)d.npad * d.kpad / 2;
+	*scales_bytes = (size_t)d.npad * d.groups * 2;
+}
+
+/* nibble (q + 8) of element e of a standard row; q = 0 past k */
+static uint32_t std_nibble(const int32_t *row, size_t k, size_t e)
+{
+	return e < k ? ((uint32_t)row[e / 8] >> (4 * (e % 8))) & 15u : 8u;
+}
+
+int fg_int4_i8_repack(uint32_t *words, uint16_t *scales, const int32_t *packed, const uint16_t *scale_bf16, int n,
+		      int k, int group, struct fg_err *err)
+{
+	struct fg_int4_i8_dims d;
+	int rc = check_shape(n, k, group, err);
+	size_t kw = (size_t)k / 8, gk = ((size_t)k + group - 1) / group;
+
+	if (rc)
+		return rc;
+	fg_int4_i8_dims(&d, n, k, group);
+	for (size_t t = 0; t < (size_t)d.tiles; t++) {
+		for (size_t c = 0; c < (size_t)d.chunks; c++)
+			for (int l = 0; l < 32; l++)
+				for (int j = 0; j < 4; j++) {
+					size_t row = t * FG_INT4_I8_TILE + (size_t)(l >> 2) + 8 * (size_t)(j & 1);
+					uint32_t v = 0;
+
+					for (int i = 0; i < 8; i++) {
+						size_t e = c * FG_INT4_I8_CHUNK + (size_t)fg_int4_i8_offset(l & 3, j, i);
+
+						v |= (row < (size_t)n ? std_nibble(packed + row * kw, (size_t)k, e) : 8u)
+						     << (4 * i);
+					}
+					words[((t * d.chunks + c) * 32 + (size_t)l) * 4 + (size_t)j] = v;
+				}
+		for (size_t g = 0; g < (size_t)d.groups; g++)
+			for (size_t r = 0; r < FG_INT4_I8_TILE; r++) {
+				size_t row = t * FG_INT4_I8_TILE + r;
+
+				scales[((t * d.groups + g) * 8 + r % 8) * 2 + r / 8] =
+					row < (size_t)n && g < gk ? scale_bf16[row * gk + g] : 0;
+			}
+	}
+	return 0;
+}
+
+int fg_int4_i8_unpack(int32_t *packed, uint16_t *scale_bf16, const uint32_t *words, const uint16_t *scales, int n,
+		      int k, int group, struct fg_err *err)
+{
+	struct fg_int4_i8_dims d;
+	size_t kw = (size_t)k / 8, gk = ((size_t)k + group - 1) / group;
+	int rc = check_shape(n, k, group, err);
+
+	if (rc)
+		return rc;
+	fg_int4_i8_dims(&d, n, k, group);
+	memset(packed, 0, sizeof(int32_t) * (size_t)n * kw);
+	for (size_t t = 0; t < (size_t)d.tiles; t++)
+		for (size_t c = 0; c < (size_t)d.chunks; c++)
+			for (int l = 0; l < 32; l++)
+				for (int j = 0; j < 4; j++) {
+					size_t row = t * FG_INT4_I8_TILE + (size_t)(l >> 2) + 8 * (size_t)(j & 1);
+					uint32_t v = words[((t * d.chunks + c) * 32 + (size_t)l) * 4 + (size_t)j];
+
+					if (row >= (size_t)n)
+						continue;
+					for (int i = 0; i < 8; i++) {
+						size_t e = c * FG_INT4_I8_CHUNK + (size_t)fg_int4_i8_offset(l & 3, j, i);
+
+						if (e < (size_t)k)
+							packed[row * kw + e / 8] |= (int32_t)(((v >> (4 * i)) & 15u) << (4 * (e % 8)));
+					}
+				}
+	for (size_t row = 0; row < (size_t)n; row++)
+		for (size_t g = 0; g < gk; g++)
+			scale_bf16[row * gk + g] =
+				scales[(((row / FG_INT4_I8_TILE) * d.groups + g) * 8 + row % 8) * 2 + (row % 16) / 8];
+	return 0;
+}

@@ -24,7 +24,7 @@ struct fg_kctx {
 	size_t scratch_bytes;
 	cudaEvent_t ev0, ev1;
 	int pdl; /* launch the matvec with programmatic dependent launch (sm_90+) */
-	int int4_kind;      /* FG_INT4_FMA or FG_INT4_MMA for new matrices */
+	int int4_kind;      /* FG_INT4_FMA, FG_INT4_MMA or FG_INT4_I8 for new matrices */
 	unsigned *counters; /* FG_CTX_COUNTERS integers, zero between launches: "last block" counts */
 	int pf_on;          /* L2 prefetch level (fg_kctx_set_prefetch): 0, 1 or 2 */
 	struct fg_kpf pf;   /* ranges for the next launch that takes them */
@@ -172,6 +172,19 @@ __device__ __forceinline__ float fg_block_sum(float v, float *sh)
 	__syncthreads();
 	return v;
 }
+
+/* INT4 matrices (int4.cu, int4_i8.cu): the upload every layout shares
+ * (device memory for the repacked words hw and scales hs, freed here,
+ * ncounters zeroed split-K counters, partial_bytes of partial sums; rc is the
+ * repack's result; on failure w is freed, on success it goes to *out), and
+ * the INT8 tensor-core kernel's constructor and launches. */
+int fg_kint4_upload(struct fg_kctx *ctx, struct fg_kint4 **out, struct fg_kint4 *w, int rc, uint32_t *hw, size_t wb,
+		    uint16_t *hs, size_t sb, int ncounters, size_t partial_bytes, struct fg_err *err);
+int fg_kint4_i8_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *packed, const uint16_t *scale_bf16,
+		    int n, int k, int group, int splits, struct fg_err *err);
+cudaError_t fg_kint4_i8_matvec(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x, int m);
+cudaError_t fg_kint4_i8_geglu(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_gate,
+			      const float *d_up);
 
 /* Launches kernel k on ctx's stream, with programmatic dependent launch when
  * ctx->pdl (the kernel then overlaps its launch with the previous kernel's

@@ -77,13 +77,20 @@ void fg_kint4_prefetch(struct fg_kctx *ctx, const struct fg_kint4 *w, double fro
 int fg_kctx_set_int4_kind(struct fg_kctx *ctx, int kind)
 {
 	(void)ctx, (void)kind;
-	return FG_INT4_FMA;
+	return FG_INT4_I8;
 }
 
 int fg_kctx_int4_kind(const struct fg_kctx *ctx)
 {
 	(void)ctx;
-	return FG_INT4_FMA;
+	return FG_INT4_I8;
+}
+
+int fg_kint4_i8_plan(const struct fg_kint4 *w, int m, int *slice, int *warps)
+{
+	(void)w, (void)m;
+	*slice = *warps = 0;
+	return 0;
 }
 
 size_t fg_kint4_bytes(const struct fg_kint4 *w)

@@ -55,7 +55,7 @@ extern "C" int fg_kctx_new(struct fg_kctx **out, struct fg_err *err)
 	{
 		const char *k = getenv("FG_INT4_KERNEL");
 
-		c->int4_kind = k && !strcmp(k, "mma") ? FG_INT4_MMA : FG_INT4_FMA;
+		c->int4_kind = !k ? FG_INT4_I8 : !strcmp(k, "mma") ? FG_INT4_MMA : !strcmp(k, "fma") ? FG_INT4_FMA : FG_INT4_I8;
 		k = getenv("FG_PREFETCH");
 		c->pf_on = c->prop.major < 9 ? 0 : k && *k >= '0' && *k <= '2' && !k[1] ? *k - '0' : FG_PF_DEFAULT;
 		k = getenv("FG_ATTN_FUSED");
@@ -131,15 +131,15 @@ extern "C" void fg_kctx_prefetch(struct fg_kctx *c, const void *d_p, size_t byte
 extern "C" int fg_kctx_set_int4_kind(struct fg_kctx *c, int kind)
 {
 	if (!c)
-		return FG_INT4_FMA;
-	if (kind == FG_INT4_FMA || kind == FG_INT4_MMA)
+		return FG_INT4_I8;
+	if (kind == FG_INT4_FMA || kind == FG_INT4_MMA || kind == FG_INT4_I8)
 		c->int4_kind = kind;
 	return c->int4_kind;
 }
 
 extern "C" int fg_kctx_int4_kind(const struct fg_kctx *c)
 {
-	return c ? c->int4_kind : FG_INT4_FMA;
+	return c ? c->int4_kind : FG_INT4_I8;
 }
 
 extern "C" const char *fg_kctx_device_name(const struct fg_kctx *c)

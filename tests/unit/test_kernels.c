@@ -19,6 +19,7 @@
 #include "engine/cpu/ops.h"
 #include "kernels/cpu_twin.h"
 #include "kernels/fg_kernels.h"
+#include "kernels/i8split.h"
 #include "tap.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
@@ -200,6 +201,156 @@ static void test_layout_mma(void)
 			   wb == (size_t)d.npad * d.kpad / 2 && sb == (size_t)d.npad * (d.kpad / G) * 2,
 		   "int4 mma layout %d x %d group %d pads with q = 0 and scale 0, sizes right", n, k, G);
 		free(p), free(p2), free(sc), free(sc2), free(tw), free(ts);
+	}
+}
+
+/* The INT8 tensor-core layout: the offsets, round trip, padding, sizes. */
+static void test_layout_i8(void)
+{
+	static const int shapes[][3] = {{1, 8, 128}, {1, 64, 32},   {15, 136, 128}, {16, 256, 32},
+					{17, 384, 64}, {65, 1000, 128}, {7, 96, 32},    {5, 520, 256}};
+	int seen[64] = {0}, once = 1;
+
+	for (int t = 0; t < 4; t++)
+		for (int j = 0; j < 4; j += 2) /* words 0 and 2 hold row g, 1 and 3 row g + 8 */
+			for (int i = 0; i < 8; i++)
+				seen[fg_int4_i8_offset(t, j, i)]++;
+	for (int e = 0; e < 64; e++)
+		once &= seen[e] == 1;
+	ok(once, "int4 i8 layout: a row's 4 lanes x 2 words x 8 nibbles are its 64 chunk elements, each once");
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+		int n = shapes[s][0], k = shapes[s][1], G = shapes[s][2], pad_ok = 1;
+		int32_t *p, *p2;
+		uint16_t *sc, *sc2, *ts;
+		uint32_t *tw;
+		size_t wb, sb, words = (size_t)n * (k / 8), groups = (size_t)n * ((k + G - 1) / G);
+		struct fg_err err = {0};
+		struct fg_int4_i8_dims d;
+
+		int4_rand(&p, &sc, n, k, G);
+		fg_int4_i8_layout_size(&wb, &sb, n, k, G);
+		fg_int4_i8_dims(&d, n, k, G);
+		tw = malloc(wb);
+		ts = malloc(sb);
+		p2 = calloc(words, 4);
+		sc2 = calloc(groups, 2);
+		ok(fg_int4_i8_repack(tw, ts, p, sc, n, k, G, &err) == 0 &&
+			   fg_int4_i8_unpack(p2, sc2, tw, ts, n, k, G, &err) == 0 && !memcmp(p, p2, 4 * words) &&
+			   !memcmp(sc, sc2, 2 * groups),
+		   "int4 i8 layout %d x %d group %d round-trips", n, k, G);
+		for (int t = 0; t < d.tiles; t++)
+			for (int c = 0; c < d.chunks; c++)
+				for (int l = 0; l < 32; l++)
+					for (int j = 0; j < 4; j++)
+						for (int i = 0; i < 8; i++) {
+							int row = t * 16 + l / 4 + 8 * (j & 1), e = c * 64 + fg_int4_i8_offset(l % 4, j, i);
+							uint32_t v = tw[(((size_t)t * d.chunks + c) * 32 + l) * 4 + j];
+
+							if ((row >= n || e >= k) && ((v >> (4 * i)) & 15u) != 8u)
+								pad_ok = 0;
+						}
+		for (int r = 0; r < d.npad; r++)
+			for (int g = 0; g < d.groups; g++)
+				if ((r >= n || g >= (k + G - 1) / G) &&
+				    ts[(((size_t)(r / 16) * d.groups + g) * 8 + r % 8) * 2 + (r % 16) / 8])
+					pad_ok = 0;
+		ok(pad_ok && d.npad % 16 == 0 && d.npad >= n && d.kpad % 64 == 0 && d.kpad % G == 0 && d.kpad >= k &&
+			   d.units * d.unit == d.kpad && wb == (size_t)d.npad * d.kpad / 2 &&
+			   sb == (size_t)d.npad * (d.kpad / G) * 2,
+		   "int4 i8 layout %d x %d group %d pads with q = 0 and scale 0, sizes right", n, k, G);
+		free(p), free(p2), free(sc), free(sc2), free(tw), free(ts);
+	}
+}
+
+/* The activation split of the i8 kernel (kernels/i8split.h) and its twin. */
+static void test_i8(void)
+{
+	/* every part in [-64, 64]; the parts give x back to 2^(e - 22) */
+	{
+		int parts_ok = 1, close = 1;
+
+		for (int g = 0; g < 400; g++) {
+			float x[64];
+			uint32_t amax = 0;
+			float mag = ldexpf(1.0f, (int)(rnd() % 80) - 40);
+			int e;
+
+			for (int i = 0; i < 64; i++) {
+				x[i] = frand(-1, 1) * mag * (i % 7 == 0 ? 1.0f : ldexpf(1.0f, -(int)(rnd() % 30)));
+				amax = fg_i8_abs_bits(x[i]) > amax ? fg_i8_abs_bits(x[i]) : amax;
+			}
+			e = fg_i8_exp(amax);
+			for (int i = 0; i < 64; i++) {
+				int8_t a[FG_I8_PARTS];
+				double back = 0;
+
+				fg_i8_split(x[i], e, a);
+				for (int p = 0; p < FG_I8_PARTS; p++) {
+					parts_ok &= a[p] >= -64 && a[p] <= 64;
+					back += a[p] * ldexp(1.0, e - 7 * p);
+				}
+				close &= fabs(back - x[i]) <= ldexp(1.0, e - 22);
+			}
+		}
+		ok(parts_ok, "i8 split: every part of 400 random groups (magnitudes 2^-70..2^40) lies in [-64, 64]");
+		ok(close, "i8 split: the four parts give x back to within 2^(e-22), e the group's exponent");
+	}
+	{
+		int8_t a[FG_I8_PARTS];
+		float big = 100.0f;
+
+		fg_i8_split(big, fg_i8_exp(fg_i8_abs_bits(big)), a);
+		ok(a[0] == 50 && a[1] == 0 && fg_i8_exp(0) == 0 && isnan(fg_i8_mult(fg_i8_abs_bits(INFINITY), 0, 1)) &&
+			   isnan(fg_i8_mult(fg_i8_abs_bits(NAN), 0, 0)) && fg_i8_mult(fg_i8_abs_bits(big), 1, 1) == 0.015625f,
+		   "i8 split: 100 = 2^1 * 50 exactly; Inf or NaN in a group makes its multipliers NaN");
+	}
+	/* the twin against a double dot product, for several launch plans */
+	{
+		static const int cases[][5] = {/* n, k, group, slice, warps */
+					       {5, 264, 128, 3, 8}, {17, 1000, 32, 2, 2}, {9, 2560, 128, 4, 4},
+					       {3, 520, 256, 1, 1}, {20, 96, 64, 1, 1},   {4, 640, 64, 10, 8}};
+
+		for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+			int n = cases[c][0], k = cases[c][1], G = cases[c][2], m = 2;
+			int32_t *p;
+			uint16_t *sc;
+			float *x = fvec((size_t)m * k, -3, 3), *y = malloc(sizeof(float) * m * n),
+			      *a = malloc(sizeof(float) * m * n);
+			double worst = 0;
+
+			int4_rand(&p, &sc, n, k, G);
+			x[3] *= 1e-6f;
+			x[k + 5] = 0.0f;
+			fg_ref_int4_i8_matvec(y, p, sc, x, m, n, k, G, cases[c][3], cases[c][4]);
+			int4_abs(a, p, sc, x, m, n, k, G);
+			for (int b = 0; b < m; b++)
+				for (int r = 0; r < n; r++) {
+					double t = 0;
+
+					for (int e = 0; e < k; e++) {
+						uint32_t w = (uint32_t)p[(size_t)r * (k / 8) + e / 8];
+
+						t += ((int)((w >> (4 * (e % 8))) & 15u) - 8) *
+						     (double)fg_ref_bf16(sc[(size_t)r * ((k + G - 1) / G) + e / G]) * x[(size_t)b * k + e];
+					}
+					worst = fmax(worst, fabs(y[b * n + r] - t) / a[b * n + r]);
+				}
+			ok(worst < 2e-6, "i8 twin %d x %d group %d, slice %d, %d warps: within 2e-6 sum|wx| of a double dot product (worst %.2g)",
+			   n, k, G, cases[c][3], cases[c][4], worst);
+			free(p), free(sc), free(x), free(y), free(a);
+		}
+	}
+	{
+		int n = 3, k = 256;
+		int32_t *p;
+		uint16_t *sc;
+		float *x = fvec(k, -1, 1), y[3];
+
+		int4_rand(&p, &sc, n, k, 128);
+		x[200] = NAN;
+		fg_ref_int4_i8_matvec(y, p, sc, x, 1, n, k, 128, 2, 2);
+		ok(isnan(y[0]) && isnan(y[1]) && isnan(y[2]), "i8 twin: a NaN input makes every output NaN");
+		free(p), free(sc), free(x);
 	}
 }
 
@@ -398,6 +549,20 @@ static void gpu_int4(void)
 			   kind_name, n, k, m, G, w->splits, wr);
 			ok(!memcmp(g1, g2, sizeof(float) * m * n), "int4 %s matvec n %d k %d m %d: two runs bit-identical",
 			   kind_name, n, k, m);
+			if (w->kind == FG_INT4_I8) {
+				int slice, warps, same = 1;
+
+				/* two vectors per launch: the plan of each launch */
+				for (int b = 0; b < m; b += 2) {
+					int mb = m - b >= 2 ? 2 : 1;
+
+					fg_kint4_i8_plan(w, mb, &slice, &warps);
+					fg_ref_int4_i8_matvec(ref + (size_t)b * n, p, sc, x + (size_t)b * k, mb, n, k, G, slice, warps);
+				}
+				same = !memcmp(g1, ref, sizeof(float) * m * n);
+				ok(same, "int4 i8 matvec n %d k %d m %d group %d: bit-identical to its twin (slice %d, %d warps)", n,
+				   k, m, G, slice, warps);
+			}
 		}
 		fg_kint4_free(ctx, w);
 		fg_kmem_free(ctx, dx);
@@ -898,7 +1063,7 @@ static void gpu_fused(void)
 	{
 		static const int cases[][3] = {{100, 10240, 128}, {33, 128, 32}, {2560, 256, 128}};
 
-		for (size_t c = 0; c < 6; c++) {
+		for (size_t c = 0; c < 9; c++) {
 			int n = cases[c % 3][0], k = cases[c % 3][1], G = cases[c % 3][2];
 			int32_t *p;
 			uint16_t *sc;
@@ -908,8 +1073,8 @@ static void gpu_fused(void)
 			void *dg = dput(gt, 4 * k), *du = dput(up, 4 * k), *dy = dnew(4 * n);
 			int rc;
 
-			kind_name = c < 3 ? "fma" : "mma";
-			fg_kctx_set_int4_kind(ctx, c < 3 ? FG_INT4_FMA : FG_INT4_MMA);
+			kind_name = c < 3 ? "fma" : c < 6 ? "mma" : "i8";
+			fg_kctx_set_int4_kind(ctx, c < 3 ? FG_INT4_FMA : c < 6 ? FG_INT4_MMA : FG_INT4_I8);
 			int4_rand(&p, &sc, n, k, G);
 			fg_ref_geglu(x, gt, up, k);
 			fg_ref_int4_matvec(ref, p, sc, x, 1, n, k, G);
@@ -1068,6 +1233,8 @@ int main(int argc, char **argv)
 
 	test_layout();
 	test_layout_mma();
+	test_layout_i8();
+	test_i8();
 	test_twins();
 #ifdef FG_HAVE_CUDA
 	ok(fg_cuda_built() == 1, "built with CUDA kernels (nvcc present)");
@@ -1086,8 +1253,8 @@ int main(int argc, char **argv)
 		return tap_done();
 	}
 	printf("# device: %s\n", fg_kctx_device_name(ctx));
-	for (int kind = FG_INT4_FMA; kind <= FG_INT4_MMA; kind++) {
-		kind_name = kind == FG_INT4_MMA ? "mma" : "fma";
+	for (int kind = FG_INT4_FMA; kind <= FG_INT4_I8; kind++) {
+		kind_name = kind == FG_INT4_I8 ? "i8" : kind == FG_INT4_MMA ? "mma" : "fma";
 		fg_kctx_set_int4_kind(ctx, kind);
 		gpu_int4();
 		gpu_int4_chain();

@@ -1,0 +1,475 @@
+/* int4_i8.cu - the INT8 tensor-core INT4 kernel (FG_INT4_I8): INT4 matrix
+ * times 1 or 2 fp32 vectors per launch on the i8 layout (fg_kernels.h), with
+ * mma.m16n8k32 on integers.
+ *
+ * The weights' nibbles n = q + 8 are the A operand as unsigned bytes, with
+ * one logic instruction per four of them (w & 0x0F0F0F0F, (w >> 4) &
+ * 0x0F0F0F0F) and no conversion. The activations are the B operand: each
+ * scale group of x is split into four int8 parts with a power-of-two scale
+ * (kernels/i8split.h), B column 4m + p = part p of vector m. The tensor
+ * cores sum n * a_p over the group exactly in int32; 8 * sum a_p (the nibble
+ * offset) is subtracted in integers, so each group's sum of q * a_p is
+ * exact, and only then does fp32 arithmetic begin: lane (g, t) holds rows g
+ * and g + 8 at columns 2t, 2t + 1 and adds, per group,
+ *     fma(fma(c1, 2^(e-7(p+1)), c0 * 2^(e-7p)), scale, acc),
+ * then the two lanes of a vector add their accumulators (parts 0-1 +
+ * parts 2-3), the warps theirs in warp order, the K splits theirs in split
+ * order: a fixed order, the same bits every run, and kernels/cpu_twin.c's
+ * fg_ref_int4_i8_matvec gives them too.
+ *
+ * A block owns one tile of 16 rows and a slice of K units (a unit: one
+ * scale group, or two of 32; at least 64 elements); its warps take the
+ * slice's units in turn, each keeping IU units of weights in flight. Before
+ * waiting for the kernel that writes x (programmatic dependent launch), a
+ * block loads its first weights; after, it splits its slice of x into
+ * shared memory, one warp per group. Split-K partials and the last-block
+ * reduction are int4.cu's. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/i8split.h"
+#include "kernels/kcommon.cuh"
+
+#define IW 8                /* warps per block at most */
+#define IU 4                /* units each warp keeps in flight */
+#define IM 2                /* vectors per launch */
+#define ISMEM (46 * 1024)   /* staged parts and group data per block, at most */
+#define ISTAGE 1280         /* activations a block stages at most (i8_plan; docs/bench.md) */
+
+__device__ __forceinline__ void mma_u8s8(int *c, const uint32_t *a, uint32_t b0, uint32_t b1)
+{
+	asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+		     "{%0,%1,%2,%3};"
+		     : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Shared bytes per unit of a slice: the parts (4 per element per vector)
+ * and, per group, 8 column multipliers and 8 column offsets. */
+static __host__ __device__ int i8_unit_bytes(int m, int group)
+{
+	int unit = group > FG_INT4_I8_CHUNK ? group : FG_INT4_I8_CHUNK;
+
+	return unit * FG_I8_PARTS * m + unit / group * 8 * 8;
+}
+
+/* Lane's EPL consecutive inputs from element e (a multiple of 4 when EPL is),
+ * zero at and past k; GG: gelu_tanh(x) * x2. */
+template <int EPL, bool GG>
+__device__ __forceinline__ void i8_load(float *v, const float *x, const float *x2, int e, int k)
+{
+	if (EPL >= 4) {
+#pragma unroll
+		for (int i = 0; i < EPL; i += 4) {
+			float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+
+			if (e + i < k) {
+				a = *(const float4 *)(x + e + i);
+				if (GG) {
+					float4 b = *(const float4 *)(x2 + e + i);
+
+					a.x = fg_gelu_tanh(a.x) * b.x;
+					a.y = fg_gelu_tanh(a.y) * b.y;
+					a.z = fg_gelu_tanh(a.z) * b.z;
+					a.w = fg_gelu_tanh(a.w) * b.w;
+				}
+			}
+			v[i] = a.x, v[i + 1] = a.y, v[i + 2] = a.z, v[i + 3] = a.w;
+		}
+	} else {
+#pragma unroll
+		for (int i = 0; i < EPL; i++)
+			v[i] = e + i < k ? (GG ? fg_gelu_tanh(x[e + i]) * x2[e + i] : x[e + i]) : 0.0f;
+	}
+}
+
+/* The slice's groups (ngl of them, from element e0) of M vectors into shared
+ * memory, one warp per group: parts at sm[s * 128M + t * 32M + (4m + p) * 8
+ * + j] for element 32s + 4t + j (j < 4) or 32s + 16 + 4t + (j - 4) of the
+ * slice, so that lane (g, t) finds its B registers of k-step s at one 8-byte
+ * offset; per group gl, mult[gl * 8 + col] and bias[gl * 8 + col] (8 * the
+ * sum of the column's parts), columns 4M..7 zero. */
+template <int M, bool GG, int G>
+__device__ __forceinline__ void i8_group(unsigned char *sm, float *mult, int *bias, const float *v, int gl, int m,
+					 int lane)
+{
+	constexpr int EPL = G / 32;
+	uint32_t amax = 0;
+	int sum[FG_I8_PARTS] = {0, 0, 0, 0}, ex, mine = 0;
+
+#pragma unroll
+	for (int i = 0; i < EPL; i++)
+		amax = max(amax, fg_i8_abs_bits(v[i]));
+	amax = __reduce_max_sync(0xffffffffu, amax);
+	ex = fg_i8_exp(amax);
+#pragma unroll
+	for (int i = 0; i < EPL; i++) {
+		int8_t a[FG_I8_PARTS];
+		int el = gl * G + lane * EPL + i, e32 = el & 31;
+		unsigned char *dst = sm + (el >> 5) * (128 * M) + ((e32 & 15) >> 2) * (32 * M) + m * 32 + (e32 & 3) +
+				     (e32 >= 16 ? 4 : 0);
+
+		fg_i8_split(v[i], ex, a);
+#pragma unroll
+		for (int p = 0; p < FG_I8_PARTS; p++) {
+			dst[p * 8] = (unsigned char)a[p];
+			sum[p] += a[p];
+		}
+	}
+#pragma unroll
+	for (int p = 0; p < FG_I8_PARTS; p++) {
+		int s = __reduce_add_sync(0xffffffffu, sum[p]);
+
+		mine = lane == p ? s : mine;
+	}
+	if (lane < FG_I8_PARTS) {
+		mult[gl * 8 + 4 * m + lane] = fg_i8_mult(amax, ex, lane);
+		bias[gl * 8 + 4 * m + lane] = 8 * mine;
+	}
+	if (m == 0 && lane >= 4 * M && lane < 8) {
+		mult[gl * 8 + lane] = 0.0f;
+		bias[gl * 8 + lane] = 0;
+	}
+}
+
+/* The slice's groups (ngl of them, from element e0) of M vectors into shared
+ * memory, one warp per group, ISU groups of a warp at a time (their loads
+ * first): parts at sm[s * 128M + t * 32M + (4m + p) * 8 + j] for element
+ * 32s + 4t + j (j < 4) or 32s + 16 + 4t + (j - 4) of the slice, so that lane
+ * (g, t) finds its B registers of k-step s at one 8-byte offset; per group
+ * gl, mult[gl * 8 + col] and bias[gl * 8 + col] (8 * the sum of the
+ * column's parts), columns 4M..7 zero. */
+#define ISU 2
+
+template <int M, bool GG, int G>
+__device__ __forceinline__ void i8_stage(unsigned char *sm, float *mult, int *bias, const float *x, const float *x2,
+					 int k, int e0, int ngl, int xstride, int warp, int nw, int lane)
+{
+	constexpr int EPL = G / 32;
+
+	for (int g0 = warp; g0 < ngl; g0 += nw * ISU)
+#pragma unroll
+		for (int m = 0; m < M; m++) {
+			float v[ISU][EPL];
+
+#pragma unroll
+			for (int b = 0; b < ISU; b++)
+				if (g0 + b * nw < ngl)
+					i8_load<EPL, GG>(v[b], x + (size_t)m * xstride, x2, e0 + (g0 + b * nw) * G + lane * EPL, k);
+#pragma unroll
+			for (int b = 0; b < ISU; b++)
+				if (g0 + b * nw < ngl)
+					i8_group<M, GG, G>(sm, mult, bias, v[b], g0 + b * nw, m, lane);
+		}
+}
+
+/* M vectors (1 or 2); GG: the input is gelu_tanh(x) * x2 (M = 1); G: the
+ * scale group. */
+template <int M, bool GG, int G>
+__global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const uint4 *__restrict__ words,
+						   const uint32_t *__restrict__ scales, const float *__restrict__ x,
+						   const float *__restrict__ x2, float *__restrict__ partial,
+						   unsigned *__restrict__ counters, int n, int k, int ntiles, int nch,
+						   int ngr, int units, int slice, int splits, int tpb, int npad,
+						   int xstride, int ystride, const struct fg_kpf pf)
+{
+	constexpr int UE = G > FG_INT4_I8_CHUNK ? G : FG_INT4_I8_CHUNK; /* elements per unit */
+	constexpr int NC = UE / FG_INT4_I8_CHUNK;                       /* chunks per unit */
+	constexpr int GU = UE / G;                                      /* groups per unit */
+	constexpr int SB = 128 * M;                                     /* shared bytes per k-step */
+	extern __shared__ __align__(16) unsigned char sm[];
+	__shared__ float red[IW][16][M];
+	__shared__ int last;
+	int sp = blockIdx.y, nw = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	int g = lane >> 2, t = lane & 3, wpt = nw / tpb, wi = warp / tpb;
+	int tile = blockIdx.x * tpb + warp % tpb; /* this warp's tile */
+	int u0 = sp * slice, nu = tile < ntiles ? min(units, u0 + slice) - u0 : 0;
+	float *mult = (float *)(sm + (size_t)slice * UE * FG_I8_PARTS * M);
+	int *bias = (int *)(mult + slice * GU * 8);
+	const uint4 *wp = words + ((size_t)tile * nch + (size_t)u0 * NC) * 32 + lane;
+	const uint32_t *sq = scales + ((size_t)tile * ngr + (size_t)u0 * GU) * 8 + g;
+	uint4 wv[IU][NC];
+	uint32_t sv[IU][GU];
+	float acc0 = 0.0f, acc1 = 0.0f;
+
+	fg_pdl_trigger();
+	fg_pf_issue(pf); /* a later kernel's weights into L2 (fg_kctx_prefetch) */
+	/* the first units' weights before waiting for the kernel that writes x */
+#pragma unroll
+	for (int uu = 0; uu < IU; uu++) {
+		int u = wi + uu * wpt;
+
+		if (u < nu) {
+#pragma unroll
+			for (int c = 0; c < NC; c++)
+				wv[uu][c] = __ldcs(wp + (size_t)(u * NC + c) * 32);
+#pragma unroll
+			for (int q = 0; q < GU; q++)
+				sv[uu][q] = __ldg(sq + (size_t)(u * GU + q) * 8);
+		}
+	}
+	fg_pdl_wait();
+	i8_stage<M, GG, G>(sm, mult, bias, x, x2, k, u0 * UE, (min(units, u0 + slice) - u0) * GU, xstride, warp, nw,
+			   lane);
+	__syncthreads();
+	for (int base = wi; base < nu; base += wpt * IU) {
+#pragma unroll
+		for (int uu = 0; uu < IU; uu++) {
+			int u = base + uu * wpt, un = u + wpt * IU;
+
+			if (u < nu) {
+				uint4 cur[NC];
+				uint32_t cs[GU];
+				int c4[4] = {0, 0, 0, 0};
+
+#pragma unroll
+				for (int c = 0; c < NC; c++)
+					cur[c] = wv[uu][c];
+#pragma unroll
+				for (int q = 0; q < GU; q++)
+					cs[q] = sv[uu][q];
+				if (un < nu) { /* the unit IU rounds ahead, into the freed registers */
+#pragma unroll
+					for (int c = 0; c < NC; c++)
+						wv[uu][c] = __ldcs(wp + (size_t)(un * NC + c) * 32);
+#pragma unroll
+					for (int q = 0; q < GU; q++)
+						sv[uu][q] = __ldg(sq + (size_t)(un * GU + q) * 8);
+				}
+#pragma unroll
+				for (int c = 0; c < NC; c++)
+#pragma unroll
+					for (int h = 0; h < 2; h++) {
+						int s = (u * NC + c) * 2 + h;
+						uint32_t w0 = h ? cur[c].z : cur[c].x, w1 = h ? cur[c].w : cur[c].y;
+						uint32_t a[4] = {w0 & 0x0F0F0F0Fu, w1 & 0x0F0F0F0Fu, (w0 >> 4) & 0x0F0F0F0Fu,
+								 (w1 >> 4) & 0x0F0F0F0Fu};
+						uint2 b = make_uint2(0u, 0u);
+
+						if (g < 4 * M)
+							b = *(const uint2 *)(sm + s * SB + t * (32 * M) + g * 8);
+						mma_u8s8(c4, a, b.x, b.y);
+						if (G == 32 || (c == NC - 1 && h == 1)) { /* the end of a group */
+							int q = G == 32 ? h : 0, gl = u * GU + q;
+							float2 mu = *(const float2 *)(mult + gl * 8 + 2 * t);
+							int2 bi = *(const int2 *)(bias + gl * 8 + 2 * t);
+							float s0 = __uint_as_float(cs[q] << 16);
+							float s1 = __uint_as_float(cs[q] & 0xffff0000u);
+
+							acc0 = fmaf(fmaf((float)(c4[1] - bi.y), mu.y, (float)(c4[0] - bi.x) * mu.x),
+								    s0, acc0);
+							acc1 = fmaf(fmaf((float)(c4[3] - bi.y), mu.y, (float)(c4[2] - bi.x) * mu.x),
+								    s1, acc1);
+							c4[0] = c4[1] = c4[2] = c4[3] = 0;
+						}
+					}
+			}
+		}
+	}
+	{ /* parts 0-1 + parts 2-3 of each vector, lane 4m of a row's quad keeps it */
+		float o0 = acc0 + __shfl_xor_sync(0xffffffffu, acc0, 1);
+		float o1 = acc1 + __shfl_xor_sync(0xffffffffu, acc1, 1);
+
+		if (!(t & 1) && (t >> 1) < M) {
+			red[warp][g][t >> 1] = o0;
+			red[warp][g + 8][t >> 1] = o1;
+		}
+	}
+	__syncthreads();
+	if (threadIdx.x < 16 * M * tpb) { /* per tile, its warps in order */
+		int r = threadIdx.x & 15, m = (threadIdx.x >> 4) % M, tl = (threadIdx.x >> 4) / M;
+		int row = (blockIdx.x * tpb + tl) * 16 + r;
+		float v = 0.0f;
+
+		for (int w = 0; w < wpt && row < npad; w++)
+			v += red[w * tpb + tl][r][m];
+		if (splits == 1) {
+			if (row < n)
+				y[(size_t)m * ystride + row] = v;
+		} else if (row < npad) {
+			partial[((size_t)sp * IM + m) * npad + row] = v;
+			__threadfence();
+		}
+	}
+	if (splits == 1)
+		return;
+	__syncthreads();
+	if (threadIdx.x == 0)
+		last = atomicAdd(&counters[blockIdx.x], 1u) == (unsigned)(splits - 1);
+	__syncthreads();
+	if (!last)
+		return;
+	__threadfence();
+	if (threadIdx.x < 16 * M * tpb) {
+		int r = threadIdx.x & 15, m = (threadIdx.x >> 4) % M, tl = (threadIdx.x >> 4) / M;
+		int row = (blockIdx.x * tpb + tl) * 16 + r;
+		float v = 0.0f;
+
+		for (int s = 0; s < splits && row < npad; s++)
+			v += __ldcg(partial + ((size_t)s * IM + m) * npad + row);
+		if (row < n)
+			y[(size_t)m * ystride + row] = v;
+	}
+	if (threadIdx.x == 0)
+		counters[blockIdx.x] = 0; /* ready for the next launch (stream-ordered) */
+}
+
+/* The launch plan: tiles per block (tpb: 1, 2, 4 or 8, the block's warps
+ * shared among them), K splits of slice units, warps per tile (wpt). A
+ * matrix made with splits > 0 takes that many (as far as shared memory
+ * allows) and one tile per block. Otherwise: K splits so that a block
+ * stages at most w->stage activations (every block splits its own slice of
+ * x, so a long K in one block is a long serial chain), then the fewest
+ * tiles per block that keep the blocks within one wave of resident blocks
+ * (w->wave), then more K splits only where the blocks would leave SMs idle,
+ * just enough to cover them. */
+static void i8_plan(const struct fg_kint4 *w, int m, int *splits, int *slice, int *wpt, int *tpb)
+{
+	int max_slice = ISMEM / i8_unit_bytes(m, w->group), s = w->splits, t = 1;
+
+	if (s <= 0) {
+		int unit = w->kpad / w->units, blocks;
+
+		s = (w->units * unit + w->stage - 1) / w->stage;
+		while (t < IW && (w->tiles + t - 1) / t * s > w->wave)
+			t *= 2;
+		blocks = (w->tiles + t - 1) / t;
+		if (blocks * s < w->sms)
+			s = (w->sms + blocks - 1) / blocks;
+		if (s > w->units)
+			s = w->units;
+	}
+	*slice = (w->units + s - 1) / s;
+	if (*slice > max_slice)
+		*slice = max_slice;
+	*splits = (w->units + *slice - 1) / *slice;
+	*tpb = t;
+	*wpt = *slice < IW / t ? *slice : IW / t;
+}
+
+extern "C" int fg_kint4_i8_plan(const struct fg_kint4 *w, int m, int *slice, int *warps)
+{
+	int splits, tpb;
+
+	*slice = *warps = 0;
+	if (!w || w->kind != FG_INT4_I8 || m < 1 || m > IM)
+		return 0;
+	i8_plan(w, m, &splits, slice, warps, &tpb);
+	return splits;
+}
+
+int fg_kint4_i8_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *packed, const uint16_t *scale_bf16,
+		    int n, int k, int group, int splits, struct fg_err *err)
+{
+	struct fg_kint4 *w;
+	struct fg_int4_i8_dims d;
+	size_t wb, sb;
+	uint32_t *hw = NULL;
+	uint16_t *hs = NULL;
+	int rc;
+
+	fg_int4_i8_layout_size(&wb, &sb, n, k, group);
+	fg_int4_i8_dims(&d, n, k, group);
+	w = (struct fg_kint4 *)calloc(1, sizeof(*w));
+	hw = (uint32_t *)malloc(wb);
+	hs = (uint16_t *)malloc(sb);
+	if (!w || !hw || !hs) {
+		free(w);
+		free(hw);
+		free(hs);
+		return fg_err_set(err, FG_ENOMEM, "out of memory repacking a %d x %d int4 matrix", n, k);
+	}
+	w->kind = FG_INT4_I8;
+	w->n = n;
+	w->k = k;
+	w->group = group;
+	w->kpad = d.kpad;
+	w->npad = d.npad;
+	w->tiles = d.tiles;
+	w->chunks = d.chunks;
+	w->units = d.units;
+	/* the plan's inputs (i8_plan): a wave of resident blocks and the SMs */
+	{
+		int per = 0, need = (d.units + ISMEM / i8_unit_bytes(IM, group) - 1) / (ISMEM / i8_unit_bytes(IM, group));
+
+		if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, int4_i8<1, true, 128>, IW * 32, ISMEM) !=
+			    cudaSuccess ||
+		    per < 1)
+			per = 1;
+		cudaGetLastError();
+		w->sms = fg_kctx_sm_count(ctx);
+		w->wave = per * w->sms;
+		w->stage = ISTAGE;
+		if (getenv("FG_I8_WAVE")) /* experiments: the blocks a wave holds */
+			w->wave = (int)strtol(getenv("FG_I8_WAVE"), NULL, 10);
+		if (getenv("FG_I8_STAGE")) /* experiments: activations a block stages at most */
+			w->stage = (int)strtol(getenv("FG_I8_STAGE"), NULL, 10);
+		if (w->stage < 64)
+			w->stage = 64;
+		/* the partial sums hold the most splits a launch can take */
+		w->splits = splits > 0 ? splits : 0;
+		w->max_splits = splits > 0 ? splits : w->sms + (d.kpad + w->stage - 1) / w->stage;
+		if (w->max_splits > d.units)
+			w->max_splits = d.units;
+		if (w->max_splits < need)
+			w->max_splits = need;
+	}
+	rc = fg_int4_i8_repack(hw, hs, packed, scale_bf16, n, k, group, err);
+	return fg_kint4_upload(ctx, out, w, rc, hw, wb, hs, sb, d.tiles,
+			       sizeof(float) * (size_t)w->max_splits * IM * d.npad, err);
+}
+
+template <int M, bool GG, int G>
+static cudaError_t i8_launch_g(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
+			       const float *d_x2)
+{
+	int splits, slice, wpt, tpb;
+	cudaLaunchConfig_t cfg = {};
+	cudaLaunchAttribute at[1];
+
+	i8_plan(w, M, &splits, &slice, &wpt, &tpb);
+	cfg.gridDim = dim3((w->tiles + tpb - 1) / tpb, splits);
+	cfg.blockDim = dim3(wpt * tpb * 32);
+	cfg.dynamicSmemBytes = (size_t)slice * i8_unit_bytes(M, w->group);
+	cfg.stream = ctx->stream;
+	at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+	at[0].val.programmaticStreamSerializationAllowed = 1;
+	cfg.attrs = at;
+	cfg.numAttrs = ctx->pdl ? 1 : 0;
+	return cudaLaunchKernelEx(&cfg, int4_i8<M, GG, G>, d_y, (const uint4 *)w->d_words,
+				  (const uint32_t *)w->d_scales, d_x, d_x2, w->d_partial, (unsigned *)w->d_counters, w->n,
+				  w->k, w->tiles, w->chunks, w->kpad / w->group, w->units, slice, splits, tpb, w->npad,
+				  w->k, w->n, fg_pf_take(ctx));
+}
+
+template <int M, bool GG>
+static cudaError_t i8_launch(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
+			     const float *d_x2)
+{
+	switch (w->group) {
+	case 32: return i8_launch_g<M, GG, 32>(ctx, d_y, w, d_x, d_x2);
+	case 64: return i8_launch_g<M, GG, 64>(ctx, d_y, w, d_x, d_x2);
+	case 128: return i8_launch_g<M, GG, 128>(ctx, d_y, w, d_x, d_x2);
+	default: return i8_launch_g<M, GG, 256>(ctx, d_y, w, d_x, d_x2);
+	}
+}
+
+cudaError_t fg_kint4_i8_matvec(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x, int m)
+{
+	cudaError_t e = cudaSuccess;
+
+	/* two vectors per launch, the odd one alone */
+	for (int b = 0; b < m && e == cudaSuccess; b += IM) {
+		if (m - b >= 2)
+			e = i8_launch<2, false>(ctx, d_y + (size_t)b * w->n, w, d_x + (size_t)b * w->k, NULL);
+		else
+			e = i8_launch<1, false>(ctx, d_y + (size_t)b * w->n, w, d_x + (size_t)b * w->k, NULL);
+	}
+	return e;
+}
+
+cudaError_t fg_kint4_i8_geglu(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_gate,
+			      const float *d_up)
+{
+	return i8_launch<1, true>(ctx, d_y, w, d_gate, d_up);
+}
