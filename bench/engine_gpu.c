@@ -12,7 +12,7 @@
  *     gate|up concatenated; fma also one launch per matrix), direct and as a
  *     CUDA graph, M = 1 and M = 4 / 8 (the speculative verify shape);
  *   - a whole synthetic decode step: embedding, PLE, every layer's norms,
- *     RoPE, KV store, attention at position FG_BENCH_POS, GeGLU, residuals,
+ *     RoPE, KV store, attention at position FG_BENCH_POS (default 1000), GeGLU, residuals,
  *     a 12k-row keepset INT4 head and softcap + argmax, as one CUDA graph,
  *     for each kernel;
  *   - with FG_BENCH_MODEL=DIR, the engine itself on that checkpoint (e.g. the
@@ -708,7 +708,9 @@ int main(int argc, char **argv)
 		steps = (int)strtol(e, NULL, 10);
 	if ((e = getenv("FG_BENCH_REPS")))
 		reps = (int)strtol(e, NULL, 10);
-	if (reps < 1 || reps > 32 || steps < 1 || warm < 0) {
+	if ((e = getenv("FG_BENCH_POS")))
+		pos = (int)strtol(e, NULL, 10);
+	if (reps < 1 || reps > 32 || steps < 1 || warm < 0 || pos < 0 || pos >= 4096) {
 		fprintf(stderr, "engine_gpu: bad FG_BENCH_* settings\n");
 		return 2;
 	}
