@@ -258,7 +258,26 @@ static int max_splits(int kc, int splits)
 }
 
 
-/* The upload every layout shares (kcommon.cuh). */
+/* The start and the end every layout shares (kcommon.cuh). */
+int fg_kint4_start(struct fg_kint4 **w, uint32_t **hw, uint16_t **hs, size_t wb, size_t sb, int kind, int n, int k,
+		   int group, struct fg_err *err)
+{
+	*w = (struct fg_kint4 *)calloc(1, sizeof(**w));
+	*hw = (uint32_t *)malloc(wb);
+	*hs = (uint16_t *)malloc(sb);
+	if (!*w || !*hw || !*hs) {
+		free(*w);
+		free(*hw);
+		free(*hs);
+		return fg_err_set(err, FG_ENOMEM, "out of memory repacking a %d x %d int4 matrix", n, k);
+	}
+	(*w)->kind = kind;
+	(*w)->n = n;
+	(*w)->k = k;
+	(*w)->group = group;
+	return 0;
+}
+
 int fg_kint4_upload(struct fg_kctx *ctx, struct fg_kint4 **out, struct fg_kint4 *w, int rc, uint32_t *hw, size_t wb,
 		    uint16_t *hs, size_t sb, int ncounters, size_t partial_bytes, struct fg_err *err)
 {
@@ -298,19 +317,9 @@ static int fma_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *pa
 	int rc, kc;
 
 	fg_int4_layout_size(&wb, &sb, n, k, group);
-	w = (struct fg_kint4 *)calloc(1, sizeof(*w));
-	hw = (uint32_t *)malloc(wb);
-	hs = (uint16_t *)malloc(sb);
-	if (!w || !hw || !hs) {
-		free(w);
-		free(hw);
-		free(hs);
-		return fg_err_set(err, FG_ENOMEM, "out of memory repacking a %d x %d int4 matrix", n, k);
-	}
-	w->n = n;
-	w->k = k;
-	w->group = group;
-	w->kind = FG_INT4_FMA;
+	rc = fg_kint4_start(&w, &hw, &hs, wb, sb, FG_INT4_FMA, n, k, group, err);
+	if (rc)
+		return rc;
 	w->kpad = (k + group - 1) / group * group;
 	w->tiles = (n + 31) / 32;
 	kc = w->kpad / 32;
@@ -862,19 +871,9 @@ static int mma_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *pa
 
 	fg_int4_mma_layout_size(&wb, &sb, n, k, group);
 	fg_int4_mma_dims(&d, n, k, group);
-	w = (struct fg_kint4 *)calloc(1, sizeof(*w));
-	hw = (uint32_t *)malloc(wb);
-	hs = (uint16_t *)malloc(sb);
-	if (!w || !hw || !hs) {
-		free(w);
-		free(hw);
-		free(hs);
-		return fg_err_set(err, FG_ENOMEM, "out of memory repacking a %d x %d int4 matrix", n, k);
-	}
-	w->kind = FG_INT4_MMA;
-	w->n = n;
-	w->k = k;
-	w->group = group;
+	rc = fg_kint4_start(&w, &hw, &hs, wb, sb, FG_INT4_MMA, n, k, group, err);
+	if (rc)
+		return rc;
 	w->kpad = d.kpad;
 	w->npad = d.npad;
 	w->rblocks = d.rblocks;

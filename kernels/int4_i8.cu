@@ -370,19 +370,9 @@ int fg_kint4_i8_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *p
 
 	fg_int4_i8_layout_size(&wb, &sb, n, k, group);
 	fg_int4_i8_dims(&d, n, k, group);
-	w = (struct fg_kint4 *)calloc(1, sizeof(*w));
-	hw = (uint32_t *)malloc(wb);
-	hs = (uint16_t *)malloc(sb);
-	if (!w || !hw || !hs) {
-		free(w);
-		free(hw);
-		free(hs);
-		return fg_err_set(err, FG_ENOMEM, "out of memory repacking a %d x %d int4 matrix", n, k);
-	}
-	w->kind = FG_INT4_I8;
-	w->n = n;
-	w->k = k;
-	w->group = group;
+	rc = fg_kint4_start(&w, &hw, &hs, wb, sb, FG_INT4_I8, n, k, group, err);
+	if (rc)
+		return rc;
 	w->kpad = d.kpad;
 	w->npad = d.npad;
 	w->tiles = d.tiles;

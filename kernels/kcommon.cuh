@@ -173,11 +173,15 @@ __device__ __forceinline__ float fg_block_sum(float v, float *sh)
 	return v;
 }
 
-/* INT4 matrices (int4.cu, int4_i8.cu): the upload every layout shares
+/* INT4 matrices (int4.cu, int4_i8.cu): a new matrix of the kind, its
+ * fields n, k, group set, with host buffers of wb and sb bytes for the
+ * repacked words and scales (all freed on failure); the upload every layout shares
  * (device memory for the repacked words hw and scales hs, freed here,
  * ncounters zeroed split-K counters, partial_bytes of partial sums; rc is the
  * repack's result; on failure w is freed, on success it goes to *out), and
  * the INT8 tensor-core kernel's constructor and launches. */
+int fg_kint4_start(struct fg_kint4 **w, uint32_t **hw, uint16_t **hs, size_t wb, size_t sb, int kind, int n, int k,
+		   int group, struct fg_err *err);
 int fg_kint4_upload(struct fg_kctx *ctx, struct fg_kint4 **out, struct fg_kint4 *w, int rc, uint32_t *hw, size_t wb,
 		    uint16_t *hs, size_t sb, int ncounters, size_t partial_bytes, struct fg_err *err);
 int fg_kint4_i8_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *packed, const uint16_t *scale_bf16,

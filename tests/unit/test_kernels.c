@@ -87,6 +87,33 @@ static void int4_abs(float *a, const int32_t *packed, const uint16_t *scale, con
 
 /* ---- CPU-only checks ---------------------------------------------------------*/
 
+typedef int (*pack_fn)(uint32_t *, uint16_t *, const int32_t *, const uint16_t *, int, int, int, struct fg_err *);
+typedef int (*unpack_fn)(int32_t *, uint16_t *, const uint32_t *, const uint16_t *, int, int, int, struct fg_err *);
+typedef void (*size_fn)(size_t *, size_t *, int, int, int);
+
+/* Repacks a random n x k matrix into a layout (*tw, *ts: its words and
+ * scales, of *wb and *sb bytes; the caller frees them) and checks that it
+ * unpacks to the same matrix. */
+static void layout_roundtrip(const char *name, pack_fn pack, unpack_fn unpack, size_fn size, int n, int k, int G,
+			     uint32_t **tw, uint16_t **ts, size_t *wb, size_t *sb)
+{
+	int32_t *p, *p2;
+	uint16_t *sc, *sc2;
+	size_t words = (size_t)n * (k / 8), groups = (size_t)n * ((k + G - 1) / G);
+	struct fg_err err = {0};
+
+	int4_rand(&p, &sc, n, k, G);
+	size(wb, sb, n, k, G);
+	*tw = malloc(*wb);
+	*ts = malloc(*sb);
+	p2 = calloc(words, 4);
+	sc2 = calloc(groups, 2);
+	ok(pack(*tw, *ts, p, sc, n, k, G, &err) == 0 && unpack(p2, sc2, *tw, *ts, n, k, G, &err) == 0 &&
+		   !memcmp(p, p2, 4 * words) && !memcmp(sc, sc2, 2 * groups),
+	   "int4 %slayout %d x %d group %d round-trips", name, n, k, G);
+	free(p), free(p2), free(sc), free(sc2);
+}
+
 static void test_layout(void)
 {
 	static const int shapes[][3] = {{1, 8, 128}, {1, 128, 128}, {31, 136, 128}, {32, 256, 32},
@@ -94,23 +121,12 @@ static void test_layout(void)
 
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
 		int n = shapes[s][0], k = shapes[s][1], G = shapes[s][2];
-		int32_t *p, *p2;
-		uint16_t *sc, *sc2, *ts;
+		uint16_t *ts;
 		uint32_t *tw;
-		size_t wb, sb, words = (size_t)n * (k / 8), groups = (size_t)n * ((k + G - 1) / G);
-		struct fg_err err = {0};
+		size_t wb, sb;
 		int pad_ok = 1;
 
-		int4_rand(&p, &sc, n, k, G);
-		fg_int4_layout_size(&wb, &sb, n, k, G);
-		tw = malloc(wb);
-		ts = malloc(sb);
-		p2 = calloc(words, 4);
-		sc2 = calloc(groups, 2);
-		ok(fg_int4_repack(tw, ts, p, sc, n, k, G, &err) == 0 &&
-			   fg_int4_unpack(p2, sc2, tw, ts, n, k, G, &err) == 0 && !memcmp(p, p2, 4 * words) &&
-			   !memcmp(sc, sc2, 2 * groups),
-		   "int4 layout %d x %d group %d round-trips", n, k, G);
+		layout_roundtrip("", fg_int4_repack, fg_int4_unpack, fg_int4_layout_size, n, k, G, &tw, &ts, &wb, &sb);
 		/* padding: rows past n and words past k/8 hold q = 0 (0x88888888), scales 0 */
 		{
 			int kpad = (k + G - 1) / G * G, kc = kpad / 32, tiles = (n + 31) / 32;
@@ -133,7 +149,7 @@ static void test_layout(void)
 			ok(pad_ok && wb == (size_t)tiles * 32 * kpad / 2 && sb == (size_t)tiles * 32 * kpad / G * 2,
 			   "int4 layout %d x %d group %d pads with q = 0 and scale 0, sizes right", n, k, G);
 		}
-		free(p), free(p2), free(sc), free(sc2), free(tw), free(ts);
+		free(tw), free(ts);
 	}
 	{
 		struct fg_err err = {0};
@@ -163,24 +179,14 @@ static void test_layout_mma(void)
 	ok(once, "int4 mma layout: the 4 x 32 nibbles of a row's chunk are its 128 elements, each once");
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
 		int n = shapes[s][0], k = shapes[s][1], G = shapes[s][2], pad_ok = 1;
-		int32_t *p, *p2;
-		uint16_t *sc, *sc2, *ts;
+		uint16_t *ts;
 		uint32_t *tw;
-		size_t wb, sb, words = (size_t)n * (k / 8), groups = (size_t)n * ((k + G - 1) / G);
-		struct fg_err err = {0};
+		size_t wb, sb;
 		struct fg_int4_mma_dims d;
 
-		int4_rand(&p, &sc, n, k, G);
-		fg_int4_mma_layout_size(&wb, &sb, n, k, G);
+		layout_roundtrip("mma ", fg_int4_mma_repack, fg_int4_mma_unpack, fg_int4_mma_layout_size, n, k, G, &tw, &ts,
+				 &wb, &sb);
 		fg_int4_mma_dims(&d, n, k, G);
-		tw = malloc(wb);
-		ts = malloc(sb);
-		p2 = calloc(words, 4);
-		sc2 = calloc(groups, 2);
-		ok(fg_int4_mma_repack(tw, ts, p, sc, n, k, G, &err) == 0 &&
-			   fg_int4_mma_unpack(p2, sc2, tw, ts, n, k, G, &err) == 0 && !memcmp(p, p2, 4 * words) &&
-			   !memcmp(sc, sc2, 2 * groups),
-		   "int4 mma layout %d x %d group %d round-trips", n, k, G);
 		/* padding: rows past n and elements past k hold q = 0 (nibble 8), scales 0 */
 		for (int c = 0; c < d.chunks; c++)
 			for (int rb = 0; rb < d.rblocks; rb++)
@@ -200,7 +206,7 @@ static void test_layout_mma(void)
 		ok(pad_ok && d.npad % 8 == 0 && d.npad >= n && d.kpad % 128 == 0 && d.kpad % G == 0 && d.kpad >= k &&
 			   wb == (size_t)d.npad * d.kpad / 2 && sb == (size_t)d.npad * (d.kpad / G) * 2,
 		   "int4 mma layout %d x %d group %d pads with q = 0 and scale 0, sizes right", n, k, G);
-		free(p), free(p2), free(sc), free(sc2), free(tw), free(ts);
+		free(tw), free(ts);
 	}
 }
 
@@ -220,24 +226,14 @@ static void test_layout_i8(void)
 	ok(once, "int4 i8 layout: a row's 4 lanes x 2 words x 8 nibbles are its 64 chunk elements, each once");
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
 		int n = shapes[s][0], k = shapes[s][1], G = shapes[s][2], pad_ok = 1;
-		int32_t *p, *p2;
-		uint16_t *sc, *sc2, *ts;
+		uint16_t *ts;
 		uint32_t *tw;
-		size_t wb, sb, words = (size_t)n * (k / 8), groups = (size_t)n * ((k + G - 1) / G);
-		struct fg_err err = {0};
+		size_t wb, sb;
 		struct fg_int4_i8_dims d;
 
-		int4_rand(&p, &sc, n, k, G);
-		fg_int4_i8_layout_size(&wb, &sb, n, k, G);
+		layout_roundtrip("i8 ", fg_int4_i8_repack, fg_int4_i8_unpack, fg_int4_i8_layout_size, n, k, G, &tw, &ts, &wb,
+				 &sb);
 		fg_int4_i8_dims(&d, n, k, G);
-		tw = malloc(wb);
-		ts = malloc(sb);
-		p2 = calloc(words, 4);
-		sc2 = calloc(groups, 2);
-		ok(fg_int4_i8_repack(tw, ts, p, sc, n, k, G, &err) == 0 &&
-			   fg_int4_i8_unpack(p2, sc2, tw, ts, n, k, G, &err) == 0 && !memcmp(p, p2, 4 * words) &&
-			   !memcmp(sc, sc2, 2 * groups),
-		   "int4 i8 layout %d x %d group %d round-trips", n, k, G);
 		for (int t = 0; t < d.tiles; t++)
 			for (int c = 0; c < d.chunks; c++)
 				for (int l = 0; l < 32; l++)
@@ -258,7 +254,7 @@ static void test_layout_i8(void)
 			   d.units * d.unit == d.kpad && wb == (size_t)d.npad * d.kpad / 2 &&
 			   sb == (size_t)d.npad * (d.kpad / G) * 2,
 		   "int4 i8 layout %d x %d group %d pads with q = 0 and scale 0, sizes right", n, k, G);
-		free(p), free(p2), free(sc), free(sc2), free(tw), free(ts);
+		free(tw), free(ts);
 	}
 }
 
