@@ -319,6 +319,9 @@ static int add_golden(struct fg_bundle_builder *b, const char *model_dir, const 
 	rc = fg_engine_load(&e, model_dir, &o, err);
 	if (rc)
 		return fg_err_wrap(err, "golden transcript (use --no-golden to pack without one)");
+	if (fg_engine_gen_unapplied(e)[0])
+		fprintf(stderr, "fgpack pack: note: generation_config.json: %s not applied by the engine: %s\n",
+			fg_engine_gen_unapplied(e), FG_ENGINE_GREEDY_WHY);
 	if (golden_file) {
 		/* recorded elsewhere (verify --record on the reference GPU): checked
 		 * for shape here; its logits chain belongs to that device */

@@ -33,17 +33,23 @@ static void usage(FILE *f)
 		"                       the text leaves out\n"
 		"  --chat-format F      with --chat: gemma4 or gemma3 whatever the tokenizer\n"
 		"  --ids LIST           prompt as comma-separated token ids\n"
-		"  -n N                 tokens to generate (default 32, or what the context leaves\n"
-		"                       after the prompt, with a note)\n"
+		"  -n N                 tokens to generate (default: DIR/generation_config.json's\n"
+		"                       max_new_tokens or max_length, else 32; or what the\n"
+		"                       context leaves after the prompt, with a note)\n"
 		"  -j THREADS           worker threads (default: online CPUs, at most 8); the\n"
 		"                       output is bit-identical for any value\n"
 		"  --sliding-window N   override the config's sliding window (e.g. 188)\n"
 		"  --max-seq N          KV cache size in tokens (default min(max_position, 8192))\n"
 		"  --device cpu|cuda    where the forward pass runs (default cpu); cuda needs an\n"
 		"                       fgpack built with nvcc and a GPU\n"
-		"  --ignore-eos         do not stop at an end-of-sequence token\n"
+		"  --ignore-eos         do not stop at an end-of-sequence token (the stop set is\n"
+		"                       DIR/generation_config.json's eos_token_id when the\n"
+		"                       folder has one, as transformers' generate(), else\n"
+		"                       config.json's)\n"
 		"  --json               print one JSON object (schema 1): generated_ids,\n"
-		"                       tokens_per_s, sliding_window, ...\n\n"
+		"                       tokens_per_s, sliding_window, eos_token_ids, ...\n\n"
+		"Decoding is greedy: generation_config.json's sampling settings (do_sample,\n"
+		"temperature, top_k, top_p) and other strategies are not applied, with a note.\n\n"
 		"Prints the generated text (or ids without a tokenizer) on stdout; a timing\n"
 		"line on stderr. A prompt longer than the maximum sequence is an error.\n");
 }
@@ -307,6 +313,15 @@ int cmd_run(int argc, char **argv)
 		fg_err_set(&err, FG_EINVAL, "the prompt is empty");
 		goto fail;
 	}
+	if (fg_engine_gen_unapplied(e)[0])
+		fprintf(stderr, "fgpack run: note: generation_config.json: %s not applied: %s\n",
+			fg_engine_gen_unapplied(e), FG_ENGINE_GREEDY_WHY);
+	if (!n_given && fg_engine_gen_max_new(e, n_prompt) >= 0) {
+		/* generate()'s length when the caller names none */
+		long long g = fg_engine_gen_max_new(e, n_prompt);
+
+		n_new = g > (1 << 24) ? 1 << 24 : (int)g;
+	}
 	if (n_prompt > (size_t)fg_engine_max_seq(e)) {
 		fg_err_set(&err, FG_EINVAL, "prompt of %zu tokens is longer than the maximum sequence of %d", n_prompt,
 			   fg_engine_max_seq(e));
@@ -375,6 +390,13 @@ int cmd_run(int argc, char **argv)
 		cJSON_AddNumberToObject(j, "n_prompt", (double)n_prompt);
 		cJSON_AddNumberToObject(j, "n_generated", st.n);
 		cJSON_AddStringToObject(j, "stop", st.stopped_eos ? "eos" : "length");
+		{
+			int ne;
+			const int32_t *eos = fg_engine_eos_ids(e, &ne);
+
+			json_ids(j, "eos_token_ids", eos, (size_t)ne);
+			cJSON_AddBoolToObject(j, "generation_config", fg_engine_has_gen_config(e));
+		}
 		cJSON_AddNumberToObject(j, "tokens_per_s", (double)(long long)(tps * 100 + 0.5) / 100);
 		cJSON_AddNumberToObject(j, "prefill_tokens_per_s", (double)(long long)(ptps * 100 + 0.5) / 100);
 		cJSON_AddNumberToObject(j, "seconds", (double)(long long)((t1 - t0) * 1e4 + 0.5) / 1e4);

@@ -31,8 +31,12 @@ static void usage(FILE *f)
 		"Chat prompts use the turn format the tokenizer's added tokens call for: Gemma 4's\n"
 		"(<|turn> ... <turn|>) when it has them, else Gemma 3's (<start_of_turn> ...\n"
 		"<end_of_turn>); --chat-format forces one. Generation stops at the format's\n"
-		"end-of-turn token. Tool calling and thinking mode are not supported (a request\n"
-		"with tools gets 400). Prints 'listening on http://ADDR:PORT' on stderr once ready.\n");
+		"end-of-turn token, the tokenizer's <eos> and the model's eos ids (those of\n"
+		"generation_config.json when the folder has one, as transformers' generate();\n"
+		"its max_new_tokens is the default max_tokens; its sampling settings are not\n"
+		"applied, with a note: decoding is greedy). Tool calling and thinking mode are\n"
+		"not supported (a request with tools gets 400). Prints 'listening on\n"
+		"http://ADDR:PORT' on stderr once ready.\n");
 }
 
 int cmd_serve(int argc, char **argv)
@@ -152,6 +156,9 @@ int cmd_serve(int argc, char **argv)
 		goto fail;
 	if (!tok)
 		fprintf(stderr, "fgpack serve: note: no tokenizer.json: only token-id prompts work\n");
+	if (fg_engine_gen_unapplied(e)[0])
+		fprintf(stderr, "fgpack serve: note: generation_config.json: %s not applied: %s\n",
+			fg_engine_gen_unapplied(e), FG_ENGINE_GREEDY_WHY);
 
 	/* the server's threads inherit this mask; this thread takes the signals */
 	sigemptyset(&set);

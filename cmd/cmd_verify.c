@@ -277,6 +277,22 @@ int cmd_verify(int argc, char **argv)
 				      &err);
 	if (!rc)
 		rc = load_engine(&e, b, o.threads, o.device, &err);
+	if (!rc && fg_engine_gen_unapplied(e)[0]) {
+		/* the model folder's generation_config.json asks for more than
+		 * greedy: said, as the manifest's unhonoured knobs are */
+		cJSON *un = cJSON_GetObjectItemCaseSensitive(sum, "unhonoured"), *u = cJSON_CreateObject();
+
+		fprintf(stderr, "fgpack verify: note: generation_config.json: %s not applied: %s\n",
+			fg_engine_gen_unapplied(e), FG_ENGINE_GREEDY_WHY);
+		if (!un)
+			un = cJSON_AddArrayToObject(sum, "unhonoured");
+		if (!u || !un || !cJSON_AddStringToObject(u, "key", "generation_config.json") ||
+		    !cJSON_AddStringToObject(u, "value", fg_engine_gen_unapplied(e)) ||
+		    !cJSON_AddStringToObject(u, "why", FG_ENGINE_GREEDY_WHY) || !cJSON_AddItemToArray(un, u)) {
+			cJSON_Delete(u);
+			rc = fg_err_set(&err, FG_ENOMEM, "out of memory");
+		}
+	}
 	if (!rc && o.record) {
 		/* this device's own transcript of the same prompts, before the replay */
 		cJSON *mine = NULL;
@@ -307,6 +323,23 @@ int cmd_verify(int argc, char **argv)
 	cJSON_AddStringToObject(g, "level", level_name(gr.level));
 	cJSON_AddNumberToObject(g, "steps", (double)gr.steps);
 	cJSON_AddItemToObject(g, "recorded_on", cJSON_Duplicate(fg_json_obj(tr, "device"), 1));
+	{
+		/* the stop set run and serve use: generation_config.json's or
+		 * config.json's eos ids, as the transcript recorded them */
+		int ne, q;
+		const int32_t *eos = fg_engine_eos_ids(e, &ne);
+		cJSON *a = cJSON_AddArrayToObject(g, "eos_token_ids");
+
+		for (q = 0; a && q < ne; q++)
+			cJSON_AddItemToArray(a, cJSON_CreateNumber(eos[q]));
+		cJSON_AddStringToObject(g, "eos_token_ids_recorded", gr.eos_same < 0 ? "not recorded"
+								    : gr.eos_same ? "same" : "different");
+		if (gr.eos_same == 0)
+			fprintf(stderr, "fgpack verify: note: the engine's stop set (eos ids) differs from the "
+					"transcript's eos_token_ids: this engine reads the model folder's "
+					"config.json / generation_config.json otherwise than the one that "
+					"recorded it (tokens are compared all the same)\n");
+	}
 	{
 		/* identity, not a verdict: another driver changes nothing; another
 		 * device class explains a 'tokens' level */

@@ -74,7 +74,7 @@ static int add_eos(struct fg_g4_config *c, const cJSON *v, const char *what, str
 			if (c->eos[i] == (int32_t)v->valuedouble)
 				return 0;
 		if (c->n_eos == FG_G4_MAX_EOS)
-			return fg_err_set(err, FG_EUNSUPPORTED, "%s: too many eos_token_id values", what);
+			return fg_err_set(err, FG_EUNSUPPORTED, "%s: key eos_token_id holds more than %d ids", what, FG_G4_MAX_EOS);
 		c->eos[c->n_eos++] = (int32_t)v->valuedouble;
 		return 0;
 	}
@@ -613,6 +613,145 @@ int fg_g4_config_parse(struct fg_g4_config *c, const char *json, size_t len, con
 				 c->n_kv_shared, i);
 			goto out;
 		}
+	rc = 0;
+out:
+	cJSON_Delete(root);
+	return rc;
+}
+
+/* ---- generation_config.json ---- */
+
+/* A key that must be an integer lo..1<<30 (or null/absent: -1). */
+static int gen_int(const cJSON *root, const char *key, long long lo, int *out, const char *what,
+		   struct fg_err *err)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+
+	*out = -1;
+	if (is_null(v))
+		return 0;
+	if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < (double)lo ||
+	    v->valuedouble > (double)(1 << 30))
+		return fg_err_set(err, FG_EFORMAT, "%s: key %s is not an integer >= %lld", what, key, lo);
+	*out = (int)v->valuedouble;
+	return 0;
+}
+
+/* Keys of GenerationConfig that would change what greedy decoding emits (or
+ * how it stops) and that the engine does not apply, with the value that
+ * leaves greedy decoding as it is ("" = only null does). sampling: the key
+ * acts only when do_sample is true. */
+static const struct {
+	const char *key;
+	const char *neutral;
+	int sampling;
+} unapplied_keys[] = {
+	{ "do_sample", "false", 0 },     { "temperature", "", 1 },       { "top_k", "", 1 },
+	{ "top_p", "", 1 },              { "min_p", "", 1 },             { "typical_p", "", 1 },
+	{ "epsilon_cutoff", "", 1 },     { "eta_cutoff", "", 1 },        { "num_beams", "1", 0 },
+	{ "num_beam_groups", "1", 0 },   { "penalty_alpha", "", 0 },     { "dola_layers", "", 0 },
+	{ "repetition_penalty", "1", 0 }, { "no_repeat_ngram_size", "0", 0 }, { "bad_words_ids", "[]", 0 },
+	{ "min_length", "0", 0 },        { "min_new_tokens", "0", 0 },   { "suppress_tokens", "[]", 0 },
+	{ "begin_suppress_tokens", "[]", 0 }, { "forced_bos_token_id", "", 0 }, { "forced_eos_token_id", "", 0 },
+	{ "sequence_bias", "", 0 },      { "guidance_scale", "1", 0 },   { "exponential_decay_length_penalty", "", 0 },
+	{ "stop_strings", "[]", 0 },     { "max_time", "", 0 },          { "watermarking_config", "", 0 },
+};
+
+static int neutral(const cJSON *v, const char *n)
+{
+	if (!strcmp(n, "false"))
+		return cJSON_IsFalse(v);
+	if (!strcmp(n, "[]"))
+		return cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0;
+	if (*n)
+		return cJSON_IsNumber(v) && v->valuedouble == (n[0] == '1' ? 1.0 : 0.0);
+	return 0;
+}
+
+/* Appends "key=value" (value as JSON, cut at 40 bytes) to c->gen.note. */
+static void note_key(struct fg_g4_config *c, const char *key, const cJSON *v)
+{
+	char *js = cJSON_PrintUnformatted(v);
+	size_t used = strlen(c->gen.note);
+	int n;
+
+	if (used + 8 >= sizeof(c->gen.note)) {
+		free(js);
+		return;
+	}
+	n = snprintf(c->gen.note + used, sizeof(c->gen.note) - used, "%s%s=%.40s%s", used ? ", " : "", key,
+		     js ? js : "?", js && strlen(js) > 40 ? "..." : "");
+	if (n < 0 || (size_t)n >= sizeof(c->gen.note) - used)
+		memcpy(c->gen.note + sizeof(c->gen.note) - 4, "...", 4);
+	free(js);
+}
+
+int fg_g4_gen_parse(struct fg_g4_config *c, const char *json, size_t len, const char *what,
+		    struct fg_err *err)
+{
+	cJSON *root = NULL;
+	const cJSON *v, *it;
+	int rc, sample, bos, pad;
+	size_t i;
+
+	if ((rc = fg_json_parse(&root, json, len, what, err)))
+		return rc;
+	if (!cJSON_IsObject(root)) {
+		rc = fg_err_set(err, FG_EFORMAT, "%s: not a JSON object", what);
+		goto out;
+	}
+	memset(&c->gen, 0, sizeof(c->gen));
+	c->gen.present = 1;
+	/* the stop set: what generate() builds its EosTokenCriteria from
+	 * (_prepare_special_tokens: an id or a list; any of them stops) */
+	v = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id");
+	if (!is_null(v) && !cJSON_IsNumber(v) && !cJSON_IsArray(v)) {
+		rc = fg_err_set(err, FG_EFORMAT, "%s: key eos_token_id is not a token id or a list of them", what);
+		goto out;
+	}
+	cJSON_ArrayForEach(it, (cJSON_IsArray(v) ? v : NULL))
+		if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < 0 ||
+		    it->valuedouble > (double)INT32_MAX) {
+			rc = fg_err_set(err, FG_EFORMAT, "%s: key eos_token_id holds an entry that is not a token id "
+					"(an integer >= 0)", what);
+			goto out;
+		}
+	if (cJSON_IsNumber(v) && (v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 ||
+				  v->valuedouble > (double)INT32_MAX)) {
+		rc = fg_err_set(err, FG_EFORMAT, "%s: key eos_token_id = %g is not a token id (an integer >= 0)",
+				what, v->valuedouble);
+		goto out;
+	}
+	c->n_eos = 0;
+	if ((rc = add_eos(c, v, what, err)))
+		goto out;
+	if ((rc = gen_int(root, "bos_token_id", 0, &bos, what, err)) ||
+	    (rc = gen_int(root, "pad_token_id", 0, &pad, what, err)) ||
+	    (rc = gen_int(root, "max_new_tokens", 1, &c->gen.max_new_tokens, what, err)) ||
+	    (rc = gen_int(root, "max_length", 1, &c->gen.max_length, what, err)) ||
+	    (rc = get_bool(root, NULL, "do_sample", -1, &c->gen.do_sample, what, err)))
+		goto out;
+	if (bos >= 0)
+		c->bos = bos;
+	/* the numbers sampling and the other strategies read: checked for their
+	 * type only (torch would fail on a string where a number goes) */
+	for (i = 0; i < sizeof(unapplied_keys) / sizeof(unapplied_keys[0]); i++) {
+		v = cJSON_GetObjectItemCaseSensitive(root, unapplied_keys[i].key);
+		if (is_null(v))
+			continue;
+		if ((unapplied_keys[i].sampling || unapplied_keys[i].neutral[0] == '0' ||
+		     unapplied_keys[i].neutral[0] == '1') && !cJSON_IsNumber(v)) {
+			rc = fg_err_set(err, FG_EFORMAT, "%s: key %s is not a number", what, unapplied_keys[i].key);
+			goto out;
+		}
+	}
+	sample = c->gen.do_sample == 1;
+	for (i = 0; i < sizeof(unapplied_keys) / sizeof(unapplied_keys[0]); i++) {
+		v = cJSON_GetObjectItemCaseSensitive(root, unapplied_keys[i].key);
+		if (is_null(v) || neutral(v, unapplied_keys[i].neutral) || (unapplied_keys[i].sampling && !sample))
+			continue;
+		note_key(c, unapplied_keys[i].key, v);
+	}
 	rc = 0;
 out:
 	cJSON_Delete(root);

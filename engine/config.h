@@ -13,7 +13,8 @@
 #include "err.h"
 
 #define FG_G4_MAX_LAYERS 256
-#define FG_G4_MAX_EOS 8
+#define FG_G4_MAX_EOS 32
+#define FG_G4_GEN_NOTE_MAX 320
 
 enum { FG_G4_SLIDING = 0, FG_G4_FULL = 1 };
 
@@ -34,6 +35,19 @@ struct fg_g4_rope {
 	int max_position;   /* max_position_embeddings (dynamic: its base at that length) */
 	double beta_fast, beta_slow;   /* yarn */
 	double low_freq, high_freq;    /* llama3: low_freq_factor, high_freq_factor */
+};
+
+/* What a checkpoint's generation_config.json (transformers' GenerationConfig,
+ * which generate() uses instead of config.json's ids) says beyond the stop
+ * set. Absent keys (and null) are -1 / NAN. */
+struct fg_g4_gen {
+	int present;            /* 1 when generation_config.json was read */
+	int do_sample;          /* do_sample: 1 true, 0 false, -1 absent */
+	int max_new_tokens;     /* max_new_tokens, -1 absent */
+	int max_length;         /* max_length (prompt + new tokens), -1 absent */
+	/* "" or one line: the keys the engine does not apply (sampling, beams,
+	 * penalties, ...) with their values and why */
+	char note[FG_G4_GEN_NOTE_MAX];
 };
 
 struct fg_g4_config {
@@ -60,7 +74,11 @@ struct fg_g4_config {
 	int tie_embeddings;     /* tie_word_embeddings */
 	int bos;                /* bos_token_id, -1 if none */
 	int n_eos;
-	int32_t eos[FG_G4_MAX_EOS]; /* eos_token_id: the top-level config's, else text_config's */
+	/* eos_token_id, the stop set: generation_config.json's when the folder
+	 * has one (fg_g4_gen_parse), else config.json's top-level, else
+	 * text_config's */
+	int32_t eos[FG_G4_MAX_EOS];
+	struct fg_g4_gen gen;   /* generation_config.json; gen.present 0 without one */
 	/* Gemma4ForConditionalGeneration (a nested config): the image, audio and
 	 * video placeholder ids, which Gemma4Model embeds as pad_token_id in a
 	 * text-only forward (embedding and per-layer input alike) */
@@ -80,6 +98,15 @@ struct fg_g4_config {
 /* Parses config.json text; what names it in messages. */
 int fg_g4_config_parse(struct fg_g4_config *c, const char *json, size_t len, const char *what,
 		       struct fg_err *err);
+
+/* Applies generation_config.json text (the file beside config.json) to c,
+ * as transformers' from_pretrained does: the file's GenerationConfig is what
+ * generate() uses, so its eos_token_id (an id or a list; null or absent: no
+ * eos) REPLACES config.json's as the stop set. bos_token_id, when given,
+ * replaces c->bos. Sets c->gen. A malformed file or key is FG_EFORMAT naming
+ * what and the key; unknown keys are ignored (GenerationConfig keeps them). */
+int fg_g4_gen_parse(struct fg_g4_config *c, const char *json, size_t len, const char *what,
+		    struct fg_err *err);
 
 /* Derived facts. */
 int fg_g4_first_shared(const struct fg_g4_config *c);          /* first layer without own KV */

@@ -379,6 +379,32 @@ int fg_engine_is_eos(const struct fg_engine *e, int32_t token)
 	return 0;
 }
 
+int fg_engine_has_gen_config(const struct fg_engine *e)
+{
+	return e->m->cfg.gen.present;
+}
+
+const char *fg_engine_gen_unapplied(const struct fg_engine *e)
+{
+	return e->m->cfg.gen.note;
+}
+
+long long fg_engine_gen_max_new(const struct fg_engine *e, size_t n_prompt)
+{
+	const struct fg_g4_gen *g = &e->m->cfg.gen;
+
+	/* transformers' _prepare_generated_length: max_new_tokens wins over
+	 * max_length (the prompt included) */
+	if (!g->present)
+		return -1;
+	if (g->max_new_tokens >= 0)
+		return g->max_new_tokens;
+	if (g->max_length >= 0)
+		return (long long)g->max_length > (long long)n_prompt ? (long long)g->max_length - (long long)n_prompt
+								     : 0;
+	return -1;
+}
+
 void fg_engine_reset(struct fg_engine *e)
 {
 	e->pos = 0;

@@ -37,7 +37,9 @@ struct fg_engine_opts {
 };
 
 /* Loads model_dir: config.json (text keys at top level or under
- * "text_config") and model.safetensors (or a sharded index). Weights stay
+ * "text_config"), generation_config.json when present (the stop set, as
+ * transformers' generate() reads it) and model.safetensors (or a sharded
+ * index). Weights stay
  * mapped, not copied. opts may be NULL (all defaults). Errors name the
  * config key that is unsupported or the tensor that is missing or has the
  * wrong shape. */
@@ -51,9 +53,25 @@ int fg_engine_max_seq(const struct fg_engine *e);        /* tokens one sequence 
 int fg_engine_max_position(const struct fg_engine *e);   /* config's max_position_embeddings */
 int fg_engine_sliding_window(const struct fg_engine *e); /* the window in use */
 int fg_engine_bos_id(const struct fg_engine *e);         /* -1 when the config has none */
-/* The config's eos ids (borrowed array, *n set); fg_engine_is_eos tests one. */
+/* The stop set (borrowed array, *n set): generation_config.json's
+ * eos_token_id when the model folder has that file (transformers'
+ * generate() uses it instead of config.json's), else config.json's
+ * eos_token_id; fg_engine_is_eos tests one. docs/engine.md "Generation
+ * config". */
 const int32_t *fg_engine_eos_ids(const struct fg_engine *e, int *n);
 int fg_engine_is_eos(const struct fg_engine *e, int32_t token);
+/* 1 when the model folder has a generation_config.json (read at load). */
+int fg_engine_has_gen_config(const struct fg_engine *e);
+/* "" or the generation_config.json keys that would change the tokens and
+ * that the engine does not apply, as "key=value, ..." (do_sample=true with
+ * its temperature/top_k/top_p, num_beams, repetition_penalty, ...): callers
+ * report them as not applied, FG_ENGINE_GREEDY_WHY. Borrowed. */
+const char *fg_engine_gen_unapplied(const struct fg_engine *e);
+#define FG_ENGINE_GREEDY_WHY "the engine decodes greedily (the argmax at every step)"
+/* New tokens generation_config.json asks for after a prompt of n_prompt
+ * tokens: max_new_tokens, else max_length - n_prompt (0 at least); -1 when
+ * it names neither (or there is no such file). */
+long long fg_engine_gen_max_new(const struct fg_engine *e, size_t n_prompt);
 /* Tokens in the current sequence (the next token's position). */
 int fg_engine_pos(const struct fg_engine *e);
 /* Threads in use; the result never depends on it. */

@@ -381,6 +381,19 @@ int fg_golden_record(cJSON **out, struct fg_engine *e, const cJSON *prompts, int
 		    !cJSON_AddItemToObject(t, "device", dev) ||
 		    !(parr = cJSON_AddArrayToObject(t, "prompts"))))
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	if (!rc) {
+		/* the stop set run and serve use with this model (the steps go on
+		 * past it: every prompt records max_new tokens) */
+		int ne, k;
+		const int32_t *eos = fg_engine_eos_ids(e, &ne);
+		cJSON *a = cJSON_AddArrayToObject(t, "eos_token_ids");
+
+		for (k = 0; a && k < ne; k++)
+			if (!cJSON_AddItemToArray(a, cJSON_CreateNumber(eos[k])))
+				a = NULL;
+		if (!a)
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
 	cJSON_ArrayForEach(p, prompts) {
 		cJSON *o, *tok, *ch;
 		int32_t *ids = NULL;
@@ -443,6 +456,33 @@ int fg_golden_replay(struct fg_golden_result *res, struct fg_engine *e, const cJ
 		return fg_err_set(err, FG_EFORMAT, "golden transcript: schema is not %d", FG_GOLDEN_SCHEMA);
 	if (!prompts || fg_json_int(transcript, "max_new", &max_new) || max_new < 1 || max_new > 65536)
 		return fg_err_set(err, FG_EFORMAT, "golden transcript: no prompts or bad max_new");
+	res->eos_same = -1;
+	if (cJSON_GetObjectItemCaseSensitive(transcript, "eos_token_ids")) {
+		/* the same ids, in any order (a set) */
+		const cJSON *rec = fg_json_arr(transcript, "eos_token_ids"), *it;
+		int ne, k;
+		const int32_t *eos = fg_engine_eos_ids(e, &ne);
+
+		if (!rec)
+			return fg_err_set(err, FG_EFORMAT, "golden transcript: eos_token_ids is not a list");
+		res->eos_same = 1;
+		cJSON_ArrayForEach(it, rec) {
+			if (!cJSON_IsNumber(it))
+				return fg_err_set(err, FG_EFORMAT, "golden transcript: eos_token_ids holds a "
+								 "non-number");
+			if (!fg_engine_is_eos(e, (int32_t)it->valuedouble) ||
+			    it->valuedouble != (double)(int32_t)it->valuedouble)
+				res->eos_same = 0;
+		}
+		for (k = 0; k < ne; k++) {
+			int found = 0;
+
+			cJSON_ArrayForEach(it, rec)
+				found |= it->valuedouble == (double)eos[k];
+			if (!found)
+				res->eos_same = 0;
+		}
+	}
 	cJSON_ArrayForEach(p, prompts) {
 		const cJSON *want_tok = fg_json_arr(p, "tokens"), *want_ch = fg_json_arr(p, "chain");
 		cJSON *tok = cJSON_CreateArray(), *ch = cJSON_CreateArray();

@@ -4,6 +4,8 @@
  *
  * Transcript (golden/transcript.json, canonical JSON):
  *   { "schema": 1, "max_new": N, "device": {...},
+ *     "eos_token_ids": [the engine's stop set when recorded (fg_engine_eos_ids);
+ *                       informational: every prompt runs N steps past it],
  *     "prompts": [ { "text": "..." (text prompts only), "ids": [prompt ids],
  *                    "tokens": [N generated ids],
  *                    "chain": [N hex digests] } ],
@@ -75,6 +77,8 @@ struct fg_golden_result {
 	int chain_step;
 	int32_t want, got;/* the tokens at the first token difference */
 	size_t steps;     /* steps compared */
+	int eos_same;     /* the transcript's eos_token_ids = this engine's stop set:
+			   * 1 yes, 0 no, -1 not recorded (older transcripts) */
 };
 
 /* Replays transcript on e: same prompts, same max_new. Malformed

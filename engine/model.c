@@ -330,6 +330,19 @@ int fg_g4_model_load(struct fg_g4_model **out, const char *dir, struct fg_err *e
 	    (rc = fg_file_read(path.data, CONFIG_MAX, &text, err)) ||
 	    (rc = fg_g4_config_parse(&m->cfg, text.data, text.len, path.data, err)))
 		goto fail;
+	/* generation_config.json beside it, as transformers' from_pretrained
+	 * loads it (GenerationMixin.adjust_generation_fn): when present it is
+	 * the generation config, config.json's ids are not consulted */
+	fg_buf_reset(&path);
+	fg_buf_reset(&text);
+	if ((rc = fg_path_join(&path, dir, "generation_config.json", err)))
+		goto fail;
+	rc = fg_file_read(path.data, CONFIG_MAX, &text, err);
+	if (rc == FG_ENOTFOUND)
+		fg_err_clear(err);
+	else if (rc || (rc = fg_g4_gen_parse(&m->cfg, text.data, text.len, path.data, err)))
+		goto fail;
+	rc = 0;
 	c = &m->cfg;
 	if ((rc = fg_st_open(&m->st, dir, err)))
 		goto fail;

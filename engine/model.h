@@ -72,7 +72,8 @@ struct fg_g4_model {
 	char format_buf[32];
 };
 
-/* Loads dir/config.json and the checkpoint in dir (model.safetensors or a
+/* Loads dir/config.json, dir/generation_config.json when present
+ * (fg_g4_gen_parse) and the checkpoint in dir (model.safetensors or a
  * sharded index). */
 int fg_g4_model_load(struct fg_g4_model **out, const char *dir, struct fg_err *err);
 void fg_g4_model_free(struct fg_g4_model *m);

@@ -456,6 +456,13 @@ static int parse_request(struct fg_server *s, struct job *j, const cJSON *req, c
 		return fg_err_set(err, FG_EINVAL, "the prompt has %zu tokens; this model's context is %d",
 				  j->n_prompt, max_seq);
 	}
+	if (mt < 0 && fg_engine_gen_max_new(s->e, j->n_prompt) >= 1) {
+		/* generation_config.json's max_new_tokens / max_length, as the
+		 * default, within what the context leaves */
+		mt = fg_engine_gen_max_new(s->e, j->n_prompt);
+		if (mt > max_seq - (long long)j->n_prompt)
+			mt = max_seq - (long long)j->n_prompt;
+	}
 	if (mt < 0)
 		mt = j->chat ? max_seq - (long long)j->n_prompt
 			     : (16 < max_seq - (long long)j->n_prompt ? 16
