@@ -362,8 +362,9 @@ static void check_config(const char *dir, const struct fg_st_set *src, const cha
 	cJSON *sc = NULL, *oc = NULL, *qc = NULL;
 	const cJSON *w, *ign, *it, *tg;
 	char p[700];
-	const char *names[4096];
-	int quant[4096], used[64] = { 0 }, n = 0, bad = 0, k, e, n_ign = 0, n_keep = 0;
+	size_t cap = fg_st_count(src) + 1;
+	const char **names = calloc(cap, sizeof(*names));
+	int *quant = calloc(cap, sizeof(*quant)), *used = NULL, n = 0, bad = 0, k, e, n_ign = 0, n_keep = 0;
 	size_t i;
 
 	snprintf(p, sizeof(p), "%s/config.json", dir);
@@ -404,7 +405,7 @@ static void check_config(const char *dir, const struct fg_st_set *src, const cha
 	/* The module names: INT4 ones and those left as they are (a tied
 	 * head is a Linear "lm_head" in transformers all the same; a 3-D
 	 * experts tensor stands for vLLM's per-expert modules under it). */
-	for (i = 0; i < fg_st_count(src) && n < 4090; i++) {
+	for (i = 0; names && quant && i < fg_st_count(src); i++) {
 		const struct fg_st_tensor *t = fg_st_at(src, i);
 		int kd = kind(t, m);
 
@@ -413,12 +414,15 @@ static void check_config(const char *dir, const struct fg_st_set *src, const cha
 		names[n] = t->name;
 		quant[n++] = kd == QUANT;
 	}
-	if (!fg_st_find(src, "lm_head.weight")) {
+	if (names && quant && !fg_st_find(src, "lm_head.weight")) {
 		names[n] = "lm_head.weight";
 		quant[n++] = m->head_int4;
 	}
 	ign = fg_json_arr(qc, "ignore");
 	cJSON_ArrayForEach(it, ign) n_ign++;
+	used = calloc((size_t)n_ign + 1, sizeof(*used));
+	if (!names || !quant || !used)
+		n = 0, bad++;
 	for (k = 0; k < n; k++) {
 		char mod[400];
 		int hit = 0;
@@ -427,7 +431,7 @@ static void check_config(const char *dir, const struct fg_st_set *src, const cha
 			 names[k]);
 		e = 0;
 		cJSON_ArrayForEach(it, ign) {
-			if (cJSON_IsString(it) && e < 64 && entry_matches(it->valuestring, mod)) {
+			if (cJSON_IsString(it) && entry_matches(it->valuestring, mod)) {
 				hit = 1;
 				used[e] |= !quant[k];
 			}
@@ -440,7 +444,7 @@ static void check_config(const char *dir, const struct fg_st_set *src, const cha
 	}
 	e = 0;
 	cJSON_ArrayForEach(it, ign) {
-		if (!cJSON_IsString(it) || e >= 64 || !used[e]) {
+		if (!cJSON_IsString(it) || !used || !used[e]) {
 			printf("# %s: ignore entry %s matches no module left unquantized\n", label,
 			       cJSON_IsString(it) ? it->valuestring : "(not a string)");
 			bad++;
@@ -451,7 +455,10 @@ static void check_config(const char *dir, const struct fg_st_set *src, const cha
 		n_keep += !quant[k];
 	ok(qc && cJSON_IsArray(ign) && !bad,
 	   "%s: ignore names exactly the %d Linear modules left unquantized (%d entries)", label, n_keep, n_ign);
+	free(used);
 out:
+	free(names);
+	free(quant);
 	cJSON_Delete(sc);
 	cJSON_Delete(oc);
 	cJSON_Delete(qc);
