@@ -1368,26 +1368,58 @@ static int has_tensor_part(const struct fg_st_set *set, const char *part)
 }
 
 /* Appends to ign the entry for one decoder Linear left unquantized (its
- * tensor name): "re:.*\\.<name without its text prefix and .weight, dots
- * escaped>$", which matches the module under transformers' names
- * (model.layers.N..., model.language_model.layers.N...) and vLLM's
- * (language_model.model.layers.N...) alike, and no other Linear. */
+ * tensor name), unless it is there already: "re:.*\.<module>$", <module>
+ * being the name without its text prefix and ".weight", dots escaped, so it
+ * matches the module under transformers' names (model.layers.N...,
+ * model.language_model.layers.N...) and vLLM's (language_model.model.
+ * layers.N...) alike. vLLM fuses q/k/v_proj into qkv_proj and gate/up_proj
+ * into gate_up_proj and refuses a fused layer whose parts are not all ignored
+ * or all not, even a part the checkpoint lacks (the v_proj of an
+ * attention_k_eq_v full layer, built from k); the parts share their input
+ * width, so they are left together, and one entry names the whole group:
+ * "self_attn\.(q|k|v|qkv)_proj$", "mlp\.(gate|up|gate_up)_proj$". */
 static int ignore_entry(cJSON *ign, const char *name, struct fg_err *err)
 {
+	static const char *const fused[][2] = {
+		{ "self_attn.q_proj", "self_attn\\.(q|k|v|qkv)_proj" },
+		{ "self_attn.k_proj", "self_attn\\.(q|k|v|qkv)_proj" },
+		{ "self_attn.v_proj", "self_attn\\.(q|k|v|qkv)_proj" },
+		{ "mlp.gate_proj", "mlp\\.(gate|up|gate_up)_proj" },
+		{ "mlp.up_proj", "mlp\\.(gate|up|gate_up)_proj" },
+	};
 	struct fg_buf e = FG_BUF_INIT;
-	const char *rest = name, *end = name + strlen(name) - strlen(".weight");
+	const char *rest = name, *end = name + strlen(name) - strlen(".weight"), *tail = NULL;
+	const cJSON *it;
 	cJSON *item;
+	size_t k;
 	int rc;
 
 	if (!strncmp(name, "model.language_model.", 21))
 		rest = name + 21;
 	else if (!strncmp(name, "model.", 6))
 		rest = name + 6;
+	for (k = 0; k < sizeof(fused) / sizeof(fused[0]) && !tail; k++) {
+		size_t fl = strlen(fused[k][0]);
+
+		if ((size_t)(end - rest) > fl && end[-(ptrdiff_t)fl - 1] == '.' &&
+		    !strncmp(end - fl, fused[k][0], fl)) {
+			tail = fused[k][1];
+			end -= fl;
+		}
+	}
 	rc = fg_buf_puts(&e, "re:.*\\.", err);
 	for (; !rc && rest < end; rest++)
 		rc = *rest == '.' ? fg_buf_puts(&e, "\\.", err) : fg_buf_putc(&e, *rest, err);
+	if (!rc && tail)
+		rc = fg_buf_puts(&e, tail, err);
 	if (!rc)
 		rc = fg_buf_puts(&e, "$", err);
+	cJSON_ArrayForEach(it, ign) {
+		if (!rc && cJSON_IsString(it) && !strcmp(it->valuestring, e.data)) {
+			fg_buf_release(&e);
+			return 0;
+		}
+	}
 	if (!rc && !((item = cJSON_CreateString(e.data)) && cJSON_AddItemToArray(ign, item)))
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 	fg_buf_release(&e);

@@ -26,7 +26,9 @@
  *     whose ignore list matches every Linear left unquantized (re: entries
  *     with Python re.match's semantics, others exactly, as vLLM's
  *     should_ignore_layer), none quantized, and holds no entry that matches
- *     nothing; the CPU engine loads it and its logits are bit-identical to
+ *     nothing, and each layer vLLM fuses (q/k/v_proj, gate/up_proj) is
+ *     ignored whole or not at all, its absent parts (the v_proj of an
+ *     attention_k_eq_v full layer) and fused name included; the CPU engine loads it and its logits are bit-identical to
  *     those of the same checkpoint with every INT4 Linear replaced by its
  *     dequantized F32 weights q * scale (the engine widens an INT4 row to
  *     exactly those floats and runs the F32 row's dot, so equal bits are the
@@ -351,6 +353,45 @@ static int entry_matches(const char *entry, const char *name)
 	return m;
 }
 
+/* 1 when some entry of the ignore list matches the module name. */
+static int ignored(const cJSON *ign, const char *mod)
+{
+	const cJSON *it;
+
+	cJSON_ArrayForEach(it, ign) {
+		if (cJSON_IsString(it) && entry_matches(it->valuestring, mod))
+			return 1;
+	}
+	return 0;
+}
+
+/* vLLM fuses q/k/v_proj into qkv_proj and gate/up_proj into gate_up_proj and
+ * refuses the layer unless every part (present in the checkpoint or not: an
+ * attention_k_eq_v full layer has no v_proj) and the fused name are all
+ * ignored or all not: 1 when mod's group is consistent. */
+static int fused_consistent(const cJSON *ign, const char *mod)
+{
+	static const char *const groups_qkv[] = { "q_proj", "k_proj", "v_proj", "qkv_proj", NULL };
+	static const char *const groups_mlp[] = { "gate_proj", "up_proj", "gate_up_proj", NULL };
+	const char *const *g = NULL, *dot = strrchr(mod, '.');
+	char sib[450];
+	int want = ignored(ign, mod), k;
+
+	if (dot && (!strcmp(dot, ".q_proj") || !strcmp(dot, ".k_proj") || !strcmp(dot, ".v_proj")) &&
+	    strstr(mod, ".self_attn."))
+		g = groups_qkv;
+	else if (dot && (!strcmp(dot, ".gate_proj") || !strcmp(dot, ".up_proj")) && strstr(mod, ".mlp."))
+		g = groups_mlp;
+	for (k = 0; g && g[k]; k++) {
+		snprintf(sib, sizeof(sib), "%.*s.%s", (int)(dot - mod), mod, g[k]);
+		if (ignored(ign, sib) != want) {
+			printf("#   %s is%s ignored but %s is%s\n", mod, want ? "" : " not", sib, want ? " not" : "");
+			return 0;
+		}
+	}
+	return 1;
+}
+
 /* config.json of the bake: the source's (tie_word_embeddings false with
  * --head int4), plus a quantization_config for the group whose ignore list
  * names exactly the Linear modules left unquantized. */
@@ -439,6 +480,10 @@ static void check_config(const char *dir, const struct fg_st_set *src, const cha
 		}
 		if (hit == quant[k]) {
 			printf("# %s: %s %s\n", label, mod, quant[k] ? "is INT4 but ignored" : "left unquantized, not ignored");
+			bad++;
+		}
+		if (!fused_consistent(ign, mod)) {
+			printf("# %s: fused layer of %s half ignored (vLLM refuses it)\n", label, mod);
 			bad++;
 		}
 	}
