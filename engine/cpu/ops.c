@@ -82,6 +82,7 @@ static float dot_int4_scalar(const uint8_t *pk, const uint8_t *sc, int group, co
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define HAVE_AVX2_PATH 1
 
@@ -214,6 +215,19 @@ static int use_avx2(void)
 		simd = __builtin_cpu_supports("avx2") && !getenv("FG_NO_AVX2");
 	return simd;
 }
+
+/* F16C (CPUID leaf 1, ECX bit 29): read with cpuid.h, which gcc and clang
+ * both have; clang's __builtin_cpu_supports does not know "f16c" (make fuzz
+ * builds with clang). */
+static int has_f16c(void)
+{
+	static int f16c = -1;
+	unsigned a, b, c, d;
+
+	if (f16c < 0)
+		f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+	return f16c;
+}
 #endif
 
 int fg_cpu_set_simd(int on)
@@ -260,7 +274,7 @@ void fg_cpu_lin_row(const struct fg_lin *w, int r, float *out)
 		break;
 	case FG_W_F16:
 #ifdef HAVE_AVX2_PATH
-		if (use_avx2() && __builtin_cpu_supports("f16c")) {
+		if (use_avx2() && has_f16c()) {
 			row_f16_f16c((const uint8_t *)w->w + (size_t)r * cols * 2, w->cols, out);
 			break;
 		}
