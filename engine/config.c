@@ -657,6 +657,13 @@ static const struct {
 	{ "stop_strings", "[]", 0 },     { "max_time", "", 0 },          { "watermarking_config", "", 0 },
 };
 
+/* An integer 0..INT32_MAX: a token id. */
+static int is_token_id(const cJSON *v)
+{
+	return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) && v->valuedouble >= 0 &&
+	       v->valuedouble <= (double)INT32_MAX;
+}
+
 static int neutral(const cJSON *v, const char *n)
 {
 	if (!strcmp(n, "false"))
@@ -710,14 +717,12 @@ int fg_g4_gen_parse(struct fg_g4_config *c, const char *json, size_t len, const 
 		goto out;
 	}
 	cJSON_ArrayForEach(it, (cJSON_IsArray(v) ? v : NULL))
-		if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < 0 ||
-		    it->valuedouble > (double)INT32_MAX) {
+		if (!is_token_id(it)) {
 			rc = fg_err_set(err, FG_EFORMAT, "%s: key eos_token_id holds an entry that is not a token id "
 					"(an integer >= 0)", what);
 			goto out;
 		}
-	if (cJSON_IsNumber(v) && (v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 ||
-				  v->valuedouble > (double)INT32_MAX)) {
+	if (cJSON_IsNumber(v) && !is_token_id(v)) {
 		rc = fg_err_set(err, FG_EFORMAT, "%s: key eos_token_id = %g is not a token id (an integer >= 0)",
 				what, v->valuedouble);
 		goto out;

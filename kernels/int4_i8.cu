@@ -89,7 +89,7 @@ __device__ __forceinline__ void i8_load(float *v, const float *x, const float *x
  * slice, so that lane (g, t) finds its B registers of k-step s at one 8-byte
  * offset; per group gl, mult[gl * 8 + col] and bias[gl * 8 + col] (8 * the
  * sum of the column's parts), columns 4M..7 zero. */
-template <int M, bool GG, int G>
+template <int M, int G>
 __device__ __forceinline__ void i8_group(unsigned char *sm, float *mult, int *bias, const float *v, int gl, int m,
 					 int lane)
 {
@@ -159,7 +159,7 @@ __device__ __forceinline__ void i8_stage(unsigned char *sm, float *mult, int *bi
 #pragma unroll
 			for (int b = 0; b < ISU; b++)
 				if (g0 + b * nw < ngl)
-					i8_group<M, GG, G>(sm, mult, bias, v[b], g0 + b * nw, m, lane);
+					i8_group<M, G>(sm, mult, bias, v[b], g0 + b * nw, m, lane);
 		}
 }
 

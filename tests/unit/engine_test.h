@@ -102,6 +102,41 @@ static int compare_pruned(struct fg_engine *full, struct fg_engine *pr, const in
 	return rc;
 }
 
+/* Logits [30][vocab] of a fixed 30-token sequence (ids folded into the
+ * vocabulary) from engine e, loaded from dir (freed here; NULL gives NULL):
+ * the whole sequence at once (prefill in chunks) or, one_by_one, a token at
+ * a time. *n_out: how many floats (0 on failure). */
+static float *seq_logits(struct fg_engine *e, const char *dir, int one_by_one, int *n_out)
+{
+	static const int32_t seq[] = { 2, 17, 300, 5, 88, 410, 9, 9, 120, 311, 47, 260, 501, 3, 77, 190,
+				       64, 128, 255, 256, 100, 2, 400, 33, 34, 35, 480, 12, 6, 70 };
+	int n = (int)(sizeof(seq) / sizeof(seq[0])), V, i, rc = 0;
+	int32_t ids[sizeof(seq) / sizeof(seq[0])];
+	struct fg_err err = { 0 };
+	float *lg;
+
+	*n_out = 0;
+	if (!e)
+		return NULL;
+	V = fg_engine_vocab_size(e);
+	lg = malloc(sizeof(float) * (size_t)n * (size_t)V);
+	for (i = 0; i < n; i++)
+		ids[i] = seq[i] % V;
+	if (!one_by_one)
+		rc = fg_engine_forward_logits(e, ids, (size_t)n, 0, lg, &err);
+	else
+		for (i = 0; i < n && !rc; i++)
+			rc = fg_engine_forward_logits(e, ids + i, 1, 0, lg + (size_t)i * (size_t)V, &err);
+	fg_engine_free(e);
+	if (rc) {
+		printf("# forward %s: %s\n", dir, err.msg);
+		free(lg);
+		return NULL;
+	}
+	*n_out = n * V;
+	return lg;
+}
+
 /* Logits [n][vocab] of the first n (<= 20) tokens of a fixed sequence of
  * ids below 256 from the model folder dir on device (2 threads), in a new
  * array; NULL with err set on failure. */

@@ -650,7 +650,7 @@ int main(void)
 {
 	int n;
 
-	(void)ids_of, (void)compare_pruned, (void)on_token, (void)prune_fixture; /* engine_test.h helpers this suite does not need */
+	(void)ids_of, (void)compare_pruned, (void)on_token, (void)prune_fixture, (void)seq_logits; /* engine_test.h helpers this suite does not need */
 	if (!mkdtemp(tmp)) {
 		ok(0, "mkdtemp");
 		return tap_done();

@@ -154,37 +154,11 @@ static void check_oracle(const char *dir, const char *json, const char *bin, int
 	free_oracle(&o);
 }
 
-/* Logits of the longest prompt for a thread count; chunked = 0 feeds one
- * token at a time (decode), 1 the whole sequence at once (prefill). */
+/* Logits of the fixed sequence (seq_logits) for a thread count; one_by_one
+ * feeds one token at a time (decode), else the whole sequence (prefill). */
 static float *run_seq(const char *dir, int threads, int one_by_one, int *n_out)
 {
-	static const int32_t seq[] = { 2, 17, 300, 5, 88, 410, 9, 9, 120, 311, 47, 260, 501, 3, 77, 190,
-				       64, 128, 255, 256, 100, 2, 400, 33, 34, 35, 480, 12, 6, 70 };
-	int n = (int)(sizeof(seq) / sizeof(seq[0])), V, i, rc = 0;
-	int32_t ids[sizeof(seq) / sizeof(seq[0])];
-	struct fg_engine *e = load(dir, threads, 0);
-	struct fg_err err = { 0 };
-	float *lg;
-
-	if (!e)
-		return NULL;
-	V = fg_engine_vocab_size(e);
-	lg = malloc(sizeof(float) * (size_t)n * (size_t)V);
-	for (i = 0; i < n; i++) /* ids folded into a smaller vocabulary */
-		ids[i] = seq[i] % V;
-	if (!one_by_one)
-		rc = fg_engine_forward_logits(e, ids, (size_t)n, 0, lg, &err);
-	else
-		for (i = 0; i < n && !rc; i++)
-			rc = fg_engine_forward_logits(e, ids + i, 1, 0, lg + (size_t)i * (size_t)V, &err);
-	if (rc) {
-		printf("# forward %s: %s\n", dir, err.msg);
-		free(lg);
-		lg = NULL;
-	}
-	*n_out = n * V;
-	fg_engine_free(e);
-	return lg;
+	return seq_logits(load(dir, threads, 0), dir, one_by_one, n_out);
 }
 
 static void check_determinism(const char *dir, const char *label)

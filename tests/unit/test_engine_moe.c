@@ -42,40 +42,16 @@ static struct fg_engine *load(const char *dir, int threads, int device, struct f
 	return e;
 }
 
-/* Logits of a fixed 30-token sequence (ids folded into the vocabulary):
- * the whole sequence at once (prefill in chunks) or one token at a time. */
+/* Logits of the fixed sequence (seq_logits): the whole sequence at once
+ * (prefill in chunks) or one token at a time. */
 static float *run_seq(const char *dir, int threads, int one_by_one, int *n_out)
 {
-	static const int32_t seq[] = { 2, 17, 300, 5, 88, 410, 9, 9, 120, 311, 47, 260, 501, 3, 77, 190,
-				       64, 128, 255, 256, 100, 2, 400, 33, 34, 35, 480, 12, 6, 70 };
-	int n = (int)(sizeof(seq) / sizeof(seq[0])), V, i, rc = 0;
-	int32_t ids[sizeof(seq) / sizeof(seq[0])];
 	struct fg_err err = { 0 };
 	struct fg_engine *e = load(dir, threads, FG_DEVICE_CPU, &err);
-	float *lg;
 
-	*n_out = 0;
-	if (!e) {
+	if (!e)
 		printf("# load %s: %s\n", dir, err.msg);
-		return NULL;
-	}
-	V = fg_engine_vocab_size(e);
-	lg = malloc(sizeof(float) * (size_t)n * (size_t)V);
-	for (i = 0; i < n; i++)
-		ids[i] = seq[i] % V;
-	if (!one_by_one)
-		rc = fg_engine_forward_logits(e, ids, (size_t)n, 0, lg, &err);
-	else
-		for (i = 0; i < n && !rc; i++)
-			rc = fg_engine_forward_logits(e, ids + i, 1, 0, lg + (size_t)i * (size_t)V, &err);
-	fg_engine_free(e);
-	if (rc) {
-		printf("# forward %s: %s\n", dir, err.msg);
-		free(lg);
-		return NULL;
-	}
-	*n_out = n * V;
-	return lg;
+	return seq_logits(e, dir, one_by_one, n_out);
 }
 
 static int same_bits(const float *a, const float *b, int na, int nb)
