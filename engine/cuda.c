@@ -27,6 +27,7 @@ struct glayer {
 	float *in_norm, *post_attn, *pre_ffw, *post_ffw, *post_ple, *q_norm, *k_norm;
 	float *kc, *vc; /* [kv_heads][cap][d] when the layer owns a cache (kv_heads of its type) */
 	int cap;        /* slots of the cache this layer reads */
+	float *bqkv, *bo; /* attention_bias: the biases of qkv's rows and of o, else NULL */
 };
 
 struct fg_g4_gpu {
@@ -180,6 +181,32 @@ static int up_norm_scaled(struct fg_g4_gpu *g, float **d, const float *h, size_t
 	return rc;
 }
 
+/* attention_bias: the biases of a layer's qkv rows in their order, q | k | v
+ * (q alone when the layer reads another's cache; v's is k's with
+ * attention_k_eq_v, model.h), uploaded as one vector; NULL without biases. */
+static int up_bias_qkv(struct fg_g4_gpu *g, float **d, const struct fg_g4_layer *ml, int own, struct fg_err *err)
+{
+	size_t nq = (size_t)ml->q.rows, nk = own ? (size_t)ml->k.rows : 0, nv = own ? (size_t)ml->v.rows : 0;
+	float *t;
+	int rc;
+
+	*d = NULL;
+	if (!ml->bq)
+		return 0;
+	if (own && (!ml->bk || !ml->bv))
+		return fg_err_set(err, FG_EINVAL, "k_proj or v_proj bias missing");
+	if (!(t = malloc(sizeof(float) * (nq + nk + nv))))
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	memcpy(t, ml->bq, sizeof(float) * nq);
+	if (own) {
+		memcpy(t + nq, ml->bk, sizeof(float) * nk);
+		memcpy(t + nq + nk, ml->bv, sizeof(float) * nv);
+	}
+	rc = up_floats(g, d, t, nq + nk + nv, err);
+	free(t);
+	return rc;
+}
+
 static int zeros(struct fg_g4_gpu *g, float **d, size_t n, struct fg_err *err)
 {
 	int rc = fg_kmem_alloc(g->ctx, (void **)d, (n ? n : 1) * sizeof(float), err);
@@ -233,7 +260,8 @@ void fg_g4_gpu_free(struct fg_g4_gpu *g)
 		for (i = 0; i < g->m->cfg.n_layers; i++) {
 			struct glayer *L = &g->L[i];
 			float *fs[] = {L->in_norm, L->post_attn, L->pre_ffw, L->post_ffw, L->post_ple,
-				       L->q_norm,  L->k_norm,    L->kc,      L->vc};
+				       L->q_norm,  L->k_norm,    L->kc,      L->vc,       L->bqkv,
+				       L->bo};
 
 			dlin_free(g, &L->qkv), dlin_free(g, &L->o), dlin_free(g, &L->gu);
 			dlin_free(g, &L->down), dlin_free(g, &L->pg), dlin_free(g, &L->pp);
@@ -277,9 +305,6 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 		return fg_err_set(err, FG_EUNSUPPORTED,
 				  "--device cuda: enable_moe_block (mixture of experts) is not supported on CUDA; use "
 				  "--device cpu");
-	if (c->attn_bias) /* the CPU engine runs it (docs/engine.md) */
-		return fg_err_set(err, FG_EUNSUPPORTED,
-				  "--device cuda: attention_bias = true is not supported on CUDA; use --device cpu");
 	if (!(g = calloc(1, sizeof(*g))))
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	g->m = m;
@@ -352,7 +377,8 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 		    (rc = up_norm_scaled(g, &L->q_norm, ml->q_norm, (size_t)d, (float)c->rope[ml->type].attention,
 					 err)) ||
 		    (rc = up_norm_scaled(g, &L->k_norm, ml->k_norm, (size_t)d, (float)c->rope[ml->type].attention,
-					 err)))
+					 err)) ||
+		    (rc = up_bias_qkv(g, &L->bqkv, ml, own, err)) || (rc = up_floats(g, &L->bo, ml->bo, H, err)))
 			goto fail;
 		/* a sliding layer needs the last `window` positions only: a ring */
 		L->cap = ml->type == FG_G4_SLIDING && window < max_seq ? window : max_seq;
@@ -440,10 +466,12 @@ static int forward(struct fg_g4_gpu *g, struct fg_err *err)
 		const float *next = li + 1 < c->n_layers ? g->L[li + 1].in_norm : g->final_norm;
 
 		pf(g, &L->o, 0, 1);
+		/* attention_bias: q|k|v's biases before the norms and RoPE, o's before post_attn */
 		if (mv(g, g->qkv, &L->qkv, g->a, err) ||
+		    (L->bqkv && fg_k_add_bias(k, g->qkv, L->bqkv, L->qkv.rows, err)) ||
 		    fg_k_attn_decode_post(k, g->att, g->qkv, nh, ml->kv_heads, d, L->q_norm, L->k_norm, g->inv[ml->type], pos,
 					  src->kc, src->vc, src->cap, own, eps, 1.0f, err) ||
-		    mv(g, g->o, &L->o, g->att, err) ||
+		    mv(g, g->o, &L->o, g->att, err) || (L->bo && fg_k_add_bias(k, g->o, L->bo, H, err)) ||
 		    fg_k_residual_norm(k, g->x, g->o, L->post_attn, 1.0f, g->a, L->pre_ffw, H, eps, err))
 			return err->code;
 		pf(g, &L->down, 0, 1);

@@ -299,3 +299,9 @@ int32_t fg_ref_softcap_argmax(float *z, const int32_t *ids, int n, float cap)
 		return -1;
 	return ids ? ids[best] : best;
 }
+
+void fg_ref_add_bias(float *y, const float *b, int n)
+{
+	for (int i = 0; i < n; i++)
+		y[i] += b[i];
+}

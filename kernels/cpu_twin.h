@@ -32,6 +32,7 @@ void fg_ref_kv_store(float *kcache, float *vcache, const float *k, const float *
 		     int cap, int pos);
 void fg_ref_attn_decode(float *out, const float *q, const float *kcache, const float *vcache, int heads,
 			int kv_heads, int head_dim, int cap, int pos, float scale);
+void fg_ref_add_bias(float *y, const float *b, int n);
 /* Softcaps z in place (cap > 0) and returns the chosen id (see fg_kernels.h). */
 int32_t fg_ref_softcap_argmax(float *z, const int32_t *ids, int n, float cap);
 

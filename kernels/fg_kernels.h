@@ -356,6 +356,12 @@ int fg_k_attn_decode_post(struct fg_kctx *ctx, float *d_out, float *d_qkv, int h
 int fg_k_softcap_argmax(struct fg_kctx *ctx, int32_t *d_best, float *d_z, const int32_t *d_ids, int n, float cap,
 			struct fg_err *err);
 
+/* ---- attention_bias and mixture of experts (kernels/moe.cu) ------------------*/
+
+/* d_y[i] += d_b[i], i < n: a projection's bias (attention_bias) added after
+ * its matvec, as the CPU engine adds it (the same fp32 sums). */
+int fg_k_add_bias(struct fg_kctx *ctx, float *d_y, const float *d_b, int n, struct fg_err *err);
+
 /* Benchmark helper: reads n bytes (a multiple of 16) at d_buf with 16-byte
  * loads over the whole GPU and writes a checksum to *d_sink: the device's read
  * bandwidth, the ceiling the matvec is measured against. */

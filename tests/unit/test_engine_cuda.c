@@ -75,9 +75,9 @@ static void check(const char *dir, const char *json, const char *bin, int window
 	 * f32 (docs/engine.md): the same checks as bf16 */
 	sd = fg_json_str(o, "saved_dtype");
 	gpu = cpu ? load(dir, FG_DEVICE_CUDA, window, &err) : NULL;
-	if (cpu && (fg_engine_model(cpu)->cfg.n_experts || fg_engine_model(cpu)->cfg.attn_bias)) {
-		/* mixture of experts, attention biases: CPU only (test_engine.c checks them) */
-		const char *key = fg_engine_model(cpu)->cfg.n_experts ? "enable_moe_block" : "attention_bias";
+	if (cpu && fg_engine_model(cpu)->cfg.n_experts) {
+		/* mixture of experts: CPU only (test_engine_moe.c checks it) */
+		const char *key = "enable_moe_block";
 
 		ok(!gpu && err.code == FG_EUNSUPPORTED && strstr(err.msg, key),
 		   "%s: --device cuda refuses it (%s): %s", label, key, err.msg);

@@ -837,6 +837,26 @@ static void gpu_small_ops(void)
 	}
 }
 
+/* attention_bias's add: the same fp32 additions as the twin, so the same bits */
+static void gpu_add_bias(void)
+{
+	static const int ns[] = {1, 255, 257, 4099};
+
+	for (size_t c = 0; c < sizeof(ns) / sizeof(ns[0]); c++) {
+		int n = ns[c];
+		float *y = fvec(n, -30, 30), *b = fvec(n, -2, 2), *ref = malloc(4 * n), *g = malloc(4 * n);
+		void *dy = dput(y, 4 * n), *db = dput(b, 4 * n);
+		int rc;
+
+		memcpy(ref, y, 4 * n);
+		fg_ref_add_bias(ref, b, n);
+		rc = !dy || !db || fg_k_add_bias(ctx, dy, db, n, &gerr) || dget(g, dy, 4 * n);
+		ok(!rc && !memcmp(g, ref, 4 * n), "bias add n %d identical to twin %s", n, rc ? gerr.msg : "");
+		fg_kmem_free(ctx, dy), fg_kmem_free(ctx, db);
+		free(y), free(b), free(ref), free(g);
+	}
+}
+
 static void gpu_attention(void)
 {
 	static const int cases[][5] = {/* heads, kv heads, head_dim, cap, pos */
@@ -1261,6 +1281,7 @@ int main(int argc, char **argv)
 	gpu_norms();
 	gpu_rope();
 	gpu_small_ops();
+	gpu_add_bias();
 	gpu_attention();
 	gpu_attn_post();
 	gpu_argmax();
