@@ -67,7 +67,7 @@ struct fg_g4_config {
 	int sliding_window;     /* sliding_window */
 	int n_kv_shared;        /* num_kv_shared_layers */
 	int double_wide_mlp;    /* use_double_wide_mlp: shared layers' MLP is 2 x inter */
-	int attn_bias;          /* attention_bias: q/k/v/o_proj carry a bias (CPU only) */
+	int attn_bias;          /* attention_bias: q/k/v/o_proj carry a bias */
 	int max_position;       /* max_position_embeddings */
 	float eps;              /* rms_norm_eps */
 	float softcap;          /* final_logit_softcapping; 0 = none */

@@ -21,6 +21,17 @@ struct dlin {
 	void *d;
 };
 
+/* A layer's mixture of experts on the device (enable_moe_block, model.h's
+ * struct fg_g4_moe): every expert uploaded once, at load. */
+struct gmoe {
+	struct dlin router;     /* router.proj [E][hidden] */
+	struct dlin gu, down;   /* all experts, bf16 or f32 rows: gu [E][2 moe_inter][hidden] (expert e's gate
+				 * rows, then its up rows), down [E][hidden][moe_inter] */
+	float *rscale;          /* router.scale * hidden^-0.5 [hidden] */
+	float *escale;          /* router.per_expert_scale [E] */
+	float *pre2, *post1, *post2; /* pre_feedforward_layernorm_2, post_feedforward_layernorm_1/_2 [hidden] */
+};
+
 struct glayer {
 	struct dlin qkv, o, gu, down, pg, pp; /* qkv: q|k|v rows (q only when KV is shared; with
 					       * attention_k_eq_v a full layer's v rows are k's again) */
@@ -28,6 +39,7 @@ struct glayer {
 	float *kc, *vc; /* [kv_heads][cap][d] when the layer owns a cache (kv_heads of its type) */
 	int cap;        /* slots of the cache this layer reads */
 	float *bqkv, *bo; /* attention_bias: the biases of qkv's rows and of o, else NULL */
+	struct gmoe *moe; /* enable_moe_block, else NULL */
 };
 
 struct fg_g4_gpu {
@@ -40,6 +52,11 @@ struct fg_g4_gpu {
 	float *final_norm, *ple_norm, *inv[2];
 	float *x, *a, *qkv, *att, *o, *gu, *pl, *plp, *pg, *logits;
 	int32_t *idpos, *best; /* idpos: [id, pos] */
+	/* enable_moe_block scratch: an input [hidden], router logits [E], the
+	 * chosen experts [top_k] and weights [top_k], gate|up [top_k][2 moe_inter]
+	 * and outputs [top_k][hidden] of the chosen experts */
+	float *mx, *rlog, *mw, *mgu, *my;
+	int32_t *midx;
 	int32_t *keep;         /* a pruned head's token ids [n_keep] (model.h), else NULL */
 	float *hk;             /* host: a pruned head's logits as downloaded */
 	struct fg_kgraph *graph;
@@ -250,6 +267,72 @@ static int emb_table(struct fg_g4_gpu *g, void **d, int *fmt, const struct fg_li
 	return rc ? fg_err_wrap(err, "%s", what) : 0;
 }
 
+static void gmoe_free(struct fg_g4_gpu *g, struct gmoe *x)
+{
+	if (!x)
+		return;
+	dlin_free(g, &x->router), dlin_free(g, &x->gu), dlin_free(g, &x->down);
+	fg_kmem_free(g->ctx, x->rscale), fg_kmem_free(g->ctx, x->escale), fg_kmem_free(g->ctx, x->pre2);
+	fg_kmem_free(g->ctx, x->post1), fg_kmem_free(g->ctx, x->post2);
+	free(x);
+}
+
+/* The experts of a layer in INT4 (per-expert weight_packed linears, model.h)
+ * are not read by the CUDA path: the index of the first such layer, or -1. */
+static int int4_experts(const struct fg_g4_model *m)
+{
+	int i, e;
+
+	for (i = 0; i < m->cfg.n_layers; i++)
+		for (e = 0; m->layers[i].moe && e < m->cfg.n_experts; e++)
+			if (m->layers[i].moe->gate[e].fmt == FG_W_INT4 || m->layers[i].moe->up[e].fmt == FG_W_INT4 ||
+			    m->layers[i].moe->down[e].fmt == FG_W_INT4)
+				return i;
+	return -1;
+}
+
+/* Uploads layer li's router, experts and norms (x: the model's). */
+static int gmoe_new(struct fg_g4_gpu *g, struct gmoe **out, const struct fg_g4_moe *x, int li, struct fg_err *err)
+{
+	const struct fg_g4_config *c = &g->m->cfg;
+	int E = c->n_experts, H = c->hidden, e, rc = 0;
+	const struct fg_lin **gu = calloc(2 * (size_t)E, sizeof(*gu)), **dn = calloc((size_t)E, sizeof(*dn));
+	const struct fg_lin *rp = &x->router;
+	const float root = (float)pow((double)H, -0.5);
+	struct gmoe *d = calloc(1, sizeof(*d));
+	float *rs = malloc(sizeof(float) * (size_t)H);
+	char what[64];
+
+	*out = NULL;
+	snprintf(what, sizeof(what), "layer %d experts", li);
+	if (!gu || !dn || !d || !rs) {
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+		goto done;
+	}
+	for (e = 0; e < E; e++) {
+		gu[2 * e] = &x->gate[e];
+		gu[2 * e + 1] = &x->up[e];
+		dn[e] = &x->down[e];
+	}
+	for (e = 0; e < H; e++)
+		rs[e] = x->router_scale[e] * root;
+	if ((rc = dlin_new(g, &d->router, &rp, 1, what, err)) || (rc = dlin_new(g, &d->gu, gu, 2 * E, what, err)) ||
+	    (rc = dlin_new(g, &d->down, dn, E, what, err)) || (rc = up_floats(g, &d->rscale, rs, (size_t)H, err)) ||
+	    (rc = up_floats(g, &d->escale, x->expert_scale, (size_t)E, err)) ||
+	    (rc = up_floats(g, &d->pre2, x->pre_norm_2, (size_t)H, err)) ||
+	    (rc = up_floats(g, &d->post1, x->post_norm_1, (size_t)H, err)) ||
+	    (rc = up_floats(g, &d->post2, x->post_norm_2, (size_t)H, err)))
+		goto done;
+	*out = d;
+	d = NULL;
+done:
+	gmoe_free(g, d);
+	free(gu);
+	free(dn);
+	free(rs);
+	return rc;
+}
+
 void fg_g4_gpu_free(struct fg_g4_gpu *g)
 {
 	int i;
@@ -265,6 +348,7 @@ void fg_g4_gpu_free(struct fg_g4_gpu *g)
 
 			dlin_free(g, &L->qkv), dlin_free(g, &L->o), dlin_free(g, &L->gu);
 			dlin_free(g, &L->down), dlin_free(g, &L->pg), dlin_free(g, &L->pp);
+			gmoe_free(g, L->moe);
 			for (size_t j = 0; j < sizeof(fs) / sizeof(fs[0]); j++)
 				fg_kmem_free(g->ctx, fs[j]);
 		}
@@ -276,7 +360,8 @@ void fg_g4_gpu_free(struct fg_g4_gpu *g)
 	{
 		void *ds[] = {g->emb,   g->ple_emb, g->final_norm, g->ple_norm, g->inv[0], g->inv[1], g->x,
 			      g->a,     g->qkv,     g->att,        g->o,        g->gu,     g->pl,     g->plp,
-			      g->pg,    g->logits,  g->idpos,      g->best,     g->keep};
+			      g->pg,    g->logits,  g->idpos,      g->best,     g->keep,   g->mx,     g->rlog,
+			      g->mw,    g->mgu,     g->my,         g->midx};
 
 		for (size_t j = 0; j < sizeof(ds) / sizeof(ds[0]); j++)
 			fg_kmem_free(g->ctx, ds[j]);
@@ -301,10 +386,13 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 	const char *e;
 
 	*out = NULL;
-	if (c->n_experts) /* the CPU engine runs it (docs/engine.md) */
+	if (c->n_experts && (i = int4_experts(m)) >= 0) /* the CPU engine runs them (docs/engine.md) */
 		return fg_err_set(err, FG_EUNSUPPORTED,
-				  "--device cuda: enable_moe_block (mixture of experts) is not supported on CUDA; use "
-				  "--device cpu");
+				  "--device cuda: INT4 experts (layer %d) are not supported on CUDA; use --device cpu", i);
+	if (c->n_experts && c->top_k > FG_MOE_MAX_K)
+		return fg_err_set(err, FG_EUNSUPPORTED,
+				  "--device cuda: top_k_experts = %d exceeds the %d the CUDA router takes; use --device cpu",
+				  c->top_k, FG_MOE_MAX_K);
 	if (!(g = calloc(1, sizeof(*g))))
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	g->m = m;
@@ -366,6 +454,8 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 		    (rc = dlin_new(g, &L->o, &o, 1, what, err)) || (rc = dlin_new(g, &L->gu, gu, 2, what, err)) ||
 		    (rc = dlin_new(g, &L->down, &down, 1, what, err)))
 			goto fail;
+		if (ml->moe && (rc = gmoe_new(g, &L->moe, ml->moe, i, err)))
+			goto fail;
 		if (c->ple_dim && ((rc = dlin_new(g, &L->pg, &pg, 1, what, err)) ||
 				   (rc = dlin_new(g, &L->pp, &pp, 1, what, err))))
 			goto fail;
@@ -400,6 +490,16 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 	    (rc = fg_kmem_alloc(g->ctx, (void **)&g->idpos, 2 * sizeof(int32_t), err)) ||
 	    (rc = fg_kmem_alloc(g->ctx, (void **)&g->best, sizeof(int32_t), err)))
 		goto fail;
+	if (c->n_experts) {
+		size_t K = (size_t)c->top_k;
+
+		if ((rc = zeros(g, &g->mx, H, err)) || (rc = zeros(g, &g->rlog, (size_t)c->n_experts, err)) ||
+		    (rc = zeros(g, &g->mw, K, err)) || (rc = zeros(g, &g->mgu, K * 2 * (size_t)c->moe_inter, err)) ||
+		    (rc = zeros(g, &g->my, K * H, err)) ||
+		    (rc = fg_kmem_alloc(g->ctx, (void **)&g->midx, K * sizeof(int32_t), err)) ||
+		    (rc = fg_kmem_fill(g->ctx, g->midx, 0, K * sizeof(int32_t), err)))
+			goto fail;
+	}
 	*out = g;
 	return 0;
 fail:
@@ -418,6 +518,31 @@ static int mv_geglu(struct fg_g4_gpu *g, float *y, const struct dlin *l, float *
 	if (fg_k_geglu(g->ctx, gate, gate, up, n, err))
 		return err->code;
 	return mv(g, y, l, gate, err);
+}
+
+/* The mixture-of-experts half of the feed-forward block (engine.c's
+ * moe_block for one token): g->x holds the residual, g->o the dense MLP's
+ * output; on return g->o = post_feedforward_layernorm_1(dense) +
+ * post_feedforward_layernorm_2(experts), ready for post_feedforward_layernorm
+ * and the residual. The router's choice stays on the device: the expert
+ * matvecs read the ids it wrote. */
+static int moe_step(struct fg_g4_gpu *g, const struct gmoe *x, struct fg_err *err)
+{
+	const struct fg_g4_config *c = &g->m->cfg;
+	struct fg_kctx *k = g->ctx;
+	int H = c->hidden, E = c->n_experts, K = c->top_k, I = c->moe_inter;
+
+	/* router input: RMSNorm without weight, * scale * hidden^-0.5 (folded into rscale) */
+	if (fg_k_rmsnorm(k, g->mx, g->x, x->rscale, 1, H, c->eps, err) || mv(g, g->rlog, &x->router, g->mx, err) ||
+	    fg_k_moe_route(k, g->midx, g->mw, g->rlog, x->escale, E, K, err) ||
+	    fg_k_rmsnorm(k, g->mx, g->x, x->pre2, 1, H, c->eps, err) ||
+	    fg_k_moe_matvec(k, g->mgu, x->gu.d, x->gu.fmt == FG_W_BF16, g->midx, E, g->mx, 0, K, 2 * I, H, err) ||
+	    fg_k_moe_geglu(k, g->mgu, K, I, err) ||
+	    fg_k_moe_matvec(k, g->my, x->down.d, x->down.fmt == FG_W_BF16, g->midx, E, g->mgu, 2 * (size_t)I, K, H, I,
+			    err) ||
+	    fg_k_moe_combine(k, g->o, g->my, g->mw, K, x->post1, x->post2, H, c->eps, err))
+		return err->code;
+	return 0;
 }
 
 /* Queues the part [a, b) of an INT4 matrix's weights for L2 prefetch by the
@@ -478,7 +603,7 @@ static int forward(struct fg_g4_gpu *g, struct fg_err *err)
 		if (mv(g, g->gu, &L->gu, g->a, err))
 			return err->code;
 		pf(g, li + 1 < c->n_layers ? &g->L[li + 1].qkv : &g->head, 0, 1);
-		if (mv_geglu(g, g->o, &L->down, g->gu, g->gu + I, I, err))
+		if (mv_geglu(g, g->o, &L->down, g->gu, g->gu + I, I, err) || (L->moe && moe_step(g, L->moe, err)))
 			return err->code;
 		if (P) {
 			if (fg_k_rmsnorm_residual(k, g->x, g->o, L->post_ffw, H, eps, 1.0f, err) ||

@@ -305,3 +305,82 @@ void fg_ref_add_bias(float *y, const float *b, int n)
 	for (int i = 0; i < n; i++)
 		y[i] += b[i];
 }
+
+void fg_ref_moe_route(int32_t *idx, float *w, const float *logits, const float *escale, int E, int K)
+{
+	float mx = logits[0], sum = 0.0f, ksum = 0.0f;
+
+	for (int i = 1; i < E; i++)
+		if (logits[i] > mx)
+			mx = logits[i];
+	for (int j = 0; j < K; j++) {
+		int best = -1;
+
+		for (int i = 0; i < E; i++) {
+			int taken = 0;
+
+			for (int q = 0; q < j; q++)
+				taken |= idx[q] == i;
+			if (!taken && (best < 0 || logits[i] > logits[best]))
+				best = i;
+		}
+		idx[j] = best;
+	}
+	for (int i = 0; i < E; i++)
+		sum += expf(logits[i] - mx);
+	for (int j = 0; j < K; j++) {
+		w[j] = expf(logits[idx[j]] - mx) / sum;
+		ksum += w[j];
+	}
+	for (int j = 0; j < K; j++)
+		w[j] = w[j] / ksum * escale[idx[j]];
+	for (int j = 1; j < K; j++)
+		for (int q = j; q > 0 && idx[q - 1] > idx[q]; q--) {
+			int32_t ti = idx[q];
+			float tw = w[q];
+
+			idx[q] = idx[q - 1], w[q] = w[q - 1];
+			idx[q - 1] = ti, w[q - 1] = tw;
+		}
+}
+
+void fg_ref_moe_matvec(float *y, const void *w, int bf16, const int32_t *idx, int E, const float *x, size_t x_stride,
+		       int slots, int n, int k)
+{
+	for (int j = 0; j < slots; j++)
+		for (int r = 0; r < n; r++) {
+			size_t row = ((size_t)idx[j] * (size_t)n + (size_t)r) * (size_t)k;
+			float acc = 0.0f;
+
+			if (idx[j] < 0 || idx[j] >= E) {
+				y[(size_t)j * n + r] = NAN;
+				continue;
+			}
+			for (int i = 0; i < k; i++)
+				acc += (bf16 ? fg_ref_bf16(((const uint16_t *)w)[row + i]) : ((const float *)w)[row + i]) *
+				       x[(size_t)j * x_stride + i];
+			y[(size_t)j * n + r] = acc;
+		}
+}
+
+void fg_ref_moe_combine(float *o, const float *y, const float *wt, int slots, const float *w1, const float *w2, int n,
+			float eps)
+{
+	float *h = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+	float s1 = 0.0f, s2 = 0.0f;
+
+	if (!h)
+		return;
+	for (int i = 0; i < n; i++) {
+		h[i] = 0.0f;
+		for (int j = 0; j < slots; j++)
+			h[i] += y[(size_t)j * n + i] * wt[j];
+		s1 += o[i] * o[i];
+		s2 += h[i] * h[i];
+	}
+	s1 = 1.0f / sqrtf(s1 / (float)n + eps);
+	s2 = 1.0f / sqrtf(s2 / (float)n + eps);
+	for (int i = 0; i < n; i++)
+		o[i] = o[i] * s1 * w1[i] + h[i] * s2 * w2[i];
+	free(h);
+}

@@ -5,6 +5,7 @@
 #ifndef FG_CPU_TWIN_H
 #define FG_CPU_TWIN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 float fg_ref_bf16(uint16_t b);
@@ -33,6 +34,14 @@ void fg_ref_kv_store(float *kcache, float *vcache, const float *k, const float *
 void fg_ref_attn_decode(float *out, const float *q, const float *kcache, const float *vcache, int heads,
 			int kv_heads, int head_dim, int cap, int pos, float scale);
 void fg_ref_add_bias(float *y, const float *b, int n);
+/* Mixture of experts (fg_k_moe_*): the router's choice in ascending expert
+ * order, the routed experts' matvec (bf16 or f32 rows), the weighted sum
+ * with the two norms; sums in element order. */
+void fg_ref_moe_route(int32_t *idx, float *w, const float *logits, const float *escale, int E, int K);
+void fg_ref_moe_matvec(float *y, const void *w, int bf16, const int32_t *idx, int E, const float *x, size_t x_stride,
+		       int slots, int n, int k);
+void fg_ref_moe_combine(float *o, const float *y, const float *wt, int slots, const float *w1, const float *w2, int n,
+			float eps);
 /* Softcaps z in place (cap > 0) and returns the chosen id (see fg_kernels.h). */
 int32_t fg_ref_softcap_argmax(float *z, const int32_t *ids, int n, float cap);
 

@@ -362,6 +362,36 @@ int fg_k_softcap_argmax(struct fg_kctx *ctx, int32_t *d_best, float *d_z, const 
  * its matvec, as the CPU engine adds it (the same fp32 sums). */
 int fg_k_add_bias(struct fg_kctx *ctx, float *d_y, const float *d_b, int n, struct fg_err *err);
 
+/* Mixture of experts (enable_moe_block), one token; a captured graph serves
+ * every token since the routed expert ids stay in device memory. */
+#define FG_MOE_MAX_K 32 /* the most experts per token (top_k_experts) the router kernel takes */
+
+/* Gemma4TextRouter on router logits d_logits [E], engine/engine.c's route()
+ * step for step on one thread: softmax in fp32, the K largest (on an exact
+ * tie the lower expert index first), divided by their sum (summed best
+ * first), each times d_escale[e] (per_expert_scale). Writes the K experts in
+ * ascending index order to d_idx [K] (the order their outputs are summed in)
+ * and their weights to d_w [K]. 1 <= K <= min(E, FG_MOE_MAX_K). */
+int fg_k_moe_route(struct fg_kctx *ctx, int32_t *d_idx, float *d_w, const float *d_logits, const float *d_escale,
+		   int E, int K, struct fg_err *err);
+/* The experts' matvec: d_y[j][r] = W_e[r] . x_j for slots j < slots, r < n,
+ * where e = d_idx[j] (device), W_e = rows [e n, e n + n) of d_w [E n][k]
+ * (bf16 when bf16, else f32; any alignment), x_j = d_x + j * x_stride
+ * (x_stride 0: one input for every slot). An id outside [0, E) gives NaN
+ * rows. A warp per row, a fixed xor tree; k <= 12288. */
+int fg_k_moe_matvec(struct fg_kctx *ctx, float *d_y, const void *d_w, int bf16, const int32_t *d_idx, int E,
+		    const float *d_x, size_t x_stride, int slots, int n, int k, struct fg_err *err);
+/* d_gu [slots][2 inter], gate | up per slot: gate = gelu_tanh(gate) * up in
+ * place (fg_k_geglu's expression). */
+int fg_k_moe_geglu(struct fg_kctx *ctx, float *d_gu, int slots, int inter, struct fg_err *err);
+/* The block's end, one row of n: h = sum_j d_y[j] * d_wt[j] over slots in
+ * order (from 0, each product and sum rounded on its own, as the CPU
+ * engine), then d_o = rmsnorm(d_o) * d_w1 + rmsnorm(h) * d_w2
+ * (post_feedforward_layernorm_1 on the dense MLP's output, _2 on the
+ * experts'). One block. */
+int fg_k_moe_combine(struct fg_kctx *ctx, float *d_o, const float *d_y, const float *d_wt, int slots,
+		     const float *d_w1, const float *d_w2, int n, float eps, struct fg_err *err);
+
 /* Benchmark helper: reads n bytes (a multiple of 16) at d_buf with 16-byte
  * loads over the whole GPU and writes a checksum to *d_sink: the device's read
  * bandwidth, the ceiling the matvec is measured against. */

@@ -350,3 +350,31 @@ int fg_k_add_bias(struct fg_kctx *ctx, float *d_y, const float *d_b, int n, stru
 	(void)ctx, (void)d_y, (void)d_b, (void)n;
 	return NO_CUDA(err);
 }
+
+int fg_k_moe_route(struct fg_kctx *ctx, int32_t *d_idx, float *d_w, const float *d_logits, const float *d_escale,
+		   int E, int K, struct fg_err *err)
+{
+	(void)ctx, (void)d_idx, (void)d_w, (void)d_logits, (void)d_escale, (void)E, (void)K;
+	return NO_CUDA(err);
+}
+
+int fg_k_moe_matvec(struct fg_kctx *ctx, float *d_y, const void *d_w, int bf16, const int32_t *d_idx, int E,
+		    const float *d_x, size_t x_stride, int slots, int n, int k, struct fg_err *err)
+{
+	(void)ctx, (void)d_y, (void)d_w, (void)bf16, (void)d_idx, (void)E, (void)d_x, (void)x_stride, (void)slots;
+	(void)n, (void)k;
+	return NO_CUDA(err);
+}
+
+int fg_k_moe_geglu(struct fg_kctx *ctx, float *d_gu, int slots, int inter, struct fg_err *err)
+{
+	(void)ctx, (void)d_gu, (void)slots, (void)inter;
+	return NO_CUDA(err);
+}
+
+int fg_k_moe_combine(struct fg_kctx *ctx, float *d_o, const float *d_y, const float *d_wt, int slots,
+		     const float *d_w1, const float *d_w2, int n, float eps, struct fg_err *err)
+{
+	(void)ctx, (void)d_o, (void)d_y, (void)d_wt, (void)slots, (void)d_w1, (void)d_w2, (void)n, (void)eps;
+	return NO_CUDA(err);
+}

@@ -6,9 +6,11 @@
  * test_engine.c with every variant; here: determinism (threads, chunks,
  * SIMD), the two expert layouts giving the same bits (3-D as transformers
  * saves them, per-expert 2-D as vLLM loads quantized ones), F32 = BF16 bits,
- * the one-line errors of a broken checkpoint or config, --device cuda
- * refused, and `bake int4` / `bake prune-head` on an MoE checkpoint with the
- * engine running what they write. */
+ * the one-line errors of a broken checkpoint or config, `bake int4` /
+ * `bake prune-head` on an MoE checkpoint with the engine running what they
+ * write, and --device cuda on those checkpoints against the CPU engine
+ * (where there is a GPU; test_engine_cuda holds the fixtures to
+ * transformers there). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,14 +175,51 @@ static void check_errors(void)
 	rewrite(MOE, dir, SPLIT, "model.layers.2.experts.3.up_proj.weight", NULL, NULL);
 	refused(dir, FG_ENOTFOUND, "tensor model.layers.2.experts.3.up_proj.weight is missing",
 		"a missing per-expert tensor");
-	{
-		struct fg_err err = { 0 };
-		struct fg_engine *e = load(MOE, 1, FG_DEVICE_CUDA, &err);
+}
 
-		ok(!e && err.code == FG_EUNSUPPORTED && strstr(err.msg, "enable_moe_block") &&
-			   strstr(err.msg, "--device cpu") && !strchr(err.msg, '\n'),
-		   "--device cuda refuses an MoE model in one line: %s", err.msg);
-		fg_engine_free(e);
+/* --device cuda: the fixed sequence's logits of the MoE checkpoints (as
+ * saved, F32, per-expert 2-D, baked INT4 with bf16 experts) within 2.5e-3
+ * of the CPU engine (test_engine_cuda's tolerance for GPU summation orders),
+ * two GPU runs bit-identical (the second replays the captured graph);
+ * without a usable GPU, a one-line error naming CUDA. Runs after
+ * check_layouts and check_bake, whose copies it reads. */
+static void check_cuda(void)
+{
+	static const char *const subs[] = { "f32", "split", "int4" };
+	struct fg_err err = { 0 };
+	struct fg_engine *e = load(MOE, 1, FG_DEVICE_CUDA, &err);
+	char dirs[5][700];
+	size_t i;
+
+	if (!e) {
+		const char *req = getenv("FG_REQUIRE_CUDA");
+
+		ok((err.code == FG_EDEVICE || err.code == FG_EUNSUPPORTED) && strstr(err.msg, "CUDA") &&
+			   !strchr(err.msg, '\n'),
+		   "--device cuda on an MoE model without a usable GPU fails in one line: %s", err.msg);
+		if (req && !strcmp(req, "1"))
+			ok(0, "FG_REQUIRE_CUDA=1 but: %s", err.msg);
+		return;
+	}
+	fg_engine_free(e);
+	snprintf(dirs[0], sizeof(dirs[0]), "%s", MOE);
+	snprintf(dirs[1], sizeof(dirs[1]), "%s", MOE32);
+	for (i = 0; i < 3; i++)
+		snprintf(dirs[2 + i], sizeof(dirs[2 + i]), "%s/%s", tmp, subs[i]);
+	for (i = 0; i < 5; i++) {
+		int nc = 0, n1 = 0, n2 = 0;
+		struct fg_engine *gc = load(dirs[i], 2, FG_DEVICE_CPU, &err);
+		float *c = seq_logits(gc, dirs[i], 0, &nc);
+		struct fg_engine *g1 = load(dirs[i], 1, FG_DEVICE_CUDA, &err);
+		float *a = seq_logits(g1, dirs[i], 0, &n1);
+		struct fg_engine *g2 = load(dirs[i], 1, FG_DEVICE_CUDA, &err);
+		float *b = seq_logits(g2, dirs[i], 0, &n2);
+		double d = c && a && nc == n1 ? max_diff(a, c, nc) : INFINITY;
+
+		ok(d <= 2.5e-3, "%s on cuda: logits within 2.5e-3 of the cpu engine (max %.3g) %s", dirs[i], d,
+		   a ? "" : err.msg);
+		ok(same_bits(a, b, n1, n2), "%s on cuda: two runs bit-identical", dirs[i]);
+		free(c), free(a), free(b);
 	}
 }
 
@@ -371,6 +410,7 @@ int main(void)
 		snprintf(baked, sizeof(baked), "%s/int4", tmp);
 		check_pruned(baked, "moe-int4-pruned");
 	}
+	check_cuda();
 	fg_rm_tree(tmp);
 	return tap_done();
 }

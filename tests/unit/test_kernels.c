@@ -857,6 +857,121 @@ static void gpu_add_bias(void)
 	}
 }
 
+/* The mixture-of-experts kernels against their twins: the router's choice
+ * (ids exactly, an exact tie to the lower index, weights within 1e-6 rel),
+ * the routed matvec on bf16 and f32 rows (awkward n and k, one input for all
+ * slots or one per slot at an odd stride, two runs identical, an id out of
+ * range giving NaN rows), GeGLU per slot, the weighted sum with its norms. */
+static void gpu_moe(void)
+{
+	static const int routes[][2] = {{1, 1}, {6, 2}, {5, 5}, {128, 8}, {33, 32}, {7, 3}};
+	static const int mvs[][5] = {/* E, slots, n, k, bf16 */
+				     {1, 1, 1, 1, 1},   {5, 2, 33, 24, 0},  {6, 3, 129, 100, 1},
+				     {4, 8, 64, 704, 1}, {3, 2, 31, 7, 0},   {9, 4, 300, 2816, 1}};
+	static const int combs[][2] = {{1, 1}, {2, 64}, {8, 2816}, {3, 1025}};
+
+	for (size_t c = 0; c < sizeof(routes) / sizeof(routes[0]); c++) {
+		int E = routes[c][0], K = routes[c][1], rc;
+		float *lg = fvec(E, -4, 4), *es = fvec(E, 0.5f, 2), rw[FG_MOE_MAX_K], gw[FG_MOE_MAX_K];
+		int32_t ri[FG_MOE_MAX_K], gi[FG_MOE_MAX_K];
+		void *dl, *de, *di = dnew(4 * K), *dw = dnew(4 * K);
+
+		if (E == 6) /* an exact three-way tie at the top: experts 1 and 3 win, not 4 */
+			lg[1] = lg[3] = lg[4] = 9.0f;
+		if (E == 7) /* a tie at the k-th place: 2 beats 5 */
+			lg[0] = 8.0f, lg[2] = lg[5] = 5.0f, lg[6] = 6.0f;
+		dl = dput(lg, 4 * E), de = dput(es, 4 * E);
+		fg_ref_moe_route(ri, rw, lg, es, E, K);
+		rc = !dl || !de || !di || !dw || fg_k_moe_route(ctx, di, dw, dl, de, E, K, &gerr) ||
+		     dget(gi, di, 4 * K) || dget(gw, dw, 4 * K);
+		ok(!rc && !memcmp(gi, ri, 4 * K) && worst_rel(gw, rw, NULL, K, 1e-7, 1e-6) <= 1 &&
+			   (E != 6 || (gi[0] == 1 && gi[1] == 3)) && (E != 7 || (gi[0] == 0 && gi[1] == 2 && gi[2] == 6)),
+		   "moe route %d experts top %d: ids (ascending) = twin's, weights within 1e-6 rel %s", E, K,
+		   rc ? gerr.msg : "");
+		fg_kmem_free(ctx, dl), fg_kmem_free(ctx, de), fg_kmem_free(ctx, di), fg_kmem_free(ctx, dw);
+		free(lg), free(es);
+	}
+	for (size_t c = 0; c < sizeof(mvs) / sizeof(mvs[0]); c++) {
+		int E = mvs[c][0], S = mvs[c][1], n = mvs[c][2], k = mvs[c][3], bf = mvs[c][4], rc;
+		size_t ne = (size_t)E * n * k, stride = c % 2 ? 0 : (size_t)k + 3, ny = (size_t)S * n;
+		void *w = bf ? (void *)bvec(ne, -0.1f, 0.1f) : (void *)fvec(ne, -0.1f, 0.1f);
+		float *x = fvec((stride ? (size_t)S : 1) * ((size_t)k + 3), -2, 2), *ref = malloc(4 * ny), *g1 = malloc(4 * ny),
+		      *g2 = malloc(4 * ny), *a = malloc(4 * ny);
+		int32_t idx[8];
+		void *dw, *dx, *di, *dy;
+
+		for (int j = 0; j < S; j++)
+			idx[j] = (2 * j + 1) % E;
+		fg_ref_moe_matvec(ref, w, bf, idx, E, x, stride, S, n, k);
+		for (int j = 0; j < S; j++)
+			for (int r = 0; r < n; r++) {
+				double t = 0;
+				size_t row = ((size_t)idx[j] * n + r) * k;
+
+				for (int e = 0; e < k; e++)
+					t += fabs((bf ? fg_ref_bf16(((uint16_t *)w)[row + e]) : ((float *)w)[row + e]) *
+						  x[j * stride + e]);
+				a[(size_t)j * n + r] = (float)t;
+			}
+		dw = dput(w, ne * (bf ? 2 : 4));
+		dx = dput(x, 4 * (stride ? (size_t)S : 1) * ((size_t)k + 3));
+		di = dput(idx, 4 * S);
+		dy = dnew(4 * ny);
+		rc = !dw || !dx || !di || !dy ||
+		     fg_k_moe_matvec(ctx, dy, dw, bf, di, E, dx, stride, S, n, k, &gerr) || dget(g1, dy, 4 * ny) ||
+		     fg_k_moe_matvec(ctx, dy, dw, bf, di, E, dx, stride, S, n, k, &gerr) || dget(g2, dy, 4 * ny);
+		ok(!rc && worst_rel(g1, ref, a, ny, 1e-30, 2e-6) <= 1 && !memcmp(g1, g2, 4 * ny),
+		   "moe matvec %d experts, %d slots, %d x %d %s, %s input: vs twin (|d| <= 2e-6 sum|wx|), two runs identical %s",
+		   E, S, n, k, bf ? "bf16" : "f32", stride ? "strided" : "shared", rc ? gerr.msg : "");
+		if (!rc && S > 1) {
+			int nan0 = 1;
+
+			idx[0] = E; /* out of range: NaN rows for that slot only */
+			rc = fg_kmem_upload(ctx, di, idx, 4, &gerr) ||
+			     fg_k_moe_matvec(ctx, dy, dw, bf, di, E, dx, stride, S, n, k, &gerr) || dget(g2, dy, 4 * ny);
+			for (int r = 0; r < n; r++)
+				nan0 &= isnan(g2[r]);
+			ok(!rc && nan0 && !memcmp(g1 + n, g2 + n, 4 * (ny - n)),
+			   "moe matvec: expert id %d of %d gives NaN rows, the other slots unchanged %s", E, E,
+			   rc ? gerr.msg : "");
+		}
+		fg_kmem_free(ctx, dw), fg_kmem_free(ctx, dx), fg_kmem_free(ctx, di), fg_kmem_free(ctx, dy);
+		free(w), free(x), free(ref), free(g1), free(g2), free(a);
+	}
+	for (int I = 1; I <= 257; I += 128) {
+		int S = 3, rc;
+		size_t nt = (size_t)S * 2 * I;
+		float *gu = fvec(nt, -6, 6), *ref = malloc(4 * nt), *g = malloc(4 * nt);
+		void *d = dput(gu, 4 * nt);
+
+		memcpy(ref, gu, 4 * nt);
+		for (int j = 0; j < S; j++)
+			fg_ref_geglu(ref + (size_t)j * 2 * I, gu + (size_t)j * 2 * I, gu + (size_t)j * 2 * I + I, I);
+		rc = !d || fg_k_moe_geglu(ctx, d, S, I, &gerr) || dget(g, d, 4 * nt);
+		ok(!rc && worst_rel(g, ref, NULL, nt, 1e-6, 4e-6) <= 1,
+		   "moe geglu %d slots of %d vs twin (4e-6 rel + 1e-6), up halves untouched %s", S, I, rc ? gerr.msg : "");
+		fg_kmem_free(ctx, d);
+		free(gu), free(ref), free(g);
+	}
+	for (size_t c = 0; c < sizeof(combs) / sizeof(combs[0]); c++) {
+		int S = combs[c][0], n = combs[c][1], rc;
+		float *y = fvec((size_t)S * n, -3, 3), *wt = fvec(S, 0, 1), *o = fvec(n, -5, 5), *w1 = fvec(n, 0.5f, 2),
+		      *w2 = fvec(n, 0.5f, 2), *ref = malloc(4 * n), *g = malloc(4 * n);
+		void *dy = dput(y, 4 * (size_t)S * n), *dwt = dput(wt, 4 * S), *d_o = dput(o, 4 * n), *d1 = dput(w1, 4 * n),
+		     *d2 = dput(w2, 4 * n);
+
+		memcpy(ref, o, 4 * n);
+		fg_ref_moe_combine(ref, y, wt, S, w1, w2, n, 1e-6f);
+		rc = !dy || !dwt || !d_o || !d1 || !d2 || fg_k_moe_combine(ctx, d_o, dy, dwt, S, d1, d2, n, 1e-6f, &gerr) ||
+		     dget(g, d_o, 4 * n);
+		ok(!rc && worst_rel(g, ref, NULL, n, 1e-5, 1e-5) <= 1,
+		   "moe combine %d slots, n %d vs twin (1e-5 rel + abs) %s", S, n, rc ? gerr.msg : "");
+		fg_kmem_free(ctx, dy), fg_kmem_free(ctx, dwt), fg_kmem_free(ctx, d_o), fg_kmem_free(ctx, d1),
+			fg_kmem_free(ctx, d2);
+		free(y), free(wt), free(o), free(w1), free(w2), free(ref), free(g);
+	}
+}
+
 static void gpu_attention(void)
 {
 	static const int cases[][5] = {/* heads, kv heads, head_dim, cap, pos */
@@ -1282,6 +1397,7 @@ int main(int argc, char **argv)
 	gpu_rope();
 	gpu_small_ops();
 	gpu_add_bias();
+	gpu_moe();
 	gpu_attention();
 	gpu_attn_post();
 	gpu_argmax();
