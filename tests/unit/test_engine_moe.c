@@ -25,6 +25,7 @@
 #include "bf16.h"
 #include "engine/config.h"
 #include "engine/cpu/ops.h"
+#include "engine/cuda.h"
 #include "engine/engine.h"
 #include "engine/model.h"
 #include "fsutil.h"
@@ -177,6 +178,37 @@ static void check_errors(void)
 		"a missing per-expert tensor");
 }
 
+/* What the CUDA path still refuses, in one line, before it looks for a GPU
+ * (so checked everywhere): INT4 experts (one expert's down_proj marked INT4
+ * in the loaded model; per-expert weight_packed linears load that way) and
+ * more than FG_MOE_MAX_K experts per token. */
+static void check_cuda_refusals(void)
+{
+	struct fg_err err = { 0 };
+	struct fg_g4_model *m = NULL;
+	struct fg_g4_gpu *g = NULL;
+	const float *inv[2] = { NULL, NULL };
+	int fmt, k;
+
+	if (fg_g4_model_load(&m, MOE, &err)) {
+		ok(0, "moe loads: %s", err.msg);
+		return;
+	}
+	fmt = m->layers[2].moe->down[4].fmt;
+	m->layers[2].moe->down[4].fmt = FG_W_INT4;
+	ok(fg_g4_gpu_new(&g, m, inv, 4, 64, &err) == FG_EUNSUPPORTED && !g &&
+		   strstr(err.msg, "INT4 experts (layer 2)") && strstr(err.msg, "--device cpu") && !strchr(err.msg, '\n'),
+	   "--device cuda refuses INT4 experts in one line naming the layer: %s", err.msg);
+	m->layers[2].moe->down[4].fmt = fmt;
+	k = m->cfg.top_k;
+	m->cfg.top_k = 33;
+	ok(fg_g4_gpu_new(&g, m, inv, 4, 64, &err) == FG_EUNSUPPORTED && !g &&
+		   strstr(err.msg, "top_k_experts = 33") && !strchr(err.msg, '\n'),
+	   "--device cuda refuses more than 32 experts per token in one line: %s", err.msg);
+	m->cfg.top_k = k;
+	fg_g4_model_free(m);
+}
+
 /* --device cuda: the fixed sequence's logits of the MoE checkpoints (as
  * saved, F32, per-expert 2-D, baked INT4 with bf16 experts) within 2.5e-3
  * of the CPU engine (test_engine_cuda's tolerance for GPU summation orders),
@@ -185,6 +217,7 @@ static void check_errors(void)
  * check_layouts and check_bake, whose copies it reads. */
 static void check_cuda(void)
 {
+	check_cuda_refusals();
 	static const char *const subs[] = { "f32", "split", "int4" };
 	struct fg_err err = { 0 };
 	struct fg_engine *e = load(MOE, 1, FG_DEVICE_CUDA, &err);
