@@ -7,7 +7,8 @@
  * tolerance, two runs bit-identical, a captured graph identical to direct
  * launches, and a kernel fault reported as an error. Without a GPU the GPU
  * part prints one "ok ... # skip" line, unless FG_REQUIRE_CUDA=1 asks for a
- * failure instead. */
+ * failure instead. `test_kernels --moe` runs only the attention_bias and
+ * mixture-of-experts kernels' GPU checks (short enough for compute-sanitizer). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -1384,6 +1385,12 @@ int main(int argc, char **argv)
 		return tap_done();
 	}
 	printf("# device: %s\n", fg_kctx_device_name(ctx));
+	if (argc > 1 && !strcmp(argv[1], "--moe")) { /* only the bias and MoE kernels (for compute-sanitizer) */
+		gpu_add_bias();
+		gpu_moe();
+		fg_kctx_free(ctx);
+		return tap_done();
+	}
 	for (int kind = FG_INT4_FMA; kind <= FG_INT4_I8; kind++) {
 		kind_name = kind == FG_INT4_I8 ? "i8" : kind == FG_INT4_MMA ? "mma" : "fma";
 		fg_kctx_set_int4_kind(ctx, kind);
