@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kernels/i8split.h"
+#include "kernels/moeroute.h"
 
 float fg_ref_bf16(uint16_t b)
 {
@@ -308,40 +309,7 @@ void fg_ref_add_bias(float *y, const float *b, int n)
 
 void fg_ref_moe_route(int32_t *idx, float *w, const float *logits, const float *escale, int E, int K)
 {
-	float mx = logits[0], sum = 0.0f, ksum = 0.0f;
-
-	for (int i = 1; i < E; i++)
-		if (logits[i] > mx)
-			mx = logits[i];
-	for (int j = 0; j < K; j++) {
-		int best = -1;
-
-		for (int i = 0; i < E; i++) {
-			int taken = 0;
-
-			for (int q = 0; q < j; q++)
-				taken |= idx[q] == i;
-			if (!taken && (best < 0 || logits[i] > logits[best]))
-				best = i;
-		}
-		idx[j] = best;
-	}
-	for (int i = 0; i < E; i++)
-		sum += expf(logits[i] - mx);
-	for (int j = 0; j < K; j++) {
-		w[j] = expf(logits[idx[j]] - mx) / sum;
-		ksum += w[j];
-	}
-	for (int j = 0; j < K; j++)
-		w[j] = w[j] / ksum * escale[idx[j]];
-	for (int j = 1; j < K; j++)
-		for (int q = j; q > 0 && idx[q - 1] > idx[q]; q--) {
-			int32_t ti = idx[q];
-			float tw = w[q];
-
-			idx[q] = idx[q - 1], w[q] = w[q - 1];
-			idx[q - 1] = ti, w[q - 1] = tw;
-		}
+	fg_moe_route_one(idx, w, logits, escale, E, K);
 }
 
 void fg_ref_moe_matvec(float *y, const void *w, int bf16, const int32_t *idx, int E, const float *x, size_t x_stride,

@@ -8,6 +8,7 @@
 #include <math.h>
 
 #include "kernels/kcommon.cuh"
+#include "kernels/moeroute.h"
 
 __global__ void add_bias(float *y, const float *__restrict__ b, int n)
 {
@@ -31,8 +32,8 @@ extern "C" int fg_k_add_bias(struct fg_kctx *ctx, float *d_y, const float *d_b, 
 
 /* ---- mixture of experts ------------------------------------------------------*/
 
-/* The router's choice for one token on one thread, engine/engine.c's route()
- * step for step, then the chosen experts put in ascending index order. */
+/* The router's choice for one token on one thread (kernels/moeroute.h, the
+ * twin's code too). */
 __global__ void moe_route(int32_t *idx_out, float *w_out, const float *__restrict__ logits,
 			  const float *__restrict__ escale, int E, int K)
 {
@@ -40,41 +41,10 @@ __global__ void moe_route(int32_t *idx_out, float *w_out, const float *__restric
 	fg_pdl_wait();
 	if (threadIdx.x != 0)
 		return;
-	int idx[FG_MOE_MAX_K];
-	float w[FG_MOE_MAX_K], mx = logits[0], sum = 0.0f, ksum = 0.0f;
+	int32_t idx[FG_MOE_MAX_K];
+	float w[FG_MOE_MAX_K];
 
-	for (int i = 1; i < E; i++)
-		if (logits[i] > mx)
-			mx = logits[i];
-	for (int j = 0; j < K; j++) {
-		int best = -1;
-
-		for (int i = 0; i < E; i++) {
-			int taken = 0;
-
-			for (int q = 0; q < j; q++)
-				taken |= idx[q] == i;
-			if (!taken && (best < 0 || logits[i] > logits[best]))
-				best = i;
-		}
-		idx[j] = best;
-	}
-	for (int i = 0; i < E; i++)
-		sum += expf(logits[i] - mx);
-	for (int j = 0; j < K; j++) {
-		w[j] = expf(logits[idx[j]] - mx) / sum;
-		ksum += w[j];
-	}
-	for (int j = 0; j < K; j++)
-		w[j] = w[j] / ksum * escale[idx[j]];
-	for (int j = 1; j < K; j++) /* ascending expert index: the order of the sum */
-		for (int q = j; q > 0 && idx[q - 1] > idx[q]; q--) {
-			int ti = idx[q];
-			float tw = w[q];
-
-			idx[q] = idx[q - 1], w[q] = w[q - 1];
-			idx[q - 1] = ti, w[q - 1] = tw;
-		}
+	fg_moe_route_one(idx, w, logits, escale, E, K);
 	for (int j = 0; j < K; j++) {
 		idx_out[j] = idx[j];
 		w_out[j] = w[j];
