@@ -310,8 +310,12 @@ static void check_files(const char *dir, const char *outdir, const char *label)
 		if (de->d_name[0] == '.' || ends_with(de->d_name, ".safetensors") ||
 		    !strcmp(de->d_name, "model.safetensors.index.json") || !strcmp(de->d_name, "config.json"))
 			continue;
-		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-		snprintf(q, sizeof(q), "%s/%s", outdir, de->d_name);
+		if (snprintf(p, sizeof(p), "%s/%s", dir, de->d_name) >= (int)sizeof(p) ||
+		    snprintf(q, sizeof(q), "%s/%s", outdir, de->d_name) >= (int)sizeof(q)) {
+			printf("# %s: path of %s too long\n", label, de->d_name);
+			bad++;
+			continue;
+		}
 		fg_buf_reset(&a);
 		fg_buf_reset(&b);
 		if (fg_file_read(p, (size_t)1 << 28, &a, &err) || fg_file_read(q, (size_t)1 << 28, &b, &err) ||
