@@ -312,22 +312,45 @@ void fg_ref_moe_route(int32_t *idx, float *w, const float *logits, const float *
 	fg_moe_route_one(idx, w, logits, escale, E, K);
 }
 
+/* Row r of expert e times x in fg_k_moe_matvec's order: lane l of 32 sums
+ * the PER-element pieces l, l + 32, ... (PER = 8 bf16 or 4 f32), each in
+ * element order, then the tail element k - k % PER + l if there is one; the
+ * lanes' sums meet in the warp's xor tree (16, 8, 4, 2, 1), read at lane 0. */
+static float moe_row_dot(const void *w, int bf16, size_t row, const float *x, int k)
+{
+	int per = bf16 ? 8 : 4, kp = k / per, kt = kp * per;
+	float v[32], t[32];
+
+	for (int l = 0; l < 32; l++) {
+		float acc = 0.0f;
+
+		for (int p = l; p < kp; p += 32)
+			for (int i = p * per; i < p * per + per; i++)
+				acc = fmaf(bf16 ? fg_ref_bf16(((const uint16_t *)w)[row + i]) : ((const float *)w)[row + i],
+					   x[i], acc);
+		if (kt + l < k)
+			acc = fmaf(bf16 ? fg_ref_bf16(((const uint16_t *)w)[row + kt + l]) : ((const float *)w)[row + kt + l],
+				   x[kt + l], acc);
+		v[l] = acc;
+	}
+	for (int o = 16; o > 0; o >>= 1) {
+		for (int l = 0; l < 32; l++)
+			t[l] = v[l] + v[l ^ o];
+		memcpy(v, t, sizeof(v));
+	}
+	return v[0];
+}
+
 void fg_ref_moe_matvec(float *y, const void *w, int bf16, const int32_t *idx, int E, const float *x, size_t x_stride,
 		       int slots, int n, int k)
 {
 	for (int j = 0; j < slots; j++)
 		for (int r = 0; r < n; r++) {
-			size_t row = ((size_t)idx[j] * (size_t)n + (size_t)r) * (size_t)k;
-			float acc = 0.0f;
-
-			if (idx[j] < 0 || idx[j] >= E) {
+			if (idx[j] < 0 || idx[j] >= E)
 				y[(size_t)j * n + r] = NAN;
-				continue;
-			}
-			for (int i = 0; i < k; i++)
-				acc += (bf16 ? fg_ref_bf16(((const uint16_t *)w)[row + i]) : ((const float *)w)[row + i]) *
-				       x[(size_t)j * x_stride + i];
-			y[(size_t)j * n + r] = acc;
+			else
+				y[(size_t)j * n + r] = moe_row_dot(w, bf16, ((size_t)idx[j] * (size_t)n + (size_t)r) * (size_t)k,
+								   x + (size_t)j * x_stride, k);
 		}
 }
 

@@ -35,8 +35,9 @@ void fg_ref_attn_decode(float *out, const float *q, const float *kcache, const f
 			int kv_heads, int head_dim, int cap, int pos, float scale);
 void fg_ref_add_bias(float *y, const float *b, int n);
 /* Mixture of experts (fg_k_moe_*): the router's choice in ascending expert
- * order, the routed experts' matvec (bf16 or f32 rows), the weighted sum
- * with the two norms; sums in element order. */
+ * order, the routed experts' matvec (bf16 or f32 rows; the kernel's bits:
+ * its lanes' sums and xor tree), the weighted sum with the two norms (sums
+ * in element order). */
 void fg_ref_moe_route(int32_t *idx, float *w, const float *logits, const float *escale, int E, int K);
 void fg_ref_moe_matvec(float *y, const void *w, int bf16, const int32_t *idx, int E, const float *x, size_t x_stride,
 		       int slots, int n, int k);

@@ -378,7 +378,9 @@ int fg_k_moe_route(struct fg_kctx *ctx, int32_t *d_idx, float *d_w, const float 
  * where e = d_idx[j] (device), W_e = rows [e n, e n + n) of d_w [E n][k]
  * (bf16 when bf16, else f32; any alignment), x_j = d_x + j * x_stride
  * (x_stride 0: one input for every slot). An id outside [0, E) gives NaN
- * rows. A warp per row, a fixed xor tree; k <= 12288. */
+ * rows. A warp per 4 rows, 16-byte loads where a row is 16-byte aligned
+ * (the same sum where it is not), a fixed xor tree (fg_ref_moe_matvec gives
+ * the same bits); k <= 12288. */
 int fg_k_moe_matvec(struct fg_kctx *ctx, float *d_y, const void *d_w, int bf16, const int32_t *d_idx, int E,
 		    const float *d_x, size_t x_stride, int slots, int n, int k, struct fg_err *err);
 /* d_gu [slots][2 inter], gate | up per slot: gate = gelu_tanh(gate) * up in

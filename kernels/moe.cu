@@ -4,7 +4,7 @@
  * router chose (their ids read from device memory, so one captured graph
  * serves every token), their GeGLU, and the weighted sum of their outputs
  * with the block's two norms. Every sum in a fixed order; no float atomics.
- * Simple rather than fast: the experts' weights are bf16 or f32 rows. */
+ * The experts' weights are bf16 or f32 rows, read 16 bytes a lane. */
 #include <math.h>
 
 #include "kernels/kcommon.cuh"
@@ -63,7 +63,33 @@ extern "C" int fg_k_moe_route(struct fg_kctx *ctx, int32_t *d_idx, float *d_w, c
 }
 
 #define MM_WARPS 8
-#define MM_ROWS 4 /* rows per warp */
+#define MM_ROWS 4 /* rows per warp, read side by side: 32 rows per block */
+
+/* acc plus elements [i, i + PER) of a row (one 16-byte piece) times sx[i..],
+ * element by element in order */
+__device__ __forceinline__ float moe_dot16(const uint16_t *, uint4 q, const float *x, float acc)
+{
+	float4 xa = ((const float4 *)x)[0], xb = ((const float4 *)x)[1];
+
+	acc = fmaf(__uint_as_float(q.x << 16), xa.x, acc);
+	acc = fmaf(__uint_as_float(q.x & 0xffff0000u), xa.y, acc);
+	acc = fmaf(__uint_as_float(q.y << 16), xa.z, acc);
+	acc = fmaf(__uint_as_float(q.y & 0xffff0000u), xa.w, acc);
+	acc = fmaf(__uint_as_float(q.z << 16), xb.x, acc);
+	acc = fmaf(__uint_as_float(q.z & 0xffff0000u), xb.y, acc);
+	acc = fmaf(__uint_as_float(q.w << 16), xb.z, acc);
+	return fmaf(__uint_as_float(q.w & 0xffff0000u), xb.w, acc);
+}
+
+__device__ __forceinline__ float moe_dot16(const float *, uint4 q, const float *x, float acc)
+{
+	float4 xv = *(const float4 *)x;
+
+	acc = fmaf(__uint_as_float(q.x), xv.x, acc);
+	acc = fmaf(__uint_as_float(q.y), xv.y, acc);
+	acc = fmaf(__uint_as_float(q.z), xv.z, acc);
+	return fmaf(__uint_as_float(q.w), xv.w, acc);
+}
 
 __device__ __forceinline__ float elem_f(uint16_t b)
 {
@@ -75,40 +101,89 @@ __device__ __forceinline__ float elem_f(float f)
 	return f;
 }
 
-/* Block (b, j): rows [32b, 32b + 32) of the expert in slot j, a warp per row,
- * lanes over elements i = lane, lane + 32, ..., then a fixed xor tree. */
+/* The same sum as moe_dot16 from element loads, for a row that does not
+ * start on a 16-byte boundary. */
+template <typename T>
+__device__ __forceinline__ float moe_dot_any(const T *p, const float *x, float acc)
+{
+	constexpr int PER = 16 / sizeof(T);
+
+#pragma unroll
+	for (int t = 0; t < PER; t++)
+		acc = fmaf(elem_f(__ldg(p + t)), x[t], acc);
+	return acc;
+}
+
+/* Block (b, j): rows [32b, 32b + 32) of the expert in slot j; warp w takes
+ * rows 32b + 4w .. + 3 together (their loads in flight at once). In each row
+ * lane l sums, in order, the 16-byte pieces l, l + 32, l + 64, ... (PER
+ * elements each, in element order), then, if k is not a multiple of PER, the
+ * tail element k - k % PER + l; then a fixed xor tree. The order does not
+ * depend on a row's alignment (fg_ref_moe_matvec is the same sum). */
 template <typename T>
 __global__ void __launch_bounds__(MM_WARPS * 32)
 	moe_matvec(float *__restrict__ y, const T *__restrict__ w, const int32_t *__restrict__ idx, int E,
 		   const float *__restrict__ x, long long x_stride, int n, int k)
 {
+	constexpr int PER = 16 / sizeof(T);
+
 	fg_pdl_trigger();
-	fg_pdl_wait();
+	fg_pdl_wait(); /* the router wrote idx: no weight load can come earlier */
 	extern __shared__ __align__(16) float sx[];
 	int j = blockIdx.y, e = idx[j], warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	int r0 = (blockIdx.x * MM_WARPS + warp) * MM_ROWS, kp = k / PER, kt = kp * PER;
 	const float *xj = x + (size_t)j * (size_t)x_stride;
 
 	for (int i = threadIdx.x; i < k; i += blockDim.x)
 		sx[i] = xj[i];
 	__syncthreads();
-	for (int rr = 0; rr < MM_ROWS; rr++) {
-		int r = (blockIdx.x * MM_WARPS + warp) * MM_ROWS + rr;
-		float acc = 0.0f;
+	if (r0 >= n)
+		return;
+	if (e < 0 || e >= E) { /* the same for the whole block: a bad expert id shows as NaN rows */
+		if (lane < MM_ROWS && r0 + lane < n)
+			y[(size_t)j * n + r0 + lane] = __int_as_float(0x7fc00000);
+		return;
+	}
+	float acc[MM_ROWS];
+	const T *row[MM_ROWS];
+	bool vec = true;
 
-		if (r >= n)
-			break;
-		if (e >= 0 && e < E) { /* the same for the whole block */
-			const T *row = w + ((size_t)e * n + r) * k;
+#pragma unroll
+	for (int q = 0; q < MM_ROWS; q++) {
+		int r = r0 + q < n ? r0 + q : n - 1; /* past the end: the last row again, not stored */
 
-#pragma unroll 4
-			for (int i = lane; i < k; i += 32)
-				acc = fmaf(elem_f(row[i]), sx[i], acc);
-			acc = fg_warp_sum(acc);
-		} else {
-			acc = __int_as_float(0x7fc00000); /* a bad expert id shows as NaN */
+		acc[q] = 0.0f;
+		row[q] = w + ((size_t)e * n + r) * k;
+		vec = vec && ((uintptr_t)row[q] & 15) == 0;
+	}
+	if (vec) {
+#pragma unroll 2
+		for (int p = lane; p < kp; p += 32) {
+			uint4 v[MM_ROWS];
+
+#pragma unroll
+			for (int q = 0; q < MM_ROWS; q++)
+				v[q] = __ldcs((const uint4 *)row[q] + p);
+#pragma unroll
+			for (int q = 0; q < MM_ROWS; q++)
+				acc[q] = moe_dot16(w, v[q], sx + p * PER, acc[q]);
 		}
-		if (lane == 0)
-			y[(size_t)j * n + r] = acc;
+	} else {
+		for (int p = lane; p < kp; p += 32)
+#pragma unroll
+			for (int q = 0; q < MM_ROWS; q++)
+				acc[q] = moe_dot_any(row[q] + p * PER, sx + p * PER, acc[q]);
+	}
+	if (kt + lane < k)
+#pragma unroll
+		for (int q = 0; q < MM_ROWS; q++)
+			acc[q] = fmaf(elem_f(__ldg(row[q] + kt + lane)), sx[kt + lane], acc[q]);
+#pragma unroll
+	for (int q = 0; q < MM_ROWS; q++) {
+		float s = fg_warp_sum(acc[q]);
+
+		if (lane == 0 && r0 + q < n)
+			y[(size_t)j * n + r0 + q] = s;
 	}
 }
 

@@ -860,15 +860,19 @@ static void gpu_add_bias(void)
 
 /* The mixture-of-experts kernels against their twins: the router's choice
  * (ids exactly, an exact tie to the lower index, weights within 1e-6 rel),
- * the routed matvec on bf16 and f32 rows (awkward n and k, one input for all
- * slots or one per slot at an odd stride, two runs identical, an id out of
- * range giving NaN rows), GeGLU per slot, the weighted sum with its norms. */
+ * the routed matvec on bf16 and f32 rows (the twin's bits, the twin within
+ * 2e-6 sum|wx| of a double sum; awkward n and k, rows off 16 bytes, one
+ * input for all slots or one per slot at an odd stride, two runs identical,
+ * an id out of range giving NaN rows), GeGLU per slot, the weighted sum with its norms. */
 static void gpu_moe(void)
 {
 	static const int routes[][2] = {{1, 1}, {6, 2}, {5, 5}, {128, 8}, {33, 32}, {7, 3}};
-	static const int mvs[][5] = {/* E, slots, n, k, bf16 */
-				     {1, 1, 1, 1, 1},   {5, 2, 33, 24, 0},  {6, 3, 129, 100, 1},
-				     {4, 8, 64, 704, 1}, {3, 2, 31, 7, 0},   {9, 4, 300, 2816, 1}};
+	static const int mvs[][5] = {/* E, slots, n, k, bf16 (k % 8 or k % 4: rows off 16 bytes) */
+				     {1, 1, 1, 1, 1},       {5, 2, 33, 24, 0},     {6, 3, 129, 100, 1},
+				     {4, 8, 64, 704, 1},    {3, 2, 31, 7, 0},      {9, 4, 300, 2816, 1},
+				     {2, 3, 1, 2820, 0},    {7, 2, 1, 13, 1},      {5, 3, 77, 1001, 0},
+				     {3, 5, 1408, 2816, 1}, {4, 8, 2816, 704, 1},  {2, 2, 45, 262, 1},
+				     {3, 2, 500, 1028, 0}};
 	static const int combs[][2] = {{1, 1}, {2, 64}, {8, 2816}, {3, 1025}};
 
 	for (size_t c = 0; c < sizeof(routes) / sizeof(routes[0]); c++) {
@@ -897,7 +901,7 @@ static void gpu_moe(void)
 		size_t ne = (size_t)E * n * k, stride = c % 2 ? 0 : (size_t)k + 3, ny = (size_t)S * n;
 		void *w = bf ? (void *)bvec(ne, -0.1f, 0.1f) : (void *)fvec(ne, -0.1f, 0.1f);
 		float *x = fvec((stride ? (size_t)S : 1) * ((size_t)k + 3), -2, 2), *ref = malloc(4 * ny), *g1 = malloc(4 * ny),
-		      *g2 = malloc(4 * ny), *a = malloc(4 * ny);
+		      *g2 = malloc(4 * ny), *a = malloc(4 * ny), *ex = malloc(4 * ny);
 		int32_t idx[8];
 		void *dw, *dx, *di, *dy;
 
@@ -906,13 +910,17 @@ static void gpu_moe(void)
 		fg_ref_moe_matvec(ref, w, bf, idx, E, x, stride, S, n, k);
 		for (int j = 0; j < S; j++)
 			for (int r = 0; r < n; r++) {
-				double t = 0;
+				double t = 0, d = 0;
 				size_t row = ((size_t)idx[j] * n + r) * k;
 
-				for (int e = 0; e < k; e++)
-					t += fabs((bf ? fg_ref_bf16(((uint16_t *)w)[row + e]) : ((float *)w)[row + e]) *
-						  x[j * stride + e]);
+				for (int e = 0; e < k; e++) {
+					double p = (bf ? fg_ref_bf16(((uint16_t *)w)[row + e]) : ((float *)w)[row + e]) *
+						   (double)x[j * stride + e];
+
+					t += fabs(p), d += p;
+				}
 				a[(size_t)j * n + r] = (float)t;
+				ex[(size_t)j * n + r] = (float)d;
 			}
 		dw = dput(w, ne * (bf ? 2 : 4));
 		dx = dput(x, 4 * (stride ? (size_t)S : 1) * ((size_t)k + 3));
@@ -921,9 +929,19 @@ static void gpu_moe(void)
 		rc = !dw || !dx || !di || !dy ||
 		     fg_k_moe_matvec(ctx, dy, dw, bf, di, E, dx, stride, S, n, k, &gerr) || dget(g1, dy, 4 * ny) ||
 		     fg_k_moe_matvec(ctx, dy, dw, bf, di, E, dx, stride, S, n, k, &gerr) || dget(g2, dy, 4 * ny);
-		ok(!rc && worst_rel(g1, ref, a, ny, 1e-30, 2e-6) <= 1 && !memcmp(g1, g2, 4 * ny),
-		   "moe matvec %d experts, %d slots, %d x %d %s, %s input: vs twin (|d| <= 2e-6 sum|wx|), two runs identical %s",
-		   E, S, n, k, bf ? "bf16" : "f32", stride ? "strided" : "shared", rc ? gerr.msg : "");
+		ok(worst_rel(ref, ex, a, ny, 1e-30, 2e-6) <= 1,
+		   "moe matvec twin %d experts, %d slots, %d x %d %s: within 2e-6 sum|wx| of a double sum", E, S, n, k,
+		   bf ? "bf16" : "f32");
+		if (!rc && memcmp(g1, ref, 4 * ny))
+			for (size_t i = 0; i < ny; i++)
+				if (memcmp(g1 + i, ref + i, 4)) {
+					printf("# first difference at slot %zu row %zu: %.9g, twin %.9g\n", i / n, i % n,
+					       g1[i], ref[i]);
+					break;
+				}
+		ok(!rc && !memcmp(g1, ref, 4 * ny) && !memcmp(g1, g2, 4 * ny),
+		   "moe matvec %d experts, %d slots, %d x %d %s, %s input: the twin's bits, two runs identical %s", E, S,
+		   n, k, bf ? "bf16" : "f32", stride ? "strided" : "shared", rc ? gerr.msg : "");
 		if (!rc && S > 1) {
 			int nan0 = 1;
 
@@ -937,7 +955,7 @@ static void gpu_moe(void)
 			   rc ? gerr.msg : "");
 		}
 		fg_kmem_free(ctx, dw), fg_kmem_free(ctx, dx), fg_kmem_free(ctx, di), fg_kmem_free(ctx, dy);
-		free(w), free(x), free(ref), free(g1), free(g2), free(a);
+		free(w), free(x), free(ref), free(g1), free(g2), free(a), free(ex);
 	}
 	for (int I = 1; I <= 257; I += 128) {
 		int S = 3, rc;
