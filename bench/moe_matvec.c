@@ -7,6 +7,10 @@
  * launch and GB/s of weights for gate|up, down, and the pair, as the engine
  * launches them (back to back, programmatic dependent launch), median of
  * FG_BENCH_REPS (default 5) runs of FG_BENCH_STEPS (default 200) launches.
+ * Then the whole mixture as engine/cuda.c's moe_step launches it (router
+ * norm, router matvec over bf16 [128][2816], fg_k_moe_route, norm, gate|up,
+ * GeGLU, down, fg_k_moe_combine; each step from one of 64 inputs, so the
+ * router picks different experts), and each of its other kernels alone.
  * Built by `make BUILD=build build/bench/moe_matvec` where nvcc exists. */
 #include <stdint.h>
 #include <stdio.h>
@@ -68,6 +72,70 @@ static int cmp_d(const void *a, const void *b)
 	double x = *(const double *)a, y = *(const double *)b;
 
 	return (x > y) - (x < y);
+}
+
+static void *dput_f(int n, float lo, float hi)
+{
+	float *h = malloc(sizeof(float) * (size_t)n);
+	void *d = dalloc(sizeof(float) * (size_t)n);
+
+	for (int i = 0; i < n; i++)
+		h[i] = lo + (hi - lo) * (float)(rnd() & 0xffff) / 65536.0f;
+	CK(fg_kmem_upload(ctx, d, h, sizeof(float) * (size_t)n, &err));
+	free(h);
+	return d;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(double), cmp_d);
+	return v[n / 2];
+}
+
+/* The mixture of one layer as moe_step launches it, and its parts alone. */
+static void chain(void *gu, void *dn, int steps, int reps)
+{
+	static const char *name[6] = {"whole mixture (8 launches)", "rmsnorm (router input)", "router matvec bf16 [128][2816]",
+				      "moe route (128 experts, top 8)", "moe geglu (8 x 704)", "moe combine (8 x 2816)"};
+	float *xs = dput_f(64 * H, -2, 2), *rs = dput_f(H, 0.5f, 1.5f), *pre2 = dput_f(H, 0.5f, 1.5f),
+	      *p1 = dput_f(H, 0.5f, 1.5f), *p2 = dput_f(H, 0.5f, 1.5f), *es = dput_f(E, 0.5f, 1.5f),
+	      *o = dput_f(H, -1, 1);
+	void *rw = dfill_bf16((size_t)E * H * 2), *mx = dalloc(4 * H), *rlog = dalloc(4 * E), *midx = dalloc(4 * K),
+	     *mw = dalloc(4 * K), *mgu = dalloc(4 * K * 2 * MI), *my = dalloc(4 * K * H);
+	double t[6][32];
+
+	for (int r = 0; r < reps; r++)
+		for (int c = 0; c < 6; c++) {
+			CK(fg_ktimer_start(ctx, &err));
+			for (int s = 0; s < steps; s++) {
+				const float *xi = xs + (size_t)(s % 64) * H;
+
+				if (c == 0 || c == 1)
+					CK(fg_k_rmsnorm(ctx, mx, xi, rs, 1, H, 1e-6f, &err));
+				if (c == 0 || c == 2)
+					CK(fg_k_bf16_matvec(ctx, rlog, rw, mx, NULL, E, H, &err));
+				if (c == 0 || c == 3)
+					CK(fg_k_moe_route(ctx, midx, mw, rlog, es, E, K, &err));
+				if (c == 0)
+					CK(fg_k_rmsnorm(ctx, mx, xi, pre2, 1, H, 1e-6f, &err));
+				if (c == 0)
+					CK(fg_k_moe_matvec(ctx, mgu, gu, 1, midx, E, mx, 0, K, 2 * MI, H, &err));
+				if (c == 0 || c == 4)
+					CK(fg_k_moe_geglu(ctx, mgu, K, MI, &err));
+				if (c == 0)
+					CK(fg_k_moe_matvec(ctx, my, dn, 1, midx, E, mgu, 2 * MI, K, H, MI, &err));
+				if (c == 0 || c == 5)
+					CK(fg_k_moe_combine(ctx, o, my, mw, K, p1, p2, H, 1e-6f, &err));
+			}
+			CK(fg_ktimer_stop(ctx, &t[c][r], &err));
+			t[c][r] /= steps;
+		}
+	for (int c = 0; c < 6; c++)
+		printf("%-32s %.4f ms\n", name[c], median(t[c], reps));
+	fg_kmem_free(ctx, xs), fg_kmem_free(ctx, rs), fg_kmem_free(ctx, pre2), fg_kmem_free(ctx, p1),
+		fg_kmem_free(ctx, p2), fg_kmem_free(ctx, es), fg_kmem_free(ctx, o), fg_kmem_free(ctx, rw),
+		fg_kmem_free(ctx, mx), fg_kmem_free(ctx, rlog), fg_kmem_free(ctx, midx), fg_kmem_free(ctx, mw),
+		fg_kmem_free(ctx, mgu), fg_kmem_free(ctx, my);
 }
 
 int main(void)
@@ -155,6 +223,7 @@ int main(void)
 		printf("%s: %.4f ms a launch%s, %.1f MB of weights, %.0f GB/s (%.0f %% of the sweep)\n", name[which], m,
 		       which == 2 ? " pair" : "", b / 1e6, b / m / 1e6, 100.0 * (b / m) / (gu_b / per_read));
 	}
+	chain(gu, dn, steps, reps);
 	fg_kmem_free(ctx, gu), fg_kmem_free(ctx, dn), fg_kmem_free(ctx, x), fg_kmem_free(ctx, ygu),
 		fg_kmem_free(ctx, ydn), fg_kmem_free(ctx, di), fg_kmem_free(ctx, sink);
 	fg_kctx_free(ctx);

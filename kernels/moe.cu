@@ -62,8 +62,17 @@ extern "C" int fg_k_moe_route(struct fg_kctx *ctx, int32_t *d_idx, float *d_w, c
 	return fg_launched("moe route", err);
 }
 
+/* rows per warp, read side by side, and pieces of each per unrolled step;
+ * -D at build for experiments (bench/moe_matvec.c) */
+#ifndef MM_WARPS
 #define MM_WARPS 8
-#define MM_ROWS 4 /* rows per warp, read side by side: 32 rows per block */
+#endif
+#ifndef MM_ROWS
+#define MM_ROWS 4
+#endif
+#ifndef MM_UNROLL
+#define MM_UNROLL 2
+#endif
 
 /* acc plus elements [i, i + PER) of a row (one 16-byte piece) times sx[i..],
  * element by element in order */
@@ -115,7 +124,8 @@ __device__ __forceinline__ float moe_dot_any(const T *p, const float *x, float a
 }
 
 /* Block (b, j): rows [32b, 32b + 32) of the expert in slot j; warp w takes
- * rows 32b + 4w .. + 3 together (their loads in flight at once). In each row
+ * rows 32b + 4w .. + 3 together (their loads in flight at once; 8 warps of 4
+ * rows unless built otherwise). In each row
  * lane l sums, in order, the 16-byte pieces l, l + 32, l + 64, ... (PER
  * elements each, in element order), then, if k is not a multiple of PER, the
  * tail element k - k % PER + l; then a fixed xor tree. The order does not
@@ -125,7 +135,7 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
 	moe_matvec(float *__restrict__ y, const T *__restrict__ w, const int32_t *__restrict__ idx, int E,
 		   const float *__restrict__ x, long long x_stride, int n, int k)
 {
-	constexpr int PER = 16 / sizeof(T);
+	constexpr int PER = 16 / sizeof(T), UNROLL = MM_UNROLL;
 
 	fg_pdl_trigger();
 	fg_pdl_wait(); /* the router wrote idx: no weight load can come earlier */
@@ -157,7 +167,7 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
 		vec = vec && ((uintptr_t)row[q] & 15) == 0;
 	}
 	if (vec) {
-#pragma unroll 2
+#pragma unroll UNROLL
 		for (int p = lane; p < kp; p += 32) {
 			uint4 v[MM_ROWS];
 
