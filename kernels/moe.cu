@@ -32,22 +32,80 @@ extern "C" int fg_k_add_bias(struct fg_kctx *ctx, float *d_y, const float *d_b, 
 
 /* ---- mixture of experts ------------------------------------------------------*/
 
-/* The router's choice for one token on one thread (kernels/moeroute.h, the
- * twin's code too). */
+#define MR_LANE 32 /* experts a lane of the router's warp holds: up to 32 * 32 */
+
+/* The router's choice for one token, fg_moe_route_one's result with one warp
+ * (kernels/moeroute.h): every lane holds experts lane, lane + 32, ...; the
+ * largest logit and each of the top k come from a warp-wide argmax (larger
+ * value, then lower index: the order of the one-thread loop, which without
+ * NaN picks the same expert every time), the exponentials from every lane
+ * into shared memory, added by lane 0 in expert order, which then finishes
+ * as the one-thread code does. NaN among the logits, or more than 1024
+ * experts: lane 0 runs fg_moe_route_one itself. */
 __global__ void moe_route(int32_t *idx_out, float *w_out, const float *__restrict__ logits,
 			  const float *__restrict__ escale, int E, int K)
 {
+	__shared__ float se[32 * MR_LANE];
+	int32_t idx[FG_MOE_MAX_K];
+	float w[FG_MOE_MAX_K], v[MR_LANE], mx = 0.0f;
+	int lane = threadIdx.x, nan = 0;
+	unsigned taken = 0;
+
 	fg_pdl_trigger();
 	fg_pdl_wait();
-	if (threadIdx.x != 0)
-		return;
-	int32_t idx[FG_MOE_MAX_K];
-	float w[FG_MOE_MAX_K];
+	if (E <= 32 * MR_LANE) {
+#pragma unroll
+		for (int t = 0; t < MR_LANE; t++) {
+			int i = lane + 32 * t;
 
-	fg_moe_route_one(idx, w, logits, escale, E, K);
+			v[t] = i < E ? logits[i] : 0.0f;
+			nan |= v[t] != v[t];
+		}
+	}
+	if (E > 32 * MR_LANE || __any_sync(0xffffffffu, nan)) {
+		if (lane == 0) {
+			fg_moe_route_one(idx, w, logits, escale, E, K);
+			for (int j = 0; j < K; j++)
+				idx_out[j] = idx[j], w_out[j] = w[j];
+		}
+		return;
+	}
 	for (int j = 0; j < K; j++) {
-		idx_out[j] = idx[j];
-		w_out[j] = w[j];
+		float bv = 0.0f;
+		int bi = -1;
+
+#pragma unroll
+		for (int t = 0; t < MR_LANE; t++)
+			if (lane + 32 * t < E && !(taken >> t & 1) && (bi < 0 || v[t] > bv))
+				bv = v[t], bi = lane + 32 * t;
+		for (int o = 16; o > 0; o >>= 1) {
+			float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+			int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+
+			if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi)))
+				bv = ov, bi = oi;
+		}
+		if (bi % 32 == lane)
+			taken |= 1u << (bi / 32);
+		idx[j] = bi;
+		if (j == 0)
+			mx = bv; /* the largest, the first of equals: the one-thread loop's */
+	}
+	if (K == 0)
+		return;
+#pragma unroll
+	for (int t = 0; t < MR_LANE; t++)
+		if (lane + 32 * t < E)
+			se[lane + 32 * t] = expf(v[t] - mx);
+	__syncwarp();
+	if (lane == 0) {
+		float sum = 0.0f;
+
+		for (int i = 0; i < E; i++)
+			sum += se[i];
+		fg_moe_route_finish(idx, w, logits, escale, mx, sum, K);
+		for (int j = 0; j < K; j++)
+			idx_out[j] = idx[j], w_out[j] = w[j];
 	}
 }
 

@@ -17,10 +17,34 @@
 #define FG_MOE_FN static inline
 #endif
 
+/* The weights and the order, once the choice is made: idx [K] in the order
+ * chosen, mx the largest logit (the first of equals), sum the exponentials
+ * e^(logit - mx) added in expert order. */
+FG_MOE_FN void fg_moe_route_finish(int32_t *idx, float *w, const float *logits, const float *escale, float mx,
+				   float sum, int K)
+{
+	float ksum = 0.0f;
+
+	for (int j = 0; j < K; j++) {
+		w[j] = expf(logits[idx[j]] - mx) / sum;
+		ksum += w[j];
+	}
+	for (int j = 0; j < K; j++)
+		w[j] = w[j] / ksum * escale[idx[j]];
+	for (int j = 1; j < K; j++) /* ascending expert index: the order of the sum */
+		for (int q = j; q > 0 && idx[q - 1] > idx[q]; q--) {
+			int32_t ti = idx[q];
+			float tw = w[q];
+
+			idx[q] = idx[q - 1], w[q] = w[q - 1];
+			idx[q - 1] = ti, w[q - 1] = tw;
+		}
+}
+
 /* idx [K], w [K] from logits [E] and escale [E]; 1 <= K <= E. */
 FG_MOE_FN void fg_moe_route_one(int32_t *idx, float *w, const float *logits, const float *escale, int E, int K)
 {
-	float mx = logits[0], sum = 0.0f, ksum = 0.0f;
+	float mx = logits[0], sum = 0.0f;
 
 	for (int i = 1; i < E; i++)
 		if (logits[i] > mx)
@@ -40,20 +64,7 @@ FG_MOE_FN void fg_moe_route_one(int32_t *idx, float *w, const float *logits, con
 	}
 	for (int i = 0; i < E; i++)
 		sum += expf(logits[i] - mx);
-	for (int j = 0; j < K; j++) {
-		w[j] = expf(logits[idx[j]] - mx) / sum;
-		ksum += w[j];
-	}
-	for (int j = 0; j < K; j++)
-		w[j] = w[j] / ksum * escale[idx[j]];
-	for (int j = 1; j < K; j++) /* ascending expert index: the order of the sum */
-		for (int q = j; q > 0 && idx[q - 1] > idx[q]; q--) {
-			int32_t ti = idx[q];
-			float tw = w[q];
-
-			idx[q] = idx[q - 1], w[q] = w[q - 1];
-			idx[q - 1] = ti, w[q - 1] = tw;
-		}
+	fg_moe_route_finish(idx, w, logits, escale, mx, sum, K);
 }
 
 #endif

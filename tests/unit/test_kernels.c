@@ -866,7 +866,10 @@ static void gpu_add_bias(void)
  * an id out of range giving NaN rows), GeGLU per slot, the weighted sum with its norms. */
 static void gpu_moe(void)
 {
-	static const int routes[][2] = {{1, 1}, {6, 2}, {5, 5}, {128, 8}, {33, 32}, {7, 3}};
+	static const int routes[][2] = {{1, 1}, {6, 2}, {5, 5}, {128, 8}, {33, 32}, {7, 3},
+					/* many experts a lane; a tie across lanes; -inf logits; NaN and
+					 * more than 1024 experts (the one-thread path) */
+					{1000, 32}, {70, 3}, {40, 6}, {9, 3}, {1100, 4}};
 	static const int mvs[][5] = {/* E, slots, n, k, bf16 (k % 8 or k % 4: rows off 16 bytes) */
 				     {1, 1, 1, 1, 1},       {5, 2, 33, 24, 0},     {6, 3, 129, 100, 1},
 				     {4, 8, 64, 704, 1},    {3, 2, 31, 7, 0},      {9, 4, 300, 2816, 1},
@@ -885,12 +888,21 @@ static void gpu_moe(void)
 			lg[1] = lg[3] = lg[4] = 9.0f;
 		if (E == 7) /* a tie at the k-th place: 2 beats 5 */
 			lg[0] = 8.0f, lg[2] = lg[5] = 5.0f, lg[6] = 6.0f;
+		if (E == 70) /* a tie across lanes: 37 beats 69, both beat the rest */
+			lg[69] = lg[37] = lg[5] = 7.0f, lg[1] = 9.0f;
+		if (E == 40) /* -inf logits: chosen last, weight 0 */
+			for (int i = 0; i < E; i++)
+				lg[i] = i < 4 ? (float)i : -INFINITY;
+		if (E == 9) /* a NaN: the one-thread path, ids as the twin's */
+			lg[4] = NAN;
 		dl = dput(lg, 4 * E), de = dput(es, 4 * E);
 		fg_ref_moe_route(ri, rw, lg, es, E, K);
 		rc = !dl || !de || !di || !dw || fg_k_moe_route(ctx, di, dw, dl, de, E, K, &gerr) ||
 		     dget(gi, di, 4 * K) || dget(gw, dw, 4 * K);
-		ok(!rc && !memcmp(gi, ri, 4 * K) && worst_rel(gw, rw, NULL, K, 1e-7, 1e-6) <= 1 &&
-			   (E != 6 || (gi[0] == 1 && gi[1] == 3)) && (E != 7 || (gi[0] == 0 && gi[1] == 2 && gi[2] == 6)),
+		ok(!rc && !memcmp(gi, ri, 4 * K) && (E == 9 || worst_rel(gw, rw, NULL, K, 1e-7, 1e-6) <= 1) &&
+			   (E != 6 || (gi[0] == 1 && gi[1] == 3)) && (E != 7 || (gi[0] == 0 && gi[1] == 2 && gi[2] == 6)) &&
+			   (E != 70 || (gi[0] == 1 && gi[1] == 5 && gi[2] == 37)) &&
+			   (E != 40 || (gi[4] < 4 ? 0 : gw[4] == 0.0f)),
 		   "moe route %d experts top %d: ids (ascending) = twin's, weights within 1e-6 rel %s", E, K,
 		   rc ? gerr.msg : "");
 		fg_kmem_free(ctx, dl), fg_kmem_free(ctx, de), fg_kmem_free(ctx, di), fg_kmem_free(ctx, dw);
