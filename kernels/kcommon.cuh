@@ -135,6 +135,33 @@ __device__ __forceinline__ float fg_bf16f(uint16_t b)
 	return __uint_as_float((uint32_t)b << 16);
 }
 
+/* acc plus 16 bytes of a row (8 bf16 or 4 f32; the pointer's type picks)
+ * times the activations at x, element by element in order: the bf16/f32
+ * matvec (ops.cu) and the experts' (moe.cu) */
+__device__ __forceinline__ float fg_dot16(const uint16_t *, uint4 q, const float *x, float acc)
+{
+	float4 xa = ((const float4 *)x)[0], xb = ((const float4 *)x)[1];
+
+	acc = fmaf(__uint_as_float(q.x << 16), xa.x, acc);
+	acc = fmaf(__uint_as_float(q.x & 0xffff0000u), xa.y, acc);
+	acc = fmaf(__uint_as_float(q.y << 16), xa.z, acc);
+	acc = fmaf(__uint_as_float(q.y & 0xffff0000u), xa.w, acc);
+	acc = fmaf(__uint_as_float(q.z << 16), xb.x, acc);
+	acc = fmaf(__uint_as_float(q.z & 0xffff0000u), xb.y, acc);
+	acc = fmaf(__uint_as_float(q.w << 16), xb.z, acc);
+	return fmaf(__uint_as_float(q.w & 0xffff0000u), xb.w, acc);
+}
+
+__device__ __forceinline__ float fg_dot16(const float *, uint4 q, const float *x, float acc)
+{
+	float4 xv = *(const float4 *)x;
+
+	acc = fmaf(__uint_as_float(q.x), xv.x, acc);
+	acc = fmaf(__uint_as_float(q.y), xv.y, acc);
+	acc = fmaf(__uint_as_float(q.z), xv.z, acc);
+	return fmaf(__uint_as_float(q.w), xv.w, acc);
+}
+
 /* gelu with the tanh approximation, as torch's approximate="tanh" */
 __device__ __forceinline__ float fg_gelu_tanh(float x)
 {

@@ -132,32 +132,6 @@ extern "C" int fg_k_moe_route(struct fg_kctx *ctx, int32_t *d_idx, float *d_w, c
 #define MM_UNROLL 2
 #endif
 
-/* acc plus elements [i, i + PER) of a row (one 16-byte piece) times sx[i..],
- * element by element in order */
-__device__ __forceinline__ float moe_dot16(const uint16_t *, uint4 q, const float *x, float acc)
-{
-	float4 xa = ((const float4 *)x)[0], xb = ((const float4 *)x)[1];
-
-	acc = fmaf(__uint_as_float(q.x << 16), xa.x, acc);
-	acc = fmaf(__uint_as_float(q.x & 0xffff0000u), xa.y, acc);
-	acc = fmaf(__uint_as_float(q.y << 16), xa.z, acc);
-	acc = fmaf(__uint_as_float(q.y & 0xffff0000u), xa.w, acc);
-	acc = fmaf(__uint_as_float(q.z << 16), xb.x, acc);
-	acc = fmaf(__uint_as_float(q.z & 0xffff0000u), xb.y, acc);
-	acc = fmaf(__uint_as_float(q.w << 16), xb.z, acc);
-	return fmaf(__uint_as_float(q.w & 0xffff0000u), xb.w, acc);
-}
-
-__device__ __forceinline__ float moe_dot16(const float *, uint4 q, const float *x, float acc)
-{
-	float4 xv = *(const float4 *)x;
-
-	acc = fmaf(__uint_as_float(q.x), xv.x, acc);
-	acc = fmaf(__uint_as_float(q.y), xv.y, acc);
-	acc = fmaf(__uint_as_float(q.z), xv.z, acc);
-	return fmaf(__uint_as_float(q.w), xv.w, acc);
-}
-
 __device__ __forceinline__ float elem_f(uint16_t b)
 {
 	return fg_bf16f(b);
@@ -168,7 +142,7 @@ __device__ __forceinline__ float elem_f(float f)
 	return f;
 }
 
-/* The same sum as moe_dot16 from element loads, for a row that does not
+/* The same sum as fg_dot16 from element loads, for a row that does not
  * start on a 16-byte boundary. */
 template <typename T>
 __device__ __forceinline__ float moe_dot_any(const T *p, const float *x, float acc)
@@ -234,7 +208,7 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
 				v[q] = __ldcs((const uint4 *)row[q] + p);
 #pragma unroll
 			for (int q = 0; q < MM_ROWS; q++)
-				acc[q] = moe_dot16(w, v[q], sx + p * PER, acc[q]);
+				acc[q] = fg_dot16(w, v[q], sx + p * PER, acc[q]);
 		}
 	} else {
 		for (int p = lane; p < kp; p += 32)

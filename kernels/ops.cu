@@ -12,32 +12,6 @@
 #define MV_WARPS 8
 #define MV_ROWS 4 /* rows per warp, so each block's staged x serves 32 rows */
 
-/* acc plus 16 bytes of a row (8 bf16 or 4 f32) times the activations at x,
- * element by element in order */
-__device__ __forceinline__ float dot16(const uint16_t *, uint4 q, const float *x, float acc)
-{
-	float4 xa = ((const float4 *)x)[0], xb = ((const float4 *)x)[1];
-
-	acc = fmaf(__uint_as_float(q.x << 16), xa.x, acc);
-	acc = fmaf(__uint_as_float(q.x & 0xffff0000u), xa.y, acc);
-	acc = fmaf(__uint_as_float(q.y << 16), xa.z, acc);
-	acc = fmaf(__uint_as_float(q.y & 0xffff0000u), xa.w, acc);
-	acc = fmaf(__uint_as_float(q.z << 16), xb.x, acc);
-	acc = fmaf(__uint_as_float(q.z & 0xffff0000u), xb.y, acc);
-	acc = fmaf(__uint_as_float(q.w << 16), xb.z, acc);
-	return fmaf(__uint_as_float(q.w & 0xffff0000u), xb.w, acc);
-}
-
-__device__ __forceinline__ float dot16(const float *, uint4 q, const float *x, float acc)
-{
-	float4 xv = *(const float4 *)x;
-
-	acc = fmaf(__uint_as_float(q.x), xv.x, acc);
-	acc = fmaf(__uint_as_float(q.y), xv.y, acc);
-	acc = fmaf(__uint_as_float(q.z), xv.z, acc);
-	return fmaf(__uint_as_float(q.w), xv.w, acc);
-}
-
 /* y[r] = W[rows ? rows[r] : r] . x for r < n, W row-major [*, k] of T (bf16
  * bits or f32); a warp per row, lanes over 16-byte pieces, a fixed xor tree. */
 template <typename T>
@@ -65,7 +39,7 @@ __global__ void __launch_bounds__(MV_WARPS * 32) row_matvec(float *__restrict__ 
 
 #pragma unroll 4
 		for (int e = lane; e < k / PER; e += 32)
-			acc = dot16(w, __ldcs(row + e), sx + e * PER, acc);
+			acc = fg_dot16(w, __ldcs(row + e), sx + e * PER, acc);
 		acc = fg_warp_sum(acc);
 		if (lane == 0)
 			y[r] = acc;
