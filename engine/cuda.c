@@ -59,7 +59,7 @@ struct fg_g4_gpu {
 	int32_t *midx;
 	int32_t *keep;         /* a pruned head's token ids [n_keep] (model.h), else NULL */
 	float *hk;             /* host: a pruned head's logits as downloaded */
-	struct fg_kgraph *graph;
+	struct fg_kgraph *graph, *graph_body; /* the step; without the head (prompt tokens whose logits nobody reads) */
 	int use_graph, steps;
 };
 
@@ -367,6 +367,7 @@ void fg_g4_gpu_free(struct fg_g4_gpu *g)
 			fg_kmem_free(g->ctx, ds[j]);
 	}
 	fg_kgraph_free(g->graph);
+	fg_kgraph_free(g->graph_body);
 	fg_kctx_free(g->ctx);
 	free(g->hk);
 	free(g);
@@ -560,7 +561,7 @@ static void pf(struct fg_g4_gpu *g, const struct dlin *l, double a, double b)
  * 2 (fg_kctx_set_prefetch) a matvec asks L2 for the weights of a later one:
  * q|k|v for o, gate|up for down, down for the next layer's q|k|v (or the
  * head). */
-static int forward(struct fg_g4_gpu *g, struct fg_err *err)
+static int forward(struct fg_g4_gpu *g, int head, struct fg_err *err)
 {
 	const struct fg_g4_model *m = g->m;
 	const struct fg_g4_config *c = &m->cfg;
@@ -602,7 +603,8 @@ static int forward(struct fg_g4_gpu *g, struct fg_err *err)
 		pf(g, &L->down, 0, 1);
 		if (mv(g, g->gu, &L->gu, g->a, err))
 			return err->code;
-		pf(g, li + 1 < c->n_layers ? &g->L[li + 1].qkv : &g->head, 0, 1);
+		if (li + 1 < c->n_layers || head) /* no head: nothing of it into L2 */
+			pf(g, li + 1 < c->n_layers ? &g->L[li + 1].qkv : &g->head, 0, 1);
 		if (mv_geglu(g, g->o, &L->down, g->gu, g->gu + I, I, err) || (L->moe && moe_step(g, L->moe, err)))
 			return err->code;
 		if (P) {
@@ -615,7 +617,10 @@ static int forward(struct fg_g4_gpu *g, struct fg_err *err)
 			return err->code;
 		}
 	}
-	/* g->a holds the final norm of the last layer's output */
+	/* g->a holds the final norm of the last layer's output; a prompt token
+	 * whose logits nobody reads (head 0) stops here: its KV rows are written */
+	if (!head)
+		return 0;
 	if (mv(g, g->logits, &g->head, g->a, err) ||
 	    fg_k_softcap_argmax(k, g->best, g->logits, g->keep, m->keep ? m->n_keep : c->vocab, c->softcap, err))
 		return err->code;
@@ -625,18 +630,19 @@ static int forward(struct fg_g4_gpu *g, struct fg_err *err)
 int fg_g4_gpu_step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int32_t *best, struct fg_err *err)
 {
 	int32_t ip[2] = {fg_g4_input_id(&g->m->cfg, id), pos}; /* multimodal placeholders embed as pad */
-	int rc;
+	int rc, head = logits || best; /* neither: a prompt token, the head and argmax left out */
+	struct fg_kgraph **gp = head ? &g->graph : &g->graph_body;
 
 	if ((rc = fg_kmem_upload(g->ctx, g->idpos, ip, sizeof(ip), err)))
 		return rc;
-	if (g->use_graph && !g->graph && g->steps > 0) {
+	if (g->use_graph && !*gp && g->steps > 0) {
 		/* capture after one direct step has run cleanly */
 		if ((rc = fg_kgraph_begin(g->ctx, err)))
 			return rc;
-		rc = forward(g, err);
+		rc = forward(g, head, err);
 		{
 			struct fg_err e2 = {0};
-			int rc2 = fg_kgraph_end(g->ctx, &g->graph, rc ? &e2 : err);
+			int rc2 = fg_kgraph_end(g->ctx, gp, rc ? &e2 : err);
 
 			if (!rc)
 				rc = rc2;
@@ -644,10 +650,10 @@ int fg_g4_gpu_step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int3
 		if (rc)
 			return fg_err_wrap(err, "capture the decode step as a CUDA graph");
 	}
-	if (g->graph)
-		rc = fg_kgraph_launch(g->ctx, g->graph, err);
+	if (*gp)
+		rc = fg_kgraph_launch(g->ctx, *gp, err);
 	else
-		rc = forward(g, err);
+		rc = forward(g, head, err);
 	if (!rc)
 		rc = fg_kctx_sync(g->ctx, err);
 	if (!rc && logits && !g->keep)
