@@ -603,8 +603,10 @@ static int forward(struct fg_g4_gpu *g, int head, struct fg_err *err)
 		pf(g, &L->down, 0, 1);
 		if (mv(g, g->gu, &L->gu, g->a, err))
 			return err->code;
-		if (li + 1 < c->n_layers || head) /* no head: nothing of it into L2 */
-			pf(g, li + 1 < c->n_layers ? &g->L[li + 1].qkv : &g->head, 0, 1);
+		if (li + 1 < c->n_layers)
+			pf(g, &g->L[li + 1].qkv, 0, 1);
+		else if (head) /* no head: nothing of it into L2 */
+			pf(g, &g->head, 0, 1);
 		if (mv_geglu(g, g->o, &L->down, g->gu, g->gu + I, I, err) || (L->moe && moe_step(g, L->moe, err)))
 			return err->code;
 		if (P) {

@@ -390,7 +390,7 @@ int fg_k_moe_geglu(struct fg_kctx *ctx, float *d_gu, int slots, int inter, struc
  * order (from 0, each product and sum rounded on its own, as the CPU
  * engine), then d_o = rmsnorm(d_o) * d_w1 + rmsnorm(h) * d_w2
  * (post_feedforward_layernorm_1 on the dense MLP's output, _2 on the
- * experts'). One block. */
+ * experts'). One block, h kept in its shared memory (n floats). */
 int fg_k_moe_combine(struct fg_kctx *ctx, float *d_o, const float *d_y, const float *d_wt, int slots,
 		     const float *d_w1, const float *d_w2, int n, float eps, struct fg_err *err);
 

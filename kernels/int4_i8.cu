@@ -163,6 +163,19 @@ __device__ __forceinline__ void i8_stage(unsigned char *sm, float *mult, int *bi
 		}
 }
 
+/* Unit u of a warp's tile into registers: its NC chunks of weights (this
+ * lane's 16 bytes of each, streamed) and its GU groups' scales. */
+template <int NC, int GU>
+__device__ __forceinline__ void i8_fetch(uint4 *wv, uint32_t *sv, const uint4 *wp, const uint32_t *sq, int u)
+{
+#pragma unroll
+	for (int c = 0; c < NC; c++)
+		wv[c] = __ldcs(wp + (size_t)(u * NC + c) * 32);
+#pragma unroll
+	for (int q = 0; q < GU; q++)
+		sv[q] = __ldg(sq + (size_t)(u * GU + q) * 8);
+}
+
 /* M vectors (1 or 2); GG: the input is gelu_tanh(x) * x2 (M = 1); G: the
  * scale group. */
 template <int M, bool GG, int G>
@@ -196,18 +209,9 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 	fg_pf_issue(pf); /* a later kernel's weights into L2 (fg_kctx_prefetch) */
 	/* the first units' weights before waiting for the kernel that writes x */
 #pragma unroll
-	for (int uu = 0; uu < IU; uu++) {
-		int u = wi + uu * wpt;
-
-		if (u < nu) {
-#pragma unroll
-			for (int c = 0; c < NC; c++)
-				wv[uu][c] = __ldcs(wp + (size_t)(u * NC + c) * 32);
-#pragma unroll
-			for (int q = 0; q < GU; q++)
-				sv[uu][q] = __ldg(sq + (size_t)(u * GU + q) * 8);
-		}
-	}
+	for (int uu = 0; uu < IU; uu++)
+		if (wi + uu * wpt < nu)
+			i8_fetch<NC, GU>(wv[uu], sv[uu], wp, sq, wi + uu * wpt);
 	fg_pdl_wait();
 	i8_stage<M, GG, G>(sm, mult, bias, x, x2, k, u0 * UE, (min(units, u0 + slice) - u0) * GU, xstride, warp, nw,
 			   lane);
@@ -228,14 +232,8 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 #pragma unroll
 				for (int q = 0; q < GU; q++)
 					cs[q] = sv[uu][q];
-				if (un < nu) { /* the unit IU rounds ahead, into the freed registers */
-#pragma unroll
-					for (int c = 0; c < NC; c++)
-						wv[uu][c] = __ldcs(wp + (size_t)(un * NC + c) * 32);
-#pragma unroll
-					for (int q = 0; q < GU; q++)
-						sv[uu][q] = __ldg(sq + (size_t)(un * GU + q) * 8);
-				}
+				if (un < nu) /* the unit IU rounds ahead, into the freed registers */
+					i8_fetch<NC, GU>(wv[uu], sv[uu], wp, sq, un);
 #pragma unroll
 				for (int c = 0; c < NC; c++)
 #pragma unroll

@@ -281,39 +281,50 @@ __device__ __forceinline__ float moe_sum(const float *y, const float *wt, int sl
 	return h;
 }
 
-/* One block: o = rmsnorm(o) * w1 + rmsnorm(h) * w2, h the experts' sum */
+/* One block: o = rmsnorm(o) * w1 + rmsnorm(h) * w2, h the experts' sum,
+ * made once per element and kept in shared memory (n floats) */
 __global__ void moe_combine(float *o, const float *__restrict__ y, const float *__restrict__ wt, int slots,
 			    const float *__restrict__ w1, const float *__restrict__ w2, int n, float eps)
 {
 	fg_pdl_trigger();
 	fg_pdl_wait();
+	extern __shared__ float hs[];
 	__shared__ float sh[33];
 	float s1 = 0.0f, s2 = 0.0f;
 
 	for (int i = threadIdx.x; i < n; i += blockDim.x) {
 		float h = moe_sum(y, wt, slots, n, i);
 
+		hs[i] = h;
 		s1 = fmaf(o[i], o[i], s1);
 		s2 = fmaf(h, h, s2);
 	}
 	s1 = fg_block_sum(s1, sh);
 	s2 = fg_block_sum(s2, sh);
 	float r1 = 1.0f / sqrtf(s1 / (float)n + eps), r2 = 1.0f / sqrtf(s2 / (float)n + eps);
-	for (int i = threadIdx.x; i < n; i += blockDim.x) {
-		float h = moe_sum(y, wt, slots, n, i);
-
-		o[i] = __fadd_rn(__fmul_rn(__fmul_rn(o[i], r1), w1[i]), __fmul_rn(__fmul_rn(h, r2), w2[i]));
-	}
+	for (int i = threadIdx.x; i < n; i += blockDim.x) /* each thread reads back its own elements */
+		o[i] = __fadd_rn(__fmul_rn(__fmul_rn(o[i], r1), w1[i]), __fmul_rn(__fmul_rn(hs[i], r2), w2[i]));
 }
 
 extern "C" int fg_k_moe_combine(struct fg_kctx *ctx, float *d_o, const float *d_y, const float *d_wt, int slots,
 				const float *d_w1, const float *d_w2, int n, float eps, struct fg_err *err)
 {
+	size_t smem = sizeof(float) * (size_t)n; /* the experts' sum, h */
+
 	if (fg_need_ctx(ctx, err))
 		return FG_EINVAL;
 	if (slots < 1 || n < 1 || !d_w1 || !d_w2)
 		return fg_err_set(err, FG_EINVAL, "moe combine: %d slots, n = %d, norm weights %s", slots, n,
 				  d_w1 && d_w2 ? "given" : "missing");
-	fg_launch_pdl(ctx, moe_combine, dim3(1), dim3(1024), 0, d_o, d_y, d_wt, slots, d_w1, d_w2, n, eps);
+	if (smem > 48 * 1024) {
+		cudaError_t e = cudaFuncSetAttribute(moe_combine, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+
+		if (e != cudaSuccess) {
+			cudaGetLastError();
+			return fg_err_set(err, FG_EINVAL, "moe combine: n = %d needs %zu bytes of shared memory: %s", n,
+					  smem, cudaGetErrorString(e));
+		}
+	}
+	fg_launch_pdl(ctx, moe_combine, dim3(1), dim3(1024), smem, d_o, d_y, d_wt, slots, d_w1, d_w2, n, eps);
 	return fg_launched("moe combine", err);
 }
