@@ -356,6 +356,61 @@ int fg_k_attn_decode_post(struct fg_kctx *ctx, float *d_out, float *d_qkv, int h
 int fg_k_softcap_argmax(struct fg_kctx *ctx, int32_t *d_best, float *d_z, const int32_t *d_ids, int n, float cap,
 			struct fg_err *err);
 
+/* ---- prompt chunks (prefill) ------------------------------------------------
+ *
+ * A chunk of `rows` prompt tokens at positions pos0, pos0 + 1, ... runs each
+ * operation once over all its rows (the weights read once per chunk, not
+ * once per token). Every row gets the same bits as the one-token operation
+ * of the decode step above at that row's position: the chunk is an exact
+ * reordering of token-by-token prefill, not an approximation. Row r of a
+ * [rows][n] array starts at r * n. pos0 is passed by value (chunks are not
+ * captured in graphs). */
+
+/* Row r of d_y [rows][w->n] = what fg_k_int4_matvec (m = 1) gives for row r
+ * of d_x [rows][w->k]; with d_x2 (non-NULL), what fg_k_int4_matvec_geglu
+ * gives for gate row r of d_x and up row r of d_x2. Every INT4 kind; the i8
+ * kind as one tensor-core GEMM whose fp32 sums follow the m = 1 launch plan
+ * (fg_kint4_i8_plan), the others as rows one-vector launches. d_x, d_x2
+ * 16-byte aligned, w->k a multiple of 4. */
+int fg_k_int4_gemm(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x, const float *d_x2,
+		   int rows, struct fg_err *err);
+
+/* fg_k_embed / fg_k_embed_f32 for rows ids d_ids [rows] (device) into d_out
+ * [rows][n]; f32: d_table is float, else bf16. */
+int fg_k_embed_rows(struct fg_kctx *ctx, float *d_out, const void *d_table, int f32, const int32_t *d_ids, int rows,
+		    int n, float scale, struct fg_err *err);
+/* fg_k_ple / fg_k_ple_f32 for rows: d_out, d_proj [rows][layers * dim]. */
+int fg_k_ple_rows(struct fg_kctx *ctx, float *d_out, const void *d_table, int f32, const int32_t *d_ids,
+		  const float *d_proj, const float *d_norm_w, int rows, int layers, int dim, float tok_scale,
+		  float proj_scale, float eps, struct fg_err *err);
+/* fg_k_residual_norm and fg_k_rmsnorm_residual over rows: d_h, d_x, d_a [rows][n]. */
+int fg_k_residual_norm_rows(struct fg_kctx *ctx, float *d_h, const float *d_x, const float *d_w, float scale,
+			    float *d_a, const float *d_w2, int rows, int n, float eps, struct fg_err *err);
+int fg_k_rmsnorm_residual_rows(struct fg_kctx *ctx, float *d_h, const float *d_x, const float *d_w, int rows, int n,
+			       float eps, float scale, struct fg_err *err);
+/* fg_k_qkv_post for rows of d_qkv [rows][(heads + 2 kv_heads) head_dim] at
+ * positions pos0 + r, without storing: k and v are left normed (and k
+ * rotated) in their rows, for fg_k_attn_prefill and fg_k_kv_store_rows. */
+int fg_k_qkv_post_rows(struct fg_kctx *ctx, float *d_qkv, int rows, int heads, int kv_heads, int head_dim,
+		       const float *d_qnorm, const float *d_knorm, const float *d_inv, int pos0, float eps,
+		       struct fg_err *err);
+/* Attention of the chunk's queries (row r: heads q rows at d_q + r * q_row,
+ * position pos0 + r) over a cache whose slots hold positions below pos0 (as
+ * the decode step left it) and the chunk's own k, v rows (row r at d_knew +
+ * r * kv_row, d_vnew + r * kv_row, [kv_heads][head_dim] each). Row r of
+ * d_out [rows][heads * head_dim] has the bits fg_k_attn_decode gives at
+ * position pos0 + r after the chunk's rows 0..r were stored into slots
+ * (pos0 + i) % cap: the keys it sees are the slots' newest positions up to
+ * its own, from the cache or from the chunk. */
+int fg_k_attn_prefill(struct fg_kctx *ctx, float *d_out, const float *d_q, size_t q_row, const float *d_knew,
+		      const float *d_vnew, size_t kv_row, const float *d_kcache, const float *d_vcache, int rows,
+		      int heads, int kv_heads, int head_dim, int cap, int pos0, float scale, struct fg_err *err);
+/* Stores the chunk's k, v rows (as fg_k_attn_prefill reads them) into slots
+ * (pos0 + r) % cap; where rows > cap only the newest row of a slot lands. */
+int fg_k_kv_store_rows(struct fg_kctx *ctx, float *d_kcache, float *d_vcache, const float *d_knew,
+		       const float *d_vnew, size_t kv_row, int rows, int kv_heads, int head_dim, int cap, int pos0,
+		       struct fg_err *err);
+
 /* ---- attention_bias and mixture of experts (kernels/moe.cu) ------------------*/
 
 /* d_y[i] += d_b[i], i < n: a projection's bias (attention_bias) added after

@@ -378,3 +378,67 @@ int fg_k_moe_combine(struct fg_kctx *ctx, float *d_o, const float *d_y, const fl
 	(void)ctx, (void)d_o, (void)d_y, (void)d_wt, (void)slots, (void)d_w1, (void)d_w2, (void)n, (void)eps;
 	return NO_CUDA(err);
 }
+
+int fg_k_int4_gemm(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x, const float *d_x2,
+		   int rows, struct fg_err *err)
+{
+	(void)ctx, (void)d_y, (void)w, (void)d_x, (void)d_x2, (void)rows;
+	return NO_CUDA(err);
+}
+
+int fg_k_embed_rows(struct fg_kctx *ctx, float *d_out, const void *d_table, int f32, const int32_t *d_ids, int rows,
+		    int n, float scale, struct fg_err *err)
+{
+	(void)ctx, (void)d_out, (void)d_table, (void)f32, (void)d_ids, (void)rows, (void)n, (void)scale;
+	return NO_CUDA(err);
+}
+
+int fg_k_ple_rows(struct fg_kctx *ctx, float *d_out, const void *d_table, int f32, const int32_t *d_ids,
+		  const float *d_proj, const float *d_norm_w, int rows, int layers, int dim, float tok_scale,
+		  float proj_scale, float eps, struct fg_err *err)
+{
+	(void)ctx, (void)d_out, (void)d_table, (void)f32, (void)d_ids, (void)d_proj, (void)d_norm_w, (void)rows;
+	(void)layers, (void)dim, (void)tok_scale, (void)proj_scale, (void)eps;
+	return NO_CUDA(err);
+}
+
+int fg_k_residual_norm_rows(struct fg_kctx *ctx, float *d_h, const float *d_x, const float *d_w, float scale,
+			    float *d_a, const float *d_w2, int rows, int n, float eps, struct fg_err *err)
+{
+	(void)ctx, (void)d_h, (void)d_x, (void)d_w, (void)scale, (void)d_a, (void)d_w2, (void)rows, (void)n, (void)eps;
+	return NO_CUDA(err);
+}
+
+int fg_k_rmsnorm_residual_rows(struct fg_kctx *ctx, float *d_h, const float *d_x, const float *d_w, int rows, int n,
+			       float eps, float scale, struct fg_err *err)
+{
+	(void)ctx, (void)d_h, (void)d_x, (void)d_w, (void)rows, (void)n, (void)eps, (void)scale;
+	return NO_CUDA(err);
+}
+
+int fg_k_qkv_post_rows(struct fg_kctx *ctx, float *d_qkv, int rows, int heads, int kv_heads, int head_dim,
+		       const float *d_qnorm, const float *d_knorm, const float *d_inv, int pos0, float eps,
+		       struct fg_err *err)
+{
+	(void)ctx, (void)d_qkv, (void)rows, (void)heads, (void)kv_heads, (void)head_dim, (void)d_qnorm, (void)d_knorm;
+	(void)d_inv, (void)pos0, (void)eps;
+	return NO_CUDA(err);
+}
+
+int fg_k_attn_prefill(struct fg_kctx *ctx, float *d_out, const float *d_q, size_t q_row, const float *d_knew,
+		      const float *d_vnew, size_t kv_row, const float *d_kcache, const float *d_vcache, int rows,
+		      int heads, int kv_heads, int head_dim, int cap, int pos0, float scale, struct fg_err *err)
+{
+	(void)ctx, (void)d_out, (void)d_q, (void)q_row, (void)d_knew, (void)d_vnew, (void)kv_row, (void)d_kcache;
+	(void)d_vcache, (void)rows, (void)heads, (void)kv_heads, (void)head_dim, (void)cap, (void)pos0, (void)scale;
+	return NO_CUDA(err);
+}
+
+int fg_k_kv_store_rows(struct fg_kctx *ctx, float *d_kcache, float *d_vcache, const float *d_knew,
+		       const float *d_vnew, size_t kv_row, int rows, int kv_heads, int head_dim, int cap, int pos0,
+		       struct fg_err *err)
+{
+	(void)ctx, (void)d_kcache, (void)d_vcache, (void)d_knew, (void)d_vnew, (void)kv_row, (void)rows, (void)kv_heads;
+	(void)head_dim, (void)cap, (void)pos0;
+	return NO_CUDA(err);
+}
