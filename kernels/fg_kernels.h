@@ -89,6 +89,10 @@ void fg_kmem_free(struct fg_kctx *ctx, void *d);
 int fg_kmem_upload(struct fg_kctx *ctx, void *d_dst, const void *src, size_t n, struct fg_err *err);
 int fg_kmem_download(struct fg_kctx *ctx, void *dst, const void *d_src, size_t n, struct fg_err *err);
 int fg_kmem_fill(struct fg_kctx *ctx, void *d_dst, int byte, size_t n, struct fg_err *err);
+/* height rows of width bytes from d_src (rows spitch apart) to d_dst (dpitch
+ * apart), device to device, queued on the context's stream (not synchronous). */
+int fg_kmem_copy2d(struct fg_kctx *ctx, void *d_dst, size_t dpitch, const void *d_src, size_t spitch, size_t width,
+		   size_t height, struct fg_err *err);
 
 /* CUDA graphs: everything launched on ctx between begin and end is captured
  * (not run) into a graph that fg_kgraph_launch replays on ctx's stream. */

@@ -137,6 +137,13 @@ int fg_kmem_fill(struct fg_kctx *ctx, void *d_dst, int byte, size_t n, struct fg
 	return NO_CUDA(err);
 }
 
+int fg_kmem_copy2d(struct fg_kctx *ctx, void *d_dst, size_t dpitch, const void *d_src, size_t spitch, size_t width,
+		   size_t height, struct fg_err *err)
+{
+	(void)ctx, (void)d_dst, (void)dpitch, (void)d_src, (void)spitch, (void)width, (void)height;
+	return NO_CUDA(err);
+}
+
 int fg_kgraph_begin(struct fg_kctx *ctx, struct fg_err *err)
 {
 	(void)ctx;

@@ -138,6 +138,9 @@ __global__ void rmsnorm_residual(float *h, const float *x, const float *__restri
 	__shared__ float sh[33];
 	float ss = 0.0f;
 
+	h += (size_t)blockIdx.x * n; /* block r: row r (a prompt chunk's rows) */
+	x += (size_t)blockIdx.x * n;
+
 	if (n <= (int)blockDim.x * RN_PER) {
 		float xv[RN_PER], hv[RN_PER], wv[RN_PER];
 
@@ -167,13 +170,17 @@ __global__ void rmsnorm_residual(float *h, const float *x, const float *__restri
 }
 
 /* h = (h + rmsnorm(x) * w) * scale, then a = rmsnorm(h) * w2: the end of one
- * sublayer and the input norm of the next in one pass. One block. */
+ * sublayer and the input norm of the next in one pass. One block a row. */
 __global__ void residual_norm(float *h, const float *x, const float *__restrict__ w, float scale, float *a,
 			      const float *__restrict__ w2, int n, float eps)
 {
 	fg_pdl_trigger();
 	__shared__ float sh[33];
 	float ss = 0.0f;
+
+	h += (size_t)blockIdx.x * n; /* block r: row r (a prompt chunk's rows) */
+	x += (size_t)blockIdx.x * n;
+	a += (size_t)blockIdx.x * n;
 
 	if (n <= (int)blockDim.x * RN_PER) {
 		float xv[RN_PER], hv[RN_PER], wv[RN_PER], w2v[RN_PER];
@@ -228,15 +235,22 @@ __global__ void residual_norm(float *h, const float *x, const float *__restrict_
 		a[i] = h[i] * r * w2[i]; /* h[i] was written by this same thread */
 }
 
-extern "C" int fg_k_residual_norm(struct fg_kctx *ctx, float *d_h, const float *d_x, const float *d_w, float scale,
-				  float *d_a, const float *d_w2, int n, float eps, struct fg_err *err)
+extern "C" int fg_k_residual_norm_rows(struct fg_kctx *ctx, float *d_h, const float *d_x, const float *d_w,
+				       float scale, float *d_a, const float *d_w2, int rows, int n, float eps,
+				       struct fg_err *err)
 {
 	if (fg_need_ctx(ctx, err))
 		return FG_EINVAL;
-	if (n < 1 || !d_w || !d_w2)
-		return fg_err_set(err, FG_EINVAL, "residual norm: n = %d or weight missing", n);
-	fg_launch_pdl(ctx, residual_norm, dim3(1), dim3(1024), 0, d_h, d_x, d_w, scale, d_a, d_w2, n, eps);
+	if (rows < 1 || n < 1 || !d_w || !d_w2)
+		return fg_err_set(err, FG_EINVAL, "residual norm: %d rows of %d or weight missing", rows, n);
+	fg_launch_pdl(ctx, residual_norm, dim3(rows), dim3(1024), 0, d_h, d_x, d_w, scale, d_a, d_w2, n, eps);
 	return fg_launched("residual norm", err);
+}
+
+extern "C" int fg_k_residual_norm(struct fg_kctx *ctx, float *d_h, const float *d_x, const float *d_w, float scale,
+				  float *d_a, const float *d_w2, int n, float eps, struct fg_err *err)
+{
+	return fg_k_residual_norm_rows(ctx, d_h, d_x, d_w, scale, d_a, d_w2, 1, n, eps, err);
 }
 
 extern "C" int fg_k_rmsnorm(struct fg_kctx *ctx, float *d_y, const float *d_x, const float *d_w, int rows, int n,
@@ -250,15 +264,22 @@ extern "C" int fg_k_rmsnorm(struct fg_kctx *ctx, float *d_y, const float *d_x, c
 	return fg_launched("rmsnorm", err);
 }
 
-extern "C" int fg_k_rmsnorm_residual(struct fg_kctx *ctx, float *d_h, const float *d_x, const float *d_w, int n,
-				     float eps, float scale, struct fg_err *err)
+extern "C" int fg_k_rmsnorm_residual_rows(struct fg_kctx *ctx, float *d_h, const float *d_x, const float *d_w,
+					  int rows, int n, float eps, float scale, struct fg_err *err)
 {
 	if (fg_need_ctx(ctx, err))
 		return FG_EINVAL;
-	if (n < 1 || !d_w)
-		return fg_err_set(err, FG_EINVAL, "rmsnorm residual: n = %d, weight %s", n, d_w ? "given" : "missing");
-	fg_launch_pdl(ctx, rmsnorm_residual, dim3(1), dim3(1024), 0, d_h, d_x, d_w, n, eps, scale);
+	if (rows < 1 || n < 1 || !d_w)
+		return fg_err_set(err, FG_EINVAL, "rmsnorm residual: %d rows of %d, weight %s", rows, n,
+				  d_w ? "given" : "missing");
+	fg_launch_pdl(ctx, rmsnorm_residual, dim3(rows), dim3(1024), 0, d_h, d_x, d_w, n, eps, scale);
 	return fg_launched("rmsnorm residual", err);
+}
+
+extern "C" int fg_k_rmsnorm_residual(struct fg_kctx *ctx, float *d_h, const float *d_x, const float *d_w, int n,
+				     float eps, float scale, struct fg_err *err)
+{
+	return fg_k_rmsnorm_residual_rows(ctx, d_h, d_x, d_w, 1, n, eps, scale, err);
 }
 
 /* ---- RoPE ------------------------------------------------------------------*/
@@ -333,16 +354,18 @@ extern "C" int fg_k_rope_inv(struct fg_kctx *ctx, float *d_x, int heads, int hea
 /* After the q|k|v projection: per-head RMSNorm (q with q_norm, k with
  * k_norm, v without weight), RoPE of q and k from the table, and k, v stored
  * in cache slot pos % cap. Block b: q head b < heads, then k heads, then v
- * heads (kv_heads = 0: only q, for KV-shared layers). */
+ * heads (kv_heads = 0: only q, for KV-shared layers). A prompt chunk
+ * (pos_p NULL): block row r takes row r of qkv at position pos0 + r and
+ * stores nothing (kc NULL: k and v stay in their rows). */
 __global__ void qkv_post(float *qkv, int heads, int kv_heads, int d, const float *__restrict__ qw,
 			 const float *__restrict__ kw, const float *__restrict__ inv, const int32_t *pos_p, float *kc,
-			 float *vc, int cap, float eps)
+			 float *vc, int cap, float eps, int pos0)
 {
 	fg_pdl_trigger();
 	__shared__ float sh[33];
 	__shared__ float sv[ATT_MAX_DIM_POST];
 	int b = blockIdx.x, half = d / 2, pos, g = 0, kind;
-	float *x = qkv + (size_t)b * d;
+	float *x = qkv + ((size_t)blockIdx.y * (heads + 2 * kv_heads) + b) * d;
 	const float *w;
 	float ss = 0.0f, xv[QP_PER], wv[QP_PER];
 
@@ -359,7 +382,7 @@ __global__ void qkv_post(float *qkv, int heads, int kv_heads, int d, const float
 		wv[u] = w && i < d ? w[i] : 0.0f;
 	}
 	fg_pdl_wait();
-	pos = *pos_p;
+	pos = pos_p ? *pos_p : pos0 + (int)blockIdx.y;
 #pragma unroll
 	for (int u = 0; u < QP_PER; u++) {
 		int i = threadIdx.x + u * QP_THREADS;
@@ -390,7 +413,7 @@ __global__ void qkv_post(float *qkv, int heads, int kv_heads, int d, const float
 			sv[i + half] = x1 * c + x0 * sn;
 		}
 	__syncthreads();
-	float *dst = kind == 0 ? x : (kind == 1 ? kc : vc) + ((size_t)g * cap + pos % cap) * d;
+	float *dst = kind == 0 || !kc ? x : (kind == 1 ? kc : vc) + ((size_t)g * cap + pos % cap) * d;
 	for (int i = threadIdx.x; i < d; i += blockDim.x) {
 		dst[i] = sv[i];
 		if (kind)
@@ -409,7 +432,23 @@ extern "C" int fg_k_qkv_post(struct fg_kctx *ctx, float *d_qkv, int heads, int k
 		return fg_err_set(err, FG_EINVAL, "qkv post: heads %d, kv heads %d, head_dim %d", heads, kv_heads,
 				  head_dim);
 	fg_launch_pdl(ctx, qkv_post, dim3(heads + 2 * kv_heads), dim3(QP_THREADS), 0, d_qkv, heads, kv_heads, head_dim,
-		      d_qnorm, d_knorm, d_inv, d_pos, d_kcache, d_vcache, cap, eps);
+		      d_qnorm, d_knorm, d_inv, d_pos, d_kcache, d_vcache, cap, eps, 0);
+	return fg_launched("qkv post", err);
+}
+
+extern "C" int fg_k_qkv_post_rows(struct fg_kctx *ctx, float *d_qkv, int rows, int heads, int kv_heads, int head_dim,
+				  const float *d_qnorm, const float *d_knorm, const float *d_inv, int pos0, float eps,
+				  struct fg_err *err)
+{
+	if (fg_need_ctx(ctx, err))
+		return FG_EINVAL;
+	if (rows < 1 || rows > 65535 || pos0 < 0 || heads < 1 || kv_heads < 0 || head_dim < 2 || head_dim % 2 ||
+	    head_dim > ATT_MAX_DIM_POST || (kv_heads && !d_knorm))
+		return fg_err_set(err, FG_EINVAL, "qkv post: %d rows at %d, heads %d, kv heads %d, head_dim %d", rows,
+				  pos0, heads, kv_heads, head_dim);
+	fg_launch_pdl(ctx, qkv_post, dim3(heads + 2 * kv_heads, rows), dim3(QP_THREADS), 0, d_qkv, heads, kv_heads,
+		      head_dim, d_qnorm, d_knorm, d_inv, (const int32_t *)NULL, (float *)NULL, (float *)NULL, 1, eps,
+		      pos0);
 	return fg_launched("qkv post", err);
 }
 
@@ -448,6 +487,7 @@ __device__ __forceinline__ float tab_f(float f)
 	return f;
 }
 
+/* Row r (blockIdx.y) of out: the table row of id_p[r]. */
 template <typename T>
 __global__ void embed(float *out, const T *__restrict__ table, const int32_t *id_p, int n, float scale)
 {
@@ -456,31 +496,38 @@ __global__ void embed(float *out, const T *__restrict__ table, const int32_t *id
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (i < n)
-		out[i] = tab_f(table[(size_t)*id_p * n + i]) * scale;
+		out[(size_t)blockIdx.y * n + i] = tab_f(table[(size_t)id_p[blockIdx.y] * n + i]) * scale;
 }
 
 template <typename T>
-static int embed_launch(struct fg_kctx *ctx, float *d_out, const T *d_table, const int32_t *d_id, int n, float scale,
-			struct fg_err *err)
+static int embed_launch(struct fg_kctx *ctx, float *d_out, const T *d_table, const int32_t *d_id, int rows, int n,
+			float scale, struct fg_err *err)
 {
 	if (fg_need_ctx(ctx, err))
 		return FG_EINVAL;
-	if (n < 1)
-		return fg_err_set(err, FG_EINVAL, "embed: n = %d", n);
-	fg_launch_pdl(ctx, embed<T>, dim3((n + 255) / 256), dim3(256), 0, d_out, d_table, d_id, n, scale);
+	if (n < 1 || rows < 1 || rows > 65535)
+		return fg_err_set(err, FG_EINVAL, "embed: %d rows of %d", rows, n);
+	fg_launch_pdl(ctx, embed<T>, dim3((n + 255) / 256, rows), dim3(256), 0, d_out, d_table, d_id, n, scale);
 	return fg_launched("embed", err);
 }
 
 extern "C" int fg_k_embed(struct fg_kctx *ctx, float *d_out, const uint16_t *d_table, const int32_t *d_id, int n,
 			  float scale, struct fg_err *err)
 {
-	return embed_launch(ctx, d_out, d_table, d_id, n, scale, err);
+	return embed_launch(ctx, d_out, d_table, d_id, 1, n, scale, err);
 }
 
 extern "C" int fg_k_embed_f32(struct fg_kctx *ctx, float *d_out, const float *d_table, const int32_t *d_id, int n,
 			      float scale, struct fg_err *err)
 {
-	return embed_launch(ctx, d_out, d_table, d_id, n, scale, err);
+	return embed_launch(ctx, d_out, d_table, d_id, 1, n, scale, err);
+}
+
+extern "C" int fg_k_embed_rows(struct fg_kctx *ctx, float *d_out, const void *d_table, int f32, const int32_t *d_ids,
+			       int rows, int n, float scale, struct fg_err *err)
+{
+	return f32 ? embed_launch(ctx, d_out, (const float *)d_table, d_ids, rows, n, scale, err)
+		   : embed_launch(ctx, d_out, (const uint16_t *)d_table, d_ids, rows, n, scale, err);
 }
 
 template <typename T>
@@ -491,9 +538,11 @@ __global__ void ple(float *out, const T *__restrict__ table, const int32_t *id_p
 	fg_pdl_wait();    /* everything earlier kernels wrote is visible */
 	__shared__ float sh[33];
 	int l = blockIdx.x;
-	const float *p = proj + (size_t)l * dim;
-	const T *t = table + (size_t)*id_p * layers * dim + (size_t)l * dim;
+	const float *p = proj + ((size_t)blockIdx.y * layers + l) * dim; /* blockIdx.y: row r of a chunk */
+	const T *t = table + (size_t)id_p[blockIdx.y] * layers * dim + (size_t)l * dim;
 	float ss = 0.0f;
+
+	out += (size_t)blockIdx.y * layers * dim;
 
 	for (int i = threadIdx.x; i < dim; i += blockDim.x) {
 		float v = p[i] * proj_scale;
@@ -509,15 +558,15 @@ __global__ void ple(float *out, const T *__restrict__ table, const int32_t *id_p
 
 template <typename T>
 static int ple_launch(struct fg_kctx *ctx, float *d_out, const T *d_table, const int32_t *d_id, const float *d_proj,
-		      const float *d_norm_w, int layers, int dim, float tok_scale, float proj_scale, float eps,
-		      struct fg_err *err)
+		      const float *d_norm_w, int rows, int layers, int dim, float tok_scale, float proj_scale,
+		      float eps, struct fg_err *err)
 {
 	if (fg_need_ctx(ctx, err))
 		return FG_EINVAL;
-	if (layers < 1 || dim < 1)
-		return fg_err_set(err, FG_EINVAL, "ple: layers %d, dim %d", layers, dim);
-	fg_launch_pdl(ctx, ple<T>, dim3(layers), dim3(NORM_THREADS), 0, d_out, d_table, d_id, d_proj, d_norm_w, layers,
-		      dim, tok_scale, proj_scale, eps);
+	if (layers < 1 || dim < 1 || rows < 1 || rows > 65535)
+		return fg_err_set(err, FG_EINVAL, "ple: %d rows, layers %d, dim %d", rows, layers, dim);
+	fg_launch_pdl(ctx, ple<T>, dim3(layers, rows), dim3(NORM_THREADS), 0, d_out, d_table, d_id, d_proj, d_norm_w,
+		      layers, dim, tok_scale, proj_scale, eps);
 	return fg_launched("ple", err);
 }
 
@@ -525,25 +574,44 @@ extern "C" int fg_k_ple(struct fg_kctx *ctx, float *d_out, const uint16_t *d_tab
 			const float *d_proj, const float *d_norm_w, int layers, int dim, float tok_scale,
 			float proj_scale, float eps, struct fg_err *err)
 {
-	return ple_launch(ctx, d_out, d_table, d_id, d_proj, d_norm_w, layers, dim, tok_scale, proj_scale, eps, err);
+	return ple_launch(ctx, d_out, d_table, d_id, d_proj, d_norm_w, 1, layers, dim, tok_scale, proj_scale, eps,
+			  err);
 }
 
 extern "C" int fg_k_ple_f32(struct fg_kctx *ctx, float *d_out, const float *d_table, const int32_t *d_id,
 			    const float *d_proj, const float *d_norm_w, int layers, int dim, float tok_scale,
 			    float proj_scale, float eps, struct fg_err *err)
 {
-	return ple_launch(ctx, d_out, d_table, d_id, d_proj, d_norm_w, layers, dim, tok_scale, proj_scale, eps, err);
+	return ple_launch(ctx, d_out, d_table, d_id, d_proj, d_norm_w, 1, layers, dim, tok_scale, proj_scale, eps,
+			  err);
+}
+
+extern "C" int fg_k_ple_rows(struct fg_kctx *ctx, float *d_out, const void *d_table, int f32, const int32_t *d_ids,
+			     const float *d_proj, const float *d_norm_w, int rows, int layers, int dim, float tok_scale,
+			     float proj_scale, float eps, struct fg_err *err)
+{
+	return f32 ? ple_launch(ctx, d_out, (const float *)d_table, d_ids, d_proj, d_norm_w, rows, layers, dim,
+				tok_scale, proj_scale, eps, err)
+		   : ple_launch(ctx, d_out, (const uint16_t *)d_table, d_ids, d_proj, d_norm_w, rows, layers, dim,
+				tok_scale, proj_scale, eps, err);
 }
 
 /* ---- KV cache and decode attention -------------------------------------------*/
 
+/* k, v [kv_heads][head_dim] into slot pos % cap; a prompt chunk (pos_p
+ * NULL): block row r stores row r (k + r * kv_row) at position pos0 + r,
+ * unless a newer row of the chunk lands in the same slot. */
 __global__ void kv_store(float *kc, float *vc, const float *k, const float *v, int head_dim, int cap,
-			 const int32_t *pos_p)
+			 const int32_t *pos_p, size_t kv_row, int pos0, int rows)
 {
 	fg_pdl_trigger(); /* the next kernel may launch and wait for us */
 	fg_pdl_wait();    /* everything earlier kernels wrote is visible */
-	int g = blockIdx.x, slot = *pos_p % cap;
+	int g = blockIdx.x, r = blockIdx.y, slot = (pos_p ? *pos_p : pos0 + r) % cap;
 
+	if (rows - r > cap)
+		return;
+	k += r * kv_row;
+	v += r * kv_row;
 	for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
 		kc[((size_t)g * cap + slot) * head_dim + i] = k[(size_t)g * head_dim + i];
 		vc[((size_t)g * cap + slot) * head_dim + i] = v[(size_t)g * head_dim + i];
@@ -558,7 +626,22 @@ extern "C" int fg_k_kv_store(struct fg_kctx *ctx, float *d_kcache, float *d_vcac
 		return FG_EINVAL;
 	if (kv_heads < 1 || head_dim < 1 || cap < 1)
 		return fg_err_set(err, FG_EINVAL, "kv store: kv heads %d, head_dim %d, cap %d", kv_heads, head_dim, cap);
-	fg_launch_pdl(ctx, kv_store, dim3(kv_heads), dim3(128), 0, d_kcache, d_vcache, d_k, d_v, head_dim, cap, d_pos);
+	fg_launch_pdl(ctx, kv_store, dim3(kv_heads), dim3(128), 0, d_kcache, d_vcache, d_k, d_v, head_dim, cap, d_pos,
+		      (size_t)0, 0, 1);
+	return fg_launched("kv store", err);
+}
+
+extern "C" int fg_k_kv_store_rows(struct fg_kctx *ctx, float *d_kcache, float *d_vcache, const float *d_knew,
+				  const float *d_vnew, size_t kv_row, int rows, int kv_heads, int head_dim, int cap,
+				  int pos0, struct fg_err *err)
+{
+	if (fg_need_ctx(ctx, err))
+		return FG_EINVAL;
+	if (rows < 1 || rows > 65535 || pos0 < 0 || kv_heads < 1 || head_dim < 1 || cap < 1)
+		return fg_err_set(err, FG_EINVAL, "kv store: %d rows at %d, kv heads %d, head_dim %d, cap %d", rows, pos0,
+				  kv_heads, head_dim, cap);
+	fg_launch_pdl(ctx, kv_store, dim3(kv_heads, rows), dim3(128), 0, d_kcache, d_vcache, d_knew, d_vnew, head_dim,
+		      cap, (const int32_t *)NULL, kv_row, pos0, rows);
 	return fg_launched("kv store", err);
 }
 

@@ -263,6 +263,16 @@ extern "C" int fg_kmem_fill(struct fg_kctx *c, void *d_dst, int byte, size_t n, 
 	return 0;
 }
 
+extern "C" int fg_kmem_copy2d(struct fg_kctx *c, void *d_dst, size_t dpitch, const void *d_src, size_t spitch,
+			      size_t width, size_t height, struct fg_err *err)
+{
+	if (fg_need_ctx(c, err))
+		return FG_EINVAL;
+	FG_CK(cudaMemcpy2DAsync(d_dst, dpitch, d_src, spitch, width, height, cudaMemcpyDeviceToDevice, c->stream),
+	      "copy GPU memory");
+	return 0;
+}
+
 struct fg_kgraph {
 	cudaGraph_t graph;
 	cudaGraphExec_t exec;
