@@ -1083,3 +1083,43 @@ extern "C" int fg_k_int4_matvec_geglu(struct fg_kctx *ctx, float *d_y, const str
 	}
 	return fg_launched("int4 geglu matvec", err);
 }
+
+/* Prompt chunks: i8 matrices as one tensor-core GEMM (int4_i8.cu) whose
+ * fp32 sums follow the m = 1 plan; every other kind, and a single row, as
+ * rows one-vector launches (the same bits by construction). */
+extern "C" int fg_k_int4_gemm(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
+			      const float *d_x2, int rows, struct fg_err *err)
+{
+	cudaError_t e;
+
+	if (fg_need_ctx(ctx, err))
+		return FG_EINVAL;
+	if (!w)
+		return fg_err_set(err, FG_EINVAL, "int4 gemm: no matrix");
+	if (rows < 1)
+		return fg_err_set(err, FG_EINVAL, "int4 gemm %d x %d: rows = %d, need at least 1", w->n, w->k, rows);
+	if ((uintptr_t)d_x % 16 || (uintptr_t)d_x2 % 16)
+		return fg_err_set(err, FG_EINVAL, "int4 gemm: the activations must be 16-byte aligned");
+	if (rows > 1 && w->k % 4)
+		return fg_err_set(err, FG_EINVAL, "int4 gemm: k = %d is not a multiple of 4 (rows must stay aligned)",
+				  w->k);
+	if (w->kind != FG_INT4_I8 || rows == 1) {
+		for (int r = 0; r < rows; r++) {
+			float *y = d_y + (size_t)r * w->n;
+			const float *x = d_x + (size_t)r * w->k;
+			int rc = d_x2 ? fg_k_int4_matvec_geglu(ctx, y, w, x, d_x2 + (size_t)r * w->k, err)
+				      : fg_k_int4_matvec(ctx, y, w, x, 1, err);
+
+			if (rc)
+				return rc;
+		}
+		return 0;
+	}
+	e = fg_kint4_i8_gemm(ctx, d_y, w, d_x, d_x2, rows);
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		return fg_err_set(err, FG_EDEVICE, "int4 gemm %d x %d, %d rows: launch: %s", w->n, w->k, rows,
+				  cudaGetErrorString(e));
+	}
+	return fg_launched("int4 gemm", err);
+}

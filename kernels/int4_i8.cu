@@ -164,13 +164,15 @@ __device__ __forceinline__ void i8_stage(unsigned char *sm, float *mult, int *bi
 }
 
 /* Unit u of a warp's tile into registers: its NC chunks of weights (this
- * lane's 16 bytes of each, streamed) and its GU groups' scales. */
-template <int NC, int GU>
+ * lane's 16 bytes of each, streamed, or with CS false cached: the GEMM's
+ * token blocks read a tile's weights one after another) and its GU groups'
+ * scales. */
+template <int NC, int GU, bool CS = true>
 __device__ __forceinline__ void i8_fetch(uint4 *wv, uint32_t *sv, const uint4 *wp, const uint32_t *sq, int u)
 {
 #pragma unroll
 	for (int c = 0; c < NC; c++)
-		wv[c] = __ldcs(wp + (size_t)(u * NC + c) * 32);
+		wv[c] = CS ? __ldcs(wp + (size_t)(u * NC + c) * 32) : __ldg(wp + (size_t)(u * NC + c) * 32);
 #pragma unroll
 	for (int q = 0; q < GU; q++)
 		sv[q] = __ldg(sq + (size_t)(u * GU + q) * 8);
@@ -460,4 +462,289 @@ cudaError_t fg_kint4_i8_geglu(struct fg_kctx *ctx, float *d_y, const struct fg_k
 			      const float *d_up)
 {
 	return i8_launch<1, true>(ctx, d_y, w, d_gate, d_up);
+}
+
+/* ---- prompt chunks: fg_k_int4_gemm on i8 matrices ---------------------------
+ *
+ * Many tokens per launch, each token's outputs bit-identical to the m = 1
+ * launch above. The integers are the same whatever the grouping (the mma
+ * sums exactly), so only the fp32 part must follow the m = 1 plan
+ * (i8_plan(w, 1)): per K split sp (slice units from sp * slice), per warp
+ * wi < wpt of that split, a chain of units u0 + wi, u0 + wi + wpt, ...
+ * accumulated by the fma above from 0; the two lanes of a token add; the
+ * chains of a split add in warp order from 0 (an empty chain adds 0 + 0);
+ * the splits add in split order from 0 (one split: its sum as it is).
+ *
+ * First every token's activations are split once (i8_split_rows, one warp
+ * per group and token) into the context's scratch memory, two tokens side
+ * by side as i8_group lays out M = 2 in shared memory: for token pair P,
+ * the 256 bytes of k-step s at parts + P * kpad * 8 + s * 256 are the B
+ * fragments of the 32 lanes (columns 4m + p: part p of token 2P + m), and
+ * mult, bias [P][group][8]. Then int4_i8_gemm: a warp owns one tile of 16
+ * rows and TP token pairs and walks all its tile's units in the plan's
+ * chain order (i8_unit_at), one mma per pair and k-step on the same A
+ * fragment; GW warps of a block take GW tiles of the same tokens (the B
+ * fragments shared through L1), the token blocks of a tile are neighbours
+ * in blockIdx.x (their weight reads meet in L2). */
+#define GW 4 /* warps (tiles) per GEMM block */
+
+template <bool GG, int G>
+__global__ void __launch_bounds__(256) i8_split_rows(unsigned char *__restrict__ parts, float *__restrict__ mult,
+						     int *__restrict__ bias, const float *__restrict__ x,
+						     const float *__restrict__ x2, int k, int kpad, int ngr, int rows)
+{
+	constexpr int EPL = G / 32;
+	int lane = threadIdx.x & 31, gl = blockIdx.x * 8 + (threadIdx.x >> 5), r = blockIdx.y, pr = r >> 1;
+	float v[EPL];
+
+	fg_pdl_trigger();
+	fg_pdl_wait(); /* x comes from the kernel before; the scratch is read by the one before */
+	if (gl >= ngr)
+		return;
+	if (r < rows) {
+		i8_load<EPL, GG>(v, x + (size_t)r * k, GG ? x2 + (size_t)r * k : NULL, gl * G + lane * EPL, k);
+	} else { /* the pair's missing second token */
+#pragma unroll
+		for (int i = 0; i < EPL; i++)
+			v[i] = 0.0f;
+	}
+	i8_group<2, G>(parts + (size_t)pr * kpad * 8, mult + (size_t)pr * ngr * 8, bias + (size_t)pr * ngr * 8, v, gl,
+		       r & 1, lane);
+}
+
+/* The i-th unit (i < units) of a tile in the m = 1 plan's order: split
+ * i / slice; in it (nu units) chain wi holds wi, wi + wpt, ...: the first
+ * nu % wpt chains q + 1 units, the others q = nu / wpt. *end: 1 at a
+ * chain's last unit, 2 more at the split's last. */
+__device__ __forceinline__ int i8_unit_at(int i, int units, int slice, int wpt, int *end)
+{
+	int sp = i / slice, j = i - sp * slice, nu = min(units - sp * slice, slice);
+	int q = nu / wpt, r = nu - q * wpt, wi, jj, cnt;
+
+	if (j < r * (q + 1)) {
+		wi = j / (q + 1), jj = j - wi * (q + 1), cnt = q + 1;
+	} else {
+		int j2 = j - r * (q + 1);
+
+		wi = r + j2 / q, jj = j2 - (wi - r) * q, cnt = q;
+	}
+	*end = (jj == cnt - 1) | (j == nu - 1 ? 2 : 0);
+	return sp * slice + wi + jj * wpt;
+}
+
+template <int G, int TP>
+__global__ void __launch_bounds__(GW * 32) int4_i8_gemm(float *__restrict__ y, const uint4 *__restrict__ words,
+							const uint32_t *__restrict__ scales,
+							const unsigned char *__restrict__ parts,
+							const float *__restrict__ mult, const int *__restrict__ bias,
+							int n, int ntiles, int nch, int ngr, int units, int slice,
+							int splits, int wpt, int npairs, int rows, int kpad)
+{
+	constexpr int UE = G > FG_INT4_I8_CHUNK ? G : FG_INT4_I8_CHUNK; /* elements per unit */
+	constexpr int NC = UE / FG_INT4_I8_CHUNK;                       /* chunks per unit */
+	constexpr int GU = UE / G;                                      /* groups per unit */
+	constexpr int DU = NC >= 4 ? 2 : 4;                             /* units in flight */
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+	int tile = blockIdx.y * GW + warp, pr0 = blockIdx.x * TP, np = min(TP, npairs - pr0);
+	const uint4 *wp = words + (size_t)tile * nch * 32 + lane;
+	const uint32_t *sq = scales + (size_t)tile * ngr * 8 + g;
+	const unsigned char *bp = parts + (size_t)pr0 * kpad * 8 + t * 64 + g * 8;
+	const float *mp = mult + (size_t)pr0 * ngr * 8 + 2 * t;
+	const int *bq = bias + (size_t)pr0 * ngr * 8 + 2 * t;
+	size_t bst = (size_t)kpad * 8, mst = (size_t)ngr * 8; /* per pair */
+	uint4 wv[DU][NC];
+	uint32_t sv[DU][GU];
+	float acc[TP][2], v[TP][2], yt[TP][2];
+
+	fg_pdl_trigger();
+	if (tile >= ntiles)
+		return;
+#pragma unroll
+	for (int p = 0; p < TP; p++)
+		acc[p][0] = acc[p][1] = v[p][0] = v[p][1] = yt[p][0] = yt[p][1] = 0.0f;
+	/* the first units' weights before waiting for the kernel that splits x */
+#pragma unroll
+	for (int d = 0; d < DU; d++)
+		if (d < units) {
+			int e;
+
+			i8_fetch<NC, GU, false>(wv[d], sv[d], wp, sq, i8_unit_at(d, units, slice, wpt, &e));
+		}
+	fg_pdl_wait();
+	for (int base = 0; base < units; base += DU) {
+#pragma unroll
+		for (int d = 0; d < DU; d++) {
+			int i = base + d, end, u;
+			uint4 cur[NC];
+			uint32_t cs[GU];
+			int c4[TP][4];
+
+			if (i >= units)
+				break;
+			u = i8_unit_at(i, units, slice, wpt, &end);
+#pragma unroll
+			for (int c = 0; c < NC; c++)
+				cur[c] = wv[d][c];
+#pragma unroll
+			for (int q = 0; q < GU; q++)
+				cs[q] = sv[d][q];
+			if (i + DU < units) { /* the unit DU ahead, into the freed registers */
+				int e;
+
+				i8_fetch<NC, GU, false>(wv[d], sv[d], wp, sq, i8_unit_at(i + DU, units, slice, wpt, &e));
+			}
+#pragma unroll
+			for (int p = 0; p < TP; p++)
+				c4[p][0] = c4[p][1] = c4[p][2] = c4[p][3] = 0;
+#pragma unroll
+			for (int c = 0; c < NC; c++)
+#pragma unroll
+				for (int h = 0; h < 2; h++) {
+					int s = (u * NC + c) * 2 + h;
+					uint32_t w0 = h ? cur[c].z : cur[c].x, w1 = h ? cur[c].w : cur[c].y;
+					uint32_t a[4] = {w0 & 0x0F0F0F0Fu, w1 & 0x0F0F0F0Fu, (w0 >> 4) & 0x0F0F0F0Fu,
+							 (w1 >> 4) & 0x0F0F0F0Fu};
+
+#pragma unroll
+					for (int p = 0; p < TP; p++)
+						if (p < np) {
+							uint2 b = __ldg((const uint2 *)(bp + p * bst + (size_t)s * 256));
+
+							mma_u8s8(c4[p], a, b.x, b.y);
+						}
+					if (G == 32 || (c == NC - 1 && h == 1)) { /* the end of a group */
+						int q = G == 32 ? h : 0, gl = u * GU + q;
+						float s0 = __uint_as_float(cs[q] << 16);
+						float s1 = __uint_as_float(cs[q] & 0xffff0000u);
+
+#pragma unroll
+						for (int p = 0; p < TP; p++)
+							if (p < np) {
+								float2 mu = __ldg((const float2 *)(mp + p * mst + gl * 8));
+								int2 bi = __ldg((const int2 *)(bq + p * mst + gl * 8));
+
+								acc[p][0] = fmaf(fmaf((float)(c4[p][1] - bi.y), mu.y,
+										      (float)(c4[p][0] - bi.x) * mu.x),
+										 s0, acc[p][0]);
+								acc[p][1] = fmaf(fmaf((float)(c4[p][3] - bi.y), mu.y,
+										      (float)(c4[p][2] - bi.x) * mu.x),
+										 s1, acc[p][1]);
+								c4[p][0] = c4[p][1] = c4[p][2] = c4[p][3] = 0;
+							}
+					}
+				}
+			if (end & 1) { /* a chain's end: parts 0-1 + parts 2-3, then into its split's sum */
+#pragma unroll
+				for (int p = 0; p < TP; p++)
+					if (p < np) {
+						v[p][0] += acc[p][0] + __shfl_xor_sync(0xffffffffu, acc[p][0], 1);
+						v[p][1] += acc[p][1] + __shfl_xor_sync(0xffffffffu, acc[p][1], 1);
+						acc[p][0] = acc[p][1] = 0.0f;
+					}
+			}
+			if (end & 2) { /* a split's end: its empty chains (0 + 0 each), then into the total */
+				int sp = i / slice, nu = min(units - sp * slice, slice);
+
+#pragma unroll
+				for (int p = 0; p < TP; p++) {
+					for (int w = nu; w < wpt; w++) {
+						v[p][0] += 0.0f + 0.0f;
+						v[p][1] += 0.0f + 0.0f;
+					}
+					yt[p][0] = splits == 1 ? v[p][0] : yt[p][0] + v[p][0];
+					yt[p][1] = splits == 1 ? v[p][1] : yt[p][1] + v[p][1];
+					v[p][0] = v[p][1] = 0.0f;
+				}
+			}
+		}
+	}
+	if (!(t & 1)) { /* lanes 0 and 2 of a quad: tokens 2P and 2P + 1 */
+#pragma unroll
+		for (int p = 0; p < TP; p++) {
+			int tok = 2 * (pr0 + p) + (t >> 1), row = tile * 16 + g;
+
+			if (p < np && tok < rows) {
+				if (row < n)
+					y[(size_t)tok * n + row] = yt[p][0];
+				if (row + 8 < n)
+					y[(size_t)tok * n + row + 8] = yt[p][1];
+			}
+		}
+	}
+}
+
+/* Token pairs per warp: the most (up to 4) that still give every SM 4 warps. */
+static int i8_gemm_tp(const struct fg_kint4 *w, int pairs)
+{
+	static int forced = -1;
+	int tp = 4;
+
+	if (forced < 0) { /* experiments: FG_I8_GEMM_TP=1, 2 or 4 */
+		const char *e = getenv("FG_I8_GEMM_TP");
+
+		forced = e ? (int)strtol(e, NULL, 10) : 0;
+	}
+	if (forced == 1 || forced == 2 || forced == 4)
+		return forced;
+	while (tp > 1 && (long)w->tiles * ((pairs + tp - 1) / tp) < 4L * w->sms)
+		tp /= 2;
+	return tp;
+}
+
+template <int G, int TP>
+static void i8_gemm_launch_t(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const unsigned char *parts,
+			     const float *mult, const int *bias, int pairs, int rows, int splits, int slice, int wpt)
+{
+	fg_launch_pdl(ctx, int4_i8_gemm<G, TP>, dim3((pairs + TP - 1) / TP, (w->tiles + GW - 1) / GW), dim3(GW * 32), 0,
+		      d_y, (const uint4 *)w->d_words, (const uint32_t *)w->d_scales, parts, mult, bias, w->n, w->tiles,
+		      w->chunks, w->kpad / w->group, w->units, slice, splits, wpt, pairs, rows, w->kpad);
+}
+
+template <int G>
+static cudaError_t i8_gemm_g(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
+			     const float *d_x2, int rows)
+{
+	int splits, slice, wpt, tpb, ngr = w->kpad / G;
+	size_t per = (size_t)w->kpad * 8 + (size_t)ngr * 8 * (sizeof(float) + sizeof(int)); /* scratch per pair */
+	size_t fit = ctx->scratch_bytes / per;
+	int maxpairs = fit > 16384 ? 16384 : (int)fit; /* the split's grid: 2 * pairs blocks in y */
+
+	i8_plan(w, 1, &splits, &slice, &wpt, &tpb); /* the m = 1 launch's order */
+	if (maxpairs < 1)
+		return cudaErrorInvalidValue;
+	for (int r0 = 0; r0 < rows; r0 += 2 * maxpairs) {
+		int nr = rows - r0 < 2 * maxpairs ? rows - r0 : 2 * maxpairs, pairs = (nr + 1) / 2;
+		unsigned char *parts = (unsigned char *)ctx->scratch;
+		float *mult = (float *)(parts + (size_t)pairs * w->kpad * 8);
+		int *bias = (int *)(mult + (size_t)pairs * ngr * 8);
+		const float *x = d_x + (size_t)r0 * w->k, *x2 = d_x2 ? d_x2 + (size_t)r0 * w->k : NULL;
+		float *y = d_y + (size_t)r0 * w->n;
+		cudaError_t e;
+
+		if (x2)
+			fg_launch_pdl(ctx, i8_split_rows<true, G>, dim3((ngr + 7) / 8, 2 * pairs), dim3(256), 0, parts, mult,
+				      bias, x, x2, w->k, w->kpad, ngr, nr);
+		else
+			fg_launch_pdl(ctx, i8_split_rows<false, G>, dim3((ngr + 7) / 8, 2 * pairs), dim3(256), 0, parts,
+				      mult, bias, x, x2, w->k, w->kpad, ngr, nr);
+		switch (i8_gemm_tp(w, pairs)) {
+		case 1: i8_gemm_launch_t<G, 1>(ctx, y, w, parts, mult, bias, pairs, nr, splits, slice, wpt); break;
+		case 2: i8_gemm_launch_t<G, 2>(ctx, y, w, parts, mult, bias, pairs, nr, splits, slice, wpt); break;
+		default: i8_gemm_launch_t<G, 4>(ctx, y, w, parts, mult, bias, pairs, nr, splits, slice, wpt); break;
+		}
+		if ((e = cudaGetLastError()) != cudaSuccess)
+			return e;
+	}
+	return cudaSuccess;
+}
+
+cudaError_t fg_kint4_i8_gemm(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
+			     const float *d_x2, int rows)
+{
+	switch (w->group) {
+	case 32: return i8_gemm_g<32>(ctx, d_y, w, d_x, d_x2, rows);
+	case 64: return i8_gemm_g<64>(ctx, d_y, w, d_x, d_x2, rows);
+	case 128: return i8_gemm_g<128>(ctx, d_y, w, d_x, d_x2, rows);
+	default: return i8_gemm_g<256>(ctx, d_y, w, d_x, d_x2, rows);
+	}
 }

@@ -1,0 +1,166 @@
+/* int4_gemm.c - GPU benchmark of fg_k_int4_gemm (prompt chunks) on Gemma 4
+ * E4B's INT4 g128 matrices: q|k|v [3072][2560], o [2560][2048], gate|up
+ * [20480][2560], down [2560][10240] (GeGLU input, as the engine runs it),
+ * the per-layer input gate [256][2560] and projection [2560][256]. For rows
+ * = 1, 8, 16, 32, 64 tokens: one fg_k_int4_gemm call against rows
+ * one-vector launches (fg_k_int4_matvec m = 1, or fg_k_int4_matvec_geglu),
+ * as token-by-token prefill runs them. Each matrix is uploaded in enough
+ * copies (>= 160 MB together) that consecutive launches read different
+ * copies, so the weights come from memory, not from the 50 MB L2, as they
+ * do in a real step. Prints microseconds per token of each and their ratio,
+ * the median of FG_BENCH_REPS (default 7) timings of FG_BENCH_ITERS
+ * (default 20) calls. FG_BENCH_KIND=fma|mma|i8 (default i8) picks the INT4
+ * kernel. Built by `make BUILD=build build/bench/int4_gemm` where nvcc
+ * exists. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/fg_kernels.h"
+
+#define CK(call)                                                      \
+	do {                                                          \
+		if (call) {                                           \
+			fprintf(stderr, "int4_gemm: %s\n", err.msg);  \
+			exit(1);                                      \
+		}                                                     \
+	} while (0)
+
+#define MAXC 600 /* copies of a matrix at most */
+
+static struct fg_kctx *ctx;
+static struct fg_err err;
+static uint64_t seed = 0x9e3779b97f4a7c15ull;
+
+static uint32_t rnd(void)
+{
+	seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+	return (uint32_t)(seed >> 16);
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(double), cmp_d);
+	return v[n / 2];
+}
+
+static float *dput_f(size_t n, float lo, float hi)
+{
+	float *h = malloc(sizeof(float) * n);
+	void *d;
+
+	for (size_t i = 0; i < n; i++)
+		h[i] = lo + (hi - lo) * (float)(rnd() & 0xffff) / 65536.0f;
+	CK(fg_kmem_alloc(ctx, &d, sizeof(float) * n, &err));
+	CK(fg_kmem_upload(ctx, d, h, sizeof(float) * n, &err));
+	free(h);
+	return d;
+}
+
+int main(void)
+{
+	static const struct {
+		const char *name;
+		int n, k, gg;
+	} mats[] = {
+		{"q|k|v 3072 x 2560", 3072, 2560, 0},     {"o 2560 x 2048", 2560, 2048, 0},
+		{"gate|up 20480 x 2560", 20480, 2560, 0}, {"down 2560 x 10240 (geglu)", 2560, 10240, 1},
+		{"ple gate 256 x 2560", 256, 2560, 0},    {"ple proj 2560 x 256", 2560, 256, 0},
+	};
+	static const int rowset[] = {1, 8, 16, 32, 64};
+	int iters = 20, reps = 7, kind = FG_INT4_I8;
+	const char *e;
+	double tot_g[5] = {0}, tot_1[5] = {0};
+
+	if ((e = getenv("FG_BENCH_ITERS")))
+		iters = (int)strtol(e, NULL, 10);
+	if ((e = getenv("FG_BENCH_REPS")))
+		reps = (int)strtol(e, NULL, 10);
+	if ((e = getenv("FG_BENCH_KIND")))
+		kind = !strcmp(e, "fma") ? FG_INT4_FMA : !strcmp(e, "mma") ? FG_INT4_MMA : FG_INT4_I8;
+	if (iters < 1 || reps < 1 || reps > 64) {
+		fprintf(stderr, "int4_gemm: bad FG_BENCH_* settings\n");
+		return 2;
+	}
+	if (fg_kctx_new(&ctx, &err)) {
+		printf("int4_gemm: skipped: %s\n", err.msg);
+		return 0;
+	}
+	fg_kctx_set_int4_kind(ctx, kind);
+	printf("device: %s, int4 kind %s, g128, median of %d x %d calls\n", fg_kctx_device_name(ctx),
+	       kind == FG_INT4_I8 ? "i8" : kind == FG_INT4_MMA ? "mma" : "fma", reps, iters);
+	printf("%-26s %4s %12s %12s %7s\n", "matrix", "rows", "gemm us/tok", "m=1 us/tok", "ratio");
+	for (size_t mi = 0; mi < sizeof(mats) / sizeof(mats[0]); mi++) {
+		int n = mats[mi].n, k = mats[mi].k, gg = mats[mi].gg, G = 128, nc;
+		size_t words = (size_t)n * (k / 8), groups = (size_t)n * (k / G);
+		int32_t *p = malloc(4 * words);
+		uint16_t *sc = malloc(2 * groups);
+		struct fg_kint4 **w;
+		float *x, *x2, *y;
+
+		for (size_t i = 0; i < words; i++)
+			p[i] = (int32_t)(rnd() ^ (rnd() << 16));
+		for (size_t i = 0; i < groups; i++)
+			sc[i] = (uint16_t)(0x3c00 + (rnd() & 0x3ff)); /* bf16 in [0.0078, 0.0156) */
+		nc = (int)(((size_t)160 << 20) / (words * 4 + groups * 2)) + 1;
+		if (nc > MAXC)
+			nc = MAXC;
+		w = calloc((size_t)nc, sizeof(*w));
+		for (int c = 0; c < nc; c++)
+			CK(fg_kint4_new(ctx, &w[c], p, sc, n, k, G, 0, &err));
+		x = dput_f((size_t)64 * k, -2, 2), x2 = dput_f((size_t)64 * k, -2, 2);
+		CK(fg_kmem_alloc(ctx, (void **)&y, sizeof(float) * 64 * (size_t)n, &err));
+		for (size_t ri = 0; ri < sizeof(rowset) / sizeof(rowset[0]); ri++) {
+			int rows = rowset[ri], c = 0;
+			double tg[64], t1[64], mg, m1;
+
+			for (int r = 0; r < reps; r++) {
+				for (int which = 0; which < 2; which++) {
+					double ms;
+
+					CK(fg_ktimer_start(ctx, &err));
+					for (int it = 0; it < iters; it++) {
+						if (which == 0) {
+							CK(fg_k_int4_gemm(ctx, y, w[c], x, gg ? x2 : NULL, rows, &err));
+							c = (c + 1) % nc;
+							continue;
+						}
+						for (int t = 0; t < rows; t++) {
+							float *yt = y + (size_t)t * n;
+							const float *xt = x + (size_t)t * k, *x2t = x2 + (size_t)t * k;
+
+							if (gg)
+								CK(fg_k_int4_matvec_geglu(ctx, yt, w[c], xt, x2t, &err));
+							else
+								CK(fg_k_int4_matvec(ctx, yt, w[c], xt, 1, &err));
+							c = (c + 1) % nc;
+						}
+					}
+					CK(fg_ktimer_stop(ctx, &ms, &err));
+					(which ? t1 : tg)[r] = ms * 1000.0 / iters / rows;
+				}
+			}
+			mg = median(tg, reps), m1 = median(t1, reps);
+			tot_g[ri] += mg, tot_1[ri] += m1;
+			printf("%-26s %4d %12.3f %12.3f %6.2fx\n", mats[mi].name, rows, mg, m1, m1 / mg);
+			fflush(stdout);
+		}
+		for (int c = 0; c < nc; c++)
+			fg_kint4_free(ctx, w[c]);
+		free(w), free(p), free(sc);
+		fg_kmem_free(ctx, x), fg_kmem_free(ctx, x2), fg_kmem_free(ctx, y);
+	}
+	printf("%-26s %4s %12s %12s %7s\n", "sum of the six (a layer)", "rows", "gemm us/tok", "m=1 us/tok", "ratio");
+	for (size_t ri = 0; ri < sizeof(rowset) / sizeof(rowset[0]); ri++)
+		printf("%-26s %4d %12.3f %12.3f %6.2fx\n", "", rowset[ri], tot_g[ri], tot_1[ri], tot_1[ri] / tot_g[ri]);
+	fg_kctx_free(ctx);
+	return 0;
+}
