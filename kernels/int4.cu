@@ -1085,7 +1085,8 @@ extern "C" int fg_k_int4_matvec_geglu(struct fg_kctx *ctx, float *d_y, const str
 }
 
 /* Prompt chunks: i8 matrices as one tensor-core GEMM (int4_i8.cu) whose
- * fp32 sums follow the m = 1 plan; every other kind, and a single row, as
+ * fp32 sums follow the m = 1 plan; every other kind, a single row, and a
+ * GEMM that does not fit the device (its shared memory, the scratch) as
  * rows one-vector launches (the same bits by construction). */
 extern "C" int fg_k_int4_gemm(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
 			      const float *d_x2, int rows, struct fg_err *err)
@@ -1103,7 +1104,8 @@ extern "C" int fg_k_int4_gemm(struct fg_kctx *ctx, float *d_y, const struct fg_k
 	if (rows > 1 && w->k % 4)
 		return fg_err_set(err, FG_EINVAL, "int4 gemm: k = %d is not a multiple of 4 (rows must stay aligned)",
 				  w->k);
-	if (w->kind != FG_INT4_I8 || rows == 1) {
+	e = w->kind == FG_INT4_I8 && rows > 1 ? fg_kint4_i8_gemm(ctx, d_y, w, d_x, d_x2, rows) : cudaErrorNotSupported;
+	if (e == cudaErrorNotSupported) { /* the other kinds, one row, or a GEMM the device cannot take */
 		for (int r = 0; r < rows; r++) {
 			float *y = d_y + (size_t)r * w->n;
 			const float *x = d_x + (size_t)r * w->k;
@@ -1115,7 +1117,6 @@ extern "C" int fg_k_int4_gemm(struct fg_kctx *ctx, float *d_y, const struct fg_k
 		}
 		return 0;
 	}
-	e = fg_kint4_i8_gemm(ctx, d_y, w, d_x, d_x2, rows);
 	if (e != cudaSuccess) {
 		cudaGetLastError();
 		return fg_err_set(err, FG_EDEVICE, "int4 gemm %d x %d, %d rows: launch: %s", w->n, w->k, rows,

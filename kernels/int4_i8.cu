@@ -164,15 +164,13 @@ __device__ __forceinline__ void i8_stage(unsigned char *sm, float *mult, int *bi
 }
 
 /* Unit u of a warp's tile into registers: its NC chunks of weights (this
- * lane's 16 bytes of each, streamed, or with CS false cached: the GEMM's
- * token blocks read a tile's weights one after another) and its GU groups'
- * scales. */
-template <int NC, int GU, bool CS = true>
+ * lane's 16 bytes of each, streamed) and its GU groups' scales. */
+template <int NC, int GU>
 __device__ __forceinline__ void i8_fetch(uint4 *wv, uint32_t *sv, const uint4 *wp, const uint32_t *sq, int u)
 {
 #pragma unroll
 	for (int c = 0; c < NC; c++)
-		wv[c] = CS ? __ldcs(wp + (size_t)(u * NC + c) * 32) : __ldg(wp + (size_t)(u * NC + c) * 32);
+		wv[c] = __ldcs(wp + (size_t)(u * NC + c) * 32);
 #pragma unroll
 	for (int q = 0; q < GU; q++)
 		sv[q] = __ldg(sq + (size_t)(u * GU + q) * 8);
@@ -476,16 +474,18 @@ cudaError_t fg_kint4_i8_geglu(struct fg_kctx *ctx, float *d_y, const struct fg_k
  * the splits add in split order from 0 (one split: its sum as it is).
  *
  * First every token's activations are split once (i8_split_rows, one warp
- * per group and token) into the context's scratch memory, two tokens side
- * by side as i8_group lays out M = 2 in shared memory: for token pair P,
- * the 256 bytes of k-step s at parts + P * kpad * 8 + s * 256 are the B
- * fragments of the 32 lanes (columns 4m + p: part p of token 2P + m), and
- * mult, bias [P][group][8]. Then int4_i8_gemm: a warp owns one tile of 16
- * rows and TP token pairs and walks all its tile's units in the plan's
- * chain order (i8_unit_at), one mma per pair and k-step on the same A
- * fragment; GW warps of a block take GW tiles of the same tokens (the B
- * fragments shared through L1), the token blocks of a tile are neighbours
- * in blockIdx.x (their weight reads meet in L2). */
+ * per group and token, i8_load and i8_group as the matvec stages them) into
+ * the context's scratch memory, two tokens side by side as i8_group lays out
+ * M = 2: for token pair P, the 256 bytes of k-step s at parts + P * kpad * 8
+ * + s * 256 are the B fragments of the 32 lanes (column 4m + p: part p of
+ * token 2P + m), and mult, bias [P][group][8]. Then int4_i8_gemm: a block
+ * of GW warps owns GW tiles of 16 rows and TP token pairs; it walks the
+ * tiles' units in the plan's chain order (i8_unit_at, a table in shared
+ * memory), its threads copying each stage of units (the tiles' weights and
+ * scales, the pairs' parts, mult and bias) into shared memory with cp.async
+ * GNS - 1 stages ahead; each warp runs one mma per pair and k-step on its
+ * tile's A fragment. The token blocks of a tile are neighbours in
+ * blockIdx.x, so their weight reads meet in L2. */
 #define GW 4 /* warps (tiles) per GEMM block */
 
 template <bool GG, int G>
@@ -532,96 +532,198 @@ __device__ __forceinline__ int i8_unit_at(int i, int units, int slice, int wpt, 
 	return sp * slice + wi + jj * wpt;
 }
 
-template <int G, int TP>
-__global__ void __launch_bounds__(GW * 32) int4_i8_gemm(float *__restrict__ y, const uint4 *__restrict__ words,
-							const uint32_t *__restrict__ scales,
-							const unsigned char *__restrict__ parts,
-							const float *__restrict__ mult, const int *__restrict__ bias,
-							int n, int ntiles, int nch, int ngr, int units, int slice,
-							int splits, int wpt, int npairs, int rows, int kpad)
+/* Shared memory of the GEMM: NS stages of DU units each; a stage holds, per
+ * unit d and token pair p, the pair's B fragments of the unit (UE * 8
+ * bytes), its mult and bias (GU groups x 8 columns each), and, per tile of
+ * the block, the tile's weights of the unit (NC chunks x 512 bytes) and
+ * scales (GU x 32 bytes). All of it moves by cp.async, NS - 1 stages ahead
+ * of the mma. */
+#define GNS 4 /* stages */
+
+template <int G>
+struct i8g {
+	static constexpr int UE = G > FG_INT4_I8_CHUNK ? G : FG_INT4_I8_CHUNK; /* elements per unit */
+	static constexpr int NC = UE / FG_INT4_I8_CHUNK;                       /* chunks per unit */
+	static constexpr int GU = UE / G;                                      /* groups per unit */
+	static constexpr int DU = NC >= 4 ? 1 : 4 / NC;                        /* units per stage */
+	static constexpr int BP = UE * 8 + GU * 64;                            /* bytes per unit and pair */
+	static constexpr int AP = NC * 512 + GU * 32;                          /* bytes per unit and tile */
+	static constexpr __host__ __device__ int stage(int tp) { return DU * (tp * BP + GW * AP); }
+};
+
+__device__ __forceinline__ void i8_cp16(void *dst, const void *src)
 {
-	constexpr int UE = G > FG_INT4_I8_CHUNK ? G : FG_INT4_I8_CHUNK; /* elements per unit */
-	constexpr int NC = UE / FG_INT4_I8_CHUNK;                       /* chunks per unit */
-	constexpr int GU = UE / G;                                      /* groups per unit */
-	constexpr int DU = NC >= 4 ? 2 : 4;                             /* units in flight */
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src)
+		     : "memory");
+}
+
+__device__ __forceinline__ void i8_cp_commit(void)
+{
+	asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+template <int N>
+__device__ __forceinline__ void i8_cp_wait(void)
+{
+	asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+/* Stage st's weights and scales (a) or activation parts (!a) into sm,
+ * copied by the whole block; ord: the units in the plan's order. */
+template <int G, int TP>
+__device__ __forceinline__ void i8_gemm_issue(unsigned char *sm, bool a, int st, const unsigned *ord,
+					      const unsigned char *words, const unsigned char *scales,
+					      const unsigned char *parts, const unsigned char *mult,
+					      const unsigned char *bias, int tile0, int ntiles, int nch, int ngr, int units,
+					      int np, size_t bst, size_t mst)
+{
+	typedef i8g<G> C;
+
+#pragma unroll
+	for (int d = 0; d < C::DU; d++) {
+		int i = st * C::DU + d, u;
+
+		if (i >= units)
+			break;
+		u = (int)(ord[i] & 0x0fffffffu);
+		if (a) { /* the block's tiles: NC * 32 weight pieces, then GU * 2 scale pieces each */
+			constexpr int PP = C::AP / 16;
+
+			for (int x = threadIdx.x; x < GW * PP; x += GW * 32) {
+				int tw = x / PP, pc = x - tw * PP, tile = tile0 + tw;
+				unsigned char *dst = sm + C::DU * TP * C::BP + (tw * C::DU + d) * C::AP + pc * 16;
+
+				if (tile >= ntiles)
+					continue;
+				if (pc < C::NC * 32)
+					i8_cp16(dst, words + ((size_t)tile * nch + (size_t)u * C::NC) * 512 + pc * 16);
+				else
+					i8_cp16(dst, scales + ((size_t)tile * ngr + (size_t)u * C::GU) * 32 + (pc - C::NC * 32) * 16);
+			}
+		} else { /* the pairs: UE / 2 part pieces, GU * 2 mult pieces, GU * 2 bias pieces each */
+			constexpr int PP = C::BP / 16, P1 = C::UE / 2, P2 = P1 + C::GU * 2;
+
+			for (int x = threadIdx.x; x < TP * PP; x += GW * 32) {
+				int p = x / PP, pc = x - p * PP;
+				unsigned char *dst = sm + (d * TP + p) * C::BP + pc * 16;
+
+				if (p >= np)
+					continue;
+				if (pc < P1)
+					i8_cp16(dst, parts + p * bst + (size_t)u * C::UE * 8 + pc * 16);
+				else if (pc < P2)
+					i8_cp16(dst, mult + p * mst + (size_t)u * C::GU * 32 + (pc - P1) * 16);
+				else
+					i8_cp16(dst, bias + p * mst + (size_t)u * C::GU * 32 + (pc - P2) * 16);
+			}
+		}
+	}
+}
+
+template <int G, int TP>
+__global__ void __launch_bounds__(GW * 32) int4_i8_gemm(float *__restrict__ y, const unsigned char *__restrict__ words,
+							const unsigned char *__restrict__ scales,
+							const unsigned char *__restrict__ parts,
+							const unsigned char *__restrict__ mult,
+							const unsigned char *__restrict__ bias, int n, int ntiles, int nch,
+							int ngr, int units, int slice, int splits, int wpt, int npairs,
+							int rows, int kpad)
+{
+	typedef i8g<G> C;
+	constexpr int SB = C::stage(TP);
+	extern __shared__ __align__(16) unsigned char sm[];
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-	int tile = blockIdx.y * GW + warp, pr0 = blockIdx.x * TP, np = min(TP, npairs - pr0);
-	const uint4 *wp = words + (size_t)tile * nch * 32 + lane;
-	const uint32_t *sq = scales + (size_t)tile * ngr * 8 + g;
-	const unsigned char *bp = parts + (size_t)pr0 * kpad * 8 + t * 64 + g * 8;
-	const float *mp = mult + (size_t)pr0 * ngr * 8 + 2 * t;
-	const int *bq = bias + (size_t)pr0 * ngr * 8 + 2 * t;
-	size_t bst = (size_t)kpad * 8, mst = (size_t)ngr * 8; /* per pair */
-	uint4 wv[DU][NC];
-	uint32_t sv[DU][GU];
+	int tile0 = blockIdx.y * GW, tile = tile0 + warp, pr0 = blockIdx.x * TP, np = min(TP, npairs - pr0);
+	int nst = (units + C::DU - 1) / C::DU;
+	size_t bst = (size_t)kpad * 8, mst = (size_t)ngr * 32; /* bytes per pair */
+	const unsigned char *pp = parts + pr0 * bst, *mp = mult + pr0 * mst, *bp = bias + pr0 * mst;
+	unsigned *ord = (unsigned *)(sm + GNS * SB); /* unit | end flags << 28, in the plan's order */
 	float acc[TP][2], v[TP][2], yt[TP][2];
 
 	fg_pdl_trigger();
-	if (tile >= ntiles)
-		return;
 #pragma unroll
 	for (int p = 0; p < TP; p++)
 		acc[p][0] = acc[p][1] = v[p][0] = v[p][1] = yt[p][0] = yt[p][1] = 0.0f;
-	/* the first units' weights before waiting for the kernel that splits x */
-#pragma unroll
-	for (int d = 0; d < DU; d++)
-		if (d < units) {
-			int e;
+	for (int i = threadIdx.x; i < units; i += GW * 32) {
+		int e, u = i8_unit_at(i, units, slice, wpt, &e);
 
-			i8_fetch<NC, GU, false>(wv[d], sv[d], wp, sq, i8_unit_at(d, units, slice, wpt, &e));
-		}
+		ord[i] = (unsigned)u | (unsigned)e << 28;
+	}
+	__syncthreads();
+	/* the first stages' weights before waiting for the kernel that splits x
+	 * (they join the first stage's group) */
+	for (int s = 0; s < GNS - 1 && s < nst; s++)
+		i8_gemm_issue<G, TP>(sm + s * SB, true, s, ord, words, scales, pp, mp, bp, tile0, ntiles, nch, ngr,
+				     units, np, bst, mst);
 	fg_pdl_wait();
-	for (int base = 0; base < units; base += DU) {
+	for (int s = 0; s < GNS - 1; s++) {
+		if (s < nst)
+			i8_gemm_issue<G, TP>(sm + s * SB, false, s, ord, words, scales, pp, mp, bp, tile0, ntiles, nch,
+					     ngr, units, np, bst, mst);
+		i8_cp_commit();
+	}
+	for (int st = 0; st < nst; st++) {
+		const unsigned char *ss = sm + (st % GNS) * SB;
+
+		i8_cp_wait<GNS - 2>();
+		__syncthreads();
+		{ /* the stage GNS - 1 ahead, into the buffer every warp finished with */
+			int s2 = st + GNS - 1;
+
+			if (s2 < nst) {
+				unsigned char *sd = sm + (s2 % GNS) * SB;
+
+				i8_gemm_issue<G, TP>(sd, true, s2, ord, words, scales, pp, mp, bp, tile0, ntiles, nch, ngr,
+						     units, np, bst, mst);
+				i8_gemm_issue<G, TP>(sd, false, s2, ord, words, scales, pp, mp, bp, tile0, ntiles, nch, ngr,
+						     units, np, bst, mst);
+			}
+			i8_cp_commit();
+		}
+		if (tile >= ntiles)
+			continue;
 #pragma unroll
-		for (int d = 0; d < DU; d++) {
-			int i = base + d, end, u;
-			uint4 cur[NC];
-			uint32_t cs[GU];
+		for (int d = 0; d < C::DU; d++) {
+			int i = st * C::DU + d, end;
+			const unsigned char *sa = ss + C::DU * TP * C::BP + (warp * C::DU + d) * C::AP;
+			const unsigned char *sb = ss + d * TP * C::BP;
 			int c4[TP][4];
 
 			if (i >= units)
 				break;
-			u = i8_unit_at(i, units, slice, wpt, &end);
-#pragma unroll
-			for (int c = 0; c < NC; c++)
-				cur[c] = wv[d][c];
-#pragma unroll
-			for (int q = 0; q < GU; q++)
-				cs[q] = sv[d][q];
-			if (i + DU < units) { /* the unit DU ahead, into the freed registers */
-				int e;
-
-				i8_fetch<NC, GU, false>(wv[d], sv[d], wp, sq, i8_unit_at(i + DU, units, slice, wpt, &e));
-			}
+			end = (int)(ord[i] >> 28);
 #pragma unroll
 			for (int p = 0; p < TP; p++)
 				c4[p][0] = c4[p][1] = c4[p][2] = c4[p][3] = 0;
 #pragma unroll
-			for (int c = 0; c < NC; c++)
+			for (int c = 0; c < C::NC; c++) {
+				uint4 cur = *(const uint4 *)(sa + c * 512 + lane * 16);
+
 #pragma unroll
 				for (int h = 0; h < 2; h++) {
-					int s = (u * NC + c) * 2 + h;
-					uint32_t w0 = h ? cur[c].z : cur[c].x, w1 = h ? cur[c].w : cur[c].y;
+					uint32_t w0 = h ? cur.z : cur.x, w1 = h ? cur.w : cur.y;
 					uint32_t a[4] = {w0 & 0x0F0F0F0Fu, w1 & 0x0F0F0F0Fu, (w0 >> 4) & 0x0F0F0F0Fu,
 							 (w1 >> 4) & 0x0F0F0F0Fu};
 
 #pragma unroll
 					for (int p = 0; p < TP; p++)
 						if (p < np) {
-							uint2 b = __ldg((const uint2 *)(bp + p * bst + (size_t)s * 256));
+							uint2 b = *(const uint2 *)(sb + p * C::BP + (c * 2 + h) * 256 + t * 64 + g * 8);
 
 							mma_u8s8(c4[p], a, b.x, b.y);
 						}
-					if (G == 32 || (c == NC - 1 && h == 1)) { /* the end of a group */
-						int q = G == 32 ? h : 0, gl = u * GU + q;
-						float s0 = __uint_as_float(cs[q] << 16);
-						float s1 = __uint_as_float(cs[q] & 0xffff0000u);
+					if (G == 32 || (c == C::NC - 1 && h == 1)) { /* the end of a group */
+						int q = G == 32 ? h : 0;
+						uint32_t cs = *(const uint32_t *)(sa + C::NC * 512 + q * 32 + g * 4);
+						float s0 = __uint_as_float(cs << 16);
+						float s1 = __uint_as_float(cs & 0xffff0000u);
 
 #pragma unroll
 						for (int p = 0; p < TP; p++)
 							if (p < np) {
-								float2 mu = __ldg((const float2 *)(mp + p * mst + gl * 8));
-								int2 bi = __ldg((const int2 *)(bq + p * mst + gl * 8));
+								const unsigned char *gp = sb + p * C::BP + C::UE * 8 + q * 32 + t * 8;
+								float2 mu = *(const float2 *)gp;
+								int2 bi = *(const int2 *)(gp + C::GU * 32);
 
 								acc[p][0] = fmaf(fmaf((float)(c4[p][1] - bi.y), mu.y,
 										      (float)(c4[p][0] - bi.x) * mu.x),
@@ -633,6 +735,7 @@ __global__ void __launch_bounds__(GW * 32) int4_i8_gemm(float *__restrict__ y, c
 							}
 					}
 				}
+			}
 			if (end & 1) { /* a chain's end: parts 0-1 + parts 2-3, then into its split's sum */
 #pragma unroll
 				for (int p = 0; p < TP; p++)
@@ -658,17 +761,18 @@ __global__ void __launch_bounds__(GW * 32) int4_i8_gemm(float *__restrict__ y, c
 			}
 		}
 	}
-	if (!(t & 1)) { /* lanes 0 and 2 of a quad: tokens 2P and 2P + 1 */
+	i8_cp_wait<0>();
+	if (tile >= ntiles || (t & 1)) /* lanes 0 and 2 of a quad write tokens 2P and 2P + 1 */
+		return;
 #pragma unroll
-		for (int p = 0; p < TP; p++) {
-			int tok = 2 * (pr0 + p) + (t >> 1), row = tile * 16 + g;
+	for (int p = 0; p < TP; p++) {
+		int tok = 2 * (pr0 + p) + (t >> 1), row = tile * 16 + g;
 
-			if (p < np && tok < rows) {
-				if (row < n)
-					y[(size_t)tok * n + row] = yt[p][0];
-				if (row + 8 < n)
-					y[(size_t)tok * n + row + 8] = yt[p][1];
-			}
+		if (p < np && tok < rows) {
+			if (row < n)
+				y[(size_t)tok * n + row] = yt[p][0];
+			if (row + 8 < n)
+				y[(size_t)tok * n + row + 8] = yt[p][1];
 		}
 	}
 }
@@ -692,12 +796,25 @@ static int i8_gemm_tp(const struct fg_kint4 *w, int pairs)
 }
 
 template <int G, int TP>
-static void i8_gemm_launch_t(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const unsigned char *parts,
-			     const float *mult, const int *bias, int pairs, int rows, int splits, int slice, int wpt)
+static cudaError_t i8_gemm_launch_t(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w,
+				    const unsigned char *parts, const unsigned char *mult, const unsigned char *bias,
+				    int pairs, int rows, int splits, int slice, int wpt)
 {
-	fg_launch_pdl(ctx, int4_i8_gemm<G, TP>, dim3((pairs + TP - 1) / TP, (w->tiles + GW - 1) / GW), dim3(GW * 32), 0,
-		      d_y, (const uint4 *)w->d_words, (const uint32_t *)w->d_scales, parts, mult, bias, w->n, w->tiles,
-		      w->chunks, w->kpad / w->group, w->units, slice, splits, wpt, pairs, rows, w->kpad);
+	static size_t allowed; /* the dynamic shared memory the kernel may take */
+	size_t smem = (size_t)GNS * i8g<G>::stage(TP) + ((size_t)w->units * 4 + 15) / 16 * 16;
+
+	if (smem > allowed) {
+		if (cudaFuncSetAttribute(int4_i8_gemm<G, TP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
+		    cudaSuccess) {
+			cudaGetLastError();
+			return cudaErrorNotSupported; /* more than the device has: one-vector launches */
+		}
+		allowed = smem;
+	}
+	fg_launch_pdl(ctx, int4_i8_gemm<G, TP>, dim3((pairs + TP - 1) / TP, (w->tiles + GW - 1) / GW), dim3(GW * 32),
+		      smem, d_y, (const unsigned char *)w->d_words, (const unsigned char *)w->d_scales, parts, mult, bias,
+		      w->n, w->tiles, w->chunks, w->kpad / w->group, w->units, slice, splits, wpt, pairs, rows, w->kpad);
+	return cudaGetLastError();
 }
 
 template <int G>
@@ -711,28 +828,30 @@ static cudaError_t i8_gemm_g(struct fg_kctx *ctx, float *d_y, const struct fg_ki
 
 	i8_plan(w, 1, &splits, &slice, &wpt, &tpb); /* the m = 1 launch's order */
 	if (maxpairs < 1)
-		return cudaErrorInvalidValue;
+		return cudaErrorNotSupported;
 	for (int r0 = 0; r0 < rows; r0 += 2 * maxpairs) {
 		int nr = rows - r0 < 2 * maxpairs ? rows - r0 : 2 * maxpairs, pairs = (nr + 1) / 2;
 		unsigned char *parts = (unsigned char *)ctx->scratch;
-		float *mult = (float *)(parts + (size_t)pairs * w->kpad * 8);
-		int *bias = (int *)(mult + (size_t)pairs * ngr * 8);
+		unsigned char *mult = parts + (size_t)pairs * w->kpad * 8;
+		unsigned char *bias = mult + (size_t)pairs * ngr * 8 * sizeof(float);
 		const float *x = d_x + (size_t)r0 * w->k, *x2 = d_x2 ? d_x2 + (size_t)r0 * w->k : NULL;
 		float *y = d_y + (size_t)r0 * w->n;
 		cudaError_t e;
 
 		if (x2)
-			fg_launch_pdl(ctx, i8_split_rows<true, G>, dim3((ngr + 7) / 8, 2 * pairs), dim3(256), 0, parts, mult,
-				      bias, x, x2, w->k, w->kpad, ngr, nr);
+			fg_launch_pdl(ctx, i8_split_rows<true, G>, dim3((ngr + 7) / 8, 2 * pairs), dim3(256), 0, parts,
+				      (float *)mult, (int *)bias, x, x2, w->k, w->kpad, ngr, nr);
 		else
 			fg_launch_pdl(ctx, i8_split_rows<false, G>, dim3((ngr + 7) / 8, 2 * pairs), dim3(256), 0, parts,
-				      mult, bias, x, x2, w->k, w->kpad, ngr, nr);
-		switch (i8_gemm_tp(w, pairs)) {
-		case 1: i8_gemm_launch_t<G, 1>(ctx, y, w, parts, mult, bias, pairs, nr, splits, slice, wpt); break;
-		case 2: i8_gemm_launch_t<G, 2>(ctx, y, w, parts, mult, bias, pairs, nr, splits, slice, wpt); break;
-		default: i8_gemm_launch_t<G, 4>(ctx, y, w, parts, mult, bias, pairs, nr, splits, slice, wpt); break;
-		}
+				      (float *)mult, (int *)bias, x, x2, w->k, w->kpad, ngr, nr);
 		if ((e = cudaGetLastError()) != cudaSuccess)
+			return e;
+		switch (i8_gemm_tp(w, pairs)) {
+		case 1: e = i8_gemm_launch_t<G, 1>(ctx, y, w, parts, mult, bias, pairs, nr, splits, slice, wpt); break;
+		case 2: e = i8_gemm_launch_t<G, 2>(ctx, y, w, parts, mult, bias, pairs, nr, splits, slice, wpt); break;
+		default: e = i8_gemm_launch_t<G, 4>(ctx, y, w, parts, mult, bias, pairs, nr, splits, slice, wpt); break;
+		}
+		if (e != cudaSuccess)
 			return e;
 	}
 	return cudaSuccess;
