@@ -663,6 +663,15 @@ struct attn_post {
 	float eps;
 };
 
+/* What the attention of a prompt chunk needs (attn_fused<false, true>,
+ * fg_k_attn_prefill): the chunk's k, v rows (row i at knew + i kv_row), the
+ * q row stride, the chunk's first position and the launch's first row. */
+struct attn_pre {
+	const float *knew, *vnew;
+	size_t kv_row, q_row;
+	int pos0, r0;
+};
+
 /* qkv_post's work for block (g, c) of the fused attention: the grp query
  * heads of kv head g normed (q_norm) and rotated into sq, and, when mk (own
  * cache and slot pos % cap lies in this block's chunk), k (k_norm, rotated)
@@ -776,13 +785,20 @@ __device__ __forceinline__ void attn_post_rows(float *sq, float *snew, float *sh
  * whose chunk holds slot pos % cap makes the new k, v row, stores it and then
  * reads it back like any other; no other block of the launch reads that slot
  * (its keys are other slots), so no block sees the slot's old key. The cache
- * is then read through ap.kc (written in this kernel: plain coherent loads). */
-template <bool POST>
+ * is then read through ap.kc (written in this kernel: plain coherent loads).
+ * PRE (a prompt chunk, fg_k_attn_prefill): blockIdx.z picks the query row
+ * r = pre.r0 + z at position pre.pos0 + r, and each key row comes from the
+ * cache or from the chunk (the slot's newest position up to r's, its
+ * address kept in shared memory per key of the block's chunk); the rest is
+ * the same code, so row r gets the decode launch's bits at its position.
+ * part and counters then hold gridDim.z rows' worth, nch is the launch's
+ * chunk count (a stride only: the chunk partition is fixed by chunk). */
+template <bool POST, bool PRE>
 __global__ void __launch_bounds__(ATT_THREADS)
 	attn_fused(float *out, float *part, unsigned *counters, const float *__restrict__ q,
 		   const float *__restrict__ kc, const float *__restrict__ vc, int grp, int head_dim, int cap,
 		   const int32_t *pos_p, float scale, int chunk, int nch, int kvpf, const struct fg_kpf pf,
-		   const struct attn_post ap)
+		   const struct attn_post ap, const struct attn_pre pre)
 {
 	const float *kcr = POST ? ap.kc : kc, *vcr = POST ? ap.vc : vc;
 	float wq[AP_PER], wk[AP_PER], inv = 0.0f;
@@ -793,7 +809,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 	/* this block's K and V rows into L2 while the kernel before still runs
 	 * (a hint: lines written later are updated in L2; the position comes from
 	 * the host's upload, done before the graph's first kernel began) */
-	if (kvpf && threadIdx.x < 2 && head_dim % 4 == 0) { /* rows 16-byte aligned */
+	if (!PRE && kvpf && threadIdx.x < 2 && head_dim % 4 == 0) { /* rows 16-byte aligned */
 		int pnv = min(*pos_p + 1, cap), pj0 = blockIdx.y * chunk, pcnt = min(chunk, pnv - pj0);
 
 		if (pcnt > 0 && pcnt * head_dim >= 4)
@@ -821,16 +837,25 @@ __global__ void __launch_bounds__(ATT_THREADS)
 	int spn = chunk > nch ? chunk : nch;
 	__shared__ float sml[ATT_MAX_GRP][2];
 	__shared__ int last;
-	int g = blockIdx.x, c = blockIdx.y;
-	int pos = *pos_p, nv = min(pos + 1, cap);
+	int g = blockIdx.x, c = blockIdx.y, r = PRE ? pre.r0 + (int)blockIdx.z : 0;
+	int pos = PRE ? pre.pos0 + r : *pos_p, nv = min(pos + 1, cap);
 	int used = (nv + chunk - 1) / chunk;
 	int j0 = c * chunk, cnt = min(chunk, nv - j0);
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	size_t stride = (size_t)head_dim + 2;
 	float *pg = part + (size_t)g * grp * nch * stride; /* this kv head's query heads */
+	/* PRE: key j's K and V rows, after the scores and weights (8-byte aligned) */
+	const float **kp = (const float **)(sm + (((size_t)grp * head_dim + (size_t)grp * spn + 1) & ~(size_t)1));
+	const float **vp = kp + spn;
 
 	if (cnt <= 0)
 		return; /* past the valid keys: not counted, never read */
+	if (PRE) { /* row r's output row, q rows, partial sums and counters */
+		out += (size_t)r * gridDim.x * grp * head_dim;
+		q += (size_t)r * pre.q_row;
+		pg += (size_t)blockIdx.z * gridDim.x * grp * nch * stride;
+		counters += blockIdx.z * gridDim.x;
+	}
 	if (POST) {
 		int slot = pos % cap;
 		float *snew = sp + (size_t)grp * spn; /* [2][head_dim]: the new k, v */
@@ -840,12 +865,30 @@ __global__ void __launch_bounds__(ATT_THREADS)
 	} else {
 		for (int i = threadIdx.x; i < grp * head_dim; i += ATT_THREADS)
 			sq[i] = q[(size_t)g * grp * head_dim + i];
+		if (PRE) { /* slot s: the chunk's row of position pos - d, d = (pos - s) mod cap, if in the chunk */
+			int sp0 = pos % cap;
+
+			for (int j = threadIdx.x; j < cnt; j += ATT_THREADS) {
+				int s = j0 + j, d = sp0 - s < 0 ? sp0 - s + cap : sp0 - s, i = r - d;
+
+				kp[j] = i >= 0 ? pre.knew + (size_t)i * pre.kv_row + (size_t)g * head_dim
+					       : kc + ((size_t)g * cap + s) * head_dim;
+				vp[j] = i >= 0 ? pre.vnew + (size_t)i * pre.kv_row + (size_t)g * head_dim
+					       : vc + ((size_t)g * cap + s) * head_dim;
+			}
+		}
 		__syncthreads();
 	}
 	const float *kb = kcr + ((size_t)g * cap + j0) * head_dim;
 	const float *vb = vcr + ((size_t)g * cap + j0) * head_dim;
 	for (int j = warp * ATT_KEYS; j < cnt; j += ATT_WARPS * ATT_KEYS) {
 		float acc[ATT_KEYS][ATT_MAX_GRP];
+		const float *kr[ATT_KEYS];
+
+		if (PRE)
+#pragma unroll
+			for (int u = 0; u < ATT_KEYS; u++)
+				kr[u] = kp[j + u < cnt ? j + u : j];
 
 #pragma unroll
 		for (int u = 0; u < ATT_KEYS; u++)
@@ -858,7 +901,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 
 #pragma unroll
 			for (int u = 0; u < ATT_KEYS; u++)
-				kv[u] = j + u < cnt ? kb[(size_t)(j + u) * head_dim + i] : 0.0f;
+				kv[u] = j + u < cnt ? (PRE ? kr[u][i] : kb[(size_t)(j + u) * head_dim + i]) : 0.0f;
 #pragma unroll
 			for (int h = 0; h < ATT_MAX_GRP; h++)
 				if (h < grp) {
@@ -909,7 +952,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 			o[h] = 0.0f;
 #pragma unroll 16
 		for (int j = 0; j < cnt; j++) {
-			float v = vb[(size_t)j * head_dim + i];
+			float v = PRE ? vp[j][i] : vb[(size_t)j * head_dim + i];
 
 #pragma unroll
 			for (int h = 0; h < ATT_MAX_GRP; h++)
@@ -977,8 +1020,8 @@ static int attn_launch(struct fg_kctx *ctx, bool post, float *d_out, const float
 	int chunk = 32, nch, grp = heads / kv_heads, spn;
 	size_t smem;
 	void (*k)(float *, float *, unsigned *, const float *, const float *, const float *, int, int, int,
-		  const int32_t *, float, int, int, int, const struct fg_kpf, const struct attn_post) =
-		post ? attn_fused<true> : attn_fused<false>;
+		  const int32_t *, float, int, int, int, const struct fg_kpf, const struct attn_post,
+		  const struct attn_pre) = post ? attn_fused<true, false> : attn_fused<false, false>;
 
 	/* the grid covers the whole cache so one captured graph serves every
 	 * position; chunks grow so that at most 1024 of them cover it */
@@ -1005,7 +1048,7 @@ static int attn_launch(struct fg_kctx *ctx, bool post, float *d_out, const float
 	}
 	fg_launch_pdl(ctx, k, dim3(kv_heads, nch), dim3(ATT_THREADS), smem, d_out, (float *)ctx->scratch, ctx->counters,
 		      d_q, d_kcache, d_vcache, grp, head_dim, cap, d_pos, scale, chunk, nch, ctx->pf_on >= 1,
-		      fg_pf_take(ctx), ap);
+		      fg_pf_take(ctx), ap, attn_pre());
 	return fg_launched("attention", err);
 }
 
@@ -1053,6 +1096,74 @@ extern "C" int fg_k_attn_decode_post(struct fg_kctx *ctx, float *d_out, float *d
 			       : fg_k_attn_decode(ctx, d_out, d_qkv, d_kcache, d_vcache, heads, kv_heads, head_dim, cap,
 						  d_pos, scale, err);
 	return attn_launch(ctx, true, d_out, NULL, NULL, NULL, heads, kv_heads, head_dim, cap, d_pos, scale, ap, err);
+}
+
+/* The chunk's attention: attn_fused<false, true> over the positions the
+ * chunk uses (chunks of keys as the decode launch cuts cap, the grid only
+ * as deep as the newest row needs), the rows in groups whose partial sums
+ * fit the scratch and whose counters fit the context's. */
+extern "C" int fg_k_attn_prefill(struct fg_kctx *ctx, float *d_out, const float *d_q, size_t q_row,
+				 const float *d_knew, const float *d_vnew, size_t kv_row, const float *d_kcache,
+				 const float *d_vcache, int rows, int heads, int kv_heads, int head_dim, int cap,
+				 int pos0, float scale, struct fg_err *err)
+{
+	int chunk = 32, nch, nchu, nvmax, grp, spn, per;
+	size_t smem, row_bytes;
+	struct attn_post none = {};
+	void (*k)(float *, float *, unsigned *, const float *, const float *, const float *, int, int, int,
+		  const int32_t *, float, int, int, int, const struct fg_kpf, const struct attn_post,
+		  const struct attn_pre) = attn_fused<false, true>;
+
+	if (fg_need_ctx(ctx, err))
+		return FG_EINVAL;
+	if (!attn_shape_ok(heads, kv_heads, head_dim, cap) || rows < 1 || pos0 < 0 || pos0 > 0x7fffffff - rows ||
+	    q_row < (size_t)heads * head_dim || kv_row < (size_t)kv_heads * head_dim || !d_out || !d_q || !d_knew ||
+	    !d_vnew || (pos0 > 0 && (!d_kcache || !d_vcache)))
+		return fg_err_set(err, FG_EINVAL,
+				  "chunk attention: %d rows at %d, heads %d, kv heads %d, head_dim %d, cap %d, "
+				  "q row %zu, kv row %zu floats (at most %d heads per kv head)",
+				  rows, pos0, heads, kv_heads, head_dim, cap, q_row, kv_row, ATT_MAX_GRP);
+	for (;;) { /* attn_launch's partition of the cache */
+		nch = (cap + chunk - 1) / chunk;
+		if (nch <= 1024)
+			break;
+		chunk *= 2;
+	}
+	grp = heads / kv_heads;
+	nvmax = pos0 + rows < cap ? pos0 + rows : cap;
+	nchu = (nvmax + chunk - 1) / chunk;
+	spn = chunk > nchu ? chunk : nchu;
+	/* q rows, scores, then two key-row addresses per key (8-byte aligned) */
+	smem = sizeof(float) * (((size_t)grp * head_dim + (size_t)grp * spn + 1) & ~(size_t)1) +
+	       2 * sizeof(float *) * (size_t)spn;
+	row_bytes = (size_t)heads * nchu * (head_dim + 2) * sizeof(float);
+	per = (int)(ctx->scratch_bytes / row_bytes);
+	if (per > FG_CTX_COUNTERS / kv_heads)
+		per = FG_CTX_COUNTERS / kv_heads;
+	if (per > 65535)
+		per = 65535;
+	if (per < 1)
+		return fg_err_set(err, FG_EINVAL, "chunk attention: %d chunks of keys too many for scratch", nchu);
+	if (smem > 48 * 1024) {
+		cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+
+		if (e != cudaSuccess) {
+			cudaGetLastError();
+			return fg_err_set(err, FG_EINVAL, "chunk attention: %zu bytes of shared memory: %s", smem,
+					  cudaGetErrorString(e));
+		}
+	}
+	for (int r0 = 0; r0 < rows; r0 += per) {
+		int n = rows - r0 < per ? rows - r0 : per;
+		struct attn_pre pre = {d_knew, d_vnew, kv_row, q_row, pos0, r0};
+
+		fg_launch_pdl(ctx, k, dim3(kv_heads, nchu, n), dim3(ATT_THREADS), smem, d_out, (float *)ctx->scratch,
+			      ctx->counters, d_q, d_kcache, d_vcache, grp, head_dim, cap, (const int32_t *)NULL, scale,
+			      chunk, nchu, 0, r0 ? fg_kpf() : fg_pf_take(ctx), none, pre);
+		if (fg_launched("chunk attention", err))
+			return err->code;
+	}
+	return 0;
 }
 
 /* ---- softcap + argmax --------------------------------------------------------*/
