@@ -786,13 +786,16 @@ __device__ __forceinline__ void attn_post_rows(float *sq, float *snew, float *sh
  * reads it back like any other; no other block of the launch reads that slot
  * (its keys are other slots), so no block sees the slot's old key. The cache
  * is then read through ap.kc (written in this kernel: plain coherent loads).
- * PRE (a prompt chunk, fg_k_attn_prefill): blockIdx.z picks the query row
- * r = pre.r0 + z at position pre.pos0 + r, and each key row comes from the
- * cache or from the chunk (the slot's newest position up to r's, its
- * address kept in shared memory per key of the block's chunk); the rest is
- * the same code, so row r gets the decode launch's bits at its position.
- * part and counters then hold gridDim.z rows' worth, nch is the launch's
- * chunk count (a stride only: the chunk partition is fixed by chunk). */
+ * PRE (a prompt chunk, fg_k_attn_prefill): block (x, g, c) serves the query
+ * row r = pre.r0 + x at position pre.pos0 + r (rows vary fastest, so the
+ * blocks reading a chunk of keys run together and share it in L2), and each
+ * key row comes from the cache or from the chunk (the slot's newest
+ * position up to r's, its address kept in shared memory per key of the
+ * block's chunk); the scores and the chunk's pieces are the same code, and
+ * attn_pre_combine then does the last block's combine over many blocks, so
+ * row r gets the decode launch's bits at its position. part holds gridDim.x
+ * rows; nch is the launch's chunk count (a stride only: the partition of
+ * the keys is fixed by chunk). */
 template <bool POST, bool PRE>
 __global__ void __launch_bounds__(ATT_THREADS)
 	attn_fused(float *out, float *part, unsigned *counters, const float *__restrict__ q,
@@ -837,7 +840,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 	int spn = chunk > nch ? chunk : nch;
 	__shared__ float sml[ATT_MAX_GRP][2];
 	__shared__ int last;
-	int g = blockIdx.x, c = blockIdx.y, r = PRE ? pre.r0 + (int)blockIdx.z : 0;
+	int g = PRE ? blockIdx.y : blockIdx.x, c = PRE ? blockIdx.z : blockIdx.y, r = PRE ? pre.r0 + (int)blockIdx.x : 0;
 	int pos = PRE ? pre.pos0 + r : *pos_p, nv = min(pos + 1, cap);
 	int used = (nv + chunk - 1) / chunk;
 	int j0 = c * chunk, cnt = min(chunk, nv - j0);
@@ -850,11 +853,9 @@ __global__ void __launch_bounds__(ATT_THREADS)
 
 	if (cnt <= 0)
 		return; /* past the valid keys: not counted, never read */
-	if (PRE) { /* row r's output row, q rows, partial sums and counters */
-		out += (size_t)r * gridDim.x * grp * head_dim;
+	if (PRE) { /* row r's q rows and partial sums */
 		q += (size_t)r * pre.q_row;
-		pg += (size_t)blockIdx.z * gridDim.x * grp * nch * stride;
-		counters += blockIdx.z * gridDim.x;
+		pg += (size_t)blockIdx.x * gridDim.y * grp * nch * stride;
 	}
 	if (POST) {
 		int slot = pos % cap;
@@ -968,6 +969,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
 		pg[((size_t)threadIdx.x * nch + c) * stride] = sml[threadIdx.x][0];
 		pg[((size_t)threadIdx.x * nch + c) * stride + 1] = sml[threadIdx.x][1];
 	}
+	if (PRE)
+		return; /* attn_pre_combine combines, over many blocks */
 	__threadfence();
 	__syncthreads();
 	if (threadIdx.x == 0)
@@ -1098,16 +1101,73 @@ extern "C" int fg_k_attn_decode_post(struct fg_kctx *ctx, float *d_out, float *d
 	return attn_launch(ctx, true, d_out, NULL, NULL, NULL, heads, kv_heads, head_dim, cap, d_pos, scale, ap, err);
 }
 
-/* The chunk's attention: attn_fused<false, true> over the positions the
- * chunk uses (chunks of keys as the decode launch cuts cap, the grid only
- * as deep as the newest row needs), the rows in groups whose partial sums
- * fit the scratch and whose counters fit the context's. */
+/* The combine of attn_fused (the last block's part) for the rows of a
+ * prompt chunk, spread over blocks: block (x, g, z) makes elements [z * 256,
+ * +256) of kv head g's query heads [grp][head_dim] for row r0 + x. Its warp
+ * w takes the w-th query head those elements touch and computes that head's
+ * maximum, chunk weights and sum exactly as the last block does (every block
+ * that touches a head gets the same bits); each thread then sums its
+ * element's chunks in chunk order. */
+__global__ void __launch_bounds__(ATT_THREADS)
+	attn_pre_combine(float *out, const float *part, int grp, int head_dim, int cap, int pos0, int r0, int chunk,
+			 int nch)
+{
+	fg_pdl_trigger();
+	fg_pdl_wait();
+	extern __shared__ __align__(16) float sw[]; /* [heads of the block][nch] */
+	__shared__ float sl[ATT_WARPS];
+	int x = blockIdx.x, g = blockIdx.y, kvh = gridDim.y, qn = grp * head_dim;
+	int e0 = blockIdx.z * ATT_THREADS, e1 = min(e0 + ATT_THREADS, qn), h0 = e0 / head_dim;
+	int nh = (e1 - 1) / head_dim - h0 + 1;
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	int nv = min(pos0 + r0 + x + 1, cap), used = (nv + chunk - 1) / chunk;
+	size_t stride = (size_t)head_dim + 2;
+	const float *pg = part + ((size_t)x * kvh + g) * grp * nch * stride;
+
+	if (warp < nh) { /* nh <= 8 (256 elements, head_dim >= 32) or grp <= 8 */
+		const float *ph = pg + (size_t)(h0 + warp) * nch * stride;
+		float *w = sw + warp * nch, m = -INFINITY, l = 0.0f;
+
+		for (int cc = lane; cc < used; cc += 32)
+			m = fmaxf(m, ph[(size_t)cc * stride]);
+		for (int o = 16; o > 0; o >>= 1)
+			m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+		for (int cc = lane; cc < used; cc += 32) {
+			float e = expf(ph[(size_t)cc * stride] - m);
+
+			w[cc] = e;
+			l = fmaf(e, ph[(size_t)cc * stride + 1], l);
+		}
+		l = fg_warp_sum(l);
+		if (lane == 0)
+			sl[warp] = l;
+	}
+	__syncthreads();
+	int e = e0 + threadIdx.x;
+
+	if (e < e1) {
+		int h = e / head_dim, i = e - h * head_dim;
+		const float *ph = pg + (size_t)h * nch * stride + 2 + i;
+		const float *w = sw + (h - h0) * nch;
+		float acc = 0.0f;
+
+#pragma unroll 16
+		for (int cc = 0; cc < used; cc++)
+			acc = fmaf(w[cc], ph[(size_t)cc * stride], acc);
+		out[((size_t)(r0 + x) * kvh + g) * qn + e] = acc / sl[h - h0];
+	}
+}
+
+/* The chunk's attention over the positions the chunk uses (chunks of keys
+ * as the decode launch cuts cap, the grid only as deep as the newest row
+ * needs): attn_fused<false, true> then attn_pre_combine, the rows in
+ * launches whose partial sums fit the scratch. */
 extern "C" int fg_k_attn_prefill(struct fg_kctx *ctx, float *d_out, const float *d_q, size_t q_row,
 				 const float *d_knew, const float *d_vnew, size_t kv_row, const float *d_kcache,
 				 const float *d_vcache, int rows, int heads, int kv_heads, int head_dim, int cap,
 				 int pos0, float scale, struct fg_err *err)
 {
-	int chunk = 32, nch, nchu, nvmax, grp, spn, per;
+	int chunk = 32, nch, nchu, nvmax, grp, spn, per, nz;
 	size_t smem, row_bytes;
 	struct attn_post none = {};
 	void (*k)(float *, float *, unsigned *, const float *, const float *, const float *, int, int, int,
@@ -1133,13 +1193,12 @@ extern "C" int fg_k_attn_prefill(struct fg_kctx *ctx, float *d_out, const float 
 	nvmax = pos0 + rows < cap ? pos0 + rows : cap;
 	nchu = (nvmax + chunk - 1) / chunk;
 	spn = chunk > nchu ? chunk : nchu;
+	nz = (grp * head_dim + ATT_THREADS - 1) / ATT_THREADS;
 	/* q rows, scores, then two key-row addresses per key (8-byte aligned) */
 	smem = sizeof(float) * (((size_t)grp * head_dim + (size_t)grp * spn + 1) & ~(size_t)1) +
 	       2 * sizeof(float *) * (size_t)spn;
 	row_bytes = (size_t)heads * nchu * (head_dim + 2) * sizeof(float);
 	per = (int)(ctx->scratch_bytes / row_bytes);
-	if (per > FG_CTX_COUNTERS / kv_heads)
-		per = FG_CTX_COUNTERS / kv_heads;
 	if (per > 65535)
 		per = 65535;
 	if (per < 1)
@@ -1157,10 +1216,15 @@ extern "C" int fg_k_attn_prefill(struct fg_kctx *ctx, float *d_out, const float 
 		int n = rows - r0 < per ? rows - r0 : per;
 		struct attn_pre pre = {d_knew, d_vnew, kv_row, q_row, pos0, r0};
 
-		fg_launch_pdl(ctx, k, dim3(kv_heads, nchu, n), dim3(ATT_THREADS), smem, d_out, (float *)ctx->scratch,
+		fg_launch_pdl(ctx, k, dim3(n, kv_heads, nchu), dim3(ATT_THREADS), smem, d_out, (float *)ctx->scratch,
 			      ctx->counters, d_q, d_kcache, d_vcache, grp, head_dim, cap, (const int32_t *)NULL, scale,
 			      chunk, nchu, 0, r0 ? fg_kpf() : fg_pf_take(ctx), none, pre);
 		if (fg_launched("chunk attention", err))
+			return err->code;
+		fg_launch_pdl(ctx, attn_pre_combine, dim3(n, kv_heads, nz), dim3(ATT_THREADS),
+			      sizeof(float) * ATT_WARPS * (size_t)nchu, d_out, (const float *)ctx->scratch, grp, head_dim,
+			      cap, pos0, r0, chunk, nchu);
+		if (fg_launched("chunk attention combine", err))
 			return err->code;
 	}
 	return 0;

@@ -123,6 +123,8 @@ static const struct pcase small_cases[] = {
 	{64, 40, 1, 8, 2, 64, "one row"},
 	{512, 100, 5, 4, 4, 64, "full cache"},
 	{40, 7, 33, 2, 1, 512, "head_dim 512"},
+	{16, 20, 9, 8, 1, 8, "head_dim 8"},
+	{8, 3, 4, 2, 1, 1, "head_dim 1"},
 };
 
 static const struct pcase big_cases[] = {
