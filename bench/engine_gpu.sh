@@ -11,7 +11,10 @@
 #      keepset (`fgpack bake prune-head --head int4`, into $FG_BENCH_E4B_DIR-k12),
 #      timed by engine_gpu beside the full-head one;
 #   4. `fgpack run --device cuda --json` on both checkpoints (the CLI as a
-#      user runs it, 128 tokens, one process: graph capture inside).
+#      user runs it, 128 tokens, one process: graph capture inside);
+#   5. prompt prefill on the checkpoint (bench/prefill_gpu.c): a
+#      FG_BENCH_PREFILL_N-token prompt (default 512) token by token against
+#      chunks of 16, 64 and 128 rows, prompt tokens/s side by side.
 # Needs an nvcc build and a GPU: run it through the device tool; elsewhere it
 # says so and exits 0. FG_BENCH_STEPS / FG_BENCH_REPS / FG_BENCH_WARM tune
 # the timing; FG_BENCH_HF=0 skips step 1 (and the checkpoint, unless
@@ -66,3 +69,10 @@ for m in $e4b $k12; do
 		grep -E '"(tokens_per_s|prefill_tokens_per_s|device|n_generated|generated_tokens)"' | tr '\n' ' '
 	echo
 done
+if [ -n "$e4b" ] && [ "${FG_BENCH_PREFILL_N:-512}" != 0 ]; then
+	pb=${FG_BENCH_PREFILL_BIN:-$build/bench/prefill_gpu}
+	[ -n "${FG_BENCH_PREFILL_BIN:-}" ] || make -s "$pb" >/dev/null || exit 1
+	echo
+	echo "\$ $pb $e4b ${FG_BENCH_PREFILL_N:-512}"
+	"$pb" "$e4b" "${FG_BENCH_PREFILL_N:-512}"
+fi

@@ -40,6 +40,7 @@ struct glayer {
 	int cap;        /* slots of the cache this layer reads */
 	float *bqkv, *bo; /* attention_bias: the biases of qkv's rows and of o, else NULL */
 	struct gmoe *moe; /* enable_moe_block, else NULL */
+	float *cqkv;      /* an owning layer's q|k|v rows of a prompt chunk [chunk][qkv.rows] */
 };
 
 struct fg_g4_gpu {
@@ -61,6 +62,13 @@ struct fg_g4_gpu {
 	float *hk;             /* host: a pruned head's logits as downloaded */
 	struct fg_kgraph *graph, *graph_body; /* the step; without the head (prompt tokens whose logits nobody reads) */
 	int use_graph, steps;
+	/* prompt chunks (fg_g4_gpu_prefill): rows per chunk (0: token by token)
+	 * and the step's buffers with that many rows: ids, x, a, q (a reading
+	 * layer's q rows), att, o, gate|up, gate and up apart, per-layer inputs
+	 * and their projection, the per-layer gate */
+	int chunk;
+	int32_t *cids;
+	float *cx, *ca, *cq, *catt, *co, *cgu, *cg, *cup, *cpl, *cplp, *cpg;
 };
 
 static size_t lin_bytes(const struct fg_lin *l)
@@ -344,7 +352,7 @@ void fg_g4_gpu_free(struct fg_g4_gpu *g)
 			struct glayer *L = &g->L[i];
 			float *fs[] = {L->in_norm, L->post_attn, L->pre_ffw, L->post_ffw, L->post_ple,
 				       L->q_norm,  L->k_norm,    L->kc,      L->vc,       L->bqkv,
-				       L->bo};
+				       L->bo,      L->cqkv};
 
 			dlin_free(g, &L->qkv), dlin_free(g, &L->o), dlin_free(g, &L->gu);
 			dlin_free(g, &L->down), dlin_free(g, &L->pg), dlin_free(g, &L->pp);
@@ -361,7 +369,9 @@ void fg_g4_gpu_free(struct fg_g4_gpu *g)
 		void *ds[] = {g->emb,   g->ple_emb, g->final_norm, g->ple_norm, g->inv[0], g->inv[1], g->x,
 			      g->a,     g->qkv,     g->att,        g->o,        g->gu,     g->pl,     g->plp,
 			      g->pg,    g->logits,  g->idpos,      g->best,     g->keep,   g->mx,     g->rlog,
-			      g->mw,    g->mgu,     g->my,         g->midx};
+			      g->mw,    g->mgu,     g->my,         g->midx,     g->cids,   g->cx,     g->ca,
+			      g->cq,    g->catt,    g->co,         g->cgu,      g->cg,     g->cup,    g->cpl,
+			      g->cplp,  g->cpg};
 
 		for (size_t j = 0; j < sizeof(ds) / sizeof(ds[0]); j++)
 			fg_kmem_free(g->ctx, ds[j]);
@@ -371,6 +381,50 @@ void fg_g4_gpu_free(struct fg_g4_gpu *g)
 	fg_kctx_free(g->ctx);
 	free(g->hk);
 	free(g);
+}
+
+/* The prompt-chunk buffers (fg_g4_gpu_prefill) for FG_PREFILL_CHUNK rows
+ * (default FG_CHUNK_ROWS; 0 runs prompts token by token, as mixture-of-
+ * experts models always do: their experts take one token). */
+#define FG_CHUNK_ROWS 64
+#define FG_CHUNK_MAX 1024
+
+static int chunk_new(struct fg_g4_gpu *g, int maxi, size_t qkv_n, size_t att_n, struct fg_err *err)
+{
+	const struct fg_g4_config *c = &g->m->cfg;
+	const char *e = getenv("FG_PREFILL_CHUNK");
+	size_t T, H = (size_t)c->hidden, P = (size_t)c->ple_dim, LP = (size_t)c->n_layers * P;
+	size_t I = (size_t)maxi, up = I > P ? I : P;
+	int rc, i;
+
+	g->chunk = FG_CHUNK_ROWS;
+	if (e && *e) {
+		char *end;
+		long v = strtol(e, &end, 10);
+
+		if (*end || v < 0 || v > FG_CHUNK_MAX)
+			return fg_err_set(err, FG_EINVAL, "FG_PREFILL_CHUNK=%s: want 0 (token by token) to %d rows", e,
+					  FG_CHUNK_MAX);
+		g->chunk = (int)v;
+	}
+	if (c->n_experts || g->chunk < 2) {
+		g->chunk = 0;
+		return 0;
+	}
+	T = (size_t)g->chunk;
+	if ((rc = fg_kmem_alloc(g->ctx, (void **)&g->cids, T * sizeof(int32_t), err)) ||
+	    (rc = zeros(g, &g->cx, T * H, err)) || (rc = zeros(g, &g->ca, T * H, err)) ||
+	    (rc = zeros(g, &g->cq, T * qkv_n, err)) || (rc = zeros(g, &g->catt, T * att_n, err)) ||
+	    (rc = zeros(g, &g->co, T * H, err)) || (rc = zeros(g, &g->cgu, T * 2 * I, err)) ||
+	    (rc = zeros(g, &g->cg, T * up, err)) || (rc = zeros(g, &g->cup, T * up, err)))
+		return rc;
+	if (P && ((rc = zeros(g, &g->cpl, T * LP, err)) || (rc = zeros(g, &g->cplp, T * LP, err)) ||
+		  (rc = zeros(g, &g->cpg, T * P, err))))
+		return rc;
+	for (i = 0; i < c->n_layers; i++)
+		if (g->m->layers[i].kv_src == i && (rc = zeros(g, &g->L[i].cqkv, T * (size_t)g->L[i].qkv.rows, err)))
+			return rc;
+	return 0;
 }
 
 int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const float *const inv[2], int window,
@@ -501,6 +555,8 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 		    (rc = fg_kmem_fill(g->ctx, g->midx, 0, K * sizeof(int32_t), err)))
 			goto fail;
 	}
+	if ((rc = chunk_new(g, maxi, qkv_s > qkv_f ? qkv_s : qkv_f, att_n, err)))
+		goto fail;
 	*out = g;
 	return 0;
 fail:
@@ -672,6 +728,152 @@ int fg_g4_gpu_step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int3
 		return fg_err_wrap(err, "cuda decode step at position %d", pos);
 	g->steps++;
 	return 0;
+}
+
+/* ---- prompt chunks -----------------------------------------------------------
+ *
+ * forward() over T prompt tokens at once, for tokens whose logits nobody
+ * reads: each operation runs over the T rows (an INT4 matrix's weights read
+ * once per chunk by fg_k_int4_gemm), and every row gets the bits the decode
+ * step gives that token (fg_kernels.h, "prompt chunks"). The layers' caches
+ * are written only after the last layer: until then they hold positions
+ * below pos0, what fg_k_attn_prefill expects (a KV-shared layer reads its
+ * source's cache and the source's chunk rows). */
+
+/* y [T][rows] = W x for the T rows of x [T][cols]. */
+static int mv_rows(struct fg_g4_gpu *g, float *y, const struct dlin *l, const float *x, int T, struct fg_err *err)
+{
+	int r;
+
+	if (l->fmt == FG_W_INT4)
+		return fg_k_int4_gemm(g->ctx, y, l->q4, x, NULL, T, err);
+	for (r = 0; r < T; r++)
+		if (mv(g, y + (size_t)r * l->rows, l, x + (size_t)r * l->cols, err))
+			return err->code;
+	return 0;
+}
+
+/* y [T][rows] = W (gelu(gate) * up), gate and up [T][n]; mv_geglu per row. */
+static int mv_geglu_rows(struct fg_g4_gpu *g, float *y, const struct dlin *l, float *gate, const float *up, int n,
+			 int T, struct fg_err *err)
+{
+	if (l->fmt == FG_W_INT4)
+		return fg_k_int4_gemm(g->ctx, y, l->q4, gate, up, T, err);
+	if (fg_k_geglu(g->ctx, gate, gate, up, n * T, err))
+		return err->code;
+	return mv_rows(g, y, l, gate, T, err);
+}
+
+/* d_dst [T][n] = the n floats at d_src + r * stride, r < T. */
+static int gather(struct fg_g4_gpu *g, float *d_dst, const float *d_src, size_t stride, int n, int T,
+		  struct fg_err *err)
+{
+	return fg_kmem_copy2d(g->ctx, d_dst, sizeof(float) * (size_t)n, d_src, sizeof(float) * stride,
+			      sizeof(float) * (size_t)n, (size_t)T, err);
+}
+
+/* T rows' biases (attention_bias): fg_k_add_bias per row, as the step adds them. */
+static int bias_rows(struct fg_g4_gpu *g, float *y, const float *b, int n, int T, struct fg_err *err)
+{
+	int r;
+
+	for (r = 0; r < T && b; r++)
+		if (fg_k_add_bias(g->ctx, y + (size_t)r * n, b, n, err))
+			return err->code;
+	return 0;
+}
+
+static int forward_chunk(struct fg_g4_gpu *g, int T, int pos0, struct fg_err *err)
+{
+	const struct fg_g4_model *m = g->m;
+	const struct fg_g4_config *c = &m->cfg;
+	struct fg_kctx *k = g->ctx;
+	int H = c->hidden, P = c->ple_dim, nh = c->n_heads, LP = c->n_layers * c->ple_dim, li;
+	float eps = c->eps;
+
+	if (fg_k_embed_rows(k, g->cx, g->emb, g->emb_fmt != FG_W_BF16, g->cids, T, H, (float)sqrt((double)H), err))
+		return err->code;
+	if (P && (mv_rows(g, g->cplp, &g->ple_proj, g->cx, T, err) ||
+		  fg_k_ple_rows(k, g->cpl, g->ple_emb, g->ple_fmt != FG_W_BF16, g->cids, g->cplp, g->ple_norm, T,
+				c->n_layers, P, (float)sqrt((double)P), (float)pow((double)H, -0.5), eps, err)))
+		return err->code;
+	if (fg_k_rmsnorm(k, g->ca, g->cx, g->L[0].in_norm, T, H, eps, err))
+		return err->code;
+	for (li = 0; li < c->n_layers; li++) {
+		const struct fg_g4_layer *ml = &m->layers[li];
+		struct glayer *L = &g->L[li];
+		const struct glayer *src = &g->L[ml->kv_src];
+		int d = ml->head_dim, I = ml->inter, own = ml->kv_src == li, kvh = ml->kv_heads;
+		const float *next = li + 1 < c->n_layers ? g->L[li + 1].in_norm : g->final_norm;
+		float *q = own ? L->cqkv : g->cq;
+		size_t srow = (size_t)src->qkv.rows; /* the source's q|k|v row: its k and v follow nh q heads */
+
+		if (mv_rows(g, q, &L->qkv, g->ca, T, err) || bias_rows(g, q, L->bqkv, L->qkv.rows, T, err) ||
+		    fg_k_qkv_post_rows(k, q, T, nh, own ? kvh : 0, d, L->q_norm, L->k_norm, g->inv[ml->type], pos0, eps,
+				       err) ||
+		    fg_k_attn_prefill(k, g->catt, q, (size_t)L->qkv.rows, src->cqkv + (size_t)nh * d,
+				      src->cqkv + (size_t)(nh + kvh) * d, srow, src->kc, src->vc, T, nh, kvh, d, src->cap,
+				      pos0, 1.0f, err) ||
+		    mv_rows(g, g->co, &L->o, g->catt, T, err) || bias_rows(g, g->co, L->bo, H, T, err) ||
+		    fg_k_residual_norm_rows(k, g->cx, g->co, L->post_attn, 1.0f, g->ca, L->pre_ffw, T, H, eps, err) ||
+		    mv_rows(g, g->cgu, &L->gu, g->ca, T, err) || gather(g, g->cg, g->cgu, 2 * (size_t)I, I, T, err) ||
+		    gather(g, g->cup, g->cgu + I, 2 * (size_t)I, I, T, err) ||
+		    mv_geglu_rows(g, g->co, &L->down, g->cg, g->cup, I, T, err))
+			return err->code;
+		if (P) {
+			if (fg_k_rmsnorm_residual_rows(k, g->cx, g->co, L->post_ffw, T, H, eps, 1.0f, err) ||
+			    mv_rows(g, g->cpg, &L->pg, g->cx, T, err) ||
+			    gather(g, g->cup, g->cpl + (size_t)li * P, (size_t)LP, P, T, err) ||
+			    mv_geglu_rows(g, g->co, &L->pp, g->cpg, g->cup, P, T, err) ||
+			    fg_k_residual_norm_rows(k, g->cx, g->co, L->post_ple, ml->scalar, g->ca, next, T, H, eps, err))
+				return err->code;
+		} else if (fg_k_residual_norm_rows(k, g->cx, g->co, L->post_ffw, ml->scalar, g->ca, next, T, H, eps,
+						   err)) {
+			return err->code;
+		}
+	}
+	/* the chunk's keys and values into the caches, now that no layer reads them */
+	for (li = 0; li < c->n_layers; li++) {
+		const struct fg_g4_layer *ml = &m->layers[li];
+		struct glayer *L = &g->L[li];
+		int d = ml->head_dim, kvh = ml->kv_heads;
+
+		if (ml->kv_src == li &&
+		    fg_k_kv_store_rows(k, L->kc, L->vc, L->cqkv + (size_t)nh * d, L->cqkv + (size_t)(nh + kvh) * d,
+				       (size_t)L->qkv.rows, T, kvh, d, L->cap, pos0, err))
+			return err->code;
+	}
+	return 0;
+}
+
+int fg_g4_gpu_prefill(struct fg_g4_gpu *g, const int32_t *ids, int n, int pos, struct fg_err *err)
+{
+	int32_t buf[FG_CHUNK_MAX];
+	int done = 0, rc = 0, r;
+
+	if (n < 0 || pos < 0)
+		return fg_err_set(err, FG_EINVAL, "prefill: %d tokens at position %d", n, pos);
+	while (done < n && !rc) {
+		int T = n - done < g->chunk ? n - done : g->chunk;
+
+		if (T < 2) { /* no chunks, or one token left: the step */
+			rc = fg_g4_gpu_step(g, ids[done], pos + done, NULL, NULL, err);
+			done++;
+			continue;
+		}
+		for (r = 0; r < T; r++)
+			buf[r] = fg_g4_input_id(&g->m->cfg, ids[done + r]); /* as the step embeds them */
+		if ((rc = fg_kmem_upload(g->ctx, g->cids, buf, sizeof(int32_t) * (size_t)T, err)) ||
+		    (rc = forward_chunk(g, T, pos + done, err)) || (rc = fg_kctx_sync(g->ctx, err)))
+			return fg_err_wrap(err, "cuda prefill of %d tokens at position %d", T, pos + done);
+		done += T;
+	}
+	return rc;
+}
+
+int fg_g4_gpu_chunk(const struct fg_g4_gpu *g)
+{
+	return g->chunk;
 }
 
 const char *fg_g4_gpu_device(const struct fg_g4_gpu *g)

@@ -355,6 +355,7 @@ int fg_engine_threads(const struct fg_engine *e) { return e->nw; }
 const char *fg_engine_weight_format(const struct fg_engine *e) { return e->m->format; }
 const struct fg_g4_model *fg_engine_model(const struct fg_engine *e) { return e->m; }
 const char *fg_engine_device(const struct fg_engine *e) { return e->gpu ? fg_g4_gpu_device(e->gpu) : "cpu"; }
+int fg_engine_prefill_chunk(const struct fg_engine *e) { return e->gpu ? fg_g4_gpu_chunk(e->gpu) : 0; }
 
 int fg_engine_gpu_info(const struct fg_engine *e, struct fg_kdevice *out, struct fg_err *err)
 {
@@ -737,8 +738,17 @@ int fg_engine_forward_logits(struct fg_engine *e, const int32_t *ids, size_t n, 
 		if (ids[i] < 0 || ids[i] >= c->vocab)
 			return fg_err_set(err, FG_EINVAL, "token id %d at index %zu is out of range (vocab %d)",
 					  (int)ids[i], i, c->vocab);
-	if (e->gpu) { /* one token at a time through the GPU decode step */
-		for (i = 0; i < n; i++) {
+	if (e->gpu) { /* tokens nobody reads in prompt chunks, the others through the decode step */
+		size_t quiet = !logits ? n : last_only && n ? n - 1 : 0;
+
+		if (quiet) {
+			int rc = fg_g4_gpu_prefill(e->gpu, ids, (int)quiet, e->pos, err);
+
+			if (rc)
+				return rc;
+			e->pos += (int)quiet;
+		}
+		for (i = quiet; i < n; i++) {
 			int want = logits && (!last_only || i + 1 == n);
 			float *out = want ? logits + (last_only ? 0 : i * (size_t)c->vocab) : NULL;
 			int rc = fg_g4_gpu_step(e->gpu, ids[i], e->pos, out, NULL, err);

@@ -76,6 +76,9 @@ long long fg_engine_gen_max_new(const struct fg_engine *e, size_t n_prompt);
 int fg_engine_pos(const struct fg_engine *e);
 /* Threads in use; the result never depends on it. */
 int fg_engine_threads(const struct fg_engine *e);
+/* Rows per prompt chunk on --device cuda (FG_PREFILL_CHUNK, engine/cuda.h);
+ * 0 on the CPU or when prompts run token by token. */
+int fg_engine_prefill_chunk(const struct fg_engine *e);
 /* "bf16", "f32", "int4-g<group>" or "mixed": the body's linear weight format. */
 const char *fg_engine_weight_format(const struct fg_engine *e);
 /* "cpu", or the GPU's description when opts.device was FG_DEVICE_CUDA. */

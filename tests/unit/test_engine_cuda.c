@@ -59,7 +59,7 @@ static void check(const char *dir, const char *json, const char *bin, int window
 	cJSON *o = NULL;
 	const cJSON *p;
 	const float *hf;
-	struct fg_engine *cpu, *gpu;
+	struct fg_engine *cpu, *gpu, *gpu3;
 	long long vocab = 0;
 	const char *sd;
 
@@ -77,6 +77,18 @@ static void check(const char *dir, const char *json, const char *bin, int window
 	sd = fg_json_str(o, "saved_dtype");
 	gpu = cpu ? load(dir, FG_DEVICE_CUDA, window, &err) : NULL;
 	ok(cpu && gpu, "%s: loads on cpu and cuda %s", label, err.msg);
+	/* prompts in chunks of 3 rows (gpu: the default 64) */
+	setenv("FG_PREFILL_CHUNK", "3", 1);
+	gpu3 = gpu ? load(dir, FG_DEVICE_CUDA, window, &err) : NULL;
+	unsetenv("FG_PREFILL_CHUNK");
+	ok(gpu3 != NULL, "%s: loads with FG_PREFILL_CHUNK=3 %s", label, gpu3 ? "" : err.msg);
+	if (gpu3) {
+		int moe = fg_engine_model(gpu)->cfg.n_experts > 0;
+
+		ok(fg_engine_prefill_chunk(gpu) == (moe ? 0 : 64) && fg_engine_prefill_chunk(gpu3) == (moe ? 0 : 3),
+		   "%s: prompt chunks of %d and %d rows (mixture of experts: token by token)", label,
+		   fg_engine_prefill_chunk(gpu), fg_engine_prefill_chunk(gpu3));
+	}
 	if (gpu)
 		printf("# %s%s%s%s on %s\n", label, sd ? " (" : "", sd ? sd : "", sd ? ")" : "", fg_engine_device(gpu));
 	cJSON_ArrayForEach(p, fg_json_arr(o, "prompts")) {
@@ -115,6 +127,23 @@ static void check(const char *dir, const char *json, const char *bin, int window
 			ok(!memcmp(lg1, lg2, 4 * nf), "%s: prompt of %d: second cuda run bit-identical (graph replays)", label,
 			   np);
 		}
+		for (i = 0; i < 2 && !rc && gpu3; i++) {
+			/* the sequence's first npos - 1 tokens as a prompt prefilled in
+			 * chunks, the last one through the step: its logits must be the
+			 * token-by-token run's bits (lg1, every position's logits asked
+			 * for, so every token through the step) */
+			struct fg_engine *ex = i ? gpu3 : gpu;
+			float *last = malloc(4 * (size_t)vocab);
+
+			fg_engine_reset(ex);
+			if (fg_engine_forward_logits(ex, seq, (size_t)npos, 1, last, &err))
+				ok(0, "%s: prefill of %d tokens in chunks: %s", label, npos, err.msg);
+			else
+				ok(!memcmp(last, lg1 + (size_t)(npos - 1) * (size_t)vocab, 4 * (size_t)vocab),
+				   "%s: %d tokens prefilled in chunks of %d: the next logits bit-identical to token by token",
+				   label, npos - 1, fg_engine_prefill_chunk(ex));
+			free(last);
+		}
 		if (fg_engine_generate(gpu, pr, (size_t)np, ng, on_token, &g, &err))
 			printf("# generate: %s\n", err.msg);
 		for (i = 0; i < ng; i++)
@@ -136,6 +165,7 @@ static void check(const char *dir, const char *json, const char *bin, int window
 	}
 	fg_engine_free(cpu);
 	fg_engine_free(gpu);
+	fg_engine_free(gpu3);
 	cJSON_Delete(o);
 	fg_buf_release(&jb);
 	fg_buf_release(&lb);
