@@ -747,6 +747,8 @@ static int mv_rows(struct fg_g4_gpu *g, float *y, const struct dlin *l, const fl
 
 	if (l->fmt == FG_W_INT4)
 		return fg_k_int4_gemm(g->ctx, y, l->q4, x, NULL, T, err);
+	if (l->cols <= 12288)
+		return fg_k_rows_matvec(g->ctx, y, l->d, l->fmt == FG_W_BF16, x, T, l->rows, l->cols, err);
 	for (r = 0; r < T; r++)
 		if (mv(g, y + (size_t)r * l->rows, l, x + (size_t)r * l->cols, err))
 			return err->code;

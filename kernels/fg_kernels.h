@@ -379,6 +379,11 @@ int fg_k_softcap_argmax(struct fg_kctx *ctx, int32_t *d_best, float *d_z, const 
 int fg_k_int4_gemm(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x, const float *d_x2,
 		   int rows, struct fg_err *err);
 
+/* Row r of d_y [rows][n] = what fg_k_bf16_matvec (bf16, no row subset) or
+ * fg_k_f32_matvec gives for row r of d_x [rows][k]; each weight piece loaded
+ * once for up to 8 rows. d_w, d_x 16-byte aligned. */
+int fg_k_rows_matvec(struct fg_kctx *ctx, float *d_y, const void *d_w, int bf16, const float *d_x, int rows, int n,
+		     int k, struct fg_err *err);
 /* fg_k_embed / fg_k_embed_f32 for rows ids d_ids [rows] (device) into d_out
  * [rows][n]; f32: d_table is float, else bf16. */
 int fg_k_embed_rows(struct fg_kctx *ctx, float *d_out, const void *d_table, int f32, const int32_t *d_ids, int rows,

@@ -78,6 +78,79 @@ extern "C" int fg_k_bf16_matvec(struct fg_kctx *ctx, float *d_y, const uint16_t 
 	return fg_launched("bf16 matvec", err);
 }
 
+/* The same for the rows of a prompt chunk: y[t][r] = W[r] . x[t] for t < nt,
+ * each warp's weight pieces loaded once for up to MV_T rows of x (read
+ * through L1/L2, not staged: the values, hence the sums, are row_matvec's)
+ * and each row of x summed exactly as row_matvec sums it (a lane's pieces in
+ * order, then the xor tree): row_matvec's bits, row by row. blockIdx.y: the
+ * group of MV_T rows. */
+#define MV_T 8
+
+template <typename T>
+__global__ void __launch_bounds__(MV_WARPS * 32) rows_matvec(float *__restrict__ y, const T *__restrict__ w,
+							     const float *__restrict__ x, int n, int k, int nt)
+{
+	constexpr int PER = 16 / sizeof(T);
+
+	fg_pdl_trigger();
+	fg_pdl_wait();
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t0 = blockIdx.y * MV_T;
+	int cnt = min(MV_T, nt - t0);
+
+	x += (size_t)t0 * k;
+	y += (size_t)t0 * n;
+	for (int rr = 0; rr < MV_ROWS; rr++) {
+		int r = (blockIdx.x * MV_WARPS + warp) * MV_ROWS + rr;
+
+		if (r >= n)
+			break;
+		const uint4 *row = (const uint4 *)(w + (size_t)r * k);
+		float acc[MV_T];
+
+#pragma unroll
+		for (int t = 0; t < MV_T; t++)
+			acc[t] = 0.0f;
+		for (int e = lane; e < k / PER; e += 32) {
+			uint4 q = __ldcs(row + e);
+
+#pragma unroll
+			for (int t = 0; t < MV_T; t++)
+				if (t < cnt)
+					acc[t] = fg_dot16(w, q, x + (size_t)t * k + e * PER, acc[t]);
+		}
+#pragma unroll
+		for (int t = 0; t < MV_T; t++)
+			if (t < cnt) {
+				float v = fg_warp_sum(acc[t]);
+
+				if (lane == 0)
+					y[(size_t)t * n + r] = v;
+			}
+	}
+}
+
+extern "C" int fg_k_rows_matvec(struct fg_kctx *ctx, float *d_y, const void *d_w, int bf16, const float *d_x, int rows,
+				int n, int k, struct fg_err *err)
+{
+	int per = MV_WARPS * MV_ROWS, pe = bf16 ? 8 : 4;
+	dim3 grid((n + per - 1) / per, (rows + MV_T - 1) / MV_T);
+
+	if (fg_need_ctx(ctx, err))
+		return FG_EINVAL;
+	if (rows < 1 || n < 1 || k < pe || k % pe || k > 12288 || grid.y > 65535)
+		return fg_err_set(err, FG_EINVAL, "%s matvec of %d rows, %d x %d: need k a multiple of %d up to 12288",
+				  bf16 ? "bf16" : "f32", rows, n, k, pe);
+	if ((uintptr_t)d_w % 16 || (uintptr_t)d_x % 16)
+		return fg_err_set(err, FG_EINVAL, "%s matvec: weights or inputs not 16-byte aligned", bf16 ? "bf16" : "f32");
+	if (bf16)
+		fg_launch_pdl(ctx, rows_matvec<uint16_t>, grid, dim3(MV_WARPS * 32), 0, d_y, (const uint16_t *)d_w, d_x, n,
+			      k, rows);
+	else
+		fg_launch_pdl(ctx, rows_matvec<float>, grid, dim3(MV_WARPS * 32), 0, d_y, (const float *)d_w, d_x, n, k,
+			      rows);
+	return fg_launched(bf16 ? "bf16 matvec" : "f32 matvec", err);
+}
+
 /* ---- RMSNorm ---------------------------------------------------------------*/
 
 #define NORM_THREADS 256

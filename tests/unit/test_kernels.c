@@ -702,6 +702,45 @@ static void gpu_bf16_matvec(void)
 	}
 }
 
+/* fg_k_rows_matvec (a prompt chunk's rows through a bf16 / f32 matrix):
+ * every row's bytes equal the one-row fg_k_bf16_matvec / fg_k_f32_matvec
+ * launch on that row. */
+static void gpu_rows_matvec(void)
+{
+	static const int cases[][4] = {{1, 8, 1, 1},   {31, 264, 3, 1}, {33, 2560, 8, 1},  {130, 1000, 9, 1},
+				       {300, 64, 17, 1}, {5, 4, 2, 0},   {33, 260, 8, 0},   {129, 2560, 11, 0}};
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		int n = cases[c][0], k = cases[c][1], T = cases[c][2], bf = cases[c][3], same = 1, rc = 0;
+		size_t wb = (size_t)n * k * (bf ? 2 : 4);
+		void *w = bf ? (void *)bvec((size_t)n * k, -0.1f, 0.1f) : (void *)fvec((size_t)n * k, -0.1f, 0.1f);
+		float *x = fvec((size_t)T * k, -2, 2), *ga = malloc(4 * (size_t)T * n), *gb = malloc(4 * (size_t)T * n);
+		void *dw = dput(w, wb), *dx = dput(x, 4 * (size_t)T * k), *dy = dnew(4 * (size_t)T * n);
+
+		if (T % 3 == 0) /* a row of zeros, a row of huge values */
+			memset(x, 0, 4 * (size_t)k), x[(size_t)(T - 1) * k] = 3e30f;
+		rc = fg_kmem_upload(ctx, dx, x, 4 * (size_t)T * k, &gerr);
+		for (int t = 0; t < T && !rc; t++)
+			rc = (bf ? fg_k_bf16_matvec(ctx, (float *)dy + (size_t)t * n, dw, (float *)dx + (size_t)t * k, NULL,
+						    n, k, &gerr)
+				 : fg_k_f32_matvec(ctx, (float *)dy + (size_t)t * n, dw, (float *)dx + (size_t)t * k, n, k,
+						   &gerr));
+		rc = rc || dget(ga, dy, 4 * (size_t)T * n) || fg_kmem_fill(ctx, dy, 0x7f, 4 * (size_t)T * n, &gerr) ||
+		     fg_k_rows_matvec(ctx, dy, dw, bf, dx, T, n, k, &gerr) || dget(gb, dy, 4 * (size_t)T * n);
+		if (rc)
+			ok(0, "rows matvec %d x %d, %d rows: %s", n, k, T, gerr.msg);
+		else {
+			same = !memcmp(ga, gb, 4 * (size_t)T * n);
+			ok(same, "%s rows matvec n %d k %d, %d rows: every row bit-identical to its one-row launch",
+			   bf ? "bf16" : "f32", n, k, T);
+		}
+		fg_kmem_free(ctx, dw), fg_kmem_free(ctx, dx), fg_kmem_free(ctx, dy);
+		free(w), free(x), free(ga), free(gb);
+	}
+	ok(fg_k_rows_matvec(ctx, NULL, NULL, 1, NULL, 0, 8, 8, &gerr) == FG_EINVAL && strstr(gerr.msg, "0 rows"),
+	   "rows matvec with 0 rows: FG_EINVAL (%s)", gerr.msg);
+}
+
 static void gpu_norms(void)
 {
 	static const int cases[][2] = {{1, 1}, {3, 7}, {8, 256}, {2, 1000}, {1, 2560}, {1, 4097}};
@@ -1430,6 +1469,7 @@ int main(int argc, char **argv)
 	}
 	fg_kctx_set_int4_kind(ctx, FG_INT4_FMA);
 	gpu_bf16_matvec();
+	gpu_rows_matvec();
 	gpu_norms();
 	gpu_rope();
 	gpu_small_ops();
