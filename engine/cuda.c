@@ -384,8 +384,7 @@ void fg_g4_gpu_free(struct fg_g4_gpu *g)
 }
 
 /* The prompt-chunk buffers (fg_g4_gpu_prefill) for FG_PREFILL_CHUNK rows
- * (default FG_CHUNK_ROWS; 0 runs prompts token by token, as mixture-of-
- * experts models always do: their experts take one token). */
+ * (default FG_CHUNK_ROWS; 0 runs prompts token by token). */
 #define FG_CHUNK_ROWS 64
 #define FG_CHUNK_MAX 1024
 
@@ -407,7 +406,7 @@ static int chunk_new(struct fg_g4_gpu *g, int maxi, size_t qkv_n, size_t att_n, 
 					  FG_CHUNK_MAX);
 		g->chunk = (int)v;
 	}
-	if (c->n_experts || g->chunk < 2) {
+	if (g->chunk < 2) {
 		g->chunk = 0;
 		return 0;
 	}
@@ -578,26 +577,27 @@ static int mv_geglu(struct fg_g4_gpu *g, float *y, const struct dlin *l, float *
 }
 
 /* The mixture-of-experts half of the feed-forward block (engine.c's
- * moe_block for one token): g->x holds the residual, g->o the dense MLP's
- * output; on return g->o = post_feedforward_layernorm_1(dense) +
+ * moe_block for one token): hx holds the residual, o the dense MLP's
+ * output (g->x and g->o in the step, a chunk's row in a prompt chunk); on
+ * return o = post_feedforward_layernorm_1(dense) +
  * post_feedforward_layernorm_2(experts), ready for post_feedforward_layernorm
  * and the residual. The router's choice stays on the device: the expert
  * matvecs read the ids it wrote. */
-static int moe_step(struct fg_g4_gpu *g, const struct gmoe *x, struct fg_err *err)
+static int moe_step(struct fg_g4_gpu *g, const struct gmoe *x, const float *hx, float *o, struct fg_err *err)
 {
 	const struct fg_g4_config *c = &g->m->cfg;
 	struct fg_kctx *k = g->ctx;
 	int H = c->hidden, E = c->n_experts, K = c->top_k, I = c->moe_inter;
 
 	/* router input: RMSNorm without weight, * scale * hidden^-0.5 (folded into rscale) */
-	if (fg_k_rmsnorm(k, g->mx, g->x, x->rscale, 1, H, c->eps, err) || mv(g, g->rlog, &x->router, g->mx, err) ||
+	if (fg_k_rmsnorm(k, g->mx, hx, x->rscale, 1, H, c->eps, err) || mv(g, g->rlog, &x->router, g->mx, err) ||
 	    fg_k_moe_route(k, g->midx, g->mw, g->rlog, x->escale, E, K, err) ||
-	    fg_k_rmsnorm(k, g->mx, g->x, x->pre2, 1, H, c->eps, err) ||
+	    fg_k_rmsnorm(k, g->mx, hx, x->pre2, 1, H, c->eps, err) ||
 	    fg_k_moe_matvec(k, g->mgu, x->gu.d, x->gu.fmt == FG_W_BF16, g->midx, E, g->mx, 0, K, 2 * I, H, err) ||
 	    fg_k_moe_geglu(k, g->mgu, K, I, err) ||
 	    fg_k_moe_matvec(k, g->my, x->down.d, x->down.fmt == FG_W_BF16, g->midx, E, g->mgu, 2 * (size_t)I, K, H, I,
 			    err) ||
-	    fg_k_moe_combine(k, g->o, g->my, g->mw, K, x->post1, x->post2, H, c->eps, err))
+	    fg_k_moe_combine(k, o, g->my, g->mw, K, x->post1, x->post2, H, c->eps, err))
 		return err->code;
 	return 0;
 }
@@ -663,7 +663,7 @@ static int forward(struct fg_g4_gpu *g, int head, struct fg_err *err)
 			pf(g, &g->L[li + 1].qkv, 0, 1);
 		else if (head) /* no head: nothing of it into L2 */
 			pf(g, &g->head, 0, 1);
-		if (mv_geglu(g, g->o, &L->down, g->gu, g->gu + I, I, err) || (L->moe && moe_step(g, L->moe, err)))
+		if (mv_geglu(g, g->o, &L->down, g->gu, g->gu + I, I, err) || (L->moe && moe_step(g, L->moe, g->x, g->o, err)))
 			return err->code;
 		if (P) {
 			if (fg_k_rmsnorm_residual(k, g->x, g->o, L->post_ffw, H, eps, 1.0f, err) ||
@@ -822,6 +822,9 @@ static int forward_chunk(struct fg_g4_gpu *g, int T, int pos0, struct fg_err *er
 		    gather(g, g->cup, g->cgu + I, 2 * (size_t)I, I, T, err) ||
 		    mv_geglu_rows(g, g->co, &L->down, g->cg, g->cup, I, T, err))
 			return err->code;
+		for (int r = 0; r < T && L->moe; r++) /* the experts take one token: row by row */
+			if (moe_step(g, L->moe, g->cx + (size_t)r * H, g->co + (size_t)r * H, err))
+				return err->code;
 		if (P) {
 			if (fg_k_rmsnorm_residual_rows(k, g->cx, g->co, L->post_ffw, T, H, eps, 1.0f, err) ||
 			    mv_rows(g, g->cpg, &L->pg, g->cx, T, err) ||

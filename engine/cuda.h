@@ -35,8 +35,8 @@ int fg_g4_gpu_step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int3
 
 /* n prompt tokens at positions pos, pos + 1, ... whose logits nobody reads
  * (the cache holds positions < pos): in chunks of up to FG_PREFILL_CHUNK rows
- * (default 64; 0 = one fg_g4_gpu_step each, as mixture-of-experts models
- * always run), each chunk's matrices read once. The caches end up with the
+ * (default 64; 0 = one fg_g4_gpu_step each), each chunk's matrices read once
+ * (a mixture of experts' experts row by row). The caches end up with the
  * same bits as n steps would leave (fg_kernels.h, "prompt chunks"). */
 int fg_g4_gpu_prefill(struct fg_g4_gpu *g, const int32_t *ids, int n, int pos, struct fg_err *err);
 /* The rows per chunk in use (0: token by token). */

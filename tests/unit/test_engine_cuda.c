@@ -82,13 +82,10 @@ static void check(const char *dir, const char *json, const char *bin, int window
 	gpu3 = gpu ? load(dir, FG_DEVICE_CUDA, window, &err) : NULL;
 	unsetenv("FG_PREFILL_CHUNK");
 	ok(gpu3 != NULL, "%s: loads with FG_PREFILL_CHUNK=3 %s", label, gpu3 ? "" : err.msg);
-	if (gpu3) {
-		int moe = fg_engine_model(gpu)->cfg.n_experts > 0;
-
-		ok(fg_engine_prefill_chunk(gpu) == (moe ? 0 : 64) && fg_engine_prefill_chunk(gpu3) == (moe ? 0 : 3),
-		   "%s: prompt chunks of %d and %d rows (mixture of experts: token by token)", label,
-		   fg_engine_prefill_chunk(gpu), fg_engine_prefill_chunk(gpu3));
-	}
+	if (gpu3)
+		ok(fg_engine_prefill_chunk(gpu) == 64 && fg_engine_prefill_chunk(gpu3) == 3,
+		   "%s: prompt chunks of %d and %d rows", label, fg_engine_prefill_chunk(gpu),
+		   fg_engine_prefill_chunk(gpu3));
 	if (gpu)
 		printf("# %s%s%s%s on %s\n", label, sd ? " (" : "", sd ? sd : "", sd ? ")" : "", fg_engine_device(gpu));
 	cJSON_ArrayForEach(p, fg_json_arr(o, "prompts")) {
