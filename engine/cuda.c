@@ -861,6 +861,12 @@ int fg_g4_gpu_prefill(struct fg_g4_gpu *g, const int32_t *ids, int n, int pos, s
 	while (done < n && !rc) {
 		int T = n - done < g->chunk ? n - done : g->chunk;
 
+		/* before any step has run, the last prompt token goes through the
+		 * step: the step after it (the prompt's last, with the head) then
+		 * captures its graph inside the prefill, as token by token did,
+		 * not in the first decode step's time */
+		if (T == n - done && g->use_graph && !g->steps && T > 1)
+			T--;
 		if (T < 2) { /* no chunks, or one token left: the step */
 			rc = fg_g4_gpu_step(g, ids[done], pos + done, NULL, NULL, err);
 			done++;

@@ -204,6 +204,7 @@ __device__ __forceinline__ float rn_rows(float xv[RN_PER], float hv[RN_PER], con
 	return 1.0f / sqrtf(ss / (float)n + eps);
 }
 
+template <bool R> /* R: a prompt chunk's rows, block r row r (else the step's one row) */
 __global__ void rmsnorm_residual(float *h, const float *x, const float *__restrict__ w, int n, float eps,
 				 float scale)
 {
@@ -211,8 +212,10 @@ __global__ void rmsnorm_residual(float *h, const float *x, const float *__restri
 	__shared__ float sh[33];
 	float ss = 0.0f;
 
-	h += (size_t)blockIdx.x * n; /* block r: row r (a prompt chunk's rows) */
-	x += (size_t)blockIdx.x * n;
+	if (R) {
+		h += (size_t)blockIdx.x * n;
+		x += (size_t)blockIdx.x * n;
+	}
 
 	if (n <= (int)blockDim.x * RN_PER) {
 		float xv[RN_PER], hv[RN_PER], wv[RN_PER];
@@ -244,6 +247,7 @@ __global__ void rmsnorm_residual(float *h, const float *x, const float *__restri
 
 /* h = (h + rmsnorm(x) * w) * scale, then a = rmsnorm(h) * w2: the end of one
  * sublayer and the input norm of the next in one pass. One block a row. */
+template <bool R> /* R: a prompt chunk's rows, block r row r (else the step's one row) */
 __global__ void residual_norm(float *h, const float *x, const float *__restrict__ w, float scale, float *a,
 			      const float *__restrict__ w2, int n, float eps)
 {
@@ -251,9 +255,11 @@ __global__ void residual_norm(float *h, const float *x, const float *__restrict_
 	__shared__ float sh[33];
 	float ss = 0.0f;
 
-	h += (size_t)blockIdx.x * n; /* block r: row r (a prompt chunk's rows) */
-	x += (size_t)blockIdx.x * n;
-	a += (size_t)blockIdx.x * n;
+	if (R) {
+		h += (size_t)blockIdx.x * n;
+		x += (size_t)blockIdx.x * n;
+		a += (size_t)blockIdx.x * n;
+	}
 
 	if (n <= (int)blockDim.x * RN_PER) {
 		float xv[RN_PER], hv[RN_PER], wv[RN_PER], w2v[RN_PER];
@@ -316,7 +322,8 @@ extern "C" int fg_k_residual_norm_rows(struct fg_kctx *ctx, float *d_h, const fl
 		return FG_EINVAL;
 	if (rows < 1 || n < 1 || !d_w || !d_w2)
 		return fg_err_set(err, FG_EINVAL, "residual norm: %d rows of %d or weight missing", rows, n);
-	fg_launch_pdl(ctx, residual_norm, dim3(rows), dim3(1024), 0, d_h, d_x, d_w, scale, d_a, d_w2, n, eps);
+	fg_launch_pdl(ctx, rows > 1 ? residual_norm<true> : residual_norm<false>, dim3(rows), dim3(1024), 0, d_h, d_x,
+		      d_w, scale, d_a, d_w2, n, eps);
 	return fg_launched("residual norm", err);
 }
 
@@ -345,7 +352,8 @@ extern "C" int fg_k_rmsnorm_residual_rows(struct fg_kctx *ctx, float *d_h, const
 	if (rows < 1 || n < 1 || !d_w)
 		return fg_err_set(err, FG_EINVAL, "rmsnorm residual: %d rows of %d, weight %s", rows, n,
 				  d_w ? "given" : "missing");
-	fg_launch_pdl(ctx, rmsnorm_residual, dim3(rows), dim3(1024), 0, d_h, d_x, d_w, n, eps, scale);
+	fg_launch_pdl(ctx, rows > 1 ? rmsnorm_residual<true> : rmsnorm_residual<false>, dim3(rows), dim3(1024), 0, d_h,
+		      d_x, d_w, n, eps, scale);
 	return fg_launched("rmsnorm residual", err);
 }
 
@@ -430,6 +438,7 @@ extern "C" int fg_k_rope_inv(struct fg_kctx *ctx, float *d_x, int heads, int hea
  * heads (kv_heads = 0: only q, for KV-shared layers). A prompt chunk
  * (pos_p NULL): block row r takes row r of qkv at position pos0 + r and
  * stores nothing (kc NULL: k and v stay in their rows). */
+template <bool R> /* R: a prompt chunk (pos_p unused, kc NULL) */
 __global__ void qkv_post(float *qkv, int heads, int kv_heads, int d, const float *__restrict__ qw,
 			 const float *__restrict__ kw, const float *__restrict__ inv, const int32_t *pos_p, float *kc,
 			 float *vc, int cap, float eps, int pos0)
@@ -438,10 +447,12 @@ __global__ void qkv_post(float *qkv, int heads, int kv_heads, int d, const float
 	__shared__ float sh[33];
 	__shared__ float sv[ATT_MAX_DIM_POST];
 	int b = blockIdx.x, half = d / 2, pos, g = 0, kind;
-	float *x = qkv + ((size_t)blockIdx.y * (heads + 2 * kv_heads) + b) * d;
+	float *x = qkv + (size_t)b * d;
 	const float *w;
 	float ss = 0.0f, xv[QP_PER], wv[QP_PER];
 
+	if (R) /* row blockIdx.y of the chunk */
+		x += (size_t)blockIdx.y * (heads + 2 * kv_heads) * d;
 	kind = b < heads ? 0 : b < heads + kv_heads ? 1 : 2;
 	w = kind == 0 ? qw : kind == 1 ? kw : NULL;
 	if (kind)
@@ -455,7 +466,7 @@ __global__ void qkv_post(float *qkv, int heads, int kv_heads, int d, const float
 		wv[u] = w && i < d ? w[i] : 0.0f;
 	}
 	fg_pdl_wait();
-	pos = pos_p ? *pos_p : pos0 + (int)blockIdx.y;
+	pos = R ? pos0 + (int)blockIdx.y : *pos_p;
 #pragma unroll
 	for (int u = 0; u < QP_PER; u++) {
 		int i = threadIdx.x + u * QP_THREADS;
@@ -486,7 +497,10 @@ __global__ void qkv_post(float *qkv, int heads, int kv_heads, int d, const float
 			sv[i + half] = x1 * c + x0 * sn;
 		}
 	__syncthreads();
-	float *dst = kind == 0 || !kc ? x : (kind == 1 ? kc : vc) + ((size_t)g * cap + pos % cap) * d;
+	float *dst = kind == 0 ? x : (kind == 1 ? kc : vc) + ((size_t)g * cap + pos % cap) * d;
+
+	if (R) /* a chunk stores nothing: k and v stay in their rows */
+		dst = x;
 	for (int i = threadIdx.x; i < d; i += blockDim.x) {
 		dst[i] = sv[i];
 		if (kind)
@@ -504,7 +518,8 @@ extern "C" int fg_k_qkv_post(struct fg_kctx *ctx, float *d_qkv, int heads, int k
 	    (kv_heads && (!d_knorm || !d_kcache || !d_vcache)))
 		return fg_err_set(err, FG_EINVAL, "qkv post: heads %d, kv heads %d, head_dim %d", heads, kv_heads,
 				  head_dim);
-	fg_launch_pdl(ctx, qkv_post, dim3(heads + 2 * kv_heads), dim3(QP_THREADS), 0, d_qkv, heads, kv_heads, head_dim,
+	fg_launch_pdl(ctx, qkv_post<false>, dim3(heads + 2 * kv_heads), dim3(QP_THREADS), 0, d_qkv, heads, kv_heads,
+		      head_dim,
 		      d_qnorm, d_knorm, d_inv, d_pos, d_kcache, d_vcache, cap, eps, 0);
 	return fg_launched("qkv post", err);
 }
@@ -519,7 +534,7 @@ extern "C" int fg_k_qkv_post_rows(struct fg_kctx *ctx, float *d_qkv, int rows, i
 	    head_dim > ATT_MAX_DIM_POST || (kv_heads && !d_knorm))
 		return fg_err_set(err, FG_EINVAL, "qkv post: %d rows at %d, heads %d, kv heads %d, head_dim %d", rows,
 				  pos0, heads, kv_heads, head_dim);
-	fg_launch_pdl(ctx, qkv_post, dim3(heads + 2 * kv_heads, rows), dim3(QP_THREADS), 0, d_qkv, heads, kv_heads,
+	fg_launch_pdl(ctx, qkv_post<true>, dim3(heads + 2 * kv_heads, rows), dim3(QP_THREADS), 0, d_qkv, heads, kv_heads,
 		      head_dim, d_qnorm, d_knorm, d_inv, (const int32_t *)NULL, (float *)NULL, (float *)NULL, 1, eps,
 		      pos0);
 	return fg_launched("qkv post", err);
@@ -560,8 +575,9 @@ __device__ __forceinline__ float tab_f(float f)
 	return f;
 }
 
-/* Row r (blockIdx.y) of out: the table row of id_p[r]. */
-template <typename T>
+/* R: row r (blockIdx.y) of out is the table row of id_p[r] (a prompt
+ * chunk), else the step's one row. */
+template <typename T, bool R>
 __global__ void embed(float *out, const T *__restrict__ table, const int32_t *id_p, int n, float scale)
 {
 	fg_pdl_trigger(); /* the next kernel may launch and wait for us */
@@ -569,7 +585,7 @@ __global__ void embed(float *out, const T *__restrict__ table, const int32_t *id
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (i < n)
-		out[(size_t)blockIdx.y * n + i] = tab_f(table[(size_t)id_p[blockIdx.y] * n + i]) * scale;
+		out[(R ? (size_t)blockIdx.y * n : 0) + i] = tab_f(table[(size_t)id_p[R ? blockIdx.y : 0] * n + i]) * scale;
 }
 
 template <typename T>
@@ -580,7 +596,8 @@ static int embed_launch(struct fg_kctx *ctx, float *d_out, const T *d_table, con
 		return FG_EINVAL;
 	if (n < 1 || rows < 1 || rows > 65535)
 		return fg_err_set(err, FG_EINVAL, "embed: %d rows of %d", rows, n);
-	fg_launch_pdl(ctx, embed<T>, dim3((n + 255) / 256, rows), dim3(256), 0, d_out, d_table, d_id, n, scale);
+	fg_launch_pdl(ctx, rows > 1 ? embed<T, true> : embed<T, false>, dim3((n + 255) / 256, rows), dim3(256), 0, d_out,
+		      d_table, d_id, n, scale);
 	return fg_launched("embed", err);
 }
 
@@ -603,7 +620,7 @@ extern "C" int fg_k_embed_rows(struct fg_kctx *ctx, float *d_out, const void *d_
 		   : embed_launch(ctx, d_out, (const uint16_t *)d_table, d_ids, rows, n, scale, err);
 }
 
-template <typename T>
+template <typename T, bool R> /* R: a prompt chunk's rows (blockIdx.y), else the step's one row */
 __global__ void ple(float *out, const T *__restrict__ table, const int32_t *id_p, const float *proj,
 		    const float *__restrict__ norm_w, int layers, int dim, float tok_scale, float proj_scale, float eps)
 {
@@ -611,11 +628,12 @@ __global__ void ple(float *out, const T *__restrict__ table, const int32_t *id_p
 	fg_pdl_wait();    /* everything earlier kernels wrote is visible */
 	__shared__ float sh[33];
 	int l = blockIdx.x;
-	const float *p = proj + ((size_t)blockIdx.y * layers + l) * dim; /* blockIdx.y: row r of a chunk */
-	const T *t = table + (size_t)id_p[blockIdx.y] * layers * dim + (size_t)l * dim;
+	const float *p = proj + ((R ? (size_t)blockIdx.y * layers : 0) + l) * dim;
+	const T *t = table + (size_t)id_p[R ? blockIdx.y : 0] * layers * dim + (size_t)l * dim;
 	float ss = 0.0f;
 
-	out += (size_t)blockIdx.y * layers * dim;
+	if (R)
+		out += (size_t)blockIdx.y * layers * dim;
 
 	for (int i = threadIdx.x; i < dim; i += blockDim.x) {
 		float v = p[i] * proj_scale;
@@ -638,8 +656,8 @@ static int ple_launch(struct fg_kctx *ctx, float *d_out, const T *d_table, const
 		return FG_EINVAL;
 	if (layers < 1 || dim < 1 || rows < 1 || rows > 65535)
 		return fg_err_set(err, FG_EINVAL, "ple: %d rows, layers %d, dim %d", rows, layers, dim);
-	fg_launch_pdl(ctx, ple<T>, dim3(layers, rows), dim3(NORM_THREADS), 0, d_out, d_table, d_id, d_proj, d_norm_w,
-		      layers, dim, tok_scale, proj_scale, eps);
+	fg_launch_pdl(ctx, rows > 1 ? ple<T, true> : ple<T, false>, dim3(layers, rows), dim3(NORM_THREADS), 0, d_out,
+		      d_table, d_id, d_proj, d_norm_w, layers, dim, tok_scale, proj_scale, eps);
 	return fg_launched("ple", err);
 }
 
