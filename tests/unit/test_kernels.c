@@ -22,6 +22,7 @@
 #include "kernels/fg_kernels.h"
 #include "kernels/i8split.h"
 #include "tap.h"
+#include "gpu_test.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 
@@ -1427,7 +1428,6 @@ static void gpu_fault(void)
 int main(int argc, char **argv)
 {
 	struct fg_err err = {0};
-	int rc;
 
 	if (argc > 1 && !strcmp(argv[1], "--fault-child"))
 		return fault_child();
@@ -1442,18 +1442,8 @@ int main(int argc, char **argv)
 #else
 	ok(fg_cuda_built() == 0, "built without CUDA kernels (no nvcc)");
 #endif
-	rc = fg_kctx_new(&ctx, &err);
-	if (rc) {
-		int required = getenv("FG_REQUIRE_CUDA") && !strcmp(getenv("FG_REQUIRE_CUDA"), "1");
-
-		ok((rc == FG_EDEVICE || rc == FG_EUNSUPPORTED) && err.msg[0], "no GPU is a clean error: %s", err.msg);
-		if (required)
-			ok(0, "FG_REQUIRE_CUDA=1 but no usable GPU: %s", err.msg);
-		else
-			ok(1, "gpu kernels vs cpu twins # skip: no CUDA device (%s)", err.msg);
+	if (!(ctx = gpu_test_open("gpu kernels vs cpu twins", &err)))
 		return tap_done();
-	}
-	printf("# device: %s\n", fg_kctx_device_name(ctx));
 	if (argc > 1 && !strcmp(argv[1], "--moe")) { /* only the bias and MoE kernels (for compute-sanitizer) */
 		gpu_add_bias();
 		gpu_moe();

@@ -20,6 +20,7 @@
 
 #include "kernels/fg_kernels.h"
 #include "tap.h"
+#include "gpu_test.h"
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 static struct fg_kctx *ctx;
@@ -261,21 +262,11 @@ static void gpu_errors(void)
 
 int main(int argc, char **argv)
 {
-	int small = argc > 1 && !strcmp(argv[1], "--small"), rc;
+	int small = argc > 1 && !strcmp(argv[1], "--small");
 
 	ok(fg_k_int4_gemm(NULL, NULL, NULL, NULL, NULL, 1, &gerr) < 0, "int4 gemm without a context is an error");
-	rc = fg_kctx_new(&ctx, &gerr);
-	if (rc) {
-		int required = getenv("FG_REQUIRE_CUDA") && !strcmp(getenv("FG_REQUIRE_CUDA"), "1");
-
-		ok((rc == FG_EDEVICE || rc == FG_EUNSUPPORTED) && gerr.msg[0], "no GPU is a clean error: %s", gerr.msg);
-		if (required)
-			ok(0, "FG_REQUIRE_CUDA=1 but no usable GPU: %s", gerr.msg);
-		else
-			ok(1, "int4 gemm vs one-vector launches # skip: no CUDA device (%s)", gerr.msg);
+	if (!(ctx = gpu_test_open("int4 gemm vs one-vector launches", &gerr)))
 		return tap_done();
-	}
-	printf("# device: %s\n", fg_kctx_device_name(ctx));
 	for (int kind = FG_INT4_FMA; kind <= FG_INT4_I8; kind++) {
 		kind_name = kind == FG_INT4_I8 ? "i8" : kind == FG_INT4_MMA ? "mma" : "fma";
 		fg_kctx_set_int4_kind(ctx, kind);

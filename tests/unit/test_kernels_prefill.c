@@ -20,6 +20,7 @@
 
 #include "kernels/fg_kernels.h"
 #include "tap.h"
+#include "gpu_test.h"
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 
@@ -177,18 +178,8 @@ int main(int argc, char **argv)
 	rc = fg_k_attn_prefill(NULL, NULL, NULL, 0, NULL, NULL, 0, NULL, NULL, 1, 1, 1, 1, 1, 0, 1.0f, &err);
 	ok(rc == (fg_cuda_built() ? FG_EINVAL : FG_EUNSUPPORTED) && err.msg[0], "no context: %s", err.msg);
 	err = (struct fg_err){0};
-	rc = fg_kctx_new(&ctx, &err);
-	if (rc) {
-		int required = getenv("FG_REQUIRE_CUDA") && !strcmp(getenv("FG_REQUIRE_CUDA"), "1");
-
-		ok((rc == FG_EDEVICE || rc == FG_EUNSUPPORTED) && err.msg[0], "no GPU is a clean error: %s", err.msg);
-		if (required)
-			ok(0, "FG_REQUIRE_CUDA=1 but no usable GPU: %s", err.msg);
-		else
-			ok(1, "chunk attention vs decode attention # skip: no CUDA device (%s)", err.msg);
+	if (!(ctx = gpu_test_open("chunk attention vs decode attention", &err)))
 		return tap_done();
-	}
-	printf("# device: %s\n", fg_kctx_device_name(ctx));
 	errors();
 	for (size_t i = 0; i < sizeof small_cases / sizeof small_cases[0]; i++)
 		one_case(&small_cases[i]);
