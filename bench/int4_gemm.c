@@ -10,7 +10,10 @@
  * do in a real step. Prints microseconds per token of each and their ratio,
  * the median of FG_BENCH_REPS (default 7) timings of FG_BENCH_ITERS
  * (default 20) calls. FG_BENCH_KIND=fma|mma|i8 (default i8) picks the INT4
- * kernel. Built by `make BUILD=build build/bench/int4_gemm` where nvcc
+ * kernel. FG_BENCH_SWEEP="tp,w,ns,ks,tw ..." (experiments) also times
+ * the GEMM under each of those FG_I8_GEMM_TP, _W, _NS, _KS, _TW settings
+ * ("d" or left out: the default), one line each; FG_BENCH_MAT=i and FG_BENCH_ROWS=r run only
+ * matrix i (0..5) and r rows (for profilers). Built by `make BUILD=build build/bench/int4_gemm` where nvcc
  * exists. */
 #include <stdint.h>
 #include <stdio.h>
@@ -78,7 +81,9 @@ int main(void)
 	static const int rowset[] = {1, 8, 16, 32, 64};
 	int iters = 20, reps = 7, kind = FG_INT4_I8;
 	const char *e;
-	double tot_g[5] = {0}, tot_1[5] = {0};
+	double tot_g[5] = {0}, tot_1[5] = {0}, tot_s[16][5] = {{0}};
+	char sweep[16][32];
+	int nsw = 0, only_m = -1, only_r = -1;
 
 	if ((e = getenv("FG_BENCH_ITERS")))
 		iters = (int)strtol(e, NULL, 10);
@@ -86,6 +91,21 @@ int main(void)
 		reps = (int)strtol(e, NULL, 10);
 	if ((e = getenv("FG_BENCH_KIND")))
 		kind = !strcmp(e, "fma") ? FG_INT4_FMA : !strcmp(e, "mma") ? FG_INT4_MMA : FG_INT4_I8;
+	if ((e = getenv("FG_BENCH_MAT")))
+		only_m = (int)strtol(e, NULL, 10);
+	if ((e = getenv("FG_BENCH_ROWS")))
+		only_r = (int)strtol(e, NULL, 10);
+	if ((e = getenv("FG_BENCH_SWEEP"))) {
+		while (*e && nsw < 16) {
+			size_t l = strcspn(e, " ");
+
+			if (l > 0 && l < sizeof(sweep[0])) {
+				memcpy(sweep[nsw], e, l);
+				sweep[nsw++][l] = 0;
+			}
+			e += l + (e[l] != 0);
+		}
+	}
 	if (iters < 1 || reps < 1 || reps > 64) {
 		fprintf(stderr, "int4_gemm: bad FG_BENCH_* settings\n");
 		return 2;
@@ -101,11 +121,14 @@ int main(void)
 	for (size_t mi = 0; mi < sizeof(mats) / sizeof(mats[0]); mi++) {
 		int n = mats[mi].n, k = mats[mi].k, gg = mats[mi].gg, G = 128, nc;
 		size_t words = (size_t)n * (k / 8), groups = (size_t)n * (k / G);
-		int32_t *p = malloc(4 * words);
-		uint16_t *sc = malloc(2 * groups);
+		int32_t *p;
+		uint16_t *sc;
 		struct fg_kint4 **w;
 		float *x, *x2, *y;
 
+		if (only_m >= 0 && (int)mi != only_m)
+			continue;
+		p = malloc(4 * words), sc = malloc(2 * groups);
 		for (size_t i = 0; i < words; i++)
 			p[i] = (int32_t)(rnd() ^ (rnd() << 16));
 		for (size_t i = 0; i < groups; i++)
@@ -121,6 +144,9 @@ int main(void)
 		for (size_t ri = 0; ri < sizeof(rowset) / sizeof(rowset[0]); ri++) {
 			int rows = rowset[ri], c = 0;
 			double tg[64], t1[64], mg, m1;
+
+			if (only_r > 0 && rows != only_r)
+				continue;
 
 			for (int r = 0; r < reps; r++) {
 				for (int which = 0; which < 2; which++) {
@@ -152,6 +178,42 @@ int main(void)
 			tot_g[ri] += mg, tot_1[ri] += m1;
 			printf("%-26s %4d %12.3f %12.3f %6.2fx\n", mats[mi].name, rows, mg, m1, m1 / mg);
 			fflush(stdout);
+			for (int si = 0; si < nsw && rows > 1; si++) {
+				static const char *names[5] = {"FG_I8_GEMM_TP", "FG_I8_GEMM_W", "FG_I8_GEMM_NS", "FG_I8_GEMM_KS",
+							       "FG_I8_GEMM_TW"};
+				const char *q = sweep[si];
+
+				for (int f = 0; f < 5; f++) {
+					char v[8];
+					size_t l = strcspn(q, ",");
+
+					snprintf(v, sizeof(v), "%.*s", (int)(l < 7 ? l : 7), q);
+					if (!strcmp(v, "d") || !*v)
+						unsetenv(names[f]);
+					else
+						setenv(names[f], v, 1);
+					q += l + (q[l] != 0);
+				}
+				fg_kint4_i8_gemm_env();
+				for (int r = 0; r < reps; r++) {
+					double ms;
+
+					CK(fg_ktimer_start(ctx, &err));
+					for (int it = 0; it < iters; it++) {
+						CK(fg_k_int4_gemm(ctx, y, w[c], x, gg ? x2 : NULL, rows, &err));
+						c = (c + 1) % nc;
+					}
+					CK(fg_ktimer_stop(ctx, &ms, &err));
+					tg[r] = ms * 1000.0 / iters / rows;
+				}
+				mg = median(tg, reps);
+				tot_s[si][ri] += mg;
+				printf("%-26s %4d %12.3f   sweep %s\n", mats[mi].name, rows, mg, sweep[si]);
+				fflush(stdout);
+				for (int f = 0; f < 5; f++)
+					unsetenv(names[f]);
+				fg_kint4_i8_gemm_env();
+			}
 		}
 		for (int c = 0; c < nc; c++)
 			fg_kint4_free(ctx, w[c]);
@@ -161,6 +223,9 @@ int main(void)
 	printf("%-26s %4s %12s %12s %7s\n", "sum of the six (a layer)", "rows", "gemm us/tok", "m=1 us/tok", "ratio");
 	for (size_t ri = 0; ri < sizeof(rowset) / sizeof(rowset[0]); ri++)
 		printf("%-26s %4d %12.3f %12.3f %6.2fx\n", "", rowset[ri], tot_g[ri], tot_1[ri], tot_1[ri] / tot_g[ri]);
+	for (int si = 0; si < nsw; si++)
+		for (size_t ri = 1; ri < sizeof(rowset) / sizeof(rowset[0]); ri++)
+			printf("%-26s %4d %12.3f   sweep %s\n", "", rowset[ri], tot_s[si][ri], sweep[si]);
 	fg_kctx_free(ctx);
 	return 0;
 }

@@ -378,6 +378,9 @@ int fg_k_softcap_argmax(struct fg_kctx *ctx, int32_t *d_best, float *d_z, const 
  * 16-byte aligned, w->k a multiple of 4. */
 int fg_k_int4_gemm(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x, const float *d_x2,
 		   int rows, struct fg_err *err);
+/* Experiments (bench/int4_gemm.c): reads the FG_I8_GEMM_* settings that
+ * override the i8 GEMM's launch shape again (they are read once otherwise). */
+void fg_kint4_i8_gemm_env(void);
 
 /* Row r of d_y [rows][n] = what fg_k_bf16_matvec (bf16, no row subset) or
  * fg_k_f32_matvec gives for row r of d_x [rows][k]; each weight piece loaded

@@ -479,14 +479,16 @@ cudaError_t fg_kint4_i8_geglu(struct fg_kctx *ctx, float *d_y, const struct fg_k
  * M = 2: for token pair P, the 256 bytes of k-step s at parts + P * kpad * 8
  * + s * 256 are the B fragments of the 32 lanes (column 4m + p: part p of
  * token 2P + m), and mult, bias [P][group][8]. Then int4_i8_gemm: a block
- * of GW warps owns GW tiles of 16 rows and TP token pairs; it walks the
- * tiles' units in the plan's chain order (i8_unit_at, a table in shared
- * memory), its threads copying each stage of units (the tiles' weights and
- * scales, the pairs' parts, mult and bias) into shared memory with cp.async
- * GNS - 1 stages ahead; each warp runs one mma per pair and k-step on its
- * tile's A fragment. The token blocks of a tile are neighbours in
+ * of W warps owns W * TW tiles of 16 rows (TW per warp) and TP token pairs;
+ * it walks the tiles' units in the plan's chain order (i8_unit_at, a table
+ * in shared memory), its threads copying each stage of units (the tiles'
+ * weights and scales, the pairs' parts, mult and bias) into shared memory
+ * with cp.async ns - 1 stages ahead; each warp runs one mma per tile, pair
+ * and k-step. Where the plan splits K, each split is a block of its own
+ * (blockIdx.z, ks) that writes its split's sum into the scratch, and
+ * i8_gemm_fold adds the splits in order, as the one block would (i8_gemm_cfg
+ * picks the shape). The token blocks of a tile are neighbours in
  * blockIdx.x, so their weight reads meet in L2. */
-#define GW 4 /* warps (tiles) per GEMM block */
 
 template <bool GG, int G>
 __global__ void __launch_bounds__(256) i8_split_rows(unsigned char *__restrict__ parts, float *__restrict__ mult,
@@ -532,13 +534,12 @@ __device__ __forceinline__ int i8_unit_at(int i, int units, int slice, int wpt, 
 	return sp * slice + wi + jj * wpt;
 }
 
-/* Shared memory of the GEMM: NS stages of DU units each; a stage holds, per
+/* Shared memory of the GEMM: ns stages of DU units each; a stage holds, per
  * unit d and token pair p, the pair's B fragments of the unit (UE * 8
  * bytes), its mult and bias (GU groups x 8 columns each), and, per tile of
  * the block, the tile's weights of the unit (NC chunks x 512 bytes) and
- * scales (GU x 32 bytes). All of it moves by cp.async, NS - 1 stages ahead
+ * scales (GU x 32 bytes). All of it moves by cp.async, ns - 1 stages ahead
  * of the mma. */
-#define GNS 4 /* stages */
 
 template <int G>
 struct i8g {
@@ -548,7 +549,7 @@ struct i8g {
 	static constexpr int DU = NC >= 4 ? 1 : 4 / NC;                        /* units per stage */
 	static constexpr int BP = UE * 8 + GU * 64;                            /* bytes per unit and pair */
 	static constexpr int AP = NC * 512 + GU * 32;                          /* bytes per unit and tile */
-	static constexpr __host__ __device__ int stage(int tp) { return DU * (tp * BP + GW * AP); }
+	static constexpr __host__ __device__ int stage(int tp, int nw) { return DU * (tp * BP + nw * AP); }
 };
 
 __device__ __forceinline__ void i8_cp16(void *dst, const void *src)
@@ -570,26 +571,26 @@ __device__ __forceinline__ void i8_cp_wait(void)
 
 /* Stage st's weights and scales (a) or activation parts (!a) into sm,
  * copied by the whole block; ord: the units in the plan's order. */
-template <int G, int TP>
+template <int G, int TP, int W, int TW>
 __device__ __forceinline__ void i8_gemm_issue(unsigned char *sm, bool a, int st, const unsigned *ord,
 					      const unsigned char *words, const unsigned char *scales,
 					      const unsigned char *parts, const unsigned char *mult,
-					      const unsigned char *bias, int tile0, int ntiles, int nch, int ngr, int units,
+					      const unsigned char *bias, int tile0, int ntiles, int nch, int ngr, int i0, int i1,
 					      int np, size_t bst, size_t mst)
 {
 	typedef i8g<G> C;
 
 #pragma unroll
 	for (int d = 0; d < C::DU; d++) {
-		int i = st * C::DU + d, u;
+		int i = i0 + st * C::DU + d, u;
 
-		if (i >= units)
+		if (i >= i1)
 			break;
 		u = (int)(ord[i] & 0x0fffffffu);
 		if (a) { /* the block's tiles: NC * 32 weight pieces, then GU * 2 scale pieces each */
 			constexpr int PP = C::AP / 16;
 
-			for (int x = threadIdx.x; x < GW * PP; x += GW * 32) {
+			for (int x = threadIdx.x; x < W * TW * PP; x += W * 32) {
 				int tw = x / PP, pc = x - tw * PP, tile = tile0 + tw;
 				unsigned char *dst = sm + C::DU * TP * C::BP + (tw * C::DU + d) * C::AP + pc * 16;
 
@@ -603,7 +604,7 @@ __device__ __forceinline__ void i8_gemm_issue(unsigned char *sm, bool a, int st,
 		} else { /* the pairs: UE / 2 part pieces, GU * 2 mult pieces, GU * 2 bias pieces each */
 			constexpr int PP = C::BP / 16, P1 = C::UE / 2, P2 = P1 + C::GU * 2;
 
-			for (int x = threadIdx.x; x < TP * PP; x += GW * 32) {
+			for (int x = threadIdx.x; x < TP * PP; x += W * 32) {
 				int p = x / PP, pc = x - p * PP;
 				unsigned char *dst = sm + (d * TP + p) * C::BP + pc * 16;
 
@@ -620,31 +621,36 @@ __device__ __forceinline__ void i8_gemm_issue(unsigned char *sm, bool a, int st,
 	}
 }
 
-template <int G, int TP>
-__global__ void __launch_bounds__(GW * 32) int4_i8_gemm(float *__restrict__ y, const unsigned char *__restrict__ words,
+template <int G, int TP, int W, int TW>
+__global__ void __launch_bounds__(W * 32) int4_i8_gemm(float *__restrict__ y, const unsigned char *__restrict__ words,
 							const unsigned char *__restrict__ scales,
 							const unsigned char *__restrict__ parts,
 							const unsigned char *__restrict__ mult,
 							const unsigned char *__restrict__ bias, int n, int ntiles, int nch,
 							int ngr, int units, int slice, int splits, int wpt, int npairs,
-							int rows, int kpad)
+							int rows, int kpad, int ks, int ns)
 {
 	typedef i8g<G> C;
-	constexpr int SB = C::stage(TP);
+	constexpr int SB = C::stage(TP, W * TW);
 	extern __shared__ __align__(16) unsigned char sm[];
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-	int tile0 = blockIdx.y * GW, tile = tile0 + warp, pr0 = blockIdx.x * TP, np = min(TP, npairs - pr0);
-	int nst = (units + C::DU - 1) / C::DU;
+	/* this warp's tiles: tile .. tile + TW - 1 */
+	int tile0 = blockIdx.y * W * TW, tile = tile0 + warp * TW, pr0 = blockIdx.x * TP, np = min(TP, npairs - pr0);
+	/* ks: block z walks split z only and writes its sum to y + z * rows * n */
+	int i0 = ks ? blockIdx.z * slice : 0, i1 = ks ? min(units, i0 + slice) : units;
+	int nst = (i1 - i0 + C::DU - 1) / C::DU;
 	size_t bst = (size_t)kpad * 8, mst = (size_t)ngr * 32; /* bytes per pair */
 	const unsigned char *pp = parts + pr0 * bst, *mp = mult + pr0 * mst, *bp = bias + pr0 * mst;
-	unsigned *ord = (unsigned *)(sm + GNS * SB); /* unit | end flags << 28, in the plan's order */
-	float acc[TP][2], v[TP][2], yt[TP][2];
+	unsigned *ord = (unsigned *)(sm + ns * SB); /* unit | end flags << 28, in the plan's order */
+	float acc[TW][TP][2], v[TW][TP][2], yt[TW][TP][2];
 
 	fg_pdl_trigger();
 #pragma unroll
-	for (int p = 0; p < TP; p++)
-		acc[p][0] = acc[p][1] = v[p][0] = v[p][1] = yt[p][0] = yt[p][1] = 0.0f;
-	for (int i = threadIdx.x; i < units; i += GW * 32) {
+	for (int j = 0; j < TW; j++)
+#pragma unroll
+		for (int p = 0; p < TP; p++)
+			acc[j][p][0] = acc[j][p][1] = v[j][p][0] = v[j][p][1] = yt[j][p][0] = yt[j][p][1] = 0.0f;
+	for (int i = i0 + threadIdx.x; i < i1; i += W * 32) {
 		int e, u = i8_unit_at(i, units, slice, wpt, &e);
 
 		ord[i] = (unsigned)u | (unsigned)e << 28;
@@ -652,31 +658,36 @@ __global__ void __launch_bounds__(GW * 32) int4_i8_gemm(float *__restrict__ y, c
 	__syncthreads();
 	/* the first stages' weights before waiting for the kernel that splits x
 	 * (they join the first stage's group) */
-	for (int s = 0; s < GNS - 1 && s < nst; s++)
-		i8_gemm_issue<G, TP>(sm + s * SB, true, s, ord, words, scales, pp, mp, bp, tile0, ntiles, nch, ngr,
-				     units, np, bst, mst);
+	for (int s = 0; s < ns - 1 && s < nst; s++)
+		i8_gemm_issue<G, TP, W, TW>(sm + s * SB, true, s, ord, words, scales, pp, mp, bp, tile0, ntiles, nch,
+					    ngr, i0, i1, np, bst, mst);
 	fg_pdl_wait();
-	for (int s = 0; s < GNS - 1; s++) {
+	for (int s = 0; s < ns - 1; s++) {
 		if (s < nst)
-			i8_gemm_issue<G, TP>(sm + s * SB, false, s, ord, words, scales, pp, mp, bp, tile0, ntiles, nch,
-					     ngr, units, np, bst, mst);
+			i8_gemm_issue<G, TP, W, TW>(sm + s * SB, false, s, ord, words, scales, pp, mp, bp, tile0, ntiles,
+						    nch, ngr, i0, i1, np, bst, mst);
 		i8_cp_commit();
 	}
 	for (int st = 0; st < nst; st++) {
-		const unsigned char *ss = sm + (st % GNS) * SB;
+		const unsigned char *ss = sm + (st % ns) * SB;
 
-		i8_cp_wait<GNS - 2>();
+		if (ns == 4) /* the stage st has landed: at most ns - 2 newer groups pending */
+			i8_cp_wait<2>();
+		else if (ns == 3)
+			i8_cp_wait<1>();
+		else
+			i8_cp_wait<0>();
 		__syncthreads();
-		{ /* the stage GNS - 1 ahead, into the buffer every warp finished with */
-			int s2 = st + GNS - 1;
+		{ /* the stage ns - 1 ahead, into the buffer every warp finished with */
+			int s2 = st + ns - 1;
 
 			if (s2 < nst) {
-				unsigned char *sd = sm + (s2 % GNS) * SB;
+				unsigned char *sd = sm + (s2 % ns) * SB;
 
-				i8_gemm_issue<G, TP>(sd, true, s2, ord, words, scales, pp, mp, bp, tile0, ntiles, nch, ngr,
-						     units, np, bst, mst);
-				i8_gemm_issue<G, TP>(sd, false, s2, ord, words, scales, pp, mp, bp, tile0, ntiles, nch, ngr,
-						     units, np, bst, mst);
+				i8_gemm_issue<G, TP, W, TW>(sd, true, s2, ord, words, scales, pp, mp, bp, tile0, ntiles, nch,
+							    ngr, i0, i1, np, bst, mst);
+				i8_gemm_issue<G, TP, W, TW>(sd, false, s2, ord, words, scales, pp, mp, bp, tile0, ntiles,
+							    nch, ngr, i0, i1, np, bst, mst);
 			}
 			i8_cp_commit();
 		}
@@ -684,40 +695,58 @@ __global__ void __launch_bounds__(GW * 32) int4_i8_gemm(float *__restrict__ y, c
 			continue;
 #pragma unroll
 		for (int d = 0; d < C::DU; d++) {
-			int i = st * C::DU + d, end;
-			const unsigned char *sa = ss + C::DU * TP * C::BP + (warp * C::DU + d) * C::AP;
+			int i = i0 + st * C::DU + d, end;
+			const unsigned char *sa = ss + C::DU * TP * C::BP + (warp * TW * C::DU + d) * C::AP;
 			const unsigned char *sb = ss + d * TP * C::BP;
-			int c4[TP][4];
+			int c4[TW][TP][4];
 
-			if (i >= units)
+			if (i >= i1)
 				break;
 			end = (int)(ord[i] >> 28);
 #pragma unroll
-			for (int p = 0; p < TP; p++)
-				c4[p][0] = c4[p][1] = c4[p][2] = c4[p][3] = 0;
+			for (int j = 0; j < TW; j++)
+#pragma unroll
+				for (int p = 0; p < TP; p++)
+					c4[j][p][0] = c4[j][p][1] = c4[j][p][2] = c4[j][p][3] = 0;
 #pragma unroll
 			for (int c = 0; c < C::NC; c++) {
-				uint4 cur = *(const uint4 *)(sa + c * 512 + lane * 16);
+				uint4 cur[TW];
 
 #pragma unroll
+				for (int j = 0; j < TW; j++)
+					cur[j] = *(const uint4 *)(sa + j * C::DU * C::AP + c * 512 + lane * 16);
+#pragma unroll
 				for (int h = 0; h < 2; h++) {
-					uint32_t w0 = h ? cur.z : cur.x, w1 = h ? cur.w : cur.y;
-					uint32_t a[4] = {w0 & 0x0F0F0F0Fu, w1 & 0x0F0F0F0Fu, (w0 >> 4) & 0x0F0F0F0Fu,
-							 (w1 >> 4) & 0x0F0F0F0Fu};
+					uint32_t a[TW][4];
 
+#pragma unroll
+					for (int j = 0; j < TW; j++) {
+						uint32_t w0 = h ? cur[j].z : cur[j].x, w1 = h ? cur[j].w : cur[j].y;
+
+						a[j][0] = w0 & 0x0F0F0F0Fu, a[j][1] = w1 & 0x0F0F0F0Fu;
+						a[j][2] = (w0 >> 4) & 0x0F0F0F0Fu, a[j][3] = (w1 >> 4) & 0x0F0F0F0Fu;
+					}
 #pragma unroll
 					for (int p = 0; p < TP; p++)
 						if (p < np) {
 							uint2 b = *(const uint2 *)(sb + p * C::BP + (c * 2 + h) * 256 + t * 64 + g * 8);
 
-							mma_u8s8(c4[p], a, b.x, b.y);
+#pragma unroll
+							for (int j = 0; j < TW; j++)
+								mma_u8s8(c4[j][p], a[j], b.x, b.y);
 						}
 					if (G == 32 || (c == C::NC - 1 && h == 1)) { /* the end of a group */
 						int q = G == 32 ? h : 0;
-						uint32_t cs = *(const uint32_t *)(sa + C::NC * 512 + q * 32 + g * 4);
-						float s0 = __uint_as_float(cs << 16);
-						float s1 = __uint_as_float(cs & 0xffff0000u);
+						float s0[TW], s1[TW];
 
+#pragma unroll
+						for (int j = 0; j < TW; j++) {
+							uint32_t cs = *(const uint32_t *)(sa + j * C::DU * C::AP + C::NC * 512 + q * 32 +
+											  g * 4);
+
+							s0[j] = __uint_as_float(cs << 16);
+							s1[j] = __uint_as_float(cs & 0xffff0000u);
+						}
 #pragma unroll
 						for (int p = 0; p < TP; p++)
 							if (p < np) {
@@ -725,108 +754,251 @@ __global__ void __launch_bounds__(GW * 32) int4_i8_gemm(float *__restrict__ y, c
 								float2 mu = *(const float2 *)gp;
 								int2 bi = *(const int2 *)(gp + C::GU * 32);
 
-								acc[p][0] = fmaf(fmaf((float)(c4[p][1] - bi.y), mu.y,
-										      (float)(c4[p][0] - bi.x) * mu.x),
-										 s0, acc[p][0]);
-								acc[p][1] = fmaf(fmaf((float)(c4[p][3] - bi.y), mu.y,
-										      (float)(c4[p][2] - bi.x) * mu.x),
-										 s1, acc[p][1]);
-								c4[p][0] = c4[p][1] = c4[p][2] = c4[p][3] = 0;
+#pragma unroll
+								for (int j = 0; j < TW; j++) {
+									int *cc = c4[j][p];
+
+									acc[j][p][0] = fmaf(fmaf((float)(cc[1] - bi.y), mu.y,
+												 (float)(cc[0] - bi.x) * mu.x),
+											    s0[j], acc[j][p][0]);
+									acc[j][p][1] = fmaf(fmaf((float)(cc[3] - bi.y), mu.y,
+												 (float)(cc[2] - bi.x) * mu.x),
+											    s1[j], acc[j][p][1]);
+									cc[0] = cc[1] = cc[2] = cc[3] = 0;
+								}
 							}
 					}
 				}
 			}
 			if (end & 1) { /* a chain's end: parts 0-1 + parts 2-3, then into its split's sum */
 #pragma unroll
-				for (int p = 0; p < TP; p++)
-					if (p < np) {
-						v[p][0] += acc[p][0] + __shfl_xor_sync(0xffffffffu, acc[p][0], 1);
-						v[p][1] += acc[p][1] + __shfl_xor_sync(0xffffffffu, acc[p][1], 1);
-						acc[p][0] = acc[p][1] = 0.0f;
-					}
+				for (int j = 0; j < TW; j++)
+#pragma unroll
+					for (int p = 0; p < TP; p++)
+						if (p < np) {
+							v[j][p][0] += acc[j][p][0] + __shfl_xor_sync(0xffffffffu, acc[j][p][0], 1);
+							v[j][p][1] += acc[j][p][1] + __shfl_xor_sync(0xffffffffu, acc[j][p][1], 1);
+							acc[j][p][0] = acc[j][p][1] = 0.0f;
+						}
 			}
 			if (end & 2) { /* a split's end: its empty chains (0 + 0 each), then into the total */
 				int sp = i / slice, nu = min(units - sp * slice, slice);
 
 #pragma unroll
-				for (int p = 0; p < TP; p++) {
-					for (int w = nu; w < wpt; w++) {
-						v[p][0] += 0.0f + 0.0f;
-						v[p][1] += 0.0f + 0.0f;
+				for (int j = 0; j < TW; j++)
+#pragma unroll
+					for (int p = 0; p < TP; p++) {
+						for (int w = nu; w < wpt; w++) {
+							v[j][p][0] += 0.0f + 0.0f;
+							v[j][p][1] += 0.0f + 0.0f;
+						}
+						yt[j][p][0] = splits == 1 || ks ? v[j][p][0] : yt[j][p][0] + v[j][p][0];
+						yt[j][p][1] = splits == 1 || ks ? v[j][p][1] : yt[j][p][1] + v[j][p][1];
+						v[j][p][0] = v[j][p][1] = 0.0f;
 					}
-					yt[p][0] = splits == 1 ? v[p][0] : yt[p][0] + v[p][0];
-					yt[p][1] = splits == 1 ? v[p][1] : yt[p][1] + v[p][1];
-					v[p][0] = v[p][1] = 0.0f;
-				}
 			}
 		}
 	}
 	i8_cp_wait<0>();
 	if (tile >= ntiles || (t & 1)) /* lanes 0 and 2 of a quad write tokens 2P and 2P + 1 */
 		return;
+	y += (size_t)blockIdx.z * rows * n;
 #pragma unroll
-	for (int p = 0; p < TP; p++) {
-		int tok = 2 * (pr0 + p) + (t >> 1), row = tile * 16 + g;
+	for (int j = 0; j < TW; j++)
+#pragma unroll
+		for (int p = 0; p < TP; p++) {
+			int tok = 2 * (pr0 + p) + (t >> 1), row = (tile + j) * 16 + g;
 
-		if (p < np && tok < rows) {
-			if (row < n)
-				y[(size_t)tok * n + row] = yt[p][0];
-			if (row + 8 < n)
-				y[(size_t)tok * n + row + 8] = yt[p][1];
+			if (p < np && tok < rows) {
+				if (row < n)
+					y[(size_t)tok * n + row] = yt[j][p][0];
+				if (row + 8 < n)
+					y[(size_t)tok * n + row + 8] = yt[j][p][1];
+			}
 		}
-	}
 }
 
-/* Token pairs per warp: the most (up to 4) that still give every SM 4 warps. */
-static int i8_gemm_tp(const struct fg_kint4 *w, int pairs)
+/* The splits' sums of a K-split GEMM (ks) in split order from 0, as the
+ * kernel adds them when one block walks every split: y[i] = ((0 + p[0][i])
+ * + p[1][i]) + ...; p: splits arrays of count floats. */
+__global__ void __launch_bounds__(256) i8_gemm_fold(float *__restrict__ y, const float *__restrict__ p,
+						    size_t count, int splits)
 {
-	static int forced = -1;
-	int tp = 4;
+	size_t i = (size_t)blockIdx.x * 256 + threadIdx.x;
 
-	if (forced < 0) { /* experiments: FG_I8_GEMM_TP=1, 2 or 4 */
-		const char *e = getenv("FG_I8_GEMM_TP");
+	fg_pdl_trigger();
+	fg_pdl_wait();
+	if (i < count) {
+		float v = 0.0f;
 
-		forced = e ? (int)strtol(e, NULL, 10) : 0;
+		for (int s = 0; s < splits; s++)
+			v += p[(size_t)s * count + i];
+		y[i] = v;
 	}
-	if (forced == 1 || forced == 2 || forced == 4)
-		return forced;
-	while (tp > 1 && (long)w->tiles * ((pairs + tp - 1) / tp) < 4L * w->sms)
-		tp /= 2;
-	return tp;
 }
 
-template <int G, int TP>
+static int i8_env(const char *name)
+{
+	const char *e = getenv(name);
+
+	return e ? (int)strtol(e, NULL, 10) : -1;
+}
+
+/* Experiments: FG_I8_GEMM_TP=1|2|4|8, _KS=0|1, _W=4|8, _TW=1|2, _NS=2|3|4
+ * (-1: the plan's choice), read once and again by fg_kint4_i8_gemm_env. */
+static int i8_ftp, i8_fks, i8_fnw, i8_ftw, i8_fns, i8_fread;
+
+extern "C" void fg_kint4_i8_gemm_env(void)
+{
+	i8_ftp = i8_env("FG_I8_GEMM_TP");
+	i8_fks = i8_env("FG_I8_GEMM_KS");
+	i8_fnw = i8_env("FG_I8_GEMM_W");
+	i8_ftw = i8_env("FG_I8_GEMM_TW");
+	i8_fns = i8_env("FG_I8_GEMM_NS");
+	i8_fread = 1;
+}
+
+/* A GEMM launch's shape: token pairs per warp (tp), warps per block (nw),
+ * tiles per warp (tw), cp.async stages (ns), blocks split K (ks: one block
+ * per split of the m = 1 plan, i8_gemm_fold adds the splits). */
+struct i8_gcfg {
+	int tp, nw, tw, ns, ks;
+};
+
+/* Dynamic shared memory of a GEMM launch (i8g<G>::stage, ns of them, and
+ * the unit table). */
+static size_t i8_gemm_smem(const struct fg_kint4 *w, const struct i8_gcfg *c)
+{
+	int ue = w->group > FG_INT4_I8_CHUNK ? w->group : FG_INT4_I8_CHUNK, nc = ue / FG_INT4_I8_CHUNK;
+	int gu = ue / w->group, du = nc >= 4 ? 1 : 4 / nc;
+	size_t stage = (size_t)du * (c->tp * (ue * 8 + gu * 64) + c->nw * c->tw * (nc * 512 + gu * 32));
+
+	return (size_t)c->ns * stage + ((size_t)w->units * 4 + 15) / 16 * 16;
+}
+
+/* Blocks of 8 warps, one tile each; K split across blocks where the m = 1
+ * plan splits it; token pairs per warp: the most (up to 8, no more than the
+ * pairs) that still give every SM 4 warps; 3 stages for 8 pairs (2 blocks of
+ * 8 warps per SM on sm_90), else 4; then fewer pairs and stages until a
+ * block fits the device's shared memory (sm_86: 99 KB). Measured on an H200
+ * (docs/bench.md, gemm14). */
+static void i8_gemm_cfg(struct i8_gcfg *c, const struct fg_kctx *ctx, const struct fg_kint4 *w, int pairs,
+			int splits)
+{
+	size_t limit = ctx->prop.sharedMemPerBlockOptin;
+	int ftp, fks, fnw, ftw, fns;
+	long segs;
+
+	if (!i8_fread)
+		fg_kint4_i8_gemm_env();
+	ftp = i8_ftp, fks = i8_fks, fnw = i8_fnw, ftw = i8_ftw, fns = i8_fns;
+	c->ks = splits > 1 && (fks == 0 || fks == 1 ? fks : 1);
+	c->nw = fnw == 4 ? 4 : 8;
+	c->tw = ftw == 2 ? 2 : 1;
+	segs = c->ks ? splits : 1;
+	if (ftp == 1 || ftp == 2 || ftp == 4 || ftp == 8) {
+		c->tp = ftp;
+	} else {
+		c->tp = 8;
+		while (c->tp > 1 && (c->tp / 2 >= pairs ||
+				     (long)(w->tiles + c->tw - 1) / c->tw * ((pairs + c->tp - 1) / c->tp) * segs <
+					     4L * w->sms))
+			c->tp /= 2;
+	}
+	c->ns = fns >= 2 && fns <= 4 ? fns : c->tp >= 8 ? 3 : 4;
+	while (i8_gemm_smem(w, c) > limit && (c->tp > 1 || c->ns > 2)) {
+		if (c->tp > 1)
+			c->tp /= 2;
+		else
+			c->ns--;
+	}
+}
+
+template <int G, int TP, int W, int TW>
 static cudaError_t i8_gemm_launch_t(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w,
 				    const unsigned char *parts, const unsigned char *mult, const unsigned char *bias,
-				    int pairs, int rows, int splits, int slice, int wpt)
+				    int pairs, int rows, int splits, int slice, int wpt, const struct i8_gcfg *cfg,
+				    float *part)
 {
 	static size_t allowed; /* the dynamic shared memory the kernel may take */
-	size_t smem = (size_t)GNS * i8g<G>::stage(TP) + ((size_t)w->units * 4 + 15) / 16 * 16;
+	static int per[5];     /* resident blocks per SM with ns stages (0: not asked yet) */
+	struct i8_gcfg cc = *cfg, *c = &cc;
+	dim3 grid((pairs + TP - 1) / TP, (w->tiles + W * TW - 1) / (W * TW), c->ks ? splits : 1);
+	long blocks = (long)grid.x * grid.y * grid.z;
+	size_t smem;
 
+	/* fewer stages where that brings the whole grid into one wave of
+	 * resident blocks (gate|up at 8 rows: 320 blocks of 8 warps, 2 per SM
+	 * with 4 stages, 4 with 2); the stages do not change the sums */
+	for (int ns = cfg->ns; ns >= 2 && i8_fns < 2; ns--) {
+		cc.ns = ns;
+		smem = i8_gemm_smem(w, c);
+		if (!per[ns]) {
+			if (smem > allowed) {
+				if (cudaFuncSetAttribute(int4_i8_gemm<G, TP, W, TW>,
+							 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess)
+					break;
+				allowed = smem;
+			}
+			if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per[ns], int4_i8_gemm<G, TP, W, TW>, W * 32,
+									  smem) != cudaSuccess)
+				per[ns] = -1;
+		}
+		if (blocks <= (long)per[ns] * w->sms)
+			break;
+		cc.ns = cfg->ns; /* none does: the plan's */
+	}
+	cudaGetLastError();
+	smem = i8_gemm_smem(w, c);
 	if (smem > allowed) {
-		if (cudaFuncSetAttribute(int4_i8_gemm<G, TP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
-		    cudaSuccess) {
+		if (cudaFuncSetAttribute(int4_i8_gemm<G, TP, W, TW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+					 (int)smem) != cudaSuccess) {
 			cudaGetLastError();
 			return cudaErrorNotSupported; /* more than the device has: one-vector launches */
 		}
 		allowed = smem;
 	}
-	fg_launch_pdl(ctx, int4_i8_gemm<G, TP>, dim3((pairs + TP - 1) / TP, (w->tiles + GW - 1) / GW), dim3(GW * 32),
-		      smem, d_y, (const unsigned char *)w->d_words, (const unsigned char *)w->d_scales, parts, mult, bias,
-		      w->n, w->tiles, w->chunks, w->kpad / w->group, w->units, slice, splits, wpt, pairs, rows, w->kpad);
+	fg_launch_pdl(ctx, int4_i8_gemm<G, TP, W, TW>, grid, dim3(W * 32), smem, c->ks ? part : d_y,
+		      (const unsigned char *)w->d_words, (const unsigned char *)w->d_scales, parts, mult, bias, w->n, w->tiles, w->chunks, w->kpad / w->group, w->units, slice, splits, wpt,
+		      pairs, rows, w->kpad, c->ks, c->ns);
+	if (c->ks) {
+		size_t count = (size_t)rows * w->n;
+
+		fg_launch_pdl(ctx, i8_gemm_fold, dim3((unsigned)((count + 255) / 256)), dim3(256), 0, d_y,
+			      (const float *)part, count, splits);
+	}
 	return cudaGetLastError();
+}
+
+template <int G, int W, int TW>
+static cudaError_t i8_gemm_launch_w(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w,
+				    const unsigned char *parts, const unsigned char *mult, const unsigned char *bias,
+				    int pairs, int rows, int splits, int slice, int wpt, const struct i8_gcfg *c,
+				    float *part)
+{
+	switch (c->tp) {
+	case 1: return i8_gemm_launch_t<G, 1, W, TW>(ctx, d_y, w, parts, mult, bias, pairs, rows, splits, slice, wpt, c, part);
+	case 2: return i8_gemm_launch_t<G, 2, W, TW>(ctx, d_y, w, parts, mult, bias, pairs, rows, splits, slice, wpt, c, part);
+	case 4: return i8_gemm_launch_t<G, 4, W, TW>(ctx, d_y, w, parts, mult, bias, pairs, rows, splits, slice, wpt, c, part);
+	default: return i8_gemm_launch_t<G, 8, W, TW>(ctx, d_y, w, parts, mult, bias, pairs, rows, splits, slice, wpt, c, part);
+	}
 }
 
 template <int G>
 static cudaError_t i8_gemm_g(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
 			     const float *d_x2, int rows)
 {
-	int splits, slice, wpt, tpb, ngr = w->kpad / G;
-	size_t per = (size_t)w->kpad * 8 + (size_t)ngr * 8 * (sizeof(float) + sizeof(int)); /* scratch per pair */
-	size_t fit = ctx->scratch_bytes / per;
-	int maxpairs = fit > 16384 ? 16384 : (int)fit; /* the split's grid: 2 * pairs blocks in y */
+	int splits, slice, wpt, tpb, ngr = w->kpad / G, maxpairs;
+	/* scratch per pair: parts, mult, bias; with ks the splits' sums of its two tokens */
+	size_t per = (size_t)w->kpad * 8 + (size_t)ngr * 8 * (sizeof(float) + sizeof(int)), fit;
+	struct i8_gcfg c;
 
 	i8_plan(w, 1, &splits, &slice, &wpt, &tpb); /* the m = 1 launch's order */
+	i8_gemm_cfg(&c, ctx, w, (rows + 1) / 2, splits);
+	if (c.ks)
+		per += (size_t)splits * 2 * w->n * sizeof(float);
+	fit = ctx->scratch_bytes / (per + 16);
+	maxpairs = fit > 16384 ? 16384 : (int)fit; /* the split's grid: 2 * pairs blocks in y */
 	if (maxpairs < 1)
 		return cudaErrorNotSupported;
 	for (int r0 = 0; r0 < rows; r0 += 2 * maxpairs) {
@@ -834,6 +1006,7 @@ static cudaError_t i8_gemm_g(struct fg_kctx *ctx, float *d_y, const struct fg_ki
 		unsigned char *parts = (unsigned char *)ctx->scratch;
 		unsigned char *mult = parts + (size_t)pairs * w->kpad * 8;
 		unsigned char *bias = mult + (size_t)pairs * ngr * 8 * sizeof(float);
+		float *part = (float *)(bias + ((size_t)pairs * ngr * 8 * sizeof(int) + 15) / 16 * 16);
 		const float *x = d_x + (size_t)r0 * w->k, *x2 = d_x2 ? d_x2 + (size_t)r0 * w->k : NULL;
 		float *y = d_y + (size_t)r0 * w->n;
 		cudaError_t e;
@@ -846,11 +1019,15 @@ static cudaError_t i8_gemm_g(struct fg_kctx *ctx, float *d_y, const struct fg_ki
 				      (float *)mult, (int *)bias, x, x2, w->k, w->kpad, ngr, nr);
 		if ((e = cudaGetLastError()) != cudaSuccess)
 			return e;
-		switch (i8_gemm_tp(w, pairs)) {
-		case 1: e = i8_gemm_launch_t<G, 1>(ctx, y, w, parts, mult, bias, pairs, nr, splits, slice, wpt); break;
-		case 2: e = i8_gemm_launch_t<G, 2>(ctx, y, w, parts, mult, bias, pairs, nr, splits, slice, wpt); break;
-		default: e = i8_gemm_launch_t<G, 4>(ctx, y, w, parts, mult, bias, pairs, nr, splits, slice, wpt); break;
-		}
+		i8_gemm_cfg(&c, ctx, w, pairs, splits);
+		if (c.nw == 8 && c.tw == 1)
+			e = i8_gemm_launch_w<G, 8, 1>(ctx, y, w, parts, mult, bias, pairs, nr, splits, slice, wpt, &c, part);
+		else if (c.nw == 8)
+			e = i8_gemm_launch_w<G, 8, 2>(ctx, y, w, parts, mult, bias, pairs, nr, splits, slice, wpt, &c, part);
+		else if (c.tw == 1)
+			e = i8_gemm_launch_w<G, 4, 1>(ctx, y, w, parts, mult, bias, pairs, nr, splits, slice, wpt, &c, part);
+		else
+			e = i8_gemm_launch_w<G, 4, 2>(ctx, y, w, parts, mult, bias, pairs, nr, splits, slice, wpt, &c, part);
 		if (e != cudaSuccess)
 			return e;
 	}

@@ -12,7 +12,8 @@
  * give FG_EINVAL with a message. Without a GPU the GPU part prints one
  * "ok ... # skip" line, unless FG_REQUIRE_CUDA=1 asks for a failure
  * instead. `test_kernels_gemm --small` runs only the small shapes (for
- * compute-sanitizer). */
+ * compute-sanitizer). The i8 kind's small shapes run again under launch
+ * shapes forced by FG_I8_GEMM_* (fg_kint4_i8_gemm_env). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -260,6 +261,19 @@ static void gpu_errors(void)
 	fg_kint4_free(ctx, w);
 }
 
+/* FG_I8_GEMM_TP, _W, _TW, _NS, _KS of the i8 GEMM's launch shapes that the
+ * plan does not pick on these shapes by itself ("-1": the plan's choice). */
+static const char *const shape_env[5] = {"FG_I8_GEMM_TP", "FG_I8_GEMM_W", "FG_I8_GEMM_TW", "FG_I8_GEMM_NS",
+					 "FG_I8_GEMM_KS"};
+static const char *const shapes[][5] = {
+	{"-1", "4", "1", "4", "0"}, /* gemm13's: 4 warps, one block walks all of K */
+	{"-1", "8", "2", "-1", "1"}, /* two tiles per warp */
+	{"8", "4", "2", "2", "1"},
+	{"1", "8", "1", "3", "0"},
+};
+static const char *const shape_name[] = {"i8 (w 4, ks 0)", "i8 (tw 2)", "i8 (tp 8, w 4, tw 2, ns 2)",
+					 "i8 (tp 1, ns 3, ks 0)"};
+
 int main(int argc, char **argv)
 {
 	int small = argc > 1 && !strcmp(argv[1], "--small");
@@ -274,6 +288,18 @@ int main(int argc, char **argv)
 		gpu_errors();
 		if (kind == FG_INT4_I8 || !small)
 			gpu_chain();
+	}
+	/* the i8 GEMM's other launch shapes (FG_I8_GEMM_*), small shapes */
+	for (size_t v = 0; v < sizeof(shapes) / sizeof(shapes[0]); v++) {
+		for (int f = 0; f < 5; f++)
+			setenv(shape_env[f], shapes[v][f], 1);
+		fg_kint4_i8_gemm_env();
+		kind_name = shape_name[v];
+		gpu_gemm(1);
+		gpu_chain();
+		for (int f = 0; f < 5; f++)
+			unsetenv(shape_env[f]);
+		fg_kint4_i8_gemm_env();
 	}
 	fg_kctx_free(ctx);
 	return tap_done();
