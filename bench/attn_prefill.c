@@ -15,39 +15,14 @@
 
 #include "kernels/fg_kernels.h"
 
-#define CK(call)                                                          \
-	do {                                                              \
-		if (call) {                                               \
-			fprintf(stderr, "attn_prefill: %s\n", err.msg);   \
-			exit(1);                                          \
-		}                                                         \
-	} while (0)
-
-static struct fg_err err;
-
-static int cmpd(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static int envint(const char *name, int def)
-{
-	const char *s = getenv(name);
-	char *end;
-	long v;
-
-	if (!s || !*s)
-		return def;
-	v = strtol(s, &end, 10);
-	return *end || v < 1 || v > 100000 ? def : (int)v;
-}
+#define BENCH_NAME "attn_prefill"
+#include "bench/bench.h"
 
 int main(void)
 {
 	struct fg_kctx *ctx;
-	const int heads = 8, kvh = 2, rows = envint("FG_BENCH_ROWS", 64), reps = envint("FG_BENCH_REPS", 7);
+	const int heads = 8, kvh = 2, rows = bench_env_int("FG_BENCH_ROWS", 64, 1, 100000);
+	const int reps = bench_env_int("FG_BENCH_REPS", 7, 1, 100000);
 	static const struct {
 		int cap, hd, pos0;
 		const char *what;
@@ -98,7 +73,7 @@ int main(void)
 				if (k >= 0)
 					t[k] = ms;
 			}
-			qsort(t, reps, sizeof(double), cmpd);
+			qsort(t, reps, sizeof(double), cmp_d);
 			if (pass == 0)
 				chunk_ms = t[reps / 2];
 			else

@@ -22,39 +22,12 @@
 
 #include "kernels/fg_kernels.h"
 
-#define CK(call)                                                      \
-	do {                                                          \
-		if (call) {                                           \
-			fprintf(stderr, "int4_gemm: %s\n", err.msg);  \
-			exit(1);                                      \
-		}                                                     \
-	} while (0)
+#define BENCH_NAME "int4_gemm"
+#include "bench/bench.h"
 
 #define MAXC 600 /* copies of a matrix at most */
 
 static struct fg_kctx *ctx;
-static struct fg_err err;
-static uint64_t seed = 0x9e3779b97f4a7c15ull;
-
-static uint32_t rnd(void)
-{
-	seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
-	return (uint32_t)(seed >> 16);
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(double), cmp_d);
-	return v[n / 2];
-}
-
 static float *dput_f(size_t n, float lo, float hi)
 {
 	float *h = malloc(sizeof(float) * n);

@@ -19,26 +19,12 @@
 
 #include "kernels/fg_kernels.h"
 
-#define CK(call)                                                        \
-	do {                                                            \
-		if (call) {                                             \
-			fprintf(stderr, "moe_matvec: %s\n", err.msg);   \
-			exit(1);                                        \
-		}                                                       \
-	} while (0)
+#define BENCH_NAME "moe_matvec"
+#include "bench/bench.h"
 
 enum { E = 128, K = 8, H = 2816, MI = 704, SETS = 64 };
 
 static struct fg_kctx *ctx;
-static struct fg_err err;
-static uint64_t seed = 0x9e3779b97f4a7c15ull;
-
-static uint32_t rnd(void)
-{
-	seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
-	return (uint32_t)(seed >> 16);
-}
-
 static void *dalloc(size_t n)
 {
 	void *d;
@@ -67,13 +53,6 @@ static void *dfill_bf16(size_t n)
 	return d;
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
 static void *dput_f(int n, float lo, float hi)
 {
 	float *h = malloc(sizeof(float) * (size_t)n);
@@ -84,12 +63,6 @@ static void *dput_f(int n, float lo, float hi)
 	CK(fg_kmem_upload(ctx, d, h, sizeof(float) * (size_t)n, &err));
 	free(h);
 	return d;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(double), cmp_d);
-	return v[n / 2];
 }
 
 /* The mixture of one layer as moe_step launches it, and its parts alone. */

@@ -22,15 +22,8 @@
 #include "engine/engine.h"
 #include "engine/model.h"
 
-#define CK(call)                                                      \
-	do {                                                          \
-		if (call) {                                           \
-			fprintf(stderr, "prefill_gpu: %s\n", err.msg); \
-			exit(1);                                      \
-		}                                                     \
-	} while (0)
-
-static struct fg_err err;
+#define BENCH_NAME "prefill_gpu"
+#include "bench/bench.h"
 
 static double now(void)
 {
@@ -38,13 +31,6 @@ static double now(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv)
@@ -55,14 +41,12 @@ int main(int argc, char **argv)
 	double tps[16];
 	float *ref = NULL, *lg = NULL;
 	int32_t *prompt;
-	const char *e;
 
 	if (!dir || n < 2) {
 		fprintf(stderr, "usage: prefill_gpu MODEL_DIR [N [CHUNK ...]]\n");
 		return 2;
 	}
-	if ((e = getenv("FG_BENCH_REPS")) && atoi(e) > 0)
-		reps = atoi(e) > 31 ? 31 : atoi(e);
+	reps = bench_env_int("FG_BENCH_REPS", 5, 1, 31);
 	chunks[nset++] = 0;
 	for (int i = 3; i < argc && nset < 16; i++)
 		chunks[nset++] = (int)strtol(argv[i], NULL, 10);
@@ -98,8 +82,7 @@ int main(int argc, char **argv)
 			if (r >= 0)
 				t[r] = now() - t0;
 		}
-		qsort(t, (size_t)reps, sizeof(double), cmp_d);
-		tps[s] = n / t[reps / 2];
+		tps[s] = n / median(t, reps);
 		if (chunks[s])
 			snprintf(lbl, sizeof(lbl), "chunks of %d", fg_engine_prefill_chunk(eng));
 		else

@@ -740,19 +740,12 @@ int fg_g4_gpu_step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int3
  * below pos0, what fg_k_attn_prefill expects (a KV-shared layer reads its
  * source's cache and the source's chunk rows). */
 
-/* y [T][rows] = W x for the T rows of x [T][cols]. */
+/* y [T][rows] = W x for the T rows of x [T][cols]: row r the bits of mv on row r. */
 static int mv_rows(struct fg_g4_gpu *g, float *y, const struct dlin *l, const float *x, int T, struct fg_err *err)
 {
-	int r;
-
 	if (l->fmt == FG_W_INT4)
 		return fg_k_int4_gemm(g->ctx, y, l->q4, x, NULL, T, err);
-	if (l->cols <= 12288)
-		return fg_k_rows_matvec(g->ctx, y, l->d, l->fmt == FG_W_BF16, x, T, l->rows, l->cols, err);
-	for (r = 0; r < T; r++)
-		if (mv(g, y + (size_t)r * l->rows, l, x + (size_t)r * l->cols, err))
-			return err->code;
-	return 0;
+	return fg_k_rows_matvec(g->ctx, y, l->d, l->fmt == FG_W_BF16, x, T, l->rows, l->cols, err);
 }
 
 /* y [T][rows] = W (gelu(gate) * up), gate and up [T][n]; mv_geglu per row. */

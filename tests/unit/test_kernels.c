@@ -24,50 +24,6 @@
 #include "tap.h"
 #include "gpu_test.h"
 
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-
-static uint32_t rnd(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (uint32_t)(rng >> 16);
-}
-
-static float frand(float lo, float hi)
-{
-	return lo + (hi - lo) * (float)(rnd() & 0xffffff) / (float)0x1000000;
-}
-
-static float *fvec(size_t n, float lo, float hi)
-{
-	float *v = malloc(sizeof(float) * (n ? n : 1));
-
-	for (size_t i = 0; i < n; i++)
-		v[i] = frand(lo, hi);
-	return v;
-}
-
-static uint16_t *bvec(size_t n, float lo, float hi)
-{
-	uint16_t *v = malloc(2 * (n ? n : 1));
-
-	for (size_t i = 0; i < n; i++)
-		v[i] = fg_ref_to_bf16(frand(lo, hi));
-	return v;
-}
-
-/* A random standard-format INT4 matrix (all 16 nibble values occur). */
-static void int4_rand(int32_t **packed, uint16_t **scale, int n, int k, int g)
-{
-	size_t words = (size_t)n * (k / 8), groups = (size_t)n * ((k + g - 1) / g);
-
-	*packed = malloc(4 * words);
-	for (size_t i = 0; i < words; i++)
-		(*packed)[i] = (int32_t)rnd() ^ (int32_t)(rnd() << 16);
-	*scale = bvec(groups, 0.002f, 0.05f);
-}
-
 /* sum |s q x| per output: the scale of the rounding error of a dot product */
 static void int4_abs(float *a, const int32_t *packed, const uint16_t *scale, const float *x, int m, int n, int k,
 		     int g)
@@ -459,18 +415,7 @@ static void test_twins(void)
 
 /* ---- GPU against the twins ----------------------------------------------------*/
 
-static struct fg_kctx *ctx;
-static struct fg_err gerr;
 static const char *kind_name = "fma"; /* the int4 kernel under test */
-
-static void *dput(const void *h, size_t n)
-{
-	void *d = NULL;
-
-	if (fg_kmem_alloc(ctx, &d, n ? n : 4, &gerr) || (n && fg_kmem_upload(ctx, d, h, n, &gerr)))
-		return NULL;
-	return d;
-}
 
 static void *dnew(size_t n)
 {
@@ -480,11 +425,6 @@ static void *dnew(size_t n)
 		return NULL;
 	fg_kmem_fill(ctx, d, 0xff, n, &gerr); /* NaN poison: an unwritten output fails */
 	return d;
-}
-
-static int dget(void *h, const void *d, size_t n)
-{
-	return fg_kctx_sync(ctx, &gerr) || fg_kmem_download(ctx, h, d, n, &gerr);
 }
 
 /* worst |a - b| / (atol + rtol * scale_i) over n; scale NULL = |b_i| */

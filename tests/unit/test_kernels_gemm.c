@@ -21,46 +21,10 @@
 
 #include "kernels/fg_kernels.h"
 #include "tap.h"
+#define GPU_TEST_SEED 0x2545F4914F6CDD1Dull
 #include "gpu_test.h"
 
-static uint64_t rng = 0x2545F4914F6CDD1Dull;
-static struct fg_kctx *ctx;
-static struct fg_err gerr;
 static const char *kind_name;
-
-static uint32_t rnd(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (uint32_t)(rng >> 16);
-}
-
-static float frand(float lo, float hi)
-{
-	return lo + (hi - lo) * (float)(rnd() & 0xffffff) / (float)0x1000000;
-}
-
-static uint16_t to_bf16(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, 4);
-	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-/* A random standard-format INT4 matrix (all 16 nibble values occur). */
-static void int4_rand(int32_t **packed, uint16_t **scale, int n, int k, int g)
-{
-	size_t words = (size_t)n * (k / 8), groups = (size_t)n * ((k + g - 1) / g);
-
-	*packed = malloc(4 * words);
-	*scale = malloc(2 * groups);
-	for (size_t i = 0; i < words; i++)
-		(*packed)[i] = (int32_t)(rnd() ^ (rnd() << 16));
-	for (size_t i = 0; i < groups; i++)
-		(*scale)[i] = to_bf16(frand(0.002f, 0.05f));
-}
 
 /* rows of k activations: row r % 6 == 1 zeros, == 2 huge and tiny
  * (subnormal) magnitudes, == 3 one NaN, == 4 one Inf, else uniform in
@@ -91,15 +55,6 @@ static float *acts(int rows, int k)
 			v[rnd() % k] = (rnd() & 1) ? INFINITY : -INFINITY;
 	}
 	return x;
-}
-
-static void *dput(const void *h, size_t n)
-{
-	void *d = NULL;
-
-	if (fg_kmem_alloc(ctx, &d, n ? n : 4, &gerr) || fg_kmem_upload(ctx, d, h, n, &gerr))
-		return NULL;
-	return d;
 }
 
 /* "" or where the first difference is */

@@ -20,45 +20,9 @@
 
 #include "kernels/fg_kernels.h"
 #include "tap.h"
+#define GPU_TEST_SEED 0x2545F4914F6CDD1Dull
 #include "gpu_test.h"
 
-static uint64_t rng = 0x2545F4914F6CDD1Dull;
-
-static uint32_t rnd(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (uint32_t)(rng >> 16);
-}
-
-static float *fvec(size_t n, float lo, float hi)
-{
-	float *v = malloc(sizeof(float) * (n ? n : 1));
-
-	for (size_t i = 0; i < n; i++)
-		v[i] = lo + (hi - lo) * (float)(rnd() & 0xffffff) / (float)0x1000000;
-	return v;
-}
-
-static struct fg_kctx *ctx;
-static struct fg_err gerr;
-
-static void *dput(const void *h, size_t n)
-{
-	void *d = NULL;
-
-	if (fg_kmem_alloc(ctx, &d, n ? n : 4, &gerr) || (h && n && fg_kmem_upload(ctx, d, h, n, &gerr))) {
-		fg_kmem_free(ctx, d);
-		return NULL;
-	}
-	return d;
-}
-
-static int dget(void *h, const void *d, size_t n)
-{
-	return fg_kctx_sync(ctx, &gerr) || fg_kmem_download(ctx, h, d, n, &gerr);
-}
 
 struct pcase {
 	int cap, pos0, rows, heads, kvh, hd;
