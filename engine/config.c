@@ -811,3 +811,13 @@ int fg_g4_kv_source(const struct fg_g4_config *c, int i)
 			return j;
 	return -1;
 }
+
+int fg_g4_type_source(const struct fg_g4_config *c, int type)
+{
+	int j;
+
+	for (j = fg_g4_first_shared(c) - 1; j >= 0; j--)
+		if (c->layer_type[j] == type)
+			return j;
+	return -1;
+}

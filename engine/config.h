@@ -93,6 +93,14 @@ struct fg_g4_config {
 	int n_experts;          /* num_experts */
 	int top_k;              /* top_k_experts, 1..n_experts */
 	int moe_inter;          /* moe_intermediate_size: each expert's MLP width */
+	/* Gemma4AssistantConfig (model_type "gemma4_assistant"): an MTP drafter
+	 * whose text_config is parsed as above, every layer KV-shared (its layers
+	 * read the target's caches: engine/draft.h). 0 for any other model. */
+	int assistant;          /* 1: a gemma4_assistant config */
+	int backbone;           /* backbone_hidden_size: the target's hidden size */
+	int ordered_emb;        /* use_ordered_embeddings: the centroid-masked head */
+	int n_centroids;        /* num_centroids (ordered_emb only) */
+	int centroid_top_k;     /* centroid_intermediate_top_k (ordered_emb only) */
 };
 
 /* Parses config.json text; what names it in messages. */
@@ -120,5 +128,9 @@ int fg_g4_layer_inter(const struct fg_g4_config *c, int i);
 /* The layer whose KV cache layer i reads: itself, or for a shared layer the
  * last non-shared layer of the same type. -1 if there is none. */
 int fg_g4_kv_source(const struct fg_g4_config *c, int i);
+/* The layer whose cache transformers hands an assistant drafter for layers
+ * of type t (its shared_kv_states[t]): the last layer of that type below
+ * fg_g4_first_shared (the store_full_length_kv layer). -1 if there is none. */
+int fg_g4_type_source(const struct fg_g4_config *c, int type);
 
 #endif

@@ -889,3 +889,33 @@ int fg_g4_gpu_info(const struct fg_g4_gpu *g, struct fg_kdevice *out, struct fg_
 {
 	return fg_kctx_device_info(g->ctx, out, err);
 }
+
+/* ---- speculative decoding ---------------------------------------------------- */
+
+int fg_g4_gpu_verify(struct fg_g4_gpu *g, const int32_t *ids, int T, int pos, int32_t *best, struct fg_err *err)
+{
+	(void)g, (void)ids, (void)T, (void)pos, (void)best;
+	return fg_err_set(err, FG_EUNSUPPORTED, "cuda: speculative verify is not built yet");
+}
+
+int fg_g4_gpu_accept(struct fg_g4_gpu *g, int n, struct fg_err *err)
+{
+	(void)g, (void)n;
+	return fg_err_set(err, FG_EUNSUPPORTED, "cuda: speculative accept is not built yet");
+}
+
+int fg_g4_gpu_draft_new(struct fg_g4_gpu_draft **out, struct fg_g4_gpu *g, const struct fg_g4_model *a,
+			struct fg_err *err)
+{
+	(void)g, (void)a;
+	*out = NULL;
+	return fg_err_set(err, FG_EUNSUPPORTED, "cuda: the assistant drafter is not built yet");
+}
+
+void fg_g4_gpu_draft_free(struct fg_g4_gpu_draft *d) { (void)d; }
+
+int fg_g4_gpu_draft(struct fg_g4_gpu_draft *d, int32_t last, int pos, int k, int32_t *out, struct fg_err *err)
+{
+	(void)d, (void)last, (void)pos, (void)k, (void)out;
+	return fg_err_set(err, FG_EUNSUPPORTED, "cuda: the assistant drafter is not built yet");
+}

@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 
+#include "engine/draft.h"
 #include "engine/model.h"
 #include "err.h"
 
@@ -41,6 +42,31 @@ int fg_g4_gpu_step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int3
 int fg_g4_gpu_prefill(struct fg_g4_gpu *g, const int32_t *ids, int n, int pos, struct fg_err *err);
 /* The rows per chunk in use (0: token by token). */
 int fg_g4_gpu_chunk(const struct fg_g4_gpu *g);
+
+/* ---- speculative decoding (engine/draft.h has the method) ----
+ *
+ * The target's verify pass: rows ids[0..T) (1 <= T <= FG_DRAFT_MAX_K + 1)
+ * at positions pos, pos + 1, ... (the cache holds positions < pos), the head
+ * on every row: best[r] = the argmax after row r, the bits fg_g4_gpu_step
+ * gives at that position after rows 0..r. The caches are NOT written:
+ * fg_g4_gpu_accept(g, n) then stores rows 0..n-1 (1 <= n <= T) as n steps
+ * would have, and leaves row n-1's final-normed hidden state where the
+ * drafter reads it (as a step with the head does). Anything but accept
+ * after verify forgets the verify. */
+int fg_g4_gpu_verify(struct fg_g4_gpu *g, const int32_t *ids, int T, int pos, int32_t *best, struct fg_err *err);
+int fg_g4_gpu_accept(struct fg_g4_gpu *g, int n, struct fg_err *err);
+
+/* An assistant drafter on the GPU, reading target g's device caches and its
+ * last final-normed hidden state (of the last fg_g4_gpu_step with the head,
+ * or of fg_g4_gpu_accept): what fg_draft_cpu_propose computes, within
+ * rounding. a must outlive the result; checks as fg_draft_cpu_new. */
+struct fg_g4_gpu_draft;
+int fg_g4_gpu_draft_new(struct fg_g4_gpu_draft **out, struct fg_g4_gpu *g, const struct fg_g4_model *a,
+			struct fg_err *err);
+void fg_g4_gpu_draft_free(struct fg_g4_gpu_draft *d);
+/* k drafts after `last` (the token at position pos, which the target has
+ * not run) into out [k]. */
+int fg_g4_gpu_draft(struct fg_g4_gpu_draft *d, int32_t last, int pos, int k, int32_t *out, struct fg_err *err);
 
 /* "NVIDIA H200 (sm_90, ...)"; borrowed. */
 const char *fg_g4_gpu_device(const struct fg_g4_gpu *g);

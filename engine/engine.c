@@ -22,6 +22,7 @@
 #include "engine/cpu/ops.h"
 #include "engine/cpu/pool.h"
 #include "engine/cuda.h"
+#include "engine/draft.h"
 #include "engine/model.h"
 #include "engine/rope.h"
 
@@ -47,6 +48,8 @@ struct fg_engine {
 	float *ple;              /* [T][layers * ple] */
 	float *pg;               /* [T][ple] */
 	float *logits;           /* [vocab]: the last step's, for generate */
+	float *hlast;            /* [hidden]: the final-normed state of the newest position with logits */
+	int has_hlast;
 	float *hk;               /* [CHUNK][n_keep]: a pruned head's logits */
 	int nw;                  /* workers */
 	float **row_buf;         /* [nw][max cols] */
@@ -245,6 +248,7 @@ int fg_engine_load(struct fg_engine **out, const char *model_dir, const struct f
 	e->ple = alloc_f((size_t)CHUNK * (size_t)(c->n_layers * c->ple_dim), &bad);
 	e->pg = alloc_f((size_t)CHUNK * (size_t)c->ple_dim, &bad);
 	e->logits = alloc_f((size_t)c->vocab, &bad);
+	e->hlast = alloc_f(H, &bad);
 	e->hk = alloc_f((size_t)CHUNK * (size_t)e->m->n_keep, &bad);
 	e->inv[FG_G4_SLIDING] = alloc_f((size_t)c->head_dim / 2, &bad);
 	e->inv[FG_G4_FULL] = alloc_f((size_t)c->global_head_dim / 2, &bad);
@@ -334,6 +338,7 @@ void fg_engine_free(struct fg_engine *e)
 	free(e->ple);
 	free(e->pg);
 	free(e->logits);
+	free(e->hlast);
 	free(e->hk);
 	free(e->inv[0]);
 	free(e->inv[1]);
@@ -409,6 +414,7 @@ long long fg_engine_gen_max_new(const struct fg_engine *e, size_t n_prompt)
 void fg_engine_reset(struct fg_engine *e)
 {
 	e->pos = 0;
+	e->has_hlast = 0;
 }
 
 int32_t fg_engine_argmax(const float *logits, int n)
@@ -702,6 +708,8 @@ static void forward_chunk(struct fg_engine *e, const int32_t *ids, int T, int fr
 	for (t = from; t < T; t++)
 		fg_cpu_rmsnorm(e->a + (size_t)(t - from) * (size_t)H, e->x + (size_t)t * (size_t)H, e->m->final_norm,
 			       H, c->eps);
+	memcpy(e->hlast, e->a + (size_t)(T - 1 - from) * (size_t)H, sizeof(float) * (size_t)H);
+	e->has_hlast = 1;
 	if (!e->m->keep) {
 		matmul(e, &e->m->head, e->a, T - from, out);
 		fg_cpu_softcap(out, (T - from) * c->vocab, c->softcap);
@@ -849,4 +857,33 @@ int fg_engine_generate_ids(struct fg_engine *e, const int32_t *prompt, size_t n_
 			   fg_engine_token_cb cb, void *user, struct fg_err *err)
 {
 	return generate(e, prompt, n_prompt, max_new, cb, user, 0, err);
+}
+
+/* ---- speculative decoding: the CPU engine's side (engine/draft.h) ---------- */
+
+int fg_engine_draft_kv(const struct fg_engine *e, struct fg_draft_kv *out, struct fg_err *err)
+{
+	const struct fg_g4_config *c = &e->m->cfg;
+	int t, n = 0;
+
+	memset(out, 0, sizeof(*out));
+	out->window = e->window;
+	for (t = 0; t < 2; t++) {
+		int src = fg_g4_type_source(c, t);
+
+		if (src < 0 || !e->kv[src].k)
+			continue;
+		out->k[t] = e->kv[src].k;
+		out->v[t] = e->kv[src].v;
+		out->cap[t] = e->kv[src].cap;
+		n++;
+	}
+	if (!n)
+		return fg_err_set(err, FG_EINVAL, "the target model has no layer whose cache a drafter could read");
+	return 0;
+}
+
+const float *fg_engine_last_hidden(const struct fg_engine *e)
+{
+	return e->has_hlast && !e->gpu ? e->hlast : NULL;
 }

@@ -67,6 +67,14 @@ struct fg_g4_model {
 	float *ple_proj_norm;             /* per_layer_projection_norm [ple] */
 	float *final_norm;                /* norm [hidden] */
 	struct fg_g4_layer *layers;       /* [n_layers] */
+	/* cfg.assistant only (a gemma4_assistant drafter, engine/draft.h):
+	 * pre_projection [hidden][2 backbone], post_projection [backbone][hidden];
+	 * with cfg.ordered_emb masked_embedding.centroids [n_centroids][hidden]
+	 * and masked_embedding.token_ordering [vocab] (I64 in the file, here
+	 * int32; every id < vocab). Its layers' kv_src is -1: each reads the
+	 * target's cache of its type (fg_g4_kv_source of the target's config). */
+	struct fg_lin pre_proj, post_proj, centroids;
+	int32_t *ordering;
 	char prefix[64];
 	const char *format;               /* "bf16", "f32", "int4-g<N>", "mixed" */
 	char format_buf[32];

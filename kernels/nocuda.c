@@ -460,3 +460,17 @@ int fg_k_rows_matvec(struct fg_kctx *ctx, float *d_y, const void *d_w, int bf16,
 	(void)ctx, (void)d_y, (void)d_w, (void)bf16, (void)d_x, (void)rows, (void)n, (void)k;
 	return NO_CUDA(err);
 }
+
+int fg_k_centroid_select(struct fg_kctx *ctx, int32_t *d_ids, const float *d_z, int n, int top_k,
+			 const int32_t *d_order, int per, struct fg_err *err)
+{
+	(void)ctx, (void)d_ids, (void)d_z, (void)n, (void)top_k, (void)d_order, (void)per;
+	return NO_CUDA(err);
+}
+
+int fg_k_gather_matvec(struct fg_kctx *ctx, float *d_y, const void *d_table, int bf16, const int32_t *d_ids,
+		       int n_ids, const float *d_x, int k, struct fg_err *err)
+{
+	(void)ctx, (void)d_y, (void)d_table, (void)bf16, (void)d_ids, (void)n_ids, (void)d_x, (void)k;
+	return NO_CUDA(err);
+}
