@@ -69,6 +69,13 @@ struct fg_g4_gpu {
 	int chunk;
 	int32_t *cids;
 	float *cx, *ca, *cq, *catt, *co, *cgu, *cg, *cup, *cpl, *cplp, *cpg;
+	/* speculative verify (fg_g4_gpu_verify): the chunk buffers hold at
+	 * least FG_DRAFT_MAX_K + 1 rows whatever the chunk; the rows' logits
+	 * [FG_DRAFT_MAX_K + 1][head rows] and argmaxes; the pending verify's
+	 * rows and first position (vT 0: none to accept) */
+	float *vlog;
+	int32_t *vbest;
+	int vT, vpos;
 };
 
 static size_t lin_bytes(const struct fg_lin *l)
@@ -371,7 +378,7 @@ void fg_g4_gpu_free(struct fg_g4_gpu *g)
 			      g->pg,    g->logits,  g->idpos,      g->best,     g->keep,   g->mx,     g->rlog,
 			      g->mw,    g->mgu,     g->my,         g->midx,     g->cids,   g->cx,     g->ca,
 			      g->cq,    g->catt,    g->co,         g->cgu,      g->cg,     g->cup,    g->cpl,
-			      g->cplp,  g->cpg};
+			      g->cplp,  g->cpg,     g->vlog,       g->vbest};
 
 		for (size_t j = 0; j < sizeof(ds) / sizeof(ds[0]); j++)
 			fg_kmem_free(g->ctx, ds[j]);
@@ -384,9 +391,11 @@ void fg_g4_gpu_free(struct fg_g4_gpu *g)
 }
 
 /* The prompt-chunk buffers (fg_g4_gpu_prefill) for FG_PREFILL_CHUNK rows
- * (default FG_CHUNK_ROWS; 0 runs prompts token by token). */
+ * (default FG_CHUNK_ROWS; 0 runs prompts token by token), and never fewer
+ * than a speculative verify's FG_DRAFT_MAX_K + 1 rows. */
 #define FG_CHUNK_ROWS 64
 #define FG_CHUNK_MAX 1024
+#define VROWS (FG_DRAFT_MAX_K + 1) /* a verify's rows at most */
 
 static int chunk_new(struct fg_g4_gpu *g, int maxi, size_t qkv_n, size_t att_n, struct fg_err *err)
 {
@@ -406,11 +415,9 @@ static int chunk_new(struct fg_g4_gpu *g, int maxi, size_t qkv_n, size_t att_n, 
 					  FG_CHUNK_MAX);
 		g->chunk = (int)v;
 	}
-	if (g->chunk < 2) {
+	if (g->chunk < 2)
 		g->chunk = 0;
-		return 0;
-	}
-	T = (size_t)g->chunk;
+	T = (size_t)(g->chunk > VROWS ? g->chunk : VROWS);
 	if ((rc = fg_kmem_alloc(g->ctx, (void **)&g->cids, T * sizeof(int32_t), err)) ||
 	    (rc = zeros(g, &g->cx, T * H, err)) || (rc = zeros(g, &g->ca, T * H, err)) ||
 	    (rc = zeros(g, &g->cq, T * qkv_n, err)) || (rc = zeros(g, &g->catt, T * att_n, err)) ||
@@ -423,6 +430,9 @@ static int chunk_new(struct fg_g4_gpu *g, int maxi, size_t qkv_n, size_t att_n, 
 	for (i = 0; i < c->n_layers; i++)
 		if (g->m->layers[i].kv_src == i && (rc = zeros(g, &g->L[i].cqkv, T * (size_t)g->L[i].qkv.rows, err)))
 			return rc;
+	if ((rc = zeros(g, &g->vlog, (size_t)VROWS * (size_t)g->head.rows, err)) ||
+	    (rc = fg_kmem_alloc(g->ctx, (void **)&g->vbest, VROWS * sizeof(int32_t), err)))
+		return rc;
 	return 0;
 }
 
@@ -778,7 +788,9 @@ static int bias_rows(struct fg_g4_gpu *g, float *y, const float *b, int n, int T
 	return 0;
 }
 
-static int forward_chunk(struct fg_g4_gpu *g, int T, int pos0, struct fg_err *err)
+/* store 0 (a speculative verify) leaves the caches as they were: the rows'
+ * keys and values stay in the owning layers' cqkv for fg_g4_gpu_accept. */
+static int forward_chunk(struct fg_g4_gpu *g, int T, int pos0, int store, struct fg_err *err)
 {
 	const struct fg_g4_model *m = g->m;
 	const struct fg_g4_config *c = &m->cfg;
@@ -831,7 +843,7 @@ static int forward_chunk(struct fg_g4_gpu *g, int T, int pos0, struct fg_err *er
 		}
 	}
 	/* the chunk's keys and values into the caches, now that no layer reads them */
-	for (li = 0; li < c->n_layers; li++) {
+	for (li = 0; li < c->n_layers && store; li++) {
 		const struct fg_g4_layer *ml = &m->layers[li];
 		struct glayer *L = &g->L[li];
 		int d = ml->head_dim, kvh = ml->kv_heads;
@@ -868,7 +880,7 @@ int fg_g4_gpu_prefill(struct fg_g4_gpu *g, const int32_t *ids, int n, int pos, s
 		for (r = 0; r < T; r++)
 			buf[r] = fg_g4_input_id(&g->m->cfg, ids[done + r]); /* as the step embeds them */
 		if ((rc = fg_kmem_upload(g->ctx, g->cids, buf, sizeof(int32_t) * (size_t)T, err)) ||
-		    (rc = forward_chunk(g, T, pos + done, err)) || (rc = fg_kctx_sync(g->ctx, err)))
+		    (rc = forward_chunk(g, T, pos + done, 1, err)) || (rc = fg_kctx_sync(g->ctx, err)))
 			return fg_err_wrap(err, "cuda prefill of %d tokens at position %d", T, pos + done);
 		done += T;
 	}
@@ -892,16 +904,75 @@ int fg_g4_gpu_info(const struct fg_g4_gpu *g, struct fg_kdevice *out, struct fg_
 
 /* ---- speculative decoding ---------------------------------------------------- */
 
+/* The verify pass is a prompt chunk (forward_chunk: every row the decode
+ * step's bits) that keeps its keys and values aside, with the head on every
+ * row (mv_rows: row r the bits of the step's head matvec) and the step's
+ * softcap and argmax per row. Nothing it launches is captured, and it uses
+ * none of the step's buffers but g->a (written by accept only), so the
+ * step's graphs stay valid around it. */
 int fg_g4_gpu_verify(struct fg_g4_gpu *g, const int32_t *ids, int T, int pos, int32_t *best, struct fg_err *err)
 {
-	(void)g, (void)ids, (void)T, (void)pos, (void)best;
-	return fg_err_set(err, FG_EUNSUPPORTED, "cuda: speculative verify is not built yet");
+	const struct fg_g4_config *c = &g->m->cfg;
+	int32_t buf[VROWS];
+	int n = g->head.rows, r, rc;
+
+	g->vT = 0;
+	if (T < 1 || T > VROWS || pos < 0)
+		return fg_err_set(err, FG_EINVAL, "cuda verify: %d rows at position %d (1 to %d rows)", T, pos, VROWS);
+	for (r = 0; r < T; r++) {
+		if (ids[r] < 0 || ids[r] >= c->vocab)
+			return fg_err_set(err, FG_EINVAL, "cuda verify: token id %d outside the vocabulary of %d",
+					  (int)ids[r], c->vocab);
+		buf[r] = fg_g4_input_id(c, ids[r]); /* as the step embeds them */
+	}
+	if ((rc = fg_kmem_upload(g->ctx, g->cids, buf, sizeof(int32_t) * (size_t)T, err)) ||
+	    (rc = forward_chunk(g, T, pos, 0, err)) || (rc = mv_rows(g, g->vlog, &g->head, g->ca, T, err)))
+		return fg_err_wrap(err, "cuda verify of %d rows at position %d", T, pos);
+	for (r = 0; r < T; r++)
+		if ((rc = fg_k_softcap_argmax(g->ctx, g->vbest + r, g->vlog + (size_t)r * (size_t)n, g->keep, n,
+					      c->softcap, err)))
+			return fg_err_wrap(err, "cuda verify of %d rows at position %d", T, pos);
+	if ((rc = fg_kctx_sync(g->ctx, err)) ||
+	    (rc = fg_kmem_download(g->ctx, best, g->vbest, sizeof(int32_t) * (size_t)T, err)))
+		return fg_err_wrap(err, "cuda verify of %d rows at position %d", T, pos);
+	for (r = 0; r < T; r++)
+		if (best[r] < 0)
+			best[r] = 0; /* every logit NaN: the step's answer */
+	g->vT = T;
+	g->vpos = pos;
+	return 0;
 }
 
+/* Rows 0..n-1 of the verify into the caches (slot = position % cap, the
+ * newest row of a slot wins: what n steps leave), and row n-1's
+ * final-normed hidden state into g->a, where a step with the head leaves
+ * it. */
 int fg_g4_gpu_accept(struct fg_g4_gpu *g, int n, struct fg_err *err)
 {
-	(void)g, (void)n;
-	return fg_err_set(err, FG_EUNSUPPORTED, "cuda: speculative accept is not built yet");
+	const struct fg_g4_config *c = &g->m->cfg;
+	size_t hb = sizeof(float) * (size_t)c->hidden;
+	int li, rc, nh = c->n_heads;
+
+	if (!g->vT)
+		return fg_err_set(err, FG_EINVAL, "cuda accept: no verify to accept");
+	if (n < 1 || n > g->vT)
+		return fg_err_set(err, FG_EINVAL, "cuda accept: %d rows of a verify of %d", n, g->vT);
+	g->vT = 0;
+	for (li = 0; li < c->n_layers; li++) {
+		const struct fg_g4_layer *ml = &g->m->layers[li];
+		struct glayer *L = &g->L[li];
+		int d = ml->head_dim, kvh = ml->kv_heads;
+
+		if (ml->kv_src == li &&
+		    (rc = fg_k_kv_store_rows(g->ctx, L->kc, L->vc, L->cqkv + (size_t)nh * d,
+					     L->cqkv + (size_t)(nh + kvh) * d, (size_t)L->qkv.rows, n, kvh, d, L->cap,
+					     g->vpos, err)))
+			return fg_err_wrap(err, "cuda accept of %d rows at position %d", n, g->vpos);
+	}
+	if ((rc = fg_kmem_copy2d(g->ctx, g->a, hb, g->ca + (size_t)(n - 1) * (size_t)c->hidden, hb, hb, 1, err)) ||
+	    (rc = fg_kctx_sync(g->ctx, err)))
+		return fg_err_wrap(err, "cuda accept of %d rows at position %d", n, g->vpos);
+	return 0;
 }
 
 int fg_g4_gpu_draft_new(struct fg_g4_gpu_draft **out, struct fg_g4_gpu *g, const struct fg_g4_model *a,

@@ -3,6 +3,8 @@
  * transformers' recorded answers: logits at every position, greedy
  * continuations, and the same bits on a second run (graph replays included).
  * The variants include mixture-of-experts and attention_bias models.
+ * Speculative verify / accept: rounds of drafts give plain greedy's tokens
+ * and leave the caches with plain greedy's bits.
  * Without a GPU it checks that asking for one fails cleanly and skips the
  * rest (FG_REQUIRE_CUDA=1 turns the skip into a failure). */
 #include <math.h>
@@ -14,8 +16,10 @@
 #include "tap.h"
 #include "engine_test.h"
 
+#include "engine/cuda.h"
 #include "engine/engine.h"
 #include "engine/model.h"
+#include "engine/rope.h"
 #include "fsutil.h"
 #include "json.h"
 
@@ -224,6 +228,173 @@ done:
 	fg_rm_tree(dir);
 }
 
+/* ---- speculative verify and accept (engine/cuda.h) ---- */
+
+#define SPEC_N 24     /* tokens each run emits (at least) */
+#define SPEC_MAXT 9   /* verify rows tried: 1..SPEC_MAXT */
+#define SPEC_SEQ 128  /* the caches' size */
+
+struct spec {
+	struct fg_g4_model *m;
+	struct fg_g4_gpu *g;
+	float *inv[2];
+	int V, np;
+	int32_t prompt[7];
+	/* plain greedy: ref[i] the i-th token after the prompt, lref[i] the
+	 * logits that chose it (the step at position np - 1 + i) */
+	int32_t ref[SPEC_N + SPEC_MAXT + 1];
+	float *lref;
+};
+
+static void spec_free(struct spec *s)
+{
+	fg_g4_gpu_free(s->g);
+	fg_g4_model_free(s->m);
+	free(s->inv[0]), free(s->inv[1]), free(s->lref);
+}
+
+/* Loads dir onto the GPU (chunk: FG_PREFILL_CHUNK, NULL the default) and
+ * runs plain greedy token by token. */
+static int spec_new(struct spec *s, const char *dir, int window, const char *chunk, struct fg_err *err)
+{
+	const struct fg_g4_config *c;
+	int i, n = SPEC_N + SPEC_MAXT + 1;
+
+	memset(s, 0, sizeof(*s));
+	if (fg_g4_model_load(&s->m, dir, err))
+		return -1;
+	c = &s->m->cfg;
+	s->V = c->vocab;
+	s->inv[0] = malloc(sizeof(float) * (size_t)c->head_dim);
+	s->inv[1] = malloc(sizeof(float) * (size_t)c->global_head_dim);
+	s->lref = malloc(sizeof(float) * (size_t)n * (size_t)s->V);
+	fg_g4_rope_table(s->inv[0], &c->rope[0], c->head_dim);
+	fg_g4_rope_table(s->inv[1], &c->rope[1], c->global_head_dim);
+	if (chunk)
+		setenv("FG_PREFILL_CHUNK", chunk, 1);
+	i = fg_g4_gpu_new(&s->g, s->m, (const float *const *)s->inv, window ? window : c->sliding_window, SPEC_SEQ,
+			  err);
+	unsetenv("FG_PREFILL_CHUNK");
+	if (i)
+		return -1;
+	s->np = 7;
+	for (i = 0; i < s->np; i++)
+		s->prompt[i] = (int32_t)((int[]){2, 17, 99, 4, 250, 31, 7}[i] % s->V);
+	if (fg_g4_gpu_prefill(s->g, s->prompt, s->np - 1, 0, err))
+		return -1;
+	for (i = 0; i < n; i++)
+		if (fg_g4_gpu_step(s->g, i ? s->ref[i - 1] : s->prompt[s->np - 1], s->np - 1 + i,
+				   s->lref + (size_t)i * (size_t)s->V, &s->ref[i], err))
+			return -1;
+	return 0;
+}
+
+/* Rounds of T rows (last and T - 1 drafts) until SPEC_N tokens: mode 0
+ * drafts plain greedy's own tokens (all kept), 1 corrupts one at a random
+ * index (kept up to it), 2 every one (one token a round). Then one step
+ * with logits. Returns 0 when every token, every round's count and that
+ * step's logits (memcmp) are plain greedy's; else -1 with why in msg. */
+static int spec_run(struct spec *s, int mode, int T, uint32_t *seed, char *msg, size_t nmsg)
+{
+	struct fg_err err = {0};
+	int32_t ids[SPEC_MAXT], best[SPEC_MAXT], b;
+	int e = 0, pos, n, want, j;
+	float *l = malloc(sizeof(float) * (size_t)s->V);
+
+	if (fg_g4_gpu_prefill(s->g, s->prompt, s->np - 1, 0, &err))
+		goto fail;
+	ids[0] = s->prompt[s->np - 1];
+	pos = s->np - 1;
+	while (e < SPEC_N) {
+		int bad = -1;
+
+		if (mode == 1 && T > 1) {
+			*seed = *seed * 1103515245u + 12345u;
+			bad = (int)((*seed >> 16) % (uint32_t)(T - 1));
+		}
+		for (j = 1; j < T; j++) {
+			int32_t t = s->ref[e + j - 1];
+
+			ids[j] = mode == 2 || j - 1 == bad ? (t + 1) % s->V : t;
+		}
+		want = mode == 0 ? T : mode == 2 ? 1 : bad < 0 ? 1 : bad + 1;
+		if (fg_g4_gpu_verify(s->g, ids, T, pos, best, &err))
+			goto fail;
+		for (n = 1; n < T && ids[n] == best[n - 1]; n++)
+			;
+		for (j = 0; j < n; j++)
+			if (best[j] != s->ref[e + j]) {
+				snprintf(msg, nmsg, "token %d: %d, plain greedy %d", e + j, (int)best[j], (int)s->ref[e + j]);
+				free(l);
+				return -1;
+			}
+		if (n != want) {
+			snprintf(msg, nmsg, "round at %d kept %d rows, expected %d", pos, n, want);
+			free(l);
+			return -1;
+		}
+		if (fg_g4_gpu_accept(s->g, n, &err))
+			goto fail;
+		e += n;
+		pos += n;
+		ids[0] = best[n - 1];
+	}
+	if (fg_g4_gpu_step(s->g, ids[0], pos, l, &b, &err))
+		goto fail;
+	if (b != s->ref[e] || memcmp(l, s->lref + (size_t)e * (size_t)s->V, sizeof(float) * (size_t)s->V)) {
+		snprintf(msg, nmsg, "the step at position %d after %d tokens: not plain greedy's logits", pos, e);
+		free(l);
+		return -1;
+	}
+	free(l);
+	return 0;
+fail:
+	snprintf(msg, nmsg, "%s", err.msg);
+	free(l);
+	return -1;
+}
+
+static void check_spec(const char *dir, const char *json, const char *bin, int window, const char *label)
+{
+	static const char *const modes[] = {"drafts all right", "one draft wrong", "drafts all wrong"};
+	struct spec s;
+	struct fg_err err = {0};
+	uint32_t seed = 12345;
+	char msg[1100];
+	int mode, T;
+
+	(void)json, (void)bin;
+	if (spec_new(&s, dir, window, NULL, &err)) {
+		ok(0, "%s: spec: loads and runs plain greedy on cuda: %s", label, err.msg);
+		spec_free(&s);
+		return;
+	}
+	for (mode = 0; mode < 3; mode++) {
+		int bad = 0;
+
+		msg[0] = 0;
+		for (T = 1; T <= SPEC_MAXT && !bad; T++)
+			bad = spec_run(&s, mode, T, &seed, msg, sizeof(msg)) ? T : 0;
+		ok(!bad, "%s: verify/accept rounds of 1..%d rows, %s: plain greedy's %d tokens, then its logits bit for bit%s%s",
+		   label, SPEC_MAXT, modes[mode], SPEC_N, bad ? ": " : "", msg);
+		if (bad)
+			printf("#   at %d rows\n", bad);
+	}
+	{
+		int32_t ids[2] = {s.ref[0], s.ref[1]}, best[2];
+		int rc1, rc2, rc3, rc4;
+
+		rc1 = fg_g4_gpu_accept(s.g, 1, &err); /* no verify pending */
+		rc2 = fg_g4_gpu_verify(s.g, ids, FG_DRAFT_MAX_K + 2, s.np, best, &err);
+		rc3 = fg_g4_gpu_verify(s.g, ids, 2, s.np, best, &err) ? -1 : fg_g4_gpu_accept(s.g, 3, &err);
+		rc4 = fg_g4_gpu_accept(s.g, 0, &err);
+		ok(rc1 == FG_EINVAL && rc2 == FG_EINVAL && rc3 == FG_EINVAL && rc4 == FG_EINVAL,
+		   "%s: accept without a verify, a verify of %d rows, accept of 3 rows of 2 and of 0 rows refused",
+		   label, FG_DRAFT_MAX_K + 2);
+	}
+	spec_free(&s);
+}
+
 int main(void)
 {
 	struct fg_err err = {0};
@@ -250,5 +421,22 @@ int main(void)
 	check_pruned(FIX "/bf16", 0, "bf16, pruned bf16 head");
 	check_pruned(FIX "/int4", 1, "int4, pruned INT4 head");
 	ok(for_each_variant(FIX "/variants", check) >= 3, "the models made by transformers checked");
+	check_spec(FIX "/bf16", NULL, NULL, 0, "bf16");
+	check_spec(FIX "/int4", NULL, NULL, 0, "int4");
+	check_spec(FIX "/bf16", NULL, NULL, 5, "bf16 window 5");
+	for_each_variant(FIX "/variants", check_spec);
+	{
+		/* prompts token by token: the verify's rows need buffers all the same */
+		struct spec s;
+		struct fg_err e0 = {0};
+		uint32_t seed = 7;
+		char msg[1100] = "";
+		int rc = spec_new(&s, FIX "/int4", 0, "0", &e0);
+
+		ok(!rc && !spec_run(&s, 1, SPEC_MAXT, &seed, msg, sizeof(msg)),
+		   "int4, FG_PREFILL_CHUNK=0: verify/accept rounds of %d rows give plain greedy's tokens and bits %s%s",
+		   SPEC_MAXT, rc ? e0.msg : "", msg);
+		spec_free(&s);
+	}
 	return tap_done();
 }
