@@ -325,7 +325,7 @@ static int mm_ids(struct fg_g4_config *c, const cJSON *text, const cJSON *top, c
 
 	c->n_mm_ids = 0;
 	c->pad = -1;
-	if (text == top)
+	if (text == top || c->assistant) /* an assistant never embeds its own inputs */
 		return 0;
 	if (v && !cJSON_IsNull(v) && (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble >= c->vocab ||
 				      v->valuedouble != floor(v->valuedouble)))
@@ -450,6 +450,51 @@ static int per_layer(struct fg_g4_config *c, const cJSON *text, const char *what
 	return 0;
 }
 
+/* Gemma4AssistantConfig's keys and its validate_architecture (transformers
+ * 5.17): every layer KV-shared (num_kv_shared_layers unset or 0 means all of
+ * them), no per-layer embeddings, no mixture of experts, no double-wide MLP.
+ * Called after the text config's integer keys. */
+static int parse_assistant(struct fg_g4_config *c, const cJSON *top, const cJSON *text, const char *what,
+			   struct fg_err *err)
+{
+	int rc, flag;
+
+	if ((rc = get_int(top, NULL, "backbone_hidden_size", 1536, 1, 1 << 16, &c->backbone, what, err)) ||
+	    (rc = get_bool(top, NULL, "use_ordered_embeddings", 0, &c->ordered_emb, what, err)) ||
+	    (rc = get_int(top, NULL, "num_centroids", 2048, 1, 1 << 24, &c->n_centroids, what, err)) ||
+	    (rc = get_int(top, NULL, "centroid_intermediate_top_k", 32, 0, 1 << 24, &c->centroid_top_k, what, err)))
+		return rc;
+	if (!c->n_kv_shared)
+		c->n_kv_shared = c->n_layers; /* Gemma4AssistantConfig.__post_init__ */
+	if (c->ple_dim)
+		return BAD("key hidden_size_per_layer_input = %d must be 0 in a gemma4_assistant config", c->ple_dim);
+	if (c->ple_vocab)
+		return BAD("key vocab_size_per_layer_input = %d must be 0 in a gemma4_assistant config", c->ple_vocab);
+	if ((rc = get_bool(text, NULL, "enable_moe_block", 0, &flag, what, err)))
+		return rc;
+	if (flag)
+		return BAD("key enable_moe_block must be false in a gemma4_assistant config%s", "");
+	if ((rc = get_bool(text, NULL, "use_double_wide_mlp", 0, &flag, what, err)))
+		return rc;
+	if (flag)
+		return BAD("key use_double_wide_mlp must be false in a gemma4_assistant config%s", "");
+	if (c->n_kv_shared != c->n_layers)
+		return BAD("key num_kv_shared_layers = %d must be num_hidden_layers = %d in a gemma4_assistant config "
+			   "(every layer reads the target's KV)", c->n_kv_shared, c->n_layers);
+	if (!c->ordered_emb)
+		return 0;
+	if (c->vocab % c->n_centroids)
+		return BAD("key num_centroids = %d does not divide vocab_size = %d (use_ordered_embeddings)",
+			   c->n_centroids, c->vocab);
+	/* 64: the bound of the GPU drafter's centroid selection
+	 * (fg_k_centroid_select) */
+	if (c->centroid_top_k < 1 || c->centroid_top_k > c->n_centroids || c->centroid_top_k > 64)
+		return BAD("key centroid_intermediate_top_k = %d is out of the supported range 1..%d (num_centroids, "
+			   "and at most 64: the GPU drafter's bound)", c->centroid_top_k,
+			   c->n_centroids < 64 ? c->n_centroids : 64);
+	return 0;
+}
+
 int fg_g4_config_parse(struct fg_g4_config *c, const char *json, size_t len, const char *what,
 		       struct fg_err *err)
 {
@@ -470,6 +515,16 @@ int fg_g4_config_parse(struct fg_g4_config *c, const char *json, size_t len, con
 	text = fg_json_obj(root, "text_config");
 	if (!text)
 		text = root;
+	/* Gemma4AssistantConfig: the drafter's own keys at the top level, a
+	 * Gemma 4 text config under text_config */
+	s = fg_json_str(top, "model_type");
+	if (s && !strcmp(s, "gemma4_assistant")) {
+		if (text == top) {
+			rc = BAD("key text_config is missing (model_type %s)", s);
+			goto out;
+		}
+		c->assistant = 1;
+	}
 	s = fg_json_str(text, "model_type");
 	if (s && strcmp(s, "gemma4_text") && strcmp(s, "gemma4")) {
 		rc = BAD("key model_type = \"%s\" is not supported (gemma4_text)", s);
@@ -487,7 +542,9 @@ int fg_g4_config_parse(struct fg_g4_config *c, const char *json, size_t len, con
 	INT("global_head_dim", 0, 0, 4096, &c->global_head_dim);
 	INT("num_global_key_value_heads", 0, 1, 1024, &c->global_kv_heads);
 	INT("hidden_size_per_layer_input", 256, 0, 1 << 16, &c->ple_dim);
-	INT("vocab_size_per_layer_input", c->vocab, 1, 1 << 24, &c->ple_vocab);
+	/* an assistant must say 0 (transformers' default is 262144) */
+	INT("vocab_size_per_layer_input", c->assistant ? 262144 : c->vocab, c->assistant ? 0 : 1, 1 << 24,
+	    &c->ple_vocab);
 	INT("sliding_window", 512, 1, 1 << 24, &c->sliding_window);
 	INT("num_kv_shared_layers", 0, 0, FG_G4_MAX_LAYERS, &c->n_kv_shared);
 	INT("max_position_embeddings", 131072, 1, 1 << 30, &c->max_position);
@@ -497,7 +554,10 @@ int fg_g4_config_parse(struct fg_g4_config *c, const char *json, size_t len, con
 			 c->n_heads);
 		goto out;
 	}
-	if (c->n_kv_shared >= c->n_layers) {
+	if (c->assistant) {
+		if ((rc = parse_assistant(c, top, text, what, err)))
+			goto out;
+	} else if (c->n_kv_shared >= c->n_layers) {
 		rc = BAD("key num_kv_shared_layers = %d leaves no layer with its own KV", c->n_kv_shared);
 		goto out;
 	}
@@ -607,7 +667,7 @@ int fg_g4_config_parse(struct fg_g4_config *c, const char *json, size_t len, con
 		goto out;
 	if ((rc = parse_quant(c, cJSON_GetObjectItemCaseSensitive(top, "quantization_config"), what, err)))
 		goto out;
-	for (i = 0; i < c->n_layers; i++)
+	for (i = 0; i < c->n_layers && !c->assistant; i++)
 		if (fg_g4_kv_source(c, i) < 0) {
 			rc = BAD("key num_kv_shared_layers = %d: shared layer %d has no earlier layer of its type",
 				 c->n_kv_shared, i);

@@ -216,6 +216,11 @@ int fg_engine_load(struct fg_engine **out, const char *model_dir, const struct f
 	if ((rc = fg_g4_model_load(&e->m, model_dir, err)))
 		goto fail;
 	c = &e->m->cfg;
+	if (c->assistant) { /* its layers own no KV: it only drafts for a target (engine/draft.h) */
+		rc = fg_err_set(err, FG_EINVAL, "%s is a gemma4_assistant drafter; use it as a drafter (--drafter)",
+				model_dir);
+		goto fail;
+	}
 	e->window = o.sliding_window ? o.sliding_window : c->sliding_window;
 	e->max_seq = o.max_seq ? o.max_seq : (c->max_position < DEFAULT_MAX_SEQ ? c->max_position : DEFAULT_MAX_SEQ);
 	if (e->max_seq > c->max_position) {

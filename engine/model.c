@@ -203,6 +203,77 @@ static void note_format(struct fg_g4_model *m, const struct fg_lin *l, int *seen
 	(void)m;
 }
 
+/* A gemma4_assistant's own tensors (top-level names): lm_head (only when
+ * untied: transformers ties it to embed_tokens otherwise), pre_projection,
+ * post_projection and, with use_ordered_embeddings, the masked embedding's
+ * centroids and token_ordering. A pruned head (lm_head.keep_ids) is refused:
+ * the masked head reads rows by token id. Restores m->prefix. */
+static int bind_assistant(struct fg_g4_model *m, const char *dir, int *seen, struct fg_err *err)
+{
+	const struct fg_g4_config *c = &m->cfg;
+	const struct fg_st_tensor *t;
+	char saved[64];
+	uint64_t i;
+	int rc;
+
+	memcpy(saved, m->prefix, sizeof(saved));
+	m->prefix[0] = 0;
+	if (find(m, "lm_head.keep_ids")) {
+		rc = fg_err_set(err, FG_EUNSUPPORTED, "%s: tensor lm_head.keep_ids: a pruned head is not supported in a "
+				"gemma4_assistant", dir);
+		goto out;
+	}
+	if (!c->tie_embeddings) {
+		if ((rc = bind_lin(m, &m->head, "lm_head", c->vocab, c->hidden, 0, err)))
+			goto out;
+	}
+	if ((rc = bind_lin(m, &m->pre_proj, "pre_projection", c->hidden, 2 * c->backbone, 0, err)) ||
+	    (rc = bind_lin(m, &m->post_proj, "post_projection", c->backbone, c->hidden, 0, err)))
+		goto out;
+	note_format(m, &m->pre_proj, seen);
+	note_format(m, &m->post_proj, seen);
+	if (!c->ordered_emb) {
+		rc = 0;
+		goto out;
+	}
+	if ((rc = bind_lin(m, &m->centroids, "masked_embedding.centroids", c->n_centroids, c->hidden, 0, err)))
+		goto out;
+	note_format(m, &m->centroids, seen);
+	/* an nn.Buffer of torch.long: I64 as transformers saves it (I32 read too) */
+	t = find(m, "masked_embedding.token_ordering");
+	if (!t) {
+		rc = fg_err_set(err, FG_ENOTFOUND, "%s: tensor masked_embedding.token_ordering is missing from the "
+				"checkpoint", dir);
+		goto out;
+	}
+	if ((t->dtype != FG_ST_I64 && t->dtype != FG_ST_I32) || t->ndim != 1 || t->nelem != (uint64_t)c->vocab) {
+		rc = fg_err_set(err, FG_EFORMAT, "%s: tensor masked_embedding.token_ordering: expected I64 (or I32) [%d], "
+				"found %s with %llu values", dir, c->vocab, fg_st_dtype_name(t->dtype),
+				(unsigned long long)t->nelem);
+		goto out;
+	}
+	if (!(m->ordering = malloc(sizeof(int32_t) * (size_t)c->vocab))) {
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (i = 0; i < t->nelem; i++) {
+		const uint8_t *b = (const uint8_t *)t->data + i * (t->dtype == FG_ST_I64 ? 8 : 4);
+		int64_t id = t->dtype == FG_ST_I64 ? (int64_t)(fg_le32(b) | (uint64_t)fg_le32(b + 4) << 32)
+						   : (int64_t)(int32_t)fg_le32(b);
+
+		if (id < 0 || id >= c->vocab) {
+			rc = fg_err_set(err, FG_EFORMAT, "%s: tensor masked_embedding.token_ordering: id %lld at %llu is "
+					"out of range (vocab %d)", dir, (long long)id, (unsigned long long)i, c->vocab);
+			goto out;
+		}
+		m->ordering[i] = (int32_t)id;
+	}
+	rc = 0;
+out:
+	memcpy(m->prefix, saved, sizeof(saved));
+	return rc;
+}
+
 /* One 3-D expert tensor, as transformers saves it: a float dtype the engine
  * reads and shape [E][a][b]; *fmt gets its FG_W_* format, *esz its element size. */
 static int expert_tensor(const struct fg_st_tensor *t, int E, int a, int b, int *fmt, size_t *esz,
@@ -364,7 +435,10 @@ int fg_g4_model_load(struct fg_g4_model **out, const char *dir, struct fg_err *e
 		goto fail;
 	}
 	m->head = m->embed;
-	{
+	if (c->assistant) {
+		if ((rc = bind_assistant(m, dir, &seen, err)))
+			goto fail;
+	} else {
 		/* an untied (possibly INT4) head is "lm_head.*" at the top level */
 		char saved[64];
 
@@ -519,6 +593,7 @@ void fg_g4_model_free(struct fg_g4_model *m)
 	free(m->ple_proj_norm);
 	free(m->final_norm);
 	free(m->keep);
+	free(m->ordering);
 	fg_st_free(m->st);
 	free(m);
 }

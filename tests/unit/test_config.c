@@ -270,6 +270,124 @@ static void test_engine_load(void)
 	rmdir(dir);
 }
 
+/* The plain assistant fixture's config.json (transformers 5.17's
+ * save_pretrained of a Gemma4AssistantConfig) with key (under text_config
+ * when in_text) set to the JSON value val, or removed when val is NULL;
+ * returns fg_g4_config_parse's code. */
+static int parse_assistant(struct fg_g4_config *c, const struct fg_buf *base, int in_text, const char *key,
+			   const char *val, struct fg_err *err)
+{
+	cJSON *root = cJSON_ParseWithLength(base->data, base->len), *obj;
+	char *txt;
+	int rc;
+
+	if (!root)
+		return fg_err_set(err, FG_EFORMAT, "test: the fixture does not parse");
+	obj = in_text ? cJSON_GetObjectItemCaseSensitive(root, "text_config") : root;
+	if (key) {
+		cJSON_DeleteItemFromObjectCaseSensitive(obj, key);
+		if (val)
+			cJSON_AddItemToObject(obj, key, cJSON_Parse(val));
+	}
+	txt = cJSON_PrintUnformatted(root);
+	cJSON_Delete(root);
+	rc = txt ? fg_g4_config_parse(c, txt, strlen(txt), "a/config.json", err) : FG_ENOMEM;
+	free(txt);
+	return rc;
+}
+
+static void test_assistant(void)
+{
+	struct fg_buf plain = FG_BUF_INIT, ordered = FG_BUF_INIT;
+	struct fg_g4_config c;
+	struct fg_err err = { 0 };
+	int rc;
+
+	if (fg_file_read(FIX "/assistant/plain/config.json", 1 << 20, &plain, &err) ||
+	    fg_file_read(FIX "/assistant/ordered/config.json", 1 << 20, &ordered, &err)) {
+		ok(0, "read the assistant fixtures' config.json: %s", err.msg);
+		return;
+	}
+	rc = fg_g4_config_parse(&c, plain.data, plain.len, "plain/config.json", &err);
+	is_int(rc, 0, "the plain assistant's config parses: %s", err.msg);
+	ok(c.assistant == 1 && c.backbone == 96 && !c.ordered_emb && c.n_kv_shared == 4 && c.n_layers == 4 &&
+		   c.hidden == 48 && c.vocab == 512 && c.ple_dim == 0 && c.tie_embeddings == 1,
+	   "assistant, backbone 96, 4 layers all KV-shared, hidden 48, no per-layer input, tied");
+	ok(c.head_dim == 32 && c.global_head_dim == 64 && c.n_kv_heads == 2 && c.global_kv_heads == 2 &&
+		   c.layer_type[0] == FG_G4_SLIDING && c.layer_type[1] == FG_G4_FULL && c.sliding_window == 8,
+	   "per_layer_config head dims 32/64, 2 KV heads, S F S F, window 8");
+	is_int(fg_g4_first_shared(&c), 0, "no layer owns KV");
+	ok(fg_g4_kv_source(&c, 0) == -1 && fg_g4_kv_source(&c, 3) == -1, "kv source -1: the target's caches");
+	ok(c.softcap == 30.0f, "the text config's softcap is parsed (the drafter applies none)");
+	rc = fg_g4_config_parse(&c, ordered.data, ordered.len, "ordered/config.json", &err);
+	is_int(rc, 0, "the ordered assistant's config parses: %s", err.msg);
+	ok(c.assistant && c.ordered_emb && c.n_centroids == 32 && c.centroid_top_k == 4,
+	   "use_ordered_embeddings, 32 centroids, top 4");
+
+	/* Gemma4AssistantConfig.__post_init__: unset or 0 means every layer */
+	is_int(parse_assistant(&c, &plain, 1, "num_kv_shared_layers", NULL, &err), 0, "num_kv_shared_layers absent");
+	is_int(c.n_kv_shared, 4, "absent: all 4 layers shared");
+	is_int(parse_assistant(&c, &plain, 1, "num_kv_shared_layers", "0", &err), 0, "num_kv_shared_layers 0");
+	is_int(c.n_kv_shared, 4, "0: all 4 layers shared");
+	/* the defaults of Gemma4AssistantConfig */
+	rc = parse_assistant(&c, &plain, 0, "backbone_hidden_size", NULL, &err);
+	ok(!rc && c.backbone == 1536 && c.n_centroids == 2048 && c.centroid_top_k == 32 && !c.ordered_emb,
+	   "defaults: backbone 1536, 2048 centroids, top 32, no ordered embeddings (%s)", err.msg);
+	rc = parse_assistant(&c, &plain, 0, "tie_word_embeddings", "false", &err);
+	ok(!rc && !c.tie_embeddings, "top-level tie_word_embeddings false read");
+
+	/* validate_architecture and the engine's own bounds: one line each,
+	 * naming the key */
+#define BADA(buf, in_text, key, val, want)                                                               	do {                                                                                             		rc = parse_assistant(&c, buf, in_text, key, val, &err);                                  		ok(rc == FG_EUNSUPPORTED && strstr(err.msg, "a/config.json") && strstr(err.msg, want) &&  			   !strchr(err.msg, '\n'),                                                      		   "%s = %s refused: %s", key, val ? val : "(absent)", err.msg);                         	} while (0)
+	BADA(&plain, 1, "hidden_size_per_layer_input", "32", "key hidden_size_per_layer_input = 32 must be 0");
+	BADA(&plain, 1, "hidden_size_per_layer_input", NULL, "key hidden_size_per_layer_input = 256 must be 0");
+	BADA(&plain, 1, "vocab_size_per_layer_input", "512", "key vocab_size_per_layer_input = 512 must be 0");
+	BADA(&plain, 1, "vocab_size_per_layer_input", NULL, "key vocab_size_per_layer_input = 262144 must be 0");
+	BADA(&plain, 1, "enable_moe_block", "true", "key enable_moe_block must be false");
+	BADA(&plain, 1, "use_double_wide_mlp", "true", "key use_double_wide_mlp must be false");
+	BADA(&plain, 1, "num_kv_shared_layers", "2", "key num_kv_shared_layers = 2 must be num_hidden_layers = 4");
+	BADA(&ordered, 0, "num_centroids", "30", "key num_centroids = 30 does not divide vocab_size = 512");
+	BADA(&ordered, 0, "centroid_intermediate_top_k", "0", "key centroid_intermediate_top_k = 0 is out of");
+	BADA(&ordered, 0, "centroid_intermediate_top_k", "33", "key centroid_intermediate_top_k = 33 is out of the "
+	     "supported range 1..32");
+	BADA(&ordered, 0, "text_config", NULL, "key text_config is missing");
+	/* 64: the GPU kernel's bound, said in the message */
+	{
+		struct fg_buf many = FG_BUF_INIT;
+		const char *at = strstr(ordered.data, "\"num_centroids\": 32");
+
+		if (at && !fg_buf_append(&many, ordered.data, (size_t)(at - ordered.data), NULL) &&
+		    !fg_buf_puts(&many, "\"num_centroids\": 128", NULL) &&
+		    !fg_buf_puts(&many, at + strlen("\"num_centroids\": 32"), NULL)) {
+			BADA(&many, 0, "centroid_intermediate_top_k", "65", "1..64 (num_centroids, and at most 64: the GPU");
+			rc = parse_assistant(&c, &many, 0, "centroid_intermediate_top_k", "64", &err);
+			ok(!rc && c.centroid_top_k == 64, "top 64 of 128 centroids parses: %s", err.msg);
+		} else
+			ok(0, "setup: 128 centroids");
+		fg_buf_release(&many);
+	}
+	/* ordered-embedding keys are not checked without ordered embeddings */
+	rc = parse_assistant(&c, &plain, 0, "num_centroids", "30", &err);
+	is_int(rc, 0, "num_centroids 30 without use_ordered_embeddings: not read, %s", err.msg);
+	/* a plain Gemma 4 text model may not share every layer's KV */
+	{
+		cJSON *root = cJSON_ParseWithLength(fixture_config.data, fixture_config.len);
+		cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+		char *txt;
+
+		cJSON_ReplaceItemInObjectCaseSensitive(t, "num_kv_shared_layers", cJSON_CreateNumber(8));
+		txt = cJSON_PrintUnformatted(root);
+		rc = fg_g4_config_parse(&c, txt, strlen(txt), "config.json", &err);
+		ok(rc == FG_EUNSUPPORTED && strstr(err.msg, "num_kv_shared_layers = 8 leaves no layer"),
+		   "a gemma4 model with every layer KV-shared is still refused: %s", err.msg);
+		free(txt);
+		cJSON_Delete(root);
+	}
+#undef BADA
+	fg_buf_release(&plain);
+	fg_buf_release(&ordered);
+}
+
 int main(void)
 {
 	struct fg_err err = { 0 };
@@ -280,6 +398,7 @@ int main(void)
 	}
 	test_parse();
 	test_engine_load();
+	test_assistant();
 	fg_buf_release(&fixture_config);
 	return tap_done();
 }
