@@ -11,7 +11,10 @@
  *   x   = pre_projection(concat(emb(last_j), h_j))        [2 backbone] -> [hidden]
  *   y   = the assistant's decoder layers on x at position pos (RoPE of its
  *         own config), attending to the target's cache positions < pos
- *         (sliding layers: the last `window` of them), then its final norm
+ *         (sliding layers: the newest W + 1 of them, W the ASSISTANT's
+ *         sliding_window: transformers' flipped bidirectional sliding mask
+ *         is inclusive, |q - kv| <= W; tests/oracle/assistant.py measured
+ *         it), then its final norm
  *   tok = argmax of lm_head(y) (tied to its embed_tokens) or, with
  *         use_ordered_embeddings, of the centroid-masked head (the top
  *         centroid_intermediate_top_k of centroids(y), their tokens only)
@@ -40,7 +43,8 @@
 struct fg_draft_kv {
 	const float *k[2], *v[2];
 	int cap[2];
-	int window; /* the sliding window in use */
+	int window; /* the target's sliding window in use (the CPU drafter reads
+		     * its own config's, see above) */
 };
 
 struct fg_draft_cpu;
