@@ -354,6 +354,38 @@ void fg_ref_moe_matvec(float *y, const void *w, int bf16, const int32_t *idx, in
 		}
 }
 
+/* a comes before b in fg_k_centroid_select's order: numbers before NaN,
+ * then the larger value, then the lower index (-0 == +0 as floats compare) */
+static int cs_before(const float *z, int a, int b)
+{
+	if (z[a] != z[a] || z[b] != z[b])
+		return z[b] != z[b] && (z[a] == z[a] || a < b);
+	return z[a] > z[b] || (z[a] == z[b] && a < b);
+}
+
+void fg_ref_centroid_select(int32_t *ids, const float *z, int n, int top_k, const int32_t *order, int per)
+{
+	int prev = -1;
+
+	for (int r = 0; r < top_k; r++) { /* the best of those after the previous choice */
+		int best = -1;
+
+		for (int i = 0; i < n; i++)
+			if ((prev < 0 || cs_before(z, prev, i)) && (best < 0 || cs_before(z, i, best)))
+				best = i;
+		if (best < 0)
+			return;
+		memcpy(ids + (size_t)r * (size_t)per, order + (size_t)best * (size_t)per, sizeof(int32_t) * (size_t)per);
+		prev = best;
+	}
+}
+
+void fg_ref_gather_matvec(float *y, const void *table, int bf16, const int32_t *ids, int n_ids, const float *x, int k)
+{
+	for (int j = 0; j < n_ids; j++)
+		y[j] = ids[j] < 0 ? NAN : moe_row_dot(table, bf16, (size_t)ids[j] * (size_t)k, x, k);
+}
+
 void fg_ref_moe_combine(float *o, const float *y, const float *wt, int slots, const float *w1, const float *w2, int n,
 			float eps)
 {

@@ -43,6 +43,12 @@ void fg_ref_moe_matvec(float *y, const void *w, int bf16, const int32_t *idx, in
 		       int slots, int n, int k);
 void fg_ref_moe_combine(float *o, const float *y, const float *wt, int slots, const float *w1, const float *w2, int n,
 			float eps);
+/* The assistant drafter's head (fg_k_centroid_select, fg_k_gather_matvec):
+ * the top_k of z in the kernel's order (numbers before NaN, larger first,
+ * lower index first among equals) and their clusters' ids; the gathered
+ * rows' dot products in fg_ref_moe_matvec's order (the kernel's bits). */
+void fg_ref_centroid_select(int32_t *ids, const float *z, int n, int top_k, const int32_t *order, int per);
+void fg_ref_gather_matvec(float *y, const void *table, int bf16, const int32_t *ids, int n_ids, const float *x, int k);
 /* Softcaps z in place (cap > 0) and returns the chosen id (see fg_kernels.h). */
 int32_t fg_ref_softcap_argmax(float *z, const int32_t *ids, int n, float cap);
 

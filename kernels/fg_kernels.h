@@ -466,15 +466,22 @@ int fg_k_moe_combine(struct fg_kctx *ctx, float *d_o, const float *d_y, const fl
  * use_ordered_embeddings: centroids(y) [n] scores clusters of `per` tokens
  * each; the top_k best clusters' tokens are the only candidates. */
 
+#define FG_CENTROID_MAX_K 64    /* top_k of fg_k_centroid_select at most */
+#define FG_CENTROID_MAX_N 65536 /* its clusters at most */
+#define FG_GATHER_MAX_K (1 << 20)
+
 /* The top_k (1..64) largest of d_z [n] (n <= 65536; the larger value first,
- * the lower index first among equals; NaN never chosen before a number), and
- * for the i-th chosen cluster c its tokens d_order[c * per .. c * per + per)
- * written to d_ids[i * per ..] (top_k * per ids in all). One block. */
+ * the lower index first among equals, -0 equal to +0; NaN never chosen before
+ * a number), and for the i-th chosen cluster c its tokens d_order[c * per ..
+ * c * per + per) written to d_ids[i * per ..] (top_k * per ids in all). One
+ * block. */
 int fg_k_centroid_select(struct fg_kctx *ctx, int32_t *d_ids, const float *d_z, int n, int top_k,
 			 const int32_t *d_order, int per, struct fg_err *err);
 /* d_y[j] = table row d_ids[j] . d_x for j < n_ids: table [*][k] (bf16 when
  * bf16, else f32), fp32 products summed in a fixed order (fg_ref_gather_matvec
- * gives the same bits). d_x 16-byte aligned; k a multiple of 8. */
+ * gives the same bits); a negative id gives NaN. d_x 16-byte aligned; k a
+ * multiple of 8 (8..FG_GATHER_MAX_K); the table aligned to its element (read
+ * 16 bytes a load where it is 16-byte aligned). n_ids 0 launches nothing. */
 int fg_k_gather_matvec(struct fg_kctx *ctx, float *d_y, const void *d_table, int bf16, const int32_t *d_ids,
 		       int n_ids, const float *d_x, int k, struct fg_err *err);
 
