@@ -110,6 +110,46 @@ static int comp_dir(struct fg_buf *out, struct comp_arg *c, int n, int i, struct
 	return 0;
 }
 
+/* 1 when folder dir's config.json says model_type "gemma4_assistant". */
+static int is_assistant(const char *dir)
+{
+	struct fg_buf p = FG_BUF_INIT, t = FG_BUF_INIT;
+	struct fg_err e2 = { 0 };
+	cJSON *j = NULL;
+	int yes = 0;
+
+	if (!fg_path_join(&p, dir, "config.json", &e2) && !fg_file_read(p.data, (size_t)16 << 20, &t, &e2) &&
+	    !fg_json_parse(&j, t.data, t.len, "config.json", &e2)) {
+		const char *mt = fg_json_str(j, "model_type");
+
+		yes = mt && !strcmp(mt, "gemma4_assistant");
+	}
+	cJSON_Delete(j);
+	fg_buf_release(&p);
+	fg_buf_release(&t);
+	return yes;
+}
+
+/* The bundle carries an assistant drafter: settings' num_speculative_tokens
+ * (SPECULATIVE_CONFIG) is honoured now, no longer listed as unhonoured. */
+static int honour_spec(cJSON *settings, struct fg_err *err)
+{
+	cJSON *un = settings ? cJSON_GetObjectItem(settings, "unhonoured") : NULL;
+	cJSON *hon = settings ? cJSON_GetObjectItem(settings, "honoured") : NULL;
+	int i, n = cJSON_GetArraySize(un);
+
+	for (i = n - 1; i >= 0; i--) {
+		const char *key = fg_json_str(cJSON_GetArrayItem(un, i), "key");
+
+		if (key && !strcmp(key, "SPECULATIVE_CONFIG.num_speculative_tokens")) {
+			cJSON_DeleteItemFromArray(un, i);
+			if (hon && !cJSON_AddItemToArray(hon, cJSON_CreateString("SPECULATIVE_CONFIG")))
+				return fg_err_set(err, FG_ENOMEM, "out of memory");
+		}
+	}
+	return 0;
+}
+
 static const char *base_name(const char *p)
 {
 	const char *s = strrchr(p, '/');
@@ -778,6 +818,20 @@ int cmd_pack(int argc, char **argv)
 			cJSON_AddStringToObject(meta, "model", d.data);
 			fg_buf_release(&d);
 		}
+	/* a Gemma 4 assistant among the components: the engine drafts with it */
+	for (i = 0; !rc && i < n; i++)
+		if (comps[i].role && !strcmp(comps[i].role, "drafter") && !comps[i].is_file &&
+		    is_assistant(comps[i].path)) {
+			struct fg_buf d = FG_BUF_INIT;
+
+			if (!(rc = comp_dir(&d, comps, n, i, &err)) && !cJSON_GetObjectItem(meta, "drafter")) {
+				cJSON_AddStringToObject(meta, "drafter", d.data);
+				rc = honour_spec(settings, &err);
+			}
+			fg_buf_release(&d);
+		}
+	if (rc)
+		goto fail;
 	cJSON_AddItemToObject(meta, "settings", settings);
 	settings = NULL;
 

@@ -19,7 +19,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: fgpack run --model DIR (--prompt TEXT | --chat TEXT | --ids ID,ID,...) [-n N]\n"
 		"                  [--json] [-j THREADS] [--sliding-window N] [--max-seq N] [--ignore-eos]\n"
-		"                  [--device cpu|cuda] [--chat-format gemma4|gemma3]\n\n"
+		"                  [--device cpu|cuda] [--chat-format gemma4|gemma3]\n"
+		"                  [--drafter DIR [--draft-tokens K]]\n\n"
 		"Generates N tokens greedily (the argmax at every step) with the embedded\n"
 		"engine (CPU, or CUDA with --device cuda). DIR holds config.json and\n"
 		"model.safetensors (bf16, f16, f32 or INT4 compressed-tensors; sharded sets\n"
@@ -46,6 +47,11 @@ static void usage(FILE *f)
 		"                       DIR/generation_config.json's eos_token_id when the\n"
 		"                       folder has one, as transformers' generate(), else\n"
 		"                       config.json's)\n"
+		"  --drafter DIR        speculative decoding with a Gemma 4 assistant drafter\n"
+		"                       (model_type gemma4_assistant): the same tokens as\n"
+		"                       without it, more of them per pass of the model when\n"
+		"                       the drafter guesses well (docs/engine.md)\n"
+		"  --draft-tokens K     drafts per round, 1..16 (default 4)\n"
 		"  --json               print one JSON object (schema 1): generated_ids,\n"
 		"                       tokens_per_s, sliding_window, eos_token_ids, ...\n\n"
 		"Decoding is greedy: generation_config.json's sampling settings (do_sample,\n"
@@ -188,9 +194,37 @@ static void json_ids(cJSON *obj, const char *key, const int32_t *ids, size_t n)
 		cJSON_AddItemToArray(a, cJSON_CreateNumber(ids[i]));
 }
 
+/* The "speculative" object of --json: the drafter and its counters. */
+static void json_spec(cJSON *j, const struct fg_engine *e, const char *drafter)
+{
+	struct fg_engine_spec_stats ss;
+	cJSON *o = cJSON_AddObjectToObject(j, "speculative"), *at;
+	int k = fg_engine_draft_tokens(e), i;
+
+	if (!o)
+		return;
+	fg_engine_spec_stats(e, &ss);
+	cJSON_AddStringToObject(o, "drafter", drafter);
+	cJSON_AddNumberToObject(o, "draft_tokens", k);
+	cJSON_AddNumberToObject(o, "rounds", (double)ss.rounds);
+	cJSON_AddNumberToObject(o, "drafted", (double)ss.drafted);
+	cJSON_AddNumberToObject(o, "accepted", (double)ss.accepted);
+	/* per draft position: the share of rounds that kept it */
+	if ((at = cJSON_AddArrayToObject(o, "accepted_at")))
+		for (i = 0; i < k; i++)
+			cJSON_AddItemToArray(at, cJSON_CreateNumber(ss.rounds ? (double)(long long)(ss.at[i] * 1e4 /
+											     ss.rounds + 0.5) / 1e4
+									       : 0));
+	cJSON_AddNumberToObject(o, "tokens_per_pass",
+				ss.rounds ? (double)(long long)((1.0 + (double)ss.accepted / (double)ss.rounds) * 1e4 + 0.5) /
+						    1e4
+					  : 1);
+}
+
 int cmd_run(int argc, char **argv)
 {
-	const char *model = NULL, *prompt = NULL, *ids_arg = NULL, *chat = NULL;
+	const char *model = NULL, *prompt = NULL, *ids_arg = NULL, *chat = NULL, *drafter = NULL;
+	int draft_k = 4, draft_k_given = 0;
 	enum fg_chat_format format = FG_CHAT_NONE;
 	int n_new = 32, n_given = 0, json = 0, ignore_eos = 0, i, rc = FG_EXIT_FAIL;
 	struct fg_engine_opts o = { 0, 0, 0, FG_DEVICE_CPU };
@@ -253,6 +287,12 @@ int cmd_run(int argc, char **argv)
 				o.device = FG_DEVICE_CUDA;
 			else
 				return fg_cmd_usage_error("run", "--device wants cpu or cuda, not %s", v);
+		} else if (!strcmp(a, "--drafter")) {
+			drafter = v;
+		} else if (!strcmp(a, "--draft-tokens")) {
+			if (fg_parse_int(v, 1, FG_ENGINE_MAX_DRAFT, &draft_k))
+				return fg_cmd_usage_error("run", "--draft-tokens wants 1..%d, not %s", FG_ENGINE_MAX_DRAFT, v);
+			draft_k_given = 1;
 		} else if (!strcmp(a, "--max-seq")) {
 			if (fg_parse_int(v, 1, 1 << 30, &o.max_seq))
 				return fg_cmd_usage_error("run", "--max-seq wants a positive size, not %s", v);
@@ -267,8 +307,12 @@ int cmd_run(int argc, char **argv)
 		return fg_cmd_usage_error("run", "--chat-format applies to --chat only");
 	if (ids_arg && parse_ids(ids_arg, &prompt_ids, &n_prompt))
 		return fg_cmd_usage_error("run", "--ids wants comma-separated token ids, not %s", ids_arg);
+	if (draft_k_given && !drafter)
+		return fg_cmd_usage_error("run", "--draft-tokens applies with --drafter only");
 
 	if (fg_engine_load(&e, model, &o, &err))
+		goto fail;
+	if (drafter && fg_engine_set_drafter(e, drafter, draft_k, &err))
 		goto fail;
 	{
 		struct fg_buf tp = FG_BUF_INIT;
@@ -405,6 +449,8 @@ int cmd_run(int argc, char **argv)
 		cJSON_AddNumberToObject(j, "threads", fg_engine_threads(e));
 		cJSON_AddStringToObject(j, "weight_format", fg_engine_weight_format(e));
 		cJSON_AddStringToObject(j, "device", fg_engine_device(e));
+		if (drafter)
+			json_spec(j, e, drafter);
 		{
 			/* not a canonical file: cJSON's shortest-round-trip numbers read better */
 			char *s = cJSON_PrintUnformatted(j);
@@ -428,6 +474,15 @@ int cmd_run(int argc, char **argv)
 		fprintf(stderr, "fgpack run: %zu prompt tokens (%.1f tok/s), %d generated (%.2f tok/s), %s, window %d, %d threads\n",
 			n_prompt, ptps, st.n, tps, fg_engine_weight_format(e), fg_engine_sliding_window(e),
 			fg_engine_threads(e));
+		if (drafter) {
+			struct fg_engine_spec_stats ss;
+
+			fg_engine_spec_stats(e, &ss);
+			fprintf(stderr, "fgpack run: drafter %s: %lld rounds of up to %d drafts, %lld of %lld drafts "
+					"accepted (%.2f tokens per pass)\n",
+				drafter, ss.rounds, draft_k, ss.accepted, ss.drafted,
+				ss.rounds ? 1.0 + (double)ss.accepted / (double)ss.rounds : 1.0);
+		}
 	}
 	rc = FG_EXIT_OK;
 	goto done;

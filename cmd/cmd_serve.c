@@ -20,7 +20,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: fgpack serve (BUNDLE.fgb | --model DIR) [--port P] [--host ADDR]\n"
 		"                    [--queue N] [--max-body BYTES] [--threads N] [--tokenizer FILE]\n"
-		"                    [--name NAME] [--device cpu|cuda] [--chat-format gemma4|gemma3]\n\n"
+		"                    [--name NAME] [--device cpu|cuda] [--chat-format gemma4|gemma3]\n"
+		"                    [--drafter DIR] [--draft-tokens K]\n\n"
 		"Serves POST /v1/chat/completions and /v1/completions (greedy; max_tokens, stop,\n"
 		"stream), GET /v1/models and GET /health on ADDR:P (default 127.0.0.1:8000; port 0\n"
 		"picks a free one). A bundle is extracted and every file checked first (a mismatch\n"
@@ -35,8 +36,11 @@ static void usage(FILE *f)
 		"generation_config.json when the folder has one, as transformers' generate();\n"
 		"its max_new_tokens is the default max_tokens; its sampling settings are not\n"
 		"applied, with a note: decoding is greedy). Tool calling and thinking mode are\n"
-		"not supported (a request with tools gets 400). Prints 'listening on\n"
-		"http://ADDR:PORT' on stderr once ready.\n");
+		"not supported (a request with tools gets 400). --drafter DIR decodes\n"
+		"speculatively with a Gemma 4 assistant drafter (the same tokens; a bundle's\n"
+		"own drafter applies by itself; --draft-tokens K per round, default 4, or the\n"
+		"bundle's num_speculative_tokens). Prints 'listening on http://ADDR:PORT' on\n"
+		"stderr once ready.\n");
 }
 
 int cmd_serve(int argc, char **argv)
@@ -49,9 +53,10 @@ int cmd_serve(int argc, char **argv)
 	struct fg_bundle *b = NULL;
 	struct fg_buf model = FG_BUF_INIT, tpath = FG_BUF_INIT;
 	struct fg_err err;
-	const char *bundle = NULL, *model_dir = NULL, *tok_file = NULL;
+	const char *bundle = NULL, *model_dir = NULL, *tok_file = NULL, *drafter = NULL;
+	struct fg_buf bdraft = FG_BUF_INIT;
 	sigset_t set;
-	int i, sig, rc, port = 8000, queue = 8, max_body = 1 << 20;
+	int i, sig, rc, port = 8000, queue = 8, max_body = 1 << 20, draft_k = 4, draft_k_given = 0;
 
 	memset(&err, 0, sizeof(err));
 	memset(&so, 0, sizeof(so));
@@ -66,7 +71,7 @@ int cmd_serve(int argc, char **argv)
 		int takes = strcmp(a, "--model") == 0 || !strcmp(a, "--port") || !strcmp(a, "--host") ||
 			    !strcmp(a, "--queue") || !strcmp(a, "--max-body") || !strcmp(a, "--threads") ||
 			    !strcmp(a, "--tokenizer") || !strcmp(a, "--name") || !strcmp(a, "--device") ||
-			    !strcmp(a, "--chat-format");
+			    !strcmp(a, "--chat-format") || !strcmp(a, "--drafter") || !strcmp(a, "--draft-tokens");
 
 		if (takes && !v)
 			return fg_cmd_usage_error("serve", "%s needs a value", a);
@@ -74,6 +79,12 @@ int cmd_serve(int argc, char **argv)
 			model_dir = v;
 		else if (!strcmp(a, "--host"))
 			so.host = v;
+		else if (!strcmp(a, "--drafter"))
+			drafter = v;
+		else if (!strcmp(a, "--draft-tokens") && fg_parse_int(v, 1, FG_ENGINE_MAX_DRAFT, &draft_k))
+			return fg_cmd_usage_error("serve", "--draft-tokens wants 1..%d", FG_ENGINE_MAX_DRAFT);
+		else if (!strcmp(a, "--draft-tokens"))
+			draft_k_given = 1;
 		else if (!strcmp(a, "--tokenizer"))
 			tok_file = v;
 		else if (!strcmp(a, "--name"))
@@ -143,6 +154,22 @@ int cmd_serve(int argc, char **argv)
 	rc = fg_engine_load(&e, model_dir, &eo, &err);
 	if (rc)
 		goto fail;
+	if (b && !drafter) { /* the bundle's own drafter, with its settings */
+		int bk;
+
+		if ((rc = fg_bundle_drafter(&bdraft, &bk, b, draft_k, FG_ENGINE_MAX_DRAFT, &err)))
+			goto fail;
+		if (bdraft.len) {
+			drafter = bdraft.data;
+			if (!draft_k_given)
+				draft_k = bk;
+		}
+	}
+	if (drafter && draft_k) {
+		if ((rc = fg_engine_set_drafter(e, drafter, draft_k, &err)))
+			goto fail;
+		fprintf(stderr, "fgpack serve: speculative decoding with %s, %d drafts per round\n", drafter, draft_k);
+	}
 	if (tok_file)
 		rc = fg_buf_puts(&tpath, tok_file, &err);
 	else {
@@ -185,6 +212,7 @@ int cmd_serve(int argc, char **argv)
 	fg_engine_free(e);
 	fg_bundle_free(b);
 	fg_buf_release(&model);
+	fg_buf_release(&bdraft);
 	fg_buf_release(&tpath);
 	fprintf(stderr, "fgpack serve: stopped\n");
 	return FG_EXIT_OK;
@@ -194,6 +222,7 @@ fail:
 	fg_engine_free(e);
 	fg_bundle_free(b);
 	fg_buf_release(&model);
+	fg_buf_release(&bdraft);
 	fg_buf_release(&tpath);
 	return fg_cmd_fail("serve", &err);
 }

@@ -79,6 +79,13 @@ static int load_engine(struct fg_engine **e, const struct fg_bundle *b, int thre
 	rc = fg_bundle_path(&dir, b, model, err);
 	if (!rc)
 		rc = fg_engine_load(e, dir.data, &o, err);
+	if (!rc) { /* the bundle's assistant drafter: the same tokens, more per pass */
+		int k;
+
+		rc = fg_bundle_drafter(&dir, &k, b, 4, FG_ENGINE_MAX_DRAFT, err);
+		if (!rc && dir.len && k)
+			rc = fg_engine_set_drafter(*e, dir.data, k, err);
+	}
 	fg_buf_release(&dir);
 	return rc;
 }

@@ -58,6 +58,12 @@ struct fg_engine {
 	int n_eos_cache;
 	struct fg_g4_gpu *gpu;   /* FG_DEVICE_CUDA: the decode step on the GPU (engine/cuda.c) */
 	struct moe_scratch *ms;  /* enable_moe_block only */
+	/* speculative decoding (fg_engine_set_drafter) */
+	struct fg_g4_model *dm;          /* the assistant */
+	struct fg_draft_cpu *dcpu;       /* its CPU side (CPU path) */
+	struct fg_g4_gpu_draft *dgpu;    /* its GPU side (CUDA path) */
+	int dk;                          /* drafts per round; 0 = no drafter */
+	struct fg_engine_spec_stats ss;
 };
 
 /* Chunk scratch of the mixture-of-experts block (T <= CHUNK tokens). */
@@ -309,6 +315,9 @@ void fg_engine_free(struct fg_engine *e)
 
 	if (!e)
 		return;
+	fg_draft_cpu_free(e->dcpu);
+	fg_g4_gpu_draft_free(e->dgpu); /* before the GPU it reads */
+	fg_g4_model_free(e->dm);
 	fg_g4_gpu_free(e->gpu);
 	if (e->kv && e->m)
 		for (i = 0; i < e->m->cfg.n_layers; i++) {
@@ -799,9 +808,93 @@ static int gpu_next(struct fg_engine *e, int32_t id, int32_t *tok, struct fg_err
 	return rc;
 }
 
+/* Drafts for the round that starts with tok at position e->pos, at most
+ * `room` of them (the rows the round may still use); 0 when there is no
+ * drafter or no room. */
+static int draft_round(struct fg_engine *e, int32_t tok, int room, int32_t *out, struct fg_err *err)
+{
+	int k = e->dk < room ? e->dk : room, rc;
+
+	if (k <= 0 || e->pos < 1)
+		return 0;
+	if (e->gpu)
+		rc = fg_g4_gpu_draft(e->dgpu, tok, e->pos, k, out, err);
+	else {
+		struct fg_draft_kv kv;
+		const float *h = fg_engine_last_hidden(e);
+
+		if (!h)
+			return 0;
+		rc = fg_engine_draft_kv(e, &kv, err);
+		if (!rc)
+			rc = fg_draft_cpu_propose(e->dcpu, &kv, h, tok, e->pos, k, out, NULL, err);
+	}
+	if (rc)
+		return -1;
+	e->ss.rounds++;
+	e->ss.drafted += k;
+	return k;
+}
+
+/* Counts a round's leading accepted drafts (n of k). */
+static void count_round(struct fg_engine *e, int n)
+{
+	int j;
+
+	e->ss.accepted += n;
+	for (j = 0; j < n && j < FG_ENGINE_MAX_DRAFT; j++)
+		e->ss.at[j]++;
+}
+
+/* generate() on the CUDA path with a drafter: rounds of draft, verify (one
+ * pass over tok and the drafts), accept. The tokens are plain greedy's: row
+ * r's argmax is what the decode step gives after rows 0..r, and a draft is
+ * kept only when it equals the argmax before it. */
+static int generate_spec_gpu(struct fg_engine *e, int32_t tok, int max_new, fg_engine_token_cb cb, void *user,
+			     struct fg_err *err)
+{
+	int32_t rows[FG_ENGINE_MAX_DRAFT + 1], best[FG_ENGINE_MAX_DRAFT + 1];
+	int i = 0, rc, V = e->m->cfg.vocab;
+
+	for (;;) {
+		int k, n, j;
+
+		if (cb && cb(user, tok, NULL, V))
+			return 0;
+		if (++i == max_new)
+			return 0;
+		/* rows of this round: tok + k drafts; no more than the tokens still
+		 * wanted need, nor than the cache holds */
+		k = draft_round(e, tok, max_new - i - 1 < e->max_seq - e->pos - 1 ? max_new - i - 1
+										: e->max_seq - e->pos - 1,
+				rows + 1, err);
+		if (k < 0)
+			return err->code;
+		rows[0] = tok;
+		if ((rc = fg_g4_gpu_verify(e->gpu, rows, k + 1, e->pos, best, err)))
+			return rc;
+		for (n = 1; n <= k && rows[n] == best[n - 1]; n++)
+			;
+		if ((rc = fg_g4_gpu_accept(e->gpu, n, err)))
+			return rc;
+		e->pos += n;
+		if (k)
+			count_round(e, n - 1);
+		for (j = 1; j < n; j++) { /* the accepted drafts, then best[n - 1] */
+			if (cb && cb(user, rows[j], NULL, V))
+				return 0;
+			if (++i == max_new)
+				return 0;
+		}
+		tok = best[n - 1];
+	}
+}
+
 static int generate(struct fg_engine *e, const int32_t *prompt, size_t n_prompt, int max_new, fg_engine_token_cb cb,
 		    void *user, int want_logits, struct fg_err *err)
 {
+	int32_t queue[FG_ENGINE_MAX_DRAFT];
+	int nq = 0, qi = 0;
 	int rc, i, V = e->m->cfg.vocab;
 
 	if (n_prompt == 0)
@@ -827,6 +920,8 @@ static int generate(struct fg_engine *e, const int32_t *prompt, size_t n_prompt,
 					  (int)prompt[n_prompt - 1], n_prompt - 1, V);
 		if ((rc = gpu_next(e, prompt[n_prompt - 1], &tok, err)))
 			return rc;
+		if (e->dk && max_new > 0)
+			return generate_spec_gpu(e, tok, max_new, cb, user, err);
 		for (i = 0; i < max_new; i++) {
 			if (cb && cb(user, tok, NULL, V))
 				break;
@@ -846,8 +941,28 @@ static int generate(struct fg_engine *e, const int32_t *prompt, size_t n_prompt,
 			break;
 		if (i + 1 == max_new)
 			break;
+		/* with a drafter (CPU path, or CUDA with logits wanted): a round's
+		 * drafts are checked one row at a time, the same forward passes as
+		 * plain greedy; a disagreement ends the round */
+		if (e->dk && qi == nq && !e->gpu) {
+			nq = draft_round(e, tok, max_new - 1 - i, queue, err);
+			if (nq < 0)
+				return err->code;
+			qi = 0;
+		}
 		if ((rc = fg_engine_forward_logits(e, &tok, 1, 1, e->logits, err)))
 			return rc;
+		if (qi < nq) {
+			int32_t next = fg_engine_argmax(e->logits, V);
+
+			if (queue[qi] == next) {
+				e->ss.accepted++;
+				e->ss.at[qi]++;
+				qi++;
+			} else {
+				qi = nq;
+			}
+		}
 	}
 	return 0;
 }
@@ -892,3 +1007,43 @@ const float *fg_engine_last_hidden(const struct fg_engine *e)
 {
 	return e->has_hlast && !e->gpu ? e->hlast : NULL;
 }
+
+int fg_engine_set_drafter(struct fg_engine *e, const char *dir, int k, struct fg_err *err)
+{
+	struct fg_g4_model *dm = NULL;
+	struct fg_draft_cpu *dcpu = NULL;
+	struct fg_g4_gpu_draft *dgpu = NULL;
+	int rc;
+
+	if (k < 0 || k > FG_ENGINE_MAX_DRAFT || k > FG_DRAFT_MAX_K)
+		return fg_err_set(err, FG_EINVAL, "draft tokens %d: want 1..%d", k, FG_ENGINE_MAX_DRAFT);
+	if (dir && k) {
+		if ((rc = fg_g4_model_load(&dm, dir, err)))
+			return rc;
+		if (!dm->cfg.assistant) {
+			fg_g4_model_free(dm);
+			return fg_err_set(err, FG_EINVAL, "%s: not a Gemma 4 assistant drafter (config model_type is not "
+					  "gemma4_assistant)", dir);
+		}
+		rc = e->gpu ? fg_g4_gpu_draft_new(&dgpu, e->gpu, dm, err) : fg_draft_cpu_new(&dcpu, dm, e->m, err);
+		if (rc) {
+			fg_g4_model_free(dm);
+			return fg_err_wrap(err, "drafter %s", dir);
+		}
+	}
+	fg_draft_cpu_free(e->dcpu);
+	fg_g4_gpu_draft_free(e->dgpu);
+	fg_g4_model_free(e->dm);
+	e->dm = dm;
+	e->dcpu = dcpu;
+	e->dgpu = dgpu;
+	e->dk = dm ? k : 0;
+	fg_engine_spec_reset(e);
+	return 0;
+}
+
+int fg_engine_draft_tokens(const struct fg_engine *e) { return e->dk; }
+
+void fg_engine_spec_stats(const struct fg_engine *e, struct fg_engine_spec_stats *out) { *out = e->ss; }
+
+void fg_engine_spec_reset(struct fg_engine *e) { memset(&e->ss, 0, sizeof(e->ss)); }

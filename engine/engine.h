@@ -122,6 +122,33 @@ int fg_engine_generate(struct fg_engine *e, const int32_t *prompt, size_t n_prom
 int fg_engine_generate_ids(struct fg_engine *e, const int32_t *prompt, size_t n_prompt, int max_new,
 			   fg_engine_token_cb cb, void *user, struct fg_err *err);
 
+/* Speculative decoding with a Gemma 4 assistant drafter (engine/draft.h;
+ * docs/engine.md "Speculative decoding"). fg_engine_set_drafter loads the
+ * assistant folder dir (config model_type "gemma4_assistant"), checks that it
+ * fits this model, and from then on fg_engine_generate and
+ * fg_engine_generate_ids decode in rounds: the drafter proposes up to k
+ * (1..FG_ENGINE_MAX_DRAFT) tokens, the model checks them and keeps the
+ * longest prefix it agrees with plus its own next token. The tokens are
+ * exactly those of plain greedy decoding, whatever the drafter proposes;
+ * only how many tokens one pass of the model yields changes. On the CUDA
+ * path the check is one pass over all k + 1 rows (fg_g4_gpu_verify); on the
+ * CPU path the model runs the rows one at a time and stops at the first
+ * disagreement (the same work as plain greedy, plus the drafter's). dir NULL
+ * or k 0 detaches the drafter. */
+#define FG_ENGINE_MAX_DRAFT 16
+int fg_engine_set_drafter(struct fg_engine *e, const char *dir, int k, struct fg_err *err);
+/* Drafts per round in use; 0 without a drafter. */
+int fg_engine_draft_tokens(const struct fg_engine *e);
+/* Counters since the drafter was attached (or reset with
+ * fg_engine_spec_reset): rounds of drafting, tokens drafted, drafts the
+ * model accepted, and at[j] the rounds whose draft j + 1 was accepted. */
+struct fg_engine_spec_stats {
+	long long rounds, drafted, accepted;
+	long long at[FG_ENGINE_MAX_DRAFT];
+};
+void fg_engine_spec_stats(const struct fg_engine *e, struct fg_engine_spec_stats *out);
+void fg_engine_spec_reset(struct fg_engine *e);
+
 /* logits[0..vocab) = -inf, then logits[keep[i]] = kept[i]: a pruned head's
  * K logits (fg_g4_model keep) as the full vocabulary's. */
 void fg_engine_scatter_keep(float *logits, int vocab, const float *kept, const int32_t *keep, int n_keep);

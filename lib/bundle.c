@@ -780,6 +780,22 @@ int fg_bundle_path(struct fg_buf *out, const struct fg_bundle *b, const char *re
 	return fg_path_join(out, b->dir, rel, err);
 }
 
+int fg_bundle_drafter(struct fg_buf *dir, int *k, const struct fg_bundle *b, int def_k, int max_k,
+		      struct fg_err *err)
+{
+	const char *rel = fg_json_str(b->meta, "drafter");
+	const cJSON *st = fg_json_obj(b->meta, "settings");
+	long long v;
+
+	fg_buf_reset(dir);
+	*k = def_k;
+	if (!rel)
+		return 0;
+	if (st && !fg_json_int(st, "num_speculative_tokens", &v))
+		*k = v < 0 ? 0 : v > max_k ? max_k : (int)v;
+	return fg_bundle_path(dir, b, rel, err);
+}
+
 /* ---- engine settings from a manifest ---- */
 
 static int unhonoured(cJSON *list, const char *key, const char *value, const char *why)
@@ -839,7 +855,7 @@ int fg_bundle_settings(cJSON **out, const struct fg_manifest *m, struct fg_err *
 		if (!cJSON_AddNumberToObject(s, "num_speculative_tokens",
 					     (double)m->spec.num_speculative_tokens) ||
 		    unhonoured(un, "SPECULATIVE_CONFIG.num_speculative_tokens", num,
-			       "the engine has no speculative decoding yet; it decodes plain greedy"))
+			       "no Gemma 4 assistant (gemma4_assistant) drafter in the bundle; the engine decodes plain greedy"))
 			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 	}
 	v = fg_manifest_env_get(m, "OVERRIDE_GENERATION_CONFIG");

@@ -135,9 +135,18 @@ struct fg_manifest;
  *  greedy: {temperature, top_p, top_k}, honoured: [keys], unhonoured:
  *  [{key, value, why}]}; absent knobs are left out. The embedded engine
  * honours SLIDING_WINDOW, MAX_MODEL_LEN and greedy overrides (temperature 0
- * or top_k 1); not yet speculative decoding or a centroid head. A value that
- * does not parse is FG_EINVAL naming the key. */
+ * or top_k 1), and num_speculative_tokens when the bundle carries a Gemma 4
+ * assistant drafter (pack then moves it from unhonoured to honoured); not
+ * CENTROID_TOP_K. A value that does not parse is FG_EINVAL naming the key. */
 int fg_bundle_settings(cJSON **out, const struct fg_manifest *m, struct fg_err *err);
+
+/* The bundle's assistant drafter (bundle.json "drafter", written by pack when
+ * a drafter component is a gemma4_assistant checkpoint): its folder into dir
+ * and the drafts per round into *k (settings' num_speculative_tokens capped
+ * at max_k, else def_k; 0 turns it off). Returns 0 and leaves dir empty when
+ * the bundle has none. */
+int fg_bundle_drafter(struct fg_buf *dir, int *k, const struct fg_bundle *b, int def_k, int max_k,
+		      struct fg_err *err);
 
 /* Removes a folder tree (no symlink is followed). */
 void fg_bundle_rm_rf(const char *path);
