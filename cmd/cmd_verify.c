@@ -410,10 +410,23 @@ int cmd_verify(int argc, char **argv)
 					"cannot complete\n",
 				o.max_new, longest, fg_engine_max_seq(e));
 	}
+	fg_engine_spec_reset(e);
 	rc = fg_golden_speed(&sp, e, fg_json_arr(tr, "prompts"), o.warmup, o.max_new, &err);
 	if (rc)
 		goto fail;
 	cJSON_AddNumberToObject(sum, "tps", sp.tps_median);
+	if (fg_engine_draft_tokens(e)) { /* the speed pass drafted: how well */
+		struct fg_engine_spec_stats ss;
+		cJSON *spj = cJSON_AddObjectToObject(sum, "speculative");
+
+		fg_engine_spec_stats(e, &ss);
+		cJSON_AddNumberToObject(spj, "draft_tokens", fg_engine_draft_tokens(e));
+		cJSON_AddNumberToObject(spj, "rounds", (double)ss.rounds);
+		cJSON_AddNumberToObject(spj, "accepted", (double)ss.accepted);
+		cJSON_AddNumberToObject(spj, "drafted", (double)ss.drafted);
+		cJSON_AddNumberToObject(spj, "tokens_per_pass",
+					ss.rounds ? 1.0 + (double)ss.accepted / (double)ss.rounds : 1.0);
+	}
 	{
 		char c[64];
 

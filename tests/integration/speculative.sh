@@ -78,6 +78,7 @@ check "pack --model --drafter" sh -c "'$FGPACK' pack --model '$T' --drafter '$FI
 check "bundle.json names the drafter" sh -c "zstd -dc '$WORK/s.fgb' | tar -xO bundle.json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d[\"drafter\"]==\"components/drafter\", d'"
 check_exit "verify with the drafter: exit 0" 0 "$FGPACK" verify "$WORK/s.fgb" --max-new 24 --warmup 2 --summary "$WORK/s.json"
 check_grep "  ... the golden transcript at level logits" '"level": "logits"' "$WORK/s.json"
+check_grep "  ... its speed pass drafted" '"draft_tokens": 4' "$WORK/s.json"
 check "pack --model alone: no drafter in bundle.json" sh -c "'$FGPACK' pack --model '$T' -o '$WORK/p.fgb' >/dev/null &&
 	zstd -dc '$WORK/p.fgb' | tar -xO bundle.json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert \"drafter\" not in d, d'"
 
