@@ -15,7 +15,11 @@
  * sliding_window W flipped onto the newest keys, and transformers'
  * sliding_window_bidirectional_overlay is inclusive (|q - kv| <= W), so the
  * newest W + 1 positions, max(0, pos - W - 1)..pos-1, one more than the
- * target's own sliding layers see. */
+ * target's own sliding layers see. W is the smaller of the assistant's window
+ * and the target's window in use (struct fg_draft_kv window): a target run
+ * with a shorter window (--sliding-window 188, as the challenge does) keeps
+ * no older keys, and transformers' drafter then sees only what that cache
+ * holds. */
 #include "engine/draft.h"
 
 #include <math.h>
@@ -167,9 +171,12 @@ void fg_draft_cpu_free(struct fg_draft_cpu *d)
 }
 
 /* The first cached position a layer of type ty attends to from pos. */
-static int first_pos(const struct fg_draft_cpu *d, int ty, int pos)
+static int first_pos(const struct fg_draft_cpu *d, const struct fg_draft_kv *kv, int ty, int pos)
 {
 	int w = d->a->cfg.sliding_window;
+
+	if (kv->window > 0 && kv->window < w)
+		w = kv->window;
 
 	if (ty == FG_G4_SLIDING && pos - w - 1 > 0)
 		return pos - w - 1;
@@ -223,7 +230,7 @@ static void layer(struct fg_draft_cpu *d, int li, const struct fg_draft_kv *kv, 
 	const struct fg_g4_config *c = &d->a->cfg;
 	const struct fg_g4_layer *L = &d->a->layers[li];
 	int H = c->hidden, dim = L->head_dim, nh = c->n_heads, nkv = L->kv_heads, group = nh / nkv;
-	int ty = L->type, lo = first_pos(d, ty, pos), n = pos - lo, h, s, i;
+	int ty = L->type, lo = first_pos(d, kv, ty, pos), n = pos - lo, h, s, i;
 	float rs = (float)c->rope[ty].attention;
 
 	fg_cpu_rmsnorm(d->xn, d->x, L->in_norm, H, c->eps);
@@ -348,7 +355,7 @@ int fg_draft_cpu_propose(struct fg_draft_cpu *d, const struct fg_draft_kv *kv, c
 
 		if (!d->used[ty])
 			continue;
-		n = pos - first_pos(d, ty, pos);
+		n = pos - first_pos(d, kv, ty, pos);
 		if (!kv->k[ty] || !kv->v[ty] || kv->cap[ty] < n)
 			return fg_err_set(err, FG_EINVAL, "the target's %s cache %s (the drafter reads %d positions)",
 					  type_name(ty), kv->k[ty] && kv->v[ty] ? "is too short" : "is missing", n);

@@ -43,8 +43,9 @@
 struct fg_draft_kv {
 	const float *k[2], *v[2];
 	int cap[2];
-	int window; /* the target's sliding window in use (the CPU drafter reads
-		     * its own config's, see above) */
+	int window; /* the target's sliding window in use: the drafter's sliding
+		     * layers read the newest min(its own window, this) + 1
+		     * positions (see above) */
 };
 
 struct fg_draft_cpu;
