@@ -110,15 +110,25 @@ static int comp_dir(struct fg_buf *out, struct comp_arg *c, int n, int i, struct
 	return 0;
 }
 
-/* 1 when folder dir's config.json says model_type "gemma4_assistant". */
-static int is_assistant(const char *dir)
+/* 1 when component c's config.json (in its folder, or its blob in the store
+ * for a component from the lock) says model_type "gemma4_assistant". */
+static int is_assistant(const struct comp_arg *c, struct fg_store *store)
 {
 	struct fg_buf p = FG_BUF_INIT, t = FG_BUF_INIT;
 	struct fg_err e2 = { 0 };
 	cJSON *j = NULL;
-	int yes = 0;
+	size_t k;
+	int yes = 0, rc = 1;
 
-	if (!fg_path_join(&p, dir, "config.json", &e2) && !fg_file_read(p.data, (size_t)16 << 20, &t, &e2) &&
+	if (c->is_file)
+		return 0;
+	if (c->path)
+		rc = fg_path_join(&p, c->path, "config.json", &e2);
+	else if (c->lc && store)
+		for (k = 0; k < c->lc->n_files; k++)
+			if (!strcmp(c->lc->files[k].path, "config.json"))
+				rc = fg_store_blob_path(&p, store, c->lc->files[k].sha256, &e2);
+	if (!rc && !fg_file_read(p.data, (size_t)16 << 20, &t, &e2) &&
 	    !fg_json_parse(&j, t.data, t.len, "config.json", &e2)) {
 		const char *mt = fg_json_str(j, "model_type");
 
@@ -820,8 +830,7 @@ int cmd_pack(int argc, char **argv)
 		}
 	/* a Gemma 4 assistant among the components: the engine drafts with it */
 	for (i = 0; !rc && i < n; i++)
-		if (comps[i].role && !strcmp(comps[i].role, "drafter") && !comps[i].is_file &&
-		    is_assistant(comps[i].path)) {
+		if (comps[i].role && !strcmp(comps[i].role, "drafter") && is_assistant(&comps[i], store)) {
 			struct fg_buf d = FG_BUF_INIT;
 
 			if (!(rc = comp_dir(&d, comps, n, i, &err)) && !cJSON_GetObjectItem(meta, "drafter")) {
