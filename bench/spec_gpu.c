@@ -3,7 +3,8 @@
  * downloaded) against the verify pass of T rows (T = 1, 2, 4, 8, 16:
  * fg_g4_gpu_verify alone, and followed by fg_g4_gpu_accept of all T rows),
  * at one position after a prompt; with an assistant checkpoint, one round of
- * k drafts (fg_g4_gpu_draft) for k = 1, 4, 8. Every figure is the median
+ * k drafts (fg_g4_gpu_draft) for k = 1, 4, 8 (FG_CUDA_GRAPH=0: launched one
+ * by one, else replayed as a CUDA graph per k). Every figure is the median
  * wall time of FG_BENCH_REPS (default 21) calls after warm-ups; each call
  * ends synchronized (an int downloaded). It also checks that the verify's
  * first row chose what the step chose at that position.
@@ -55,6 +56,11 @@ int main(int argc, char **argv)
 	fg_g4_rope_table(inv[0], &m->cfg.rope[0], m->cfg.head_dim);
 	fg_g4_rope_table(inv[1], &m->cfg.rope[1], m->cfg.global_head_dim);
 	CK(fg_g4_gpu_new(&g, m, (const float *const *)inv, m->cfg.sliding_window, 4096, &err));
+	if (adir) { /* before the sequence: it copies the sliding keys it reads from then on */
+		CK(fg_g4_model_load(&am, adir, &err));
+		if (fg_g4_gpu_draft_new(&d, g, am, &err))
+			printf("drafter %s: %s\n", adir, err.msg);
+	}
 	prompt = malloc(sizeof(int32_t) * (size_t)n);
 	for (i = 0; i < n; i++)
 		prompt[i] = 2 + (int32_t)(((unsigned)i * 7919u) % (unsigned)(m->cfg.vocab - 2));
@@ -102,29 +108,26 @@ int main(int argc, char **argv)
 	}
 	/* the position's own row back in the caches for the drafter */
 	CK(fg_g4_gpu_step(g, last, n - 1, NULL, &b, &err));
-	if (adir) {
-		CK(fg_g4_model_load(&am, adir, &err));
-		if (fg_g4_gpu_draft_new(&d, g, am, &err)) {
-			printf("  drafter %s: %s\n", adir, err.msg);
-		} else {
-			int32_t out[FG_DRAFT_MAX_K];
+	if (d) {
+		int32_t out[FG_DRAFT_MAX_K];
 
-			printf("  drafter %s (%s): hidden %d, %d layers, %s head\n", adir, am->format, am->cfg.hidden,
-			       am->cfg.n_layers, am->cfg.ordered_emb ? "centroid-masked" : "full");
-			for (size_t s = 0; s < sizeof(ks) / sizeof(ks[0]); s++) {
-				int k = ks[s];
+		printf("  drafter %s (%s): hidden %d, %d layers, %s head\n", adir, am->format, am->cfg.hidden,
+		       am->cfg.n_layers, am->cfg.ordered_emb ? "centroid-masked" : "full");
+		for (size_t s = 0; s < sizeof(ks) / sizeof(ks[0]); s++) {
+			int k = ks[s];
+			double ms;
 
-				for (i = 0; i < 3; i++)
-					CK(fg_g4_gpu_draft(d, b, n, k, out, &err));
-				for (r = 0; r < reps; r++) {
-					double t0 = now();
+			for (i = 0; i < 3; i++)
+				CK(fg_g4_gpu_draft(d, b, n, k, out, &err));
+			for (r = 0; r < reps; r++) {
+				double t0 = now();
 
-					CK(fg_g4_gpu_draft(d, b, n, k, out, &err));
-					t[r] = now() - t0;
-				}
-				printf("  draft %d tokens %8.3f ms (%6.3f ms a draft step, %5.3f decode steps)\n", k,
-				       1e3 * median(t, reps), 1e3 * median(t, reps) / k, 1e3 * median(t, reps) / k / step_ms);
+				CK(fg_g4_gpu_draft(d, b, n, k, out, &err));
+				t[r] = now() - t0;
 			}
+			ms = 1e3 * median(t, reps);
+			printf("  draft %d tokens %8.3f ms (%6.3f ms a draft step, %5.3f decode steps)\n", k, ms, ms / k,
+			       ms / k / step_ms);
 		}
 	}
 	fg_g4_gpu_draft_free(d);

@@ -10,6 +10,7 @@
 
 #include "bf16.h"
 #include "engine/engine.h"
+#include "engine/rope.h"
 #include "kernels/fg_kernels.h"
 
 /* A linear layer on the device: INT4 in the tile layout, or bf16 / f32 rows
@@ -76,6 +77,13 @@ struct fg_g4_gpu {
 	float *vlog;
 	int32_t *vbest;
 	int vT, vpos;
+	int max_seq, window; /* fg_g4_gpu_new's */
+	/* an assistant drafter's copy of the sliding type-source layer's keys
+	 * and values (struct fg_g4_gpu_draft): [kv_heads][scap][d] each, slot =
+	 * position % scap, written beside that layer's own ring by every step,
+	 * prompt chunk and accept while a drafter exists; NULL without one */
+	float *sk, *sv;
+	int scap, slayer, sref; /* sref: the drafters sharing it */
 };
 
 static size_t lin_bytes(const struct fg_lin *l)
@@ -378,7 +386,7 @@ void fg_g4_gpu_free(struct fg_g4_gpu *g)
 			      g->pg,    g->logits,  g->idpos,      g->best,     g->keep,   g->mx,     g->rlog,
 			      g->mw,    g->mgu,     g->my,         g->midx,     g->cids,   g->cx,     g->ca,
 			      g->cq,    g->catt,    g->co,         g->cgu,      g->cg,     g->cup,    g->cpl,
-			      g->cplp,  g->cpg,     g->vlog,       g->vbest};
+			      g->cplp,  g->cpg,     g->vlog,       g->vbest,    g->sk,     g->sv};
 
 		for (size_t j = 0; j < sizeof(ds) / sizeof(ds[0]); j++)
 			fg_kmem_free(g->ctx, ds[j]);
@@ -545,6 +553,8 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 	}
 	for (i = 0; i < c->n_layers; i++)
 		g->L[i].cap = g->L[m->layers[i].kv_src].cap;
+	g->max_seq = max_seq;
+	g->window = window;
 	if ((rc = zeros(g, &g->x, H, err)) || (rc = zeros(g, &g->a, H, err)) ||
 	    (rc = zeros(g, &g->qkv, qkv_s > qkv_f ? qkv_s : qkv_f, err)) ||
 	    (rc = zeros(g, &g->att, att_n, err)) || (rc = zeros(g, &g->o, H, err)) ||
@@ -695,6 +705,29 @@ static int forward(struct fg_g4_gpu *g, int head, struct fg_err *err)
 	return 0;
 }
 
+/* The drafter's sliding copy after a step at pos: the slot the step wrote
+ * in the source layer's ring, k and v ([kv_heads] rows of d floats each),
+ * copied; queued after the step. */
+static int shadow_step(struct fg_g4_gpu *g, int pos, struct fg_err *err)
+{
+	const struct glayer *L;
+	size_t d, rb;
+	int kvh;
+
+	if (!g->sk)
+		return 0;
+	L = &g->L[g->slayer];
+	d = (size_t)g->m->layers[g->slayer].head_dim;
+	kvh = g->m->layers[g->slayer].kv_heads;
+	rb = sizeof(float) * d;
+	if (fg_kmem_copy2d(g->ctx, g->sk + (size_t)(pos % g->scap) * d, rb * (size_t)g->scap,
+			   L->kc + (size_t)(pos % L->cap) * d, rb * (size_t)L->cap, rb, (size_t)kvh, err) ||
+	    fg_kmem_copy2d(g->ctx, g->sv + (size_t)(pos % g->scap) * d, rb * (size_t)g->scap,
+			   L->vc + (size_t)(pos % L->cap) * d, rb * (size_t)L->cap, rb, (size_t)kvh, err))
+		return err->code;
+	return 0;
+}
+
 int fg_g4_gpu_step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int32_t *best, struct fg_err *err)
 {
 	int32_t ip[2] = {fg_g4_input_id(&g->m->cfg, id), pos}; /* multimodal placeholders embed as pad */
@@ -722,6 +755,8 @@ int fg_g4_gpu_step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int3
 		rc = fg_kgraph_launch(g->ctx, *gp, err);
 	else
 		rc = forward(g, head, err);
+	if (!rc)
+		rc = shadow_step(g, pos, err);
 	if (!rc)
 		rc = fg_kctx_sync(g->ctx, err);
 	if (!rc && logits && !g->keep)
@@ -786,6 +821,23 @@ static int bias_rows(struct fg_g4_gpu *g, float *y, const float *b, int n, int T
 		if (fg_k_add_bias(g->ctx, y + (size_t)r * n, b, n, err))
 			return err->code;
 	return 0;
+}
+
+/* The drafter's sliding copy of a chunk's (or an accepted verify's) first
+ * n rows, as the source layer's ring gets them. */
+static int shadow_rows(struct fg_g4_gpu *g, int n, int pos0, struct fg_err *err)
+{
+	const struct fg_g4_layer *ml;
+	const struct glayer *L;
+	size_t nh = (size_t)g->m->cfg.n_heads, d;
+
+	if (!g->sk)
+		return 0;
+	ml = &g->m->layers[g->slayer];
+	L = &g->L[g->slayer];
+	d = (size_t)ml->head_dim;
+	return fg_k_kv_store_rows(g->ctx, g->sk, g->sv, L->cqkv + nh * d, L->cqkv + (nh + (size_t)ml->kv_heads) * d,
+				  (size_t)L->qkv.rows, n, ml->kv_heads, (int)d, g->scap, pos0, err);
 }
 
 /* store 0 (a speculative verify) leaves the caches as they were: the rows'
@@ -853,7 +905,7 @@ static int forward_chunk(struct fg_g4_gpu *g, int T, int pos0, int store, struct
 				       (size_t)L->qkv.rows, T, kvh, d, L->cap, pos0, err))
 			return err->code;
 	}
-	return 0;
+	return store ? shadow_rows(g, T, pos0, err) : 0;
 }
 
 int fg_g4_gpu_prefill(struct fg_g4_gpu *g, const int32_t *ids, int n, int pos, struct fg_err *err)
@@ -969,24 +1021,400 @@ int fg_g4_gpu_accept(struct fg_g4_gpu *g, int n, struct fg_err *err)
 					     g->vpos, err)))
 			return fg_err_wrap(err, "cuda accept of %d rows at position %d", n, g->vpos);
 	}
-	if ((rc = fg_kmem_copy2d(g->ctx, g->a, hb, g->ca + (size_t)(n - 1) * (size_t)c->hidden, hb, hb, 1, err)) ||
+	if ((rc = shadow_rows(g, n, g->vpos, err)) ||
+	    (rc = fg_kmem_copy2d(g->ctx, g->a, hb, g->ca + (size_t)(n - 1) * (size_t)c->hidden, hb, hb, 1, err)) ||
 	    (rc = fg_kctx_sync(g->ctx, err)))
 		return fg_err_wrap(err, "cuda accept of %d rows at position %d", n, g->vpos);
+	return 0;
+}
+
+/* ---- the assistant drafter (engine/draft.h has the method) --------------------
+ *
+ * Its weights are uploaded to the target's context (the same stream, so a
+ * round queues behind the target's work with no extra sync). A round of k
+ * drafts is only launches: the tokens chain on the device (draft j's argmax
+ * is draft j + 1's embedding id), the position comes from device memory, so
+ * after one direct round of k drafts the next ones replay a CUDA graph of
+ * that k. One download of k ids per round.
+ *
+ * The layers attend over the target's caches of their type at position pos
+ * - 1 (fg_k_attn_decode with the range from pos - 1), the query rotated at
+ * pos. Full layers read the source layer's cache (cap = the sequence size).
+ * A sliding layer sees the newest W + 1 positions (W the smaller of the
+ * assistant's sliding_window and the target's window in use, draft.h), one
+ * more than the target's own ring of its window keeps:
+ * so the drafter reads its own copy of the source layer's sliding keys and
+ * values, a ring of W + 1 slots that every step, prompt chunk and accept
+ * writes beside the target's (g->sk, g->sv), shared by the target's drafters.
+ * That copy starts with the first drafter: a sequence begun before it
+ * misses what the target's ring had already dropped, until the window
+ * passes. */
+
+struct dlayer {
+	struct dlin q, o, gu, down;          /* q [heads d][hidden]; o [hidden][heads d]; gate|up; down */
+	float *in_norm, *post_attn, *pre_ffw, *post_ffw, *q_norm, *bq, *bo;
+	float scalar;
+	int type, d, inter;
+};
+
+struct fg_g4_gpu_draft {
+	struct fg_g4_gpu *g;           /* borrowed: the target */
+	const struct fg_g4_model *a;   /* borrowed: the assistant */
+	struct dlayer *L;
+	struct dlin pre, post, head, cent; /* pre_projection, post_projection, lm_head, centroids (ordered) */
+	float *final_norm, *inv[2];
+	float *cat;                    /* [2 backbone]: target embedding of the token | h */
+	float *x, *xa, *q, *att, *o, *gu; /* [hidden] x2, [heads max d] x2, [hidden], [2 max inter] */
+	float *logits;                 /* [vocab], or with ordered_emb the selected tokens' [top_k per] */
+	float *cz;                     /* [n_centroids] (ordered) */
+	int32_t *ids, *order;          /* selected tokens [top_k per]; token_ordering [vocab] (ordered) */
+	int32_t *toks;                 /* [1 + FG_DRAFT_MAX_K]: last, then the drafts */
+	int32_t *pos;                  /* [2]: pos (RoPE), pos - 1 (the attention's range) */
+	const float *kc[2], *vc[2];    /* what each layer type reads, [kv_heads][cap][d] */
+	int cap[2], kvh[2];
+	struct fg_kgraph *graph[FG_DRAFT_MAX_K + 1]; /* a round of k drafts */
+	int ran[FG_DRAFT_MAX_K + 1];
+	int shadow;                    /* 1: this drafter reads (and holds a reference to) g->sk, g->sv */
+};
+
+void fg_g4_gpu_draft_free(struct fg_g4_gpu_draft *d)
+{
+	struct fg_g4_gpu *g;
+	int i;
+
+	if (!d)
+		return;
+	g = d->g;
+	for (i = 0; d->L && i < d->a->cfg.n_layers; i++) {
+		struct dlayer *L = &d->L[i];
+		float *fs[] = {L->in_norm, L->post_attn, L->pre_ffw, L->post_ffw, L->q_norm, L->bq, L->bo};
+
+		dlin_free(g, &L->q), dlin_free(g, &L->o), dlin_free(g, &L->gu), dlin_free(g, &L->down);
+		for (size_t j = 0; j < sizeof(fs) / sizeof(fs[0]); j++)
+			fg_kmem_free(g->ctx, fs[j]);
+	}
+	free(d->L);
+	dlin_free(g, &d->pre), dlin_free(g, &d->post), dlin_free(g, &d->head), dlin_free(g, &d->cent);
+	{
+		void *ds[] = {d->final_norm, d->inv[0], d->inv[1], d->cat,  d->x,     d->xa,    d->q,
+			      d->att,        d->o,      d->gu,     d->logits, d->cz,   d->ids,   d->order,
+			      d->toks,       d->pos};
+
+		for (size_t j = 0; j < sizeof(ds) / sizeof(ds[0]); j++)
+			fg_kmem_free(g->ctx, ds[j]);
+	}
+	for (i = 0; i <= FG_DRAFT_MAX_K; i++)
+		fg_kgraph_free(d->graph[i]);
+	if (d->shadow && !--g->sref) { /* the sliding copy goes with its last drafter: steps stop writing it */
+		fg_kmem_free(g->ctx, g->sk), fg_kmem_free(g->ctx, g->sv);
+		g->sk = g->sv = NULL;
+	}
+	free(d);
+}
+
+/* What fg_draft_cpu_new checks, for assistant a on target t, plus what this
+ * path cannot run. */
+static int draft_check(const struct fg_g4_model *a, const struct fg_g4_model *t, struct fg_err *err)
+{
+	const struct fg_g4_config *ac = &a->cfg, *tc = &t->cfg;
+	int i;
+
+	if (!ac->assistant)
+		return fg_err_set(err, FG_EINVAL, "the drafter's config is not a gemma4_assistant");
+	if (ac->backbone != tc->hidden)
+		return fg_err_set(err, FG_EINVAL, "assistant backbone_hidden_size %d, target hidden_size %d", ac->backbone,
+				  tc->hidden);
+	if (ac->vocab != tc->vocab)
+		return fg_err_set(err, FG_EINVAL, "assistant vocabulary %d, target %d", ac->vocab, tc->vocab);
+	if (ac->ple_dim || ac->n_experts)
+		return fg_err_set(err, FG_EUNSUPPORTED, "cuda drafter: per-layer inputs or experts in the assistant");
+	if (ac->ordered_emb &&
+	    (ac->n_centroids < 1 || ac->n_centroids > 65536 || ac->centroid_top_k < 1 || ac->centroid_top_k > 64 ||
+	     ac->centroid_top_k > ac->n_centroids || ac->vocab % ac->n_centroids || !a->ordering ||
+	     a->head.fmt == FG_W_INT4 || ac->hidden % 8))
+		return fg_err_set(err, FG_EUNSUPPORTED,
+				  "cuda drafter: ordered head with %d centroids, top %d, vocabulary %d (want top 1..64, "
+				  "at most 65536 centroids dividing the vocabulary, a bf16/f16/f32 head)",
+				  ac->n_centroids, ac->centroid_top_k, ac->vocab);
+	for (i = 0; i < ac->n_layers; i++) {
+		const struct fg_g4_layer *L = &a->layers[i];
+		int src = fg_g4_type_source(tc, L->type);
+
+		if (src < 0)
+			return fg_err_set(err, FG_EINVAL, "assistant layer %d: the target has no %s layer to read", i,
+					  L->type == FG_G4_FULL ? "full" : "sliding");
+		if (t->layers[src].head_dim != L->head_dim || t->layers[src].kv_heads != L->kv_heads)
+			return fg_err_set(err, FG_EINVAL,
+					  "assistant layer %d: head_dim %d, %d kv heads; the target's layer %d: %d, %d", i,
+					  L->head_dim, L->kv_heads, src, t->layers[src].head_dim, t->layers[src].kv_heads);
+		if (L->head_dim > 512 || ac->n_heads % L->kv_heads)
+			return fg_err_set(err, FG_EUNSUPPORTED, "cuda drafter: layer %d head_dim %d, %d heads over %d",
+					  i, L->head_dim, ac->n_heads, L->kv_heads);
+	}
 	return 0;
 }
 
 int fg_g4_gpu_draft_new(struct fg_g4_gpu_draft **out, struct fg_g4_gpu *g, const struct fg_g4_model *a,
 			struct fg_err *err)
 {
-	(void)g, (void)a;
+	const struct fg_g4_config *ac = &a->cfg, *tc = &g->m->cfg;
+	struct fg_g4_gpu_draft *d;
+	size_t Ha = (size_t)ac->hidden, B = (size_t)ac->backbone, maxd = 0, maxi = 0, nsel;
+	int rc, i, ty, used[2] = {0, 0};
+	float *inv = NULL;
+
 	*out = NULL;
-	return fg_err_set(err, FG_EUNSUPPORTED, "cuda: the assistant drafter is not built yet");
+	if ((rc = draft_check(a, g->m, err)))
+		return rc;
+	for (i = 0; i < ac->n_layers; i++)
+		used[a->layers[i].type] = 1;
+	if (!(d = calloc(1, sizeof(*d))) || !(d->L = calloc((size_t)ac->n_layers, sizeof(*d->L))) ||
+	    !(inv = malloc(sizeof(float) * (size_t)(ac->head_dim > ac->global_head_dim ? ac->head_dim
+											: ac->global_head_dim)))) {
+		free(d ? d->L : NULL);
+		free(d);
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	d->g = g;
+	d->a = a;
+	for (i = 0; i < ac->n_layers; i++) {
+		maxd = maxd > (size_t)a->layers[i].head_dim ? maxd : (size_t)a->layers[i].head_dim;
+		maxi = maxi > (size_t)a->layers[i].inter ? maxi : (size_t)a->layers[i].inter;
+	}
+	nsel = ac->ordered_emb ? (size_t)ac->centroid_top_k * (size_t)(ac->vocab / ac->n_centroids) : (size_t)ac->vocab;
+	{
+		const struct fg_lin *pre = &a->pre_proj, *post = &a->post_proj, *head = &a->head, *cent = &a->centroids;
+
+		if ((rc = dlin_new(g, &d->pre, &pre, 1, "assistant pre_projection", err)) ||
+		    (rc = dlin_new(g, &d->post, &post, 1, "assistant post_projection", err)) ||
+		    (rc = dlin_new(g, &d->head, &head, 1, "assistant lm_head", err)) ||
+		    (ac->ordered_emb && (rc = dlin_new(g, &d->cent, &cent, 1, "assistant centroids", err))))
+			goto fail;
+	}
+	for (ty = 0; ty < 2; ty++) {
+		int hd = ty == FG_G4_FULL ? ac->global_head_dim : ac->head_dim;
+
+		fg_g4_rope_table(inv, &ac->rope[ty], hd);
+		if ((rc = up_floats(g, &d->inv[ty], inv, (size_t)hd / 2, err)))
+			goto fail;
+	}
+	for (i = 0; i < ac->n_layers; i++) {
+		const struct fg_g4_layer *ml = &a->layers[i];
+		struct dlayer *L = &d->L[i];
+		const struct fg_lin *q = &ml->q, *o = &ml->o, *gu[2] = {&ml->gate, &ml->up}, *down = &ml->down;
+		char what[64];
+
+		snprintf(what, sizeof(what), "assistant layer %d", i);
+		L->type = ml->type;
+		L->d = ml->head_dim;
+		L->inter = ml->inter;
+		L->scalar = ml->scalar;
+		if ((rc = dlin_new(g, &L->q, &q, 1, what, err)) || (rc = dlin_new(g, &L->o, &o, 1, what, err)) ||
+		    (rc = dlin_new(g, &L->gu, gu, 2, what, err)) || (rc = dlin_new(g, &L->down, &down, 1, what, err)) ||
+		    (rc = up_floats(g, &L->in_norm, ml->in_norm, Ha, err)) ||
+		    (rc = up_floats(g, &L->post_attn, ml->post_attn_norm, Ha, err)) ||
+		    (rc = up_floats(g, &L->pre_ffw, ml->pre_ffw_norm, Ha, err)) ||
+		    (rc = up_floats(g, &L->post_ffw, ml->post_ffw_norm, Ha, err)) ||
+		    (rc = up_norm_scaled(g, &L->q_norm, ml->q_norm, (size_t)L->d, (float)ac->rope[ml->type].attention,
+					 err)) ||
+		    (rc = up_floats(g, &L->bq, ml->bq, (size_t)ml->q.rows, err)) ||
+		    (rc = up_floats(g, &L->bo, ml->bo, Ha, err)))
+			goto fail;
+	}
+	if ((rc = up_floats(g, &d->final_norm, a->final_norm, Ha, err)) || (rc = zeros(g, &d->cat, 2 * B, err)) ||
+	    (rc = zeros(g, &d->x, Ha, err)) || (rc = zeros(g, &d->xa, Ha, err)) ||
+	    (rc = zeros(g, &d->q, (size_t)ac->n_heads * maxd, err)) ||
+	    (rc = zeros(g, &d->att, (size_t)ac->n_heads * maxd, err)) || (rc = zeros(g, &d->o, Ha, err)) ||
+	    (rc = zeros(g, &d->gu, 2 * maxi, err)) || (rc = zeros(g, &d->logits, nsel, err)) ||
+	    (rc = fg_kmem_alloc(g->ctx, (void **)&d->toks, sizeof(int32_t) * (FG_DRAFT_MAX_K + 1), err)) ||
+	    (rc = fg_kmem_fill(g->ctx, d->toks, 0, sizeof(int32_t) * (FG_DRAFT_MAX_K + 1), err)) ||
+	    (rc = fg_kmem_alloc(g->ctx, (void **)&d->pos, sizeof(int32_t) * 2, err)))
+		goto fail;
+	if (ac->ordered_emb &&
+	    ((rc = zeros(g, &d->cz, (size_t)ac->n_centroids, err)) ||
+	     (rc = fg_kmem_alloc(g->ctx, (void **)&d->ids, sizeof(int32_t) * nsel, err)) ||
+	     (rc = fg_kmem_alloc(g->ctx, (void **)&d->order, sizeof(int32_t) * (size_t)ac->vocab, err)) ||
+	     (rc = fg_kmem_upload(g->ctx, d->order, a->ordering, sizeof(int32_t) * (size_t)ac->vocab, err))))
+		goto fail;
+	/* the caches each layer type reads */
+	for (ty = 0; ty < 2; ty++) {
+		int src = fg_g4_type_source(tc, ty);
+		const struct glayer *S;
+
+		if (src < 0 || !used[ty])
+			continue;
+		S = &g->L[src];
+		d->kvh[ty] = g->m->layers[src].kv_heads;
+		d->kc[ty] = S->kc, d->vc[ty] = S->vc, d->cap[ty] = S->cap;
+		if (ty == FG_G4_SLIDING) {
+			/* W + 1 slots (at most the sequence size), unless the ring is
+			 * that already; W the smaller of the assistant's window and the
+			 * target's in use, as fg_draft_cpu_propose */
+			int w = ac->sliding_window < g->window ? ac->sliding_window : g->window;
+			int w1 = w + 1 < g->max_seq ? w + 1 : g->max_seq;
+			size_t n = (size_t)d->kvh[ty] * (size_t)w1 * (size_t)g->m->layers[src].head_dim;
+
+			if (w1 == S->cap)
+				continue;
+			if (g->sk && g->scap != w1) {
+				rc = fg_err_set(err, FG_EINVAL,
+						"another drafter of this target reads %d sliding positions, this one %d",
+						g->scap, w1);
+				goto fail;
+			}
+			if (!g->sk) { /* else another drafter's copy, kept up to date already */
+				if ((rc = zeros(g, &g->sk, n, err)) || (rc = zeros(g, &g->sv, n, err))) {
+					fg_kmem_free(g->ctx, g->sk), fg_kmem_free(g->ctx, g->sv);
+					g->sk = g->sv = NULL;
+					goto fail;
+				}
+				g->scap = w1;
+				g->slayer = src;
+			}
+			g->sref++;
+			d->shadow = 1;
+			d->kc[ty] = g->sk, d->vc[ty] = g->sv, d->cap[ty] = w1;
+		}
+	}
+	free(inv);
+	*out = d;
+	return 0;
+fail:
+	free(inv);
+	fg_err_wrap(err, "cuda drafter");
+	fg_g4_gpu_draft_free(d);
+	return rc;
 }
 
-void fg_g4_gpu_draft_free(struct fg_g4_gpu_draft *d) { (void)d; }
+/* A round of k drafts, launches only (see above): toks[0] and pos[] are set. */
+static int draft_forward(struct fg_g4_gpu_draft *d, int k, struct fg_err *err)
+{
+	struct fg_g4_gpu *g = d->g;
+	const struct fg_g4_config *ac = &d->a->cfg;
+	struct fg_kctx *kc = g->ctx;
+	int B = ac->backbone, H = ac->hidden, nh = ac->n_heads, j, li;
+	int per = ac->ordered_emb ? ac->vocab / ac->n_centroids : 0, nsel = ac->ordered_emb ? ac->centroid_top_k * per : 0;
+	size_t hb = sizeof(float) * (size_t)B;
+	float eps = ac->eps, escale = (float)sqrt((double)g->m->cfg.hidden);
+
+	/* h_1: the target's final-normed state of pos - 1 */
+	if (fg_kmem_copy2d(kc, d->cat + B, hb, g->a, hb, hb, 1, err))
+		return err->code;
+	for (j = 0; j < k; j++) {
+		const int32_t *tok = d->toks + j;
+
+		if ((g->emb_fmt == FG_W_BF16 ? fg_k_embed(kc, d->cat, g->emb, tok, B, escale, err)
+					     : fg_k_embed_f32(kc, d->cat, g->emb, tok, B, escale, err)) ||
+		    mv(g, d->x, &d->pre, d->cat, err) || fg_k_rmsnorm(kc, d->xa, d->x, d->L[0].in_norm, 1, H, eps, err))
+			return err->code;
+		for (li = 0; li < ac->n_layers; li++) {
+			const struct dlayer *L = &d->L[li];
+			int t = L->type;
+			const float *next = li + 1 < ac->n_layers ? d->L[li + 1].in_norm : d->final_norm;
+
+			if (mv(g, d->q, &L->q, d->xa, err) || (L->bq && fg_k_add_bias(kc, d->q, L->bq, L->q.rows, err)) ||
+			    fg_k_qkv_post(kc, d->q, nh, 0, L->d, L->q_norm, NULL, d->inv[t], d->pos, NULL, NULL, 1, eps,
+					  err) ||
+			    fg_k_attn_decode(kc, d->att, d->q, d->kc[t], d->vc[t], nh, d->kvh[t], L->d, d->cap[t],
+					     d->pos + 1, 1.0f, err) ||
+			    mv(g, d->o, &L->o, d->att, err) || (L->bo && fg_k_add_bias(kc, d->o, L->bo, H, err)) ||
+			    fg_k_residual_norm(kc, d->x, d->o, L->post_attn, 1.0f, d->xa, L->pre_ffw, H, eps, err) ||
+			    mv(g, d->gu, &L->gu, d->xa, err) ||
+			    mv_geglu(g, d->o, &L->down, d->gu, d->gu + L->inter, L->inter, err) ||
+			    fg_k_residual_norm(kc, d->x, d->o, L->post_ffw, L->scalar, d->xa, next, H, eps, err))
+				return err->code;
+		}
+		/* d->xa: the final-normed state y; the head's argmax is the next token */
+		if (ac->ordered_emb) {
+			if (mv(g, d->cz, &d->cent, d->xa, err) ||
+			    fg_k_centroid_select(kc, d->ids, d->cz, ac->n_centroids, ac->centroid_top_k, d->order, per,
+						 err) ||
+			    fg_k_gather_matvec(kc, d->logits, d->head.d, d->head.fmt == FG_W_BF16, d->ids, nsel, d->xa, H,
+					       err) ||
+			    fg_k_softcap_argmax(kc, d->toks + j + 1, d->logits, d->ids, nsel, 0.0f, err))
+				return err->code;
+		} else if (mv(g, d->logits, &d->head, d->xa, err) ||
+			   fg_k_softcap_argmax(kc, d->toks + j + 1, d->logits, NULL, ac->vocab, 0.0f, err)) {
+			return err->code;
+		}
+		if (j + 1 < k && mv(g, d->cat + B, &d->post, d->xa, err)) /* h_{j+1} */
+			return err->code;
+	}
+	return 0;
+}
 
 int fg_g4_gpu_draft(struct fg_g4_gpu_draft *d, int32_t last, int pos, int k, int32_t *out, struct fg_err *err)
 {
-	(void)d, (void)last, (void)pos, (void)k, (void)out;
-	return fg_err_set(err, FG_EUNSUPPORTED, "cuda: the assistant drafter is not built yet");
+	struct fg_g4_gpu *g = d->g;
+	const struct fg_g4_config *tc = &g->m->cfg;
+	int32_t pp[2] = {pos, pos - 1}, id;
+	int rc = 0, i;
+
+	if (k < 1 || k > FG_DRAFT_MAX_K)
+		return fg_err_set(err, FG_EINVAL, "drafts per round %d: out of the range 1..%d", k, FG_DRAFT_MAX_K);
+	if (pos < 1 || pos >= g->max_seq)
+		return fg_err_set(err, FG_EINVAL, "draft position %d: want 1..%d", pos, g->max_seq - 1);
+	if (last < 0 || last >= tc->vocab)
+		return fg_err_set(err, FG_EINVAL, "draft token %d is not below the vocabulary size %d", (int)last,
+				  tc->vocab);
+	id = fg_g4_input_id(tc, last); /* as fg_draft_cpu_propose embeds it */
+	if ((rc = fg_kmem_upload(g->ctx, d->pos, pp, sizeof(pp), err)) ||
+	    (rc = fg_kmem_upload(g->ctx, d->toks, &id, sizeof(id), err)))
+		return fg_err_wrap(err, "cuda draft at position %d", pos);
+	if (g->use_graph && !d->graph[k] && d->ran[k]) {
+		/* capture after one direct round of this k has run cleanly */
+		if ((rc = fg_kgraph_begin(g->ctx, err)))
+			return fg_err_wrap(err, "cuda draft at position %d", pos);
+		rc = draft_forward(d, k, err);
+		{
+			struct fg_err e2 = {0};
+			int rc2 = fg_kgraph_end(g->ctx, &d->graph[k], rc ? &e2 : err);
+
+			if (!rc)
+				rc = rc2;
+		}
+		if (rc)
+			return fg_err_wrap(err, "capture a round of %d drafts as a CUDA graph", k);
+	}
+	rc = d->graph[k] ? fg_kgraph_launch(g->ctx, d->graph[k], err) : draft_forward(d, k, err);
+	if (!rc && !(rc = fg_kctx_sync(g->ctx, err)))
+		rc = fg_kmem_download(g->ctx, out, d->toks + 1, sizeof(int32_t) * (size_t)k, err);
+	if (rc)
+		return fg_err_wrap(err, "cuda draft at position %d", pos);
+	for (i = 0; i < k; i++)
+		if (out[i] < 0)
+			out[i] = 0; /* every logit NaN */
+	d->ran[k] = 1;
+	return 0;
+}
+
+int fg_g4_gpu_draft_logits(struct fg_g4_gpu_draft *d, float *out, struct fg_err *err)
+{
+	const struct fg_g4_config *ac = &d->a->cfg;
+	struct fg_kctx *kc = d->g->ctx;
+	int nsel, i, rc;
+	float *sel, mn = INFINITY;
+	int32_t *ids;
+
+	if (!ac->ordered_emb)
+		return fg_kmem_download(kc, out, d->logits, sizeof(float) * (size_t)ac->vocab, err);
+	nsel = ac->centroid_top_k * (ac->vocab / ac->n_centroids);
+	sel = malloc(sizeof(float) * (size_t)nsel);
+	ids = malloc(sizeof(int32_t) * (size_t)nsel);
+	if (!sel || !ids) {
+		free(sel), free(ids);
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	if (!(rc = fg_kmem_download(kc, sel, d->logits, sizeof(float) * (size_t)nsel, err)) &&
+	    !(rc = fg_kmem_download(kc, ids, d->ids, sizeof(int32_t) * (size_t)nsel, err))) {
+		for (i = 0; i < nsel; i++)
+			mn = sel[i] < mn ? sel[i] : mn;
+		for (i = 0; i < ac->vocab; i++)
+			out[i] = mn - 1.0f;
+		for (i = 0; i < nsel; i++)
+			if (ids[i] >= 0 && ids[i] < ac->vocab)
+				out[ids[i]] = sel[i];
+	}
+	free(sel), free(ids);
+	return rc;
 }

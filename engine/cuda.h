@@ -67,6 +67,12 @@ void fg_g4_gpu_draft_free(struct fg_g4_gpu_draft *d);
 /* k drafts after `last` (the token at position pos, which the target has
  * not run) into out [k]. */
 int fg_g4_gpu_draft(struct fg_g4_gpu_draft *d, int32_t last, int pos, int k, int32_t *out, struct fg_err *err);
+/* The logits [vocab] of the last round's last draft step, as
+ * fg_draft_cpu_propose gives them (the masked head's unselected tokens at
+ * min(selected) - 1), for tests. The drafter copies the target's sliding
+ * keys and values it reads from fg_g4_gpu_draft_new on: make it before the
+ * sequences it drafts for. */
+int fg_g4_gpu_draft_logits(struct fg_g4_gpu_draft *d, float *out, struct fg_err *err);
 
 /* "NVIDIA H200 (sm_90, ...)"; borrowed. */
 const char *fg_g4_gpu_device(const struct fg_g4_gpu *g);

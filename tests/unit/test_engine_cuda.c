@@ -395,6 +395,276 @@ static void check_spec(const char *dir, const char *json, const char *bin, int w
 	spec_free(&s);
 }
 
+/* ---- the GPU drafter (fg_g4_gpu_draft) ----
+ *
+ * The assistant fixtures (tests/fixtures/oracle/assistant/<variant>: made by
+ * tests/oracle/assistant.py for the bf16 target) against transformers'
+ * recorded drafts and logits and against the CPU drafter on the CPU
+ * engine's caches; then the drafter inside verify/accept rounds. */
+
+/* The drafter's logits against transformers' (fp32 on the CPU) and the CPU
+ * drafter's: the target's hidden state and caches come from the GPU, which
+ * agree with the CPU engine within TOL_CPU; the assistant's four layers and
+ * projections add their own summation orders. */
+#define DRAFT_TOL_HF 2e-2
+#define DRAFT_TOL_CPU 2e-2
+#define DRAFT_MAXK 4
+
+struct dr {
+	struct fg_g4_model *t, *a;
+	struct fg_g4_gpu *g;
+	struct fg_g4_gpu_draft *d;
+	float *inv[2];
+};
+
+static void dr_free(struct dr *r)
+{
+	fg_g4_gpu_draft_free(r->d);
+	fg_g4_gpu_free(r->g);
+	fg_g4_model_free(r->a);
+	fg_g4_model_free(r->t);
+	free(r->inv[0]), free(r->inv[1]);
+}
+
+/* Target tdir on the GPU (window: the sliding window, 0 the config's) and
+ * assistant adir drafting for it, the drafter made before any token runs. */
+static int dr_new(struct dr *r, const char *tdir, const char *adir, int window, struct fg_err *err)
+{
+	const struct fg_g4_config *c;
+
+	memset(r, 0, sizeof(*r));
+	if (fg_g4_model_load(&r->t, tdir, err) || fg_g4_model_load(&r->a, adir, err))
+		return -1;
+	c = &r->t->cfg;
+	r->inv[0] = malloc(sizeof(float) * (size_t)c->head_dim);
+	r->inv[1] = malloc(sizeof(float) * (size_t)c->global_head_dim);
+	fg_g4_rope_table(r->inv[0], &c->rope[0], c->head_dim);
+	fg_g4_rope_table(r->inv[1], &c->rope[1], c->global_head_dim);
+	if (fg_g4_gpu_new(&r->g, r->t, (const float *const *)r->inv, window ? window : c->sliding_window, SPEC_SEQ,
+			  err) ||
+	    fg_g4_gpu_draft_new(&r->d, r->g, r->a, err))
+		return -1;
+	return 0;
+}
+
+/* The largest logit's margin over the second (a token check means little
+ * below the tolerance). */
+static double margin_of(const float *l, int n)
+{
+	double a = -INFINITY, b = -INFINITY;
+
+	for (int i = 0; i < n; i++)
+		if (l[i] > a)
+			b = a, a = l[i];
+		else if (l[i] > b)
+			b = l[i];
+	return a - b;
+}
+
+/* window 0: the config's, against transformers and the CPU drafter; else
+ * the target run with that window, against the CPU drafter only (the
+ * drafter's sliding layers then see the newest window + 1 positions). */
+static void check_draft(const char *variant, int window)
+{
+	char adir[256], js[300], bin[300];
+	struct fg_buf jb = FG_BUF_INIT, lb = FG_BUF_INIT;
+	struct fg_err err = {0};
+	struct fg_engine *cpu = NULL;
+	struct fg_draft_cpu *dc = NULL;
+	struct dr r;
+	cJSON *o = NULL;
+	const cJSON *p;
+	float *lg = NULL, *lc = NULL, *lt = NULL;
+	double whf = 0, wcpu = 0;
+	int V, np = 0, toks_hf = 1, toks_cpu = 1, ran = 0;
+
+	snprintf(adir, sizeof(adir), FIX "/assistant/%s", variant);
+	snprintf(js, sizeof(js), "%s/oracle.json", adir);
+	snprintf(bin, sizeof(bin), "%s/logits.bin", adir);
+	if (fg_file_read(js, 1 << 24, &jb, &err) || fg_json_parse(&o, jb.data, jb.len, js, &err) ||
+	    fg_file_read(bin, 1 << 28, &lb, &err) || dr_new(&r, FIX "/bf16", adir, window, &err) ||
+	    !(cpu = load(FIX "/bf16", FG_DEVICE_CPU, window, &err)) ||
+	    fg_draft_cpu_new(&dc, r.a, fg_engine_model(cpu), &err)) {
+		ok(0, "assistant %s: loads (gpu target, gpu and cpu drafters): %s", variant, err.msg);
+		goto done;
+	}
+	V = r.t->cfg.vocab;
+	lg = malloc(sizeof(float) * (size_t)V * DRAFT_MAXK);
+	lc = malloc(sizeof(float) * (size_t)V * DRAFT_MAXK);
+	lt = malloc(sizeof(float) * (size_t)V);
+	cJSON_ArrayForEach(p, fg_json_arr(o, "prompts")) {
+		int n, nd, s;
+		int32_t *pr = ids_of(fg_json_arr(p, "prompt"), &n), *hd = ids_of(fg_json_arr(p, "drafts"), &nd);
+		int32_t b = -1, out[DRAFT_MAXK], outc[DRAFT_MAXK];
+		long long off = 0;
+		struct fg_draft_kv kv;
+		const float *h;
+		const float *hf;
+
+		fg_json_int(p, "logits_offset", &off);
+		hf = (const float *)(const void *)lb.data + off;
+		np++;
+		if (nd > DRAFT_MAXK || (size_t)(off + (long long)nd * V) * 4 > lb.len ||
+		    (n > 1 && fg_g4_gpu_prefill(r.g, pr, n - 1, 0, &err)) ||
+		    fg_g4_gpu_step(r.g, pr[n - 1], n - 1, NULL, &b, &err)) {
+			ok(0, "assistant %s: prompt of %d on the gpu target: %s", variant, n, err.msg);
+			free(pr), free(hd);
+			continue;
+		}
+		/* round s's last step is draft s: its logits, one round each */
+		for (s = 1; s <= nd; s++) {
+			int32_t o2[DRAFT_MAXK];
+
+			if (fg_g4_gpu_draft(r.d, b, n, s, o2, &err) ||
+			    fg_g4_gpu_draft_logits(r.d, lg + (size_t)(s - 1) * (size_t)V, &err))
+				break;
+			memcpy(out, o2, sizeof(int32_t) * (size_t)s);
+		}
+		fg_engine_reset(cpu);
+		if (s <= nd || fg_engine_forward_logits(cpu, pr, (size_t)n, 1, lt, &err) ||
+		    fg_engine_draft_kv(cpu, &kv, &err) || !(h = fg_engine_last_hidden(cpu)) ||
+		    fg_draft_cpu_propose(dc, &kv, h, fg_engine_argmax(lt, V), n, nd, outc, lc, &err)) {
+			ok(0, "assistant %s: drafts at position %d: %s", variant, n, err.msg);
+			free(pr), free(hd);
+			continue;
+		}
+		ran++;
+		for (s = 0; s < nd; s++) {
+			const float *a = lg + (size_t)s * (size_t)V;
+			double mh = maxdiff(a, hf + (size_t)s * (size_t)V, (size_t)V);
+			double mc = maxdiff(a, lc + (size_t)s * (size_t)V, (size_t)V);
+
+			wcpu = mc > wcpu || isnan(mc) ? mc : wcpu;
+			/* a token is checked where its step's margin is beyond rounding */
+			if (window)
+				mh = 0; /* transformers' drafts are for the config's window */
+			whf = mh > whf || isnan(mh) ? mh : whf;
+			if (!window && margin_of(hf + (size_t)s * (size_t)V, V) > 2 * DRAFT_TOL_HF && out[s] != hd[s]) {
+				toks_hf = 0;
+				printf("# %s position %d draft %d: gpu %d, transformers %d\n", variant, n, s, (int)out[s],
+				       (int)hd[s]);
+			}
+			if (margin_of(lc + (size_t)s * (size_t)V, V) > 2 * DRAFT_TOL_CPU && out[s] != outc[s]) {
+				toks_cpu = 0;
+				printf("# %s position %d draft %d: gpu %d, cpu %d\n", variant, n, s, (int)out[s],
+				       (int)outc[s]);
+			}
+			if (!window && out[s] != hd[s])
+				printf("# %s position %d draft %d: gpu %d, transformers %d (margin %.3g)\n", variant, n, s,
+				       (int)out[s], (int)hd[s], margin_of(hf + (size_t)s * (size_t)V, V));
+		}
+		free(pr), free(hd);
+	}
+	if (!window)
+		ok(ran == np && ran > 0 && whf <= DRAFT_TOL_HF && toks_hf,
+		   "assistant %s: gpu drafts at %d positions: logits within %g of transformers' (max %.3g), its drafts",
+		   variant, ran, DRAFT_TOL_HF, whf);
+	ok(ran == np && ran > 0 && wcpu <= DRAFT_TOL_CPU && toks_cpu,
+	   "assistant %s, target window %d: gpu drafts at %d positions: logits within %g of the cpu drafter's (max "
+	   "%.3g), its drafts",
+	   variant, window ? window : r.t->cfg.sliding_window, ran, DRAFT_TOL_CPU, wcpu);
+done:
+	free(lg), free(lc), free(lt);
+	fg_draft_cpu_free(dc);
+	fg_engine_free(cpu);
+	if (r.t)
+		dr_free(&r);
+	cJSON_Delete(o);
+	fg_buf_release(&jb);
+	fg_buf_release(&lb);
+}
+
+/* The drafter inside rounds: plain greedy token by token with the drafter
+ * asked at every position (after the step), then rounds of k drafts,
+ * verify and accept (every other round with plain greedy's tokens as the
+ * drafts, so that whole rounds are kept) by a second drafter of the target. The rounds emit plain greedy's tokens, and at every
+ * round's start the drafter gives the bits it gave there after the steps
+ * (the caches, its sliding copy and the hidden state left by accept are
+ * the steps' bits); the target's window wraps many times. */
+static void check_draft_rounds(const char *variant, int k)
+{
+	enum { N = 40 };
+	char adir[256];
+	struct fg_err err = {0};
+	struct dr r;
+	int32_t prompt[5] = {2, 17, 99, 4, 250}, ref[N + 2 * FG_DRAFT_MAX_K + 2], rd[N + 2 * FG_DRAFT_MAX_K + 2][FG_DRAFT_MAX_K];
+	float *rl = NULL, *l = NULL;
+	int V, np = 5, i, e, pos, bad = 0, rounds = 0, kept = 0;
+
+	snprintf(adir, sizeof(adir), FIX "/assistant/%s", variant);
+	if (dr_new(&r, FIX "/bf16", adir, 0, &err)) {
+		ok(0, "assistant %s: loads: %s", variant, err.msg);
+		goto done;
+	}
+	V = r.t->cfg.vocab;
+	rl = malloc(sizeof(float) * (size_t)V * (N + 2 * FG_DRAFT_MAX_K + 2));
+	l = malloc(sizeof(float) * (size_t)V);
+	/* ref[i]: the token at position np + i; rd[i], rl[i]: the drafts and last-step logits after it */
+	if (fg_g4_gpu_prefill(r.g, prompt, np - 1, 0, &err))
+		goto fail;
+	for (i = 0; i < N + k + 1; i++)
+		if (fg_g4_gpu_step(r.g, i ? ref[i - 1] : prompt[np - 1], np - 1 + i, NULL, &ref[i], &err) ||
+		    fg_g4_gpu_draft(r.d, ref[i], np + i, k, rd[i], &err) ||
+		    fg_g4_gpu_draft_logits(r.d, rl + (size_t)i * (size_t)V, &err))
+			goto fail;
+	/* the rounds, the same sequence from position 0, by a second drafter
+	 * made while the first lives (they share the sliding copy), the first
+	 * then freed */
+	{
+		struct fg_g4_gpu_draft *d2;
+
+		if (fg_g4_gpu_draft_new(&d2, r.g, r.a, &err))
+			goto fail;
+		fg_g4_gpu_draft_free(r.d);
+		r.d = d2;
+	}
+	if (fg_g4_gpu_prefill(r.g, prompt, np - 1, 0, &err) ||
+	    fg_g4_gpu_step(r.g, prompt[np - 1], np - 1, NULL, &ref[N + k + 1], &err))
+		goto fail;
+	for (e = 0, pos = np; e < N && !bad; rounds++) {
+		int32_t ids[FG_DRAFT_MAX_K + 1], best[FG_DRAFT_MAX_K + 1];
+		int n;
+
+		ids[0] = ref[e]; /* the token at pos, which the target has not run */
+		if (fg_g4_gpu_draft(r.d, ids[0], pos, k, ids + 1, &err) || fg_g4_gpu_draft_logits(r.d, l, &err))
+			goto fail;
+		if (memcmp(ids + 1, rd[e], sizeof(int32_t) * (size_t)k) ||
+		    memcmp(l, rl + (size_t)e * (size_t)V, sizeof(float) * (size_t)V)) {
+			printf("# %s: round at position %d: the drafts differ from those after the steps\n", variant, pos);
+			bad = 1;
+			break;
+		}
+		/* every other round plain greedy's own tokens instead: all k kept,
+		 * accept storing k + 1 rows (more than the sliding copy's W + 1 slots
+		 * when k = 16) */
+		if (rounds % 2)
+			memcpy(ids + 1, ref + e + 1, sizeof(int32_t) * (size_t)k);
+		if (fg_g4_gpu_verify(r.g, ids, k + 1, pos, best, &err))
+			goto fail;
+		for (n = 1; n <= k && ids[n] == best[n - 1]; n++)
+			;
+		for (i = 0; i < n; i++)
+			bad |= best[i] != ref[e + 1 + i];
+		if (bad)
+			printf("# %s: round at position %d: tokens differ from plain greedy's\n", variant, pos);
+		if (fg_g4_gpu_accept(r.g, n, &err))
+			goto fail;
+		kept += n - 1;
+		e += n;
+		pos += n;
+	}
+	ok(!bad && e >= N, "assistant %s: %d rounds of %d gpu drafts + verify/accept: plain greedy's tokens, and at each round "
+		 "the drafts and logits the drafter gave after plain steps, bit for bit (%d drafts kept)",
+	   variant, rounds, k, kept);
+	goto done;
+fail:
+	ok(0, "assistant %s: drafter rounds: %s", variant, err.msg);
+done:
+	free(rl), free(l);
+	if (r.t)
+		dr_free(&r);
+}
+
 int main(void)
 {
 	struct fg_err err = {0};
@@ -425,6 +695,12 @@ int main(void)
 	check_spec(FIX "/int4", NULL, NULL, 0, "int4");
 	check_spec(FIX "/bf16", NULL, NULL, 5, "bf16 window 5");
 	for_each_variant(FIX "/variants", check_spec);
+	check_draft("plain", 0);
+	check_draft("ordered", 0);
+	check_draft("plain", 5);
+	check_draft_rounds("plain", 4);
+	check_draft_rounds("ordered", 3);
+	check_draft_rounds("plain", FG_DRAFT_MAX_K);
 	{
 		/* prompts token by token: the verify's rows need buffers all the same */
 		struct spec s;
