@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "lib/err.h"
 
@@ -47,6 +48,15 @@ static inline double median(double *v, int n)
 
 /* The integer in environment variable name, or def when it is unset, not a
  * whole number, or outside [lo, hi]. */
+/* Seconds on the monotonic clock. */
+static inline double bench_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 static inline int bench_env_int(const char *name, int def, int lo, int hi)
 {
 	const char *s = getenv(name);

@@ -25,14 +25,6 @@
 #define BENCH_NAME "prefill_gpu"
 #include "bench/bench.h"
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 int main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : NULL;
@@ -77,10 +69,10 @@ int main(int argc, char **argv)
 			double t0;
 
 			fg_engine_reset(eng);
-			t0 = now();
+			t0 = bench_now();
 			CK(fg_engine_forward_logits(eng, prompt, (size_t)n, 1, s ? lg : ref, &err));
 			if (r >= 0)
-				t[r] = now() - t0;
+				t[r] = bench_now() - t0;
 		}
 		tps[s] = n / median(t, reps);
 		if (chunks[s])

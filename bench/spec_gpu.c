@@ -25,14 +25,6 @@
 #define BENCH_NAME "spec_gpu"
 #include "bench/bench.h"
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 int main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : NULL, *adir = argc > 2 && *argv[2] ? argv[2] : NULL;
@@ -70,10 +62,10 @@ int main(int argc, char **argv)
 	for (i = 0; i < 5; i++)
 		CK(fg_g4_gpu_step(g, last, n - 1, NULL, &b, &err));
 	for (r = 0; r < reps; r++) {
-		double t0 = now();
+		double t0 = bench_now();
 
 		CK(fg_g4_gpu_step(g, last, n - 1, NULL, &b, &err));
-		t[r] = now() - t0;
+		t[r] = bench_now() - t0;
 	}
 	step_ms = 1e3 * median(t, reps);
 	printf("target %s (%s) on %s, position %d, median of %d\n", dir, m->format, fg_g4_gpu_device(g), n - 1, reps);
@@ -88,18 +80,18 @@ int main(int argc, char **argv)
 		for (i = 0; i < 3; i++)
 			CK(fg_g4_gpu_verify(g, ids, T, n - 1, best, &err));
 		for (r = 0; r < reps; r++) {
-			double t0 = now();
+			double t0 = bench_now();
 
 			CK(fg_g4_gpu_verify(g, ids, T, n - 1, best, &err));
-			t[r] = now() - t0;
+			t[r] = bench_now() - t0;
 		}
 		va = 1e3 * median(t, reps);
 		for (r = 0; r < reps; r++) {
-			double t0 = now();
+			double t0 = bench_now();
 
 			CK(fg_g4_gpu_verify(g, ids, T, n - 1, best, &err));
 			CK(fg_g4_gpu_accept(g, T, &err));
-			t[r] = now() - t0;
+			t[r] = bench_now() - t0;
 		}
 		vb = 1e3 * median(t, reps);
 		printf("  verify %2d rows %8.3f ms (%5.2f steps), + accept %8.3f ms (%5.2f steps), %6.3f ms a row; "
@@ -120,10 +112,10 @@ int main(int argc, char **argv)
 			for (i = 0; i < 3; i++)
 				CK(fg_g4_gpu_draft(d, b, n, k, out, &err));
 			for (r = 0; r < reps; r++) {
-				double t0 = now();
+				double t0 = bench_now();
 
 				CK(fg_g4_gpu_draft(d, b, n, k, out, &err));
-				t[r] = now() - t0;
+				t[r] = bench_now() - t0;
 			}
 			ms = 1e3 * median(t, reps);
 			printf("  draft %d tokens %8.3f ms (%6.3f ms a draft step, %5.3f decode steps)\n", k, ms, ms / k,
