@@ -457,6 +457,12 @@ static int find_engine(struct fg_buf *out, const char *given, struct fg_err *err
 			if (!access(out->data, X_OK))
 				return 0;
 		}
+		/* none beside it: this fgpack itself, by its real path ("/proc/self/exe"
+		 * would name the shell that engine_identity runs it through) */
+		if (slash)
+			*slash = '/';
+		fg_buf_reset(out);
+		return fg_buf_puts(out, self, err);
 	}
 	fg_buf_reset(out);
 	return fg_buf_puts(out, "/proc/self/exe", err);

@@ -89,4 +89,12 @@ check "a completion from token ids" sh -c "curl -sf http://127.0.0.1:$PORT/v1/co
 kill "$SPID"
 wait "$SPID"
 check "SIGTERM: exit 0" [ $? -eq 0 ]
+
+# no engine beside fgpack and none named: pack bundles the fgpack that runs,
+# by its own path, and warns that it is not the self-contained build
+mkdir -p "$WORK/alone"
+cp "$FGPACK" "$WORK/alone/fgpack"
+check "pack with no engine beside it: bundles itself" sh -c "env -u FGPACK_ENGINE '$WORK/alone/fgpack' pack --model '$MODEL' --no-golden -o '$WORK/self.fgb' >/dev/null 2>'$WORK/self.err'"
+check_grep "... and warns" "warning: the engine $WORK/alone/fgpack is not the self-contained build" "$WORK/self.err"
+check "... the bundled engine is that fgpack" sh -c "zstd -dc '$WORK/self.fgb' | tar -xO engine/fgpack | cmp - '$WORK/alone/fgpack'"
 finish
