@@ -209,6 +209,7 @@ static void json_spec(cJSON *j, const struct fg_engine *e, const char *drafter)
 	cJSON_AddNumberToObject(o, "rounds", (double)ss.rounds);
 	cJSON_AddNumberToObject(o, "drafted", (double)ss.drafted);
 	cJSON_AddNumberToObject(o, "accepted", (double)ss.accepted);
+	cJSON_AddNumberToObject(o, "plain_steps", (double)ss.steps);
 	/* per draft position: the share of rounds that kept it */
 	if ((at = cJSON_AddArrayToObject(o, "accepted_at")))
 		for (i = 0; i < k; i++)

@@ -18,6 +18,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/cpu/ops.h"
 #include "engine/cpu/pool.h"
@@ -32,6 +33,19 @@
 struct kv {
 	float *k, *v; /* [cap][kv_heads][d]; NULL for shared layers */
 	int cap;
+};
+
+/* Drafting on the CUDA path is measured against plain steps in epochs of
+ * SPEC_EPOCH tokens, the slower way re-measured every SPEC_PROBE epochs. */
+#define SPEC_EPOCH 16
+#define SPEC_PROBE 32
+struct fg_engine_adapt {
+	int adapt;        /* 0: FG_SPEC_ADAPT=0, draft every round */
+	int drafting;     /* the way the current epoch runs: 1 draft, 0 plain steps */
+	double rate[2];   /* tokens per second measured, [0] plain, [1] drafting; 0 = none yet */
+	double t0;        /* the current epoch's start */
+	int tokens;       /* its tokens so far */
+	int since_probe;
 };
 
 struct fg_engine {
@@ -64,6 +78,7 @@ struct fg_engine {
 	struct fg_g4_gpu_draft *dgpu;    /* its GPU side (CUDA path) */
 	int dk;                          /* drafts per round; 0 = no drafter */
 	struct fg_engine_spec_stats ss;
+	struct fg_engine_adapt sa;       /* CUDA path: drafting or plain steps, measured */
 };
 
 /* Chunk scratch of the mixture-of-experts block (T <= CHUNK tokens). */
@@ -846,16 +861,52 @@ static void count_round(struct fg_engine *e, int n)
 		e->ss.at[j]++;
 }
 
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* After an epoch of SPEC_EPOCH tokens in one way (drafting or plain steps),
+ * its tokens per second; then the way to run the next epoch: the faster one
+ * measured, the other when it has no figure yet or every SPEC_PROBE epochs. */
+static void spec_epoch(struct fg_engine *e, int tokens)
+{
+	struct fg_engine_adapt *a = &e->sa;
+	double t = mono_s();
+
+	a->tokens += tokens;
+	if (a->tokens < SPEC_EPOCH)
+		return;
+	if (t > a->t0)
+		a->rate[a->drafting] = a->tokens / (t - a->t0);
+	a->tokens = 0;
+	a->t0 = t;
+	if (!a->rate[!a->drafting] || ++a->since_probe >= SPEC_PROBE) {
+		a->drafting = !a->drafting;
+		a->since_probe = 0;
+	} else {
+		a->drafting = a->rate[1] >= a->rate[0];
+	}
+}
+
 /* generate() on the CUDA path with a drafter: rounds of draft, verify (one
  * pass over tok and the drafts), accept. The tokens are plain greedy's: row
  * r's argmax is what the decode step gives after rows 0..r, and a draft is
- * kept only when it equals the argmax before it. */
+ * kept only when it equals the argmax before it. Whether a round drafts at
+ * all is measured (spec_epoch; FG_SPEC_ADAPT=0 always drafts): drafting pays
+ * only when the drafter is right often enough for what a verify pass costs on
+ * this GPU, and a plain step gives the same token. */
 static int generate_spec_gpu(struct fg_engine *e, int32_t tok, int max_new, fg_engine_token_cb cb, void *user,
 			     struct fg_err *err)
 {
 	int32_t rows[FG_ENGINE_MAX_DRAFT + 1], best[FG_ENGINE_MAX_DRAFT + 1];
 	int i = 0, rc, V = e->m->cfg.vocab;
 
+	e->sa.t0 = mono_s(); /* a new epoch: time between requests is not decoding */
+	e->sa.tokens = 0;
 	for (;;) {
 		int k, n, j;
 
@@ -863,6 +914,13 @@ static int generate_spec_gpu(struct fg_engine *e, int32_t tok, int max_new, fg_e
 			return 0;
 		if (++i == max_new)
 			return 0;
+		if (e->sa.adapt && !e->sa.drafting) { /* a plain step: the same token */
+			if ((rc = gpu_next(e, tok, &tok, err)))
+				return rc;
+			e->ss.steps++;
+			spec_epoch(e, 1);
+			continue;
+		}
 		/* rows of this round: tok + k drafts; no more than the tokens still
 		 * wanted need, nor than the cache holds */
 		k = draft_round(e, tok, max_new - i - 1 < e->max_seq - e->pos - 1 ? max_new - i - 1
@@ -880,6 +938,8 @@ static int generate_spec_gpu(struct fg_engine *e, int32_t tok, int max_new, fg_e
 		e->pos += n;
 		if (k)
 			count_round(e, n - 1);
+		if (e->sa.adapt)
+			spec_epoch(e, n);
 		for (j = 1; j < n; j++) { /* the accepted drafts, then best[n - 1] */
 			if (cb && cb(user, rows[j], NULL, V))
 				return 0;
@@ -1039,6 +1099,13 @@ int fg_engine_set_drafter(struct fg_engine *e, const char *dir, int k, struct fg
 	e->dgpu = dgpu;
 	e->dk = dm ? k : 0;
 	fg_engine_spec_reset(e);
+	memset(&e->sa, 0, sizeof(e->sa));
+	e->sa.drafting = 1;
+	{
+		const char *v = getenv("FG_SPEC_ADAPT");
+
+		e->sa.adapt = !(v && !strcmp(v, "0"));
+	}
 	return 0;
 }
 

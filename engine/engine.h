@@ -139,11 +139,15 @@ int fg_engine_generate_ids(struct fg_engine *e, const int32_t *prompt, size_t n_
 int fg_engine_set_drafter(struct fg_engine *e, const char *dir, int k, struct fg_err *err);
 /* Drafts per round in use; 0 without a drafter. */
 int fg_engine_draft_tokens(const struct fg_engine *e);
-/* Counters since the drafter was attached (or reset with
- * fg_engine_spec_reset): rounds of drafting, tokens drafted, drafts the
- * model accepted, and at[j] the rounds whose draft j + 1 was accepted. */
+/* On the CUDA path the engine measures, in epochs of 16 tokens, whether
+ * drafting or plain decode steps give more tokens per second here, runs the
+ * faster, and re-measures the other every 32 epochs (the tokens are the same
+ * either way); FG_SPEC_ADAPT=0 drafts every round. Counters since the drafter
+ * was attached (or reset with fg_engine_spec_reset): rounds of drafting,
+ * tokens drafted, drafts the model accepted, at[j] the rounds whose draft j +
+ * 1 was accepted, and steps: plain decode steps taken instead of drafting. */
 struct fg_engine_spec_stats {
-	long long rounds, drafted, accepted;
+	long long rounds, drafted, accepted, steps;
 	long long at[FG_ENGINE_MAX_DRAFT];
 };
 void fg_engine_spec_stats(const struct fg_engine *e, struct fg_engine_spec_stats *out);

@@ -26,7 +26,7 @@ import json, sys
 b, s, k = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3])
 assert s["generated_ids"] == b["generated_ids"], (s["generated_ids"], b["generated_ids"])
 sp = s["speculative"]
-assert sp["draft_tokens"] == k, sp
+assert sp["draft_tokens"] == k and sp["plain_steps"] == 0, sp  # the CPU path always drafts
 # 40 tokens, 39 passes of the model after the prompt's: a round starts at
 # most once per pass (the last token needs no pass), at least once
 assert 1 <= sp["rounds"] <= 39, sp
