@@ -43,9 +43,11 @@ struct fg_engine_adapt {
 	int adapt;        /* 0: FG_SPEC_ADAPT=0, draft every round */
 	int drafting;     /* the way the current epoch runs: 1 draft, 0 plain steps */
 	double rate[2];   /* tokens per second measured, [0] plain, [1] drafting; 0 = none yet */
-	double t0;        /* the current epoch's start */
+	double t0;        /* when the current epoch's time was last added up */
+	double elapsed;   /* its decoding seconds so far (requests' gaps left out) */
 	int tokens;       /* its tokens so far */
 	int since_probe;
+	int warm;         /* the first epoch (graph captures) is over */
 };
 
 struct fg_engine {
@@ -878,12 +880,20 @@ static void spec_epoch(struct fg_engine *e, int tokens)
 	double t = mono_s();
 
 	a->tokens += tokens;
+	a->elapsed += t - a->t0; /* decoding time only: t0 restarts with each request */
+	a->t0 = t;
 	if (a->tokens < SPEC_EPOCH)
 		return;
-	if (t > a->t0)
-		a->rate[a->drafting] = a->tokens / (t - a->t0);
+	if (!a->warm) { /* the first epoch pays the drafter's graph captures: not a figure */
+		a->warm = 1;
+		a->tokens = 0;
+		a->elapsed = 0;
+		return;
+	}
+	if (a->elapsed > 0)
+		a->rate[a->drafting] = a->tokens / a->elapsed;
 	a->tokens = 0;
-	a->t0 = t;
+	a->elapsed = 0;
 	if (!a->rate[!a->drafting] || ++a->since_probe >= SPEC_PROBE) {
 		a->drafting = !a->drafting;
 		a->since_probe = 0;
@@ -905,8 +915,7 @@ static int generate_spec_gpu(struct fg_engine *e, int32_t tok, int max_new, fg_e
 	int32_t rows[FG_ENGINE_MAX_DRAFT + 1], best[FG_ENGINE_MAX_DRAFT + 1];
 	int i = 0, rc, V = e->m->cfg.vocab;
 
-	e->sa.t0 = mono_s(); /* a new epoch: time between requests is not decoding */
-	e->sa.tokens = 0;
+	e->sa.t0 = mono_s(); /* the time between requests is not decoding */
 	for (;;) {
 		int k, n, j;
 
