@@ -217,9 +217,7 @@ static void json_spec(cJSON *j, const struct fg_engine *e, const char *drafter)
 											     ss.rounds + 0.5) / 1e4
 									       : 0));
 	cJSON_AddNumberToObject(o, "tokens_per_pass",
-				ss.rounds ? (double)(long long)((1.0 + (double)ss.accepted / (double)ss.rounds) * 1e4 + 0.5) /
-						    1e4
-					  : 1);
+				(double)(long long)(fg_engine_spec_tokens_per_round(&ss) * 1e4 + 0.5) / 1e4);
 }
 
 int cmd_run(int argc, char **argv)
@@ -482,7 +480,7 @@ int cmd_run(int argc, char **argv)
 			fprintf(stderr, "fgpack run: drafter %s: %lld rounds of up to %d drafts, %lld of %lld drafts "
 					"accepted (%.2f tokens per pass)\n",
 				drafter, ss.rounds, draft_k, ss.accepted, ss.drafted,
-				ss.rounds ? 1.0 + (double)ss.accepted / (double)ss.rounds : 1.0);
+				fg_engine_spec_tokens_per_round(&ss));
 		}
 	}
 	rc = FG_EXIT_OK;

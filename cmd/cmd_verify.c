@@ -426,7 +426,7 @@ int cmd_verify(int argc, char **argv)
 		cJSON_AddNumberToObject(spj, "drafted", (double)ss.drafted);
 		cJSON_AddNumberToObject(spj, "plain_steps", (double)ss.steps);
 		cJSON_AddNumberToObject(spj, "tokens_per_pass",
-					ss.rounds ? 1.0 + (double)ss.accepted / (double)ss.rounds : 1.0);
+					fg_engine_spec_tokens_per_round(&ss));
 	}
 	{
 		char c[64];

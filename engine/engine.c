@@ -1122,4 +1122,9 @@ int fg_engine_draft_tokens(const struct fg_engine *e) { return e->dk; }
 
 void fg_engine_spec_stats(const struct fg_engine *e, struct fg_engine_spec_stats *out) { *out = e->ss; }
 
+double fg_engine_spec_tokens_per_round(const struct fg_engine_spec_stats *s)
+{
+	return s->rounds ? 1.0 + (double)s->accepted / (double)s->rounds : 1.0;
+}
+
 void fg_engine_spec_reset(struct fg_engine *e) { memset(&e->ss, 0, sizeof(e->ss)); }

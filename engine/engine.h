@@ -151,6 +151,8 @@ struct fg_engine_spec_stats {
 	long long at[FG_ENGINE_MAX_DRAFT];
 };
 void fg_engine_spec_stats(const struct fg_engine *e, struct fg_engine_spec_stats *out);
+/* Tokens a drafting round yielded on average: 1 + accepted / rounds (1 before any round). */
+double fg_engine_spec_tokens_per_round(const struct fg_engine_spec_stats *s);
 void fg_engine_spec_reset(struct fg_engine *e);
 
 /* logits[0..vocab) = -inf, then logits[keep[i]] = kept[i]: a pruned head's
