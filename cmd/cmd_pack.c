@@ -11,6 +11,7 @@
 #include "buf.h"
 #include "bundle.h"
 #include "cmd.h"
+#include "engine/config.h"
 #include "engine/engine.h"
 #include "engine/golden.h"
 #include "fsutil.h"
@@ -110,52 +111,87 @@ static int comp_dir(struct fg_buf *out, struct comp_arg *c, int n, int i, struct
 	return 0;
 }
 
-/* 1 when component c's config.json (in its folder, or its blob in the store
- * for a component from the lock) says model_type "gemma4_assistant". */
-static int is_assistant(const struct comp_arg *c, struct fg_store *store)
+/* Component c's config.json text (in its folder, or its blob in the store
+ * for a component from the lock) into t; nonzero when it has none. */
+static int comp_config(struct fg_buf *t, const struct comp_arg *c, struct fg_store *store)
 {
-	struct fg_buf p = FG_BUF_INIT, t = FG_BUF_INIT;
+	struct fg_buf p = FG_BUF_INIT;
 	struct fg_err e2 = { 0 };
-	cJSON *j = NULL;
 	size_t k;
-	int yes = 0, rc = 1;
+	int rc = 1;
 
 	if (c->is_file)
-		return 0;
+		return 1;
 	if (c->path)
 		rc = fg_path_join(&p, c->path, "config.json", &e2);
 	else if (c->lc && store)
 		for (k = 0; k < c->lc->n_files; k++)
 			if (!strcmp(c->lc->files[k].path, "config.json"))
 				rc = fg_store_blob_path(&p, store, c->lc->files[k].sha256, &e2);
-	if (!rc && !fg_file_read(p.data, (size_t)16 << 20, &t, &e2) &&
-	    !fg_json_parse(&j, t.data, t.len, "config.json", &e2)) {
+	if (!rc)
+		rc = fg_file_read(p.data, (size_t)16 << 20, t, &e2);
+	fg_buf_release(&p);
+	return rc;
+}
+
+/* 1 when config.json text t says model_type "gemma4_assistant". */
+static int is_assistant(const struct fg_buf *t)
+{
+	struct fg_err e2 = { 0 };
+	cJSON *j = NULL;
+	int yes = 0;
+
+	if (t->len && !fg_json_parse(&j, t->data, t->len, "config.json", &e2)) {
 		const char *mt = fg_json_str(j, "model_type");
 
 		yes = mt && !strcmp(mt, "gemma4_assistant");
 	}
 	cJSON_Delete(j);
-	fg_buf_release(&p);
-	fg_buf_release(&t);
 	return yes;
 }
 
-/* The bundle carries an assistant drafter: settings' num_speculative_tokens
- * (SPECULATIVE_CONFIG) is honoured now, no longer listed as unhonoured. */
-static int honour_spec(cJSON *settings, struct fg_err *err)
+/* The bundle carries an assistant drafter whose config.json text is cfg:
+ * settings' num_speculative_tokens (SPECULATIVE_CONFIG) is honoured now, no
+ * longer listed as unhonoured; so is centroid_top_k (CENTROID_TOP_K) when
+ * the drafter's head takes it (a centroid head, the value in its range:
+ * fg_g4_set_centroid_top_k), else its why says what stops it. */
+static int honour_drafter(cJSON *settings, const struct fg_buf *cfg, struct fg_err *err)
 {
 	cJSON *un = settings ? cJSON_GetObjectItem(settings, "unhonoured") : NULL;
 	cJSON *hon = settings ? cJSON_GetObjectItem(settings, "honoured") : NULL;
 	int i, n = cJSON_GetArraySize(un);
 
 	for (i = n - 1; i >= 0; i--) {
-		const char *key = fg_json_str(cJSON_GetArrayItem(un, i), "key");
+		cJSON *u = cJSON_GetArrayItem(un, i);
+		const char *key = fg_json_str(u, "key"), *why = NULL;
+		struct fg_g4_config c;
+		struct fg_err e2 = { 0 };
+		long long v = -1;
 
-		if (key && !strcmp(key, "SPECULATIVE_CONFIG.num_speculative_tokens")) {
-			cJSON_DeleteItemFromArray(un, i);
-			if (hon && !cJSON_AddItemToArray(hon, cJSON_CreateString("SPECULATIVE_CONFIG")))
-				return fg_err_set(err, FG_ENOMEM, "out of memory");
+		if (key && !strcmp(key, "SPECULATIVE_CONFIG.num_speculative_tokens"))
+			why = "";
+		else if (key && !strcmp(key, "CENTROID_TOP_K")) {
+			fg_json_int(settings, "centroid_top_k", &v);
+			if (!fg_g4_config_parse(&c, cfg->data, cfg->len, "the drafter's config.json", &e2) &&
+			    !fg_g4_set_centroid_top_k(&c, v < 0 || v > 1 << 20 ? -1 : (int)v, &e2))
+				why = "";
+			else
+				why = e2.msg;
 		}
+		if (!why)
+			continue;
+		if (why[0]) { /* still not applied: the drafter's reason */
+			fprintf(stderr, "fgpack pack: note: %s=%s not applied by the bundled drafter: %s\n", key,
+				fg_json_str(u, "value") ? fg_json_str(u, "value") : "?", why);
+			if (!cJSON_ReplaceItemInObjectCaseSensitive(u, "why", cJSON_CreateString(why)))
+				return fg_err_set(err, FG_ENOMEM, "out of memory");
+			continue;
+		}
+		if (hon && !cJSON_AddItemToArray(hon, cJSON_CreateString(!strcmp(key, "CENTROID_TOP_K")
+										 ? "CENTROID_TOP_K"
+										 : "SPECULATIVE_CONFIG")))
+			return fg_err_set(err, FG_ENOMEM, "out of memory");
+		cJSON_DeleteItemFromArray(un, i);
 	}
 	return 0;
 }
@@ -835,16 +871,18 @@ int cmd_pack(int argc, char **argv)
 			fg_buf_release(&d);
 		}
 	/* a Gemma 4 assistant among the components: the engine drafts with it */
-	for (i = 0; !rc && i < n; i++)
-		if (comps[i].role && !strcmp(comps[i].role, "drafter") && is_assistant(&comps[i], store)) {
-			struct fg_buf d = FG_BUF_INIT;
+	for (i = 0; !rc && i < n; i++) {
+		struct fg_buf d = FG_BUF_INIT, cfg = FG_BUF_INIT;
 
-			if (!(rc = comp_dir(&d, comps, n, i, &err)) && !cJSON_GetObjectItem(meta, "drafter")) {
-				cJSON_AddStringToObject(meta, "drafter", d.data);
-				rc = honour_spec(settings, &err);
-			}
-			fg_buf_release(&d);
+		if (comps[i].role && !strcmp(comps[i].role, "drafter") && !comp_config(&cfg, &comps[i], store) &&
+		    is_assistant(&cfg) && !(rc = comp_dir(&d, comps, n, i, &err)) &&
+		    !cJSON_GetObjectItem(meta, "drafter")) {
+			cJSON_AddStringToObject(meta, "drafter", d.data);
+			rc = honour_drafter(settings, &cfg, &err);
 		}
+		fg_buf_release(&d);
+		fg_buf_release(&cfg);
+	}
 	if (rc)
 		goto fail;
 	cJSON_AddItemToObject(meta, "settings", settings);

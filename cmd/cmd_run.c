@@ -20,7 +20,7 @@ static void usage(FILE *f)
 		"usage: fgpack run --model DIR (--prompt TEXT | --chat TEXT | --ids ID,ID,...) [-n N]\n"
 		"                  [--json] [-j THREADS] [--sliding-window N] [--max-seq N] [--ignore-eos]\n"
 		"                  [--device cpu|cuda] [--chat-format gemma4|gemma3]\n"
-		"                  [--drafter DIR [--draft-tokens K]]\n\n"
+		"                  [--drafter DIR [--draft-tokens K] [--centroid-top-k N]]\n\n"
 		"Generates N tokens greedily (the argmax at every step) with the embedded\n"
 		"engine (CPU, or CUDA with --device cuda). DIR holds config.json and\n"
 		"model.safetensors (bf16, f16, f32 or INT4 compressed-tensors; sharded sets\n"
@@ -52,6 +52,11 @@ static void usage(FILE *f)
 		"                       without it, more of them per pass of the model when\n"
 		"                       the drafter guesses well (docs/engine.md)\n"
 		"  --draft-tokens K     drafts per round, 1..16 (default 4)\n"
+		"  --centroid-top-k N   for a drafter with use_ordered_embeddings: its head\n"
+		"                       scores the tokens of the N best centroids only,\n"
+		"                       1..min(num_centroids, 64) (default: its config's\n"
+		"                       centroid_intermediate_top_k; the challenge's\n"
+		"                       CENTROID_TOP_K); other drafts, the same tokens\n"
 		"  --json               print one JSON object (schema 1): generated_ids,\n"
 		"                       tokens_per_s, sliding_window, eos_token_ids, ...\n\n"
 		"Decoding is greedy: generation_config.json's sampling settings (do_sample,\n"
@@ -206,6 +211,11 @@ static void json_spec(cJSON *j, const struct fg_engine *e, const char *drafter)
 	fg_engine_spec_stats(e, &ss);
 	cJSON_AddStringToObject(o, "drafter", drafter);
 	cJSON_AddNumberToObject(o, "draft_tokens", k);
+	/* the centroid top-k in effect; null: the drafter has no centroid head */
+	if (fg_engine_draft_top_k(e))
+		cJSON_AddNumberToObject(o, "centroid_top_k", fg_engine_draft_top_k(e));
+	else
+		cJSON_AddNullToObject(o, "centroid_top_k");
 	cJSON_AddNumberToObject(o, "rounds", (double)ss.rounds);
 	cJSON_AddNumberToObject(o, "drafted", (double)ss.drafted);
 	cJSON_AddNumberToObject(o, "accepted", (double)ss.accepted);
@@ -223,7 +233,7 @@ static void json_spec(cJSON *j, const struct fg_engine *e, const char *drafter)
 int cmd_run(int argc, char **argv)
 {
 	const char *model = NULL, *prompt = NULL, *ids_arg = NULL, *chat = NULL, *drafter = NULL;
-	int draft_k = 4, draft_k_given = 0;
+	int draft_k = 4, draft_k_given = 0, top_k = 0;
 	enum fg_chat_format format = FG_CHAT_NONE;
 	int n_new = 32, n_given = 0, json = 0, ignore_eos = 0, i, rc = FG_EXIT_FAIL;
 	struct fg_engine_opts o = { 0, 0, 0, FG_DEVICE_CPU };
@@ -292,6 +302,10 @@ int cmd_run(int argc, char **argv)
 			if (fg_parse_int(v, 1, FG_ENGINE_MAX_DRAFT, &draft_k))
 				return fg_cmd_usage_error("run", "--draft-tokens wants 1..%d, not %s", FG_ENGINE_MAX_DRAFT, v);
 			draft_k_given = 1;
+		} else if (!strcmp(a, "--centroid-top-k")) {
+			if (fg_parse_int(v, 1, FG_ENGINE_MAX_CENTROID_TOP_K, &top_k))
+				return fg_cmd_usage_error("run", "--centroid-top-k wants 1..%d, not %s",
+							  FG_ENGINE_MAX_CENTROID_TOP_K, v);
 		} else if (!strcmp(a, "--max-seq")) {
 			if (fg_parse_int(v, 1, 1 << 30, &o.max_seq))
 				return fg_cmd_usage_error("run", "--max-seq wants a positive size, not %s", v);
@@ -308,10 +322,12 @@ int cmd_run(int argc, char **argv)
 		return fg_cmd_usage_error("run", "--ids wants comma-separated token ids, not %s", ids_arg);
 	if (draft_k_given && !drafter)
 		return fg_cmd_usage_error("run", "--draft-tokens applies with --drafter only");
+	if (top_k && !drafter)
+		return fg_cmd_usage_error("run", "--centroid-top-k applies with --drafter only");
 
 	if (fg_engine_load(&e, model, &o, &err))
 		goto fail;
-	if (drafter && fg_engine_set_drafter(e, drafter, draft_k, &err))
+	if (drafter && fg_engine_set_drafter(e, drafter, draft_k, top_k, &err))
 		goto fail;
 	{
 		struct fg_buf tp = FG_BUF_INIT;

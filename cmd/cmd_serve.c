@@ -21,7 +21,7 @@ static void usage(FILE *f)
 		"usage: fgpack serve (BUNDLE.fgb | --model DIR) [--port P] [--host ADDR]\n"
 		"                    [--queue N] [--max-body BYTES] [--threads N] [--tokenizer FILE]\n"
 		"                    [--name NAME] [--device cpu|cuda] [--chat-format gemma4|gemma3]\n"
-		"                    [--drafter DIR] [--draft-tokens K]\n\n"
+		"                    [--drafter DIR] [--draft-tokens K] [--centroid-top-k N]\n\n"
 		"Serves POST /v1/chat/completions and /v1/completions (greedy; max_tokens, stop,\n"
 		"stream), GET /v1/models and GET /health on ADDR:P (default 127.0.0.1:8000; port 0\n"
 		"picks a free one). A bundle is extracted and every file checked first (a mismatch\n"
@@ -39,7 +39,11 @@ static void usage(FILE *f)
 		"not supported (a request with tools gets 400). --drafter DIR decodes\n"
 		"speculatively with a Gemma 4 assistant drafter (the same tokens; a bundle's\n"
 		"own drafter applies by itself; --draft-tokens K per round, default 4, or the\n"
-		"bundle's num_speculative_tokens). Prints 'listening on http://ADDR:PORT' on\n"
+		"bundle's num_speculative_tokens; --centroid-top-k N, 1..min(num_centroids, 64),\n"
+		"the drafter's centroid top-k (the challenge's CENTROID_TOP_K: with\n"
+		"use_ordered_embeddings its head scores the tokens of the N best centroids\n"
+		"only), default its config's centroid_intermediate_top_k or the bundle's\n"
+		"honoured centroid_top_k). Prints 'listening on http://ADDR:PORT' on\n"
 		"stderr once ready.\n");
 }
 
@@ -56,7 +60,8 @@ int cmd_serve(int argc, char **argv)
 	const char *bundle = NULL, *model_dir = NULL, *tok_file = NULL, *drafter = NULL;
 	struct fg_buf bdraft = FG_BUF_INIT;
 	sigset_t set;
-	int i, sig, rc, port = 8000, queue = 8, max_body = 1 << 20, draft_k = 4, draft_k_given = 0;
+	int i, sig, rc, port = 8000, queue = 8, max_body = 1 << 20, draft_k = 4, draft_k_given = 0, top_k = 0;
+	int bundle_top_k = 0; /* top_k came from the bundle's settings */
 
 	memset(&err, 0, sizeof(err));
 	memset(&so, 0, sizeof(so));
@@ -71,7 +76,8 @@ int cmd_serve(int argc, char **argv)
 		int takes = strcmp(a, "--model") == 0 || !strcmp(a, "--port") || !strcmp(a, "--host") ||
 			    !strcmp(a, "--queue") || !strcmp(a, "--max-body") || !strcmp(a, "--threads") ||
 			    !strcmp(a, "--tokenizer") || !strcmp(a, "--name") || !strcmp(a, "--device") ||
-			    !strcmp(a, "--chat-format") || !strcmp(a, "--drafter") || !strcmp(a, "--draft-tokens");
+			    !strcmp(a, "--chat-format") || !strcmp(a, "--drafter") || !strcmp(a, "--draft-tokens") ||
+			    !strcmp(a, "--centroid-top-k");
 
 		if (takes && !v)
 			return fg_cmd_usage_error("serve", "%s needs a value", a);
@@ -85,6 +91,9 @@ int cmd_serve(int argc, char **argv)
 			return fg_cmd_usage_error("serve", "--draft-tokens wants 1..%d", FG_ENGINE_MAX_DRAFT);
 		else if (!strcmp(a, "--draft-tokens"))
 			draft_k_given = 1;
+		else if (!strcmp(a, "--centroid-top-k") && fg_parse_int(v, 1, FG_ENGINE_MAX_CENTROID_TOP_K, &top_k))
+			return fg_cmd_usage_error("serve", "--centroid-top-k wants 1..%d, not %s",
+						  FG_ENGINE_MAX_CENTROID_TOP_K, v);
 		else if (!strcmp(a, "--tokenizer"))
 			tok_file = v;
 		else if (!strcmp(a, "--name"))
@@ -113,6 +122,8 @@ int cmd_serve(int argc, char **argv)
 	}
 	if (!!bundle == !!model_dir)
 		return fg_cmd_usage_error("serve", "give a BUNDLE or --model DIR (one of them)");
+	if (top_k && !drafter && !bundle)
+		return fg_cmd_usage_error("serve", "--centroid-top-k applies with --drafter or a bundle's drafter only");
 	so.port = port;
 	so.max_queue = queue;
 	so.max_body = (size_t)max_body;
@@ -135,6 +146,11 @@ int cmd_serve(int argc, char **argv)
 							 "(try fgpack exec)", bundle);
 			goto fail;
 		}
+		if (top_k && !drafter && !fg_json_str(b->meta, "drafter")) {
+			fg_bundle_free(b);
+			return fg_cmd_usage_error("serve", "--centroid-top-k applies with --drafter or a bundle's "
+						  "drafter only (%s has none)", bundle);
+		}
 		rc = fg_bundle_path(&model, b, fg_json_str(b->meta, "model"), &err);
 		if (rc)
 			goto fail;
@@ -155,20 +171,29 @@ int cmd_serve(int argc, char **argv)
 	if (rc)
 		goto fail;
 	if (b && !drafter) { /* the bundle's own drafter, with its settings */
-		int bk;
+		int bk, btop;
 
-		if ((rc = fg_bundle_drafter(&bdraft, &bk, b, draft_k, FG_ENGINE_MAX_DRAFT, &err)))
+		if ((rc = fg_bundle_drafter(&bdraft, &bk, &btop, b, draft_k, FG_ENGINE_MAX_DRAFT,
+					    FG_ENGINE_MAX_CENTROID_TOP_K, &err)))
 			goto fail;
 		if (bdraft.len) {
 			drafter = bdraft.data;
 			if (!draft_k_given)
 				draft_k = bk;
+			if (!top_k)
+				top_k = bundle_top_k = btop;
 		}
 	}
 	if (drafter && draft_k) {
-		if ((rc = fg_engine_set_drafter(e, drafter, draft_k, &err)))
+		if ((rc = fg_engine_set_drafter(e, drafter, draft_k, top_k, &err))) {
+			if (bundle_top_k)
+				fg_err_wrap(&err, "bundle.json drafter, settings centroid_top_k %d", bundle_top_k);
 			goto fail;
-		fprintf(stderr, "fgpack serve: speculative decoding with %s, %d drafts per round\n", drafter, draft_k);
+		}
+		fprintf(stderr, "fgpack serve: speculative decoding with %s, %d drafts per round", drafter, draft_k);
+		if (fg_engine_draft_top_k(e))
+			fprintf(stderr, ", centroid top-k %d", fg_engine_draft_top_k(e));
+		fprintf(stderr, "\n");
 	}
 	if (tok_file)
 		rc = fg_buf_puts(&tpath, tok_file, &err);

@@ -80,11 +80,11 @@ static int load_engine(struct fg_engine **e, const struct fg_bundle *b, int thre
 	if (!rc)
 		rc = fg_engine_load(e, dir.data, &o, err);
 	if (!rc) { /* the bundle's assistant drafter: the same tokens, more per pass */
-		int k;
+		int k, top_k;
 
-		rc = fg_bundle_drafter(&dir, &k, b, 4, FG_ENGINE_MAX_DRAFT, err);
-		if (!rc && dir.len && k)
-			rc = fg_engine_set_drafter(*e, dir.data, k, err);
+		rc = fg_bundle_drafter(&dir, &k, &top_k, b, 4, FG_ENGINE_MAX_DRAFT, FG_ENGINE_MAX_CENTROID_TOP_K, err);
+		if (!rc && dir.len && k && (rc = fg_engine_set_drafter(*e, dir.data, k, top_k, err)) && top_k)
+			fg_err_wrap(err, "bundle.json drafter, settings centroid_top_k %d", top_k);
 	}
 	fg_buf_release(&dir);
 	return rc;
@@ -421,6 +421,10 @@ int cmd_verify(int argc, char **argv)
 
 		fg_engine_spec_stats(e, &ss);
 		cJSON_AddNumberToObject(spj, "draft_tokens", fg_engine_draft_tokens(e));
+		if (fg_engine_draft_top_k(e)) /* null: the drafter has no centroid head */
+			cJSON_AddNumberToObject(spj, "centroid_top_k", fg_engine_draft_top_k(e));
+		else
+			cJSON_AddNullToObject(spj, "centroid_top_k");
 		cJSON_AddNumberToObject(spj, "rounds", (double)ss.rounds);
 		cJSON_AddNumberToObject(spj, "accepted", (double)ss.accepted);
 		cJSON_AddNumberToObject(spj, "drafted", (double)ss.drafted);

@@ -486,12 +486,10 @@ static int parse_assistant(struct fg_g4_config *c, const cJSON *top, const cJSON
 	if (c->vocab % c->n_centroids)
 		return BAD("key num_centroids = %d does not divide vocab_size = %d (use_ordered_embeddings)",
 			   c->n_centroids, c->vocab);
-	/* 64: the bound of the GPU drafter's centroid selection
-	 * (fg_k_centroid_select) */
-	if (c->centroid_top_k < 1 || c->centroid_top_k > c->n_centroids || c->centroid_top_k > 64)
+	if (c->centroid_top_k < 1 || c->centroid_top_k > fg_g4_centroid_top_k_max(c))
 		return BAD("key centroid_intermediate_top_k = %d is out of the supported range 1..%d (num_centroids, "
-			   "and at most 64: the GPU drafter's bound)", c->centroid_top_k,
-			   c->n_centroids < 64 ? c->n_centroids : 64);
+			   "and at most %d: the GPU drafter's bound)", c->centroid_top_k, fg_g4_centroid_top_k_max(c),
+			   FG_G4_CENTROID_MAX_K);
 	return 0;
 }
 
@@ -880,4 +878,26 @@ int fg_g4_type_source(const struct fg_g4_config *c, int type)
 		if (c->layer_type[j] == type)
 			return j;
 	return -1;
+}
+
+int fg_g4_centroid_top_k_max(const struct fg_g4_config *c)
+{
+	if (!c->assistant || !c->ordered_emb)
+		return 0;
+	return c->n_centroids < FG_G4_CENTROID_MAX_K ? c->n_centroids : FG_G4_CENTROID_MAX_K;
+}
+
+int fg_g4_set_centroid_top_k(struct fg_g4_config *c, int top_k, struct fg_err *err)
+{
+	int max = fg_g4_centroid_top_k_max(c);
+
+	if (top_k && !max)
+		return fg_err_set(err, FG_EINVAL, "centroid top-k %d given, but the drafter has no centroid head "
+				  "(use_ordered_embeddings is off)", top_k);
+	if (top_k < 0 || top_k > max)
+		return fg_err_set(err, FG_EINVAL, "centroid top-k %d is out of the range 1..%d (num_centroids %d, "
+				  "and at most %d)", top_k, max, c->n_centroids, FG_G4_CENTROID_MAX_K);
+	if (top_k)
+		c->centroid_top_k = top_k;
+	return 0;
 }

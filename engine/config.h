@@ -100,8 +100,13 @@ struct fg_g4_config {
 	int backbone;           /* backbone_hidden_size: the target's hidden size */
 	int ordered_emb;        /* use_ordered_embeddings: the centroid-masked head */
 	int n_centroids;        /* num_centroids (ordered_emb only) */
-	int centroid_top_k;     /* centroid_intermediate_top_k (ordered_emb only) */
+	int centroid_top_k;     /* centroid_intermediate_top_k (ordered_emb only);
+				 * fg_g4_set_centroid_top_k may override it */
 };
+
+/* The most centroids a drafter's masked head keeps: the bound of the GPU
+ * drafter's selection (kernels/fg_kernels.h FG_CENTROID_MAX_K). */
+#define FG_G4_CENTROID_MAX_K 64
 
 /* Parses config.json text; what names it in messages. */
 int fg_g4_config_parse(struct fg_g4_config *c, const char *json, size_t len, const char *what,
@@ -132,5 +137,17 @@ int fg_g4_kv_source(const struct fg_g4_config *c, int i);
  * of type t (its shared_kv_states[t]): the last layer of that type below
  * fg_g4_first_shared (the store_full_length_kv layer). -1 if there is none. */
 int fg_g4_type_source(const struct fg_g4_config *c, int type);
+
+/* The largest centroid top-k assistant c's masked head takes,
+ * min(num_centroids, FG_G4_CENTROID_MAX_K); 0 when c has no centroid head
+ * (not an assistant, or use_ordered_embeddings off). */
+int fg_g4_centroid_top_k_max(const struct fg_g4_config *c);
+/* Overrides assistant c's centroid top-k (the challenge's CENTROID_TOP_K)
+ * before a drafter is made from it (fg_draft_cpu_new, fg_g4_gpu_draft_new
+ * size their buffers by it): top_k 0 keeps centroid_intermediate_top_k,
+ * else 1..fg_g4_centroid_top_k_max. Only the drafts change, never the
+ * tokens of speculative decoding. FG_EINVAL in one line naming top_k and
+ * the bound, or that c has no centroid head (top_k > 0 only). */
+int fg_g4_set_centroid_top_k(struct fg_g4_config *c, int top_k, struct fg_err *err);
 
 #endif

@@ -1112,6 +1112,10 @@ void fg_g4_gpu_draft_free(struct fg_g4_gpu_draft *d)
 	free(d);
 }
 
+/* the centroid top-k an assistant config or an override may ask for
+ * (fg_g4_set_centroid_top_k) is what fg_k_centroid_select takes */
+_Static_assert(FG_G4_CENTROID_MAX_K == FG_CENTROID_MAX_K, "centroid top-k bounds differ");
+
 /* What fg_draft_cpu_new checks, for assistant a on target t, plus what this
  * path cannot run. */
 static int draft_check(const struct fg_g4_model *a, const struct fg_g4_model *t, struct fg_err *err)

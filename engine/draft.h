@@ -17,7 +17,10 @@
  *         it), then its final norm
  *   tok = argmax of lm_head(y) (tied to its embed_tokens) or, with
  *         use_ordered_embeddings, of the centroid-masked head (the top
- *         centroid_intermediate_top_k of centroids(y), their tokens only)
+ *         cfg.centroid_top_k of centroids(y), their tokens only: the
+ *         config's centroid_intermediate_top_k, or the override that
+ *         fg_g4_set_centroid_top_k put in the assistant's config before
+ *         fg_draft_cpu_new, the challenge's CENTROID_TOP_K)
  *   h_{j+1} = post_projection(y), last_{j+1} = tok
  * emb() is the target's scaled input embedding (embed_tokens row x
  * sqrt(target hidden)); h_1 is the target's final-normed hidden state of

@@ -1077,7 +1077,9 @@ const float *fg_engine_last_hidden(const struct fg_engine *e)
 	return e->has_hlast && !e->gpu ? e->hlast : NULL;
 }
 
-int fg_engine_set_drafter(struct fg_engine *e, const char *dir, int k, struct fg_err *err)
+_Static_assert(FG_ENGINE_MAX_CENTROID_TOP_K == FG_G4_CENTROID_MAX_K, "centroid top-k bounds differ");
+
+int fg_engine_set_drafter(struct fg_engine *e, const char *dir, int k, int top_k, struct fg_err *err)
 {
 	struct fg_g4_model *dm = NULL;
 	struct fg_draft_cpu *dcpu = NULL;
@@ -1093,6 +1095,12 @@ int fg_engine_set_drafter(struct fg_engine *e, const char *dir, int k, struct fg
 			fg_g4_model_free(dm);
 			return fg_err_set(err, FG_EINVAL, "%s: not a Gemma 4 assistant drafter (config model_type is not "
 					  "gemma4_assistant)", dir);
+		}
+		/* the override goes into the drafter's own copy of its config
+		 * before either side sizes its head's buffers by it */
+		if ((rc = fg_g4_set_centroid_top_k(&dm->cfg, top_k, err))) {
+			fg_g4_model_free(dm);
+			return fg_err_wrap(err, "drafter %s", dir);
 		}
 		rc = e->gpu ? fg_g4_gpu_draft_new(&dgpu, e->gpu, dm, err) : fg_draft_cpu_new(&dcpu, dm, e->m, err);
 		if (rc) {
@@ -1119,6 +1127,11 @@ int fg_engine_set_drafter(struct fg_engine *e, const char *dir, int k, struct fg
 }
 
 int fg_engine_draft_tokens(const struct fg_engine *e) { return e->dk; }
+
+int fg_engine_draft_top_k(const struct fg_engine *e)
+{
+	return e->dm && fg_g4_centroid_top_k_max(&e->dm->cfg) ? e->dm->cfg.centroid_top_k : 0;
+}
 
 void fg_engine_spec_stats(const struct fg_engine *e, struct fg_engine_spec_stats *out) { *out = e->ss; }
 

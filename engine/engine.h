@@ -134,11 +134,22 @@ int fg_engine_generate_ids(struct fg_engine *e, const int32_t *prompt, size_t n_
  * path the check is one pass over all k + 1 rows (fg_g4_gpu_verify); on the
  * CPU path the model runs the rows one at a time and stops at the first
  * disagreement (the same work as plain greedy, plus the drafter's). dir NULL
- * or k 0 detaches the drafter. */
+ * or k 0 detaches the drafter.
+ * top_k overrides the drafter's centroid top-k (the challenge's
+ * CENTROID_TOP_K): with use_ordered_embeddings its head keeps the top_k best
+ * of num_centroids token clusters and scores only their tokens. 0 keeps the
+ * config's centroid_intermediate_top_k; else 1..min(num_centroids,
+ * FG_ENGINE_MAX_CENTROID_TOP_K). It changes the drafts, never the tokens.
+ * FG_EINVAL in one line when top_k is out of that range, or is given for a
+ * drafter without a centroid head; the engine then keeps the drafter it had. */
 #define FG_ENGINE_MAX_DRAFT 16
-int fg_engine_set_drafter(struct fg_engine *e, const char *dir, int k, struct fg_err *err);
+#define FG_ENGINE_MAX_CENTROID_TOP_K 64 /* engine/config.h FG_G4_CENTROID_MAX_K */
+int fg_engine_set_drafter(struct fg_engine *e, const char *dir, int k, int top_k, struct fg_err *err);
 /* Drafts per round in use; 0 without a drafter. */
 int fg_engine_draft_tokens(const struct fg_engine *e);
+/* The drafter's centroid top-k in use (its config's, or the override); 0
+ * without a drafter or when the drafter has no centroid head. */
+int fg_engine_draft_top_k(const struct fg_engine *e);
 /* On the CUDA path the engine measures, in epochs of 16 tokens, whether
  * drafting or plain decode steps give more tokens per second here, runs the
  * faster, and re-measures the other every 32 epochs (the tokens are the same

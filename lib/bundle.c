@@ -780,8 +780,19 @@ int fg_bundle_path(struct fg_buf *out, const struct fg_bundle *b, const char *re
 	return fg_path_join(out, b->dir, rel, err);
 }
 
-int fg_bundle_drafter(struct fg_buf *dir, int *k, const struct fg_bundle *b, int def_k, int max_k,
-		      struct fg_err *err)
+/* 1 when settings' "honoured" list names env key key. */
+static int honours(const cJSON *st, const char *key)
+{
+	const cJSON *h;
+
+	cJSON_ArrayForEach(h, fg_json_arr(st, "honoured"))
+		if (cJSON_IsString(h) && !strcmp(h->valuestring, key))
+			return 1;
+	return 0;
+}
+
+int fg_bundle_drafter(struct fg_buf *dir, int *k, int *top_k, const struct fg_bundle *b, int def_k, int max_k,
+		      int max_top_k, struct fg_err *err)
 {
 	const char *rel = fg_json_str(b->meta, "drafter");
 	const cJSON *st = fg_json_obj(b->meta, "settings");
@@ -789,10 +800,26 @@ int fg_bundle_drafter(struct fg_buf *dir, int *k, const struct fg_bundle *b, int
 
 	fg_buf_reset(dir);
 	*k = def_k;
+	*top_k = 0;
 	if (!rel)
 		return 0;
 	if (st && !fg_json_int(st, "num_speculative_tokens", &v))
 		*k = v < 0 ? 0 : v > max_k ? max_k : (int)v;
+	if (st && honours(st, "CENTROID_TOP_K")) {
+		if (!cJSON_GetObjectItemCaseSensitive(st, "centroid_top_k"))
+			return fg_err_set(err, FG_EFORMAT, "bundle.json: settings honour CENTROID_TOP_K but have no "
+					  "centroid_top_k");
+		if (fg_json_int(st, "centroid_top_k", &v) || v < 0 || v > max_top_k) {
+			char *t = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(st, "centroid_top_k"));
+			int rc = fg_err_set(err, FG_EFORMAT, "bundle.json: settings centroid_top_k = %s is not an "
+					    "integer in 0..%d (the drafter's centroid top-k, manifest env "
+					    "CENTROID_TOP_K)", t ? t : "?", max_top_k);
+
+			cJSON_free(t);
+			return rc;
+		}
+		*top_k = (int)v;
+	}
 	return fg_bundle_path(dir, b, rel, err);
 }
 
@@ -846,7 +873,7 @@ int fg_bundle_settings(cJSON **out, const struct fg_manifest *m, struct fg_err *
 	if (!rc)
 		rc = int_knob(s, NULL, m, "CENTROID_TOP_K", "centroid_top_k", 0, 1 << 20, err);
 	if (!rc && (v = fg_manifest_env_get(m, "CENTROID_TOP_K")) &&
-	    unhonoured(un, "CENTROID_TOP_K", v, "the engine has no centroid LM head yet"))
+	    unhonoured(un, "CENTROID_TOP_K", v, FG_BUNDLE_TOP_K_WHY))
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 	if (!rc && m->spec.present && m->spec.num_speculative_tokens >= 0) {
 		char num[32];

@@ -135,18 +135,26 @@ struct fg_manifest;
  *  greedy: {temperature, top_p, top_k}, honoured: [keys], unhonoured:
  *  [{key, value, why}]}; absent knobs are left out. The embedded engine
  * honours SLIDING_WINDOW, MAX_MODEL_LEN and greedy overrides (temperature 0
- * or top_k 1), and num_speculative_tokens when the bundle carries a Gemma 4
- * assistant drafter (pack then moves it from unhonoured to honoured); not
- * CENTROID_TOP_K. A value that does not parse is FG_EINVAL naming the key. */
+ * or top_k 1); num_speculative_tokens and CENTROID_TOP_K (the drafter's
+ * centroid top-k) need a Gemma 4 assistant drafter in the bundle, so they
+ * come out unhonoured here, and pack moves them to honoured when it bundles
+ * one (CENTROID_TOP_K when the drafter has a centroid head
+ * (use_ordered_embeddings) and the value is in its range, else the why
+ * says so). A value that does not parse is FG_EINVAL naming the key. */
 int fg_bundle_settings(cJSON **out, const struct fg_manifest *m, struct fg_err *err);
+/* Why CENTROID_TOP_K is unhonoured in a bundle without such a drafter. */
+#define FG_BUNDLE_TOP_K_WHY "no Gemma 4 assistant drafter with a centroid head (use_ordered_embeddings) in the bundle"
 
 /* The bundle's assistant drafter (bundle.json "drafter", written by pack when
- * a drafter component is a gemma4_assistant checkpoint): its folder into dir
- * and the drafts per round into *k (settings' num_speculative_tokens capped
- * at max_k, else def_k; 0 turns it off). Returns 0 and leaves dir empty when
- * the bundle has none. */
-int fg_bundle_drafter(struct fg_buf *dir, int *k, const struct fg_bundle *b, int def_k, int max_k,
-		      struct fg_err *err);
+ * a drafter component is a gemma4_assistant checkpoint): its folder into dir,
+ * the drafts per round into *k (settings' num_speculative_tokens capped at
+ * max_k, else def_k; 0 turns it off) and its centroid top-k into *top_k
+ * (settings' centroid_top_k when settings' honoured lists CENTROID_TOP_K,
+ * else 0: the drafter config's own). A centroid_top_k that is not an integer
+ * in 0..max_top_k is FG_EFORMAT in one line naming the key. Returns 0 and
+ * leaves dir empty (*top_k 0) when the bundle has no drafter. */
+int fg_bundle_drafter(struct fg_buf *dir, int *k, int *top_k, const struct fg_bundle *b, int def_k, int max_k,
+		      int max_top_k, struct fg_err *err);
 
 /* Removes a folder tree (no symlink is followed). */
 void fg_bundle_rm_rf(const char *path);

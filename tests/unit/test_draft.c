@@ -5,8 +5,12 @@
  * for prompts of 1, 7, 19 and 44 tokens (the last two longer than the
  * window 8), the target's next token, its final-normed hidden state, then 4
  * drafts and every draft step's logits. Also the loading of assistants
- * (the engine refuses to run one, a token_ordering id out of range) and
- * fg_draft_cpu_new's refusals of an assistant that does not fit the target. */
+ * (the engine refuses to run one, a token_ordering id out of range),
+ * fg_draft_cpu_new's refusals of an assistant that does not fit the target,
+ * and the centroid top-k override (the challenge's CENTROID_TOP_K,
+ * fg_g4_set_centroid_top_k, fg_engine_set_drafter's top_k): the ordered
+ * assistant with top-k k overridden drafts exactly as a copy of it whose
+ * config.json says centroid_intermediate_top_k = k. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -348,6 +352,238 @@ static void check_load(void)
 	fg_rm_tree(dir);
 }
 
+/* A copy of the ordered assistant in dir whose config.json has
+ * centroid_intermediate_top_k = k (the weights byte for byte). */
+static int copy_with_top_k(const char *dir, int k)
+{
+	struct fg_buf st = FG_BUF_INIT, cf = FG_BUF_INIT;
+	struct fg_err err = { 0 };
+	cJSON *c = NULL;
+	char p[512], *txt = NULL;
+	int rc = -1;
+
+	if (fg_file_read(FIX "/assistant/ordered/model.safetensors", 1 << 24, &st, &err) ||
+	    fg_file_read(FIX "/assistant/ordered/config.json", 1 << 20, &cf, &err) ||
+	    !(c = cJSON_ParseWithLength(cf.data, cf.len)) ||
+	    !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(c, "centroid_intermediate_top_k")) ||
+	    !cJSON_ReplaceItemInObjectCaseSensitive(c, "centroid_intermediate_top_k", cJSON_CreateNumber(k)) ||
+	    !(txt = cJSON_Print(c)))
+		goto out;
+	snprintf(p, sizeof(p), "%s/model.safetensors", dir);
+	if (fg_file_write_atomic(p, st.data, st.len, 0644, &err))
+		goto out;
+	snprintf(p, sizeof(p), "%s/config.json", dir);
+	if (fg_file_write_atomic(p, txt, strlen(txt), 0644, &err))
+		goto out;
+	rc = 0;
+out:
+	cJSON_free(txt);
+	cJSON_Delete(c);
+	fg_buf_release(&st);
+	fg_buf_release(&cf);
+	return rc;
+}
+
+/* The drafts [np][K] and step logits [np][K][V] of assistant a at every
+ * prompt of the ordered oracle. */
+static int drafts_of(struct fg_engine *e, const struct fg_g4_model *a, const cJSON *prompts, int32_t *drafts,
+		     float *logits, struct fg_err *err)
+{
+	const struct fg_g4_model *t = fg_engine_model(e);
+	struct fg_draft_cpu *d = NULL;
+	const cJSON *pr;
+	float *tlog = malloc(sizeof(float) * (size_t)t->cfg.vocab);
+	size_t at = 0;
+	int rc = tlog ? fg_draft_cpu_new(&d, a, t, err) : fg_err_set(err, FG_ENOMEM, "out of memory");
+
+	cJSON_ArrayForEach(pr, prompts)
+	{
+		const cJSON *it;
+		int32_t prompt[64];
+		struct fg_draft_kv kv;
+		int n = 0;
+
+		if (rc)
+			break;
+		cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(pr, "prompt")) prompt[n++] = (int32_t)it->valuedouble;
+		fg_engine_reset(e);
+		rc = fg_engine_forward_logits(e, prompt, (size_t)n, 1, tlog, err);
+		if (!rc)
+			rc = fg_engine_draft_kv(e, &kv, err);
+		if (!rc)
+			rc = fg_draft_cpu_propose(d, &kv, fg_engine_last_hidden(e), fg_engine_argmax(tlog, t->cfg.vocab), n,
+						  K, drafts + at * K, logits + at * K * (size_t)t->cfg.vocab, err);
+		at++;
+	}
+	fg_draft_cpu_free(d);
+	free(tlog);
+	return rc;
+}
+
+struct collect {
+	int32_t *ids;
+	int n, cap;
+};
+
+static int collect_cb(void *user, int32_t token, const float *logits, int n_vocab)
+{
+	struct collect *c = user;
+
+	(void)logits, (void)n_vocab;
+	if (c->n < c->cap)
+		c->ids[c->n++] = token;
+	return 0;
+}
+
+/* max_new tokens after prompt, as the engine decodes them (with its drafter
+ * if it has one) into ids [max_new]. */
+static int greedy_ids(struct fg_engine *e, const int32_t *prompt, size_t n, int max_new, int32_t *ids,
+		      struct fg_err *err)
+{
+	struct collect c = { ids, 0, max_new };
+	int rc = fg_engine_generate_ids(e, prompt, n, max_new, collect_cb, &c, err);
+
+	if (!rc && c.n != max_new)
+		rc = fg_err_set(err, FG_EINVAL, "%d tokens, not %d", c.n, max_new);
+	return rc;
+}
+
+/* The centroid top-k override against a config that says the same k. */
+static void check_top_k(struct fg_engine *e)
+{
+	static const int ks[] = { 1, 2, 7, 32 };
+	char dir[] = "/tmp/fg_test_topk_XXXXXX";
+	struct fg_g4_model *a = NULL, *b = NULL, *plain = NULL;
+	struct fg_g4_config c;
+	struct fg_err err = { 0 };
+	cJSON *o = read_json(FIX "/assistant/ordered/oracle.json");
+	const cJSON *prompts = cJSON_GetObjectItemCaseSensitive(o, "prompts");
+	int np = cJSON_GetArraySize(prompts), V = 512, i, j, rc;
+	size_t nd = (size_t)np * K, nl = nd * (size_t)V;
+	int32_t *d0 = malloc(sizeof(int32_t) * nd), *da = malloc(sizeof(int32_t) * nd), *db = malloc(sizeof(int32_t) * nd);
+	float *l0 = malloc(sizeof(float) * nl), *la = malloc(sizeof(float) * nl), *lb = malloc(sizeof(float) * nl);
+	int32_t *base = NULL, *spec = NULL;
+
+	if (!o || np < 2 || !d0 || !da || !db || !l0 || !la || !lb || !mkdtemp(dir)) {
+		ok(0, "setup: the ordered oracle's prompts, memory, a temporary folder");
+		goto out;
+	}
+	/* the config's own top-k (4): the reference */
+	rc = fg_g4_model_load(&a, FIX "/assistant/ordered", &err) || drafts_of(e, a, prompts, d0, l0, &err);
+	ok(!rc && a->cfg.centroid_top_k == 4, "ordered assistant, its config's top 4: drafts at %d prompts: %s", np,
+	   err.msg);
+	fg_g4_model_free(a);
+	a = NULL;
+	for (i = 0; !rc && i < (int)(sizeof(ks) / sizeof(ks[0])); i++) {
+		int k = ks[i], same_d, same_l, diff_d = 0;
+
+		rc = fg_g4_model_load(&a, FIX "/assistant/ordered", &err) || fg_g4_set_centroid_top_k(&a->cfg, k, &err) ||
+		     drafts_of(e, a, prompts, da, la, &err);
+		ok(!rc && a->cfg.centroid_top_k == k, "top-k %d set over the config's 4: drafts: %s", k, err.msg);
+		if (!rc && copy_with_top_k(dir, k)) {
+			ok(0, "setup: a copy with centroid_intermediate_top_k %d", k);
+			rc = -1;
+		}
+		if (!rc)
+			rc = fg_g4_model_load(&b, dir, &err) || drafts_of(e, b, prompts, db, lb, &err);
+		ok(!rc && b->cfg.centroid_top_k == k, "a copy whose config says %d: drafts: %s", k, err.msg);
+		if (rc)
+			break;
+		same_d = !memcmp(da, db, sizeof(int32_t) * nd);
+		same_l = !memcmp(la, lb, sizeof(float) * nl);
+		ok(same_d && same_l, "top-k %d: the override gives the copy's drafts and logits bit for bit, %d prompts x "
+		   "%d steps", k, np, K);
+		for (j = 0; j < (int)nd; j++)
+			diff_d += da[j] != d0[j];
+		if (k == 1) /* one cluster of 16 tokens instead of 4: other drafts */
+			ok(diff_d > 0, "top-k 1: %d of %d drafts differ from the config's top 4", diff_d, (int)nd);
+		if (k != 4)
+			ok(memcmp(la, l0, sizeof(float) * nl) != 0, "top-k %d: the step logits differ from top 4's", k);
+		fg_g4_model_free(a);
+		fg_g4_model_free(b);
+		a = b = NULL;
+	}
+	fg_g4_model_free(a);
+	fg_g4_model_free(b);
+	a = b = NULL;
+
+	/* bad values, one line each, the config left as it was */
+	if (fg_g4_model_load(&a, FIX "/assistant/ordered", &err) ||
+	    fg_g4_model_load(&plain, FIX "/assistant/plain", &err)) {
+		ok(0, "setup: load the assistants: %s", err.msg);
+		goto out;
+	}
+#define TOPK_REFUSED(cfg, k, want)                                                                      \
+	do {                                                                                            \
+		int was_ = (cfg)->centroid_top_k;                                                       \
+		rc = fg_g4_set_centroid_top_k(cfg, k, &err);                                            \
+		ok(rc == FG_EINVAL && strstr(err.msg, want) && !strchr(err.msg, '\n') &&                \
+			   (cfg)->centroid_top_k == was_,                                               \
+		   "top-k %d refused: %s", k, err.msg);                                                 \
+	} while (0)
+	TOPK_REFUSED(&a->cfg, 33, "centroid top-k 33 is out of the range 1..32 (num_centroids 32, and at most 64)");
+	TOPK_REFUSED(&a->cfg, -1, "centroid top-k -1 is out of the range 1..32");
+	c = a->cfg;
+	c.n_centroids = 128;
+	TOPK_REFUSED(&c, 65, "centroid top-k 65 is out of the range 1..64 (num_centroids 128, and at most 64)");
+	ok(!fg_g4_set_centroid_top_k(&c, 64, &err) && c.centroid_top_k == 64, "top-k 64 of 128 centroids taken");
+	TOPK_REFUSED(&plain->cfg, 4, "centroid top-k 4 given, but the drafter has no centroid head "
+				     "(use_ordered_embeddings is off)");
+	ok(!fg_g4_set_centroid_top_k(&plain->cfg, 0, &err) && !fg_g4_set_centroid_top_k(&a->cfg, 0, &err) &&
+		   a->cfg.centroid_top_k == 4,
+	   "top-k 0 keeps the config's, with or without a centroid head");
+#undef TOPK_REFUSED
+
+	/* through the engine: the override in effect, bad values refused with
+	 * the drafter kept, and the tokens plain greedy's whatever top-k */
+	{
+		enum { NEW = 24 };
+		static const int32_t pr[] = { 2, 17, 99, 5, 300, 41, 8, 8, 256, 3 };
+		rc = fg_engine_set_drafter(e, FIX "/assistant/ordered", 4, 0, &err);
+		ok(!rc && fg_engine_draft_top_k(e) == 4, "engine: top-k 0 is the config's 4 (%d): %s",
+		   fg_engine_draft_top_k(e), err.msg);
+		rc = fg_engine_set_drafter(e, FIX "/assistant/ordered", 4, 33, &err);
+		ok(rc == FG_EINVAL && strstr(err.msg, "drafter " FIX "/assistant/ordered: centroid top-k 33 is out of the "
+					     "range 1..32") && !strchr(err.msg, '\n') && fg_engine_draft_top_k(e) == 4 &&
+			   fg_engine_draft_tokens(e) == 4,
+		   "engine: top-k 33 refused, the drafter kept: %s", err.msg);
+		rc = fg_engine_set_drafter(e, FIX "/assistant/plain", 4, 2, &err);
+		ok(rc == FG_EINVAL && strstr(err.msg, "no centroid head") && fg_engine_draft_top_k(e) == 4,
+		   "engine: top-k for a drafter without centroids refused: %s", err.msg);
+		rc = fg_engine_set_drafter(e, FIX "/assistant/plain", 4, 0, &err);
+		ok(!rc && fg_engine_draft_top_k(e) == 0 && fg_engine_draft_tokens(e) == 4,
+		   "engine: a drafter without centroids, no top-k: 0 in effect: %s", err.msg);
+		base = malloc(sizeof(int32_t) * NEW);
+		spec = malloc(sizeof(int32_t) * NEW);
+		rc = fg_engine_set_drafter(e, NULL, 0, 0, &err) || !base || !spec;
+		if (!rc) {
+			rc = greedy_ids(e, pr, 10, NEW, base, &err);
+			ok(!rc && fg_engine_draft_top_k(e) == 0, "engine: plain greedy, no drafter: %s", err.msg);
+		}
+		for (i = 0; !rc && i < (int)(sizeof(ks) / sizeof(ks[0])); i++) {
+			struct fg_engine_spec_stats ss;
+
+			rc = fg_engine_set_drafter(e, FIX "/assistant/ordered", 4, ks[i], &err) ||
+			     greedy_ids(e, pr, 10, NEW, spec, &err);
+			fg_engine_spec_stats(e, &ss);
+			ok(!rc && fg_engine_draft_top_k(e) == ks[i] && !memcmp(spec, base, sizeof(int32_t) * NEW) &&
+				   ss.rounds > 0,
+			   "engine, top-k %d: plain greedy's %d tokens (%lld rounds, %lld of %lld drafts kept): %s", ks[i],
+			   NEW, ss.rounds, ss.accepted, ss.drafted, err.msg);
+		}
+		fg_engine_set_drafter(e, NULL, 0, 0, &err);
+	}
+out:
+	free(base);
+	free(spec);
+	free(d0), free(da), free(db), free(l0), free(la), free(lb);
+	fg_g4_model_free(a);
+	fg_g4_model_free(b);
+	fg_g4_model_free(plain);
+	cJSON_Delete(o);
+	fg_rm_tree(dir);
+}
+
 int main(void)
 {
 	struct fg_engine *e = NULL;
@@ -361,6 +597,7 @@ int main(void)
 	check_variant(e, "ordered");
 	check_fit(e);
 	check_load();
+	check_top_k(e);
 	fg_engine_free(e);
 	return tap_done();
 }

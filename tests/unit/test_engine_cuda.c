@@ -463,8 +463,12 @@ static double margin_of(const float *l, int n)
 
 /* window 0: the config's, against transformers and the CPU drafter; else
  * the target run with that window, against the CPU drafter only (the
- * drafter's sliding layers then see the newest window + 1 positions). */
-static void check_draft(const char *variant, int window)
+ * drafter's sliding layers then see the newest window + 1 positions).
+ * top_k > 0: the centroid top-k override (fg_g4_set_centroid_top_k, the
+ * challenge's CENTROID_TOP_K) put in the assistant's config before both
+ * drafters are made, against the CPU drafter only (transformers' drafts are
+ * for the config's top-k). */
+static void check_draft(const char *variant, int window, int top_k)
 {
 	char adir[256], js[300], bin[300];
 	struct fg_buf jb = FG_BUF_INIT, lb = FG_BUF_INIT;
@@ -483,9 +487,20 @@ static void check_draft(const char *variant, int window)
 	snprintf(bin, sizeof(bin), "%s/logits.bin", adir);
 	if (fg_file_read(js, 1 << 24, &jb, &err) || fg_json_parse(&o, jb.data, jb.len, js, &err) ||
 	    fg_file_read(bin, 1 << 28, &lb, &err) || dr_new(&r, FIX "/bf16", adir, window, &err) ||
-	    !(cpu = load(FIX "/bf16", FG_DEVICE_CPU, window, &err)) ||
-	    fg_draft_cpu_new(&dc, r.a, fg_engine_model(cpu), &err)) {
+	    !(cpu = load(FIX "/bf16", FG_DEVICE_CPU, window, &err))) {
 		ok(0, "assistant %s: loads (gpu target, gpu and cpu drafters): %s", variant, err.msg);
+		goto done;
+	}
+	if (top_k) { /* the gpu drafter again, its buffers sized by the override */
+		fg_g4_gpu_draft_free(r.d);
+		r.d = NULL;
+		if (fg_g4_set_centroid_top_k(&r.a->cfg, top_k, &err) || fg_g4_gpu_draft_new(&r.d, r.g, r.a, &err)) {
+			ok(0, "assistant %s, centroid top-k %d: the gpu drafter: %s", variant, top_k, err.msg);
+			goto done;
+		}
+	}
+	if (fg_draft_cpu_new(&dc, r.a, fg_engine_model(cpu), &err)) {
+		ok(0, "assistant %s: the cpu drafter: %s", variant, err.msg);
 		goto done;
 	}
 	V = r.t->cfg.vocab;
@@ -536,10 +551,10 @@ static void check_draft(const char *variant, int window)
 
 			wcpu = mc > wcpu || isnan(mc) ? mc : wcpu;
 			/* a token is checked where its step's margin is beyond rounding */
-			if (window)
-				mh = 0; /* transformers' drafts are for the config's window */
+			if (window || top_k)
+				mh = 0; /* transformers' drafts are for the config's window and top-k */
 			whf = mh > whf || isnan(mh) ? mh : whf;
-			if (!window && margin_of(hf + (size_t)s * (size_t)V, V) > 2 * DRAFT_TOL_HF && out[s] != hd[s]) {
+			if (!window && !top_k && margin_of(hf + (size_t)s * (size_t)V, V) > 2 * DRAFT_TOL_HF && out[s] != hd[s]) {
 				toks_hf = 0;
 				printf("# %s position %d draft %d: gpu %d, transformers %d\n", variant, n, s, (int)out[s],
 				       (int)hd[s]);
@@ -549,20 +564,21 @@ static void check_draft(const char *variant, int window)
 				printf("# %s position %d draft %d: gpu %d, cpu %d\n", variant, n, s, (int)out[s],
 				       (int)outc[s]);
 			}
-			if (!window && out[s] != hd[s])
+			if (!window && !top_k && out[s] != hd[s])
 				printf("# %s position %d draft %d: gpu %d, transformers %d (margin %.3g)\n", variant, n, s,
 				       (int)out[s], (int)hd[s], margin_of(hf + (size_t)s * (size_t)V, V));
 		}
 		free(pr), free(hd);
 	}
-	if (!window)
+	if (!window && !top_k)
 		ok(ran == np && ran > 0 && whf <= DRAFT_TOL_HF && toks_hf,
 		   "assistant %s: gpu drafts at %d positions: logits within %g of transformers' (max %.3g), its drafts",
 		   variant, ran, DRAFT_TOL_HF, whf);
 	ok(ran == np && ran > 0 && wcpu <= DRAFT_TOL_CPU && toks_cpu,
-	   "assistant %s, target window %d: gpu drafts at %d positions: logits within %g of the cpu drafter's (max "
-	   "%.3g), its drafts",
-	   variant, window ? window : r.t->cfg.sliding_window, ran, DRAFT_TOL_CPU, wcpu);
+	   "assistant %s, target window %d, centroid top-k %d: gpu drafts at %d positions: logits within %g of the "
+	   "cpu drafter's (max %.3g), its drafts",
+	   variant, window ? window : r.t->cfg.sliding_window, r.a->cfg.ordered_emb ? r.a->cfg.centroid_top_k : 0,
+	   ran, DRAFT_TOL_CPU, wcpu);
 done:
 	free(lg), free(lc), free(lt);
 	fg_draft_cpu_free(dc);
@@ -572,6 +588,48 @@ done:
 	cJSON_Delete(o);
 	fg_buf_release(&jb);
 	fg_buf_release(&lb);
+}
+
+/* The engine on --device cuda with the ordered assistant and a centroid
+ * top-k override (fg_engine_set_drafter's top_k, CENTROID_TOP_K): every
+ * round drafts (FG_SPEC_ADAPT=0) and the tokens are plain greedy's on the
+ * same GPU; a top-k beyond the drafter's 32 centroids is refused in one
+ * line with the drafter kept. */
+static void check_engine_top_k(void)
+{
+	static const int32_t pr[] = {2, 17, 99, 5, 300, 41, 8, 8, 256, 3};
+	static const int ks[] = {1, 7, 32};
+	struct fg_err err = {0};
+	struct fg_engine *e;
+	struct gen base = {{0}, 0};
+	int rc;
+
+	setenv("FG_SPEC_ADAPT", "0", 1);
+	if (!(e = load(FIX "/bf16", FG_DEVICE_CUDA, 0, &err)) ||
+	    fg_engine_generate_ids(e, pr, 10, 40, on_token, &base, &err)) {
+		ok(0, "engine top-k: the gpu engine's plain greedy: %s", err.msg);
+		goto done;
+	}
+	for (size_t i = 0; i < sizeof(ks) / sizeof(ks[0]); i++) {
+		struct gen g = {{0}, 0};
+		struct fg_engine_spec_stats ss;
+
+		rc = fg_engine_set_drafter(e, FIX "/assistant/ordered", 4, ks[i], &err) ||
+		     fg_engine_generate_ids(e, pr, 10, 40, on_token, &g, &err);
+		fg_engine_spec_stats(e, &ss);
+		ok(!rc && fg_engine_draft_top_k(e) == ks[i] && g.n == base.n &&
+			   !memcmp(g.ids, base.ids, sizeof(int32_t) * (size_t)base.n) && ss.rounds > 0,
+		   "engine on the gpu, ordered drafter, centroid top-k %d: plain greedy's %d tokens (%lld rounds, %lld of "
+		   "%lld drafts kept) %s",
+		   ks[i], base.n, ss.rounds, ss.accepted, ss.drafted, err.msg);
+	}
+	rc = fg_engine_set_drafter(e, FIX "/assistant/ordered", 4, 33, &err);
+	ok(rc == FG_EINVAL && strstr(err.msg, "centroid top-k 33 is out of the range 1..32") && !strchr(err.msg, '\n') &&
+		   fg_engine_draft_top_k(e) == 32,
+	   "engine on the gpu: centroid top-k 33 refused, the drafter kept: %s", err.msg);
+done:
+	unsetenv("FG_SPEC_ADAPT");
+	fg_engine_free(e);
 }
 
 /* The drafter inside rounds: plain greedy token by token with the drafter
@@ -695,9 +753,13 @@ int main(void)
 	check_spec(FIX "/int4", NULL, NULL, 0, "int4");
 	check_spec(FIX "/bf16", NULL, NULL, 5, "bf16 window 5");
 	for_each_variant(FIX "/variants", check_spec);
-	check_draft("plain", 0);
-	check_draft("ordered", 0);
-	check_draft("plain", 5);
+	check_draft("plain", 0, 0);
+	check_draft("ordered", 0, 0);
+	check_draft("plain", 5, 0);
+	check_draft("ordered", 0, 1);  /* CENTROID_TOP_K: one cluster of 16 tokens */
+	check_draft("ordered", 0, 32); /* every centroid: the whole vocabulary */
+	check_draft("ordered", 5, 7);
+	check_engine_top_k();
 	check_draft_rounds("plain", 4);
 	check_draft_rounds("ordered", 3);
 	check_draft_rounds("plain", FG_DRAFT_MAX_K);
