@@ -29,6 +29,10 @@
  * The synthetic step is also timed at each L2 prefetch level.
  * FG_BENCH_PROFILE=1 times nothing: two direct steps per kernel, for ncu.
  * FG_BENCH_KINDS="fma i8" benchmarks only the INT4 kernels it names.
+ * After the matvec chains, each class of matrix (q|k|v, o, gate|up, down,
+ * the PLE pair) is timed alone as a chain of its 42 launches.
+ * FG_BENCH_QUICK=1 (experiments) keeps only the fused M = 1 graph chain,
+ * the per-class chains and the whole step at the prefetch level in force.
  * `engine_gpu --probe` only says whether there is a device (exit 0) or not.
  * Timing: warm-up steps first (FG_BENCH_WARM, default 64), then FG_BENCH_STEPS
  * (default 128) replays per repetition, median of FG_BENCH_REPS (default 5). */
@@ -163,6 +167,7 @@ static struct layer L[LAYERS];
 static struct fg_kint4 *plp, *head;
 static float *dx, *dy, *dy2;
 static int mv_m = 1;
+static int quick; /* FG_BENCH_QUICK=1: fewer variants (experiments) */
 
 static void step_separate(void *arg)
 {
@@ -192,6 +197,23 @@ static void step_fused(void *arg)
 		CK(fg_k_int4_matvec(ctx, dy, y->pp, dx, mv_m, &err));
 	}
 	CK(fg_k_int4_matvec(ctx, dy, plp, dx, mv_m, &err));
+}
+
+/* one class of the fused chain alone: its 42 launches (cls: 0 q|k|v, 1 o,
+ * 2 gate|up, 3 down, 4 PLE gate, 5 PLE projection) */
+static int cls;
+static struct fg_kint4 *class_mat(const struct layer *y, int c)
+{
+	struct fg_kint4 *ms[] = {y->qkv ? y->qkv : y->q, y->o, y->gu, y->down, y->pg, y->pp};
+
+	return ms[c];
+}
+
+static void step_class(void *arg)
+{
+	(void)arg;
+	for (int l = 0; l < LAYERS; l++)
+		CK(fg_k_int4_matvec(ctx, dy, class_mat(&L[l], cls), dx, mv_m, &err));
 }
 
 static struct fg_kgraph *graph;
@@ -469,6 +491,9 @@ static void bench_matvecs(int separate, double read_gbs)
 	printf("\n%-44s %9s %9s %8s %8s\n", "INT4 matvec, all body linears", "ms/step", "steps/s", "GB/s", "% read");
 	for (size_t c = 0; c < sizeof(cfgs) / sizeof(cfgs[0]); c++) {
 		int fused = cfgs[c][0], m = cfgs[c][1], use_graph = cfgs[c][2];
+
+		if (quick && c != 3)
+			continue; /* FG_BENCH_QUICK=1: the fused graph at M = 1 only */
 		step_fn fn = fused ? step_fused : step_separate;
 		size_t bytes = fused ? body_fused : body;
 		char name[96];
@@ -493,6 +518,26 @@ static void bench_matvecs(int separate, double read_gbs)
 		       100.0 * bytes / (ms / 1e3) / 1e9 / read_gbs);
 	}
 	fg_kctx_set_pdl(ctx, 1);
+	mv_m = 1;
+	/* each class alone, a chain of its 42 launches (graph, PDL): what one
+	 * launch of it costs in a chain, against its bytes */
+	for (cls = 0; cls < 6; cls++) {
+		static const char *names[] = {"q|k|v", "o", "gate|up", "down", "PLE gate", "PLE projection"};
+		size_t bytes = 0;
+		double ms;
+
+		for (int l = 0; l < LAYERS; l++)
+			bytes += fg_kint4_bytes(class_mat(&L[l], cls));
+		CK(fg_kgraph_begin(ctx, &err));
+		step_class(NULL);
+		CK(fg_kgraph_end(ctx, &graph, &err));
+		ms = time_steps(step_graph, NULL);
+		fg_kgraph_free(graph);
+		printf("  %-16s alone, %d launches (graph, PDL): %7.3f ms, %6.2f us a launch for %6.2f MB, %5.0f GB/s = "
+		       "%5.1f%% of read\n",
+		       names[cls], LAYERS, ms, 1e3 * ms / LAYERS, bytes / 1e6 / LAYERS, bytes / (ms / 1e3) / 1e9,
+		       100.0 * bytes / (ms / 1e3) / 1e9 / read_gbs);
+	}
 }
 
 /* The read floor of one launch per matrix: the fused matvec chain's launch
@@ -634,6 +679,8 @@ static double bench_step(const char *kname, double read_gbs)
 		free(l1);
 		free(l2);
 	}
+	if (quick)
+		goto last;
 	fg_kctx_set_pdl(ctx, 0);
 	fg_kgraph_free(graph);
 	CK(fg_kgraph_begin(ctx, &err));
@@ -680,6 +727,7 @@ static double bench_step(const char *kname, double read_gbs)
 		free(lg[0]);
 		free(lg[1]);
 	}
+last:
 	fg_kgraph_free(graph);
 	CK(fg_kgraph_begin(ctx, &err));
 	full_step(NULL);
@@ -728,6 +776,7 @@ int main(int argc, char **argv)
 	printf("timing: %d warm-up steps, then %d steps x %d repetitions, median\n", warm, steps, reps);
 
 	profile = getenv("FG_BENCH_PROFILE") && *getenv("FG_BENCH_PROFILE") == '1';
+	quick = getenv("FG_BENCH_QUICK") && *getenv("FG_BENCH_QUICK") == '1';
 	if ((e = getenv("FG_BENCH_HF_MS")))
 		hf_ms = strtod(e, NULL);
 	/* the ceiling: a 16-byte read sweep over 4 GiB */

@@ -42,4 +42,11 @@ $(BUILD)/bench/%: bench/%.c $(LIBFG) $(KERNEL_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBFG) $(KERNEL_OBJS) $(LDLIBS)
 
+# Standalone GPU microbenchmarks, bench/<name>.cu (no fgpack code in them).
+ifneq ($(strip $(NVCC)),)
+$(BUILD)/bench/%: bench/%.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) -o $@ $<
+endif
+
 -include $(KERNEL_C:%.c=$(BUILD)/%.d) $(BUILD)/kernels/nocuda.d
