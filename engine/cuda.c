@@ -75,8 +75,12 @@ struct fg_g4_gpu {
 	 * [FG_DRAFT_MAX_K + 1][head rows] and argmaxes; the pending verify's
 	 * rows and first position (vT 0: none to accept) */
 	float *vlog;
-	int32_t *vbest;
+	int32_t *vbest, *vposd; /* vposd: the verify's first position, on the device */
 	int vT, vpos;
+	/* a verify of T rows as a CUDA graph (after one direct run of T rows) */
+	struct fg_kgraph *vgraph[FG_DRAFT_MAX_K + 2];
+	unsigned char vran[FG_DRAFT_MAX_K + 2];
+	int use_vgraph;
 	int max_seq, window; /* fg_g4_gpu_new's */
 	/* an assistant drafter's copy of the sliding type-source layer's keys
 	 * and values (struct fg_g4_gpu_draft): [kv_heads][scap][d] each, slot =
@@ -386,11 +390,14 @@ void fg_g4_gpu_free(struct fg_g4_gpu *g)
 			      g->pg,    g->logits,  g->idpos,      g->best,     g->keep,   g->mx,     g->rlog,
 			      g->mw,    g->mgu,     g->my,         g->midx,     g->cids,   g->cx,     g->ca,
 			      g->cq,    g->catt,    g->co,         g->cgu,      g->cg,     g->cup,    g->cpl,
-			      g->cplp,  g->cpg,     g->vlog,       g->vbest,    g->sk,     g->sv};
+			      g->cplp,  g->cpg,     g->vlog,       g->vbest,    g->sk,     g->sv,
+			      g->vposd};
 
 		for (size_t j = 0; j < sizeof(ds) / sizeof(ds[0]); j++)
 			fg_kmem_free(g->ctx, ds[j]);
 	}
+	for (size_t j = 0; j < sizeof(g->vgraph) / sizeof(g->vgraph[0]); j++)
+		fg_kgraph_free(g->vgraph[j]);
 	fg_kgraph_free(g->graph);
 	fg_kgraph_free(g->graph_body);
 	fg_kctx_free(g->ctx);
@@ -439,7 +446,8 @@ static int chunk_new(struct fg_g4_gpu *g, int maxi, size_t qkv_n, size_t att_n, 
 		if (g->m->layers[i].kv_src == i && (rc = zeros(g, &g->L[i].cqkv, T * (size_t)g->L[i].qkv.rows, err)))
 			return rc;
 	if ((rc = zeros(g, &g->vlog, (size_t)VROWS * (size_t)g->head.rows, err)) ||
-	    (rc = fg_kmem_alloc(g->ctx, (void **)&g->vbest, VROWS * sizeof(int32_t), err)))
+	    (rc = fg_kmem_alloc(g->ctx, (void **)&g->vbest, VROWS * sizeof(int32_t), err)) ||
+	    (rc = fg_kmem_alloc(g->ctx, (void **)&g->vposd, sizeof(int32_t), err)))
 		return rc;
 	return 0;
 }
@@ -470,6 +478,8 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 	g->m = m;
 	e = getenv("FG_CUDA_GRAPH");
 	g->use_graph = !(e && !strcmp(e, "0"));
+	e = getenv("FG_VERIFY_GRAPH"); /* 0: the verify launched kernel by kernel (measurements) */
+	g->use_vgraph = g->use_graph && !(e && !strcmp(e, "0"));
 	if ((rc = fg_kctx_new(&g->ctx, err)))
 		goto fail;
 	if (!(g->L = calloc((size_t)c->n_layers, sizeof(*g->L)))) {
@@ -841,8 +851,10 @@ static int shadow_rows(struct fg_g4_gpu *g, int n, int pos0, struct fg_err *err)
 }
 
 /* store 0 (a speculative verify) leaves the caches as they were: the rows'
- * keys and values stay in the owning layers' cqkv for fg_g4_gpu_accept. */
-static int forward_chunk(struct fg_g4_gpu *g, int T, int pos0, int store, struct fg_err *err)
+ * keys and values stay in the owning layers' cqkv for fg_g4_gpu_accept.
+ * d_pos non-NULL: the first row's position is read from it at run time
+ * (pos0 unused), so the launches can be captured once for every position. */
+static int forward_chunk(struct fg_g4_gpu *g, int T, int pos0, const int32_t *d_pos, int store, struct fg_err *err)
 {
 	const struct fg_g4_model *m = g->m;
 	const struct fg_g4_config *c = &m->cfg;
@@ -868,11 +880,16 @@ static int forward_chunk(struct fg_g4_gpu *g, int T, int pos0, int store, struct
 		size_t srow = (size_t)src->qkv.rows; /* the source's q|k|v row: its k and v follow nh q heads */
 
 		if (mv_rows(g, q, &L->qkv, g->ca, T, err) || bias_rows(g, q, L->bqkv, L->qkv.rows, T, err) ||
-		    fg_k_qkv_post_rows(k, q, T, nh, own ? kvh : 0, d, L->q_norm, L->k_norm, g->inv[ml->type], pos0, eps,
-				       err) ||
-		    fg_k_attn_prefill(k, g->catt, q, (size_t)L->qkv.rows, src->cqkv + (size_t)nh * d,
-				      src->cqkv + (size_t)(nh + kvh) * d, srow, src->kc, src->vc, T, nh, kvh, d, src->cap,
-				      pos0, 1.0f, err) ||
+		    (d_pos ? fg_k_qkv_post_rows_at(k, q, T, nh, own ? kvh : 0, d, L->q_norm, L->k_norm, g->inv[ml->type],
+						   d_pos, eps, err)
+			   : fg_k_qkv_post_rows(k, q, T, nh, own ? kvh : 0, d, L->q_norm, L->k_norm, g->inv[ml->type],
+						pos0, eps, err)) ||
+		    (d_pos ? fg_k_attn_prefill_at(k, g->catt, q, (size_t)L->qkv.rows, src->cqkv + (size_t)nh * d,
+						  src->cqkv + (size_t)(nh + kvh) * d, srow, src->kc, src->vc, T, nh, kvh, d,
+						  src->cap, d_pos, 1.0f, err)
+			   : fg_k_attn_prefill(k, g->catt, q, (size_t)L->qkv.rows, src->cqkv + (size_t)nh * d,
+					       src->cqkv + (size_t)(nh + kvh) * d, srow, src->kc, src->vc, T, nh, kvh, d,
+					       src->cap, pos0, 1.0f, err)) ||
 		    mv_rows(g, g->co, &L->o, g->catt, T, err) || bias_rows(g, g->co, L->bo, H, T, err) ||
 		    fg_k_residual_norm_rows(k, g->cx, g->co, L->post_attn, 1.0f, g->ca, L->pre_ffw, T, H, eps, err) ||
 		    mv_rows(g, g->cgu, &L->gu, g->ca, T, err) || gather(g, g->cg, g->cgu, 2 * (size_t)I, I, T, err) ||
@@ -932,7 +949,7 @@ int fg_g4_gpu_prefill(struct fg_g4_gpu *g, const int32_t *ids, int n, int pos, s
 		for (r = 0; r < T; r++)
 			buf[r] = fg_g4_input_id(&g->m->cfg, ids[done + r]); /* as the step embeds them */
 		if ((rc = fg_kmem_upload(g->ctx, g->cids, buf, sizeof(int32_t) * (size_t)T, err)) ||
-		    (rc = forward_chunk(g, T, pos + done, 1, err)) || (rc = fg_kctx_sync(g->ctx, err)))
+		    (rc = forward_chunk(g, T, pos + done, NULL, 1, err)) || (rc = fg_kctx_sync(g->ctx, err)))
 			return fg_err_wrap(err, "cuda prefill of %d tokens at position %d", T, pos + done);
 		done += T;
 	}
@@ -959,14 +976,29 @@ int fg_g4_gpu_info(const struct fg_g4_gpu *g, struct fg_kdevice *out, struct fg_
 /* The verify pass is a prompt chunk (forward_chunk: every row the decode
  * step's bits) that keeps its keys and values aside, with the head on every
  * row (mv_rows: row r the bits of the step's head matvec) and the step's
- * softcap and argmax per row. Nothing it launches is captured, and it uses
- * none of the step's buffers but g->a (written by accept only), so the
- * step's graphs stay valid around it. */
+ * softcap and argmax per row. Its ids and first position come from device
+ * memory, so after one direct run of T rows the launches of T rows are
+ * captured as a CUDA graph and replayed at any position. It uses none of
+ * the step's buffers but g->a (written by accept only), so the step's
+ * graphs stay valid around it, and the step's none of its. */
+static int verify_forward(struct fg_g4_gpu *g, int T, struct fg_err *err)
+{
+	int n = g->head.rows, r;
+
+	if (forward_chunk(g, T, 0, g->vposd, 0, err) || mv_rows(g, g->vlog, &g->head, g->ca, T, err))
+		return err->code;
+	for (r = 0; r < T; r++)
+		if (fg_k_softcap_argmax(g->ctx, g->vbest + r, g->vlog + (size_t)r * (size_t)n, g->keep, n,
+					g->m->cfg.softcap, err))
+			return err->code;
+	return 0;
+}
+
 int fg_g4_gpu_verify(struct fg_g4_gpu *g, const int32_t *ids, int T, int pos, int32_t *best, struct fg_err *err)
 {
 	const struct fg_g4_config *c = &g->m->cfg;
-	int32_t buf[VROWS];
-	int n = g->head.rows, r, rc;
+	int32_t buf[VROWS], p0 = pos;
+	int r, rc;
 
 	g->vT = 0;
 	if (T < 1 || T > VROWS || pos < 0)
@@ -978,12 +1010,24 @@ int fg_g4_gpu_verify(struct fg_g4_gpu *g, const int32_t *ids, int T, int pos, in
 		buf[r] = fg_g4_input_id(c, ids[r]); /* as the step embeds them */
 	}
 	if ((rc = fg_kmem_upload(g->ctx, g->cids, buf, sizeof(int32_t) * (size_t)T, err)) ||
-	    (rc = forward_chunk(g, T, pos, 0, err)) || (rc = mv_rows(g, g->vlog, &g->head, g->ca, T, err)))
+	    (rc = fg_kmem_upload(g->ctx, g->vposd, &p0, sizeof(p0), err)))
 		return fg_err_wrap(err, "cuda verify of %d rows at position %d", T, pos);
-	for (r = 0; r < T; r++)
-		if ((rc = fg_k_softcap_argmax(g->ctx, g->vbest + r, g->vlog + (size_t)r * (size_t)n, g->keep, n,
-					      c->softcap, err)))
+	if (g->use_vgraph && !g->vgraph[T] && g->vran[T]) {
+		/* capture after one direct run of T rows went cleanly */
+		struct fg_err e2 = {0};
+
+		if ((rc = fg_kgraph_begin(g->ctx, err)))
 			return fg_err_wrap(err, "cuda verify of %d rows at position %d", T, pos);
+		rc = verify_forward(g, T, err);
+		if ((r = fg_kgraph_end(g->ctx, &g->vgraph[T], rc ? &e2 : err)) && !rc)
+			rc = r;
+		if (rc)
+			return fg_err_wrap(err, "capture the verify of %d rows as a CUDA graph", T);
+	}
+	rc = g->vgraph[T] ? fg_kgraph_launch(g->ctx, g->vgraph[T], err) : verify_forward(g, T, err);
+	if (rc)
+		return fg_err_wrap(err, "cuda verify of %d rows at position %d", T, pos);
+	g->vran[T] = 1;
 	if ((rc = fg_kctx_sync(g->ctx, err)) ||
 	    (rc = fg_kmem_download(g->ctx, best, g->vbest, sizeof(int32_t) * (size_t)T, err)))
 		return fg_err_wrap(err, "cuda verify of %d rows at position %d", T, pos);

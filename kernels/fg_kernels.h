@@ -406,6 +406,11 @@ int fg_k_rmsnorm_residual_rows(struct fg_kctx *ctx, float *d_h, const float *d_x
 int fg_k_qkv_post_rows(struct fg_kctx *ctx, float *d_qkv, int rows, int heads, int kv_heads, int head_dim,
 		       const float *d_qnorm, const float *d_knorm, const float *d_inv, int pos0, float eps,
 		       struct fg_err *err);
+/* The same with the first row's position read at run time from d_pos0 (a
+ * CUDA graph replayed at any position). */
+int fg_k_qkv_post_rows_at(struct fg_kctx *ctx, float *d_qkv, int rows, int heads, int kv_heads, int head_dim,
+			  const float *d_qnorm, const float *d_knorm, const float *d_inv, const int32_t *d_pos0,
+			  float eps, struct fg_err *err);
 /* Attention of the chunk's queries (row r: heads q rows at d_q + r * q_row,
  * position pos0 + r) over a cache whose slots hold positions below pos0 (as
  * the decode step left it) and the chunk's own k, v rows (row r at d_knew +
@@ -417,6 +422,13 @@ int fg_k_qkv_post_rows(struct fg_kctx *ctx, float *d_qkv, int rows, int heads, i
 int fg_k_attn_prefill(struct fg_kctx *ctx, float *d_out, const float *d_q, size_t q_row, const float *d_knew,
 		      const float *d_vnew, size_t kv_row, const float *d_kcache, const float *d_vcache, int rows,
 		      int heads, int kv_heads, int head_dim, int cap, int pos0, float scale, struct fg_err *err);
+/* The same with pos0 read at run time from d_pos0: the grid covers the
+ * whole cache (blocks past a row's keys return at once), so one launch, or
+ * one captured graph, serves every position; the same bits per row. */
+int fg_k_attn_prefill_at(struct fg_kctx *ctx, float *d_out, const float *d_q, size_t q_row, const float *d_knew,
+			 const float *d_vnew, size_t kv_row, const float *d_kcache, const float *d_vcache, int rows,
+			 int heads, int kv_heads, int head_dim, int cap, const int32_t *d_pos0, float scale,
+			 struct fg_err *err);
 /* Stores the chunk's k, v rows (as fg_k_attn_prefill reads them) into slots
  * (pos0 + r) % cap; where rows > cap only the newest row of a slot lands. */
 int fg_k_kv_store_rows(struct fg_kctx *ctx, float *d_kcache, float *d_vcache, const float *d_knew,

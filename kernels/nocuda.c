@@ -445,6 +445,25 @@ int fg_k_attn_prefill(struct fg_kctx *ctx, float *d_out, const float *d_q, size_
 	return NO_CUDA(err);
 }
 
+int fg_k_qkv_post_rows_at(struct fg_kctx *ctx, float *d_qkv, int rows, int heads, int kv_heads, int head_dim,
+			  const float *d_qnorm, const float *d_knorm, const float *d_inv, const int32_t *d_pos0,
+			  float eps, struct fg_err *err)
+{
+	(void)ctx, (void)d_qkv, (void)rows, (void)heads, (void)kv_heads, (void)head_dim, (void)d_qnorm, (void)d_knorm;
+	(void)d_inv, (void)d_pos0, (void)eps;
+	return NO_CUDA(err);
+}
+
+int fg_k_attn_prefill_at(struct fg_kctx *ctx, float *d_out, const float *d_q, size_t q_row, const float *d_knew,
+			 const float *d_vnew, size_t kv_row, const float *d_kcache, const float *d_vcache, int rows,
+			 int heads, int kv_heads, int head_dim, int cap, const int32_t *d_pos0, float scale,
+			 struct fg_err *err)
+{
+	(void)ctx, (void)d_out, (void)d_q, (void)q_row, (void)d_knew, (void)d_vnew, (void)kv_row, (void)d_kcache;
+	(void)d_vcache, (void)rows, (void)heads, (void)kv_heads, (void)head_dim, (void)cap, (void)d_pos0, (void)scale;
+	return NO_CUDA(err);
+}
+
 int fg_k_kv_store_rows(struct fg_kctx *ctx, float *d_kcache, float *d_vcache, const float *d_knew,
 		       const float *d_vnew, size_t kv_row, int rows, int kv_heads, int head_dim, int cap, int pos0,
 		       struct fg_err *err)

@@ -438,7 +438,7 @@ extern "C" int fg_k_rope_inv(struct fg_kctx *ctx, float *d_x, int heads, int hea
  * heads (kv_heads = 0: only q, for KV-shared layers). A prompt chunk
  * (pos_p NULL): block row r takes row r of qkv at position pos0 + r and
  * stores nothing (kc NULL: k and v stay in their rows). */
-template <bool R> /* R: a prompt chunk (pos_p unused, kc NULL) */
+template <bool R> /* R: a prompt chunk (rows at (pos_p ? *pos_p : pos0) + r, kc NULL) */
 __global__ void qkv_post(float *qkv, int heads, int kv_heads, int d, const float *__restrict__ qw,
 			 const float *__restrict__ kw, const float *__restrict__ inv, const int32_t *pos_p, float *kc,
 			 float *vc, int cap, float eps, int pos0)
@@ -466,7 +466,7 @@ __global__ void qkv_post(float *qkv, int heads, int kv_heads, int d, const float
 		wv[u] = w && i < d ? w[i] : 0.0f;
 	}
 	fg_pdl_wait();
-	pos = R ? pos0 + (int)blockIdx.y : *pos_p;
+	pos = R ? (pos_p ? *pos_p : pos0) + (int)blockIdx.y : *pos_p;
 #pragma unroll
 	for (int u = 0; u < QP_PER; u++) {
 		int i = threadIdx.x + u * QP_THREADS;
@@ -524,9 +524,9 @@ extern "C" int fg_k_qkv_post(struct fg_kctx *ctx, float *d_qkv, int heads, int k
 	return fg_launched("qkv post", err);
 }
 
-extern "C" int fg_k_qkv_post_rows(struct fg_kctx *ctx, float *d_qkv, int rows, int heads, int kv_heads, int head_dim,
-				  const float *d_qnorm, const float *d_knorm, const float *d_inv, int pos0, float eps,
-				  struct fg_err *err)
+static int qkv_post_rows(struct fg_kctx *ctx, float *d_qkv, int rows, int heads, int kv_heads, int head_dim,
+			 const float *d_qnorm, const float *d_knorm, const float *d_inv, int pos0, const int32_t *d_pos0,
+			 float eps, struct fg_err *err)
 {
 	if (fg_need_ctx(ctx, err))
 		return FG_EINVAL;
@@ -535,9 +535,25 @@ extern "C" int fg_k_qkv_post_rows(struct fg_kctx *ctx, float *d_qkv, int rows, i
 		return fg_err_set(err, FG_EINVAL, "qkv post: %d rows at %d, heads %d, kv heads %d, head_dim %d", rows,
 				  pos0, heads, kv_heads, head_dim);
 	fg_launch_pdl(ctx, qkv_post<true>, dim3(heads + 2 * kv_heads, rows), dim3(QP_THREADS), 0, d_qkv, heads, kv_heads,
-		      head_dim, d_qnorm, d_knorm, d_inv, (const int32_t *)NULL, (float *)NULL, (float *)NULL, 1, eps,
-		      pos0);
+		      head_dim, d_qnorm, d_knorm, d_inv, d_pos0, (float *)NULL, (float *)NULL, 1, eps, pos0);
 	return fg_launched("qkv post", err);
+}
+
+extern "C" int fg_k_qkv_post_rows(struct fg_kctx *ctx, float *d_qkv, int rows, int heads, int kv_heads, int head_dim,
+				  const float *d_qnorm, const float *d_knorm, const float *d_inv, int pos0, float eps,
+				  struct fg_err *err)
+{
+	return qkv_post_rows(ctx, d_qkv, rows, heads, kv_heads, head_dim, d_qnorm, d_knorm, d_inv, pos0, NULL, eps, err);
+}
+
+extern "C" int fg_k_qkv_post_rows_at(struct fg_kctx *ctx, float *d_qkv, int rows, int heads, int kv_heads,
+				     int head_dim, const float *d_qnorm, const float *d_knorm, const float *d_inv,
+				     const int32_t *d_pos0, float eps, struct fg_err *err)
+{
+	if (!d_pos0)
+		return fg_err_set(err, FG_EINVAL, "qkv post: no position");
+	return qkv_post_rows(ctx, d_qkv, rows, heads, kv_heads, head_dim, d_qnorm, d_knorm, d_inv, 0, d_pos0, eps,
+			     err);
 }
 
 /* ---- GeGLU, embedding, per-layer inputs -------------------------------------*/
@@ -761,6 +777,7 @@ struct attn_pre {
 	const float *knew, *vnew;
 	size_t kv_row, q_row;
 	int pos0, r0;
+	const int32_t *pos_p; /* non-NULL: pos0 from device memory (a captured verify) */
 };
 
 /* qkv_post's work for block (g, c) of the fused attention: the grp query
@@ -932,7 +949,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 	__shared__ float sml[ATT_MAX_GRP][2];
 	__shared__ int last;
 	int g = PRE ? blockIdx.y : blockIdx.x, c = PRE ? blockIdx.z : blockIdx.y, r = PRE ? pre.r0 + (int)blockIdx.x : 0;
-	int pos = PRE ? pre.pos0 + r : *pos_p, nv = min(pos + 1, cap);
+	int pos = PRE ? (pre.pos_p ? *pre.pos_p : pre.pos0) + r : *pos_p, nv = min(pos + 1, cap);
 	int used = (nv + chunk - 1) / chunk;
 	int j0 = c * chunk, cnt = min(chunk, nv - j0);
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -1201,7 +1218,7 @@ extern "C" int fg_k_attn_decode_post(struct fg_kctx *ctx, float *d_out, float *d
  * element's chunks in chunk order. */
 __global__ void __launch_bounds__(ATT_THREADS)
 	attn_pre_combine(float *out, const float *part, int grp, int head_dim, int cap, int pos0, int r0, int chunk,
-			 int nch)
+			 int nch, const int32_t *pos_p)
 {
 	fg_pdl_trigger();
 	fg_pdl_wait();
@@ -1211,7 +1228,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 	int e0 = blockIdx.z * ATT_THREADS, e1 = min(e0 + ATT_THREADS, qn), h0 = e0 / head_dim;
 	int nh = (e1 - 1) / head_dim - h0 + 1;
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	int nv = min(pos0 + r0 + x + 1, cap), used = (nv + chunk - 1) / chunk;
+	int nv = min((pos_p ? *pos_p : pos0) + r0 + x + 1, cap), used = (nv + chunk - 1) / chunk;
 	size_t stride = (size_t)head_dim + 2;
 	const float *pg = part + ((size_t)x * kvh + g) * grp * nch * stride;
 
@@ -1251,12 +1268,14 @@ __global__ void __launch_bounds__(ATT_THREADS)
 
 /* The chunk's attention over the positions the chunk uses (chunks of keys
  * as the decode launch cuts cap, the grid only as deep as the newest row
- * needs): attn_fused<false, true> then attn_pre_combine, the rows in
- * launches whose partial sums fit the scratch. */
-extern "C" int fg_k_attn_prefill(struct fg_kctx *ctx, float *d_out, const float *d_q, size_t q_row,
-				 const float *d_knew, const float *d_vnew, size_t kv_row, const float *d_kcache,
-				 const float *d_vcache, int rows, int heads, int kv_heads, int head_dim, int cap,
-				 int pos0, float scale, struct fg_err *err)
+ * needs, or the whole cache when the position comes from d_pos0 at run
+ * time: blocks past a row's keys return at once): attn_fused<false, true>
+ * then attn_pre_combine, the rows in launches whose partial sums fit the
+ * scratch. */
+static int attn_prefill(struct fg_kctx *ctx, float *d_out, const float *d_q, size_t q_row, const float *d_knew,
+			const float *d_vnew, size_t kv_row, const float *d_kcache, const float *d_vcache, int rows,
+			int heads, int kv_heads, int head_dim, int cap, int pos0, const int32_t *d_pos0, float scale,
+			struct fg_err *err)
 {
 	int chunk = 32, nch, nchu, nvmax, grp, spn, per, nz;
 	size_t smem, row_bytes;
@@ -1269,7 +1288,7 @@ extern "C" int fg_k_attn_prefill(struct fg_kctx *ctx, float *d_out, const float 
 		return FG_EINVAL;
 	if (!attn_shape_ok(heads, kv_heads, head_dim, cap) || rows < 1 || pos0 < 0 || pos0 > 0x7fffffff - rows ||
 	    q_row < (size_t)heads * head_dim || kv_row < (size_t)kv_heads * head_dim || !d_out || !d_q || !d_knew ||
-	    !d_vnew || (pos0 > 0 && (!d_kcache || !d_vcache)))
+	    !d_vnew || ((pos0 > 0 || d_pos0) && (!d_kcache || !d_vcache)))
 		return fg_err_set(err, FG_EINVAL,
 				  "chunk attention: %d rows at %d, heads %d, kv heads %d, head_dim %d, cap %d, "
 				  "q row %zu, kv row %zu floats (at most %d heads per kv head)",
@@ -1281,7 +1300,7 @@ extern "C" int fg_k_attn_prefill(struct fg_kctx *ctx, float *d_out, const float 
 		chunk *= 2;
 	}
 	grp = heads / kv_heads;
-	nvmax = pos0 + rows < cap ? pos0 + rows : cap;
+	nvmax = d_pos0 || pos0 + rows >= cap ? cap : pos0 + rows;
 	nchu = (nvmax + chunk - 1) / chunk;
 	spn = chunk > nchu ? chunk : nchu;
 	nz = (grp * head_dim + ATT_THREADS - 1) / ATT_THREADS;
@@ -1305,7 +1324,7 @@ extern "C" int fg_k_attn_prefill(struct fg_kctx *ctx, float *d_out, const float 
 	}
 	for (int r0 = 0; r0 < rows; r0 += per) {
 		int n = rows - r0 < per ? rows - r0 : per;
-		struct attn_pre pre = {d_knew, d_vnew, kv_row, q_row, pos0, r0};
+		struct attn_pre pre = {d_knew, d_vnew, kv_row, q_row, pos0, r0, d_pos0};
 
 		fg_launch_pdl(ctx, k, dim3(n, kv_heads, nchu), dim3(ATT_THREADS), smem, d_out, (float *)ctx->scratch,
 			      ctx->counters, d_q, d_kcache, d_vcache, grp, head_dim, cap, (const int32_t *)NULL, scale,
@@ -1314,11 +1333,31 @@ extern "C" int fg_k_attn_prefill(struct fg_kctx *ctx, float *d_out, const float 
 			return err->code;
 		fg_launch_pdl(ctx, attn_pre_combine, dim3(n, kv_heads, nz), dim3(ATT_THREADS),
 			      sizeof(float) * ATT_WARPS * (size_t)nchu, d_out, (const float *)ctx->scratch, grp, head_dim,
-			      cap, pos0, r0, chunk, nchu);
+			      cap, pos0, r0, chunk, nchu, d_pos0);
 		if (fg_launched("chunk attention combine", err))
 			return err->code;
 	}
 	return 0;
+}
+
+extern "C" int fg_k_attn_prefill(struct fg_kctx *ctx, float *d_out, const float *d_q, size_t q_row,
+				 const float *d_knew, const float *d_vnew, size_t kv_row, const float *d_kcache,
+				 const float *d_vcache, int rows, int heads, int kv_heads, int head_dim, int cap,
+				 int pos0, float scale, struct fg_err *err)
+{
+	return attn_prefill(ctx, d_out, d_q, q_row, d_knew, d_vnew, kv_row, d_kcache, d_vcache, rows, heads, kv_heads,
+			    head_dim, cap, pos0, NULL, scale, err);
+}
+
+extern "C" int fg_k_attn_prefill_at(struct fg_kctx *ctx, float *d_out, const float *d_q, size_t q_row,
+				    const float *d_knew, const float *d_vnew, size_t kv_row, const float *d_kcache,
+				    const float *d_vcache, int rows, int heads, int kv_heads, int head_dim, int cap,
+				    const int32_t *d_pos0, float scale, struct fg_err *err)
+{
+	if (!d_pos0)
+		return fg_err_set(err, FG_EINVAL, "chunk attention: no position");
+	return attn_prefill(ctx, d_out, d_q, q_row, d_knew, d_vnew, kv_row, d_kcache, d_vcache, rows, heads, kv_heads,
+			    head_dim, cap, 0, d_pos0, scale, err);
 }
 
 /* ---- softcap + argmax --------------------------------------------------------*/
