@@ -1104,7 +1104,9 @@ extern "C" int fg_k_int4_gemm(struct fg_kctx *ctx, float *d_y, const struct fg_k
 	if (rows > 1 && w->k % 4)
 		return fg_err_set(err, FG_EINVAL, "int4 gemm: k = %d is not a multiple of 4 (rows must stay aligned)",
 				  w->k);
-	e = w->kind == FG_INT4_I8 && rows > 1 ? fg_kint4_i8_gemm(ctx, d_y, w, d_x, d_x2, rows) : cudaErrorNotSupported;
+	e = w->kind == FG_INT4_I8 && rows > 1 ? fg_kint4_i8_rows(ctx, d_y, w, d_x, d_x2, rows) : cudaErrorNotSupported;
+	if (e == cudaErrorNotSupported && w->kind == FG_INT4_I8 && rows > 1)
+		e = fg_kint4_i8_gemm(ctx, d_y, w, d_x, d_x2, rows);
 	if (e == cudaErrorNotSupported) { /* the other kinds, one row, or a GEMM the device cannot take */
 		for (int r = 0; r < rows; r++) {
 			float *y = d_y + (size_t)r * w->n;

@@ -32,7 +32,8 @@
 
 #define IW 8                /* warps per block at most */
 #define IU 4                /* units each warp keeps in flight */
-#define IM 2                /* vectors per launch */
+#define IM 2                /* vectors per launch (rows split before: up to IMV) */
+#define IMV 8               /* rows per launch at most (int4_i8_rows) */
 #define ISMEM (46 * 1024)   /* staged parts and group data per block, at most */
 #define ISTAGE 1280         /* activations a block stages at most (i8_plan; docs/bench.md) */
 
@@ -44,13 +45,19 @@ __device__ __forceinline__ void mma_u8s8(int *c, const uint32_t *a, uint32_t b0,
 		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/* B columns per group for m vectors (4 parts each, in n-tiles of 8). */
+static __host__ __device__ constexpr int i8_cols(int m)
+{
+	return 8 * ((m + 1) / 2);
+}
+
 /* Shared bytes per unit of a slice: the parts (4 per element per vector)
- * and, per group, 8 column multipliers and 8 column offsets. */
+ * and, per group, i8_cols(m) column multipliers and column offsets. */
 static __host__ __device__ int i8_unit_bytes(int m, int group)
 {
 	int unit = group > FG_INT4_I8_CHUNK ? group : FG_INT4_I8_CHUNK;
 
-	return unit * FG_I8_PARTS * m + unit / group * 8 * 8;
+	return unit * FG_I8_PARTS * m + unit / group * i8_cols(m) * 8;
 }
 
 /* Lane's EPL consecutive inputs from element e (a multiple of 4 when EPL is),
@@ -174,6 +181,12 @@ __device__ __forceinline__ void i8_fetch(uint4 *wv, uint32_t *sv, const uint4 *w
 #pragma unroll
 	for (int q = 0; q < GU; q++)
 		sv[q] = __ldg(sq + (size_t)(u * GU + q) * 8);
+}
+
+__device__ __forceinline__ void i8_cp16(void *dst, const void *src)
+{
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src)
+		     : "memory");
 }
 
 /* M vectors (1 or 2); GG: the input is gelu_tanh(x) * x2 (M = 1); G: the
@@ -306,6 +319,189 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 		for (int s = 0; s < splits && row < npad; s++)
 			v += __ldcg(partial + ((size_t)s * IM + m) * npad + row);
 		if (row < n)
+			y[(size_t)m * ystride + row] = v;
+	}
+	if (threadIdx.x == 0)
+		counters[blockIdx.x] = 0; /* ready for the next launch (stream-ordered) */
+}
+
+/* int4_i8 on M = 2, 4 or 8 rows split before (mv of them given, the rest
+ * not stored), in the m = 1 plan: parts holds the rows as i8_split_rows
+ * leaves them (pair j's parts at parts + j * kpad * 8), pm their mult and
+ * then their bias ([pair][group][8] each). The block copies its slice of
+ * them into shared memory instead of splitting x, and runs one mma per row
+ * pair (an n-tile of 8 B columns) on each A fragment, so every row's sums
+ * are the M = 1 launch's. */
+template <int M, int G>
+__global__ void __launch_bounds__(IW * 32) int4_i8_rows(float *__restrict__ y, const uint4 *__restrict__ words,
+							const uint32_t *__restrict__ scales,
+							const unsigned char *__restrict__ parts, const float *__restrict__ pm,
+							float *__restrict__ partial, unsigned *__restrict__ counters, int n,
+							int kpad, int ntiles, int nch, int ngr, int units, int slice,
+							int splits, int tpb, int npad, int mv, int ystride,
+							const struct fg_kpf pf)
+{
+	constexpr int UE = G > FG_INT4_I8_CHUNK ? G : FG_INT4_I8_CHUNK; /* elements per unit */
+	constexpr int NC = UE / FG_INT4_I8_CHUNK;                       /* chunks per unit */
+	constexpr int GU = UE / G;                                      /* groups per unit */
+	constexpr int NT = M / 2;                                       /* n-tiles: row pairs */
+	extern __shared__ __align__(16) unsigned char sm[];
+	__shared__ float red[IW][16][M];
+	__shared__ int last;
+	int sp = blockIdx.y, nw = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	int g = lane >> 2, t = lane & 3, wpt = nw / tpb, wi = warp / tpb;
+	int tile = blockIdx.x * tpb + warp % tpb; /* this warp's tile */
+	int u0 = sp * slice, nu = tile < ntiles ? min(units, u0 + slice) - u0 : 0;
+	/* the slice's units; pair j's parts at sm + j * nus * UE * 8, mult and bias [j][group][8] */
+	int nus = min(units, u0 + slice) - u0, np = (mv + 1) / 2;
+	float *mult = (float *)(sm + (size_t)nus * UE * FG_I8_PARTS * M);
+	int *bias = (int *)(mult + nus * GU * 8 * NT);
+	const uint4 *wp = words + ((size_t)tile * nch + (size_t)u0 * NC) * 32 + lane;
+	const uint32_t *sq = scales + ((size_t)tile * ngr + (size_t)u0 * GU) * 8 + g;
+	uint4 wv[IU][NC];
+	uint32_t sv[IU][GU];
+	float acc0[NT], acc1[NT];
+
+#pragma unroll
+	for (int j = 0; j < NT; j++)
+		acc0[j] = acc1[j] = 0.0f;
+
+	fg_pdl_trigger();
+	fg_pf_issue(pf); /* a later kernel's weights into L2 (fg_kctx_prefetch) */
+	/* the first units' weights before waiting for the kernel that writes x */
+#pragma unroll
+	for (int uu = 0; uu < IU; uu++)
+		if (wi + uu * wpt < nu)
+			i8_fetch<NC, GU>(wv[uu], sv[uu], wp, sq, wi + uu * wpt);
+	fg_pdl_wait();
+	{ /* each pair's slice of the split rows, as it lies */
+		const int *pb = (const int *)(pm + (size_t)np * ngr * 8);
+		int nb = nus * UE * 8, ng = nus * GU * 8;
+
+		for (int j = 0; j < np; j++) {
+			const unsigned char *src = parts + ((size_t)j * kpad + (size_t)u0 * UE) * 8;
+
+			for (int o = threadIdx.x * 16; o < nb; o += blockDim.x * 16)
+				i8_cp16(sm + (size_t)j * nb + o, src + o);
+			for (int o = threadIdx.x * 4; o < ng; o += blockDim.x * 4) {
+				size_t at = (size_t)j * ngr * 8 + (size_t)u0 * GU * 8 + o;
+
+				i8_cp16(mult + j * ng + o, pm + at);
+				i8_cp16(bias + j * ng + o, pb + at);
+			}
+		}
+		asm volatile("cp.async.wait_all;" ::: "memory");
+	}
+	__syncthreads();
+	for (int base = wi; base < nu; base += wpt * IU) {
+#pragma unroll
+		for (int uu = 0; uu < IU; uu++) {
+			int u = base + uu * wpt, un = u + wpt * IU;
+
+			if (u < nu) {
+				uint4 cur[NC];
+				uint32_t cs[GU];
+				int c4[NT][4];
+
+#pragma unroll
+				for (int j = 0; j < NT; j++)
+					c4[j][0] = c4[j][1] = c4[j][2] = c4[j][3] = 0;
+
+#pragma unroll
+				for (int c = 0; c < NC; c++)
+					cur[c] = wv[uu][c];
+#pragma unroll
+				for (int q = 0; q < GU; q++)
+					cs[q] = sv[uu][q];
+				if (un < nu) /* the unit IU rounds ahead, into the freed registers */
+					i8_fetch<NC, GU>(wv[uu], sv[uu], wp, sq, un);
+#pragma unroll
+				for (int c = 0; c < NC; c++)
+#pragma unroll
+					for (int h = 0; h < 2; h++) {
+						int s = (u * NC + c) * 2 + h;
+						uint32_t w0 = h ? cur[c].z : cur[c].x, w1 = h ? cur[c].w : cur[c].y;
+						uint32_t a[4] = {w0 & 0x0F0F0F0Fu, w1 & 0x0F0F0F0Fu, (w0 >> 4) & 0x0F0F0F0Fu,
+								 (w1 >> 4) & 0x0F0F0F0Fu};
+#pragma unroll
+						for (int j = 0; j < NT; j++) {
+							uint2 b = make_uint2(0u, 0u);
+
+							if (j < np) {
+								b = *(const uint2 *)(sm + (size_t)j * nus * UE * 8 + s * 256 + t * 64 +
+										     g * 8);
+								mma_u8s8(c4[j], a, b.x, b.y);
+							}
+						}
+						if (G == 32 || (c == NC - 1 && h == 1)) { /* the end of a group */
+							int q = G == 32 ? h : 0, gl = u * GU + q;
+							float s0 = __uint_as_float(cs[q] << 16);
+							float s1 = __uint_as_float(cs[q] & 0xffff0000u);
+
+#pragma unroll
+							for (int j = 0; j < NT; j++) {
+								int mo = j * nus * GU * 8 + gl * 8 + 2 * t;
+								float2 mu = *(const float2 *)(mult + mo);
+								int2 bi = *(const int2 *)(bias + mo);
+
+								acc0[j] = fmaf(fmaf((float)(c4[j][1] - bi.y), mu.y,
+										    (float)(c4[j][0] - bi.x) * mu.x),
+									       s0, acc0[j]);
+								acc1[j] = fmaf(fmaf((float)(c4[j][3] - bi.y), mu.y,
+										    (float)(c4[j][2] - bi.x) * mu.x),
+									       s1, acc1[j]);
+								c4[j][0] = c4[j][1] = c4[j][2] = c4[j][3] = 0;
+							}
+						}
+					}
+			}
+		}
+	}
+#pragma unroll
+	for (int j = 0; j < NT; j++) { /* parts 0-1 + parts 2-3 of each vector, lane 4m of a pair's quad keeps it */
+		float o0 = acc0[j] + __shfl_xor_sync(0xffffffffu, acc0[j], 1);
+		float o1 = acc1[j] + __shfl_xor_sync(0xffffffffu, acc1[j], 1);
+		int m = 2 * j + (t >> 1);
+
+		if (!(t & 1) && m < M) {
+			red[warp][g][m] = o0;
+			red[warp][g + 8][m] = o1;
+		}
+	}
+	__syncthreads();
+	/* per tile, its warps in order (more outputs than threads: in turn) */
+	for (int i = threadIdx.x; i < 16 * M * tpb; i += blockDim.x) {
+		int r = i & 15, m = (i >> 4) % M, tl = (i >> 4) / M;
+		int row = (blockIdx.x * tpb + tl) * 16 + r;
+		float v = 0.0f;
+
+		for (int w = 0; w < wpt && row < npad; w++)
+			v += red[w * tpb + tl][r][m];
+		if (splits == 1) {
+			if (row < n && m < mv)
+				y[(size_t)m * ystride + row] = v;
+		} else if (row < npad) {
+			partial[((size_t)sp * M + m) * npad + row] = v;
+			__threadfence();
+		}
+	}
+	if (splits == 1)
+		return;
+	__syncthreads();
+	if (threadIdx.x == 0)
+		last = atomicAdd(&counters[blockIdx.x], 1u) == (unsigned)(splits - 1);
+	__syncthreads();
+	if (!last)
+		return;
+	__threadfence();
+	for (int i = threadIdx.x; i < 16 * M * tpb; i += blockDim.x) {
+		int r = i & 15, m = (i >> 4) % M, tl = (i >> 4) / M;
+		int row = (blockIdx.x * tpb + tl) * 16 + r;
+		float v = 0.0f;
+
+		for (int s = 0; s < splits && row < npad; s++)
+			v += __ldcg(partial + ((size_t)s * M + m) * npad + row);
+		if (row < n && m < mv)
 			y[(size_t)m * ystride + row] = v;
 	}
 	if (threadIdx.x == 0)
@@ -551,12 +747,6 @@ struct i8g {
 	static constexpr int AP = NC * 512 + GU * 32;                          /* bytes per unit and tile */
 	static constexpr __host__ __device__ int stage(int tp, int nw) { return DU * (tp * BP + nw * AP); }
 };
-
-__device__ __forceinline__ void i8_cp16(void *dst, const void *src)
-{
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src)
-		     : "memory");
-}
 
 __device__ __forceinline__ void i8_cp_commit(void)
 {
@@ -1042,5 +1232,106 @@ cudaError_t fg_kint4_i8_gemm(struct fg_kctx *ctx, float *d_y, const struct fg_ki
 	case 64: return i8_gemm_g<64>(ctx, d_y, w, d_x, d_x2, rows);
 	case 128: return i8_gemm_g<128>(ctx, d_y, w, d_x, d_x2, rows);
 	default: return i8_gemm_g<256>(ctx, d_y, w, d_x, d_x2, rows);
+	}
+}
+
+/* ---- a few rows: the matvec on rows split once ------------------------------
+ *
+ * 2..FG_I8_ROWS_MAX rows (a speculative verify, a short chunk):
+ * i8_split_rows splits each row once into the scratch, as for the GEMM;
+ * then one launch of int4_i8_rows in the m = 1 plan: the weights read once,
+ * one mma per row pair on each A fragment, each row the m = 1 launch's
+ * bits. Where the plan's slice of the rows would not fit I8_MV_SMEM of
+ * shared memory (a bound below every supported device's, so the choice is
+ * the same everywhere) or its splits' partial sums the matrix's buffer,
+ * the GEMM takes them. */
+#define I8_MV_SMEM (96 * 1024)
+
+static int i8_mv_m(int m)
+{
+	return m <= 2 ? 2 : m <= 4 ? 4 : 8;
+}
+
+static int i8_rows_ok(const struct fg_kint4 *w, int m)
+{
+	int splits, slice, wpt, tpb, mm = i8_mv_m(m);
+
+	if (m < 2 || m > IMV)
+		return 0;
+	i8_plan(w, 1, &splits, &slice, &wpt, &tpb);
+	return (size_t)slice * i8_unit_bytes(mm, w->group) <= I8_MV_SMEM && splits * mm <= w->max_splits * IM;
+}
+
+template <int M, int G>
+static cudaError_t i8_rows_launch(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w,
+				  const unsigned char *parts, const float *pm, int rows)
+{
+	static size_t allowed = 48 * 1024; /* the dynamic shared memory the kernel may take */
+	int splits, slice, wpt, tpb;
+	size_t smem;
+
+	i8_plan(w, 1, &splits, &slice, &wpt, &tpb); /* the m = 1 launch's order */
+	smem = (size_t)slice * i8_unit_bytes(M, w->group);
+	if (smem > allowed) {
+		if (cudaFuncSetAttribute(int4_i8_rows<M, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
+		    cudaSuccess) {
+			cudaGetLastError();
+			return cudaErrorNotSupported;
+		}
+		allowed = smem;
+	}
+	fg_launch_pdl(ctx, int4_i8_rows<M, G>, dim3((w->tiles + tpb - 1) / tpb, splits), dim3(wpt * tpb * 32), smem,
+		      d_y, (const uint4 *)w->d_words, (const uint32_t *)w->d_scales, parts, pm, w->d_partial,
+		      (unsigned *)w->d_counters, w->n, w->kpad, w->tiles, w->chunks, w->kpad / w->group, w->units, slice,
+		      splits, tpb, w->npad, rows, w->n, fg_pf_take(ctx));
+	return cudaGetLastError();
+}
+
+template <int G>
+static cudaError_t i8_rows_g(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
+			     const float *d_x2, int rows)
+{
+	int ngr = w->kpad / G, pairs = (rows + 1) / 2;
+	unsigned char *parts = (unsigned char *)ctx->scratch;
+	unsigned char *mult = parts + (size_t)pairs * w->kpad * 8;
+	unsigned char *bias = mult + (size_t)pairs * ngr * 8 * sizeof(float);
+	cudaError_t e;
+
+	if ((size_t)pairs * ((size_t)w->kpad * 8 + (size_t)ngr * 8 * 8) > ctx->scratch_bytes)
+		return cudaErrorNotSupported;
+	if (d_x2)
+		fg_launch_pdl(ctx, i8_split_rows<true, G>, dim3((ngr + 7) / 8, 2 * pairs), dim3(256), 0, parts,
+			      (float *)mult, (int *)bias, d_x, d_x2, w->k, w->kpad, ngr, rows);
+	else
+		fg_launch_pdl(ctx, i8_split_rows<false, G>, dim3((ngr + 7) / 8, 2 * pairs), dim3(256), 0, parts,
+			      (float *)mult, (int *)bias, d_x, d_x2, w->k, w->kpad, ngr, rows);
+	if ((e = cudaGetLastError()) != cudaSuccess)
+		return e;
+	switch (i8_mv_m(rows)) {
+	case 2: return i8_rows_launch<2, G>(ctx, d_y, w, parts, (const float *)mult, rows);
+	case 4: return i8_rows_launch<4, G>(ctx, d_y, w, parts, (const float *)mult, rows);
+	default: return i8_rows_launch<8, G>(ctx, d_y, w, parts, (const float *)mult, rows);
+	}
+}
+
+/* FG_I8_ROWS_MAX: the most rows that go this way (default 4: at 8 rows the
+ * GEMM measured as fast, docs/bench.md; 0: none) */
+static int i8_rows_max = -1;
+
+cudaError_t fg_kint4_i8_rows(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
+			     const float *d_x2, int rows)
+{
+	if (i8_rows_max < 0) {
+		const char *e = getenv("FG_I8_ROWS_MAX");
+
+		i8_rows_max = e ? (int)strtol(e, NULL, 10) : 4;
+	}
+	if (rows > i8_rows_max || !i8_rows_ok(w, rows))
+		return cudaErrorNotSupported;
+	switch (w->group) {
+	case 32: return i8_rows_g<32>(ctx, d_y, w, d_x, d_x2, rows);
+	case 64: return i8_rows_g<64>(ctx, d_y, w, d_x, d_x2, rows);
+	case 128: return i8_rows_g<128>(ctx, d_y, w, d_x, d_x2, rows);
+	default: return i8_rows_g<256>(ctx, d_y, w, d_x, d_x2, rows);
 	}
 }
