@@ -189,6 +189,57 @@ __device__ __forceinline__ void i8_cp16(void *dst, const void *src)
 		     : "memory");
 }
 
+/* Unit u's registers out of the ring into cur, cs, and the unit IU rounds
+ * ahead (un) fetched into the freed ones. */
+template <int NC, int GU>
+__device__ __forceinline__ void i8_take(uint4 *cur, uint32_t *cs, uint4 *wv, uint32_t *sv, const uint4 *wp,
+					const uint32_t *sq, int un, int nu)
+{
+#pragma unroll
+	for (int c = 0; c < NC; c++)
+		cur[c] = wv[c];
+#pragma unroll
+	for (int q = 0; q < GU; q++)
+		cs[q] = sv[q];
+	if (un < nu)
+		i8_fetch<NC, GU>(wv, sv, wp, sq, un);
+}
+
+/* Half h of a lane's 16 bytes as its A fragment: the nibbles n = q + 8 as
+ * unsigned bytes, one logic instruction per four. */
+__device__ __forceinline__ void i8_afrag(uint32_t *a, uint4 w, int h)
+{
+	uint32_t w0 = h ? w.z : w.x, w1 = h ? w.w : w.y;
+
+	a[0] = w0 & 0x0F0F0F0Fu;
+	a[1] = w1 & 0x0F0F0F0Fu;
+	a[2] = (w0 >> 4) & 0x0F0F0F0Fu;
+	a[3] = (w1 >> 4) & 0x0F0F0F0Fu;
+}
+
+/* A group's end for rows g and g + 8: acc += (c1 - b1) mu1 + (c0 - b0) mu0
+ * times the row's scale (the bf16 halves of cs), then the counts cleared. */
+__device__ __forceinline__ void i8_group_end(float *acc0, float *acc1, int *c4, float2 mu, int2 bi, uint32_t cs)
+{
+	float s0 = __uint_as_float(cs << 16);
+	float s1 = __uint_as_float(cs & 0xffff0000u);
+
+	*acc0 = fmaf(fmaf((float)(c4[1] - bi.y), mu.y, (float)(c4[0] - bi.x) * mu.x), s0, *acc0);
+	*acc1 = fmaf(fmaf((float)(c4[3] - bi.y), mu.y, (float)(c4[2] - bi.x) * mu.x), s1, *acc1);
+	c4[0] = c4[1] = c4[2] = c4[3] = 0;
+}
+
+/* Split-K: whether this block is its tile group's last split to finish
+ * (its partial sums written and fenced by the caller's threads). */
+__device__ __forceinline__ bool i8_last_split(unsigned *counters, int splits, int *last)
+{
+	__syncthreads();
+	if (threadIdx.x == 0)
+		*last = atomicAdd(&counters[blockIdx.x], 1u) == (unsigned)(splits - 1);
+	__syncthreads();
+	return *last;
+}
+
 /* M vectors (1 or 2); GG: the input is gelu_tanh(x) * x2 (M = 1); G: the
  * scale group. */
 template <int M, bool GG, int G>
@@ -239,39 +290,24 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 				uint32_t cs[GU];
 				int c4[4] = {0, 0, 0, 0};
 
-#pragma unroll
-				for (int c = 0; c < NC; c++)
-					cur[c] = wv[uu][c];
-#pragma unroll
-				for (int q = 0; q < GU; q++)
-					cs[q] = sv[uu][q];
-				if (un < nu) /* the unit IU rounds ahead, into the freed registers */
-					i8_fetch<NC, GU>(wv[uu], sv[uu], wp, sq, un);
+				i8_take<NC, GU>(cur, cs, wv[uu], sv[uu], wp, sq, un, nu);
 #pragma unroll
 				for (int c = 0; c < NC; c++)
 #pragma unroll
 					for (int h = 0; h < 2; h++) {
 						int s = (u * NC + c) * 2 + h;
-						uint32_t w0 = h ? cur[c].z : cur[c].x, w1 = h ? cur[c].w : cur[c].y;
-						uint32_t a[4] = {w0 & 0x0F0F0F0Fu, w1 & 0x0F0F0F0Fu, (w0 >> 4) & 0x0F0F0F0Fu,
-								 (w1 >> 4) & 0x0F0F0F0Fu};
+						uint32_t a[4];
 						uint2 b = make_uint2(0u, 0u);
 
+						i8_afrag(a, cur[c], h);
 						if (g < 4 * M)
 							b = *(const uint2 *)(sm + s * SB + t * (32 * M) + g * 8);
 						mma_u8s8(c4, a, b.x, b.y);
 						if (G == 32 || (c == NC - 1 && h == 1)) { /* the end of a group */
 							int q = G == 32 ? h : 0, gl = u * GU + q;
-							float2 mu = *(const float2 *)(mult + gl * 8 + 2 * t);
-							int2 bi = *(const int2 *)(bias + gl * 8 + 2 * t);
-							float s0 = __uint_as_float(cs[q] << 16);
-							float s1 = __uint_as_float(cs[q] & 0xffff0000u);
 
-							acc0 = fmaf(fmaf((float)(c4[1] - bi.y), mu.y, (float)(c4[0] - bi.x) * mu.x),
-								    s0, acc0);
-							acc1 = fmaf(fmaf((float)(c4[3] - bi.y), mu.y, (float)(c4[2] - bi.x) * mu.x),
-								    s1, acc1);
-							c4[0] = c4[1] = c4[2] = c4[3] = 0;
+							i8_group_end(&acc0, &acc1, c4, *(const float2 *)(mult + gl * 8 + 2 * t),
+								     *(const int2 *)(bias + gl * 8 + 2 * t), cs[q]);
 						}
 					}
 			}
@@ -302,13 +338,7 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 			__threadfence();
 		}
 	}
-	if (splits == 1)
-		return;
-	__syncthreads();
-	if (threadIdx.x == 0)
-		last = atomicAdd(&counters[blockIdx.x], 1u) == (unsigned)(splits - 1);
-	__syncthreads();
-	if (!last)
+	if (splits == 1 || !i8_last_split(counters, splits, &last))
 		return;
 	__threadfence();
 	if (threadIdx.x < 16 * M * tpb) {
@@ -406,23 +436,15 @@ __global__ void __launch_bounds__(IW * 32) int4_i8_rows(float *__restrict__ y, c
 #pragma unroll
 				for (int j = 0; j < NT; j++)
 					c4[j][0] = c4[j][1] = c4[j][2] = c4[j][3] = 0;
-
-#pragma unroll
-				for (int c = 0; c < NC; c++)
-					cur[c] = wv[uu][c];
-#pragma unroll
-				for (int q = 0; q < GU; q++)
-					cs[q] = sv[uu][q];
-				if (un < nu) /* the unit IU rounds ahead, into the freed registers */
-					i8_fetch<NC, GU>(wv[uu], sv[uu], wp, sq, un);
+				i8_take<NC, GU>(cur, cs, wv[uu], sv[uu], wp, sq, un, nu);
 #pragma unroll
 				for (int c = 0; c < NC; c++)
 #pragma unroll
 					for (int h = 0; h < 2; h++) {
 						int s = (u * NC + c) * 2 + h;
-						uint32_t w0 = h ? cur[c].z : cur[c].x, w1 = h ? cur[c].w : cur[c].y;
-						uint32_t a[4] = {w0 & 0x0F0F0F0Fu, w1 & 0x0F0F0F0Fu, (w0 >> 4) & 0x0F0F0F0Fu,
-								 (w1 >> 4) & 0x0F0F0F0Fu};
+						uint32_t a[4];
+
+						i8_afrag(a, cur[c], h);
 #pragma unroll
 						for (int j = 0; j < NT; j++) {
 							uint2 b = make_uint2(0u, 0u);
@@ -435,22 +457,13 @@ __global__ void __launch_bounds__(IW * 32) int4_i8_rows(float *__restrict__ y, c
 						}
 						if (G == 32 || (c == NC - 1 && h == 1)) { /* the end of a group */
 							int q = G == 32 ? h : 0, gl = u * GU + q;
-							float s0 = __uint_as_float(cs[q] << 16);
-							float s1 = __uint_as_float(cs[q] & 0xffff0000u);
 
 #pragma unroll
 							for (int j = 0; j < NT; j++) {
 								int mo = j * nus * GU * 8 + gl * 8 + 2 * t;
-								float2 mu = *(const float2 *)(mult + mo);
-								int2 bi = *(const int2 *)(bias + mo);
 
-								acc0[j] = fmaf(fmaf((float)(c4[j][1] - bi.y), mu.y,
-										    (float)(c4[j][0] - bi.x) * mu.x),
-									       s0, acc0[j]);
-								acc1[j] = fmaf(fmaf((float)(c4[j][3] - bi.y), mu.y,
-										    (float)(c4[j][2] - bi.x) * mu.x),
-									       s1, acc1[j]);
-								c4[j][0] = c4[j][1] = c4[j][2] = c4[j][3] = 0;
+								i8_group_end(&acc0[j], &acc1[j], c4[j], *(const float2 *)(mult + mo),
+									     *(const int2 *)(bias + mo), cs[q]);
 							}
 						}
 					}
@@ -485,13 +498,7 @@ __global__ void __launch_bounds__(IW * 32) int4_i8_rows(float *__restrict__ y, c
 			__threadfence();
 		}
 	}
-	if (splits == 1)
-		return;
-	__syncthreads();
-	if (threadIdx.x == 0)
-		last = atomicAdd(&counters[blockIdx.x], 1u) == (unsigned)(splits - 1);
-	__syncthreads();
-	if (!last)
+	if (splits == 1 || !i8_last_split(counters, splits, &last))
 		return;
 	__threadfence();
 	for (int i = threadIdx.x; i < 16 * M * tpb; i += blockDim.x) {
