@@ -78,6 +78,35 @@ require.cache[authPath].exports = function wrapped(...args) {
   };
 };
 
+// s3rver 3.7.1's FilesystemStore.putObject answers once the bytes are
+// handed to the file's write stream, not once they are written, so a listing
+// right after a PUT can see the object short ("listed with 0 bytes", seen
+// under load). S3 itself is read-after-write consistent: the launcher's
+// putObject returns only when the file holds every byte.
+const FilesystemStore = require(path.join(nm, 's3rver', 'lib', 'stores', 'filesystem'));
+const nodefs = require('fs');
+const { Readable, Transform } = require('stream');
+const { pipeline } = require('stream/promises');
+FilesystemStore.prototype.putObject = async function putObjectWritten(object) {
+  const file = this.getResourcePath(object.bucket, object.key, 'object');
+  const md5 = crypto.createHash('md5');
+  let size = 0;
+  const count = new Transform({
+    transform(chunk, enc, cb) {
+      md5.update(chunk);
+      size += chunk.length;
+      cb(null, chunk);
+    },
+  });
+  const src = Buffer.isBuffer(object.content) ? Readable.from([object.content]) : object.content;
+
+  await nodefs.promises.mkdir(path.dirname(file), { recursive: true });
+  await pipeline(src, count, nodefs.createWriteStream(file));
+  const hex = md5.digest('hex');
+  await this.putMetadata(object.bucket, object.key, object.metadata, hex);
+  return { size, md5: hex };
+};
+
 const S3rver = require(path.join(nm, 's3rver'));
 const { DUMMY_ACCOUNT } = require(path.join(nm, 's3rver', 'lib', 'models', 'account'));
 for (const [k, v] of secrets) if (k !== 'S3RVER') DUMMY_ACCOUNT.createKeyPair(k, v);
