@@ -22,20 +22,11 @@
 
 #include "json.h"
 
-#define STOP_MAX 4
-
 struct job {
 	pthread_cond_t cv;
 	int refs;
 	struct job *next;
-	/* request */
-	int chat, stream;
-	int echo_ids;           /* return_token_ids: the prompt's ids in the answer */
-	int32_t *prompt;
-	size_t n_prompt;
-	int max_tokens;
-	char *stops[STOP_MAX];
-	size_t n_stops, holdback;
+	struct fg_server_req in; /* the request, parsed */
 	char id[48];
 	long long created;
 	/* output */
@@ -69,6 +60,7 @@ struct fg_server {
 	enum fg_chat_format format; /* chat prompts' turn format */
 	int32_t end_of_turn;    /* the format's end-of-turn token, or -1 */
 	int32_t tok_eos;
+	struct fg_server_limits limits; /* what requests are parsed against */
 };
 
 /* Per-request state kept by MHD across handler calls. */
@@ -82,16 +74,12 @@ struct req {
 
 static void job_release(struct fg_server *s, struct job *j)
 {
-	size_t i;
-
 	/* called with s->mu held */
 	if (--j->refs > 0)
 		return;
 	pthread_cond_destroy(&j->cv);
-	free(j->prompt);
+	fg_server_req_release(&j->in);
 	free(j->ids);
-	for (i = 0; i < j->n_stops; i++)
-		free(j->stops[i]);
 	fg_buf_release(&j->text);
 	fg_buf_release(&j->sse);
 	free((char *)j - sizeof(struct fg_server *));
@@ -201,9 +189,9 @@ static int on_token(void *user, int32_t token, const float *logits, int n_vocab)
 			snprintf(j->errmsg, sizeof(j->errmsg), "cannot decode token %d", (int)token);
 			stop = 1;
 		}
-		for (i = 0; !stop && i < j->n_stops; i++) {
+		for (i = 0; !stop && i < j->in.n_stops; i++) {
 			const char *hit = memmem(j->text.data ? j->text.data : "", j->text.len,
-						 j->stops[i], strlen(j->stops[i]));
+						 j->in.stops[i], strlen(j->in.stops[i]));
 
 			if (hit) {
 				j->text.len = (size_t)(hit - j->text.data);
@@ -244,8 +232,8 @@ static void *worker_main(void *arg)
 		g.s = s;
 		g.j = j;
 		rc = j->cancelled ? 0
-				  : fg_engine_generate_ids(s->e, j->prompt, j->n_prompt, j->max_tokens, on_token,
-						       &g, &err);
+				  : fg_engine_generate_ids(s->e, j->in.prompt, j->in.n_prompt, j->in.max_tokens,
+							   on_token, &g, &err);
 
 		pthread_mutex_lock(&s->mu);
 		if (rc && !j->failed) {
@@ -318,16 +306,26 @@ static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, con
 
 /* ---- request parsing ---- */
 
-/* Fills j from the request body; on a client error returns FG_EINVAL with
- * err->msg and *param naming the field. */
-static int parse_request(struct fg_server *s, struct job *j, const cJSON *req, const char **param,
-			 struct fg_err *err)
+void fg_server_req_release(struct fg_server_req *r)
+{
+	size_t i;
+
+	free(r->prompt);
+	r->prompt = NULL;
+	r->n_prompt = 0;
+	for (i = 0; i < r->n_stops; i++)
+		free(r->stops[i]);
+	r->n_stops = 0;
+}
+
+int fg_server_parse_request(struct fg_server_req *r, const struct fg_server_limits *l,
+			    const cJSON *req, const char **param, struct fg_err *err)
 {
 	const cJSON *v;
-	int max_seq = fg_engine_max_seq(s->e), nv = fg_engine_vocab_size(s->e);
+	int max_seq = l->max_seq, nv = l->n_vocab;
 	size_t i;
 	int rc = 0;
-	long long mt = -1;
+	long long mt = -1, gen = -1;
 
 	*param = NULL;
 	if (!cJSON_IsObject(req))
@@ -342,19 +340,20 @@ static int parse_request(struct fg_server *s, struct job *j, const cJSON *req, c
 		*param = "stream";
 		return fg_err_set(err, FG_EINVAL, "stream: expected true or false");
 	}
-	j->stream = cJSON_IsTrue(v);
+	r->stream = cJSON_IsTrue(v);
 	v = cJSON_GetObjectItemCaseSensitive(req, "return_token_ids");
 	if (v && !cJSON_IsBool(v) && !cJSON_IsNull(v)) {
 		*param = "return_token_ids";
 		return fg_err_set(err, FG_EINVAL, "return_token_ids: expected true or false");
 	}
-	j->echo_ids = cJSON_IsTrue(v);
+	r->echo_ids = cJSON_IsTrue(v);
 	v = cJSON_GetObjectItemCaseSensitive(req, "max_tokens");
 	if (!v)
 		v = cJSON_GetObjectItemCaseSensitive(req, "max_completion_tokens");
 	if (v && !cJSON_IsNull(v)) {
-		if (!cJSON_IsNumber(v) || v->valuedouble != (double)(long long)v->valuedouble ||
-		    v->valuedouble < 1 || v->valuedouble > 1e9) {
+		/* the range first: converting 1e300 to an integer is undefined */
+		if (!cJSON_IsNumber(v) || !(v->valuedouble >= 1 && v->valuedouble <= 1e9) ||
+		    v->valuedouble != (double)(long long)v->valuedouble) {
 			*param = "max_tokens";
 			return fg_err_set(err, FG_EINVAL, "max_tokens: expected a positive integer");
 		}
@@ -363,13 +362,13 @@ static int parse_request(struct fg_server *s, struct job *j, const cJSON *req, c
 	v = cJSON_GetObjectItemCaseSensitive(req, "stop");
 	if (cJSON_IsString(v)) {
 		if (v->valuestring[0])
-			j->stops[j->n_stops++] = strdup(v->valuestring);
+			r->stops[r->n_stops++] = strdup(v->valuestring);
 	} else if (cJSON_IsArray(v)) {
 		const cJSON *it;
 
-		if (cJSON_GetArraySize(v) > STOP_MAX) {
+		if (cJSON_GetArraySize(v) > FG_SERVER_STOP_MAX) {
 			*param = "stop";
-			return fg_err_set(err, FG_EINVAL, "stop: at most %d strings", STOP_MAX);
+			return fg_err_set(err, FG_EINVAL, "stop: at most %d strings", FG_SERVER_STOP_MAX);
 		}
 		cJSON_ArrayForEach(it, v) {
 			if (!cJSON_IsString(it)) {
@@ -377,23 +376,23 @@ static int parse_request(struct fg_server *s, struct job *j, const cJSON *req, c
 				return fg_err_set(err, FG_EINVAL, "stop: expected strings");
 			}
 			if (it->valuestring[0])
-				j->stops[j->n_stops++] = strdup(it->valuestring);
+				r->stops[r->n_stops++] = strdup(it->valuestring);
 		}
 	} else if (v && !cJSON_IsNull(v)) {
 		*param = "stop";
 		return fg_err_set(err, FG_EINVAL, "stop: expected a string or an array of strings");
 	}
-	for (i = 0; i < j->n_stops; i++) {
-		if (!j->stops[i])
+	for (i = 0; i < r->n_stops; i++) {
+		if (!r->stops[i])
 			return fg_err_set(err, FG_ENOMEM, "out of memory");
-		if (strlen(j->stops[i]) > j->holdback)
-			j->holdback = strlen(j->stops[i]);
+		if (strlen(r->stops[i]) > r->holdback)
+			r->holdback = strlen(r->stops[i]);
 	}
-	if (j->holdback)
-		j->holdback--;
+	if (r->holdback)
+		r->holdback--;
 
-	if (j->chat) {
-		if (!s->tok) {
+	if (r->chat) {
+		if (!l->tok) {
 			*param = "messages";
 			return fg_err_set(err, FG_EINVAL, "this model has no tokenizer: chat needs one");
 		}
@@ -410,7 +409,7 @@ static int parse_request(struct fg_server *s, struct job *j, const cJSON *req, c
 							  "by this server");
 		}
 		*param = "messages";
-		rc = fg_chat_encode(&j->prompt, &j->n_prompt, s->tok, s->format,
+		rc = fg_chat_encode(&r->prompt, &r->n_prompt, l->tok, l->format,
 				    cJSON_GetObjectItemCaseSensitive(req, "messages"), err);
 		if (rc)
 			return rc;
@@ -422,57 +421,67 @@ static int parse_request(struct fg_server *s, struct job *j, const cJSON *req, c
 			v = cJSON_GetArrayItem(v, 0);
 		*param = "prompt";
 		if (cJSON_IsString(v)) {
-			if (!s->tok)
+			if (!l->tok)
 				return fg_err_set(err, FG_EINVAL, "this model has no tokenizer: send token ids");
-			rc = fg_tokenizer_encode(s->tok, v->valuestring, strlen(v->valuestring),
-						 FG_TOK_ADD_SPECIAL, &j->prompt, &j->n_prompt, err);
+			rc = fg_tokenizer_encode(l->tok, v->valuestring, strlen(v->valuestring),
+						 FG_TOK_ADD_SPECIAL, &r->prompt, &r->n_prompt, err);
 			if (rc)
 				return rc;
 		} else if (cJSON_IsArray(v)) {
 			const cJSON *it;
 			size_t n = (size_t)cJSON_GetArraySize(v);
 
-			j->prompt = malloc((n ? n : 1) * sizeof(int32_t));
-			if (!j->prompt)
+			r->prompt = malloc((n ? n : 1) * sizeof(int32_t));
+			if (!r->prompt)
 				return fg_err_set(err, FG_ENOMEM, "out of memory");
 			cJSON_ArrayForEach(it, v) {
 				if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble >= nv ||
 				    it->valuedouble != (double)(int)it->valuedouble)
 					return fg_err_set(err, FG_EINVAL, "prompt: token ids must be integers in "
 									  "0..%d (one prompt per request)", nv - 1);
-				j->prompt[j->n_prompt++] = (int32_t)it->valuedouble;
+				r->prompt[r->n_prompt++] = (int32_t)it->valuedouble;
 			}
 		} else
 			return fg_err_set(err, FG_EINVAL, "prompt: expected a string or an array of "
 							  "token ids");
 		*param = NULL;
 	}
-	if (j->n_prompt == 0) {
-		*param = j->chat ? "messages" : "prompt";
+	if (r->n_prompt == 0) {
+		*param = r->chat ? "messages" : "prompt";
 		return fg_err_set(err, FG_EINVAL, "the prompt is empty");
 	}
-	if ((long long)j->n_prompt >= max_seq) {
-		*param = j->chat ? "messages" : "prompt";
+	for (i = 0; i < r->n_prompt; i++)
+		if (r->prompt[i] < 0 || r->prompt[i] >= nv) {
+			/* a tokenizer with more ids than the model: refused here, not
+			 * as a failed generation */
+			*param = r->chat ? "messages" : "prompt";
+			return fg_err_set(err, FG_EINVAL, "the prompt holds token id %ld, beyond this "
+							  "model's %d", (long)r->prompt[i], nv);
+		}
+	if ((long long)r->n_prompt >= max_seq) {
+		*param = r->chat ? "messages" : "prompt";
 		return fg_err_set(err, FG_EINVAL, "the prompt has %zu tokens; this model's context is %d",
-				  j->n_prompt, max_seq);
+				  r->n_prompt, max_seq);
 	}
-	if (mt < 0 && fg_engine_gen_max_new(s->e, j->n_prompt) >= 1) {
+	if (mt < 0 && l->gen_max_new)
+		gen = l->gen_max_new(l->gen_ud, r->n_prompt);
+	if (mt < 0 && gen >= 1) {
 		/* generation_config.json's max_new_tokens / max_length, as the
 		 * default, within what the context leaves */
-		mt = fg_engine_gen_max_new(s->e, j->n_prompt);
-		if (mt > max_seq - (long long)j->n_prompt)
-			mt = max_seq - (long long)j->n_prompt;
+		mt = gen;
+		if (mt > max_seq - (long long)r->n_prompt)
+			mt = max_seq - (long long)r->n_prompt;
 	}
 	if (mt < 0)
-		mt = j->chat ? max_seq - (long long)j->n_prompt
-			     : (16 < max_seq - (long long)j->n_prompt ? 16
-								       : max_seq - (long long)j->n_prompt);
-	if (mt + (long long)j->n_prompt > max_seq) {
+		mt = r->chat ? max_seq - (long long)r->n_prompt
+			     : (16 < max_seq - (long long)r->n_prompt ? 16
+								       : max_seq - (long long)r->n_prompt);
+	if (mt + (long long)r->n_prompt > max_seq) {
 		*param = "max_tokens";
 		return fg_err_set(err, FG_EINVAL, "max_tokens %lld + %zu prompt tokens exceed this "
-						  "model's context of %d", mt, j->n_prompt, max_seq);
+						  "model's context of %d", mt, r->n_prompt, max_seq);
 	}
-	j->max_tokens = (int)mt;
+	r->max_tokens = (int)mt;
 	return 0;
 }
 
@@ -482,9 +491,9 @@ static cJSON *usage_obj(const struct job *j)
 {
 	cJSON *u = cJSON_CreateObject();
 
-	cJSON_AddNumberToObject(u, "prompt_tokens", (double)j->n_prompt);
+	cJSON_AddNumberToObject(u, "prompt_tokens", (double)j->in.n_prompt);
 	cJSON_AddNumberToObject(u, "completion_tokens", (double)j->n_ids);
-	cJSON_AddNumberToObject(u, "total_tokens", (double)(j->n_prompt + j->n_ids));
+	cJSON_AddNumberToObject(u, "total_tokens", (double)(j->in.n_prompt + j->n_ids));
 	return u;
 }
 
@@ -512,12 +521,12 @@ static cJSON *envelope(const struct fg_server *s, const struct job *j, const cha
 /* The whole answer of a finished non-stream job. */
 static cJSON *final_response(const struct fg_server *s, const struct job *j)
 {
-	cJSON *r = envelope(s, j, j->chat ? "chat.completion" : "text_completion");
+	cJSON *r = envelope(s, j, j->in.chat ? "chat.completion" : "text_completion");
 	cJSON *ch = cJSON_AddArrayToObject(r, "choices"), *c = cJSON_CreateObject();
 	char *text = utf8_clean(j->text.data ? j->text.data : "", j->text.len);
 
 	cJSON_AddNumberToObject(c, "index", 0);
-	if (j->chat) {
+	if (j->in.chat) {
 		cJSON *m = cJSON_AddObjectToObject(c, "message");
 
 		cJSON_AddStringToObject(m, "role", "assistant");
@@ -531,8 +540,8 @@ static cJSON *final_response(const struct fg_server *s, const struct job *j)
 	cJSON_AddItemToObject(c, "token_ids", ids_array(j->ids, j->n_ids));
 	cJSON_AddItemToArray(ch, c);
 	cJSON_AddItemToObject(r, "usage", usage_obj(j));
-	if (j->echo_ids)
-		cJSON_AddItemToObject(r, "prompt_token_ids", ids_array(j->prompt, j->n_prompt));
+	if (j->in.echo_ids)
+		cJSON_AddItemToObject(r, "prompt_token_ids", ids_array(j->in.prompt, j->in.n_prompt));
 	return r;
 }
 
@@ -540,7 +549,7 @@ static cJSON *final_response(const struct fg_server *s, const struct job *j)
 static int sse_chunk(const struct fg_server *s, struct job *j, const char *text, size_t len,
 		     const char *finish, int role)
 {
-	cJSON *r = envelope(s, j, j->chat ? "chat.completion.chunk" : "text_completion");
+	cJSON *r = envelope(s, j, j->in.chat ? "chat.completion.chunk" : "text_completion");
 	cJSON *ch = cJSON_AddArrayToObject(r, "choices"), *c = cJSON_CreateObject();
 	char *t = NULL;
 	int rc;
@@ -553,7 +562,7 @@ static int sse_chunk(const struct fg_server *s, struct job *j, const char *text,
 		}
 	}
 	cJSON_AddNumberToObject(c, "index", 0);
-	if (j->chat) {
+	if (j->in.chat) {
 		cJSON *d = cJSON_AddObjectToObject(c, "delta");
 
 		if (role)
@@ -571,8 +580,8 @@ static int sse_chunk(const struct fg_server *s, struct job *j, const char *text,
 	cJSON_AddItemToArray(ch, c);
 	if (finish)
 		cJSON_AddItemToObject(r, "usage", usage_obj(j));
-	if (finish && j->echo_ids)
-		cJSON_AddItemToObject(r, "prompt_token_ids", ids_array(j->prompt, j->n_prompt));
+	if (finish && j->in.echo_ids)
+		cJSON_AddItemToObject(r, "prompt_token_ids", ids_array(j->in.prompt, j->in.n_prompt));
 	rc = fg_buf_puts(&j->sse, "data: ", NULL);
 	if (!rc)
 		rc = fg_json_write(&j->sse, r, 0, NULL);
@@ -608,7 +617,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 			n = MHD_CONTENT_READER_END_OF_STREAM;
 			break;
 		}
-		if (j->chat && !j->sent_role) {
+		if (j->in.chat && !j->sent_role) {
 			j->sent_role = 1;
 			if (sse_chunk(s, j, NULL, 0, NULL, 1)) {
 				n = MHD_CONTENT_READER_END_WITH_ERROR;
@@ -618,7 +627,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 		}
 		{
 			size_t safe = j->done ? j->text.len
-					      : (j->text.len > j->holdback ? j->text.len - j->holdback : 0);
+					      : (j->text.len > j->in.holdback ? j->text.len - j->in.holdback : 0);
 
 			if (!j->done)
 				safe = utf8_whole(j->text.data ? j->text.data : "", safe);
@@ -697,7 +706,7 @@ static int enqueue(struct fg_server *s, struct job *j, int *draining)
 	s->tail = j;
 	s->waiting++;
 	s->active++;
-	snprintf(j->id, sizeof(j->id), "%s-%llu", j->chat ? "chatcmpl" : "cmpl", ++s->next_id);
+	snprintf(j->id, sizeof(j->id), "%s-%llu", j->in.chat ? "chatcmpl" : "cmpl", ++s->next_id);
 	pthread_cond_broadcast(&s->cv);
 	return 0;
 }
@@ -735,8 +744,8 @@ static enum MHD_Result handle_generate(struct fg_server *s, struct MHD_Connectio
 		cJSON_Delete(body);
 		return send_error(c, 500, "server_error", NULL, "out of memory");
 	}
-	j->chat = chat;
-	rc = parse_request(s, j, body, &param, &err);
+	j->in.chat = chat;
+	rc = fg_server_parse_request(&j->in, &s->limits, body, &param, &err);
 	cJSON_Delete(body);
 	pthread_mutex_lock(&s->mu);
 	if (rc) {
@@ -755,7 +764,7 @@ static enum MHD_Result handle_generate(struct fg_server *s, struct MHD_Connectio
 		return send_error(c, MHD_HTTP_TOO_MANY_REQUESTS, "rate_limit_error", NULL,
 				  "the queue is full (%d waiting); retry later", s->o.max_queue);
 	}
-	if (j->stream) {
+	if (j->in.stream) {
 		struct MHD_Response *r;
 
 		pthread_mutex_unlock(&s->mu);
@@ -908,6 +917,11 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 
 /* ---- lifecycle ---- */
 
+static long long engine_gen_max_new(const void *e, size_t n_prompt)
+{
+	return fg_engine_gen_max_new(e, n_prompt);
+}
+
 int fg_server_new(struct fg_server **out, struct fg_engine *e, const struct fg_tokenizer *tok,
 		  const struct fg_server_opts *opts, struct fg_err *err)
 {
@@ -931,6 +945,12 @@ int fg_server_new(struct fg_server **out, struct fg_engine *e, const struct fg_t
 	s->format = s->o.chat_format != FG_CHAT_NONE ? s->o.chat_format : fg_chat_detect(tok);
 	s->end_of_turn = fg_chat_end_of_turn_id(tok, s->format);
 	s->tok_eos = tok ? fg_tokenizer_eos_id(tok) : -1;
+	s->limits.tok = tok;
+	s->limits.format = s->format;
+	s->limits.max_seq = fg_engine_max_seq(e);
+	s->limits.n_vocab = fg_engine_vocab_size(e);
+	s->limits.gen_max_new = engine_gen_max_new;
+	s->limits.gen_ud = e;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
 	*out = s;

@@ -35,6 +35,42 @@ struct fg_server_opts {
 
 struct fg_server;
 
+/* ---- request bodies (pure; fuzzed by tests/fuzz/fuzz_request.c) ---- */
+
+#define FG_SERVER_STOP_MAX 4
+
+/* What a request body is checked against. */
+struct fg_server_limits {
+	const struct fg_tokenizer *tok; /* borrowed; NULL: token-id prompts only */
+	enum fg_chat_format format;     /* chat prompts' turn format */
+	int max_seq;                    /* the model's context, tokens */
+	int n_vocab;                    /* token ids allowed: 0..n_vocab-1 */
+	/* generation_config.json's default new tokens for a prompt of n_prompt
+	 * tokens, or -1 (fg_engine_gen_max_new); may be NULL */
+	long long (*gen_max_new)(const void *ud, size_t n_prompt);
+	const void *gen_ud;
+};
+
+/* A completion or chat request, parsed. */
+struct fg_server_req {
+	int chat;               /* set by the caller: /v1/chat/completions */
+	int stream;
+	int echo_ids;           /* return_token_ids: the prompt's ids in the answer */
+	int32_t *prompt;        /* n_prompt ids, each in 0..n_vocab-1 (owned) */
+	size_t n_prompt;        /* 1..max_seq-1 */
+	int max_tokens;         /* >= 1 (unless the context is full), n_prompt + max_tokens <= max_seq */
+	char *stops[FG_SERVER_STOP_MAX]; /* non-empty stop strings (owned) */
+	size_t n_stops;
+	size_t holdback;        /* longest stop string's length - 1: text held back while streaming */
+};
+
+/* Fills r (zeroed but for chat) from a request body. On a client error
+ * returns FG_EINVAL with a one-line err->msg and *param naming the field
+ * (or NULL); FG_ENOMEM when out of memory. Either way the caller releases r. */
+int fg_server_parse_request(struct fg_server_req *r, const struct fg_server_limits *l,
+			    const cJSON *req, const char **param, struct fg_err *err);
+void fg_server_req_release(struct fg_server_req *r);
+
 /* engine and tok are borrowed and must outlive the server; tok may be NULL
  * (then only token-id prompts work and responses carry ids, no text). */
 int fg_server_new(struct fg_server **out, struct fg_engine *e, const struct fg_tokenizer *tok,
