@@ -456,7 +456,8 @@ int fg_keepset_read(unsigned char **member, int32_t *k, int32_t *full_vocab, con
 	cJSON_ArrayForEach(it, ids) {
 		double d = it->valuedouble;
 
-		if (!cJSON_IsNumber(it) || d != (double)(long long)d || d < 0 || d >= (double)fv) {
+		/* the range first: converting 1e300 to an integer is undefined */
+		if (!cJSON_IsNumber(it) || !(d >= 0 && d < (double)fv) || d != (double)(long long)d) {
 			rc = fg_err_set(err, FG_EFORMAT, "%s: keep_ids[%zu] is not an id in 0..%lld", path, n,
 					fv - 1);
 			goto done;
