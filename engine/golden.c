@@ -2,6 +2,7 @@
 #include "engine/golden.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -470,8 +471,10 @@ int fg_golden_replay(struct fg_golden_result *res, struct fg_engine *e, const cJ
 			if (!cJSON_IsNumber(it))
 				return fg_err_set(err, FG_EFORMAT, "golden transcript: eos_token_ids holds a "
 								 "non-number");
-			if (!fg_engine_is_eos(e, (int32_t)it->valuedouble) ||
-			    it->valuedouble != (double)(int32_t)it->valuedouble)
+			/* the range first: converting 1e300 to an integer is undefined */
+			if (!(it->valuedouble >= INT32_MIN && it->valuedouble <= INT32_MAX) ||
+			    it->valuedouble != floor(it->valuedouble) ||
+			    !fg_engine_is_eos(e, (int32_t)it->valuedouble))
 				res->eos_same = 0;
 		}
 		for (k = 0; k < ne; k++) {
@@ -507,7 +510,10 @@ int fg_golden_replay(struct fg_golden_result *res, struct fg_engine *e, const cJ
 			const cJSON *wc = cJSON_GetArrayItem(want_ch, s), *gc = cJSON_GetArrayItem(ch, s);
 
 			res->steps++;
-			if (!cJSON_IsNumber(wt) || !cJSON_IsString(wc)) {
+			/* a recorded token that is no token id is malformed, not a
+			 * mismatch (its int32 would be undefined) */
+			if (!cJSON_IsNumber(wt) || !(wt->valuedouble >= 0 && wt->valuedouble <= INT32_MAX) ||
+			    wt->valuedouble != floor(wt->valuedouble) || !cJSON_IsString(wc)) {
 				rc = fg_err_set(err, FG_EFORMAT, "golden transcript: prompt %d step %d "
 								 "malformed", pi, s);
 				break;
