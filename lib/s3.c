@@ -506,7 +506,9 @@ static size_t header_cb(char *line, size_t size, size_t nmemb, void *ud)
 		x->retry_after = -1;
 		while (sp && sp < line + n && *sp == ' ')
 			sp++;
-		while (sp && sp < line + n && *sp >= '0' && *sp <= '9')
+		/* a status has three digits; more from a bad server must not
+		 * overflow st (signed: undefined) */
+		while (sp && sp < line + n && *sp >= '0' && *sp <= '9' && st < 10000)
 			st = st * 10 + (*sp++ - '0');
 		x->status = st;
 		return n;
