@@ -130,7 +130,6 @@ int cmd_serve(int argc, char **argv)
 
 	if (bundle) {
 		const cJSON *st, *un, *u;
-		long long v;
 
 		rc = fg_bundle_open(&b, bundle, NULL, &err);
 		if (rc) {
@@ -154,11 +153,10 @@ int cmd_serve(int argc, char **argv)
 		rc = fg_bundle_path(&model, b, fg_json_str(b->meta, "model"), &err);
 		if (rc)
 			goto fail;
+		rc = fg_bundle_engine_settings(&eo.sliding_window, &eo.max_seq, b, &err);
+		if (rc)
+			goto fail;
 		st = fg_json_obj(b->meta, "settings");
-		if (st && !fg_json_int(st, "sliding_window", &v))
-			eo.sliding_window = (int)v;
-		if (st && !fg_json_int(st, "max_model_len", &v))
-			eo.max_seq = (int)v;
 		un = st ? fg_json_arr(st, "unhonoured") : NULL;
 		cJSON_ArrayForEach(u, un)
 			fprintf(stderr, "fgpack serve: note: %s=%s not applied: %s\n", fg_json_str(u, "key"),

@@ -60,10 +60,8 @@ static int load_engine(struct fg_engine **e, const struct fg_bundle *b, int thre
 		       struct fg_err *err)
 {
 	const char *model = fg_json_str(b->meta, "model");
-	const cJSON *st = fg_json_obj(b->meta, "settings");
 	struct fg_engine_opts o;
 	struct fg_buf dir = FG_BUF_INIT;
-	long long v;
 	int rc;
 
 	*e = NULL;
@@ -72,11 +70,9 @@ static int load_engine(struct fg_engine **e, const struct fg_bundle *b, int thre
 	memset(&o, 0, sizeof(o));
 	o.threads = threads;
 	o.device = device;
-	if (st && !fg_json_int(st, "sliding_window", &v))
-		o.sliding_window = (int)v;
-	if (st && !fg_json_int(st, "max_model_len", &v))
-		o.max_seq = (int)v;
-	rc = fg_bundle_path(&dir, b, model, err);
+	rc = fg_bundle_engine_settings(&o.sliding_window, &o.max_seq, b, err);
+	if (!rc)
+		rc = fg_bundle_path(&dir, b, model, err);
 	if (!rc)
 		rc = fg_engine_load(e, dir.data, &o, err);
 	if (!rc) { /* the bundle's assistant drafter: the same tokens, more per pass */

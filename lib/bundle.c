@@ -776,7 +776,7 @@ int fg_bundle_path(struct fg_buf *out, const struct fg_bundle *b, const char *re
 		   struct fg_err *err)
 {
 	if (!fg_path_is_safe_rel(rel))
-		return fg_err_set(err, FG_EINVAL, "'%s' is not a bundle path", rel);
+		return fg_err_set(err, FG_EINVAL, "'%s' is not a bundle path", rel ? rel : "");
 	return fg_path_join(out, b->dir, rel, err);
 }
 
@@ -823,6 +823,39 @@ int fg_bundle_drafter(struct fg_buf *dir, int *k, int *top_k, const struct fg_bu
 	return fg_bundle_path(dir, b, rel, err);
 }
 
+/* settings' key, when present, as an integer in 1..hi into *out (left alone
+ * when absent) */
+static int setting(int *out, const cJSON *st, const char *key, long long hi, struct fg_err *err)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(st, key);
+	long long x;
+
+	if (!v)
+		return 0;
+	if (fg_json_int(st, key, &x) || x < 1 || x > hi) {
+		char *t = cJSON_PrintUnformatted(v);
+		int rc = fg_err_set(err, FG_EFORMAT, "bundle.json: settings %s = %s is not an integer in 1..%lld",
+				    key, t ? t : "?", hi);
+
+		cJSON_free(t);
+		return rc;
+	}
+	*out = (int)x;
+	return 0;
+}
+
+int fg_bundle_engine_settings(int *sliding_window, int *max_seq, const struct fg_bundle *b,
+			      struct fg_err *err)
+{
+	const cJSON *st = fg_json_obj(b->meta, "settings");
+	int rc;
+
+	if (!st)
+		return 0;
+	rc = setting(sliding_window, st, "sliding_window", FG_BUNDLE_MAX_SLIDING_WINDOW, err);
+	return rc ? rc : setting(max_seq, st, "max_model_len", FG_BUNDLE_MAX_MODEL_LEN, err);
+}
+
 /* ---- engine settings from a manifest ---- */
 
 static int unhonoured(cJSON *list, const char *key, const char *value, const char *why)
@@ -867,9 +900,9 @@ int fg_bundle_settings(cJSON **out, const struct fg_manifest *m, struct fg_err *
 		cJSON_Delete(s);
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	}
-	rc = int_knob(s, hon, m, "SLIDING_WINDOW", "sliding_window", 1, 1 << 20, err);
+	rc = int_knob(s, hon, m, "SLIDING_WINDOW", "sliding_window", 1, FG_BUNDLE_MAX_SLIDING_WINDOW, err);
 	if (!rc)
-		rc = int_knob(s, hon, m, "MAX_MODEL_LEN", "max_model_len", 1, 1 << 24, err);
+		rc = int_knob(s, hon, m, "MAX_MODEL_LEN", "max_model_len", 1, FG_BUNDLE_MAX_MODEL_LEN, err);
 	if (!rc)
 		rc = int_knob(s, NULL, m, "CENTROID_TOP_K", "centroid_top_k", 0, 1 << 20, err);
 	if (!rc && (v = fg_manifest_env_get(m, "CENTROID_TOP_K")) &&

@@ -142,6 +142,16 @@ struct fg_manifest;
  * (use_ordered_embeddings) and the value is in its range, else the why
  * says so). A value that does not parse is FG_EINVAL naming the key. */
 int fg_bundle_settings(cJSON **out, const struct fg_manifest *m, struct fg_err *err);
+/* The ranges fg_bundle_settings allows SLIDING_WINDOW and MAX_MODEL_LEN. */
+#define FG_BUNDLE_MAX_SLIDING_WINDOW (1 << 20)
+#define FG_BUNDLE_MAX_MODEL_LEN (1 << 24)
+/* The engine options a bundle's settings set: sliding_window and
+ * max_model_len into *sliding_window and *max_seq when present (left alone
+ * when absent). A value that is not an integer in the ranges above (an
+ * edited bundle.json) is FG_EFORMAT in one line naming the key, rather than
+ * an int it was cut to. */
+int fg_bundle_engine_settings(int *sliding_window, int *max_seq, const struct fg_bundle *b,
+			      struct fg_err *err);
 /* Why CENTROID_TOP_K is unhonoured in a bundle without such a drafter. */
 #define FG_BUNDLE_TOP_K_WHY "no Gemma 4 assistant drafter with a centroid head (use_ordered_embeddings) in the bundle"
 

@@ -162,9 +162,10 @@ check "  ... stays unhonoured, naming the bound" settings "$WORK/k40.fgb" \
 check "pack without a drafter: CENTROID_TOP_K unhonoured" sh -c "'$FGPACK' pack '$WORK/man/manifest.json' --model '$T' --no-golden -o '$WORK/kn.fgb' >/dev/null 2>&1"
 check "  ... saying the bundle has no such drafter" settings "$WORK/kn.fgb" "assert 'no Gemma 4 assistant drafter' in u['CENTROID_TOP_K'], s"
 # bundle.json edited after packing (verify checks members against it, not
-# it against an id): a centroid_top_k the engine cannot take
+# it against an id): a centroid_top_k the engine cannot take (retop VALUE
+# [KEY]: KEY, centroid_top_k by default, set to VALUE in settings)
 retop() {
-	python3 - "$WORK/k.fgb" "$WORK/bad.tar" "$1" <<'EOF'
+	python3 - "$WORK/k.fgb" "$WORK/bad.tar" "$1" "${2:-centroid_top_k}" <<'EOF'
 import io, json, sys, subprocess, tarfile
 raw = subprocess.run(["zstd", "-dc", sys.argv[1]], capture_output=True, check=True).stdout
 src = tarfile.open(fileobj=io.BytesIO(raw))
@@ -173,7 +174,7 @@ for m in src.getmembers():
     data = src.extractfile(m).read() if m.isfile() else None
     if m.name == "bundle.json":
         d = json.loads(data)
-        d["settings"]["centroid_top_k"] = json.loads(sys.argv[3])
+        d["settings"][sys.argv[4]] = json.loads(sys.argv[3])
         data = json.dumps(d, indent=1).encode()
         m.size = len(data)
     out.addfile(m, io.BytesIO(data) if data is not None else None)
@@ -186,6 +187,17 @@ for V in 99 -2 '"7"' 2.5; do
 	check_exit "a bundle with centroid_top_k $V: verify exits 1" 1 "$FGPACK" verify "$WORK/bad.fgb" --max-new 4
 	check_grep "  ... naming the key" "bundle.json: settings centroid_top_k = .* is not an integer in 0\.\.64" "$WORK/.out"
 	check "  ... in one line" [ "$(wc -l <"$WORK/.out")" -eq 1 ]
+done
+# a sliding window or context that an int would cut (2^32 + 5 -> 5) or that
+# is no integer: refused, not applied cut
+for KV in "sliding_window 4294967301" "max_model_len 2.5" "max_model_len 0"; do
+	key=${KV% *}; val=${KV#* }
+	retop "$val" "$key"
+	check_exit "a bundle with $key $val: verify exits 1" 1 "$FGPACK" verify "$WORK/bad.fgb" --max-new 4
+	check_grep "  ... naming the key" "bundle.json: settings $key = .* is not an integer in 1\.\." "$WORK/.out"
+	check "  ... in one line" [ "$(wc -l <"$WORK/.out")" -eq 1 ]
+	check_exit "  ... and serve exits 1" 1 "$FGPACK" serve "$WORK/bad.fgb" --port 0
+	check_grep "  ... naming the key" "bundle.json: settings $key = " "$WORK/.out"
 done
 retop 40
 check_exit "a bundle with centroid_top_k 40 (32 centroids): serve exits 1" 1 "$FGPACK" serve "$WORK/bad.fgb" --port 0
