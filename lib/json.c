@@ -8,7 +8,21 @@
 
 #define MAX_DEPTH 64
 
-static int depth_ok(const char *t, size_t len)
+static int hex4(const char *t)
+{
+	int i;
+
+	for (i = 0; i < 4; i++)
+		if (!((t[i] >= '0' && t[i] <= '9') || (t[i] >= 'a' && t[i] <= 'f') || (t[i] >= 'A' && t[i] <= 'F')))
+			return 0;
+	return 1;
+}
+
+/* What cJSON lets through: nesting deeper than MAX_DEPTH (its recursion),
+ * and strings it would cut short without a word: a \u escape that is not
+ * four hex digits (cJSON 1.7.15 decodes it as U+0000), \u0000 itself and a
+ * raw NUL byte (a C string ends there). 0, or an error with the byte. */
+static int prescan(const char *t, size_t len, const char *what, struct fg_err *err)
 {
 	int depth = 0, in_str = 0;
 	size_t i;
@@ -17,21 +31,32 @@ static int depth_ok(const char *t, size_t len)
 		char c = t[i];
 
 		if (in_str) {
-			if (c == '\\')
+			if (c == '\\' && i + 1 < len && t[i + 1] == 'u') {
+				if (len - i < 6 || !hex4(t + i + 2))
+					return fg_err_set(err, FG_EFORMAT, "%s: not valid JSON (a \\u escape "
+							  "without four hex digits at byte %zu)", what, i);
+				if (!memcmp(t + i + 2, "0000", 4))
+					return fg_err_set(err, FG_EFORMAT, "%s: a string holds \\u0000 (byte %zu), "
+							  "which would cut it short", what, i);
+				i += 5;
+			} else if (c == '\\')
 				i++;
 			else if (c == '"')
 				in_str = 0;
+			else if (c == '\0')
+				return fg_err_set(err, FG_EFORMAT, "%s: a string holds a NUL byte (byte %zu)", what, i);
 			continue;
 		}
 		if (c == '"')
 			in_str = 1;
 		else if (c == '[' || c == '{') {
 			if (++depth > MAX_DEPTH)
-				return 0;
+				return fg_err_set(err, FG_EFORMAT, "%s: JSON nested deeper than %d levels", what,
+						  MAX_DEPTH);
 		} else if (c == ']' || c == '}')
 			depth--;
 	}
-	return 1;
+	return 0;
 }
 
 /* Float-spelled numbers keep their source text (in valuestring, which cJSON
@@ -91,11 +116,11 @@ int fg_json_parse(cJSON **out, const char *text, size_t len, const char *what, s
 {
 	const char *end = NULL;
 	cJSON *j;
+	int rc;
 
 	*out = NULL;
-	if (!depth_ok(text, len))
-		return fg_err_set(err, FG_EFORMAT, "%s: JSON nested deeper than %d levels", what,
-				  MAX_DEPTH);
+	if ((rc = prescan(text, len, what, err)))
+		return rc;
 	j = cJSON_ParseWithLengthOpts(text, len, &end, 0);
 	if (!j) {
 		size_t off = end && end >= text ? (size_t)(end - text) : 0;

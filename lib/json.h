@@ -14,7 +14,9 @@
 #include "err.h"
 
 /* Parses len bytes (need not be NUL-terminated) into *out; what names the
- * input in messages ("manifest.json"). Refuses nesting deeper than 64 levels.
+ * input in messages ("manifest.json"). Refuses nesting deeper than 64 levels,
+ * and strings cJSON would cut short without a word: a \u escape that is not
+ * four hex digits, \u0000 and a raw NUL byte.
  * A number written with a fraction or exponent keeps its source spelling in
  * valuestring, and fg_json_write prints it unchanged ("30.0" stays "30.0"):
  * to change such a number, replace the item rather than its valuedouble. */

@@ -82,6 +82,18 @@ static void test_json(void)
 		memset(deep, '[', sizeof(deep));
 		ok(fg_json_parse(&j, deep, sizeof(deep), "t", &err) == FG_EFORMAT, "json: depth limit");
 	}
+	/* strings cJSON 1.7.15 would cut short: refused, not truncated */
+	ok(fg_json_parse(&j, "[\"a\\uz000b\"]", 12, "t", &err) == FG_EFORMAT && strstr(err.msg, "hex digits"),
+	   "json: a \\u escape without hex digits refused (%s)", err.msg);
+	ok(fg_json_parse(&j, "[\"a\\u0000b\"]", 12, "t", &err) == FG_EFORMAT && strstr(err.msg, "u0000"),
+	   "json: \\u0000 refused (%s)", err.msg);
+	ok(fg_json_parse(&j, "[\"a\0b\"]", 6, "t", &err) == FG_EFORMAT && strstr(err.msg, "NUL"),
+	   "json: a raw NUL in a string refused (%s)", err.msg);
+	in = "[\"a\\\\u0000\\u00e9\"]";
+	ok(fg_json_parse(&j, in, strlen(in), "t", &err) == 0 &&
+	   !strcmp(cJSON_GetArrayItem(j, 0)->valuestring, "a\\u0000\xc3\xa9"),
+	   "json: an escaped backslash before u0000 and \\u00e9 are fine");
+	cJSON_Delete(j);
 	fg_buf_reset(&b);
 	in = "{\"softcap\": 30.0, \"eps\": 1e-06, \"n\": [2, -0.50], \"s\": \"1.5 x\"}";
 	ok(fg_json_parse(&j, in, strlen(in), "config.json", &err) == 0, "json: parse floats");
