@@ -1,8 +1,9 @@
 /* fuzz_chat.c - fuzz target for chat prompts (fg_chat_render): any JSON
  * input, rendered in Gemma 4's and Gemma 3's turn formats, is either refused
  * with a one-line message naming the messages and nothing appended, or gives
- * a NUL-terminated prompt that opens no fewer turns than it has messages to
- * place and ends with the opening of the model's turn. Without a format
+ * a NUL-terminated prompt that opens no fewer turns than its messages make
+ * (so no message's text went missing) and ends with the opening of the
+ * model's turn. Without a format
  * every input is refused. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -21,6 +22,36 @@ static size_t count(const char *s, size_t n, const char *what)
 		p += lw;
 	}
 	return k;
+}
+
+static const char *role(const cJSON *m)
+{
+	return fg_json_str(m, "role");
+}
+
+static size_t turns4(const cJSON *ms)
+{
+	const cJSON *m;
+	size_t n = 0;
+	int prev_model = 0;
+
+	cJSON_ArrayForEach(m, ms) {
+		int model = !strcmp(role(m), "assistant");
+
+		n += !(model && prev_model);
+		prev_model = model;
+	}
+	return n;
+}
+
+static size_t turns3(const cJSON *ms)
+{
+	const cJSON *m;
+	size_t n = 0;
+
+	cJSON_ArrayForEach(m, ms)
+		n += !strcmp(role(m), "user") || !strcmp(role(m), "assistant");
+	return n;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -48,9 +79,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (fmts[f] == FG_CHAT_NONE || !out.data || out.data[out.len] != '\0' || out.len < lt ||
 			    memcmp(out.data + out.len - lt, tail, lt))
 				abort();
-			/* at least one opening per turn: the model's, and one for the
-			 * first message (a user turn or the system turn) */
-			if (count(out.data, out.len, fmts[f] == FG_CHAT_GEMMA4 ? "<|turn>" : "<start_of_turn>") < 2)
+			/* an opening per turn at least (text may hold more): Gemma 4,
+			 * one per message but assistant runs; Gemma 3, one per user or
+			 * assistant message (system text is folded); and the model's */
+			if (count(out.data, out.len, fmts[f] == FG_CHAT_GEMMA4 ? "<|turn>" : "<start_of_turn>") <
+			    (fmts[f] == FG_CHAT_GEMMA4 ? turns4(j) : turns3(j)) + 1)
 				abort();
 		}
 		fg_buf_release(&out);
