@@ -158,9 +158,12 @@ int cmd_serve(int argc, char **argv)
 			goto fail;
 		st = fg_json_obj(b->meta, "settings");
 		un = st ? fg_json_arr(st, "unhonoured") : NULL;
-		cJSON_ArrayForEach(u, un)
-			fprintf(stderr, "fgpack serve: note: %s=%s not applied: %s\n", fg_json_str(u, "key"),
-				fg_json_str(u, "value"), fg_json_str(u, "why"));
+		cJSON_ArrayForEach(u, un) {
+			char note[1024];
+
+			fg_bundle_unhonoured_note(note, sizeof(note), u);
+			fprintf(stderr, "fgpack serve: note: %s\n", note);
+		}
 		if (!so.model_name)
 			so.model_name = fg_json_str(b->meta, "name");
 		model_dir = model.data;

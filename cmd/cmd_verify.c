@@ -255,9 +255,12 @@ int cmd_verify(int argc, char **argv)
 	{
 		const cJSON *un = fg_json_arr(fg_json_obj(b->meta, "settings"), "unhonoured"), *u;
 
-		cJSON_ArrayForEach(u, un)
-			fprintf(stderr, "fgpack verify: note: %s=%s not applied: %s\n",
-				fg_json_str(u, "key"), fg_json_str(u, "value"), fg_json_str(u, "why"));
+		cJSON_ArrayForEach(u, un) {
+			char note[1024];
+
+			fg_bundle_unhonoured_note(note, sizeof(note), u);
+			fprintf(stderr, "fgpack verify: note: %s\n", note);
+		}
 		if (un)
 			cJSON_AddItemToObject(sum, "unhonoured", cJSON_Duplicate(un, 1));
 	}

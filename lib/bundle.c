@@ -856,6 +856,19 @@ int fg_bundle_engine_settings(int *sliding_window, int *max_seq, const struct fg
 	return rc ? rc : setting(max_seq, st, "max_model_len", FG_BUNDLE_MAX_MODEL_LEN, err);
 }
 
+void fg_bundle_unhonoured_note(char *out, size_t cap, const cJSON *u)
+{
+	const char *k = fg_json_str(u, "key"), *v = fg_json_str(u, "value"), *why = fg_json_str(u, "why");
+	size_t i;
+
+	if (!cap)
+		return;
+	snprintf(out, cap, "%s=%s not applied: %s", k ? k : "?", v ? v : "?", why ? why : "?");
+	for (i = 0; out[i]; i++)
+		if ((unsigned char)out[i] < 0x20 || out[i] == 0x7f)
+			out[i] = '?';
+}
+
 /* ---- engine settings from a manifest ---- */
 
 static int unhonoured(cJSON *list, const char *key, const char *value, const char *why)

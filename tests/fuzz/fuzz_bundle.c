@@ -2,13 +2,13 @@
  * verify / serve / exec read them: the input is a tar stream, compressed
  * with zstd into a .fgb under a private $TMPDIR, then scanned
  * (fg_bundle_scan: nothing written) and opened (fg_bundle_open into a fresh
- * folder of $TMPDIR), and the bundle's drafter and model paths and engine
- * settings asked for.
+ * folder of $TMPDIR); of a bundle that opened, the drafter and model paths
+ * and engine settings are asked for and its unhonoured settings noted.
  * Contract: a refusal is one line with no bundle (or a bundle with its
  * problems listed, for a mismatch); a bundle that opened has bundle.json;
- * the paths it gives stay inside its folder, its settings in range; once it
- * is freed nothing is left in $TMPDIR but the .fgb, and nothing at all is
- * written beside $TMPDIR. */
+ * the paths it gives stay inside its folder, its settings are in range, its
+ * notes one line each; once it is freed nothing is left in $TMPDIR but the
+ * .fgb, and nothing at all is written beside $TMPDIR. */
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -78,6 +78,8 @@ static void paths(const struct fg_bundle *b)
 	struct fg_buf p = FG_BUF_INIT;
 	struct fg_err err = { 0, "" };
 	int k = -1, top_k = -1, window = 0, max_seq = 0;
+	const cJSON *u;
+	char note[256];
 	const char *model = fg_json_str(b->meta, "model");
 
 	if (fg_bundle_drafter(&p, &k, &top_k, b, 4, 8, 64, &err))
@@ -89,6 +91,11 @@ static void paths(const struct fg_bundle *b)
 	fg_buf_reset(&p);
 	if (model && !fg_bundle_path(&p, b, model, &err))
 		inside(b, &p);
+	cJSON_ArrayForEach(u, fg_json_arr(fg_json_obj(b->meta, "settings"), "unhonoured")) {
+		fg_bundle_unhonoured_note(note, sizeof(note), u);
+		if (strchr(note, '\n'))
+			abort();
+	}
 	memset(&err, 0, sizeof(err));
 	if (fg_bundle_engine_settings(&window, &max_seq, b, &err))
 		one_line(&err);
