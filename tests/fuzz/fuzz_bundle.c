@@ -1,6 +1,7 @@
 /* fuzz_bundle.c - fuzz target for bundles someone else made, as fgpack
  * verify / serve / exec read them: the input is a tar stream, compressed
- * with zstd into a .fgb under a private $TMPDIR, then scanned
+ * with zstd into a .fgb under a private $TMPDIR, then audited (fgpack
+ * audit: manifest, patches, provenance statements), scanned
  * (fg_bundle_scan: nothing written) and opened (fg_bundle_open into a fresh
  * folder of $TMPDIR); of a bundle that opened, the drafter and model paths
  * and engine settings are asked for and its unhonoured settings noted.
@@ -18,6 +19,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "audit.h"
 #include "bundle.h"
 #include "json.h"
 
@@ -124,6 +126,26 @@ static void check(struct fg_bundle *b, int rc, const struct fg_err *err)
 		paths(b);
 }
 
+/* fgpack audit of the bundle: its bundle.json, manifest, patches and
+ * provenance statements, read from the archive without extracting it */
+static void audit(void)
+{
+	struct fg_audit *a = NULL;
+	struct fg_err err = { 0, "" };
+	struct fg_buf out = FG_BUF_INIT;
+
+	if (fg_audit_bundle(&a, fgb, &err)) {
+		one_line(&err);
+		if (a)
+			abort();
+		return;
+	}
+	if (fg_audit_json(&out, a, NULL) || fg_audit_cyclonedx(&out, a, "fuzz", NULL))
+		abort();
+	fg_buf_release(&out);
+	fg_audit_free(a);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct fg_bundle *b = NULL;
@@ -145,6 +167,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	free(z);
 
+	audit();
 	rc = fg_bundle_scan(&b, fgb, &err);
 	check(b, rc, &err);
 	if (b && b->dir)
