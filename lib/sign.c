@@ -348,7 +348,9 @@ int fg_sign_peek_hint(char out[FG_SHA256_HEX_LEN + 1], const char *text, size_t 
 	if (rc)
 		return rc;
 	envelope_of(doc, &hint);
-	if (hint && strlen(hint) <= FG_SHA256_HEX_LEN)
+	/* a key fingerprint or nothing: any other text would be shown as who
+	 * signed (fgpack audit's signed_by) */
+	if (hint && fg_sha256_hex_valid(hint))
 		memcpy(out, hint, strlen(hint) + 1);
 	cJSON_Delete(doc);
 	return 0;
@@ -378,7 +380,7 @@ int fg_sign_open(struct fg_buf *payload, struct fg_buf *payload_type,
 		rc = fg_err_set(err, FG_EFORMAT, "signature: not a DSSE envelope or Sigstore bundle");
 		goto out;
 	}
-	if (hint && hint_out && strlen(hint) <= FG_SHA256_HEX_LEN)
+	if (hint && hint_out && fg_sha256_hex_valid(hint))
 		memcpy(hint_out, hint, strlen(hint) + 1);
 	if ((rc = fg_sign_key_fingerprint(fp, k, err)))
 		goto out;

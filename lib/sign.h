@@ -53,7 +53,8 @@ int fg_sign_bundle(struct fg_buf *out, const struct fg_sign_key *k, const char *
 
 /* Reads a bundle or bare envelope (text), checks the signature with k and
  * only then returns the payload (appended to payload) and its type (to
- * payload_type). hint_out (may be NULL) gets the bundle's key hint or "".
+ * payload_type). hint_out (may be NULL) gets the bundle's key hint or "" (also
+ * when the hint is no fingerprint).
  * FG_EMISMATCH with the reason when the key hint names another key or the
  * signature does not verify; FG_EFORMAT when the text is no envelope. */
 int fg_sign_open(struct fg_buf *payload, struct fg_buf *payload_type,
@@ -64,7 +65,8 @@ int fg_sign_open(struct fg_buf *payload, struct fg_buf *payload_type,
  * removed). */
 int fg_sign_default_path(struct fg_buf *out, const char *path, struct fg_err *err);
 
-/* The key hint of a signature file without verifying anything ("" when none). */
+/* The key hint of a signature file without verifying anything: a key
+ * fingerprint (64 hex), or "" when there is none or it is no fingerprint. */
 int fg_sign_peek_hint(char out[FG_SHA256_HEX_LEN + 1], const char *text, size_t len,
 		      struct fg_err *err);
 

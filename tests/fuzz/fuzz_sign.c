@@ -7,7 +7,8 @@
  * changed; 2: the input is a PEM key file. Contract: a refusal is one line
  * with no payload; a signature opens only if it verifies, giving back the
  * payload signed and its type, and a changed byte never gives another
- * payload; a key that loads has a fingerprint and a public PEM. */
+ * payload; a key hint handed back is a fingerprint (64 hex) or ""; a key
+ * that loads has a fingerprint and a public PEM. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +63,8 @@ static int open_sig(struct fg_buf *pl, struct fg_buf *pt, const char *text, size
 	struct fg_err err = { 0, "" };
 	int rc = fg_sign_open(pl, pt, hint, text, len, key, &err);
 
+	if (hint[0] && !fg_sha256_hex_valid(hint))
+		abort();
 	if (rc) {
 		one_line(&err);
 		if (pl->len)
@@ -70,7 +73,7 @@ static int open_sig(struct fg_buf *pl, struct fg_buf *pt, const char *text, size
 	memset(&err, 0, sizeof(err));
 	if (fg_sign_peek_hint(hint, text, len, &err))
 		one_line(&err);
-	else if (strlen(hint) != 0 && strlen(hint) != FG_SHA256_HEX_LEN)
+	else if (hint[0] && !fg_sha256_hex_valid(hint))
 		abort();
 	return rc;
 }

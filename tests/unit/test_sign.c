@@ -47,6 +47,13 @@ static void roundtrip(void)
 	   strstr(err.msg, "does not verify"), "changed payload: signature fails");
 	ok(pl.len == 0, "nothing returned from a failed open");
 	ok(fg_sign_open(&pl, &pt, hint, "{\"x\":1}", 7, k, &err) == FG_EFORMAT, "not an envelope");
+	{
+		/* a hint that is no fingerprint is not handed on (audit would show it as the signer) */
+		const char *odd = "{\"verificationMaterial\": {\"publicKey\": {\"hint\": \"Google\"}}}";
+
+		ok(fg_sign_peek_hint(hint, odd, strlen(odd), &err) == 0 && hint[0] == 0,
+		   "a hint that is no fingerprint peeks as none");
+	}
 	fg_sign_key_free(k);
 	fg_sign_key_free(k2);
 	fg_buf_release(&env);
