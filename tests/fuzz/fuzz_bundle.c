@@ -21,16 +21,23 @@
 
 #include "audit.h"
 #include "bundle.h"
+#include "fsutil.h"
 #include "json.h"
 
 static char base[4096], tmp[4200], fgb[4300];
+
+/* the private folder goes when the run ends (make test replays every time) */
+static void cleanup(void)
+{
+	fg_rm_tree(base);
+}
 
 static void setup(void)
 {
 	const char *t = getenv("TMPDIR");
 
 	snprintf(base, sizeof(base), "%s/fuzz_bundle.XXXXXX", t ? t : "/tmp");
-	if (!mkdtemp(base))
+	if (!mkdtemp(base) || atexit(cleanup))
 		abort();
 	/* two levels down: a member that climbs out lands where it is seen */
 	snprintf(tmp, sizeof(tmp), "%s/a", base);

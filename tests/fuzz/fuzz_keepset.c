@@ -14,10 +14,17 @@
 #include <unistd.h>
 
 #include "bake/keepset.h"
+#include "fsutil.h"
 
 static struct fg_tokenizer *tiny;
 static struct fg_tok_scratch *scratch;
 static char dir[4096];
+
+/* the private folder goes when the run ends (make test replays every time) */
+static void cleanup(void)
+{
+	fg_rm_tree(dir);
+}
 
 static void setup(void)
 {
@@ -26,7 +33,8 @@ static void setup(void)
 
 	snprintf(path, sizeof(path), "%s/tests/fixtures/tokenizer_tiny.json", top ? top : ".");
 	snprintf(dir, sizeof(dir), "%s/fuzz_keepset.XXXXXX", tmp ? tmp : "/tmp");
-	if (fg_tokenizer_load(&tiny, path, NULL) || fg_tok_scratch_new(&scratch, NULL) || !mkdtemp(dir)) {
+	if (fg_tokenizer_load(&tiny, path, NULL) || fg_tok_scratch_new(&scratch, NULL) || !mkdtemp(dir) ||
+	    atexit(cleanup)) {
 		fprintf(stderr, "fuzz_keepset: cannot load %s or make a folder\n", path);
 		abort();
 	}

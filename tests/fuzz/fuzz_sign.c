@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fsutil.h"
 #include "sign.h"
 
 static const char key_pem[] =
@@ -35,13 +36,19 @@ static void put(const char *path, const void *data, size_t size)
 		abort();
 }
 
+/* the private folder goes when the run ends (make test replays every time) */
+static void cleanup(void)
+{
+	fg_rm_tree(dir);
+}
+
 static void setup(void)
 {
 	const char *tmp = getenv("TMPDIR");
 	char path[4200];
 
 	snprintf(dir, sizeof(dir), "%s/fuzz_sign.XXXXXX", tmp ? tmp : "/tmp");
-	if (!mkdtemp(dir))
+	if (!mkdtemp(dir) || atexit(cleanup))
 		abort();
 	snprintf(path, sizeof(path), "%s/key.pem", dir);
 	put(path, key_pem, strlen(key_pem));
