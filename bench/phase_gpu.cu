@@ -215,14 +215,19 @@ static void run(struct args a, cudaStream_t st, double mb)
 
 int main(int argc, char **argv)
 {
-	int phases = argc > 1 ? atoi(argv[1]) : 470;
-	double mb = argc > 2 ? atof(argv[2]) : 2065.0;
+	int phases = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 470;
+	double mb = argc > 2 ? strtod(argv[2], NULL) : 2065.0;
 	int sms, per = 0;
 	cudaDeviceProp prop;
 	cudaStream_t st;
 	struct args a;
 	uint4 *w;
 	size_t n16 = (size_t)(mb * 1e6 / 16.0) + 1;
+
+	if (phases < 1 || phases > 100000 || !(mb >= 0.0 && mb <= 1e6)) {
+		fprintf(stderr, "usage: phase_gpu [phases 1..100000] [total MB 0..1e6]\n");
+		return 2;
+	}
 
 	CK(cudaGetDeviceProperties(&prop, 0));
 	sms = prop.multiProcessorCount;

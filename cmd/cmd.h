@@ -53,4 +53,12 @@ int fg_cmd_usage_error(const char *verb, const char *fmt, ...) __attribute__((fo
 /* True when argv holds -h or --help before any "--". */
 int fg_cmd_wants_help(int argc, char **argv);
 
+struct cJSON;
+struct fg_engine;
+/* The counters of e's speculative decoding into the JSON object o (run's
+ * --json "speculative", verify's summary): draft_tokens, centroid_top_k
+ * (null for a drafter without a centroid head), rounds, drafted,
+ * accepted, plain_steps. In cmd/cmd_run.c. */
+void fg_cmd_spec_json(struct cJSON *o, const struct fg_engine *e);
+
 #endif

@@ -199,6 +199,23 @@ static void json_ids(cJSON *obj, const char *key, const int32_t *ids, size_t n)
 		cJSON_AddItemToArray(a, cJSON_CreateNumber(ids[i]));
 }
 
+void fg_cmd_spec_json(cJSON *o, const struct fg_engine *e)
+{
+	struct fg_engine_spec_stats ss;
+
+	fg_engine_spec_stats(e, &ss);
+	cJSON_AddNumberToObject(o, "draft_tokens", fg_engine_draft_tokens(e));
+	/* the centroid top-k in effect; null: the drafter has no centroid head */
+	if (fg_engine_draft_top_k(e))
+		cJSON_AddNumberToObject(o, "centroid_top_k", fg_engine_draft_top_k(e));
+	else
+		cJSON_AddNullToObject(o, "centroid_top_k");
+	cJSON_AddNumberToObject(o, "rounds", (double)ss.rounds);
+	cJSON_AddNumberToObject(o, "drafted", (double)ss.drafted);
+	cJSON_AddNumberToObject(o, "accepted", (double)ss.accepted);
+	cJSON_AddNumberToObject(o, "plain_steps", (double)ss.steps);
+}
+
 /* The "speculative" object of --json: the drafter and its counters. */
 static void json_spec(cJSON *j, const struct fg_engine *e, const char *drafter)
 {
@@ -210,16 +227,7 @@ static void json_spec(cJSON *j, const struct fg_engine *e, const char *drafter)
 		return;
 	fg_engine_spec_stats(e, &ss);
 	cJSON_AddStringToObject(o, "drafter", drafter);
-	cJSON_AddNumberToObject(o, "draft_tokens", k);
-	/* the centroid top-k in effect; null: the drafter has no centroid head */
-	if (fg_engine_draft_top_k(e))
-		cJSON_AddNumberToObject(o, "centroid_top_k", fg_engine_draft_top_k(e));
-	else
-		cJSON_AddNullToObject(o, "centroid_top_k");
-	cJSON_AddNumberToObject(o, "rounds", (double)ss.rounds);
-	cJSON_AddNumberToObject(o, "drafted", (double)ss.drafted);
-	cJSON_AddNumberToObject(o, "accepted", (double)ss.accepted);
-	cJSON_AddNumberToObject(o, "plain_steps", (double)ss.steps);
+	fg_cmd_spec_json(o, e);
 	/* per draft position: the share of rounds that kept it */
 	if ((at = cJSON_AddArrayToObject(o, "accepted_at")))
 		for (i = 0; i < k; i++)

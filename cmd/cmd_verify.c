@@ -419,15 +419,7 @@ int cmd_verify(int argc, char **argv)
 		cJSON *spj = cJSON_AddObjectToObject(sum, "speculative");
 
 		fg_engine_spec_stats(e, &ss);
-		cJSON_AddNumberToObject(spj, "draft_tokens", fg_engine_draft_tokens(e));
-		if (fg_engine_draft_top_k(e)) /* null: the drafter has no centroid head */
-			cJSON_AddNumberToObject(spj, "centroid_top_k", fg_engine_draft_top_k(e));
-		else
-			cJSON_AddNullToObject(spj, "centroid_top_k");
-		cJSON_AddNumberToObject(spj, "rounds", (double)ss.rounds);
-		cJSON_AddNumberToObject(spj, "accepted", (double)ss.accepted);
-		cJSON_AddNumberToObject(spj, "drafted", (double)ss.drafted);
-		cJSON_AddNumberToObject(spj, "plain_steps", (double)ss.steps);
+		fg_cmd_spec_json(spj, e);
 		cJSON_AddNumberToObject(spj, "tokens_per_pass",
 					fg_engine_spec_tokens_per_round(&ss));
 	}

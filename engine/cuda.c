@@ -738,6 +738,17 @@ static int shadow_step(struct fg_g4_gpu *g, int pos, struct fg_err *err)
 	return 0;
 }
 
+/* Ends a capture begun by fg_kgraph_begin, rc being what the captured
+ * launches returned: the graph into *gp when they went well; otherwise
+ * the capture is dropped and rc, with its message in err, stands. */
+static int capture_end(struct fg_kctx *ctx, struct fg_kgraph **gp, int rc, struct fg_err *err)
+{
+	struct fg_err e2 = {0};
+	int rc2 = fg_kgraph_end(ctx, gp, rc ? &e2 : err);
+
+	return rc ? rc : rc2;
+}
+
 int fg_g4_gpu_step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int32_t *best, struct fg_err *err)
 {
 	int32_t ip[2] = {fg_g4_input_id(&g->m->cfg, id), pos}; /* multimodal placeholders embed as pad */
@@ -750,14 +761,7 @@ int fg_g4_gpu_step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int3
 		/* capture after one direct step has run cleanly */
 		if ((rc = fg_kgraph_begin(g->ctx, err)))
 			return rc;
-		rc = forward(g, head, err);
-		{
-			struct fg_err e2 = {0};
-			int rc2 = fg_kgraph_end(g->ctx, gp, rc ? &e2 : err);
-
-			if (!rc)
-				rc = rc2;
-		}
+		rc = capture_end(g->ctx, gp, forward(g, head, err), err);
 		if (rc)
 			return fg_err_wrap(err, "capture the decode step as a CUDA graph");
 	}
@@ -1014,14 +1018,9 @@ int fg_g4_gpu_verify(struct fg_g4_gpu *g, const int32_t *ids, int T, int pos, in
 		return fg_err_wrap(err, "cuda verify of %d rows at position %d", T, pos);
 	if (g->use_vgraph && !g->vgraph[T] && g->vran[T]) {
 		/* capture after one direct run of T rows went cleanly */
-		struct fg_err e2 = {0};
-
 		if ((rc = fg_kgraph_begin(g->ctx, err)))
 			return fg_err_wrap(err, "cuda verify of %d rows at position %d", T, pos);
-		rc = verify_forward(g, T, err);
-		if ((r = fg_kgraph_end(g->ctx, &g->vgraph[T], rc ? &e2 : err)) && !rc)
-			rc = r;
-		if (rc)
+		if ((rc = capture_end(g->ctx, &g->vgraph[T], verify_forward(g, T, err), err)))
 			return fg_err_wrap(err, "capture the verify of %d rows as a CUDA graph", T);
 	}
 	rc = g->vgraph[T] ? fg_kgraph_launch(g->ctx, g->vgraph[T], err) : verify_forward(g, T, err);
@@ -1413,14 +1412,7 @@ int fg_g4_gpu_draft(struct fg_g4_gpu_draft *d, int32_t last, int pos, int k, int
 		/* capture after one direct round of this k has run cleanly */
 		if ((rc = fg_kgraph_begin(g->ctx, err)))
 			return fg_err_wrap(err, "cuda draft at position %d", pos);
-		rc = draft_forward(d, k, err);
-		{
-			struct fg_err e2 = {0};
-			int rc2 = fg_kgraph_end(g->ctx, &d->graph[k], rc ? &e2 : err);
-
-			if (!rc)
-				rc = rc2;
-		}
+		rc = capture_end(g->ctx, &d->graph[k], draft_forward(d, k, err), err);
 		if (rc)
 			return fg_err_wrap(err, "capture a round of %d drafts as a CUDA graph", k);
 	}

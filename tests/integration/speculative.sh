@@ -117,11 +117,19 @@ check_grep "  ... its speed pass drafted" '"draft_tokens": 4' "$WORK/s.json"
 check "pack --model alone: no drafter in bundle.json" sh -c "'$FGPACK' pack --model '$T' -o '$WORK/p.fgb' >/dev/null &&
 	zstd -dc '$WORK/p.fgb' | tar -xO bundle.json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert \"drafter\" not in d, d'"
 
+# serve_bg ERR ARGS...: `fgpack serve ARGS --port P` in the background,
+# stderr into ERR; sets P and SP (killed at exit)
+serve_bg() {
+	err=$1
+	shift
+	P=$(free_port)
+	"$FGPACK" serve "$@" --port "$P" 2>"$err" &
+	SP=$!
+	at_exit "kill $SP 2>/dev/null"
+}
+
 # serve from the bundle: it drafts, and answers run's tokens
-P=$(free_port)
-"$FGPACK" serve "$WORK/s.fgb" --port "$P" 2>"$WORK/serve.err" &
-SP=$!
-at_exit "kill $SP 2>/dev/null"
+serve_bg "$WORK/serve.err" "$WORK/s.fgb"
 check "serve the bundle" wait_port "$P"
 check_grep "serve says it drafts" "speculative decoding with .*components/drafter, 4 drafts per round" "$WORK/serve.err"
 check "completions: run's tokens" sh -c "curl -sf http://127.0.0.1:$P/v1/completions -H 'content-type: application/json' \
@@ -206,10 +214,7 @@ check "  ... in one line" [ "$(wc -l <"$WORK/.out")" -eq 1 ]
 check_exit "serve --centroid-top-k, a bundle without a drafter: usage" 2 "$FGPACK" serve "$WORK/p.fgb" --centroid-top-k 3
 check_exit "serve --model --centroid-top-k without --drafter: usage" 2 "$FGPACK" serve --model "$T" --centroid-top-k 3
 check_exit "serve --centroid-top-k 65: usage" 2 "$FGPACK" serve "$WORK/k.fgb" --centroid-top-k 65
-P=$(free_port)
-"$FGPACK" serve "$WORK/k.fgb" --port "$P" 2>"$WORK/serve-k.err" &
-SP=$!
-at_exit "kill $SP 2>/dev/null"
+serve_bg "$WORK/serve-k.err" "$WORK/k.fgb"
 check "serve the CENTROID_TOP_K bundle" wait_port "$P"
 check_grep "serve drafts with the bundle's top-k" "speculative decoding with .*components/drafter, 3 drafts per round, centroid top-k 7" "$WORK/serve-k.err"
 check "completions: run's tokens" sh -c "curl -sf http://127.0.0.1:$P/v1/completions -H 'content-type: application/json' \
@@ -217,10 +222,7 @@ check "completions: run's tokens" sh -c "curl -sf http://127.0.0.1:$P/v1/complet
 	python3 -c 'import json; c=json.load(open(\"$WORK/ck.json\")); b=json.load(open(\"$WORK/base.json\")); ids=c[\"choices\"][0][\"token_ids\"]; assert 1 <= len(ids) and ids == b[\"generated_ids\"][:len(ids)], ids'"
 kill "$SP" 2>/dev/null
 wait "$SP" 2>/dev/null
-P=$(free_port)
-"$FGPACK" serve "$WORK/k.fgb" --port "$P" --centroid-top-k 2 2>"$WORK/serve-k2.err" &
-SP=$!
-at_exit "kill $SP 2>/dev/null"
+serve_bg "$WORK/serve-k2.err" "$WORK/k.fgb" --centroid-top-k 2
 check "serve the bundle with --centroid-top-k 2" wait_port "$P"
 check_grep "  ... the flag over the bundle's 7" "3 drafts per round, centroid top-k 2" "$WORK/serve-k2.err"
 kill "$SP" 2>/dev/null
