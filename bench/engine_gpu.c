@@ -32,7 +32,9 @@
  * After the matvec chains, each class of matrix (q|k|v, o, gate|up, down,
  * the PLE pair) is timed alone as a chain of its 42 launches.
  * FG_BENCH_QUICK=1 (experiments) keeps only the fused M = 1 graph chain,
- * the per-class chains and the whole step at the prefetch level in force.
+ * the per-class chains and the whole step at the prefetch level in force;
+ * FG_BENCH_QUICK=2 the whole step only. FG_BENCH_SKIP (timing only) leaves
+ * classes of kernels out of the synthetic step (full_step).
  * `engine_gpu --probe` only says whether there is a device (exit 0) or not.
  * Timing: warm-up steps first (FG_BENCH_WARM, default 64), then FG_BENCH_STEPS
  * (default 128) replays per repetition, median of FG_BENCH_REPS (default 5). */
@@ -236,6 +238,12 @@ static struct stepbuf S;
 
 static float *inv_tab[2];
 
+/* FG_BENCH_SKIP (experiments, timing only: the numbers are wrong) leaves
+ * kernels out of the step: n the residual norms, a the attention, p the
+ * PLE matvec pair, q the q|k|v and o matvecs, f gate|up and down. */
+static const char *skip;
+#define SKIP(c) (skip && strchr(skip, (c)))
+
 static void full_step(void *arg)
 {
 	const float eps = 1e-6f;
@@ -253,19 +261,29 @@ static void full_step(void *arg)
 
 		/* the engine's sequence (engine/cuda.c forward), its L2 prefetches too */
 		fg_kint4_prefetch(ctx, y->o, 0, 1);
-		CK(fg_k_int4_matvec(ctx, S.qkv, y->qkv ? y->qkv : y->q, S.xn, 1, &err));
-		CK(fg_k_attn_decode_post(ctx, S.att, S.qkv, hq, hk, y->hd, S.nw_q, S.nw_k, inv_tab[is_full(l)], S.pos,
-					 S.kc[src], S.vc[src], cap, l < 24, eps, 1.0f, &err));
-		CK(fg_k_int4_matvec(ctx, S.o, y->o, S.att, 1, &err));
-		CK(fg_k_residual_norm(ctx, S.h, S.o, S.nw_post, 1.0f, S.xn, S.nw_in, HIDDEN, eps, &err));
+		if (!SKIP('q'))
+			CK(fg_k_int4_matvec(ctx, S.qkv, y->qkv ? y->qkv : y->q, S.xn, 1, &err));
+		if (!SKIP('a'))
+			CK(fg_k_attn_decode_post(ctx, S.att, S.qkv, hq, hk, y->hd, S.nw_q, S.nw_k, inv_tab[is_full(l)],
+						 S.pos, S.kc[src], S.vc[src], cap, l < 24, eps, 1.0f, &err));
+		if (!SKIP('q'))
+			CK(fg_k_int4_matvec(ctx, S.o, y->o, S.att, 1, &err));
+		if (!SKIP('n'))
+			CK(fg_k_residual_norm(ctx, S.h, S.o, S.nw_post, 1.0f, S.xn, S.nw_in, HIDDEN, eps, &err));
 		fg_kint4_prefetch(ctx, y->down, 0, 1);
-		CK(fg_k_int4_matvec(ctx, S.gu, y->gu, S.xn, 1, &err));
+		if (!SKIP('f'))
+			CK(fg_k_int4_matvec(ctx, S.gu, y->gu, S.xn, 1, &err));
 		fg_kint4_prefetch(ctx, l + 1 < LAYERS ? (L[l + 1].qkv ? L[l + 1].qkv : L[l + 1].q) : head, 0, 1);
-		CK(fg_k_int4_matvec_geglu(ctx, S.o, y->down, S.gu, S.gu + FFN, &err));
-		CK(fg_k_rmsnorm_residual(ctx, S.h, S.o, S.nw_post, HIDDEN, eps, 1.0f, &err));
-		CK(fg_k_int4_matvec(ctx, S.plg, y->pg, S.h, 1, &err));
-		CK(fg_k_int4_matvec_geglu(ctx, S.pp, y->pp, S.plg, S.pl + (size_t)l * PLE, &err));
-		CK(fg_k_residual_norm(ctx, S.h, S.pp, S.nw_post, 0.9f, S.xn, S.nw_in, HIDDEN, eps, &err));
+		if (!SKIP('f'))
+			CK(fg_k_int4_matvec_geglu(ctx, S.o, y->down, S.gu, S.gu + FFN, &err));
+		if (!SKIP('n'))
+			CK(fg_k_rmsnorm_residual(ctx, S.h, S.o, S.nw_post, HIDDEN, eps, 1.0f, &err));
+		if (!SKIP('p')) {
+			CK(fg_k_int4_matvec(ctx, S.plg, y->pg, S.h, 1, &err));
+			CK(fg_k_int4_matvec_geglu(ctx, S.pp, y->pp, S.plg, S.pl + (size_t)l * PLE, &err));
+		}
+		if (!SKIP('n'))
+			CK(fg_k_residual_norm(ctx, S.h, S.pp, S.nw_post, 0.9f, S.xn, S.nw_in, HIDDEN, eps, &err));
 	}
 	CK(fg_k_int4_matvec(ctx, S.logits, head, S.xn, 1, &err));
 	CK(fg_k_softcap_argmax(ctx, S.best, S.logits, S.keep, KEEP, 30.0f, &err));
@@ -776,7 +794,8 @@ int main(int argc, char **argv)
 	printf("timing: %d warm-up steps, then %d steps x %d repetitions, median\n", warm, steps, reps);
 
 	profile = getenv("FG_BENCH_PROFILE") && *getenv("FG_BENCH_PROFILE") == '1';
-	quick = getenv("FG_BENCH_QUICK") && *getenv("FG_BENCH_QUICK") == '1';
+	/* FG_BENCH_QUICK=2: the whole step only */
+	quick = getenv("FG_BENCH_QUICK") ? (int)strtol(getenv("FG_BENCH_QUICK"), NULL, 10) : 0;
 	if ((e = getenv("FG_BENCH_HF_MS")))
 		hf_ms = strtod(e, NULL);
 	/* the ceiling: a 16-byte read sweep over 4 GiB */
@@ -799,6 +818,7 @@ int main(int argc, char **argv)
 		fg_kmem_free(ctx, sink);
 	}
 
+	skip = getenv("FG_BENCH_SKIP");
 	pool_w = malloc(4 * maxw);
 	pool_s = malloc(2 * maxs);
 	for (size_t i = 0; i < maxw; i++)
@@ -832,7 +852,8 @@ int main(int argc, char **argv)
 			CK(fg_kctx_sync(ctx, &err));
 			printf("profile: two direct decode steps done\n");
 		} else {
-			bench_matvecs(kind == FG_INT4_FMA, read_gbs);
+			if (quick < 2)
+				bench_matvecs(kind == FG_INT4_FMA, read_gbs);
 			if (kind == FG_INT4_FMA)
 				bench_floor(read_gbs);
 			step_ms[kind] = bench_step(kname, read_gbs);
