@@ -880,14 +880,72 @@ __device__ __forceinline__ void attn_post_rows(float *sq, float *snew, float *sh
 	}
 }
 
+/* Nanoseconds of the GPU's global timer. */
+__device__ __forceinline__ unsigned long long gtimer_ns(void)
+{
+	unsigned long long t;
+
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+
+/* The combine of kv head g's used chunks (attn_fused, decode): per query
+ * head, M = max of the chunks' maxima, chunk weights e^(m_c - M) (into sp),
+ * L = sum of weights * l_c, then outputs [e0, e1) of [grp][head_dim], each
+ * the chunks' outputs summed in chunk order, over L. Every block that runs
+ * it computes the same M, weights and L, so any partition of the outputs
+ * gives the same bits. part is read through L2 (other blocks wrote it). */
+__device__ __forceinline__ void attn_combine(float *out, const float *pg, float *sp, float (*sml)[2], int g, int grp,
+					     int head_dim, int nch, int spn, int used, int e0, int e1)
+{
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	size_t stride = (size_t)head_dim + 2;
+
+	if (warp < grp) {
+		const float *ph = pg + (size_t)warp * nch * stride;
+		float *w = sp + warp * spn, m = -INFINITY, l = 0.0f;
+
+		for (int cc = lane; cc < used; cc += 32)
+			m = fmaxf(m, __ldcg(ph + (size_t)cc * stride));
+		for (int o = 16; o > 0; o >>= 1)
+			m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+		for (int cc = lane; cc < used; cc += 32) {
+			float e = expf(__ldcg(ph + (size_t)cc * stride) - m);
+
+			w[cc] = e;
+			l = fmaf(e, __ldcg(ph + (size_t)cc * stride + 1), l);
+		}
+		l = fg_warp_sum(l);
+		if (lane == 0)
+			sml[warp][1] = l;
+	}
+	__syncthreads();
+	for (int t = e0 + (int)threadIdx.x; t < e1; t += ATT_THREADS) {
+		int h = t / head_dim, i = t - h * head_dim;
+		const float *ph = pg + (size_t)h * nch * stride + 2 + i;
+		const float *w = sp + h * spn;
+		float acc = 0.0f;
+
+#pragma unroll 16
+		for (int cc = 0; cc < used; cc++)
+			acc = fmaf(w[cc], __ldcg(ph + (size_t)cc * stride), acc);
+		out[((size_t)g * grp + h) * head_dim + i] = acc / sml[h][1];
+	}
+}
+
 /* Decode attention in one launch. Block (g, c) takes kv head g and keys
  * [c * chunk, +chunk): all grp query heads that share g are scored against
  * the chunk's keys (each K and V row read once), and the chunk's softmax
  * pieces (max m, sum of exp l, unnormalized output o) go to part as
- * [m, l, o...] per (query head, chunk). The last block of kv head g to
- * finish (an integer counter, reset by that block) combines the chunks in
- * chunk order. Scores: lanes take dims i, i + 32, ... with four keys in
- * flight, then a fixed xor tree; weights and outputs sum keys in slot order.
+ * [m, l, o...] per (query head, chunk). Then the chunks are combined in
+ * chunk order (attn_combine): where all the launch's chunk blocks fit on
+ * the GPU at once with room to spare (spread: attn_spread_max), every chunk
+ * block of kv head g waits for the others (an integer counter) and
+ * combines its share of the outputs; otherwise the last block of kv head g
+ * to finish (the same counter, reset by that block) combines them all.
+ * Either way each output gets the same bits. Scores: lanes take dims i,
+ * i + 32, ... with four keys in flight, then a fixed xor tree; weights and
+ * outputs sum keys in slot order.
  * POST: qkv_post is done here too (attn_post_rows): every block norms and
  * rotates the q rows it needs from the raw projection, and the one block
  * whose chunk holds slot pos % cap makes the new k, v row, stores it and then
@@ -908,8 +966,8 @@ template <bool POST, bool PRE>
 __global__ void __launch_bounds__(ATT_THREADS)
 	attn_fused(float *out, float *part, unsigned *counters, const float *__restrict__ q,
 		   const float *__restrict__ kc, const float *__restrict__ vc, int grp, int head_dim, int cap,
-		   const int32_t *pos_p, float scale, int chunk, int nch, int kvpf, const struct fg_kpf pf,
-		   const struct attn_post ap, const struct attn_pre pre)
+		   const int32_t *pos_p, float scale, int chunk, int nch, int kvpf, int spread,
+		   const struct fg_kpf pf, const struct attn_post ap, const struct attn_pre pre)
 {
 	const float *kcr = POST ? ap.kc : kc, *vcr = POST ? ap.vc : vc;
 	float wq[AP_PER], wk[AP_PER], inv = 0.0f;
@@ -1081,46 +1139,61 @@ __global__ void __launch_bounds__(ATT_THREADS)
 		return; /* attn_pre_combine combines, over many blocks */
 	__threadfence();
 	__syncthreads();
+	if (spread && used * (int)gridDim.x <= spread) { /* every chunk block combines a share */
+		if (threadIdx.x == 0) {
+			unsigned long long t0 = gtimer_ns();
+
+			atomicAdd(&counters[g], 1u);
+			while (*(volatile unsigned *)&counters[g] < (unsigned)used) {
+				__nanosleep(32);
+				if (gtimer_ns() - t0 > 2000000000ull)
+					__trap(); /* blocks that cannot all run at once: a launch error, not a hang */
+			}
+			__threadfence();
+		}
+		__syncthreads();
+		attn_combine(out, pg, sp, sml, g, grp, head_dim, nch, spn, used,
+			     (int)((long long)grp * head_dim * c / used), (int)((long long)grp * head_dim * (c + 1) / used));
+		__syncthreads();
+		/* the last block out resets both counts: every block has left the wait */
+		if (threadIdx.x == 0 && atomicAdd(&counters[FG_CTX_COUNTERS / 2 + g], 1u) == (unsigned)(used - 1)) {
+			counters[g] = 0;
+			counters[FG_CTX_COUNTERS / 2 + g] = 0;
+		}
+		return;
+	}
 	if (threadIdx.x == 0)
 		last = atomicAdd(&counters[g], 1u) == (unsigned)(used - 1);
 	__syncthreads();
 	if (!last)
 		return;
 	__threadfence();
-	/* the last block: per query head, M = max of the chunks' maxima, chunk
-	 * weights e^(m_c - M), L = sum of weights * l_c, then outputs */
-	if (warp < grp) {
-		const float *ph = pg + (size_t)warp * nch * stride;
-		float *w = sp + warp * spn, m = -INFINITY, l = 0.0f;
-
-		for (int cc = lane; cc < used; cc += 32)
-			m = fmaxf(m, __ldcg(ph + (size_t)cc * stride));
-		for (int o = 16; o > 0; o >>= 1)
-			m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-		for (int cc = lane; cc < used; cc += 32) {
-			float e = expf(__ldcg(ph + (size_t)cc * stride) - m);
-
-			w[cc] = e;
-			l = fmaf(e, __ldcg(ph + (size_t)cc * stride + 1), l);
-		}
-		l = fg_warp_sum(l);
-		if (lane == 0)
-			sml[warp][1] = l;
-	}
-	__syncthreads();
-	for (int t = threadIdx.x; t < grp * head_dim; t += ATT_THREADS) {
-		int h = t / head_dim, i = t - h * head_dim;
-		const float *ph = pg + (size_t)h * nch * stride + 2 + i;
-		const float *w = sp + h * spn;
-		float acc = 0.0f;
-
-#pragma unroll 16
-		for (int cc = 0; cc < used; cc++)
-			acc = fmaf(w[cc], __ldcg(ph + (size_t)cc * stride), acc);
-		out[((size_t)g * grp + h) * head_dim + i] = acc / sml[h][1];
-	}
+	attn_combine(out, pg, sp, sml, g, grp, head_dim, nch, spn, used, 0, grp * head_dim);
 	if (threadIdx.x == 0)
 		counters[g] = 0; /* ready for the next launch (stream-ordered) */
+}
+
+/* The most chunk blocks (all kv heads) whose combine the launch may spread
+ * over themselves: each waits for its kv head's other chunk blocks, so all
+ * of them must be able to run at once. Half of what the device holds of the
+ * kernel alone (a margin for other work on the GPU); 0 (the last block
+ * combines alone) with FG_ATTN_SPREAD=0 or where the counters fall short. */
+static int attn_spread_max(const void *k, size_t smem, int kv_heads, const struct fg_kctx *ctx)
+{
+	static int on = -1;
+	int per = 0;
+
+	if (on < 0) {
+		const char *e = getenv("FG_ATTN_SPREAD");
+
+		on = !(e && *e == '0');
+	}
+	if (!on || kv_heads > FG_CTX_COUNTERS / 2 ||
+	    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k, ATT_THREADS, smem) != cudaSuccess) {
+		cudaGetLastError();
+		return 0;
+	}
+	return per * fg_kctx_sm_count(ctx) / 2;
 }
 
 /* Launches attn_fused<POST> (shapes checked by the caller). */
@@ -1131,7 +1204,7 @@ static int attn_launch(struct fg_kctx *ctx, bool post, float *d_out, const float
 	int chunk = 32, nch, grp = heads / kv_heads, spn;
 	size_t smem;
 	void (*k)(float *, float *, unsigned *, const float *, const float *, const float *, int, int, int,
-		  const int32_t *, float, int, int, int, const struct fg_kpf, const struct attn_post,
+		  const int32_t *, float, int, int, int, int, const struct fg_kpf, const struct attn_post,
 		  const struct attn_pre) = post ? attn_fused<true, false> : attn_fused<false, false>;
 
 	/* the grid covers the whole cache so one captured graph serves every
@@ -1159,7 +1232,7 @@ static int attn_launch(struct fg_kctx *ctx, bool post, float *d_out, const float
 	}
 	fg_launch_pdl(ctx, k, dim3(kv_heads, nch), dim3(ATT_THREADS), smem, d_out, (float *)ctx->scratch, ctx->counters,
 		      d_q, d_kcache, d_vcache, grp, head_dim, cap, d_pos, scale, chunk, nch, ctx->pf_on >= 1,
-		      fg_pf_take(ctx), ap, attn_pre());
+		      attn_spread_max((const void *)k, smem, kv_heads, ctx), fg_pf_take(ctx), ap, attn_pre());
 	return fg_launched("attention", err);
 }
 
@@ -1281,7 +1354,7 @@ static int attn_prefill(struct fg_kctx *ctx, float *d_out, const float *d_q, siz
 	size_t smem, row_bytes;
 	struct attn_post none = {};
 	void (*k)(float *, float *, unsigned *, const float *, const float *, const float *, int, int, int,
-		  const int32_t *, float, int, int, int, const struct fg_kpf, const struct attn_post,
+		  const int32_t *, float, int, int, int, int, const struct fg_kpf, const struct attn_post,
 		  const struct attn_pre) = attn_fused<false, true>;
 
 	if (fg_need_ctx(ctx, err))
@@ -1328,7 +1401,7 @@ static int attn_prefill(struct fg_kctx *ctx, float *d_out, const float *d_q, siz
 
 		fg_launch_pdl(ctx, k, dim3(n, kv_heads, nchu), dim3(ATT_THREADS), smem, d_out, (float *)ctx->scratch,
 			      ctx->counters, d_q, d_kcache, d_vcache, grp, head_dim, cap, (const int32_t *)NULL, scale,
-			      chunk, nchu, 0, r0 ? fg_kpf() : fg_pf_take(ctx), none, pre);
+			      chunk, nchu, 0, 0, r0 ? fg_kpf() : fg_pf_take(ctx), none, pre);
 		if (fg_launched("chunk attention", err))
 			return err->code;
 		fg_launch_pdl(ctx, attn_pre_combine, dim3(n, kv_heads, nz), dim3(ATT_THREADS),
