@@ -1,4 +1,5 @@
-/* sha256.h - SHA-256 over libcrypto's EVP interface (uses SHA-NI when present). */
+/* sha256.h - SHA-256: libcrypto's EVP for single streams (uses SHA-NI when
+ * present), our own SHA-NI code for two streams hashed together. */
 #ifndef FG_SHA256_H
 #define FG_SHA256_H
 
@@ -18,6 +19,36 @@ int fg_sha256_update(struct fg_sha256 *h, const void *data, size_t len, struct f
 /* Writes the digest; the context is reset and can be reused. */
 int fg_sha256_final(struct fg_sha256 *h, uint8_t out[FG_SHA256_LEN], struct fg_err *err);
 void fg_sha256_free(struct fg_sha256 *h);
+
+/* Two streams at once. One SHA-256 stream is bound by the latency of the
+ * CPU's SHA rounds; two independent streams interleaved round by round fill
+ * each other's gaps (~1.4x the bytes per second of one stream on the
+ * project's AMD EPYC, docs/bench.md "store").
+ *
+ * fg_sha256_new_x2 makes a context for fg_sha256_pair_update: on a CPU with
+ * the SHA extensions (and unless the environment has FG_SHA256_X2=0) it runs
+ * on our own SHA-NI code (lib/sha256x2.c; alone it is a few percent slower
+ * than OpenSSL's); elsewhere it is the same EVP context as fg_sha256_new.
+ * Either kind works with fg_sha256_update, _final and _free. */
+int fg_sha256_new_x2(struct fg_sha256 **out, struct fg_err *err);
+/* Adds la bytes at da to a and lb bytes at db to b (a != b; the spans may be
+ * the same bytes): the whole blocks both have are hashed interleaved when
+ * both contexts came from fg_sha256_new_x2 on SHA-NI, the rest one stream
+ * at a time. The digests are exactly those of separate updates. */
+int fg_sha256_pair_update(struct fg_sha256 *a, const void *da, size_t la, struct fg_sha256 *b,
+			  const void *db, size_t lb, struct fg_err *err);
+/* 1 when h runs on our SHA-NI code (tests, docs). */
+int fg_sha256_is_x2(const struct fg_sha256 *h);
+
+/* The SHA-NI compression function (lib/sha256x2.c), on the state h0..h7 of
+ * FIPS 180-4, n whole 64-byte blocks. Call only when
+ * fg_sha256_ni_available(): 1 on x86-64 with SHA, SSSE3 and SSE4.1, and the
+ * environment does not say FG_SHA256_X2=0 (read at each call). */
+int fg_sha256_ni_available(void);
+void fg_sha256_ni_blocks(uint32_t h[8], const uint8_t *p, size_t n);
+/* Two streams, n blocks each, interleaved. */
+void fg_sha256_ni_blocks2(uint32_t ha[8], const uint8_t *pa, uint32_t hb[8], const uint8_t *pb,
+			  size_t n);
 
 /* One-shot digest of a memory span. */
 int fg_sha256_mem(const void *data, size_t len, uint8_t out[FG_SHA256_LEN], struct fg_err *err);

@@ -1,12 +1,17 @@
-/* test_sha256.c - the whole-file reader against one-shot digests: sizes
- * around the O_DIRECT threshold and piece size, plain and direct, a reader
- * reused across files, errors named. */
+/* test_sha256.c - the two-stream contexts (lib/sha256x2.c) on the NIST
+ * vectors and against OpenSSL's SHA256() on random data, every length
+ * 0..1100 cut at random points, on SHA-NI and with FG_SHA256_X2=0; the
+ * whole-file reader against one-shot digests: sizes around the O_DIRECT
+ * threshold and piece size, plain and direct, a reader reused across files,
+ * errors named; the paired reader the same way, one file or both. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <openssl/sha.h>
 
 #include "sha256.h"
 #include "tap.h"
@@ -34,6 +39,149 @@ static char *make_file(const char *name, size_t len, unsigned seed, uint8_t want
 	return path;
 }
 
+/* the xorshift generator: the same cuts on every run */
+static uint64_t rnd_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rnd(void)
+{
+	rnd_state ^= rnd_state << 13;
+	rnd_state ^= rnd_state >> 7;
+	rnd_state ^= rnd_state << 17;
+	return rnd_state;
+}
+
+struct kat {
+	const char *msg; /* NULL: a million 'a' */
+	const char *hex;
+};
+
+/* FIPS 180-2 appendix B and the NIST example values (SHA256.pdf) */
+static const struct kat kats[] = {
+	{ "abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" },
+	{ "", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" },
+	{ "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+	  "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1" },
+	{ "abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu",
+	  "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1" },
+	{ NULL, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0" },
+};
+
+static int hex_is(const uint8_t d[32], const char *hex)
+{
+	char h[FG_SHA256_HEX_LEN + 1];
+
+	fg_hex_encode(d, 32, h);
+	return !strcmp(h, hex);
+}
+
+/* Feeds a and b through pair updates in pieces of random length (0 too),
+ * each stream cut on its own; either may run out first. */
+static int pair_cut(struct fg_sha256 *ha, const uint8_t *a, size_t la, struct fg_sha256 *hb,
+		    const uint8_t *b, size_t lb, size_t maxcut, uint8_t da[32], uint8_t db[32])
+{
+	size_t oa = 0, ob = 0;
+	int rc = 0;
+
+	while (!rc && (oa < la || ob < lb)) {
+		size_t ca = (size_t)(rnd() % (maxcut + 1)), cb = (size_t)(rnd() % (maxcut + 1));
+
+		if (ca > la - oa)
+			ca = la - oa;
+		if (cb > lb - ob)
+			cb = lb - ob;
+		rc = fg_sha256_pair_update(ha, a + oa, ca, hb, b + ob, cb, NULL);
+		oa += ca;
+		ob += cb;
+	}
+	if (!rc)
+		rc = fg_sha256_final(ha, da, NULL);
+	if (!rc)
+		rc = fg_sha256_final(hb, db, NULL);
+	return rc;
+}
+
+static void test_core(const char *mode, int want_x2)
+{
+	struct fg_sha256 *a = NULL, *b = NULL;
+	static uint8_t ra[1101], rb[2300];
+	uint8_t da[32], db[32], want_a[32], want_b[32];
+	size_t k, i, bad_len = 0, bad_kat = 0, bad_same = 0, n_len = 0;
+	char *million = malloc(1000000);
+
+	ok(!fg_sha256_new_x2(&a, NULL) && !fg_sha256_new_x2(&b, NULL), "%s: contexts made", mode);
+	is_int(fg_sha256_is_x2(a), want_x2, "%s: runs on %s", mode, want_x2 ? "SHA-NI" : "EVP");
+	memset(million, 'a', 1000000);
+	for (k = 0; k < sizeof(kats) / sizeof(kats[0]); k++) {
+		const uint8_t *m = (const uint8_t *)(kats[k].msg ? kats[k].msg : million);
+		size_t len = kats[k].msg ? strlen(kats[k].msg) : 1000000, cut;
+		int good;
+
+		/* whole */
+		good = !fg_sha256_update(a, m, len, NULL) && !fg_sha256_final(a, da, NULL) &&
+		       hex_is(da, kats[k].hex);
+		/* byte by byte */
+		for (i = 0; i < len; i++)
+			fg_sha256_update(a, m + i, 1, NULL);
+		good = good && !fg_sha256_final(a, da, NULL) && hex_is(da, kats[k].hex);
+		/* the same bytes in both streams of a pair, then against the other
+		 * vectors' lengths (b ahead) */
+		good = good && !fg_sha256_pair_update(a, m, len, b, m, len, NULL) &&
+		       !fg_sha256_final(a, da, NULL) && !fg_sha256_final(b, db, NULL) &&
+		       hex_is(da, kats[k].hex) && hex_is(db, kats[k].hex);
+		/* split at every offset (the short ones), the second stream one
+		 * byte behind */
+		for (cut = 0; len < 200 && cut <= len; cut++) {
+			fg_sha256_pair_update(a, m, cut, b, m, cut ? cut - 1 : 0, NULL);
+			fg_sha256_pair_update(a, m + cut, len - cut, b, m + (cut ? cut - 1 : 0),
+					      len - (cut ? cut - 1 : 0), NULL);
+			fg_sha256_final(a, da, NULL);
+			fg_sha256_final(b, db, NULL);
+			if (!hex_is(da, kats[k].hex) || !hex_is(db, kats[k].hex))
+				good = 0;
+		}
+		if (!good)
+			bad_kat++;
+		ok(good, "%s: NIST %s: whole, byte by byte, paired, split at every offset", mode,
+		   kats[k].msg ? (len ? kats[k].msg : "(empty)") : "a million 'a'");
+	}
+	for (i = 0; i < sizeof(ra); i++)
+		ra[i] = (uint8_t)rnd();
+	for (i = 0; i < sizeof(rb); i++)
+		rb[i] = (uint8_t)rnd();
+	/* every length of A against a random length of B, cut in random pieces
+	 * (at most 1, 70, 200 bytes or everything at once) */
+	for (k = 0; k <= 1100; k++) {
+		size_t lb = (size_t)(rnd() % sizeof(rb));
+		static const size_t cuts[] = { 1, 70, 200, 5000 };
+		size_t c;
+
+		SHA256(ra, k, want_a);
+		SHA256(rb, lb, want_b);
+		for (c = 0; c < 4; c++) {
+			n_len++;
+			if (k > 300 && c == 0)
+				continue; /* byte-sized pieces: the short lengths are enough */
+			if (pair_cut(a, ra, k, b, rb, lb, cuts[c], da, db) || memcmp(da, want_a, 32) ||
+			    memcmp(db, want_b, 32))
+				bad_len++;
+			/* the streams swapped */
+			if (pair_cut(b, rb, lb, a, ra, k, cuts[c], db, da) || memcmp(da, want_a, 32) ||
+			    memcmp(db, want_b, 32))
+				bad_len++;
+		}
+		/* both streams over the same bytes, same length */
+		if (fg_sha256_pair_update(a, ra, k, b, ra, k, NULL) || fg_sha256_final(a, da, NULL) ||
+		    fg_sha256_final(b, db, NULL) || memcmp(da, want_a, 32) || memcmp(db, want_a, 32))
+			bad_same++;
+	}
+	is_int(bad_len, 0, "%s: lengths 0..1100 against SHA256(), random cuts of both streams", mode);
+	is_int(bad_same, 0, "%s: lengths 0..1100, both streams over the same bytes", mode);
+	(void)bad_kat;
+	fg_sha256_free(a);
+	fg_sha256_free(b);
+	free(million);
+}
+
 int main(void)
 {
 	static const size_t sizes[] = { 0, 1, 4095, 4097, (1 << 20) - 1, 1 << 20, (2 << 20) + 1,
@@ -46,6 +194,14 @@ int main(void)
 	memset(&err, 0, sizeof(err));
 	if (!mkdtemp(dir))
 		return 1;
+	if (fg_sha256_ni_available())
+		test_core("SHA-NI", 1);
+	else
+		ok(1, "# SKIP no SHA-NI on this CPU: only the EVP path is tested");
+	setenv("FG_SHA256_X2", "0", 1);
+	ok(!fg_sha256_ni_available(), "FG_SHA256_X2=0 turns SHA-NI off");
+	test_core("FG_SHA256_X2=0", 0);
+	unsetenv("FG_SHA256_X2");
 	ok(!fg_sha256_reader_new(&r, &err), "reader made");
 	for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
 		uint8_t want[32], got[32];
