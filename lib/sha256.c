@@ -1,5 +1,7 @@
-/* sha256.c - SHA-256 through OpenSSL EVP, hex helpers, a whole-file reader
- * (O_DIRECT + AIO) and a hashing thread (on lib/ring.h). */
+/* sha256.c - SHA-256 through OpenSSL EVP or, for two streams at once, our
+ * own SHA-NI code (lib/sha256x2.c); hex helpers, a whole-file reader
+ * (O_DIRECT + AIO) for one file or two at once, and a hashing thread (on
+ * lib/ring.h). */
 #include "sha256.h"
 #include "fsutil.h"
 #include "ring.h"
@@ -283,13 +285,38 @@ int fg_sha256_file(const char *path, uint8_t out[FG_SHA256_LEN], unsigned long l
 #define RD_PIECE ((size_t)2 << 20) /* one O_DIRECT read: one 2 MiB page */
 #define RD_PLAIN ((size_t)256 << 10) /* plain reads: hashed while still in L2 */
 #define RD_SLOTS FG_SHA256_READ_AHEAD
-#define RD_FALLBACK 1 /* internal: go on with plain reads from *done */
+#define RD_FALLBACK 1 /* internal: go on another way from l->done */
+
+enum { LANE_GO = 0, LANE_END, LANE_FALL };
+
+/* One file being read, handed out piece by piece in file order. The reader
+ * has two: the second reads the partner file of fg_sha256_reader_pair. Each
+ * keeps its buffers and AIO context from file to file. */
+struct lane {
+	char *pool;        /* RD_SLOTS * RD_PIECE bytes, 2 MiB aligned, touched once */
+	aio_context_t aio;
+	int aio_state;     /* 0 untried, 1 set up, -1 unavailable */
+	/* the file being read */
+	int fd;            /* -1 when none */
+	const char *path;  /* borrowed, for messages */
+	unsigned long long size;  /* length at open */
+	unsigned long long done;  /* bytes handed out */
+	unsigned long long next;  /* AIO: offset of the next read to submit */
+	unsigned long long limit; /* AIO: read up to here (grows with the file) */
+	int mode;          /* 1 O_DIRECT + AIO, 2 O_DIRECT synchronous, 0 plain */
+	int stop;          /* LANE_GO, or no more reads: LANE_END, LANE_FALL */
+	int head;          /* AIO: slot of the next piece in file order */
+	int pending;       /* AIO: reads in flight or held, from head on */
+	int held;          /* AIO: head was handed out; freed on the next call */
+	struct iocb cb[RD_SLOTS];
+	long long res[RD_SLOTS];
+	int ready[RD_SLOTS];
+};
 
 struct fg_sha256_reader {
-	struct fg_sha256 *h;
-	char *pool;       /* RD_SLOTS * RD_PIECE bytes, 2 MiB aligned, touched once */
-	aio_context_t aio;
-	int aio_state;    /* 0 untried, 1 set up, -1 unavailable */
+	struct fg_sha256 *h;     /* single files: EVP, OpenSSL's fastest single stream */
+	struct fg_sha256 *x[2];  /* pairs: fg_sha256_new_x2, made on first use */
+	struct lane lane[2];
 	int last_mode;
 };
 
@@ -301,6 +328,7 @@ int fg_sha256_reader_new(struct fg_sha256_reader **out, struct fg_err *err)
 	*out = NULL;
 	if (!r)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	r->lane[0].fd = r->lane[1].fd = -1;
 	rc = fg_sha256_new(&r->h, err);
 	if (rc) {
 		free(r);
@@ -312,12 +340,17 @@ int fg_sha256_reader_new(struct fg_sha256_reader **out, struct fg_err *err)
 
 void fg_sha256_reader_free(struct fg_sha256_reader *r)
 {
+	int i;
+
 	if (!r)
 		return;
-	if (r->aio_state == 1)
-		syscall(SYS_io_destroy, r->aio);
+	for (i = 0; i < 2; i++) {
+		if (r->lane[i].aio_state == 1)
+			syscall(SYS_io_destroy, r->lane[i].aio);
+		free(r->lane[i].pool);
+		fg_sha256_free(r->x[i]);
+	}
 	fg_sha256_free(r->h);
-	free(r->pool);
 	free(r);
 }
 
@@ -326,11 +359,11 @@ int fg_sha256_reader_last_mode(const struct fg_sha256_reader *r)
 	return r->last_mode;
 }
 
-static int reader_pool(struct fg_sha256_reader *r, struct fg_err *err)
+static int lane_pool(struct lane *l, struct fg_err *err)
 {
 	void *p = NULL;
 
-	if (r->pool)
+	if (l->pool)
 		return 0;
 	if (posix_memalign(&p, RD_PIECE, RD_SLOTS * RD_PIECE))
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
@@ -338,7 +371,7 @@ static int reader_pool(struct fg_sha256_reader *r, struct fg_err *err)
 	 * less than 512 small pages (measured: a third of the system time) */
 	madvise(p, RD_SLOTS * RD_PIECE, MADV_HUGEPAGE);
 	memset(p, 0, RD_SLOTS * RD_PIECE); /* fault it in once, not per file */
-	r->pool = p;
+	l->pool = p;
 	return 0;
 }
 
@@ -347,211 +380,369 @@ static int read_fail(struct fg_err *err, const char *path, int e)
 	return fg_err_set(err, FG_EIO, "read %s: %s", path, strerror(e));
 }
 
-/* O_DIRECT reads with up to RD_SLOTS in flight (Linux AIO), hashed in file
- * order; size is the length at open. Returns 0 at the end of the file,
- * RD_FALLBACK to go on with plain reads from *done, or an error. */
-static int read_aio(struct fg_sha256_reader *r, int fd, unsigned long long size,
-		    unsigned long long *done, const char *path, struct fg_err *err)
-{
-	struct iocb cb[RD_SLOTS];
-	long long res[RD_SLOTS];
-	int ready[RD_SLOTS];
-	unsigned long long next = 0, limit = size;
-	int head = 0, pending = 0, stop = 0, rc = 0;
-
-	memset(ready, 0, sizeof(ready));
-	for (;;) {
-		/* keep every free slot reading the next piece */
-		while (!stop && !rc && pending < RD_SLOTS && next <= limit) {
-			int s = (head + pending) % RD_SLOTS;
-			struct iocb *p = &cb[s];
-			long n;
-
-			memset(p, 0, sizeof(*p));
-			p->aio_fildes = (uint32_t)fd;
-			p->aio_lio_opcode = IOCB_CMD_PREAD;
-			p->aio_buf = (uint64_t)(uintptr_t)(r->pool + (size_t)s * RD_PIECE);
-			p->aio_nbytes = RD_PIECE;
-			p->aio_offset = (int64_t)next;
-			p->aio_data = (uint64_t)s;
-			n = syscall(SYS_io_submit, r->aio, 1L, &p);
-			if (n != 1) {
-				if (n < 0 && errno == EINTR)
-					continue;
-				stop = RD_FALLBACK; /* what is in flight is still used */
-				break;
-			}
-			ready[s] = 0;
-			pending++;
-			next += RD_PIECE;
-		}
-		if (!pending)
-			break;
-		while (!ready[head]) {
-			struct io_event ev[RD_SLOTS];
-			long n = syscall(SYS_io_getevents, r->aio, 1L, (long)RD_SLOTS, ev, NULL);
-			long k;
-
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0) {
-				int e = errno;
-
-				/* cannot reap: io_destroy waits for what is in flight, so
-				 * the buffers are ours again; no AIO from now on */
-				syscall(SYS_io_destroy, r->aio);
-				r->aio_state = -1;
-				return read_fail(err, path, e);
-			}
-			for (k = 0; k < n; k++) {
-				int s = (int)ev[k].data;
-
-				ready[s] = 1;
-				res[s] = (long long)ev[k].res;
-			}
-		}
-		ready[head] = 0;
-		pending--;
-		if (!stop && !rc) {
-			long long n = res[head];
-
-			if (n < 0 && n == -EINVAL) {
-				stop = RD_FALLBACK; /* O_DIRECT refused for this file */
-			} else if (n < 0) {
-				rc = read_fail(err, path, (int)-n);
-			} else {
-				if (n)
-					rc = fg_sha256_update(r->h, r->pool + (size_t)head * RD_PIECE,
-							      (size_t)n, err);
-				*done += (unsigned long long)n;
-				if ((size_t)n < RD_PIECE)
-					/* a short read ends the file unless it came before the
-					 * length seen at open: then plain reads settle it */
-					stop = *done < size ? RD_FALLBACK : -1;
-				else if (*done > limit)
-					limit = *done; /* it grew: read on */
-			}
-		}
-		head = (head + 1) % RD_SLOTS;
-	}
-	if (rc)
-		return rc;
-	return stop == RD_FALLBACK ? RD_FALLBACK : 0;
-}
-
-/* Synchronous O_DIRECT reads (no AIO here). */
-static int read_direct(struct fg_sha256_reader *r, int fd, unsigned long long size,
-		       unsigned long long *done, const char *path, struct fg_err *err)
-{
-	for (;;) {
-		ssize_t n = pread(fd, r->pool, RD_PIECE, (off_t)*done);
-		int rc;
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return errno == EINVAL ? RD_FALLBACK : read_fail(err, path, errno);
-		rc = n ? fg_sha256_update(r->h, r->pool, (size_t)n, err) : 0;
-		if (rc)
-			return rc;
-		*done += (unsigned long long)n;
-		if ((size_t)n < RD_PIECE)
-			return *done < size ? RD_FALLBACK : 0;
-	}
-}
-
-/* Plain reads to the end, from *done on. */
-static int read_plain(struct fg_sha256_reader *r, int fd, unsigned long long *done,
-		      const char *path, struct fg_err *err)
-{
-	for (;;) {
-		ssize_t n = read(fd, r->pool, RD_PLAIN);
-		int rc;
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return read_fail(err, path, errno);
-		if (n == 0)
-			return 0;
-		rc = fg_sha256_update(r->h, r->pool, (size_t)n, err);
-		if (rc)
-			return rc;
-		*done += (unsigned long long)n;
-	}
-}
-
-int fg_sha256_reader_file(struct fg_sha256_reader *r, const char *path, int flags,
-			  uint8_t out[FG_SHA256_LEN], unsigned long long *size_out, struct stat *st_out,
-			  struct fg_err *err)
+/* Opens path for reading and picks how: O_DIRECT (AIO when it can be set
+ * up) for a regular file of FG_SHA256_DIRECT_MIN bytes or more when flags
+ * ask for it, plain reads otherwise. */
+static int lane_open(struct lane *l, const char *path, int flags, struct stat *st,
+		     struct fg_err *err)
 {
 	int regular = (flags & FG_SHA256_REGULAR) != 0;
-	unsigned long long done = 0;
-	struct stat st;
-	int fd, rc, mode = 0, plain = 1;
+	int fd, rc;
 
-	r->last_mode = 0;
-	if (size_out)
-		*size_out = 0;
+	l->fd = -1;
+	l->path = path;
+	l->size = l->done = l->next = 0;
+	l->mode = 0;
+	l->stop = LANE_GO;
+	l->head = l->pending = l->held = 0;
 	fd = open(path, O_RDONLY | O_CLOEXEC | (regular ? O_NOFOLLOW | O_NONBLOCK : 0));
 	if (fd < 0)
 		return fg_err_set(err, errno == ENOENT ? FG_ENOTFOUND : regular ? FG_EINVAL : FG_EIO,
 				  "open %s: %s", path,
 				  regular && errno == ELOOP ? "a symlink, not a regular file"
 							    : strerror(errno));
-	if (fstat(fd, &st))
+	if (fstat(fd, st))
 		rc = fg_err_set(err, FG_EIO, "stat %s: %s", path, strerror(errno));
-	else if (regular && !S_ISREG(st.st_mode))
+	else if (regular && !S_ISREG(st->st_mode))
 		rc = fg_err_set(err, FG_EINVAL, "%s: not a regular file", path);
 	else
-		rc = reader_pool(r, err);
-	if (!rc && EVP_DigestInit_ex(r->h->ctx, EVP_sha256(), NULL) != 1)
-		rc = ossl_fail(err, "init"); /* a fresh digest, whatever came before */
+		rc = lane_pool(l, err);
 	if (rc) {
 		close(fd);
 		return rc;
 	}
-	if (st_out)
-		*st_out = st;
-	if ((flags & FG_SHA256_DIRECT) && S_ISREG(st.st_mode) &&
-	    (unsigned long long)st.st_size >= FG_SHA256_DIRECT_MIN &&
+	l->fd = fd;
+	l->size = (unsigned long long)st->st_size;
+	l->limit = l->size;
+	if ((flags & FG_SHA256_DIRECT) && S_ISREG(st->st_mode) && l->size >= FG_SHA256_DIRECT_MIN &&
 	    !fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_DIRECT)) {
-		unsigned long long size = (unsigned long long)st.st_size;
-
-		if (r->aio_state == 0) {
-			r->aio = 0;
-			r->aio_state = syscall(SYS_io_setup, (long)RD_SLOTS, &r->aio) ? -1 : 1;
+		if (l->aio_state == 0) {
+			l->aio = 0;
+			l->aio_state = syscall(SYS_io_setup, (long)RD_SLOTS, &l->aio) ? -1 : 1;
 		}
-		mode = r->aio_state == 1 ? 1 : 2;
-		rc = mode == 1 ? read_aio(r, fd, size, &done, path, err)
-			       : read_direct(r, fd, size, &done, path, err);
-		if (rc == RD_FALLBACK && mode == 1 && !done) {
-			/* AIO refused this file, not O_DIRECT: read it synchronously */
-			mode = 2;
-			rc = read_direct(r, fd, size, &done, path, err);
-		}
-		plain = rc == RD_FALLBACK;
-		if (plain) {
-			mode = 0;
-			rc = 0;
-			if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_DIRECT) ||
-			    lseek(fd, (off_t)done, SEEK_SET) != (off_t)done)
-				rc = read_fail(err, path, errno);
-		}
-	}
-	if (!rc && plain) {
+		l->mode = l->aio_state == 1 ? 1 : 2;
+	} else {
 #ifdef POSIX_FADV_SEQUENTIAL
 		posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
-		rc = read_plain(r, fd, &done, path, err);
+	}
+	return 0;
+}
+
+/* AIO: waits until the head slot's read is complete. On failure io_destroy
+ * waits for what is in flight, so the buffers are ours again; no AIO from
+ * then on. */
+static int aio_wait_head(struct lane *l, struct fg_err *err)
+{
+	while (!l->ready[l->head]) {
+		struct io_event ev[RD_SLOTS];
+		long n = syscall(SYS_io_getevents, l->aio, 1L, (long)RD_SLOTS, ev, NULL);
+		long k;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int e = errno;
+
+			syscall(SYS_io_destroy, l->aio);
+			l->aio_state = -1;
+			l->pending = l->held = 0;
+			return read_fail(err, l->path, e);
+		}
+		for (k = 0; k < n; k++) {
+			int s = (int)ev[k].data;
+
+			l->ready[s] = 1;
+			l->res[s] = (long long)ev[k].res;
+		}
+	}
+	return 0;
+}
+
+static void aio_release_head(struct lane *l)
+{
+	l->ready[l->head] = 0;
+	l->head = (l->head + 1) % RD_SLOTS;
+	l->pending--;
+	l->held = 0;
+}
+
+/* AIO: reaps everything in flight (the buffers are about to be reused). */
+static int aio_drain(struct lane *l, struct fg_err *err)
+{
+	if (l->held)
+		aio_release_head(l);
+	while (l->pending) {
+		int rc = aio_wait_head(l, err);
+
+		if (rc)
+			return rc;
+		aio_release_head(l);
+	}
+	return 0;
+}
+
+/* O_DIRECT reads with up to RD_SLOTS in flight (Linux AIO), handed out in
+ * file order: the slot handed out stays ours until the next call, the
+ * others keep reading. Returns 0 with a piece or *len 0 at the end,
+ * RD_FALLBACK to go on another way from l->done, or an error. */
+static int aio_piece(struct lane *l, const char **data, size_t *len, struct fg_err *err)
+{
+	if (l->held)
+		aio_release_head(l);
+	for (;;) {
+		long long n;
+		int rc;
+
+		/* keep every free slot reading the next piece */
+		while (l->stop == LANE_GO && l->pending < RD_SLOTS && l->next <= l->limit) {
+			int s = (l->head + l->pending) % RD_SLOTS;
+			struct iocb *p = &l->cb[s];
+			long k;
+
+			memset(p, 0, sizeof(*p));
+			p->aio_fildes = (uint32_t)l->fd;
+			p->aio_lio_opcode = IOCB_CMD_PREAD;
+			p->aio_buf = (uint64_t)(uintptr_t)(l->pool + (size_t)s * RD_PIECE);
+			p->aio_nbytes = RD_PIECE;
+			p->aio_offset = (int64_t)l->next;
+			p->aio_data = (uint64_t)s;
+			k = syscall(SYS_io_submit, l->aio, 1L, &p);
+			if (k != 1) {
+				if (k < 0 && errno == EINTR)
+					continue;
+				l->stop = LANE_FALL; /* what is in flight is discarded */
+				break;
+			}
+			l->ready[s] = 0;
+			l->pending++;
+			l->next += RD_PIECE;
+		}
+		if (!l->pending)
+			return l->stop == LANE_FALL ? RD_FALLBACK : 0;
+		rc = aio_wait_head(l, err);
+		if (rc)
+			return rc;
+		n = l->res[l->head];
+		if (l->stop != LANE_GO || n == 0) {
+			/* after the end or a fallback: reaped, not used */
+			if (l->stop == LANE_GO)
+				l->stop = l->done < l->size ? LANE_FALL : LANE_END;
+			aio_release_head(l);
+			continue;
+		}
+		if (n == -EINVAL) { /* O_DIRECT refused for this file */
+			l->stop = LANE_FALL;
+			aio_release_head(l);
+			continue;
+		}
+		if (n < 0) {
+			l->stop = LANE_END;
+			aio_release_head(l);
+			rc = aio_drain(l, err);
+			return rc ? rc : read_fail(err, l->path, (int)-n);
+		}
+		l->done += (unsigned long long)n;
+		if ((size_t)n < RD_PIECE)
+			/* a short read ends the file unless it came before the length
+			 * seen at open: then other reads settle it */
+			l->stop = l->done < l->size ? LANE_FALL : LANE_END;
+		else if (l->done > l->limit)
+			l->limit = l->done; /* it grew: read on */
+		*data = l->pool + (size_t)l->head * RD_PIECE;
+		*len = (size_t)n;
+		l->held = 1;
+		return 0;
+	}
+}
+
+/* Synchronous O_DIRECT reads (no AIO here). */
+static int direct_piece(struct lane *l, const char **data, size_t *len, struct fg_err *err)
+{
+	ssize_t n;
+
+	if (l->stop != LANE_GO)
+		return l->stop == LANE_FALL ? RD_FALLBACK : 0;
+	do
+		n = pread(l->fd, l->pool, RD_PIECE, (off_t)l->done);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EINVAL ? RD_FALLBACK : read_fail(err, l->path, errno);
+	l->done += (unsigned long long)n;
+	if ((size_t)n < RD_PIECE)
+		l->stop = l->done < l->size ? LANE_FALL : LANE_END;
+	if (!n)
+		return l->stop == LANE_FALL ? RD_FALLBACK : 0;
+	*data = l->pool;
+	*len = (size_t)n;
+	return 0;
+}
+
+/* Plain reads to the end. */
+static int plain_piece(struct lane *l, const char **data, size_t *len, struct fg_err *err)
+{
+	ssize_t n;
+
+	do
+		n = read(l->fd, l->pool, RD_PLAIN);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return read_fail(err, l->path, errno);
+	l->done += (unsigned long long)n;
+	*data = l->pool;
+	*len = (size_t)n;
+	return 0;
+}
+
+/* The next piece of the file: *len bytes at *data, valid until the next
+ * call; *len 0 at the end. Falls back from AIO to synchronous O_DIRECT (when
+ * AIO refused the file before any byte) and from there to plain reads,
+ * resuming where it was. */
+static int lane_piece(struct lane *l, const char **data, size_t *len, struct fg_err *err)
+{
+	for (;;) {
+		int rc;
+
+		*len = 0;
+		if (l->mode == 1)
+			rc = aio_piece(l, data, len, err);
+		else if (l->mode == 2)
+			rc = direct_piece(l, data, len, err);
+		else
+			rc = plain_piece(l, data, len, err);
+		if (rc != RD_FALLBACK)
+			return rc;
+		l->stop = LANE_GO;
+		if (l->mode == 1 && !l->done) {
+			/* AIO refused this file, not O_DIRECT: read it synchronously */
+			l->mode = 2;
+			continue;
+		}
+		l->mode = 0;
+		if (fcntl(l->fd, F_SETFL, fcntl(l->fd, F_GETFL) & ~O_DIRECT) ||
+		    lseek(l->fd, (off_t)l->done, SEEK_SET) != (off_t)l->done)
+			return read_fail(err, l->path, errno);
+#ifdef POSIX_FADV_SEQUENTIAL
+		posix_fadvise(l->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+	}
+}
+
+static void lane_close(struct lane *l)
+{
+	if (l->fd < 0)
+		return;
+	if (l->mode == 1 && l->aio_state == 1)
+		aio_drain(l, NULL); /* on failure it gave AIO up, reaping all */
+	close(l->fd);
+	l->fd = -1;
+}
+
+/* A fresh digest, whatever came before (a failed file leaves one half done). */
+static int sha_restart(struct fg_sha256 *h, struct fg_err *err)
+{
+	if (!h->ctx) {
+		own_reset(h);
+		return 0;
+	}
+	if (EVP_DigestInit_ex(h->ctx, EVP_sha256(), NULL) != 1)
+		return ossl_fail(err, "init");
+	return 0;
+}
+
+int fg_sha256_reader_file(struct fg_sha256_reader *r, const char *path, int flags,
+			  uint8_t out[FG_SHA256_LEN], unsigned long long *size_out, struct stat *st_out,
+			  struct fg_err *err)
+{
+	struct lane *l = &r->lane[0];
+	struct stat st;
+	int rc;
+
+	r->last_mode = 0;
+	if (size_out)
+		*size_out = 0;
+	rc = lane_open(l, path, flags, &st, err);
+	if (rc)
+		return rc;
+	if (st_out)
+		*st_out = st;
+	rc = sha_restart(r->h, err);
+	while (!rc) {
+		const char *d;
+		size_t n;
+
+		rc = lane_piece(l, &d, &n, err);
+		if (rc || !n)
+			break;
+		rc = fg_sha256_update(r->h, d, n, err);
 	}
 	if (!rc)
 		rc = fg_sha256_final(r->h, out, err);
-	r->last_mode = mode;
+	r->last_mode = l->mode;
 	if (size_out)
-		*size_out = done;
-	close(fd);
+		*size_out = l->done;
+	lane_close(l);
 	return rc;
+}
+
+int fg_sha256_reader_pair(struct fg_sha256_reader *r, const char *const path[2], int flags,
+			  struct fg_sha256_result res[2], struct fg_err *err)
+{
+	int i, on[2] = { 0, 0 }, rc = 0;
+
+	for (i = 0; i < 2; i++) {
+		memset(&res[i], 0, sizeof(res[i]));
+		if (!r->x[i] && (rc = fg_sha256_new_x2(&r->x[i], err)) != 0)
+			return rc;
+	}
+	for (i = 0; i < 2; i++) {
+		if (!path[i])
+			continue;
+		res[i].rc = lane_open(&r->lane[i], path[i], flags, &res[i].st, &res[i].err);
+		if (!res[i].rc)
+			res[i].rc = sha_restart(r->x[i], &res[i].err);
+		on[i] = !res[i].rc;
+	}
+	while (on[0] || on[1]) {
+		const char *d[2] = { NULL, NULL };
+		size_t n[2] = { 0, 0 };
+
+		for (i = 0; i < 2; i++) {
+			if (!on[i])
+				continue;
+			res[i].rc = lane_piece(&r->lane[i], &d[i], &n[i], &res[i].err);
+			if (res[i].rc || !n[i])
+				on[i] = 0; /* failed, or at its end: the other goes on alone */
+		}
+		if (n[0] && n[1]) {
+			/* no fallible step in the SHA-NI pair; with EVP the failing
+			 * half is charged to both */
+			rc = fg_sha256_pair_update(r->x[0], d[0], n[0], r->x[1], d[1], n[1],
+						   &res[0].err);
+			if (rc) {
+				res[1].err = res[0].err;
+				res[0].rc = res[1].rc = rc;
+				on[0] = on[1] = 0;
+			}
+		} else {
+			for (i = 0; i < 2; i++)
+				if (n[i] && (res[i].rc = fg_sha256_update(r->x[i], d[i], n[i],
+									  &res[i].err)) != 0)
+					on[i] = 0;
+		}
+	}
+	for (i = 0; i < 2; i++) {
+		struct lane *l = &r->lane[i];
+
+		if (!path[i] || l->fd < 0)
+			continue;
+		if (!res[i].rc)
+			res[i].rc = fg_sha256_final(r->x[i], res[i].digest, &res[i].err);
+		res[i].mode = l->mode;
+		res[i].size = l->done;
+		lane_close(l);
+	}
+	return 0;
 }
 
 void fg_hex_encode(const uint8_t *data, size_t len, char *out)

@@ -93,6 +93,28 @@ int fg_sha256_reader_file(struct fg_sha256_reader *r, const char *path, int flag
 /* How the last file was read: 1 O_DIRECT with AIO, 2 O_DIRECT synchronous,
  * 0 plain reads (docs and tests). */
 int fg_sha256_reader_last_mode(const struct fg_sha256_reader *r);
+
+/* One file's outcome in fg_sha256_reader_pair. */
+struct fg_sha256_result {
+	uint8_t digest[FG_SHA256_LEN];
+	unsigned long long size; /* bytes hashed */
+	struct stat st;          /* fstat of the file as opened, before reading */
+	int rc;                  /* 0, or FG_E* for this file (FG_ENOTFOUND: absent) */
+	int mode;                /* as fg_sha256_reader_last_mode */
+	struct fg_err err;       /* the message when rc */
+};
+
+/* Two files at once, each exactly as fg_sha256_reader_file would (flags,
+ * fallbacks, errors): both have their next pieces in flight, and each pair
+ * of pieces goes through fg_sha256_pair_update, so on SHA-NI their blocks
+ * are hashed interleaved; once one file ends or fails the other goes on
+ * alone. path[i] may be NULL: res[i] is then left zeroed. Each file's
+ * outcome is in res[i]; the call itself fails (FG_ENOMEM) only when it
+ * cannot make its digest contexts, made on first use (so FG_SHA256_X2 is
+ * read when a reader first hashes a pair). A reader holds a second set of
+ * buffers (8 MiB) for the second file once it has read a pair. */
+int fg_sha256_reader_pair(struct fg_sha256_reader *r, const char *const path[2], int flags,
+			  struct fg_sha256_result res[2], struct fg_err *err);
 void fg_sha256_reader_free(struct fg_sha256_reader *r);
 
 /* A hashing thread fed pieces in order, so the caller can read, compute or

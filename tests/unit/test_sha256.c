@@ -105,7 +105,7 @@ static void test_core(const char *mode, int want_x2)
 	struct fg_sha256 *a = NULL, *b = NULL;
 	static uint8_t ra[1101], rb[2300];
 	uint8_t da[32], db[32], want_a[32], want_b[32];
-	size_t k, i, bad_len = 0, bad_kat = 0, bad_same = 0, n_len = 0;
+	size_t k, i, bad_len = 0, bad_same = 0;
 	char *million = malloc(1000000);
 
 	ok(!fg_sha256_new_x2(&a, NULL) && !fg_sha256_new_x2(&b, NULL), "%s: contexts made", mode);
@@ -139,8 +139,6 @@ static void test_core(const char *mode, int want_x2)
 			if (!hex_is(da, kats[k].hex) || !hex_is(db, kats[k].hex))
 				good = 0;
 		}
-		if (!good)
-			bad_kat++;
 		ok(good, "%s: NIST %s: whole, byte by byte, paired, split at every offset", mode,
 		   kats[k].msg ? (len ? kats[k].msg : "(empty)") : "a million 'a'");
 	}
@@ -158,7 +156,6 @@ static void test_core(const char *mode, int want_x2)
 		SHA256(ra, k, want_a);
 		SHA256(rb, lb, want_b);
 		for (c = 0; c < 4; c++) {
-			n_len++;
 			if (k > 300 && c == 0)
 				continue; /* byte-sized pieces: the short lengths are enough */
 			if (pair_cut(a, ra, k, b, rb, lb, cuts[c], da, db) || memcmp(da, want_a, 32) ||
@@ -176,10 +173,98 @@ static void test_core(const char *mode, int want_x2)
 	}
 	is_int(bad_len, 0, "%s: lengths 0..1100 against SHA256(), random cuts of both streams", mode);
 	is_int(bad_same, 0, "%s: lengths 0..1100, both streams over the same bytes", mode);
-	(void)bad_kat;
 	fg_sha256_free(a);
 	fg_sha256_free(b);
 	free(million);
+}
+
+/* The paired reader on files of the sizes below (made by main, digests in
+ * want): each with a partner of another size, with itself, plain and direct,
+ * either one missing or not regular. A fresh reader per mode: its contexts
+ * follow FG_SHA256_X2 as it was at its first pair. */
+static void test_pairs(const char *mode, int want_x2, char **paths, uint8_t (*want)[32],
+		       const size_t *sizes, size_t nf)
+{
+	struct fg_sha256_reader *r = NULL;
+	struct fg_sha256_result res[2];
+	struct fg_err err;
+	size_t i, k, bad = 0, runs = 0;
+	int direct;
+
+	ok(!fg_sha256_reader_new(&r, &err), "%s: reader made", mode);
+	for (direct = 0; direct < 2; direct++) {
+		for (i = 0; i < nf; i++) {
+			size_t partner[3] = { i, nf - 1 - i, (i + 3) % nf };
+
+			for (k = 0; k < 3; k++) {
+				const char *pp[2] = { paths[i], paths[partner[k]] };
+				int rc = fg_sha256_reader_pair(r, pp, direct ? FG_SHA256_DIRECT : 0, res,
+							       &err);
+				int j;
+
+				runs++;
+				for (j = 0; j < 2; j++) {
+					size_t f = j ? partner[k] : i;
+
+					if (rc || res[j].rc || memcmp(res[j].digest, want[f], 32) ||
+					    res[j].size != sizes[f] ||
+					    (unsigned long long)res[j].st.st_size != sizes[f] ||
+					    ((!direct || sizes[f] < FG_SHA256_DIRECT_MIN) && res[j].mode)) {
+						printf("# %s: %zu + %zu bytes, %s: file %d wrong (rc %d %s)\n",
+						       mode, sizes[i], sizes[partner[k]],
+						       direct ? "direct" : "plain", j, res[j].rc, res[j].err.msg);
+						bad++;
+					}
+				}
+			}
+		}
+	}
+	is_int(bad, 0, "%s: %zu pairs of files, plain and direct: both digests, sizes, modes", mode,
+	       runs);
+	{
+		char miss[512], fifo[512];
+		const char *pp[2];
+		size_t big = nf - 1;
+
+		snprintf(miss, sizeof(miss), "%s/missing", dir);
+		snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+		pp[0] = miss;
+		pp[1] = paths[big];
+		ok(!fg_sha256_reader_pair(r, pp, FG_SHA256_DIRECT, res, &err) &&
+			   res[0].rc == FG_ENOTFOUND && strstr(res[0].err.msg, "missing") && !res[1].rc &&
+			   !memcmp(res[1].digest, want[big], 32),
+		   "%s: first missing (FG_ENOTFOUND, named), the second still hashed", mode);
+		pp[0] = paths[big];
+		pp[1] = miss;
+		ok(!fg_sha256_reader_pair(r, pp, FG_SHA256_DIRECT, res, &err) && !res[0].rc &&
+			   !memcmp(res[0].digest, want[big], 32) && res[1].rc == FG_ENOTFOUND,
+		   "%s: second missing, the first still hashed", mode);
+		mkfifo(fifo, 0644);
+		pp[1] = fifo;
+		ok(!fg_sha256_reader_pair(r, pp, FG_SHA256_REGULAR | FG_SHA256_DIRECT, res, &err) &&
+			   !res[0].rc && !memcmp(res[0].digest, want[big], 32) && res[1].rc == FG_EINVAL,
+		   "%s: a FIFO with FG_SHA256_REGULAR refused, its partner hashed", mode);
+		unlink(fifo);
+		pp[0] = NULL;
+		pp[1] = paths[0];
+		ok(!fg_sha256_reader_pair(r, pp, 0, res, &err) && !res[0].rc && !res[0].size &&
+			   !res[1].rc && !memcmp(res[1].digest, want[0], 32),
+		   "%s: a NULL path: only the other file", mode);
+		/* the reader's single path after pairs: same buffers, digest fresh */
+		ok(!fg_sha256_reader_file(r, paths[big], FG_SHA256_DIRECT, res[0].digest, NULL, NULL,
+					  &err) &&
+			   !memcmp(res[0].digest, want[big], 32),
+		   "%s: a single file after pairs", mode);
+	}
+	{
+		/* whether the pair ran on SHA-NI: a second reader's contexts */
+		struct fg_sha256 *h = NULL;
+
+		ok(!fg_sha256_new_x2(&h, NULL) && fg_sha256_is_x2(h) == want_x2,
+		   "%s: pairs hashed on %s", mode, want_x2 ? "SHA-NI" : "EVP");
+		fg_sha256_free(h);
+	}
+	fg_sha256_reader_free(r);
 }
 
 int main(void)
@@ -255,6 +340,27 @@ int main(void)
 	}
 	fg_sha256_reader_free(r);
 	fg_sha256_reader_free(NULL);
+	{
+		char *paths[sizeof(sizes) / sizeof(sizes[0])];
+		uint8_t want[sizeof(sizes) / sizeof(sizes[0])][32];
+		size_t nf = sizeof(sizes) / sizeof(sizes[0]);
+
+		for (k = 0; k < nf; k++) {
+			char name[32];
+
+			snprintf(name, sizeof(name), "p%zu", k);
+			paths[k] = strdup(make_file(name, sizes[k], (unsigned)k + 100, want[k]));
+		}
+		if (fg_sha256_ni_available())
+			test_pairs("pairs on SHA-NI", 1, paths, want, sizes, nf);
+		setenv("FG_SHA256_X2", "0", 1);
+		test_pairs("pairs, FG_SHA256_X2=0", 0, paths, want, sizes, nf);
+		unsetenv("FG_SHA256_X2");
+		for (k = 0; k < nf; k++) {
+			unlink(paths[k]);
+			free(paths[k]);
+		}
+	}
 	rmdir(dir);
 	return tap_done();
 }
