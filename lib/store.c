@@ -1082,6 +1082,14 @@ struct verify_res {
 	unsigned char fixed; /* made read-only again */
 };
 
+/* Paired mode: one work item hashes blobs a and b together
+ * (fg_sha256_reader_pair: their blocks interleaved on SHA-NI); b == a when
+ * a is alone. Items are sorted by a, so once item k and those before it are
+ * done, every blob below item k+1's a is done too (reported in blob order). */
+struct verify_pair {
+	size_t a, b;
+};
+
 struct verify_job {
 	struct fg_store *st;
 	struct blob_list *bl;
@@ -1090,6 +1098,9 @@ struct verify_job {
 	struct fg_store_report *rep;
 	fg_store_each_fn fn;
 	void *ctx;
+	struct verify_pair *pairs; /* paired mode: n_pairs items; NULL: one blob per item */
+	size_t n_pairs;
+	size_t reported;   /* paired mode: blobs 0..reported-1 went to report_blob */
 	int stop;          /* fn asked to stop: later blobs are skipped */
 	int count_missing; /* verifying a given set: an absent blob is reported */
 };
@@ -1108,16 +1119,53 @@ static int quarantine(struct fg_store *st, const char *hex, struct fg_err *err)
 	return rc;
 }
 
+/* What follows blob i's hash (rc, digest d, fstat before reading): counts
+ * an absent one, quarantines a bad one, makes a good one read-only again and
+ * stamps it when it did not change while hashed. */
+static int verify_settle(struct verify_job *j, size_t i, int rc, const uint8_t d[FG_SHA256_LEN],
+			 const char *path, const struct stat *before, struct fg_err *err)
+{
+	struct verify_res *vr = &j->res[i];
+	const char *hex = j->bl->hex[i];
+	char got[FG_SHA256_HEX_LEN + 1];
+
+	if (rc == FG_ENOTFOUND) {
+		/* removed meanwhile (gc) unless the caller named it */
+		vr->state = j->count_missing ? VR_MISSING : VR_SKIPPED;
+		return 0;
+	}
+	if (rc)
+		return rc;
+	fg_hex_encode(d, FG_SHA256_LEN, got);
+	vr->state = strcmp(got, hex) ? VR_BAD : VR_GOOD;
+	if (vr->state == VR_BAD)
+		return quarantine(j->st, hex, err);
+	{
+		struct stat sb;
+
+		/* a blob made writable (through a hard-linked copy) is one edit away
+		 * from corruption: make it read-only again */
+		if (!stat(path, &sb) && (sb.st_mode & 0222) && !chmod(path, 0444))
+			vr->fixed = 1;
+		/* unchanged while hashed (a chmod above moves only ctime): stamp it */
+		if (!stat(path, &sb) && sb.st_dev == before->st_dev && sb.st_ino == before->st_ino &&
+		    sb.st_size == before->st_size && sb.st_mtim.tv_sec == before->st_mtim.tv_sec &&
+		    sb.st_mtim.tv_nsec == before->st_mtim.tv_nsec &&
+		    (vr->fixed || (sb.st_ctim.tv_sec == before->st_ctim.tv_sec &&
+				   sb.st_ctim.tv_nsec == before->st_ctim.tv_nsec)))
+			fg_store_stamp_note(j->st, hex, &sb);
+	}
+	return 0;
+}
+
 /* Hashes one blob from the disk (O_DIRECT where the filesystem allows:
  * what is stored, not a cached copy), quarantines a bad one. */
 static int verify_one(void *arg, size_t i, int t, struct fg_err *err)
 {
 	struct verify_job *j = arg;
 	struct verify_res *vr = &j->res[i];
-	const char *hex = j->bl->hex[i];
 	struct fg_buf p = FG_BUF_INIT;
 	uint8_t d[FG_SHA256_LEN];
-	char got[FG_SHA256_HEX_LEN + 1];
 	struct stat before;
 	int rc;
 
@@ -1126,56 +1174,64 @@ static int verify_one(void *arg, size_t i, int t, struct fg_err *err)
 	if (!j->rd[t] && (rc = fg_sha256_reader_new(&j->rd[t], err)))
 		return rc;
 	memset(&before, 0, sizeof(before));
-	rc = fg_store_blob_path(&p, j->st, hex, err);
+	rc = fg_store_blob_path(&p, j->st, j->bl->hex[i], err);
 	if (!rc) /* before: the blob as opened, before its bytes were read */
 		rc = fg_sha256_reader_file(j->rd[t], p.data, FG_SHA256_DIRECT, d, &vr->size, &before,
 					   err);
-	if (rc == FG_ENOTFOUND) {
-		/* removed meanwhile (gc) unless the caller named it */
-		vr->state = j->count_missing ? VR_MISSING : VR_SKIPPED;
-		fg_buf_release(&p);
-		return 0;
-	}
-	if (!rc) {
-		fg_hex_encode(d, sizeof(d), got);
-		vr->state = strcmp(got, hex) ? VR_BAD : VR_GOOD;
-	}
-	if (!rc && vr->state == VR_BAD)
-		rc = quarantine(j->st, hex, err);
-	if (!rc && vr->state == VR_GOOD) {
-		struct stat sb;
-
-		/* a blob made writable (through a hard-linked copy) is one edit away
-		 * from corruption: make it read-only again */
-		if (!stat(p.data, &sb) && (sb.st_mode & 0222) && !chmod(p.data, 0444))
-			vr->fixed = 1;
-		/* unchanged while hashed (a chmod above moves only ctime): stamp it */
-		if (!stat(p.data, &sb) && sb.st_dev == before.st_dev && sb.st_ino == before.st_ino &&
-		    sb.st_size == before.st_size && sb.st_mtim.tv_sec == before.st_mtim.tv_sec &&
-		    sb.st_mtim.tv_nsec == before.st_mtim.tv_nsec &&
-		    (vr->fixed || (sb.st_ctim.tv_sec == before.st_ctim.tv_sec &&
-				   sb.st_ctim.tv_nsec == before.st_ctim.tv_nsec)))
-			fg_store_stamp_note(j->st, hex, &sb);
-	}
+	if (!rc || rc == FG_ENOTFOUND)
+		rc = verify_settle(j, i, rc, d, p.data, &before, err);
 	fg_buf_release(&p);
 	return rc;
 }
 
-/* Counts and reports blob i; called in blob order. */
-static int verify_done(void *arg, size_t i, struct fg_err *err)
+/* Paired mode: hashes item k's two blobs at once, then settles each as
+ * verify_one does; the first failure in blob order is the item's. */
+static int verify_two(void *arg, size_t k, int t, struct fg_err *err)
 {
 	struct verify_job *j = arg;
+	const struct verify_pair *pr = &j->pairs[k];
+	size_t blob[2] = { pr->a, pr->b };
+	struct fg_buf p[2] = { FG_BUF_INIT, FG_BUF_INIT };
+	struct fg_sha256_result res[2];
+	const char *path[2] = { NULL, NULL };
+	int i, rc;
+
+	if (__atomic_load_n(&j->stop, __ATOMIC_RELAXED))
+		return 0;
+	if (!j->rd[t] && (rc = fg_sha256_reader_new(&j->rd[t], err)))
+		return rc;
+	for (i = 0; i < (pr->b != pr->a ? 2 : 1); i++) {
+		rc = fg_store_blob_path(&p[i], j->st, j->bl->hex[blob[i]], err);
+		if (rc)
+			goto out;
+		path[i] = p[i].data;
+	}
+	rc = fg_sha256_reader_pair(j->rd[t], path, FG_SHA256_DIRECT, res, err);
+	for (i = 0; !rc && i < 2 && path[i]; i++) {
+		j->res[blob[i]].size = res[i].size;
+		rc = verify_settle(j, blob[i], res[i].rc, res[i].digest, path[i], &res[i].st, err);
+		if (rc && rc == res[i].rc && err)
+			*err = res[i].err; /* the reader's own message for this blob */
+	}
+out:
+	fg_buf_release(&p[0]);
+	fg_buf_release(&p[1]);
+	return rc;
+}
+
+/* Counts and reports blob i; called in blob order. */
+static void report_blob(struct verify_job *j, size_t i)
+{
 	struct verify_res *vr = &j->res[i];
 	const char *hex = j->bl->hex[i];
 
-	(void)err;
 	if (j->stop || vr->state == VR_SKIPPED)
-		return 0;
+		return;
 	if (vr->state == VR_MISSING) {
 		j->rep->missing++;
 		if (j->fn && j->fn(j->ctx, hex, 0, -1))
 			__atomic_store_n(&j->stop, 1, __ATOMIC_RELAXED);
-		return 0;
+		return;
 	}
 	j->rep->fixed_modes += vr->fixed;
 	j->rep->blobs++;
@@ -1184,6 +1240,80 @@ static int verify_done(void *arg, size_t i, struct fg_err *err)
 		j->rep->bad++;
 	if (j->fn && j->fn(j->ctx, hex, vr->size, vr->state == VR_GOOD))
 		__atomic_store_n(&j->stop, 1, __ATOMIC_RELAXED);
+}
+
+/* Reports item i (a blob, or in paired mode every blob now known done). */
+static int verify_done(void *arg, size_t i, struct fg_err *err)
+{
+	struct verify_job *j = arg;
+	size_t upto;
+
+	(void)err;
+	if (!j->pairs) {
+		report_blob(j, i);
+		return 0;
+	}
+	upto = i + 1 < j->n_pairs ? j->pairs[i + 1].a : j->bl->n;
+	for (; j->reported < upto; j->reported++)
+		report_blob(j, j->reported);
+	return 0;
+}
+
+struct sized {
+	unsigned long long size;
+	size_t i;
+};
+
+static int cmp_sized(const void *x, const void *y)
+{
+	const struct sized *a = x, *b = y;
+
+	if (a->size != b->size)
+		return a->size < b->size ? -1 : 1;
+	return a->i < b->i ? -1 : a->i > b->i;
+}
+
+static int cmp_pair(const void *x, const void *y)
+{
+	const struct verify_pair *a = x, *b = y;
+
+	return a->a < b->a ? -1 : a->a > b->a;
+}
+
+/* Pairs blobs of like size (sorted by size, neighbours together), so the
+ * two streams of an item run together as long as possible; items in order
+ * of their first blob. */
+static int make_pairs(struct verify_job *j, struct fg_err *err)
+{
+	size_t n = j->bl->n, k;
+	struct sized *sz = malloc((n ? n : 1) * sizeof(*sz));
+	struct fg_buf p = FG_BUF_INIT;
+
+	j->n_pairs = (n + 1) / 2;
+	j->pairs = malloc((j->n_pairs ? j->n_pairs : 1) * sizeof(*j->pairs));
+	if (!sz || !j->pairs) {
+		free(sz);
+		return oom(err);
+	}
+	for (k = 0; k < n; k++) {
+		struct stat sb;
+
+		sz[k].i = k;
+		sz[k].size = 0; /* gone or unreadable: the hash says what it is */
+		fg_buf_reset(&p);
+		if (!fg_store_blob_path(&p, j->st, j->bl->hex[k], NULL) && !stat(p.data, &sb))
+			sz[k].size = (unsigned long long)sb.st_size;
+	}
+	fg_buf_release(&p);
+	qsort(sz, n, sizeof(*sz), cmp_sized);
+	for (k = 0; k < j->n_pairs; k++) {
+		size_t a = sz[2 * k].i, b = 2 * k + 1 < n ? sz[2 * k + 1].i : a;
+
+		j->pairs[k].a = a < b ? a : b;
+		j->pairs[k].b = a < b ? b : a;
+	}
+	free(sz);
+	qsort(j->pairs, j->n_pairs, sizeof(*j->pairs), cmp_pair);
 	return 0;
 }
 
@@ -1238,10 +1368,17 @@ static int verify_list(struct fg_store_report *rep, struct fg_store *st, const c
 		rc = oom(err);
 	if (jobs > 64)
 		jobs = 64;
-	if (!rc)
+	/* two blobs per item where our SHA-NI code runs (FG_SHA256_X2=0: one
+	 * each, as before) and there are enough to keep every thread busy */
+	if (!rc && fg_sha256_ni_available() && bl.n >= 2 * (size_t)jobs)
+		rc = make_pairs(&j, err);
+	if (!rc && j.pairs)
+		rc = fg_workq_run(j.n_pairs, jobs, verify_two, verify_done, &j, err);
+	else if (!rc)
 		rc = fg_workq_run(bl.n, jobs, verify_one, verify_done, &j, err);
 	for (i = 0; i < 64; i++)
 		fg_sha256_reader_free(j.rd[i]);
+	free(j.pairs);
 	free(j.res);
 	free(bl.hex);
 	rep->seconds = now_s() - t0;
