@@ -69,6 +69,7 @@ NI static inline void schedule(__m128i w[16], const uint8_t *p)
 	for (i = 0; i < 4; i++)
 		w[i] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(const void *)(p + 16 * i)),
 					bswap);
+#pragma GCC unroll 12
 	for (i = 4; i < 16; i++) {
 		/* W[t] = s1(W[t-2]) + W[t-7] + s0(W[t-15]) + W[t-16], four at a time:
 		 * msg1 adds s0, the alignr supplies W[t-7], msg2 adds s1 */
@@ -89,6 +90,7 @@ NI static void blocks1(uint32_t h[8], const uint8_t *p, size_t n)
 		int i;
 
 		schedule(w, p);
+#pragma GCC unroll 16
 		for (i = 0; i < 16; i++) {
 			__m128i k = _mm_add_epi32(w[i], _mm_load_si128((const __m128i *)(const void *)
 								      &K256[4 * i]));
@@ -118,6 +120,7 @@ NI static void blocks2(uint32_t ha[8], const uint8_t *pa, uint32_t hb[8], const 
 
 		schedule(wa, pa);
 		schedule(wb, pb);
+#pragma GCC unroll 16
 		for (i = 0; i < 16; i++) {
 			__m128i k = _mm_load_si128((const __m128i *)(const void *)&K256[4 * i]);
 			__m128i ka = _mm_add_epi32(wa[i], k), kb = _mm_add_epi32(wb[i], k);
