@@ -79,5 +79,5 @@ if [ -f "$top/build/libfg.a" ] && cc -std=c11 -D_GNU_SOURCE -O2 -I"$top" -I"$top
 	"$top/bench/sha256_pair.c" "$top/build/libfg.a" -lcrypto -lpthread -lm -o "$work/sha256_pair" 2>/dev/null; then
 	"$work/sha256_pair"
 fi
-printf 'fixed cost (store verify of an empty store): %.3f CPU-s; the hash alone + that = a ceiling of %.2f GB per CPU-second on these bytes\n' \
+printf 'fixed cost (store verify of an empty store): %.3f CPU-s; one stream of the hash alone + that = a ceiling of %.2f GB per CPU-second on these bytes (two streams paired lift it)\n' \
 	"$ec" "$(echo "$bytes / ($bytes / ($ossl * 1000000000 + 1) + $ec) / 1000000000" | bc -l)"
