@@ -102,7 +102,9 @@ struct fg_tarball_read_opts {
 	const char *hash_only; /* with hash: only the member of this path */
 	int id_thread;         /* the identity hash runs on a thread of its own
 				* (wall time of one pass on two cores; the same
-				* CPU time) */
+				* CPU time); not when it is paired with the
+				* member digests instead (hash, no hash_only,
+				* SHA-NI: one pass on this thread, less CPU) */
 };
 
 /* fg_tarball_scan with every option. */
