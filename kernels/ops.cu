@@ -938,11 +938,12 @@ __device__ __forceinline__ void attn_combine(float *out, const float *pg, float 
  * the chunk's keys (each K and V row read once), and the chunk's softmax
  * pieces (max m, sum of exp l, unnormalized output o) go to part as
  * [m, l, o...] per (query head, chunk). Then the chunks are combined in
- * chunk order (attn_combine): where all the launch's chunk blocks fit on
- * the GPU at once with room to spare (spread: attn_spread_max), every chunk
- * block of kv head g waits for the others (an integer counter) and
- * combines its share of the outputs; otherwise the last block of kv head g
- * to finish (the same counter, reset by that block) combines them all.
+ * chunk order (attn_combine): the last np chunk blocks of kv head g to
+ * finish (an integer counter gives each its arrival) wait for the rest and
+ * combine a share of the outputs each, np = min(used, spread / kv heads),
+ * so that all the launch's waiting blocks fit on the GPU at once with room
+ * to spare (spread: attn_spread_max) and the blocks they wait for can
+ * still be scheduled; with spread 0 the last block combines them all.
  * Either way each output gets the same bits. Scores: lanes take dims i,
  * i + 32, ... with four keys in flight, then a fixed xor tree; weights and
  * outputs sum keys in slot order.
@@ -1139,12 +1140,15 @@ __global__ void __launch_bounds__(ATT_THREADS)
 		return; /* attn_pre_combine combines, over many blocks */
 	__threadfence();
 	__syncthreads();
-	if (spread && used * (int)gridDim.x <= spread) { /* every chunk block combines a share */
+	if (spread >= (int)gridDim.x) { /* the last np chunk blocks to finish combine a share each */
+		int np = min(used, spread / (int)gridDim.x);
+
 		if (threadIdx.x == 0) {
 			unsigned long long t0 = gtimer_ns();
+			int a = (int)atomicAdd(&counters[g], 1u);
 
-			atomicAdd(&counters[g], 1u);
-			while (*(volatile unsigned *)&counters[g] < (unsigned)used) {
+			last = a - (used - np); /* rank among the combining blocks, < 0: not one */
+			while (last >= 0 && *(volatile unsigned *)&counters[g] < (unsigned)used) {
 				__nanosleep(32);
 				if (gtimer_ns() - t0 > 2000000000ull)
 					__trap(); /* blocks that cannot all run at once: a launch error, not a hang */
@@ -1152,11 +1156,13 @@ __global__ void __launch_bounds__(ATT_THREADS)
 			__threadfence();
 		}
 		__syncthreads();
+		if (last < 0)
+			return;
 		attn_combine(out, pg, sp, sml, g, grp, head_dim, nch, spn, used,
-			     (int)((long long)grp * head_dim * c / used), (int)((long long)grp * head_dim * (c + 1) / used));
+			     (int)((long long)grp * head_dim * last / np), (int)((long long)grp * head_dim * (last + 1) / np));
 		__syncthreads();
-		/* the last block out resets both counts: every block has left the wait */
-		if (threadIdx.x == 0 && atomicAdd(&counters[FG_CTX_COUNTERS / 2 + g], 1u) == (unsigned)(used - 1)) {
+		/* the last combining block out resets both counts: every waiter has left */
+		if (threadIdx.x == 0 && atomicAdd(&counters[FG_CTX_COUNTERS / 2 + g], 1u) == (unsigned)(np - 1)) {
 			counters[g] = 0;
 			counters[FG_CTX_COUNTERS / 2 + g] = 0;
 		}
@@ -1173,11 +1179,12 @@ __global__ void __launch_bounds__(ATT_THREADS)
 		counters[g] = 0; /* ready for the next launch (stream-ordered) */
 }
 
-/* The most chunk blocks (all kv heads) whose combine the launch may spread
- * over themselves: each waits for its kv head's other chunk blocks, so all
- * of them must be able to run at once. Half of what the device holds of the
- * kernel alone (a margin for other work on the GPU); 0 (the last block
- * combines alone) with FG_ATTN_SPREAD=0 or where the counters fall short. */
+/* The most chunk blocks (all kv heads together) that may wait for the
+ * others of their kv head and then share its combine: the waiters must fit
+ * on the GPU at once and leave room for the blocks they wait for, so half
+ * of what the device holds of the kernel alone (the rest a margin for those
+ * and for other work); 0 (the last block combines alone) with
+ * FG_ATTN_SPREAD=0 or where the counters fall short. */
 static int attn_spread_max(const void *k, size_t smem, int kv_heads, const struct fg_kctx *ctx)
 {
 	static int on = -1;
