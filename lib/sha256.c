@@ -37,13 +37,15 @@ static void own_reset(struct fg_sha256 *h)
 	h->total = 0;
 }
 
-/* Tops up the partial block from *p; hashes it once full. */
-static void own_top_up(struct fg_sha256 *h, const uint8_t **p, size_t *n)
+/* Tops up the partial block from *p; hashes it once full. The own_*
+ * functions return fg_sha256_ni_blocks's -1 (a build without SHA-NI code,
+ * where no own context is ever made) as own_fail says. */
+static int own_top_up(struct fg_sha256 *h, const uint8_t **p, size_t *n)
 {
 	size_t take = 64 - h->fill;
 
 	if (!h->fill || !*n)
-		return;
+		return 0;
 	if (take > *n)
 		take = *n;
 	memcpy(h->buf + h->fill, *p, take);
@@ -52,18 +54,21 @@ static void own_top_up(struct fg_sha256 *h, const uint8_t **p, size_t *n)
 	*p += take;
 	*n -= take;
 	if (h->fill == 64) {
-		fg_sha256_ni_blocks(h->h, h->buf, 1);
 		h->fill = 0;
+		return fg_sha256_ni_blocks(h->h, h->buf, 1);
 	}
+	return 0;
 }
 
-static void own_update(struct fg_sha256 *h, const uint8_t *p, size_t n)
+static int own_update(struct fg_sha256 *h, const uint8_t *p, size_t n)
 {
-	own_top_up(h, &p, &n);
+	if (own_top_up(h, &p, &n))
+		return -1;
 	if (n >= 64) {
 		size_t whole = n / 64;
 
-		fg_sha256_ni_blocks(h->h, p, whole);
+		if (fg_sha256_ni_blocks(h->h, p, whole))
+			return -1;
 		p += whole * 64;
 		n -= whole * 64;
 		h->total += (uint64_t)whole * 64;
@@ -73,9 +78,10 @@ static void own_update(struct fg_sha256 *h, const uint8_t *p, size_t n)
 		h->fill += n;
 		h->total += n;
 	}
+	return 0;
 }
 
-static void own_final(struct fg_sha256 *h, uint8_t out[FG_SHA256_LEN])
+static int own_final(struct fg_sha256 *h, uint8_t out[FG_SHA256_LEN])
 {
 	uint64_t bits = h->total * 8;
 	uint8_t pad[128];
@@ -87,7 +93,8 @@ static void own_final(struct fg_sha256 *h, uint8_t out[FG_SHA256_LEN])
 	pad[h->fill] = 0x80;
 	for (i = 0; i < 8; i++)
 		pad[n - 1 - i] = (uint8_t)(bits >> (8 * i));
-	fg_sha256_ni_blocks(h->h, pad, n / 64);
+	if (fg_sha256_ni_blocks(h->h, pad, n / 64))
+		return -1;
 	for (i = 0; i < 8; i++) {
 		out[4 * i] = (uint8_t)(h->h[i] >> 24);
 		out[4 * i + 1] = (uint8_t)(h->h[i] >> 16);
@@ -95,6 +102,12 @@ static void own_final(struct fg_sha256 *h, uint8_t out[FG_SHA256_LEN])
 		out[4 * i + 3] = (uint8_t)h->h[i];
 	}
 	own_reset(h);
+	return 0;
+}
+
+static int own_fail(struct fg_err *err)
+{
+	return fg_err_set(err, FG_EINVAL, "sha256: this build has no SHA-NI code");
 }
 
 static int ossl_fail(struct fg_err *err, const char *what)
@@ -145,11 +158,8 @@ int fg_sha256_is_x2(const struct fg_sha256 *h)
 
 int fg_sha256_update(struct fg_sha256 *h, const void *data, size_t len, struct fg_err *err)
 {
-	if (!h->ctx) {
-		if (len)
-			own_update(h, data, len);
-		return 0;
-	}
+	if (!h->ctx)
+		return len && own_update(h, data, len) ? own_fail(err) : 0;
 	if (len && EVP_DigestUpdate(h->ctx, data, len) != 1)
 		return ossl_fail(err, "update");
 	return 0;
@@ -168,11 +178,12 @@ int fg_sha256_pair_update(struct fg_sha256 *a, const void *da, size_t la, struct
 	}
 	/* each finishes its own partial block first: from there both are on
 	 * block boundaries, whatever their offsets */
-	own_top_up(a, &pa, &la);
-	own_top_up(b, &pb, &lb);
+	if (own_top_up(a, &pa, &la) || own_top_up(b, &pb, &lb))
+		return own_fail(err);
 	n = a->fill || b->fill ? 0 : (la < lb ? la : lb) / 64;
 	if (n) {
-		fg_sha256_ni_blocks2(a->h, pa, b->h, pb, n);
+		if (fg_sha256_ni_blocks2(a->h, pa, b->h, pb, n))
+			return own_fail(err);
 		a->total += (uint64_t)n * 64;
 		b->total += (uint64_t)n * 64;
 		pa += n * 64;
@@ -180,10 +191,8 @@ int fg_sha256_pair_update(struct fg_sha256 *a, const void *da, size_t la, struct
 		la -= n * 64;
 		lb -= n * 64;
 	}
-	if (la)
-		own_update(a, pa, la);
-	if (lb)
-		own_update(b, pb, lb);
+	if ((la && own_update(a, pa, la)) || (lb && own_update(b, pb, lb)))
+		return own_fail(err);
 	return 0;
 }
 
@@ -191,10 +200,8 @@ int fg_sha256_final(struct fg_sha256 *h, uint8_t out[FG_SHA256_LEN], struct fg_e
 {
 	unsigned int n = 0;
 
-	if (!h->ctx) {
-		own_final(h, out);
-		return 0;
-	}
+	if (!h->ctx)
+		return own_final(h, out) ? own_fail(err) : 0;
 	if (EVP_DigestFinal_ex(h->ctx, out, &n) != 1 || n != FG_SHA256_LEN)
 		return ossl_fail(err, "final");
 	if (EVP_DigestInit_ex(h->ctx, EVP_sha256(), NULL) != 1)

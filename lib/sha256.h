@@ -43,12 +43,13 @@ int fg_sha256_is_x2(const struct fg_sha256 *h);
 /* The SHA-NI compression function (lib/sha256x2.c), on the state h0..h7 of
  * FIPS 180-4, n whole 64-byte blocks. Call only when
  * fg_sha256_ni_available(): 1 on x86-64 with SHA, SSSE3 and SSE4.1, and the
- * environment does not say FG_SHA256_X2=0 (read at each call). */
+ * environment does not say FG_SHA256_X2=0 (read at each call). 0, or -1
+ * (nothing hashed) in a build without the SHA-NI code. */
 int fg_sha256_ni_available(void);
-void fg_sha256_ni_blocks(uint32_t h[8], const uint8_t *p, size_t n);
+int fg_sha256_ni_blocks(uint32_t h[8], const uint8_t *p, size_t n);
 /* Two streams, n blocks each, interleaved. */
-void fg_sha256_ni_blocks2(uint32_t ha[8], const uint8_t *pa, uint32_t hb[8], const uint8_t *pb,
-			  size_t n);
+int fg_sha256_ni_blocks2(uint32_t ha[8], const uint8_t *pa, uint32_t hb[8], const uint8_t *pb,
+			 size_t n);
 
 /* One-shot digest of a memory span. */
 int fg_sha256_mem(const void *data, size_t len, uint8_t out[FG_SHA256_LEN], struct fg_err *err);

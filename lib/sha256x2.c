@@ -173,25 +173,27 @@ int fg_sha256_ni_available(void)
 	return s && !(e && !strcmp(e, "0"));
 }
 
-void fg_sha256_ni_blocks(uint32_t h[8], const uint8_t *p, size_t n)
+int fg_sha256_ni_blocks(uint32_t h[8], const uint8_t *p, size_t n)
 {
 #if HAVE_NI_BUILD
 	if (n)
 		blocks1(h, p, n);
+	return 0;
 #else
 	(void)h, (void)p, (void)n;
-	abort(); /* unreachable: fg_sha256_ni_available() is 0 here */
+	return -1; /* not reached: fg_sha256_ni_available() is 0 in this build */
 #endif
 }
 
-void fg_sha256_ni_blocks2(uint32_t ha[8], const uint8_t *pa, uint32_t hb[8], const uint8_t *pb,
-			  size_t n)
+int fg_sha256_ni_blocks2(uint32_t ha[8], const uint8_t *pa, uint32_t hb[8], const uint8_t *pb,
+			 size_t n)
 {
 #if HAVE_NI_BUILD
 	if (n)
 		blocks2(ha, pa, hb, pb, n);
+	return 0;
 #else
 	(void)ha, (void)pa, (void)hb, (void)pb, (void)n;
-	abort(); /* unreachable: fg_sha256_ni_available() is 0 here */
+	return -1; /* not reached: fg_sha256_ni_available() is 0 in this build */
 #endif
 }
