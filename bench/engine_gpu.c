@@ -27,6 +27,7 @@
  *     benchmark model; FG_BENCH_E4B_LEVELS="0 1 2" runs the fma engine on it
  *     again at each of those L2 prefetch levels (FG_PREFETCH, fg_kernels.h).
  * The synthetic step is also timed at each L2 prefetch level.
+ * FG_BENCH_POSLIST="64,1000,4000" also times that step at each position listed.
  * FG_BENCH_PROFILE=1 times nothing: two direct steps per kernel, for ncu.
  * FG_BENCH_KINDS="fma i8" benchmarks only the INT4 kernels it names.
  * After the matvec chains, each class of matrix (q|k|v, o, gate|up, down,
@@ -611,6 +612,15 @@ static void bench_floor(double read_gbs)
 
 static size_t kv_bytes;
 
+/* K and V bytes one layer reads at position pos (2 kv heads, fp32; the
+ * sliding layers' window is 512) */
+static size_t kv_layer_bytes(int l)
+{
+	int hd = is_full(l) ? 512 : 256, nv = is_full(l) ? pos + 1 : (pos + 1 < 512 ? pos + 1 : 512);
+
+	return (size_t)2 * 2 * nv * hd * 4;
+}
+
 static void setup_step(void)
 {
 	int32_t *keep = malloc(4 * KEEP), id;
@@ -643,9 +653,7 @@ static void setup_step(void)
 	}
 	kv_bytes = 0;
 	for (int l = 0; l < LAYERS; l++) {
-		int hd = is_full(l) ? 512 : 256, nv = is_full(l) ? pos + 1 : 512;
-
-		kv_bytes += (size_t)2 * 2 * nv * hd * 4; /* k and v, 2 kv heads, fp32, read by every layer */
+		kv_bytes += kv_layer_bytes(l);
 	}
 	for (int i = 0; i < KEEP; i++)
 		keep[i] = i * 21;
@@ -672,6 +680,36 @@ static void setup_step(void)
 
 /* The whole synthetic step as a CUDA graph: replay bits, then timing. */
 static int prefetch_level; /* the context's level when made (FG_PREFETCH or the default) */
+
+/* FG_BENCH_POSLIST="64,1000,4000": the same captured step timed at each
+ * position (the kernels read it from device memory), then back to pos */
+static void step_at_positions(double read_gbs, size_t fixed_bytes)
+{
+	const char *e = getenv("FG_BENCH_POSLIST");
+	int keep = pos;
+
+	while (e && *e) {
+		char *end;
+		long p = strtol(e, &end, 10);
+		size_t kvb = 0;
+		double ms;
+
+		if (end == e || p < 0 || p >= 4096) {
+			fprintf(stderr, "engine_gpu: bad FG_BENCH_POSLIST\n");
+			exit(2);
+		}
+		pos = (int)p;
+		for (int l = 0; l < LAYERS; l++)
+			kvb += kv_layer_bytes(l);
+		CK(fg_kmem_upload(ctx, S.pos, &pos, 4, &err));
+		ms = time_steps(step_graph, NULL);
+		printf("  at pos %4d: %.3f ms/step, %.0f steps/s, %.1f%% of read (KV fp32 %.3f GB)\n", pos, ms, 1e3 / ms,
+		       100.0 * (fixed_bytes + kvb) / (ms / 1e3) / 1e9 / read_gbs, kvb / 1e9);
+		e = *end == ',' ? end + 1 : end;
+	}
+	pos = keep;
+	CK(fg_kmem_upload(ctx, S.pos, &pos, 4, &err));
+}
 
 static double bench_step(const char *kname, double read_gbs)
 {
@@ -757,6 +795,7 @@ last:
 	       step_bytes / (ms / 1e3) / 1e9, 100.0 * step_bytes / (ms / 1e3) / 1e9 / read_gbs);
 	printf("  A10G PROJECTION (not measured): %.3f GB / 480 GB/s = %.2f ms/step, %.0f steps/s at 100%% of copy bandwidth\n",
 	       step_bytes / 1e9, step_bytes / 480e9 * 1e3, 480e9 / step_bytes);
+	step_at_positions(read_gbs, step_bytes - kv_bytes);
 	fg_kgraph_free(graph);
 	return ms;
 }

@@ -756,7 +756,17 @@ extern "C" int fg_k_kv_store_rows(struct fg_kctx *ctx, float *d_kcache, float *d
 #define ATT_WARPS (ATT_THREADS / 32)
 #define ATT_MAX_DIM 512
 #define ATT_MAX_GRP 8 /* query heads per kv head */
-#define ATT_KEYS 4    /* keys a warp scores at once */
+/* Keys per attention block (more where the cache needs over 1024 chunks)
+ * and keys a warp scores at once: 16 and 2 measured best on an H200 at
+ * every position from 16 to 4000 (docs/bench.md, fourteenth session); both
+ * set the order of the sums, so a change re-records the golden transcript.
+ * -D overrides are for such measurements only. */
+#ifndef ATT_CHUNK
+#define ATT_CHUNK 16
+#endif
+#ifndef ATT_KEYS
+#define ATT_KEYS 2
+#endif
 #define AP_PER (ATT_MAX_DIM / QP_THREADS)        /* elements of a row per thread of a 128-thread half */
 #define AP_ROWS ((ATT_MAX_GRP + 2 + 1) / 2)       /* rows per thread: grp q heads + k + v over two halves */
 
@@ -1208,7 +1218,7 @@ static int attn_launch(struct fg_kctx *ctx, bool post, float *d_out, const float
 		       const float *d_vcache, int heads, int kv_heads, int head_dim, int cap, const int32_t *d_pos,
 		       float scale, const struct attn_post &ap, struct fg_err *err)
 {
-	int chunk = 32, nch, grp = heads / kv_heads, spn;
+	int chunk = ATT_CHUNK, nch, grp = heads / kv_heads, spn;
 	size_t smem;
 	void (*k)(float *, float *, unsigned *, const float *, const float *, const float *, int, int, int,
 		  const int32_t *, float, int, int, int, int, const struct fg_kpf, const struct attn_post,
@@ -1357,7 +1367,7 @@ static int attn_prefill(struct fg_kctx *ctx, float *d_out, const float *d_q, siz
 			int heads, int kv_heads, int head_dim, int cap, int pos0, const int32_t *d_pos0, float scale,
 			struct fg_err *err)
 {
-	int chunk = 32, nch, nchu, nvmax, grp, spn, per, nz;
+	int chunk = ATT_CHUNK, nch, nchu, nvmax, grp, spn, per, nz;
 	size_t smem, row_bytes;
 	struct attn_post none = {};
 	void (*k)(float *, float *, unsigned *, const float *, const float *, const float *, int, int, int,

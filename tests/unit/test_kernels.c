@@ -1028,7 +1028,7 @@ static void gpu_attention(void)
  * key, inside a chunk, at a chunk's start or end, past the ring's wrap (the
  * slot's old key must not be used), for KV-shared layers (q only, caches
  * read as they are), head dims 2..512 (odd multiples of 2 too: no K/V
- * prefetch), 1..8 query heads per kv head, chunks of 32 and 64 keys. Also:
+ * prefetch), 1..8 query heads per kv head, chunks of 16, 32 and 64 keys. Also:
  * a second fused launch gives the same bits, FG_ATTN_FUSED=0's path
  * (fg_kctx_set_attn_fused(0)) is the two launches, and the result is close
  * to engine/cpu's norms + RoPE and the attention twin. */
@@ -1133,7 +1133,8 @@ static void gpu_attn_post(void)
 		{4, 2, 256, 512, 700, 0, 0},   {3, 1, 16, 70, 130, 1, 0},      {8, 1, 512, 40, 100, 1, 1},
 		{2, 2, 18, 33, 32, 1, 0},      {1, 1, 2, 1, 4, 1, 0},          {5, 5, 64, 8192, 4000, 1, 0},
 		{1, 1, 16, 40000, 45000, 1, 0}, {4, 2, 510, 100, 250, 1, 1},   {6, 3, 128, 512, 513, 1, 0},
-		{8, 2, 512, 2000, 1999, 1, 1}};
+		{8, 2, 512, 2000, 1999, 1, 1},  {8, 2, 256, 512, 15, 1, 0},     {8, 2, 256, 512, 16, 1, 0},
+		{2, 1, 64, 20000, 20500, 1, 0}};
 
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
 		attn_post_case(&cases[c]);
