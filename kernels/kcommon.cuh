@@ -77,9 +77,11 @@ __device__ __forceinline__ void fg_pf_issue(const struct fg_kpf &pf)
 }
 
 #ifndef FG_ATTN_FUSED_DEFAULT
-/* without FG_ATTN_FUSED: qkv_post and the attention as two launches (the
- * one-launch form measured 0.05 ms per E4B step slower, docs/bench.md) */
-#define FG_ATTN_FUSED_DEFAULT 0
+/* without FG_ATTN_FUSED: qkv_post inside the attention, one launch (with
+ * 16-key chunks it measured 0.025-0.029 ms per E4B step faster than the
+ * two launches at every position on an H200; with 32-key chunks it was
+ * not: docs/bench.md, fourteenth session) */
+#define FG_ATTN_FUSED_DEFAULT 1
 #endif
 
 #define FG_SCRATCH_BYTES ((size_t)64 << 20)
