@@ -36,9 +36,27 @@ check_exit() {
 check_grep() {
 	if grep -Eq -- "$2" "$3"; then ok "$1"; else not_ok "$1 (no /$2/ in $3)"; sed 's/^/#   /' "$3" | tail -20; fi
 }
-# free_port: prints a TCP port free on 127.0.0.1 right now.
+# free_port: prints a TCP port free on 127.0.0.1 right now, never one it
+# already gave this script (the kernel may hand a just-closed port out
+# again, and two servers told to share a port meant one of them answered
+# the other's requests: a 404 now and then). The ports given are kept in
+# $WORK/.ports.
 free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+	python3 - "$WORK/.ports" <<'PY'
+import os, socket, sys
+f = sys.argv[1]
+used = set(open(f).read().split()) if os.path.exists(f) else set()
+for _ in range(100):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    if str(p) not in used:
+        break
+with open(f, "a") as o:
+    o.write("%d\n" % p)
+print(p)
+PY
 }
 # wait_port PORT: waits up to 10 s for something to listen on 127.0.0.1:PORT.
 wait_port() {
