@@ -27,7 +27,9 @@
  *     benchmark model; FG_BENCH_E4B_LEVELS="0 1 2" runs the fma engine on it
  *     again at each of those L2 prefetch levels (FG_PREFETCH, fg_kernels.h).
  * The synthetic step is also timed at each L2 prefetch level.
- * FG_BENCH_POSLIST="64,1000,4000" also times that step at each position listed.
+ * FG_BENCH_POSLIST="64,1000,4000" also times that step at each position listed;
+ * FG_BENCH_CAP the full layers' cache slots (default 4096; the engine's
+ * default for E4B is 8192).
  * FG_BENCH_PROFILE=1 times nothing: two direct steps per kernel, for ncu.
  * FG_BENCH_KINDS="fma i8" benchmarks only the INT4 kernels it names.
  * After the matvec chains, each class of matrix (q|k|v, o, gate|up, down,
@@ -57,7 +59,7 @@
 
 static struct fg_kctx *ctx;
 static struct fg_err err;
-static int warm = 64, steps = 128, reps = 5, pos = 1000;
+static int warm = 64, steps = 128, reps = 5, pos = 1000, full_cap = 4096; /* full layers' cache slots */
 
 #define CK(x)                                                              \
 	do {                                                               \
@@ -258,7 +260,7 @@ static void full_step(void *arg)
 	for (int l = 0; l < LAYERS; l++) {
 		struct layer *y = &L[l];
 		int src = l < 24 ? l : is_full(l) ? 23 : 22; /* shared layers read layer 22's / 23's cache */
-		int cap = is_full(l) ? 4096 : 512, hq = 8, hk = 2;
+		int cap = is_full(l) ? full_cap : 512, hq = 8, hk = 2;
 
 		/* the engine's sequence (engine/cuda.c forward), its L2 prefetches too */
 		fg_kint4_prefetch(ctx, y->o, 0, 1);
@@ -648,7 +650,7 @@ static void setup_step(void)
 	S.emb = drand_bf16((size_t)2048 * HIDDEN, 0.05f);
 	S.ple_tab = drand_bf16((size_t)2048 * LAYERS * PLE, 0.05f);
 	for (int l = 0; l < 24; l++) {
-		int cap = is_full(l) ? 4096 : 512, hd = is_full(l) ? 512 : 256;
+		int cap = is_full(l) ? full_cap : 512, hd = is_full(l) ? 512 : 256;
 
 		S.kc[l] = drand((size_t)2 * cap * hd, 1.0f);
 		S.vc[l] = drand((size_t)2 * cap * hd, 1.0f);
@@ -696,7 +698,7 @@ static void step_at_positions(double read_gbs, size_t fixed_bytes)
 		size_t kvb = 0;
 		double ms;
 
-		if (end == e || p < 0 || p >= 4096) {
+		if (end == e || p < 0 || p >= full_cap) {
 			fprintf(stderr, "engine_gpu: bad FG_BENCH_POSLIST\n");
 			exit(2);
 		}
@@ -817,7 +819,10 @@ int main(int argc, char **argv)
 		reps = (int)strtol(e, NULL, 10);
 	if ((e = getenv("FG_BENCH_POS")))
 		pos = (int)strtol(e, NULL, 10);
-	if (reps < 1 || reps > 32 || steps < 1 || warm < 0 || pos < 0 || pos >= 4096) {
+	if ((e = getenv("FG_BENCH_CAP")))
+		full_cap = (int)strtol(e, NULL, 10);
+	if (reps < 1 || reps > 32 || steps < 1 || warm < 0 || full_cap < 512 || full_cap > (1 << 20) || pos < 0 ||
+	    pos >= full_cap) {
 		fprintf(stderr, "engine_gpu: bad FG_BENCH_* settings\n");
 		return 2;
 	}

@@ -332,8 +332,8 @@ int fg_k_kv_store(struct fg_kctx *ctx, float *d_kcache, float *d_vcache, const f
  * (heads / kv_heads). Split over chunks of keys; the chunks combine in slot
  * order. head_dim <= 512; cap may be up to 1 << 20. *d_pos is read before
  * the kernel waits for the one before it (to prefetch its keys and values
- * into L2): it must come from the host (fg_kmem_upload), not from a kernel
- * queued just before. */
+ * into L2, and so that blocks past the valid keys leave at once): it must
+ * come from the host (fg_kmem_upload), not from a kernel queued just before. */
 int fg_k_attn_decode(struct fg_kctx *ctx, float *d_out, const float *d_q, const float *d_kcache,
 		     const float *d_vcache, int heads, int kv_heads, int head_dim, int cap, const int32_t *d_pos,
 		     float scale, struct fg_err *err);

@@ -985,6 +985,13 @@ __global__ void __launch_bounds__(ATT_THREADS)
 
 	fg_pdl_trigger();
 	fg_pf_issue(pf); /* a later kernel's weights into L2 (fg_kctx_prefetch) */
+	/* a decode block past the valid keys leaves before the wait, so the
+	 * grid sized for the whole cache costs little at short positions (the
+	 * position comes from the host's upload, as for the prefetch below) */
+#ifndef ATT_LATE_EXIT /* -D for measurements only: such blocks then leave after the wait */
+	if (!PRE && (int)blockIdx.y * chunk >= min(*pos_p + 1, cap))
+		return;
+#endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 	/* this block's K and V rows into L2 while the kernel before still runs
 	 * (a hint: lines written later are updated in L2; the position comes from
