@@ -1148,14 +1148,33 @@ int fg_pull_target_dir(struct fg_buf *out, const char *into, const struct fg_loc
 	const char *t = c->target;
 
 	if (t) {
-		while (*t == '/')
-			t++;
-		if (!*t)
-			return fg_err_set(err, FG_EINVAL, "%s: target %s is the root", c->key, c->target);
-		if (!fg_path_is_safe_rel(t))
-			return fg_err_set(err, FG_EINVAL, "%s: target %s is not a safe path", c->key,
-					  c->target);
-		return fg_path_join(out, into, t, err);
+		/* the path as a shell or Python would read it: "/tmp/w/", "/tmp//w"
+		 * and "./w" name the same folder as "/tmp/w" and "w"; ".." never
+		 * leaves DIR */
+		struct fg_buf norm = FG_BUF_INIT;
+		int rc = 0;
+
+		while (!rc && *t) {
+			size_t n = strcspn(t, "/");
+
+			if (n == 2 && t[0] == '.' && t[1] == '.')
+				rc = fg_err_set(err, FG_EINVAL, "%s: target %s goes up a folder ('..')",
+						c->key, c->target);
+			else if (n && !(n == 1 && t[0] == '.'))
+				rc = fg_buf_printf(&norm, err, "%s%.*s", norm.len ? "/" : "", (int)n, t);
+			t += n;
+			while (*t == '/')
+				t++;
+		}
+		if (!rc && !norm.len)
+			rc = fg_err_set(err, FG_EINVAL, "%s: target %s is the root", c->key, c->target);
+		else if (!rc && !fg_path_is_safe_rel(norm.data))
+			rc = fg_err_set(err, FG_EINVAL, "%s: target %s holds a backslash or a control "
+					"character", c->key, c->target);
+		if (!rc)
+			rc = fg_path_join(out, into, norm.data, err);
+		fg_buf_release(&norm);
+		return rc;
 	}
 	if (!fg_path_is_safe_rel(c->key))
 		return fg_err_set(err, FG_EINVAL, "%s: key is not a safe folder name", c->key);

@@ -138,6 +138,33 @@ check "the five manifests' entries share one lock file" sh -c "for m in no-draft
 	'$FGPACK' lock '$F/community-'\$m.json -o '$WORK/all.lock' 2>/dev/null || exit 1; done
 	python3 -c \"import json, sys; d = json.load(open(sys.argv[1])); assert len(d['manifests']) == 5, list(d['manifests'])\" '$WORK/all.lock'"
 
+# target paths written as a shell or Python reads them: a trailing '/', a
+# doubled '/', "./" name the same folder; ".." is refused before anything is
+# placed, and nothing lands outside --into
+variant() { # variant OUT PYTHON-EDIT: community-no-drafter.json edited (dict m)
+	python3 -c "import json, sys
+m = json.load(open(sys.argv[1]))
+$2
+json.dump(m, open(sys.argv[2], 'w'))" "$F/community-no-drafter.json" "$1"
+}
+variant "$WORK/t1.json" "m['env']['LOCAL_MODEL_DIR'] = '/tmp//int4-g128/'"
+check "a target with a trailing and a doubled '/': pull --into" "$FGPACK" pull "$WORK/t1.json" --lock "$WORK/t.lock" --into "$WORK/o6"
+check "  the weights at DIR/tmp/int4-g128" cmp "$hub/buckets/gemma-challenge/gemma-plain-owl/weights/int4-g128/model.safetensors" "$WORK/o6/tmp/int4-g128/model.safetensors"
+variant "$WORK/t2.json" "m['env']['LOCAL_MODEL_DIR'] = './w/./int4'"
+check "a relative target with './': pull --into" "$FGPACK" pull "$WORK/t2.json" --lock "$WORK/t.lock" --into "$WORK/o7"
+check "  the weights at DIR/w/int4" cmp "$hub/buckets/gemma-challenge/gemma-plain-owl/weights/int4-g128/config.json" "$WORK/o7/w/int4/config.json"
+variant "$WORK/t3.json" "m['env']['LOCAL_MODEL_DIR'] = '/tmp/../../escaped'"
+mkdir -p "$WORK/o8/in"
+"$FGPACK" pull "$WORK/t3.json" --lock "$WORK/t.lock" --into "$WORK/o8/in" 2>&1 | grep -v ': warning: dependency' >"$WORK/t3.out"
+"$FGPACK" pull "$WORK/t3.json" --lock "$WORK/t.lock" --into "$WORK/o8/in" >/dev/null 2>&1
+rc=$?
+if [ $rc -eq 1 ] && [ "$(wc -l <"$WORK/t3.out")" -eq 1 ] && grep -q "LOCAL_MODEL_DIR\|WEIGHTS_BUCKET" "$WORK/t3.out" &&
+   grep -q "'\.\.'" "$WORK/t3.out" && [ ! -e "$WORK/o8/escaped" ] && [ ! -e "$WORK/escaped" ]; then
+	ok "a target with '..': exit 1, one line, nothing outside DIR: $(cat "$WORK/t3.out")"
+else
+	not_ok "a target with '..': exit 1, one line, nothing outside DIR (exit $rc)"; sed 's/^/#   /' "$WORK/t3.out"
+fi
+
 # malformed variants: bad NAME BASE PYTHON-EDIT REGEX: community-BASE.json edited
 # by PYTHON-EDIT (on the dict m) must fail with exit 1 and one line matching REGEX
 bad() {
