@@ -1007,6 +1007,14 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 			rc = fg_err_set(err, FG_EUNSUPPORTED, "%s: %s references are not supported",
 					mc->key, fg_ref_kind_name(mc->ref->kind));
 		}
+		/* a bucket's paths are prefixes: a mistyped folder lists as empty
+		 * ([]), not 404; an empty component would lock and pull "fine" and
+		 * leave the serve script an empty folder */
+		for (i = 0; !rc && i < listed.n && listed.w[i].comp != ci; i++)
+			;
+		if (!rc && i == listed.n)
+			rc = fg_err_set(err, FG_ENOTFOUND, "%s: %s holds no files (is the path right?)",
+					mc->key, mc->source);
 	}
 	if (rc)
 		goto done;

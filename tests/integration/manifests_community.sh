@@ -35,6 +35,9 @@ put(gc + 'gemma-river-otter/patches/v2/fa2_patch.py', 'PATCH = 1\n')
 put(gc + 'gemma-river-otter/patches/v2/serve_patch.py', 'PATCH = 2\n')
 put(gc + 'gemma-river-otter/other/not-asked.bin', 'x')
 put(gc + 'gemma-odd-heron/keepset-12k/keepset.json', '{"keep_ids": [4]}\n')
+# a folder with nothing in it: its listing is [] (as a bucket answers for a
+# path that is only a mistyped prefix)
+os.makedirs(os.path.join(hub, gc + 'gemma-plain-owl/weights/int4-g128-v2'))
 put('models/google/gemma-4-E4B-it/config.json', '{"model_type": "gemma4"}\n')
 put('models/google/gemma-4-E4B-it/model.safetensors', os.urandom(30000))
 put('models/gemma-challenge/mtp-drafter-k5/config.json', '{"model_type": "gemma4_assistant"}\n')
@@ -163,6 +166,17 @@ if [ $rc -eq 1 ] && [ "$(wc -l <"$WORK/t3.out")" -eq 1 ] && grep -q "LOCAL_MODEL
 	ok "a target with '..': exit 1, one line, nothing outside DIR: $(cat "$WORK/t3.out")"
 else
 	not_ok "a target with '..': exit 1, one line, nothing outside DIR (exit $rc)"; sed 's/^/#   /' "$WORK/t3.out"
+fi
+
+variant "$WORK/t4.json" "m['env']['WEIGHTS_BUCKET'] += '-v2'"
+"$FGPACK" pull "$WORK/t4.json" --lock "$WORK/t4.lock" --into "$WORK/o9" 2>&1 | grep -v ': warning: dependency' >"$WORK/t4.out"
+"$FGPACK" pull "$WORK/t4.json" --lock "$WORK/t4.lock" --into "$WORK/o9" >/dev/null 2>&1
+rc=$?
+if [ $rc -eq 1 ] && [ "$(wc -l <"$WORK/t4.out")" -eq 1 ] && grep -q "WEIGHTS_BUCKET: .*int4-g128-v2 holds no files" "$WORK/t4.out" &&
+   [ ! -e "$WORK/t4.lock" ] && [ ! -e "$WORK/o9" ]; then
+	ok "a bucket folder listed as empty: exit 1, one line, no lock, nothing placed: $(cat "$WORK/t4.out")"
+else
+	not_ok "a bucket folder listed as empty: exit 1, one line, no lock, nothing placed (exit $rc)"; sed 's/^/#   /' "$WORK/t4.out"
 fi
 
 # malformed variants: bad NAME BASE PYTHON-EDIT REGEX: community-BASE.json edited
