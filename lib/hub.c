@@ -168,21 +168,36 @@ static int by_path(const void *a, const void *b)
 int fg_hub_list_finish(struct fg_hub_list *l, const char *prefix, const char *what,
 		       struct fg_err *err)
 {
-	size_t i, pl = prefix ? strlen(prefix) : 0;
+	size_t i, k = 0, pl = prefix ? strlen(prefix) : 0;
 	char tmp[80];
 
+	/* The Hub matches a bucket tree's prefix as a string: the listing of
+	 * "w/v1" also holds "w/v1-old/x" and "w/v10/y". Those siblings are
+	 * dropped; a path not even starting with the prefix is a wrong answer. */
+	for (i = 0; pl && i < l->n; i++)
+		if (strncmp(l->files[i].path, prefix, pl))
+			return fg_err_set(err, FG_EFORMAT, "%s: \"%s\" is not below \"%s\"", what,
+					  show(l->files[i].path, tmp, sizeof(tmp)), prefix);
+	for (i = 0; i < l->n; i++) {
+		struct fg_hub_file *f = &l->files[i];
+
+		if (pl && f->path[pl] != '/' && f->path[pl] != '\0') {
+			free(f->path);
+			free(f->xet_hash);
+			free(f->mtime);
+			free(f->oid);
+			free(f->lfs_sha256);
+			continue;
+		}
+		l->files[k++] = *f;
+	}
+	l->n = k;
 	if (l->n)
 		qsort(l->files, l->n, sizeof(*l->files), by_path);
-	for (i = 0; i < l->n; i++) {
-		const char *p = l->files[i].path;
-
-		if (i && !strcmp(p, l->files[i - 1].path))
+	for (i = 1; i < l->n; i++)
+		if (!strcmp(l->files[i].path, l->files[i - 1].path))
 			return fg_err_set(err, FG_EFORMAT, "%s: \"%s\" listed twice", what,
-					  show(p, tmp, sizeof(tmp)));
-		if (pl && !(strncmp(p, prefix, pl) == 0 && (p[pl] == '/' || p[pl] == '\0')))
-			return fg_err_set(err, FG_EFORMAT, "%s: \"%s\" is not below \"%s\"", what,
-					  show(p, tmp, sizeof(tmp)), prefix);
-	}
+					  show(l->files[i].path, tmp, sizeof(tmp)));
 	return 0;
 }
 

@@ -39,7 +39,9 @@ void fg_hub_list_release(struct fg_hub_list *l);
 int fg_hub_parse_tree(struct fg_hub_list *l, const char *text, size_t len, int model,
 		      const char *what, struct fg_err *err);
 
-/* Sorts l by path and refuses duplicates and paths not below prefix ("" = all). */
+/* Sorts l by path; drops paths that only share prefix's leading characters
+ * ("w/v1-old/x" for prefix "w/v1": the Hub matches a tree prefix as a
+ * string); refuses duplicates and paths not starting with prefix ("" = all). */
 int fg_hub_list_finish(struct fg_hub_list *l, const char *prefix, const char *what,
 		       struct fg_err *err);
 

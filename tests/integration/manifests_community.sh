@@ -38,6 +38,12 @@ put(gc + 'gemma-odd-heron/keepset-12k/keepset.json', '{"keep_ids": [4]}\n')
 # a folder with nothing in it: its listing is [] (as a bucket answers for a
 # path that is only a mistyped prefix)
 os.makedirs(os.path.join(hub, gc + 'gemma-plain-owl/weights/int4-g128-v2'))
+# siblings whose names begin with a component's folder name: the Hub's tree
+# prefix matches as a string (hubtree.py --lexical), so they come back in
+# the listing of the component's folder and must be left out
+put(gc + 'gemma-plain-owl/weights/int4-g128-old/model.safetensors', os.urandom(1000))
+put(gc + 'gemma-plain-owl/weights/int4-g128.bak', 'old\n')
+put(gc + 'gemma-river-otter/drafter/ep30/model.safetensors', os.urandom(1000))
 put('models/google/gemma-4-E4B-it/config.json', '{"model_type": "gemma4"}\n')
 put('models/google/gemma-4-E4B-it/model.safetensors', os.urandom(30000))
 put('models/gemma-challenge/mtp-drafter-k5/config.json', '{"model_type": "gemma4_assistant"}\n')
@@ -49,7 +55,10 @@ for b in gemma-plain-owl gemma-mist-fox gemma-river-otter gemma-tide-crab gemma-
 done
 python3 $S/hubtree.py "$WORK/site" $args --model google/gemma-4-E4B-it@$c1="$hub/models/google/gemma-4-E4B-it" \
 	--model gemma-challenge/mtp-drafter-k5@$c2="$hub/models/gemma-challenge/mtp-drafter-k5" --rev refs/pr/3 \
-	--page-size 2 --mtime 2026-01-01T00:00:00.000Z
+	--page-size 2 --mtime 2026-01-01T00:00:00.000Z --lexical
+check "the listing of weights/int4-g128 holds its siblings int4-g128-old/ and int4-g128.bak (as the Hub's)" \
+	sh -c "cat '$WORK/site/api/buckets/gemma-challenge/gemma-plain-owl/tree/weights/int4-g128/'_tree*.json | grep -q 'int4-g128-old/model' &&
+	       cat '$WORK/site/api/buckets/gemma-challenge/gemma-plain-owl/tree/weights/int4-g128/'_tree*.json | grep -q 'int4-g128.bak'"
 port=$(free_port)
 python3 $S/faultd.py --port "$port" --root "$WORK/site" --log "$WORK/f.log" 2>"$WORK/faultd.err" &
 at_exit "kill $!"

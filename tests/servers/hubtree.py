@@ -7,6 +7,9 @@ Given folders standing for buckets and model repos, writes into OUT:
   data/buckets/<ns>/<name> -> DIR, data/models/<ns>/<repo> -> DIR (symlinks)
   links.json   {"<uri>|<cursor>": "<uri>?recursive=true&cursor=<next>"}  (Link rel=next)
   files.json   {"<resolve uri>": {"size", "etag", "commit", "cdn"}}  headers per file
+--lexical lists a bucket's tree/<prefix> as the Hub does, matching the prefix as
+a string: tree/w/v1 also holds w/v1-old/... and w/v10/..., and a file's own
+path lists that file (and any file whose name it begins).
 --rev NAME adds a revision name (refs/pr/3, a tag) to every model repo; its
 pages and resolve entries use the name decoded (faultd.py matches the
 percent-encoded segment the Hub expects).
@@ -73,6 +76,7 @@ def main():
     ap.add_argument('--cdn', action='append', default=[], help='glob of bucket/repo paths served by redirect')
     ap.add_argument('--mtime', help='fixed ISO mtime for every entry (deterministic locks)')
     ap.add_argument('--lfs-min', type=int, default=1024, help='model files at least this big are LFS')
+    ap.add_argument('--lexical', action='store_true', help='bucket tree prefixes match as strings (as the Hub)')
     ap.add_argument('--rev', action='append', default=[],
                     help='another revision name of every model repo (a branch, a tag, refs/pr/N)')
     a = ap.parse_args()
@@ -99,9 +103,9 @@ def main():
             files[uri] = {'size': size, 'etag': xet,
                           'cdn': any(fnmatch.fnmatch(p, g) for g in a.cdn)}
         dent = {q: {'type': 'directory', 'path': q, 'uploadedAt': a.mtime or iso(0)} for q in dl}
-        for prefix in [''] + dl:
+        for prefix in [''] + dl + (fl if a.lexical else []):
             sel = [e for p, e in sorted(list(ent.items()) + list(dent.items()), key=lambda kv: kv[0].encode())
-                   if prefix == '' or p.startswith(prefix + '/')]
+                   if prefix == '' or p.startswith(prefix if a.lexical else prefix + '/')]
             base = '/api/buckets/%s/tree%s' % (bid, '/' + prefix if prefix else '')
             pages(out, base, sel, a.page_size, links)
     for spec in a.model:

@@ -29,6 +29,22 @@ int main(void)
 	is_int(l.files[1].size, 5, "size kept");
 	ok(fg_hub_list_finish(&l, "v", "t", &e) == FG_EFORMAT, "paths outside the prefix refused");
 	fg_hub_list_release(&l);
+	/* the Hub's tree/<prefix> matches as a string: siblings come along */
+	ok(!parse(&l, "[{\"type\":\"file\",\"path\":\"w/v10/c\",\"size\":1},"
+		      "{\"type\":\"file\",\"path\":\"w/v1-old/b\",\"size\":1},"
+		      "{\"type\":\"directory\",\"path\":\"w/v1-old\"},"
+		      "{\"type\":\"file\",\"path\":\"w/v1/a\",\"size\":2},"
+		      "{\"type\":\"file\",\"path\":\"w/v1.bak\",\"size\":1}]",
+		  0, &e) &&
+		   !fg_hub_list_finish(&l, "w/v1", "t", &e) && l.n == 1 && !strcmp(l.files[0].path, "w/v1/a"),
+	   "siblings sharing the prefix's leading characters are dropped, not refused");
+	fg_hub_list_release(&l);
+	ok(!parse(&l, "[{\"type\":\"file\",\"path\":\"k/keep.json.bak\",\"size\":1},"
+		      "{\"type\":\"file\",\"path\":\"k/keep.json\",\"size\":3}]",
+		  0, &e) &&
+		   !fg_hub_list_finish(&l, "k/keep.json", "t", &e) && l.n == 1 && l.files[0].size == 3,
+	   "a file's own listing keeps the file, drops a longer name");
+	fg_hub_list_release(&l);
 
 	ok(parse(&l, "[{\"type\":\"file\",\"path\":\"../x\",\"size\":1}]", 0, &e) == FG_EFORMAT &&
 		   strstr(e.msg, "unsafe path"),
