@@ -1189,12 +1189,72 @@ int fg_pull_target_dir(struct fg_buf *out, const char *into, const struct fg_loc
 	return fg_buf_printf(out, err, "%s/_components/%s", into, c->key);
 }
 
+struct placed {
+	char *path;              /* DIR/<target>/<file> */
+	const char *sha256;      /* borrowed from the lock */
+	const char *key;         /* the component's, borrowed */
+};
+
+static int by_placed_path(const void *a, const void *b)
+{
+	return strcmp(((const struct placed *)a)->path, ((const struct placed *)b)->path);
+}
+
+/* Before anything is placed: every target is usable, and no two components
+ * put different bytes at one path (two targets naming the same folder, or
+ * one inside the other): the one placed last would win without a word. */
+static int check_placement(const struct fg_lock_manifest *lm, const char *into, struct fg_err *err)
+{
+	struct fg_buf dir = FG_BUF_INIT, dst = FG_BUF_INIT;
+	struct placed *pl;
+	size_t ci, i, n = 0, total = 0;
+	int rc = 0;
+
+	for (ci = 0; ci < lm->n_components; ci++)
+		total += lm->components[ci]->n_files;
+	pl = calloc(total ? total : 1, sizeof(*pl));
+	if (!pl)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	for (ci = 0; !rc && ci < lm->n_components; ci++) {
+		const struct fg_lock_component *c = lm->components[ci];
+
+		fg_buf_reset(&dir);
+		rc = fg_pull_target_dir(&dir, into, c, err);
+		for (i = 0; !rc && i < c->n_files; i++) {
+			fg_buf_reset(&dst);
+			rc = fg_path_join(&dst, dir.data, c->files[i].path, err);
+			if (!rc && !(pl[n].path = fg_buf_detach(&dst, NULL)))
+				rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+			if (!rc) {
+				pl[n].sha256 = c->files[i].sha256;
+				pl[n++].key = c->key;
+			}
+		}
+	}
+	if (!rc && n)
+		qsort(pl, n, sizeof(*pl), by_placed_path);
+	for (i = 1; !rc && i < n; i++)
+		if (!strcmp(pl[i].path, pl[i - 1].path) && strcmp(pl[i].sha256, pl[i - 1].sha256))
+			rc = fg_err_set(err, FG_EINVAL,
+					"%s and %s both place %s, with different content (their targets "
+					"overlap)",
+					strcmp(pl[i - 1].key, pl[i].key) < 0 ? pl[i - 1].key : pl[i].key,
+					strcmp(pl[i - 1].key, pl[i].key) < 0 ? pl[i].key : pl[i - 1].key,
+					pl[i].path);
+	for (i = 0; i < n; i++)
+		free(pl[i].path);
+	free(pl);
+	fg_buf_release(&dir);
+	fg_buf_release(&dst);
+	return rc;
+}
+
 int fg_pull_materialize(const struct fg_lock_manifest *lm, struct fg_store *st, const char *into,
 			size_t *links, size_t *copies, struct fg_err *err)
 {
 	struct fg_buf dir = FG_BUF_INIT, dst = FG_BUF_INIT, blob = FG_BUF_INIT;
 	size_t ci, i, nl = 0, nc = 0;
-	int rc = 0;
+	int rc = check_placement(lm, into, err);
 
 	for (ci = 0; !rc && ci < lm->n_components; ci++) {
 		const struct fg_lock_component *c = lm->components[ci];

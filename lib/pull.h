@@ -68,7 +68,9 @@ int fg_pull_target_dir(struct fg_buf *out, const char *into, const struct fg_loc
 		       struct fg_err *err);
 
 /* Hard-links (copy fallback) every file of every component of lm into its
- * target dir; *links and *copies (may be NULL) count how. */
+ * target dir; *links and *copies (may be NULL) count how. Nothing is placed
+ * when a target is unusable or two components would put different bytes at
+ * one path (FG_EINVAL naming both). */
 int fg_pull_materialize(const struct fg_lock_manifest *lm, struct fg_store *st, const char *into,
 			size_t *links, size_t *copies, struct fg_err *err);
 

@@ -188,6 +188,25 @@ else
 	not_ok "a bucket folder listed as empty: exit 1, one line, no lock, nothing placed (exit $rc)"; sed 's/^/#   /' "$WORK/t4.out"
 fi
 
+# two components whose targets are one folder: the same bytes at one path
+# are fine, different bytes are refused before anything is placed (else the
+# component placed last would silently win)
+variant "$WORK/t5.json" "m['env']['KEEPSET_BUCKET'] = 'hf://buckets/gemma-challenge/gemma-odd-heron/w'; m['env']['LOCAL_KEEPSET_DIR'] = '/tmp/int4-g128/'"
+"$FGPACK" pull "$WORK/t5.json" --lock "$WORK/t5.lock" --into "$WORK/o10" 2>&1 | grep -v ': warning: dependency' >"$WORK/t5.out"
+"$FGPACK" pull "$WORK/t5.json" --lock "$WORK/t5.lock" --into "$WORK/o10" >/dev/null 2>&1
+rc=$?
+if [ $rc -eq 1 ] && [ "$(wc -l <"$WORK/t5.out")" -eq 1 ] &&
+   grep -q "KEEPSET_BUCKET and WEIGHTS_BUCKET both place .*/tmp/int4-g128/model.safetensors, with different content" "$WORK/t5.out" &&
+   [ -z "$(find "$WORK/o10" -type f 2>/dev/null)" ]; then
+	ok "two components placing different bytes at one path: exit 1, one line, nothing placed: $(cat "$WORK/t5.out")"
+else
+	not_ok "two components placing different bytes at one path: exit 1, one line, nothing placed (exit $rc)"; sed 's/^/#   /' "$WORK/t5.out"
+	find "$WORK/o10" -type f | sed 's/^/#   /'
+fi
+variant "$WORK/t6.json" "m['env']['KEEPSET_BUCKET'] = 'hf://buckets/gemma-challenge/gemma-plain-owl/weights/int4-g128/config.json'; m['env']['LOCAL_KEEPSET_DIR'] = '/tmp/int4-g128'"
+check "two components placing the same bytes at one path: pull --into" "$FGPACK" pull "$WORK/t6.json" --lock "$WORK/t6.lock" --into "$WORK/o11"
+check "  the file is there once" cmp "$hub/buckets/gemma-challenge/gemma-plain-owl/weights/int4-g128/config.json" "$WORK/o11/tmp/int4-g128/config.json"
+
 # malformed variants: bad NAME BASE PYTHON-EDIT REGEX: community-BASE.json edited
 # by PYTHON-EDIT (on the dict m) must fail with exit 1 and one line matching REGEX
 bad() {
