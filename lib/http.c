@@ -750,6 +750,11 @@ static void on_complete(struct fg_http *h, struct req *r, CURLcode res)
 			if (r->retry_cap_ms < 300000)
 				r->retry_cap_ms = 300000;
 		}
+		/* a wait the server names (Retry-After: 120 on a 429 inside a Hub
+		 * window, a 503 during maintenance) is waited for, up to those 5
+		 * minutes too: retrying sooner only spends the tries */
+		if (r->retry_after_ms >= 0 && r->retry_cap_ms < 300000)
+			r->retry_cap_ms = 300000;
 		snprintf(cause, sizeof(cause), "HTTP %ld", status);
 		retry_or_fail(h, r, cause, FG_ENET, status);
 		return;

@@ -5,7 +5,7 @@
  * hop's scheme://host:port is the Hub's), retries transport errors and HTTP
  * 408/429/500/502/503/504 with exponential backoff that honours Retry-After
  * (and, on a 429 without it, the reset time of the Hub's RateLimit field:
- * "api";r=0;t=55 waits 55 s, up to 5 minutes),
+ * "api";r=0;t=55 waits 55 s), either up to 5 minutes,
  * resumes a broken body with a Range request from the first byte it lacks,
  * and gives up after max_tries failed attempts in a row without progress with a
  * message like "fetch weights/a.bin: HTTP 429 after 6 tries". A transfer that
@@ -29,7 +29,9 @@ struct fg_http_opts {
 	long stall_secs;        /* abort+retry below 1 KiB/s for this long; default 30 */
 	long connect_secs;      /* connect timeout; default 15 */
 	unsigned retry_base_ms; /* first backoff, doubled per try; default 500 */
-	unsigned retry_max_ms;  /* cap on one backoff and on Retry-After; default 30000 */
+	unsigned retry_max_ms;  /* cap on one backoff of our own; default 30000 (a wait
+				 * the server names, Retry-After or RateLimit, is
+				 * honoured up to 5 minutes) */
 	int max_redirects;      /* hops per transfer; default 10 */
 };
 

@@ -262,6 +262,15 @@ int main(void)
 	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	ok(secs >= 0.9, "Retry-After: 1 honoured (waited %.2fs)", secs);
 
+	/* longer than our own backoff cap (retry_max_ms 1500 here): the server's
+	 * wait still holds, else the retry lands inside its window again */
+	faults("[{\"match\":\"*/f.bin\",\"fault\":\"status\",\"code\":503,\"retry_after\":2,\"times\":1}]");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ok(!get(h, url, 0, 0, hex, &s) && !strcmp(hex, want), "503 then success");
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	ok(secs >= 1.9, "Retry-After: 2 honoured above retry_max_ms 1500 (waited %.2fs)", secs);
+
 	faults("[{\"match\":\"*/f.bin\",\"fault\":\"status\",\"code\":429,\"retry_after\":0}]");
 	rc = get(h, url, 0, 0, hex, &s);
 	ok(rc == FG_ENET && strstr(s.err.msg, "HTTP 429 after 6 tries"), "429 forever: %s", s.err.msg);
