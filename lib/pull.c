@@ -240,9 +240,9 @@ static int header_dup(char **out, const struct fg_http_resp *r, const char *name
 
 /* HEADs a plain URL (following redirects, never with the token): size,
  * ETag, Last-Modified and whether it serves byte ranges. A server that
- * refuses HEAD (405, 501) is asked for byte 0 alone with a GET instead: a
- * 206 gives the size in its Content-Range total, a 200 (ranges ignored) in
- * its Content-Length. */
+ * refuses HEAD (405, 501) or answers it without Content-Length is asked for
+ * byte 0 alone with a GET instead: a 206 gives the size in its Content-Range
+ * total, a 200 (ranges ignored) in its Content-Length. */
 static int probe_url(struct want *w, struct fg_http *h, const char *url, int ranges_only,
 		     struct fg_err *err)
 {
@@ -253,7 +253,10 @@ static int probe_url(struct want *w, struct fg_http *h, const char *url, int ran
 
 	fg_http_resp_init(&r);
 	rc = fg_http_head_anon(h, &r, url, w->what, err);
-	if (rc && (r.status == 405 || r.status == 501)) {
+	/* a HEAD refused, or answered without Content-Length (a server streaming
+	 * from a backend sends its 200s chunked): byte 0 alone says the size */
+	if ((rc && (r.status == 405 || r.status == 501)) ||
+	    (!rc && (fg_http_resp_header(&r, "Content-Length", &v) || !v.len))) {
 		rc = fg_http_probe_get_anon(h, &r, url, w->what, err);
 		got = !rc;
 		ranged = got && r.status == 206;

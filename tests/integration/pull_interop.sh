@@ -10,7 +10,8 @@
 # paths needing percent-encoding, a file that changed since it was listed,
 # a server ignoring Range on a file of many ranges (one request after the first),
 # a renamed model repo (relative 307), a branch that moved after its
-# listing, and a plain URL whose server refuses HEAD. Every lock is made in a fresh store (nothing known beforehand), so a
+# listing, and a plain URL whose server refuses HEAD or answers it without
+# Content-Length (chunked). Every lock is made in a fresh store (nothing known beforehand), so a
 # wrong byte would show as a wrong sha256 against the fault-free lock.
 . "$(dirname "$0")/../lib.sh"
 S=$TOP/tests/servers
@@ -205,6 +206,15 @@ check_grep "the size came from the Content-Length" '"size": 3158073' "$WORK/url2
 check_grep "the right sha256" "$big_sha" "$WORK/url2.lock"
 n_get=$(grep -c '"method": "GET"' "$WORK/f.log")
 [ "$n_get" -eq 2 ] && ok "one probe GET, then one GET for the whole file" || not_ok "one probe GET, then one GET for the whole file (got $n_get GETs)"
+# a server streaming from a backend: HEAD and 200 without Content-Length
+# (chunked), ranges answered as usual
+echo '[{"match": "*", "fault": "nolength"}]' >"$WORK/faults.json"
+: >"$WORK/f.log"
+check "HEAD without Content-Length: lock from a GET of byte 0" env FGPACK_HOME="$WORK/su3" "$FGPACK" lock "$WORK/url.json" -o "$WORK/url3.lock"
+check_grep "the size came from the Content-Range total" '"size": 3158073' "$WORK/url3.lock"
+check_grep "the right sha256" "$big_sha" "$WORK/url3.lock"
+check_grep "the probe asked for byte 0 alone" '"range": "bytes=0-0", "status": 206' "$WORK/f.log"
+check "--locked re-probes the same way and passes" env FGPACK_HOME="$WORK/su3" "$FGPACK" pull "$WORK/url.json" --lock "$WORK/url3.lock" --locked
 echo '[]' >"$WORK/faults.json"
 
 finish

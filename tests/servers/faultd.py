@@ -26,6 +26,8 @@ per rule text until the server stops). KIND:
   shrink    by=N: the file is N bytes shorter than it is (a range past its new
             end gets 416 with Content-Range: bytes */<new size>)
   nohead    HEAD answers 405 (GET works)
+  nolength  HEAD and 200 answers carry no Content-Length (a 200's body is
+            chunked), as a server streaming from a backend does; 206 as usual
   lower     every response header name in lowercase
   chunked   listings sent with Transfer-Encoding: chunked, no Content-Length
   close     answer, then close the connection without saying so
@@ -238,7 +240,11 @@ class H(BaseHTTPRequestHandler):
         for k, v in extra.items():
             self.send_header(k, v)
         self.send_header('Accept-Ranges', 'bytes')
-        self.send_header('Content-Length', str(length if code == 206 or kind != 'grow' else total))
+        chunked = kind == 'nolength' and code == 200
+        if chunked:
+            self.send_header('Transfer-Encoding', 'chunked')
+        else:
+            self.send_header('Content-Length', str(length if code == 206 or kind != 'grow' else total))
         if code == 206:
             self.send_header('Content-Range', 'bytes %d-%d/%d' % (start, end, total))
         if kind in ('drop', 'short'):
@@ -246,6 +252,16 @@ class H(BaseHTTPRequestHandler):
         self.end_headers()
         if head:
             return self.log(code, 0)
+        if chunked:
+            self.log(code, length)
+            with open(fpath, 'rb') as f:
+                while True:
+                    b = f.read(65536)
+                    if not b:
+                        break
+                    self.wfile.write(b'%x\r\n%s\r\n' % (len(b), b))
+            self.wfile.write(b'0\r\n\r\n')
+            return
         limit = length
         if kind == 'drop':
             limit = min(length, int(rule.get('at', 0)))
