@@ -499,7 +499,8 @@ static int attach_pins(struct fg_manifest *m, const char *what, struct fg_err *e
 				free(stem);
 				return oom(err);
 			}
-			match = !strcmp(cs, stem);
+			/* DRAFTER_SHA256 (the stem) or DRAFTER_BUCKET_SHA256 (the whole key) */
+			match = !strcmp(cs, stem) || !strcmp(m->components[c].key, stem);
 			free(cs);
 			/* a bucket wins over a model repo of the same stem */
 			if (match && (best < 0 || (m->components[c].ref->kind == FG_REF_BUCKET &&

@@ -12,7 +12,8 @@
  *                            file:// file or folder; an empty value means "not
  *                            used" and is skipped.
  *   env.<STEM>_SHA256        a pin (64 hex) on the component with the same stem
- *                            (DRAFTER_SHA256 pins DRAFTER_BUCKET, or DRAFTER_MODEL).
+ *                            (DRAFTER_SHA256 pins DRAFTER_BUCKET, or DRAFTER_MODEL),
+ *   env.<KEY>_SHA256         or with that key (DRAFTER_BUCKET_SHA256).
  *   model_id                 a Hub model repo, key "model_id", role "model".
  *   env.DRAFTER_MODEL, env.DRAFTER_REPO   Hub model repos, role "drafter".
  *   env.SPECULATIVE_CONFIG   JSON in a string: method, model, num_speculative_tokens.

@@ -128,6 +128,24 @@ static void test_rules(void)
 	   "rules: DRAFTER_MODEL is a repo placed at SPECULATIVE_CONFIG.model");
 	fg_manifest_free(m);
 
+	/* a pin named after the whole key (<KEY>_SHA256) pins that component */
+	m = parse("{\"env\":{\"DRAFTER_BUCKET\":\"hf://buckets/a/d\",\"DRAFTER_BUCKET_SHA256\":"
+		  "\"ed159e334999fd6b5f2d0dbad026346d4efac89eb7c6f55c5cdb042eca5dd18e\","
+		  "\"WEIGHTS_BUCKET\":\"hf://buckets/a/w\"}}",
+		  &err);
+	ok(m != NULL, "rules: <KEY>_SHA256 parses (%s)", err.msg);
+	c = m ? fg_manifest_component(m, "DRAFTER_BUCKET") : NULL;
+	ok(c && c->pin_key && !strcmp(c->pin_key, "DRAFTER_BUCKET_SHA256") && c->pin_sha256 &&
+		   !strncmp(c->pin_sha256, "ed159e33", 8),
+	   "rules: DRAFTER_BUCKET_SHA256 pins DRAFTER_BUCKET");
+	c = m ? fg_manifest_component(m, "WEIGHTS_BUCKET") : NULL;
+	ok(c && !c->pin_key, "rules: and nothing else");
+	fg_manifest_free(m);
+	bad("{\"env\":{\"DRAFTER_BUCKET\":\"hf://buckets/a/b\",\"DRAFTER_SHA256\":"
+	    "\"ed159e334999fd6b5f2d0dbad026346d4efac89eb7c6f55c5cdb042eca5dd18e\",\"DRAFTER_BUCKET_SHA256\":"
+	    "\"ed159e334999fd6b5f2d0dbad026346d4efac89eb7c6f55c5cdb042eca5dd18e\"}}",
+	    "env.DRAFTER_BUCKET_SHA256: DRAFTER_BUCKET is already pinned by DRAFTER_SHA256");
+
 	m = parse("{\"env\":{\"SPECULATIVE_CONFIG\":\"{\\\"method\\\":\\\"mtp\\\",\\\"model\\\":"
 		  "\\\"google/gemma-4-E4B-it-assistant\\\"}\"}}",
 		  &err);
