@@ -22,7 +22,7 @@
  *                            "SPECULATIVE_CONFIG.model", role "drafter".
  *
  * Target paths (where the serve script expects a component on disk) are the
- * env keys LOCAL_<X>_DIR, <X>_DST, <X>_DIR and PCK04_KEEPSET plus
+ * env keys LOCAL_<X>_DIR, <X>_DST and PCK04_KEEPSET plus
  * SPECULATIVE_CONFIG.model when it is an absolute path. Each is assigned to a
  * component by, in order:
  *   1. fixed pairs: WEIGHTS_BUCKET <-> LOCAL_MODEL_DIR, DRAFTER_* <-> SPECULATIVE_CONFIG.model,
