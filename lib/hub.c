@@ -27,6 +27,9 @@ void fg_hub_list_release(struct fg_hub_list *l)
 		free(l->files[i].lfs_sha256);
 	}
 	free(l->files);
+	for (i = 0; i < l->n_dirs; i++)
+		free(l->dirs[i]);
+	free(l->dirs);
 	memset(l, 0, sizeof(*l));
 }
 
@@ -90,8 +93,29 @@ int fg_hub_parse_tree(struct fg_hub_list *l, const char *text, size_t len, int m
 			rc = fg_err_set(err, FG_EFORMAT, "%s: [%d]: missing type or path", what, idx);
 			break;
 		}
-		if (!strcmp(type, "directory"))
+		if (!strcmp(type, "directory")) {
+			/* kept for a server that did not recurse (list_below) */
+			if (fg_path_is_safe_rel(path) && strlen(path) <= 4096 &&
+			    l->n_dirs < FG_HUB_MAX_ENTRIES) {
+				if (l->n_dirs == l->cap_dirs) {
+					size_t nc = l->cap_dirs ? l->cap_dirs * 2 : 16;
+					char **nd = realloc(l->dirs, nc * sizeof(*nd));
+
+					if (!nd) {
+						rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+						break;
+					}
+					l->dirs = nd;
+					l->cap_dirs = nc;
+				}
+				if (!(l->dirs[l->n_dirs] = strdup(path))) {
+					rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+					break;
+				}
+				l->n_dirs++;
+			}
 			continue;
+		}
 		if (strcmp(type, "file")) {
 			rc = fg_err_set(err, FG_EFORMAT, "%s: [%d]: unknown type \"%s\"", what, idx,
 					show(type, tmp, sizeof(tmp)));
@@ -355,6 +379,56 @@ static int list_pages(struct fg_hub_list *out, struct fg_http *h, const char *ur
 	return rc;
 }
 
+/* 1 when some listed file lies below folder d. */
+static int has_file_below(const struct fg_hub_list *l, const char *d)
+{
+	size_t i, n = strlen(d);
+
+	for (i = 0; i < l->n; i++)
+		if (!strncmp(l->files[i].path, d, n) && l->files[i].path[n] == '/')
+			return 1;
+	return 0;
+}
+
+/* A server that ignores recursive=true answers a folder's direct entries
+ * only: its sub-folders come back as "directory" entries with nothing below
+ * them. Each such folder below prefix is listed in turn (and so on down), so
+ * the files in it are not silently left out. A bucket or a git tree has no
+ * empty folders, so against a server that does recurse this lists nothing. */
+static int list_below(struct fg_hub_list *out, struct fg_http *h, const char *endpoint,
+		      const struct fg_ref *ref, const char *rev, const char *prefix, const char *what,
+		      struct fg_err *err)
+{
+	struct fg_buf url = FG_BUF_INIT;
+	size_t i, pl = prefix ? strlen(prefix) : 0, listed = 0;
+	int rc = 0;
+
+	for (i = 0; !rc && i < out->n_dirs; i++) {
+		const char *d = out->dirs[i];
+		size_t k;
+		int seen = 0;
+
+		if (pl && !(!strncmp(d, prefix, pl) && d[pl] == '/'))
+			continue; /* the prefix itself, or a sibling sharing its first characters */
+		for (k = 0; k < i && !seen; k++)
+			seen = !strcmp(out->dirs[k], d);
+		if (seen || has_file_below(out, d))
+			continue;
+		if (++listed > FG_HUB_MAX_PAGES) {
+			rc = fg_err_set(err, FG_EFORMAT, "%s: more than %d folders to list one by one",
+					what, FG_HUB_MAX_PAGES);
+			break;
+		}
+		fg_buf_reset(&url);
+		rc = ref->kind == FG_REF_BUCKET ? fg_url_bucket_tree(&url, endpoint, ref, d, err)
+						: fg_url_model_tree(&url, endpoint, ref, rev, d, err);
+		if (!rc)
+			rc = list_pages(out, h, url.data, ref->kind == FG_REF_MODEL, what, err);
+	}
+	fg_buf_release(&url);
+	return rc;
+}
+
 int fg_hub_bucket_tree(struct fg_hub_list *out, struct fg_http *h, const char *endpoint,
 		       const struct fg_ref *ref, struct fg_err *err)
 {
@@ -367,6 +441,8 @@ int fg_hub_bucket_tree(struct fg_hub_list *out, struct fg_http *h, const char *e
 		rc = fg_buf_printf(&what, err, "list %s", ref->text);
 	if (!rc)
 		rc = list_pages(out, h, url.data, 0, what.data, err);
+	if (!rc)
+		rc = list_below(out, h, endpoint, ref, NULL, ref->path, what.data, err);
 	if ((rc == FG_ENOTFOUND || (!rc && out->n == 0)) && ref->path && *ref->path) {
 		/* maybe the reference names one file */
 		struct fg_hub_head hd;
@@ -414,6 +490,8 @@ int fg_hub_model_tree(struct fg_hub_list *out, struct fg_http *h, const char *en
 		rc = fg_buf_printf(&what, err, "list %s", ref->text);
 	if (!rc)
 		rc = list_pages(out, h, url.data, 1, what.data, err);
+	if (!rc)
+		rc = list_below(out, h, endpoint, ref, rev, ref->path, what.data, err);
 	if (!rc)
 		rc = fg_hub_list_finish(out, ref->path, what.data, err);
 	if (rc)

@@ -29,6 +29,10 @@ struct fg_hub_file {
 struct fg_hub_list {
 	struct fg_hub_file *files; /* files only, sorted by path bytes */
 	size_t n, cap;
+	char **dirs;               /* directory entries as listed (safe paths), in
+				    * listing order: a server that ignores
+				    * recursive=true lists folders, not their files */
+	size_t n_dirs, cap_dirs;
 };
 
 void fg_hub_list_release(struct fg_hub_list *l);
@@ -50,7 +54,10 @@ int fg_hub_list_finish(struct fg_hub_list *l, const char *prefix, const char *wh
 int fg_hub_link_next(struct fg_buf *out, const char *link, const char *base);
 
 /* Every file below ref->path in the bucket (all pages). A ref naming a single
- * file (the listing of it is empty or 404) gives that one file, sized by HEAD. */
+ * file (the listing of it is empty or 404) gives that one file, sized by HEAD.
+ * A folder listed without any file below it (a server that ignores
+ * recursive=true; a bucket or git tree has no empty folders) is listed in
+ * turn, as is done for model repos below. */
 int fg_hub_bucket_tree(struct fg_hub_list *out, struct fg_http *h, const char *endpoint,
 		       const struct fg_ref *ref, struct fg_err *err);
 

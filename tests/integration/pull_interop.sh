@@ -9,6 +9,7 @@
 # (no token there), HF_ENDPOINT with a trailing slash and a path prefix,
 # paths needing percent-encoding, a file that changed since it was listed,
 # a server ignoring Range on a file of many ranges (one request after the first),
+# listings that ignore recursive=true (folders listed one by one),
 # a renamed model repo (relative 307), a branch that moved after its
 # listing, and a plain URL whose server refuses HEAD or answers it without
 # Content-Length (chunked). Every lock is made in a fresh store (nothing known beforehand), so a
@@ -104,6 +105,9 @@ lock_case() {
 R='"match": "/buckets/acme/b/resolve/w/model.safetensors"'
 lock_case "header names in lowercase (as HTTP/2 sends them)" '[{"match": "*", "fault": "lower"}]' ok
 lock_case "listings chunked, no Content-Length" '[{"match": "/api/*", "fault": "chunked"}]' ok
+# a folder's own entries only: ünï/ comes back as a directory, cödé.txt
+# below it only when ünï/ is listed in turn
+lock_case "listings not recursive (recursive=true ignored)" '[{"match": "/api/*", "fault": "flat"}]' ok
 lock_case "server closes the connection after every answer" '[{"match": "*", "fault": "close"}]' ok
 lock_case "Range ignored: 200 with the whole file for every range" "[{$R, \"fault\": \"norange\"}]" ok
 # 13 ranges of 256 KiB, 4 at a time: once a range comes back as the whole

@@ -30,6 +30,8 @@ per rule text until the server stops). KIND:
             chunked), as a server streaming from a backend does; 206 as usual
   lower     every response header name in lowercase
   chunked   listings sent with Transfer-Encoding: chunked, no Content-Length
+  flat      listings ignore recursive=true: a folder's direct entries only
+            (its sub-folders as "directory" entries, nothing below them)
   close     answer, then close the connection without saying so
   link      style=S for listing Link headers: quoted (a quoted param holding a
             comma before rel), two (a rel="prev" header, then a rel=next one),
@@ -199,6 +201,11 @@ class H(BaseHTTPRequestHandler):
                 hd.append(('Link', '<%s>; rel="next"' % absu))
         with open(f, 'rb') as fh:
             body = fh.read()
+        if kind == 'flat':
+            m = (re.match(r'^/api/buckets/[^/]+/[^/]+/tree/?(.*)$', path) or
+                 re.match(r'^/api/models/[^/]+/[^/]+/tree/[^/]+/?(.*)$', path))
+            skip = len(m.group(1)) + 1 if m and m.group(1) else 0
+            body = json.dumps([e for e in json.loads(body) if '/' not in e['path'][skip:]]).encode()
         if kind == 'chunked':
             self.send_response(200)
             for k, v in hd:
