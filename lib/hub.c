@@ -379,15 +379,27 @@ static int list_pages(struct fg_hub_list *out, struct fg_http *h, const char *ur
 	return rc;
 }
 
-/* 1 when some listed file lies below folder d. */
-static int has_file_below(const struct fg_hub_list *l, const char *d)
+static int by_str(const void *a, const void *b)
 {
-	size_t i, n = strlen(d);
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
 
-	for (i = 0; i < l->n; i++)
-		if (!strncmp(l->files[i].path, d, n) && l->files[i].path[n] == '/')
-			return 1;
-	return 0;
+/* 1 when some path in sorted[0..n) lies below folder d. */
+static int has_file_below(const char *const *sorted, size_t n, const char *d)
+{
+	size_t lo = 0, hi = n, dl = strlen(d);
+
+	/* the first path not before "d/" */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strncmp(sorted[mid], d, dl);
+
+		if (c < 0 || (c == 0 && (unsigned char)sorted[mid][dl] < '/'))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && !strncmp(sorted[lo], d, dl) && sorted[lo][dl] == '/';
 }
 
 /* A server that ignores recursive=true answers a folder's direct entries
@@ -400,24 +412,52 @@ static int list_below(struct fg_hub_list *out, struct fg_http *h, const char *en
 		      struct fg_err *err)
 {
 	struct fg_buf url = FG_BUF_INIT;
-	size_t i, pl = prefix ? strlen(prefix) : 0, listed = 0;
+	const char **sorted = NULL;
+	char **listed = NULL;
+	size_t i, k, pl = prefix ? strlen(prefix) : 0, n_listed = 0, n_sorted = (size_t)-1;
 	int rc = 0;
 
 	for (i = 0; !rc && i < out->n_dirs; i++) {
 		const char *d = out->dirs[i];
-		size_t k;
 		int seen = 0;
 
 		if (pl && !(!strncmp(d, prefix, pl) && d[pl] == '/'))
 			continue; /* the prefix itself, or a sibling sharing its first characters */
-		for (k = 0; k < i && !seen; k++)
-			seen = !strcmp(out->dirs[k], d);
-		if (seen || has_file_below(out, d))
+		if (n_sorted != out->n) { /* files came in since: sort their paths again */
+			const char **ns = realloc(sorted, (out->n ? out->n : 1) * sizeof(*ns));
+
+			if (!ns) {
+				rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+				break;
+			}
+			sorted = ns;
+			for (k = 0; k < out->n; k++)
+				sorted[k] = out->files[k].path;
+			qsort(sorted, out->n, sizeof(*sorted), by_str);
+			n_sorted = out->n;
+		}
+		if (has_file_below(sorted, n_sorted, d))
 			continue;
-		if (++listed > FG_HUB_MAX_PAGES) {
+		for (k = 0; k < n_listed && !seen; k++)
+			seen = !strcmp(listed[k], d);
+		if (seen)
+			continue;
+		if (n_listed >= FG_HUB_MAX_PAGES) {
 			rc = fg_err_set(err, FG_EFORMAT, "%s: more than %d folders to list one by one",
 					what, FG_HUB_MAX_PAGES);
 			break;
+		}
+		{
+			char **nl = realloc(listed, (n_listed + 1) * sizeof(*nl));
+
+			if (!nl || !(nl[n_listed] = strdup(d))) {
+				if (nl)
+					listed = nl;
+				rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+				break;
+			}
+			listed = nl;
+			n_listed++;
 		}
 		fg_buf_reset(&url);
 		rc = ref->kind == FG_REF_BUCKET ? fg_url_bucket_tree(&url, endpoint, ref, d, err)
@@ -425,6 +465,10 @@ static int list_below(struct fg_hub_list *out, struct fg_http *h, const char *en
 		if (!rc)
 			rc = list_pages(out, h, url.data, ref->kind == FG_REF_MODEL, what, err);
 	}
+	for (k = 0; k < n_listed; k++)
+		free(listed[k]);
+	free(listed);
+	free(sorted);
 	fg_buf_release(&url);
 	return rc;
 }
