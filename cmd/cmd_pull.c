@@ -316,7 +316,7 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 		fprintf(stderr, "fgpack %s: note: offline: the remote was not re-checked against the lock; "
 			"the lock was taken as the authority\n", verb);
 	if (!locked && (rep.lock_changed || !lock_existed)) {
-		rc = fg_lock_write(lock_path, lock, &err);
+		rc = fg_lock_write_entry(lock_path, lock, key.data, &err);
 		if (rc)
 			goto out;
 	}

@@ -2,9 +2,12 @@
  * reading buckets.lock; tree digests and manifest pin checks. */
 #include "lock.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "fsutil.h"
 #include "json.h"
@@ -596,6 +599,54 @@ int fg_lock_write(const char *path, const struct fg_lock *lock, struct fg_err *e
 	if (!rc)
 		rc = fg_file_write_atomic(path, b.data, b.len, 0644, err);
 	fg_buf_release(&b);
+	return rc;
+}
+
+int fg_lock_write_entry(const char *path, struct fg_lock *lock, const char *key, struct fg_err *err)
+{
+	const char *slash = strrchr(path, '/');
+	struct fg_lock *disk = NULL;
+	char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+	size_t i, j;
+	int fd, rc;
+
+	if (!dir)
+		return oom(err);
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	free(dir);
+	/* no folder to lock (it will fail to write below, with a message) or
+	 * flock refused there: written as before */
+	if (fd >= 0 && flock(fd, LOCK_EX)) {
+		close(fd);
+		fd = -1;
+	}
+	rc = fg_lock_read(&disk, path, err);
+	if (rc == FG_ENOTFOUND) {
+		rc = 0;
+		fg_err_clear(err);
+	}
+	for (i = 0; !rc && disk && i < disk->n_manifests; i++) {
+		struct fg_lock_manifest *other = disk->manifests[i];
+
+		if (!strcmp(other->key, key))
+			continue;
+		for (j = 0; j < lock->n_manifests && strcmp(lock->manifests[j]->key, other->key); j++)
+			;
+		if (j < lock->n_manifests) { /* the file's is newer: swap, ours is freed with disk */
+			disk->manifests[i] = lock->manifests[j];
+			lock->manifests[j] = other;
+		} else if (grow((void **)&lock->manifests, lock->n_manifests, sizeof(other))) {
+			rc = oom(err);
+		} else {
+			lock->manifests[lock->n_manifests++] = other;
+			disk->manifests[i--] = disk->manifests[--disk->n_manifests];
+		}
+	}
+	if (!rc)
+		rc = fg_lock_write(path, lock, err);
+	fg_lock_free(disk);
+	if (fd >= 0)
+		close(fd);
 	return rc;
 }
 

@@ -154,6 +154,12 @@ const struct fg_lock_file *fg_lock_find_file(const struct fg_lock_component *c,
 int fg_lock_serialize(struct fg_buf *out, const struct fg_lock *lock, struct fg_err *err);
 /* Writes the canonical bytes atomically (never a half-written lock). */
 int fg_lock_write(const char *path, const struct fg_lock *lock, struct fg_err *err);
+/* The same for a process that changed only entry key of lock: under an
+ * exclusive flock on the file's folder, the file is read again and every
+ * other entry in it (written meanwhile by another fgpack, for another
+ * manifest) is taken into lock before lock is written, so two pulls of two
+ * manifests sharing one lock file both keep their entry. */
+int fg_lock_write_entry(const char *path, struct fg_lock *lock, const char *key, struct fg_err *err);
 
 /* Parses and fully validates: schema, types, hex digests, safe paths, sorted
  * unique files, tree digests recomputed. Errors name the field, e.g.

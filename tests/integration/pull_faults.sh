@@ -91,6 +91,26 @@ if unshare -rm sh -c "mount -t tmpfs -o size=2m tmpfs '$WORK/tiny'" 2>/dev/null;
 else
 	ok "full disk: one clear error # SKIP unshare -rm/mount not permitted here"
 fi
+# two manifests locked at once into one lock file: the slow one (a 503 and
+# Retry-After: 2 on its listing) read the file before the fast one wrote its
+# entry, and must not drop that entry when it writes its own
+printf '{"name": "g", "env": {"WEIGHTS_BUCKET": "hf://buckets/acme/b/w/f1.json"}}\n' >"$WORK/m2.json"
+echo '[{"match": "/api/buckets/acme/b/tree/w", "fault": "status", "code": 503, "retry_after": 2, "times": 1}]' >"$WORK/faults.json"
+FGPACK_HOME="$WORK/sc" "$FGPACK" lock "$WORK/m.json" -o "$WORK/shared.lock" >"$WORK/sc1.out" 2>&1 &
+slow=$!
+sleep 0.5
+FGPACK_HOME="$WORK/sc" "$FGPACK" lock "$WORK/m2.json" -o "$WORK/shared.lock" >"$WORK/sc2.out" 2>&1
+fast=$?
+wait $slow
+slow=$?
+echo '[]' >"$WORK/faults.json"
+if [ $slow -eq 0 ] && [ $fast -eq 0 ] && python3 -c "import json, sys
+d = json.load(open(sys.argv[1]))['manifests']
+assert sorted(k.rsplit('/', 1)[-1] for k in d) == ['m.json', 'm2.json'], list(d)" "$WORK/shared.lock"; then
+	ok "two locks at once into one file: both entries kept"
+else
+	not_ok "two locks at once into one file: both entries kept (exit $slow, $fast)"; cat "$WORK/sc1.out" "$WORK/sc2.out" "$WORK/shared.lock" | sed 's/^/#   /' | tail -12
+fi
 # a failed pull keeps finished ranges for the next run
 if ls "$WORK"/s*/partial/*.journal >/dev/null 2>&1; then ok "failed pulls keep a journal to resume from"; else ok "failed pulls keep a journal to resume from # nothing partial was left"; fi
 finish
