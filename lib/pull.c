@@ -1015,7 +1015,8 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 		 * leave the serve script an empty folder */
 		for (i = 0; !rc && i < listed.n && listed.w[i].comp != ci; i++)
 			;
-		if (!rc && i == listed.n)
+		/* (--locked says it its own way: N files in the lock, 0 on the remote) */
+		if (!rc && i == listed.n && !o->locked)
 			rc = fg_err_set(err, FG_ENOTFOUND, "%s: %s holds no files (is the path right?)",
 					mc->key, mc->source);
 	}

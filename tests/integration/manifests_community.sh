@@ -187,6 +187,18 @@ if [ $rc -eq 1 ] && [ "$(wc -l <"$WORK/t4.out")" -eq 1 ] && grep -q "WEIGHTS_BUC
 else
 	not_ok "a bucket folder listed as empty: exit 1, one line, no lock, nothing placed (exit $rc)"; sed 's/^/#   /' "$WORK/t4.out"
 fi
+# with --locked, a folder emptied since the lock is a change (exit 3)
+variant "$WORK/t4b.json" "m['env']['WEIGHTS_BUCKET'] += '-v2'"
+python3 - "$WORK/t.lock" "$WORK/t4b.lock" "$WORK/t1.json" "$WORK/t4b.json" <<'PY'
+import hashlib, json, sys
+d = json.load(open(sys.argv[1]))
+e = next(v for k, v in d['manifests'].items() if k.endswith('t1.json'))
+e['sha256'] = hashlib.sha256(open(sys.argv[4], 'rb').read()).hexdigest()
+e['components']['WEIGHTS_BUCKET']['source'] = json.load(open(sys.argv[4]))['env']['WEIGHTS_BUCKET']
+json.dump({'manifests': {'t4b.json': e}, 'schema': d['schema']}, open(sys.argv[2], 'w'), indent=2, sort_keys=True)
+PY
+check_exit "--locked, the folder emptied since the lock: exit 3" 3 "$FGPACK" pull "$WORK/t4b.json" --lock "$WORK/t4b.lock" --locked
+check_grep "  named as a change: N file(s) in the lock, 0 on the remote" "WEIGHTS_BUCKET: 2 file\(s\) in the lock, 0 on the remote" "$WORK/.out"
 
 # two components whose targets are one folder: the same bytes at one path
 # are fine, different bytes are refused before anything is placed (else the
