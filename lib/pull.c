@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -278,6 +279,16 @@ static int probe_url(struct want *w, struct fg_http *h, const char *url, int ran
 			w->no_ranges = got || fg_http_resp_header(&r, "Accept-Ranges", &v) || !v.data ||
 				       !strstr(v.data, "bytes");
 	}
+	/* a web page where a file was meant: a Hub bucket's or repo's page
+	 * (…/buckets/ns/name, …/blob/main/x) or GitHub's blob view, pasted
+	 * from a browser; its HTML would be locked as the component */
+	if (!rc && !ranges_only && !fg_http_resp_header(&r, "Content-Type", &v) && v.len >= 9 &&
+	    !strncasecmp(v.data, "text/html", 9))
+		rc = fg_err_set(err, FG_EINVAL,
+				"%s: %s is a web page (Content-Type text/html), not a file: give the "
+				"file's own URL (a Hub file's …/resolve/…, GitHub's raw URL) or a "
+				"bucket as hf://buckets/<namespace>/<bucket>[/path]",
+				w->what, url);
 	if (!rc && !ranges_only) {
 		w->size = size;
 		fg_lock_remote_clear(&w->remote);

@@ -24,6 +24,9 @@ with open(os.path.join(loc, 'single.bin'), 'wb') as f:
 for i in range(5):
     with open(os.path.join(loc, 'tree/sub' if i % 2 else 'tree', 'f%d.txt' % i), 'w') as f:
         f.write('file %d\n' % i * (i + 1))
+os.makedirs(os.path.join(www, 'buckets/gemma-challenge'))
+with open(os.path.join(www, 'buckets/gemma-challenge/gemma-x'), 'w') as f:  # a bucket's web page
+    f.write('<!doctype html><title>gemma-x</title>\n')
 PY
 big=$www/w/model+v1.safetensors
 big_sha=$(sha256sum "$big" | cut -d' ' -f1)
@@ -44,6 +47,7 @@ nginx_conf '$server_port $request_method $request_uri $status $body_bytes_sent "
         listen 127.0.0.1:$plain;
         root $www;
         etag off;
+        location /buckets/ { default_type "text/html; charset=utf-8"; }
     }
 }
 EOF
@@ -267,4 +271,10 @@ FGPACK_HOME=$WORK/store
 man "$WORK/bad.json" "WEIGHTS_BUCKET=https://127.0.0.1:$tls/"
 check_fails "a URL naming no file is refused" "$FGPACK" pull "$WORK/bad.json" --lock "$WORK/bad.lock"
 check_grep "in one line" '^fgpack pull: WEIGHTS_BUCKET: https://.*names no (usable )?file( name)?$' "$WORK/.out"
+# a bucket's web page pasted from the browser (text/html): refused, not
+# locked as a file holding the page
+man "$WORK/page.json" "WEIGHTS_BUCKET=http://127.0.0.1:$plain/buckets/gemma-challenge/gemma-x" LOCAL_MODEL_DIR=/tmp/x
+check_exit "a URL answering with a web page (text/html) is refused" 1 env FGPACK_HOME="$WORK/store_page" "$FGPACK" pull "$WORK/page.json" --lock "$WORK/page.lock" --into "$WORK/page"
+check_grep "in one line, saying what to write instead" '^fgpack pull: WEIGHTS_BUCKET/gemma-x: http://.* is a web page \(Content-Type text/html\), not a file: .*hf://buckets/' "$WORK/.out"
+if [ ! -e "$WORK/page.lock" ] && [ ! -e "$WORK/page" ] && [ -z "$(find "$WORK/store_page/blobs" -type f 2>/dev/null)" ]; then ok "  no lock, nothing placed, nothing stored"; else not_ok "  no lock, nothing placed, nothing stored"; fi
 finish
