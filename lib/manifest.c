@@ -265,8 +265,25 @@ static int add_component(struct fg_manifest *m, const char *key, const char *val
 {
 	struct fg_component *c = &m->components[m->n_components];
 	struct fg_ref *ref = NULL;
-	int rc = fg_ref_parse(&ref, value, err);
+	int rc;
 
+	/* what people write for a local folder, or a bucket without its scheme:
+	 * said plainly rather than as a malformed <namespace>/<repo> */
+	if (value[0] == '/' || !strncmp(value, "./", 2) || !strncmp(value, "../", 3) || value[0] == '~') {
+		if (want_kind == FG_REF_BUCKET)
+			return fg_err_set(err, FG_EFORMAT,
+					  "%s: env.%s: \"%s\" is a local path; write file:///absolute/path "
+					  "for a local file or folder",
+					  what, key, value);
+		return fg_err_set(err, FG_EFORMAT,
+				  "%s: %s%s: \"%s\" is a local path, not a Hub model repo "
+				  "(<namespace>/<repo> or hf://<namespace>/<repo>[@rev])",
+				  what, strcmp(key, "model_id") ? "env." : "", key, value);
+	}
+	if (want_kind == FG_REF_BUCKET && !strncmp(value, "buckets/", 8))
+		return fg_err_set(err, FG_EFORMAT, "%s: env.%s: \"%s\": write hf://%s for a bucket", what,
+				  key, value, value);
+	rc = fg_ref_parse(&ref, value, err);
 	if (rc)
 		return fg_err_wrap(err, "%s: %s%s", what, strcmp(key, "model_id") ? "env." : "", key);
 	/* a *_BUCKET may also name a plain URL or a local file or folder */

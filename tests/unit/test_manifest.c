@@ -186,6 +186,13 @@ static void test_errors(void)
 	bad("{\"env\":{\"WEIGHTS_BUCKET\":\"hf://buckets/a/b/../c\"}}", "not a safe relative path");
 	bad("{\"model_id\":\"hf://buckets/a/b\"}", "model_id: expected a Hub model repo");
 	bad("{\"model_id\":7}", "model_id: expected a string, got number");
+	bad("{\"model_id\":\"/models/gemma-4-E4B-it\"}",
+	    "model_id: \"/models/gemma-4-E4B-it\" is a local path, not a Hub model repo");
+	bad("{\"env\":{\"WEIGHTS_BUCKET\":\"/tmp/osoi5-v0-baked\"}}",
+	    "env.WEIGHTS_BUCKET: \"/tmp/osoi5-v0-baked\" is a local path; write file:///absolute/path");
+	bad("{\"env\":{\"WEIGHTS_BUCKET\":\"./w\"}}", "env.WEIGHTS_BUCKET: \"./w\" is a local path");
+	bad("{\"env\":{\"WEIGHTS_BUCKET\":\"buckets/gemma-challenge/gemma-x/w\"}}",
+	    "env.WEIGHTS_BUCKET: \"buckets/gemma-challenge/gemma-x/w\": write hf://buckets/gemma-challenge/gemma-x/w");
 	bad("{\"dependencies\":[\"ok\",3]}", "dependencies[1]: expected a string, got number");
 	bad("{\"serve\":\"python serve.py\"}", "serve: expected an array of strings, got string");
 	bad("{\"port\":\"80a\"}", "port: expected an integer");
