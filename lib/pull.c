@@ -239,6 +239,15 @@ static int header_dup(char **out, const struct fg_http_resp *r, const char *name
 	return 0;
 }
 
+/* 1 when url's path ends in .html or .htm: an HTML file named as one is a
+ * file, whatever its Content-Type says. */
+static int names_html(const char *url)
+{
+	size_t n = strcspn(url, "?#");
+
+	return (n >= 5 && !strncasecmp(url + n - 5, ".html", 5)) || (n >= 4 && !strncasecmp(url + n - 4, ".htm", 4));
+}
+
 /* HEADs a plain URL (following redirects, never with the token): size,
  * ETag, Last-Modified and whether it serves byte ranges. A server that
  * refuses HEAD (405, 501) or answers it without Content-Length is asked for
@@ -283,7 +292,7 @@ static int probe_url(struct want *w, struct fg_http *h, const char *url, int ran
 	 * (…/buckets/ns/name, …/blob/main/x) or GitHub's blob view, pasted
 	 * from a browser; its HTML would be locked as the component */
 	if (!rc && !ranges_only && !fg_http_resp_header(&r, "Content-Type", &v) && v.len >= 9 &&
-	    !strncasecmp(v.data, "text/html", 9))
+	    !strncasecmp(v.data, "text/html", 9) && !names_html(url))
 		rc = fg_err_set(err, FG_EINVAL,
 				"%s: %s is a web page (Content-Type text/html), not a file: give the "
 				"file's own URL (a Hub file's …/resolve/…, GitHub's raw URL) or a "

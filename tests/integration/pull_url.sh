@@ -27,6 +27,8 @@ for i in range(5):
 os.makedirs(os.path.join(www, 'buckets/gemma-challenge'))
 with open(os.path.join(www, 'buckets/gemma-challenge/gemma-x'), 'w') as f:  # a bucket's web page
     f.write('<!doctype html><title>gemma-x</title>\n')
+with open(os.path.join(www, 'w/card.html'), 'w') as f:  # an HTML file named as one
+    f.write('<!doctype html><title>model card</title>\n')
 PY
 big=$www/w/model+v1.safetensors
 big_sha=$(sha256sum "$big" | cut -d' ' -f1)
@@ -277,4 +279,8 @@ man "$WORK/page.json" "WEIGHTS_BUCKET=http://127.0.0.1:$plain/buckets/gemma-chal
 check_exit "a URL answering with a web page (text/html) is refused" 1 env FGPACK_HOME="$WORK/store_page" "$FGPACK" pull "$WORK/page.json" --lock "$WORK/page.lock" --into "$WORK/page"
 check_grep "in one line, saying what to write instead" '^fgpack pull: WEIGHTS_BUCKET/gemma-x: http://.* is a web page \(Content-Type text/html\), not a file: .*hf://buckets/' "$WORK/.out"
 if [ ! -e "$WORK/page.lock" ] && [ ! -e "$WORK/page" ] && [ -z "$(find "$WORK/store_page/blobs" -type f 2>/dev/null)" ]; then ok "  no lock, nothing placed, nothing stored"; else not_ok "  no lock, nothing placed, nothing stored"; fi
+# an HTML file whose URL names it as one (card.html, text/html) is a file
+man "$WORK/card.json" "WEIGHTS_BUCKET=http://127.0.0.1:$plain/w/card.html?v=1" LOCAL_MODEL_DIR=/tmp/x
+check "a URL naming an .html file is pulled as that file" env FGPACK_HOME="$WORK/store_card" "$FGPACK" pull "$WORK/card.json" --lock "$WORK/card.lock" --into "$WORK/card"
+check "  its bytes placed" cmp "$www/w/card.html" "$WORK/card/tmp/x/card.html"
 finish
