@@ -1504,7 +1504,9 @@ int fg_s3_parse_list(struct fg_s3_list *out, int *truncated, struct fg_buf *next
 	int url_enc = !xml_get(&t, xml, len, "EncodingType") && !strcasecmp(t.data, "url");
 	int rc = list_page(out, xml, len, url_enc, err);
 
-	*truncated = !rc && !xml_get(&t, xml, len, "IsTruncated") && !strcmp(t.data, "true");
+	/* an xs:boolean: "true" or "1" (a server writing "True" is read the same):
+	 * a truncated page misread as the last would lose every later key */
+	*truncated = !rc && !xml_get(&t, xml, len, "IsTruncated") && (!strcasecmp(t.data, "true") || !strcmp(t.data, "1"));
 	fg_buf_reset(next_token);
 	if (!rc && *truncated && !xml_get(&t, xml, len, "NextContinuationToken") && t.len)
 		rc = fg_buf_append(next_token, t.data, t.len, err);

@@ -118,6 +118,23 @@ static void listing(void)
 	fg_s3_list_clear(&l);
 	ok(fg_s3_parse_list(&l, &tr, &tok, nul, strlen(nul), &err) == FG_EFORMAT, "a key decoding to NUL refused");
 	fg_s3_list_clear(&l);
+	{ /* IsTruncated is an xs:boolean: "1" and "True" are true too, "0" false */
+		static const char *const forms[] = {"1", "True", "TRUE", "0", "false"};
+
+		for (int i = 0; i < 5; i++) {
+			char x[256];
+
+			snprintf(x, sizeof(x),
+				 "<ListBucketResult><IsTruncated>%s</IsTruncated><NextContinuationToken>k"
+				 "</NextContinuationToken><Contents><Key>a</Key><Size>1</Size></Contents>"
+				 "</ListBucketResult>",
+				 forms[i]);
+			tr = -1;
+			ok(fg_s3_parse_list(&l, &tr, &tok, x, strlen(x), &err) == 0 && tr == (i < 3),
+			   "IsTruncated %s read as %s", forms[i], i < 3 ? "true" : "false");
+			fg_s3_list_clear(&l);
+		}
+	}
 	fg_buf_release(&tok);
 }
 
