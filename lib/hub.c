@@ -473,6 +473,49 @@ static int list_below(struct fg_hub_list *out, struct fg_http *h, const char *en
 	return rc;
 }
 
+/* A reference whose listing was 404 or empty may name one file: a HEAD of
+ * it (a bucket's, or a model repo's at rev) gives its size and identity
+ * (a bucket's xet hash; a repo file's LFS sha256, 64 hex, or git blob oid).
+ * Then out holds that one file and 0 is returned; otherwise rc, the
+ * listing's answer, stands. */
+static int one_file(struct fg_hub_list *out, struct fg_http *h, const char *endpoint, const struct fg_ref *ref,
+		    const char *rev, const char *what, int rc, struct fg_err *err)
+{
+	struct fg_buf url = FG_BUF_INIT;
+	struct fg_hub_head hd;
+	struct fg_err e2;
+	int r2, model = ref->kind == FG_REF_MODEL;
+
+	r2 = model ? fg_url_model_resolve(&url, endpoint, ref, rev, ref->path, &e2)
+		   : fg_url_bucket_resolve(&url, endpoint, ref, ref->path, &e2);
+	memset(&hd, 0, sizeof(hd));
+	if (!r2)
+		r2 = fg_hub_head(&hd, h, url.data, 1, what, &e2);
+	if (!r2 && hd.status >= 200 && hd.status < 400 && hd.has_size) {
+		struct fg_hub_file *f;
+
+		fg_hub_list_release(out);
+		if (!(out->files = calloc(1, sizeof(*out->files)))) {
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+		} else {
+			f = &out->files[0];
+			out->n = out->cap = 1;
+			f->path = strdup(ref->path);
+			f->size = hd.size;
+			if (!model)
+				f->xet_hash = dup_or_null(hd.etag);
+			else if (hd.etag && fg_sha256_hex_valid(hd.etag))
+				f->lfs_sha256 = dup_or_null(hd.etag);
+			else
+				f->oid = dup_or_null(hd.etag);
+			rc = f->path ? 0 : fg_err_set(err, FG_ENOMEM, "out of memory");
+		}
+	}
+	fg_hub_head_release(&hd);
+	fg_buf_release(&url);
+	return rc;
+}
+
 int fg_hub_bucket_tree(struct fg_hub_list *out, struct fg_http *h, const char *endpoint,
 		       const struct fg_ref *ref, struct fg_err *err)
 {
@@ -487,32 +530,8 @@ int fg_hub_bucket_tree(struct fg_hub_list *out, struct fg_http *h, const char *e
 		rc = list_pages(out, h, url.data, 0, what.data, err);
 	if (!rc)
 		rc = list_below(out, h, endpoint, ref, NULL, ref->path, what.data, err);
-	if ((rc == FG_ENOTFOUND || (!rc && out->n == 0)) && ref->path && *ref->path) {
-		/* maybe the reference names one file */
-		struct fg_hub_head hd;
-		struct fg_err e2;
-		int r2;
-
-		fg_buf_reset(&url);
-		r2 = fg_url_bucket_resolve(&url, endpoint, ref, ref->path, &e2);
-		memset(&hd, 0, sizeof(hd));
-		if (!r2)
-			r2 = fg_hub_head(&hd, h, url.data, 1, what.data, &e2);
-		if (!r2 && hd.status >= 200 && hd.status < 400 && hd.has_size) {
-			fg_hub_list_release(out);
-			out->files = calloc(1, sizeof(*out->files));
-			if (!out->files) {
-				rc = fg_err_set(err, FG_ENOMEM, "out of memory");
-			} else {
-				out->n = out->cap = 1;
-				out->files[0].path = strdup(ref->path);
-				out->files[0].size = hd.size;
-				out->files[0].xet_hash = dup_or_null(hd.etag);
-				rc = out->files[0].path ? 0 : fg_err_set(err, FG_ENOMEM, "out of memory");
-			}
-		}
-		fg_hub_head_release(&hd);
-	}
+	if ((rc == FG_ENOTFOUND || (!rc && out->n == 0)) && ref->path && *ref->path)
+		rc = one_file(out, h, endpoint, ref, NULL, what.data, rc, err);
 	if (!rc)
 		rc = fg_hub_list_finish(out, ref->path, what.data, err);
 	if (rc)
@@ -536,6 +555,8 @@ int fg_hub_model_tree(struct fg_hub_list *out, struct fg_http *h, const char *en
 		rc = list_pages(out, h, url.data, 1, what.data, err);
 	if (!rc)
 		rc = list_below(out, h, endpoint, ref, rev, ref->path, what.data, err);
+	if ((rc == FG_ENOTFOUND || (!rc && out->n == 0)) && ref->path && *ref->path)
+		rc = one_file(out, h, endpoint, ref, rev, what.data, rc, err);
 	if (!rc)
 		rc = fg_hub_list_finish(out, ref->path, what.data, err);
 	if (rc)

@@ -61,7 +61,9 @@ int fg_hub_link_next(struct fg_buf *out, const char *link, const char *base);
 int fg_hub_bucket_tree(struct fg_hub_list *out, struct fg_http *h, const char *endpoint,
 		       const struct fg_ref *ref, struct fg_err *err);
 
-/* Every file below ref->path in the model repo at rev (NULL: the ref's). */
+/* Every file below ref->path in the model repo at rev (NULL: the ref's). A
+ * ref naming one file (its listing is empty or 404) gives that one file,
+ * sized by a HEAD at rev, its LFS sha256 (or git blob oid) from the ETag. */
 int fg_hub_model_tree(struct fg_hub_list *out, struct fg_http *h, const char *endpoint,
 		      const struct fg_ref *ref, const char *rev, struct fg_err *err);
 

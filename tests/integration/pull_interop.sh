@@ -221,4 +221,16 @@ check_grep "the probe asked for byte 0 alone" '"range": "bytes=0-0", "status": 2
 check "--locked re-probes the same way and passes" env FGPACK_HOME="$WORK/su3" "$FGPACK" pull "$WORK/url.json" --lock "$WORK/url3.lock" --locked
 echo '[]' >"$WORK/faults.json"
 
+# a model-repo reference naming one file (as buckets allow): its tree is no
+# folder (404), so a HEAD of the file at the pinned commit sizes it
+md_sha=$(sha256sum "$WORK/md/model.safetensors" | cut -d' ' -f1)
+printf '{"name": "mf", "env": {"DRAFTER_MODEL": "hf://ns/drafter@%s/model.safetensors", "LOCAL_DRAFTER_DIR": "/tmp/d"}}\n' "$commit" >"$WORK/mfile.json"
+: >"$WORK/f.log"
+check "a model-repo reference naming one file: lock" env FGPACK_HOME="$WORK/smf" "$FGPACK" lock "$WORK/mfile.json" -o "$WORK/mfile.lock"
+check_grep "  the one file, its sha256" "$md_sha" "$WORK/mfile.lock"
+check_grep "  locked under its own name" '"path": "model.safetensors"' "$WORK/mfile.lock"
+check "  pulled into its target" env FGPACK_HOME="$WORK/smf" "$FGPACK" pull "$WORK/mfile.json" --lock "$WORK/mfile.lock" --into "$WORK/mf"
+check "  its bytes placed" cmp "$WORK/md/model.safetensors" "$WORK/mf/tmp/d/model.safetensors"
+check "  the lock replays offline" env HF_HUB_OFFLINE=1 FGPACK_HOME="$WORK/smf" "$FGPACK" pull "$WORK/mfile.json" --lock "$WORK/mfile.lock" --into "$WORK/mf2"
+
 finish
