@@ -1036,7 +1036,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 	const float **vp = kp + spn;
 
 	if (cnt <= 0)
-		return; /* past the valid keys: not counted, never read */
+		return; /* past the valid keys (a prompt row's; decode blocks left before the wait): not counted, never read */
 	if (PRE) { /* row r's q rows and partial sums */
 		q += (size_t)r * pre.q_row;
 		pg += (size_t)blockIdx.x * gridDim.y * grp * nch * stride;

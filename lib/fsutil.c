@@ -63,7 +63,7 @@ int fg_write_all(int fd, const void *data, size_t len)
 	return 0;
 }
 
-static int dir_of(const char *path, struct fg_buf *dir, struct fg_err *err)
+int fg_path_dir(const char *path, struct fg_buf *dir, struct fg_err *err)
 {
 	const char *slash = strrchr(path, '/');
 
@@ -82,7 +82,7 @@ int fg_file_write_atomic(const char *path, const void *data, size_t len, int mod
 
 	rc = fg_buf_printf(&tmp, err, "%s.tmp.%ld", path, (long)getpid());
 	if (!rc)
-		rc = dir_of(path, &dir, err);
+		rc = fg_path_dir(path, &dir, err);
 	if (rc)
 		goto out;
 	fd = open(tmp.data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);

@@ -24,6 +24,10 @@ int fg_write_all(int fd, const void *data, size_t len);
 /* mkdir -p with mode for each created level. */
 int fg_mkdir_p(const char *path, int mode, struct fg_err *err);
 
+/* Appends the folder holding path to dir: "." for a bare name, "/" for a
+ * name in the root. */
+int fg_path_dir(const char *path, struct fg_buf *dir, struct fg_err *err);
+
 /* fsync a folder so a rename inside it is durable. */
 int fg_fsync_dir(const char *path, struct fg_err *err);
 

@@ -744,16 +744,12 @@ static void on_complete(struct fg_http *h, struct req *r, CURLcode res)
 	}
 	if (retryable_status(status)) {
 		r->retry_after_ms = parse_retry_after(r);
-		if (r->retry_after_ms < 0 && status == 429) {
-			/* the window's reset, up to the 5 minutes a Hub window lasts */
-			r->retry_after_ms = parse_ratelimit_reset(r);
-			if (r->retry_cap_ms < 300000)
-				r->retry_cap_ms = 300000;
-		}
-		/* a wait the server names (Retry-After: 120 on a 429 inside a Hub
-		 * window, a 503 during maintenance) is waited for, up to those 5
-		 * minutes too: retrying sooner only spends the tries */
-		if (r->retry_after_ms >= 0 && r->retry_cap_ms < 300000)
+		if (r->retry_after_ms < 0 && status == 429)
+			r->retry_after_ms = parse_ratelimit_reset(r); /* the window's reset */
+		/* a 429, or a wait the server names (Retry-After: 120 inside a Hub
+		 * window, a 503 during maintenance), is waited out up to the 5
+		 * minutes a Hub window lasts: retrying sooner only spends the tries */
+		if ((status == 429 || r->retry_after_ms >= 0) && r->retry_cap_ms < 300000)
 			r->retry_cap_ms = 300000;
 		snprintf(cause, sizeof(cause), "HTTP %ld", status);
 		retry_or_fail(h, r, cause, FG_ENET, status);

@@ -13,19 +13,23 @@
 
 #define PAGE_MAX ((size_t)256 << 20)
 
+static void file_release(struct fg_hub_file *f)
+{
+	free(f->path);
+	free(f->xet_hash);
+	free(f->mtime);
+	free(f->oid);
+	free(f->lfs_sha256);
+}
+
 void fg_hub_list_release(struct fg_hub_list *l)
 {
 	size_t i;
 
 	if (!l)
 		return;
-	for (i = 0; i < l->n; i++) {
-		free(l->files[i].path);
-		free(l->files[i].xet_hash);
-		free(l->files[i].mtime);
-		free(l->files[i].oid);
-		free(l->files[i].lfs_sha256);
-	}
+	for (i = 0; i < l->n; i++)
+		file_release(&l->files[i]);
 	free(l->files);
 	for (i = 0; i < l->n_dirs; i++)
 		free(l->dirs[i]);
@@ -206,11 +210,7 @@ int fg_hub_list_finish(struct fg_hub_list *l, const char *prefix, const char *wh
 		struct fg_hub_file *f = &l->files[i];
 
 		if (pl && f->path[pl] != '/' && f->path[pl] != '\0') {
-			free(f->path);
-			free(f->xet_hash);
-			free(f->mtime);
-			free(f->oid);
-			free(f->lfs_sha256);
+			file_release(f);
 			continue;
 		}
 		l->files[k++] = *f;

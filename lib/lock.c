@@ -604,16 +604,15 @@ int fg_lock_write(const char *path, const struct fg_lock *lock, struct fg_err *e
 
 int fg_lock_write_entry(const char *path, struct fg_lock *lock, const char *key, struct fg_err *err)
 {
-	const char *slash = strrchr(path, '/');
+	struct fg_buf dir = FG_BUF_INIT;
 	struct fg_lock *disk = NULL;
-	char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
 	size_t i, j;
 	int fd, rc;
 
-	if (!dir)
-		return oom(err);
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	free(dir);
+	if ((rc = fg_path_dir(path, &dir, err)))
+		return rc;
+	fd = open(dir.data, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fg_buf_release(&dir);
 	/* no folder to lock (it will fail to write below, with a message) or
 	 * flock refused there: written as before */
 	if (fd >= 0 && flock(fd, LOCK_EX)) {
