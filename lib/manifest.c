@@ -199,22 +199,62 @@ static char *key_stem(const char *key)
 	return strdup(key);
 }
 
-/* The stem of a target key: LOCAL_X_DIR -> X, X_DST -> X, else the key. */
-static char *target_stem(const char *key)
+/* Suffixes that make an env key a target path: LOCAL_X_DIR, X_DIR, X_DST,
+ * X_DEST, X_PATH. */
+static const char *const target_suffixes[] = { "_DIR", "_DST", "_DEST", "_PATH" };
+
+static size_t target_suffix(const char *key)
 {
-	if (!strcmp(key, "SPECULATIVE_CONFIG.model"))
-		return strdup("DRAFTER");
-	if (!strncmp(key, "LOCAL_", 6) && ends_with(key + 6, "_DIR"))
-		return dupn(key + 6, strlen(key) - 10);
-	if (ends_with(key, "_DST"))
-		return dupn(key, strlen(key) - 4);
-	return strdup(key);
+	size_t i, n = strlen(key);
+
+	for (i = 0; i < sizeof(target_suffixes) / sizeof(target_suffixes[0]); i++) {
+		size_t k = strlen(target_suffixes[i]);
+
+		if (n > k && ends_with(key, target_suffixes[i]))
+			return k;
+	}
+	return 0;
 }
 
-static int is_target_key(const char *key)
+/* The stem of a target key: LOCAL_X_DIR -> X, X_DST -> X, X_PATH -> X,
+ * DRAFTER_MODEL (a path) -> DRAFTER, else the key. */
+static char *target_stem(const char *key)
 {
-	return (!strncmp(key, "LOCAL_", 6) && ends_with(key + 6, "_DIR")) || ends_with(key, "_DST") ||
-	       !strcmp(key, "PCK04_KEEPSET");
+	size_t k = target_suffix(key), skip = 0;
+
+	if (!strcmp(key, "SPECULATIVE_CONFIG.model") || !strcmp(key, "DRAFTER_MODEL") ||
+	    !strcmp(key, "DRAFTER_REPO"))
+		return strdup("DRAFTER");
+	if (!k)
+		return strdup(key);
+	if (!strncmp(key, "LOCAL_", 6) && strlen(key) > 6 + k)
+		skip = 6;
+	return dupn(key + skip, strlen(key) - skip - k);
+}
+
+/* A key naming one file (a keepset's JSON, X_FILE), not a folder to place a
+ * component in: it belongs to the component whose folder holds it (rule 3). */
+static int names_file(const char *key)
+{
+	return ends_with(key, "_KEEPSET") || ends_with(key, "_FILE");
+}
+
+/* LOCAL_X_DIR, X_DST and PCK04_KEEPSET are targets whatever they hold (a
+ * bad one is refused where it is placed). The other suffixes, a keepset
+ * and a drafter named by a path are targets when the value is a path, not a
+ * URL or a ':'-separated search list (LD_LIBRARY_PATH=/a:/b). */
+static int is_target(const char *key, const char *val)
+{
+	if (!*val)
+		return 0;
+	if (!strcmp(key, "PCK04_KEEPSET") || ends_with(key, "_DST") ||
+	    (!strncmp(key, "LOCAL_", 6) && ends_with(key + 6, "_DIR")))
+		return 1;
+	if (strchr(val, ':'))
+		return 0;
+	if (names_file(key) || !strcmp(key, "DRAFTER_MODEL") || !strcmp(key, "DRAFTER_REPO"))
+		return val[0] == '/' || !strncmp(val, "./", 2);
+	return target_suffix(key) != 0;
 }
 
 static char *role_of(const char *key)
@@ -395,13 +435,25 @@ static int assign_targets(struct fg_manifest *m, struct fg_err *err)
 {
 	static const char *const fixed[][2] = {
 		{ "WEIGHTS_BUCKET", "LOCAL_MODEL_DIR" },
+		{ "WEIGHTS_BUCKET", "MODEL_PATH" },
+		{ "WEIGHTS_BUCKET", "MODEL_DIR" },
+		{ "model_id", "LOCAL_MODEL_DIR" }, /* the model itself, when no weights bucket */
+		{ "model_id", "MODEL_PATH" },
+		{ "model_id", "MODEL_DIR" },
 		{ "DRAFTER_BUCKET", "SPECULATIVE_CONFIG.model" },
 		{ "DRAFTER_MODEL", "SPECULATIVE_CONFIG.model" },
 		{ "DRAFTER_REPO", "SPECULATIVE_CONFIG.model" },
 		{ "SPECULATIVE_CONFIG.model", "SPECULATIVE_CONFIG.model" },
+		{ "DRAFTER_BUCKET", "DRAFTER_MODEL" },
+		{ "DRAFTER_REPO", "DRAFTER_MODEL" },
+		{ "SPECULATIVE_CONFIG.model", "DRAFTER_MODEL" },
+		{ "DRAFTER_BUCKET", "DRAFTER_REPO" },
+		{ "DRAFTER_MODEL", "DRAFTER_REPO" },
+		{ "SPECULATIVE_CONFIG.model", "DRAFTER_REPO" },
 		{ "LM_HEAD_KEEPSET_BUCKET", "LM_HEAD_PRUNE_DST" },
 	};
 	size_t t, f, c;
+	int pass;
 
 	for (t = 0; t < m->n_targets; t++) {
 		struct fg_target *tg = &m->targets[t];
@@ -423,7 +475,7 @@ static int assign_targets(struct fg_manifest *m, struct fg_err *err)
 		char *ts;
 		int best = 0;
 
-		if (tg->component >= 0)
+		if (tg->component >= 0 || names_file(tg->key))
 			continue;
 		ts = target_stem(tg->key);
 		if (!ts)
@@ -467,19 +519,33 @@ static int assign_targets(struct fg_manifest *m, struct fg_err *err)
 			}
 		}
 	}
-	for (t = 0; t < m->n_targets; t++) {
-		const struct fg_target *tg = &m->targets[t];
-		struct fg_component *comp;
+	/* a component's own target: its first fixed pair, else its first whose
+	 * stem is its own (ROUTER_PATH over ROUTER_TABLE_PATH), else its first
+	 * by stem */
+	for (pass = 0; pass < 3; pass++) {
+		for (t = 0; t < m->n_targets; t++) {
+			const struct fg_target *tg = &m->targets[t];
+			struct fg_component *comp;
 
-		if (tg->component < 0 || tg->rule == FG_TARGET_INSIDE)
-			continue;
-		comp = &m->components[tg->component];
-		if (comp->target)
-			continue;
-		comp->target_key = strdup(tg->key);
-		comp->target = strdup(tg->path);
-		if (!comp->target_key || !comp->target)
-			return oom(err);
+			if (tg->component < 0 || tg->rule != (pass ? FG_TARGET_STEM : FG_TARGET_FIXED))
+				continue;
+			comp = &m->components[tg->component];
+			if (comp->target)
+				continue;
+			if (pass == 1) {
+				char *ts = target_stem(tg->key), *cs = key_stem(comp->key);
+				int same = ts && cs && !strcmp(ts, cs);
+
+				free(ts);
+				free(cs);
+				if (!same)
+					continue;
+			}
+			comp->target_key = strdup(tg->key);
+			comp->target = strdup(tg->path);
+			if (!comp->target_key || !comp->target)
+				return oom(err);
+		}
 	}
 	return 0;
 }
@@ -623,7 +689,7 @@ static int parse_env(struct fg_manifest *m, const cJSON *env, const char *what, 
 			if (!spec_unset(val))
 				rc = parse_spec(m, val, what, err);
 		}
-		if (!rc && is_target_key(key) && *val)
+		if (!rc && is_target(key, val))
 			rc = add_target(m, key, val, err);
 	}
 	if (rc)

@@ -22,17 +22,22 @@
  *                            "SPECULATIVE_CONFIG.model", role "drafter".
  *
  * Target paths (where the serve script expects a component on disk) are the
- * env keys LOCAL_<X>_DIR, <X>_DST and PCK04_KEEPSET plus
- * SPECULATIVE_CONFIG.model when it is an absolute path. Each is assigned to a
- * component by, in order:
- *   1. fixed pairs: WEIGHTS_BUCKET <-> LOCAL_MODEL_DIR, DRAFTER_* <-> SPECULATIVE_CONFIG.model,
- *      LM_HEAD_KEEPSET_BUCKET <-> LM_HEAD_PRUNE_DST;
+ * env keys LOCAL_<X>_DIR, <X>_DST and PCK04_KEEPSET (whatever they hold);
+ * <X>_DIR, <X>_DEST and <X>_PATH holding a path (no ':', so not a URL or a
+ * search list like LD_LIBRARY_PATH); <X>_KEEPSET, <X>_FILE, DRAFTER_MODEL and
+ * DRAFTER_REPO holding an absolute or ./ path; and SPECULATIVE_CONFIG.model
+ * when it is an absolute path. Each is assigned to a component by, in order:
+ *   1. fixed pairs: WEIGHTS_BUCKET <-> LOCAL_MODEL_DIR, the drafter (DRAFTER_BUCKET,
+ *      DRAFTER_MODEL/REPO, SPECULATIVE_CONFIG.model) <-> SPECULATIVE_CONFIG.model,
+ *      DRAFTER_MODEL or DRAFTER_REPO as a path; LM_HEAD_KEEPSET_BUCKET <-> LM_HEAD_PRUNE_DST;
  *   2. common stem: the component whose key stem shares the most leading
- *      '_'-separated words with the target's stem (LOCAL_ and _DIR/_DST removed);
+ *      '_'-separated words with the target's stem (LOCAL_ and the suffix removed),
+ *      for folders only: <X>_KEEPSET and <X>_FILE name one file and go by rule 3;
  *   3. containment: a target path inside another assigned target path
  *      (PCK04_KEEPSET=/tmp/w/keep.json lies in LOCAL_MODEL_DIR=/tmp/w) belongs
  *      to that component, as a file inside it.
- * A component's own target is the first target assigned by rule 1 or 2. */
+ * A component's own target is its first target by rule 1, else its first by
+ * rule 2 whose stem is the component's own stem, else its first by rule 2. */
 #ifndef FG_MANIFEST_H
 #define FG_MANIFEST_H
 

@@ -146,6 +146,23 @@ assert not any(c['pin'] for c in comps.values())"
 check "odd-env: lock" lock odd-env
 expect "odd-env: lock --json" "$WORK/odd-env.json" "
 assert {k: c['files'] for k, c in comps.items()} == {'WEIGHTS_BUCKET': 2, 'LM_HEAD_KEEPSET_BUCKET': 1}, comps"
+check "path-keys: audit" audit path-keys
+expect "path-keys: MODEL_PATH, DRAFTER_MODEL (a path) and KEEPSET_DEST are the targets; no search list, no cache folder" "$WORK/path-keys.audit" "
+want = {'model_id': ('model', None), 'WEIGHTS_BUCKET': ('weights', '/tmp/crab/w'),
+        'DRAFTER_REPO': ('drafter', '/tmp/crab/drafter'), 'KEEPSET_BUCKET': ('keepset', '/tmp/crab/keep')}
+assert {k: (c['role'], c.get('target')) for k, c in comps.items()} == want, comps"
+check "path-keys: lock" lock path-keys
+check "path-keys: pull --into" "$FGPACK" pull "$F/community-path-keys.json" --lock "$WORK/path-keys.lock" --into "$WORK/o20"
+o=$WORK/o20/tmp
+check "path-keys: weights at MODEL_PATH" cmp "$hub/buckets/gemma-challenge/gemma-tide-crab/weights/int4-v2/model.safetensors" "$o/crab/w/model.safetensors"
+check "path-keys: the drafter repo at DRAFTER_MODEL" cmp "$hub/models/gemma-challenge/mtp-drafter-k5/model.safetensors" "$o/crab/drafter/model.safetensors"
+check "path-keys: LM_HEAD_KEEPSET_FILE is the file KEEPSET_DEST holds" cmp "$hub/buckets/gemma-challenge/gemma-odd-heron/keepset-12k/keepset.json" "$o/crab/keep/keepset.json"
+if [ ! -e "$o/crab-triton" ] && [ ! -e "$WORK/o20/usr" ] && [ ! -e "$o/crab/keep/keepset.json/keepset.json" ]; then
+	ok "path-keys: nothing placed at TRITON_CACHE_DIR or LD_LIBRARY_PATH, nor inside the keepset file"
+else
+	not_ok "path-keys: nothing placed at TRITON_CACHE_DIR or LD_LIBRARY_PATH, nor inside the keepset file"; find "$WORK/o20" | sed 's/^/#   /'
+fi
+
 check "the five manifests' entries share one lock file" sh -c "for m in no-drafter drafter-repo-rev multi-local spec-repo odd-env; do
 	'$FGPACK' lock '$F/community-'\$m.json -o '$WORK/all.lock' 2>/dev/null || exit 1; done
 	python3 -c \"import json, sys; d = json.load(open(sys.argv[1])); assert len(d['manifests']) == 5, list(d['manifests'])\" '$WORK/all.lock'"

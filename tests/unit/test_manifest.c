@@ -103,6 +103,7 @@ static void test_rules(void)
 	struct fg_err err = { 0, "" };
 	struct fg_manifest *m;
 	const struct fg_component *c;
+	const struct fg_target *t;
 
 	m = parse("{\"env\":{\"PATCHES_BUCKET\":\"hf://buckets/a/b/p\",\"LOCAL_PATCHES_DIR\":\"/w/p\","
 		  "\"TOKENIZER_BUCKET\":\"hf://buckets/a/t\",\"TOKENIZER_DST\":\"/w/t\","
@@ -160,6 +161,47 @@ static void test_rules(void)
 	fg_manifest_free(m);
 	m = parse("{\"env\":{\"SPECULATIVE_CONFIG\":\"null\"}}", &err);
 	ok(m && !m->spec.present, "rules: SPECULATIVE_CONFIG null sets no speculative decoding");
+	fg_manifest_free(m);
+
+	/* the wider target keys: X_DIR, X_PATH, X_DEST, a keepset or a drafter
+	 * named by its path; a search list and a URL are not places */
+	m = parse("{\"env\":{\"DRAFTER_DIR\":\"/w/early\",\"DRAFTER_BUCKET\":\"hf://buckets/a/d\","
+		  "\"DRAFTER_MODEL\":\"/w/d\",\"ROUTER_BUCKET\":\"hf://buckets/a/r\","
+		  "\"ROUTER_TABLE_PATH\":\"/w/r/table.bin\",\"ROUTER_PATH\":\"/w/r\","
+		  "\"VOCAB_KEEPSET_BUCKET\":\"hf://buckets/a/k\",\"VOCAB_KEEPSET\":\"/w/k/keep.json\","
+		  "\"VOCAB_KEEPSET_SHARD\":\"/w/k/s0\",\"VOCAB_KEEPSET_DIR\":\"/w/k\","
+		  "\"ORPHAN_FILE\":\"/x/y.bin\","
+		  "\"PATCHES_BUCKET\":\"hf://buckets/a/p\",\"PATCHES_DEST\":\"./p\","
+		  "\"LD_LIBRARY_PATH\":\"/a:/b\",\"MIRROR_PATH\":\"https://x/y\",\"TRITON_CACHE_DIR\":\"/c\"}}",
+		  &err);
+	ok(m != NULL, "targets: parses (%s)", err.msg);
+	c = m ? fg_manifest_component(m, "DRAFTER_BUCKET") : NULL;
+	ok(c && c->target && !strcmp(c->target, "/w/d") && !strcmp(c->target_key, "DRAFTER_MODEL"),
+	   "targets: DRAFTER_MODEL as a path is the drafter's, before an earlier DRAFTER_DIR by stem");
+	c = m ? fg_manifest_component(m, "ROUTER_BUCKET") : NULL;
+	ok(c && c->target && !strcmp(c->target, "/w/r") && !strcmp(c->target_key, "ROUTER_PATH"),
+	   "targets: X_PATH whose stem is the component's own, over an earlier ROUTER_TABLE_PATH");
+	t = m ? target(m, "ROUTER_TABLE_PATH") : NULL;
+	ok(t && t->rule == FG_TARGET_STEM && m->components[t->component].target == c->target,
+	   "targets: ROUTER_TABLE_PATH is still the router's, a file in it");
+	c = m ? fg_manifest_component(m, "VOCAB_KEEPSET_BUCKET") : NULL;
+	ok(c && !strcmp(c->role, "keepset") && c->target && !strcmp(c->target, "/w/k") &&
+		   !strcmp(c->target_key, "VOCAB_KEEPSET_DIR"),
+	   "targets: the keepset's folder is its target, not the later file path");
+	t = m ? target(m, "VOCAB_KEEPSET") : NULL;
+	ok(t && t->rule == FG_TARGET_INSIDE && m->components[t->component].target == c->target,
+	   "targets: a *_KEEPSET path is a file in the folder that holds it");
+	t = m ? target(m, "ORPHAN_FILE") : NULL;
+	ok(t && t->component < 0, "targets: an X_FILE in no component's folder is placed by nothing");
+	t = m ? target(m, "VOCAB_KEEPSET_SHARD") : NULL;
+	ok(!t, "targets: a key of no target suffix is not a target, path or not");
+	c = m ? fg_manifest_component(m, "PATCHES_BUCKET") : NULL;
+	ok(c && c->target && !strcmp(c->target, "./p"), "targets: X_DEST, relative");
+	ok(m && !target(m, "LD_LIBRARY_PATH") && !target(m, "MIRROR_PATH"),
+	   "targets: a ':' search list and a URL are not targets");
+	t = m ? target(m, "TRITON_CACHE_DIR") : NULL;
+	ok(t && t->component < 0 && t->rule == FG_TARGET_UNASSIGNED,
+	   "targets: a folder no component shares a word with stays unassigned");
 	fg_manifest_free(m);
 
 	m = parse("{\"name\":\"x\",\"future_field\":{\"a\":[1,2]}}", &err);
