@@ -45,7 +45,9 @@ static void usage(FILE *f, int is_lock)
 			"Locks MANIFEST (unless the lock already has an up-to-date entry for it),\n"
 			"fetches every component into the content store (ranged, resumable, every\n"
 			"byte sha256-checked), checks the manifest's pins, writes the lock, and with\n"
-			"--into hard-links (or copies) each component into DIR/<its LOCAL_*_DIR path>.\n"
+			"--into hard-links (or copies) each component into DIR/<its LOCAL_*_DIR path>;\n"
+			"files an earlier --into of this manifest placed in DIR and the lock no longer\n"
+			"names are removed (unless changed since: those are kept, with a warning).\n"
 			"The manifest's Python dependencies are recorded in the lock, classified\n"
 			"(url, pin, unpinned); each unpinned one gets a warning on stderr.\n\n"
 			"options:\n"
@@ -229,7 +231,7 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 	struct fg_pull_opts po;
 	struct fg_buf key = FG_BUF_INIT;
 	struct fg_err err;
-	size_t links = 0, copies = 0;
+	struct fg_place_report placed = { 0, 0, 0, 0 };
 
 	fg_err_clear(&err);
 	if (fg_cmd_wants_help(argc, argv)) {
@@ -327,8 +329,7 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 			fg_store_root_add(st, real, NULL);
 	}
 	if (into) {
-		rc = fg_pull_materialize(fg_lock_find_manifest(lock, key.data), st, into, &links, &copies,
-					 &err);
+		rc = fg_pull_materialize(fg_lock_find_manifest(lock, key.data), st, into, &placed, &err);
 		if (rc)
 			goto out;
 	}
@@ -339,8 +340,10 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 				     locked);
 
 		if (into) {
-			cJSON_AddNumberToObject(doc, "linked", (double)links);
-			cJSON_AddNumberToObject(doc, "copied", (double)copies);
+			cJSON_AddNumberToObject(doc, "linked", (double)placed.linked);
+			cJSON_AddNumberToObject(doc, "copied", (double)placed.copied);
+			cJSON_AddNumberToObject(doc, "removed", (double)placed.removed);
+			cJSON_AddNumberToObject(doc, "kept_changed", (double)placed.kept);
 		}
 		if (!fg_json_write(&out, doc, 1, &err))
 			fwrite(out.data, 1, out.len, stdout);
@@ -357,9 +360,15 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 			fprintf(stderr, ", fetched %s in %.2fs", b, rep.fetch.seconds);
 		}
 		if (into)
-			fprintf(stderr, ", materialized under %s (%zu linked, %zu copied)", into, links, copies);
+			fprintf(stderr, ", materialized under %s (%zu linked, %zu copied)", into, placed.linked,
+				placed.copied);
+		if (into && placed.removed)
+			fprintf(stderr, ", %zu no longer in the lock removed", placed.removed);
 		fprintf(stderr, "\n");
 	}
+	if (into && placed.kept)
+		fprintf(stderr, "fgpack pull: warning: %zu file%s placed under %s earlier and no longer in the "
+			"lock changed since; kept\n", placed.kept, placed.kept == 1 ? "" : "s", into);
 out:
 	if (shown && rc)
 		fprintf(stderr, "\n");

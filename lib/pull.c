@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -13,6 +14,7 @@
 #include "gitdep.h"
 #include "http.h"
 #include "hub.h"
+#include "json.h"
 
 /* One file to have: where it comes from and what the lock will say. */
 struct want {
@@ -1273,13 +1275,126 @@ static int check_placement(const struct fg_lock_manifest *lm, const char *into, 
 	return rc;
 }
 
-int fg_pull_materialize(const struct fg_lock_manifest *lm, struct fg_store *st, const char *into,
-			size_t *links, size_t *copies, struct fg_err *err)
+/* ---- what --into placed, so that the next --into can take back what
+ * the lock no longer names ---- */
+
+/* placed/<sha256 of "<realpath of DIR>\n<manifest key>">.json in the store */
+static int placed_record_path(struct fg_buf *out, const struct fg_store *st, const char *real_into,
+			      const char *mkey, struct fg_err *err)
 {
-	struct fg_buf dir = FG_BUF_INIT, dst = FG_BUF_INIT, blob = FG_BUF_INIT;
-	size_t ci, i, nl = 0, nc = 0;
+	struct fg_buf id = FG_BUF_INIT;
+	uint8_t d[FG_SHA256_LEN];
+	char hex[FG_SHA256_HEX_LEN + 1];
+	int rc = fg_buf_printf(&id, err, "%s\n%s", real_into, mkey);
+
+	if (!rc)
+		rc = fg_sha256_mem(id.data, id.len, d, err);
+	fg_buf_release(&id);
+	if (rc)
+		return rc;
+	fg_hex_encode(d, sizeof(d), hex);
+	return fg_buf_printf(out, err, "%s/placed/%s.json", fg_store_root(st), hex);
+}
+
+/* The path of file i of c relative to DIR ("tmp/w/model.safetensors"). */
+static int placed_rel(struct fg_buf *out, const struct fg_lock_component *c, size_t i, struct fg_err *err)
+{
+	struct fg_buf dir = FG_BUF_INIT;
+	int rc = fg_pull_target_dir(&dir, ".", c, err);
+
+	if (!rc)
+		rc = fg_path_join(out, dir.data + 2, c->files[i].path, err);
+	fg_buf_release(&dir);
+	return rc;
+}
+
+/* 1 when no folder between root and root/rel is a symlink, and root/rel is
+ * a regular file (lstat into *sb). */
+static int plain_file_under(const char *root, const char *rel, struct stat *sb)
+{
+	struct fg_buf p = FG_BUF_INIT;
+	const char *q = rel;
+	int good = !fg_buf_printf(&p, NULL, "%s", root);
+
+	while (good && *q) {
+		size_t n = strcspn(q, "/");
+
+		good = !fg_buf_printf(&p, NULL, "/%.*s", (int)n, q) && !lstat(p.data, sb) &&
+		       (q[n] ? S_ISDIR(sb->st_mode) : S_ISREG(sb->st_mode));
+		q += n;
+		while (*q == '/')
+			q++;
+	}
+	fg_buf_release(&p);
+	return good;
+}
+
+/* Removes DIR/rel when it still holds blob sha256's bytes (the store's own
+ * inode, or a copy that hashes to it), then its folders that became empty,
+ * up to DIR. 1 removed, 2 kept (changed since), 0 gone (or no plain file
+ * there, or under a symlinked folder), -1 on an error. */
+static int take_back(const struct fg_store *st, const char *into, const char *rel, const char *sha256)
+{
+	struct fg_buf p = FG_BUF_INIT, blob = FG_BUF_INIT;
+	struct stat sb, bs;
+	char hex[FG_SHA256_HEX_LEN + 1];
+	int ours = 0, r = 0;
+
+	if (!fg_path_is_safe_rel(rel) || !fg_sha256_hex_valid(sha256) || !plain_file_under(into, rel, &sb) ||
+	    fg_path_join(&p, into, rel, NULL))
+		goto out;
+	if (!fg_store_blob_path(&blob, st, sha256, NULL) && !stat(blob.data, &bs) && bs.st_ino == sb.st_ino &&
+	    bs.st_dev == sb.st_dev)
+		ours = 1;
+	else if (!fg_store_hash_file(p.data, hex, NULL, NULL) && !strcmp(hex, sha256))
+		ours = 1;
+	if (!ours) {
+		r = 2;
+		goto out;
+	}
+	if (unlink(p.data)) {
+		r = errno == ENOENT ? 0 : -1;
+		goto out;
+	}
+	r = 1;
+	for (;;) {
+		char *slash = strrchr(p.data, '/');
+
+		if (!slash || (size_t)(slash - p.data) <= strlen(into))
+			break;
+		*slash = '\0';
+		if (rmdir(p.data))
+			break;
+	}
+out:
+	fg_buf_release(&p);
+	fg_buf_release(&blob);
+	return r;
+}
+
+int fg_pull_materialize(const struct fg_lock_manifest *lm, struct fg_store *st, const char *into,
+			struct fg_place_report *rep, struct fg_err *err)
+{
+	struct fg_buf dir = FG_BUF_INIT, dst = FG_BUF_INIT, blob = FG_BUF_INIT, rec = FG_BUF_INIT,
+		      text = FG_BUF_INIT, rel = FG_BUF_INIT;
+	struct fg_place_report r = { 0, 0, 0, 0 };
+	char real[PATH_MAX];
+	cJSON *now = NULL, *was = NULL, *files, *f;
+	size_t ci, i;
 	int rc = check_placement(lm, into, err);
 
+	if (!rc)
+		rc = fg_mkdir_p(into, 0755, err);
+	if (!rc && !realpath(into, real))
+		rc = fg_err_set(err, FG_EIO, "%s: %s", into, strerror(errno));
+	if (!rc)
+		rc = placed_record_path(&rec, st, real, lm->key, err);
+	if (!rc && !(now = cJSON_CreateObject()))
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	if (!rc && (!cJSON_AddStringToObject(now, "into", real) ||
+		    !cJSON_AddStringToObject(now, "manifest", lm->key) ||
+		    !(files = cJSON_AddObjectToObject(now, "files"))))
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 	for (ci = 0; !rc && ci < lm->n_components; ci++) {
 		const struct fg_lock_component *c = lm->components[ci];
 
@@ -1291,6 +1406,12 @@ int fg_pull_materialize(const struct fg_lock_manifest *lm, struct fg_store *st, 
 			int how = 0;
 			struct stat ds, bs;
 
+			fg_buf_reset(&rel);
+			rc = placed_rel(&rel, c, i, err);
+			if (!rc && !cJSON_AddStringToObject(files, rel.data, c->files[i].sha256))
+				rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+			if (rc)
+				break;
 			/* already there as a link to the same blob: nothing to do */
 			fg_buf_reset(&dst);
 			fg_buf_reset(&blob);
@@ -1298,23 +1419,56 @@ int fg_pull_materialize(const struct fg_lock_manifest *lm, struct fg_store *st, 
 			    !fg_store_blob_path(&blob, st, c->files[i].sha256, NULL) &&
 			    !lstat(dst.data, &ds) && S_ISREG(ds.st_mode) && !stat(blob.data, &bs) &&
 			    ds.st_ino == bs.st_ino && ds.st_dev == bs.st_dev) {
-				nl++;
+				r.linked++;
 				continue;
 			}
 			rc = fg_store_materialize(st, c->files[i].sha256, dir.data, c->files[i].path, 0, &how,
 						  err);
 			if (!rc && how == FG_STORE_MAT_COPY)
-				nc++;
+				r.copied++;
 			else if (!rc)
-				nl++;
+				r.linked++;
 		}
 	}
+	/* what the last --into of this manifest here placed and this one does
+	 * not: removed while it still holds those bytes (a file changed since
+	 * is the user's now, and kept) */
+	if (!rc && !fg_file_read(rec.data, 64 << 20, &text, NULL) &&
+	    !fg_json_parse(&was, text.data, text.len, rec.data, NULL) && cJSON_IsObject(was)) {
+		cJSON_ArrayForEach(f, fg_json_obj(was, "files")) {
+			int t;
+
+			if (!cJSON_IsString(f) || cJSON_GetObjectItemCaseSensitive(files, f->string))
+				continue;
+			t = take_back(st, real, f->string, f->valuestring);
+			if (t == 1)
+				r.removed++;
+			else if (t == 2)
+				r.kept++;
+			else if (t < 0 && !rc)
+				rc = fg_err_set(err, FG_EIO, "remove %s/%s: %s", real, f->string, strerror(errno));
+		}
+	}
+	if (!rc) {
+		fg_buf_reset(&dir);
+		fg_buf_reset(&text);
+		rc = fg_buf_printf(&dir, err, "%s/placed", fg_store_root(st));
+		if (!rc)
+			rc = fg_mkdir_p(dir.data, 0755, err);
+		if (!rc)
+			rc = fg_json_write(&text, now, 1, err);
+		if (!rc)
+			rc = fg_file_write_atomic(rec.data, text.data, text.len, 0644, err);
+	}
+	cJSON_Delete(now);
+	cJSON_Delete(was);
 	fg_buf_release(&dir);
 	fg_buf_release(&dst);
 	fg_buf_release(&blob);
-	if (links)
-		*links = nl;
-	if (copies)
-		*copies = nc;
+	fg_buf_release(&rec);
+	fg_buf_release(&text);
+	fg_buf_release(&rel);
+	if (rep)
+		*rep = r;
 	return rc;
 }

@@ -67,11 +67,22 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 int fg_pull_target_dir(struct fg_buf *out, const char *into, const struct fg_lock_component *c,
 		       struct fg_err *err);
 
+struct fg_place_report {
+	size_t linked, copied; /* how this run's files are there */
+	size_t removed;        /* placed by the last --into of this manifest here, not named now */
+	size_t kept;           /* such files left alone: changed since they were placed */
+};
+
 /* Hard-links (copy fallback) every file of every component of lm into its
- * target dir; *links and *copies (may be NULL) count how. Nothing is placed
- * when a target is unusable or two components would put different bytes at
- * one path (FG_EINVAL naming both). */
+ * target dir. Nothing is placed when a target is unusable or two components
+ * would put different bytes at one path (FG_EINVAL naming both).
+ * Then takes back what the previous materialize of the same manifest (lock
+ * key) into the same DIR placed and lm no longer names, as recorded in the
+ * store's placed/<sha256 of realpath(DIR) "\n" key>.json: each such file is
+ * removed while it still holds the bytes placed (the blob's inode, or a copy
+ * hashing to it), with the folders that became empty; one changed since is
+ * kept. The record is then rewritten for this run. rep may be NULL. */
 int fg_pull_materialize(const struct fg_lock_manifest *lm, struct fg_store *st, const char *into,
-			size_t *links, size_t *copies, struct fg_err *err);
+			struct fg_place_report *rep, struct fg_err *err);
 
 #endif

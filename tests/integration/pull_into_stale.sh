@@ -1,0 +1,72 @@
+#!/bin/sh
+# pull_into_stale.sh - a second `pull --into DIR` of a manifest whose lock
+# changed takes back what the first placed and the lock no longer names:
+# removed while it still holds the bytes placed (the store's inode, or an
+# identical copy), with the folders left empty; a file changed since is kept
+# with a warning; files fgpack never placed, files placed for another manifest,
+# and anything reached through a symlinked folder are left alone. Sources are
+# file:// folders (no server).
+. "$(dirname "$0")/../lib.sh"
+export FGPACK_HOME="$WORK/store"
+unset HF_HUB_OFFLINE
+cd "$WORK" || exit 1
+put() { mkdir -p "$(dirname "$1")" && printf '%s\n' "$2" >"$1"; }
+put v1/a.bin "a version 1"
+put v1/b.bin "b, only in version 1"
+put v1/sub/deep/c.bin "c, only in version 1"
+put v1/sub/copy.bin "copy, only in version 1"
+put v1/lnk/f.bin "f, only in version 1"
+put v2/a.bin "a version 2"
+put v2/e.bin "e, new in version 2"
+put d1/x.bin "drafter x"
+put d1/y.bin "drafter y"
+put o1/z.bin "other manifest z"
+man() { # man FILE WEIGHTS [DRAFTER]
+	if [ -n "${3:-}" ]; then
+		printf '{"name": "s", "env": {"WEIGHTS_BUCKET": "file://%s/%s", "LOCAL_MODEL_DIR": "/m", "DRAFTER_BUCKET": "file://%s/%s", "LOCAL_DRAFTER_DIR": "/d"}}\n' \
+			"$WORK" "$2" "$WORK" "$3" >"$1"
+	else
+		printf '{"name": "s", "env": {"WEIGHTS_BUCKET": "file://%s/%s", "LOCAL_MODEL_DIR": "/m"}}\n' "$WORK" "$2" >"$1"
+	fi
+}
+man m.json v1 d1
+printf '{"name": "o", "env": {"OTHER_BUCKET": "file://%s/o1", "LOCAL_OTHER_DIR": "/m/other"}}\n' "$WORK" >o.json
+check "first pull --into out" "$FGPACK" pull m.json --into out
+check "the other manifest placed into the same DIR" "$FGPACK" pull o.json --into out
+check "  both there" sh -c "cmp v1/sub/deep/c.bin out/m/sub/deep/c.bin && cmp d1/x.bin out/d/x.bin && cmp o1/z.bin out/m/other/z.bin"
+
+put out/m/notes.txt "the user's own file"
+# copy.bin replaced by an identical copy (a new inode): still what was placed
+cp out/m/sub/copy.bin out/copy.tmp && rm -f out/m/sub/copy.bin && mv out/copy.tmp out/m/sub/copy.bin
+# y.bin rewritten by the user: no longer what was placed
+rm -f out/d/y.bin && put out/d/y.bin "the user's edit of y"
+# lnk/ moved away and replaced by a symlink to where it went
+mv out/m/lnk out/elsewhere && ln -s ../elsewhere out/m/lnk
+
+man m.json v2
+"$FGPACK" pull m.json --into out --json >pull2.json 2>pull2.err
+check_exit "second pull (version 2, no drafter) --into out" 0 sh -c "exit $?"
+check "  version 2 placed" sh -c "cmp v2/a.bin out/m/a.bin && cmp v2/e.bin out/m/e.bin"
+for f in m/b.bin m/sub/deep/c.bin m/sub/copy.bin d/x.bin; do
+	if [ ! -e "out/$f" ]; then ok "  $f (placed, no longer in the lock) removed"; else not_ok "  $f removed"; fi
+done
+if [ ! -e out/m/sub ]; then ok "  the folders left empty (sub/deep, sub) removed"; else not_ok "  sub/ removed"; ls -R out/m/sub | sed 's/^/#   /'; fi
+check "  the user's edit of d/y.bin kept (so d/ stays)" grep -q "the user's edit" out/d/y.bin
+check_grep "  a warning names the one changed file kept" "warning: 1 file placed under out earlier and no longer in the lock changed since; kept" pull2.err
+check "  the user's own notes.txt kept" grep -q "own file" out/m/notes.txt
+check "  the other manifest's file kept" cmp o1/z.bin out/m/other/z.bin
+check "  nothing removed through the symlinked folder" cmp v1/lnk/f.bin out/elsewhere/f.bin
+check "  --json counts: removed 4, kept_changed 1" python3 -c "
+import json; d = json.load(open('pull2.json'))
+assert d['removed'] == 4 and d['kept_changed'] == 1, d"
+"$FGPACK" pull m.json --into out --json >pull3.json 2>/dev/null
+check "a third pull, nothing changed: removes nothing" python3 -c "
+import json; d = json.load(open('pull3.json'))
+assert d['removed'] == 0 and d['kept_changed'] == 0, d"
+check "  and leaves version 2 in place" sh -c "cmp v2/a.bin out/m/a.bin && cmp v2/e.bin out/m/e.bin"
+
+# another DIR is another record: pulling version 1 elsewhere takes nothing from out
+man m.json v1 d1
+check "version 1 into a second DIR" "$FGPACK" pull m.json --into out2
+check "  out untouched (version 2 still there)" sh -c "cmp v2/a.bin out/m/a.bin && cmp v2/e.bin out/m/e.bin"
+finish
