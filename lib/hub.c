@@ -474,23 +474,39 @@ static int list_below(struct fg_hub_list *out, struct fg_http *h, const char *en
 }
 
 /* A reference whose listing was 404 or empty may name one file: a HEAD of
- * it (a bucket's, or a model repo's at rev) gives its size and identity
- * (a bucket's xet hash; a repo file's LFS sha256, 64 hex, or git blob oid).
- * Then out holds that one file and 0 is returned; otherwise rc, the
- * listing's answer, stands. */
+ * it (a bucket's, or a model repo's at rev) gives its size and identity.
+ * As huggingface_hub does, the HEAD stops at a hop to another origin (the
+ * CDN): the Hub's own answer carries what names the content (X-Xet-Hash for
+ * a bucket file; X-Linked-Etag, a repo file's LFS sha256 or git blob oid) and
+ * X-Linked-Size, which a CDN's answer would not. Only when the Hub's answer
+ * gives no size is the redirect followed for it (and its ETag taken only when
+ * the Hub named nothing). Then out holds that one file and 0 is returned;
+ * otherwise rc, the listing's answer, stands. */
 static int one_file(struct fg_hub_list *out, struct fg_http *h, const char *endpoint, const struct fg_ref *ref,
 		    const char *rev, const char *what, int rc, struct fg_err *err)
 {
 	struct fg_buf url = FG_BUF_INIT;
-	struct fg_hub_head hd;
+	struct fg_hub_head hd, far;
 	struct fg_err e2;
 	int r2, model = ref->kind == FG_REF_MODEL;
+	const char *id;
 
 	r2 = model ? fg_url_model_resolve(&url, endpoint, ref, rev, ref->path, &e2)
 		   : fg_url_bucket_resolve(&url, endpoint, ref, ref->path, &e2);
 	memset(&hd, 0, sizeof(hd));
+	memset(&far, 0, sizeof(far));
 	if (!r2)
-		r2 = fg_hub_head(&hd, h, url.data, 1, what, &e2);
+		r2 = fg_hub_head(&hd, h, url.data, 0, what, &e2);
+	if (!r2 && hd.status >= 300 && hd.status < 400 && !hd.has_size &&
+	    !fg_hub_head(&far, h, url.data, 1, what, &e2) && far.status >= 200 && far.status < 300 &&
+	    far.has_size) {
+		hd.status = far.status;
+		hd.size = far.size;
+		hd.has_size = 1;
+	}
+	id = model ? hd.etag : (hd.xet_hash ? hd.xet_hash : hd.etag);
+	if (!id && hd.status >= 300)
+		id = model ? far.etag : (far.xet_hash ? far.xet_hash : far.etag);
 	if (!r2 && hd.status >= 200 && hd.status < 400 && hd.has_size) {
 		struct fg_hub_file *f;
 
@@ -503,15 +519,16 @@ static int one_file(struct fg_hub_list *out, struct fg_http *h, const char *endp
 			f->path = strdup(ref->path);
 			f->size = hd.size;
 			if (!model)
-				f->xet_hash = dup_or_null(hd.etag);
-			else if (hd.etag && fg_sha256_hex_valid(hd.etag))
-				f->lfs_sha256 = dup_or_null(hd.etag);
+				f->xet_hash = dup_or_null(id);
+			else if (id && fg_sha256_hex_valid(id))
+				f->lfs_sha256 = dup_or_null(id);
 			else
-				f->oid = dup_or_null(hd.etag);
+				f->oid = dup_or_null(id);
 			rc = f->path ? 0 : fg_err_set(err, FG_ENOMEM, "out of memory");
 		}
 	}
 	fg_hub_head_release(&hd);
+	fg_hub_head_release(&far);
 	fg_buf_release(&url);
 	return rc;
 }
@@ -572,6 +589,7 @@ void fg_hub_head_release(struct fg_hub_head *hd)
 		return;
 	free(hd->commit);
 	free(hd->etag);
+	free(hd->xet_hash);
 	free(hd->location);
 	memset(hd, 0, sizeof(*hd));
 }
@@ -647,6 +665,7 @@ int fg_hub_head(struct fg_hub_head *out, struct fg_http *h, const char *url, int
 		out->etag = header_dup(&resp, "X-Linked-Etag", &tmp);
 		if (!out->etag)
 			out->etag = header_dup(&resp, "ETag", &tmp);
+		out->xet_hash = header_dup(&resp, "X-Xet-Hash", &tmp);
 		out->location = header_dup(&resp, "Location", &tmp);
 		if ((!fg_http_resp_header(&resp, "X-Linked-Size", &tmp) && tmp.len &&
 		     !fg_parse_u64(tmp.data, &out->size)) ||

@@ -74,6 +74,7 @@ struct fg_hub_head {
 	long status;
 	char *commit;   /* X-Repo-Commit, or NULL */
 	char *etag;     /* X-Linked-Etag, else ETag, unquoted; or NULL */
+	char *xet_hash; /* X-Xet-Hash, or NULL */
 	unsigned long long size; /* X-Linked-Size, else Content-Length */
 	int has_size;
 	char *location; /* redirect target, or NULL */

@@ -23,6 +23,10 @@ with open(os.path.join(b, 'other/x.txt'), 'w') as f:
     f.write('not part of the component\n')
 PY
 main_sha=$(sha256sum "$B/w/v1/model.safetensors" | cut -d' ' -f1)
+one_c=c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00
+mkdir -p "$hub/models/acme/one@$one_c"
+head -c 300000 /dev/urandom >"$hub/models/acme/one@$one_c/w.safetensors"
+one_sha=$(sha256sum "$hub/models/acme/one@$one_c/w.safetensors" | cut -d' ' -f1)
 printf '{"name": "t", "env": {"WEIGHTS_BUCKET": "hf://buckets/acme/models/w/v1", "LOCAL_MODEL_DIR": "/tmp/t/model", "WEIGHTS_SHA256": "%s"}}\n' "$main_sha" >"$WORK/m.json"
 restart_hub() {
 	sh $S/serve-hub.sh stop "$WORK/st" 2>/dev/null
@@ -113,6 +117,24 @@ if [ -z "$(find "$FGPACK_HOME/blobs" -name "$new_sha")" ]; then ok "mismatching 
 if [ ! -e "$WORK/out3" ]; then ok "nothing materialized"; else not_ok "nothing materialized"; fi
 if [ ! -e "$WORK/pin.lock" ]; then ok "no lock written after the pin failure"; else not_ok "no lock written after the pin failure"; fi
 if [ -z "$(ls "$FGPACK_HOME/partial" 2>/dev/null)" ]; then ok "no partial files left"; else not_ok "no partial files left"; fi
+
+# references naming one file, both behind the CDN: the HEAD stops at the
+# Hub's redirect (as huggingface_hub's does) and takes what names the content
+# there, X-Linked-Etag (the LFS sha256) and X-Xet-Hash; the bucket's 302 gives
+# no size, so only for it the redirect is followed
+printf '{"name": "one", "env": {"WEIGHTS_BUCKET": "hf://buckets/acme/models/w/v1/model.safetensors", "LOCAL_MODEL_DIR": "/tmp/one/w", "DRAFTER_MODEL": "hf://acme/one@%s/w.safetensors", "LOCAL_DRAFTER_DIR": "/tmp/one/d"}}\n' "$one_c" >"$WORK/one.json"
+: >"$log"
+check "one-file references behind the CDN: pull --into" "$FGPACK" pull "$WORK/one.json" --lock "$WORK/one.lock" --into "$WORK/one"
+check "  both placed" sh -c "cmp '$B/w/v1/model.safetensors' '$WORK/one/tmp/one/w/model.safetensors' && cmp '$hub/models/acme/one@$one_c/w.safetensors' '$WORK/one/tmp/one/d/w.safetensors'"
+one_xet=$(python3 -c "import hashlib, sys; print(hashlib.sha256(b'xet\0' + open(sys.argv[1], 'rb').read()).hexdigest())" "$B/w/v1/model.safetensors")
+check "  the lock records the bucket file's X-Xet-Hash and the model file at its commit" python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+c = next(iter(d['manifests'].values()))['components']
+w, m = c['WEIGHTS_BUCKET']['files'][0], c['DRAFTER_MODEL']['files'][0]
+assert w['remote'].get('xet_hash') == '$one_xet', w
+assert m['sha256'] == '$one_sha' and m['remote'].get('commit') == '$one_c', m" "$WORK/one.lock"
+if grep -q '^HEAD /cdn/models/' "$log"; then not_ok "  no HEAD reached the CDN for the model file"; else ok "  no HEAD reached the CDN for the model file"; fi
 
 # the committed buckets.lock is the lock of manifests/demo.json over the demo hub
 ports=$(sh $S/serve-hub.sh start "$TOP/tests/fixtures/demo-hub" "$WORK/demo")
