@@ -490,7 +490,8 @@ static cJSON *component_json(const struct fg_lock_component *c)
 	if (add_str(o, "role", c->role) || add_str(o, "kind", c->kind) ||
 	    add_str(o, "source", c->source) || add_str(o, "owner", c->owner) ||
 	    add_str(o, "revision", c->revision) || add_str(o, "target", c->target) ||
-	    add_str(o, "tree_digest", c->tree_digest))
+	    add_str(o, "tree_digest", c->tree_digest) ||
+	    (c->folder && !cJSON_AddTrueToObject(o, "folder")))
 		goto fail;
 	pins = cJSON_AddObjectToObject(o, "pins");
 	files = cJSON_AddArrayToObject(o, "files");
@@ -794,7 +795,7 @@ static int rd_file(struct rd *r, const cJSON *fo, struct fg_lock_file *f)
 static int rd_component(struct rd *r, const cJSON *co, struct fg_lock_component *c)
 {
 	static const char *const ckeys[] = { "role", "kind", "source", "owner", "revision", "target",
-					     "pins", "files", "tree_digest", NULL };
+					     "pins", "files", "tree_digest", "folder", NULL };
 	const cJSON *pins, *files, *it;
 	char digest[FG_SHA256_HEX_LEN + 1];
 	struct fg_ref *ref = NULL;
@@ -819,6 +820,11 @@ static int rd_component(struct rd *r, const cJSON *co, struct fg_lock_component 
 		rc = rd_str(r, co, "target", 0, &c->target);
 	if (!rc)
 		rc = rd_hex(r, co, "tree_digest", c->tree_digest);
+	if (!rc && (it = cJSON_GetObjectItemCaseSensitive(co, "folder"))) {
+		if (!cJSON_IsTrue(it))
+			rc = bad(r, "folder", "expected true (or no such key)");
+		c->folder = 1;
+	}
 	if (rc)
 		return rc;
 	if (fg_ref_parse(&ref, c->source, &e2))

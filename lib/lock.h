@@ -73,6 +73,8 @@ struct fg_lock_component {
 	struct fg_lock_file *files;
 	size_t n_files;
 	char tree_digest[FG_SHA256_HEX_LEN + 1]; /* set by fg_lock_component_finish */
+	int folder;         /* "folder": true, written only where it tells a folder holding
+			       one file of its own name from a source naming that file */
 };
 
 /* One Python requirement of the manifest (docs/formats/lock.md "Dependencies"). */

@@ -27,6 +27,7 @@ struct want {
 	struct fg_lock_remote remote;
 	int was_present;
 	int no_auth, no_ranges; /* plain URLs: never the token; ranges unless refused */
+	int below;              /* a file below the source path, not the file it names */
 	char *local_path;       /* file:// components: read from here, not fetched */
 };
 
@@ -140,6 +141,7 @@ static int plan_bucket(struct plan *p, size_t ci, const struct fg_component *mc,
 		w->what = fg_buf_detach(&what, NULL);
 		w->remote.xet_hash = sdup(f->xet_hash);
 		w->remote.mtime = sdup(f->mtime);
+		w->below = !mc->ref->path || strcmp(f->path, mc->ref->path);
 		if (!w->rel || !w->url || !w->what || set_identity(w))
 			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 	}
@@ -212,6 +214,7 @@ static int plan_model(struct plan *p, size_t ci, const struct fg_component *mc, 
 		w->what = fg_buf_detach(&what, NULL);
 		w->remote.oid = sdup(f->oid);
 		w->remote.commit = sdup(commit);
+		w->below = !mc->ref->path || strcmp(f->path, mc->ref->path);
 		if (f->lfs_sha256)
 			memcpy(w->expect, f->lfs_sha256, FG_SHA256_HEX_LEN + 1);
 		if (!w->rel || !w->url || !w->what || set_identity(w))
@@ -434,6 +437,15 @@ static int plan_file(struct plan *p, size_t ci, const struct fg_component *mc, s
 	return add_local(p, ci, mc->key, path, base, (unsigned long long)sb.st_size, err);
 }
 
+/* 1 when rel, a file of the component, is read back from the lock as the
+ * one file the source path itself names: the path's last segment. */
+static int names_own_file(const struct fg_ref *ref, const char *rel)
+{
+	const char *own = ref->path && *ref->path ? fg_ref_rel(ref, ref->path) : NULL;
+
+	return own && !strcmp(own, rel);
+}
+
 /* Plans the files of an up-to-date lock entry (nothing is listed). */
 static int plan_from_lock(struct plan *p, const struct fg_lock_manifest *lm,
 			  const struct fg_manifest *m, const struct fg_hub_env *env, struct fg_err *err)
@@ -456,9 +468,7 @@ static int plan_from_lock(struct plan *p, const struct fg_lock_manifest *lm,
 			rc = fg_buf_printf(&what, err, "%s/%s", c->key, f->path);
 			if (!rc && mc && env && (mc->ref->kind == FG_REF_BUCKET || mc->ref->kind == FG_REF_MODEL)) {
 				/* a ref naming one file keeps that file's own path */
-				if (mc->ref->path && *mc->ref->path && c->n_files == 1 &&
-				    fg_ref_rel(mc->ref, mc->ref->path) &&
-				    !strcmp(fg_ref_rel(mc->ref, mc->ref->path), f->path))
+				if (!c->folder && c->n_files == 1 && names_own_file(mc->ref, f->path))
 					rc = fg_buf_puts(&full, mc->ref->path, err);
 				else
 					rc = fg_ref_full(&full, mc->ref, f->path, err);
@@ -1134,9 +1144,15 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 			if (commits[ci] && !c->revision && !(c->revision = strdup(commits[ci])))
 				rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 			for (i = 0; !rc && i < listed.n; i++)
-				if (listed.w[i].comp == ci)
+				if (listed.w[i].comp == ci) {
 					rc = fg_lock_component_add_file(c, listed.w[i].rel, listed.w[i].size,
 									items[i].sha256, &listed.w[i].remote, err);
+					/* a folder whose one file has the folder's own name
+					 * would read back as a source naming that file */
+					if (!rc && listed.w[i].below && names_own_file(m->components[ci].ref,
+										       listed.w[i].rel))
+						c->folder = 1;
+				}
 			if (!rc)
 				rc = fg_lock_component_finish(c, err);
 			if (!rc && fg_lock_check_pins(c, err)) {

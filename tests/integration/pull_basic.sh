@@ -27,6 +27,8 @@ one_c=c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00
 mkdir -p "$hub/models/acme/one@$one_c"
 head -c 300000 /dev/urandom >"$hub/models/acme/one@$one_c/w.safetensors"
 one_sha=$(sha256sum "$hub/models/acme/one@$one_c/w.safetensors" | cut -d' ' -f1)
+# a folder holding one file of its own name (amb/model/model)
+mkdir -p "$B/amb/model" && head -c 5000 /dev/urandom >"$B/amb/model/model"
 printf '{"name": "t", "env": {"WEIGHTS_BUCKET": "hf://buckets/acme/models/w/v1", "LOCAL_MODEL_DIR": "/tmp/t/model", "WEIGHTS_SHA256": "%s"}}\n' "$main_sha" >"$WORK/m.json"
 restart_hub() {
 	sh $S/serve-hub.sh stop "$WORK/st" 2>/dev/null
@@ -135,6 +137,17 @@ w, m = c['WEIGHTS_BUCKET']['files'][0], c['DRAFTER_MODEL']['files'][0]
 assert w['remote'].get('xet_hash') == '$one_xet', w
 assert m['sha256'] == '$one_sha' and m['remote'].get('commit') == '$one_c', m" "$WORK/one.lock"
 if grep -q '^HEAD /cdn/models/' "$log"; then not_ok "  no HEAD reached the CDN for the model file"; else ok "  no HEAD reached the CDN for the model file"; fi
+
+# the lock tells a folder holding one file of its own name from a source
+# naming that file, so a replay (a fresh store, the lock up to date) fetches
+# amb/model/model, not amb/model
+printf '{"name": "amb", "env": {"WEIGHTS_BUCKET": "hf://buckets/acme/models/amb/model", "LOCAL_MODEL_DIR": "/tmp/amb"}}\n' >"$WORK/amb.json"
+check "a folder holding one file of its own name: lock" "$FGPACK" lock "$WORK/amb.json" -o "$WORK/amb.lock"
+check_grep "  the lock says the source is a folder" '"folder": true' "$WORK/amb.lock"
+if grep -q '"folder"' "$WORK/one.lock"; then not_ok "  and says nothing where no file shares its folder's name"; else ok "  and says nothing where no file shares its folder's name"; fi
+check "  replayed from the lock into a fresh store" env FGPACK_HOME="$WORK/amb-store" "$FGPACK" pull "$WORK/amb.json" --lock "$WORK/amb.lock" --locked --into "$WORK/amb"
+check "  its bytes placed" cmp "$B/amb/model/model" "$WORK/amb/tmp/amb/model"
+check "  a one-file source replayed from its lock into a fresh store" env FGPACK_HOME="$WORK/one-store" "$FGPACK" pull "$WORK/one.json" --lock "$WORK/one.lock" --locked --into "$WORK/one2"
 
 # the committed buckets.lock is the lock of manifests/demo.json over the demo hub
 ports=$(sh $S/serve-hub.sh start "$TOP/tests/fixtures/demo-hub" "$WORK/demo")
