@@ -467,6 +467,7 @@ static int assign_targets(struct fg_manifest *m, struct fg_err *err)
 			if (ci >= 0) {
 				tg->component = ci;
 				tg->rule = FG_TARGET_FIXED;
+				tg->fixed = (int)f;
 			}
 		}
 	}
@@ -519,18 +520,27 @@ static int assign_targets(struct fg_manifest *m, struct fg_err *err)
 			}
 		}
 	}
-	/* a component's own target: its first fixed pair, else its first whose
-	 * stem is its own (ROUTER_PATH over ROUTER_TABLE_PATH), else its first
-	 * by stem */
+	/* a component's own target: its fixed pair first in the table
+	 * (LOCAL_MODEL_DIR before MODEL_PATH, wherever the env has them), else
+	 * its first whose stem is its own (ROUTER_PATH over ROUTER_TABLE_PATH),
+	 * else its first by stem */
 	for (pass = 0; pass < 3; pass++) {
 		for (t = 0; t < m->n_targets; t++) {
 			const struct fg_target *tg = &m->targets[t];
 			struct fg_component *comp;
+			size_t u;
+			int better = 0;
 
 			if (tg->component < 0 || tg->rule != (pass ? FG_TARGET_STEM : FG_TARGET_FIXED))
 				continue;
 			comp = &m->components[tg->component];
 			if (comp->target)
+				continue;
+			for (u = 0; !pass && u < m->n_targets; u++)
+				if (m->targets[u].component == tg->component &&
+				    m->targets[u].rule == FG_TARGET_FIXED && m->targets[u].fixed < tg->fixed)
+					better = 1;
+			if (better)
 				continue;
 			if (pass == 1) {
 				char *ts = target_stem(tg->key), *cs = key_stem(comp->key);

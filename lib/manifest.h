@@ -80,6 +80,7 @@ struct fg_target {
 	char *path;      /* as written */
 	int component;   /* index into components, -1 when unassigned */
 	int rule;        /* enum fg_target_rule */
+	int fixed;       /* rule 1: the pair's place in its table (earlier wins) */
 };
 
 struct fg_spec_config {

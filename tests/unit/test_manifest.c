@@ -204,6 +204,18 @@ static void test_rules(void)
 	   "targets: a folder no component shares a word with stays unassigned");
 	fg_manifest_free(m);
 
+	/* two fixed targets of the weights: LOCAL_MODEL_DIR wins wherever it stands */
+	m = parse("{\"env\":{\"MODEL_PATH\":\"/w/b\",\"WEIGHTS_BUCKET\":\"hf://buckets/a/w\","
+		  "\"LOCAL_MODEL_DIR\":\"/w/a\"}}",
+		  &err);
+	c = m ? fg_manifest_component(m, "WEIGHTS_BUCKET") : NULL;
+	ok(c && c->target && !strcmp(c->target_key, "LOCAL_MODEL_DIR"),
+	   "targets: LOCAL_MODEL_DIR before an earlier MODEL_PATH");
+	t = m ? target(m, "MODEL_PATH") : NULL;
+	ok(t && t->rule == FG_TARGET_FIXED && m->components[t->component].target == c->target,
+	   "targets: MODEL_PATH still the weights'");
+	fg_manifest_free(m);
+
 	m = parse("{\"name\":\"x\",\"future_field\":{\"a\":[1,2]}}", &err);
 	ok(m && m->n_components == 0 && m->n_env == 0 && m->port == -1 &&
 		   cJSON_GetObjectItemCaseSensitive(m->json, "future_field"),
