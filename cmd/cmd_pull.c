@@ -47,7 +47,8 @@ static void usage(FILE *f, int is_lock)
 			"byte sha256-checked), checks the manifest's pins, writes the lock, and with\n"
 			"--into hard-links (or copies) each component into DIR/<its LOCAL_*_DIR path>;\n"
 			"files an earlier --into of this manifest placed in DIR and the lock no longer\n"
-			"names are removed (unless changed since: those are kept, with a warning).\n"
+			"names are removed (unless changed since: those are kept, with a warning);\n"
+			"other files in the target folders that the lock does not name get a warning.\n"
 			"The manifest's Python dependencies are recorded in the lock, classified\n"
 			"(url, pin, unpinned); each unpinned one gets a warning on stderr.\n\n"
 			"options:\n"
@@ -231,9 +232,10 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 	struct fg_pull_opts po;
 	struct fg_buf key = FG_BUF_INIT;
 	struct fg_err err;
-	struct fg_place_report placed = { 0, 0, 0, 0 };
+	struct fg_place_report placed;
 
 	fg_err_clear(&err);
+	memset(&placed, 0, sizeof(placed));
 	if (fg_cmd_wants_help(argc, argv)) {
 		usage(stdout, is_lock);
 		return FG_EXIT_OK;
@@ -344,6 +346,12 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 			cJSON_AddNumberToObject(doc, "copied", (double)placed.copied);
 			cJSON_AddNumberToObject(doc, "removed", (double)placed.removed);
 			cJSON_AddNumberToObject(doc, "kept_changed", (double)placed.kept);
+			cJSON_AddNumberToObject(doc, "unknown_files", (double)placed.foreign);
+			cJSON_AddBoolToObject(doc, "unknown_files_more", placed.foreign_more);
+			cJSON_AddItemToObject(doc, "unknown_examples", cJSON_CreateArray());
+			for (size_t u = 0; u < 3 && placed.foreign_ex[u]; u++)
+				cJSON_AddItemToArray(cJSON_GetObjectItem(doc, "unknown_examples"),
+						     cJSON_CreateString(placed.foreign_ex[u]));
 		}
 		if (!fg_json_write(&out, doc, 1, &err))
 			fwrite(out.data, 1, out.len, stdout);
@@ -366,10 +374,19 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 			fprintf(stderr, ", %zu no longer in the lock removed", placed.removed);
 		fprintf(stderr, "\n");
 	}
+	if (into && placed.foreign)
+		fprintf(stderr, "fgpack pull: warning: %s%zu file%s in the target folders under %s that the lock "
+			"does not name (%s%s%s%s%s%s): a serve script reading the folder may load %s\n",
+			placed.foreign_more ? "at least " : "", placed.foreign, placed.foreign == 1 ? "" : "s", into,
+			placed.foreign_ex[0] ? placed.foreign_ex[0] : "", placed.foreign_ex[1] ? ", " : "",
+			placed.foreign_ex[1] ? placed.foreign_ex[1] : "", placed.foreign_ex[2] ? ", " : "",
+			placed.foreign_ex[2] ? placed.foreign_ex[2] : "", placed.foreign > 3 ? ", ..." : "",
+			placed.foreign == 1 ? "it" : "them");
 	if (into && placed.kept)
 		fprintf(stderr, "fgpack pull: warning: %zu file%s placed under %s earlier and no longer in the "
 			"lock changed since; kept\n", placed.kept, placed.kept == 1 ? "" : "s", into);
 out:
+	fg_place_report_release(&placed);
 	if (shown && rc)
 		fprintf(stderr, "\n");
 	fg_buf_release(&key);

@@ -1388,17 +1388,179 @@ out:
 	return r;
 }
 
+void fg_place_report_release(struct fg_place_report *rep)
+{
+	size_t i;
+
+	if (!rep)
+		return;
+	for (i = 0; i < sizeof(rep->foreign_ex) / sizeof(rep->foreign_ex[0]); i++)
+		free(rep->foreign_ex[i]);
+	memset(rep, 0, sizeof(*rep));
+}
+
+static int by_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+struct foreign_walk {
+	const char *into;           /* realpath of DIR */
+	const char **names;         /* the placed paths under DIR, sorted */
+	size_t n_names;
+	size_t budget;              /* entries left to look at */
+	struct fg_place_report *r;
+};
+
+/* Counts the files below DIR/rel that are not among the placed names. */
+static void walk_foreign(struct foreign_walk *fw, const char *rel, int depth)
+{
+	struct fg_buf p = FG_BUF_INIT, sub = FG_BUF_INIT;
+	struct dirent *de;
+	DIR *d;
+
+	if (fg_path_join(&p, fw->into, rel, NULL) || !(d = opendir(p.data))) {
+		fg_buf_release(&p);
+		return;
+	}
+	while ((de = readdir(d))) {
+		struct stat sb;
+		const char *key;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (!fw->budget) {
+			fw->r->foreign_more = 1;
+			break;
+		}
+		fw->budget--;
+		fg_buf_reset(&sub);
+		fg_buf_reset(&p);
+		if (fg_path_join(&sub, rel, de->d_name, NULL) || fg_path_join(&p, fw->into, sub.data, NULL) ||
+		    lstat(p.data, &sb))
+			continue;
+		if (S_ISDIR(sb.st_mode)) {
+			if (depth < WALK_DEPTH)
+				walk_foreign(fw, sub.data, depth + 1);
+			continue;
+		}
+		key = sub.data;
+		if (bsearch(&key, fw->names, fw->n_names, sizeof(*fw->names), by_str))
+			continue;
+		if (fw->r->foreign < sizeof(fw->r->foreign_ex) / sizeof(fw->r->foreign_ex[0]))
+			fw->r->foreign_ex[fw->r->foreign] = strdup(sub.data);
+		fw->r->foreign++;
+	}
+	closedir(d);
+	fg_buf_release(&p);
+	fg_buf_release(&sub);
+}
+
+/* The target folders of lm (each once; one inside another is walked with
+ * it) looked through for files that neither lm names nor --into placed. */
+static int find_foreign(const struct fg_lock_manifest *lm, const struct fg_store *st, const char *real_into,
+			const cJSON *files, struct fg_place_report *r, struct fg_err *err)
+{
+	struct foreign_walk fw;
+	struct fg_buf p = FG_BUF_INIT, text = FG_BUF_INIT;
+	const cJSON *f;
+	cJSON *others = cJSON_CreateArray(), *o;
+	char **dirs;
+	size_t n = 0, nd = 0, ci, i, k;
+	int rc = 0;
+	DIR *d;
+
+	memset(&fw, 0, sizeof(fw));
+	fw.into = real_into;
+	fw.budget = 100000;
+	fw.r = r;
+	/* what --into of other manifests placed in the same DIR is theirs, not unknown */
+	if (others && !fg_buf_printf(&p, NULL, "%s/placed", fg_store_root(st)) && (d = opendir(p.data))) {
+		struct dirent *de;
+
+		while ((de = readdir(d))) {
+			cJSON *doc = NULL;
+
+			fg_buf_reset(&p);
+			fg_buf_reset(&text);
+			if (de->d_name[0] == '.' ||
+			    fg_buf_printf(&p, NULL, "%s/placed/%s", fg_store_root(st), de->d_name) ||
+			    fg_file_read(p.data, 64 << 20, &text, NULL) ||
+			    fg_json_parse(&doc, text.data, text.len, p.data, NULL))
+				continue;
+			if (fg_json_str(doc, "into") && !strcmp(fg_json_str(doc, "into"), real_into) &&
+			    fg_json_str(doc, "manifest") && strcmp(fg_json_str(doc, "manifest"), lm->key))
+				cJSON_AddItemToArray(others, doc);
+			else
+				cJSON_Delete(doc);
+		}
+		closedir(d);
+	}
+	cJSON_ArrayForEach(f, files)
+		n++;
+	cJSON_ArrayForEach(o, others)
+		cJSON_ArrayForEach(f, fg_json_obj(o, "files"))
+			n++;
+	fw.names = calloc(n ? n : 1, sizeof(*fw.names));
+	dirs = calloc(lm->n_components ? lm->n_components : 1, sizeof(*dirs));
+	if (!others || !fw.names || !dirs) {
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+		goto out;
+	}
+	cJSON_ArrayForEach(f, files)
+		fw.names[fw.n_names++] = f->string;
+	cJSON_ArrayForEach(o, others)
+		cJSON_ArrayForEach(f, fg_json_obj(o, "files"))
+			fw.names[fw.n_names++] = f->string;
+	qsort(fw.names, fw.n_names, sizeof(*fw.names), by_str);
+	for (ci = 0; ci < lm->n_components; ci++) {
+		struct fg_buf dir = FG_BUF_INIT;
+
+		if (lm->components[ci]->target && !fg_pull_target_dir(&dir, ".", lm->components[ci], NULL) &&
+		    dir.len > 2)
+			dirs[nd++] = strdup(dir.data + 2);
+		fg_buf_release(&dir);
+		if (nd && !dirs[nd - 1]) {
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+			goto out;
+		}
+	}
+	for (i = 0; i < nd; i++) {
+		int inside = 0;
+
+		for (k = 0; k < nd && !inside; k++) {
+			size_t lk = strlen(dirs[k]);
+
+			if (k != i && !strncmp(dirs[i], dirs[k], lk) &&
+			    (dirs[i][lk] == '/' || (dirs[i][lk] == '\0' && k < i)))
+				inside = 1;
+		}
+		if (!inside)
+			walk_foreign(&fw, dirs[i], 0);
+	}
+out:
+	for (i = 0; i < nd; i++)
+		free(dirs[i]);
+	free(dirs);
+	free(fw.names);
+	cJSON_Delete(others);
+	fg_buf_release(&p);
+	fg_buf_release(&text);
+	return rc;
+}
+
 int fg_pull_materialize(const struct fg_lock_manifest *lm, struct fg_store *st, const char *into,
 			struct fg_place_report *rep, struct fg_err *err)
 {
 	struct fg_buf dir = FG_BUF_INIT, dst = FG_BUF_INIT, blob = FG_BUF_INIT, rec = FG_BUF_INIT,
 		      text = FG_BUF_INIT, rel = FG_BUF_INIT;
-	struct fg_place_report r = { 0, 0, 0, 0 };
+	struct fg_place_report r;
 	char real[PATH_MAX];
 	cJSON *now = NULL, *was = NULL, *files, *f;
 	size_t ci, i;
 	int rc = check_placement(lm, into, err);
 
+	memset(&r, 0, sizeof(r));
 	if (!rc)
 		rc = fg_mkdir_p(into, 0755, err);
 	if (!rc && !realpath(into, real))
@@ -1465,6 +1627,8 @@ int fg_pull_materialize(const struct fg_lock_manifest *lm, struct fg_store *st, 
 				rc = fg_err_set(err, FG_EIO, "remove %s/%s: %s", real, f->string, strerror(errno));
 		}
 	}
+	if (!rc)
+		rc = find_foreign(lm, st, real, files, &r, err);
 	if (!rc) {
 		fg_buf_reset(&dir);
 		fg_buf_reset(&text);
@@ -1486,5 +1650,7 @@ int fg_pull_materialize(const struct fg_lock_manifest *lm, struct fg_store *st, 
 	fg_buf_release(&rel);
 	if (rep)
 		*rep = r;
+	else
+		fg_place_report_release(&r);
 	return rc;
 }

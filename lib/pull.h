@@ -71,7 +71,12 @@ struct fg_place_report {
 	size_t linked, copied; /* how this run's files are there */
 	size_t removed;        /* placed by the last --into of this manifest here, not named now */
 	size_t kept;           /* such files left alone: changed since they were placed */
+	size_t foreign;        /* files in the components' target folders that lm does not name
+				  and no --into of it placed (a stale download, another version) */
+	char *foreign_ex[3];   /* the first of them, as paths under DIR (NULL-padded) */
+	int foreign_more;      /* the look stopped at its bound: there may be more */
 };
+void fg_place_report_release(struct fg_place_report *rep);
 
 /* Hard-links (copy fallback) every file of every component of lm into its
  * target dir. Nothing is placed when a target is unusable or two components
@@ -81,7 +86,11 @@ struct fg_place_report {
  * store's placed/<sha256 of realpath(DIR) "\n" key>.json: each such file is
  * removed while it still holds the bytes placed (the blob's inode, or a copy
  * hashing to it), with the folders that became empty; one changed since is
- * kept. The record is then rewritten for this run. rep may be NULL. */
+ * kept. The record is then rewritten for this run. Last, the target folders
+ * are looked through (not following links, 100000 entries at most) for
+ * files lm does not name, which a serve script reading the folder may load:
+ * counted in rep->foreign. rep may be NULL; else release it with
+ * fg_place_report_release. */
 int fg_pull_materialize(const struct fg_lock_manifest *lm, struct fg_store *st, const char *into,
 			struct fg_place_report *rep, struct fg_err *err);
 

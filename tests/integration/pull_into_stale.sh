@@ -4,8 +4,9 @@
 # removed while it still holds the bytes placed (the store's inode, or an
 # identical copy), with the folders left empty; a file changed since is kept
 # with a warning; files fgpack never placed, files placed for another manifest,
-# and anything reached through a symlinked folder are left alone. Sources are
-# file:// folders (no server).
+# and anything reached through a symlinked folder are left alone, and files in
+# the target folders that the lock does not name are reported (the
+# stale-directory trap). Sources are file:// folders (no server).
 . "$(dirname "$0")/../lib.sh"
 export FGPACK_HOME="$WORK/store"
 unset HF_HUB_OFFLINE
@@ -59,6 +60,10 @@ check "  nothing removed through the symlinked folder" cmp v1/lnk/f.bin out/else
 check "  --json counts: removed 4, kept_changed 1" python3 -c "
 import json; d = json.load(open('pull2.json'))
 assert d['removed'] == 4 and d['kept_changed'] == 1, d"
+check "  files the lock does not name are reported, not touched: notes.txt and the symlink, not the other manifest's" python3 -c "
+import json; d = json.load(open('pull2.json'))
+assert d['unknown_files'] == 2 and d['unknown_examples'] == ['m/lnk', 'm/notes.txt'] and not d['unknown_files_more'], d"
+check_grep "  and warned about on stderr" "warning: 2 files in the target folders under out that the lock does not name \\(m/lnk, m/notes.txt\\)" pull2.err
 "$FGPACK" pull m.json --into out --json >pull3.json 2>/dev/null
 check "a third pull, nothing changed: removes nothing" python3 -c "
 import json; d = json.load(open('pull3.json'))
@@ -69,4 +74,11 @@ check "  and leaves version 2 in place" sh -c "cmp v2/a.bin out/m/a.bin && cmp v
 man m.json v1 d1
 check "version 1 into a second DIR" "$FGPACK" pull m.json --into out2
 check "  out untouched (version 2 still there)" sh -c "cmp v2/a.bin out/m/a.bin && cmp v2/e.bin out/m/e.bin"
+# the stale-directory trap on a first pull: a folder that already holds
+# another version's shards (not placed by fgpack, so never removed)
+put fresh/m/model-00002-of-00002.safetensors "a shard of some other download"
+"$FGPACK" pull m.json --into fresh 2>fresh.err
+check_exit "a first pull into a folder holding someone else's shard" 0 sh -c "exit $?"
+check_grep "  warns, naming the shard" "warning: 1 file in the target folders under fresh that the lock does not name \\(m/model-00002-of-00002.safetensors\\): a serve script reading the folder may load it" fresh.err
+check "  and leaves it there" test -f fresh/m/model-00002-of-00002.safetensors
 finish
