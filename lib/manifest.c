@@ -323,6 +323,11 @@ static int add_component(struct fg_manifest *m, const char *key, const char *val
 	if (want_kind == FG_REF_BUCKET && !strncmp(value, "buckets/", 8))
 		return fg_err_set(err, FG_EFORMAT, "%s: env.%s: \"%s\": write hf://%s for a bucket", what,
 				  key, value, value);
+	/* ns/name/path without a scheme in a *_BUCKET: a bucket, as the key says */
+	if (want_kind == FG_REF_BUCKET && !strstr(value, "://") && strchr(value, '/') &&
+	    strchr(strchr(value, '/') + 1, '/'))
+		return fg_err_set(err, FG_EFORMAT, "%s: env.%s: \"%s\": write hf://buckets/%s for a bucket",
+				  what, key, value, value);
 	rc = fg_ref_parse(&ref, value, err);
 	if (rc)
 		return fg_err_wrap(err, "%s: %s%s", what, strcmp(key, "model_id") ? "env." : "", key);
@@ -333,6 +338,9 @@ static int add_component(struct fg_manifest *m, const char *key, const char *val
 		const char *k = fg_ref_kind_name(ref->kind);
 
 		fg_ref_free(ref);
+		if (want_kind == FG_REF_BUCKET && !strstr(value, "://"))
+			return fg_err_set(err, FG_EFORMAT, "%s: env.%s: \"%s\": write hf://buckets/%s for a bucket "
+					  "(hf://%s for the model repo)", what, key, value, value, value);
 		if (want_kind == FG_REF_BUCKET)
 			return fg_err_set(err, FG_EFORMAT,
 					  "%s: env.%s: expected hf://buckets/<namespace>/<bucket>[/path], "

@@ -260,7 +260,7 @@ bad "num_speculative_tokens a word" drafter-repo-rev "m['env']['SPECULATIVE_CONF
 bad "a pin of 63 hex digits" multi-local "m['env']['DRAFTER_SHA256'] = m['env']['DRAFTER_SHA256'][:63]" \
 	"env\.DRAFTER_SHA256: expected 64 hex digits"
 bad "a bucket written as a repo id" no-drafter "m['env']['WEIGHTS_BUCKET'] = 'gemma-challenge/gemma-plain-owl'" \
-	"env\.WEIGHTS_BUCKET: expected hf://buckets/"
+	"env\.WEIGHTS_BUCKET: \"gemma-challenge/gemma-plain-owl\": write hf://buckets/gemma-challenge/gemma-plain-owl for a bucket"
 bad "a bucket without its name" no-drafter "m['env']['WEIGHTS_BUCKET'] = 'hf://buckets/gemma-challenge'" \
 	"env\.WEIGHTS_BUCKET: hf://buckets/gemma-challenge: missing bucket name"
 bad "an s3:// bucket" no-drafter "m['env']['WEIGHTS_BUCKET'] = 's3://gemma/w'" "env\.WEIGHTS_BUCKET: s3://gemma/w: unknown scheme"

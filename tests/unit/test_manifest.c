@@ -236,7 +236,7 @@ static void test_errors(void)
 	bad("{\"env\":{\"PORT\":8000}}", "env.PORT: expected a string, got number");
 	bad("{\"env\":[]}", "env: expected an object");
 	bad("{\"env\":{\"WEIGHTS_BUCKET\":\"hf://buckets/x\"}}", "env.WEIGHTS_BUCKET: hf://buckets/x: missing bucket name");
-	bad("{\"env\":{\"WEIGHTS_BUCKET\":\"google/gemma\"}}", "env.WEIGHTS_BUCKET: expected hf://buckets/");
+	bad("{\"env\":{\"WEIGHTS_BUCKET\":\"hf://google/gemma\"}}", "env.WEIGHTS_BUCKET: expected hf://buckets/");
 	bad("{\"env\":{\"WEIGHTS_BUCKET\":\"hf://buckets/a/b/../c\"}}", "not a safe relative path");
 	bad("{\"model_id\":\"hf://buckets/a/b\"}", "model_id: expected a Hub model repo");
 	bad("{\"model_id\":7}", "model_id: expected a string, got number");
@@ -247,6 +247,11 @@ static void test_errors(void)
 	bad("{\"env\":{\"WEIGHTS_BUCKET\":\"./w\"}}", "env.WEIGHTS_BUCKET: \"./w\" is a local path");
 	bad("{\"env\":{\"WEIGHTS_BUCKET\":\"buckets/gemma-challenge/gemma-x/w\"}}",
 	    "env.WEIGHTS_BUCKET: \"buckets/gemma-challenge/gemma-x/w\": write hf://buckets/gemma-challenge/gemma-x/w");
+	bad("{\"env\":{\"WEIGHTS_BUCKET\":\"gemma-challenge/gemma-x\"}}",
+	    "env.WEIGHTS_BUCKET: \"gemma-challenge/gemma-x\": write hf://buckets/gemma-challenge/gemma-x for a bucket "
+	    "(hf://gemma-challenge/gemma-x for the model repo)");
+	bad("{\"env\":{\"WEIGHTS_BUCKET\":\"gemma-challenge/gemma-x/w\"}}",
+	    "env.WEIGHTS_BUCKET: \"gemma-challenge/gemma-x/w\": write hf://buckets/gemma-challenge/gemma-x/w");
 	bad("{\"dependencies\":[\"ok\",3]}", "dependencies[1]: expected a string, got number");
 	bad("{\"serve\":\"python serve.py\"}", "serve: expected an array of strings, got string");
 	bad("{\"port\":\"80a\"}", "port: expected an integer");
