@@ -471,11 +471,67 @@ static int truthy(const char *v)
 		     !strcasecmp(v, "on"));
 }
 
+/* The token as huggingface_hub finds it: HF_TOKEN, else HUGGING_FACE_HUB_TOKEN
+ * (an empty one counts as unset), else the file `hf auth login` wrote:
+ * HF_TOKEN_PATH, else $HF_HOME/token, else $XDG_CACHE_HOME/huggingface/token,
+ * else ~/.cache/huggingface/token. Surrounding whitespace is dropped. None at
+ * all with HF_HUB_DISABLE_IMPLICIT_TOKEN set. *tok is NULL when there is none;
+ * *from names where it came from (for errors). */
+static int find_token(char **tok, const char **from, struct fg_err *err)
+{
+	static const char *const vars[] = { "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN" };
+	struct fg_buf path = FG_BUF_INIT, text = FG_BUF_INIT;
+	const char *v = NULL, *p;
+	size_t i, a, b;
+	int rc = 0;
+
+	*tok = NULL;
+	*from = NULL;
+	if (truthy(getenv("HF_HUB_DISABLE_IMPLICIT_TOKEN")))
+		return 0;
+	for (i = 0; i < sizeof(vars) / sizeof(vars[0]) && !*from; i++)
+		if ((v = getenv(vars[i])) && *v)
+			*from = vars[i];
+	if (!*from) {
+		if ((p = getenv("HF_TOKEN_PATH")) && *p)
+			rc = fg_buf_puts(&path, p, err);
+		else if ((p = getenv("HF_HOME")) && *p)
+			rc = fg_buf_printf(&path, err, "%s/token", p);
+		else if ((p = getenv("XDG_CACHE_HOME")) && *p)
+			rc = fg_buf_printf(&path, err, "%s/huggingface/token", p);
+		else if ((p = getenv("HOME")) && *p)
+			rc = fg_buf_printf(&path, err, "%s/.cache/huggingface/token", p);
+		if (rc || !path.len || fg_file_read(path.data, 4096, &text, NULL)) {
+			fg_buf_release(&path);
+			return rc;
+		}
+		v = text.data;
+		*from = "the token file";
+	}
+	for (a = 0; isspace((unsigned char)v[a]); a++)
+		;
+	for (b = strlen(v); b > a && isspace((unsigned char)v[b - 1]); b--)
+		;
+	if (b > a && !(*tok = dupn(v + a, b - a)))
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	else if (*tok && (has_ctl(*tok) || strchr(*tok, ' '))) {
+		rc = fg_err_set(err, FG_EINVAL, "%s: the token holds a space or a control character",
+				path.len ? path.data : *from);
+		free(*tok);
+		*tok = NULL;
+	}
+	fg_buf_release(&path);
+	fg_buf_release(&text);
+	return rc;
+}
+
 int fg_hub_env_load(struct fg_hub_env **out, struct fg_err *err)
 {
-	const char *ep = getenv("HF_ENDPOINT"), *tok = getenv("HF_TOKEN");
+	const char *ep = getenv("HF_ENDPOINT"), *from = NULL;
+	char *tok = NULL;
 	struct fg_hub_env *e;
 	size_t n;
+	int rc;
 
 	*out = NULL;
 	if (!ep || !*ep)
@@ -484,17 +540,20 @@ int fg_hub_env_load(struct fg_hub_env **out, struct fg_err *err)
 		return fg_err_set(err, FG_EINVAL, "HF_ENDPOINT=%s: expected an http(s):// URL", ep);
 	if (has_ctl(ep) || strchr(ep, ' '))
 		return fg_err_set(err, FG_EINVAL, "HF_ENDPOINT: contains a space or control character");
+	if ((rc = find_token(&tok, &from, err)))
+		return rc;
 	e = calloc(1, sizeof(*e));
-	if (!e)
+	if (!e) {
+		free(tok);
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
 	n = strlen(ep);
 	while (n > 8 && ep[n - 1] == '/')
 		n--;
 	e->endpoint = dupn(ep, n);
-	if (tok && *tok)
-		e->token = strdup(tok);
+	e->token = tok;
 	e->offline = truthy(getenv("HF_HUB_OFFLINE"));
-	if (!e->endpoint || (tok && *tok && !e->token)) {
+	if (!e->endpoint) {
 		fg_hub_env_free(e);
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	}

@@ -7,6 +7,10 @@ _n=0
 _failed=0
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/fgtest.XXXXXX")
 _cleanups=""
+# hermetic: no token from the machine's `hf auth login` file or environment
+HF_TOKEN_PATH=$WORK/no-hf-token
+export HF_TOKEN_PATH
+unset HUGGING_FACE_HUB_TOKEN HF_HUB_DISABLE_IMPLICIT_TOKEN
 
 at_exit() { _cleanups="$* ; $_cleanups"; }
 _run_cleanups() { eval "$_cleanups" ; rm -rf "$WORK"; }

@@ -49,6 +49,13 @@ check_grep "redirect to the CDN followed" '^GET /cdn/buckets/acme/models/resolve
 if grep '^GET /cdn/' "$log" | grep -q 'hf_test_token'; then
 	not_ok "token kept from the CDN"; else ok "token kept from the CDN"; fi
 check_grep "token sent to the hub" '^GET /api/buckets/.*auth=Bearer hf_test_token' "$log"
+# the token `hf auth login` left in its file, when HF_TOKEN is not set
+printf 'hf_login_file_token\n' >"$WORK/hf-token"
+: >"$log"
+check "lock with the token from HF_TOKEN_PATH's file" env -u HF_TOKEN HF_TOKEN_PATH="$WORK/hf-token" "$FGPACK" lock "$WORK/m.json" -o "$WORK/tf.lock"
+check_grep "  that token sent to the hub" '^GET /api/buckets/.*auth=Bearer hf_login_file_token$' "$log"
+if grep '^GET /cdn/' "$log" | grep -q 'hf_login_file_token'; then
+	not_ok "  and kept from the CDN"; else ok "  and kept from the CDN"; fi
 n=$(grep -c '"path"' "$WORK/a.lock")
 [ "$n" -eq 301 ] && ok "lock lists 301 files" || not_ok "lock lists 301 files (got $n)"
 check_grep "lock has the computed sha256 of the main file" "$main_sha" "$WORK/a.lock"

@@ -1,6 +1,9 @@
 /* test_ref.c - reference parsing, URL shapes and Hub environment settings. */
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "ref.h"
 #include "tap.h"
@@ -213,6 +216,89 @@ static void test_urls(void)
 	fg_ref_free(m);
 }
 
+/* The token found as huggingface_hub finds it (env, then the login file). */
+static const char *token_now(struct fg_hub_env **e, struct fg_err *err)
+{
+	fg_hub_env_free(*e);
+	*e = NULL;
+	return fg_hub_env_load(e, err) ? NULL : (*e)->token ? (*e)->token : "";
+}
+
+static void put_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	if (f) {
+		fputs(text, f);
+		fclose(f);
+	}
+}
+
+static void test_token(void)
+{
+	struct fg_hub_env *e = NULL;
+	struct fg_err err = { 0, "" };
+	char dir[] = "/tmp/fgtok.XXXXXX", path[128], home[64], cache[96];
+	const char *t;
+
+	if (!mkdtemp(dir)) {
+		ok(0, "token: mkdtemp");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/token", dir);
+	snprintf(home, sizeof(home), "%s/.cache", dir);
+	snprintf(cache, sizeof(cache), "%s/.cache/huggingface", dir);
+	mkdir(home, 0700);
+	mkdir(cache, 0700);
+	put_file(path, "  hf_from_file\n");
+	setenv("HF_TOKEN_PATH", path, 1);
+	t = token_now(&e, &err);
+	is_str(t, "hf_from_file", "token: HF_TOKEN_PATH's file, whitespace dropped");
+	setenv("HF_TOKEN", "", 1);
+	setenv("HUGGING_FACE_HUB_TOKEN", "hf_legacy", 1);
+	t = token_now(&e, &err);
+	is_str(t, "hf_legacy", "token: an empty HF_TOKEN is unset; HUGGING_FACE_HUB_TOKEN next, before the file");
+	setenv("HF_TOKEN", "hf_env", 1);
+	t = token_now(&e, &err);
+	is_str(t, "hf_env", "token: HF_TOKEN first");
+	setenv("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1", 1);
+	t = token_now(&e, &err);
+	is_str(t, "", "token: none with HF_HUB_DISABLE_IMPLICIT_TOKEN");
+	unsetenv("HF_HUB_DISABLE_IMPLICIT_TOKEN");
+	unsetenv("HF_TOKEN");
+	unsetenv("HUGGING_FACE_HUB_TOKEN");
+	unsetenv("HF_TOKEN_PATH");
+	setenv("HF_HOME", dir, 1);
+	t = token_now(&e, &err);
+	is_str(t, "hf_from_file", "token: $HF_HOME/token");
+	unsetenv("HF_HOME");
+	setenv("XDG_CACHE_HOME", home, 1);
+	snprintf(path, sizeof(path), "%s/token", cache);
+	put_file(path, "hf_xdg\r\n");
+	t = token_now(&e, &err);
+	is_str(t, "hf_xdg", "token: $XDG_CACHE_HOME/huggingface/token");
+	unsetenv("XDG_CACHE_HOME");
+	put_file(path, "\n\n");
+	setenv("HF_TOKEN_PATH", path, 1);
+	t = token_now(&e, &err);
+	is_str(t, "", "token: a blank file is no token");
+	put_file(path, "hf_a\nX-Injected: 1\n");
+	ok(!token_now(&e, &err) && strstr(err.msg, path) && strstr(err.msg, "control character"),
+	   "token: a file holding a header injection refused, naming it (%s)", err.msg);
+	setenv("HF_TOKEN", "hf a", 1);
+	ok(!token_now(&e, &err) && !strncmp(err.msg, "HF_TOKEN:", 9), "token: a space in HF_TOKEN refused (%s)",
+	   err.msg);
+	unsetenv("HF_TOKEN");
+	setenv("HF_TOKEN_PATH", "/nonexistent/fgpack-test/token", 1);
+	fg_hub_env_free(e);
+	remove(path);
+	snprintf(path, sizeof(path), "%s/token", dir);
+	remove(path);
+	rmdir(cache);
+	rmdir(home);
+	rmdir(dir);
+}
+
 static void test_env(void)
 {
 	struct fg_hub_env *e = NULL;
@@ -221,6 +307,9 @@ static void test_env(void)
 	unsetenv("HF_ENDPOINT");
 	unsetenv("HF_TOKEN");
 	unsetenv("HF_HUB_OFFLINE");
+	unsetenv("HUGGING_FACE_HUB_TOKEN");
+	unsetenv("HF_HUB_DISABLE_IMPLICIT_TOKEN");
+	setenv("HF_TOKEN_PATH", "/nonexistent/fgpack-test/token", 1);
 	ok(fg_hub_env_load(&e, &err) == 0 && e && !strcmp(e->endpoint, "https://huggingface.co") &&
 		   !e->token && !e->offline,
 	   "env: defaults");
@@ -240,6 +329,7 @@ static void test_env(void)
 	unsetenv("HF_ENDPOINT");
 	unsetenv("HF_TOKEN");
 	unsetenv("HF_HUB_OFFLINE");
+	test_token();
 }
 
 int main(void)
