@@ -36,7 +36,7 @@ big_sha=$(sha256sum "$big" | cut -d' ' -f1)
 # a CA and a certificate for 127.0.0.1 signed by it
 test_ca "$WORK" || { not_ok "openssl makes a CA and a certificate"; finish; exit 1; }
 
-tls=$(free_port); plain=$(free_port); bare=$(free_port)
+tls=$(free_port); plain=$(free_port); bare=$(free_port); proxy=$(free_port)
 nginx_conf '$server_port $request_method $request_uri $status $body_bytes_sent "$http_range" auth=$http_authorization' <<EOF
     server {
         listen 127.0.0.1:$tls ssl;
@@ -50,6 +50,11 @@ nginx_conf '$server_port $request_method $request_uri $status $body_bytes_sent "
         root $www;
         etag off;
         location /buckets/ { default_type "text/html; charset=utf-8"; }
+    }
+    # a forward proxy for plain http (absolute-form requests, as http_proxy makes them)
+    server {
+        listen 127.0.0.1:$proxy;
+        location / { proxy_pass http://\$http_host; }
     }
 }
 EOF
@@ -283,4 +288,11 @@ if [ ! -e "$WORK/page.lock" ] && [ ! -e "$WORK/page" ] && [ -z "$(find "$WORK/st
 man "$WORK/card.json" "WEIGHTS_BUCKET=http://127.0.0.1:$plain/w/card.html?v=1" LOCAL_MODEL_DIR=/tmp/x
 check "a URL naming an .html file is pulled as that file" env FGPACK_HOME="$WORK/store_card" "$FGPACK" pull "$WORK/card.json" --lock "$WORK/card.lock" --into "$WORK/card"
 check "  its bytes placed" cmp "$www/w/card.html" "$WORK/card/tmp/x/card.html"
+# the proxy the environment names (libcurl's http_proxy / no_proxy, as curl
+# and huggingface_hub's requests read them): the request goes through it
+man "$WORK/px.json" "WEIGHTS_BUCKET=http://127.0.0.1:$plain/w/tok.json" LOCAL_MODEL_DIR=/tmp/px
+check "http_proxy honoured: lock through the proxy" env http_proxy="http://127.0.0.1:$proxy" no_proxy= NO_PROXY= FGPACK_HOME="$WORK/store_px" "$FGPACK" lock "$WORK/px.json" -o "$WORK/px.lock"
+check_grep "  the proxy served it" "^$proxy GET /w/tok.json 20[06]" "$WORK/ngx/access.log"
+check_fails "a proxy that is down: the lock fails" env http_proxy="http://127.0.0.1:9" no_proxy= NO_PROXY= FGPACK_HOME="$WORK/store_px2" "$FGPACK" lock "$WORK/px.json" -o "$WORK/px2.lock"
+check "  and no_proxy=127.0.0.1 goes around it" env http_proxy="http://127.0.0.1:9" no_proxy=127.0.0.1 FGPACK_HOME="$WORK/store_px2" "$FGPACK" lock "$WORK/px.json" -o "$WORK/px2.lock"
 finish
