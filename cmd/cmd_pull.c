@@ -178,6 +178,8 @@ static cJSON *summary(const char *verb, const char *key, const char *lock_path, 
 	cJSON_AddNumberToObject(f, "bytes_present", (double)rep->fetch.bytes_present);
 	cJSON_AddNumberToObject(f, "files_fetched", (double)rep->fetch.files_fetched);
 	cJSON_AddNumberToObject(f, "files_present", (double)rep->fetch.files_present);
+	cJSON_AddNumberToObject(f, "files_hf_cache", (double)rep->fetch.files_reused);
+	cJSON_AddNumberToObject(f, "bytes_hf_cache", (double)rep->fetch.bytes_reused);
 	cJSON_AddNumberToObject(f, "seconds", (double)(long long)(rep->fetch.seconds * 1000) / 1000.0);
 	if (lm && lm->n_deps) {
 		cJSON *da = cJSON_AddArrayToObject(o, "dependencies");
@@ -366,6 +368,11 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 		if (rep.fetch.bytes_net) {
 			human(b, sizeof(b), (double)rep.fetch.bytes_net);
 			fprintf(stderr, ", fetched %s in %.2fs", b, rep.fetch.seconds);
+		}
+		if (rep.fetch.files_reused) {
+			human(b, sizeof(b), (double)rep.fetch.bytes_reused);
+			fprintf(stderr, ", %zu file%s (%s) from the huggingface_hub cache", rep.fetch.files_reused,
+				rep.fetch.files_reused == 1 ? "" : "s", b);
 		}
 		if (into)
 			fprintf(stderr, ", materialized under %s (%zu linked, %zu copied)", into, placed.linked,

@@ -75,7 +75,8 @@ struct fg_fetch_stats {
 	unsigned long long bytes_net;     /* body bytes received */
 	unsigned long long bytes_resumed; /* reused from partial downloads */
 	unsigned long long bytes_present; /* files already in the store */
-	size_t files_fetched, files_present;
+	unsigned long long bytes_reused;  /* copied from huggingface_hub's cache (fg_pull) */
+	size_t files_fetched, files_present, files_reused;
 	double seconds;
 };
 

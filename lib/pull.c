@@ -592,6 +592,93 @@ static int import_local(struct fg_fetch_item *it, struct want *w, struct fg_stor
 	return 0;
 }
 
+/* huggingface_hub's cache (HF_HUB_CACHE, else HUGGINGFACE_HUB_CACHE, else
+ * $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else
+ * ~/.cache/huggingface/hub): its model repos' folders, models--<ns>--<repo>,
+ * each holding blobs/<etag>, where an LFS file's etag is its sha256. None
+ * with FGPACK_NO_HF_CACHE=1. The caller frees each and the array. */
+static char **hf_cache_repos(size_t *n)
+{
+	struct fg_buf root = FG_BUF_INIT, sub = FG_BUF_INIT;
+	const char *v, *off = getenv("FGPACK_NO_HF_CACHE");
+	char **out = NULL;
+	size_t cap = 0;
+	struct dirent *de;
+	DIR *d = NULL;
+	int rc = 0;
+
+	*n = 0;
+	if (off && *off && strcmp(off, "0"))
+		return NULL;
+	if ((v = getenv("HF_HUB_CACHE")) && *v)
+		rc = fg_buf_puts(&root, v, NULL);
+	else if ((v = getenv("HUGGINGFACE_HUB_CACHE")) && *v)
+		rc = fg_buf_puts(&root, v, NULL);
+	else if ((v = getenv("HF_HOME")) && *v)
+		rc = fg_buf_printf(&root, NULL, "%s/hub", v);
+	else if ((v = getenv("XDG_CACHE_HOME")) && *v)
+		rc = fg_buf_printf(&root, NULL, "%s/huggingface/hub", v);
+	else if ((v = getenv("HOME")) && *v)
+		rc = fg_buf_printf(&root, NULL, "%s/.cache/huggingface/hub", v);
+	if (!rc && root.len)
+		d = opendir(root.data);
+	while (d && (de = readdir(d))) {
+		char **grown;
+
+		if (strncmp(de->d_name, "models--", 8))
+			continue;
+		fg_buf_reset(&sub);
+		if (fg_buf_printf(&sub, NULL, "%s/%s", root.data, de->d_name))
+			break;
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 8;
+			if (!(grown = realloc(out, cap * sizeof(*out))))
+				break;
+			out = grown;
+		}
+		if (!(out[*n] = fg_buf_detach(&sub, NULL)))
+			break;
+		(*n)++;
+	}
+	if (d)
+		closedir(d);
+	fg_buf_release(&root);
+	fg_buf_release(&sub);
+	return out;
+}
+
+/* A file whose sha256 is known, found in huggingface_hub's cache under that
+ * name with its size: copied into the store, hashed on the way (a blob that
+ * does not hash to its name is left out, and the file fetched). 1 when it
+ * is in the store now. */
+static int reuse_hf_cache(struct fg_fetch_item *it, struct want *w, struct fg_store *st, char *const *repos,
+			  size_t n, struct fg_fetch_stats *fs)
+{
+	struct fg_buf p = FG_BUF_INIT;
+	size_t i;
+	int done = 0;
+
+	for (i = 0; i < n && !done; i++) {
+		struct stat sb;
+		unsigned long long size = 0;
+		int present = 0;
+
+		fg_buf_reset(&p);
+		if (fg_buf_printf(&p, NULL, "%s/blobs/%s", repos[i], it->expect_sha256) || lstat(p.data, &sb) ||
+		    !S_ISREG(sb.st_mode) || (unsigned long long)sb.st_size != w->size)
+			continue;
+		if (!fg_store_import_ex(st, p.data, it->expect_sha256, FG_STORE_IMPORT_REGULAR, it->sha256, &size,
+					&present, NULL)) {
+			it->present = present;
+			fs->files_reused++;
+			fs->bytes_reused += size;
+			done = 1;
+		}
+	}
+	fg_buf_release(&p);
+	return done;
+}
+
 static int fetch_plan(struct fg_pull_report *rep, struct plan *p, struct fg_store *st,
 		      struct fg_http *h, const struct fg_pull_opts *o, struct fg_fetch_item **items_out,
 		      struct fg_err *err)
@@ -601,8 +688,9 @@ static int fetch_plan(struct fg_pull_report *rep, struct plan *p, struct fg_stor
 	size_t *idx = calloc(p->n ? p->n : 1, sizeof(*idx));
 	struct fg_fetch_stats local;
 	struct fg_fetch_opts fo;
-	size_t i, nn = 0;
-	int rc = 0;
+	size_t i, nn = 0, nrepos = 0;
+	char **repos = NULL;
+	int rc = 0, looked = 0;
 
 	*items_out = items;
 	memset(&local, 0, sizeof(local));
@@ -628,6 +716,12 @@ static int fetch_plan(struct fg_pull_report *rep, struct plan *p, struct fg_stor
 				break;
 			continue;
 		}
+		if (!p->w[i].was_present && items[i].expect_sha256) {
+			if (!looked++)
+				repos = hf_cache_repos(&nrepos);
+			if (nrepos && reuse_hf_cache(&items[i], &p->w[i], st, repos, nrepos, &local))
+				continue;
+		}
 		net[nn] = items[i];
 		idx[nn++] = i;
 	}
@@ -645,6 +739,11 @@ static int fetch_plan(struct fg_pull_report *rep, struct plan *p, struct fg_stor
 	rep->fetch.files_fetched += local.files_fetched;
 	rep->fetch.files_present += local.files_present;
 	rep->fetch.bytes_present += local.bytes_present;
+	rep->fetch.files_reused += local.files_reused;
+	rep->fetch.bytes_reused += local.bytes_reused;
+	for (i = 0; i < nrepos; i++)
+		free(repos[i]);
+	free(repos);
 	free(net);
 	free(idx);
 	return rc;

@@ -7,9 +7,11 @@ _n=0
 _failed=0
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/fgtest.XXXXXX")
 _cleanups=""
-# hermetic: no token from the machine's `hf auth login` file or environment
+# hermetic: no token from the machine's `hf auth login` file or environment,
+# no file from the machine's huggingface_hub cache
 HF_TOKEN_PATH=$WORK/no-hf-token
-export HF_TOKEN_PATH
+HF_HUB_CACHE=$WORK/no-hf-cache
+export HF_TOKEN_PATH HF_HUB_CACHE
 unset HUGGING_FACE_HUB_TOKEN HF_HUB_DISABLE_IMPLICIT_TOKEN
 
 at_exit() { _cleanups="$* ; $_cleanups"; }
