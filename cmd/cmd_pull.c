@@ -180,6 +180,8 @@ static cJSON *summary(const char *verb, const char *key, const char *lock_path, 
 	cJSON_AddNumberToObject(f, "files_present", (double)rep->fetch.files_present);
 	cJSON_AddNumberToObject(f, "files_hf_cache", (double)rep->fetch.files_reused);
 	cJSON_AddNumberToObject(f, "bytes_hf_cache", (double)rep->fetch.bytes_reused);
+	cJSON_AddNumberToObject(f, "files_in_place", (double)rep->fetch.files_in_place);
+	cJSON_AddNumberToObject(f, "bytes_in_place", (double)rep->fetch.bytes_in_place);
 	cJSON_AddNumberToObject(f, "seconds", (double)(long long)(rep->fetch.seconds * 1000) / 1000.0);
 	if (lm && lm->n_deps) {
 		cJSON *da = cJSON_AddArrayToObject(o, "dependencies");
@@ -297,6 +299,7 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 		goto out;
 	memset(&po, 0, sizeof(po));
 	po.key = key.data;
+	po.into = into;
 	po.offline = offline;
 	po.locked = locked;
 	po.refresh = is_lock;
@@ -368,6 +371,11 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 		if (rep.fetch.bytes_net) {
 			human(b, sizeof(b), (double)rep.fetch.bytes_net);
 			fprintf(stderr, ", fetched %s in %.2fs", b, rep.fetch.seconds);
+		}
+		if (rep.fetch.files_in_place) {
+			human(b, sizeof(b), (double)rep.fetch.bytes_in_place);
+			fprintf(stderr, ", %zu file%s (%s) already in place under %s", rep.fetch.files_in_place,
+				rep.fetch.files_in_place == 1 ? "" : "s", b, into);
 		}
 		if (rep.fetch.files_reused) {
 			human(b, sizeof(b), (double)rep.fetch.bytes_reused);

@@ -76,7 +76,8 @@ struct fg_fetch_stats {
 	unsigned long long bytes_resumed; /* reused from partial downloads */
 	unsigned long long bytes_present; /* files already in the store */
 	unsigned long long bytes_reused;  /* copied from huggingface_hub's cache (fg_pull) */
-	size_t files_fetched, files_present, files_reused;
+	unsigned long long bytes_in_place; /* found where --into places them (fg_pull) */
+	size_t files_fetched, files_present, files_reused, files_in_place;
 	double seconds;
 };
 

@@ -18,7 +18,7 @@
 
 /* One file to have: where it comes from and what the lock will say. */
 struct want {
-	size_t comp;            /* index into the lock manifest's components */
+	size_t comp;            /* index into the manifest's components (a dependency's: into its deps) */
 	char *rel;              /* path relative to the component source */
 	char *url, *what, *identity;
 	char *resume_key; /* "content:<identity>" when the remote names the content */
@@ -496,7 +496,7 @@ static int plan_from_lock(struct plan *p, const struct fg_lock_manifest *lm,
 				rc = rc ? rc : FG_ENOMEM;
 				break;
 			}
-			w->comp = ci;
+			w->comp = mc ? (size_t)(mc - m->components) : ci;
 			w->size = f->size;
 			w->rel = strdup(f->path);
 			w->url = fg_buf_detach(&url, NULL);
@@ -679,9 +679,38 @@ static int reuse_hf_cache(struct fg_fetch_item *it, struct want *w, struct fg_st
 	return done;
 }
 
+/* pull --into: the file already where it is to be placed (an earlier
+ * `hf download --local-dir`, or a copy) with its size and the sha256 to
+ * expect: copied into the store, hashed on the way, instead of fetched. */
+static int reuse_target(struct fg_fetch_item *it, struct want *w, struct fg_store *st, const char *into,
+			const struct fg_component *mc, struct fg_fetch_stats *fs)
+{
+	struct fg_lock_component c;
+	struct fg_buf dir = FG_BUF_INIT, path = FG_BUF_INIT;
+	struct stat sb;
+	unsigned long long size = 0;
+	int present = 0, done = 0;
+
+	memset(&c, 0, sizeof(c));
+	c.key = mc->key;
+	c.target = mc->target;
+	if (!fg_pull_target_dir(&dir, into, &c, NULL) && !fg_path_join(&path, dir.data, w->rel, NULL) &&
+	    !lstat(path.data, &sb) && S_ISREG(sb.st_mode) && (unsigned long long)sb.st_size == w->size &&
+	    !fg_store_import_ex(st, path.data, it->expect_sha256, FG_STORE_IMPORT_REGULAR, it->sha256, &size,
+				&present, NULL)) {
+		it->present = present;
+		fs->files_in_place++;
+		fs->bytes_in_place += size;
+		done = 1;
+	}
+	fg_buf_release(&dir);
+	fg_buf_release(&path);
+	return done;
+}
+
 static int fetch_plan(struct fg_pull_report *rep, struct plan *p, struct fg_store *st,
-		      struct fg_http *h, const struct fg_pull_opts *o, struct fg_fetch_item **items_out,
-		      struct fg_err *err)
+		      struct fg_http *h, const struct fg_pull_opts *o, const struct fg_manifest *m,
+		      struct fg_fetch_item **items_out, struct fg_err *err)
 {
 	struct fg_fetch_item *items = calloc(p->n ? p->n : 1, sizeof(*items));
 	struct fg_fetch_item *net = calloc(p->n ? p->n : 1, sizeof(*net));
@@ -717,6 +746,9 @@ static int fetch_plan(struct fg_pull_report *rep, struct plan *p, struct fg_stor
 			continue;
 		}
 		if (!p->w[i].was_present && items[i].expect_sha256) {
+			if (o->into && m && p->w[i].comp < m->n_components &&
+			    reuse_target(&items[i], &p->w[i], st, o->into, &m->components[p->w[i].comp], &local))
+				continue;
 			if (!looked++)
 				repos = hf_cache_repos(&nrepos);
 			if (nrepos && reuse_hf_cache(&items[i], &p->w[i], st, repos, nrepos, &local))
@@ -741,6 +773,8 @@ static int fetch_plan(struct fg_pull_report *rep, struct plan *p, struct fg_stor
 	rep->fetch.bytes_present += local.bytes_present;
 	rep->fetch.files_reused += local.files_reused;
 	rep->fetch.bytes_reused += local.bytes_reused;
+	rep->fetch.files_in_place += local.files_in_place;
+	rep->fetch.bytes_in_place += local.bytes_in_place;
 	for (i = 0; i < nrepos; i++)
 		free(repos[i]);
 	free(repos);
@@ -1013,7 +1047,7 @@ static int pull_deps(struct fg_pull_report *rep, struct fg_lock_manifest *lm,
 	}
 	fg_buf_release(&name);
 	if (!rc && p.n)
-		rc = fetch_plan(&sub, &p, st, *h, o, &items, err);
+		rc = fetch_plan(&sub, &p, st, *h, o, NULL, &items, err);
 	if (!rc && p.n) {
 		rep->fetch.bytes_net += sub.fetch.bytes_net;
 		rep->fetch.files_fetched += sub.fetch.files_fetched;
@@ -1101,7 +1135,7 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 				rep->fetch.bytes_present += p.w[i].size;
 			rep->fetch.files_present = p.n;
 		} else if (!rc) {
-			rc = fetch_plan(rep, &p, st, h, o, &items, err);
+			rc = fetch_plan(rep, &p, st, h, o, m, &items, err);
 		}
 		for (ci = 0; !rc && ci < old->n_components; ci++)
 			rc = fg_lock_check_pins(old->components[ci], err);
@@ -1173,7 +1207,7 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 					p.w[i].no_ranges = listed.w[k].no_ranges;
 		}
 		if (!rc)
-			rc = fetch_plan(rep, &p, st, h, o, &items, err);
+			rc = fetch_plan(rep, &p, st, h, o, m, &items, err);
 		if (!rc)
 			rc = check_unvalidated(rep, &p, st, h, o, err);
 		for (ci = 0; !rc && ci < old->n_components; ci++)
@@ -1192,7 +1226,7 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 		     (w->remote.etag && strncmp(w->remote.etag, "W/", 2))))
 			memcpy(w->expect, f->sha256, sizeof(w->expect));
 	}
-	rc = fetch_plan(rep, &listed, st, h, o, &items, err);
+	rc = fetch_plan(rep, &listed, st, h, o, m, &items, err);
 	if (rc)
 		goto done;
 	/* the new entry (replaces the old one; old is gone after this) */

@@ -33,6 +33,8 @@
 
 struct fg_pull_opts {
 	const char *key;  /* the manifest's key in the lock, e.g. "manifests/demo.json" */
+	const char *into; /* pull --into DIR: a file already at its place there, with the
+			   * sha256 to expect, is taken into the store instead of fetched */
 	int offline;      /* never open a socket */
 	int locked;       /* the remote must still match the lock */
 	int refresh;      /* resolve again even when the entry is up to date (fgpack lock) */

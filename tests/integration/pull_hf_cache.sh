@@ -5,7 +5,9 @@
 # online (no GET of it reaches the hub or the CDN) and offline (a locked pull
 # with an empty store); a cache blob that does not hash to its name is left
 # out (downloaded online, named as missing offline); FGPACK_NO_HF_CACHE=1
-# turns it off. The cache is found as huggingface_hub finds it.
+# turns it off. The cache is found as huggingface_hub finds it. Files already
+# where --into places them (an earlier `hf download --local-dir`) are taken
+# the same way.
 . "$(dirname "$0")/../lib.sh"
 S=$TOP/tests/servers
 [ -x /usr/bin/python3 ] && PATH=/usr/bin:$PATH && export PATH
@@ -70,4 +72,26 @@ import json; f = json.load(open('p4.json'))['fetch']
 assert f['files_hf_cache'] == 1 and f['bytes_hf_cache'] != 200000, f"
 if [ -z "$(find "$WORK/s3/blobs" -type f -exec sha256sum {} + | awk '{split($2, a, "/"); if ($1 != a[length(a)]) print}')" ]; then
 	ok "  every blob in the store hashes to its name"; else not_ok "  every blob in the store hashes to its name"; fi
+# what an earlier `hf download --local-dir` left at the target: taken into
+# the store, hashed, instead of fetched (offline too)
+mkdir -p o5/srv/m
+cp "$M/model.safetensors" "$M/config.json" o5/srv/m/
+FGPACK_HOME=$WORK/s5 FGPACK_NO_HF_CACHE=1 "$FGPACK" pull m.json --lock a.lock --locked --offline --into o5 --json >p5.json 2>p5.err
+check_exit "files already at the target, an empty store, offline: succeeds" 0 sh -c "exit $?"
+check "  both counted as in place" python3 -c "
+import json; f = json.load(open('p5.json'))['fetch']
+assert f['files_in_place'] == 2 and f['files_hf_cache'] == 0, f"
+check "  and now links to the store's blobs" sh -c "[ \$(stat -c %i o5/srv/m/model.safetensors) = \$(stat -c %i '$WORK/s5/blobs/sha256/$(echo "$sha" | cut -c1-2)/$sha') ]"
+# a target file of the right size and other bytes: not taken
+mkdir -p o6/srv/m
+head -c 200000 /dev/urandom >o6/srv/m/model.safetensors
+cp "$M/config.json" o6/srv/m/
+FGPACK_HOME=$WORK/s6 FGPACK_NO_HF_CACHE=1 "$FGPACK" pull m.json --lock a.lock --locked --offline --into o6 >p6.out 2>p6.err
+check_exit "a target file with other bytes, offline: fails" 1 sh -c "exit $?"
+check_grep "  naming it as not in the store" "model.safetensors .*is not in the store" p6.err
+: >"$log"
+FGPACK_HOME=$WORK/s6 FGPACK_NO_HF_CACHE=1 "$FGPACK" pull m.json --lock a.lock --locked --into o6 >p7.out 2>p7.err
+check_exit "  online: succeeds" 0 sh -c "exit $?"
+check_grep "  fetching it" '^GET .*model.safetensors' "$log"
+check "  and the true bytes replace the other ones" cmp "$M/model.safetensors" o6/srv/m/model.safetensors
 finish
