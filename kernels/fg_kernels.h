@@ -257,7 +257,10 @@ int fg_k_int4_matvec_geglu(struct fg_kctx *ctx, float *d_y, const struct fg_kint
 int fg_k_bf16_matvec(struct fg_kctx *ctx, float *d_y, const uint16_t *d_w, const float *d_x, const int32_t *d_rows,
 		     int n, int k, struct fg_err *err);
 
-/* The same for an f32 matrix [n][k] (k a multiple of 4, no row subset). */
+/* The same for an f32 matrix [n][k] (no row subset). Both take any k up to
+ * 12288: a k of whole 16-byte pieces with 16-byte aligned weights goes
+ * through 16-byte loads, any other (tiny models' odd widths) through
+ * element loads, in a fixed order either way. */
 int fg_k_f32_matvec(struct fg_kctx *ctx, float *d_y, const float *d_w, const float *d_x, int n, int k,
 		    struct fg_err *err);
 
@@ -385,7 +388,8 @@ void fg_kint4_i8_gemm_env(void);
 
 /* Row r of d_y [rows][n] = what fg_k_bf16_matvec (bf16, no row subset) or
  * fg_k_f32_matvec gives for row r of d_x [rows][k]; each weight piece loaded
- * once for up to 8 rows. d_w, d_x 16-byte aligned. */
+ * once for up to 8 rows; the same kernel family as the one-row launch for
+ * that k and d_w (d_x then 16-byte aligned on the 16-byte path). */
 int fg_k_rows_matvec(struct fg_kctx *ctx, float *d_y, const void *d_w, int bf16, const float *d_x, int rows, int n,
 		     int k, struct fg_err *err);
 /* fg_k_embed / fg_k_embed_f32 for rows ids d_ids [rows] (device) into d_out

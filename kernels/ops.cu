@@ -11,6 +11,7 @@
 
 #define MV_WARPS 8
 #define MV_ROWS 4 /* rows per warp, so each block's staged x serves 32 rows */
+#define MV_T_ANY 8 /* rows of x per block of rows_matvec_any */
 
 /* y[r] = W[rows ? rows[r] : r] . x for r < n, W row-major [*, k] of T (bf16
  * bits or f32); a warp per row, lanes over 16-byte pieces, a fixed xor tree. */
@@ -46,6 +47,84 @@ __global__ void __launch_bounds__(MV_WARPS * 32) row_matvec(float *__restrict__ 
 	}
 }
 
+/* Any k (a width that is not a whole number of 16-byte pieces, as tiny models
+ * have: a head of 12, per-layer inputs of 4), or rows not 16-byte aligned:
+ * element loads, each lane summing elements lane, lane + 32, ... in order,
+ * then the xor tree. rows_matvec_any sums each row of x in that same order:
+ * its bits, row by row, are row_matvec_any's. */
+__device__ __forceinline__ float fg_wval(const uint16_t *w, size_t i)
+{
+	return fg_bf16f(w[i]);
+}
+
+__device__ __forceinline__ float fg_wval(const float *w, size_t i)
+{
+	return w[i];
+}
+
+template <typename T>
+__global__ void __launch_bounds__(MV_WARPS * 32) row_matvec_any(float *__restrict__ y, const T *__restrict__ w,
+								const float *__restrict__ x,
+								const int32_t *__restrict__ rows, int n, int k)
+{
+	fg_pdl_trigger();
+	fg_pdl_wait();
+	extern __shared__ __align__(16) float sx[];
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+
+	for (int i = threadIdx.x; i < k; i += blockDim.x)
+		sx[i] = x[i];
+	__syncthreads();
+	for (int rr = 0; rr < MV_ROWS; rr++) {
+		int r = (blockIdx.x * MV_WARPS + warp) * MV_ROWS + rr;
+
+		if (r >= n)
+			break;
+		size_t base = (size_t)(rows ? rows[r] : r) * k;
+		float acc = 0.0f;
+
+		for (int e = lane; e < k; e += 32)
+			acc = fmaf(fg_wval(w, base + e), sx[e], acc);
+		acc = fg_warp_sum(acc);
+		if (lane == 0)
+			y[r] = acc;
+	}
+}
+
+template <typename T>
+__global__ void __launch_bounds__(MV_WARPS * 32) rows_matvec_any(float *__restrict__ y, const T *__restrict__ w,
+								 const float *__restrict__ x, int n, int k, int nt)
+{
+	fg_pdl_trigger();
+	fg_pdl_wait();
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t0 = blockIdx.y * MV_T_ANY;
+	int cnt = min(MV_T_ANY, nt - t0);
+
+	x += (size_t)t0 * k;
+	y += (size_t)t0 * n;
+	for (int rr = 0; rr < MV_ROWS; rr++) {
+		int r = (blockIdx.x * MV_WARPS + warp) * MV_ROWS + rr;
+
+		if (r >= n)
+			break;
+		for (int t = 0; t < cnt; t++) {
+			float acc = 0.0f;
+
+			for (int e = lane; e < k; e += 32)
+				acc = fmaf(fg_wval(w, (size_t)r * k + e), x[(size_t)t * k + e], acc);
+			acc = fg_warp_sum(acc);
+			if (lane == 0)
+				y[(size_t)t * n + r] = acc;
+		}
+	}
+}
+
+/* Whether the 16-byte kernels can read these rows (else the _any ones). */
+static int mv_vec(const void *w, int k, int per)
+{
+	return k % per == 0 && (uintptr_t)w % 16 == 0;
+}
+
 extern "C" int fg_k_f32_matvec(struct fg_kctx *ctx, float *d_y, const float *d_w, const float *d_x, int n, int k,
 			       struct fg_err *err)
 {
@@ -53,12 +132,14 @@ extern "C" int fg_k_f32_matvec(struct fg_kctx *ctx, float *d_y, const float *d_w
 
 	if (fg_need_ctx(ctx, err))
 		return FG_EINVAL;
-	if (n < 1 || k < 4 || k % 4 || k > 12288)
-		return fg_err_set(err, FG_EINVAL, "f32 matvec %d x %d: need k a multiple of 4 up to 12288", n, k);
-	if ((uintptr_t)d_w % 16)
-		return fg_err_set(err, FG_EINVAL, "f32 matvec: weights not 16-byte aligned");
-	fg_launch_pdl(ctx, row_matvec<float>, dim3((n + per - 1) / per), dim3(MV_WARPS * 32), sizeof(float) * k, d_y, d_w,
-		      d_x, (const int32_t *)NULL, n, k);
+	if (n < 1 || k < 1 || k > 12288)
+		return fg_err_set(err, FG_EINVAL, "f32 matvec %d x %d: need k from 1 to 12288", n, k);
+	if (mv_vec(d_w, k, 4))
+		fg_launch_pdl(ctx, row_matvec<float>, dim3((n + per - 1) / per), dim3(MV_WARPS * 32), sizeof(float) * k, d_y,
+			      d_w, d_x, (const int32_t *)NULL, n, k);
+	else
+		fg_launch_pdl(ctx, row_matvec_any<float>, dim3((n + per - 1) / per), dim3(MV_WARPS * 32), sizeof(float) * k,
+			      d_y, d_w, d_x, (const int32_t *)NULL, n, k);
 	return fg_launched("f32 matvec", err);
 }
 
@@ -69,12 +150,14 @@ extern "C" int fg_k_bf16_matvec(struct fg_kctx *ctx, float *d_y, const uint16_t 
 
 	if (fg_need_ctx(ctx, err))
 		return FG_EINVAL;
-	if (n < 1 || k < 8 || k % 8 || k > 12288)
-		return fg_err_set(err, FG_EINVAL, "bf16 matvec %d x %d: need k a multiple of 8 up to 12288", n, k);
-	if ((uintptr_t)d_w % 16)
-		return fg_err_set(err, FG_EINVAL, "bf16 matvec: weights not 16-byte aligned");
-	fg_launch_pdl(ctx, row_matvec<uint16_t>, dim3((n + per - 1) / per), dim3(MV_WARPS * 32), sizeof(float) * k, d_y,
-		      d_w, d_x, d_rows, n, k);
+	if (n < 1 || k < 1 || k > 12288)
+		return fg_err_set(err, FG_EINVAL, "bf16 matvec %d x %d: need k from 1 to 12288", n, k);
+	if (mv_vec(d_w, k, 8))
+		fg_launch_pdl(ctx, row_matvec<uint16_t>, dim3((n + per - 1) / per), dim3(MV_WARPS * 32), sizeof(float) * k,
+			      d_y, d_w, d_x, d_rows, n, k);
+	else
+		fg_launch_pdl(ctx, row_matvec_any<uint16_t>, dim3((n + per - 1) / per), dim3(MV_WARPS * 32),
+			      sizeof(float) * k, d_y, d_w, d_x, d_rows, n, k);
 	return fg_launched("bf16 matvec", err);
 }
 
@@ -137,11 +220,23 @@ extern "C" int fg_k_rows_matvec(struct fg_kctx *ctx, float *d_y, const void *d_w
 
 	if (fg_need_ctx(ctx, err))
 		return FG_EINVAL;
-	if (rows < 1 || n < 1 || k < pe || k % pe || k > 12288 || grid.y > 65535)
-		return fg_err_set(err, FG_EINVAL, "%s matvec of %d rows, %d x %d: need k a multiple of %d up to 12288",
-				  bf16 ? "bf16" : "f32", rows, n, k, pe);
-	if ((uintptr_t)d_w % 16 || (uintptr_t)d_x % 16)
-		return fg_err_set(err, FG_EINVAL, "%s matvec: weights or inputs not 16-byte aligned", bf16 ? "bf16" : "f32");
+	if (rows < 1 || n < 1 || k < 1 || k > 12288 || grid.y > 65535)
+		return fg_err_set(err, FG_EINVAL, "%s matvec of %d rows, %d x %d: need k from 1 to 12288",
+				  bf16 ? "bf16" : "f32", rows, n, k);
+	/* the one-row launch's kernel family, so each row gets its bits */
+	if (!mv_vec(d_w, k, pe)) {
+		dim3 ga((n + per - 1) / per, (rows + MV_T_ANY - 1) / MV_T_ANY);
+
+		if (bf16)
+			fg_launch_pdl(ctx, rows_matvec_any<uint16_t>, ga, dim3(MV_WARPS * 32), 0, d_y, (const uint16_t *)d_w,
+				      d_x, n, k, rows);
+		else
+			fg_launch_pdl(ctx, rows_matvec_any<float>, ga, dim3(MV_WARPS * 32), 0, d_y, (const float *)d_w, d_x,
+				      n, k, rows);
+		return fg_launched(bf16 ? "bf16 matvec" : "f32 matvec", err);
+	}
+	if ((uintptr_t)d_x % 16)
+		return fg_err_set(err, FG_EINVAL, "%s matvec: inputs not 16-byte aligned", bf16 ? "bf16" : "f32");
 	if (bf16)
 		fg_launch_pdl(ctx, rows_matvec<uint16_t>, grid, dim3(MV_WARPS * 32), 0, d_y, (const uint16_t *)d_w, d_x, n,
 			      k, rows);

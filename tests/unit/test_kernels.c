@@ -602,7 +602,8 @@ static void gpu_int4_chain(void)
 
 static void gpu_bf16_matvec(void)
 {
-	static const int cases[][3] = {{1, 8, 0}, {31, 264, 0}, {33, 2560, 1}, {130, 1000, 1}, {4099, 64, 0}};
+	static const int cases[][3] = {{1, 8, 0},    {31, 264, 0}, {33, 2560, 1}, {130, 1000, 1}, {4099, 64, 0},
+				       {48, 12, 0},  {64, 4, 1},   {7, 13, 0},    {33, 1, 0}};
 
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
 		int n = cases[c][0], k = cases[c][1], use_rows = cases[c][2], total = n + 7;
@@ -649,7 +650,8 @@ static void gpu_bf16_matvec(void)
 static void gpu_rows_matvec(void)
 {
 	static const int cases[][4] = {{1, 8, 1, 1},   {31, 264, 3, 1}, {33, 2560, 8, 1},  {130, 1000, 9, 1},
-				       {300, 64, 17, 1}, {5, 4, 2, 0},   {33, 260, 8, 0},   {129, 2560, 11, 0}};
+				       {300, 64, 17, 1}, {5, 4, 2, 0},   {33, 260, 8, 0},   {129, 2560, 11, 0},
+				       {48, 12, 5, 1},   {64, 4, 9, 1},  {9, 6, 4, 0},      {70, 3, 17, 0}};
 
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
 		int n = cases[c][0], k = cases[c][1], T = cases[c][2], bf = cases[c][3], same = 1, rc = 0;
