@@ -18,7 +18,8 @@ transformers refuses to build is logged and replaced by the next seed.
 Output: $OUT/variants_fuzz.tar with fuzz-NN/{config.json, model.safetensors,
 oracle.json, logits.bin, draw.json}, the layout of tests/fixtures/oracle/variants.
 
-usage: OUT=dir python3 variants_fuzz.py [COUNT]   (default 12)
+usage: OUT=dir python3 variants_fuzz.py [COUNT [odd]]   (default 12; odd: the
+widths no multiple of 4, vocabularies of 251-263, windows from 1: fuzzodd-NN)
 """
 import json
 import os
@@ -31,13 +32,15 @@ import tiny_gemma4 as tg  # noqa: E402
 import variants as va  # noqa: E402
 
 
-def draw(seed):
-    r = random.Random(1000 + seed)
+def draw(seed, odd=False):
+    """odd: widths that are no multiple of 8 or even of 4 anywhere (hidden,
+    heads, per-layer inputs, MLP, vocabulary), windows down to 1."""
+    r = random.Random((5000 if odd else 1000) + seed)
     n_layers = r.randint(1, 7)
     types = [r.choice(["sliding_attention", "full_attention"]) for _ in range(n_layers)]
     heads = r.randint(1, 4)
     kv = r.choice([d for d in range(1, heads + 1) if heads % d == 0])
-    hd = r.choice([8, 12, 16, 24])
+    hd = r.choice([6, 10, 14, 20] if odd else [8, 12, 16, 24])
     ghd = r.choice([hd, 2 * hd])
     # the last k layers share an earlier layer's KV: each shared layer's type
     # must appear among the layers before the shared block
@@ -50,11 +53,11 @@ def draw(seed):
         {"rope_type": "default", "rope_theta": r.choice([10000.0, 100000.0, 1000000.0])},
         {"rope_type": "proportional", "partial_rotary_factor": r.choice([0.25, 0.5, 1.0]),
          "rope_theta": r.choice([10000.0, 1000000.0])}])
-    text = dict(va.BASE, hidden_size=r.choice([16, 24, 32, 40, 48, 64]),
-                intermediate_size=r.choice([16, 32, 48, 64]), num_hidden_layers=n_layers,
+    text = dict(va.BASE, hidden_size=r.choice([18, 22, 30, 38, 50] if odd else [16, 24, 32, 40, 48, 64]),
+                intermediate_size=r.choice([14, 26, 42] if odd else [16, 32, 48, 64]), num_hidden_layers=n_layers,
                 num_attention_heads=heads, num_key_value_heads=kv, head_dim=hd, global_head_dim=ghd,
-                hidden_size_per_layer_input=r.choice([0, 0, 4, 8, 16]), layer_types=types,
-                sliding_window=r.randint(2, 10), num_kv_shared_layers=shared,
+                hidden_size_per_layer_input=r.choice([0, 3, 5, 7] if odd else [0, 0, 4, 8, 16]), layer_types=types,
+                sliding_window=r.randint(1, 10) if odd else r.randint(2, 10), num_kv_shared_layers=shared,
                 rope_parameters={"sliding_attention": {"rope_type": "default",
                                                        "rope_theta": r.choice([10000.0, 50000.0])},
                                  "full_attention": full_rope},
@@ -70,6 +73,9 @@ def draw(seed):
         ne = r.randint(3, 6)
         text.update(enable_moe_block=True, num_experts=ne, top_k_experts=r.randint(1, min(3, ne - 1)),
                     moe_intermediate_size=r.choice([16, 24, 32]))
+    if odd:
+        v = r.choice([251, 257, 263])
+        text.update(vocab_size=v, vocab_size_per_layer_input=v)
     dtype = r.choice(["bfloat16", "bfloat16", "bfloat16", "float16", "float32"])
     return text, dtype
 
@@ -80,11 +86,12 @@ def main():
     torch.set_num_threads(8)
     va.log("transformers", transformers.__version__, "torch", torch.__version__)
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 12
+    odd = len(sys.argv) > 2 and sys.argv[2] == "odd"
     os.makedirs(va.OUT, exist_ok=True)
     made, seed = 0, 0
     while made < count and seed < count * 4:
-        text, dtype = draw(seed)
-        name = "fuzz-%02d" % made
+        text, dtype = draw(seed, odd)
+        name = ("fuzzodd-%02d" if odd else "fuzz-%02d") % made
         va.log("== %s (draw %d, %s): %s" % (name, seed, dtype, json.dumps(text, sort_keys=True)))
         seed += 1
         va.SAVE_DTYPE[name] = dtype
@@ -100,7 +107,7 @@ def main():
         va.FILES[name + "/draw.json"] = (json.dumps({"draw": seed - 1, "dtype": dtype, "text": text},
                                                     indent=1, sort_keys=True) + "\n").encode()
         made += 1
-    tg.write_tar(os.path.join(va.OUT, "variants_fuzz.tar"), va.FILES)
+    tg.write_tar(os.path.join(va.OUT, "variants_fuzz%s.tar" % ("_odd" if odd else "")), va.FILES)
     va.log("wrote variants_fuzz.tar: %d files, %d models" % (len(va.FILES), made))
     return 0
 
