@@ -11,11 +11,24 @@
 
 #define MV_WARPS 8
 #define MV_ROWS 4 /* rows per warp, so each block's staged x serves 32 rows */
-#define MV_T_ANY 8 /* rows of x per block of rows_matvec_any */
+
+__device__ __forceinline__ float fg_wval(const uint16_t *w, size_t i)
+{
+	return fg_bf16f(w[i]);
+}
+
+__device__ __forceinline__ float fg_wval(const float *w, size_t i)
+{
+	return w[i];
+}
 
 /* y[r] = W[rows ? rows[r] : r] . x for r < n, W row-major [*, k] of T (bf16
- * bits or f32); a warp per row, lanes over 16-byte pieces, a fixed xor tree. */
-template <typename T>
+ * bits or f32); a warp per row, a fixed xor tree. VEC: lanes over 16-byte
+ * pieces (k a whole number of them, rows 16-byte aligned). Otherwise any k
+ * (a width that is not a whole number of pieces, as tiny models have: a head
+ * of 12, per-layer inputs of 4): element loads, each lane summing elements
+ * lane, lane + 32, ... in order. */
+template <typename T, bool VEC>
 __global__ void __launch_bounds__(MV_WARPS * 32) row_matvec(float *__restrict__ y, const T *__restrict__ w,
 							    const float *__restrict__ x,
 							    const int32_t *__restrict__ rows, int n, int k)
@@ -35,91 +48,26 @@ __global__ void __launch_bounds__(MV_WARPS * 32) row_matvec(float *__restrict__ 
 
 		if (r >= n)
 			break;
-		const uint4 *row = (const uint4 *)(w + (size_t)(rows ? rows[r] : r) * k);
-		float acc = 0.0f;
-
-#pragma unroll 4
-		for (int e = lane; e < k / PER; e += 32)
-			acc = fg_dot16(w, __ldcs(row + e), sx + e * PER, acc);
-		acc = fg_warp_sum(acc);
-		if (lane == 0)
-			y[r] = acc;
-	}
-}
-
-/* Any k (a width that is not a whole number of 16-byte pieces, as tiny models
- * have: a head of 12, per-layer inputs of 4), or rows not 16-byte aligned:
- * element loads, each lane summing elements lane, lane + 32, ... in order,
- * then the xor tree. rows_matvec_any sums each row of x in that same order:
- * its bits, row by row, are row_matvec_any's. */
-__device__ __forceinline__ float fg_wval(const uint16_t *w, size_t i)
-{
-	return fg_bf16f(w[i]);
-}
-
-__device__ __forceinline__ float fg_wval(const float *w, size_t i)
-{
-	return w[i];
-}
-
-template <typename T>
-__global__ void __launch_bounds__(MV_WARPS * 32) row_matvec_any(float *__restrict__ y, const T *__restrict__ w,
-								const float *__restrict__ x,
-								const int32_t *__restrict__ rows, int n, int k)
-{
-	fg_pdl_trigger();
-	fg_pdl_wait();
-	extern __shared__ __align__(16) float sx[];
-	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-
-	for (int i = threadIdx.x; i < k; i += blockDim.x)
-		sx[i] = x[i];
-	__syncthreads();
-	for (int rr = 0; rr < MV_ROWS; rr++) {
-		int r = (blockIdx.x * MV_WARPS + warp) * MV_ROWS + rr;
-
-		if (r >= n)
-			break;
 		size_t base = (size_t)(rows ? rows[r] : r) * k;
 		float acc = 0.0f;
 
-		for (int e = lane; e < k; e += 32)
-			acc = fmaf(fg_wval(w, base + e), sx[e], acc);
+		if constexpr (VEC) {
+			const uint4 *row = (const uint4 *)(w + base);
+
+#pragma unroll 4
+			for (int e = lane; e < k / PER; e += 32)
+				acc = fg_dot16(w, __ldcs(row + e), sx + e * PER, acc);
+		} else {
+			for (int e = lane; e < k; e += 32)
+				acc = fmaf(fg_wval(w, base + e), sx[e], acc);
+		}
 		acc = fg_warp_sum(acc);
 		if (lane == 0)
 			y[r] = acc;
 	}
 }
 
-template <typename T>
-__global__ void __launch_bounds__(MV_WARPS * 32) rows_matvec_any(float *__restrict__ y, const T *__restrict__ w,
-								 const float *__restrict__ x, int n, int k, int nt)
-{
-	fg_pdl_trigger();
-	fg_pdl_wait();
-	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t0 = blockIdx.y * MV_T_ANY;
-	int cnt = min(MV_T_ANY, nt - t0);
-
-	x += (size_t)t0 * k;
-	y += (size_t)t0 * n;
-	for (int rr = 0; rr < MV_ROWS; rr++) {
-		int r = (blockIdx.x * MV_WARPS + warp) * MV_ROWS + rr;
-
-		if (r >= n)
-			break;
-		for (int t = 0; t < cnt; t++) {
-			float acc = 0.0f;
-
-			for (int e = lane; e < k; e += 32)
-				acc = fmaf(fg_wval(w, (size_t)r * k + e), x[(size_t)t * k + e], acc);
-			acc = fg_warp_sum(acc);
-			if (lane == 0)
-				y[(size_t)t * n + r] = acc;
-		}
-	}
-}
-
-/* Whether the 16-byte kernels can read these rows (else the _any ones). */
+/* Whether the 16-byte kernels (VEC) can read these rows. */
 static int mv_vec(const void *w, int k, int per)
 {
 	return k % per == 0 && (uintptr_t)w % 16 == 0;
@@ -134,12 +82,9 @@ extern "C" int fg_k_f32_matvec(struct fg_kctx *ctx, float *d_y, const float *d_w
 		return FG_EINVAL;
 	if (n < 1 || k < 1 || k > 12288)
 		return fg_err_set(err, FG_EINVAL, "f32 matvec %d x %d: need k from 1 to 12288", n, k);
-	if (mv_vec(d_w, k, 4))
-		fg_launch_pdl(ctx, row_matvec<float>, dim3((n + per - 1) / per), dim3(MV_WARPS * 32), sizeof(float) * k, d_y,
-			      d_w, d_x, (const int32_t *)NULL, n, k);
-	else
-		fg_launch_pdl(ctx, row_matvec_any<float>, dim3((n + per - 1) / per), dim3(MV_WARPS * 32), sizeof(float) * k,
-			      d_y, d_w, d_x, (const int32_t *)NULL, n, k);
+	fg_launch_pdl(ctx, mv_vec(d_w, k, 4) ? row_matvec<float, true> : row_matvec<float, false>,
+		      dim3((n + per - 1) / per), dim3(MV_WARPS * 32), sizeof(float) * k, d_y, d_w, d_x,
+		      (const int32_t *)NULL, n, k);
 	return fg_launched("f32 matvec", err);
 }
 
@@ -152,12 +97,8 @@ extern "C" int fg_k_bf16_matvec(struct fg_kctx *ctx, float *d_y, const uint16_t 
 		return FG_EINVAL;
 	if (n < 1 || k < 1 || k > 12288)
 		return fg_err_set(err, FG_EINVAL, "bf16 matvec %d x %d: need k from 1 to 12288", n, k);
-	if (mv_vec(d_w, k, 8))
-		fg_launch_pdl(ctx, row_matvec<uint16_t>, dim3((n + per - 1) / per), dim3(MV_WARPS * 32), sizeof(float) * k,
-			      d_y, d_w, d_x, d_rows, n, k);
-	else
-		fg_launch_pdl(ctx, row_matvec_any<uint16_t>, dim3((n + per - 1) / per), dim3(MV_WARPS * 32),
-			      sizeof(float) * k, d_y, d_w, d_x, d_rows, n, k);
+	fg_launch_pdl(ctx, mv_vec(d_w, k, 8) ? row_matvec<uint16_t, true> : row_matvec<uint16_t, false>,
+		      dim3((n + per - 1) / per), dim3(MV_WARPS * 32), sizeof(float) * k, d_y, d_w, d_x, d_rows, n, k);
 	return fg_launched("bf16 matvec", err);
 }
 
@@ -169,7 +110,7 @@ extern "C" int fg_k_bf16_matvec(struct fg_kctx *ctx, float *d_y, const uint16_t 
  * group of MV_T rows. */
 #define MV_T 8
 
-template <typename T>
+template <typename T, bool VEC>
 __global__ void __launch_bounds__(MV_WARPS * 32) rows_matvec(float *__restrict__ y, const T *__restrict__ w,
 							     const float *__restrict__ x, int n, int k, int nt)
 {
@@ -187,19 +128,31 @@ __global__ void __launch_bounds__(MV_WARPS * 32) rows_matvec(float *__restrict__
 
 		if (r >= n)
 			break;
-		const uint4 *row = (const uint4 *)(w + (size_t)r * k);
 		float acc[MV_T];
 
 #pragma unroll
 		for (int t = 0; t < MV_T; t++)
 			acc[t] = 0.0f;
-		for (int e = lane; e < k / PER; e += 32) {
-			uint4 q = __ldcs(row + e);
+		if constexpr (VEC) {
+			const uint4 *row = (const uint4 *)(w + (size_t)r * k);
+
+			for (int e = lane; e < k / PER; e += 32) {
+				uint4 q = __ldcs(row + e);
 
 #pragma unroll
-			for (int t = 0; t < MV_T; t++)
-				if (t < cnt)
-					acc[t] = fg_dot16(w, q, x + (size_t)t * k + e * PER, acc[t]);
+				for (int t = 0; t < MV_T; t++)
+					if (t < cnt)
+						acc[t] = fg_dot16(w, q, x + (size_t)t * k + e * PER, acc[t]);
+			}
+		} else {
+			for (int e = lane; e < k; e += 32) {
+				float f = fg_wval(w, (size_t)r * k + e);
+
+#pragma unroll
+				for (int t = 0; t < MV_T; t++)
+					if (t < cnt)
+						acc[t] = fmaf(f, x[(size_t)t * k + e], acc[t]);
+			}
 		}
 #pragma unroll
 		for (int t = 0; t < MV_T; t++)
@@ -215,7 +168,7 @@ __global__ void __launch_bounds__(MV_WARPS * 32) rows_matvec(float *__restrict__
 extern "C" int fg_k_rows_matvec(struct fg_kctx *ctx, float *d_y, const void *d_w, int bf16, const float *d_x, int rows,
 				int n, int k, struct fg_err *err)
 {
-	int per = MV_WARPS * MV_ROWS, pe = bf16 ? 8 : 4;
+	int per = MV_WARPS * MV_ROWS, pe = bf16 ? 8 : 4, vec;
 	dim3 grid((n + per - 1) / per, (rows + MV_T - 1) / MV_T);
 
 	if (fg_need_ctx(ctx, err))
@@ -224,25 +177,15 @@ extern "C" int fg_k_rows_matvec(struct fg_kctx *ctx, float *d_y, const void *d_w
 		return fg_err_set(err, FG_EINVAL, "%s matvec of %d rows, %d x %d: need k from 1 to 12288",
 				  bf16 ? "bf16" : "f32", rows, n, k);
 	/* the one-row launch's kernel family, so each row gets its bits */
-	if (!mv_vec(d_w, k, pe)) {
-		dim3 ga((n + per - 1) / per, (rows + MV_T_ANY - 1) / MV_T_ANY);
-
-		if (bf16)
-			fg_launch_pdl(ctx, rows_matvec_any<uint16_t>, ga, dim3(MV_WARPS * 32), 0, d_y, (const uint16_t *)d_w,
-				      d_x, n, k, rows);
-		else
-			fg_launch_pdl(ctx, rows_matvec_any<float>, ga, dim3(MV_WARPS * 32), 0, d_y, (const float *)d_w, d_x,
-				      n, k, rows);
-		return fg_launched(bf16 ? "bf16 matvec" : "f32 matvec", err);
-	}
-	if ((uintptr_t)d_x % 16)
+	vec = mv_vec(d_w, k, pe);
+	if (vec && (uintptr_t)d_x % 16)
 		return fg_err_set(err, FG_EINVAL, "%s matvec: inputs not 16-byte aligned", bf16 ? "bf16" : "f32");
 	if (bf16)
-		fg_launch_pdl(ctx, rows_matvec<uint16_t>, grid, dim3(MV_WARPS * 32), 0, d_y, (const uint16_t *)d_w, d_x, n,
-			      k, rows);
+		fg_launch_pdl(ctx, vec ? rows_matvec<uint16_t, true> : rows_matvec<uint16_t, false>, grid,
+			      dim3(MV_WARPS * 32), 0, d_y, (const uint16_t *)d_w, d_x, n, k, rows);
 	else
-		fg_launch_pdl(ctx, rows_matvec<float>, grid, dim3(MV_WARPS * 32), 0, d_y, (const float *)d_w, d_x, n, k,
-			      rows);
+		fg_launch_pdl(ctx, vec ? rows_matvec<float, true> : rows_matvec<float, false>, grid, dim3(MV_WARPS * 32),
+			      0, d_y, (const float *)d_w, d_x, n, k, rows);
 	return fg_launched(bf16 ? "bf16 matvec" : "f32 matvec", err);
 }
 
