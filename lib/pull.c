@@ -600,7 +600,7 @@ static int import_local(struct fg_fetch_item *it, struct want *w, struct fg_stor
 static char **hf_cache_repos(size_t *n)
 {
 	struct fg_buf root = FG_BUF_INIT, sub = FG_BUF_INIT;
-	const char *v, *off = getenv("FGPACK_NO_HF_CACHE");
+	const char *cur, *legacy, *off = getenv("FGPACK_NO_HF_CACHE");
 	char **out = NULL;
 	size_t cap = 0;
 	struct dirent *de;
@@ -610,16 +610,12 @@ static char **hf_cache_repos(size_t *n)
 	*n = 0;
 	if (off && *off && strcmp(off, "0"))
 		return NULL;
-	if ((v = getenv("HF_HUB_CACHE")) && *v)
-		rc = fg_buf_puts(&root, v, NULL);
-	else if ((v = getenv("HUGGINGFACE_HUB_CACHE")) && *v)
-		rc = fg_buf_puts(&root, v, NULL);
-	else if ((v = getenv("HF_HOME")) && *v)
-		rc = fg_buf_printf(&root, NULL, "%s/hub", v);
-	else if ((v = getenv("XDG_CACHE_HOME")) && *v)
-		rc = fg_buf_printf(&root, NULL, "%s/huggingface/hub", v);
-	else if ((v = getenv("HOME")) && *v)
-		rc = fg_buf_printf(&root, NULL, "%s/.cache/huggingface/hub", v);
+	cur = getenv("HF_HUB_CACHE");
+	legacy = getenv("HUGGINGFACE_HUB_CACHE");
+	if ((!cur || !*cur) && legacy && *legacy)
+		rc = fg_buf_puts(&root, legacy, NULL);
+	else
+		rc = fg_hf_home_path(&root, "HF_HUB_CACHE", "hub", NULL);
 	if (!rc && root.len)
 		d = opendir(root.data);
 	while (d && (de = readdir(d))) {
@@ -647,36 +643,46 @@ static char **hf_cache_repos(size_t *n)
 	return out;
 }
 
+/* A file on disk that may already hold the bytes of item it (its size, then
+ * the sha256 to expect, checked while it is copied into the store). The
+ * bytes taken, or 0 when it is not that file (nothing is kept then). */
+static unsigned long long take_known(struct fg_fetch_item *it, const struct want *w, struct fg_store *st,
+				     const char *path)
+{
+	struct stat sb;
+	unsigned long long size = 0;
+	int present = 0;
+
+	if (lstat(path, &sb) || !S_ISREG(sb.st_mode) || (unsigned long long)sb.st_size != w->size ||
+	    fg_store_import_ex(st, path, it->expect_sha256, FG_STORE_IMPORT_REGULAR, it->sha256, &size, &present,
+			       NULL))
+		return 0;
+	it->present = present;
+	return size ? size : 1;
+}
+
 /* A file whose sha256 is known, found in huggingface_hub's cache under that
- * name with its size: copied into the store, hashed on the way (a blob that
- * does not hash to its name is left out, and the file fetched). 1 when it
- * is in the store now. */
+ * name (blobs/<sha256>) with its size: copied into the store, hashed on the
+ * way (a blob that does not hash to its name is left out, and the file
+ * fetched). 1 when it is in the store now. */
 static int reuse_hf_cache(struct fg_fetch_item *it, struct want *w, struct fg_store *st, char *const *repos,
 			  size_t n, struct fg_fetch_stats *fs)
 {
 	struct fg_buf p = FG_BUF_INIT;
+	unsigned long long got = 0;
 	size_t i;
-	int done = 0;
 
-	for (i = 0; i < n && !done; i++) {
-		struct stat sb;
-		unsigned long long size = 0;
-		int present = 0;
-
+	for (i = 0; i < n && !got; i++) {
 		fg_buf_reset(&p);
-		if (fg_buf_printf(&p, NULL, "%s/blobs/%s", repos[i], it->expect_sha256) || lstat(p.data, &sb) ||
-		    !S_ISREG(sb.st_mode) || (unsigned long long)sb.st_size != w->size)
-			continue;
-		if (!fg_store_import_ex(st, p.data, it->expect_sha256, FG_STORE_IMPORT_REGULAR, it->sha256, &size,
-					&present, NULL)) {
-			it->present = present;
-			fs->files_reused++;
-			fs->bytes_reused += size;
-			done = 1;
-		}
+		if (!fg_buf_printf(&p, NULL, "%s/blobs/%s", repos[i], it->expect_sha256))
+			got = take_known(it, w, st, p.data);
 	}
 	fg_buf_release(&p);
-	return done;
+	if (got) {
+		fs->files_reused++;
+		fs->bytes_reused += w->size;
+	}
+	return got != 0;
 }
 
 /* pull --into: the file already where it is to be placed (an earlier
@@ -687,25 +693,20 @@ static int reuse_target(struct fg_fetch_item *it, struct want *w, struct fg_stor
 {
 	struct fg_lock_component c;
 	struct fg_buf dir = FG_BUF_INIT, path = FG_BUF_INIT;
-	struct stat sb;
-	unsigned long long size = 0;
-	int present = 0, done = 0;
+	unsigned long long got = 0;
 
 	memset(&c, 0, sizeof(c));
 	c.key = mc->key;
 	c.target = mc->target;
-	if (!fg_pull_target_dir(&dir, into, &c, NULL) && !fg_path_join(&path, dir.data, w->rel, NULL) &&
-	    !lstat(path.data, &sb) && S_ISREG(sb.st_mode) && (unsigned long long)sb.st_size == w->size &&
-	    !fg_store_import_ex(st, path.data, it->expect_sha256, FG_STORE_IMPORT_REGULAR, it->sha256, &size,
-				&present, NULL)) {
-		it->present = present;
-		fs->files_in_place++;
-		fs->bytes_in_place += size;
-		done = 1;
-	}
+	if (!fg_pull_target_dir(&dir, into, &c, NULL) && !fg_path_join(&path, dir.data, w->rel, NULL))
+		got = take_known(it, w, st, path.data);
 	fg_buf_release(&dir);
 	fg_buf_release(&path);
-	return done;
+	if (got) {
+		fs->files_in_place++;
+		fs->bytes_in_place += w->size;
+	}
+	return got != 0;
 }
 
 static int fetch_plan(struct fg_pull_report *rep, struct plan *p, struct fg_store *st,

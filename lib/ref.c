@@ -471,6 +471,21 @@ static int truthy(const char *v)
 		     !strcasecmp(v, "on"));
 }
 
+int fg_hf_home_path(struct fg_buf *out, const char *first_var, const char *leaf, struct fg_err *err)
+{
+	const char *v;
+
+	if (first_var && (v = getenv(first_var)) && *v)
+		return fg_buf_puts(out, v, err);
+	if ((v = getenv("HF_HOME")) && *v)
+		return fg_buf_printf(out, err, "%s/%s", v, leaf);
+	if ((v = getenv("XDG_CACHE_HOME")) && *v)
+		return fg_buf_printf(out, err, "%s/huggingface/%s", v, leaf);
+	if ((v = getenv("HOME")) && *v)
+		return fg_buf_printf(out, err, "%s/.cache/huggingface/%s", v, leaf);
+	return 0;
+}
+
 /* The token as huggingface_hub finds it: HF_TOKEN, else HUGGING_FACE_HUB_TOKEN
  * (an empty one counts as unset), else the file `hf auth login` wrote:
  * HF_TOKEN_PATH, else $HF_HOME/token, else $XDG_CACHE_HOME/huggingface/token,
@@ -481,7 +496,7 @@ static int find_token(char **tok, const char **from, struct fg_err *err)
 {
 	static const char *const vars[] = { "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN" };
 	struct fg_buf path = FG_BUF_INIT, text = FG_BUF_INIT;
-	const char *v = NULL, *p;
+	const char *v = NULL;
 	size_t i, a, b;
 	int rc = 0;
 
@@ -493,14 +508,7 @@ static int find_token(char **tok, const char **from, struct fg_err *err)
 		if ((v = getenv(vars[i])) && *v)
 			*from = vars[i];
 	if (!*from) {
-		if ((p = getenv("HF_TOKEN_PATH")) && *p)
-			rc = fg_buf_puts(&path, p, err);
-		else if ((p = getenv("HF_HOME")) && *p)
-			rc = fg_buf_printf(&path, err, "%s/token", p);
-		else if ((p = getenv("XDG_CACHE_HOME")) && *p)
-			rc = fg_buf_printf(&path, err, "%s/huggingface/token", p);
-		else if ((p = getenv("HOME")) && *p)
-			rc = fg_buf_printf(&path, err, "%s/.cache/huggingface/token", p);
+		rc = fg_hf_home_path(&path, "HF_TOKEN_PATH", "token", err);
 		if (rc || !path.len || fg_file_read(path.data, 4096, &text, NULL)) {
 			fg_buf_release(&path);
 			return rc;

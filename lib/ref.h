@@ -97,6 +97,12 @@ struct fg_hub_env {
 int fg_hub_env_load(struct fg_hub_env **out, struct fg_err *err);
 void fg_hub_env_free(struct fg_hub_env *env);
 
+/* huggingface_hub's own files: out gets first_var's value when set (e.g.
+ * HF_TOKEN_PATH), else <home>/<leaf>, home being HF_HOME, else
+ * $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface. Empty when none
+ * is set. first_var may be NULL. */
+int fg_hf_home_path(struct fg_buf *out, const char *first_var, const char *leaf, struct fg_err *err);
+
 /* URL builders. endpoint comes from fg_hub_env; ref must be of the kind named.
  * path arguments are relative to the bucket/repo root; NULL or "" = the root.
  *
