@@ -27,7 +27,7 @@ static void usage(FILE *f)
 		"exits 3 and runs nothing), then runs CMD, or the manifest's serve command in\n"
 		"the bundle's patches/ folder, with:\n"
 		"  - the manifest's env applied;\n"
-		"  - each component's target (LOCAL_*_DIR, *_DST, SPECULATIVE_CONFIG.model...)\n"
+		"  - each component's targets (LOCAL_*_DIR, *_DST, MODEL_PATH, SPECULATIVE_CONFIG.model...)\n"
 		"    and its *_BUCKET variable set to the component's folder in the bundle;\n"
 		"  - every env value that names a target path, or a path inside one (also\n"
 		"    inside JSON values), rewritten to the same place in the bundle;\n"
@@ -226,6 +226,19 @@ int cmd_exec(int argc, char **argv)
 		if (fg_json_str(c, "target") && map_add(&ms, fg_json_str(c, "target"), p.data)) {
 			rc = fg_err_set(&err, FG_ENOMEM, "out of memory");
 			goto fail;
+		}
+		/* the component's other folder targets (MODEL_PATH beside
+		 * LOCAL_MODEL_DIR): the same folder */
+		for (k = 0; m && k < m->n_targets; k++) {
+			const struct fg_target *t = &m->targets[k];
+
+			if (t->component >= 0 && (t->rule == FG_TARGET_FIXED || t->rule == FG_TARGET_STEM) &&
+			    !strcmp(m->components[t->component].key, key) &&
+			    (!fg_json_str(c, "target") || strcmp(t->path, fg_json_str(c, "target"))) &&
+			    map_add(&ms, t->path, p.data)) {
+				rc = fg_err_set(&err, FG_ENOMEM, "out of memory");
+				goto fail;
+			}
 		}
 		env_key(name, sizeof(name), "FGPACK_COMPONENT_", key);
 		set_env(name, p.data, print);

@@ -7,7 +7,12 @@
 export FGPACK_HOME="$WORK/home"
 SUB=$WORK/submission
 mkdir -p "$SUB" "$WORK/src/weights" "$WORK/src/drafter" "$WORK/src/keepset" "$WORK/src/model" "$WORK/bin"
-cp "$TOP/tests/fixtures/manifests/precache-kenyan.json" "$SUB/manifest.json"
+# the example manifest, plus a second name for the weights' folder that is
+# not LOCAL_MODEL_DIR's path (MODEL_PATH, as vLLM-style scripts read it)
+python3 -c "import json, sys
+m = json.load(open(sys.argv[1]))
+m['env']['MODEL_PATH'] = '/srv/elsewhere/weights'
+json.dump(m, open(sys.argv[2], 'w'), indent=2)" "$TOP/tests/fixtures/manifests/precache-kenyan.json" "$SUB/manifest.json"
 cat >"$SUB/serve.py" <<'EOF'
 import os, sys
 print("SERVE cwd=" + os.getcwd())
@@ -81,6 +86,7 @@ check_grep "DRAFTER_BUCKET -> components/drafter" "^DRAFTER_BUCKET=$B/components
 check_grep "LM_HEAD_PRUNE_DST -> components/keepset" "^LM_HEAD_PRUNE_DST=$B/components/keepset\$" "$WORK/env.txt"
 check_grep "PCK04_KEEPSET -> a file inside the weights" "^PCK04_KEEPSET=$B/components/weights/pck04_keepset.json\$" "$WORK/env.txt"
 check_grep "PLE_FOLD_TARGET_MODEL rewritten too" "^PLE_FOLD_TARGET_MODEL=$B/components/weights\$" "$WORK/env.txt"
+check_grep "MODEL_PATH, the weights' other target, -> components/weights" "^MODEL_PATH=$B/components/weights\$" "$WORK/env.txt"
 check_grep "SPECULATIVE_CONFIG.model -> components/drafter" "^SPECULATIVE_CONFIG=.*\"model\":\"$B/components/drafter\"" "$WORK/env.txt"
 check_grep "SPECULATIVE_CONFIG keeps K" '^SPECULATIVE_CONFIG=.*"num_speculative_tokens":7' "$WORK/env.txt"
 check_grep "other manifest env passed through" '^MAX_MODEL_LEN=4096$' "$WORK/env.txt"
