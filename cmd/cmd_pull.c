@@ -336,7 +336,7 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 			fg_store_root_add(st, real, NULL);
 	}
 	if (into) {
-		rc = fg_pull_materialize(fg_lock_find_manifest(lock, key.data), st, into, &placed, &err);
+		rc = fg_pull_materialize(fg_lock_find_manifest(lock, key.data), m, st, into, &placed, &err);
 		if (rc)
 			goto out;
 	}

@@ -1683,17 +1683,61 @@ out:
 	return rc;
 }
 
-int fg_pull_materialize(const struct fg_lock_manifest *lm, struct fg_store *st, const char *into,
-			struct fg_place_report *rep, struct fg_err *err)
+/* lm as placed: its components, then, for each, a shallow copy per other
+ * folder target the manifest gives it (MODEL_PATH beside LOCAL_MODEL_DIR,
+ * rules 1 and 2 of lib/manifest.h), so every path the serve script may read
+ * holds the files. Free view->components and *copies. */
+static int place_view(struct fg_lock_manifest *view, struct fg_lock_component **copies,
+		      const struct fg_lock_manifest *lm, const struct fg_manifest *m, struct fg_err *err)
+{
+	size_t ci, t, n = lm->n_components;
+
+	*view = *lm;
+	*copies = NULL;
+	view->components = calloc(lm->n_components + (m ? m->n_targets : 0) + 1, sizeof(*view->components));
+	if (m && !(*copies = calloc(m->n_targets + 1, sizeof(**copies))))
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	if (!view->components)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	memcpy(view->components, lm->components, lm->n_components * sizeof(*view->components));
+	for (t = 0; m && t < m->n_targets; t++) {
+		const struct fg_target *tg = &m->targets[t];
+
+		if (tg->component < 0 || (tg->rule != FG_TARGET_FIXED && tg->rule != FG_TARGET_STEM))
+			continue;
+		for (ci = 0; ci < lm->n_components; ci++) {
+			const struct fg_lock_component *c = lm->components[ci];
+
+			if (!strcmp(c->key, m->components[tg->component].key) && c->target &&
+			    strcmp(c->target, tg->path)) {
+				struct fg_lock_component *cp = &(*copies)[n - lm->n_components];
+
+				*cp = *c;
+				cp->target = tg->path;
+				view->components[n++] = cp;
+			}
+		}
+	}
+	view->n_components = n;
+	return 0;
+}
+
+int fg_pull_materialize(const struct fg_lock_manifest *lm0, const struct fg_manifest *m, struct fg_store *st,
+			const char *into, struct fg_place_report *rep, struct fg_err *err)
 {
 	struct fg_buf dir = FG_BUF_INIT, dst = FG_BUF_INIT, blob = FG_BUF_INIT, rec = FG_BUF_INIT,
 		      text = FG_BUF_INIT, rel = FG_BUF_INIT;
 	struct fg_place_report r;
+	struct fg_lock_manifest view;
+	struct fg_lock_component *copies = NULL;
+	const struct fg_lock_manifest *lm = &view;
 	char real[PATH_MAX];
 	cJSON *now = NULL, *was = NULL, *files, *f;
 	size_t ci, i;
-	int rc = check_placement(lm, into, err);
+	int rc = place_view(&view, &copies, lm0, m, err);
 
+	if (!rc)
+		rc = check_placement(lm, into, err);
 	memset(&r, 0, sizeof(r));
 	if (!rc)
 		rc = fg_mkdir_p(into, 0755, err);
@@ -1782,6 +1826,8 @@ int fg_pull_materialize(const struct fg_lock_manifest *lm, struct fg_store *st, 
 	fg_buf_release(&rec);
 	fg_buf_release(&text);
 	fg_buf_release(&rel);
+	free(view.components);
+	free(copies);
 	if (rep)
 		*rep = r;
 	else

@@ -81,7 +81,9 @@ struct fg_place_report {
 void fg_place_report_release(struct fg_place_report *rep);
 
 /* Hard-links (copy fallback) every file of every component of lm into its
- * target dir. Nothing is placed when a target is unusable or two components
+ * target dir, and (m given, may be NULL) into each other folder target the
+ * manifest gives the component (MODEL_PATH beside LOCAL_MODEL_DIR). Nothing
+ * is placed when a target is unusable or two components
  * would put different bytes at one path (FG_EINVAL naming both).
  * Then takes back what the previous materialize of the same manifest (lock
  * key) into the same DIR placed and lm no longer names, as recorded in the
@@ -93,7 +95,7 @@ void fg_place_report_release(struct fg_place_report *rep);
  * files lm does not name, which a serve script reading the folder may load:
  * counted in rep->foreign. rep may be NULL; else release it with
  * fg_place_report_release. */
-int fg_pull_materialize(const struct fg_lock_manifest *lm, struct fg_store *st, const char *into,
-			struct fg_place_report *rep, struct fg_err *err);
+int fg_pull_materialize(const struct fg_lock_manifest *lm, const struct fg_manifest *m, struct fg_store *st,
+			const char *into, struct fg_place_report *rep, struct fg_err *err);
 
 #endif

@@ -74,6 +74,16 @@ check "  and leaves version 2 in place" sh -c "cmp v2/a.bin out/m/a.bin && cmp v
 man m.json v1 d1
 check "version 1 into a second DIR" "$FGPACK" pull m.json --into out2
 check "  out untouched (version 2 still there)" sh -c "cmp v2/a.bin out/m/a.bin && cmp v2/e.bin out/m/e.bin"
+# a second folder target of the weights (MODEL_PATH beside LOCAL_MODEL_DIR):
+# both hold the files, and both are taken back
+printf '{"name": "two", "env": {"WEIGHTS_BUCKET": "file://%s/v1", "LOCAL_MODEL_DIR": "/m", "MODEL_PATH": "/mp"}}\n' "$WORK" >two.json
+check "two folder targets of one component: pull --into" "$FGPACK" pull two.json --into both
+check "  LOCAL_MODEL_DIR and MODEL_PATH both hold the files" sh -c "cmp v1/sub/deep/c.bin both/m/sub/deep/c.bin && cmp v1/sub/deep/c.bin both/mp/sub/deep/c.bin"
+printf '{"name": "two", "env": {"WEIGHTS_BUCKET": "file://%s/v2", "LOCAL_MODEL_DIR": "/m", "MODEL_PATH": "/mp"}}\n' "$WORK" >two.json
+check "  version 2" "$FGPACK" pull two.json --into both
+if [ ! -e both/m/b.bin ] && [ ! -e both/mp/b.bin ] && cmp -s v2/e.bin both/mp/e.bin; then
+	ok "  both updated, version 1's files taken back from both"; else not_ok "  both updated, version 1's files taken back from both"; fi
+
 # the stale-directory trap on a first pull: a folder that already holds
 # another version's shards (not placed by fgpack, so never removed)
 put fresh/m/model-00002-of-00002.safetensors "a shard of some other download"
