@@ -1574,7 +1574,9 @@ static void walk_foreign(struct foreign_walk *fw, const char *rel, int depth)
 		    lstat(p.data, &sb))
 			continue;
 		if (S_ISDIR(sb.st_mode)) {
-			if (depth < WALK_DEPTH)
+			/* `hf download --local-dir` keeps its metadata in .cache/huggingface/:
+			 * nothing a serve script loads */
+			if (depth < WALK_DEPTH && strcmp(de->d_name, ".cache"))
 				walk_foreign(fw, sub.data, depth + 1);
 			continue;
 		}

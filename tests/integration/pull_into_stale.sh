@@ -87,6 +87,7 @@ if [ ! -e both/m/b.bin ] && [ ! -e both/mp/b.bin ] && cmp -s v2/e.bin both/mp/e.
 # the stale-directory trap on a first pull: a folder that already holds
 # another version's shards (not placed by fgpack, so never removed)
 put fresh/m/model-00002-of-00002.safetensors "a shard of some other download"
+put fresh/m/.cache/huggingface/download/a.bin.metadata "hf download --local-dir's metadata, not reported"
 "$FGPACK" pull m.json --into fresh 2>fresh.err
 check_exit "a first pull into a folder holding someone else's shard" 0 sh -c "exit $?"
 check_grep "  warns, naming the shard" "warning: 1 file in the target folders under fresh that the lock does not name \\(m/model-00002-of-00002.safetensors\\): a serve script reading the folder may load it" fresh.err
