@@ -28,6 +28,7 @@ struct want {
 	int was_present;
 	int no_auth, no_ranges; /* plain URLs: never the token; ranges unless refused */
 	int below;              /* a file below the source path, not the file it names */
+	int reused;             /* taken from disk (huggingface_hub's cache, the --into place) */
 	char *local_path;       /* file:// components: read from here, not fetched */
 };
 
@@ -679,6 +680,7 @@ static int reuse_hf_cache(struct fg_fetch_item *it, struct want *w, struct fg_st
 	}
 	fg_buf_release(&p);
 	if (got) {
+		w->reused = 1;
 		fs->files_reused++;
 		fs->bytes_reused += w->size;
 	}
@@ -703,6 +705,7 @@ static int reuse_target(struct fg_fetch_item *it, struct want *w, struct fg_stor
 	fg_buf_release(&dir);
 	fg_buf_release(&path);
 	if (got) {
+		w->reused = 1;
 		fs->files_in_place++;
 		fs->bytes_in_place += w->size;
 	}
@@ -852,8 +855,17 @@ static int compare_with_lock(const struct plan *p, const struct fg_lock_manifest
 /* --locked, plain URLs whose server gives neither ETag nor Last-Modified:
  * nothing but the bytes can show a change, so they are fetched again and
  * hashed. A changed file's new blob is not kept. */
-static int check_unvalidated(struct fg_pull_report *rep, const struct plan *p, struct fg_store *st,
-			     struct fg_http *h, const struct fg_pull_opts *o, struct fg_err *err)
+/* A file check_unvalidated need not fetch again: one whose server names its
+ * content (ETag or Last-Modified, checked by the listing), or one this very
+ * run just fetched from the server and hashed against the lock. */
+static int unvalidated_skip(const struct want *w, const struct fg_fetch_item *got)
+{
+	return !w->no_auth || w->remote.etag || w->remote.last_modified ||
+	       (got && got->sha256[0] && !got->present && !w->reused);
+}
+
+static int check_unvalidated(struct fg_pull_report *rep, const struct plan *p, const struct fg_fetch_item *got,
+			     struct fg_store *st, struct fg_http *h, const struct fg_pull_opts *o, struct fg_err *err)
 {
 	struct fg_fetch_item *items = calloc(p->n ? p->n : 1, sizeof(*items));
 	struct fg_fetch_stats fs;
@@ -866,7 +878,7 @@ static int check_unvalidated(struct fg_pull_report *rep, const struct plan *p, s
 	for (i = 0; i < p->n; i++) {
 		const struct want *w = &p->w[i];
 
-		if (!w->no_auth || w->remote.etag || w->remote.last_modified)
+		if (unvalidated_skip(w, got ? &got[i] : NULL))
 			continue;
 		items[n].url = w->url;
 		items[n].what = w->what;
@@ -889,7 +901,7 @@ static int check_unvalidated(struct fg_pull_report *rep, const struct plan *p, s
 	for (i = 0, n = 0; !rc && i < p->n; i++) {
 		const struct want *w = &p->w[i];
 
-		if (!w->no_auth || w->remote.etag || w->remote.last_modified)
+		if (unvalidated_skip(w, got ? &got[i] : NULL))
 			continue;
 		if (strcmp(items[n].sha256, w->expect)) {
 			struct fg_buf path = FG_BUF_INIT;
@@ -1210,7 +1222,7 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 		if (!rc)
 			rc = fetch_plan(rep, &p, st, h, o, m, &items, err);
 		if (!rc)
-			rc = check_unvalidated(rep, &p, st, h, o, err);
+			rc = check_unvalidated(rep, &p, items, st, h, o, err);
 		for (ci = 0; !rc && ci < old->n_components; ci++)
 			rc = fg_lock_check_pins(old->components[ci], err);
 		lm = old;

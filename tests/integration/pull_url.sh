@@ -190,6 +190,16 @@ check_exit "--locked notices changed bytes without validators" 3 "$FGPACK" pull 
 check_grep "and says so" 'changed on the remote since the lock \(sha256' "$WORK/.out"
 if [ -z "$(find "$WORK/store/blobs" -name "$new_sha")" ]; then ok "the changed bytes are not kept"; else not_ok "the changed bytes are not kept"; fi
 cp "$WORK/big.orig" "$big"
+# --locked into an empty store from a server without validators: the file
+# fetched and hashed against the lock in this run is not fetched a second
+# time to check it (one GET); the server is named by the first env key while
+# the lock sorts it last
+man "$WORK/bare2.json" "Z_BUCKET=http://127.0.0.1:$bare/w/model+v1.safetensors" "A_BUCKET=http://127.0.0.1:$plain/w/tok.json"
+check "a lock of a no-ranges server's file (first in env, last in the lock)" env FGPACK_HOME="$WORK/store_b2" "$FGPACK" lock "$WORK/bare2.json" -o "$WORK/bare2.lock"
+: >"$WORK/bare.log"
+check "  --locked into an empty store" env FGPACK_HOME="$WORK/store_b3" "$FGPACK" pull "$WORK/bare2.json" --lock "$WORK/bare2.lock" --locked
+n=$(grep -c '^GET ' "$WORK/bare.log")
+[ "$n" -eq 1 ] && ok "  one GET for the whole file" || not_ok "  one GET for the whole file (got $n)"
 
 # file://: one file and a folder, read locally
 man "$WORK/file.json" "WEIGHTS_BUCKET=file://$WORK/local/tree" LOCAL_MODEL_DIR=/tmp/f/model "DRAFTER_BUCKET=file://$WORK/local/single.bin"
