@@ -1558,6 +1558,27 @@ struct foreign_walk {
 	struct fg_place_report *r;
 };
 
+/* Keeps in ex[0..n) the n smallest names seen, sorted (NULL-padded): the
+ * examples do not depend on the order a folder is read in. */
+static void keep_smallest(char **ex, size_t n, const char *name)
+{
+	size_t i = n;
+	char *c;
+
+	if (ex[n - 1] && strcmp(name, ex[n - 1]) >= 0)
+		return;
+	if (!(c = strdup(name)))
+		return;
+	free(ex[n - 1]);
+	ex[n - 1] = NULL;
+	while (i > 0 && (!ex[i - 1] || strcmp(c, ex[i - 1]) < 0)) {
+		if (i < n)
+			ex[i] = ex[i - 1];
+		i--;
+	}
+	ex[i] = c;
+}
+
 /* Counts the files below DIR/rel that are not among the placed names. */
 static void walk_foreign(struct foreign_walk *fw, const char *rel, int depth)
 {
@@ -1595,8 +1616,7 @@ static void walk_foreign(struct foreign_walk *fw, const char *rel, int depth)
 		key = sub.data;
 		if (bsearch(&key, fw->names, fw->n_names, sizeof(*fw->names), by_str))
 			continue;
-		if (fw->r->foreign < sizeof(fw->r->foreign_ex) / sizeof(fw->r->foreign_ex[0]))
-			fw->r->foreign_ex[fw->r->foreign] = strdup(sub.data);
+		keep_smallest(fw->r->foreign_ex, sizeof(fw->r->foreign_ex) / sizeof(fw->r->foreign_ex[0]), sub.data);
 		fw->r->foreign++;
 	}
 	closedir(d);
