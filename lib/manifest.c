@@ -241,8 +241,9 @@ static int names_file(const char *key)
 
 /* LOCAL_X_DIR, X_DST and PCK04_KEEPSET are targets whatever they hold (a
  * bad one is refused where it is placed). The other suffixes, a keepset
- * and a drafter named by a path are targets when the value is a path, not a
- * URL or a ':'-separated search list (LD_LIBRARY_PATH=/a:/b). */
+ * and a drafter named by a path are targets when the value is an absolute or
+ * ./ path: not a URL, a ':'-separated search list (LD_LIBRARY_PATH=/a:/b) or
+ * a bare name that may be a repo id. */
 static int is_target(const char *key, const char *val)
 {
 	if (!*val)
@@ -250,11 +251,12 @@ static int is_target(const char *key, const char *val)
 	if (!strcmp(key, "PCK04_KEEPSET") || ends_with(key, "_DST") ||
 	    (!strncmp(key, "LOCAL_", 6) && ends_with(key + 6, "_DIR")))
 		return 1;
-	if (strchr(val, ':'))
+	/* a bare relative value may be a repo id (MODEL_PATH=google/gemma-4-E4B-it,
+	 * as vLLM-style scripts accept either): only an absolute or ./ path */
+	if (strchr(val, ':') || (val[0] != '/' && strncmp(val, "./", 2)))
 		return 0;
-	if (names_file(key) || !strcmp(key, "DRAFTER_MODEL") || !strcmp(key, "DRAFTER_REPO"))
-		return val[0] == '/' || !strncmp(val, "./", 2);
-	return target_suffix(key) != 0;
+	return names_file(key) || !strcmp(key, "DRAFTER_MODEL") || !strcmp(key, "DRAFTER_REPO") ||
+	       target_suffix(key) != 0;
 }
 
 static char *role_of(const char *key)

@@ -23,9 +23,10 @@
  *
  * Target paths (where the serve script expects a component on disk) are the
  * env keys LOCAL_<X>_DIR, <X>_DST and PCK04_KEEPSET (whatever they hold);
- * <X>_DIR, <X>_DEST and <X>_PATH holding a path (no ':', so not a URL or a
- * search list like LD_LIBRARY_PATH); <X>_KEEPSET, <X>_FILE, DRAFTER_MODEL and
- * DRAFTER_REPO holding an absolute or ./ path; and SPECULATIVE_CONFIG.model
+ * <X>_DIR, <X>_DEST, <X>_PATH, <X>_KEEPSET, <X>_FILE, DRAFTER_MODEL and
+ * DRAFTER_REPO holding an absolute or ./ path (no ':', so not a URL or a
+ * search list like LD_LIBRARY_PATH; not a bare name, which may be a repo
+ * id); and SPECULATIVE_CONFIG.model
  * when it is an absolute path. Each is assigned to a component by, in order:
  *   1. fixed pairs: WEIGHTS_BUCKET <-> LOCAL_MODEL_DIR, the drafter (DRAFTER_BUCKET,
  *      DRAFTER_MODEL/REPO, SPECULATIVE_CONFIG.model) <-> SPECULATIVE_CONFIG.model,

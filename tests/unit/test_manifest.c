@@ -204,6 +204,13 @@ static void test_rules(void)
 	   "targets: a folder no component shares a word with stays unassigned");
 	fg_manifest_free(m);
 
+	/* a repo id in MODEL_PATH (vLLM-style scripts take either) is no target */
+	m = parse("{\"model_id\":\"google/gemma-4-E4B-it\",\"env\":{\"MODEL_PATH\":\"google/gemma-4-E4B-it\"}}",
+		  &err);
+	c = m ? fg_manifest_component(m, "model_id") : NULL;
+	ok(c && !c->target && !target(m, "MODEL_PATH"), "targets: MODEL_PATH holding a repo id is not a target");
+	fg_manifest_free(m);
+
 	/* two fixed targets of the weights: LOCAL_MODEL_DIR wins wherever it stands */
 	m = parse("{\"env\":{\"MODEL_PATH\":\"/w/b\",\"WEIGHTS_BUCKET\":\"hf://buckets/a/w\","
 		  "\"LOCAL_MODEL_DIR\":\"/w/a\"}}",
