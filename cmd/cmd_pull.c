@@ -40,7 +40,7 @@ static void usage(FILE *f, int is_lock)
 			"                   ~/.cache/fgpack)\n");
 	else
 		fprintf(f,
-			"usage: fgpack pull MANIFEST [--into DIR] [--locked] [--offline] [-j N]\n"
+			"usage: fgpack pull MANIFEST [--into DIR [--copy]] [--locked] [--offline] [-j N]\n"
 			"                   [--deps] [--json] [--lock FILE] [--store DIR]\n\n"
 			"Locks MANIFEST (unless the lock already has an up-to-date entry for it),\n"
 			"fetches every component into the content store (ranged, resumable, every\n"
@@ -53,6 +53,10 @@ static void usage(FILE *f, int is_lock)
 			"(url, pin, unpinned); each unpinned one gets a warning on stderr.\n\n"
 			"options:\n"
 			"  --into DIR    materialize components under DIR (default: none)\n"
+			"  --copy        with --into: independent copies (a reflink where the file\n"
+			"                system has them), not hard links into the store, so a serve\n"
+			"                script writing its model folder (as root, whatever the mode)\n"
+			"                cannot damage the store\n"
 			"  --locked      fail unless the lock has an entry for MANIFEST and the remote\n"
 			"                still matches it; never changes the lock\n"
 			"  --offline     never open a socket (also HF_HUB_OFFLINE=1); fails naming the\n"
@@ -227,7 +231,7 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 {
 	const char *verb = is_lock ? "lock" : "pull";
 	const char *manifest = NULL, *into = NULL, *lock_path = "buckets.lock", *store_dir = NULL;
-	int json = 0, locked = 0, offline = 0, deps = 0, jobs = 8, i, rc, shown = 0, lock_existed;
+	int json = 0, copy = 0, locked = 0, offline = 0, deps = 0, jobs = 8, i, rc, shown = 0, lock_existed;
 	struct fg_manifest *m = NULL;
 	struct fg_lock *lock = NULL;
 	struct fg_store *st = NULL;
@@ -258,6 +262,8 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 		} else if (!strcmp(a, "-j") || !strcmp(a, "--jobs")) {
 			if (++i >= argc || fg_parse_int(argv[i], 1, 256, &jobs))
 				return fg_cmd_usage_error(verb, "-j needs a number from 1 to 256");
+		} else if (!is_lock && !strcmp(a, "--copy")) {
+			copy = 1;
 		} else if (!is_lock && !strcmp(a, "--into")) {
 			if (++i >= argc)
 				return fg_cmd_usage_error(verb, "--into needs a folder");
@@ -278,6 +284,8 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 			return fg_cmd_usage_error(verb, "one manifest at a time (got %s too)", a);
 		}
 	}
+	if (copy && !into)
+		return fg_cmd_usage_error(verb, "--copy places copies with --into DIR, which is missing");
 	if (!manifest)
 		return fg_cmd_usage_error(verb, "which manifest?");
 	rc = fg_manifest_load(&m, manifest, &err);
@@ -336,7 +344,7 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 			fg_store_root_add(st, real, NULL);
 	}
 	if (into) {
-		rc = fg_pull_materialize(fg_lock_find_manifest(lock, key.data), m, st, into, &placed, &err);
+		rc = fg_pull_materialize(fg_lock_find_manifest(lock, key.data), m, st, into, copy, &placed, &err);
 		if (rc)
 			goto out;
 	}

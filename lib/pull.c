@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -1756,8 +1757,18 @@ static int place_view(struct fg_lock_manifest *view, struct fg_lock_component **
 	return 0;
 }
 
+/* A placed copy's inode as it was when fgpack wrote it ("dev:ino:size:mtime
+ * ns:ctime ns"): while a file still shows it, nobody wrote to it since (as
+ * the store's stamps reason, lib/store.h), so the next --into leaves it. */
+static void copy_stamp(char *out, size_t n, const struct stat *sb)
+{
+	snprintf(out, n, "%llu:%llu:%lld:%lld:%lld", (unsigned long long)sb->st_dev, (unsigned long long)sb->st_ino,
+		 (long long)sb->st_size, (long long)sb->st_mtim.tv_sec * 1000000000LL + sb->st_mtim.tv_nsec,
+		 (long long)sb->st_ctim.tv_sec * 1000000000LL + sb->st_ctim.tv_nsec);
+}
+
 int fg_pull_materialize(const struct fg_lock_manifest *lm0, const struct fg_manifest *m, struct fg_store *st,
-			const char *into, struct fg_place_report *rep, struct fg_err *err)
+			const char *into, int copy, struct fg_place_report *rep, struct fg_err *err)
 {
 	struct fg_buf dir = FG_BUF_INIT, dst = FG_BUF_INIT, blob = FG_BUF_INIT, rec = FG_BUF_INIT,
 		      text = FG_BUF_INIT, rel = FG_BUF_INIT;
@@ -1766,7 +1777,8 @@ int fg_pull_materialize(const struct fg_lock_manifest *lm0, const struct fg_mani
 	struct fg_lock_component *copies = NULL;
 	const struct fg_lock_manifest *lm = &view;
 	char real[PATH_MAX];
-	cJSON *now = NULL, *was = NULL, *files, *f;
+	cJSON *now = NULL, *was = NULL, *files, *copies_now = NULL, *f;
+	char stamp[128];
 	size_t ci, i;
 	int rc = place_view(&view, &copies, lm0, m, err);
 
@@ -1783,8 +1795,15 @@ int fg_pull_materialize(const struct fg_lock_manifest *lm0, const struct fg_mani
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 	if (!rc && (!cJSON_AddStringToObject(now, "into", real) ||
 		    !cJSON_AddStringToObject(now, "manifest", lm->key) ||
-		    !(files = cJSON_AddObjectToObject(now, "files"))))
+		    !(files = cJSON_AddObjectToObject(now, "files")) ||
+		    !(copies_now = cJSON_AddObjectToObject(now, "copies"))))
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	/* the last --into of this manifest here: its copies, and what to take back */
+	if (!rc && (fg_file_read(rec.data, 64 << 20, &text, NULL) ||
+		    fg_json_parse(&was, text.data, text.len, rec.data, NULL) || !cJSON_IsObject(was))) {
+		cJSON_Delete(was);
+		was = NULL;
+	}
 	for (ci = 0; !rc && ci < lm->n_components; ci++) {
 		const struct fg_lock_component *c = lm->components[ci];
 
@@ -1802,29 +1821,48 @@ int fg_pull_materialize(const struct fg_lock_manifest *lm0, const struct fg_mani
 				rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 			if (rc)
 				break;
-			/* already there as a link to the same blob: nothing to do */
+			/* already there as a link to the same blob (not wanted with
+			 * copy), or as the copy the last --into wrote, untouched since:
+			 * nothing to do */
 			fg_buf_reset(&dst);
 			fg_buf_reset(&blob);
 			if (!fg_path_join(&dst, dir.data, c->files[i].path, NULL) &&
 			    !fg_store_blob_path(&blob, st, c->files[i].sha256, NULL) &&
-			    !lstat(dst.data, &ds) && S_ISREG(ds.st_mode) && !stat(blob.data, &bs) &&
-			    ds.st_ino == bs.st_ino && ds.st_dev == bs.st_dev) {
-				r.linked++;
-				continue;
+			    !lstat(dst.data, &ds) && S_ISREG(ds.st_mode) && !stat(blob.data, &bs)) {
+				const char *ws = fg_json_str(fg_json_obj(was, "files"), rel.data);
+				const char *wc = fg_json_str(fg_json_obj(was, "copies"), rel.data);
+
+				if (!copy && ds.st_ino == bs.st_ino && ds.st_dev == bs.st_dev) {
+					r.linked++;
+					continue;
+				}
+				copy_stamp(stamp, sizeof(stamp), &ds);
+				if ((ds.st_ino != bs.st_ino || ds.st_dev != bs.st_dev) && ws &&
+				    !strcmp(ws, c->files[i].sha256) && wc && !strcmp(wc, stamp)) {
+					if (!cJSON_AddStringToObject(copies_now, rel.data, stamp))
+						rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+					r.copied++;
+					continue;
+				}
 			}
-			rc = fg_store_materialize(st, c->files[i].sha256, dir.data, c->files[i].path, 0, &how,
+			rc = fg_store_materialize(st, c->files[i].sha256, dir.data, c->files[i].path, copy, &how,
 						  err);
-			if (!rc && how == FG_STORE_MAT_COPY)
+			if (!rc && how == FG_STORE_MAT_COPY) {
 				r.copied++;
-			else if (!rc)
+				if (!lstat(dst.data, &ds)) {
+					copy_stamp(stamp, sizeof(stamp), &ds);
+					if (!cJSON_AddStringToObject(copies_now, rel.data, stamp))
+						rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+				}
+			} else if (!rc) {
 				r.linked++;
+			}
 		}
 	}
 	/* what the last --into of this manifest here placed and this one does
 	 * not: removed while it still holds those bytes (a file changed since
 	 * is the user's now, and kept) */
-	if (!rc && !fg_file_read(rec.data, 64 << 20, &text, NULL) &&
-	    !fg_json_parse(&was, text.data, text.len, rec.data, NULL) && cJSON_IsObject(was)) {
+	if (!rc && was) {
 		cJSON_ArrayForEach(f, fg_json_obj(was, "files")) {
 			int t;
 

@@ -80,7 +80,9 @@ struct fg_place_report {
 };
 void fg_place_report_release(struct fg_place_report *rep);
 
-/* Hard-links (copy fallback) every file of every component of lm into its
+/* Hard-links (copy fallback; copy set: always an independent 0644 copy,
+ * copy_file_range, so a reflink where the file system has them) every file
+ * of every component of lm into its
  * target dir, and (m given, may be NULL) into each other folder target the
  * manifest gives the component (MODEL_PATH beside LOCAL_MODEL_DIR). Nothing
  * is placed when a target is unusable or two components
@@ -90,12 +92,13 @@ void fg_place_report_release(struct fg_place_report *rep);
  * store's placed/<sha256 of realpath(DIR) "\n" key>.json: each such file is
  * removed while it still holds the bytes placed (the blob's inode, or a copy
  * hashing to it), with the folders that became empty; one changed since is
- * kept. The record is then rewritten for this run. Last, the target folders
+ * kept. A copy the last run wrote that shows the same inode, size, mtime and
+ * ctime is not written again. The record is then rewritten for this run. Last, the target folders
  * are looked through (not following links, 100000 entries at most) for
  * files lm does not name, which a serve script reading the folder may load:
  * counted in rep->foreign. rep may be NULL; else release it with
  * fg_place_report_release. */
 int fg_pull_materialize(const struct fg_lock_manifest *lm, const struct fg_manifest *m, struct fg_store *st,
-			const char *into, struct fg_place_report *rep, struct fg_err *err);
+			const char *into, int copy, struct fg_place_report *rep, struct fg_err *err);
 
 #endif

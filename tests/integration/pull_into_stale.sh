@@ -74,6 +74,31 @@ check "  and leaves version 2 in place" sh -c "cmp v2/a.bin out/m/a.bin && cmp v
 man m.json v1 d1
 check "version 1 into a second DIR" "$FGPACK" pull m.json --into out2
 check "  out untouched (version 2 still there)" sh -c "cmp v2/a.bin out/m/a.bin && cmp v2/e.bin out/m/e.bin"
+# --copy: independent copies, not links into the store; a serve script that
+# writes into one (root ignores the 0444 of a link) leaves the store intact;
+# an untouched copy is not written again; copies are taken back like links
+man m.json v1 d1
+"$FGPACK" pull m.json --into cp --copy --json >cp1.json 2>cp1.err
+check_exit "pull --into --copy" 0 sh -c "exit $?"
+blob=$(find "$FGPACK_HOME/blobs" -type f -name "$(sha256sum v1/a.bin | cut -d' ' -f1)")
+if [ "$(stat -c %i cp/m/a.bin)" != "$(stat -c %i "$blob")" ] && [ "$(stat -c %h cp/m/a.bin)" = 1 ] &&
+   [ "$(stat -c %a cp/m/a.bin)" = 644 ] && cmp -s v1/a.bin cp/m/a.bin; then
+	ok "  a.bin is a copy of its own (one link, 0644), same bytes"; else not_ok "  a.bin is a copy of its own"; fi
+check "  --json counts 7 copied, 0 linked" python3 -c "
+import json; d = json.load(open('cp1.json'))
+assert d['copied'] == 7 and d['linked'] == 0, d"
+ino=$(stat -c %i cp/m/sub/copy.bin)
+printf 'scribbled by a serve script\n' >>cp/m/a.bin
+check "  writing into a copy leaves the store intact" "$FGPACK" store verify
+check "  pull --copy again" "$FGPACK" pull m.json --into cp --copy
+check "  the scribbled file restored to the lock's bytes" cmp v1/a.bin cp/m/a.bin
+check "  an untouched copy left as it was (same inode)" test "$(stat -c %i cp/m/sub/copy.bin)" = "$ino"
+man m.json v2
+check "  version 2 with --copy" "$FGPACK" pull m.json --into cp --copy
+if [ ! -e cp/m/b.bin ] && [ ! -e cp/d/x.bin ] && cmp -s v2/a.bin cp/m/a.bin; then
+	ok "  version 1's copies taken back"; else not_ok "  version 1's copies taken back"; fi
+check_exit "--copy without --into: usage error" 2 "$FGPACK" pull m.json --copy
+
 # a second folder target of the weights (MODEL_PATH beside LOCAL_MODEL_DIR):
 # both hold the files, and both are taken back
 printf '{"name": "two", "env": {"WEIGHTS_BUCKET": "file://%s/v1", "LOCAL_MODEL_DIR": "/m", "MODEL_PATH": "/mp"}}\n' "$WORK" >two.json
