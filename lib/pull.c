@@ -675,9 +675,19 @@ static int reuse_hf_cache(struct fg_fetch_item *it, struct want *w, struct fg_st
 	size_t i;
 
 	for (i = 0; i < n && !got; i++) {
-		fg_buf_reset(&p);
-		if (!fg_buf_printf(&p, NULL, "%s/blobs/%s", repos[i], it->expect_sha256))
-			got = take_known(it, w, st, p.data);
+		int k;
+
+		/* an LFS file's blob is named by its sha256; a small git file's by
+		 * its git blob id, the oid the lock keeps (the sha256 to expect
+		 * still checks the bytes) */
+		for (k = 0; k < 2 && !got; k++) {
+			const char *name = k ? w->remote.oid : it->expect_sha256;
+
+			fg_buf_reset(&p);
+			if (name && strlen(name) >= 40 && !strchr(name, '/') && strcmp(name, "..") &&
+			    !fg_buf_printf(&p, NULL, "%s/blobs/%s", repos[i], name))
+				got = take_known(it, w, st, p.data);
+		}
 	}
 	fg_buf_release(&p);
 	if (got) {

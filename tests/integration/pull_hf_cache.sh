@@ -94,4 +94,27 @@ FGPACK_HOME=$WORK/s6 FGPACK_NO_HF_CACHE=1 "$FGPACK" pull m.json --lock a.lock --
 check_exit "  online: succeeds" 0 sh -c "exit $?"
 check_grep "  fetching it" '^GET .*model.safetensors' "$log"
 check "  and the true bytes replace the other ones" cmp "$M/model.safetensors" o6/srv/m/model.safetensors
+# a small git file (not LFS: its cache blob is named by its git blob id,
+# the oid the lock keeps) taken from the cache too, offline
+printf '{"model_type": "gemma4", "small": true}\n' >"$M/small.json"
+restart_ok=1
+sh $S/serve-hub.sh stop "$WORK/st" 2>/dev/null
+ports=$(sh $S/serve-hub.sh start "$hub" "$WORK/st" --cdn '*.safetensors') || restart_ok=0
+HF_ENDPOINT="http://127.0.0.1:${ports%% *}"
+[ $restart_ok = 1 ] && ok "hub restarted with small.json" || not_ok "hub restarted with small.json"
+FGPACK_HOME=$WORK/s8 "$FGPACK" lock m.json -o b.lock >/dev/null 2>&1
+oid=$(python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+c = next(iter(d['manifests'].values()))['components']['model_id']
+print(next(f['remote']['oid'] for f in c['files'] if f['path'] == 'small.json'))" b.lock)
+check "  the lock keeps small.json's git oid" test -n "$oid"
+cache "$WORK/gitcache"
+cp "$M/small.json" "$WORK/gitcache/models--acme--tiny/blobs/$oid"
+FGPACK_HOME=$WORK/s9 HF_HUB_CACHE=$WORK/gitcache "$FGPACK" pull m.json --lock b.lock --locked --offline --into o9 --json >p9.json 2>p9.err
+check_exit "offline, an empty store, all three files in the cache (one by its git oid): succeeds" 0 sh -c "exit $?"
+check "  small.json placed intact" cmp "$M/small.json" o9/srv/m/small.json
+check "  3 files from the cache" python3 -c "
+import json; f = json.load(open('p9.json'))['fetch']
+assert f['files_hf_cache'] == 3, f"
 finish
