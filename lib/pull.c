@@ -646,10 +646,11 @@ static char **hf_cache_repos(size_t *n)
 }
 
 /* A file on disk that may already hold the bytes of item it (its size, then
- * the sha256 to expect, checked while it is copied into the store). The
- * bytes taken, or 0 when it is not that file (nothing is kept then). */
-static unsigned long long take_known(struct fg_fetch_item *it, const struct want *w, struct fg_store *st,
-				     const char *path)
+ * the sha256 to expect, checked while it is copied into the store): 1 when
+ * it did (counted in *files, *bytes), 0 when it is not that file (nothing
+ * is kept then). */
+static int take_known(struct fg_fetch_item *it, struct want *w, struct fg_store *st, const char *path,
+		      size_t *files, unsigned long long *bytes)
 {
 	struct stat sb;
 	unsigned long long size = 0;
@@ -660,7 +661,10 @@ static unsigned long long take_known(struct fg_fetch_item *it, const struct want
 			       NULL))
 		return 0;
 	it->present = present;
-	return size ? size : 1;
+	w->reused = 1;
+	(*files)++;
+	*bytes += size;
+	return 1;
 }
 
 /* A file whose sha256 is known, found in huggingface_hub's cache under that
@@ -671,7 +675,7 @@ static int reuse_hf_cache(struct fg_fetch_item *it, struct want *w, struct fg_st
 			  size_t n, struct fg_fetch_stats *fs)
 {
 	struct fg_buf p = FG_BUF_INIT;
-	unsigned long long got = 0;
+	int got = 0;
 	size_t i;
 
 	for (i = 0; i < n && !got; i++) {
@@ -686,16 +690,11 @@ static int reuse_hf_cache(struct fg_fetch_item *it, struct want *w, struct fg_st
 			fg_buf_reset(&p);
 			if (name && strlen(name) >= 40 && !strchr(name, '/') && strcmp(name, "..") &&
 			    !fg_buf_printf(&p, NULL, "%s/blobs/%s", repos[i], name))
-				got = take_known(it, w, st, p.data);
+				got = take_known(it, w, st, p.data, &fs->files_reused, &fs->bytes_reused);
 		}
 	}
 	fg_buf_release(&p);
-	if (got) {
-		w->reused = 1;
-		fs->files_reused++;
-		fs->bytes_reused += w->size;
-	}
-	return got != 0;
+	return got;
 }
 
 /* pull --into: the file already where it is to be placed (an earlier
@@ -706,21 +705,16 @@ static int reuse_target(struct fg_fetch_item *it, struct want *w, struct fg_stor
 {
 	struct fg_lock_component c;
 	struct fg_buf dir = FG_BUF_INIT, path = FG_BUF_INIT;
-	unsigned long long got = 0;
+	int got = 0;
 
 	memset(&c, 0, sizeof(c));
 	c.key = mc->key;
 	c.target = mc->target;
 	if (!fg_pull_target_dir(&dir, into, &c, NULL) && !fg_path_join(&path, dir.data, w->rel, NULL))
-		got = take_known(it, w, st, path.data);
+		got = take_known(it, w, st, path.data, &fs->files_in_place, &fs->bytes_in_place);
 	fg_buf_release(&dir);
 	fg_buf_release(&path);
-	if (got) {
-		w->reused = 1;
-		fs->files_in_place++;
-		fs->bytes_in_place += w->size;
-	}
-	return got != 0;
+	return got;
 }
 
 static int fetch_plan(struct fg_pull_report *rep, struct plan *p, struct fg_store *st,
