@@ -1178,7 +1178,7 @@ static int draft_check(const struct fg_g4_model *a, const struct fg_g4_model *t,
 	if (ac->ordered_emb &&
 	    (ac->n_centroids < 1 || ac->n_centroids > 65536 || ac->centroid_top_k < 1 || ac->centroid_top_k > 64 ||
 	     ac->centroid_top_k > ac->n_centroids || ac->vocab % ac->n_centroids || !a->ordering ||
-	     a->head.fmt == FG_W_INT4 || ac->hidden % 8))
+	     a->head.fmt == FG_W_INT4))
 		return fg_err_set(err, FG_EUNSUPPORTED,
 				  "cuda drafter: ordered head with %d centroids, top %d, vocabulary %d (want top 1..64, "
 				  "at most 65536 centroids dividing the vocabulary, a bf16/f16/f32 head)",

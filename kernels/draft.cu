@@ -162,10 +162,11 @@ extern "C" int fg_k_centroid_select(struct fg_kctx *ctx, int32_t *d_ids, const f
 
 /* Warp w of block b: y[4b + w] = table row ids[4b + w] . x. Lane l sums, in
  * order, the 16-byte pieces l, l + 32, l + 64, ... of the row (PER elements
- * each, in element order, one fmaf each), then a fixed xor tree: the order of
- * fg_k_moe_matvec's rows (k a multiple of 8: no tail). VEC: the table is
- * 16-byte aligned and read 16 bytes a load; otherwise element by element in
- * the same order. A negative id gives NaN. */
+ * each, in element order, one fmaf each), then, if k is not a multiple of
+ * PER, the tail element k - k % PER + l, then a fixed xor tree: the order of
+ * fg_k_moe_matvec's rows. VEC: the table and its rows are 16-byte aligned
+ * and read 16 bytes a load; otherwise element by element in the same order.
+ * A negative id gives NaN. */
 template <typename T, bool VEC>
 __global__ void __launch_bounds__(GM_WARPS * 32)
 	gather_matvec(float *__restrict__ y, const T *__restrict__ table, const int32_t *__restrict__ ids, int n_ids,
@@ -214,6 +215,15 @@ __global__ void __launch_bounds__(GM_WARPS * 32)
 				}
 		}
 	}
+	if (kp * PER + lane < k) { /* the tail, as fg_k_moe_matvec's rows */
+		float f;
+
+		if constexpr (sizeof(T) == 2)
+			f = fg_bf16f(__ldg(row + kp * PER + lane));
+		else
+			f = __ldg(row + kp * PER + lane);
+		acc = fmaf(f, x[kp * PER + lane], acc);
+	}
 	acc = fg_warp_sum(acc);
 	if (lane == 0)
 		y[j] = acc;
@@ -225,7 +235,7 @@ static void gather_launch(struct fg_kctx *ctx, float *d_y, const T *d_table, con
 {
 	dim3 grid((unsigned)((n_ids + GM_WARPS - 1) / GM_WARPS)), block(GM_WARPS * 32);
 
-	if (((uintptr_t)d_table & 15) == 0)
+	if (((uintptr_t)d_table & 15) == 0 && k % (16 / (int)sizeof(T)) == 0) /* rows 16-byte aligned */
 		fg_launch_pdl(ctx, gather_matvec<T, true>, grid, block, 0, d_y, d_table, d_ids, n_ids, d_x, k);
 	else
 		fg_launch_pdl(ctx, gather_matvec<T, false>, grid, block, 0, d_y, d_table, d_ids, n_ids, d_x, k);
@@ -236,9 +246,9 @@ extern "C" int fg_k_gather_matvec(struct fg_kctx *ctx, float *d_y, const void *d
 {
 	if (fg_need_ctx(ctx, err))
 		return FG_EINVAL;
-	if (n_ids < 0 || k < 8 || k % 8 || k > FG_GATHER_MAX_K)
-		return fg_err_set(err, FG_EINVAL, "gather matvec: %d rows of k = %d (k a multiple of 8, 8..%d)", n_ids,
-				  k, FG_GATHER_MAX_K);
+	if (n_ids < 0 || k < 1 || k > FG_GATHER_MAX_K)
+		return fg_err_set(err, FG_EINVAL, "gather matvec: %d rows of k = %d (k from 1 to %d)", n_ids, k,
+				  FG_GATHER_MAX_K);
 	if (!d_y || !d_table || !d_ids || !d_x)
 		return fg_err_set(err, FG_EINVAL, "gather matvec: output, table, ids or x missing");
 	if ((uintptr_t)d_x & 15)

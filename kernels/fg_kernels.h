@@ -496,9 +496,11 @@ int fg_k_centroid_select(struct fg_kctx *ctx, int32_t *d_ids, const float *d_z, 
 			 const int32_t *d_order, int per, struct fg_err *err);
 /* d_y[j] = table row d_ids[j] . d_x for j < n_ids: table [*][k] (bf16 when
  * bf16, else f32), fp32 products summed in a fixed order (fg_ref_gather_matvec
- * gives the same bits); a negative id gives NaN. d_x 16-byte aligned; k a
- * multiple of 8 (8..FG_GATHER_MAX_K); the table aligned to its element (read
- * 16 bytes a load where it is 16-byte aligned). n_ids 0 launches nothing. */
+ * gives the same bits); a negative id gives NaN. d_x 16-byte aligned; k from
+ * 1 to FG_GATHER_MAX_K (a width that is not whole 16-byte pieces sums its
+ * tail as fg_k_moe_matvec does); the table aligned to its element (read 16
+ * bytes a load where it and its rows are 16-byte aligned). n_ids 0 launches
+ * nothing. */
 int fg_k_gather_matvec(struct fg_kctx *ctx, float *d_y, const void *d_table, int bf16, const int32_t *d_ids,
 		       int n_ids, const float *d_x, int k, struct fg_err *err);
 
