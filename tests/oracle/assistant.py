@@ -61,7 +61,11 @@ TEXT = {"model_type": "gemma4_text", "vocab_size": 512, "hidden_size": 48, "inte
         "attention_bias": False, "attention_k_eq_v": False, "enable_moe_block": False,
         "use_double_wide_mlp": False, "bos_token_id": 2, "eos_token_id": 1, "pad_token_id": 0}
 VARIANTS = {"plain": {}, "ordered": {"use_ordered_embeddings": True, "num_centroids": 32,
-                                     "centroid_intermediate_top_k": 4}}
+                                     "centroid_intermediate_top_k": 4},
+            # a drafter whose widths are no multiple of 8 (hidden 20, MLP 36):
+            # the head's gather and the matvecs take their element-load forms
+            "ordered-odd": {"use_ordered_embeddings": True, "num_centroids": 16,
+                            "centroid_intermediate_top_k": 3, "text": {"hidden_size": 20, "intermediate_size": 36}}}
 
 
 def log(*a):
@@ -71,7 +75,9 @@ def log(*a):
 def build_assistant(extra, seed):
     import torch
     from transformers import Gemma4AssistantConfig, Gemma4AssistantForCausalLM
-    cfg = Gemma4AssistantConfig(text_config=dict(TEXT), backbone_hidden_size=96, **extra)
+    extra = dict(extra)
+    text = dict(TEXT, **extra.pop("text", {}))
+    cfg = Gemma4AssistantConfig(text_config=text, backbone_hidden_size=96, **extra)
     cfg._attn_implementation = "eager"
     cfg.get_text_config()._attn_implementation = "eager"
     torch.manual_seed(seed)
@@ -259,7 +265,8 @@ def main():
     go.load_weights(target, w)
     prompts = tg.prompts()
     log("prompts of lengths", [len(p) for p in prompts])
-    for name, extra in VARIANTS.items():
+    names = sys.argv[2:] or list(VARIANTS)
+    for name, extra in ((n, VARIANTS[n]) for n in names):
         log("==", name)
         try:
             run(name, extra, target, prompts)

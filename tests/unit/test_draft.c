@@ -595,6 +595,7 @@ int main(void)
 		return tap_done();
 	check_variant(e, "plain");
 	check_variant(e, "ordered");
+	check_variant(e, "ordered-odd"); /* hidden 20, MLP 36: no width a multiple of 8 */
 	check_fit(e);
 	check_load();
 	check_top_k(e);

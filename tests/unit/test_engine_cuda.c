@@ -824,6 +824,8 @@ int main(void)
 	check_draft("ordered", 0, 1);  /* CENTROID_TOP_K: one cluster of 16 tokens */
 	check_draft("ordered", 0, 32); /* every centroid: the whole vocabulary */
 	check_draft("ordered", 5, 7);
+	check_draft("ordered-odd", 0, 0); /* hidden 20, MLP 36: no width a multiple of 8 */
+	check_draft("ordered-odd", 5, 2);
 	check_engine_top_k();
 	check_draft_rounds("plain", 4);
 	check_draft_rounds("ordered", 3);
