@@ -241,6 +241,8 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 	struct fg_buf key = FG_BUF_INIT;
 	struct fg_err err;
 	struct fg_place_report placed;
+	cJSON *ex;
+	size_t u;
 
 	fg_err_clear(&err);
 	memset(&placed, 0, sizeof(placed));
@@ -361,10 +363,9 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 			cJSON_AddNumberToObject(doc, "kept_changed", (double)placed.kept);
 			cJSON_AddNumberToObject(doc, "unknown_files", (double)placed.foreign);
 			cJSON_AddBoolToObject(doc, "unknown_files_more", placed.foreign_more);
-			cJSON_AddItemToObject(doc, "unknown_examples", cJSON_CreateArray());
-			for (size_t u = 0; u < 3 && placed.foreign_ex[u]; u++)
-				cJSON_AddItemToArray(cJSON_GetObjectItem(doc, "unknown_examples"),
-						     cJSON_CreateString(placed.foreign_ex[u]));
+			ex = cJSON_AddArrayToObject(doc, "unknown_examples");
+			for (u = 0; ex && u < FG_PLACE_EXAMPLES && placed.foreign_ex[u]; u++)
+				cJSON_AddItemToArray(ex, cJSON_CreateString(placed.foreign_ex[u]));
 		}
 		if (!fg_json_write(&out, doc, 1, &err))
 			fwrite(out.data, 1, out.len, stdout);
@@ -397,14 +398,17 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 			fprintf(stderr, ", %zu no longer in the lock removed", placed.removed);
 		fprintf(stderr, "\n");
 	}
-	if (into && placed.foreign)
+	if (into && placed.foreign) {
+		struct fg_buf names = FG_BUF_INIT;
+
+		for (u = 0; u < FG_PLACE_EXAMPLES && placed.foreign_ex[u]; u++)
+			fg_buf_printf(&names, NULL, "%s%s", u ? ", " : "", placed.foreign_ex[u]);
 		fprintf(stderr, "fgpack pull: warning: %s%zu file%s in the target folders under %s that the lock "
-			"does not name (%s%s%s%s%s%s): a serve script reading the folder may load %s\n",
+			"does not name (%s%s): a serve script reading the folder may load %s\n",
 			placed.foreign_more ? "at least " : "", placed.foreign, placed.foreign == 1 ? "" : "s", into,
-			placed.foreign_ex[0] ? placed.foreign_ex[0] : "", placed.foreign_ex[1] ? ", " : "",
-			placed.foreign_ex[1] ? placed.foreign_ex[1] : "", placed.foreign_ex[2] ? ", " : "",
-			placed.foreign_ex[2] ? placed.foreign_ex[2] : "", placed.foreign > 3 ? ", ..." : "",
-			placed.foreign == 1 ? "it" : "them");
+			names.data ? names.data : "", placed.foreign > u ? ", ..." : "", placed.foreign == 1 ? "it" : "them");
+		fg_buf_release(&names);
+	}
 	if (into && placed.kept)
 		fprintf(stderr, "fgpack pull: warning: %zu file%s placed under %s earlier and no longer in the "
 			"lock changed since; kept\n", placed.kept, placed.kept == 1 ? "" : "s", into);

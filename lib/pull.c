@@ -667,6 +667,17 @@ static int take_known(struct fg_fetch_item *it, struct want *w, struct fg_store 
 	return 1;
 }
 
+/* A git blob id (40 hex) or a sha256 (64 hex): a cache blob's name. */
+static int hex_id(const char *s)
+{
+	size_t n = s ? strlen(s) : 0, i;
+
+	for (i = 0; i < n; i++)
+		if (fg_hex_value(s[i]) < 0)
+			return 0;
+	return n == 40 || n == 64;
+}
+
 /* A file whose sha256 is known, found in huggingface_hub's cache under that
  * name (blobs/<sha256>) with its size: copied into the store, hashed on the
  * way (a blob that does not hash to its name is left out, and the file
@@ -688,8 +699,7 @@ static int reuse_hf_cache(struct fg_fetch_item *it, struct want *w, struct fg_st
 			const char *name = k ? w->remote.oid : it->expect_sha256;
 
 			fg_buf_reset(&p);
-			if (name && strlen(name) >= 40 && !strchr(name, '/') && strcmp(name, "..") &&
-			    !fg_buf_printf(&p, NULL, "%s/blobs/%s", repos[i], name))
+			if (hex_id(name) && !fg_buf_printf(&p, NULL, "%s/blobs/%s", repos[i], name))
 				got = take_known(it, w, st, p.data, &fs->files_reused, &fs->bytes_reused);
 		}
 	}
@@ -697,20 +707,19 @@ static int reuse_hf_cache(struct fg_fetch_item *it, struct want *w, struct fg_st
 	return got;
 }
 
+static int target_dir(struct fg_buf *out, const char *into, const char *key, const char *target,
+		      struct fg_err *err);
+
 /* pull --into: the file already where it is to be placed (an earlier
  * `hf download --local-dir`, or a copy) with its size and the sha256 to
  * expect: copied into the store, hashed on the way, instead of fetched. */
 static int reuse_target(struct fg_fetch_item *it, struct want *w, struct fg_store *st, const char *into,
 			const struct fg_component *mc, struct fg_fetch_stats *fs)
 {
-	struct fg_lock_component c;
 	struct fg_buf dir = FG_BUF_INIT, path = FG_BUF_INIT;
 	int got = 0;
 
-	memset(&c, 0, sizeof(c));
-	c.key = mc->key;
-	c.target = mc->target;
-	if (!fg_pull_target_dir(&dir, into, &c, NULL) && !fg_path_join(&path, dir.data, w->rel, NULL))
+	if (!target_dir(&dir, into, mc->key, mc->target, NULL) && !fg_path_join(&path, dir.data, w->rel, NULL))
 		got = take_known(it, w, st, path.data, &fs->files_in_place, &fs->bytes_in_place);
 	fg_buf_release(&dir);
 	fg_buf_release(&path);
@@ -857,9 +866,6 @@ static int compare_with_lock(const struct plan *p, const struct fg_lock_manifest
 	return 0;
 }
 
-/* --locked, plain URLs whose server gives neither ETag nor Last-Modified:
- * nothing but the bytes can show a change, so they are fetched again and
- * hashed. A changed file's new blob is not kept. */
 /* A file check_unvalidated need not fetch again: one whose server names its
  * content (ETag or Last-Modified, checked by the listing), or one this very
  * run just fetched from the server and hashed against the lock. */
@@ -869,6 +875,9 @@ static int unvalidated_skip(const struct want *w, const struct fg_fetch_item *go
 	       (got && got->sha256[0] && !got->present && !w->reused);
 }
 
+/* --locked, plain URLs whose server gives neither ETag nor Last-Modified:
+ * nothing but the bytes can show a change, so they are fetched again and
+ * hashed (unless unvalidated_skip). A changed file's new blob is not kept. */
 static int check_unvalidated(struct fg_pull_report *rep, const struct plan *p, const struct fg_fetch_item *got,
 			     struct fg_store *st, struct fg_http *h, const struct fg_pull_opts *o, struct fg_err *err)
 {
@@ -1343,43 +1352,57 @@ done:
 	return rc;
 }
 
+/* The folder of a component under --into's DIR, relative to it: its target
+ * as a shell or Python would read the path ("/tmp/w/", "/tmp//w" and "./w"
+ * name the same folder as "/tmp/w" and "w"; ".." never leaves DIR), or
+ * _components/<key> without one. */
+static int target_rel(struct fg_buf *out, const char *key, const char *target, struct fg_err *err)
+{
+	const char *t = target;
+	size_t start = out->len;
+	int rc = 0;
+
+	if (!t) {
+		if (!fg_path_is_safe_rel(key))
+			return fg_err_set(err, FG_EINVAL, "%s: key is not a safe folder name", key);
+		return fg_buf_printf(out, err, "_components/%s", key);
+	}
+	while (!rc && *t) {
+		size_t n = strcspn(t, "/");
+
+		if (n == 2 && t[0] == '.' && t[1] == '.')
+			rc = fg_err_set(err, FG_EINVAL, "%s: target %s goes up a folder ('..')", key, target);
+		else if (n && !(n == 1 && t[0] == '.'))
+			rc = fg_buf_printf(out, err, "%s%.*s", out->len > start ? "/" : "", (int)n, t);
+		t += n;
+		while (*t == '/')
+			t++;
+	}
+	if (!rc && out->len == start)
+		rc = fg_err_set(err, FG_EINVAL, "%s: target %s is the root", key, target);
+	else if (!rc && !fg_path_is_safe_rel(out->data + start))
+		rc = fg_err_set(err, FG_EINVAL, "%s: target %s holds a backslash or a control character", key,
+				target);
+	return rc;
+}
+
+/* DIR/<the folder target_rel names> */
+static int target_dir(struct fg_buf *out, const char *into, const char *key, const char *target,
+		      struct fg_err *err)
+{
+	struct fg_buf rel = FG_BUF_INIT;
+	int rc = target_rel(&rel, key, target, err);
+
+	if (!rc)
+		rc = fg_path_join(out, into, rel.data, err);
+	fg_buf_release(&rel);
+	return rc;
+}
+
 int fg_pull_target_dir(struct fg_buf *out, const char *into, const struct fg_lock_component *c,
 		       struct fg_err *err)
 {
-	const char *t = c->target;
-
-	if (t) {
-		/* the path as a shell or Python would read it: "/tmp/w/", "/tmp//w"
-		 * and "./w" name the same folder as "/tmp/w" and "w"; ".." never
-		 * leaves DIR */
-		struct fg_buf norm = FG_BUF_INIT;
-		int rc = 0;
-
-		while (!rc && *t) {
-			size_t n = strcspn(t, "/");
-
-			if (n == 2 && t[0] == '.' && t[1] == '.')
-				rc = fg_err_set(err, FG_EINVAL, "%s: target %s goes up a folder ('..')",
-						c->key, c->target);
-			else if (n && !(n == 1 && t[0] == '.'))
-				rc = fg_buf_printf(&norm, err, "%s%.*s", norm.len ? "/" : "", (int)n, t);
-			t += n;
-			while (*t == '/')
-				t++;
-		}
-		if (!rc && !norm.len)
-			rc = fg_err_set(err, FG_EINVAL, "%s: target %s is the root", c->key, c->target);
-		else if (!rc && !fg_path_is_safe_rel(norm.data))
-			rc = fg_err_set(err, FG_EINVAL, "%s: target %s holds a backslash or a control "
-					"character", c->key, c->target);
-		if (!rc)
-			rc = fg_path_join(out, into, norm.data, err);
-		fg_buf_release(&norm);
-		return rc;
-	}
-	if (!fg_path_is_safe_rel(c->key))
-		return fg_err_set(err, FG_EINVAL, "%s: key is not a safe folder name", c->key);
-	return fg_buf_printf(out, err, "%s/_components/%s", into, c->key);
+	return target_dir(out, into, c->key, c->target, err);
 }
 
 struct placed {
@@ -1463,18 +1486,6 @@ static int placed_record_path(struct fg_buf *out, const struct fg_store *st, con
 	return fg_buf_printf(out, err, "%s/placed/%s.json", fg_store_root(st), hex);
 }
 
-/* The path of file i of c relative to DIR ("tmp/w/model.safetensors"). */
-static int placed_rel(struct fg_buf *out, const struct fg_lock_component *c, size_t i, struct fg_err *err)
-{
-	struct fg_buf dir = FG_BUF_INIT;
-	int rc = fg_pull_target_dir(&dir, ".", c, err);
-
-	if (!rc)
-		rc = fg_path_join(out, dir.data + 2, c->files[i].path, err);
-	fg_buf_release(&dir);
-	return rc;
-}
-
 /* 1 when no folder between root and root/rel is a symlink, and root/rel is
  * a regular file (lstat into *sb). */
 static int plain_file_under(const char *root, const char *rel, struct stat *sb)
@@ -1496,14 +1507,21 @@ static int plain_file_under(const char *root, const char *rel, struct stat *sb)
 	return good;
 }
 
-static void copy_stamp(char *out, size_t n, const struct stat *sb);
+/* A placed copy's inode as it was when fgpack wrote it ("dev:ino:size:mtime
+ * ns:ctime ns"): while a file still shows it, nobody wrote to it since (as
+ * the store's stamps reason, lib/store.h), so the next --into leaves it. */
+static void copy_stamp(char *out, size_t n, const struct stat *sb)
+{
+	snprintf(out, n, "%llu:%llu:%lld:%lld:%lld", (unsigned long long)sb->st_dev, (unsigned long long)sb->st_ino,
+		 (long long)sb->st_size, (long long)sb->st_mtim.tv_sec * 1000000000LL + sb->st_mtim.tv_nsec,
+		 (long long)sb->st_ctim.tv_sec * 1000000000LL + sb->st_ctim.tv_nsec);
+}
 
 /* Removes DIR/rel when it still holds blob sha256's bytes (the store's own
  * inode, the copy placed showing its stamp, or a copy that hashes to it),
  * then its folders that became empty, up to DIR. 1 removed, 2 kept (changed
  * since), 0 gone (or no plain file there, or under a symlinked folder), -1
  * on an error. */
-
 static int take_back(const struct fg_store *st, const char *into, const char *rel, const char *sha256,
 		     const char *stamp)
 {
@@ -1554,7 +1572,7 @@ void fg_place_report_release(struct fg_place_report *rep)
 
 	if (!rep)
 		return;
-	for (i = 0; i < sizeof(rep->foreign_ex) / sizeof(rep->foreign_ex[0]); i++)
+	for (i = 0; i < FG_PLACE_EXAMPLES; i++)
 		free(rep->foreign_ex[i]);
 	memset(rep, 0, sizeof(*rep));
 }
@@ -1562,6 +1580,25 @@ void fg_place_report_release(struct fg_place_report *rep)
 static int by_str(const void *a, const void *b)
 {
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The keys of a JSON object, sorted (borrowed from it); NULL when out of
+ * memory. */
+static const char **object_keys(const cJSON *obj, size_t *n)
+{
+	const cJSON *f;
+	const char **k;
+
+	*n = 0;
+	cJSON_ArrayForEach(f, obj)
+		(*n)++;
+	if (!(k = calloc(*n ? *n : 1, sizeof(*k))))
+		return NULL;
+	*n = 0;
+	cJSON_ArrayForEach(f, obj)
+		k[(*n)++] = f->string;
+	qsort(k, *n, sizeof(*k), by_str);
+	return k;
 }
 
 struct foreign_walk {
@@ -1630,7 +1667,7 @@ static void walk_foreign(struct foreign_walk *fw, const char *rel, int depth)
 		key = sub.data;
 		if (bsearch(&key, fw->names, fw->n_names, sizeof(*fw->names), by_str))
 			continue;
-		keep_smallest(fw->r->foreign_ex, sizeof(fw->r->foreign_ex) / sizeof(fw->r->foreign_ex[0]), sub.data);
+		keep_smallest(fw->r->foreign_ex, FG_PLACE_EXAMPLES, sub.data);
 		fw->r->foreign++;
 	}
 	closedir(d);
@@ -1641,7 +1678,7 @@ static void walk_foreign(struct foreign_walk *fw, const char *rel, int depth)
 /* The target folders of lm (each once; one inside another is walked with
  * it) looked through for files that neither lm names nor --into placed. */
 static int find_foreign(const struct fg_lock_manifest *lm, const struct fg_store *st, const char *real_into,
-			const cJSON *files, struct fg_place_report *r, struct fg_err *err)
+			const char *const *placed, size_t n_placed, struct fg_place_report *r, struct fg_err *err)
 {
 	struct foreign_walk fw;
 	struct fg_buf p = FG_BUF_INIT, text = FG_BUF_INIT;
@@ -1678,8 +1715,7 @@ static int find_foreign(const struct fg_lock_manifest *lm, const struct fg_store
 		}
 		closedir(d);
 	}
-	cJSON_ArrayForEach(f, files)
-		n++;
+	n = n_placed;
 	cJSON_ArrayForEach(o, others)
 		cJSON_ArrayForEach(f, fg_json_obj(o, "files"))
 			n++;
@@ -1689,8 +1725,8 @@ static int find_foreign(const struct fg_lock_manifest *lm, const struct fg_store
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 		goto out;
 	}
-	cJSON_ArrayForEach(f, files)
-		fw.names[fw.n_names++] = f->string;
+	memcpy(fw.names, placed, n_placed * sizeof(*placed));
+	fw.n_names = n_placed;
 	cJSON_ArrayForEach(o, others)
 		cJSON_ArrayForEach(f, fg_json_obj(o, "files"))
 			fw.names[fw.n_names++] = f->string;
@@ -1698,9 +1734,9 @@ static int find_foreign(const struct fg_lock_manifest *lm, const struct fg_store
 	for (ci = 0; ci < lm->n_components; ci++) {
 		struct fg_buf dir = FG_BUF_INIT;
 
-		if (lm->components[ci]->target && !fg_pull_target_dir(&dir, ".", lm->components[ci], NULL) &&
-		    dir.len > 2)
-			dirs[nd++] = strdup(dir.data + 2);
+		if (lm->components[ci]->target &&
+		    !target_rel(&dir, lm->components[ci]->key, lm->components[ci]->target, NULL))
+			dirs[nd++] = strdup(dir.data);
 		fg_buf_release(&dir);
 		if (nd && !dirs[nd - 1]) {
 			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
@@ -1770,22 +1806,14 @@ static int place_view(struct fg_lock_manifest *view, struct fg_lock_component **
 	return 0;
 }
 
-/* A placed copy's inode as it was when fgpack wrote it ("dev:ino:size:mtime
- * ns:ctime ns"): while a file still shows it, nobody wrote to it since (as
- * the store's stamps reason, lib/store.h), so the next --into leaves it. */
-static void copy_stamp(char *out, size_t n, const struct stat *sb)
-{
-	snprintf(out, n, "%llu:%llu:%lld:%lld:%lld", (unsigned long long)sb->st_dev, (unsigned long long)sb->st_ino,
-		 (long long)sb->st_size, (long long)sb->st_mtim.tv_sec * 1000000000LL + sb->st_mtim.tv_nsec,
-		 (long long)sb->st_ctim.tv_sec * 1000000000LL + sb->st_ctim.tv_nsec);
-}
-
 int fg_pull_materialize(const struct fg_lock_manifest *lm0, const struct fg_manifest *m, struct fg_store *st,
 			const char *into, int copy, struct fg_place_report *rep, struct fg_err *err)
 {
 	struct fg_buf dir = FG_BUF_INIT, dst = FG_BUF_INIT, blob = FG_BUF_INIT, rec = FG_BUF_INIT,
-		      text = FG_BUF_INIT, rel = FG_BUF_INIT;
+		      text = FG_BUF_INIT, rel = FG_BUF_INIT, reldir = FG_BUF_INIT;
 	struct fg_place_report r;
+	const char **names = NULL; /* this run's placed paths, sorted */
+	size_t nn = 0;
 	struct fg_lock_manifest view;
 	struct fg_lock_component *copies = NULL;
 	const struct fg_lock_manifest *lm = &view;
@@ -1821,7 +1849,10 @@ int fg_pull_materialize(const struct fg_lock_manifest *lm0, const struct fg_mani
 		const struct fg_lock_component *c = lm->components[ci];
 
 		fg_buf_reset(&dir);
-		rc = fg_pull_target_dir(&dir, into, c, err);
+		fg_buf_reset(&reldir);
+		rc = target_rel(&reldir, c->key, c->target, err);
+		if (!rc)
+			rc = fg_path_join(&dir, into, reldir.data, err);
 		if (!rc)
 			rc = fg_mkdir_p(dir.data, 0755, err);
 		for (i = 0; !rc && i < c->n_files; i++) {
@@ -1829,7 +1860,7 @@ int fg_pull_materialize(const struct fg_lock_manifest *lm0, const struct fg_mani
 			struct stat ds, bs;
 
 			fg_buf_reset(&rel);
-			rc = placed_rel(&rel, c, i, err);
+			rc = fg_path_join(&rel, reldir.data, c->files[i].path, err);
 			if (!rc && !cJSON_AddStringToObject(files, rel.data, c->files[i].sha256))
 				rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 			if (rc)
@@ -1842,16 +1873,17 @@ int fg_pull_materialize(const struct fg_lock_manifest *lm0, const struct fg_mani
 			if (!fg_path_join(&dst, dir.data, c->files[i].path, NULL) &&
 			    !fg_store_blob_path(&blob, st, c->files[i].sha256, NULL) &&
 			    !lstat(dst.data, &ds) && S_ISREG(ds.st_mode) && !stat(blob.data, &bs)) {
-				const char *ws = fg_json_str(fg_json_obj(was, "files"), rel.data);
-				const char *wc = fg_json_str(fg_json_obj(was, "copies"), rel.data);
+				int linked = ds.st_ino == bs.st_ino && ds.st_dev == bs.st_dev;
+				const char *ws, *wc;
 
-				if (!copy && ds.st_ino == bs.st_ino && ds.st_dev == bs.st_dev) {
+				if (linked && !copy) {
 					r.linked++;
 					continue;
 				}
+				ws = linked ? NULL : fg_json_str(fg_json_obj(was, "files"), rel.data);
+				wc = ws ? fg_json_str(fg_json_obj(was, "copies"), rel.data) : NULL;
 				copy_stamp(stamp, sizeof(stamp), &ds);
-				if ((ds.st_ino != bs.st_ino || ds.st_dev != bs.st_dev) && ws &&
-				    !strcmp(ws, c->files[i].sha256) && wc && !strcmp(wc, stamp)) {
+				if (ws && !strcmp(ws, c->files[i].sha256) && wc && !strcmp(wc, stamp)) {
 					if (!cJSON_AddStringToObject(copies_now, rel.data, stamp))
 						rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 					r.copied++;
@@ -1875,11 +1907,14 @@ int fg_pull_materialize(const struct fg_lock_manifest *lm0, const struct fg_mani
 	/* what the last --into of this manifest here placed and this one does
 	 * not: removed while it still holds those bytes (a file changed since
 	 * is the user's now, and kept) */
+	if (!rc && !(names = object_keys(files, &nn)))
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 	if (!rc && was) {
 		cJSON_ArrayForEach(f, fg_json_obj(was, "files")) {
+			const char *key = f->string;
 			int t;
 
-			if (!cJSON_IsString(f) || cJSON_GetObjectItemCaseSensitive(files, f->string))
+			if (!cJSON_IsString(f) || bsearch(&key, names, nn, sizeof(*names), by_str))
 				continue;
 			t = take_back(st, real, f->string, f->valuestring,
 				      fg_json_str(fg_json_obj(was, "copies"), f->string));
@@ -1892,7 +1927,7 @@ int fg_pull_materialize(const struct fg_lock_manifest *lm0, const struct fg_mani
 		}
 	}
 	if (!rc)
-		rc = find_foreign(lm, st, real, files, &r, err);
+		rc = find_foreign(lm, st, real, names, nn, &r, err);
 	if (!rc) {
 		fg_buf_reset(&dir);
 		fg_buf_reset(&text);
@@ -1912,6 +1947,8 @@ int fg_pull_materialize(const struct fg_lock_manifest *lm0, const struct fg_mani
 	fg_buf_release(&rec);
 	fg_buf_release(&text);
 	fg_buf_release(&rel);
+	free(names);
+	fg_buf_release(&reldir);
 	free(view.components);
 	free(copies);
 	if (rep)

@@ -75,7 +75,9 @@ struct fg_place_report {
 	size_t kept;           /* such files left alone: changed since they were placed */
 	size_t foreign;        /* files in the components' target folders that lm does not name
 				  and no --into of it placed (a stale download, another version) */
-	char *foreign_ex[3];   /* the first of them, as paths under DIR (NULL-padded) */
+#define FG_PLACE_EXAMPLES 3
+	char *foreign_ex[FG_PLACE_EXAMPLES]; /* the first of them in byte order, as paths under DIR
+						(NULL-padded) */
 	int foreign_more;      /* the look stopped at its bound: there may be more */
 };
 void fg_place_report_release(struct fg_place_report *rep);

@@ -491,30 +491,29 @@ int fg_hf_home_path(struct fg_buf *out, const char *first_var, const char *leaf,
  * HF_TOKEN_PATH, else $HF_HOME/token, else $XDG_CACHE_HOME/huggingface/token,
  * else ~/.cache/huggingface/token. Surrounding whitespace is dropped. None at
  * all with HF_HUB_DISABLE_IMPLICIT_TOKEN set. *tok is NULL when there is none;
- * *from names where it came from (for errors). */
-static int find_token(char **tok, const char **from, struct fg_err *err)
+ * an unusable one is refused naming where it came from. */
+static int find_token(char **tok, struct fg_err *err)
 {
 	static const char *const vars[] = { "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN" };
 	struct fg_buf path = FG_BUF_INIT, text = FG_BUF_INIT;
-	const char *v = NULL;
+	const char *v = NULL, *from = NULL;
 	size_t i, a, b;
 	int rc = 0;
 
 	*tok = NULL;
-	*from = NULL;
 	if (truthy(getenv("HF_HUB_DISABLE_IMPLICIT_TOKEN")))
 		return 0;
-	for (i = 0; i < sizeof(vars) / sizeof(vars[0]) && !*from; i++)
+	for (i = 0; i < sizeof(vars) / sizeof(vars[0]) && !from; i++)
 		if ((v = getenv(vars[i])) && *v)
-			*from = vars[i];
-	if (!*from) {
+			from = vars[i];
+	if (!from) {
 		rc = fg_hf_home_path(&path, "HF_TOKEN_PATH", "token", err);
 		if (rc || !path.len || fg_file_read(path.data, 4096, &text, NULL)) {
 			fg_buf_release(&path);
 			return rc;
 		}
 		v = text.data;
-		*from = "the token file";
+		from = path.data;
 	}
 	for (a = 0; isspace((unsigned char)v[a]); a++)
 		;
@@ -523,8 +522,7 @@ static int find_token(char **tok, const char **from, struct fg_err *err)
 	if (b > a && !(*tok = dupn(v + a, b - a)))
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 	else if (*tok && (has_ctl(*tok) || strchr(*tok, ' '))) {
-		rc = fg_err_set(err, FG_EINVAL, "%s: the token holds a space or a control character",
-				path.len ? path.data : *from);
+		rc = fg_err_set(err, FG_EINVAL, "%s: the token holds a space or a control character", from);
 		free(*tok);
 		*tok = NULL;
 	}
@@ -535,7 +533,7 @@ static int find_token(char **tok, const char **from, struct fg_err *err)
 
 int fg_hub_env_load(struct fg_hub_env **out, struct fg_err *err)
 {
-	const char *ep = getenv("HF_ENDPOINT"), *from = NULL;
+	const char *ep = getenv("HF_ENDPOINT");
 	char *tok = NULL;
 	struct fg_hub_env *e;
 	size_t n;
@@ -548,7 +546,7 @@ int fg_hub_env_load(struct fg_hub_env **out, struct fg_err *err)
 		return fg_err_set(err, FG_EINVAL, "HF_ENDPOINT=%s: expected an http(s):// URL", ep);
 	if (has_ctl(ep) || strchr(ep, ' '))
 		return fg_err_set(err, FG_EINVAL, "HF_ENDPOINT: contains a space or control character");
-	if ((rc = find_token(&tok, &from, err)))
+	if ((rc = find_token(&tok, err)))
 		return rc;
 	e = calloc(1, sizeof(*e));
 	if (!e) {
