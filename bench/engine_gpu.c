@@ -21,7 +21,8 @@
  *   - with FG_BENCH_E4B=DIR, the engine on an E4B-shaped INT4 checkpoint
  *     (bench/hf_gemma4_e4b.py --write-int4): ms per token of greedy decodes
  *     after a warm-up, for each kernel; FG_BENCH_HF_MS (transformers' ms per
- *     token, measured before in the same run) adds the ratios;
+ *     token, measured before in the same run) adds the ratios, and
+ *     FG_BENCH_HF_COMPILED_MS (the same with a static cache, compiled) more;
  *     FG_BENCH_E4B_K12=DIR the same on that checkpoint with its head pruned
  *     to a 12k keepset (fgpack bake prune-head --head int4), the issue's
  *     benchmark model; FG_BENCH_E4B_LEVELS="0 1 2" runs the fma engine on it
@@ -364,6 +365,10 @@ static void engine_e4b(const char *dir, double read_gbs, const double *body_byte
 	char lv[8];
 	int nl = 0, runs, projected = 0;
 	const char *env_pf = getenv("FG_PREFETCH");
+	/* transformers with a static cache, compiled (FG_BENCH_HF_COMPILED_MS,
+	 * measured before in the same run when it ran) */
+	const char *hfc = getenv("FG_BENCH_HF_COMPILED_MS");
+	double hfc_ms = hfc ? strtod(hfc, NULL) : 0.0;
 
 	for (const char *c = levels; c && *c && nl < 8; c++)
 		if (*c >= '0' && *c <= '2')
@@ -436,6 +441,8 @@ static void engine_e4b(const char *dir, double read_gbs, const double *body_byte
 		}
 		if (hf_ms > 0)
 			printf("; %.1fx transformers eager (%.3f ms/token)", hf_ms / ms[reps / 2], hf_ms);
+		if (hfc_ms > 0)
+			printf("; %.1fx transformers static-cache compiled (%.3f ms/token)", hfc_ms / ms[reps / 2], hfc_ms);
 		printf("\n  %s: first ids %d %d %d %d\n", lbl, g.ids[0], g.ids[1], g.ids[2], g.ids[3]);
 		fg_engine_free(e);
 	}

@@ -1,8 +1,11 @@
 #!/bin/sh
 # engine_gpu.sh - the GPU decode step on E4B shapes, side by side in one run:
 #   1. transformers' own Gemma 4 generate on E4B shapes in bf16, eager
-#      (bench/hf_gemma4_e4b.py), which then writes the same random weights as
-#      an INT4 g128 checkpoint (--write-int4) into $FG_BENCH_E4B_DIR;
+#      (bench/hf_gemma4_e4b.py, median of 3), which then writes the same
+#      random weights as an INT4 g128 checkpoint (--write-int4) into
+#      $FG_BENCH_E4B_DIR; then the same model with a static cache, which
+#      transformers compiles (--static-compiled; FG_BENCH_HF_COMPILED=0 skips
+#      it, FG_BENCH_HF_COMPILE_S bounds it, default 480 s);
 #   2. bench/engine_gpu.c: the read bandwidth, the INT4 matvecs, the
 #      synthetic decode step (both INT4 kernels), the engine itself on that
 #      checkpoint (warm-up, then 128-token greedy decodes), and the engine on
@@ -30,12 +33,26 @@ if [ -z "${FG_BENCH_BIN:-}" ]; then
 fi
 ck=${FG_BENCH_E4B_DIR:-$build/e4b-int4}
 hf_ms=
+hfc_ms=
 if "$bin" --probe >/dev/null 2>&1 && [ "${FG_BENCH_HF:-1}" != 0 ] &&
 	python3 -c 'import torch, transformers; assert torch.cuda.is_available()' 2>/dev/null; then
 	hf=$(python3 bench/hf_gemma4_e4b.py 128 --write-int4 "$ck")
 	echo "$hf"
 	hf_ms=$(echo "$hf" | sed -n 's/.*"ms_per_token": \([0-9.]*\).*/\1/p')
 	echo
+	# the same model with a static cache, which transformers compiles
+	# (torch.compile of the decode step), if it runs within the time given
+	if [ "${FG_BENCH_HF_COMPILED:-1}" != 0 ]; then
+		hfc=$(timeout "${FG_BENCH_HF_COMPILE_S:-480}" python3 bench/hf_gemma4_e4b.py 128 --static-compiled 2>"$build/hf_compiled.err")
+		rc=$?
+		echo "$hfc"
+		hfc_ms=$(echo "$hfc" | sed -n 's/.*"ms_per_token": \([0-9.]*\).*/\1/p')
+		if [ -z "$hfc_ms" ]; then
+			echo "transformers static-cache compiled: did not run (exit $rc; the last lines of its errors:)"
+			tail -n 5 "$build/hf_compiled.err"
+		fi
+		echo
+	fi
 else
 	echo "transformers side-by-side run skipped (no torch/transformers with a GPU here, or FG_BENCH_HF=0)"
 fi
@@ -56,7 +73,7 @@ if [ -n "$e4b" ] && [ -x "$fg" ]; then
 		echo
 	fi
 fi
-out=$(FG_BENCH_E4B_LEVELS=${FG_BENCH_E4B_LEVELS-"0 1 2"} FG_BENCH_HF_MS=$hf_ms FG_BENCH_E4B=$e4b FG_BENCH_E4B_K12=$k12 FG_BENCH_MODEL=${FG_BENCH_MODEL:-tests/fixtures/oracle/int4} "$bin")
+out=$(FG_BENCH_HF_COMPILED_MS=$hfc_ms FG_BENCH_E4B_LEVELS=${FG_BENCH_E4B_LEVELS-"0 1 2"} FG_BENCH_HF_MS=$hf_ms FG_BENCH_E4B=$e4b FG_BENCH_E4B_K12=$k12 FG_BENCH_MODEL=${FG_BENCH_MODEL:-tests/fixtures/oracle/int4} "$bin")
 rc=$?
 echo "$out"
 [ $rc -eq 0 ] || exit $rc
