@@ -552,14 +552,6 @@ static int emit_file(struct bake *b, const char *name, const void *data, size_t 
 	return rc;
 }
 
-/* 1 when a and b show the same file, unchanged: inode, size, mtime, ctime. */
-static int same_stat(const struct stat *a, const struct stat *b)
-{
-	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
-	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
-	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
-}
-
 /* Input f was just opened as fd: records its stat and, unless --rehash, takes
  * the store blob's name as its digest when f is a hard link to that blob and
  * the blob's stamp still holds (lib/store.h). */
@@ -585,11 +577,11 @@ static int close_input(struct infile *f, int fd, struct fg_err *err)
 
 	if (fstat(fd, &now))
 		return fg_err_set(err, FG_EIO, "%s: %s", f->path, strerror(errno));
-	if (f->by_stamp && !same_stat(&f->st0, &now))
+	if (f->by_stamp && !fg_stat_unchanged(&f->st0, &now))
 		return fg_err_set(err, FG_EIO,
 				  "%s: changed while baking (its inode's size, mtime or ctime moved)",
 				  f->path);
-	f->stable = same_stat(&f->st0, &now);
+	f->stable = fg_stat_unchanged(&f->st0, &now);
 	return 0;
 }
 
@@ -1341,7 +1333,7 @@ static int stream_all(struct bake *b, struct flow *f, struct fg_int4_report *rep
 		struct stat now;
 
 		if (b->in[k].by_stamp && b->in[k].role == IN_TENSORS &&
-		    (stat(b->in[k].path, &now) || !same_stat(&b->in[k].st0, &now)))
+		    (stat(b->in[k].path, &now) || !fg_stat_unchanged(&b->in[k].st0, &now)))
 			rc = fg_err_set(err, FG_EIO,
 					"%s: changed while baking (its inode's size, mtime or ctime moved)",
 					b->in[k].path);
@@ -1575,24 +1567,10 @@ static int check_out(const char *out, struct fg_err *err)
  * store when it exists (a bake never creates one). */
 static int open_store(struct bake *b, struct fg_err *err)
 {
-	struct fg_buf root = FG_BUF_INIT, blobs = FG_BUF_INIT;
-	struct stat sb;
-	int rc = 0, have;
+	int rc = fg_store_open_existing(&b->store, b->o->store, err);
 
-	if (b->o->store)
-		rc = fg_buf_puts(&root, b->o->store, err);
-	else if (fg_store_default_root(&root, NULL))
-		return 0; /* no HOME, no FGPACK_HOME: no store */
-	if (!rc)
-		rc = fg_path_join(&blobs, root.data, "blobs/sha256", err);
-	have = !rc && !stat(blobs.data, &sb) && S_ISDIR(sb.st_mode);
-	if (!rc && !have && b->o->store)
-		rc = fg_err_set(err, FG_ENOTFOUND, "--store %s: not an fgpack store (no blobs/sha256)",
-				b->o->store);
-	if (!rc && have && fg_store_open(&b->store, root.data, NULL))
-		b->store = NULL; /* unusable (read-only?): every input is hashed */
-	fg_buf_release(&root);
-	fg_buf_release(&blobs);
+	if (rc && b->o->store)
+		fg_err_wrap(err, "--store");
 	return rc;
 }
 

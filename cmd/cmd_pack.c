@@ -50,7 +50,7 @@ static void usage(FILE *f)
 		"                   [--component KEY=PATH]... [--lock FILE] [--eval FILE] [--prompts N]\n"
 		"                   [--golden-tokens N] [--no-golden] [--attest FILE]... [--level N]\n"
 		"                   [--device cpu|cuda] [--engine FILE] [--golden FILE] [--threads N]\n"
-		"                   -o OUT.fgb\n\n"
+		"                   [--rehash] -o OUT.fgb\n\n"
 		"Packs a reproducible bundle: bundle.json (every file's size and sha256), the\n"
 		"manifest, components/<role>/, patches/ (serve.py and *.py beside the manifest),\n"
 		"the engine binary, golden/ (a transcript the engine decoded greedily here) and\n"
@@ -79,7 +79,12 @@ static void usage(FILE *f)
 		"  --engine FILE        the engine binary to bundle (default: $FGPACK_ENGINE, else\n"
 		"                       fgpack-engine or build/fgpack-engine beside this fgpack, as\n"
 		"                       'make engine' builds it; else this fgpack, with a warning)\n"
+		"  --rehash             hash every file, even one the store vouches for (below)\n"
 		"  -o OUT.fgb           where to write\n\n"
+		"A file that is a store blob or a hard link to one (as 'fgpack pull --into' makes\n"
+		"them), unchanged since the store checked its bytes, is listed by the blob's\n"
+		"sha256 without being hashed again; its copy into the bundle still fails if it\n"
+		"changes meanwhile.\n"
 		"Member times are SOURCE_DATE_EPOCH (default 0). Same inputs, same bytes.\n");
 }
 
@@ -579,12 +584,8 @@ static int add_component(struct fg_bundle_builder *b, cJSON *list, struct comp_a
 				rc = fg_err_set(err, FG_ENOTFOUND, "%s: blob %s is not in the store %s "
 								   "(run fgpack pull first)",
 						lf->path, lf->sha256, fg_store_root(st_));
-			if (!rc)
-				rc = fg_bundle_add_file(b, rel.data, blob.data, err);
-			if (!rc && (!fg_bundle_sha256_of(b, rel.data) ||
-				    strcmp(fg_bundle_sha256_of(b, rel.data), lf->sha256)))
-				rc = fg_err_set(err, FG_EHASH, "%s: store blob does not match its name",
-						lf->path);
+			if (!rc) /* hashed later with the rest, unless its stamp vouches */
+				rc = fg_bundle_add_blob(b, rel.data, blob.data, lf->sha256, err);
 			bytes += lf->size;
 		}
 		files = c[i].lc->n_files;
@@ -670,7 +671,9 @@ int cmd_pack(int argc, char **argv)
 	const char *attest[16];
 	int device = FG_DEVICE_CPU;
 	int n_attest = 0;
-	int n = 0, i, rc = 0, level = 3, no_golden = 0, n_prompts = 4, max_new = 32;
+	int n = 0, i, rc = 0, level = 3, no_golden = 0, n_prompts = 4, max_new = 32, rehash = 0;
+	size_t by_stamp;
+	unsigned long long by_stamp_bytes = 0;
 	long long mtime = 0;
 
 	memset(&err, 0, sizeof(err));
@@ -746,7 +749,9 @@ int cmd_pack(int argc, char **argv)
 		} else if (!strcmp(a, "--golden-tokens")) {
 			if (fg_parse_int(val, 1, 4096, &max_new))
 				return fg_cmd_usage_error("pack", "--golden-tokens wants 1..4096");
-		} else if (!strcmp(a, "--no-golden"))
+		} else if (!strcmp(a, "--rehash"))
+			rehash = 1;
+		else if (!strcmp(a, "--no-golden"))
 			no_golden = 1;
 		else if (a[0] == '-')
 			return fg_cmd_usage_error("pack", "unknown option %s", a);
@@ -853,6 +858,12 @@ int cmd_pack(int argc, char **argv)
 		cJSON_AddStringToObject(meta, "name", base_name(model_dir));
 		settings = cJSON_CreateObject();
 	}
+	/* files that are store blobs or hard links to them, unchanged since the
+	 * store checked them, are named by the blob (lib/bundle.h) */
+	if (!rehash && !store && (rc = fg_store_open_existing(&store, NULL, &err)))
+		goto fail;
+	if (!rehash)
+		fg_bundle_builder_set_store(b, store);
 	list = cJSON_AddArrayToObject(meta, "components");
 	for (i = 0; !rc && i < n; i++)
 		rc = add_component(b, list, comps, n, i, m, store, &err);
@@ -952,6 +963,11 @@ int cmd_pack(int argc, char **argv)
 	if (rc)
 		goto fail;
 	printf("%s\n", id);
+	by_stamp = fg_bundle_builder_by_stamp(b, &by_stamp_bytes);
+	if (by_stamp)
+		fprintf(stderr, "fgpack pack: %zu file%s (%.3f GB) named by their store blob, not hashed "
+				"again (--rehash hashes them)\n",
+			by_stamp, by_stamp == 1 ? "" : "s", (double)by_stamp_bytes / 1e9);
 	free(engine_build);
 	fg_buf_release(&engine_path);
 	fg_bundle_builder_free(b);

@@ -16,6 +16,7 @@
 #include "json.h"
 #include "manifest.h"
 #include "tarball.h"
+#include "store.h"
 #include "workq.h"
 
 struct bfile {
@@ -26,6 +27,7 @@ struct bfile {
 	unsigned long long size;
 	int mode;
 	int pending;        /* file not hashed yet (hash_pending does it) */
+	char *expect;       /* sha256 hex it must hold (a store blob's name), or NULL */
 	struct fg_tarball_stamp stamp; /* the file as it was hashed */
 	char sha256[FG_SHA256_HEX_LEN + 1];
 	uint8_t raw[32];
@@ -36,6 +38,9 @@ struct fg_bundle_builder {
 	size_t n, cap;
 	cJSON *meta;
 	int threads; /* hashing threads; more than 1: zstd on a thread of its own */
+	struct fg_store *store; /* whose stamps may name files (borrowed), or NULL */
+	size_t by_stamp;        /* files named by their store blob, not hashed */
+	unsigned long long by_stamp_bytes;
 };
 
 int fg_bundle_builder_new(struct fg_bundle_builder **out, struct fg_err *err)
@@ -70,6 +75,7 @@ void fg_bundle_builder_free(struct fg_bundle_builder *b)
 		free(b->f[i].path);
 		free(b->f[i].src);
 		free(b->f[i].data);
+		free(b->f[i].expect);
 	}
 	free(b->f);
 	cJSON_Delete(b->meta);
@@ -102,55 +108,143 @@ int fg_bundle_has(const struct fg_bundle_builder *b, const char *path)
  * archive is written; the write then streams each file once more, unhashed,
  * checking its stamp (lib/tarball.h), while the archive's identity hash runs
  * over the tar. Plain reads (not O_DIRECT): they leave the file in the page
- * cache for that second read. */
+ * cache for that second read. A file that is a hard link to a blob of the
+ * store set with fg_bundle_builder_set_store, unchanged since the store
+ * checked it (lib/store.h, stamps), is named by that blob and not read here;
+ * with our SHA-NI code the others are hashed two at a time on each thread
+ * (fg_sha256_reader_pair), as `store verify` does. */
 #define MAX_HASH_THREADS 16
 
 struct hash_job {
 	struct fg_bundle_builder *b;
-	size_t *idx; /* the pending files, in order */
+	size_t *idx;  /* the pending files, in order; paired: sorted by size */
+	size_t items; /* work items: files, or pairs idx[2k], idx[2k+1] */
+	int paired;
 	struct fg_sha256_reader *rd[MAX_HASH_THREADS];
 };
 
-/* sha256 of one pending file, and its stamp taken on the same open file */
-static int hash_one(void *arg, size_t i, int t, struct fg_err *err)
+/* Records file f's digest d, read from the file as st showed it before
+ * reading, after checking it against the size it was added with and the
+ * blob name it must have; notes the store stamp of a blob hashed whole and
+ * unchanged meanwhile. */
+static int settle(struct fg_bundle_builder *b, struct bfile *f, const uint8_t d[32],
+		  unsigned long long size, const struct stat *st, struct fg_err *err)
+{
+	struct stat now;
+
+	if (size != f->size || (unsigned long long)st->st_size != f->size)
+		return fg_err_set(err, FG_EIO, "%s: changed size while packing", f->src);
+	memcpy(f->raw, d, 32);
+	fg_hex_encode(f->raw, 32, f->sha256);
+	if (f->expect && strcmp(f->expect, f->sha256))
+		return fg_err_set(err, FG_EHASH, "%s: holds sha256 %s, not the %s it is named by",
+				  f->src, f->sha256, f->expect);
+	fg_tarball_stamp_of(&f->stamp, st);
+	if (b->store && !stat(f->src, &now) && fg_stat_unchanged(st, &now))
+		fg_store_stamp_note(b->store, f->sha256, st);
+	f->pending = 0;
+	return 0;
+}
+
+/* sha256 of one pending file (work item i), or of a pair of them */
+static int hash_item(void *arg, size_t i, int t, struct fg_err *err)
 {
 	struct hash_job *hj = arg;
-	struct bfile *f = &hj->b->f[hj->idx[i]];
-	unsigned long long size = 0;
-	struct stat st;
-	int rc;
+	struct fg_bundle_builder *b = hj->b;
+	int rc, k;
 
 	if (!hj->rd[t] && (rc = fg_sha256_reader_new(&hj->rd[t], err)))
 		return rc;
-	rc = fg_sha256_reader_file(hj->rd[t], f->src, 0, f->raw, &size, &st, err);
-	if (rc == FG_ENOTFOUND) /* gone since it was added: an I/O error here */
-		rc = err->code = FG_EIO;
-	if (rc)
+	if (!hj->paired) {
+		struct bfile *f = &b->f[hj->idx[i]];
+		unsigned long long size = 0;
+		uint8_t d[32];
+		struct stat st;
+
+		rc = fg_sha256_reader_file(hj->rd[t], f->src, 0, d, &size, &st, err);
+		if (rc == FG_ENOTFOUND) /* gone since it was added: an I/O error here */
+			rc = err->code = FG_EIO;
+		return rc ? rc : settle(b, f, d, size, &st, err);
+	} else {
+		struct bfile *f[2] = { &b->f[hj->idx[2 * i]], NULL };
+		const char *path[2] = { f[0]->src, NULL };
+		struct fg_sha256_result res[2];
+
+		if (hj->idx[2 * i + 1] != hj->idx[2 * i]) {
+			f[1] = &b->f[hj->idx[2 * i + 1]];
+			path[1] = f[1]->src;
+		}
+		rc = fg_sha256_reader_pair(hj->rd[t], path, 0, res, err);
+		for (k = 0; !rc && k < 2 && f[k]; k++) {
+			if (res[k].rc) {
+				if (err)
+					*err = res[k].err;
+				rc = res[k].rc == FG_ENOTFOUND ? (err ? (err->code = FG_EIO) : FG_EIO) : res[k].rc;
+			} else {
+				rc = settle(b, f[k], res[k].digest, res[k].size, &res[k].st, err);
+			}
+		}
 		return rc;
+	}
+}
+
+/* 1 when pending file f is named by its store blob (and is settled so) */
+static int by_stamp(struct fg_bundle_builder *b, struct bfile *f)
+{
+	struct stat st;
+	char hex[FG_SHA256_HEX_LEN + 1];
+
+	if (!b->store || stat(f->src, &st) || (unsigned long long)st.st_size != f->size ||
+	    !fg_store_stamp_match(b->store, &st, hex) || (f->expect && strcmp(f->expect, hex)) ||
+	    fg_hex_decode(hex, f->raw, 32))
+		return 0;
+	memcpy(f->sha256, hex, sizeof(f->sha256));
 	fg_tarball_stamp_of(&f->stamp, &st);
-	if (size != f->size || (unsigned long long)st.st_size != f->size)
-		return fg_err_set(err, FG_EIO, "%s: changed size while packing", f->src);
-	fg_hex_encode(f->raw, 32, f->sha256);
 	f->pending = 0;
-	return 0;
+	b->by_stamp++;
+	b->by_stamp_bytes += f->size;
+	return 1;
 }
 
 static int hash_pending(struct fg_bundle_builder *b, struct fg_err *err)
 {
 	struct hash_job hj;
 	size_t i, n = 0;
-	int rc;
+	int threads = b->threads < MAX_HASH_THREADS ? b->threads : MAX_HASH_THREADS;
+	int rc = 0;
 
 	memset(&hj, 0, sizeof(hj));
 	hj.b = b;
-	hj.idx = malloc((b->n ? b->n : 1) * sizeof(*hj.idx));
+	hj.idx = malloc((b->n + 1) * sizeof(*hj.idx));
 	if (!hj.idx)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	for (i = 0; i < b->n; i++)
-		if (b->f[i].pending)
+		if (b->f[i].pending && !by_stamp(b, &b->f[i]))
 			hj.idx[n++] = i;
-	rc = fg_workq_run(n, b->threads < MAX_HASH_THREADS ? b->threads : MAX_HASH_THREADS,
-			  hash_one, NULL, &hj, err);
+	hj.items = n;
+	/* two files per item where our SHA-NI code runs (FG_SHA256_X2=0: one
+	 * each) and there are enough to keep every thread busy */
+	if (fg_sha256_ni_available() > 0 && n >= 2 * (size_t)threads) {
+		unsigned long long *sz = malloc(n * sizeof(*sz));
+		size_t *order = malloc(n * sizeof(*order));
+
+		for (i = 0; sz && i < n; i++)
+			sz[i] = b->f[hj.idx[i]].size;
+		rc = !sz || !order ? fg_err_set(err, FG_ENOMEM, "out of memory")
+				   : fg_workq_order_by_size(order, sz, n, err);
+		for (i = 0; !rc && i < n; i++)
+			sz[i] = hj.idx[order[i]]; /* (sz reused for the new order) */
+		for (i = 0; !rc && i < n; i++)
+			hj.idx[i] = (size_t)sz[i];
+		free(sz);
+		free(order);
+		if (n % 2)
+			hj.idx[n] = hj.idx[n - 1]; /* the last one alone */
+		hj.items = (n + 1) / 2;
+		hj.paired = 1;
+	}
+	if (!rc)
+		rc = fg_workq_run(hj.items, threads, hash_item, NULL, &hj, err);
 	for (i = 0; i < MAX_HASH_THREADS; i++)
 		fg_sha256_reader_free(hj.rd[i]);
 	free(hj.idx);
@@ -212,6 +306,35 @@ int fg_bundle_add_file(struct fg_bundle_builder *b, const char *path, const char
 		free(f.src);
 	}
 	return rc;
+}
+
+int fg_bundle_add_blob(struct fg_bundle_builder *b, const char *path, const char *src,
+		       const char *sha256_hex, struct fg_err *err)
+{
+	struct bfile *f;
+	int rc;
+
+	if (!fg_sha256_hex_valid(sha256_hex))
+		return fg_err_set(err, FG_EINVAL, "%s: not a sha256: %.80s", path, sha256_hex);
+	rc = fg_bundle_add_file(b, path, src, err);
+	if (rc)
+		return rc;
+	f = &b->f[b->n - 1];
+	if (!(f->expect = strdup(sha256_hex)))
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	return 0;
+}
+
+void fg_bundle_builder_set_store(struct fg_bundle_builder *b, struct fg_store *st)
+{
+	b->store = st;
+}
+
+size_t fg_bundle_builder_by_stamp(const struct fg_bundle_builder *b, unsigned long long *bytes)
+{
+	if (bytes)
+		*bytes = b->by_stamp_bytes;
+	return b->by_stamp;
 }
 
 int fg_bundle_add_mem(struct fg_bundle_builder *b, const char *path, const void *data, size_t len,

@@ -41,6 +41,11 @@ cJSON *fg_bundle_builder_meta(struct fg_bundle_builder *b);
 /* Adds the regular file src (symlinks to files are followed) as path. */
 int fg_bundle_add_file(struct fg_bundle_builder *b, const char *path, const char *src,
 		       struct fg_err *err);
+/* fg_bundle_add_file for a file that must hold the bytes sha256_hex names
+ * (a store blob, added by its name): hashing it to anything else fails the
+ * pack (FG_EHASH), naming the file. */
+int fg_bundle_add_blob(struct fg_bundle_builder *b, const char *path, const char *src,
+		       const char *sha256_hex, struct fg_err *err);
 /* Adds every regular file under dir as prefix/<relative path>; folders that
  * are symlinks, and special files, are refused. *n_added (may be NULL) gets
  * the count, *bytes (may be NULL) the total size. */
@@ -60,6 +65,17 @@ const char *fg_bundle_sha256_of(struct fg_bundle_builder *b, const char *path);
  * the thread that reads, tars and hashes. The bundle's bytes do not depend
  * on it. */
 int fg_bundle_builder_set_threads(struct fg_bundle_builder *b, int threads, struct fg_err *err);
+
+/* The store (borrowed, may be NULL) whose stamps may name files: a file that
+ * is a hard link to one of its blobs (as `fgpack pull --into` makes them, or
+ * the blob itself), unchanged since the store last checked that blob's bytes
+ * (lib/store.h, stamps), is listed with the blob's name and not hashed; the
+ * write still refuses it if its stamp moves before its copy ends. Files
+ * hashed whole and unchanged that are such links get their stamps noted. */
+struct fg_store;
+void fg_bundle_builder_set_store(struct fg_bundle_builder *b, struct fg_store *st);
+/* Files named by their store blob, not hashed, so far, and their bytes. */
+size_t fg_bundle_builder_by_stamp(const struct fg_bundle_builder *b, unsigned long long *bytes);
 
 /* Writes out (atomically): bundle.json then every file, sorted. level is the
  * zstd level (0 = 3), mtime the time stamped on every member. id_hex gets the

@@ -42,6 +42,11 @@ int fg_path_join(struct fg_buf *out, const char *a, const char *b, struct fg_err
 /* Removes path and everything under it (rm -rf), without following links;
  * best effort, for cleaning up after a failure. Accepts NULL. */
 void fg_rm_tree(const char *path);
+/* 1 when a and b (stat of the same path at two moments) show the same file,
+ * unwritten in between: same device and inode, size, mtime and ctime (a
+ * write moves mtime and ctime; a chmod, link, unlink or rename moves ctime). */
+struct stat;
+int fg_stat_unchanged(const struct stat *a, const struct stat *b);
 /* Free bytes available to an unprivileged writer on the file system of path. */
 int fg_fs_free_bytes(const char *path, unsigned long long *out, struct fg_err *err);
 

@@ -164,6 +164,31 @@ int fg_store_open(struct fg_store **out, const char *root, struct fg_err *err)
 	return 0;
 }
 
+int fg_store_open_existing(struct fg_store **out, const char *root, struct fg_err *err)
+{
+	struct fg_buf r = FG_BUF_INIT, blobs = FG_BUF_INIT;
+	struct stat sb;
+	int rc = 0, have;
+
+	*out = NULL;
+	if (root)
+		rc = fg_buf_puts(&r, root, err);
+	else if (fg_store_default_root(&r, NULL)) {
+		fg_buf_release(&r);
+		return 0; /* no HOME, no FGPACK_HOME: no store */
+	}
+	if (!rc)
+		rc = fg_path_join(&blobs, r.data, "blobs/sha256", err);
+	have = !rc && !stat(blobs.data, &sb) && S_ISDIR(sb.st_mode);
+	if (!rc && !have && root)
+		rc = fg_err_set(err, FG_ENOTFOUND, "%s: not an fgpack store (no blobs/sha256)", root);
+	if (!rc && have && fg_store_open(out, r.data, NULL))
+		*out = NULL; /* unusable: the caller hashes everything itself */
+	fg_buf_release(&r);
+	fg_buf_release(&blobs);
+	return rc;
+}
+
 const char *fg_store_root(const struct fg_store *st)
 {
 	return st->root;
@@ -1259,20 +1284,6 @@ static int verify_done(void *arg, size_t i, struct fg_err *err)
 	return 0;
 }
 
-struct sized {
-	unsigned long long size;
-	size_t i;
-};
-
-static int cmp_sized(const void *x, const void *y)
-{
-	const struct sized *a = x, *b = y;
-
-	if (a->size != b->size)
-		return a->size < b->size ? -1 : 1;
-	return a->i < b->i ? -1 : a->i > b->i;
-}
-
 static int cmp_pair(const void *x, const void *y)
 {
 	const struct verify_pair *a = x, *b = y;
@@ -1286,35 +1297,39 @@ static int cmp_pair(const void *x, const void *y)
 static int make_pairs(struct verify_job *j, struct fg_err *err)
 {
 	size_t n = j->bl->n, k;
-	struct sized *sz = malloc((n ? n : 1) * sizeof(*sz));
+	unsigned long long *sz = malloc((n ? n : 1) * sizeof(*sz));
+	size_t *order = malloc((n ? n : 1) * sizeof(*order));
 	struct fg_buf p = FG_BUF_INIT;
+	int rc;
 
 	j->n_pairs = (n + 1) / 2;
 	j->pairs = malloc((j->n_pairs ? j->n_pairs : 1) * sizeof(*j->pairs));
-	if (!sz || !j->pairs) {
+	if (!sz || !order || !j->pairs) {
 		free(sz);
+		free(order);
 		return oom(err);
 	}
 	for (k = 0; k < n; k++) {
 		struct stat sb;
 
-		sz[k].i = k;
-		sz[k].size = 0; /* gone or unreadable: the hash says what it is */
+		sz[k] = 0; /* gone or unreadable: the hash says what it is */
 		fg_buf_reset(&p);
 		if (!fg_store_blob_path(&p, j->st, j->bl->hex[k], NULL) && !stat(p.data, &sb))
-			sz[k].size = (unsigned long long)sb.st_size;
+			sz[k] = (unsigned long long)sb.st_size;
 	}
 	fg_buf_release(&p);
-	qsort(sz, n, sizeof(*sz), cmp_sized);
-	for (k = 0; k < j->n_pairs; k++) {
-		size_t a = sz[2 * k].i, b = 2 * k + 1 < n ? sz[2 * k + 1].i : a;
+	rc = fg_workq_order_by_size(order, sz, n, err);
+	for (k = 0; !rc && k < j->n_pairs; k++) {
+		size_t a = order[2 * k], b = 2 * k + 1 < n ? order[2 * k + 1] : a;
 
 		j->pairs[k].a = a < b ? a : b;
 		j->pairs[k].b = a < b ? b : a;
 	}
 	free(sz);
-	qsort(j->pairs, j->n_pairs, sizeof(*j->pairs), cmp_pair);
-	return 0;
+	free(order);
+	if (!rc)
+		qsort(j->pairs, j->n_pairs, sizeof(*j->pairs), cmp_pair);
+	return rc;
 }
 
 /* The distinct valid digests of only[], sorted, as a blob list. */

@@ -44,6 +44,12 @@ int fg_store_default_root(struct fg_buf *out, struct fg_err *err);
 /* Opens (creating folders as needed) the store at root, or the default root
  * when root is NULL. */
 int fg_store_open(struct fg_store **out, const char *root, struct fg_err *err);
+/* Opens the store at root when it is one (it has blobs/sha256), else fails
+ * (FG_ENOTFOUND); with root NULL, the default store when it exists, else 0
+ * with *out NULL. Creates nothing where there is no store: for readers whose
+ * inputs may be hard links to blobs (bake, pack), which never make a store.
+ * A store that cannot be opened (read-only?) gives 0 and *out NULL too. */
+int fg_store_open_existing(struct fg_store **out, const char *root, struct fg_err *err);
 void fg_store_free(struct fg_store *st);
 const char *fg_store_root(const struct fg_store *st); /* borrowed */
 

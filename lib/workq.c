@@ -132,3 +132,36 @@ int fg_workq_run(size_t n, int threads, fg_workq_work_fn work, fg_workq_done_fn 
 	}
 	return 0;
 }
+
+struct sized {
+	unsigned long long size;
+	size_t i;
+};
+
+static int cmp_sized(const void *x, const void *y)
+{
+	const struct sized *a = x, *b = y;
+
+	if (a->size != b->size)
+		return a->size < b->size ? -1 : 1;
+	return a->i < b->i ? -1 : a->i > b->i;
+}
+
+int fg_workq_order_by_size(size_t *order, const unsigned long long *size, size_t n,
+			   struct fg_err *err)
+{
+	struct sized *sz = malloc((n ? n : 1) * sizeof(*sz));
+	size_t k;
+
+	if (!sz)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	for (k = 0; k < n; k++) {
+		sz[k].size = size[k];
+		sz[k].i = k;
+	}
+	qsort(sz, n, sizeof(*sz), cmp_sized);
+	for (k = 0; k < n; k++)
+		order[k] = sz[k].i;
+	free(sz);
+	return 0;
+}

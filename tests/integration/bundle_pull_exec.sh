@@ -41,6 +41,17 @@ check "pull the challenge manifest from the test hub" "$FGPACK" pull "$WORK/sub/
 check "pack it from the lock and store alone" sh -c "'$FGPACK' pack '$WORK/sub/manifest.json' --no-golden -o '$WORK/c.fgb' >'$WORK/c.id'"
 check "pack again: same bytes" sh -c "'$FGPACK' pack '$WORK/sub/manifest.json' --no-golden -o '$WORK/c2.fgb' >/dev/null && cmp '$WORK/c.fgb' '$WORK/c2.fgb'"
 check_exit "verify the bundle" 0 "$FGPACK" verify "$WORK/c.fgb" --summary -
+# the blobs pull just checked are named by their stamps, not hashed again
+check "pack names the store's blobs by their stamps" sh -c "'$FGPACK' pack '$WORK/sub/manifest.json' --no-golden -o '$WORK/c3.fgb' 2>'$WORK/c3.err' >/dev/null"
+check_grep "pack says how many files it did not hash" '^fgpack pack: [1-9][0-9]* files? \([0-9.]+ GB\) named by their store blob' "$WORK/c3.err"
+check "pack --rehash: the same bytes" sh -c "'$FGPACK' pack '$WORK/sub/manifest.json' --no-golden --rehash -o '$WORK/c4.fgb' 2>'$WORK/c4.err' >/dev/null && cmp '$WORK/c.fgb' '$WORK/c4.fgb'"
+check "pack --rehash hashes every file" sh -c "! grep -q 'named by their store blob' '$WORK/c4.err'"
+# the weights as pull --into placed them (hard links to the blobs), packed as
+# a plain --model folder: named by their stamps too, same member digests
+check "pull --into a folder" "$FGPACK" pull "$WORK/sub/manifest.json" --lock "$WORK/sub/buckets.lock" --into "$WORK/into"
+check "pack --model of the placed weights names them by their stamps" sh -c "'$FGPACK' pack --model '$WORK/into/tmp/osoi5-v0-baked' --no-golden -o '$WORK/m.fgb' 2>'$WORK/m.err' >/dev/null && grep -q 'named by their store blob' '$WORK/m.err'"
+check "... and the same bytes as with --rehash" sh -c "'$FGPACK' pack --model '$WORK/into/tmp/osoi5-v0-baked' --no-golden --rehash -o '$WORK/m2.fgb' 2>/dev/null >/dev/null && cmp '$WORK/m.fgb' '$WORK/m2.fgb'"
+check_exit "verify it" 0 "$FGPACK" verify "$WORK/m.fgb" --no-replay --summary -
 zstd -dc "$WORK/c.fgb" | tar xOf - bundle.json >"$WORK/bundle.json"
 check_grep "bundle.json records each component's tree digest from the lock" '"tree_digest": "[0-9a-f]{64}"' "$WORK/bundle.json"
 check_grep "bundle.json records the source bucket" '"source": "hf://buckets/gemma-challenge/gemma-kenyan-duma/weights/drafter-ft/ft-v1-epoch_001"' "$WORK/bundle.json"
@@ -67,4 +78,12 @@ check_grep "LM_HEAD_PRUNE_DST inside the bundle copy" "^LM_HEAD_PRUNE_DST=$B/com
 check_grep "weights are the bytes the hub served" '^weights-as-served$' "$WORK/env.txt"
 check_grep "keepset file is the bytes the hub served" '^keepset-as-served$' "$WORK/env.txt"
 check_grep "drafter is the bytes the hub served" '^drafter-as-served$' "$WORK/env.txt"
+# a blob written in place (its stamp moves with the write): hashed, and the
+# pack refuses it, naming the file and both digests; no bundle is left
+wsha=$(sha256sum "$W/model.safetensors" | cut -d' ' -f1)
+blob=$FGPACK_HOME/blobs/sha256/$(echo "$wsha" | cut -c1-2)/$wsha
+chmod u+w "$blob" && printf 'X' | dd of="$blob" bs=1 seek=100 conv=notrunc 2>/dev/null
+check_exit "pack refuses a store blob that no longer holds its name" 1 sh -c "'$FGPACK' pack '$WORK/sub/manifest.json' --no-golden -o '$WORK/bad.fgb' 2>'$WORK/bad.err'"
+check_grep "... naming the blob and the digest it must have" "holds sha256 [0-9a-f]{64}, not the $wsha it is named by" "$WORK/bad.err"
+check "... and writes no bundle" [ ! -e "$WORK/bad.fgb" ]
 finish
