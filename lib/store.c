@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "fsutil.h"
+#include "json.h"
 #include "workq.h"
 
 /* 256 KiB reads: each chunk is hashed while still in L2; measured ~12 % less
@@ -1529,6 +1530,42 @@ static void sweep_stamps(struct fg_store *st)
 	closedir(d);
 }
 
+/* Drops the records of what `pull --into DIR` placed (placed/, lib/pull.c)
+ * whose DIR no longer exists: nothing is left there to take back. A record
+ * that cannot be read, or whose folder is only unreachable (permissions, a
+ * file system not mounted: anything but ENOENT), is kept. */
+static void sweep_placed(struct fg_store *st)
+{
+	struct fg_buf dir = FG_BUF_INIT, p = FG_BUF_INIT, text = FG_BUF_INIT;
+	DIR *d = NULL;
+	struct dirent *e;
+
+	if (!fg_path_join(&dir, st->root, "placed", NULL))
+		d = opendir(dir.data);
+	while (d && (e = readdir(d))) {
+		const char *dot = strrchr(e->d_name, '.');
+		cJSON *doc = NULL;
+		const char *into;
+		struct stat sb;
+
+		fg_buf_reset(&p);
+		fg_buf_reset(&text);
+		if (!dot || strcmp(dot, ".json") || fg_buf_printf(&p, NULL, "%s/%s", dir.data, e->d_name) ||
+		    fg_file_read(p.data, (size_t)64 << 20, &text, NULL) ||
+		    fg_json_parse(&doc, text.data, text.len, p.data, NULL))
+			continue;
+		into = fg_json_str(doc, "into");
+		if (into && into[0] == '/' && stat(into, &sb) && errno == ENOENT)
+			unlink(p.data);
+		cJSON_Delete(doc);
+	}
+	if (d)
+		closedir(d);
+	fg_buf_release(&dir);
+	fg_buf_release(&p);
+	fg_buf_release(&text);
+}
+
 int fg_store_gc(struct fg_store_report *rep, struct fg_store *st, const char *const *keep,
 		size_t n_keep, int dry_run, fg_store_each_fn fn, void *ctx, struct fg_err *err)
 {
@@ -1586,8 +1623,10 @@ int fg_store_gc(struct fg_store_report *rep, struct fg_store *st, const char *co
 		sweep(st, st->partial, 24 * 3600, dry_run);
 		sweep(st, st->known, 30 * 24 * 3600, dry_run);
 		sweep(st, st->tmp, 3600, dry_run);
-		if (!dry_run)
+		if (!dry_run) {
 			sweep_stamps(st);
+			sweep_placed(st);
+		}
 	}
 	rep->seconds = now_s() - t0;
 	return rc;

@@ -117,4 +117,14 @@ put fresh/m/.cache/huggingface/download/a.bin.metadata "hf download --local-dir'
 check_exit "a first pull into a folder holding someone else's shard" 0 sh -c "exit $?"
 check_grep "  warns, naming the shard" "warning: 1 file in the target folders under fresh that the lock does not name \\(m/model-00002-of-00002.safetensors\\): a serve script reading the folder may load it" fresh.err
 check "  and leaves it there" test -f fresh/m/model-00002-of-00002.safetensors
+
+# store gc drops the record of a folder that no longer exists, keeps the others
+nrec() { ls "$FGPACK_HOME/placed" | grep -c '\.json$'; }
+before=$(nrec)
+check "records of what --into placed are kept by gc while their folders exist" sh -c "'$FGPACK' store gc >/dev/null && [ \$(ls '$FGPACK_HOME/placed' | grep -c '\\.json\$') -eq $before ]"
+bothreal=$(cd both && pwd -P)
+check "  (one of them names the folder both)" sh -c "grep -q '\"into\": \"$bothreal\"' '$FGPACK_HOME'/placed/*.json"
+rm -rf both
+check "gc drops the record of a folder that is gone" sh -c "'$FGPACK' store gc >/dev/null && [ \$(ls '$FGPACK_HOME/placed' | grep -c '\\.json\$') -eq $((before - 1)) ]"
+check "  and none names it any more" sh -c "! grep -l '\"into\": \"$bothreal\"' '$FGPACK_HOME'/placed/*.json"
 finish
