@@ -98,5 +98,18 @@ int main(void)
 		ok(in_order(c, 17), "%d threads: nothing reported after it", threads[k]);
 		free(c);
 	}
+	{
+		/* the order that pairs files of like size: by size, ties by index */
+		unsigned long long sz[6] = { 50, 10, 50, 0, 7000000000ULL, 10 };
+		size_t order[6], want[6] = { 3, 1, 5, 0, 2, 4 }, q;
+		int same = 1;
+
+		memset(&err, 0, sizeof(err));
+		is_int(fg_workq_order_by_size(order, sz, 6, &err), 0, "order_by_size: ok");
+		for (q = 0; q < 6; q++)
+			same &= order[q] == want[q];
+		ok(same, "order_by_size: sizes ascending, equal sizes in index order");
+		is_int(fg_workq_order_by_size(order, sz, 0, &err), 0, "order_by_size: no items");
+	}
 	return tap_done();
 }
