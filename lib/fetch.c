@@ -15,7 +15,7 @@
 #include "buf.h"
 #include "fsutil.h"
 
-#define HASH_READ ((size_t)4 << 20)     /* hasher read size */
+#define HASH_READ ((size_t)256 << 10)   /* hasher read size */
 #define HASH_SIGNAL ((unsigned long long)4 << 20) /* wake the hasher every this many bytes */
 #define LOCK_RETRY_MS 100
 
