@@ -5,8 +5,8 @@
  * built on (docs/formats/bundle.md). Calls that glibc.sym rebinds to an older
  * version need nothing here; these few were added to glibc after 2.17 with no
  * older twin, so they are done through what 2.17 already had: the stat family
- * through __xstat (what their inline wrappers called before 2.33), getentropy
- * and renameat2 through the raw system calls, _dl_find_object (2.35, used by
+ * through __xstat (what their inline wrappers called before 2.33), getentropy,
+ * renameat2 and copy_file_range through the raw system calls, _dl_find_object (2.35, used by
  * the static unwinder) looked up at run time, and __libc_single_threaded (2.32) as 0, "maybe threaded", which only
  * makes libstdc++ use atomics where it could have skipped them. Only the
  * engine build links this file. */
@@ -34,6 +34,8 @@ int __wrap_getentropy(void *buf, size_t len);
 int __wrap_renameat2(int olddir, const char *oldpath, int newdir, const char *newpath,
 		     unsigned int flags);
 int __wrap__dl_find_object(void *pc, void *result);
+ssize_t __wrap_copy_file_range(int infd, off_t *inoff, int outfd, off_t *outoff, size_t len,
+			       unsigned int flags);
 
 char __wrap___libc_single_threaded = 0;
 
@@ -78,6 +80,14 @@ int __wrap_renameat2(int olddir, const char *oldpath, int newdir, const char *ne
 		     unsigned int flags)
 {
 	return (int)syscall(SYS_renameat2, olddir, oldpath, newdir, newpath, flags);
+}
+
+/* copy_file_range (2.27): the system call; a kernel without it says ENOSYS,
+ * which the caller (lib/store.c) answers with plain reads and writes. */
+ssize_t __wrap_copy_file_range(int infd, off_t *inoff, int outfd, off_t *outoff, size_t len,
+			       unsigned int flags)
+{
+	return (ssize_t)syscall(SYS_copy_file_range, infd, inoff, outfd, outoff, len, flags);
 }
 
 /* Where glibc has _dl_find_object (2.35+) this is it; elsewhere -1 ("not
