@@ -21,6 +21,14 @@ cp -r "$M" "$WORK/model5"
 head -c 70001 /dev/urandom >"$WORK/model5/odd.bin"
 check "an odd count of files (the last hashed alone) packs and verifies" sh -c "'$FGPACK' pack --model '$WORK/model5' --no-golden -o '$WORK/o5.fgb' >/dev/null && '$FGPACK' verify '$WORK/o5.fgb' --no-replay --summary - >/dev/null"
 check "... the same bytes with FG_SHA256_X2=0" sh -c "FG_SHA256_X2=0 '$FGPACK' pack --model '$WORK/model5' --no-golden -o '$WORK/o6.fgb' >/dev/null && cmp '$WORK/o5.fgb' '$WORK/o6.fgb'"
+# a write that fails (the file size limit: EFBIG) fails the pack with the
+# writing thread's message, with either thread count, and leaves nothing
+for th in 1 2; do
+	sh -c "trap '' XFSZ; ulimit -f 2000; exec '$FGPACK' pack --model '$M' --no-golden --threads $th -o '$WORK/big$th.fgb'" >/dev/null 2>"$WORK/efbig$th.err"
+	check_exit "a failing write fails the pack (--threads $th)" 1 sh -c "exit $?"
+	check_grep "  naming the write" "fgpack pack: write .*big$th.fgb.tmp.*: File too large" "$WORK/efbig$th.err"
+	check "  and leaves no bundle and no temporary file" sh -c "! ls '$WORK' | grep -q '^big$th.fgb'"
+done
 check "pack --threads 1 and --threads 3: same bytes (1 and 2 zstd workers)" sh -c "'$FGPACK' pack --model '$M' --no-golden --threads 1 -o '$WORK/t1.fgb' >/dev/null && '$FGPACK' pack --model '$M' --no-golden --threads 3 -o '$WORK/t3.fgb' >/dev/null && cmp '$WORK/t1.fgb' '$WORK/a.fgb' && cmp '$WORK/t3.fgb' '$WORK/a.fgb'"
 check "bundle id is sha256 of the uncompressed tar" sh -c "[ \"\$(zstd -dc '$WORK/a.fgb' | sha256sum | cut -c1-64)\" = \"\$(cat '$WORK/a.id')\" ]"
 check "SOURCE_DATE_EPOCH changes member times" sh -c "SOURCE_DATE_EPOCH=1700000000 '$FGPACK' pack --model '$M' --no-golden -o '$WORK/c.fgb' >/dev/null && ! cmp -s '$WORK/a.fgb' '$WORK/c.fgb' && zstd -dc '$WORK/c.fgb' | tar tvf - | grep -q 2023-11"
