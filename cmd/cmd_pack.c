@@ -50,7 +50,7 @@ static void usage(FILE *f)
 		"                   [--component KEY=PATH]... [--lock FILE] [--eval FILE] [--prompts N]\n"
 		"                   [--golden-tokens N] [--no-golden] [--attest FILE]... [--level N]\n"
 		"                   [--device cpu|cuda] [--engine FILE] [--golden FILE] [--threads N]\n"
-		"                   [--rehash] -o OUT.fgb\n\n"
+		"                   [--store DIR] [--rehash] -o OUT.fgb\n\n"
 		"Packs a reproducible bundle: bundle.json (every file's size and sha256), the\n"
 		"manifest, components/<role>/, patches/ (serve.py and *.py beside the manifest),\n"
 		"the engine binary, golden/ (a transcript the engine decoded greedily here) and\n"
@@ -79,6 +79,8 @@ static void usage(FILE *f)
 		"  --engine FILE        the engine binary to bundle (default: $FGPACK_ENGINE, else\n"
 		"                       fgpack-engine or build/fgpack-engine beside this fgpack, as\n"
 		"                       'make engine' builds it; else this fgpack, with a warning)\n"
+		"  --store DIR          the store (default $FGPACK_HOME, $XDG_CACHE_HOME/fgpack,\n"
+		"                       ~/.cache/fgpack): the lock's blobs, and the stamps below\n"
 		"  --rehash             hash every file, even one the store vouches for (below)\n"
 		"  -o OUT.fgb           where to write\n\n"
 		"A file that is a store blob or a hard link to one (as 'fgpack pull --into' makes\n"
@@ -312,7 +314,7 @@ static int eval_ids(cJSON **out, const char *model_dir, const char *text, size_t
  * opens the store. Keeps the lock's bytes for the bundle. */
 static int open_lock(struct fg_lock **lock, struct fg_lock_manifest **lm, struct fg_store **st,
 		     const char *lock_path, const char *manifest, const struct fg_manifest *m,
-		     struct fg_buf *raw, struct fg_err *err)
+		     const char *store_dir, struct fg_buf *raw, struct fg_err *err)
 {
 	struct fg_buf p = FG_BUF_INIT;
 	const char *slash = strrchr(manifest, '/');
@@ -343,7 +345,7 @@ static int open_lock(struct fg_lock **lock, struct fg_lock_manifest **lm, struct
 						   "run fgpack pull",
 				p.data, m->sha256);
 	if (!rc)
-		rc = fg_store_open(st, NULL, err);
+		rc = fg_store_open(st, store_dir, err);
 	fg_buf_release(&p);
 	return rc;
 }
@@ -658,7 +660,7 @@ int cmd_pack(int argc, char **argv)
 	struct fg_lock_manifest *lm = NULL;
 	struct fg_store *store = NULL;
 	struct fg_buf raw = FG_BUF_INIT, raw_lock = FG_BUF_INIT;
-	const char *lock_path = NULL, *engine_arg = NULL, *golden_file = NULL;
+	const char *lock_path = NULL, *engine_arg = NULL, *golden_file = NULL, *store_dir = NULL;
 	struct fg_buf engine_path = FG_BUF_INIT;
 	char *engine_build = NULL;
 	int engine_static = 0;
@@ -689,7 +691,7 @@ int cmd_pack(int argc, char **argv)
 			    !strcmp(a, "--eval") || !strcmp(a, "--level") || !strcmp(a, "--lock") ||
 			    !strcmp(a, "--prompts") || !strcmp(a, "--golden-tokens") ||
 			    !strcmp(a, "--attest") || !strcmp(a, "--device") || !strcmp(a, "--engine") ||
-			    !strcmp(a, "--golden") || !strcmp(a, "--threads");
+			    !strcmp(a, "--golden") || !strcmp(a, "--threads") || !strcmp(a, "--store");
 
 		if (takes && !val)
 			return fg_cmd_usage_error("pack", "%s needs a value", a);
@@ -749,6 +751,8 @@ int cmd_pack(int argc, char **argv)
 		} else if (!strcmp(a, "--golden-tokens")) {
 			if (fg_parse_int(val, 1, 4096, &max_new))
 				return fg_cmd_usage_error("pack", "--golden-tokens wants 1..4096");
+		} else if (!strcmp(a, "--store")) {
+			store_dir = val;
 		} else if (!strcmp(a, "--rehash"))
 			rehash = 1;
 		else if (!strcmp(a, "--no-golden"))
@@ -815,7 +819,7 @@ int cmd_pack(int argc, char **argv)
 			if (have)
 				continue;
 			if (!lm) {
-				rc = open_lock(&lock, &lm, &store, lock_path, manifest, m, &raw_lock, &err);
+				rc = open_lock(&lock, &lm, &store, lock_path, manifest, m, store_dir, &raw_lock, &err);
 				if (rc)
 					goto fail;
 			}
@@ -860,8 +864,10 @@ int cmd_pack(int argc, char **argv)
 	}
 	/* files that are store blobs or hard links to them, unchanged since the
 	 * store checked them, are named by the blob (lib/bundle.h) */
-	if (!rehash && !store && (rc = fg_store_open_existing(&store, NULL, &err)))
+	if (!rehash && !store && (rc = fg_store_open_existing(&store, store_dir, &err))) {
+		fg_err_wrap(&err, "--store");
 		goto fail;
+	}
 	if (!rehash)
 		fg_bundle_builder_set_store(b, store);
 	list = cJSON_AddArrayToObject(meta, "components");

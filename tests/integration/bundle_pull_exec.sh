@@ -52,6 +52,11 @@ check "pull --into a folder" "$FGPACK" pull "$WORK/sub/manifest.json" --lock "$W
 check "pack --model of the placed weights names them by their stamps" sh -c "'$FGPACK' pack --model '$WORK/into/tmp/osoi5-v0-baked' --no-golden -o '$WORK/m.fgb' 2>'$WORK/m.err' >/dev/null && grep -q 'named by their store blob' '$WORK/m.err'"
 check "... and the same bytes as with --rehash" sh -c "'$FGPACK' pack --model '$WORK/into/tmp/osoi5-v0-baked' --no-golden --rehash -o '$WORK/m2.fgb' 2>/dev/null >/dev/null && cmp '$WORK/m.fgb' '$WORK/m2.fgb'"
 check_exit "verify it" 0 "$FGPACK" verify "$WORK/m.fgb" --no-replay --summary -
+# the store named with --store instead of FGPACK_HOME: the lock's blobs and
+# their stamps come from there
+check "pack --store DIR: the same bundle, the files named by their stamps" sh -c "env -u FGPACK_HOME HOME='$WORK/nohome' '$FGPACK' pack '$WORK/sub/manifest.json' --no-golden --store '$FGPACK_HOME' -o '$WORK/s.fgb' 2>'$WORK/s.err' >/dev/null && cmp '$WORK/c.fgb' '$WORK/s.fgb' && grep -q 'named by their store blob' '$WORK/s.err'"
+check_exit "pack --store of a folder that is no store" 1 sh -c "'$FGPACK' pack --model '$WORK/into/tmp/osoi5-v0-baked' --no-golden --store '$WORK/sub' -o '$WORK/n.fgb' 2>'$WORK/n.err'"
+check_grep "  says so in one line" "^fgpack pack: --store: .*sub: not an fgpack store \\(no blobs/sha256\\)$" "$WORK/n.err"
 zstd -dc "$WORK/c.fgb" | tar xOf - bundle.json >"$WORK/bundle.json"
 check_grep "bundle.json records each component's tree digest from the lock" '"tree_digest": "[0-9a-f]{64}"' "$WORK/bundle.json"
 check_grep "bundle.json records the source bucket" '"source": "hf://buckets/gemma-challenge/gemma-kenyan-duma/weights/drafter-ft/ft-v1-epoch_001"' "$WORK/bundle.json"
