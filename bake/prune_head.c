@@ -20,12 +20,15 @@
 #include "provenance.h"
 #include "safetensors.h"
 #include "sha256.h"
+#include "store.h"
+#include "fsutil.h"
 
 #define MAX_FILES 4096
 
 struct item {
 	char *name;
 	char sha[FG_SHA256_HEX_LEN + 1];
+	int by_store; /* an input named by the store blob it is a hard link to */
 };
 
 struct items {
@@ -44,6 +47,7 @@ static int add_item(struct items *it, const char *name, const char *sha, struct 
 	if (!p[it->n].name)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	memcpy(p[it->n].sha, sha, FG_SHA256_HEX_LEN + 1);
+	p[it->n].by_store = 0;
 	it->n++;
 	return 0;
 }
@@ -65,6 +69,26 @@ static int hash_path(const char *path, char sha[FG_SHA256_HEX_LEN + 1], struct f
 
 	if (!rc)
 		fg_hex_encode(d, sizeof(d), sha);
+	return rc;
+}
+
+/* An input's digest: the name of the store blob it is a hard link to when the
+ * blob's stamp still holds (docs/formats/store.md; *by_store 1), else its
+ * hash, whose stamp is noted when the file is such a link, unchanged while
+ * hashed. store NULL: always the hash. */
+static int input_digest(struct fg_store *store, const char *path, char sha[FG_SHA256_HEX_LEN + 1],
+			int *by_store, struct fg_err *err)
+{
+	struct stat before, after;
+	int have = store && !stat(path, &before);
+	int rc;
+
+	*by_store = have && fg_store_stamp_match(store, &before, sha);
+	if (*by_store)
+		return 0;
+	rc = hash_path(path, sha, err);
+	if (!rc && have && !stat(path, &after) && fg_stat_unchanged(&before, &after))
+		fg_store_stamp_note(store, sha, &before);
 	return rc;
 }
 
@@ -138,6 +162,12 @@ static long long quant_group(const cJSON *cfg)
 int fg_prune_head(const char *src, const char *keepset, const char *out, int head_int4, int no_sync,
 		  struct fg_prune_report *rep, struct fg_err *err)
 {
+	return fg_prune_head_in(src, keepset, out, head_int4, no_sync, NULL, 0, rep, err);
+}
+
+int fg_prune_head_in(const char *src, const char *keepset, const char *out, int head_int4, int no_sync,
+		     const char *store_dir, int rehash, struct fg_prune_report *rep, struct fg_err *err)
+{
 	const struct fg_st_tensor *packed = NULL, *scale = NULL, *shape_t = NULL, *skip[3] = { 0 };
 	uint8_t *qbuf = NULL, *sbuf = NULL, *rbuf = NULL;
 	uint64_t scale_row = 0, group = 0;
@@ -158,11 +188,17 @@ int fg_prune_head(const char *src, const char *keepset, const char *out, int hea
 	DIR *d = NULL;
 	struct dirent *e;
 	struct stat st;
+	struct fg_store *store = NULL;
+	int by;
 	int rc, made_tmp = 0;
 
 	memset(rep, 0, sizeof(*rep));
 	if (!stat(out, &st) && (!S_ISDIR(st.st_mode) || rmdir(out)))
 		return fg_err_set(err, FG_EINVAL, "%s already exists (and is not an empty folder)", out);
+	/* the store whose stamps may name inputs (bake int4 does the same): an
+	 * input that is a hard link to a blob whose stamp holds is named by it */
+	if (!rehash && (rc = fg_store_open_existing(&store, store_dir, err)))
+		return fg_err_wrap(err, "--store");
 	if ((rc = fg_path_join(&p, src, "config.json", err)) ||
 	    (rc = fg_file_read(p.data, (size_t)64 << 20, &cfgtext, err)) ||
 	    (rc = fg_json_parse(&cfg, cfgtext.data, cfgtext.len, p.data, err)))
@@ -436,19 +472,30 @@ have_head:
 	    (rc = emit(tmp.data, "keepset.json", kstext.data, kstext.len, &outs, &rep->bytes_out, err)))
 		goto done;
 
-	/* inputs: config, tensor files, keepset; other files are copied */
+	/* inputs: config, tensor files, keepset; other files are copied. An
+	 * input that is a hard link to a store blob whose stamp holds is named
+	 * by the blob (as bake int4 does; --rehash: never), else hashed */
 	fg_buf_reset(&p);
-	if ((rc = fg_path_join(&p, src, "config.json", err)) || (rc = hash_path(p.data, sha, err)) ||
+	if ((rc = fg_path_join(&p, src, "config.json", err)) || (rc = input_digest(store, p.data, sha, &by, err)) ||
 	    (rc = add_item(&ins, "config.json", sha, err)))
 		goto done;
+	ins.v[ins.n - 1].by_store = by;
 	for (i = 0; i < fg_st_nfiles(set); i++) {
 		const char *f = fg_st_file(set, i), *slash = strrchr(f, '/');
 
-		if ((rc = hash_path(f, sha, err)) || (rc = add_item(&ins, slash ? slash + 1 : f, sha, err)))
+		if ((rc = input_digest(store, f, sha, &by, err)) ||
+		    (rc = add_item(&ins, slash ? slash + 1 : f, sha, err)))
 			goto done;
+		ins.v[ins.n - 1].by_store = by;
+		if (by) {
+			rep->n_by_store++;
+			if (!stat(f, &st))
+				rep->bytes_by_store += (uint64_t)st.st_size;
+		}
 	}
-	if ((rc = hash_path(keepset, sha, err)) || (rc = add_item(&ins, keepset, sha, err)))
+	if ((rc = input_digest(store, keepset, sha, &by, err)) || (rc = add_item(&ins, keepset, sha, err)))
 		goto done;
+	ins.v[ins.n - 1].by_store = by;
 	d = opendir(src);
 	if (!d) {
 		rc = fg_err_set(err, FG_EIO, "%s: %s", src, strerror(errno));
@@ -499,7 +546,9 @@ have_head:
 	{
 		struct fg_prov_item *si = calloc(outs.n + 1, sizeof(*si)), *di = calloc(ins.n + 1, sizeof(*di));
 		struct fg_prov prov;
-		cJSON *params = cJSON_CreateObject();
+		cJSON *params = cJSON_CreateObject(), *inl = cJSON_CreateObject();
+		cJSON *by_read = cJSON_CreateObject(), *by_blob = cJSON_CreateObject();
+		const cJSON **ann = calloc(ins.n + 1, sizeof(*ann));
 
 		cJSON_AddStringToObject(params, "model", src);
 		cJSON_AddStringToObject(params, "keepset", keepset);
@@ -507,8 +556,15 @@ have_head:
 		cJSON_AddStringToObject(params, "head", head_int4 ? "int4" : "keep");
 		for (i = 0; si && i < outs.n; i++)
 			si[i] = (struct fg_prov_item){ outs.v[i].name, NULL, outs.v[i].sha };
-		for (i = 0; di && i < ins.n; i++)
+		cJSON_AddStringToObject(by_read, "fgpack_digest", "read");
+		cJSON_AddStringToObject(by_blob, "fgpack_digest", "store");
+		for (i = 0; di && ann && i < ins.n; i++) {
 			di[i] = (struct fg_prov_item){ ins.v[i].name, NULL, ins.v[i].sha };
+			ann[i] = ins.v[i].by_store ? by_blob : by_read;
+		}
+		if (store)
+			cJSON_AddStringToObject(inl, "store", fg_store_root(store));
+		cJSON_AddBoolToObject(inl, "rehash", rehash != 0);
 		memset(&prov, 0, sizeof(prov));
 		prov.build_type = "https://github.com/fgpack/fgpack/bake/prune-head/v1";
 		prov.subjects = si;
@@ -516,10 +572,17 @@ have_head:
 		prov.deps = di;
 		prov.n_deps = ins.n;
 		prov.external_params = params;
-		rc = si && di ? fg_prov_statement_text(&stext, &prov, err) : fg_err_set(err, FG_ENOMEM, "out of memory");
+		prov.internal_params = inl;
+		prov.dep_annotations = ann;
+		rc = si && di && ann && inl && by_read && by_blob ? fg_prov_statement_text(&stext, &prov, err)
+								  : fg_err_set(err, FG_ENOMEM, "out of memory");
 		free(si);
 		free(di);
+		free(ann);
 		cJSON_Delete(params);
+		cJSON_Delete(inl);
+		cJSON_Delete(by_read);
+		cJSON_Delete(by_blob);
 		if (rc)
 			goto done;
 		fg_buf_reset(&p);
@@ -536,6 +599,7 @@ have_head:
 	snprintf(rep->head_source, sizeof(rep->head_source), "%s", head->name);
 	rep->n_tensors_out = nd;
 done:
+	fg_store_free(store);
 	if (d)
 		closedir(d);
 	for (i = 0; names && i < n_names; i++)

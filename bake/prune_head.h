@@ -28,6 +28,8 @@ struct fg_prune_report {
 	char statement[4096];     /* path of the provenance statement */
 	size_t n_tensors_out;
 	uint64_t bytes_out;
+	size_t n_by_store;        /* tensor files named by their store blob, not hashed */
+	uint64_t bytes_by_store;
 };
 
 /* Writes out (which must not exist, or be an empty folder) from the model
@@ -41,5 +43,13 @@ struct fg_prune_report {
  * cut and stays INT4 either way. */
 int fg_prune_head(const char *src, const char *keepset, const char *out, int head_int4, int no_sync,
 		  struct fg_prune_report *rep, struct fg_err *err);
+/* The same, with the store whose stamps may name inputs: store_dir, else the
+ * default store when it exists (fg_store_open_existing); an input that is a
+ * hard link to one of its blobs, unchanged since the store checked it, is
+ * listed in the statement by the blob's name ("fgpack_digest": "store")
+ * instead of being hashed, as bake int4 does. rehash: hash every input.
+ * (fg_prune_head is this with the default store and rehash 0.) */
+int fg_prune_head_in(const char *src, const char *keepset, const char *out, int head_int4, int no_sync,
+		     const char *store_dir, int rehash, struct fg_prune_report *rep, struct fg_err *err);
 
 #endif

@@ -79,6 +79,32 @@ check "again into another folder" "$FGPACK" bake prune-head "$WORK/tied" --keeps
 check "same inputs, same bytes" cmp "$WORK/out1/model.safetensors" "$WORK/out3/model.safetensors"
 check "same config bytes" cmp "$WORK/out1/config.json" "$WORK/out3/config.json"
 
+# the same model pulled into a store and placed by pull --into (hard links):
+# its tensor file is named by its store blob, not hashed again; --rehash and
+# the plain folder give the same bytes and the same input digests
+export FGPACK_HOME="$WORK/store"
+printf '{"name": "p", "env": {"WEIGHTS_BUCKET": "file://%s/tied", "LOCAL_MODEL_DIR": "/m"}}\n' "$WORK" >"$WORK/p.json"
+check "pull the model into a store (--into)" "$FGPACK" pull "$WORK/p.json" --lock "$WORK/p.lock" --into "$WORK/placed"
+check "prune the placed model" sh -c "'$FGPACK' bake prune-head '$WORK/placed/m' --keepset '$WORK/k.json' '$WORK/outp' 2>'$WORK/outp.err'"
+check_grep "  says the tensor file was named by its store blob" '^prune-head: 1 tensor file \([0-9.]+ GB\) named by their store blob' "$WORK/outp.err"
+check "  the same bytes as from the plain folder" cmp "$WORK/out1/model.safetensors" "$WORK/outp/model.safetensors"
+stmt_deps() { # STATEMENT: "name sha256 how" per dependency, sorted
+	python3 -c 'import json,sys
+st = json.load(open(sys.argv[1]))
+for d in st["predicate"]["buildDefinition"]["resolvedDependencies"]:
+    print(d["name"].split("/")[-1], d["digest"]["sha256"], (d.get("annotations") or {}).get("fgpack_digest"))' "$1" | sort
+}
+stmt_deps "$WORK/outp.intoto.json" >"$WORK/deps_p"
+check_grep "  the statement says the tensor file's digest came from the store" '^model.safetensors [0-9a-f]{64} store$' "$WORK/deps_p"
+check "prune the placed model with --rehash" sh -c "'$FGPACK' bake prune-head '$WORK/placed/m' --keepset '$WORK/k.json' '$WORK/outr' --rehash 2>'$WORK/outr.err'"
+stmt_deps "$WORK/outr.intoto.json" >"$WORK/deps_r"
+check "  every input read, none named by the store" sh -c "! grep -q ' store\$' '$WORK/deps_r' && ! grep -q 'named by' '$WORK/outr.err'"
+check "  the same digests either way" sh -c "cut -d' ' -f1-2 '$WORK/deps_p' >'$WORK/a' && cut -d' ' -f1-2 '$WORK/deps_r' >'$WORK/b' && cmp '$WORK/a' '$WORK/b'"
+check_exit "--store of a folder that is no store is refused" 1 sh -c "'$FGPACK' bake prune-head '$WORK/placed/m' --keepset '$WORK/k.json' '$WORK/outn' --store '$WORK/tied' 2>'$WORK/outn.err'"
+check_grep "  in one line naming it" "^fgpack bake prune-head: --store: $WORK/tied: not an fgpack store \\(no blobs/sha256\\)$" "$WORK/outn.err"
+check "  before writing anything" test ! -e "$WORK/outn" -a ! -e "$WORK/outn.partial" -a ! -e "$WORK/outn.intoto.json"
+unset FGPACK_HOME
+
 ks "$WORK/k100.json" 100 0 1 2
 "$FGPACK" bake prune-head "$WORK/tied" --keepset "$WORK/k100.json" "$WORK/bad1" >"$WORK/e1" 2>&1
 check_grep "a keepset for another vocabulary size is refused" 'keepset is for a 100-row head' "$WORK/e1"
