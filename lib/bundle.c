@@ -17,7 +17,6 @@
 #include "manifest.h"
 #include "tarball.h"
 #include "store.h"
-#include "workq.h"
 
 struct bfile {
 	char *path;
@@ -102,26 +101,16 @@ int fg_bundle_has(const struct fg_bundle_builder *b, const char *path)
 	return find(b, path) != NULL;
 }
 
-/* Hashes every pending file, b->threads at a time (lib/workq.h). This is
- * the one pass that hashes the files: bundle.json, which lists their
- * digests, is the archive's first member, so they are known before the
- * archive is written; the write then streams each file once more, unhashed,
- * checking its stamp (lib/tarball.h), while the archive's identity hash runs
- * over the tar. Plain reads (not O_DIRECT): they leave the file in the page
- * cache for that second read. A file that is a hard link to a blob of the
- * store set with fg_bundle_builder_set_store, unchanged since the store
- * checked it (lib/store.h, stamps), is named by that blob and not read here;
- * with our SHA-NI code the others are hashed two at a time on each thread
- * (fg_sha256_reader_pair), as `store verify` does. */
-#define MAX_HASH_THREADS 16
-
-struct hash_job {
-	struct fg_bundle_builder *b;
-	size_t *idx;  /* the pending files, in order; paired: sorted by size */
-	size_t items; /* work items: files, or pairs idx[2k], idx[2k+1] */
-	int paired;
-	struct fg_sha256_reader *rd[MAX_HASH_THREADS];
-};
+/* Hashes every pending file, b->threads at a time (fg_sha256_files: two
+ * files per thread on SHA-NI, as `store verify` hashes). This is the one pass
+ * that hashes the files: bundle.json, which lists their digests, is the
+ * archive's first member, so they are known before the archive is written;
+ * the write then streams each file once more, unhashed, checking its stamp
+ * (lib/tarball.h), while the archive's identity hash runs over the tar.
+ * Plain reads (not O_DIRECT): they leave the file in the page cache for that
+ * second read. A file that is a hard link to a blob of the store set with
+ * fg_bundle_builder_set_store, unchanged since the store checked it (lib/
+ * store.h, stamps), is named by that blob and not read here. */
 
 /* Records file f's digest d, read from the file as st showed it before
  * reading, after checking it against the size it was added with and the
@@ -146,48 +135,6 @@ static int settle(struct fg_bundle_builder *b, struct bfile *f, const uint8_t d[
 	return 0;
 }
 
-/* sha256 of one pending file (work item i), or of a pair of them */
-static int hash_item(void *arg, size_t i, int t, struct fg_err *err)
-{
-	struct hash_job *hj = arg;
-	struct fg_bundle_builder *b = hj->b;
-	int rc, k;
-
-	if (!hj->rd[t] && (rc = fg_sha256_reader_new(&hj->rd[t], err)))
-		return rc;
-	if (!hj->paired) {
-		struct bfile *f = &b->f[hj->idx[i]];
-		unsigned long long size = 0;
-		uint8_t d[32];
-		struct stat st;
-
-		rc = fg_sha256_reader_file(hj->rd[t], f->src, 0, d, &size, &st, err);
-		if (rc == FG_ENOTFOUND) /* gone since it was added: an I/O error here */
-			rc = err->code = FG_EIO;
-		return rc ? rc : settle(b, f, d, size, &st, err);
-	} else {
-		struct bfile *f[2] = { &b->f[hj->idx[2 * i]], NULL };
-		const char *path[2] = { f[0]->src, NULL };
-		struct fg_sha256_result res[2];
-
-		if (hj->idx[2 * i + 1] != hj->idx[2 * i]) {
-			f[1] = &b->f[hj->idx[2 * i + 1]];
-			path[1] = f[1]->src;
-		}
-		rc = fg_sha256_reader_pair(hj->rd[t], path, 0, res, err);
-		for (k = 0; !rc && k < 2 && f[k]; k++) {
-			if (res[k].rc) {
-				if (err)
-					*err = res[k].err;
-				rc = res[k].rc == FG_ENOTFOUND ? (err ? (err->code = FG_EIO) : FG_EIO) : res[k].rc;
-			} else {
-				rc = settle(b, f[k], res[k].digest, res[k].size, &res[k].st, err);
-			}
-		}
-		return rc;
-	}
-}
-
 /* 1 when pending file f is named by its store blob (and is settled so) */
 static int by_stamp(struct fg_bundle_builder *b, struct bfile *f)
 {
@@ -208,46 +155,41 @@ static int by_stamp(struct fg_bundle_builder *b, struct bfile *f)
 
 static int hash_pending(struct fg_bundle_builder *b, struct fg_err *err)
 {
-	struct hash_job hj;
+	size_t *idx = malloc((b->n + 1) * sizeof(*idx));
+	const char **path = malloc((b->n + 1) * sizeof(*path));
+	struct fg_sha256_result *res = NULL;
 	size_t i, n = 0;
-	int threads = b->threads < MAX_HASH_THREADS ? b->threads : MAX_HASH_THREADS;
 	int rc = 0;
 
-	memset(&hj, 0, sizeof(hj));
-	hj.b = b;
-	hj.idx = malloc((b->n + 1) * sizeof(*hj.idx));
-	if (!hj.idx)
-		return fg_err_set(err, FG_ENOMEM, "out of memory");
-	for (i = 0; i < b->n; i++)
-		if (b->f[i].pending && !by_stamp(b, &b->f[i]))
-			hj.idx[n++] = i;
-	hj.items = n;
-	/* two files per item where our SHA-NI code runs (FG_SHA256_X2=0: one
-	 * each) and there are enough to keep every thread busy */
-	if (fg_sha256_ni_available() > 0 && n >= 2 * (size_t)threads) {
-		unsigned long long *sz = malloc(n * sizeof(*sz));
-		size_t *order = malloc(n * sizeof(*order));
+	if (!idx || !path)
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	for (i = 0; !rc && i < b->n; i++)
+		if (b->f[i].pending && !by_stamp(b, &b->f[i])) {
+			idx[n] = i;
+			path[n++] = b->f[i].src;
+		}
+	if (!rc && n && !(res = malloc(n * sizeof(*res))))
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	if (!rc && n)
+		rc = fg_sha256_files(path, n, b->threads, 0, res, err);
+	/* in file order, so the same failure is reported for any thread count */
+	for (i = 0; !rc && i < n; i++) {
+		struct bfile *f = &b->f[idx[i]];
 
-		for (i = 0; sz && i < n; i++)
-			sz[i] = b->f[hj.idx[i]].size;
-		rc = !sz || !order ? fg_err_set(err, FG_ENOMEM, "out of memory")
-				   : fg_workq_order_by_size(order, sz, n, err);
-		for (i = 0; !rc && i < n; i++)
-			sz[i] = hj.idx[order[i]]; /* (sz reused for the new order) */
-		for (i = 0; !rc && i < n; i++)
-			hj.idx[i] = (size_t)sz[i];
-		free(sz);
-		free(order);
-		if (n % 2)
-			hj.idx[n] = hj.idx[n - 1]; /* the last one alone */
-		hj.items = (n + 1) / 2;
-		hj.paired = 1;
+		if (res[i].rc) {
+			if (err)
+				*err = res[i].err;
+			/* gone since it was added: an I/O error here */
+			rc = res[i].rc == FG_ENOTFOUND ? FG_EIO : res[i].rc;
+			if (err)
+				err->code = rc;
+		} else {
+			rc = settle(b, f, res[i].digest, res[i].size, &res[i].st, err);
+		}
 	}
-	if (!rc)
-		rc = fg_workq_run(hj.items, threads, hash_item, NULL, &hj, err);
-	for (i = 0; i < MAX_HASH_THREADS; i++)
-		fg_sha256_reader_free(hj.rd[i]);
-	free(hj.idx);
+	free(res);
+	free(idx);
+	free(path);
 	return rc;
 }
 

@@ -5,6 +5,7 @@
 #include "sha256.h"
 #include "fsutil.h"
 #include "ring.h"
+#include "workq.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -750,6 +751,87 @@ int fg_sha256_reader_pair(struct fg_sha256_reader *r, const char *const path[2],
 		lane_close(l);
 	}
 	return 0;
+}
+
+/* ---- many files ---- */
+
+#define FILES_MAX_THREADS 64
+
+struct files_job {
+	const char *const *path;
+	struct fg_sha256_result *res;
+	size_t *idx; /* paired: items are idx[2k], idx[2k + 1] (equal: alone) */
+	int flags;
+	struct fg_sha256_reader *rd[FILES_MAX_THREADS];
+};
+
+static int files_item(void *arg, size_t k, int t, struct fg_err *err)
+{
+	struct files_job *j = arg;
+	int rc;
+
+	if (!j->rd[t] && (rc = fg_sha256_reader_new(&j->rd[t], err)))
+		return rc;
+	if (!j->idx) {
+		struct fg_sha256_result *r = &j->res[k];
+
+		r->rc = fg_sha256_reader_file(j->rd[t], j->path[k], j->flags, r->digest, &r->size, &r->st,
+					      &r->err);
+		r->mode = fg_sha256_reader_last_mode(j->rd[t]);
+		return 0;
+	} else {
+		size_t a = j->idx[2 * k], b = j->idx[2 * k + 1];
+		const char *p[2] = { j->path[a], b != a ? j->path[b] : NULL };
+		struct fg_sha256_result two[2];
+
+		rc = fg_sha256_reader_pair(j->rd[t], p, j->flags, two, err);
+		if (!rc) {
+			j->res[a] = two[0];
+			if (b != a)
+				j->res[b] = two[1];
+		}
+		return rc;
+	}
+}
+
+int fg_sha256_files(const char *const *path, size_t n, int threads, int flags,
+		    struct fg_sha256_result *res, struct fg_err *err)
+{
+	struct files_job j;
+	size_t items = n, i;
+	int rc = 0;
+
+	if (threads < 1)
+		threads = 1;
+	if (threads > FILES_MAX_THREADS)
+		threads = FILES_MAX_THREADS;
+	memset(&j, 0, sizeof(j));
+	memset(res, 0, n * sizeof(*res));
+	j.path = path;
+	j.res = res;
+	j.flags = flags;
+	if (fg_sha256_ni_available() > 0 && n >= 2 * (size_t)threads) {
+		unsigned long long *sz = malloc(n * sizeof(*sz));
+
+		j.idx = malloc((n + 1) * sizeof(*j.idx));
+		for (i = 0; sz && i < n; i++) {
+			struct stat sb;
+
+			sz[i] = stat(path[i], &sb) ? 0 : (unsigned long long)sb.st_size;
+		}
+		rc = !sz || !j.idx ? fg_err_set(err, FG_ENOMEM, "out of memory")
+				   : fg_workq_order_by_size(j.idx, sz, n, err);
+		free(sz);
+		if (!rc && n % 2)
+			j.idx[n] = j.idx[n - 1]; /* the last one alone */
+		items = (n + 1) / 2;
+	}
+	if (!rc)
+		rc = fg_workq_run(items, threads, files_item, NULL, &j, err);
+	for (i = 0; i < FILES_MAX_THREADS; i++)
+		fg_sha256_reader_free(j.rd[i]);
+	free(j.idx);
+	return rc;
 }
 
 void fg_hex_encode(const uint8_t *data, size_t len, char *out)

@@ -118,6 +118,15 @@ int fg_sha256_reader_pair(struct fg_sha256_reader *r, const char *const path[2],
 			  struct fg_sha256_result res[2], struct fg_err *err);
 void fg_sha256_reader_free(struct fg_sha256_reader *r);
 
+/* Hashes n whole files on up to `threads` threads (lib/workq.h): where our
+ * SHA-NI code runs and there are at least two files per thread, two at a
+ * time per thread (fg_sha256_reader_pair, files of like size together),
+ * else one. flags as fg_sha256_reader_file. res[i] gets file i's outcome
+ * (digest, size hashed, fstat before reading, rc and message); the call
+ * fails only when it cannot run (FG_ENOMEM, FG_EINVAL): check each res[i].rc. */
+int fg_sha256_files(const char *const *path, size_t n, int threads, int flags,
+		    struct fg_sha256_result *res, struct fg_err *err);
+
 /* A hashing thread fed pieces in order, so the caller can read, compute or
  * write while the bytes it already has are hashed (one SHA-256 stream runs at
  * about 1.7 GB/s per core; see docs/bench.md, bake int4). Pieces are borrowed:
