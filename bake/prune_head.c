@@ -92,6 +92,64 @@ static int input_digest(struct fg_store *store, const char *path, char sha[FG_SH
 	return rc;
 }
 
+/* The tensor files' digests, in order, into ins: those named by their store
+ * blob first (input_digest's rule), the rest hashed together on every core
+ * (fg_sha256_files: two per thread on SHA-NI), their stamps noted when
+ * they are blob links unchanged while hashed. */
+static int tensor_digests(struct fg_store *store, const struct fg_st_set *set, struct items *ins,
+			  struct fg_prune_report *rep, struct fg_err *err)
+{
+	size_t nf = fg_st_nfiles(set), i, n = 0;
+	const char **path = calloc(nf + 1, sizeof(*path));
+	size_t *at = calloc(nf + 1, sizeof(*at));
+	struct fg_sha256_result *res = calloc(nf + 1, sizeof(*res));
+	char (*sha)[FG_SHA256_HEX_LEN + 1] = calloc(nf + 1, sizeof(*sha));
+	int *by = calloc(nf + 1, sizeof(*by));
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int rc = !path || !at || !res || !sha || !by ? fg_err_set(err, FG_ENOMEM, "out of memory") : 0;
+
+	for (i = 0; !rc && i < nf; i++) {
+		struct stat sb;
+
+		by[i] = store && !stat(fg_st_file(set, i), &sb) && fg_store_stamp_match(store, &sb, sha[i]);
+		if (by[i]) {
+			rep->n_by_store++;
+			rep->bytes_by_store += (uint64_t)sb.st_size;
+		} else {
+			at[n] = i;
+			path[n++] = fg_st_file(set, i);
+		}
+	}
+	if (!rc && n)
+		rc = fg_sha256_files(path, n, cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus, 0, res, err);
+	for (i = 0; !rc && i < n; i++) {
+		struct stat now;
+
+		if (res[i].rc) {
+			rc = res[i].rc;
+			if (err)
+				*err = res[i].err;
+			break;
+		}
+		fg_hex_encode(res[i].digest, 32, sha[at[i]]);
+		if (store && !stat(path[i], &now) && fg_stat_unchanged(&res[i].st, &now))
+			fg_store_stamp_note(store, sha[at[i]], &res[i].st);
+	}
+	for (i = 0; !rc && i < nf; i++) {
+		const char *f = fg_st_file(set, i), *slash = strrchr(f, '/');
+
+		rc = add_item(ins, slash ? slash + 1 : f, sha[i], err);
+		if (!rc)
+			ins->v[ins->n - 1].by_store = by[i];
+	}
+	free(path);
+	free(at);
+	free(res);
+	free(sha);
+	free(by);
+	return rc;
+}
+
 /* Writes dir/name and records it among the outputs. */
 static int emit(const char *dir, const char *name, const void *data, size_t len, struct items *outs,
 		uint64_t *bytes, struct fg_err *err)
@@ -480,19 +538,8 @@ have_head:
 	    (rc = add_item(&ins, "config.json", sha, err)))
 		goto done;
 	ins.v[ins.n - 1].by_store = by;
-	for (i = 0; i < fg_st_nfiles(set); i++) {
-		const char *f = fg_st_file(set, i), *slash = strrchr(f, '/');
-
-		if ((rc = input_digest(store, f, sha, &by, err)) ||
-		    (rc = add_item(&ins, slash ? slash + 1 : f, sha, err)))
-			goto done;
-		ins.v[ins.n - 1].by_store = by;
-		if (by) {
-			rep->n_by_store++;
-			if (!stat(f, &st))
-				rep->bytes_by_store += (uint64_t)st.st_size;
-		}
-	}
+	if ((rc = tensor_digests(store, set, &ins, rep, err)))
+		goto done;
 	if ((rc = input_digest(store, keepset, sha, &by, err)) || (rc = add_item(&ins, keepset, sha, err)))
 		goto done;
 	ins.v[ins.n - 1].by_store = by;
