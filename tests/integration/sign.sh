@@ -131,4 +131,21 @@ check_exit "changed subject of the statement" 3 "$FGPACK" verify-sig --key key.p
 sed -i 's/slsa.dev/slsa.example/' baked/provenance.intoto.json
 check_exit "changed statement" 3 "$FGPACK" verify-sig --key key.pub.pem baked/provenance.intoto.json
 check_grep "says it differs" "differs from the one signed" "$WORK/.out"
+
+# a statement of five subjects (hashed together, checked in order): all
+# checked, then the third one changed is the one named
+mkdir -p baked5
+subj=
+for i in 1 2 3 4 5; do
+	head -c $((i * 70001)) /dev/urandom >baked5/s$i.bin
+	subj="$subj${subj:+,}{\"digest\":{\"sha256\":\"$(sha256sum baked5/s$i.bin | cut -d' ' -f1)\"},\"name\":\"s$i.bin\"}"
+done
+printf '{"_type":"https://in-toto.io/Statement/v1","predicate":{},"predicateType":"https://slsa.dev/provenance/v1","subject":[%s]}\n' "$subj" >baked5/p.intoto.json
+check "sign a statement of five subjects" "$FGPACK" sign --key key.pem baked5/p.intoto.json
+check "verify it" "$FGPACK" verify-sig --key key.pub.pem baked5/p.intoto.json
+check_grep "five subjects checked" "5 subjects checked" "$WORK/.out"
+printf 'y' >>baked5/s3.bin
+printf 'y' >>baked5/s5.bin
+check_exit "two subjects changed" 3 "$FGPACK" verify-sig --key key.pub.pem baked5/p.intoto.json
+check_grep "  the first of them in the statement's order is named" "subject s3.bin: content changed" "$WORK/.out"
 finish
