@@ -16,6 +16,7 @@
 #include "http.h"
 #include "hub.h"
 #include "json.h"
+#include "workq.h"
 
 /* One file to have: where it comes from and what the lock will say. */
 struct want {
@@ -726,6 +727,46 @@ static int reuse_target(struct fg_fetch_item *it, struct want *w, struct fg_stor
 	return got;
 }
 
+/* file:// files on a work queue: each copied into the store and hashed on
+ * the way by one thread (import_local), as many at once as there are CPUs
+ * (at most 8); the first failure in plan order wins (lib/workq.h) */
+struct local_job {
+	struct fg_fetch_item *items;
+	struct plan *p;
+	struct fg_store *st;
+	const size_t *li;          /* plan indices of the local files */
+	struct fg_fetch_stats *fs; /* one per local file, summed afterwards */
+};
+
+static int local_one(void *arg, size_t k, int t, struct fg_err *err)
+{
+	struct local_job *j = arg;
+	size_t i = j->li[k];
+
+	(void)t;
+	return import_local(&j->items[i], &j->p->w[i], j->st, &j->fs[k], err);
+}
+
+static int import_locals(struct fg_fetch_item *items, struct plan *p, struct fg_store *st,
+			 const size_t *li, size_t n, struct fg_fetch_stats *sum, struct fg_err *err)
+{
+	struct local_job j = { items, p, st, li, calloc(n ? n : 1, sizeof(struct fg_fetch_stats)) };
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	size_t k;
+	int rc;
+
+	if (!j.fs)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	rc = fg_workq_run(n, cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus, local_one, NULL, &j, err);
+	for (k = 0; k < n; k++) {
+		sum->files_fetched += j.fs[k].files_fetched;
+		sum->files_present += j.fs[k].files_present;
+		sum->bytes_present += j.fs[k].bytes_present;
+	}
+	free(j.fs);
+	return rc;
+}
+
 static int fetch_plan(struct fg_pull_report *rep, struct plan *p, struct fg_store *st,
 		      struct fg_http *h, const struct fg_pull_opts *o, const struct fg_manifest *m,
 		      struct fg_fetch_item **items_out, struct fg_err *err)
@@ -733,18 +774,20 @@ static int fetch_plan(struct fg_pull_report *rep, struct plan *p, struct fg_stor
 	struct fg_fetch_item *items = calloc(p->n ? p->n : 1, sizeof(*items));
 	struct fg_fetch_item *net = calloc(p->n ? p->n : 1, sizeof(*net));
 	size_t *idx = calloc(p->n ? p->n : 1, sizeof(*idx));
+	size_t *li = calloc(p->n ? p->n : 1, sizeof(*li));
 	struct fg_fetch_stats local;
 	struct fg_fetch_opts fo;
-	size_t i, nn = 0, nrepos = 0;
+	size_t i, nn = 0, nl = 0, nrepos = 0;
 	char **repos = NULL;
 	int rc = 0, looked = 0;
 
 	*items_out = items;
 	memset(&local, 0, sizeof(local));
 	memset(&rep->fetch, 0, sizeof(rep->fetch));
-	if (!items || !net || !idx) {
+	if (!items || !net || !idx || !li) {
 		free(net);
 		free(idx);
+		free(li);
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	}
 	for (i = 0; i < p->n; i++) {
@@ -758,9 +801,7 @@ static int fetch_plan(struct fg_pull_report *rep, struct plan *p, struct fg_stor
 		items[i].no_ranges = p->w[i].no_ranges;
 		p->w[i].was_present = p->w[i].expect[0] && fg_store_has(st, p->w[i].expect);
 		if (p->w[i].local_path) {
-			rc = import_local(&items[i], &p->w[i], st, &local, err);
-			if (rc)
-				break;
+			li[nl++] = i; /* imported below, several at once */
 			continue;
 		}
 		if (!p->w[i].was_present && items[i].expect_sha256) {
@@ -775,6 +816,8 @@ static int fetch_plan(struct fg_pull_report *rep, struct plan *p, struct fg_stor
 		net[nn] = items[i];
 		idx[nn++] = i;
 	}
+	if (!rc && nl)
+		rc = import_locals(items, p, st, li, nl, &local, err);
 	if (!rc && nn) {
 		memset(&fo, 0, sizeof(fo));
 		fo.jobs = o->jobs;
@@ -798,6 +841,7 @@ static int fetch_plan(struct fg_pull_report *rep, struct plan *p, struct fg_stor
 	free(repos);
 	free(net);
 	free(idx);
+	free(li);
 	return rc;
 }
 

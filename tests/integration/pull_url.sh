@@ -209,6 +209,13 @@ check "file:// single file materialized" cmp "$WORK/local/single.bin" "$WORK/fo/
 check_grep "lock: kind file" '"kind": "file"' "$WORK/file.lock"
 n=$(grep -c '"path"' "$WORK/file.lock")
 [ "$n" -eq 6 ] && ok "lock lists 6 local files" || not_ok "lock lists 6 local files (got $n)"
+# the local files are imported several at once: every one counted, once
+fstat() { python3 -c 'import json,sys; f=json.load(open(sys.argv[1]))["fetch"]; print(f["files_fetched"], f["files_present"])' "$1"; }
+env FGPACK_HOME="$WORK/store6" "$FGPACK" pull "$WORK/file.json" --lock "$WORK/file6.lock" --json >"$WORK/f6.json" 2>/dev/null
+check "file:// into a fresh store: 6 files imported" [ "$(fstat "$WORK/f6.json")" = "6 0" ]
+env FGPACK_HOME="$WORK/store6" "$FGPACK" pull "$WORK/file.json" --lock "$WORK/file6.lock" --json >"$WORK/f7.json" 2>/dev/null
+check "  again: 6 present, none imported" [ "$(fstat "$WORK/f7.json")" = "0 6" ]
+check "  the same lock as the first pull's" cmp "$WORK/file.lock" "$WORK/file6.lock"
 check "file:// --locked passes while unchanged" "$FGPACK" pull "$WORK/file.json" --lock "$WORK/file.lock" --locked
 python3 -c "import sys; f=open(sys.argv[1],'r+b'); f.write(b'F'); f.close()" "$WORK/local/tree/sub/f1.txt"  # same size
 check_exit "file:// --locked notices a changed file" 3 "$FGPACK" pull "$WORK/file.json" --lock "$WORK/file.lock" --locked
