@@ -3,11 +3,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "json.h"
 #include "lock.h"
 #include "store.h"
+#include "workq.h"
 
 static void usage(FILE *f)
 {
@@ -120,6 +122,48 @@ static int on_blob(void *ctx, const char *hex, unsigned long long size, int good
 	return 0;
 }
 
+/* store import: the files on a work queue (each copied into the store and
+ * hashed on the way by one thread, as many at once as there are CPUs, at
+ * most 8), each printed in the order given once it and those before it are
+ * in; the first failure in that order stops the rest */
+struct import_job {
+	struct fg_store *st;
+	const char *const *paths;
+	const char *expect;
+	char (*hex)[FG_SHA256_HEX_LEN + 1];
+};
+
+static int import_one(void *arg, size_t i, int t, struct fg_err *err)
+{
+	struct import_job *j = arg;
+
+	(void)t;
+	return fg_store_import(j->st, j->paths[i], j->expect, j->hex[i], err);
+}
+
+static int import_done(void *arg, size_t i, struct fg_err *err)
+{
+	struct import_job *j = arg;
+
+	(void)err;
+	printf("%s  %s\n", j->hex[i], j->paths[i]);
+	return 0;
+}
+
+static int import_all(struct fg_store *st, const char *const *paths, size_t n, const char *expect,
+		      struct fg_err *err)
+{
+	struct import_job j = { st, paths, expect, calloc(n ? n : 1, sizeof(*j.hex)) };
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int rc;
+
+	if (!j.hex)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	rc = fg_workq_run(n, cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus, import_one, import_done, &j, err);
+	free(j.hex);
+	return rc;
+}
+
 static int print_json(cJSON *doc)
 {
 	struct fg_buf b = FG_BUF_INIT;
@@ -218,14 +262,8 @@ int cmd_store(int argc, char **argv)
 		}
 		fg_buf_release(&p);
 	} else if (!strcmp(sub, "import")) {
-		for (i = 0; i < n_locks && !rc; i++) {
-			char hex[FG_SHA256_HEX_LEN + 1];
-
-			if (fg_store_import(st, locks[i], expect, hex, &err))
-				rc = fg_cmd_fail("store", &err);
-			else
-				printf("%s  %s\n", hex, locks[i]);
-		}
+		if (import_all(st, locks, (size_t)n_locks, expect, &err))
+			rc = fg_cmd_fail("store", &err);
 	} else if (!strcmp(sub, "verify")) {
 		ec.verify = 1;
 		ec.list = cJSON_CreateArray();

@@ -77,6 +77,16 @@ check "import: blob present" "$FGPACK" store path "$dh"
 check_exit "import --sha256 mismatch fails" 1 "$FGPACK" store import "$WORK/buckets.lock" --sha256 "$dh"
 check_grep "import mismatch names both digests" "expected $dh, got" "$WORK/.out"
 check "import leaves no temp file" sh -c "[ -z \"\$(ls '$FGPACK_HOME/tmp')\" ]"
+# several files at once: one line each, in the order given, the digest
+# sha256sum gives; a missing one in the middle fails the import, naming it,
+# after the lines of those before it
+mkdir -p "$WORK/imp"
+for i in 1 2 3 4 5 6; do head -c $((i * 50000)) /dev/urandom >"$WORK/imp/f$i"; done
+(cd "$WORK/imp" && sha256sum f1 f2 f3 f4 f5 f6) | sed "s|  |  $WORK/imp/|" >"$WORK/imp.want"
+check "import of six files: one line each, in order" sh -c "(cd '$WORK' && '$FGPACK' store import imp/f1 imp/f2 imp/f3 imp/f4 imp/f5 imp/f6) | sed 's|  |  $WORK/|' | cmp - '$WORK/imp.want'"
+check_exit "import with a missing file in the middle fails" 1 sh -c "'$FGPACK' store import '$WORK/imp/f1' '$WORK/imp/nope' '$WORK/imp/f2' >'$WORK/imp.out' 2>'$WORK/imp.err'"
+check_grep "  naming it" "nope" "$WORK/imp.err"
+check "  after the line of the file before it" sh -c "head -n 1 '$WORK/imp.out' | grep -q '  $WORK/imp/f1\$' && [ \$(wc -l <'$WORK/imp.out') -eq 1 ]"
 check_exit "gc refuses a hand-broken lock" 1 "$FGPACK" store gc --lock "$WORK/bad.lock"
 check_grep "gc names the broken field" "tree_digest: does not match" "$WORK/.out"
 
