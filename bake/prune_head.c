@@ -21,7 +21,7 @@
 #include "safetensors.h"
 #include "sha256.h"
 #include "store.h"
-#include "fsutil.h"
+#include "workq.h"
 
 #define MAX_FILES 4096
 
@@ -72,81 +72,43 @@ static int hash_path(const char *path, char sha[FG_SHA256_HEX_LEN + 1], struct f
 	return rc;
 }
 
-/* An input's digest: the name of the store blob it is a hard link to when the
- * blob's stamp still holds (docs/formats/store.md; *by_store 1), else its
- * hash, whose stamp is noted when the file is such a link, unchanged while
- * hashed. store NULL: always the hash. */
-static int input_digest(struct fg_store *store, const char *path, char sha[FG_SHA256_HEX_LEN + 1],
-			int *by_store, struct fg_err *err)
+/* The inputs' digests, in order, into ins: config.json, the tensor files,
+ * the keepset (fg_store_digest_files: a hard link to a store blob whose stamp
+ * holds is named by the blob, the rest hashed on every core). */
+static int input_digests(struct fg_store *store, const char *config, const struct fg_st_set *set,
+			 const char *keepset, struct items *ins, struct fg_prune_report *rep,
+			 struct fg_err *err)
 {
-	struct stat before, after;
-	int have = store && !stat(path, &before);
-	int rc;
+	size_t nf = fg_st_nfiles(set), n = nf + 2, i;
+	const char **path = calloc(n, sizeof(*path));
+	struct fg_store_digest *d = calloc(n, sizeof(*d));
+	int rc = !path || !d ? fg_err_set(err, FG_ENOMEM, "out of memory") : 0;
 
-	*by_store = have && fg_store_stamp_match(store, &before, sha);
-	if (*by_store)
-		return 0;
-	rc = hash_path(path, sha, err);
-	if (!rc && have && !stat(path, &after) && fg_stat_unchanged(&before, &after))
-		fg_store_stamp_note(store, sha, &before);
-	return rc;
-}
-
-/* The tensor files' digests, in order, into ins: those named by their store
- * blob first (input_digest's rule), the rest hashed together on every core
- * (fg_sha256_files: two per thread on SHA-NI), their stamps noted when
- * they are blob links unchanged while hashed. */
-static int tensor_digests(struct fg_store *store, const struct fg_st_set *set, struct items *ins,
-			  struct fg_prune_report *rep, struct fg_err *err)
-{
-	size_t nf = fg_st_nfiles(set), i, n = 0;
-	const char **path = calloc(nf + 1, sizeof(*path));
-	size_t *at = calloc(nf + 1, sizeof(*at));
-	struct fg_sha256_result *res = calloc(nf + 1, sizeof(*res));
-	char (*sha)[FG_SHA256_HEX_LEN + 1] = calloc(nf + 1, sizeof(*sha));
-	int *by = calloc(nf + 1, sizeof(*by));
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	int rc = !path || !at || !res || !sha || !by ? fg_err_set(err, FG_ENOMEM, "out of memory") : 0;
-
-	for (i = 0; !rc && i < nf; i++) {
-		struct stat sb;
-
-		by[i] = store && !stat(fg_st_file(set, i), &sb) && fg_store_stamp_match(store, &sb, sha[i]);
-		if (by[i]) {
-			rep->n_by_store++;
-			rep->bytes_by_store += (uint64_t)sb.st_size;
-		} else {
-			at[n] = i;
-			path[n++] = fg_st_file(set, i);
-		}
-	}
-	if (!rc && n)
-		rc = fg_sha256_files(path, n, cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus, 0, res, err);
+	for (i = 0; !rc && i < n; i++)
+		path[i] = i == 0 ? config : i <= nf ? fg_st_file(set, i - 1) : keepset;
+	if (!rc)
+		rc = fg_store_digest_files(store, path, n, fg_workq_cpus(8), d, err);
 	for (i = 0; !rc && i < n; i++) {
-		struct stat now;
+		const char *slash = strrchr(path[i], '/');
 
-		if (res[i].rc) {
-			rc = res[i].rc;
+		if (d[i].rc) {
+			rc = d[i].rc;
 			if (err)
-				*err = res[i].err;
+				*err = d[i].err;
 			break;
 		}
-		fg_hex_encode(res[i].digest, 32, sha[at[i]]);
-		if (store && !stat(path[i], &now) && fg_stat_unchanged(&res[i].st, &now))
-			fg_store_stamp_note(store, sha[at[i]], &res[i].st);
-	}
-	for (i = 0; !rc && i < nf; i++) {
-		const char *f = fg_st_file(set, i), *slash = strrchr(f, '/');
-
-		rc = add_item(ins, slash ? slash + 1 : f, sha[i], err);
+		/* names: config.json, each tensor file's, the keepset as given */
+		rc = add_item(ins, i == 0 ? "config.json" : i <= nf && slash ? slash + 1 : path[i], d[i].hex,
+			      err);
 		if (!rc)
-			ins->v[ins->n - 1].by_store = by[i];
+			ins->v[ins->n - 1].by_store = d[i].by_store;
+		if (!rc && d[i].by_store && i >= 1 && i <= nf) {
+			rep->n_by_store++;
+			rep->bytes_by_store += d[i].size;
+		}
 	}
 	free(path);
-	free(at);
-	free(res);
-	free(sha);
-	free(by);
+	free(d);
 	return rc;
 }
 
@@ -247,7 +209,6 @@ int fg_prune_head_in(const char *src, const char *keepset, const char *out, int 
 	struct dirent *e;
 	struct stat st;
 	struct fg_store *store = NULL;
-	int by;
 	int rc, made_tmp = 0;
 
 	memset(rep, 0, sizeof(*rep));
@@ -534,15 +495,9 @@ have_head:
 	 * input that is a hard link to a store blob whose stamp holds is named
 	 * by the blob (as bake int4 does; --rehash: never), else hashed */
 	fg_buf_reset(&p);
-	if ((rc = fg_path_join(&p, src, "config.json", err)) || (rc = input_digest(store, p.data, sha, &by, err)) ||
-	    (rc = add_item(&ins, "config.json", sha, err)))
+	if ((rc = fg_path_join(&p, src, "config.json", err)) ||
+	    (rc = input_digests(store, p.data, set, keepset, &ins, rep, err)))
 		goto done;
-	ins.v[ins.n - 1].by_store = by;
-	if ((rc = tensor_digests(store, set, &ins, rep, err)))
-		goto done;
-	if ((rc = input_digest(store, keepset, sha, &by, err)) || (rc = add_item(&ins, keepset, sha, err)))
-		goto done;
-	ins.v[ins.n - 1].by_store = by;
 	d = opendir(src);
 	if (!d) {
 		rc = fg_err_set(err, FG_EIO, "%s: %s", src, strerror(errno));

@@ -21,6 +21,7 @@
 #include "store.h"
 #include "tokenizer.h"
 #include "version.h"
+#include "workq.h"
 
 #define MAX_COMPONENTS 32
 
@@ -664,8 +665,7 @@ int cmd_pack(int argc, char **argv)
 	struct fg_buf engine_path = FG_BUF_INIT;
 	char *engine_build = NULL;
 	int engine_static = 0;
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	int threads = cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus;
+	int threads = fg_workq_cpus(8);
 	struct fg_err err;
 	const char *out = NULL, *manifest = NULL, *eval = NULL, *model_dir = NULL, *sde;
 	cJSON *meta, *list, *settings = NULL, *engine, *archs;

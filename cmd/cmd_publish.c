@@ -22,6 +22,7 @@
 #include "sha256.h"
 #include "store.h"
 #include "tarball.h"
+#include "workq.h"
 
 #define MAX_ATTACH 64
 #define MAX_ITEMS 100000
@@ -537,7 +538,6 @@ static int lock_entry(cJSON **out, struct plan *p, const char *source, const cha
  * plan order is returned. */
 static int hash_plan(struct plan *plan, struct fg_err *err)
 {
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	const char **path = calloc(plan->n + 1, sizeof(*path));
 	size_t *at = calloc(plan->n + 1, sizeof(*at));
 	struct fg_sha256_result *res = calloc(plan->n + 1, sizeof(*res));
@@ -550,7 +550,7 @@ static int hash_plan(struct plan *plan, struct fg_err *err)
 			path[n++] = plan->v[k].src;
 		}
 	if (!rc && n)
-		rc = fg_sha256_files(path, n, cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus, 0, res, err);
+		rc = fg_sha256_files(path, n, fg_workq_cpus(8), 0, res, err);
 	for (k = 0; !rc && k < n; k++) {
 		struct item *it = &plan->v[at[k]];
 

@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cmd.h"
 #include "json.h"
@@ -154,12 +153,11 @@ static int import_all(struct fg_store *st, const char *const *paths, size_t n, c
 		      struct fg_err *err)
 {
 	struct import_job j = { st, paths, expect, calloc(n ? n : 1, sizeof(*j.hex)) };
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	int rc;
 
 	if (!j.hex)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
-	rc = fg_workq_run(n, cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus, import_one, import_done, &j, err);
+	rc = fg_workq_run(n, fg_workq_cpus(8), import_one, import_done, &j, err);
 	free(j.hex);
 	return rc;
 }

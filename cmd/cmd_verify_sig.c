@@ -12,6 +12,7 @@
 #include "fsutil.h"
 #include "json.h"
 #include "sign.h"
+#include "workq.h"
 
 static const char usage_text[] =
 	"usage: fgpack verify-sig --key KEY.pem [--sig SIG] PATH...\n"
@@ -58,7 +59,6 @@ static int verify_statement(const char *path, const struct fg_buf *payload, int 
 	const char **names = NULL, **wants = NULL;
 	struct fg_sha256_result *res = NULL;
 	size_t n = 0, i;
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	int rc;
 
 	*checked = 0;
@@ -106,7 +106,7 @@ static int verify_statement(const char *path, const struct fg_buf *payload, int 
 		names[n] = nm;
 		wants[n++] = want;
 	}
-	if (n && (rc = fg_sha256_files((const char *const *)paths, n, cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus,
+	if (n && (rc = fg_sha256_files((const char *const *)paths, n, fg_workq_cpus(8),
 				       0, res, err)))
 		goto out;
 	for (i = 0; i < n; i++) {

@@ -101,8 +101,8 @@ int fg_bundle_has(const struct fg_bundle_builder *b, const char *path)
 	return find(b, path) != NULL;
 }
 
-/* Hashes every pending file, b->threads at a time (fg_sha256_files: two
- * files per thread on SHA-NI, as `store verify` hashes). This is the one pass
+/* Hashes every pending file, b->threads at a time (fg_store_digest_files:
+ * two files per thread on SHA-NI, as `store verify` hashes). This is the one pass
  * that hashes the files: bundle.json, which lists their digests, is the
  * archive's first member, so they are known before the archive is written;
  * the write then streams each file once more, unhashed, checking its stamp
@@ -112,82 +112,61 @@ int fg_bundle_has(const struct fg_bundle_builder *b, const char *path)
  * fg_bundle_builder_set_store, unchanged since the store checked it (lib/
  * store.h, stamps), is named by that blob and not read here. */
 
-/* Records file f's digest d, read from the file as st showed it before
- * reading, after checking it against the size it was added with and the
- * blob name it must have; notes the store stamp of a blob hashed whole and
- * unchanged meanwhile. */
-static int settle(struct fg_bundle_builder *b, struct bfile *f, const uint8_t d[32],
-		  unsigned long long size, const struct stat *st, struct fg_err *err)
+/* Records file f's digest (fg_store_digest_files), after checking it against
+ * the size it was added with and the blob name it must have. */
+static int settle(struct fg_bundle_builder *b, struct bfile *f, const struct fg_store_digest *d,
+		  struct fg_err *err)
 {
-	struct stat now;
-
-	if (size != f->size || (unsigned long long)st->st_size != f->size)
+	if (d->size != f->size || (unsigned long long)d->st.st_size != f->size)
 		return fg_err_set(err, FG_EIO, "%s: changed size while packing", f->src);
-	memcpy(f->raw, d, 32);
-	fg_hex_encode(f->raw, 32, f->sha256);
-	if (f->expect && strcmp(f->expect, f->sha256))
+	if (f->expect && strcmp(f->expect, d->hex))
 		return fg_err_set(err, FG_EHASH, "%s: holds sha256 %s, not the %s it is named by",
-				  f->src, f->sha256, f->expect);
-	fg_tarball_stamp_of(&f->stamp, st);
-	if (b->store && !stat(f->src, &now) && fg_stat_unchanged(st, &now))
-		fg_store_stamp_note(b->store, f->sha256, st);
+				  f->src, d->hex, f->expect);
+	memcpy(f->sha256, d->hex, sizeof(f->sha256));
+	if (fg_hex_decode(f->sha256, f->raw, 32))
+		return fg_err_set(err, FG_EIO, "%s: bad digest", f->src);
+	fg_tarball_stamp_of(&f->stamp, &d->st);
 	f->pending = 0;
+	if (d->by_store) {
+		b->by_stamp++;
+		b->by_stamp_bytes += f->size;
+	}
 	return 0;
-}
-
-/* 1 when pending file f is named by its store blob (and is settled so) */
-static int by_stamp(struct fg_bundle_builder *b, struct bfile *f)
-{
-	struct stat st;
-	char hex[FG_SHA256_HEX_LEN + 1];
-
-	if (!b->store || stat(f->src, &st) || (unsigned long long)st.st_size != f->size ||
-	    !fg_store_stamp_match(b->store, &st, hex) || (f->expect && strcmp(f->expect, hex)) ||
-	    fg_hex_decode(hex, f->raw, 32))
-		return 0;
-	memcpy(f->sha256, hex, sizeof(f->sha256));
-	fg_tarball_stamp_of(&f->stamp, &st);
-	f->pending = 0;
-	b->by_stamp++;
-	b->by_stamp_bytes += f->size;
-	return 1;
 }
 
 static int hash_pending(struct fg_bundle_builder *b, struct fg_err *err)
 {
 	size_t *idx = malloc((b->n + 1) * sizeof(*idx));
 	const char **path = malloc((b->n + 1) * sizeof(*path));
-	struct fg_sha256_result *res = NULL;
+	struct fg_store_digest *d = NULL;
 	size_t i, n = 0;
 	int rc = 0;
 
 	if (!idx || !path)
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 	for (i = 0; !rc && i < b->n; i++)
-		if (b->f[i].pending && !by_stamp(b, &b->f[i])) {
+		if (b->f[i].pending) {
 			idx[n] = i;
 			path[n++] = b->f[i].src;
 		}
-	if (!rc && n && !(res = malloc(n * sizeof(*res))))
+	if (!rc && n && !(d = malloc(n * sizeof(*d))))
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 	if (!rc && n)
-		rc = fg_sha256_files(path, n, b->threads, 0, res, err);
+		rc = fg_store_digest_files(b->store, path, n, b->threads, d, err);
 	/* in file order, so the same failure is reported for any thread count */
 	for (i = 0; !rc && i < n; i++) {
-		struct bfile *f = &b->f[idx[i]];
-
-		if (res[i].rc) {
+		if (d[i].rc) {
 			if (err)
-				*err = res[i].err;
+				*err = d[i].err;
 			/* gone since it was added: an I/O error here */
-			rc = res[i].rc == FG_ENOTFOUND ? FG_EIO : res[i].rc;
+			rc = d[i].rc == FG_ENOTFOUND ? FG_EIO : d[i].rc;
 			if (err)
 				err->code = rc;
 		} else {
-			rc = settle(b, f, res[i].digest, res[i].size, &res[i].st, err);
+			rc = settle(b, &b->f[idx[i]], &d[i], err);
 		}
 	}
-	free(res);
+	free(d);
 	free(idx);
 	free(path);
 	return rc;

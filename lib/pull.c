@@ -751,13 +751,12 @@ static int import_locals(struct fg_fetch_item *items, struct plan *p, struct fg_
 			 const size_t *li, size_t n, struct fg_fetch_stats *sum, struct fg_err *err)
 {
 	struct local_job j = { items, p, st, li, calloc(n ? n : 1, sizeof(struct fg_fetch_stats)) };
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	size_t k;
 	int rc;
 
 	if (!j.fs)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
-	rc = fg_workq_run(n, cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus, local_one, NULL, &j, err);
+	rc = fg_workq_run(n, fg_workq_cpus(8), local_one, NULL, &j, err);
 	for (k = 0; k < n; k++) {
 		sum->files_fetched += j.fs[k].files_fetched;
 		sum->files_present += j.fs[k].files_present;

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 #include <openssl/bio.h>
@@ -18,6 +17,7 @@
 
 #include "fsutil.h"
 #include "json.h"
+#include "workq.h"
 
 #define SIG_FILE_MAX ((size_t)64 << 20)
 
@@ -572,7 +572,6 @@ static const char *base_of(const char *path, struct fg_buf *tmp)
  * code runs (fg_sha256_files); the first failure in name order is returned. */
 static int hash_files(struct flist *l, const char *dir, struct fg_err *err)
 {
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	const char **p = calloc(l->n, sizeof(*p));
 	struct fg_sha256_result *res = calloc(l->n, sizeof(*res));
 	struct fg_buf b = FG_BUF_INIT;
@@ -586,7 +585,7 @@ static int hash_files(struct flist *l, const char *dir, struct fg_err *err)
 			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 	}
 	if (!rc)
-		rc = fg_sha256_files(p, l->n, cpus < 1 ? 1 : cpus > 8 ? 8 : (int)cpus, 0, res, err);
+		rc = fg_sha256_files(p, l->n, fg_workq_cpus(8), 0, res, err);
 	for (i = 0; !rc && i < l->n; i++) {
 		if (res[i].rc) {
 			rc = res[i].rc;

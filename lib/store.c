@@ -504,6 +504,49 @@ int fg_store_stamp_note(const struct fg_store *st, const char *sha256_hex, const
 	return rc;
 }
 
+int fg_store_digest_files(struct fg_store *st, const char *const *path, size_t n, int threads,
+			  struct fg_store_digest *out, struct fg_err *err)
+{
+	const char **hp = calloc(n + 1, sizeof(*hp));
+	size_t *at = calloc(n + 1, sizeof(*at));
+	struct fg_sha256_result *res = calloc(n + 1, sizeof(*res));
+	size_t i, nh = 0;
+	int rc = !hp || !at || !res ? oom(err) : 0;
+
+	for (i = 0; !rc && i < n; i++) {
+		struct fg_store_digest *d = &out[i];
+
+		memset(d, 0, sizeof(*d));
+		d->by_store = st && !stat(path[i], &d->st) && fg_store_stamp_match(st, &d->st, d->hex);
+		if (d->by_store) {
+			d->size = (unsigned long long)d->st.st_size;
+		} else {
+			at[nh] = i;
+			hp[nh++] = path[i];
+		}
+	}
+	if (!rc && nh)
+		rc = fg_sha256_files(hp, nh, threads, 0, res, err);
+	for (i = 0; !rc && i < nh; i++) {
+		struct fg_store_digest *d = &out[at[i]];
+		struct stat now;
+
+		d->rc = res[i].rc;
+		d->err = res[i].err;
+		d->size = res[i].size;
+		d->st = res[i].st;
+		if (d->rc)
+			continue;
+		fg_hex_encode(res[i].digest, FG_SHA256_LEN, d->hex);
+		if (st && !stat(hp[i], &now) && fg_stat_unchanged(&d->st, &now))
+			fg_store_stamp_note(st, d->hex, &d->st);
+	}
+	free(hp);
+	free(at);
+	free(res);
+	return rc;
+}
+
 /* After commit or a hard link: re-records blob hex's stamp from the blob's
  * current inode, when the stamp matched before (sb_before) and only the
  * ctime moved since (a link, a rename). */

@@ -131,6 +131,22 @@ int fg_store_import_ex(struct fg_store *st, const char *src, const char *expecte
  * whose stamp matches sb exactly; else 0. */
 int fg_store_stamp_match(const struct fg_store *st, const struct stat *sb,
 			 char out_hex[FG_SHA256_HEX_LEN + 1]);
+/* One file's digest from fg_store_digest_files. */
+struct fg_store_digest {
+	char hex[FG_SHA256_HEX_LEN + 1];
+	unsigned long long size; /* bytes hashed, or the size the stamp vouches for */
+	struct stat st;          /* the file as it was named, or before it was read */
+	int by_store;            /* 1: named by its store blob, not read */
+	int rc;                  /* 0, or FG_E* for this file (FG_ENOTFOUND: absent) */
+	struct fg_err err;       /* the message when rc */
+};
+/* Digests of n files, out[i] for path[i]: a file that is a hard link to a
+ * blob of st (NULL: none) whose stamp holds is named by the blob; the others
+ * are hashed on `threads` threads (fg_sha256_files, plain reads) and the
+ * stamp noted of each that is such a link, unchanged while hashed. Fails
+ * only when it cannot run (FG_ENOMEM): check each out[i].rc. */
+int fg_store_digest_files(struct fg_store *st, const char *const *path, size_t n, int threads,
+			  struct fg_store_digest *out, struct fg_err *err);
 /* Records sb as blob sha256_hex's stamp, only when sb is that blob's inode.
  * The caller vouches that the file held sha256_hex's bytes while it showed sb:
  * it hashed every byte itself, with sb taken before and found unchanged after.

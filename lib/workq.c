@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_THREADS 64
 
@@ -164,4 +165,11 @@ int fg_workq_order_by_size(size_t *order, const unsigned long long *size, size_t
 		order[k] = sz[k].i;
 	free(sz);
 	return 0;
+}
+
+int fg_workq_cpus(int max)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n < 1 ? 1 : n > max ? max : (int)n;
 }

@@ -31,6 +31,10 @@ typedef int (*fg_workq_done_fn)(void *ctx, size_t item, struct fg_err *err);
 int fg_workq_run(size_t n, int threads, fg_workq_work_fn work, fg_workq_done_fn done, void *ctx,
 		 struct fg_err *err);
 
+/* The CPUs online, clamped to 1..max: the default thread count of the
+ * commands that hash or copy many files at once. */
+int fg_workq_cpus(int max);
+
 /* order[0..n-1] gets the indices 0..n-1 sorted by size[] (ties by index):
  * neighbours are the items of most alike size, for the work items that hash
  * two files at once, so their two streams run together as long as possible. */
