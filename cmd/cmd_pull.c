@@ -22,7 +22,7 @@ static void usage(FILE *f, int is_lock)
 {
 	if (is_lock)
 		fprintf(f,
-			"usage: fgpack lock MANIFEST [-o FILE] [-j N] [--deps] [--json] [--store DIR]\n\n"
+			"usage: fgpack lock MANIFEST [-o FILE] [-j N] [--offline] [--deps] [--json] [--store DIR]\n\n"
 			"Resolves every component of MANIFEST (bucket folders, model repos) on the Hub,\n"
 			"fetches and sha256-hashes every file into the store, checks the manifest's pins,\n"
 			"and writes the manifest's entry into the lock file (other entries are kept).\n"
@@ -35,6 +35,12 @@ static void usage(FILE *f, int is_lock)
 			"                   git+https://…@<commit> ones (with git: the commit's tree\n"
 			"                   as a tar) and record their sha256 and size\n"
 			"  -j N             concurrent transfers (default 8)\n"
+			"  --offline        never open a socket (also HF_HUB_OFFLINE=1): an up-to-date\n"
+			"                   entry is kept; without one, file:// components are read\n"
+			"                   from disk, model repos from huggingface_hub's cache (the\n"
+			"                   files its snapshot holds), components the old entry holds\n"
+			"                   with the same source keep its files; a bucket or URL the\n"
+			"                   lock does not hold fails naming it\n"
 			"  --json           print a JSON summary (schema 1) on stdout\n"
 			"  --store DIR      the store (default $FGPACK_HOME, $XDG_CACHE_HOME/fgpack,\n"
 			"                   ~/.cache/fgpack)\n");
@@ -62,7 +68,9 @@ static void usage(FILE *f, int is_lock)
 			"  --offline     never open a socket (also HF_HUB_OFFLINE=1); fails naming the\n"
 			"                first blob that is not in the store; with --locked the lock\n"
 			"                is the authority (the remote is not re-checked; said on stderr\n"
-			"                and as \"remote_checked\": false in --json)\n"
+			"                and as \"remote_checked\": false in --json); without an\n"
+			"                up-to-date entry, locks what it can without a socket, as\n"
+			"                'fgpack lock --offline' does\n"
 			"  -j N          concurrent transfers: ranges of large files, small files (default 8)\n"
 			"  --deps        also fetch the http(s) URL dependencies (wheels) into the store,\n"
 			"                and git+https://…@<commit> ones (the system git fetches that\n"
@@ -173,6 +181,10 @@ static cJSON *summary(const char *verb, const char *key, const char *lock_path, 
 	if (locked && !rep->resolved)
 		cJSON_AddStringToObject(o, "note", "--locked --offline: the remote was not re-checked; "
 					"the lock was taken as the authority");
+	else if (rep->from_hf_cache)
+		cJSON_AddStringToObject(o, "note", "offline: model components resolved from huggingface_hub's "
+					"cache, the files its snapshot holds; the Hub was not listed");
+	cJSON_AddNumberToObject(o, "components_from_hf_cache", (double)rep->from_hf_cache);
 	cJSON_AddBoolToObject(o, "lock_changed", rep->lock_changed);
 	cJSON_AddNumberToObject(o, "files", (double)rep->files);
 	cJSON_AddNumberToObject(o, "bytes", (double)rep->bytes);
@@ -257,7 +269,7 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 			json = 1;
 		} else if (!is_lock && !strcmp(a, "--locked")) {
 			locked = 1;
-		} else if (!is_lock && !strcmp(a, "--offline")) {
+		} else if (!strcmp(a, "--offline")) {
 			offline = 1;
 		} else if (!strcmp(a, "--deps")) {
 			deps = 1;
@@ -334,6 +346,14 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 	if (locked && !rep.resolved)
 		fprintf(stderr, "fgpack %s: note: offline: the remote was not re-checked against the lock; "
 			"the lock was taken as the authority\n", verb);
+	if (rep.from_hf_cache)
+		fprintf(stderr, "fgpack %s: note: offline: %zu model component%s resolved from huggingface_hub's "
+			"cache: the files its snapshot holds, not a listing of the Hub ('fgpack lock' online "
+			"checks them)\n", verb, rep.from_hf_cache, rep.from_hf_cache == 1 ? "" : "s");
+	if (rep.hf_cache_missing)
+		fprintf(stderr, "fgpack %s: warning: offline: %zu file%s of the cache's snapshot left out: "
+			"no blob behind the link (a download that never finished)\n", verb, rep.hf_cache_missing,
+			rep.hf_cache_missing == 1 ? "" : "s");
 	if (!locked && (rep.lock_changed || !lock_existed)) {
 		rc = fg_lock_write_entry(lock_path, lock, key.data, &err);
 		if (rc)

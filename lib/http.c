@@ -622,6 +622,58 @@ static void finish(struct fg_http *h, struct req *r, int rc, const struct fg_err
 	req_free(r);
 }
 
+/* Appends v (vl bytes) to out (n bytes, NUL-terminated) without control
+ * characters (a header value from any server: one line, no escapes), at
+ * most max bytes of it. */
+static void append_clean(char *out, size_t n, const char *v, size_t vl, size_t max)
+{
+	size_t k = strlen(out), i;
+
+	for (i = 0; i < vl && max && k + 1 < n; i++) {
+		unsigned char c = (unsigned char)v[i];
+
+		if (c < 0x20 || c == 0x7f)
+			continue;
+		out[k++] = (char)c;
+		max--;
+	}
+	out[k] = 0;
+}
+
+/* What the Hub says of a refusal, for the one-line error: its X-Error-Code
+ * (GatedRepo, RepoNotFound, RevisionNotFound, EntryNotFound) and
+ * X-Error-Message, and where the Hub's own host refused a repo (401 and 403:
+ * the Hub answers 401 for a private or gated repo asked without a token),
+ * whether HF_TOKEN went with the request. */
+static void refusal_detail(const struct fg_http *h, const struct req *r, long status, char *out, size_t n)
+{
+	const char *v;
+	size_t vl;
+	char *o = origin_of(r->url);
+	int hub = o && h->hub_origin && !strcmp(o, h->hub_origin), gated = 0, missing = 0;
+
+	out[0] = 0;
+	if (r->hbuf.data && !find_header(r->hbuf.data, r->hbuf.len, "X-Error-Code", &v, &vl) && vl) {
+		append_clean(out, n, " ", 1, 1);
+		append_clean(out, n, v, vl, 40);
+		gated = vl == 9 && !strncmp(v, "GatedRepo", 9);
+		missing = vl == 12 && !strncmp(v, "RepoNotFound", 12);
+	}
+	if (r->hbuf.data && !find_header(r->hbuf.data, r->hbuf.len, "X-Error-Message", &v, &vl) && vl) {
+		append_clean(out, n, ": ", 2, 2);
+		append_clean(out, n, v, vl, 200);
+	}
+	if (hub && (status == 401 || status == 403 || gated || missing)) {
+		const char *why = !h->token ? " (no HF_TOKEN was found: private and gated repos need one)"
+				  : r->x.no_auth ? ""
+				  : gated ? " (HF_TOKEN was sent: accept the repo's terms on the Hub with its account)"
+					  : " (HF_TOKEN was sent: can its account read this repo?)";
+
+		append_clean(out, n, why, strlen(why), strlen(why));
+	}
+	free(o);
+}
+
 static int status_code(long s)
 {
 	if (s == 401 || s == 403)
@@ -769,7 +821,10 @@ static void on_complete(struct fg_http *h, struct req *r, CURLcode res)
 		}
 	}
 	if (status >= 400 || (status >= 300 && !r->x.no_follow) || status < 200) {
-		fg_err_set(&e, status_code(status), "%s: HTTP %ld", r->what, status);
+		char why[400];
+
+		refusal_detail(h, r, status, why, sizeof(why));
+		fg_err_set(&e, status_code(status), "%s: HTTP %ld%s", r->what, status, why);
 		finish(h, r, status_code(status), &e, status);
 		return;
 	}

@@ -32,6 +32,7 @@ struct want {
 	int below;              /* a file below the source path, not the file it names */
 	int reused;             /* taken from disk (huggingface_hub's cache, the --into place) */
 	char *local_path;       /* file:// components: read from here, not fetched */
+	int from_cache;         /* local_path is a blob of huggingface_hub's cache (--offline) */
 };
 
 struct plan {
@@ -449,79 +450,93 @@ static int names_own_file(const struct fg_ref *ref, const char *rel)
 	return own && !strcmp(own, rel);
 }
 
+/* Plans the files of component c of a lock entry as the lock records them
+ * (nothing is listed); mc is its manifest component, when the manifest has it. */
+static int plan_lock_component(struct plan *p, const struct fg_lock_component *c, const struct fg_component *mc,
+			       size_t comp, const struct fg_hub_env *env, struct fg_err *err)
+{
+	struct fg_buf url = FG_BUF_INIT, what = FG_BUF_INIT, full = FG_BUF_INIT;
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; !rc && i < c->n_files; i++) {
+		const struct fg_lock_file *f = &c->files[i];
+		struct want *w;
+
+		fg_buf_reset(&url);
+		fg_buf_reset(&what);
+		fg_buf_reset(&full);
+		rc = fg_buf_printf(&what, err, "%s/%s", c->key, f->path);
+		if (!rc && mc && env && (mc->ref->kind == FG_REF_BUCKET || mc->ref->kind == FG_REF_MODEL)) {
+			/* a ref naming one file keeps that file's own path */
+			if (!c->folder && c->n_files == 1 && names_own_file(mc->ref, f->path))
+				rc = fg_buf_puts(&full, mc->ref->path, err);
+			else
+				rc = fg_ref_full(&full, mc->ref, f->path, err);
+			if (!rc && mc->ref->kind == FG_REF_BUCKET)
+				rc = fg_url_bucket_resolve(&url, env->endpoint, mc->ref, full.data, err);
+			else if (!rc)
+				rc = fg_url_model_resolve(&url, env->endpoint, mc->ref, c->revision, full.data, err);
+		} else if (!rc && mc && mc->ref->kind == FG_REF_FILE) {
+			struct stat sb;
+
+			/* a folder's files lie below it; a single file is the path itself */
+			if (!stat(mc->ref->path, &sb) && S_ISDIR(sb.st_mode))
+				rc = fg_path_join(&full, mc->ref->path, f->path, err);
+			else
+				rc = fg_buf_puts(&full, mc->ref->path, err);
+			if (!rc)
+				rc = fg_buf_puts(&url, "file:", err);
+		} else if (!rc && f->remote.url) {
+			rc = fg_buf_puts(&url, f->remote.url, err);
+		} else if (!rc) {
+			rc = fg_buf_puts(&url, "unknown:", err);
+		}
+		if (rc || !(w = plan_add(p, err))) {
+			rc = rc ? rc : FG_ENOMEM;
+			break;
+		}
+		w->comp = comp;
+		w->size = f->size;
+		w->rel = strdup(f->path);
+		w->url = fg_buf_detach(&url, NULL);
+		w->what = fg_buf_detach(&what, NULL);
+		w->below = c->folder; /* kept when the entry is written again */
+		memcpy(w->expect, f->sha256, sizeof(w->expect));
+		w->remote.xet_hash = sdup(f->remote.xet_hash);
+		w->remote.commit = sdup(f->remote.commit);
+		w->remote.oid = sdup(f->remote.oid);
+		w->remote.etag = sdup(f->remote.etag);
+		w->remote.url = sdup(f->remote.url);
+		w->remote.last_modified = sdup(f->remote.last_modified);
+		w->remote.mtime = sdup(f->remote.mtime);
+		w->remote.uploaded_at = sdup(f->remote.uploaded_at);
+		if (mc && mc->ref->kind == FG_REF_HTTPS)
+			w->no_auth = 1;
+		if (mc && mc->ref->kind == FG_REF_FILE && !(w->local_path = strdup(full.data)))
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+		if (!w->rel || !w->url || !w->what || set_identity(w))
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	fg_buf_release(&url);
+	fg_buf_release(&what);
+	fg_buf_release(&full);
+	return rc;
+}
+
 /* Plans the files of an up-to-date lock entry (nothing is listed). */
 static int plan_from_lock(struct plan *p, const struct fg_lock_manifest *lm,
 			  const struct fg_manifest *m, const struct fg_hub_env *env, struct fg_err *err)
 {
-	struct fg_buf url = FG_BUF_INIT, what = FG_BUF_INIT, full = FG_BUF_INIT;
-	size_t ci, i;
+	size_t ci;
 	int rc = 0;
 
 	for (ci = 0; !rc && ci < lm->n_components; ci++) {
 		const struct fg_lock_component *c = lm->components[ci];
 		const struct fg_component *mc = fg_manifest_component(m, c->key);
 
-		for (i = 0; !rc && i < c->n_files; i++) {
-			const struct fg_lock_file *f = &c->files[i];
-			struct want *w;
-
-			fg_buf_reset(&url);
-			fg_buf_reset(&what);
-			fg_buf_reset(&full);
-			rc = fg_buf_printf(&what, err, "%s/%s", c->key, f->path);
-			if (!rc && mc && env && (mc->ref->kind == FG_REF_BUCKET || mc->ref->kind == FG_REF_MODEL)) {
-				/* a ref naming one file keeps that file's own path */
-				if (!c->folder && c->n_files == 1 && names_own_file(mc->ref, f->path))
-					rc = fg_buf_puts(&full, mc->ref->path, err);
-				else
-					rc = fg_ref_full(&full, mc->ref, f->path, err);
-				if (!rc && mc->ref->kind == FG_REF_BUCKET)
-					rc = fg_url_bucket_resolve(&url, env->endpoint, mc->ref, full.data, err);
-				else if (!rc)
-					rc = fg_url_model_resolve(&url, env->endpoint, mc->ref, c->revision,
-								  full.data, err);
-			} else if (!rc && mc && mc->ref->kind == FG_REF_FILE) {
-				struct stat sb;
-
-				/* a folder's files lie below it; a single file is the path itself */
-				if (!stat(mc->ref->path, &sb) && S_ISDIR(sb.st_mode))
-					rc = fg_path_join(&full, mc->ref->path, f->path, err);
-				else
-					rc = fg_buf_puts(&full, mc->ref->path, err);
-				if (!rc)
-					rc = fg_buf_puts(&url, "file:", err);
-			} else if (!rc && f->remote.url) {
-				rc = fg_buf_puts(&url, f->remote.url, err);
-			} else if (!rc) {
-				rc = fg_buf_puts(&url, "unknown:", err);
-			}
-			if (rc || !(w = plan_add(p, err))) {
-				rc = rc ? rc : FG_ENOMEM;
-				break;
-			}
-			w->comp = mc ? (size_t)(mc - m->components) : ci;
-			w->size = f->size;
-			w->rel = strdup(f->path);
-			w->url = fg_buf_detach(&url, NULL);
-			w->what = fg_buf_detach(&what, NULL);
-			memcpy(w->expect, f->sha256, sizeof(w->expect));
-			w->remote.xet_hash = sdup(f->remote.xet_hash);
-			w->remote.commit = sdup(f->remote.commit);
-			w->remote.oid = sdup(f->remote.oid);
-			w->remote.etag = sdup(f->remote.etag);
-			w->remote.url = sdup(f->remote.url);
-			w->remote.last_modified = sdup(f->remote.last_modified);
-			if (mc && mc->ref->kind == FG_REF_HTTPS)
-				w->no_auth = 1;
-			if (mc && mc->ref->kind == FG_REF_FILE && !(w->local_path = strdup(full.data)))
-				rc = fg_err_set(err, FG_ENOMEM, "out of memory");
-			if (!w->rel || !w->url || !w->what || set_identity(w))
-				rc = fg_err_set(err, FG_ENOMEM, "out of memory");
-		}
+		rc = plan_lock_component(p, c, mc, mc ? (size_t)(mc - m->components) : ci, env, err);
 	}
-	fg_buf_release(&url);
-	fg_buf_release(&what);
-	fg_buf_release(&full);
 	return rc;
 }
 
@@ -585,41 +600,54 @@ static int import_local(struct fg_fetch_item *it, struct want *w, struct fg_stor
 	}
 	rc = fg_store_import_ex(st, w->local_path, it->expect_sha256, FG_STORE_IMPORT_REGULAR,
 				it->sha256, &size, &present, err);
+	if (rc == FG_EHASH && w->from_cache)
+		return fg_err_wrap(err, "%s: %s in huggingface_hub's cache does not hash to its name", it->what,
+				   w->local_path);
 	if (rc == FG_EHASH)
 		return fg_err_wrap(err, "%s: the local file changed since the lock", it->what);
 	if (rc)
 		return fg_err_wrap(err, "%s", it->what);
 	it->present = present;
 	w->size = size; /* what was hashed, should the file have changed since the walk */
-	fs->files_fetched++;
+	if (w->from_cache) {
+		fs->files_reused++;
+		fs->bytes_reused += size;
+	} else {
+		fs->files_fetched++;
+	}
 	return 0;
 }
 
-/* huggingface_hub's cache (HF_HUB_CACHE, else HUGGINGFACE_HUB_CACHE, else
- * $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else
- * ~/.cache/huggingface/hub): its model repos' folders, models--<ns>--<repo>,
- * each holding blobs/<etag>, where an LFS file's etag is its sha256. None
- * with FGPACK_NO_HF_CACHE=1. The caller frees each and the array. */
+/* huggingface_hub's cache folder into root (HF_HUB_CACHE, else
+ * HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub, else
+ * $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub); root is
+ * left empty with FGPACK_NO_HF_CACHE=1 or where none can be named. */
+static int hf_cache_root(struct fg_buf *root)
+{
+	const char *cur = getenv("HF_HUB_CACHE"), *legacy = getenv("HUGGINGFACE_HUB_CACHE");
+	const char *off = getenv("FGPACK_NO_HF_CACHE");
+
+	if (off && *off && strcmp(off, "0"))
+		return 0;
+	if ((!cur || !*cur) && legacy && *legacy)
+		return fg_buf_puts(root, legacy, NULL);
+	return fg_hf_home_path(root, "HF_HUB_CACHE", "hub", NULL);
+}
+
+/* huggingface_hub's cache (hf_cache_root): its model repos' folders,
+ * models--<ns>--<repo>, each holding blobs/<etag>, where an LFS file's etag
+ * is its sha256. None with FGPACK_NO_HF_CACHE=1. The caller frees each and
+ * the array. */
 static char **hf_cache_repos(size_t *n)
 {
 	struct fg_buf root = FG_BUF_INIT, sub = FG_BUF_INIT;
-	const char *cur, *legacy, *off = getenv("FGPACK_NO_HF_CACHE");
 	char **out = NULL;
 	size_t cap = 0;
 	struct dirent *de;
 	DIR *d = NULL;
-	int rc = 0;
 
 	*n = 0;
-	if (off && *off && strcmp(off, "0"))
-		return NULL;
-	cur = getenv("HF_HUB_CACHE");
-	legacy = getenv("HUGGINGFACE_HUB_CACHE");
-	if ((!cur || !*cur) && legacy && *legacy)
-		rc = fg_buf_puts(&root, legacy, NULL);
-	else
-		rc = fg_hf_home_path(&root, "HF_HUB_CACHE", "hub", NULL);
-	if (!rc && root.len)
+	if (!hf_cache_root(&root) && root.len)
 		d = opendir(root.data);
 	while (d && (de = readdir(d))) {
 		char **grown;
@@ -708,6 +736,254 @@ static int reuse_hf_cache(struct fg_fetch_item *it, struct want *w, struct fg_st
 	return got;
 }
 
+/* n lowercase hex digits and nothing else */
+static int lower_hex(const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return 0;
+	return !s[n];
+}
+
+/* A model component read from huggingface_hub's cache (plan_model_cached). */
+struct cache_walk {
+	struct plan *p;
+	size_t ci;
+	const struct fg_component *mc;
+	const struct fg_hub_env *env;
+	const char *commit;
+	const char *blobs; /* the real path of the repo's blobs/ folder */
+	size_t skipped;    /* links to a blob that is not there (a download never finished) */
+};
+
+/* One file of the snapshot: path on disk, full its path in the repo. A
+ * link must lead into the repo's blobs/ (as huggingface_hub makes them);
+ * a plain file (a cache made without symlinks) is read as it is. */
+static int cache_add(struct cache_walk *cw, const char *path, const char *full, struct fg_err *err)
+{
+	const char *rel = fg_ref_rel(cw->mc->ref, full), *name = NULL;
+	struct fg_buf url = FG_BUF_INIT, what = FG_BUF_INIT;
+	char real[PATH_MAX];
+	struct stat sb, lb;
+	size_t nb = strlen(cw->blobs);
+	struct want *w;
+	int rc;
+
+	if (!rel || !fg_path_is_safe_rel(rel) || lstat(path, &lb))
+		return 0;
+	if (!realpath(path, real) || stat(real, &sb) || !S_ISREG(sb.st_mode)) {
+		cw->skipped++;
+		return 0;
+	}
+	if (S_ISLNK(lb.st_mode)) {
+		if (strncmp(real, cw->blobs, nb) || real[nb] != '/' || strchr(real + nb + 1, '/'))
+			return fg_err_set(err, FG_EINVAL, "%s: %s: a link out of the cache's blobs/ folder (%s)",
+					  cw->mc->key, path, real);
+		name = real + nb + 1;
+	} else if (!S_ISREG(lb.st_mode)) {
+		return 0;
+	}
+	rc = fg_url_model_resolve(&url, cw->env->endpoint, cw->mc->ref, cw->commit, full, err);
+	if (!rc)
+		rc = fg_buf_printf(&what, err, "%s/%s", cw->mc->key, rel);
+	if (!rc && !(w = plan_add(cw->p, err)))
+		rc = FG_ENOMEM;
+	if (!rc) {
+		w->comp = cw->ci;
+		w->size = (unsigned long long)sb.st_size;
+		w->rel = strdup(rel);
+		w->url = fg_buf_detach(&url, NULL);
+		w->what = fg_buf_detach(&what, NULL);
+		w->local_path = strdup(real);
+		w->from_cache = 1;
+		w->remote.commit = sdup(cw->commit);
+		w->below = !cw->mc->ref->path || strcmp(full, cw->mc->ref->path);
+		/* an LFS file's blob is named by its sha256 (checked as it is
+		 * read), a small file's by its git blob id (the oid the Hub lists) */
+		if (name && strlen(name) == FG_SHA256_HEX_LEN && lower_hex(name, FG_SHA256_HEX_LEN))
+			memcpy(w->expect, name, FG_SHA256_HEX_LEN + 1);
+		else if (name && strlen(name) == 40 && lower_hex(name, 40))
+			w->remote.oid = strdup(name);
+		if (!w->rel || !w->url || !w->what || !w->local_path || !w->remote.commit ||
+		    (name && strlen(name) == 40 && !w->remote.oid) || set_identity(w))
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	fg_buf_release(&url);
+	fg_buf_release(&what);
+	return rc;
+}
+
+static int cache_walk_dir(struct cache_walk *cw, const char *dir, const char *full, int depth, struct fg_err *err)
+{
+	struct fg_buf path = FG_BUF_INIT, sub = FG_BUF_INIT;
+	struct dirent *de;
+	DIR *d;
+	int rc = 0;
+
+	if (depth > WALK_DEPTH)
+		return fg_err_set(err, FG_EINVAL, "%s: %s: folders nested deeper than %d", cw->mc->key, dir,
+				  WALK_DEPTH);
+	if (!(d = opendir(dir)))
+		return fg_err_set(err, FG_EIO, "%s: %s: %s", cw->mc->key, dir, strerror(errno));
+	while (!rc && (de = readdir(d))) {
+		struct stat sb;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		fg_buf_reset(&path);
+		fg_buf_reset(&sub);
+		rc = fg_path_join(&path, dir, de->d_name, err);
+		if (!rc)
+			rc = *full ? fg_path_join(&sub, full, de->d_name, err) : fg_buf_puts(&sub, de->d_name, err);
+		if (rc || lstat(path.data, &sb))
+			continue;
+		if (S_ISDIR(sb.st_mode))
+			rc = cache_walk_dir(cw, path.data, sub.data, depth + 1, err);
+		else
+			rc = cache_add(cw, path.data, sub.data, err);
+	}
+	closedir(d);
+	fg_buf_release(&path);
+	fg_buf_release(&sub);
+	return rc;
+}
+
+/* A model component resolved without a socket from huggingface_hub's
+ * cache, as huggingface_hub does offline: models--<ns>--<repo>/refs/<rev>
+ * names the commit (a full commit id names itself), and
+ * snapshots/<commit>/ holds the files the cache has of it, each a link to
+ * blobs/<etag>. Every such file below the component's path is planned,
+ * read from its blob (hashed into the store). *commit_out gets the commit,
+ * *skipped the links whose blob is missing. */
+static int plan_model_cached(struct plan *p, size_t ci, const struct fg_component *mc,
+			     const struct fg_hub_env *env, char **commit_out, size_t *skipped, struct fg_err *err)
+{
+	struct fg_buf root = FG_BUF_INIT, repo = FG_BUF_INIT, b = FG_BUF_INIT;
+	const char *rev = fg_ref_revision(mc->ref);
+	char commit[64] = "", blobs[PATH_MAX];
+	struct cache_walk cw = { p, ci, mc, env, commit, blobs, 0 };
+	struct stat sb;
+	size_t before = p->n;
+	int rc = hf_cache_root(&root);
+
+	if (!rc && !root.len)
+		rc = fg_err_set(err, FG_EOFFLINE, "offline: %s (%s) is not in the lock and no huggingface_hub "
+				"cache is in use (run 'fgpack lock' online first)", mc->key, mc->source);
+	if (!rc)
+		rc = fg_buf_printf(&repo, err, "%s/models--%s--%s", root.data, mc->ref->ns, mc->ref->name);
+	if (!rc && stat(repo.data, &sb))
+		rc = fg_err_set(err, FG_EOFFLINE, "offline: %s (%s) is not in the lock nor in huggingface_hub's "
+				"cache (%s) (run 'fgpack lock' online first)", mc->key, mc->source, repo.data);
+	if (!rc && strlen(rev) == 40 && lower_hex(rev, 40)) {
+		memcpy(commit, rev, 41);
+	} else if (!rc) {
+		FILE *f;
+		size_t n = 0;
+
+		rc = fg_buf_printf(&b, err, "%s/refs/%s", repo.data, rev);
+		if (!rc && (f = fopen(b.data, "r"))) {
+			n = fread(commit, 1, sizeof(commit) - 1, f);
+			fclose(f);
+		}
+		while (n && (commit[n - 1] == '\n' || commit[n - 1] == '\r' || commit[n - 1] == ' '))
+			n--;
+		commit[n] = 0;
+		if (!rc && !(n == 40 && lower_hex(commit, 40)))
+			rc = fg_err_set(err, FG_EOFFLINE, "offline: %s: huggingface_hub's cache has no commit for "
+					"revision %s of %s/%s (%s) (run 'fgpack lock' online first)", mc->key, rev,
+					mc->ref->ns, mc->ref->name, b.data);
+	}
+	fg_buf_reset(&b);
+	if (!rc)
+		rc = fg_buf_printf(&b, err, "%s/blobs", repo.data);
+	if (!rc && !realpath(b.data, blobs))
+		snprintf(blobs, sizeof(blobs), "%s", b.data); /* no blobs/: links can only be refused */
+	fg_buf_reset(&b);
+	if (!rc)
+		rc = fg_buf_printf(&b, err, "%s/snapshots/%s", repo.data, commit);
+	if (!rc && (stat(b.data, &sb) || !S_ISDIR(sb.st_mode)))
+		rc = fg_err_set(err, FG_EOFFLINE, "offline: %s: huggingface_hub's cache has no snapshot of %s/%s "
+				"at %s (run 'fgpack lock' online first)", mc->key, mc->ref->ns, mc->ref->name, commit);
+	if (!rc && mc->ref->path && *mc->ref->path) {
+		struct fg_buf at = FG_BUF_INIT;
+
+		rc = fg_path_join(&at, b.data, mc->ref->path, err);
+		if (!rc && !stat(at.data, &sb) && S_ISDIR(sb.st_mode))
+			rc = cache_walk_dir(&cw, at.data, mc->ref->path, 0, err);
+		else if (!rc)
+			rc = cache_add(&cw, at.data, mc->ref->path, err);
+		fg_buf_release(&at);
+	} else if (!rc) {
+		rc = cache_walk_dir(&cw, b.data, "", 0, err);
+	}
+	if (!rc && p->n == before)
+		rc = fg_err_set(err, FG_EOFFLINE, "offline: %s: huggingface_hub's snapshot of %s/%s at %s holds no "
+				"files%s%s (run 'fgpack lock' online first)", mc->key, mc->ref->ns, mc->ref->name,
+				commit, mc->ref->path && *mc->ref->path ? " under " : "",
+				mc->ref->path ? mc->ref->path : "");
+	if (!rc && !(*commit_out = strdup(commit)))
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	*skipped += cw.skipped;
+	fg_buf_release(&root);
+	fg_buf_release(&repo);
+	fg_buf_release(&b);
+	return rc;
+}
+
+/* --offline where the lock has no usable entry for the manifest: every
+ * component resolved without a socket. One whose source the old entry
+ * a file:// one is read from disk; another whose source the old entry
+ * still holds keeps the files it records (the manifest changed elsewhere);
+ * a model repo comes from huggingface_hub's cache (plan_model_cached,
+ * counted in *n_cache). A bucket or URL the lock
+ * does not hold cannot be listed offline: one line naming it. */
+static int plan_offline(struct plan *p, const struct fg_lock_manifest *old, const struct fg_manifest *m,
+			const char *key, const struct fg_hub_env *env, char **commits, size_t *n_cache,
+			size_t *skipped, struct fg_err *err)
+{
+	size_t ci;
+	int rc = 0;
+
+	for (ci = 0; !rc && ci < m->n_components; ci++) {
+		const struct fg_component *mc = &m->components[ci];
+		const struct fg_lock_component *c = old ? fg_lock_find_component(old, mc->key) : NULL;
+
+		if (mc->ref->kind == FG_REF_FILE) {
+			rc = plan_file(p, ci, mc, err);
+		} else if (c && !strcmp(c->source, mc->source)) {
+			rc = plan_lock_component(p, c, mc, ci, env, err);
+			if (!rc && c->revision && !(commits[ci] = strdup(c->revision)))
+				rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+		} else if (mc->ref->kind == FG_REF_MODEL) {
+			rc = plan_model_cached(p, ci, mc, env, &commits[ci], skipped, err);
+			if (!rc)
+				(*n_cache)++;
+		} else {
+			/* why the lock does not hold it, as entry_mismatch words it */
+			const char *kind = mc->ref->kind == FG_REF_BUCKET ? "a bucket" : "a URL";
+
+			if (!old)
+				rc = fg_err_set(err, FG_EOFFLINE, "offline: the lock has no entry for %s, and %s (%s) is "
+						"%s, which cannot be listed offline (run 'fgpack lock' online first)",
+						key, mc->key, mc->source, kind);
+			else if (!c)
+				rc = fg_err_set(err, FG_EOFFLINE, "offline: %s: component %s (%s) is in the manifest but "
+						"not in the lock, and %s cannot be listed offline (run 'fgpack lock' "
+						"online first)", key, mc->key, mc->source, kind);
+			else
+				rc = fg_err_set(err, FG_EOFFLINE, "offline: %s: component %s is %s in the manifest, %s in "
+						"the lock, and %s cannot be listed offline (run 'fgpack lock' online "
+						"first)", key, mc->key, mc->source, c->source, kind);
+		}
+		if (!rc && (!p->n || p->w[p->n - 1].comp != ci))
+			rc = fg_err_set(err, FG_ENOTFOUND, "%s: %s holds no files (is the path right?)", mc->key,
+					mc->source);
+	}
+	return rc;
+}
+
 static int target_dir(struct fg_buf *out, const char *into, const char *key, const char *target,
 		      struct fg_err *err);
 
@@ -761,6 +1037,8 @@ static int import_locals(struct fg_fetch_item *items, struct plan *p, struct fg_
 		sum->files_fetched += j.fs[k].files_fetched;
 		sum->files_present += j.fs[k].files_present;
 		sum->bytes_present += j.fs[k].bytes_present;
+		sum->files_reused += j.fs[k].files_reused;
+		sum->bytes_reused += j.fs[k].bytes_reused;
 	}
 	free(j.fs);
 	return rc;
@@ -853,6 +1131,21 @@ static int same_remote(const struct fg_lock_remote *a, const struct fg_lock_remo
 #undef SAME
 }
 
+/* True when the listing of a file says the same content as its lock record.
+ * A model repo's LFS file locked offline from huggingface_hub's cache has no
+ * git oid in the lock (the cache does not keep it); the sha256 the listing
+ * gives for it says more, and must then equal the lock's. */
+static int same_listed(const struct fg_lock_file *f, const struct want *w)
+{
+	if (!f->remote.oid && w->remote.oid && w->expect[0]) {
+		struct fg_lock_remote r = w->remote;
+
+		r.oid = NULL;
+		return !strcmp(w->expect, f->sha256) && same_remote(&f->remote, &r);
+	}
+	return same_remote(&f->remote, &w->remote);
+}
+
 /* --locked: the listing (p) must equal the lock entry file for file. */
 static int compare_with_lock(const struct plan *p, const struct fg_lock_manifest *lm,
 			     const struct fg_manifest *m, struct fg_err *err)
@@ -880,7 +1173,7 @@ static int compare_with_lock(const struct plan *p, const struct fg_lock_manifest
 						  "--locked: %s: %s changed size %s (%llu in the lock, %llu now)",
 						  c->key, w->rel, w->local_path ? "on disk" : "on the remote",
 						  f->size, w->size);
-			if (!same_remote(&f->remote, &w->remote))
+			if (!same_listed(f, w))
 				return fg_err_set(err, FG_EMISMATCH,
 						  "--locked: %s: %s changed on the remote since the lock (%s)",
 						  c->key, w->rel,
@@ -1161,7 +1454,7 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 	size_t i, ci;
 
 	memset(rep, 0, sizeof(*rep));
-	if ((offline || o->locked) && !usable) {
+	if (o->locked && !usable) {
 		struct fg_buf why = FG_BUF_INIT;
 
 		rc = entry_mismatch(&why, old, m, o->key, err);
@@ -1175,7 +1468,8 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 	}
 	/* --locked --offline: the lock is the authority; the remote is not
 	 * re-checked (rep->resolved stays 0 and cmd/ says so) */
-	if (usable && !o->refresh && (!o->locked || offline)) {
+	/* fgpack lock --offline keeps an up-to-date entry: nothing can be listed */
+	if (usable && (!o->refresh || offline) && (!o->locked || offline)) {
 		/* fast path: the lock says it all; nothing is planned when every blob is there */
 		int all = 1;
 
@@ -1212,20 +1506,17 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 		lm = old;
 		goto done;
 	}
-	if (offline) {
-		rc = fg_err_set(err, FG_EOFFLINE, "offline: cannot resolve %s", o->key);
-		goto done;
-	}
-	rc = open_http(&h, env, o, err);
-	if (rc)
-		goto done;
 	commits = calloc(m->n_components ? m->n_components : 1, sizeof(*commits));
 	if (!commits) {
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 		goto done;
 	}
-	rep->resolved = 1;
-	for (ci = 0; !rc && ci < m->n_components; ci++) {
+	if (offline)
+		rc = plan_offline(&listed, old, m, o->key, env, commits, &rep->from_hf_cache, &rep->hf_cache_missing,
+				  err);
+	else if (!(rc = open_http(&h, env, o, err)))
+		rep->resolved = 1;
+	for (ci = 0; !rc && !offline && ci < m->n_components; ci++) {
 		const struct fg_component *mc = &m->components[ci];
 
 		switch (mc->ref->kind) {

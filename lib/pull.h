@@ -52,6 +52,9 @@ struct fg_pull_opts {
 struct fg_pull_report {
 	struct fg_fetch_stats fetch;
 	int resolved;      /* the remote was listed */
+	size_t from_hf_cache; /* --offline, no lock entry: model components resolved from
+			       * huggingface_hub's cache (its snapshot's files, not a listing) */
+	size_t hf_cache_missing; /* their snapshot links whose blob was missing (left out) */
 	int lock_changed;  /* the entry differs from the one that was in the lock */
 	size_t files;
 	unsigned long long bytes;

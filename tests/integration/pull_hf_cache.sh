@@ -117,4 +117,90 @@ check "  small.json placed intact" cmp "$M/small.json" o9/srv/m/small.json
 check "  3 files from the cache" python3 -c "
 import json; f = json.load(open('p9.json'))['fetch']
 assert f['files_hf_cache'] == 3, f"
+
+# ---- the first lock, offline, from the cache (as huggingface_hub resolves
+# offline: refs/main names the commit, snapshots/<commit>/ the files)
+cache "$WORK/fullcache"
+cp "$M/small.json" "$WORK/fullcache/models--acme--tiny/blobs/$oid"
+ln -sf "../../blobs/$oid" "$WORK/fullcache/models--acme--tiny/snapshots/$c/small.json"
+: >"$log"
+FGPACK_HOME=$WORK/s10 HF_HUB_CACHE=$WORK/fullcache HF_ENDPOINT=http://127.0.0.1:1 \
+	"$FGPACK" lock m.json -o c.lock --offline --json >p10.json 2>p10.err
+check_exit "fgpack lock --offline, no lock yet: locks the model from the cache's snapshot" 0 sh -c "exit $?"
+check "  no request reached the hub" test ! -s "$log"
+check_grep "  stderr says where the files came from" "1 model component resolved from huggingface_hub's cache" p10.err
+check "  --json: 3 files, all from the cache, the remote not checked, a note" python3 -c "
+import json; d = json.load(open('p10.json'))
+assert d['files'] == 3 and d['fetch']['files_hf_cache'] == 3 and d['components_from_hf_cache'] == 1, d
+assert d['resolved'] is False and d['remote_checked'] is False and 'cache' in d['note'], d"
+check "  the same files, digests, commit and tree digest as the online lock" python3 -c "
+import json, sys
+def comp(p):
+    d = json.load(open(p)); return next(iter(d['manifests'].values()))['components']['model_id']
+a, b = comp('c.lock'), comp('b.lock')
+assert a['revision'] == b['revision'] == '$c' and a['tree_digest'] == b['tree_digest'], (a, b)
+assert [(f['path'], f['size'], f['sha256']) for f in a['files']] == [(f['path'], f['size'], f['sha256']) for f in b['files']]
+fa = {f['path']: f['remote'] for f in a['files']}
+assert fa['small.json'] == {'commit': '$c', 'oid': '$oid'}, fa
+assert fa['model.safetensors'] == {'commit': '$c'}, fa  # an LFS file's git oid is not in the cache"
+: >"$log"
+FGPACK_HOME=$WORK/s10 "$FGPACK" pull m.json --lock c.lock --locked --into o10 >p11.out 2>p11.err
+check_exit "  pull --locked online against that lock: the listing agrees (LFS files by sha256)" 0 sh -c "exit $?"
+check "  placed intact" sh -c "cmp '$M/model.safetensors' o10/srv/m/model.safetensors && cmp '$M/small.json' o10/srv/m/small.json"
+check_grep "  the hub was listed" 'GET /api/models/acme/tiny/tree' "$log"
+cp c.lock c2.lock
+FGPACK_HOME=$WORK/s10 "$FGPACK" lock m.json -o c2.lock >/dev/null 2>&1
+check "  an online lock afterwards adds the LFS files' oids: b.lock's bytes" cmp c2.lock b.lock
+
+# a pinned commit and one file of the repo, through pull --offline
+printf '{"name": "p", "env": {"DRAFTER_REPO": "hf://acme/tiny@%s/config.json"}}\n' "$c" >pin.json
+FGPACK_HOME=$WORK/s11 HF_HUB_CACHE=$WORK/fullcache "$FGPACK" pull pin.json --lock d.lock --offline --into o11 >p12.out 2>p12.err
+check_exit "pull --offline, a revision that is a commit id, one file: succeeds" 0 sh -c "exit $?"
+check "  placed intact" cmp "$M/config.json" o11/_components/DRAFTER_REPO/config.json
+check_grep "  the lock records the commit" "\"revision\": \"$c\"" d.lock
+
+# a snapshot link whose blob never arrived: left out with a warning
+cache "$WORK/partcache"
+ln -sf "../../blobs/$oid" "$WORK/partcache/models--acme--tiny/snapshots/$c/small.json"
+FGPACK_HOME=$WORK/s12 HF_HUB_CACHE=$WORK/partcache "$FGPACK" lock m.json -o e.lock --offline >p13.out 2>p13.err
+check_exit "a snapshot link without its blob: the rest is locked" 0 sh -c "exit $?"
+check_grep "  a warning names the count" "1 file of the cache's snapshot left out" p13.err
+check "  two files in the lock" python3 -c "
+import json; d = json.load(open('e.lock'))
+assert [f['path'] for f in next(iter(d['manifests'].values()))['components']['model_id']['files']] == ['config.json', 'model.safetensors']"
+
+# a cache blob that does not hash to its name: nothing kept, no lock
+cache "$WORK/liecache" bad.bin
+FGPACK_HOME=$WORK/s13 HF_HUB_CACHE=$WORK/liecache "$FGPACK" lock m.json -o f.lock --offline >p14.out 2>p14.err
+check_exit "a cache blob that lies, offline: fails" 1 sh -c "exit $?"
+check_grep "  naming the blob" "does not hash to its name" p14.err
+check "  in one line" test "$(wc -l <p14.err)" -eq 1
+check "  no lock written" test ! -e f.lock
+if [ -z "$(find "$WORK/s13/blobs" -type f -exec sha256sum {} + 2>/dev/null | awk '{split($2, a, "/"); if ($1 != a[length(a)]) print}')" ]; then
+	ok "  every blob in the store hashes to its name"; else not_ok "  every blob in the store hashes to its name"; fi
+
+# not in the cache, a revision the cache has no ref of, a bucket: one line each
+FGPACK_HOME=$WORK/s14 HF_HUB_CACHE=$WORK/nocache "$FGPACK" lock m.json -o g.lock --offline >p15.out 2>p15.err
+check_exit "offline, the repo not in the cache: fails" 1 sh -c "exit $?"
+check_grep "  saying so" "model_id \\(acme/tiny\\) is not in the lock nor in huggingface_hub's cache" p15.err
+printf '{"name": "r", "env": {"DRAFTER_REPO": "hf://acme/tiny@v2"}}\n' >rev.json
+FGPACK_HOME=$WORK/s14 HF_HUB_CACHE=$WORK/fullcache "$FGPACK" pull rev.json --lock g.lock --offline >p16.out 2>p16.err
+check_exit "offline, a revision the cache has no ref for: fails" 1 sh -c "exit $?"
+check_grep "  naming the revision" "has no commit for revision v2 of acme/tiny" p16.err
+printf '{"name": "b", "model_id": "acme/tiny", "env": {"WEIGHTS_BUCKET": "hf://buckets/acme/w"}}\n' >bk.json
+FGPACK_HOME=$WORK/s14 HF_HUB_CACHE=$WORK/fullcache "$FGPACK" pull bk.json --lock g.lock --offline >p17.out 2>p17.err
+check_exit "offline, a bucket the lock does not hold: fails" 1 sh -c "exit $?"
+check_grep "  naming it" "the lock has no entry for bk.json, and WEIGHTS_BUCKET \\(hf://buckets/acme/w\\) is a bucket, which cannot be listed offline" p17.err
+check "  no lock written" test ! -e g.lock
+
+# the manifest changed elsewhere: offline, the component keeps the old
+# entry's files (the git oids the listing gave included)
+printf '{"name": "t", "model_id": "acme/tiny", "env": {"LOCAL_MODEL_DIR": "/srv/m", "MAX_MODEL_LEN": "4096"}}\n' >m.json
+FGPACK_HOME=$WORK/s8 FGPACK_NO_HF_CACHE=1 "$FGPACK" pull m.json --lock b.lock --offline >p18.out 2>p18.err
+check_exit "offline, the manifest edited, the store holding its blobs: succeeds" 0 sh -c "exit $?"
+check "  the component's record unchanged, the manifest's digest updated" python3 -c "
+import json, hashlib
+d = json.load(open('b.lock')); e = next(iter(d['manifests'].values()))
+assert e['sha256'] == hashlib.sha256(open('m.json', 'rb').read()).hexdigest(), e['sha256']
+assert all('oid' in f['remote'] for f in e['components']['model_id']['files']), e"
 finish

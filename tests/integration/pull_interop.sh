@@ -233,4 +233,29 @@ check "  pulled into its target" env FGPACK_HOME="$WORK/smf" "$FGPACK" pull "$WO
 check "  its bytes placed" cmp "$WORK/md/model.safetensors" "$WORK/mf/tmp/d/model.safetensors"
 check "  the lock replays offline" env HF_HUB_OFFLINE=1 FGPACK_HOME="$WORK/smf" "$FGPACK" pull "$WORK/mfile.json" --lock "$WORK/mfile.lock" --into "$WORK/mf2"
 
+
+# the Hub's words for a refusal (X-Error-Code, X-Error-Message) in the
+# one-line error, control characters dropped, and whether HF_TOKEN went along
+printf '{"name": "g", "model_id": "ns/drafter"}\n' >"$WORK/gated.json"
+python3 -c "
+import json, sys
+json.dump([{'match': '/api/models/ns/drafter/*', 'fault': 'status', 'code': 403, 'error_code': 'GatedRepo',
+            'error_message': 'Access to model ns/drafter is restricted.\x1b[2J You must have access to it and be authenticated to access it. Please log in.'}],
+          open(sys.argv[1], 'w'))" "$WORK/faults.json"
+check_exit "a gated repo, HF_TOKEN set: fails" 1 env FGPACK_HOME="$WORK/sg" "$FGPACK" lock "$WORK/gated.json" -o "$WORK/g.lock"
+cp "$WORK/.out" "$WORK/g.err"
+check_grep "  the Hub's code and message in the error" "HTTP 403 GatedRepo: Access to model ns/drafter is restricted\.\[2J You must have access" "$WORK/g.err"
+check_grep "  the token went: the terms are what is missing" "HF_TOKEN was sent: accept the repo's terms on the Hub" "$WORK/g.err"
+check "  one line, no control character" python3 -c "
+d = open('$WORK/g.err', 'rb').read()
+assert d.count(b'\n') == 1 and not any(c < 32 and c != 10 for c in d), d"
+python3 -c "
+import json, sys
+json.dump([{'match': '/api/models/ns/drafter/*', 'fault': 'status', 'code': 401, 'error_code': 'RepoNotFound',
+            'error_message': 'Repository not found'}], open(sys.argv[1], 'w'))" "$WORK/faults.json"
+check_exit "a private repo, no token anywhere: fails" 1 env -u HF_TOKEN HF_HOME="$WORK/nohome" FGPACK_HOME="$WORK/sg" "$FGPACK" lock "$WORK/gated.json" -o "$WORK/g.lock"
+check_grep "  saying no token was found" "HTTP 401 RepoNotFound: Repository not found \(no HF_TOKEN was found: private and gated repos need one\)" "$WORK/.out"
+check "  no lock written" test ! -e "$WORK/g.lock"
+echo '[]' >"$WORK/faults.json"
+
 finish

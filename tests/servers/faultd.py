@@ -9,7 +9,8 @@ or from the query string of a request (?fault=KIND&at=N...). A rule with "times"
 applies to that many matching requests, then the path behaves (counters live
 per rule text until the server stops). KIND:
   drop      at=N: send headers and N body bytes, then close the connection
-  status    code=C [retry_after=S]: answer C (429, 500, 503, ...) with an empty body
+  status    code=C [retry_after=S]: answer C (429, 500, 503, ...) with an empty body;
+            error_code=E, error_message=M send the Hub's X-Error-Code / X-Error-Message
   flip      offset=O: serve the content with the byte at file offset O inverted
   stall     at=N [rate=B]: trickle B bytes/s (default 64 KiB/s) up to body byte N, then hang
   short     cut=N: announce the full Content-Length, send N bytes fewer, close
@@ -139,6 +140,10 @@ class H(BaseHTTPRequestHandler):
                 hd.append(('RateLimit-Policy', '"fixed window";"resolvers";q=3000;w=300'))
             if 'retry_after_date' in rule:
                 hd.append(('Retry-After', email.utils.formatdate(time.time() + float(rule['retry_after_date']), usegmt=True)))
+            if 'error_code' in rule:  # the Hub's words for a refusal
+                hd.append(('X-Error-Code', rule['error_code']))
+            if 'error_message' in rule:
+                hd.append(('X-Error-Message', rule['error_message']))
             return self.simple(int(rule.get('code', 500)), b'', hd)
         if kind == 'loop':
             return self.simple(302, b'', [('Location', self.path)])
