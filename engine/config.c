@@ -62,6 +62,13 @@ static int get_bool(const cJSON *text, const cJSON *top, const char *key, int de
 	return 0;
 }
 
+/* an integer id a token can have (0 .. INT32_MAX) */
+static int is_token_id(const cJSON *v)
+{
+	return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) && v->valuedouble >= 0 &&
+	       v->valuedouble <= (double)INT32_MAX;
+}
+
 static int add_eos(struct fg_g4_config *c, const cJSON *v, const char *what, struct fg_err *err)
 {
 	const cJSON *it;
@@ -70,6 +77,9 @@ static int add_eos(struct fg_g4_config *c, const cJSON *v, const char *what, str
 	if (is_null(v))
 		return 0;
 	if (cJSON_IsNumber(v)) {
+		if (!is_token_id(v))
+			return fg_err_set(err, FG_EFORMAT, "%s: key eos_token_id holds %g, not a token id (an integer >= 0)",
+					  what, v->valuedouble);
 		for (i = 0; i < c->n_eos; i++)
 			if (c->eos[i] == (int32_t)v->valuedouble)
 				return 0;
@@ -613,7 +623,12 @@ int fg_g4_config_parse(struct fg_g4_config *c, const char *json, size_t len, con
 	v = get(top, NULL, "bos_token_id");
 	if (is_null(v))
 		v = get(text, NULL, "bos_token_id");
-	c->bos = (v && cJSON_IsNumber(v)) ? (int)v->valuedouble : -1;
+	if (v && cJSON_IsNumber(v) && !is_token_id(v) &&
+	    !(v->valuedouble < 0 && v->valuedouble == floor(v->valuedouble) && v->valuedouble >= (double)INT32_MIN)) {
+		rc = BAD("key bos_token_id = %g is not a token id (an integer)", v->valuedouble);
+		goto out;
+	}
+	c->bos = (v && cJSON_IsNumber(v) && v->valuedouble >= 0) ? (int)v->valuedouble : -1;
 	v = get(top, NULL, "eos_token_id");
 	if (is_null(v))
 		v = get(text, NULL, "eos_token_id");
@@ -716,12 +731,6 @@ static const struct {
 };
 
 /* An integer 0..INT32_MAX: a token id. */
-static int is_token_id(const cJSON *v)
-{
-	return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) && v->valuedouble >= 0 &&
-	       v->valuedouble <= (double)INT32_MAX;
-}
-
 static int neutral(const cJSON *v, const char *n)
 {
 	if (!strcmp(n, "false"))
