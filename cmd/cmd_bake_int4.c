@@ -2,11 +2,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "buf.h"
 #include "cmd.h"
 #include "bake/int4.h"
+#include "workq.h"
 
 static void usage(FILE *f)
 {
@@ -45,7 +45,6 @@ int cmd_bake_int4(int argc, char **argv)
 	struct fg_err err = { 0, "" };
 	const char *pos[2] = { NULL, NULL };
 	struct timespec t0, t1;
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	char misfits[96] = "";
 	double secs;
 	int i, npos = 0;
@@ -56,7 +55,7 @@ int cmd_bake_int4(int argc, char **argv)
 	}
 	memset(&o, 0, sizeof(o));
 	o.group = 128;
-	o.threads = ncpu > 0 ? (ncpu > 64 ? 64 : (int)ncpu) : 1;
+	o.threads = fg_workq_cpus(64);
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
 

@@ -13,6 +13,7 @@
 #include "json.h"
 
 #include "tokenizer.h"
+#include "workq.h"
 
 static void usage(FILE *f)
 {
@@ -252,15 +253,13 @@ int cmd_run(int argc, char **argv)
 	struct run_state st = { 0 };
 	struct fg_buf text = FG_BUF_INIT;
 	double t0, t1, prefill_s, decode_s, tps, ptps;
-	long ncpu;
 	struct fg_tokenizer *tok = NULL;
 
 	if (fg_cmd_wants_help(argc, argv)) {
 		usage(stdout);
 		return FG_EXIT_OK;
 	}
-	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	o.threads = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (int)ncpu;
+	o.threads = fg_workq_cpus(8);
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
