@@ -1,5 +1,6 @@
 /* cmd_tokenize.c - `fgpack tokenize`: text on stdin to a JSON array of token
  * ids on stdout, or (--decode) ids back to text, with a tokenizer.json. */
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -205,7 +206,9 @@ static int parse_ids(const char *text, size_t len, int32_t **ids, size_t *n, str
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	}
 	cJSON_ArrayForEach(it, j) {
-		if (!cJSON_IsNumber(it) || it->valuedouble != (double)(int32_t)it->valuedouble) {
+		/* the range first: converting 1e300 to an integer is undefined */
+		if (!cJSON_IsNumber(it) || !(it->valuedouble >= INT32_MIN && it->valuedouble <= INT32_MAX) ||
+		    it->valuedouble != floor(it->valuedouble)) {
 			cJSON_Delete(j);
 			free(*ids);
 			*ids = NULL;

@@ -50,4 +50,10 @@ a = [json.loads(l) for l in open(sys.argv[1])]
 b = [json.loads(l) for l in open(sys.argv[2])]
 sys.exit(0 if a == b and len(a) > 100 else 1)' "$WORK/$m.jsd" "$WORK/$m.cd"
 done
+# ids that are no integer token id: one line each, whatever the number
+for bad in '[1e300]' '[-1e300]' '[2.5]' '["7"]'; do
+	echo "$bad" >"$WORK/bad.ids"
+	check_exit "--decode of $bad: refused" 1 "$FGPACK" tokenize --tokenizer "$TOP/tests/fixtures/tokenizer_tiny.json" --decode <"$WORK/bad.ids"
+	check_grep "  naming the item" "ids: item 0 is not an integer token id" "$WORK/.out"
+done
 finish
