@@ -375,9 +375,15 @@ static int add_local(struct plan *p, size_t ci, const char *key, const char *pat
 
 #define WALK_DEPTH 64
 
-/* Plans every regular file below dir (rel: its path inside the component). */
-static int walk_local(struct plan *p, size_t ci, const char *key, const char *dir, const char *rel,
-		      int depth, struct fg_err *err)
+/* What walk_tree does with an entry that is not a folder: path on disk,
+ * rel its path inside the component. */
+typedef int (*walk_fn)(void *ctx, const char *path, const char *rel, const struct stat *sb, struct fg_err *err);
+
+/* Every entry below dir (rel: dir's path inside the component, "" for its
+ * root) handed to visit, folders entered (at most WALK_DEPTH deep); a name
+ * that is no safe relative path fails, naming it. */
+static int walk_tree(const char *key, const char *dir, const char *rel, int depth, walk_fn visit, void *ctx,
+		     struct fg_err *err)
 {
 	DIR *d;
 	struct dirent *de;
@@ -408,17 +414,31 @@ static int walk_local(struct plan *p, size_t ci, const char *key, const char *di
 		else if (!fg_path_is_safe_rel(sub.data))
 			rc = fg_err_set(err, FG_EINVAL, "%s: %s: not a usable file name", key, path.data);
 		else if (S_ISDIR(sb.st_mode))
-			rc = walk_local(p, ci, key, path.data, sub.data, depth + 1, err);
-		else if (S_ISREG(sb.st_mode))
-			rc = add_local(p, ci, key, path.data, sub.data, (unsigned long long)sb.st_size, err);
+			rc = walk_tree(key, path.data, sub.data, depth + 1, visit, ctx, err);
 		else
-			rc = fg_err_set(err, FG_EINVAL, "%s: %s: %s; file:// takes regular files only", key,
-					path.data, S_ISLNK(sb.st_mode) ? "a symlink" : "not a regular file");
+			rc = visit(ctx, path.data, sub.data, &sb, err);
 	}
 	closedir(d);
 	fg_buf_release(&path);
 	fg_buf_release(&sub);
 	return rc;
+}
+
+/* A file:// folder's files (walk_tree): regular files only. */
+struct local_walk {
+	struct plan *p;
+	size_t ci;
+	const char *key;
+};
+
+static int local_visit(void *ctx, const char *path, const char *rel, const struct stat *sb, struct fg_err *err)
+{
+	struct local_walk *lw = ctx;
+
+	if (!S_ISREG(sb->st_mode))
+		return fg_err_set(err, FG_EINVAL, "%s: %s: %s; file:// takes regular files only", lw->key, path,
+				  S_ISLNK(sb->st_mode) ? "a symlink" : "not a regular file");
+	return add_local(lw->p, lw->ci, lw->key, path, rel, (unsigned long long)sb->st_size, err);
 }
 
 /* A file:// component: one regular file, or every regular file below a folder. */
@@ -430,8 +450,11 @@ static int plan_file(struct plan *p, size_t ci, const struct fg_component *mc, s
 	if (lstat(path, &sb))
 		return fg_err_set(err, errno == ENOENT ? FG_ENOTFOUND : FG_EIO, "%s: %s: %s", mc->key,
 				  path, strerror(errno));
-	if (S_ISDIR(sb.st_mode))
-		return walk_local(p, ci, mc->key, path, "", 0, err);
+	if (S_ISDIR(sb.st_mode)) {
+		struct local_walk lw = { p, ci, mc->key };
+
+		return walk_tree(mc->key, path, "", 0, local_visit, &lw, err);
+	}
 	if (!S_ISREG(sb.st_mode))
 		return fg_err_set(err, FG_EINVAL, "%s: %s: %s; file:// takes regular files only", mc->key,
 				  path, S_ISLNK(sb.st_mode) ? "a symlink" : "not a regular file");
@@ -815,39 +838,10 @@ static int cache_add(struct cache_walk *cw, const char *path, const char *full, 
 	return rc;
 }
 
-static int cache_walk_dir(struct cache_walk *cw, const char *dir, const char *full, int depth, struct fg_err *err)
+static int cache_visit(void *ctx, const char *path, const char *full, const struct stat *sb, struct fg_err *err)
 {
-	struct fg_buf path = FG_BUF_INIT, sub = FG_BUF_INIT;
-	struct dirent *de;
-	DIR *d;
-	int rc = 0;
-
-	if (depth > WALK_DEPTH)
-		return fg_err_set(err, FG_EINVAL, "%s: %s: folders nested deeper than %d", cw->mc->key, dir,
-				  WALK_DEPTH);
-	if (!(d = opendir(dir)))
-		return fg_err_set(err, FG_EIO, "%s: %s: %s", cw->mc->key, dir, strerror(errno));
-	while (!rc && (de = readdir(d))) {
-		struct stat sb;
-
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		fg_buf_reset(&path);
-		fg_buf_reset(&sub);
-		rc = fg_path_join(&path, dir, de->d_name, err);
-		if (!rc)
-			rc = *full ? fg_path_join(&sub, full, de->d_name, err) : fg_buf_puts(&sub, de->d_name, err);
-		if (rc || lstat(path.data, &sb))
-			continue;
-		if (S_ISDIR(sb.st_mode))
-			rc = cache_walk_dir(cw, path.data, sub.data, depth + 1, err);
-		else
-			rc = cache_add(cw, path.data, sub.data, err);
-	}
-	closedir(d);
-	fg_buf_release(&path);
-	fg_buf_release(&sub);
-	return rc;
+	(void)sb;
+	return cache_add(ctx, path, full, err);
 }
 
 /* A model component resolved without a socket from huggingface_hub's
@@ -911,12 +905,12 @@ static int plan_model_cached(struct plan *p, size_t ci, const struct fg_componen
 
 		rc = fg_path_join(&at, b.data, mc->ref->path, err);
 		if (!rc && !stat(at.data, &sb) && S_ISDIR(sb.st_mode))
-			rc = cache_walk_dir(&cw, at.data, mc->ref->path, 0, err);
+			rc = walk_tree(mc->key, at.data, mc->ref->path, 0, cache_visit, &cw, err);
 		else if (!rc)
 			rc = cache_add(&cw, at.data, mc->ref->path, err);
 		fg_buf_release(&at);
 	} else if (!rc) {
-		rc = cache_walk_dir(&cw, b.data, "", 0, err);
+		rc = walk_tree(mc->key, b.data, "", 0, cache_visit, &cw, err);
 	}
 	if (!rc && p->n == before)
 		rc = fg_err_set(err, FG_EOFFLINE, "offline: %s: huggingface_hub's snapshot of %s/%s at %s holds no "
