@@ -22,7 +22,8 @@ static void usage(FILE *f, int is_lock)
 {
 	if (is_lock)
 		fprintf(f,
-			"usage: fgpack lock MANIFEST [-o FILE] [-j N] [--offline] [--deps] [--json] [--store DIR]\n\n"
+			"usage: fgpack lock MANIFEST [-o FILE] [-j N] [--offline] [--deps] [--json] [--store DIR]\n"
+			"       fgpack lock MANIFEST --check [-o FILE] [--json]\n\n"
 			"Resolves every component of MANIFEST (bucket folders, model repos) on the Hub,\n"
 			"fetches and sha256-hashes every file into the store, checks the manifest's pins,\n"
 			"and writes the manifest's entry into the lock file (other entries are kept).\n"
@@ -34,6 +35,9 @@ static void usage(FILE *f, int is_lock)
 			"  --deps           also fetch the http(s) URL dependencies (wheels) and\n"
 			"                   git+https://…@<commit> ones (with git: the commit's tree\n"
 			"                   as a tar) and record their sha256 and size\n"
+			"  --check          list the remote and report every file added, removed or\n"
+			"                   changed since the lock (and revisions moved); fetches and\n"
+			"                   writes nothing; exit 0 when up to date, 3 when not\n"
 			"  -j N             concurrent transfers (default 8)\n"
 			"  --offline        never open a socket (also HF_HUB_OFFLINE=1): an up-to-date\n"
 			"                   entry is kept; without one, file:// components are read\n"
@@ -239,11 +243,123 @@ static cJSON *summary(const char *verb, const char *key, const char *lock_path, 
 	return o;
 }
 
+static const char *check_state_name(int st)
+{
+	static const char *const n[] = { "same", "differs", "new", "gone", "missing" };
+
+	return st >= 0 && st <= FG_CHECK_MISSING ? n[st] : "?";
+}
+
+static const char *check_kind_name(int k)
+{
+	static const char *const n[] = { "?", "added", "removed", "changed", "unknown" };
+
+	return k >= 1 && k <= FG_CHECK_UNKNOWN ? n[k] : "?";
+}
+
+/* fgpack lock --check: the differences, as a JSON document or as lines. */
+static void check_print(const struct fg_check_report *r, const char *key, const char *lock_path, int json)
+{
+	size_t i, k, ndiff = 0;
+
+	if (json) {
+		cJSON *o = cJSON_CreateObject(), *cs = cJSON_AddArrayToObject(o, "components");
+		struct fg_buf out = FG_BUF_INIT;
+
+		cJSON_AddNumberToObject(o, "schema", 1);
+		cJSON_AddStringToObject(o, "command", "lock --check");
+		cJSON_AddStringToObject(o, "manifest", key);
+		cJSON_AddStringToObject(o, "lock", lock_path);
+		cJSON_AddBoolToObject(o, "up_to_date", r->up_to_date);
+		cJSON_AddBoolToObject(o, "manifest_changed", r->manifest_changed);
+		for (i = 0; i < r->n; i++) {
+			const struct fg_check_component *c = &r->c[i];
+			cJSON *co = cJSON_CreateObject(), *fs;
+
+			cJSON_AddStringToObject(co, "key", c->key);
+			cJSON_AddStringToObject(co, "source", c->source);
+			cJSON_AddStringToObject(co, "state", check_state_name(c->state));
+			if (c->rev_locked)
+				cJSON_AddStringToObject(co, "revision_locked", c->rev_locked);
+			if (c->rev_now)
+				cJSON_AddStringToObject(co, "revision_now", c->rev_now);
+			if (c->missing)
+				cJSON_AddStringToObject(co, "missing", c->missing);
+			cJSON_AddNumberToObject(co, "same", (double)c->n_same);
+			cJSON_AddNumberToObject(co, "unknown", (double)c->n_unknown);
+			fs = cJSON_AddArrayToObject(co, "files");
+			for (k = 0; k < c->n_files; k++) {
+				const struct fg_check_file *f = &c->files[k];
+				cJSON *fo = cJSON_CreateObject();
+
+				cJSON_AddStringToObject(fo, "path", f->path);
+				cJSON_AddStringToObject(fo, "change", check_kind_name(f->kind));
+				if (f->why)
+					cJSON_AddStringToObject(fo, "why", f->why);
+				if (f->kind != FG_CHECK_ADDED)
+					cJSON_AddNumberToObject(fo, "size_locked", (double)f->size_locked);
+				if (f->kind != FG_CHECK_REMOVED)
+					cJSON_AddNumberToObject(fo, "size_now", (double)f->size_now);
+				cJSON_AddItemToArray(fs, fo);
+			}
+			cJSON_AddItemToArray(cs, co);
+		}
+		if (!fg_json_write(&out, o, 1, NULL))
+			fwrite(out.data, 1, out.len, stdout);
+		fg_buf_release(&out);
+		cJSON_Delete(o);
+		return;
+	}
+	for (i = 0; i < r->n; i++)
+		ndiff += r->c[i].state != FG_CHECK_SAME;
+	if (r->up_to_date)
+		printf("%s: up to date with %s\n", key, lock_path);
+	else
+		printf("%s: %zu of %zu component%s differ%s from %s%s\n", key, ndiff, r->n, r->n == 1 ? "" : "s",
+		       ndiff == 1 ? "s" : "", lock_path, r->manifest_changed ? "; the manifest's bytes changed too" : "");
+	for (i = 0; i < r->n; i++) {
+		const struct fg_check_component *c = &r->c[i];
+		size_t na = 0, nr = 0, nc = 0;
+
+		for (k = 0; k < c->n_files; k++) {
+			na += c->files[k].kind == FG_CHECK_ADDED;
+			nr += c->files[k].kind == FG_CHECK_REMOVED;
+			nc += c->files[k].kind == FG_CHECK_CHANGED;
+		}
+		printf("  %s (%s): ", c->key, c->source);
+		if (c->state == FG_CHECK_NEW)
+			printf("not in the lock (%zu file%s listed)\n", na, na == 1 ? "" : "s");
+		else if (c->state == FG_CHECK_GONE)
+			printf("in the lock, no longer in the manifest\n");
+		else if (c->state == FG_CHECK_MISSING)
+			printf("gone from the remote (%s)\n", c->missing);
+		else {
+			printf("%s", c->state == FG_CHECK_SAME ? "the same" : "differs");
+			if (c->rev_locked && c->rev_now && strcmp(c->rev_locked, c->rev_now))
+				printf("; revision moved %.12s -> %.12s", c->rev_locked, c->rev_now);
+			printf(": %zu changed, %zu added, %zu removed, %zu the same\n", nc, na, nr, c->n_same);
+		}
+		for (k = 0; c->state != FG_CHECK_NEW && c->state != FG_CHECK_MISSING && k < c->n_files; k++) {
+			const struct fg_check_file *f = &c->files[k];
+
+			if (f->kind == FG_CHECK_CHANGED)
+				printf("    changed  %s (%s; %llu -> %llu bytes)\n", f->path, f->why, f->size_locked,
+				       f->size_now);
+			else if (f->kind == FG_CHECK_ADDED)
+				printf("    added    %s (%llu bytes)\n", f->path, f->size_now);
+			else if (f->kind == FG_CHECK_REMOVED)
+				printf("    removed  %s\n", f->path);
+			else
+				printf("    unknown  %s (no ETag or Last-Modified: only its bytes could tell)\n", f->path);
+		}
+	}
+}
+
 int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 {
 	const char *verb = is_lock ? "lock" : "pull";
 	const char *manifest = NULL, *into = NULL, *lock_path = "buckets.lock", *store_dir = NULL;
-	int json = 0, copy = 0, locked = 0, offline = 0, deps = 0, jobs = 8, i, rc, shown = 0, lock_existed;
+	int json = 0, copy = 0, locked = 0, offline = 0, deps = 0, jobs = 8, i, rc, shown = 0, lock_existed, check = 0;
 	struct fg_manifest *m = NULL;
 	struct fg_lock *lock = NULL;
 	struct fg_store *st = NULL;
@@ -271,6 +387,8 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 			locked = 1;
 		} else if (!strcmp(a, "--offline")) {
 			offline = 1;
+		} else if (is_lock && !strcmp(a, "--check")) {
+			check = 1;
 		} else if (!strcmp(a, "--deps")) {
 			deps = 1;
 		} else if (!strcmp(a, "-j") || !strcmp(a, "--jobs")) {
@@ -314,6 +432,31 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 			fg_err_clear(&err);
 			rc = fg_lock_new(&lock, &err);
 		}
+	}
+	if (!rc && check) {
+		struct fg_check_report cr;
+
+		if (!lock_existed) {
+			rc = fg_err_set(&err, FG_ENOTFOUND, "%s: no lock file to check (run 'fgpack lock' first)", lock_path);
+			goto out;
+		}
+		memset(&po, 0, sizeof(po));
+		po.key = key.data;
+		po.offline = offline;
+		po.jobs = jobs;
+		po.stall_secs = env_int("FGPACK_STALL_SECS", 1, 3600, 0);
+		po.retry_base_ms = (unsigned)env_int("FGPACK_RETRY_BASE_MS", 1, 60000, 0);
+		rc = fg_pull_check(&cr, lock, m, env, &po, &err);
+		if (rc)
+			goto out;
+		check_print(&cr, key.data, lock_path, json);
+		i = cr.up_to_date ? FG_EXIT_OK : FG_EXIT_MISMATCH;
+		fg_check_report_release(&cr);
+		fg_buf_release(&key);
+		fg_manifest_free(m);
+		fg_lock_free(lock);
+		fg_hub_env_free(env);
+		return i;
 	}
 	if (!rc)
 		rc = fg_store_open(&st, store_dir, &err);

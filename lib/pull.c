@@ -1680,6 +1680,233 @@ done:
 	return rc;
 }
 
+/* ---- fgpack lock --check ---------------------------------------------------- */
+
+static struct fg_check_file *check_add(struct fg_check_component *cc, const char *path, int kind,
+				       const char *why, unsigned long long locked, unsigned long long now)
+{
+	struct fg_check_file *f;
+
+	if (cc->n_files == cc->cap) {
+		size_t nc = cc->cap ? cc->cap * 2 : 8;
+
+		if (!(f = realloc(cc->files, nc * sizeof(*f))))
+			return NULL;
+		cc->files = f;
+		cc->cap = nc;
+	}
+	f = &cc->files[cc->n_files];
+	memset(f, 0, sizeof(*f));
+	if (!(f->path = strdup(path)))
+		return NULL;
+	f->kind = kind;
+	f->why = why;
+	f->size_locked = locked;
+	f->size_now = now;
+	cc->n_files++;
+	return f;
+}
+
+static struct fg_check_component *check_component(struct fg_check_report *rep, const char *key, const char *source)
+{
+	struct fg_check_component *c;
+
+	if (rep->n == rep->cap) {
+		size_t nc = rep->cap ? rep->cap * 2 : 8;
+
+		if (!(c = realloc(rep->c, nc * sizeof(*c))))
+			return NULL;
+		rep->c = c;
+		rep->cap = nc;
+	}
+	c = &rep->c[rep->n];
+	memset(c, 0, sizeof(*c));
+	c->key = strdup(key);
+	c->source = strdup(source);
+	rep->n++;
+	return c->key && c->source ? c : NULL;
+}
+
+/* How a listed file w shows other content than its lock record f (NULL:
+ * the same; "?" only its bytes could tell). A model repo's files are
+ * compared by content (an LFS file's sha256, a small file's git oid), so a
+ * commit that moved without touching them leaves them the same. */
+static const char *file_change(const struct fg_lock_file *f, const struct want *w, int kind, struct fg_err *err)
+{
+#define DIFF(x) ((!f->remote.x) != (!w->remote.x) || (f->remote.x && strcmp(f->remote.x, w->remote.x)))
+	char hex[FG_SHA256_HEX_LEN + 1];
+	unsigned long long size;
+
+	if (f->size != w->size)
+		return "size";
+	switch (kind) {
+	case FG_REF_FILE:
+		if (fg_store_hash_file(w->local_path, hex, &size, err))
+			return NULL;
+		return strcmp(hex, f->sha256) ? "sha256" : NULL;
+	case FG_REF_MODEL:
+		if (w->expect[0])
+			return strcmp(w->expect, f->sha256) ? "sha256" : NULL;
+		return DIFF(oid) ? "oid" : NULL;
+	case FG_REF_BUCKET:
+		return DIFF(xet_hash) ? "xetHash" : NULL;
+	default:
+		if (!w->remote.etag && !w->remote.last_modified)
+			return "?";
+		return DIFF(etag) || DIFF(last_modified) || DIFF(url) ? "ETag or Last-Modified" : NULL;
+	}
+#undef DIFF
+}
+
+/* One manifest component listed (its wants appended to p) and compared with
+ * its lock record c (NULL: not in the lock). */
+static int check_one(struct fg_check_report *rep, struct plan *p, size_t ci, const struct fg_component *mc,
+		     const struct fg_lock_component *c, struct fg_http *h, const struct fg_hub_env *env,
+		     struct fg_err *err)
+{
+	struct fg_check_component *cc = check_component(rep, mc->key, mc->source);
+	size_t first = p->n, i, k;
+	char *commit = NULL;
+	int rc;
+
+	if (!cc)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	switch (mc->ref->kind) {
+	case FG_REF_BUCKET:
+		rc = plan_bucket(p, ci, mc, h, env, err);
+		break;
+	case FG_REF_MODEL:
+		rc = plan_model(p, ci, mc, h, env, &commit, err);
+		break;
+	case FG_REF_HTTPS:
+		rc = plan_url(p, ci, mc, h, err);
+		break;
+	case FG_REF_FILE:
+		rc = plan_file(p, ci, mc, err);
+		break;
+	default:
+		rc = fg_err_set(err, FG_EUNSUPPORTED, "%s: %s references are not supported", mc->key,
+				fg_ref_kind_name(mc->ref->kind));
+	}
+	if (rc == FG_ENOTFOUND && c) {
+		/* the source is gone: every locked file with it */
+		cc->state = FG_CHECK_MISSING;
+		cc->missing = strdup(err->msg);
+		fg_err_clear(err);
+		for (k = 0; k < c->n_files; k++)
+			if (!check_add(cc, c->files[k].path, FG_CHECK_REMOVED, NULL, c->files[k].size, 0))
+				return fg_err_set(err, FG_ENOMEM, "out of memory");
+		return cc->missing ? 0 : fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	if (rc)
+		return rc;
+	cc->rev_now = commit;
+	if (!c) {
+		cc->state = FG_CHECK_NEW;
+		for (i = first; i < p->n; i++)
+			if (!check_add(cc, p->w[i].rel, FG_CHECK_ADDED, NULL, 0, p->w[i].size))
+				return fg_err_set(err, FG_ENOMEM, "out of memory");
+		return 0;
+	}
+	if (c->revision && !(cc->rev_locked = strdup(c->revision)))
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	for (i = first; i < p->n; i++) {
+		const struct want *w = &p->w[i];
+		const struct fg_lock_file *f = fg_lock_find_file(c, w->rel);
+		const char *why;
+		struct fg_check_file *cf = NULL;
+
+		if (!f) {
+			cf = check_add(cc, w->rel, FG_CHECK_ADDED, NULL, 0, w->size);
+		} else {
+			fg_err_clear(err);
+			why = file_change(f, w, mc->ref->kind, err);
+			if (err->code)
+				return fg_err_wrap(err, "%s", w->what);
+			if (!why) {
+				cc->n_same++;
+				continue;
+			}
+			if (*why == '?')
+				cc->n_unknown++;
+			cf = check_add(cc, w->rel, *why == '?' ? FG_CHECK_UNKNOWN : FG_CHECK_CHANGED,
+				       *why == '?' ? NULL : why, f->size, w->size);
+		}
+		if (!cf)
+			return fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	for (k = 0; k < c->n_files; k++) {
+		for (i = first; i < p->n && strcmp(p->w[i].rel, c->files[k].path); i++)
+			;
+		if (i == p->n && !check_add(cc, c->files[k].path, FG_CHECK_REMOVED, NULL, c->files[k].size, 0))
+			return fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
+	if (cc->n_files > cc->n_unknown || (cc->rev_now && cc->rev_locked && strcmp(cc->rev_now, cc->rev_locked)))
+		cc->state = FG_CHECK_DIFFERS;
+	return 0;
+}
+
+int fg_pull_check(struct fg_check_report *rep, const struct fg_lock *lock, const struct fg_manifest *m,
+		  const struct fg_hub_env *env, const struct fg_pull_opts *o, struct fg_err *err)
+{
+	const struct fg_lock_manifest *lm = fg_lock_find_manifest(lock, o->key);
+	struct plan p = { 0 };
+	struct fg_http *h = NULL;
+	size_t ci;
+	int rc;
+
+	memset(rep, 0, sizeof(*rep));
+	if (!lm)
+		return fg_err_set(err, FG_ENOTFOUND, "the lock has no entry for %s (run 'fgpack lock' first)", o->key);
+	if (o->offline || env->offline)
+		return fg_err_set(err, FG_EOFFLINE, "--check lists the remote, which offline cannot");
+	rep->manifest_changed = strcmp(lm->sha256, m->sha256) != 0;
+	rc = open_http(&h, env, o, err);
+	for (ci = 0; !rc && ci < m->n_components; ci++)
+		rc = check_one(rep, &p, ci, &m->components[ci], fg_lock_find_component(lm, m->components[ci].key), h,
+			       env, err);
+	for (ci = 0; !rc && ci < lm->n_components; ci++) {
+		const struct fg_lock_component *c = lm->components[ci];
+		struct fg_check_component *cc;
+
+		if (fg_manifest_component(m, c->key))
+			continue;
+		if (!(cc = check_component(rep, c->key, c->source)))
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+		else
+			cc->state = FG_CHECK_GONE;
+	}
+	rep->up_to_date = !rc && !rep->manifest_changed;
+	for (ci = 0; !rc && ci < rep->n; ci++)
+		if (rep->c[ci].state != FG_CHECK_SAME)
+			rep->up_to_date = 0;
+	plan_release(&p);
+	fg_http_free(h);
+	if (rc)
+		fg_check_report_release(rep);
+	return rc;
+}
+
+void fg_check_report_release(struct fg_check_report *rep)
+{
+	size_t i, k;
+
+	for (i = 0; rep && i < rep->n; i++) {
+		for (k = 0; k < rep->c[i].n_files; k++)
+			free(rep->c[i].files[k].path);
+		free(rep->c[i].files);
+		free(rep->c[i].key);
+		free(rep->c[i].source);
+		free(rep->c[i].rev_locked);
+		free(rep->c[i].rev_now);
+		free(rep->c[i].missing);
+	}
+	if (rep) {
+		free(rep->c);
+		memset(rep, 0, sizeof(*rep));
+	}
+}
+
 /* The folder of a component under --into's DIR, relative to it: its target
  * as a shell or Python would read the path ("/tmp/w/", "/tmp//w" and "./w"
  * name the same folder as "/tmp/w" and "w"; ".." never leaves DIR), or

@@ -67,6 +67,55 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 	    struct fg_store *st, const struct fg_hub_env *env, const struct fg_pull_opts *opts,
 	    struct fg_err *err);
 
+/* fgpack lock --check: what the remote holds now against the lock entry,
+ * every difference collected (not the first, as --locked stops at), nothing
+ * fetched or written. */
+enum fg_check_kind {
+	FG_CHECK_ADDED = 1, /* on the remote (or disk), not in the lock */
+	FG_CHECK_REMOVED,   /* in the lock, no longer there */
+	FG_CHECK_CHANGED,   /* there, other content (why says how it shows) */
+	FG_CHECK_UNKNOWN    /* a plain URL without ETag or Last-Modified: only its bytes could tell */
+};
+
+enum fg_check_state {
+	FG_CHECK_SAME = 0,  /* every file as locked (revision included) */
+	FG_CHECK_DIFFERS,   /* files added, removed or changed, or the revision moved */
+	FG_CHECK_NEW,       /* in the manifest, not in the lock */
+	FG_CHECK_GONE,      /* in the lock, no longer in the manifest */
+	FG_CHECK_MISSING    /* the remote says the source is not there (404) */
+};
+
+struct fg_check_file {
+	char *path;
+	int kind;                  /* enum fg_check_kind */
+	const char *why;           /* CHANGED: "size", "sha256", "xetHash", "oid", "ETag or Last-Modified" */
+	unsigned long long size_locked, size_now;
+};
+
+struct fg_check_component {
+	char *key, *source;
+	int state;                 /* enum fg_check_state */
+	char *rev_locked, *rev_now; /* model repos: the commits */
+	char *missing;             /* MISSING: the remote's words */
+	size_t n_same, n_unknown;
+	struct fg_check_file *files; /* the differences (and UNKNOWN files) */
+	size_t n_files, cap;
+};
+
+struct fg_check_report {
+	int manifest_changed;      /* the manifest's bytes differ from those locked */
+	int up_to_date;            /* nothing differs (UNKNOWN files aside) */
+	struct fg_check_component *c;
+	size_t n, cap;
+};
+
+/* Lists every component of m (opts: key, jobs, stall) and compares with the
+ * lock's entry for it, which must exist (FG_ENOTFOUND otherwise); file://
+ * files are hashed. Never offline (FG_EOFFLINE). */
+int fg_pull_check(struct fg_check_report *rep, const struct fg_lock *lock, const struct fg_manifest *m,
+		  const struct fg_hub_env *env, const struct fg_pull_opts *opts, struct fg_err *err);
+void fg_check_report_release(struct fg_check_report *rep);
+
 /* The folder a component is materialized in: into + its target without the
  * leading '/', or into/_components/<key> when it has no target. */
 int fg_pull_target_dir(struct fg_buf *out, const char *into, const struct fg_lock_component *c,

@@ -184,6 +184,11 @@ n=$(grep -c '^GET ' "$WORK/bare.log")
 [ "$n" -eq 1 ] && ok "one GET for the whole file" || not_ok "one GET for the whole file (got $n)"
 if grep -q "hf_secret" "$WORK/bare.log"; then not_ok "no token to the bare server"; else ok "no token to the bare server"; fi
 check "--locked passes while the bytes are the same" "$FGPACK" pull "$WORK/bare.json" --lock "$WORK/bare.lock" --locked
+# lock --check cannot tell without the bytes, and fetches nothing: said, exit 0
+: >"$WORK/bare.log"
+check "lock --check of a file without validators: exit 0" "$FGPACK" lock "$WORK/bare.json" -o "$WORK/bare.lock" --check
+check_grep "  named as unknown" "unknown  model\+v1.safetensors \(no ETag or Last-Modified: only its bytes could tell\)" "$WORK/.out"
+if grep -q '^GET ' "$WORK/bare.log"; then not_ok "  no GET"; else ok "  no GET"; fi
 python3 -c "import sys; f=open(sys.argv[1],'r+b'); f.seek(7); f.write(b'Z'); f.close()" "$big"
 new_sha=$(sha256sum "$big" | cut -d' ' -f1)
 check_exit "--locked notices changed bytes without validators" 3 "$FGPACK" pull "$WORK/bare.json" --lock "$WORK/bare.lock" --locked
