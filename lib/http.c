@@ -108,6 +108,11 @@ int fg_http_new(struct fg_http **out, const struct fg_http_opts *opts, struct fg
 	curl_share_setopt(h->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
 	curl_multi_setopt(h->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, 64L);
 	curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, 64L);
+	/* one transfer per connection, HTTP/2 included: libcurl would otherwise
+	 * multiplex every range of a file over one TCP connection to an HTTP/2
+	 * server (the Hub's CDNs are), and -j N would buy N streams sharing one
+	 * congestion window instead of N connections */
+	curl_multi_setopt(h->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_NOTHING);
 	if (opts->hub_url) {
 		h->hub_url = strdup(opts->hub_url);
 		h->hub_origin = origin_of(opts->hub_url);

@@ -1,6 +1,6 @@
 #!/bin/sh
 # pull_url.sh - components given as plain URLs and local files: nginx over
-# real TLS on loopback (a CA and a server certificate made here by openssl,
+# real TLS on loopback, HTTP/2 (a CA and a server certificate made here by openssl,
 # trusted through CURL_CA_BUNDLE / SSL_CERT_FILE), plain http, a small server
 # that gives neither ETag, Last-Modified nor ranges, and file:// files and
 # folders. Checks ranges in parallel, no token sent, the lock entry, --locked
@@ -37,9 +37,9 @@ big_sha=$(sha256sum "$big" | cut -d' ' -f1)
 test_ca "$WORK" || { not_ok "openssl makes a CA and a certificate"; finish; exit 1; }
 
 tls=$(free_port); plain=$(free_port); bare=$(free_port); proxy=$(free_port)
-nginx_conf '$server_port $request_method $request_uri $status $body_bytes_sent "$http_range" auth=$http_authorization' <<EOF
+nginx_conf '$server_port $request_method $request_uri $status $body_bytes_sent "$http_range" auth=$http_authorization c=$connection $server_protocol' <<EOF
     server {
-        listen 127.0.0.1:$tls ssl;
+        listen 127.0.0.1:$tls ssl http2;
         ssl_certificate $WORK/srv.pem;
         ssl_certificate_key $WORK/srv.key;
         root $www;
@@ -109,6 +109,12 @@ check "https pull with CURL_CA_BUNDLE" env CURL_CA_BUNDLE="$WORK/ca.pem" "$FGPAC
 check "https file materialized intact (name percent-decoded)" cmp "$big" "$WORK/out/tmp/u/model/model+v1.safetensors"
 r=$(grep -c "^$tls GET /w/model%2Bv1.safetensors 206 " "$log")
 [ "$r" -ge 6 ] && ok "fetched as $r parallel ranges" || not_ok "fetched as parallel ranges (got $r range answers)"
+# the TLS server speaks HTTP/2, where libcurl would run every range as a
+# stream of one connection: -j 4 must mean connections
+check_grep "  over HTTP/2" "^$tls GET /w/model%2Bv1.safetensors 206 .* HTTP/2.0$" "$log"
+nc=$(grep "^$tls GET /w/model%2Bv1.safetensors 206 " "$log" | grep -o ' c=[0-9]*' | sort -u | wc -l)
+[ "$nc" -ge 2 ] && ok "  the ranges over $nc connections, not streams of one" ||
+	not_ok "  the ranges over several connections (got $nc)"
 if grep -q "hf_secret_token" "$log"; then not_ok "no token sent to a plain URL"; else ok "no token sent to a plain URL"; fi
 check_grep "lock: kind https" '"kind": "https"' "$WORK/tls.lock"
 check_grep "lock: sha256 computed" "\"sha256\": \"$big_sha\"" "$WORK/tls.lock"
