@@ -332,7 +332,7 @@ static void check_print(const struct fg_check_report *r, const char *key, const 
 		else if (c->state == FG_CHECK_GONE)
 			printf("in the lock, no longer in the manifest\n");
 		else if (c->state == FG_CHECK_MISSING)
-			printf("gone from the remote (%s)\n", c->missing);
+			printf("not found (%s)\n", c->missing);
 		else {
 			printf("%s", c->state == FG_CHECK_SAME ? "the same" : "differs");
 			if (c->rev_locked && c->rev_now && strcmp(c->rev_locked, c->rev_now))

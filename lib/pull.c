@@ -1788,12 +1788,12 @@ static int check_one(struct fg_check_report *rep, struct plan *p, size_t ci, con
 		rc = fg_err_set(err, FG_EUNSUPPORTED, "%s: %s references are not supported", mc->key,
 				fg_ref_kind_name(mc->ref->kind));
 	}
-	if (rc == FG_ENOTFOUND && c) {
+	if (rc == FG_ENOTFOUND) {
 		/* the source is gone: every locked file with it */
 		cc->state = FG_CHECK_MISSING;
 		cc->missing = strdup(err->msg);
 		fg_err_clear(err);
-		for (k = 0; k < c->n_files; k++)
+		for (k = 0; c && k < c->n_files; k++)
 			if (!check_add(cc, c->files[k].path, FG_CHECK_REMOVED, NULL, c->files[k].size, 0))
 				return fg_err_set(err, FG_ENOMEM, "out of memory");
 		return cc->missing ? 0 : fg_err_set(err, FG_ENOMEM, "out of memory");

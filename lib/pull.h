@@ -82,7 +82,7 @@ enum fg_check_state {
 	FG_CHECK_DIFFERS,   /* files added, removed or changed, or the revision moved */
 	FG_CHECK_NEW,       /* in the manifest, not in the lock */
 	FG_CHECK_GONE,      /* in the lock, no longer in the manifest */
-	FG_CHECK_MISSING    /* the remote says the source is not there (404) */
+	FG_CHECK_MISSING    /* the source is not there (a 404, a file:// path gone) */
 };
 
 struct fg_check_file {

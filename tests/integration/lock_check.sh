@@ -85,7 +85,7 @@ assert m['state'] == 'differs' and m['revision_locked'] == '$c1' and m['revision
 assert c['PATCH_BUCKET']['files'][0]['why'] == 'sha256', c"
 
 # a component new to the manifest, one gone from it, a bucket gone from the remote
-printf '{"name": "t", "model_id": "acme/tiny", "env": {"WEIGHTS_BUCKET": "hf://buckets/acme/gone/w", "KEEP_BUCKET": "hf://buckets/acme/models/w/v1"}}\n' >m2.json
+printf '{"name": "t", "model_id": "acme/tiny", "env": {"WEIGHTS_BUCKET": "hf://buckets/acme/gone/w", "KEEP_BUCKET": "hf://buckets/acme/models/w/v1", "NEW_BUCKET": "hf://buckets/acme/nothere/x"}}\n' >m2.json
 cp a.lock b.lock
 python3 - b.lock <<'PY'
 import json, sys
@@ -95,9 +95,10 @@ d['manifests']['m2.json'] = json.loads(json.dumps(e))
 d['manifests']['m2.json']['components']['WEIGHTS_BUCKET']['source'] = 'hf://buckets/acme/gone/w'
 json.dump(d, open(sys.argv[1], 'w'), indent=2, sort_keys=True)
 PY
-check_exit "--check: a bucket gone, a component new, one gone: exit 3" 3 "$FGPACK" lock m2.json -o b.lock --check
+check_exit "--check: a bucket gone, components new, one gone: exit 3" 3 "$FGPACK" lock m2.json -o b.lock --check
 cp "$WORK/.out" c2.out
-check_grep "  the bucket gone from the remote" "WEIGHTS_BUCKET \\(hf://buckets/acme/gone/w\\): gone from the remote" c2.out
+check_grep "  the locked bucket gone from the remote" "WEIGHTS_BUCKET \\(hf://buckets/acme/gone/w\\): not found \\(.*HTTP 404" c2.out
+check_grep "  a new component whose bucket does not exist" "NEW_BUCKET \\(hf://buckets/acme/nothere/x\\): not found" c2.out
 check_grep "  the new component" "KEEP_BUCKET \\(hf://buckets/acme/models/w/v1\\): not in the lock \\(3 files listed\\)" c2.out
 check_grep "  the component the manifest dropped" "PATCH_BUCKET \\(file://.*\\): in the lock, no longer in the manifest" c2.out
 check_grep "  and the manifest's bytes" "the manifest's bytes changed too" c2.out
