@@ -325,12 +325,12 @@ int cmd_run(int argc, char **argv)
 		return fg_cmd_usage_error("run", "give exactly one of --prompt, --chat and --ids");
 	if (format != FG_CHAT_NONE && !chat)
 		return fg_cmd_usage_error("run", "--chat-format applies to --chat only");
-	if (ids_arg && parse_ids(ids_arg, &prompt_ids, &n_prompt))
-		return fg_cmd_usage_error("run", "--ids wants comma-separated token ids, not %s", ids_arg);
 	if (draft_k_given && !drafter)
 		return fg_cmd_usage_error("run", "--draft-tokens applies with --drafter only");
 	if (top_k && !drafter)
 		return fg_cmd_usage_error("run", "--centroid-top-k applies with --drafter only");
+	if (ids_arg && parse_ids(ids_arg, &prompt_ids, &n_prompt))
+		return fg_cmd_usage_error("run", "--ids wants comma-separated token ids, not %s", ids_arg);
 
 	if (fg_engine_load(&e, model, &o, &err))
 		goto fail;
