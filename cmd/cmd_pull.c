@@ -333,8 +333,11 @@ static void check_print(const struct fg_check_report *r, const char *key, const 
 			printf("in the lock, no longer in the manifest\n");
 		else if (c->state == FG_CHECK_MISSING)
 			printf("not found (%s)\n", c->missing);
+		else if (c->state == FG_CHECK_SAME)
+			printf("the same (%zu file%s%s)\n", c->n_same + c->n_unknown,
+			       c->n_same + c->n_unknown == 1 ? "" : "s", c->n_unknown ? ", some unknown" : "");
 		else {
-			printf("%s", c->state == FG_CHECK_SAME ? "the same" : "differs");
+			printf("differs");
 			if (c->rev_locked && c->rev_now && strcmp(c->rev_locked, c->rev_now))
 				printf("; revision moved %.12s -> %.12s", c->rev_locked, c->rev_now);
 			printf(": %zu changed, %zu added, %zu removed, %zu the same\n", nc, na, nr, c->n_same);

@@ -34,6 +34,8 @@ echo "== materialized files (hard links into the store at $FGPACK_HOME)"
 done)
 echo "== a second pull is a no-op (everything is in the store):"
 ./fgpack pull manifests/demo.json --into "$tmp/out" --lock "$tmp/buckets.lock"
+echo "== has the bucket changed since the lock? (lists it again, fetches nothing; exit 3 when it has)"
+./fgpack lock manifests/demo.json --lock "$tmp/buckets.lock" --check
 if [ "${1:-}" = --update-lock ]; then
 	cp "$tmp/buckets.lock" buckets.lock
 	echo "== buckets.lock updated"
