@@ -77,9 +77,12 @@ $3" "$2"
 audit() {
 	"$FGPACK" audit "$F/community-$1.json" --json >"$WORK/$1.audit" 2>"$WORK/$1.audit.err"
 }
-# lock NAME: fgpack lock --json (stdout) into $WORK/NAME.json, lock file $WORK/NAME.lock
+# lock NAME: fgpack lock --json (stdout) into $WORK/NAME.json, lock file $WORK/NAME.lock;
+# then lock --check against the same remote must find it up to date
 lock() {
-	"$FGPACK" lock "$F/community-$1.json" -o "$WORK/$1.lock" --json >"$WORK/$1.json" 2>"$WORK/$1.err"
+	"$FGPACK" lock "$F/community-$1.json" -o "$WORK/$1.lock" --json >"$WORK/$1.json" 2>"$WORK/$1.err" &&
+		"$FGPACK" lock "$F/community-$1.json" -o "$WORK/$1.lock" --check --json >"$WORK/$1.check" 2>>"$WORK/$1.err" &&
+		python3 -c "import json, sys; d = json.load(open(sys.argv[1])); sys.exit(0 if d['up_to_date'] else 1)" "$WORK/$1.check"
 }
 
 check "no-drafter: audit" audit no-drafter
