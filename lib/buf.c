@@ -160,6 +160,21 @@ int fg_size_add(size_t a, size_t b, size_t *out)
 	return 0;
 }
 
+int fg_grow(void *arr, size_t *cap, size_t n, size_t elem)
+{
+	void *old, *grown;
+	size_t nc = *cap ? *cap * 2 : 8, bytes;
+
+	if (n < *cap)
+		return 0;
+	memcpy(&old, arr, sizeof(old)); /* arr points to a T *: copied, not aliased */
+	if (fg_size_mul(nc, elem, &bytes) || !(grown = realloc(old, bytes)))
+		return -1;
+	memcpy(arr, &grown, sizeof(grown));
+	*cap = nc;
+	return 0;
+}
+
 int fg_size_mul(size_t a, size_t b, size_t *out)
 {
 	if (a && b > SIZE_MAX / a)

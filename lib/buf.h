@@ -40,6 +40,11 @@ void fg_buf_reset(struct fg_buf *b);            /* len = 0, keeps memory */
 char *fg_buf_detach(struct fg_buf *b, size_t *len_out);
 void fg_buf_release(struct fg_buf *b);          /* frees data */
 
+/* Room for one more element in the array *arr of *cap elements of size
+ * elem, n of them used: doubles it (8 at first) when n == *cap. 0, or -1
+ * when out of memory (the array is kept as it was). */
+int fg_grow(void *arr, size_t *cap, size_t n, size_t elem);
+
 /* Checked size arithmetic: return 0 on success, -1 on overflow. */
 int fg_size_add(size_t a, size_t b, size_t *out);
 int fg_size_mul(size_t a, size_t b, size_t *out);

@@ -64,16 +64,9 @@ static char *sdup(const char *s)
 
 static struct want *plan_add(struct plan *p, struct fg_err *err)
 {
-	if (p->n == p->cap) {
-		size_t nc = p->cap ? p->cap * 2 : 32;
-		struct want *nw = realloc(p->w, nc * sizeof(*nw));
-
-		if (!nw) {
-			fg_err_set(err, FG_ENOMEM, "out of memory");
-			return NULL;
-		}
-		p->w = nw;
-		p->cap = nc;
+	if (fg_grow(&p->w, &p->cap, p->n, sizeof(*p->w))) {
+		fg_err_set(err, FG_ENOMEM, "out of memory");
+		return NULL;
 	}
 	memset(&p->w[p->n], 0, sizeof(p->w[p->n]));
 	return &p->w[p->n++];
@@ -1687,14 +1680,8 @@ static struct fg_check_file *check_add(struct fg_check_component *cc, const char
 {
 	struct fg_check_file *f;
 
-	if (cc->n_files == cc->cap) {
-		size_t nc = cc->cap ? cc->cap * 2 : 8;
-
-		if (!(f = realloc(cc->files, nc * sizeof(*f))))
-			return NULL;
-		cc->files = f;
-		cc->cap = nc;
-	}
+	if (fg_grow(&cc->files, &cc->cap, cc->n_files, sizeof(*cc->files)))
+		return NULL;
 	f = &cc->files[cc->n_files];
 	memset(f, 0, sizeof(*f));
 	if (!(f->path = strdup(path)))
@@ -1711,14 +1698,8 @@ static struct fg_check_component *check_component(struct fg_check_report *rep, c
 {
 	struct fg_check_component *c;
 
-	if (rep->n == rep->cap) {
-		size_t nc = rep->cap ? rep->cap * 2 : 8;
-
-		if (!(c = realloc(rep->c, nc * sizeof(*c))))
-			return NULL;
-		rep->c = c;
-		rep->cap = nc;
-	}
+	if (fg_grow(&rep->c, &rep->cap, rep->n, sizeof(*rep->c)))
+		return NULL;
 	c = &rep->c[rep->n];
 	memset(c, 0, sizeof(*c));
 	c->key = strdup(key);

@@ -55,6 +55,27 @@ static void test_parse(void)
 	ok(fg_size_add(1, 2, &s) == 0 && s == 3, "size: add");
 }
 
+static void test_grow(void)
+{
+	long *a = NULL;
+	size_t cap = 0, n, i;
+	int good = 1;
+
+	for (n = 0; n < 100 && good; n++) {
+		good = fg_grow(&a, &cap, n, sizeof(*a)) == 0 && cap > n;
+		if (good)
+			a[n] = (long)n * 3;
+	}
+	for (i = 0; good && i < 100; i++)
+		good = a[i] == (long)i * 3;
+	ok(good && cap == 128, "grow: 100 elements kept in order, room doubled from 8 to 128 (cap %zu)", cap);
+	ok(fg_grow(&a, &cap, 5, sizeof(*a)) == 0 && cap == 128, "grow: room left, nothing moves");
+	n = cap;
+	ok(fg_grow(&a, &cap, n, SIZE_MAX / 2) != 0 && cap == n && a[99] == 297,
+	   "grow: a size that overflows is refused, the array kept");
+	free(a);
+}
+
 static void test_json(void)
 {
 	struct fg_buf b = FG_BUF_INIT;
@@ -198,6 +219,7 @@ int main(void)
 {
 	test_buf();
 	test_parse();
+	test_grow();
 	test_json();
 	test_sha();
 	test_sha_pipe();
