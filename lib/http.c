@@ -106,6 +106,9 @@ int fg_http_new(struct fg_http **out, const struct fg_http_opts *opts, struct fg
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	}
 	curl_share_setopt(h->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+	/* one TLS session cache for every transfer: the N connections of -j N
+	 * resume the first one's session instead of a full handshake each */
+	curl_share_setopt(h->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
 	curl_multi_setopt(h->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, 64L);
 	curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, 64L);
 	/* one transfer per connection, HTTP/2 included: libcurl would otherwise

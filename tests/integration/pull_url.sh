@@ -37,11 +37,12 @@ big_sha=$(sha256sum "$big" | cut -d' ' -f1)
 test_ca "$WORK" || { not_ok "openssl makes a CA and a certificate"; finish; exit 1; }
 
 tls=$(free_port); plain=$(free_port); bare=$(free_port); proxy=$(free_port)
-nginx_conf '$server_port $request_method $request_uri $status $body_bytes_sent "$http_range" auth=$http_authorization c=$connection $server_protocol' <<EOF
+nginx_conf '$server_port $request_method $request_uri $status $body_bytes_sent "$http_range" auth=$http_authorization c=$connection tls=$ssl_session_reused $server_protocol' <<EOF
     server {
         listen 127.0.0.1:$tls ssl http2;
         ssl_certificate $WORK/srv.pem;
         ssl_certificate_key $WORK/srv.key;
+        ssl_session_cache shared:fgtest:1m;
         root $www;
         location /moved/ { rewrite ^/moved/(.*)$ /w/\$1 redirect; }
     }
@@ -115,6 +116,9 @@ check_grep "  over HTTP/2" "^$tls GET /w/model%2Bv1.safetensors 206 .* HTTP/2.0$
 nc=$(grep "^$tls GET /w/model%2Bv1.safetensors 206 " "$log" | grep -o ' c=[0-9]*' | sort -u | wc -l)
 [ "$nc" -ge 2 ] && ok "  the ranges over $nc connections, not streams of one" ||
 	not_ok "  the ranges over several connections (got $nc)"
+# the later connections resume the first one's TLS session (one session
+# cache for all of a run's transfers): no full handshake each
+check_grep "  a later connection resumed the TLS session" "^$tls GET /w/model%2Bv1.safetensors 206 .* tls=r HTTP/2.0$" "$log"
 if grep -q "hf_secret_token" "$log"; then not_ok "no token sent to a plain URL"; else ok "no token sent to a plain URL"; fi
 check_grep "lock: kind https" '"kind": "https"' "$WORK/tls.lock"
 check_grep "lock: sha256 computed" "\"sha256\": \"$big_sha\"" "$WORK/tls.lock"
