@@ -579,6 +579,13 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 		fprintf(stderr, "fgpack pull: warning: %zu file%s placed under %s earlier and no longer in the "
 			"lock changed since; kept\n", placed.kept, placed.kept == 1 ? "" : "s", into);
 out:
+	/* --locked stops at the first difference; lock --check lists them all */
+	if (rc == FG_EMISMATCH && locked && !offline && env && !env->offline && !strncmp(err.msg, "--locked: ", 10) &&
+	    (strstr(err.msg, "since the lock") || strstr(err.msg, "on the remote") || strstr(err.msg, "revision moved"))) {
+		size_t l = strlen(err.msg);
+
+		snprintf(err.msg + l, sizeof(err.msg) - l, " ('fgpack lock --check' lists every difference)");
+	}
 	fg_place_report_release(&placed);
 	if (shown && rc)
 		fprintf(stderr, "\n");

@@ -84,6 +84,9 @@ m = c['model_id']
 assert m['state'] == 'differs' and m['revision_locked'] == '$c1' and m['revision_now'] == '$c2' and m['files'] == [], m
 assert c['PATCH_BUCKET']['files'][0]['why'] == 'sha256', c"
 
+check_exit "pull --locked stops at the first difference: exit 3" 3 "$FGPACK" pull m.json --lock a.lock --locked
+check_grep "  and points to --check for the rest" "^fgpack pull: --locked: .* \\('fgpack lock --check' lists every difference\\)$" "$WORK/.out"
+
 # a component new to the manifest, one gone from it, a bucket gone from the remote
 printf '{"name": "t", "model_id": "acme/tiny", "env": {"WEIGHTS_BUCKET": "hf://buckets/acme/gone/w", "KEEP_BUCKET": "hf://buckets/acme/models/w/v1", "NEW_BUCKET": "hf://buckets/acme/nothere/x"}}\n' >m2.json
 cp a.lock b.lock
