@@ -7,12 +7,7 @@
 # Env: SIZE (bytes, default 1073741824), N (rounds, default 5), JOBS (pull -j,
 # default 8). Files and stores in /dev/shm when it exists.
 set -eu
-# `make bench` runs every script without arguments: this one compares two
-# builds, so it says so and stops there
-if [ $# -eq 0 ]; then echo "bench/pull_ab.sh compares two builds: sh bench/pull_ab.sh OLD_FGPACK NEW_FGPACK (skipped)"; exit 0; fi
-[ $# -eq 2 ] || { echo "usage: sh bench/pull_ab.sh OLD_FGPACK NEW_FGPACK" >&2; exit 2; }
-old=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
-new=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
+. "$(dirname "$0")/ab_args.inc" # $old, $new (or a usage line, or skipped under make bench)
 cd "$(dirname "$0")/.."
 base=${TMPDIR:-/tmp}
 [ -d /dev/shm ] && [ -w /dev/shm ] && base=/dev/shm

@@ -10,12 +10,7 @@
 # Env: SIZE (bytes, default 67108864), RATE (bytes/s per connection, default
 # 16777216), N (rounds, default 3), JOBS (pull -j, default 4).
 set -eu
-# `make bench` runs every script without arguments: this one compares two
-# builds, so it says so and stops there
-if [ $# -eq 0 ]; then echo "bench/pull_h2.sh compares two builds: sh bench/pull_h2.sh OLD_FGPACK NEW_FGPACK (skipped)"; exit 0; fi
-[ $# -eq 2 ] || { echo "usage: sh bench/pull_h2.sh OLD_FGPACK NEW_FGPACK" >&2; exit 2; }
-old=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
-new=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
+. "$(dirname "$0")/ab_args.inc" # $old, $new (or a usage line, or skipped under make bench)
 cd "$(dirname "$0")/.."
 . tests/lib.sh # WORK, test_ca, nginx_conf, nginx_start, free_port, wait_port; cleans up on exit
 mkdir -p "$WORK/www/w"

@@ -362,7 +362,8 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 {
 	const char *verb = is_lock ? "lock" : "pull";
 	const char *manifest = NULL, *into = NULL, *lock_path = "buckets.lock", *store_dir = NULL;
-	int json = 0, copy = 0, locked = 0, offline = 0, deps = 0, jobs = 8, i, rc, shown = 0, lock_existed, check = 0;
+	int json = 0, copy = 0, locked = 0, offline = 0, deps = 0, jobs = 8, i, rc, shown = 0, lock_existed = 0, check = 0;
+	int code = FG_EXIT_OK; /* lock --check: 3 when something differs */
 	struct fg_manifest *m = NULL;
 	struct fg_lock *lock = NULL;
 	struct fg_store *st = NULL;
@@ -436,35 +437,6 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 			rc = fg_lock_new(&lock, &err);
 		}
 	}
-	if (!rc && check) {
-		struct fg_check_report cr;
-
-		if (!lock_existed) {
-			rc = fg_err_set(&err, FG_ENOTFOUND, "%s: no lock file to check (run 'fgpack lock' first)", lock_path);
-			goto out;
-		}
-		memset(&po, 0, sizeof(po));
-		po.key = key.data;
-		po.offline = offline;
-		po.jobs = jobs;
-		po.stall_secs = env_int("FGPACK_STALL_SECS", 1, 3600, 0);
-		po.retry_base_ms = (unsigned)env_int("FGPACK_RETRY_BASE_MS", 1, 60000, 0);
-		rc = fg_pull_check(&cr, lock, m, env, &po, &err);
-		if (rc)
-			goto out;
-		check_print(&cr, key.data, lock_path, json);
-		i = cr.up_to_date ? FG_EXIT_OK : FG_EXIT_MISMATCH;
-		fg_check_report_release(&cr);
-		fg_buf_release(&key);
-		fg_manifest_free(m);
-		fg_lock_free(lock);
-		fg_hub_env_free(env);
-		return i;
-	}
-	if (!rc)
-		rc = fg_store_open(&st, store_dir, &err);
-	if (rc)
-		goto out;
 	memset(&po, 0, sizeof(po));
 	po.key = key.data;
 	po.into = into;
@@ -477,6 +449,22 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 	po.retry_base_ms = (unsigned)env_int("FGPACK_RETRY_BASE_MS", 1, 60000, 0);
 	po.chunk = (unsigned long long)env_int("FGPACK_CHUNK", 65536, 1 << 30, 0);
 	po.journal_nosync = env_int("FGPACK_JOURNAL_NOSYNC", 0, 1, 0);
+	if (!rc && check) {
+		struct fg_check_report cr;
+
+		if (!lock_existed)
+			rc = fg_err_set(&err, FG_ENOTFOUND, "%s: no lock file to check (run 'fgpack lock' first)", lock_path);
+		if (!rc && !(rc = fg_pull_check(&cr, lock, m, env, &po, &err))) {
+			check_print(&cr, key.data, lock_path, json);
+			code = cr.up_to_date ? FG_EXIT_OK : FG_EXIT_MISMATCH;
+			fg_check_report_release(&cr);
+		}
+		goto out;
+	}
+	if (!rc)
+		rc = fg_store_open(&st, store_dir, &err);
+	if (rc)
+		goto out;
 	if (isatty(2) && !getenv("FGPACK_NO_PROGRESS")) {
 		po.progress = progress;
 		po.progress_ud = &shown;
@@ -579,13 +567,6 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 		fprintf(stderr, "fgpack pull: warning: %zu file%s placed under %s earlier and no longer in the "
 			"lock changed since; kept\n", placed.kept, placed.kept == 1 ? "" : "s", into);
 out:
-	/* --locked stops at the first difference; lock --check lists them all */
-	if (rc == FG_EMISMATCH && locked && !offline && env && !env->offline && !strncmp(err.msg, "--locked: ", 10) &&
-	    (strstr(err.msg, "since the lock") || strstr(err.msg, "on the remote") || strstr(err.msg, "revision moved"))) {
-		size_t l = strlen(err.msg);
-
-		snprintf(err.msg + l, sizeof(err.msg) - l, " ('fgpack lock --check' lists every difference)");
-	}
 	fg_place_report_release(&placed);
 	if (shown && rc)
 		fprintf(stderr, "\n");
@@ -594,7 +575,7 @@ out:
 	fg_lock_free(lock);
 	fg_store_free(st);
 	fg_hub_env_free(env);
-	return rc ? fg_cmd_fail(verb, &err) : FG_EXIT_OK;
+	return rc ? fg_cmd_fail(verb, &err) : code;
 }
 
 int cmd_pull(int argc, char **argv)

@@ -623,8 +623,10 @@ int fg_g4_config_parse(struct fg_g4_config *c, const char *json, size_t len, con
 	v = get(top, NULL, "bos_token_id");
 	if (is_null(v))
 		v = get(text, NULL, "bos_token_id");
-	if (v && cJSON_IsNumber(v) && !is_token_id(v) &&
-	    !(v->valuedouble < 0 && v->valuedouble == floor(v->valuedouble) && v->valuedouble >= (double)INT32_MIN)) {
+	/* an integer: a token id, or a negative one for none (the range is
+	 * checked first: converting 3e124 to int is undefined) */
+	if (v && cJSON_IsNumber(v) && !(v->valuedouble >= (double)INT32_MIN && v->valuedouble <= (double)INT32_MAX &&
+					 v->valuedouble == floor(v->valuedouble))) {
 		rc = BAD("key bos_token_id = %g is not a token id (an integer)", v->valuedouble);
 		goto out;
 	}
@@ -730,7 +732,6 @@ static const struct {
 	{ "stop_strings", "[]", 0 },     { "max_time", "", 0 },          { "watermarking_config", "", 0 },
 };
 
-/* An integer 0..INT32_MAX: a token id. */
 static int neutral(const cJSON *v, const char *n)
 {
 	if (!strcmp(n, "false"))

@@ -462,10 +462,20 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
 	return len;
 }
 
+/* 1 when url is on the Hub's own scheme://host:port, the one origin the
+ * token goes to. */
+static int to_hub(const struct fg_http *h, const char *url)
+{
+	char *o = h->hub_origin ? origin_of(url) : NULL;
+	int hub = o && !strcmp(o, h->hub_origin);
+
+	free(o);
+	return hub;
+}
+
 static int start_req(struct fg_http *h, struct req *r, struct fg_err *err)
 {
 	CURL *e = curl_easy_init();
-	char *o;
 	struct fg_buf b = FG_BUF_INIT;
 
 	if (!e)
@@ -479,14 +489,12 @@ static int start_req(struct fg_http *h, struct req *r, struct fg_err *err)
 	fg_buf_reset(&r->hbuf);
 	curl_slist_free_all(r->hdrs);
 	r->hdrs = NULL;
-	o = origin_of(r->url);
-	if (h->token && !r->x.no_auth && o && h->hub_origin && !strcmp(o, h->hub_origin)) {
+	if (h->token && !r->x.no_auth && to_hub(h, r->url)) {
 		if (!fg_buf_printf(&b, NULL, "Authorization: Bearer %s", h->token))
 			r->hdrs = curl_slist_append(r->hdrs, b.data);
 		memset(b.data, 0, b.len);
 	}
 	fg_buf_release(&b);
-	free(o);
 	curl_easy_setopt(e, CURLOPT_URL, r->url);
 	curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)r);
 	curl_easy_setopt(e, CURLOPT_SHARE, h->share);
@@ -655,31 +663,28 @@ static void append_clean(char *out, size_t n, const char *v, size_t vl, size_t m
  * whether HF_TOKEN went with the request. */
 static void refusal_detail(const struct fg_http *h, const struct req *r, long status, char *out, size_t n)
 {
-	const char *v;
+	const char *v, *why;
 	size_t vl;
-	char *o = origin_of(r->url);
-	int hub = o && h->hub_origin && !strcmp(o, h->hub_origin), gated = 0, missing = 0;
+	int gated = 0, missing = 0;
 
 	out[0] = 0;
 	if (r->hbuf.data && !find_header(r->hbuf.data, r->hbuf.len, "X-Error-Code", &v, &vl) && vl) {
-		append_clean(out, n, " ", 1, 1);
+		snprintf(out, n, " ");
 		append_clean(out, n, v, vl, 40);
 		gated = vl == 9 && !strncmp(v, "GatedRepo", 9);
 		missing = vl == 12 && !strncmp(v, "RepoNotFound", 12);
 	}
 	if (r->hbuf.data && !find_header(r->hbuf.data, r->hbuf.len, "X-Error-Message", &v, &vl) && vl) {
-		append_clean(out, n, ": ", 2, 2);
+		snprintf(out + strlen(out), n - strlen(out), ": ");
 		append_clean(out, n, v, vl, 200);
 	}
-	if (hub && (status == 401 || status == 403 || gated || missing)) {
-		const char *why = !h->token ? " (no HF_TOKEN was found: private and gated repos need one)"
-				  : r->x.no_auth ? ""
-				  : gated ? " (HF_TOKEN was sent: accept the repo's terms on the Hub with its account)"
-					  : " (HF_TOKEN was sent: can its account read this repo?)";
-
-		append_clean(out, n, why, strlen(why), strlen(why));
-	}
-	free(o);
+	if (!(status == 401 || status == 403 || gated || missing) || !to_hub(h, r->url))
+		return;
+	why = !h->token ? " (no HF_TOKEN was found: private and gated repos need one)"
+	      : r->x.no_auth ? ""
+	      : gated ? " (HF_TOKEN was sent: accept the repo's terms on the Hub with its account)"
+		      : " (HF_TOKEN was sent: can its account read this repo?)";
+	snprintf(out + strlen(out), n - strlen(out), "%s", why);
 }
 
 static int status_code(long s)

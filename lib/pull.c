@@ -572,10 +572,11 @@ static int entry_usable(const struct fg_lock_manifest *lm, const struct fg_manif
  * the first component the manifest has and the lock lacks (or the other way
  * round), a component whose source changed, or the manifest's bytes. */
 static int entry_mismatch(struct fg_buf *out, const struct fg_lock_manifest *lm,
-			  const struct fg_manifest *m, const char *key, struct fg_err *err)
+			  const struct fg_manifest *m, const char *key, int *bytes_only, struct fg_err *err)
 {
 	size_t i;
 
+	*bytes_only = 0;
 	if (!lm)
 		return fg_buf_printf(out, err, "the lock has no entry for %s", key);
 	for (i = 0; i < m->n_components; i++) {
@@ -594,10 +595,22 @@ static int entry_mismatch(struct fg_buf *out, const struct fg_lock_manifest *lm,
 			return fg_buf_printf(out, err,
 					     "%s: component %s is in the lock but no longer in the manifest",
 					     key, lm->components[i]->key);
-	if (strcmp(lm->sha256, m->sha256))
+	if (strcmp(lm->sha256, m->sha256)) {
+		*bytes_only = 1;
 		return fg_buf_printf(out, err, "%s: the manifest changed since the lock (sha256 %.12s..., lock has %.12s...)",
 				     key, m->sha256, lm->sha256);
+	}
 	return 0;
+}
+
+/* Ends a --locked error about what changed since the lock: it names the
+ * first difference; lock --check lists them all. Returns err's code. */
+static int check_hint(struct fg_err *err)
+{
+	size_t l = strlen(err->msg);
+
+	snprintf(err->msg + l, sizeof(err->msg) - l, " ('fgpack lock --check' lists every difference)");
+	return err->code;
 }
 
 /* Hashes a file:// file into the store (regular files only, hashed while copied). */
@@ -752,17 +765,6 @@ static int reuse_hf_cache(struct fg_fetch_item *it, struct want *w, struct fg_st
 	return got;
 }
 
-/* n lowercase hex digits and nothing else */
-static int lower_hex(const char *s, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return 0;
-	return !s[n];
-}
-
 /* A model component read from huggingface_hub's cache (plan_model_cached). */
 struct cache_walk {
 	struct plan *p;
@@ -779,7 +781,7 @@ struct cache_walk {
  * a plain file (a cache made without symlinks) is read as it is. */
 static int cache_add(struct cache_walk *cw, const char *path, const char *full, struct fg_err *err)
 {
-	const char *rel = fg_ref_rel(cw->mc->ref, full), *name = NULL;
+	const char *rel = fg_ref_rel(cw->mc->ref, full), *name = "";
 	struct fg_buf url = FG_BUF_INIT, what = FG_BUF_INIT;
 	char real[PATH_MAX];
 	struct stat sb, lb;
@@ -807,6 +809,8 @@ static int cache_add(struct cache_walk *cw, const char *path, const char *full, 
 	if (!rc && !(w = plan_add(cw->p, err)))
 		rc = FG_ENOMEM;
 	if (!rc) {
+		int git = fg_hex_lower_valid(name, 40);
+
 		w->comp = cw->ci;
 		w->size = (unsigned long long)sb.st_size;
 		w->rel = strdup(rel);
@@ -818,12 +822,12 @@ static int cache_add(struct cache_walk *cw, const char *path, const char *full, 
 		w->below = !cw->mc->ref->path || strcmp(full, cw->mc->ref->path);
 		/* an LFS file's blob is named by its sha256 (checked as it is
 		 * read), a small file's by its git blob id (the oid the Hub lists) */
-		if (name && strlen(name) == FG_SHA256_HEX_LEN && lower_hex(name, FG_SHA256_HEX_LEN))
+		if (fg_sha256_hex_valid(name))
 			memcpy(w->expect, name, FG_SHA256_HEX_LEN + 1);
-		else if (name && strlen(name) == 40 && lower_hex(name, 40))
+		else if (git)
 			w->remote.oid = strdup(name);
-		if (!w->rel || !w->url || !w->what || !w->local_path || !w->remote.commit ||
-		    (name && strlen(name) == 40 && !w->remote.oid) || set_identity(w))
+		if (!w->rel || !w->url || !w->what || !w->local_path || !w->remote.commit || (git && !w->remote.oid) ||
+		    set_identity(w))
 			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 	}
 	fg_buf_release(&url);
@@ -863,7 +867,7 @@ static int plan_model_cached(struct plan *p, size_t ci, const struct fg_componen
 	if (!rc && stat(repo.data, &sb))
 		rc = fg_err_set(err, FG_EOFFLINE, "offline: %s (%s) is not in the lock nor in huggingface_hub's "
 				"cache (%s) (run 'fgpack lock' online first)", mc->key, mc->source, repo.data);
-	if (!rc && strlen(rev) == 40 && lower_hex(rev, 40)) {
+	if (!rc && fg_hex_lower_valid(rev, 40)) {
 		memcpy(commit, rev, 41);
 	} else if (!rc) {
 		FILE *f;
@@ -877,7 +881,7 @@ static int plan_model_cached(struct plan *p, size_t ci, const struct fg_componen
 		while (n && (commit[n - 1] == '\n' || commit[n - 1] == '\r' || commit[n - 1] == ' '))
 			n--;
 		commit[n] = 0;
-		if (!rc && !(n == 40 && lower_hex(commit, 40)))
+		if (!rc && !fg_hex_lower_valid(commit, 40))
 			rc = fg_err_set(err, FG_EOFFLINE, "offline: %s: huggingface_hub's cache has no commit for "
 					"revision %s of %s/%s (%s) (run 'fgpack lock' online first)", mc->key, rev,
 					mc->ref->ns, mc->ref->name, b.data);
@@ -919,12 +923,42 @@ static int plan_model_cached(struct plan *p, size_t ci, const struct fg_componen
 	return rc;
 }
 
+/* Lists component mc on the remote (or disk, file://) and plans its files;
+ * a model repo's commit into *commit. */
+static int plan_listed(struct plan *p, size_t ci, const struct fg_component *mc, struct fg_http *h,
+		       const struct fg_hub_env *env, char **commit, struct fg_err *err)
+{
+	switch (mc->ref->kind) {
+	case FG_REF_BUCKET:
+		return plan_bucket(p, ci, mc, h, env, err);
+	case FG_REF_MODEL:
+		return plan_model(p, ci, mc, h, env, commit, err);
+	case FG_REF_HTTPS:
+		return plan_url(p, ci, mc, h, err);
+	case FG_REF_FILE:
+		return plan_file(p, ci, mc, err);
+	default:
+		return fg_err_set(err, FG_EUNSUPPORTED, "%s: %s references are not supported", mc->key,
+				  fg_ref_kind_name(mc->ref->kind));
+	}
+}
+
+/* A component that planned no file fails: a bucket's paths are prefixes, so
+ * a mistyped folder lists as empty ([]), not 404, and would lock and pull
+ * "fine", leaving the serve script an empty folder. Its wants are the last
+ * ones of p when it has any. */
+static int plan_nonempty(const struct plan *p, size_t ci, const struct fg_component *mc, struct fg_err *err)
+{
+	if (p->n && p->w[p->n - 1].comp == ci)
+		return 0;
+	return fg_err_set(err, FG_ENOTFOUND, "%s: %s holds no files (is the path right?)", mc->key, mc->source);
+}
+
 /* --offline where the lock has no usable entry for the manifest: every
- * component resolved without a socket. One whose source the old entry
- * a file:// one is read from disk; another whose source the old entry
- * still holds keeps the files it records (the manifest changed elsewhere);
- * a model repo comes from huggingface_hub's cache (plan_model_cached,
- * counted in *n_cache). A bucket or URL the lock
+ * component resolved without a socket. A file:// one is read from disk;
+ * another whose source the old entry still holds keeps the files it records
+ * (the manifest changed elsewhere); a model repo comes from huggingface_hub's
+ * cache (plan_model_cached, counted in *n_cache). A bucket or URL the lock
  * does not hold cannot be listed offline: one line naming it. */
 static int plan_offline(struct plan *p, const struct fg_lock_manifest *old, const struct fg_manifest *m,
 			const char *key, const struct fg_hub_env *env, char **commits, size_t *n_cache,
@@ -964,9 +998,25 @@ static int plan_offline(struct plan *p, const struct fg_lock_manifest *old, cons
 						"the lock, and %s cannot be listed offline (run 'fgpack lock' online "
 						"first)", key, mc->key, mc->source, c->source, kind);
 		}
-		if (!rc && (!p->n || p->w[p->n - 1].comp != ci))
-			rc = fg_err_set(err, FG_ENOTFOUND, "%s: %s holds no files (is the path right?)", mc->key,
-					mc->source);
+		if (!rc)
+			rc = plan_nonempty(p, ci, mc, err);
+	}
+	return rc;
+}
+
+/* Every component of m listed through h (plan_listed), commits[ci] getting
+ * a model repo's commit; an empty one fails unless locked (--locked says it
+ * its own way: N files in the lock, 0 on the remote). */
+static int plan_online(struct plan *p, const struct fg_manifest *m, struct fg_http *h, const struct fg_hub_env *env,
+		       char **commits, int locked, struct fg_err *err)
+{
+	size_t ci;
+	int rc = 0;
+
+	for (ci = 0; !rc && ci < m->n_components; ci++) {
+		rc = plan_listed(p, ci, &m->components[ci], h, env, &commits[ci], err);
+		if (!rc && !locked)
+			rc = plan_nonempty(p, ci, &m->components[ci], err);
 	}
 	return rc;
 }
@@ -1443,13 +1493,15 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 	memset(rep, 0, sizeof(*rep));
 	if (o->locked && !usable) {
 		struct fg_buf why = FG_BUF_INIT;
+		int bytes_only;
 
-		rc = entry_mismatch(&why, old, m, o->key, err);
+		rc = entry_mismatch(&why, old, m, o->key, &bytes_only, err);
 		if (!rc && offline)
 			rc = fg_err_set(err, FG_EOFFLINE, "offline: %s (run 'fgpack lock' online first)",
 					why.data);
-		else if (!rc)
-			rc = fg_err_set(err, FG_EMISMATCH, "--locked: %s (run 'fgpack lock')", why.data);
+		else if (!rc && (rc = fg_err_set(err, FG_EMISMATCH, "--locked: %s (run 'fgpack lock')", why.data)) &&
+			 bytes_only)
+			check_hint(err);
 		fg_buf_release(&why);
 		return rc;
 	}
@@ -1498,40 +1550,12 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 		goto done;
 	}
-	if (offline)
+	if (offline) {
 		rc = plan_offline(&listed, old, m, o->key, env, commits, &rep->from_hf_cache, &rep->hf_cache_missing,
 				  err);
-	else if (!(rc = open_http(&h, env, o, err)))
+	} else if (!(rc = open_http(&h, env, o, err))) {
 		rep->resolved = 1;
-	for (ci = 0; !rc && !offline && ci < m->n_components; ci++) {
-		const struct fg_component *mc = &m->components[ci];
-
-		switch (mc->ref->kind) {
-		case FG_REF_BUCKET:
-			rc = plan_bucket(&listed, ci, mc, h, env, err);
-			break;
-		case FG_REF_MODEL:
-			rc = plan_model(&listed, ci, mc, h, env, &commits[ci], err);
-			break;
-		case FG_REF_HTTPS:
-			rc = plan_url(&listed, ci, mc, h, err);
-			break;
-		case FG_REF_FILE:
-			rc = plan_file(&listed, ci, mc, err);
-			break;
-		default:
-			rc = fg_err_set(err, FG_EUNSUPPORTED, "%s: %s references are not supported",
-					mc->key, fg_ref_kind_name(mc->ref->kind));
-		}
-		/* a bucket's paths are prefixes: a mistyped folder lists as empty
-		 * ([]), not 404; an empty component would lock and pull "fine" and
-		 * leave the serve script an empty folder */
-		for (i = 0; !rc && i < listed.n && listed.w[i].comp != ci; i++)
-			;
-		/* (--locked says it its own way: N files in the lock, 0 on the remote) */
-		if (!rc && i == listed.n && !o->locked)
-			rc = fg_err_set(err, FG_ENOTFOUND, "%s: %s holds no files (is the path right?)",
-					mc->key, mc->source);
+		rc = plan_online(&listed, m, h, env, commits, o->locked, err);
 	}
 	if (rc)
 		goto done;
@@ -1545,6 +1569,8 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 						"--locked: %s: revision moved to %s (lock has %s)", c->key,
 						commits[ci], c->revision);
 		}
+		if (rc == FG_EMISMATCH)
+			check_hint(err);
 		if (!rc)
 			rc = plan_from_lock(&p, old, m, env, err);
 		for (i = 0; !rc && i < p.n; i++) {
@@ -1556,8 +1582,8 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 		}
 		if (!rc)
 			rc = fetch_plan(rep, &p, st, h, o, m, &items, err);
-		if (!rc)
-			rc = check_unvalidated(rep, &p, items, st, h, o, err);
+		if (!rc && (rc = check_unvalidated(rep, &p, items, st, h, o, err)) == FG_EMISMATCH)
+			check_hint(err);
 		for (ci = 0; !rc && ci < old->n_components; ci++)
 			rc = fg_lock_check_pins(old->components[ci], err);
 		lm = old;
@@ -1747,28 +1773,12 @@ static int check_one(struct fg_check_report *rep, struct plan *p, size_t ci, con
 {
 	struct fg_check_component *cc = check_component(rep, mc->key, mc->source);
 	size_t first = p->n, i, k;
-	char *commit = NULL;
+	char *commit = NULL, *seen = NULL; /* seen[k]: lock file k is still listed */
 	int rc;
 
 	if (!cc)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
-	switch (mc->ref->kind) {
-	case FG_REF_BUCKET:
-		rc = plan_bucket(p, ci, mc, h, env, err);
-		break;
-	case FG_REF_MODEL:
-		rc = plan_model(p, ci, mc, h, env, &commit, err);
-		break;
-	case FG_REF_HTTPS:
-		rc = plan_url(p, ci, mc, h, err);
-		break;
-	case FG_REF_FILE:
-		rc = plan_file(p, ci, mc, err);
-		break;
-	default:
-		rc = fg_err_set(err, FG_EUNSUPPORTED, "%s: %s references are not supported", mc->key,
-				fg_ref_kind_name(mc->ref->kind));
-	}
+	rc = plan_listed(p, ci, mc, h, env, &commit, err);
 	if (rc == FG_ENOTFOUND) {
 		/* the source is gone: every locked file with it */
 		cc->state = FG_CHECK_MISSING;
@@ -1789,9 +1799,9 @@ static int check_one(struct fg_check_report *rep, struct plan *p, size_t ci, con
 				return fg_err_set(err, FG_ENOMEM, "out of memory");
 		return 0;
 	}
-	if (c->revision && !(cc->rev_locked = strdup(c->revision)))
+	if ((c->revision && !(cc->rev_locked = strdup(c->revision))) || !(seen = calloc(c->n_files + 1, 1)))
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
-	for (i = first; i < p->n; i++) {
+	for (i = first; !rc && i < p->n; i++) {
 		const struct want *w = &p->w[i];
 		const struct fg_lock_file *f = fg_lock_find_file(c, w->rel);
 		const char *why;
@@ -1800,10 +1810,13 @@ static int check_one(struct fg_check_report *rep, struct plan *p, size_t ci, con
 		if (!f) {
 			cf = check_add(cc, w->rel, FG_CHECK_ADDED, NULL, 0, w->size);
 		} else {
+			seen[f - c->files] = 1;
 			fg_err_clear(err);
 			why = file_change(f, w, mc->ref->kind, err);
-			if (err->code)
-				return fg_err_wrap(err, "%s", w->what);
+			if (err->code) {
+				rc = fg_err_wrap(err, "%s", w->what);
+				break;
+			}
 			if (!why) {
 				cc->n_same++;
 				continue;
@@ -1814,14 +1827,15 @@ static int check_one(struct fg_check_report *rep, struct plan *p, size_t ci, con
 				       *why == '?' ? NULL : why, f->size, w->size);
 		}
 		if (!cf)
-			return fg_err_set(err, FG_ENOMEM, "out of memory");
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 	}
-	for (k = 0; k < c->n_files; k++) {
-		for (i = first; i < p->n && strcmp(p->w[i].rel, c->files[k].path); i++)
-			;
-		if (i == p->n && !check_add(cc, c->files[k].path, FG_CHECK_REMOVED, NULL, c->files[k].size, 0))
-			return fg_err_set(err, FG_ENOMEM, "out of memory");
-	}
+	/* what the listing no longer has */
+	for (k = 0; !rc && k < c->n_files; k++)
+		if (!seen[k] && !check_add(cc, c->files[k].path, FG_CHECK_REMOVED, NULL, c->files[k].size, 0))
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	free(seen);
+	if (rc)
+		return rc;
 	if (cc->n_files > cc->n_unknown || (cc->rev_now && cc->rev_locked && strcmp(cc->rev_now, cc->rev_locked)))
 		cc->state = FG_CHECK_DIFFERS;
 	return 0;

@@ -874,16 +874,21 @@ int fg_hex_decode(const char *hex, uint8_t *out, size_t len)
 	return hex[2 * len] == '\0' ? 0 : -1;
 }
 
-int fg_sha256_hex_valid(const char *s)
+int fg_hex_lower_valid(const char *s, size_t n)
 {
 	size_t i;
 
 	if (!s)
 		return 0;
-	for (i = 0; i < FG_SHA256_HEX_LEN; i++)
+	for (i = 0; i < n; i++)
 		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
 			return 0;
-	return s[FG_SHA256_HEX_LEN] == '\0';
+	return s[n] == '\0';
+}
+
+int fg_sha256_hex_valid(const char *s)
+{
+	return fg_hex_lower_valid(s, FG_SHA256_HEX_LEN);
 }
 
 /* ---- the hashing thread: a ring (lib/ring.h) whose pieces are hashed ---- */

@@ -165,6 +165,8 @@ void fg_hex_encode(const uint8_t *data, size_t len, char *out);
 int fg_hex_value(char c);
 /* Parses exactly 2*len hex digits (either case); returns 0 or -1. */
 int fg_hex_decode(const char *hex, uint8_t *out, size_t len);
+/* True when s is exactly n lowercase hex digits (a git id: 40). */
+int fg_hex_lower_valid(const char *s, size_t n);
 /* True when s is exactly 64 lowercase hex digits. */
 int fg_sha256_hex_valid(const char *s);
 
