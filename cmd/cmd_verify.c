@@ -14,6 +14,7 @@
 #include "json.h"
 #include "tarball.h"
 #include "version.h"
+#include "workq.h"
 
 static void usage(FILE *f)
 {
@@ -38,6 +39,9 @@ static void usage(FILE *f)
 		"                     id is computed beside (informational) when the transcript is\n"
 		"                     replayed or --show-id is given, else not (one hashing pass)\n"
 		"  --show-id          compute and print the bundle id without --id too\n"
+		"  --threads N        the engine's threads; and, for a files check without the\n"
+		"                     id (--no-replay), the threads that hash a bundle's members\n"
+		"                     in lanes, two per thread (default: the CPUs online)\n"
 		"  --transcript FILE  replay FILE (a transcript recorded elsewhere, e.g. by\n"
 		"                     --record on the reference GPU) instead of the bundled one\n"
 		"  --record FILE      also record this device's own transcript of the same\n"
@@ -214,7 +218,8 @@ int cmd_verify(int argc, char **argv)
 	else if (o.id || o.show_id)
 		rc = fg_bundle_scan_id(&b, o.bundle, o.id, &err);
 	else
-		rc = fg_bundle_scan_files(&b, o.bundle, &err);
+		rc = fg_bundle_scan_files(&b, o.bundle, o.threads ? o.threads : fg_workq_cpus(16),
+					  &err);
 	if (rc && !b) {
 		cJSON_Delete(sum);
 		return fg_cmd_fail("verify", &err);
@@ -232,6 +237,8 @@ int cmd_verify(int argc, char **argv)
 	/* what proved the files: the expected id over the whole tar, or each
 	 * member's digest against bundle.json */
 	cJSON_AddStringToObject(files, "checked_by", b->by_id ? "bundle id" : "member digests");
+	/* 2: a seekable bundle's members hashed from two places at once */
+	cJSON_AddNumberToObject(files, "lanes", b->lanes ? b->lanes : 1);
 	if (o.id)
 		cJSON_AddStringToObject(sum, "expected_id", o.id);
 	{

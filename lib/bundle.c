@@ -732,9 +732,10 @@ int fg_bundle_scan(struct fg_bundle **out, const char *fgb, struct fg_err *err)
 	return fg_bundle_scan_id(out, fgb, NULL, err);
 }
 
-/* want_id 0 (no expected id only): member digests alone, b->id "" */
+/* want_id 0 (no expected id only): member digests alone, b->id "", read
+ * in lanes on threads threads where the bundle allows */
 static int scan(struct fg_bundle **out, const char *fgb, const char *expect_id, int want_id,
-		struct fg_err *err)
+		int threads, struct fg_err *err)
 {
 	struct fg_bundle *b = calloc(1, sizeof(*b));
 	struct collect c = { NULL, 0, 0 };
@@ -758,6 +759,8 @@ static int scan(struct fg_bundle **out, const char *fgb, const char *expect_id, 
 		rc = fg_json_parse(&b->meta, text.data, text.len, "bundle.json", err);
 	if (!rc) {
 		id_pass_opts(&o, expect_id);
+		o.lanes = &b->lanes;
+		o.threads = threads;
 		rc = corrupt(fg_tarball_scan_opts(fgb, &o, collect_entry, &c,
 						  expect_id || want_id ? id : NULL, err),
 			     fgb, err);
@@ -790,12 +793,13 @@ static int scan(struct fg_bundle **out, const char *fgb, const char *expect_id, 
 int fg_bundle_scan_id(struct fg_bundle **out, const char *fgb, const char *expect_id,
 		      struct fg_err *err)
 {
-	return scan(out, fgb, expect_id, 1, err);
+	return scan(out, fgb, expect_id, 1, 1, err);
 }
 
-int fg_bundle_scan_files(struct fg_bundle **out, const char *fgb, struct fg_err *err)
+int fg_bundle_scan_files(struct fg_bundle **out, const char *fgb, int threads,
+			 struct fg_err *err)
 {
-	return scan(out, fgb, NULL, 0, err);
+	return scan(out, fgb, NULL, 0, threads, err);
 }
 
 void fg_bundle_free(struct fg_bundle *b)

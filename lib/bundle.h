@@ -97,6 +97,10 @@ struct fg_bundle {
 	size_t n_files;                       /* members listed and checked */
 	unsigned long long bytes;             /* their total size */
 	double seconds;                       /* extraction + hashing wall time */
+	int lanes;                            /* places the archive was read from at
+					       * once: 2 when a seekable bundle's
+					       * members were hashed in two lanes
+					       * (lib/tarlanes.h), else 1 */
 	char expect_id[FG_SHA256_HEX_LEN + 1]; /* the id it was checked against, or "" */
 	int by_id;                            /* id == expect_id: every byte proven
 					       * by it; member digests not recomputed */
@@ -133,8 +137,11 @@ int fg_bundle_scan_id(struct fg_bundle **out, const char *fgb, const char *expec
 /* fg_bundle_scan_id without an expected id and without the id: the member
  * digests against bundle.json are the whole check, one hashing pass over
  * the member contents; the tar stream is not hashed (b->id is ""). What
- * proves the files without a trusted id, at half the hashing. */
-int fg_bundle_scan_files(struct fg_bundle **out, const char *fgb, struct fg_err *err);
+ * proves the files without a trusted id, at half the hashing. A bundle
+ * with a seek table (every bundle pack writes) is read in lanes on up to
+ * threads threads (0 = 1; lib/tarlanes.h), with the same outcome. */
+int fg_bundle_scan_files(struct fg_bundle **out, const char *fgb, int threads,
+			 struct fg_err *err);
 
 /* Like fg_bundle_open but writes nothing: decompresses and hashes every
  * member in one pass (b->dir is NULL). The fastest full check. */

@@ -24,6 +24,7 @@
 #include "fsutil.h"
 #include "ring.h"
 #include "sha256.h"
+#include "tarlanes.h"
 
 #define IO_CHUNK ((size_t)1 << 20)
 /* tar bytes are produced in pieces of RD_OUT: decompressed, hashed for the
@@ -31,6 +32,14 @@
 #define RD_OUT ((size_t)256 << 10)
 #define RD_OUTS 4
 #define WRITEBACK (32ULL << 20)
+/* zstd frames (docs/formats/bundle.md): a frame ends before the header of a
+ * member when it holds FRAME_MIN tar bytes or more, and before it would grow
+ * past FRAME_MAX (the seekable format's limit, inside a large member); the
+ * seek table at the end lists them, so a reader can start at a member */
+#define FRAME_MIN ((unsigned long long)1 << 20)
+#define FRAME_MAX ((unsigned long long)1 << 30)
+#define SKIPPABLE_MAGIC 0x184D2A5Eu
+#define SEEKABLE_MAGIC 0x8F92EAB1u
 #define DIRECT_MIN ((size_t)64 << 10)
 /* GNU tar's record: the archive is padded with zeros to a multiple of it */
 #define TAR_RECORD 10240
@@ -202,6 +211,12 @@ struct wsink {
 	int cur_buf;
 	unsigned long long written, flushed; /* output bytes; and those sent to write-back */
 	unsigned long long tar_len;          /* tar bytes so far */
+	unsigned long long frame_tar0;       /* tar offset where this frame began */
+	/* the compressing thread's record of each frame: compressed and tar
+	 * bytes (the seek table's entries) */
+	unsigned long long frame_z0, frame_in;
+	uint32_t *frames; /* 2 per frame */
+	size_t n_frames, cap_frames;
 	struct fg_err *err;
 	int failed;
 	/* the compressing thread: pieces go through a ring (lib/ring.h);
@@ -348,6 +363,19 @@ static int cmp_wentry(const void *a, const void *b)
 	return strcmp(((const struct wentry *)a)->name, ((const struct wentry *)b)->name);
 }
 
+/* A frame was ended: its entry for the seek table. */
+static int frame_done(struct wsink *s, struct fg_err *err)
+{
+	if (fg_grow(&s->frames, &s->cap_frames, s->n_frames, 2 * sizeof(uint32_t)))
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	s->frames[2 * s->n_frames] = (uint32_t)(s->written - s->frame_z0);
+	s->frames[2 * s->n_frames + 1] = (uint32_t)s->frame_in;
+	s->n_frames++;
+	s->frame_z0 = s->written;
+	s->frame_in = 0;
+	return 0;
+}
+
 /* Compresses len bytes (or, with end set, flushes the frame) into the file.
  * zstd copies what it is given into its window, so data is free again on
  * return. */
@@ -355,6 +383,7 @@ static int compress_now(struct wsink *s, const void *data, size_t len, int end, 
 {
 	ZSTD_inBuffer in = { data, len, 0 };
 
+	s->frame_in += len;
 	for (;;) {
 		ZSTD_outBuffer out = { s->zbuf, s->zcap, 0 };
 		size_t left = ZSTD_compressStream2(s->cctx, &out, &in, end ? ZSTD_e_end : ZSTD_e_continue);
@@ -372,7 +401,9 @@ static int compress_now(struct wsink *s, const void *data, size_t len, int end, 
 					SYNC_FILE_RANGE_WRITE);
 			s->flushed = s->written;
 		}
-		if (end ? left == 0 : in.pos == in.size)
+		if (end && left == 0)
+			return frame_done(s, err);
+		if (!end && in.pos == in.size)
 			return 0;
 	}
 }
@@ -440,6 +471,17 @@ static int sink_flush(struct wsink *s)
 	return rc;
 }
 
+/* Ends the zstd frame here (nothing when it is empty): -1 on error. */
+static int frame_cut(struct wsink *s)
+{
+	if (s->tar_len == s->frame_tar0)
+		return 0;
+	if (sink_flush(s) || zput(s, NULL, 0, 1, NULL))
+		return -1;
+	s->frame_tar0 = s->tar_len;
+	return 0;
+}
+
 /* Which of the read buffers holds [p, p + len), or -1. */
 static int own_buf(const struct wsink *s, const char *p, size_t len)
 {
@@ -459,6 +501,8 @@ static int sink_take(struct wsink *s, const void *data, size_t len)
 {
 	const char *p = data;
 
+	if (s->tar_len - s->frame_tar0 + len > FRAME_MAX && frame_cut(s))
+		return -1;
 	s->tar_len += len;
 	if (len >= DIRECT_MIN && own_buf(s, p, len) >= 0) {
 		int k = own_buf(s, p, len);
@@ -538,6 +582,12 @@ static int write_member(struct archive *a, struct wsink *s, const struct wentry 
 	archive_entry_set_mtime(ae, (time_t)mtime, 0);
 	archive_entry_set_uid(ae, 0);
 	archive_entry_set_gid(ae, 0);
+	/* a new frame for a large member, or once the frame holds enough: the
+	 * previous member's padding went out with it (archive_write_finish_entry) */
+	if ((s->tar_len - s->frame_tar0 >= FRAME_MIN || e->size >= FRAME_MIN) && frame_cut(s)) {
+		rc = err && err->code ? err->code : FG_EIO;
+		goto out;
+	}
 	if (archive_write_header(a, ae) != ARCHIVE_OK) {
 		rc = la_fail(a, s, "write header of", e->name, err);
 		goto out;
@@ -545,7 +595,7 @@ static int write_member(struct archive *a, struct wsink *s, const struct wentry 
 	if (!e->src) {
 		if (e->len && archive_write_data(a, e->data, e->len) != (la_ssize_t)e->len)
 			rc = la_fail(a, s, "write", e->name, err);
-		goto out;
+		goto finish;
 	}
 	fd = open(e->src, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
@@ -589,10 +639,49 @@ static int write_member(struct archive *a, struct wsink *s, const struct wentry 
 	/* the bytes just copied are the bytes hashed when nothing moved meanwhile */
 	if (!rc && stamp_differs(fd, e))
 		rc = fg_err_set(err, FG_EHASH, "%s: changed while packing", e->src);
+finish:
+	/* the padding now, so that the next member starts a frame cleanly */
+	if (!rc && archive_write_finish_entry(a) != ARCHIVE_OK)
+		rc = la_fail(a, s, "write", e->name, err);
 out:
 	if (fd >= 0)
 		close(fd);
 	archive_entry_free(ae);
+	return rc;
+}
+
+static void put_le32(unsigned char *p, uint32_t v)
+{
+	p[0] = (unsigned char)v;
+	p[1] = (unsigned char)(v >> 8);
+	p[2] = (unsigned char)(v >> 16);
+	p[3] = (unsigned char)(v >> 24);
+}
+
+/* The zstd seekable format's seek table, a skippable frame at the end:
+ * each frame's compressed and decompressed size, no checksums (each frame
+ * carries its XXH64, and every member its sha256). */
+static int write_seek_table(struct wsink *s, struct fg_err *err)
+{
+	size_t body = s->n_frames * 8 + 9, i;
+	unsigned char *t = malloc(8 + body);
+	int rc = 0;
+
+	if (!t)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	put_le32(t, SKIPPABLE_MAGIC);
+	put_le32(t + 4, (uint32_t)body);
+	for (i = 0; i < s->n_frames; i++) {
+		put_le32(t + 8 + 8 * i, s->frames[2 * i]);
+		put_le32(t + 12 + 8 * i, s->frames[2 * i + 1]);
+	}
+	put_le32(t + 8 + 8 * s->n_frames, (uint32_t)s->n_frames);
+	t[12 + 8 * s->n_frames] = 0; /* descriptor: no checksums */
+	put_le32(t + 13 + 8 * s->n_frames, SEEKABLE_MAGIC);
+	if (fg_write_all(s->fd, t, 8 + body))
+		rc = fg_err_set(err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s: %s", s->path,
+				strerror(errno));
+	free(t);
 	return rc;
 }
 
@@ -693,6 +782,8 @@ int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint
 		rc = zwait(&s, s.zring ? fg_ring_last(s.zring) : 0);
 	zthread_stop(&s);
 	if (!rc)
+		rc = write_seek_table(&s, err);
+	if (!rc)
 		rc = fg_sha256_final(s.id, id, err);
 	if (!rc && fsync(s.fd))
 		rc = fg_err_set(err, FG_EIO, "fsync %s: %s", tmp.data, strerror(errno));
@@ -713,6 +804,7 @@ out:
 		unlink(tmp.data);
 	ZSTD_freeCCtx(s.cctx);
 	fg_sha256_free(s.id);
+	free(s.frames);
 	free(s.zbuf);
 	for (i = 0; i < W_STAGES; i++)
 		free(s.stages[i]);
@@ -1133,6 +1225,54 @@ static int copy_data(struct archive *a, struct rsrc *r, const struct hdr *h, int
 }
 
 
+/* The members the lanes hashed, checked and reported as walk_archive
+ * would: 1 (read it sequentially) where any check fails, so that the
+ * message is the sequential reader's; else 0 or fn's code. */
+static int lanes_report(const char *archive, const struct fg_tarball_limits *lim,
+			const struct fg_tarlane_entry *le, size_t n, fg_tarball_entry_fn fn,
+			void *user, struct fg_err *err)
+{
+	struct walk wk;
+	struct hdr *hd = malloc(sizeof(*hd));
+	struct fg_err scratch;
+	size_t i;
+	int rc = 0;
+
+	memset(&wk, 0, sizeof(wk));
+	wk.lim = lim;
+	wk.archive = archive;
+	for (i = 0; hd && i < n && !rc; i++) {
+		size_t len = strlen(le[i].path);
+
+		if (len >= sizeof(hd->path) || !fg_path_is_safe_rel(le[i].path)) {
+			rc = 1;
+			break;
+		}
+		memcpy(hd->path, le[i].path, len + 1);
+		hd->size = le[i].size;
+		hd->mode = le[i].mode;
+		hd->is_dir = 0;
+		if (walk_account(&wk, hd, &scratch))
+			rc = 1;
+	}
+	pathset_free(&wk.names);
+	free(hd);
+	if (!hd || rc)
+		return 1;
+	for (i = 0; fn && i < n && !rc; i++) {
+		struct fg_tarball_entry info;
+
+		memset(&info, 0, sizeof(info));
+		info.path = le[i].path;
+		info.size = le[i].size;
+		info.mode = le[i].mode;
+		info.hashed = 1;
+		memcpy(info.sha256, le[i].sha256, 32);
+		rc = fn(user, &info, err);
+	}
+	return rc;
+}
+
 /* Shared by scan and extract: dest NULL means write nothing. */
 static int walk_archive(const char *archive, const char *dest, const struct fg_tarball_read_opts *o,
 			fg_tarball_entry_fn fn, void *user, uint8_t id[32], struct fg_err *err)
@@ -1146,6 +1286,28 @@ static int walk_archive(const char *archive, const char *dest, const struct fg_t
 	struct hdr *hd = malloc(sizeof(*hd));
 	int rc, paired;
 
+	if (o->lanes)
+		*o->lanes = 1;
+	if (!dest && !id && o->hash && !o->hash_only) {
+		struct fg_tarlane_entry *le;
+		size_t n;
+
+		int nl = 1;
+
+		if (!fg_tarlanes_hash(archive,
+				      lim && lim->max_entry_size ? lim->max_entry_size
+								 : FG_TARBALL_DEFAULT_MAX_ENTRY,
+				      o->threads, &le, &n, &nl)) {
+			rc = lanes_report(archive, lim, le, n, fn, user, err);
+			fg_tarlanes_free(le, n);
+			if (rc != 1) {
+				if (o->lanes)
+					*o->lanes = nl;
+				free(hd);
+				return rc;
+			}
+		}
+	}
 	memset(&wk, 0, sizeof(wk));
 	wk.lim = lim;
 	wk.archive = archive;

@@ -105,6 +105,12 @@ struct fg_tarball_read_opts {
 				* CPU time); not when it is paired with the
 				* member digests instead (hash, no hash_only,
 				* SHA-NI: one pass on this thread, less CPU) */
+	int threads;           /* a scan that hashes every member and nothing
+				* else (no identity, no hash_only) of an
+				* archive with a seek table reads it in up to
+				* 2 x threads lanes (lib/tarlanes.h); 0 = 1 */
+	int *lanes;            /* may be NULL: set to the lanes read, 1 when
+				* the archive was read from start to end */
 };
 
 /* fg_tarball_scan with every option. */

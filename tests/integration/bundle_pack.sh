@@ -103,6 +103,18 @@ check "flipped compressed byte: exit code 3" [ $? -eq 3 ]
 check_grep "flipped compressed byte: names the file" 'components/model/sub/weights.bin: sha256 differs' "$WORK/zflip.out"
 check_exit "flipped compressed byte, --id: exit 3" 3 "$FGPACK" verify "$WORK/zflip.fgb" --id "$(cat "$WORK/a.id")" --summary -
 check "zstd itself still sees it (its frame checksum)" sh -c "! zstd -t -q '$WORK/zflip.fgb' 2>/dev/null"
+# the files check without the id reads a bundle in lanes (its zstd frames
+# start at members; the seek table at the end says where): two per thread
+check "pack wrote zstd's seekable format (its seek table ends the bundle)" sh -c "tail -c 4 '$WORK/a.fgb' | od -An -tx1 | grep -q 'b1 ea 92 8f'"
+"$FGPACK" verify a.fgb --no-replay --threads 1 --json --summary - >"$WORK/lanes.json" 2>&1
+check_grep "verify --no-replay --threads 1: read in two lanes" '"lanes": 2' "$WORK/lanes.json"
+FG_TAR_LANES=0 "$FGPACK" verify a.fgb --no-replay --json --summary - >"$WORK/nolanes.json" 2>&1
+check_grep "FG_TAR_LANES=0: from start to end" '"lanes": 1' "$WORK/nolanes.json"
+check "... the same files, bytes and verdict either way" sh -c "grep -v 'seconds\|mb_per_s\|lanes' '$WORK/lanes.json' >'$WORK/l1' && grep -v 'seconds\|mb_per_s\|lanes' '$WORK/nolanes.json' >'$WORK/l2' && cmp '$WORK/l1' '$WORK/l2'"
+"$FGPACK" verify "$WORK/zflip.fgb" --no-replay --threads 1 --json --summary - >"$WORK/zflipl.out" 2>&1
+check "flipped compressed byte, read in lanes: exit 3" [ $? -eq 3 ]
+check_grep "  names the file" 'components/model/sub/weights.bin.*sha256 differs' "$WORK/zflipl.out"
+check_grep "  and was read in lanes" '"lanes": 2' "$WORK/zflipl.out"
 
 # tar-slip inside a bundle: refused, nothing written above the temp folder
 python3 - "$WORK/slip.tar" <<'EOF'

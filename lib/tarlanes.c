@@ -1,0 +1,632 @@
+/* tarlanes.c - member digests of a seekable tar.zst in two lanes; see
+ * tarlanes.h. Every check here only decides whether the lanes may answer;
+ * a refusal is always "read it sequentially instead". */
+#include "tarlanes.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_d_forceIgnoreChecksum, see tarball.c */
+#include <zstd.h>
+
+#include "buf.h"
+#include "sha256.h"
+#include "workq.h"
+
+#define LANE_OUT ((size_t)128 << 10) /* each lane's tar piece, hashed in L2 */
+#define LANE_IN ((size_t)128 << 10)
+#define PAX_MAX ((unsigned long long)1 << 20)
+#define PROBES 8 /* split points tried, best balanced first */
+#define SKIPPABLE_MAGIC 0x184D2A5Eu
+#define SEEKABLE_MAGIC 0x8F92EAB1u
+
+static uint32_t le32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* ---- one lane's zstd input: the frames in [zpos, zend) ---- */
+
+struct zlane {
+	int fd;
+	unsigned long long zpos, zend;
+	ZSTD_DCtx *d;
+	unsigned char *in, *out;
+	size_t in_len, in_pos, out_len, out_pos;
+	size_t last; /* ZSTD_decompressStream's hint: 0 at a frame's end */
+};
+
+static int zl_open(struct zlane *z, int fd, unsigned long long from, unsigned long long to)
+{
+	memset(z, 0, sizeof(*z));
+	z->fd = fd;
+	z->zpos = from;
+	z->zend = to;
+	z->d = ZSTD_createDCtx();
+	z->in = malloc(LANE_IN);
+	z->out = malloc(LANE_OUT);
+	if (!z->d || !z->in || !z->out)
+		return -1;
+	/* every byte goes through a member digest or a checked header; the
+	 * frame's XXH64 adds nothing (as the sequential reader, tarball.c) */
+	ZSTD_DCtx_setParameter(z->d, ZSTD_d_forceIgnoreChecksum, ZSTD_d_ignoreChecksum);
+	return 0;
+}
+
+static void zl_close(struct zlane *z)
+{
+	ZSTD_freeDCtx(z->d);
+	free(z->in);
+	free(z->out);
+	memset(z, 0, sizeof(*z));
+}
+
+/* The next piece of tar into out: 0, 1 at the end of the range (which
+ * must end a frame), -1 on any error. */
+static int zl_fill(struct zlane *z)
+{
+	z->out_len = z->out_pos = 0;
+	for (;;) {
+		ZSTD_outBuffer ob = { z->out, LANE_OUT, 0 };
+		ZSTD_inBuffer ib;
+
+		if (z->in_pos == z->in_len && z->zpos < z->zend) {
+			size_t want = z->zend - z->zpos < LANE_IN ? (size_t)(z->zend - z->zpos) : LANE_IN;
+			ssize_t n = pread(z->fd, z->in, want, (off_t)z->zpos);
+
+			if (n <= 0)
+				return -1;
+			z->in_len = (size_t)n;
+			z->in_pos = 0;
+			z->zpos += (unsigned long long)n;
+		}
+		ib.src = z->in;
+		ib.size = z->in_len;
+		ib.pos = z->in_pos;
+		if (ib.pos == ib.size && z->last == 0)
+			return 1; /* all input used, the last frame complete and flushed */
+		z->last = ZSTD_decompressStream(z->d, &ob, &ib);
+		if (ZSTD_isError(z->last))
+			return -1;
+		z->in_pos = ib.pos;
+		if (ob.pos) {
+			z->out_len = ob.pos;
+			return 0;
+		}
+		if (z->in_pos == z->in_len && z->zpos == z->zend && z->last != 0)
+			return -1; /* the range ends inside a frame */
+	}
+}
+
+/* ---- one lane's tar walk ---- */
+
+enum { L_HDR, L_DATA, L_PAX, L_SKIP, L_END };
+
+struct lane {
+	struct zlane z;
+	int st, is_last, zeros;
+	unsigned long long left, pad, max_entry;
+	unsigned char blk[512];
+	size_t blk_have;
+	struct fg_buf pax;
+	char *pend_path;
+	int pend_has_size;
+	unsigned long long pend_size;
+	struct fg_sha256 *h;
+	struct fg_tarlane_entry cur, *e;
+	size_t n, cap;
+};
+
+/* An octal field: digits, then only NULs or spaces; -1 for anything else
+ * (base-256, leading spaces: left to the sequential reader). */
+static int octal(const unsigned char *f, size_t len, unsigned long long *out)
+{
+	size_t i = 0;
+	unsigned long long v = 0;
+
+	for (; i < len && f[i] >= '0' && f[i] <= '7'; i++) {
+		if (v >> 60)
+			return -1;
+		v = v * 8 + (unsigned)(f[i] - '0');
+	}
+	if (i == 0)
+		return -1;
+	for (; i < len; i++)
+		if (f[i] != 0 && f[i] != ' ')
+			return -1;
+	*out = v;
+	return 0;
+}
+
+/* A header block fgpack could have written: checksum (unsigned), POSIX
+ * ustar magic, a regular file or a pax extended header, no link name. */
+static int ustar_ok(const unsigned char *b)
+{
+	unsigned long long want, sum = 0;
+	size_t i;
+
+	for (i = 0; i < 512; i++)
+		sum += i >= 148 && i < 156 ? ' ' : b[i];
+	if (octal(b + 148, 8, &want) || want != sum)
+		return 0;
+	if (memcmp(b + 257, "ustar\0" "00", 8))
+		return 0;
+	if (b[156] != '0' && b[156] != 'x')
+		return 0;
+	return b[157] == 0;
+}
+
+static int all_zero(const unsigned char *b)
+{
+	size_t i;
+
+	for (i = 0; i < 512; i++)
+		if (b[i])
+			return 0;
+	return 1;
+}
+
+/* A member name fgpack writes: printable ASCII, not empty, no trailing '/'
+ * (libarchive reads that as a folder); the rest is checked by the caller
+ * exactly as for the sequential reader. */
+static int name_ok(const char *s, size_t n)
+{
+	size_t i;
+
+	if (!n || s[n - 1] == '/')
+		return 0;
+	for (i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x7f)
+			return 0;
+	return 1;
+}
+
+static size_t field_len(const unsigned char *f, size_t max)
+{
+	const unsigned char *z = memchr(f, 0, max);
+
+	return z ? (size_t)(z - f) : max;
+}
+
+/* The pax records of an 'x' header: path and size kept, times and owners
+ * ignored, anything else refused. */
+static int pax_parse(struct lane *l)
+{
+	const char *p = l->pax.data, *end = p + l->pax.len;
+
+	while (p < end) {
+		const char *sp, *eq, *rec_end;
+		unsigned long long rlen = 0;
+		size_t klen, vlen;
+
+		for (sp = p; sp < end && *sp >= '0' && *sp <= '9'; sp++) {
+			if (rlen > PAX_MAX)
+				return -1;
+			rlen = rlen * 10 + (unsigned)(*sp - '0');
+		}
+		if (sp == p || sp >= end || *sp != ' ' || rlen > (unsigned long long)(end - p))
+			return -1;
+		rec_end = p + rlen;
+		if (rec_end[-1] != '\n')
+			return -1;
+		eq = memchr(sp + 1, '=', (size_t)(rec_end - sp - 1));
+		if (!eq)
+			return -1;
+		klen = (size_t)(eq - sp - 1);
+		vlen = (size_t)(rec_end - 1 - eq - 1);
+#define KEY(k) (klen == sizeof(k) - 1 && !memcmp(sp + 1, k, klen))
+		if (KEY("path")) {
+			if (!name_ok(eq + 1, vlen) || memchr(eq + 1, 0, vlen))
+				return -1;
+			free(l->pend_path);
+			l->pend_path = strndup(eq + 1, vlen);
+			if (!l->pend_path)
+				return -1;
+		} else if (KEY("size")) {
+			unsigned long long v = 0;
+			size_t i;
+
+			if (!vlen || vlen > 19)
+				return -1;
+			for (i = 0; i < vlen; i++) {
+				if (eq[1 + i] < '0' || eq[1 + i] > '9')
+					return -1;
+				v = v * 10 + (unsigned)(eq[1 + i] - '0');
+			}
+			l->pend_size = v;
+			l->pend_has_size = 1;
+		} else if (!KEY("mtime") && !KEY("atime") && !KEY("ctime") && !KEY("uid") &&
+			   !KEY("gid") && !KEY("uname") && !KEY("gname")) {
+			return -1;
+		}
+#undef KEY
+		p = rec_end;
+	}
+	return 0;
+}
+
+/* The member now hashed is complete. */
+static int member_done(struct lane *l)
+{
+	if (fg_sha256_final(l->h, l->cur.sha256, NULL))
+		return -1;
+	if (fg_grow(&l->e, &l->cap, l->n, sizeof(*l->e)))
+		return -1;
+	l->e[l->n++] = l->cur;
+	memset(&l->cur, 0, sizeof(l->cur));
+	l->st = l->pad ? L_SKIP : L_HDR;
+	l->left = l->pad;
+	return 0;
+}
+
+static int header(struct lane *l)
+{
+	const unsigned char *b = l->blk;
+	unsigned long long size = 0, mode = 0;
+
+	if (all_zero(b)) {
+		/* the end marker: two zero blocks, in the last lane only */
+		if (!l->is_last || l->pend_path || l->pend_has_size)
+			return -1;
+		if (++l->zeros == 2)
+			l->st = L_END;
+		return 0;
+	}
+	/* the ustar size field is not read where a pax size stands for it */
+	if (l->zeros || !ustar_ok(b) || (!l->pend_has_size && octal(b + 124, 12, &size)) ||
+	    octal(b + 100, 8, &mode))
+		return -1;
+	if (b[156] == 'x') {
+		if (l->pax.len || l->pend_path || l->pend_has_size || size > PAX_MAX)
+			return -1;
+		l->st = size ? L_PAX : L_HDR;
+		l->left = size;
+		l->pad = (512 - size % 512) % 512;
+		return 0;
+	}
+	if (l->pend_path) {
+		l->cur.path = l->pend_path;
+		l->pend_path = NULL;
+	} else {
+		size_t nl = field_len(b, 100), pl = field_len(b + 345, 155);
+		char *s = malloc(pl + 1 + nl + 1);
+
+		if (!s)
+			return -1;
+		if (pl)
+			memcpy(s, b + 345, pl), s[pl] = '/';
+		memcpy(s + (pl ? pl + 1 : 0), b, nl);
+		s[(pl ? pl + 1 : 0) + nl] = '\0';
+		l->cur.path = s;
+		if (!name_ok(s, strlen(s)))
+			return -1;
+	}
+	if (l->pend_has_size)
+		size = l->pend_size;
+	l->pend_has_size = 0;
+	if (size > l->max_entry)
+		return -1;
+	l->cur.size = size;
+	l->cur.mode = mode & 0111 ? 0755 : 0644;
+	l->left = size;
+	l->pad = (512 - size % 512) % 512;
+	l->st = L_DATA;
+	return size ? 0 : member_done(l);
+}
+
+/* Walks to the next member bytes: 0 with *p, *n (n > 0) in the lane's
+ * buffer, not consumed; 1 when the lane ended where a lane may end; -1
+ * when the lanes must give up. */
+static int lane_data(struct lane *l, const unsigned char **p, size_t *n)
+{
+	for (;;) {
+		struct zlane *z = &l->z;
+		size_t avail, k;
+
+		if (z->out_pos == z->out_len) {
+			int r = zl_fill(z);
+
+			if (r < 0)
+				return -1;
+			if (r == 1) {
+				if (l->is_last)
+					return l->st == L_END ? 1 : -1;
+				return l->st == L_HDR && !l->blk_have && !l->pend_path &&
+						       !l->pend_has_size
+					       ? 1
+					       : -1;
+			}
+		}
+		avail = z->out_len - z->out_pos;
+		switch (l->st) {
+		case L_DATA:
+			*p = z->out + z->out_pos;
+			*n = avail < l->left ? avail : (size_t)l->left;
+			return 0;
+		case L_END: /* what follows the marker is read, as the sequential reader drains it */
+			z->out_pos = z->out_len;
+			break;
+		case L_SKIP:
+			k = avail < l->left ? avail : (size_t)l->left;
+			z->out_pos += k;
+			l->left -= k;
+			if (!l->left)
+				l->st = L_HDR;
+			break;
+		case L_PAX:
+			k = avail < l->left ? avail : (size_t)l->left;
+			if (fg_buf_append(&l->pax, z->out + z->out_pos, k, NULL))
+				return -1;
+			z->out_pos += k;
+			l->left -= k;
+			if (!l->left) {
+				if (pax_parse(l))
+					return -1;
+				fg_buf_reset(&l->pax);
+				l->left = l->pad;
+				l->st = l->pad ? L_SKIP : L_HDR;
+			}
+			break;
+		default: /* L_HDR */
+			k = 512 - l->blk_have < avail ? 512 - l->blk_have : avail;
+			memcpy(l->blk + l->blk_have, z->out + z->out_pos, k);
+			z->out_pos += k;
+			l->blk_have += k;
+			if (l->blk_have == 512) {
+				l->blk_have = 0;
+				if (header(l))
+					return -1;
+			}
+			break;
+		}
+	}
+}
+
+/* n bytes of the current member were hashed. */
+static int lane_take(struct lane *l, size_t n)
+{
+	l->z.out_pos += n;
+	l->left -= n;
+	return l->left ? 0 : member_done(l);
+}
+
+static void lane_free(struct lane *l)
+{
+	zl_close(&l->z);
+	fg_buf_release(&l->pax);
+	free(l->pend_path);
+	free(l->cur.path);
+	fg_sha256_free(l->h);
+	fg_tarlanes_free(l->e, l->n);
+}
+
+/* Whether the frame at off starts with a header fgpack writes. */
+static int starts_member(int fd, unsigned long long off, unsigned long long end)
+{
+	struct zlane z;
+	unsigned char b[512];
+	size_t have = 0;
+
+	if (!zl_open(&z, fd, off, end))
+		while (have < 512 && zl_fill(&z) == 0) {
+			size_t k = 512 - have < z.out_len ? 512 - have : z.out_len;
+
+			memcpy(b + have, z.out, k);
+			have += k;
+		}
+	zl_close(&z);
+	return have == 512 && ustar_ok(b);
+}
+
+void fg_tarlanes_free(struct fg_tarlane_entry *e, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(e[i].path);
+	free(e);
+}
+
+/* Reads the seek table: frame offsets off[0..n] (off[n] = where the table
+ * begins) and tar offsets tar[0..n]. 0, or -1 when there is none or it does
+ * not add up. */
+static int seek_table(int fd, unsigned long long size, unsigned long long **off,
+		      unsigned long long **tar, size_t *nf)
+{
+	unsigned char foot[9], *t = NULL;
+	unsigned long long body, start;
+	size_t n, i, esz;
+
+	*off = *tar = NULL;
+	if (size < 17 || pread(fd, foot, 9, (off_t)(size - 9)) != 9 || le32(foot + 5) != SEEKABLE_MAGIC ||
+	    (foot[4] & 0x7c))
+		return -1;
+	n = le32(foot);
+	esz = foot[4] & 0x80 ? 12 : 8;
+	body = (unsigned long long)n * esz + 9;
+	if (n < 2 || body + 8 > size)
+		return -1;
+	start = size - body - 8;
+	t = malloc(body + 8);
+	*off = malloc((n + 1) * sizeof(**off));
+	*tar = malloc((n + 1) * sizeof(**tar));
+	if (!t || !*off || !*tar || pread(fd, t, body + 8, (off_t)start) != (ssize_t)(body + 8) ||
+	    le32(t) != SKIPPABLE_MAGIC || le32(t + 4) != body)
+		goto bad;
+	(*off)[0] = (*tar)[0] = 0;
+	for (i = 0; i < n; i++) {
+		(*off)[i + 1] = (*off)[i] + le32(t + 8 + esz * i);
+		(*tar)[i + 1] = (*tar)[i] + le32(t + 12 + esz * i);
+	}
+	if ((*off)[n] != start)
+		goto bad;
+	free(t);
+	*nf = n;
+	return 0;
+bad:
+	free(t);
+	free(*off);
+	free(*tar);
+	*off = *tar = NULL;
+	return -1;
+}
+
+/* The regions' first frames ks[0..*nreg] (ks[0] = 0, ks[*nreg] = n): for
+ * each of want - 1 even splits of the tar, the frame boundary nearest it
+ * whose frame starts with a member header (a frame cut inside a large
+ * member does not), after the previous one; a split none of the PROBES
+ * nearest frames allows is left out. memo: per frame, 0 untried, 1 starts
+ * a member, 2 does not. */
+static void split(int fd, const unsigned long long *off, const unsigned long long *tar, size_t n,
+		  size_t want, unsigned char *memo, size_t *ks, size_t *nreg)
+{
+	size_t r, got = 0;
+
+	ks[0] = 0;
+	for (r = 1; r < want; r++) {
+		unsigned long long goal = tar[n] / want * r;
+		size_t probes;
+
+		for (probes = 0; probes < PROBES; probes++) {
+			size_t best = 0, k;
+			unsigned long long bd = 0;
+
+			for (k = ks[got] + 1; k < n; k++) {
+				unsigned long long d = tar[k] > goal ? tar[k] - goal : goal - tar[k];
+
+				if (memo[k] != 2 && (!best || d < bd)) {
+					best = k;
+					bd = d;
+				}
+			}
+			if (!best)
+				break;
+			if (!memo[best])
+				memo[best] = starts_member(fd, off[best], off[n]) ? 1 : 2;
+			if (memo[best] == 1) {
+				ks[++got] = best;
+				break;
+			}
+		}
+	}
+	ks[++got] = n;
+	*nreg = got;
+}
+
+/* Two lanes on one thread: a member of each hashed together, then the one
+ * left alone. b may be NULL. */
+static int run_pair(struct lane *a, struct lane *b)
+{
+	const unsigned char *pa = NULL, *pb = NULL;
+	size_t na = 0, nb = 0;
+	int ra = lane_data(a, &pa, &na), rb = b ? lane_data(b, &pb, &nb) : 1;
+
+	while (ra == 0 && rb == 0) {
+		size_t m = na < nb ? na : nb;
+
+		if (fg_sha256_pair_update(a->h, pa, m, b->h, pb, m, NULL) || lane_take(a, m) ||
+		    lane_take(b, m))
+			return -1;
+		ra = lane_data(a, &pa, &na);
+		rb = lane_data(b, &pb, &nb);
+	}
+	for (; ra == 0; ra = lane_data(a, &pa, &na))
+		if (fg_sha256_update(a->h, pa, na, NULL) || lane_take(a, na))
+			return -1;
+	for (; rb == 0; rb = lane_data(b, &pb, &nb))
+		if (fg_sha256_update(b->h, pb, nb, NULL) || lane_take(b, nb))
+			return -1;
+	return ra < 0 || rb < 0 ? -1 : 0;
+}
+
+struct pairs {
+	struct lane *ln;
+	size_t n;
+};
+
+static int pair_work(void *ctx, size_t item, int thread, struct fg_err *err)
+{
+	struct pairs *p = ctx;
+
+	(void)thread;
+	if (run_pair(&p->ln[2 * item], 2 * item + 1 < p->n ? &p->ln[2 * item + 1] : NULL))
+		return fg_err_set(err, FG_EFORMAT, "lanes gave up");
+	return 0;
+}
+
+int fg_tarlanes_hash(const char *archive, unsigned long long max_entry, int threads,
+		     struct fg_tarlane_entry **out, size_t *n_out, int *lanes)
+{
+	const char *env = getenv("FG_TAR_LANES");
+	struct pairs pr = { NULL, 0 };
+	unsigned long long *off = NULL, *tar = NULL;
+	unsigned char *memo = NULL;
+	size_t *ks = NULL, nf = 0, want, i, total = 0;
+	struct stat st;
+	int fd, rc = 1;
+
+	*out = NULL;
+	*n_out = 0;
+	if (env && !strcmp(env, "0"))
+		return 1;
+	if (threads < 1)
+		threads = 1;
+	fd = open(archive, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 1;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
+	    seek_table(fd, (unsigned long long)st.st_size, &off, &tar, &nf))
+		goto out;
+	want = 2 * (size_t)threads < nf ? 2 * (size_t)threads : nf;
+	memo = calloc(nf + 1, 1);
+	ks = calloc(want + 1, sizeof(*ks));
+	if (!memo || !ks)
+		goto out;
+	split(fd, off, tar, nf, want, memo, ks, &pr.n);
+	if (pr.n < 2)
+		goto out;
+	pr.ln = calloc(pr.n, sizeof(*pr.ln));
+	if (!pr.ln)
+		goto out;
+#ifdef POSIX_FADV_SEQUENTIAL
+	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+	for (i = 0; i < pr.n; i++) {
+		pr.ln[i].max_entry = max_entry;
+		pr.ln[i].is_last = i == pr.n - 1;
+		if (zl_open(&pr.ln[i].z, fd, off[ks[i]], off[ks[i + 1]]) ||
+		    fg_sha256_new_x2(&pr.ln[i].h, NULL))
+			goto out;
+	}
+	if (fg_workq_run((pr.n + 1) / 2, threads, pair_work, NULL, &pr, NULL))
+		goto out;
+	/* the regions' members one after another: tar order */
+	for (i = 0; i < pr.n; i++)
+		if (fg_size_add(total, pr.ln[i].n, &total))
+			goto out;
+	*out = malloc((total ? total : 1) * sizeof(**out));
+	if (!*out)
+		goto out;
+	for (i = 0; i < pr.n; i++) {
+		memcpy(*out + *n_out, pr.ln[i].e, pr.ln[i].n * sizeof(**out));
+		*n_out += pr.ln[i].n;
+		free(pr.ln[i].e);
+		pr.ln[i].e = NULL;
+		pr.ln[i].n = 0;
+	}
+	if (lanes)
+		*lanes = (int)pr.n;
+	rc = 0;
+out:
+	for (i = 0; pr.ln && i < pr.n; i++)
+		lane_free(&pr.ln[i]);
+	free(pr.ln);
+	free(memo);
+	free(ks);
+	free(off);
+	free(tar);
+	close(fd);
+	return rc;
+}

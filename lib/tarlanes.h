@@ -1,0 +1,43 @@
+/* tarlanes.h - member digests of a seekable tar.zst in two lanes.
+ *
+ * A bundle written by fg_tarball_writer_finish is a run of zstd frames that
+ * start at member headers, with the zstd seekable format's seek table at the
+ * end (docs/formats/bundle.md). Lanes decompress and walk parts of the tar
+ * at once, each from a frame that starts a member: a thread runs two of
+ * them and hashes a member of each together (fg_sha256_pair_update: on
+ * SHA-NI two streams cost less than twice one), and threads run pairs side
+ * by side. Used only where the sequential reader would hash every member
+ * and nothing else (no identity, nothing written).
+ *
+ * The walk accepts a strict subset of tar, what fgpack writes: ustar headers
+ * of regular files, pax 'x' headers with path, size and times, the end
+ * marker at the end of the last lane only, each lane ending at a frame
+ * boundary that is a member boundary. Anything else, and any error, gives up
+ * (returns 1) so that the caller reads the archive sequentially and reports
+ * what the sequential reader reports: the lanes never decide an outcome of
+ * their own. Internal to lib/tarball.c. */
+#ifndef FG_TARLANES_H
+#define FG_TARLANES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct fg_tarlane_entry {
+	char *path;
+	unsigned long long size;
+	int mode; /* 0644 or 0755 */
+	uint8_t sha256[32];
+};
+
+/* 0: every member hashed, *out holds them in tar order (free with
+ * fg_tarlanes_free) and *lanes (may be NULL) the number of lanes; 1: not
+ * done (no seek table, fewer than two frames that start members, a member
+ * over max_entry bytes, anything outside the subset, any error), nothing
+ * kept. The tar is cut into up to 2 x threads regions of about equal size
+ * at frames that start members, two lanes per thread. The environment's
+ * FG_TAR_LANES=0 turns the lanes off. */
+int fg_tarlanes_hash(const char *archive, unsigned long long max_entry, int threads,
+		     struct fg_tarlane_entry **out, size_t *n, int *lanes);
+void fg_tarlanes_free(struct fg_tarlane_entry *e, size_t n);
+
+#endif

@@ -1,0 +1,344 @@
+/* test_tarlanes.c - a seekable tar.zst read in lanes gives exactly what the
+ * sequential reader gives, or the lanes step aside.
+ *
+ * Tars are made by our writer and by python3's tarfile (pax, GNU, hostile
+ * members), then cut into zstd frames here at chosen tar offsets (at member
+ * headers, inside a member's data, between a pax header and the header it
+ * describes) with a seek table that is right or lies in one field. Each is
+ * scanned with the lanes (FG_TAR_LANES unset, 1 to 3 threads) and without
+ * (FG_TAR_LANES=0): the return code, the message, and every member's name,
+ * size, mode and digest in order must be equal, and the lanes must have
+ * run exactly where the archive allows them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "buf.h"
+#include "fsutil.h"
+#include "sha256.h"
+#include "tap.h"
+#include "tarball.h"
+
+static char work[256];
+
+static const char *at(const char *rel)
+{
+	static char paths[8][512];
+	static int next;
+	char *p = paths[next++ % 8];
+
+	snprintf(p, 512, "%s/%s", work, rel);
+	return p;
+}
+
+static int add_entry(void *user, const struct fg_tarball_entry *e, struct fg_err *err)
+{
+	char hex[FG_SHA256_HEX_LEN + 1];
+
+	fg_hex_encode(e->sha256, 32, hex);
+	return fg_buf_printf(user, err, "%s %llu %o %s\n", e->path, e->size, (unsigned)e->mode,
+			     e->hashed ? hex : "-");
+}
+
+/* One scan's outcome as text: code, message, members. */
+static void scan_text(const char *path, int threads, struct fg_buf *out, int *lanes)
+{
+	struct fg_tarball_read_opts o;
+	struct fg_err err;
+	int rc;
+
+	memset(&o, 0, sizeof(o));
+	memset(&err, 0, sizeof(err));
+	o.hash = 1;
+	o.threads = threads;
+	o.lanes = lanes;
+	fg_buf_reset(out);
+	rc = fg_tarball_scan_opts(path, &o, add_entry, out, NULL, &err);
+	fg_buf_printf(out, NULL, "rc %d %s\n", rc, rc ? err.msg : "");
+}
+
+/* Scans path with lanes on 1..3 threads and without; 1 when every outcome
+ * is the sequential one. *lanes: the lanes of the run on `threads`. */
+static int same_outcome(const char *path, int threads, int *lanes, char *seq_out, size_t cap)
+{
+	struct fg_buf seq = FG_BUF_INIT, ln = FG_BUF_INIT;
+	int t, same = 1, l = 0;
+
+	setenv("FG_TAR_LANES", "0", 1);
+	scan_text(path, 1, &seq, NULL);
+	unsetenv("FG_TAR_LANES");
+	for (t = 1; t <= 3; t++) {
+		scan_text(path, t, &ln, &l);
+		if (t == threads)
+			*lanes = l;
+		if (ln.len != seq.len || memcmp(ln.data, seq.data, seq.len)) {
+			same = 0;
+			printf("# %s threads %d:\n# lanes: %s# sequential: %s", path, t, ln.data, seq.data);
+		}
+	}
+	if (seq_out)
+		snprintf(seq_out, cap, "%s", seq.data ? seq.data : "");
+	fg_buf_release(&seq);
+	fg_buf_release(&ln);
+	return same;
+}
+
+/* How the seek table of a framed archive lies, if it does. */
+enum { T_RIGHT, T_CSIZE, T_RESERVED, T_DSIZE, T_NONE, T_SHORT };
+
+static void le32(unsigned char *p, uint32_t v)
+{
+	p[0] = (unsigned char)v;
+	p[1] = (unsigned char)(v >> 8);
+	p[2] = (unsigned char)(v >> 16);
+	p[3] = (unsigned char)(v >> 24);
+}
+
+/* Writes tar[0..len) to out as one zstd frame per span between the cuts
+ * (ascending tar offsets), then the seek table as `lie` says. */
+static int frame_write(const unsigned char *tar, size_t len, const size_t *cut, size_t ncut,
+		       const char *out, int lie)
+{
+	struct fg_buf f = FG_BUF_INIT;
+	uint32_t cs[64], ds[64];
+	size_t n = 0, i, from = 0;
+	unsigned char t[8 + 64 * 8 + 9];
+	struct fg_err err;
+	int rc = 0;
+
+	for (i = 0; i <= ncut && !rc; i++) {
+		size_t to = i < ncut ? cut[i] : len, bound = ZSTD_compressBound(to - from), got;
+
+		if (to <= from || n == 64)
+			continue;
+		if (fg_buf_reserve(&f, bound, &err))
+			return -1;
+		got = ZSTD_compress(f.data + f.len, bound, tar + from, to - from, 1);
+		if (ZSTD_isError(got))
+			return -1;
+		f.len += got;
+		cs[n] = (uint32_t)got;
+		ds[n++] = (uint32_t)(to - from);
+		from = to;
+	}
+	if (lie == T_SHORT)
+		f.len -= 10; /* the last frame cut short, the table as if whole */
+	if (lie == T_CSIZE)
+		cs[n / 2]++;
+	if (lie == T_DSIZE)
+		for (i = 0; i < n; i++)
+			ds[i] = ds[n - 1 - i] + 7;
+	le32(t, 0x184D2A5Eu);
+	le32(t + 4, (uint32_t)(n * 8 + 9));
+	for (i = 0; i < n; i++) {
+		le32(t + 8 + 8 * i, cs[i]);
+		le32(t + 12 + 8 * i, ds[i]);
+	}
+	le32(t + 8 + 8 * n, (uint32_t)n);
+	t[12 + 8 * n] = lie == T_RESERVED ? 0x04 : 0;
+	le32(t + 13 + 8 * n, 0x8F92EAB1u);
+	if (lie != T_NONE)
+		rc = fg_buf_append(&f, t, 8 + n * 8 + 9, &err);
+	if (!rc)
+		rc = fg_file_write_atomic(out, f.data, f.len, 0644, &err);
+	fg_buf_release(&f);
+	return rc;
+}
+
+/* python3 writes the tar at(name) and, one per line, each member's header
+ * offset (the first header belonging to it: a pax or GNU name header
+ * included) into offs. */
+static int py_tar(const char *kind, const char *name, const char *offs)
+{
+	char cmd[6000];
+
+	snprintf(cmd, sizeof(cmd),
+		 "python3 - %s %s %s <<'EOF'\n"
+		 "import io, random, sys, tarfile\n"
+		 "kind, out, offs = sys.argv[1], sys.argv[2], sys.argv[3]\n"
+		 "fmt = tarfile.GNU_FORMAT if kind == 'gnu' else tarfile.PAX_FORMAT\n"
+		 "t = tarfile.open(out, 'w', format=fmt)\n"
+		 "r = random.Random(7)\n"
+		 "def f(name, n, text=False, **pax):\n"
+		 "    data = (b'{\"k\": 1}\\n' * (n // 9 + 1))[:n] if text else r.randbytes(n)\n"
+		 "    ti = tarfile.TarInfo(name); ti.size = n; ti.mode = 0o644; ti.mtime = 1700000000\n"
+		 "    if pax: ti.pax_headers = pax\n"
+		 "    t.addfile(ti, io.BytesIO(data))\n"
+		 "f('bundle.json', 300, True)\n"
+		 "f('components/a.bin', 300000)\n"
+		 "f('components/b.json', 200000, True)\n"
+		 "f('components/empty', 0)\n"
+		 "f('components/' + 'long-name-' * 15 + 'c.bin', 1048577)\n"
+		 "if kind == 'comment': f('components/d.bin', 70000, comment='hi')\n"
+		 "else: f('components/d.bin', 70000)\n"
+		 "if kind == 'dir':\n"
+		 "    ti = tarfile.TarInfo('components/sub'); ti.type = tarfile.DIRTYPE; t.addfile(ti)\n"
+		 "if kind == 'unsafe': f('../evil.bin', 5000)\n"
+		 "elif kind == 'dup': f('components/a.bin', 5000)\n"
+		 "else: f('components/e.bin', 5000)\n"
+		 "f('engine/fgpack', 400000)\n"
+		 "f('z/last.bin', 512)\n"
+		 "t.close()\n"
+		 "t = tarfile.open(out)\n"
+		 "open(offs, 'w').write(''.join('%%d\\n' %% m.offset for m in t.getmembers()))\n"
+		 "EOF",
+		 kind, at(name), offs);
+	return system(cmd) ? -1 : 0;
+}
+
+static int read_offsets(const char *path, size_t *off, size_t max, size_t *n)
+{
+	struct fg_buf b = FG_BUF_INIT;
+	struct fg_err err;
+	char *p, *save = NULL;
+
+	*n = 0;
+	if (fg_file_read(path, 1 << 20, &b, &err))
+		return -1;
+	for (p = strtok_r(b.data, "\n", &save); p && *n < max; p = strtok_r(NULL, "\n", &save))
+		off[(*n)++] = (size_t)strtoull(p, NULL, 10);
+	fg_buf_release(&b);
+	return 0;
+}
+
+/* Our writer's own archives: frames start at members, lanes run. */
+static void test_writer(void)
+{
+	struct fg_tarball_writer *w;
+	struct fg_err err;
+	struct fg_buf big = FG_BUF_INIT;
+	uint8_t id[32];
+	char seq[4096];
+	size_t i;
+	int rc, lanes = 0;
+
+	for (i = 0; i < (3u << 20); i++)
+		fg_buf_append(&big, &(char){ (char)(i * 2654435761u >> 13) }, 1, &err);
+	rc = fg_tarball_writer_new(&w, 3, 0, &err);
+	for (i = 0; !rc && i < 6; i++) {
+		char name[64];
+
+		snprintf(name, sizeof(name), "w/part-%zu.bin", i);
+		rc = fg_tarball_add_mem(w, name, big.data + i * 1000, (size_t)(3u << 20) - i * 400000,
+					0644, &err);
+	}
+	if (!rc)
+		rc = fg_tarball_add_mem(w, "bundle.json", "{}\n", 3, 0644, &err);
+	if (!rc)
+		rc = fg_tarball_add_mem(w, "small/empty", "", 0, 0755, &err);
+	if (!rc)
+		rc = fg_tarball_writer_finish(w, at("own.fgb"), id, &err);
+	fg_tarball_writer_free(w);
+	fg_buf_release(&big);
+	ok(rc == 0, "writer: archive of 8 members written (%s)", rc ? err.msg : "");
+	ok(same_outcome(at("own.fgb"), 1, &lanes, seq, sizeof(seq)), "writer: lanes = sequential");
+	is_int(lanes, 2, "writer: one thread reads it in two lanes");
+	ok(same_outcome(at("own.fgb"), 3, &lanes, NULL, 0), "writer: again on 3 threads");
+	ok(lanes >= 3, "writer: three threads read it in more lanes (%d)", lanes);
+	ok(strstr(seq, "w/part-5.bin 1145728 644 ") && strstr(seq, "small/empty 0 755 ") &&
+		   strstr(seq, "rc 0"),
+	   "writer: every member with its size and mode");
+	{
+		char cmd[600];
+
+		snprintf(cmd, sizeof(cmd), "zstd -dc %s | sha256sum | grep -q ^$(printf '", at("own.fgb"));
+		for (i = 0; i < 32; i++)
+			snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), "%02x", id[i]);
+		snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), "')");
+		ok(system(cmd) == 0, "writer: zstd's CLI reads the frames and skips the seek table");
+	}
+}
+
+struct framing {
+	const char *what;
+	int lie;
+	int where; /* 0 at every member, 1 inside c.bin's data only, 2 after
+		    * c.bin's pax header, 3 after its pax data, 4 at members but
+		    * past the middle only */
+	int lanes; /* expected lanes on one thread: 2, or 1 (stepped aside) */
+};
+
+static void test_framings(void)
+{
+	static const struct framing fr[] = {
+		{ "cut at every member", T_RIGHT, 0, 2 },
+		{ "cut inside a member's data", T_RIGHT, 1, 1 },
+		{ "cut between a pax header and its data", T_RIGHT, 2, 1 },
+		{ "cut between pax data and the header it names", T_RIGHT, 3, 1 },
+		{ "a compressed size one off", T_CSIZE, 0, 1 },
+		{ "a reserved descriptor bit", T_RESERVED, 0, 1 },
+		{ "decompressed sizes that lie", T_DSIZE, 0, 2 },
+		{ "no seek table", T_NONE, 0, 1 },
+		{ "the last frame cut short", T_SHORT, 0, 1 },
+	};
+	static const char *kinds[] = { "plain", "gnu", "comment", "dir", "unsafe", "dup" };
+	struct fg_buf tar = FG_BUF_INIT;
+	struct fg_err err;
+	size_t off[32], n, k, i;
+
+	for (k = 0; k < sizeof(kinds) / sizeof(*kinds); k++) {
+		char base[64], tarp[600], offp[600];
+		size_t c_at = 0;
+
+		snprintf(base, sizeof(base), "%s", kinds[k]);
+		fg_buf_reset(&tar);
+		snprintf(tarp, sizeof(tarp), "%s", at(base));
+		snprintf(offp, sizeof(offp), "%s.off", at(base));
+		if (py_tar(kinds[k], base, offp) || fg_file_read(tarp, 1 << 26, &tar, &err) ||
+		    read_offsets(offp, off, 32, &n) || n < 6) {
+			ok(0, "%s: python3 made the tar", kinds[k]);
+			continue;
+		}
+		for (i = 0; i < n; i++)
+			if (i > 0 && off[i] - off[i - 1] > 1048576)
+				c_at = off[i - 1]; /* the member before a jump > 1 MiB: c.bin */
+		for (i = 0; i < sizeof(fr) / sizeof(*fr); i++) {
+			size_t cut[32], nc = 0, j;
+			char fgb[64];
+			int lanes = 0, want;
+
+			if (k > 0 && fr[i].where != 0)
+				continue; /* the cuts are about the plain tar */
+			if (fr[i].where == 0)
+				for (j = 1; j < n; j++)
+					cut[nc++] = off[j];
+			else if (fr[i].where == 1)
+				cut[nc++] = c_at + 1024 + 512 * 700 + 100;
+			else
+				cut[nc++] = c_at + 512 * (size_t)(fr[i].where - 1);
+			snprintf(fgb, sizeof(fgb), "%s-%zu.fgb", kinds[k], i);
+			if (frame_write((unsigned char *)tar.data, tar.len, cut, nc, at(fgb), fr[i].lie)) {
+				ok(0, "%s, %s: framed", kinds[k], fr[i].what);
+				continue;
+			}
+			ok(same_outcome(at(fgb), 1, &lanes, NULL, 0), "%s tar, %s: lanes = sequential",
+			   kinds[k], fr[i].what);
+			/* only the tar of what fgpack writes (pax names and sizes)
+			 * goes through lanes; the others step aside */
+			want = k == 0 ? fr[i].lanes : 1;
+			is_int(lanes, want, "%s tar, %s: %s", kinds[k], fr[i].what,
+			       want == 2 ? "read in two lanes" : "read from start to end");
+		}
+	}
+	fg_buf_release(&tar);
+}
+
+int main(void)
+{
+	char cmd[300];
+	const char *tmp = getenv("TMPDIR");
+
+	snprintf(work, sizeof(work), "%s/fglanes.XXXXXX", tmp ? tmp : "/tmp");
+	if (!mkdtemp(work)) {
+		printf("not ok 1 - mkdtemp\n");
+		return 1;
+	}
+	test_writer();
+	test_framings();
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", work);
+	if (system(cmd))
+		printf("# could not remove %s\n", work);
+	return tap_done();
+}
