@@ -52,6 +52,7 @@ static void usage(FILE *f)
 struct opts {
 	const char *bundle, *summary, *transcript, *record, *id;
 	int json, no_replay, no_bench, threads, max_new, warmup, device, max_new_given, show_id;
+	int threads_given;
 };
 
 static const char *level_name(int level)
@@ -108,7 +109,7 @@ static int read_member_json(cJSON **out, const struct fg_bundle *b, const char *
 
 int cmd_verify(int argc, char **argv)
 {
-	struct opts o = { NULL, "summary.json", NULL, NULL, NULL, 0, 0, 0, 1, 128, 64, FG_DEVICE_CPU, 0, 0 };
+	struct opts o = { NULL, "summary.json", NULL, NULL, NULL, 0, 0, 0, 1, 128, 64, FG_DEVICE_CPU, 0, 0, 0 };
 	struct fg_bundle *b = NULL;
 	struct fg_engine *e = NULL;
 	struct fg_golden_result gr;
@@ -165,6 +166,8 @@ int cmd_verify(int argc, char **argv)
 			o.device = strcmp(val, "cuda") ? FG_DEVICE_CPU : FG_DEVICE_CUDA;
 		else if (!strcmp(a, "--max-new") && !fg_parse_int(val, 1, 65536, &o.max_new))
 			o.max_new_given = 1;
+		else if (!strcmp(a, "--threads") && !fg_parse_int(val, 1, 256, &o.threads))
+			o.threads_given = 1;
 		else if ((!strcmp(a, "--threads") && fg_parse_int(val, 1, 256, &o.threads)) ||
 			 (!strcmp(a, "--max-new") && fg_parse_int(val, 1, 65536, &o.max_new)) ||
 			 (!strcmp(a, "--warmup") && fg_parse_int(val, 0, 100000, &o.warmup))) {
@@ -218,8 +221,8 @@ int cmd_verify(int argc, char **argv)
 	else if (o.id || o.show_id)
 		rc = fg_bundle_scan_id(&b, o.bundle, o.id, &err);
 	else
-		rc = fg_bundle_scan_files(&b, o.bundle, o.threads ? o.threads : fg_workq_cpus(16),
-					  &err);
+		rc = fg_bundle_scan_files(&b, o.bundle,
+					  o.threads_given ? o.threads : fg_workq_cpus(16), &err);
 	if (rc && !b) {
 		cJSON_Delete(sum);
 		return fg_cmd_fail("verify", &err);

@@ -473,7 +473,8 @@ bad:
 	return -1;
 }
 
-/* The regions' first frames ks[0..*nreg] (ks[0] = 0, ks[*nreg] = n): for
+/* The regions' first frames ks[0..*nreg] (ks[0] = 0, ks[*nreg] = n): every
+ * frame that starts a member when there are no more frames than want; else for
  * each of want - 1 even splits of the tar, the frame boundary nearest it
  * whose frame starts with a member header (a frame cut inside a large
  * member does not), after the previous one; a split none of the PROBES
@@ -485,6 +486,15 @@ static void split(int fd, const unsigned long long *off, const unsigned long lon
 	size_t r, got = 0;
 
 	ks[0] = 0;
+	if (want >= n) {
+		/* no more frames than lanes: a lane for each that starts a member */
+		for (r = 1; r < n; r++)
+			if (starts_member(fd, off[r], off[n]))
+				ks[++got] = r;
+		ks[++got] = n;
+		*nreg = got;
+		return;
+	}
 	for (r = 1; r < want; r++) {
 		unsigned long long goal = tar[n] / want * r;
 		size_t probes;

@@ -108,6 +108,8 @@ check "zstd itself still sees it (its frame checksum)" sh -c "! zstd -t -q '$WOR
 check "pack wrote zstd's seekable format (its seek table ends the bundle)" sh -c "tail -c 4 '$WORK/a.fgb' | od -An -tx1 | grep -q 'b1 ea 92 8f'"
 "$FGPACK" verify a.fgb --no-replay --threads 1 --json --summary - >"$WORK/lanes.json" 2>&1
 check_grep "verify --no-replay --threads 1: read in two lanes" '"lanes": 2' "$WORK/lanes.json"
+"$FGPACK" verify a.fgb --no-replay --threads 2 --json --summary - >"$WORK/lanes2.json" 2>&1
+check_grep "--threads 2: a lane per frame that starts a member (3: the small files, weights.bin, the engine)" '"lanes": 3' "$WORK/lanes2.json"
 FG_TAR_LANES=0 "$FGPACK" verify a.fgb --no-replay --json --summary - >"$WORK/nolanes.json" 2>&1
 check_grep "FG_TAR_LANES=0: from start to end" '"lanes": 1' "$WORK/nolanes.json"
 check "... the same files, bytes and verdict either way" sh -c "grep -v 'seconds\|mb_per_s\|lanes' '$WORK/lanes.json' >'$WORK/l1' && grep -v 'seconds\|mb_per_s\|lanes' '$WORK/nolanes.json' >'$WORK/l2' && cmp '$WORK/l1' '$WORK/l2'"
