@@ -59,25 +59,26 @@ NI static inline void state_store(uint32_t h[8], __m128i abef, __m128i cdgh)
 	h[7] = (uint32_t)_mm_extract_epi32(cdgh, 0);
 }
 
-/* The 64-word message schedule of one block as 16 vectors of 4 words, each
- * word in the CPU's order (the block is big-endian). */
-NI static inline void schedule(__m128i w[16], const uint8_t *p)
+/* The message schedule is kept as a window of 4 vectors of 4 words (w[t]
+ * for t mod 4), each word in the CPU's order (the block is big-endian): the
+ * first 16 words are loaded, and each later vector is made in the rounds
+ * that use the oldest one, so the schedule's sha256msg1/msg2 run beside the
+ * sha256rnds2 chain instead of before it, and everything stays in the 16
+ * xmm registers (computing all 16 vectors first spilled two streams'
+ * schedules to the stack: docs/bench.md, 2026-12-02). */
+#define BSWAP _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL)
+#define LOADW(p, i) _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(const void *)((p) + 16 * (i))), BSWAP)
+#define KVEC(i) _mm_load_si128((const __m128i *)(const void *)&K256[4 * (i)])
+
+/* W[t..t+3] from the window holding W[t-16..t-1] (slot t mod 4 holds
+ * W[t-16..t-13]): s1(W[t-2]) + W[t-7] + s0(W[t-15]) + W[t-16], four at a
+ * time: msg1 adds s0, the alignr supplies W[t-7], msg2 adds s1. */
+NI static inline __m128i next_w(const __m128i w[4], int i)
 {
-	const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
-	int i;
+	__m128i t = _mm_sha256msg1_epu32(w[i & 3], w[(i + 1) & 3]);
 
-	for (i = 0; i < 4; i++)
-		w[i] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(const void *)(p + 16 * i)),
-					bswap);
-#pragma GCC unroll 12
-	for (i = 4; i < 16; i++) {
-		/* W[t] = s1(W[t-2]) + W[t-7] + s0(W[t-15]) + W[t-16], four at a time:
-		 * msg1 adds s0, the alignr supplies W[t-7], msg2 adds s1 */
-		__m128i t = _mm_sha256msg1_epu32(w[i - 4], w[i - 3]);
-
-		t = _mm_add_epi32(t, _mm_alignr_epi8(w[i - 1], w[i - 2], 4));
-		w[i] = _mm_sha256msg2_epu32(t, w[i - 1]);
-	}
+	t = _mm_add_epi32(t, _mm_alignr_epi8(w[(i + 3) & 3], w[(i + 2) & 3], 4));
+	return _mm_sha256msg2_epu32(t, w[(i + 3) & 3]);
 }
 
 NI static void blocks1(uint32_t h[8], const uint8_t *p, size_t n)
@@ -86,16 +87,18 @@ NI static void blocks1(uint32_t h[8], const uint8_t *p, size_t n)
 
 	state_load(h, &abef, &cdgh);
 	for (; n; n--, p += 64) {
-		__m128i w[16], a0 = abef, c0 = cdgh;
+		__m128i w[4], a0 = abef, c0 = cdgh;
 		int i;
 
-		schedule(w, p);
+		for (i = 0; i < 4; i++)
+			w[i] = LOADW(p, i);
 #pragma GCC unroll 16
 		for (i = 0; i < 16; i++) {
-			__m128i k = _mm_add_epi32(w[i], _mm_load_si128((const __m128i *)(const void *)
-								      &K256[4 * i]));
+			__m128i k = _mm_add_epi32(w[i & 3], KVEC(i));
 
 			cdgh = _mm_sha256rnds2_epu32(cdgh, abef, k);
+			if (i < 12)
+				w[i & 3] = next_w(w, i);
 			abef = _mm_sha256rnds2_epu32(abef, cdgh, _mm_shuffle_epi32(k, 0x0e));
 		}
 		abef = _mm_add_epi32(abef, a0);
@@ -104,9 +107,9 @@ NI static void blocks1(uint32_t h[8], const uint8_t *p, size_t n)
 	state_store(h, abef, cdgh);
 }
 
-/* Two streams, block by block: both schedules first, then the rounds of A
- * and B alternated, so each sha256rnds2 of one stream runs in the latency
- * shadow of the other's. */
+/* Two streams, block by block: the rounds of A and B alternated, so each
+ * sha256rnds2 of one stream runs in the latency shadow of the other's, and
+ * both schedules made beside them. */
 NI static void blocks2(uint32_t ha[8], const uint8_t *pa, uint32_t hb[8], const uint8_t *pb,
 		       size_t n)
 {
@@ -115,18 +118,24 @@ NI static void blocks2(uint32_t ha[8], const uint8_t *pa, uint32_t hb[8], const 
 	state_load(ha, &aabef, &acdgh);
 	state_load(hb, &babef, &bcdgh);
 	for (; n; n--, pa += 64, pb += 64) {
-		__m128i wa[16], wb[16], a0 = aabef, a1 = acdgh, b0 = babef, b1 = bcdgh;
+		__m128i wa[4], wb[4], a0 = aabef, a1 = acdgh, b0 = babef, b1 = bcdgh;
 		int i;
 
-		schedule(wa, pa);
-		schedule(wb, pb);
+		for (i = 0; i < 4; i++) {
+			wa[i] = LOADW(pa, i);
+			wb[i] = LOADW(pb, i);
+		}
 #pragma GCC unroll 16
 		for (i = 0; i < 16; i++) {
-			__m128i k = _mm_load_si128((const __m128i *)(const void *)&K256[4 * i]);
-			__m128i ka = _mm_add_epi32(wa[i], k), kb = _mm_add_epi32(wb[i], k);
+			__m128i k = KVEC(i);
+			__m128i ka = _mm_add_epi32(wa[i & 3], k), kb = _mm_add_epi32(wb[i & 3], k);
 
 			acdgh = _mm_sha256rnds2_epu32(acdgh, aabef, ka);
 			bcdgh = _mm_sha256rnds2_epu32(bcdgh, babef, kb);
+			if (i < 12) {
+				wa[i & 3] = next_w(wa, i);
+				wb[i & 3] = next_w(wb, i);
+			}
 			aabef = _mm_sha256rnds2_epu32(aabef, acdgh, _mm_shuffle_epi32(ka, 0x0e));
 			babef = _mm_sha256rnds2_epu32(babef, bcdgh, _mm_shuffle_epi32(kb, 0x0e));
 		}
