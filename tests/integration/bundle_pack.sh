@@ -106,6 +106,8 @@ check "zstd itself still sees it (its frame checksum)" sh -c "! zstd -t -q '$WOR
 # the files check without the id reads a bundle in lanes (its zstd frames
 # start at members; the seek table at the end says where): two per thread
 check "pack wrote zstd's seekable format (its seek table ends the bundle)" sh -c "tail -c 4 '$WORK/a.fgb' | od -An -tx1 | grep -q 'b1 ea 92 8f'"
+check "zstd -l: the frames the seek table counts and one skippable (the table), which zstd counts among its frames" sh -c "n=\$(tail -c 9 '$WORK/a.fgb' | head -c 4 | od -An -tu4 | tr -d ' '); zstd -l '$WORK/a.fgb' | awk -v n=\$n 'NR == 2 && \$1 == n + 1 && \$2 == 1 { ok = 1 } END { exit !ok }'"
+check "GNU tar --zstd lists the members (the table skipped)" sh -c "tar --zstd -tf '$WORK/a.fgb' | grep -qx 'components/model/sub/weights.bin'"
 "$FGPACK" verify a.fgb --no-replay --threads 1 --json --summary - >"$WORK/lanes.json" 2>&1
 check_grep "verify --no-replay --threads 1: read in two lanes" '"lanes": 2' "$WORK/lanes.json"
 "$FGPACK" verify a.fgb --no-replay --threads 2 --json --summary - >"$WORK/lanes2.json" 2>&1
