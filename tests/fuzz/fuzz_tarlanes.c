@@ -23,6 +23,7 @@
 #include "fsutil.h"
 #include "sha256.h"
 #include "tarball.h"
+#include "tests/unit/seek_test.h"
 
 static char base[4096], fgb[4200];
 
@@ -39,14 +40,6 @@ static void setup(void)
 	if (!mkdtemp(base) || atexit(cleanup))
 		abort();
 	snprintf(fgb, sizeof(fgb), "%s/in.fgb", base);
-}
-
-static void put32(unsigned char *p, uint32_t v)
-{
-	p[0] = (unsigned char)v;
-	p[1] = (unsigned char)(v >> 8);
-	p[2] = (unsigned char)(v >> 16);
-	p[3] = (unsigned char)(v >> 24);
 }
 
 static int add_entry(void *user, const struct fg_tarball_entry *e, struct fg_err *err)
@@ -83,12 +76,11 @@ static void scan(int threads, int lanes_on, struct fg_buf *out)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	size_t ncut, cut[8], i, from = 0, n = 0;
+	size_t ncut, cut[8], i;
 	const uint8_t *tar;
 	size_t len;
 	struct fg_buf f = FG_BUF_INIT, a = FG_BUF_INIT, b = FG_BUF_INIT;
-	uint32_t cs[9], ds[9];
-	unsigned char t[8 + 9 * 8 + 9];
+	struct seek_frames sf;
 	FILE *fp;
 
 	if (!base[0])
@@ -103,34 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			 (data[3 + 3 * i] & 1 ? 100 : 0);
 	tar = data + 1 + 3 * ncut;
 	len = size - 1 - 3 * ncut;
-	for (i = 0; i <= ncut; i++) {
-		size_t to = i < ncut ? cut[i] : len, bound, got;
-
-		if (to > len)
-			to = len;
-		if (to <= from)
-			continue;
-		bound = ZSTD_compressBound(to - from);
-		if (fg_buf_reserve(&f, bound, NULL))
-			abort();
-		got = ZSTD_compress(f.data + f.len, bound, tar + from, to - from, 1);
-		if (ZSTD_isError(got))
-			abort();
-		f.len += got;
-		cs[n] = (uint32_t)got;
-		ds[n++] = (uint32_t)(to - from);
-		from = to;
-	}
-	put32(t, 0x184D2A5Eu);
-	put32(t + 4, (uint32_t)(n * 8 + 9));
-	for (i = 0; i < n; i++) {
-		put32(t + 8 + 8 * i, cs[i]);
-		put32(t + 12 + 8 * i, ds[i]);
-	}
-	put32(t + 8 + 8 * n, (uint32_t)n);
-	t[12 + 8 * n] = 0;
-	put32(t + 13 + 8 * n, 0x8F92EAB1u);
-	if (fg_buf_append(&f, t, 8 + 8 * n + 9, NULL))
+	if (seek_compress(&f, &sf, tar, len, cut, ncut) || seek_append_table(&f, &sf, 0))
 		abort();
 	fp = fopen(fgb, "wb");
 	if (!fp || fwrite(f.data ? f.data : "", 1, f.len, fp) != f.len || fclose(fp))

@@ -18,6 +18,7 @@
 #include "buf.h"
 #include "fsutil.h"
 #include "sha256.h"
+#include "seek_test.h"
 #include "tap.h"
 #include "tarball.h"
 
@@ -88,59 +89,26 @@ static int same_outcome(const char *path, int threads, int *lanes, char *seq_out
 /* How the seek table of a framed archive lies, if it does. */
 enum { T_RIGHT, T_CSIZE, T_RESERVED, T_DSIZE, T_NONE, T_SHORT };
 
-static void le32(unsigned char *p, uint32_t v)
-{
-	p[0] = (unsigned char)v;
-	p[1] = (unsigned char)(v >> 8);
-	p[2] = (unsigned char)(v >> 16);
-	p[3] = (unsigned char)(v >> 24);
-}
-
 /* Writes tar[0..len) to out as one zstd frame per span between the cuts
  * (ascending tar offsets), then the seek table as `lie` says. */
 static int frame_write(const unsigned char *tar, size_t len, const size_t *cut, size_t ncut,
 		       const char *out, int lie)
 {
 	struct fg_buf f = FG_BUF_INIT;
-	uint32_t cs[64], ds[64];
-	size_t n = 0, i, from = 0;
-	unsigned char t[8 + 64 * 8 + 9];
+	struct seek_frames sf;
 	struct fg_err err;
-	int rc = 0;
+	size_t i;
+	int rc = seek_compress(&f, &sf, tar, len, cut, ncut);
 
-	for (i = 0; i <= ncut && !rc; i++) {
-		size_t to = i < ncut ? cut[i] : len, bound = ZSTD_compressBound(to - from), got;
-
-		if (to <= from || n == 64)
-			continue;
-		if (fg_buf_reserve(&f, bound, &err))
-			return -1;
-		got = ZSTD_compress(f.data + f.len, bound, tar + from, to - from, 1);
-		if (ZSTD_isError(got))
-			return -1;
-		f.len += got;
-		cs[n] = (uint32_t)got;
-		ds[n++] = (uint32_t)(to - from);
-		from = to;
-	}
-	if (lie == T_SHORT)
+	if (!rc && lie == T_SHORT)
 		f.len -= 10; /* the last frame cut short, the table as if whole */
 	if (lie == T_CSIZE)
-		cs[n / 2]++;
-	if (lie == T_DSIZE)
-		for (i = 0; i < n; i++)
-			ds[i] = ds[n - 1 - i] + 7;
-	le32(t, 0x184D2A5Eu);
-	le32(t + 4, (uint32_t)(n * 8 + 9));
-	for (i = 0; i < n; i++) {
-		le32(t + 8 + 8 * i, cs[i]);
-		le32(t + 12 + 8 * i, ds[i]);
-	}
-	le32(t + 8 + 8 * n, (uint32_t)n);
-	t[12 + 8 * n] = lie == T_RESERVED ? 0x04 : 0;
-	le32(t + 13 + 8 * n, 0x8F92EAB1u);
-	if (lie != T_NONE)
-		rc = fg_buf_append(&f, t, 8 + n * 8 + 9, &err);
+		sf.cs[sf.n / 2]++;
+	if (lie == T_DSIZE) /* every frame's size another's, plus 7 */
+		for (i = 0; i < sf.n; i++)
+			sf.ds[i] = sf.ds[(i + 1) % sf.n] + 7;
+	if (!rc && lie != T_NONE)
+		rc = seek_append_table(&f, &sf, lie == T_RESERVED ? 0x04 : 0);
 	if (!rc)
 		rc = fg_file_write_atomic(out, f.data, f.len, 0644, &err);
 	fg_buf_release(&f);
