@@ -21,6 +21,7 @@
 #define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 
+#include "bf16.h" /* fg_put_le32 */
 #include "fsutil.h"
 #include "ring.h"
 #include "sha256.h"
@@ -650,14 +651,6 @@ out:
 	return rc;
 }
 
-static void put_le32(unsigned char *p, uint32_t v)
-{
-	p[0] = (unsigned char)v;
-	p[1] = (unsigned char)(v >> 8);
-	p[2] = (unsigned char)(v >> 16);
-	p[3] = (unsigned char)(v >> 24);
-}
-
 /* The zstd seekable format's seek table, a skippable frame at the end:
  * each frame's compressed and decompressed size, no checksums (each frame
  * carries its XXH64, and every member its sha256). */
@@ -669,15 +662,15 @@ static int write_seek_table(struct wsink *s, struct fg_err *err)
 
 	if (!t)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
-	put_le32(t, SKIPPABLE_MAGIC);
-	put_le32(t + 4, (uint32_t)body);
+	fg_put_le32(t, SKIPPABLE_MAGIC);
+	fg_put_le32(t + 4, (uint32_t)body);
 	for (i = 0; i < s->n_frames; i++) {
-		put_le32(t + 8 + 8 * i, s->frames[2 * i]);
-		put_le32(t + 12 + 8 * i, s->frames[2 * i + 1]);
+		fg_put_le32(t + 8 + 8 * i, s->frames[2 * i]);
+		fg_put_le32(t + 12 + 8 * i, s->frames[2 * i + 1]);
 	}
-	put_le32(t + 8 + 8 * s->n_frames, (uint32_t)s->n_frames);
+	fg_put_le32(t + 8 + 8 * s->n_frames, (uint32_t)s->n_frames);
 	t[12 + 8 * s->n_frames] = 0; /* descriptor: no checksums */
-	put_le32(t + 13 + 8 * s->n_frames, SEEKABLE_MAGIC);
+	fg_put_le32(t + 13 + 8 * s->n_frames, SEEKABLE_MAGIC);
 	if (fg_write_all(s->fd, t, 8 + body))
 		rc = fg_err_set(err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s: %s", s->path,
 				strerror(errno));

@@ -11,6 +11,7 @@
 #define ZSTD_STATIC_LINKING_ONLY /* ZSTD_d_forceIgnoreChecksum, see tarball.c */
 #include <zstd.h>
 
+#include "bf16.h" /* fg_le32 */
 #include "buf.h"
 #include "sha256.h"
 #include "workq.h"
@@ -21,11 +22,6 @@
 #define PROBES 8 /* split points tried, best balanced first */
 #define SKIPPABLE_MAGIC 0x184D2A5Eu
 #define SEEKABLE_MAGIC 0x8F92EAB1u
-
-static uint32_t le32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
 
 /* ---- one lane's zstd input: the frames in [zpos, zend) ---- */
 
@@ -440,10 +436,10 @@ static int seek_table(int fd, unsigned long long size, unsigned long long **off,
 	size_t n, i, esz;
 
 	*off = *tar = NULL;
-	if (size < 17 || pread(fd, foot, 9, (off_t)(size - 9)) != 9 || le32(foot + 5) != SEEKABLE_MAGIC ||
+	if (size < 17 || pread(fd, foot, 9, (off_t)(size - 9)) != 9 || fg_le32(foot + 5) != SEEKABLE_MAGIC ||
 	    (foot[4] & 0x7c))
 		return -1;
-	n = le32(foot);
+	n = fg_le32(foot);
 	esz = foot[4] & 0x80 ? 12 : 8;
 	body = (unsigned long long)n * esz + 9;
 	if (n < 2 || body + 8 > size)
@@ -453,12 +449,12 @@ static int seek_table(int fd, unsigned long long size, unsigned long long **off,
 	*off = malloc((n + 1) * sizeof(**off));
 	*tar = malloc((n + 1) * sizeof(**tar));
 	if (!t || !*off || !*tar || pread(fd, t, body + 8, (off_t)start) != (ssize_t)(body + 8) ||
-	    le32(t) != SKIPPABLE_MAGIC || le32(t + 4) != body)
+	    fg_le32(t) != SKIPPABLE_MAGIC || fg_le32(t + 4) != body)
 		goto bad;
 	(*off)[0] = (*tar)[0] = 0;
 	for (i = 0; i < n; i++) {
-		(*off)[i + 1] = (*off)[i] + le32(t + 8 + esz * i);
-		(*tar)[i + 1] = (*tar)[i] + le32(t + 12 + esz * i);
+		(*off)[i + 1] = (*off)[i] + fg_le32(t + 8 + esz * i);
+		(*tar)[i + 1] = (*tar)[i] + fg_le32(t + 12 + esz * i);
 	}
 	if ((*off)[n] != start)
 		goto bad;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <zstd.h>
 
+#include "bf16.h"
 #include "buf.h"
 
 #define SEEK_TEST_MAX 64
@@ -16,14 +17,6 @@ struct seek_frames {
 	uint32_t cs[SEEK_TEST_MAX], ds[SEEK_TEST_MAX]; /* compressed, decompressed sizes */
 	size_t n;
 };
-
-static void seek_le32(unsigned char *p, uint32_t v)
-{
-	p[0] = (unsigned char)v;
-	p[1] = (unsigned char)(v >> 8);
-	p[2] = (unsigned char)(v >> 16);
-	p[3] = (unsigned char)(v >> 24);
-}
 
 /* Appends tar[0..len) to f as frames cut at cut[0..ncut) (ascending; cuts
  * past len or not after the previous one are ignored), at most
@@ -59,15 +52,15 @@ static int seek_append_table(struct fg_buf *f, const struct seek_frames *sf, uns
 	unsigned char t[8 + SEEK_TEST_MAX * 8 + 9];
 	size_t i, n = sf->n;
 
-	seek_le32(t, 0x184D2A5Eu);
-	seek_le32(t + 4, (uint32_t)(n * 8 + 9));
+	fg_put_le32(t, 0x184D2A5Eu);
+	fg_put_le32(t + 4, (uint32_t)(n * 8 + 9));
 	for (i = 0; i < n; i++) {
-		seek_le32(t + 8 + 8 * i, sf->cs[i]);
-		seek_le32(t + 12 + 8 * i, sf->ds[i]);
+		fg_put_le32(t + 8 + 8 * i, sf->cs[i]);
+		fg_put_le32(t + 12 + 8 * i, sf->ds[i]);
 	}
-	seek_le32(t + 8 + 8 * n, (uint32_t)n);
+	fg_put_le32(t + 8 + 8 * n, (uint32_t)n);
 	t[12 + 8 * n] = descriptor;
-	seek_le32(t + 13 + 8 * n, 0x8F92EAB1u);
+	fg_put_le32(t + 13 + 8 * n, 0x8F92EAB1u);
 	return fg_buf_append(f, t, 8 + n * 8 + 9, NULL);
 }
 
