@@ -20,6 +20,7 @@
 #define LANE_IN ((size_t)128 << 10)
 #define PAX_MAX ((unsigned long long)1 << 20)
 #define PROBES 8 /* split points tried, best balanced first */
+#define MAX_THREADS 16
 #define SKIPPABLE_MAGIC 0x184D2A5Eu
 #define SEEKABLE_MAGIC 0x8F92EAB1u
 
@@ -579,6 +580,8 @@ int fg_tarlanes_hash(const char *archive, unsigned long long max_entry, int thre
 		return 1;
 	if (threads < 1)
 		threads = 1;
+	if (threads > MAX_THREADS)
+		threads = MAX_THREADS; /* each lane holds a zstd window (2 MiB at level 3) */
 	fd = open(archive, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 1;

@@ -33,7 +33,7 @@ struct fg_tarlane_entry {
  * fg_tarlanes_free) and *lanes (may be NULL) the number of lanes; 1: not
  * done (no seek table, fewer than two frames that start members, a member
  * over max_entry bytes, anything outside the subset, any error), nothing
- * kept. The tar is cut into up to 2 x threads regions of about equal size
+ * kept. The tar is cut into up to 2 x threads (at most 16 threads) regions of about equal size
  * at frames that start members, two lanes per thread. The environment's
  * FG_TAR_LANES=0 turns the lanes off. */
 int fg_tarlanes_hash(const char *archive, unsigned long long max_entry, int threads,
