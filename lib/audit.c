@@ -747,24 +747,80 @@ out:
 
 /* ---- bundles ------------------------------------------------------------- */
 
+/* The bundle's members, in tar order, with the bytes of those the audit
+ * reads (kept in the one pass that lists them: no pass per member). */
+struct member {
+	char *name;
+	char *data; /* NULL: not kept (not wanted, or over its limit) */
+	size_t len;
+};
+
 struct member_list {
-	char **names;
+	struct member *m;
 	size_t n, cap;
 };
+
+#define STATEMENT_MAX ((size_t)16 << 20)
+
+/* The bytes audit wants of a member, as fg_tarball_read_member's bound. */
+static size_t member_keep(void *user, const char *path)
+{
+	(void)user;
+	if (!strcmp(path, "manifest.json"))
+		return FG_MANIFEST_MAX_BYTES;
+	if (ends_with(path, ".intoto.json") || ends_with(path, "provenance.json"))
+		return STATEMENT_MAX;
+	return ends_with(path, ".py") ? PY_MAX : 0;
+}
 
 static int collect_member(void *user, const struct fg_tarball_entry *e, struct fg_err *err)
 {
 	struct member_list *l = user;
+	struct member *m;
 	int rc;
 
 	if (e->is_dir)
 		return 0;
-	if ((rc = grow((void **)&l->names, &l->cap, l->n, sizeof(char *), err)))
+	if ((rc = grow((void **)&l->m, &l->cap, l->n, sizeof(*l->m), err)))
 		return rc;
-	if (!(l->names[l->n] = strdup(e->path)))
+	m = &l->m[l->n];
+	memset(m, 0, sizeof(*m));
+	if (!(m->name = strdup(e->path)))
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	l->n++;
+	if (e->content) {
+		m->len = (size_t)e->size;
+		if (!(m->data = malloc(m->len ? m->len : 1)))
+			return fg_err_set(err, FG_ENOMEM, "out of memory");
+		memcpy(m->data, e->content, m->len);
+	}
 	return 0;
+}
+
+/* The kept bytes of the member named name into text (as read_member
+ * would: 0, or -1 when absent or not kept). */
+static int member_text(const struct member_list *l, const char *name, struct fg_buf *text)
+{
+	size_t i;
+
+	fg_buf_reset(text);
+	for (i = 0; i < l->n; i++)
+		if (!strcmp(l->m[i].name, name))
+			return l->m[i].data && !fg_buf_append(text, l->m[i].data, l->m[i].len, NULL) ? 0
+												   : -1;
+	return -1;
+}
+
+/* Every member listed, the identity computed, and the members audit reads
+ * kept, in one pass over the archive. */
+static int tarball_scan_keep(const char *path, struct member_list *ml, uint8_t id[32],
+			     struct fg_err *err)
+{
+	struct fg_tarball_read_opts o;
+
+	memset(&o, 0, sizeof(o));
+	o.keep = member_keep;
+	return fg_tarball_scan_opts(path, &o, collect_member, ml, id, err);
 }
 
 /* {"inputs": resolvedDependencies, "parameters": externalParameters, "builder"} */
@@ -810,7 +866,7 @@ int fg_audit_bundle(struct fg_audit **out, const char *path, struct fg_err *err)
 	if ((rc = audit_new(&a, "bundle", path, err)) ||
 	    (rc = fg_tarball_read_member(path, "bundle.json", (size_t)64 << 20, &bj, err)) ||
 	    (rc = fg_json_parse(&meta, bj.data, bj.len, "bundle.json", err)) ||
-	    (rc = fg_tarball_scan(path, NULL, 0, collect_member, &ml, id, err)))
+	    (rc = tarball_scan_keep(path, &ml, id, err)))
 		goto out;
 	fg_hex_encode(id, 32, id_hex);
 	a->sha256 = strdup(id_hex);
@@ -841,8 +897,7 @@ int fg_audit_bundle(struct fg_audit **out, const char *path, struct fg_err *err)
 	}
 
 	/* the manifest inside, for env values and patches */
-	fg_buf_reset(&text);
-	if (fg_tarball_read_member(path, "manifest.json", FG_MANIFEST_MAX_BYTES, &text, NULL) == 0 &&
+	if (member_text(&ml, "manifest.json", &text) == 0 &&
 	    fg_manifest_parse(&m, text.data ? text.data : "", text.len, "manifest.json", NULL) == 0)
 		env = fg_json_obj(m->json, "env");
 	else
@@ -929,15 +984,14 @@ int fg_audit_bundle(struct fg_audit **out, const char *path, struct fg_err *err)
 
 	/* provenance statements and Python patches among the members */
 	for (i = 0; i < ml.n && !rc; i++) {
-		const char *nm = ml.names[i];
+		const char *nm = ml.m[i].name;
 
 		if (ends_with(nm, ".intoto.json") || ends_with(nm, "provenance.json")) {
 			cJSON *st = NULL;
 			cJSON *d;
 			size_t k, best = 0, best_len = 0;
 
-			fg_buf_reset(&text);
-			if (fg_tarball_read_member(path, nm, (size_t)16 << 20, &text, NULL) ||
+			if (member_text(&ml, nm, &text) ||
 			    fg_json_parse(&st, text.data ? text.data : "", text.len, nm, NULL))
 				continue;
 			d = derived_from(st);
@@ -971,8 +1025,7 @@ int fg_audit_bundle(struct fg_audit **out, const char *path, struct fg_err *err)
 				a->rows[best].derived = d;
 			}
 		} else if (ends_with(nm, ".py") && env) {
-			fg_buf_reset(&text);
-			if (fg_tarball_read_member(path, nm, PY_MAX, &text, NULL) == 0)
+			if (member_text(&ml, nm, &text) == 0)
 				rc = fg_audit_scan_python(a, nm, text.data ? text.data : "", text.len, env, err);
 		}
 	}
@@ -981,9 +1034,11 @@ int fg_audit_bundle(struct fg_audit **out, const char *path, struct fg_err *err)
 	if (!rc)
 		rc = unknown(a, err, "member contents not re-hashed here (fgpack verify checks them)");
 out:
-	for (i = 0; i < ml.n; i++)
-		free(ml.names[i]);
-	free(ml.names);
+	for (i = 0; i < ml.n; i++) {
+		free(ml.m[i].name);
+		free(ml.m[i].data);
+	}
+	free(ml.m);
 	cJSON_Delete(meta);
 	fg_manifest_free(m);
 	fg_buf_release(&bj);

@@ -1218,6 +1218,11 @@ static int copy_data(struct archive *a, struct rsrc *r, const struct hdr *h, int
 }
 
 
+static int to_buf(void *user, const void *data, size_t len, struct fg_err *err)
+{
+	return fg_buf_append(user, data, len, err);
+}
+
 /* The members the lanes hashed, checked and reported as walk_archive
  * would: 1 (read it sequentially) where any check fails, so that the
  * message is the sequential reader's; else 0 or fn's code. */
@@ -1275,13 +1280,13 @@ static int walk_archive(const char *archive, const char *dest, const struct fg_t
 	struct rsrc r;
 	struct archive *a = NULL;
 	struct fg_sha256 *h = NULL;
-	struct fg_buf full = FG_BUF_INIT;
+	struct fg_buf full = FG_BUF_INIT, content = FG_BUF_INIT;
 	struct hdr *hd = malloc(sizeof(*hd));
-	int rc, paired;
+	int rc, paired, kept = 0;
 
 	if (o->lanes)
 		*o->lanes = 1;
-	if (!dest && !id && o->hash && !o->hash_only) {
+	if (!dest && !id && o->hash && !o->hash_only && !o->keep) {
 		struct fg_tarlane_entry *le;
 		size_t n;
 
@@ -1368,10 +1373,17 @@ static int walk_archive(const char *archive, const char *dest, const struct fg_t
 				}
 			}
 		}
+		kept = 0;
+		if (!rc && !hd->is_dir && o->keep) {
+			size_t max = o->keep(user, hd->path);
+
+			kept = max && hd->size <= max;
+			fg_buf_reset(&content);
+		}
 		if (!rc && !hd->is_dir)
 			rc = copy_data(a, &r, hd, fd,
-				       o->hash_only && strcmp(o->hash_only, hd->path) ? NULL : h, NULL,
-				       NULL, err);
+				       o->hash_only && strcmp(o->hash_only, hd->path) ? NULL : h,
+				       kept ? to_buf : NULL, &content, err);
 		if (fd >= 0 && close(fd) && !rc)
 			rc = fg_err_set(err, FG_EIO, "close %s: %s", hd->path, strerror(errno));
 		if (rc)
@@ -1381,6 +1393,7 @@ static int walk_archive(const char *archive, const char *dest, const struct fg_t
 		info.size = hd->size;
 		info.mode = hd->mode;
 		info.is_dir = hd->is_dir;
+		info.content = kept ? (content.data ? content.data : "") : NULL;
 		if (h && !hd->is_dir && (!o->hash_only || !strcmp(o->hash_only, hd->path))) {
 			rc = fg_sha256_final(h, info.sha256, err);
 			info.hashed = 1;
@@ -1395,6 +1408,7 @@ static int walk_archive(const char *archive, const char *dest, const struct fg_t
 	src_close(&r);
 	fg_sha256_free(h);
 	fg_buf_release(&full);
+	fg_buf_release(&content);
 	pathset_free(&wk.names);
 	free(hd);
 	return rc;
@@ -1499,11 +1513,6 @@ int fg_tarball_stream_member(const char *archive, const char *name, fg_tarball_d
 	src_close(&r);
 	free(hd);
 	return rc;
-}
-
-static int to_buf(void *user, const void *data, size_t len, struct fg_err *err)
-{
-	return fg_buf_append(user, data, len, err);
 }
 
 int fg_tarball_read_member(const char *archive, const char *name, size_t max, struct fg_buf *out,

@@ -45,6 +45,9 @@ struct fg_tarball_entry {
 	int is_dir;
 	int hashed;     /* sha256 below is valid (files, when hashing was asked) */
 	uint8_t sha256[32];
+	/* the member's bytes, when the reader's keep asked for them and they
+	 * fit (borrowed for the callback only); else NULL */
+	const void *content;
 };
 
 /* Called once per member after its content was read (and hashed); a nonzero
@@ -111,6 +114,11 @@ struct fg_tarball_read_opts {
 				* 2 x threads lanes (lib/tarlanes.h); 0 = 1 */
 	int *lanes;            /* may be NULL: set to the lanes read, 1 when
 				* the archive was read from start to end */
+	/* may be NULL: how many bytes of this file member the entry callback
+	 * wants in e->content (0: none); one larger than that is not kept
+	 * (e->content NULL), as fg_tarball_read_member refuses it. With keep
+	 * the archive is read from start to end (no lanes). */
+	size_t (*keep)(void *user, const char *path);
 };
 
 /* fg_tarball_scan with every option. */
