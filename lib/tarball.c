@@ -9,6 +9,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,11 +35,13 @@
 #define RD_OUTS 4
 #define WRITEBACK (32ULL << 20)
 /* zstd frames (docs/formats/bundle.md): a frame ends before the header of a
- * member when it holds FRAME_MIN tar bytes or more, and before it would grow
- * past FRAME_MAX (the seekable format's limit, inside a large member); the
- * seek table at the end lists them, so a reader can start at a member */
+ * member of FRAME_MIN bytes or more, or once it holds FRAME_MIN tar bytes,
+ * and before it would grow past FRAME_MAX (inside a large member, so that
+ * frames can be compressed side by side and held while an earlier one
+ * finishes); the seek table at the end lists them, so a reader can start at
+ * a member */
 #define FRAME_MIN ((unsigned long long)1 << 20)
-#define FRAME_MAX ((unsigned long long)1 << 30)
+#define FRAME_MAX ((unsigned long long)64 << 20)
 #define SKIPPABLE_MAGIC 0x184D2A5Eu
 #define SEEKABLE_MAGIC 0x8F92EAB1u
 #define DIRECT_MIN ((size_t)64 << 10)
@@ -186,44 +189,65 @@ struct fg_tarball_writer {
 	long long mtime;
 };
 
-/* Pieces of tar stream on their way to the compressing thread. */
-#define W_BUFS 4   /* file read buffers: one filling, the rest compressing */
-#define W_STAGES 2 /* stages for small writes, likewise */
+/* Pieces of tar stream on their way to the compressing threads. */
+#define W_STAGES 2 /* stages for small writes: one filling, one compressing */
 #define ZQ 16
+#define MAX_ZWORKERS 63
+
+struct wsink;
+
+/* One compressor: a zstd context, on a thread of its own (ring) or, with
+ * one thread in all, on the calling thread (ring NULL). */
+struct zwork {
+	struct wsink *s;
+	ZSTD_CCtx *cctx;
+	struct fg_ring *ring;
+	char *zbuf;
+};
+
+/* A frame: what it holds, and its compressed bytes not yet written (a
+ * frame is written once every frame before it is). */
+struct frec {
+	unsigned long long csize, dsize;
+	struct fg_buf held;
+	int done;
+};
 
 /* State shared by libarchive's write callback. The calling thread reads
- * files, makes the tar stream and hashes it; zstd (one stream, no zstd
- * workers) compresses and writes on a thread of its own when threaded, so
- * the two overlap as `tar | zstd` does; the bytes are the same either way. */
+ * files, makes the tar stream and hashes it. The tar is cut into zstd
+ * frames (FRAME_MIN, FRAME_MAX), each compressed on its own by one of the
+ * compressors (frame f by compressor f mod nz), without zstd workers: a
+ * frame's bytes depend on its tar bytes alone, so the file is the same for
+ * any number of threads. Frames reach the file in order: the compressor of
+ * the oldest unwritten frame writes as it goes, the others hold their output
+ * until their frame is the oldest (mu). */
 struct wsink {
 	int fd;
 	const char *path;
-	ZSTD_CCtx *cctx;
 	struct fg_sha256 *id;
-	char *zbuf;
-	size_t zcap;
 	char *stage;        /* tar bytes gathered into IO_CHUNK pieces: libarchive */
 	size_t staged;      /* hands over one 10 KiB record at a time */
 	char *stages[W_STAGES];
 	uint64_t stage_seq[W_STAGES]; /* last piece handed over from each */
+	int stage_z[W_STAGES];        /* and to which compressor */
 	int cur_stage;
-	char *bufs[W_BUFS]; /* file data is read into these and compressed from them */
-	uint64_t buf_seq[W_BUFS];
-	int cur_buf;
+	char **bufs;        /* file data is read into these and compressed from them */
+	uint64_t *buf_seq;
+	int *buf_z;
+	int nbufs, cur_buf;
 	unsigned long long written, flushed; /* output bytes; and those sent to write-back */
 	unsigned long long tar_len;          /* tar bytes so far */
 	unsigned long long frame_tar0;       /* tar offset where this frame began */
-	/* the compressing thread's record of each frame: compressed and tar
-	 * bytes (the seek table's entries) */
-	unsigned long long frame_z0, frame_in;
-	uint32_t *frames; /* 2 per frame */
-	size_t n_frames, cap_frames;
+	struct frec *fr;  /* every frame there can be, allocated at the start */
+	size_t max_frames, n_frames; /* frames begun by the calling thread */
+	size_t next_commit; /* the oldest frame not wholly written (mu) */
+	pthread_mutex_t mu;
+	struct zwork *z;
+	int nz;
 	struct fg_err *err;
 	int failed;
-	/* the compressing thread: pieces go through a ring (lib/ring.h);
-	 * NULL: compress on the calling thread */
-	int threaded;
-	struct fg_ring *zring;
+	int werr; /* a write failed (mu): its errno, the message in werr_msg */
+	struct fg_err werr_msg;
 };
 
 int fg_tarball_writer_new(struct fg_tarball_writer **out, int level, long long mtime,
@@ -364,93 +388,151 @@ static int cmp_wentry(const void *a, const void *b)
 	return strcmp(((const struct wentry *)a)->name, ((const struct wentry *)b)->name);
 }
 
-/* A frame was ended: its entry for the seek table. */
-static int frame_done(struct wsink *s, struct fg_err *err)
+/* Writes out to the file (the caller holds the turn: see wsink). */
+static int out_write(struct wsink *s, const void *p, size_t n, struct fg_err *err)
 {
-	if (fg_grow(&s->frames, &s->cap_frames, s->n_frames, 2 * sizeof(uint32_t)))
-		return fg_err_set(err, FG_ENOMEM, "out of memory");
-	s->frames[2 * s->n_frames] = (uint32_t)(s->written - s->frame_z0);
-	s->frames[2 * s->n_frames + 1] = (uint32_t)s->frame_in;
-	s->n_frames++;
-	s->frame_z0 = s->written;
-	s->frame_in = 0;
+	if (n && fg_write_all(s->fd, p, n))
+		return fg_err_set(err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s: %s", s->path,
+				  strerror(errno));
+	s->written += n;
+	/* start write-back every WRITEBACK bytes so that the closing fsync
+	 * waits for little: the disk works while we compress */
+	if (s->written - s->flushed >= WRITEBACK) {
+		sync_file_range(s->fd, (off_t)s->flushed, (off_t)(s->written - s->flushed),
+				SYNC_FILE_RANGE_WRITE);
+		s->flushed = s->written;
+	}
 	return 0;
 }
 
-/* Compresses len bytes (or, with end set, flushes the frame) into the file.
+/* Under mu: writes the held bytes of every finished frame from the oldest
+ * on, and the held part of the oldest if it is still being made. */
+static int commit(struct wsink *s, struct fg_err *err)
+{
+	while (s->next_commit < s->max_frames) {
+		struct frec *f = &s->fr[s->next_commit];
+		int rc = out_write(s, f->held.data, f->held.len, err);
+
+		fg_buf_release(&f->held);
+		if (rc)
+			return rc;
+		if (!f->done)
+			break;
+		s->next_commit++;
+	}
+	return 0;
+}
+
+/* Compressed bytes of frame fi: written when it is the oldest unwritten
+ * frame, else held. */
+static int emit(struct wsink *s, size_t fi, const void *p, size_t n, struct fg_err *err)
+{
+	int rc;
+
+	s->fr[fi].csize += n;
+	pthread_mutex_lock(&s->mu);
+	if (fi == s->next_commit) {
+		rc = commit(s, err); /* what it held before it became the oldest */
+		if (!rc)
+			rc = out_write(s, p, n, err);
+	} else {
+		rc = fg_buf_append(&s->fr[fi].held, p, n, err);
+	}
+	pthread_mutex_unlock(&s->mu);
+	return rc;
+}
+
+/* Frame fi is complete: it and the finished frames after it go out. */
+static int frame_end(struct wsink *s, size_t fi, struct fg_err *err)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&s->mu);
+	s->fr[fi].done = 1;
+	if (fi == s->next_commit)
+		rc = commit(s, err);
+	pthread_mutex_unlock(&s->mu);
+	return rc;
+}
+
+/* Compresses len bytes of frame fi (or, with end set, ends the frame).
  * zstd copies what it is given into its window, so data is free again on
  * return. */
-static int compress_now(struct wsink *s, const void *data, size_t len, int end, struct fg_err *err)
+static int compress_now(struct zwork *z, size_t fi, const void *data, size_t len, int end,
+			struct fg_err *err)
 {
 	ZSTD_inBuffer in = { data, len, 0 };
 
-	s->frame_in += len;
+	z->s->fr[fi].dsize += len;
 	for (;;) {
-		ZSTD_outBuffer out = { s->zbuf, s->zcap, 0 };
-		size_t left = ZSTD_compressStream2(s->cctx, &out, &in, end ? ZSTD_e_end : ZSTD_e_continue);
+		ZSTD_outBuffer out = { z->zbuf, ZSTD_CStreamOutSize(), 0 };
+		size_t left = ZSTD_compressStream2(z->cctx, &out, &in, end ? ZSTD_e_end : ZSTD_e_continue);
 
 		if (ZSTD_isError(left))
 			return fg_err_set(err, FG_EIO, "zstd compress: %s", ZSTD_getErrorName(left));
-		if (out.pos && fg_write_all(s->fd, s->zbuf, out.pos))
-			return fg_err_set(err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s: %s",
-					  s->path, strerror(errno));
-		s->written += out.pos;
-		/* start write-back every WRITEBACK bytes so that the closing fsync
-		 * waits for little: the disk works while we compress */
-		if (s->written - s->flushed >= WRITEBACK) {
-			sync_file_range(s->fd, (off_t)s->flushed, (off_t)(s->written - s->flushed),
-					SYNC_FILE_RANGE_WRITE);
-			s->flushed = s->written;
-		}
+		if (out.pos && emit(z->s, fi, z->zbuf, out.pos, err))
+			return err && err->code ? err->code : FG_EIO;
 		if (end && left == 0)
-			return frame_done(s, err);
+			return frame_end(z->s, fi, err);
 		if (!end && in.pos == in.size)
 			return 0;
 	}
 }
 
-/* A piece on the compressing thread; flags 1: end the frame. */
+/* A piece on a compressing thread: arg the frame, flags 1: end it. */
 static int zpiece(void *ctx, const struct fg_ring_item *it, struct fg_err *err)
 {
-	return compress_now(ctx, it->data, it->len, it->flags, err);
+	return compress_now(ctx, (size_t)(uintptr_t)it->arg, it->data, it->len, it->flags, err);
 }
 
-static void zthread_start(struct wsink *s)
+static void zthreads_stop(struct wsink *s)
 {
-	if (fg_ring_new(&s->zring, ZQ, zpiece, s, NULL))
-		s->zring = NULL; /* compress on this thread then: same bytes */
+	int k;
+
+	for (k = 0; k < s->nz; k++) {
+		fg_ring_free(s->z[k].ring); /* compresses what is queued first */
+		s->z[k].ring = NULL;
+	}
 }
 
-static void zthread_stop(struct wsink *s)
+/* Hands a piece of the current frame to its compressor; *seq and *zi get
+ * its number and compressor (seq 0 when it was compressed at once). data
+ * must stay unchanged until zwait(zi, seq). With end, the frame ends and
+ * the next begins. */
+static int zput(struct wsink *s, const void *data, size_t len, int end, uint64_t *seq, int *zi)
 {
-	fg_ring_free(s->zring); /* compresses what is queued first */
-	s->zring = NULL;
-}
-
-/* Hands a piece to the compressor; *seq gets its number (0 when it was
- * compressed at once). data must stay unchanged until zwait(seq). */
-static int zput(struct wsink *s, const void *data, size_t len, int end, uint64_t *seq)
-{
-	struct fg_ring_item it = { data, len, NULL, end };
+	size_t fi = s->n_frames - 1;
+	struct zwork *z = &s->z[fi % (size_t)s->nz];
+	struct fg_ring_item it = { data, len, (void *)(uintptr_t)fi, end };
+	int rc;
 
 	if (seq)
 		*seq = 0;
-	if (!s->zring)
-		return compress_now(s, data, len, end, s->err);
-	return fg_ring_put(s->zring, &it, seq, s->err);
+	if (zi)
+		*zi = (int)(z - s->z);
+	if (end) {
+		if (s->n_frames == s->max_frames)
+			return fg_err_set(s->err, FG_EIO, "%s: more zstd frames than planned", s->path);
+		s->n_frames++;
+	}
+	if (!z->ring)
+		return compress_now(z, fi, data, len, end, s->err);
+	rc = fg_ring_put(z->ring, &it, seq, s->err);
+	return rc;
 }
 
-/* Waits until pieces up to seq are compressed (their buffers free). */
-static int zwait(struct wsink *s, uint64_t seq)
+/* Waits until compressor zi is done with pieces up to seq (their buffers
+ * free). */
+static int zwait(struct wsink *s, int zi, uint64_t seq)
 {
-	return s->zring ? fg_ring_wait(s->zring, seq, s->err) : 0;
+	return s->z[zi].ring && seq ? fg_ring_wait(s->z[zi].ring, seq, s->err) : 0;
 }
 
-/* The next buffer to read file data into, once the compressor is done with it. */
+/* The next buffer to read file data into, once its compressor is done with it. */
 static char *next_buf(struct wsink *s)
 {
-	s->cur_buf = (s->cur_buf + 1) % W_BUFS;
-	if (zwait(s, s->buf_seq[s->cur_buf]))
+	s->cur_buf = (s->cur_buf + 1) % s->nbufs;
+	if (zwait(s, s->buf_z[s->cur_buf], s->buf_seq[s->cur_buf]))
 		return NULL;
 	return s->bufs[s->cur_buf];
 }
@@ -463,12 +545,13 @@ static int sink_flush(struct wsink *s)
 		return 0;
 	rc = fg_sha256_update(s->id, s->stage, s->staged, s->err);
 	if (!rc)
-		rc = zput(s, s->stage, s->staged, 0, &s->stage_seq[s->cur_stage]);
+		rc = zput(s, s->stage, s->staged, 0, &s->stage_seq[s->cur_stage],
+			  &s->stage_z[s->cur_stage]);
 	s->staged = 0;
 	s->cur_stage = (s->cur_stage + 1) % W_STAGES;
 	s->stage = s->stages[s->cur_stage];
 	if (!rc)
-		rc = zwait(s, s->stage_seq[s->cur_stage]);
+		rc = zwait(s, s->stage_z[s->cur_stage], s->stage_seq[s->cur_stage]);
 	return rc;
 }
 
@@ -477,7 +560,7 @@ static int frame_cut(struct wsink *s)
 {
 	if (s->tar_len == s->frame_tar0)
 		return 0;
-	if (sink_flush(s) || zput(s, NULL, 0, 1, NULL))
+	if (sink_flush(s) || zput(s, NULL, 0, 1, NULL, NULL))
 		return -1;
 	s->frame_tar0 = s->tar_len;
 	return 0;
@@ -488,7 +571,7 @@ static int own_buf(const struct wsink *s, const char *p, size_t len)
 {
 	int k;
 
-	for (k = 0; k < W_BUFS; k++)
+	for (k = 0; k < s->nbufs; k++)
 		if (s->bufs[k] && p >= s->bufs[k] && p + len <= s->bufs[k] + IO_CHUNK)
 			return k;
 	return -1;
@@ -511,7 +594,7 @@ static int sink_take(struct wsink *s, const void *data, size_t len)
 		if (sink_flush(s))
 			return -1;
 		return fg_sha256_update(s->id, p, len, s->err) ||
-				       zput(s, p, len, 0, &s->buf_seq[k])
+				       zput(s, p, len, 0, &s->buf_seq[k], &s->buf_z[k])
 			       ? -1
 			       : 0;
 	}
@@ -654,9 +737,9 @@ out:
 /* The zstd seekable format's seek table, a skippable frame at the end:
  * each frame's compressed and decompressed size, no checksums (each frame
  * carries its XXH64, and every member its sha256). */
-static int write_seek_table(struct wsink *s, struct fg_err *err)
+static int write_seek_table(struct wsink *s, size_t n, struct fg_err *err)
 {
-	size_t body = s->n_frames * 8 + 9, i;
+	size_t body = n * 8 + 9, i;
 	unsigned char *t = malloc(8 + body);
 	int rc = 0;
 
@@ -664,18 +747,105 @@ static int write_seek_table(struct wsink *s, struct fg_err *err)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	fg_put_le32(t, SKIPPABLE_MAGIC);
 	fg_put_le32(t + 4, (uint32_t)body);
-	for (i = 0; i < s->n_frames; i++) {
-		fg_put_le32(t + 8 + 8 * i, s->frames[2 * i]);
-		fg_put_le32(t + 12 + 8 * i, s->frames[2 * i + 1]);
+	for (i = 0; i < n; i++) {
+		fg_put_le32(t + 8 + 8 * i, (uint32_t)s->fr[i].csize);
+		fg_put_le32(t + 12 + 8 * i, (uint32_t)s->fr[i].dsize);
 	}
-	fg_put_le32(t + 8 + 8 * s->n_frames, (uint32_t)s->n_frames);
-	t[12 + 8 * s->n_frames] = 0; /* descriptor: no checksums */
-	fg_put_le32(t + 13 + 8 * s->n_frames, SEEKABLE_MAGIC);
-	if (fg_write_all(s->fd, t, 8 + body))
-		rc = fg_err_set(err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s: %s", s->path,
-				strerror(errno));
+	fg_put_le32(t + 8 + 8 * n, (uint32_t)n);
+	t[12 + 8 * n] = 0; /* descriptor: no checksums */
+	fg_put_le32(t + 13 + 8 * n, SEEKABLE_MAGIC);
+	rc = out_write(s, t, 8 + body, err);
 	free(t);
 	return rc;
+}
+
+/* The most frames the writer's members can make: a cut before each member,
+ * one per FRAME_MAX of tar, the last. */
+static size_t frames_bound(const struct fg_tarball_writer *w)
+{
+	unsigned long long tar = TAR_RECORD;
+	size_t i;
+
+	for (i = 0; i < w->n; i++)
+		tar += w->e[i].size + 4096; /* data, its padding, its headers */
+	return w->n + (size_t)(tar / FRAME_MAX) + 3;
+}
+
+/* The compressors and read buffers of threads threads (see wsink). */
+static int sink_setup(struct wsink *s, const struct fg_tarball_writer *w, struct fg_err *err)
+{
+	int k, nz = w->threads > 1 ? w->threads - 1 : 1;
+
+	if (nz > MAX_ZWORKERS)
+		nz = MAX_ZWORKERS;
+	s->max_frames = frames_bound(w);
+	s->fr = calloc(s->max_frames + 1, sizeof(*s->fr));
+	s->z = calloc((size_t)nz, sizeof(*s->z));
+	s->nbufs = 2 + 2 * nz; /* one filling, the rest with the compressors */
+	s->bufs = calloc((size_t)s->nbufs, sizeof(*s->bufs));
+	s->buf_seq = calloc((size_t)s->nbufs, sizeof(*s->buf_seq));
+	s->buf_z = calloc((size_t)s->nbufs, sizeof(*s->buf_z));
+	if (!s->fr || !s->z || !s->bufs || !s->buf_seq || !s->buf_z)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	s->n_frames = 1; /* frame 0 begun */
+	for (k = 0; k < s->nbufs; k++)
+		if (!(s->bufs[k] = malloc(IO_CHUNK)))
+			return fg_err_set(err, FG_ENOMEM, "out of memory");
+	for (k = 0; k < W_STAGES; k++)
+		if (!(s->stages[k] = malloc(IO_CHUNK)))
+			return fg_err_set(err, FG_ENOMEM, "out of memory");
+	s->stage = s->stages[0];
+	s->nz = nz;
+	for (k = 0; k < nz; k++) {
+		struct zwork *z = &s->z[k];
+
+		z->s = s;
+		z->cctx = ZSTD_createCCtx();
+		z->zbuf = malloc(ZSTD_CStreamOutSize());
+		if (!z->cctx || !z->zbuf)
+			return fg_err_set(err, FG_ENOMEM, "out of memory");
+		ZSTD_CCtx_setParameter(z->cctx, ZSTD_c_compressionLevel, w->level);
+		ZSTD_CCtx_setParameter(z->cctx, ZSTD_c_checksumFlag, 1);
+	}
+	return 0;
+}
+
+/* Starts the compressing threads (none with one thread in all: then the
+ * calling thread compresses; the bytes are the same). */
+static void sink_start(struct wsink *s, int threads)
+{
+	int k;
+
+	if (threads < 2)
+		return;
+	for (k = 0; k < s->nz; k++)
+		if (fg_ring_new(&s->z[k].ring, ZQ, zpiece, &s->z[k], NULL))
+			s->z[k].ring = NULL; /* that one compresses on this thread: same bytes */
+}
+
+static void sink_free(struct wsink *s)
+{
+	size_t i;
+	int k;
+
+	zthreads_stop(s); /* before the buffers and the file go */
+	for (k = 0; s->z && k < s->nz; k++) {
+		ZSTD_freeCCtx(s->z[k].cctx);
+		free(s->z[k].zbuf);
+	}
+	free(s->z);
+	for (i = 0; s->fr && i <= s->max_frames; i++)
+		fg_buf_release(&s->fr[i].held);
+	free(s->fr);
+	for (k = 0; s->bufs && k < s->nbufs; k++)
+		free(s->bufs[k]);
+	free(s->bufs);
+	free(s->buf_seq);
+	free(s->buf_z);
+	for (k = 0; k < W_STAGES; k++)
+		free(s->stages[k]);
+	fg_sha256_free(s->id);
+	pthread_mutex_destroy(&s->mu);
 }
 
 int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint8_t id[32],
@@ -687,11 +857,12 @@ int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint
 	struct archive *a = NULL;
 	const char *slash;
 	size_t i;
-	int rc = 0, opened = 0;
+	int rc = 0, opened = 0, k;
 
 	memset(&s, 0, sizeof(s));
 	s.fd = -1;
 	s.err = err;
+	pthread_mutex_init(&s.mu, NULL);
 	qsort(w->e, w->n, sizeof(*w->e), cmp_wentry);
 	for (i = 0; !rc && i < w->n; i++)
 		rc = pathset_claim(&ps, w->e[i].name, 0, err);
@@ -706,27 +877,9 @@ int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint
 			   : fg_buf_puts(&dir, ".", err);
 	if (rc)
 		goto out;
-	s.zcap = ZSTD_CStreamOutSize();
-	s.zbuf = malloc(s.zcap);
-	s.cctx = ZSTD_createCCtx();
-	for (i = 0; i < W_STAGES; i++)
-		if (!(s.stages[i] = malloc(IO_CHUNK)))
-			rc = FG_ENOMEM;
-	for (i = 0; i < W_BUFS; i++)
-		if (!(s.bufs[i] = malloc(IO_CHUNK)))
-			rc = FG_ENOMEM;
-	s.stage = s.stages[0];
-	if (rc || !s.zbuf || !s.cctx) {
-		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	rc = sink_setup(&s, w, err);
+	if (rc)
 		goto out;
-	}
-	ZSTD_CCtx_setParameter(s.cctx, ZSTD_c_compressionLevel, w->level);
-	ZSTD_CCtx_setParameter(s.cctx, ZSTD_c_checksumFlag, 1);
-	/* One zstd stream without zstd workers, on a thread of our own beside
-	 * the one that reads, tars and hashes (as `tar | zstd` overlaps): its
-	 * bytes do not depend on the thread count, and it costs far less CPU
-	 * than zstd's own workers (measured in docs/bench.md, pack). */
-	s.threaded = w->threads > 1;
 	rc = fg_sha256_new(&s.id, err);
 	if (rc)
 		goto out;
@@ -737,8 +890,7 @@ int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint
 		goto out;
 	}
 	opened = 1;
-	if (s.threaded)
-		zthread_start(&s);
+	sink_start(&s, w->threads);
 	a = archive_write_new();
 	if (!a || archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
 	    archive_write_add_filter_none(a) != ARCHIVE_OK ||
@@ -770,12 +922,20 @@ int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint
 	if (!rc)
 		rc = sink_flush(&s) ? (err ? err->code : FG_EIO) : 0;
 	if (!rc)
-		rc = zput(&s, NULL, 0, 1, NULL);
+		rc = zput(&s, NULL, 0, 1, NULL, NULL);
+	for (k = 0; k < s.nz; k++)
+		if (s.z[k].ring) {
+			int wrc = fg_ring_wait(s.z[k].ring, fg_ring_last(s.z[k].ring), rc ? NULL : err);
+
+			if (!rc)
+				rc = wrc;
+		}
+	zthreads_stop(&s);
+	if (!rc && s.next_commit != s.n_frames - 1)
+		rc = fg_err_set(err, FG_EIO, "%s: %zu of %zu zstd frames written", tmp.data,
+				s.next_commit, s.n_frames - 1);
 	if (!rc)
-		rc = zwait(&s, s.zring ? fg_ring_last(s.zring) : 0);
-	zthread_stop(&s);
-	if (!rc)
-		rc = write_seek_table(&s, err);
+		rc = write_seek_table(&s, s.n_frames - 1, err);
 	if (!rc)
 		rc = fg_sha256_final(s.id, id, err);
 	if (!rc && fsync(s.fd))
@@ -790,19 +950,12 @@ int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint
 out:
 	if (a)
 		archive_write_free(a);
-	zthread_stop(&s); /* before the buffers and the file go */
+	zthreads_stop(&s); /* before the buffers and the file go */
 	if (s.fd >= 0)
 		close(s.fd);
 	if (rc && opened)
 		unlink(tmp.data);
-	ZSTD_freeCCtx(s.cctx);
-	fg_sha256_free(s.id);
-	free(s.frames);
-	free(s.zbuf);
-	for (i = 0; i < W_STAGES; i++)
-		free(s.stages[i]);
-	for (i = 0; i < W_BUFS; i++)
-		free(s.bufs[i]);
+	sink_free(&s);
 	fg_buf_release(&tmp);
 	fg_buf_release(&dir);
 	return rc;

@@ -77,10 +77,11 @@ void fg_tarball_stamp_of(struct fg_tarball_stamp *out, const struct stat *st);
  * the file's stamp differs before or after its copy. Copies its strings. */
 int fg_tarball_add_file(struct fg_tarball_writer *w, const char *name, const char *src,
 			const struct fg_tarball_stamp *expect, struct fg_err *err);
-/* Threads (default 1): 1 compresses on the calling thread; 2 or more on a
- * thread of its own while the calling thread reads, tars and hashes (the
- * zstd stream has no zstd workers either way, so the compressed bytes are
- * the same for any count; tested in tests/integration/bundle_pack.sh). */
+/* Threads (default 1): 1 compresses on the calling thread; N >= 2 on N - 1
+ * threads of their own while the calling thread reads, tars and hashes,
+ * each zstd frame on one of them (no zstd workers: a frame's bytes depend
+ * on its tar bytes alone, so the file is the same for any count; tested in
+ * tests/integration/bundle_pack.sh and tests/unit/test_tarlanes.c). */
 int fg_tarball_writer_set_threads(struct fg_tarball_writer *w, int threads, struct fg_err *err);
 /* Adds len bytes of data as name with mode 0644 or 0755. Copies the data. */
 int fg_tarball_add_mem(struct fg_tarball_writer *w, const char *name, const void *data, size_t len,

@@ -16,6 +16,7 @@ touch "$M/config.json"
 check "pack again (mtime of a source changed)" sh -c "'$FGPACK' pack --model '$M' --no-golden -o '$WORK/b.fgb' >'$WORK/b.id'"
 check "same bundle id twice" cmp "$WORK/a.id" "$WORK/b.id"
 check "same bytes twice" cmp "$WORK/a.fgb" "$WORK/b.fgb"
+check "--threads 1 and 4 (frames compressed on 3 threads at once): same bytes" sh -c "'$FGPACK' pack --model '$M' --no-golden --threads 1 -o '$WORK/th1.fgb' >/dev/null && '$FGPACK' pack --model '$M' --no-golden --threads 4 -o '$WORK/th4.fgb' >/dev/null && cmp '$WORK/th1.fgb' '$WORK/a.fgb' && cmp '$WORK/th4.fgb' '$WORK/a.fgb'"
 check "FG_SHA256_X2=0 (one file per hashing item, not two interleaved): same bytes" sh -c "FG_SHA256_X2=0 '$FGPACK' pack --model '$M' --no-golden -o '$WORK/x1.fgb' >/dev/null && cmp '$WORK/x1.fgb' '$WORK/a.fgb'"
 cp -r "$M" "$WORK/model5"
 head -c 70001 /dev/urandom >"$WORK/model5/odd.bin"
@@ -23,7 +24,7 @@ check "an odd count of files (the last hashed alone) packs and verifies" sh -c "
 check "... the same bytes with FG_SHA256_X2=0" sh -c "FG_SHA256_X2=0 '$FGPACK' pack --model '$WORK/model5' --no-golden -o '$WORK/o6.fgb' >/dev/null && cmp '$WORK/o5.fgb' '$WORK/o6.fgb'"
 # a write that fails (the file size limit: EFBIG) fails the pack with the
 # writing thread's message, with either thread count, and leaves nothing
-for th in 1 2; do
+for th in 1 2 4; do
 	sh -c "trap '' XFSZ; ulimit -f 2000; exec '$FGPACK' pack --model '$M' --no-golden --threads $th -o '$WORK/big$th.fgb'" >/dev/null 2>"$WORK/efbig$th.err"
 	check_exit "a failing write fails the pack (--threads $th)" 1 sh -c "exit $?"
 	check_grep "  naming the write" "fgpack pack: write .*big$th.fgb.tmp.*: File too large" "$WORK/efbig$th.err"

@@ -293,6 +293,60 @@ static void test_framings(void)
 	fg_buf_release(&tar);
 }
 
+/* Frames at most 64 MiB: a larger member is cut inside its data; the cuts
+ * and the bytes are the same however many threads compress. */
+static void test_big_member(void)
+{
+	static const int threads[] = { 1, 3, 6 };
+	char name[64], seq[4096];
+	unsigned char blk[4096], tail[9];
+	FILE *f = fopen(at("big.bin"), "wb");
+	size_t i;
+	int k, rc = 0, lanes = 0;
+
+	for (i = 0; i < sizeof(blk); i++)
+		blk[i] = (unsigned char)(i * 2654435761u >> 11);
+	/* 150 MiB + 5: a repeated block, quick to compress */
+	for (i = 0; f && i < (150u << 20) / sizeof(blk); i++)
+		rc |= fwrite(blk, 1, sizeof(blk), f) != sizeof(blk);
+	rc |= !f || fwrite("tail\n", 1, 5, f) != 5;
+	rc |= !f || fclose(f);
+	ok(rc == 0, "big member: 150 MiB written");
+	for (k = 0; k < 3; k++) {
+		struct fg_tarball_writer *w;
+		struct fg_err err;
+		uint8_t id[32];
+
+		snprintf(name, sizeof(name), "big%d.fgb", threads[k]);
+		rc = fg_tarball_writer_new(&w, 3, 0, &err) ||
+		     fg_tarball_writer_set_threads(w, threads[k], &err) ||
+		     fg_tarball_add_mem(w, "a.json", "{}\n", 3, 0644, &err) ||
+		     fg_tarball_add_file(w, "b/big.bin", at("big.bin"), NULL, &err) ||
+		     fg_tarball_add_mem(w, "c.txt", "c\n", 2, 0644, &err) ||
+		     fg_tarball_writer_finish(w, at(name), id, &err);
+		fg_tarball_writer_free(w);
+		ok(rc == 0, "big member, %d threads: packed", threads[k]);
+	}
+	{
+		char cmd[1200];
+
+		snprintf(cmd, sizeof(cmd), "cmp %s %s && cmp %s %s", at("big1.fgb"), at("big3.fgb"),
+			 at("big1.fgb"), at("big6.fgb"));
+		ok(system(cmd) == 0, "big member: the same bytes on 1, 3 and 6 threads");
+	}
+	f = fopen(at("big1.fgb"), "rb");
+	rc = !f || fseek(f, -9, SEEK_END) || fread(tail, 1, 9, f) != 9;
+	if (f)
+		fclose(f);
+	/* a.json's frame, big.bin in 3 (cut at 64 and 128 MiB of the frame),
+	 * c.txt's (the frame before it holds more than 1 MiB): 5 */
+	is_int(rc ? 0 : tail[0] | tail[1] << 8, 5, "big member: cut inside its data, 5 frames in all");
+	ok(same_outcome(at("big1.fgb"), 2, &lanes, seq, sizeof(seq)),
+	   "big member: lanes = sequential");
+	is_int(lanes, 3, "big member, 2 threads: 3 lanes (the frames inside it do not start members)");
+	ok(strstr(seq, "b/big.bin 157286405 644 ") != NULL, "big member: its size");
+}
+
 int main(void)
 {
 	char cmd[300];
@@ -305,6 +359,7 @@ int main(void)
 	}
 	test_writer();
 	test_framings();
+	test_big_member();
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", work);
 	if (system(cmd))
 		printf("# could not remove %s\n", work);
