@@ -35,28 +35,7 @@ mkdir -p "$W/side/engine"
 cp "$ENGINE" "$W/side/engine/fgpack"
 bytes=$(( $(du -sb "$M" | cut -f1) + $(stat -c %s "$ENGINE") ))
 
-# rounds CMD...: RUNS rounds, each running every CMD (a shell function name)
-# once in turn, so that the machine's moods (this VM's cost of fresh pages
-# swings 10x, docs/bench.md) fall on all of them alike; medof CMD then sets
-# W_ (median wall seconds) and C_ (median CPU seconds, user + system, of the
-# processes CMD ran: the shell's `times`). med CMD: rounds of CMD alone.
-kids_cpu() { tail -n 1 "$1" | tr 'ms' '  ' | awk '{print $1 * 60 + $2 + $3 * 60 + $4}'; }
-rounds() {
-	for c in "$@"; do : >"$W/runs.$c"; done
-	for r in $(seq "$RUNS"); do
-		for c in "$@"; do
-			times >"$W/c0"; s=$(date +%s.%N)
-			"$c" >/dev/null 2>&1
-			e=$(date +%s.%N); times >"$W/c1"
-			echo "$(echo "$e - $s" | bc -l) $(echo "$(kids_cpu "$W/c1") - $(kids_cpu "$W/c0")" | bc -l)" >>"$W/runs.$c"
-		done
-	done
-}
-medof() {
-	W_=$(awk '{print $1}' "$W/runs.$1" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-	C_=$(awk '{print $2}' "$W/runs.$1" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-}
-med() { rounds "$1" && medof "$1"; }
+. "$top/bench/rounds.inc"
 rate() { echo "scale=1; $bytes / $1 / 1000000" | bc -l; }
 sync
 fg_pack() { "$FGPACK" pack --model "$M" --no-golden --engine "$ENGINE" -o "$W/a.fgb"; }
