@@ -193,6 +193,10 @@ struct fg_tarball_writer {
 #define W_STAGES 2 /* stages for small writes: one filling, one compressing */
 #define ZQ 16
 #define MAX_ZWORKERS 63
+/* from this many threads the identity is hashed on a thread of its own: the
+ * calling thread then only reads and tars (with fewer, three busy threads
+ * on two cores lost more to hand-overs than they gained: docs/bench.md) */
+#define ID_THREAD_MIN 4
 
 struct wsink;
 
@@ -224,15 +228,17 @@ struct frec {
 struct wsink {
 	int fd;
 	const char *path;
-	struct fg_sha256 *id;
+	struct fg_sha256 *id;       /* the identity, hashed on the calling thread, or */
+	struct fg_sha256_pipe *idp; /* on a thread of its own (ID_THREAD_MIN threads) */
 	char *stage;        /* tar bytes gathered into IO_CHUNK pieces: libarchive */
 	size_t staged;      /* hands over one 10 KiB record at a time */
 	char *stages[W_STAGES];
 	uint64_t stage_seq[W_STAGES]; /* last piece handed over from each */
 	int stage_z[W_STAGES];        /* and to which compressor */
+	uint64_t stage_idseq[W_STAGES]; /* and its number in idp */
 	int cur_stage;
 	char **bufs;        /* file data is read into these and compressed from them */
-	uint64_t *buf_seq;
+	uint64_t *buf_seq, *buf_idseq;
 	int *buf_z;
 	int nbufs, cur_buf;
 	unsigned long long written, flushed; /* output bytes; and those sent to write-back */
@@ -528,11 +534,27 @@ static int zwait(struct wsink *s, int zi, uint64_t seq)
 	return s->z[zi].ring && seq ? fg_ring_wait(s->z[zi].ring, seq, s->err) : 0;
 }
 
+/* The identity takes len bytes at p; *seq gets their number in idp (0 when
+ * hashed at once). p must stay unchanged until idwait(seq). */
+static int idput(struct wsink *s, const void *p, size_t len, uint64_t *seq)
+{
+	*seq = 0;
+	if (s->idp)
+		return fg_sha256_pipe_update(s->idp, p, len, seq, s->err);
+	return fg_sha256_update(s->id, p, len, s->err);
+}
+
+static int idwait(struct wsink *s, uint64_t seq)
+{
+	return s->idp && seq ? fg_sha256_pipe_wait(s->idp, seq, s->err) : 0;
+}
+
 /* The next buffer to read file data into, once its compressor is done with it. */
 static char *next_buf(struct wsink *s)
 {
 	s->cur_buf = (s->cur_buf + 1) % s->nbufs;
-	if (zwait(s, s->buf_z[s->cur_buf], s->buf_seq[s->cur_buf]))
+	if (zwait(s, s->buf_z[s->cur_buf], s->buf_seq[s->cur_buf]) ||
+	    idwait(s, s->buf_idseq[s->cur_buf]))
 		return NULL;
 	return s->bufs[s->cur_buf];
 }
@@ -543,7 +565,7 @@ static int sink_flush(struct wsink *s)
 
 	if (!s->staged)
 		return 0;
-	rc = fg_sha256_update(s->id, s->stage, s->staged, s->err);
+	rc = idput(s, s->stage, s->staged, &s->stage_idseq[s->cur_stage]);
 	if (!rc)
 		rc = zput(s, s->stage, s->staged, 0, &s->stage_seq[s->cur_stage],
 			  &s->stage_z[s->cur_stage]);
@@ -552,6 +574,8 @@ static int sink_flush(struct wsink *s)
 	s->stage = s->stages[s->cur_stage];
 	if (!rc)
 		rc = zwait(s, s->stage_z[s->cur_stage], s->stage_seq[s->cur_stage]);
+	if (!rc)
+		rc = idwait(s, s->stage_idseq[s->cur_stage]);
 	return rc;
 }
 
@@ -593,7 +617,7 @@ static int sink_take(struct wsink *s, const void *data, size_t len)
 
 		if (sink_flush(s))
 			return -1;
-		return fg_sha256_update(s->id, p, len, s->err) ||
+		return idput(s, p, len, &s->buf_idseq[k]) ||
 				       zput(s, p, len, 0, &s->buf_seq[k], &s->buf_z[k])
 			       ? -1
 			       : 0;
@@ -784,8 +808,9 @@ static int sink_setup(struct wsink *s, const struct fg_tarball_writer *w, struct
 	s->nbufs = 2 + 2 * nz; /* one filling, the rest with the compressors */
 	s->bufs = calloc((size_t)s->nbufs, sizeof(*s->bufs));
 	s->buf_seq = calloc((size_t)s->nbufs, sizeof(*s->buf_seq));
+	s->buf_idseq = calloc((size_t)s->nbufs, sizeof(*s->buf_idseq));
 	s->buf_z = calloc((size_t)s->nbufs, sizeof(*s->buf_z));
-	if (!s->fr || !s->z || !s->bufs || !s->buf_seq || !s->buf_z)
+	if (!s->fr || !s->z || !s->bufs || !s->buf_seq || !s->buf_idseq || !s->buf_z)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	s->n_frames = 1; /* frame 0 begun */
 	for (k = 0; k < s->nbufs; k++)
@@ -818,6 +843,8 @@ static void sink_start(struct wsink *s, int threads)
 
 	if (threads < 2)
 		return;
+	if (threads >= ID_THREAD_MIN && fg_sha256_pipe_new(&s->idp, NULL))
+		s->idp = NULL; /* hashed on this thread then: the same identity */
 	for (k = 0; k < s->nz; k++)
 		if (fg_ring_new(&s->z[k].ring, ZQ, zpiece, &s->z[k], NULL))
 			s->z[k].ring = NULL; /* that one compresses on this thread: same bytes */
@@ -841,9 +868,11 @@ static void sink_free(struct wsink *s)
 		free(s->bufs[k]);
 	free(s->bufs);
 	free(s->buf_seq);
+	free(s->buf_idseq);
 	free(s->buf_z);
 	for (k = 0; k < W_STAGES; k++)
 		free(s->stages[k]);
+	fg_sha256_pipe_free(s->idp); /* waits for what it was given */
 	fg_sha256_free(s->id);
 	pthread_mutex_destroy(&s->mu);
 }
@@ -936,8 +965,17 @@ int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint
 				s.next_commit, s.n_frames - 1);
 	if (!rc)
 		rc = write_seek_table(&s, s.n_frames - 1, err);
-	if (!rc)
+	if (!rc && s.idp) {
+		char hex[FG_SHA256_HEX_LEN + 1];
+
+		rc = fg_sha256_pipe_final(s.idp, hex, NULL, err);
+		if (!rc)
+			rc = fg_sha256_pipe_drain(s.idp, err);
+		if (!rc && fg_hex_decode(hex, id, 32))
+			rc = fg_err_set(err, FG_EIO, "%s: identity hash lost", tmp.data);
+	} else if (!rc) {
 		rc = fg_sha256_final(s.id, id, err);
+	}
 	if (!rc && fsync(s.fd))
 		rc = fg_err_set(err, FG_EIO, "fsync %s: %s", tmp.data, strerror(errno));
 	if (!rc && close(s.fd))

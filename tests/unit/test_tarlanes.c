@@ -312,10 +312,12 @@ static void test_big_member(void)
 	rc |= !f || fwrite("tail\n", 1, 5, f) != 5;
 	rc |= !f || fclose(f);
 	ok(rc == 0, "big member: 150 MiB written");
+	uint8_t ids[3][32];
+
 	for (k = 0; k < 3; k++) {
 		struct fg_tarball_writer *w;
 		struct fg_err err;
-		uint8_t id[32];
+		uint8_t *id = ids[k];
 
 		snprintf(name, sizeof(name), "big%d.fgb", threads[k]);
 		rc = fg_tarball_writer_new(&w, 3, 0, &err) ||
@@ -333,6 +335,8 @@ static void test_big_member(void)
 		snprintf(cmd, sizeof(cmd), "cmp %s %s && cmp %s %s", at("big1.fgb"), at("big3.fgb"),
 			 at("big1.fgb"), at("big6.fgb"));
 		ok(system(cmd) == 0, "big member: the same bytes on 1, 3 and 6 threads");
+		ok(!memcmp(ids[0], ids[1], 32) && !memcmp(ids[0], ids[2], 32),
+		   "big member: the same identity (hashed on a thread of its own from 4 threads)");
 	}
 	f = fopen(at("big1.fgb"), "rb");
 	rc = !f || fseek(f, -9, SEEK_END) || fread(tail, 1, 9, f) != 9;
