@@ -28,7 +28,7 @@
 #include "sha256.h"
 #include "tarlanes.h"
 
-#define IO_CHUNK ((size_t)1 << 20)
+#define IO_CHUNK ((size_t)FG_TAR_PIECE_MAX)
 /* tar bytes are produced in pieces of RD_OUT: decompressed, hashed for the
  * identity and for the member while still in L2 */
 #define RD_OUT ((size_t)256 << 10)
@@ -41,7 +41,7 @@
  * finishes); the seek table at the end lists them, so a reader can start at
  * a member */
 #define FRAME_MIN ((unsigned long long)1 << 20)
-#define FRAME_MAX ((unsigned long long)64 << 20)
+#define FRAME_MAX FG_TAR_FRAME_MAX
 #define SKIPPABLE_MAGIC 0x184D2A5Eu
 #define SEEKABLE_MAGIC 0x8F92EAB1u
 #define DIRECT_MIN ((size_t)64 << 10)
@@ -191,7 +191,7 @@ struct fg_tarball_writer {
 
 /* Pieces of tar stream on their way to the compressing threads. */
 #define W_STAGES 2 /* stages for small writes: one filling, one compressing */
-#define ZQ 16
+#define ZQ (FRAME_MAX / IO_CHUNK + 8) /* a whole frame's pieces and its stages */
 #define MAX_ZWORKERS 63
 /* from this many threads the identity is hashed on a thread of its own: the
  * calling thread then only reads and tars (with fewer, three busy threads
@@ -805,7 +805,10 @@ static int sink_setup(struct wsink *s, const struct fg_tarball_writer *w, struct
 	s->max_frames = frames_bound(w);
 	s->fr = calloc(s->max_frames + 1, sizeof(*s->fr));
 	s->z = calloc((size_t)nz, sizeof(*s->z));
-	s->nbufs = 2 + 2 * nz; /* one filling, the rest with the compressors */
+	/* one filling, the rest with the compressors: a whole frame's pieces
+	 * each, so that the reading thread can go on to the next compressor's
+	 * frame instead of waiting for this one's */
+	s->nbufs = 2 + nz * (int)(FRAME_MAX / IO_CHUNK + 1);
 	s->bufs = calloc((size_t)s->nbufs, sizeof(*s->bufs));
 	s->buf_seq = calloc((size_t)s->nbufs, sizeof(*s->buf_seq));
 	s->buf_idseq = calloc((size_t)s->nbufs, sizeof(*s->buf_idseq));

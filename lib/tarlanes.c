@@ -470,27 +470,42 @@ bad:
 	return -1;
 }
 
-/* The regions' first frames ks[0..*nreg] (ks[0] = 0, ks[*nreg] = n): every
- * frame that starts a member when there are no more frames than want; else for
- * each of want - 1 even splits of the tar, the frame boundary nearest it
- * whose frame starts with a member header (a frame cut inside a large
- * member does not), after the previous one; a split none of the PROBES
- * nearest frames allows is left out. memo: per frame, 0 untried, 1 starts
- * a member, 2 does not. */
+/* Frame k may start a member: the frame before it was not cut for size
+ * (the writer cuts inside a member only when a frame would pass
+ * FG_TAR_FRAME_MAX, by a piece of at most FG_TAR_PIECE_MAX). Only a hint
+ * for where to look: starts_member decides. */
+static int may_start_member(const unsigned long long *tar, size_t k)
+{
+	return tar[k] - tar[k - 1] <= FG_TAR_FRAME_MAX - FG_TAR_PIECE_MAX;
+}
+
+/* The regions' first frames ks[0..*nreg] (ks[0] = 0, ks[*nreg] = n): with
+ * few frames (8 per lane) every one is tried, and when fewer start members
+ * than want, each that does begins a region; else,
+ * for each of want - 1 even splits of the tar, the frame nearest it that
+ * starts with a member header, after the previous one; a split none of the
+ * PROBES nearest frames that may start one allows is left out. memo: per frame, 0
+ * untried, 1 starts a member, 2 does not. */
 static void split(int fd, const unsigned long long *off, const unsigned long long *tar, size_t n,
 		  size_t want, unsigned char *memo, size_t *ks, size_t *nreg)
 {
-	size_t r, got = 0;
+	size_t r, got = 0, valid = 0;
 
 	ks[0] = 0;
-	if (want >= n) {
-		/* no more frames than lanes: a lane for each that starts a member */
-		for (r = 1; r < n; r++)
-			if (starts_member(fd, off[r], off[n]))
-				ks[++got] = r;
-		ks[++got] = n;
-		*nreg = got;
-		return;
+	if (n - 1 <= 8 * want) {
+		/* few frames: try them all; fewer members than lanes: a lane each */
+		for (r = 1; r < n; r++) {
+			memo[r] = starts_member(fd, off[r], off[n]) ? 1 : 2;
+			valid += memo[r] == 1;
+		}
+		if (valid < want) {
+			for (r = 1; r < n; r++)
+				if (memo[r] == 1)
+					ks[++got] = r;
+			ks[++got] = n;
+			*nreg = got;
+			return;
+		}
 	}
 	for (r = 1; r < want; r++) {
 		unsigned long long goal = tar[n] / want * r;
@@ -503,7 +518,7 @@ static void split(int fd, const unsigned long long *off, const unsigned long lon
 			for (k = ks[got] + 1; k < n; k++) {
 				unsigned long long d = tar[k] > goal ? tar[k] - goal : goal - tar[k];
 
-				if (memo[k] != 2 && (!best || d < bd)) {
+				if (memo[k] != 2 && may_start_member(tar, k) && (!best || d < bd)) {
 					best = k;
 					bd = d;
 				}
@@ -588,7 +603,7 @@ int fg_tarlanes_hash(const char *archive, unsigned long long max_entry, int thre
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
 	    seek_table(fd, (unsigned long long)st.st_size, &off, &tar, &nf))
 		goto out;
-	want = 2 * (size_t)threads < nf ? 2 * (size_t)threads : nf;
+	want = 2 * (size_t)threads;
 	memo = calloc(nf + 1, 1);
 	ks = calloc(want + 1, sizeof(*ks));
 	if (!memo || !ks)

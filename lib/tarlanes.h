@@ -22,6 +22,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The writer's frames (lib/tarball.c): it cuts inside a member only where a
+ * frame would pass FG_TAR_FRAME_MAX bytes of tar, by a piece of at most
+ * FG_TAR_PIECE_MAX; the lanes look for member starts elsewhere first. */
+#define FG_TAR_FRAME_MAX ((unsigned long long)8 << 20)
+#define FG_TAR_PIECE_MAX ((unsigned long long)1 << 20)
+
 struct fg_tarlane_entry {
 	char *path;
 	unsigned long long size;
