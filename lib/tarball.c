@@ -783,8 +783,12 @@ static int write_seek_table(struct wsink *s, size_t n, struct fg_err *err)
 	return rc;
 }
 
-/* The most frames the writer's members can make: a cut before each member,
- * one per FRAME_MAX of tar, the last. */
+/* The most frames the writer's members can make: before each member a cut,
+ * and after its header another when its first write alone would pass
+ * FRAME_MAX; inside members a cut each time a frame would pass FRAME_MAX,
+ * which a frame of more than FRAME_MAX - IO_CHUNK reaches with the next
+ * piece of at most IO_CHUNK (a larger write only makes its frame larger);
+ * the last. */
 static size_t frames_bound(const struct fg_tarball_writer *w)
 {
 	unsigned long long tar = TAR_RECORD;
@@ -792,7 +796,7 @@ static size_t frames_bound(const struct fg_tarball_writer *w)
 
 	for (i = 0; i < w->n; i++)
 		tar += w->e[i].size + 4096; /* data, its padding, its headers */
-	return w->n + (size_t)(tar / FRAME_MAX) + 3;
+	return 2 * w->n + (size_t)(tar / (FRAME_MAX - IO_CHUNK)) + 4;
 }
 
 /* The compressors and read buffers of threads threads (see wsink). */
