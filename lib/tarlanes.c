@@ -108,6 +108,7 @@ struct lane {
 	unsigned char blk[512];
 	size_t blk_have;
 	struct fg_buf pax;
+	int pax_open; /* an extended header was read, the header it is for not yet */
 	char *pend_path;
 	int pend_has_size;
 	unsigned long long pend_size;
@@ -265,7 +266,7 @@ static int header(struct lane *l)
 
 	if (all_zero(b)) {
 		/* the end marker: two zero blocks, in the last lane only */
-		if (!l->is_last || l->pend_path || l->pend_has_size)
+		if (!l->is_last || l->pax_open)
 			return -1;
 		if (++l->zeros == 2)
 			l->st = L_END;
@@ -276,13 +277,15 @@ static int header(struct lane *l)
 	    octal(b + 100, 8, &mode))
 		return -1;
 	if (b[156] == 'x') {
-		if (l->pax.len || l->pend_path || l->pend_has_size || size > PAX_MAX)
-			return -1;
+		if (l->pax_open || size > PAX_MAX)
+			return -1; /* one extended header per member, as pack writes */
+		l->pax_open = 1;
 		l->st = size ? L_PAX : L_HDR;
 		l->left = size;
 		l->pad = (512 - size % 512) % 512;
 		return 0;
 	}
+	l->pax_open = 0;
 	if (l->pend_path) {
 		l->cur.path = l->pend_path;
 		l->pend_path = NULL;
@@ -330,8 +333,7 @@ static int lane_data(struct lane *l, const unsigned char **p, size_t *n)
 			if (r == 1) {
 				if (l->is_last)
 					return l->st == L_END ? 1 : -1;
-				return l->st == L_HDR && !l->blk_have && !l->pend_path &&
-						       !l->pend_has_size
+				return l->st == L_HDR && !l->blk_have && !l->pax_open
 					       ? 1
 					       : -1;
 			}

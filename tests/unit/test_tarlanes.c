@@ -148,9 +148,18 @@ static int py_tar(const char *kind, const char *name, const char *offs)
 		 "else: f('components/e.bin', 5000)\n"
 		 "f('engine/fgpack', 400000)\n"
 		 "f('z/last.bin', 512)\n"
+		 "if kind == 'paxend': f('z/' + 'p' * 120, 700)\n"
 		 "t.close()\n"
 		 "t = tarfile.open(out)\n"
-		 "open(offs, 'w').write(''.join('%%d\\n' %% m.offset for m in t.getmembers()))\n"
+		 "ms = t.getmembers()\n"
+		 "open(offs, 'w').write(''.join('%%d\\n' %% m.offset for m in ms))\n"
+		 "if kind == 'paxend':\n"
+		 "    # the last member's pax header and data kept, its own header and\n"
+		 "    # data zeroed: an extended header right before the end marker\n"
+		 "    t.close(); d = bytearray(open(out, 'rb').read())\n"
+		 "    at = ms[-1].offset_data - 512\n"
+		 "    d[at:] = bytes(len(d) - at)\n"
+		 "    open(out, 'wb').write(d)\n"
 		 "EOF",
 		 kind, at(name), offs);
 	return system(cmd) ? -1 : 0;
@@ -241,7 +250,7 @@ static void test_framings(void)
 		{ "no seek table", T_NONE, 0, 1 },
 		{ "the last frame cut short", T_SHORT, 0, 1 },
 	};
-	static const char *kinds[] = { "plain", "gnu", "comment", "dir", "unsafe", "dup" };
+	static const char *kinds[] = { "plain", "gnu", "comment", "dir", "unsafe", "dup", "paxend" };
 	struct fg_buf tar = FG_BUF_INIT;
 	struct fg_err err;
 	size_t off[32], n, k, i;
