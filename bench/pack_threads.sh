@@ -6,15 +6,20 @@
 # same bundle (checked with cmp). Made for machines with more cores than the
 # 2-core dev VM (the GPU machine: docs/bench.md, pack).
 # Env: FGPACK (default ./fgpack; a static build runs on bare machines),
-# FG_BENCH_MB (default 2048: 7/8 random bytes in 7 files, 1/8 JSON text),
-# THREADS (default "1 2 4 8 16"), RUNS (default 3), DIR (default /dev/shm
+# FG_BENCH_MB (default 1024: 7/8 random bytes in 7 files, 1/8 JSON text),
+# THREADS (default 1 2 4 ... up to the CPUs online), RUNS (default 3), DIR (default /dev/shm
 # when writable, else $TMPDIR or /tmp: there fsync is free, so this measures
 # CPU scaling, not the disk).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 FGPACK=${FGPACK:-$top/fgpack}
-MB=${FG_BENCH_MB:-2048}
-THREADS=${THREADS:-1 2 4 8 16}
+MB=${FG_BENCH_MB:-1024}
+# default: 1, 2, 4, ... up to the CPUs online (each count keeps a bundle in DIR)
+if [ -z "${THREADS:-}" ]; then
+	THREADS=1
+	t=2
+	while [ "$t" -le "$(nproc)" ]; do THREADS="$THREADS $t"; t=$((t * 2)); done
+fi
 RUNS=${RUNS:-3}
 base=${DIR:-}
 if [ -z "$base" ]; then
