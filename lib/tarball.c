@@ -3,7 +3,10 @@
  * libarchive produces and parses the tar stream; zstd runs outside libarchive
  * (through libzstd, in the write and read callbacks) so that the uncompressed
  * tar bytes pass through our hands exactly once and can be hashed: that hash
- * is the archive's identity. See archive.h for the rules. */
+ * is the archive's identity. The writer cuts the tar into independent zstd
+ * frames and ends the file with the seekable format's seek table; a scan that
+ * only hashes members reads such a file in lanes (tarlanes.c). See
+ * tarball.h for the rules. */
 #include "tarball.h"
 
 #include <archive.h>

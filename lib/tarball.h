@@ -5,7 +5,9 @@
  * implied by paths), entries sorted by path bytes, one fixed mtime, uid/gid 0
  * with no user or group names, modes 0644 or 0755, restricted pax (pax
  * headers only where ustar cannot hold a field; never atime/ctime). The tar
- * stream goes through libarchive, then libzstd. An archive's identity is the
+ * stream goes through libarchive, then libzstd, as independent frames with
+ * zstd's seekable-format seek table at the end (docs/formats/bundle.md,
+ * "Frames and the seek table"). An archive's identity is the
  * sha256 of the uncompressed tar stream, computed while writing and while
  * reading, since zstd output may differ between zstd versions.
  *
