@@ -612,7 +612,11 @@ static int sink_take(struct wsink *s, const void *data, size_t len)
 {
 	const char *p = data;
 
-	if (s->tar_len - s->frame_tar0 + len > FRAME_MAX && frame_cut(s))
+	/* a frame ends before it would pass FRAME_MAX, unless all it holds is
+	 * less than FRAME_MIN (a header before one large write: the write goes
+	 * with it, into a frame over FRAME_MAX) */
+	if (s->tar_len - s->frame_tar0 >= FRAME_MIN && s->tar_len - s->frame_tar0 + len > FRAME_MAX &&
+	    frame_cut(s))
 		return -1;
 	s->tar_len += len;
 	if (len >= DIRECT_MIN && own_buf(s, p, len) >= 0) {
@@ -786,12 +790,12 @@ static int write_seek_table(struct wsink *s, size_t n, struct fg_err *err)
 	return rc;
 }
 
-/* The most frames the writer's members can make: before each member a cut,
- * and after its header another when its first write alone would pass
- * FRAME_MAX; inside members a cut each time a frame would pass FRAME_MAX,
- * which a frame of more than FRAME_MAX - IO_CHUNK reaches with the next
- * piece of at most IO_CHUNK (a larger write only makes its frame larger);
- * the last. */
+/* The most frames the writer's members can make: a cut before each member,
+ * and at most one more per member for its one large write from memory (a
+ * cut before a write of more than IO_CHUNK may leave a smaller frame);
+ * inside members a cut each time a frame would pass FRAME_MAX, which a frame
+ * of more than FRAME_MAX - IO_CHUNK reaches with the next piece of at most
+ * IO_CHUNK; the last. */
 static size_t frames_bound(const struct fg_tarball_writer *w)
 {
 	unsigned long long tar = TAR_RECORD;

@@ -322,6 +322,14 @@ static void test_big_member(void)
 	rc |= !f || fclose(f);
 	ok(rc == 0, "big member: 150 MiB written");
 	uint8_t ids[3][32];
+	char *mem = malloc((size_t)20 << 20);
+
+	for (i = 0; mem && i < ((size_t)20 << 20); i++)
+		mem[i] = (char)(i * 7 + (i >> 13));
+	if (!mem) {
+		ok(0, "big member: 20 MiB in memory");
+		return;
+	}
 
 	for (k = 0; k < 3; k++) {
 		struct fg_tarball_writer *w;
@@ -332,12 +340,15 @@ static void test_big_member(void)
 		rc = fg_tarball_writer_new(&w, 3, 0, &err) ||
 		     fg_tarball_writer_set_threads(w, threads[k], &err) ||
 		     fg_tarball_add_mem(w, "a.json", "{}\n", 3, 0644, &err) ||
+		     /* 20 MiB handed over in one write: a frame larger than 8 MiB */
+		     fg_tarball_add_mem(w, "b/mem.bin", mem, (size_t)20 << 20, 0644, &err) ||
 		     fg_tarball_add_file(w, "b/big.bin", at("big.bin"), NULL, &err) ||
 		     fg_tarball_add_mem(w, "c.txt", "c\n", 2, 0644, &err) ||
 		     fg_tarball_writer_finish(w, at(name), id, &err);
 		fg_tarball_writer_free(w);
 		ok(rc == 0, "big member, %d threads: packed", threads[k]);
 	}
+	free(mem);
 	{
 		char cmd[1200];
 
@@ -352,12 +363,13 @@ static void test_big_member(void)
 	if (f)
 		fclose(f);
 	/* a.json's frame; big.bin's header and 7 MiB, then 17 frames of 8 MiB
-	 * (a 1 MiB piece more would pass 8 MiB), then its last 7 MiB; c.txt's
-	 * (the frame before it holds more than 1 MiB): 21 */
-	is_int(rc ? 0 : tail[0] | tail[1] << 8, 21, "big member: cut inside its data, 21 frames in all");
+	 * (a 1 MiB piece more would pass 8 MiB), then its last 7 MiB; mem.bin's
+	 * header with its 20 MiB (handed over in one write: one frame over
+	 * 8 MiB, not a frame of its header alone); c.txt's: 22 */
+	is_int(rc ? 0 : tail[0] | tail[1] << 8, 22, "big member: cut inside its data, 22 frames in all");
 	ok(same_outcome(at("big1.fgb"), 2, &lanes, seq, sizeof(seq)),
 	   "big member: lanes = sequential");
-	is_int(lanes, 3, "big member, 2 threads: 3 lanes (the frames inside it do not start members)");
+	is_int(lanes, 4, "big member, 2 threads: 4 lanes, a member each (frames inside one do not start members)");
 	ok(strstr(seq, "b/big.bin 157286405 644 ") != NULL, "big member: its size");
 }
 
