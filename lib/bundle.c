@@ -651,8 +651,25 @@ int fg_bundle_open(struct fg_bundle **out, const char *fgb, const char *dest, st
 	return fg_bundle_open_id(out, fgb, dest, NULL, err);
 }
 
+static int open_bundle(struct fg_bundle **out, const char *fgb, const char *dest,
+		       const char *expect_id, int want_id, int threads, struct fg_err *err);
+
 int fg_bundle_open_id(struct fg_bundle **out, const char *fgb, const char *dest,
 		      const char *expect_id, struct fg_err *err)
+{
+	return open_bundle(out, fgb, dest, expect_id, 1, 1, err);
+}
+
+int fg_bundle_open_files(struct fg_bundle **out, const char *fgb, const char *dest, int threads,
+			 struct fg_err *err)
+{
+	return open_bundle(out, fgb, dest, NULL, 0, threads, err);
+}
+
+/* want_id 0 (no expected id only): member digests alone, b->id "", extracted
+ * in lanes on threads threads where the bundle allows */
+static int open_bundle(struct fg_bundle **out, const char *fgb, const char *dest,
+		       const char *expect_id, int want_id, int threads, struct fg_err *err)
 {
 	struct fg_bundle *b = calloc(1, sizeof(*b));
 	struct collect c = { NULL, 0, 0 };
@@ -688,13 +705,17 @@ int fg_bundle_open_id(struct fg_bundle **out, const char *fgb, const char *dest,
 	id_pass_opts(&o, expect_id);
 	if (expect_id)
 		o.hash = 0; /* bundle.json is read back from what was extracted */
-	rc = fg_tarball_extract_opts(fgb, b->dir, &o, collect_entry, &c, id, err);
+	o.threads = threads;
+	o.lanes = &b->lanes;
+	rc = fg_tarball_extract_opts(fgb, b->dir, &o, collect_entry, &c,
+				     expect_id || want_id ? id : NULL, err);
 	if (rc) {
 		rc = corrupt(rc, fgb, err);
 		b->remove_dir = 0; /* nothing was left there */
 		goto fail;
 	}
-	fg_hex_encode(id, 32, b->id);
+	if (expect_id || want_id)
+		fg_hex_encode(id, 32, b->id);
 	rc = fg_path_join(&path, b->dir, FG_BUNDLE_JSON, err);
 	if (!rc)
 		rc = fg_file_read(path.data, FG_BUNDLE_JSON_MAX, &text, err);

@@ -131,6 +131,12 @@ void fg_bundle_free(struct fg_bundle *b);
  * thread of its own, is informational. */
 int fg_bundle_open_id(struct fg_bundle **out, const char *fgb, const char *dest,
 		      const char *expect_id, struct fg_err *err);
+/* fg_bundle_open without the bundle id (b->id ""): each member hashed
+ * against bundle.json as it is written, a bundle with a seek table
+ * extracted in lanes on up to threads threads (0 = 1; lib/tarlanes.h), with
+ * the same outcome. For readers that use the files and not the id (serve). */
+int fg_bundle_open_files(struct fg_bundle **out, const char *fgb, const char *dest, int threads,
+			 struct fg_err *err);
 int fg_bundle_scan_id(struct fg_bundle **out, const char *fgb, const char *expect_id,
 		      struct fg_err *err);
 

@@ -11,6 +11,7 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <fcntl.h>
@@ -1476,6 +1477,27 @@ static int lanes_report(const char *archive, const struct fg_tarball_limits *lim
 	return rc;
 }
 
+/* Makes the folder dest (made by us, 0755) empty again: removed and made
+ * anew when anything is in it. */
+static int empty_dir(const char *dest, struct fg_err *err)
+{
+	DIR *d = opendir(dest);
+	struct dirent *e;
+	int empty = 1;
+
+	if (!d)
+		return fg_err_set(err, FG_EIO, "open %s: %s", dest, strerror(errno));
+	while (empty && (e = readdir(d)))
+		empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+	closedir(d);
+	if (empty)
+		return 0;
+	fg_rm_tree(dest);
+	if (mkdir(dest, 0700) || chmod(dest, 0755))
+		return fg_err_set(err, FG_EIO, "create %s: %s", dest, strerror(errno));
+	return 0;
+}
+
 /* Shared by scan and extract: dest NULL means write nothing. */
 static int walk_archive(const char *archive, const char *dest, const struct fg_tarball_read_opts *o,
 			fg_tarball_entry_fn fn, void *user, uint8_t id[32], struct fg_err *err)
@@ -1491,16 +1513,22 @@ static int walk_archive(const char *archive, const char *dest, const struct fg_t
 
 	if (o->lanes)
 		*o->lanes = 1;
-	if (!dest && !id && o->hash && !o->hash_only && !o->keep) {
+	if (!id && o->hash && !o->hash_only && !o->keep) {
+		struct fg_tarlanes_opts lo;
 		struct fg_tarlane_entry *le;
 		size_t n;
-
 		int nl = 1;
 
-		if (!fg_tarlanes_hash(archive,
-				      lim && lim->max_entry_size ? lim->max_entry_size
-								 : FG_TARBALL_DEFAULT_MAX_ENTRY,
-				      o->threads, &le, &n, &nl)) {
+		memset(&lo, 0, sizeof(lo));
+		lo.max_entry = lim && lim->max_entry_size ? lim->max_entry_size
+							   : FG_TARBALL_DEFAULT_MAX_ENTRY;
+		lo.max_total = lim && lim->max_total_size ? lim->max_total_size
+							   : FG_TARBALL_DEFAULT_MAX_TOTAL;
+		lo.max_entries = lim && lim->max_entries ? lim->max_entries
+							  : FG_TARBALL_DEFAULT_MAX_ENTRIES;
+		lo.threads = o->threads;
+		lo.dest = dest;
+		if (!fg_tarlanes_hash(archive, &lo, &le, &n, &nl)) {
 			rc = lanes_report(archive, lim, le, n, fn, user, err);
 			fg_tarlanes_free(le, n);
 			if (rc != 1) {
@@ -1509,6 +1537,11 @@ static int walk_archive(const char *archive, const char *dest, const struct fg_t
 				free(hd);
 				return rc;
 			}
+		}
+		/* read from start to end instead: what the lanes wrote goes first */
+		if (dest && (rc = empty_dir(dest, err)) != 0) {
+			free(hd);
+			return rc;
 		}
 	}
 	memset(&wk, 0, sizeof(wk));

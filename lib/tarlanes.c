@@ -3,6 +3,7 @@
  * a refusal is always "read it sequentially instead". */
 #include "tarlanes.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 
 #include "bf16.h" /* fg_le32 */
 #include "buf.h"
+#include "fsutil.h"
 #include "sha256.h"
 #include "workq.h"
 
@@ -115,6 +117,10 @@ struct lane {
 	struct fg_sha256 *h;
 	struct fg_tarlane_entry cur, *e;
 	size_t n, cap;
+	/* extracting: the destination folder, the member's file, the bounds */
+	int dirfd, out_fd;
+	unsigned long long total, max_total;
+	size_t max_entries;
 };
 
 /* An octal field: digits, then only NULs or spaces; -1 for anything else
@@ -248,6 +254,13 @@ static int pax_parse(struct lane *l)
 /* The member now hashed is complete. */
 static int member_done(struct lane *l)
 {
+	if (l->out_fd >= 0) {
+		int bad = close(l->out_fd);
+
+		l->out_fd = -1;
+		if (bad)
+			return -1;
+	}
 	if (fg_sha256_final(l->h, l->cur.sha256, NULL))
 		return -1;
 	if (fg_grow(&l->e, &l->cap, l->n, sizeof(*l->e)))
@@ -257,6 +270,30 @@ static int member_done(struct lane *l)
 	l->st = l->pad ? L_SKIP : L_HDR;
 	l->left = l->pad;
 	return 0;
+}
+
+/* Extracting: the member's file, created where the sequential reader would
+ * create it (its folders 0755, the file 0644 or 0755, never over anything:
+ * a name taken twice, or a folder where a file is, fails the lanes). */
+static int create(struct lane *l, char *path, int mode, unsigned long long size)
+{
+	char *slash;
+
+	if (!fg_path_is_safe_rel(path) || l->n >= l->max_entries ||
+	    (l->total += size) > l->max_total)
+		return -1; /* the sequential reader says why */
+	for (slash = strchr(path, '/'); slash; slash = strchr(slash + 1, '/')) {
+		int bad;
+
+		*slash = '\0';
+		bad = mkdirat(l->dirfd, path, 0755) && errno != EEXIST;
+		*slash = '/';
+		if (bad)
+			return -1;
+	}
+	l->out_fd = openat(l->dirfd, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			   (mode_t)mode);
+	return l->out_fd < 0 ? -1 : 0;
 }
 
 static int header(struct lane *l)
@@ -307,6 +344,8 @@ static int header(struct lane *l)
 		size = l->pend_size;
 	l->pend_has_size = 0;
 	if (size > l->max_entry)
+		return -1;
+	if (l->dirfd >= 0 && create(l, l->cur.path, mode & 0111 ? 0755 : 0644, size))
 		return -1;
 	l->cur.size = size;
 	l->cur.mode = mode & 0111 ? 0755 : 0644;
@@ -384,8 +423,10 @@ static int lane_data(struct lane *l, const unsigned char **p, size_t *n)
 }
 
 /* n bytes of the current member were hashed. */
-static int lane_take(struct lane *l, size_t n)
+static int lane_take(struct lane *l, const unsigned char *p, size_t n)
 {
+	if (l->out_fd >= 0 && fg_write_all(l->out_fd, p, n))
+		return -1;
 	l->z.out_pos += n;
 	l->left -= n;
 	return l->left ? 0 : member_done(l);
@@ -393,6 +434,8 @@ static int lane_take(struct lane *l, size_t n)
 
 static void lane_free(struct lane *l)
 {
+	if (l->out_fd >= 0)
+		close(l->out_fd);
 	zl_close(&l->z);
 	fg_buf_release(&l->pax);
 	free(l->pend_path);
@@ -550,17 +593,17 @@ static int run_pair(struct lane *a, struct lane *b)
 	while (ra == 0 && rb == 0) {
 		size_t m = na < nb ? na : nb;
 
-		if (fg_sha256_pair_update(a->h, pa, m, b->h, pb, m, NULL) || lane_take(a, m) ||
-		    lane_take(b, m))
+		if (fg_sha256_pair_update(a->h, pa, m, b->h, pb, m, NULL) || lane_take(a, pa, m) ||
+		    lane_take(b, pb, m))
 			return -1;
 		ra = lane_data(a, &pa, &na);
 		rb = lane_data(b, &pb, &nb);
 	}
 	for (; ra == 0; ra = lane_data(a, &pa, &na))
-		if (fg_sha256_update(a->h, pa, na, NULL) || lane_take(a, na))
+		if (fg_sha256_update(a->h, pa, na, NULL) || lane_take(a, pa, na))
 			return -1;
 	for (; rb == 0; rb = lane_data(b, &pb, &nb))
-		if (fg_sha256_update(b->h, pb, nb, NULL) || lane_take(b, nb))
+		if (fg_sha256_update(b->h, pb, nb, NULL) || lane_take(b, pb, nb))
 			return -1;
 	return ra < 0 || rb < 0 ? -1 : 0;
 }
@@ -580,9 +623,10 @@ static int pair_work(void *ctx, size_t item, int thread, struct fg_err *err)
 	return 0;
 }
 
-int fg_tarlanes_hash(const char *archive, unsigned long long max_entry, int threads,
+int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 		     struct fg_tarlane_entry **out, size_t *n_out, int *lanes)
 {
+	int threads = o->threads, dirfd = -1;
 	const char *env = getenv("FG_TAR_LANES");
 	struct pairs pr = { NULL, 0 };
 	unsigned long long *off = NULL, *tar = NULL;
@@ -613,6 +657,15 @@ int fg_tarlanes_hash(const char *archive, unsigned long long max_entry, int thre
 	split(fd, off, tar, nf, want, memo, ks, &pr.n);
 	if (pr.n < 2)
 		goto out;
+	if (o->dest) {
+		unsigned long long free_bytes = 0;
+
+		/* room for the whole tar, or the sequential reader says what is short */
+		dirfd = open(o->dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dirfd < 0 || fg_fs_free_bytes(o->dest, &free_bytes, NULL) ||
+		    (free_bytes && free_bytes < tar[nf]))
+			goto out;
+	}
 	pr.ln = calloc(pr.n, sizeof(*pr.ln));
 	if (!pr.ln)
 		goto out;
@@ -620,7 +673,11 @@ int fg_tarlanes_hash(const char *archive, unsigned long long max_entry, int thre
 	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
 	for (i = 0; i < pr.n; i++) {
-		pr.ln[i].max_entry = max_entry;
+		pr.ln[i].max_entry = o->max_entry;
+		pr.ln[i].max_total = o->max_total;
+		pr.ln[i].max_entries = o->max_entries;
+		pr.ln[i].dirfd = dirfd;
+		pr.ln[i].out_fd = -1;
 		pr.ln[i].is_last = i == pr.n - 1;
 		if (zl_open(&pr.ln[i].z, fd, off[ks[i]], off[ks[i + 1]]) ||
 		    fg_sha256_new_x2(&pr.ln[i].h, NULL))
@@ -653,6 +710,8 @@ out:
 	free(ks);
 	free(off);
 	free(tar);
+	if (dirfd >= 0)
+		close(dirfd);
 	close(fd);
 	return rc;
 }

@@ -35,14 +35,26 @@ struct fg_tarlane_entry {
 	uint8_t sha256[32];
 };
 
-/* 0: every member hashed, *out holds them in tar order (free with
- * fg_tarlanes_free) and *lanes (may be NULL) the number of lanes; 1: not
- * done (no seek table, fewer than two frames that start members, a member
- * over max_entry bytes, anything outside the subset, any error), nothing
- * kept. The tar is cut into up to 2 x threads (at most 16 threads) regions of about equal size
- * at frames that start members, two lanes per thread. The environment's
- * FG_TAR_LANES=0 turns the lanes off. */
-int fg_tarlanes_hash(const char *archive, unsigned long long max_entry, int threads,
+struct fg_tarlanes_opts {
+	unsigned long long max_entry; /* bytes in one member */
+	unsigned long long max_total; /* extracting: bytes in all */
+	size_t max_entries;           /* extracting: members */
+	int threads;                  /* up to 16 */
+	const char *dest;             /* NULL: hash only; else an empty folder to
+				       * extract into (on 1, the caller empties it) */
+};
+
+/* 0: every member hashed (and, with dest, written there), *out holds them
+ * in tar order (free with fg_tarlanes_free) and *lanes (may be NULL) the
+ * number of lanes; 1: not done (no seek table, fewer than two frames that
+ * start members, a member over max_entry bytes, anything outside the
+ * subset, any error; extracting also a path the sequential reader would
+ * refuse, a name taken twice, less room than the tar's size), nothing kept
+ * but what was written into dest. The tar is cut into up to 2 x threads (at
+ * most 16 threads) regions of about equal size at frames that start members,
+ * two lanes per thread. The environment's FG_TAR_LANES=0 turns the lanes
+ * off. */
+int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 		     struct fg_tarlane_entry **out, size_t *n, int *lanes);
 void fg_tarlanes_free(struct fg_tarlane_entry *e, size_t n);
 

@@ -84,6 +84,7 @@ PORT=$(free_port)
 SPID=$!
 at_exit "kill $SPID 2>/dev/null"
 check "the bundled engine serves" wait_port "$PORT"
+check_grep "... its files checked, the bundle read in lanes (its engine starts a frame of its own)" 'fgpack serve: [0-9]* files checked against bundle.json in .*[^0-9][2-9][0-9]* lanes' "$WORK/serve.err"
 check "GET /health answers" sh -c "curl -sf http://127.0.0.1:$PORT/health >/dev/null"
 check "a completion from token ids" sh -c "curl -sf http://127.0.0.1:$PORT/v1/completions -H 'content-type: application/json' -d '{\"prompt\": [2, 17, 30], \"max_tokens\": 4}' | grep -q '\"choices\"'"
 kill "$SPID"

@@ -86,6 +86,73 @@ static int same_outcome(const char *path, int threads, int *lanes, char *seq_out
 	return same;
 }
 
+/* Extracts path into dest with lanes on `threads` threads (or, with
+ * threads 0, from start to end): the outcome as text, then every file's
+ * path, mode and size, or "none" when nothing is at dest. */
+static void extract_text(const char *path, int threads, const char *dest, struct fg_buf *out,
+			 int *lanes)
+{
+	struct fg_tarball_read_opts o;
+	struct fg_err err;
+	char cmd[1200];
+	FILE *f;
+	int rc;
+
+	memset(&o, 0, sizeof(o));
+	memset(&err, 0, sizeof(err));
+	o.hash = 1;
+	o.threads = threads ? threads : 1;
+	o.lanes = lanes;
+	if (threads)
+		unsetenv("FG_TAR_LANES");
+	else
+		setenv("FG_TAR_LANES", "0", 1);
+	fg_buf_reset(out);
+	rc = fg_tarball_extract_opts(path, dest, &o, add_entry, out, NULL, &err);
+	unsetenv("FG_TAR_LANES");
+	fg_buf_printf(out, NULL, "rc %d %s\n", rc, rc ? err.msg : "");
+	snprintf(cmd, sizeof(cmd), "cd %s 2>/dev/null && find . -printf '%%P %%m %%s\\n' | sort || echo none",
+		 dest);
+	f = popen(cmd, "r");
+	while (f && fgets(cmd, sizeof(cmd), f))
+		fg_buf_puts(out, cmd, NULL);
+	if (f)
+		pclose(f);
+}
+
+/* Extraction with lanes on 1 and 3 threads gives what extraction from start
+ * to end gives: outcome, members, files (and their bytes: diff -r), nothing
+ * beside. *lanes: the lanes of the 1-thread run. */
+static int same_extract(const char *path, int *lanes)
+{
+	struct fg_buf seq = FG_BUF_INIT, ln = FG_BUF_INIT;
+	char cmd[1400];
+	int t, same = 1;
+
+	extract_text(path, 0, at("xs"), &seq, NULL);
+	for (t = 1; t <= 3; t += 2) {
+		extract_text(path, t, at("xl"), &ln, t == 1 ? lanes : NULL);
+		snprintf(cmd, sizeof(cmd), "test ! -e %s || diff -r %s %s >/dev/null", at("xs"), at("xs"),
+			 at("xl"));
+		if (ln.len != seq.len || memcmp(ln.data, seq.data, seq.len) || system(cmd)) {
+			same = 0;
+			printf("# extract %s, %d threads:\n# lanes: %s# sequential: %s", path, t, ln.data,
+			       seq.data);
+		}
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", at("xl"));
+		if (system(cmd))
+			same = 0;
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf %s; ls %s | grep -c partial | grep -qx 0", at("xs"), work);
+	if (system(cmd)) {
+		same = 0;
+		printf("# extract %s: a partial folder was left\n", path);
+	}
+	fg_buf_release(&seq);
+	fg_buf_release(&ln);
+	return same;
+}
+
 /* How the seek table of a framed archive lies, if it does. */
 enum { T_RIGHT, T_CSIZE, T_RESERVED, T_DSIZE, T_NONE, T_SHORT };
 
@@ -214,6 +281,9 @@ static void test_writer(void)
 	is_int(lanes, 2, "writer: one thread reads it in two lanes");
 	ok(same_outcome(at("own.fgb"), 3, &lanes, NULL, 0), "writer: again on 3 threads");
 	ok(lanes >= 3, "writer: three threads read it in more lanes (%d)", lanes);
+	lanes = 0;
+	ok(same_extract(at("own.fgb"), &lanes), "writer: extracted in lanes = from start to end");
+	is_int(lanes, 2, "writer: extracted in two lanes on one thread");
 	ok(strstr(seq, "w/part-5.bin 1145728 644 ") && strstr(seq, "small/empty 0 755 ") &&
 		   strstr(seq, "rc 0"),
 	   "writer: every member with its size and mode");
@@ -297,6 +367,11 @@ static void test_framings(void)
 			want = k == 0 ? fr[i].lanes : 1;
 			is_int(lanes, want, "%s tar, %s: %s", kinds[k], fr[i].what,
 			       want == 2 ? "read in two lanes" : "read from start to end");
+			lanes = 0;
+			ok(same_extract(at(fgb), &lanes), "%s tar, %s: extracted in lanes = from start to end",
+			   kinds[k], fr[i].what);
+			is_int(lanes, want, "%s tar, %s: extracted %s", kinds[k], fr[i].what,
+			       want == 2 ? "in two lanes" : "from start to end");
 		}
 	}
 	fg_buf_release(&tar);
