@@ -4,18 +4,22 @@
  * seekable format's seek table after them (as pack writes, but cut where
  * the input says, header or not), under a private $TMPDIR. The archive is
  * scanned hashing every member, in lanes on 1 and 2 threads and from start
- * to end (FG_TAR_LANES=0). Contract: the same return code, message and
- * members (name, size, mode, digest, in order) every way; a refusal is one
- * line.
+ * to end (FG_TAR_LANES=0), then extracted the same three ways. Contract: the
+ * same return code, message and members (name, size, mode, digest, in
+ * order) every way, and the same files written (path, mode, bytes), only
+ * regular files and folders, nothing at all after a refusal; a refusal is
+ * one line.
  *
  * Input: byte 0 = number of cuts (low 3 bits); then 2 bytes per cut, a
  * little-endian count of 512-byte blocks (a cut is at that block, plus the
  * low bit of the byte after as an extra 100 bytes, so cuts fall on headers
  * and off them); the rest is the tar. */
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -49,6 +53,79 @@ static int add_entry(void *user, const struct fg_tarball_entry *e, struct fg_err
 	fg_hex_encode(e->sha256, 32, hex);
 	return fg_buf_printf(user, err, "%s %llu %o %d %s\n", e->path, e->size, (unsigned)e->mode,
 			     e->is_dir, e->hashed ? hex : "-");
+}
+
+/* Lists dir's files below rel (path, mode, size, sha256) into out; every
+ * entry must be a regular file or a folder. */
+static void list_tree(const char *dir, const char *rel, struct fg_buf *out)
+{
+	char path[8192];
+	DIR *d;
+	struct dirent *e;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, rel);
+	d = opendir(path);
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		char sub[8192], full[16384];
+		struct stat st;
+
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		snprintf(sub, sizeof(sub), "%s%s%s", rel, *rel ? "/" : "", e->d_name);
+		snprintf(full, sizeof(full), "%s/%s", dir, sub);
+		if (lstat(full, &st))
+			abort();
+		if (S_ISDIR(st.st_mode)) {
+			fg_buf_printf(out, NULL, "%s/ %o\n", sub, (unsigned)(st.st_mode & 07777));
+			list_tree(dir, sub, out);
+		} else if (S_ISREG(st.st_mode)) {
+			uint8_t dg[32];
+			char hex[FG_SHA256_HEX_LEN + 1];
+			unsigned long long n = 0;
+
+			if (fg_sha256_file(full, dg, &n, NULL))
+				abort();
+			fg_hex_encode(dg, 32, hex);
+			fg_buf_printf(out, NULL, "%s %o %llu %s\n", sub, (unsigned)(st.st_mode & 07777), n,
+				      hex);
+		} else {
+			abort(); /* a link, a device: never written */
+		}
+	}
+	closedir(d);
+}
+
+/* Extracts into base/x (lanes on or not): the outcome and the tree as text
+ * (a refusal leaves nothing: base/x must not exist). */
+static void extract(int threads, int lanes_on, struct fg_buf *out)
+{
+	struct fg_tarball_read_opts o;
+	struct fg_tarball_limits lim = { 1 << 20, 4 << 20, 64 };
+	struct fg_err err = { 0, "" };
+	char dest[4200];
+	int rc;
+
+	if (lanes_on)
+		unsetenv("FG_TAR_LANES");
+	else
+		setenv("FG_TAR_LANES", "0", 1);
+	memset(&o, 0, sizeof(o));
+	o.lim = &lim;
+	o.hash = 1;
+	o.threads = threads;
+	snprintf(dest, sizeof(dest), "%s/x", base);
+	fg_buf_reset(out);
+	rc = fg_tarball_extract_opts(fgb, dest, &o, add_entry, out, NULL, &err);
+	if (rc && (!err.msg[0] || strchr(err.msg, '\n')))
+		abort();
+	if (fg_buf_printf(out, NULL, "rc %d %s\n", rc, rc ? err.msg : ""))
+		abort();
+	if (rc && access(dest, F_OK) == 0)
+		abort(); /* a refused archive leaves nothing */
+	list_tree(dest, "", out);
+	fg_rm_tree(dest);
 }
 
 static void scan(int threads, int lanes_on, struct fg_buf *out)
@@ -105,6 +182,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (a.len != b.len || memcmp(a.data, b.data, a.len))
 		abort();
 	scan(2, 1, &b);
+	if (a.len != b.len || memcmp(a.data, b.data, a.len))
+		abort();
+	extract(1, 0, &a);
+	extract(1, 1, &b);
+	if (a.len != b.len || memcmp(a.data, b.data, a.len))
+		abort();
+	extract(2, 1, &b);
 	if (a.len != b.len || memcmp(a.data, b.data, a.len))
 		abort();
 	fg_buf_release(&f);
