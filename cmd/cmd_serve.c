@@ -143,9 +143,6 @@ int cmd_serve(int argc, char **argv)
 					b->problems[k].what);
 			goto fail;
 		}
-		fprintf(stderr, "fgpack serve: %zu files checked against bundle.json in %.2f s (%d %s)\n",
-			b->n_files, b->seconds, b->lanes > 1 ? b->lanes : 1,
-			b->lanes > 1 ? "lanes" : "pass from start to end");
 		if (!fg_json_str(b->meta, "model")) {
 			rc = fg_err_set(&err, FG_EINVAL, "%s: the bundle names no model for the engine "
 							 "(try fgpack exec)", bundle);
@@ -233,6 +230,10 @@ int cmd_serve(int argc, char **argv)
 	if (tok)
 		fprintf(stderr, "fgpack serve: chat format %s%s\n", fg_chat_format_name(fg_server_chat_format(srv)),
 			so.chat_format != FG_CHAT_NONE ? " (--chat-format)" : " (from the tokenizer)");
+	if (b) /* once all went well: a failure above stays one line */
+		fprintf(stderr, "fgpack serve: %zu files checked against bundle.json in %.2f s (%d %s)\n",
+			b->n_files, b->seconds, b->lanes > 1 ? b->lanes : 1,
+			b->lanes > 1 ? "lanes" : "pass from start to end");
 	fprintf(stderr, "fgpack serve: listening on http://%s:%d\n", so.host ? so.host : "127.0.0.1",
 		fg_server_port(srv));
 	sigwait(&set, &sig);
