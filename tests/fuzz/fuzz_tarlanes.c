@@ -55,6 +55,20 @@ static int add_entry(void *user, const struct fg_tarball_entry *e, struct fg_err
 			     e->is_dir, e->hashed ? hex : "-");
 }
 
+/* Every member hashed, small limits, lanes on `threads` threads or off. */
+static void read_opts(struct fg_tarball_read_opts *o, struct fg_tarball_limits *lim, int threads,
+		      int lanes_on)
+{
+	if (lanes_on)
+		unsetenv("FG_TAR_LANES");
+	else
+		setenv("FG_TAR_LANES", "0", 1);
+	memset(o, 0, sizeof(*o));
+	o->lim = lim;
+	o->hash = 1;
+	o->threads = threads;
+}
+
 /* Lists dir's files below rel (path, mode, size, sha256) into out; every
  * entry must be a regular file or a folder. */
 static void list_tree(const char *dir, const char *rel, struct fg_buf *out)
@@ -107,14 +121,7 @@ static void extract(int threads, int lanes_on, struct fg_buf *out)
 	char dest[4200];
 	int rc;
 
-	if (lanes_on)
-		unsetenv("FG_TAR_LANES");
-	else
-		setenv("FG_TAR_LANES", "0", 1);
-	memset(&o, 0, sizeof(o));
-	o.lim = &lim;
-	o.hash = 1;
-	o.threads = threads;
+	read_opts(&o, &lim, threads, lanes_on);
 	snprintf(dest, sizeof(dest), "%s/x", base);
 	fg_buf_reset(out);
 	rc = fg_tarball_extract_opts(fgb, dest, &o, add_entry, out, NULL, &err);
@@ -135,14 +142,7 @@ static void scan(int threads, int lanes_on, struct fg_buf *out)
 	struct fg_err err = { 0, "" };
 	int rc;
 
-	if (lanes_on)
-		unsetenv("FG_TAR_LANES");
-	else
-		setenv("FG_TAR_LANES", "0", 1);
-	memset(&o, 0, sizeof(o));
-	o.lim = &lim;
-	o.hash = 1;
-	o.threads = threads;
+	read_opts(&o, &lim, threads, lanes_on);
 	fg_buf_reset(out);
 	rc = fg_tarball_scan_opts(fgb, &o, add_entry, out, NULL, &err);
 	if (rc && (!err.msg[0] || strchr(err.msg, '\n')))
