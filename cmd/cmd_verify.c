@@ -240,7 +240,7 @@ int cmd_verify(int argc, char **argv)
 	/* what proved the files: the expected id over the whole tar, or each
 	 * member's digest against bundle.json */
 	cJSON_AddStringToObject(files, "checked_by", b->by_id ? "bundle id" : "member digests");
-	/* 2: a seekable bundle's members hashed from two places at once */
+	/* N: a seekable bundle's members hashed from N places at once */
 	cJSON_AddNumberToObject(files, "lanes", b->lanes ? b->lanes : 1);
 	if (o.id)
 		cJSON_AddStringToObject(sum, "expected_id", o.id);

@@ -751,7 +751,7 @@ out:
  * reads (kept in the one pass that lists them: no pass per member). */
 struct member {
 	char *name;
-	char *data; /* NULL: not kept (not wanted, or over its limit) */
+	char *data; /* NUL-terminated; NULL: not kept (not wanted, or over its limit) */
 	size_t len;
 };
 
@@ -790,24 +790,27 @@ static int collect_member(void *user, const struct fg_tarball_entry *e, struct f
 	l->n++;
 	if (e->content) {
 		m->len = (size_t)e->size;
-		if (!(m->data = malloc(m->len ? m->len : 1)))
+		if (!(m->data = malloc(m->len + 1)))
 			return fg_err_set(err, FG_ENOMEM, "out of memory");
 		memcpy(m->data, e->content, m->len);
+		m->data[m->len] = '\0'; /* as an fg_buf holds text */
 	}
 	return 0;
 }
 
-/* The kept bytes of the member named name into text (as read_member
- * would: 0, or -1 when absent or not kept). */
-static int member_text(const struct member_list *l, const char *name, struct fg_buf *text)
+/* The kept bytes of the member named name (as read_member would give
+ * them): 0, or -1 when absent or not kept. */
+static int member_text(const struct member_list *l, const char *name, const char **data,
+		       size_t *len)
 {
 	size_t i;
 
-	fg_buf_reset(text);
 	for (i = 0; i < l->n; i++)
-		if (!strcmp(l->m[i].name, name))
-			return l->m[i].data && !fg_buf_append(text, l->m[i].data, l->m[i].len, NULL) ? 0
-												   : -1;
+		if (!strcmp(l->m[i].name, name)) {
+			*data = l->m[i].data;
+			*len = l->m[i].len;
+			return l->m[i].data ? 0 : -1;
+		}
 	return -1;
 }
 
@@ -850,6 +853,8 @@ int fg_audit_bundle(struct fg_audit **out, const char *path, struct fg_err *err)
 {
 	struct fg_audit *a = NULL;
 	struct fg_buf bj = FG_BUF_INIT, text = FG_BUF_INIT, sig = FG_BUF_INIT, owner = FG_BUF_INIT;
+	const char *kd = NULL; /* a kept member's bytes (member_text) */
+	size_t kn = 0;
 	struct member_list ml = { 0 };
 	cJSON *meta = NULL;
 	const cJSON *files, *comps, *c, *f;
@@ -897,8 +902,8 @@ int fg_audit_bundle(struct fg_audit **out, const char *path, struct fg_err *err)
 	}
 
 	/* the manifest inside, for env values and patches */
-	if (member_text(&ml, "manifest.json", &text) == 0 &&
-	    fg_manifest_parse(&m, text.data ? text.data : "", text.len, "manifest.json", NULL) == 0)
+	if (member_text(&ml, "manifest.json", &kd, &kn) == 0 &&
+	    fg_manifest_parse(&m, kd, kn, "manifest.json", NULL) == 0)
 		env = fg_json_obj(m->json, "env");
 	else
 		rc = unknown(a, err, "no manifest.json in the bundle: env settings and patches not checked");
@@ -991,8 +996,7 @@ int fg_audit_bundle(struct fg_audit **out, const char *path, struct fg_err *err)
 			cJSON *d;
 			size_t k, best = 0, best_len = 0;
 
-			if (member_text(&ml, nm, &text) ||
-			    fg_json_parse(&st, text.data ? text.data : "", text.len, nm, NULL))
+			if (member_text(&ml, nm, &kd, &kn) || fg_json_parse(&st, kd, kn, nm, NULL))
 				continue;
 			d = derived_from(st);
 			cJSON_Delete(st);
@@ -1025,8 +1029,8 @@ int fg_audit_bundle(struct fg_audit **out, const char *path, struct fg_err *err)
 				a->rows[best].derived = d;
 			}
 		} else if (ends_with(nm, ".py") && env) {
-			if (member_text(&ml, nm, &text) == 0)
-				rc = fg_audit_scan_python(a, nm, text.data ? text.data : "", text.len, env, err);
+			if (member_text(&ml, nm, &kd, &kn) == 0)
+				rc = fg_audit_scan_python(a, nm, kd, kn, env, err);
 		}
 	}
 	if (!rc && !hint[0])

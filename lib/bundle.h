@@ -98,9 +98,9 @@ struct fg_bundle {
 	unsigned long long bytes;             /* their total size */
 	double seconds;                       /* extraction + hashing wall time */
 	int lanes;                            /* places the archive was read from at
-					       * once: 2 when a seekable bundle's
-					       * members were hashed in two lanes
-					       * (lib/tarlanes.h), else 1 */
+					       * once: N when a seekable bundle was
+					       * read in N lanes (lib/tarlanes.h),
+					       * else 1 */
 	char expect_id[FG_SHA256_HEX_LEN + 1]; /* the id it was checked against, or "" */
 	int by_id;                            /* id == expect_id: every byte proven
 					       * by it; member digests not recomputed */

@@ -13,8 +13,8 @@
 #include <archive_entry.h>
 #include <dirent.h>
 #include <errno.h>
-#include <pthread.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,8 +46,6 @@
  * a member */
 #define FRAME_MIN ((unsigned long long)1 << 20)
 #define FRAME_MAX FG_TAR_FRAME_MAX
-#define SKIPPABLE_MAGIC 0x184D2A5Eu
-#define SEEKABLE_MAGIC 0x8F92EAB1u
 #define DIRECT_MIN ((size_t)64 << 10)
 /* GNU tar's record: the archive is padded with zeros to a multiple of it */
 #define TAR_RECORD 10240
@@ -256,8 +254,6 @@ struct wsink {
 	int nz;
 	struct fg_err *err;
 	int failed;
-	int werr; /* a write failed (mu): its errno, the message in werr_msg */
-	struct fg_err werr_msg;
 };
 
 int fg_tarball_writer_new(struct fg_tarball_writer **out, int level, long long mtime,
@@ -514,7 +510,6 @@ static int zput(struct wsink *s, const void *data, size_t len, int end, uint64_t
 	size_t fi = s->n_frames - 1;
 	struct zwork *z = &s->z[fi % (size_t)s->nz];
 	struct fg_ring_item it = { data, len, (void *)(uintptr_t)fi, end };
-	int rc;
 
 	if (seq)
 		*seq = 0;
@@ -527,8 +522,7 @@ static int zput(struct wsink *s, const void *data, size_t len, int end, uint64_t
 	}
 	if (!z->ring)
 		return compress_now(z, fi, data, len, end, s->err);
-	rc = fg_ring_put(z->ring, &it, seq, s->err);
-	return rc;
+	return fg_ring_put(z->ring, &it, seq, s->err);
 }
 
 /* Waits until compressor zi is done with pieces up to seq (their buffers
@@ -777,7 +771,7 @@ static int write_seek_table(struct wsink *s, size_t n, struct fg_err *err)
 
 	if (!t)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
-	fg_put_le32(t, SKIPPABLE_MAGIC);
+	fg_put_le32(t, FG_TAR_SKIPPABLE_MAGIC);
 	fg_put_le32(t + 4, (uint32_t)body);
 	for (i = 0; i < n; i++) {
 		fg_put_le32(t + 8 + 8 * i, (uint32_t)s->fr[i].csize);
@@ -785,7 +779,7 @@ static int write_seek_table(struct wsink *s, size_t n, struct fg_err *err)
 	}
 	fg_put_le32(t + 8 + 8 * n, (uint32_t)n);
 	t[12 + 8 * n] = 0; /* descriptor: no checksums */
-	fg_put_le32(t + 13 + 8 * n, SEEKABLE_MAGIC);
+	fg_put_le32(t + 13 + 8 * n, FG_TAR_SEEKABLE_MAGIC);
 	rc = out_write(s, t, 8 + body, err);
 	free(t);
 	return rc;
@@ -1299,13 +1293,27 @@ struct hdr {
 	int mode, is_dir;
 };
 
+/* lim (may be NULL) with its zeros replaced by the defaults */
+static struct fg_tarball_limits limits_of(const struct fg_tarball_limits *lim)
+{
+	struct fg_tarball_limits l = { FG_TARBALL_DEFAULT_MAX_ENTRY, FG_TARBALL_DEFAULT_MAX_TOTAL,
+				       FG_TARBALL_DEFAULT_MAX_ENTRIES };
+
+	if (lim && lim->max_entry_size)
+		l.max_entry_size = lim->max_entry_size;
+	if (lim && lim->max_total_size)
+		l.max_total_size = lim->max_total_size;
+	if (lim && lim->max_entries)
+		l.max_entries = lim->max_entries;
+	return l;
+}
+
 static int check_header(struct archive_entry *ae, const char *archive, struct hdr *h,
 			const struct fg_tarball_limits *lim, struct fg_err *err)
 {
 	const char *name = archive_entry_pathname(ae);
 	mode_t type = archive_entry_filetype(ae);
-	unsigned long long max_entry = lim && lim->max_entry_size ? lim->max_entry_size
-								   : FG_TARBALL_DEFAULT_MAX_ENTRY;
+	unsigned long long max_entry = limits_of(lim).max_entry_size;
 	size_t n;
 
 	if (!name)
@@ -1364,10 +1372,9 @@ struct walk {
 
 static int walk_account(struct walk *wk, const struct hdr *h, struct fg_err *err)
 {
-	size_t max_entries = wk->lim && wk->lim->max_entries ? wk->lim->max_entries
-							      : FG_TARBALL_DEFAULT_MAX_ENTRIES;
-	unsigned long long max_total = wk->lim && wk->lim->max_total_size ? wk->lim->max_total_size
-									  : FG_TARBALL_DEFAULT_MAX_TOTAL;
+	struct fg_tarball_limits l = limits_of(wk->lim);
+	size_t max_entries = l.max_entries;
+	unsigned long long max_total = l.max_total_size;
 
 	if (++wk->entries > max_entries)
 		return fg_err_set(err, FG_EFORMAT, "%s: more than %zu members", wk->archive, max_entries);
@@ -1514,18 +1521,16 @@ static int walk_archive(const char *archive, const char *dest, const struct fg_t
 	if (o->lanes)
 		*o->lanes = 1;
 	if (!id && o->hash && !o->hash_only && !o->keep) {
+		struct fg_tarball_limits l = limits_of(lim);
 		struct fg_tarlanes_opts lo;
 		struct fg_tarlane_entry *le;
 		size_t n;
 		int nl = 1;
 
 		memset(&lo, 0, sizeof(lo));
-		lo.max_entry = lim && lim->max_entry_size ? lim->max_entry_size
-							   : FG_TARBALL_DEFAULT_MAX_ENTRY;
-		lo.max_total = lim && lim->max_total_size ? lim->max_total_size
-							   : FG_TARBALL_DEFAULT_MAX_TOTAL;
-		lo.max_entries = lim && lim->max_entries ? lim->max_entries
-							  : FG_TARBALL_DEFAULT_MAX_ENTRIES;
+		lo.max_entry = l.max_entry_size;
+		lo.max_total = l.max_total_size;
+		lo.max_entries = l.max_entries;
 		lo.threads = o->threads;
 		lo.dest = dest;
 		if (!fg_tarlanes_hash(archive, &lo, &le, &n, &nl)) {

@@ -1,4 +1,4 @@
-/* tarlanes.c - member digests of a seekable tar.zst in two lanes; see
+/* tarlanes.c - a seekable tar.zst hashed (and extracted) in lanes; see
  * tarlanes.h. Every check here only decides whether the lanes may answer;
  * a refusal is always "read it sequentially instead". */
 #include "tarlanes.h"
@@ -23,8 +23,6 @@
 #define PAX_MAX ((unsigned long long)1 << 20)
 #define PROBES 8 /* split points tried, best balanced first */
 #define MAX_THREADS 16
-#define SKIPPABLE_MAGIC 0x184D2A5Eu
-#define SEEKABLE_MAGIC 0x8F92EAB1u
 
 /* ---- one lane's zstd input: the frames in [zpos, zend) ---- */
 
@@ -482,8 +480,8 @@ static int seek_table(int fd, unsigned long long size, unsigned long long **off,
 	size_t n, i, esz;
 
 	*off = *tar = NULL;
-	if (size < 17 || pread(fd, foot, 9, (off_t)(size - 9)) != 9 || fg_le32(foot + 5) != SEEKABLE_MAGIC ||
-	    (foot[4] & 0x7c))
+	if (size < 17 || pread(fd, foot, 9, (off_t)(size - 9)) != 9 ||
+	    fg_le32(foot + 5) != FG_TAR_SEEKABLE_MAGIC || (foot[4] & 0x7c))
 		return -1;
 	n = fg_le32(foot);
 	esz = foot[4] & 0x80 ? 12 : 8;
@@ -495,7 +493,7 @@ static int seek_table(int fd, unsigned long long size, unsigned long long **off,
 	*off = malloc((n + 1) * sizeof(**off));
 	*tar = malloc((n + 1) * sizeof(**tar));
 	if (!t || !*off || !*tar || pread(fd, t, body + 8, (off_t)start) != (ssize_t)(body + 8) ||
-	    fg_le32(t) != SKIPPABLE_MAGIC || fg_le32(t + 4) != body)
+	    fg_le32(t) != FG_TAR_SKIPPABLE_MAGIC || fg_le32(t + 4) != body)
 		goto bad;
 	(*off)[0] = (*tar)[0] = 0;
 	for (i = 0; i < n; i++) {
@@ -526,11 +524,11 @@ static int may_start_member(const unsigned long long *tar, size_t k)
 
 /* The regions' first frames ks[0..*nreg] (ks[0] = 0, ks[*nreg] = n): with
  * few frames (8 per lane) every one is tried, and when fewer start members
- * than want, each that does begins a region; else,
- * for each of want - 1 even splits of the tar, the frame nearest it that
- * starts with a member header, after the previous one; a split none of the
- * PROBES nearest frames that may start one allows is left out. memo: per frame, 0
- * untried, 1 starts a member, 2 does not. */
+ * than want, each that does begins a region; else, for each of want - 1
+ * even splits of the tar, the frame nearest it that starts with a member
+ * header, after the previous one; a split none of the PROBES nearest frames
+ * that may start one allows is left out. memo: per frame, 0 untried, 1
+ * starts a member, 2 does not. */
 static void split(int fd, const unsigned long long *off, const unsigned long long *tar, size_t n,
 		  size_t want, unsigned char *memo, size_t *ks, size_t *nreg)
 {

@@ -1,4 +1,4 @@
-/* tarlanes.h - member digests of a seekable tar.zst in two lanes.
+/* tarlanes.h - a seekable tar.zst hashed, or extracted, in lanes.
  *
  * A bundle written by fg_tarball_writer_finish is a run of zstd frames that
  * start at member headers, with the zstd seekable format's seek table at the
@@ -6,8 +6,9 @@
  * at once, each from a frame that starts a member: a thread runs two of
  * them and hashes a member of each together (fg_sha256_pair_update: on
  * SHA-NI two streams cost less than twice one), and threads run pairs side
- * by side. Used only where the sequential reader would hash every member
- * and nothing else (no identity, nothing written).
+ * by side. Used where the sequential reader would hash every member and
+ * compute no identity: a scan, or an extraction into a fresh folder (each
+ * lane then writes its members there).
  *
  * The walk accepts a strict subset of tar, what fgpack writes: ustar headers
  * of regular files, pax 'x' headers with path, size and times, the end
@@ -27,6 +28,10 @@
  * FG_TAR_PIECE_MAX; the lanes look for member starts elsewhere first. */
 #define FG_TAR_FRAME_MAX ((unsigned long long)8 << 20)
 #define FG_TAR_PIECE_MAX ((unsigned long long)1 << 20)
+/* the zstd seekable format: the skippable frame holding the seek table, and
+ * the magic its last 4 bytes end the file with */
+#define FG_TAR_SKIPPABLE_MAGIC 0x184D2A5Eu
+#define FG_TAR_SEEKABLE_MAGIC 0x8F92EAB1u
 
 struct fg_tarlane_entry {
 	char *path;

@@ -10,6 +10,7 @@
 
 #include "bf16.h"
 #include "buf.h"
+#include "tarlanes.h" /* the seekable format's magics */
 
 #define SEEK_TEST_MAX 64
 
@@ -52,7 +53,7 @@ static int seek_append_table(struct fg_buf *f, const struct seek_frames *sf, uns
 	unsigned char t[8 + SEEK_TEST_MAX * 8 + 9];
 	size_t i, n = sf->n;
 
-	fg_put_le32(t, 0x184D2A5Eu);
+	fg_put_le32(t, FG_TAR_SKIPPABLE_MAGIC);
 	fg_put_le32(t + 4, (uint32_t)(n * 8 + 9));
 	for (i = 0; i < n; i++) {
 		fg_put_le32(t + 8 + 8 * i, sf->cs[i]);
@@ -60,7 +61,7 @@ static int seek_append_table(struct fg_buf *f, const struct seek_frames *sf, uns
 	}
 	fg_put_le32(t + 8 + 8 * n, (uint32_t)n);
 	t[12 + 8 * n] = descriptor;
-	fg_put_le32(t + 13 + 8 * n, 0x8F92EAB1u);
+	fg_put_le32(t + 13 + 8 * n, FG_TAR_SEEKABLE_MAGIC);
 	return fg_buf_append(f, t, 8 + n * 8 + 9, NULL);
 }
 

@@ -15,18 +15,8 @@
 #include "fsutil.h"
 #include "sha256.h"
 #include "tap.h"
+#include "workdir_test.h"
 
-static char work[256];
-
-static const char *at(const char *rel)
-{
-	static char paths[8][512];
-	static int next;
-	char *p = paths[next++ % 8];
-
-	snprintf(p, 512, "%s/%s", work, rel);
-	return p;
-}
 
 static int write_text(const char *path, const char *text, int mode)
 {
@@ -435,19 +425,11 @@ static void test_stamp_and_threads(void)
 
 int main(void)
 {
-	char cmd[300];
-	const char *tmp = getenv("TMPDIR");
-
-	snprintf(work, sizeof(work), "%s/fgarch.XXXXXX", tmp ? tmp : "/tmp");
-	if (!mkdtemp(work)) {
-		printf("not ok 1 - mkdtemp\n");
+	if (work_begin("fgarch"))
 		return 1;
-	}
 	test_roundtrip();
 	test_hostile();
 	test_stamp_and_threads();
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", work);
-	if (system(cmd))
-		printf("# could not remove %s\n", work);
+	work_end();
 	return tap_done();
 }

@@ -20,19 +20,9 @@
 #include "sha256.h"
 #include "seek_test.h"
 #include "tap.h"
+#include "workdir_test.h"
 #include "tarball.h"
 
-static char work[256];
-
-static const char *at(const char *rel)
-{
-	static char paths[8][512];
-	static int next;
-	char *p = paths[next++ % 8];
-
-	snprintf(p, 512, "%s/%s", work, rel);
-	return p;
-}
 
 static int add_entry(void *user, const struct fg_tarball_entry *e, struct fg_err *err)
 {
@@ -450,19 +440,11 @@ static void test_big_member(void)
 
 int main(void)
 {
-	char cmd[300];
-	const char *tmp = getenv("TMPDIR");
-
-	snprintf(work, sizeof(work), "%s/fglanes.XXXXXX", tmp ? tmp : "/tmp");
-	if (!mkdtemp(work)) {
-		printf("not ok 1 - mkdtemp\n");
+	if (work_begin("fglanes"))
 		return 1;
-	}
 	test_writer();
 	test_framings();
 	test_big_member();
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", work);
-	if (system(cmd))
-		printf("# could not remove %s\n", work);
+	work_end();
 	return tap_done();
 }
