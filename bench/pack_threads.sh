@@ -1,10 +1,12 @@
 #!/bin/sh
-# bench/pack_threads.sh - how `fgpack pack` and `fgpack verify --no-replay`
-# scale with --threads, beside `tar | zstd -3` (one thread, as pack's bytes)
-# and `tar | zstd -3 -T0` (zstd's own threads, other bytes) on the same
-# files, median of RUNS rounds run in alternation. Every pack must give the
-# same bundle (checked with cmp). Made for machines with more cores than the
-# 2-core dev VM (the GPU machine: docs/bench.md, pack).
+# bench/pack_threads.sh - how `fgpack pack`, `fgpack verify --no-replay`
+# and `fgpack exec` (extraction and the bundle id) scale with --threads, beside `tar | zstd -3` (one thread, as pack's
+# bytes), `tar | zstd -3 -T0` (zstd's own threads, other bytes) and `zstd -dc
+# | tar -x` on the same files, and beside the same fgpack commands read from
+# start to end (FG_TAR_LANES=0), median of RUNS rounds run in alternation.
+# Every pack must give the same bundle (checked with cmp). Made for machines
+# with more cores than the 2-core dev VM (the GPU machine: docs/bench.md,
+# pack).
 # Env: FGPACK (default ./fgpack; a static build runs on bare machines),
 # FG_BENCH_MB (default 1024: 7/8 random bytes in 7 files, 1/8 JSON text),
 # THREADS (default 1 2 4 ... up to the CPUs online), RUNS (default 3), DIR (default /dev/shm
@@ -43,7 +45,11 @@ bytes=$(du -sb "$M" | cut -f1)
 for t in $THREADS; do
 	eval "pack_$t() { \"\$FGPACK\" pack --model \"\$M\" --no-golden --engine \"\$FGPACK\" --threads $t -o \"\$W/t$t.fgb\"; }"
 	eval "verify_$t() { \"\$FGPACK\" verify \"\$W/t1.fgb\" --no-replay --threads $t --summary -; }"
+	eval "exec_$t() { rm -rf \"\$W/x\"; \"\$FGPACK\" exec \"\$W/t1.fgb\" --dir \"\$W/x\" --threads $t -- true; }"
 done
+# from start to end: the id and the member digests in one paired pass
+exec_seq() { rm -rf "$W/x"; FG_TAR_LANES=0 "$FGPACK" exec "$W/t1.fgb" --dir "$W/x" -- true; }
+untar() { rm -rf "$W/x"; mkdir "$W/x"; zstd -dc "$W/t1.fgb" | tar -xf - -C "$W/x"; }
 tar_zstd() { tar -C "$M" --sort=name -cf - . | zstd -3 -q -f -o "$W/g.tar.zst"; }
 tar_zstd_t0() { tar -C "$M" --sort=name -cf - . | zstd -3 -T0 -q -f -o "$W/g0.tar.zst"; }
 
@@ -83,5 +89,26 @@ for t in $THREADS; do
 	medof "verify_$t"
 	awk -v l="fgpack verify --threads $t" -v w="$W_" -v c="$C_" -v b="$bytes" \
 		'BEGIN { printf "  %-28s %7.3fs %8.1f MB/s %7.2f CPU-s  %.0f MB per CPU-second\n", l, w, b / w / 1e6, c, b / c / 1e6 }'
+done
+# exec: the members extracted in lanes, the bundle id read beside them
+xrow() { # label wall cpu [reference wall, its label]
+	awk -v l="$1" -v w="$2" -v c="$3" -v b="$bytes" -v r="${4:-0}" -v rl="${5:-}" \
+		'BEGIN { printf "  %-34s %7.3fs %8.1f MB/s %7.2f CPU-s", l, w, b / w / 1e6, c;
+			 if (r > 0) printf " | wall / %s %.2fx", rl, w / r; printf "\n" }'
+}
+list="exec_seq"
+[ -n "$zv" ] && list="$list untar"
+for t in $THREADS; do list="$list exec_$t"; done
+rounds $list
+medof exec_seq; te=$W_; ce=$C_
+tu=0
+if [ -n "$zv" ]; then
+	medof untar; tu=$W_
+	xrow "zstd -dc | tar -x" "$W_" "$C_"
+fi
+xrow "exec --dir, start to end" "$te" "$ce" "$tu" "zstd|tar"
+for t in $THREADS; do
+	medof "exec_$t"
+	xrow "exec --dir --threads $t" "$W_" "$C_" "$te" "start to end"
 done
 echo "  load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -16,13 +16,14 @@
 #include "fsutil.h"
 #include "json.h"
 #include "manifest.h"
+#include "workq.h"
 
 extern char **environ;
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: fgpack exec BUNDLE.fgb [--dir DIR] [--print-env] [-- CMD [ARG...]]\n\n"
+		"usage: fgpack exec BUNDLE.fgb [--dir DIR] [--print-env] [--threads N] [-- CMD [ARG...]]\n\n"
 		"Extracts the bundle (checking every member against bundle.json; a mismatch\n"
 		"exits 3 and runs nothing), then runs CMD, or the manifest's serve command in\n"
 		"the bundle's patches/ folder, with:\n"
@@ -36,6 +37,9 @@ static void usage(FILE *f)
 		"  --dir DIR     extract into DIR (must not exist) and keep it; default: a\n"
 		"                temporary folder removed when CMD exits\n"
 		"  --print-env   print the variables that were set or rewritten, then run\n"
+		"  --threads N   threads that extract and check a bundle pack wrote (it is\n"
+		"                read in up to 2N lanes, the bundle id beside them);\n"
+		"                default: the CPUs online, at most 16\n"
 		"Exits with CMD's status (128+N when a signal N ended it).\n");
 }
 
@@ -154,7 +158,7 @@ int cmd_exec(int argc, char **argv)
 	const char *bundle = NULL, *dir = NULL;
 	const cJSON *comps, *c;
 	char **cmd = NULL, *patches = NULL;
-	int i, rc, print = 0, status = 0, dash = -1;
+	int i, rc, print = 0, status = 0, dash = -1, threads = 0;
 	size_t k;
 
 	memset(&err, 0, sizeof(err));
@@ -171,6 +175,10 @@ int cmd_exec(int argc, char **argv)
 			dir = argv[++i];
 		else if (!strcmp(argv[i], "--print-env"))
 			print = 1;
+		else if (!strcmp(argv[i], "--threads")) {
+			if (i + 1 >= argc || fg_parse_int(argv[++i], 1, 256, &threads))
+				return fg_cmd_usage_error("exec", "--threads wants a number from 1 to 256");
+		}
 		else if (argv[i][0] == '-')
 			return fg_cmd_usage_error("exec", "unknown option %s", argv[i]);
 		else if (!bundle)
@@ -183,7 +191,8 @@ int cmd_exec(int argc, char **argv)
 	if (dash >= 0 && dash + 1 >= argc)
 		return fg_cmd_usage_error("exec", "nothing after --");
 
-	rc = fg_bundle_open(&b, bundle, dir, &err);
+	/* extracted in lanes, the id read beside them */
+	rc = fg_bundle_open_id(&b, bundle, dir, NULL, threads ? threads : fg_workq_cpus(16), &err);
 	if (rc) {
 		if (b)
 			for (k = 0; k < b->n_problems; k++)

@@ -217,9 +217,11 @@ int cmd_verify(int argc, char **argv)
 	 * digests prove the files and the id is not needed: one hashing pass
 	 * unless --show-id asks for it (docs/formats/bundle.md) */
 	if (!o.no_replay)
-		rc = fg_bundle_open_id(&b, o.bundle, NULL, o.id, &err);
+		rc = fg_bundle_open_id(&b, o.bundle, NULL, o.id,
+				       o.threads_given ? o.threads : fg_workq_cpus(16), &err);
 	else if (o.id || o.show_id)
-		rc = fg_bundle_scan_id(&b, o.bundle, o.id, &err);
+		rc = fg_bundle_scan_id(&b, o.bundle, o.id,
+				       o.threads_given ? o.threads : fg_workq_cpus(16), &err);
 	else
 		rc = fg_bundle_scan_files(&b, o.bundle,
 					  o.threads_given ? o.threads : fg_workq_cpus(16), &err);

@@ -648,16 +648,16 @@ static int json_is_hashed_copy(const struct collect *c, const struct fg_buf *tex
 
 int fg_bundle_open(struct fg_bundle **out, const char *fgb, const char *dest, struct fg_err *err)
 {
-	return fg_bundle_open_id(out, fgb, dest, NULL, err);
+	return fg_bundle_open_id(out, fgb, dest, NULL, 1, err);
 }
 
 static int open_bundle(struct fg_bundle **out, const char *fgb, const char *dest,
 		       const char *expect_id, int want_id, int threads, struct fg_err *err);
 
 int fg_bundle_open_id(struct fg_bundle **out, const char *fgb, const char *dest,
-		      const char *expect_id, struct fg_err *err)
+		      const char *expect_id, int threads, struct fg_err *err)
 {
-	return open_bundle(out, fgb, dest, expect_id, 1, 1, err);
+	return open_bundle(out, fgb, dest, expect_id, 1, threads, err);
 }
 
 int fg_bundle_open_files(struct fg_bundle **out, const char *fgb, const char *dest, int threads,
@@ -666,8 +666,9 @@ int fg_bundle_open_files(struct fg_bundle **out, const char *fgb, const char *de
 	return open_bundle(out, fgb, dest, NULL, 0, threads, err);
 }
 
-/* want_id 0 (no expected id only): member digests alone, b->id "", extracted
- * in lanes on threads threads where the bundle allows */
+/* Extracted in lanes on threads threads where the bundle allows, unless an
+ * expected id is the check; want_id 0 (no expected id only): member digests
+ * alone, b->id "" */
 static int open_bundle(struct fg_bundle **out, const char *fgb, const char *dest,
 		       const char *expect_id, int want_id, int threads, struct fg_err *err)
 {
@@ -750,7 +751,7 @@ fail:
 
 int fg_bundle_scan(struct fg_bundle **out, const char *fgb, struct fg_err *err)
 {
-	return fg_bundle_scan_id(out, fgb, NULL, err);
+	return fg_bundle_scan_id(out, fgb, NULL, 1, err);
 }
 
 /* want_id 0 (no expected id only): member digests alone, b->id "", read
@@ -811,10 +812,10 @@ static int scan(struct fg_bundle **out, const char *fgb, const char *expect_id, 
 	return 0;
 }
 
-int fg_bundle_scan_id(struct fg_bundle **out, const char *fgb, const char *expect_id,
+int fg_bundle_scan_id(struct fg_bundle **out, const char *fgb, const char *expect_id, int threads,
 		      struct fg_err *err)
 {
-	return scan(out, fgb, expect_id, 1, 1, err);
+	return scan(out, fgb, expect_id, 1, threads, err);
 }
 
 int fg_bundle_scan_files(struct fg_bundle **out, const char *fgb, int threads,

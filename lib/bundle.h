@@ -128,16 +128,19 @@ void fg_bundle_free(struct fg_bundle *b);
  * itself is the last problem ("(archive)"): FG_EMISMATCH as usual.
  * Without an expected id the member digests against bundle.json are the
  * check (as fg_bundle_open/scan), and the id, computed beside them on a
- * thread of its own, is informational. */
+ * thread of its own, is informational; a bundle with a seek table is then
+ * extracted in lanes on up to threads threads (0 = 1; lib/tarlanes.h), the
+ * id read from start to end beside them (fg_bundle_open: 1 thread). */
 int fg_bundle_open_id(struct fg_bundle **out, const char *fgb, const char *dest,
-		      const char *expect_id, struct fg_err *err);
+		      const char *expect_id, int threads, struct fg_err *err);
 /* fg_bundle_open without the bundle id (b->id ""): each member hashed
  * against bundle.json as it is written, a bundle with a seek table
  * extracted in lanes on up to threads threads (0 = 1; lib/tarlanes.h), with
  * the same outcome. For readers that use the files and not the id (serve). */
 int fg_bundle_open_files(struct fg_bundle **out, const char *fgb, const char *dest, int threads,
 			 struct fg_err *err);
-int fg_bundle_scan_id(struct fg_bundle **out, const char *fgb, const char *expect_id,
+/* fg_bundle_open_id that writes nothing (b->dir NULL); threads as there. */
+int fg_bundle_scan_id(struct fg_bundle **out, const char *fgb, const char *expect_id, int threads,
 		      struct fg_err *err);
 
 /* fg_bundle_scan_id without an expected id and without the id: the member

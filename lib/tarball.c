@@ -660,6 +660,12 @@ static int la_fail(struct archive *a, struct wsink *s, const char *what, const c
 			  archive_error_string(a) ? archive_error_string(a) : "libarchive error");
 }
 
+static int stamps_equal(const struct fg_tarball_stamp *a, const struct fg_tarball_stamp *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->size == b->size && a->mtime_ns == b->mtime_ns &&
+	       a->ctime_ns == b->ctime_ns;
+}
+
 /* stamp_differs: the file behind fd no longer looks as when it was hashed */
 static int stamp_differs(int fd, const struct wentry *e)
 {
@@ -671,8 +677,7 @@ static int stamp_differs(int fd, const struct wentry *e)
 	if (fstat(fd, &st))
 		return 1;
 	fg_tarball_stamp_of(&now, &st);
-	return now.dev != e->expect.dev || now.ino != e->expect.ino || now.size != e->expect.size ||
-	       now.mtime_ns != e->expect.mtime_ns || now.ctime_ns != e->expect.ctime_ns;
+	return !stamps_equal(&now, &e->expect);
 }
 
 static int write_member(struct archive *a, struct wsink *s, const struct wentry *e, long long mtime,
@@ -1484,6 +1489,83 @@ static int lanes_report(const char *archive, const struct fg_tarball_limits *lim
 	return rc;
 }
 
+/* The identity of an archive read from start to end on a thread of its
+ * own, beside the lanes (which cannot hash the tar stream in order): an
+ * independent reader of the same file, whose stamp must not move from
+ * before both began to after both ended, so that the identity names the
+ * bytes the lanes checked. stop ends it early, its result unused. */
+struct idrun {
+	pthread_t th;
+	const char *archive;
+	struct fg_tarball_stamp before;
+	uint8_t id[32];
+	struct fg_err err;
+	int rc;
+	volatile int stop;
+};
+
+static int archive_stamp(const char *archive, struct fg_tarball_stamp *out)
+{
+	struct stat st;
+
+	if (stat(archive, &st))
+		return -1;
+	fg_tarball_stamp_of(out, &st);
+	return 0;
+}
+
+static void *idrun_main(void *arg)
+{
+	struct idrun *j = arg;
+	struct rsrc r;
+	const void *d;
+	size_t len = 1;
+	int rc = src_open(&r, j->archive, 1, 1, &j->err);
+
+	while (!rc && len && !__atomic_load_n(&j->stop, __ATOMIC_RELAXED))
+		rc = src_next(&r, &d, &len);
+	if (!rc && len) /* stopped */
+		rc = fg_err_set(&j->err, FG_EIO, "%s: identity pass stopped", j->archive);
+	if (!rc)
+		rc = fg_sha256_final(r.id, j->id, &j->err);
+	j->rc = rc;
+	src_close(&r);
+	return NULL;
+}
+
+/* Starts the identity pass (NULL when it could not start: then the archive
+ * is read from start to end, which hashes the identity itself). */
+static struct idrun *idrun_start(const char *archive)
+{
+	struct idrun *j = calloc(1, sizeof(*j));
+
+	if (!j)
+		return NULL;
+	j->archive = archive;
+	if (archive_stamp(archive, &j->before) || pthread_create(&j->th, NULL, idrun_main, j)) {
+		free(j);
+		return NULL;
+	}
+	return j;
+}
+
+/* Waits for the identity pass (stopping it first when stop): 0 with id set
+ * when it read the whole archive and the file's stamp held throughout. */
+static int idrun_end(struct idrun *j, int stop, uint8_t id[32])
+{
+	struct fg_tarball_stamp after;
+	int ok;
+
+	if (stop)
+		__atomic_store_n(&j->stop, 1, __ATOMIC_RELAXED);
+	pthread_join(j->th, NULL);
+	ok = !stop && !j->rc && !archive_stamp(j->archive, &after) && stamps_equal(&after, &j->before);
+	if (ok)
+		memcpy(id, j->id, 32);
+	free(j);
+	return ok ? 0 : -1;
+}
+
 /* Makes the folder dest (made by us, 0755) empty again: removed and made
  * anew when anything is in it. */
 static int empty_dir(const char *dest, struct fg_err *err)
@@ -1520,20 +1602,32 @@ static int walk_archive(const char *archive, const char *dest, const struct fg_t
 
 	if (o->lanes)
 		*o->lanes = 1;
-	if (!id && o->hash && !o->hash_only && !o->keep) {
+	/* members hashed and nothing else in lanes; when extracting, also with
+	 * an informational identity, read beside them on a thread of its own
+	 * (a scan with the identity is one paired pass from start to end: the
+	 * identity pass alone takes nearly as long, docs/bench.md) */
+	if ((!id || (o->id_thread && dest)) && o->hash && !o->hash_only && !o->keep) {
 		struct fg_tarball_limits l = limits_of(lim);
 		struct fg_tarlanes_opts lo;
 		struct fg_tarlane_entry *le;
+		struct idrun *ir = id && fg_tarlanes_may_read(archive) ? idrun_start(archive) : NULL;
 		size_t n;
-		int nl = 1;
+		int nl = 1, lrc;
 
 		memset(&lo, 0, sizeof(lo));
 		lo.max_entry = l.max_entry_size;
 		lo.max_total = l.max_total_size;
 		lo.max_entries = l.max_entries;
-		lo.threads = o->threads;
+		/* the identity pass takes one of the threads (on two cores, lanes
+		 * on both and the identity beside them lost to the hand-overs) */
+		lo.threads = ir && o->threads > 1 ? o->threads - 1 : o->threads;
 		lo.dest = dest;
-		if (!fg_tarlanes_hash(archive, &lo, &le, &n, &nl)) {
+		lrc = id && !ir ? 1 : fg_tarlanes_hash(archive, &lo, &le, &n, &nl);
+		if (ir && idrun_end(ir, lrc != 0, id) && !lrc) {
+			fg_tarlanes_free(le, n); /* the identity pass failed: from start to end */
+			lrc = 1;
+		}
+		if (!lrc) {
 			rc = lanes_report(archive, lim, le, n, fn, user, err);
 			fg_tarlanes_free(le, n);
 			if (rc != 1) {

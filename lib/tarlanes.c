@@ -621,11 +621,34 @@ static int pair_work(void *ctx, size_t item, int thread, struct fg_err *err)
 	return 0;
 }
 
+static int lanes_off(void)
+{
+	const char *env = getenv("FG_TAR_LANES");
+
+	return env && !strcmp(env, "0");
+}
+
+int fg_tarlanes_may_read(const char *archive)
+{
+	unsigned char foot[9];
+	struct stat st;
+	int fd, ok = 0;
+
+	if (lanes_off())
+		return 0;
+	fd = open(archive, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ok = !fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_size >= 17 &&
+	     pread(fd, foot, 9, st.st_size - 9) == 9 && fg_le32(foot + 5) == FG_TAR_SEEKABLE_MAGIC;
+	close(fd);
+	return ok;
+}
+
 int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 		     struct fg_tarlane_entry **out, size_t *n_out, int *lanes)
 {
 	int threads = o->threads, dirfd = -1;
-	const char *env = getenv("FG_TAR_LANES");
 	struct pairs pr = { NULL, 0 };
 	unsigned long long *off = NULL, *tar = NULL;
 	unsigned char *memo = NULL;
@@ -635,7 +658,7 @@ int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 
 	*out = NULL;
 	*n_out = 0;
-	if (env && !strcmp(env, "0"))
+	if (lanes_off())
 		return 1;
 	if (threads < 1)
 		threads = 1;

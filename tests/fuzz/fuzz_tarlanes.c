@@ -10,6 +10,10 @@
  * regular files and folders, nothing at all after a refusal; a refusal is
  * one line.
  *
+ * With bit 3 of byte 0 set, every reader is also asked for the identity
+ * (o.id_thread: informational, read from start to end beside the lanes),
+ * which must then be the same every way too.
+ *
  * Input: byte 0 = number of cuts (low 3 bits); then 2 bytes per cut, a
  * little-endian count of 512-byte blocks (a cut is at that block, plus the
  * low bit of the byte after as an extra 100 bytes, so cuts fall on headers
@@ -30,6 +34,7 @@
 #include "tests/unit/seek_test.h"
 
 static char base[4096], fgb[4200];
+static int want_id; /* readers also asked for the identity */
 
 static void cleanup(void)
 {
@@ -66,7 +71,21 @@ static void read_opts(struct fg_tarball_read_opts *o, struct fg_tarball_limits *
 	memset(o, 0, sizeof(*o));
 	o->lim = lim;
 	o->hash = 1;
+	o->id_thread = want_id;
 	o->threads = threads;
+}
+
+/* The outcome's line: code, message, the identity when asked and read. */
+static void outcome(struct fg_buf *out, int rc, const struct fg_err *err, const uint8_t id[32])
+{
+	char hex[FG_SHA256_HEX_LEN + 1] = "-";
+
+	if (rc && (!err->msg[0] || strchr(err->msg, '\n')))
+		abort();
+	if (want_id && !rc)
+		fg_hex_encode(id, 32, hex);
+	if (fg_buf_printf(out, NULL, "rc %d %s id %s\n", rc, rc ? err->msg : "", hex))
+		abort();
 }
 
 /* Lists dir's files below rel (path, mode, size, sha256) into out; every
@@ -119,16 +138,14 @@ static void extract(int threads, int lanes_on, struct fg_buf *out)
 	struct fg_tarball_limits lim = { 1 << 20, 4 << 20, 64 };
 	struct fg_err err = { 0, "" };
 	char dest[4200];
+	uint8_t id[32];
 	int rc;
 
 	read_opts(&o, &lim, threads, lanes_on);
 	snprintf(dest, sizeof(dest), "%s/x", base);
 	fg_buf_reset(out);
-	rc = fg_tarball_extract_opts(fgb, dest, &o, add_entry, out, NULL, &err);
-	if (rc && (!err.msg[0] || strchr(err.msg, '\n')))
-		abort();
-	if (fg_buf_printf(out, NULL, "rc %d %s\n", rc, rc ? err.msg : ""))
-		abort();
+	rc = fg_tarball_extract_opts(fgb, dest, &o, add_entry, out, want_id ? id : NULL, &err);
+	outcome(out, rc, &err, id);
 	if (rc && access(dest, F_OK) == 0)
 		abort(); /* a refused archive leaves nothing */
 	list_tree(dest, "", out);
@@ -140,15 +157,13 @@ static void scan(int threads, int lanes_on, struct fg_buf *out)
 	struct fg_tarball_read_opts o;
 	struct fg_tarball_limits lim = { 1 << 20, 4 << 20, 64 };
 	struct fg_err err = { 0, "" };
+	uint8_t id[32];
 	int rc;
 
 	read_opts(&o, &lim, threads, lanes_on);
 	fg_buf_reset(out);
-	rc = fg_tarball_scan_opts(fgb, &o, add_entry, out, NULL, &err);
-	if (rc && (!err.msg[0] || strchr(err.msg, '\n')))
-		abort();
-	if (fg_buf_printf(out, NULL, "rc %d %s\n", rc, rc ? err.msg : ""))
-		abort();
+	rc = fg_tarball_scan_opts(fgb, &o, add_entry, out, want_id ? id : NULL, &err);
+	outcome(out, rc, &err, id);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -165,6 +180,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1)
 		return 0;
 	ncut = data[0] & 7;
+	want_id = (data[0] >> 3) & 1;
 	if (size < 1 + 3 * ncut)
 		return 0;
 	for (i = 0; i < ncut; i++)

@@ -15,6 +15,24 @@ check_grep "all timed requests completed" '"completed": "4/4"' "$WORK/s.json"
 check_grep "perplexity measured" '"ppl": [0-9]' "$WORK/s.json"
 check_grep "device named" '"kind": "cpu"' "$WORK/s.json"
 check "--json prints the summary" sh -c "'$FGPACK' verify '$WORK/g.fgb' --no-bench --json --summary - | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d[\"verdict\"]==\"verified\", d'"
+# a replay extracts in lanes (the engine and the model start frames of
+# their own) and reads the id from start to end beside them: the same id,
+# files and verdict as with the lanes off
+"$FGPACK" verify "$WORK/g.fgb" --no-bench --threads 1 --json --summary - >"$WORK/gl.json" 2>/dev/null
+FG_TAR_LANES=0 "$FGPACK" verify "$WORK/g.fgb" --no-bench --threads 1 --json --summary - >"$WORK/gs.json" 2>/dev/null
+check "replay: extracted in 2 lanes on one thread, 1 with FG_TAR_LANES=0" sh -c "grep -q '\"lanes\": 2' '$WORK/gl.json' && grep -q '\"lanes\": 1' '$WORK/gs.json'"
+check_grep "replay in lanes: the id beside them is pack's" "\"bundle\": \"$(cat "$WORK/g.id")\"" "$WORK/gl.json"
+check "replay in lanes: the same summary as from start to end (but times)" sh -c "python3 - '$WORK/gl.json' '$WORK/gs.json' <<'PY'
+import json, sys
+def strip(p):
+    d = json.load(open(p))
+    d['files'].pop('lanes'); d['files'].pop('seconds'); d['files'].pop('mb_per_s')
+    for k in ('tps', 'bench', 'seconds', 'wall_s'):
+        d.pop(k, None)
+    return d
+a, b = strip(sys.argv[1]), strip(sys.argv[2])
+sys.exit(0 if a == b else 1)
+PY"
 
 # rewrite the transcript inside the bundle, keep bundle.json consistent
 edit() { # mode out

@@ -33,26 +33,43 @@ static int add_entry(void *user, const struct fg_tarball_entry *e, struct fg_err
 			     e->hashed ? hex : "-");
 }
 
+/* Whether readers are also asked for the identity (on a thread of its own,
+ * informational: with the lanes, a pass from start to end beside them). */
+static int want_id;
+
+/* The outcome's last line: code, message and, when asked and read, the
+ * identity. */
+static void outcome_line(struct fg_buf *out, int rc, const struct fg_err *err, const uint8_t id[32])
+{
+	char hex[FG_SHA256_HEX_LEN + 1] = "-";
+
+	if (want_id && !rc)
+		fg_hex_encode(id, 32, hex);
+	fg_buf_printf(out, NULL, "rc %d %s id %s\n", rc, rc ? err->msg : "", hex);
+}
+
 /* One scan's outcome as text: code, message, members. */
 static void scan_text(const char *path, int threads, struct fg_buf *out, int *lanes)
 {
 	struct fg_tarball_read_opts o;
 	struct fg_err err;
+	uint8_t id[32];
 	int rc;
 
 	memset(&o, 0, sizeof(o));
 	memset(&err, 0, sizeof(err));
 	o.hash = 1;
+	o.id_thread = want_id;
 	o.threads = threads;
 	o.lanes = lanes;
 	fg_buf_reset(out);
-	rc = fg_tarball_scan_opts(path, &o, add_entry, out, NULL, &err);
-	fg_buf_printf(out, NULL, "rc %d %s\n", rc, rc ? err.msg : "");
+	rc = fg_tarball_scan_opts(path, &o, add_entry, out, want_id ? id : NULL, &err);
+	outcome_line(out, rc, &err, id);
 }
 
 /* Scans path with lanes on 1..3 threads and without; 1 when every outcome
  * is the sequential one. *lanes: the lanes of the run on `threads`. */
-static int same_outcome(const char *path, int threads, int *lanes, char *seq_out, size_t cap)
+static int same_outcome_as(const char *path, int threads, int *lanes, char *seq_out, size_t cap)
 {
 	struct fg_buf seq = FG_BUF_INIT, ln = FG_BUF_INIT;
 	int t, same = 1, l = 0;
@@ -76,6 +93,27 @@ static int same_outcome(const char *path, int threads, int *lanes, char *seq_out
 	return same;
 }
 
+/* same_outcome_as without the identity, then with it: the same members and
+ * outcome, the identity that of the pass from start to end (a scan that
+ * wants the identity is that one pass: no lanes). */
+static int same_outcome(const char *at_path, int threads, int *lanes, char *seq_out, size_t cap)
+{
+	char path[1024];
+	int same, l1 = 0;
+
+	snprintf(path, sizeof(path), "%s", at_path); /* at() reuses its buffers */
+	want_id = 0;
+	same = same_outcome_as(path, threads, lanes, seq_out, cap);
+	want_id = 1;
+	same &= same_outcome_as(path, threads, &l1, NULL, 0);
+	want_id = 0;
+	if (l1 != 1) {
+		printf("# %s: a scan with the identity read in %d lanes\n", path, l1);
+		same = 0;
+	}
+	return same;
+}
+
 /* Extracts path into dest with lanes on `threads` threads (or, with
  * threads 0, from start to end): the outcome as text, then every file's
  * path, mode and size, or "none" when nothing is at dest. */
@@ -84,6 +122,7 @@ static void extract_text(const char *path, int threads, const char *dest, struct
 {
 	struct fg_tarball_read_opts o;
 	struct fg_err err;
+	uint8_t id[32];
 	char cmd[1200];
 	FILE *f;
 	int rc;
@@ -91,6 +130,7 @@ static void extract_text(const char *path, int threads, const char *dest, struct
 	memset(&o, 0, sizeof(o));
 	memset(&err, 0, sizeof(err));
 	o.hash = 1;
+	o.id_thread = want_id;
 	o.threads = threads ? threads : 1;
 	o.lanes = lanes;
 	if (threads)
@@ -98,9 +138,9 @@ static void extract_text(const char *path, int threads, const char *dest, struct
 	else
 		setenv("FG_TAR_LANES", "0", 1);
 	fg_buf_reset(out);
-	rc = fg_tarball_extract_opts(path, dest, &o, add_entry, out, NULL, &err);
+	rc = fg_tarball_extract_opts(path, dest, &o, add_entry, out, want_id ? id : NULL, &err);
 	unsetenv("FG_TAR_LANES");
-	fg_buf_printf(out, NULL, "rc %d %s\n", rc, rc ? err.msg : "");
+	outcome_line(out, rc, &err, id);
 	snprintf(cmd, sizeof(cmd), "cd %s 2>/dev/null && find . -printf '%%P %%m %%s\\n' | sort || echo none",
 		 dest);
 	f = popen(cmd, "r");
@@ -113,7 +153,7 @@ static void extract_text(const char *path, int threads, const char *dest, struct
 /* Extraction with lanes on 1 and 3 threads gives what extraction from start
  * to end gives: outcome, members, files (and their bytes: diff -r), nothing
  * beside. *lanes: the lanes of the 1-thread run. */
-static int same_extract(const char *path, int *lanes)
+static int same_extract_as(const char *path, int *lanes)
 {
 	struct fg_buf seq = FG_BUF_INIT, ln = FG_BUF_INIT;
 	char cmd[1400];
@@ -140,6 +180,27 @@ static int same_extract(const char *path, int *lanes)
 	}
 	fg_buf_release(&seq);
 	fg_buf_release(&ln);
+	return same;
+}
+
+/* same_extract_as without the identity, then with it: the same outcome,
+ * files and identity, and on one thread (the lanes' one, the identity's
+ * pass beside it) as many lanes. */
+static int same_extract(const char *at_path, int *lanes)
+{
+	char path[1024];
+	int same, l1 = 0;
+
+	snprintf(path, sizeof(path), "%s", at_path); /* at() reuses its buffers */
+	want_id = 0;
+	same = same_extract_as(path, lanes);
+	want_id = 1;
+	same &= same_extract_as(path, &l1);
+	want_id = 0;
+	if (l1 != *lanes) {
+		printf("# extract %s: %d lanes with the identity, %d without\n", path, l1, *lanes);
+		same = 0;
+	}
 	return same;
 }
 
@@ -268,6 +329,21 @@ static void test_writer(void)
 	fg_buf_release(&big);
 	ok(rc == 0, "writer: archive of 8 members written (%s)", rc ? err.msg : "");
 	ok(same_outcome(at("own.fgb"), 1, &lanes, seq, sizeof(seq)), "writer: lanes = sequential");
+	{
+		struct fg_buf t = FG_BUF_INIT;
+		char hex[FG_SHA256_HEX_LEN + 1];
+		int l = 0;
+
+		want_id = 1;
+		extract_text(at("own.fgb"), 3, at("xi"), &t, &l);
+		want_id = 0;
+		fg_hex_encode(id, 32, hex);
+		ok(l == 4 && t.data && strstr(t.data, hex) && strstr(t.data, "rc 0 "),
+		   "writer: extracted on 3 threads: 4 lanes on 2, the identity beside them on the third is the writer's (%d lanes)",
+		   l);
+		fg_rm_tree(at("xi"));
+		fg_buf_release(&t);
+	}
 	is_int(lanes, 2, "writer: one thread reads it in two lanes");
 	ok(same_outcome(at("own.fgb"), 3, &lanes, NULL, 0), "writer: again on 3 threads");
 	ok(lanes >= 3, "writer: three threads read it in more lanes (%d)", lanes);
