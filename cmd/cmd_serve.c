@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "engine/server.h"
 #include "json.h"
+#include "tarball.h"
 #include "tokenizer.h"
 #include "workq.h"
 
@@ -44,8 +45,10 @@ static void usage(FILE *f)
 		"the drafter's centroid top-k (the challenge's CENTROID_TOP_K: with\n"
 		"use_ordered_embeddings its head scores the tokens of the N best centroids\n"
 		"only), default its config's centroid_intermediate_top_k or the bundle's\n"
-		"honoured centroid_top_k). Prints 'listening on http://ADDR:PORT' on\n"
-		"stderr once ready.\n");
+		"honoured centroid_top_k). A bundle's id (the sha256 of its tar) is read\n"
+		"beside the extraction and the model's load and reported as every\n"
+		"response's system_fingerprint and as \"bundle\" in /health and /v1/models.\n"
+		"Prints 'listening on http://ADDR:PORT' on stderr once ready.\n");
 }
 
 int cmd_serve(int argc, char **argv)
@@ -56,6 +59,8 @@ int cmd_serve(int argc, char **argv)
 	struct fg_engine *e = NULL;
 	struct fg_tokenizer *tok = NULL;
 	struct fg_bundle *b = NULL;
+	struct fg_tarball_idpass *idp = NULL;
+	char bundle_id[FG_SHA256_HEX_LEN + 1] = "";
 	struct fg_buf model = FG_BUF_INIT, tpath = FG_BUF_INIT;
 	struct fg_err err;
 	const char *bundle = NULL, *model_dir = NULL, *tok_file = NULL, *drafter = NULL;
@@ -132,9 +137,16 @@ int cmd_serve(int argc, char **argv)
 	if (bundle) {
 		const cJSON *st, *un, *u;
 
-		/* the files, not the id: extracted in lanes on every CPU where the
-		 * bundle allows (each member still checked against bundle.json) */
-		rc = fg_bundle_open_files(&b, bundle, NULL, fg_workq_cpus(16), &err);
+		int cpus = fg_workq_cpus(16);
+
+		/* the bundle id, read from start to end on a thread of its own
+		 * while the files are extracted and the model loads (the file's
+		 * stamp must hold throughout: then the id names the bytes served) */
+		if (fg_tarball_id_start(&idp, bundle, NULL))
+			idp = NULL;
+		/* the files: extracted in lanes on the other CPUs where the bundle
+		 * allows (each member still checked against bundle.json) */
+		rc = fg_bundle_open_files(&b, bundle, NULL, idp && cpus > 1 ? cpus - 1 : cpus, &err);
 		if (rc) {
 			size_t k;
 
@@ -216,6 +228,21 @@ int cmd_serve(int argc, char **argv)
 		fprintf(stderr, "fgpack serve: note: generation_config.json: %s not applied: %s\n",
 			fg_engine_gen_unapplied(e), FG_ENGINE_GREEDY_WHY);
 
+	if (idp) {
+		uint8_t id[32];
+		struct fg_err ierr;
+
+		memset(&ierr, 0, sizeof(ierr));
+		rc = fg_tarball_id_end(idp, id, &ierr);
+		idp = NULL;
+		if (rc)
+			fprintf(stderr, "fgpack serve: note: the bundle id is not known (%s): responses carry "
+					"none\n", ierr.msg);
+		else
+			fg_hex_encode(id, 32, bundle_id);
+		rc = 0;
+	}
+	so.bundle_id = bundle_id[0] ? bundle_id : NULL;
 	/* the server's threads inherit this mask; this thread takes the signals */
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
@@ -234,6 +261,8 @@ int cmd_serve(int argc, char **argv)
 		fprintf(stderr, "fgpack serve: %zu files checked against bundle.json in %.2f s (%d %s)\n",
 			b->n_files, b->seconds, b->lanes > 1 ? b->lanes : 1,
 			b->lanes > 1 ? "lanes" : "pass from start to end");
+	if (bundle_id[0])
+		fprintf(stderr, "fgpack serve: bundle %s\n", bundle_id);
 	fprintf(stderr, "fgpack serve: listening on http://%s:%d\n", so.host ? so.host : "127.0.0.1",
 		fg_server_port(srv));
 	sigwait(&set, &sig);
@@ -250,6 +279,7 @@ int cmd_serve(int argc, char **argv)
 	fprintf(stderr, "fgpack serve: stopped\n");
 	return FG_EXIT_OK;
 fail:
+	fg_tarball_id_cancel(idp);
 	fg_server_free(srv);
 	fg_tokenizer_free(tok);
 	fg_engine_free(e);

@@ -515,7 +515,20 @@ static cJSON *envelope(const struct fg_server *s, const struct job *j, const cha
 	cJSON_AddStringToObject(r, "object", object);
 	cJSON_AddNumberToObject(r, "created", (double)j->created);
 	cJSON_AddStringToObject(r, "model", s->o.model_name);
+	/* OpenAI's field for "the backend configuration the model runs with":
+	 * here the bundle whose files were checked and served */
+	if (s->o.bundle_id)
+		cJSON_AddStringToObject(r, "system_fingerprint", s->o.bundle_id);
 	return r;
+}
+
+/* "bundle": the served bundle's id, or null */
+static void add_bundle(cJSON *o, const struct fg_server *s)
+{
+	if (s->o.bundle_id)
+		cJSON_AddStringToObject(o, "bundle", s->o.bundle_id);
+	else
+		cJSON_AddNullToObject(o, "bundle");
 }
 
 /* The whole answer of a finished non-stream job. */
@@ -852,6 +865,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 
 		pthread_mutex_lock(&s->mu);
 		cJSON_AddStringToObject(r, "status", s->draining ? "draining" : "ok");
+		add_bundle(r, s);
 		cJSON_AddNumberToObject(r, "waiting", (double)s->waiting);
 		cJSON_AddBoolToObject(r, "running", s->running);
 		{
@@ -878,6 +892,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 		cJSON_AddNumberToObject(m, "created", 0);
 		cJSON_AddStringToObject(m, "owned_by", "fgpack");
 		cJSON_AddNumberToObject(m, "max_model_len", fg_engine_max_seq(s->e));
+		add_bundle(m, s);
 		cJSON_AddItemToArray(d, m);
 		ret = send_json(c, MHD_HTTP_OK, r);
 		cJSON_Delete(r);

@@ -30,6 +30,10 @@ struct fg_server_opts {
 	int max_queue;          /* waiting requests allowed; 0 = 8 */
 	size_t max_body;        /* request body bytes; 0 = 1 MiB */
 	const char *model_name; /* the id /v1/models reports; NULL = "fgpack" */
+	/* the id of the bundle served (64 hex), or NULL (a folder, or not
+	 * known): every response's system_fingerprint, and "bundle" in
+	 * /health and /v1/models (null without one) */
+	const char *bundle_id;
 	enum fg_chat_format chat_format; /* FG_CHAT_NONE: what the tokenizer calls for */
 };
 

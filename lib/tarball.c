@@ -1490,13 +1490,14 @@ static int lanes_report(const char *archive, const struct fg_tarball_limits *lim
 }
 
 /* The identity of an archive read from start to end on a thread of its
- * own, beside the lanes (which cannot hash the tar stream in order): an
- * independent reader of the same file, whose stamp must not move from
- * before both began to after both ended, so that the identity names the
- * bytes the lanes checked. stop ends it early, its result unused. */
-struct idrun {
+ * own (tarball.h, fg_tarball_id_start): beside the lanes, which cannot hash
+ * the tar stream in order, or beside other work. An independent reader of
+ * the same file, whose stamp must not move from before it began to after
+ * it ended, so that the identity names the bytes other readers of the file
+ * saw meanwhile. stop ends it early, its result unused. */
+struct fg_tarball_idpass {
 	pthread_t th;
-	const char *archive;
+	char *archive;
 	struct fg_tarball_stamp before;
 	uint8_t id[32];
 	struct fg_err err;
@@ -1514,9 +1515,9 @@ static int archive_stamp(const char *archive, struct fg_tarball_stamp *out)
 	return 0;
 }
 
-static void *idrun_main(void *arg)
+static void *idpass_main(void *arg)
 {
-	struct idrun *j = arg;
+	struct fg_tarball_idpass *j = arg;
 	struct rsrc r;
 	const void *d;
 	size_t len = 1;
@@ -1533,37 +1534,64 @@ static void *idrun_main(void *arg)
 	return NULL;
 }
 
-/* Starts the identity pass (NULL when it could not start: then the archive
- * is read from start to end, which hashes the identity itself). */
-static struct idrun *idrun_start(const char *archive)
+int fg_tarball_id_start(struct fg_tarball_idpass **out, const char *archive, struct fg_err *err)
 {
-	struct idrun *j = calloc(1, sizeof(*j));
+	struct fg_tarball_idpass *j = calloc(1, sizeof(*j));
+	int e;
 
-	if (!j)
-		return NULL;
-	j->archive = archive;
-	if (archive_stamp(archive, &j->before) || pthread_create(&j->th, NULL, idrun_main, j)) {
+	*out = NULL;
+	if (!j || !(j->archive = strdup(archive))) {
 		free(j);
-		return NULL;
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	}
-	return j;
+	if (archive_stamp(archive, &j->before)) {
+		e = errno;
+		free(j->archive);
+		free(j);
+		return fg_err_set(err, e == ENOENT ? FG_ENOTFOUND : FG_EIO, "stat %s: %s", archive,
+				  strerror(e));
+	}
+	if ((e = pthread_create(&j->th, NULL, idpass_main, j)) != 0) {
+		free(j->archive);
+		free(j);
+		return fg_err_set(err, FG_EIO, "identity pass of %s: %s", archive, strerror(e));
+	}
+	*out = j;
+	return 0;
 }
 
-/* Waits for the identity pass (stopping it first when stop): 0 with id set
- * when it read the whole archive and the file's stamp held throughout. */
-static int idrun_end(struct idrun *j, int stop, uint8_t id[32])
+/* fg_tarball_id_end, stopping the pass first when stop (then it fails). */
+static int idpass_end(struct fg_tarball_idpass *j, int stop, uint8_t id[32], struct fg_err *err)
 {
 	struct fg_tarball_stamp after;
-	int ok;
+	int rc;
 
 	if (stop)
 		__atomic_store_n(&j->stop, 1, __ATOMIC_RELAXED);
 	pthread_join(j->th, NULL);
-	ok = !stop && !j->rc && !archive_stamp(j->archive, &after) && stamps_equal(&after, &j->before);
-	if (ok)
+	rc = j->rc;
+	if (rc && err)
+		*err = j->err;
+	if (!rc && (archive_stamp(j->archive, &after) || !stamps_equal(&after, &j->before)))
+		rc = fg_err_set(err, FG_EHASH, "%s changed while it was read", j->archive);
+	if (!rc)
 		memcpy(id, j->id, 32);
+	free(j->archive);
 	free(j);
-	return ok ? 0 : -1;
+	return rc;
+}
+
+int fg_tarball_id_end(struct fg_tarball_idpass *p, uint8_t id[32], struct fg_err *err)
+{
+	return idpass_end(p, 0, id, err);
+}
+
+void fg_tarball_id_cancel(struct fg_tarball_idpass *p)
+{
+	uint8_t id[32];
+
+	if (p)
+		idpass_end(p, 1, id, NULL);
 }
 
 /* Makes the folder dest (made by us, 0755) empty again: removed and made
@@ -1610,10 +1638,13 @@ static int walk_archive(const char *archive, const char *dest, const struct fg_t
 		struct fg_tarball_limits l = limits_of(lim);
 		struct fg_tarlanes_opts lo;
 		struct fg_tarlane_entry *le;
-		struct idrun *ir = id && fg_tarlanes_may_read(archive) ? idrun_start(archive) : NULL;
+		struct fg_tarball_idpass *ir = NULL;
 		size_t n;
 		int nl = 1, lrc;
 
+		/* (not starting, the identity comes from the pass from start to end) */
+		if (id && fg_tarlanes_may_read(archive) && fg_tarball_id_start(&ir, archive, NULL))
+			ir = NULL;
 		memset(&lo, 0, sizeof(lo));
 		lo.max_entry = l.max_entry_size;
 		lo.max_total = l.max_total_size;
@@ -1623,7 +1654,7 @@ static int walk_archive(const char *archive, const char *dest, const struct fg_t
 		lo.threads = ir && o->threads > 1 ? o->threads - 1 : o->threads;
 		lo.dest = dest;
 		lrc = id && !ir ? 1 : fg_tarlanes_hash(archive, &lo, &le, &n, &nl);
-		if (ir && idrun_end(ir, lrc != 0, id) && !lrc) {
+		if (ir && idpass_end(ir, lrc != 0, id, NULL) && !lrc) {
 			fg_tarlanes_free(le, n); /* the identity pass failed: from start to end */
 			lrc = 1;
 		}

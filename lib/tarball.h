@@ -124,6 +124,20 @@ struct fg_tarball_read_opts {
 	size_t (*keep)(void *user, const char *path);
 };
 
+/* The identity of archive (the sha256 of its tar stream, decompressed),
+ * read from start to end on a thread of its own while the caller goes on
+ * (reading the same file in other ways: extracting it in lanes, say).
+ * fg_tarball_id_start takes the file's stamp (device, inode, size, mtime,
+ * ctime) and starts; fg_tarball_id_end waits for the pass and frees it: 0
+ * with id set when it read the whole archive and the stamp held from the
+ * start until now, so that id names the bytes other readers of the file
+ * saw meanwhile; else the pass's error, or FG_EHASH when the file changed. */
+struct fg_tarball_idpass;
+int fg_tarball_id_start(struct fg_tarball_idpass **out, const char *archive, struct fg_err *err);
+int fg_tarball_id_end(struct fg_tarball_idpass *p, uint8_t id[32], struct fg_err *err);
+/* Stops the pass at its next piece and frees it (NULL: nothing). */
+void fg_tarball_id_cancel(struct fg_tarball_idpass *p);
+
 /* fg_tarball_scan with every option. */
 int fg_tarball_scan_opts(const char *archive, const struct fg_tarball_read_opts *o,
 			 fg_tarball_entry_fn fn, void *user, uint8_t id[32], struct fg_err *err);

@@ -134,6 +134,8 @@ SPID=$!
 at_exit "kill $SPID 2>/dev/null"
 check "serve the tiny model with the Gemma 4 tokenizer" wait_port "$PORT"
 check_grep "serve picks the gemma4 format from the tokenizer" "chat format gemma4 \(from the tokenizer\)" "$WORK/serve.err"
+check_grep "a folder served: /health says no bundle" '"bundle":null' "$(curl -s "$B/health" >"$WORK/h.json"; echo "$WORK/h.json")"
+check "... and the answers carry no system_fingerprint" sh -c "curl -sf '$B/v1/completions' -d '{\"prompt\": [2, 17], \"max_tokens\": 2}' >'$WORK/nofp.json' && grep -q '\"choices\"' '$WORK/nofp.json' && ! grep -q system_fingerprint '$WORK/nofp.json'"
 # the official openai client against the Gemma 4 format
 if (cd "$NODE_DIR" && node serve_openai.mjs "$B/v1") >"$WORK/node.out" 2>&1; then :; fi
 while IFS= read -r line; do

@@ -30,7 +30,8 @@ for i in range(max(v.values()) + 1, 512):
     v["\u2581w%d" % i] = i
 json.dump(t, open(sys.argv[2], "w"), ensure_ascii=False)
 EOF
-check "pack the tiny model" sh -c "'$FGPACK' pack --model '$M' -o '$WORK/t.fgb' >/dev/null"
+check "pack the tiny model" sh -c "'$FGPACK' pack --model '$M' -o '$WORK/t.fgb' >'$WORK/t.id'"
+ID=$(cat "$WORK/t.id")
 check "the eval text is encoded with the model's tokenizer" sh -c "zstd -dc '$WORK/t.fgb' | tar xOf - eval/eval.ids.json | grep -q '\"tokenizer\": \"tokenizer.json [0-9a-f]\{64\}\"'"
 
 PORT=$(free_port)
@@ -41,9 +42,16 @@ at_exit "kill $SPID 2>/dev/null"
 i=0; while [ $i -lt 300 ] && ! grep -q listening "$WORK/serve.err"; do sleep 0.1; i=$((i + 1)); done
 check "serve a bundle (ASan build) starts" wait_port "$PORT"
 check_grep "health ok" '"status":"ok"' "$(curl -s "$B/health" >"$WORK/h.json"; echo "$WORK/h.json")"
+check_grep "health names the bundle served by its id" "\"bundle\":\"$ID\"" "$WORK/h.json"
+check_grep "stderr names it too" "^fgpack serve: bundle $ID\$" "$WORK/serve.err"
+curl -s "$B/v1/models" >"$WORK/models.json"
+check "/v1/models: the model with the bundle's id" python3 -c "
+import json, sys
+m = json.load(open(sys.argv[1]))['data'][0]
+assert m['id'] == 'tiny' and m['bundle'] == sys.argv[2], m" "$WORK/models.json" "$ID"
 
 # the official client
-if (cd "$TOP/tests/node" && node serve_openai.mjs "$B/v1") >"$WORK/node.out" 2>&1; then :; fi
+if (cd "$TOP/tests/node" && node serve_openai.mjs "$B/v1" "$ID") >"$WORK/node.out" 2>&1; then :; fi
 while IFS= read -r line; do
 	case "$line" in
 	"ok "*) ok "${line#ok * - }" ;;

@@ -1,8 +1,10 @@
 // serve_openai.mjs - drives fgpack serve with the official openai npm client.
-// Usage: node serve_openai.mjs BASE_URL ; prints TAP-style "ok"/"not ok" lines.
+// Usage: node serve_openai.mjs BASE_URL [BUNDLE_ID] ; prints TAP-style "ok"/"not ok"
+// lines. With BUNDLE_ID, every response must carry it as system_fingerprint.
 import OpenAI from "openai";
 
 const base = process.argv[2];
+const bundleId = process.argv[3];
 const client = new OpenAI({ baseURL: base, apiKey: "unused", maxRetries: 0 });
 let n = 0, failed = 0;
 const ok = (cond, name, extra) => {
@@ -27,11 +29,14 @@ try {
 
 	const again = await client.chat.completions.create({ model: ids[0], messages: msgs, max_tokens: 12 });
 	ok(again.choices[0].message.content === c0.message.content, "chat: greedy, same answer twice");
+	if (bundleId)
+		ok(chat.system_fingerprint === bundleId, "chat: system_fingerprint is the bundle id", chat.system_fingerprint);
 
 	const stream = await client.chat.completions.create({ model: ids[0], messages: msgs, max_tokens: 12, stream: true });
-	let text = "", finish = null, chunks = 0, role = null;
+	let text = "", finish = null, chunks = 0, role = null, fp = 0;
 	for await (const ch of stream) {
 		chunks++;
+		if (ch.system_fingerprint === bundleId) fp++;
 		const d = ch.choices[0].delta;
 		if (d.role) role = d.role;
 		if (d.content) text += d.content;
@@ -40,10 +45,14 @@ try {
 	ok(role === "assistant" && chunks >= 2, "chat stream: role chunk then content chunks", { role, chunks });
 	ok(text === c0.message.content, "chat stream: concatenated deltas equal the non-stream answer", { text, want: c0.message.content });
 	ok(finish === c0.finish_reason, "chat stream: same finish_reason", { finish });
+	if (bundleId)
+		ok(fp === chunks, "chat stream: every chunk's system_fingerprint is the bundle id", { fp, chunks });
 
 	const comp = await client.completions.create({ model: ids[0], prompt: "hello", max_tokens: 7 });
 	ok(comp.object === "text_completion" && typeof comp.choices[0].text === "string", "completions: text", comp);
 	ok(comp.usage.completion_tokens <= 7, "completions: max_tokens respected", comp.usage);
+	if (bundleId)
+		ok(comp.system_fingerprint === bundleId, "completions: system_fingerprint is the bundle id", comp.system_fingerprint);
 
 	const cs = await client.completions.create({ model: ids[0], prompt: "hello", max_tokens: 7, stream: true });
 	let ctext = "";
