@@ -1642,16 +1642,19 @@ static int walk_archive(const char *archive, const char *dest, const struct fg_t
 		size_t n;
 		int nl = 1, lrc;
 
-		/* (not starting, the identity comes from the pass from start to end) */
-		if (id && fg_tarlanes_may_read(archive) && fg_tarball_id_start(&ir, archive, NULL))
+		/* the identity's pass takes one of the threads, so it needs two;
+		 * when it does not start, the identity comes from the pass from
+		 * start to end */
+		if (id && o->threads > 1 && fg_tarlanes_may_read(archive) &&
+		    fg_tarball_id_start(&ir, archive, NULL))
 			ir = NULL;
 		memset(&lo, 0, sizeof(lo));
 		lo.max_entry = l.max_entry_size;
 		lo.max_total = l.max_total_size;
 		lo.max_entries = l.max_entries;
-		/* the identity pass takes one of the threads (on two cores, lanes
-		 * on both and the identity beside them lost to the hand-overs) */
-		lo.threads = ir && o->threads > 1 ? o->threads - 1 : o->threads;
+		/* (on two cores, lanes on both and the identity's pass beside them
+		 * lost to the hand-overs) */
+		lo.threads = ir ? o->threads - 1 : o->threads;
 		lo.dest = dest;
 		lrc = id && !ir ? 1 : fg_tarlanes_hash(archive, &lo, &le, &n, &nl);
 		if (ir && idpass_end(ir, lrc != 0, id, NULL) && !lrc) {

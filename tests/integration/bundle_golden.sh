@@ -18,9 +18,9 @@ check "--json prints the summary" sh -c "'$FGPACK' verify '$WORK/g.fgb' --no-ben
 # a replay extracts in lanes (the engine and the model start frames of
 # their own) and reads the id from start to end beside them: the same id,
 # files and verdict as with the lanes off
-"$FGPACK" verify "$WORK/g.fgb" --no-bench --threads 1 --json --summary - >"$WORK/gl.json" 2>/dev/null
-FG_TAR_LANES=0 "$FGPACK" verify "$WORK/g.fgb" --no-bench --threads 1 --json --summary - >"$WORK/gs.json" 2>/dev/null
-check "replay: extracted in 2 lanes on one thread, 1 with FG_TAR_LANES=0" sh -c "grep -q '\"lanes\": 2' '$WORK/gl.json' && grep -q '\"lanes\": 1' '$WORK/gs.json'"
+"$FGPACK" verify "$WORK/g.fgb" --no-bench --threads 2 --json --summary - >"$WORK/gl.json" 2>/dev/null
+FG_TAR_LANES=0 "$FGPACK" verify "$WORK/g.fgb" --no-bench --threads 2 --json --summary - >"$WORK/gs.json" 2>/dev/null
+check "replay, 2 threads: extracted in 2 lanes on one, the id on the other; 1 lane with FG_TAR_LANES=0" sh -c "grep -q '\"lanes\": 2' '$WORK/gl.json' && grep -q '\"lanes\": 1' '$WORK/gs.json'"
 check_grep "replay in lanes: the id beside them is pack's" "\"bundle\": \"$(cat "$WORK/g.id")\"" "$WORK/gl.json"
 check "replay in lanes: the same summary as from start to end (but times)" sh -c "python3 - '$WORK/gl.json' '$WORK/gs.json' <<'PY'
 import json, sys

@@ -116,7 +116,7 @@ check_grep "--threads 2: a lane per frame that starts a member (3: the small fil
 "$FGPACK" verify a.fgb --no-replay --show-id --threads 1 --json --summary - >"$WORK/showl.json" 2>&1
 check "--show-id: one paired pass from start to end (no lanes), pack's id" sh -c "grep -q '\"lanes\": 1' '$WORK/showl.json' && grep -q '\"bundle\": \"$(cat "$WORK/a.id")\"' '$WORK/showl.json'"
 # exec extracts the same way: FGPACK_BUNDLE_ID is the id either way
-check "exec --threads 1 (lanes): FGPACK_BUNDLE_ID is pack's id, the files extracted" sh -c "[ \"\$('$FGPACK' exec a.fgb --threads 1 -- sh -c 'cmp -s \"\$FGPACK_BUNDLE/components/model/sub/weights.bin\" \"$M/sub/weights.bin\" && echo \"\$FGPACK_BUNDLE_ID\"')\" = \"\$(cat '$WORK/a.id')\" ]"
+check "exec --threads 2 (lanes on one, the id on the other): FGPACK_BUNDLE_ID is pack's id, the files extracted" sh -c "[ \"\$('$FGPACK' exec a.fgb --threads 2 -- sh -c 'cmp -s \"\$FGPACK_BUNDLE/components/model/sub/weights.bin\" \"$M/sub/weights.bin\" && echo \"\$FGPACK_BUNDLE_ID\"')\" = \"\$(cat '$WORK/a.id')\" ]"
 check "exec with FG_TAR_LANES=0: the same id" sh -c "[ \"\$(FG_TAR_LANES=0 '$FGPACK' exec a.fgb -- sh -c 'echo \"\$FGPACK_BUNDLE_ID\"')\" = \"\$(cat '$WORK/a.id')\" ]"
 FG_TAR_LANES=0 "$FGPACK" verify a.fgb --no-replay --json --summary - >"$WORK/nolanes.json" 2>&1
 check_grep "FG_TAR_LANES=0: from start to end" '"lanes": 1' "$WORK/nolanes.json"
