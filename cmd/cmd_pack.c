@@ -559,6 +559,87 @@ static int engine_identity(char **build, int *is_static, const char *engine, str
 	return *build ? 0 : fg_err_set(err, FG_ENOMEM, "out of memory");
 }
 
+/* The provenance statement that `fgpack bake` writes beside a folder it
+ * made (DIR.intoto.json, for a component given as the folder DIR), attached
+ * under attestations/ when every subject it names is a file of the
+ * component with that sha256 (so `audit` shows what the component was made
+ * from); a statement that no longer describes the folder is left out with a
+ * warning. 0, or an error that stops the pack (out of memory, a write). */
+static int attach_statement(struct fg_bundle_builder *b, struct comp_arg *c, int n, int i,
+			    struct fg_err *err)
+{
+	struct fg_buf sp = FG_BUF_INIT, text = FG_BUF_INIT, dir = FG_BUF_INIT, m = FG_BUF_INIT;
+	struct stat st;
+	cJSON *stmt = NULL;
+	const cJSON *subj = NULL, *s;
+	const char *why = NULL, *bad = "";
+	size_t len, k = 0;
+	int rc = 0;
+
+	if (!c[i].path || stat(c[i].path, &st) || !S_ISDIR(st.st_mode))
+		return 0;
+	len = strlen(c[i].path);
+	while (len > 1 && c[i].path[len - 1] == '/')
+		len--;
+	if (fg_buf_append(&sp, c[i].path, len, err) || fg_buf_puts(&sp, ".intoto.json", err)) {
+		rc = err ? err->code : FG_ENOMEM;
+		goto out;
+	}
+	if (stat(sp.data, &st) || !S_ISREG(st.st_mode))
+		goto out; /* none beside it */
+	fg_buf_reset(&m);
+	if (fg_buf_printf(&m, err, "attestations/%s", base_name(sp.data))) {
+		rc = err ? err->code : FG_ENOMEM;
+		goto out;
+	}
+	if (fg_bundle_has(b, m.data))
+		goto out; /* given with --attest already */
+	if (fg_file_read(sp.data, (size_t)16 << 20, &text, NULL) ||
+	    fg_json_parse(&stmt, text.data, text.len, sp.data, NULL) ||
+	    !(subj = fg_json_arr(stmt, "subject")) || !cJSON_GetArraySize(subj))
+		why = "not an in-toto statement with subjects";
+	else if ((rc = comp_dir(&dir, c, n, i, err)))
+		goto out;
+	if (why)
+		subj = NULL;
+	cJSON_ArrayForEach(s, subj) {
+		const char *name = fg_json_str(s, "name");
+		const char *want = fg_json_str(fg_json_obj(s, "digest"), "sha256"), *have;
+		struct fg_buf mp = FG_BUF_INIT;
+
+		if (!name || !want || !fg_path_is_safe_rel(name) ||
+		    fg_buf_printf(&mp, NULL, "%s/%s", dir.data, name)) {
+			why = "a subject without a safe name and a sha256";
+			fg_buf_release(&mp);
+			break;
+		}
+		have = fg_bundle_sha256_of(b, mp.data);
+		fg_buf_release(&mp);
+		if (!have || strcmp(have, want)) {
+			why = have ? "sha256 differs" : "not in the folder";
+			bad = name;
+			break;
+		}
+		k++;
+	}
+	if (why) {
+		fprintf(stderr, "fgpack pack: warning: %s does not describe %s now (%s%s%s): not attached\n",
+			sp.data, c[i].path, bad, *bad ? ": " : "", why);
+		goto out;
+	}
+	rc = fg_bundle_add_file(b, m.data, sp.data, err);
+	if (!rc)
+		fprintf(stderr, "fgpack pack: attached %s, the provenance of %s (%zu files)\n", sp.data,
+			dir.data, k);
+out:
+	cJSON_Delete(stmt);
+	fg_buf_release(&sp);
+	fg_buf_release(&text);
+	fg_buf_release(&dir);
+	fg_buf_release(&m);
+	return rc;
+}
+
 static int add_component(struct fg_bundle_builder *b, cJSON *list, struct comp_arg *c, int n,
 			 int i, const struct fg_manifest *m, struct fg_store *st_, struct fg_err *err)
 {
@@ -928,6 +1009,9 @@ int cmd_pack(int argc, char **argv)
 			rc = fg_bundle_add_file(b, ap.data, attest[i], &err);
 		fg_buf_release(&ap);
 	}
+	/* a bake's statement beside a component folder goes along */
+	for (i = 0; !rc && i < n; i++)
+		rc = attach_statement(b, comps, n, i, &err);
 	if (rc)
 		goto fail;
 	engine = cJSON_AddObjectToObject(meta, "engine");

@@ -827,6 +827,40 @@ static int tarball_scan_keep(const char *path, struct member_list *ml, uint8_t i
 }
 
 /* {"inputs": resolvedDependencies, "parameters": externalParameters, "builder"} */
+/* 1 when every subject of stmt (at least one) is a member of the bundle
+ * below prefix cp, by its name there and its sha256 in bundle.json's files:
+ * the statement describes that component, wherever it lies in the bundle
+ * (`pack --attest`, or the bake statement pack attaches, under
+ * attestations/). */
+static int subjects_in(const cJSON *stmt, const cJSON *files, const char *cp)
+{
+	const cJSON *subj = fg_json_arr(stmt, "subject"), *s, *f;
+	size_t cl = strlen(cp);
+	int n = 0;
+
+	cJSON_ArrayForEach(s, subj) {
+		const char *name = fg_json_str(s, "name");
+		const char *want = fg_json_str(fg_json_obj(s, "digest"), "sha256");
+		int found = 0;
+
+		if (!name || !want)
+			return 0;
+		cJSON_ArrayForEach(f, files) {
+			const char *fp = fg_json_str(f, "path"), *fs = fg_json_str(f, "sha256");
+
+			if (fp && fs && !strncmp(fp, cp, cl) && fp[cl] == '/' && !strcmp(fp + cl + 1, name) &&
+			    !strcmp(fs, want)) {
+				found = 1;
+				break;
+			}
+		}
+		if (!found)
+			return 0;
+		n++;
+	}
+	return n > 0;
+}
+
 static cJSON *derived_from(const cJSON *stmt)
 {
 	const cJSON *pred = fg_json_obj(stmt, "predicate");
@@ -999,11 +1033,13 @@ int fg_audit_bundle(struct fg_audit **out, const char *path, struct fg_err *err)
 			if (member_text(&ml, nm, &kd, &kn) || fg_json_parse(&st, kd, kn, nm, NULL))
 				continue;
 			d = derived_from(st);
-			cJSON_Delete(st);
-			if (!d)
+			if (!d) {
+				cJSON_Delete(st);
 				continue;
+			}
 			cJSON_AddStringToObject(d, "statement", nm);
-			/* the component whose path holds the statement, else the bundle */
+			/* the component whose path holds the statement, else the one
+			 * whose files are its subjects, else the bundle */
 			cJSON_ArrayForEach(c, comps)
 			{
 				const char *cp = fg_json_str(c, "path"), *key = fg_json_str(c, "key");
@@ -1016,6 +1052,18 @@ int fg_audit_bundle(struct fg_audit **out, const char *path, struct fg_err *err)
 						best_len = strlen(cp);
 					}
 			}
+			cJSON_ArrayForEach(c, comps)
+			{
+				const char *cp = fg_json_str(c, "path"), *key = fg_json_str(c, "key");
+
+				if (best_len || !cp || !key || !subjects_in(st, files, cp))
+					continue;
+				for (k = 0; k < a->n_rows; k++)
+					if (!strcmp(a->rows[k].key, key))
+						best = k;
+				break;
+			}
+			cJSON_Delete(st);
 			if (a->rows[best].derived) {
 				cJSON *arr = cJSON_IsArray(a->rows[best].derived) ? a->rows[best].derived : NULL;
 

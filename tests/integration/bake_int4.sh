@@ -239,4 +239,26 @@ check "--ignore-misfits -j2 bakes it" sh -c "'$FGPACK' bake int4 '$V' outm --gro
 check_grep "and says how many Linears it left" '^  \(of them 26 Linears whose width the group does not divide\);' logm
 check "-j1 gives the same bytes" sh -c "'$FGPACK' bake int4 '$V' outm1 --group 32 --ignore-misfits -j 1 >/dev/null 2>&1 && diff -r outm outm1"
 check_grep "each Linear left is ignored by name" '"re:\.\*\\\\\.layers\\\\\.0\\\\\.per_layer_projection\$"' outm/config.json
+
+# pack --model OUT takes OUT.intoto.json along when its subjects are OUT's
+# files as they are now, and audit shows the model derived from the bake's
+# inputs; a statement that no longer describes its folder stays out
+check "pack --model out1: the bake's statement is attached" sh -c "'$FGPACK' pack --model out1 --no-golden -o p1.fgb >/dev/null 2>packlog1"
+check_grep "... pack says so" '^fgpack pack: attached out1.intoto.json, the provenance of components/model \([0-9]* files\)$' packlog1
+check "... under attestations/" sh -c "zstd -dc p1.fgb | tar tf - | grep -qx attestations/out1.intoto.json"
+check "audit: the model derived from the bake's inputs, with its parameters (not the bundle)" sh -c "'$FGPACK' audit p1.fgb --json >a1.json && $PY - <<'PY'
+import json
+d = json.load(open('a1.json'))
+rows = {c['key']: c for c in d['components']}
+m = rows['model']['derived_from']
+names = sorted(i['name'] for i in m['inputs'])
+assert any(n.endswith('.safetensors') for n in names), names
+assert m['parameters']['group_size'] == 128, m
+assert rows['bundle'].get('derived_from') is None, rows['bundle']
+PY"
+cp -r out1 outs1 && cp out1.intoto.json outs1.intoto.json && printf ' ' >>outs1/config.json
+check "a folder changed since its bake: packed without the statement" sh -c "'$FGPACK' pack --model outs1 --no-golden -o ps.fgb >/dev/null 2>packlogs && ! zstd -dc ps.fgb | tar tf - | grep -q '^attestations/'"
+check_grep "... with a warning naming the file" '^fgpack pack: warning: outs1.intoto.json does not describe outs1 now \(config.json: sha256 differs\): not attached$' packlogs
+cp -r out1 outa
+check "--attest of the statement under another name: audit still finds the model by the subjects' digests" sh -c "'$FGPACK' pack --model outa --no-golden --attest out1.intoto.json -o pa.fgb >/dev/null 2>&1 && '$FGPACK' audit pa.fgb --json >aa.json && $PY -c \"import json; d = json.load(open('aa.json')); r = {c['key']: c for c in d['components']}; assert r['model'].get('derived_from') and r['bundle'].get('derived_from') is None, r\""
 finish
