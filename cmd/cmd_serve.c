@@ -136,7 +136,6 @@ int cmd_serve(int argc, char **argv)
 
 	if (bundle) {
 		const cJSON *st, *un, *u;
-
 		int cpus = fg_workq_cpus(16);
 
 		/* the bundle id, read from start to end on a thread of its own
