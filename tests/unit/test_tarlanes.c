@@ -9,9 +9,11 @@
  * (FG_TAR_LANES=0): the return code, the message, and every member's name,
  * size, mode and digest in order must be equal, and the lanes must have
  * run exactly where the archive allows them. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -330,6 +332,34 @@ static void test_writer(void)
 	fg_tarball_writer_free(w);
 	fg_buf_release(&big);
 	ok(rc == 0, "writer: archive of 8 members written (%s)", rc ? err.msg : "");
+	{
+		/* the identity's pass on its own: the writer's id; a file whose
+		 * stamp moves meanwhile gives no id; a missing one, one line */
+		struct fg_tarball_idpass *ip = NULL;
+		uint8_t got[32];
+		struct timespec ts[2] = { { 0, UTIME_OMIT }, { 12345, 0 } };
+
+		memset(&err, 0, sizeof(err));
+		rc = fg_tarball_id_start(&ip, at("own.fgb"), &err);
+		if (!rc)
+			rc = fg_tarball_id_end(ip, got, &err);
+		ok(rc == 0 && !memcmp(got, id, 32), "id pass: the writer's identity (%s)", rc ? err.msg : "");
+		memset(&err, 0, sizeof(err));
+		rc = fg_tarball_id_start(&ip, at("own.fgb"), &err);
+		if (!rc) {
+			utimensat(AT_FDCWD, at("own.fgb"), ts, 0); /* the mtime moves (and ctime) */
+			rc = fg_tarball_id_end(ip, got, &err);
+		}
+		ok(rc == FG_EHASH && strstr(err.msg, "changed while it was read"),
+		   "id pass: a file touched meanwhile gives no identity (%s)", err.msg);
+		memset(&err, 0, sizeof(err));
+		rc = fg_tarball_id_start(&ip, at("none.fgb"), &err);
+		ok(rc == FG_ENOTFOUND && ip == NULL && !strchr(err.msg, '\n'),
+		   "id pass: a missing archive, one line (%s)", err.msg);
+		fg_tarball_id_cancel(NULL);
+		if (!fg_tarball_id_start(&ip, at("own.fgb"), NULL))
+			fg_tarball_id_cancel(ip); /* stopped at its next piece, freed */
+	}
 	ok(same_outcome(at("own.fgb"), 1, &lanes, seq, sizeof(seq)), "writer: lanes = sequential");
 	{
 		struct fg_buf t = FG_BUF_INIT;
