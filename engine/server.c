@@ -32,6 +32,8 @@ struct job {
 	/* output */
 	int32_t *ids;
 	size_t n_ids;
+	int32_t *tids;          /* the ids the text is decoded from: ids without the */
+	size_t n_tids;          /* eos ids that ignore_eos let through */
 	struct fg_buf text;     /* generated text, cut at a stop string */
 	const char *finish;     /* "stop" / "length" once done */
 	int done, cancelled, failed;
@@ -80,6 +82,7 @@ static void job_release(struct fg_server *s, struct job *j)
 	pthread_cond_destroy(&j->cv);
 	fg_server_req_release(&j->in);
 	free(j->ids);
+	free(j->tids);
 	fg_buf_release(&j->text);
 	fg_buf_release(&j->sse);
 	free((char *)j - sizeof(struct fg_server *));
@@ -154,7 +157,7 @@ static int on_token(void *user, int32_t token, const float *logits, int n_vocab)
 	struct gen *g = user;
 	struct fg_server *s = g->s;
 	struct job *j = g->j;
-	int stop = 0;
+	int stop = 0, eos;
 	size_t i;
 
 	(void)logits;
@@ -164,27 +167,33 @@ static int on_token(void *user, int32_t token, const float *logits, int n_vocab)
 		pthread_mutex_unlock(&s->mu);
 		return 1;
 	}
-	if (fg_engine_is_eos(s->e, token) || token == s->end_of_turn ||
-	    (s->tok_eos >= 0 && token == s->tok_eos)) {
+	eos = fg_engine_is_eos(s->e, token) || token == s->end_of_turn ||
+	      (s->tok_eos >= 0 && token == s->tok_eos);
+	if (eos && !j->in.ignore_eos) {
 		j->finish = "stop";
 		pthread_mutex_unlock(&s->mu);
 		return 1;
 	}
 	{
-		int32_t *ni = realloc(j->ids, (j->n_ids + 1) * sizeof(*ni));
+		int32_t *ni = realloc(j->ids, (j->n_ids + 1) * sizeof(*ni)), *nt = NULL;
 
-		if (!ni) {
+		if (ni)
+			j->ids = ni;
+		if (ni && !eos && (nt = realloc(j->tids, (j->n_tids + 1) * sizeof(*nt))) != NULL)
+			j->tids = nt;
+		if (!ni || (!eos && !nt)) {
 			j->failed = 1;
 			snprintf(j->errmsg, sizeof(j->errmsg), "out of memory");
 			pthread_mutex_unlock(&s->mu);
 			return 1;
 		}
-		j->ids = ni;
 		j->ids[j->n_ids++] = token;
+		if (!eos) /* as vLLM leaves special tokens out of the text */
+			j->tids[j->n_tids++] = token;
 	}
-	if (s->tok) {
+	if (s->tok && !eos) {
 		fg_buf_reset(&j->text);
-		if (fg_tokenizer_decode(s->tok, j->ids, j->n_ids, &j->text, NULL)) {
+		if (fg_tokenizer_decode(s->tok, j->tids, j->n_tids, &j->text, NULL)) {
 			j->failed = 1;
 			snprintf(j->errmsg, sizeof(j->errmsg), "cannot decode token %d", (int)token);
 			stop = 1;
@@ -347,6 +356,12 @@ int fg_server_parse_request(struct fg_server_req *r, const struct fg_server_limi
 		return fg_err_set(err, FG_EINVAL, "return_token_ids: expected true or false");
 	}
 	r->echo_ids = cJSON_IsTrue(v);
+	v = cJSON_GetObjectItemCaseSensitive(req, "ignore_eos");
+	if (v && !cJSON_IsBool(v) && !cJSON_IsNull(v)) {
+		*param = "ignore_eos";
+		return fg_err_set(err, FG_EINVAL, "ignore_eos: expected true or false");
+	}
+	r->ignore_eos = cJSON_IsTrue(v);
 	v = cJSON_GetObjectItemCaseSensitive(req, "max_tokens");
 	if (!v)
 		v = cJSON_GetObjectItemCaseSensitive(req, "max_completion_tokens");

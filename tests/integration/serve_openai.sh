@@ -87,6 +87,40 @@ for p in g["prompts"]:
     assert got == want[:len(got)], (got, want)
     assert len(got) == len(want) or want[len(got)] in (1, 106, 5), (got, want)
 EOF
+# vLLM's ignore_eos: generation runs past the eos and end-of-turn ids, as
+# the golden transcript does (`run --ignore-eos`); they are counted and left
+# out of the text (vLLM's default skip_special_tokens)
+check "ignore_eos: the golden transcript token for token, past the eos (one prompt at least stops early without it)" python3 - "$B" "$WORK/golden.json" <<'EOF'
+import json, sys, urllib.request
+base, g = sys.argv[1], json.load(open(sys.argv[2]))
+def post(d):
+    return json.load(urllib.request.urlopen(urllib.request.Request(base + "/v1/completions", json.dumps(d).encode())))
+early = 0
+for p in g["prompts"]:
+    want = p["tokens"]
+    r = post({"prompt": p["ids"], "max_tokens": len(want), "ignore_eos": True})
+    c = r["choices"][0]
+    assert c["token_ids"] == want, (c["token_ids"], want)
+    assert r["usage"]["completion_tokens"] == len(want) and c["finish_reason"] == "length", r
+    assert "<eos>" not in c["text"] and "<end_of_turn>" not in c["text"], c["text"]
+# a prompt whose greedy run reaches an eos id: without ignore_eos it stops
+# there; with it, the same ids up to there, then on to max_tokens
+eos = set(g.get("eos_token_ids") or []) | {1, 106}
+for t in range(3, 400):
+    r = post({"prompt": [2, t], "max_tokens": 24, "ignore_eos": True})
+    ids = r["choices"][0]["token_ids"]
+    k = next((i for i, x in enumerate(ids) if x in eos), None)
+    if k is None or k == len(ids) - 1:
+        continue
+    plain = post({"prompt": [2, t], "max_tokens": 24})["choices"][0]
+    assert plain["token_ids"] == ids[:k] and plain["finish_reason"] == "stop", (plain, ids)
+    assert len(ids) == 24 and r["usage"]["completion_tokens"] == 24, r
+    assert r["choices"][0]["text"].startswith(plain["text"]), (r["choices"][0]["text"], plain["text"])
+    early = 1
+    break
+assert early, "no prompt reaches an eos: the check would prove nothing"
+EOF
+check "ignore_eos of a bad type: 400 naming it" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[2],\"ignore_eos\":\"yes\"}')\" = 400 ] && grep -q '\"param\":\"ignore_eos\"' '$WORK/body'"
 check "stop string cuts the text and finishes with stop" python3 - "$B" <<'EOF'
 import json, sys, urllib.request
 base = sys.argv[1]
