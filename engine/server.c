@@ -362,6 +362,16 @@ int fg_server_parse_request(struct fg_server_req *r, const struct fg_server_limi
 		return fg_err_set(err, FG_EINVAL, "ignore_eos: expected true or false");
 	}
 	r->ignore_eos = cJSON_IsTrue(v);
+	/* vLLM's min_tokens masks the eos ids until then, which is not greedy
+	 * decoding: refused rather than ignored (an answer cut at an eos would
+	 * then look like a shortfall of the server) */
+	v = cJSON_GetObjectItemCaseSensitive(req, "min_tokens");
+	if (v && !cJSON_IsNull(v) && !(cJSON_IsNumber(v) && v->valuedouble == 0)) {
+		*param = "min_tokens";
+		return fg_err_set(err, FG_EINVAL, "min_tokens is not supported (it would mask the eos ids, "
+						  "which greedy decoding does not); send \"ignore_eos\": true "
+						  "for exactly max_tokens tokens");
+	}
 	v = cJSON_GetObjectItemCaseSensitive(req, "max_tokens");
 	if (!v)
 		v = cJSON_GetObjectItemCaseSensitive(req, "max_completion_tokens");

@@ -120,6 +120,8 @@ for t in range(3, 400):
     break
 assert early, "no prompt reaches an eos: the check would prove nothing"
 EOF
+check "min_tokens (vLLM's eos mask, not greedy): 400 naming it and ignore_eos" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[2],\"min_tokens\":8}')\" = 400 ] && grep -q '\"param\":\"min_tokens\"' '$WORK/body' && grep -q 'ignore_eos' '$WORK/body'"
+check "min_tokens 0: accepted" [ "$(curl -s -o /dev/null -w '%{http_code}' "$B/v1/completions" -d '{"prompt":[2],"max_tokens":2,"min_tokens":0}')" = 200 ]
 check "ignore_eos of a bad type: 400 naming it" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[2],\"ignore_eos\":\"yes\"}')\" = 400 ] && grep -q '\"param\":\"ignore_eos\"' '$WORK/body'"
 check "stop string cuts the text and finishes with stop" python3 - "$B" <<'EOF'
 import json, sys, urllib.request
