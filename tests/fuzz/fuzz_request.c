@@ -42,8 +42,9 @@ static long long gen_new(const void *ud, size_t n_prompt)
 
 static int known_param(const char *p)
 {
-	static const char *const names[] = { "n", "stream", "return_token_ids", "max_tokens", "stop",
-					     "messages", "tools", "chat_template_kwargs", "prompt" };
+	static const char *const names[] = { "n", "stream", "return_token_ids", "ignore_eos", "min_tokens",
+					     "max_tokens", "stop", "messages", "tools", "chat_template_kwargs",
+					     "prompt" };
 	size_t i;
 
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
