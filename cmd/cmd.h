@@ -61,4 +61,17 @@ struct fg_engine;
  * accepted, plain_steps. In cmd/cmd_run.c. */
 void fg_cmd_spec_json(struct cJSON *o, const struct fg_engine *e);
 
+struct fg_err;
+/* verify --url (cmd/verify_url.c; the engine build has a stub saying it
+ * lacks it): transcript's prompts replayed against the OpenAI-compatible
+ * server at url, its system_fingerprint checked against bundle_id, then
+ * tokens/s unless no_bench (max_new shrunk to what the server's
+ * max_model_len leaves after the longest prompt unless max_new_given, as
+ * the engine pass does); fills sum ("server", "golden", "tps",
+ * "completed", ...), *verdict and *exit_code. Nonzero only when the check
+ * could not run (the server unreachable, an answer that is no completion). */
+int fg_cmd_verify_url(const char *url, const char *bundle_id, const struct cJSON *transcript, int warmup,
+		      int max_new, int max_new_given, int no_bench, struct cJSON *sum, const char **verdict,
+		      int *exit_code, struct fg_err *err);
+
 #endif

@@ -21,7 +21,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: fgpack verify BUNDLE.fgb [--json] [--summary FILE] [--no-replay] [--no-bench]\n"
 		"                     [--threads N] [--max-new N] [--warmup N] [--device cpu|cuda]\n"
-		"                     [--transcript FILE] [--record FILE] [--id SHA256] [--show-id]\n\n"
+		"                     [--transcript FILE] [--record FILE] [--id SHA256] [--show-id]\n"
+		"                     [--url URL]\n\n"
 		"Extracts the bundle into a temporary folder, re-hashing every member against\n"
 		"bundle.json; replays the golden transcript with the embedded engine and reports\n"
 		"the level that holds: 'logits' (every token and every step's logits hash equal:\n"
@@ -45,12 +46,18 @@ static void usage(FILE *f)
 		"  --transcript FILE  replay FILE (a transcript recorded elsewhere, e.g. by\n"
 		"                     --record on the reference GPU) instead of the bundled one\n"
 		"  --record FILE      also record this device's own transcript of the same\n"
-		"                     prompts into FILE (for 'fgpack pack --golden FILE')\n\n"
+		"                     prompts into FILE (for 'fgpack pack --golden FILE')\n"
+		"  --url URL          replay the transcript against the OpenAI-compatible server\n"
+		"                     at URL (fgpack serve, or the stack fgpack exec started)\n"
+		"                     instead of the embedded engine: token for token (greedy,\n"
+		"                     ignore_eos, return_token_ids), its system_fingerprint, when\n"
+		"                     it gives one, must be this bundle's id; then tokens/s over\n"
+		"                     HTTP by the same rules, each request timed end to end\n\n"
 		"Exit: 0 verified, 1 failure, 2 usage, 3 mismatch (a file or the transcript).\n");
 }
 
 struct opts {
-	const char *bundle, *summary, *transcript, *record, *id;
+	const char *bundle, *summary, *transcript, *record, *id, *url;
 	int json, no_replay, no_bench, threads, max_new, warmup, device, max_new_given, show_id;
 	int threads_given;
 };
@@ -109,7 +116,7 @@ static int read_member_json(cJSON **out, const struct fg_bundle *b, const char *
 
 int cmd_verify(int argc, char **argv)
 {
-	struct opts o = { NULL, "summary.json", NULL, NULL, NULL, 0, 0, 0, 1, 128, 64, FG_DEVICE_CPU, 0, 0, 0 };
+	struct opts o = { NULL, "summary.json", NULL, NULL, NULL, NULL, 0, 0, 0, 1, 128, 64, FG_DEVICE_CPU, 0, 0, 0 };
 	struct fg_bundle *b = NULL;
 	struct fg_engine *e = NULL;
 	struct fg_golden_result gr;
@@ -134,7 +141,8 @@ int cmd_verify(int argc, char **argv)
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 		int takes = !strcmp(a, "--summary") || !strcmp(a, "--threads") || !strcmp(a, "--device") ||
 			    !strcmp(a, "--max-new") || !strcmp(a, "--warmup") ||
-			    !strcmp(a, "--transcript") || !strcmp(a, "--record") || !strcmp(a, "--id");
+			    !strcmp(a, "--transcript") || !strcmp(a, "--record") || !strcmp(a, "--id") ||
+			    !strcmp(a, "--url");
 
 		if (takes && !val) {
 			cJSON_Delete(sum);
@@ -154,6 +162,8 @@ int cmd_verify(int argc, char **argv)
 			o.transcript = val;
 		else if (!strcmp(a, "--record"))
 			o.record = val;
+		else if (!strcmp(a, "--url"))
+			o.url = val;
 		else if (!strcmp(a, "--id") && !fg_sha256_hex_valid(val)) {
 			cJSON_Delete(sum);
 			return fg_cmd_usage_error("verify", "--id wants 64 lowercase hex digits");
@@ -191,6 +201,11 @@ int cmd_verify(int argc, char **argv)
 		cJSON_Delete(sum);
 		return fg_cmd_usage_error("verify", "which bundle?");
 	}
+	if (o.url && (o.no_replay || o.record || o.device != FG_DEVICE_CPU)) {
+		cJSON_Delete(sum);
+		return fg_cmd_usage_error("verify", "--url replays on the server: not with %s",
+					  o.no_replay ? "--no-replay" : o.record ? "--record" : "--device");
+	}
 	if (!sum)
 		return FG_EXIT_FAIL;
 	cJSON_AddNumberToObject(sum, "schema", 1);
@@ -216,10 +231,10 @@ int cmd_verify(int argc, char **argv)
 	/* nothing replayed: a files check. Without a trusted id the member
 	 * digests prove the files and the id is not needed: one hashing pass
 	 * unless --show-id asks for it (docs/formats/bundle.md) */
-	if (!o.no_replay)
+	if (!o.no_replay && !o.url)
 		rc = fg_bundle_open_id(&b, o.bundle, NULL, o.id,
 				       o.threads_given ? o.threads : fg_workq_cpus(16), &err);
-	else if (o.id || o.show_id)
+	else if (o.id || o.show_id || o.url) /* --url: the id the server must name */
 		rc = fg_bundle_scan_id(&b, o.bundle, o.id,
 				       o.threads_given ? o.threads : fg_workq_cpus(16), &err);
 	else
@@ -277,6 +292,31 @@ int cmd_verify(int argc, char **argv)
 			cJSON_AddItemToObject(sum, "unhonoured", cJSON_Duplicate(un, 1));
 	}
 	golden = fg_json_obj(b->meta, "golden");
+	if (o.url) {
+		/* the transcript against a running server, not the engine */
+		const char *name = fg_json_str(golden, "transcript") ? fg_json_str(golden, "transcript")
+								     : "golden/transcript.json";
+		struct fg_buf t = FG_BUF_INIT;
+
+		if (!golden && !o.transcript)
+			rc = fg_err_set(&err, FG_EINVAL, "%s has no golden transcript to compare the server "
+							 "with (give one with --transcript)",
+					o.bundle);
+		else if (o.transcript)
+			rc = fg_file_read(o.transcript, (size_t)256 << 20, &t, &err);
+		else
+			rc = fg_tarball_read_member(o.bundle, name, (size_t)256 << 20, &t, &err);
+		if (!rc)
+			rc = fg_json_parse(&tr, t.data, t.len, o.transcript ? o.transcript : name, &err);
+		fg_buf_release(&t);
+		if (!rc)
+			rc = fg_cmd_verify_url(o.url, b->id, tr, o.warmup, o.max_new, o.max_new_given, o.no_bench,
+					       sum, &verdict, &exit_code, &err);
+		if (rc)
+			goto fail;
+		replayed = 1;
+		goto report;
+	}
 	if (!golden || o.no_replay)
 		goto report;
 	if (o.transcript) {
@@ -486,9 +526,24 @@ report:
 		       b->seconds > 0 ? (double)b->bytes / b->seconds / 1e6 : 0.0,
 		       b->n_problems ? ", MISMATCH" : ", all match",
 		       b->by_id ? " (by the expected bundle id)" : "");
-		if (replayed)
+		if (o.url) { /* what the server did, from the summary */
+			const cJSON *sv = fg_json_obj(sum, "server"), *gj = fg_json_obj(sum, "golden");
+			const cJSON *tps = cJSON_GetObjectItem(sum, "tps");
+
+			printf("server   %s (model %s, fingerprint %s)\n", fg_json_str(sv, "url"),
+			       fg_json_str(sv, "model") ? fg_json_str(sv, "model") : "?",
+			       fg_json_str(sv, "system_fingerprint") ? fg_json_str(sv, "system_fingerprint")
+								      : "none");
+			if (gj)
+				printf("golden   %s (%d steps)\n", fg_json_str(gj, "level"),
+				       cJSON_GetObjectItem(gj, "steps") ? cJSON_GetObjectItem(gj, "steps")->valueint
+									: 0);
+			if (tps)
+				printf("speed    %.2f tokens/s median over HTTP, %s completed\n", tps->valuedouble,
+				       fg_json_str(sum, "completed"));
+		} else if (replayed)
 			printf("golden   %s (%zu steps)\n", level_name(gr.level), gr.steps);
-		if (sp.requests)
+		if (!o.url && sp.requests)
 			printf("speed    %.2f tokens/s median, %d/%d completed\n", sp.tps_median,
 			       sp.completed, sp.requests);
 		if (cJSON_GetObjectItem(sum, "ppl"))

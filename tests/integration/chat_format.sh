@@ -135,6 +135,10 @@ at_exit "kill $SPID 2>/dev/null"
 check "serve the tiny model with the Gemma 4 tokenizer" wait_port "$PORT"
 check_grep "serve picks the gemma4 format from the tokenizer" "chat format gemma4 \(from the tokenizer\)" "$WORK/serve.err"
 check_grep "a folder served: /health says no bundle" '"bundle":null' "$(curl -s "$B/health" >"$WORK/h.json"; echo "$WORK/h.json")"
+check "verify --url against a folder served (no fingerprint): the bundle of the same folder replays token for token" sh -c "'$FGPACK' pack --model '$M' --no-golden -o '$WORK/nogold.fgb' >/dev/null 2>&1; '$FGPACK' pack --model '$M' -o '$WORK/m.fgb' >/dev/null 2>&1 && '$FGPACK' verify '$WORK/m.fgb' --url '$B' --no-bench --json --summary - >'$WORK/murl.json' 2>'$WORK/murl.err' && grep -q '\"level\": \"tokens\"' '$WORK/murl.json' && grep -q '\"system_fingerprint\": null' '$WORK/murl.json'"
+check_grep "... with a note that the server names no bundle" 'note: http://127.0.0.1:[0-9]* names no bundle \(no system_fingerprint\)' "$WORK/murl.err"
+check_exit "verify --url of a bundle without a transcript: exit 1" 1 "$FGPACK" verify "$WORK/nogold.fgb" --url "$B" --summary -
+check_grep "... saying so" 'has no golden transcript to compare the server with' "$WORK/.out"
 check "... and the answers carry no system_fingerprint" sh -c "curl -sf '$B/v1/completions' -d '{\"prompt\": [2, 17], \"max_tokens\": 2}' >'$WORK/nofp.json' && grep -q '\"choices\"' '$WORK/nofp.json' && ! grep -q system_fingerprint '$WORK/nofp.json'"
 # the official openai client against the Gemma 4 format
 if (cd "$NODE_DIR" && node serve_openai.mjs "$B/v1") >"$WORK/node.out" 2>&1; then :; fi

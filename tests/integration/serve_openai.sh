@@ -61,6 +61,22 @@ while IFS= read -r line; do
 done <"$WORK/node.out"
 grep -q "passed, 0 failed" "$WORK/node.out" || { not_ok "openai client script ran to the end"; tail -5 "$WORK/node.out"; }
 
+# verify --url: the bundle's transcript replayed against this running server
+# (fgpack itself the client), its fingerprint checked, tokens/s over HTTP
+check_exit "verify --url against the server of this bundle: exit 0" 0 "$FGPACK" verify "$WORK/t.fgb" --url "$B/v1" --warmup 2 --summary "$WORK/url.json"
+check "... tokens level, every step; the server's fingerprint is the bundle; all timed requests completed" python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d['verdict'] == 'verified-tokens' and d['golden']['level'] == 'tokens' and d['golden']['steps'] > 0, d
+assert d['server']['system_fingerprint'] == d['bundle'] == sys.argv[2] and d['server']['model'] == 'tiny', d
+assert d['completed'] == '4/4' and d['tps'] > 0 and d['warmup'] == 2, d" "$WORK/url.json" "$ID"
+check "another bundle checked against this server: exit 3" sh -c "'$FGPACK' pack --model '$M' --prompts 2 -o '$WORK/t2.fgb' >/dev/null 2>&1; '$FGPACK' verify '$WORK/t2.fgb' --url '$B' --no-bench --summary '$WORK/url2.json' 2>'$WORK/url2.err'; [ \$? -eq 3 ]"
+check_grep "... the server says which bundle it serves" "says it serves $ID, not this bundle" "$WORK/url2.err"
+"$FGPACK" verify "$WORK/t.fgb" --url http://127.0.0.1:1 --summary - >"$WORK/down.out" 2>&1
+check "no server at the URL: exit 1" [ $? -eq 1 ]
+check "... in one line naming the URL" sh -c "[ \$(wc -l <'$WORK/down.out') -eq 1 ] && grep -q '^fgpack verify: http://127.0.0.1:1/v1/models: ' '$WORK/down.out'"
+check_exit "--url with --no-replay: usage" 2 "$FGPACK" verify "$WORK/t.fgb" --url "$B" --no-replay
+
 # curl: edge cases
 code() { curl -s -o "$WORK/body" -w '%{http_code}' "$@"; }
 check "malformed JSON: 400" [ "$(code "$B/v1/completions" -d '{"prompt": ')" = 400 ]
