@@ -185,7 +185,7 @@ int fg_cmd_verify_url(const char *url, const char *bundle_id, const cJSON *trans
 		    ctx > 0) {
 			cJSON_AddNumberToObject(srv, "max_model_len", (double)ctx);
 			fit = ctx - longest < 1 ? 1 : (int)(ctx - longest);
-			if (fit < max_new && !max_new_given) {
+			if (fit < max_new && !max_new_given && !no_bench) {
 				fprintf(stderr, "fgpack verify: note: timing %d new tokens per prompt, not %d: "
 						"the longest golden prompt (%d tokens) leaves %d of the server's "
 						"context of %lld\n",
@@ -197,7 +197,7 @@ int fg_cmd_verify_url(const char *url, const char *bundle_id, const cJSON *trans
 	g = cJSON_AddObjectToObject(sum, "golden");
 	/* the transcript, token for token, and who says it answered */
 	cJSON_ArrayForEach(p, prompts) {
-		const cJSON *want = fg_json_arr(p, "tokens"), *got, *w;
+		const cJSON *want = fg_json_arr(p, "tokens"), *got, *w, *wl;
 		cJSON *req = completion(model, fg_json_arr(p, "ids"), cJSON_GetArraySize(want)), *r = NULL;
 		const char *f;
 		int s = 0;
@@ -220,8 +220,7 @@ int fg_cmd_verify_url(const char *url, const char *bundle_id, const cJSON *trans
 		got = fg_json_arr(cJSON_GetArrayItem(fg_json_arr(r, "choices"), 0), "token_ids");
 		if (!got)
 			unchecked = 1;
-		const cJSON *wl = got ? want : NULL;
-
+		wl = got ? want : NULL;
 		cJSON_ArrayForEach(w, wl) {
 			const cJSON *x = cJSON_GetArrayItem(got, s);
 
@@ -230,10 +229,15 @@ int fg_cmd_verify_url(const char *url, const char *bundle_id, const cJSON *trans
 				cJSON_AddNumberToObject(g, "step", s);
 				cJSON_AddNumberToObject(g, "want", w->valuedouble);
 				cJSON_AddNumberToObject(g, "got", x && cJSON_IsNumber(x) ? x->valuedouble : -1);
-				fprintf(stderr, "fgpack verify: %s: golden mismatch at step %d of prompt %d: "
-						"token %d, transcript has %d\n",
-					cl.base.data, s, idx, x && cJSON_IsNumber(x) ? (int)x->valuedouble : -1,
-					(int)w->valuedouble);
+				if (x)
+					fprintf(stderr, "fgpack verify: %s: golden mismatch at step %d of prompt %d: "
+							"token %d, transcript has %d\n",
+						cl.base.data, s, idx, cJSON_IsNumber(x) ? (int)x->valuedouble : -1,
+						(int)w->valuedouble);
+				else /* it stopped early: an eos the server did not ignore, say */
+					fprintf(stderr, "fgpack verify: %s: golden mismatch at step %d of prompt %d: "
+							"the server gave %d tokens, the transcript has %d\n",
+						cl.base.data, s, idx, cJSON_GetArraySize(got), cJSON_GetArraySize(want));
 				mismatch = 1;
 				break;
 			}
