@@ -117,7 +117,9 @@ check "fgpack lock picks up the change" "$FGPACK" lock "$WORK/m.json" -o "$WORK/
 if cmp -s "$WORK/a.lock" "$WORK/before.lock"; then not_ok "new lock differs"; else ok "new lock differs"; fi
 
 # pin mismatch: the main file changes under the pin
-python3 -c "import sys; f=open(sys.argv[1],'r+b'); f.seek(5); f.write(b'X'); f.close()" "$B/w/v1/model.safetensors"
+# (a byte flipped, not overwritten: the file is random, and writing b'X' over
+# a byte that was already 'X' changed nothing one run in 256)
+python3 -c "import sys; f=open(sys.argv[1],'r+b'); f.seek(5); c=f.read(1); f.seek(5); f.write(bytes([c[0] ^ 0xff])); f.close()" "$B/w/v1/model.safetensors"
 new_sha=$(sha256sum "$B/w/v1/model.safetensors" | cut -d' ' -f1)
 restart_hub
 check_fails "pull with a failing pin fails" "$FGPACK" pull "$WORK/m.json" --lock "$WORK/pin.lock" --into "$WORK/out3"
