@@ -587,7 +587,6 @@ static int attach_statement(struct fg_bundle_builder *b, struct comp_arg *c, int
 	}
 	if (stat(sp.data, &st) || !S_ISREG(st.st_mode))
 		goto out; /* none beside it */
-	fg_buf_reset(&m);
 	if (fg_buf_printf(&m, err, "attestations/%s", base_name(sp.data))) {
 		rc = err ? err->code : FG_ENOMEM;
 		goto out;

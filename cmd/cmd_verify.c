@@ -114,6 +114,32 @@ static int read_member_json(cJSON **out, const struct fg_bundle *b, const char *
 	return rc;
 }
 
+/* The transcript to replay: --transcript FILE (named in sum), else the
+ * bundle's own, from the extracted copy or, when nothing was extracted
+ * (--url), from the archive. */
+static int read_transcript(cJSON **tr, const struct opts *o, const struct fg_bundle *b,
+			   const cJSON *golden, cJSON *sum, struct fg_err *err)
+{
+	const char *name = fg_json_str(golden, "transcript") ? fg_json_str(golden, "transcript")
+							     : "golden/transcript.json";
+	struct fg_buf t = FG_BUF_INIT;
+	int rc;
+
+	*tr = NULL;
+	if (!o->transcript && b->dir)
+		return read_member_json(tr, b, name, err);
+	if (o->transcript)
+		rc = fg_file_read(o->transcript, (size_t)256 << 20, &t, err);
+	else
+		rc = fg_tarball_read_member(o->bundle, name, (size_t)256 << 20, &t, err);
+	if (!rc)
+		rc = fg_json_parse(tr, t.data, t.len, o->transcript ? o->transcript : name, err);
+	fg_buf_release(&t);
+	if (!rc && o->transcript)
+		cJSON_AddStringToObject(sum, "transcript", o->transcript);
+	return rc;
+}
+
 int cmd_verify(int argc, char **argv)
 {
 	struct opts o = { NULL, "summary.json", NULL, NULL, NULL, NULL, 0, 0, 0, 1, 128, 64, FG_DEVICE_CPU, 0, 0, 0 };
@@ -294,21 +320,12 @@ int cmd_verify(int argc, char **argv)
 	golden = fg_json_obj(b->meta, "golden");
 	if (o.url) {
 		/* the transcript against a running server, not the engine */
-		const char *name = fg_json_str(golden, "transcript") ? fg_json_str(golden, "transcript")
-								     : "golden/transcript.json";
-		struct fg_buf t = FG_BUF_INIT;
-
 		if (!golden && !o.transcript)
 			rc = fg_err_set(&err, FG_EINVAL, "%s has no golden transcript to compare the server "
 							 "with (give one with --transcript)",
 					o.bundle);
-		else if (o.transcript)
-			rc = fg_file_read(o.transcript, (size_t)256 << 20, &t, &err);
 		else
-			rc = fg_tarball_read_member(o.bundle, name, (size_t)256 << 20, &t, &err);
-		if (!rc)
-			rc = fg_json_parse(&tr, t.data, t.len, o.transcript ? o.transcript : name, &err);
-		fg_buf_release(&t);
+			rc = read_transcript(&tr, &o, b, golden, sum, &err);
 		if (!rc)
 			rc = fg_cmd_verify_url(o.url, b->id, tr, o.warmup, o.max_new, o.max_new_given, o.no_bench,
 					       sum, &verdict, &exit_code, &err);
@@ -319,20 +336,7 @@ int cmd_verify(int argc, char **argv)
 	}
 	if (!golden || o.no_replay)
 		goto report;
-	if (o.transcript) {
-		struct fg_buf t = FG_BUF_INIT;
-
-		rc = fg_file_read(o.transcript, (size_t)256 << 20, &t, &err);
-		if (!rc)
-			rc = fg_json_parse(&tr, t.data, t.len, o.transcript, &err);
-		fg_buf_release(&t);
-		if (!rc)
-			cJSON_AddStringToObject(sum, "transcript", o.transcript);
-	} else
-		rc = read_member_json(&tr, b, fg_json_str(golden, "transcript")
-						       ? fg_json_str(golden, "transcript")
-						       : "golden/transcript.json",
-				      &err);
+	rc = read_transcript(&tr, &o, b, golden, sum, &err);
 	if (!rc)
 		rc = load_engine(&e, b, o.threads, o.device, &err);
 	if (!rc && fg_engine_gen_unapplied(e)[0]) {

@@ -139,13 +139,6 @@ static cJSON *completion(const char *model, const cJSON *ids, int max_tokens)
 	return b;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 int fg_cmd_verify_url(const char *url, const char *bundle_id, const cJSON *transcript, int warmup,
 		      int max_new, int max_new_given, int no_bench, cJSON *sum, const char **verdict,
 		      int *exit_code, struct fg_err *err)
@@ -327,9 +320,7 @@ int fg_cmd_verify_url(const char *url, const char *bundle_id, const cJSON *trans
 		cJSON_Delete(req);
 		cJSON_Delete(r);
 	}
-	qsort(tps, (size_t)completed, sizeof(*tps), cmp_double);
-	cJSON_AddNumberToObject(sum, "tps", !completed ? 0 : completed % 2 ? tps[completed / 2]
-								   : (tps[completed / 2 - 1] + tps[completed / 2]) / 2);
+	cJSON_AddNumberToObject(sum, "tps", fg_golden_median(tps, completed));
 	{
 		char c[64];
 

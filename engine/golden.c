@@ -572,6 +572,14 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+double fg_golden_median(double *v, int n)
+{
+	if (n <= 0)
+		return 0;
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 int fg_golden_speed(struct fg_golden_speed *s, struct fg_engine *e, const cJSON *prompts,
 		    int warmup, int max_new, struct fg_err *err)
 {
@@ -613,11 +621,8 @@ int fg_golden_speed(struct fg_golden_speed *s, struct fg_engine *e, const cJSON 
 		}
 		free(ids);
 	}
-	if (!rc && s->completed) {
-		qsort(tps, (size_t)s->completed, sizeof(*tps), cmp_double);
-		s->tps_median = s->completed % 2 ? tps[s->completed / 2]
-						 : (tps[s->completed / 2 - 1] + tps[s->completed / 2]) / 2;
-	}
+	if (!rc)
+		s->tps_median = fg_golden_median(tps, s->completed);
 	free(tps);
 	return rc;
 }

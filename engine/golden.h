@@ -94,6 +94,9 @@ struct fg_golden_speed {
 	int warmup;         /* one-token prompts run before timing */
 };
 
+/* The median of v[0..n) (sorted in place); 0 when n is 0. */
+double fg_golden_median(double *v, int n);
+
 /* Runs warmup one-token prompts, then times every prompt for max_new new
  * tokens; only prompts that completed count in the median. */
 int fg_golden_speed(struct fg_golden_speed *s, struct fg_engine *e, const cJSON *prompts,

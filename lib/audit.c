@@ -826,7 +826,6 @@ static int tarball_scan_keep(const char *path, struct member_list *ml, uint8_t i
 	return fg_tarball_scan_opts(path, &o, collect_member, ml, id, err);
 }
 
-/* {"inputs": resolvedDependencies, "parameters": externalParameters, "builder"} */
 /* 1 when every subject of stmt (at least one) is a member of the bundle
  * below prefix cp, by its name there and its sha256 in bundle.json's files:
  * the statement describes that component, wherever it lies in the bundle
@@ -861,6 +860,7 @@ static int subjects_in(const cJSON *stmt, const cJSON *files, const char *cp)
 	return n > 0;
 }
 
+/* {"inputs": resolvedDependencies, "parameters": externalParameters, "builder"} */
 static cJSON *derived_from(const cJSON *stmt)
 {
 	const cJSON *pred = fg_json_obj(stmt, "predicate");
@@ -1052,17 +1052,18 @@ int fg_audit_bundle(struct fg_audit **out, const char *path, struct fg_err *err)
 						best_len = strlen(cp);
 					}
 			}
-			cJSON_ArrayForEach(c, comps)
-			{
-				const char *cp = fg_json_str(c, "path"), *key = fg_json_str(c, "key");
+			if (!best_len)
+				cJSON_ArrayForEach(c, comps)
+				{
+					const char *cp = fg_json_str(c, "path"), *key = fg_json_str(c, "key");
 
-				if (best_len || !cp || !key || !subjects_in(st, files, cp))
-					continue;
-				for (k = 0; k < a->n_rows; k++)
-					if (!strcmp(a->rows[k].key, key))
-						best = k;
-				break;
-			}
+					if (!cp || !key || !subjects_in(st, files, cp))
+						continue;
+					for (k = 0; k < a->n_rows; k++)
+						if (!strcmp(a->rows[k].key, key))
+							best = k;
+					break;
+				}
 			cJSON_Delete(st);
 			if (a->rows[best].derived) {
 				cJSON *arr = cJSON_IsArray(a->rows[best].derived) ? a->rows[best].derived : NULL;

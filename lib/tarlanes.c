@@ -469,6 +469,16 @@ void fg_tarlanes_free(struct fg_tarlane_entry *e, size_t n)
 	free(e);
 }
 
+/* The seek table's footer, the file's last 9 bytes (frame count,
+ * descriptor, magic): 0 when it is one, no reserved bit set. */
+static int seek_footer(int fd, unsigned long long size, unsigned char foot[9])
+{
+	return size >= 17 && pread(fd, foot, 9, (off_t)(size - 9)) == 9 &&
+			       fg_le32(foot + 5) == FG_TAR_SEEKABLE_MAGIC && !(foot[4] & 0x7c)
+		       ? 0
+		       : -1;
+}
+
 /* Reads the seek table: frame offsets off[0..n] (off[n] = where the table
  * begins) and tar offsets tar[0..n]. 0, or -1 when there is none or it does
  * not add up. */
@@ -480,8 +490,7 @@ static int seek_table(int fd, unsigned long long size, unsigned long long **off,
 	size_t n, i, esz;
 
 	*off = *tar = NULL;
-	if (size < 17 || pread(fd, foot, 9, (off_t)(size - 9)) != 9 ||
-	    fg_le32(foot + 5) != FG_TAR_SEEKABLE_MAGIC || (foot[4] & 0x7c))
+	if (seek_footer(fd, size, foot))
 		return -1;
 	n = fg_le32(foot);
 	esz = foot[4] & 0x80 ? 12 : 8;
@@ -639,8 +648,7 @@ int fg_tarlanes_may_read(const char *archive)
 	fd = open(archive, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
-	ok = !fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_size >= 17 &&
-	     pread(fd, foot, 9, st.st_size - 9) == 9 && fg_le32(foot + 5) == FG_TAR_SEEKABLE_MAGIC;
+	ok = !fstat(fd, &st) && S_ISREG(st.st_mode) && !seek_footer(fd, (unsigned long long)st.st_size, foot);
 	close(fd);
 	return ok;
 }

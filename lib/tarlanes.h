@@ -49,6 +49,11 @@ struct fg_tarlanes_opts {
 				       * extract into (on 1, the caller empties it) */
 };
 
+/* 1 when archive may be read in lanes: they are not turned off and it ends
+ * with a seek table's footer (a cheap look, not the checks of
+ * fg_tarlanes_hash); 0 when it will be read from start to end. */
+int fg_tarlanes_may_read(const char *archive);
+
 /* 0: every member hashed (and, with dest, written there), *out holds them
  * in tar order (free with fg_tarlanes_free) and *lanes (may be NULL) the
  * number of lanes; 1: not done (no seek table, fewer than two frames that
@@ -59,10 +64,6 @@ struct fg_tarlanes_opts {
  * most 16 threads) regions of about equal size at frames that start members,
  * two lanes per thread. The environment's FG_TAR_LANES=0 turns the lanes
  * off. */
-/* 1 when archive may be read in lanes: they are not turned off and it ends
- * with a seek table's footer (a cheap look, not the checks of
- * fg_tarlanes_hash); 0 when it will be read from start to end. */
-int fg_tarlanes_may_read(const char *archive);
 int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 		     struct fg_tarlane_entry **out, size_t *n, int *lanes);
 void fg_tarlanes_free(struct fg_tarlane_entry *e, size_t n);
