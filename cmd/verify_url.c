@@ -72,7 +72,8 @@ static int call(struct client *cl, const char *path, const cJSON *body, cJSON **
 		goto out;
 	}
 	curl_easy_getinfo(cl->c, CURLINFO_RESPONSE_CODE, &status);
-	if (fg_json_parse(out, cl->body.data ? cl->body.data : "", cl->body.len, url.data, NULL))
+	/* the answer's text may hold \u0000 (a model's <0x00>); only the ids are read */
+	if (fg_json_parse_cut(out, cl->body.data ? cl->body.data : "", cl->body.len, url.data, NULL))
 		*out = NULL;
 	if (status != 200 || !*out) {
 		const char *m = fg_json_str(fg_json_obj(*out, "error"), "message");

@@ -33,7 +33,7 @@ struct job {
 	int32_t *ids;
 	size_t n_ids;
 	int32_t *tids;          /* the ids the text is decoded from: ids without the */
-	size_t n_tids;          /* eos ids that ignore_eos let through */
+	size_t n_tids;          /* special ones (skip_special_tokens, the default) */
 	struct fg_buf text;     /* generated text, cut at a stop string */
 	const char *finish;     /* "stop" / "length" once done */
 	int done, cancelled, failed;
@@ -107,15 +107,18 @@ static size_t utf8_whole(const char *t, size_t n)
 	return n;
 }
 
-/* Copy of t[0..n) with every byte that is not part of a valid UTF-8
- * sequence replaced by U+FFFD, as JSON text must be UTF-8. NULL on OOM. */
-static char *utf8_clean(const char *t, size_t n)
+/* Adds t[0..n) to o under key as a JSON string: every byte that is not part
+ * of a valid UTF-8 sequence becomes U+FFFD, as JSON text must be UTF-8, and a
+ * NUL byte (a model may emit <0x00>) is written as \u0000 rather than ending
+ * the string, hence a raw item escaped here. -1 when out of memory. */
+static int add_text(cJSON *o, const char *key, const char *t, size_t n)
 {
-	struct fg_buf b = FG_BUF_INIT;
+	struct fg_buf b = FG_BUF_INIT, q = FG_BUF_INIT;
 	size_t i = 0;
+	int rc = 0;
+	cJSON *raw;
 
-	fg_buf_append(&b, "", 0, NULL);
-	while (i < n) {
+	while (!rc && i < n) {
 		unsigned char c = (unsigned char)t[i];
 		size_t need = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 && c >= 0xC2 ? 2 : (c & 0xF0) == 0xE0 ? 3
 			    : (c & 0xF8) == 0xF0 && c <= 0xF4 ? 4 : 0;
@@ -135,16 +138,22 @@ static char *utf8_clean(const char *t, size_t n)
 			okseq = !(c == 0xF0 && d < 0x90) && !(c == 0xF4 && d >= 0x90);
 		}
 		if (okseq) {
-			if (fg_buf_append(&b, t + i, need, NULL))
-				break;
+			rc = fg_buf_append(&b, t + i, need, NULL);
 			i += need;
 		} else {
-			if (fg_buf_puts(&b, "\xEF\xBF\xBD", NULL))
-				break;
+			rc = fg_buf_puts(&b, "\xEF\xBF\xBD", NULL);
 			i++;
 		}
 	}
-	return fg_buf_detach(&b, NULL);
+	if (!rc)
+		rc = fg_buf_json_str(&q, b.data ? b.data : "", b.len, NULL);
+	fg_buf_release(&b);
+	raw = rc ? NULL : cJSON_CreateRaw(q.data);
+	fg_buf_release(&q);
+	if (!raw)
+		return -1;
+	cJSON_AddItemToObject(o, key, raw);
+	return 0;
 }
 
 struct gen {
@@ -157,7 +166,7 @@ static int on_token(void *user, int32_t token, const float *logits, int n_vocab)
 	struct gen *g = user;
 	struct fg_server *s = g->s;
 	struct job *j = g->j;
-	int stop = 0, eos;
+	int stop = 0, eos, intext;
 	size_t i;
 
 	(void)logits;
@@ -174,24 +183,30 @@ static int on_token(void *user, int32_t token, const float *logits, int n_vocab)
 		pthread_mutex_unlock(&s->mu);
 		return 1;
 	}
+	/* the text leaves special tokens out unless asked (vLLM's and
+	 * transformers' skip_special_tokens, true by default); an eos id that
+	 * ignore_eos let through is left out as well when the tokenizer does
+	 * not mark it special */
+	intext = j->in.keep_special ? 1
+		 : !eos && !(s->tok && (fg_tokenizer_token_flags(s->tok, token) & FG_TOK_F_SPECIAL));
 	{
 		int32_t *ni = realloc(j->ids, (j->n_ids + 1) * sizeof(*ni)), *nt = NULL;
 
 		if (ni)
 			j->ids = ni;
-		if (ni && !eos && (nt = realloc(j->tids, (j->n_tids + 1) * sizeof(*nt))) != NULL)
+		if (ni && intext && (nt = realloc(j->tids, (j->n_tids + 1) * sizeof(*nt))) != NULL)
 			j->tids = nt;
-		if (!ni || (!eos && !nt)) {
+		if (!ni || (intext && !nt)) {
 			j->failed = 1;
 			snprintf(j->errmsg, sizeof(j->errmsg), "out of memory");
 			pthread_mutex_unlock(&s->mu);
 			return 1;
 		}
 		j->ids[j->n_ids++] = token;
-		if (!eos) /* as vLLM leaves special tokens out of the text */
+		if (intext)
 			j->tids[j->n_tids++] = token;
 	}
-	if (s->tok && !eos) {
+	if (s->tok && intext) {
 		fg_buf_reset(&j->text);
 		if (fg_tokenizer_decode(s->tok, j->tids, j->n_tids, &j->text, NULL)) {
 			j->failed = 1;
@@ -362,6 +377,12 @@ int fg_server_parse_request(struct fg_server_req *r, const struct fg_server_limi
 		return fg_err_set(err, FG_EINVAL, "ignore_eos: expected true or false");
 	}
 	r->ignore_eos = cJSON_IsTrue(v);
+	v = cJSON_GetObjectItemCaseSensitive(req, "skip_special_tokens");
+	if (v && !cJSON_IsBool(v) && !cJSON_IsNull(v)) {
+		*param = "skip_special_tokens";
+		return fg_err_set(err, FG_EINVAL, "skip_special_tokens: expected true or false");
+	}
+	r->keep_special = cJSON_IsFalse(v);
 	/* vLLM's min_tokens masks the eos ids until then, which is not greedy
 	 * decoding: refused rather than ignored (an answer cut at an eos would
 	 * then look like a shortfall of the server) */
@@ -561,19 +582,20 @@ static cJSON *final_response(const struct fg_server *s, const struct job *j)
 {
 	cJSON *r = envelope(s, j, j->in.chat ? "chat.completion" : "text_completion");
 	cJSON *ch = cJSON_AddArrayToObject(r, "choices"), *c = cJSON_CreateObject();
-	char *text = utf8_clean(j->text.data ? j->text.data : "", j->text.len);
+	const char *text = j->text.data ? j->text.data : "";
 
 	cJSON_AddNumberToObject(c, "index", 0);
 	if (j->in.chat) {
 		cJSON *m = cJSON_AddObjectToObject(c, "message");
 
 		cJSON_AddStringToObject(m, "role", "assistant");
-		cJSON_AddStringToObject(m, "content", text ? text : "");
+		if (add_text(m, "content", text, j->text.len))
+			cJSON_AddStringToObject(m, "content", "");
 	} else {
-		cJSON_AddStringToObject(c, "text", text ? text : "");
+		if (add_text(c, "text", text, j->text.len))
+			cJSON_AddStringToObject(c, "text", "");
 		cJSON_AddNullToObject(c, "logprobs");
 	}
-	free(text);
 	cJSON_AddStringToObject(c, "finish_reason", j->finish);
 	cJSON_AddItemToObject(c, "token_ids", ids_array(j->ids, j->n_ids));
 	cJSON_AddItemToArray(ch, c);
@@ -589,27 +611,24 @@ static int sse_chunk(const struct fg_server *s, struct job *j, const char *text,
 {
 	cJSON *r = envelope(s, j, j->in.chat ? "chat.completion.chunk" : "text_completion");
 	cJSON *ch = cJSON_AddArrayToObject(r, "choices"), *c = cJSON_CreateObject();
-	char *t = NULL;
-	int rc;
+	int rc = 0;
 
-	if (text) {
-		t = utf8_clean(text, len);
-		if (!t) {
-			cJSON_Delete(r);
-			return -1;
-		}
-	}
 	cJSON_AddNumberToObject(c, "index", 0);
 	if (j->in.chat) {
 		cJSON *d = cJSON_AddObjectToObject(c, "delta");
 
 		if (role)
 			cJSON_AddStringToObject(d, "role", "assistant");
-		if (t)
-			cJSON_AddStringToObject(d, "content", t);
+		if (text)
+			rc = add_text(d, "content", text, len);
 	} else {
-		cJSON_AddStringToObject(c, "text", t ? t : "");
+		rc = add_text(c, "text", text ? text : "", text ? len : 0);
 		cJSON_AddNullToObject(c, "logprobs");
+	}
+	if (rc) {
+		cJSON_Delete(c);
+		cJSON_Delete(r);
+		return -1;
 	}
 	if (finish)
 		cJSON_AddStringToObject(c, "finish_reason", finish);
@@ -625,7 +644,6 @@ static int sse_chunk(const struct fg_server *s, struct job *j, const char *text,
 		rc = fg_json_write(&j->sse, r, 0, NULL);
 	if (!rc)
 		rc = fg_buf_puts(&j->sse, "\n\n", NULL);
-	free(t);
 	cJSON_Delete(r);
 	return rc;
 }

@@ -62,6 +62,8 @@ struct fg_server_req {
 	int echo_ids;           /* return_token_ids: the prompt's ids in the answer */
 	int ignore_eos;         /* vLLM's ignore_eos: the eos and end-of-turn ids do not
 				 * stop generation (counted, left out of the text) */
+	int keep_special;       /* skip_special_tokens: false: special tokens stay in
+				 * the text (default: left out, as vLLM and transformers) */
 	int32_t *prompt;        /* n_prompt ids, each in 0..n_vocab-1 (owned) */
 	size_t n_prompt;        /* 1..max_seq-1 */
 	int max_tokens;         /* >= 1 (unless the context is full), n_prompt + max_tokens <= max_seq */

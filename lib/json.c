@@ -21,8 +21,9 @@ static int hex4(const char *t)
 /* What cJSON lets through: nesting deeper than MAX_DEPTH (its recursion),
  * and strings it would cut short without a word: a \u escape that is not
  * four hex digits (cJSON 1.7.15 decodes it as U+0000), \u0000 itself and a
- * raw NUL byte (a C string ends there). 0, or an error with the byte. */
-static int prescan(const char *t, size_t len, const char *what, struct fg_err *err)
+ * raw NUL byte (a C string ends there); \u0000 passes when cut_ok (the
+ * string then ends there). 0, or an error with the byte. */
+static int prescan(const char *t, size_t len, const char *what, int cut_ok, struct fg_err *err)
 {
 	int depth = 0, in_str = 0;
 	size_t i;
@@ -35,7 +36,7 @@ static int prescan(const char *t, size_t len, const char *what, struct fg_err *e
 				if (len - i < 6 || !hex4(t + i + 2))
 					return fg_err_set(err, FG_EFORMAT, "%s: not valid JSON (a \\u escape "
 							  "without four hex digits at byte %zu)", what, i);
-				if (!memcmp(t + i + 2, "0000", 4))
+				if (!cut_ok && !memcmp(t + i + 2, "0000", 4))
 					return fg_err_set(err, FG_EFORMAT, "%s: a string holds \\u0000 (byte %zu), "
 							  "which would cut it short", what, i);
 				i += 5;
@@ -112,14 +113,14 @@ static int keep_literals(cJSON *it, const char **pos, const char *end)
 	return 0;
 }
 
-int fg_json_parse(cJSON **out, const char *text, size_t len, const char *what, struct fg_err *err)
+static int parse(cJSON **out, const char *text, size_t len, const char *what, int cut_ok, struct fg_err *err)
 {
 	const char *end = NULL;
 	cJSON *j;
 	int rc;
 
 	*out = NULL;
-	if ((rc = prescan(text, len, what, err)))
+	if ((rc = prescan(text, len, what, cut_ok, err)))
 		return rc;
 	j = cJSON_ParseWithLengthOpts(text, len, &end, 0);
 	if (!j) {
@@ -155,6 +156,16 @@ int fg_json_parse(cJSON **out, const char *text, size_t len, const char *what, s
 	}
 	*out = j;
 	return 0;
+}
+
+int fg_json_parse(cJSON **out, const char *text, size_t len, const char *what, struct fg_err *err)
+{
+	return parse(out, text, len, what, 0, err);
+}
+
+int fg_json_parse_cut(cJSON **out, const char *text, size_t len, const char *what, struct fg_err *err)
+{
+	return parse(out, text, len, what, 1, err);
 }
 
 static int indent(struct fg_buf *out, int pretty, int level, struct fg_err *err)

@@ -21,6 +21,10 @@
  * valuestring, and fg_json_write prints it unchanged ("30.0" stays "30.0"):
  * to change such a number, replace the item rather than its valuedouble. */
 int fg_json_parse(cJSON **out, const char *text, size_t len, const char *what, struct fg_err *err);
+/* As fg_json_parse, but a string holding \u0000 is accepted and ends there:
+ * for answers of other programs whose text may hold NUL (a model's <0x00>)
+ * where only other fields are read. */
+int fg_json_parse_cut(cJSON **out, const char *text, size_t len, const char *what, struct fg_err *err);
 
 /* Canonical, deterministic text of item appended to out. Numbers that are
  * integral and within ±2^53 print as integers; others with 17 significant

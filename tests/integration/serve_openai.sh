@@ -138,6 +138,53 @@ assert early, "no prompt reaches an eos: the check would prove nothing"
 EOF
 check "min_tokens (vLLM's eos mask, not greedy): 400 naming it and ignore_eos" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[2],\"min_tokens\":8}')\" = 400 ] && grep -q '\"param\":\"min_tokens\"' '$WORK/body' && grep -q 'ignore_eos' '$WORK/body'"
 check "min_tokens 0: accepted" [ "$(curl -s -o /dev/null -w '%{http_code}' "$B/v1/completions" -d '{"prompt":[2],"max_tokens":2,"min_tokens":0}')" = 200 ]
+# skip_special_tokens (vLLM and transformers, true by default): the text of
+# a greedy answer holding special ids (<pad>, <bos>, <unk>, <start_of_turn>
+# here) leaves them out, or with false keeps them, each as the independent
+# reference (@lenml/tokenizers) decodes the same ids; a <0x00> byte comes back
+# as \u0000 instead of ending the text. Runs of U+FFFD are compared as one:
+# how many an invalid byte run gives differs by design (docs/serve.md).
+mkdir -p "$WORK/tokdir" && cp "$M/tokenizer.json" "$WORK/tokdir/" && echo '{}' >"$WORK/tokdir/tokenizer_config.json"
+check "skip_special_tokens: special ids left out of the text by default, kept with false, as the reference decodes them; NUL bytes kept" python3 - "$B" "$WORK" "$TOP/tests/node/gemma_tokenize.js" <<'EOF'
+import json, re, subprocess, sys, urllib.request
+base, work, ref = sys.argv[1:4]
+def post(d):
+    return json.load(urllib.request.urlopen(urllib.request.Request(base + "/v1/completions", json.dumps(d).encode())))
+special, rows, prompts, nul = {0, 2, 3, 4}, [], [], 0
+for t in range(3, 512):
+    c = post({"prompt": [2, t], "max_tokens": 24})["choices"][0]
+    if not special & set(c["token_ids"]):
+        continue
+    k = post({"prompt": [2, t], "max_tokens": 24, "skip_special_tokens": False})["choices"][0]
+    assert k["token_ids"] == c["token_ids"], (k, c)
+    rows.append((c["token_ids"], c["text"], k["text"]))
+    prompts.append([2, t])
+    nul += "\0" in c["text"]
+    if len(rows) >= 12 and nul:
+        break
+assert len(rows) >= 3 and nul, (len(rows), nul)
+open(work + "/sp.ids", "w").write("".join(json.dumps(r[0]) + "\n" for r in rows))
+def decode(*flags):
+    out = subprocess.run(["node", ref, "--decode", "--dir=" + work + "/tokdir", *flags, work + "/sp.ids"],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    return [json.loads(x) for x in out]
+one = lambda s: re.sub("\ufffd+", "\ufffd", s)
+for (ids, dflt, keep), want_d, want_k in zip(rows, decode("--skip-special"), decode()):
+    assert one(dflt) == one(want_d), (ids, dflt, want_d)
+    assert one(keep) == one(want_k), (ids, keep, want_k)
+    assert dflt != keep and any(x in keep for x in ("<pad>", "<bos>", "<unk>", "<start_of_turn>")), (dflt, keep)
+# streamed, the same text, with and without the special tokens
+for (ids, dflt, keep), prompt in zip(rows[:4], prompts):
+    for skip, want in ((True, dflt), (False, keep)):
+        body = {"prompt": prompt, "max_tokens": 24, "stream": True, "skip_special_tokens": skip}
+        text = ""
+        for line in urllib.request.urlopen(urllib.request.Request(base + "/v1/completions", json.dumps(body).encode())):
+            line = line.decode().strip()
+            if line.startswith("data: {"):
+                text += json.loads(line[6:])["choices"][0]["text"]
+        assert text == want, (prompt, skip, text, want)
+EOF
+check "skip_special_tokens of a bad type: 400 naming it" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[2],\"skip_special_tokens\":1}')\" = 400 ] && grep -q '\"param\":\"skip_special_tokens\"' '$WORK/body'"
 check "ignore_eos of a bad type: 400 naming it" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[2],\"ignore_eos\":\"yes\"}')\" = 400 ] && grep -q '\"param\":\"ignore_eos\"' '$WORK/body'"
 check "stop string cuts the text and finishes with stop" python3 - "$B" <<'EOF'
 import json, sys, urllib.request

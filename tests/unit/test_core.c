@@ -110,6 +110,16 @@ static void test_json(void)
 	   "json: \\u0000 refused (%s)", err.msg);
 	ok(fg_json_parse(&j, "[\"a\0b\"]", 6, "t", &err) == FG_EFORMAT && strstr(err.msg, "NUL"),
 	   "json: a raw NUL in a string refused (%s)", err.msg);
+	/* fg_json_parse_cut: \u0000 accepted, the string ends there; the rest
+	 * of the document is read; other refusals stay */
+	in = "{\"t\": \"a\\u0000b\", \"n\": [1, 2]}";
+	ok(fg_json_parse_cut(&j, in, strlen(in), "t", &err) == 0 &&
+	   !strcmp(fg_json_str(j, "t"), "a") && cJSON_GetArraySize(fg_json_arr(j, "n")) == 2,
+	   "json: parse_cut takes \\u0000 and cuts that string there");
+	cJSON_Delete(j);
+	ok(fg_json_parse_cut(&j, "[\"a\\uz000b\"]", 12, "t", &err) == FG_EFORMAT &&
+	   fg_json_parse_cut(&j, "[\"a\0b\"]", 6, "t", &err) == FG_EFORMAT,
+	   "json: parse_cut still refuses a bad \\u escape and a raw NUL");
 	in = "[\"a\\\\u0000\\u00e9\"]";
 	ok(fg_json_parse(&j, in, strlen(in), "t", &err) == 0 &&
 	   !strcmp(cJSON_GetArrayItem(j, 0)->valuestring, "a\\u0000\xc3\xa9"),
