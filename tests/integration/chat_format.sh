@@ -161,8 +161,10 @@ def post(d):
 def ids_of(s):  # the tokenizer's own ids of a text, <bos> added: no chat code involved
     return json.loads(subprocess.run([fg, "tokenize", "--tokenizer", tj, "--add-special"], input=s.encode(),
                                      capture_output=True, check=True).stdout)
+# fgpack run's text keeps special tokens (as transformers' decode does by
+# default); the server leaves them out unless asked (serve_openai.sh)
 r = post({"model": "tiny4", "messages": [{"role": "user", "content": " " + text + "\n"}], "max_tokens": 100,
-          "return_token_ids": True})
+          "return_token_ids": True, "skip_special_tokens": False})
 c = r["choices"][0]
 want = ids_of("<|turn>user\n" + text + "<turn|>\n<|turn>model\n")
 assert r["prompt_token_ids"] == want == run["prompt_ids"], (r["prompt_token_ids"], want)
@@ -188,7 +190,7 @@ check "streaming: the same answer, finish_reason stop, prompt ids in the last ch
 import json, sys, urllib.request
 base, text, run = sys.argv[1], sys.argv[2], json.load(open(sys.argv[3]))
 req = urllib.request.Request(base + "/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": text}],
-    "max_tokens": 100, "stream": True, "return_token_ids": True}).encode())
+    "max_tokens": 100, "stream": True, "return_token_ids": True, "skip_special_tokens": False}).encode())
 content, last = "", None
 for line in urllib.request.urlopen(req).read().decode().split("\n\n"):
     if not line.startswith("data: ") or line == "data: [DONE]":
