@@ -42,6 +42,7 @@ struct job {
 	struct fg_buf sse;      /* formatted bytes not yet handed to MHD */
 	size_t sse_pos, emitted;
 	int sent_role, sent_end;
+	size_t ids_sent;        /* ids already given in a chunk's token_ids */
 };
 
 struct fg_server {
@@ -377,6 +378,25 @@ int fg_server_parse_request(struct fg_server_req *r, const struct fg_server_limi
 		return fg_err_set(err, FG_EINVAL, "ignore_eos: expected true or false");
 	}
 	r->ignore_eos = cJSON_IsTrue(v);
+	/* OpenAI's stream_options (include_usage) and vLLM's addition
+	 * (continuous_usage_stats); refused without stream, as both do */
+	v = cJSON_GetObjectItemCaseSensitive(req, "stream_options");
+	if (v && !cJSON_IsNull(v)) {
+		const cJSON *iu = cJSON_GetObjectItemCaseSensitive(v, "include_usage");
+		const cJSON *cu = cJSON_GetObjectItemCaseSensitive(v, "continuous_usage_stats");
+
+		*param = "stream_options";
+		if (!cJSON_IsObject(v))
+			return fg_err_set(err, FG_EINVAL, "stream_options: expected an object");
+		if (!r->stream)
+			return fg_err_set(err, FG_EINVAL, "stream_options is only allowed when stream is true");
+		if ((iu && !cJSON_IsBool(iu) && !cJSON_IsNull(iu)) || (cu && !cJSON_IsBool(cu) && !cJSON_IsNull(cu)))
+			return fg_err_set(err, FG_EINVAL, "stream_options: include_usage and "
+							  "continuous_usage_stats take true or false");
+		*param = NULL;
+		r->include_usage = cJSON_IsTrue(iu);
+		r->continuous_usage = cJSON_IsTrue(iu) && cJSON_IsTrue(cu);
+	}
 	v = cJSON_GetObjectItemCaseSensitive(req, "skip_special_tokens");
 	if (v && !cJSON_IsBool(v) && !cJSON_IsNull(v)) {
 		*param = "skip_special_tokens";
@@ -605,7 +625,25 @@ static cJSON *final_response(const struct fg_server *s, const struct job *j)
 	return r;
 }
 
-/* Appends one SSE event for a chunk holding text (may be NULL) and finish. */
+/* Appends one SSE event: r (consumed) as data. */
+static int sse_event(struct job *j, cJSON *r)
+{
+	int rc = fg_buf_puts(&j->sse, "data: ", NULL);
+
+	if (!rc)
+		rc = fg_json_write(&j->sse, r, 0, NULL);
+	if (!rc)
+		rc = fg_buf_puts(&j->sse, "\n\n", NULL);
+	cJSON_Delete(r);
+	return rc;
+}
+
+/* Appends one SSE event for a chunk holding text (may be NULL) and finish.
+ * Its choice carries the ids generated since the previous chunk
+ * (token_ids: every id once, in order, over the stream). usage: with
+ * stream_options.continuous_usage_stats (vLLM) the counts so far in every
+ * chunk; with include_usage null here and the counts in a chunk of their own
+ * after the last (OpenAI's form); else the counts in the last chunk. */
 static int sse_chunk(const struct fg_server *s, struct job *j, const char *text, size_t len,
 		     const char *finish, int role)
 {
@@ -634,17 +672,24 @@ static int sse_chunk(const struct fg_server *s, struct job *j, const char *text,
 		cJSON_AddStringToObject(c, "finish_reason", finish);
 	else
 		cJSON_AddNullToObject(c, "finish_reason");
+	if (!role) {
+		cJSON_AddItemToObject(c, "token_ids", ids_array(j->ids + j->ids_sent, j->n_ids - j->ids_sent));
+		j->ids_sent = j->n_ids;
+	}
 	cJSON_AddItemToArray(ch, c);
-	if (finish)
+	if (j->in.continuous_usage || (finish && !j->in.include_usage))
 		cJSON_AddItemToObject(r, "usage", usage_obj(j));
+	else if (j->in.include_usage)
+		cJSON_AddNullToObject(r, "usage");
 	if (finish && j->in.echo_ids)
 		cJSON_AddItemToObject(r, "prompt_token_ids", ids_array(j->in.prompt, j->in.n_prompt));
-	rc = fg_buf_puts(&j->sse, "data: ", NULL);
-	if (!rc)
-		rc = fg_json_write(&j->sse, r, 0, NULL);
-	if (!rc)
-		rc = fg_buf_puts(&j->sse, "\n\n", NULL);
-	cJSON_Delete(r);
+	rc = sse_event(j, r);
+	if (!rc && finish && j->in.include_usage) {
+		r = envelope(s, j, j->in.chat ? "chat.completion.chunk" : "text_completion");
+		cJSON_AddArrayToObject(r, "choices");
+		cJSON_AddItemToObject(r, "usage", usage_obj(j));
+		rc = sse_event(j, r);
+	}
 	return rc;
 }
 

@@ -62,6 +62,8 @@ struct fg_server_req {
 	int echo_ids;           /* return_token_ids: the prompt's ids in the answer */
 	int ignore_eos;         /* vLLM's ignore_eos: the eos and end-of-turn ids do not
 				 * stop generation (counted, left out of the text) */
+	int include_usage;      /* stream_options.include_usage: usage in a chunk of its own */
+	int continuous_usage;   /* ... and continuous_usage_stats (vLLM): in every chunk */
 	int keep_special;       /* skip_special_tokens: false: special tokens stay in
 				 * the text (default: left out, as vLLM and transformers) */
 	int32_t *prompt;        /* n_prompt ids, each in 0..n_vocab-1 (owned) */

@@ -184,6 +184,44 @@ for (ids, dflt, keep), prompt in zip(rows[:4], prompts):
                 text += json.loads(line[6:])["choices"][0]["text"]
         assert text == want, (prompt, skip, text, want)
 EOF
+# stream_options (OpenAI's include_usage; vLLM's continuous_usage_stats) and
+# token_ids in every chunk: the counts a benchmark harness reads, exactly
+check "stream_options: usage in a last chunk of no choices (include_usage), in every chunk (continuous_usage_stats); token_ids of the chunks add up to the answer's" python3 - "$B" <<'EOF'
+import json, sys, urllib.request
+base = sys.argv[1]
+def post(path, d):
+    return urllib.request.urlopen(urllib.request.Request(base + path, json.dumps(d).encode()))
+def chunks(path, d):
+    out = []
+    for line in post(path, d):
+        line = line.decode().strip()
+        if line.startswith("data: {"):
+            out.append(json.loads(line[6:]))
+    return out
+for path, body in (("/v1/completions", {"prompt": [2, 7], "max_tokens": 9, "ignore_eos": True}),
+                   ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 9})):
+    whole = json.load(post(path, body))
+    want_ids, want_usage = whole["choices"][0]["token_ids"], whole["usage"]
+    # no stream_options: the counts in the last chunk (as before)
+    cs = chunks(path, dict(body, stream=True))
+    assert cs[-1]["usage"] == want_usage and all("usage" not in c for c in cs[:-1]), cs
+    assert sum((c["choices"][0].get("token_ids", []) for c in cs), []) == want_ids, (cs, want_ids)
+    # include_usage: null in every chunk, then one chunk of no choices with the counts
+    cs = chunks(path, dict(body, stream=True, stream_options={"include_usage": True}))
+    assert cs[-1]["choices"] == [] and cs[-1]["usage"] == want_usage, cs[-1]
+    assert all(c["usage"] is None and len(c["choices"]) == 1 for c in cs[:-1]), cs
+    assert cs[-2]["choices"][0]["finish_reason"] == whole["choices"][0]["finish_reason"], cs[-2]
+    assert sum((c["choices"][0].get("token_ids", []) for c in cs[:-1]), []) == want_ids
+    # continuous_usage_stats: every chunk counts the ids given so far
+    cs = chunks(path, dict(body, stream=True, stream_options={"include_usage": True, "continuous_usage_stats": True}))
+    seen = 0
+    for c in cs[:-1]:
+        seen += len(c["choices"][0].get("token_ids", []))
+        assert c["usage"]["completion_tokens"] == seen and c["usage"]["prompt_tokens"] == want_usage["prompt_tokens"], (c, seen)
+    assert seen == len(want_ids) and cs[-1]["usage"] == want_usage and cs[-1]["choices"] == [], cs[-1]
+EOF
+check "stream_options without stream: 400 naming it" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[2],\"stream_options\":{\"include_usage\":true}}')\" = 400 ] && grep -q '\"param\":\"stream_options\"' '$WORK/body'"
+check "stream_options of a bad type: 400" [ "$(curl -s -o /dev/null -w '%{http_code}' "$B/v1/completions" -d '{"prompt":[2],"stream":true,"stream_options":{"include_usage":"yes"}}')" = 400 ]
 check "skip_special_tokens of a bad type: 400 naming it" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[2],\"skip_special_tokens\":1}')\" = 400 ] && grep -q '\"param\":\"skip_special_tokens\"' '$WORK/body'"
 check "ignore_eos of a bad type: 400 naming it" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[2],\"ignore_eos\":\"yes\"}')\" = 400 ] && grep -q '\"param\":\"ignore_eos\"' '$WORK/body'"
 check "stop string cuts the text and finishes with stop" python3 - "$B" <<'EOF'

@@ -48,6 +48,19 @@ try {
 	if (bundleId)
 		ok(fp === chunks, "chat stream: every chunk's system_fingerprint is the bundle id", { fp, chunks });
 
+	// stream_options.include_usage: the counts come in a last chunk with no choices
+	const su = await client.chat.completions.create({ model: ids[0], messages: msgs, max_tokens: 12, stream: true, stream_options: { include_usage: true } });
+	let utext = "", usage = null, empty = 0, nulls = 0, uchunks = 0;
+	for await (const ch of su) {
+		uchunks++;
+		if (ch.choices.length === 0) { empty++; usage = ch.usage; continue; }
+		if (ch.usage === null) nulls++;
+		if (ch.choices[0].delta.content) utext += ch.choices[0].delta.content;
+	}
+	ok(empty === 1 && nulls === uchunks - 1 && usage && usage.completion_tokens === chat.usage.completion_tokens &&
+	   usage.prompt_tokens === chat.usage.prompt_tokens && utext === c0.message.content,
+	   "chat stream with include_usage: one last chunk of usage, the same counts and text", { empty, nulls, uchunks, usage });
+
 	const comp = await client.completions.create({ model: ids[0], prompt: "hello", max_tokens: 7 });
 	ok(comp.object === "text_completion" && typeof comp.choices[0].text === "string", "completions: text", comp);
 	ok(comp.usage.completion_tokens <= 7, "completions: max_tokens respected", comp.usage);
