@@ -146,51 +146,6 @@ bad:
 	return -1;
 }
 
-/* Length of the valid UTF-8 sequence at s (n bytes left), or 0. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-	size_t len, i;
-	unsigned cp;
-
-	if (s[0] < 0x80)
-		return 1;
-	if (s[0] >= 0xc2 && s[0] <= 0xdf)
-		len = 2, cp = s[0] & 0x1f;
-	else if (s[0] >= 0xe0 && s[0] <= 0xef)
-		len = 3, cp = s[0] & 0x0f;
-	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-		len = 4, cp = s[0] & 0x07;
-	else
-		return 0;
-	if (len > n)
-		return 0;
-	for (i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-		return 0;
-	return len;
-}
-
-/* JSON strings must be UTF-8: byte tokens that decode to invalid sequences
- * become U+FFFD in --json output (plain output keeps the raw bytes). */
-static int utf8_clean(struct fg_buf *out, const char *s, size_t n, struct fg_err *err)
-{
-	size_t i = 0;
-
-	while (i < n) {
-		size_t l = utf8_len((const unsigned char *)s + i, n - i);
-		int rc = l ? fg_buf_append(out, s + i, l, err) : fg_buf_append(out, "\xef\xbf\xbd", 3, err);
-
-		if (rc)
-			return rc;
-		i += l ? l : 1;
-	}
-	return fg_buf_append(out, "", 0, err);
-}
-
 static void json_ids(cJSON *obj, const char *key, const int32_t *ids, size_t n)
 {
 	cJSON *a = cJSON_AddArrayToObject(obj, key);
@@ -433,7 +388,8 @@ int cmd_run(int argc, char **argv)
 	tps = st.n > 1 && decode_s > 0 ? (double)(st.n - 1) / decode_s : 0;
 
 	/* a chat's answer is the text before the token that ended it */
-	if (tok && fg_tokenizer_decode(tok, st.ids, (size_t)(chat && st.stopped_eos ? st.n - 1 : st.n), &text, &err))
+	if (tok && fg_tokenizer_decode_ex(tok, st.ids, (size_t)(chat && st.stopped_eos ? st.n - 1 : st.n),
+					  FG_TOK_DECODE_REPLACE, &text, &err))
 		goto fail;
 	if (json) {
 		cJSON *j = cJSON_CreateObject();
@@ -442,16 +398,10 @@ int cmd_run(int argc, char **argv)
 		cJSON_AddStringToObject(j, "model", model);
 		json_ids(j, "prompt_ids", prompt_ids, n_prompt);
 		json_ids(j, "generated_ids", st.ids, (size_t)st.n);
-		if (tok) {
-			struct fg_buf clean = FG_BUF_INIT;
-
-			if (utf8_clean(&clean, text.data ? text.data : "", text.len, &err)) {
-				cJSON_Delete(j);
-				fg_buf_release(&clean);
-				goto fail;
-			}
-			cJSON_AddStringToObject(j, "text", clean.data ? clean.data : "");
-			fg_buf_release(&clean);
+		if (tok && fg_json_add_text(j, "text", text.data ? text.data : "", text.len)) {
+			cJSON_Delete(j);
+			fg_err_set(&err, FG_ENOMEM, "out of memory");
+			goto fail;
 		}
 		cJSON_AddNumberToObject(j, "n_prompt", (double)n_prompt);
 		cJSON_AddNumberToObject(j, "n_generated", st.n);
@@ -486,8 +436,10 @@ int cmd_run(int argc, char **argv)
 			cJSON_free(s);
 		}
 	} else {
-		if (text.data)
-			printf("%s\n", text.data);
+		if (text.data) {
+			fwrite(text.data, 1, text.len, stdout);
+			putchar('\n');
+		}
 		else {
 			for (i = 0; i < st.n; i++)
 				printf("%s%d", i ? "," : "", st.ids[i]);

@@ -23,7 +23,8 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: fgpack tokenize --tokenizer PATH [--decode] [--lines [--hex]] [--add-special] [--time]\n"
+		"usage: fgpack tokenize --tokenizer PATH [--lines [--hex]] [--add-special] [--time]\n"
+		"       fgpack tokenize --tokenizer PATH --decode [--lines] [--skip-special] [--transformers]\n"
 		"       fgpack tokenize --tokenizer PATH --chat [--lines] [--chat-format gemma4|gemma3]\n\n"
 		"Reads stdin and writes to stdout:\n"
 		"  (default)      the text's token ids as one JSON array\n"
@@ -34,6 +35,9 @@ static void usage(FILE *f)
 		"  --decode       stdin holds JSON arrays of ids; writes the text they decode to\n"
 		"                 (with --lines: one array per line in, one JSON string per line out,\n"
 		"                 where bytes that are not UTF-8 show as U+FFFD)\n"
+		"  --skip-special with --decode: leave special tokens out (skip_special_tokens)\n"
+		"  --transformers with --decode: a run of byte tokens that is not UTF-8 gives one\n"
+		"                 U+FFFD per token, as transformers' (and vLLM's) decode does\n"
 		"  --time         print the wall and CPU seconds spent encoding/decoding (load\n"
 		"                 excluded) on stderr\n"
 		"  --chat         stdin holds chat messages as JSON (an array of {role, content}, or\n"
@@ -268,6 +272,10 @@ static int unhex(struct fg_buf *b, const char *h, size_t n, struct fg_err *err)
 	return 0;
 }
 
+/* decode: 0 to encode, else 1 | DEC_* bits */
+#define DEC_SKIP_SPECIAL 2
+#define DEC_TRANSFORMERS 4
+
 static int run(const struct fg_tokenizer *tok, const char *data, size_t len, int decode, int lines, int hex,
 	       int flags, struct fg_buf *out, struct fg_err *err)
 {
@@ -323,8 +331,17 @@ static int run(const struct fg_tokenizer *tok, const char *data, size_t len, int
 			if (k < end || !lines) {
 				size_t lim = lines ? end : len;
 
-				if (!(rc = parse_ids(data + pos, lim - pos, &d, &dn, err)) &&
-				    !(rc = fg_tokenizer_decode(tok, d, dn, &text, err))) {
+				if (!(rc = parse_ids(data + pos, lim - pos, &d, &dn, err)) && (decode & DEC_SKIP_SPECIAL)) {
+					size_t w = 0, r;
+
+					for (r = 0; r < dn; r++)
+						if (!(fg_tokenizer_token_flags(tok, d[r]) & FG_TOK_F_SPECIAL))
+							d[w++] = d[r];
+					dn = w;
+				}
+				if (!rc && !(rc = fg_tokenizer_decode_ex(tok, d, dn,
+									 decode & DEC_TRANSFORMERS ? FG_TOK_DECODE_REPLACE : 0,
+									 &text, err))) {
 					if (lines) {
 						struct fg_buf ok = FG_BUF_INIT;
 
@@ -428,7 +445,11 @@ int cmd_tokenize(int argc, char **argv)
 		if (!strcmp(argv[i], "--tokenizer") && i + 1 < argc)
 			path = argv[++i];
 		else if (!strcmp(argv[i], "--decode"))
-			decode = 1;
+			decode |= 1;
+		else if (!strcmp(argv[i], "--skip-special"))
+			decode |= DEC_SKIP_SPECIAL;
+		else if (!strcmp(argv[i], "--transformers"))
+			decode |= DEC_TRANSFORMERS;
 		else if (!strcmp(argv[i], "--lines"))
 			lines = 1;
 		else if (!strcmp(argv[i], "--hex"))
@@ -447,6 +468,8 @@ int cmd_tokenize(int argc, char **argv)
 	}
 	if (!path)
 		return fg_cmd_usage_error("tokenize", "--tokenizer PATH is required");
+	if (decode && !(decode & 1))
+		return fg_cmd_usage_error("tokenize", "--skip-special and --transformers apply to --decode only");
 	if (hex && (decode || !lines))
 		return fg_cmd_usage_error("tokenize", "--hex applies to encoding with --lines only");
 	if (decode && flags)

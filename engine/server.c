@@ -35,6 +35,7 @@ struct job {
 	int32_t *tids;          /* the ids the text is decoded from: ids without the */
 	size_t n_tids;          /* special ones (skip_special_tokens, the default) */
 	struct fg_buf text;     /* generated text, cut at a stop string */
+	size_t stable;          /* its first bytes that later ids cannot change */
 	const char *finish;     /* "stop" / "length" once done */
 	int done, cancelled, failed;
 	char errmsg[FG_ERR_MSG_MAX];
@@ -108,55 +109,6 @@ static size_t utf8_whole(const char *t, size_t n)
 	return n;
 }
 
-/* Adds t[0..n) to o under key as a JSON string: every byte that is not part
- * of a valid UTF-8 sequence becomes U+FFFD, as JSON text must be UTF-8, and a
- * NUL byte (a model may emit <0x00>) is written as \u0000 rather than ending
- * the string, hence a raw item escaped here. -1 when out of memory. */
-static int add_text(cJSON *o, const char *key, const char *t, size_t n)
-{
-	struct fg_buf b = FG_BUF_INIT, q = FG_BUF_INIT;
-	size_t i = 0;
-	int rc = 0;
-	cJSON *raw;
-
-	while (!rc && i < n) {
-		unsigned char c = (unsigned char)t[i];
-		size_t need = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 && c >= 0xC2 ? 2 : (c & 0xF0) == 0xE0 ? 3
-			    : (c & 0xF8) == 0xF0 && c <= 0xF4 ? 4 : 0;
-		size_t k;
-		int okseq = need > 0 && i + need <= n;
-
-		for (k = 1; okseq && k < need; k++)
-			okseq = ((unsigned char)t[i + k] & 0xC0) == 0x80;
-		if (okseq && need == 3) {
-			unsigned char d = (unsigned char)t[i + 1];
-
-			okseq = !(c == 0xE0 && d < 0xA0) && !(c == 0xED && d >= 0xA0);
-		}
-		if (okseq && need == 4) {
-			unsigned char d = (unsigned char)t[i + 1];
-
-			okseq = !(c == 0xF0 && d < 0x90) && !(c == 0xF4 && d >= 0x90);
-		}
-		if (okseq) {
-			rc = fg_buf_append(&b, t + i, need, NULL);
-			i += need;
-		} else {
-			rc = fg_buf_puts(&b, "\xEF\xBF\xBD", NULL);
-			i++;
-		}
-	}
-	if (!rc)
-		rc = fg_buf_json_str(&q, b.data ? b.data : "", b.len, NULL);
-	fg_buf_release(&b);
-	raw = rc ? NULL : cJSON_CreateRaw(q.data);
-	fg_buf_release(&q);
-	if (!raw)
-		return -1;
-	cJSON_AddItemToObject(o, key, raw);
-	return 0;
-}
-
 struct gen {
 	struct fg_server *s;
 	struct job *j;
@@ -208,8 +160,27 @@ static int on_token(void *user, int32_t token, const float *logits, int n_vocab)
 			j->tids[j->n_tids++] = token;
 	}
 	if (s->tok && intext) {
+		/* the text as transformers and vLLM decode the ids (an invalid
+		 * byte run: one U+FFFD per byte token); while the last ids are
+		 * byte tokens, what they give may still change (an incomplete
+		 * character), so the stable text ends before their run */
+		size_t k = j->n_tids;
+		int rc = 0;
+
+		while (k > 0 && (fg_tokenizer_token_flags(s->tok, j->tids[k - 1]) & FG_TOK_F_BYTE))
+			k--;
 		fg_buf_reset(&j->text);
-		if (fg_tokenizer_decode(s->tok, j->tids, j->n_tids, &j->text, NULL)) {
+		if (k < j->n_tids) {
+			rc = fg_tokenizer_decode_ex(s->tok, j->tids, k, FG_TOK_DECODE_REPLACE, &j->text, NULL);
+			j->stable = j->text.len;
+			fg_buf_reset(&j->text);
+		}
+		if (!rc)
+			rc = fg_tokenizer_decode_ex(s->tok, j->tids, j->n_tids, FG_TOK_DECODE_REPLACE, &j->text,
+						    NULL);
+		if (k == j->n_tids)
+			j->stable = j->text.len;
+		if (rc) {
 			j->failed = 1;
 			snprintf(j->errmsg, sizeof(j->errmsg), "cannot decode token %d", (int)token);
 			stop = 1;
@@ -221,6 +192,8 @@ static int on_token(void *user, int32_t token, const float *logits, int n_vocab)
 			if (hit) {
 				j->text.len = (size_t)(hit - j->text.data);
 				j->text.data[j->text.len] = '\0';
+				if (j->stable > j->text.len)
+					j->stable = j->text.len;
 				j->finish = "stop";
 				stop = 1;
 			}
@@ -609,10 +582,10 @@ static cJSON *final_response(const struct fg_server *s, const struct job *j)
 		cJSON *m = cJSON_AddObjectToObject(c, "message");
 
 		cJSON_AddStringToObject(m, "role", "assistant");
-		if (add_text(m, "content", text, j->text.len))
+		if (fg_json_add_text(m, "content", text, j->text.len))
 			cJSON_AddStringToObject(m, "content", "");
 	} else {
-		if (add_text(c, "text", text, j->text.len))
+		if (fg_json_add_text(c, "text", text, j->text.len))
 			cJSON_AddStringToObject(c, "text", "");
 		cJSON_AddNullToObject(c, "logprobs");
 	}
@@ -658,9 +631,9 @@ static int sse_chunk(const struct fg_server *s, struct job *j, const char *text,
 		if (role)
 			cJSON_AddStringToObject(d, "role", "assistant");
 		if (text)
-			rc = add_text(d, "content", text, len);
+			rc = fg_json_add_text(d, "content", text, len);
 	} else {
-		rc = add_text(c, "text", text ? text : "", text ? len : 0);
+		rc = fg_json_add_text(c, "text", text ? text : "", text ? len : 0);
 		cJSON_AddNullToObject(c, "logprobs");
 	}
 	if (rc) {
@@ -730,6 +703,8 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 			size_t safe = j->done ? j->text.len
 					      : (j->text.len > j->in.holdback ? j->text.len - j->in.holdback : 0);
 
+			if (!j->done && safe > j->stable)
+				safe = j->stable;
 			if (!j->done)
 				safe = utf8_whole(j->text.data ? j->text.data : "", safe);
 			if (safe > j->emitted) {

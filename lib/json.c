@@ -312,3 +312,57 @@ int fg_json_int(const cJSON *obj, const char *key, long long *out)
 	*out = (long long)v->valuedouble;
 	return 0;
 }
+
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 (overlong,
+ * surrogate, above U+10FFFF, truncated, a stray continuation byte). */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+	size_t len, i;
+	unsigned cp;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		len = 2, cp = s[0] & 0x1f;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		len = 3, cp = s[0] & 0x0f;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		len = 4, cp = s[0] & 0x07;
+	else
+		return 0;
+	if (len > n)
+		return 0;
+	for (i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return len;
+}
+
+int fg_json_add_text(cJSON *obj, const char *key, const char *t, size_t n)
+{
+	struct fg_buf b = FG_BUF_INIT, q = FG_BUF_INIT;
+	size_t i = 0;
+	int rc = 0;
+	cJSON *raw;
+
+	while (!rc && i < n) {
+		size_t l = utf8_seq((const unsigned char *)t + i, n - i);
+
+		rc = l ? fg_buf_append(&b, t + i, l, NULL) : fg_buf_append(&b, "\xef\xbf\xbd", 3, NULL);
+		i += l ? l : 1;
+	}
+	if (!rc)
+		rc = fg_buf_json_str(&q, b.data ? b.data : "", b.len, NULL);
+	fg_buf_release(&b);
+	raw = rc ? NULL : cJSON_CreateRaw(q.data);
+	fg_buf_release(&q);
+	if (!raw || !cJSON_AddItemToObject(obj, key, raw)) {
+		cJSON_Delete(raw);
+		return -1;
+	}
+	return 0;
+}

@@ -31,6 +31,12 @@ int fg_json_parse_cut(cJSON **out, const char *text, size_t len, const char *wha
  * digits. pretty=0 gives the compact form (no spaces, no newline). */
 int fg_json_write(struct fg_buf *out, const cJSON *item, int pretty, struct fg_err *err);
 
+/* Adds n bytes of text to obj under key as a JSON string: each byte that
+ * starts no valid UTF-8 sequence becomes U+FFFD (JSON text is UTF-8), and
+ * NUL is written as \u0000 instead of ending the string (a raw item, which
+ * fg_json_write and cJSON's printers copy as it is). -1 when out of memory. */
+int fg_json_add_text(cJSON *obj, const char *key, const char *t, size_t n);
+
 /* Typed getters: borrowed results; NULL when absent or of another type. */
 const char *fg_json_str(const cJSON *obj, const char *key);
 const cJSON *fg_json_obj(const cJSON *obj, const char *key);

@@ -2846,9 +2846,36 @@ static int byte_token(const char *s, size_t n)
 	return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
 
-static int dec_step(const struct step *st, const struct plist *in, struct plist *out, struct fg_err *err)
+/* The byte run just closed, the last piece of out (run bytes): as the
+ * `tokenizers` library's ByteFallback does, kept when it is valid UTF-8,
+ * else one U+FFFD per byte token. */
+static int close_run(struct plist *out, size_t run, struct fg_err *err)
 {
-	size_t i;
+	size_t off = out->span[2 * (out->n - 1)], len = out->span[2 * (out->n - 1) + 1], i = 0;
+	const unsigned char *u = (const unsigned char *)out->text.data + off;
+	int rc = 0;
+
+	while (i < len) {
+		uint32_t cp;
+		size_t l = utf8_len(u + i, len - i, &cp);
+
+		if (!l)
+			break;
+		i += l;
+	}
+	if (i == len)
+		return 0;
+	out->text.len = off;
+	out->span[2 * (out->n - 1) + 1] = 0;
+	for (i = 0; i < run && !rc; i++)
+		rc = plist_extend(out, "\xEF\xBF\xBD", 3, err);
+	return rc;
+}
+
+static int dec_step(const struct step *st, const struct plist *in, struct plist *out, int replace,
+		    struct fg_err *err)
+{
+	size_t i, run = 0;
 	int rc = 0, in_bytes = 0;
 
 	for (i = 0; i < in->n && !rc; i++) {
@@ -2879,9 +2906,14 @@ static int dec_step(const struct step *st, const struct plist *in, struct plist 
 
 				rc = in_bytes ? plist_extend(out, &ch, 1, err) : plist_add(out, &ch, 1, err);
 				in_bytes = 1;
+				run++;
 			} else {
-				rc = plist_add(out, p, n, err);
+				if (replace && run)
+					rc = close_run(out, run, err);
+				if (!rc)
+					rc = plist_add(out, p, n, err);
 				in_bytes = 0;
+				run = 0;
 			}
 			break;
 		}
@@ -2913,11 +2945,19 @@ static int dec_step(const struct step *st, const struct plist *in, struct plist 
 		}
 		}
 	}
+	if (!rc && replace && run)
+		rc = close_run(out, run, err);
 	return rc;
 }
 
 int fg_tokenizer_decode(const struct fg_tokenizer *t, const int32_t *ids, size_t n, struct fg_buf *out,
 			struct fg_err *err)
+{
+	return fg_tokenizer_decode_ex(t, ids, n, 0, out, err);
+}
+
+int fg_tokenizer_decode_ex(const struct fg_tokenizer *t, const int32_t *ids, size_t n, int flags,
+			   struct fg_buf *out, struct fg_err *err)
 {
 	struct plist a = { FG_BUF_INIT, NULL, 0, 0 }, b = { FG_BUF_INIT, NULL, 0, 0 };
 	size_t i, k;
@@ -2949,7 +2989,7 @@ int fg_tokenizer_decode(const struct fg_tokenizer *t, const int32_t *ids, size_t
 
 		fg_buf_reset(&b.text);
 		b.n = 0;
-		if ((rc = dec_step(&t->dec[k], &a, &b, err)))
+		if ((rc = dec_step(&t->dec[k], &a, &b, flags & FG_TOK_DECODE_REPLACE, err)))
 			goto done;
 		tmp = a;
 		a = b;

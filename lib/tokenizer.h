@@ -62,6 +62,17 @@ int fg_tokenizer_encode_append(const struct fg_tokenizer *tok, struct fg_tok_scr
 int fg_tokenizer_decode(const struct fg_tokenizer *tok, const int32_t *ids, size_t n,
 			struct fg_buf *out, struct fg_err *err);
 
+/* Flags for fg_tokenizer_decode_ex. */
+enum {
+	/* a run of byte tokens that is not valid UTF-8 gives one U+FFFD per
+	 * token, as the Rust `tokenizers` library (transformers' and vLLM's
+	 * decode) does; a valid run its bytes */
+	FG_TOK_DECODE_REPLACE = 1,
+};
+/* fg_tokenizer_decode with FG_TOK_DECODE_* flags. */
+int fg_tokenizer_decode_ex(const struct fg_tokenizer *tok, const int32_t *ids, size_t n, int flags,
+			   struct fg_buf *out, struct fg_err *err);
+
 /* Appends s to out as valid UTF-8: each maximal ill-formed subsequence
  * becomes U+FFFD, as the WHATWG TextDecoder (and the JavaScript reference)
  * does. For showing decoded text where valid UTF-8 is required (JSON). */

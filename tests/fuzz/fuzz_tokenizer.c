@@ -51,6 +51,25 @@ static void check_text(const struct fg_tokenizer *t, struct fg_tok_scratch *s, c
 		abort();
 	if (roundtrip && (back.len != size || (size && memcmp(back.data, data, size))))
 		abort();
+	/* as transformers decodes, with the fixture (whose pieces are UTF-8):
+	 * always valid UTF-8, and the plain decode whenever that one is (every
+	 * byte run then is) */
+	if (t == tiny) {
+		struct fg_buf hf = FG_BUF_INIT, v1 = FG_BUF_INIT, v2 = FG_BUF_INIT;
+
+		if (fg_tokenizer_decode_ex(t, a, na, FG_TOK_DECODE_REPLACE, &hf, &err) ||
+		    fg_utf8_lossy(&v1, hf.data ? hf.data : "", hf.len, &err) ||
+		    fg_utf8_lossy(&v2, back.data ? back.data : "", back.len, &err))
+			abort();
+		if (v1.len != hf.len || (hf.len && memcmp(v1.data, hf.data, hf.len)))
+			abort();
+		if (v2.len == back.len && (!back.len || !memcmp(v2.data, back.data, back.len)) &&
+		    (hf.len != back.len || (back.len && memcmp(hf.data, back.data, back.len))))
+			abort();
+		fg_buf_release(&hf);
+		fg_buf_release(&v1);
+		fg_buf_release(&v2);
+	}
 	fg_buf_release(&back);
 	free(a);
 	free(b);

@@ -101,6 +101,29 @@ sys.exit(0 if a == b and len(a) > 100 and any("\ufffd" in x for x in a) else 1)'
 # bad input
 echo '[1, 262145]' | "$FGPACK" tokenize --tokenizer "$TJ" --decode >"$WORK/bad.out" 2>&1
 check_grep "an id outside the vocabulary is refused" 'not in the vocabulary' "$WORK/bad.out"
+# decoding as transformers and vLLM do (--transformers, --skip-special), held
+# to the answers of the Rust `tokenizers` library itself on this file
+# (tests/fixtures/hf_decode_gemma3.json, made by tests/oracle/hf_decode.py on
+# the GPU machine): byte runs valid, truncated, invalid, mixed, split by
+# special tokens that skipping joins
+HF=$TOP/tests/fixtures/hf_decode_gemma3.json
+check "the fixture was answered for this tokenizer.json" python3 -c "
+import hashlib, json, sys
+assert json.load(open(sys.argv[1]))['tokenizer_sha256'] == hashlib.sha256(open(sys.argv[2], 'rb').read()).hexdigest()" "$HF" "$TJ"
+python3 -c "import json, sys; [print(json.dumps(c['ids'])) for c in json.load(open(sys.argv[1]))['cases']]" "$HF" >"$WORK/hf.ids"
+"$FGPACK" tokenize --tokenizer "$TJ" --decode --lines --transformers <"$WORK/hf.ids" >"$WORK/hf.text" 2>&1
+"$FGPACK" tokenize --tokenizer "$TJ" --decode --lines --transformers --skip-special <"$WORK/hf.ids" >"$WORK/hf.skip" 2>&1
+"$FGPACK" tokenize --tokenizer "$TJ" --decode --lines <"$WORK/hf.ids" >"$WORK/hf.plain" 2>&1
+check "--decode --transformers [--skip-special]: every case as tokenizers decodes it (skip_special_tokens false and true); without --transformers some differ" python3 -c "
+import json, sys
+cases = json.load(open(sys.argv[1]))['cases']
+got = [[json.loads(l) for l in open(p, encoding='utf-8')] for p in sys.argv[2:5]]
+assert len(cases) >= 300 and all(len(g) == len(cases) for g in got), [len(g) for g in got]
+bad = [(c['ids'], c['text'], t) for c, t in zip(cases, got[0]) if c['text'] != t]
+bad += [(c['ids'], c['text_skip'], t) for c, t in zip(cases, got[1]) if c['text_skip'] != t]
+assert not bad, (len(bad), bad[:3])
+assert sum(c['text'] != t for c, t in zip(cases, got[2])) > 0" "$HF" "$WORK/hf.text" "$WORK/hf.skip" "$WORK/hf.plain"
+check_exit "--skip-special without --decode: usage" 2 "$FGPACK" tokenize --tokenizer "$TJ" --skip-special
 mk() { printf '%s' "$2" >"$WORK/$1.json"; }
 mk wordpiece '{"model":{"type":"WordPiece","vocab":{"a":0},"unk_token":"a"}}'
 mk unigram '{"model":{"type":"Unigram","vocab":[["a",0.0]]}}'

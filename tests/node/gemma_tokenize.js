@@ -17,8 +17,7 @@
 //        whether decode(encode(text)) === text
 //   node gemma_tokenize.js --decode FILE
 //        FILE holds one JSON array of ids per line; prints each decoded text
-//        as a JSON string per line (--skip-special: without the special
-//        tokens, as decode(ids, skip_special_tokens=True))
+//        as a JSON string per line
 //   node gemma_tokenize.js --path
 //        prints the shipped tokenizer.json path
 //   --model=NAME  any form above with @lenml/tokenizer-NAME (default gemma3)
@@ -68,8 +67,7 @@ for (const file of files) {
 			if (line.length === 0) continue;
 			const ids = JSON.parse(line);
 			// decode() refuses an empty list; its text is ""
-			const skip = flag("--skip-special");
-			out.push(JSON.stringify(ids.length ? tok.decode(ids, { skip_special_tokens: skip }) : ""));
+			out.push(JSON.stringify(ids.length ? tok.decode(ids, { skip_special_tokens: false }) : ""));
 		}
 	} else if (flag("--lines")) {
 		const lines = text.split("\n");

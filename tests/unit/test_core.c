@@ -110,6 +110,16 @@ static void test_json(void)
 	   "json: \\u0000 refused (%s)", err.msg);
 	ok(fg_json_parse(&j, "[\"a\0b\"]", 6, "t", &err) == FG_EFORMAT && strstr(err.msg, "NUL"),
 	   "json: a raw NUL in a string refused (%s)", err.msg);
+	/* fg_json_add_text: bytes that start no UTF-8 sequence become U+FFFD,
+	 * NUL is \u0000, quotes and controls escaped; the canonical writer
+	 * copies the item */
+	j = cJSON_CreateObject();
+	ok(fg_json_add_text(j, "t", "a\0\"\xc3\xa9\xff\xe6\x97\n", 9) == 0, "json: add_text");
+	fg_buf_reset(&b);
+	fg_json_write(&b, j, 0, &err);
+	is_str(b.data, "{\"t\":\"a\\u0000\\\"\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\\n\"}",
+	       "json: add_text escapes NUL and replaces invalid bytes one by one");
+	cJSON_Delete(j);
 	/* fg_json_parse_cut: \u0000 accepted, the string ends there; the rest
 	 * of the document is read; other refusals stay */
 	in = "{\"t\": \"a\\u0000b\", \"n\": [1, 2]}";

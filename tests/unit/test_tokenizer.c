@@ -48,13 +48,15 @@ static int enc_is(const char *text, size_t len, int flags, const int32_t *want)
 		ok(enc_is(text, sizeof(text) - 1, flags, w_), "encode %s", #text);                \
 	} while (0)
 
+static int dec_flags;
+
 static int dec_is(const int32_t *ids, size_t n, const char *want, size_t wlen)
 {
 	struct fg_buf b = FG_BUF_INIT;
 	struct fg_err err = { 0, "" };
 	int same;
 
-	if (fg_tokenizer_decode(tok, ids, n, &b, &err)) {
+	if (fg_tokenizer_decode_ex(tok, ids, n, dec_flags, &b, &err)) {
 		printf("#   decode failed: %s\n", err.msg);
 		return 0;
 	}
@@ -177,6 +179,18 @@ int main(void)
 	DEC("\xff", 10 + 0xff);
 	DEC("<bos> hello<end_of_turn>\n\n", 2, 281, 5, 9);
 	DEC("  a", 288, 267);
+	/* as transformers decodes: a byte run that is not UTF-8 gives one
+	 * U+FFFD per byte token, valid bytes of it included; a valid run its
+	 * bytes; any other token ends a run */
+	dec_flags = FG_TOK_DECODE_REPLACE;
+	DEC("\xc3\xbc", 10 + 0xc3, 10 + 0xbc);
+	DEC("\xef\xbf\xbd", 10 + 0xff);
+	DEC("\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd", 10 + 0xc3, 10 + 0xbc, 10 + 0xff);
+	DEC("\xef\xbf\xbdhello\xc3\xbc", 10 + 0xc3, 280, 10 + 0xc3, 10 + 0xbc);
+	DEC("\xef\xbf\xbd<bos>\xef\xbf\xbd", 10 + 0xc3, 2, 10 + 0xbc);
+	DEC("\xef\xbf\xbd\xef\xbf\xbd", 10 + 0xf0, 10 + 0x9f);
+	DEC("w\0", 10 + 'w', 10);
+	dec_flags = 0;
 	{
 		static const int32_t bad[] = { 280, 290 };
 		struct fg_buf b = FG_BUF_INIT;
