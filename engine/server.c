@@ -44,6 +44,7 @@ struct job {
 	size_t sse_pos, emitted;
 	int sent_role, sent_end;
 	size_t ids_sent;        /* ids already given in a chunk's token_ids */
+	int sent_prompt;        /* return_token_ids: the prompt's ids given in a first chunk */
 };
 
 struct fg_server {
@@ -588,6 +589,10 @@ static cJSON *final_response(const struct fg_server *s, const struct job *j)
 		if (fg_json_add_text(c, "text", text, j->text.len))
 			cJSON_AddStringToObject(c, "text", "");
 		cJSON_AddNullToObject(c, "logprobs");
+		/* vLLM gives a completion's prompt ids in its choice (a chat's at
+		 * the top level, as here for both) */
+		if (j->in.echo_ids)
+			cJSON_AddItemToObject(c, "prompt_token_ids", ids_array(j->in.prompt, j->in.n_prompt));
 	}
 	cJSON_AddStringToObject(c, "finish_reason", j->finish);
 	cJSON_AddItemToObject(c, "token_ids", ids_array(j->ids, j->n_ids));
@@ -648,6 +653,13 @@ static int sse_chunk(const struct fg_server *s, struct job *j, const char *text,
 	if (!role) {
 		cJSON_AddItemToObject(c, "token_ids", ids_array(j->ids + j->ids_sent, j->n_ids - j->ids_sent));
 		j->ids_sent = j->n_ids;
+	}
+	/* return_token_ids: the prompt's ids in the first chunk as vLLM puts
+	 * them (a completion's in its choice, a chat's at the top level), and
+	 * at the top level of the last one as well (below) */
+	if (j->in.echo_ids && !j->sent_prompt) {
+		j->sent_prompt = 1;
+		cJSON_AddItemToObject(j->in.chat ? r : c, "prompt_token_ids", ids_array(j->in.prompt, j->in.n_prompt));
 	}
 	cJSON_AddItemToArray(ch, c);
 	if (j->in.continuous_usage || (finish && !j->in.include_usage))

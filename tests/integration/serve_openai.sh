@@ -219,6 +219,22 @@ for path, body in (("/v1/completions", {"prompt": [2, 7], "max_tokens": 9, "igno
         assert c["usage"]["completion_tokens"] == seen and c["usage"]["prompt_tokens"] == want_usage["prompt_tokens"], (c, seen)
     assert seen == len(want_ids) and cs[-1]["usage"] == want_usage and cs[-1]["choices"] == [], cs[-1]
 EOF
+check "return_token_ids where vLLM puts the prompt ids: a completion's choice, the first stream chunk (a completion's choice, a chat's top level)" python3 - "$B" <<'EOF'
+import json, sys, urllib.request
+base = sys.argv[1]
+def post(path, d):
+    return urllib.request.urlopen(urllib.request.Request(base + path, json.dumps(d).encode()))
+r = json.load(post("/v1/completions", {"prompt": [2, 7, 9], "max_tokens": 3, "return_token_ids": True}))
+assert r["choices"][0]["prompt_token_ids"] == r["prompt_token_ids"] == [2, 7, 9], r
+def first(path, d):
+    for line in post(path, dict(d, stream=True, return_token_ids=True)):
+        line = line.decode().strip()
+        if line.startswith("data: {"):
+            return json.loads(line[6:])
+assert first("/v1/completions", {"prompt": [2, 7, 9], "max_tokens": 3})["choices"][0]["prompt_token_ids"] == [2, 7, 9]
+c = json.load(post("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "return_token_ids": True}))
+assert first("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})["prompt_token_ids"] == c["prompt_token_ids"], c
+EOF
 check "stream_options without stream: 400 naming it" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[2],\"stream_options\":{\"include_usage\":true}}')\" = 400 ] && grep -q '\"param\":\"stream_options\"' '$WORK/body'"
 check "stream_options of a bad type: 400" [ "$(curl -s -o /dev/null -w '%{http_code}' "$B/v1/completions" -d '{"prompt":[2],"stream":true,"stream_options":{"include_usage":"yes"}}')" = 400 ]
 check "skip_special_tokens of a bad type: 400 naming it" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[2],\"skip_special_tokens\":1}')\" = 400 ] && grep -q '\"param\":\"skip_special_tokens\"' '$WORK/body'"
