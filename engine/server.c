@@ -334,6 +334,38 @@ int fg_server_parse_request(struct fg_server_req *r, const struct fg_server_limi
 		*param = "n";
 		return fg_err_set(err, FG_EINVAL, "only n = 1 is supported");
 	}
+	/* what changes the answer's form or its tokens and this server cannot
+	 * give: refused by name rather than ignored, so that a client never
+	 * reads a null or a plain answer as what it asked for */
+	{
+		static const char *const unsupported[][2] = {
+			{ "logprobs", "logprobs are not supported" },
+			{ "top_logprobs", "logprobs are not supported" },
+			{ "echo", "echo is not supported" },
+			{ "suffix", "suffix (insertion) is not supported" },
+			{ "logit_bias", "logit_bias is not supported (decoding is greedy)" },
+			{ "best_of", "best_of other than 1 is not supported" },
+			{ "response_format", "response_format other than text is not supported" },
+		};
+		size_t k;
+
+		for (k = 0; k < sizeof(unsupported) / sizeof(unsupported[0]); k++) {
+			const char *name = unsupported[k][0];
+
+			v = cJSON_GetObjectItemCaseSensitive(req, name);
+			if (!v || cJSON_IsNull(v) || cJSON_IsFalse(v) || (cJSON_IsNumber(v) && v->valuedouble == 0) ||
+			    (cJSON_IsString(v) && !v->valuestring[0]) ||
+			    ((cJSON_IsObject(v) || cJSON_IsArray(v)) && !v->child))
+				continue;
+			if (!strcmp(name, "best_of") && cJSON_IsNumber(v) && v->valuedouble == 1)
+				continue;
+			if (!strcmp(name, "response_format") && fg_json_str(v, "type") &&
+			    !strcmp(fg_json_str(v, "type"), "text"))
+				continue;
+			*param = name;
+			return fg_err_set(err, FG_EINVAL, "%s", unsupported[k][1]);
+		}
+	}
 	v = cJSON_GetObjectItemCaseSensitive(req, "stream");
 	if (v && !cJSON_IsBool(v)) {
 		*param = "stream";

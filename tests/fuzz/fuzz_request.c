@@ -42,7 +42,9 @@ static long long gen_new(const void *ud, size_t n_prompt)
 
 static int known_param(const char *p)
 {
-	static const char *const names[] = { "n", "stream", "stream_options", "return_token_ids", "ignore_eos", "skip_special_tokens", "min_tokens",
+	static const char *const names[] = { "n", "logprobs", "top_logprobs", "echo", "suffix", "logit_bias",
+					     "best_of", "response_format", "stream", "stream_options",
+					     "return_token_ids", "ignore_eos", "skip_special_tokens", "min_tokens",
 					     "max_tokens", "stop", "messages", "tools", "chat_template_kwargs",
 					     "prompt" };
 	size_t i;

@@ -235,6 +235,13 @@ assert first("/v1/completions", {"prompt": [2, 7, 9], "max_tokens": 3})["choices
 c = json.load(post("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "return_token_ids": True}))
 assert first("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})["prompt_token_ids"] == c["prompt_token_ids"], c
 EOF
+# fields that change the answer's form or tokens and cannot be honoured:
+# refused by name; their neutral values accepted (clients send them so)
+for f in '"logprobs":5' '"logprobs":true' '"top_logprobs":3' '"echo":true' '"suffix":"x"' '"logit_bias":{"5":10}' '"best_of":2' '"response_format":{"type":"json_object"}'; do
+	name=$(echo "$f" | sed 's/^"\([a-z_]*\)".*/\1/')
+	check "$f: 400 naming $name" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[2],$f}')\" = 400 ] && grep -q '\"param\":\"$name\"' '$WORK/body'"
+done
+check "neutral values of those fields: accepted" [ "$(curl -s -o /dev/null -w '%{http_code}' "$B/v1/chat/completions" -d '{"messages":[{"role":"user","content":"x"}],"max_tokens":2,"logprobs":false,"top_logprobs":0,"echo":false,"suffix":null,"logit_bias":{},"best_of":1,"response_format":{"type":"text"}}')" = 200 ]
 check "stream_options without stream: 400 naming it" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[2],\"stream_options\":{\"include_usage\":true}}')\" = 400 ] && grep -q '\"param\":\"stream_options\"' '$WORK/body'"
 check "stream_options of a bad type: 400" [ "$(curl -s -o /dev/null -w '%{http_code}' "$B/v1/completions" -d '{"prompt":[2],"stream":true,"stream_options":{"include_usage":"yes"}}')" = 400 ]
 check "skip_special_tokens of a bad type: 400 naming it" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[2],\"skip_special_tokens\":1}')\" = 400 ] && grep -q '\"param\":\"skip_special_tokens\"' '$WORK/body'"
