@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,6 +22,12 @@
 #include <time.h>
 
 #include "json.h"
+
+/* One alternative: an id and its log-probability. */
+struct tlp {
+	int32_t id;
+	float lp;
+};
 
 struct job {
 	pthread_cond_t cv;
@@ -36,6 +43,12 @@ struct job {
 	size_t n_tids;          /* special ones (skip_special_tokens, the default) */
 	struct fg_buf text;     /* generated text, cut at a stop string */
 	size_t stable;          /* its first bytes that later ids cannot change */
+	/* logprobs (in.logprobs >= 0): per generated id its log-probability and
+	 * the in.logprobs most likely ids; per prompt id (echo) the same, from
+	 * index 1 (the first has none) */
+	float *glp, *plp;
+	struct tlp *gtop, *ptop;
+	int prompt_scored;
 	const char *finish;     /* "stop" / "length" once done */
 	int done, cancelled, failed;
 	char errmsg[FG_ERR_MSG_MAX];
@@ -45,6 +58,8 @@ struct job {
 	int sent_role, sent_end;
 	size_t ids_sent;        /* ids already given in a chunk's token_ids */
 	int sent_prompt;        /* return_token_ids: the prompt's ids given in a first chunk */
+	int sent_echo;          /* echo: the prompt's text given */
+	size_t lp_offset;       /* a stream's logprobs text_offset so far */
 };
 
 struct fg_server {
@@ -86,6 +101,10 @@ static void job_release(struct fg_server *s, struct job *j)
 	fg_server_req_release(&j->in);
 	free(j->ids);
 	free(j->tids);
+	free(j->glp);
+	free(j->plp);
+	free(j->gtop);
+	free(j->ptop);
 	fg_buf_release(&j->text);
 	fg_buf_release(&j->sse);
 	free((char *)j - sizeof(struct fg_server *));
@@ -110,6 +129,78 @@ static size_t utf8_whole(const char *t, size_t n)
 	return n;
 }
 
+/* From one row of logits: the log-probability of id in *lp and the k most
+ * likely ids in top[0..k) (most likely first, the lower id on ties), each as
+ * logit - logsumexp in double. A logit of -inf (an id a pruned head cannot
+ * give) has -inf. */
+static void row_logprobs(const float *row, int nv, int32_t id, int k, float *lp, struct tlp *top)
+{
+	double mx = -INFINITY, sum = 0, lse;
+	int v, n = 0, a;
+
+	for (v = 0; v < nv; v++)
+		if (row[v] > mx)
+			mx = row[v];
+	for (v = 0; v < nv; v++)
+		sum += exp((double)row[v] - mx);
+	lse = mx + log(sum);
+	*lp = (float)((double)row[id] - lse);
+	for (v = 0; v < nv && k > 0; v++) {
+		float x = row[v];
+
+		if (n == k && !(x > top[k - 1].lp))
+			continue;
+		a = n < k ? n++ : k - 1;
+		while (a > 0 && x > top[a - 1].lp) {
+			top[a] = top[a - 1];
+			a--;
+		}
+		top[a].id = v;
+		top[a].lp = x;
+	}
+	for (a = 0; a < n; a++)
+		top[a].lp = (float)((double)top[a].lp - lse);
+}
+
+/* Scores the prompt for echo with logprobs: the log-probability of each
+ * prompt id after the ones before it (the first has none), by chunks. */
+static int score_prompt(struct fg_server *s, struct job *j, struct fg_err *err)
+{
+	const size_t chunk = 16;
+	int nv = fg_engine_vocab_size(s->e), k = j->in.logprobs;
+	size_t n = j->in.n_prompt, done = 0, i;
+	float *lg = malloc(chunk * (size_t)nv * sizeof(float));
+	float *plp = calloc(n, sizeof(float));
+	struct tlp *top = calloc(n * (size_t)(k ? k : 1), sizeof(*top));
+	int rc = 0;
+
+	if (!lg || !plp || !top)
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	fg_engine_reset(s->e);
+	while (!rc && done < n - 1) {
+		size_t take = n - 1 - done < chunk ? n - 1 - done : chunk;
+
+		rc = fg_engine_forward_logits(s->e, j->in.prompt + done, take, 0, lg, err);
+		for (i = 0; !rc && i < take; i++)
+			row_logprobs(lg + i * (size_t)nv, nv, j->in.prompt[done + i + 1], k, &plp[done + i + 1],
+				     top + (done + i + 1) * (size_t)k);
+		done += take;
+	}
+	free(lg);
+	pthread_mutex_lock(&s->mu);
+	if (!rc) {
+		j->plp = plp;
+		j->ptop = top;
+		j->prompt_scored = 1;
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (rc) {
+		free(plp);
+		free(top);
+	}
+	return rc;
+}
+
 struct gen {
 	struct fg_server *s;
 	struct job *j;
@@ -123,8 +214,6 @@ static int on_token(void *user, int32_t token, const float *logits, int n_vocab)
 	int stop = 0, eos, intext;
 	size_t i;
 
-	(void)logits;
-	(void)n_vocab;
 	pthread_mutex_lock(&s->mu);
 	if (j->cancelled) {
 		pthread_mutex_unlock(&s->mu);
@@ -143,6 +232,23 @@ static int on_token(void *user, int32_t token, const float *logits, int n_vocab)
 	 * not mark it special */
 	intext = j->in.keep_special ? 1
 		 : !eos && !(s->tok && (fg_tokenizer_token_flags(s->tok, token) & FG_TOK_F_SPECIAL));
+	if (j->in.logprobs >= 0 && logits) {
+		int k = j->in.logprobs;
+		float *nl = realloc(j->glp, (j->n_ids + 1) * sizeof(*nl));
+		struct tlp *ntop = nl ? realloc(j->gtop, (j->n_ids + 1) * (size_t)(k ? k : 1) * sizeof(*ntop)) : NULL;
+
+		if (nl)
+			j->glp = nl;
+		if (ntop)
+			j->gtop = ntop;
+		if (!nl || !ntop) {
+			j->failed = 1;
+			snprintf(j->errmsg, sizeof(j->errmsg), "out of memory");
+			pthread_mutex_unlock(&s->mu);
+			return 1;
+		}
+		row_logprobs(logits, n_vocab, token, k, &j->glp[j->n_ids], j->gtop + j->n_ids * (size_t)k);
+	}
 	{
 		int32_t *ni = realloc(j->ids, (j->n_ids + 1) * sizeof(*ni)), *nt = NULL;
 
@@ -230,9 +336,17 @@ static void *worker_main(void *arg)
 
 		g.s = s;
 		g.j = j;
-		rc = j->cancelled ? 0
-				  : fg_engine_generate_ids(s->e, j->in.prompt, j->in.n_prompt, j->in.max_tokens,
-							   on_token, &g, &err);
+		rc = 0;
+		if (!j->cancelled && j->in.echo && j->in.logprobs >= 0)
+			rc = score_prompt(s, j, &err);
+		/* logprobs need each step's logits (the same tokens; on the GPU
+		 * they are downloaded instead of only the argmax) */
+		if (!rc && !j->cancelled && j->in.max_tokens > 0)
+			rc = j->in.logprobs >= 0
+				     ? fg_engine_generate(s->e, j->in.prompt, j->in.n_prompt, j->in.max_tokens,
+							  on_token, &g, &err)
+				     : fg_engine_generate_ids(s->e, j->in.prompt, j->in.n_prompt, j->in.max_tokens,
+							      on_token, &g, &err);
 
 		pthread_mutex_lock(&s->mu);
 		if (rc && !j->failed) {
@@ -312,6 +426,8 @@ void fg_server_req_release(struct fg_server_req *r)
 	free(r->prompt);
 	r->prompt = NULL;
 	r->n_prompt = 0;
+	free(r->prompt_text);
+	r->prompt_text = NULL;
 	for (i = 0; i < r->n_stops; i++)
 		free(r->stops[i]);
 	r->n_stops = 0;
@@ -339,9 +455,6 @@ int fg_server_parse_request(struct fg_server_req *r, const struct fg_server_limi
 	 * reads a null or a plain answer as what it asked for */
 	{
 		static const char *const unsupported[][2] = {
-			{ "logprobs", "logprobs are not supported" },
-			{ "top_logprobs", "logprobs are not supported" },
-			{ "echo", "echo is not supported" },
 			{ "suffix", "suffix (insertion) is not supported" },
 			{ "logit_bias", "logit_bias is not supported (decoding is greedy)" },
 			{ "best_of", "best_of other than 1 is not supported" },
@@ -409,6 +522,38 @@ int fg_server_parse_request(struct fg_server_req *r, const struct fg_server_limi
 		return fg_err_set(err, FG_EINVAL, "skip_special_tokens: expected true or false");
 	}
 	r->keep_special = cJSON_IsFalse(v);
+	/* logprobs: a completion's is the number of alternatives (0..20, as
+	 * vLLM's default limit); a chat's a bool with top_logprobs beside */
+	r->logprobs = -1;
+	v = cJSON_GetObjectItemCaseSensitive(req, r->chat ? "top_logprobs" : "logprobs");
+	if (v && !cJSON_IsNull(v)) {
+		*param = r->chat ? "top_logprobs" : "logprobs";
+		if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= FG_SERVER_LOGPROBS_MAX) ||
+		    v->valuedouble != (double)(int)v->valuedouble)
+			return fg_err_set(err, FG_EINVAL, "%s: expected an integer in 0..%d", *param,
+					  FG_SERVER_LOGPROBS_MAX);
+		r->logprobs = (int)v->valuedouble;
+		*param = NULL;
+	}
+	if (r->chat) {
+		v = cJSON_GetObjectItemCaseSensitive(req, "logprobs");
+		if (v && !cJSON_IsBool(v) && !cJSON_IsNull(v)) {
+			*param = "logprobs";
+			return fg_err_set(err, FG_EINVAL, "logprobs: expected true or false");
+		}
+		if (!cJSON_IsTrue(v) && r->logprobs > 0) {
+			*param = "top_logprobs";
+			return fg_err_set(err, FG_EINVAL, "top_logprobs needs \"logprobs\": true");
+		}
+		r->logprobs = cJSON_IsTrue(v) ? (r->logprobs > 0 ? r->logprobs : 0) : -1;
+	} else {
+		v = cJSON_GetObjectItemCaseSensitive(req, "echo");
+		if (v && !cJSON_IsBool(v) && !cJSON_IsNull(v)) {
+			*param = "echo";
+			return fg_err_set(err, FG_EINVAL, "echo: expected true or false");
+		}
+		r->echo = cJSON_IsTrue(v);
+	}
 	/* vLLM's min_tokens masks the eos ids until then, which is not greedy
 	 * decoding: refused rather than ignored (an answer cut at an eos would
 	 * then look like a shortfall of the server) */
@@ -424,10 +569,11 @@ int fg_server_parse_request(struct fg_server_req *r, const struct fg_server_limi
 		v = cJSON_GetObjectItemCaseSensitive(req, "max_completion_tokens");
 	if (v && !cJSON_IsNull(v)) {
 		/* the range first: converting 1e300 to an integer is undefined */
-		if (!cJSON_IsNumber(v) || !(v->valuedouble >= 1 && v->valuedouble <= 1e9) ||
+		if (!cJSON_IsNumber(v) || !(v->valuedouble >= (r->echo ? 0 : 1) && v->valuedouble <= 1e9) ||
 		    v->valuedouble != (double)(long long)v->valuedouble) {
 			*param = "max_tokens";
-			return fg_err_set(err, FG_EINVAL, "max_tokens: expected a positive integer");
+			return fg_err_set(err, FG_EINVAL, r->echo ? "max_tokens: expected an integer >= 0"
+								  : "max_tokens: expected a positive integer");
 		}
 		mt = (long long)v->valuedouble;
 	}
@@ -499,6 +645,8 @@ int fg_server_parse_request(struct fg_server_req *r, const struct fg_server_limi
 						 FG_TOK_ADD_SPECIAL, &r->prompt, &r->n_prompt, err);
 			if (rc)
 				return rc;
+			if (r->echo && !(r->prompt_text = strdup(v->valuestring)))
+				return fg_err_set(err, FG_ENOMEM, "out of memory");
 		} else if (cJSON_IsArray(v)) {
 			const cJSON *it;
 			size_t n = (size_t)cJSON_GetArraySize(v);
@@ -579,6 +727,182 @@ static cJSON *ids_array(const int32_t *ids, size_t n)
 	return a;
 }
 
+/* A log-probability as JSON: -inf (and NaN) as -9999.0, as vLLM and
+ * OpenAI write it. */
+static double lp_json(float lp)
+{
+	return lp > -9999.0f ? (double)lp : -9999.0;
+}
+
+/* The text transformers gives for id alone (tokens of a logprobs list). */
+static const char *piece_text(const struct fg_server *s, int32_t id, struct fg_buf *b)
+{
+	fg_buf_reset(b);
+	if (!s->tok || fg_tokenizer_decode_ex(s->tok, &id, 1, FG_TOK_DECODE_REPLACE, b, NULL) ||
+	    fg_buf_append(b, "", 0, NULL))
+		return NULL;
+	return b->data;
+}
+
+/* A completion's top_logprobs entry: {text: logprob} for the k most likely
+ * ids, the most likely first (a raw item: the canonical writer would sort
+ * the keys). Ids with the same text keep the first place and the later
+ * value, as the Python dict vLLM builds in order does. */
+static cJSON *top_dict(const struct fg_server *s, const struct tlp *top, size_t k, struct fg_buf *kb)
+{
+	struct fg_buf o = FG_BUF_INIT, txt[FG_SERVER_LOGPROBS_MAX];
+	float val[FG_SERVER_LOGPROBS_MAX];
+	size_t n = 0, a, b;
+	cJSON *raw = NULL;
+	int rc = 0;
+
+	for (a = 0; a < k && a < FG_SERVER_LOGPROBS_MAX; a++) {
+		const char *t = piece_text(s, top[a].id, kb);
+
+		if (!t)
+			continue;
+		for (b = 0; b < n; b++)
+			if (txt[b].len == kb->len && !memcmp(txt[b].data, t, kb->len))
+				break;
+		if (b == n) {
+			fg_buf_init(&txt[n], 0);
+			if (fg_buf_append(&txt[n], t, kb->len, NULL))
+				rc = -1;
+			n++;
+		}
+		val[b] = top[a].lp;
+	}
+	rc = rc ? rc : fg_buf_putc(&o, '{', NULL);
+	for (b = 0; b < n; b++) {
+		cJSON *num = cJSON_CreateNumber(lp_json(val[b]));
+
+		if (!rc && b)
+			rc = fg_buf_putc(&o, ',', NULL);
+		if (!rc)
+			rc = fg_buf_json_str(&o, txt[b].data ? txt[b].data : "", txt[b].len, NULL);
+		if (!rc)
+			rc = fg_buf_putc(&o, ':', NULL);
+		if (!rc)
+			rc = num ? fg_json_write(&o, num, 0, NULL) : -1;
+		cJSON_Delete(num);
+	}
+	if (!rc)
+		rc = fg_buf_putc(&o, '}', NULL);
+	if (!rc)
+		raw = cJSON_CreateRaw(o.data);
+	for (b = 0; b < n; b++)
+		fg_buf_release(&txt[b]);
+	fg_buf_release(&o);
+	return raw ? raw : cJSON_CreateNull();
+}
+
+/* A completion's logprobs for the prompt's ids (with_prompt: echo) and the
+ * generated ids [g0, g1): OpenAI's legacy form {tokens, token_logprobs,
+ * top_logprobs, text_offset}; text_offset counts characters from *offset. */
+static cJSON *cmpl_logprobs(const struct fg_server *s, const struct job *j, int with_prompt, size_t g0,
+			    size_t g1, size_t *offset)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON *toks = cJSON_AddArrayToObject(o, "tokens"), *lps = cJSON_AddArrayToObject(o, "token_logprobs");
+	cJSON *tops = cJSON_AddArrayToObject(o, "top_logprobs"), *offs = cJSON_AddArrayToObject(o, "text_offset");
+	struct fg_buf b = FG_BUF_INIT, kb = FG_BUF_INIT;
+	size_t np = with_prompt ? j->in.n_prompt : 0, i, k = (size_t)j->in.logprobs, c;
+
+	for (i = 0; i < np + (g1 - g0); i++) {
+		int32_t id = i < np ? j->in.prompt[i] : j->ids[g0 + i - np];
+		int has = i < np ? i > 0 && j->prompt_scored : 1;
+		float lp = i < np ? (has ? j->plp[i] : 0) : j->glp[g0 + i - np];
+		const struct tlp *top = i < np ? j->ptop + i * k : j->gtop + (g0 + i - np) * k;
+		const char *t = piece_text(s, id, &b);
+
+		cJSON_AddItemToArray(toks, fg_json_text(t ? t : "", t ? b.len : 0));
+		cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)*offset));
+		for (c = 0; t && c < b.len; c++)
+			*offset += ((unsigned char)t[c] & 0xC0) != 0x80;
+		if (!has) {
+			cJSON_AddItemToArray(lps, cJSON_CreateNull());
+			cJSON_AddItemToArray(tops, cJSON_CreateNull());
+			continue;
+		}
+		cJSON_AddItemToArray(lps, cJSON_CreateNumber(lp_json(lp)));
+		cJSON_AddItemToArray(tops, top_dict(s, top, k, &kb));
+	}
+	fg_buf_release(&b);
+	fg_buf_release(&kb);
+	return o;
+}
+
+/* One entry of a chat's logprobs: {token, logprob, bytes}. */
+static cJSON *chat_entry(const struct fg_server *s, int32_t id, float lp, struct fg_buf *b)
+{
+	cJSON *e = cJSON_CreateObject(), *by;
+	const char *t = piece_text(s, id, b);
+	size_t c;
+
+	cJSON_AddItemToObject(e, "token", fg_json_text(t ? t : "", t ? b->len : 0));
+	cJSON_AddNumberToObject(e, "logprob", lp_json(lp));
+	by = cJSON_AddArrayToObject(e, "bytes");
+	for (c = 0; t && c < b->len; c++)
+		cJSON_AddItemToArray(by, cJSON_CreateNumber((unsigned char)t[c]));
+	return e;
+}
+
+/* A chat's logprobs for the generated ids [g0, g1): {content: [{token,
+ * logprob, bytes, top_logprobs: [...]}]}. */
+static cJSON *chat_logprobs(const struct fg_server *s, const struct job *j, size_t g0, size_t g1)
+{
+	cJSON *o = cJSON_CreateObject(), *content = cJSON_AddArrayToObject(o, "content");
+	struct fg_buf b = FG_BUF_INIT;
+	size_t i, a, k = (size_t)j->in.logprobs;
+
+	for (i = g0; i < g1; i++) {
+		cJSON *e = chat_entry(s, j->ids[i], j->glp[i], &b), *tl = cJSON_AddArrayToObject(e, "top_logprobs");
+
+		for (a = 0; a < k; a++)
+			cJSON_AddItemToArray(tl, chat_entry(s, j->gtop[i * k + a].id, j->gtop[i * k + a].lp, &b));
+		cJSON_AddItemToArray(content, e);
+	}
+	fg_buf_release(&b);
+	return o;
+}
+
+/* The logprobs member of a choice for the generated ids [g0, g1) (and the
+ * prompt's, with_prompt): null unless asked for. */
+static void add_logprobs(cJSON *c, const struct fg_server *s, const struct job *j, int with_prompt, size_t g0,
+			 size_t g1, size_t *offset)
+{
+	if (j->in.logprobs < 0 || (!j->glp && g1 > g0))
+		cJSON_AddNullToObject(c, "logprobs");
+	else if (j->in.chat)
+		cJSON_AddItemToObject(c, "logprobs", chat_logprobs(s, j, g0, g1));
+	else
+		cJSON_AddItemToObject(c, "logprobs", cmpl_logprobs(s, j, with_prompt, g0, g1, offset));
+}
+
+/* echo: the prompt as text (a string prompt as sent, ids as transformers
+ * decodes them), appended to b. */
+static int echo_text(const struct fg_server *s, const struct job *j, struct fg_buf *b)
+{
+	if (j->in.prompt_text)
+		return fg_buf_puts(b, j->in.prompt_text, NULL);
+	if (!s->tok)
+		return fg_buf_append(b, "", 0, NULL);
+	{
+		int32_t *keep = malloc(j->in.n_prompt * sizeof(*keep));
+		size_t n = 0, i;
+		int rc;
+
+		if (!keep)
+			return -1;
+		for (i = 0; i < j->in.n_prompt; i++)
+			if (j->in.keep_special || !(fg_tokenizer_token_flags(s->tok, j->in.prompt[i]) & FG_TOK_F_SPECIAL))
+				keep[n++] = j->in.prompt[i];
+		rc = fg_tokenizer_decode_ex(s->tok, keep, n, FG_TOK_DECODE_REPLACE, b, NULL);
+		free(keep);
+		return rc;
+	}
+}
+
 static cJSON *envelope(const struct fg_server *s, const struct job *j, const char *object)
 {
 	cJSON *r = cJSON_CreateObject();
@@ -609,6 +933,7 @@ static cJSON *final_response(const struct fg_server *s, const struct job *j)
 	cJSON *r = envelope(s, j, j->in.chat ? "chat.completion" : "text_completion");
 	cJSON *ch = cJSON_AddArrayToObject(r, "choices"), *c = cJSON_CreateObject();
 	const char *text = j->text.data ? j->text.data : "";
+	size_t offset = 0;
 
 	cJSON_AddNumberToObject(c, "index", 0);
 	if (j->in.chat) {
@@ -617,10 +942,15 @@ static cJSON *final_response(const struct fg_server *s, const struct job *j)
 		cJSON_AddStringToObject(m, "role", "assistant");
 		if (fg_json_add_text(m, "content", text, j->text.len))
 			cJSON_AddStringToObject(m, "content", "");
+		add_logprobs(c, s, j, 0, 0, j->n_ids, &offset);
 	} else {
-		if (fg_json_add_text(c, "text", text, j->text.len))
+		struct fg_buf all = FG_BUF_INIT;
+
+		if ((j->in.echo && echo_text(s, j, &all)) || fg_buf_append(&all, text, j->text.len, NULL) ||
+		    fg_json_add_text(c, "text", all.data ? all.data : "", all.len))
 			cJSON_AddStringToObject(c, "text", "");
-		cJSON_AddNullToObject(c, "logprobs");
+		fg_buf_release(&all);
+		add_logprobs(c, s, j, j->in.echo, 0, j->n_ids, &offset);
 		/* vLLM gives a completion's prompt ids in its choice (a chat's at
 		 * the top level, as here for both) */
 		if (j->in.echo_ids)
@@ -659,7 +989,7 @@ static int sse_chunk(const struct fg_server *s, struct job *j, const char *text,
 {
 	cJSON *r = envelope(s, j, j->in.chat ? "chat.completion.chunk" : "text_completion");
 	cJSON *ch = cJSON_AddArrayToObject(r, "choices"), *c = cJSON_CreateObject();
-	int rc = 0;
+	int rc = 0, echo = 0;
 
 	cJSON_AddNumberToObject(c, "index", 0);
 	if (j->in.chat) {
@@ -669,9 +999,20 @@ static int sse_chunk(const struct fg_server *s, struct job *j, const char *text,
 			cJSON_AddStringToObject(d, "role", "assistant");
 		if (text)
 			rc = fg_json_add_text(d, "content", text, len);
+		if (!role)
+			add_logprobs(c, s, j, 0, j->ids_sent, j->n_ids, &j->lp_offset);
 	} else {
-		rc = fg_json_add_text(c, "text", text ? text : "", text ? len : 0);
-		cJSON_AddNullToObject(c, "logprobs");
+		/* echo: the prompt's text (and logprobs) lead the first chunk */
+		struct fg_buf all = FG_BUF_INIT;
+
+		echo = j->in.echo && !j->sent_echo;
+		j->sent_echo = 1;
+		if ((echo && echo_text(s, j, &all)) || fg_buf_append(&all, text ? text : "", text ? len : 0, NULL))
+			rc = -1;
+		else
+			rc = fg_json_add_text(c, "text", all.data ? all.data : "", all.len);
+		fg_buf_release(&all);
+		add_logprobs(c, s, j, echo, j->ids_sent, j->n_ids, &j->lp_offset);
 	}
 	if (rc) {
 		cJSON_Delete(c);

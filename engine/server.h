@@ -42,6 +42,7 @@ struct fg_server;
 /* ---- request bodies (pure; fuzzed by tests/fuzz/fuzz_request.c) ---- */
 
 #define FG_SERVER_STOP_MAX 4
+#define FG_SERVER_LOGPROBS_MAX 20 /* alternatives per token, as vLLM's default max_logprobs */
 
 /* What a request body is checked against. */
 struct fg_server_limits {
@@ -64,6 +65,10 @@ struct fg_server_req {
 				 * stop generation (counted, left out of the text) */
 	int include_usage;      /* stream_options.include_usage: usage in a chunk of its own */
 	int continuous_usage;   /* ... and continuous_usage_stats (vLLM): in every chunk */
+	int logprobs;           /* -1: none; else the top alternatives per token (0..20):
+				 * a completion's logprobs, a chat's top_logprobs */
+	int echo;               /* a completion's echo: the prompt before the text */
+	char *prompt_text;      /* echo of a string prompt: the string (owned) */
 	int keep_special;       /* skip_special_tokens: false: special tokens stay in
 				 * the text (default: left out, as vLLM and transformers) */
 	int32_t *prompt;        /* n_prompt ids, each in 0..n_vocab-1 (owned) */

@@ -342,7 +342,7 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
 	return len;
 }
 
-int fg_json_add_text(cJSON *obj, const char *key, const char *t, size_t n)
+cJSON *fg_json_text(const char *t, size_t n)
 {
 	struct fg_buf b = FG_BUF_INIT, q = FG_BUF_INIT;
 	size_t i = 0;
@@ -360,6 +360,13 @@ int fg_json_add_text(cJSON *obj, const char *key, const char *t, size_t n)
 	fg_buf_release(&b);
 	raw = rc ? NULL : cJSON_CreateRaw(q.data);
 	fg_buf_release(&q);
+	return raw;
+}
+
+int fg_json_add_text(cJSON *obj, const char *key, const char *t, size_t n)
+{
+	cJSON *raw = fg_json_text(t, n);
+
 	if (!raw || !cJSON_AddItemToObject(obj, key, raw)) {
 		cJSON_Delete(raw);
 		return -1;

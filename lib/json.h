@@ -36,6 +36,8 @@ int fg_json_write(struct fg_buf *out, const cJSON *item, int pretty, struct fg_e
  * NUL is written as \u0000 instead of ending the string (a raw item, which
  * fg_json_write and cJSON's printers copy as it is). -1 when out of memory. */
 int fg_json_add_text(cJSON *obj, const char *key, const char *t, size_t n);
+/* The item fg_json_add_text adds, for arrays; NULL when out of memory. */
+cJSON *fg_json_text(const char *t, size_t n);
 
 /* Typed getters: borrowed results; NULL when absent or of another type. */
 const char *fg_json_str(const cJSON *obj, const char *key);

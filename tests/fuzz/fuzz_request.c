@@ -98,8 +98,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fg_server_req_release(&r);
 		return 0;
 	}
-	if (r.n_prompt < 1 || (long long)r.n_prompt >= l.max_seq || !r.prompt || r.max_tokens < 1 ||
-	    (long long)r.n_prompt + r.max_tokens > l.max_seq || r.n_stops > FG_SERVER_STOP_MAX)
+	/* max_tokens 0 only with echo (a completion's), logprobs -1..max */
+	if (r.n_prompt < 1 || (long long)r.n_prompt >= l.max_seq || !r.prompt || r.max_tokens < (r.echo ? 0 : 1) ||
+	    (long long)r.n_prompt + r.max_tokens > l.max_seq || r.n_stops > FG_SERVER_STOP_MAX ||
+	    r.logprobs < -1 || r.logprobs > FG_SERVER_LOGPROBS_MAX || (r.echo && r.chat) ||
+	    (r.prompt_text && !r.echo))
 		abort();
 	for (i = 0; i < r.n_prompt; i++)
 		if (r.prompt[i] < 0 || r.prompt[i] >= l.n_vocab)

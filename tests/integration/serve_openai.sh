@@ -235,13 +235,89 @@ assert first("/v1/completions", {"prompt": [2, 7, 9], "max_tokens": 3})["choices
 c = json.load(post("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "return_token_ids": True}))
 assert first("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})["prompt_token_ids"] == c["prompt_token_ids"], c
 EOF
+# logprobs, held to transformers: the tiny model's oracle logits
+# (tests/fixtures/oracle/bf16: transformers' fp32 logits after every token of
+# 4 prompts and their 32-token greedy continuations) give each generated
+# token's log-probability and the top 5, and, with echo and max_tokens 0,
+# each prompt token's; the C engine's logits are within 5e-3 of those
+# (docs/engine.md), so are these
+check "logprobs: generated tokens' and (echo, max_tokens 0) prompt tokens' log-probabilities and top 5 as transformers' logits give them; streamed the same; chat's form" python3 - "$B" "$TOP/tests/fixtures/oracle/bf16" <<'EOF'
+import json, math, struct, sys, urllib.request
+base, fix = sys.argv[1:3]
+orc = json.load(open(fix + "/oracle.json"))
+raw = open(fix + "/logits.bin", "rb").read()
+V, TOL = orc["vocab"], 5e-3
+def post(path, d):
+    return json.load(urllib.request.urlopen(urllib.request.Request(base + path, json.dumps(d).encode())))
+def logsoftmax(off, row):
+    x = struct.unpack_from("<%df" % V, raw, 4 * (off + row * V))
+    m = max(x)
+    lse = m + math.log(sum(math.exp(v - m) for v in x))
+    return [v - lse for v in x]
+checked = tops = 0
+for p in orc["prompts"]:
+    prompt, gen, off = p["prompt"], p["generated"], p["logits_offset"]
+    r = post("/v1/completions", {"prompt": prompt, "max_tokens": len(gen), "logprobs": 5, "ignore_eos": True})
+    c = r["choices"][0]
+    assert c["token_ids"] == gen, (c["token_ids"], gen)
+    lp = c["logprobs"]
+    assert len(lp["tokens"]) == len(lp["token_logprobs"]) == len(lp["top_logprobs"]) == len(gen), lp
+    for t, tok in enumerate(gen):
+        want = logsoftmax(off, len(prompt) - 1 + t)
+        assert abs(lp["token_logprobs"][t] - want[tok]) < TOL, (t, lp["token_logprobs"][t], want[tok])
+        top = list(lp["top_logprobs"][t].values())
+        if len(top) == 5:  # no two of the 5 share a text
+            best = sorted(want, reverse=True)[:5]
+            assert all(abs(a - b) < TOL for a, b in zip(top, best)), (top, best)
+            tops += 1
+        checked += 1
+    # streamed: the same values, chunk by chunk
+    got = []
+    req = urllib.request.Request(base + "/v1/completions", json.dumps(
+        {"prompt": prompt, "max_tokens": len(gen), "logprobs": 5, "ignore_eos": True, "stream": True}).encode())
+    for line in urllib.request.urlopen(req):
+        line = line.decode().strip()
+        if line.startswith("data: {"):
+            got += json.loads(line[6:])["choices"][0]["logprobs"]["token_logprobs"]
+    assert got == lp["token_logprobs"], (got, lp["token_logprobs"])
+    # echo, nothing generated: the prompt and continuation scored
+    seq = prompt + gen
+    e = post("/v1/completions", {"prompt": seq, "max_tokens": 0, "echo": True, "logprobs": 0})["choices"][0]
+    el = e["logprobs"]["token_logprobs"]
+    assert e["token_ids"] == [] and len(el) == len(seq) and el[0] is None, e
+    for i in range(1, len(seq)):
+        want = logsoftmax(off, i - 1)[seq[i]]
+        assert abs(el[i] - want) < TOL, (i, el[i], want)
+        checked += 1
+assert checked > 300 and tops > 20, (checked, tops)
+# chat: {content: [{token, logprob, bytes, top_logprobs}]} per generated token
+c = post("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4,
+                                  "logprobs": True, "top_logprobs": 3})
+content = c["choices"][0]["logprobs"]["content"]
+assert len(content) == c["usage"]["completion_tokens"], c
+for e in content:
+    assert bytes(e["bytes"]) == e["token"].encode() and len(e["top_logprobs"]) == 3, e
+    assert e["top_logprobs"][0]["logprob"] >= e["top_logprobs"][1]["logprob"] >= e["top_logprobs"][2]["logprob"], e
+    assert abs(e["logprob"] - e["top_logprobs"][0]["logprob"]) < 1e-6, e  # greedy: the most likely
+EOF
+for bad in '{"prompt":[2],"logprobs":21}' '{"prompt":[2],"logprobs":true}' '{"prompt":[2],"max_tokens":0}' '{"prompt":[2],"echo":1}'; do
+	check "bad logprobs/echo request $bad: 400" [ "$(curl -s -o /dev/null -w '%{http_code}' "$B/v1/completions" -d "$bad")" = 400 ]
+done
+check "chat top_logprobs without logprobs: 400" [ "$(curl -s -o /dev/null -w '%{http_code}' "$B/v1/chat/completions" -d '{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}')" = 400 ]
+check "echo: the prompt's text before the answer's" python3 -c "
+import json, sys, urllib.request
+def post(d):
+    return json.load(urllib.request.urlopen(urllib.request.Request(sys.argv[1] + '/v1/completions', json.dumps(d).encode())))
+a = post({'prompt': 'hello abc', 'max_tokens': 3})['choices'][0]['text']
+b = post({'prompt': 'hello abc', 'max_tokens': 3, 'echo': True})['choices'][0]['text']
+assert b == 'hello abc' + a, (a, b)" "$B"
 # fields that change the answer's form or tokens and cannot be honoured:
 # refused by name; their neutral values accepted (clients send them so)
-for f in '"logprobs":5' '"logprobs":true' '"top_logprobs":3' '"echo":true' '"suffix":"x"' '"logit_bias":{"5":10}' '"best_of":2' '"response_format":{"type":"json_object"}'; do
+for f in '"suffix":"x"' '"logit_bias":{"5":10}' '"best_of":2' '"response_format":{"type":"json_object"}'; do
 	name=$(echo "$f" | sed 's/^"\([a-z_]*\)".*/\1/')
 	check "$f: 400 naming $name" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[2],$f}')\" = 400 ] && grep -q '\"param\":\"$name\"' '$WORK/body'"
 done
-check "neutral values of those fields: accepted" [ "$(curl -s -o /dev/null -w '%{http_code}' "$B/v1/chat/completions" -d '{"messages":[{"role":"user","content":"x"}],"max_tokens":2,"logprobs":false,"top_logprobs":0,"echo":false,"suffix":null,"logit_bias":{},"best_of":1,"response_format":{"type":"text"}}')" = 200 ]
+check "neutral values of those fields: accepted" [ "$(curl -s -o /dev/null -w '%{http_code}' "$B/v1/chat/completions" -d '{"messages":[{"role":"user","content":"x"}],"max_tokens":2,"suffix":null,"logit_bias":{},"best_of":1,"response_format":{"type":"text"}}')" = 200 ]
 check "stream_options without stream: 400 naming it" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[2],\"stream_options\":{\"include_usage\":true}}')\" = 400 ] && grep -q '\"param\":\"stream_options\"' '$WORK/body'"
 check "stream_options of a bad type: 400" [ "$(curl -s -o /dev/null -w '%{http_code}' "$B/v1/completions" -d '{"prompt":[2],"stream":true,"stream_options":{"include_usage":"yes"}}')" = 400 ]
 check "skip_special_tokens of a bad type: 400 naming it" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[2],\"skip_special_tokens\":1}')\" = 400 ] && grep -q '\"param\":\"skip_special_tokens\"' '$WORK/body'"
