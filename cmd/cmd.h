@@ -70,8 +70,8 @@ struct fg_err;
  * the engine pass does); fills sum ("server", "golden", "tps",
  * "completed", ...), *verdict and *exit_code. Nonzero only when the check
  * could not run (the server unreachable, an answer that is no completion). */
-int fg_cmd_verify_url(const char *url, const char *bundle_id, const struct cJSON *transcript, int warmup,
-		      int max_new, int max_new_given, int no_bench, struct cJSON *sum, const char **verdict,
-		      int *exit_code, struct fg_err *err);
+int fg_cmd_verify_url(const char *url, const char *bundle_id, const struct cJSON *transcript,
+		      const struct cJSON *eval_ids, int warmup, int max_new, int max_new_given, int no_bench,
+		      struct cJSON *sum, const char **verdict, int *exit_code, struct fg_err *err);
 
 #endif

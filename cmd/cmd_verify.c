@@ -98,15 +98,18 @@ static int load_engine(struct fg_engine **e, const struct fg_bundle *b, int thre
 	return rc;
 }
 
-static int read_member_json(cJSON **out, const struct fg_bundle *b, const char *rel,
+/* A JSON member of the bundle: from the extracted copy, or from the archive
+ * when nothing was extracted (--url). */
+static int read_member_json(cJSON **out, const struct fg_bundle *b, const char *archive, const char *rel,
 			    struct fg_err *err)
 {
 	struct fg_buf p = FG_BUF_INIT, t = FG_BUF_INIT;
-	int rc = fg_bundle_path(&p, b, rel, err);
+	int rc = b->dir ? fg_bundle_path(&p, b, rel, err) : 0;
 
 	*out = NULL;
 	if (!rc)
-		rc = fg_file_read(p.data, (size_t)256 << 20, &t, err);
+		rc = b->dir ? fg_file_read(p.data, (size_t)256 << 20, &t, err)
+			    : fg_tarball_read_member(archive, rel, (size_t)256 << 20, &t, err);
 	if (!rc)
 		rc = fg_json_parse(out, t.data, t.len, rel, err);
 	fg_buf_release(&p);
@@ -126,16 +129,13 @@ static int read_transcript(cJSON **tr, const struct opts *o, const struct fg_bun
 	int rc;
 
 	*tr = NULL;
-	if (!o->transcript && b->dir)
-		return read_member_json(tr, b, name, err);
-	if (o->transcript)
-		rc = fg_file_read(o->transcript, (size_t)256 << 20, &t, err);
-	else
-		rc = fg_tarball_read_member(o->bundle, name, (size_t)256 << 20, &t, err);
+	if (!o->transcript)
+		return read_member_json(tr, b, o->bundle, name, err);
+	rc = fg_file_read(o->transcript, (size_t)256 << 20, &t, err);
 	if (!rc)
-		rc = fg_json_parse(tr, t.data, t.len, o->transcript ? o->transcript : name, err);
+		rc = fg_json_parse(tr, t.data, t.len, o->transcript, err);
 	fg_buf_release(&t);
-	if (!rc && o->transcript)
+	if (!rc)
 		cJSON_AddStringToObject(sum, "transcript", o->transcript);
 	return rc;
 }
@@ -326,9 +326,14 @@ int cmd_verify(int argc, char **argv)
 					o.bundle);
 		else
 			rc = read_transcript(&tr, &o, b, golden, sum, &err);
+		/* and the perplexity on the bundled eval ids, through the server */
+		if (!rc && !o.no_bench && fg_json_str(golden, "eval"))
+			rc = read_member_json(&ev, b, o.bundle, fg_json_str(golden, "eval"), &err);
 		if (!rc)
-			rc = fg_cmd_verify_url(o.url, b->id, tr, o.warmup, o.max_new, o.max_new_given, o.no_bench,
-					       sum, &verdict, &exit_code, &err);
+			rc = fg_cmd_verify_url(o.url, b->id, tr, fg_json_arr(ev, "ids"), o.warmup, o.max_new,
+					       o.max_new_given, o.no_bench, sum, &verdict, &exit_code, &err);
+		if (!rc && ev && fg_json_str(ev, "tokenizer") && cJSON_GetObjectItem(sum, "ppl"))
+			cJSON_AddStringToObject(sum, "ppl_tokenizer", fg_json_str(ev, "tokenizer"));
 		if (rc)
 			goto fail;
 		replayed = 1;
@@ -492,7 +497,7 @@ int cmd_verify(int argc, char **argv)
 		size_t n, scored;
 		double ppl;
 
-		rc = read_member_json(&ev, b, fg_json_str(golden, "eval"), &err);
+		rc = read_member_json(&ev, b, o.bundle, fg_json_str(golden, "eval"), &err);
 		if (!rc)
 			rc = fg_golden_ids(&ids, &n, fg_json_arr(ev, "ids"), &err);
 		if (!rc)

@@ -29,11 +29,12 @@ FG_VERBS(FG_WEAK_VERB)
 /* verify --url lives in cmd/verify_url.c (libcurl), which the engine build
  * leaves out */
 __attribute__((weak)) int fg_cmd_verify_url(const char *url, const char *bundle_id,
-					    const struct cJSON *transcript, int warmup, int max_new,
-					    int max_new_given, int no_bench, struct cJSON *sum,
-					    const char **verdict, int *exit_code, struct fg_err *err)
+					    const struct cJSON *transcript, const struct cJSON *eval_ids,
+					    int warmup, int max_new, int max_new_given, int no_bench,
+					    struct cJSON *sum, const char **verdict, int *exit_code,
+					    struct fg_err *err)
 {
-	(void)url, (void)bundle_id, (void)transcript, (void)warmup, (void)max_new, (void)no_bench;
+	(void)url, (void)bundle_id, (void)transcript, (void)eval_ids, (void)warmup, (void)max_new, (void)no_bench;
 	(void)max_new_given;
 	(void)sum, (void)verdict, (void)exit_code;
 	return fg_err_set(err, FG_EINVAL, "--url is not in the engine build (use the full fgpack)");

@@ -7,6 +7,7 @@
  * tokens/s are measured by the engine speed pass's rules (warm-up one-token
  * prompts, max_new tokens a prompt, the median over prompts that completed),
  * each request timed end to end as a client sees it. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,10 +141,63 @@ static cJSON *completion(const char *model, const cJSON *ids, int max_tokens)
 	return b;
 }
 
-int fg_cmd_verify_url(const char *url, const char *bundle_id, const cJSON *transcript, int warmup,
-		      int max_new, int max_new_given, int no_bench, cJSON *sum, const char **verdict,
+/* Perplexity over the first ids of eval (as many as ctx holds; all when ctx
+ * is 0) as the server scores them: one completion with echo, logprobs 0 and
+ * max_tokens 0 (what lm-eval-style harnesses send; fgpack serve and vLLM
+ * answer it), exp of the mean negative log-probability of every id after
+ * the first. A server that refuses or gives no numbers: a note, no figure. */
+static void server_ppl(struct client *cl, const char *model, const cJSON *eval, long long ctx, cJSON *sum)
+{
+	cJSON *b = cJSON_CreateObject(), *ids = cJSON_CreateArray(), *r = NULL;
+	const cJSON *it, *lps;
+	struct fg_err err = { 0, "" };
+	long long n = 0;
+	double nll = 0;
+	int k = 0, bad = 0;
+
+	cJSON_ArrayForEach(it, eval) {
+		if (ctx > 0 && n >= ctx)
+			break;
+		cJSON_AddItemToArray(ids, cJSON_Duplicate(it, 0));
+		n++;
+	}
+	if (!b || !ids || !cJSON_AddStringToObject(b, "model", model) || !cJSON_AddItemToObject(b, "prompt", ids) ||
+	    !cJSON_AddNumberToObject(b, "max_tokens", 0) || !cJSON_AddTrueToObject(b, "echo") ||
+	    !cJSON_AddNumberToObject(b, "logprobs", 0) || !cJSON_AddNumberToObject(b, "temperature", 0) || n < 2) {
+		cJSON_Delete(b);
+		return;
+	}
+	if (call(cl, "/v1/completions", b, &r, &err)) {
+		fprintf(stderr, "fgpack verify: note: no perplexity from the server: %s\n", err.msg);
+		cJSON_Delete(b);
+		return;
+	}
+	lps = fg_json_arr(fg_json_obj(cJSON_GetArrayItem(fg_json_arr(r, "choices"), 0), "logprobs"), "token_logprobs");
+	cJSON_ArrayForEach(it, lps) {
+		if (k++ == 0)
+			continue;
+		if (!cJSON_IsNumber(it))
+			bad = 1;
+		else
+			nll -= it->valuedouble;
+	}
+	if (!lps || bad || k != n) {
+		fprintf(stderr, "fgpack verify: note: no perplexity from the server: its answer to an echo "
+				"with logprobs holds no log-probability for each of the %lld ids\n",
+			n);
+	} else {
+		cJSON_AddNumberToObject(sum, "ppl", exp(nll / (double)(n - 1)));
+		cJSON_AddNumberToObject(sum, "ppl_tokens", (double)(n - 1));
+	}
+	cJSON_Delete(b);
+	cJSON_Delete(r);
+}
+
+int fg_cmd_verify_url(const char *url, const char *bundle_id, const cJSON *transcript, const cJSON *eval_ids,
+		      int warmup, int max_new, int max_new_given, int no_bench, cJSON *sum, const char **verdict,
 		      int *exit_code, struct fg_err *err)
 {
+	long long ctx = 0;
 	const cJSON *prompts = fg_json_arr(transcript, "prompts"), *p;
 	struct client cl;
 	cJSON *ans = NULL, *srv, *g;
@@ -169,7 +223,6 @@ int fg_cmd_verify_url(const char *url, const char *bundle_id, const cJSON *trans
 		/* the longest prompt and max_new must fit the context the server
 		 * reports (fgpack serve and vLLM give max_model_len): the default
 		 * shrinks to fit, with a note, as the engine's speed pass does */
-		long long ctx = 0;
 		int longest = 0, fit;
 
 		cJSON_ArrayForEach(p, prompts)
@@ -334,6 +387,9 @@ int fg_cmd_verify_url(const char *url, const char *bundle_id, const cJSON *trans
 		*verdict = "incomplete";
 		*exit_code = FG_EXIT_FAIL;
 	}
+	/* perplexity on the bundled eval ids, as the server scores them */
+	if (eval_ids)
+		server_ppl(&cl, model, eval_ids, ctx, sum);
 out:
 	free(tps);
 	cJSON_Delete(ans);

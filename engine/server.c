@@ -678,7 +678,8 @@ int fg_server_parse_request(struct fg_server_req *r, const struct fg_server_limi
 			return fg_err_set(err, FG_EINVAL, "the prompt holds token id %ld, beyond this "
 							  "model's %d", (long)r->prompt[i], nv);
 		}
-	if ((long long)r->n_prompt >= max_seq) {
+	/* a prompt only scored (echo, max_tokens 0) may fill the context */
+	if ((long long)r->n_prompt > max_seq || ((long long)r->n_prompt == max_seq && !(r->echo && mt == 0))) {
 		*param = r->chat ? "messages" : "prompt";
 		return fg_err_set(err, FG_EINVAL, "the prompt has %zu tokens; this model's context is %d",
 				  r->n_prompt, max_seq);

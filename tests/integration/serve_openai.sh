@@ -70,6 +70,14 @@ d = json.load(open(sys.argv[1]))
 assert d['verdict'] == 'verified-tokens' and d['golden']['level'] == 'tokens' and d['golden']['steps'] > 0, d
 assert d['server']['system_fingerprint'] == d['bundle'] == sys.argv[2] and d['server']['model'] == 'tiny', d
 assert d['completed'] == '4/4' and d['tps'] > 0 and d['warmup'] == 2, d" "$WORK/url.json" "$ID"
+# the perplexity on the bundled eval ids, as the server scores them (echo,
+# logprobs, max_tokens 0), equals the engine's own figure of verify
+"$FGPACK" verify "$WORK/t.fgb" --warmup 1 --max-new 4 --summary "$WORK/eng.json" >/dev/null 2>&1
+check "verify --url: the eval perplexity through the server equals verify's engine figure (same ids, 1e-5 relative)" python3 -c "
+import json, sys
+u, e = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert u['ppl_tokens'] == e['ppl_tokens'] > 100 and u['ppl_tokenizer'] == e['ppl_tokenizer'], (u, e)
+assert abs(u['ppl'] - e['ppl']) <= 1e-5 * e['ppl'], (u['ppl'], e['ppl'])" "$WORK/url.json" "$WORK/eng.json"
 check "another bundle checked against this server: exit 3" sh -c "'$FGPACK' pack --model '$M' --prompts 2 -o '$WORK/t2.fgb' >/dev/null 2>&1; '$FGPACK' verify '$WORK/t2.fgb' --url '$B' --no-bench --summary '$WORK/url2.json' 2>'$WORK/url2.err'; [ \$? -eq 3 ]"
 check_grep "... the server says which bundle it serves" "says it serves $ID, not this bundle" "$WORK/url2.err"
 "$FGPACK" verify "$WORK/t.fgb" --url http://127.0.0.1:1 --summary - >"$WORK/down.out" 2>&1
