@@ -47,8 +47,9 @@ struct job {
 	 * the in.logprobs most likely ids; per prompt id (echo) the same, from
 	 * index 1 (the first has none) */
 	float *glp, *plp;
-	struct tlp *gtop, *ptop;
-	int prompt_scored;
+	struct tlp *gtop, *ptop; /* ptop: pk a prompt id */
+	int32_t *prank;          /* per prompt id, its rank (prompt_logprobs) */
+	int pk, prompt_scored;
 	const char *finish;     /* "stop" / "length" once done */
 	int done, cancelled, failed;
 	char errmsg[FG_ERR_MSG_MAX];
@@ -105,6 +106,7 @@ static void job_release(struct fg_server *s, struct job *j)
 	free(j->plp);
 	free(j->gtop);
 	free(j->ptop);
+	free(j->prank);
 	fg_buf_release(&j->text);
 	fg_buf_release(&j->sse);
 	free((char *)j - sizeof(struct fg_server *));
@@ -131,16 +133,20 @@ static size_t utf8_whole(const char *t, size_t n)
 
 /* From one row of logits: the log-probability of id in *lp and the k most
  * likely ids in top[0..k) (most likely first, the lower id on ties), each as
- * logit - logsumexp in double. A logit of -inf (an id a pruned head cannot
- * give) has -inf. */
-static void row_logprobs(const float *row, int nv, int32_t id, int k, float *lp, struct tlp *top)
+ * logit - logsumexp in double, and (rank not NULL) id's rank. A logit of
+ * -inf (an id a pruned head cannot give) has -inf. */
+static void row_logprobs(const float *row, int nv, int32_t id, int k, float *lp, struct tlp *top, int32_t *rank)
 {
 	double mx = -INFINITY, sum = 0, lse;
-	int v, n = 0, a;
+	int v, n = 0, a, above = 0;
 
-	for (v = 0; v < nv; v++)
+	for (v = 0; v < nv; v++) {
 		if (row[v] > mx)
 			mx = row[v];
+		above += row[v] > row[id];
+	}
+	if (rank) /* vLLM's rank: 1 + the ids more likely */
+		*rank = above + 1;
 	for (v = 0; v < nv; v++)
 		sum += exp((double)row[v] - mx);
 	lse = mx + log(sum);
@@ -167,14 +173,18 @@ static void row_logprobs(const float *row, int nv, int32_t id, int k, float *lp,
 static int score_prompt(struct fg_server *s, struct job *j, struct fg_err *err)
 {
 	const size_t chunk = 16;
-	int nv = fg_engine_vocab_size(s->e), k = j->in.logprobs;
+	int nv = fg_engine_vocab_size(s->e);
+	int k = j->in.echo && j->in.logprobs > j->in.prompt_logprobs ? j->in.logprobs : j->in.prompt_logprobs;
 	size_t n = j->in.n_prompt, done = 0, i;
 	float *lg = malloc(chunk * (size_t)nv * sizeof(float));
 	float *plp = calloc(n, sizeof(float));
-	struct tlp *top = calloc(n * (size_t)(k ? k : 1), sizeof(*top));
+	int32_t *prank = calloc(n, sizeof(*prank));
+	struct tlp *top;
 	int rc = 0;
 
-	if (!lg || !plp || !top)
+	k = k > 0 ? k : 0;
+	top = calloc(n * (size_t)(k ? k : 1), sizeof(*top));
+	if (!lg || !plp || !top || !prank)
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 	fg_engine_reset(s->e);
 	while (!rc && done < n - 1) {
@@ -183,7 +193,7 @@ static int score_prompt(struct fg_server *s, struct job *j, struct fg_err *err)
 		rc = fg_engine_forward_logits(s->e, j->in.prompt + done, take, 0, lg, err);
 		for (i = 0; !rc && i < take; i++)
 			row_logprobs(lg + i * (size_t)nv, nv, j->in.prompt[done + i + 1], k, &plp[done + i + 1],
-				     top + (done + i + 1) * (size_t)k);
+				     top + (done + i + 1) * (size_t)k, &prank[done + i + 1]);
 		done += take;
 	}
 	free(lg);
@@ -191,12 +201,15 @@ static int score_prompt(struct fg_server *s, struct job *j, struct fg_err *err)
 	if (!rc) {
 		j->plp = plp;
 		j->ptop = top;
+		j->prank = prank;
+		j->pk = k;
 		j->prompt_scored = 1;
 	}
 	pthread_mutex_unlock(&s->mu);
 	if (rc) {
 		free(plp);
 		free(top);
+		free(prank);
 	}
 	return rc;
 }
@@ -247,7 +260,7 @@ static int on_token(void *user, int32_t token, const float *logits, int n_vocab)
 			pthread_mutex_unlock(&s->mu);
 			return 1;
 		}
-		row_logprobs(logits, n_vocab, token, k, &j->glp[j->n_ids], j->gtop + j->n_ids * (size_t)k);
+		row_logprobs(logits, n_vocab, token, k, &j->glp[j->n_ids], j->gtop + j->n_ids * (size_t)k, NULL);
 	}
 	{
 		int32_t *ni = realloc(j->ids, (j->n_ids + 1) * sizeof(*ni)), *nt = NULL;
@@ -337,7 +350,7 @@ static void *worker_main(void *arg)
 		g.s = s;
 		g.j = j;
 		rc = 0;
-		if (!j->cancelled && j->in.echo && j->in.logprobs >= 0)
+		if (!j->cancelled && ((j->in.echo && j->in.logprobs >= 0) || j->in.prompt_logprobs >= 0))
 			rc = score_prompt(s, j, &err);
 		/* logprobs need each step's logits (the same tokens; on the GPU
 		 * they are downloaded instead of only the argmax) */
@@ -533,6 +546,21 @@ int fg_server_parse_request(struct fg_server_req *r, const struct fg_server_limi
 			return fg_err_set(err, FG_EINVAL, "%s: expected an integer in 0..%d", *param,
 					  FG_SERVER_LOGPROBS_MAX);
 		r->logprobs = (int)v->valuedouble;
+		*param = NULL;
+	}
+	/* vLLM's prompt_logprobs: each prompt id's log-probability, rank and
+	 * the k most likely ids (not with stream, as vLLM) */
+	r->prompt_logprobs = -1;
+	v = cJSON_GetObjectItemCaseSensitive(req, "prompt_logprobs");
+	if (v && !cJSON_IsNull(v)) {
+		*param = "prompt_logprobs";
+		if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= FG_SERVER_LOGPROBS_MAX) ||
+		    v->valuedouble != (double)(int)v->valuedouble)
+			return fg_err_set(err, FG_EINVAL, "prompt_logprobs: expected an integer in 0..%d",
+					  FG_SERVER_LOGPROBS_MAX);
+		if (r->stream)
+			return fg_err_set(err, FG_EINVAL, "prompt_logprobs are not available with stream");
+		r->prompt_logprobs = (int)v->valuedouble;
 		*param = NULL;
 	}
 	if (r->chat) {
@@ -813,7 +841,7 @@ static cJSON *cmpl_logprobs(const struct fg_server *s, const struct job *j, int 
 		int32_t id = i < np ? j->in.prompt[i] : j->ids[g0 + i - np];
 		int has = i < np ? i > 0 && j->prompt_scored : 1;
 		float lp = i < np ? (has ? j->plp[i] : 0) : j->glp[g0 + i - np];
-		const struct tlp *top = i < np ? j->ptop + i * k : j->gtop + (g0 + i - np) * k;
+		const struct tlp *top = i < np ? j->ptop + i * (size_t)j->pk : j->gtop + (g0 + i - np) * k;
 		const char *t = piece_text(s, id, &b);
 
 		cJSON_AddItemToArray(toks, fg_json_text(t ? t : "", t ? b.len : 0));
@@ -880,6 +908,59 @@ static void add_logprobs(cJSON *c, const struct fg_server *s, const struct job *
 		cJSON_AddItemToObject(c, "logprobs", cmpl_logprobs(s, j, with_prompt, g0, g1, offset));
 }
 
+/* vLLM's prompt_logprobs: per prompt id null (the first) or {"<id>":
+ * {logprob, rank, decoded_token}} for the id itself and then the k most
+ * likely others (a raw item, in that order). */
+static cJSON *prompt_logprobs(const struct fg_server *s, const struct job *j)
+{
+	cJSON *a = cJSON_CreateArray();
+	struct fg_buf o = FG_BUF_INIT, b = FG_BUF_INIT;
+	size_t i, t, k = (size_t)j->in.prompt_logprobs;
+	int rc = 0;
+
+	for (i = 0; !rc && i < j->in.n_prompt; i++) {
+		const struct tlp *top = j->ptop + i * (size_t)j->pk;
+		cJSON *raw;
+
+		if (i == 0 || !j->prompt_scored) {
+			cJSON_AddItemToArray(a, cJSON_CreateNull());
+			continue;
+		}
+		fg_buf_reset(&o);
+		for (t = 0; !rc && t <= k; t++) {
+			/* t = 0: the prompt's id; then the top ones but it */
+			int32_t id = t ? top[t - 1].id : j->in.prompt[i];
+			float lp = t ? top[t - 1].lp : j->plp[i];
+			int32_t rank = j->prank[i];
+			const char *txt;
+			cJSON *e;
+			size_t u;
+
+			if (t && id == j->in.prompt[i])
+				continue;
+			if (t) /* 1 + the ids above it (ties share a rank) */
+				for (rank = 1, u = 0; u + 1 < t; u++)
+					rank += top[u].lp > lp;
+			txt = piece_text(s, id, &b);
+			e = cJSON_CreateObject();
+			cJSON_AddNumberToObject(e, "logprob", lp_json(lp));
+			cJSON_AddNumberToObject(e, "rank", rank);
+			cJSON_AddItemToObject(e, "decoded_token", fg_json_text(txt ? txt : "", txt ? b.len : 0));
+			rc = fg_buf_printf(&o, NULL, "%s\"%ld\":", o.len ? "," : "{", (long)id);
+			if (!rc)
+				rc = fg_json_write(&o, e, 0, NULL);
+			cJSON_Delete(e);
+		}
+		if (!rc)
+			rc = fg_buf_putc(&o, '}', NULL);
+		raw = rc ? NULL : cJSON_CreateRaw(o.data);
+		cJSON_AddItemToArray(a, raw ? raw : cJSON_CreateNull());
+	}
+	fg_buf_release(&o);
+	fg_buf_release(&b);
+	return a;
+}
+
 /* echo: the prompt as text (a string prompt as sent, ids as transformers
  * decodes them), appended to b. */
 static int echo_text(const struct fg_server *s, const struct job *j, struct fg_buf *b)
@@ -944,6 +1025,8 @@ static cJSON *final_response(const struct fg_server *s, const struct job *j)
 		if (fg_json_add_text(m, "content", text, j->text.len))
 			cJSON_AddStringToObject(m, "content", "");
 		add_logprobs(c, s, j, 0, 0, j->n_ids, &offset);
+		if (j->in.prompt_logprobs >= 0) /* a chat's at the top level, as vLLM */
+			cJSON_AddItemToObject(r, "prompt_logprobs", prompt_logprobs(s, j));
 	} else {
 		struct fg_buf all = FG_BUF_INIT;
 
@@ -952,6 +1035,8 @@ static cJSON *final_response(const struct fg_server *s, const struct job *j)
 			cJSON_AddStringToObject(c, "text", "");
 		fg_buf_release(&all);
 		add_logprobs(c, s, j, j->in.echo, 0, j->n_ids, &offset);
+		if (j->in.prompt_logprobs >= 0)
+			cJSON_AddItemToObject(c, "prompt_logprobs", prompt_logprobs(s, j));
 		/* vLLM gives a completion's prompt ids in its choice (a chat's at
 		 * the top level, as here for both) */
 		if (j->in.echo_ids)

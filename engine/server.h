@@ -68,6 +68,7 @@ struct fg_server_req {
 	int logprobs;           /* -1: none; else the top alternatives per token (0..20):
 				 * a completion's logprobs, a chat's top_logprobs */
 	int echo;               /* a completion's echo: the prompt before the text */
+	int prompt_logprobs;    /* -1, or vLLM's prompt_logprobs: alternatives per prompt id */
 	char *prompt_text;      /* echo of a string prompt: the string (owned) */
 	int keep_special;       /* skip_special_tokens: false: special tokens stay in
 				 * the text (default: left out, as vLLM and transformers) */

@@ -42,8 +42,9 @@ static long long gen_new(const void *ud, size_t n_prompt)
 
 static int known_param(const char *p)
 {
-	static const char *const names[] = { "n", "logprobs", "top_logprobs", "echo", "suffix", "logit_bias",
-					     "best_of", "response_format", "stream", "stream_options",
+	static const char *const names[] = { "n", "logprobs", "top_logprobs", "prompt_logprobs", "echo",
+					     "suffix", "logit_bias", "best_of", "response_format", "stream",
+					     "stream_options",
 					     "return_token_ids", "ignore_eos", "skip_special_tokens", "min_tokens",
 					     "max_tokens", "stop", "messages", "tools", "chat_template_kwargs",
 					     "prompt" };
@@ -102,6 +103,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (r.n_prompt < 1 || (long long)r.n_prompt >= l.max_seq || !r.prompt || r.max_tokens < (r.echo ? 0 : 1) ||
 	    (long long)r.n_prompt + r.max_tokens > l.max_seq || r.n_stops > FG_SERVER_STOP_MAX ||
 	    r.logprobs < -1 || r.logprobs > FG_SERVER_LOGPROBS_MAX || (r.echo && r.chat) ||
+	    r.prompt_logprobs < -1 || r.prompt_logprobs > FG_SERVER_LOGPROBS_MAX ||
+	    (r.prompt_logprobs >= 0 && r.stream) ||
 	    (r.prompt_text && !r.echo))
 		abort();
 	for (i = 0; i < r.n_prompt; i++)

@@ -4,8 +4,9 @@
 transformers' fp32 logits after every token of 4 prompts and their 32-token
 greedy continuations) held to those logits: each generated token's
 log-probability and the top 5 (/v1/completions, logprobs 5), the same values
-streamed chunk by chunk, every prompt token's with echo and max_tokens 0, and
-the form of a chat's logprobs. Tolerance 5e-3, the engine's logit tolerance
+streamed chunk by chunk, every prompt token's with echo and max_tokens 0 and
+with vLLM's prompt_logprobs (log-probability, rank, top 3), and the form of a
+chat's logprobs. Tolerance 5e-3, the engine's logit tolerance
 (docs/engine.md). Used by serve_openai.sh, and on the GPU machine against
 `serve --device cuda` (docs/gpu.md). Prints "lpcheck ok N M" (log-probabilities
 and top-5 lists compared) or fails with an assertion."""
@@ -56,10 +57,28 @@ for p in orc["prompts"]:
         want = logsoftmax(off, i - 1)[seq[i]]
         assert abs(el[i] - want) < TOL, (i, el[i], want)
         checked += 1
-assert checked > 300 and tops > 20, (checked, tops)
-# chat: {content: [{token, logprob, bytes, top_logprobs}]} per generated token
+    # vLLM's prompt_logprobs: each prompt id's log-probability, rank and the
+    # 3 most likely, keyed by id
+    pl = post("/v1/completions", {"prompt": seq, "max_tokens": 1, "prompt_logprobs": 3})["choices"][0]["prompt_logprobs"]
+    assert len(pl) == len(seq) and pl[0] is None, pl[:2]
+    for i in range(1, len(seq)):
+        want = logsoftmax(off, i - 1)
+        got = pl[i][str(seq[i])]
+        assert abs(got["logprob"] - want[seq[i]]) < TOL, (i, got, want[seq[i]])
+        above = sum(w > want[seq[i]] + 2 * TOL for w in want)
+        near = sum(abs(w - want[seq[i]]) <= 2 * TOL for w in want)
+        assert above + 1 <= got["rank"] <= above + near, (i, got["rank"], above, near)
+        best = sorted(want, reverse=True)[:3]
+        others = [e["logprob"] for t, e in pl[i].items() if t != str(seq[i])]
+        assert all(any(abs(o - b) < TOL for b in best) for o in others) and len(pl[i]) >= 3, (pl[i], best)
+        checked += 1
+assert checked > 400 and tops > 20, (checked, tops)
+# chat: {content: [{token, logprob, bytes, top_logprobs}]} per generated token;
+# prompt_logprobs at the top level, as vLLM
 c = post("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4,
-                                  "logprobs": True, "top_logprobs": 3})
+                                  "logprobs": True, "top_logprobs": 3, "prompt_logprobs": 0})
+assert c["prompt_logprobs"][0] is None and len(c["prompt_logprobs"]) == c["usage"]["prompt_tokens"], c
+assert all(len(e) == 1 for e in c["prompt_logprobs"][1:]), c["prompt_logprobs"]
 content = c["choices"][0]["logprobs"]["content"]
 assert len(content) == c["usage"]["completion_tokens"], c
 for e in content:

@@ -253,6 +253,7 @@ check "logprobs: generated tokens' and (echo, max_tokens 0) prompt tokens' log-p
 for bad in '{"prompt":[2],"logprobs":21}' '{"prompt":[2],"logprobs":true}' '{"prompt":[2],"max_tokens":0}' '{"prompt":[2],"echo":1}'; do
 	check "bad logprobs/echo request $bad: 400" [ "$(curl -s -o /dev/null -w '%{http_code}' "$B/v1/completions" -d "$bad")" = 400 ]
 done
+check "prompt_logprobs with stream: 400 naming it" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[2,5],\"prompt_logprobs\":1,\"stream\":true}')\" = 400 ] && grep -q '\"param\":\"prompt_logprobs\"' '$WORK/body'"
 check "chat top_logprobs without logprobs: 400" [ "$(curl -s -o /dev/null -w '%{http_code}' "$B/v1/chat/completions" -d '{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}')" = 400 ]
 check "echo: the prompt's text before the answer's" python3 -c "
 import json, sys, urllib.request
