@@ -380,4 +380,33 @@ if grep -Eq 'AddressSanitizer|LeakSanitizer|runtime error' "$WORK/serve.err"; th
 else
 	ok "no ASan/UBSan report"
 fi
+
+# a pruned LM head (a keepset, the challenge's 12k head in small): ids outside
+# it can never be emitted, and log-probabilities say so: -9999 (-inf) and the
+# rank after every kept id; the alternatives are kept ids
+python3 -c "
+import json
+ids = sorted(set(range(0, 266)) | set(range(266, 512, 3)))
+json.dump({'keep_ids': ids, 'pruned_vocab_K': len(ids), 'full_vocab': 512}, open('$WORK/keep.json', 'w'))"
+"$FGPACK" bake prune-head "$M" --keepset "$WORK/keep.json" "$WORK/pruned" --no-sync >/dev/null 2>&1 && cp "$M/tokenizer.json" "$WORK/pruned/"
+PORT2=$(free_port)
+"$FGPACK" serve --model "$WORK/pruned" --port "$PORT2" 2>"$WORK/serve2.err" &
+SPID2=$!
+at_exit "kill $SPID2 2>/dev/null"
+check "serve a pruned-head model" wait_port "$PORT2"
+check "pruned head: an id outside the keepset has log-probability -9999 and the last rank; alternatives and answers are kept ids" python3 - "http://127.0.0.1:$PORT2" "$WORK/keep.json" <<'EOF'
+import json, sys, urllib.request
+base, keep = sys.argv[1], set(json.load(open(sys.argv[2]))["keep_ids"])
+def post(d):
+    return json.load(urllib.request.urlopen(urllib.request.Request(base + "/v1/completions", json.dumps(d).encode())))
+out = [i for i in range(266, 512) if i not in keep][:6]
+c = post({"prompt": [2] + out, "max_tokens": 8, "ignore_eos": True, "prompt_logprobs": 4, "logprobs": 2})["choices"][0]
+assert set(c["token_ids"]) <= keep, c["token_ids"]
+for i, e in enumerate(c["prompt_logprobs"][1:], 1):
+    me = e[str(out[i - 1])]
+    assert me["logprob"] == -9999 and me["rank"] == len(keep) + 1, me
+    assert all(int(k) in keep and v["logprob"] > -9999 for k, v in e.items() if int(k) != out[i - 1]), e
+assert all(v > -9999 for d in c["logprobs"]["top_logprobs"] for v in d.values()), c["logprobs"]
+EOF
+kill $SPID2 2>/dev/null
 finish
