@@ -137,24 +137,20 @@ static size_t utf8_whole(const char *t, size_t n)
  * -inf (an id a pruned head cannot give) has -inf. */
 static void row_logprobs(const float *row, int nv, int32_t id, int k, float *lp, struct tlp *top, int32_t *rank)
 {
-	double mx = -INFINITY, sum = 0, lse;
+	float mx = -INFINITY, me = row[id];
+	double sum = 0, lse;
 	int v, n = 0, a, above = 0;
 
+	/* one pass for the maximum, the rank and the top k; one for the sum
+	 * (expf per logit, summed in double: a float exp is 1.6x faster here
+	 * and far below the logits' own error) */
 	for (v = 0; v < nv; v++) {
-		if (row[v] > mx)
-			mx = row[v];
-		above += row[v] > row[id];
-	}
-	if (rank) /* vLLM's rank: 1 + the ids more likely */
-		*rank = above + 1;
-	for (v = 0; v < nv; v++)
-		sum += exp((double)row[v] - mx);
-	lse = mx + log(sum);
-	*lp = (float)((double)row[id] - lse);
-	for (v = 0; v < nv && k > 0; v++) {
 		float x = row[v];
 
-		if (n == k && !(x > top[k - 1].lp))
+		if (x > mx)
+			mx = x;
+		above += x > me;
+		if (k <= 0 || (n == k && !(x > top[k - 1].lp)))
 			continue;
 		a = n < k ? n++ : k - 1;
 		while (a > 0 && x > top[a - 1].lp) {
@@ -164,6 +160,12 @@ static void row_logprobs(const float *row, int nv, int32_t id, int k, float *lp,
 		top[a].id = v;
 		top[a].lp = x;
 	}
+	if (rank) /* vLLM's rank: 1 + the ids more likely */
+		*rank = above + 1;
+	for (v = 0; v < nv; v++)
+		sum += (double)expf(row[v] - mx);
+	lse = (double)mx + log(sum);
+	*lp = (float)((double)me - lse);
 	for (a = 0; a < n; a++)
 		top[a].lp = (float)((double)top[a].lp - lse);
 }
