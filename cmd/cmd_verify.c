@@ -99,43 +99,35 @@ static int load_engine(struct fg_engine **e, const struct fg_bundle *b, int thre
 }
 
 /* A JSON member of the bundle: from the extracted copy, or from the archive
- * when nothing was extracted (--url). */
-static int read_member_json(cJSON **out, const struct fg_bundle *b, const char *archive, const char *rel,
-			    struct fg_err *err)
+ * when nothing was extracted (--url); or, file not NULL, that file. */
+static int read_json(cJSON **out, const struct fg_bundle *b, const char *archive, const char *rel,
+		     const char *file, struct fg_err *err)
 {
 	struct fg_buf p = FG_BUF_INIT, t = FG_BUF_INIT;
-	int rc = b->dir ? fg_bundle_path(&p, b, rel, err) : 0;
+	int rc = !file && b->dir ? fg_bundle_path(&p, b, rel, err) : 0;
 
 	*out = NULL;
 	if (!rc)
-		rc = b->dir ? fg_file_read(p.data, (size_t)256 << 20, &t, err)
-			    : fg_tarball_read_member(archive, rel, (size_t)256 << 20, &t, err);
+		rc = file ? fg_file_read(file, (size_t)256 << 20, &t, err)
+		     : b->dir ? fg_file_read(p.data, (size_t)256 << 20, &t, err)
+			      : fg_tarball_read_member(archive, rel, (size_t)256 << 20, &t, err);
 	if (!rc)
-		rc = fg_json_parse(out, t.data, t.len, rel, err);
+		rc = fg_json_parse(out, t.data, t.len, file ? file : rel, err);
 	fg_buf_release(&p);
 	fg_buf_release(&t);
 	return rc;
 }
 
 /* The transcript to replay: --transcript FILE (named in sum), else the
- * bundle's own, from the extracted copy or, when nothing was extracted
- * (--url), from the archive. */
+ * bundle's own. */
 static int read_transcript(cJSON **tr, const struct opts *o, const struct fg_bundle *b,
 			   const cJSON *golden, cJSON *sum, struct fg_err *err)
 {
 	const char *name = fg_json_str(golden, "transcript") ? fg_json_str(golden, "transcript")
 							     : "golden/transcript.json";
-	struct fg_buf t = FG_BUF_INIT;
-	int rc;
+	int rc = read_json(tr, b, o->bundle, name, o->transcript, err);
 
-	*tr = NULL;
-	if (!o->transcript)
-		return read_member_json(tr, b, o->bundle, name, err);
-	rc = fg_file_read(o->transcript, (size_t)256 << 20, &t, err);
-	if (!rc)
-		rc = fg_json_parse(tr, t.data, t.len, o->transcript, err);
-	fg_buf_release(&t);
-	if (!rc)
+	if (!rc && o->transcript)
 		cJSON_AddStringToObject(sum, "transcript", o->transcript);
 	return rc;
 }
@@ -328,7 +320,7 @@ int cmd_verify(int argc, char **argv)
 			rc = read_transcript(&tr, &o, b, golden, sum, &err);
 		/* and the perplexity on the bundled eval ids, through the server */
 		if (!rc && !o.no_bench && fg_json_str(golden, "eval"))
-			rc = read_member_json(&ev, b, o.bundle, fg_json_str(golden, "eval"), &err);
+			rc = read_json(&ev, b, o.bundle, fg_json_str(golden, "eval"), NULL, &err);
 		if (!rc)
 			rc = fg_cmd_verify_url(o.url, b->id, tr, fg_json_arr(ev, "ids"), o.warmup, o.max_new,
 					       o.max_new_given, o.no_bench, sum, &verdict, &exit_code, &err);
@@ -497,7 +489,7 @@ int cmd_verify(int argc, char **argv)
 		size_t n, scored;
 		double ppl;
 
-		rc = read_member_json(&ev, b, o.bundle, fg_json_str(golden, "eval"), &err);
+		rc = read_json(&ev, b, o.bundle, fg_json_str(golden, "eval"), NULL, &err);
 		if (!rc)
 			rc = fg_golden_ids(&ids, &n, fg_json_arr(ev, "ids"), &err);
 		if (!rc)

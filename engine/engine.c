@@ -815,6 +815,31 @@ int fg_engine_forward_logits(struct fg_engine *e, const int32_t *ids, size_t n, 
 	return 0;
 }
 
+int fg_engine_score(struct fg_engine *e, const int32_t *ids, size_t n, fg_engine_score_cb cb, void *user,
+		    struct fg_err *err)
+{
+	int nv = e->m->cfg.vocab, rc = 0;
+	size_t done = 0, i;
+	float *lg;
+
+	if (n < 2)
+		return 0;
+	if (!(lg = malloc(FG_ENGINE_SCORE_CHUNK * (size_t)nv * sizeof(float))))
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	fg_engine_reset(e);
+	/* the logits after ids[done + i] are the ones ids[done + i + 1] follows */
+	while (!rc && done < n - 1) {
+		size_t take = n - 1 - done < FG_ENGINE_SCORE_CHUNK ? n - 1 - done : FG_ENGINE_SCORE_CHUNK;
+
+		rc = fg_engine_forward_logits(e, ids + done, take, 0, lg, err);
+		for (i = 0; !rc && i < take; i++)
+			rc = cb(user, done + i + 1, lg + i * (size_t)nv);
+		done += take;
+	}
+	free(lg);
+	return rc;
+}
+
 /* One token through the GPU step; *tok receives the argmax taken there. */
 static int gpu_next(struct fg_engine *e, int32_t id, int32_t *tok, struct fg_err *err)
 {

@@ -105,6 +105,16 @@ void fg_engine_reset(struct fg_engine *e);
 int fg_engine_forward_logits(struct fg_engine *e, const int32_t *ids, size_t n, int last_only,
 			     float *logits, struct fg_err *err);
 
+/* Scores ids: resets the sequence, feeds ids[0..n-1) in chunks of
+ * FG_ENGINE_SCORE_CHUNK and calls cb(user, i, logits) for i = 1..n-1 with the
+ * n_vocab logits (after the final softcap; borrowed) that ids[i] follows. A
+ * nonzero cb return stops it and is returned. Perplexity (verify) and a
+ * server's prompt log-probabilities both come from here. */
+#define FG_ENGINE_SCORE_CHUNK 32
+typedef int (*fg_engine_score_cb)(void *user, size_t i, const float *logits);
+int fg_engine_score(struct fg_engine *e, const int32_t *ids, size_t n, fg_engine_score_cb cb, void *user,
+		    struct fg_err *err);
+
 /* Greedy generation. Resets the sequence, prefills prompt, then emits up to
  * max_new tokens, each the argmax of the previous step's logits (lowest id
  * wins a tie). cb gets each new token and the raw fp32 logits it was chosen

@@ -627,15 +627,34 @@ int fg_golden_speed(struct fg_golden_speed *s, struct fg_engine *e, const cJSON 
 	return rc;
 }
 
+struct nll {
+	const int32_t *ids;
+	int nv;
+	double nll;
+};
+
+/* one scored id's negative log-likelihood, added to *user */
+static int add_nll(void *user, size_t i, const float *row)
+{
+	struct nll *a = user;
+	double mx = row[0], sum = 0;
+	int v;
+
+	for (v = 1; v < a->nv; v++)
+		if (row[v] > mx)
+			mx = row[v];
+	for (v = 0; v < a->nv; v++)
+		sum += exp((double)row[v] - mx);
+	a->nll += -(((double)row[a->ids[i]] - mx) - log(sum));
+	return 0;
+}
+
 int fg_golden_perplexity(double *ppl, size_t *scored, struct fg_engine *e, const int32_t *ids,
 			 size_t n, struct fg_err *err)
 {
-	const size_t chunk = 32;
-	int nv = fg_engine_vocab_size(e);
-	size_t max = (size_t)fg_engine_max_seq(e), i, done = 0;
-	double nll = 0;
-	float *lg;
-	int rc = 0;
+	struct nll a = { ids, fg_engine_vocab_size(e), 0 };
+	size_t max = (size_t)fg_engine_max_seq(e);
+	int rc;
 
 	*ppl = 0;
 	*scored = 0;
@@ -643,33 +662,9 @@ int fg_golden_perplexity(double *ppl, size_t *scored, struct fg_engine *e, const
 		n = max;
 	if (n < 2)
 		return fg_err_set(err, FG_EINVAL, "perplexity needs at least 2 tokens, got %zu", n);
-	lg = malloc(chunk * (size_t)nv * sizeof(float));
-	if (!lg)
-		return fg_err_set(err, FG_ENOMEM, "out of memory");
-	fg_engine_reset(e);
-	/* feed all but the last token; logits at i predict ids[i + 1] */
-	while (!rc && done < n - 1) {
-		size_t take = n - 1 - done < chunk ? n - 1 - done : chunk;
-
-		rc = fg_engine_forward_logits(e, ids + done, take, 0, lg, err);
-		for (i = 0; !rc && i < take; i++) {
-			const float *row = lg + i * (size_t)nv;
-			double mx = row[0], sum = 0;
-			int v;
-
-			for (v = 1; v < nv; v++)
-				if (row[v] > mx)
-					mx = row[v];
-			for (v = 0; v < nv; v++)
-				sum += exp((double)row[v] - mx);
-			nll += -(((double)row[ids[done + i + 1]] - mx) - log(sum));
-		}
-		done += take;
-	}
-	free(lg);
-	if (rc)
+	if ((rc = fg_engine_score(e, ids, n, add_nll, &a, err)))
 		return rc;
 	*scored = n - 1;
-	*ppl = exp(nll / (double)(n - 1));
+	*ppl = exp(a.nll / (double)(n - 1));
 	return 0;
 }

@@ -42,12 +42,12 @@ struct job {
 	int32_t *tids;          /* the ids the text is decoded from: ids without the */
 	size_t n_tids;          /* special ones (skip_special_tokens, the default) */
 	struct fg_buf text;     /* generated text, cut at a stop string */
-	size_t stable;          /* its first bytes that later ids cannot change */
+	size_t stable;          /* its first bytes that later ids cannot change (streams) */
 	/* logprobs (in.logprobs >= 0): per generated id its log-probability and
 	 * the in.logprobs most likely ids; per prompt id (echo) the same, from
 	 * index 1 (the first has none) */
 	float *glp, *plp;
-	struct tlp *gtop, *ptop; /* ptop: pk a prompt id */
+	struct tlp *gtop, *ptop; /* ptop: pk alternatives a prompt id */
 	int32_t *prank;          /* per prompt id, its rank (prompt_logprobs) */
 	int pk, prompt_scored;
 	const char *finish;     /* "stop" / "length" once done */
@@ -170,48 +170,56 @@ static void row_logprobs(const float *row, int nv, int32_t id, int k, float *lp,
 		top[a].lp = (float)((double)top[a].lp - lse);
 }
 
-/* Scores the prompt for echo with logprobs: the log-probability of each
- * prompt id after the ones before it (the first has none), by chunks. */
+struct prompt_scores {
+	const int32_t *ids;
+	int nv, k;
+	float *lp;
+	struct tlp *top; /* k a prompt id */
+	int32_t *rank;
+};
+
+static int score_row(void *user, size_t i, const float *row)
+{
+	struct prompt_scores *p = user;
+
+	row_logprobs(row, p->nv, p->ids[i], p->k, &p->lp[i], p->top + i * (size_t)p->k, &p->rank[i]);
+	return 0;
+}
+
+/* Scores the prompt (echo with logprobs, prompt_logprobs): each prompt id's
+ * log-probability, rank and most likely alternatives after the ones before
+ * it (the first has none). */
 static int score_prompt(struct fg_server *s, struct job *j, struct fg_err *err)
 {
-	const size_t chunk = 16;
-	int nv = fg_engine_vocab_size(s->e);
 	int k = j->in.echo && j->in.logprobs > j->in.prompt_logprobs ? j->in.logprobs : j->in.prompt_logprobs;
-	size_t n = j->in.n_prompt, done = 0, i;
-	float *lg = malloc(chunk * (size_t)nv * sizeof(float));
-	float *plp = calloc(n, sizeof(float));
-	int32_t *prank = calloc(n, sizeof(*prank));
-	struct tlp *top;
+	size_t n = j->in.n_prompt;
+	struct prompt_scores p;
 	int rc = 0;
 
 	k = k > 0 ? k : 0;
-	top = calloc(n * (size_t)(k ? k : 1), sizeof(*top));
-	if (!lg || !plp || !top || !prank)
+	p.ids = j->in.prompt;
+	p.nv = fg_engine_vocab_size(s->e);
+	p.k = k;
+	p.lp = calloc(n, sizeof(*p.lp));
+	p.rank = calloc(n, sizeof(*p.rank));
+	p.top = calloc(n * (size_t)(k ? k : 1), sizeof(*p.top));
+	if (!p.lp || !p.top || !p.rank)
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
-	fg_engine_reset(s->e);
-	while (!rc && done < n - 1) {
-		size_t take = n - 1 - done < chunk ? n - 1 - done : chunk;
-
-		rc = fg_engine_forward_logits(s->e, j->in.prompt + done, take, 0, lg, err);
-		for (i = 0; !rc && i < take; i++)
-			row_logprobs(lg + i * (size_t)nv, nv, j->in.prompt[done + i + 1], k, &plp[done + i + 1],
-				     top + (done + i + 1) * (size_t)k, &prank[done + i + 1]);
-		done += take;
-	}
-	free(lg);
+	if (!rc)
+		rc = fg_engine_score(s->e, j->in.prompt, n, score_row, &p, err);
 	pthread_mutex_lock(&s->mu);
 	if (!rc) {
-		j->plp = plp;
-		j->ptop = top;
-		j->prank = prank;
+		j->plp = p.lp;
+		j->ptop = p.top;
+		j->prank = p.rank;
 		j->pk = k;
 		j->prompt_scored = 1;
 	}
 	pthread_mutex_unlock(&s->mu);
 	if (rc) {
-		free(plp);
-		free(top);
-		free(prank);
+		free(p.lp);
+		free(p.top);
+		free(p.rank);
 	}
 	return rc;
 }
@@ -285,11 +293,11 @@ static int on_token(void *user, int32_t token, const float *logits, int n_vocab)
 		/* the text as transformers and vLLM decode the ids (an invalid
 		 * byte run: one U+FFFD per byte token); while the last ids are
 		 * byte tokens, what they give may still change (an incomplete
-		 * character), so the stable text ends before their run */
+		 * character), so a stream's stable text ends before their run */
 		size_t k = j->n_tids;
 		int rc = 0;
 
-		while (k > 0 && (fg_tokenizer_token_flags(s->tok, j->tids[k - 1]) & FG_TOK_F_BYTE))
+		while (j->in.stream && k > 0 && (fg_tokenizer_token_flags(s->tok, j->tids[k - 1]) & FG_TOK_F_BYTE))
 			k--;
 		fg_buf_reset(&j->text);
 		if (k < j->n_tids) {
@@ -448,6 +456,24 @@ void fg_server_req_release(struct fg_server_req *r)
 	r->n_stops = 0;
 }
 
+/* A count of log-probability alternatives: *out -1 when name is absent or
+ * null, else an integer in 0..FG_SERVER_LOGPROBS_MAX. */
+static int logprobs_count(const cJSON *req, const char *name, int *out, const char **param, struct fg_err *err)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(req, name);
+
+	*out = -1;
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= FG_SERVER_LOGPROBS_MAX) ||
+	    v->valuedouble != (double)(int)v->valuedouble) {
+		*param = name;
+		return fg_err_set(err, FG_EINVAL, "%s: expected an integer in 0..%d", name, FG_SERVER_LOGPROBS_MAX);
+	}
+	*out = (int)v->valuedouble;
+	return 0;
+}
+
 int fg_server_parse_request(struct fg_server_req *r, const struct fg_server_limits *l,
 			    const cJSON *req, const char **param, struct fg_err *err)
 {
@@ -539,31 +565,15 @@ int fg_server_parse_request(struct fg_server_req *r, const struct fg_server_limi
 	r->keep_special = cJSON_IsFalse(v);
 	/* logprobs: a completion's is the number of alternatives (0..20, as
 	 * vLLM's default limit); a chat's a bool with top_logprobs beside */
-	r->logprobs = -1;
-	v = cJSON_GetObjectItemCaseSensitive(req, r->chat ? "top_logprobs" : "logprobs");
-	if (v && !cJSON_IsNull(v)) {
-		*param = r->chat ? "top_logprobs" : "logprobs";
-		if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= FG_SERVER_LOGPROBS_MAX) ||
-		    v->valuedouble != (double)(int)v->valuedouble)
-			return fg_err_set(err, FG_EINVAL, "%s: expected an integer in 0..%d", *param,
-					  FG_SERVER_LOGPROBS_MAX);
-		r->logprobs = (int)v->valuedouble;
-		*param = NULL;
-	}
+	if ((rc = logprobs_count(req, r->chat ? "top_logprobs" : "logprobs", &r->logprobs, param, err)))
+		return rc;
 	/* vLLM's prompt_logprobs: each prompt id's log-probability, rank and
 	 * the k most likely ids (not with stream, as vLLM) */
-	r->prompt_logprobs = -1;
-	v = cJSON_GetObjectItemCaseSensitive(req, "prompt_logprobs");
-	if (v && !cJSON_IsNull(v)) {
+	if ((rc = logprobs_count(req, "prompt_logprobs", &r->prompt_logprobs, param, err)))
+		return rc;
+	if (r->prompt_logprobs >= 0 && r->stream) {
 		*param = "prompt_logprobs";
-		if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= FG_SERVER_LOGPROBS_MAX) ||
-		    v->valuedouble != (double)(int)v->valuedouble)
-			return fg_err_set(err, FG_EINVAL, "prompt_logprobs: expected an integer in 0..%d",
-					  FG_SERVER_LOGPROBS_MAX);
-		if (r->stream)
-			return fg_err_set(err, FG_EINVAL, "prompt_logprobs are not available with stream");
-		r->prompt_logprobs = (int)v->valuedouble;
-		*param = NULL;
+		return fg_err_set(err, FG_EINVAL, "prompt_logprobs are not available with stream");
 	}
 	if (r->chat) {
 		v = cJSON_GetObjectItemCaseSensitive(req, "logprobs");
@@ -987,6 +997,18 @@ static int echo_text(const struct fg_server *s, const struct job *j, struct fg_b
 	}
 }
 
+/* A completion choice's text: text[0..len), after the prompt's with echo. */
+static int add_completion_text(cJSON *c, const struct fg_server *s, const struct job *j, int echo,
+			       const char *text, size_t len)
+{
+	struct fg_buf all = FG_BUF_INIT;
+	int rc = (echo && echo_text(s, j, &all)) || fg_buf_append(&all, text, len, NULL) ||
+		 fg_json_add_text(c, "text", all.data ? all.data : "", all.len);
+
+	fg_buf_release(&all);
+	return rc ? -1 : 0;
+}
+
 static cJSON *envelope(const struct fg_server *s, const struct job *j, const char *object)
 {
 	cJSON *r = cJSON_CreateObject();
@@ -1030,12 +1052,8 @@ static cJSON *final_response(const struct fg_server *s, const struct job *j)
 		if (j->in.prompt_logprobs >= 0) /* a chat's at the top level, as vLLM */
 			cJSON_AddItemToObject(r, "prompt_logprobs", prompt_logprobs(s, j));
 	} else {
-		struct fg_buf all = FG_BUF_INIT;
-
-		if ((j->in.echo && echo_text(s, j, &all)) || fg_buf_append(&all, text, j->text.len, NULL) ||
-		    fg_json_add_text(c, "text", all.data ? all.data : "", all.len))
+		if (add_completion_text(c, s, j, j->in.echo, text, j->text.len))
 			cJSON_AddStringToObject(c, "text", "");
-		fg_buf_release(&all);
 		add_logprobs(c, s, j, j->in.echo, 0, j->n_ids, &offset);
 		if (j->in.prompt_logprobs >= 0)
 			cJSON_AddItemToObject(c, "prompt_logprobs", prompt_logprobs(s, j));
@@ -1091,15 +1109,9 @@ static int sse_chunk(const struct fg_server *s, struct job *j, const char *text,
 			add_logprobs(c, s, j, 0, j->ids_sent, j->n_ids, &j->lp_offset);
 	} else {
 		/* echo: the prompt's text (and logprobs) lead the first chunk */
-		struct fg_buf all = FG_BUF_INIT;
-
 		echo = j->in.echo && !j->sent_echo;
 		j->sent_echo = 1;
-		if ((echo && echo_text(s, j, &all)) || fg_buf_append(&all, text ? text : "", text ? len : 0, NULL))
-			rc = -1;
-		else
-			rc = fg_json_add_text(c, "text", all.data ? all.data : "", all.len);
-		fg_buf_release(&all);
+		rc = add_completion_text(c, s, j, echo, text ? text : "", text ? len : 0);
 		add_logprobs(c, s, j, echo, j->ids_sent, j->n_ids, &j->lp_offset);
 	}
 	if (rc) {

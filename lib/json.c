@@ -1,5 +1,6 @@
 /* json.c - cJSON parsing with limits, typed getters, canonical output. */
 #include "json.h"
+#include "utf8.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -313,35 +314,6 @@ int fg_json_int(const cJSON *obj, const char *key, long long *out)
 	return 0;
 }
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 (overlong,
- * surrogate, above U+10FFFF, truncated, a stray continuation byte). */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-	size_t len, i;
-	unsigned cp;
-
-	if (s[0] < 0x80)
-		return 1;
-	if (s[0] >= 0xc2 && s[0] <= 0xdf)
-		len = 2, cp = s[0] & 0x1f;
-	else if (s[0] >= 0xe0 && s[0] <= 0xef)
-		len = 3, cp = s[0] & 0x0f;
-	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-		len = 4, cp = s[0] & 0x07;
-	else
-		return 0;
-	if (len > n)
-		return 0;
-	for (i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-		return 0;
-	return len;
-}
-
 cJSON *fg_json_text(const char *t, size_t n)
 {
 	struct fg_buf b = FG_BUF_INIT, q = FG_BUF_INIT;
@@ -350,7 +322,7 @@ cJSON *fg_json_text(const char *t, size_t n)
 	cJSON *raw;
 
 	while (!rc && i < n) {
-		size_t l = utf8_seq((const unsigned char *)t + i, n - i);
+		size_t l = fg_utf8_len((const unsigned char *)t + i, n - i, NULL);
 
 		rc = l ? fg_buf_append(&b, t + i, l, NULL) : fg_buf_append(&b, "\xef\xbf\xbd", 3, NULL);
 		i += l ? l : 1;

@@ -26,6 +26,7 @@
 #include "http.h"
 #include "sha256.h"
 #include "sigv4.h"
+#include "utf8.h"
 
 #define RESP_MAX ((size_t)16 << 20)  /* XML answers (listings) are small */
 #define POOL_MAX 64
@@ -194,35 +195,6 @@ int fg_s3_endpoint_resolve(struct fg_buf *out, const char *explicit_endpoint, co
 	return fg_buf_append(out, e, n, err);
 }
 
-/* Length of the UTF-8 sequence at s (0 when invalid). */
-static size_t utf8_len(const unsigned char *s, size_t avail)
-{
-	size_t n, i;
-	unsigned cp;
-
-	if (s[0] < 0x80)
-		return 1;
-	if ((s[0] & 0xe0) == 0xc0)
-		n = 2, cp = s[0] & 0x1f;
-	else if ((s[0] & 0xf0) == 0xe0)
-		n = 3, cp = s[0] & 0x0f;
-	else if ((s[0] & 0xf8) == 0xf0)
-		n = 4, cp = s[0] & 0x07;
-	else
-		return 0;
-	if (n > avail)
-		return 0;
-	for (i = 1; i < n; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3f);
-	}
-	if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
-	    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return n;
-}
-
 int fg_s3_key_check(const char *key, struct fg_err *err)
 {
 	size_t len, i, seg = 0;
@@ -253,7 +225,7 @@ int fg_s3_key_check(const char *key, struct fg_err *err)
 		if (c < 0x20 || c == 0x7f)
 			return fg_err_set(err, FG_EINVAL, "object key contains a control character");
 		if (c >= 0x80) {
-			size_t n = utf8_len((const unsigned char *)key + i, len - i);
+			size_t n = fg_utf8_len((const unsigned char *)key + i, len - i, NULL);
 
 			if (!n)
 				return fg_err_set(err, FG_EINVAL, "object key is not valid UTF-8");

@@ -23,6 +23,7 @@
  * the cutting and the cache work on the raw text, and only a word missing
  * from the cache is normalized. */
 #include "tokenizer.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -178,42 +179,6 @@ static uint64_t hash_u64(uint64_t k)
 	return k;
 }
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 when s[0] does not
- * start one (overlong, surrogate, above U+10FFFF, truncated). */
-static size_t utf8_len(const unsigned char *s, size_t rem, uint32_t *cp)
-{
-	unsigned c = s[0];
-
-	if (c < 0x80) {
-		*cp = c;
-		return 1;
-	}
-	if (c >= 0xc2 && c <= 0xdf) {
-		if (rem < 2 || (s[1] & 0xc0) != 0x80)
-			return 0;
-		*cp = ((c & 0x1fu) << 6) | (s[1] & 0x3fu);
-		return 2;
-	}
-	if (c >= 0xe0 && c <= 0xef) {
-		if (rem < 3 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80)
-			return 0;
-		if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] > 0x9f))
-			return 0;
-		*cp = ((c & 0x0fu) << 12) | ((s[1] & 0x3fu) << 6) | (s[2] & 0x3fu);
-		return 3;
-	}
-	if (c >= 0xf0 && c <= 0xf4) {
-		if (rem < 4 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80)
-			return 0;
-		if ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] > 0x8f))
-			return 0;
-		*cp = ((c & 0x07u) << 18) | ((s[1] & 0x3fu) << 12) | ((s[2] & 0x3fu) << 6) |
-		      (s[3] & 0x3fu);
-		return 4;
-	}
-	return 0;
-}
-
 /* Decodes the last code point before end (UINT32_MAX when invalid). */
 static size_t last_cp(const unsigned char *a, const unsigned char *end, uint32_t *cp)
 {
@@ -221,7 +186,7 @@ static size_t last_cp(const unsigned char *a, const unsigned char *end, uint32_t
 
 	for (k = 1; k <= 4 && end - k >= a; k++)
 		if ((end[-(ptrdiff_t)k] & 0xc0) != 0x80) {
-			if (utf8_len(end - k, k, cp) == k)
+			if (fg_utf8_len(end - k, k, cp) == k)
 				return k;
 			break;
 		}
@@ -1151,7 +1116,7 @@ static int load_decoder(struct fg_tokenizer *t, const cJSON *o, struct fg_err *e
 
 		content = fg_json_str(o, "content");
 		if (!content || !*content ||
-		    utf8_len((const unsigned char *)content, strlen(content), &cp) != strlen(content))
+		    fg_utf8_len((const unsigned char *)content, strlen(content), &cp) != strlen(content))
 			return fg_err_set(err, FG_EFORMAT, "decoder Strip content must be one character");
 		if ((rc = add_step(&t->dec, &t->n_dec, &s, err)))
 			return rc;
@@ -1274,7 +1239,7 @@ static int note_junction(struct fg_tokenizer *t, const char *a, size_t a_len, co
 	if (!a_len || !b_len)
 		return 0;
 	last_cp(ua, ua + a_len, &c);
-	if (!utf8_len(ub, b_len, &d))
+	if (!fg_utf8_len(ub, b_len, &d))
 		d = UINT32_MAX;
 	if (c == UINT32_MAX)
 		c = CP_INVALID;
@@ -2008,7 +1973,7 @@ static int bpe_word(const struct fg_tokenizer *t, struct fg_tok_scratch *s, cons
 		return rc;
 	for (i = 0; i < len;) {
 		uint32_t cp;
-		size_t l = utf8_len(u + i, len - i, &cp);
+		size_t l = fg_utf8_len(u + i, len - i, &cp);
 		int32_t id;
 
 		if (!l) {
@@ -2318,7 +2283,7 @@ static inline uint32_t model_cp(const struct fg_tokenizer *t, const unsigned cha
 		*l = 1;
 		return t->raw_words && u[0] == t->raw_space ? WB_CP : u[0];
 	}
-	if (!(*l = utf8_len(u, rem, &cp))) {
+	if (!(*l = fg_utf8_len(u, rem, &cp))) {
 		*l = 1;
 		return CP_INVALID;
 	}
@@ -2637,7 +2602,7 @@ static void trim_section(const struct fg_tokenizer *t, const unsigned char *u, s
 
 		if (at_end) {
 			l = last_cp(u + p->a, u + p->b, &cp);
-		} else if (!(l = utf8_len(u + p->a, p->b - p->a, &cp))) {
+		} else if (!(l = fg_utf8_len(u + p->a, p->b - p->a, &cp))) {
 			break;
 		}
 		if (!js_space(cp))
@@ -2857,7 +2822,7 @@ static int close_run(struct plist *out, size_t run, struct fg_err *err)
 
 	while (i < len) {
 		uint32_t cp;
-		size_t l = utf8_len(u + i, len - i, &cp);
+		size_t l = fg_utf8_len(u + i, len - i, &cp);
 
 		if (!l)
 			break;
@@ -2926,7 +2891,7 @@ static int dec_step(const struct step *st, const struct plist *in, struct plist 
 
 			for (k = 0; k < st->start && a < b; k++) {
 				uint32_t cp;
-				size_t l = utf8_len(a, (size_t)(b - a), &cp);
+				size_t l = fg_utf8_len(a, (size_t)(b - a), &cp);
 
 				if (!l || cp != st->strip_cp)
 					break;
@@ -3013,7 +2978,7 @@ int fg_utf8_lossy(struct fg_buf *out, const char *s, size_t n, struct fg_err *er
 
 	while (i < n && !rc) {
 		uint32_t cp;
-		size_t l = utf8_len(u + i, n - i, &cp), need, k;
+		size_t l = fg_utf8_len(u + i, n - i, &cp), need, k;
 		unsigned c = u[i], lo = 0x80, hi = 0xbf;
 
 		if (l) {
