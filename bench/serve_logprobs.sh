@@ -7,6 +7,10 @@
 # model's context is short); prints the median tokens/s
 # of each and the ratios. FG_BENCH_ROUNDS (default 5) rounds.
 set -u
+if [ $# -lt 2 ]; then # `make bench` runs every script bare
+	echo "serve_logprobs.sh: needs FGPACK MODEL [DEVICE] (an E4B-shaped checkpoint on the GPU machine: docs/bench.md); skipped"
+	exit 0
+fi
 F=$1 M=$2 D=${3:-cuda}
 R=${FG_BENCH_ROUNDS:-5}
 log=$(mktemp)

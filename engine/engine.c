@@ -459,6 +459,42 @@ int32_t fg_engine_argmax(const float *logits, int n)
 	return best;
 }
 
+void fg_engine_row_logprobs(const float *row, int nv, int32_t id, int k, float *lp, struct fg_engine_alt *top,
+			    int32_t *rank)
+{
+	float mx = -INFINITY, me = row[id];
+	double sum = 0, lse;
+	int v, n = 0, a, above = 0;
+
+	/* one pass for the maximum, the rank and the top k; one for the sum
+	 * (expf per logit, summed in double: bench/logprob_row.c times it
+	 * against exp in double) */
+	for (v = 0; v < nv; v++) {
+		float x = row[v];
+
+		if (x > mx)
+			mx = x;
+		above += x > me;
+		if (k <= 0 || (n == k && !(x > top[k - 1].lp)))
+			continue;
+		a = n < k ? n++ : k - 1;
+		while (a > 0 && x > top[a - 1].lp) {
+			top[a] = top[a - 1];
+			a--;
+		}
+		top[a].id = v;
+		top[a].lp = x;
+	}
+	if (rank)
+		*rank = above + 1;
+	for (v = 0; v < nv; v++)
+		sum += (double)expf(row[v] - mx);
+	lse = (double)mx + log(sum);
+	*lp = (float)((double)me - lse);
+	for (a = 0; a < n; a++)
+		top[a].lp = (float)((double)top[a].lp - lse);
+}
+
 /* ---- the forward pass --------------------------------------------------- */
 
 /* Embeddings and per-layer inputs of T tokens into e->x, e->ple. */

@@ -183,4 +183,17 @@ void fg_engine_scatter_keep(float *logits, int vocab, const float *kept, const i
 /* Index of the largest value (lowest index on ties; NaN never wins). */
 int32_t fg_engine_argmax(const float *logits, int n);
 
+/* One alternative: an id and its log-probability. */
+struct fg_engine_alt {
+	int32_t id;
+	float lp;
+};
+/* From one row of nv logits: the log-probability of id in *lp and the k most
+ * likely ids in top[0..k) (most likely first, the lower id on ties), each as
+ * logit - logsumexp (the exponentials in float, summed and subtracted in
+ * double), and (rank not NULL) 1 + the number of ids more likely than id. A
+ * logit of -inf (an id a pruned head cannot give) has -inf. */
+void fg_engine_row_logprobs(const float *row, int nv, int32_t id, int k, float *lp, struct fg_engine_alt *top,
+			    int32_t *rank);
+
 #endif

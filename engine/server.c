@@ -12,7 +12,6 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,12 +21,6 @@
 #include <time.h>
 
 #include "json.h"
-
-/* One alternative: an id and its log-probability. */
-struct tlp {
-	int32_t id;
-	float lp;
-};
 
 struct job {
 	pthread_cond_t cv;
@@ -47,7 +40,7 @@ struct job {
 	 * the in.logprobs most likely ids; per prompt id (echo) the same, from
 	 * index 1 (the first has none) */
 	float *glp, *plp;
-	struct tlp *gtop, *ptop; /* ptop: pk alternatives a prompt id */
+	struct fg_engine_alt *gtop, *ptop; /* ptop: pk alternatives a prompt id */
 	int32_t *prank;          /* per prompt id, its rank (prompt_logprobs) */
 	int pk, prompt_scored;
 	const char *finish;     /* "stop" / "length" once done */
@@ -131,50 +124,11 @@ static size_t utf8_whole(const char *t, size_t n)
 	return n;
 }
 
-/* From one row of logits: the log-probability of id in *lp and the k most
- * likely ids in top[0..k) (most likely first, the lower id on ties), each as
- * logit - logsumexp in double, and (rank not NULL) id's rank. A logit of
- * -inf (an id a pruned head cannot give) has -inf. */
-static void row_logprobs(const float *row, int nv, int32_t id, int k, float *lp, struct tlp *top, int32_t *rank)
-{
-	float mx = -INFINITY, me = row[id];
-	double sum = 0, lse;
-	int v, n = 0, a, above = 0;
-
-	/* one pass for the maximum, the rank and the top k; one for the sum
-	 * (expf per logit, summed in double: a float exp is 1.6x faster here
-	 * and far below the logits' own error) */
-	for (v = 0; v < nv; v++) {
-		float x = row[v];
-
-		if (x > mx)
-			mx = x;
-		above += x > me;
-		if (k <= 0 || (n == k && !(x > top[k - 1].lp)))
-			continue;
-		a = n < k ? n++ : k - 1;
-		while (a > 0 && x > top[a - 1].lp) {
-			top[a] = top[a - 1];
-			a--;
-		}
-		top[a].id = v;
-		top[a].lp = x;
-	}
-	if (rank) /* vLLM's rank: 1 + the ids more likely */
-		*rank = above + 1;
-	for (v = 0; v < nv; v++)
-		sum += (double)expf(row[v] - mx);
-	lse = (double)mx + log(sum);
-	*lp = (float)((double)me - lse);
-	for (a = 0; a < n; a++)
-		top[a].lp = (float)((double)top[a].lp - lse);
-}
-
 struct prompt_scores {
 	const int32_t *ids;
 	int nv, k;
 	float *lp;
-	struct tlp *top; /* k a prompt id */
+	struct fg_engine_alt *top; /* k a prompt id */
 	int32_t *rank;
 };
 
@@ -182,7 +136,7 @@ static int score_row(void *user, size_t i, const float *row)
 {
 	struct prompt_scores *p = user;
 
-	row_logprobs(row, p->nv, p->ids[i], p->k, &p->lp[i], p->top + i * (size_t)p->k, &p->rank[i]);
+	fg_engine_row_logprobs(row, p->nv, p->ids[i], p->k, &p->lp[i], p->top + i * (size_t)p->k, &p->rank[i]);
 	return 0;
 }
 
@@ -258,7 +212,7 @@ static int on_token(void *user, int32_t token, const float *logits, int n_vocab)
 	if (j->in.logprobs >= 0 && logits) {
 		int k = j->in.logprobs;
 		float *nl = realloc(j->glp, (j->n_ids + 1) * sizeof(*nl));
-		struct tlp *ntop = nl ? realloc(j->gtop, (j->n_ids + 1) * (size_t)(k ? k : 1) * sizeof(*ntop)) : NULL;
+		struct fg_engine_alt *ntop = nl ? realloc(j->gtop, (j->n_ids + 1) * (size_t)(k ? k : 1) * sizeof(*ntop)) : NULL;
 
 		if (nl)
 			j->glp = nl;
@@ -270,7 +224,7 @@ static int on_token(void *user, int32_t token, const float *logits, int n_vocab)
 			pthread_mutex_unlock(&s->mu);
 			return 1;
 		}
-		row_logprobs(logits, n_vocab, token, k, &j->glp[j->n_ids], j->gtop + j->n_ids * (size_t)k, NULL);
+		fg_engine_row_logprobs(logits, n_vocab, token, k, &j->glp[j->n_ids], j->gtop + j->n_ids * (size_t)k, NULL);
 	}
 	{
 		int32_t *ni = realloc(j->ids, (j->n_ids + 1) * sizeof(*ni)), *nt = NULL;
@@ -789,7 +743,7 @@ static const char *piece_text(const struct fg_server *s, int32_t id, struct fg_b
  * ids, the most likely first (a raw item: the canonical writer would sort
  * the keys). Ids with the same text keep the first place and the later
  * value, as the Python dict vLLM builds in order does. */
-static cJSON *top_dict(const struct fg_server *s, const struct tlp *top, size_t k, struct fg_buf *kb)
+static cJSON *top_dict(const struct fg_server *s, const struct fg_engine_alt *top, size_t k, struct fg_buf *kb)
 {
 	struct fg_buf o = FG_BUF_INIT, txt[FG_SERVER_LOGPROBS_MAX];
 	float val[FG_SERVER_LOGPROBS_MAX];
@@ -853,7 +807,7 @@ static cJSON *cmpl_logprobs(const struct fg_server *s, const struct job *j, int 
 		int32_t id = i < np ? j->in.prompt[i] : j->ids[g0 + i - np];
 		int has = i < np ? i > 0 && j->prompt_scored : 1;
 		float lp = i < np ? (has ? j->plp[i] : 0) : j->glp[g0 + i - np];
-		const struct tlp *top = i < np ? j->ptop + i * (size_t)j->pk : j->gtop + (g0 + i - np) * k;
+		const struct fg_engine_alt *top = i < np ? j->ptop + i * (size_t)j->pk : j->gtop + (g0 + i - np) * k;
 		const char *t = piece_text(s, id, &b);
 
 		cJSON_AddItemToArray(toks, fg_json_text(t ? t : "", t ? b.len : 0));
@@ -931,7 +885,7 @@ static cJSON *prompt_logprobs(const struct fg_server *s, const struct job *j)
 	int rc = 0;
 
 	for (i = 0; !rc && i < j->in.n_prompt; i++) {
-		const struct tlp *top = j->ptop + i * (size_t)j->pk;
+		const struct fg_engine_alt *top = j->ptop + i * (size_t)j->pk;
 		cJSON *raw;
 
 		if (i == 0 || !j->prompt_scored) {
