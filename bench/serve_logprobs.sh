@@ -5,7 +5,10 @@
 # that alternate a 128-token greedy completion (token ids, ignore_eos) with
 # none, with `logprobs: 0` and with `logprobs: 5` (fewer tokens where the
 # model's context is short); prints the median tokens/s
-# of each and the ratios. FG_BENCH_ROUNDS (default 5) rounds.
+# of each and the ratios. Then prompt scoring, the perplexity request: a
+# prompt of up to 512 ids with `echo`, `logprobs: 0` and `max_tokens: 0`,
+# and the same with vLLM's `prompt_logprobs: 5`: median prompt tokens/s.
+# FG_BENCH_ROUNDS (default 5) rounds.
 set -u
 if [ $# -lt 2 ]; then # `make bench` runs every script bare
 	echo "serve_logprobs.sh: needs FGPACK MODEL [DEVICE] (an E4B-shaped checkpoint on the GPU machine: docs/bench.md); skipped"
@@ -43,5 +46,17 @@ for k in kinds:
     print("%-11s %8.1f tokens/s (median of %d; runs %s)" % (k, med[k], rounds, ", ".join("%.1f" % x for x in tps[k])))
 print("%d new tokens a request" % new)
 print("ratio none / logprobs 0: %.2fx, none / logprobs 5: %.2fx" % (med["none"] / med["logprobs 0"], med["none"] / med["logprobs 5"]))
+long = [2] + [3 + (i * 37) % 250 for i in range(min(512, m.get("max_model_len", 4096) - 1) - 1)]
+score = {"echo lp 0": {"echo": True, "logprobs": 0}, "prompt_lp 5": {"echo": True, "prompt_logprobs": 5}}
+sps = {k: [] for k in score}
+for _ in range(rounds):
+    for k, extra in score.items():
+        t0 = time.perf_counter()
+        r = post(dict({"prompt": long, "max_tokens": 0}, **extra))
+        dt = time.perf_counter() - t0
+        assert r["usage"]["prompt_tokens"] == len(long), r["usage"]
+        sps[k].append(len(long) / dt)
+for k in score:
+    print("score %-11s %8.1f prompt tokens/s (median of %d; %d ids; runs %s)" % (k, statistics.median(sps[k]), rounds, len(long), ", ".join("%.1f" % x for x in sps[k])))
 P
 kill $SP

@@ -76,6 +76,11 @@ struct fg_g4_gpu {
 	 * rows and first position (vT 0: none to accept) */
 	float *vlog;
 	int32_t *vbest, *vposd; /* vposd: the verify's first position, on the device */
+	/* log-probabilities of the step's row or the verify's rows
+	 * (fg_g4_gpu_step_lp, fg_g4_gpu_score): their results [VROWS] and the
+	 * column each row's wanted id is in [VROWS] */
+	struct fg_klp *dlp;
+	int32_t *dwant;
 	int vT, vpos;
 	/* a verify of T rows as a CUDA graph (after one direct run of T rows) */
 	struct fg_kgraph *vgraph[FG_DRAFT_MAX_K + 2];
@@ -391,7 +396,7 @@ void fg_g4_gpu_free(struct fg_g4_gpu *g)
 			      g->mw,    g->mgu,     g->my,         g->midx,     g->cids,   g->cx,     g->ca,
 			      g->cq,    g->catt,    g->co,         g->cgu,      g->cg,     g->cup,    g->cpl,
 			      g->cplp,  g->cpg,     g->vlog,       g->vbest,    g->sk,     g->sv,
-			      g->vposd};
+			      g->vposd, g->dlp,     g->dwant};
 
 		for (size_t j = 0; j < sizeof(ds) / sizeof(ds[0]); j++)
 			fg_kmem_free(g->ctx, ds[j]);
@@ -447,7 +452,9 @@ static int chunk_new(struct fg_g4_gpu *g, int maxi, size_t qkv_n, size_t att_n, 
 			return rc;
 	if ((rc = zeros(g, &g->vlog, (size_t)VROWS * (size_t)g->head.rows, err)) ||
 	    (rc = fg_kmem_alloc(g->ctx, (void **)&g->vbest, VROWS * sizeof(int32_t), err)) ||
-	    (rc = fg_kmem_alloc(g->ctx, (void **)&g->vposd, sizeof(int32_t), err)))
+	    (rc = fg_kmem_alloc(g->ctx, (void **)&g->vposd, sizeof(int32_t), err)) ||
+	    (rc = fg_kmem_alloc(g->ctx, (void **)&g->dlp, VROWS * sizeof(struct fg_klp), err)) ||
+	    (rc = fg_kmem_alloc(g->ctx, (void **)&g->dwant, VROWS * sizeof(int32_t), err)))
 		return rc;
 	return 0;
 }
@@ -749,10 +756,13 @@ static int capture_end(struct fg_kctx *ctx, struct fg_kgraph **gp, int rc, struc
 	return rc ? rc : rc2;
 }
 
-int fg_g4_gpu_step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int32_t *best, struct fg_err *err)
+/* fg_g4_gpu_step, and with lp not NULL the k-best log-probabilities of the
+ * step's row into *lp (fg_k_row_logprobs, the row's largest as the wanted). */
+static int step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int32_t *best, int k, struct fg_klp *lp,
+		struct fg_err *err)
 {
 	int32_t ip[2] = {fg_g4_input_id(&g->m->cfg, id), pos}; /* multimodal placeholders embed as pad */
-	int rc, head = logits || best; /* neither: a prompt token, the head and argmax left out */
+	int rc, head = logits || best || lp; /* none: a prompt token, the head and argmax left out */
 	struct fg_kgraph **gp = head ? &g->graph : &g->graph_body;
 
 	if ((rc = fg_kmem_upload(g->ctx, g->idpos, ip, sizeof(ip), err)))
@@ -771,8 +781,13 @@ int fg_g4_gpu_step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int3
 		rc = forward(g, head, err);
 	if (!rc)
 		rc = shadow_step(g, pos, err);
+	if (!rc && lp)
+		rc = fg_k_row_logprobs(g->ctx, g->dlp, g->logits, (size_t)g->head.rows, 1, g->keep, g->head.rows, NULL, k,
+				       err);
 	if (!rc)
 		rc = fg_kctx_sync(g->ctx, err);
+	if (!rc && lp)
+		rc = fg_kmem_download(g->ctx, lp, g->dlp, sizeof(*lp), err);
 	if (!rc && logits && !g->keep)
 		rc = fg_kmem_download(g->ctx, logits, g->logits, sizeof(float) * (size_t)g->m->cfg.vocab, err);
 	if (!rc && logits && g->keep &&
@@ -787,6 +802,17 @@ int fg_g4_gpu_step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int3
 		return fg_err_wrap(err, "cuda decode step at position %d", pos);
 	g->steps++;
 	return 0;
+}
+
+int fg_g4_gpu_step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int32_t *best, struct fg_err *err)
+{
+	return step(g, id, pos, logits, best, 0, NULL, err);
+}
+
+int fg_g4_gpu_step_lp(struct fg_g4_gpu *g, int32_t id, int pos, int k, int32_t *best, struct fg_klp *lp,
+		      struct fg_err *err)
+{
+	return step(g, id, pos, NULL, best, k, lp, err);
 }
 
 /* ---- prompt chunks -----------------------------------------------------------
@@ -998,7 +1024,9 @@ static int verify_forward(struct fg_g4_gpu *g, int T, struct fg_err *err)
 	return 0;
 }
 
-int fg_g4_gpu_verify(struct fg_g4_gpu *g, const int32_t *ids, int T, int pos, int32_t *best, struct fg_err *err)
+/* Queues the verify of rows ids[0..T) at pos (verify_forward, as a graph
+ * when one is captured); the caller syncs. */
+static int verify_launch(struct fg_g4_gpu *g, const int32_t *ids, int T, int pos, struct fg_err *err)
 {
 	const struct fg_g4_config *c = &g->m->cfg;
 	int32_t buf[VROWS], p0 = pos;
@@ -1027,6 +1055,15 @@ int fg_g4_gpu_verify(struct fg_g4_gpu *g, const int32_t *ids, int T, int pos, in
 	if (rc)
 		return fg_err_wrap(err, "cuda verify of %d rows at position %d", T, pos);
 	g->vran[T] = 1;
+	return 0;
+}
+
+int fg_g4_gpu_verify(struct fg_g4_gpu *g, const int32_t *ids, int T, int pos, int32_t *best, struct fg_err *err)
+{
+	int r, rc;
+
+	if ((rc = verify_launch(g, ids, T, pos, err)))
+		return rc;
 	if ((rc = fg_kctx_sync(g->ctx, err)) ||
 	    (rc = fg_kmem_download(g->ctx, best, g->vbest, sizeof(int32_t) * (size_t)T, err)))
 		return fg_err_wrap(err, "cuda verify of %d rows at position %d", T, pos);
@@ -1036,6 +1073,52 @@ int fg_g4_gpu_verify(struct fg_g4_gpu *g, const int32_t *ids, int T, int pos, in
 	g->vT = T;
 	g->vpos = pos;
 	return 0;
+}
+
+/* The column of token id in the head's rows: id itself, or its place in a
+ * pruned head's keepset (ascending), -1 when the keepset lacks it. */
+static int32_t head_column(const struct fg_g4_model *m, int32_t id)
+{
+	int lo = 0, hi;
+
+	if (!m->keep)
+		return id;
+	hi = m->n_keep;
+	while (lo < hi) {
+		int mid = lo + (hi - lo) / 2;
+
+		if (m->keep[mid] < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < m->n_keep && m->keep[lo] == id ? lo : -1;
+}
+
+int fg_g4_gpu_score(struct fg_g4_gpu *g, const int32_t *ids, int T, int pos, const int32_t *next, int k,
+		    struct fg_klp *lp, struct fg_err *err)
+{
+	int32_t col[VROWS];
+	int r, rc;
+
+	if (T < 1 || T > VROWS)
+		return fg_err_set(err, FG_EINVAL, "cuda score: %d rows (1 to %d)", T, VROWS);
+	for (r = 0; r < T; r++) {
+		if (next[r] < 0 || next[r] >= g->m->cfg.vocab)
+			return fg_err_set(err, FG_EINVAL, "cuda score: token id %d outside the vocabulary of %d",
+					  (int)next[r], g->m->cfg.vocab);
+		col[r] = head_column(g->m, next[r]);
+	}
+	if ((rc = fg_kmem_upload(g->ctx, g->dwant, col, sizeof(int32_t) * (size_t)T, err)) ||
+	    (rc = verify_launch(g, ids, T, pos, err)) ||
+	    (rc = fg_k_row_logprobs(g->ctx, g->dlp, g->vlog, (size_t)g->head.rows, T, g->keep, g->head.rows, g->dwant,
+				    k, err)) ||
+	    (rc = fg_kctx_sync(g->ctx, err)) ||
+	    (rc = fg_kmem_download(g->ctx, lp, g->dlp, sizeof(*lp) * (size_t)T, err)))
+		return fg_err_wrap(err, "cuda scoring of %d rows at position %d", T, pos);
+	g->vT = T;
+	g->vpos = pos;
+	return fg_g4_gpu_accept(g, T, err);
 }
 
 /* Rows 0..n-1 of the verify into the caches (slot = position % cap, the

@@ -33,6 +33,13 @@ void fg_g4_gpu_free(struct fg_g4_gpu *g);
  * logits is not NULL it receives the softcapped logits [vocab]; *best (may be
  * NULL) the argmax, lowest id on ties. */
 int fg_g4_gpu_step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int32_t *best, struct fg_err *err);
+/* The step with the head, its argmax into *best (may be NULL), and the
+ * log-probabilities of its row into *lp (kernels/fg_kernels.h
+ * fg_k_row_logprobs: the lse, the argmax's log-probability, the k <=
+ * FG_K_LP_TOP_MAX best), computed on the GPU: no logits leave it. */
+struct fg_klp;
+int fg_g4_gpu_step_lp(struct fg_g4_gpu *g, int32_t id, int pos, int k, int32_t *best, struct fg_klp *lp,
+		      struct fg_err *err);
 
 /* n prompt tokens at positions pos, pos + 1, ... whose logits nobody reads
  * (the cache holds positions < pos): in chunks of up to FG_PREFILL_CHUNK rows
@@ -55,6 +62,13 @@ int fg_g4_gpu_chunk(const struct fg_g4_gpu *g);
  * after verify forgets the verify. */
 int fg_g4_gpu_verify(struct fg_g4_gpu *g, const int32_t *ids, int T, int pos, int32_t *best, struct fg_err *err);
 int fg_g4_gpu_accept(struct fg_g4_gpu *g, int n, struct fg_err *err);
+/* Scores T (1 <= T <= FG_DRAFT_MAX_K + 1) rows: ids[0..T) at positions pos,
+ * pos + 1, ... through one verify pass, then lp[r] = the log-probabilities
+ * of the row after ids[r] (the bits a step there gives), next[r] its wanted
+ * token id (rank and log-probability; -inf when a pruned head lacks it) and
+ * its k best; the rows are then accepted into the caches, as T steps. */
+int fg_g4_gpu_score(struct fg_g4_gpu *g, const int32_t *ids, int T, int pos, const int32_t *next, int k,
+		    struct fg_klp *lp, struct fg_err *err);
 
 /* An assistant drafter on the GPU, reading target g's device caches and its
  * last final-normed hidden state (of the last fg_g4_gpu_step with the head,

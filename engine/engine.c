@@ -26,6 +26,7 @@
 #include "engine/draft.h"
 #include "engine/model.h"
 #include "engine/rope.h"
+#include "kernels/fg_kernels.h"
 
 #define CHUNK 16
 #define DEFAULT_MAX_SEQ 8192
@@ -876,10 +877,37 @@ int fg_engine_score(struct fg_engine *e, const int32_t *ids, size_t n, fg_engine
 	return rc;
 }
 
-/* One token through the GPU step; *tok receives the argmax taken there. */
-static int gpu_next(struct fg_engine *e, int32_t id, int32_t *tok, struct fg_err *err)
+
+/* A request for log-probabilities (fg_engine_generate_lp, fg_engine_score_lp). */
+struct lp_req {
+	int k;
+	fg_engine_lp_cb cb;
+	void *user;
+	size_t i;             /* generation: the next token's index */
+	const int32_t *ids;   /* scoring: the ids scored */
+	const struct fg_engine *e;
+};
+
+static void lp_from_gpu(struct fg_engine_lp *o, const struct fg_klp *l)
 {
-	int rc = fg_g4_gpu_step(e->gpu, id, e->pos, NULL, tok, err);
+	int a;
+
+	o->lp = l->lp;
+	o->rank = l->rank;
+	o->n_top = l->n_top;
+	for (a = 0; a < l->n_top; a++) {
+		o->top[a].id = l->top_id[a];
+		o->top[a].lp = l->top_lp[a];
+	}
+}
+
+/* One token through the GPU step; *tok receives the argmax taken there and,
+ * with lr, *l its log-probabilities. */
+static int gpu_next(struct fg_engine *e, int32_t id, int32_t *tok, const struct lp_req *lr, struct fg_klp *l,
+		    struct fg_err *err)
+{
+	int rc = lr ? fg_g4_gpu_step_lp(e->gpu, id, e->pos, lr->k, tok, l, err)
+		    : fg_g4_gpu_step(e->gpu, id, e->pos, NULL, tok, err);
 
 	if (!rc)
 		e->pos++;
@@ -985,7 +1013,7 @@ static int generate_spec_gpu(struct fg_engine *e, int32_t tok, int max_new, fg_e
 		if (++i == max_new)
 			return 0;
 		if (e->sa.adapt && !e->sa.drafting) { /* a plain step: the same token */
-			if ((rc = gpu_next(e, tok, &tok, err)))
+			if ((rc = gpu_next(e, tok, &tok, NULL, NULL, err)))
 				return rc;
 			e->ss.steps++;
 			spec_epoch(e, 1);
@@ -1020,8 +1048,35 @@ static int generate_spec_gpu(struct fg_engine *e, int32_t tok, int max_new, fg_e
 	}
 }
 
+/* The token loop of the ids-only (and log-probabilities) path on the GPU:
+ * tok was just chosen (with *l when lr). */
+static int generate_gpu(struct fg_engine *e, int32_t tok, int max_new, fg_engine_token_cb cb, void *user,
+			struct lp_req *lr, struct fg_klp *l, struct fg_err *err)
+{
+	int rc, i, V = e->m->cfg.vocab;
+
+	for (i = 0; i < max_new; i++) {
+		if (lr) {
+			struct fg_engine_lp lp;
+
+			lp_from_gpu(&lp, l);
+			if (lr->cb(lr->user, lr->i++, tok, &lp))
+				break;
+		} else if (cb && cb(user, tok, NULL, V)) {
+			break;
+		}
+		if (i + 1 == max_new)
+			break;
+		if ((rc = gpu_next(e, tok, &tok, lr, l, err)))
+			return rc;
+	}
+	return 0;
+}
+
+/* want_logits: cb gets every step's logits; else with lr (CUDA path only)
+ * lr->cb gets each token's log-probabilities, else cb only ids. */
 static int generate(struct fg_engine *e, const int32_t *prompt, size_t n_prompt, int max_new, fg_engine_token_cb cb,
-		    void *user, int want_logits, struct fg_err *err)
+		    void *user, int want_logits, struct lp_req *lr, struct fg_err *err)
 {
 	int32_t queue[FG_ENGINE_MAX_DRAFT];
 	int nq = 0, qi = 0;
@@ -1041,6 +1096,7 @@ static int generate(struct fg_engine *e, const int32_t *prompt, size_t n_prompt,
 	fg_engine_reset(e);
 	if (e->gpu && !want_logits) {
 		int32_t tok;
+		struct fg_klp l;
 
 		if ((rc = fg_engine_forward_logits(e, prompt, n_prompt - 1, 1, NULL, err)))
 			return rc;
@@ -1048,19 +1104,11 @@ static int generate(struct fg_engine *e, const int32_t *prompt, size_t n_prompt,
 		if (prompt[n_prompt - 1] < 0 || prompt[n_prompt - 1] >= V)
 			return fg_err_set(err, FG_EINVAL, "token id %d at index %zu is out of range (vocab %d)",
 					  (int)prompt[n_prompt - 1], n_prompt - 1, V);
-		if ((rc = gpu_next(e, prompt[n_prompt - 1], &tok, err)))
+		if ((rc = gpu_next(e, prompt[n_prompt - 1], &tok, lr, &l, err)))
 			return rc;
-		if (e->dk && max_new > 0)
+		if (e->dk && max_new > 0 && !lr)
 			return generate_spec_gpu(e, tok, max_new, cb, user, err);
-		for (i = 0; i < max_new; i++) {
-			if (cb && cb(user, tok, NULL, V))
-				break;
-			if (i + 1 == max_new)
-				break;
-			if ((rc = gpu_next(e, tok, &tok, err)))
-				return rc;
-		}
-		return 0;
+		return generate_gpu(e, tok, max_new, cb, user, lr, &l, err);
 	}
 	if ((rc = fg_engine_forward_logits(e, prompt, n_prompt, 1, e->logits, err)))
 		return rc;
@@ -1100,13 +1148,94 @@ static int generate(struct fg_engine *e, const int32_t *prompt, size_t n_prompt,
 int fg_engine_generate(struct fg_engine *e, const int32_t *prompt, size_t n_prompt, int max_new,
 		       fg_engine_token_cb cb, void *user, struct fg_err *err)
 {
-	return generate(e, prompt, n_prompt, max_new, cb, user, 1, err);
+	return generate(e, prompt, n_prompt, max_new, cb, user, 1, NULL, err);
 }
 
 int fg_engine_generate_ids(struct fg_engine *e, const int32_t *prompt, size_t n_prompt, int max_new,
 			   fg_engine_token_cb cb, void *user, struct fg_err *err)
 {
-	return generate(e, prompt, n_prompt, max_new, cb, user, 0, err);
+	return generate(e, prompt, n_prompt, max_new, cb, user, 0, NULL, err);
+}
+
+/* One row's log-probabilities on the CPU, for id. */
+static void row_lp(const float *row, int nv, int32_t id, int k, struct fg_engine_lp *o)
+{
+	o->n_top = k < nv ? k : nv;
+	fg_engine_row_logprobs(row, nv, id, o->n_top, &o->lp, o->top, &o->rank);
+}
+
+static int gen_lp_row(void *user, int32_t token, const float *logits, int n_vocab)
+{
+	struct lp_req *lr = user;
+	struct fg_engine_lp lp;
+
+	row_lp(logits, n_vocab, token, lr->k, &lp);
+	return lr->cb(lr->user, lr->i++, token, &lp);
+}
+
+static int score_lp_row(void *user, size_t i, const float *logits)
+{
+	struct lp_req *lr = user;
+	struct fg_engine_lp lp;
+
+	row_lp(logits, lr->e->m->cfg.vocab, lr->ids[i], lr->k, &lp);
+	return lr->cb(lr->user, i, lr->ids[i], &lp);
+}
+
+/* The GPU computes a row's log-probabilities when its head has at least k
+ * rows (a pruned head's k best may need ids it lacks: the CPU pass gives them). */
+static int lp_on_gpu(const struct fg_engine *e, int k)
+{
+	return e->gpu && k <= (e->m->keep ? e->m->n_keep : e->m->cfg.vocab);
+}
+
+int fg_engine_generate_lp(struct fg_engine *e, const int32_t *prompt, size_t n_prompt, int max_new, int k,
+			  fg_engine_lp_cb cb, void *user, struct fg_err *err)
+{
+	struct lp_req lr = {k, cb, user, 0, NULL, e};
+
+	if (k < 0 || k > FG_ENGINE_LP_TOP_MAX)
+		return fg_err_set(err, FG_EINVAL, "%d alternatives asked, at most %d", k, FG_ENGINE_LP_TOP_MAX);
+	if (lp_on_gpu(e, k))
+		return generate(e, prompt, n_prompt, max_new, NULL, NULL, 0, &lr, err);
+	return generate(e, prompt, n_prompt, max_new, gen_lp_row, &lr, 1, NULL, err);
+}
+
+int fg_engine_score_lp(struct fg_engine *e, const int32_t *ids, size_t n, int k, fg_engine_lp_cb cb, void *user,
+		       struct fg_err *err)
+{
+	const int rows = FG_ENGINE_MAX_DRAFT + 1; /* a verify's rows at most */
+	struct fg_klp l[FG_ENGINE_MAX_DRAFT + 1];
+	struct fg_engine_lp lp;
+	size_t done = 0;
+	int rc = 0, r;
+
+	if (k < 0 || k > FG_ENGINE_LP_TOP_MAX)
+		return fg_err_set(err, FG_EINVAL, "%d alternatives asked, at most %d", k, FG_ENGINE_LP_TOP_MAX);
+	if (!lp_on_gpu(e, k)) {
+		struct lp_req lr = {k, cb, user, 0, ids, e};
+
+		return fg_engine_score(e, ids, n, score_lp_row, &lr, err);
+	}
+	if (n < 2)
+		return 0;
+	if (n - 1 > (size_t)e->max_seq)
+		return fg_err_set(err, FG_EINVAL, "%zu tokens to score exceed the maximum sequence of %d", n - 1,
+				  e->max_seq);
+	fg_engine_reset(e);
+	while (!rc && done < n - 1) {
+		int T = n - 1 - done < (size_t)rows ? (int)(n - 1 - done) : rows;
+
+		if ((rc = fg_g4_gpu_score(e->gpu, ids + done, T, e->pos, ids + done + 1, k, l, err)))
+			break;
+		e->pos += T;
+		for (r = 0; !rc && r < T; r++) {
+			lp_from_gpu(&lp, &l[r]);
+			rc = cb(user, done + (size_t)r + 1, ids[done + (size_t)r + 1], &lp);
+		}
+		done += (size_t)T;
+	}
+	return rc;
 }
 
 /* ---- speculative decoding: the CPU engine's side (engine/draft.h) ---------- */

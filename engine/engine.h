@@ -196,4 +196,30 @@ struct fg_engine_alt {
 void fg_engine_row_logprobs(const float *row, int nv, int32_t id, int k, float *lp, struct fg_engine_alt *top,
 			    int32_t *rank);
 
+/* Log-probabilities of one token, as fg_engine_row_logprobs gives them: lp
+ * of the token, its rank, and the n_top (= min(k, vocabulary)) most likely
+ * ids. */
+#define FG_ENGINE_LP_TOP_MAX 20
+struct fg_engine_lp {
+	float lp;
+	int32_t rank;
+	int n_top;
+	struct fg_engine_alt top[FG_ENGINE_LP_TOP_MAX];
+};
+/* cb(user, i, token, lp): the i-th new token of a generation, or ids[i] of a
+ * scoring; nonzero stops and is returned. */
+typedef int (*fg_engine_lp_cb)(void *user, size_t i, int32_t token, const struct fg_engine_lp *lp);
+/* Greedy generation as fg_engine_generate_ids (the same tokens), each with
+ * its log-probabilities and k (0..FG_ENGINE_LP_TOP_MAX) alternatives. On
+ * the CUDA path they are computed beside the argmax (fg_k_row_logprobs):
+ * only they leave the GPU, not the logits; a drafter is not used. */
+int fg_engine_generate_lp(struct fg_engine *e, const int32_t *prompt, size_t n_prompt, int max_new, int k,
+			  fg_engine_lp_cb cb, void *user, struct fg_err *err);
+/* fg_engine_score's rows as log-probabilities: cb(user, i, ids[i], lp) for
+ * i = 1..n-1, lp's rank being ids[i]'s. On the CUDA path the rows run
+ * FG_ENGINE_MAX_DRAFT + 1 at a time through the speculative verify pass
+ * (the bits of decode steps), their log-probabilities computed on the GPU. */
+int fg_engine_score_lp(struct fg_engine *e, const int32_t *ids, size_t n, int k, fg_engine_lp_cb cb, void *user,
+		       struct fg_err *err);
+
 #endif

@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -125,18 +126,32 @@ static size_t utf8_whole(const char *t, size_t n)
 }
 
 struct prompt_scores {
-	const int32_t *ids;
-	int nv, k;
+	int k;
 	float *lp;
 	struct fg_engine_alt *top; /* k a prompt id */
 	int32_t *rank;
 };
 
-static int score_row(void *user, size_t i, const float *row)
+/* A token's k alternatives from lp into top[0..k): the ones lp has, then
+ * id -1 (left out of answers) where the vocabulary has fewer than k. */
+static void copy_top(struct fg_engine_alt *top, int k, const struct fg_engine_lp *lp)
+{
+	int a;
+
+	for (a = 0; a < k; a++) {
+		top[a].id = a < lp->n_top ? lp->top[a].id : -1;
+		top[a].lp = a < lp->n_top ? lp->top[a].lp : -INFINITY;
+	}
+}
+
+static int score_row(void *user, size_t i, int32_t token, const struct fg_engine_lp *lp)
 {
 	struct prompt_scores *p = user;
 
-	fg_engine_row_logprobs(row, p->nv, p->ids[i], p->k, &p->lp[i], p->top + i * (size_t)p->k, &p->rank[i]);
+	(void)token;
+	p->lp[i] = lp->lp;
+	p->rank[i] = lp->rank;
+	copy_top(p->top + i * (size_t)p->k, p->k, lp);
 	return 0;
 }
 
@@ -151,8 +166,6 @@ static int score_prompt(struct fg_server *s, struct job *j, struct fg_err *err)
 	int rc = 0;
 
 	k = k > 0 ? k : 0;
-	p.ids = j->in.prompt;
-	p.nv = fg_engine_vocab_size(s->e);
 	p.k = k;
 	p.lp = calloc(n, sizeof(*p.lp));
 	p.rank = calloc(n, sizeof(*p.rank));
@@ -160,7 +173,7 @@ static int score_prompt(struct fg_server *s, struct job *j, struct fg_err *err)
 	if (!p.lp || !p.top || !p.rank)
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 	if (!rc)
-		rc = fg_engine_score(s->e, j->in.prompt, n, score_row, &p, err);
+		rc = fg_engine_score_lp(s->e, j->in.prompt, n, k, score_row, &p, err);
 	pthread_mutex_lock(&s->mu);
 	if (!rc) {
 		j->plp = p.lp;
@@ -183,9 +196,9 @@ struct gen {
 	struct job *j;
 };
 
-static int on_token(void *user, int32_t token, const float *logits, int n_vocab)
+/* A new token, with its log-probabilities when asked for (lp). */
+static int add_token(struct gen *g, int32_t token, const struct fg_engine_lp *lp)
 {
-	struct gen *g = user;
 	struct fg_server *s = g->s;
 	struct job *j = g->j;
 	int stop = 0, eos, intext;
@@ -209,7 +222,7 @@ static int on_token(void *user, int32_t token, const float *logits, int n_vocab)
 	 * not mark it special */
 	intext = j->in.keep_special ? 1
 		 : !eos && !(s->tok && (fg_tokenizer_token_flags(s->tok, token) & FG_TOK_F_SPECIAL));
-	if (j->in.logprobs >= 0 && logits) {
+	if (j->in.logprobs >= 0 && lp) {
 		int k = j->in.logprobs;
 		float *nl = realloc(j->glp, (j->n_ids + 1) * sizeof(*nl));
 		struct fg_engine_alt *ntop = nl ? realloc(j->gtop, (j->n_ids + 1) * (size_t)(k ? k : 1) * sizeof(*ntop)) : NULL;
@@ -224,7 +237,8 @@ static int on_token(void *user, int32_t token, const float *logits, int n_vocab)
 			pthread_mutex_unlock(&s->mu);
 			return 1;
 		}
-		fg_engine_row_logprobs(logits, n_vocab, token, k, &j->glp[j->n_ids], j->gtop + j->n_ids * (size_t)k, NULL);
+		j->glp[j->n_ids] = lp->lp;
+		copy_top(j->gtop + j->n_ids * (size_t)k, k, lp);
 	}
 	{
 		int32_t *ni = realloc(j->ids, (j->n_ids + 1) * sizeof(*ni)), *nt = NULL;
@@ -288,6 +302,18 @@ static int on_token(void *user, int32_t token, const float *logits, int n_vocab)
 	return stop;
 }
 
+static int on_token(void *user, int32_t token, const float *logits, int n_vocab)
+{
+	(void)logits, (void)n_vocab;
+	return add_token(user, token, NULL);
+}
+
+static int on_token_lp(void *user, size_t i, int32_t token, const struct fg_engine_lp *lp)
+{
+	(void)i;
+	return add_token(user, token, lp);
+}
+
 static void *worker_main(void *arg)
 {
 	struct fg_server *s = arg;
@@ -316,12 +342,12 @@ static void *worker_main(void *arg)
 		rc = 0;
 		if (!j->cancelled && ((j->in.echo && j->in.logprobs >= 0) || j->in.prompt_logprobs >= 0))
 			rc = score_prompt(s, j, &err);
-		/* logprobs need each step's logits (the same tokens; on the GPU
-		 * they are downloaded instead of only the argmax) */
+		/* the same tokens with or without log-probabilities (on the GPU
+		 * they are computed there beside the argmax) */
 		if (!rc && !j->cancelled && j->in.max_tokens > 0)
 			rc = j->in.logprobs >= 0
-				     ? fg_engine_generate(s->e, j->in.prompt, j->in.n_prompt, j->in.max_tokens,
-							  on_token, &g, &err)
+				     ? fg_engine_generate_lp(s->e, j->in.prompt, j->in.n_prompt, j->in.max_tokens,
+							     j->in.logprobs, on_token_lp, &g, &err)
 				     : fg_engine_generate_ids(s->e, j->in.prompt, j->in.n_prompt, j->in.max_tokens,
 							      on_token, &g, &err);
 
@@ -854,7 +880,8 @@ static cJSON *chat_logprobs(const struct fg_server *s, const struct job *j, size
 		cJSON *e = chat_entry(s, j->ids[i], j->glp[i], &b), *tl = cJSON_AddArrayToObject(e, "top_logprobs");
 
 		for (a = 0; a < k; a++)
-			cJSON_AddItemToArray(tl, chat_entry(s, j->gtop[i * k + a].id, j->gtop[i * k + a].lp, &b));
+			if (j->gtop[i * k + a].id >= 0)
+				cJSON_AddItemToArray(tl, chat_entry(s, j->gtop[i * k + a].id, j->gtop[i * k + a].lp, &b));
 		cJSON_AddItemToArray(content, e);
 	}
 	fg_buf_release(&b);
@@ -902,7 +929,7 @@ static cJSON *prompt_logprobs(const struct fg_server *s, const struct job *j)
 			cJSON *e;
 			size_t u;
 
-			if (t && id == j->in.prompt[i])
+			if (t && (id == j->in.prompt[i] || id < 0))
 				continue;
 			if (t) /* 1 + the ids above it (ties share a rank) */
 				for (rank = 1, u = 0; u + 1 < t; u++)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/fg_kernels.h"
 #include "kernels/i8split.h"
 #include "kernels/moeroute.h"
 
@@ -406,4 +407,59 @@ void fg_ref_moe_combine(float *o, const float *y, const float *wt, int slots, co
 	for (int i = 0; i < n; i++)
 		o[i] = o[i] * s1 * w1[i] + h[i] * s2 * w2[i];
 	free(h);
+}
+
+/* (v, g) comes before (bv, bg) in a row's order: larger value, then lower
+ * id; NaN never; anything comes before "none" (bg < 0). */
+static int lp_before(float v, int32_t g, float bv, int32_t bg)
+{
+	if (v != v)
+		return 0;
+	return bg < 0 || v > bv || (v == bv && g < bg);
+}
+
+void fg_ref_row_logprobs(struct fg_klp *out, const float *z, size_t stride, int rows, const int32_t *ids, int n,
+			 const int32_t *want, int k)
+{
+	for (int r = 0; r < rows; r++) {
+		const float *zr = z + (size_t)r * stride;
+		struct fg_klp *o = &out[r];
+		float mx = -INFINITY, zw, pv = 0;
+		int32_t pg = -1;
+		double sum = 0;
+		int j;
+
+		memset(o, 0, sizeof(*o));
+		for (j = 0; j < n; j++)
+			if (zr[j] > mx)
+				mx = zr[j];
+		zw = !want ? mx : want[r] >= 0 ? zr[want[r]] : -INFINITY;
+		o->rank = 1;
+		for (j = 0; j < n; j++) {
+			sum += (double)expf(zr[j] - mx);
+			o->rank += zr[j] > zw;
+		}
+		o->lse = (double)mx + log(sum);
+		o->lp = (float)((double)zw - o->lse);
+		for (int t = 0; t < k; t++) { /* the next in the row's order after (pv, pg) */
+			float bv = 0;
+			int32_t bg = -1;
+
+			for (j = 0; j < n; j++) {
+				int32_t g = ids ? ids[j] : j;
+
+				if ((t == 0 || lp_before(pv, pg, zr[j], g)) && lp_before(zr[j], g, bv, bg)) {
+					bv = zr[j];
+					bg = g;
+				}
+			}
+			if (bg < 0)
+				break;
+			o->top_id[t] = bg;
+			o->top_lp[t] = (float)((double)bv - o->lse);
+			o->n_top = t + 1;
+			pv = bv;
+			pg = bg;
+		}
+	}
 }

@@ -51,5 +51,10 @@ void fg_ref_centroid_select(int32_t *ids, const float *z, int n, int top_k, cons
 void fg_ref_gather_matvec(float *y, const void *table, int bf16, const int32_t *ids, int n_ids, const float *x, int k);
 /* Softcaps z in place (cap > 0) and returns the chosen id (see fg_kernels.h). */
 int32_t fg_ref_softcap_argmax(float *z, const int32_t *ids, int n, float cap);
+/* fg_k_row_logprobs on host memory (want NULL: each row's largest value);
+ * the sums in column order. */
+struct fg_klp;
+void fg_ref_row_logprobs(struct fg_klp *out, const float *z, size_t stride, int rows, const int32_t *ids, int n,
+			 const int32_t *want, int k);
 
 #endif

@@ -364,6 +364,32 @@ int fg_k_attn_decode_post(struct fg_kctx *ctx, float *d_out, float *d_qkv, int h
 int fg_k_softcap_argmax(struct fg_kctx *ctx, int32_t *d_best, float *d_z, const int32_t *d_ids, int n, float cap,
 			struct fg_err *err);
 
+/* Log-probabilities of rows of logits, computed where they are: rows r in
+ * [0, rows) at d_z + r * stride, n values each (already softcapped), d_ids
+ * (device, may be NULL) the vocabulary id of each column (a keepset's rows;
+ * the columns' ids ascending). Per row, into d_out[r] (device):
+ *   lse   = max + log(sum of expf(z - max))  (the sum in double, its order
+ *           fixed), max over the non-NaN values (a NaN makes lse NaN);
+ *   lp    = (float)(z[w] - lse) and rank = 1 + #{j : z[j] > z[w]} for the
+ *           column w = d_want[r] (device; -1: an id the row lacks, z[w] =
+ *           -inf); d_want NULL: w = the row's largest value (rank 1);
+ *   top   = the k (0..FG_K_LP_TOP_MAX) largest values, largest first, the
+ *           lower id on ties, NaN never, as (id, (float)(z - lse)); n_top =
+ *           min(k, non-NaN values).
+ * The same bits on every run; fg_ref_row_logprobs is the twin.
+ * 1 <= n < 1 << 30, 1 <= rows <= FG_K_LP_ROWS_MAX. */
+#define FG_K_LP_TOP_MAX 20
+#define FG_K_LP_ROWS_MAX 64
+struct fg_klp {
+	double lse;
+	float lp;
+	int32_t rank, n_top, pad_;
+	int32_t top_id[FG_K_LP_TOP_MAX];
+	float top_lp[FG_K_LP_TOP_MAX];
+};
+int fg_k_row_logprobs(struct fg_kctx *ctx, struct fg_klp *d_out, const float *d_z, size_t stride, int rows,
+		      const int32_t *d_ids, int n, const int32_t *d_want, int k, struct fg_err *err);
+
 /* ---- prompt chunks (prefill) ------------------------------------------------
  *
  * A chunk of `rows` prompt tokens at positions pos0, pos0 + 1, ... runs each

@@ -291,6 +291,13 @@ int fg_k_softcap_argmax(struct fg_kctx *ctx, int32_t *d_best, float *d_z, const 
 	return NO_CUDA(err);
 }
 
+int fg_k_row_logprobs(struct fg_kctx *ctx, struct fg_klp *d_out, const float *d_z, size_t stride, int rows,
+		      const int32_t *d_ids, int n, const int32_t *d_want, int k, struct fg_err *err)
+{
+	(void)ctx, (void)d_out, (void)d_z, (void)stride, (void)rows, (void)d_ids, (void)n, (void)d_want, (void)k;
+	return NO_CUDA(err);
+}
+
 int fg_k_read(struct fg_kctx *ctx, uint32_t *d_sink, const void *d_buf, size_t n, struct fg_err *err)
 {
 	(void)ctx, (void)d_sink, (void)d_buf, (void)n;

@@ -1606,6 +1606,259 @@ extern "C" int fg_k_softcap_argmax(struct fg_kctx *ctx, int32_t *d_best, float *
 	return fg_launched("argmax final", err);
 }
 
+/* ---- log-probabilities of rows -------------------------------------------------
+ *
+ * Three launches over rows x blocks, each block a slice of LP_SLICE columns:
+ * lp_part (slice maximum, the columns above the wanted one, the slice's k
+ * best by repeated block argmax: each round takes the best after the last
+ * one taken in the row's total order, so nothing is marked), lp_sum (expf(z
+ * - row max) summed in double over the slice), lp_final (one block a row:
+ * the slices' sums in a fixed tree, the top k of the slices' lists). */
+
+#define LP_THREADS 256
+#define LP_SLICE 2048
+
+/* the row's maximum from the nb slice maxima, in every thread */
+__device__ float lp_row_max(const float *pm, int nb, float *sf)
+{
+	float m = -INFINITY;
+
+	for (int b = threadIdx.x; b < nb; b += blockDim.x)
+		m = fmaxf(m, pm[b]);
+	for (int o = 16; o > 0; o >>= 1)
+		m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+	if ((threadIdx.x & 31) == 0)
+		sf[threadIdx.x >> 5] = m;
+	__syncthreads();
+	m = sf[0];
+	for (int w = 1; w < (int)(blockDim.x >> 5); w++)
+		m = fmaxf(m, sf[w]);
+	__syncthreads();
+	return m;
+}
+
+/* a block's double sum in a fixed order, in thread 0 */
+__device__ double lp_block_sum(double s, double *sd)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		s += __shfl_xor_sync(0xffffffffu, s, o);
+	if ((threadIdx.x & 31) == 0)
+		sd[threadIdx.x >> 5] = s;
+	__syncthreads();
+	if (threadIdx.x == 0)
+		for (int w = 1; w < (int)(blockDim.x >> 5); w++)
+			s += sd[w];
+	return s;
+}
+
+/* The k best candidates in the row's order into ov/og; returns how many
+ * (every thread). Candidates c < nc: with per 0, value v[c] and id g[c]
+ * (g NULL: g0 + c); else c is entry c % per of list c / per (lists per
+ * apart), of which only the first cnt[list] count. */
+__device__ int lp_block_topk(const float *v, const int *g, int g0, int nc, int per, const int *cnt, int k,
+			     float *ov, int *og, float *sv, int *si)
+{
+	__shared__ float pv;
+	__shared__ int pg, got;
+	int t;
+
+	for (t = 0; t < k; t++) {
+		float bv = -INFINITY;
+		int bi = -1;
+
+		for (int c = threadIdx.x; c < nc; c += blockDim.x) {
+			float x;
+			int id;
+
+			if (per && c % per >= cnt[c / per])
+				continue;
+			x = v[c];
+			id = g ? g[c] : g0 + c;
+			if (t > 0 && !beats(pv, pg, x, id))
+				continue; /* taken in an earlier round */
+			if (beats(x, id, bv, bi)) {
+				bv = x;
+				bi = id;
+			}
+		}
+		block_best(&bv, &bi, sv, si);
+		if (threadIdx.x == 0) {
+			pv = bv;
+			pg = bi;
+			if (bi >= 0) {
+				ov[t] = bv;
+				og[t] = bi;
+			}
+		}
+		__syncthreads();
+		if (pg < 0)
+			break;
+	}
+	if (threadIdx.x == 0)
+		got = t;
+	__syncthreads();
+	return got;
+}
+
+__global__ void __launch_bounds__(LP_THREADS) lp_part(const float *z, size_t stride, int n, const int32_t *ids,
+						       const int32_t *want, int k, int nb, float *pm, int *pc, float *ptv,
+						       int *pti, int *ptn)
+{
+	fg_pdl_trigger();
+	fg_pdl_wait();
+	__shared__ float sv[32];
+	__shared__ int si[32];
+	__shared__ int sc[32];
+	int row = blockIdx.y, b = blockIdx.x, lo = b * LP_SLICE, hi = min(n, lo + LP_SLICE);
+	const float *zr = z + (size_t)row * stride;
+	size_t pb = (size_t)row * nb + b;
+	float m = -INFINITY, zw = INFINITY;
+	int cnt = 0;
+
+	if (want)
+		zw = want[row] >= 0 ? zr[want[row]] : -INFINITY;
+	for (int i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+		float x = zr[i];
+
+		if (x > m)
+			m = x;
+		cnt += x > zw;
+	}
+	for (int o = 16; o > 0; o >>= 1) {
+		m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+		cnt += __shfl_xor_sync(0xffffffffu, cnt, o);
+	}
+	if ((threadIdx.x & 31) == 0) {
+		sv[threadIdx.x >> 5] = m;
+		sc[threadIdx.x >> 5] = cnt;
+	}
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		for (int w = 1; w < (int)(blockDim.x >> 5); w++) {
+			m = fmaxf(m, sv[w]);
+			cnt += sc[w];
+		}
+		pm[pb] = m;
+		pc[pb] = cnt;
+	}
+	__syncthreads();
+	if (k > 0) {
+		int got = lp_block_topk(zr + lo, ids ? ids + lo : NULL, lo, hi - lo, 0, NULL, k, ptv + pb * k,
+					pti + pb * k, sv, si);
+
+		if (threadIdx.x == 0)
+			ptn[pb] = got;
+	}
+}
+
+__global__ void __launch_bounds__(LP_THREADS) lp_sum(const float *z, size_t stride, int n, int nb, const float *pm,
+						      double *ps)
+{
+	fg_pdl_trigger();
+	fg_pdl_wait();
+	__shared__ float sf[32];
+	__shared__ double sd[32];
+	int row = blockIdx.y, b = blockIdx.x, lo = b * LP_SLICE, hi = min(n, lo + LP_SLICE);
+	const float *zr = z + (size_t)row * stride;
+	float m = lp_row_max(pm + (size_t)row * nb, nb, sf);
+	double s = 0;
+
+	for (int i = lo + threadIdx.x; i < hi; i += blockDim.x)
+		s += (double)expf(zr[i] - m);
+	s = lp_block_sum(s, sd);
+	if (threadIdx.x == 0)
+		ps[(size_t)row * nb + b] = s;
+}
+
+__global__ void __launch_bounds__(LP_THREADS) lp_final(struct fg_klp *out, const float *z, size_t stride,
+							const int32_t *want, int k, int nb, const float *pm,
+							const int *pc, const double *ps, const float *ptv, const int *pti,
+							const int *ptn)
+{
+	fg_pdl_trigger();
+	fg_pdl_wait();
+	__shared__ float sf[32], sv[32], tv[FG_K_LP_TOP_MAX];
+	__shared__ int si[32], ti[FG_K_LP_TOP_MAX];
+	__shared__ double sd[32];
+	__shared__ int sc[32];
+	int row = blockIdx.x;
+	size_t p0 = (size_t)row * nb;
+	float m = lp_row_max(pm + p0, nb, sf);
+	double s = 0;
+	int cnt = 0, got;
+
+	for (int b = threadIdx.x; b < nb; b += blockDim.x) {
+		s += ps[p0 + b];
+		cnt += pc[p0 + b];
+	}
+	s = lp_block_sum(s, sd);
+	for (int o = 16; o > 0; o >>= 1)
+		cnt += __shfl_xor_sync(0xffffffffu, cnt, o);
+	if ((threadIdx.x & 31) == 0)
+		sc[threadIdx.x >> 5] = cnt;
+	__syncthreads();
+	got = lp_block_topk(ptv + p0 * k, pti + p0 * k, 0, nb * k, k, ptn + p0, k, tv, ti, sv, si);
+	if (threadIdx.x == 0) {
+		struct fg_klp *o = &out[row];
+		const float *zr = z + (size_t)row * stride;
+		double lse;
+		float zw;
+
+		for (int w = 1; w < (int)(blockDim.x >> 5); w++)
+			cnt += sc[w];
+		lse = (double)m + log(s);
+		zw = !want ? m : want[row] >= 0 ? zr[want[row]] : -INFINITY;
+		o->lse = lse;
+		o->lp = (float)((double)zw - lse);
+		o->rank = want ? 1 + cnt : 1;
+		o->n_top = got;
+		o->pad_ = 0;
+		for (int t = 0; t < FG_K_LP_TOP_MAX; t++) {
+			o->top_id[t] = t < got ? ti[t] : -1;
+			o->top_lp[t] = t < got ? (float)((double)tv[t] - lse) : 0.0f;
+		}
+	}
+}
+
+extern "C" int fg_k_row_logprobs(struct fg_kctx *ctx, struct fg_klp *d_out, const float *d_z, size_t stride, int rows,
+				 const int32_t *d_ids, int n, const int32_t *d_want, int k, struct fg_err *err)
+{
+	int nb;
+	size_t need;
+
+	if (fg_need_ctx(ctx, err))
+		return FG_EINVAL;
+	if (n < 1 || n >= (1 << 30) || rows < 1 || rows > FG_K_LP_ROWS_MAX || k < 0 || k > FG_K_LP_TOP_MAX ||
+	    (rows > 1 && stride < (size_t)n))
+		return fg_err_set(err, FG_EINVAL, "row log-probabilities: %d rows of %d, stride %zu, top %d", rows, n,
+				  stride, k);
+	nb = (n + LP_SLICE - 1) / LP_SLICE;
+	/* per row and slice: max, count, sum, then k values, ids and a count */
+	size_t cells = (size_t)rows * nb;
+	char *sp = (char *)ctx->scratch;
+	double *ps = (double *)sp;
+	float *pm = (float *)(ps + cells);
+	int *pc = (int *)(pm + cells);
+	int *ptn = pc + cells;
+	float *ptv = (float *)(ptn + cells);
+	int *pti = (int *)(ptv + cells * (k ? k : 1));
+	need = (size_t)((char *)(pti + cells * (k ? k : 1)) - sp);
+	if (need > ctx->scratch_bytes)
+		return fg_err_set(err, FG_EINVAL, "row log-probabilities: %d rows of %d need %zu bytes of scratch", rows,
+				  n, need);
+	fg_launch_pdl(ctx, lp_part, dim3(nb, rows), dim3(LP_THREADS), 0, d_z, stride, n, d_ids, d_want, k, nb, pm, pc,
+		      ptv, pti, ptn);
+	if (fg_launched("log-probabilities (slices)", err))
+		return FG_EDEVICE;
+	fg_launch_pdl(ctx, lp_sum, dim3(nb, rows), dim3(LP_THREADS), 0, d_z, stride, n, nb, (const float *)pm, ps);
+	if (fg_launched("log-probabilities (sums)", err))
+		return FG_EDEVICE;
+	fg_launch_pdl(ctx, lp_final, dim3(rows), dim3(LP_THREADS), 0, d_out, d_z, stride, d_want, k, nb,
+		      (const float *)pm, (const int *)pc, (const double *)ps, (const float *)ptv, (const int *)pti,
+		      (const int *)ptn);
+	return fg_launched("log-probabilities (rows)", err);
+}
+
 /* ---- read bandwidth probe ------------------------------------------------------*/
 
 __global__ void read_sweep(uint32_t *sink, const uint4 *__restrict__ p, size_t n16)

@@ -57,6 +57,107 @@ static double maxdiff(const float *a, const float *b, size_t n)
 	return m;
 }
 
+/* Log-probabilities computed on the GPU (fg_engine_score_lp's verify rows,
+ * fg_engine_generate_lp's steps) against the engine's CPU pass over the
+ * GPU's own downloaded logits of the same positions: the same ids, ranks
+ * and counts, values within 1e-5 (float exponentials in another order). */
+struct lp_rec {
+	int n;
+	int32_t tok[128];
+	struct fg_engine_lp lp[128];
+};
+
+static int rec_lp(void *user, size_t i, int32_t token, const struct fg_engine_lp *lp)
+{
+	struct lp_rec *r = user;
+
+	(void)i;
+	if (r->n < 128) {
+		r->tok[r->n] = token;
+		r->lp[r->n++] = *lp;
+	}
+	return 0;
+}
+
+/* rows[i] the logits token seq[i + 1] follows; 1 when every lp matches its row */
+static int lp_match(const struct lp_rec *r, const float *rows, int V, const int32_t *seq, int k, double *worst)
+{
+	int same = 1;
+
+	for (int i = 0; i < r->n; i++) {
+		struct fg_engine_alt top[FG_ENGINE_LP_TOP_MAX];
+		const struct fg_engine_lp *a = &r->lp[i];
+		float lp;
+		int32_t rank;
+
+		fg_engine_row_logprobs(rows + (size_t)i * (size_t)V, V, seq[i + 1], k, &lp, top, &rank);
+		same &= r->tok[i] == seq[i + 1] && a->rank == rank && a->n_top == k;
+		if (!(isinf(lp) && lp == a->lp) && !(fabs((double)lp - a->lp) <= *worst))
+			*worst = fabs((double)lp - a->lp);
+		for (int t = 0; t < k && t < a->n_top; t++) {
+			same &= a->top[t].id == top[t].id;
+			if (!(fabs((double)top[t].lp - a->top[t].lp) <= *worst))
+				*worst = fabs((double)top[t].lp - a->top[t].lp);
+		}
+	}
+	return same;
+}
+
+/* Scores seq[0..n) on e with k alternatives; rows[(i) * V] are the logits
+ * token by token (fg_engine_forward_logits, every position). */
+static void check_score_lp(struct fg_engine *e, const int32_t *seq, int n, const float *rows, int V, int k,
+			   const char *label)
+{
+	struct lp_rec r = {0};
+	struct fg_err err = {0};
+	double worst = 0;
+	int rc = fg_engine_score_lp(e, seq, (size_t)n, k, rec_lp, &r, &err);
+	int same = !rc && r.n == n - 1 && lp_match(&r, rows, V, seq, k, &worst);
+
+	ok(same && worst <= 1e-5,
+	   "%s: %d tokens scored on the GPU (verify rows, k %d): ranks and alternatives = the CPU pass over the step's "
+	   "logits, log-probabilities within 1e-5 (max %.2g) %s",
+	   label, n, k, worst, err.msg);
+}
+
+/* Generation with log-probabilities on the GPU against fg_engine_generate's
+ * downloaded logits of the same steps. */
+struct lgen {
+	int n, V;
+	int32_t seq[129];
+	float *rows; /* [128][V] */
+};
+
+static int keep_rows(void *user, int32_t token, const float *logits, int n_vocab)
+{
+	struct lgen *g = user;
+
+	if (g->n < 128) {
+		memcpy(g->rows + (size_t)g->n * (size_t)n_vocab, logits, sizeof(float) * (size_t)n_vocab);
+		g->seq[++g->n] = token;
+	}
+	return 0;
+}
+
+static void check_generate_lp(struct fg_engine *e, const int32_t *pr, int np, int ng, int k, const char *label)
+{
+	struct lgen g = {0, fg_engine_vocab_size(e), {0}, NULL};
+	struct lp_rec r = {0};
+	struct fg_err err = {0};
+	double worst = 0;
+	int rc;
+
+	g.rows = malloc(sizeof(float) * 128 * (size_t)g.V);
+	ng = ng > 127 ? 127 : ng;
+	rc = fg_engine_generate(e, pr, (size_t)np, ng, keep_rows, &g, &err) ||
+	     fg_engine_generate_lp(e, pr, (size_t)np, ng, k, rec_lp, &r, &err);
+	ok(!rc && r.n == g.n && lp_match(&r, g.rows, g.V, g.seq, k, &worst) && worst <= 1e-5,
+	   "%s: %d tokens generated with log-probabilities on the GPU (k %d): the same tokens, ranks and "
+	   "alternatives as the CPU pass over the step's logits, values within 1e-5 (max %.2g) %s",
+	   label, r.n, k, worst, err.msg);
+	free(g.rows);
+}
+
 static void check(const char *dir, const char *json, const char *bin, int window, const char *label)
 {
 	struct fg_buf jb = FG_BUF_INIT, lb = FG_BUF_INIT;
@@ -128,6 +229,10 @@ static void check(const char *dir, const char *json, const char *bin, int window
 			   ng, TOL_HF, dh);
 			ok(!memcmp(lg1, lg2, 4 * nf), "%s: prompt of %d: second cuda run bit-identical (graph replays)", label,
 			   np);
+		}
+		if (!rc) {
+			check_score_lp(gpu, seq, npos, lg1, (int)vocab, 5, label);
+			check_generate_lp(gpu, pr, np, ng, np % 2 ? 0 : 20, label);
 		}
 		for (i = 0; i < 2 && !rc && gpu3; i++) {
 			/* the sequence's first npos - 1 tokens as a prompt prefilled in
@@ -212,6 +317,10 @@ static void check_pruned(const char *src, int head_int4, const char *label)
 	}
 	ok(!rc && worst <= TOL_CPU && inf, "%s: pruned head on cuda: kept logits within %g of the cpu engine (max %.3g), the rest -inf %s",
 	   label, TOL_CPU, worst, err.msg);
+	if (!rc) { /* ids the keepset lacks: -inf, the last rank */
+		check_score_lp(gpu, seq, n, lg, V, 4, label);
+		check_generate_lp(gpu, seq, 4, 24, 6, label);
+	}
 	{
 		struct gen g = {{0}, 0}, g2 = {{0}, 0};
 

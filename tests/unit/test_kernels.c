@@ -18,6 +18,7 @@
 
 #include "bf16.h"
 #include "engine/cpu/ops.h"
+#include "engine/engine.h"
 #include "kernels/cpu_twin.h"
 #include "kernels/fg_kernels.h"
 #include "kernels/i8split.h"
@@ -371,6 +372,48 @@ static void test_twins(void)
 		is_int(fg_ref_softcap_argmax(z, NULL, 6, 30.0f), 1, "argmax twin: tie goes to the lowest index, NaN skipped");
 		ok(fabsf(z[1] - 30.0f * tanhf(5.0f / 30.0f)) < 1e-6f && z[4] > -30.0f, "softcap twin: 30 tanh(z / 30)");
 		is_int(fg_ref_softcap_argmax(z2, ids, 6, 0.0f), 20, "argmax twin: keepset ids map back; cap 0 = no softcap");
+	}
+	/* row log-probabilities: the twin against the engine's CPU pass (the
+	 * server's until the GPU computed them), a keepset's row against the
+	 * full vocabulary's row it stands for */
+	{
+		int n = 3000, k = 7, V = 9000, same = 1;
+		float *z = fvec(n, -20, 20), *full = malloc(sizeof(float) * V);
+		int32_t ids[3000], want[3] = {17, -1, 2999};
+		struct fg_klp o[3];
+		struct fg_engine_alt top[7];
+		float lp;
+		int32_t rank;
+
+		z[5] = z[900] = 25; /* a tie at the top: the lower id first */
+		z[17] = z[2000];
+		for (int i = 0; i < n; i++)
+			ids[i] = 3 * i;
+		fg_ref_row_logprobs(o, z, 0, 1, NULL, n, NULL, k);
+		fg_engine_row_logprobs(z, n, 5, k, &lp, top, &rank);
+		for (int a = 0; a < k; a++)
+			same &= o[0].top_id[a] == top[a].id && fabsf(o[0].top_lp[a] - top[a].lp) <= 1e-6f;
+		ok(same && o[0].n_top == k && o[0].rank == 1 && rank == 1 && fabsf(o[0].lp - lp) <= 1e-6f &&
+			   o[0].top_id[0] == 5 && o[0].top_id[1] == 900,
+		   "row logprobs twin = the engine's CPU pass (want NULL: the argmax, rank 1; tie: lower id first)");
+		for (int v = 0; v < V; v++)
+			full[v] = -INFINITY;
+		for (int i = 0; i < n; i++)
+			full[ids[i]] = z[i];
+		same = 1;
+		for (int r = 0; r < 3; r++) {
+			int32_t wid = r == 1 ? 1 : ids[want[r]]; /* 1: no id of the keepset */
+
+			fg_ref_row_logprobs(&o[r], z, 0, 1, ids, n, &want[r], k);
+			fg_engine_row_logprobs(full, V, wid, k, &lp, top, &rank);
+			same &= o[r].rank == rank && (o[r].lp == lp || fabsf(o[r].lp - lp) <= 1e-6f);
+			for (int a = 0; a < k; a++)
+				same &= o[r].top_id[a] == top[a].id && fabsf(o[r].top_lp[a] - top[a].lp) <= 1e-6f;
+		}
+		ok(same && isinf(o[1].lp) && o[1].lp < 0 && o[1].rank == n + 1,
+		   "row logprobs twin on a keepset = the engine's pass on the full row (ids mapped, a missing id -inf, last rank)");
+		free(z);
+		free(full);
 	}
 	/* attention twin against double precision, window ring fully valid */
 	{
@@ -1148,6 +1191,89 @@ static void gpu_attn_post(void)
 	}
 }
 
+/* fg_k_row_logprobs against its twin: rows of awkward widths (1, a slice
+ * +- 1, E4B's vocabulary, a keepset), several rows at a stride, wanted ids
+ * (one missing), ties, a NaN, k from 0 to the most; twice the same bits. */
+static void gpu_row_logprobs(void)
+{
+	static const struct {
+		int n, rows, k, keep, want, nan;
+	} cs[] = {{1, 1, 1, 0, 0, 0},	{2047, 1, 5, 0, 1, 0},	{2049, 3, 20, 0, 1, 0},
+		  {262144, 1, 20, 0, 0, 0}, {262144, 2, 0, 0, 1, 1}, {12288, 17, 20, 1, 1, 0},
+		  {5000, 4, 3, 1, 0, 1},	{40, 2, 20, 0, 1, 0}};
+
+	for (size_t c = 0; c < sizeof(cs) / sizeof(cs[0]); c++) {
+		int n = cs[c].n, R = cs[c].rows, k = cs[c].k;
+		size_t stride = (size_t)n + 3;
+		float *z = fvec(stride * R, -30, 30);
+		int32_t *ids = malloc(sizeof(int32_t) * n), want[17];
+		struct fg_klp ref[17], got[17], again[17];
+		void *dz, *dids = NULL, *dw = NULL, *dout = dnew(sizeof(struct fg_klp) * R);
+		double worst = 0;
+		int same = 1, rc;
+
+		for (int i = 0; i < n; i++)
+			ids[i] = 2 * i + (i & 1);
+		for (int r = 0; r < R; r++) {
+			float *zr = z + (size_t)r * stride;
+
+			want[r] = r == 1 ? -1 : (int32_t)(rnd() % (uint32_t)n);
+			if (n > 10) { /* a tie at the top, and the wanted id tied with another */
+				zr[n / 3] = zr[n / 2] = 31;
+				zr[n - 1] = zr[want[r] >= 0 ? want[r] : 0];
+			}
+			if (cs[c].nan)
+				zr[n / 4] = NAN;
+		}
+		fg_ref_row_logprobs(ref, z, stride, R, cs[c].keep ? ids : NULL, n, cs[c].want ? want : NULL, k);
+		dz = dput(z, sizeof(float) * stride * R);
+		if (cs[c].keep)
+			dids = dput(ids, sizeof(int32_t) * n);
+		if (cs[c].want)
+			dw = dput(want, sizeof(int32_t) * R);
+		rc = fg_k_row_logprobs(ctx, dout, dz, stride, R, dids, n, dw, k, &gerr) ||
+		     dget(got, dout, sizeof(struct fg_klp) * R) ||
+		     fg_k_row_logprobs(ctx, dout, dz, stride, R, dids, n, dw, k, &gerr) ||
+		     dget(again, dout, sizeof(struct fg_klp) * R);
+		for (int r = 0; !rc && r < R; r++) {
+			const struct fg_klp *a = &ref[r], *b = &got[r];
+			int nan_row = cs[c].nan;
+
+			same &= !memcmp(b, &again[r], sizeof(*b));
+			if (nan_row) { /* a NaN makes the sum NaN; the order still skips it */
+				same &= isnan(b->lse) && isnan(a->lse) && b->rank == a->rank && b->n_top == a->n_top;
+				for (int t = 0; t < b->n_top; t++)
+					same &= b->top_id[t] == a->top_id[t];
+				continue;
+			}
+			same &= b->rank == a->rank && b->n_top == a->n_top;
+			if (fabs(b->lse - a->lse) > worst)
+				worst = fabs(b->lse - a->lse);
+			if (!(isinf(a->lp) && isinf(b->lp)) && fabsf(b->lp - a->lp) > worst)
+				worst = fabsf(b->lp - a->lp);
+			for (int t = 0; t < b->n_top; t++) {
+				same &= b->top_id[t] == a->top_id[t];
+				if (fabsf(b->top_lp[t] - a->top_lp[t]) > worst)
+					worst = fabsf(b->top_lp[t] - a->top_lp[t]);
+			}
+		}
+		ok(!rc && same && worst <= 1e-5,
+		   "row logprobs n %d x %d rows, k %d%s%s%s: ids, ranks and counts = twin, values within 1e-5 (max %.2g), "
+		   "two runs bit-identical %s",
+		   n, R, k, cs[c].keep ? ", keepset" : "", cs[c].want ? ", wanted ids" : "", cs[c].nan ? ", NaN" : "",
+		   worst, rc ? gerr.msg : "");
+		fg_kmem_free(ctx, dz), fg_kmem_free(ctx, dids), fg_kmem_free(ctx, dw), fg_kmem_free(ctx, dout);
+		free(z), free(ids);
+	}
+	{
+		int rc = fg_k_row_logprobs(ctx, NULL, NULL, 10, 2, NULL, 20, NULL, 3, &gerr);
+
+		ok(rc == FG_EINVAL, "row logprobs refuses a stride shorter than the row: %s", gerr.msg);
+		rc = fg_k_row_logprobs(ctx, NULL, NULL, 10, 1, NULL, 10, NULL, FG_K_LP_TOP_MAX + 1, &gerr);
+		ok(rc == FG_EINVAL, "row logprobs refuses k above %d: %s", FG_K_LP_TOP_MAX, gerr.msg);
+	}
+}
+
 static void gpu_argmax(void)
 {
 	static const int ns[] = {1, 257, 262144, 12000, 600000};
@@ -1411,6 +1537,7 @@ int main(int argc, char **argv)
 	gpu_attention();
 	gpu_attn_post();
 	gpu_argmax();
+	gpu_row_logprobs();
 	gpu_fused();
 	fg_kctx_free(ctx);
 	gpu_fault();
