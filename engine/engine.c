@@ -1183,10 +1183,15 @@ static int score_lp_row(void *user, size_t i, const float *logits)
 }
 
 /* The GPU computes a row's log-probabilities when its head has at least k
- * rows (a pruned head's k best may need ids it lacks: the CPU pass gives them). */
+ * rows (a pruned head's k best may need ids it lacks: the CPU pass gives
+ * them). FG_LP_CPU=1 makes the CPU pass them all, over every row's
+ * downloaded logits, as before the GPU could (bench/serve_logprobs.sh
+ * compares the two). */
 static int lp_on_gpu(const struct fg_engine *e, int k)
 {
-	return e->gpu && k <= (e->m->keep ? e->m->n_keep : e->m->cfg.vocab);
+	const char *v = getenv("FG_LP_CPU");
+
+	return e->gpu && k <= (e->m->keep ? e->m->n_keep : e->m->cfg.vocab) && !(v && !strcmp(v, "1"));
 }
 
 int fg_engine_generate_lp(struct fg_engine *e, const int32_t *prompt, size_t n_prompt, int max_new, int k,
