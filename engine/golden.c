@@ -627,32 +627,18 @@ int fg_golden_speed(struct fg_golden_speed *s, struct fg_engine *e, const cJSON 
 	return rc;
 }
 
-struct nll {
-	const int32_t *ids;
-	int nv;
-	double nll;
-};
-
-/* one scored id's negative log-likelihood, added to *user */
-static int add_nll(void *user, size_t i, const float *row)
+/* one scored id's negative log-likelihood, added to *user (a double) */
+static int add_nll(void *user, size_t i, int32_t token, const struct fg_engine_lp *lp)
 {
-	struct nll *a = user;
-	double mx = row[0], sum = 0;
-	int v;
-
-	for (v = 1; v < a->nv; v++)
-		if (row[v] > mx)
-			mx = row[v];
-	for (v = 0; v < a->nv; v++)
-		sum += exp((double)row[v] - mx);
-	a->nll += -(((double)row[a->ids[i]] - mx) - log(sum));
+	(void)i, (void)token;
+	*(double *)user -= (double)lp->lp;
 	return 0;
 }
 
 int fg_golden_perplexity(double *ppl, size_t *scored, struct fg_engine *e, const int32_t *ids,
 			 size_t n, struct fg_err *err)
 {
-	struct nll a = { ids, fg_engine_vocab_size(e), 0 };
+	double nll = 0;
 	size_t max = (size_t)fg_engine_max_seq(e);
 	int rc;
 
@@ -662,9 +648,9 @@ int fg_golden_perplexity(double *ppl, size_t *scored, struct fg_engine *e, const
 		n = max;
 	if (n < 2)
 		return fg_err_set(err, FG_EINVAL, "perplexity needs at least 2 tokens, got %zu", n);
-	if ((rc = fg_engine_score(e, ids, n, add_nll, &a, err)))
+	if ((rc = fg_engine_score_lp(e, ids, n, 0, add_nll, &nll, err)))
 		return rc;
 	*scored = n - 1;
-	*ppl = exp(a.nll / (double)(n - 1));
+	*ppl = exp(nll / (double)(n - 1));
 	return 0;
 }

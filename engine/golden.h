@@ -102,8 +102,11 @@ double fg_golden_median(double *v, int n);
 int fg_golden_speed(struct fg_golden_speed *s, struct fg_engine *e, const cJSON *prompts,
 		    int warmup, int max_new, struct fg_err *err);
 
-/* Perplexity of ids (teacher-forced, fp64 accumulation of -log softmax)
- * over at most fg_engine_max_seq tokens; *scored gets the tokens scored. */
+/* Perplexity of ids (teacher-forced: exp of the mean of -log softmax, each
+ * from fg_engine_score_lp, summed in double) over at most
+ * fg_engine_max_seq tokens; *scored gets the tokens scored. On the GPU the
+ * rows and their log-softmax are computed there (the verify pass), as a
+ * server's echo/logprobs request does. */
 int fg_golden_perplexity(double *ppl, size_t *scored, struct fg_engine *e, const int32_t *ids,
 			 size_t n, struct fg_err *err);
 
