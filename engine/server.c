@@ -37,6 +37,10 @@ struct job {
 	size_t n_tids;          /* special ones (skip_special_tokens, the default) */
 	struct fg_buf text;     /* generated text, cut at a stop string */
 	size_t stable;          /* its first bytes that later ids cannot change (streams) */
+	size_t scan;            /* stop strings: where the next search starts (none ends before) */
+	size_t dec_ids, dec_len; /* a tokenizer that decodes piecewise: the text of
+				  * tids[0..dec_ids) is text[0..dec_len), no byte run
+				  * split there; later ids decode alone */
 	/* logprobs (in.logprobs >= 0): per generated id its log-probability and
 	 * the in.logprobs most likely ids; per prompt id (echo) the same, from
 	 * index 1 (the first has none) */
@@ -75,6 +79,7 @@ struct fg_server {
 	enum fg_chat_format format; /* chat prompts' turn format */
 	int32_t end_of_turn;    /* the format's end-of-turn token, or -1 */
 	int32_t tok_eos;
+	int dec_splits;         /* fg_tokenizer_decode_splits(tok) */
 	struct fg_server_limits limits; /* what requests are parsed against */
 };
 
@@ -196,13 +201,44 @@ struct gen {
 	struct job *j;
 };
 
+/* Stop strings in text[j->scan .. limit): the text is cut before the
+ * earliest match (the answer never holds a stop string, as OpenAI
+ * promises) and 1 returned. Text before limit must be what later ids
+ * cannot change; no match may end before j->scan, which then moves up. */
+static int find_stop(struct job *j, size_t limit)
+{
+	size_t i, longest = 0, best = (size_t)-1;
+	const char *t = j->text.data ? j->text.data : "";
+
+	if (limit > j->text.len)
+		limit = j->text.len;
+	for (i = 0; i < j->in.n_stops; i++) {
+		size_t l = strlen(j->in.stops[i]);
+		const char *hit = j->scan < limit ? memmem(t + j->scan, limit - j->scan, j->in.stops[i], l) : NULL;
+
+		longest = l > longest ? l : longest;
+		if (hit && (size_t)(hit - t) < best)
+			best = (size_t)(hit - t);
+	}
+	if (best != (size_t)-1) {
+		j->text.len = best;
+		j->text.data[best] = '\0';
+		if (j->stable > best)
+			j->stable = best;
+		j->finish = "stop";
+		return 1;
+	}
+	if (limit > j->scan + (longest ? longest - 1 : 0))
+		j->scan = limit - (longest ? longest - 1 : 0);
+	return 0;
+}
+
 /* A new token, with its log-probabilities when asked for (lp). */
 static int add_token(struct gen *g, int32_t token, const struct fg_engine_lp *lp)
 {
 	struct fg_server *s = g->s;
 	struct job *j = g->j;
 	int stop = 0, eos, intext;
-	size_t i;
 
 	pthread_mutex_lock(&s->mu);
 	if (j->cancelled) {
@@ -262,40 +298,47 @@ static int add_token(struct gen *g, int32_t token, const struct fg_engine_lp *lp
 		 * byte run: one U+FFFD per byte token); while the last ids are
 		 * byte tokens, what they give may still change (an incomplete
 		 * character), so a stream's stable text ends before their run */
-		size_t k = j->n_tids;
+		size_t k = j->n_tids, stable;
 		int rc = 0;
 
-		while (j->in.stream && k > 0 && (fg_tokenizer_token_flags(s->tok, j->tids[k - 1]) & FG_TOK_F_BYTE))
+		while (k > 0 && (fg_tokenizer_token_flags(s->tok, j->tids[k - 1]) & FG_TOK_F_BYTE))
 			k--;
-		fg_buf_reset(&j->text);
-		if (k < j->n_tids) {
-			rc = fg_tokenizer_decode_ex(s->tok, j->tids, k, FG_TOK_DECODE_REPLACE, &j->text, NULL);
-			j->stable = j->text.len;
+		if (s->dec_splits) {
+			/* only the ids after the last boundary are decoded */
+			j->text.len = j->dec_len;
+			if (k > j->dec_ids) {
+				rc = fg_tokenizer_decode_ex(s->tok, j->tids + j->dec_ids, k - j->dec_ids,
+							    FG_TOK_DECODE_REPLACE, &j->text, NULL);
+				j->dec_ids = k;
+				j->dec_len = j->text.len;
+			}
+			stable = j->text.len;
+			if (!rc)
+				rc = fg_tokenizer_decode_ex(s->tok, j->tids + k, j->n_tids - k, FG_TOK_DECODE_REPLACE,
+							    &j->text, NULL);
+			if (j->text.data)
+				j->text.data[j->text.len] = '\0';
+		} else { /* decoded whole: the text before may change too (a strip) */
+			j->scan = 0;
 			fg_buf_reset(&j->text);
+			rc = fg_tokenizer_decode_ex(s->tok, j->tids, k, FG_TOK_DECODE_REPLACE, &j->text, NULL);
+			stable = j->text.len;
+			fg_buf_reset(&j->text);
+			if (!rc)
+				rc = fg_tokenizer_decode_ex(s->tok, j->tids, j->n_tids, FG_TOK_DECODE_REPLACE,
+							    &j->text, NULL);
 		}
-		if (!rc)
-			rc = fg_tokenizer_decode_ex(s->tok, j->tids, j->n_tids, FG_TOK_DECODE_REPLACE, &j->text,
-						    NULL);
-		if (k == j->n_tids)
-			j->stable = j->text.len;
+		j->stable = j->in.stream ? stable : j->text.len;
 		if (rc) {
 			j->failed = 1;
 			snprintf(j->errmsg, sizeof(j->errmsg), "cannot decode token %d", (int)token);
 			stop = 1;
 		}
-		for (i = 0; !stop && i < j->in.n_stops; i++) {
-			const char *hit = memmem(j->text.data ? j->text.data : "", j->text.len,
-						 j->in.stops[i], strlen(j->in.stops[i]));
-
-			if (hit) {
-				j->text.len = (size_t)(hit - j->text.data);
-				j->text.data[j->text.len] = '\0';
-				if (j->stable > j->text.len)
-					j->stable = j->text.len;
-				j->finish = "stop";
-				stop = 1;
-			}
-		}
+		/* stop strings in the text later ids cannot change (a trailing
+		 * byte run's may: an incomplete character shows as U+FFFD for
+		 * now); the rest once generation ends */
+		if (!stop)
+			stop = find_stop(j, stable);
 	}
 	pthread_cond_broadcast(&j->cv);
 	pthread_mutex_unlock(&s->mu);
@@ -356,6 +399,8 @@ static void *worker_main(void *arg)
 			j->failed = 1;
 			snprintf(j->errmsg, sizeof(j->errmsg), "%s", err.msg);
 		}
+		if (s->tok && !j->failed)
+			find_stop(j, j->text.len); /* the text a trailing byte run gave */
 		if (!j->finish)
 			j->finish = "length";
 		s->n_requests++;
@@ -1166,11 +1211,12 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 			continue;
 		}
 		{
+			/* before the end: the stable text (stop strings are searched
+			 * in it) but its last holdback bytes, where a stop string
+			 * could begin that ends after it */
 			size_t safe = j->done ? j->text.len
-					      : (j->text.len > j->in.holdback ? j->text.len - j->in.holdback : 0);
+					      : (j->stable > j->in.holdback ? j->stable - j->in.holdback : 0);
 
-			if (!j->done && safe > j->stable)
-				safe = j->stable;
 			if (!j->done)
 				safe = utf8_whole(j->text.data ? j->text.data : "", safe);
 			if (safe > j->emitted) {
@@ -1488,6 +1534,7 @@ int fg_server_new(struct fg_server **out, struct fg_engine *e, const struct fg_t
 		s->o.model_name = "fgpack";
 	s->format = s->o.chat_format != FG_CHAT_NONE ? s->o.chat_format : fg_chat_detect(tok);
 	s->end_of_turn = fg_chat_end_of_turn_id(tok, s->format);
+	s->dec_splits = fg_tokenizer_decode_splits(tok);
 	s->tok_eos = tok ? fg_tokenizer_eos_id(tok) : -1;
 	s->limits.tok = tok;
 	s->limits.format = s->format;

@@ -2915,6 +2915,18 @@ static int dec_step(const struct step *st, const struct plist *in, struct plist 
 	return rc;
 }
 
+int fg_tokenizer_decode_splits(const struct fg_tokenizer *t)
+{
+	size_t k;
+
+	if (!t->has_decoder)
+		return 0;
+	for (k = 0; k + 1 < t->n_dec; k++)
+		if (t->dec[k].kind == D_FUSE)
+			return 0; /* a step over the joined text */
+	return 1;
+}
+
 int fg_tokenizer_decode(const struct fg_tokenizer *t, const int32_t *ids, size_t n, struct fg_buf *out,
 			struct fg_err *err)
 {

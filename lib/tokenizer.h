@@ -73,6 +73,15 @@ enum {
 int fg_tokenizer_decode_ex(const struct fg_tokenizer *tok, const int32_t *ids, size_t n, int flags,
 			   struct fg_buf *out, struct fg_err *err);
 
+/* 1 when decoding concatenates: for every b that does not split a run of
+ * byte tokens, the text of ids[0..n) is the text of ids[0..b) followed by
+ * the text of ids[b..n) (the decoder's steps act piece by piece, a Fuse
+ * last: Gemma's Replace, ByteFallback, Fuse). 0 when the text must be
+ * decoded whole: a step after Fuse (a Strip or Replace over the joined
+ * text, as Llama's leading-space Strip), or no decoder (pieces joined by
+ * spaces). A streaming server decodes only the new ids when it is 1. */
+int fg_tokenizer_decode_splits(const struct fg_tokenizer *tok);
+
 /* Appends s to out as valid UTF-8: each maximal ill-formed subsequence
  * becomes U+FFFD, as the WHATWG TextDecoder (and the JavaScript reference)
  * does. For showing decoded text where valid UTF-8 is required (JSON). */

@@ -287,6 +287,45 @@ assert cut["text"] == t[:t.index(stop)] and cut["finish_reason"] == "stop", (t, 
 s = post({"prompt": "hello abc", "max_tokens": 3})["choices"][0]
 assert s["finish_reason"] == "stop" or len(s["token_ids"]) == 3, s
 EOF
+check "stop strings at many offsets and lengths (across tokens and byte runs), one or two, streamed and not: the text cut before the first to be whole, never holding it" python3 - "$B" <<'EOF'
+import json, sys, urllib.request
+base = sys.argv[1]
+def post(d):
+    return json.load(urllib.request.urlopen(urllib.request.Request(base + "/v1/completions", json.dumps(d).encode())))
+def stream(d):
+    r = urllib.request.urlopen(urllib.request.Request(base + "/v1/completions", json.dumps(dict(d, stream=True)).encode()))
+    text, fin = "", None
+    for line in r.read().decode().split("\n"):
+        if line.startswith("data: {"):
+            c = json.loads(line[6:])["choices"]
+            if c:
+                text += c[0]["text"]
+                fin = c[0]["finish_reason"] or fin
+    return text, fin
+t = post({"prompt": "hello abc", "max_tokens": 40, "ignore_eos": True})["choices"][0]["text"]
+assert len(t) >= 20, t
+# a stop string is found as soon as it is whole: alone, its first
+# occurrence; with a second one, the one whose first occurrence ends
+# before the other's begins (which completes first is then certain)
+n = 0
+for off in range(0, len(t) - 8, 3):
+    for ln in (1, 2, 5, 8):
+        stop = t[off:off + ln]
+        other = t[off + ln + 2:off + ln + 5]
+        cases = [([stop], t.index(stop))]
+        a0, b0 = t.index(stop), t.index(other) if len(other) == 3 else None
+        if b0 is not None and a0 + len(stop) <= b0:
+            cases.append(([other, stop], a0))
+        elif b0 is not None and b0 + len(other) <= a0:
+            cases.append(([other, stop], b0))
+        for stops, cut in cases:
+            d = {"prompt": "hello abc", "max_tokens": 40, "ignore_eos": True, "stop": stops}
+            a = post(d)["choices"][0]
+            assert a["text"] == t[:cut] and a["finish_reason"] == "stop", (t, stops, a)
+            assert stream(d) == (t[:cut], "stop"), (t, stops, stream(d))
+            n += 1
+assert n >= 40, n
+EOF
 
 # 50 concurrent clients against a queue of 4
 check "50 concurrent clients: every answer is 200 or 429, some of each" python3 - "$B" <<'EOF'

@@ -191,6 +191,45 @@ int main(void)
 	DEC("\xef\xbf\xbd\xef\xbf\xbd", 10 + 0xf0, 10 + 0x9f);
 	DEC("w\0", 10 + 'w', 10);
 	dec_flags = 0;
+	/* decoding splits (what a streaming server relies on): the text of a
+	 * sequence is the text of its two parts, cut anywhere but inside a run
+	 * of byte tokens, with and without the U+FFFD rule */
+	{
+		uint32_t x = 12345;
+		int cuts = 0, bad = 0;
+
+		ok(fg_tokenizer_decode_splits(tok) == 1, "Replace, ByteFallback, Fuse: decoding splits");
+		for (int round = 0; round < 400; round++) {
+			int32_t ids[12];
+			int n = 1 + (int)(x % 12);
+
+			for (int i = 0; i < n; i++) {
+				x = x * 1103515245u + 12345u;
+				/* half byte tokens (10..265), half others */
+				ids[i] = (x >> 16) & 1 ? 10 + (int32_t)((x >> 8) % 256) : (int32_t)((x >> 4) % 290);
+			}
+			for (int fl = 0; fl <= FG_TOK_DECODE_REPLACE; fl += FG_TOK_DECODE_REPLACE) {
+				struct fg_buf whole = FG_BUF_INIT, parts = FG_BUF_INIT;
+
+				fg_tokenizer_decode_ex(tok, ids, (size_t)n, fl, &whole, NULL);
+				for (int b = 1; b < n; b++) {
+					int byte_a = ids[b - 1] >= 10 && ids[b - 1] < 266, byte_b = ids[b] >= 10 && ids[b] < 266;
+
+					if (byte_a && byte_b)
+						continue;
+					fg_buf_reset(&parts);
+					fg_tokenizer_decode_ex(tok, ids, (size_t)b, fl, &parts, NULL);
+					fg_tokenizer_decode_ex(tok, ids + b, (size_t)(n - b), fl, &parts, NULL);
+					cuts++;
+					bad += parts.len != whole.len || memcmp(parts.data, whole.data, whole.len);
+				}
+				fg_buf_release(&whole);
+				fg_buf_release(&parts);
+			}
+		}
+		ok(cuts > 500 && bad == 0, "decoded in two parts = decoded whole at %d cuts outside byte runs (%d differ)",
+		   cuts, bad);
+	}
 	{
 		static const int32_t bad[] = { 280, 290 };
 		struct fg_buf b = FG_BUF_INIT;
@@ -277,6 +316,7 @@ int main(void)
 		}
 		fg_tokenizer_decode(t2, two, 2, &b, NULL);
 		is_str(b.data, "aba", "Strip decoder leaves pieces without a leading space alone");
+		ok(fg_tokenizer_decode_splits(t2) == 1, "a Strip of each piece (no Fuse): decoding splits");
 		fg_buf_release(&b);
 		fg_tokenizer_free(t2);
 	}
@@ -290,6 +330,16 @@ int main(void)
 
 		fg_tokenizer_decode(t2, ids, 4, &b, NULL);
 		is_str(b.data, "a", "Strip decoder without Fuse strips each piece");
+		fg_tokenizer_free(t2);
+		t2 = NULL;
+		rc = load_inline(&t2,
+				 "{\"model\":{\"type\":\"BPE\",\"vocab\":{\" \":0,\"a\":1},\"merges\":[]},"
+				 "\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Fuse\"},"
+				 "{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":0}]}}",
+				 &err);
+		ok(!rc && !fg_tokenizer_decode_splits(t2),
+		   "a Strip after Fuse (Llama's leading space) acts on the whole text: decoding does not split %s",
+		   rc ? err.msg : "");
 		fg_buf_release(&b);
 		fg_tokenizer_free(t2);
 	} else {
@@ -302,6 +352,7 @@ int main(void)
 
 		fg_tokenizer_decode(t2, ids, 3, &b, NULL);
 		is_str(b.data, "a b a", "no decoder: pieces joined by spaces");
+		ok(!fg_tokenizer_decode_splits(t2), "no decoder: decoding does not split (the joining spaces)");
 		fg_buf_release(&b);
 		fg_tokenizer_free(t2);
 	} else {
