@@ -588,6 +588,12 @@ int fg_server_parse_request(struct fg_server_req *r, const struct fg_server_limi
 		return fg_err_set(err, FG_EINVAL, "skip_special_tokens: expected true or false");
 	}
 	r->keep_special = cJSON_IsFalse(v);
+	v = cJSON_GetObjectItemCaseSensitive(req, "return_tokens_as_token_ids");
+	if (v && !cJSON_IsBool(v) && !cJSON_IsNull(v)) {
+		*param = "return_tokens_as_token_ids";
+		return fg_err_set(err, FG_EINVAL, "return_tokens_as_token_ids: expected true or false");
+	}
+	r->tokens_as_ids = cJSON_IsTrue(v);
 	/* logprobs: a completion's is the number of alternatives (0..20, as
 	 * vLLM's default limit); a chat's a bool with top_logprobs beside */
 	if ((rc = logprobs_count(req, r->chat ? "top_logprobs" : "logprobs", &r->logprobs, param, err)))
@@ -810,11 +816,23 @@ static const char *piece_text(const struct fg_server *s, int32_t id, struct fg_b
 	return b->data;
 }
 
+/* A token of a logprobs list: its text, or "token_id:<id>" when the
+ * request asked so (vLLM's return_tokens_as_token_ids: ids whose texts
+ * are alike, every lone invalid byte's U+FFFD, stay apart). */
+static const char *lp_token(const struct fg_server *s, const struct job *j, int32_t id, struct fg_buf *b)
+{
+	if (!j->in.tokens_as_ids)
+		return piece_text(s, id, b);
+	fg_buf_reset(b);
+	return fg_buf_printf(b, NULL, "token_id:%ld", (long)id) ? NULL : b->data;
+}
+
 /* A completion's top_logprobs entry: {text: logprob} for the k most likely
  * ids, the most likely first (a raw item: the canonical writer would sort
  * the keys). Ids with the same text keep the first place and the later
  * value, as the Python dict vLLM builds in order does. */
-static cJSON *top_dict(const struct fg_server *s, const struct fg_engine_alt *top, size_t k, struct fg_buf *kb)
+static cJSON *top_dict(const struct fg_server *s, const struct job *j, const struct fg_engine_alt *top, size_t k,
+		       struct fg_buf *kb)
 {
 	struct fg_buf o = FG_BUF_INIT, txt[FG_SERVER_LOGPROBS_MAX];
 	float val[FG_SERVER_LOGPROBS_MAX];
@@ -823,7 +841,7 @@ static cJSON *top_dict(const struct fg_server *s, const struct fg_engine_alt *to
 	int rc = 0;
 
 	for (a = 0; a < k && a < FG_SERVER_LOGPROBS_MAX; a++) {
-		const char *t = piece_text(s, top[a].id, kb);
+		const char *t = lp_token(s, j, top[a].id, kb);
 
 		if (!t)
 			continue;
@@ -879,10 +897,12 @@ static cJSON *cmpl_logprobs(const struct fg_server *s, const struct job *j, int 
 		int has = i < np ? i > 0 && j->prompt_scored : 1;
 		float lp = i < np ? (has ? j->plp[i] : 0) : j->glp[g0 + i - np];
 		const struct fg_engine_alt *top = i < np ? j->ptop + i * (size_t)j->pk : j->gtop + (g0 + i - np) * k;
-		const char *t = piece_text(s, id, &b);
+		const char *t = lp_token(s, j, id, &b);
 
 		cJSON_AddItemToArray(toks, fg_json_text(t ? t : "", t ? b.len : 0));
 		cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)*offset));
+		if (j->in.tokens_as_ids) /* the offsets count the text's characters all the same */
+			t = piece_text(s, id, &b);
 		for (c = 0; t && c < b.len; c++)
 			*offset += ((unsigned char)t[c] & 0xC0) != 0x80;
 		if (!has) {
@@ -891,7 +911,7 @@ static cJSON *cmpl_logprobs(const struct fg_server *s, const struct job *j, int 
 			continue;
 		}
 		cJSON_AddItemToArray(lps, cJSON_CreateNumber(lp_json(lp)));
-		cJSON_AddItemToArray(tops, top_dict(s, top, k, &kb));
+		cJSON_AddItemToArray(tops, top_dict(s, j, top, k, &kb));
 	}
 	fg_buf_release(&b);
 	fg_buf_release(&kb);
@@ -899,10 +919,10 @@ static cJSON *cmpl_logprobs(const struct fg_server *s, const struct job *j, int 
 }
 
 /* One entry of a chat's logprobs: {token, logprob, bytes}. */
-static cJSON *chat_entry(const struct fg_server *s, int32_t id, float lp, struct fg_buf *b)
+static cJSON *chat_entry(const struct fg_server *s, const struct job *j, int32_t id, float lp, struct fg_buf *b)
 {
 	cJSON *e = cJSON_CreateObject(), *by;
-	const char *t = piece_text(s, id, b);
+	const char *t = lp_token(s, j, id, b);
 	size_t c;
 
 	cJSON_AddItemToObject(e, "token", fg_json_text(t ? t : "", t ? b->len : 0));
@@ -922,11 +942,11 @@ static cJSON *chat_logprobs(const struct fg_server *s, const struct job *j, size
 	size_t i, a, k = (size_t)j->in.logprobs;
 
 	for (i = g0; i < g1; i++) {
-		cJSON *e = chat_entry(s, j->ids[i], j->glp[i], &b), *tl = cJSON_AddArrayToObject(e, "top_logprobs");
+		cJSON *e = chat_entry(s, j, j->ids[i], j->glp[i], &b), *tl = cJSON_AddArrayToObject(e, "top_logprobs");
 
 		for (a = 0; a < k; a++)
 			if (j->gtop[i * k + a].id >= 0)
-				cJSON_AddItemToArray(tl, chat_entry(s, j->gtop[i * k + a].id, j->gtop[i * k + a].lp, &b));
+				cJSON_AddItemToArray(tl, chat_entry(s, j, j->gtop[i * k + a].id, j->gtop[i * k + a].lp, &b));
 		cJSON_AddItemToArray(content, e);
 	}
 	fg_buf_release(&b);

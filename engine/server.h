@@ -72,6 +72,8 @@ struct fg_server_req {
 	char *prompt_text;      /* echo of a string prompt: the string (owned) */
 	int keep_special;       /* skip_special_tokens: false: special tokens stay in
 				 * the text (default: left out, as vLLM and transformers) */
+	int tokens_as_ids;      /* vLLM's return_tokens_as_token_ids: logprobs name
+				 * tokens "token_id:<id>" instead of their text */
 	int32_t *prompt;        /* n_prompt ids, each in 0..n_vocab-1 (owned) */
 	size_t n_prompt;        /* 1..max_seq-1 */
 	int max_tokens;         /* >= 1 (unless the context is full), n_prompt + max_tokens <= max_seq */

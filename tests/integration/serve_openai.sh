@@ -254,6 +254,31 @@ for bad in '{"prompt":[2],"logprobs":21}' '{"prompt":[2],"logprobs":true}' '{"pr
 	check "bad logprobs/echo request $bad: 400" [ "$(curl -s -o /dev/null -w '%{http_code}' "$B/v1/completions" -d "$bad")" = 400 ]
 done
 check "prompt_logprobs with stream: 400 naming it" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[2,5],\"prompt_logprobs\":1,\"stream\":true}')\" = 400 ] && grep -q '\"param\":\"prompt_logprobs\"' '$WORK/body'"
+check "return_tokens_as_token_ids: logprobs name tokens token_id:<id> (completion and chat), the same values and text offsets" python3 - "$B" <<'EOF'
+import json, sys, urllib.request
+base = sys.argv[1]
+def post(path, d):
+    return json.load(urllib.request.urlopen(urllib.request.Request(base + path, json.dumps(d).encode())))
+d = {"prompt": [2, 17, 33, 90], "max_tokens": 12, "ignore_eos": True, "logprobs": 3, "echo": True}
+a = post("/v1/completions", d)["choices"][0]
+b = post("/v1/completions", dict(d, return_tokens_as_token_ids=True))["choices"][0]
+ids = [2, 17, 33, 90] + a["token_ids"]
+assert b["token_ids"] == a["token_ids"] and b["text"] == a["text"]
+la, lb = a["logprobs"], b["logprobs"]
+assert lb["tokens"] == ["token_id:%d" % i for i in ids], lb["tokens"]
+assert lb["token_logprobs"] == la["token_logprobs"] and lb["text_offset"] == la["text_offset"]
+for x, y in zip(la["top_logprobs"][1:], lb["top_logprobs"][1:]):
+    assert len(y) == 3 and all(k.startswith("token_id:") for k in y), y
+    # by text, ids alike merge (every lone invalid byte is U+FFFD); by id none do
+    assert list(y.values()) == sorted(y.values(), reverse=True) and set(x.values()) <= set(y.values()), (x, y)
+c = {"messages": [{"role": "user", "content": "hello"}], "max_tokens": 6, "logprobs": True, "top_logprobs": 2,
+     "return_tokens_as_token_ids": True}
+r = post("/v1/chat/completions", c)["choices"][0]
+ent = r["logprobs"]["content"]
+assert [e["token"] for e in ent] == ["token_id:%d" % i for i in r["token_ids"][:len(ent)]], ent
+assert all(len(e["top_logprobs"]) == 2 and e["top_logprobs"][0]["token"].startswith("token_id:") for e in ent), ent
+EOF
+check "return_tokens_as_token_ids of a bad type: 400 naming it" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[2],\"return_tokens_as_token_ids\":1}')\" = 400 ] && grep -q '\"param\":\"return_tokens_as_token_ids\"' '$WORK/body'"
 check "chat top_logprobs without logprobs: 400" [ "$(curl -s -o /dev/null -w '%{http_code}' "$B/v1/chat/completions" -d '{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}')" = 400 ]
 check "echo: the prompt's text before the answer's" python3 -c "
 import json, sys, urllib.request
