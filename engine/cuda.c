@@ -1060,12 +1060,21 @@ static int verify_launch(struct fg_g4_gpu *g, const int32_t *ids, int T, int pos
 
 int fg_g4_gpu_verify(struct fg_g4_gpu *g, const int32_t *ids, int T, int pos, int32_t *best, struct fg_err *err)
 {
+	return fg_g4_gpu_verify_lp(g, ids, T, pos, 0, best, NULL, err);
+}
+
+int fg_g4_gpu_verify_lp(struct fg_g4_gpu *g, const int32_t *ids, int T, int pos, int k, int32_t *best,
+			struct fg_klp *lp, struct fg_err *err)
+{
 	int r, rc;
 
 	if ((rc = verify_launch(g, ids, T, pos, err)))
 		return rc;
-	if ((rc = fg_kctx_sync(g->ctx, err)) ||
-	    (rc = fg_kmem_download(g->ctx, best, g->vbest, sizeof(int32_t) * (size_t)T, err)))
+	if ((lp && (rc = fg_k_row_logprobs(g->ctx, g->dlp, g->vlog, (size_t)g->head.rows, T, g->keep, g->head.rows,
+					   NULL, k, err))) ||
+	    (rc = fg_kctx_sync(g->ctx, err)) ||
+	    (rc = fg_kmem_download(g->ctx, best, g->vbest, sizeof(int32_t) * (size_t)T, err)) ||
+	    (lp && (rc = fg_kmem_download(g->ctx, lp, g->dlp, sizeof(*lp) * (size_t)T, err))))
 		return fg_err_wrap(err, "cuda verify of %d rows at position %d", T, pos);
 	for (r = 0; r < T; r++)
 		if (best[r] < 0)

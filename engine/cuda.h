@@ -61,6 +61,12 @@ int fg_g4_gpu_chunk(const struct fg_g4_gpu *g);
  * drafter reads it (as a step with the head does). Anything but accept
  * after verify forgets the verify. */
 int fg_g4_gpu_verify(struct fg_g4_gpu *g, const int32_t *ids, int T, int pos, int32_t *best, struct fg_err *err);
+/* fg_g4_gpu_verify, and (lp not NULL) lp[r] the log-probabilities of row
+ * r with its argmax as the wanted id and k alternatives, computed on the
+ * GPU (fg_g4_gpu_step_lp's figures for that row). */
+struct fg_klp;
+int fg_g4_gpu_verify_lp(struct fg_g4_gpu *g, const int32_t *ids, int T, int pos, int k, int32_t *best,
+			struct fg_klp *lp, struct fg_err *err);
 int fg_g4_gpu_accept(struct fg_g4_gpu *g, int n, struct fg_err *err);
 /* Scores T (1 <= T <= FG_DRAFT_MAX_K + 1) rows: ids[0..T) at positions pos,
  * pos + 1, ... through one verify pass, then lp[r] = the log-probabilities

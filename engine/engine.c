@@ -998,22 +998,38 @@ static void spec_epoch(struct fg_engine *e, int tokens)
  * all is measured (spec_epoch; FG_SPEC_ADAPT=0 always drafts): drafting pays
  * only when the drafter is right often enough for what a verify pass costs on
  * this GPU, and a plain step gives the same token. */
+/* Hands tok (with its log-probabilities *l when lr) to the caller's
+ * callback; nonzero: stop. */
+static int emit(struct fg_engine *e, int32_t tok, fg_engine_token_cb cb, void *user, struct lp_req *lr,
+		const struct fg_klp *l)
+{
+	if (lr) {
+		struct fg_engine_lp lp;
+
+		lp_from_gpu(&lp, l);
+		return lr->cb(lr->user, lr->i++, tok, &lp);
+	}
+	return cb && cb(user, tok, NULL, e->m->cfg.vocab);
+}
+
+/* l: tok's log-probabilities (lr), overwritten as the rounds go. */
 static int generate_spec_gpu(struct fg_engine *e, int32_t tok, int max_new, fg_engine_token_cb cb, void *user,
-			     struct fg_err *err)
+			     struct lp_req *lr, struct fg_klp *l, struct fg_err *err)
 {
 	int32_t rows[FG_ENGINE_MAX_DRAFT + 1], best[FG_ENGINE_MAX_DRAFT + 1];
-	int i = 0, rc, V = e->m->cfg.vocab;
+	struct fg_klp rl[FG_ENGINE_MAX_DRAFT + 1];
+	int i = 0, rc;
 
 	e->sa.t0 = mono_s(); /* the time between requests is not decoding */
 	for (;;) {
 		int k, n, j;
 
-		if (cb && cb(user, tok, NULL, V))
+		if (emit(e, tok, cb, user, lr, l))
 			return 0;
 		if (++i == max_new)
 			return 0;
 		if (e->sa.adapt && !e->sa.drafting) { /* a plain step: the same token */
-			if ((rc = gpu_next(e, tok, &tok, NULL, NULL, err)))
+			if ((rc = gpu_next(e, tok, &tok, lr, l, err)))
 				return rc;
 			e->ss.steps++;
 			spec_epoch(e, 1);
@@ -1027,7 +1043,7 @@ static int generate_spec_gpu(struct fg_engine *e, int32_t tok, int max_new, fg_e
 		if (k < 0)
 			return err->code;
 		rows[0] = tok;
-		if ((rc = fg_g4_gpu_verify(e->gpu, rows, k + 1, e->pos, best, err)))
+		if ((rc = fg_g4_gpu_verify_lp(e->gpu, rows, k + 1, e->pos, lr ? lr->k : 0, best, lr ? rl : NULL, err)))
 			return rc;
 		for (n = 1; n <= k && rows[n] == best[n - 1]; n++)
 			;
@@ -1038,13 +1054,15 @@ static int generate_spec_gpu(struct fg_engine *e, int32_t tok, int max_new, fg_e
 			count_round(e, n - 1);
 		if (e->sa.adapt)
 			spec_epoch(e, n);
-		for (j = 1; j < n; j++) { /* the accepted drafts, then best[n - 1] */
-			if (cb && cb(user, rows[j], NULL, V))
+		for (j = 1; j < n; j++) { /* the accepted drafts (row j - 1's argmax), then best[n - 1] */
+			if (emit(e, rows[j], cb, user, lr, &rl[j - 1]))
 				return 0;
 			if (++i == max_new)
 				return 0;
 		}
 		tok = best[n - 1];
+		if (lr)
+			*l = rl[n - 1];
 	}
 }
 
@@ -1053,18 +1071,11 @@ static int generate_spec_gpu(struct fg_engine *e, int32_t tok, int max_new, fg_e
 static int generate_gpu(struct fg_engine *e, int32_t tok, int max_new, fg_engine_token_cb cb, void *user,
 			struct lp_req *lr, struct fg_klp *l, struct fg_err *err)
 {
-	int rc, i, V = e->m->cfg.vocab;
+	int rc, i;
 
 	for (i = 0; i < max_new; i++) {
-		if (lr) {
-			struct fg_engine_lp lp;
-
-			lp_from_gpu(&lp, l);
-			if (lr->cb(lr->user, lr->i++, tok, &lp))
-				break;
-		} else if (cb && cb(user, tok, NULL, V)) {
+		if (emit(e, tok, cb, user, lr, l))
 			break;
-		}
 		if (i + 1 == max_new)
 			break;
 		if ((rc = gpu_next(e, tok, &tok, lr, l, err)))
@@ -1106,8 +1117,8 @@ static int generate(struct fg_engine *e, const int32_t *prompt, size_t n_prompt,
 					  (int)prompt[n_prompt - 1], n_prompt - 1, V);
 		if ((rc = gpu_next(e, prompt[n_prompt - 1], &tok, lr, &l, err)))
 			return rc;
-		if (e->dk && max_new > 0 && !lr)
-			return generate_spec_gpu(e, tok, max_new, cb, user, err);
+		if (e->dk && max_new > 0)
+			return generate_spec_gpu(e, tok, max_new, cb, user, lr, &l, err);
 		return generate_gpu(e, tok, max_new, cb, user, lr, &l, err);
 	}
 	if ((rc = fg_engine_forward_logits(e, prompt, n_prompt, 1, e->logits, err)))

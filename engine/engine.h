@@ -212,7 +212,8 @@ typedef int (*fg_engine_lp_cb)(void *user, size_t i, int32_t token, const struct
 /* Greedy generation as fg_engine_generate_ids (the same tokens), each with
  * its log-probabilities and k (0..FG_ENGINE_LP_TOP_MAX) alternatives. On
  * the CUDA path they are computed beside the argmax (fg_k_row_logprobs):
- * only they leave the GPU, not the logits; a drafter is not used. */
+ * only they leave the GPU, not the logits; with a drafter, over the
+ * speculative verify's rows (the step's bits, so the same figures). */
 int fg_engine_generate_lp(struct fg_engine *e, const int32_t *prompt, size_t n_prompt, int max_new, int k,
 			  fg_engine_lp_cb cb, void *user, struct fg_err *err);
 /* fg_engine_score's rows as log-probabilities: cb(user, i, ids[i], lp) for

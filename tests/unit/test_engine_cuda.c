@@ -21,6 +21,7 @@
 #include "engine/engine.h"
 #include "engine/model.h"
 #include "engine/rope.h"
+#include "kernels/fg_kernels.h"
 #include "fsutil.h"
 #include "json.h"
 
@@ -491,8 +492,31 @@ static int spec_run(struct spec *s, int mode, int T, uint32_t *seed, char *msg, 
 			ids[j] = mode == 2 || j - 1 == bad ? (t + 1) % s->V : t;
 		}
 		want = mode == 0 ? T : mode == 2 ? 1 : bad < 0 ? 1 : bad + 1;
-		if (fg_g4_gpu_verify(s->g, ids, T, pos, best, &err))
+		if (mode == 0) { /* with each row's log-probabilities: the CPU pass over the step's logits */
+			struct fg_klp lp[SPEC_MAXT];
+
+			if (fg_g4_gpu_verify_lp(s->g, ids, T, pos, 3, best, lp, &err))
+				goto fail;
+			for (j = 0; j < T; j++) {
+				struct fg_engine_alt top[3];
+				float x;
+				int32_t rk;
+
+				fg_engine_row_logprobs(s->lref + (size_t)(e + j) * (size_t)s->V, s->V, best[j], 3, &x, top,
+						       &rk);
+				if (!(fabsf(x - lp[j].lp) <= 1e-5f) || lp[j].rank != rk || lp[j].n_top != 3 ||
+				    lp[j].top_id[0] != top[0].id || lp[j].top_id[1] != top[1].id ||
+				    lp[j].top_id[2] != top[2].id) {
+					snprintf(msg, nmsg, "verify row %d at %d: log-probability %g (cpu %g), ids %d %d %d",
+						 j, pos, (double)lp[j].lp, (double)x, (int)lp[j].top_id[0],
+						 (int)lp[j].top_id[1], (int)lp[j].top_id[2]);
+					free(l);
+					return -1;
+				}
+			}
+		} else if (fg_g4_gpu_verify(s->g, ids, T, pos, best, &err)) {
 			goto fail;
+		}
 		for (n = 1; n < T && ids[n] == best[n - 1]; n++)
 			;
 		for (j = 0; j < n; j++)
@@ -805,6 +829,40 @@ done:
 	fg_engine_free(e);
 }
 
+/* Log-probabilities with a drafter on the GPU (every round drafts): taken
+ * from the verify's rows, the very figures of plain steps, bit for bit. */
+static void check_spec_lp(const char *variant, int k, int top)
+{
+	static const int32_t pr[] = {2, 17, 99, 5, 300, 41, 8, 8, 256, 3};
+	char adir[256];
+	struct fg_err err = {0};
+	struct fg_engine *e;
+	struct lp_rec a = {0}, b = {0};
+	struct fg_engine_spec_stats ss;
+	int same = 1, rc;
+
+	snprintf(adir, sizeof(adir), FIX "/assistant/%s", variant);
+	setenv("FG_SPEC_ADAPT", "0", 1);
+	e = load(FIX "/bf16", FG_DEVICE_CUDA, 0, &err);
+	rc = !e || fg_engine_generate_lp(e, pr, 10, 60, top, rec_lp, &a, &err) ||
+	     fg_engine_set_drafter(e, adir, k, 0, &err) || fg_engine_generate_lp(e, pr, 10, 60, top, rec_lp, &b, &err);
+	if (!rc)
+		fg_engine_spec_stats(e, &ss);
+	for (int i = 0; !rc && i < a.n && i < b.n; i++) {
+		const struct fg_engine_lp *x = &a.lp[i], *y = &b.lp[i];
+
+		same &= a.tok[i] == b.tok[i] && x->lp == y->lp && x->rank == y->rank && x->n_top == y->n_top;
+		for (int t = 0; t < x->n_top; t++)
+			same &= x->top[t].id == y->top[t].id && x->top[t].lp == y->top[t].lp;
+	}
+	ok(!rc && a.n == 60 && b.n == 60 && same && ss.rounds > 0,
+	   "assistant %s, %d drafts: 60 tokens with log-probabilities (k %d) through %lld rounds (%lld drafts kept) "
+	   "= plain steps' tokens and figures, bit for bit %s",
+	   variant, k, top, rc ? 0 : ss.rounds, rc ? 0 : ss.accepted, rc ? err.msg : "");
+	unsetenv("FG_SPEC_ADAPT");
+	fg_engine_free(e);
+}
+
 /* The drafter inside rounds: plain greedy token by token with the drafter
  * asked at every position (after the step), then rounds of k drafts,
  * verify and accept (every other round with plain greedy's tokens as the
@@ -936,6 +994,8 @@ int main(void)
 	check_draft("ordered-odd", 0, 0); /* hidden 20, MLP 36: no width a multiple of 8 */
 	check_draft("ordered-odd", 5, 2);
 	check_engine_top_k();
+	check_spec_lp("plain", 4, 5);
+	check_spec_lp("ordered", FG_DRAFT_MAX_K, 0);
 	check_draft_rounds("plain", 4);
 	check_draft_rounds("ordered", 3);
 	check_draft_rounds("plain", FG_DRAFT_MAX_K);

@@ -8,7 +8,8 @@
  * launches, and a kernel fault reported as an error. Without a GPU the GPU
  * part prints one "ok ... # skip" line, unless FG_REQUIRE_CUDA=1 asks for a
  * failure instead. `test_kernels --moe` runs only the attention_bias and
- * mixture-of-experts kernels' GPU checks (short enough for compute-sanitizer). */
+ * mixture-of-experts kernels' GPU checks, `--lp` only the row
+ * log-probabilities' (short enough for compute-sanitizer). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -1513,6 +1514,11 @@ int main(int argc, char **argv)
 #endif
 	if (!(ctx = gpu_test_open("gpu kernels vs cpu twins", &err)))
 		return tap_done();
+	if (argc > 1 && !strcmp(argv[1], "--lp")) { /* only the row log-probabilities (for compute-sanitizer) */
+		gpu_row_logprobs();
+		fg_kctx_free(ctx);
+		return tap_done();
+	}
 	if (argc > 1 && !strcmp(argv[1], "--moe")) { /* only the bias and MoE kernels (for compute-sanitizer) */
 		gpu_add_bias();
 		gpu_moe();
