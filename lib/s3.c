@@ -1491,7 +1491,7 @@ int fg_s3_list(struct fg_s3_list *out, struct fg_s3 *s, const char *bucket, cons
 {
 	struct fg_buf body = FG_BUF_INIT, token = FG_BUF_INIT, t = FG_BUF_INIT;
 	char ps[16];
-	int rc, truncated;
+	int rc, truncated, marker = 0; /* marker: token holds a v1 marker (the last key) */
 
 	memset(out, 0, sizeof(*out));
 	if ((rc = check_bucket(bucket, err)))
@@ -1499,8 +1499,8 @@ int fg_s3_list(struct fg_s3_list *out, struct fg_s3 *s, const char *bucket, cons
 	fg_buf_init(&body, RESP_MAX);
 	snprintf(ps, sizeof(ps), "%d", page_size);
 	for (;;) {
-		struct fg_sigv4_param p[5];
-		size_t np = 0;
+		struct fg_sigv4_param p[6];
+		size_t np = 0, before = out->n;
 		struct req r;
 
 		/* keys percent-encoded: XML 1.0 cannot carry some characters a key
@@ -1515,8 +1515,15 @@ int fg_s3_list(struct fg_s3_list *out, struct fg_s3 *s, const char *bucket, cons
 			p[np].name = "max-keys";
 			p[np++].value = ps;
 		}
-		if (token.len) {
+		if (token.len && !marker) {
 			p[np].name = "continuation-token";
+			p[np++].value = token.data;
+		} else if (token.len) {
+			/* a server of ListObjects (v1) only: the last key as its
+			 * marker, and as ListObjectsV2's start-after */
+			p[np].name = "marker";
+			p[np++].value = token.data;
+			p[np].name = "start-after";
 			p[np++].value = token.data;
 		}
 		req_init(&r, "GET", bucket, NULL);
@@ -1531,8 +1538,24 @@ int fg_s3_list(struct fg_s3_list *out, struct fg_s3 *s, const char *bucket, cons
 		if (!truncated)
 			break;
 		if (!t.len) {
-			rc = fg_err_set(err, FG_EFORMAT, "s3 list %s: truncated without a continuation token",
-					bucket);
+			/* no NextContinuationToken: a server that answered as
+			 * ListObjects (v1, which pages by marker; without a delimiter
+			 * AWS sends no NextMarker: the last key is the marker) */
+			if (out->n == before) {
+				rc = fg_err_set(err, FG_EFORMAT, "s3 list %s: a truncated page without keys or a "
+								 "continuation token", bucket);
+				break;
+			}
+			if (marker && strcmp(out->items[out->n - 1].key, token.data) <= 0) {
+				rc = fg_err_set(err, FG_EFORMAT, "s3 list %s: the listing does not advance past %s",
+						bucket, token.data);
+				break;
+			}
+			marker = 1;
+			if ((rc = fg_buf_puts(&t, out->items[out->n - 1].key, err)))
+				break;
+		} else if (marker) {
+			rc = fg_err_set(err, FG_EFORMAT, "s3 list %s: a continuation token after marker pages", bucket);
 			break;
 		}
 		if (token.len && !strcmp(token.data, t.data)) {

@@ -107,7 +107,10 @@ struct fg_s3_list {
 };
 
 /* ListObjectsV2 of every key under prefix (NULL = all), following
- * continuation tokens; page_size 0 = the server default (1000). */
+ * continuation tokens; page_size 0 = the server default (1000). A server
+ * that answers as ListObjects v1 (truncated pages without a continuation
+ * token) is paged by marker = the last key (sent as start-after too); a
+ * marker that does not advance is an error. */
 int fg_s3_list(struct fg_s3_list *out, struct fg_s3 *s, const char *bucket, const char *prefix,
 	       int page_size, struct fg_err *err);
 void fg_s3_list_clear(struct fg_s3_list *l);

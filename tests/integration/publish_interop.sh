@@ -126,6 +126,10 @@ rules '[{"fault":"entities"},{"fault":"nourlenc"},{"fault":"chunked"}]'
 check "entities: folder publish (listed after upload)" pub ent "$WORK/src/d" ent
 check "entities: --ls in pages of 2" sh -c "'$FGPACK' publish --ls $T/ent --endpoint $EP --page-size 2 --json >'$WORK/out/ls.json'"
 check "entities: 6 keys in 3 pages, decoded" test "$(jget "$WORK/out/ls.json" "sorted(o['key'] for o in d['objects']), d['pages']")" = "($six, 3)"
+rules '[{"fault":"v1list"}]'
+check "a ListObjects v1 server (marker pages, no continuation token): --ls in pages of 2" sh -c "'$FGPACK' publish --ls $T/ent --endpoint $EP --page-size 2 --json >'$WORK/out/lsv1.json'"
+check "v1 listing: the same 6 keys in 3 pages" test "$(jget "$WORK/out/lsv1.json" "sorted(o['key'] for o in d['objects']), d['pages']")" = "($six, 3)"
+check "v1 listing: later pages asked by marker (the last key)" grep -q 'marker=ent%2Ff0' "$WORK/s3.log"
 rules '[]'
 check "encoding-type=url: --ls" sh -c "'$FGPACK' publish --ls $T/ent --endpoint $EP --page-size 4 --json >'$WORK/out/ls2.json'"
 check "encoding-type=url: the same 6 keys ('+' a space, %2B a '+')" test "$(jget "$WORK/out/ls2.json" "sorted(o['key'] for o in d['objects'])")" = "$six"

@@ -57,6 +57,11 @@ the documented fact or known server behaviour it stands for:
             which botocore decodes with unquote_plus). A key holding a
             character XML 1.0 cannot carry is then written as it is.
   close     close the connection after every answer (keep-alive dropped)
+  v1list    answer every listing as ListObjects version 1 (list-type=2
+            ignored, as a server that only has v1 does): pages by `marker`
+            (keys after it), <Marker> echoed, no KeyCount and no continuation
+            tokens; without a delimiter no <NextMarker> (AWS ListObjects
+            docs: the client then takes the last Key as the next marker)
 Several global kinds may be on at once: rules are all read, first rule wins
 only for status/error200/lost/skew/redirect/region.
 --tls CERT KEY serves the first --port over TLS (the others stay plain http).
@@ -73,7 +78,7 @@ COUNTS = {}
 LOCK = threading.Lock()
 UPLOADS = {}   # upload id -> {'bucket', 'key', 'parts': {n: (etag, bytes)}}
 ETAGS = {}     # (bucket, key) -> ETag of a multipart object (md5 of the part md5s, "-N")
-GLOBAL = ('lower', 'unquoted', 'chunked', 'headnolen', 'no100', 'entities', 'nourlenc', 'close')
+GLOBAL = ('lower', 'unquoted', 'chunked', 'headnolen', 'no100', 'entities', 'nourlenc', 'close', 'v1list')
 
 
 
@@ -405,22 +410,29 @@ class H(BaseHTTPRequestHandler):
         d = os.path.join(ARGS.root, bucket)
         keys = sorted(k for k in (unquote(n) for n in os.listdir(d)) if k.startswith(prefix))
         start = ''
-        tok = q.get('continuation-token')
+        v1 = 'v1list' in self.flags()
+        tok = None if v1 else q.get('continuation-token')
         if tok:
             start = base64.b64decode(tok.encode())[:-2].decode()
             keys = [k for k in keys if k > start]
+        if v1 and q.get('marker'):
+            keys = [k for k in keys if k > q['marker']]
         page, rest = keys[:maxk], keys[maxk:]
         enc = q.get('encoding-type') == 'url' and 'nourlenc' not in self.flags()
         ent = 'entities' in self.flags()
         out = ['<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">',
-               '<Name>%s</Name><Prefix>%s</Prefix><KeyCount>%d</KeyCount><MaxKeys>%d</MaxKeys>' %
-               (esc(bucket), esc(quote_plus(prefix, safe='/') if enc else prefix, ent), len(page), maxk)]
+               '<Name>%s</Name><Prefix>%s</Prefix>' % (esc(bucket), esc(quote_plus(prefix, safe='/') if enc else prefix, ent))]
+        if v1:
+            m = q.get('marker', '')
+            out.append('<Marker>%s</Marker><MaxKeys>%d</MaxKeys>' % (esc(quote_plus(m, safe='/') if enc else m, ent), maxk))
+        else:
+            out.append('<KeyCount>%d</KeyCount><MaxKeys>%d</MaxKeys>' % (len(page), maxk))
         if enc:
             out.append('<EncodingType>url</EncodingType>')
         if tok:
             out.append('<ContinuationToken>%s</ContinuationToken>' % esc(tok))
         out.append('<IsTruncated>%s</IsTruncated>' % ('true' if rest else 'false'))
-        if rest:
+        if rest and not v1:
             # base64 with '+', '/', '=' in it: the client must encode it in the query
             out.append('<NextContinuationToken>%s</NextContinuationToken>' %
                        base64.b64encode(page[-1].encode() + b'\xfe\xff').decode())
