@@ -81,6 +81,10 @@ struct fg_g4_gpu {
 	 * column each row's wanted id is in [VROWS] */
 	struct fg_klp *dlp;
 	int32_t *dwant;
+	/* scoring in prompt chunks (fg_g4_gpu_score): the rows' logits
+	 * [chunk][head rows] and argmaxes, made at the first scoring */
+	float *slog;
+	int32_t *sbest;
 	int vT, vpos;
 	/* a verify of T rows as a CUDA graph (after one direct run of T rows) */
 	struct fg_kgraph *vgraph[FG_DRAFT_MAX_K + 2];
@@ -396,7 +400,7 @@ void fg_g4_gpu_free(struct fg_g4_gpu *g)
 			      g->mw,    g->mgu,     g->my,         g->midx,     g->cids,   g->cx,     g->ca,
 			      g->cq,    g->catt,    g->co,         g->cgu,      g->cg,     g->cup,    g->cpl,
 			      g->cplp,  g->cpg,     g->vlog,       g->vbest,    g->sk,     g->sv,
-			      g->vposd, g->dlp,     g->dwant};
+			      g->vposd, g->dlp,     g->dwant,      g->slog,     g->sbest};
 
 		for (size_t j = 0; j < sizeof(ds) / sizeof(ds[0]); j++)
 			fg_kmem_free(g->ctx, ds[j]);
@@ -453,8 +457,8 @@ static int chunk_new(struct fg_g4_gpu *g, int maxi, size_t qkv_n, size_t att_n, 
 	if ((rc = zeros(g, &g->vlog, (size_t)VROWS * (size_t)g->head.rows, err)) ||
 	    (rc = fg_kmem_alloc(g->ctx, (void **)&g->vbest, VROWS * sizeof(int32_t), err)) ||
 	    (rc = fg_kmem_alloc(g->ctx, (void **)&g->vposd, sizeof(int32_t), err)) ||
-	    (rc = fg_kmem_alloc(g->ctx, (void **)&g->dlp, VROWS * sizeof(struct fg_klp), err)) ||
-	    (rc = fg_kmem_alloc(g->ctx, (void **)&g->dwant, VROWS * sizeof(int32_t), err)))
+	    (rc = fg_kmem_alloc(g->ctx, (void **)&g->dlp, T * sizeof(struct fg_klp), err)) ||
+	    (rc = fg_kmem_alloc(g->ctx, (void **)&g->dwant, T * sizeof(int32_t), err)))
 		return rc;
 	return 0;
 }
@@ -1104,27 +1108,63 @@ static int32_t head_column(const struct fg_g4_model *m, int32_t id)
 	return lo < m->n_keep && m->keep[lo] == id ? lo : -1;
 }
 
+int fg_g4_gpu_score_rows(const struct fg_g4_gpu *g)
+{
+	if (g->chunk < 2)
+		return VROWS;
+	return g->chunk < FG_K_LP_ROWS_MAX ? g->chunk : FG_K_LP_ROWS_MAX;
+}
+
+/* T rows of a prompt chunk with the head on each (the step's bits, as the
+ * verify's rows), their log-softmax, the caches written. */
+static int score_chunk(struct fg_g4_gpu *g, int T, int pos, int k, struct fg_err *err)
+{
+	size_t n = (size_t)g->head.rows;
+	int r, rc;
+
+	if (!g->slog && ((rc = fg_kmem_alloc(g->ctx, (void **)&g->slog, sizeof(float) * n * (size_t)g->chunk, err)) ||
+			 (rc = fg_kmem_alloc(g->ctx, (void **)&g->sbest, sizeof(int32_t) * (size_t)g->chunk, err))))
+		return rc;
+	if ((rc = forward_chunk(g, T, pos, NULL, 1, err)) || (rc = mv_rows(g, g->slog, &g->head, g->ca, T, err)))
+		return rc;
+	for (r = 0; r < T; r++)
+		if ((rc = fg_k_softcap_argmax(g->ctx, g->sbest + r, g->slog + (size_t)r * n, g->keep, (int)n,
+					      g->m->cfg.softcap, err)))
+			return rc;
+	return fg_k_row_logprobs(g->ctx, g->dlp, g->slog, n, T, g->keep, (int)n, g->dwant, k, err);
+}
+
 int fg_g4_gpu_score(struct fg_g4_gpu *g, const int32_t *ids, int T, int pos, const int32_t *next, int k,
 		    struct fg_klp *lp, struct fg_err *err)
 {
-	int32_t col[VROWS];
-	int r, rc;
+	int32_t col[FG_K_LP_ROWS_MAX], in[FG_K_LP_ROWS_MAX];
+	int r, rc, chunked = g->chunk >= 2;
 
-	if (T < 1 || T > VROWS)
-		return fg_err_set(err, FG_EINVAL, "cuda score: %d rows (1 to %d)", T, VROWS);
+	if (T < 1 || T > fg_g4_gpu_score_rows(g) || pos < 0)
+		return fg_err_set(err, FG_EINVAL, "cuda score: %d rows at position %d (1 to %d rows)", T, pos,
+				  fg_g4_gpu_score_rows(g));
 	for (r = 0; r < T; r++) {
-		if (next[r] < 0 || next[r] >= g->m->cfg.vocab)
+		if (next[r] < 0 || next[r] >= g->m->cfg.vocab || ids[r] < 0 || ids[r] >= g->m->cfg.vocab)
 			return fg_err_set(err, FG_EINVAL, "cuda score: token id %d outside the vocabulary of %d",
-					  (int)next[r], g->m->cfg.vocab);
+					  (int)(next[r] < 0 || next[r] >= g->m->cfg.vocab ? next[r] : ids[r]),
+					  g->m->cfg.vocab);
 		col[r] = head_column(g->m, next[r]);
+		in[r] = fg_g4_input_id(&g->m->cfg, ids[r]); /* as the step embeds them */
 	}
-	if ((rc = fg_kmem_upload(g->ctx, g->dwant, col, sizeof(int32_t) * (size_t)T, err)) ||
-	    (rc = verify_launch(g, ids, T, pos, err)) ||
-	    (rc = fg_k_row_logprobs(g->ctx, g->dlp, g->vlog, (size_t)g->head.rows, T, g->keep, g->head.rows, g->dwant,
-				    k, err)) ||
-	    (rc = fg_kctx_sync(g->ctx, err)) ||
+	if ((rc = fg_kmem_upload(g->ctx, g->dwant, col, sizeof(int32_t) * (size_t)T, err)))
+		return fg_err_wrap(err, "cuda scoring of %d rows at position %d", T, pos);
+	if (chunked)
+		rc = fg_kmem_upload(g->ctx, g->cids, in, sizeof(int32_t) * (size_t)T, err) ||
+		     score_chunk(g, T, pos, k, err);
+	else /* prompts token by token: the verify's rows, then accepted */
+		rc = verify_launch(g, ids, T, pos, err) ||
+		     fg_k_row_logprobs(g->ctx, g->dlp, g->vlog, (size_t)g->head.rows, T, g->keep, g->head.rows,
+				       g->dwant, k, err);
+	if (rc || (rc = fg_kctx_sync(g->ctx, err)) ||
 	    (rc = fg_kmem_download(g->ctx, lp, g->dlp, sizeof(*lp) * (size_t)T, err)))
 		return fg_err_wrap(err, "cuda scoring of %d rows at position %d", T, pos);
+	if (chunked)
+		return 0;
 	g->vT = T;
 	g->vpos = pos;
 	return fg_g4_gpu_accept(g, T, err);

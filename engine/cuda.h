@@ -68,11 +68,15 @@ struct fg_klp;
 int fg_g4_gpu_verify_lp(struct fg_g4_gpu *g, const int32_t *ids, int T, int pos, int k, int32_t *best,
 			struct fg_klp *lp, struct fg_err *err);
 int fg_g4_gpu_accept(struct fg_g4_gpu *g, int n, struct fg_err *err);
-/* Scores T (1 <= T <= FG_DRAFT_MAX_K + 1) rows: ids[0..T) at positions pos,
- * pos + 1, ... through one verify pass, then lp[r] = the log-probabilities
- * of the row after ids[r] (the bits a step there gives), next[r] its wanted
- * token id (rank and log-probability; -inf when a pruned head lacks it) and
- * its k best; the rows are then accepted into the caches, as T steps. */
+/* Scores T (1 <= T <= fg_g4_gpu_score_rows) rows: ids[0..T) at positions
+ * pos, pos + 1, ... in one prompt chunk with the head on every row (or,
+ * prompts running token by token, one verify pass), then lp[r] = the
+ * log-probabilities of the row after ids[r] (the bits a step there gives),
+ * next[r] its wanted token id (rank and log-probability; -inf when a
+ * pruned head lacks it) and its k best; the rows go into the caches, as T
+ * steps. The first call allocates the chunk's logits (chunk x head rows
+ * floats). */
+int fg_g4_gpu_score_rows(const struct fg_g4_gpu *g);
 int fg_g4_gpu_score(struct fg_g4_gpu *g, const int32_t *ids, int T, int pos, const int32_t *next, int k,
 		    struct fg_klp *lp, struct fg_err *err);
 

@@ -1220,8 +1220,8 @@ int fg_engine_generate_lp(struct fg_engine *e, const int32_t *prompt, size_t n_p
 int fg_engine_score_lp(struct fg_engine *e, const int32_t *ids, size_t n, int k, fg_engine_lp_cb cb, void *user,
 		       struct fg_err *err)
 {
-	const int rows = FG_ENGINE_MAX_DRAFT + 1; /* a verify's rows at most */
-	struct fg_klp l[FG_ENGINE_MAX_DRAFT + 1];
+	struct fg_klp l[FG_K_LP_ROWS_MAX];
+	int rows;
 	struct fg_engine_lp lp;
 	size_t done = 0;
 	int rc = 0, r;
@@ -1239,6 +1239,7 @@ int fg_engine_score_lp(struct fg_engine *e, const int32_t *ids, size_t n, int k,
 		return fg_err_set(err, FG_EINVAL, "%zu tokens to score exceed the maximum sequence of %d", n - 1,
 				  e->max_seq);
 	fg_engine_reset(e);
+	rows = fg_g4_gpu_score_rows(e->gpu);
 	while (!rc && done < n - 1) {
 		int T = n - 1 - done < (size_t)rows ? (int)(n - 1 - done) : rows;
 

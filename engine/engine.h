@@ -217,9 +217,10 @@ typedef int (*fg_engine_lp_cb)(void *user, size_t i, int32_t token, const struct
 int fg_engine_generate_lp(struct fg_engine *e, const int32_t *prompt, size_t n_prompt, int max_new, int k,
 			  fg_engine_lp_cb cb, void *user, struct fg_err *err);
 /* fg_engine_score's rows as log-probabilities: cb(user, i, ids[i], lp) for
- * i = 1..n-1, lp's rank being ids[i]'s. On the CUDA path the rows run
- * FG_ENGINE_MAX_DRAFT + 1 at a time through the speculative verify pass
- * (the bits of decode steps), their log-probabilities computed on the GPU. */
+ * i = 1..n-1, lp's rank being ids[i]'s. On the CUDA path the rows run in
+ * prompt chunks with the head on every row (up to 64 rows; the bits of
+ * decode steps; with FG_PREFILL_CHUNK=0 the speculative verify's 17), their
+ * log-probabilities computed on the GPU. */
 int fg_engine_score_lp(struct fg_engine *e, const int32_t *ids, size_t n, int k, fg_engine_lp_cb cb, void *user,
 		       struct fg_err *err);
 

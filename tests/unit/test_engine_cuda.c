@@ -166,7 +166,7 @@ static void check(const char *dir, const char *json, const char *bin, int window
 	cJSON *o = NULL;
 	const cJSON *p;
 	const float *hf;
-	struct fg_engine *cpu, *gpu, *gpu3;
+	struct fg_engine *cpu, *gpu, *gpu3, *gpu0;
 	long long vocab = 0;
 	const char *sd;
 
@@ -189,6 +189,10 @@ static void check(const char *dir, const char *json, const char *bin, int window
 	gpu3 = gpu ? load(dir, FG_DEVICE_CUDA, window, &err) : NULL;
 	unsetenv("FG_PREFILL_CHUNK");
 	ok(gpu3 != NULL, "%s: loads with FG_PREFILL_CHUNK=3 %s", label, gpu3 ? "" : err.msg);
+	setenv("FG_PREFILL_CHUNK", "0", 1);
+	gpu0 = gpu ? load(dir, FG_DEVICE_CUDA, window, &err) : NULL;
+	unsetenv("FG_PREFILL_CHUNK");
+	ok(gpu0 != NULL, "%s: loads with FG_PREFILL_CHUNK=0 %s", label, gpu0 ? "" : err.msg);
 	if (gpu3)
 		ok(fg_engine_prefill_chunk(gpu) == 64 && fg_engine_prefill_chunk(gpu3) == 3,
 		   "%s: prompt chunks of %d and %d rows", label, fg_engine_prefill_chunk(gpu),
@@ -233,6 +237,10 @@ static void check(const char *dir, const char *json, const char *bin, int window
 		}
 		if (!rc) {
 			check_score_lp(gpu, seq, npos, lg1, (int)vocab, 5, label);
+			if (gpu3) /* chunks of 3 rows */
+				check_score_lp(gpu3, seq, npos, lg1, (int)vocab, 2, label);
+			if (gpu0) /* prompts token by token: the verify's rows */
+				check_score_lp(gpu0, seq, npos, lg1, (int)vocab, 20, label);
 			check_generate_lp(gpu, pr, np, ng, np % 2 ? 0 : 20, label);
 		}
 		for (i = 0; i < 2 && !rc && gpu3; i++) {
@@ -274,6 +282,7 @@ static void check(const char *dir, const char *json, const char *bin, int window
 	fg_engine_free(cpu);
 	fg_engine_free(gpu);
 	fg_engine_free(gpu3);
+	fg_engine_free(gpu0);
 	cJSON_Delete(o);
 	fg_buf_release(&jb);
 	fg_buf_release(&lb);
