@@ -1554,7 +1554,7 @@ int fg_server_new(struct fg_server **out, struct fg_engine *e, const struct fg_t
 		s->o.model_name = "fgpack";
 	s->format = s->o.chat_format != FG_CHAT_NONE ? s->o.chat_format : fg_chat_detect(tok);
 	s->end_of_turn = fg_chat_end_of_turn_id(tok, s->format);
-	s->dec_splits = fg_tokenizer_decode_splits(tok);
+	s->dec_splits = tok ? fg_tokenizer_decode_splits(tok) : 0;
 	s->tok_eos = tok ? fg_tokenizer_eos_id(tok) : -1;
 	s->limits.tok = tok;
 	s->limits.format = s->format;

@@ -473,4 +473,24 @@ for i, e in enumerate(c["prompt_logprobs"][1:], 1):
 assert all(v > -9999 for d in c["logprobs"]["top_logprobs"] for v in d.values()), c["logprobs"]
 EOF
 kill $SPID2 2>/dev/null
+# a model folder without tokenizer.json: token-id prompts only, and answers
+# carry no text (the server once read the missing tokenizer at start)
+mkdir -p "$WORK/notok" && cp "$M/config.json" "$M/model.safetensors" "$WORK/notok/"
+PORT3=$(free_port)
+"$FGPACK" serve --model "$WORK/notok" --port "$PORT3" 2>"$WORK/serve3.err" &
+SPID3=$!
+at_exit "kill $SPID3 2>/dev/null"
+check "serve a model without a tokenizer" wait_port "$PORT3"
+check "no tokenizer: token ids in, token ids and log-probabilities out, streamed and not, with a stop string" python3 - "http://127.0.0.1:$PORT3" <<'EOF'
+import json, sys, urllib.request
+base = sys.argv[1]
+def post(d):
+    return urllib.request.urlopen(urllib.request.Request(base + "/v1/completions", json.dumps(d).encode())).read().decode()
+c = json.loads(post({"prompt": [2, 17, 33], "max_tokens": 6, "ignore_eos": True, "logprobs": 2, "stop": ["x"]}))["choices"][0]
+assert len(c["token_ids"]) == 6 and c["text"] == "" and len(c["logprobs"]["token_logprobs"]) == 6, c
+s = post({"prompt": [2, 17, 33], "max_tokens": 6, "ignore_eos": True, "stream": True})
+ids = [i for l in s.split("\n") if l.startswith("data: {") for ch in json.loads(l[6:])["choices"] for i in ch.get("token_ids") or []]
+assert ids == c["token_ids"], (ids, c["token_ids"])
+EOF
+kill $SPID3 2>/dev/null
 finish
