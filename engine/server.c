@@ -841,7 +841,7 @@ static cJSON *top_dict(const struct fg_server *s, const struct job *j, const str
 	int rc = 0;
 
 	for (a = 0; a < k && a < FG_SERVER_LOGPROBS_MAX; a++) {
-		const char *t = lp_token(s, j, top[a].id, kb);
+		const char *t = top[a].id >= 0 ? lp_token(s, j, top[a].id, kb) : NULL; /* -1: none there */
 
 		if (!t)
 			continue;
