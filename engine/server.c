@@ -705,10 +705,16 @@ int fg_server_parse_request(struct fg_server_req *r, const struct fg_server_limi
 		*param = NULL;
 	} else {
 		v = cJSON_GetObjectItemCaseSensitive(req, "prompt");
+		/* a batch of one (OpenAI's list of strings or of token-id
+		 * lists, as lm-eval's local-completions sends at batch size 1) */
 		if (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 1 &&
-		    cJSON_IsString(cJSON_GetArrayItem(v, 0)))
+		    (cJSON_IsString(cJSON_GetArrayItem(v, 0)) || cJSON_IsArray(cJSON_GetArrayItem(v, 0))))
 			v = cJSON_GetArrayItem(v, 0);
 		*param = "prompt";
+		if (cJSON_IsArray(v) && cJSON_GetArraySize(v) > 1 &&
+		    (cJSON_IsString(cJSON_GetArrayItem(v, 0)) || cJSON_IsArray(cJSON_GetArrayItem(v, 0))))
+			return fg_err_set(err, FG_EINVAL, "prompt: a batch of %d prompts; this server takes one prompt "
+							  "per request", cJSON_GetArraySize(v));
 		if (cJSON_IsString(v)) {
 			if (!l->tok)
 				return fg_err_set(err, FG_EINVAL, "this model has no tokenizer: send token ids");

@@ -97,6 +97,17 @@ check "prompt longer than the context: 400" [ "$(code "$B/v1/completions" -d "{\
 check_grep "prompt too long: param named" '"param":"prompt"' "$WORK/body"
 check "stop of a bad type: 400" [ "$(code "$B/v1/completions" -d '{"prompt":"hi","stop":5}')" = 400 ]
 check "token id out of range: 400" [ "$(code "$B/v1/completions" -d '{"prompt":[2,99999]}')" = 400 ]
+check "a batch of one (a list of one id list, as lm-eval sends): the same answer as the ids alone" python3 - "$B" <<'EOF'
+import json, sys, urllib.request
+base = sys.argv[1]
+def post(d):
+    return json.load(urllib.request.urlopen(urllib.request.Request(base + "/v1/completions", json.dumps(d).encode())))
+d = {"max_tokens": 1, "echo": True, "logprobs": 1, "ignore_eos": True}
+a = post(dict(d, prompt=[2, 17, 33, 90]))["choices"][0]
+b = post(dict(d, prompt=[[2, 17, 33, 90]]))["choices"][0]
+assert a == b, (a, b)
+EOF
+check "a batch of two prompts: 400 naming prompt" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[[2,3],[2,4]]}')\" = 400 ] && grep -q 'one prompt per request' '$WORK/body'"
 check "n=2: 400" [ "$(code "$B/v1/completions" -d '{"prompt":"hi","n":2}')" = 400 ]
 
 # greedy serving equals the golden transcript the bundle carries; stop strings
