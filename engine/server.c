@@ -88,6 +88,8 @@ struct req {
 	struct fg_buf body;
 	int too_large;
 	struct job *job;        /* non-stream: released when the request completes */
+	struct job **more;      /* a batch's other prompts' jobs (n_more), released with it */
+	int n_more;
 };
 
 /* ---- jobs ---- */
@@ -1304,14 +1306,26 @@ static void stream_free(void *cls)
 	pthread_mutex_unlock(&s->mu);
 }
 
-/* Queues j (the queue takes one reference); 0, or -1 when full or draining. */
-static int enqueue(struct fg_server *s, struct job *j, int *draining)
+static void queue_job(struct fg_server *s, struct job *j);
+
+/* Queues the n jobs of one request together (the queue takes one reference
+ * of each); 0, or -1 when full or draining. A request is admitted while
+ * fewer than max_queue jobs wait; a batch's prompts then all queue. */
+static int enqueue(struct fg_server *s, struct job **jobs, int n, int *draining)
 {
 	*draining = s->draining;
 	if (s->draining || s->waiting >= (size_t)s->o.max_queue) {
 		s->n_rejected++;
 		return -1;
 	}
+	for (int i = 0; i < n; i++)
+		queue_job(s, jobs[i]);
+	pthread_cond_broadcast(&s->cv);
+	return 0;
+}
+
+static void queue_job(struct fg_server *s, struct job *j)
+{
 	j->refs++;
 	if (s->tail)
 		s->tail->next = j;
@@ -1321,8 +1335,6 @@ static int enqueue(struct fg_server *s, struct job *j, int *draining)
 	s->waiting++;
 	s->active++;
 	snprintf(j->id, sizeof(j->id), "%s-%llu", j->in.chat ? "chatcmpl" : "cmpl", ++s->next_id);
-	pthread_cond_broadcast(&s->cv);
-	return 0;
 }
 
 /* The peer closed its end (recv sees EOF) or the socket failed. A client
@@ -1336,15 +1348,69 @@ static int client_gone(int fd)
 	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
+/* Prompts in a completion's batch: "prompt" an array of 2 or more strings
+ * or token-id arrays (OpenAI's batch form); 0 otherwise. */
+static int batch_size(const cJSON *body)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(body, "prompt"), *it;
+	int n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 0;
+
+	if (n < 2)
+		return 0;
+	cJSON_ArrayForEach(it, v)
+		if (!cJSON_IsString(it) && !cJSON_IsArray(it))
+			return 0; /* token ids: one prompt */
+	return n;
+}
+
+/* A batch's answer: choice i of the jobs' answers, index i, the usage
+ * summed; the prompts' ids stay in their choices. */
+static cJSON *batch_response(const struct fg_server *s, struct job **jobs, int n)
+{
+	cJSON *r = final_response(s, jobs[0]), *chs = cJSON_GetObjectItemCaseSensitive(r, "choices");
+	cJSON *u = cJSON_GetObjectItemCaseSensitive(r, "usage");
+	static const char *const counts[] = {"prompt_tokens", "completion_tokens", "total_tokens"};
+
+	cJSON_DeleteItemFromObjectCaseSensitive(r, "prompt_token_ids");
+	for (int i = 1; i < n; i++) {
+		cJSON *ri = final_response(s, jobs[i]);
+		cJSON *c = cJSON_DetachItemFromArray(cJSON_GetObjectItemCaseSensitive(ri, "choices"), 0);
+		cJSON *ui = cJSON_GetObjectItemCaseSensitive(ri, "usage");
+
+		if (c) {
+			cJSON_ReplaceItemInObjectCaseSensitive(c, "index", cJSON_CreateNumber(i));
+			cJSON_AddItemToArray(chs, c);
+		}
+		for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+			cJSON *a = cJSON_GetObjectItemCaseSensitive(u, counts[k]);
+			const cJSON *b = cJSON_GetObjectItemCaseSensitive(ui, counts[k]);
+
+			if (a && b)
+				cJSON_SetNumberValue(a, a->valuedouble + b->valuedouble);
+		}
+		cJSON_Delete(ri);
+	}
+	return r;
+}
+
+/* Releases jobs[0..n) of a request that never queued. */
+static void release_jobs(struct fg_server *s, struct job **jobs, int n)
+{
+	pthread_mutex_lock(&s->mu);
+	for (int i = 0; i < n; i++)
+		job_release(s, jobs[i]);
+	pthread_mutex_unlock(&s->mu);
+}
+
 static enum MHD_Result handle_generate(struct fg_server *s, struct MHD_Connection *c, struct req *rq,
 				       int chat)
 {
 	struct fg_err err;
 	cJSON *body = NULL;
-	struct job *j;
+	struct job *jobs[FG_SERVER_BATCH_MAX], *j;
 	const char *param = NULL;
 	enum MHD_Result ret;
-	int rc, draining;
+	int rc = 0, draining, nb, n, i, failed = -1;
 
 	memset(&err, 0, sizeof(err));
 	if (rq->too_large)
@@ -1353,30 +1419,70 @@ static enum MHD_Result handle_generate(struct fg_server *s, struct MHD_Connectio
 	if (fg_json_parse(&body, rq->body.data ? rq->body.data : "", rq->body.len, "request body",
 			  &err))
 		return send_error(c, MHD_HTTP_BAD_REQUEST, "invalid_request_error", NULL, "%s", err.msg);
-	j = job_new(s);
-	if (!j) {
+	nb = chat || !cJSON_IsObject(body) ? 0 : batch_size(body);
+	if (nb > FG_SERVER_BATCH_MAX || (nb && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(body, "stream")))) {
 		cJSON_Delete(body);
-		return send_error(c, 500, "server_error", NULL, "out of memory");
+		return send_error(c, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "prompt",
+				  nb > FG_SERVER_BATCH_MAX ? "prompt: a batch of %d prompts; at most %d a request"
+							   : "prompt: a batch of %d prompts cannot stream; send one a request",
+				  nb, FG_SERVER_BATCH_MAX);
 	}
-	j->in.chat = chat;
-	rc = fg_server_parse_request(&j->in, &s->limits, body, &param, &err);
+	n = nb ? nb : 1;
+	/* a batch: each prompt parsed as a request of its own, the rest shared */
+	for (i = 0; i < n && !rc; i++) {
+		cJSON *one = NULL;
+
+		if (!(jobs[i] = job_new(s))) {
+			rc = fg_err_set(&err, FG_ENOMEM, "out of memory");
+			break;
+		}
+		jobs[i]->in.chat = chat;
+		if (nb && (!(one = cJSON_Duplicate(body, 1)) ||
+			   !cJSON_ReplaceItemInObjectCaseSensitive(
+				   one, "prompt",
+				   cJSON_Duplicate(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(body, "prompt"), i),
+						   1)))) {
+			cJSON_Delete(one);
+			i++;
+			rc = fg_err_set(&err, FG_ENOMEM, "out of memory");
+			break;
+		}
+		rc = fg_server_parse_request(&jobs[i]->in, &s->limits, nb ? one : body, &param, &err);
+		cJSON_Delete(one);
+		if (rc && nb)
+			fg_err_wrap(&err, "prompt %d of the batch", i);
+	}
 	cJSON_Delete(body);
-	pthread_mutex_lock(&s->mu);
 	if (rc) {
-		job_release(s, j);
-		pthread_mutex_unlock(&s->mu);
+		release_jobs(s, jobs, i);
 		return send_error(c, rc == FG_ENOMEM ? 500 : MHD_HTTP_BAD_REQUEST,
 				  rc == FG_ENOMEM ? "server_error" : "invalid_request_error", param, "%s",
 				  err.msg);
 	}
-	if (enqueue(s, j, &draining)) {
-		job_release(s, j);
+	j = jobs[0];
+	pthread_mutex_lock(&s->mu);
+	if (enqueue(s, jobs, n, &draining)) {
 		pthread_mutex_unlock(&s->mu);
+		release_jobs(s, jobs, n);
 		if (draining)
 			return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", NULL,
 					  "the server is shutting down");
 		return send_error(c, MHD_HTTP_TOO_MANY_REQUESTS, "rate_limit_error", NULL,
 				  "the queue is full (%d waiting); retry later", s->o.max_queue);
+	}
+	if (n > 1 && (rq->more = malloc(sizeof(*rq->more) * (size_t)(n - 1))) != NULL) {
+		memcpy(rq->more, jobs + 1, sizeof(*rq->more) * (size_t)(n - 1));
+		rq->n_more = n - 1; /* released when the request completes */
+	} else if (n > 1) { /* no room to keep them: cancelled, and this answer with them */
+		for (i = 0; i < n; i++)
+			jobs[i]->cancelled = 1;
+		for (i = 1; i < n; i++) {
+			job_release(s, jobs[i]);
+			s->active--;
+		}
+		pthread_mutex_unlock(&s->mu);
+		rq->job = j;
+		return send_error(c, 500, "server_error", NULL, "out of memory");
 	}
 	if (j->in.stream) {
 		struct MHD_Response *r;
@@ -1394,45 +1500,50 @@ static enum MHD_Result handle_generate(struct fg_server *s, struct MHD_Connectio
 		MHD_destroy_response(r);
 		return ret;
 	}
-	/* Waits for the answer, looking at the client's socket every 50 ms: one
-	 * that went away (EOF or an error) cancels its generation at the next
-	 * token, as a streaming client's does, and gets no answer. */
+	rq->job = j; /* released when the request completes */
+	/* Waits for the answers (a batch's in order), looking at the client's
+	 * socket every 50 ms: one that went away (EOF or an error) cancels its
+	 * generations at the next token, as a streaming client's does, and gets
+	 * no answer. */
 	{
 		const union MHD_ConnectionInfo *ci =
 			MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
 		int fd = ci ? ci->connect_fd : -1, gone = 0;
 
-		while (!j->done) {
-			struct timespec until;
+		for (i = 0; i < n; i++)
+			while (!jobs[i]->done) {
+				struct timespec until;
 
-			clock_gettime(CLOCK_REALTIME, &until);
-			until.tv_nsec += 50 * 1000000L;
-			if (until.tv_nsec >= 1000000000L) {
-				until.tv_sec++;
-				until.tv_nsec -= 1000000000L;
+				clock_gettime(CLOCK_REALTIME, &until);
+				until.tv_nsec += 50 * 1000000L;
+				if (until.tv_nsec >= 1000000000L) {
+					until.tv_sec++;
+					until.tv_nsec -= 1000000000L;
+				}
+				pthread_cond_timedwait(&jobs[i]->cv, &s->mu, &until);
+				if (!jobs[i]->done && !gone && fd >= 0 && client_gone(fd)) {
+					gone = 1;
+					for (int k = i; k < n; k++)
+						jobs[k]->cancelled = 1;
+				}
 			}
-			pthread_cond_timedwait(&j->cv, &s->mu, &until);
-			if (!j->done && !gone && fd >= 0 && client_gone(fd)) {
-				gone = 1;
-				j->cancelled = 1;
-			}
-		}
 		if (gone) {
 			pthread_mutex_unlock(&s->mu);
-			rq->job = j; /* released when the request completes */
 			return MHD_NO;
 		}
 	}
 	pthread_mutex_unlock(&s->mu);
-	if (j->failed)
-		ret = send_error(c, 500, "server_error", NULL, "generation failed: %s", j->errmsg);
+	for (i = 0; i < n && failed < 0; i++)
+		if (jobs[i]->failed)
+			failed = i;
+	if (failed >= 0)
+		ret = send_error(c, 500, "server_error", NULL, "generation failed: %s", jobs[failed]->errmsg);
 	else {
-		cJSON *r = final_response(s, j);
+		cJSON *r = n > 1 ? batch_response(s, jobs, n) : final_response(s, j);
 
 		ret = send_json(c, MHD_HTTP_OK, r);
 		cJSON_Delete(r);
 	}
-	rq->job = j; /* released when the request completes */
 	return ret;
 }
 
@@ -1519,13 +1630,20 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	(void)toe;
 	if (!rq)
 		return;
-	if (rq->job) {
+	if (rq->job || rq->n_more) {
 		pthread_mutex_lock(&s->mu);
-		job_release(s, rq->job);
-		s->active--;
+		if (rq->job) {
+			job_release(s, rq->job);
+			s->active--;
+		}
+		for (int i = 0; i < rq->n_more; i++) {
+			job_release(s, rq->more[i]);
+			s->active--;
+		}
 		pthread_cond_broadcast(&s->cv);
 		pthread_mutex_unlock(&s->mu);
 	}
+	free(rq->more);
 	fg_buf_release(&rq->body);
 	free(rq);
 	*con_cls = NULL;

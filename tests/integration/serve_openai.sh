@@ -107,7 +107,26 @@ a = post(dict(d, prompt=[2, 17, 33, 90]))["choices"][0]
 b = post(dict(d, prompt=[[2, 17, 33, 90]]))["choices"][0]
 assert a == b, (a, b)
 EOF
-check "a batch of two prompts: 400 naming prompt" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[[2,3],[2,4]]}')\" = 400 ] && grep -q 'one prompt per request' '$WORK/body'"
+check "a batch of 3 prompts (ids, text, ids; echo and logprobs): choice i = prompt i's own answer, usage summed" python3 - "$B" <<'EOF'
+import json, sys, urllib.request
+base = sys.argv[1]
+def post(d):
+    return json.load(urllib.request.urlopen(urllib.request.Request(base + "/v1/completions", json.dumps(d).encode())))
+d = {"max_tokens": 5, "echo": True, "logprobs": 2, "ignore_eos": True, "return_token_ids": True}
+ps = [[2, 17, 33], "hello abc", [2, 90, 91, 92]]
+one = [post(dict(d, prompt=p)) for p in ps]
+b = post(dict(d, prompt=ps))
+assert [c["index"] for c in b["choices"]] == [0, 1, 2], b["choices"]
+for i, o in enumerate(one):
+    c = dict(b["choices"][i]); c["index"] = 0
+    assert c == o["choices"][0], (i, c, o["choices"][0])
+for k in ("prompt_tokens", "completion_tokens", "total_tokens"):
+    assert b["usage"][k] == sum(o["usage"][k] for o in one), (k, b["usage"])
+assert "prompt_token_ids" not in b and all("prompt_token_ids" in c for c in b["choices"]), b
+EOF
+check "a batch that streams: 400 naming prompt" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[[2,3],[2,4]],\"stream\":true}')\" = 400 ] && grep -q '\"param\":\"prompt\"' '$WORK/body'"
+check "a batch with a bad prompt: 400 naming which" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[[2,3],[2,99999]]}')\" = 400 ] && grep -q 'prompt 1 of the batch' '$WORK/body'"
+check "a batch of 65 prompts: 400" [ "$(code "$B/v1/completions" -d "{\"prompt\": [$(for i in $(seq 65); do printf '[2],'; done)[2]]}")" = 400 ]
 check "n=2: 400" [ "$(code "$B/v1/completions" -d '{"prompt":"hi","n":2}')" = 400 ]
 
 # greedy serving equals the golden transcript the bundle carries; stop strings
