@@ -70,6 +70,27 @@ static void check_text(const struct fg_tokenizer *t, struct fg_tok_scratch *s, c
 		fg_buf_release(&v1);
 		fg_buf_release(&v2);
 	}
+	/* a tokenizer whose decoding splits (what a streaming server relies
+	 * on): the two halves' texts, cut outside a byte run, are the whole's */
+	if (fg_tokenizer_decode_splits(t) && na > 1) {
+		struct fg_buf whole = FG_BUF_INIT, parts = FG_BUF_INIT;
+		size_t cut = na / 2;
+
+		while (cut > 0 && (fg_tokenizer_token_flags(t, a[cut - 1]) & FG_TOK_F_BYTE) &&
+		       (fg_tokenizer_token_flags(t, a[cut]) & FG_TOK_F_BYTE))
+			cut--;
+		for (int fl = 0; fl <= FG_TOK_DECODE_REPLACE; fl += FG_TOK_DECODE_REPLACE) {
+			fg_buf_reset(&whole);
+			fg_buf_reset(&parts);
+			if (fg_tokenizer_decode_ex(t, a, na, fl, &whole, &err) ||
+			    fg_tokenizer_decode_ex(t, a, cut, fl, &parts, &err) ||
+			    fg_tokenizer_decode_ex(t, a + cut, na - cut, fl, &parts, &err) || whole.len != parts.len ||
+			    (whole.len && memcmp(whole.data, parts.data, whole.len)))
+				abort();
+		}
+		fg_buf_release(&whole);
+		fg_buf_release(&parts);
+	}
 	fg_buf_release(&back);
 	free(a);
 	free(b);
