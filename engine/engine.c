@@ -877,7 +877,6 @@ int fg_engine_score(struct fg_engine *e, const int32_t *ids, size_t n, fg_engine
 	return rc;
 }
 
-
 /* A request for log-probabilities (fg_engine_generate_lp, fg_engine_score_lp). */
 struct lp_req {
 	int k;
@@ -991,13 +990,6 @@ static void spec_epoch(struct fg_engine *e, int tokens)
 	}
 }
 
-/* generate() on the CUDA path with a drafter: rounds of draft, verify (one
- * pass over tok and the drafts), accept. The tokens are plain greedy's: row
- * r's argmax is what the decode step gives after rows 0..r, and a draft is
- * kept only when it equals the argmax before it. Whether a round drafts at
- * all is measured (spec_epoch; FG_SPEC_ADAPT=0 always drafts): drafting pays
- * only when the drafter is right often enough for what a verify pass costs on
- * this GPU, and a plain step gives the same token. */
 /* Hands tok (with its log-probabilities *l when lr) to the caller's
  * callback; nonzero: stop. */
 static int emit(struct fg_engine *e, int32_t tok, fg_engine_token_cb cb, void *user, struct lp_req *lr,
@@ -1012,7 +1004,14 @@ static int emit(struct fg_engine *e, int32_t tok, fg_engine_token_cb cb, void *u
 	return cb && cb(user, tok, NULL, e->m->cfg.vocab);
 }
 
-/* l: tok's log-probabilities (lr), overwritten as the rounds go. */
+/* generate() on the CUDA path with a drafter: rounds of draft, verify (one
+ * pass over tok and the drafts), accept. The tokens are plain greedy's: row
+ * r's argmax is what the decode step gives after rows 0..r, and a draft is
+ * kept only when it equals the argmax before it. Whether a round drafts at
+ * all is measured (spec_epoch; FG_SPEC_ADAPT=0 always drafts): drafting pays
+ * only when the drafter is right often enough for what a verify pass costs on
+ * this GPU, and a plain step gives the same token. With lr, l holds tok's
+ * log-probabilities, overwritten as the rounds go. */
 static int generate_spec_gpu(struct fg_engine *e, int32_t tok, int max_new, fg_engine_token_cb cb, void *user,
 			     struct lp_req *lr, struct fg_klp *l, struct fg_err *err)
 {
