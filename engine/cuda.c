@@ -76,9 +76,10 @@ struct fg_g4_gpu {
 	 * rows and first position (vT 0: none to accept) */
 	float *vlog;
 	int32_t *vbest, *vposd; /* vposd: the verify's first position, on the device */
-	/* log-probabilities of the step's row or the verify's rows
-	 * (fg_g4_gpu_step_lp, fg_g4_gpu_score): their results [VROWS] and the
-	 * column each row's wanted id is in [VROWS] */
+	/* log-probabilities of the step's row, the verify's rows or a scored
+	 * chunk's (fg_g4_gpu_step_lp, fg_g4_gpu_verify_lp, fg_g4_gpu_score):
+	 * their results and the column each row's wanted id is in, as many as
+	 * the chunk buffers' rows */
 	struct fg_klp *dlp;
 	int32_t *dwant;
 	/* scoring in prompt chunks (fg_g4_gpu_score): the rows' logits
