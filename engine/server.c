@@ -88,7 +88,7 @@ struct req {
 	struct fg_buf body;
 	int too_large;
 	struct job *job;        /* non-stream: released when the request completes */
-	struct job **more;      /* a batch's other prompts' jobs (n_more), released with it */
+	struct job **more;      /* a batch's jobs (n_more; job NULL), released with it */
 	int n_more;
 };
 
@@ -1407,7 +1407,7 @@ static enum MHD_Result handle_generate(struct fg_server *s, struct MHD_Connectio
 {
 	struct fg_err err;
 	cJSON *body = NULL;
-	struct job *jobs[FG_SERVER_BATCH_MAX], *j;
+	struct job *one_job[1], **jobs = one_job, *j;
 	const char *param = NULL;
 	enum MHD_Result ret;
 	int rc = 0, draining, nb, n, i, failed = -1;
@@ -1428,6 +1428,10 @@ static enum MHD_Result handle_generate(struct fg_server *s, struct MHD_Connectio
 				  nb, FG_SERVER_BATCH_MAX);
 	}
 	n = nb ? nb : 1;
+	if (n > 1 && !(jobs = calloc((size_t)n, sizeof(*jobs)))) {
+		cJSON_Delete(body);
+		return send_error(c, 500, "server_error", NULL, "out of memory");
+	}
 	/* a batch: each prompt parsed as a request of its own, the rest shared */
 	for (i = 0; i < n && !rc; i++) {
 		cJSON *one = NULL;
@@ -1455,6 +1459,8 @@ static enum MHD_Result handle_generate(struct fg_server *s, struct MHD_Connectio
 	cJSON_Delete(body);
 	if (rc) {
 		release_jobs(s, jobs, i);
+		if (jobs != one_job)
+			free(jobs);
 		return send_error(c, rc == FG_ENOMEM ? 500 : MHD_HTTP_BAD_REQUEST,
 				  rc == FG_ENOMEM ? "server_error" : "invalid_request_error", param, "%s",
 				  err.msg);
@@ -1464,25 +1470,17 @@ static enum MHD_Result handle_generate(struct fg_server *s, struct MHD_Connectio
 	if (enqueue(s, jobs, n, &draining)) {
 		pthread_mutex_unlock(&s->mu);
 		release_jobs(s, jobs, n);
+		if (jobs != one_job)
+			free(jobs);
 		if (draining)
 			return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", NULL,
 					  "the server is shutting down");
 		return send_error(c, MHD_HTTP_TOO_MANY_REQUESTS, "rate_limit_error", NULL,
 				  "the queue is full (%d waiting); retry later", s->o.max_queue);
 	}
-	if (n > 1 && (rq->more = malloc(sizeof(*rq->more) * (size_t)(n - 1))) != NULL) {
-		memcpy(rq->more, jobs + 1, sizeof(*rq->more) * (size_t)(n - 1));
-		rq->n_more = n - 1; /* released when the request completes */
-	} else if (n > 1) { /* no room to keep them: cancelled, and this answer with them */
-		for (i = 0; i < n; i++)
-			jobs[i]->cancelled = 1;
-		for (i = 1; i < n; i++) {
-			job_release(s, jobs[i]);
-			s->active--;
-		}
-		pthread_mutex_unlock(&s->mu);
-		rq->job = j;
-		return send_error(c, 500, "server_error", NULL, "out of memory");
+	if (n > 1) { /* a batch's jobs, all released when the request completes */
+		rq->more = jobs;
+		rq->n_more = n;
 	}
 	if (j->in.stream) {
 		struct MHD_Response *r;
@@ -1500,7 +1498,8 @@ static enum MHD_Result handle_generate(struct fg_server *s, struct MHD_Connectio
 		MHD_destroy_response(r);
 		return ret;
 	}
-	rq->job = j; /* released when the request completes */
+	if (n == 1)
+		rq->job = j; /* released when the request completes */
 	/* Waits for the answers (a batch's in order), looking at the client's
 	 * socket every 50 ms: one that went away (EOF or an error) cancels its
 	 * generations at the next token, as a streaming client's does, and gets

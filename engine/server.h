@@ -42,7 +42,7 @@ struct fg_server;
 /* ---- request bodies (pure; fuzzed by tests/fuzz/fuzz_request.c) ---- */
 
 #define FG_SERVER_STOP_MAX 4
-#define FG_SERVER_BATCH_MAX 64 /* prompts in one completions request */
+#define FG_SERVER_BATCH_MAX 1024 /* prompts in one completions request */
 #define FG_SERVER_LOGPROBS_MAX 20 /* alternatives per token, as vLLM's default max_logprobs */
 
 /* What a request body is checked against. */
