@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "buf.h"
 #include "engine/engine.h"
 
 static double now_s(void)
@@ -57,15 +58,19 @@ static void row_double(const float *row, int nv, int32_t id, int k, double *lp, 
 
 int main(void)
 {
-	int nv = getenv("FG_BENCH_VOCAB") ? atoi(getenv("FG_BENCH_VOCAB")) : 262144;
-	int reps = getenv("FG_BENCH_REPS") ? atoi(getenv("FG_BENCH_REPS")) : 30, r, a;
-	float *row = malloc((size_t)nv * sizeof(*row)), lp = 0;
+	const char *ev = getenv("FG_BENCH_VOCAB"), *er = getenv("FG_BENCH_REPS");
+	int nv = 262144, reps = 30, r, a;
+	float *row, lp = 0;
 	struct fg_engine_alt t1[5], t2[5];
 	double best_old = 1e9, best_new = 1e9, lpd = 0;
 	int32_t k1 = 0, k2 = 0, id = nv / 3;
 	unsigned x = 12345;
 
-	if (!row || nv < 16)
+	if ((ev && fg_parse_int(ev, 16, 1 << 28, &nv)) || (er && fg_parse_int(er, 1, 100000, &reps))) {
+		fprintf(stderr, "logprob_row: FG_BENCH_VOCAB wants 16..2^28, FG_BENCH_REPS 1..100000\n");
+		return 2;
+	}
+	if (!(row = malloc((size_t)nv * sizeof(*row))))
 		return 1;
 	for (r = 0; r < nv; r++) {
 		x = x * 1103515245u + 12345u;

@@ -960,10 +960,20 @@ static int forward_chunk(struct fg_g4_gpu *g, int T, int pos0, const int32_t *d_
 	return store ? shadow_rows(g, T, pos0, err) : 0;
 }
 
+/* ids[0..T) (T <= the chunk buffers' rows) into cids as the step embeds
+ * them (a multimodal placeholder as pad). */
+static int upload_rows(struct fg_g4_gpu *g, const int32_t *ids, int T, struct fg_err *err)
+{
+	int32_t buf[FG_CHUNK_MAX > VROWS ? FG_CHUNK_MAX : VROWS];
+
+	for (int r = 0; r < T; r++)
+		buf[r] = fg_g4_input_id(&g->m->cfg, ids[r]);
+	return fg_kmem_upload(g->ctx, g->cids, buf, sizeof(int32_t) * (size_t)T, err);
+}
+
 int fg_g4_gpu_prefill(struct fg_g4_gpu *g, const int32_t *ids, int n, int pos, struct fg_err *err)
 {
-	int32_t buf[FG_CHUNK_MAX];
-	int done = 0, rc = 0, r;
+	int done = 0, rc = 0;
 
 	if (n < 0 || pos < 0)
 		return fg_err_set(err, FG_EINVAL, "prefill: %d tokens at position %d", n, pos);
@@ -981,10 +991,7 @@ int fg_g4_gpu_prefill(struct fg_g4_gpu *g, const int32_t *ids, int n, int pos, s
 			done++;
 			continue;
 		}
-		for (r = 0; r < T; r++)
-			buf[r] = fg_g4_input_id(&g->m->cfg, ids[done + r]); /* as the step embeds them */
-		if ((rc = fg_kmem_upload(g->ctx, g->cids, buf, sizeof(int32_t) * (size_t)T, err)) ||
-		    (rc = forward_chunk(g, T, pos + done, NULL, 1, err)) || (rc = fg_kctx_sync(g->ctx, err)))
+		if ((rc = upload_rows(g, ids + done, T, err)) || (rc = forward_chunk(g, T, pos + done, NULL, 1, err)) || (rc = fg_kctx_sync(g->ctx, err)))
 			return fg_err_wrap(err, "cuda prefill of %d tokens at position %d", T, pos + done);
 		done += T;
 	}
@@ -1034,19 +1041,17 @@ static int verify_forward(struct fg_g4_gpu *g, int T, struct fg_err *err)
 static int verify_launch(struct fg_g4_gpu *g, const int32_t *ids, int T, int pos, struct fg_err *err)
 {
 	const struct fg_g4_config *c = &g->m->cfg;
-	int32_t buf[VROWS], p0 = pos;
+	int32_t p0 = pos;
 	int r, rc;
 
 	g->vT = 0;
 	if (T < 1 || T > VROWS || pos < 0)
 		return fg_err_set(err, FG_EINVAL, "cuda verify: %d rows at position %d (1 to %d rows)", T, pos, VROWS);
-	for (r = 0; r < T; r++) {
+	for (r = 0; r < T; r++)
 		if (ids[r] < 0 || ids[r] >= c->vocab)
 			return fg_err_set(err, FG_EINVAL, "cuda verify: token id %d outside the vocabulary of %d",
 					  (int)ids[r], c->vocab);
-		buf[r] = fg_g4_input_id(c, ids[r]); /* as the step embeds them */
-	}
-	if ((rc = fg_kmem_upload(g->ctx, g->cids, buf, sizeof(int32_t) * (size_t)T, err)) ||
+	if ((rc = upload_rows(g, ids, T, err)) ||
 	    (rc = fg_kmem_upload(g->ctx, g->vposd, &p0, sizeof(p0), err)))
 		return fg_err_wrap(err, "cuda verify of %d rows at position %d", T, pos);
 	if (g->use_vgraph && !g->vgraph[T] && g->vran[T]) {
@@ -1138,7 +1143,7 @@ static int score_chunk(struct fg_g4_gpu *g, int T, int pos, int k, struct fg_err
 int fg_g4_gpu_score(struct fg_g4_gpu *g, const int32_t *ids, int T, int pos, const int32_t *next, int k,
 		    struct fg_klp *lp, struct fg_err *err)
 {
-	int32_t col[FG_K_LP_ROWS_MAX], in[FG_K_LP_ROWS_MAX];
+	int32_t col[FG_K_LP_ROWS_MAX];
 	int r, rc, chunked = g->chunk >= 2;
 
 	if (T < 1 || T > fg_g4_gpu_score_rows(g) || pos < 0)
@@ -1150,13 +1155,11 @@ int fg_g4_gpu_score(struct fg_g4_gpu *g, const int32_t *ids, int T, int pos, con
 					  (int)(next[r] < 0 || next[r] >= g->m->cfg.vocab ? next[r] : ids[r]),
 					  g->m->cfg.vocab);
 		col[r] = head_column(g->m, next[r]);
-		in[r] = fg_g4_input_id(&g->m->cfg, ids[r]); /* as the step embeds them */
 	}
 	if ((rc = fg_kmem_upload(g->ctx, g->dwant, col, sizeof(int32_t) * (size_t)T, err)))
 		return fg_err_wrap(err, "cuda scoring of %d rows at position %d", T, pos);
 	if (chunked)
-		rc = fg_kmem_upload(g->ctx, g->cids, in, sizeof(int32_t) * (size_t)T, err) ||
-		     score_chunk(g, T, pos, k, err);
+		rc = upload_rows(g, ids, T, err) || score_chunk(g, T, pos, k, err);
 	else /* prompts token by token: the verify's rows, then accepted */
 		rc = verify_launch(g, ids, T, pos, err) ||
 		     fg_k_row_logprobs(g->ctx, g->dlp, g->vlog, (size_t)g->head.rows, T, g->keep, g->head.rows,

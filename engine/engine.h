@@ -108,8 +108,9 @@ int fg_engine_forward_logits(struct fg_engine *e, const int32_t *ids, size_t n, 
 /* Scores ids: resets the sequence, feeds ids[0..n-1) in chunks of
  * FG_ENGINE_SCORE_CHUNK and calls cb(user, i, logits) for i = 1..n-1 with the
  * n_vocab logits (after the final softcap; borrowed) that ids[i] follows. A
- * nonzero cb return stops it and is returned. Perplexity (verify) and a
- * server's prompt log-probabilities both come from here. */
+ * nonzero cb return stops it and is returned. fg_engine_score_lp (verify's
+ * perplexity, a server's prompt log-probabilities) passes over these rows
+ * on the CPU path; on the GPU it computes the figures there instead. */
 #define FG_ENGINE_SCORE_CHUNK 32
 typedef int (*fg_engine_score_cb)(void *user, size_t i, const float *logits);
 int fg_engine_score(struct fg_engine *e, const int32_t *ids, size_t n, fg_engine_score_cb cb, void *user,

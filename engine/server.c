@@ -712,11 +712,7 @@ int fg_server_parse_request(struct fg_server_req *r, const struct fg_server_limi
 		if (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 1 &&
 		    (cJSON_IsString(cJSON_GetArrayItem(v, 0)) || cJSON_IsArray(cJSON_GetArrayItem(v, 0))))
 			v = cJSON_GetArrayItem(v, 0);
-		*param = "prompt";
-		if (cJSON_IsArray(v) && cJSON_GetArraySize(v) > 1 &&
-		    (cJSON_IsString(cJSON_GetArrayItem(v, 0)) || cJSON_IsArray(cJSON_GetArrayItem(v, 0))))
-			return fg_err_set(err, FG_EINVAL, "prompt: a batch of %d prompts; this server takes one prompt "
-							  "per request", cJSON_GetArraySize(v));
+		*param = "prompt"; /* a larger batch was split by the handler (batch_size) */
 		if (cJSON_IsString(v)) {
 			if (!l->tok)
 				return fg_err_set(err, FG_EINVAL, "this model has no tokenizer: send token ids");
@@ -737,7 +733,7 @@ int fg_server_parse_request(struct fg_server_req *r, const struct fg_server_limi
 				if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble >= nv ||
 				    it->valuedouble != (double)(int)it->valuedouble)
 					return fg_err_set(err, FG_EINVAL, "prompt: token ids must be integers in "
-									  "0..%d (one prompt per request)", nv - 1);
+									  "0..%d", nv - 1);
 				r->prompt[r->n_prompt++] = (int32_t)it->valuedouble;
 			}
 		} else
@@ -1408,6 +1404,7 @@ static enum MHD_Result handle_generate(struct fg_server *s, struct MHD_Connectio
 	struct fg_err err;
 	cJSON *body = NULL;
 	struct job *one_job[1], **jobs = one_job, *j;
+	cJSON *batch = NULL, *el = NULL; /* a batch's prompts, taken out of the body */
 	const char *param = NULL;
 	enum MHD_Result ret;
 	int rc = 0, draining, nb, n, i, failed = -1;
@@ -1432,30 +1429,32 @@ static enum MHD_Result handle_generate(struct fg_server *s, struct MHD_Connectio
 		cJSON_Delete(body);
 		return send_error(c, 500, "server_error", NULL, "out of memory");
 	}
+	if (nb) {
+		batch = cJSON_DetachItemFromObjectCaseSensitive(body, "prompt");
+		el = batch->child;
+	}
 	/* a batch: each prompt parsed as a request of its own, the rest shared */
 	for (i = 0; i < n && !rc; i++) {
-		cJSON *one = NULL;
-
 		if (!(jobs[i] = job_new(s))) {
 			rc = fg_err_set(&err, FG_ENOMEM, "out of memory");
 			break;
 		}
 		jobs[i]->in.chat = chat;
-		if (nb && (!(one = cJSON_Duplicate(body, 1)) ||
-			   !cJSON_ReplaceItemInObjectCaseSensitive(
-				   one, "prompt",
-				   cJSON_Duplicate(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(body, "prompt"), i),
-						   1)))) {
-			cJSON_Delete(one);
+		/* the body with prompt i in the batch's place (a reference: no copies) */
+		if (nb && !cJSON_AddItemReferenceToObject(body, "prompt", el)) {
 			i++;
 			rc = fg_err_set(&err, FG_ENOMEM, "out of memory");
 			break;
 		}
-		rc = fg_server_parse_request(&jobs[i]->in, &s->limits, nb ? one : body, &param, &err);
-		cJSON_Delete(one);
-		if (rc && nb)
-			fg_err_wrap(&err, "prompt %d of the batch", i);
+		rc = fg_server_parse_request(&jobs[i]->in, &s->limits, body, &param, &err);
+		if (nb) {
+			cJSON_DeleteItemFromObjectCaseSensitive(body, "prompt");
+			el = el->next;
+			if (rc)
+				fg_err_wrap(&err, "prompt %d of the batch", i);
+		}
 	}
+	cJSON_Delete(batch);
 	cJSON_Delete(body);
 	if (rc) {
 		release_jobs(s, jobs, i);
