@@ -41,6 +41,7 @@ struct glayer {
 	int cap;        /* slots of the cache this layer reads */
 	float *bqkv, *bo; /* attention_bias: the biases of qkv's rows and of o, else NULL */
 	struct gmoe *moe; /* enable_moe_block, else NULL */
+	struct fg_kple *ple; /* pg and pp for the fused PLE tail of a step (fg_k_ple_tail), else NULL */
 	float *cqkv;      /* an owning layer's q|k|v rows of a prompt chunk [chunk][qkv.rows] */
 };
 
@@ -385,6 +386,7 @@ void fg_g4_gpu_free(struct fg_g4_gpu *g)
 
 			dlin_free(g, &L->qkv), dlin_free(g, &L->o), dlin_free(g, &L->gu);
 			dlin_free(g, &L->down), dlin_free(g, &L->pg), dlin_free(g, &L->pp);
+			fg_kple_free(g->ctx, L->ple);
 			gmoe_free(g, L->moe);
 			for (size_t j = 0; j < sizeof(fs) / sizeof(fs[0]); j++)
 				fg_kmem_free(g->ctx, fs[j]);
@@ -462,6 +464,42 @@ static int chunk_new(struct fg_g4_gpu *g, int maxi, size_t qkv_n, size_t att_n, 
 	    (rc = fg_kmem_alloc(g->ctx, (void **)&g->dwant, T * sizeof(int32_t), err)))
 		return rc;
 	return 0;
+}
+
+/* With FG_PLE_FUSED=1, the fused PLE tail's copy of a layer's per-layer
+ * gate and projection (fg_kple_new) where both are INT4 of one group and
+ * the GPU has clusters; *out stays NULL otherwise: the step launches the
+ * four kernels. Off by default: measured 2.5-3 % slower on the H200's E4B
+ * step (docs/gpu.md, thirty-first session). Only a failure to allocate
+ * fails. */
+static int ple_new(struct fg_g4_gpu *g, struct fg_kple **out, const struct fg_lin *pg, const struct fg_lin *pp,
+		   struct fg_err *err)
+{
+	const char *e = getenv("FG_PLE_FUSED");
+	struct fg_err e2 = {0};
+	void *gw, *gs, *pw, *ps;
+	int rc;
+
+	*out = NULL;
+	if (!(e && !strcmp(e, "1")) || pg->fmt != FG_W_INT4 || pp->fmt != FG_W_INT4 || pg->group != pp->group ||
+	    pg->cols != pp->rows || pg->rows != pp->cols)
+		return 0;
+	/* the checkpoint mapping need not be aligned: copy bytes */
+	gw = malloc(lin_bytes(pg)), gs = malloc(lin_scale_bytes(pg));
+	pw = malloc(lin_bytes(pp)), ps = malloc(lin_scale_bytes(pp));
+	if (!gw || !gs || !pw || !ps) {
+		free(gw), free(gs), free(pw), free(ps);
+		return fg_err_set(err, FG_ENOMEM, "out of memory staging the fused PLE tail");
+	}
+	memcpy(gw, pg->w, lin_bytes(pg)), memcpy(gs, pg->scale, lin_scale_bytes(pg));
+	memcpy(pw, pp->w, lin_bytes(pp)), memcpy(ps, pp->scale, lin_scale_bytes(pp));
+	rc = fg_kple_new(g->ctx, out, gw, gs, pw, ps, pg->cols, pg->rows, pg->group, &e2);
+	free(gw), free(gs), free(pw), free(ps);
+	if (rc == FG_EUNSUPPORTED)
+		return 0;
+	if (rc)
+		*err = e2;
+	return rc;
 }
 
 int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const float *const inv[2], int window,
@@ -551,7 +589,7 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 		if (ml->moe && (rc = gmoe_new(g, &L->moe, ml->moe, i, err)))
 			goto fail;
 		if (c->ple_dim && ((rc = dlin_new(g, &L->pg, &pg, 1, what, err)) ||
-				   (rc = dlin_new(g, &L->pp, &pp, 1, what, err))))
+				   (rc = dlin_new(g, &L->pp, &pp, 1, what, err)) || (rc = ple_new(g, &L->ple, pg, pp, err))))
 			goto fail;
 		if ((rc = up_floats(g, &L->in_norm, ml->in_norm, H, err)) ||
 		    (rc = up_floats(g, &L->post_attn, ml->post_attn_norm, H, err)) ||
@@ -707,7 +745,11 @@ static int forward(struct fg_g4_gpu *g, int head, struct fg_err *err)
 			pf(g, &g->head, 0, 1);
 		if (mv_geglu(g, g->o, &L->down, g->gu, g->gu + I, I, err) || (L->moe && moe_step(g, L->moe, g->x, g->o, err)))
 			return err->code;
-		if (P) {
+		if (P && L->ple) {
+			if (fg_k_ple_tail(k, g->x, g->a, g->o, L->ple, g->pl + (size_t)li * P, L->post_ffw, L->post_ple,
+					  ml->scalar, next, eps, err))
+				return err->code;
+		} else if (P) {
 			if (fg_k_rmsnorm_residual(k, g->x, g->o, L->post_ffw, H, eps, 1.0f, err) ||
 			    mv(g, g->pg, &L->pg, g->x, err) ||
 			    mv_geglu(g, g->o, &L->pp, g->pg, g->pl + (size_t)li * P, P, err) ||
@@ -934,7 +976,11 @@ static int forward_chunk(struct fg_g4_gpu *g, int T, int pos0, const int32_t *d_
 		for (int r = 0; r < T && L->moe; r++) /* the experts take one token: row by row */
 			if (moe_step(g, L->moe, g->cx + (size_t)r * H, g->co + (size_t)r * H, err))
 				return err->code;
-		if (P) {
+		if (P && L->ple) { /* the step's fused tail, row by row: the step's bits */
+			if (fg_k_ple_tail_rows(k, g->cx, g->ca, g->co, L->ple, g->cpl + (size_t)li * P, (size_t)LP, T,
+					       L->post_ffw, L->post_ple, ml->scalar, next, eps, err))
+				return err->code;
+		} else if (P) {
 			if (fg_k_rmsnorm_residual_rows(k, g->cx, g->co, L->post_ffw, T, H, eps, 1.0f, err) ||
 			    mv_rows(g, g->cpg, &L->pg, g->cx, T, err) ||
 			    gather(g, g->cup, g->cpl + (size_t)li * P, (size_t)LP, P, T, err) ||

@@ -168,6 +168,96 @@ void fg_ref_rmsnorm_residual(float *h, const float *x, const float *w, int n, fl
 		h[i] = (h[i] + x[i] * s * w[i]) * scale;
 }
 
+/* ---- fg_ref_ple_tail: the kernel's sums in its order ---- */
+
+#define PLE_T 512 /* kernels/ple.cu's PLE_THREADS */
+
+/* The xor tree of fg_warp_sum over 32 lanes. */
+static float warp_tree(float *v)
+{
+	float t[32];
+
+	for (int o = 16; o > 0; o >>= 1) {
+		for (int l = 0; l < 32; l++)
+			t[l] = v[l] + v[l ^ o];
+		memcpy(v, t, sizeof(t));
+	}
+	return v[0];
+}
+
+/* fg_block_sum over PLE_T threads' values. */
+static float block_tree(float *v)
+{
+	float w[32] = {0};
+
+	for (int i = 0; i < PLE_T / 32; i++)
+		w[i] = warp_tree(v + 32 * i);
+	return warp_tree(w);
+}
+
+/* fg_block_sum of squares of v[0..n) taken as thread t takes t, t + PLE_T, ... */
+static float block_squares(const float *v, int n)
+{
+	float part[PLE_T] = {0};
+
+	for (int i = 0; i < n; i++)
+		part[i % PLE_T] = fmaf(v[i], v[i], part[i % PLE_T]);
+	return block_tree(part);
+}
+
+/* ple_row: one packed row of k elements against v, over a warp's lanes. */
+static float ple_dot(const int32_t *row, const uint16_t *sc, const float *v, int k, int group)
+{
+	float acc[32] = {0};
+
+	for (int j = 0; j < k / 8; j++) {
+		uint32_t q = (uint32_t)row[j];
+		float d = 0.0f;
+
+		for (int i = 0; i < 8; i++)
+			d = fmaf((float)((int)((q >> (4 * i)) & 15u) - 8), v[8 * j + i], d);
+		acc[j % 32] = fmaf(d, fg_ref_bf16(sc[8 * j / group]), acc[j % 32]);
+	}
+	return warp_tree(acc);
+}
+
+void fg_ref_ple_tail(float *h, float *a, const float *x, const int32_t *g_packed, const uint16_t *g_scale,
+		     const int32_t *p_packed, const uint16_t *p_scale, const float *pl, const float *w1, const float *w2,
+		     float scale, const float *w3, int n, int p, int group, float eps, int C)
+{
+	float *u = malloc(sizeof(float) * (size_t)p), *y = malloc(sizeof(float) * (size_t)n);
+	int hr = (n + C - 1) / C;
+	float s1, tot = 0.0f, s2, s3;
+
+	if (!u || !y) {
+		free(u), free(y);
+		return;
+	}
+	s1 = 1.0f / sqrtf(block_squares(x, n) / (float)n + eps);
+	for (int i = 0; i < n; i++)
+		h[i] = fmaf(x[i] * s1, w1[i], h[i]);
+	for (int r = 0; r < p; r++)
+		u[r] = fg_ref_gelu_tanh(ple_dot(g_packed + (size_t)r * (n / 8), g_scale + (size_t)r * (n / group), h, n,
+						group)) *
+		       pl[r];
+	for (int i = 0; i < n; i++)
+		y[i] = ple_dot(p_packed + (size_t)i * (p / 8), p_scale + (size_t)i * (p / group), u, p, group);
+	for (int b = 0; b < C; b++) /* each block's rows, then the blocks in order */
+		if (b * hr < n)
+			tot += block_squares(y + (size_t)b * hr, n - b * hr < hr ? n - b * hr : hr);
+	s2 = 1.0f / sqrtf(tot / (float)n + eps);
+	for (int i = 0; i < n; i++)
+		h[i] = fmaf(y[i] * s2, w2[i], h[i]) * scale;
+	tot = 0.0f;
+	for (int b = 0; b < C; b++)
+		if (b * hr < n)
+			tot += block_squares(h + (size_t)b * hr, n - b * hr < hr ? n - b * hr : hr);
+	s3 = 1.0f / sqrtf(tot / (float)n + eps);
+	for (int i = 0; i < n; i++)
+		a[i] = h[i] * s3 * w3[i];
+	free(u), free(y);
+}
+
 void fg_ref_rope(float *x, int heads, int head_dim, int rot_pairs, float theta, int pos)
 {
 	int half = head_dim / 2;

@@ -23,6 +23,12 @@ void fg_ref_int4_i8_matvec(float *y, const int32_t *packed, const uint16_t *scal
 void fg_ref_bf16_matvec(float *y, const uint16_t *w, const float *x, const int32_t *rows, int n, int k);
 void fg_ref_rmsnorm(float *y, const float *x, const float *w, int rows, int n, float eps);
 void fg_ref_rmsnorm_residual(float *h, const float *x, const float *w, int n, float eps, float scale);
+/* fg_k_ple_tail (kernels/ple.cu) in its order for a cluster of C blocks:
+ * h, a [n]; G (g_packed, g_scale) [p][n] and Pr (p_packed, p_scale) [n][p]
+ * in the standard packed format. */
+void fg_ref_ple_tail(float *h, float *a, const float *x, const int32_t *g_packed, const uint16_t *g_scale,
+		     const int32_t *p_packed, const uint16_t *p_scale, const float *pl, const float *w1, const float *w2,
+		     float scale, const float *w3, int n, int p, int group, float eps, int C);
 void fg_ref_rope(float *x, int heads, int head_dim, int rot_pairs, float theta, int pos);
 float fg_ref_gelu_tanh(float x);
 void fg_ref_geglu(float *out, const float *gate, const float *up, int n);

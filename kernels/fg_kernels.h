@@ -249,6 +249,34 @@ int fg_kint4_i8_plan(const struct fg_kint4 *w, int m, int *slice, int *warps);
 int fg_k_int4_matvec_geglu(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_gate,
 			   const float *d_up, struct fg_err *err);
 
+/* The end of an E-model decoder layer after its MLP in one launch of one
+ * thread-block cluster (kernels/ple.cu; sm_90 and later):
+ *   d_h = d_h + rmsnorm(d_x) * d_w1
+ *   u   = gelu_tanh(G . d_h) * d_pl       G [p][n], INT4
+ *   y   = Pr . u                          Pr [n][p], INT4
+ *   d_h = (d_h + rmsnorm(y) * d_w2) * scale
+ *   d_a = rmsnorm(d_h) * d_w3
+ * what fg_k_rmsnorm_residual, two INT4 matvecs (the second with GeGLU) and
+ * fg_k_residual_norm give in four launches, in the order fg_ref_ple_tail
+ * gives (its arithmetic up to gelu's tanhf). fg_kple_new takes both
+ * matrices in the standard packed format (same group); FG_EUNSUPPORTED on
+ * a GPU without clusters or for shapes it does not take: then the four
+ * launches stay. fg_kple_cluster: the blocks of the launch (16 or 8). */
+struct fg_kple;
+int fg_kple_new(struct fg_kctx *ctx, struct fg_kple **out, const int32_t *g_packed, const uint16_t *g_scale,
+		const int32_t *p_packed, const uint16_t *p_scale, int n, int p, int group, struct fg_err *err);
+void fg_kple_free(struct fg_kctx *ctx, struct fg_kple *w);
+int fg_kple_cluster(const struct fg_kple *w);
+int fg_k_ple_tail(struct fg_kctx *ctx, float *d_h, float *d_a, const float *d_x, const struct fg_kple *w,
+		  const float *d_pl, const float *d_w1, const float *d_w2, float scale, const float *d_w3, float eps,
+		  struct fg_err *err);
+/* fg_k_ple_tail on each of rows rows (a prompt chunk: d_h, d_a, d_x
+ * [rows][n], row r's per-layer input at d_pl + r pl_stride), each row the
+ * step's bits: one cluster a row. */
+int fg_k_ple_tail_rows(struct fg_kctx *ctx, float *d_h, float *d_a, const float *d_x, const struct fg_kple *w,
+		       const float *d_pl, size_t pl_stride, int rows, const float *d_w1, const float *d_w2, float scale,
+		       const float *d_w3, float eps, struct fg_err *err);
+
 /* ---- other operations -------------------------------------------------------*/
 
 /* d_y[r][i] = bf16 W[rows ? rows[r] : r][i] . d_x  for r < n: a bf16 matrix

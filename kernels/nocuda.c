@@ -332,6 +332,43 @@ int fg_k_int4_matvec_geglu(struct fg_kctx *ctx, float *d_y, const struct fg_kint
 	return NO_CUDA(err);
 }
 
+int fg_kple_new(struct fg_kctx *ctx, struct fg_kple **out, const int32_t *g_packed, const uint16_t *g_scale,
+		const int32_t *p_packed, const uint16_t *p_scale, int n, int p, int group, struct fg_err *err)
+{
+	(void)ctx, (void)g_packed, (void)g_scale, (void)p_packed, (void)p_scale, (void)n, (void)p, (void)group;
+	*out = NULL;
+	return NO_CUDA(err);
+}
+
+void fg_kple_free(struct fg_kctx *ctx, struct fg_kple *w)
+{
+	(void)ctx, (void)w;
+}
+
+int fg_kple_cluster(const struct fg_kple *w)
+{
+	(void)w;
+	return 0;
+}
+
+int fg_k_ple_tail_rows(struct fg_kctx *ctx, float *d_h, float *d_a, const float *d_x, const struct fg_kple *w,
+		       const float *d_pl, size_t pl_stride, int rows, const float *d_w1, const float *d_w2, float scale,
+		       const float *d_w3, float eps, struct fg_err *err)
+{
+	(void)ctx, (void)d_h, (void)d_a, (void)d_x, (void)w, (void)d_pl, (void)pl_stride, (void)rows, (void)d_w1;
+	(void)d_w2, (void)scale, (void)d_w3, (void)eps;
+	return NO_CUDA(err);
+}
+
+int fg_k_ple_tail(struct fg_kctx *ctx, float *d_h, float *d_a, const float *d_x, const struct fg_kple *w,
+		  const float *d_pl, const float *d_w1, const float *d_w2, float scale, const float *d_w3, float eps,
+		  struct fg_err *err)
+{
+	(void)ctx, (void)d_h, (void)d_a, (void)d_x, (void)w, (void)d_pl, (void)d_w1, (void)d_w2, (void)scale;
+	(void)d_w3, (void)eps;
+	return NO_CUDA(err);
+}
+
 int fg_k_residual_norm(struct fg_kctx *ctx, float *d_h, const float *d_x, const float *d_w, float scale, float *d_a,
 		       const float *d_w2, int n, float eps, struct fg_err *err)
 {

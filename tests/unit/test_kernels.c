@@ -486,6 +486,75 @@ static double worst_rel(const float *a, const float *b, const float *scale, size
 	return w;
 }
 
+/* The PLE tail the long way (the four launches' twins): h, a [n]. */
+static void ple_tail_plain(float *h, float *a, const float *x, const int32_t *gp, const uint16_t *gs, const int32_t *pp,
+			   const uint16_t *ps, const float *pl, const float *w1, const float *w2, float scale,
+			   const float *w3, int n, int p, int group, float eps)
+{
+	float *g = malloc(sizeof(float) * p), *u = malloc(sizeof(float) * p), *y = malloc(sizeof(float) * n);
+
+	fg_ref_rmsnorm_residual(h, x, w1, n, eps, 1.0f);
+	fg_ref_int4_matvec(g, gp, gs, h, 1, p, n, group);
+	fg_ref_geglu(u, g, pl, p);
+	fg_ref_int4_matvec(y, pp, ps, u, 1, n, p, group);
+	fg_ref_rmsnorm_residual(h, y, w2, n, eps, scale);
+	fg_ref_rmsnorm(a, h, w3, 1, n, eps);
+	free(g), free(u), free(y);
+}
+
+/* One PLE-tail case's random inputs. */
+struct ple_case {
+	int n, p, group;
+	int32_t *gp, *pp;
+	uint16_t *gs, *ps;
+	float *x, *h, *pl, *w1, *w2, *w3;
+};
+
+static void ple_case_new(struct ple_case *c, int n, int p, int group)
+{
+	c->n = n, c->p = p, c->group = group;
+	int4_rand(&c->gp, &c->gs, p, n, group);
+	int4_rand(&c->pp, &c->ps, n, p, group);
+	c->x = fvec(n, -4, 4), c->h = fvec(n, -2, 2), c->pl = fvec(p, -1.5f, 1.5f);
+	c->w1 = fvec(n, 0.5f, 1.5f), c->w2 = fvec(n, 0.5f, 1.5f), c->w3 = fvec(n, 0.5f, 1.5f);
+}
+
+static void ple_case_free(struct ple_case *c)
+{
+	free(c->gp), free(c->pp), free(c->gs), free(c->ps);
+	free(c->x), free(c->h), free(c->pl), free(c->w1), free(c->w2), free(c->w3);
+}
+
+/* fg_ref_ple_tail (the fused kernel's order) against the four twins it
+ * replaces, on E4B's and E2B's shapes and small awkward ones. */
+static void twin_ple_tail(void)
+{
+	static const int cs[][4] = {{2560, 256, 128, 16}, {1536, 256, 128, 8}, {64, 32, 32, 16}, {1544, 24, 8, 16},
+				    {256, 512, 256, 8}};
+
+	for (size_t i = 0; i < sizeof(cs) / sizeof(cs[0]); i++) {
+		struct ple_case c;
+		int n = cs[i][0], p = cs[i][1];
+		float *h1 = malloc(sizeof(float) * n), *h2 = malloc(sizeof(float) * n), *a1 = malloc(sizeof(float) * n),
+		      *a2 = malloc(sizeof(float) * n);
+		double wh, wa;
+
+		ple_case_new(&c, n, p, cs[i][2]);
+		memcpy(h1, c.h, sizeof(float) * n), memcpy(h2, c.h, sizeof(float) * n);
+		ple_tail_plain(h1, a1, c.x, c.gp, c.gs, c.pp, c.ps, c.pl, c.w1, c.w2, 0.75f, c.w3, n, p, cs[i][2], 1e-6f);
+		fg_ref_ple_tail(h2, a2, c.x, c.gp, c.gs, c.pp, c.ps, c.pl, c.w1, c.w2, 0.75f, c.w3, n, p, cs[i][2], 1e-6f,
+				cs[i][3]);
+		wh = worst_rel(h2, h1, NULL, n, 1e-5, 1e-4);
+		wa = worst_rel(a2, a1, NULL, n, 1e-5, 1e-4);
+		ok(wh <= 1 && wa <= 1,
+		   "ple tail twin %d x %d group %d, cluster %d: h and a within 1e-5 + 1e-4 rel of the four twins "
+		   "(worst %.2g, %.2g of it)",
+		   n, p, cs[i][2], cs[i][3], wh, wa);
+		ple_case_free(&c);
+		free(h1), free(h2), free(a1), free(a2);
+	}
+}
+
 static void gpu_int4(void)
 {
 	static const int cases[][5] = {/* n, k, m, splits (0 = auto), group */
@@ -1275,6 +1344,64 @@ static void gpu_row_logprobs(void)
 	}
 }
 
+/* fg_k_ple_tail against fg_ref_ple_tail with the launch's cluster size:
+ * E4B's and E2B's shapes and small awkward ones; two runs the same bits; on a
+ * GPU without clusters (or a shape it does not take) fg_kple_new says so. */
+static void gpu_ple_tail(void)
+{
+	static const int cs[][3] = {{2560, 256, 128}, {1536, 256, 128}, {64, 32, 32}, {1544, 24, 8}, {256, 512, 256}};
+
+	for (size_t i = 0; i < sizeof(cs) / sizeof(cs[0]); i++) {
+		struct ple_case c;
+		struct fg_kple *w = NULL;
+		int n = cs[i][0], p = cs[i][1], rc, C;
+		float *h = malloc(sizeof(float) * n), *a = malloc(sizeof(float) * n), *gh = malloc(sizeof(float) * n),
+		      *ga = malloc(sizeof(float) * n), *gh2 = malloc(sizeof(float) * n), *ga2 = malloc(sizeof(float) * n);
+		void *dh, *da, *dx, *dpl, *d1, *d2, *d3;
+		double wh = 0, wa = 0;
+
+		ple_case_new(&c, n, p, cs[i][2]);
+		rc = fg_kple_new(ctx, &w, c.gp, c.gs, c.pp, c.ps, n, p, cs[i][2], &gerr);
+		if (rc == FG_EUNSUPPORTED) {
+			ok(1, "ple tail %d x %d: # skip %s", n, p, gerr.msg);
+			ple_case_free(&c);
+			free(h), free(a), free(gh), free(ga), free(gh2), free(ga2);
+			continue;
+		}
+		C = fg_kple_cluster(w);
+		dh = dput(c.h, sizeof(float) * n), da = dnew(sizeof(float) * n), dx = dput(c.x, sizeof(float) * n);
+		dpl = dput(c.pl, sizeof(float) * p), d1 = dput(c.w1, sizeof(float) * n);
+		d2 = dput(c.w2, sizeof(float) * n), d3 = dput(c.w3, sizeof(float) * n);
+		memcpy(h, c.h, sizeof(float) * n);
+		if (!rc)
+			fg_ref_ple_tail(h, a, c.x, c.gp, c.gs, c.pp, c.ps, c.pl, c.w1, c.w2, 0.75f, c.w3, n, p, cs[i][2], 1e-6f, C);
+		rc = rc || fg_k_ple_tail(ctx, dh, da, dx, w, dpl, d1, d2, 0.75f, d3, 1e-6f, &gerr) ||
+		     dget(gh, dh, sizeof(float) * n) || dget(ga, da, sizeof(float) * n) ||
+		     fg_kmem_upload(ctx, dh, c.h, sizeof(float) * n, &gerr) ||
+		     fg_k_ple_tail(ctx, dh, da, dx, w, dpl, d1, d2, 0.75f, d3, 1e-6f, &gerr) ||
+		     dget(gh2, dh, sizeof(float) * n) || dget(ga2, da, sizeof(float) * n);
+		if (!rc) {
+			wh = worst_rel(gh, h, NULL, n, 1e-6, 1e-5);
+			wa = worst_rel(ga, a, NULL, n, 1e-6, 1e-5);
+		}
+		ok(!rc && wh <= 1 && wa <= 1 && !memcmp(gh, gh2, sizeof(float) * n) && !memcmp(ga, ga2, sizeof(float) * n),
+		   "ple tail %d x %d group %d, cluster %d: h and a = twin within 1e-6 + 1e-5 rel (worst %.2g, %.2g of "
+		   "it), two runs bit-identical %s",
+		   n, p, cs[i][2], C, wh, wa, rc ? gerr.msg : "");
+		fg_kmem_free(ctx, dh), fg_kmem_free(ctx, da), fg_kmem_free(ctx, dx), fg_kmem_free(ctx, dpl);
+		fg_kmem_free(ctx, d1), fg_kmem_free(ctx, d2), fg_kmem_free(ctx, d3);
+		fg_kple_free(ctx, w);
+		ple_case_free(&c);
+		free(h), free(a), free(gh), free(ga), free(gh2), free(ga2);
+	}
+	{
+		struct fg_kple *w = NULL;
+		int rc = fg_kple_new(ctx, &w, NULL, NULL, NULL, NULL, 2560, 520, 8, &gerr);
+
+		ok(rc == FG_EUNSUPPORTED && !w, "ple tail refuses a per-layer dim of 520: %s", gerr.msg);
+	}
+}
+
 static void gpu_argmax(void)
 {
 	static const int ns[] = {1, 257, 262144, 12000, 600000};
@@ -1507,6 +1634,7 @@ int main(int argc, char **argv)
 	test_layout_i8();
 	test_i8();
 	test_twins();
+	twin_ple_tail();
 #ifdef FG_HAVE_CUDA
 	ok(fg_cuda_built() == 1, "built with CUDA kernels (nvcc present)");
 #else
@@ -1514,6 +1642,11 @@ int main(int argc, char **argv)
 #endif
 	if (!(ctx = gpu_test_open("gpu kernels vs cpu twins", &err)))
 		return tap_done();
+	if (argc > 1 && !strcmp(argv[1], "--ple")) { /* only the fused PLE tail (for compute-sanitizer) */
+		gpu_ple_tail();
+		fg_kctx_free(ctx);
+		return tap_done();
+	}
 	if (argc > 1 && !strcmp(argv[1], "--lp")) { /* only the row log-probabilities (for compute-sanitizer) */
 		gpu_row_logprobs();
 		fg_kctx_free(ctx);
@@ -1544,6 +1677,7 @@ int main(int argc, char **argv)
 	gpu_attn_post();
 	gpu_argmax();
 	gpu_row_logprobs();
+	gpu_ple_tail();
 	gpu_fused();
 	fg_kctx_free(ctx);
 	gpu_fault();
