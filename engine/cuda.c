@@ -477,24 +477,14 @@ static int ple_new(struct fg_g4_gpu *g, struct fg_kple **out, const struct fg_li
 {
 	const char *e = getenv("FG_PLE_FUSED");
 	struct fg_err e2 = {0};
-	void *gw, *gs, *pw, *ps;
 	int rc;
 
 	*out = NULL;
 	if (!(e && !strcmp(e, "1")) || pg->fmt != FG_W_INT4 || pp->fmt != FG_W_INT4 || pg->group != pp->group ||
 	    pg->cols != pp->rows || pg->rows != pp->cols)
 		return 0;
-	/* the checkpoint mapping need not be aligned: copy bytes */
-	gw = malloc(lin_bytes(pg)), gs = malloc(lin_scale_bytes(pg));
-	pw = malloc(lin_bytes(pp)), ps = malloc(lin_scale_bytes(pp));
-	if (!gw || !gs || !pw || !ps) {
-		free(gw), free(gs), free(pw), free(ps);
-		return fg_err_set(err, FG_ENOMEM, "out of memory staging the fused PLE tail");
-	}
-	memcpy(gw, pg->w, lin_bytes(pg)), memcpy(gs, pg->scale, lin_scale_bytes(pg));
-	memcpy(pw, pp->w, lin_bytes(pp)), memcpy(ps, pp->scale, lin_scale_bytes(pp));
-	rc = fg_kple_new(g->ctx, out, gw, gs, pw, ps, pg->cols, pg->rows, pg->group, &e2);
-	free(gw), free(gs), free(pw), free(ps);
+	/* straight from the checkpoint's mapping: fg_kple_new copies bytes */
+	rc = fg_kple_new(g->ctx, out, pg->w, pg->scale, pp->w, pp->scale, pg->cols, pg->rows, pg->group, &e2);
 	if (rc == FG_EUNSUPPORTED)
 		return 0;
 	if (rc)
@@ -1037,7 +1027,8 @@ int fg_g4_gpu_prefill(struct fg_g4_gpu *g, const int32_t *ids, int n, int pos, s
 			done++;
 			continue;
 		}
-		if ((rc = upload_rows(g, ids + done, T, err)) || (rc = forward_chunk(g, T, pos + done, NULL, 1, err)) || (rc = fg_kctx_sync(g->ctx, err)))
+		if ((rc = upload_rows(g, ids + done, T, err)) || (rc = forward_chunk(g, T, pos + done, NULL, 1, err)) ||
+		    (rc = fg_kctx_sync(g->ctx, err)))
 			return fg_err_wrap(err, "cuda prefill of %d tokens at position %d", T, pos + done);
 		done += T;
 	}

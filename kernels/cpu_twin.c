@@ -168,11 +168,11 @@ void fg_ref_rmsnorm_residual(float *h, const float *x, const float *w, int n, fl
 		h[i] = (h[i] + x[i] * s * w[i]) * scale;
 }
 
-/* ---- fg_ref_ple_tail: the kernel's sums in its order ---- */
+/* ---- the kernels' xor tree; fg_ref_ple_tail's sums in its kernel's order ---- */
 
 #define PLE_T 512 /* kernels/ple.cu's PLE_THREADS */
 
-/* The xor tree of fg_warp_sum over 32 lanes. */
+/* The xor tree of fg_warp_sum over 32 lanes (v is overwritten). */
 static float warp_tree(float *v)
 {
 	float t[32];
@@ -410,7 +410,7 @@ void fg_ref_moe_route(int32_t *idx, float *w, const float *logits, const float *
 static float moe_row_dot(const void *w, int bf16, size_t row, const float *x, int k)
 {
 	int per = bf16 ? 8 : 4, kp = k / per, kt = kp * per;
-	float v[32], t[32];
+	float v[32];
 
 	for (int l = 0; l < 32; l++) {
 		float acc = 0.0f;
@@ -424,12 +424,7 @@ static float moe_row_dot(const void *w, int bf16, size_t row, const float *x, in
 				   x[kt + l], acc);
 		v[l] = acc;
 	}
-	for (int o = 16; o > 0; o >>= 1) {
-		for (int l = 0; l < 32; l++)
-			t[l] = v[l] + v[l ^ o];
-		memcpy(v, t, sizeof(v));
-	}
-	return v[0];
+	return warp_tree(v);
 }
 
 void fg_ref_moe_matvec(float *y, const void *w, int bf16, const int32_t *idx, int E, const float *x, size_t x_stride,

@@ -259,12 +259,13 @@ int fg_k_int4_matvec_geglu(struct fg_kctx *ctx, float *d_y, const struct fg_kint
  * what fg_k_rmsnorm_residual, two INT4 matvecs (the second with GeGLU) and
  * fg_k_residual_norm give in four launches, in the order fg_ref_ple_tail
  * gives (its arithmetic up to gelu's tanhf). fg_kple_new takes both
- * matrices in the standard packed format (same group); FG_EUNSUPPORTED on
+ * matrices in the standard packed format (same group), words and bf16
+ * scales as the checkpoint's bytes (any alignment); FG_EUNSUPPORTED on
  * a GPU without clusters or for shapes it does not take: then the four
  * launches stay. fg_kple_cluster: the blocks of the launch (16 or 8). */
 struct fg_kple;
-int fg_kple_new(struct fg_kctx *ctx, struct fg_kple **out, const int32_t *g_packed, const uint16_t *g_scale,
-		const int32_t *p_packed, const uint16_t *p_scale, int n, int p, int group, struct fg_err *err);
+int fg_kple_new(struct fg_kctx *ctx, struct fg_kple **out, const void *g_packed, const void *g_scale,
+		const void *p_packed, const void *p_scale, int n, int p, int group, struct fg_err *err);
 void fg_kple_free(struct fg_kctx *ctx, struct fg_kple *w);
 int fg_kple_cluster(const struct fg_kple *w);
 int fg_k_ple_tail(struct fg_kctx *ctx, float *d_h, float *d_a, const float *d_x, const struct fg_kple *w,

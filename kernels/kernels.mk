@@ -28,7 +28,7 @@ KERNEL_OBJS += $(KERNEL_C:%.c=$(BUILD)/%.o) $(BUILD)/kernels/nocuda.o
 endif
 
 $(BUILD)/kernels/%.cu.o: kernels/%.cu kernels/kcommon.cuh kernels/fg_kernels.h kernels/i8split.h kernels/moeroute.h \
-			 lib/err.h
+			 lib/err.h lib/bf16.h
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) -I. -Ilib -c -o $@ $<
 

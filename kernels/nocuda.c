@@ -332,8 +332,8 @@ int fg_k_int4_matvec_geglu(struct fg_kctx *ctx, float *d_y, const struct fg_kint
 	return NO_CUDA(err);
 }
 
-int fg_kple_new(struct fg_kctx *ctx, struct fg_kple **out, const int32_t *g_packed, const uint16_t *g_scale,
-		const int32_t *p_packed, const uint16_t *p_scale, int n, int p, int group, struct fg_err *err)
+int fg_kple_new(struct fg_kctx *ctx, struct fg_kple **out, const void *g_packed, const void *g_scale,
+		const void *p_packed, const void *p_scale, int n, int p, int group, struct fg_err *err)
 {
 	(void)ctx, (void)g_packed, (void)g_scale, (void)p_packed, (void)p_scale, (void)n, (void)p, (void)group;
 	*out = NULL;

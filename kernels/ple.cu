@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bf16.h"
 #include "kernels/kcommon.cuh"
 
 namespace cg = cooperative_groups;
@@ -245,7 +246,16 @@ __global__ void __launch_bounds__(PLE_THREADS) ple_tail(float *h, float *a, cons
 }
 
 /* The plan of a slice for C blocks. */
-static void ple_plan(struct fg_kple *w, int n, int p, int group, int C);
+static void ple_plan(struct fg_kple *w, int n, int p, int group, int C)
+{
+	w->n = n, w->p = p, w->group = group, w->cluster = C;
+	w->pr = (p + C - 1) / C;
+	w->hr = (n + C - 1) / C;
+	w->off_gs = up16((size_t)w->pr * (size_t)n / 2);
+	w->off_pw = w->off_gs + up16(sizeof(float) * (size_t)w->pr * (size_t)(n / group));
+	w->off_ps = w->off_pw + up16((size_t)w->hr * (size_t)p / 2);
+	w->slice = w->off_ps + up16(sizeof(float) * (size_t)w->hr * (size_t)(p / group));
+}
 
 /* The largest cluster (16, else 8; FG_PLE_CLUSTER=8: never 16, for
  * measurements) whose plan for n, p, group fits this GPU: *w planned for
@@ -290,36 +300,25 @@ static int ple_cluster(struct fg_kctx *ctx, struct fg_kple *w, int n, int p, int
 	return 0;
 }
 
-/* The plan of a slice for C blocks. */
-static void ple_plan(struct fg_kple *w, int n, int p, int group, int C)
-{
-	w->n = n, w->p = p, w->group = group, w->cluster = C;
-	w->pr = (p + C - 1) / C;
-	w->hr = (n + C - 1) / C;
-	w->off_gs = up16((size_t)w->pr * (size_t)n / 2);
-	w->off_pw = w->off_gs + up16(sizeof(float) * (size_t)w->pr * (size_t)(n / group));
-	w->off_ps = w->off_pw + up16((size_t)w->hr * (size_t)p / 2);
-	w->slice = w->off_ps + up16(sizeof(float) * (size_t)w->hr * (size_t)(p / group));
-}
 
-/* Rows [r0, r0 + rows) of a standard-format matrix (k columns) into a
- * slice's words and fp32 scales; rows past nrows stay zero. */
-static void ple_put(unsigned char *wd, float *sd, const int32_t *packed, const uint16_t *scale, int nrows, int k,
-		    int group, int r0, int rows)
+/* Rows [r0, r0 + rows) of a standard-format matrix (k columns; its words
+ * and bf16 scales as bytes, any alignment) into a slice's words and fp32
+ * scales; rows past nrows stay zero. */
+static void ple_put(unsigned char *wd, float *sd, const void *packed, const void *scale, int nrows, int k, int group,
+		    int r0, int rows)
 {
+	const unsigned char *pb = (const unsigned char *)packed, *sb = (const unsigned char *)scale;
+	size_t ng = (size_t)(k / group);
+
 	for (int r = 0; r < rows && r0 + r < nrows; r++) {
-		memcpy(wd + (size_t)r * (k / 2), packed + (size_t)(r0 + r) * (k / 8), (size_t)k / 2);
-		for (int g = 0; g < k / group; g++) {
-			uint32_t b = (uint32_t)scale[(size_t)(r0 + r) * (k / group) + g] << 16;
-
-			memcpy(&sd[(size_t)r * (k / group) + g], &b, 4);
-		}
+		memcpy(wd + (size_t)r * (k / 2), pb + (size_t)(r0 + r) * (k / 2), (size_t)k / 2);
+		for (size_t g = 0; g < ng; g++)
+			sd[(size_t)r * ng + g] = fg_bf16_to_f32(fg_le16(sb + 2 * ((size_t)(r0 + r) * ng + g)));
 	}
 }
 
-extern "C" int fg_kple_new(struct fg_kctx *ctx, struct fg_kple **out, const int32_t *g_packed,
-			   const uint16_t *g_scale, const int32_t *p_packed, const uint16_t *p_scale, int n, int p,
-			   int group, struct fg_err *err)
+extern "C" int fg_kple_new(struct fg_kctx *ctx, struct fg_kple **out, const void *g_packed, const void *g_scale,
+			   const void *p_packed, const void *p_scale, int n, int p, int group, struct fg_err *err)
 {
 	struct fg_kple plan, *w;
 	unsigned char *hb;

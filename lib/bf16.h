@@ -1,4 +1,5 @@
-/* bf16.h - bfloat16 <-> float32 conversion (bit-exact, header only), and
+/* bf16.h - bfloat16 <-> float32 conversion (bit-exact, header only; C and
+ * C++, for the kernels' host code), and
  * IEEE binary16 (F16, "half") -> float32.
  *
  * bf16 is the top 16 bits of an IEEE binary32. Widening is exact. Narrowing
@@ -57,7 +58,7 @@ static inline float fg_f16_to_f32(uint16_t h)
 /* Little-endian loads and stores of raw bf16 bits from byte buffers. */
 static inline uint16_t fg_le16(const void *p)
 {
-	const uint8_t *b = p;
+	const uint8_t *b = (const uint8_t *)p;
 
 	return (uint16_t)(b[0] | b[1] << 8);
 }
@@ -73,7 +74,7 @@ static inline void fg_f16_row_to_f32(float *out, const uint8_t *src, size_t n)
 
 static inline void fg_put_le16(void *p, uint16_t v)
 {
-	uint8_t *b = p;
+	uint8_t *b = (uint8_t *)p;
 
 	b[0] = (uint8_t)v;
 	b[1] = (uint8_t)(v >> 8);
@@ -81,7 +82,7 @@ static inline void fg_put_le16(void *p, uint16_t v)
 
 static inline void fg_put_le32(void *p, uint32_t v)
 {
-	uint8_t *b = p;
+	uint8_t *b = (uint8_t *)p;
 
 	b[0] = (uint8_t)v;
 	b[1] = (uint8_t)(v >> 8);
@@ -91,7 +92,7 @@ static inline void fg_put_le32(void *p, uint32_t v)
 
 static inline uint32_t fg_le32(const void *p)
 {
-	const uint8_t *b = p;
+	const uint8_t *b = (const uint8_t *)p;
 
 	return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
 }
