@@ -932,18 +932,24 @@ static int quant_block(const uint8_t *w, int dtype, uint8_t *packed, uint8_t *sc
 	return rc;
 }
 
-/* The pipeline. The main thread reads the input shards in file order into a
- * ring of buffers, quantizes (on -j threads) or passes through each piece and
+/* The pipeline. The main thread takes the input shards in file order,
+ * quantizes (on -j threads) or passes through each piece and
  * hands the output to the writer, whose own thread hashes the output shards;
- * a second hashing thread hashes each input piece from the buffer it was read
- * into. Every byte is read once, hashed once on input and once on output, the
+ * a second hashing thread hashes each input piece where the quantizer read
+ * it. Every byte is read once, hashed once on input and once on output, the
  * two digests running beside the quantizer and the writes (docs/bench.md).
  * A buffer is reused only once both hashing threads are past it: the retire
  * queue below, whose length bounds the memory in flight (RETIRE + 1 input
  * buffers of BLOCK_BYTES and as many output buffers of BLOCK_BYTES / 4).
- * Reading through the mapping instead (no copy into a buffer) was measured
- * slower on this VM: touching newly mapped pages cost more than read()'s copy. */
+ * The pieces come straight from the input file's mapping (fg_st_open's), no
+ * copy; the pages every reader is done with are dropped in runs. On the
+ * thirty-second session's VM that took the full E4B body's system time from
+ * 6.0-6.8 to 3.2-4.2 CPU-s (docs/bench.md); the fourth session's VM had
+ * measured the mapping slower. FG_BAKE_PREAD=1 reads through read() into
+ * the ring of buffers instead, for such comparisons. */
 #define RETIRE 8
+/* Mapped input dropped from the resident set in runs of this many bytes. */
+#define RELEASE_BYTES ((size_t)32 << 20)
 
 struct retired {
 	uint64_t in_seq, out_mark;
@@ -952,6 +958,8 @@ struct retired {
 	void *mem;                 /* output buffer to free, or NULL */
 	int slot;                  /* packed buffer slot to give back, or -1 */
 	int inslot;                /* input buffer slot to give back, or -1 */
+	const uint8_t *mp;         /* a piece of the input file's mapping to drop, or NULL */
+	size_t mlen;
 };
 
 struct flow {
@@ -969,6 +977,10 @@ struct flow {
 	uint8_t *inbuf[RETIRE + 1];  /* BLOCK_BYTES each */
 	int in_busy[RETIRE + 1];
 	int cur_inslot;              /* the piece flow_get handed out */
+	const uint8_t *map;          /* the current file's image, or NULL: read through fd */
+	const uint8_t *cur_mp;       /* the piece flow_get handed out from map */
+	const uint8_t *pend;         /* pieces of map done with, not yet dropped */
+	size_t pend_len;
 };
 
 static int flow_init(struct flow *f, const struct fg_st_set *set, struct fg_st_writer *w,
@@ -990,6 +1002,17 @@ static int flow_init(struct flow *f, const struct fg_st_set *set, struct fg_st_w
 	return fg_sha256_pipe_new(&f->in, err);
 }
 
+/* Drops the mapped pieces every reader is done with from the resident set:
+ * in runs of RELEASE_BYTES, since each drop is a TLB flush on every core
+ * running the process's threads. */
+static void flow_release(struct flow *f)
+{
+	if (f->pend)
+		fg_st_release_addr(f->pend, f->pend_len);
+	f->pend = NULL;
+	f->pend_len = 0;
+}
+
 /* Waits for the oldest retired piece, then lets it go. */
 static int flow_pop(struct flow *f, struct fg_err *err)
 {
@@ -1007,6 +1030,15 @@ static int flow_pop(struct flow *f, struct fg_err *err)
 		f->slot_busy[r->slot] = 0;
 	if (r->inslot >= 0)
 		f->in_busy[r->inslot] = 0;
+	if (r->mp) {
+		if (f->pend && f->pend + f->pend_len != r->mp)
+			flow_release(f);
+		if (!f->pend)
+			f->pend = r->mp;
+		f->pend_len += r->mlen;
+		if (f->pend_len >= RELEASE_BYTES)
+			flow_release(f);
+	}
 	f->qhead = (f->qhead + 1) % RETIRE;
 	f->qlen--;
 	return rc;
@@ -1039,6 +1071,7 @@ static int flow_drain(struct flow *f, struct fg_err *err)
 		if (!rc)
 			rc = r2;
 	}
+	flow_release(f);
 	return rc;
 }
 
@@ -1094,34 +1127,43 @@ static int flow_inslot(struct flow *f, struct fg_err *err)
 	}
 }
 
-/* Reads file bytes [hashed, hashed + len) into a free buffer and queues them
- * for the input digest; returns the buffer's slot or -1. */
-static int flow_read(struct flow *f, size_t len, struct fg_err *err)
+/* File bytes [hashed, hashed + len): in the file's mapping, or read into a
+ * free buffer (*slot, else -1); queued for the input digest. NULL on error. */
+static const uint8_t *flow_read(struct flow *f, size_t len, int *slot, struct fg_err *err)
 {
-	int k = flow_inslot(f, err);
+	const uint8_t *p;
 	size_t got = 0;
+	int k = -1;
 
-	if (k < 0)
-		return -1;
-	while (got < len) {
-		ssize_t n = pread(f->fd, f->inbuf[k] + got, len - got, (off_t)(f->hashed + got));
+	if (f->map) {
+		p = f->map + f->hashed;
+	} else {
+		k = flow_inslot(f, err);
+		if (k < 0)
+			return NULL;
+		while (got < len) {
+			ssize_t n = pread(f->fd, f->inbuf[k] + got, len - got, (off_t)(f->hashed + got));
 
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			fg_err_set(err, FG_EIO, "read %s: %s", f->path,
-				   n < 0 ? strerror(errno) : "file shrank while baking");
-			f->in_busy[k] = 0;
-			return -1;
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				fg_err_set(err, FG_EIO, "read %s: %s", f->path,
+					   n < 0 ? strerror(errno) : "file shrank while baking");
+				f->in_busy[k] = 0;
+				return NULL;
+			}
+			got += (size_t)n;
 		}
-		got += (size_t)n;
+		p = f->inbuf[k];
 	}
-	if (f->hash_in && fg_sha256_pipe_update(f->in, f->inbuf[k], len, NULL, err)) {
-		f->in_busy[k] = 0;
-		return -1;
+	if (f->hash_in && fg_sha256_pipe_update(f->in, p, len, NULL, err)) {
+		if (k >= 0)
+			f->in_busy[k] = 0;
+		return NULL;
 	}
 	f->hashed += len;
-	return k;
+	*slot = k;
+	return p;
 }
 
 /* Reads and queues file bytes up to end for the input digest (the bytes
@@ -1139,13 +1181,16 @@ static int flow_hash_to(struct flow *f, size_t end, struct fg_err *err)
 		size_t n = end - f->hashed < BLOCK_BYTES ? end - f->hashed : BLOCK_BYTES;
 
 		struct retired r;
-		int k = flow_read(f, n, err);
+		int k;
+		const uint8_t *p = flow_read(f, n, &k, err);
 
-		if (k < 0)
+		if (!p)
 			return err && err->code ? err->code : FG_EIO;
 		memset(&r, 0, sizeof(r));
 		r.slot = -1;
 		r.inslot = k;
+		r.mp = f->map ? p : NULL;
+		r.mlen = n;
 		rc = flow_retire(f, r, err);
 	}
 	return rc;
@@ -1156,17 +1201,15 @@ static int flow_hash_to(struct flow *f, size_t end, struct fg_err *err)
 static const uint8_t *flow_get(struct flow *f, const struct fg_st_tensor *t, int streamed,
 			       size_t off, size_t len, struct fg_err *err)
 {
-	int k;
+	const uint8_t *p;
 
 	if (!streamed)
 		return (const uint8_t *)t->data + off;
 	if (flow_hash_to(f, (size_t)t->file_offset + off, err))
 		return NULL;
-	k = flow_read(f, len, err);
-	if (k < 0)
-		return NULL;
-	f->cur_inslot = k;
-	return f->inbuf[k];
+	p = flow_read(f, len, &f->cur_inslot, err);
+	f->cur_mp = f->map ? p : NULL;
+	return p;
 }
 
 /* Retires a piece of t once read and written; mem/slot are the output buffer. */
@@ -1180,6 +1223,9 @@ static int flow_done(struct flow *f, const struct fg_st_tensor *t, int streamed,
 	r.slot = slot;
 	r.inslot = f->cur_inslot;
 	f->cur_inslot = -1;
+	r.mp = f->cur_mp;
+	r.mlen = len;
+	f->cur_mp = NULL;
 	if (!streamed) {
 		r.t = t;
 		r.t_off = off;
@@ -1298,6 +1344,12 @@ static int stream_all(struct bake *b, struct flow *f, struct fg_int4_report *rep
 		posix_fadvise(f->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 		rc = open_input(b, inf, f->fd, 1, err);
 		f->hash_in = !inf->by_stamp;
+		/* The tensors' offsets are the mapping's: the file opened now must be it. */
+		f->map = rc ? NULL : fg_st_file_image(b->set, fi, &inf->st0);
+		if (!rc && !f->map)
+			rc = fg_err_set(err, FG_EIO, "%s: changed since its header was read (another file, or another size)", fp);
+		if (getenv("FG_BAKE_PREAD"))
+			f->map = NULL;
 		for (; !rc && i < b->n_jobs && !b->jobs[i].extra && b->jobs[i].t->file == fp; i++) {
 			rc = bake_tensor(b, f, &b->jobs[i], 1, err);
 			if (b->jobs[i].quant)
@@ -1316,6 +1368,10 @@ static int stream_all(struct bake *b, struct flow *f, struct fg_int4_report *rep
 		}
 		if (!rc)
 			rc = close_input(inf, f->fd, err);
+		/* Its mapping was read twice over (quantizer, digest): both saw one file. */
+		if (!rc && f->map && !inf->stable)
+			rc = fg_err_set(err, FG_EIO,
+					"%s: changed while baking (its inode's size, mtime or ctime moved)", fp);
 		/* The digest lands in inf->sha256 once the hashing thread gets there. */
 		if (!rc && f->hash_in) {
 			rc = fg_sha256_pipe_final(f->in, inf->sha256, NULL, err);

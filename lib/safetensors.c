@@ -57,6 +57,8 @@ struct st_file {
 	const uint8_t *base;  /* whole file image */
 	size_t len;
 	int mapped;           /* base is our mmap (unmap on free) */
+	dev_t dev;            /* the mapped inode (when mapped) */
+	ino_t ino;
 	const uint8_t *data;  /* start of the data region */
 	size_t data_len;
 };
@@ -330,6 +332,8 @@ static int map_file(struct st_file *f, struct fg_err *err)
 	f->base = p;
 	f->len = (size_t)st.st_size;
 	f->mapped = 1;
+	f->dev = st.st_dev;
+	f->ino = st.st_ino;
 	return 0;
 }
 
@@ -609,6 +613,26 @@ const char *fg_st_file(const struct fg_st_set *s, size_t i)
 	return i < s->nfiles ? s->files[i].path : NULL;
 }
 
+const uint8_t *fg_st_file_image(const struct fg_st_set *s, size_t i, const struct stat *st)
+{
+	const struct st_file *f = i < s->nfiles ? &s->files[i] : NULL;
+
+	if (!f || !f->mapped || f->dev != st->st_dev || f->ino != st->st_ino ||
+	    (uint64_t)st->st_size != (uint64_t)f->len)
+		return NULL;
+	return f->base;
+}
+
+void fg_st_release_addr(const void *p, size_t len)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	uintptr_t a = ((uintptr_t)p + pg - 1) & ~(uintptr_t)(pg - 1);
+	uintptr_t b = ((uintptr_t)p + len) & ~(uintptr_t)(pg - 1);
+
+	if (b > a)
+		madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
 const char *fg_st_metadata(const struct fg_st_set *s, const char *key)
 {
 	return s->meta ? fg_json_str(s->meta, key) : NULL;
@@ -617,8 +641,7 @@ const char *fg_st_metadata(const struct fg_st_set *s, const char *key)
 void fg_st_release_span(const struct fg_st_set *s, const struct fg_st_tensor *t, size_t off,
 			size_t len)
 {
-	size_t i, pg = (size_t)sysconf(_SC_PAGESIZE);
-	uintptr_t a, b;
+	size_t i;
 
 	for (i = 0; i < s->nfiles; i++)
 		if (s->files[i].path == t->file)
@@ -628,10 +651,7 @@ void fg_st_release_span(const struct fg_st_set *s, const struct fg_st_tensor *t,
 	if (len > t->nbytes - off)
 		len = t->nbytes - off;
 	/* Only whole pages inside the span: neighbours may still be in use. */
-	a = ((uintptr_t)t->data + off + pg - 1) & ~(uintptr_t)(pg - 1);
-	b = ((uintptr_t)t->data + off + len) & ~(uintptr_t)(pg - 1);
-	if (b > a)
-		madvise((void *)a, b - a, MADV_DONTNEED);
+	fg_st_release_addr((const uint8_t *)t->data + off, len);
 }
 
 void fg_st_release(const struct fg_st_set *s, const struct fg_st_tensor *t)

@@ -46,6 +46,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include <cjson/cJSON.h>
 
@@ -135,6 +136,13 @@ const struct fg_st_tensor *fg_st_find(const struct fg_st_set *set, const char *n
 /* Files of the set (1 for a single file), in order; borrowed paths. */
 size_t fg_st_nfiles(const struct fg_st_set *set);
 const char *fg_st_file(const struct fg_st_set *set, size_t i);
+/* File i's whole mapped image (fg_st_open's mapping), when st (an fstat of
+ * the caller's own open of that path) names the same inode with the same
+ * size; else NULL (not mapped, or the path now names another file). */
+const uint8_t *fg_st_file_image(const struct fg_st_set *set, size_t i, const struct stat *st);
+/* Drops the whole pages inside [p, p + len) of a mapping from the resident
+ * set (they read back from the file if touched again). */
+void fg_st_release_addr(const void *p, size_t len);
 /* The __metadata__ value for key in the first file, or NULL. */
 const char *fg_st_metadata(const struct fg_st_set *set, const char *key);
 

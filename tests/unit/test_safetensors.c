@@ -191,6 +191,29 @@ static void test_writer(void)
 		fg_st_release(s, fg_st_find(s, "w.a"));
 		ok(!memcmp(fg_st_find(s, "w.a")->data, data, 24), "write: data readable after release");
 		is_str(fg_st_metadata(s, "format"), "pt", "write: metadata back");
+		/* The image is the mapping only while the path names the same inode. */
+		fg_path_join(&p, sub, "model.safetensors", &err);
+		ok(stat(p.data, &st) == 0 && fg_st_file_image(s, 0, &st) &&
+		   fg_st_file_image(s, 0, &st) + fg_st_at(s, 0)->file_offset ==
+			   (const uint8_t *)fg_st_at(s, 0)->data,
+		   "image: the mapping of the file as opened");
+		ok(!fg_st_file_image(s, 1, &st), "image: no file 1");
+		{
+			struct fg_buf q = FG_BUF_INIT;
+
+			fg_buf_printf(&q, &err, "%s.new", p.data);
+			ok(link(p.data, q.data) == 0 && rename(q.data, p.data) == 0 && unlink(q.data) == 0,
+			   "image: a hard link renamed over it");
+			ok(stat(p.data, &st) == 0 && fg_st_file_image(s, 0, &st), "image: same inode, still it");
+			st.st_size++;
+			ok(!fg_st_file_image(s, 0, &st), "image: NULL for another size");
+			fg_buf_reset(&q);
+			fg_buf_printf(&q, &err, "cp %s %s.copy && mv %s.copy %s", p.data, p.data, p.data, p.data);
+			ok(system(q.data) == 0 && stat(p.data, &st) == 0 && !fg_st_file_image(s, 0, &st),
+			   "image: NULL once the path names a replacement file");
+			fg_buf_release(&q);
+		}
+		fg_buf_reset(&p);
 		fg_st_free(s);
 	}
 
