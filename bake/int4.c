@@ -312,6 +312,9 @@ int fg_int4_is_target(const char *name)
 /* Input bytes per piece: quantized per round, passed through per write,
  * hashed per queued item. */
 #define BLOCK_BYTES ((size_t)1 << 20)
+/* Pass-through pieces straight from the mapping: big, so the hashing
+ * threads' queues (64 pieces each) can hold a whole PLE table. */
+#define PASS_BYTES ((size_t)128 << 20)
 
 struct infile {
 	char *name;        /* relative to src */
@@ -864,71 +867,147 @@ static int plan(struct bake *b, struct fg_st_desc **descs_out, size_t *nd_out, s
 }
 
 
-struct qwork {
+/* The quantizer's threads: started once per bake and kept, so a block
+ * costs no thread start. A block is cut into chunks of rows that the
+ * calling thread and the workers take in turn; a worker the scheduler keeps
+ * waiting (the hashing threads may hold the cores) takes fewer, so the
+ * caller waits only for chunks already taken. Rows are independent, so the
+ * bytes do not depend on who quantized which chunk. */
+#define QMAX 64
+#define CHUNK_BYTES ((size_t)64 << 10)
+
+struct qpool {
+	pthread_mutex_t m;
+	pthread_cond_t go, fin;
+	pthread_t th[QMAX];
+	int nth, stop;
+	uint64_t gen;
+	/* the block */
 	const uint8_t *w;
 	int dtype;
 	uint8_t *packed, *scales;
-	size_t rows, cols, group;
-	size_t bad;
-	int rc;
+	size_t rows, cols, group, chunk, nchunks, next, ndone;
+	size_t badchunk, bad; /* the first failing chunk (nchunks: none) and its element */
 };
 
-static void *qwork_main(void *arg)
+static void qpool_chunk(struct qpool *q, size_t c)
 {
-	struct qwork *q = arg;
+	size_t es = fg_st_dtype_size(q->dtype), r0 = c * q->chunk, bad = 0;
+	size_t n = q->rows - r0 < q->chunk ? q->rows - r0 : q->chunk;
+	int rc = fg_int4_quant_rows_dtype(q->packed + r0 * q->cols / 2,
+					  q->scales + r0 * (q->cols / q->group) * 2,
+					  q->w + r0 * q->cols * es, q->dtype, n, q->cols, q->group, &bad);
 
-	q->rc = fg_int4_quant_rows_dtype(q->packed, q->scales, q->w, q->dtype, q->rows, q->cols, q->group,
-					 &q->bad);
+	pthread_mutex_lock(&q->m);
+	if (rc && c < q->badchunk) {
+		q->badchunk = c;
+		q->bad = r0 * q->cols + bad;
+	}
+	if (++q->ndone == q->nchunks)
+		pthread_cond_signal(&q->fin);
+}
+
+/* Takes chunks of the current block until none is left; m held on entry
+ * and on return. */
+static void qpool_take(struct qpool *q)
+{
+	while (q->next < q->nchunks) {
+		size_t c = q->next++;
+
+		pthread_mutex_unlock(&q->m);
+		qpool_chunk(q, c); /* returns with m held */
+	}
+}
+
+static void *qpool_main(void *arg)
+{
+	struct qpool *q = arg;
+	uint64_t seen = 0;
+
+	pthread_mutex_lock(&q->m);
+	for (;;) {
+		while (q->gen == seen && !q->stop)
+			pthread_cond_wait(&q->go, &q->m);
+		if (q->stop)
+			break;
+		seen = q->gen;
+		qpool_take(q);
+	}
+	pthread_mutex_unlock(&q->m);
 	return NULL;
 }
 
-/* Quantizes rows [0, rows) of a block of dtype (BF16, F16, F32) on nthreads
- * threads (fixed row split). */
-static int quant_block(const uint8_t *w, int dtype, uint8_t *packed, uint8_t *scales, size_t rows,
-		       size_t cols, size_t group, int nthreads, size_t *bad)
+/* A pool of nthreads - 1 workers (none for 1; fewer if threads cannot start). */
+static int qpool_new(struct qpool **out, int nthreads, struct fg_err *err)
 {
-	size_t es = fg_st_dtype_size(dtype);
-	struct qwork q[64];
-	pthread_t th[64];
-	int started[64] = { 0 };
-	size_t per, r0 = 0;
-	int n = nthreads < 64 ? nthreads : 64, i, rc = 0;
+	struct qpool *q = calloc(1, sizeof(*q));
+	int i;
 
-	if ((size_t)n > rows)
-		n = (int)rows;
-	if (n < 1)
-		n = 1;
-	per = (rows + (size_t)n - 1) / (size_t)n;
-	for (i = 0; i < n; i++) {
-		size_t r1 = r0 + per < rows ? r0 + per : rows;
-
-		q[i].w = w + r0 * cols * es;
-		q[i].dtype = dtype;
-		q[i].packed = packed + r0 * cols / 2;
-		q[i].scales = scales + r0 * (cols / group) * 2;
-		q[i].rows = r1 - r0;
-		q[i].cols = cols;
-		q[i].group = group;
-		q[i].rc = 0;
-		q[i].bad = 0;
-		r0 = r1;
-	}
-	for (i = 1; i < n; i++)
-		started[i] = !pthread_create(&th[i], NULL, qwork_main, &q[i]);
-	qwork_main(&q[0]);
-	for (i = 1; i < n; i++) {
-		if (started[i])
-			pthread_join(th[i], NULL);
-		else
-			qwork_main(&q[i]);
-	}
-	/* The first bad element in row order, whichever thread saw it. */
-	for (i = 0; i < n; i++)
-		if (q[i].rc) {
-			*bad = (size_t)(q[i].w - w) / es + q[i].bad;
-			rc = -1;
+	*out = NULL;
+	if (!q)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	pthread_mutex_init(&q->m, NULL);
+	pthread_cond_init(&q->go, NULL);
+	pthread_cond_init(&q->fin, NULL);
+	for (i = 0; i < nthreads - 1 && i < QMAX; i++) {
+		if (pthread_create(&q->th[i], NULL, qpool_main, q))
 			break;
-		}
+		q->nth++;
+	}
+	*out = q;
+	return 0;
+}
+
+static void qpool_free(struct qpool *q)
+{
+	int i;
+
+	if (!q)
+		return;
+	pthread_mutex_lock(&q->m);
+	q->stop = 1;
+	pthread_cond_broadcast(&q->go);
+	pthread_mutex_unlock(&q->m);
+	for (i = 0; i < q->nth; i++)
+		pthread_join(q->th[i], NULL);
+	pthread_mutex_destroy(&q->m);
+	pthread_cond_destroy(&q->go);
+	pthread_cond_destroy(&q->fin);
+	free(q);
+}
+
+/* Quantizes rows [0, rows) of a block of dtype (BF16, F16, F32) with the
+ * pool; -1 with *bad (the first non-finite element in row order). */
+static int quant_block(struct qpool *q, const uint8_t *w, int dtype, uint8_t *packed,
+		       uint8_t *scales, size_t rows, size_t cols, size_t group, size_t *bad)
+{
+	size_t row_bytes = cols * fg_st_dtype_size(dtype);
+	int rc = 0;
+
+	pthread_mutex_lock(&q->m);
+	q->w = w;
+	q->dtype = dtype;
+	q->packed = packed;
+	q->scales = scales;
+	q->rows = rows;
+	q->cols = cols;
+	q->group = group;
+	q->chunk = row_bytes >= CHUNK_BYTES ? 1 : CHUNK_BYTES / row_bytes;
+	q->nchunks = (rows + q->chunk - 1) / q->chunk;
+	q->next = q->ndone = 0;
+	q->badchunk = q->nchunks;
+	if (q->nth && q->nchunks > 1) {
+		q->gen++;
+		pthread_cond_broadcast(&q->go);
+	}
+	qpool_take(q);
+	while (q->ndone < q->nchunks)
+		pthread_cond_wait(&q->fin, &q->m);
+	if (q->badchunk < q->nchunks) {
+		*bad = q->bad;
+		rc = -1;
+	}
+	pthread_mutex_unlock(&q->m);
 	return rc;
 }
 
@@ -962,6 +1041,17 @@ struct retired {
 	size_t mlen;
 };
 
+/* A run of mapped input (contiguous pieces, up to RELEASE_BYTES) that the
+ * hashing threads may still read: dropped once they are past its marks.
+ * Mapped pieces hold no buffer, so they do not wait in the retire queue:
+ * the writer may run ahead of the digests (a big shard hashed on one
+ * thread while the next shards are baked and hashed on another). */
+struct mrun {
+	uint64_t in_seq, out_mark;
+	const uint8_t *p;
+	size_t len;
+};
+
 struct flow {
 	struct fg_sha256_pipe *in;  /* input files' digests */
 	struct fg_st_writer *w;
@@ -979,12 +1069,15 @@ struct flow {
 	int cur_inslot;              /* the piece flow_get handed out */
 	const uint8_t *map;          /* the current file's image, or NULL: read through fd */
 	const uint8_t *cur_mp;       /* the piece flow_get handed out from map */
-	const uint8_t *pend;         /* pieces of map done with, not yet dropped */
-	size_t pend_len;
+	struct mrun *mq;             /* mapped runs in use, oldest first: mq[mh .. mn) */
+	size_t mh, mn, mcap;
+	size_t mbytes;               /* their bytes */
+	size_t mlag;                 /* at most this many (bounds the resident set) */
+	struct qpool *pool;          /* the quantizer's threads */
 };
 
 static int flow_init(struct flow *f, const struct fg_st_set *set, struct fg_st_writer *w,
-		     struct fg_err *err)
+		     int threads, struct fg_err *err)
 {
 	size_t k;
 
@@ -993,24 +1086,100 @@ static int flow_init(struct flow *f, const struct fg_st_set *set, struct fg_st_w
 	f->w = w;
 	f->fd = -1;
 	f->cur_inslot = -1;
+	/* Mapped input held for the digests: up to twice the largest tensor, so
+	 * a big pass-through tensor can be queued whole (peak RSS stays within
+	 * the issue's three times the largest tensor + 256 MB). */
+	f->mlag = (size_t)256 << 20;
+	for (k = 0; k < fg_st_count(set); k++)
+		if (fg_st_at(set, k)->nbytes > f->mlag / 2)
+			f->mlag = 2 * fg_st_at(set, k)->nbytes;
 	for (k = 0; k <= RETIRE; k++) {
 		f->packed[k] = malloc(BLOCK_BYTES / 4);
 		f->inbuf[k] = malloc(BLOCK_BYTES);
 		if (!f->packed[k] || !f->inbuf[k])
 			return fg_err_set(err, FG_ENOMEM, "out of memory");
 	}
+	if (qpool_new(&f->pool, threads, err))
+		return FG_ENOMEM;
 	return fg_sha256_pipe_new(&f->in, err);
 }
 
-/* Drops the mapped pieces every reader is done with from the resident set:
- * in runs of RELEASE_BYTES, since each drop is a TLB flush on every core
- * running the process's threads. */
-static void flow_release(struct flow *f)
+/* Per hashing thread, the later of two writer marks (32-bit parts). */
+static uint64_t mark_max(uint64_t a, uint64_t b)
 {
-	if (f->pend)
-		fg_st_release_addr(f->pend, f->pend_len);
-	f->pend = NULL;
-	f->pend_len = 0;
+	uint64_t lo = (a & 0xffffffffu) > (b & 0xffffffffu) ? a & 0xffffffffu : b & 0xffffffffu;
+	uint64_t hi = (a >> 32) > (b >> 32) ? a >> 32 : b >> 32;
+
+	return hi << 32 | lo;
+}
+
+/* Drops the oldest mapped run from the resident set, waiting for the
+ * hashing threads first when wait is set (else only when they are past
+ * it: returns 1 when they are not). Runs of RELEASE_BYTES: each drop is a
+ * TLB flush on every core running the process's threads. */
+static int mq_pop(struct flow *f, int wait, struct fg_err *err)
+{
+	struct mrun *m = &f->mq[f->mh];
+	int rc = 0;
+
+	if (!wait && (fg_sha256_pipe_done(f->in) < m->in_seq || !fg_st_writer_passed(f->w, m->out_mark)))
+		return 1;
+	if (wait && m->in_seq)
+		rc = fg_sha256_pipe_wait(f->in, m->in_seq, err);
+	if (wait && !rc)
+		rc = fg_st_writer_wait(f->w, m->out_mark, err);
+	if (rc)
+		return rc;
+	fg_st_release_addr(m->p, m->len);
+	f->mbytes -= m->len;
+	if (++f->mh == f->mn)
+		f->mh = f->mn = 0;
+	return 0;
+}
+
+/* Adds mapped piece [p, p + len) with its marks (merged into the newest run
+ * when it continues it), then drops what is done; waits while more than
+ * mlag bytes are held. */
+static int mq_add(struct flow *f, const uint8_t *p, size_t len, uint64_t in_seq, uint64_t out_mark,
+		  struct fg_err *err)
+{
+	struct mrun *t = f->mn > f->mh ? &f->mq[f->mn - 1] : NULL;
+	int rc = 0;
+
+	if (t && t->p + t->len == p && t->len < RELEASE_BYTES) {
+		t->len += len;
+		t->in_seq = in_seq > t->in_seq ? in_seq : t->in_seq;
+		t->out_mark = mark_max(t->out_mark, out_mark);
+	} else {
+		if (f->mn == f->mcap && f->mh) { /* slide down */
+			memmove(f->mq, f->mq + f->mh, (f->mn - f->mh) * sizeof(*f->mq));
+			f->mn -= f->mh;
+			f->mh = 0;
+		}
+		if (f->mn == f->mcap) {
+			size_t cap = f->mcap ? 2 * f->mcap : 64;
+			struct mrun *q = realloc(f->mq, cap * sizeof(*q));
+
+			if (!q)
+				return fg_err_set(err, FG_ENOMEM, "out of memory");
+			f->mq = q;
+			f->mcap = cap;
+		}
+		f->mq[f->mn].in_seq = in_seq;
+		f->mq[f->mn].out_mark = out_mark;
+		f->mq[f->mn].p = p;
+		f->mq[f->mn].len = len;
+		f->mn++;
+	}
+	f->mbytes += len;
+	while (!rc && f->mn > f->mh && f->mbytes > f->mlag)
+		rc = mq_pop(f, 1, err);
+	while (!rc && f->mn - f->mh > 1) { /* the newest may still grow */
+		rc = mq_pop(f, 0, err);
+		if (rc > 0)
+			return 0; /* the oldest is still being read */
+	}
+	return rc;
 }
 
 /* Waits for the oldest retired piece, then lets it go. */
@@ -1030,15 +1199,6 @@ static int flow_pop(struct flow *f, struct fg_err *err)
 		f->slot_busy[r->slot] = 0;
 	if (r->inslot >= 0)
 		f->in_busy[r->inslot] = 0;
-	if (r->mp) {
-		if (f->pend && f->pend + f->pend_len != r->mp)
-			flow_release(f);
-		if (!f->pend)
-			f->pend = r->mp;
-		f->pend_len += r->mlen;
-		if (f->pend_len >= RELEASE_BYTES)
-			flow_release(f);
-	}
 	f->qhead = (f->qhead + 1) % RETIRE;
 	f->qlen--;
 	return rc;
@@ -1049,10 +1209,19 @@ static int flow_retire(struct flow *f, struct retired r, struct fg_err *err)
 {
 	int rc = 0;
 
-	if (f->qlen == RETIRE)
-		rc = flow_pop(f, err);
 	r.in_seq = fg_sha256_pipe_last(f->in);
 	r.out_mark = fg_st_writer_mark(f->w);
+	if (r.mp) {
+		rc = mq_add(f, r.mp, r.mlen, r.in_seq, r.out_mark, err);
+		r.mp = NULL;
+		if (!r.mem && r.slot < 0 && r.inslot < 0 && !r.t)
+			return rc; /* nothing else to give back */
+	}
+	if (f->qlen == RETIRE) {
+		int r2 = flow_pop(f, err);
+
+		rc = rc ? rc : r2;
+	}
 	f->q[(f->qhead + f->qlen) % RETIRE] = r;
 	f->qlen++;
 	if (rc) {
@@ -1071,7 +1240,13 @@ static int flow_drain(struct flow *f, struct fg_err *err)
 		if (!rc)
 			rc = r2;
 	}
-	flow_release(f);
+	while (f->mn > f->mh) {
+		r2 = mq_pop(f, 1, err);
+		if (r2)
+			f->mn = f->mh; /* an error: the pages go with the mapping */
+		if (!rc)
+			rc = r2;
+	}
 	return rc;
 }
 
@@ -1103,6 +1278,10 @@ static void flow_free(struct flow *f)
 	}
 	fg_sha256_pipe_free(f->in); /* waits: it may still read the input buffers */
 	f->in = NULL;
+	free(f->mq);
+	f->mq = NULL;
+	qpool_free(f->pool);
+	f->pool = NULL;
 	for (k = 0; k <= RETIRE; k++) {
 		free(f->packed[k]);
 		free(f->inbuf[k]);
@@ -1243,10 +1422,10 @@ static int bake_tensor(struct bake *b, struct flow *f, const struct job *j, int 
 	int rc = 0, k;
 
 	if (!j->quant) {
-		size_t off;
+		size_t off, piece = streamed && f->map ? PASS_BYTES : BLOCK_BYTES;
 
-		for (off = 0; off < t->nbytes && !rc; off += BLOCK_BYTES) {
-			size_t len = t->nbytes - off < BLOCK_BYTES ? t->nbytes - off : BLOCK_BYTES;
+		for (off = 0; off < t->nbytes && !rc; off += piece) {
+			size_t len = t->nbytes - off < piece ? t->nbytes - off : piece;
 			const uint8_t *src = flow_get(f, t, streamed, off, len, err);
 
 			rc = src ? fg_st_writer_write(f->w, src, len, err) : FG_EIO;
@@ -1276,8 +1455,8 @@ static int bake_tensor(struct bake *b, struct flow *f, const struct job *j, int 
 			rc = err && err->code ? err->code : FG_EIO;
 			break;
 		}
-		if (quant_block(src, t->dtype, f->packed[slot], scales + r * (cols / group) * 2, n, cols,
-				group, b->o->threads, &bad)) {
+		if (quant_block(f->pool, src, t->dtype, f->packed[slot], scales + r * (cols / group) * 2, n,
+				cols, group, &bad)) {
 			char msg[128];
 
 			f->slot_busy[slot] = 0;
@@ -1311,7 +1490,7 @@ static int bake_tensor(struct bake *b, struct flow *f, const struct job *j, int 
 		return flow_retire(f, rt, err);
 	}
 	/* On failure the writer's thread may still read scales: wait for it. */
-	fg_st_writer_wait(f->w, fg_st_writer_mark(f->w), NULL);
+	fg_st_writer_drain(f->w, NULL);
 	free(scales);
 	return rc;
 }
@@ -1669,7 +1848,7 @@ static int write_statement(struct bake *b, time_t started, struct fg_int4_report
 	if (b->store)
 		cJSON_AddStringToObject(inl, "store", fg_store_root(b->store));
 	cJSON_AddBoolToObject(inl, "rehash", b->o->rehash != 0);
-	cJSON_AddNumberToObject(inl, "max_shard_bytes",
+	cJSON_AddNumberToObject(ext, "max_shard_bytes",
 				(double)(b->o->max_shard_bytes ? b->o->max_shard_bytes : FG_INT4_SHARD_BYTES));
 	o = cJSON_CreateObject();
 	cJSON_AddItemToArray(bp, o);
@@ -1772,8 +1951,11 @@ int fg_int4_bake(const char *src, const char *out, const struct fg_int4_opts *op
 		fg_st_writer_no_sync(w);
 	if (!rc) {
 		fg_st_writer_async(w);
-		rc = flow_init(&flow, b.set, w, err);
+		/* With -j 2 or more, the output shards' digests on two threads. */
+		rc = fg_st_writer_hashers(w, opts->threads > 1 ? 2 : 1, err);
 	}
+	if (!rc)
+		rc = flow_init(&flow, b.set, w, opts->threads, err);
 	if (!rc)
 		rc = stream_all(&b, &flow, rep, err);
 	if (!rc)

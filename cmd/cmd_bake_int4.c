@@ -1,5 +1,7 @@
 /* cmd_bake_int4.c - `fgpack bake int4 SRC_DIR OUT_DIR [--group N] [--head keep|int4] [-j N]`. */
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -8,11 +10,44 @@
 #include "bake/int4.h"
 #include "workq.h"
 
+/* "5GB", "500MiB", "123": bytes (suffixes as transformers' max_shard_size). */
+static int parse_shard_size(const char *s, uint64_t *out)
+{
+	static const struct {
+		const char *suf;
+		uint64_t mul;
+	} units[] = { { "", 1 },
+		      { "B", 1 },
+		      { "kB", 1000ULL },
+		      { "KB", 1000ULL },
+		      { "MB", 1000000ULL },
+		      { "GB", 1000000000ULL },
+		      { "KiB", 1ULL << 10 },
+		      { "MiB", 1ULL << 20 },
+		      { "GiB", 1ULL << 30 } };
+	char *end = NULL;
+	unsigned long long v;
+	size_t i;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	v = strtoull(s, &end, 10);
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (!strcmp(end, units[i].suf)) {
+			if (!v || v > UINT64_MAX / units[i].mul || v * units[i].mul < 1024)
+				return -1;
+			*out = v * units[i].mul;
+			return 0;
+		}
+	return -1;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: fgpack bake int4 SRC_DIR OUT_DIR [--group 32|64|128] [--head keep|int4] [-j N]\n"
-		"                        [--ignore-misfits] [--no-sync] [--store DIR] [--rehash]\n\n"
+		"                        [--ignore-misfits] [--max-shard-size SIZE] [--no-sync]\n"
+		"                        [--store DIR] [--rehash]\n\n"
 		"Quantizes every Linear weight of a Gemma 4 checkpoint's text decoder (BF16,\n"
 		"F16 or F32) to symmetric INT4 per group of input columns (compressed-tensors\n"
 		"pack-quantized, W4A16, BF16 scales, loadable by vLLM); embeddings, the\n"
@@ -25,6 +60,10 @@ static void usage(FILE *f)
 		"  --ignore-misfits  leave a Linear whose input width is not a multiple of the\n"
 		"                group unquantized (listed in quantization_config.ignore)\n"
 		"                instead of refusing the checkpoint\n"
+		"  --max-shard-size SIZE  start a new output shard before one would pass SIZE\n"
+		"                bytes (a number, or with kB/MB/GB = 10^3.. or KiB/MiB/GiB =\n"
+		"                2^10..; default 5GB, as transformers' save_pretrained); a\n"
+		"                tensor bigger than SIZE gets a shard of its own\n"
 		"  --no-sync     do not fsync the output (faster on slow disks; a power loss\n"
 		"                right after may leave it incomplete)\n"
 		"  --store DIR   the fgpack store whose blobs inputs may be hard links to\n"
@@ -67,6 +106,11 @@ int cmd_bake_int4(int argc, char **argv)
 			o.rehash = 1;
 		} else if (!strcmp(a, "--ignore-misfits")) {
 			o.ignore_misfits = 1;
+		} else if (!strcmp(a, "--max-shard-size")) {
+			if (i + 1 >= argc || parse_shard_size(argv[++i], &o.max_shard_bytes))
+				return fg_cmd_usage_error("bake int4",
+							  "--max-shard-size needs a size of at least 1024 bytes "
+							  "(e.g. 5GB, 500MiB, 1048576)");
 		} else if (!strcmp(a, "--group") || !strcmp(a, "-j") || !strcmp(a, "--head")) {
 			if (i + 1 >= argc)
 				return fg_cmd_usage_error("bake int4", "%s needs a value", a);

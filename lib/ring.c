@@ -98,6 +98,16 @@ int fg_ring_put(struct fg_ring *q, const struct fg_ring_item *it, uint64_t *seq,
 	return rc;
 }
 
+uint64_t fg_ring_done(struct fg_ring *q)
+{
+	uint64_t d;
+
+	pthread_mutex_lock(&q->m);
+	d = q->done;
+	pthread_mutex_unlock(&q->m);
+	return d;
+}
+
 uint64_t fg_ring_last(const struct fg_ring *q)
 {
 	return q->queued; /* written only by the caller's own thread */

@@ -42,6 +42,8 @@ int fg_ring_put(struct fg_ring *q, const struct fg_ring_item *it, uint64_t *seq,
 		struct fg_err *err);
 /* Number of the last piece queued (0 when none); the caller's thread only. */
 uint64_t fg_ring_last(const struct fg_ring *q);
+/* Number of pieces done so far (1..it are), without waiting. */
+uint64_t fg_ring_done(struct fg_ring *q);
 /* Waits until every piece numbered up to seq is done (worked on, or skipped
  * after an error), so their bytes are free; returns the first error. */
 int fg_ring_wait(struct fg_ring *q, uint64_t seq, struct fg_err *err);

@@ -662,6 +662,8 @@ void fg_st_release(const struct fg_st_set *s, const struct fg_st_tensor *t)
 /* ---- writing ---- */
 
 #define WBUF_SIZE ((size_t)4 << 20)
+#define WR_PIPES 2
+#define MARK_ALL 0xffffffffu /* a mark's part: every piece queued when waited for */
 /* Bytes per write() call: on this VM, 4 MiB writes spent several times the
  * kernel time of 256 KiB ones copying into the page cache (docs/bench.md). */
 #ifndef PUT_SLICE
@@ -691,12 +693,19 @@ struct fg_st_writer {
 	uint64_t total, written;
 	char *wbuf[2];          /* small pieces gather here, in turn */
 	uint64_t wseq[2];       /* the hash piece that last used each */
+	int wpipe[2];           /* on which pipe */
 	int wcur;
 	size_t wlen;
 	struct fg_buf hdr;      /* the current shard's length + header */
 	uint64_t hdrseq;
+	int hdrpipe;
 	int finished;
-	struct fg_sha256_pipe *pipe; /* hashes the shards on its own thread */
+	struct fg_sha256_pipe *pipe[WR_PIPES]; /* hash the shards, each on its own thread */
+	int npipe;
+	int sp;                 /* the current shard's pipe */
+	uint64_t load[WR_PIPES]; /* bytes of the shards given to each */
+	uint64_t dseq[WR_PIPES];   /* each pipe's last piece of data (not a digest's end) */
+	uint64_t marked[WR_PIPES]; /* dseq at the previous mark */
 	int async;              /* callers keep data until fg_st_writer_wait */
 	int no_sync;
 	uint64_t fsize;         /* bytes written to it so far */
@@ -742,7 +751,7 @@ static int write_all(int fd, const void *data, size_t len)
  * (the hashing thread reads them while this thread goes on). */
 static int put(struct fg_st_writer *w, const void *data, size_t len, struct fg_err *err)
 {
-	int rc = fg_sha256_pipe_update(w->pipe, data, len, NULL, err);
+	int rc = fg_sha256_pipe_update(w->pipe[w->sp], data, len, &w->dseq[w->sp], err);
 
 	if (rc)
 		return rc;
@@ -780,11 +789,12 @@ static int flush_buf(struct fg_st_writer *w, struct fg_err *err)
 	if (!w->wlen)
 		return 0;
 	rc = put(w, w->wbuf[w->wcur], w->wlen, err);
-	w->wseq[w->wcur] = fg_sha256_pipe_last(w->pipe);
+	w->wseq[w->wcur] = fg_sha256_pipe_last(w->pipe[w->sp]);
+	w->wpipe[w->wcur] = w->sp;
 	w->wcur ^= 1;
 	w->wlen = 0;
 	if (!rc)
-		rc = fg_sha256_pipe_wait(w->pipe, w->wseq[w->wcur], err);
+		rc = fg_sha256_pipe_wait(w->pipe[w->wpipe[w->wcur]], w->wseq[w->wcur], err);
 	return rc;
 }
 
@@ -797,7 +807,7 @@ static int close_shard(struct fg_st_writer *w, struct fg_err *err)
 	rc = flush_buf(w, err);
 	if (!rc) {
 		/* The digest lands in sh[cur].sha256 once hashed (finish waits). */
-		rc = fg_sha256_pipe_final(w->pipe, w->sh[w->cur].sha256, NULL, err);
+		rc = fg_sha256_pipe_final(w->pipe[w->sp], w->sh[w->cur].sha256, NULL, err);
 		w->sh[w->cur].size = w->fsize;
 	}
 	if (!rc && !w->no_sync && fsync(w->fd))
@@ -822,7 +832,7 @@ static int open_shard(struct fg_st_writer *w, size_t i, struct fg_err *err)
 
 	/* The previous header's bytes may still be queued for hashing. */
 	if (root)
-		rc = fg_sha256_pipe_wait(w->pipe, w->hdrseq, err);
+		rc = fg_sha256_pipe_wait(w->pipe[w->hdrpipe], w->hdrseq, err);
 
 	if (!root)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
@@ -869,6 +879,12 @@ static int open_shard(struct fg_st_writer *w, size_t i, struct fg_err *err)
 		w->opened = i + 1;
 		w->left = w->sh[i].data_bytes;
 		w->fsize = 0;
+		/* The shard goes to the pipe given the fewest bytes so far. */
+		w->sp = 0;
+		for (b = 1; b < w->npipe; b++)
+			if (w->load[b] < w->load[w->sp])
+				w->sp = b;
+		w->load[w->sp] += 8 + hdr.len + w->sh[i].data_bytes;
 		for (b = 0; b < 8; b++)
 			le[b] = (uint8_t)((uint64_t)hdr.len >> (8 * b));
 		fg_buf_reset(&w->hdr);
@@ -877,7 +893,8 @@ static int open_shard(struct fg_st_writer *w, size_t i, struct fg_err *err)
 			rc = fg_buf_append(&w->hdr, hdr.data, hdr.len, err);
 		if (!rc)
 			rc = put(w, w->hdr.data, w->hdr.len, err);
-		w->hdrseq = fg_sha256_pipe_last(w->pipe);
+		w->hdrseq = fg_sha256_pipe_last(w->pipe[w->sp]);
+		w->hdrpipe = w->sp;
 	}
 	fg_buf_release(&hdr);
 	fg_buf_release(&p);
@@ -891,8 +908,9 @@ void fg_st_writer_free(struct fg_st_writer *w)
 
 	if (!w)
 		return;
-	/* First: the thread may still read buffers freed below. */
-	fg_sha256_pipe_free(w->pipe);
+	/* First: the threads may still read buffers freed below. */
+	for (i = 0; i < WR_PIPES; i++)
+		fg_sha256_pipe_free(w->pipe[i]);
 	if (w->fd >= 0)
 		close(w->fd);
 	if (!w->finished)
@@ -946,9 +964,10 @@ int fg_st_writer_new(struct fg_st_writer **out, const char *dir, const struct fg
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 		goto out;
 	}
-	rc = fg_sha256_pipe_new(&w->pipe, err);
+	rc = fg_sha256_pipe_new(&w->pipe[0], err);
 	if (rc)
 		goto out;
+	w->npipe = 1;
 	if (metadata) {
 		const cJSON *m;
 
@@ -1032,14 +1051,71 @@ void fg_st_writer_async(struct fg_st_writer *w)
 	w->async = 1;
 }
 
-uint64_t fg_st_writer_mark(const struct fg_st_writer *w)
+int fg_st_writer_hashers(struct fg_st_writer *w, int n, struct fg_err *err)
 {
-	return fg_sha256_pipe_last(w->pipe);
+	int rc = 0;
+
+	while (!rc && w->npipe < n && w->npipe < WR_PIPES) {
+		rc = fg_sha256_pipe_new(&w->pipe[w->npipe], err);
+		if (!rc)
+			w->npipe++;
+	}
+	return rc;
+}
+
+/* A mark holds, per pipe, its last piece of data if it took data since the
+ * previous mark, else 0 (nothing to wait for: a shard's closing digest
+ * holds no borrowed bytes); 32 bits each, MARK_ALL past. */
+uint64_t fg_st_writer_mark(struct fg_st_writer *w)
+{
+	uint64_t m = 0;
+	int i;
+
+	for (i = 0; i < w->npipe; i++) {
+		uint64_t last = w->dseq[i];
+
+		if (last != w->marked[i])
+			m |= (uint64_t)(last < MARK_ALL ? last : MARK_ALL) << (32 * i);
+		w->marked[i] = last;
+	}
+	return m;
+}
+
+/* Pipe i's piece in mark m: 0 none, else its number (MARK_ALL: the last queued). */
+static uint64_t mark_part(const struct fg_st_writer *w, uint64_t m, int i)
+{
+	uint64_t s = (m >> (32 * i)) & 0xffffffffu;
+
+	return s == MARK_ALL ? fg_sha256_pipe_last(w->pipe[i]) : s;
 }
 
 int fg_st_writer_wait(struct fg_st_writer *w, uint64_t mark, struct fg_err *err)
 {
-	return fg_sha256_pipe_wait(w->pipe, mark, err);
+	int i, rc = 0;
+
+	for (i = 0; !rc && i < w->npipe; i++)
+		if (mark_part(w, mark, i))
+			rc = fg_sha256_pipe_wait(w->pipe[i], mark_part(w, mark, i), err);
+	return rc;
+}
+
+int fg_st_writer_passed(const struct fg_st_writer *w, uint64_t mark)
+{
+	int i;
+
+	for (i = 0; i < w->npipe; i++)
+		if (fg_sha256_pipe_done(w->pipe[i]) < mark_part(w, mark, i))
+			return 0;
+	return 1;
+}
+
+int fg_st_writer_drain(struct fg_st_writer *w, struct fg_err *err)
+{
+	int i, rc = 0;
+
+	for (i = 0; !rc && i < w->npipe; i++)
+		rc = fg_sha256_pipe_drain(w->pipe[i], err);
+	return rc;
 }
 
 size_t fg_st_writer_nfiles(const struct fg_st_writer *w)
@@ -1111,7 +1187,7 @@ int fg_st_writer_write(struct fg_st_writer *w, const void *data, size_t len, str
 		w->written += k;
 	}
 	/* Without fg_st_writer_async, data is the caller's again on return. */
-	return w->async ? 0 : fg_sha256_pipe_drain(w->pipe, err);
+	return w->async ? 0 : fg_st_writer_drain(w, err);
 }
 
 int fg_st_writer_finish(struct fg_st_writer *w, struct fg_err *err)
@@ -1130,7 +1206,7 @@ int fg_st_writer_finish(struct fg_st_writer *w, struct fg_err *err)
 	if (!rc)
 		rc = close_shard(w, err);
 	if (!rc)
-		rc = fg_sha256_pipe_drain(w->pipe, err); /* every shard's digest is in */
+		rc = fg_st_writer_drain(w, err); /* every shard's digest is in */
 	if (!rc && w->nsh > 1) {
 		root = cJSON_CreateObject();
 		md = root ? cJSON_AddObjectToObject(root, "metadata") : NULL;

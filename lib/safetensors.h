@@ -187,11 +187,21 @@ void fg_st_writer_no_sync(struct fg_st_writer *w);
 /* Shards are hashed on a thread of the writer's own. By default
  * fg_st_writer_write returns once its bytes are written and hashed. After
  * fg_st_writer_async it returns once they are written: pieces of 64 KiB or
- * more are then borrowed until fg_st_writer_wait(w, m) returns for an m taken
- * by fg_st_writer_mark after the write (smaller pieces are copied). */
+ * more are then borrowed until fg_st_writer_wait(w, m) returns for the m that
+ * fg_st_writer_mark gave after the write (smaller pieces are copied). A mark
+ * covers what was written since the mark before it (and, on each hashing
+ * thread it names, everything before); fg_st_writer_passed says without
+ * waiting whether the thread(s) are past it; fg_st_writer_drain waits for
+ * everything written. */
 void fg_st_writer_async(struct fg_st_writer *w);
-uint64_t fg_st_writer_mark(const struct fg_st_writer *w);
+uint64_t fg_st_writer_mark(struct fg_st_writer *w);
 int fg_st_writer_wait(struct fg_st_writer *w, uint64_t mark, struct fg_err *err);
+int fg_st_writer_passed(const struct fg_st_writer *w, uint64_t mark);
+int fg_st_writer_drain(struct fg_st_writer *w, struct fg_err *err);
+/* Hashes the shards on up to n threads (at most 2; 1 by default): each shard
+ * opened from now on goes to the thread given the fewest bytes so far, so
+ * the digests of big shards run side by side. */
+int fg_st_writer_hashers(struct fg_st_writer *w, int n, struct fg_err *err);
 /* Number of shard files the writer plans (valid after _new). */
 size_t fg_st_writer_nfiles(const struct fg_st_writer *w);
 /* Shard i after a successful finish: its file name inside dir (borrowed),

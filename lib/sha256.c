@@ -958,6 +958,11 @@ uint64_t fg_sha256_pipe_last(const struct fg_sha256_pipe *p)
 	return fg_ring_last(p->ring);
 }
 
+uint64_t fg_sha256_pipe_done(struct fg_sha256_pipe *p)
+{
+	return fg_ring_done(p->ring);
+}
+
 int fg_sha256_pipe_wait(struct fg_sha256_pipe *p, uint64_t seq, struct fg_err *err)
 {
 	return fg_ring_wait(p->ring, seq, err);

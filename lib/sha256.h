@@ -151,6 +151,8 @@ int fg_sha256_pipe_update(struct fg_sha256_pipe *p, const void *data, size_t len
 int fg_sha256_pipe_final(struct fg_sha256_pipe *p, char *hex, uint64_t *seq, struct fg_err *err);
 /* Number of the last piece queued (0 when none). */
 uint64_t fg_sha256_pipe_last(const struct fg_sha256_pipe *p);
+/* Number of pieces done so far, without waiting. */
+uint64_t fg_sha256_pipe_done(struct fg_sha256_pipe *p);
 /* Waits until every piece numbered up to seq is done; returns the thread's
  * first error (after which nothing more is hashed). */
 int fg_sha256_pipe_wait(struct fg_sha256_pipe *p, uint64_t seq, struct fg_err *err);

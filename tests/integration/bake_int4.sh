@@ -28,6 +28,16 @@ tree_digest() {
 	done) | sha256sum | cut -d' ' -f1
 }
 check "tree digest recomputed with sha256sum" sh -c "test \"\$(cut -d' ' -f1 digest1)\" = '$(tree_digest out1)'"
+# Small shards: several output shards, whose digests -j 3 computes on two
+# hashing threads side by side (each shard to the one given fewer bytes).
+check "bake --max-shard-size 64KiB -j 1" sh -c "'$FGPACK' bake int4 src outs1 -j 1 --max-shard-size 64KiB >digests1 2>/dev/null"
+check "bake --max-shard-size 64KiB -j 3" sh -c "'$FGPACK' bake int4 src outs3 -j 3 --max-shard-size 64KiB >digests3 2>/dev/null"
+check "small shards: more than two of them" sh -c 'test "$(ls outs3 | grep -c "^model-.*safetensors$")" -gt 2'
+check "small shards: -j1 and -j3 byte-identical" diff -r outs1 outs3
+check "small shards: every tensor accounted for" $PY "$REF" check src outs3 --group 128
+check "small shards: tree digest recomputed with sha256sum" sh -c "test \"\$(cut -d' ' -f1 digests3)\" = '$(tree_digest outs3)'"
+check "small shards: the statement names the shard limit" grep -q '"max_shard_bytes": *65536' outs3.intoto.json
+check "--max-shard-size refuses a size it cannot read" sh -c "! '$FGPACK' bake int4 src outx --max-shard-size 5XB 2>err && grep -q 'max-shard-size' err && test ! -e outx"
 check "tokenizer and generation config copied" cmp src/tokenizer.json out1/tokenizer.json
 check "processor config copied" cmp src/processor_config.json out1/processor_config.json
 check "no temporary folder left beside the output" sh -c '! ls -a | grep -q fgpack-tmp'

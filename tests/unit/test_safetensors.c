@@ -277,6 +277,73 @@ static void test_writer(void)
 	ok(fg_st_open(&s, tmpdir, &err) == FG_ENOTFOUND, "open: folder without a checkpoint");
 }
 
+/* Shards hashed on two threads: each file's digest still its own bytes',
+ * and a mark covers only what was written since the mark before it. */
+static void test_writer_hashers(void)
+{
+	enum { NT = 6, TB = 256 << 10 };
+	struct fg_st_desc d[NT];
+	char names[NT][8], sub[256];
+	struct fg_st_writer *w = NULL;
+	struct fg_buf p = FG_BUF_INIT;
+	struct fg_err err;
+	uint8_t *data = malloc((size_t)NT * TB);
+	uint64_t m[NT];
+	size_t i, nf;
+	int good = 1;
+
+	if (!data)
+		abort();
+	for (i = 0; i < (size_t)NT * TB; i++)
+		data[i] = (uint8_t)(i * 131 + (i >> 9));
+	for (i = 0; i < NT; i++) {
+		snprintf(names[i], sizeof(names[i]), "t%zu", i);
+		d[i].name = names[i];
+		d[i].dtype = FG_ST_U8;
+		d[i].ndim = 1;
+		d[i].shape[0] = TB;
+	}
+	snprintf(sub, sizeof(sub), "%s/two", tmpdir);
+	mkdir(sub, 0755);
+	/* One tensor a shard (the limit is below two), so the shards alternate. */
+	ok(fg_st_writer_new(&w, sub, d, NT, TB + 4096, NULL, &err) == 0 && fg_st_writer_nfiles(w) == NT,
+	   "hashers: six shards planned");
+	fg_st_writer_async(w);
+	ok(fg_st_writer_hashers(w, 2, &err) == 0, "hashers: a second hashing thread");
+	for (i = 0; i < NT; i++) {
+		good &= fg_st_writer_write(w, data + i * TB, TB, &err) == 0;
+		m[i] = fg_st_writer_mark(w);
+	}
+	ok(good, "hashers: every piece written");
+	ok(m[1] && !(m[1] & 0xffffffffu) && (m[2] & 0xffffffffu) && !(m[2] >> 32),
+	   "hashers: a mark names only the thread that took bytes since the one before "
+	   "(%llx %llx)", (unsigned long long)m[1], (unsigned long long)m[2]);
+	ok(fg_st_writer_wait(w, m[NT - 1], &err) == 0 && fg_st_writer_passed(w, m[NT - 1]),
+	   "hashers: passed once waited for");
+	ok(fg_st_writer_finish(w, &err) == 0, "hashers: finish (%s)", err.msg);
+	nf = fg_st_writer_nfiles(w);
+	for (i = 0; i < nf; i++) {
+		const char *nm = NULL;
+		uint64_t sz = 0;
+		unsigned long long fsz = 0;
+		char hex[65], want[65];
+		uint8_t dg[32];
+
+		fg_buf_reset(&p);
+		if (fg_st_writer_file(w, i, &nm, &sz, hex) || fg_path_join(&p, sub, nm, &err) ||
+		    fg_sha256_file(p.data, dg, &fsz, &err)) {
+			good = 0;
+			continue;
+		}
+		fg_hex_encode(dg, 32, want);
+		good &= sz == fsz && !strcmp(hex, want);
+	}
+	ok(good && nf == NT, "hashers: every shard's digest and size are its file's");
+	fg_st_writer_free(w);
+	fg_buf_release(&p);
+	free(data);
+}
+
 static void test_bf16(void)
 {
 	union {
@@ -369,6 +436,7 @@ int main(void)
 	test_read_mem();
 	test_refusals();
 	test_writer();
+	test_writer_hashers();
 	test_bf16();
 	test_f16();
 	{
