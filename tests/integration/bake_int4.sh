@@ -16,7 +16,9 @@ check "make a tiny sharded Gemma 4 checkpoint" $PY "$REF" make src --special --s
 check "bake -j 1" sh -c "'$FGPACK' bake int4 src out1 -j 1 >digest1 2>log1"
 check "bake -j 2" sh -c "'$FGPACK' bake int4 src out2 -j 2 >digest2 2>log2"
 check "bake again, scalar path (no SIMD)" sh -c "FGPACK_NO_SIMD=1 '$FGPACK' bake int4 src out3 -j 2 >digest3 2>/dev/null"
+check "bake again, shards read by pread() (FG_BAKE_PREAD=1)" sh -c "FG_BAKE_PREAD=1 '$FGPACK' bake int4 src out4 -j 2 >/dev/null 2>&1"
 check "-j1 and -j2 outputs byte-identical" diff -r out1 out2
+check "the mapped and the pread() reads byte-identical" diff -r out2 out4
 check "two runs and the scalar path byte-identical" diff -r out2 out3
 check "the printed tree digests agree" sh -c 'test "$(cut -d" " -f1 digest1)" = "$(cut -d" " -f1 digest3)"'
 check "every tensor accounted for, bit-identical to the numpy reference" $PY "$REF" check src out1 --group 128
