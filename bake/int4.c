@@ -1526,7 +1526,9 @@ static int stream_all(struct bake *b, struct flow *f, struct fg_int4_report *rep
 		/* The tensors' offsets are the mapping's: the file opened now must be it. */
 		f->map = rc ? NULL : fg_st_file_image(b->set, fi, &inf->st0);
 		if (!rc && !f->map)
-			rc = fg_err_set(err, FG_EIO, "%s: changed since its header was read (another file, or another size)", fp);
+			rc = fg_err_set(err, FG_EIO,
+					"%s: changed since its header was read (another file, or another size)",
+					fp);
 		if (getenv("FG_BAKE_PREAD"))
 			f->map = NULL;
 		for (; !rc && i < b->n_jobs && !b->jobs[i].extra && b->jobs[i].t->file == fp; i++) {
