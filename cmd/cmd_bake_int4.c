@@ -1,7 +1,6 @@
 /* cmd_bake_int4.c - `fgpack bake int4 SRC_DIR OUT_DIR [--group N] [--head keep|int4] [-j N]`. */
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -25,15 +24,18 @@ static int parse_shard_size(const char *s, uint64_t *out)
 		      { "KiB", 1ULL << 10 },
 		      { "MiB", 1ULL << 20 },
 		      { "GiB", 1ULL << 30 } };
-	char *end = NULL;
+	char digits[24];
 	unsigned long long v;
-	size_t i;
+	size_t i, n = strspn(s, "0123456789");
 
-	if (*s < '0' || *s > '9')
+	if (!n || n >= sizeof(digits))
 		return -1;
-	v = strtoull(s, &end, 10);
+	memcpy(digits, s, n);
+	digits[n] = '\0';
+	if (fg_parse_u64(digits, &v))
+		return -1;
 	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-		if (!strcmp(end, units[i].suf)) {
+		if (!strcmp(s + n, units[i].suf)) {
 			if (!v || v > UINT64_MAX / units[i].mul || v * units[i].mul < 1024)
 				return -1;
 			*out = v * units[i].mul;
@@ -110,8 +112,8 @@ int cmd_bake_int4(int argc, char **argv)
 		} else if (!strcmp(a, "--max-shard-size")) {
 			if (i + 1 >= argc || parse_shard_size(argv[++i], &o.max_shard_bytes))
 				return fg_cmd_usage_error("bake int4",
-							  "--max-shard-size needs a size of at least 1024 bytes "
-							  "(e.g. 5GB, 500MiB, 1048576)");
+							  "--max-shard-size needs a byte count of 1024 or more, "
+							  "bare or with kB/MB/GB/KiB/MiB/GiB (e.g. 5GB, 500MiB)");
 		} else if (!strcmp(a, "--group") || !strcmp(a, "-j") || !strcmp(a, "--head")) {
 			if (i + 1 >= argc)
 				return fg_cmd_usage_error("bake int4", "%s needs a value", a);
