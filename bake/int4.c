@@ -1156,15 +1156,8 @@ static int mq_add(struct flow *f, const uint8_t *p, size_t len, uint64_t in_seq,
 			f->mn -= f->mh;
 			f->mh = 0;
 		}
-		if (f->mn == f->mcap) {
-			size_t cap = f->mcap ? 2 * f->mcap : 64;
-			struct mrun *q = realloc(f->mq, cap * sizeof(*q));
-
-			if (!q)
-				return fg_err_set(err, FG_ENOMEM, "out of memory");
-			f->mq = q;
-			f->mcap = cap;
-		}
+		if (fg_grow(&f->mq, &f->mcap, f->mn, sizeof(*f->mq)))
+			return fg_err_set(err, FG_ENOMEM, "out of memory");
 		f->mq[f->mn].in_seq = in_seq;
 		f->mq[f->mn].out_mark = out_mark;
 		f->mq[f->mn].p = p;

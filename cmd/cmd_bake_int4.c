@@ -1,5 +1,4 @@
 /* cmd_bake_int4.c - `fgpack bake int4 SRC_DIR OUT_DIR [--group N] [--head keep|int4] [-j N]`. */
-#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -8,41 +7,6 @@
 #include "cmd.h"
 #include "bake/int4.h"
 #include "workq.h"
-
-/* "5GB", "500MiB", "123": bytes (suffixes as transformers' max_shard_size). */
-static int parse_shard_size(const char *s, uint64_t *out)
-{
-	static const struct {
-		const char *suf;
-		uint64_t mul;
-	} units[] = { { "", 1 },
-		      { "B", 1 },
-		      { "kB", 1000ULL },
-		      { "KB", 1000ULL },
-		      { "MB", 1000000ULL },
-		      { "GB", 1000000000ULL },
-		      { "KiB", 1ULL << 10 },
-		      { "MiB", 1ULL << 20 },
-		      { "GiB", 1ULL << 30 } };
-	char digits[24];
-	unsigned long long v;
-	size_t i, n = strspn(s, "0123456789");
-
-	if (!n || n >= sizeof(digits))
-		return -1;
-	memcpy(digits, s, n);
-	digits[n] = '\0';
-	if (fg_parse_u64(digits, &v))
-		return -1;
-	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-		if (!strcmp(s + n, units[i].suf)) {
-			if (!v || v > UINT64_MAX / units[i].mul || v * units[i].mul < 1024)
-				return -1;
-			*out = v * units[i].mul;
-			return 0;
-		}
-	return -1;
-}
 
 static void usage(FILE *f)
 {
@@ -64,8 +28,8 @@ static void usage(FILE *f)
 		"                group unquantized (listed in quantization_config.ignore)\n"
 		"                instead of refusing the checkpoint\n"
 		"  --max-shard-size SIZE  start a new output shard before one would pass SIZE\n"
-		"                bytes (a number, or with kB/MB/GB = 10^3.. or KiB/MiB/GiB =\n"
-		"                2^10..; default 5GB, as transformers' save_pretrained); a\n"
+		"                bytes (a number, or with kB/MB/GB = 10^3.. or K/M/G, KiB/MiB/GiB\n"
+		"                = 2^10..; default 5GB, as transformers' save_pretrained); a\n"
 		"                tensor bigger than SIZE gets a shard of its own\n"
 		"  --no-sync     do not fsync the output (faster on slow disks; a power loss\n"
 		"                right after may leave it incomplete)\n"
@@ -110,10 +74,13 @@ int cmd_bake_int4(int argc, char **argv)
 		} else if (!strcmp(a, "--ignore-misfits")) {
 			o.ignore_misfits = 1;
 		} else if (!strcmp(a, "--max-shard-size")) {
-			if (i + 1 >= argc || parse_shard_size(argv[++i], &o.max_shard_bytes))
+			unsigned long long v = 0;
+
+			if (i + 1 >= argc || fg_parse_size(argv[++i], &v) || v < 1024)
 				return fg_cmd_usage_error("bake int4",
 							  "--max-shard-size needs a byte count of 1024 or more, "
 							  "bare or with kB/MB/GB/KiB/MiB/GiB (e.g. 5GB, 500MiB)");
+			o.max_shard_bytes = v;
 		} else if (!strcmp(a, "--group") || !strcmp(a, "-j") || !strcmp(a, "--head")) {
 			if (i + 1 >= argc)
 				return fg_cmd_usage_error("bake int4", "%s needs a value", a);

@@ -280,29 +280,6 @@ static int make_plan(struct plan *p, const char *path, const char *prefix, char 
 	return rc;
 }
 
-static int parse_size(const char *s, unsigned long long *out)
-{
-	char num[32];
-	size_t n = strlen(s);
-	unsigned long long mul = 1, v;
-
-	if (!n || n >= sizeof(num))
-		return -1;
-	memcpy(num, s, n + 1);
-	switch (num[n - 1]) {
-	case 'k': case 'K': mul = 1ULL << 10; break;
-	case 'm': case 'M': mul = 1ULL << 20; break;
-	case 'g': case 'G': mul = 1ULL << 30; break;
-	default: mul = 1;
-	}
-	if (mul > 1)
-		num[--n] = 0;
-	if (fg_parse_u64(num, &v) || (v && mul > ~0ULL / v))
-		return -1;
-	*out = v * mul;
-	return 0;
-}
-
 static double now_s(void)
 {
 	struct timespec ts;
@@ -628,10 +605,10 @@ int cmd_publish(int argc, char **argv)
 				return fg_cmd_usage_error("publish", "at most %d --attach", MAX_ATTACH);
 			attach[n_attach++] = argv[++i];
 		} else if (!strcmp(a, "--part-size") && has) {
-			if (parse_size(argv[++i], &part_size) || part_size < FG_S3_MIN_PART)
+			if (fg_parse_size(argv[++i], &part_size) || part_size < FG_S3_MIN_PART)
 				return fg_cmd_usage_error("publish", "--part-size must be at least 5M");
 		} else if (!strcmp(a, "--limit-rate") && has) {
-			if (parse_size(argv[++i], &limit) || !limit)
+			if (fg_parse_size(argv[++i], &limit) || !limit)
 				return fg_cmd_usage_error("publish", "bad --limit-rate");
 		} else if (!strcmp(a, "--jobs") && has) {
 			if (fg_parse_int(argv[++i], 1, 64, &jobs))

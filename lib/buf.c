@@ -198,6 +198,40 @@ int fg_parse_u64(const char *s, unsigned long long *out)
 	return 0;
 }
 
+int fg_parse_size(const char *s, unsigned long long *out)
+{
+	static const struct {
+		const char *unit;
+		unsigned long long mul;
+	} units[] = {
+		{ "", 1 },
+		{ "B", 1 },
+		{ "k", 1ULL << 10 },   { "K", 1ULL << 10 },  { "KiB", 1ULL << 10 },
+		{ "m", 1ULL << 20 },   { "M", 1ULL << 20 },  { "MiB", 1ULL << 20 },
+		{ "g", 1ULL << 30 },   { "G", 1ULL << 30 },  { "GiB", 1ULL << 30 },
+		{ "kB", 1000ULL },     { "KB", 1000ULL },    { "MB", 1000000ULL },
+		{ "GB", 1000000000ULL },
+	};
+	char digits[24];
+	unsigned long long v;
+	size_t i, n = s ? strspn(s, "0123456789") : 0;
+
+	if (!n || n >= sizeof(digits))
+		return -1;
+	memcpy(digits, s, n);
+	digits[n] = '\0';
+	if (fg_parse_u64(digits, &v))
+		return -1;
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (!strcmp(s + n, units[i].unit)) {
+			if (v && units[i].mul > ~0ULL / v)
+				return -1;
+			*out = v * units[i].mul;
+			return 0;
+		}
+	return -1;
+}
+
 int fg_parse_i64(const char *s, long long *out)
 {
 	char *end;

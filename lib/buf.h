@@ -53,5 +53,10 @@ int fg_size_mul(size_t a, size_t b, size_t *out);
 int fg_parse_u64(const char *s, unsigned long long *out);
 int fg_parse_i64(const char *s, long long *out);
 int fg_parse_int(const char *s, int min, int max, int *out);
+/* A byte count: decimal digits, then nothing or one unit: K, M, G (or k, m,
+ * g) and KiB, MiB, GiB are powers of 1024; kB/KB, MB, GB powers of 1000 (as
+ * transformers' max_shard_size writes them); B is 1. -1 on anything else
+ * or past 64 bits. */
+int fg_parse_size(const char *s, unsigned long long *out);
 
 #endif

@@ -47,6 +47,17 @@ static void test_parse(void)
 
 	ok(fg_parse_u64("18446744073709551615", &u) == 0 && u == 18446744073709551615ULL, "parse: u64 max");
 	ok(fg_parse_u64("18446744073709551616", &u) != 0, "parse: u64 overflow refused");
+	ok(fg_parse_size("64M", &u) == 0 && u == 64ULL << 20 && fg_parse_size("5m", &u) == 0 && u == 5ULL << 20 &&
+		   fg_parse_size("500MiB", &u) == 0 && u == 500ULL << 20 && fg_parse_size("2G", &u) == 0 &&
+		   u == 2ULL << 30 && fg_parse_size("123", &u) == 0 && u == 123,
+	   "parse: sizes in powers of 1024 (K/M/G, KiB/MiB/GiB) and bare");
+	ok(fg_parse_size("5GB", &u) == 0 && u == 5000000000ULL && fg_parse_size("64kB", &u) == 0 && u == 64000 &&
+		   fg_parse_size("7B", &u) == 0 && u == 7,
+	   "parse: sizes in powers of 1000 (kB/MB/GB, as transformers)");
+	ok(fg_parse_size("5XB", &u) != 0 && fg_parse_size("GB", &u) != 0 && fg_parse_size("", &u) != 0 &&
+		   fg_parse_size("-1M", &u) != 0 && fg_parse_size("5 GB", &u) != 0 &&
+		   fg_parse_size("17179869184G", &u) != 0 && fg_parse_size("99999999999999999999999", &u) != 0,
+	   "parse: size refusals (unknown unit, no digits, sign, space, past 64 bits)");
 	ok(fg_parse_u64("12a", &u) != 0 && fg_parse_u64("", &u) != 0 && fg_parse_u64("-1", &u) != 0,
 	   "parse: junk refused");
 	ok(fg_parse_int("8", 1, 64, &v) == 0 && v == 8, "parse: int in range");
