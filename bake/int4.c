@@ -1023,7 +1023,7 @@ static int quant_block(struct qpool *q, const uint8_t *w, int dtype, uint8_t *pa
  * The pieces come straight from the input file's mapping (fg_st_open's), no
  * copy; the pages every reader is done with are dropped in runs. On the
  * thirty-second session's VM that took the full E4B body's system time from
- * 6.0-6.8 to 3.2-4.2 CPU-s (docs/bench.md); the fourth session's VM had
+ * 4.81 to 2.56 CPU-s (medians, docs/bench.md); the fourth session's VM had
  * measured the mapping slower. FG_BAKE_PREAD=1 reads through read() into
  * the ring of buffers instead, for such comparisons. */
 #define RETIRE 8
