@@ -25,7 +25,7 @@ struct fg_kctx {
 	cudaEvent_t ev0, ev1;
 	int pdl; /* launch the matvec with programmatic dependent launch (sm_90+) */
 	int int4_kind;      /* FG_INT4_FMA, FG_INT4_MMA or FG_INT4_I8 for new matrices */
-	unsigned *counters; /* FG_CTX_COUNTERS integers, zero between launches: "last block" counts */
+	unsigned *counters; /* FG_CTX_COUNTERS integers: the decode attention's arrivals a kv head (attn_fused) */
 	int pf_on;          /* L2 prefetch level (fg_kctx_set_prefetch): 0, 1 or 2 */
 	struct fg_kpf pf;   /* ranges for the next launch that takes them */
 	int attn_fused;     /* fg_k_attn_decode_post in one launch (fg_kctx_set_attn_fused) */

@@ -805,6 +805,9 @@ extern "C" int fg_k_kv_store_rows(struct fg_kctx *ctx, float *d_kcache, float *d
 #ifndef ATT_KEYS
 #define ATT_KEYS 2
 #endif
+#define ATT_GEN 1024u /* a decode launch's count of arrivals a kv head (>= its chunks, divides 2^32) */
+#define ATT_WREG 4  /* chunk maxima and sums a lane of the combine loads at once */
+#define ATT_CREG 32 /* chunk outputs a thread of the combine loads at once (a 512-key window) */
 #define AP_PER (ATT_MAX_DIM / QP_THREADS)        /* elements of a row per thread of a 128-thread half */
 #define AP_ROWS ((ATT_MAX_GRP + 2 + 1) / 2)       /* rows per thread: grp q heads + k + v over two halves */
 
@@ -937,33 +940,81 @@ __device__ __forceinline__ unsigned long long gtimer_ns(void)
 	return t;
 }
 
+/* Warp h's share of attn_combine: M = max of the used chunks' maxima m_c
+ * (at mp[c * ms]), weights e^(m_c - M) into w[c], and L = sum of weights *
+ * l_c (at lp[c * ms]) returned to every lane; lanes take chunks c = lane,
+ * lane + 32, ..., then fixed xor trees. The pieces were written by other
+ * blocks (read through L2); a lane loads its first ATT_WREG chunks' m_c and
+ * l_c in one round. */
+__device__ __forceinline__ float attn_weights(const float *mp, const float *lp, size_t ms, float *w, int used)
+{
+	int lane = threadIdx.x & 31;
+	float m = -INFINITY, l = 0.0f, mv[ATT_WREG], lv[ATT_WREG];
+
+#pragma unroll
+	for (int k = 0; k < ATT_WREG; k++) {
+		int cc = lane + 32 * k;
+
+		mv[k] = cc < used ? __ldcg(mp + (size_t)cc * ms) : -INFINITY;
+		lv[k] = cc < used ? __ldcg(lp + (size_t)cc * ms) : 0.0f;
+	}
+#pragma unroll
+	for (int k = 0; k < ATT_WREG; k++)
+		m = fmaxf(m, mv[k]); /* -inf past used: leaves m as it is */
+	for (int cc = lane + 32 * ATT_WREG; cc < used; cc += 32)
+		m = fmaxf(m, __ldcg(mp + (size_t)cc * ms));
+	for (int o = 16; o > 0; o >>= 1)
+		m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+#pragma unroll
+	for (int k = 0; k < ATT_WREG; k++) {
+		int cc = lane + 32 * k;
+
+		if (cc < used) {
+			float e = expf(mv[k] - m);
+
+			w[cc] = e;
+			l = fmaf(e, lv[k], l);
+		}
+	}
+	for (int cc = lane + 32 * ATT_WREG; cc < used; cc += 32) {
+		float e = expf(__ldcg(mp + (size_t)cc * ms) - m);
+
+		w[cc] = e;
+		l = fmaf(e, __ldcg(lp + (size_t)cc * ms), l);
+	}
+	return fg_warp_sum(l);
+}
+
 /* The combine of kv head g's used chunks (attn_fused, decode): per query
- * head, M = max of the chunks' maxima, chunk weights e^(m_c - M) (into sp),
- * L = sum of weights * l_c, then outputs [e0, e1) of [grp][head_dim], each
- * the chunks' outputs summed in chunk order, over L. Every block that runs
- * it computes the same M, weights and L, so any partition of the outputs
- * gives the same bits. part is read through L2 (other blocks wrote it). */
+ * head, M, chunk weights and L (attn_weights, weights into sp), then
+ * outputs [e0, e1) of [grp][head_dim], each the chunks' outputs summed in
+ * chunk order, over L. Every block that runs it computes the same M,
+ * weights and L, so any partition of the outputs gives the same bits. part
+ * is read through L2 (other blocks wrote it). */
 __device__ __forceinline__ void attn_combine(float *out, const float *pg, float *sp, float (*sml)[2], int g, int grp,
 					     int head_dim, int nch, int spn, int used, int e0, int e1)
 {
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	size_t stride = (size_t)head_dim + 2;
 
+	float ov[ATT_CREG];
+	/* a block with one output a thread loads that output's first ATT_CREG
+	 * chunk outputs with the maxima and sums below: one round through L2
+	 * for all of them */
+	const bool one = e1 - e0 <= ATT_THREADS;
+
+	if (one && e0 + (int)threadIdx.x < e1) {
+		int t = e0 + (int)threadIdx.x, h = t / head_dim, i = t - h * head_dim;
+		const float *ph = pg + (size_t)h * nch * stride + 2 + i;
+
+#pragma unroll
+		for (int cc = 0; cc < ATT_CREG; cc++)
+			ov[cc] = cc < used ? __ldcg(ph + (size_t)cc * stride) : 0.0f;
+	}
 	if (warp < grp) {
 		const float *ph = pg + (size_t)warp * nch * stride;
-		float *w = sp + warp * spn, m = -INFINITY, l = 0.0f;
+		float l = attn_weights(ph, ph + 1, stride, sp + warp * spn, used);
 
-		for (int cc = lane; cc < used; cc += 32)
-			m = fmaxf(m, __ldcg(ph + (size_t)cc * stride));
-		for (int o = 16; o > 0; o >>= 1)
-			m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-		for (int cc = lane; cc < used; cc += 32) {
-			float e = expf(__ldcg(ph + (size_t)cc * stride) - m);
-
-			w[cc] = e;
-			l = fmaf(e, __ldcg(ph + (size_t)cc * stride + 1), l);
-		}
-		l = fg_warp_sum(l);
 		if (lane == 0)
 			sml[warp][1] = l;
 	}
@@ -974,10 +1025,117 @@ __device__ __forceinline__ void attn_combine(float *out, const float *pg, float 
 		const float *w = sp + h * spn;
 		float acc = 0.0f;
 
+		int cc = 0;
+
+		if (one)
+#pragma unroll
+			for (; cc < ATT_CREG; cc++)
+				if (cc < used)
+					acc = fmaf(w[cc], ov[cc], acc);
 #pragma unroll 16
-		for (int cc = 0; cc < used; cc++)
+		for (; cc < used; cc++)
 			acc = fmaf(w[cc], __ldcg(ph + (size_t)cc * stride), acc);
 		out[((size_t)g * grp + h) * head_dim + i] = acc / sml[h][1];
+	}
+}
+
+/* Scores of keys [0, cnt) of a chunk
+ * against the grp query heads in sq, times scale, into sp[h * spn + j]:
+ * warp w takes keys w * ATT_KEYS.. (+ ATT_WARPS * ATT_KEYS), lanes dims i,
+ * i + 32, ... summed in order, then a fixed xor tree, so a key's score does
+ * not depend on which warp or block computes it. Key j's row: kb + j
+ * head_dim, or kp[j] (PRE). */
+template <bool PRE>
+__device__ __forceinline__ void attn_scores(float *sp, int spn, const float *sq, const float *kb,
+					    const float *const *kp, int cnt, int grp, int head_dim, float scale)
+{
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+
+	for (int j = warp * ATT_KEYS; j < cnt; j += ATT_WARPS * ATT_KEYS) {
+		float acc[ATT_KEYS][ATT_MAX_GRP];
+		const float *kr[ATT_KEYS];
+
+		if (PRE)
+#pragma unroll
+			for (int u = 0; u < ATT_KEYS; u++)
+				kr[u] = kp[j + u < cnt ? j + u : j];
+
+#pragma unroll
+		for (int u = 0; u < ATT_KEYS; u++)
+#pragma unroll
+			for (int h = 0; h < ATT_MAX_GRP; h++)
+				acc[u][h] = 0.0f;
+#pragma unroll 8
+		for (int i = lane; i < head_dim; i += 32) {
+			float kv[ATT_KEYS];
+
+#pragma unroll
+			for (int u = 0; u < ATT_KEYS; u++)
+				kv[u] = j + u < cnt ? (PRE ? kr[u][i] : kb[(size_t)(j + u) * head_dim + i]) : 0.0f;
+#pragma unroll
+			for (int h = 0; h < ATT_MAX_GRP; h++)
+				if (h < grp) {
+					float qv = sq[h * head_dim + i];
+
+#pragma unroll
+					for (int u = 0; u < ATT_KEYS; u++)
+						acc[u][h] = fmaf(qv, kv[u], acc[u][h]);
+				}
+		}
+#pragma unroll
+		for (int h = 0; h < ATT_MAX_GRP; h++)
+			if (h < grp)
+#pragma unroll
+				for (int u = 0; u < ATT_KEYS; u++) {
+					float d = fg_warp_sum(acc[u][h]);
+
+					if (lane == 0 && j + u < cnt)
+						sp[h * spn + j + u] = d * scale;
+				}
+	}
+}
+
+/* One warp's softmax pieces of one chunk's scores s[0, cnt): max m (lanes
+ * j = lane, lane + 32, ..., then a fixed xor tree), s[j] = e^(s[j] - m) in
+ * place, l = their sum (per lane in j order, then fg_warp_sum); every lane
+ * gets m and l. */
+__device__ __forceinline__ void attn_chunk_exp(float *s, int cnt, float *m_out, float *l_out)
+{
+	int lane = threadIdx.x & 31;
+	float m = -INFINITY, l = 0.0f;
+
+	for (int j = lane; j < cnt; j += 32)
+		m = fmaxf(m, s[j]);
+	for (int o = 16; o > 0; o >>= 1)
+		m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+	for (int j = lane; j < cnt; j += 32) {
+		float e = expf(s[j] - m);
+
+		s[j] = e;
+		l += e;
+	}
+	*m_out = m;
+	*l_out = fg_warp_sum(l);
+}
+
+/* One chunk's unnormalized output at dim i for the grp query heads: o[h] =
+ * sum over the chunk's keys j in order of e[h * spn + j] * v_j[i], v_j at
+ * vb + j head_dim or vp[j] (PRE). */
+template <bool PRE>
+__device__ __forceinline__ void attn_chunk_out(float o[ATT_MAX_GRP], const float *e, int spn, const float *vb,
+					       const float *const *vp, int cnt, int grp, int head_dim, int i)
+{
+#pragma unroll
+	for (int h = 0; h < ATT_MAX_GRP; h++)
+		o[h] = 0.0f;
+#pragma unroll 16
+	for (int j = 0; j < cnt; j++) {
+		float v = PRE ? vp[j][i] : vb[(size_t)j * head_dim + i];
+
+#pragma unroll
+		for (int h = 0; h < ATT_MAX_GRP; h++)
+			if (h < grp)
+				o[h] = fmaf(e[h * spn + j], v, o[h]);
 	}
 }
 
@@ -987,7 +1145,7 @@ __device__ __forceinline__ void attn_combine(float *out, const float *pg, float 
  * pieces (max m, sum of exp l, unnormalized output o) go to part as
  * [m, l, o...] per (query head, chunk). Then the chunks are combined in
  * chunk order (attn_combine): the last np chunk blocks of kv head g to
- * finish (an integer counter gives each its arrival) wait for the rest and
+ * finish (an integer counter gives each its arrival, ATT_GEN a launch) wait for the rest and
  * combine a share of the outputs each, np = min(used, spread / kv heads),
  * so that all the launch's waiting blocks fit on the GPU at once with room
  * to spare (spread: attn_spread_max) and the blocks they wait for can
@@ -1104,63 +1262,12 @@ __global__ void __launch_bounds__(ATT_THREADS)
 	}
 	const float *kb = kcr + ((size_t)g * cap + j0) * head_dim;
 	const float *vb = vcr + ((size_t)g * cap + j0) * head_dim;
-	for (int j = warp * ATT_KEYS; j < cnt; j += ATT_WARPS * ATT_KEYS) {
-		float acc[ATT_KEYS][ATT_MAX_GRP];
-		const float *kr[ATT_KEYS];
-
-		if (PRE)
-#pragma unroll
-			for (int u = 0; u < ATT_KEYS; u++)
-				kr[u] = kp[j + u < cnt ? j + u : j];
-
-#pragma unroll
-		for (int u = 0; u < ATT_KEYS; u++)
-#pragma unroll
-			for (int h = 0; h < ATT_MAX_GRP; h++)
-				acc[u][h] = 0.0f;
-#pragma unroll 8
-		for (int i = lane; i < head_dim; i += 32) {
-			float kv[ATT_KEYS];
-
-#pragma unroll
-			for (int u = 0; u < ATT_KEYS; u++)
-				kv[u] = j + u < cnt ? (PRE ? kr[u][i] : kb[(size_t)(j + u) * head_dim + i]) : 0.0f;
-#pragma unroll
-			for (int h = 0; h < ATT_MAX_GRP; h++)
-				if (h < grp) {
-					float qv = sq[h * head_dim + i];
-
-#pragma unroll
-					for (int u = 0; u < ATT_KEYS; u++)
-						acc[u][h] = fmaf(qv, kv[u], acc[u][h]);
-				}
-		}
-#pragma unroll
-		for (int h = 0; h < ATT_MAX_GRP; h++)
-			if (h < grp)
-#pragma unroll
-				for (int u = 0; u < ATT_KEYS; u++) {
-					float d = fg_warp_sum(acc[u][h]);
-
-					if (lane == 0 && j + u < cnt)
-						sp[h * spn + j + u] = d * scale;
-				}
-	}
+	attn_scores<PRE>(sp, spn, sq, kb, kp, cnt, grp, head_dim, scale);
 	__syncthreads();
 	if (warp < grp) { /* warp h: the chunk's max and weights for query head h */
-		float *s = sp + warp * spn, m = -INFINITY, l = 0.0f;
+		float m, l;
 
-		for (int j = lane; j < cnt; j += 32)
-			m = fmaxf(m, s[j]);
-		for (int o = 16; o > 0; o >>= 1)
-			m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-		for (int j = lane; j < cnt; j += 32) {
-			float e = expf(s[j] - m);
-
-			s[j] = e;
-			l += e;
-		}
-		l = fg_warp_sum(l);
+		attn_chunk_exp(sp + warp * spn, cnt, &m, &l);
 		if (lane == 0) {
 			sml[warp][0] = m;
 			sml[warp][1] = l;
@@ -1170,18 +1277,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 	for (int i = threadIdx.x; i < head_dim; i += ATT_THREADS) {
 		float o[ATT_MAX_GRP];
 
-#pragma unroll
-		for (int h = 0; h < ATT_MAX_GRP; h++)
-			o[h] = 0.0f;
-#pragma unroll 16
-		for (int j = 0; j < cnt; j++) {
-			float v = PRE ? vp[j][i] : vb[(size_t)j * head_dim + i];
-
-#pragma unroll
-			for (int h = 0; h < ATT_MAX_GRP; h++)
-				if (h < grp)
-					o[h] = fmaf(sp[h * spn + j], v, o[h]);
-		}
+		attn_chunk_out<PRE>(o, sp, spn, vb, vp, cnt, grp, head_dim, i);
 #pragma unroll
 		for (int h = 0; h < ATT_MAX_GRP; h++)
 			if (h < grp)
@@ -1195,15 +1291,21 @@ __global__ void __launch_bounds__(ATT_THREADS)
 		return; /* attn_pre_combine combines, over many blocks */
 	__threadfence();
 	__syncthreads();
+	/* counters[g] counts arrivals in generations of ATT_GEN: this launch's
+	 * chunk blocks take [base, base + used), and the last to arrive adds
+	 * ATT_GEN - used, so the next launch starts at base + ATT_GEN; no
+	 * block has to reset it (no round trip after the combine) */
 	if (spread >= (int)gridDim.x) { /* the last np chunk blocks to finish combine a share each */
 		int np = min(used, spread / (int)gridDim.x);
 
 		if (threadIdx.x == 0) {
 			unsigned long long t0 = gtimer_ns();
-			int a = (int)atomicAdd(&counters[g], 1u);
+			unsigned a = atomicAdd(&counters[g], 1u), base = a & ~(ATT_GEN - 1u);
 
-			last = a - (used - np); /* rank among the combining blocks, < 0: not one */
-			while (last >= 0 && *(volatile unsigned *)&counters[g] < (unsigned)used) {
+			last = (int)(a - base) - (used - np); /* rank among the combining blocks, < 0: not one */
+			if (last == np - 1)
+				atomicAdd(&counters[g], ATT_GEN - (unsigned)used);
+			while (last >= 0 && *(volatile unsigned *)&counters[g] - base < (unsigned)used) {
 				__nanosleep(32);
 				if (gtimer_ns() - t0 > 2000000000ull)
 					__trap(); /* blocks that cannot all run at once: a launch error, not a hang */
@@ -1215,23 +1317,20 @@ __global__ void __launch_bounds__(ATT_THREADS)
 			return;
 		attn_combine(out, pg, sp, sml, g, grp, head_dim, nch, spn, used,
 			     (int)((long long)grp * head_dim * last / np), (int)((long long)grp * head_dim * (last + 1) / np));
-		__syncthreads();
-		/* the last combining block out resets both counts: every waiter has left */
-		if (threadIdx.x == 0 && atomicAdd(&counters[FG_CTX_COUNTERS / 2 + g], 1u) == (unsigned)(np - 1)) {
-			counters[g] = 0;
-			counters[FG_CTX_COUNTERS / 2 + g] = 0;
-		}
 		return;
 	}
-	if (threadIdx.x == 0)
-		last = atomicAdd(&counters[g], 1u) == (unsigned)(used - 1);
+	if (threadIdx.x == 0) {
+		unsigned a = atomicAdd(&counters[g], 1u);
+
+		last = a - (a & ~(ATT_GEN - 1u)) == (unsigned)(used - 1);
+		if (last)
+			atomicAdd(&counters[g], ATT_GEN - (unsigned)used);
+	}
 	__syncthreads();
 	if (!last)
 		return;
 	__threadfence();
 	attn_combine(out, pg, sp, sml, g, grp, head_dim, nch, spn, used, 0, grp * head_dim);
-	if (threadIdx.x == 0)
-		counters[g] = 0; /* ready for the next launch (stream-ordered) */
 }
 
 /* The most chunk blocks (all kv heads together) that may wait for the
@@ -1239,8 +1338,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
  * on the GPU at once and leave room for the blocks they wait for, so half
  * of what the device holds of the kernel alone (the rest a margin for those
  * and for other work); 0 (the last block combines alone) with
- * FG_ATTN_SPREAD=0 or where the counters fall short. */
-static int attn_spread_max(const void *k, size_t smem, int kv_heads, const struct fg_kctx *ctx)
+ * FG_ATTN_SPREAD=0. */
+static int attn_spread_max(const void *k, size_t smem, const struct fg_kctx *ctx)
 {
 	static int on = -1;
 	int per = 0;
@@ -1250,8 +1349,7 @@ static int attn_spread_max(const void *k, size_t smem, int kv_heads, const struc
 
 		on = !(e && *e == '0');
 	}
-	if (!on || kv_heads > FG_CTX_COUNTERS / 2 ||
-	    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k, ATT_THREADS, smem) != cudaSuccess) {
+	if (!on || cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k, ATT_THREADS, smem) != cudaSuccess) {
 		cudaGetLastError();
 		return 0;
 	}
@@ -1273,7 +1371,7 @@ static int attn_launch(struct fg_kctx *ctx, bool post, float *d_out, const float
 	 * position; chunks grow so that at most 1024 of them cover it */
 	for (;;) {
 		nch = (cap + chunk - 1) / chunk;
-		if (nch <= 1024)
+		if (nch <= (int)ATT_GEN)
 			break;
 		chunk *= 2;
 	}
@@ -1281,6 +1379,7 @@ static int attn_launch(struct fg_kctx *ctx, bool post, float *d_out, const float
 	/* q rows, scores; POST also the new k and v rows and the row sums */
 	smem = sizeof(float) * ((size_t)grp * head_dim + (size_t)grp * spn +
 				(post ? 2 * (size_t)head_dim + 4 * (ATT_MAX_GRP + 2) : 0));
+
 	if ((size_t)heads * nch * (head_dim + 2) * sizeof(float) > ctx->scratch_bytes)
 		return fg_err_set(err, FG_EINVAL, "attention: cache of %d slots too large for scratch", cap);
 	if (smem > 48 * 1024) {
@@ -1294,7 +1393,7 @@ static int attn_launch(struct fg_kctx *ctx, bool post, float *d_out, const float
 	}
 	fg_launch_pdl(ctx, k, dim3(kv_heads, nch), dim3(ATT_THREADS), smem, d_out, (float *)ctx->scratch, ctx->counters,
 		      d_q, d_kcache, d_vcache, grp, head_dim, cap, d_pos, scale, chunk, nch, ctx->pf_on >= 1,
-		      attn_spread_max((const void *)k, smem, kv_heads, ctx), fg_pf_take(ctx), ap, attn_pre());
+		      attn_spread_max((const void *)k, smem, ctx), fg_pf_take(ctx), ap, attn_pre());
 	return fg_launched("attention", err);
 }
 
@@ -1430,7 +1529,7 @@ static int attn_prefill(struct fg_kctx *ctx, float *d_out, const float *d_q, siz
 				  rows, pos0, heads, kv_heads, head_dim, cap, q_row, kv_row, ATT_MAX_GRP);
 	for (;;) { /* attn_launch's partition of the cache */
 		nch = (cap + chunk - 1) / chunk;
-		if (nch <= 1024)
+		if (nch <= (int)ATT_GEN)
 			break;
 		chunk *= 2;
 	}

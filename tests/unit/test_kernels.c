@@ -1652,6 +1652,12 @@ int main(int argc, char **argv)
 		fg_kctx_free(ctx);
 		return tap_done();
 	}
+	if (argc > 1 && !strcmp(argv[1], "--attn")) { /* only the decode attention (for compute-sanitizer) */
+		gpu_attention();
+		gpu_attn_post();
+		fg_kctx_free(ctx);
+		return tap_done();
+	}
 	if (argc > 1 && !strcmp(argv[1], "--moe")) { /* only the bias and MoE kernels (for compute-sanitizer) */
 		gpu_add_bias();
 		gpu_moe();
