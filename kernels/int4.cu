@@ -225,10 +225,8 @@ __global__ void __launch_bounds__(WARPS * 32) int4_fma(float *__restrict__ y, co
 	__threadfence();
 	for (int i = threadIdx.x; i < M * 32; i += WARPS * 32) {
 		int m = i >> 5, r = i & 31, row = tile * 32 + r;
-		float t = 0.0f;
+		float t = fg_split_sum(partial + (size_t)m * npad + row, (size_t)M * npad, splits);
 
-		for (int v = 0; v < splits; v++)
-			t += __ldcg(partial + ((size_t)v * M + m) * npad + row);
 		if (row < n)
 			y[(size_t)m * n + row] = t;
 	}
@@ -508,12 +506,11 @@ static __device__ __forceinline__ void mma_splitk_finish(float *__restrict__ y, 
 	for (int t = threadIdx.x; t < M * RBB * 8; t += blockDim.x) {
 		int m = t / (RBB * 8), rr = t % (RBB * 8);
 		int row = rb0 * 8 + rr;
-		float v = 0.0f;
+		float v;
 
 		if (rr >= nrbb * 8)
 			continue;
-		for (int s = 0; s < splits; s++)
-			v += __ldcg(partial + ((size_t)s * MMA_M + m) * npad + row);
+		v = fg_split_sum(partial + (size_t)m * npad + row, (size_t)MMA_M * npad, splits);
 		if (row < n)
 			y[(size_t)m * ystride + row] = v;
 	}

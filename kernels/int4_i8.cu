@@ -344,10 +344,8 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 	if (threadIdx.x < 16 * M * tpb) {
 		int r = threadIdx.x & 15, m = (threadIdx.x >> 4) % M, tl = (threadIdx.x >> 4) / M;
 		int row = (blockIdx.x * tpb + tl) * 16 + r;
-		float v = 0.0f;
+		float v = row < npad ? fg_split_sum(partial + (size_t)m * npad + row, (size_t)IM * npad, splits) : 0.0f;
 
-		for (int s = 0; s < splits && row < npad; s++)
-			v += __ldcg(partial + ((size_t)s * IM + m) * npad + row);
 		if (row < n)
 			y[(size_t)m * ystride + row] = v;
 	}
@@ -504,10 +502,8 @@ __global__ void __launch_bounds__(IW * 32) int4_i8_rows(float *__restrict__ y, c
 	for (int i = threadIdx.x; i < 16 * M * tpb; i += blockDim.x) {
 		int r = i & 15, m = (i >> 4) % M, tl = (i >> 4) / M;
 		int row = (blockIdx.x * tpb + tl) * 16 + r;
-		float v = 0.0f;
+		float v = row < npad ? fg_split_sum(partial + (size_t)m * npad + row, (size_t)M * npad, splits) : 0.0f;
 
-		for (int s = 0; s < splits && row < npad; s++)
-			v += __ldcg(partial + ((size_t)s * M + m) * npad + row);
 		if (row < n && m < mv)
 			y[(size_t)m * ystride + row] = v;
 	}

@@ -172,6 +172,29 @@ __device__ __forceinline__ float fg_gelu_tanh(float x)
 	return 0.5f * x * (1.0f + tanhf(k0 * (x + 0.044715f * x * x * x)));
 }
 
+/* A split-K pass's sum: p[0] + p[stride] + ... + p[(n - 1) stride], added
+ * in that order from 0.0f (the bits of a plain loop), the partial sums
+ * (other blocks wrote them) read through L2 sixteen at a time so that each
+ * sixteen share one round trip instead of one each. */
+#define FG_SUM_BATCH 16
+__device__ __forceinline__ float fg_split_sum(const float *p, size_t stride, int n)
+{
+	float v = 0.0f;
+
+	for (int s0 = 0; s0 < n; s0 += FG_SUM_BATCH) {
+		float t[FG_SUM_BATCH];
+
+#pragma unroll
+		for (int u = 0; u < FG_SUM_BATCH; u++)
+			t[u] = s0 + u < n ? __ldcg(p + (size_t)(s0 + u) * stride) : 0.0f;
+#pragma unroll
+		for (int u = 0; u < FG_SUM_BATCH; u++)
+			if (s0 + u < n) /* no + 0.0f past n: it would turn -0 into +0 */
+				v += t[u];
+	}
+	return v;
+}
+
 /* Sum over a warp by a fixed xor tree: the same bits for the same inputs. */
 __device__ __forceinline__ float fg_warp_sum(float v)
 {
