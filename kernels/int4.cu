@@ -506,11 +506,11 @@ static __device__ __forceinline__ void mma_splitk_finish(float *__restrict__ y, 
 	for (int t = threadIdx.x; t < M * RBB * 8; t += blockDim.x) {
 		int m = t / (RBB * 8), rr = t % (RBB * 8);
 		int row = rb0 * 8 + rr;
-		float v;
 
 		if (rr >= nrbb * 8)
 			continue;
-		v = fg_split_sum(partial + (size_t)m * npad + row, (size_t)MMA_M * npad, splits);
+		float v = fg_split_sum(partial + (size_t)m * npad + row, (size_t)MMA_M * npad, splits);
+
 		if (row < n)
 			y[(size_t)m * ystride + row] = v;
 	}

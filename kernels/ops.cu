@@ -940,68 +940,22 @@ __device__ __forceinline__ unsigned long long gtimer_ns(void)
 	return t;
 }
 
-/* Warp h's share of attn_combine: M = max of the used chunks' maxima m_c
- * (at mp[c * ms]), weights e^(m_c - M) into w[c], and L = sum of weights *
- * l_c (at lp[c * ms]) returned to every lane; lanes take chunks c = lane,
- * lane + 32, ..., then fixed xor trees. The pieces were written by other
- * blocks (read through L2); a lane loads its first ATT_WREG chunks' m_c and
- * l_c in one round. */
-__device__ __forceinline__ float attn_weights(const float *mp, const float *lp, size_t ms, float *w, int used)
-{
-	int lane = threadIdx.x & 31;
-	float m = -INFINITY, l = 0.0f, mv[ATT_WREG], lv[ATT_WREG];
-
-#pragma unroll
-	for (int k = 0; k < ATT_WREG; k++) {
-		int cc = lane + 32 * k;
-
-		mv[k] = cc < used ? __ldcg(mp + (size_t)cc * ms) : -INFINITY;
-		lv[k] = cc < used ? __ldcg(lp + (size_t)cc * ms) : 0.0f;
-	}
-#pragma unroll
-	for (int k = 0; k < ATT_WREG; k++)
-		m = fmaxf(m, mv[k]); /* -inf past used: leaves m as it is */
-	for (int cc = lane + 32 * ATT_WREG; cc < used; cc += 32)
-		m = fmaxf(m, __ldcg(mp + (size_t)cc * ms));
-	for (int o = 16; o > 0; o >>= 1)
-		m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-#pragma unroll
-	for (int k = 0; k < ATT_WREG; k++) {
-		int cc = lane + 32 * k;
-
-		if (cc < used) {
-			float e = expf(mv[k] - m);
-
-			w[cc] = e;
-			l = fmaf(e, lv[k], l);
-		}
-	}
-	for (int cc = lane + 32 * ATT_WREG; cc < used; cc += 32) {
-		float e = expf(__ldcg(mp + (size_t)cc * ms) - m);
-
-		w[cc] = e;
-		l = fmaf(e, __ldcg(lp + (size_t)cc * ms), l);
-	}
-	return fg_warp_sum(l);
-}
-
 /* The combine of kv head g's used chunks (attn_fused, decode): per query
- * head, M, chunk weights and L (attn_weights, weights into sp), then
- * outputs [e0, e1) of [grp][head_dim], each the chunks' outputs summed in
- * chunk order, over L. Every block that runs it computes the same M,
- * weights and L, so any partition of the outputs gives the same bits. part
- * is read through L2 (other blocks wrote it). */
+ * head, M = max of the chunks' maxima, chunk weights e^(m_c - M) (into sp),
+ * L = sum of weights * l_c, then outputs [e0, e1) of [grp][head_dim], each
+ * the chunks' outputs summed in chunk order, over L. Every block that runs
+ * it computes the same M, weights and L, so any partition of the outputs
+ * gives the same bits. part is read through L2 (other blocks wrote it), in
+ * one round where it can: a lane loads its first ATT_WREG chunks' m_c and
+ * l_c together, and where the block has one output a thread, that thread
+ * loads its output's first ATT_CREG chunk outputs with them. */
 __device__ __forceinline__ void attn_combine(float *out, const float *pg, float *sp, float (*sml)[2], int g, int grp,
 					     int head_dim, int nch, int spn, int used, int e0, int e1)
 {
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	size_t stride = (size_t)head_dim + 2;
-
-	float ov[ATT_CREG];
-	/* a block with one output a thread loads that output's first ATT_CREG
-	 * chunk outputs with the maxima and sums below: one round through L2
-	 * for all of them */
 	const bool one = e1 - e0 <= ATT_THREADS;
+	float ov[ATT_CREG];
 
 	if (one && e0 + (int)threadIdx.x < e1) {
 		int t = e0 + (int)threadIdx.x, h = t / head_dim, i = t - h * head_dim;
@@ -1013,19 +967,49 @@ __device__ __forceinline__ void attn_combine(float *out, const float *pg, float 
 	}
 	if (warp < grp) {
 		const float *ph = pg + (size_t)warp * nch * stride;
-		float l = attn_weights(ph, ph + 1, stride, sp + warp * spn, used);
+		float *w = sp + warp * spn, m = -INFINITY, l = 0.0f, mv[ATT_WREG], lv[ATT_WREG];
 
+#pragma unroll
+		for (int k = 0; k < ATT_WREG; k++) {
+			int cc = lane + 32 * k;
+
+			mv[k] = cc < used ? __ldcg(ph + (size_t)cc * stride) : -INFINITY;
+			lv[k] = cc < used ? __ldcg(ph + (size_t)cc * stride + 1) : 0.0f;
+		}
+#pragma unroll
+		for (int k = 0; k < ATT_WREG; k++)
+			m = fmaxf(m, mv[k]); /* -inf past used: leaves m as it is */
+		for (int cc = lane + 32 * ATT_WREG; cc < used; cc += 32)
+			m = fmaxf(m, __ldcg(ph + (size_t)cc * stride));
+		for (int o = 16; o > 0; o >>= 1)
+			m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+#pragma unroll
+		for (int k = 0; k < ATT_WREG; k++) {
+			int cc = lane + 32 * k;
+
+			if (cc < used) {
+				float e = expf(mv[k] - m);
+
+				w[cc] = e;
+				l = fmaf(e, lv[k], l);
+			}
+		}
+		for (int cc = lane + 32 * ATT_WREG; cc < used; cc += 32) {
+			float e = expf(__ldcg(ph + (size_t)cc * stride) - m);
+
+			w[cc] = e;
+			l = fmaf(e, __ldcg(ph + (size_t)cc * stride + 1), l);
+		}
+		l = fg_warp_sum(l);
 		if (lane == 0)
 			sml[warp][1] = l;
 	}
 	__syncthreads();
 	for (int t = e0 + (int)threadIdx.x; t < e1; t += ATT_THREADS) {
-		int h = t / head_dim, i = t - h * head_dim;
+		int h = t / head_dim, i = t - h * head_dim, cc = 0;
 		const float *ph = pg + (size_t)h * nch * stride + 2 + i;
 		const float *w = sp + h * spn;
 		float acc = 0.0f;
-
-		int cc = 0;
 
 		if (one)
 #pragma unroll
@@ -1039,114 +1023,15 @@ __device__ __forceinline__ void attn_combine(float *out, const float *pg, float 
 	}
 }
 
-/* Scores of keys [0, cnt) of a chunk
- * against the grp query heads in sq, times scale, into sp[h * spn + j]:
- * warp w takes keys w * ATT_KEYS.. (+ ATT_WARPS * ATT_KEYS), lanes dims i,
- * i + 32, ... summed in order, then a fixed xor tree, so a key's score does
- * not depend on which warp or block computes it. Key j's row: kb + j
- * head_dim, or kp[j] (PRE). */
-template <bool PRE>
-__device__ __forceinline__ void attn_scores(float *sp, int spn, const float *sq, const float *kb,
-					    const float *const *kp, int cnt, int grp, int head_dim, float scale)
-{
-	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-
-	for (int j = warp * ATT_KEYS; j < cnt; j += ATT_WARPS * ATT_KEYS) {
-		float acc[ATT_KEYS][ATT_MAX_GRP];
-		const float *kr[ATT_KEYS];
-
-		if (PRE)
-#pragma unroll
-			for (int u = 0; u < ATT_KEYS; u++)
-				kr[u] = kp[j + u < cnt ? j + u : j];
-
-#pragma unroll
-		for (int u = 0; u < ATT_KEYS; u++)
-#pragma unroll
-			for (int h = 0; h < ATT_MAX_GRP; h++)
-				acc[u][h] = 0.0f;
-#pragma unroll 8
-		for (int i = lane; i < head_dim; i += 32) {
-			float kv[ATT_KEYS];
-
-#pragma unroll
-			for (int u = 0; u < ATT_KEYS; u++)
-				kv[u] = j + u < cnt ? (PRE ? kr[u][i] : kb[(size_t)(j + u) * head_dim + i]) : 0.0f;
-#pragma unroll
-			for (int h = 0; h < ATT_MAX_GRP; h++)
-				if (h < grp) {
-					float qv = sq[h * head_dim + i];
-
-#pragma unroll
-					for (int u = 0; u < ATT_KEYS; u++)
-						acc[u][h] = fmaf(qv, kv[u], acc[u][h]);
-				}
-		}
-#pragma unroll
-		for (int h = 0; h < ATT_MAX_GRP; h++)
-			if (h < grp)
-#pragma unroll
-				for (int u = 0; u < ATT_KEYS; u++) {
-					float d = fg_warp_sum(acc[u][h]);
-
-					if (lane == 0 && j + u < cnt)
-						sp[h * spn + j + u] = d * scale;
-				}
-	}
-}
-
-/* One warp's softmax pieces of one chunk's scores s[0, cnt): max m (lanes
- * j = lane, lane + 32, ..., then a fixed xor tree), s[j] = e^(s[j] - m) in
- * place, l = their sum (per lane in j order, then fg_warp_sum); every lane
- * gets m and l. */
-__device__ __forceinline__ void attn_chunk_exp(float *s, int cnt, float *m_out, float *l_out)
-{
-	int lane = threadIdx.x & 31;
-	float m = -INFINITY, l = 0.0f;
-
-	for (int j = lane; j < cnt; j += 32)
-		m = fmaxf(m, s[j]);
-	for (int o = 16; o > 0; o >>= 1)
-		m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-	for (int j = lane; j < cnt; j += 32) {
-		float e = expf(s[j] - m);
-
-		s[j] = e;
-		l += e;
-	}
-	*m_out = m;
-	*l_out = fg_warp_sum(l);
-}
-
-/* One chunk's unnormalized output at dim i for the grp query heads: o[h] =
- * sum over the chunk's keys j in order of e[h * spn + j] * v_j[i], v_j at
- * vb + j head_dim or vp[j] (PRE). */
-template <bool PRE>
-__device__ __forceinline__ void attn_chunk_out(float o[ATT_MAX_GRP], const float *e, int spn, const float *vb,
-					       const float *const *vp, int cnt, int grp, int head_dim, int i)
-{
-#pragma unroll
-	for (int h = 0; h < ATT_MAX_GRP; h++)
-		o[h] = 0.0f;
-#pragma unroll 16
-	for (int j = 0; j < cnt; j++) {
-		float v = PRE ? vp[j][i] : vb[(size_t)j * head_dim + i];
-
-#pragma unroll
-		for (int h = 0; h < ATT_MAX_GRP; h++)
-			if (h < grp)
-				o[h] = fmaf(e[h * spn + j], v, o[h]);
-	}
-}
-
 /* Decode attention in one launch. Block (g, c) takes kv head g and keys
  * [c * chunk, +chunk): all grp query heads that share g are scored against
  * the chunk's keys (each K and V row read once), and the chunk's softmax
  * pieces (max m, sum of exp l, unnormalized output o) go to part as
  * [m, l, o...] per (query head, chunk). Then the chunks are combined in
  * chunk order (attn_combine): the last np chunk blocks of kv head g to
- * finish (an integer counter gives each its arrival, ATT_GEN a launch) wait for the rest and
- * combine a share of the outputs each, np = min(used, spread / kv heads),
+ * finish (an integer counter gives each its arrival, in generations of
+ * ATT_GEN) wait for the rest and combine a share of the outputs each,
+ * np = min(used, spread / kv heads),
  * so that all the launch's waiting blocks fit on the GPU at once with room
  * to spare (spread: attn_spread_max) and the blocks they wait for can
  * still be scheduled; with spread 0 the last block combines them all.
@@ -1262,12 +1147,63 @@ __global__ void __launch_bounds__(ATT_THREADS)
 	}
 	const float *kb = kcr + ((size_t)g * cap + j0) * head_dim;
 	const float *vb = vcr + ((size_t)g * cap + j0) * head_dim;
-	attn_scores<PRE>(sp, spn, sq, kb, kp, cnt, grp, head_dim, scale);
+	for (int j = warp * ATT_KEYS; j < cnt; j += ATT_WARPS * ATT_KEYS) {
+		float acc[ATT_KEYS][ATT_MAX_GRP];
+		const float *kr[ATT_KEYS];
+
+		if (PRE)
+#pragma unroll
+			for (int u = 0; u < ATT_KEYS; u++)
+				kr[u] = kp[j + u < cnt ? j + u : j];
+
+#pragma unroll
+		for (int u = 0; u < ATT_KEYS; u++)
+#pragma unroll
+			for (int h = 0; h < ATT_MAX_GRP; h++)
+				acc[u][h] = 0.0f;
+#pragma unroll 8
+		for (int i = lane; i < head_dim; i += 32) {
+			float kv[ATT_KEYS];
+
+#pragma unroll
+			for (int u = 0; u < ATT_KEYS; u++)
+				kv[u] = j + u < cnt ? (PRE ? kr[u][i] : kb[(size_t)(j + u) * head_dim + i]) : 0.0f;
+#pragma unroll
+			for (int h = 0; h < ATT_MAX_GRP; h++)
+				if (h < grp) {
+					float qv = sq[h * head_dim + i];
+
+#pragma unroll
+					for (int u = 0; u < ATT_KEYS; u++)
+						acc[u][h] = fmaf(qv, kv[u], acc[u][h]);
+				}
+		}
+#pragma unroll
+		for (int h = 0; h < ATT_MAX_GRP; h++)
+			if (h < grp)
+#pragma unroll
+				for (int u = 0; u < ATT_KEYS; u++) {
+					float d = fg_warp_sum(acc[u][h]);
+
+					if (lane == 0 && j + u < cnt)
+						sp[h * spn + j + u] = d * scale;
+				}
+	}
 	__syncthreads();
 	if (warp < grp) { /* warp h: the chunk's max and weights for query head h */
-		float m, l;
+		float *s = sp + warp * spn, m = -INFINITY, l = 0.0f;
 
-		attn_chunk_exp(sp + warp * spn, cnt, &m, &l);
+		for (int j = lane; j < cnt; j += 32)
+			m = fmaxf(m, s[j]);
+		for (int o = 16; o > 0; o >>= 1)
+			m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+		for (int j = lane; j < cnt; j += 32) {
+			float e = expf(s[j] - m);
+
+			s[j] = e;
+			l += e;
+		}
+		l = fg_warp_sum(l);
 		if (lane == 0) {
 			sml[warp][0] = m;
 			sml[warp][1] = l;
@@ -1277,7 +1213,18 @@ __global__ void __launch_bounds__(ATT_THREADS)
 	for (int i = threadIdx.x; i < head_dim; i += ATT_THREADS) {
 		float o[ATT_MAX_GRP];
 
-		attn_chunk_out<PRE>(o, sp, spn, vb, vp, cnt, grp, head_dim, i);
+#pragma unroll
+		for (int h = 0; h < ATT_MAX_GRP; h++)
+			o[h] = 0.0f;
+#pragma unroll 16
+		for (int j = 0; j < cnt; j++) {
+			float v = PRE ? vp[j][i] : vb[(size_t)j * head_dim + i];
+
+#pragma unroll
+			for (int h = 0; h < ATT_MAX_GRP; h++)
+				if (h < grp)
+					o[h] = fmaf(sp[h * spn + j], v, o[h]);
+		}
 #pragma unroll
 		for (int h = 0; h < ATT_MAX_GRP; h++)
 			if (h < grp)
@@ -1302,7 +1249,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 			unsigned long long t0 = gtimer_ns();
 			unsigned a = atomicAdd(&counters[g], 1u), base = a & ~(ATT_GEN - 1u);
 
-			last = (int)(a - base) - (used - np); /* rank among the combining blocks, < 0: not one */
+			last = (int)(a & (ATT_GEN - 1u)) - (used - np); /* rank among the combining blocks, < 0: not one */
 			if (last == np - 1)
 				atomicAdd(&counters[g], ATT_GEN - (unsigned)used);
 			while (last >= 0 && *(volatile unsigned *)&counters[g] - base < (unsigned)used) {
@@ -1322,7 +1269,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 	if (threadIdx.x == 0) {
 		unsigned a = atomicAdd(&counters[g], 1u);
 
-		last = a - (a & ~(ATT_GEN - 1u)) == (unsigned)(used - 1);
+		last = (a & (ATT_GEN - 1u)) == (unsigned)(used - 1);
 		if (last)
 			atomicAdd(&counters[g], ATT_GEN - (unsigned)used);
 	}
@@ -1379,7 +1326,6 @@ static int attn_launch(struct fg_kctx *ctx, bool post, float *d_out, const float
 	/* q rows, scores; POST also the new k and v rows and the row sums */
 	smem = sizeof(float) * ((size_t)grp * head_dim + (size_t)grp * spn +
 				(post ? 2 * (size_t)head_dim + 4 * (ATT_MAX_GRP + 2) : 0));
-
 	if ((size_t)heads * nch * (head_dim + 2) * sizeof(float) > ctx->scratch_bytes)
 		return fg_err_set(err, FG_EINVAL, "attention: cache of %d slots too large for scratch", cap);
 	if (smem > 48 * 1024) {
