@@ -1303,25 +1303,32 @@ static int attn_spread_max(const void *k, size_t smem, const struct fg_kctx *ctx
 	return per * fg_kctx_sm_count(ctx) / 2;
 }
 
+/* The keys a chunk block takes for a cache of cap slots: ATT_CHUNK, doubled
+ * until at most ATT_GEN chunks (*nch of them) cover the cache. The decode
+ * step and the prompt chunks both partition by it, so their sums agree. */
+static int attn_chunk(int cap, int *nch)
+{
+	int chunk = ATT_CHUNK;
+
+	while ((*nch = (cap + chunk - 1) / chunk) > (int)ATT_GEN)
+		chunk *= 2;
+	return chunk;
+}
+
 /* Launches attn_fused<POST> (shapes checked by the caller). */
 static int attn_launch(struct fg_kctx *ctx, bool post, float *d_out, const float *d_q, const float *d_kcache,
 		       const float *d_vcache, int heads, int kv_heads, int head_dim, int cap, const int32_t *d_pos,
 		       float scale, const struct attn_post &ap, struct fg_err *err)
 {
-	int chunk = ATT_CHUNK, nch, grp = heads / kv_heads, spn;
+	int chunk, nch, grp = heads / kv_heads, spn;
 	size_t smem;
 	void (*k)(float *, float *, unsigned *, const float *, const float *, const float *, int, int, int,
 		  const int32_t *, float, int, int, int, int, const struct fg_kpf, const struct attn_post,
 		  const struct attn_pre) = post ? attn_fused<true, false> : attn_fused<false, false>;
 
 	/* the grid covers the whole cache so one captured graph serves every
-	 * position; chunks grow so that at most 1024 of them cover it */
-	for (;;) {
-		nch = (cap + chunk - 1) / chunk;
-		if (nch <= (int)ATT_GEN)
-			break;
-		chunk *= 2;
-	}
+	 * position (attn_chunk) */
+	chunk = attn_chunk(cap, &nch);
 	spn = chunk > nch ? chunk : nch;
 	/* q rows, scores; POST also the new k and v rows and the row sums */
 	smem = sizeof(float) * ((size_t)grp * head_dim + (size_t)grp * spn +
@@ -1457,7 +1464,7 @@ static int attn_prefill(struct fg_kctx *ctx, float *d_out, const float *d_q, siz
 			int heads, int kv_heads, int head_dim, int cap, int pos0, const int32_t *d_pos0, float scale,
 			struct fg_err *err)
 {
-	int chunk = ATT_CHUNK, nch, nchu, nvmax, grp, spn, per, nz;
+	int chunk, nch, nchu, nvmax, grp, spn, per, nz;
 	size_t smem, row_bytes;
 	struct attn_post none = {};
 	void (*k)(float *, float *, unsigned *, const float *, const float *, const float *, int, int, int,
@@ -1473,12 +1480,7 @@ static int attn_prefill(struct fg_kctx *ctx, float *d_out, const float *d_q, siz
 				  "chunk attention: %d rows at %d, heads %d, kv heads %d, head_dim %d, cap %d, "
 				  "q row %zu, kv row %zu floats (at most %d heads per kv head)",
 				  rows, pos0, heads, kv_heads, head_dim, cap, q_row, kv_row, ATT_MAX_GRP);
-	for (;;) { /* attn_launch's partition of the cache */
-		nch = (cap + chunk - 1) / chunk;
-		if (nch <= (int)ATT_GEN)
-			break;
-		chunk *= 2;
-	}
+	chunk = attn_chunk(cap, &nch); /* attn_launch's partition of the cache */
 	grp = heads / kv_heads;
 	nvmax = d_pos0 || pos0 + rows >= cap ? cap : pos0 + rows;
 	nchu = (nvmax + chunk - 1) / chunk;
