@@ -24,16 +24,51 @@
 #define PROBES 8 /* split points tried, best balanced first */
 #define MAX_THREADS 16
 
-/* ---- one lane's zstd input: the frames in [zpos, zend) ---- */
+/* ---- one lane's zstd input: the frames in [zpos, zend) ----
+ *
+ * A lane parses each frame's header and block headers itself (`walk`).
+ * The blocks up to the frame's last compressed or RLE block go through
+ * zstd; the raw blocks after it, an incompressible member's bytes as zstd
+ * stores them, are handed out straight from the read buffer, saving zstd's
+ * copies into its window and out to the caller. zstd cannot take up a frame
+ * again after blocks it did not see (a later compressed block may point
+ * back into them), hence only a tail of raw blocks. Anything the parse does
+ * not expect (a skippable frame, a dictionary, a reserved type or bit, a
+ * window or block over zstd's limits, a frame past the range) hands the
+ * rest of the range to zstd as it comes: never a verdict of its own. */
+
+#define BLOCK_MAX ((size_t)ZSTD_BLOCKSIZE_MAX) /* 128 KiB */
+/* the streaming decoder's default bound (ZSTD_d_windowLogMax) */
+#define WINDOW_MAX (1ull << ZSTD_WINDOWLOG_LIMIT_DEFAULT)
+
+enum { ZS_FRAME, ZS_ZSTD, ZS_RAW };
 
 struct zlane {
 	int fd;
 	unsigned long long zpos, zend;
 	ZSTD_DCtx *d;
 	unsigned char *in, *out;
+	const unsigned char *cur; /* the piece handed out: in out, or in in */
 	size_t in_len, in_pos, out_len, out_pos;
 	size_t last; /* ZSTD_decompressStream's hint: 0 at a frame's end */
+	/* walking the frames (else zstd reads the whole range) */
+	int walk, st, has_fcs, raw_last, chk; /* chk: the checksum's bytes, 4 or 0 */
+	unsigned long long zlim; /* ZS_ZSTD: zstd's input ends here */
+	unsigned long long tail; /* the frame's first raw-tail block header, 0: none */
+	unsigned long long hpos; /* ZS_RAW: the next block header */
+	unsigned long long fend; /* the frame's end, after its checksum */
+	unsigned long long fcs, fgot; /* content size (has_fcs), bytes given */
+	size_t bmax;
+	unsigned long long raw_bytes; /* handed out from raw blocks */
 };
+
+/* A switch the environment turns off with NAME=0. */
+static int env_off(const char *name)
+{
+	const char *env = getenv(name);
+
+	return env && !strcmp(env, "0");
+}
 
 static int zl_open(struct zlane *z, int fd, unsigned long long from, unsigned long long to)
 {
@@ -41,9 +76,11 @@ static int zl_open(struct zlane *z, int fd, unsigned long long from, unsigned lo
 	z->fd = fd;
 	z->zpos = from;
 	z->zend = to;
+	z->walk = !env_off("FG_TAR_RAW");
 	z->d = ZSTD_createDCtx();
-	z->in = malloc(LANE_IN);
+	z->in = malloc(LANE_IN + 8); /* a raw block with its header: 3 + BLOCK_MAX */
 	z->out = malloc(LANE_OUT);
+	z->cur = z->out;
 	if (!z->d || !z->in || !z->out)
 		return -1;
 	/* every byte goes through a member digest or a checked header; the
@@ -60,7 +97,134 @@ static void zl_close(struct zlane *z)
 	memset(z, 0, sizeof(*z));
 }
 
-/* The next piece of tar into out: 0, 1 at the end of the range (which
+static unsigned long long le_n(const unsigned char *p, size_t n)
+{
+	unsigned long long v = 0;
+
+	while (n--)
+		v = v << 8 | p[n];
+	return v;
+}
+
+/* Plans the frame at zpos: zstd up to its last compressed or RLE block,
+ * its raw blocks after that handed out here. -1: leave it to zstd. */
+static int zl_plan(struct zlane *z)
+{
+	static const unsigned char did_len[4] = { 0, 1, 2, 4 }, fcs_len[4] = { 0, 2, 4, 8 };
+	unsigned char h[18], b[3];
+	unsigned long long pos, first, cooked_end, window = 0;
+	size_t have = z->zend - z->zpos < sizeof(h) ? (size_t)(z->zend - z->zpos) : sizeof(h), p = 5, k;
+	int fhd, single, last = 0;
+
+	if (have < 6 || pread(z->fd, h, have, (off_t)z->zpos) != (ssize_t)have ||
+	    fg_le32(h) != ZSTD_MAGICNUMBER)
+		return -1;
+	fhd = h[4];
+	single = fhd >> 5 & 1;
+	if (fhd & 0x08)
+		return -1; /* the reserved bit */
+	if (!single) {
+		int e = h[p] >> 3, m = h[p] & 7;
+
+		window = 1ull << (10 + e);
+		window += window / 8 * (unsigned)m;
+		p++;
+	}
+	k = did_len[fhd & 3];
+	if (p + k > have || le_n(h + p, k))
+		return -1; /* a dictionary */
+	p += k;
+	k = fhd >> 6 ? fcs_len[fhd >> 6] : (size_t)single;
+	if (p + k > have)
+		return -1;
+	z->has_fcs = k > 0;
+	z->fcs = le_n(h + p, k) + (k == 2 ? 256 : 0);
+	p += k;
+	if (single)
+		window = z->fcs;
+	if (window > WINDOW_MAX)
+		return -1;
+	z->bmax = window < BLOCK_MAX ? (size_t)window : BLOCK_MAX;
+	first = cooked_end = pos = z->zpos + p;
+	while (!last) {
+		unsigned long long bh, size;
+		int type;
+
+		if (z->zend - pos < 3 || pread(z->fd, b, 3, (off_t)pos) != 3)
+			return -1;
+		bh = le_n(b, 3);
+		last = (int)(bh & 1);
+		type = (int)(bh >> 1 & 3);
+		size = bh >> 3;
+		if (type == 3 || size > z->bmax)
+			return -1;
+		pos += 3 + (type == 1 ? 1 : size);
+		if (pos > z->zend)
+			return -1;
+		if (type)
+			cooked_end = pos;
+	}
+	z->chk = fhd & 0x04 ? 4 : 0;
+	z->fend = pos + (unsigned long long)z->chk;
+	if (z->fend > z->zend)
+		return -1;
+	z->fgot = 0;
+	z->raw_last = 0;
+	if (cooked_end == first) {
+		z->st = ZS_RAW;
+		z->hpos = z->tail = first;
+	} else {
+		z->st = ZS_ZSTD;
+		z->tail = cooked_end == pos ? 0 : cooked_end;
+		z->zlim = z->tail ? z->tail : z->fend;
+	}
+	return 0;
+}
+
+/* The frame's content is all given: its size as the header says. */
+static int zl_frame_done(struct zlane *z)
+{
+	if (z->has_fcs && z->fgot != z->fcs)
+		return -1;
+	z->st = ZS_FRAME;
+	z->zpos = z->fend;
+	return 0;
+}
+
+/* ZS_RAW: the next raw block into in: 0 with a piece, 1 at the frame's
+ * end, -1 on anything unplanned. */
+static int zl_raw(struct zlane *z)
+{
+	for (;;) {
+		unsigned long long bh, size;
+		size_t want;
+		ssize_t n;
+
+		if (z->raw_last)
+			return zl_frame_done(z) ? -1 : 1;
+		want = z->fend - z->hpos < 3 + z->bmax ? (size_t)(z->fend - z->hpos) : 3 + z->bmax;
+		n = pread(z->fd, z->in, want, (off_t)z->hpos);
+		if (n < 3)
+			return -1;
+		bh = le_n(z->in, 3);
+		size = bh >> 3;
+		if ((bh >> 1 & 3) != 0 || size > z->bmax || size > (unsigned long long)n - 3)
+			return -1;
+		z->raw_last = (int)(bh & 1);
+		z->hpos += 3 + size;
+		if (z->raw_last && z->hpos + (unsigned long long)z->chk != z->fend)
+			return -1;
+		z->fgot += size;
+		if (size) {
+			z->cur = z->in + 3;
+			z->out_len = (size_t)size;
+			z->raw_bytes += size;
+			return 0;
+		}
+	}
+}
+
+/* The next piece of tar in cur: 0, 1 at the end of the range (which
  * must end a frame), -1 on any error. */
 static int zl_fill(struct zlane *z)
 {
@@ -68,9 +232,28 @@ static int zl_fill(struct zlane *z)
 	for (;;) {
 		ZSTD_outBuffer ob = { z->out, LANE_OUT, 0 };
 		ZSTD_inBuffer ib;
+		unsigned long long lim = z->zend;
 
-		if (z->in_pos == z->in_len && z->zpos < z->zend) {
-			size_t want = z->zend - z->zpos < LANE_IN ? (size_t)(z->zend - z->zpos) : LANE_IN;
+		if (z->walk) {
+			if (z->st == ZS_FRAME) {
+				if (z->zpos == z->zend)
+					return 1;
+				if (zl_plan(z)) {
+					z->walk = 0; /* zstd from here on, as without the walk */
+					continue;
+				}
+			}
+			if (z->st == ZS_RAW) {
+				int r = zl_raw(z);
+
+				if (r <= 0)
+					return r;
+				continue; /* the frame ended: the next one */
+			}
+			lim = z->zlim;
+		}
+		if (z->in_pos == z->in_len && z->zpos < lim) {
+			size_t want = lim - z->zpos < LANE_IN ? (size_t)(lim - z->zpos) : LANE_IN;
 			ssize_t n = pread(z->fd, z->in, want, (off_t)z->zpos);
 
 			if (n <= 0)
@@ -82,18 +265,34 @@ static int zl_fill(struct zlane *z)
 		ib.src = z->in;
 		ib.size = z->in_len;
 		ib.pos = z->in_pos;
-		if (ib.pos == ib.size && z->last == 0)
-			return 1; /* all input used, the last frame complete and flushed */
+		if (ib.pos == ib.size && z->zpos == lim && z->last == 0) {
+			/* all input used, the frame complete and flushed */
+			if (!z->walk)
+				return 1;
+			z->st = ZS_FRAME;
+			continue;
+		}
 		z->last = ZSTD_decompressStream(z->d, &ob, &ib);
 		if (ZSTD_isError(z->last))
 			return -1;
 		z->in_pos = ib.pos;
 		if (ob.pos) {
+			z->cur = z->out;
 			z->out_len = ob.pos;
+			z->fgot += ob.pos;
 			return 0;
 		}
-		if (z->in_pos == z->in_len && z->zpos == z->zend && z->last != 0)
-			return -1; /* the range ends inside a frame */
+		if (z->in_pos == z->in_len && z->zpos == lim && z->last != 0) {
+			if (!z->walk || !z->tail)
+				return -1; /* the range (or the frame) ends inside a frame */
+			/* the blocks before the raw tail are out: zstd starts afresh
+			 * at the next frame */
+			ZSTD_DCtx_reset(z->d, ZSTD_reset_session_only);
+			z->last = 0;
+			z->in_len = z->in_pos = 0;
+			z->st = ZS_RAW;
+			z->hpos = z->tail;
+		}
 	}
 }
 
@@ -378,7 +577,7 @@ static int lane_data(struct lane *l, const unsigned char **p, size_t *n)
 		avail = z->out_len - z->out_pos;
 		switch (l->st) {
 		case L_DATA:
-			*p = z->out + z->out_pos;
+			*p = z->cur + z->out_pos;
 			*n = avail < l->left ? avail : (size_t)l->left;
 			return 0;
 		case L_END: /* what follows the marker is read, as the sequential reader drains it */
@@ -393,7 +592,7 @@ static int lane_data(struct lane *l, const unsigned char **p, size_t *n)
 			break;
 		case L_PAX:
 			k = avail < l->left ? avail : (size_t)l->left;
-			if (fg_buf_append(&l->pax, z->out + z->out_pos, k, NULL))
+			if (fg_buf_append(&l->pax, z->cur + z->out_pos, k, NULL))
 				return -1;
 			z->out_pos += k;
 			l->left -= k;
@@ -407,7 +606,7 @@ static int lane_data(struct lane *l, const unsigned char **p, size_t *n)
 			break;
 		default: /* L_HDR */
 			k = 512 - l->blk_have < avail ? 512 - l->blk_have : avail;
-			memcpy(l->blk + l->blk_have, z->out + z->out_pos, k);
+			memcpy(l->blk + l->blk_have, z->cur + z->out_pos, k);
 			z->out_pos += k;
 			l->blk_have += k;
 			if (l->blk_have == 512) {
@@ -453,7 +652,7 @@ static int starts_member(int fd, unsigned long long off, unsigned long long end)
 		while (have < 512 && zl_fill(&z) == 0) {
 			size_t k = 512 - have < z.out_len ? 512 - have : z.out_len;
 
-			memcpy(b + have, z.out, k);
+			memcpy(b + have, z.cur, k);
 			have += k;
 		}
 	zl_close(&z);
@@ -630,20 +829,13 @@ static int pair_work(void *ctx, size_t item, int thread, struct fg_err *err)
 	return 0;
 }
 
-static int lanes_off(void)
-{
-	const char *env = getenv("FG_TAR_LANES");
-
-	return env && !strcmp(env, "0");
-}
-
 int fg_tarlanes_may_read(const char *archive)
 {
 	unsigned char foot[9];
 	struct stat st;
 	int fd, ok = 0;
 
-	if (lanes_off())
+	if (env_off("FG_TAR_LANES"))
 		return 0;
 	fd = open(archive, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -666,7 +858,7 @@ int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 
 	*out = NULL;
 	*n_out = 0;
-	if (lanes_off())
+	if (env_off("FG_TAR_LANES"))
 		return 1;
 	if (threads < 1)
 		threads = 1;
@@ -714,6 +906,9 @@ int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 	}
 	if (fg_workq_run((pr.n + 1) / 2, threads, pair_work, NULL, &pr, NULL))
 		goto out;
+	if (o->raw)
+		for (*o->raw = 0, i = 0; i < pr.n; i++)
+			*o->raw += pr.ln[i].z.raw_bytes;
 	/* the regions' members one after another: tar order */
 	for (i = 0; i < pr.n; i++)
 		if (fg_size_add(total, pr.ln[i].n, &total))

@@ -47,6 +47,8 @@ struct fg_tarlanes_opts {
 	int threads;                  /* up to 16 */
 	const char *dest;             /* NULL: hash only; else an empty folder to
 				       * extract into (on 1, the caller empties it) */
+	unsigned long long *raw;      /* may be NULL; on 0, the bytes taken straight
+				       * from zstd's raw blocks (FG_TAR_RAW=0: none) */
 };
 
 /* 1 when archive may be read in lanes: they are not turned off and it ends
@@ -63,7 +65,12 @@ int fg_tarlanes_may_read(const char *archive);
  * but what was written into dest. The tar is cut into up to 2 x threads (at
  * most 16 threads) regions of about equal size at frames that start members,
  * two lanes per thread. The environment's FG_TAR_LANES=0 turns the lanes
- * off. */
+ * off.
+ *
+ * Each lane parses its frames' headers itself and hands the raw blocks that
+ * end a frame (how zstd stores what it cannot compress: weights) to the hash
+ * straight from its read buffer, not through zstd; what precedes them in the
+ * frame goes through zstd. FG_TAR_RAW=0 sends everything through zstd. */
 int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 		     struct fg_tarlane_entry **out, size_t *n, int *lanes);
 void fg_tarlanes_free(struct fg_tarlane_entry *e, size_t n);

@@ -14,6 +14,12 @@
  * (o.id_thread: informational, read from start to end beside the lanes),
  * which must then be the same every way too.
  *
+ * With bit 4 of byte 0 set, the frames are made here of raw blocks (how zstd
+ * stores bytes it cannot compress, which the lanes hand to the hash without
+ * zstd), the last one valid or spoilt as bits 5-7 say (tests/unit/
+ * seek_test.h: a checksum, an empty last block, 4 KiB blocks, a block over
+ * 128 KiB, a wrong content size, ...).
+ *
  * Input: byte 0 = number of cuts (low 3 bits); then 2 bytes per cut, a
  * little-endian count of 512-byte blocks (a cut is at that block, plus the
  * low bit of the byte after as an extra 100 bytes, so cuts fall on headers
@@ -188,7 +194,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			 (data[3 + 3 * i] & 1 ? 100 : 0);
 	tar = data + 1 + 3 * ncut;
 	len = size - 1 - 3 * ncut;
-	if (seek_compress(&f, &sf, tar, len, cut, ncut) || seek_append_table(&f, &sf, 0))
+	if ((data[0] & 0x10 ? seek_compress_raw(&f, &sf, tar, len, cut, ncut, data[0] >> 5)
+			    : seek_compress(&f, &sf, tar, len, cut, ncut)) ||
+	    seek_append_table(&f, &sf, 0))
 		abort();
 	fp = fopen(fgb, "wb");
 	if (!fp || fwrite(f.data ? f.data : "", 1, f.len, fp) != f.len || fclose(fp))

@@ -1,7 +1,8 @@
 /* seek_test.h - a tar framed as zstd's seekable format wherever a test
  * says (tests/unit/test_tarlanes.c, tests/fuzz/fuzz_tarlanes.c): one zstd
  * frame per span between cut points, then the seek table (docs/formats/
- * bundle.md), which a test may then falsify. */
+ * bundle.md), which a test may then falsify; or frames of raw blocks made
+ * here, valid or spoilt in one of a few ways. */
 #ifndef FG_SEEK_TEST_H
 #define FG_SEEK_TEST_H
 
@@ -41,6 +42,84 @@ static int seek_compress(struct fg_buf *f, struct seek_frames *sf, const unsigne
 			return -1;
 		f->len += got;
 		sf->cs[sf->n] = (uint32_t)got;
+		sf->ds[sf->n++] = (uint32_t)(to - from);
+		from = to;
+	}
+	return 0;
+}
+
+/* How a hand-made frame of raw blocks is made (the first five valid),
+ * or spoilt. */
+enum {
+	RF_OK, RF_SINGLE, RF_CHECKSUM, RF_EMPTY_LAST, RF_SMALL_BLOCKS,
+	RF_BIG_BLOCK, RF_FCS, RF_TYPE3, RF_DICT, RF_WINDOW, RF_RESERVED, RF_NO_LAST, RF_SHORT,
+	RF_KINDS
+};
+
+/* Appends d[0..len) as one zstd frame of raw blocks (what zstd writes for
+ * bytes it cannot compress), made or spoilt as `how` says. */
+static int seek_raw_frame(struct fg_buf *f, const unsigned char *d, size_t len, int how)
+{
+	unsigned char h[32];
+	size_t hl = 0, bs = how == RF_SMALL_BLOCKS || how == RF_WINDOW ? 4096 : (size_t)128 << 10, off = 0;
+	unsigned long long fcs = (unsigned long long)len + (how == RF_FCS);
+	size_t at0 = f->len;
+	int first = 1;
+
+	fg_put_le32(h, 0xFD2FB528u);
+	/* FCS in 4 bytes; single segment (no window byte) or a window of
+	 * 128 KiB (1 KiB: RF_WINDOW) */
+	h[4] = (unsigned char)(0x80 | (how == RF_SINGLE) << 5 | (how == RF_CHECKSUM) << 2 |
+			       (how == RF_RESERVED) << 3 | (how == RF_DICT));
+	hl = 5;
+	if (how != RF_SINGLE)
+		h[hl++] = how == RF_WINDOW ? 0 : 7 << 3;
+	if (how == RF_DICT)
+		h[hl++] = 5;
+	fg_put_le32(h + hl, (uint32_t)fcs);
+	hl += 4;
+	if (fg_buf_append(f, h, hl, NULL))
+		return -1;
+	do {
+		size_t size = len - off < bs ? len - off : bs;
+		unsigned long long bh;
+		int last;
+
+		if (how == RF_BIG_BLOCK && first && len > bs)
+			size = bs + 1;
+		last = off + size == len && how != RF_EMPTY_LAST && how != RF_NO_LAST;
+		bh = (unsigned long long)last | (how == RF_TYPE3 && !first ? 3ull << 1 : 0) |
+		     (unsigned long long)size << 3;
+		h[0] = (unsigned char)bh, h[1] = (unsigned char)(bh >> 8), h[2] = (unsigned char)(bh >> 16);
+		if (fg_buf_append(f, h, 3, NULL) || fg_buf_append(f, d + off, size, NULL))
+			return -1;
+		off += size;
+		first = 0;
+	} while (off < len);
+	if (how == RF_EMPTY_LAST && fg_buf_append(f, "\1\0\0", 3, NULL))
+		return -1;
+	if (how == RF_CHECKSUM && fg_buf_append(f, "\0\0\0\0", 4, NULL))
+		return -1; /* not the XXH64: both readers ignore it */
+	if (how == RF_SHORT)
+		f->len -= f->len - at0 > 100 ? 100 : 1;
+	return 0;
+}
+
+/* seek_compress with frames of raw blocks, the last made as `how` says. */
+static inline int seek_compress_raw(struct fg_buf *f, struct seek_frames *sf, const unsigned char *tar,
+				    size_t len, const size_t *cut, size_t ncut, int how)
+{
+	size_t i, from = 0;
+
+	sf->n = 0;
+	for (i = 0; i <= ncut; i++) {
+		size_t to = i < ncut && cut[i] < len ? cut[i] : len, at0 = f->len;
+
+		if (to <= from || sf->n == SEEK_TEST_MAX - 1 + (i == ncut))
+			continue;
+		if (seek_raw_frame(f, tar + from, to - from, to == len ? how : RF_OK))
+			return -1;
+		sf->cs[sf->n] = (uint32_t)(f->len - at0);
 		sf->ds[sf->n++] = (uint32_t)(to - from);
 		from = to;
 	}

@@ -546,6 +546,176 @@ static void test_big_member(void)
 	ok(strstr(seq, "b/big.bin 157286405 644 ") != NULL, "big member: its size");
 }
 
+/* fg_tarlanes_hash on one thread: 0 and the bytes taken from raw blocks,
+ * or 1 when the lanes stepped aside. */
+static int lanes_raw(const char *path, unsigned long long *raw)
+{
+	struct fg_tarlanes_opts o;
+	struct fg_tarlane_entry *e = NULL;
+	size_t n = 0;
+	int rc;
+
+	memset(&o, 0, sizeof(o));
+	o.max_entry = 1ull << 40;
+	o.threads = 1;
+	o.raw = raw;
+	*raw = 0;
+	rc = fg_tarlanes_hash(path, &o, &e, &n, NULL);
+	fg_tarlanes_free(e, n);
+	return rc;
+}
+
+/* Bytes zstd stores as raw blocks (a generator's, not compressible), as
+ * compressed blocks (text) and as RLE blocks (zeros), alone and in one
+ * member one after the other: the lanes give what zstd gives, with or
+ * without the raw blocks taken straight from the read buffer. */
+static void test_raw_mixed(void)
+{
+	static const struct {
+		const char *name;
+		size_t a, b; /* a bytes of the first kind, then b of the second */
+		int ka, kb;  /* 0 random, 1 text, 2 zeros */
+	} m[] = {
+		/* in name order, the writer's: it cuts a frame before a member
+		 * of 1 MiB or more and once a frame holds 1 MiB, so that
+		 * 3-text-random.bin ends its frame with raw blocks and
+		 * 4-random.bin is a frame of raw blocks (its size a multiple of
+		 * 512: no padding to compress in its last block) */
+		{ "r/1-text.json", 600000, 0, 1, 0 },
+		{ "r/2-random-text.bin", 300000, 300000, 0, 1 },
+		{ "r/3-text-random.bin", 300032, 400384, 1, 0 },
+		{ "r/4-random.bin", 1048576, 0, 0, 0 },
+		{ "r/5-zeros.bin", 300000, 0, 2, 0 },
+		{ "r/6-zeros-random.bin", 262144, 300001, 2, 0 },
+		{ "r/7-small.bin", 100, 0, 0, 0 },
+	};
+	struct fg_tarball_writer *w;
+	struct fg_err err;
+	struct fg_buf b = FG_BUF_INIT;
+	unsigned long long raw = 0, raw0 = 1, x = 88172645463325252ull;
+	uint8_t id[32];
+	size_t i, k;
+	int rc, lanes = 0;
+
+	rc = fg_tarball_writer_new(&w, 3, 0, &err);
+	for (i = 0; !rc && i < sizeof(m) / sizeof(*m); i++) {
+		fg_buf_reset(&b);
+		for (k = 0; k < m[i].a + m[i].b; k++) {
+			int kind = k < m[i].a ? m[i].ka : m[i].kb;
+			char c;
+
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			c = kind == 0 ? (char)(x >> 32) : kind == 1 ? "{\"tok\": 12, \"s\": 0.5}\n"[k % 23] : 0;
+			fg_buf_append(&b, &c, 1, NULL);
+		}
+		rc = fg_tarball_add_mem(w, m[i].name, b.data, b.len, 0644, &err);
+	}
+	if (!rc)
+		rc = fg_tarball_writer_finish(w, at("mixed.fgb"), id, &err);
+	fg_tarball_writer_free(w);
+	fg_buf_release(&b);
+	ok(rc == 0, "raw blocks: mixed archive written (%s)", rc ? err.msg : "");
+	ok(same_outcome(at("mixed.fgb"), 1, &lanes, NULL, 0), "raw blocks: mixed members, lanes = sequential");
+	is_int(lanes, 2, "raw blocks: mixed members read in two lanes");
+	lanes = 0;
+	ok(same_extract(at("mixed.fgb"), &lanes) && lanes == 2,
+	   "raw blocks: mixed members extracted in lanes = from start to end");
+	rc = lanes_raw(at("mixed.fgb"), &raw);
+	/* random.bin and two of text-random.bin's raw blocks at least; at most
+	 * the random bytes and the headers riding in their blocks */
+	ok(rc == 0 && raw >= 1048576 + 262144 && raw <= 300000 + 400384 + 1048576 + 300001 + 100 + 7 * 512,
+	   "raw blocks: the random bytes taken from raw blocks (%llu)", raw);
+	setenv("FG_TAR_RAW", "0", 1);
+	rc |= lanes_raw(at("mixed.fgb"), &raw0);
+	ok(rc == 0 && raw0 == 0, "raw blocks: FG_TAR_RAW=0 sends them all through zstd (%llu)", raw0);
+	ok(same_outcome(at("mixed.fgb"), 1, &lanes, NULL, 0) && lanes == 2,
+	   "raw blocks: FG_TAR_RAW=0, lanes = sequential");
+	unsetenv("FG_TAR_RAW");
+}
+
+/* A python tar framed here as raw blocks, a frame per member with the seek
+ * table, one frame (the 1 MiB member's) made as `how` says: valid ones
+ * read in lanes with every byte from raw blocks, spoilt ones give the
+ * sequential reader's outcome. */
+static void test_raw_frames(void)
+{
+	static const struct {
+		int how;
+		const char *what;
+		int good;
+	} c[] = {
+		{ RF_OK, "frames of raw blocks", 1 },
+		{ RF_SINGLE, "single segment", 1 },
+		{ RF_CHECKSUM, "a checksum", 1 },
+		{ RF_EMPTY_LAST, "an empty last block", 1 },
+		{ RF_SMALL_BLOCKS, "4 KiB blocks", 1 },
+		{ RF_BIG_BLOCK, "a block over 128 KiB", 0 },
+		{ RF_FCS, "a content size one over", 0 },
+		{ RF_TYPE3, "a reserved block type", 0 },
+		{ RF_DICT, "a dictionary", 0 },
+		{ RF_WINDOW, "blocks over a 1 KiB window", 0 },
+		{ RF_RESERVED, "the reserved header bit", 0 },
+		{ RF_NO_LAST, "no last block", 0 },
+		{ RF_SHORT, "a frame cut short", 0 },
+	};
+	struct fg_buf tar = FG_BUF_INIT;
+	struct fg_err err;
+	size_t off[32], n = 0, i, j;
+	char seq[4096];
+
+	if (py_tar("plain", "rawplain", at("rawplain.off")) ||
+	    fg_file_read(at("rawplain"), 1 << 26, &tar, &err) ||
+	    read_offsets(at("rawplain.off"), off, 31, &n) || n < 6) {
+		ok(0, "raw frames: python3 made the tar");
+		fg_buf_release(&tar);
+		return;
+	}
+	off[n] = tar.len;
+	for (i = 0; i < sizeof(c) / sizeof(*c); i++) {
+		struct fg_buf f = FG_BUF_INIT;
+		struct seek_frames sf;
+		char name[64];
+		unsigned long long raw = 0;
+		int rc = 0, lanes = 0, lrc;
+
+		sf.n = 0;
+		for (j = 0; !rc && j < n; j++) {
+			size_t from = j ? off[j] : 0, to = off[j + 1], at0 = f.len;
+			int big = to - from > 1048576;
+
+			rc = seek_raw_frame(&f, (unsigned char *)tar.data + from, to - from, big ? c[i].how : RF_OK);
+			sf.cs[sf.n] = (uint32_t)(f.len - at0);
+			sf.ds[sf.n++] = (uint32_t)(to - from);
+		}
+		snprintf(name, sizeof(name), "raw-%zu.fgb", i);
+		if (!rc)
+			rc = seek_append_table(&f, &sf, 0);
+		if (!rc)
+			rc = fg_file_write_atomic(at(name), f.data, f.len, 0644, &err);
+		fg_buf_release(&f);
+		if (rc) {
+			ok(0, "raw frames, %s: written", c[i].what);
+			continue;
+		}
+		ok(same_outcome(at(name), 1, &lanes, seq, sizeof(seq)), "raw frames, %s: lanes = sequential",
+		   c[i].what);
+		ok(c[i].good ? strstr(seq, "rc 0 ") != NULL : strstr(seq, "rc 0 ") == NULL,
+		   "raw frames, %s: the sequential reader %s it", c[i].what, c[i].good ? "reads" : "refuses");
+		is_int(lanes, c[i].good ? 2 : 1, "raw frames, %s: %s", c[i].what,
+		       c[i].good ? "read in two lanes" : "read from start to end");
+		lanes = 0;
+		ok(same_extract(at(name), &lanes), "raw frames, %s: extracted in lanes = from start to end",
+		   c[i].what);
+		lrc = lanes_raw(at(name), &raw);
+		if (c[i].good)
+			ok(lrc == 0 && raw == tar.len, "raw frames, %s: every tar byte from raw blocks (%llu of %zu)",
+			   c[i].what, raw, tar.len);
+		else
+			is_int(lrc, 1, "raw frames, %s: the lanes step aside", c[i].what);
+	}
+	fg_buf_release(&tar);
+}
+
 int main(void)
 {
 	if (work_begin("fglanes"))
@@ -553,6 +723,8 @@ int main(void)
 	test_writer();
 	test_framings();
 	test_big_member();
+	test_raw_mixed();
+	test_raw_frames();
 	work_end();
 	return tap_done();
 }
