@@ -50,9 +50,10 @@ fg_verify() { "$FGPACK" verify "$W/a.fgb" --no-replay --summary -; }
 # builds ignore both: the rows then equal the one above)
 fg_verify_1t() { "$FGPACK" verify "$W/a.fgb" --no-replay --threads 1 --summary -; }
 fg_verify_seq() { FG_TAR_LANES=0 "$FGPACK" verify "$W/a.fgb" --no-replay --threads 1 --summary -; }
-# the lanes with every block through zstd, raw blocks too (older builds
-# ignore it: the row then equals the lanes')
-fg_verify_zstd() { FG_TAR_RAW=0 "$FGPACK" verify "$W/a.fgb" --no-replay --threads 1 --summary -; }
+# the lanes as before the thirty-fifth session: every block through zstd,
+# raw ones too, read with pread (older builds ignore both: the row then
+# equals the lanes')
+fg_verify_zstd() { FG_TAR_RAW=0 FG_TAR_MMAP=0 "$FGPACK" verify "$W/a.fgb" --no-replay --threads 1 --summary -; }
 # the same files pulled into a store (file://) and hard-linked out of it by
 # `pull --into`, as a user's pulled checkpoint is: pack names them by their
 # store blobs (their stamps hold) instead of hashing them again
@@ -111,7 +112,7 @@ medof fg_verify_1t; t1=$W_; c1=$C_
 medof fg_verify_seq; tq=$W_; cq=$C_
 medof fg_verify_zstd; tr=$W_; cr=$C_
 row "re-hash: verify, 1 thread (lanes)" "$t1" "$c1" "FG_TAR_LANES=0" "$tq" "$cq"
-row "re-hash: verify, 1 thread (lanes)" "$t1" "$c1" "FG_TAR_RAW=0" "$tr" "$cr"
+row "re-hash: verify, 1 thread (lanes)" "$t1" "$c1" "RAW=0 MMAP=0" "$tr" "$cr"
 has_id=0
 "$FGPACK" verify --help 2>/dev/null | grep -q -- '--id' && has_id=1
 if [ $has_id = 1 ]; then
@@ -138,7 +139,7 @@ printf '  bounds: hash alone (openssl speed -evp sha256, 16 KiB) %.0f MB/s = %.3
 	"$(echo "${ossl:-0} / 1000" | bc -l)" "$hash_s" "$ct" "$cz"
 printf '  one hashing pass + the fixed cost, decompression free: %.3f CPU-s = a ceiling of %.0f MB per CPU-second for verify on these bytes\n' \
 	"$(echo "$hash_s + $ct" | bc -l)" "$(echo "$bytes / ($hash_s + $ct) / 1000000" | bc -l)"
-printf '  re-hash per CPU-second: fgpack verify %s MB (1 thread %s MB, raw blocks through zstd %s MB, from start to end %s MB)%s%s, sha256sum %s MB\n' "$(rate "$cv")" "$(rate "$c1")" "$(rate "$cr")" "$(rate "$cq")" \
+printf '  re-hash per CPU-second: fgpack verify %s MB (1 thread %s MB, all through zstd and pread %s MB, from start to end %s MB)%s%s, sha256sum %s MB\n' "$(rate "$cv")" "$(rate "$c1")" "$(rate "$cr")" "$(rate "$cq")" \
 	"$([ $has_id = 1 ] && echo ", verify --id $(rate "$ci") MB")" \
 	"$([ $has_show = 1 ] && echo ", verify --show-id $(rate "$cw") MB")" "$(rate "$cs")"
 echo "  load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -5,8 +5,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #define ZSTD_STATIC_LINKING_ONLY /* ZSTD_d_forceIgnoreChecksum, see tarball.c */
@@ -47,8 +52,10 @@ struct zlane {
 	int fd;
 	unsigned long long zpos, zend;
 	ZSTD_DCtx *d;
+	const unsigned char *map; /* the archive mapped (else read with pread) */
 	unsigned char *in, *out;
-	const unsigned char *cur; /* the piece handed out: in out, or in in */
+	const unsigned char *src;  /* zstd's input: in, or in map */
+	const unsigned char *cur;  /* the piece handed out: in out, in in or in map */
 	size_t in_len, in_pos, out_len, out_pos;
 	size_t last; /* ZSTD_decompressStream's hint: 0 at a frame's end */
 	/* walking the frames (else zstd reads the whole range) */
@@ -70,17 +77,19 @@ static int env_off(const char *name)
 	return env && !strcmp(env, "0");
 }
 
-static int zl_open(struct zlane *z, int fd, unsigned long long from, unsigned long long to)
+static int zl_open(struct zlane *z, int fd, const unsigned char *map, unsigned long long from,
+		   unsigned long long to)
 {
 	memset(z, 0, sizeof(*z));
 	z->fd = fd;
+	z->map = map;
 	z->zpos = from;
 	z->zend = to;
 	z->walk = !env_off("FG_TAR_RAW");
 	z->d = ZSTD_createDCtx();
 	z->in = malloc(LANE_IN + 8); /* a raw block with its header: 3 + BLOCK_MAX */
 	z->out = malloc(LANE_OUT);
-	z->cur = z->out;
+	z->cur = z->src = z->out;
 	if (!z->d || !z->in || !z->out)
 		return -1;
 	/* every byte goes through a member digest or a checked header; the
@@ -106,6 +115,16 @@ static unsigned long long le_n(const unsigned char *p, size_t n)
 	return v;
 }
 
+/* n bytes at off into dst: 0, or -1 when they are not all there. */
+static int zl_peek(struct zlane *z, unsigned char *dst, size_t n, unsigned long long off)
+{
+	if (z->map) {
+		memcpy(dst, z->map + off, n); /* inside the range: checked by callers */
+		return 0;
+	}
+	return pread(z->fd, dst, n, (off_t)off) == (ssize_t)n ? 0 : -1;
+}
+
 /* Plans the frame at zpos: zstd up to its last compressed or RLE block,
  * its raw blocks after that handed out here. -1: leave it to zstd. */
 static int zl_plan(struct zlane *z)
@@ -116,8 +135,7 @@ static int zl_plan(struct zlane *z)
 	size_t have = z->zend - z->zpos < sizeof(h) ? (size_t)(z->zend - z->zpos) : sizeof(h), p = 5, k;
 	int fhd, single, last = 0;
 
-	if (have < 6 || pread(z->fd, h, have, (off_t)z->zpos) != (ssize_t)have ||
-	    fg_le32(h) != ZSTD_MAGICNUMBER)
+	if (have < 6 || zl_peek(z, h, have, z->zpos) || fg_le32(h) != ZSTD_MAGICNUMBER)
 		return -1;
 	fhd = h[4];
 	single = fhd >> 5 & 1;
@@ -150,7 +168,7 @@ static int zl_plan(struct zlane *z)
 		unsigned long long bh, size;
 		int type;
 
-		if (z->zend - pos < 3 || pread(z->fd, b, 3, (off_t)pos) != 3)
+		if (z->zend - pos < 3 || zl_peek(z, b, 3, pos))
 			return -1;
 		bh = le_n(b, 3);
 		last = (int)(bh & 1);
@@ -203,10 +221,16 @@ static int zl_raw(struct zlane *z)
 		if (z->raw_last)
 			return zl_frame_done(z) ? -1 : 1;
 		want = z->fend - z->hpos < 3 + z->bmax ? (size_t)(z->fend - z->hpos) : 3 + z->bmax;
-		n = pread(z->fd, z->in, want, (off_t)z->hpos);
+		if (z->map) {
+			z->cur = z->map + z->hpos;
+			n = (ssize_t)want;
+		} else {
+			z->cur = z->in;
+			n = pread(z->fd, z->in, want, (off_t)z->hpos);
+		}
 		if (n < 3)
 			return -1;
-		bh = le_n(z->in, 3);
+		bh = le_n(z->cur, 3);
 		size = bh >> 3;
 		if ((bh >> 1 & 3) != 0 || size > z->bmax || size > (unsigned long long)n - 3)
 			return -1;
@@ -216,7 +240,7 @@ static int zl_raw(struct zlane *z)
 			return -1;
 		z->fgot += size;
 		if (size) {
-			z->cur = z->in + 3;
+			z->cur += 3;
 			z->out_len = (size_t)size;
 			z->raw_bytes += size;
 			return 0;
@@ -254,15 +278,19 @@ static int zl_fill(struct zlane *z)
 		}
 		if (z->in_pos == z->in_len && z->zpos < lim) {
 			size_t want = lim - z->zpos < LANE_IN ? (size_t)(lim - z->zpos) : LANE_IN;
-			ssize_t n = pread(z->fd, z->in, want, (off_t)z->zpos);
+			ssize_t n = (ssize_t)want;
 
-			if (n <= 0)
+			if (z->map)
+				z->src = z->map + z->zpos;
+			else if ((n = pread(z->fd, z->in, want, (off_t)z->zpos)) <= 0)
 				return -1;
+			else
+				z->src = z->in;
 			z->in_len = (size_t)n;
 			z->in_pos = 0;
 			z->zpos += (unsigned long long)n;
 		}
-		ib.src = z->in;
+		ib.src = z->src;
 		ib.size = z->in_len;
 		ib.pos = z->in_pos;
 		if (ib.pos == ib.size && z->zpos == lim && z->last == 0) {
@@ -648,7 +676,7 @@ static int starts_member(int fd, unsigned long long off, unsigned long long end)
 	unsigned char b[512];
 	size_t have = 0;
 
-	if (!zl_open(&z, fd, off, end))
+	if (!zl_open(&z, fd, NULL, off, end))
 		while (have < 512 && zl_fill(&z) == 0) {
 			size_t k = 512 - have < z.out_len ? 512 - have : z.out_len;
 
@@ -814,19 +842,94 @@ static int run_pair(struct lane *a, struct lane *b)
 	return ra < 0 || rb < 0 ? -1 : 0;
 }
 
+/* ---- the archive mapped: a file cut short meanwhile ----
+ *
+ * The lanes read the archive through one read-only mapping (no copy out of
+ * the page cache). Were the file cut short by someone else meanwhile, a
+ * read past its new end would raise SIGBUS: while lanes run, a handler
+ * turns a SIGBUS inside the mapping on a lane's thread into a jump back to
+ * that thread's pair (the lanes give up, and the sequential reader reports
+ * what it finds); any other SIGBUS goes on to the handler there was. The
+ * handler is installed while any lanes run in the process (a count). */
+
+struct guard {
+	const unsigned char *base;
+	size_t len;
+	sigjmp_buf jb;
+};
+
+static __thread struct guard *guard_now;
+static pthread_mutex_t guard_mu = PTHREAD_MUTEX_INITIALIZER;
+static int guard_users;
+static struct sigaction guard_old;
+
+static void guard_bus(int sig, siginfo_t *si, void *uc)
+{
+	struct guard *g = guard_now;
+	const unsigned char *a = si ? (const unsigned char *)si->si_addr : NULL;
+
+	if (g && a >= g->base && a < g->base + g->len)
+		siglongjmp(g->jb, 1);
+	if (guard_old.sa_flags & SA_SIGINFO && guard_old.sa_sigaction)
+		guard_old.sa_sigaction(sig, si, uc);
+	else if (guard_old.sa_handler != SIG_DFL && guard_old.sa_handler != SIG_IGN)
+		guard_old.sa_handler(sig);
+	else
+		signal(sig, SIG_DFL); /* the fault repeats on return: the default */
+}
+
+static int guard_begin(void)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&guard_mu);
+	if (!guard_users) {
+		struct sigaction sa;
+
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_sigaction = guard_bus;
+		sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+		sigemptyset(&sa.sa_mask);
+		rc = sigaction(SIGBUS, &sa, &guard_old);
+	}
+	if (!rc)
+		guard_users++;
+	pthread_mutex_unlock(&guard_mu);
+	return rc;
+}
+
+static void guard_end(void)
+{
+	pthread_mutex_lock(&guard_mu);
+	if (!--guard_users)
+		sigaction(SIGBUS, &guard_old, NULL);
+	pthread_mutex_unlock(&guard_mu);
+}
+
 struct pairs {
 	struct lane *ln;
 	size_t n;
+	const unsigned char *map;
+	size_t map_len;
 };
 
 static int pair_work(void *ctx, size_t item, int thread, struct fg_err *err)
 {
 	struct pairs *p = ctx;
+	struct guard g;
+	int bad;
 
 	(void)thread;
-	if (run_pair(&p->ln[2 * item], 2 * item + 1 < p->n ? &p->ln[2 * item + 1] : NULL))
-		return fg_err_set(err, FG_EFORMAT, "lanes gave up");
-	return 0;
+	g.base = p->map;
+	g.len = p->map_len;
+	if (p->map && sigsetjmp(g.jb, 1)) {
+		guard_now = NULL; /* the mapping ended early: the file was cut short */
+		return fg_err_set(err, FG_EFORMAT, "lanes gave up: the archive changed");
+	}
+	guard_now = p->map ? &g : NULL;
+	bad = run_pair(&p->ln[2 * item], 2 * item + 1 < p->n ? &p->ln[2 * item + 1] : NULL);
+	guard_now = NULL;
+	return bad ? fg_err_set(err, FG_EFORMAT, "lanes gave up") : 0;
 }
 
 int fg_tarlanes_may_read(const char *archive)
@@ -849,7 +952,7 @@ int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 		     struct fg_tarlane_entry **out, size_t *n_out, int *lanes)
 {
 	int threads = o->threads, dirfd = -1;
-	struct pairs pr = { NULL, 0 };
+	struct pairs pr = { NULL, 0, NULL, 0 };
 	unsigned long long *off = NULL, *tar = NULL;
 	unsigned char *memo = NULL;
 	size_t *ks = NULL, nf = 0, want, i, total = 0;
@@ -893,6 +996,21 @@ int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 #ifdef POSIX_FADV_SEQUENTIAL
 	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
+	/* the archive through one mapping, guarded (FG_TAR_MMAP=0: pread) */
+	if (!env_off("FG_TAR_MMAP") && (unsigned long long)st.st_size <= SIZE_MAX && !guard_begin()) {
+		void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+
+		if (m == MAP_FAILED) {
+			guard_end();
+		} else {
+			pr.map = m;
+			pr.map_len = (size_t)st.st_size;
+			madvise(m, pr.map_len, MADV_SEQUENTIAL);
+			/* for tests: the file cut short by someone else now */
+			if (getenv("FG_TAR_TEST_CUT") && truncate(archive, st.st_size / 2))
+				goto out;
+		}
+	}
 	for (i = 0; i < pr.n; i++) {
 		pr.ln[i].max_entry = o->max_entry;
 		pr.ln[i].max_total = o->max_total;
@@ -900,7 +1018,7 @@ int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 		pr.ln[i].dirfd = dirfd;
 		pr.ln[i].out_fd = -1;
 		pr.ln[i].is_last = i == pr.n - 1;
-		if (zl_open(&pr.ln[i].z, fd, off[ks[i]], off[ks[i + 1]]) ||
+		if (zl_open(&pr.ln[i].z, fd, pr.map, off[ks[i]], off[ks[i + 1]]) ||
 		    fg_sha256_new_x2(&pr.ln[i].h, NULL))
 			goto out;
 	}
@@ -930,6 +1048,10 @@ out:
 	for (i = 0; pr.ln && i < pr.n; i++)
 		lane_free(&pr.ln[i]);
 	free(pr.ln);
+	if (pr.map) {
+		munmap((void *)pr.map, pr.map_len);
+		guard_end();
+	}
 	free(memo);
 	free(ks);
 	free(off);

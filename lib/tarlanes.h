@@ -70,7 +70,10 @@ int fg_tarlanes_may_read(const char *archive);
  * Each lane parses its frames' headers itself and hands the raw blocks that
  * end a frame (how zstd stores what it cannot compress: weights) to the hash
  * straight from its read buffer, not through zstd; what precedes them in the
- * frame goes through zstd. FG_TAR_RAW=0 sends everything through zstd. */
+ * frame goes through zstd. FG_TAR_RAW=0 sends everything through zstd.
+ * The archive is read through one read-only mapping (FG_TAR_MMAP=0:
+ * pread); a file cut short meanwhile makes the lanes give up (a SIGBUS
+ * inside the mapping on a lane's thread is caught while lanes run). */
 int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 		     struct fg_tarlane_entry **out, size_t *n, int *lanes);
 void fg_tarlanes_free(struct fg_tarlane_entry *e, size_t n);
