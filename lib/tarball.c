@@ -1521,7 +1521,15 @@ static void *idpass_main(void *arg)
 	struct rsrc r;
 	const void *d;
 	size_t len = 1;
-	int rc = src_open(&r, j->archive, 1, 1, &j->err);
+	int rc;
+
+	/* the lanes' frame walk first (raw blocks hashed where they lie); on
+	 * any doubt the reader below, which says why */
+	if (!fg_tarlanes_id(j->archive, j->id, &j->stop)) {
+		j->rc = 0;
+		return NULL;
+	}
+	rc = src_open(&r, j->archive, 1, 1, &j->err);
 
 	while (!rc && len && !__atomic_load_n(&j->stop, __ATOMIC_RELAXED))
 		rc = src_next(&r, &d, &len);

@@ -906,6 +906,34 @@ static void guard_end(void)
 	pthread_mutex_unlock(&guard_mu);
 }
 
+/* The archive mapped and guarded, or NULL (FG_TAR_MMAP=0, or it cannot
+ * be: then pread); a mapping ends with map_end. */
+static const unsigned char *map_begin(const char *archive, int fd, unsigned long long size)
+{
+	void *m;
+
+	if (env_off("FG_TAR_MMAP") || !size || size > SIZE_MAX || guard_begin())
+		return NULL;
+	m = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED) {
+		guard_end();
+		return NULL;
+	}
+	madvise(m, (size_t)size, MADV_SEQUENTIAL);
+	/* for tests: the file cut short by someone else now */
+	if (getenv("FG_TAR_TEST_CUT") && truncate(archive, (off_t)(size / 2)))
+		return m; /* read as it is */
+	return m;
+}
+
+static void map_end(const unsigned char *map, unsigned long long size)
+{
+	if (map) {
+		munmap((void *)map, (size_t)size);
+		guard_end();
+	}
+}
+
 struct pairs {
 	struct lane *ln;
 	size_t n;
@@ -997,20 +1025,8 @@ int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
 	/* the archive through one mapping, guarded (FG_TAR_MMAP=0: pread) */
-	if (!env_off("FG_TAR_MMAP") && (unsigned long long)st.st_size <= SIZE_MAX && !guard_begin()) {
-		void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-
-		if (m == MAP_FAILED) {
-			guard_end();
-		} else {
-			pr.map = m;
-			pr.map_len = (size_t)st.st_size;
-			madvise(m, pr.map_len, MADV_SEQUENTIAL);
-			/* for tests: the file cut short by someone else now */
-			if (getenv("FG_TAR_TEST_CUT") && truncate(archive, st.st_size / 2))
-				goto out;
-		}
-	}
+	pr.map = map_begin(archive, fd, (unsigned long long)st.st_size);
+	pr.map_len = pr.map ? (size_t)st.st_size : 0;
 	for (i = 0; i < pr.n; i++) {
 		pr.ln[i].max_entry = o->max_entry;
 		pr.ln[i].max_total = o->max_total;
@@ -1048,16 +1064,68 @@ out:
 	for (i = 0; pr.ln && i < pr.n; i++)
 		lane_free(&pr.ln[i]);
 	free(pr.ln);
-	if (pr.map) {
-		munmap((void *)pr.map, pr.map_len);
-		guard_end();
-	}
+	map_end(pr.map, pr.map_len);
 	free(memo);
 	free(ks);
 	free(off);
 	free(tar);
 	if (dirfd >= 0)
 		close(dirfd);
+	close(fd);
+	return rc;
+}
+
+/* The stream from z into h until its end (1), an error (-1) or *stop (0);
+ * a SIGBUS inside map (the file cut short meanwhile) is an error. */
+static int id_walk(struct zlane *z, struct fg_sha256 *h, const volatile int *stop,
+		   const unsigned char *map, size_t len)
+{
+	struct guard g;
+	int r = 0;
+
+	g.base = map;
+	g.len = len;
+	if (map && sigsetjmp(g.jb, 1)) {
+		guard_now = NULL;
+		return -1;
+	}
+	guard_now = map ? &g : NULL;
+	while (!(stop && *stop) && (r = zl_fill(z)) == 0)
+		if (fg_sha256_update(h, z->cur, z->out_len, NULL)) {
+			r = -1;
+			break;
+		}
+	guard_now = NULL;
+	return r;
+}
+
+int fg_tarlanes_id(const char *archive, uint8_t id[32], const volatile int *stop)
+{
+	struct stat st;
+	struct zlane z;
+	struct fg_sha256 *h = NULL;
+	const unsigned char *map = NULL;
+	int fd, rc = 1;
+
+	if (env_off("FG_TAR_LANES"))
+		return 1;
+	fd = open(archive, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 1;
+	memset(&z, 0, sizeof(z));
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || fg_sha256_new(&h, NULL))
+		goto out;
+#ifdef POSIX_FADV_SEQUENTIAL
+	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+	map = map_begin(archive, fd, (unsigned long long)st.st_size);
+	if (!zl_open(&z, fd, map, 0, (unsigned long long)st.st_size) &&
+	    id_walk(&z, h, stop, map, map ? (size_t)st.st_size : 0) == 1 && !fg_sha256_final(h, id, NULL))
+		rc = 0;
+out:
+	zl_close(&z);
+	map_end(map, map ? (unsigned long long)st.st_size : 0);
+	fg_sha256_free(h);
 	close(fd);
 	return rc;
 }

@@ -78,4 +78,11 @@ int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 		     struct fg_tarlane_entry **out, size_t *n, int *lanes);
 void fg_tarlanes_free(struct fg_tarlane_entry *e, size_t n);
 
+/* The archive's identity (the SHA-256 of its whole decompressed stream, in
+ * order, one pass on the calling thread) read with the lanes' frame walk:
+ * raw blocks hashed where they lie, the file mapped. 0 with id; 1 when not
+ * done (lanes off, *stop set, any error or anything the walk and zstd do not
+ * both accept): the caller then reads it as before, which says why. */
+int fg_tarlanes_id(const char *archive, uint8_t id[32], const volatile int *stop);
+
 #endif

@@ -625,6 +625,21 @@ static void test_raw_mixed(void)
 	 * the random bytes and the headers riding in their blocks */
 	ok(rc == 0 && raw >= 1048576 + 262144 && raw <= 300000 + 400384 + 1048576 + 300001 + 100 + 7 * 512,
 	   "raw blocks: the random bytes taken from raw blocks (%llu)", raw);
+	{
+		/* the identity through the same walk: the writer's, with the
+		 * raw blocks taken where they lie or through zstd, mapped or read */
+		static const char *const how[][2] = { { "FG_TAR_RAW", "1" }, { "FG_TAR_RAW", "0" },
+						      { "FG_TAR_MMAP", "0" } };
+		uint8_t got[32];
+
+		for (k = 0; k < 3; k++) {
+			setenv(how[k][0], how[k][1], 1);
+			memset(got, 0, sizeof(got));
+			ok(fg_tarlanes_id(at("mixed.fgb"), got, NULL) == 0 && !memcmp(got, id, 32),
+			   "raw blocks: the identity through the walk, %s=%s: the writer's", how[k][0], how[k][1]);
+			unsetenv(how[k][0]);
+		}
+	}
 	setenv("FG_TAR_RAW", "0", 1);
 	rc |= lanes_raw(at("mixed.fgb"), &raw0);
 	ok(rc == 0 && raw0 == 0, "raw blocks: FG_TAR_RAW=0 sends them all through zstd (%llu)", raw0);
@@ -706,6 +721,17 @@ static void test_raw_frames(void)
 		lanes = 0;
 		ok(same_extract(at(name), &lanes), "raw frames, %s: extracted in lanes = from start to end",
 		   c[i].what);
+		{
+			uint8_t want[32], got[32];
+			int irc = fg_tarlanes_id(at(name), got, NULL);
+
+			fg_sha256_mem(tar.data, tar.len, want, NULL);
+			if (c[i].good)
+				ok(irc == 0 && !memcmp(got, want, 32), "raw frames, %s: the identity through the walk",
+				   c[i].what);
+			else
+				is_int(irc, 1, "raw frames, %s: no identity through the walk", c[i].what);
+		}
 		lrc = lanes_raw(at(name), &raw);
 		if (c[i].good)
 			ok(lrc == 0 && raw == tar.len, "raw frames, %s: every tar byte from raw blocks (%llu of %zu)",
@@ -737,6 +763,9 @@ static void test_cut_meanwhile(void)
 	setenv("FG_TAR_TEST_CUT", "1", 1);
 	rc = lanes_raw(at("cut1.fgb"), &raw);
 	is_int(rc, 1, "cut meanwhile: the lanes step aside");
+	if (!fg_file_write_atomic(at("cut3.fgb"), b.data, b.len, 0644, &err))
+		is_int(fg_tarlanes_id(at("cut3.fgb"), (uint8_t[32]){ 0 }, NULL), 1,
+		       "cut meanwhile: no identity through the walk");
 	ok(!stat(at("cut1.fgb"), &st) && (size_t)st.st_size == b.len / 2,
 	   "cut meanwhile: the file was cut while mapped (%lld of %zu bytes)", (long long)st.st_size, b.len);
 	scan_text(at("cut2.fgb"), 1, &b, &lanes);
