@@ -945,7 +945,7 @@ static int pair_work(void *ctx, size_t item, int thread, struct fg_err *err)
 {
 	struct pairs *p = ctx;
 	struct guard g;
-	int bad;
+	volatile int bad; /* set after sigsetjmp: kept in memory */
 
 	(void)thread;
 	g.base = p->map;
@@ -1081,7 +1081,7 @@ static int id_walk(struct zlane *z, struct fg_sha256 *h, const volatile int *sto
 		   const unsigned char *map, size_t len)
 {
 	struct guard g;
-	int r = 0;
+	volatile int r = 0; /* set after sigsetjmp: kept in memory */
 
 	g.base = map;
 	g.len = len;
