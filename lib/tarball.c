@@ -1028,6 +1028,7 @@ struct rsrc {
 	size_t in_cap, in_len, in_pos, out_cap;
 	int in_eof;
 	size_t last_ret; /* ZSTD_decompressStream's last hint: 0 at a frame end */
+	struct fg_zwalk *zw; /* zstd's frames walked (raw blocks given where read) */
 	struct fg_sha256 *id;       /* identity hashed here, or */
 	struct fg_sha256_pipe *idp; /* on its own thread */
 	/* want_id 3 (paired): the identity trails the reader: member bytes that
@@ -1073,7 +1074,22 @@ static int src_next(struct rsrc *r, const void **data, size_t *len)
 	}
 	*len = 0;
 	*data = r->out;
-	if (!r->zstd) {
+	if (r->zw) {
+		const unsigned char *p;
+		int why = 0, no = 0, rc;
+		size_t code = 0;
+
+		rc = fg_zwalk_next(r->zw, &p, len, &why, &no, &code);
+		if (rc < 0 && why == FG_ZW_READ)
+			return fg_err_set(r->err, FG_EIO, "read %s: %s", r->path, strerror(no));
+		if (rc < 0 && why == FG_ZW_ZSTD)
+			return fg_err_set(r->err, FG_EFORMAT, "%s: zstd: %s", r->path,
+					  ZSTD_getErrorName(code));
+		if (rc < 0)
+			return fg_err_set(r->err, FG_EFORMAT, "%s: truncated zstd stream", r->path);
+		r->out = (char *)p; /* the piece: zstd's output or a raw block as read */
+		*data = p;
+	} else if (!r->zstd) {
 		ssize_t n;
 
 		do
@@ -1180,6 +1196,7 @@ static void src_close(struct rsrc *r)
 	int i;
 
 	fg_sha256_pipe_free(r->idp); /* waits for what it was given */
+	fg_zwalk_free(r->zw);
 	if (r->fd >= 0)
 		close(r->fd);
 	ZSTD_freeDCtx(r->dctx);
@@ -1222,6 +1239,16 @@ static int src_open(struct rsrc *r, const char *path, int want_id, int sha_cover
 		if (!(r->outs[i] = malloc(r->out_cap)))
 			return fg_err_set(err, FG_ENOMEM, "out of memory");
 	r->out = r->outs[0];
+	if (r->zstd && want_id != 2 && sha_covered) {
+		/* zstd's frames walked, raw blocks given where read (the walk skips
+		 * zstd's checksum, as sha_covered allows); not with the identity
+		 * on its own thread, which hashes pieces after they are handed on
+		 * (the rotating outs) */
+		struct stat st;
+
+		if (!fstat(r->fd, &st))
+			r->zw = fg_zwalk_new(r->fd, (unsigned long long)st.st_size);
+	}
 	if (r->zstd) {
 		r->in_cap = ZSTD_DStreamInSize();
 		r->in = malloc(r->in_cap);

@@ -65,8 +65,14 @@ struct zlane {
 	unsigned long long hpos; /* ZS_RAW: the next block header */
 	unsigned long long fend; /* the frame's end, after its checksum */
 	unsigned long long fcs, fgot; /* content size (has_fcs), bytes given */
+	unsigned long long tail_bytes; /* the raw tail's content */
 	size_t bmax;
 	unsigned long long raw_bytes; /* handed out from raw blocks */
+	unsigned long long fstart, skip; /* the frame's start; output to drop (replay) */
+	/* why zl_fill failed, once zstd alone reads (no walk) */
+	int err_kind; /* FG_ZW_READ (errno err_no), FG_ZW_ZSTD (err_code), FG_ZW_SHORT */
+	int err_no;
+	size_t err_code;
 };
 
 /* A switch the environment turns off with NAME=0. */
@@ -135,6 +141,8 @@ static int zl_plan(struct zlane *z)
 	size_t have = z->zend - z->zpos < sizeof(h) ? (size_t)(z->zend - z->zpos) : sizeof(h), p = 5, k;
 	int fhd, single, last = 0;
 
+	z->fstart = z->zpos;
+	z->fgot = 0;
 	if (have < 6 || zl_peek(z, h, have, z->zpos) || fg_le32(h) != ZSTD_MAGICNUMBER)
 		return -1;
 	fhd = h[4];
@@ -164,6 +172,7 @@ static int zl_plan(struct zlane *z)
 		return -1;
 	z->bmax = window < BLOCK_MAX ? (size_t)window : BLOCK_MAX;
 	first = cooked_end = pos = z->zpos + p;
+	z->tail_bytes = 0;
 	while (!last) {
 		unsigned long long bh, size;
 		int type;
@@ -179,16 +188,23 @@ static int zl_plan(struct zlane *z)
 		pos += 3 + (type == 1 ? 1 : size);
 		if (pos > z->zend)
 			return -1;
-		if (type)
+		if (type) {
 			cooked_end = pos;
+			z->tail_bytes = 0;
+		} else {
+			z->tail_bytes += size;
+		}
 	}
 	z->chk = fhd & 0x04 ? 4 : 0;
 	z->fend = pos + (unsigned long long)z->chk;
 	if (z->fend > z->zend)
 		return -1;
-	z->fgot = 0;
 	z->raw_last = 0;
 	if (cooked_end == first) {
+		/* all raw: the content size is known here, checked before any
+		 * byte is given (zstd gives nothing of the last block then) */
+		if (z->has_fcs && z->tail_bytes != z->fcs)
+			return -1;
 		z->st = ZS_RAW;
 		z->hpos = z->tail = first;
 	} else {
@@ -248,8 +264,31 @@ static int zl_raw(struct zlane *z)
 	}
 }
 
+/* The walk gives out in the frame at fstart (anything unplanned, any
+ * error): zstd decodes that frame again from its start, dropping the fgot
+ * bytes already given, and the rest of the range as without the walk. So
+ * the bytes, and any error, are zstd's own. */
+static void zl_replay(struct zlane *z)
+{
+	ZSTD_DCtx_reset(z->d, ZSTD_reset_session_only);
+	z->last = 0;
+	z->in_len = z->in_pos = 0;
+	z->zpos = z->fstart;
+	z->skip = z->fgot;
+	z->walk = 0;
+}
+
+/* zl_fill's error, once zstd alone reads: -1 and why. */
+static int zl_fail(struct zlane *z, int kind, int no, size_t code)
+{
+	z->err_kind = kind;
+	z->err_no = no;
+	z->err_code = code;
+	return -1;
+}
+
 /* The next piece of tar in cur: 0, 1 at the end of the range (which
- * must end a frame), -1 on any error. */
+ * must end a frame), -1 on any error (zl_fail: why). */
 static int zl_fill(struct zlane *z)
 {
 	z->out_len = z->out_pos = 0;
@@ -263,16 +302,18 @@ static int zl_fill(struct zlane *z)
 				if (z->zpos == z->zend)
 					return 1;
 				if (zl_plan(z)) {
-					z->walk = 0; /* zstd from here on, as without the walk */
+					zl_replay(z); /* zstd from here on, as without the walk */
 					continue;
 				}
 			}
 			if (z->st == ZS_RAW) {
 				int r = zl_raw(z);
 
-				if (r <= 0)
-					return r;
-				continue; /* the frame ended: the next one */
+				if (r == 0)
+					return 0;
+				if (r < 0)
+					zl_replay(z);
+				continue; /* the frame ended (or zstd takes it again) */
 			}
 			lim = z->zlim;
 		}
@@ -280,12 +321,17 @@ static int zl_fill(struct zlane *z)
 			size_t want = lim - z->zpos < LANE_IN ? (size_t)(lim - z->zpos) : LANE_IN;
 			ssize_t n = (ssize_t)want;
 
-			if (z->map)
+			if (z->map) {
 				z->src = z->map + z->zpos;
-			else if ((n = pread(z->fd, z->in, want, (off_t)z->zpos)) <= 0)
-				return -1;
-			else
+			} else if ((n = pread(z->fd, z->in, want, (off_t)z->zpos)) <= 0) {
+				if (z->walk) {
+					zl_replay(z);
+					continue;
+				}
+				return n ? zl_fail(z, FG_ZW_READ, errno, 0) : zl_fail(z, FG_ZW_SHORT, 0, 0);
+			} else {
 				z->src = z->in;
+			}
 			z->in_len = (size_t)n;
 			z->in_pos = 0;
 			z->zpos += (unsigned long long)n;
@@ -301,20 +347,39 @@ static int zl_fill(struct zlane *z)
 			continue;
 		}
 		z->last = ZSTD_decompressStream(z->d, &ob, &ib);
-		if (ZSTD_isError(z->last))
-			return -1;
+		if (ZSTD_isError(z->last)) {
+			if (z->walk) {
+				zl_replay(z);
+				continue;
+			}
+			return zl_fail(z, FG_ZW_ZSTD, 0, z->last);
+		}
 		z->in_pos = ib.pos;
-		if (ob.pos) {
-			z->cur = z->out;
-			z->out_len = ob.pos;
-			z->fgot += ob.pos;
+		if (ob.pos > z->skip) {
+			z->cur = z->out + z->skip;
+			z->out_len = ob.pos - z->skip;
+			z->fgot += z->out_len;
+			z->skip = 0;
 			return 0;
 		}
+		z->skip -= ob.pos; /* given before a replay */
+		if (ob.pos)
+			continue;
 		if (z->in_pos == z->in_len && z->zpos == lim && z->last != 0) {
-			if (!z->walk || !z->tail)
-				return -1; /* the range (or the frame) ends inside a frame */
-			/* the blocks before the raw tail are out: zstd starts afresh
-			 * at the next frame */
+			if (z->walk && !z->tail) {
+				zl_replay(z); /* zstd wants more of a frame the walk says ended */
+				continue;
+			}
+			if (!z->walk)
+				return zl_fail(z, FG_ZW_SHORT, 0, 0); /* the range ends inside a frame */
+			/* the blocks before the raw tail are out; with the tail's
+			 * size the content size must hold before any of it is given,
+			 * else zstd goes on (and says where it fails) */
+			if (z->has_fcs && z->fgot + z->tail_bytes != z->fcs) {
+				zl_replay(z);
+				continue;
+			}
+			/* zstd starts afresh at the next frame */
 			ZSTD_DCtx_reset(z->d, ZSTD_reset_session_only);
 			z->last = 0;
 			z->in_len = z->in_pos = 0;
@@ -1128,4 +1193,44 @@ out:
 	fg_sha256_free(h);
 	close(fd);
 	return rc;
+}
+
+/* ---- the frame walk for the sequential reader (lib/tarball.c) ---- */
+
+struct fg_zwalk {
+	struct zlane z;
+};
+
+struct fg_zwalk *fg_zwalk_new(int fd, unsigned long long size)
+{
+	struct fg_zwalk *w = calloc(1, sizeof(*w));
+
+	if (w && zl_open(&w->z, fd, NULL, 0, size)) {
+		fg_zwalk_free(w);
+		return NULL;
+	}
+	return w;
+}
+
+int fg_zwalk_next(struct fg_zwalk *w, const unsigned char **p, size_t *n, int *why, int *err_no,
+		  size_t *code)
+{
+	int r = zl_fill(&w->z);
+
+	*p = w->z.cur;
+	*n = r ? 0 : w->z.out_len;
+	if (r < 0) {
+		*why = w->z.err_kind;
+		*err_no = w->z.err_no;
+		*code = w->z.err_code;
+	}
+	return r;
+}
+
+void fg_zwalk_free(struct fg_zwalk *w)
+{
+	if (w) {
+		zl_close(&w->z);
+		free(w);
+	}
 }

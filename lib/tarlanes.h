@@ -23,6 +23,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Why a frame walk failed (fg_zwalk_next): a read error, zstd's error, or
+ * the stream ends inside a frame. */
+enum { FG_ZW_READ = 1, FG_ZW_ZSTD, FG_ZW_SHORT };
+
 /* The writer's frames (lib/tarball.c): it cuts inside a member only where a
  * frame would pass FG_TAR_FRAME_MAX bytes of tar, by a piece of at most
  * FG_TAR_PIECE_MAX; the lanes look for member starts elsewhere first. */
@@ -84,5 +88,21 @@ void fg_tarlanes_free(struct fg_tarlane_entry *e, size_t n);
  * done (lanes off, *stop set, any error or anything the walk and zstd do not
  * both accept): the caller then reads it as before, which says why. */
 int fg_tarlanes_id(const char *archive, uint8_t id[32], const volatile int *stop);
+
+/* The frame walk as a stream for the sequential reader: the archive's
+ * whole decompressed stream (fd open, size bytes), zstd's raw blocks given
+ * where they were read. Whatever the walk does not expect, or any error,
+ * zstd decodes that frame again from its start (the bytes already given
+ * dropped) and reads on alone, so the bytes and any error are what
+ * ZSTD_decompressStream alone gives (how much of a spoilt frame comes out
+ * before zstd's error can differ, as it does with zstd's own input sizes).
+ * FG_TAR_RAW=0: zstd alone throughout.
+ * fg_zwalk_next: 0 with a piece *p, *n (n > 0, valid until the next call);
+ * 1 at the end; -1 with why (FG_ZW_*), the errno or zstd's error code. */
+struct fg_zwalk;
+struct fg_zwalk *fg_zwalk_new(int fd, unsigned long long size);
+int fg_zwalk_next(struct fg_zwalk *w, const unsigned char **p, size_t *n, int *why, int *err_no,
+		  size_t *code);
+void fg_zwalk_free(struct fg_zwalk *w);
 
 #endif

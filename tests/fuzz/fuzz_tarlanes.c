@@ -4,7 +4,8 @@
  * seekable format's seek table after them (as pack writes, but cut where
  * the input says, header or not), under a private $TMPDIR. The archive is
  * scanned hashing every member, in lanes on 1 and 2 threads and from start
- * to end (FG_TAR_LANES=0), then extracted the same three ways. Contract: the
+ * to end (FG_TAR_LANES=0; with its frame walk and with zstd alone,
+ * FG_TAR_RAW=0), then extracted the same three ways. Contract: the
  * same return code, message and members (name, size, mode, digest, in
  * order) every way, and the same files written (path, mode, bytes), only
  * regular files and folders, nothing at all after a refusal; a refusal is
@@ -202,6 +203,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!fp || fwrite(f.data ? f.data : "", 1, f.len, fp) != f.len || fclose(fp))
 		abort();
 	scan(1, 0, &a);
+	/* from start to end with zstd alone: the frame walk changes nothing */
+	setenv("FG_TAR_RAW", "0", 1);
+	scan(1, 0, &b);
+	unsetenv("FG_TAR_RAW");
+	if (a.len != b.len || memcmp(a.data, b.data, a.len))
+		abort();
 	scan(1, 1, &b);
 	if (a.len != b.len || memcmp(a.data, b.data, a.len))
 		abort();

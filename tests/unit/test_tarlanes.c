@@ -69,16 +69,47 @@ static void scan_text(const char *path, int threads, struct fg_buf *out, int *la
 	outcome_line(out, rc, &err, id);
 }
 
+/* FG_TAR_RAW as a test left it, and back to it: the references below read
+ * with zstd alone (FG_TAR_RAW=0), then the runs compared read as the test
+ * says. */
+static char *raw_was;
+
+static void raw_ref_begin(void)
+{
+	const char *v = getenv("FG_TAR_RAW");
+
+	free(raw_was);
+	raw_was = v ? strdup(v) : NULL;
+	setenv("FG_TAR_RAW", "0", 1);
+}
+
+static void raw_ref_end(void)
+{
+	if (raw_was)
+		setenv("FG_TAR_RAW", raw_was, 1);
+	else
+		unsetenv("FG_TAR_RAW");
+}
+
 /* Scans path with lanes on 1..3 threads and without; 1 when every outcome
- * is the sequential one. *lanes: the lanes of the run on `threads`. */
+ * is the sequential one with zstd alone (the reference), the sequential
+ * reader's own frame walk included. *lanes: the lanes of the run on
+ * `threads`. */
 static int same_outcome_as(const char *path, int threads, int *lanes, char *seq_out, size_t cap)
 {
 	struct fg_buf seq = FG_BUF_INIT, ln = FG_BUF_INIT;
 	int t, same = 1, l = 0;
 
 	setenv("FG_TAR_LANES", "0", 1);
+	raw_ref_begin();
 	scan_text(path, 1, &seq, NULL);
+	raw_ref_end();
+	scan_text(path, 1, &ln, NULL);
 	unsetenv("FG_TAR_LANES");
+	if (ln.len != seq.len || memcmp(ln.data, seq.data, seq.len)) {
+		same = 0;
+		printf("# %s from start to end, frames walked:\n# %s# zstd alone: %s", path, ln.data, seq.data);
+	}
 	for (t = 1; t <= 3; t++) {
 		scan_text(path, t, &ln, &l);
 		if (t == threads)
@@ -162,7 +193,19 @@ static int same_extract_as(const char *path, int *lanes)
 	char cmd[1400];
 	int t, same = 1;
 
+	raw_ref_begin();
 	extract_text(path, 0, at("xs"), &seq, NULL);
+	raw_ref_end();
+	extract_text(path, 0, at("xw"), &ln, NULL);
+	snprintf(cmd, sizeof(cmd), "test ! -e %s || diff -r %s %s >/dev/null", at("xs"), at("xs"), at("xw"));
+	if (ln.len != seq.len || memcmp(ln.data, seq.data, seq.len) || system(cmd)) {
+		same = 0;
+		printf("# extract %s from start to end, frames walked:\n# %s# zstd alone: %s", path, ln.data,
+		       seq.data);
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", at("xw"));
+	if (system(cmd))
+		same = 0;
 	/* with the identity, 2 threads: the lanes on one, its pass on the other */
 	for (t = want_id ? 2 : 1; t <= 3; t += want_id ? 1 : 2) {
 		extract_text(path, t, at("xl"), &ln, t <= 2 ? lanes : NULL);
@@ -742,6 +785,87 @@ static void test_raw_frames(void)
 	fg_buf_release(&tar);
 }
 
+/* zstd's own frames (ZSTD_compress: the content size in each header), cut
+ * at members but so that one frame holds b.json's text, an empty member and
+ * the 1 MiB member up to where its random data ends (before its padding):
+ * compressed blocks, then raw blocks to the frame's end. Read as is, that
+ * raw tail is taken where it lies; with that frame's content size one over,
+ * every reader gives zstd's outcome (the walk checks the size before it
+ * gives any of the tail). */
+static void test_zstd_frame_size(void)
+{
+	struct fg_buf tar = FG_BUF_INIT;
+	struct fg_err err;
+	size_t off[32], cut[32], n = 0, nc = 0, c_at = 0, i, k;
+	int spoil;
+
+	if (py_tar("plain", "fcsplain", at("fcsplain.off")) ||
+	    fg_file_read(at("fcsplain"), 1 << 26, &tar, &err) ||
+	    read_offsets(at("fcsplain.off"), off, 30, &n) || n < 6) {
+		ok(0, "zstd frames: python3 made the tar");
+		fg_buf_release(&tar);
+		return;
+	}
+	for (i = 1; i < n; i++)
+		if (off[i] - off[i - 1] > 1048576)
+			c_at = off[i - 1]; /* the member before a jump > 1 MiB */
+	/* its data: after its pax header, pax records and ustar header */
+	for (k = c_at + 512; k + 512 <= c_at + 4096 && k < tar.len; k += 512)
+		if (!memcmp(tar.data + k - 512 + 257, "ustar", 5) && tar.data[k - 512 + 156] == '0')
+			break;
+	/* no cut at it nor at the two members before it (b.json's text and
+	 * an empty one): one frame of compressed blocks, then its data raw */
+	for (i = 1; i < n; i++) {
+		if (off[i - 1] == c_at)
+			cut[nc++] = k + 1048577; /* at its data's end, before the padding */
+		if (off[i] != c_at && (i + 1 >= n || off[i + 1] != c_at) && (i + 2 >= n || off[i + 2] != c_at))
+			cut[nc++] = off[i];
+	}
+	for (spoil = 0; spoil < 2; spoil++) {
+		struct fg_buf f = FG_BUF_INIT;
+		struct seek_frames sf;
+		unsigned long long raw = 0, zat = 0, tat = 0;
+		char name[64];
+		int rc, lanes = 0, lrc;
+
+		rc = seek_compress(&f, &sf, (unsigned char *)tar.data, tar.len, cut, nc);
+		for (k = 0; !rc && k < sf.n && tat + sf.ds[k] <= c_at; k++) {
+			zat += sf.cs[k]; /* to the frame that holds c_at */
+			tat += sf.ds[k];
+		}
+		if (!rc && k < sf.n && spoil) {
+			unsigned char *h = (unsigned char *)f.data + zat;
+			static const size_t did_len[4] = { 0, 1, 2, 4 }, fcs_len[4] = { 1, 2, 4, 8 };
+			size_t fl = fcs_len[h[4] >> 6], p = 5 + !(h[4] & 0x20) + did_len[h[4] & 3];
+
+			for (i = 0; i < fl && ++h[p + i] == 0; i++)
+				; /* the little-endian size, plus one */
+		}
+		snprintf(name, sizeof(name), "fcs-%d.fgb", spoil);
+		if (!rc)
+			rc = seek_append_table(&f, &sf, 0);
+		if (!rc)
+			rc = fg_file_write_atomic(at(name), f.data, f.len, 0644, &err);
+		fg_buf_release(&f);
+		ok(rc == 0 && c_at && k < sf.n, "zstd frames%s: written",
+		   spoil ? ", a content size one over" : "");
+		ok(same_outcome(at(name), 1, &lanes, NULL, 0), "zstd frames%s: lanes = sequential",
+		   spoil ? ", a content size one over" : "");
+		is_int(lanes, spoil ? 1 : 2, "zstd frames%s: %s", spoil ? ", a content size one over" : "",
+		       spoil ? "read from start to end" : "read in two lanes");
+		lanes = 0;
+		ok(same_extract(at(name), &lanes), "zstd frames%s: extracted in lanes = from start to end",
+		   spoil ? ", a content size one over" : "");
+		lrc = lanes_raw(at(name), &raw);
+		if (spoil)
+			is_int(lrc, 1, "zstd frames, a content size one over: the lanes step aside");
+		else
+			ok(lrc == 0 && raw >= 1048577 - 131072,
+			   "zstd frames: the 1 MiB member's raw tail taken where it lies (%llu bytes)", raw);
+	}
+	fg_buf_release(&tar);
+}
+
 /* The archive cut to half its size by someone else while the lanes read it
  * through their mapping (FG_TAR_TEST_CUT does it once mapped): no SIGBUS
  * reaches the process; the lanes step aside and the sequential reader
@@ -785,6 +909,7 @@ int main(void)
 	test_big_member();
 	test_raw_mixed();
 	test_raw_frames();
+	test_zstd_frame_size();
 	test_cut_meanwhile();
 	work_end();
 	return tap_done();
