@@ -985,9 +985,10 @@ static const unsigned char *map_begin(const char *archive, int fd, unsigned long
 		return NULL;
 	}
 	madvise(m, (size_t)size, MADV_SEQUENTIAL);
-	/* for tests: the file cut short by someone else now */
+	/* for tests: the file cut short by someone else now (were it not cut,
+	 * the test fails on the file's size) */
 	if (getenv("FG_TAR_TEST_CUT") && truncate(archive, (off_t)(size / 2)))
-		return m; /* read as it is */
+		errno = 0;
 	return m;
 }
 
