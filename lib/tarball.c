@@ -1249,7 +1249,7 @@ static int src_open(struct rsrc *r, const char *path, int want_id, int sha_cover
 		if (!fstat(r->fd, &st))
 			r->zw = fg_zwalk_new(r->fd, (unsigned long long)st.st_size);
 	}
-	if (r->zstd) {
+	if (r->zstd && !r->zw) { /* zstd on its own: the walk has its own */
 		r->in_cap = ZSTD_DStreamInSize();
 		r->in = malloc(r->in_cap);
 		r->dctx = ZSTD_createDCtx();
@@ -1257,7 +1257,7 @@ static int src_open(struct rsrc *r, const char *path, int want_id, int sha_cover
 			ZSTD_DCtx_setParameter(r->dctx, ZSTD_d_forceIgnoreChecksum,
 					       ZSTD_d_ignoreChecksum);
 	}
-	if (!r->out || (r->zstd && (!r->in || !r->dctx)))
+	if (!r->out || (r->zstd && !r->zw && (!r->in || !r->dctx)))
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	if (want_id == 2)
 		return fg_sha256_pipe_new(&r->idp, err);

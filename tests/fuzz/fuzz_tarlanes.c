@@ -195,8 +195,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			 (data[3 + 3 * i] & 1 ? 100 : 0);
 	tar = data + 1 + 3 * ncut;
 	len = size - 1 - 3 * ncut;
-	if ((data[0] & 0x10 ? seek_compress_raw(&f, &sf, tar, len, cut, ncut, data[0] >> 5)
-			    : seek_compress(&f, &sf, tar, len, cut, ncut)) ||
+	if (seek_frames(&f, &sf, tar, len, cut, ncut, data[0] & 0x10 ? data[0] >> 5 : SEEK_ZSTD) ||
 	    seek_append_table(&f, &sf, 0))
 		abort();
 	fp = fopen(fgb, "wb");

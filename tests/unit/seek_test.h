@@ -20,34 +20,6 @@ struct seek_frames {
 	size_t n;
 };
 
-/* Appends tar[0..len) to f as frames cut at cut[0..ncut) (ascending; cuts
- * past len or not after the previous one are ignored), at most
- * SEEK_TEST_MAX. -1 on a zstd or memory error. */
-static int seek_compress(struct fg_buf *f, struct seek_frames *sf, const unsigned char *tar,
-			 size_t len, const size_t *cut, size_t ncut)
-{
-	size_t i, from = 0;
-
-	sf->n = 0;
-	for (i = 0; i <= ncut; i++) {
-		size_t to = i < ncut && cut[i] < len ? cut[i] : len, bound, got;
-
-		if (to <= from || sf->n == SEEK_TEST_MAX - 1 + (i == ncut))
-			continue;
-		bound = ZSTD_compressBound(to - from);
-		if (fg_buf_reserve(f, bound, NULL))
-			return -1;
-		got = ZSTD_compress(f->data + f->len, bound, tar + from, to - from, 1);
-		if (ZSTD_isError(got))
-			return -1;
-		f->len += got;
-		sf->cs[sf->n] = (uint32_t)got;
-		sf->ds[sf->n++] = (uint32_t)(to - from);
-		from = to;
-	}
-	return 0;
-}
-
 /* How a hand-made frame of raw blocks is made (the first five valid),
  * or spoilt. */
 enum {
@@ -105,9 +77,17 @@ static int seek_raw_frame(struct fg_buf *f, const unsigned char *d, size_t len, 
 	return 0;
 }
 
-/* seek_compress with frames of raw blocks, the last made as `how` says. */
-static inline int seek_compress_raw(struct fg_buf *f, struct seek_frames *sf, const unsigned char *tar,
-				    size_t len, const size_t *cut, size_t ncut, int how)
+/* how for seek_frames: every frame compressed by zstd (ZSTD_compress at
+ * level 1, its content size in the header), not made here */
+#define SEEK_ZSTD (-1)
+
+/* Appends tar[0..len) to f as frames cut at cut[0..ncut) (ascending; cuts
+ * past len or not after the previous one are ignored), at most
+ * SEEK_TEST_MAX: compressed by zstd (how SEEK_ZSTD), or made here of raw
+ * blocks, the last frame as `how` says (RF_*). -1 on a zstd or memory
+ * error. */
+static inline int seek_frames(struct fg_buf *f, struct seek_frames *sf, const unsigned char *tar,
+			      size_t len, const size_t *cut, size_t ncut, int how)
 {
 	size_t i, from = 0;
 
@@ -117,8 +97,18 @@ static inline int seek_compress_raw(struct fg_buf *f, struct seek_frames *sf, co
 
 		if (to <= from || sf->n == SEEK_TEST_MAX - 1 + (i == ncut))
 			continue;
-		if (seek_raw_frame(f, tar + from, to - from, to == len ? how : RF_OK))
+		if (how == SEEK_ZSTD) {
+			size_t bound = ZSTD_compressBound(to - from), got;
+
+			if (fg_buf_reserve(f, bound, NULL))
+				return -1;
+			got = ZSTD_compress(f->data + f->len, bound, tar + from, to - from, 1);
+			if (ZSTD_isError(got))
+				return -1;
+			f->len += got;
+		} else if (seek_raw_frame(f, tar + from, to - from, to == len ? how : RF_OK)) {
 			return -1;
+		}
 		sf->cs[sf->n] = (uint32_t)(f->len - at0);
 		sf->ds[sf->n++] = (uint32_t)(to - from);
 		from = to;

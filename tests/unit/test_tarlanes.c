@@ -263,7 +263,7 @@ static int frame_write(const unsigned char *tar, size_t len, const size_t *cut, 
 	struct seek_frames sf;
 	struct fg_err err;
 	size_t i;
-	int rc = seek_compress(&f, &sf, tar, len, cut, ncut);
+	int rc = seek_frames(&f, &sf, tar, len, cut, ncut, SEEK_ZSTD);
 
 	if (!rc && lie == T_SHORT)
 		f.len -= 10; /* the last frame cut short, the table as if whole */
@@ -828,7 +828,7 @@ static void test_zstd_frame_size(void)
 		char name[64];
 		int rc, lanes = 0, lrc;
 
-		rc = seek_compress(&f, &sf, (unsigned char *)tar.data, tar.len, cut, nc);
+		rc = seek_frames(&f, &sf, (unsigned char *)tar.data, tar.len, cut, nc, SEEK_ZSTD);
 		for (k = 0; !rc && k < sf.n && tat + sf.ds[k] <= c_at; k++) {
 			zat += sf.cs[k]; /* to the frame that holds c_at */
 			tat += sf.ds[k];
