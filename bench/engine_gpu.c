@@ -25,8 +25,9 @@
  *     FG_BENCH_HF_COMPILED_MS (the same with a static cache, compiled) more;
  *     FG_BENCH_E4B_K12=DIR the same on that checkpoint with its head pruned
  *     to a 12k keepset (fgpack bake prune-head --head int4), the issue's
- *     benchmark model; FG_BENCH_E4B_LEVELS="0 1 2" runs the fma engine on it
- *     again at each of those L2 prefetch levels (FG_PREFETCH, fg_kernels.h).
+ *     benchmark model; FG_BENCH_E4B_LEVELS="0 1 2" runs the engine (i8, or fma
+ *     where i8 was left out) on it again at each of those L2 prefetch levels
+ *     (FG_PREFETCH, fg_kernels.h), in the order given.
  * The synthetic step is also timed at each L2 prefetch level.
  * FG_BENCH_POSLIST="64,1000,4000" also times that step at each position listed;
  * FG_BENCH_CAP the full layers' cache slots (default 4096; the engine's
@@ -383,7 +384,8 @@ static void engine_e4b(const char *dir, double read_gbs, const double *body_byte
 		struct fg_engine *e;
 		struct gen g;
 		double t0, ms[32], bytes;
-		int32_t one = 2, kind = run < 3 ? run : 0;
+		/* the level runs use the i8 kernel (the default) where it was benchmarked */
+		int32_t one = 2, kind = run < 3 ? run : body_bytes[2] > 0 ? 2 : 0;
 		char lbl[48];
 
 		if (!(body_bytes[kind] > 0))
@@ -392,7 +394,7 @@ static void engine_e4b(const char *dir, double read_gbs, const double *body_byte
 			char v[2] = {lv[run - 3], 0};
 
 			setenv("FG_PREFETCH", v, 1);
-			snprintf(lbl, sizeof(lbl), "fma, L2 prefetch level %c", lv[run - 3]);
+			snprintf(lbl, sizeof(lbl), "%s, L2 prefetch level %c", kn[kind], lv[run - 3]);
 		} else {
 			snprintf(lbl, sizeof(lbl), "%s", kn[kind]);
 		}

@@ -22,7 +22,8 @@
 # says so and exits 0. FG_BENCH_STEPS / FG_BENCH_REPS / FG_BENCH_WARM tune
 # the timing; FG_BENCH_HF=0 skips step 1 (and the checkpoint, unless
 # FG_BENCH_E4B_DIR already holds one); FG_BENCH_BIN / FG_BENCH_FGPACK name
-# prebuilt binaries.
+# prebuilt binaries (with FG_BENCH_BIN, step 5 takes prefill_gpu from the
+# same folder, or FG_BENCH_PREFILL_BIN, and builds nothing).
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
@@ -87,9 +88,17 @@ for m in $e4b $k12; do
 	echo
 done
 if [ -n "$e4b" ] && [ "${FG_BENCH_PREFILL_N:-512}" != 0 ]; then
-	pb=${FG_BENCH_PREFILL_BIN:-$build/bench/prefill_gpu}
-	[ -n "${FG_BENCH_PREFILL_BIN:-}" ] || make -s "$pb" >/dev/null || exit 1
+	# beside a prebuilt engine_gpu (FG_BENCH_BIN) its prefill_gpu is taken
+	# as it is, never built here: a GPU machine may lack the build's headers
+	pb=${FG_BENCH_PREFILL_BIN:-$(dirname "$bin")/prefill_gpu}
+	if [ -z "${FG_BENCH_PREFILL_BIN:-}" ] && [ -z "${FG_BENCH_BIN:-}" ]; then
+		make -s "$pb" >/dev/null || exit 1
+	fi
 	echo
-	echo "\$ $pb $e4b ${FG_BENCH_PREFILL_N:-512}"
-	"$pb" "$e4b" "${FG_BENCH_PREFILL_N:-512}"
+	if [ -x "$pb" ]; then
+		echo "\$ $pb $e4b ${FG_BENCH_PREFILL_N:-512}"
+		"$pb" "$e4b" "${FG_BENCH_PREFILL_N:-512}"
+	else
+		echo "prompt prefill skipped: no $pb beside the prebuilt FG_BENCH_BIN (FG_BENCH_PREFILL_BIN names one)"
+	fi
 fi
