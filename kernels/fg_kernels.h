@@ -35,7 +35,10 @@ int fg_cuda_built(void);
 
 /* Opens device 0, makes a stream and scratch memory. Fails with
  * FG_EUNSUPPORTED (no CUDA in this build) or FG_EDEVICE (no device, driver
- * missing, out of memory) and says which. */
+ * missing, out of memory) and says which. With FG_EMULATE_SM86=1 on an sm_90
+ * GPU the context reports an A10G's limits (80 SMs, 99 KB of shared memory
+ * a block, sm_86) to every plan and to fg_kctx_device_info, for tests of the
+ * A10G's code paths (docs/gpu.md, "Building"). */
 int fg_kctx_new(struct fg_kctx **out, struct fg_err *err);
 void fg_kctx_free(struct fg_kctx *ctx);
 /* "NVIDIA H200 (sm_90, 132 SMs, 143 GB)"-style description; borrowed. */

@@ -332,8 +332,8 @@ static int fma_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *pa
 
 		splits = (target + w->tiles - 1) / w->tiles;
 		if (!(wv && !strcmp(wv, "0")) &&
-		    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, int4_fma<1, true>, WARPS * 32,
-								  SMEM_FLOATS * sizeof(float)) == cudaSuccess &&
+		    fg_kocc(ctx, &per, (const void *)int4_fma<1, true>, WARPS * 32, SMEM_FLOATS * sizeof(float)) ==
+			    cudaSuccess &&
 		    per > 0 && per * fg_kctx_sm_count(ctx) >= 2 * w->tiles)
 			splits = per * fg_kctx_sm_count(ctx) / w->tiles;
 		cudaGetLastError();

@@ -579,9 +579,7 @@ int fg_kint4_i8_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *p
 	{
 		int per = 0, need = (d.units + ISMEM / i8_unit_bytes(IM, group) - 1) / (ISMEM / i8_unit_bytes(IM, group));
 
-		if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, int4_i8<1, true, 128>, IW * 32, ISMEM) !=
-			    cudaSuccess ||
-		    per < 1)
+		if (fg_kocc(ctx, &per, (const void *)int4_i8<1, true, 128>, IW * 32, ISMEM) != cudaSuccess || per < 1)
 			per = 1;
 		cudaGetLastError();
 		w->sms = fg_kctx_sm_count(ctx);
@@ -1133,8 +1131,7 @@ static cudaError_t i8_gemm_launch_t(struct fg_kctx *ctx, float *d_y, const struc
 					break;
 				allowed = smem;
 			}
-			if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per[ns], int4_i8_gemm<G, TP, W, TW>, W * 32,
-									  smem) != cudaSuccess)
+			if (fg_kocc(ctx, &per[ns], (const void *)int4_i8_gemm<G, TP, W, TW>, W * 32, smem) != cudaSuccess)
 				per[ns] = -1;
 		}
 		if (blocks <= (long)per[ns] * w->sms)

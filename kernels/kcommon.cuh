@@ -29,7 +29,13 @@ struct fg_kctx {
 	int pf_on;          /* L2 prefetch level (fg_kctx_set_prefetch): 0, 1 or 2 */
 	struct fg_kpf pf;   /* ranges for the next launch that takes them */
 	int attn_fused;     /* fg_k_attn_decode_post in one launch (fg_kctx_set_attn_fused) */
+	int emu86;          /* FG_EMULATE_SM86=1: plans made for an A10G's limits (fg_kocc) */
 };
+
+/* Blocks of f (threads a block, smem bytes of dynamic shared memory)
+ * resident on one SM, for the plans: the CUDA runtime's answer for this GPU,
+ * or under FG_EMULATE_SM86 an A10G's (sm_86) limits. */
+cudaError_t fg_kocc(const struct fg_kctx *ctx, int *per, const void *f, int threads, size_t smem);
 
 /* The queued prefetch ranges, for a launch; the queue is empty after. */
 static inline struct fg_kpf fg_pf_take(struct fg_kctx *ctx)

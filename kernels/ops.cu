@@ -1296,7 +1296,7 @@ static int attn_spread_max(const void *k, size_t smem, const struct fg_kctx *ctx
 
 		on = !(e && *e == '0');
 	}
-	if (!on || cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k, ATT_THREADS, smem) != cudaSuccess) {
+	if (!on || fg_kocc(ctx, &per, k, ATT_THREADS, smem) != cudaSuccess) {
 		cudaGetLastError();
 		return 0;
 	}

@@ -13,6 +13,45 @@ extern "C" int fg_cuda_built(void)
 	return 1;
 }
 
+/* An A10G (sm_86, GA102): 80 SMs, 1536 threads, 16 blocks, 65536
+ * registers and 100 KB of shared memory an SM, 99 KB a block, 1 KB of an
+ * SM's reserved for each block (CUDA programming guide, compute capability
+ * 8.6). */
+#define EMU86_SMS 80
+#define EMU86_THREADS_SM 1536
+#define EMU86_BLOCKS_SM 16
+#define EMU86_REGS_SM 65536
+#define EMU86_SMEM_SM (100 * 1024)
+#define EMU86_SMEM_BLOCK (99 * 1024)
+
+cudaError_t fg_kocc(const struct fg_kctx *ctx, int *per, const void *f, int threads, size_t smem)
+{
+	struct cudaFuncAttributes a;
+	cudaError_t e;
+	int warps = (threads + 31) / 32, rw, n;
+	size_t sb;
+
+	*per = 0;
+	if (!ctx->emu86)
+		return cudaOccupancyMaxActiveBlocksPerMultiprocessor(per, f, threads, smem);
+	e = cudaFuncGetAttributes(&a, f);
+	if (e != cudaSuccess)
+		return e;
+	sb = a.sharedSizeBytes + smem;
+	if (threads < 1 || threads > a.maxThreadsPerBlock || sb > EMU86_SMEM_BLOCK)
+		return cudaSuccess; /* none fits */
+	rw = ((a.numRegs * 32 + 255) / 256) * 256; /* registers a warp, in units of 256 */
+	n = EMU86_THREADS_SM / (warps * 32);
+	if (n > EMU86_BLOCKS_SM)
+		n = EMU86_BLOCKS_SM;
+	if (rw > 0 && EMU86_REGS_SM / (rw * warps) < n)
+		n = EMU86_REGS_SM / (rw * warps);
+	if ((int)(EMU86_SMEM_SM / (sb + 1024)) < n)
+		n = (int)(EMU86_SMEM_SM / (sb + 1024));
+	*per = n;
+	return cudaSuccess;
+}
+
 extern "C" int fg_kctx_new(struct fg_kctx **out, struct fg_err *err)
 {
 	struct fg_kctx *c;
@@ -42,6 +81,23 @@ extern "C" int fg_kctx_new(struct fg_kctx **out, struct fg_err *err)
 	} while (0)
 	FAIL_IF(cudaSetDevice(0), "select CUDA device 0");
 	FAIL_IF(cudaGetDeviceProperties(&c->prop, 0), "read CUDA device properties");
+	{
+		const char *k = getenv("FG_EMULATE_SM86");
+
+		c->emu86 = k && !strcmp(k, "1") && c->prop.major >= 9;
+	}
+	if (c->emu86) { /* the plans see an A10G; the device stays what it is */
+		size_t n = strlen(c->prop.name);
+
+		snprintf(c->prop.name + n, sizeof(c->prop.name) - n, " as sm_86");
+		c->prop.major = 8;
+		c->prop.minor = 6;
+		c->prop.multiProcessorCount = EMU86_SMS;
+		c->prop.sharedMemPerBlockOptin = EMU86_SMEM_BLOCK;
+		c->prop.sharedMemPerMultiprocessor = EMU86_SMEM_SM;
+		c->prop.maxThreadsPerMultiProcessor = EMU86_THREADS_SM;
+		c->prop.l2CacheSize = 6 << 20;
+	}
 	snprintf(c->name, sizeof(c->name), "%s (sm_%d%d, %d SMs, %.0f GB)", c->prop.name, c->prop.major,
 		 c->prop.minor, c->prop.multiProcessorCount, (double)c->prop.totalGlobalMem / 1e9);
 	FAIL_IF(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "create CUDA stream");
