@@ -13,19 +13,12 @@ extern "C" int fg_cuda_built(void)
 	return 1;
 }
 
-/* An A10G (sm_86, GA102): 80 SMs, 1536 threads, 16 blocks, 65536
- * registers and 100 KB of shared memory an SM, 99 KB a block, 1 KB of an
- * SM's reserved for each block (CUDA programming guide, compute capability
- * 8.6). */
-#define EMU86_SMS 80
-#define EMU86_THREADS_SM 1536
-#define EMU86_BLOCKS_SM 16
-#define EMU86_REGS_SM 65536
-#define EMU86_SMEM_SM (100 * 1024)
-#define EMU86_SMEM_BLOCK (99 * 1024)
-
+/* fg_kocc under FG_EMULATE_SM86: occupancy from the limits in ctx->prop
+ * (an A10G's, set in fg_kctx_new) and the kernel's registers and static
+ * shared memory, as the CUDA occupancy calculator counts them. */
 cudaError_t fg_kocc(const struct fg_kctx *ctx, int *per, const void *f, int threads, size_t smem)
 {
+	const cudaDeviceProp *p = &ctx->prop;
 	struct cudaFuncAttributes a;
 	cudaError_t e;
 	int warps = (threads + 31) / 32, rw, n;
@@ -38,16 +31,16 @@ cudaError_t fg_kocc(const struct fg_kctx *ctx, int *per, const void *f, int thre
 	if (e != cudaSuccess)
 		return e;
 	sb = a.sharedSizeBytes + smem;
-	if (threads < 1 || threads > a.maxThreadsPerBlock || sb > EMU86_SMEM_BLOCK)
+	if (threads < 1 || threads > a.maxThreadsPerBlock || sb > p->sharedMemPerBlockOptin)
 		return cudaSuccess; /* none fits */
 	rw = ((a.numRegs * 32 + 255) / 256) * 256; /* registers a warp, in units of 256 */
-	n = EMU86_THREADS_SM / (warps * 32);
-	if (n > EMU86_BLOCKS_SM)
-		n = EMU86_BLOCKS_SM;
-	if (rw > 0 && EMU86_REGS_SM / (rw * warps) < n)
-		n = EMU86_REGS_SM / (rw * warps);
-	if ((int)(EMU86_SMEM_SM / (sb + 1024)) < n)
-		n = (int)(EMU86_SMEM_SM / (sb + 1024));
+	n = p->maxThreadsPerMultiProcessor / (warps * 32);
+	if (n > p->maxBlocksPerMultiProcessor)
+		n = p->maxBlocksPerMultiProcessor;
+	if (rw > 0 && p->regsPerMultiprocessor / (rw * warps) < n)
+		n = p->regsPerMultiprocessor / (rw * warps);
+	if ((int)(p->sharedMemPerMultiprocessor / (sb + p->reservedSharedMemPerBlock)) < n)
+		n = (int)(p->sharedMemPerMultiprocessor / (sb + p->reservedSharedMemPerBlock));
 	*per = n;
 	return cudaSuccess;
 }
@@ -86,16 +79,24 @@ extern "C" int fg_kctx_new(struct fg_kctx **out, struct fg_err *err)
 
 		c->emu86 = k && !strcmp(k, "1") && c->prop.major >= 9;
 	}
-	if (c->emu86) { /* the plans see an A10G; the device stays what it is */
+	if (c->emu86) {
+		/* the plans see an A10G (sm_86, GA102): 80 SMs; an SM holds 1536
+		 * threads, 16 blocks, 65536 registers and 100 KB of shared memory,
+		 * 1 KB of it reserved a block, 99 KB at most a block (CUDA
+		 * programming guide, compute capability 8.6). The device stays
+		 * what it is. */
 		size_t n = strlen(c->prop.name);
 
 		snprintf(c->prop.name + n, sizeof(c->prop.name) - n, " as sm_86");
 		c->prop.major = 8;
 		c->prop.minor = 6;
-		c->prop.multiProcessorCount = EMU86_SMS;
-		c->prop.sharedMemPerBlockOptin = EMU86_SMEM_BLOCK;
-		c->prop.sharedMemPerMultiprocessor = EMU86_SMEM_SM;
-		c->prop.maxThreadsPerMultiProcessor = EMU86_THREADS_SM;
+		c->prop.multiProcessorCount = 80;
+		c->prop.maxThreadsPerMultiProcessor = 1536;
+		c->prop.maxBlocksPerMultiProcessor = 16;
+		c->prop.regsPerMultiprocessor = 65536;
+		c->prop.sharedMemPerMultiprocessor = 100 * 1024;
+		c->prop.reservedSharedMemPerBlock = 1024;
+		c->prop.sharedMemPerBlockOptin = 99 * 1024;
 		c->prop.l2CacheSize = 6 << 20;
 	}
 	snprintf(c->name, sizeof(c->name), "%s (sm_%d%d, %d SMs, %.0f GB)", c->prop.name, c->prop.major,
