@@ -44,6 +44,11 @@ void fg_kctx_free(struct fg_kctx *ctx);
 /* "NVIDIA H200 (sm_90, 132 SMs, 143 GB)"-style description; borrowed. */
 const char *fg_kctx_device_name(const struct fg_kctx *ctx);
 int fg_kctx_sm_count(const struct fg_kctx *ctx);
+/* The virtual arch the driver runs this build's kernels from (cudaFuncAttributes
+ * .ptxVersion: 86 for an sm_86 PTX-only build, 90 for sm_90 code); PDL, the L2
+ * prefetches and clusters are used only where both it and the GPU are 90 or
+ * newer. 0 without CUDA. */
+int fg_kctx_code_arch(const struct fg_kctx *ctx);
 
 /* The device's identity as a golden transcript records it. */
 struct fg_kdevice {
@@ -60,8 +65,9 @@ struct fg_kdevice {
 /* Fills out for ctx's device; never fails for a missing NVML (FG_EUNSUPPORTED
  * only without CUDA in this build). */
 int fg_kctx_device_info(const struct fg_kctx *ctx, struct fg_kdevice *out, struct fg_err *err);
-/* Programmatic dependent launch of the matvec (on by default where the GPU has
- * it, sm_90+): returns whether it is on after the call. For benchmarks. */
+/* Programmatic dependent launch of the matvec (on by default where the GPU and
+ * the kernels' code have it, sm_90+: fg_kctx_code_arch): returns whether it
+ * is on after the call. For benchmarks. */
 int fg_kctx_set_pdl(struct fg_kctx *ctx, int on);
 /* L2 prefetches (cp.async.bulk.prefetch.L2, sm_90), only hints: no result
  * changes. Level 1: the attention asks L2 for its blocks' keys and values

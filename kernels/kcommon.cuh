@@ -30,6 +30,8 @@ struct fg_kctx {
 	struct fg_kpf pf;   /* ranges for the next launch that takes them */
 	int attn_fused;     /* fg_k_attn_decode_post in one launch (fg_kctx_set_attn_fused) */
 	int emu86;          /* FG_EMULATE_SM86=1: plans made for an A10G's limits (fg_kocc) */
+	int code_arch;      /* the virtual arch the kernels run from (86, 90): cudaFuncAttributes.ptxVersion */
+	int sm90;           /* an sm_90+ GPU running sm_90+ code: PDL, the L2 prefetches and clusters */
 };
 
 /* Blocks of f (threads a block, smem bytes of dynamic shared memory)

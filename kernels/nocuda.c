@@ -34,6 +34,12 @@ int fg_kctx_sm_count(const struct fg_kctx *ctx)
 	return 0;
 }
 
+int fg_kctx_code_arch(const struct fg_kctx *ctx)
+{
+	(void)ctx;
+	return 0;
+}
+
 int fg_kctx_device_info(const struct fg_kctx *ctx, struct fg_kdevice *out, struct fg_err *err)
 {
 	(void)ctx, (void)out;

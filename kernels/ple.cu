@@ -266,7 +266,7 @@ static int ple_cluster(struct fg_kctx *ctx, struct fg_kple *w, int n, int p, int
 	static const int sizes[] = {16, 8};
 	const char *e = getenv("FG_PLE_CLUSTER");
 
-	if (ctx->prop.major < 9)
+	if (!ctx->sm90) /* no clusters, or kernels built without them */
 		return 0;
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		cudaLaunchConfig_t cfg = {};
@@ -334,8 +334,8 @@ extern "C" int fg_kple_new(struct fg_kctx *ctx, struct fg_kple **out, const void
 				  "itself of 8; per-layer dim at most %d, hidden at most %d)",
 				  n, p, group, PLE_THREADS, PLE_THREADS * PLE_PER);
 	if (!(C = ple_cluster(ctx, &plan, n, p, group)))
-		return fg_err_set(err, FG_EUNSUPPORTED, "fused PLE tail: no thread-block cluster of 8 or 16 on %s",
-				  ctx->name);
+		return fg_err_set(err, FG_EUNSUPPORTED, "fused PLE tail: no thread-block cluster of 8 or 16 on %s%s",
+				  ctx->name, ctx->prop.major >= 9 && !ctx->sm90 ? " with kernels built from code below sm_90" : "");
 	if (!(w = (struct fg_kple *)malloc(sizeof(*w))) || !(hb = (unsigned char *)calloc(C, plan.slice))) {
 		free(w);
 		return fg_err_set(err, FG_ENOMEM, "out of memory staging the fused PLE tail");

@@ -13,6 +13,12 @@ extern "C" int fg_cuda_built(void)
 	return 1;
 }
 
+/* A kernel of this build, asked which code the driver runs it from: every
+ * .cu file is compiled for the same archs, so it speaks for all of them. */
+__global__ void fg_k_arch_probe(void)
+{
+}
+
 /* fg_kocc under FG_EMULATE_SM86: occupancy from the limits in ctx->prop
  * (an A10G's, set in fg_kctx_new) and the kernel's registers and static
  * shared memory, as the CUDA occupancy calculator counts them. */
@@ -99,6 +105,20 @@ extern "C" int fg_kctx_new(struct fg_kctx **out, struct fg_err *err)
 		c->prop.sharedMemPerBlockOptin = 99 * 1024;
 		c->prop.l2CacheSize = 6 << 20;
 	}
+	{
+		/* Kernels compiled for a virtual arch below sm_90 have no
+		 * griddepcontrol.wait, no bulk prefetch and no clusters (their
+		 * bodies are #if'd out): a PTX-only sm_86 build that the driver
+		 * JIT-compiles for an sm_90 GPU must not be launched with PDL, or
+		 * a kernel would read its inputs while the kernel before still
+		 * writes them. */
+		struct cudaFuncAttributes fa;
+
+		FAIL_IF(cudaFuncGetAttributes(&fa, (const void *)fg_k_arch_probe),
+			"find this build's kernel code for the GPU (the archs it was built for: NVCC_ARCH, docs/gpu.md)");
+		c->code_arch = fa.ptxVersion;
+		c->sm90 = c->prop.major >= 9 && c->code_arch >= 90;
+	}
 	snprintf(c->name, sizeof(c->name), "%s (sm_%d%d, %d SMs, %.0f GB)", c->prop.name, c->prop.major,
 		 c->prop.minor, c->prop.multiProcessorCount, (double)c->prop.totalGlobalMem / 1e9);
 	FAIL_IF(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "create CUDA stream");
@@ -108,13 +128,13 @@ extern "C" int fg_kctx_new(struct fg_kctx **out, struct fg_err *err)
 	c->scratch_bytes = FG_SCRATCH_BYTES;
 	FAIL_IF(cudaMalloc((void **)&c->counters, sizeof(unsigned) * FG_CTX_COUNTERS), "allocate CUDA counters");
 	FAIL_IF(cudaMemset(c->counters, 0, sizeof(unsigned) * FG_CTX_COUNTERS), "zero CUDA counters");
-	c->pdl = c->prop.major >= 9;
+	c->pdl = c->sm90;
 	{
 		const char *k = getenv("FG_INT4_KERNEL");
 
 		c->int4_kind = !k ? FG_INT4_I8 : !strcmp(k, "mma") ? FG_INT4_MMA : !strcmp(k, "fma") ? FG_INT4_FMA : FG_INT4_I8;
 		k = getenv("FG_PREFETCH");
-		c->pf_on = c->prop.major < 9 ? 0 : k && *k >= '0' && *k <= '2' && !k[1] ? *k - '0' : FG_PF_DEFAULT;
+		c->pf_on = !c->sm90 ? 0 : k && *k >= '0' && *k <= '2' && !k[1] ? *k - '0' : FG_PF_DEFAULT;
 		k = getenv("FG_ATTN_FUSED");
 		c->attn_fused = k && (!strcmp(k, "0") || !strcmp(k, "1")) ? *k - '0' : FG_ATTN_FUSED_DEFAULT;
 	}
@@ -144,7 +164,7 @@ extern "C" int fg_kctx_set_pdl(struct fg_kctx *c, int on)
 {
 	if (!c)
 		return 0;
-	c->pdl = on && c->prop.major >= 9;
+	c->pdl = on && c->sm90;
 	return c->pdl;
 }
 
@@ -152,7 +172,7 @@ extern "C" int fg_kctx_set_prefetch(struct fg_kctx *c, int level)
 {
 	if (!c)
 		return 0;
-	c->pf_on = c->prop.major < 9 || level < 0 ? 0 : level > 2 ? 2 : level;
+	c->pf_on = !c->sm90 || level < 0 ? 0 : level > 2 ? 2 : level;
 	if (c->pf_on < 2)
 		c->pf = fg_kpf();
 	return c->pf_on;
@@ -254,6 +274,11 @@ extern "C" int fg_kctx_device_info(const struct fg_kctx *c, struct fg_kdevice *o
 	cudaGetLastError(); /* neither failure is the caller's */
 	nvml_driver_version(out->driver, sizeof(out->driver));
 	return 0;
+}
+
+extern "C" int fg_kctx_code_arch(const struct fg_kctx *c)
+{
+	return c ? c->code_arch : 0;
 }
 
 extern "C" int fg_kctx_sm_count(const struct fg_kctx *c)

@@ -1585,6 +1585,31 @@ static void gpu_graph(void)
 	free(emb), free(p), free(sc), free(w);
 }
 
+/* The sm_90 features follow the code the kernels run from, not only the GPU:
+ * kernels from sm_86 PTX have no griddepcontrol.wait, so PDL must stay off
+ * for them even on an sm_90 GPU (docs/gpu.md, "Building"). */
+static void gpu_code_arch(void)
+{
+	struct fg_kdevice d;
+	struct fg_err e = {0};
+	int code = fg_kctx_code_arch(ctx), cc, pf = fg_kctx_prefetch_level(ctx), pdl, pf2;
+
+	ok(fg_kctx_device_info(ctx, &d, &e) == 0, "device info: %s", e.msg);
+	cc = d.cc_major * 10 + d.cc_minor;
+	printf("# kernels run from compute_%d code on %s\n", code, fg_kctx_device_name(ctx));
+	ok(code >= 50, "the kernels' virtual arch is known: %d", code);
+	pdl = fg_kctx_set_pdl(ctx, 1);
+	pf2 = fg_kctx_set_prefetch(ctx, 2);
+	if (code < 90 || cc < 90) {
+		ok(!pdl, "no PDL with compute_%d code on sm_%d", code, cc);
+		ok(!pf2, "no L2 prefetch with compute_%d code on sm_%d", code, cc);
+	} else {
+		ok(pdl, "PDL with compute_%d code on sm_%d", code, cc);
+		ok(pf2 == 2, "L2 prefetch level 2 with compute_%d code on sm_%d", code, cc);
+	}
+	fg_kctx_set_prefetch(ctx, pf);
+}
+
 /* A kernel fault (a wild pointer) must come back as FG_EDEVICE, not a hang or
  * a crash. It runs in a fresh process (this binary again, with --fault-child)
  * because a fault ruins the CUDA context and CUDA does not survive fork. */
@@ -1642,6 +1667,7 @@ int main(int argc, char **argv)
 #endif
 	if (!(ctx = gpu_test_open("gpu kernels vs cpu twins", &err)))
 		return tap_done();
+	gpu_code_arch();
 	if (argc > 1 && !strcmp(argv[1], "--ple")) { /* only the fused PLE tail (for compute-sanitizer) */
 		gpu_ple_tail();
 		fg_kctx_free(ctx);
