@@ -89,6 +89,16 @@ void fg_kctx_prefetch(struct fg_kctx *ctx, const void *d_p, size_t bytes);
  * (FG_ATTN_FUSED_DEFAULT); on < 0 leaves it.
  * Returns the setting in force after the call. */
 int fg_kctx_set_attn_fused(struct fg_kctx *ctx, int on);
+/* The decode attention's chunk blocks of one kv head launched as one
+ * thread-block cluster (16 blocks where the GPU schedules them, else 8;
+ * sm_90 code on an sm_90 GPU only): at positions whose chunks fit in one
+ * cluster they combine through its distributed shared memory instead of
+ * global memory, a fence and a counter. The same bits either way. Off by
+ * default (measured on the H200: 1.6-1.9 % off the step at positions below
+ * 256, 0.3-1.6 % slower above, docs/bench.md); FG_ATTN_CLUSTER=1 turns it
+ * on when the context is made; on < 0 leaves it. Returns whether it is in
+ * force after the call. */
+int fg_kctx_set_attn_cluster(struct fg_kctx *ctx, int on);
 /* Waits for everything queued on the context's stream; a kernel fault or
  * launch failure since the last sync comes back here as FG_EDEVICE. */
 int fg_kctx_sync(struct fg_kctx *ctx, struct fg_err *err);

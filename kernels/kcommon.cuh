@@ -32,6 +32,7 @@ struct fg_kctx {
 	int emu86;          /* FG_EMULATE_SM86=1: plans made for an A10G's limits (fg_kocc) */
 	int code_arch;      /* the virtual arch the kernels run from (86, 90): cudaFuncAttributes.ptxVersion */
 	int sm90;           /* an sm_90+ GPU running sm_90+ code: PDL, the L2 prefetches and clusters */
+	int attn_cluster;   /* the decode attention's chunk blocks as clusters where they fit (FG_ATTN_CLUSTER) */
 };
 
 /* Blocks of f (threads a block, smem bytes of dynamic shared memory)

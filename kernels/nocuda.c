@@ -64,6 +64,12 @@ int fg_kctx_set_attn_fused(struct fg_kctx *ctx, int on)
 	return 0;
 }
 
+int fg_kctx_set_attn_cluster(struct fg_kctx *ctx, int on)
+{
+	(void)ctx, (void)on;
+	return 0;
+}
+
 int fg_kctx_prefetch_level(const struct fg_kctx *ctx)
 {
 	(void)ctx;

@@ -3,9 +3,12 @@
  * RoPE, GeGLU, embedding and per-layer inputs (bf16 or f32 tables), KV store,
  * split decode attention, softcap + argmax. Every reduction has a fixed order (fixed xor trees inside
  * a warp, then warps and blocks in index order); no float atomics. */
+#include <cooperative_groups.h>
 #include <math.h>
 
 #include "kernels/kcommon.cuh"
+
+namespace cg = cooperative_groups;
 
 /* ---- bf16 / f32 matvec: a warp per row, 16-byte loads, x staged in shared memory */
 
@@ -940,47 +943,72 @@ __device__ __forceinline__ unsigned long long gtimer_ns(void)
 	return t;
 }
 
+/* Where attn_combine finds chunk cc's piece of query head h (element 0 its
+ * max m, 1 its sum l, 2 + i its output i): in global memory, written by the
+ * kv head's chunk blocks (read through L2), ... */
+struct attn_parts_global {
+	const float *pg;
+	size_t stride;
+	int nch;
+	__device__ __forceinline__ float operator()(int h, int cc, int e) const
+	{
+		return __ldcg(pg + ((size_t)h * nch + cc) * stride + e);
+	}
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 /* clusters */
+/* ... or in the shared memory of the cluster's block of rank cc (the chunk
+ * blocks of one kv head form one cluster, chunk c at rank c), its pieces at
+ * spart [grp][stride] */
+struct attn_parts_cluster {
+	float *spart;
+	size_t stride;
+	__device__ __forceinline__ float operator()(int h, int cc, int e) const
+	{
+		return cg::this_cluster().map_shared_rank(spart, cc)[(size_t)h * stride + e];
+	}
+};
+#endif
+
 /* The combine of kv head g's used chunks (attn_fused, decode): per query
  * head, M = max of the chunks' maxima, chunk weights e^(m_c - M) (into sp),
  * L = sum of weights * l_c, then outputs [e0, e1) of [grp][head_dim], each
  * the chunks' outputs summed in chunk order, over L. Every block that runs
  * it computes the same M, weights and L, so any partition of the outputs
- * gives the same bits. part is read through L2 (other blocks wrote it), in
- * one round where it can: a lane loads its first ATT_WREG chunks' m_c and
+ * gives the same bits. part (attn_parts_global, attn_parts_cluster) is read
+ * in one round where it can: a lane loads its first ATT_WREG chunks' m_c and
  * l_c together, and where the block has one output a thread, that thread
  * loads its output's first ATT_CREG chunk outputs with them. */
-__device__ __forceinline__ void attn_combine(float *out, const float *pg, float *sp, float (*sml)[2], int g, int grp,
-					     int head_dim, int nch, int spn, int used, int e0, int e1)
+template <class P>
+__device__ __forceinline__ void attn_combine(float *out, const P &part, float *sp, float (*sml)[2], int g, int grp,
+					     int head_dim, int spn, int used, int e0, int e1)
 {
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	size_t stride = (size_t)head_dim + 2;
 	const bool one = e1 - e0 <= ATT_THREADS;
 	float ov[ATT_CREG];
 
 	if (one && e0 + (int)threadIdx.x < e1) {
 		int t = e0 + (int)threadIdx.x, h = t / head_dim, i = t - h * head_dim;
-		const float *ph = pg + (size_t)h * nch * stride + 2 + i;
 
 #pragma unroll
 		for (int cc = 0; cc < ATT_CREG; cc++)
-			ov[cc] = cc < used ? __ldcg(ph + (size_t)cc * stride) : 0.0f;
+			ov[cc] = cc < used ? part(h, cc, 2 + i) : 0.0f;
 	}
 	if (warp < grp) {
-		const float *ph = pg + (size_t)warp * nch * stride;
 		float *w = sp + warp * spn, m = -INFINITY, l = 0.0f, mv[ATT_WREG], lv[ATT_WREG];
 
 #pragma unroll
 		for (int k = 0; k < ATT_WREG; k++) {
 			int cc = lane + 32 * k;
 
-			mv[k] = cc < used ? __ldcg(ph + (size_t)cc * stride) : -INFINITY;
-			lv[k] = cc < used ? __ldcg(ph + (size_t)cc * stride + 1) : 0.0f;
+			mv[k] = cc < used ? part(warp, cc, 0) : -INFINITY;
+			lv[k] = cc < used ? part(warp, cc, 1) : 0.0f;
 		}
 #pragma unroll
 		for (int k = 0; k < ATT_WREG; k++)
 			m = fmaxf(m, mv[k]); /* -inf past used: leaves m as it is */
 		for (int cc = lane + 32 * ATT_WREG; cc < used; cc += 32)
-			m = fmaxf(m, __ldcg(ph + (size_t)cc * stride));
+			m = fmaxf(m, part(warp, cc, 0));
 		for (int o = 16; o > 0; o >>= 1)
 			m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
 #pragma unroll
@@ -995,10 +1023,10 @@ __device__ __forceinline__ void attn_combine(float *out, const float *pg, float 
 			}
 		}
 		for (int cc = lane + 32 * ATT_WREG; cc < used; cc += 32) {
-			float e = expf(__ldcg(ph + (size_t)cc * stride) - m);
+			float e = expf(part(warp, cc, 0) - m);
 
 			w[cc] = e;
-			l = fmaf(e, __ldcg(ph + (size_t)cc * stride + 1), l);
+			l = fmaf(e, part(warp, cc, 1), l);
 		}
 		l = fg_warp_sum(l);
 		if (lane == 0)
@@ -1007,7 +1035,6 @@ __device__ __forceinline__ void attn_combine(float *out, const float *pg, float 
 	__syncthreads();
 	for (int t = e0 + (int)threadIdx.x; t < e1; t += ATT_THREADS) {
 		int h = t / head_dim, i = t - h * head_dim, cc = 0;
-		const float *ph = pg + (size_t)h * nch * stride + 2 + i;
 		const float *w = sp + h * spn;
 		float acc = 0.0f;
 
@@ -1018,7 +1045,7 @@ __device__ __forceinline__ void attn_combine(float *out, const float *pg, float 
 					acc = fmaf(w[cc], ov[cc], acc);
 #pragma unroll 16
 		for (; cc < used; cc++)
-			acc = fmaf(w[cc], __ldcg(ph + (size_t)cc * stride), acc);
+			acc = fmaf(w[cc], part(h, cc, 2 + i), acc);
 		out[((size_t)g * grp + h) * head_dim + i] = acc / sml[h][1];
 	}
 }
@@ -1035,7 +1062,12 @@ __device__ __forceinline__ void attn_combine(float *out, const float *pg, float 
  * so that all the launch's waiting blocks fit on the GPU at once with room
  * to spare (spread: attn_spread_max) and the blocks they wait for can
  * still be scheduled; with spread 0 the last block combines them all.
- * Either way each output gets the same bits. Scores: lanes take dims i,
+ * Either way each output gets the same bits. With clus > 0 (a cluster
+ * launch of clus blocks along the chunks, attn_cluster_size) and used <=
+ * clus, the chunk blocks of kv head g are its first cluster instead: each
+ * leaves its pieces in its shared memory, and after a cluster barrier each
+ * combines a share from the others' (no global pieces, fence or counter);
+ * the cluster's blocks past the keys stay for its two barriers. Scores: lanes take dims i,
  * i + 32, ... with four keys in flight, then a fixed xor tree; weights and
  * outputs sum keys in slot order.
  * POST: qkv_post is done here too (attn_post_rows): every block norms and
@@ -1058,10 +1090,13 @@ template <bool POST, bool PRE>
 __global__ void __launch_bounds__(ATT_THREADS)
 	attn_fused(float *out, float *part, unsigned *counters, const float *__restrict__ q,
 		   const float *__restrict__ kc, const float *__restrict__ vc, int grp, int head_dim, int cap,
-		   const int32_t *pos_p, float scale, int chunk, int nch, int kvpf, int spread,
+		   const int32_t *pos_p, float scale, int chunk, int nch, int kvpf, int spread, int clus,
 		   const struct fg_kpf pf, const struct attn_post ap, const struct attn_pre pre)
 {
 	const float *kcr = POST ? ap.kc : kc, *vcr = POST ? ap.vc : vc;
+#if !(defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
+	clus = 0; /* no clusters: the host never asks for them here (fg_kctx_code_arch) */
+#endif
 	float wq[AP_PER], wk[AP_PER], inv = 0.0f;
 
 	fg_pdl_trigger();
@@ -1070,7 +1105,10 @@ __global__ void __launch_bounds__(ATT_THREADS)
 	 * grid sized for the whole cache costs little at short positions (the
 	 * position comes from the host's upload, as for the prefetch below) */
 #ifndef ATT_LATE_EXIT /* -D for measurements only: such blocks then leave after the wait */
-	if (!PRE && (int)blockIdx.y * chunk >= min(*pos_p + 1, cap))
+	/* (except, where the kv head's chunks fit one cluster, its first
+	 * cluster's blocks: they meet the others at its barriers) */
+	if (!PRE && (int)blockIdx.y * chunk >= min(*pos_p + 1, cap) &&
+	    !((int)blockIdx.y < clus && (min(*pos_p + 1, cap) + chunk - 1) / chunk <= clus))
 		return;
 #endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -1116,6 +1154,18 @@ __global__ void __launch_bounds__(ATT_THREADS)
 	const float **kp = (const float **)(sm + (((size_t)grp * head_dim + (size_t)grp * spn + 1) & ~(size_t)1));
 	const float **vp = kp + spn;
 
+	/* the kv head's chunk blocks combine through the cluster's shared memory
+	 * (its block of rank c holds chunk c), not through global memory */
+	const bool clm = !PRE && used <= clus;
+	float *spart = sp + (size_t)grp * spn + (POST ? 2 * (size_t)head_dim + 4 * (ATT_MAX_GRP + 2) : 0);
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	if (clm && cnt <= 0) { /* in the cluster, past the valid keys: at its two barriers only */
+		cg::this_cluster().sync();
+		cg::this_cluster().sync();
+		return;
+	}
+#endif
 	if (cnt <= 0)
 		return; /* past the valid keys (a prompt row's; decode blocks left before the wait): not counted, never read */
 	if (PRE) { /* row r's q rows and partial sums */
@@ -1210,6 +1260,10 @@ __global__ void __launch_bounds__(ATT_THREADS)
 		}
 	}
 	__syncthreads();
+	/* chunk c's piece of query head h: at pw + h * hs */
+	float *pw = clm ? spart : pg + (size_t)c * stride;
+	size_t hs = clm ? stride : (size_t)nch * stride;
+
 	for (int i = threadIdx.x; i < head_dim; i += ATT_THREADS) {
 		float o[ATT_MAX_GRP];
 
@@ -1228,14 +1282,23 @@ __global__ void __launch_bounds__(ATT_THREADS)
 #pragma unroll
 		for (int h = 0; h < ATT_MAX_GRP; h++)
 			if (h < grp)
-				pg[((size_t)h * nch + c) * stride + 2 + i] = o[h];
+				pw[h * hs + 2 + i] = o[h];
 	}
 	if (threadIdx.x < grp) {
-		pg[((size_t)threadIdx.x * nch + c) * stride] = sml[threadIdx.x][0];
-		pg[((size_t)threadIdx.x * nch + c) * stride + 1] = sml[threadIdx.x][1];
+		pw[threadIdx.x * hs] = sml[threadIdx.x][0];
+		pw[threadIdx.x * hs + 1] = sml[threadIdx.x][1];
 	}
 	if (PRE)
 		return; /* attn_pre_combine combines, over many blocks */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	if (clm) { /* every chunk block combines a share, reading the others' pieces */
+		cg::this_cluster().sync();
+		attn_combine(out, attn_parts_cluster{spart, stride}, sp, sml, g, grp, head_dim, spn, used,
+			     (int)((long long)grp * head_dim * c / used), (int)((long long)grp * head_dim * (c + 1) / used));
+		cg::this_cluster().sync(); /* no block leaves while another reads its pieces */
+		return;
+	}
+#endif
 	__threadfence();
 	__syncthreads();
 	/* counters[g] counts arrivals in generations of ATT_GEN: this launch's
@@ -1262,7 +1325,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 		__syncthreads();
 		if (last < 0)
 			return;
-		attn_combine(out, pg, sp, sml, g, grp, head_dim, nch, spn, used,
+		attn_combine(out, attn_parts_global{pg, stride, nch}, sp, sml, g, grp, head_dim, spn, used,
 			     (int)((long long)grp * head_dim * last / np), (int)((long long)grp * head_dim * (last + 1) / np));
 		return;
 	}
@@ -1277,7 +1340,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 	if (!last)
 		return;
 	__threadfence();
-	attn_combine(out, pg, sp, sml, g, grp, head_dim, nch, spn, used, 0, grp * head_dim);
+	attn_combine(out, attn_parts_global{pg, stride, nch}, sp, sml, g, grp, head_dim, spn, used, 0, grp * head_dim);
 }
 
 /* The most chunk blocks (all kv heads together) that may wait for the
@@ -1315,16 +1378,61 @@ static int attn_chunk(int cap, int *nch)
 	return chunk;
 }
 
+/* The chunk blocks of one kv head as one thread-block cluster (16 blocks
+ * where the GPU schedules them, else 8; 0: none, or not asked for,
+ * fg_kctx_set_attn_cluster):
+ * where a position's chunks fit in it, they combine through distributed
+ * shared memory instead of global memory, a fence and a counter. *spread:
+ * the blocks that may wait for the others of their kv head at longer
+ * positions, as attn_spread_max but counted in whole clusters (a cluster
+ * is only scheduled where one GPC has room for all its blocks; counting
+ * blocks alone let the waiters leave no GPC room, measured on the H200). */
+static int attn_cluster_size(struct fg_kctx *ctx, const void *k, int kv_heads, int nch, size_t smem, int *spread)
+{
+	static const int sizes[] = {16, 8};
+
+	if (!ctx->sm90 || !ctx->attn_cluster)
+		return 0;
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		cudaLaunchConfig_t cfg = {};
+		cudaLaunchAttribute at[1];
+		int n = 0, cl = sizes[i];
+
+		if (cl > 8 && cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
+			cudaGetLastError();
+			continue;
+		}
+		cfg.gridDim = dim3(kv_heads, (nch + cl - 1) / cl * cl);
+		cfg.blockDim = dim3(ATT_THREADS);
+		cfg.dynamicSmemBytes = smem;
+		at[0].id = cudaLaunchAttributeClusterDimension;
+		at[0].val.clusterDim.x = 1;
+		at[0].val.clusterDim.y = cl;
+		at[0].val.clusterDim.z = 1;
+		cfg.attrs = at;
+		cfg.numAttrs = 1;
+		if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) == cudaSuccess && n > 0) {
+			if (*spread > n * cl / 2)
+				*spread = n * cl / 2;
+			return cl;
+		}
+		cudaGetLastError();
+	}
+	return 0;
+}
+
 /* Launches attn_fused<POST> (shapes checked by the caller). */
 static int attn_launch(struct fg_kctx *ctx, bool post, float *d_out, const float *d_q, const float *d_kcache,
 		       const float *d_vcache, int heads, int kv_heads, int head_dim, int cap, const int32_t *d_pos,
 		       float scale, const struct attn_post &ap, struct fg_err *err)
 {
-	int chunk, nch, grp = heads / kv_heads, spn;
+	int chunk, nch, grp = heads / kv_heads, spn, clus, spread;
 	size_t smem;
 	void (*k)(float *, float *, unsigned *, const float *, const float *, const float *, int, int, int,
-		  const int32_t *, float, int, int, int, int, const struct fg_kpf, const struct attn_post,
+		  const int32_t *, float, int, int, int, int, int, const struct fg_kpf, const struct attn_post,
 		  const struct attn_pre) = post ? attn_fused<true, false> : attn_fused<false, false>;
+	cudaLaunchConfig_t cfg = {};
+	cudaLaunchAttribute at[2];
 
 	/* the grid covers the whole cache so one captured graph serves every
 	 * position (attn_chunk) */
@@ -1332,7 +1440,8 @@ static int attn_launch(struct fg_kctx *ctx, bool post, float *d_out, const float
 	spn = chunk > nch ? chunk : nch;
 	/* q rows, scores; POST also the new k and v rows and the row sums */
 	smem = sizeof(float) * ((size_t)grp * head_dim + (size_t)grp * spn +
-				(post ? 2 * (size_t)head_dim + 4 * (ATT_MAX_GRP + 2) : 0));
+				(post ? 2 * (size_t)head_dim + 4 * (ATT_MAX_GRP + 2) : 0) +
+				(ctx->sm90 && ctx->attn_cluster ? (size_t)grp * (head_dim + 2) : 0)); /* + the pieces */
 	if ((size_t)heads * nch * (head_dim + 2) * sizeof(float) > ctx->scratch_bytes)
 		return fg_err_set(err, FG_EINVAL, "attention: cache of %d slots too large for scratch", cap);
 	if (smem > 48 * 1024) {
@@ -1344,9 +1453,23 @@ static int attn_launch(struct fg_kctx *ctx, bool post, float *d_out, const float
 					  cudaGetErrorString(e));
 		}
 	}
-	fg_launch_pdl(ctx, k, dim3(kv_heads, nch), dim3(ATT_THREADS), smem, d_out, (float *)ctx->scratch, ctx->counters,
-		      d_q, d_kcache, d_vcache, grp, head_dim, cap, d_pos, scale, chunk, nch, ctx->pf_on >= 1,
-		      attn_spread_max((const void *)k, smem, ctx), fg_pf_take(ctx), ap, attn_pre());
+	spread = attn_spread_max((const void *)k, smem, ctx);
+	clus = attn_cluster_size(ctx, (const void *)k, kv_heads, nch, smem, &spread);
+	cfg.gridDim = dim3(kv_heads, clus ? (nch + clus - 1) / clus * clus : nch);
+	cfg.blockDim = dim3(ATT_THREADS);
+	cfg.dynamicSmemBytes = smem;
+	cfg.stream = ctx->stream;
+	at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+	at[0].val.programmaticStreamSerializationAllowed = 1;
+	at[1].id = cudaLaunchAttributeClusterDimension;
+	at[1].val.clusterDim.x = 1;
+	at[1].val.clusterDim.y = clus;
+	at[1].val.clusterDim.z = 1;
+	cfg.attrs = ctx->pdl ? at : at + 1;
+	cfg.numAttrs = (ctx->pdl ? 1 : 0) + (clus ? 1 : 0);
+	cudaLaunchKernelEx(&cfg, k, d_out, (float *)ctx->scratch, ctx->counters, d_q, d_kcache, d_vcache, grp, head_dim,
+			   cap, d_pos, scale, chunk, nch, (int)(ctx->pf_on >= 1),
+			   spread, clus, fg_pf_take(ctx), ap, attn_pre());
 	return fg_launched("attention", err);
 }
 
@@ -1468,7 +1591,7 @@ static int attn_prefill(struct fg_kctx *ctx, float *d_out, const float *d_q, siz
 	size_t smem, row_bytes;
 	struct attn_post none = {};
 	void (*k)(float *, float *, unsigned *, const float *, const float *, const float *, int, int, int,
-		  const int32_t *, float, int, int, int, int, const struct fg_kpf, const struct attn_post,
+		  const int32_t *, float, int, int, int, int, int, const struct fg_kpf, const struct attn_post,
 		  const struct attn_pre) = attn_fused<false, true>;
 
 	if (fg_need_ctx(ctx, err))
@@ -1510,7 +1633,7 @@ static int attn_prefill(struct fg_kctx *ctx, float *d_out, const float *d_q, siz
 
 		fg_launch_pdl(ctx, k, dim3(n, kv_heads, nchu), dim3(ATT_THREADS), smem, d_out, (float *)ctx->scratch,
 			      ctx->counters, d_q, d_kcache, d_vcache, grp, head_dim, cap, (const int32_t *)NULL, scale,
-			      chunk, nchu, 0, 0, r0 ? fg_kpf() : fg_pf_take(ctx), none, pre);
+			      chunk, nchu, 0, 0, 0, r0 ? fg_kpf() : fg_pf_take(ctx), none, pre);
 		if (fg_launched("chunk attention", err))
 			return err->code;
 		fg_launch_pdl(ctx, attn_pre_combine, dim3(n, kv_heads, nz), dim3(ATT_THREADS),

@@ -135,6 +135,8 @@ extern "C" int fg_kctx_new(struct fg_kctx **out, struct fg_err *err)
 		c->int4_kind = !k ? FG_INT4_I8 : !strcmp(k, "mma") ? FG_INT4_MMA : !strcmp(k, "fma") ? FG_INT4_FMA : FG_INT4_I8;
 		k = getenv("FG_PREFETCH");
 		c->pf_on = !c->sm90 ? 0 : k && *k >= '0' && *k <= '2' && !k[1] ? *k - '0' : FG_PF_DEFAULT;
+		k = getenv("FG_ATTN_CLUSTER");
+		c->attn_cluster = k && !strcmp(k, "1"); /* off by default: docs/gpu.md, "Speed" */
 		k = getenv("FG_ATTN_FUSED");
 		c->attn_fused = k && (!strcmp(k, "0") || !strcmp(k, "1")) ? *k - '0' : FG_ATTN_FUSED_DEFAULT;
 	}
@@ -185,6 +187,15 @@ extern "C" int fg_kctx_set_attn_fused(struct fg_kctx *c, int on)
 	if (on >= 0)
 		c->attn_fused = on ? 1 : 0;
 	return c->attn_fused;
+}
+
+extern "C" int fg_kctx_set_attn_cluster(struct fg_kctx *c, int on)
+{
+	if (!c)
+		return 0;
+	if (on >= 0)
+		c->attn_cluster = on ? 1 : 0;
+	return c->attn_cluster && c->sm90;
 }
 
 extern "C" int fg_kctx_prefetch_level(const struct fg_kctx *c)

@@ -1103,7 +1103,8 @@ static void gpu_attention(void)
 	static const int cases[][5] = {/* heads, kv heads, head_dim, cap, pos */
 				       {8, 2, 256, 512, 0},   {8, 2, 256, 512, 5},    {8, 2, 256, 512, 600},
 				       {8, 2, 512, 1000, 999}, {3, 1, 33, 70, 130},    {1, 1, 1, 1, 4},
-				       {8, 2, 256, 8192, 4000}, {2, 2, 512, 65, 64}};
+				       {8, 2, 256, 8192, 4000}, {2, 2, 512, 65, 64}, {8, 2, 256, 512, 200},
+				       {8, 2, 256, 512, 255},  {8, 2, 256, 512, 256},  {8, 2, 512, 4096, 127}};
 
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
 		int heads = cases[c][0], kvh = cases[c][1], hd = cases[c][2], cap = cases[c][3], pos = cases[c][4];
@@ -1131,6 +1132,17 @@ static void gpu_attention(void)
 			   !memcmp(g1, g2, 4 * heads * hd),
 		   "decode attention heads %d/%d dim %d cap %d pos %d vs twin (2e-5 rel + 2e-6), runs identical %s",
 		   heads, kvh, hd, cap, pos, rc ? gerr.msg : "");
+		{ /* the chunks combined through a cluster or through global memory: the same bits */
+			int in_force = fg_kctx_set_attn_cluster(ctx, -1);
+
+			fg_kctx_set_attn_cluster(ctx, !in_force);
+			fg_kmem_fill(ctx, dy, 0xff, 4 * heads * hd, &gerr);
+			rc = rc || fg_k_attn_decode(ctx, dy, dq, dk, dv, heads, kvh, hd, cap, dp, 1.0f, &gerr) ||
+			     dget(g2, dy, 4 * heads * hd);
+			fg_kctx_set_attn_cluster(ctx, in_force);
+			ok(!rc && !memcmp(g1, g2, 4 * heads * hd), "... with the chunk blocks as clusters %s: the same bits %s",
+			   in_force ? "off" : "on", rc ? gerr.msg : "");
+		}
 		fg_kmem_free(ctx, dq), fg_kmem_free(ctx, dk), fg_kmem_free(ctx, dv), fg_kmem_free(ctx, dnk);
 		fg_kmem_free(ctx, dnv), fg_kmem_free(ctx, dp), fg_kmem_free(ctx, dy);
 		free(q), free(kc), free(vc), free(k), free(v), free(ref), free(g1), free(g2), free(kc2);
@@ -1251,8 +1263,14 @@ static void gpu_attn_post(void)
 		{8, 2, 512, 2000, 1999, 1, 1},  {8, 2, 256, 512, 15, 1, 0},     {8, 2, 256, 512, 16, 1, 0},
 		{2, 1, 64, 20000, 20500, 1, 0}};
 
-	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
-		attn_post_case(&cases[c]);
+	int in_force = fg_kctx_set_attn_cluster(ctx, -1);
+
+	for (int pass = 0; pass < 2; pass++) { /* the chunk blocks as clusters or not (fg_kctx_set_attn_cluster) */
+		printf("# chunk blocks as clusters: %s\n", fg_kctx_set_attn_cluster(ctx, pass ? !in_force : in_force) ? "on" : "off");
+		for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
+			attn_post_case(&cases[c]);
+	}
+	fg_kctx_set_attn_cluster(ctx, in_force);
 	{ /* an odd head size is refused */
 		int rc = fg_k_attn_decode_post(ctx, NULL, NULL, 2, 1, 33, NULL, NULL, NULL, NULL, NULL, NULL, 8, 1, 1e-6f,
 					       1.0f, &gerr);
