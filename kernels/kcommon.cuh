@@ -40,6 +40,12 @@ struct fg_kctx {
  * or under FG_EMULATE_SM86 an A10G's (sm_86) limits. */
 cudaError_t fg_kocc(const struct fg_kctx *ctx, int *per, const void *f, int threads, size_t smem);
 
+/* Clusters of shape cl (more than 8 blocks allowed where the GPU takes
+ * them) of f with this grid, block and dynamic shared memory that the GPU
+ * holds at once (cudaOccupancyMaxActiveClusters); 0 where none fits or the
+ * question fails (the error cleared). */
+int fg_kclusters(const void *f, dim3 grid, dim3 block, size_t smem, dim3 cl);
+
 /* The queued prefetch ranges, for a launch; the queue is empty after. */
 static inline struct fg_kpf fg_pf_take(struct fg_kctx *ctx)
 {
@@ -264,24 +270,41 @@ cudaError_t fg_kint4_i8_gemm(struct fg_kctx *ctx, float *d_y, const struct fg_ki
 
 /* Launches kernel k on ctx's stream, with programmatic dependent launch when
  * ctx->pdl (the kernel then overlaps its launch with the previous kernel's
- * tail; every kernel calls fg_pdl_wait before reading). A failure is kept as
- * the last error, which fg_launched reports. */
+ * tail; every kernel calls fg_pdl_wait before reading), as thread-block
+ * clusters of the given shape when it has more than one block. A failure
+ * is kept as the last error, which fg_launched reports. */
 template <typename... KArgs, typename... Args>
-static inline void fg_launch_pdl(const struct fg_kctx *ctx, void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem,
-				 Args... args)
+static inline void fg_launch_pdl_cluster(const struct fg_kctx *ctx, void (*k)(KArgs...), dim3 grid, dim3 block,
+					 size_t smem, dim3 cluster, Args... args)
 {
 	cudaLaunchConfig_t cfg = {};
-	cudaLaunchAttribute at[1];
+	cudaLaunchAttribute at[2];
+	unsigned n = 0;
 
 	cfg.gridDim = grid;
 	cfg.blockDim = block;
 	cfg.dynamicSmemBytes = smem;
 	cfg.stream = ctx->stream;
-	at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-	at[0].val.programmaticStreamSerializationAllowed = 1;
+	if (ctx->pdl) {
+		at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+		at[n++].val.programmaticStreamSerializationAllowed = 1;
+	}
+	if (cluster.x * cluster.y * cluster.z > 1) {
+		at[n].id = cudaLaunchAttributeClusterDimension;
+		at[n].val.clusterDim.x = cluster.x;
+		at[n].val.clusterDim.y = cluster.y;
+		at[n++].val.clusterDim.z = cluster.z;
+	}
 	cfg.attrs = at;
-	cfg.numAttrs = ctx->pdl ? 1 : 0;
+	cfg.numAttrs = n;
 	cudaLaunchKernelEx(&cfg, k, (KArgs)args...);
+}
+
+template <typename... KArgs, typename... Args>
+static inline void fg_launch_pdl(const struct fg_kctx *ctx, void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem,
+				 Args... args)
+{
+	fg_launch_pdl_cluster(ctx, k, grid, block, smem, dim3(1, 1, 1), args...);
 }
 
 #endif

@@ -1394,29 +1394,14 @@ static int attn_cluster_size(struct fg_kctx *ctx, const void *k, int kv_heads, i
 	if (!ctx->sm90 || !ctx->attn_cluster)
 		return 0;
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-		cudaLaunchConfig_t cfg = {};
-		cudaLaunchAttribute at[1];
-		int n = 0, cl = sizes[i];
+		int cl = sizes[i], n = fg_kclusters(k, dim3(kv_heads, (nch + cl - 1) / cl * cl), dim3(ATT_THREADS), smem,
+						    dim3(1, cl, 1));
 
-		if (cl > 8 && cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
-			cudaGetLastError();
-			continue;
-		}
-		cfg.gridDim = dim3(kv_heads, (nch + cl - 1) / cl * cl);
-		cfg.blockDim = dim3(ATT_THREADS);
-		cfg.dynamicSmemBytes = smem;
-		at[0].id = cudaLaunchAttributeClusterDimension;
-		at[0].val.clusterDim.x = 1;
-		at[0].val.clusterDim.y = cl;
-		at[0].val.clusterDim.z = 1;
-		cfg.attrs = at;
-		cfg.numAttrs = 1;
-		if (cudaOccupancyMaxActiveClusters(&n, k, &cfg) == cudaSuccess && n > 0) {
+		if (n > 0) {
 			if (*spread > n * cl / 2)
 				*spread = n * cl / 2;
 			return cl;
 		}
-		cudaGetLastError();
 	}
 	return 0;
 }
@@ -1431,8 +1416,6 @@ static int attn_launch(struct fg_kctx *ctx, bool post, float *d_out, const float
 	void (*k)(float *, float *, unsigned *, const float *, const float *, const float *, int, int, int,
 		  const int32_t *, float, int, int, int, int, int, const struct fg_kpf, const struct attn_post,
 		  const struct attn_pre) = post ? attn_fused<true, false> : attn_fused<false, false>;
-	cudaLaunchConfig_t cfg = {};
-	cudaLaunchAttribute at[2];
 
 	/* the grid covers the whole cache so one captured graph serves every
 	 * position (attn_chunk) */
@@ -1455,21 +1438,10 @@ static int attn_launch(struct fg_kctx *ctx, bool post, float *d_out, const float
 	}
 	spread = attn_spread_max((const void *)k, smem, ctx);
 	clus = attn_cluster_size(ctx, (const void *)k, kv_heads, nch, smem, &spread);
-	cfg.gridDim = dim3(kv_heads, clus ? (nch + clus - 1) / clus * clus : nch);
-	cfg.blockDim = dim3(ATT_THREADS);
-	cfg.dynamicSmemBytes = smem;
-	cfg.stream = ctx->stream;
-	at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-	at[0].val.programmaticStreamSerializationAllowed = 1;
-	at[1].id = cudaLaunchAttributeClusterDimension;
-	at[1].val.clusterDim.x = 1;
-	at[1].val.clusterDim.y = clus;
-	at[1].val.clusterDim.z = 1;
-	cfg.attrs = ctx->pdl ? at : at + 1;
-	cfg.numAttrs = (ctx->pdl ? 1 : 0) + (clus ? 1 : 0);
-	cudaLaunchKernelEx(&cfg, k, d_out, (float *)ctx->scratch, ctx->counters, d_q, d_kcache, d_vcache, grp, head_dim,
-			   cap, d_pos, scale, chunk, nch, (int)(ctx->pf_on >= 1),
-			   spread, clus, fg_pf_take(ctx), ap, attn_pre());
+	fg_launch_pdl_cluster(ctx, k, dim3(kv_heads, clus ? (nch + clus - 1) / clus * clus : nch), dim3(ATT_THREADS),
+			      smem, dim3(1, clus ? clus : 1, 1), d_out, (float *)ctx->scratch, ctx->counters, d_q, d_kcache,
+			      d_vcache, grp, head_dim, cap, d_pos, scale, chunk, nch, ctx->pf_on >= 1, spread, clus,
+			      fg_pf_take(ctx), ap, attn_pre());
 	return fg_launched("attention", err);
 }
 

@@ -269,33 +269,19 @@ static int ple_cluster(struct fg_kctx *ctx, struct fg_kple *w, int n, int p, int
 	if (!ctx->sm90) /* no clusters, or kernels built without them */
 		return 0;
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-		cudaLaunchConfig_t cfg = {};
-		cudaLaunchAttribute at[1];
 		size_t smem;
-		int nc = 0;
 
 		if (e && !strcmp(e, "8") && sizes[i] == 16)
 			continue;
 		ple_plan(w, n, p, group, sizes[i]);
 		smem = ple_smem(w);
 		if (smem > PLE_SMEM_MAX || w->hr > PLE_THREADS ||
-		    cudaFuncSetAttribute(ple_tail, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
-		    cudaFuncSetAttribute(ple_tail, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
+		    cudaFuncSetAttribute(ple_tail, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess) {
 			cudaGetLastError();
 			continue;
 		}
-		cfg.gridDim = dim3(sizes[i]);
-		cfg.blockDim = dim3(PLE_THREADS);
-		cfg.dynamicSmemBytes = smem;
-		at[0].id = cudaLaunchAttributeClusterDimension;
-		at[0].val.clusterDim.x = sizes[i];
-		at[0].val.clusterDim.y = 1;
-		at[0].val.clusterDim.z = 1;
-		cfg.attrs = at;
-		cfg.numAttrs = 1;
-		if (cudaOccupancyMaxActiveClusters(&nc, ple_tail, &cfg) == cudaSuccess && nc > 0)
+		if (fg_kclusters((const void *)ple_tail, dim3(sizes[i]), dim3(PLE_THREADS), smem, dim3(sizes[i], 1, 1)) > 0)
 			return sizes[i];
-		cudaGetLastError();
 	}
 	return 0;
 }
@@ -378,29 +364,15 @@ extern "C" int fg_k_ple_tail_rows(struct fg_kctx *ctx, float *d_h, float *d_a, c
 				  const float *d_w1, const float *d_w2, float scale, const float *d_w3, float eps,
 				  struct fg_err *err)
 {
-	cudaLaunchConfig_t cfg = {};
-	cudaLaunchAttribute at[2];
-
 	if (fg_need_ctx(ctx, err))
 		return FG_EINVAL;
 	if (!w || !d_h || !d_a || !d_x || !d_pl || !d_w1 || !d_w2 || !d_w3 || rows < 1 ||
 	    (rows > 1 && pl_stride < (size_t)w->p))
 		return fg_err_set(err, FG_EINVAL, "fused PLE tail: %d rows, a buffer or weight missing or a short stride",
 				  rows);
-	cfg.gridDim = dim3((unsigned)w->cluster * (unsigned)rows);
-	cfg.blockDim = dim3(PLE_THREADS);
-	cfg.dynamicSmemBytes = ple_smem(w);
-	cfg.stream = ctx->stream;
-	at[0].id = cudaLaunchAttributeClusterDimension;
-	at[0].val.clusterDim.x = w->cluster;
-	at[0].val.clusterDim.y = 1;
-	at[0].val.clusterDim.z = 1;
-	at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-	at[1].val.programmaticStreamSerializationAllowed = 1;
-	cfg.attrs = at;
-	cfg.numAttrs = ctx->pdl ? 2 : 1;
-	cudaLaunchKernelEx(&cfg, ple_tail, d_h, d_a, d_x, (const unsigned char *)w->d, d_pl, d_w1, d_w2, scale, d_w3,
-			   *w, pl_stride, eps);
+	fg_launch_pdl_cluster(ctx, ple_tail, dim3((unsigned)w->cluster * (unsigned)rows), dim3(PLE_THREADS), ple_smem(w),
+			      dim3((unsigned)w->cluster, 1, 1), d_h, d_a, d_x, (const unsigned char *)w->d, d_pl, d_w1, d_w2,
+			      scale, d_w3, *w, pl_stride, eps);
 	return fg_launched("fused PLE tail", err);
 }
 

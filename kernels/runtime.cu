@@ -51,6 +51,33 @@ cudaError_t fg_kocc(const struct fg_kctx *ctx, int *per, const void *f, int thre
 	return cudaSuccess;
 }
 
+int fg_kclusters(const void *f, dim3 grid, dim3 block, size_t smem, dim3 cl)
+{
+	cudaLaunchConfig_t cfg = {};
+	cudaLaunchAttribute at[1];
+	int n = 0;
+
+	if (cl.x * cl.y * cl.z > 8 &&
+	    cudaFuncSetAttribute(f, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
+		cudaGetLastError();
+		return 0;
+	}
+	cfg.gridDim = grid;
+	cfg.blockDim = block;
+	cfg.dynamicSmemBytes = smem;
+	at[0].id = cudaLaunchAttributeClusterDimension;
+	at[0].val.clusterDim.x = cl.x;
+	at[0].val.clusterDim.y = cl.y;
+	at[0].val.clusterDim.z = cl.z;
+	cfg.attrs = at;
+	cfg.numAttrs = 1;
+	if (cudaOccupancyMaxActiveClusters(&n, f, &cfg) != cudaSuccess) {
+		cudaGetLastError();
+		n = 0;
+	}
+	return n;
+}
+
 extern "C" int fg_kctx_new(struct fg_kctx **out, struct fg_err *err)
 {
 	struct fg_kctx *c;
