@@ -94,8 +94,8 @@ int fg_kctx_set_attn_fused(struct fg_kctx *ctx, int on);
  * sm_90 code on an sm_90 GPU only): at positions whose chunks fit in one
  * cluster they combine through its distributed shared memory instead of
  * global memory, a fence and a counter. The same bits either way. Off by
- * default (measured on the H200: 1.6-1.9 % off the step at positions below
- * 256, 0.3-1.6 % slower above, docs/bench.md); FG_ATTN_CLUSTER=1 turns it
+ * default (measured on the H200: 1.6-2.0 % off the step at positions below
+ * 256, 0.2-1.8 % slower above, docs/bench.md); FG_ATTN_CLUSTER=1 turns it
  * on when the context is made; on < 0 leaves it. Returns whether it is in
  * force after the call. */
 int fg_kctx_set_attn_cluster(struct fg_kctx *ctx, int on);
