@@ -695,11 +695,23 @@ static void setup_step(void)
 static int prefetch_level; /* the context's level when made (FG_PREFETCH or the default) */
 
 /* FG_BENCH_POSLIST="64,1000,4000": the same captured step timed at each
- * position (the kernels read it from device memory), then back to pos */
+ * position (the kernels read it from device memory), then back to pos.
+ * Below fg_kctx_attn_short_keys, also the step captured with short
+ * attention launches (fg_kctx_set_attn_short, as the engine's step graph
+ * there), alternated with the full one: full, short, full, short. */
 static void step_at_positions(double read_gbs, size_t fixed_bytes)
 {
 	const char *e = getenv("FG_BENCH_POSLIST");
-	int keep = pos;
+	int keep = pos, skeys = fg_kctx_attn_short_keys(ctx);
+	struct fg_kgraph *gfull = graph, *gshort = NULL;
+
+	if (e && skeys > 0) {
+		fg_kctx_set_attn_short(ctx, 1);
+		CK(fg_kgraph_begin(ctx, &err));
+		full_step(NULL);
+		CK(fg_kgraph_end(ctx, &gshort, &err));
+		fg_kctx_set_attn_short(ctx, 0);
+	}
 
 	while (e && *e) {
 		char *end;
@@ -718,8 +730,25 @@ static void step_at_positions(double read_gbs, size_t fixed_bytes)
 		ms = time_steps(step_graph, NULL);
 		printf("  at pos %4d: %.3f ms/step, %.0f steps/s, %.1f%% of read (KV fp32 %.3f GB)\n", pos, ms, 1e3 / ms,
 		       100.0 * (fixed_bytes + kvb) / (ms / 1e3) / 1e9 / read_gbs, kvb / 1e9);
+		if (gshort && pos < skeys) {
+			double ab[4];
+			float *lg[2] = {malloc(4 * KEEP), malloc(4 * KEEP)};
+
+			for (int r = 0; r < 4; r++) {
+				graph = r & 1 ? gshort : gfull;
+				ab[r] = time_steps(step_graph, NULL);
+				CK(fg_kmem_download(ctx, lg[r & 1], S.logits, 4 * KEEP, &err));
+			}
+			graph = gfull;
+			printf("  at pos %4d, short attention launches: %.3f, %.3f ms/step; full %.3f, %.3f (alternated); "
+			       "logits %s\n",
+			       pos, ab[1], ab[3], ab[0], ab[2], memcmp(lg[0], lg[1], 4 * KEEP) ? "DIFFER" : "bit-identical");
+			free(lg[0]);
+			free(lg[1]);
+		}
 		e = *end == ',' ? end + 1 : end;
 	}
+	fg_kgraph_free(gshort);
 	pos = keep;
 	CK(fg_kmem_upload(ctx, S.pos, &pos, 4, &err));
 }

@@ -62,8 +62,11 @@ struct fg_g4_gpu {
 	int32_t *midx;
 	int32_t *keep;         /* a pruned head's token ids [n_keep] (model.h), else NULL */
 	float *hk;             /* host: a pruned head's logits as downloaded */
-	struct fg_kgraph *graph, *graph_body; /* the step; without the head (prompt tokens whose logits nobody reads) */
-	int use_graph, steps;
+	/* the step; without the head (prompt tokens whose logits nobody reads);
+	 * [1]: with short attention launches, for positions below short_keys
+	 * (fg_kctx_set_attn_short; 0: none) */
+	struct fg_kgraph *graph[2], *graph_body[2];
+	int use_graph, steps, short_keys;
 	/* prompt chunks (fg_g4_gpu_prefill): rows per chunk (0: token by token)
 	 * and the step's buffers with that many rows: ids, x, a, q (a reading
 	 * layer's q rows), att, o, gate|up, gate and up apart, per-layer inputs
@@ -410,8 +413,8 @@ void fg_g4_gpu_free(struct fg_g4_gpu *g)
 	}
 	for (size_t j = 0; j < sizeof(g->vgraph) / sizeof(g->vgraph[0]); j++)
 		fg_kgraph_free(g->vgraph[j]);
-	fg_kgraph_free(g->graph);
-	fg_kgraph_free(g->graph_body);
+	for (int v = 0; v < 2; v++)
+		fg_kgraph_free(g->graph[v]), fg_kgraph_free(g->graph_body[v]);
 	fg_kctx_free(g->ctx);
 	free(g->hk);
 	free(g);
@@ -522,6 +525,7 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 	g->use_vgraph = g->use_graph && !(e && !strcmp(e, "0"));
 	if ((rc = fg_kctx_new(&g->ctx, err)))
 		goto fail;
+	g->short_keys = fg_kctx_attn_short_keys(g->ctx);
 	if (!(g->L = calloc((size_t)c->n_layers, sizeof(*g->L)))) {
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 		goto fail;
@@ -800,22 +804,33 @@ static int step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int32_t
 {
 	int32_t ip[2] = {fg_g4_input_id(&g->m->cfg, id), pos}; /* multimodal placeholders embed as pad */
 	int rc, head = logits || best || lp; /* none: a prompt token, the head and argmax left out */
-	struct fg_kgraph **gp = head ? &g->graph : &g->graph_body;
+	int sh = pos < g->short_keys; /* the short attention launches serve this position */
+	struct fg_kgraph **gs = head ? g->graph : g->graph_body;
 
 	if ((rc = fg_kmem_upload(g->ctx, g->idpos, ip, sizeof(ip), err)))
 		return rc;
-	if (g->use_graph && !*gp && g->steps > 0) {
-		/* capture after one direct step has run cleanly */
+	/* capture after one direct step has run cleanly, both forms at once
+	 * (a capture runs nothing): the full form's first use at position
+	 * short_keys costs no capture inside a decode */
+	for (int v = 0; g->use_graph && g->steps > 0 && v < (g->short_keys ? 2 : 1); v++) {
+		if (gs[v])
+			continue;
 		if ((rc = fg_kgraph_begin(g->ctx, err)))
 			return rc;
-		rc = capture_end(g->ctx, gp, forward(g, head, err), err);
+		fg_kctx_set_attn_short(g->ctx, v);
+		rc = capture_end(g->ctx, &gs[v], forward(g, head, err), err);
+		fg_kctx_set_attn_short(g->ctx, 0);
 		if (rc)
-			return fg_err_wrap(err, "capture the decode step as a CUDA graph");
+			return fg_err_wrap(err, "capture the decode step%s as a CUDA graph",
+					   v ? " with short attention launches" : "");
 	}
-	if (*gp)
-		rc = fg_kgraph_launch(g->ctx, *gp, err);
-	else
+	if (gs[sh]) {
+		rc = fg_kgraph_launch(g->ctx, gs[sh], err);
+	} else {
+		fg_kctx_set_attn_short(g->ctx, sh);
 		rc = forward(g, head, err);
+		fg_kctx_set_attn_short(g->ctx, 0);
+	}
 	if (!rc)
 		rc = shadow_step(g, pos, err);
 	if (!rc && lp)

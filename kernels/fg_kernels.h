@@ -99,6 +99,25 @@ int fg_kctx_set_attn_fused(struct fg_kctx *ctx, int on);
  * on when the context is made; on < 0 leaves it. Returns whether it is in
  * force after the call. */
 int fg_kctx_set_attn_cluster(struct fg_kctx *ctx, int on);
+/* Short decode attention launches (on 1; 0 the default, any position; on
+ * < 0 leaves it): the fg_k_attn_decode and fg_k_attn_decode_post launches
+ * that follow serve only positions below fg_kctx_attn_short_keys, and each
+ * kv head's chunks launch as one thread-block cluster that combines them
+ * through its shared memory (as FG_ATTN_CLUSTER=1 does there) instead of a
+ * grid covering the whole cache. The same bits as the full launch. A
+ * caller that knows the position (the engine's step graphs: one captured
+ * for short positions, one for the rest) gets the cluster's gain below that
+ * bound without the slower cluster launch above it. Where no cluster of
+ * the kernel fits, a launch is the full one. A short launch run at a later
+ * position fails as a kernel fault (FG_EDEVICE at the next sync), never a
+ * wrong answer. Returns the setting in force after the call (0 where
+ * fg_kctx_attn_short_keys is 0). */
+int fg_kctx_set_attn_short(struct fg_kctx *ctx, int on);
+/* The keys (position + 1) a short decode attention launch serves: 256 with
+ * sm_90 code on an sm_90 GPU; 0 (no short launches) elsewhere or with
+ * FG_ATTN_SHORT=0 when the context was made (FG_ATTN_SHORT=N, 1 to 256:
+ * N, for measurements). */
+int fg_kctx_attn_short_keys(const struct fg_kctx *ctx);
 /* Waits for everything queued on the context's stream; a kernel fault or
  * launch failure since the last sync comes back here as FG_EDEVICE. */
 int fg_kctx_sync(struct fg_kctx *ctx, struct fg_err *err);

@@ -33,6 +33,8 @@ struct fg_kctx {
 	int code_arch;      /* the virtual arch the kernels run from (86, 90): cudaFuncAttributes.ptxVersion */
 	int sm90;           /* an sm_90+ GPU running sm_90+ code: PDL, the L2 prefetches and clusters */
 	int attn_cluster;   /* the decode attention's chunk blocks as clusters where they fit (FG_ATTN_CLUSTER) */
+	int short_keys;     /* the keys a short decode attention launch serves (fg_kctx_attn_short_keys), 0: none */
+	int attn_short;     /* decode attention launches for positions below short_keys only (fg_kctx_set_attn_short) */
 };
 
 /* Blocks of f (threads a block, smem bytes of dynamic shared memory)
@@ -56,6 +58,10 @@ static inline struct fg_kpf fg_pf_take(struct fg_kctx *ctx)
 }
 
 #define FG_PF_PIECE (16u << 10) /* bytes per prefetch instruction */
+/* the keys a short decode attention launch serves: one cluster of 16
+ * blocks of (at least) 16 keys a kv head (fg_kctx_set_attn_short) */
+#define FG_ATTN_SHORT_KEYS 256
+
 #ifndef FG_PF_DEFAULT
 #define FG_PF_DEFAULT 1 /* the prefetch level without FG_PREFETCH */
 #endif

@@ -70,6 +70,18 @@ int fg_kctx_set_attn_cluster(struct fg_kctx *ctx, int on)
 	return 0;
 }
 
+int fg_kctx_set_attn_short(struct fg_kctx *ctx, int on)
+{
+	(void)ctx, (void)on;
+	return 0;
+}
+
+int fg_kctx_attn_short_keys(const struct fg_kctx *ctx)
+{
+	(void)ctx;
+	return 0;
+}
+
 int fg_kctx_prefetch_level(const struct fg_kctx *ctx)
 {
 	(void)ctx;

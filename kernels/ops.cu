@@ -1157,6 +1157,9 @@ __global__ void __launch_bounds__(ATT_THREADS)
 	/* the kv head's chunk blocks combine through the cluster's shared memory
 	 * (its block of rank c holds chunk c), not through global memory */
 	const bool clm = !PRE && used <= clus;
+
+	if (!PRE && used > (int)gridDim.y)
+		__trap(); /* a short launch (fg_kctx_set_attn_short) at a later position: a fault, not a wrong answer */
 	float *spart = sp + (size_t)grp * spn + (POST ? 2 * (size_t)head_dim + 4 * (ATT_MAX_GRP + 2) : 0);
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -1406,12 +1409,29 @@ static int attn_cluster_size(struct fg_kctx *ctx, const void *k, int kv_heads, i
 	return 0;
 }
 
+/* A short launch's cluster (fg_kctx_set_attn_short): the fewest blocks, 8
+ * or 16, that hold the chunks of short_keys keys, where the GPU schedules
+ * one such cluster a kv head; 0: none (the full launch then). */
+static int attn_short_size(const struct fg_kctx *ctx, const void *k, int kv_heads, int cap, int chunk, size_t smem)
+{
+	static const int sizes[] = {8, 16};
+	int need = ((cap < ctx->short_keys ? cap : ctx->short_keys) + chunk - 1) / chunk;
+
+	if (!ctx->sm90 || !ctx->attn_short)
+		return 0;
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		if (sizes[i] >= need && fg_kclusters(k, dim3(kv_heads, sizes[i]), dim3(ATT_THREADS), smem,
+						     dim3(1, sizes[i], 1)) > 0)
+			return sizes[i];
+	return 0;
+}
+
 /* Launches attn_fused<POST> (shapes checked by the caller). */
 static int attn_launch(struct fg_kctx *ctx, bool post, float *d_out, const float *d_q, const float *d_kcache,
 		       const float *d_vcache, int heads, int kv_heads, int head_dim, int cap, const int32_t *d_pos,
 		       float scale, const struct attn_post &ap, struct fg_err *err)
 {
-	int chunk, nch, grp = heads / kv_heads, spn, clus, spread;
+	int chunk, nch, grp = heads / kv_heads, spn, clus, spread, nblk;
 	size_t smem;
 	void (*k)(float *, float *, unsigned *, const float *, const float *, const float *, int, int, int,
 		  const int32_t *, float, int, int, int, int, int, const struct fg_kpf, const struct attn_post,
@@ -1424,7 +1444,8 @@ static int attn_launch(struct fg_kctx *ctx, bool post, float *d_out, const float
 	/* q rows, scores; POST also the new k and v rows and the row sums */
 	smem = sizeof(float) * ((size_t)grp * head_dim + (size_t)grp * spn +
 				(post ? 2 * (size_t)head_dim + 4 * (ATT_MAX_GRP + 2) : 0) +
-				(ctx->sm90 && ctx->attn_cluster ? (size_t)grp * (head_dim + 2) : 0)); /* + the pieces */
+				(ctx->sm90 && (ctx->attn_cluster || ctx->attn_short) ? (size_t)grp * (head_dim + 2)
+										      : 0)); /* + the pieces */
 	if ((size_t)heads * nch * (head_dim + 2) * sizeof(float) > ctx->scratch_bytes)
 		return fg_err_set(err, FG_EINVAL, "attention: cache of %d slots too large for scratch", cap);
 	if (smem > 48 * 1024) {
@@ -1437,8 +1458,14 @@ static int attn_launch(struct fg_kctx *ctx, bool post, float *d_out, const float
 		}
 	}
 	spread = attn_spread_max((const void *)k, smem, ctx);
-	clus = attn_cluster_size(ctx, (const void *)k, kv_heads, nch, smem, &spread);
-	fg_launch_pdl_cluster(ctx, k, dim3(kv_heads, clus ? (nch + clus - 1) / clus * clus : nch), dim3(ATT_THREADS),
+	/* a short launch: one cluster a kv head, no blocks for the later keys */
+	if ((clus = attn_short_size(ctx, (const void *)k, kv_heads, cap, chunk, smem)))
+		nblk = clus;
+	else if ((clus = attn_cluster_size(ctx, (const void *)k, kv_heads, nch, smem, &spread)))
+		nblk = (nch + clus - 1) / clus * clus;
+	else
+		nblk = nch;
+	fg_launch_pdl_cluster(ctx, k, dim3(kv_heads, nblk), dim3(ATT_THREADS),
 			      smem, dim3(1, clus ? clus : 1, 1), d_out, (float *)ctx->scratch, ctx->counters, d_q, d_kcache,
 			      d_vcache, grp, head_dim, cap, d_pos, scale, chunk, nch, ctx->pf_on >= 1, spread, clus,
 			      fg_pf_take(ctx), ap, attn_pre());

@@ -164,6 +164,18 @@ extern "C" int fg_kctx_new(struct fg_kctx **out, struct fg_err *err)
 		c->pf_on = !c->sm90 ? 0 : k && *k >= '0' && *k <= '2' && !k[1] ? *k - '0' : FG_PF_DEFAULT;
 		k = getenv("FG_ATTN_CLUSTER");
 		c->attn_cluster = k && !strcmp(k, "1"); /* off by default: docs/gpu.md, "Speed" */
+		/* FG_ATTN_SHORT=0: no short launches; 1 to 256: that bound on their
+		 * keys instead of FG_ATTN_SHORT_KEYS (measurements) */
+		k = getenv("FG_ATTN_SHORT");
+		c->short_keys = FG_ATTN_SHORT_KEYS;
+		if (k && *k) {
+			char *end;
+			long v = strtol(k, &end, 10);
+
+			c->short_keys = !*end && v >= 0 && v <= FG_ATTN_SHORT_KEYS ? (int)v : FG_ATTN_SHORT_KEYS;
+		}
+		if (!c->sm90)
+			c->short_keys = 0;
 		k = getenv("FG_ATTN_FUSED");
 		c->attn_fused = k && (!strcmp(k, "0") || !strcmp(k, "1")) ? *k - '0' : FG_ATTN_FUSED_DEFAULT;
 	}
@@ -223,6 +235,20 @@ extern "C" int fg_kctx_set_attn_cluster(struct fg_kctx *c, int on)
 	if (on >= 0)
 		c->attn_cluster = on ? 1 : 0;
 	return c->attn_cluster && c->sm90;
+}
+
+extern "C" int fg_kctx_set_attn_short(struct fg_kctx *c, int on)
+{
+	if (!c)
+		return 0;
+	if (on >= 0)
+		c->attn_short = on && c->short_keys;
+	return c->attn_short;
+}
+
+extern "C" int fg_kctx_attn_short_keys(const struct fg_kctx *c)
+{
+	return c ? c->short_keys : 0;
 }
 
 extern "C" int fg_kctx_prefetch_level(const struct fg_kctx *c)

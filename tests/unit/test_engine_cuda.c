@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tap.h"
@@ -963,6 +964,105 @@ done:
 		dr_free(&r);
 }
 
+/* dir's model as tmp/m (tmp made by mkdtemp) with its text config's
+ * max_position_embeddings raised to maxpos: config.json rewritten, the
+ * weights and tokenizer linked. Returns 0, or -1 with a note printed. */
+static int raise_max_position(char *out, size_t n_out, char *tmp, const char *dir, int maxpos)
+{
+	static const char *const links[] = {"model.safetensors", "tokenizer.json"};
+	struct fg_buf jb = FG_BUF_INIT;
+	struct fg_err e = {0};
+	cJSON *o = NULL, *tc;
+	char path[600], src[600], *txt = NULL, cwd[400];
+	int rc;
+
+	if (!mkdtemp(tmp) || !getcwd(cwd, sizeof(cwd)))
+		return -1;
+	snprintf(out, n_out, "%s/m", tmp);
+	snprintf(path, sizeof(path), "%s/config.json", dir);
+	rc = mkdir(out, 0755) || fg_file_read(path, 1 << 20, &jb, &e) || fg_json_parse(&o, jb.data, jb.len, path, &e);
+	tc = rc ? NULL : cJSON_GetObjectItemCaseSensitive(o, "text_config");
+	rc = rc || !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(tc ? tc : o, "max_position_embeddings"));
+	if (!rc) {
+		cJSON_SetNumberValue(cJSON_GetObjectItemCaseSensitive(tc ? tc : o, "max_position_embeddings"), maxpos);
+		txt = cJSON_PrintUnformatted(o);
+		snprintf(path, sizeof(path), "%s/config.json", out);
+		rc = !txt || fg_file_write_atomic(path, txt, strlen(txt), 0644, &e);
+	}
+	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]) && !rc; i++) {
+		snprintf(src, sizeof(src), "%s/%s/%s", cwd, dir, links[i]);
+		snprintf(path, sizeof(path), "%s/%s", out, links[i]);
+		rc = symlink(src, path);
+	}
+	if (rc)
+		printf("# %s with max_position_embeddings %d: not made (%s)\n", dir, maxpos, e.msg);
+	free(txt);
+	cJSON_Delete(o);
+	fg_buf_release(&jb);
+	return rc ? -1 : 0;
+}
+
+/* Positions on both sides of the short attention's bound (the step graph
+ * with short attention launches below fg_kctx_attn_short_keys, the full one
+ * from there, both captured at once; docs/gpu.md): 300 tokens' logits, each
+ * through the step, bit-identical to an engine made with FG_ATTN_SHORT=0
+ * (full launches only) and within TOL_CPU of the CPU engine; greedy tokens
+ * from a prompt of 250 across the bound the same on both. */
+static void check_short_bound(const char *dir, const char *label)
+{
+	struct fg_engine_opts o = {1, 0, 320, FG_DEVICE_CUDA}, oc = {1, 0, 320, FG_DEVICE_CPU};
+	struct fg_engine *gs = NULL, *gf = NULL, *cpu = NULL;
+	struct fg_err err = {0};
+	enum { N = 300, NP = 250, NG = 20 };
+	int32_t seq[N];
+	uint32_t x = 12345;
+	float *ls = NULL, *lf = NULL, *lc = NULL;
+	struct gen a = {{0}, 0}, b = {{0}, 0};
+	char tmp[] = "/tmp/fg-short-XXXXXX", mdir[64];
+	int V, rc;
+
+	if (raise_max_position(mdir, sizeof(mdir), tmp, dir, 512)) {
+		ok(0, "%s: the fixture with 512 positions made", label);
+		fg_rm_tree(tmp);
+		return;
+	}
+	dir = mdir;
+	rc = fg_engine_load(&gs, dir, &o, &err);
+	setenv("FG_ATTN_SHORT", "0", 1);
+	rc = rc || fg_engine_load(&gf, dir, &o, &err);
+	unsetenv("FG_ATTN_SHORT");
+	rc = rc || fg_engine_load(&cpu, dir, &oc, &err);
+	if (rc) {
+		ok(0, "%s: engines with max_seq 320 load: %s", label, err.msg);
+		goto out;
+	}
+	V = fg_engine_vocab_size(gs);
+	for (int i = 0; i < N; i++) {
+		x = x * 1664525u + 1013904223u;
+		seq[i] = (int32_t)((x >> 8) % (uint32_t)V);
+	}
+	ls = malloc(4 * (size_t)N * V), lf = malloc(4 * (size_t)N * V), lc = malloc(4 * (size_t)N * V);
+	rc = fg_engine_forward_logits(gs, seq, N, 0, ls, &err) || fg_engine_forward_logits(gf, seq, N, 0, lf, &err) ||
+	     fg_engine_forward_logits(cpu, seq, N, 0, lc, &err);
+	ok(!rc && !memcmp(ls, lf, 4 * (size_t)N * V),
+	   "%s: %d positions through the step: short attention graph below the bound, full above = "
+	   "FG_ATTN_SHORT=0 bit for bit %s",
+	   label, N, rc ? err.msg : "");
+	if (!rc)
+		ok(maxdiff(ls, lc, (size_t)N * V) <= TOL_CPU, "%s: %d positions: within %g of the cpu engine (max %.3g)",
+		   label, N, TOL_CPU, maxdiff(ls, lc, (size_t)N * V));
+	fg_engine_reset(gs), fg_engine_reset(gf);
+	rc = fg_engine_generate_ids(gs, seq, NP, NG, on_token, &a, &err) ||
+	     fg_engine_generate_ids(gf, seq, NP, NG, on_token, &b, &err);
+	ok(!rc && a.n > 0 && a.n == b.n && !memcmp(a.ids, b.ids, sizeof(int32_t) * (size_t)a.n),
+	   "%s: %d greedy tokens (at most %d) after a prompt of %d: the same with FG_ATTN_SHORT=0 %s", label, a.n, NG,
+	   NP, rc ? err.msg : "");
+out:
+	free(ls), free(lf), free(lc);
+	fg_engine_free(gs), fg_engine_free(gf), fg_engine_free(cpu);
+	fg_rm_tree(tmp);
+}
+
 int main(void)
 {
 	struct fg_err err = {0};
@@ -986,6 +1086,7 @@ int main(void)
 	check(FIX "/bf16", FIX "/bf16/oracle.json", FIX "/bf16/logits.bin", 0, "bf16");
 	check(FIX "/int4", FIX "/int4/oracle.json", FIX "/int4/logits.bin", 0, "int4");
 	check(FIX "/bf16", FIX "/bf16/oracle-window5.json", FIX "/bf16/logits-window5.bin", 5, "bf16 window 5");
+	check_short_bound(FIX "/int4", "int4");
 	check_pruned(FIX "/bf16", 0, "bf16, pruned bf16 head");
 	check_pruned(FIX "/int4", 1, "int4, pruned INT4 head");
 	ok(for_each_variant(FIX "/variants", check) >= 3, "the models made by transformers checked");

@@ -1143,6 +1143,15 @@ static void gpu_attention(void)
 			ok(!rc && !memcmp(g1, g2, 4 * heads * hd), "... with the chunk blocks as clusters %s: the same bits %s",
 			   in_force ? "off" : "on", rc ? gerr.msg : "");
 		}
+		if (pos < fg_kctx_attn_short_keys(ctx)) { /* a short launch (one cluster a kv head): the same bits */
+			fg_kctx_set_attn_short(ctx, 1);
+			fg_kmem_fill(ctx, dy, 0xff, 4 * heads * hd, &gerr);
+			rc = rc || fg_k_attn_decode(ctx, dy, dq, dk, dv, heads, kvh, hd, cap, dp, 1.0f, &gerr) ||
+			     dget(g2, dy, 4 * heads * hd);
+			fg_kctx_set_attn_short(ctx, 0);
+			ok(!rc && !memcmp(g1, g2, 4 * heads * hd), "... as a short launch: the same bits %s",
+			   rc ? gerr.msg : "");
+		}
 		fg_kmem_free(ctx, dq), fg_kmem_free(ctx, dk), fg_kmem_free(ctx, dv), fg_kmem_free(ctx, dnk);
 		fg_kmem_free(ctx, dnv), fg_kmem_free(ctx, dp), fg_kmem_free(ctx, dy);
 		free(q), free(kc), free(vc), free(k), free(v), free(ref), free(g1), free(g2), free(kc2);
@@ -1271,6 +1280,16 @@ static void gpu_attn_post(void)
 			attn_post_case(&cases[c]);
 	}
 	fg_kctx_set_attn_cluster(ctx, in_force);
+	/* short launches (fg_kctx_set_attn_short) at the positions they serve */
+	if (fg_kctx_set_attn_short(ctx, 1)) {
+		printf("# short attention launches: positions below %d\n", fg_kctx_attn_short_keys(ctx));
+		for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
+			if (cases[c].pos < fg_kctx_attn_short_keys(ctx))
+				attn_post_case(&cases[c]);
+		fg_kctx_set_attn_short(ctx, 0);
+	} else {
+		ok(fg_kctx_attn_short_keys(ctx) == 0, "attention with qkv post, short launches # skip: none on this GPU");
+	}
 	{ /* an odd head size is refused */
 		int rc = fg_k_attn_decode_post(ctx, NULL, NULL, 2, 1, 33, NULL, NULL, NULL, NULL, NULL, NULL, 8, 1, 1e-6f,
 					       1.0f, &gerr);
@@ -1646,23 +1665,65 @@ static int fault_child(void)
 	return rc == FG_EDEVICE && strstr(e.msg, "CUDA") ? 0 : 1;
 }
 
-static void gpu_fault(void)
+/* A short attention launch (fg_kctx_set_attn_short) run at a position past
+ * the keys it serves: a kernel fault at the sync, not a wrong answer; exit
+ * 2 where the GPU has no short launches. */
+static int short_child(void)
+{
+	struct fg_kctx *c = NULL;
+	struct fg_err e = {0};
+	int rc = fg_kctx_new(&c, &e), pos, kvh = 2, hd = 256, cap = 512;
+	void *dq = NULL, *dk = NULL, *dv = NULL, *dy = NULL, *dp = NULL;
+
+	if (rc || !fg_kctx_set_attn_short(c, 1))
+		return rc ? 1 : 2;
+	pos = fg_kctx_attn_short_keys(c);
+	rc = fg_kmem_alloc(c, &dq, 4 * 8 * hd, &e) || fg_kmem_alloc(c, &dk, 4 * (size_t)kvh * cap * hd, &e) ||
+	     fg_kmem_alloc(c, &dv, 4 * (size_t)kvh * cap * hd, &e) || fg_kmem_alloc(c, &dy, 4 * 8 * hd, &e) ||
+	     fg_kmem_alloc(c, &dp, 4, &e) || fg_kmem_fill(c, dq, 0, 4 * 8 * hd, &e) ||
+	     fg_kmem_fill(c, dk, 0, 4 * (size_t)kvh * cap * hd, &e) || fg_kmem_fill(c, dv, 0, 4 * (size_t)kvh * cap * hd, &e) ||
+	     fg_kmem_upload(c, dp, &pos, 4, &e) || fg_kctx_sync(c, &e);
+	if (rc) {
+		printf("# short child: setup failed: %s\n", e.msg);
+		return 1;
+	}
+	rc = fg_k_attn_decode(c, dy, dq, dk, dv, 8, kvh, hd, cap, dp, 1.0f, &e);
+	if (!rc)
+		rc = fg_kctx_sync(c, &e);
+	printf("# short child: position %d: rc %d: %s\n", pos, rc, e.msg);
+	return rc == FG_EDEVICE && strstr(e.msg, "CUDA") ? 0 : 1;
+}
+
+/* Runs this program again with arg in a child; its exit status. */
+static int child_status(const char *arg)
 {
 	pid_t pid;
 	int st = 0;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		execl("/proc/self/exe", "test_kernels", arg, (char *)NULL);
+		_exit(127);
+	}
+	waitpid(pid, &st, 0);
+	return pid > 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void gpu_fault(void)
+{
+	int st;
 
 	if (getenv("FG_NO_FAULT_TEST")) {
 		ok(1, "kernel fault test # skip: FG_NO_FAULT_TEST set (memcheck run)");
 		return;
 	}
-	fflush(stdout);
-	pid = fork();
-	if (pid == 0) {
-		execl("/proc/self/exe", "test_kernels", "--fault-child", (char *)NULL);
-		_exit(127);
-	}
-	waitpid(pid, &st, 0);
-	ok(pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "a kernel fault comes back as FG_EDEVICE naming CUDA");
+	ok(child_status("--fault-child") == 0, "a kernel fault comes back as FG_EDEVICE naming CUDA");
+	st = child_status("--short-child");
+	if (st == 2)
+		ok(1, "a short attention launch past its keys # skip: no short launches on this GPU");
+	else
+		ok(st == 0, "a short attention launch at a position past its keys: FG_EDEVICE, not a wrong answer");
 }
 
 int main(int argc, char **argv)
@@ -1671,6 +1732,8 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && !strcmp(argv[1], "--fault-child"))
 		return fault_child();
+	if (argc > 1 && !strcmp(argv[1], "--short-child"))
+		return short_child();
 
 	test_layout();
 	test_layout_mma();
