@@ -118,6 +118,9 @@ int fg_kctx_set_attn_short(struct fg_kctx *ctx, int on);
  * FG_ATTN_SHORT=0 when the context was made (FG_ATTN_SHORT=N, 1 to 256:
  * N, for measurements). */
 int fg_kctx_attn_short_keys(const struct fg_kctx *ctx);
+/* The keys a short decode attention launch serves: one cluster of 16
+ * blocks of (at least) 16 keys a kv head. */
+#define FG_ATTN_SHORT_KEYS 256
 /* Waits for everything queued on the context's stream; a kernel fault or
  * launch failure since the last sync comes back here as FG_EDEVICE. */
 int fg_kctx_sync(struct fg_kctx *ctx, struct fg_err *err);

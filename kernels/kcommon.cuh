@@ -58,10 +58,6 @@ static inline struct fg_kpf fg_pf_take(struct fg_kctx *ctx)
 }
 
 #define FG_PF_PIECE (16u << 10) /* bytes per prefetch instruction */
-/* the keys a short decode attention launch serves: one cluster of 16
- * blocks of (at least) 16 keys a kv head (fg_kctx_set_attn_short) */
-#define FG_ATTN_SHORT_KEYS 256
-
 #ifndef FG_PF_DEFAULT
 #define FG_PF_DEFAULT 1 /* the prefetch level without FG_PREFETCH */
 #endif

@@ -1003,17 +1003,17 @@ static int raise_max_position(char *out, size_t n_out, char *tmp, const char *di
 }
 
 /* Positions on both sides of the short attention's bound (the step graph
- * with short attention launches below fg_kctx_attn_short_keys, the full one
- * from there, both captured at once; docs/gpu.md): 300 tokens' logits, each
- * through the step, bit-identical to an engine made with FG_ATTN_SHORT=0
- * (full launches only) and within TOL_CPU of the CPU engine; greedy tokens
- * from a prompt of 250 across the bound the same on both. */
+ * with short attention launches below FG_ATTN_SHORT_KEYS, the full one
+ * from there, both captured at once; docs/gpu.md): the logits of 44 tokens
+ * past it, each through the step, bit-identical to an engine made with
+ * FG_ATTN_SHORT=0 (full launches only) and within TOL_CPU of the CPU
+ * engine; greedy tokens from a prompt ending 6 before it the same on both. */
 static void check_short_bound(const char *dir, const char *label)
 {
-	struct fg_engine_opts o = {1, 0, 320, FG_DEVICE_CUDA}, oc = {1, 0, 320, FG_DEVICE_CPU};
+	enum { N = FG_ATTN_SHORT_KEYS + 44, NP = FG_ATTN_SHORT_KEYS - 6, NG = 20 };
+	struct fg_engine_opts o = {1, 0, N + 20, FG_DEVICE_CUDA}, oc = {1, 0, N + 20, FG_DEVICE_CPU};
 	struct fg_engine *gs = NULL, *gf = NULL, *cpu = NULL;
 	struct fg_err err = {0};
-	enum { N = 300, NP = 250, NG = 20 };
 	int32_t seq[N];
 	uint32_t x = 12345;
 	float *ls = NULL, *lf = NULL, *lc = NULL;
@@ -1021,8 +1021,8 @@ static void check_short_bound(const char *dir, const char *label)
 	char tmp[] = "/tmp/fg-short-XXXXXX", mdir[64];
 	int V, rc;
 
-	if (raise_max_position(mdir, sizeof(mdir), tmp, dir, 512)) {
-		ok(0, "%s: the fixture with 512 positions made", label);
+	if (raise_max_position(mdir, sizeof(mdir), tmp, dir, N + 64)) {
+		ok(0, "%s: the fixture with %d positions made", label, N + 64);
 		fg_rm_tree(tmp);
 		return;
 	}
@@ -1033,7 +1033,7 @@ static void check_short_bound(const char *dir, const char *label)
 	unsetenv("FG_ATTN_SHORT");
 	rc = rc || fg_engine_load(&cpu, dir, &oc, &err);
 	if (rc) {
-		ok(0, "%s: engines with max_seq 320 load: %s", label, err.msg);
+		ok(0, "%s: engines with max_seq %d load: %s", label, N + 20, err.msg);
 		goto out;
 	}
 	V = fg_engine_vocab_size(gs);

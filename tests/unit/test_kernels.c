@@ -1104,7 +1104,8 @@ static void gpu_attention(void)
 				       {8, 2, 256, 512, 0},   {8, 2, 256, 512, 5},    {8, 2, 256, 512, 600},
 				       {8, 2, 512, 1000, 999}, {3, 1, 33, 70, 130},    {1, 1, 1, 1, 4},
 				       {8, 2, 256, 8192, 4000}, {2, 2, 512, 65, 64}, {8, 2, 256, 512, 200},
-				       {8, 2, 256, 512, 255},  {8, 2, 256, 512, 256},  {8, 2, 512, 4096, 127}};
+				       {8, 2, 256, 512, 255},  {8, 2, 256, 512, 256},  {8, 2, 512, 4096, 127},
+				       {8, 2, 512, 4096, 700}, {8, 2, 512, 4096, 1023}, {2, 1, 64, 20000, 900}};
 
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
 		int heads = cases[c][0], kvh = cases[c][1], hd = cases[c][2], cap = cases[c][3], pos = cases[c][4];
@@ -1270,7 +1271,7 @@ static void gpu_attn_post(void)
 		{2, 2, 18, 33, 32, 1, 0},      {1, 1, 2, 1, 4, 1, 0},          {5, 5, 64, 8192, 4000, 1, 0},
 		{1, 1, 16, 40000, 45000, 1, 0}, {4, 2, 510, 100, 250, 1, 1},   {6, 3, 128, 512, 513, 1, 0},
 		{8, 2, 512, 2000, 1999, 1, 1},  {8, 2, 256, 512, 15, 1, 0},     {8, 2, 256, 512, 16, 1, 0},
-		{2, 1, 64, 20000, 20500, 1, 0}};
+		{2, 1, 64, 20000, 20500, 1, 0}, {2, 1, 64, 20000, 600, 1, 0}, {8, 2, 512, 4096, 300, 1, 1}};
 
 	int in_force = fg_kctx_set_attn_cluster(ctx, -1);
 
@@ -1672,12 +1673,13 @@ static int short_child(void)
 {
 	struct fg_kctx *c = NULL;
 	struct fg_err e = {0};
-	int rc = fg_kctx_new(&c, &e), pos, kvh = 2, hd = 256, cap = 512;
+	int rc = fg_kctx_new(&c, &e), pos, kvh = 2, hd = 256, cap;
 	void *dq = NULL, *dk = NULL, *dv = NULL, *dy = NULL, *dp = NULL;
 
 	if (rc || !fg_kctx_set_attn_short(c, 1))
 		return rc ? 1 : 2;
 	pos = fg_kctx_attn_short_keys(c);
+	cap = 2 * pos;
 	rc = fg_kmem_alloc(c, &dq, 4 * 8 * hd, &e) || fg_kmem_alloc(c, &dk, 4 * (size_t)kvh * cap * hd, &e) ||
 	     fg_kmem_alloc(c, &dv, 4 * (size_t)kvh * cap * hd, &e) || fg_kmem_alloc(c, &dy, 4 * 8 * hd, &e) ||
 	     fg_kmem_alloc(c, &dp, 4, &e) || fg_kmem_fill(c, dq, 0, 4 * 8 * hd, &e) ||
