@@ -1303,7 +1303,9 @@ struct fg_g4_gpu_draft {
 	int32_t *pos;                  /* [2]: pos (RoPE), pos - 1 (the attention's range) */
 	const float *kc[2], *vc[2];    /* what each layer type reads, [kv_heads][cap][d] */
 	int cap[2], kvh[2];
-	struct fg_kgraph *graph[FG_DRAFT_MAX_K + 1]; /* a round of k drafts */
+	/* a round of k drafts; [1]: with short attention launches, for rounds
+	 * whose attention position is below the target's short_keys (step) */
+	struct fg_kgraph *graph[2][FG_DRAFT_MAX_K + 1];
 	int ran[FG_DRAFT_MAX_K + 1];
 	int shadow;                    /* 1: this drafter reads (and holds a reference to) g->sk, g->sv */
 };
@@ -1335,7 +1337,7 @@ void fg_g4_gpu_draft_free(struct fg_g4_gpu_draft *d)
 			fg_kmem_free(g->ctx, ds[j]);
 	}
 	for (i = 0; i <= FG_DRAFT_MAX_K; i++)
-		fg_kgraph_free(d->graph[i]);
+		fg_kgraph_free(d->graph[0][i]), fg_kgraph_free(d->graph[1][i]);
 	if (d->shadow && !--g->sref) { /* the sliding copy goes with its last drafter: steps stop writing it */
 		fg_kmem_free(g->ctx, g->sk), fg_kmem_free(g->ctx, g->sv);
 		g->sk = g->sv = NULL;
@@ -1583,7 +1585,7 @@ int fg_g4_gpu_draft(struct fg_g4_gpu_draft *d, int32_t last, int pos, int k, int
 	struct fg_g4_gpu *g = d->g;
 	const struct fg_g4_config *tc = &g->m->cfg;
 	int32_t pp[2] = {pos, pos - 1}, id;
-	int rc = 0, i;
+	int rc = 0, i, sh = pos - 1 < g->short_keys; /* the round attends at position pos - 1 */
 
 	if (k < 1 || k > FG_DRAFT_MAX_K)
 		return fg_err_set(err, FG_EINVAL, "drafts per round %d: out of the range 1..%d", k, FG_DRAFT_MAX_K);
@@ -1596,15 +1598,27 @@ int fg_g4_gpu_draft(struct fg_g4_gpu_draft *d, int32_t last, int pos, int k, int
 	if ((rc = fg_kmem_upload(g->ctx, d->pos, pp, sizeof(pp), err)) ||
 	    (rc = fg_kmem_upload(g->ctx, d->toks, &id, sizeof(id), err)))
 		return fg_err_wrap(err, "cuda draft at position %d", pos);
-	if (g->use_graph && !d->graph[k] && d->ran[k]) {
-		/* capture after one direct round of this k has run cleanly */
+	/* capture after one direct round of this k has run cleanly, with full
+	 * and with short attention launches at once, as the step does */
+	for (int v = 0; g->use_graph && d->ran[k] && v < (g->short_keys ? 2 : 1); v++) {
+		if (d->graph[v][k])
+			continue;
 		if ((rc = fg_kgraph_begin(g->ctx, err)))
 			return fg_err_wrap(err, "cuda draft at position %d", pos);
-		rc = capture_end(g->ctx, &d->graph[k], draft_forward(d, k, err), err);
+		fg_kctx_set_attn_short(g->ctx, v);
+		rc = capture_end(g->ctx, &d->graph[v][k], draft_forward(d, k, err), err);
+		fg_kctx_set_attn_short(g->ctx, 0);
 		if (rc)
-			return fg_err_wrap(err, "capture a round of %d drafts as a CUDA graph", k);
+			return fg_err_wrap(err, "capture a round of %d drafts%s as a CUDA graph", k,
+					   v ? " with short attention launches" : "");
 	}
-	rc = d->graph[k] ? fg_kgraph_launch(g->ctx, d->graph[k], err) : draft_forward(d, k, err);
+	if (d->graph[sh][k]) {
+		rc = fg_kgraph_launch(g->ctx, d->graph[sh][k], err);
+	} else {
+		fg_kctx_set_attn_short(g->ctx, sh);
+		rc = draft_forward(d, k, err);
+		fg_kctx_set_attn_short(g->ctx, 0);
+	}
 	if (!rc && !(rc = fg_kctx_sync(g->ctx, err)))
 		rc = fg_kmem_download(g->ctx, out, d->toks + 1, sizeof(int32_t) * (size_t)k, err);
 	if (rc)
