@@ -109,8 +109,10 @@ int fg_kctx_set_attn_cluster(struct fg_kctx *ctx, int on);
  * for short positions, one for the rest) gets the cluster's gain below that
  * bound without the slower cluster launch above it. Where no cluster of
  * the kernel fits, a launch is the full one. A short launch run at a later
- * position fails as a kernel fault (FG_EDEVICE at the next sync), never a
- * wrong answer. Returns the setting in force after the call (0 where
+ * position fails as a kernel fault (FG_EDEVICE at the next sync; the
+ * context is then unusable, as after any fault), never a wrong answer.
+ * The engine's step and drafter graphs choose by position, so they never
+ * do that. Returns the setting in force after the call (0 where
  * fg_kctx_attn_short_keys is 0). */
 int fg_kctx_set_attn_short(struct fg_kctx *ctx, int on);
 /* The keys (position + 1) a short decode attention launch serves: 256 with
