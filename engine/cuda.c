@@ -797,6 +797,55 @@ static int capture_end(struct fg_kctx *ctx, struct fg_kgraph **gp, int rc, struc
 	return rc ? rc : rc2;
 }
 
+/* A launch sequence (fn(arg)) whose graph comes in two forms: [0] with the
+ * full attention launches, [1] with short ones (fg_kctx_set_attn_short),
+ * for positions below short_keys (sh). With ready (one direct run went
+ * cleanly) the missing forms are captured, both at once: a capture runs
+ * nothing, so neither form's first use costs a capture inside a decode.
+ * Then form sh is replayed, or, before there is one, fn runs directly
+ * with the launches that form uses. A failed capture comes back wrapped
+ * as "capture WHAT as a CUDA graph", WHAT being what (a printf format
+ * taking at most the one int n), formatted only then. */
+static int run_forms(struct fg_g4_gpu *g, struct fg_kgraph *forms[2], int ready, int sh,
+		     int (*fn)(void *arg, struct fg_err *err), void *arg, const char *what, int n, struct fg_err *err)
+{
+	char w[64];
+	int rc;
+
+	for (int v = 0; g->use_graph && ready && v < (g->short_keys ? 2 : 1); v++) {
+		if (forms[v])
+			continue;
+		if ((rc = fg_kgraph_begin(g->ctx, err)))
+			return rc;
+		fg_kctx_set_attn_short(g->ctx, v);
+		rc = capture_end(g->ctx, &forms[v], fn(arg, err), err);
+		fg_kctx_set_attn_short(g->ctx, 0);
+		if (rc) {
+			snprintf(w, sizeof(w), what, n);
+			return fg_err_wrap(err, "capture %s%s as a CUDA graph", w, v ? " with short attention launches" : "");
+		}
+	}
+	if (forms[sh])
+		return fg_kgraph_launch(g->ctx, forms[sh], err);
+	fg_kctx_set_attn_short(g->ctx, sh);
+	rc = fn(arg, err);
+	fg_kctx_set_attn_short(g->ctx, 0);
+	return rc;
+}
+
+/* forward() for run_forms: arg a struct step_arg */
+struct step_arg {
+	struct fg_g4_gpu *g;
+	int head;
+};
+
+static int step_forward(void *arg, struct fg_err *err)
+{
+	const struct step_arg *a = arg;
+
+	return forward(a->g, a->head, err);
+}
+
 /* fg_g4_gpu_step, and with lp not NULL the k-best log-probabilities of the
  * step's row into *lp (fg_k_row_logprobs, the row's largest as the wanted). */
 static int step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int32_t *best, int k, struct fg_klp *lp,
@@ -804,33 +853,13 @@ static int step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int32_t
 {
 	int32_t ip[2] = {fg_g4_input_id(&g->m->cfg, id), pos}; /* multimodal placeholders embed as pad */
 	int rc, head = logits || best || lp; /* none: a prompt token, the head and argmax left out */
-	int sh = pos < g->short_keys; /* the short attention launches serve this position */
-	struct fg_kgraph **gs = head ? g->graph : g->graph_body;
+	struct step_arg sa = {g, head};
 
 	if ((rc = fg_kmem_upload(g->ctx, g->idpos, ip, sizeof(ip), err)))
 		return rc;
-	/* capture after one direct step has run cleanly, both forms at once
-	 * (a capture runs nothing): the full form's first use at position
-	 * short_keys costs no capture inside a decode */
-	for (int v = 0; g->use_graph && g->steps > 0 && v < (g->short_keys ? 2 : 1); v++) {
-		if (gs[v])
-			continue;
-		if ((rc = fg_kgraph_begin(g->ctx, err)))
-			return rc;
-		fg_kctx_set_attn_short(g->ctx, v);
-		rc = capture_end(g->ctx, &gs[v], forward(g, head, err), err);
-		fg_kctx_set_attn_short(g->ctx, 0);
-		if (rc)
-			return fg_err_wrap(err, "capture the decode step%s as a CUDA graph",
-					   v ? " with short attention launches" : "");
-	}
-	if (gs[sh]) {
-		rc = fg_kgraph_launch(g->ctx, gs[sh], err);
-	} else {
-		fg_kctx_set_attn_short(g->ctx, sh);
-		rc = forward(g, head, err);
-		fg_kctx_set_attn_short(g->ctx, 0);
-	}
+	/* the short attention launches serve positions below short_keys */
+	rc = run_forms(g, head ? g->graph : g->graph_body, g->steps > 0, pos < g->short_keys, step_forward, &sa,
+		       "the decode step", 0, err);
 	if (!rc)
 		rc = shadow_step(g, pos, err);
 	if (!rc && lp)
@@ -1303,9 +1332,9 @@ struct fg_g4_gpu_draft {
 	int32_t *pos;                  /* [2]: pos (RoPE), pos - 1 (the attention's range) */
 	const float *kc[2], *vc[2];    /* what each layer type reads, [kv_heads][cap][d] */
 	int cap[2], kvh[2];
-	/* a round of k drafts; [1]: with short attention launches, for rounds
-	 * whose attention position is below the target's short_keys (step) */
-	struct fg_kgraph *graph[2][FG_DRAFT_MAX_K + 1];
+	/* a round of k drafts, in the two forms of run_forms ([1]: short
+	 * attention launches, for rounds attending below the target's short_keys) */
+	struct fg_kgraph *graph[FG_DRAFT_MAX_K + 1][2];
 	int ran[FG_DRAFT_MAX_K + 1];
 	int shadow;                    /* 1: this drafter reads (and holds a reference to) g->sk, g->sv */
 };
@@ -1337,7 +1366,7 @@ void fg_g4_gpu_draft_free(struct fg_g4_gpu_draft *d)
 			fg_kmem_free(g->ctx, ds[j]);
 	}
 	for (i = 0; i <= FG_DRAFT_MAX_K; i++)
-		fg_kgraph_free(d->graph[0][i]), fg_kgraph_free(d->graph[1][i]);
+		fg_kgraph_free(d->graph[i][0]), fg_kgraph_free(d->graph[i][1]);
 	if (d->shadow && !--g->sref) { /* the sliding copy goes with its last drafter: steps stop writing it */
 		fg_kmem_free(g->ctx, g->sk), fg_kmem_free(g->ctx, g->sv);
 		g->sk = g->sv = NULL;
@@ -1580,12 +1609,26 @@ static int draft_forward(struct fg_g4_gpu_draft *d, int k, struct fg_err *err)
 	return 0;
 }
 
+/* draft_forward() for run_forms: arg a struct draft_arg */
+struct draft_arg {
+	struct fg_g4_gpu_draft *d;
+	int k;
+};
+
+static int draft_forward_arg(void *arg, struct fg_err *err)
+{
+	const struct draft_arg *a = arg;
+
+	return draft_forward(a->d, a->k, err);
+}
+
 int fg_g4_gpu_draft(struct fg_g4_gpu_draft *d, int32_t last, int pos, int k, int32_t *out, struct fg_err *err)
 {
 	struct fg_g4_gpu *g = d->g;
 	const struct fg_g4_config *tc = &g->m->cfg;
 	int32_t pp[2] = {pos, pos - 1}, id;
-	int rc = 0, i, sh = pos - 1 < g->short_keys; /* the round attends at position pos - 1 */
+	int rc = 0, i;
+	struct draft_arg da = {d, k};
 
 	if (k < 1 || k > FG_DRAFT_MAX_K)
 		return fg_err_set(err, FG_EINVAL, "drafts per round %d: out of the range 1..%d", k, FG_DRAFT_MAX_K);
@@ -1598,27 +1641,9 @@ int fg_g4_gpu_draft(struct fg_g4_gpu_draft *d, int32_t last, int pos, int k, int
 	if ((rc = fg_kmem_upload(g->ctx, d->pos, pp, sizeof(pp), err)) ||
 	    (rc = fg_kmem_upload(g->ctx, d->toks, &id, sizeof(id), err)))
 		return fg_err_wrap(err, "cuda draft at position %d", pos);
-	/* capture after one direct round of this k has run cleanly, with full
-	 * and with short attention launches at once, as the step does */
-	for (int v = 0; g->use_graph && d->ran[k] && v < (g->short_keys ? 2 : 1); v++) {
-		if (d->graph[v][k])
-			continue;
-		if ((rc = fg_kgraph_begin(g->ctx, err)))
-			return fg_err_wrap(err, "cuda draft at position %d", pos);
-		fg_kctx_set_attn_short(g->ctx, v);
-		rc = capture_end(g->ctx, &d->graph[v][k], draft_forward(d, k, err), err);
-		fg_kctx_set_attn_short(g->ctx, 0);
-		if (rc)
-			return fg_err_wrap(err, "capture a round of %d drafts%s as a CUDA graph", k,
-					   v ? " with short attention launches" : "");
-	}
-	if (d->graph[sh][k]) {
-		rc = fg_kgraph_launch(g->ctx, d->graph[sh][k], err);
-	} else {
-		fg_kctx_set_attn_short(g->ctx, sh);
-		rc = draft_forward(d, k, err);
-		fg_kctx_set_attn_short(g->ctx, 0);
-	}
+	/* the round attends at position pos - 1 */
+	rc = run_forms(g, d->graph[k], d->ran[k], pos - 1 < g->short_keys, draft_forward_arg, &da, "a round of %d drafts",
+		       k, err);
 	if (!rc && !(rc = fg_kctx_sync(g->ctx, err)))
 		rc = fg_kmem_download(g->ctx, out, d->toks + 1, sizeof(int32_t) * (size_t)k, err);
 	if (rc)

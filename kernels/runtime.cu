@@ -7,6 +7,9 @@
 #include <string.h>
 
 #include "kernels/kcommon.cuh"
+extern "C" {
+#include "lib/buf.h"
+}
 
 extern "C" int fg_cuda_built(void)
 {
@@ -167,13 +170,8 @@ extern "C" int fg_kctx_new(struct fg_kctx **out, struct fg_err *err)
 		/* FG_ATTN_SHORT=0: no short launches; 1 to 256: that bound on their
 		 * keys instead of FG_ATTN_SHORT_KEYS (measurements) */
 		k = getenv("FG_ATTN_SHORT");
-		c->short_keys = FG_ATTN_SHORT_KEYS;
-		if (k && *k) {
-			char *end;
-			long v = strtol(k, &end, 10);
-
-			c->short_keys = !*end && v >= 0 && v <= FG_ATTN_SHORT_KEYS ? (int)v : FG_ATTN_SHORT_KEYS;
-		}
+		if (!k || fg_parse_int(k, 0, FG_ATTN_SHORT_KEYS, &c->short_keys))
+			c->short_keys = FG_ATTN_SHORT_KEYS;
 		if (!c->sm90)
 			c->short_keys = 0;
 		k = getenv("FG_ATTN_FUSED");

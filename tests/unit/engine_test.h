@@ -1,5 +1,6 @@
 /* engine_test.h - helpers shared by the engine tests (CPU and CUDA): oracle id
- * arrays and a token collector for fg_engine_generate. */
+ * arrays, a token collector for fg_engine_generate, scratch model folders
+ * with an edited config. */
 #ifndef FG_ENGINE_TEST_H
 #define FG_ENGINE_TEST_H
 
@@ -10,12 +11,70 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
 #include "bake/prune_head.h"
 #include "fsutil.h"
 #include "engine/engine.h"
+
+/* A scratch model folder dir: config.json written from config, and
+ * model.safetensors a link to the one in fixture folder fix (relative to
+ * the working directory). Returns 0, or -1 (said on stderr). */
+static inline int scratch_model(const char *dir, const char *fix, const char *config)
+{
+	char p[512], target[512], cwd[400];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/config.json", dir);
+	if (!(f = fopen(p, "w")) || fputs(config, f) < 0 || fclose(f)) {
+		perror(p);
+		return -1;
+	}
+	snprintf(p, sizeof(p), "%s/model.safetensors", dir);
+	unlink(p);
+	if (!getcwd(cwd, sizeof(cwd)))
+		cwd[0] = 0;
+	snprintf(target, sizeof(target), "%s/%s/model.safetensors", cwd, fix);
+	if (symlink(target, p)) {
+		perror("symlink");
+		return -1;
+	}
+	return 0;
+}
+
+/* config.json of fixture folder fix with one edit applied to text_config
+ * (value taken), or the text_config flattened to the top level when key
+ * is NULL; NULL if the file is unreadable. */
+static inline char *edited_config(const char *fix, const char *key, cJSON *value)
+{
+	char path[512], *out;
+	struct fg_buf b = FG_BUF_INIT;
+	struct fg_err err = {0};
+	cJSON *root, *tc;
+
+	snprintf(path, sizeof(path), "%s/config.json", fix);
+	if (fg_file_read(path, 1 << 20, &b, &err)) {
+		cJSON_Delete(value);
+		return NULL;
+	}
+	root = cJSON_ParseWithLength((const char *)b.data, b.len);
+	fg_buf_release(&b);
+	tc = cJSON_GetObjectItem(root, "text_config");
+	if (!key) {
+		cJSON *flat = cJSON_Duplicate(tc, 1);
+
+		cJSON_Delete(root);
+		out = cJSON_Print(flat);
+		cJSON_Delete(flat);
+		return out;
+	}
+	cJSON_ReplaceItemInObject(tc, key, value);
+	out = cJSON_Print(root);
+	cJSON_Delete(root);
+	return out;
+}
 
 /* The ids of a JSON array of numbers, in a new array (one spare slot); *n gets the count. */
 static int32_t *ids_of(const cJSON *arr, int *n)

@@ -191,25 +191,6 @@ static void check_determinism(const char *dir, const char *label)
 	free(d);
 }
 
-/* A scratch model folder: config text given, the bf16 fixture's weights. */
-static void scratch_model(char *dir, const char *config)
-{
-	char p[512], target[512], cwd[400];
-	FILE *f;
-
-	snprintf(p, sizeof(p), "%s/config.json", dir);
-	f = fopen(p, "w");
-	fputs(config, f);
-	fclose(f);
-	snprintf(p, sizeof(p), "%s/model.safetensors", dir);
-	unlink(p);
-	if (!getcwd(cwd, sizeof(cwd)))
-		cwd[0] = 0;
-	snprintf(target, sizeof(target), "%s/" FIX "/bf16/model.safetensors", cwd);
-	if (symlink(target, p))
-		perror("symlink");
-}
-
 static char *read_text(const char *path)
 {
 	struct fg_buf b = FG_BUF_INIT;
@@ -217,28 +198,6 @@ static char *read_text(const char *path)
 
 	fg_file_read(path, 1 << 20, &b, &err);
 	return fg_buf_detach(&b, NULL);
-}
-
-/* config.json of the fixture with one edit applied to text_config (or the
- * text_config flattened to the top level when key is NULL). */
-static char *edited_config(const char *key, cJSON *value)
-{
-	char *text = read_text(FIX "/bf16/config.json"), *out;
-	cJSON *root = cJSON_Parse(text), *tc = cJSON_GetObjectItem(root, "text_config");
-
-	free(text);
-	if (!key) {
-		cJSON *flat = cJSON_Duplicate(tc, 1);
-
-		cJSON_Delete(root);
-		out = cJSON_Print(flat);
-		cJSON_Delete(flat);
-		return out;
-	}
-	cJSON_ReplaceItemInObject(tc, key, value);
-	out = cJSON_Print(root);
-	cJSON_Delete(root);
-	return out;
 }
 
 static void check_errors(void)
@@ -254,8 +213,8 @@ static void check_errors(void)
 		return;
 	}
 	/* flat config (no text_config) gives the same logits as nested */
-	cfg = edited_config(NULL, NULL);
-	scratch_model(dir, cfg);
+	cfg = edited_config(FIX "/bf16", NULL, NULL);
+	scratch_model(dir, FIX "/bf16", cfg);
 	free(cfg);
 	{
 		int n1 = 0, n2 = 0;
@@ -266,26 +225,26 @@ static void check_errors(void)
 		free(a);
 		free(b);
 	}
-	cfg = edited_config("hidden_activation", cJSON_CreateString("silu"));
-	scratch_model(dir, cfg);
+	cfg = edited_config(FIX "/bf16", "hidden_activation", cJSON_CreateString("silu"));
+	scratch_model(dir, FIX "/bf16", cfg);
 	free(cfg);
 	rc = fg_engine_load(&e, dir, NULL, &err);
 	ok(rc == FG_EUNSUPPORTED && strstr(err.msg, "hidden_activation"), "unsupported config value names the key: %s",
 	   err.msg);
-	cfg = edited_config("enable_moe_block", cJSON_CreateTrue());
-	scratch_model(dir, cfg);
+	cfg = edited_config(FIX "/bf16", "enable_moe_block", cJSON_CreateTrue());
+	scratch_model(dir, FIX "/bf16", cfg);
 	free(cfg);
 	rc = fg_engine_load(&e, dir, NULL, &err);
 	ok(rc == FG_EFORMAT && strstr(err.msg, "missing key num_experts"),
 	   "enable_moe_block without num_experts refused by key (test_engine_moe.c has the rest): %s", err.msg);
-	cfg = edited_config("num_kv_shared_layers", cJSON_CreateNumber(2));
-	scratch_model(dir, cfg);
+	cfg = edited_config(FIX "/bf16", "num_kv_shared_layers", cJSON_CreateNumber(2));
+	scratch_model(dir, FIX "/bf16", cfg);
 	free(cfg);
 	rc = fg_engine_load(&e, dir, NULL, &err);
 	ok(rc == FG_ENOTFOUND && strstr(err.msg, "layers.5.self_attn.k_proj.weight"),
 	   "a missing tensor is named: %s", err.msg);
-	cfg = edited_config("hidden_size", cJSON_CreateNumber(64));
-	scratch_model(dir, cfg);
+	cfg = edited_config(FIX "/bf16", "hidden_size", cJSON_CreateNumber(64));
+	scratch_model(dir, FIX "/bf16", cfg);
 	free(cfg);
 	rc = fg_engine_load(&e, dir, NULL, &err);
 	ok(rc == FG_EFORMAT && strstr(err.msg, "embed_tokens.weight has shape 512 x 96"),

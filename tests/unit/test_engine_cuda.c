@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tap.h"
@@ -964,44 +963,6 @@ done:
 		dr_free(&r);
 }
 
-/* dir's model as tmp/m (tmp made by mkdtemp) with its text config's
- * max_position_embeddings raised to maxpos: config.json rewritten, the
- * weights and tokenizer linked. Returns 0, or -1 with a note printed. */
-static int raise_max_position(char *out, size_t n_out, char *tmp, const char *dir, int maxpos)
-{
-	static const char *const links[] = {"model.safetensors", "tokenizer.json"};
-	struct fg_buf jb = FG_BUF_INIT;
-	struct fg_err e = {0};
-	cJSON *o = NULL, *tc;
-	char path[600], src[600], *txt = NULL, cwd[400];
-	int rc;
-
-	if (!mkdtemp(tmp) || !getcwd(cwd, sizeof(cwd)))
-		return -1;
-	snprintf(out, n_out, "%s/m", tmp);
-	snprintf(path, sizeof(path), "%s/config.json", dir);
-	rc = mkdir(out, 0755) || fg_file_read(path, 1 << 20, &jb, &e) || fg_json_parse(&o, jb.data, jb.len, path, &e);
-	tc = rc ? NULL : cJSON_GetObjectItemCaseSensitive(o, "text_config");
-	rc = rc || !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(tc ? tc : o, "max_position_embeddings"));
-	if (!rc) {
-		cJSON_SetNumberValue(cJSON_GetObjectItemCaseSensitive(tc ? tc : o, "max_position_embeddings"), maxpos);
-		txt = cJSON_PrintUnformatted(o);
-		snprintf(path, sizeof(path), "%s/config.json", out);
-		rc = !txt || fg_file_write_atomic(path, txt, strlen(txt), 0644, &e);
-	}
-	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]) && !rc; i++) {
-		snprintf(src, sizeof(src), "%s/%s/%s", cwd, dir, links[i]);
-		snprintf(path, sizeof(path), "%s/%s", out, links[i]);
-		rc = symlink(src, path);
-	}
-	if (rc)
-		printf("# %s with max_position_embeddings %d: not made (%s)\n", dir, maxpos, e.msg);
-	free(txt);
-	cJSON_Delete(o);
-	fg_buf_release(&jb);
-	return rc ? -1 : 0;
-}
-
 /* Positions on both sides of the short attention's bound (the step graph
  * with short attention launches below FG_ATTN_SHORT_KEYS, the full one
  * from there, both captured at once; docs/gpu.md): the logits of 44 tokens
@@ -1018,15 +979,19 @@ static void check_short_bound(const char *dir, const char *label)
 	uint32_t x = 12345;
 	float *ls = NULL, *lf = NULL, *lc = NULL;
 	struct gen a = {{0}, 0}, b = {{0}, 0};
-	char tmp[] = "/tmp/fg-short-XXXXXX", mdir[64];
+	char tmp[] = "/tmp/fg-short-XXXXXX", *cfg;
 	int V, rc;
 
-	if (raise_max_position(mdir, sizeof(mdir), tmp, dir, N + 64)) {
+	/* the fixture with room for N positions (max_position_embeddings raised) */
+	cfg = mkdtemp(tmp) ? edited_config(dir, "max_position_embeddings", cJSON_CreateNumber(N + 64)) : NULL;
+	rc = !cfg || scratch_model(tmp, dir, cfg);
+	free(cfg);
+	if (rc) {
 		ok(0, "%s: the fixture with %d positions made", label, N + 64);
 		fg_rm_tree(tmp);
 		return;
 	}
-	dir = mdir;
+	dir = tmp;
 	rc = fg_engine_load(&gs, dir, &o, &err);
 	setenv("FG_ATTN_SHORT", "0", 1);
 	rc = rc || fg_engine_load(&gf, dir, &o, &err);
