@@ -947,6 +947,7 @@ __device__ __forceinline__ unsigned long long gtimer_ns(void)
  * max m, 1 its sum l, 2 + i its output i): in global memory, written by the
  * kv head's chunk blocks (read through L2), ... */
 struct attn_parts_global {
+	static constexpr bool near = true; /* attn_combine loads past used (chunk used - 1 again) unconditionally */
 	const float *pg;
 	size_t stride;
 	int nch;
@@ -961,6 +962,7 @@ struct attn_parts_global {
  * blocks of one kv head form one cluster, chunk c at rank c), its pieces at
  * spart [grp][stride] */
 struct attn_parts_cluster {
+	static constexpr bool near = false; /* ... and here only below used: a load is a remote read */
 	float *spart;
 	size_t stride;
 	__device__ __forceinline__ float operator()(int h, int cc, int e) const
@@ -970,6 +972,47 @@ struct attn_parts_cluster {
 };
 #endif
 
+/* load(k), then use(k, value), for k from k0 to n - 1 in that order: the
+ * loads in rounds of 16, then one round each of 8, 4, 2 and 1 as the rest
+ * needs, every load of a round issued before its first use. A loop
+ * unrolled by 16 leaves the rest of a count that is no multiple of 16 to a
+ * loop of one load a round trip (a chunk of 13 keys: 13 round trips, here
+ * 3; measured on the H200, docs/bench.md, thirty-ninth session). Rounds of
+ * 16 loads under a condition (j < cnt) measured slower than both. */
+template <int R, class L, class U>
+__device__ __forceinline__ void attn_round(int k, const L &load, const U &use)
+{
+	float v[R];
+
+#pragma unroll
+	for (int u = 0; u < R; u++)
+		v[u] = load(k + u);
+#pragma unroll
+	for (int u = 0; u < R; u++)
+		use(k + u, v[u]);
+}
+
+template <class L, class U>
+__device__ __forceinline__ void attn_rounds(int k, int n, const L &load, const U &use)
+{
+	for (; k + 16 <= n; k += 16)
+		attn_round<16>(k, load, use);
+	if (n - k >= 8) {
+		attn_round<8>(k, load, use);
+		k += 8;
+	}
+	if (n - k >= 4) {
+		attn_round<4>(k, load, use);
+		k += 4;
+	}
+	if (n - k >= 2) {
+		attn_round<2>(k, load, use);
+		k += 2;
+	}
+	if (n - k >= 1)
+		attn_round<1>(k, load, use);
+}
+
 /* The combine of kv head g's used chunks (attn_fused, decode): per query
  * head, M = max of the chunks' maxima, chunk weights e^(m_c - M) (into sp),
  * L = sum of weights * l_c, then outputs [e0, e1) of [grp][head_dim], each
@@ -978,7 +1021,10 @@ struct attn_parts_cluster {
  * gives the same bits. part (attn_parts_global, attn_parts_cluster) is read
  * in one round where it can: a lane loads its first ATT_WREG chunks' m_c and
  * l_c together, and where the block has one output a thread, that thread
- * loads its output's first ATT_CREG chunk outputs with them. */
+ * loads its output's first ATT_CREG chunk outputs with them. From global
+ * memory (P::near) those loads are made whatever used is, past it chunk
+ * used - 1 again and never counted: under a condition they were issued one
+ * at a time (measured, docs/bench.md, thirty-ninth session). */
 template <class P>
 __device__ __forceinline__ void attn_combine(float *out, const P &part, float *sp, float (*sml)[2], int g, int grp,
 					     int head_dim, int spn, int used, int e0, int e1)
@@ -992,7 +1038,7 @@ __device__ __forceinline__ void attn_combine(float *out, const P &part, float *s
 
 #pragma unroll
 		for (int cc = 0; cc < ATT_CREG; cc++)
-			ov[cc] = cc < used ? part(h, cc, 2 + i) : 0.0f;
+			ov[cc] = P::near ? part(h, min(cc, used - 1), 2 + i) : cc < used ? part(h, cc, 2 + i) : 0.0f;
 	}
 	if (warp < grp) {
 		float *w = sp + warp * spn, m = -INFINITY, l = 0.0f, mv[ATT_WREG], lv[ATT_WREG];
@@ -1001,8 +1047,12 @@ __device__ __forceinline__ void attn_combine(float *out, const P &part, float *s
 		for (int k = 0; k < ATT_WREG; k++) {
 			int cc = lane + 32 * k;
 
-			mv[k] = cc < used ? part(warp, cc, 0) : -INFINITY;
-			lv[k] = cc < used ? part(warp, cc, 1) : 0.0f;
+			int cl = P::near ? min(cc, used - 1) : cc; /* past used: loaded, never counted */
+			float a = P::near || cc < used ? part(warp, cl, 0) : 0.0f;
+			float b = P::near || cc < used ? part(warp, cl, 1) : 0.0f;
+
+			mv[k] = cc < used ? a : -INFINITY;
+			lv[k] = cc < used ? b : 0.0f;
 		}
 #pragma unroll
 		for (int k = 0; k < ATT_WREG; k++)
@@ -1273,15 +1323,14 @@ __global__ void __launch_bounds__(ATT_THREADS)
 #pragma unroll
 		for (int h = 0; h < ATT_MAX_GRP; h++)
 			o[h] = 0.0f;
-#pragma unroll 16
-		for (int j = 0; j < cnt; j++) {
-			float v = PRE ? vp[j][i] : vb[(size_t)j * head_dim + i];
-
+		attn_rounds(
+			0, cnt, [&](int j) { return PRE ? vp[j][i] : vb[(size_t)j * head_dim + i]; },
+			[&](int j, float v) {
 #pragma unroll
-			for (int h = 0; h < ATT_MAX_GRP; h++)
-				if (h < grp)
-					o[h] = fmaf(sp[h * spn + j], v, o[h]);
-		}
+				for (int h = 0; h < ATT_MAX_GRP; h++)
+					if (h < grp)
+						o[h] = fmaf(sp[h * spn + j], v, o[h]);
+			});
 #pragma unroll
 		for (int h = 0; h < ATT_MAX_GRP; h++)
 			if (h < grp)
