@@ -1013,6 +1013,17 @@ __device__ __forceinline__ void attn_rounds(int k, int n, const L &load, const U
 		attn_round<1>(k, load, use);
 }
 
+/* part(h, cc, e) for a chunk cc of the combine's first round of loads, to
+ * be counted only below used: from global memory (P::near) loaded whatever
+ * cc is, past used chunk used - 1 again (under a condition those loads went
+ * one at a time, measured, docs/bench.md, thirty-ninth session); through a
+ * cluster only below used (a load there is a remote read), else 0. */
+template <class P>
+__device__ __forceinline__ float part_first(const P &part, int h, int cc, int e, int used)
+{
+	return P::near ? part(h, min(cc, used - 1), e) : cc < used ? part(h, cc, e) : 0.0f;
+}
+
 /* The combine of kv head g's used chunks (attn_fused, decode): per query
  * head, M = max of the chunks' maxima, chunk weights e^(m_c - M) (into sp),
  * L = sum of weights * l_c, then outputs [e0, e1) of [grp][head_dim], each
@@ -1021,10 +1032,7 @@ __device__ __forceinline__ void attn_rounds(int k, int n, const L &load, const U
  * gives the same bits. part (attn_parts_global, attn_parts_cluster) is read
  * in one round where it can: a lane loads its first ATT_WREG chunks' m_c and
  * l_c together, and where the block has one output a thread, that thread
- * loads its output's first ATT_CREG chunk outputs with them. From global
- * memory (P::near) those loads are made whatever used is, past it chunk
- * used - 1 again and never counted: under a condition they were issued one
- * at a time (measured, docs/bench.md, thirty-ninth session). */
+ * loads its output's first ATT_CREG chunk outputs with them (part_first). */
 template <class P>
 __device__ __forceinline__ void attn_combine(float *out, const P &part, float *sp, float (*sml)[2], int g, int grp,
 					     int head_dim, int spn, int used, int e0, int e1)
@@ -1038,7 +1046,7 @@ __device__ __forceinline__ void attn_combine(float *out, const P &part, float *s
 
 #pragma unroll
 		for (int cc = 0; cc < ATT_CREG; cc++)
-			ov[cc] = P::near ? part(h, min(cc, used - 1), 2 + i) : cc < used ? part(h, cc, 2 + i) : 0.0f;
+			ov[cc] = part_first(part, h, cc, 2 + i, used);
 	}
 	if (warp < grp) {
 		float *w = sp + warp * spn, m = -INFINITY, l = 0.0f, mv[ATT_WREG], lv[ATT_WREG];
@@ -1047,9 +1055,7 @@ __device__ __forceinline__ void attn_combine(float *out, const P &part, float *s
 		for (int k = 0; k < ATT_WREG; k++) {
 			int cc = lane + 32 * k;
 
-			int cl = P::near ? min(cc, used - 1) : cc; /* past used: loaded, never counted */
-			float a = P::near || cc < used ? part(warp, cl, 0) : 0.0f;
-			float b = P::near || cc < used ? part(warp, cl, 1) : 0.0f;
+			float a = part_first(part, warp, cc, 0, used), b = part_first(part, warp, cc, 1, used);
 
 			mv[k] = cc < used ? a : -INFINITY;
 			lv[k] = cc < used ? b : 0.0f;
