@@ -3,6 +3,7 @@
  * (O_DIRECT + AIO) for one file or two at once, and a hashing thread (on
  * lib/ring.h). */
 #include "sha256.h"
+#include "buf.h"
 #include "fsutil.h"
 #include "ring.h"
 #include "workq.h"
@@ -16,11 +17,20 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* SHA256_Update on a SHA256_CTX whose state we set: OpenSSL's fastest block
+ * function (SHA-NI, AVX2, ARMv8) where our SHA-NI code does not run. The
+ * low-level API is deprecated in OpenSSL 3 but still built and public; the
+ * macro must come before OpenSSL's first header. */
+#ifndef OPENSSL_SUPPRESS_DEPRECATED
+#define OPENSSL_SUPPRESS_DEPRECATED
+#endif
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/sha.h>
 
 struct fg_sha256 {
-	EVP_MD_CTX *ctx;  /* NULL: our own SHA-NI code (fg_sha256_new_x2) */
+	EVP_MD_CTX *ctx;  /* NULL: our own context (fg_sha256_new_x2 on SHA-NI,
+			   * fg_sha256_new_own), its state ours to read and set */
 	uint32_t h[8];    /* own: the chaining state, FIPS 180-4 order */
 	uint8_t buf[64];  /* own: the partial block */
 	size_t fill;      /* own: bytes in buf, 0..63 */
@@ -38,9 +48,30 @@ static void own_reset(struct fg_sha256 *h)
 	h->total = 0;
 }
 
+/* n whole blocks on h: our SHA-NI code where it runs, else OpenSSL's block
+ * function through a SHA256_CTX holding h (whole blocks from an empty
+ * buffer go straight to it; the length fields matter only to its final,
+ * which is never called). -1 only when OpenSSL fails. */
+static int own_blocks(uint32_t h[8], const uint8_t *p, size_t n)
+{
+	SHA256_CTX c;
+	int i;
+
+	if (fg_sha256_ni_available())
+		return fg_sha256_ni_blocks(h, p, n);
+	memset(&c, 0, sizeof(c));
+	for (i = 0; i < 8; i++)
+		c.h[i] = h[i];
+	c.md_len = SHA256_DIGEST_LENGTH;
+	if (n && SHA256_Update(&c, p, n * 64) != 1)
+		return -1;
+	for (i = 0; i < 8; i++)
+		h[i] = (uint32_t)c.h[i];
+	return 0;
+}
+
 /* Tops up the partial block from *p; hashes it once full. The own_*
- * functions return fg_sha256_ni_blocks's -1 (a build without SHA-NI code,
- * where no own context is ever made) as own_fail says. */
+ * functions return own_blocks's -1 as own_fail says. */
 static int own_top_up(struct fg_sha256 *h, const uint8_t **p, size_t *n)
 {
 	size_t take = 64 - h->fill;
@@ -56,7 +87,7 @@ static int own_top_up(struct fg_sha256 *h, const uint8_t **p, size_t *n)
 	*n -= take;
 	if (h->fill == 64) {
 		h->fill = 0;
-		return fg_sha256_ni_blocks(h->h, h->buf, 1);
+		return own_blocks(h->h, h->buf, 1);
 	}
 	return 0;
 }
@@ -68,7 +99,7 @@ static int own_update(struct fg_sha256 *h, const uint8_t *p, size_t n)
 	if (n >= 64) {
 		size_t whole = n / 64;
 
-		if (fg_sha256_ni_blocks(h->h, p, whole))
+		if (own_blocks(h->h, p, whole))
 			return -1;
 		p += whole * 64;
 		n -= whole * 64;
@@ -94,7 +125,7 @@ static int own_final(struct fg_sha256 *h, uint8_t out[FG_SHA256_LEN])
 	pad[h->fill] = 0x80;
 	for (i = 0; i < 8; i++)
 		pad[n - 1 - i] = (uint8_t)(bits >> (8 * i));
-	if (fg_sha256_ni_blocks(h->h, pad, n / 64))
+	if (own_blocks(h->h, pad, n / 64))
 		return -1;
 	for (i = 0; i < 8; i++) {
 		out[4 * i] = (uint8_t)(h->h[i] >> 24);
@@ -108,7 +139,7 @@ static int own_final(struct fg_sha256 *h, uint8_t out[FG_SHA256_LEN])
 
 static int own_fail(struct fg_err *err)
 {
-	return fg_err_set(err, FG_EINVAL, "sha256: this build has no SHA-NI code");
+	return fg_err_set(err, FG_EIO, "sha256: the block function failed");
 }
 
 static int ossl_fail(struct fg_err *err, const char *what)
@@ -152,9 +183,52 @@ int fg_sha256_new_x2(struct fg_sha256 **out, struct fg_err *err)
 	return 0;
 }
 
+int fg_sha256_new_own(struct fg_sha256 **out, struct fg_err *err)
+{
+	struct fg_sha256 *h = calloc(1, sizeof(*h));
+
+	*out = NULL;
+	if (!h)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	own_reset(h);
+	*out = h;
+	return 0;
+}
+
+int fg_sha256_state(const struct fg_sha256 *h, uint8_t st[FG_SHA256_LEN], uint64_t *total)
+{
+	int i;
+
+	if (h->ctx || h->fill)
+		return -1;
+	for (i = 0; i < 8; i++) {
+		st[4 * i] = (uint8_t)(h->h[i] >> 24);
+		st[4 * i + 1] = (uint8_t)(h->h[i] >> 16);
+		st[4 * i + 2] = (uint8_t)(h->h[i] >> 8);
+		st[4 * i + 3] = (uint8_t)h->h[i];
+	}
+	if (total)
+		*total = h->total;
+	return 0;
+}
+
+int fg_sha256_set_state(struct fg_sha256 *h, const uint8_t st[FG_SHA256_LEN], uint64_t total)
+{
+	int i;
+
+	if (h->ctx || total % 64)
+		return -1;
+	for (i = 0; i < 8; i++)
+		h->h[i] = (uint32_t)st[4 * i] << 24 | (uint32_t)st[4 * i + 1] << 16 |
+			  (uint32_t)st[4 * i + 2] << 8 | st[4 * i + 3];
+	h->fill = 0;
+	h->total = total;
+	return 0;
+}
+
 int fg_sha256_is_x2(const struct fg_sha256 *h)
 {
-	return !h->ctx;
+	return !h->ctx && fg_sha256_ni_available();
 }
 
 int fg_sha256_update(struct fg_sha256 *h, const void *data, size_t len, struct fg_err *err)
@@ -173,7 +247,7 @@ int fg_sha256_pair_update(struct fg_sha256 *a, const void *da, size_t la, struct
 	size_t n;
 	int rc;
 
-	if (a->ctx || b->ctx) {
+	if (a->ctx || b->ctx || !fg_sha256_ni_available()) {
 		rc = fg_sha256_update(a, da, la, err);
 		return rc ? rc : fg_sha256_update(b, db, lb, err);
 	}
@@ -324,9 +398,61 @@ struct lane {
 struct fg_sha256_reader {
 	struct fg_sha256 *h;     /* single files: EVP, OpenSSL's fastest single stream */
 	struct fg_sha256 *x[2];  /* pairs: fg_sha256_new_x2, made on first use */
+	struct fg_sha256 *o[2];  /* chain states wanted: fg_sha256_new_own, on first use */
+	unsigned long long every; /* record the chain state every this many bytes; 0: none */
 	struct lane lane[2];
 	int last_mode;
 };
+
+/* One file's chain states (fg_sha256_reader_set_every): the state after
+ * every `every` bytes, for the offsets before the file's end. */
+struct chain {
+	unsigned long long every, done;
+	uint8_t *st; /* 32 bytes each */
+	size_t n, cap;
+	int failed;  /* out of memory: no states kept (the digest is unaffected) */
+};
+
+/* The bytes of a piece of n to hash before the next state is due. */
+static size_t chain_span(const struct chain *c, size_t n)
+{
+	unsigned long long to;
+
+	if (!c->every)
+		return n;
+	to = c->every - c->done % c->every;
+	return to < n ? (size_t)to : n;
+}
+
+/* m bytes were hashed into h: a state is taken when they reach a multiple of
+ * every. */
+static void chain_step(struct chain *c, const struct fg_sha256 *h, size_t m)
+{
+	c->done += m;
+	if (!c->every || !m || c->done % c->every || c->failed)
+		return;
+	if (fg_grow(&c->st, &c->cap, c->n, 32) || fg_sha256_state(h, c->st + 32 * c->n, NULL))
+		c->failed = 1;
+	else
+		c->n++;
+}
+
+/* The file ended: a state at its very end is not one (nothing follows); the
+ * states move to res. */
+static void chain_end(struct chain *c, struct fg_sha256_result *res)
+{
+	if (c->n && c->n * c->every >= c->done)
+		c->n--;
+	if (c->failed || !c->n) {
+		free(c->st);
+		c->st = NULL;
+		c->n = 0;
+	}
+	res->states = c->st;
+	res->n_states = c->n;
+	c->st = NULL;
+	c->n = c->cap = 0;
+}
 
 int fg_sha256_reader_new(struct fg_sha256_reader **out, struct fg_err *err)
 {
@@ -357,6 +483,7 @@ void fg_sha256_reader_free(struct fg_sha256_reader *r)
 			syscall(SYS_io_destroy, r->lane[i].aio);
 		free(r->lane[i].pool);
 		fg_sha256_free(r->x[i]);
+		fg_sha256_free(r->o[i]);
 	}
 	fg_sha256_free(r->h);
 	free(r);
@@ -658,11 +785,32 @@ static int sha_restart(struct fg_sha256 *h, struct fg_err *err)
 	return 0;
 }
 
+static int reader_file(struct fg_sha256_reader *r, const char *path, int flags,
+		       uint8_t out[FG_SHA256_LEN], unsigned long long *size_out, struct stat *st_out,
+		       uint8_t **states, size_t *n_states, struct fg_err *err);
+
 int fg_sha256_reader_file(struct fg_sha256_reader *r, const char *path, int flags,
 			  uint8_t out[FG_SHA256_LEN], unsigned long long *size_out, struct stat *st_out,
 			  struct fg_err *err)
 {
+	return reader_file(r, path, flags, out, size_out, st_out, NULL, NULL, err);
+}
+
+void fg_sha256_reader_set_every(struct fg_sha256_reader *r, unsigned long long every)
+{
+	r->every = every;
+}
+
+/* fg_sha256_reader_file, and the chain states when r->every (states may be
+ * NULL: dropped) */
+static int reader_file(struct fg_sha256_reader *r, const char *path, int flags,
+		       uint8_t out[FG_SHA256_LEN], unsigned long long *size_out, struct stat *st_out,
+		       uint8_t **states, size_t *n_states, struct fg_err *err)
+{
 	struct lane *l = &r->lane[0];
+	struct chain c = { r->every, 0, NULL, 0, 0, 0 };
+	struct fg_sha256_result res;
+	struct fg_sha256 *h;
 	struct stat st;
 	int rc;
 
@@ -674,7 +822,10 @@ int fg_sha256_reader_file(struct fg_sha256_reader *r, const char *path, int flag
 		return rc;
 	if (st_out)
 		*st_out = st;
-	rc = sha_restart(r->h, err);
+	rc = r->every && !r->o[0] ? fg_sha256_new_own(&r->o[0], err) : 0;
+	h = r->every ? r->o[0] : r->h;
+	if (!rc)
+		rc = sha_restart(h, err);
 	while (!rc) {
 		const char *d;
 		size_t n;
@@ -682,25 +833,42 @@ int fg_sha256_reader_file(struct fg_sha256_reader *r, const char *path, int flag
 		rc = lane_piece(l, &d, &n, err);
 		if (rc || !n)
 			break;
-		rc = fg_sha256_update(r->h, d, n, err);
+		while (!rc && n) {
+			size_t m = chain_span(&c, n);
+
+			rc = fg_sha256_update(h, d, m, err);
+			chain_step(&c, h, m);
+			d += m;
+			n -= m;
+		}
 	}
 	if (!rc)
-		rc = fg_sha256_final(r->h, out, err);
+		rc = fg_sha256_final(h, out, err);
 	r->last_mode = l->mode;
 	if (size_out)
 		*size_out = l->done;
 	lane_close(l);
+	chain_end(&c, &res);
+	if (states)
+		*states = res.states, *n_states = res.n_states;
+	else
+		free(res.states);
 	return rc;
 }
 
 int fg_sha256_reader_pair(struct fg_sha256_reader *r, const char *const path[2], int flags,
 			  struct fg_sha256_result res[2], struct fg_err *err)
 {
+	struct fg_sha256 **x = r->every ? r->o : r->x;
+	struct chain c[2];
 	int i, on[2] = { 0, 0 }, rc = 0;
 
 	for (i = 0; i < 2; i++) {
 		memset(&res[i], 0, sizeof(res[i]));
-		if (!r->x[i] && (rc = fg_sha256_new_x2(&r->x[i], err)) != 0)
+		memset(&c[i], 0, sizeof(c[i]));
+		c[i].every = r->every;
+		if (!x[i] && (rc = r->every ? fg_sha256_new_own(&x[i], err)
+					    : fg_sha256_new_x2(&x[i], err)) != 0)
 			return rc;
 	}
 	for (i = 0; i < 2; i++) {
@@ -708,7 +876,7 @@ int fg_sha256_reader_pair(struct fg_sha256_reader *r, const char *const path[2],
 			continue;
 		res[i].rc = lane_open(&r->lane[i], path[i], flags, &res[i].st, &res[i].err);
 		if (!res[i].rc)
-			res[i].rc = sha_restart(r->x[i], &res[i].err);
+			res[i].rc = sha_restart(x[i], &res[i].err);
 		on[i] = !res[i].rc;
 	}
 	while (on[0] || on[1]) {
@@ -722,33 +890,54 @@ int fg_sha256_reader_pair(struct fg_sha256_reader *r, const char *const path[2],
 			if (res[i].rc || !n[i])
 				on[i] = 0; /* failed, or at its end: the other goes on alone */
 		}
-		if (n[0] && n[1]) {
-			/* no fallible step in the SHA-NI pair; with EVP the failing
-			 * half is charged to both */
-			rc = fg_sha256_pair_update(r->x[0], d[0], n[0], r->x[1], d[1], n[1],
-						   &res[0].err);
-			if (rc) {
-				res[1].err = res[0].err;
-				res[0].rc = res[1].rc = rc;
-				on[0] = on[1] = 0;
-			}
-		} else {
+		/* in spans that end where a chain state is due */
+		while (n[0] || n[1]) {
+			size_t m[2];
+
 			for (i = 0; i < 2; i++)
-				if (n[i] && (res[i].rc = fg_sha256_update(r->x[i], d[i], n[i],
-									  &res[i].err)) != 0)
-					on[i] = 0;
+				m[i] = chain_span(&c[i], n[i]);
+			if (m[0] && m[1]) {
+				/* no fallible step in the SHA-NI pair; with EVP the
+				 * failing half is charged to both */
+				rc = fg_sha256_pair_update(x[0], d[0], m[0], x[1], d[1], m[1],
+							   &res[0].err);
+				if (rc) {
+					res[1].err = res[0].err;
+					res[0].rc = res[1].rc = rc;
+					on[0] = on[1] = 0;
+					break;
+				}
+			} else {
+				for (i = 0; i < 2; i++)
+					if (m[i] && (res[i].rc = fg_sha256_update(x[i], d[i], m[i],
+										  &res[i].err)) != 0)
+						on[i] = 0, n[i] = m[i] = 0;
+			}
+			for (i = 0; i < 2; i++) {
+				chain_step(&c[i], x[i], m[i]);
+				d[i] += m[i];
+				n[i] -= m[i];
+			}
 		}
 	}
 	for (i = 0; i < 2; i++) {
 		struct lane *l = &r->lane[i];
 
-		if (!path[i] || l->fd < 0)
+		if (!path[i] || l->fd < 0) {
+			free(c[i].st);
 			continue;
+		}
 		if (!res[i].rc)
-			res[i].rc = fg_sha256_final(r->x[i], res[i].digest, &res[i].err);
+			res[i].rc = fg_sha256_final(x[i], res[i].digest, &res[i].err);
 		res[i].mode = l->mode;
 		res[i].size = l->done;
 		lane_close(l);
+		chain_end(&c[i], &res[i]);
+		if (res[i].rc) {
+			free(res[i].states);
+			res[i].states = NULL;
+			res[i].n_states = 0;
+		}
 	}
 	return 0;
 }
@@ -762,6 +951,7 @@ struct files_job {
 	struct fg_sha256_result *res;
 	size_t *idx; /* paired: items are idx[2k], idx[2k + 1] (equal: alone) */
 	int flags;
+	unsigned long long every; /* chain states (fg_sha256_files_states) */
 	struct fg_sha256_reader *rd[FILES_MAX_THREADS];
 };
 
@@ -772,11 +962,12 @@ static int files_item(void *arg, size_t k, int t, struct fg_err *err)
 
 	if (!j->rd[t] && (rc = fg_sha256_reader_new(&j->rd[t], err)))
 		return rc;
+	fg_sha256_reader_set_every(j->rd[t], j->every);
 	if (!j->idx) {
 		struct fg_sha256_result *r = &j->res[k];
 
-		r->rc = fg_sha256_reader_file(j->rd[t], j->path[k], j->flags, r->digest, &r->size, &r->st,
-					      &r->err);
+		r->rc = reader_file(j->rd[t], j->path[k], j->flags, r->digest, &r->size, &r->st,
+				    &r->states, &r->n_states, &r->err);
 		r->mode = fg_sha256_reader_last_mode(j->rd[t]);
 		return 0;
 	} else {
@@ -797,6 +988,12 @@ static int files_item(void *arg, size_t k, int t, struct fg_err *err)
 int fg_sha256_files(const char *const *path, size_t n, int threads, int flags,
 		    struct fg_sha256_result *res, struct fg_err *err)
 {
+	return fg_sha256_files_states(path, n, threads, flags, 0, res, err);
+}
+
+int fg_sha256_files_states(const char *const *path, size_t n, int threads, int flags,
+			   unsigned long long every, struct fg_sha256_result *res, struct fg_err *err)
+{
 	struct files_job j;
 	size_t items = n, i;
 	int rc = 0;
@@ -810,6 +1007,7 @@ int fg_sha256_files(const char *const *path, size_t n, int threads, int flags,
 	j.path = path;
 	j.res = res;
 	j.flags = flags;
+	j.every = every;
 	if (fg_sha256_ni_available() > 0 && n >= 2 * (size_t)threads) {
 		unsigned long long *sz = malloc(n * sizeof(*sz));
 

@@ -37,6 +37,18 @@ int fg_sha256_new_x2(struct fg_sha256 **out, struct fg_err *err);
  * at a time. The digests are exactly those of separate updates. */
 int fg_sha256_pair_update(struct fg_sha256 *a, const void *da, size_t la, struct fg_sha256 *b,
 			  const void *db, size_t lb, struct fg_err *err);
+/* A context whose chaining state can be read and set (fg_sha256_state,
+ * fg_sha256_set_state): our SHA-NI code where it runs, else OpenSSL's
+ * block function on our state. Works with every call above. */
+int fg_sha256_new_own(struct fg_sha256 **out, struct fg_err *err);
+/* The chaining state h0..h7 (big-endian, 32 bytes: what SHA-256 would
+ * continue from) and the bytes hashed so far, of an own context (new_own, or
+ * new_x2 on SHA-NI) standing at a 64-byte boundary; -1 otherwise. */
+int fg_sha256_state(const struct fg_sha256 *h, uint8_t st[FG_SHA256_LEN], uint64_t *total);
+/* Makes an own context continue from state st after total bytes (a multiple
+ * of 64): hashing the rest then gives the whole stream's digest; -1 for an
+ * EVP context or a total off a block boundary. */
+int fg_sha256_set_state(struct fg_sha256 *h, const uint8_t st[FG_SHA256_LEN], uint64_t total);
 /* 1 when h runs on our SHA-NI code (tests, docs). */
 int fg_sha256_is_x2(const struct fg_sha256 *h);
 
@@ -94,6 +106,9 @@ int fg_sha256_reader_file(struct fg_sha256_reader *r, const char *path, int flag
 /* How the last file was read: 1 O_DIRECT with AIO, 2 O_DIRECT synchronous,
  * 0 plain reads (docs and tests). */
 int fg_sha256_reader_last_mode(const struct fg_sha256_reader *r);
+/* From now on, files are hashed on own contexts and their chain states kept
+ * every `every` bytes (0: back to none); see fg_sha256_files_states. */
+void fg_sha256_reader_set_every(struct fg_sha256_reader *r, unsigned long long every);
 
 /* One file's outcome in fg_sha256_reader_pair. */
 struct fg_sha256_result {
@@ -103,6 +118,11 @@ struct fg_sha256_result {
 	int rc;                  /* 0, or FG_E* for this file (FG_ENOTFOUND: absent) */
 	int mode;                /* as fg_sha256_reader_last_mode */
 	struct fg_err err;       /* the message when rc */
+	/* fg_sha256_files_states: the chaining state (fg_sha256_state) after
+	 * every `every` bytes, for each such offset before the file's end,
+	 * 32 bytes each (malloc'd: the caller frees; NULL when none) */
+	uint8_t *states;
+	size_t n_states;
 };
 
 /* Two files at once, each exactly as fg_sha256_reader_file would (flags,
@@ -126,6 +146,13 @@ void fg_sha256_reader_free(struct fg_sha256_reader *r);
  * fails only when it cannot run (FG_ENOMEM, FG_EINVAL): check each res[i].rc. */
 int fg_sha256_files(const char *const *path, size_t n, int threads, int flags,
 		    struct fg_sha256_result *res, struct fg_err *err);
+/* The same, also taking each file's chain states every `every` bytes (a
+ * multiple of 64; 0: none) into res[i].states: the files are then hashed
+ * on own contexts (fg_sha256_new_own), paired as above on SHA-NI. The
+ * states let a reader check the file's digest in pieces side by side
+ * (docs/formats/bundle.md, "Chain states"). */
+int fg_sha256_files_states(const char *const *path, size_t n, int threads, int flags,
+			   unsigned long long every, struct fg_sha256_result *res, struct fg_err *err);
 
 /* A hashing thread fed pieces in order, so the caller can read, compute or
  * write while the bytes it already has are hashed (one SHA-256 stream runs at

@@ -267,6 +267,92 @@ static void test_pairs(const char *mode, int want_x2, char **paths, uint8_t (*wa
 	fg_sha256_reader_free(r);
 }
 
+/* Own contexts (fg_sha256_new_own) read and set their chaining state: a
+ * stream cut at any block boundary and taken up from the state gives the
+ * whole stream's digest; fg_sha256_files_states keeps the state every
+ * `every` bytes, equal to the state of the file's prefix. */
+static void test_states(const char *mode)
+{
+	enum { N = (1 << 20) + 77 };
+	static const size_t fsz[] = { 0, 4096, 65535, 65536, 65537, 3 * 65536, 3 * 65536 + 100,
+				      (5 << 20) + 3 };
+	const unsigned long long every = 65536;
+	uint8_t *b = malloc(N), want[32], got[32], st[32];
+	struct fg_sha256 *a = NULL, *c = NULL, *evp = NULL;
+	uint64_t total = 0;
+	size_t i, k, bad = 0;
+	int threads;
+
+	for (i = 0; i < N; i++)
+		b[i] = (uint8_t)(rnd() >> 24);
+	fg_sha256_mem(b, N, want, NULL);
+	ok(!fg_sha256_new_own(&a, NULL) && !fg_sha256_new_own(&c, NULL) && !fg_sha256_new(&evp, NULL),
+	   "%s: own and EVP contexts made", mode);
+	ok(!fg_sha256_update(a, b, N, NULL) && !fg_sha256_final(a, got, NULL) && !memcmp(got, want, 32),
+	   "%s: an own context's digest is SHA-256", mode);
+	for (k = 0; k < 40; k++) {
+		size_t o = (size_t)(rnd() % (N / 64 + 1)) * 64;
+
+		if (fg_sha256_update(a, b, o, NULL) || fg_sha256_state(a, st, &total) || total != o ||
+		    fg_sha256_set_state(c, st, total) || fg_sha256_update(c, b + o, N - o, NULL) ||
+		    fg_sha256_final(c, got, NULL) || memcmp(got, want, 32))
+			bad++;
+		fg_sha256_final(a, got, NULL); /* reset */
+	}
+	ok(!bad, "%s: taken up from the state at 40 block boundaries: the whole digest", mode);
+	fg_sha256_update(a, b, 100, NULL);
+	ok(fg_sha256_state(a, st, NULL) == -1, "%s: no state inside a block", mode);
+	ok(fg_sha256_set_state(c, st, 100) == -1, "%s: nor set off a block boundary", mode);
+	ok(fg_sha256_state(evp, st, NULL) == -1 && fg_sha256_set_state(evp, st, 64) == -1,
+	   "%s: nor on an EVP context", mode);
+	fg_sha256_final(a, got, NULL);
+	for (threads = 1; threads <= 2; threads++) {
+		size_t nf = sizeof(fsz) / sizeof(fsz[0]);
+		struct fg_sha256_result res[sizeof(fsz) / sizeof(fsz[0])];
+		char *paths[sizeof(fsz) / sizeof(fsz[0])];
+		uint8_t fw[sizeof(fsz) / sizeof(fsz[0])][32];
+		size_t wrong = 0;
+
+		for (k = 0; k < nf; k++) {
+			char name[32];
+
+			snprintf(name, sizeof(name), "s%zu", k);
+			paths[k] = strdup(make_file(name, fsz[k], (unsigned)k + 7, fw[k]));
+		}
+		ok(!fg_sha256_files_states((const char *const *)paths, nf, threads, 0, every, res, NULL),
+		   "%s, %d thread(s): files hashed with states", mode, threads);
+		for (k = 0; k < nf; k++) {
+			size_t want_n = fsz[k] ? (size_t)((fsz[k] - 1) / every) : 0, j;
+			int fd = open(paths[k], O_RDONLY);
+			uint8_t *fb = malloc(fsz[k] + 1);
+
+			if (fd < 0 || read(fd, fb, fsz[k]) != (ssize_t)fsz[k] || res[k].rc ||
+			    memcmp(res[k].digest, fw[k], 32) || res[k].n_states != want_n ||
+			    (!want_n && res[k].states))
+				wrong++;
+			for (j = 0; !wrong && j < want_n; j++) {
+				fg_sha256_update(a, fb, (size_t)((j + 1) * every), NULL);
+				if (fg_sha256_state(a, st, NULL) || memcmp(st, res[k].states + 32 * j, 32))
+					wrong++;
+				fg_sha256_final(a, got, NULL);
+			}
+			if (fd >= 0)
+				close(fd);
+			free(fb);
+			free(res[k].states);
+			unlink(paths[k]);
+			free(paths[k]);
+		}
+		ok(!wrong, "%s, %d thread(s): each file's digest, and its state after every %llu bytes "
+			   "before its end",
+		   mode, threads, every);
+	}
+	fg_sha256_free(a);
+	fg_sha256_free(c);
+	fg_sha256_free(evp);
+	free(b);
+}
+
 int main(void)
 {
 	static const size_t sizes[] = { 0, 1, 4095, 4097, (1 << 20) - 1, 1 << 20, (2 << 20) + 1,
@@ -361,6 +447,11 @@ int main(void)
 			free(paths[k]);
 		}
 	}
+	if (fg_sha256_ni_available())
+		test_states("states on SHA-NI");
+	setenv("FG_SHA256_X2", "0", 1);
+	test_states("states, FG_SHA256_X2=0 (OpenSSL's block function)");
+	unsetenv("FG_SHA256_X2");
 	rmdir(dir);
 	return tap_done();
 }
