@@ -246,6 +246,8 @@ struct wsink {
 	unsigned long long written, flushed; /* output bytes; and those sent to write-back */
 	unsigned long long tar_len;          /* tar bytes so far */
 	unsigned long long frame_tar0;       /* tar offset where this frame began */
+	int in_data; /* a large file member's data: write_member cuts its frames
+		      * at every FRAME_MAX bytes of it, not sink_take by size */
 	struct frec *fr;  /* every frame there can be, allocated at the start */
 	size_t max_frames, n_frames; /* frames begun by the calling thread */
 	size_t next_commit; /* the oldest frame not wholly written (mu) */
@@ -610,8 +612,8 @@ static int sink_take(struct wsink *s, const void *data, size_t len)
 	/* a frame ends before it would pass FRAME_MAX, unless all it holds is
 	 * less than FRAME_MIN (a header before one large write: the write goes
 	 * with it, into a frame over FRAME_MAX) */
-	if (s->tar_len - s->frame_tar0 >= FRAME_MIN && s->tar_len - s->frame_tar0 + len > FRAME_MAX &&
-	    frame_cut(s))
+	if (!s->in_data && s->tar_len - s->frame_tar0 >= FRAME_MIN &&
+	    s->tar_len - s->frame_tar0 + len > FRAME_MAX && frame_cut(s))
 		return -1;
 	s->tar_len += len;
 	if (len >= DIRECT_MIN && own_buf(s, p, len) >= 0) {
@@ -724,10 +726,20 @@ static int write_member(struct archive *a, struct wsink *s, const struct wentry 
 #ifdef POSIX_FADV_SEQUENTIAL
 	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
+	/* a large member's frames are cut at every FRAME_MAX bytes of its data
+	 * (the first also holds its header): a reader may start at any of them
+	 * with the member's chain state (docs/formats/bundle.md) */
+	s->in_data = e->size >= FRAME_MIN;
 	while (!rc && done < e->size) {
 		size_t want = e->size - done < IO_CHUNK ? (size_t)(e->size - done) : IO_CHUNK;
 		ssize_t n;
 
+		if (s->in_data && FRAME_MAX - done % FRAME_MAX < want)
+			want = (size_t)(FRAME_MAX - done % FRAME_MAX);
+		if (s->in_data && done && !(done % FRAME_MAX) && frame_cut(s)) {
+			rc = err && err->code ? err->code : FG_EIO;
+			break;
+		}
 		buf = next_buf(s);
 		if (!buf) {
 			rc = err && err->code ? err->code : FG_EIO;
@@ -749,6 +761,7 @@ static int write_member(struct archive *a, struct wsink *s, const struct wentry 
 			rc = la_fail(a, s, "write", e->name, err);
 		done += (unsigned long long)n;
 	}
+	s->in_data = 0;
 	if (!rc && (buf = next_buf(s)) && read(fd, buf, 1) > 0)
 		rc = fg_err_set(err, FG_EIO, "%s: grew while packing", e->src);
 	/* the bytes just copied are the bytes hashed when nothing moved meanwhile */
