@@ -1704,6 +1704,8 @@ static int walk_archive(const char *archive, const char *dest, const struct fg_t
 		 * lost to the hand-overs) */
 		lo.threads = ir ? o->threads - 1 : o->threads;
 		lo.dest = dest;
+		lo.chains = o->chains;
+		lo.n_chains = o->n_chains;
 		lrc = id && !ir ? 1 : fg_tarlanes_hash(archive, &lo, &le, &n, &nl);
 		if (ir && idpass_end(ir, lrc != 0, id, NULL) && !lrc) {
 			fg_tarlanes_free(le, n); /* the identity pass failed: from start to end */

@@ -102,6 +102,19 @@ int fg_tarball_scan(const char *archive, const struct fg_tarball_limits *lim, in
 		    fg_tarball_entry_fn fn, void *user, uint8_t id[32], struct fg_err *err);
 
 /* How a reader works through an archive. */
+/* A member's chain states as bundle.json lists them (docs/formats/
+ * bundle.md, "Chain states"): the SHA-256 chaining state after every
+ * `every` bytes of its content (a multiple of 64), n of them, 32 bytes
+ * each. Nothing here trusts them: a lane that takes a member up from a
+ * state must end where the next one (or the member's end) says, with that
+ * state, or the lanes give up. */
+struct fg_tarball_chain {
+	const char *path;
+	unsigned long long size, every;
+	const uint8_t *states;
+	size_t n;
+};
+
 struct fg_tarball_read_opts {
 	const struct fg_tarball_limits *lim; /* NULL: the defaults */
 	int hash;              /* hash member contents (fn sees e->hashed = 1) */
@@ -122,6 +135,10 @@ struct fg_tarball_read_opts {
 	 * (e->content NULL), as fg_tarball_read_member refuses it. With keep
 	 * the archive is read from start to end (no lanes). */
 	size_t (*keep)(void *user, const char *path);
+	/* may be NULL: members whose chain states the lanes may cut at
+	 * (lib/tarlanes.h); read from bundle.json, trusted for nothing */
+	const struct fg_tarball_chain *chains;
+	size_t n_chains;
 };
 
 /* The identity of archive (the sha256 of its tar stream, decompressed),

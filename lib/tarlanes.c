@@ -411,6 +411,13 @@ struct lane {
 	int dirfd, out_fd;
 	unsigned long long total, max_total;
 	size_t max_entries;
+	unsigned long long pos; /* tar bytes walked */
+	/* a region that ends inside a member (at a chain state): the lane must
+	 * end in that member's data with end_left bytes of it to go and its
+	 * hash in state end_st */
+	const uint8_t *end_st;
+	const char *end_path;
+	unsigned long long end_left;
 };
 
 /* An octal field: digits, then only NULs or spaces; -1 for anything else
@@ -645,6 +652,21 @@ static int header(struct lane *l)
 	return size ? 0 : member_done(l);
 }
 
+/* A region that ends at a chain state ended: 1 when the lane stands in
+ * the member named, with the bytes to go the state is for and its hash in
+ * that state (then the next region, which takes the member up from it,
+ * hashes the rest of the same stream); else -1. */
+static int ends_at_state(struct lane *l)
+{
+	uint8_t st[32];
+
+	return l->st == L_DATA && l->left == l->end_left && l->cur.path &&
+			       !strcmp(l->cur.path, l->end_path) && !fg_sha256_state(l->h, st, NULL) &&
+			       !memcmp(st, l->end_st, 32)
+		       ? 1
+		       : -1;
+}
+
 /* Walks to the next member bytes: 0 with *p, *n (n > 0) in the lane's
  * buffer, not consumed; 1 when the lane ended where a lane may end; -1
  * when the lanes must give up. */
@@ -662,6 +684,8 @@ static int lane_data(struct lane *l, const unsigned char **p, size_t *n)
 			if (r == 1) {
 				if (l->is_last)
 					return l->st == L_END ? 1 : -1;
+				if (l->end_st)
+					return ends_at_state(l);
 				return l->st == L_HDR && !l->blk_have && !l->pax_open
 					       ? 1
 					       : -1;
@@ -674,11 +698,13 @@ static int lane_data(struct lane *l, const unsigned char **p, size_t *n)
 			*n = avail < l->left ? avail : (size_t)l->left;
 			return 0;
 		case L_END: /* what follows the marker is read, as the sequential reader drains it */
+			l->pos += avail;
 			z->out_pos = z->out_len;
 			break;
 		case L_SKIP:
 			k = avail < l->left ? avail : (size_t)l->left;
 			z->out_pos += k;
+			l->pos += k;
 			l->left -= k;
 			if (!l->left)
 				l->st = L_HDR;
@@ -688,6 +714,7 @@ static int lane_data(struct lane *l, const unsigned char **p, size_t *n)
 			if (fg_buf_append(&l->pax, z->cur + z->out_pos, k, NULL))
 				return -1;
 			z->out_pos += k;
+			l->pos += k;
 			l->left -= k;
 			if (!l->left) {
 				if (pax_parse(l))
@@ -701,6 +728,7 @@ static int lane_data(struct lane *l, const unsigned char **p, size_t *n)
 			k = 512 - l->blk_have < avail ? 512 - l->blk_have : avail;
 			memcpy(l->blk + l->blk_have, z->cur + z->out_pos, k);
 			z->out_pos += k;
+			l->pos += k;
 			l->blk_have += k;
 			if (l->blk_have == 512) {
 				l->blk_have = 0;
@@ -718,6 +746,7 @@ static int lane_take(struct lane *l, const unsigned char *p, size_t n)
 	if (l->out_fd >= 0 && fg_write_all(l->out_fd, p, n))
 		return -1;
 	l->z.out_pos += n;
+	l->pos += n;
 	l->left -= n;
 	return l->left ? 0 : member_done(l);
 }
@@ -839,12 +868,13 @@ static void split(int fd, const unsigned long long *off, const unsigned long lon
 	if (n - 1 <= 8 * want) {
 		/* few frames: try them all; fewer members than lanes: a lane each */
 		for (r = 1; r < n; r++) {
-			memo[r] = starts_member(fd, off[r], off[n]) ? 1 : 2;
-			valid += memo[r] == 1;
+			if (!memo[r])
+				memo[r] = starts_member(fd, off[r], off[n]) ? 1 : 2;
+			valid += memo[r] == 1 || memo[r] == 3;
 		}
 		if (valid < want) {
 			for (r = 1; r < n; r++)
-				if (memo[r] == 1)
+				if (memo[r] == 1 || memo[r] == 3)
 					ks[++got] = r;
 			ks[++got] = n;
 			*nreg = got;
@@ -862,7 +892,8 @@ static void split(int fd, const unsigned long long *off, const unsigned long lon
 			for (k = ks[got] + 1; k < n; k++) {
 				unsigned long long d = tar[k] > goal ? tar[k] - goal : goal - tar[k];
 
-				if (memo[k] != 2 && may_start_member(tar, k) && (!best || d < bd)) {
+				if ((memo[k] == 3 || (memo[k] != 2 && may_start_member(tar, k))) &&
+				    (!best || d < bd)) {
 					best = k;
 					bd = d;
 				}
@@ -871,7 +902,7 @@ static void split(int fd, const unsigned long long *off, const unsigned long lon
 				break;
 			if (!memo[best])
 				memo[best] = starts_member(fd, off[best], off[n]) ? 1 : 2;
-			if (memo[best] == 1) {
+			if (memo[best] == 1 || memo[best] == 3) {
 				ks[++got] = best;
 				break;
 			}
@@ -879,6 +910,110 @@ static void split(int fd, const unsigned long long *off, const unsigned long lon
 	}
 	ks[++got] = n;
 	*nreg = got;
+}
+
+/* ---- regions that start inside a member, at a chain state ---- */
+
+/* For a frame where such a region starts: the member's chain, the state it
+ * takes the member up from (states[j - 1], after j * every bytes) and the
+ * member's mode as its header says. */
+struct cut {
+	const struct fg_tarball_chain *c;
+	size_t j;
+	int mode;
+};
+
+/* The member whose header starts at `from`: 0 with its path (the caller
+ * frees it), size, mode and the tar bytes from `from` to its data; -1 when
+ * no member the walk accepts starts there. */
+static int probe_member(int fd, unsigned long long from, unsigned long long to,
+			unsigned long long max_entry, char **path, unsigned long long *size,
+			int *mode, unsigned long long *data_at)
+{
+	struct lane l;
+	const unsigned char *p;
+	size_t n;
+	int rc = -1;
+
+	memset(&l, 0, sizeof(l));
+	l.dirfd = l.out_fd = -1;
+	l.max_entry = max_entry;
+	if (!zl_open(&l.z, fd, NULL, from, to) && !fg_sha256_new(&l.h, NULL) &&
+	    !lane_data(&l, &p, &n) && l.st == L_DATA && !l.n) {
+		*path = l.cur.path;
+		l.cur.path = NULL;
+		*size = l.cur.size;
+		*mode = l.cur.mode;
+		*data_at = l.pos;
+		rc = 0;
+	}
+	lane_free(&l);
+	return rc;
+}
+
+/* Frames where a region may start inside a member: a frame that starts a
+ * member with chain states and holds a whole frame of it (how the writer
+ * frames a large member) is read up to the member's data; then each frame
+ * that begins exactly at one of its states' offsets gets memo 3 and its
+ * cut. Only proposals: the lanes check every one as they end. */
+static void chain_cuts(int fd, const unsigned long long *off, const unsigned long long *tar, size_t nf,
+		       const struct fg_tarlanes_opts *o, unsigned char *memo, struct cut *cut)
+{
+	size_t k, i;
+
+	for (k = 1; k < nf; k++) {
+		const struct fg_tarball_chain *c = NULL;
+		unsigned long long size = 0, at = 0, t;
+		char *path = NULL;
+		size_t m, j;
+		int mode = 0;
+
+		if (tar[k + 1] - tar[k] < FG_TAR_FRAME_MAX || !may_start_member(tar, k) ||
+		    probe_member(fd, off[k], off[nf], o->max_entry, &path, &size, &mode, &at))
+			continue;
+		memo[k] = 1;
+		for (i = 0; i < o->n_chains && !c; i++)
+			if (!strcmp(o->chains[i].path, path) && o->chains[i].size == size &&
+			    o->chains[i].every && !(o->chains[i].every % 64) && o->chains[i].n &&
+			    o->chains[i].n <= (size - 1) / o->chains[i].every)
+				c = &o->chains[i];
+		free(path);
+		for (m = k + 1, j = 1; c && j <= c->n; j++) {
+			t = tar[k] + at + j * c->every;
+			while (m < nf && tar[m] < t)
+				m++;
+			if (m == nf)
+				break;
+			if (tar[m] == t) {
+				memo[m] = 3;
+				cut[m].c = c;
+				cut[m].j = j;
+				cut[m].mode = mode;
+			}
+		}
+	}
+}
+
+/* Region i starts at a chain state: lane i takes the member up from it,
+ * and lane i - 1 must end there. */
+static int start_at_state(struct lane *ln, size_t i, const struct cut *ct)
+{
+	const struct fg_tarball_chain *c = ct->c;
+	unsigned long long at = ct->j * c->every;
+	struct lane *l = &ln[i];
+
+	l->cur.path = strdup(c->path);
+	if (!l->cur.path || fg_sha256_set_state(l->h, c->states + 32 * (ct->j - 1), at))
+		return -1;
+	l->cur.size = c->size;
+	l->cur.mode = ct->mode;
+	l->st = L_DATA;
+	l->left = c->size - at;
+	l->pad = (512 - c->size % 512) % 512;
+	ln[i - 1].end_st = c->states + 32 * (ct->j - 1);
+	ln[i - 1].end_path = c->path;
+	ln[i - 1].end_left = l->left;
+	return 0;
 }
 
 /* Two lanes on one thread: a member of each hashed together, then the one
@@ -1049,6 +1184,7 @@ int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 	struct pairs pr = { NULL, 0, NULL, 0 };
 	unsigned long long *off = NULL, *tar = NULL;
 	unsigned char *memo = NULL;
+	struct cut *cut = NULL;
 	size_t *ks = NULL, nf = 0, want, i, total = 0;
 	struct stat st;
 	int fd, rc = 1;
@@ -1069,9 +1205,12 @@ int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 		goto out;
 	want = 2 * (size_t)threads;
 	memo = calloc(nf + 1, 1);
+	cut = calloc(nf + 1, sizeof(*cut));
 	ks = calloc(want + 1, sizeof(*ks));
-	if (!memo || !ks)
+	if (!memo || !cut || !ks)
 		goto out;
+	if (o->n_chains && !o->dest)
+		chain_cuts(fd, off, tar, nf, o, memo, cut);
 	split(fd, off, tar, nf, want, memo, ks, &pr.n);
 	if (pr.n < 2)
 		goto out;
@@ -1100,10 +1239,15 @@ int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 		pr.ln[i].dirfd = dirfd;
 		pr.ln[i].out_fd = -1;
 		pr.ln[i].is_last = i == pr.n - 1;
+		/* with chains, contexts whose state can be set and read */
 		if (zl_open(&pr.ln[i].z, fd, pr.map, off[ks[i]], off[ks[i + 1]]) ||
-		    fg_sha256_new_x2(&pr.ln[i].h, NULL))
+		    (o->n_chains && !o->dest ? fg_sha256_new_own(&pr.ln[i].h, NULL)
+					     : fg_sha256_new_x2(&pr.ln[i].h, NULL)))
 			goto out;
 	}
+	for (i = 1; i < pr.n; i++)
+		if (memo[ks[i]] == 3 && start_at_state(pr.ln, i, &cut[ks[i]]))
+			goto out;
 	if (fg_workq_run((pr.n + 1) / 2, threads, pair_work, NULL, &pr, NULL))
 		goto out;
 	if (o->raw)
@@ -1132,6 +1276,7 @@ out:
 	free(pr.ln);
 	map_end(pr.map, pr.map_len);
 	free(memo);
+	free(cut);
 	free(ks);
 	free(off);
 	free(tar);

@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tarball.h" /* struct fg_tarball_chain */
+
 /* Why a frame walk failed (fg_zwalk_next): a read error, zstd's error, or
  * the stream ends inside a frame. */
 enum { FG_ZW_READ = 1, FG_ZW_ZSTD, FG_ZW_SHORT };
@@ -53,6 +55,10 @@ struct fg_tarlanes_opts {
 				       * extract into (on 1, the caller empties it) */
 	unsigned long long *raw;      /* may be NULL; on 0, the bytes taken straight
 				       * from zstd's raw blocks (FG_TAR_RAW=0: none) */
+	/* may be NULL: members that may be cut into regions at their chain
+	 * states (hashing only, not with dest), where a frame starts there */
+	const struct fg_tarball_chain *chains;
+	size_t n_chains;
 };
 
 /* 1 when archive may be read in lanes: they are not turned off and it ends
@@ -67,8 +73,10 @@ int fg_tarlanes_may_read(const char *archive);
  * subset, any error; extracting also a path the sequential reader would
  * refuse, a name taken twice, less room than the tar's size), nothing kept
  * but what was written into dest. The tar is cut into up to 2 x threads (at
- * most 16 threads) regions of about equal size at frames that start members,
- * two lanes per thread. The environment's FG_TAR_LANES=0 turns the lanes
+ * most 16 threads) regions of about equal size at frames that start members
+ * or, given o->chains, at frames that start at one of a member's chain
+ * states (a lane then takes the member up from that state, and the lane
+ * before must end there with it), two lanes per thread. The environment's FG_TAR_LANES=0 turns the lanes
  * off.
  *
  * Each lane parses its frames' headers itself and hands the raw blocks that

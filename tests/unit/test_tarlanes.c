@@ -50,6 +50,10 @@ static void outcome_line(struct fg_buf *out, int rc, const struct fg_err *err, c
 	fg_buf_printf(out, NULL, "rc %d %s id %s\n", rc, rc ? err->msg : "", hex);
 }
 
+/* The chain states scans are given (test_chains), NULL: none. */
+static const struct fg_tarball_chain *chains;
+static size_t n_chains;
+
 /* One scan's outcome as text: code, message, members. */
 static void scan_text(const char *path, int threads, struct fg_buf *out, int *lanes)
 {
@@ -64,6 +68,8 @@ static void scan_text(const char *path, int threads, struct fg_buf *out, int *la
 	o.id_thread = want_id;
 	o.threads = threads;
 	o.lanes = lanes;
+	o.chains = chains;
+	o.n_chains = n_chains;
 	fg_buf_reset(out);
 	rc = fg_tarball_scan_opts(path, &o, add_entry, out, want_id ? id : NULL, &err);
 	outcome_line(out, rc, &err, id);
@@ -578,8 +584,8 @@ static void test_big_member(void)
 	rc = !f || fseek(f, -9, SEEK_END) || fread(tail, 1, 9, f) != 9;
 	if (f)
 		fclose(f);
-	/* a.json's frame; big.bin's header and 7 MiB, then 17 frames of 8 MiB
-	 * (a 1 MiB piece more would pass 8 MiB), then its last 7 MiB; mem.bin's
+	/* a.json's frame; big.bin's header and 8 MiB, then 17 frames of 8 MiB
+	 * (cut at every 8 MiB of its data), then its last 6 MiB and 5 bytes; mem.bin's
 	 * header with its 20 MiB (handed over in one write: one frame over
 	 * 8 MiB, not a frame of its header alone); c.txt's: 22 */
 	is_int(rc ? 0 : tail[0] | tail[1] << 8, 22, "big member: cut inside its data, 22 frames in all");
@@ -900,6 +906,95 @@ static void test_cut_meanwhile(void)
 	fg_buf_release(&b);
 }
 
+/* A member of 40 MiB and 100 bytes, its frames cut at every 8 MiB of its
+ * data by our writer, scanned with its chain states (every 8 and 16 MiB):
+ * the lanes cut it where a state allows and give exactly the sequential
+ * outcome; with states that are wrong, or for another size, they step
+ * aside or cut only at members. */
+static void test_chains(void)
+{
+	const unsigned long long size = (40ull << 20) + 100, mib8 = 8ull << 20;
+	unsigned char *b = malloc((size_t)size);
+	uint8_t st[5 * 32], bad[5 * 32], id[32];
+	struct fg_tarball_writer *w = NULL;
+	struct fg_tarball_chain c;
+	struct fg_sha256 *h = NULL;
+	struct fg_err err;
+	uint64_t x = 0x2545f4914f6cdd1dull;
+	size_t i;
+	int rc, lanes = 0, plain = 0;
+	FILE *f;
+
+	/* random bytes (stored raw by zstd), then a compressible half */
+	for (i = 0; b && i < size; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		b[i] = i < (20u << 20) ? (unsigned char)(x >> 29) : (unsigned char)(i % 251);
+	}
+	f = fopen(at("chain.bin"), "wb");
+	rc = !b || !f || fwrite(b, 1, (size_t)size, f) != size;
+	rc |= !f || fclose(f);
+	rc = rc || fg_tarball_writer_new(&w, 3, 0, &err) ||
+	     fg_tarball_writer_set_threads(w, 2, &err) ||
+	     fg_tarball_add_mem(w, "a.json", "{}\n", 3, 0644, &err) ||
+	     fg_tarball_add_file(w, "chain.bin", at("chain.bin"), NULL, &err) ||
+	     fg_tarball_add_mem(w, "z.txt", "z\n", 2, 0644, &err) ||
+	     fg_tarball_writer_finish(w, at("chain.fgb"), id, &err);
+	fg_tarball_writer_free(w);
+	ok(!rc, "chains: packed a member of 40 MiB + 100 bytes");
+	/* the state after every 8 MiB, as pack records it */
+	rc = fg_sha256_new_own(&h, NULL);
+	for (i = 0; !rc && i < 5; i++)
+		rc = fg_sha256_update(h, b + i * mib8, (size_t)mib8, NULL) ||
+		     fg_sha256_state(h, st + 32 * i, NULL);
+	fg_sha256_free(h);
+	free(b);
+	ok(!rc, "chains: 5 states taken");
+	ok(same_outcome_as(at("chain.fgb"), 2, &plain, NULL, 0), "chains: none given: lanes = sequential");
+	c.path = "chain.bin";
+	c.size = size;
+	c.every = mib8;
+	c.states = st;
+	c.n = 5;
+	chains = &c;
+	n_chains = 1;
+	ok(same_outcome_as(at("chain.fgb"), 2, &lanes, NULL, 0),
+	   "chains every 8 MiB: lanes on 1 to 3 threads = sequential");
+	ok(plain < 4 && lanes == 4, "chains every 8 MiB, 2 threads: 4 lanes (%d without the states)", plain);
+	ok(same_outcome_as(at("chain.fgb"), 3, &lanes, NULL, 0) && lanes == 6,
+	   "chains every 8 MiB, 3 threads: 6 lanes (%d)", lanes);
+	/* every other state: every 16 MiB */
+	memcpy(bad, st + 32, 32);
+	memcpy(bad + 32, st + 96, 32);
+	c.states = bad;
+	c.every = 2 * mib8;
+	c.n = 2;
+	ok(same_outcome_as(at("chain.fgb"), 2, &lanes, NULL, 0) && lanes == 4,
+	   "chains every 16 MiB, 2 threads: 4 lanes, = sequential (%d)", lanes);
+	/* wrong states: a lane that takes the member up from one, or ends at
+	 * one, finds out: the lanes step aside */
+	memcpy(bad, st, sizeof(st));
+	for (i = 0; i < 5; i++)
+		bad[32 * i + 7] ^= 0x10;
+	c.states = bad;
+	c.every = mib8;
+	c.n = 5;
+	ok(same_outcome_as(at("chain.fgb"), 2, &lanes, NULL, 0) && lanes == 1,
+	   "chains with every state wrong: = sequential, read from start to end (%d lanes)", lanes);
+	/* states of another size, or not a multiple of 64 apart: not used */
+	c.states = st;
+	c.size = size + 1;
+	ok(same_outcome_as(at("chain.fgb"), 2, &lanes, NULL, 0) && lanes == plain,
+	   "chains for another size: not used (%d lanes)", lanes);
+	c.size = size;
+	c.every = mib8 + 32;
+	ok(same_outcome_as(at("chain.fgb"), 2, &lanes, NULL, 0) && lanes == plain,
+	   "chains not on a block boundary: not used (%d lanes)", lanes);
+	chains = NULL;
+	n_chains = 0;
+	unlink(at("chain.bin"));
+	unlink(at("chain.fgb"));
+}
+
 int main(void)
 {
 	if (work_begin("fglanes"))
@@ -907,6 +1002,12 @@ int main(void)
 	test_writer();
 	test_framings();
 	test_big_member();
+	test_chains();
+	/* again on OpenSSL's block function (own contexts without our SHA-NI code) */
+	printf("# chains with FG_SHA256_X2=0\n");
+	setenv("FG_SHA256_X2", "0", 1);
+	test_chains();
+	unsetenv("FG_SHA256_X2");
 	test_raw_mixed();
 	test_raw_frames();
 	test_zstd_frame_size();
