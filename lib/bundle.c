@@ -30,6 +30,9 @@ struct bfile {
 	struct fg_tarball_stamp stamp; /* the file as it was hashed */
 	char sha256[FG_SHA256_HEX_LEN + 1];
 	uint8_t raw[32];
+	uint8_t *states; /* its chain states (hashed here), 32 bytes each, */
+	size_t n_states;
+	unsigned long long every; /* one every this many bytes */
 };
 
 struct fg_bundle_builder {
@@ -75,6 +78,7 @@ void fg_bundle_builder_free(struct fg_bundle_builder *b)
 		free(b->f[i].src);
 		free(b->f[i].data);
 		free(b->f[i].expect);
+		free(b->f[i].states);
 	}
 	free(b->f);
 	cJSON_Delete(b->meta);
@@ -114,7 +118,7 @@ int fg_bundle_has(const struct fg_bundle_builder *b, const char *path)
 
 /* Records file f's digest (fg_store_digest_files), after checking it against
  * the size it was added with and the blob name it must have. */
-static int settle(struct fg_bundle_builder *b, struct bfile *f, const struct fg_store_digest *d,
+static int settle(struct fg_bundle_builder *b, struct bfile *f, struct fg_store_digest *d,
 		  struct fg_err *err)
 {
 	if (d->size != f->size || (unsigned long long)d->st.st_size != f->size)
@@ -127,10 +131,33 @@ static int settle(struct fg_bundle_builder *b, struct bfile *f, const struct fg_
 		return fg_err_set(err, FG_EIO, "%s: bad digest", f->src);
 	fg_tarball_stamp_of(&f->stamp, &d->st);
 	f->pending = 0;
+	free(f->states);
+	f->states = d->states;
+	f->n_states = d->n_states;
+	d->states = NULL;
 	if (d->by_store) {
 		b->by_stamp++;
 		b->by_stamp_bytes += f->size;
 	}
+	return 0;
+}
+
+/* Every how many bytes pack keeps a file's chain state: FG_BUNDLE_STATES_EVERY,
+ * or the environment's FG_PACK_STATES_EVERY (bytes; 0: none). */
+static int states_every(unsigned long long *every, struct fg_err *err)
+{
+	const char *e = getenv("FG_PACK_STATES_EVERY");
+	char *end = NULL;
+
+	*every = FG_BUNDLE_STATES_EVERY;
+	if (!e)
+		return 0;
+	errno = 0;
+	*every = strtoull(e, &end, 10);
+	if (!*e || *end || errno || *every % FG_TARBALL_FRAME_DATA)
+		return fg_err_set(err, FG_EINVAL,
+				  "FG_PACK_STATES_EVERY=%.40s: not 0 or a multiple of %llu bytes", e,
+				  FG_TARBALL_FRAME_DATA);
 	return 0;
 }
 
@@ -139,8 +166,9 @@ static int hash_pending(struct fg_bundle_builder *b, struct fg_err *err)
 	size_t *idx = malloc((b->n + 1) * sizeof(*idx));
 	const char **path = malloc((b->n + 1) * sizeof(*path));
 	struct fg_store_digest *d = NULL;
+	unsigned long long every = 0;
 	size_t i, n = 0;
-	int rc = 0;
+	int rc = states_every(&every, err);
 
 	if (!idx || !path)
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
@@ -152,7 +180,7 @@ static int hash_pending(struct fg_bundle_builder *b, struct fg_err *err)
 	if (!rc && n && !(d = malloc(n * sizeof(*d))))
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 	if (!rc && n)
-		rc = fg_store_digest_files(b->store, path, n, b->threads, d, err);
+		rc = fg_store_digest_files_states(b->store, path, n, b->threads, every, d, err);
 	/* in file order, so the same failure is reported for any thread count */
 	for (i = 0; !rc && i < n; i++) {
 		if (d[i].rc) {
@@ -164,8 +192,11 @@ static int hash_pending(struct fg_bundle_builder *b, struct fg_err *err)
 				err->code = rc;
 		} else {
 			rc = settle(b, &b->f[idx[i]], &d[i], err);
+			b->f[idx[i]].every = every;
 		}
 	}
+	for (i = 0; d && i < n; i++)
+		free(d[i].states); /* those not taken */
 	free(d);
 	free(idx);
 	free(path);
@@ -372,6 +403,31 @@ static int cmp_bfile(const void *a, const void *b)
 	return strcmp(((const struct bfile *)a)->path, ((const struct bfile *)b)->path);
 }
 
+/* A files entry's "sha256_states" (docs/formats/bundle.md, "Chain states"),
+ * when the file has any: -1 when out of memory. */
+static int add_states(cJSON *o, const struct bfile *f)
+{
+	cJSON *st, *arr;
+	size_t i;
+
+	if (!f->n_states)
+		return 0;
+	if (!(st = cJSON_AddObjectToObject(o, "sha256_states")) ||
+	    !cJSON_AddNumberToObject(st, "every", (double)f->every) ||
+	    !(arr = cJSON_AddArrayToObject(st, "states")))
+		return -1;
+	for (i = 0; i < f->n_states; i++) {
+		char hex[FG_SHA256_HEX_LEN + 1];
+		cJSON *s;
+
+		fg_hex_encode(f->states + 32 * i, 32, hex);
+		if (!(s = cJSON_CreateString(hex)))
+			return -1;
+		cJSON_AddItemToArray(arr, s);
+	}
+	return 0;
+}
+
 int fg_bundle_builder_write(struct fg_bundle_builder *b, const char *out, int level,
 			    long long mtime, char id_hex[FG_SHA256_HEX_LEN + 1], struct fg_err *err)
 {
@@ -397,7 +453,8 @@ int fg_bundle_builder_write(struct fg_bundle_builder *b, const char *out, int le
 		if (!o || !cJSON_AddStringToObject(o, "path", b->f[i].path) ||
 		    !cJSON_AddNumberToObject(o, "size", (double)b->f[i].size) ||
 		    !cJSON_AddStringToObject(o, "sha256", b->f[i].sha256) ||
-		    !cJSON_AddStringToObject(o, "mode", b->f[i].mode == 0755 ? "0755" : "0644")) {
+		    !cJSON_AddStringToObject(o, "mode", b->f[i].mode == 0755 ? "0755" : "0644") ||
+		    add_states(o, &b->f[i])) {
 			cJSON_Delete(o);
 			return fg_err_set(err, FG_ENOMEM, "out of memory");
 		}
@@ -754,6 +811,68 @@ int fg_bundle_scan(struct fg_bundle **out, const char *fgb, struct fg_err *err)
 	return fg_bundle_scan_id(out, fgb, NULL, 1, err);
 }
 
+/* One files entry's chain states, if they are well formed: 0 with c set
+ * (its states decoded into st, room for as many as the entry lists), or -1
+ * (absent or malformed: the entry gets none). */
+static int chain_of(const cJSON *f, struct fg_tarball_chain *c, uint8_t *st)
+{
+	const cJSON *cs = fg_json_obj(f, "sha256_states"), *arr = fg_json_arr(cs, "states"), *it;
+	long long size, every;
+	size_t n = 0;
+
+	if (!cs || !arr || !(c->path = fg_json_str(f, "path")) || fg_json_int(f, "size", &size) ||
+	    fg_json_int(cs, "every", &every) || size <= 0 || every <= 0 || every % 64 ||
+	    (unsigned long long)cJSON_GetArraySize(arr) != (unsigned long long)((size - 1) / every))
+		return -1;
+	cJSON_ArrayForEach(it, arr)
+	{
+		if (!cJSON_IsString(it) || !fg_sha256_hex_valid(it->valuestring) ||
+		    fg_hex_decode(it->valuestring, st + 32 * n, 32))
+			return -1;
+		n++;
+	}
+	c->size = (unsigned long long)size;
+	c->every = (unsigned long long)every;
+	c->states = st;
+	c->n = n;
+	return n ? 0 : -1;
+}
+
+/* The chain states bundle.json lists (docs/formats/bundle.md, "Chain
+ * states"), for the lanes to cut members at: entries whose states are
+ * malformed get none (the states only make the check faster; they prove
+ * nothing, and a lane that starts from one checks it). *mem holds them; the
+ * paths are meta's. Out of memory: none. */
+static void chains_of(const cJSON *meta, struct fg_tarball_chain **out, size_t *n, uint8_t **mem)
+{
+	const cJSON *files = fg_json_arr(meta, "files"), *f, *arr;
+	size_t total = 0, k = 0;
+
+	*out = NULL;
+	*n = 0;
+	*mem = NULL;
+	cJSON_ArrayForEach(f, files)
+	{
+		if ((arr = fg_json_arr(fg_json_obj(f, "sha256_states"), "states")) != NULL) {
+			total += (size_t)cJSON_GetArraySize(arr);
+			k++;
+		}
+	}
+	if (!k || !(*out = calloc(k, sizeof(**out))) || !(*mem = malloc(32 * total))) {
+		free(*out);
+		*out = NULL;
+		return;
+	}
+	total = 0;
+	cJSON_ArrayForEach(f, files)
+	{
+		if (!chain_of(f, &(*out)[*n], *mem + 32 * total)) {
+			total += (*out)[*n].n;
+			(*n)++;
+		}
+	}
+}
+
 /* want_id 0 (no expected id only): member digests alone, b->id "", read
  * in lanes on threads threads where the bundle allows */
 static int scan(struct fg_bundle **out, const char *fgb, const char *expect_id, int want_id,
@@ -763,7 +882,8 @@ static int scan(struct fg_bundle **out, const char *fgb, const char *expect_id, 
 	struct collect c = { NULL, 0, 0 };
 	struct fg_buf text = FG_BUF_INIT;
 	struct fg_tarball_read_opts o;
-	uint8_t id[32];
+	struct fg_tarball_chain *chains = NULL;
+	uint8_t id[32], *chain_mem = NULL;
 	double t0 = now_s();
 	int rc;
 
@@ -783,9 +903,13 @@ static int scan(struct fg_bundle **out, const char *fgb, const char *expect_id, 
 		id_pass_opts(&o, expect_id);
 		o.lanes = &b->lanes;
 		o.threads = threads;
+		chains_of(b->meta, &chains, &o.n_chains, &chain_mem);
+		o.chains = chains;
 		rc = corrupt(fg_tarball_scan_opts(fgb, &o, collect_entry, &c,
 						  expect_id || want_id ? id : NULL, err),
 			     fgb, err);
+		free(chains);
+		free(chain_mem);
 	}
 	if (!rc) {
 		if (expect_id || want_id)

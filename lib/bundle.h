@@ -28,6 +28,11 @@
 #define FG_BUNDLE_SCHEMA 1
 #define FG_BUNDLE_JSON "bundle.json"
 #define FG_BUNDLE_JSON_MAX ((size_t)64 << 20)
+/* pack keeps a hashed file's SHA-256 chain state every this many bytes in
+ * bundle.json (docs/formats/bundle.md, "Chain states"); a multiple of
+ * FG_TARBALL_FRAME_DATA. The environment's FG_PACK_STATES_EVERY sets another
+ * (0: none). */
+#define FG_BUNDLE_STATES_EVERY ((unsigned long long)32 << 20)
 
 struct fg_bundle_builder;
 

@@ -849,10 +849,12 @@ static int reader_file(struct fg_sha256_reader *r, const char *path, int flags,
 		*size_out = l->done;
 	lane_close(l);
 	chain_end(&c, &res);
-	if (states)
-		*states = res.states, *n_states = res.n_states;
-	else
+	if (states && !rc) {
+		*states = res.states;
+		*n_states = res.n_states;
+	} else {
 		free(res.states);
+	}
 	return rc;
 }
 

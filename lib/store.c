@@ -507,6 +507,13 @@ int fg_store_stamp_note(const struct fg_store *st, const char *sha256_hex, const
 int fg_store_digest_files(struct fg_store *st, const char *const *path, size_t n, int threads,
 			  struct fg_store_digest *out, struct fg_err *err)
 {
+	return fg_store_digest_files_states(st, path, n, threads, 0, out, err);
+}
+
+int fg_store_digest_files_states(struct fg_store *st, const char *const *path, size_t n,
+				 int threads, unsigned long long every, struct fg_store_digest *out,
+				 struct fg_err *err)
+{
 	const char **hp = calloc(n + 1, sizeof(*hp));
 	size_t *at = calloc(n + 1, sizeof(*at));
 	struct fg_sha256_result *res = calloc(n + 1, sizeof(*res));
@@ -526,7 +533,7 @@ int fg_store_digest_files(struct fg_store *st, const char *const *path, size_t n
 		}
 	}
 	if (!rc && nh)
-		rc = fg_sha256_files(hp, nh, threads, 0, res, err);
+		rc = fg_sha256_files_states(hp, nh, threads, 0, every, res, err);
 	for (i = 0; !rc && i < nh; i++) {
 		struct fg_store_digest *d = &out[at[i]];
 		struct stat now;
@@ -535,12 +542,17 @@ int fg_store_digest_files(struct fg_store *st, const char *const *path, size_t n
 		d->err = res[i].err;
 		d->size = res[i].size;
 		d->st = res[i].st;
+		d->states = res[i].states;
+		d->n_states = res[i].n_states;
+		res[i].states = NULL;
 		if (d->rc)
 			continue;
 		fg_hex_encode(res[i].digest, FG_SHA256_LEN, d->hex);
 		if (st && !stat(hp[i], &now) && fg_stat_unchanged(&d->st, &now))
 			fg_store_stamp_note(st, d->hex, &d->st);
 	}
+	for (i = 0; i < nh; i++)
+		free(res[i].states); /* when it could not run */
 	free(hp);
 	free(at);
 	free(res);

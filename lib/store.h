@@ -139,6 +139,10 @@ struct fg_store_digest {
 	int by_store;            /* 1: named by its store blob, not read */
 	int rc;                  /* 0, or FG_E* for this file (FG_ENOTFOUND: absent) */
 	struct fg_err err;       /* the message when rc */
+	/* fg_store_digest_files_states, a file it hashed: its chain states
+	 * (fg_sha256_files_states; malloc'd, the caller frees; NULL: none) */
+	uint8_t *states;
+	size_t n_states;
 };
 /* Digests of n files, out[i] for path[i]: a file that is a hard link to a
  * blob of st (NULL: none) whose stamp holds is named by the blob; the others
@@ -147,6 +151,11 @@ struct fg_store_digest {
  * only when it cannot run (FG_ENOMEM): check each out[i].rc. */
 int fg_store_digest_files(struct fg_store *st, const char *const *path, size_t n, int threads,
 			  struct fg_store_digest *out, struct fg_err *err);
+/* The same, also keeping the chain states every `every` bytes (0: none) of
+ * each file it hashes; a file named by its blob has none. */
+int fg_store_digest_files_states(struct fg_store *st, const char *const *path, size_t n,
+				 int threads, unsigned long long every, struct fg_store_digest *out,
+				 struct fg_err *err);
 /* Records sb as blob sha256_hex's stamp, only when sb is that blob's inode.
  * The caller vouches that the file held sha256_hex's bytes while it showed sb:
  * it hashed every byte itself, with sb taken before and found unchanged after.

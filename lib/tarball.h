@@ -102,6 +102,11 @@ int fg_tarball_scan(const char *archive, const struct fg_tarball_limits *lim, in
 		    fg_tarball_entry_fn fn, void *user, uint8_t id[32], struct fg_err *err);
 
 /* How a reader works through an archive. */
+/* The writer cuts a large file member's zstd frames at every this many
+ * bytes of its data (docs/formats/bundle.md, "Frames and the seek table"):
+ * chain states a reader can start from are at multiples of it. */
+#define FG_TARBALL_FRAME_DATA ((unsigned long long)8 << 20)
+
 /* A member's chain states as bundle.json lists them (docs/formats/
  * bundle.md, "Chain states"): the SHA-256 chaining state after every
  * `every` bytes of its content (a multiple of 64), n of them, 32 bytes

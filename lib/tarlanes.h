@@ -29,10 +29,13 @@
  * the stream ends inside a frame. */
 enum { FG_ZW_READ = 1, FG_ZW_ZSTD, FG_ZW_SHORT };
 
-/* The writer's frames (lib/tarball.c): it cuts inside a member only where a
- * frame would pass FG_TAR_FRAME_MAX bytes of tar, by a piece of at most
- * FG_TAR_PIECE_MAX; the lanes look for member starts elsewhere first. */
-#define FG_TAR_FRAME_MAX ((unsigned long long)8 << 20)
+/* The writer's frames (lib/tarball.c): it cuts inside a large member at
+ * every FG_TAR_FRAME_MAX bytes of its data (bundles before 2026-12-04: where
+ * a frame would pass FG_TAR_FRAME_MAX bytes of tar, by a piece of at most
+ * FG_TAR_PIECE_MAX). Either way a frame cut inside a member holds more than
+ * FG_TAR_FRAME_MAX - FG_TAR_PIECE_MAX bytes of tar: the lanes look for
+ * member starts after smaller frames first. */
+#define FG_TAR_FRAME_MAX FG_TARBALL_FRAME_DATA
 #define FG_TAR_PIECE_MAX ((unsigned long long)1 << 20)
 /* the zstd seekable format: the skippable frame holding the seek table, and
  * the magic its last 4 bytes end the file with */
