@@ -687,7 +687,7 @@ static int write_member(struct archive *a, struct wsink *s, const struct wentry 
 {
 	char *buf;
 	struct archive_entry *ae = archive_entry_new();
-	unsigned long long done = 0;
+	unsigned long long done = 0, extra = 0;
 	int fd = -1, rc = 0;
 
 	if (!ae)
@@ -728,15 +728,27 @@ static int write_member(struct archive *a, struct wsink *s, const struct wentry 
 #endif
 	/* a large member's frames are cut at every FRAME_MAX bytes of its data
 	 * (the first also holds its header): a reader may start at any of them
-	 * with the member's chain state (docs/formats/bundle.md) */
+	 * with the member's chain state (docs/formats/bundle.md). Its last frame
+	 * is kept to FRAME_MAX - IO_CHUNK bytes of tar or less, by one more cut
+	 * IO_CHUNK before its end where needed: the lanes take a frame of more
+	 * for one cut inside a member, not before the next member's header. */
 	s->in_data = e->size >= FRAME_MIN;
+	if (s->in_data) {
+		unsigned long long last = (e->size - 1) / FRAME_MAX * FRAME_MAX;
+		unsigned long long tail = e->size - last + (512 - e->size % 512) % 512 +
+					  (last ? 0 : s->tar_len - s->frame_tar0);
+
+		extra = tail > FRAME_MAX - IO_CHUNK ? e->size - IO_CHUNK : 0;
+	}
 	while (!rc && done < e->size) {
 		size_t want = e->size - done < IO_CHUNK ? (size_t)(e->size - done) : IO_CHUNK;
 		ssize_t n;
 
 		if (s->in_data && FRAME_MAX - done % FRAME_MAX < want)
 			want = (size_t)(FRAME_MAX - done % FRAME_MAX);
-		if (s->in_data && done && !(done % FRAME_MAX) && frame_cut(s)) {
+		if (extra > done && extra - done < want)
+			want = (size_t)(extra - done);
+		if (s->in_data && done && (!(done % FRAME_MAX) || done == extra) && frame_cut(s)) {
 			rc = err && err->code ? err->code : FG_EIO;
 			break;
 		}

@@ -995,6 +995,47 @@ static void test_chains(void)
 	unlink(at("chain.fgb"));
 }
 
+/* Members whose sizes are whole multiples of the writer's 8 MiB frames:
+ * each ends in a frame small enough that the next member's frame is tried
+ * as a region start (a last frame of a full 8 MiB reads as a cut inside a
+ * member, and with more than 8 frames a lane only frames after smaller ones
+ * are tried: here, with no small member first, none would be). */
+static void test_whole_frames(void)
+{
+	static const size_t mib = (size_t)1 << 20;
+	struct fg_tarball_writer *w = NULL;
+	struct fg_err err;
+	unsigned char *blk = malloc(mib);
+	uint8_t id[32];
+	char name[32];
+	size_t i, k;
+	int rc = !blk || fg_tarball_writer_new(&w, 3, 0, &err);
+	int lanes = 0;
+
+	for (k = 0; blk && k < mib; k++)
+		blk[k] = (unsigned char)((k * 2654435761u) >> 13);
+	for (i = 0; !rc && i < 4; i++) {
+		FILE *f;
+
+		snprintf(name, sizeof(name), "whole%zu.bin", i);
+		f = fopen(at(name), "wb");
+		for (k = 0; f && k < 40; k++)
+			rc |= fwrite(blk, 1, mib, f) != mib;
+		rc = rc || !f || fclose(f) || fg_tarball_add_file(w, name, at(name), NULL, &err);
+	}
+	rc = rc || fg_tarball_writer_finish(w, at("whole.fgb"), id, &err);
+	fg_tarball_writer_free(w);
+	free(blk);
+	ok(!rc, "whole frames: packed 4 members of 40 MiB");
+	ok(same_outcome_as(at("whole.fgb"), 1, &lanes, NULL, 0) && lanes == 2,
+	   "whole frames, 1 thread: lanes = sequential, 2 of them, cut at a member (%d)", lanes);
+	for (i = 0; i < 4; i++) {
+		snprintf(name, sizeof(name), "whole%zu.bin", i);
+		unlink(at(name));
+	}
+	unlink(at("whole.fgb"));
+}
+
 int main(void)
 {
 	if (work_begin("fglanes"))
@@ -1003,6 +1044,7 @@ int main(void)
 	test_framings();
 	test_big_member();
 	test_chains();
+	test_whole_frames();
 	/* again on OpenSSL's block function (own contexts without our SHA-NI code) */
 	printf("# chains with FG_SHA256_X2=0\n");
 	setenv("FG_SHA256_X2", "0", 1);
