@@ -32,7 +32,7 @@
  * bundle.json (docs/formats/bundle.md, "Chain states"); a multiple of
  * FG_TARBALL_FRAME_DATA. The environment's FG_PACK_STATES_EVERY sets another
  * (0: none). */
-#define FG_BUNDLE_STATES_EVERY ((unsigned long long)32 << 20)
+#define FG_BUNDLE_STATES_EVERY FG_STORE_STATES_EVERY /* lib/store.h: what the store keeps */
 
 struct fg_bundle_builder;
 

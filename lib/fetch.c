@@ -55,6 +55,7 @@ struct job {
 	unsigned long long retry_at;
 	/* shared with the hasher, under R->mu */
 	struct fg_sha256 *sha;
+	struct fg_sha256_chain chain; /* its chain states, for the store (with sha) */
 	unsigned long long hash_target, hashed, last_signal;
 	int hashing, hash_done, hash_rc, cancel;
 	uint8_t digest[FG_SHA256_LEN];
@@ -178,7 +179,7 @@ static void *hasher(void *arg)
 						got < 0 ? strerror(errno) : "file shorter than written");
 				break;
 			}
-			rc = fg_sha256_update(j->sha, buf, (size_t)got, &e);
+			rc = fg_sha256_chain_update(j->sha, &j->chain, buf, (size_t)got, &e);
 			/* start writeback now so the fsync at commit finds little left to do */
 			sync_file_range(j->fd, (off_t)from, (off_t)got, SYNC_FILE_RANGE_WRITE);
 			from += (unsigned long long)got;
@@ -371,6 +372,33 @@ static int write_all(int fd, const char *p, size_t n)
 }
 
 /* Opens (or resumes) the partial download of j; the lock is held. */
+/* The job's digest context: an own one taking chain states, for the store
+ * to keep beside the blob (lib/store.h), when the file is large enough to
+ * have any; else OpenSSL's. */
+static int job_sha_new(struct job *j, struct fg_err *err)
+{
+	int own = j->size > FG_STORE_STATES_EVERY;
+
+	fg_sha256_chain_free(&j->chain);
+	fg_sha256_chain_init(&j->chain, own ? FG_STORE_STATES_EVERY : 0);
+	if (own ? fg_sha256_new_own(&j->sha, err) : fg_sha256_new(&j->sha, err))
+		return err ? err->code : FG_ENOMEM;
+	return 0;
+}
+
+/* The job's digest is in the store under hex: its chain states go beside
+ * it (a cache: failing to keep them changes nothing else). */
+static void job_keep_states(struct job *j, const char *hex)
+{
+	uint8_t *st = NULL;
+	size_t n = 0;
+
+	fg_sha256_chain_take(&j->chain, &st, &n);
+	if (n)
+		fg_store_states_note(j->R->st, hex, j->chain.every, st, n);
+	free(st);
+}
+
 static int job_files(struct job *j, struct fg_err *err)
 {
 	struct run *R = j->R;
@@ -404,7 +432,7 @@ static int job_files(struct job *j, struct fg_err *err)
 		j->fd = open(j->part.data, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 		if (j->fd < 0)
 			return fg_err_set(err, FG_EIO, "open %s: %s", j->part.data, strerror(errno));
-		if (!j->sha && fg_sha256_new(&j->sha, err))
+		if (!j->sha && job_sha_new(j, err))
 			return err ? err->code : FG_ENOMEM;
 		return 0;
 	}
@@ -457,7 +485,7 @@ static int job_files(struct job *j, struct fg_err *err)
 			if (R->stats)
 				R->stats->bytes_resumed += j->got[c];
 		}
-	if (!j->sha && fg_sha256_new(&j->sha, err))
+	if (!j->sha && job_sha_new(j, err))
 		return err ? err->code : FG_ENOMEM;
 	return 0;
 }
@@ -591,7 +619,7 @@ static int chunk_data(void *ud, unsigned long long off, const void *data, size_t
 		left -= (size_t)w;
 	}
 	if (j->single) {
-		int rc = fg_sha256_update(j->sha, data, len, err);
+		int rc = fg_sha256_chain_update(j->sha, &j->chain, data, len, err);
 
 		if (rc)
 			return rc;
@@ -630,6 +658,7 @@ static int job_refetch(struct job *j, int single)
 	fg_store_partial_remove(R->st, j->key, NULL);
 	fg_sha256_free(j->sha);
 	j->sha = NULL;
+	fg_sha256_chain_free(&j->chain);
 	if (job_files(j, &e)) {
 		fg_err_wrap(&e, "fetch %s", j->it->what);
 		job_close(j);
@@ -757,6 +786,7 @@ static void commit_job(struct job *j)
 	close(j->jfd);
 	j->jfd = -1;
 	fg_store_partial_remove(R->st, j->key, NULL);
+	job_keep_states(j, hex);
 	if (!j->it->expect_sha256 && j->it->resume_key)
 		fg_store_known_put(R->st, j->key, hex);
 	fg_store_unlock(j->lk);
@@ -931,6 +961,7 @@ static void flush_pending(struct run *R)
 			j->mismatch_retry = 1;
 			fg_sha256_free(j->sha);
 			j->sha = NULL;
+			fg_sha256_chain_free(&j->chain);
 			if (job_files(j, &oe)) {
 				fg_err_wrap(&oe, "fetch %s", j->it->what);
 				job_fail(j, oe.code, &oe);
@@ -953,6 +984,7 @@ static void flush_pending(struct run *R)
 			continue;
 		}
 		memcpy(j->it->sha256, hex, sizeof(hex));
+		job_keep_states(j, hex);
 		j->it->rc = 0;
 		j->state = J_DONE;
 		R->finished++;
@@ -1178,6 +1210,7 @@ out:
 		close_files(j);
 		fg_store_unlock(j->lk);
 		fg_sha256_free(j->sha);
+		fg_sha256_chain_free(&j->chain);
 		fg_buf_release(&j->part);
 		fg_buf_release(&j->jpath);
 		free(j->done);

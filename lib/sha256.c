@@ -404,17 +404,13 @@ struct fg_sha256_reader {
 	int last_mode;
 };
 
-/* One file's chain states (fg_sha256_reader_set_every): the state after
- * every `every` bytes, for the offsets before the file's end. */
-struct chain {
-	unsigned long long every, done;
-	uint8_t *st; /* 32 bytes each */
-	size_t n, cap;
-	int failed;  /* out of memory: no states kept (the digest is unaffected) */
-};
+void fg_sha256_chain_init(struct fg_sha256_chain *c, unsigned long long every)
+{
+	memset(c, 0, sizeof(*c));
+	c->every = every;
+}
 
-/* The bytes of a piece of n to hash before the next state is due. */
-static size_t chain_span(const struct chain *c, size_t n)
+size_t fg_sha256_chain_span(const struct fg_sha256_chain *c, size_t n)
 {
 	unsigned long long to;
 
@@ -424,9 +420,7 @@ static size_t chain_span(const struct chain *c, size_t n)
 	return to < n ? (size_t)to : n;
 }
 
-/* m bytes were hashed into h: a state is taken when they reach a multiple of
- * every. */
-static void chain_step(struct chain *c, const struct fg_sha256 *h, size_t m)
+void fg_sha256_chain_step(struct fg_sha256_chain *c, const struct fg_sha256 *h, size_t m)
 {
 	c->done += m;
 	if (!c->every || !m || c->done % c->every || c->failed)
@@ -437,21 +431,43 @@ static void chain_step(struct chain *c, const struct fg_sha256 *h, size_t m)
 		c->n++;
 }
 
-/* The file ended: a state at its very end is not one (nothing follows); the
- * states move to res. */
-static void chain_end(struct chain *c, struct fg_sha256_result *res)
+int fg_sha256_chain_update(struct fg_sha256 *h, struct fg_sha256_chain *c, const void *data,
+			   size_t len, struct fg_err *err)
+{
+	const uint8_t *p = data;
+
+	while (len) {
+		size_t m = fg_sha256_chain_span(c, len);
+		int rc = fg_sha256_update(h, p, m, err);
+
+		if (rc)
+			return rc;
+		fg_sha256_chain_step(c, h, m);
+		p += m;
+		len -= m;
+	}
+	return 0;
+}
+
+void fg_sha256_chain_take(struct fg_sha256_chain *c, uint8_t **states, size_t *n)
 {
 	if (c->n && c->n * c->every >= c->done)
-		c->n--;
+		c->n--; /* at the very end: nothing follows it */
 	if (c->failed || !c->n) {
 		free(c->st);
 		c->st = NULL;
 		c->n = 0;
 	}
-	res->states = c->st;
-	res->n_states = c->n;
+	*states = c->st;
+	*n = c->n;
 	c->st = NULL;
 	c->n = c->cap = 0;
+}
+
+void fg_sha256_chain_free(struct fg_sha256_chain *c)
+{
+	free(c->st);
+	memset(c, 0, sizeof(*c));
 }
 
 int fg_sha256_reader_new(struct fg_sha256_reader **out, struct fg_err *err)
@@ -789,6 +805,16 @@ static int reader_file(struct fg_sha256_reader *r, const char *path, int flags,
 		       uint8_t out[FG_SHA256_LEN], unsigned long long *size_out, struct stat *st_out,
 		       uint8_t **states, size_t *n_states, struct fg_err *err);
 
+int fg_sha256_reader_file_states(struct fg_sha256_reader *r, const char *path, int flags,
+				 uint8_t out[FG_SHA256_LEN], unsigned long long *size_out,
+				 struct stat *st_out, uint8_t **states, size_t *n_states,
+				 struct fg_err *err)
+{
+	*states = NULL;
+	*n_states = 0;
+	return reader_file(r, path, flags, out, size_out, st_out, states, n_states, err);
+}
+
 int fg_sha256_reader_file(struct fg_sha256_reader *r, const char *path, int flags,
 			  uint8_t out[FG_SHA256_LEN], unsigned long long *size_out, struct stat *st_out,
 			  struct fg_err *err)
@@ -808,12 +834,13 @@ static int reader_file(struct fg_sha256_reader *r, const char *path, int flags,
 		       uint8_t **states, size_t *n_states, struct fg_err *err)
 {
 	struct lane *l = &r->lane[0];
-	struct chain c = { r->every, 0, NULL, 0, 0, 0 };
+	struct fg_sha256_chain c;
 	struct fg_sha256_result res;
 	struct fg_sha256 *h;
 	struct stat st;
 	int rc;
 
+	fg_sha256_chain_init(&c, r->every);
 	r->last_mode = 0;
 	if (size_out)
 		*size_out = 0;
@@ -833,14 +860,7 @@ static int reader_file(struct fg_sha256_reader *r, const char *path, int flags,
 		rc = lane_piece(l, &d, &n, err);
 		if (rc || !n)
 			break;
-		while (!rc && n) {
-			size_t m = chain_span(&c, n);
-
-			rc = fg_sha256_update(h, d, m, err);
-			chain_step(&c, h, m);
-			d += m;
-			n -= m;
-		}
+		rc = fg_sha256_chain_update(h, &c, d, n, err);
 	}
 	if (!rc)
 		rc = fg_sha256_final(h, out, err);
@@ -848,7 +868,7 @@ static int reader_file(struct fg_sha256_reader *r, const char *path, int flags,
 	if (size_out)
 		*size_out = l->done;
 	lane_close(l);
-	chain_end(&c, &res);
+	fg_sha256_chain_take(&c, &res.states, &res.n_states);
 	if (states && !rc) {
 		*states = res.states;
 		*n_states = res.n_states;
@@ -862,13 +882,12 @@ int fg_sha256_reader_pair(struct fg_sha256_reader *r, const char *const path[2],
 			  struct fg_sha256_result res[2], struct fg_err *err)
 {
 	struct fg_sha256 **x = r->every ? r->o : r->x;
-	struct chain c[2];
+	struct fg_sha256_chain c[2];
 	int i, on[2] = { 0, 0 }, rc = 0;
 
 	for (i = 0; i < 2; i++) {
 		memset(&res[i], 0, sizeof(res[i]));
-		memset(&c[i], 0, sizeof(c[i]));
-		c[i].every = r->every;
+		fg_sha256_chain_init(&c[i], r->every);
 		if (!x[i] && (rc = r->every ? fg_sha256_new_own(&x[i], err)
 					    : fg_sha256_new_x2(&x[i], err)) != 0)
 			return rc;
@@ -897,7 +916,7 @@ int fg_sha256_reader_pair(struct fg_sha256_reader *r, const char *const path[2],
 			size_t m[2];
 
 			for (i = 0; i < 2; i++)
-				m[i] = chain_span(&c[i], n[i]);
+				m[i] = fg_sha256_chain_span(&c[i], n[i]);
 			if (m[0] && m[1]) {
 				/* no fallible step in the SHA-NI pair; with EVP the
 				 * failing half is charged to both */
@@ -916,7 +935,7 @@ int fg_sha256_reader_pair(struct fg_sha256_reader *r, const char *const path[2],
 						on[i] = 0, n[i] = m[i] = 0;
 			}
 			for (i = 0; i < 2; i++) {
-				chain_step(&c[i], x[i], m[i]);
+				fg_sha256_chain_step(&c[i], x[i], m[i]);
 				d[i] += m[i];
 				n[i] -= m[i];
 			}
@@ -926,7 +945,7 @@ int fg_sha256_reader_pair(struct fg_sha256_reader *r, const char *const path[2],
 		struct lane *l = &r->lane[i];
 
 		if (!path[i] || l->fd < 0) {
-			free(c[i].st);
+			fg_sha256_chain_free(&c[i]);
 			continue;
 		}
 		if (!res[i].rc)
@@ -934,7 +953,7 @@ int fg_sha256_reader_pair(struct fg_sha256_reader *r, const char *const path[2],
 		res[i].mode = l->mode;
 		res[i].size = l->done;
 		lane_close(l);
-		chain_end(&c[i], &res[i]);
+		fg_sha256_chain_take(&c[i], &res[i].states, &res[i].n_states);
 		if (res[i].rc) {
 			free(res[i].states);
 			res[i].states = NULL;

@@ -49,6 +49,30 @@ int fg_sha256_state(const struct fg_sha256 *h, uint8_t st[FG_SHA256_LEN], uint64
  * of 64): hashing the rest then gives the whole stream's digest; -1 for an
  * EVP context or a total off a block boundary. */
 int fg_sha256_set_state(struct fg_sha256 *h, const uint8_t st[FG_SHA256_LEN], uint64_t total);
+/* Chain states taken while one stream is hashed in order: the state after
+ * every `every` bytes (a multiple of 64; 0: none), on an own context
+ * (docs/formats/bundle.md, "Chain states"). Out of memory: no states (the
+ * digest is unaffected). */
+struct fg_sha256_chain {
+	unsigned long long every, done;
+	uint8_t *st; /* 32 bytes each */
+	size_t n, cap;
+	int failed;
+};
+void fg_sha256_chain_init(struct fg_sha256_chain *c, unsigned long long every);
+/* Of a span of n bytes, the bytes to hash before the next state is due. */
+size_t fg_sha256_chain_span(const struct fg_sha256_chain *c, size_t n);
+/* m bytes were just hashed into h: takes the state when they end on a
+ * multiple of every. */
+void fg_sha256_chain_step(struct fg_sha256_chain *c, const struct fg_sha256 *h, size_t m);
+/* fg_sha256_update in spans, with the steps between. */
+int fg_sha256_chain_update(struct fg_sha256 *h, struct fg_sha256_chain *c, const void *data,
+			   size_t len, struct fg_err *err);
+/* The stream ended: hands over its states before its end (a state at the
+ * very end is dropped), malloc'd, or NULL and 0; c is left empty. */
+void fg_sha256_chain_take(struct fg_sha256_chain *c, uint8_t **states, size_t *n);
+void fg_sha256_chain_free(struct fg_sha256_chain *c);
+
 /* 1 when h runs on our SHA-NI code (tests, docs). */
 int fg_sha256_is_x2(const struct fg_sha256 *h);
 
@@ -106,6 +130,13 @@ int fg_sha256_reader_file(struct fg_sha256_reader *r, const char *path, int flag
 /* How the last file was read: 1 O_DIRECT with AIO, 2 O_DIRECT synchronous,
  * 0 plain reads (docs and tests). */
 int fg_sha256_reader_last_mode(const struct fg_sha256_reader *r);
+/* fg_sha256_reader_file, also giving the chain states (the reader's every,
+ * fg_sha256_reader_set_every) in *states (malloc'd, the caller frees; NULL
+ * when none or on failure). */
+int fg_sha256_reader_file_states(struct fg_sha256_reader *r, const char *path, int flags,
+				 uint8_t out[FG_SHA256_LEN], unsigned long long *size_out,
+				 struct stat *st_out, uint8_t **states, size_t *n_states,
+				 struct fg_err *err);
 /* From now on, files are hashed on own contexts and their chain states kept
  * every `every` bytes (0: back to none); see fg_sha256_files_states. */
 void fg_sha256_reader_set_every(struct fg_sha256_reader *r, unsigned long long every);

@@ -33,6 +33,7 @@ struct fg_store {
 	char *roots;
 	char *tmp;
 	char *stamps;
+	char *states;
 };
 
 struct fg_store_lock {
@@ -102,6 +103,7 @@ void fg_store_free(struct fg_store *st)
 	free(st->roots);
 	free(st->tmp);
 	free(st->stamps);
+	free(st->states);
 	free(st);
 }
 
@@ -136,8 +138,9 @@ int fg_store_open(struct fg_store **out, const char *root, struct fg_err *err)
 	st->tmp = joined(st->root, "tmp");
 	st->known = joined(st->root, "known");
 	st->stamps = joined(st->root, "stamps");
+	st->states = joined(st->root, "states");
 	if (!st->blobs || !st->partial || !st->locks || !st->quarantine || !st->roots || !st->tmp ||
-	    !st->known || !st->stamps) {
+	    !st->known || !st->stamps || !st->states) {
 		fg_store_free(st);
 		return oom(err);
 	}
@@ -504,6 +507,92 @@ int fg_store_stamp_note(const struct fg_store *st, const char *sha256_hex, const
 	return rc;
 }
 
+/* ---- chain states ---- */
+
+#define STATES_MAGIC "fgpack-states 1\n"
+
+int fg_store_states_note(const struct fg_store *st, const char *sha256_hex,
+			 unsigned long long every, const uint8_t *states, size_t n)
+{
+	struct fg_buf text = FG_BUF_INIT, p = FG_BUF_INIT, tmp = FG_BUF_INIT;
+	size_t i;
+	int fd = -1, rc = -1;
+
+	if (!fg_sha256_hex_valid(sha256_hex) || !n || !every ||
+	    fg_buf_printf(&text, NULL, STATES_MAGIC "every %llu\n", every))
+		goto out;
+	for (i = 0; i < n; i++) {
+		char hex[FG_SHA256_HEX_LEN + 2];
+
+		fg_hex_encode(states + 32 * i, 32, hex);
+		hex[FG_SHA256_HEX_LEN] = '\n';
+		if (fg_buf_append(&text, hex, FG_SHA256_HEX_LEN + 1, NULL))
+			goto out;
+	}
+	if ((mkdir(st->states, 0755) && errno != EEXIST) ||
+	    fg_buf_printf(&p, NULL, "%s/%s", st->states, sha256_hex) ||
+	    fg_buf_printf(&tmp, NULL, "%s/.tmp-XXXXXX", st->states) || (fd = mkstemp(tmp.data)) < 0)
+		goto out;
+	/* written whole then renamed: a reader sees the old record or the new one */
+	if (!fg_write_all(fd, text.data, text.len) && !fchmod(fd, 0644) && !close(fd)) {
+		fd = -1;
+		rc = rename(tmp.data, p.data) ? -1 : 0;
+	}
+	if (rc)
+		unlink(tmp.data);
+out:
+	if (fd >= 0)
+		close(fd);
+	fg_buf_release(&text);
+	fg_buf_release(&p);
+	fg_buf_release(&tmp);
+	return rc;
+}
+
+int fg_store_states_get(const struct fg_store *st, const char *sha256_hex, unsigned long long size,
+			unsigned long long every, uint8_t **states, size_t *n)
+{
+	struct fg_buf p = FG_BUF_INIT, text = FG_BUF_INIT, head = FG_BUF_INIT;
+	size_t want, i, hl;
+	uint8_t *out = NULL;
+	int rc = -1;
+
+	*states = NULL;
+	*n = 0;
+	if (!fg_sha256_hex_valid(sha256_hex) || !every || !size)
+		return -1;
+	want = (size_t)((size - 1) / every);
+	if (!want || fg_buf_printf(&head, NULL, STATES_MAGIC "every %llu\n", every) ||
+	    fg_buf_printf(&p, NULL, "%s/%s", st->states, sha256_hex) ||
+	    fg_file_read(p.data, head.len + want * (FG_SHA256_HEX_LEN + 1) + 1, &text, NULL))
+		goto out;
+	hl = head.len;
+	/* exactly the header for this every and want lines of 64 hex digits */
+	if (text.len != hl + want * (FG_SHA256_HEX_LEN + 1) || memcmp(text.data, head.data, hl) ||
+	    !(out = malloc(32 * want)))
+		goto out;
+	for (i = 0; i < want; i++) {
+		const char *l = text.data + hl + i * (FG_SHA256_HEX_LEN + 1);
+		char hex[FG_SHA256_HEX_LEN + 1];
+
+		memcpy(hex, l, FG_SHA256_HEX_LEN);
+		hex[FG_SHA256_HEX_LEN] = '\0';
+		if (l[FG_SHA256_HEX_LEN] != '\n' || !fg_hex_lower_valid(hex, FG_SHA256_HEX_LEN) ||
+		    fg_hex_decode(hex, out + 32 * i, 32))
+			goto out;
+	}
+	*states = out;
+	*n = want;
+	out = NULL;
+	rc = 0;
+out:
+	free(out);
+	fg_buf_release(&p);
+	fg_buf_release(&text);
+	fg_buf_release(&head);
+	return rc;
+}
+
 int fg_store_digest_files(struct fg_store *st, const char *const *path, size_t n, int threads,
 			  struct fg_store_digest *out, struct fg_err *err)
 {
@@ -527,6 +616,9 @@ int fg_store_digest_files_states(struct fg_store *st, const char *const *path, s
 		d->by_store = st && !stat(path[i], &d->st) && fg_store_stamp_match(st, &d->st, d->hex);
 		if (d->by_store) {
 			d->size = (unsigned long long)d->st.st_size;
+			/* what the store kept when it last hashed the blob, if anything */
+			if (every)
+				fg_store_states_get(st, d->hex, d->size, every, &d->states, &d->n_states);
 		} else {
 			at[nh] = i;
 			hp[nh++] = path[i];
@@ -548,8 +640,9 @@ int fg_store_digest_files_states(struct fg_store *st, const char *const *path, s
 		if (d->rc)
 			continue;
 		fg_hex_encode(res[i].digest, FG_SHA256_LEN, d->hex);
-		if (st && !stat(hp[i], &now) && fg_stat_unchanged(&d->st, &now))
-			fg_store_stamp_note(st, d->hex, &d->st);
+		if (st && !stat(hp[i], &now) && fg_stat_unchanged(&d->st, &now) &&
+		    !fg_store_stamp_note(st, d->hex, &d->st) && d->n_states)
+			fg_store_states_note(st, d->hex, every, d->states, d->n_states);
 	}
 	for (i = 0; i < nh; i++)
 		free(res[i].states); /* when it could not run */
@@ -1204,7 +1297,8 @@ static int quarantine(struct fg_store *st, const char *hex, struct fg_err *err)
  * an absent one, quarantines a bad one, makes a good one read-only again and
  * stamps it when it did not change while hashed. */
 static int verify_settle(struct verify_job *j, size_t i, int rc, const uint8_t d[FG_SHA256_LEN],
-			 const char *path, const struct stat *before, struct fg_err *err)
+			 const char *path, const struct stat *before, const uint8_t *states,
+			 size_t n_states, struct fg_err *err)
 {
 	struct verify_res *vr = &j->res[i];
 	const char *hex = j->bl->hex[i];
@@ -1233,8 +1327,10 @@ static int verify_settle(struct verify_job *j, size_t i, int rc, const uint8_t d
 		    sb.st_size == before->st_size && sb.st_mtim.tv_sec == before->st_mtim.tv_sec &&
 		    sb.st_mtim.tv_nsec == before->st_mtim.tv_nsec &&
 		    (vr->fixed || (sb.st_ctim.tv_sec == before->st_ctim.tv_sec &&
-				   sb.st_ctim.tv_nsec == before->st_ctim.tv_nsec)))
-			fg_store_stamp_note(j->st, hex, &sb);
+				   sb.st_ctim.tv_nsec == before->st_ctim.tv_nsec)) &&
+		    !fg_store_stamp_note(j->st, hex, &sb) && n_states)
+			/* and its chain states, taken from the bytes just checked */
+			fg_store_states_note(j->st, hex, FG_STORE_STATES_EVERY, states, n_states);
 	}
 	return 0;
 }
@@ -1246,7 +1342,8 @@ static int verify_one(void *arg, size_t i, int t, struct fg_err *err)
 	struct verify_job *j = arg;
 	struct verify_res *vr = &j->res[i];
 	struct fg_buf p = FG_BUF_INIT;
-	uint8_t d[FG_SHA256_LEN];
+	uint8_t d[FG_SHA256_LEN], *states = NULL;
+	size_t n_states = 0;
 	struct stat before;
 	int rc;
 
@@ -1254,13 +1351,15 @@ static int verify_one(void *arg, size_t i, int t, struct fg_err *err)
 		return 0;
 	if (!j->rd[t] && (rc = fg_sha256_reader_new(&j->rd[t], err)))
 		return rc;
+	fg_sha256_reader_set_every(j->rd[t], FG_STORE_STATES_EVERY);
 	memset(&before, 0, sizeof(before));
 	rc = fg_store_blob_path(&p, j->st, j->bl->hex[i], err);
 	if (!rc) /* before: the blob as opened, before its bytes were read */
-		rc = fg_sha256_reader_file(j->rd[t], p.data, FG_SHA256_DIRECT, d, &vr->size, &before,
-					   err);
+		rc = fg_sha256_reader_file_states(j->rd[t], p.data, FG_SHA256_DIRECT, d, &vr->size,
+						  &before, &states, &n_states, err);
 	if (!rc || rc == FG_ENOTFOUND)
-		rc = verify_settle(j, i, rc, d, p.data, &before, err);
+		rc = verify_settle(j, i, rc, d, p.data, &before, states, n_states, err);
+	free(states);
 	fg_buf_release(&p);
 	return rc;
 }
@@ -1287,13 +1386,18 @@ static int verify_two(void *arg, size_t k, int t, struct fg_err *err)
 			goto out;
 		path[i] = p[i].data;
 	}
+	fg_sha256_reader_set_every(j->rd[t], FG_STORE_STATES_EVERY);
+	memset(res, 0, sizeof(res));
 	rc = fg_sha256_reader_pair(j->rd[t], path, FG_SHA256_DIRECT, res, err);
 	for (i = 0; !rc && i < 2 && path[i]; i++) {
 		j->res[blob[i]].size = res[i].size;
-		rc = verify_settle(j, blob[i], res[i].rc, res[i].digest, path[i], &res[i].st, err);
+		rc = verify_settle(j, blob[i], res[i].rc, res[i].digest, path[i], &res[i].st,
+				   res[i].states, res[i].n_states, err);
 		if (rc && rc == res[i].rc && err)
 			*err = res[i].err; /* the reader's own message for this blob */
 	}
+	for (i = 0; i < 2; i++)
+		free(res[i].states);
 out:
 	fg_buf_release(&p[0]);
 	fg_buf_release(&p[1]);
@@ -1540,6 +1644,38 @@ static void sweep(struct fg_store *st, const char *dir, long max_age, int dry_ru
 	closedir(d);
 }
 
+/* Removes chain states whose blob is gone, and stale temporary records. */
+static void sweep_states(struct fg_store *st)
+{
+	DIR *d = opendir(st->states);
+	struct dirent *e;
+	time_t now = time(NULL);
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		struct fg_buf p = FG_BUF_INIT, b = FG_BUF_INIT;
+		struct stat sb;
+		int keep;
+
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+		    fg_buf_printf(&p, NULL, "%s/%s", st->states, e->d_name)) {
+			fg_buf_release(&p);
+			continue;
+		}
+		if (e->d_name[0] == '.')
+			keep = lstat(p.data, &sb) || now - sb.st_mtime < 3600;
+		else
+			keep = fg_sha256_hex_valid(e->d_name) &&
+			       !fg_store_blob_path(&b, st, e->d_name, NULL) && !stat(b.data, &sb);
+		if (!keep)
+			unlink(p.data);
+		fg_buf_release(&p);
+		fg_buf_release(&b);
+	}
+	closedir(d);
+}
+
 /* Removes stamps whose blob is gone (or is another inode now), and stale
  * temporary records. */
 static void sweep_stamps(struct fg_store *st)
@@ -1680,6 +1816,7 @@ int fg_store_gc(struct fg_store_report *rep, struct fg_store *st, const char *co
 		sweep(st, st->tmp, 3600, dry_run);
 		if (!dry_run) {
 			sweep_stamps(st);
+			sweep_states(st);
 			sweep_placed(st);
 		}
 	}

@@ -131,6 +131,22 @@ int fg_store_import_ex(struct fg_store *st, const char *src, const char *expecte
  * whose stamp matches sb exactly; else 0. */
 int fg_store_stamp_match(const struct fg_store *st, const struct stat *sb,
 			 char out_hex[FG_SHA256_HEX_LEN + 1]);
+/* A blob's chain states (docs/formats/store.md, "Chain states";
+ * docs/formats/bundle.md): states/<hex> holds the SHA-256 state after every
+ * `every` bytes of the blob, as whoever hashed all of it took them. A cache,
+ * like the stamps, and trusted for nothing: a reader that starts from a
+ * state checks it by ending on the next. fg_store_states_note records n
+ * states (32 bytes each); 0, or -1 when nothing was recorded.
+ * fg_store_states_get: 0 with *states (malloc'd, the caller frees) and *n
+ * when a record for this every holds exactly the states a blob of size
+ * bytes has; else -1 and none. The fetcher keeps them every
+ * FG_STORE_STATES_EVERY bytes. */
+#define FG_STORE_STATES_EVERY ((unsigned long long)32 << 20)
+int fg_store_states_note(const struct fg_store *st, const char *sha256_hex,
+			 unsigned long long every, const uint8_t *states, size_t n);
+int fg_store_states_get(const struct fg_store *st, const char *sha256_hex, unsigned long long size,
+			unsigned long long every, uint8_t **states, size_t *n);
+
 /* One file's digest from fg_store_digest_files. */
 struct fg_store_digest {
 	char hex[FG_SHA256_HEX_LEN + 1];
@@ -151,8 +167,10 @@ struct fg_store_digest {
  * only when it cannot run (FG_ENOMEM): check each out[i].rc. */
 int fg_store_digest_files(struct fg_store *st, const char *const *path, size_t n, int threads,
 			  struct fg_store_digest *out, struct fg_err *err);
-/* The same, also keeping the chain states every `every` bytes (0: none) of
- * each file it hashes; a file named by its blob has none. */
+/* The same, also giving the chain states every `every` bytes (0: none) of
+ * each file it hashes (and recording them for each that is a blob, beside
+ * its stamp), and of each named by its blob, as the store recorded them
+ * (none if it did not). */
 int fg_store_digest_files_states(struct fg_store *st, const char *const *path, size_t n,
 				 int threads, unsigned long long every, struct fg_store_digest *out,
 				 struct fg_err *err);

@@ -22,7 +22,7 @@ def put(p, data):
     with open(p, 'wb') as f:
         f.write(data)
 put(w + '/config.json', b'{"architectures": ["Gemma4ForConditionalGeneration"]}\n')
-put(w + '/model.safetensors', os.urandom(300000))
+put(w + '/model.safetensors', os.urandom(41943047))  # 40 MiB + 7: one chain state
 put(w + '/pck04_keepset.json', b'{"keep": [1, 2, 3]}\n')
 put(d + '/model.safetensors', os.urandom(120000))
 put(k + '/keepset.json', b'{"keep": [4, 5]}\n')
@@ -41,6 +41,18 @@ check "pull the challenge manifest from the test hub" "$FGPACK" pull "$WORK/sub/
 check "pack it from the lock and store alone" sh -c "'$FGPACK' pack '$WORK/sub/manifest.json' --no-golden -o '$WORK/c.fgb' >'$WORK/c.id'"
 check "pack again: same bytes" sh -c "'$FGPACK' pack '$WORK/sub/manifest.json' --no-golden -o '$WORK/c2.fgb' >/dev/null && cmp '$WORK/c.fgb' '$WORK/c2.fgb'"
 check_exit "verify the bundle" 0 "$FGPACK" verify "$WORK/c.fgb" --summary -
+# the fetcher kept the weights' chain state (after 32 MiB) beside the blob,
+# and pack lists it for the member it names by the blob
+wsha=$(sha256sum "$W/model.safetensors" | cut -d' ' -f1)
+check "pull kept the weights' chain states in the store (states/<sha256>)" sh -c "head -2 '$FGPACK_HOME/states/$wsha' | tr '\n' ' ' | grep -qx 'fgpack-states 1 every 33554432 ' && [ \$(wc -l <'$FGPACK_HOME/states/$wsha') -eq 3 ]"
+zstd -dc "$WORK/c.fgb" | tar xOf - bundle.json >"$WORK/cb.json"
+check "bundle.json lists them for the weights" python3 -c "
+import json, sys
+f = [f for f in json.load(open('$WORK/cb.json'))['files'] if f['sha256'] == '$wsha'][0]
+st = open('$FGPACK_HOME/states/$wsha').read().split()[4:]
+sys.exit(not (f['sha256_states'] == {'every': 33554432, 'states': st}))"
+rm -rf "$FGPACK_HOME/states"
+check "store verify keeps them again" sh -c "'$FGPACK' store verify >/dev/null 2>&1 && [ -s '$FGPACK_HOME/states/$wsha' ]"
 # the blobs pull just checked are named by their stamps, not hashed again
 check "pack names the store's blobs by their stamps" sh -c "'$FGPACK' pack '$WORK/sub/manifest.json' --no-golden -o '$WORK/c3.fgb' 2>'$WORK/c3.err' >/dev/null"
 check_grep "pack says how many files it did not hash" '^fgpack pack: [1-9][0-9]* files? \([0-9.]+ GB\) named by their store blob' "$WORK/c3.err"

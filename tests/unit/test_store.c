@@ -622,6 +622,59 @@ static void test_verify_pairs(void)
 	free(data);
 }
 
+/* A blob's chain states beside it: kept and given back for the same every
+ * and size only; a record that is cut, for another every, or not hex is no
+ * record; gc drops those whose blob is gone. */
+static void test_states(struct fg_store *st)
+{
+	static const char body[] = "a blob with chain states\n";
+	const unsigned long long every = 64;
+	struct fg_store_report rep;
+	struct fg_buf p = FG_BUF_INIT;
+	struct fg_err err = { 0, "" };
+	char hex[FG_SHA256_HEX_LEN + 1];
+	uint8_t d[FG_SHA256_LEN], s3[3 * 32], *got = NULL;
+	size_t n = 9, i;
+	char *t = tmp_in(st);
+	FILE *f;
+
+	for (i = 0; i < sizeof(s3); i++)
+		s3[i] = (uint8_t)(i * 7);
+	fg_sha256_mem(body, sizeof(body) - 1, d, NULL);
+	fg_hex_encode(d, sizeof(d), hex);
+	put(t, body, sizeof(body) - 1);
+	ok(fg_store_commit(st, t, hex, hex, &err) == 0, "states: commit (%s)", err.msg);
+	ok(fg_store_states_get(st, hex, 200, every, &got, &n) == -1 && !got && !n, "states: none at first");
+	ok(fg_store_states_note(st, hex, every, s3, 3) == 0, "states: kept");
+	ok(fg_store_states_get(st, hex, 200, every, &got, &n) == 0 && n == 3 && got &&
+		   !memcmp(got, s3, sizeof(s3)),
+	   "states: given back for a blob of 200 bytes, every 64: 3 of them");
+	free(got);
+	got = NULL;
+	ok(fg_store_states_get(st, hex, 257, every, &got, &n) == -1 && !got &&
+		   fg_store_states_get(st, hex, 192, every, &got, &n) == -1 && !got,
+	   "states: not for a size with another count (257 bytes: 4, 192 bytes: 2)");
+	ok(fg_store_states_get(st, hex, 200, 128, &got, &n) == -1 && !got, "states: not for another every");
+	fg_buf_printf(&p, NULL, "%s/states/%s", fg_store_root(st), hex);
+	f = fopen(p.data, "w");
+	if (f) {
+		fputs("fgpack-states 1\nevery 64\n", f);
+		for (i = 0; i < 3; i++)
+			fputs(i == 1 ? "zz\n" : "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n", f);
+		fclose(f);
+	}
+	ok(fg_store_states_get(st, hex, 200, every, &got, &n) == -1 && !got, "states: a record with a line that is not hex: none");
+	ok(fg_store_states_note(st, hex, every, s3, 3) == 0 && !truncate(p.data, 60) &&
+		   fg_store_states_get(st, hex, 200, every, &got, &n) == -1 && !got,
+	   "states: a record cut short: none");
+	ok(fg_store_states_note(st, hex, every, s3, 3) == 0, "states: kept again");
+	memset(&rep, 0, sizeof(rep));
+	ok(fg_store_gc(&rep, st, NULL, 0, 0, NULL, NULL, &err) == 0 && access(p.data, F_OK) != 0,
+	   "states: gc drops them with their blob (%s)", err.msg);
+	fg_buf_release(&p);
+	free(t);
+}
+
 int main(void)
 {
 	struct fg_store *st = NULL;
@@ -642,6 +695,7 @@ int main(void)
 		test_cross_device(st);
 		test_verify_gc(st);
 		test_stamps(st);
+		test_states(st);
 	}
 	test_verify_pairs();
 	fg_store_free(st);
