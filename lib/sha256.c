@@ -304,6 +304,13 @@ int fg_sha256_mem(const void *data, size_t len, uint8_t out[FG_SHA256_LEN], stru
 int fg_sha256_fd(struct fg_sha256 *h, int fd, void *buf, size_t bufsize, int copy_fd,
 		 unsigned long long *size_out, const char *path, struct fg_err *err)
 {
+	return fg_sha256_fd_chain(h, NULL, fd, buf, bufsize, copy_fd, size_out, path, err);
+}
+
+int fg_sha256_fd_chain(struct fg_sha256 *h, struct fg_sha256_chain *c, int fd, void *buf,
+		       size_t bufsize, int copy_fd, unsigned long long *size_out, const char *path,
+		       struct fg_err *err)
+{
 	unsigned long long total = 0;
 	int rc = 0;
 
@@ -322,7 +329,8 @@ int fg_sha256_fd(struct fg_sha256 *h, int fd, void *buf, size_t bufsize, int cop
 		if (n == 0)
 			break;
 		total += (unsigned long long)n;
-		rc = fg_sha256_update(h, buf, (size_t)n, err);
+		rc = c ? fg_sha256_chain_update(h, c, buf, (size_t)n, err)
+		       : fg_sha256_update(h, buf, (size_t)n, err);
 		if (!rc && copy_fd >= 0 && fg_write_all(copy_fd, buf, (size_t)n))
 			rc = fg_err_set(err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write copy of %s: %s",
 					path, strerror(errno));

@@ -94,6 +94,12 @@ int fg_sha256_mem(const void *data, size_t len, uint8_t out[FG_SHA256_LEN], stru
  * the file in messages. h is not finalized. */
 int fg_sha256_fd(struct fg_sha256 *h, int fd, void *buf, size_t bufsize, int copy_fd,
 		 unsigned long long *size_out, const char *path, struct fg_err *err);
+/* fg_sha256_fd taking chain states into c (may be NULL) as it goes; h must
+ * then be an own context (fg_sha256_new_own). */
+struct fg_sha256_chain;
+int fg_sha256_fd_chain(struct fg_sha256 *h, struct fg_sha256_chain *c, int fd, void *buf,
+		       size_t bufsize, int copy_fd, unsigned long long *size_out, const char *path,
+		       struct fg_err *err);
 /* Digest of a whole file, read in large chunks; *size_out gets its length. */
 int fg_sha256_file(const char *path, uint8_t out[FG_SHA256_LEN], unsigned long long *size_out,
 		   struct fg_err *err);

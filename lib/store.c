@@ -757,8 +757,11 @@ int fg_store_commit_ex(struct fg_store *st, const char *tmp_path, const char *ac
 	return rc;
 }
 
+/* c (may be NULL): the file's chain states are taken into it when it is
+ * larger than FG_STORE_STATES_EVERY (an own context then; else OpenSSL's). */
 static int hash_path(const char *path, char *buf, char out_hex[FG_SHA256_HEX_LEN + 1],
-		     unsigned long long *size, int outfd, int regular, struct fg_err *err)
+		     unsigned long long *size, int outfd, int regular, struct fg_sha256_chain *c,
+		     struct fg_err *err)
 {
 	struct fg_sha256 *h = NULL;
 	uint8_t d[FG_SHA256_LEN];
@@ -774,9 +777,11 @@ static int hash_path(const char *path, char *buf, char out_hex[FG_SHA256_HEX_LEN
 		close(fd);
 		return fg_err_set(err, FG_EINVAL, "%s: not a regular file", path);
 	}
-	rc = fg_sha256_new(&h, err);
+	if (c && (fstat(fd, &sb) || (unsigned long long)sb.st_size <= FG_STORE_STATES_EVERY))
+		c = NULL;
+	rc = c ? fg_sha256_new_own(&h, err) : fg_sha256_new(&h, err);
 	if (!rc)
-		rc = fg_sha256_fd(h, fd, buf, HASH_CHUNK, outfd, size, path, err);
+		rc = fg_sha256_fd_chain(h, c, fd, buf, HASH_CHUNK, outfd, size, path, err);
 	if (!rc)
 		rc = fg_sha256_final(h, d, err);
 	if (!rc)
@@ -794,7 +799,7 @@ int fg_store_hash_file(const char *path, char out_hex[FG_SHA256_HEX_LEN + 1],
 
 	if (!buf)
 		return oom(err);
-	rc = hash_path(path, buf, out_hex, size, -1, 0, err);
+	rc = hash_path(path, buf, out_hex, size, -1, 0, NULL, err);
 	free(buf);
 	return rc;
 }
@@ -810,12 +815,16 @@ int fg_store_import_ex(struct fg_store *st, const char *src, const char *expecte
 		       int *was_present, struct fg_err *err)
 {
 	struct fg_buf tmp = FG_BUF_INIT;
+	struct fg_sha256_chain chain;
 	char hex[FG_SHA256_HEX_LEN + 1];
 	char *buf = malloc(HASH_CHUNK);
+	uint8_t *states = NULL;
+	size_t n_states = 0;
 	int fd = -1, rc;
 
 	if (!buf)
 		return oom(err);
+	fg_sha256_chain_init(&chain, FG_STORE_STATES_EVERY);
 	rc = fg_store_tmp_path(&tmp, st, err);
 	if (!rc) {
 		fd = open(tmp.data, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -823,7 +832,8 @@ int fg_store_import_ex(struct fg_store *st, const char *src, const char *expecte
 			rc = fg_err_set(err, FG_EIO, "create %s: %s", tmp.data, strerror(errno));
 	}
 	if (!rc)
-		rc = hash_path(src, buf, hex, size, fd, (flags & FG_STORE_IMPORT_REGULAR) != 0, err);
+		rc = hash_path(src, buf, hex, size, fd, (flags & FG_STORE_IMPORT_REGULAR) != 0, &chain,
+			       err);
 	if (fd >= 0 && close(fd) && !rc)
 		rc = fg_err_set(err, FG_EIO, "close %s: %s", tmp.data, strerror(errno));
 	if (!rc) {
@@ -837,6 +847,11 @@ int fg_store_import_ex(struct fg_store *st, const char *src, const char *expecte
 	}
 	if (!rc && out_hex)
 		memcpy(out_hex, hex, sizeof(hex));
+	/* the states of the bytes just hashed and stored, beside the blob */
+	fg_sha256_chain_take(&chain, &states, &n_states);
+	if (!rc && n_states)
+		fg_store_states_note(st, hex, FG_STORE_STATES_EVERY, states, n_states);
+	free(states);
 	fg_buf_release(&tmp);
 	free(buf);
 	return rc;

@@ -671,6 +671,32 @@ static void test_states(struct fg_store *st)
 	memset(&rep, 0, sizeof(rep));
 	ok(fg_store_gc(&rep, st, NULL, 0, 0, NULL, NULL, &err) == 0 && access(p.data, F_OK) != 0,
 	   "states: gc drops them with their blob (%s)", err.msg);
+	/* an import of more than 32 MiB keeps its state after 32 MiB */
+	{
+		size_t big = (size_t)FG_STORE_STATES_EVERY + 4099;
+		unsigned char *b = malloc(big);
+		struct fg_sha256 *h = NULL;
+		uint8_t want[32];
+		char src[600], ihex[FG_SHA256_HEX_LEN + 1];
+
+		for (i = 0; b && i < big; i++)
+			b[i] = (unsigned char)(i * 131 + (i >> 12));
+		snprintf(src, sizeof(src), "%s/big-import.bin", top);
+		if (b)
+			put(src, b, big);
+		ok(b && !fg_sha256_new_own(&h, NULL) &&
+			   !fg_sha256_update(h, b, (size_t)FG_STORE_STATES_EVERY, NULL) &&
+			   !fg_sha256_state(h, want, NULL) && !fg_store_import(st, src, NULL, ihex, &err) &&
+			   !fg_store_states_get(st, ihex, big, FG_STORE_STATES_EVERY, &got, &n) && n == 1 &&
+			   !memcmp(got, want, 32),
+		   "states: an import of 32 MiB + 4099 bytes keeps its one state, the prefix's (%s)",
+		   err.msg);
+		free(got);
+		got = NULL;
+		fg_sha256_free(h);
+		free(b);
+		unlink(src);
+	}
 	fg_buf_release(&p);
 	free(t);
 }
