@@ -113,6 +113,19 @@ static int own_update(struct fg_sha256 *h, const uint8_t *p, size_t n)
 	return 0;
 }
 
+/* The state h0..h7 as 32 bytes, big-endian: the digest, after the last block. */
+static void state_bytes(const uint32_t h[8], uint8_t out[FG_SHA256_LEN])
+{
+	int i;
+
+	for (i = 0; i < 8; i++) {
+		out[4 * i] = (uint8_t)(h[i] >> 24);
+		out[4 * i + 1] = (uint8_t)(h[i] >> 16);
+		out[4 * i + 2] = (uint8_t)(h[i] >> 8);
+		out[4 * i + 3] = (uint8_t)h[i];
+	}
+}
+
 static int own_final(struct fg_sha256 *h, uint8_t out[FG_SHA256_LEN])
 {
 	uint64_t bits = h->total * 8;
@@ -127,12 +140,7 @@ static int own_final(struct fg_sha256 *h, uint8_t out[FG_SHA256_LEN])
 		pad[n - 1 - i] = (uint8_t)(bits >> (8 * i));
 	if (own_blocks(h->h, pad, n / 64))
 		return -1;
-	for (i = 0; i < 8; i++) {
-		out[4 * i] = (uint8_t)(h->h[i] >> 24);
-		out[4 * i + 1] = (uint8_t)(h->h[i] >> 16);
-		out[4 * i + 2] = (uint8_t)(h->h[i] >> 8);
-		out[4 * i + 3] = (uint8_t)h->h[i];
-	}
+	state_bytes(h->h, out);
 	own_reset(h);
 	return 0;
 }
@@ -197,16 +205,9 @@ int fg_sha256_new_own(struct fg_sha256 **out, struct fg_err *err)
 
 int fg_sha256_state(const struct fg_sha256 *h, uint8_t st[FG_SHA256_LEN], uint64_t *total)
 {
-	int i;
-
 	if (h->ctx || h->fill)
 		return -1;
-	for (i = 0; i < 8; i++) {
-		st[4 * i] = (uint8_t)(h->h[i] >> 24);
-		st[4 * i + 1] = (uint8_t)(h->h[i] >> 16);
-		st[4 * i + 2] = (uint8_t)(h->h[i] >> 8);
-		st[4 * i + 3] = (uint8_t)h->h[i];
-	}
+	state_bytes(h->h, st);
 	if (total)
 		*total = h->total;
 	return 0;

@@ -1659,79 +1659,78 @@ static void sweep(struct fg_store *st, const char *dir, long max_age, int dry_ru
 	closedir(d);
 }
 
-/* Removes chain states whose blob is gone, and stale temporary records. */
-static void sweep_states(struct fg_store *st)
+/* Whether blob hex exists. */
+static int blob_exists(const struct fg_store *st, const char *hex)
 {
-	DIR *d = opendir(st->states);
+	struct fg_buf b = FG_BUF_INIT;
+	struct stat sb;
+	int yes = fg_sha256_hex_valid(hex) && !fg_store_blob_path(&b, st, hex, NULL) && !stat(b.data, &sb);
+
+	fg_buf_release(&b);
+	return yes;
+}
+
+/* A chain states record is kept while its blob (its name) exists. */
+static int states_keep(const struct fg_store *st, const char *name, const char *path)
+{
+	(void)path;
+	return blob_exists(st, name);
+}
+
+/* A stamp is kept while the blob it names is the inode it is named by. */
+static int stamp_keep(const struct fg_store *st, const char *name, const char *path)
+{
+	struct fg_buf b = FG_BUF_INIT, want = FG_BUF_INIT;
+	char rec[FG_SHA256_HEX_LEN + 1];
+	struct stat sb;
+	ssize_t n = -1;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), keep = 0;
+
+	if (fd < 0)
+		return 0;
+	n = read(fd, rec, FG_SHA256_HEX_LEN);
+	close(fd);
+	if (n == FG_SHA256_HEX_LEN) {
+		rec[n] = '\0';
+		keep = fg_sha256_hex_valid(rec) && !fg_store_blob_path(&b, st, rec, NULL) &&
+		       !stat(b.data, &sb) &&
+		       !fg_buf_printf(&want, NULL, "%llu-%llu", (unsigned long long)sb.st_dev,
+				      (unsigned long long)sb.st_ino) &&
+		       !strcmp(want.data, name);
+	}
+	fg_buf_release(&b);
+	fg_buf_release(&want);
+	return keep;
+}
+
+/* Removes the records in dir (stamps/, states/) that keep refuses, and
+ * temporary ones (a leading dot) older than an hour. */
+static void sweep_records(const struct fg_store *st, const char *dir,
+			  int (*keep_fn)(const struct fg_store *, const char *, const char *))
+{
+	DIR *d = opendir(dir);
 	struct dirent *e;
 	time_t now = time(NULL);
 
 	if (!d)
 		return;
 	while ((e = readdir(d))) {
-		struct fg_buf p = FG_BUF_INIT, b = FG_BUF_INIT;
+		struct fg_buf p = FG_BUF_INIT;
 		struct stat sb;
 		int keep;
 
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
-		    fg_buf_printf(&p, NULL, "%s/%s", st->states, e->d_name)) {
+		    fg_buf_printf(&p, NULL, "%s/%s", dir, e->d_name)) {
 			fg_buf_release(&p);
 			continue;
 		}
 		if (e->d_name[0] == '.')
 			keep = lstat(p.data, &sb) || now - sb.st_mtime < 3600;
 		else
-			keep = fg_sha256_hex_valid(e->d_name) &&
-			       !fg_store_blob_path(&b, st, e->d_name, NULL) && !stat(b.data, &sb);
+			keep = keep_fn(st, e->d_name, p.data);
 		if (!keep)
 			unlink(p.data);
 		fg_buf_release(&p);
-		fg_buf_release(&b);
-	}
-	closedir(d);
-}
-
-/* Removes stamps whose blob is gone (or is another inode now), and stale
- * temporary records. */
-static void sweep_stamps(struct fg_store *st)
-{
-	DIR *d = opendir(st->stamps);
-	struct dirent *e;
-	time_t now = time(NULL);
-
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		struct fg_buf p = FG_BUF_INIT, b = FG_BUF_INIT, want = FG_BUF_INIT;
-		char rec[FG_SHA256_HEX_LEN + 1];
-		struct stat sb;
-		ssize_t n = -1;
-		int fd, keep = 0;
-
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
-		    fg_buf_printf(&p, NULL, "%s/%s", st->stamps, e->d_name)) {
-			fg_buf_release(&p);
-			continue;
-		}
-		if (e->d_name[0] == '.') {
-			keep = lstat(p.data, &sb) || now - sb.st_mtime < 3600;
-		} else if ((fd = open(p.data, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) >= 0) {
-			n = read(fd, rec, FG_SHA256_HEX_LEN);
-			close(fd);
-			if (n == FG_SHA256_HEX_LEN) {
-				rec[n] = '\0';
-				keep = fg_sha256_hex_valid(rec) && !fg_store_blob_path(&b, st, rec, NULL) &&
-				       !stat(b.data, &sb) &&
-				       !fg_buf_printf(&want, NULL, "%llu-%llu", (unsigned long long)sb.st_dev,
-						      (unsigned long long)sb.st_ino) &&
-				       !strcmp(want.data, e->d_name);
-			}
-		}
-		if (!keep)
-			unlink(p.data);
-		fg_buf_release(&p);
-		fg_buf_release(&b);
-		fg_buf_release(&want);
 	}
 	closedir(d);
 }
@@ -1830,8 +1829,8 @@ int fg_store_gc(struct fg_store_report *rep, struct fg_store *st, const char *co
 		sweep(st, st->known, 30 * 24 * 3600, dry_run);
 		sweep(st, st->tmp, 3600, dry_run);
 		if (!dry_run) {
-			sweep_stamps(st);
-			sweep_states(st);
+			sweep_records(st, st->stamps, stamp_keep);
+			sweep_records(st, st->states, states_keep);
 			sweep_placed(st);
 		}
 	}
