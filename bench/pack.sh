@@ -135,19 +135,30 @@ mkdir -p "$W/onem" && cat "$M"/shard-*.safetensors >"$W/onem/model.safetensors"
 one_bytes=$(( $(stat -c %s "$W/onem/model.safetensors") + $(stat -c %s "$ENGINE") ))
 "$FGPACK" pack --model "$W/onem" --no-golden --engine "$ENGINE" -o "$W/one.fgb" >/dev/null 2>&1
 FG_PACK_STATES_EVERY=0 "$FGPACK" pack --model "$W/onem" --no-golden --engine "$ENGINE" -o "$W/one0.fgb" >/dev/null 2>&1
+# the same folder pulled (file://) and packed from the placed hard links: the
+# member is named by its store blob, its states the ones the store kept
+printf '{"name": "bench1", "env": {"WEIGHTS_BUCKET": "file://%s", "LOCAL_MODEL_DIR": "/m"}}\n' "$W/onem" >"$W/pull1.json"
+has_one_pulled=0
+FGPACK_HOME="$W/store1" "$FGPACK" pull "$W/pull1.json" --lock "$W/pull1.lock" --into "$W/pulled1" >/dev/null 2>&1 &&
+	FGPACK_HOME="$W/store1" "$FGPACK" pack --model "$W/pulled1/m" --no-golden --engine "$ENGINE" -o "$W/onep.fgb" >/dev/null 2>&1 &&
+	has_one_pulled=1
+fg_verify_onep() { [ $has_one_pulled = 1 ] && "$FGPACK" verify "$W/onep.fgb" --no-replay --summary -; }
 fg_verify_one() { "$FGPACK" verify "$W/one.fgb" --no-replay --summary -; }
 fg_verify_one_1t() { "$FGPACK" verify "$W/one.fgb" --no-replay --threads 1 --summary -; }
 fg_verify_one0() { "$FGPACK" verify "$W/one0.fgb" --no-replay --summary -; }
 fg_verify_one0_1t() { "$FGPACK" verify "$W/one0.fgb" --no-replay --threads 1 --summary -; }
-rounds fg_verify_one fg_verify_one_1t fg_verify_one0 fg_verify_one0_1t
+rounds fg_verify_one fg_verify_one_1t fg_verify_one0 fg_verify_one0_1t fg_verify_onep
 medof fg_verify_one; co=$C_; two=$W_
 medof fg_verify_one_1t; co1=$C_
 medof fg_verify_one0; co0=$C_; two0=$W_
 medof fg_verify_one0_1t; co01=$C_
+medof fg_verify_onep; cop=$C_
 rate_one() { echo "scale=1; $one_bytes / $1 / 1000000" | bc -l; }
 printf '  re-hash, one member of %d MB (+ the engine): verify --no-replay %s MB per CPU-second (%.2fs), 1 thread %s MB; without chain states %s MB (%.2fs), 1 thread %s MB: CPU %.2fx, wall %.2fx\n' \
 	"$(( $(stat -c %s "$W/onem/model.safetensors") / 1000000 ))" "$(rate_one "$co")" "$two" "$(rate_one "$co1")" \
 	"$(rate_one "$co0")" "$two0" "$(rate_one "$co01")" "$(ratio "$co" "$co0")" "$(ratio "$two" "$two0")"
+[ $has_one_pulled = 1 ] && printf '  re-hash, the same member pulled (file://) and packed from its store blob (the states the store kept): verify --no-replay %s MB per CPU-second (%s)\n' \
+	"$(rate_one "$cop")" "$(unzstd -c "$W/onep.fgb" 2>/dev/null | tar -xOf - bundle.json 2>/dev/null | grep -c sha256_states) members with chain states"
 # what bounds the re-hash per CPU-second: the hash alone over every byte and
 # verify's fixed cost (start, libraries, bundle.json: a bundle of one 1-byte
 # member and a 2-line stand-in engine); zstd -dc alone is shown beside
