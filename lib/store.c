@@ -614,11 +614,16 @@ int fg_store_digest_files_states(struct fg_store *st, const char *const *path, s
 
 		memset(d, 0, sizeof(*d));
 		d->by_store = st && !stat(path[i], &d->st) && fg_store_stamp_match(st, &d->st, d->hex);
+		/* with its chain states as the store kept them; a blob that should
+		 * have some and has none kept is hashed like any file (and its
+		 * states kept then), so that what is listed never depends on what
+		 * the store happened to keep */
+		if (d->by_store && every && (unsigned long long)d->st.st_size > every &&
+		    fg_store_states_get(st, d->hex, (unsigned long long)d->st.st_size, every, &d->states,
+					&d->n_states))
+			d->by_store = 0;
 		if (d->by_store) {
 			d->size = (unsigned long long)d->st.st_size;
-			/* what the store kept when it last hashed the blob, if anything */
-			if (every)
-				fg_store_states_get(st, d->hex, d->size, every, &d->states, &d->n_states);
 		} else {
 			at[nh] = i;
 			hp[nh++] = path[i];

@@ -168,9 +168,10 @@ struct fg_store_digest {
 int fg_store_digest_files(struct fg_store *st, const char *const *path, size_t n, int threads,
 			  struct fg_store_digest *out, struct fg_err *err);
 /* The same, also giving the chain states every `every` bytes (0: none) of
- * each file it hashes (and recording them for each that is a blob, beside
- * its stamp), and of each named by its blob, as the store recorded them
- * (none if it did not). */
+ * each file (out[i].states): those it hashes from their bytes (recording
+ * them beside the stamp of each that is a blob), those it names by their
+ * blob as the store kept them; a blob whose states the store did not keep
+ * is hashed instead, so the states given are always those of the bytes. */
 int fg_store_digest_files_states(struct fg_store *st, const char *const *path, size_t n,
 				 int threads, unsigned long long every, struct fg_store_digest *out,
 				 struct fg_err *err);

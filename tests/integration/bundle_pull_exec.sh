@@ -52,6 +52,8 @@ f = [f for f in json.load(open('$WORK/cb.json'))['files'] if f['sha256'] == '$ws
 st = open('$FGPACK_HOME/states/$wsha').read().split()[4:]
 sys.exit(not (f['sha256_states'] == {'every': 33554432, 'states': st}))"
 rm -rf "$FGPACK_HOME/states"
+check "states gone from the store: pack hashes the weights instead (same bytes), and keeps their states again" sh -c "'$FGPACK' pack '$WORK/sub/manifest.json' --no-golden -o '$WORK/c5.fgb' >/dev/null 2>&1 && cmp '$WORK/c.fgb' '$WORK/c5.fgb' && [ -s '$FGPACK_HOME/states/$wsha' ]"
+rm -rf "$FGPACK_HOME/states"
 check "store verify keeps them again" sh -c "'$FGPACK' store verify >/dev/null 2>&1 && [ -s '$FGPACK_HOME/states/$wsha' ]"
 # the blobs pull just checked are named by their stamps, not hashed again
 check "pack names the store's blobs by their stamps" sh -c "'$FGPACK' pack '$WORK/sub/manifest.json' --no-golden -o '$WORK/c3.fgb' 2>'$WORK/c3.err' >/dev/null"
