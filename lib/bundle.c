@@ -812,8 +812,8 @@ int fg_bundle_scan(struct fg_bundle **out, const char *fgb, struct fg_err *err)
 }
 
 /* One files entry's chain states, if they are well formed: 0 with c set
- * (its states decoded into st, room for as many as the entry lists), or -1
- * (absent or malformed: the entry gets none). */
+ * (its states decoded into st, room for as many as the entry lists; st
+ * NULL: only checked), or -1 (absent or malformed: the entry gets none). */
 static int chain_of(const cJSON *f, struct fg_tarball_chain *c, uint8_t *st)
 {
 	const cJSON *cs = fg_json_obj(f, "sha256_states"), *arr = fg_json_arr(cs, "states"), *it;
@@ -827,7 +827,7 @@ static int chain_of(const cJSON *f, struct fg_tarball_chain *c, uint8_t *st)
 	cJSON_ArrayForEach(it, arr)
 	{
 		if (!cJSON_IsString(it) || !fg_sha256_hex_valid(it->valuestring) ||
-		    fg_hex_decode(it->valuestring, st + 32 * n, 32))
+		    (st && fg_hex_decode(it->valuestring, st + 32 * n, 32)))
 			return -1;
 		n++;
 	}
@@ -845,16 +845,20 @@ static int chain_of(const cJSON *f, struct fg_tarball_chain *c, uint8_t *st)
  * paths are meta's. Out of memory: none. */
 static void chains_of(const cJSON *meta, struct fg_tarball_chain **out, size_t *n, uint8_t **mem)
 {
-	const cJSON *files = fg_json_arr(meta, "files"), *f, *arr;
+	const cJSON *files = fg_json_arr(meta, "files"), *f;
 	size_t total = 0, k = 0;
 
 	*out = NULL;
 	*n = 0;
 	*mem = NULL;
+	/* well-formed entries only: each state is a 64-digit string in the
+	 * text, so what is allocated is bounded by bundle.json's size */
 	cJSON_ArrayForEach(f, files)
 	{
-		if ((arr = fg_json_arr(fg_json_obj(f, "sha256_states"), "states")) != NULL) {
-			total += (size_t)cJSON_GetArraySize(arr);
+		struct fg_tarball_chain c;
+
+		if (!chain_of(f, &c, NULL)) {
+			total += c.n;
 			k++;
 		}
 	}
