@@ -1261,7 +1261,9 @@ int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 	if (!*out)
 		goto out;
 	for (i = 0; i < pr.n; i++) {
-		memcpy(*out + *n_out, pr.ln[i].e, pr.ln[i].n * sizeof(**out));
+		/* (a lane inside one member ends none: no entries at all) */
+		if (pr.ln[i].n)
+			memcpy(*out + *n_out, pr.ln[i].e, pr.ln[i].n * sizeof(**out));
 		*n_out += pr.ln[i].n;
 		free(pr.ln[i].e);
 		pr.ln[i].e = NULL;
