@@ -30,9 +30,8 @@ struct bfile {
 	struct fg_tarball_stamp stamp; /* the file as it was hashed */
 	char sha256[FG_SHA256_HEX_LEN + 1];
 	uint8_t raw[32];
-	uint8_t *states; /* its chain states (hashed here), 32 bytes each, */
+	uint8_t *states; /* its chain states, 32 bytes each (states_every apart) */
 	size_t n_states;
-	unsigned long long every; /* one every this many bytes */
 };
 
 struct fg_bundle_builder {
@@ -42,6 +41,7 @@ struct fg_bundle_builder {
 	int threads; /* hashing threads; more than 1: zstd on a thread of its own */
 	struct fg_store *store; /* whose stamps may name files (borrowed), or NULL */
 	size_t by_stamp;        /* files named by their store blob, not hashed */
+	unsigned long long states_every; /* the files' chain states are this far apart */
 	unsigned long long by_stamp_bytes;
 };
 
@@ -166,9 +166,8 @@ static int hash_pending(struct fg_bundle_builder *b, struct fg_err *err)
 	size_t *idx = malloc((b->n + 1) * sizeof(*idx));
 	const char **path = malloc((b->n + 1) * sizeof(*path));
 	struct fg_store_digest *d = NULL;
-	unsigned long long every = 0;
 	size_t i, n = 0;
-	int rc = states_every(&every, err);
+	int rc = states_every(&b->states_every, err);
 
 	if (!idx || !path)
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
@@ -180,7 +179,8 @@ static int hash_pending(struct fg_bundle_builder *b, struct fg_err *err)
 	if (!rc && n && !(d = malloc(n * sizeof(*d))))
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 	if (!rc && n)
-		rc = fg_store_digest_files_states(b->store, path, n, b->threads, every, d, err);
+		rc = fg_store_digest_files_states(b->store, path, n, b->threads, b->states_every, d,
+						  err);
 	/* in file order, so the same failure is reported for any thread count */
 	for (i = 0; !rc && i < n; i++) {
 		if (d[i].rc) {
@@ -192,7 +192,6 @@ static int hash_pending(struct fg_bundle_builder *b, struct fg_err *err)
 				err->code = rc;
 		} else {
 			rc = settle(b, &b->f[idx[i]], &d[i], err);
-			b->f[idx[i]].every = every;
 		}
 	}
 	for (i = 0; d && i < n; i++)
@@ -405,7 +404,7 @@ static int cmp_bfile(const void *a, const void *b)
 
 /* A files entry's "sha256_states" (docs/formats/bundle.md, "Chain states"),
  * when the file has any: -1 when out of memory. */
-static int add_states(cJSON *o, const struct bfile *f)
+static int add_states(cJSON *o, const struct bfile *f, unsigned long long every)
 {
 	cJSON *st, *arr;
 	size_t i;
@@ -413,7 +412,7 @@ static int add_states(cJSON *o, const struct bfile *f)
 	if (!f->n_states)
 		return 0;
 	if (!(st = cJSON_AddObjectToObject(o, "sha256_states")) ||
-	    !cJSON_AddNumberToObject(st, "every", (double)f->every) ||
+	    !cJSON_AddNumberToObject(st, "every", (double)every) ||
 	    !(arr = cJSON_AddArrayToObject(st, "states")))
 		return -1;
 	for (i = 0; i < f->n_states; i++) {
@@ -454,7 +453,7 @@ int fg_bundle_builder_write(struct fg_bundle_builder *b, const char *out, int le
 		    !cJSON_AddNumberToObject(o, "size", (double)b->f[i].size) ||
 		    !cJSON_AddStringToObject(o, "sha256", b->f[i].sha256) ||
 		    !cJSON_AddStringToObject(o, "mode", b->f[i].mode == 0755 ? "0755" : "0644") ||
-		    add_states(o, &b->f[i])) {
+		    add_states(o, &b->f[i], b->states_every)) {
 			cJSON_Delete(o);
 			return fg_err_set(err, FG_ENOMEM, "out of memory");
 		}

@@ -371,7 +371,6 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
-/* Opens (or resumes) the partial download of j; the lock is held. */
 /* The job's digest context: an own one taking chain states, for the store
  * to keep beside the blob (lib/store.h), when the file is large enough to
  * have any; else OpenSSL's. */
@@ -399,6 +398,7 @@ static void job_keep_states(struct job *j, const char *hex)
 	free(st);
 }
 
+/* Opens (or resumes) the partial download of j; the lock is held. */
 static int job_files(struct job *j, struct fg_err *err)
 {
 	struct run *R = j->R;

@@ -810,44 +810,35 @@ static int sha_restart(struct fg_sha256 *h, struct fg_err *err)
 	return 0;
 }
 
-static int reader_file(struct fg_sha256_reader *r, const char *path, int flags,
-		       uint8_t out[FG_SHA256_LEN], unsigned long long *size_out, struct stat *st_out,
-		       uint8_t **states, size_t *n_states, struct fg_err *err);
-
-int fg_sha256_reader_file_states(struct fg_sha256_reader *r, const char *path, int flags,
-				 uint8_t out[FG_SHA256_LEN], unsigned long long *size_out,
-				 struct stat *st_out, uint8_t **states, size_t *n_states,
-				 struct fg_err *err)
+void fg_sha256_reader_set_every(struct fg_sha256_reader *r, unsigned long long every)
 {
-	*states = NULL;
-	*n_states = 0;
-	return reader_file(r, path, flags, out, size_out, st_out, states, n_states, err);
+	r->every = every;
 }
 
 int fg_sha256_reader_file(struct fg_sha256_reader *r, const char *path, int flags,
 			  uint8_t out[FG_SHA256_LEN], unsigned long long *size_out, struct stat *st_out,
 			  struct fg_err *err)
 {
-	return reader_file(r, path, flags, out, size_out, st_out, NULL, NULL, err);
+	return fg_sha256_reader_file_states(r, path, flags, out, size_out, st_out, NULL, NULL, err);
 }
 
-void fg_sha256_reader_set_every(struct fg_sha256_reader *r, unsigned long long every)
-{
-	r->every = every;
-}
-
-/* fg_sha256_reader_file, and the chain states when r->every (states may be
- * NULL: dropped) */
-static int reader_file(struct fg_sha256_reader *r, const char *path, int flags,
-		       uint8_t out[FG_SHA256_LEN], unsigned long long *size_out, struct stat *st_out,
-		       uint8_t **states, size_t *n_states, struct fg_err *err)
+int fg_sha256_reader_file_states(struct fg_sha256_reader *r, const char *path, int flags,
+				 uint8_t out[FG_SHA256_LEN], unsigned long long *size_out,
+				 struct stat *st_out, uint8_t **states, size_t *n_states,
+				 struct fg_err *err)
 {
 	struct lane *l = &r->lane[0];
 	struct fg_sha256_chain c;
-	struct fg_sha256_result res;
 	struct fg_sha256 *h;
+	uint8_t *got = NULL;
+	size_t n_got = 0;
 	struct stat st;
 	int rc;
+
+	if (states) {
+		*states = NULL;
+		*n_states = 0;
+	}
 
 	fg_sha256_chain_init(&c, r->every);
 	r->last_mode = 0;
@@ -877,12 +868,12 @@ static int reader_file(struct fg_sha256_reader *r, const char *path, int flags,
 	if (size_out)
 		*size_out = l->done;
 	lane_close(l);
-	fg_sha256_chain_take(&c, &res.states, &res.n_states);
+	fg_sha256_chain_take(&c, &got, &n_got);
 	if (states && !rc) {
-		*states = res.states;
-		*n_states = res.n_states;
+		*states = got;
+		*n_states = n_got;
 	} else {
-		free(res.states);
+		free(got);
 	}
 	return rc;
 }
@@ -996,8 +987,9 @@ static int files_item(void *arg, size_t k, int t, struct fg_err *err)
 	if (!j->idx) {
 		struct fg_sha256_result *r = &j->res[k];
 
-		r->rc = reader_file(j->rd[t], j->path[k], j->flags, r->digest, &r->size, &r->st,
-				    &r->states, &r->n_states, &r->err);
+		r->rc = fg_sha256_reader_file_states(j->rd[t], j->path[k], j->flags, r->digest,
+						     &r->size, &r->st, &r->states, &r->n_states,
+						     &r->err);
 		r->mode = fg_sha256_reader_last_mode(j->rd[t]);
 		return 0;
 	} else {

@@ -138,7 +138,7 @@ int fg_sha256_reader_file(struct fg_sha256_reader *r, const char *path, int flag
 int fg_sha256_reader_last_mode(const struct fg_sha256_reader *r);
 /* fg_sha256_reader_file, also giving the chain states (the reader's every,
  * fg_sha256_reader_set_every) in *states (malloc'd, the caller frees; NULL
- * when none or on failure). */
+ * when none or on failure; states NULL: not wanted). */
 int fg_sha256_reader_file_states(struct fg_sha256_reader *r, const char *path, int flags,
 				 uint8_t out[FG_SHA256_LEN], unsigned long long *size_out,
 				 struct stat *st_out, uint8_t **states, size_t *n_states,

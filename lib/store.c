@@ -479,31 +479,42 @@ int fg_store_stamp_match(const struct fg_store *st, const struct stat *sb,
 	return ok;
 }
 
-int fg_store_stamp_note(const struct fg_store *st, const char *sha256_hex, const struct stat *sb)
+/* A cache record (stamps/, states/) written to path in dir: whole into a
+ * temporary file there, then renamed, so a reader sees the old record or the
+ * new one; not fsynced (a lost record only means hashing again). 0 or -1. */
+static int cache_put(const char *dir, const char *path, const void *data, size_t len)
 {
-	struct fg_buf p = FG_BUF_INIT, tmp = FG_BUF_INIT;
-	char line[160];
-	int fd = -1, rc = -1, n;
+	struct fg_buf tmp = FG_BUF_INIT;
+	int fd = -1, rc = -1;
 
-	if (!fg_sha256_hex_valid(sha256_hex) || !S_ISREG(sb->st_mode) || !blob_is(st, sha256_hex, sb))
-		return -1;
-	n = stamp_line(line, sizeof(line), sha256_hex, sb);
-	if (n > 0 && (size_t)n < sizeof(line) && !stamp_path(&p, st, sb) &&
-	    !fg_buf_printf(&tmp, NULL, "%s/.tmp-XXXXXX", st->stamps))
+	if (!fg_buf_printf(&tmp, NULL, "%s/.tmp-XXXXXX", dir))
 		fd = mkstemp(tmp.data);
 	if (fd >= 0) {
-		/* written whole then renamed: a reader sees the old record or the new one */
-		if (!fg_write_all(fd, line, (size_t)n) && !fchmod(fd, 0644) && !close(fd)) {
+		if (!fg_write_all(fd, data, len) && !fchmod(fd, 0644) && !close(fd)) {
 			fd = -1;
-			rc = rename(tmp.data, p.data) ? -1 : 0;
+			rc = rename(tmp.data, path) ? -1 : 0;
 		}
 		if (fd >= 0)
 			close(fd);
 		if (rc)
 			unlink(tmp.data);
 	}
-	fg_buf_release(&p);
 	fg_buf_release(&tmp);
+	return rc;
+}
+
+int fg_store_stamp_note(const struct fg_store *st, const char *sha256_hex, const struct stat *sb)
+{
+	struct fg_buf p = FG_BUF_INIT;
+	char line[160];
+	int rc = -1, n;
+
+	if (!fg_sha256_hex_valid(sha256_hex) || !S_ISREG(sb->st_mode) || !blob_is(st, sha256_hex, sb))
+		return -1;
+	n = stamp_line(line, sizeof(line), sha256_hex, sb);
+	if (n > 0 && (size_t)n < sizeof(line) && !stamp_path(&p, st, sb))
+		rc = cache_put(st->stamps, p.data, line, (size_t)n);
+	fg_buf_release(&p);
 	return rc;
 }
 
@@ -514,9 +525,9 @@ int fg_store_stamp_note(const struct fg_store *st, const char *sha256_hex, const
 int fg_store_states_note(const struct fg_store *st, const char *sha256_hex,
 			 unsigned long long every, const uint8_t *states, size_t n)
 {
-	struct fg_buf text = FG_BUF_INIT, p = FG_BUF_INIT, tmp = FG_BUF_INIT;
+	struct fg_buf text = FG_BUF_INIT, p = FG_BUF_INIT;
 	size_t i;
-	int fd = -1, rc = -1;
+	int rc = -1;
 
 	if (!fg_sha256_hex_valid(sha256_hex) || !n || !every ||
 	    fg_buf_printf(&text, NULL, STATES_MAGIC "every %llu\n", every))
@@ -529,23 +540,12 @@ int fg_store_states_note(const struct fg_store *st, const char *sha256_hex,
 		if (fg_buf_append(&text, hex, FG_SHA256_HEX_LEN + 1, NULL))
 			goto out;
 	}
-	if ((mkdir(st->states, 0755) && errno != EEXIST) ||
-	    fg_buf_printf(&p, NULL, "%s/%s", st->states, sha256_hex) ||
-	    fg_buf_printf(&tmp, NULL, "%s/.tmp-XXXXXX", st->states) || (fd = mkstemp(tmp.data)) < 0)
-		goto out;
-	/* written whole then renamed: a reader sees the old record or the new one */
-	if (!fg_write_all(fd, text.data, text.len) && !fchmod(fd, 0644) && !close(fd)) {
-		fd = -1;
-		rc = rename(tmp.data, p.data) ? -1 : 0;
-	}
-	if (rc)
-		unlink(tmp.data);
+	if ((!mkdir(st->states, 0755) || errno == EEXIST) &&
+	    !fg_buf_printf(&p, NULL, "%s/%s", st->states, sha256_hex))
+		rc = cache_put(st->states, p.data, text.data, text.len);
 out:
-	if (fd >= 0)
-		close(fd);
 	fg_buf_release(&text);
 	fg_buf_release(&p);
-	fg_buf_release(&tmp);
 	return rc;
 }
 
