@@ -24,7 +24,9 @@ W=${FG_BENCH_DIR:-/tmp}
 [ -f "$W/e4b/model.safetensors" ] || python3 bench/hf_gemma4_e4b.py 1 --write-int4 "$W/e4b" >/dev/null
 [ -f "$W/asst/model.safetensors" ] || python3 bench/hf_gemma4_assistant.py "$W/asst" >/dev/null
 T=$W/e4b-k12
-if [ ! -f "$T/model.safetensors" ]; then
+# (bake writes the pruned model as shards and an index: config.json says
+# it is whole, as bake renames its folder into place last)
+if [ ! -f "$T/config.json" ]; then
 	python3 -c "import json; json.dump({'keep_ids': list(range(12288)), 'pruned_vocab_K': 12288, 'full_vocab': 262144}, open('$W/keep.json', 'w'))"
 	"$B/fgpack" bake prune-head "$W/e4b" --keepset "$W/keep.json" "$T" --head int4 --no-sync >/dev/null || T=$W/e4b
 fi
