@@ -1120,7 +1120,8 @@ struct fg_sha256_pipe {
 	struct fg_sha256 *h;
 };
 
-/* arg non-NULL: end the digest after the piece, its hex to arg */
+/* arg non-NULL: end the digest after the piece, its hex to arg; flags 1:
+ * instead the chain state to arg (fg_sha256_pipe_state) */
 static int pipe_piece(void *ctx, const struct fg_ring_item *it, struct fg_err *err)
 {
 	struct fg_sha256_pipe *p = ctx;
@@ -1128,7 +1129,10 @@ static int pipe_piece(void *ctx, const struct fg_ring_item *it, struct fg_err *e
 
 	if (it->len)
 		rc = fg_sha256_update(p->h, it->data, it->len, err);
-	if (!rc && it->arg) {
+	if (!rc && it->arg && it->flags == 1) {
+		if (fg_sha256_state(p->h, it->arg, NULL))
+			rc = fg_err_set(err, FG_EINVAL, "sha256: no chain state here");
+	} else if (!rc && it->arg) {
 		uint8_t d[FG_SHA256_LEN];
 
 		rc = fg_sha256_final(p->h, d, err);
@@ -1138,7 +1142,7 @@ static int pipe_piece(void *ctx, const struct fg_ring_item *it, struct fg_err *e
 	return rc;
 }
 
-int fg_sha256_pipe_new(struct fg_sha256_pipe **out, struct fg_err *err)
+static int pipe_new(struct fg_sha256_pipe **out, int own, struct fg_err *err)
 {
 	struct fg_sha256_pipe *p = calloc(1, sizeof(*p));
 	int rc;
@@ -1146,7 +1150,7 @@ int fg_sha256_pipe_new(struct fg_sha256_pipe **out, struct fg_err *err)
 	*out = NULL;
 	if (!p)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
-	rc = fg_sha256_new(&p->h, err);
+	rc = own ? fg_sha256_new_own(&p->h, err) : fg_sha256_new(&p->h, err);
 	if (!rc && fg_ring_new(&p->ring, PIPE_SLOTS, pipe_piece, p, err))
 		rc = fg_err_set(err, FG_ENOMEM, "cannot start a hashing thread");
 	if (rc) {
@@ -1156,6 +1160,24 @@ int fg_sha256_pipe_new(struct fg_sha256_pipe **out, struct fg_err *err)
 	}
 	*out = p;
 	return 0;
+}
+
+int fg_sha256_pipe_new(struct fg_sha256_pipe **out, struct fg_err *err)
+{
+	return pipe_new(out, 0, err);
+}
+
+int fg_sha256_pipe_new_own(struct fg_sha256_pipe **out, struct fg_err *err)
+{
+	return pipe_new(out, 1, err);
+}
+
+int fg_sha256_pipe_state(struct fg_sha256_pipe *p, uint8_t st[FG_SHA256_LEN], uint64_t *seq,
+			 struct fg_err *err)
+{
+	struct fg_ring_item it = { NULL, 0, st, 1 };
+
+	return fg_ring_put(p->ring, &it, seq, err);
 }
 
 int fg_sha256_pipe_update(struct fg_sha256_pipe *p, const void *data, size_t len, uint64_t *seq,

@@ -206,6 +206,15 @@ int fg_sha256_files_states(const char *const *path, size_t n, int threads, int f
 struct fg_sha256_pipe;
 
 int fg_sha256_pipe_new(struct fg_sha256_pipe **out, struct fg_err *err);
+/* A pipe whose context is an own one (fg_sha256_new_own), so that
+ * fg_sha256_pipe_state can read its chain state. */
+int fg_sha256_pipe_new_own(struct fg_sha256_pipe **out, struct fg_err *err);
+/* Queues a look at the chain state: once everything queued before is
+ * hashed, the state (fg_sha256_state) goes to st (borrowed until then). The
+ * pipe must be an own one standing at a 64-byte boundary there, else the
+ * pipe fails (fg_sha256_pipe_wait returns the error). */
+int fg_sha256_pipe_state(struct fg_sha256_pipe *p, uint8_t st[FG_SHA256_LEN], uint64_t *seq,
+			 struct fg_err *err);
 /* Queues len bytes at data; *seq (may be NULL) gets the piece's number.
  * Blocks only while the queue is full. */
 int fg_sha256_pipe_update(struct fg_sha256_pipe *p, const void *data, size_t len, uint64_t *seq,

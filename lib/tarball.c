@@ -217,6 +217,11 @@ struct frec {
 	unsigned long long csize, dsize;
 	struct fg_buf held;
 	int done;
+	/* the identity's chain state where the frame begins (has_idst: it
+	 * begins at a 64-byte boundary of the tar, and states are kept) */
+	unsigned long long tar0;
+	uint8_t idst[32];
+	int has_idst;
 };
 
 /* State shared by libarchive's write callback. The calling thread reads
@@ -232,6 +237,7 @@ struct wsink {
 	const char *path;
 	struct fg_sha256 *id;       /* the identity, hashed on the calling thread, or */
 	struct fg_sha256_pipe *idp; /* on a thread of its own (ID_THREAD_MIN threads) */
+	int id_states; /* each frame's identity chain state kept (FG_TAR_ID_STATES=0: not) */
 	char *stage;        /* tar bytes gathered into IO_CHUNK pieces: libarchive */
 	size_t staged;      /* hands over one 10 KiB record at a time */
 	char *stages[W_STAGES];
@@ -518,9 +524,25 @@ static int zput(struct wsink *s, const void *data, size_t len, int end, uint64_t
 	if (zi)
 		*zi = (int)(z - s->z);
 	if (end) {
+		struct frec *nf = &s->fr[s->n_frames];
+
 		if (s->n_frames == s->max_frames)
 			return fg_err_set(s->err, FG_EIO, "%s: more zstd frames than planned", s->path);
 		s->n_frames++;
+		/* the next frame begins here: every tar byte before is with the
+		 * identity, so its chain state here is known (once hashed) */
+		nf->tar0 = s->tar_len;
+		if (s->id_states && s->tar_len % 64 == 0) {
+			if (s->idp) {
+				int rc = fg_sha256_pipe_state(s->idp, nf->idst, NULL, s->err);
+
+				if (rc)
+					return rc;
+			} else if (fg_sha256_state(s->id, nf->idst, NULL)) {
+				return fg_err_set(s->err, FG_EIO, "%s: identity state lost", s->path);
+			}
+			nf->has_idst = 1;
+		}
 	}
 	if (!z->ring)
 		return compress_now(z, fi, data, len, end, s->err);
@@ -793,9 +815,50 @@ out:
 /* The zstd seekable format's seek table, a skippable frame at the end:
  * each frame's compressed and decompressed size, no checksums (each frame
  * carries its XXH64, and every member its sha256). */
-static int write_seek_table(struct wsink *s, size_t n, struct fg_err *err)
+/* The identity's chain states at the starts of frames 1..n-1 that have one,
+ * as a skippable frame (docs/formats/bundle.md, "Identity states"); *len
+ * gets its size, 0 when there is none to write. */
+static int write_id_states(struct wsink *s, size_t n, size_t *len, struct fg_err *err)
 {
-	size_t body = n * 8 + 9, i;
+	size_t i, k = 0, body;
+	unsigned char *t;
+	int rc;
+
+	*len = 0;
+	for (i = 1; i < n; i++)
+		k += s->fr[i].has_idst;
+	if (!k)
+		return 0;
+	body = FG_TAR_IDST_HEAD + FG_TAR_IDST_ENTRY * k;
+	if (!(t = malloc(8 + body)))
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	fg_put_le32(t, FG_TAR_IDST_MAGIC);
+	fg_put_le32(t + 4, (uint32_t)body);
+	memcpy(t + 8, FG_TAR_IDST_TAG, 8);
+	fg_put_le32(t + 16, 1); /* version */
+	fg_put_le32(t + 20, (uint32_t)k);
+	for (i = 1, k = 0; i < n; i++) {
+		unsigned char *e = t + 8 + FG_TAR_IDST_HEAD + FG_TAR_IDST_ENTRY * k;
+
+		if (!s->fr[i].has_idst)
+			continue;
+		fg_put_le32(e, (uint32_t)s->fr[i].tar0);
+		fg_put_le32(e + 4, (uint32_t)(s->fr[i].tar0 >> 32));
+		memcpy(e + 8, s->fr[i].idst, 32);
+		k++;
+	}
+	rc = out_write(s, t, 8 + body, err);
+	free(t);
+	if (!rc)
+		*len = 8 + body;
+	return rc;
+}
+
+/* The seek table of frames 0..n-1, and one more entry (extra bytes, none
+ * of the tar) for the identity's states frame when extra is not 0. */
+static int write_seek_table(struct wsink *s, size_t n, size_t extra, struct fg_err *err)
+{
+	size_t m = n + (extra ? 1 : 0), body = m * 8 + 9, i;
 	unsigned char *t = malloc(8 + body);
 	int rc = 0;
 
@@ -807,9 +870,13 @@ static int write_seek_table(struct wsink *s, size_t n, struct fg_err *err)
 		fg_put_le32(t + 8 + 8 * i, (uint32_t)s->fr[i].csize);
 		fg_put_le32(t + 12 + 8 * i, (uint32_t)s->fr[i].dsize);
 	}
-	fg_put_le32(t + 8 + 8 * n, (uint32_t)n);
-	t[12 + 8 * n] = 0; /* descriptor: no checksums */
-	fg_put_le32(t + 13 + 8 * n, FG_TAR_SEEKABLE_MAGIC);
+	if (extra) {
+		fg_put_le32(t + 8 + 8 * n, (uint32_t)extra);
+		fg_put_le32(t + 12 + 8 * n, 0);
+	}
+	fg_put_le32(t + 8 + 8 * m, (uint32_t)m);
+	t[12 + 8 * m] = 0; /* descriptor: no checksums */
+	fg_put_le32(t + 13 + 8 * m, FG_TAR_SEEKABLE_MAGIC);
 	rc = out_write(s, t, 8 + body, err);
 	free(t);
 	return rc;
@@ -882,7 +949,7 @@ static void sink_start(struct wsink *s, int threads)
 
 	if (threads < 2)
 		return;
-	if (threads >= ID_THREAD_MIN && fg_sha256_pipe_new(&s->idp, NULL))
+	if (threads >= ID_THREAD_MIN && fg_sha256_pipe_new_own(&s->idp, NULL))
 		s->idp = NULL; /* hashed on this thread then: the same identity */
 	for (k = 0; k < s->nz; k++)
 		if (fg_ring_new(&s->z[k].ring, ZQ, zpiece, &s->z[k], NULL))
@@ -924,7 +991,7 @@ int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint
 	struct fg_buf tmp = FG_BUF_INIT, dir = FG_BUF_INIT;
 	struct archive *a = NULL;
 	const char *slash;
-	size_t i;
+	size_t i, idst_len = 0;
 	int rc = 0, opened = 0, k;
 
 	memset(&s, 0, sizeof(s));
@@ -948,9 +1015,15 @@ int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint
 	rc = sink_setup(&s, w, err);
 	if (rc)
 		goto out;
-	rc = fg_sha256_new(&s.id, err);
+	/* an own context: its chain state at each frame's start is kept */
+	rc = fg_sha256_new_own(&s.id, err);
 	if (rc)
 		goto out;
+	{
+		const char *e = getenv("FG_TAR_ID_STATES");
+
+		s.id_states = !(e && !strcmp(e, "0"));
+	}
 	s.path = tmp.data;
 	s.fd = open(tmp.data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (s.fd < 0) {
@@ -1002,8 +1075,13 @@ int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint
 	if (!rc && s.next_commit != s.n_frames - 1)
 		rc = fg_err_set(err, FG_EIO, "%s: %zu of %zu zstd frames written", tmp.data,
 				s.next_commit, s.n_frames - 1);
+	/* the identity's states, all hashed once its thread has caught up */
+	if (!rc && s.idp)
+		rc = fg_sha256_pipe_drain(s.idp, err);
 	if (!rc)
-		rc = write_seek_table(&s, s.n_frames - 1, err);
+		rc = write_id_states(&s, s.n_frames - 1, &idst_len, err);
+	if (!rc)
+		rc = write_seek_table(&s, s.n_frames - 1, idst_len, err);
 	if (!rc && s.idp) {
 		char hex[FG_SHA256_HEX_LEN + 1];
 
@@ -1534,8 +1612,9 @@ static int lanes_report(const char *archive, const struct fg_tarball_limits *lim
 		info.path = le[i].path;
 		info.size = le[i].size;
 		info.mode = le[i].mode;
-		info.hashed = 1;
-		memcpy(info.sha256, le[i].sha256, 32);
+		info.hashed = le[i].hashed;
+		if (le[i].hashed)
+			memcpy(info.sha256, le[i].sha256, 32);
 		rc = fn(user, &info, err);
 	}
 	return rc;
@@ -1686,15 +1765,18 @@ static int walk_archive(const char *archive, const char *dest, const struct fg_t
 	struct fg_sha256 *h = NULL;
 	struct fg_buf full = FG_BUF_INIT, content = FG_BUF_INIT;
 	struct hdr *hd = malloc(sizeof(*hd));
-	int rc, paired, kept = 0;
+	int rc, paired, kept = 0, may;
 
 	if (o->lanes)
 		*o->lanes = 1;
-	/* members hashed and nothing else in lanes; when extracting, also with
-	 * an informational identity, read beside them on a thread of its own
-	 * (a scan with the identity is one paired pass from start to end: the
-	 * identity pass alone takes nearly as long, docs/bench.md) */
-	if ((!id || (o->id_thread && dest)) && o->hash && !o->hash_only && !o->keep) {
+	/* members hashed in lanes, and the identity with them when the archive
+	 * keeps its states (o->id_thread: it is informational); else when
+	 * extracting, an informational identity read beside them on a thread
+	 * of its own (a scan with the identity is then one paired pass from
+	 * start to end: the identity pass alone takes nearly as long,
+	 * docs/bench.md) */
+	may = o->hash && !o->keep ? fg_tarlanes_may_read(archive) : 0;
+	if (may && (o->hash_only ? id && may == 2 : !id || (o->id_thread && (dest || may == 2)))) {
 		struct fg_tarball_limits l = limits_of(lim);
 		struct fg_tarlanes_opts lo;
 		struct fg_tarlane_entry *le;
@@ -1705,8 +1787,7 @@ static int walk_archive(const char *archive, const char *dest, const struct fg_t
 		/* the identity's pass takes one of the threads, so it needs two;
 		 * when it does not start, the identity comes from the pass from
 		 * start to end */
-		if (id && o->threads > 1 && fg_tarlanes_may_read(archive) &&
-		    fg_tarball_id_start(&ir, archive, NULL))
+		if (id && may == 1 && o->threads > 1 && fg_tarball_id_start(&ir, archive, NULL))
 			ir = NULL;
 		memset(&lo, 0, sizeof(lo));
 		lo.max_entry = l.max_entry_size;
@@ -1718,7 +1799,9 @@ static int walk_archive(const char *archive, const char *dest, const struct fg_t
 		lo.dest = dest;
 		lo.chains = o->chains;
 		lo.n_chains = o->n_chains;
-		lrc = id && !ir ? 1 : fg_tarlanes_hash(archive, &lo, &le, &n, &nl);
+		lo.id = may == 2 ? id : NULL;
+		lo.hash_only = o->hash_only;
+		lrc = id && !ir && !lo.id ? 1 : fg_tarlanes_hash(archive, &lo, &le, &n, &nl);
 		if (ir && idpass_end(ir, lrc != 0, id, NULL) && !lrc) {
 			fg_tarlanes_free(le, n); /* the identity pass failed: from start to end */
 			lrc = 1;

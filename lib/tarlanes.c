@@ -418,6 +418,13 @@ struct lane {
 	const uint8_t *end_st;
 	const char *end_path;
 	unsigned long long end_left;
+	/* the archive's identity too (o->id): every tar byte of the region
+	 * into idh, taken up from the identity's state where it starts */
+	struct fg_sha256 *idh;
+	/* o->hash_only: the one member hashed (else all); hashing: the current
+	 * member's data goes into h */
+	const char *hash_only;
+	int hashing;
 };
 
 /* An octal field: digits, then only NULs or spaces; -1 for anything else
@@ -558,8 +565,9 @@ static int member_done(struct lane *l)
 		if (bad)
 			return -1;
 	}
-	if (fg_sha256_final(l->h, l->cur.sha256, NULL))
+	if (l->hashing && fg_sha256_final(l->h, l->cur.sha256, NULL))
 		return -1;
+	l->cur.hashed = l->hashing;
 	if (fg_grow(&l->e, &l->cap, l->n, sizeof(*l->e)))
 		return -1;
 	l->e[l->n++] = l->cur;
@@ -646,25 +654,35 @@ static int header(struct lane *l)
 		return -1;
 	l->cur.size = size;
 	l->cur.mode = mode & 0111 ? 0755 : 0644;
+	l->hashing = !l->hash_only || !strcmp(l->cur.path, l->hash_only);
 	l->left = size;
 	l->pad = (512 - size % 512) % 512;
 	l->st = L_DATA;
 	return size ? 0 : member_done(l);
 }
 
-/* A region that ends at a chain state ended: 1 when the lane stands in
- * the member named, with the bytes to go the state is for and its hash in
- * that state (then the next region, which takes the member up from it,
- * hashes the rest of the same stream); else -1. */
+/* A region that ends inside a member ended: 1 when the lane stands in the
+ * member named, with the bytes to go that the next region takes it up with
+ * and, when it is hashed there, its hash in the chain state it is taken up
+ * from (then the next region hashes the rest of the same stream); else -1. */
 static int ends_at_state(struct lane *l)
 {
 	uint8_t st[32];
 
 	return l->st == L_DATA && l->left == l->end_left && l->cur.path &&
-			       !strcmp(l->cur.path, l->end_path) && !fg_sha256_state(l->h, st, NULL) &&
-			       !memcmp(st, l->end_st, 32)
+			       !strcmp(l->cur.path, l->end_path) &&
+			       (!l->end_st ? !l->hashing
+					   : l->hashing && !fg_sha256_state(l->h, st, NULL) &&
+						     !memcmp(st, l->end_st, 32))
 		       ? 1
 		       : -1;
+}
+
+/* Tar bytes that are no member's data, into the identity when the lanes
+ * compute it. */
+static int lane_id(struct lane *l, const unsigned char *p, size_t n)
+{
+	return l->idh && fg_sha256_update(l->idh, p, n, NULL) ? -1 : 0;
 }
 
 /* Walks to the next member bytes: 0 with *p, *n (n > 0) in the lane's
@@ -684,7 +702,7 @@ static int lane_data(struct lane *l, const unsigned char **p, size_t *n)
 			if (r == 1) {
 				if (l->is_last)
 					return l->st == L_END ? 1 : -1;
-				if (l->end_st)
+				if (l->end_path)
 					return ends_at_state(l);
 				return l->st == L_HDR && !l->blk_have && !l->pax_open
 					       ? 1
@@ -698,11 +716,15 @@ static int lane_data(struct lane *l, const unsigned char **p, size_t *n)
 			*n = avail < l->left ? avail : (size_t)l->left;
 			return 0;
 		case L_END: /* what follows the marker is read, as the sequential reader drains it */
+			if (lane_id(l, z->cur + z->out_pos, avail))
+				return -1;
 			l->pos += avail;
 			z->out_pos = z->out_len;
 			break;
 		case L_SKIP:
 			k = avail < l->left ? avail : (size_t)l->left;
+			if (lane_id(l, z->cur + z->out_pos, k))
+				return -1;
 			z->out_pos += k;
 			l->pos += k;
 			l->left -= k;
@@ -711,7 +733,8 @@ static int lane_data(struct lane *l, const unsigned char **p, size_t *n)
 			break;
 		case L_PAX:
 			k = avail < l->left ? avail : (size_t)l->left;
-			if (fg_buf_append(&l->pax, z->cur + z->out_pos, k, NULL))
+			if (fg_buf_append(&l->pax, z->cur + z->out_pos, k, NULL) ||
+			    lane_id(l, z->cur + z->out_pos, k))
 				return -1;
 			z->out_pos += k;
 			l->pos += k;
@@ -726,6 +749,8 @@ static int lane_data(struct lane *l, const unsigned char **p, size_t *n)
 			break;
 		default: /* L_HDR */
 			k = 512 - l->blk_have < avail ? 512 - l->blk_have : avail;
+			if (lane_id(l, z->cur + z->out_pos, k))
+				return -1;
 			memcpy(l->blk + l->blk_have, z->cur + z->out_pos, k);
 			z->out_pos += k;
 			l->pos += k;
@@ -760,6 +785,7 @@ static void lane_free(struct lane *l)
 	free(l->pend_path);
 	free(l->cur.path);
 	fg_sha256_free(l->h);
+	fg_sha256_free(l->idh);
 	fg_tarlanes_free(l->e, l->n);
 }
 
@@ -843,6 +869,70 @@ bad:
 	return -1;
 }
 
+/* The identity's states (FG_TAR_IDST_*, written by lib/tarball.c). When
+ * the table's last entry is a skippable frame with no tar bytes, it is left
+ * out of the frames (*nf one less; zstd skips it, so the sequential reader
+ * gets the same bytes) and, when it is the identity's states frame and
+ * every entry is sound (version 1, the count its size says, offsets rising,
+ * each a multiple of 64), *idst (32 bytes a frame) and *has get the state
+ * at each frame's start that an entry names (0 < k < *nf); an entry at no
+ * frame's start is unused. Else both stay NULL. */
+static void id_states(int fd, const unsigned long long *off, const unsigned long long *tar, size_t *nf,
+		      uint8_t **idst, unsigned char **has)
+{
+	unsigned char h[8 + FG_TAR_IDST_HEAD], *t = NULL;
+	unsigned long long len, at, prev = 0;
+	size_t n = *nf, cnt, i, k;
+
+	*idst = NULL;
+	*has = NULL;
+	if (n < 2 || tar[n] != tar[n - 1])
+		return;
+	len = off[n] - off[n - 1];
+	if (len < 8 || pread(fd, h, 8, (off_t)off[n - 1]) != 8 ||
+	    (fg_le32(h) & 0xFFFFFFF0u) != (FG_TAR_SKIPPABLE_MAGIC & 0xFFFFFFF0u) ||
+	    fg_le32(h + 4) != len - 8)
+		return;
+	*nf = --n; /* skippable: no tar bytes */
+	if (fg_le32(h) != FG_TAR_IDST_MAGIC || len < sizeof(h) ||
+	    pread(fd, h + 8, FG_TAR_IDST_HEAD, (off_t)off[n] + 8) != FG_TAR_IDST_HEAD ||
+	    memcmp(h + 8, FG_TAR_IDST_TAG, 8) || fg_le32(h + 16) != 1)
+		return;
+	cnt = fg_le32(h + 20);
+	if ((len - sizeof(h)) % FG_TAR_IDST_ENTRY || (len - sizeof(h)) / FG_TAR_IDST_ENTRY != cnt ||
+	    !cnt || cnt >= n)
+		return;
+	t = malloc(cnt * FG_TAR_IDST_ENTRY);
+	*idst = malloc(n * 32);
+	*has = calloc(n, 1);
+	if (!t || !*idst || !*has ||
+	    pread(fd, t, cnt * FG_TAR_IDST_ENTRY, (off_t)(off[n] + sizeof(h))) !=
+		    (ssize_t)(cnt * FG_TAR_IDST_ENTRY))
+		goto bad;
+	for (i = 0, k = 1; i < cnt; i++) {
+		const unsigned char *e = t + i * FG_TAR_IDST_ENTRY;
+
+		at = le_n(e, 8);
+		if (at % 64 || at <= prev)
+			goto bad;
+		prev = at;
+		while (k < n && tar[k] < at)
+			k++;
+		if (k < n && tar[k] == at) {
+			memcpy(*idst + 32 * k, e + 8, 32);
+			(*has)[k] = 1;
+		}
+	}
+	free(t);
+	return;
+bad:
+	free(t);
+	free(*idst);
+	free(*has);
+	*idst = NULL;
+	*has = NULL;
+}
+
 /* Frame k may start a member: the frame before it was not cut for size
  * (the writer cuts inside a member only when a frame would pass
  * FG_TAR_FRAME_MAX, by a piece of at most FG_TAR_PIECE_MAX). Only a hint
@@ -914,13 +1004,17 @@ static void split(int fd, const unsigned long long *off, const unsigned long lon
 
 /* ---- regions that start inside a member, at a chain state ---- */
 
-/* For a frame where such a region starts: the member's chain, the state it
- * takes the member up from (states[j - 1], after j * every bytes) and the
- * member's mode as its header says. */
+/* For a frame where such a region starts: the member as its header says
+ * (path, size, mode), the bytes of its data before the frame and, when it
+ * is hashed, its chain c and the state it is taken up from (states[j - 1],
+ * after j * every bytes); c NULL: a member not hashed (o->hash_only), the
+ * identity alone taken up there. */
 struct cut {
 	const struct fg_tarball_chain *c;
 	size_t j;
 	int mode;
+	char *path;
+	unsigned long long size, at;
 };
 
 /* The member whose header starts at `from`: 0 with its path (the caller
@@ -952,12 +1046,15 @@ static int probe_member(int fd, unsigned long long from, unsigned long long to,
 }
 
 /* Frames where a region may start inside a member: a frame that starts a
- * member with chain states and holds a whole frame of it (how the writer
- * frames a large member) is read up to the member's data; then each frame
- * that begins exactly at one of its states' offsets gets memo 3 and its
- * cut. Only proposals: the lanes check every one as they end. */
-static void chain_cuts(int fd, const unsigned long long *off, const unsigned long long *tar, size_t nf,
-		       const struct fg_tarlanes_opts *o, unsigned char *memo, struct cut *cut)
+ * member and holds a whole frame of it (how the writer frames a large
+ * member) is read up to the member's data; then each frame that begins
+ * exactly at one of its chain states' offsets (a member hashed) or, for a
+ * member not hashed (o->hash_only), any later frame inside its data where
+ * the identity has a state (has_id), gets memo 3 and its cut. Only
+ * proposals: the lanes check every one as they end. */
+static void member_cuts(int fd, const unsigned long long *off, const unsigned long long *tar, size_t nf,
+			const struct fg_tarlanes_opts *o, const unsigned char *has_id, unsigned char *memo,
+			struct cut *cut)
 {
 	size_t k, i;
 
@@ -966,17 +1063,28 @@ static void chain_cuts(int fd, const unsigned long long *off, const unsigned lon
 		unsigned long long size = 0, at = 0, t;
 		char *path = NULL;
 		size_t m, j;
-		int mode = 0;
+		int mode = 0, hashed;
 
 		if (tar[k + 1] - tar[k] < FG_TAR_FRAME_MAX || !may_start_member(tar, k) ||
 		    probe_member(fd, off[k], off[nf], o->max_entry, &path, &size, &mode, &at))
 			continue;
 		memo[k] = 1;
-		for (i = 0; i < o->n_chains && !c; i++)
+		hashed = !o->hash_only || !strcmp(path, o->hash_only);
+		for (i = 0; hashed && i < o->n_chains && !c; i++)
 			if (!strcmp(o->chains[i].path, path) && o->chains[i].size == size &&
 			    o->chains[i].every && !(o->chains[i].every % 64) && o->chains[i].n &&
 			    o->chains[i].n <= (size - 1) / o->chains[i].every)
 				c = &o->chains[i];
+		for (m = k + 1; !hashed && has_id && m < nf && tar[m] < tar[k] + at + size; m++)
+			if (has_id[m]) {
+				memo[m] = 3;
+				cut[m].mode = mode;
+				cut[m].size = size;
+				cut[m].at = tar[m] - tar[k] - at;
+				cut[m].path = strdup(path);
+				if (!cut[m].path)
+					memo[m] = 2;
+			}
 		free(path);
 		for (m = k + 1, j = 1; c && j <= c->n; j++) {
 			t = tar[k] + at + j * c->every;
@@ -989,31 +1097,76 @@ static void chain_cuts(int fd, const unsigned long long *off, const unsigned lon
 				cut[m].c = c;
 				cut[m].j = j;
 				cut[m].mode = mode;
+				cut[m].size = c->size;
+				cut[m].at = j * c->every;
 			}
 		}
 	}
 }
 
-/* Region i starts at a chain state: lane i takes the member up from it,
- * and lane i - 1 must end there. */
+/* Region i starts inside a member: lane i takes the member up there (its
+ * digest from the chain state, when it is hashed), and lane i - 1 must end
+ * there (in the same state). */
 static int start_at_state(struct lane *ln, size_t i, const struct cut *ct)
 {
 	const struct fg_tarball_chain *c = ct->c;
-	unsigned long long at = ct->j * c->every;
 	struct lane *l = &ln[i];
 
-	l->cur.path = strdup(c->path);
-	if (!l->cur.path || fg_sha256_set_state(l->h, c->states + 32 * (ct->j - 1), at))
+	l->cur.path = strdup(c ? c->path : ct->path);
+	if (!l->cur.path || (c && fg_sha256_set_state(l->h, c->states + 32 * (ct->j - 1), ct->at)))
 		return -1;
-	l->cur.size = c->size;
+	l->hashing = c != NULL;
+	l->cur.size = ct->size;
 	l->cur.mode = ct->mode;
 	l->st = L_DATA;
-	l->left = c->size - at;
-	l->pad = (512 - c->size % 512) % 512;
-	ln[i - 1].end_st = c->states + 32 * (ct->j - 1);
-	ln[i - 1].end_path = c->path;
+	l->left = ct->size - ct->at;
+	l->pad = (512 - ct->size % 512) % 512;
+	ln[i - 1].end_st = c ? c->states + 32 * (ct->j - 1) : NULL;
+	ln[i - 1].end_path = c ? c->path : ct->path;
 	ln[i - 1].end_left = l->left;
 	return 0;
+}
+
+/* A piece of member data in a lane that also computes the identity: into
+ * the member's digest and the identity together when the member is
+ * hashed, else into the identity. */
+static int id_take(struct lane *l, const unsigned char *p, size_t n)
+{
+	return (l->hashing ? fg_sha256_pair_update(l->h, p, n, l->idh, p, n, NULL)
+			   : fg_sha256_update(l->idh, p, n, NULL)) ||
+			       lane_take(l, p, n)
+		       ? -1
+		       : 0;
+}
+
+/* Two lanes that also compute the identity, on one thread: where neither
+ * member is hashed (o->hash_only), the two identities together; else a
+ * piece of one lane at a time (lane_data hands the piece not taken again). */
+static int run_pair_id(struct lane *a, struct lane *b)
+{
+	const unsigned char *pa = NULL, *pb = NULL;
+	size_t na = 0, nb = 0;
+	int ra = lane_data(a, &pa, &na), rb = b ? lane_data(b, &pb, &nb) : 1;
+
+	while (ra >= 0 && rb >= 0 && (ra == 0 || rb == 0)) {
+		if (ra == 0 && rb == 0 && !a->hashing && !b->hashing) {
+			size_t m = na < nb ? na : nb;
+
+			if (fg_sha256_pair_update(a->idh, pa, m, b->idh, pb, m, NULL) ||
+			    lane_take(a, pa, m) || lane_take(b, pb, m))
+				return -1;
+		} else if (ra == 0 && (a->hashing || rb != 0)) {
+			if (id_take(a, pa, na))
+				return -1;
+		} else if (id_take(b, pb, nb)) {
+			return -1;
+		}
+		if (ra == 0)
+			ra = lane_data(a, &pa, &na);
+		if (rb == 0)
+			rb = lane_data(b, &pb, &nb);
+	}
+	return ra < 0 || rb < 0 ? -1 : 0;
 }
 
 /* Two lanes on one thread: a member of each hashed together, then the one
@@ -1022,7 +1175,12 @@ static int run_pair(struct lane *a, struct lane *b)
 {
 	const unsigned char *pa = NULL, *pb = NULL;
 	size_t na = 0, nb = 0;
-	int ra = lane_data(a, &pa, &na), rb = b ? lane_data(b, &pb, &nb) : 1;
+	int ra, rb;
+
+	if (a->idh)
+		return run_pair_id(a, b);
+	ra = lane_data(a, &pa, &na);
+	rb = b ? lane_data(b, &pb, &nb) : 1;
 
 	while (ra == 0 && rb == 0) {
 		size_t m = na < nb ? na : nb;
@@ -1163,8 +1321,11 @@ static int pair_work(void *ctx, size_t item, int thread, struct fg_err *err)
 
 int fg_tarlanes_may_read(const char *archive)
 {
-	unsigned char foot[9];
+	unsigned long long *off = NULL, *tar = NULL;
+	unsigned char foot[9], *has = NULL;
+	uint8_t *idst = NULL;
 	struct stat st;
+	size_t nf;
 	int fd, ok = 0;
 
 	if (env_off("FG_TAR_LANES"))
@@ -1173,6 +1334,14 @@ int fg_tarlanes_may_read(const char *archive)
 	if (fd < 0)
 		return 0;
 	ok = !fstat(fd, &st) && S_ISREG(st.st_mode) && !seek_footer(fd, (unsigned long long)st.st_size, foot);
+	if (ok && !seek_table(fd, (unsigned long long)st.st_size, &off, &tar, &nf)) {
+		id_states(fd, off, tar, &nf, &idst, &has);
+		ok = idst ? 2 : 1;
+	}
+	free(off);
+	free(tar);
+	free(idst);
+	free(has);
 	close(fd);
 	return ok;
 }
@@ -1186,6 +1355,8 @@ int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 	unsigned char *memo = NULL;
 	struct cut *cut = NULL;
 	size_t *ks = NULL, nf = 0, want, i, total = 0;
+	uint8_t *idst = NULL;
+	unsigned char *has_id = NULL;
 	struct stat st;
 	int fd, rc = 1;
 
@@ -1203,14 +1374,21 @@ int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
 	    seek_table(fd, (unsigned long long)st.st_size, &off, &tar, &nf))
 		goto out;
+	id_states(fd, off, tar, &nf, &idst, &has_id);
+	if ((o->id && !idst) || (o->hash_only && !o->id))
+		goto out; /* the identity would be one pass from start to end */
 	want = 2 * (size_t)threads;
 	memo = calloc(nf + 1, 1);
 	cut = calloc(nf + 1, sizeof(*cut));
 	ks = calloc(want + 1, sizeof(*ks));
 	if (!memo || !cut || !ks)
 		goto out;
-	if (o->n_chains && !o->dest)
-		chain_cuts(fd, off, tar, nf, o, memo, cut);
+	if ((o->n_chains || (o->hash_only && has_id)) && !o->dest)
+		member_cuts(fd, off, tar, nf, o, has_id, memo, cut);
+	/* with the identity, regions start only where a state of it is */
+	for (i = 1; o->id && i < nf; i++)
+		if (!has_id[i])
+			memo[i] = 2;
 	split(fd, off, tar, nf, want, memo, ks, &pr.n);
 	if (pr.n < 2)
 		goto out;
@@ -1239,10 +1417,15 @@ int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 		pr.ln[i].dirfd = dirfd;
 		pr.ln[i].out_fd = -1;
 		pr.ln[i].is_last = i == pr.n - 1;
+		pr.ln[i].hash_only = o->hash_only;
 		/* with chains, contexts whose state can be set and read */
 		if (zl_open(&pr.ln[i].z, fd, pr.map, off[ks[i]], off[ks[i + 1]]) ||
 		    (o->n_chains && !o->dest ? fg_sha256_new_own(&pr.ln[i].h, NULL)
 					     : fg_sha256_new_x2(&pr.ln[i].h, NULL)))
+			goto out;
+		/* the identity taken up from its state where the region starts */
+		if (o->id && (fg_sha256_new_own(&pr.ln[i].idh, NULL) ||
+			      (i && fg_sha256_set_state(pr.ln[i].idh, idst + 32 * ks[i], tar[ks[i]]))))
 			goto out;
 	}
 	for (i = 1; i < pr.n; i++)
@@ -1250,6 +1433,20 @@ int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 			goto out;
 	if (fg_workq_run((pr.n + 1) / 2, threads, pair_work, NULL, &pr, NULL))
 		goto out;
+	/* the identity: each region as long as the table says, ending in the
+	 * state the next one was taken up from, so every state was computed
+	 * from the bytes read back to the first, from SHA-256's own start */
+	for (i = 0; o->id && i < pr.n; i++) {
+		uint8_t st_end[32];
+		uint64_t at = 0;
+
+		if (pr.ln[i].pos != tar[ks[i + 1]] - tar[ks[i]])
+			goto out;
+		if (i + 1 < pr.n ? fg_sha256_state(pr.ln[i].idh, st_end, &at) || at != tar[ks[i + 1]] ||
+					   memcmp(st_end, idst + 32 * ks[i + 1], 32)
+				 : fg_sha256_final(pr.ln[i].idh, o->id, NULL) != 0)
+			goto out;
+	}
 	if (o->raw)
 		for (*o->raw = 0, i = 0; i < pr.n; i++)
 			*o->raw += pr.ln[i].z.raw_bytes;
@@ -1278,10 +1475,14 @@ out:
 	free(pr.ln);
 	map_end(pr.map, pr.map_len);
 	free(memo);
+	for (i = 0; cut && i <= nf; i++)
+		free(cut[i].path);
 	free(cut);
 	free(ks);
 	free(off);
 	free(tar);
+	free(idst);
+	free(has_id);
 	if (dirfd >= 0)
 		close(dirfd);
 	close(fd);

@@ -41,11 +41,21 @@ enum { FG_ZW_READ = 1, FG_ZW_ZSTD, FG_ZW_SHORT };
  * the magic its last 4 bytes end the file with */
 #define FG_TAR_SKIPPABLE_MAGIC 0x184D2A5Eu
 #define FG_TAR_SEEKABLE_MAGIC 0x8F92EAB1u
+/* The identity's chain states (docs/formats/bundle.md, "Identity states"):
+ * a skippable frame of its own magic before the seek table, listed there
+ * with no decompressed bytes: the tag, version 1, a count, then per entry
+ * the tar offset (8 bytes, little-endian, a multiple of 64) of a frame's
+ * start and the SHA-256 chain state of the tar before it. */
+#define FG_TAR_IDST_MAGIC 0x184D2A5Du
+#define FG_TAR_IDST_TAG "fgpackid"
+#define FG_TAR_IDST_HEAD 16
+#define FG_TAR_IDST_ENTRY 40
 
 struct fg_tarlane_entry {
 	char *path;
 	unsigned long long size;
 	int mode; /* 0644 or 0755 */
+	int hashed; /* sha256 holds its digest (not with o->hash_only, another member) */
 	uint8_t sha256[32];
 };
 
@@ -62,11 +72,21 @@ struct fg_tarlanes_opts {
 	 * states (hashing only, not with dest), where a frame starts there */
 	const struct fg_tarball_chain *chains;
 	size_t n_chains;
+	/* may be NULL; else, on 0, the archive's identity, from the identity's
+	 * states the writer keeps (regions start only where one is, and each
+	 * must end in the state the next starts from); an archive without
+	 * them: not done (1) */
+	uint8_t *id;
+	/* may be NULL; with id only: the one member whose digest is computed
+	 * (the others' entries not hashed); regions may then also start inside
+	 * any other large member, at a frame where a state of the identity is */
+	const char *hash_only;
 };
 
 /* 1 when archive may be read in lanes: they are not turned off and it ends
- * with a seek table's footer (a cheap look, not the checks of
- * fg_tarlanes_hash); 0 when it will be read from start to end. */
+ * with a seek table (a cheap look, not the checks of fg_tarlanes_hash), 2
+ * when it also keeps the identity's states (o->id may be asked for); 0 when
+ * it will be read from start to end. */
 int fg_tarlanes_may_read(const char *archive);
 
 /* 0: every member hashed (and, with dest, written there), *out holds them

@@ -107,7 +107,7 @@ check "zstd itself still sees it (its frame checksum)" sh -c "! zstd -t -q '$WOR
 # the files check without the id reads a bundle in lanes (its zstd frames
 # start at members; the seek table at the end says where): two per thread
 check "pack wrote zstd's seekable format (its seek table ends the bundle)" sh -c "tail -c 4 '$WORK/a.fgb' | od -An -tx1 | grep -q 'b1 ea 92 8f'"
-check "zstd -l: the frames the seek table counts and one skippable (the table), which zstd counts among its frames" sh -c "n=\$(tail -c 9 '$WORK/a.fgb' | head -c 4 | od -An -tu4 | tr -d ' '); zstd -l '$WORK/a.fgb' | awk -v n=\$n 'NR == 2 && \$1 == n + 1 && \$2 == 1 { ok = 1 } END { exit !ok }'"
+check "zstd -l: the frames the seek table counts (the identity's states frame among them) and the table, two skippable, which zstd counts among its frames" sh -c "n=\$(tail -c 9 '$WORK/a.fgb' | head -c 4 | od -An -tu4 | tr -d ' '); zstd -l '$WORK/a.fgb' | awk -v n=\$n 'NR == 2 && \$1 == n + 1 && \$2 == 2 { ok = 1 } END { exit !ok }'"
 check "GNU tar --zstd lists the members (the table skipped)" sh -c "tar --zstd -tf '$WORK/a.fgb' | grep -qx 'components/model/sub/weights.bin'"
 "$FGPACK" verify a.fgb --no-replay --threads 1 --json --summary - >"$WORK/lanes.json" 2>&1
 check_grep "verify --no-replay --threads 1: read in two lanes" '"lanes": 2' "$WORK/lanes.json"
@@ -118,7 +118,17 @@ want=3
 [ "$esz" -gt 33554432 ] && want=4
 check_grep "--threads 2: a lane per frame that starts a member (the small files, weights.bin, the engine) or at a chain state: $want" "\"lanes\": $want" "$WORK/lanes2.json"
 "$FGPACK" verify a.fgb --no-replay --show-id --threads 1 --json --summary - >"$WORK/showl.json" 2>&1
-check "--show-id: one paired pass from start to end (no lanes), pack's id" sh -c "grep -q '\"lanes\": 1' '$WORK/showl.json' && grep -q '\"bundle\": \"$(cat "$WORK/a.id")\"' '$WORK/showl.json'"
+check "--show-id: read in lanes that compute the id from the states pack keeps, pack's id" sh -c "grep -q '\"lanes\": 2' '$WORK/showl.json' && grep -q '\"bundle\": \"$(cat "$WORK/a.id")\"' '$WORK/showl.json'"
+"$FGPACK" verify a.fgb --no-replay --id "$(cat "$WORK/a.id")" --threads 2 --json --summary - >"$WORK/idl.json" 2>&1
+check "--id: the id checked in lanes (the same count as without the id), verified" sh -c "grep -q '\"lanes\": $want' '$WORK/idl.json' && grep -q '\"checked_by\": \"bundle id\"' '$WORK/idl.json' && grep -q '\"problems\": \[\]' '$WORK/idl.json'"
+FG_TAR_LANES=0 "$FGPACK" verify a.fgb --no-replay --id "$(cat "$WORK/a.id")" --json --summary - >"$WORK/id0.json" 2>&1
+check "--id: the same summary as from start to end (but times and lanes)" sh -c "grep -v 'seconds\|mb_per_s\|lanes' '$WORK/idl.json' >'$WORK/i1' && grep -v 'seconds\|mb_per_s\|lanes' '$WORK/id0.json' >'$WORK/i2' && cmp '$WORK/i1' '$WORK/i2'"
+# a bundle packed without them (as before 2026-12-04, or FG_TAR_ID_STATES=0):
+# the id is one pass from start to end, the same id and bytes but the frame
+FG_TAR_ID_STATES=0 "$FGPACK" pack --model "$M" --no-golden -o "$WORK/nost.fgb" >"$WORK/nost.id" 2>/dev/null
+check "FG_TAR_ID_STATES=0: the same bundle id" cmp "$WORK/nost.id" "$WORK/a.id"
+"$FGPACK" verify "$WORK/nost.fgb" --no-replay --show-id --threads 1 --json --summary - >"$WORK/nost.json" 2>&1
+check "  --show-id on it: one paired pass from start to end (no lanes), the id" sh -c "grep -q '\"lanes\": 1' '$WORK/nost.json' && grep -q '\"bundle\": \"$(cat "$WORK/a.id")\"' '$WORK/nost.json'"
 # exec extracts the same way: FGPACK_BUNDLE_ID is the id either way
 check "exec --threads 2 (lanes on one, the id on the other): FGPACK_BUNDLE_ID is pack's id, the files extracted" sh -c "[ \"\$('$FGPACK' exec a.fgb --threads 2 -- sh -c 'cmp -s \"\$FGPACK_BUNDLE/components/model/sub/weights.bin\" \"$M/sub/weights.bin\" && echo \"\$FGPACK_BUNDLE_ID\"')\" = \"\$(cat '$WORK/a.id')\" ]"
 check "exec with FG_TAR_LANES=0: the same id" sh -c "[ \"\$(FG_TAR_LANES=0 '$FGPACK' exec a.fgb -- sh -c 'echo \"\$FGPACK_BUNDLE_ID\"')\" = \"\$(cat '$WORK/a.id')\" ]"

@@ -24,6 +24,7 @@
 #include "tap.h"
 #include "workdir_test.h"
 #include "tarball.h"
+#include "tarlanes.h"
 
 
 static int add_entry(void *user, const struct fg_tarball_entry *e, struct fg_err *err)
@@ -134,11 +135,12 @@ static int same_outcome_as(const char *path, int threads, int *lanes, char *seq_
 
 /* same_outcome_as without the identity, then with it: the same members and
  * outcome, the identity that of the pass from start to end (a scan that
- * wants the identity is that one pass: no lanes). */
+ * wants the identity is that one pass, no lanes, unless the archive keeps
+ * the identity's states: then as many lanes as without it). */
 static int same_outcome(const char *at_path, int threads, int *lanes, char *seq_out, size_t cap)
 {
 	char path[1024];
-	int same, l1 = 0;
+	int same, l1 = 0, want;
 
 	snprintf(path, sizeof(path), "%s", at_path); /* at() reuses its buffers */
 	want_id = 0;
@@ -146,8 +148,9 @@ static int same_outcome(const char *at_path, int threads, int *lanes, char *seq_
 	want_id = 1;
 	same &= same_outcome_as(path, threads, &l1, NULL, 0);
 	want_id = 0;
-	if (l1 != 1) {
-		printf("# %s: a scan with the identity read in %d lanes\n", path, l1);
+	want = fg_tarlanes_may_read(path) == 2 ? *lanes : 1;
+	if (l1 != want) {
+		printf("# %s: a scan with the identity read in %d lanes, not %d\n", path, l1, want);
 		same = 0;
 	}
 	return same;
@@ -238,11 +241,12 @@ static int same_extract_as(const char *path, int *lanes)
 
 /* same_extract_as without the identity, then with it: the same outcome,
  * files and identity, and on two threads (the lanes on one, the identity's
- * pass on the other) as many lanes as without it on one. */
+ * pass on the other) as many lanes as without it on one; with the
+ * identity's states kept, the lanes on both threads compute it: more. */
 static int same_extract(const char *at_path, int *lanes)
 {
 	char path[1024];
-	int same, l1 = 0;
+	int same, l1 = 0, states;
 
 	snprintf(path, sizeof(path), "%s", at_path); /* at() reuses its buffers */
 	want_id = 0;
@@ -250,7 +254,8 @@ static int same_extract(const char *at_path, int *lanes)
 	want_id = 1;
 	same &= same_extract_as(path, &l1);
 	want_id = 0;
-	if (l1 != *lanes) {
+	states = fg_tarlanes_may_read(path) == 2;
+	if (states ? l1 <= *lanes : l1 != *lanes) {
 		printf("# extract %s: %d lanes with the identity, %d without\n", path, l1, *lanes);
 		same = 0;
 	}
@@ -419,8 +424,8 @@ static void test_writer(void)
 		extract_text(at("own.fgb"), 3, at("xi"), &t, &l);
 		want_id = 0;
 		fg_hex_encode(id, 32, hex);
-		ok(l == 4 && t.data && strstr(t.data, hex) && strstr(t.data, "rc 0 "),
-		   "writer: extracted on 3 threads: 4 lanes on 2, the identity beside them on the third is the writer's (%d lanes)",
+		ok(l == 6 && t.data && strstr(t.data, hex) && strstr(t.data, "rc 0 "),
+		   "writer: extracted on 3 threads: 6 lanes, the identity they compute from its states is the writer's (%d lanes)",
 		   l);
 		fg_rm_tree(at("xi"));
 		fg_buf_release(&t);
@@ -587,8 +592,10 @@ static void test_big_member(void)
 	/* a.json's frame; big.bin's header and 8 MiB, then 17 frames of 8 MiB
 	 * (cut at every 8 MiB of its data), then its last 6 MiB and 5 bytes; mem.bin's
 	 * header with its 20 MiB (handed over in one write: one frame over
-	 * 8 MiB, not a frame of its header alone); c.txt's: 22 */
-	is_int(rc ? 0 : tail[0] | tail[1] << 8, 22, "big member: cut inside its data, 22 frames in all");
+	 * 8 MiB, not a frame of its header alone); c.txt's: 22, and the
+	 * identity's states frame listed after them */
+	is_int(rc ? 0 : tail[0] | tail[1] << 8, 23,
+	       "big member: cut inside its data, 22 frames in all and the identity's states");
 	ok(same_outcome(at("big1.fgb"), 2, &lanes, seq, sizeof(seq)),
 	   "big member: lanes = sequential");
 	is_int(lanes, 4, "big member, 2 threads: 4 lanes, a member each (frames inside one do not start members)");
@@ -962,6 +969,11 @@ static void test_chains(void)
 	ok(plain < 4 && lanes == 4, "chains every 8 MiB, 2 threads: 4 lanes (%d without the states)", plain);
 	ok(same_outcome_as(at("chain.fgb"), 3, &lanes, NULL, 0) && lanes == 6,
 	   "chains every 8 MiB, 3 threads: 6 lanes (%d)", lanes);
+	/* and the identity with them, from the states the writer kept */
+	want_id = 1;
+	ok(same_outcome_as(at("chain.fgb"), 2, &lanes, NULL, 0) && lanes == 4,
+	   "chains every 8 MiB with the identity, 2 threads: 4 lanes (%d), = sequential", lanes);
+	want_id = 0;
 	/* every other state: every 16 MiB */
 	memcpy(bad, st + 32, 32);
 	memcpy(bad + 32, st + 96, 32);
@@ -1036,6 +1048,260 @@ static void test_whole_frames(void)
 	unlink(at("whole.fgb"));
 }
 
+/* ---- the identity's states (the writer's skippable frame) ---- */
+
+/* The whole file at path into b; 0 or -1. */
+static int slurp(const char *path, struct fg_buf *b)
+{
+	char chunk[65536];
+	FILE *f = fopen(path, "rb");
+	size_t n;
+	int rc = f ? 0 : -1;
+
+	fg_buf_reset(b);
+	while (f && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+		if (fg_buf_append(b, chunk, n, NULL))
+			rc = -1;
+	if (f)
+		fclose(f);
+	return rc;
+}
+
+static int spill(const char *path, const void *p, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+	int rc = !f || fwrite(p, 1, n, f) != n;
+
+	return (f && fclose(f)) || rc ? -1 : 0;
+}
+
+/* Where the states frame is in an archive's bytes (its skippable header),
+ * from the seek table: the last entry, of no tar bytes; 0 when none. */
+static size_t states_at(const struct fg_buf *a, size_t *len)
+{
+	const unsigned char *d = (const unsigned char *)a->data;
+	size_t n, body, i, off = 0;
+
+	if (a->len < 17)
+		return 0;
+	n = fg_le32(d + a->len - 9);
+	body = n * 8 + 9;
+	if (n < 2 || body + 8 > a->len)
+		return 0;
+	for (i = 0; i + 1 < n; i++)
+		off += fg_le32(d + a->len - body + 8 * i);
+	if (fg_le32(d + a->len - body + 8 * (n - 1) + 4) != 0)
+		return 0;
+	*len = fg_le32(d + a->len - body + 8 * (n - 1));
+	return off;
+}
+
+/* A scan that hashes only hash_only and wants the identity (what verify
+ * --id runs) as text; FG_TAR_LANES as it is. */
+static void scan_only_text(const char *path, int threads, const char *hash_only, struct fg_buf *out,
+			   int *lanes)
+{
+	struct fg_tarball_read_opts o;
+	struct fg_err err;
+	uint8_t id[32];
+	int rc, was = want_id;
+
+	memset(&o, 0, sizeof(o));
+	memset(&err, 0, sizeof(err));
+	o.hash = 1;
+	o.hash_only = hash_only;
+	o.threads = threads;
+	o.lanes = lanes;
+	fg_buf_reset(out);
+	rc = fg_tarball_scan_opts(path, &o, add_entry, out, id, &err);
+	want_id = 1;
+	outcome_line(out, rc, &err, id);
+	want_id = was;
+}
+
+/* scan_only_text with lanes on `threads` threads and from start to end
+ * with zstd alone: 1 when the same; *lanes those of the lanes' run. */
+static int same_only(const char *path, int threads, const char *hash_only, int *lanes, char *out,
+		     size_t cap)
+{
+	struct fg_buf seq = FG_BUF_INIT, ln = FG_BUF_INIT;
+	int same;
+
+	setenv("FG_TAR_LANES", "0", 1);
+	raw_ref_begin();
+	scan_only_text(path, 1, hash_only, &seq, NULL);
+	raw_ref_end();
+	unsetenv("FG_TAR_LANES");
+	scan_only_text(path, threads, hash_only, &ln, lanes);
+	same = ln.len == seq.len && !memcmp(ln.data, seq.data, seq.len);
+	if (!same)
+		printf("# %s, %s only, %d threads:\n# lanes: %s# sequential: %s", path, hash_only, threads,
+		       ln.data, seq.data);
+	if (out)
+		snprintf(out, cap, "%s", seq.data ? seq.data : "");
+	fg_buf_release(&seq);
+	fg_buf_release(&ln);
+	return same;
+}
+
+/* The writer keeps the identity's chain state at each frame's start in a
+ * skippable frame before the seek table: each entry is right (checked
+ * against the decompressed tar here), the lanes compute the identity with
+ * them, verify --id's scan (one member hashed) reads in lanes that start
+ * inside a member too, and states that are wrong or malformed give the
+ * sequential outcome. */
+static void test_id_states(void)
+{
+	struct fg_buf a = FG_BUF_INIT, tar = FG_BUF_INIT, t = FG_BUF_INIT;
+	struct fg_tarball_writer *w = NULL;
+	struct fg_sha256 *h = NULL;
+	struct fg_err err;
+	unsigned char *r = malloc((size_t)30 << 20);
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	uint8_t id[32], st[32];
+	char hex[FG_SHA256_HEX_LEN + 1], cmd[1200], out[4096];
+	size_t i, at0, len = 0, cnt = 0, good = 0, k;
+	int rc, lanes = 0, l1 = 0;
+
+	/* 30 MiB of random bytes (raw blocks), a small file, 2 MiB of text */
+	for (i = 0; r && i < ((size_t)30 << 20); i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		r[i] = i < ((size_t)28 << 20) ? (unsigned char)(x >> 31) : (unsigned char)('a' + i % 23);
+	}
+	/* (a file, so that the writer cuts its frames at every 8 MiB) */
+	rc = !r || spill(at("ids-w.bin"), r, (size_t)28 << 20) || fg_tarball_writer_new(&w, 3, 0, &err) ||
+	     fg_tarball_add_mem(w, "bundle.json", "{\"a\": 1}\n", 9, 0644, &err) ||
+	     fg_tarball_add_file(w, "m/weights.bin", at("ids-w.bin"), NULL, &err) ||
+	     fg_tarball_add_mem(w, "m/z.txt", r + ((size_t)28 << 20), (size_t)2 << 20, 0644, &err) ||
+	     fg_tarball_writer_finish(w, at("ids.fgb"), id, &err);
+	fg_tarball_writer_free(w);
+	ok(!rc, "id states: packed");
+	fg_hex_encode(id, 32, hex);
+	snprintf(cmd, sizeof(cmd), "zstd -dcq %s > %s", at("ids.fgb"), at("ids.tar"));
+	rc = rc || system(cmd) || slurp(at("ids.tar"), &tar) || slurp(at("ids.fgb"), &a);
+	at0 = rc ? 0 : states_at(&a, &len);
+	ok(at0 && len > 24 && fg_le32((unsigned char *)a.data + at0) == FG_TAR_IDST_MAGIC &&
+		   !memcmp(a.data + at0 + 8, FG_TAR_IDST_TAG, 8),
+	   "id states: a frame of them, listed last in the seek table with no tar bytes");
+	ok(fg_tarlanes_may_read(at("ids.fgb")) == 2, "id states: the lanes see them");
+	/* each entry: a 64-byte boundary of the tar and SHA-256's state there */
+	if (at0) {
+		const unsigned char *e = (const unsigned char *)a.data + at0 + 8 + FG_TAR_IDST_HEAD;
+
+		cnt = fg_le32((unsigned char *)a.data + at0 + 20);
+		for (k = 0; k < cnt && (size_t)(e - (unsigned char *)a.data) + 40 <= a.len; k++, e += 40) {
+			unsigned long long off = fg_le32(e) | (unsigned long long)fg_le32(e + 4) << 32;
+
+			if (off % 64 || off >= tar.len || fg_sha256_new_own(&h, NULL))
+				break;
+			if (!fg_sha256_update(h, tar.data, (size_t)off, NULL) &&
+			    !fg_sha256_state(h, st, NULL) && !memcmp(st, e + 8, 32))
+				good++;
+			fg_sha256_free(h);
+			h = NULL;
+		}
+	}
+	ok(cnt >= 4 && good == cnt, "id states: every one of %zu entries is the tar's state at its offset (%zu)",
+	   cnt, good);
+	/* every member hashed: cut at members only (no chain states given),
+	 * with the identity in as many lanes as without it */
+	ok(same_outcome(at("ids.fgb"), 2, &lanes, NULL, 0) && lanes == 3,
+	   "id states: scans with the identity in 3 lanes on 2 threads = sequential (%d)", lanes);
+	want_id = 1;
+	ok(same_outcome_as(at("ids.fgb"), 3, &lanes, out, sizeof(out)) && strstr(out, hex),
+	   "id states: the identity the lanes compute is the writer's");
+	want_id = 0;
+	/* verify --id: one member hashed, the identity over all; regions may
+	 * start inside weights.bin (no chain states given) */
+	ok(same_only(at("ids.fgb"), 2, "bundle.json", &l1, out, sizeof(out)) && l1 == 4 && strstr(out, hex) &&
+		   strstr(out, "m/weights.bin 29360128 644 -"),
+	   "id states: bundle.json hashed, the identity checked: 4 lanes (%d), = sequential", l1);
+	ok(same_only(at("ids.fgb"), 3, "m/z.txt", &l1, NULL, 0) && l1 == 6,
+	   "id states: m/z.txt hashed on 3 threads: 6 lanes (%d), = sequential", l1);
+	ok(same_only(at("ids.fgb"), 2, "m/weights.bin", &l1, NULL, 0) && l1 <= 3,
+	   "id states: the big member hashed, no chain states: it is not cut (%d lanes), = sequential", l1);
+	/* a changed byte in the random member (a raw block): the lane that
+	 * reads it ends in another state than the next starts from, so the
+	 * lanes step aside; the identity is the sequential reader's, not the
+	 * writer's */
+	{
+		char *p = memmem(a.data, a.len, r + (20u << 20), 64);
+
+		if (p) {
+			p[17] ^= 0x20;
+			rc = spill(at("ids-flip.fgb"), a.data, a.len);
+			p[17] ^= 0x20;
+		}
+		ok(p && !rc && same_only(at("ids-flip.fgb"), 2, "bundle.json", &l1, out, sizeof(out)) &&
+			   l1 == 1 && strstr(out, "rc 0 ") && !strstr(out, hex),
+		   "id states: a byte changed inside a member not hashed: the lanes step aside (%d), another id",
+		   l1);
+	}
+	/* every state wrong: the lanes find out and step aside */
+	if (at0) {
+		for (k = 0; k < cnt; k++)
+			a.data[at0 + 8 + FG_TAR_IDST_HEAD + 40 * k + 8 + 3] ^= 0x01;
+		rc = spill(at("ids-bad.fgb"), a.data, a.len);
+		for (k = 0; k < cnt; k++)
+			a.data[at0 + 8 + FG_TAR_IDST_HEAD + 40 * k + 8 + 3] ^= 0x01;
+		want_id = 1;
+		ok(!rc && same_outcome_as(at("ids-bad.fgb"), 2, &l1, out, sizeof(out)) && l1 == 1 &&
+			   strstr(out, hex),
+		   "id states all wrong: = sequential, read from start to end (%d lanes), the id", l1);
+		want_id = 0;
+		ok(same_only(at("ids-bad.fgb"), 2, "bundle.json", &l1, NULL, 0) && l1 == 1,
+		   "id states all wrong, one member hashed: = sequential, from start to end (%d)", l1);
+	}
+	/* malformed: another version, a count its size does not hold, an
+	 * offset off a 64-byte boundary, offsets not rising: none used */
+	for (k = 0; at0 && k < 4; k++) {
+		static const char *what[] = { "version 2", "a count one more", "an offset off 64",
+					      "offsets not rising" };
+		unsigned char *e = (unsigned char *)a.data + at0 + 8 + FG_TAR_IDST_HEAD;
+
+		fg_buf_reset(&t);
+		fg_buf_append(&t, a.data, a.len, NULL);
+		if (k == 0)
+			fg_put_le32((unsigned char *)t.data + at0 + 16, 2);
+		else if (k == 1)
+			fg_put_le32((unsigned char *)t.data + at0 + 20, (uint32_t)cnt + 1);
+		else if (k == 2)
+			t.data[e - (unsigned char *)a.data] ^= 0x08;
+		else
+			memcpy(t.data + (e - (unsigned char *)a.data) + 40, e, 8);
+		rc = spill(at("ids-mal.fgb"), t.data, t.len);
+		want_id = 1;
+		ok(!rc && fg_tarlanes_may_read(at("ids-mal.fgb")) == 1 &&
+			   same_outcome_as(at("ids-mal.fgb"), 2, &l1, NULL, 0) && l1 == 1,
+		   "id states with %s: not used (%d lanes), = sequential", what[k], l1);
+		want_id = 0;
+	}
+	/* without them (FG_TAR_ID_STATES=0): the same id, the old layout */
+	setenv("FG_TAR_ID_STATES", "0", 1);
+	rc = fg_tarball_writer_new(&w, 3, 0, &err) ||
+	     fg_tarball_add_mem(w, "bundle.json", "{\"a\": 1}\n", 9, 0644, &err) ||
+	     fg_tarball_add_file(w, "m/weights.bin", at("ids-w.bin"), NULL, &err) ||
+	     fg_tarball_add_mem(w, "m/z.txt", r + ((size_t)28 << 20), (size_t)2 << 20, 0644, &err) ||
+	     fg_tarball_writer_finish(w, at("ids0.fgb"), st, &err);
+	fg_tarball_writer_free(w);
+	unsetenv("FG_TAR_ID_STATES");
+	ok(!rc && !memcmp(st, id, 32) && fg_tarlanes_may_read(at("ids0.fgb")) == 1 &&
+		   same_outcome(at("ids0.fgb"), 2, &lanes, NULL, 0),
+	   "FG_TAR_ID_STATES=0: the same id, no states, a scan with the id from start to end");
+	ok(same_only(at("ids0.fgb"), 2, "bundle.json", &l1, NULL, 0) && l1 == 1,
+	   "FG_TAR_ID_STATES=0: one member hashed: from start to end (%d)", l1);
+	free(r);
+	fg_buf_release(&a);
+	fg_buf_release(&tar);
+	fg_buf_release(&t);
+	for (k = 0; k < 7; k++) {
+		static const char *f[] = { "ids.fgb", "ids.tar", "ids-flip.fgb", "ids-bad.fgb", "ids-mal.fgb",
+					   "ids0.fgb", "ids-w.bin" };
+
+		unlink(at(f[k]));
+	}
+}
+
 int main(void)
 {
 	if (work_begin("fglanes"))
@@ -1054,6 +1320,7 @@ int main(void)
 	test_raw_frames();
 	test_zstd_frame_size();
 	test_cut_meanwhile();
+	test_id_states();
 	work_end();
 	return tap_done();
 }
