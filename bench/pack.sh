@@ -133,7 +133,10 @@ fi
 # stream with nothing beside it
 mkdir -p "$W/onem" && cat "$M"/shard-*.safetensors >"$W/onem/model.safetensors"
 one_bytes=$(( $(stat -c %s "$W/onem/model.safetensors") + $(stat -c %s "$ENGINE") ))
-"$FGPACK" pack --model "$W/onem" --no-golden --engine "$ENGINE" -o "$W/one.fgb" >/dev/null 2>&1
+ONE_ID=$("$FGPACK" pack --model "$W/onem" --no-golden --engine "$ENGINE" -o "$W/one.fgb" 2>/dev/null)
+# the same bundle without the bundle id's chain states (FG_TAR_ID_STATES=0,
+# as packed before 2026-12-04; older builds ignore it): the id one stream
+FG_TAR_ID_STATES=0 "$FGPACK" pack --model "$W/onem" --no-golden --engine "$ENGINE" -o "$W/one_nid.fgb" >/dev/null 2>&1
 FG_PACK_STATES_EVERY=0 "$FGPACK" pack --model "$W/onem" --no-golden --engine "$ENGINE" -o "$W/one0.fgb" >/dev/null 2>&1
 # the same folder pulled (file://) and packed from the placed hard links: the
 # member is named by its store blob, its states the ones the store kept
@@ -154,9 +157,24 @@ medof fg_verify_one0; co0=$C_; two0=$W_
 medof fg_verify_one0_1t; co01=$C_
 medof fg_verify_onep; cop=$C_
 rate_one() { echo "scale=1; $one_bytes / $1 / 1000000" | bc -l; }
+# the id's pass over it: verify --id (the bundle id the check, bundle.json
+# hashed) and exec (extraction with the id), with the id's states and without
+fg_verify_one_id() { "$FGPACK" verify "$W/one.fgb" --no-replay --id "$ONE_ID" --summary -; }
+fg_verify_one_id0() { "$FGPACK" verify "$W/one_nid.fgb" --no-replay --id "$ONE_ID" --summary -; }
+fg_exec_one() { rm -rf "$W/x3"; "$FGPACK" exec "$W/one.fgb" --dir "$W/x3" -- true; }
+fg_exec_one0() { rm -rf "$W/x4"; "$FGPACK" exec "$W/one_nid.fgb" --dir "$W/x4" -- true; }
+rounds fg_verify_one_id fg_verify_one_id0 fg_exec_one fg_exec_one0
+medof fg_verify_one_id; cid=$C_; tid=$W_
+medof fg_verify_one_id0; cid0=$C_; tid0=$W_
+medof fg_exec_one; cex=$C_; tex=$W_
+medof fg_exec_one0; cex0=$C_; tex0=$W_
+rm -rf "$W/x3" "$W/x4"
 printf '  re-hash, one member of %d MB (+ the engine): verify --no-replay %s MB per CPU-second (%.2fs), 1 thread %s MB; without chain states %s MB (%.2fs), 1 thread %s MB: CPU %.2fx, wall %.2fx\n' \
 	"$(( $(stat -c %s "$W/onem/model.safetensors") / 1000000 ))" "$(rate_one "$co")" "$two" "$(rate_one "$co1")" \
 	"$(rate_one "$co0")" "$two0" "$(rate_one "$co01")" "$(ratio "$co" "$co0")" "$(ratio "$two" "$two0")"
+printf '  the id over it: verify --no-replay --id %s MB per CPU-second (%.2fs), without the id'"'"'s states %s MB (%.2fs): CPU %.2fx, wall %.2fx; exec (extraction, the id) %.2fs, %.2f CPU-s, without %.2fs, %.2f CPU-s: wall %.2fx\n' \
+	"$(rate_one "$cid")" "$tid" "$(rate_one "$cid0")" "$tid0" "$(ratio "$cid" "$cid0")" "$(ratio "$tid" "$tid0")" \
+	"$tex" "$cex" "$tex0" "$cex0" "$(ratio "$tex" "$tex0")"
 [ $has_one_pulled = 1 ] && printf '  re-hash, the same member pulled (file://) and packed from its store blob (the states the store kept): verify --no-replay %s MB per CPU-second (%s)\n' \
 	"$(rate_one "$cop")" "$(unzstd -c "$W/onep.fgb" 2>/dev/null | tar -xOf - bundle.json 2>/dev/null | grep -c sha256_states) members with chain states"
 # what bounds the re-hash per CPU-second: the hash alone over every byte and

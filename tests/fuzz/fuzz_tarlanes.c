@@ -21,7 +21,12 @@
  * seek_test.h: a checksum, an empty last block, 4 KiB blocks, a block over
  * 128 KiB, a wrong content size, ...).
  *
- * Input: byte 0 = number of cuts (low 3 bits); then 2 bytes per cut, a
+ * With bit 1 of the first cut's third byte set, the identity's states
+ * frame (the bundle id's chain state at each frame's start, as pack writes
+ * it) goes before the seek table, right or, with bit 2, one state spoilt
+ * (which one: bits 3-7): the lanes then compute the identity too.
+ *
+ * Input: byte 0 = number of cuts (low 3 bits); then 3 bytes per cut, a
  * little-endian count of 512-byte blocks (a cut is at that block, plus the
  * low bit of the byte after as an extra 100 bytes, so cuts fall on headers
  * and off them); the rest is the tar. */
@@ -196,6 +201,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	tar = data + 1 + 3 * ncut;
 	len = size - 1 - 3 * ncut;
 	if (seek_frames(&f, &sf, tar, len, cut, ncut, data[0] & 0x10 ? data[0] >> 5 : SEEK_ZSTD) ||
+	    (ncut && data[3] & 2 && seek_append_id_states(&f, &sf, tar, data[3] & 4 ? 1 + (data[3] >> 3) : 0)) ||
 	    seek_append_table(&f, &sf, 0))
 		abort();
 	fp = fopen(fgb, "wb");

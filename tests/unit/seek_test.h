@@ -7,10 +7,12 @@
 #define FG_SEEK_TEST_H
 
 #include <stdint.h>
+#include <string.h>
 #include <zstd.h>
 
 #include "bf16.h"
 #include "buf.h"
+#include "sha256.h"
 #include "tarlanes.h" /* the seekable format's magics */
 
 #define SEEK_TEST_MAX 64
@@ -114,6 +116,49 @@ static inline int seek_frames(struct fg_buf *f, struct seek_frames *sf, const un
 		from = to;
 	}
 	return 0;
+}
+
+/* Appends the identity's states frame (FG_TAR_IDST_*, as the writer makes
+ * it) for the frames of sf over tar: the SHA-256 chain state at each
+ * frame's start after the first that is a multiple of 64, the frame listed
+ * in sf with no tar bytes. spoil 1 + k: entry k (mod their count) has a
+ * byte of its state flipped. Nothing when no frame start qualifies. */
+static inline int seek_append_id_states(struct fg_buf *f, struct seek_frames *sf, const unsigned char *tar,
+				 int spoil)
+{
+	unsigned char t[8 + FG_TAR_IDST_HEAD + SEEK_TEST_MAX * FG_TAR_IDST_ENTRY];
+	struct fg_sha256 *h = NULL;
+	unsigned long long at = 0;
+	size_t i, n = 0, len;
+
+	if (sf->n >= SEEK_TEST_MAX || fg_sha256_new_own(&h, NULL))
+		return -1;
+	for (i = 0; i + 1 < sf->n; i++) {
+		unsigned char *e = t + 8 + FG_TAR_IDST_HEAD + FG_TAR_IDST_ENTRY * n;
+
+		if (fg_sha256_update(h, tar + at, sf->ds[i], NULL))
+			break;
+		at += sf->ds[i];
+		if (at % 64 || fg_sha256_state(h, e + 8, NULL))
+			continue;
+		fg_put_le32(e, (uint32_t)at);
+		fg_put_le32(e + 4, (uint32_t)(at >> 32));
+		n++;
+	}
+	fg_sha256_free(h);
+	if (!n)
+		return 0;
+	if (spoil)
+		t[8 + FG_TAR_IDST_HEAD + FG_TAR_IDST_ENTRY * ((size_t)(spoil - 1) % n) + 8 + 5] ^= 0x04;
+	len = 8 + FG_TAR_IDST_HEAD + FG_TAR_IDST_ENTRY * n;
+	fg_put_le32(t, FG_TAR_IDST_MAGIC);
+	fg_put_le32(t + 4, (uint32_t)(len - 8));
+	memcpy(t + 8, FG_TAR_IDST_TAG, 8);
+	fg_put_le32(t + 16, 1);
+	fg_put_le32(t + 20, (uint32_t)n);
+	sf->cs[sf->n] = (uint32_t)len;
+	sf->ds[sf->n++] = 0;
+	return fg_buf_append(f, t, len, NULL);
 }
 
 /* Appends the seek table of sf with the descriptor byte given. */
