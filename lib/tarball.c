@@ -1781,6 +1781,7 @@ static int walk_archive(const char *archive, const char *dest, const struct fg_t
 		struct fg_tarlanes_opts lo;
 		struct fg_tarlane_entry *le;
 		struct fg_tarball_idpass *ir = NULL;
+		struct fg_tarball_stamp before = { 0 }, after = { 0 };
 		size_t n;
 		int nl = 1, lrc;
 
@@ -1801,9 +1802,19 @@ static int walk_archive(const char *archive, const char *dest, const struct fg_t
 		lo.n_chains = o->n_chains;
 		lo.id = may == 2 ? id : NULL;
 		lo.hash_only = o->hash_only;
+		/* the lanes' identity covers the bytes they read once each
+		 * through one mapping, but an extraction writes them from there
+		 * again: the file must not change meanwhile (its stamp, as the
+		 * pass beside the lanes checks it) */
+		if (lo.id && archive_stamp(archive, &before))
+			lo.id = NULL;
 		lrc = id && !ir && !lo.id ? 1 : fg_tarlanes_hash(archive, &lo, &le, &n, &nl);
 		if (ir && idpass_end(ir, lrc != 0, id, NULL) && !lrc) {
 			fg_tarlanes_free(le, n); /* the identity pass failed: from start to end */
+			lrc = 1;
+		}
+		if (lo.id && !lrc && (archive_stamp(archive, &after) || !stamps_equal(&after, &before))) {
+			fg_tarlanes_free(le, n); /* it changed: from start to end */
 			lrc = 1;
 		}
 		if (!lrc) {
