@@ -709,6 +709,7 @@ int fg_bundle_open(struct fg_bundle **out, const char *fgb, const char *dest, st
 
 static int open_bundle(struct fg_bundle **out, const char *fgb, const char *dest,
 		       const char *expect_id, int want_id, int threads, struct fg_err *err);
+static void chains_of(const cJSON *meta, struct fg_tarball_chain **out, size_t *n, uint8_t **mem);
 
 int fg_bundle_open_id(struct fg_bundle **out, const char *fgb, const char *dest,
 		      const char *expect_id, int threads, struct fg_err *err)
@@ -732,7 +733,9 @@ static int open_bundle(struct fg_bundle **out, const char *fgb, const char *dest
 	struct collect c = { NULL, 0, 0 };
 	struct fg_buf path = FG_BUF_INIT, text = FG_BUF_INIT;
 	struct fg_tarball_read_opts o;
-	uint8_t id[32];
+	struct fg_tarball_chain *chains = NULL;
+	uint8_t id[32], *chain_mem = NULL;
+	cJSON *pre_meta = NULL;
 	double t0 = now_s();
 	int rc = 0;
 
@@ -762,10 +765,21 @@ static int open_bundle(struct fg_bundle **out, const char *fgb, const char *dest
 	id_pass_opts(&o, expect_id);
 	if (expect_id)
 		o.hash = 0; /* bundle.json is read back from what was extracted */
+	else if (!fg_tarball_read_member(fgb, FG_BUNDLE_JSON, FG_BUNDLE_JSON_MAX, &text, NULL) &&
+		 !fg_json_parse(&pre_meta, text.data, text.len, FG_BUNDLE_JSON, NULL)) {
+		/* its chain states, for the lanes to cut a large member at
+		 * (trusted for nothing: a lane that starts from one checks it) */
+		chains_of(pre_meta, &chains, &o.n_chains, &chain_mem);
+		o.chains = chains;
+	}
+	fg_buf_reset(&text);
 	o.threads = threads;
 	o.lanes = &b->lanes;
 	rc = fg_tarball_extract_opts(fgb, b->dir, &o, collect_entry, &c,
 				     expect_id || want_id ? id : NULL, err);
+	free(chains);
+	free(chain_mem);
+	cJSON_Delete(pre_meta);
 	if (rc) {
 		rc = corrupt(rc, fgb, err);
 		b->remove_dir = 0; /* nothing was left there */

@@ -1769,14 +1769,15 @@ static int walk_archive(const char *archive, const char *dest, const struct fg_t
 
 	if (o->lanes)
 		*o->lanes = 1;
-	/* members hashed in lanes, and the identity with them when the archive
-	 * keeps its states (o->id_thread: it is informational); else when
-	 * extracting, an informational identity read beside them on a thread
-	 * of its own (a scan with the identity is then one paired pass from
-	 * start to end: the identity pass alone takes nearly as long,
-	 * docs/bench.md) */
-	may = o->hash && !o->keep ? fg_tarlanes_may_read(archive) : 0;
-	if (may && (o->hash_only ? id && may == 2 : !id || (o->id_thread && (dest || may == 2)))) {
+	/* in lanes: every member's digest, with an informational identity when
+	 * the archive keeps its states (else, extracting, that identity read
+	 * beside them on a thread of its own; a scan with it is then one paired
+	 * pass from start to end: the identity pass alone takes nearly as long,
+	 * docs/bench.md); or the identity from its states with one member's
+	 * digest (hash_only) or none (not hash) */
+	may = (o->hash || id) && !o->keep ? fg_tarlanes_may_read(archive) : 0;
+	if (may && (!o->hash || o->hash_only ? id && may == 2
+					      : !id || (o->id_thread && (dest || may == 2)))) {
 		struct fg_tarball_limits l = limits_of(lim);
 		struct fg_tarlanes_opts lo;
 		struct fg_tarlane_entry *le;
@@ -1801,7 +1802,7 @@ static int walk_archive(const char *archive, const char *dest, const struct fg_t
 		lo.chains = o->chains;
 		lo.n_chains = o->n_chains;
 		lo.id = may == 2 ? id : NULL;
-		lo.hash_only = o->hash_only;
+		lo.hash_only = !o->hash ? "" : o->hash_only; /* "": no member's digest */
 		/* the lanes' identity covers the bytes they read once each
 		 * through one mapping, but an extraction writes them from there
 		 * again: the file must not change meanwhile (its stamp, as the

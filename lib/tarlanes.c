@@ -425,6 +425,20 @@ struct lane {
 	 * member's data goes into h */
 	const char *hash_only;
 	int hashing;
+	/* extracting: the files of members cut into regions, made before the
+	 * lanes run (premade) */
+	struct premade *pre;
+};
+
+/* Extracting a member cut into regions: its file is made (empty, its mode)
+ * before the lanes run, so that each region's lane can write its part at
+ * its offset. The lane that reads the member's header takes the file over
+ * (taken: a second member of that name fails the lanes, as a name taken
+ * twice does). */
+struct premade {
+	char **path;
+	int *taken;
+	size_t n, cap_path, cap_taken;
 };
 
 /* An octal field: digits, then only NULs or spaces; -1 for anything else
@@ -583,10 +597,18 @@ static int member_done(struct lane *l)
 static int create(struct lane *l, char *path, int mode, unsigned long long size)
 {
 	char *slash;
+	size_t i;
 
 	if (!fg_path_is_safe_rel(path) || l->n >= l->max_entries ||
 	    (l->total += size) > l->max_total)
 		return -1; /* the sequential reader says why */
+	for (i = 0; l->pre && i < l->pre->n; i++)
+		if (!strcmp(l->pre->path[i], path)) {
+			if (__atomic_exchange_n(&l->pre->taken[i], 1, __ATOMIC_ACQ_REL))
+				return -1; /* the name taken twice */
+			l->out_fd = openat(l->dirfd, path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+			return l->out_fd < 0 ? -1 : 0;
+		}
 	for (slash = strchr(path, '/'); slash; slash = strchr(slash + 1, '/')) {
 		int bad;
 
@@ -1015,6 +1037,7 @@ struct cut {
 	int mode;
 	char *path;
 	unsigned long long size, at;
+	size_t head; /* the frame that starts the member */
 };
 
 /* The member whose header starts at `from`: 0 with its path (the caller
@@ -1078,6 +1101,7 @@ static void member_cuts(int fd, const unsigned long long *off, const unsigned lo
 		for (m = k + 1; !hashed && has_id && m < nf && tar[m] < tar[k] + at + size; m++)
 			if (has_id[m]) {
 				memo[m] = 3;
+				cut[m].head = k;
 				cut[m].mode = mode;
 				cut[m].size = size;
 				cut[m].at = tar[m] - tar[k] - at;
@@ -1094,6 +1118,7 @@ static void member_cuts(int fd, const unsigned long long *off, const unsigned lo
 				break;
 			if (tar[m] == t) {
 				memo[m] = 3;
+				cut[m].head = k;
 				cut[m].c = c;
 				cut[m].j = j;
 				cut[m].mode = mode;
@@ -1116,6 +1141,9 @@ static int start_at_state(struct lane *ln, size_t i, const struct cut *ct)
 	if (!l->cur.path || (c && fg_sha256_set_state(l->h, c->states + 32 * (ct->j - 1), ct->at)))
 		return -1;
 	l->hashing = c != NULL;
+	if (l->dirfd >= 0 && ((l->out_fd = openat(l->dirfd, l->cur.path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+			      lseek(l->out_fd, (off_t)ct->at, SEEK_SET) != (off_t)ct->at))
+		return -1; /* (premade before the lanes run) */
 	l->cur.size = ct->size;
 	l->cur.mode = ct->mode;
 	l->st = L_DATA;
@@ -1167,6 +1195,44 @@ static int run_pair_id(struct lane *a, struct lane *b)
 			rb = lane_data(b, &pb, &nb);
 	}
 	return ra < 0 || rb < 0 ? -1 : 0;
+}
+
+/* Extracting: the file of the member region ct starts inside, made now
+ * (its folders 0755, the file empty with the member's mode, never over
+ * anything) and listed in pre; nothing when it already is. -1: the lanes
+ * give up (the sequential reader says why). */
+static int premake(struct premade *pre, int dirfd, const struct cut *ct)
+{
+	const char *path = ct->c ? ct->c->path : ct->path;
+	char *p, *slash;
+	size_t i;
+	int fd;
+
+	for (i = 0; i < pre->n; i++)
+		if (!strcmp(pre->path[i], path))
+			return 0;
+	if (!fg_path_is_safe_rel(path) || !(p = strdup(path)))
+		return -1;
+	for (slash = strchr(p, '/'); slash; slash = strchr(slash + 1, '/')) {
+		int bad;
+
+		*slash = '\0';
+		bad = mkdirat(dirfd, p, 0755) && errno != EEXIST;
+		*slash = '/';
+		if (bad) {
+			free(p);
+			return -1;
+		}
+	}
+	fd = openat(dirfd, p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, (mode_t)ct->mode);
+	if (fd < 0 || close(fd) || fg_grow(&pre->path, &pre->cap_path, pre->n, sizeof(*pre->path)) ||
+	    fg_grow(&pre->taken, &pre->cap_taken, pre->n, sizeof(*pre->taken))) {
+		free(p);
+		return -1;
+	}
+	pre->path[pre->n] = p;
+	pre->taken[pre->n++] = 0;
+	return 0;
 }
 
 /* Two lanes on one thread: a member of each hashed together, then the one
@@ -1357,6 +1423,7 @@ int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 	size_t *ks = NULL, nf = 0, want, i, total = 0;
 	uint8_t *idst = NULL;
 	unsigned char *has_id = NULL;
+	struct premade pre = { NULL, NULL, 0, 0, 0 };
 	struct stat st;
 	int fd, rc = 1;
 
@@ -1383,7 +1450,7 @@ int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 	ks = calloc(want + 1, sizeof(*ks));
 	if (!memo || !cut || !ks)
 		goto out;
-	if ((o->n_chains || (o->hash_only && has_id)) && !o->dest)
+	if (o->n_chains || (o->hash_only && has_id))
 		member_cuts(fd, off, tar, nf, o, has_id, memo, cut);
 	/* with the identity, regions start only where a state of it is */
 	for (i = 1; o->id && i < nf; i++)
@@ -1420,16 +1487,17 @@ int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 		pr.ln[i].hash_only = o->hash_only;
 		/* with chains, contexts whose state can be set and read */
 		if (zl_open(&pr.ln[i].z, fd, pr.map, off[ks[i]], off[ks[i + 1]]) ||
-		    (o->n_chains && !o->dest ? fg_sha256_new_own(&pr.ln[i].h, NULL)
-					     : fg_sha256_new_x2(&pr.ln[i].h, NULL)))
+		    (o->n_chains ? fg_sha256_new_own(&pr.ln[i].h, NULL) : fg_sha256_new_x2(&pr.ln[i].h, NULL)))
 			goto out;
+		pr.ln[i].pre = &pre;
 		/* the identity taken up from its state where the region starts */
 		if (o->id && (fg_sha256_new_own(&pr.ln[i].idh, NULL) ||
 			      (i && fg_sha256_set_state(pr.ln[i].idh, idst + 32 * ks[i], tar[ks[i]]))))
 			goto out;
 	}
 	for (i = 1; i < pr.n; i++)
-		if (memo[ks[i]] == 3 && start_at_state(pr.ln, i, &cut[ks[i]]))
+		if (memo[ks[i]] == 3 && ((dirfd >= 0 && premake(&pre, dirfd, &cut[ks[i]])) ||
+					 start_at_state(pr.ln, i, &cut[ks[i]])))
 			goto out;
 	if (fg_workq_run((pr.n + 1) / 2, threads, pair_work, NULL, &pr, NULL))
 		goto out;
@@ -1483,6 +1551,10 @@ out:
 	free(tar);
 	free(idst);
 	free(has_id);
+	for (i = 0; i < pre.n; i++)
+		free(pre.path[i]);
+	free(pre.path);
+	free(pre.taken);
 	if (dirfd >= 0)
 		close(dirfd);
 	close(fd);

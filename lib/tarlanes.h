@@ -69,7 +69,7 @@ struct fg_tarlanes_opts {
 	unsigned long long *raw;      /* may be NULL; on 0, the bytes taken straight
 				       * from zstd's raw blocks (FG_TAR_RAW=0: none) */
 	/* may be NULL: members that may be cut into regions at their chain
-	 * states (hashing only, not with dest), where a frame starts there */
+	 * states, where a frame starts there */
 	const struct fg_tarball_chain *chains;
 	size_t n_chains;
 	/* may be NULL; else, on 0, the archive's identity, from the identity's
@@ -78,8 +78,11 @@ struct fg_tarlanes_opts {
 	 * them: not done (1) */
 	uint8_t *id;
 	/* may be NULL; with id only: the one member whose digest is computed
-	 * (the others' entries not hashed); regions may then also start inside
-	 * any other large member, at a frame where a state of the identity is */
+	 * ("": none; the others' entries not hashed); regions may then also
+	 * start inside any other large member, at a frame where a state of the
+	 * identity is (extracting: its file made before the lanes run, each
+	 * region's part written at its offset; so too for a member cut at its
+	 * chain states) */
 	const char *hash_only;
 };
 

@@ -156,6 +156,10 @@ static int same_outcome(const char *at_path, int threads, int *lanes, char *seq_
 	return same;
 }
 
+/* Extractions hash no member (what an extraction against an expected id
+ * does: the identity is the check). */
+static int extract_nohash;
+
 /* Extracts path into dest with lanes on `threads` threads (or, with
  * threads 0, from start to end): the outcome as text, then every file's
  * path, mode and size, or "none" when nothing is at dest. */
@@ -171,10 +175,12 @@ static void extract_text(const char *path, int threads, const char *dest, struct
 
 	memset(&o, 0, sizeof(o));
 	memset(&err, 0, sizeof(err));
-	o.hash = 1;
+	o.hash = !extract_nohash;
 	o.id_thread = want_id;
 	o.threads = threads ? threads : 1;
 	o.lanes = lanes;
+	o.chains = chains;
+	o.n_chains = n_chains;
 	if (threads)
 		unsetenv("FG_TAR_LANES");
 	else
@@ -999,6 +1005,12 @@ static void test_chains(void)
 	ok(same_outcome_as(at("chain.fgb"), 2, &lanes, NULL, 0) && lanes == 4,
 	   "chains every 8 MiB with the identity, 2 threads: 4 lanes (%d), = sequential", lanes);
 	want_id = 0;
+	/* extracted: the member's file made first, each region's lane writing
+	 * its part at its offset (the same files and bytes: diff -r) */
+	lanes = 0;
+	ok(same_extract(at("chain.fgb"), &lanes) && lanes == 2,
+	   "chains every 8 MiB: extracted in lanes that cut the member = from start to end (%d lanes on one thread)",
+	   lanes);
 	/* every other state: every 16 MiB */
 	memcpy(bad, st + 32, 32);
 	memcpy(bad + 32, st + 96, 32);
@@ -1262,6 +1274,19 @@ static void test_id_states(void)
 		   "id states: a byte changed inside a member not hashed: the lanes step aside (%d), another id",
 		   l1);
 	}
+	/* extracted with the identity the check and no digest (hash off): the
+	 * big member cut at the identity's states, its file written in parts */
+	extract_nohash = 1;
+	lanes = 0;
+	ok(same_extract(at("ids.fgb"), &lanes) && lanes == 1,
+	   "id states: extracted hashing nothing, without the identity: from start to end (%d)", lanes);
+	want_id = 1;
+	snprintf(cmd, sizeof(cmd), "%s", at("ids.fgb")); /* at() reuses its buffers */
+	ok(same_extract_as(cmd, &l1) && l1 == 4,
+	   "id states: extracted hashing nothing, the identity the lanes' work: 4 lanes on 2 threads (%d), = from start to end",
+	   l1);
+	want_id = 0;
+	extract_nohash = 0;
 	/* every state wrong: the lanes find out and step aside */
 	if (at0) {
 		for (k = 0; k < cnt; k++)
