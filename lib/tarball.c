@@ -962,6 +962,10 @@ static void sink_free(struct wsink *s)
 	int k;
 
 	zthreads_stop(s); /* before the buffers and the file go */
+	/* the identity's thread too: it may still hash pieces of the buffers
+	 * and write states into the frames (an error ended the pack early) */
+	fg_sha256_pipe_free(s->idp);
+	s->idp = NULL;
 	for (k = 0; s->z && k < s->nz; k++) {
 		ZSTD_freeCCtx(s->z[k].cctx);
 		free(s->z[k].zbuf);
@@ -978,7 +982,6 @@ static void sink_free(struct wsink *s)
 	free(s->buf_z);
 	for (k = 0; k < W_STAGES; k++)
 		free(s->stages[k]);
-	fg_sha256_pipe_free(s->idp); /* waits for what it was given */
 	fg_sha256_free(s->id);
 	pthread_mutex_destroy(&s->mu);
 }
