@@ -138,14 +138,21 @@ int cmd_serve(int argc, char **argv)
 		const cJSON *st, *un, *u;
 		int cpus = fg_workq_cpus(16);
 
-		/* the bundle id, read from start to end on a thread of its own
-		 * while the files are extracted and the model loads (the file's
-		 * stamp must hold throughout: then the id names the bytes served) */
-		if (fg_tarball_id_start(&idp, bundle, NULL))
+		/* the bundle id: computed by the lanes that extract the files when
+		 * the bundle keeps the id's states (docs/formats/bundle.md); else
+		 * read from start to end on a thread of its own while the files are
+		 * extracted and the model loads (the file's stamp must hold
+		 * throughout: then the id names the bytes served) */
+		int id_lanes = fg_tarball_id_states(bundle);
+
+		if (!id_lanes && fg_tarball_id_start(&idp, bundle, NULL))
 			idp = NULL;
 		/* the files: extracted in lanes on the other CPUs where the bundle
 		 * allows (each member still checked against bundle.json) */
-		rc = fg_bundle_open_files(&b, bundle, NULL, idp && cpus > 1 ? cpus - 1 : cpus, &err);
+		rc = id_lanes ? fg_bundle_open_id(&b, bundle, NULL, NULL, cpus, &err)
+			      : fg_bundle_open_files(&b, bundle, NULL, idp && cpus > 1 ? cpus - 1 : cpus, &err);
+		if (!rc && id_lanes)
+			memcpy(bundle_id, b->id, sizeof(bundle_id));
 		if (rc) {
 			size_t k;
 

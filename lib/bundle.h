@@ -132,10 +132,12 @@ void fg_bundle_free(struct fg_bundle *b);
  * second pass hashes every member to name the files that differ, and the id
  * itself is the last problem ("(archive)"): FG_EMISMATCH as usual.
  * Without an expected id the member digests against bundle.json are the
- * check (as fg_bundle_open/scan), and the id, computed beside them on a
- * thread of its own, is informational; a bundle with a seek table is then
- * extracted in lanes on up to threads threads (0 = 1; lib/tarlanes.h), the
- * id read from start to end beside them (fg_bundle_open: 1 thread). */
+ * check (as fg_bundle_open/scan), and the id is informational; a bundle
+ * with a seek table is then extracted in lanes on up to threads threads
+ * (0 = 1; lib/tarlanes.h), which compute the id too when the bundle keeps
+ * its states (docs/formats/bundle.md, "Identity states"), else the id read
+ * from start to end beside them on a thread of its own (fg_bundle_open: 1
+ * thread). With an expected id too: in lanes from the id's states. */
 int fg_bundle_open_id(struct fg_bundle **out, const char *fgb, const char *dest,
 		      const char *expect_id, int threads, struct fg_err *err);
 /* fg_bundle_open without the bundle id (b->id ""): each member hashed

@@ -1676,6 +1676,11 @@ static void *idpass_main(void *arg)
 	return NULL;
 }
 
+int fg_tarball_id_states(const char *archive)
+{
+	return fg_tarlanes_may_read(archive) == 2;
+}
+
 int fg_tarball_id_start(struct fg_tarball_idpass **out, const char *archive, struct fg_err *err)
 {
 	struct fg_tarball_idpass *j = calloc(1, sizeof(*j));

@@ -146,6 +146,11 @@ struct fg_tarball_read_opts {
 	size_t n_chains;
 };
 
+/* 1 when archive keeps the identity's chain states (docs/formats/bundle.md,
+ * "Identity states") and lanes may read it: then a read that wants the
+ * identity computes it in lanes, with no pass of its own; else 0. */
+int fg_tarball_id_states(const char *archive);
+
 /* The identity of archive (the sha256 of its tar stream, decompressed),
  * read from start to end on a thread of its own while the caller goes on
  * (reading the same file in other ways: extracting it in lanes, say).

@@ -86,11 +86,22 @@ at_exit "kill $SPID 2>/dev/null"
 check "the bundled engine serves" wait_port "$PORT"
 check_grep "... its files checked, the bundle read in lanes (its engine starts a frame of its own)" 'fgpack serve: [0-9]* files checked against bundle.json in .*[^0-9][2-9][0-9]* lanes' "$WORK/serve.err"
 check "GET /health answers" sh -c "curl -sf http://127.0.0.1:$PORT/health >/dev/null"
-check_grep "... it names the bundle by its id, read beside the extraction (the sha256 of its tar)" "^fgpack serve: bundle $(zstd -dc g.fgb | sha256sum | cut -c1-64)\$" "$WORK/serve.err"
+check_grep "... it names the bundle by its id, computed by the lanes from the id's states (the sha256 of its tar)" "^fgpack serve: bundle $(zstd -dc g.fgb | sha256sum | cut -c1-64)\$" "$WORK/serve.err"
 check "a completion from token ids" sh -c "curl -sf http://127.0.0.1:$PORT/v1/completions -H 'content-type: application/json' -d '{\"prompt\": [2, 17, 30], \"max_tokens\": 4}' | grep -q '\"choices\"'"
 kill "$SPID"
 wait "$SPID"
 check "SIGTERM: exit 0" [ $? -eq 0 ]
+# a bundle without the id's states (as packed before 2026-12-04): the id
+# read from start to end beside the extraction, the same id
+FG_TAR_ID_STATES=0 "$FGPACK" pack --model "$MODEL" --no-golden --engine "$E" -o "$WORK/nost.fgb" >/dev/null 2>&1
+PORT=$(free_port)
+"$E" serve "$WORK/nost.fgb" --port "$PORT" 2>"$WORK/serve0.err" &
+SPID=$!
+at_exit "kill $SPID 2>/dev/null"
+check "a bundle without the id's states serves" wait_port "$PORT"
+check_grep "... named by its id, read beside the extraction" "^fgpack serve: bundle $(zstd -dc "$WORK/nost.fgb" | sha256sum | cut -c1-64)\$" "$WORK/serve0.err"
+kill "$SPID"
+wait "$SPID"
 
 # no engine beside fgpack and none named: pack bundles the fgpack that runs,
 # by its own path, and warns that it is not the self-contained build
