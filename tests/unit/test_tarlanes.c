@@ -55,6 +55,9 @@ static void outcome_line(struct fg_buf *out, int rc, const struct fg_err *err, c
 static const struct fg_tarball_chain *chains;
 static size_t n_chains;
 
+/* The one member scans hash (scan_only_text), NULL: every one. */
+static const char *scan_only;
+
 /* One scan's outcome as text: code, message, members. */
 static void scan_text(const char *path, int threads, struct fg_buf *out, int *lanes)
 {
@@ -66,6 +69,7 @@ static void scan_text(const char *path, int threads, struct fg_buf *out, int *la
 	memset(&o, 0, sizeof(o));
 	memset(&err, 0, sizeof(err));
 	o.hash = 1;
+	o.hash_only = scan_only;
 	o.id_thread = want_id;
 	o.threads = threads;
 	o.lanes = lanes;
@@ -1138,22 +1142,13 @@ static size_t states_at(const struct fg_buf *a, size_t *len)
 static void scan_only_text(const char *path, int threads, const char *hash_only, struct fg_buf *out,
 			   int *lanes)
 {
-	struct fg_tarball_read_opts o;
-	struct fg_err err;
-	uint8_t id[32];
-	int rc, was = want_id;
+	int was = want_id;
 
-	memset(&o, 0, sizeof(o));
-	memset(&err, 0, sizeof(err));
-	o.hash = 1;
-	o.hash_only = hash_only;
-	o.threads = threads;
-	o.lanes = lanes;
-	fg_buf_reset(out);
-	rc = fg_tarball_scan_opts(path, &o, add_entry, out, id, &err);
+	scan_only = hash_only;
 	want_id = 1;
-	outcome_line(out, rc, &err, id);
+	scan_text(path, threads, out, lanes);
 	want_id = was;
+	scan_only = NULL;
 }
 
 /* scan_only_text with lanes on `threads` threads and from start to end
