@@ -1347,6 +1347,71 @@ static void test_id_states(void)
 	}
 }
 
+/* An extraction that cuts a large member into regions makes its file
+ * first and each lane writes its part: on tars from python3's tarfile
+ * (pax), framed with the identity's states and cut at 8 and 16 MiB of the
+ * member's data, extracted with no digest (as against an expected id), the
+ * files and outcome are the sequential reader's; with the member's name
+ * taken again by a later member, the lanes give up and the refusal is the
+ * sequential reader's. */
+static void test_premade(void)
+{
+	static const char *kinds[] = { "plain", "dup" };
+	char cmd[2000], tarp[600], offp[600], fgb[600];
+	struct fg_buf tar = FG_BUF_INIT;
+	struct fg_err err;
+	size_t off[8], n, k, cut[8];
+	int l1;
+
+	for (k = 0; k < 2; k++) {
+		snprintf(tarp, sizeof(tarp), "%s", at("pm.tar"));
+		snprintf(offp, sizeof(offp), "%s", at("pm.off"));
+		snprintf(cmd, sizeof(cmd),
+			 "python3 - %s %s %s <<'EOF'\n"
+			 "import io, random, sys, tarfile\n"
+			 "kind, out, offs = sys.argv[1:4]\n"
+			 "t = tarfile.open(out, 'w', format=tarfile.PAX_FORMAT)\n"
+			 "r = random.Random(11)\n"
+			 "def f(name, n):\n"
+			 "    ti = tarfile.TarInfo(name); ti.size = n; ti.mode = 0o644; ti.mtime = 1700000000\n"
+			 "    t.addfile(ti, io.BytesIO(r.randbytes(n)))\n"
+			 "f('bundle.json', 300)\n"
+			 "f('m/big.bin', (20 << 20) + 100)\n"
+			 "f('m/z.txt', 5000)\n"
+			 "if kind == 'dup': f('m/big.bin', 4000)\n"
+			 "t.close()\n"
+			 "ms = tarfile.open(out).getmembers()\n"
+			 "o = [m.offset for m in ms[1:]] + [ms[1].offset_data + (8 << 20), ms[1].offset_data + (16 << 20)]\n"
+			 "open(offs, 'w').write(''.join('%%d\\n' %% x for x in sorted(o)))\n"
+			 "EOF",
+			 kinds[k], tarp, offp);
+		fg_buf_reset(&tar);
+		if (system(cmd) || fg_file_read(tarp, 1 << 26, &tar, &err) || read_offsets(offp, off, 8, &n) ||
+		    n < 4) {
+			ok(0, "premade, %s: python3 made the tar", kinds[k]);
+			continue;
+		}
+		memcpy(cut, off, n * sizeof(*off));
+		snprintf(fgb, sizeof(fgb), "%s", at("pm.fgb"));
+		if (frame_write((unsigned char *)tar.data, tar.len, cut, n, fgb, T_IDST)) {
+			ok(0, "premade, %s: framed", kinds[k]);
+			continue;
+		}
+		extract_nohash = 1;
+		want_id = 1;
+		l1 = 0;
+		ok(same_extract_as(fgb, &l1) && (k == 0 ? l1 >= 3 : l1 == 1),
+		   "premade, %s: extracted with the identity, no digest: = from start to end (%d lanes on 2 threads)",
+		   kinds[k], l1);
+		want_id = 0;
+		extract_nohash = 0;
+	}
+	unlink(at("pm.tar"));
+	unlink(at("pm.off"));
+	unlink(at("pm.fgb"));
+	fg_buf_release(&tar);
+}
+
 int main(void)
 {
 	if (work_begin("fglanes"))
@@ -1366,6 +1431,7 @@ int main(void)
 	test_zstd_frame_size();
 	test_cut_meanwhile();
 	test_id_states();
+	test_premade();
 	work_end();
 	return tap_done();
 }
