@@ -955,13 +955,25 @@ bad:
 	*has = NULL;
 }
 
+/* The writer's frame inside a large member, FG_TAR_FRAME_MAX (the hints
+ * below assume it); for tests, FG_TAR_TEST_FRAME_MAX=N (bytes, at least
+ * 512) stands for it, so that small archives (the fuzz target's) reach the
+ * cuts inside members. Only hints: any value gives the same outcome. */
+static unsigned long long frame_max(void)
+{
+	const char *e = getenv("FG_TAR_TEST_FRAME_MAX");
+	unsigned long long v;
+
+	return e && !fg_parse_u64(e, &v) && v >= 512 && v <= FG_TAR_FRAME_MAX ? v : FG_TAR_FRAME_MAX;
+}
+
 /* Frame k may start a member: the frame before it was not cut for size
  * (the writer cuts inside a member only when a frame would pass
  * FG_TAR_FRAME_MAX, by a piece of at most FG_TAR_PIECE_MAX). Only a hint
  * for where to look: starts_member decides. */
 static int may_start_member(const unsigned long long *tar, size_t k)
 {
-	return tar[k] - tar[k - 1] <= FG_TAR_FRAME_MAX - FG_TAR_PIECE_MAX;
+	return tar[k] - tar[k - 1] <= frame_max() - frame_max() / 8;
 }
 
 /* The regions' first frames ks[0..*nreg] (ks[0] = 0, ks[*nreg] = n): with
@@ -1088,7 +1100,7 @@ static void member_cuts(int fd, const unsigned long long *off, const unsigned lo
 		size_t m, j;
 		int mode = 0, hashed;
 
-		if (tar[k + 1] - tar[k] < FG_TAR_FRAME_MAX || !may_start_member(tar, k) ||
+		if (tar[k + 1] - tar[k] < frame_max() || !may_start_member(tar, k) ||
 		    probe_member(fd, off[k], off[nf], o->max_entry, &path, &size, &mode, &at))
 			continue;
 		memo[k] = 1;

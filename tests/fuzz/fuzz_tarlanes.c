@@ -24,7 +24,12 @@
  * With bit 1 of the first cut's third byte set, the identity's states
  * frame (the bundle id's chain state at each frame's start, as pack writes
  * it) goes before the seek table, right or, with bit 2, one state spoilt
- * (which one: bits 3-7): the lanes then compute the identity too.
+ * (which one: bits 3-7): the lanes then compute the identity too. With
+ * the identity asked for as well, the archive is also scanned and
+ * extracted hashing no member (as against an expected id), the three ways
+ * again: the lanes may then cut a member at any frame inside it, its file
+ * made first and written in parts (FG_TAR_TEST_FRAME_MAX=4096 here, so
+ * that a member of a few KiB counts as large).
  *
  * Input: byte 0 = number of cuts (low 3 bits); then 3 bytes per cut, a
  * little-endian count of 512-byte blocks (a cut is at that block, plus the
@@ -47,6 +52,7 @@
 
 static char base[4096], fgb[4200];
 static int want_id; /* readers also asked for the identity */
+static int hash_members = 1; /* 0: no member's digest (the identity the check) */
 
 static void cleanup(void)
 {
@@ -61,6 +67,7 @@ static void setup(void)
 	if (!mkdtemp(base) || atexit(cleanup))
 		abort();
 	snprintf(fgb, sizeof(fgb), "%s/in.fgb", base);
+	setenv("FG_TAR_TEST_FRAME_MAX", "4096", 1);
 }
 
 static int add_entry(void *user, const struct fg_tarball_entry *e, struct fg_err *err)
@@ -72,7 +79,8 @@ static int add_entry(void *user, const struct fg_tarball_entry *e, struct fg_err
 			     e->is_dir, e->hashed ? hex : "-");
 }
 
-/* Every member hashed, small limits, lanes on `threads` threads or off. */
+/* Every member hashed (or none: hash_members), small limits, lanes on
+ * `threads` threads or off. */
 static void read_opts(struct fg_tarball_read_opts *o, struct fg_tarball_limits *lim, int threads,
 		      int lanes_on)
 {
@@ -82,7 +90,7 @@ static void read_opts(struct fg_tarball_read_opts *o, struct fg_tarball_limits *
 		setenv("FG_TAR_LANES", "0", 1);
 	memset(o, 0, sizeof(*o));
 	o->lim = lim;
-	o->hash = 1;
+	o->hash = hash_members;
 	o->id_thread = want_id;
 	o->threads = threads;
 }
@@ -227,6 +235,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	extract(2, 1, &b);
 	if (a.len != b.len || memcmp(a.data, b.data, a.len))
 		abort();
+	if (want_id && ncut && data[3] & 2) {
+		/* no member's digest, the identity from its states */
+		hash_members = 0;
+		scan(1, 0, &a);
+		scan(2, 1, &b);
+		if (a.len != b.len || memcmp(a.data, b.data, a.len))
+			abort();
+		extract(1, 0, &a);
+		extract(1, 1, &b);
+		if (a.len != b.len || memcmp(a.data, b.data, a.len))
+			abort();
+		extract(2, 1, &b);
+		if (a.len != b.len || memcmp(a.data, b.data, a.len))
+			abort();
+		hash_members = 1;
+	}
 	fg_buf_release(&f);
 	fg_buf_release(&a);
 	fg_buf_release(&b);
