@@ -23,6 +23,7 @@
 #include "ref.h"
 #include "sign.h"
 #include "tarball.h"
+#include "workq.h"
 
 #define PY_MAX ((size_t)8 << 20)
 
@@ -823,6 +824,8 @@ static int tarball_scan_keep(const char *path, struct member_list *ml, uint8_t i
 
 	memset(&o, 0, sizeof(o));
 	o.keep = member_keep;
+	/* a bundle that keeps the id's states is read in lanes on every CPU */
+	o.threads = fg_workq_cpus(16);
 	return fg_tarball_scan_opts(path, &o, collect_member, ml, id, err);
 }
 

@@ -1618,6 +1618,7 @@ static int lanes_report(const char *archive, const struct fg_tarball_limits *lim
 		info.hashed = le[i].hashed;
 		if (le[i].hashed)
 			memcpy(info.sha256, le[i].sha256, 32);
+		info.content = le[i].content;
 		rc = fn(user, &info, err);
 	}
 	return rc;
@@ -1782,10 +1783,11 @@ static int walk_archive(const char *archive, const char *dest, const struct fg_t
 	 * beside them on a thread of its own; a scan with it is then one paired
 	 * pass from start to end: the identity pass alone takes nearly as long,
 	 * docs/bench.md); or the identity from its states with one member's
-	 * digest (hash_only) or none (not hash) */
-	may = (o->hash || id) && !o->keep ? fg_tarlanes_may_read(archive) : 0;
-	if (may && (!o->hash || o->hash_only ? id && may == 2
-					      : !id || (o->id_thread && (dest || may == 2)))) {
+	 * digest (hash_only) or none (not hash); members' bytes kept (keep)
+	 * only where the lanes compute the identity */
+	may = o->hash || id ? fg_tarlanes_may_read(archive) : 0;
+	if (may && (!o->hash || o->hash_only || o->keep ? id && may == 2
+							 : !id || (o->id_thread && (dest || may == 2)))) {
 		struct fg_tarball_limits l = limits_of(lim);
 		struct fg_tarlanes_opts lo;
 		struct fg_tarlane_entry *le;
@@ -1811,6 +1813,8 @@ static int walk_archive(const char *archive, const char *dest, const struct fg_t
 		lo.n_chains = o->n_chains;
 		lo.id = may == 2 ? id : NULL;
 		lo.hash_only = !o->hash ? "" : o->hash_only; /* "": no member's digest */
+		lo.keep = o->keep;
+		lo.keep_user = user;
 		/* the lanes' identity covers the bytes they read once each
 		 * through one mapping, but an extraction writes them from there
 		 * again: the file must not change meanwhile (its stamp, as the

@@ -138,7 +138,9 @@ struct fg_tarball_read_opts {
 	/* may be NULL: how many bytes of this file member the entry callback
 	 * wants in e->content (0: none); one larger than that is not kept
 	 * (e->content NULL), as fg_tarball_read_member refuses it. With keep
-	 * the archive is read from start to end (no lanes). */
+	 * the archive is read from start to end, unless the identity is asked
+	 * for and the archive keeps its states: then in lanes, which call keep
+	 * from their threads at once (it must be safe to). */
 	size_t (*keep)(void *user, const char *path);
 	/* may be NULL: members whose chain states the lanes may cut at
 	 * (lib/tarlanes.h); read from bundle.json, trusted for nothing */

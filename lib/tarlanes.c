@@ -428,6 +428,10 @@ struct lane {
 	/* extracting: the files of members cut into regions, made before the
 	 * lanes run (premade) */
 	struct premade *pre;
+	/* o->keep: the current member's bytes kept (keeping) in kept */
+	const struct fg_tarlanes_opts *o;
+	int keeping;
+	struct fg_buf kept;
 };
 
 /* Extracting a member cut into regions: its file is made (empty, its mode)
@@ -582,6 +586,13 @@ static int member_done(struct lane *l)
 	if (l->hashing && fg_sha256_final(l->h, l->cur.sha256, NULL))
 		return -1;
 	l->cur.hashed = l->hashing;
+	if (l->keeping) {
+		/* as the sequential reader hands it: its bytes and a NUL after */
+		if (fg_buf_append(&l->kept, "", 1, NULL))
+			return -1;
+		l->cur.content = fg_buf_detach(&l->kept, NULL);
+		l->keeping = 0;
+	}
 	if (fg_grow(&l->e, &l->cap, l->n, sizeof(*l->e)))
 		return -1;
 	l->e[l->n++] = l->cur;
@@ -677,6 +688,11 @@ static int header(struct lane *l)
 	l->cur.size = size;
 	l->cur.mode = mode & 0111 ? 0755 : 0644;
 	l->hashing = !l->hash_only || !strcmp(l->cur.path, l->hash_only);
+	if (l->o && l->o->keep) {
+		size_t max = l->o->keep(l->o->keep_user, l->cur.path);
+
+		l->keeping = max && size <= max;
+	}
 	l->left = size;
 	l->pad = (512 - size % 512) % 512;
 	l->st = L_DATA;
@@ -790,7 +806,8 @@ static int lane_data(struct lane *l, const unsigned char **p, size_t *n)
 /* n bytes of the current member were hashed. */
 static int lane_take(struct lane *l, const unsigned char *p, size_t n)
 {
-	if (l->out_fd >= 0 && fg_write_all(l->out_fd, p, n))
+	if ((l->out_fd >= 0 && fg_write_all(l->out_fd, p, n)) ||
+	    (l->keeping && fg_buf_append(&l->kept, p, n, NULL)))
 		return -1;
 	l->z.out_pos += n;
 	l->pos += n;
@@ -808,6 +825,8 @@ static void lane_free(struct lane *l)
 	free(l->cur.path);
 	fg_sha256_free(l->h);
 	fg_sha256_free(l->idh);
+	fg_buf_release(&l->kept);
+	free(l->cur.content);
 	fg_tarlanes_free(l->e, l->n);
 }
 
@@ -833,8 +852,10 @@ void fg_tarlanes_free(struct fg_tarlane_entry *e, size_t n)
 {
 	size_t i;
 
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		free(e[i].path);
+		free(e[i].content);
+	}
 	free(e);
 }
 
@@ -1104,6 +1125,10 @@ static void member_cuts(int fd, const unsigned long long *off, const unsigned lo
 		    probe_member(fd, off[k], off[nf], o->max_entry, &path, &size, &mode, &at))
 			continue;
 		memo[k] = 1;
+		if (o->keep && o->keep(o->keep_user, path)) {
+			free(path); /* a member whose bytes are kept is read whole by one lane */
+			continue;
+		}
 		hashed = !o->hash_only || !strcmp(path, o->hash_only);
 		for (i = 0; hashed && i < o->n_chains && !c; i++)
 			if (!strcmp(o->chains[i].path, path) && o->chains[i].size == size &&
@@ -1454,7 +1479,7 @@ int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 	    seek_table(fd, (unsigned long long)st.st_size, &off, &tar, &nf))
 		goto out;
 	id_states(fd, off, tar, &nf, &idst, &has_id);
-	if ((o->id && !idst) || (o->hash_only && !o->id))
+	if ((o->id && !idst) || ((o->hash_only || o->keep) && !o->id))
 		goto out; /* the identity would be one pass from start to end */
 	want = 2 * (size_t)threads;
 	memo = calloc(nf + 1, 1);
@@ -1497,6 +1522,7 @@ int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 		pr.ln[i].out_fd = -1;
 		pr.ln[i].is_last = i == pr.n - 1;
 		pr.ln[i].hash_only = o->hash_only;
+		pr.ln[i].o = o;
 		/* with chains, contexts whose state can be set and read */
 		if (zl_open(&pr.ln[i].z, fd, pr.map, off[ks[i]], off[ks[i + 1]]) ||
 		    (o->n_chains ? fg_sha256_new_own(&pr.ln[i].h, NULL) : fg_sha256_new_x2(&pr.ln[i].h, NULL)))

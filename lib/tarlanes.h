@@ -57,6 +57,7 @@ struct fg_tarlane_entry {
 	int mode; /* 0644 or 0755 */
 	int hashed; /* sha256 holds its digest (not with o->hash_only, another member) */
 	uint8_t sha256[32];
+	char *content; /* o->keep: its bytes and a NUL after them, else NULL */
 };
 
 struct fg_tarlanes_opts {
@@ -84,6 +85,11 @@ struct fg_tarlanes_opts {
 	 * region's part written at its offset; so too for a member cut at its
 	 * chain states) */
 	const char *hash_only;
+	/* may be NULL; with id only: how many bytes of a member to keep (0:
+	 * none), as fg_tarball_read_opts.keep; a member no larger is kept in
+	 * its entry's content, and never cut into regions */
+	size_t (*keep)(void *user, const char *path);
+	void *keep_user;
 };
 
 /* 1 when archive may be read in lanes: they are not turned off and it ends

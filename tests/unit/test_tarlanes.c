@@ -29,11 +29,15 @@
 
 static int add_entry(void *user, const struct fg_tarball_entry *e, struct fg_err *err)
 {
-	char hex[FG_SHA256_HEX_LEN + 1];
+	char hex[FG_SHA256_HEX_LEN + 1], kept[FG_SHA256_HEX_LEN + 1] = "-";
+	uint8_t d[32];
 
 	fg_hex_encode(e->sha256, 32, hex);
-	return fg_buf_printf(user, err, "%s %llu %o %s\n", e->path, e->size, (unsigned)e->mode,
-			     e->hashed ? hex : "-");
+	/* a kept member: the digest of the bytes handed over, and a NUL after */
+	if (e->content && !fg_sha256_mem(e->content, (size_t)e->size, d, NULL) && !((const char *)e->content)[e->size])
+		fg_hex_encode(d, 32, kept);
+	return fg_buf_printf(user, err, "%s %llu %o %s kept %s\n", e->path, e->size, (unsigned)e->mode,
+			     e->hashed ? hex : "-", kept);
 }
 
 /* Whether readers are also asked for the identity (on a thread of its own,
@@ -57,6 +61,11 @@ static size_t n_chains;
 
 /* The one member scans hash (scan_only_text), NULL: every one. */
 static const char *scan_only;
+/* Members whose bytes scans keep (audit's way), NULL: none. */
+static size_t (*scan_keep)(void *user, const char *path);
+/* Scans and extractions hash no member (what a check against an expected
+ * id does: the identity is the check). */
+static int no_digests;
 
 /* One scan's outcome as text: code, message, members. */
 static void scan_text(const char *path, int threads, struct fg_buf *out, int *lanes)
@@ -68,8 +77,9 @@ static void scan_text(const char *path, int threads, struct fg_buf *out, int *la
 
 	memset(&o, 0, sizeof(o));
 	memset(&err, 0, sizeof(err));
-	o.hash = 1;
+	o.hash = !no_digests;
 	o.hash_only = scan_only;
+	o.keep = scan_keep;
 	o.id_thread = want_id;
 	o.threads = threads;
 	o.lanes = lanes;
@@ -160,10 +170,6 @@ static int same_outcome(const char *at_path, int threads, int *lanes, char *seq_
 	return same;
 }
 
-/* Extractions hash no member (what an extraction against an expected id
- * does: the identity is the check). */
-static int extract_nohash;
-
 /* Extracts path into dest with lanes on `threads` threads (or, with
  * threads 0, from start to end): the outcome as text, then every file's
  * path, mode and size, or "none" when nothing is at dest. */
@@ -179,7 +185,7 @@ static void extract_text(const char *path, int threads, const char *dest, struct
 
 	memset(&o, 0, sizeof(o));
 	memset(&err, 0, sizeof(err));
-	o.hash = !extract_nohash;
+	o.hash = !no_digests;
 	o.id_thread = want_id;
 	o.threads = threads ? threads : 1;
 	o.lanes = lanes;
@@ -1176,6 +1182,20 @@ static int same_only(const char *path, int threads, const char *hash_only, int *
 	return same;
 }
 
+/* keep callbacks: members up to 4 MiB, or every member */
+static size_t keep_small(void *user, const char *path)
+{
+	(void)user;
+	return strcmp(path, "m/weights.bin") ? (size_t)4 << 20 : 0;
+}
+
+static size_t keep_all(void *user, const char *path)
+{
+	(void)user;
+	(void)path;
+	return (size_t)64 << 20;
+}
+
 /* The writer keeps the identity's chain state at each frame's start in a
  * skippable frame before the seek table: each entry is right (checked
  * against the decompressed tar here), the lanes compute the identity with
@@ -1271,7 +1291,7 @@ static void test_id_states(void)
 	}
 	/* extracted with the identity the check and no digest (hash off): the
 	 * big member cut at the identity's states, its file written in parts */
-	extract_nohash = 1;
+	no_digests = 1;
 	lanes = 0;
 	ok(same_extract(at("ids.fgb"), &lanes) && lanes == 1,
 	   "id states: extracted hashing nothing, without the identity: from start to end (%d)", lanes);
@@ -1281,7 +1301,24 @@ static void test_id_states(void)
 	   "id states: extracted hashing nothing, the identity the lanes' work: 4 lanes on 2 threads (%d), = from start to end",
 	   l1);
 	want_id = 0;
-	extract_nohash = 0;
+	no_digests = 0;
+	/* audit's scan: no digest, the identity, small members' bytes kept (a
+	 * kept member is read whole by one lane) */
+	no_digests = 1;
+	want_id = 1;
+	scan_keep = keep_small;
+	ok(same_outcome_as(at("ids.fgb"), 2, &l1, out, sizeof(out)) && l1 == 4 && strstr(out, hex) &&
+		   strstr(out, "m/z.txt 2097152 644 - kept ") && !strstr(out, "m/z.txt 2097152 644 - kept -") &&
+		   strstr(out, "m/weights.bin 29360128 644 - kept -"),
+	   "id states: members kept, no digest, the identity: 4 lanes (%d), = sequential", l1);
+	scan_keep = keep_all;
+	ok(same_outcome_as(at("ids.fgb"), 2, &l1, NULL, 0) && l1 == 3,
+	   "id states: the big member kept too: not cut (%d lanes), = sequential", l1);
+	scan_keep = NULL;
+	want_id = 0;
+	ok(same_outcome_as(at("ids.fgb"), 1, &l1, NULL, 0) && l1 == 1,
+	   "id states: no digest and no identity: nothing for lanes (%d)", l1);
+	no_digests = 0;
 	/* every state wrong: the lanes find out and step aside */
 	if (at0) {
 		for (k = 0; k < cnt; k++)
@@ -1397,14 +1434,14 @@ static void test_premade(void)
 			ok(0, "premade, %s: framed", kinds[k]);
 			continue;
 		}
-		extract_nohash = 1;
+		no_digests = 1;
 		want_id = 1;
 		l1 = 0;
 		ok(same_extract_as(fgb, &l1) && (k == 0 ? l1 >= 3 : l1 == 1),
 		   "premade, %s: extracted with the identity, no digest: = from start to end (%d lanes on 2 threads)",
 		   kinds[k], l1);
 		want_id = 0;
-		extract_nohash = 0;
+		no_digests = 0;
 	}
 	unlink(at("pm.tar"));
 	unlink(at("pm.off"));
