@@ -32,6 +32,12 @@
  * written in parts (FG_TAR_TEST_FRAME_MAX=4096 here, so that a member of a
  * few KiB counts as large).
  *
+ * With bit 1 of the second cut's third byte set, the readings are done
+ * again with chain states every 512 bytes for every member of over 512
+ * bytes (computed here from the files a sequential extraction wrote; with
+ * bit 2, every state of the first such member spoilt): the lanes may then
+ * cut a member where a frame starts at one, its digest taken up from there.
+ *
  * Input: byte 0 = number of cuts (low 3 bits); then 3 bytes per cut, a
  * little-endian count of 512-byte blocks (a cut is at that block, plus the
  * low bit of the byte after as an extra 100 bytes, so cuts fall on headers
@@ -54,6 +60,12 @@
 static char base[4096], fgb[4200];
 static int want_id; /* readers also asked for the identity */
 static int hash_members = 1; /* 0: no member's digest (the identity the check) */
+
+/* chain states every 512 bytes of the members (chains mode) */
+#define CH_MAX 64
+static struct fg_tarball_chain ch[CH_MAX];
+static size_t n_ch;
+static int use_chains;
 
 static void cleanup(void)
 {
@@ -108,6 +120,8 @@ static void read_opts(struct fg_tarball_read_opts *o, struct fg_tarball_limits *
 	o->lim = lim;
 	o->hash = hash_members;
 	o->keep = hash_members ? NULL : keep_small;
+	o->chains = use_chains ? ch : NULL;
+	o->n_chains = use_chains ? n_ch : 0;
 	o->id_thread = want_id;
 	o->threads = threads;
 }
@@ -203,6 +217,74 @@ static void scan(int threads, int lanes_on, struct fg_buf *out)
 	outcome(out, rc, &err, id);
 }
 
+/* Records a member of over 512 bytes for chains_make. */
+static int chain_entry(void *user, const struct fg_tarball_entry *e, struct fg_err *err)
+{
+	(void)user;
+	(void)err;
+	if (!e->is_dir && e->size > 512 && n_ch < CH_MAX) {
+		ch[n_ch].path = strdup(e->path);
+		ch[n_ch].size = e->size;
+		ch[n_ch].every = 512;
+		if (!ch[n_ch].path)
+			abort();
+		n_ch++;
+	}
+	return 0;
+}
+
+static void chains_free(void)
+{
+	size_t i;
+
+	for (i = 0; i < n_ch; i++) {
+		free((char *)ch[i].path);
+		free((uint8_t *)ch[i].states);
+	}
+	n_ch = 0;
+}
+
+/* Chain states every 512 bytes of every member of over 512 bytes, from the
+ * files a sequential extraction writes (spoil: the first one's all wrong);
+ * 0, or -1 when that extraction fails (then no chains mode). */
+static int chains_make(int spoil)
+{
+	struct fg_tarball_read_opts o;
+	struct fg_tarball_limits lim = { 1 << 20, 4 << 20, 64 };
+	struct fg_err err = { 0, "" };
+	char dest[4200], file[12000];
+	size_t i;
+	int rc;
+
+	memset(&o, 0, sizeof(o));
+	o.lim = &lim;
+	setenv("FG_TAR_LANES", "0", 1);
+	snprintf(dest, sizeof(dest), "%s/c", base);
+	rc = fg_tarball_extract_opts(fgb, dest, &o, chain_entry, NULL, NULL, &err);
+	for (i = 0; !rc && i < n_ch; i++) {
+		struct fg_buf d = FG_BUF_INIT;
+		struct fg_sha256 *h = NULL;
+		uint8_t *st;
+		size_t k, n = (size_t)((ch[i].size - 1) / 512);
+
+		snprintf(file, sizeof(file), "%s/%s", dest, ch[i].path);
+		if (fg_file_read(file, 1 << 20, &d, NULL) || d.len != ch[i].size ||
+		    !(st = malloc(32 * n)) || fg_sha256_new_own(&h, NULL))
+			abort();
+		for (k = 0; k < n; k++)
+			if (fg_sha256_update(h, d.data + 512 * k, 512, NULL) || fg_sha256_state(h, st + 32 * k, NULL))
+				abort();
+		for (k = 0; spoil && i == 0 && k < n; k++)
+			st[32 * k + 7] ^= 0x20;
+		ch[i].states = st;
+		ch[i].n = n;
+		fg_sha256_free(h);
+		fg_buf_release(&d);
+	}
+	fg_rm_tree(dest);
+	return rc ? -1 : 0;
+}
+
 /* The target fails unless a and b hold the same text. */
 static void same(const struct fg_buf *a, const struct fg_buf *b)
 {
@@ -266,6 +348,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		hash_members = 0;
 		all_ways(&a, &b);
 		hash_members = 1;
+	}
+	if (ncut >= 2 && data[6] & 2) {
+		/* members cut at their chain states */
+		if (!chains_make(data[6] & 4)) {
+			use_chains = 1;
+			all_ways(&a, &b);
+			use_chains = 0;
+		}
+		chains_free();
 	}
 	fg_buf_release(&f);
 	fg_buf_release(&a);
