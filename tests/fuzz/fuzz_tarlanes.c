@@ -223,6 +223,7 @@ static int chain_entry(void *user, const struct fg_tarball_entry *e, struct fg_e
 	(void)user;
 	(void)err;
 	if (!e->is_dir && e->size > 512 && n_ch < CH_MAX) {
+		memset(&ch[n_ch], 0, sizeof(ch[n_ch]));
 		ch[n_ch].path = strdup(e->path);
 		ch[n_ch].size = e->size;
 		ch[n_ch].every = 512;
@@ -240,6 +241,7 @@ static void chains_free(void)
 	for (i = 0; i < n_ch; i++) {
 		free((char *)ch[i].path);
 		free((uint8_t *)ch[i].states);
+		memset(&ch[i], 0, sizeof(ch[i]));
 	}
 	n_ch = 0;
 }
