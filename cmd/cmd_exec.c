@@ -38,7 +38,8 @@ static void usage(FILE *f)
 		"                temporary folder removed when CMD exits\n"
 		"  --print-env   print the variables that were set or rewritten, then run\n"
 		"  --threads N   threads that extract and check a bundle pack wrote (it is\n"
-		"                read in up to 2N lanes, the bundle id beside them);\n"
+		"                read in up to 2N lanes, which compute the bundle id too;\n"
+		"                for a bundle packed before 2026-12-04, it is read beside);\n"
 		"                default: the CPUs online, at most 16\n"
 		"Exits with CMD's status (128+N when a signal N ended it).\n");
 }
@@ -191,7 +192,7 @@ int cmd_exec(int argc, char **argv)
 	if (dash >= 0 && dash + 1 >= argc)
 		return fg_cmd_usage_error("exec", "nothing after --");
 
-	/* extracted in lanes, the id read beside them */
+	/* extracted in lanes, which compute the id (or read beside them) */
 	rc = fg_bundle_open_id(&b, bundle, dir, NULL, threads ? threads : fg_workq_cpus(16), &err);
 	if (rc) {
 		if (b)

@@ -45,8 +45,9 @@ static void usage(FILE *f)
 		"the drafter's centroid top-k (the challenge's CENTROID_TOP_K: with\n"
 		"use_ordered_embeddings its head scores the tokens of the N best centroids\n"
 		"only), default its config's centroid_intermediate_top_k or the bundle's\n"
-		"honoured centroid_top_k). A bundle's id (the sha256 of its tar) is read\n"
-		"beside the extraction and the model's load and reported as every\n"
+		"honoured centroid_top_k). A bundle's id (the sha256 of its tar) comes\n"
+		"from the lanes that extract it (for a bundle packed before 2026-12-04 it\n"
+		"is read beside the extraction and the model's load) and is reported as every\n"
 		"response's system_fingerprint and as \"bundle\" in /health and /v1/models.\n"
 		"Prints 'listening on http://ADDR:PORT' on stderr once ready.\n");
 }
