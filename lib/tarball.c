@@ -812,9 +812,6 @@ out:
 	return rc;
 }
 
-/* The zstd seekable format's seek table, a skippable frame at the end:
- * each frame's compressed and decompressed size, no checksums (each frame
- * carries its XXH64, and every member its sha256). */
 /* The identity's chain states at the starts of frames 1..n-1 that have one,
  * as a skippable frame (docs/formats/bundle.md, "Identity states"); *len
  * gets its size, 0 when there is none to write. */
@@ -854,8 +851,11 @@ static int write_id_states(struct wsink *s, size_t n, size_t *len, struct fg_err
 	return rc;
 }
 
-/* The seek table of frames 0..n-1, and one more entry (extra bytes, none
- * of the tar) for the identity's states frame when extra is not 0. */
+/* The zstd seekable format's seek table, a skippable frame at the end:
+ * each frame's compressed and decompressed size, no checksums (each frame
+ * carries its XXH64, and every member its sha256): frames 0..n-1, and one
+ * more entry (extra bytes, none of the tar) for the identity's states
+ * frame when extra is not 0. */
 static int write_seek_table(struct wsink *s, size_t n, size_t extra, struct fg_err *err)
 {
 	size_t m = n + (extra ? 1 : 0), body = m * 8 + 9, i;

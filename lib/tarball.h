@@ -101,7 +101,6 @@ void fg_tarball_writer_free(struct fg_tarball_writer *w);
 int fg_tarball_scan(const char *archive, const struct fg_tarball_limits *lim, int hash,
 		    fg_tarball_entry_fn fn, void *user, uint8_t id[32], struct fg_err *err);
 
-/* How a reader works through an archive. */
 /* The writer cuts a large file member's zstd frames at every this many
  * bytes of its data (docs/formats/bundle.md, "Frames and the seek table"):
  * chain states a reader can start from are at multiples of it. */
@@ -120,6 +119,7 @@ struct fg_tarball_chain {
 	size_t n;
 };
 
+/* How a reader works through an archive. */
 struct fg_tarball_read_opts {
 	const struct fg_tarball_limits *lim; /* NULL: the defaults */
 	int hash;              /* hash member contents (fn sees e->hashed = 1) */

@@ -421,14 +421,13 @@ struct lane {
 	/* the archive's identity too (o->id): every tar byte of the region
 	 * into idh, taken up from the identity's state where it starts */
 	struct fg_sha256 *idh;
-	/* o->hash_only: the one member hashed (else all); hashing: the current
-	 * member's data goes into h */
-	const char *hash_only;
+	/* the current member's data goes into h (all, or o->hash_only) */
 	int hashing;
 	/* extracting: the files of members cut into regions, made before the
 	 * lanes run (premade) */
 	struct premade *pre;
-	/* o->keep: the current member's bytes kept (keeping) in kept */
+	/* the lanes' options (NULL: a probe); o->keep: the current member's
+	 * bytes kept (keeping) in kept */
 	const struct fg_tarlanes_opts *o;
 	int keeping;
 	struct fg_buf kept;
@@ -602,12 +601,29 @@ static int member_done(struct lane *l)
 	return 0;
 }
 
+/* Extracting: the folders above path (0755; one already there is fine):
+ * 0, or -1. path is written to and restored. */
+static int mkparents(int dirfd, char *path)
+{
+	char *slash;
+
+	for (slash = strchr(path, '/'); slash; slash = strchr(slash + 1, '/')) {
+		int bad;
+
+		*slash = '\0';
+		bad = mkdirat(dirfd, path, 0755) && errno != EEXIST;
+		*slash = '/';
+		if (bad)
+			return -1;
+	}
+	return 0;
+}
+
 /* Extracting: the member's file, created where the sequential reader would
  * create it (its folders 0755, the file 0644 or 0755, never over anything:
  * a name taken twice, or a folder where a file is, fails the lanes). */
 static int create(struct lane *l, char *path, int mode, unsigned long long size)
 {
-	char *slash;
 	size_t i;
 
 	if (!fg_path_is_safe_rel(path) || l->n >= l->max_entries ||
@@ -620,15 +636,8 @@ static int create(struct lane *l, char *path, int mode, unsigned long long size)
 			l->out_fd = openat(l->dirfd, path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
 			return l->out_fd < 0 ? -1 : 0;
 		}
-	for (slash = strchr(path, '/'); slash; slash = strchr(slash + 1, '/')) {
-		int bad;
-
-		*slash = '\0';
-		bad = mkdirat(l->dirfd, path, 0755) && errno != EEXIST;
-		*slash = '/';
-		if (bad)
-			return -1;
-	}
+	if (mkparents(l->dirfd, path))
+		return -1;
 	l->out_fd = openat(l->dirfd, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 			   (mode_t)mode);
 	return l->out_fd < 0 ? -1 : 0;
@@ -687,7 +696,7 @@ static int header(struct lane *l)
 		return -1;
 	l->cur.size = size;
 	l->cur.mode = mode & 0111 ? 0755 : 0644;
-	l->hashing = !l->hash_only || !strcmp(l->cur.path, l->hash_only);
+	l->hashing = !l->o || !l->o->hash_only || !strcmp(l->cur.path, l->o->hash_only);
 	if (l->o && l->o->keep) {
 		size_t max = l->o->keep(l->o->keep_user, l->cur.path);
 
@@ -716,11 +725,15 @@ static int ends_at_state(struct lane *l)
 		       : -1;
 }
 
-/* Tar bytes that are no member's data, into the identity when the lanes
- * compute it. */
-static int lane_id(struct lane *l, const unsigned char *p, size_t n)
+/* k tar bytes that are no member's data taken from the lane's piece: into
+ * the identity when the lanes compute it, then walked past. */
+static int lane_eat(struct lane *l, size_t k)
 {
-	return l->idh && fg_sha256_update(l->idh, p, n, NULL) ? -1 : 0;
+	if (l->idh && fg_sha256_update(l->idh, l->z.cur + l->z.out_pos, k, NULL))
+		return -1;
+	l->z.out_pos += k;
+	l->pos += k;
+	return 0;
 }
 
 /* Walks to the next member bytes: 0 with *p, *n (n > 0) in the lane's
@@ -754,28 +767,21 @@ static int lane_data(struct lane *l, const unsigned char **p, size_t *n)
 			*n = avail < l->left ? avail : (size_t)l->left;
 			return 0;
 		case L_END: /* what follows the marker is read, as the sequential reader drains it */
-			if (lane_id(l, z->cur + z->out_pos, avail))
+			if (lane_eat(l, avail))
 				return -1;
-			l->pos += avail;
-			z->out_pos = z->out_len;
 			break;
 		case L_SKIP:
 			k = avail < l->left ? avail : (size_t)l->left;
-			if (lane_id(l, z->cur + z->out_pos, k))
+			if (lane_eat(l, k))
 				return -1;
-			z->out_pos += k;
-			l->pos += k;
 			l->left -= k;
 			if (!l->left)
 				l->st = L_HDR;
 			break;
 		case L_PAX:
 			k = avail < l->left ? avail : (size_t)l->left;
-			if (fg_buf_append(&l->pax, z->cur + z->out_pos, k, NULL) ||
-			    lane_id(l, z->cur + z->out_pos, k))
+			if (fg_buf_append(&l->pax, z->cur + z->out_pos, k, NULL) || lane_eat(l, k))
 				return -1;
-			z->out_pos += k;
-			l->pos += k;
 			l->left -= k;
 			if (!l->left) {
 				if (pax_parse(l))
@@ -787,11 +793,9 @@ static int lane_data(struct lane *l, const unsigned char **p, size_t *n)
 			break;
 		default: /* L_HDR */
 			k = 512 - l->blk_have < avail ? 512 - l->blk_have : avail;
-			if (lane_id(l, z->cur + z->out_pos, k))
-				return -1;
 			memcpy(l->blk + l->blk_have, z->cur + z->out_pos, k);
-			z->out_pos += k;
-			l->pos += k;
+			if (lane_eat(l, k))
+				return -1;
 			l->blk_have += k;
 			if (l->blk_have == 512) {
 				l->blk_have = 0;
@@ -1070,7 +1074,6 @@ struct cut {
 	int mode;
 	char *path;
 	unsigned long long size, at;
-	size_t head; /* the frame that starts the member */
 };
 
 /* The member whose header starts at `from`: 0 with its path (the caller
@@ -1138,7 +1141,6 @@ static void member_cuts(int fd, const unsigned long long *off, const unsigned lo
 		for (m = k + 1; !hashed && has_id && m < nf && tar[m] < tar[k] + at + size; m++)
 			if (has_id[m]) {
 				memo[m] = 3;
-				cut[m].head = k;
 				cut[m].mode = mode;
 				cut[m].size = size;
 				cut[m].at = tar[m] - tar[k] - at;
@@ -1155,7 +1157,6 @@ static void member_cuts(int fd, const unsigned long long *off, const unsigned lo
 				break;
 			if (tar[m] == t) {
 				memo[m] = 3;
-				cut[m].head = k;
 				cut[m].c = c;
 				cut[m].j = j;
 				cut[m].mode = mode;
@@ -1241,27 +1242,17 @@ static int run_pair_id(struct lane *a, struct lane *b)
 static int premake(struct premade *pre, int dirfd, const struct cut *ct)
 {
 	const char *path = ct->c ? ct->c->path : ct->path;
-	char *p, *slash;
+	char *p;
 	size_t i;
-	int fd;
+	int fd = -1;
 
 	for (i = 0; i < pre->n; i++)
 		if (!strcmp(pre->path[i], path))
 			return 0;
 	if (!fg_path_is_safe_rel(path) || !(p = strdup(path)))
 		return -1;
-	for (slash = strchr(p, '/'); slash; slash = strchr(slash + 1, '/')) {
-		int bad;
-
-		*slash = '\0';
-		bad = mkdirat(dirfd, p, 0755) && errno != EEXIST;
-		*slash = '/';
-		if (bad) {
-			free(p);
-			return -1;
-		}
-	}
-	fd = openat(dirfd, p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, (mode_t)ct->mode);
+	if (!mkparents(dirfd, p))
+		fd = openat(dirfd, p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, (mode_t)ct->mode);
 	if (fd < 0 || close(fd) || fg_grow(&pre->path, &pre->cap_path, pre->n, sizeof(*pre->path)) ||
 	    fg_grow(&pre->taken, &pre->cap_taken, pre->n, sizeof(*pre->taken))) {
 		free(p);
@@ -1521,7 +1512,6 @@ int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 		pr.ln[i].dirfd = dirfd;
 		pr.ln[i].out_fd = -1;
 		pr.ln[i].is_last = i == pr.n - 1;
-		pr.ln[i].hash_only = o->hash_only;
 		pr.ln[i].o = o;
 		/* with chains, contexts whose state can be set and read */
 		if (zl_open(&pr.ln[i].z, fd, pr.map, off[ks[i]], off[ks[i + 1]]) ||
