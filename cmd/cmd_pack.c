@@ -86,8 +86,11 @@ static void usage(FILE *f)
 		"  -o OUT.fgb           where to write\n\n"
 		"A file that is a store blob or a hard link to one (as 'fgpack pull --into' makes\n"
 		"them), unchanged since the store checked its bytes, is listed by the blob's\n"
-		"sha256 without being hashed again; its copy into the bundle still fails if it\n"
-		"changes meanwhile.\n"
+		"sha256 without being hashed again; so is any other file an earlier pack hashed\n"
+		"with the same store, while its size, mtime and ctime (and inode) are those it\n"
+		"had then (the store's seen/ records; one is kept only for a file last changed\n"
+		"2 s or more before it was hashed). The copy into the bundle still fails if a\n"
+		"file changes meanwhile.\n"
 		"Member times are SOURCE_DATE_EPOCH (default 0). Same inputs, same bytes.\n");
 }
 
@@ -1056,6 +1059,11 @@ int cmd_pack(int argc, char **argv)
 	if (by_stamp)
 		fprintf(stderr, "fgpack pack: %zu file%s (%.3f GB) named by their store blob, not hashed "
 				"again (--rehash hashes them)\n",
+			by_stamp, by_stamp == 1 ? "" : "s", (double)by_stamp_bytes / 1e9);
+	by_stamp = fg_bundle_builder_by_seen(b, &by_stamp_bytes);
+	if (by_stamp)
+		fprintf(stderr, "fgpack pack: %zu file%s (%.3f GB) hashed by an earlier pack, unchanged since, "
+				"not hashed again (--rehash hashes them)\n",
 			by_stamp, by_stamp == 1 ? "" : "s", (double)by_stamp_bytes / 1e9);
 	free(engine_build);
 	fg_buf_release(&engine_path);

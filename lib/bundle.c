@@ -43,6 +43,8 @@ struct fg_bundle_builder {
 	size_t by_stamp;        /* files named by their store blob, not hashed */
 	unsigned long long states_every; /* the files' chain states are this far apart */
 	unsigned long long by_stamp_bytes;
+	size_t by_seen; /* files named by their seen record (lib/store.h), not hashed */
+	unsigned long long by_seen_bytes;
 };
 
 int fg_bundle_builder_new(struct fg_bundle_builder **out, struct fg_err *err)
@@ -138,6 +140,9 @@ static int settle(struct fg_bundle_builder *b, struct bfile *f, struct fg_store_
 	if (d->by_store) {
 		b->by_stamp++;
 		b->by_stamp_bytes += f->size;
+	} else if (d->by_seen) {
+		b->by_seen++;
+		b->by_seen_bytes += f->size;
 	}
 	return 0;
 }
@@ -179,8 +184,8 @@ static int hash_pending(struct fg_bundle_builder *b, struct fg_err *err)
 	if (!rc && n && !(d = malloc(n * sizeof(*d))))
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 	if (!rc && n)
-		rc = fg_store_digest_files_states(b->store, path, n, b->threads, b->states_every, d,
-						  err);
+		rc = fg_store_digest_files_ex(b->store, path, n, b->threads, b->states_every,
+					      FG_STORE_DIGEST_SEEN, d, err);
 	/* in file order, so the same failure is reported for any thread count */
 	for (i = 0; !rc && i < n; i++) {
 		if (d[i].rc) {
@@ -279,6 +284,13 @@ int fg_bundle_add_blob(struct fg_bundle_builder *b, const char *path, const char
 void fg_bundle_builder_set_store(struct fg_bundle_builder *b, struct fg_store *st)
 {
 	b->store = st;
+}
+
+size_t fg_bundle_builder_by_seen(const struct fg_bundle_builder *b, unsigned long long *bytes)
+{
+	if (bytes)
+		*bytes = b->by_seen_bytes;
+	return b->by_seen;
 }
 
 size_t fg_bundle_builder_by_stamp(const struct fg_bundle_builder *b, unsigned long long *bytes)

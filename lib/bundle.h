@@ -76,11 +76,16 @@ int fg_bundle_builder_set_threads(struct fg_bundle_builder *b, int threads, stru
  * the blob itself), unchanged since the store last checked that blob's bytes
  * (lib/store.h, stamps), is listed with the blob's name and not hashed; the
  * write still refuses it if its stamp moves before its copy ends. Files
- * hashed whole and unchanged that are such links get their stamps noted. */
+ * hashed whole and unchanged that are such links get their stamps noted.
+ * Any other file is named the same way by its seen record (lib/store.h,
+ * seen: a file the store's readers hashed in full before, unchanged since,
+ * and unchanged for 2 s before that), and gets one when it is hashed. */
 struct fg_store;
 void fg_bundle_builder_set_store(struct fg_bundle_builder *b, struct fg_store *st);
 /* Files named by their store blob, not hashed, so far, and their bytes. */
 size_t fg_bundle_builder_by_stamp(const struct fg_bundle_builder *b, unsigned long long *bytes);
+/* Files named by their seen record, not hashed, so far, and their bytes. */
+size_t fg_bundle_builder_by_seen(const struct fg_bundle_builder *b, unsigned long long *bytes);
 
 /* Writes out (atomically): bundle.json then every file, sorted. level is the
  * zstd level (0 = 3), mtime the time stamped on every member. id_hex gets the

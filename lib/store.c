@@ -34,6 +34,7 @@ struct fg_store {
 	char *tmp;
 	char *stamps;
 	char *states;
+	char *seen;       /* root/seen: digests of files that are not blobs */
 };
 
 struct fg_store_lock {
@@ -104,6 +105,7 @@ void fg_store_free(struct fg_store *st)
 	free(st->tmp);
 	free(st->stamps);
 	free(st->states);
+	free(st->seen);
 	free(st);
 }
 
@@ -139,8 +141,9 @@ int fg_store_open(struct fg_store **out, const char *root, struct fg_err *err)
 	st->known = joined(st->root, "known");
 	st->stamps = joined(st->root, "stamps");
 	st->states = joined(st->root, "states");
+	st->seen = joined(st->root, "seen");
 	if (!st->blobs || !st->partial || !st->locks || !st->quarantine || !st->roots || !st->tmp ||
-	    !st->known || !st->stamps || !st->states) {
+	    !st->known || !st->stamps || !st->states || !st->seen) {
 		fg_store_free(st);
 		return oom(err);
 	}
@@ -417,9 +420,10 @@ static int copy_file(const char *src, const char *dst, int mode, struct fg_err *
 
 /* ---- stamps ---- */
 
-static int stamp_path(struct fg_buf *out, const struct fg_store *st, const struct stat *sb)
+/* dir/<dev>-<ino>: the record of inode sb in stamps/ or seen/ */
+static int inode_path(struct fg_buf *out, const char *dir, const struct stat *sb)
 {
-	return fg_buf_printf(out, NULL, "%s/%llu-%llu", st->stamps, (unsigned long long)sb->st_dev,
+	return fg_buf_printf(out, NULL, "%s/%llu-%llu", dir, (unsigned long long)sb->st_dev,
 			     (unsigned long long)sb->st_ino);
 }
 
@@ -452,7 +456,7 @@ int fg_store_stamp_match(const struct fg_store *st, const struct stat *sb,
 	ssize_t n = -1;
 	int fd, wl, ok = 0;
 
-	if (!S_ISREG(sb->st_mode) || stamp_path(&p, st, sb)) {
+	if (!S_ISREG(sb->st_mode) || inode_path(&p, st->stamps, sb)) {
 		fg_buf_release(&p);
 		return 0;
 	}
@@ -512,9 +516,104 @@ int fg_store_stamp_note(const struct fg_store *st, const char *sha256_hex, const
 	if (!fg_sha256_hex_valid(sha256_hex) || !S_ISREG(sb->st_mode) || !blob_is(st, sha256_hex, sb))
 		return -1;
 	n = stamp_line(line, sizeof(line), sha256_hex, sb);
-	if (n > 0 && (size_t)n < sizeof(line) && !stamp_path(&p, st, sb))
+	if (n > 0 && (size_t)n < sizeof(line) && !inode_path(&p, st->stamps, sb))
 		rc = cache_put(st->stamps, p.data, line, (size_t)n);
 	fg_buf_release(&p);
+	return rc;
+}
+
+/* ---- seen: digests of files that are not blobs ---- */
+
+/* The record at path, NUL-terminated, into rec (cap bytes); its length, or -1. */
+static ssize_t seen_read(const char *path, char *rec, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, rec, cap - 1);
+	close(fd);
+	if (n <= FG_SHA256_HEX_LEN)
+		return -1;
+	rec[n] = '\0';
+	return n;
+}
+
+/* 1 when rec's digest, size, mtime and ctime (the record's fields before its
+ * path) are exactly what sb shows; the digest goes to hex. */
+static int seen_holds(const char *rec, const struct stat *sb, char hex[FG_SHA256_HEX_LEN + 1])
+{
+	char want[160];
+	int wl;
+
+	memcpy(hex, rec, FG_SHA256_HEX_LEN);
+	hex[FG_SHA256_HEX_LEN] = '\0';
+	if (!fg_sha256_hex_valid(hex))
+		return 0;
+	wl = stamp_line(want, sizeof(want), hex, sb);
+	/* the stamp's line, its newline a space before the path */
+	if (wl <= 0 || (size_t)wl >= sizeof(want))
+		return 0;
+	want[wl - 1] = ' ';
+	return !strncmp(rec, want, (size_t)wl) && rec[wl] != '\n' && rec[wl] != '\0';
+}
+
+int fg_store_seen_match(const struct fg_store *st, const struct stat *sb,
+			char out_hex[FG_SHA256_HEX_LEN + 1])
+{
+	struct fg_buf p = FG_BUF_INIT;
+	char rec[FG_STORE_SEEN_REC_MAX], hex[FG_SHA256_HEX_LEN + 1];
+	int ok = 0;
+
+	if (S_ISREG(sb->st_mode) && !inode_path(&p, st->seen, sb) && seen_read(p.data, rec, sizeof(rec)) > 0 &&
+	    seen_holds(rec, sb, hex)) {
+		memcpy(out_hex, hex, sizeof(hex));
+		ok = 1;
+	}
+	fg_buf_release(&p);
+	return ok;
+}
+
+long long fg_store_seen_clock(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_REALTIME, &ts))
+		return 0;
+	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int fg_store_seen_note(const struct fg_store *st, const char *sha256_hex, const struct stat *sb,
+		       long long since_ns, const char *path)
+{
+	struct fg_buf p = FG_BUF_INIT, line = FG_BUF_INIT;
+	long long mt = (long long)sb->st_mtim.tv_sec * 1000000000LL + sb->st_mtim.tv_nsec;
+	long long ct = (long long)sb->st_ctim.tv_sec * 1000000000LL + sb->st_ctim.tv_nsec;
+	char stamp[160], *abs = NULL;
+	int rc = -1, n;
+
+	/* changed less than FG_STORE_SEEN_RACY_NS before the hash began: a
+	 * write in the same tick of a coarse clock could leave both times
+	 * where they were, so such a file is not vouched for (git's "racy
+	 * clean" case, avoided rather than checked later) */
+	if (!fg_sha256_hex_valid(sha256_hex) || !S_ISREG(sb->st_mode) || since_ns <= 0 ||
+	    mt > since_ns - FG_STORE_SEEN_RACY_NS || ct > since_ns - FG_STORE_SEEN_RACY_NS ||
+	    blob_is(st, sha256_hex, sb) || !(abs = realpath(path, NULL)) || strchr(abs, '\n'))
+		goto out;
+	n = stamp_line(stamp, sizeof(stamp), sha256_hex, sb);
+	if (n <= 0 || (size_t)n >= sizeof(stamp))
+		goto out;
+	stamp[n - 1] = '\0';
+	if (fg_buf_printf(&line, NULL, "%s %s\n", stamp, abs) || line.len >= FG_STORE_SEEN_REC_MAX ||
+	    inode_path(&p, st->seen, sb))
+		goto out;
+	if (!mkdir(st->seen, 0755) || errno == EEXIST)
+		rc = cache_put(st->seen, p.data, line.data, line.len);
+out:
+	free(abs);
+	fg_buf_release(&p);
+	fg_buf_release(&line);
 	return rc;
 }
 
@@ -603,9 +702,18 @@ int fg_store_digest_files_states(struct fg_store *st, const char *const *path, s
 				 int threads, unsigned long long every, struct fg_store_digest *out,
 				 struct fg_err *err)
 {
+	return fg_store_digest_files_ex(st, path, n, threads, every, 0, out, err);
+}
+
+int fg_store_digest_files_ex(struct fg_store *st, const char *const *path, size_t n, int threads,
+			     unsigned long long every, int flags, struct fg_store_digest *out,
+			     struct fg_err *err)
+{
 	const char **hp = calloc(n + 1, sizeof(*hp));
 	size_t *at = calloc(n + 1, sizeof(*at));
 	struct fg_sha256_result *res = calloc(n + 1, sizeof(*res));
+	int seen = st && (flags & FG_STORE_DIGEST_SEEN);
+	long long since = 0;
 	size_t i, nh = 0;
 	int rc = !hp || !at || !res ? oom(err) : 0;
 
@@ -613,27 +721,34 @@ int fg_store_digest_files_states(struct fg_store *st, const char *const *path, s
 		struct fg_store_digest *d = &out[i];
 
 		memset(d, 0, sizeof(*d));
-		d->by_store = st && !stat(path[i], &d->st) && fg_store_stamp_match(st, &d->st, d->hex);
-		/* with its chain states as the store kept them; a blob that should
-		 * have some and has none kept is hashed like any file (and its
-		 * states kept then), so that what is listed never depends on what
-		 * the store happened to keep */
-		if (d->by_store && every && (unsigned long long)d->st.st_size > every &&
+		if (st && !stat(path[i], &d->st)) {
+			d->by_store = fg_store_stamp_match(st, &d->st, d->hex);
+			d->by_seen = !d->by_store && seen && fg_store_seen_match(st, &d->st, d->hex);
+		}
+		/* with its chain states as the store kept them; a blob (or a seen
+		 * file) that should have some and has none kept is hashed like any
+		 * file (and its states kept then), so that what is listed never
+		 * depends on what the store happened to keep */
+		if ((d->by_store || d->by_seen) && every && (unsigned long long)d->st.st_size > every &&
 		    fg_store_states_get(st, d->hex, (unsigned long long)d->st.st_size, every, &d->states,
 					&d->n_states))
-			d->by_store = 0;
-		if (d->by_store) {
+			d->by_store = d->by_seen = 0;
+		if (d->by_store || d->by_seen) {
 			d->size = (unsigned long long)d->st.st_size;
 		} else {
 			at[nh] = i;
 			hp[nh++] = path[i];
 		}
 	}
+	/* before any file's stat in the hashing: what a seen record is vouched from */
+	if (seen)
+		since = fg_store_seen_clock();
 	if (!rc && nh)
 		rc = fg_sha256_files_states(hp, nh, threads, 0, every, res, err);
 	for (i = 0; !rc && i < nh; i++) {
 		struct fg_store_digest *d = &out[at[i]];
 		struct stat now;
+		int noted;
 
 		d->rc = res[i].rc;
 		d->err = res[i].err;
@@ -645,8 +760,12 @@ int fg_store_digest_files_states(struct fg_store *st, const char *const *path, s
 		if (d->rc)
 			continue;
 		fg_hex_encode(res[i].digest, FG_SHA256_LEN, d->hex);
-		if (st && !stat(hp[i], &now) && fg_stat_unchanged(&d->st, &now) &&
-		    !fg_store_stamp_note(st, d->hex, &d->st) && d->n_states)
+		if (!st || stat(hp[i], &now) || !fg_stat_unchanged(&d->st, &now))
+			continue;
+		noted = !fg_store_stamp_note(st, d->hex, &d->st);
+		if (!noted && seen)
+			noted = !fg_store_seen_note(st, d->hex, &d->st, since, hp[i]);
+		if (noted && d->n_states)
 			fg_store_states_note(st, d->hex, every, d->states, d->n_states);
 	}
 	for (i = 0; i < nh; i++)
@@ -1676,14 +1795,29 @@ static int blob_exists(const struct fg_store *st, const char *hex)
 }
 
 /* A chain states record is kept while its blob (its name) exists. */
-static int states_keep(const struct fg_store *st, const char *name, const char *path)
+/* The digests the kept seen records name (gc sweeps seen/ first). */
+struct seen_kept {
+	char (*hex)[FG_SHA256_HEX_LEN + 1];
+	size_t n, cap;
+};
+
+static int hex_cmp(const void *a, const void *b)
 {
+	return strcmp(a, b);
+}
+
+/* A blob's states are kept while the blob is; a seen file's while its record is. */
+static int states_keep(const struct fg_store *st, const char *name, const char *path, void *ctx)
+{
+	const struct seen_kept *sk = ctx;
+
 	(void)path;
-	return blob_exists(st, name);
+	return blob_exists(st, name) ||
+	       (sk && sk->n && bsearch(name, sk->hex, sk->n, sizeof(*sk->hex), hex_cmp));
 }
 
 /* A stamp is kept while the blob it names is the inode it is named by. */
-static int stamp_keep(const struct fg_store *st, const char *name, const char *path)
+static int stamp_keep(const struct fg_store *st, const char *name, const char *path, void *ctx)
 {
 	struct fg_buf b = FG_BUF_INIT, want = FG_BUF_INIT;
 	char rec[FG_SHA256_HEX_LEN + 1];
@@ -1691,6 +1825,7 @@ static int stamp_keep(const struct fg_store *st, const char *name, const char *p
 	ssize_t n = -1;
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), keep = 0;
 
+	(void)ctx;
 	if (fd < 0)
 		return 0;
 	n = read(fd, rec, FG_SHA256_HEX_LEN);
@@ -1708,10 +1843,54 @@ static int stamp_keep(const struct fg_store *st, const char *name, const char *p
 	return keep;
 }
 
+/* A seen record is kept while its path is still that inode, unchanged; or
+ * while the path cannot be looked at for another reason than its absence
+ * (a file system not mounted, permissions). */
+static int seen_keep(const struct fg_store *st, const char *name, const char *path, void *ctx)
+{
+	struct seen_kept *sk = ctx;
+	struct fg_buf want = FG_BUF_INIT;
+	char rec[FG_STORE_SEEN_REC_MAX], hex[FG_SHA256_HEX_LEN + 1], *f = NULL, *nl;
+	ssize_t n = seen_read(path, rec, sizeof(rec));
+	struct stat sb;
+	int k, keep = 0;
+
+	(void)st;
+	if (n <= 0 || !(nl = memchr(rec, '\n', (size_t)n)) || nl != rec + n - 1)
+		return 0;
+	*nl = '\0';
+	/* the path follows the fourth space */
+	for (f = rec, k = 0; f && k < 4; k++)
+		if ((f = strchr(f, ' ')))
+			f++;
+	if (!f || *f != '/')
+		return 0;
+	if (stat(f, &sb))
+		return errno != ENOENT && errno != ENOTDIR;
+	*nl = '\n';
+	keep = !fg_buf_printf(&want, NULL, "%llu-%llu", (unsigned long long)sb.st_dev,
+			      (unsigned long long)sb.st_ino) &&
+	       !strcmp(want.data, name) && seen_holds(rec, &sb, hex);
+	fg_buf_release(&want);
+	if (keep && sk->n == sk->cap) { /* out of memory: its states go, the record stays */
+		size_t cap = sk->cap ? 2 * sk->cap : 64;
+		void *nh = realloc(sk->hex, cap * sizeof(*sk->hex));
+
+		if (nh) {
+			sk->hex = nh;
+			sk->cap = cap;
+		}
+	}
+	if (keep && sk->n < sk->cap)
+		memcpy(sk->hex[sk->n++], hex, sizeof(hex));
+	return keep;
+}
+
 /* Removes the records in dir (stamps/, states/) that keep refuses, and
  * temporary ones (a leading dot) older than an hour. */
 static void sweep_records(const struct fg_store *st, const char *dir,
-			  int (*keep_fn)(const struct fg_store *, const char *, const char *))
+			  int (*keep_fn)(const struct fg_store *, const char *, const char *, void *),
+			  void *ctx)
 {
 	DIR *d = opendir(dir);
 	struct dirent *e;
@@ -1732,7 +1911,7 @@ static void sweep_records(const struct fg_store *st, const char *dir,
 		if (e->d_name[0] == '.')
 			keep = lstat(p.data, &sb) || now - sb.st_mtime < 3600;
 		else
-			keep = keep_fn(st, e->d_name, p.data);
+			keep = keep_fn(st, e->d_name, p.data, ctx);
 		if (!keep)
 			unlink(p.data);
 		fg_buf_release(&p);
@@ -1834,8 +2013,14 @@ int fg_store_gc(struct fg_store_report *rep, struct fg_store *st, const char *co
 		sweep(st, st->known, 30 * 24 * 3600, dry_run);
 		sweep(st, st->tmp, 3600, dry_run);
 		if (!dry_run) {
-			sweep_records(st, st->stamps, stamp_keep);
-			sweep_records(st, st->states, states_keep);
+			struct seen_kept sk = { NULL, 0, 0 };
+
+			sweep_records(st, st->seen, seen_keep, &sk);
+			if (sk.n)
+				qsort(sk.hex, sk.n, sizeof(*sk.hex), hex_cmp);
+			sweep_records(st, st->stamps, stamp_keep, NULL);
+			sweep_records(st, st->states, states_keep, &sk);
+			free(sk.hex);
 			sweep_placed(st);
 		}
 	}

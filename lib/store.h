@@ -11,6 +11,7 @@
  *   tmp/                            scratch for imports, same file system as blobs/
  *   known/<key>                     "<64 hex>\n": the blob a download under key became
  *   stamps/<dev>-<ino>              "<64 hex> <size> <mtime_ns> <ctime_ns>\n": see stamps below
+ *   seen/<dev>-<ino>                "<64 hex> <size> <mtime_ns> <ctime_ns> <path>\n": see seen below
  *
  * A blob enters blobs/ only through fg_store_commit, after its sha256 matched,
  * by fsync + rename; nothing else writes there.
@@ -131,6 +132,29 @@ int fg_store_import_ex(struct fg_store *st, const char *src, const char *expecte
  * whose stamp matches sb exactly; else 0. */
 int fg_store_stamp_match(const struct fg_store *st, const struct stat *sb,
 			 char out_hex[FG_SHA256_HEX_LEN + 1]);
+/* Seen: the same trust for a file that is no blob, as git's index has it
+ * for a work tree. seen/<dev>-<ino> records the digest of a file that a
+ * reader hashed in full itself (pack, for the files it packs), with the
+ * stat it showed before and after, and the file's absolute path (for gc).
+ * fg_store_seen_note records it only when the file's mtime and ctime were
+ * both at least FG_STORE_SEEN_RACY_NS older than since_ns, a clock reading
+ * (fg_store_seen_clock) taken before the stat sb: a later write then moves
+ * one of them past the record on any file system whose clock ticks at most
+ * that coarsely (FAT: 2 s), so a write in the same tick as the hash cannot
+ * go unseen. Not for a blob's inode (its stamp is the record there). 0, or
+ * -1 when nothing was recorded. fg_store_seen_match: 1 and out_hex when sb
+ * (of a regular file) shows exactly the size, mtime and ctime recorded for
+ * its device and inode, whatever path it is reached by. Trusted like a
+ * stamp and by the same readers' choice (pack; `--rehash` turns it off); a
+ * cache, never fsynced; gc drops a record whose path is gone or shows
+ * another inode or stamp now. */
+#define FG_STORE_SEEN_RACY_NS 2000000000LL
+#define FG_STORE_SEEN_REC_MAX 4352 /* the fields and a path of up to PATH_MAX */
+long long fg_store_seen_clock(void); /* CLOCK_REALTIME in ns; 0 if unreadable */
+int fg_store_seen_note(const struct fg_store *st, const char *sha256_hex, const struct stat *sb,
+		       long long since_ns, const char *path);
+int fg_store_seen_match(const struct fg_store *st, const struct stat *sb,
+			char out_hex[FG_SHA256_HEX_LEN + 1]);
 /* A blob's chain states (docs/formats/store.md, "Chain states";
  * docs/formats/bundle.md): states/<hex> holds the SHA-256 state after every
  * `every` bytes of the blob, as whoever hashed all of it took them. A cache,
@@ -153,6 +177,7 @@ struct fg_store_digest {
 	unsigned long long size; /* bytes hashed, or the size the stamp vouches for */
 	struct stat st;          /* the file as it was named, or before it was read */
 	int by_store;            /* 1: named by its store blob, not read */
+	int by_seen;             /* 1: named by its seen record, not read */
 	int rc;                  /* 0, or FG_E* for this file (FG_ENOTFOUND: absent) */
 	struct fg_err err;       /* the message when rc */
 	/* fg_store_digest_files_states, a file it hashed: its chain states
@@ -175,6 +200,13 @@ int fg_store_digest_files(struct fg_store *st, const char *const *path, size_t n
 int fg_store_digest_files_states(struct fg_store *st, const char *const *path, size_t n,
 				 int threads, unsigned long long every, struct fg_store_digest *out,
 				 struct fg_err *err);
+/* The same with flags: FG_STORE_DIGEST_SEEN also names a file by its seen
+ * record (by_seen) and notes one for each other file it hashes that is no
+ * blob (with the states it took, under the digest, as for a blob). */
+#define FG_STORE_DIGEST_SEEN 1
+int fg_store_digest_files_ex(struct fg_store *st, const char *const *path, size_t n, int threads,
+			     unsigned long long every, int flags, struct fg_store_digest *out,
+			     struct fg_err *err);
 /* Records sb as blob sha256_hex's stamp, only when sb is that blob's inode.
  * The caller vouches that the file held sha256_hex's bytes while it showed sb:
  * it hashed every byte itself, with sb taken before and found unchanged after.

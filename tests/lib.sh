@@ -11,7 +11,10 @@ _cleanups=""
 # no file from the machine's huggingface_hub cache
 HF_TOKEN_PATH=$WORK/no-hf-token
 HF_HUB_CACHE=$WORK/no-hf-cache
-export HF_TOKEN_PATH HF_HUB_CACHE
+# nor the machine's fgpack store (a test that wants one makes it here, or
+# names its own)
+FGPACK_HOME=$WORK/fgpack-home
+export HF_TOKEN_PATH HF_HUB_CACHE FGPACK_HOME
 unset HUGGING_FACE_HUB_TOKEN HF_HUB_DISABLE_IMPLICIT_TOKEN
 
 at_exit() { _cleanups="$* ; $_cleanups"; }

@@ -11,6 +11,15 @@ head -c 3000000 /dev/urandom >"$M/sub/weights.bin"
 printf 'x\n' >"$M/sub/tool.sh"
 chmod 755 "$M/sub/tool.sh"
 
+# a folder for the seen records' checks at the end, made now so that it is
+# over 2 s old there (a file changed less than 2 s before it is hashed gets
+# no record)
+SM=$WORK/seenmodel
+mkdir -p "$SM"
+printf '{"seen": true}\n' >"$SM/config.json"
+head -c 2000000 /dev/urandom >"$SM/weights.bin"
+seen_t0=$(date +%s)
+
 check "pack once" sh -c "'$FGPACK' pack --model '$M' --no-golden -o '$WORK/a.fgb' >'$WORK/a.id'"
 touch "$M/config.json"
 check "pack again (mtime of a source changed)" sh -c "'$FGPACK' pack --model '$M' --no-golden -o '$WORK/b.fgb' >'$WORK/b.id'"
@@ -210,4 +219,17 @@ check_fails "a manifest component without a source is refused" sh -c "'$FGPACK' 
 printf '{"_type": "https://in-toto.io/Statement/v1"}\n' >"$WORK/prov.intoto.json"
 check "--attest puts a statement under attestations/" sh -c "'$FGPACK' pack --model '$M' --no-golden --attest '$WORK/prov.intoto.json' -o '$WORK/at.fgb' >/dev/null && zstd -dc '$WORK/at.fgb' | tar tf - | grep -qx 'attestations/prov.intoto.json'"
 check_exit "pack without -o is a usage error" 2 "$FGPACK" pack --model "$M"
+
+# files an earlier pack hashed, unchanged since, are named by the store's
+# seen records and not hashed again; a change in place is seen and hashed
+S=$WORK/seenstore
+mkdir -p "$S/blobs/sha256"
+while [ $(($(date +%s) - seen_t0)) -lt 3 ]; do sleep 0.2; done
+check "seen: pack with a store hashes the folder and records its files" sh -c "FGPACK_HOME='$S' '$FGPACK' pack --model '$SM' --no-golden -o '$WORK/se1.fgb' 2>'$WORK/se1.err' >/dev/null && ! grep -q 'hashed by an earlier pack' '$WORK/se1.err' && [ -s \"\$(ls -d '$S'/seen/* | head -1)\" ] && grep -q ' $SM/weights.bin\$' '$S'/seen/*"
+check "seen: pack again names them by their records, the same bytes" sh -c "FGPACK_HOME='$S' '$FGPACK' pack --model '$SM' --no-golden -o '$WORK/se2.fgb' 2>'$WORK/se2.err' >/dev/null && cmp '$WORK/se1.fgb' '$WORK/se2.fgb'"
+check_grep "seen:   and says how many" '^fgpack pack: [2-9] files \([0-9.]+ GB\) hashed by an earlier pack, unchanged since, not hashed again' "$WORK/se2.err"
+check "seen: --rehash hashes them, the same bytes" sh -c "FGPACK_HOME='$S' '$FGPACK' pack --model '$SM' --no-golden --rehash -o '$WORK/se3.fgb' 2>'$WORK/se3.err' >/dev/null && ! grep -q 'hashed by an earlier pack' '$WORK/se3.err' && cmp '$WORK/se1.fgb' '$WORK/se3.fgb'"
+# one byte of the weights changed in place, the size the same
+printf 'Z' | dd of="$SM/weights.bin" bs=1 seek=1000 conv=notrunc 2>/dev/null
+check "seen: a file changed in place is hashed again: its new digest listed, the bundle verifies" sh -c "FGPACK_HOME='$S' '$FGPACK' pack --model '$SM' --no-golden -o '$WORK/se4.fgb' 2>/dev/null >/dev/null && zstd -dc '$WORK/se4.fgb' | tar xOf - bundle.json | grep -q \"\$(sha256sum '$SM/weights.bin' | cut -c1-64)\" && '$FGPACK' verify '$WORK/se4.fgb' --no-replay --summary - >/dev/null"
 finish

@@ -427,16 +427,23 @@ static void test_verify_gc(struct fg_store *st)
 	fg_buf_release(&q);
 }
 
-static int stamp_of(struct fg_store *st, const char *path, char hex[FG_SHA256_HEX_LEN + 1])
+/* match (the stamp's or the seen record's) on the fstat of path opened */
+static int match_of(struct fg_store *st, const char *path, char hex[FG_SHA256_HEX_LEN + 1],
+		    int (*match)(const struct fg_store *, const struct stat *, char *))
 {
 	struct stat sb;
 	int fd = open(path, O_RDONLY), m = 0;
 
 	if (fd >= 0 && !fstat(fd, &sb))
-		m = fg_store_stamp_match(st, &sb, hex);
+		m = match(st, &sb, hex);
 	if (fd >= 0)
 		close(fd);
 	return m;
+}
+
+static int stamp_of(struct fg_store *st, const char *path, char hex[FG_SHA256_HEX_LEN + 1])
+{
+	return match_of(st, path, hex, fg_store_stamp_match);
 }
 
 /* Stamps: a hard link to a committed blob is trusted by its name until its
@@ -701,6 +708,143 @@ static void test_states(struct fg_store *st)
 	free(t);
 }
 
+static int seen_of(struct fg_store *st, const char *path, char hex[FG_SHA256_HEX_LEN + 1])
+{
+	return match_of(st, path, hex, fg_store_seen_match);
+}
+
+static long long mtime_ns(const struct stat *sb)
+{
+	long long m = (long long)sb->st_mtim.tv_sec * 1000000000LL + sb->st_mtim.tv_nsec;
+	long long c = (long long)sb->st_ctim.tv_sec * 1000000000LL + sb->st_ctim.tv_nsec;
+
+	return m > c ? m : c;
+}
+
+/* Seen records: a plain file hashed in full is trusted by its stat while
+ * size, mtime, ctime and inode hold, only when it was last changed 2 s
+ * before the hash began; a blob's inode is left to its stamp; gc drops a
+ * record whose file moved or went, and keeps the states of one it keeps. */
+static void test_seen(struct fg_store *st)
+{
+	static const char body[] = "a plain file, no blob; long enough for three chain states of 64 bytes "
+				   "each, and some more bytes after the third one, to be sure.\n";
+	struct fg_buf a = FG_BUF_INIT, b = FG_BUF_INIT, c = FG_BUF_INIT, rec = FG_BUF_INIT;
+	struct fg_store_report rep;
+	struct fg_store_digest d[2];
+	struct fg_err err = { 0, "" };
+	char hex[FG_SHA256_HEX_LEN + 1], got[FG_SHA256_HEX_LEN + 1];
+	const char *paths[2];
+	uint8_t dg[FG_SHA256_LEN];
+	struct stat sb;
+	long long t0 = fg_store_seen_clock();
+	char *t;
+	FILE *f;
+
+	fg_sha256_mem(body, sizeof(body) - 1, dg, NULL);
+	fg_hex_encode(dg, sizeof(dg), hex);
+	fg_buf_printf(&a, NULL, "%s/seen-a.bin", top);
+	fg_buf_printf(&b, NULL, "%s/seen-b.bin", top);
+	fg_buf_printf(&c, NULL, "%s/seen-c.bin", top);
+	put(a.data, body, sizeof(body) - 1);
+	put(b.data, body, sizeof(body) - 1);
+	ok(t0 > 0 && !stat(a.data, &sb) && fg_store_seen_note(st, hex, &sb, t0, a.data) == -1 &&
+		   seen_of(st, a.data, got) == 0,
+	   "seen: a file changed just now is not noted (racy)");
+	ok(fg_store_seen_note(st, hex, &sb, mtime_ns(&sb) + FG_STORE_SEEN_RACY_NS - 1, a.data) == -1,
+	   "seen: nor one changed 1 ns less than 2 s before the hash");
+	ok(fg_store_seen_note(st, hex, &sb, mtime_ns(&sb) + FG_STORE_SEEN_RACY_NS, a.data) == 0 &&
+		   seen_of(st, a.data, got) == 1 && !strcmp(got, hex),
+	   "seen: one changed 2 s before is noted and trusted by its stat");
+	ok(fg_store_seen_note(st, "zz", &sb, mtime_ns(&sb) + FG_STORE_SEEN_RACY_NS, a.data) == -1,
+	   "seen: not a digest: not noted");
+	ok(seen_of(st, b.data, got) == 0, "seen: another file with the same bytes is not (its own inode)");
+	/* each change below comes a clock tick (HZ 100 at most) after the last:
+	 * a change within one tick is the racy case the 2 s rule avoids */
+	usleep(20000);
+	put(a.data, "A", 1);
+	put(a.data, body, sizeof(body) - 1);
+	ok(seen_of(st, a.data, got) == 0, "seen: rewritten with the same bytes: not trusted (mtime, ctime moved)");
+	ok(!stat(a.data, &sb) &&
+		   fg_store_seen_note(st, hex, &sb, mtime_ns(&sb) + FG_STORE_SEEN_RACY_NS, a.data) == 0 &&
+		   !usleep(20000) && !link(a.data, c.data) && seen_of(st, a.data, got) == 0 && seen_of(st, c.data, got) == 0,
+	   "seen: a new hard link moves ctime: not trusted");
+	ok(!stat(a.data, &sb) &&
+		   fg_store_seen_note(st, hex, &sb, mtime_ns(&sb) + FG_STORE_SEEN_RACY_NS, a.data) == 0 &&
+		   seen_of(st, a.data, got) == 1 && !usleep(20000) && !chmod(a.data, 0600) &&
+		   seen_of(st, a.data, got) == 0,
+	   "seen: a chmod moves ctime: not trusted");
+	ok(!stat(c.data, &sb) &&
+		   fg_store_seen_note(st, hex, &sb, mtime_ns(&sb) + FG_STORE_SEEN_RACY_NS, c.data) == 0 &&
+		   seen_of(st, a.data, got) == 1,
+	   "seen: trusted by any path to the inode");
+	fg_buf_printf(&rec, NULL, "%s/seen/%llu-%llu", fg_store_root(st), (unsigned long long)sb.st_dev,
+		      (unsigned long long)sb.st_ino);
+	ok(!truncate(rec.data, 70) && seen_of(st, a.data, got) == 0, "seen: a torn record means hashing again");
+	/* a blob's inode is the stamp's business */
+	t = tmp_in(st);
+	put(t, body, sizeof(body) - 1);
+	ok(fg_store_commit(st, t, hex, hex, &err) == 0 && !fg_store_blob_path(&rec, st, hex, NULL),
+	   "seen: the same bytes committed as a blob (%s)", err.msg);
+	fg_buf_reset(&rec);
+	fg_store_blob_path(&rec, st, hex, NULL);
+	ok(!stat(rec.data, &sb) &&
+		   fg_store_seen_note(st, hex, &sb, mtime_ns(&sb) + FG_STORE_SEEN_RACY_NS, rec.data) == -1,
+	   "seen: not noted for a blob's inode");
+	free(t);
+	/* fg_store_digest_files_ex: every file here was made 2 s before it runs */
+	unlink(c.data);
+	put(c.data, body, sizeof(body) - 1);
+	while (fg_store_seen_clock() < t0 + FG_STORE_SEEN_RACY_NS + 100000000LL)
+		usleep(50000);
+	paths[0] = b.data;
+	paths[1] = c.data;
+	ok(fg_store_digest_files_ex(st, paths, 2, 2, 64, FG_STORE_DIGEST_SEEN, d, &err) == 0 && !d[0].rc &&
+		   !d[1].rc && !d[0].by_seen && !d[1].by_seen && !strcmp(d[0].hex, hex) && d[0].n_states == 2,
+	   "seen: the first digest hashes both (%s)", err.msg);
+	free(d[0].states);
+	free(d[1].states);
+	ok(fg_store_digest_files_ex(st, paths, 2, 2, 64, FG_STORE_DIGEST_SEEN, d, &err) == 0 && d[0].by_seen &&
+		   d[1].by_seen && !d[0].by_store && !strcmp(d[1].hex, hex) && d[0].n_states == 2 && d[1].n_states == 2,
+	   "seen: the second names both by their records, with their states");
+	free(d[0].states);
+	free(d[1].states);
+	ok(fg_store_digest_files_ex(st, paths, 2, 1, 64, 0, d, &err) == 0 && !d[0].by_seen && !d[1].by_seen,
+	   "seen: not without FG_STORE_DIGEST_SEEN");
+	free(d[0].states);
+	free(d[1].states);
+	/* gc: the blob goes (no roots); b's record and its states stay while b
+	 * holds; c's goes with c, a changed file's with its change */
+	f = fopen(c.data, "a");
+	if (f) {
+		fputc('x', f);
+		fclose(f);
+	}
+	memset(&rep, 0, sizeof(rep));
+	fg_buf_reset(&rec);
+	fg_buf_printf(&rec, NULL, "%s/seen", fg_store_root(st));
+	ok(fg_store_gc(&rep, st, NULL, 0, 0, NULL, NULL, &err) == 0 && count_files(rec.data) == 1 &&
+		   seen_of(st, b.data, got) == 1 && !fg_store_has(st, hex),
+	   "seen: gc keeps the record of an unchanged file, drops a changed one's (%s)", err.msg);
+	fg_buf_reset(&rec);
+	fg_buf_printf(&rec, NULL, "%s/states/%s", fg_store_root(st), hex);
+	ok(access(rec.data, F_OK) == 0, "seen: gc keeps its states though no blob has them");
+	unlink(b.data);
+	fg_buf_reset(&rec);
+	fg_buf_printf(&rec, NULL, "%s/seen", fg_store_root(st));
+	ok(fg_store_gc(&rep, st, NULL, 0, 0, NULL, NULL, &err) == 0 && count_files(rec.data) == 0,
+	   "seen: gc drops the record of a file that is gone");
+	fg_buf_reset(&rec);
+	fg_buf_printf(&rec, NULL, "%s/states/%s", fg_store_root(st), hex);
+	ok(access(rec.data, F_OK) != 0, "seen: and then its states");
+	unlink(a.data);
+	unlink(c.data);
+	fg_buf_release(&a);
+	fg_buf_release(&b);
+	fg_buf_release(&c);
+	fg_buf_release(&rec);
+}
+
 int main(void)
 {
 	struct fg_store *st = NULL;
@@ -722,6 +866,7 @@ int main(void)
 		test_verify_gc(st);
 		test_stamps(st);
 		test_states(st);
+		test_seen(st);
 	}
 	test_verify_pairs();
 	fg_store_free(st);
