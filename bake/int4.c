@@ -323,7 +323,9 @@ struct infile {
 	unsigned long long size;
 	char sha256[FG_SHA256_HEX_LEN + 1];
 	int have_digest;   /* sha256 is set */
-	int by_stamp;      /* sha256 is the name of the store blob this file is a link to */
+	int by_stamp;      /* sha256 is the name of the store blob this file is a link to, */
+	int by_seen;       /* or (by_stamp too) of the store's seen record of this file */
+	long long since;   /* the clock before st0 (what a seen record is vouched from) */
 	int hashed;        /* sha256 was computed from every byte read here */
 	int stable;        /* hashed, and its stat did not move from open to last byte */
 	struct stat st0;   /* fstat when opened */
@@ -557,15 +559,18 @@ static int emit_file(struct bake *b, const char *name, const void *data, size_t 
 
 /* Input f was just opened as fd: records its stat and, unless --rehash, takes
  * the store blob's name as its digest when f is a hard link to that blob and
- * the blob's stamp still holds (lib/store.h). */
+ * the blob's stamp still holds, or the digest of the store's seen record of
+ * f when that holds (lib/store.h). */
 static int open_input(struct bake *b, struct infile *f, int fd, int may_trust, struct fg_err *err)
 {
+	f->since = fg_store_seen_clock();
 	if (fstat(fd, &f->st0))
 		return fg_err_set(err, FG_EIO, "%s: %s", f->path, strerror(errno));
-	if (may_trust && b->store && !b->o->rehash &&
-	    fg_store_stamp_match(b->store, &f->st0, f->sha256)) {
-		f->by_stamp = 1;
-		f->have_digest = 1;
+	if (may_trust && b->store && !b->o->rehash) {
+		f->by_stamp = fg_store_stamp_match(b->store, &f->st0, f->sha256);
+		if (!f->by_stamp)
+			f->by_stamp = f->by_seen = fg_store_seen_match(b->store, &f->st0, f->sha256);
+		f->have_digest = f->by_stamp;
 	}
 	return 0;
 }
@@ -588,12 +593,14 @@ static int close_input(struct infile *f, int fd, struct fg_err *err)
 	return 0;
 }
 
-/* A hashed input that is a hard link to the blob its digest names, unchanged
- * while hashed: the store may trust that blob's name next time. */
+/* A hashed input unchanged while hashed: when it is a hard link to the blob
+ * its digest names, the store may trust that blob's name next time; any
+ * other, its seen record (when it was last changed 2 s before). */
 static void note_input(struct bake *b, const struct infile *f)
 {
-	if (b->store && f->hashed && f->stable)
-		fg_store_stamp_note(b->store, f->sha256, &f->st0);
+	if (b->store && f->hashed && f->stable &&
+	    fg_store_stamp_note(b->store, f->sha256, &f->st0))
+		fg_store_seen_note(b->store, f->sha256, &f->st0, f->since, f->path);
 }
 
 /* Digest of a whole input file not streamed by the bake (config.json, the index). */
@@ -1811,6 +1818,7 @@ static int write_statement(struct bake *b, time_t started, struct fg_int4_report
 	struct fg_prov_item *deps = calloc(b->n_in + 1, sizeof(*deps));
 	const cJSON **ann = calloc(b->n_in + 1, sizeof(*ann));
 	cJSON *by_read = cJSON_CreateObject(), *by_stamp = cJSON_CreateObject();
+	cJSON *by_seen = cJSON_CreateObject();
 	cJSON *ext = cJSON_CreateObject(), *inl = cJSON_CreateObject(), *bp = cJSON_CreateArray(), *o, *dg;
 	struct fg_buf text = FG_BUF_INIT, path = FG_BUF_INIT;
 	struct fg_prov p;
@@ -1818,9 +1826,10 @@ static int write_statement(struct bake *b, time_t started, struct fg_int4_report
 	size_t i;
 	int rc = 0;
 
-	if (!subj || !deps || !ext || !inl || !bp || !ann || !by_read || !by_stamp ||
+	if (!subj || !deps || !ext || !inl || !bp || !ann || !by_read || !by_stamp || !by_seen ||
 	    !cJSON_AddStringToObject(by_read, "fgpack_digest", "read") ||
-	    !cJSON_AddStringToObject(by_stamp, "fgpack_digest", "store")) {
+	    !cJSON_AddStringToObject(by_stamp, "fgpack_digest", "store") ||
+	    !cJSON_AddStringToObject(by_seen, "fgpack_digest", "seen")) {
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -1831,7 +1840,7 @@ static int write_statement(struct bake *b, time_t started, struct fg_int4_report
 	for (i = 0; i < b->n_in; i++) {
 		deps[i].name = b->in[i].name;
 		deps[i].sha256 = b->in[i].sha256;
-		ann[i] = b->in[i].by_stamp ? by_stamp : by_read;
+		ann[i] = b->in[i].by_seen ? by_seen : b->in[i].by_stamp ? by_stamp : by_read;
 	}
 	cJSON_AddStringToObject(ext, "source", b->src);
 	cJSON_AddStringToObject(ext, "output", b->out);
@@ -1878,6 +1887,7 @@ out:
 	free(ann);
 	cJSON_Delete(by_read);
 	cJSON_Delete(by_stamp);
+	cJSON_Delete(by_seen);
 	cJSON_Delete(ext);
 	cJSON_Delete(inl);
 	cJSON_Delete(bp);
@@ -1997,7 +2007,10 @@ int fg_int4_bake(const char *src, const char *out, const struct fg_int4_opts *op
 		rc = tree_digest(rep->tree_digest, b.outs, b.n_out, err);
 		for (i = 0; i < b.n_in; i++) {
 			rep->bytes_in += b.in[i].size;
-			if (b.in[i].by_stamp) {
+			if (b.in[i].by_seen) {
+				rep->n_by_seen++;
+				rep->bytes_by_seen += b.in[i].size;
+			} else if (b.in[i].by_stamp) {
 				rep->n_by_stamp++;
 				rep->bytes_by_stamp += b.in[i].size;
 			}

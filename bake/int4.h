@@ -83,6 +83,8 @@ struct fg_int4_report {
 	uint64_t bytes_in;                       /* bytes of all input files */
 	size_t n_by_stamp;                       /* inputs whose digest is their store blob's name */
 	uint64_t bytes_by_stamp;                 /* their bytes (read, not hashed) */
+	size_t n_by_seen;                        /* inputs whose digest is their seen record's */
+	uint64_t bytes_by_seen;                  /* (lib/store.h: hashed before, unchanged since) */
 	uint64_t bytes_out;
 };
 

@@ -29,6 +29,7 @@ struct item {
 	char *name;
 	char sha[FG_SHA256_HEX_LEN + 1];
 	int by_store; /* an input named by the store blob it is a hard link to */
+	int by_seen;  /* or by its seen record (lib/store.h) */
 };
 
 struct items {
@@ -48,6 +49,7 @@ static int add_item(struct items *it, const char *name, const char *sha, struct 
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	memcpy(p[it->n].sha, sha, FG_SHA256_HEX_LEN + 1);
 	p[it->n].by_store = 0;
+	p[it->n].by_seen = 0;
 	it->n++;
 	return 0;
 }
@@ -87,7 +89,8 @@ static int input_digests(struct fg_store *store, const char *config, const struc
 	for (i = 0; !rc && i < n; i++)
 		path[i] = i == 0 ? config : i <= nf ? fg_st_file(set, i - 1) : keepset;
 	if (!rc)
-		rc = fg_store_digest_files(store, path, n, fg_workq_cpus(8), d, err);
+		rc = fg_store_digest_files_ex(store, path, n, fg_workq_cpus(8), 0, FG_STORE_DIGEST_SEEN,
+					      d, err);
 	for (i = 0; !rc && i < n; i++) {
 		const char *slash = strrchr(path[i], '/');
 
@@ -100,11 +103,17 @@ static int input_digests(struct fg_store *store, const char *config, const struc
 		/* names: config.json, each tensor file's, the keepset as given */
 		rc = add_item(ins, i == 0 ? "config.json" : i <= nf && slash ? slash + 1 : path[i], d[i].hex,
 			      err);
-		if (!rc)
+		if (!rc) {
 			ins->v[ins->n - 1].by_store = d[i].by_store;
+			ins->v[ins->n - 1].by_seen = d[i].by_seen;
+		}
 		if (!rc && d[i].by_store && i >= 1 && i <= nf) {
 			rep->n_by_store++;
 			rep->bytes_by_store += d[i].size;
+		}
+		if (!rc && d[i].by_seen && i >= 1 && i <= nf) {
+			rep->n_by_seen++;
+			rep->bytes_by_seen += d[i].size;
 		}
 	}
 	free(path);
@@ -550,6 +559,7 @@ have_head:
 		struct fg_prov prov;
 		cJSON *params = cJSON_CreateObject(), *inl = cJSON_CreateObject();
 		cJSON *by_read = cJSON_CreateObject(), *by_blob = cJSON_CreateObject();
+		cJSON *by_seen = cJSON_CreateObject();
 		const cJSON **ann = calloc(ins.n + 1, sizeof(*ann));
 
 		cJSON_AddStringToObject(params, "model", src);
@@ -560,9 +570,10 @@ have_head:
 			si[i] = (struct fg_prov_item){ outs.v[i].name, NULL, outs.v[i].sha };
 		cJSON_AddStringToObject(by_read, "fgpack_digest", "read");
 		cJSON_AddStringToObject(by_blob, "fgpack_digest", "store");
+		cJSON_AddStringToObject(by_seen, "fgpack_digest", "seen");
 		for (i = 0; di && ann && i < ins.n; i++) {
 			di[i] = (struct fg_prov_item){ ins.v[i].name, NULL, ins.v[i].sha };
-			ann[i] = ins.v[i].by_store ? by_blob : by_read;
+			ann[i] = ins.v[i].by_store ? by_blob : ins.v[i].by_seen ? by_seen : by_read;
 		}
 		if (store)
 			cJSON_AddStringToObject(inl, "store", fg_store_root(store));
@@ -585,6 +596,7 @@ have_head:
 		cJSON_Delete(inl);
 		cJSON_Delete(by_read);
 		cJSON_Delete(by_blob);
+		cJSON_Delete(by_seen);
 		if (rc)
 			goto done;
 		fg_buf_reset(&p);

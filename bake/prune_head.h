@@ -30,6 +30,8 @@ struct fg_prune_report {
 	uint64_t bytes_out;
 	size_t n_by_store;        /* tensor files named by their store blob, not hashed */
 	uint64_t bytes_by_store;
+	size_t n_by_seen;         /* named by their seen record (hashed before, unchanged since) */
+	uint64_t bytes_by_seen;
 };
 
 /* Writes out (which must not exist, or be an empty folder) from the model

@@ -38,7 +38,9 @@ static void usage(FILE *f)
 		"  --rehash      hash every input file, even one the store vouches for\n\n"
 		"An input that is a hard link to a store blob (as `fgpack pull --into` makes\n"
 		"them) and unchanged since the store checked it is named by the blob's sha256\n"
-		"instead of being hashed again; the statement records which inputs were.\n"
+		"instead of being hashed again; so is an input an earlier bake or pack with\n"
+		"that store hashed, unchanged since (its seen record: docs/formats/store.md).\n"
+		"The statement records which inputs were named which way.\n"
 		"OUT_DIR must not exist (or be empty); it appears only when complete. An in-toto\n"
 		"statement with SLSA provenance is written to OUT_DIR.intoto.json. stdout gets\n"
 		"the output's tree digest and OUT_DIR.\n");
@@ -51,7 +53,7 @@ int cmd_bake_int4(int argc, char **argv)
 	struct fg_err err = { 0, "" };
 	const char *pos[2] = { NULL, NULL };
 	struct timespec t0, t1;
-	char misfits[96] = "";
+	char misfits[96] = "", seen[128] = "";
 	double secs;
 	int i, npos = 0;
 
@@ -122,16 +124,21 @@ int cmd_bake_int4(int argc, char **argv)
 	if (rep.n_misfit)
 		snprintf(misfits, sizeof(misfits), "\n  (of them %zu Linears whose width the group does not divide)",
 			 rep.n_misfit);
+	if (rep.n_by_seen)
+		snprintf(seen, sizeof(seen),
+			 "  inputs hashed before and unchanged since (not hashed): %zu files, %.3f GB\n",
+			 rep.n_by_seen, (double)rep.bytes_by_seen / 1e9);
 	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	fprintf(stderr,
 		"fgpack bake int4: %zu Linear weights to INT4 (group %d, head %s), %zu tensors unchanged%s;\n"
 		"  %.3f GB in (%zu files), %.3f GB out (%zu files), %.2f s, %.2f GB/s of input\n"
 		"  inputs named by their store blob (not hashed): %zu files, %.3f GB\n"
+		"%s"
 		"  provenance: %s\n",
 		rep.n_quantized, o.group, o.head_int4 ? "int4" : "keep", rep.n_passed, misfits,
 		(double)rep.bytes_in / 1e9, rep.n_files_in, (double)rep.bytes_out / 1e9, rep.n_files_out,
 		secs, secs > 0 ? (double)rep.bytes_in / 1e9 / secs : 0.0, rep.n_by_stamp,
-		(double)rep.bytes_by_stamp / 1e9, rep.statement);
+		(double)rep.bytes_by_stamp / 1e9, seen, rep.statement);
 	printf("%s  %s\n", rep.tree_digest, pos[1]);
 	return FG_EXIT_OK;
 }

@@ -27,7 +27,9 @@ static void usage(FILE *f)
 		"  --rehash      hash every input file, even one the store vouches for\n\n"
 		"An input that is a hard link to a store blob (as `fgpack pull --into` makes\n"
 		"them) and unchanged since the store checked it is named in the statement by\n"
-		"the blob's sha256 instead of being hashed again (\"fgpack_digest\": \"store\").\n");
+		"the blob's sha256 instead of being hashed again (\"fgpack_digest\": \"store\");\n"
+		"one that an earlier bake or pack with that store hashed, unchanged since, by\n"
+		"its seen record's (\"seen\"; docs/formats/store.md).\n");
 }
 
 int cmd_bake_prune_head(int argc, char **argv)
@@ -79,5 +81,9 @@ int cmd_bake_prune_head(int argc, char **argv)
 		fprintf(stderr, "prune-head: %zu tensor file%s (%.3f GB) named by their store blob, not hashed "
 				"again (--rehash hashes them)\n",
 			rep.n_by_store, rep.n_by_store == 1 ? "" : "s", (double)rep.bytes_by_store / 1e9);
+	if (rep.n_by_seen)
+		fprintf(stderr, "prune-head: %zu tensor file%s (%.3f GB) hashed before and unchanged since, "
+				"not hashed again (--rehash hashes them)\n",
+			rep.n_by_seen, rep.n_by_seen == 1 ? "" : "s", (double)rep.bytes_by_seen / 1e9);
 	return FG_EXIT_OK;
 }

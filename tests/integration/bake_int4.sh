@@ -238,6 +238,24 @@ check "the edited shard is hashed again, with its new digest" provenance pulled/
 	"{\"$S1\": \"store\", \"config.json\": \"store\", \"model.safetensors.index.json\": \"store\"}"
 check "and the output follows the edit" sh -c '! cmp -s digestp digeste'
 check_exit "--store naming no store is refused" 1 "$FGPACK" bake int4 src outs --store "$WORK/nostore"
+# The plain (unpulled) checkpoint with the store: a first bake hashes its
+# inputs and keeps their seen records (each file last changed 2 s or more
+# before); the next names them by those records, until one changes
+newest=$(find src -type f -printf '%C@\n' | sort -n | tail -1 | cut -d. -f1)
+while [ $(($(date +%s) - newest)) -lt 3 ]; do sleep 0.2; done
+SEEN="{\"$S1\": \"seen\", \"$S2\": \"seen\", \"config.json\": \"seen\", \"model.safetensors.index.json\": \"seen\"}"
+check "seen: a bake of the plain folder with the store hashes every input" sh -c "'$FGPACK' bake int4 src outsn1 >/dev/null 2>&1"
+check "seen:   statement: every input read" provenance src outsn1.intoto.json '{}'
+check "seen: the next bake names its inputs by their seen records" sh -c "'$FGPACK' bake int4 src outsn2 >/dev/null 2>logsn2"
+check_grep "seen:   and says how many" 'inputs hashed before and unchanged since \(not hashed\): 4 files' logsn2
+check "seen:   statement: true digests, annotated seen" provenance src outsn2.intoto.json "$SEEN"
+check "seen:   the same bytes" diff -r out1 outsn2
+check "seen: --rehash reads them" sh -c "'$FGPACK' bake int4 src outsn3 --rehash >/dev/null 2>&1"
+check "seen:   statement: every input read" provenance src outsn3.intoto.json '{}'
+cp "src/$S2" shard.tmp && $PY -c "import sys; f = open(sys.argv[1], 'r+b'); f.seek(-2, 2); b = f.read(1); f.seek(-2, 2); f.write(bytes([b[0] ^ 1])); f.close()" "src/$S2"
+check "seen: a shard edited in place is read again, with its new digest" sh -c "'$FGPACK' bake int4 src outsn4 >/dev/null 2>&1"
+check "seen:   statement" provenance src outsn4.intoto.json "{\"$S1\": \"seen\", \"config.json\": \"seen\", \"model.safetensors.index.json\": \"seen\"}"
+cat shard.tmp >"src/$S2" && rm -f shard.tmp
 unset FGPACK_HOME
 check_exit "an existing non-empty output folder is refused" 1 "$FGPACK" bake int4 src out1
 check_exit "bad --group is a usage error" 2 "$FGPACK" bake int4 src outx --group 48

@@ -103,6 +103,18 @@ check "  the same digests either way" sh -c "cut -d' ' -f1-2 '$WORK/deps_p' >'$W
 check_exit "--store of a folder that is no store is refused" 1 sh -c "'$FGPACK' bake prune-head '$WORK/placed/m' --keepset '$WORK/k.json' '$WORK/outn' --store '$WORK/tied' 2>'$WORK/outn.err'"
 check_grep "  in one line naming it" "^fgpack bake prune-head: --store: $WORK/tied: not an fgpack store \\(no blobs/sha256\\)$" "$WORK/outn.err"
 check "  before writing anything" test ! -e "$WORK/outn" -a ! -e "$WORK/outn.partial" -a ! -e "$WORK/outn.intoto.json"
+# the plain folder with the store: the first prune hashes its inputs and
+# keeps their seen records (each last changed 2 s or more before), the next
+# names them by those
+newest=$(find "$WORK/tied" "$WORK/k.json" -type f -printf '%C@\n' | sort -n | tail -1 | cut -d. -f1)
+while [ $(($(date +%s) - newest)) -lt 3 ]; do sleep 0.2; done
+check "seen: prune the plain folder with the store" sh -c "'$FGPACK' bake prune-head '$WORK/tied' --keepset '$WORK/k.json' '$WORK/outs1' 2>'$WORK/outs1.err'"
+check "seen: again: the tensor file named by its seen record" sh -c "'$FGPACK' bake prune-head '$WORK/tied' --keepset '$WORK/k.json' '$WORK/outs2' 2>'$WORK/outs2.err' && ! grep -q 'hashed before' '$WORK/outs1.err'"
+check_grep "seen:   says so" '^prune-head: 1 tensor file \([0-9.]+ GB\) hashed before and unchanged since' "$WORK/outs2.err"
+stmt_deps "$WORK/outs2.intoto.json" >"$WORK/deps_s"
+check_grep "seen:   the statement says so for the tensor file" '^model.safetensors [0-9a-f]{64} seen$' "$WORK/deps_s"
+stmt_deps "$WORK/outs1.intoto.json" >"$WORK/deps_s1"
+check "seen:   the same digests and bytes as the prune that read them" sh -c "cut -d' ' -f1-2 '$WORK/deps_s' >'$WORK/a' && cut -d' ' -f1-2 '$WORK/deps_s1' >'$WORK/b' && cmp '$WORK/a' '$WORK/b' && cmp '$WORK/outs1/model.safetensors' '$WORK/outs2/model.safetensors'"
 unset FGPACK_HOME
 
 ks "$WORK/k100.json" 100 0 1 2
