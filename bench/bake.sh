@@ -7,6 +7,9 @@
 #             hard-linked out of it by `fgpack pull --into`, as a user's
 #             checkpoint is; inputs whose store stamp holds are named by their
 #             blob instead of hashed (docs/formats/int4.md),
+#   - seen:   the plain folder again, its inputs named by the store's seen
+#             records that the plain bakes keep (--rehash on those: they
+#             hash every input whatever the store says),
 # side by side, in alternated rounds (cat, cp, sha256sum, bake plain, bake
 # pulled, [baseline binary]), with
 #   - cat of the safetensors files to /dev/null (the read floor),
@@ -46,7 +49,7 @@ dir=${BAKE_DIR:-/tmp/fgpack-bench-bake}
 src=$dir/e4b-L$layers
 store=$dir/store-L$layers
 pulled=$dir/pulled-L$layers/m
-rows=${BAKE_ROWS:-cat cp sha256sum plain pulled}
+rows=${BAKE_ROWS:-cat cp sha256sum plain pulled seen}
 has() { case " $rows " in *" $1 "*) return 0 ;; esac; return 1; }
 t_start=$(date +%s)
 mkdir -p "$dir"
@@ -113,7 +116,7 @@ bake() { # NAME FGPACK SRC [options]
 rounds=$rows
 [ -n "${BAKE_BASELINE:-}" ] && rounds="$rounds baseline"
 has pulled && rounds="$rounds outsha write"
-for n in cat cp sha256sum plain pulled outsha write baseline fsync numpy; do : >"$dir/$n.runs"; done
+for n in cat cp sha256sum plain pulled seen outsha write baseline fsync numpy; do : >"$dir/$n.runs"; done
 cat "$pulled"/*.safetensors >/dev/null # warm the page cache
 has plain && cat "$src"/*.safetensors >/dev/null
 catdir=$pulled
@@ -126,8 +129,16 @@ while [ $i -lt "$runs" ]; do
 	has cp && one cp sh -c "mkdir '$dir/cp-out' && cp '$src'/*.safetensors '$dir/cp-out/'"
 	has sha256sum && [ $i -lt "${BAKE_SHA_RUNS:-1}" ] && one sha256sum sh -c "sha256sum '$src'/*.safetensors >/dev/null"
 	if has plain; then
-		bake plain "$FGPACK" "$src" --no-sync
+		bake plain "$FGPACK" "$src" --no-sync --rehash
 		cp "$dir/plain.out" "$dir/plain.digest"
+	fi
+	# the plain folder named by its seen records (kept by the plain bake
+	# before, for files changed 2 s or more before it; builds before
+	# 2026-12-05 keep none and hash every input here)
+	if has seen && has plain; then
+		bake seen "$FGPACK" "$src" --no-sync
+		[ "$(cut -d' ' -f1 "$dir/plain.digest")" = "$(cut -d' ' -f1 "$dir/seen.out")" ] ||
+			{ echo "bake.sh: the plain and seen bakes differ" >&2; exit 1; }
 	fi
 	if has pulled; then
 		bake pulled "$FGPACK" "$pulled" --no-sync
@@ -142,7 +153,7 @@ while [ $i -lt "$runs" ]; do
 		one write sh -c "fallocate -l $outbytes '$dir/wfloor' && dd if=/dev/zero of='$dir/wfloor' bs=256k count=$((outbytes / 262144)) conv=notrunc 2>/dev/null"
 	fi
 	if [ -n "${BAKE_BASELINE:-}" ]; then
-		bake baseline "$BAKE_BASELINE" "$src" --no-sync
+		bake baseline "$BAKE_BASELINE" "$src" --no-sync --rehash
 		[ "$(cut -d' ' -f1 "$dir/plain.digest")" = "$(cut -d' ' -f1 "$dir/baseline.out")" ] ||
 			{ echo "bake.sh: the baseline binary's bake differs" >&2; exit 1; }
 	fi
@@ -151,6 +162,7 @@ while [ $i -lt "$runs" ]; do
 done
 has pulled && [ -z "${BAKE_SKIP_FSYNC:-}" ] && bake fsync "$FGPACK" "$pulled"
 named=$(grep -o 'not hashed): [0-9]* files, [0-9.]* GB' "$dir/pulled.err" 2>/dev/null || echo "not hashed): none")
+seen_named=$(grep -o 'unchanged since (not hashed): [0-9]* files, [0-9.]* GB' "$dir/seen.err" 2>/dev/null | tail -n 1 || true)
 if [ -z "${BAKE_SKIP_NUMPY:-}" ] && [ -f "$src/config.json" ]; then
 	one numpy $PY "$top/tests/int4/int4ref.py" quant "$src" "$dir/out"
 fi
@@ -161,6 +173,7 @@ ncpu=$(nproc)
 echo
 echo "input: $(awk -v b="$bytes" 'BEGIN { printf "%.3f GB", b / 1e9 }') of bf16 safetensors ($layers of 42 E4B layers), page cache warm; $ncpu cores"
 echo "median of $runs alternated rounds (sha256sum: ${BAKE_SHA_RUNS:-1}, fsync and numpy: 1 run); load average $load0 before, $load1 after"
+has seen && has plain && echo "seen bake (last round): inputs hashed before and ${seen_named:-unchanged since (not hashed): none}"
 has pulled && echo "pulled bake: inputs named by their store blob ($named; output $(awk -v b="$outbytes" -v m="$largest_out" 'BEGIN { printf "%.3f GB, largest file %.3f GB", b / 1e9, m / 1e9 }')"
 echo
 echo "| run                                          |  wall s |  GB/s  | user s |  sys s | GB/CPU-s | peak RSS MB |"
@@ -172,6 +185,7 @@ label() {
 	sha256sum) echo "sha256sum *.safetensors (coreutils)" ;;
 	plain) echo "fgpack bake int4 -j2 --no-sync, plain folder" ;;
 	pulled) echo "fgpack bake int4 -j2 --no-sync, pulled" ;;
+	seen) echo "fgpack bake int4 -j2 --no-sync, plain, seen" ;;
 	outsha) echo "openssl dgst -sha256 of the bake's output" ;;
 	write) echo "fallocate + dd of the output's bytes" ;;
 	baseline) echo "baseline binary, plain folder" ;;
@@ -179,7 +193,7 @@ label() {
 	numpy) echo "numpy, same quantizer, 1 run" ;;
 	esac
 }
-for n in cat cp sha256sum plain pulled outsha write baseline fsync numpy; do
+for n in cat cp sha256sum plain pulled seen outsha write baseline fsync numpy; do
 	[ -s "$dir/$n.runs" ] || continue
 	# shellcheck disable=SC2046
 	row "$(label $n)" $(med $n)
