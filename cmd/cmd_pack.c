@@ -86,8 +86,8 @@ static void usage(FILE *f)
 		"  -o OUT.fgb           where to write\n\n"
 		"A file that is a store blob or a hard link to one (as 'fgpack pull --into' makes\n"
 		"them), unchanged since the store checked its bytes, is listed by the blob's\n"
-		"sha256 without being hashed again; so is any other file an earlier pack hashed\n"
-		"with the same store, while its size, mtime and ctime (and inode) are those it\n"
+		"sha256 without being hashed again; so is any other file an earlier pack or bake\n"
+		"hashed with the same store, while its size, mtime and ctime (and inode) are those it\n"
 		"had then (the store's seen/ records; one is kept only for a file last changed\n"
 		"2 s or more before it was hashed). The copy into the bundle still fails if a\n"
 		"file changes meanwhile.\n"
@@ -757,8 +757,8 @@ int cmd_pack(int argc, char **argv)
 	int device = FG_DEVICE_CPU;
 	int n_attest = 0;
 	int n = 0, i, rc = 0, level = 3, no_golden = 0, n_prompts = 4, max_new = 32, rehash = 0;
-	size_t by_stamp;
-	unsigned long long by_stamp_bytes = 0;
+	size_t by_stamp, by_seen;
+	unsigned long long by_stamp_bytes = 0, by_seen_bytes = 0;
 	long long mtime = 0;
 
 	memset(&err, 0, sizeof(err));
@@ -1060,11 +1060,11 @@ int cmd_pack(int argc, char **argv)
 		fprintf(stderr, "fgpack pack: %zu file%s (%.3f GB) named by their store blob, not hashed "
 				"again (--rehash hashes them)\n",
 			by_stamp, by_stamp == 1 ? "" : "s", (double)by_stamp_bytes / 1e9);
-	by_stamp = fg_bundle_builder_by_seen(b, &by_stamp_bytes);
-	if (by_stamp)
-		fprintf(stderr, "fgpack pack: %zu file%s (%.3f GB) hashed by an earlier pack, unchanged since, "
-				"not hashed again (--rehash hashes them)\n",
-			by_stamp, by_stamp == 1 ? "" : "s", (double)by_stamp_bytes / 1e9);
+	by_seen = fg_bundle_builder_by_seen(b, &by_seen_bytes);
+	if (by_seen)
+		fprintf(stderr, "fgpack pack: %zu file%s (%.3f GB) hashed before (an earlier pack or bake), "
+				"unchanged since, not hashed again (--rehash hashes them)\n",
+			by_seen, by_seen == 1 ? "" : "s", (double)by_seen_bytes / 1e9);
 	free(engine_build);
 	fg_buf_release(&engine_path);
 	fg_bundle_builder_free(b);
