@@ -43,7 +43,8 @@ bytes=$(du -sb "$M" | cut -f1)
 
 # one shell function per contender (rounds.inc runs functions by name)
 for t in $THREADS; do
-	eval "pack_$t() { \"\$FGPACK\" pack --model \"\$M\" --no-golden --engine \"\$FGPACK\" --threads $t -o \"\$W/t$t.fgb\"; }"
+	# --rehash: every file hashed, whatever a store's seen records say
+	eval "pack_$t() { \"\$FGPACK\" pack --model \"\$M\" --no-golden --engine \"\$FGPACK\" --threads $t --rehash -o \"\$W/t$t.fgb\"; }"
 	eval "verify_$t() { \"\$FGPACK\" verify \"\$W/t1.fgb\" --no-replay --threads $t --summary -; }"
 	eval "exec_$t() { rm -rf \"\$W/x\"; \"\$FGPACK\" exec \"\$W/t1.fgb\" --dir \"\$W/x\" --threads $t -- true; }"
 done
