@@ -744,7 +744,7 @@ static void test_seen(struct fg_store *st)
 	fg_sha256_mem(body, sizeof(body) - 1, dg, NULL);
 	fg_hex_encode(dg, sizeof(dg), hex);
 	fg_buf_printf(&a, NULL, "%s/seen-a.bin", top);
-	fg_buf_printf(&b, NULL, "%s/seen-b.bin", top);
+	fg_buf_printf(&b, NULL, "%s/seen b, with spaces.bin", top); /* gc reads the path after the fourth space */
 	fg_buf_printf(&c, NULL, "%s/seen-c.bin", top);
 	put(a.data, body, sizeof(body) - 1);
 	put(b.data, body, sizeof(body) - 1);
@@ -825,7 +825,7 @@ static void test_seen(struct fg_store *st)
 	fg_buf_printf(&rec, NULL, "%s/seen", fg_store_root(st));
 	ok(fg_store_gc(&rep, st, NULL, 0, 0, NULL, NULL, &err) == 0 && count_files(rec.data) == 1 &&
 		   seen_of(st, b.data, got) == 1 && !fg_store_has(st, hex),
-	   "seen: gc keeps the record of an unchanged file, drops a changed one's (%s)", err.msg);
+	   "seen: gc keeps the record of an unchanged file (a path with spaces), drops a changed one's (%s)", err.msg);
 	fg_buf_reset(&rec);
 	fg_buf_printf(&rec, NULL, "%s/states/%s", fg_store_root(st), hex);
 	ok(access(rec.data, F_OK) == 0, "seen: gc keeps its states though no blob has them");
