@@ -1811,6 +1811,34 @@ static int open_store(struct bake *b, struct fg_err *err)
 	return rc;
 }
 
+/* The output shards, hashed as they were written and still as the writer
+ * left them, get seen records with their chain states: a pack of out names
+ * them without hashing them again (lib/store.h). A cache: failures are
+ * ignored. */
+static void note_outputs(struct bake *b, const struct fg_st_writer *w, const char *out)
+{
+	struct fg_buf p = FG_BUF_INIT;
+	size_t i;
+
+	for (i = 0; i < fg_st_writer_nfiles(w); i++) {
+		const char *nm;
+		const uint8_t *states;
+		uint64_t sz;
+		size_t n;
+		char hex[FG_SHA256_HEX_LEN + 1];
+		struct stat st;
+
+		fg_buf_reset(&p);
+		if (fg_st_writer_file(w, i, &nm, &sz, hex) ||
+		    fg_st_writer_file_states(w, i, &states, &n, &st) || fg_path_join(&p, out, nm, NULL) ||
+		    fg_store_seen_note_written(b->store, hex, &st, p.data))
+			continue;
+		if (n)
+			fg_store_states_note(b->store, hex, FG_STORE_STATES_EVERY, states, n);
+	}
+	fg_buf_release(&p);
+}
+
 static int write_statement(struct bake *b, time_t started, struct fg_int4_report *rep,
 			   struct fg_err *err)
 {
@@ -1950,8 +1978,10 @@ int fg_int4_bake(const char *src, const char *out, const struct fg_int4_opts *op
 		rc = make_tmp(&b, err);
 	if (rc)
 		goto out;
-	rc = fg_st_writer_new(&w, b.tmp, descs, nd,
-			      opts->max_shard_bytes ? opts->max_shard_bytes : FG_INT4_SHARD_BYTES, NULL, err);
+	/* with a store, the shards' chain states too, for their seen records */
+	rc = fg_st_writer_new_states(&w, b.tmp, descs, nd,
+				     opts->max_shard_bytes ? opts->max_shard_bytes : FG_INT4_SHARD_BYTES,
+				     NULL, b.store ? FG_STORE_STATES_EVERY : 0, err);
 	if (!rc && opts->no_sync)
 		fg_st_writer_no_sync(w);
 	if (!rc) {
@@ -2042,6 +2072,8 @@ int fg_int4_bake(const char *src, const char *out, const struct fg_int4_opts *op
 		free(b.tmp);
 		b.tmp = NULL;
 	}
+	if (!rc && b.store)
+		note_outputs(&b, w, out);
 	if (!rc)
 		rc = write_statement(&b, started, rep, err);
 out:

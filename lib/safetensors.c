@@ -676,6 +676,9 @@ struct wshard {
 	uint64_t data_bytes;
 	uint64_t size;    /* whole file, set when closed */
 	char sha256[FG_SHA256_HEX_LEN + 1];
+	uint8_t *states;  /* chain states every w->every bytes (filled as hashed) */
+	size_t n_states, k_states; /* due, and queued so far */
+	struct stat st;   /* fstat after its last byte (and fsync), before close */
 };
 
 struct fg_st_writer {
@@ -708,6 +711,7 @@ struct fg_st_writer {
 	uint64_t marked[WR_PIPES]; /* dseq at the previous mark */
 	int async;              /* callers keep data until fg_st_writer_wait */
 	int no_sync;
+	uint64_t every;         /* chain states this far apart in each shard (0: none) */
 	uint64_t fsize;         /* bytes written to it so far */
 };
 
@@ -747,11 +751,36 @@ static int write_all(int fd, const void *data, size_t len)
 	return 0;
 }
 
+/* Queues len bytes at data for the current shard's digest, cut where a chain
+ * state is due (every w->every bytes of the shard: the pipe reads the state
+ * once it has hashed up to there). */
+static int put_hash(struct fg_st_writer *w, const char *data, size_t len, struct fg_err *err)
+{
+	struct wshard *sh = &w->sh[w->cur];
+	uint64_t at = w->fsize;
+	int rc = 0;
+
+	while (!rc && len) {
+		size_t k = len;
+
+		if (w->every && k > w->every - at % w->every)
+			k = (size_t)(w->every - at % w->every);
+		rc = fg_sha256_pipe_update(w->pipe[w->sp], data, k, &w->dseq[w->sp], err);
+		at += k;
+		data += k;
+		len -= k;
+		if (!rc && w->every && at % w->every == 0 && sh->k_states < sh->n_states)
+			rc = fg_sha256_pipe_state(w->pipe[w->sp], sh->states + 32 * sh->k_states++, NULL,
+						  err);
+	}
+	return rc;
+}
+
 /* Writes to the current shard and queues the bytes for the shard's digest
  * (the hashing thread reads them while this thread goes on). */
 static int put(struct fg_st_writer *w, const void *data, size_t len, struct fg_err *err)
 {
-	int rc = fg_sha256_pipe_update(w->pipe[w->sp], data, len, &w->dseq[w->sp], err);
+	int rc = put_hash(w, data, len, err);
 
 	if (rc)
 		return rc;
@@ -812,6 +841,9 @@ static int close_shard(struct fg_st_writer *w, struct fg_err *err)
 	}
 	if (!rc && !w->no_sync && fsync(w->fd))
 		rc = fg_err_set(err, FG_EIO, "fsync %s/%s: %s", w->dir, w->sh[w->cur].name,
+				strerror(errno));
+	if (!rc && fstat(w->fd, &w->sh[w->cur].st))
+		rc = fg_err_set(err, FG_EIO, "stat %s/%s: %s", w->dir, w->sh[w->cur].name,
 				strerror(errno));
 	if (close(w->fd) && !rc)
 		rc = fg_err_set(err, FG_EIO, "close %s/%s: %s", w->dir, w->sh[w->cur].name,
@@ -874,6 +906,13 @@ static int open_shard(struct fg_st_writer *w, size_t i, struct fg_err *err)
 	    errno != EOPNOTSUPP && errno != ENOSYS)
 		rc = fg_err_set(err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "create %s: %s", p.data,
 				strerror(errno));
+	if (!rc && w->every) {
+		uint64_t size = 8 + hdr.len + w->sh[i].data_bytes;
+
+		w->sh[i].n_states = (size_t)((size - 1) / w->every);
+		if (w->sh[i].n_states && !(w->sh[i].states = malloc(32 * w->sh[i].n_states)))
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	}
 	if (!rc) {
 		w->cur = i;
 		w->opened = i + 1;
@@ -920,8 +959,10 @@ void fg_st_writer_free(struct fg_st_writer *w)
 	fg_buf_release(&p);
 	for (i = 0; i < w->n; i++)
 		free((char *)w->d[i].name);
-	for (i = 0; i < w->nsh; i++)
+	for (i = 0; i < w->nsh; i++) {
 		free(w->sh[i].name);
+		free(w->sh[i].states);
+	}
 	free(w->d);
 	free(w->nbytes);
 	free(w->sh);
@@ -941,6 +982,19 @@ static int cmp_desc_name(const void *a, const void *b)
 int fg_st_writer_new(struct fg_st_writer **out, const char *dir, const struct fg_st_desc *descs,
 		     size_t n, uint64_t max_shard_bytes, const cJSON *metadata, struct fg_err *err)
 {
+	return fg_st_writer_new_states(out, dir, descs, n, max_shard_bytes, metadata, 0, err);
+}
+
+/* A pipe for the shards' digests: an own context when chain states are kept. */
+static int new_pipe(struct fg_st_writer *w, struct fg_sha256_pipe **p, struct fg_err *err)
+{
+	return w->every ? fg_sha256_pipe_new_own(p, err) : fg_sha256_pipe_new(p, err);
+}
+
+int fg_st_writer_new_states(struct fg_st_writer **out, const char *dir,
+			    const struct fg_st_desc *descs, size_t n, uint64_t max_shard_bytes,
+			    const cJSON *metadata, uint64_t every, struct fg_err *err)
+{
 	struct fg_st_writer *w;
 	const char ***sorted = NULL;
 	uint64_t cur = 0;
@@ -953,6 +1007,7 @@ int fg_st_writer_new(struct fg_st_writer **out, const char *dir, const struct fg
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	w->fd = -1;
 	w->n = n;
+	w->every = every;
 	w->dir = strdup(dir);
 	w->d = calloc(n ? n : 1, sizeof(*w->d));
 	w->nbytes = calloc(n ? n : 1, sizeof(*w->nbytes));
@@ -964,7 +1019,11 @@ int fg_st_writer_new(struct fg_st_writer **out, const char *dir, const struct fg
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 		goto out;
 	}
-	rc = fg_sha256_pipe_new(&w->pipe[0], err);
+	if (every % 64)
+		rc = fg_err_set(err, FG_EINVAL, "chain states every %llu bytes: not a multiple of 64",
+				(unsigned long long)every);
+	if (!rc)
+		rc = new_pipe(w, &w->pipe[0], err);
 	if (rc)
 		goto out;
 	w->npipe = 1;
@@ -1056,7 +1115,7 @@ int fg_st_writer_hashers(struct fg_st_writer *w, int n, struct fg_err *err)
 	int rc = 0;
 
 	while (!rc && w->npipe < n && w->npipe < WR_PIPES) {
-		rc = fg_sha256_pipe_new(&w->pipe[w->npipe], err);
+		rc = new_pipe(w, &w->pipe[w->npipe], err);
 		if (!rc)
 			w->npipe++;
 	}
@@ -1131,6 +1190,18 @@ int fg_st_writer_file(const struct fg_st_writer *w, size_t i, const char **name,
 	*name = w->sh[i].name;
 	*size = w->sh[i].size;
 	memcpy(sha256_hex, w->sh[i].sha256, FG_SHA256_HEX_LEN + 1);
+	return 0;
+}
+
+int fg_st_writer_file_states(const struct fg_st_writer *w, size_t i, const uint8_t **states,
+			     size_t *n, struct stat *st)
+{
+	if (!w->finished || i >= w->nsh)
+		return FG_EINVAL;
+	*states = w->sh[i].states;
+	*n = w->sh[i].k_states == w->sh[i].n_states ? w->sh[i].n_states : 0;
+	if (st)
+		*st = w->sh[i].st;
 	return 0;
 }
 

@@ -173,6 +173,14 @@ struct fg_st_writer;
  * string values stored as __metadata__ in every shard (borrowed). */
 int fg_st_writer_new(struct fg_st_writer **out, const char *dir, const struct fg_st_desc *descs,
 		     size_t n, uint64_t max_shard_bytes, const cJSON *metadata, struct fg_err *err);
+/* The same, also keeping each shard's SHA-256 chain state after every
+ * `every` bytes of it (a multiple of 64; 0: none), as pack and the store
+ * keep them (docs/formats/bundle.md, "Chain states"): the shards are then
+ * hashed on own contexts (lib/sha256.h), a few percent slower than
+ * OpenSSL's. fg_st_writer_file_states gives them. */
+int fg_st_writer_new_states(struct fg_st_writer **out, const char *dir,
+			    const struct fg_st_desc *descs, size_t n, uint64_t max_shard_bytes,
+			    const cJSON *metadata, uint64_t every, struct fg_err *err);
 /* Appends len bytes of tensor data, continuing across tensors and shards in
  * descriptor order. Refuses more bytes than the descriptors announce. */
 int fg_st_writer_write(struct fg_st_writer *w, const void *data, size_t len, struct fg_err *err);
@@ -209,5 +217,10 @@ size_t fg_st_writer_nfiles(const struct fg_st_writer *w);
  * caller need not read the files back. The index file is not included. */
 int fg_st_writer_file(const struct fg_st_writer *w, size_t i, const char **name, uint64_t *size,
 		      char sha256_hex[FG_SHA256_HEX_LEN + 1]);
+/* Shard i after a successful finish: its chain states (borrowed until
+ * fg_st_writer_free; *n 0 when none are kept) and, when st is not NULL, its
+ * fstat taken after its last byte was written (and fsynced), before close. */
+int fg_st_writer_file_states(const struct fg_st_writer *w, size_t i, const uint8_t **states,
+			     size_t *n, struct stat *st);
 
 #endif

@@ -584,22 +584,16 @@ long long fg_store_seen_clock(void)
 	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-int fg_store_seen_note(const struct fg_store *st, const char *sha256_hex, const struct stat *sb,
-		       long long since_ns, const char *path)
+/* Writes the seen record of sb (a regular file that is no blob of hex). */
+static int seen_put(const struct fg_store *st, const char *sha256_hex, const struct stat *sb,
+		    const char *path)
 {
 	struct fg_buf p = FG_BUF_INIT, line = FG_BUF_INIT;
-	long long mt = (long long)sb->st_mtim.tv_sec * 1000000000LL + sb->st_mtim.tv_nsec;
-	long long ct = (long long)sb->st_ctim.tv_sec * 1000000000LL + sb->st_ctim.tv_nsec;
 	char stamp[160], *abs = NULL;
 	int rc = -1, n;
 
-	/* changed less than FG_STORE_SEEN_RACY_NS before the hash began: a
-	 * write in the same tick of a coarse clock could leave both times
-	 * where they were, so such a file is not vouched for (git's "racy
-	 * clean" case, avoided rather than checked later) */
-	if (!fg_sha256_hex_valid(sha256_hex) || !S_ISREG(sb->st_mode) || since_ns <= 0 ||
-	    mt > since_ns - FG_STORE_SEEN_RACY_NS || ct > since_ns - FG_STORE_SEEN_RACY_NS ||
-	    blob_is(st, sha256_hex, sb) || !(abs = realpath(path, NULL)) || strchr(abs, '\n'))
+	if (!fg_sha256_hex_valid(sha256_hex) || !S_ISREG(sb->st_mode) || blob_is(st, sha256_hex, sb) ||
+	    !(abs = realpath(path, NULL)) || strchr(abs, '\n'))
 		goto out;
 	n = stamp_line(stamp, sizeof(stamp), sha256_hex, sb);
 	if (n <= 0 || (size_t)n >= sizeof(stamp))
@@ -615,6 +609,33 @@ out:
 	fg_buf_release(&p);
 	fg_buf_release(&line);
 	return rc;
+}
+
+int fg_store_seen_note(const struct fg_store *st, const char *sha256_hex, const struct stat *sb,
+		       long long since_ns, const char *path)
+{
+	long long mt = (long long)sb->st_mtim.tv_sec * 1000000000LL + sb->st_mtim.tv_nsec;
+	long long ct = (long long)sb->st_ctim.tv_sec * 1000000000LL + sb->st_ctim.tv_nsec;
+
+	/* changed less than FG_STORE_SEEN_RACY_NS before the hash began: a
+	 * write in the same tick of a coarse clock could leave both times
+	 * where they were, so such a file is not vouched for (git's "racy
+	 * clean" case, avoided rather than checked later) */
+	if (since_ns <= 0 || mt > since_ns - FG_STORE_SEEN_RACY_NS ||
+	    ct > since_ns - FG_STORE_SEEN_RACY_NS)
+		return -1;
+	return seen_put(st, sha256_hex, sb, path);
+}
+
+int fg_store_seen_note_written(const struct fg_store *st, const char *sha256_hex,
+			       const struct stat *sb, const char *path)
+{
+	struct stat now;
+
+	/* still the inode the writer left, as it left it */
+	if (stat(path, &now) || !fg_stat_unchanged(sb, &now))
+		return -1;
+	return seen_put(st, sha256_hex, sb, path);
 }
 
 /* ---- chain states ---- */

@@ -155,6 +155,14 @@ int fg_store_seen_note(const struct fg_store *st, const char *sha256_hex, const 
 		       long long since_ns, const char *path);
 int fg_store_seen_match(const struct fg_store *st, const struct stat *sb,
 			char out_hex[FG_SHA256_HEX_LEN + 1]);
+/* The seen record of a file the caller wrote itself, every byte, and hashed
+ * as it wrote (bake's output shards), in a folder of its own until done: sb
+ * is its fstat after the last write (and fsync), and path must still show
+ * exactly sb. No 2 s rule here: the racy case would need another writer in
+ * the caller's own temporary folder within the clock tick of its last
+ * write. 0, or -1 when nothing was recorded. */
+int fg_store_seen_note_written(const struct fg_store *st, const char *sha256_hex,
+			       const struct stat *sb, const char *path);
 /* A blob's chain states (docs/formats/store.md, "Chain states";
  * docs/formats/bundle.md): states/<hex> holds the SHA-256 state after every
  * `every` bytes of the blob, as whoever hashed all of it took them. A cache,

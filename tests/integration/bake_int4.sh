@@ -256,6 +256,11 @@ cp "src/$S2" shard.tmp && $PY -c "import sys; f = open(sys.argv[1], 'r+b'); f.se
 check "seen: a shard edited in place is read again, with its new digest" sh -c "'$FGPACK' bake int4 src outsn4 >/dev/null 2>&1"
 check "seen:   statement" provenance src outsn4.intoto.json "{\"$S1\": \"seen\", \"config.json\": \"seen\", \"model.safetensors.index.json\": \"seen\"}"
 cat shard.tmp >"src/$S2" && rm -f shard.tmp
+# the output shards, hashed as the bake wrote them, get seen records at once:
+# a pack right after the bake names them without hashing them again
+check "seen: bake with the store" sh -c "'$FGPACK' bake int4 src outw >/dev/null 2>&1"
+check "seen:   a pack of the fresh output names its shard by its record" sh -c "'$FGPACK' pack --model outw --no-golden -o w1.fgb 2>w1.err >/dev/null && grep -q '^fgpack pack: 1 file ([0-9.]* GB) hashed before' w1.err"
+check "seen:   the same bundle as with --rehash, and it verifies" sh -c "'$FGPACK' pack --model outw --no-golden --rehash -o w2.fgb >/dev/null 2>&1 && cmp w1.fgb w2.fgb && '$FGPACK' verify w1.fgb --no-replay --summary - >/dev/null"
 unset FGPACK_HOME
 check_exit "an existing non-empty output folder is refused" 1 "$FGPACK" bake int4 src out1
 check_exit "bad --group is a usage error" 2 "$FGPACK" bake int4 src outx --group 48

@@ -344,6 +344,108 @@ static void test_writer_hashers(void)
 	free(data);
 }
 
+/* Chain states kept while writing (fg_st_writer_new_states): every shard's
+ * are those of its file's bytes hashed in order, whatever the pieces' sizes
+ * (cut at each state), on one hashing thread or two; the stat given is the
+ * file's as it was left. */
+static void test_writer_states(void)
+{
+	enum { NT = 5, TB = 50000, EVERY = 4096 };
+	static const size_t piece[] = { 1000, 4096, 17, 30000, 8191 };
+	struct fg_st_desc d[NT];
+	char names[NT][8], sub[256];
+	uint8_t *data = malloc((size_t)NT * TB);
+	int mode;
+	size_t i;
+
+	if (!data)
+		abort();
+	for (i = 0; i < (size_t)NT * TB; i++)
+		data[i] = (uint8_t)(i * 29 + (i >> 7));
+	for (i = 0; i < NT; i++) {
+		snprintf(names[i], sizeof(names[i]), "s%zu", i);
+		d[i].name = names[i];
+		d[i].dtype = FG_ST_U8;
+		d[i].ndim = 1;
+		d[i].shape[0] = TB;
+	}
+	for (mode = 0; mode < 2; mode++) {
+		struct fg_st_writer *w = NULL;
+		struct fg_buf p = FG_BUF_INIT, f = FG_BUF_INIT;
+		struct fg_err err = { 0, "" };
+		size_t off = 0, k = 0, nf, with = 0;
+		int good = 1;
+
+		snprintf(sub, sizeof(sub), "%s/states%d", tmpdir, mode);
+		mkdir(sub, 0755);
+		/* two tensors a shard at most: shards of about 100 KB, 24 states each */
+		ok(fg_st_writer_new_states(&w, sub, d, NT, 2 * TB + 4096, NULL, EVERY, &err) == 0,
+		   "states %d: a writer keeping them every %d bytes (%s)", mode, EVERY, err.msg);
+		if (!w)
+			continue;
+		if (mode) {
+			fg_st_writer_async(w);
+			good &= fg_st_writer_hashers(w, 2, &err) == 0;
+		}
+		while (good && off < (size_t)NT * TB) {
+			size_t n = piece[k++ % 5];
+
+			if (n > (size_t)NT * TB - off)
+				n = (size_t)NT * TB - off;
+			good &= fg_st_writer_write(w, data + off, n, &err) == 0;
+			off += n;
+		}
+		if (mode)
+			good &= fg_st_writer_drain(w, &err) == 0;
+		ok(good && fg_st_writer_finish(w, &err) == 0, "states %d: written in pieces of 17 to 30000 bytes (%s)",
+		   mode, err.msg);
+		nf = fg_st_writer_nfiles(w);
+		for (i = 0; i < nf; i++) {
+			const char *nm = NULL;
+			const uint8_t *st = NULL;
+			uint64_t sz = 0;
+			size_t n = 0, wn = 0;
+			char hex[65];
+			struct stat sb, now;
+			struct fg_sha256 *h = NULL;
+			struct fg_sha256_chain c;
+			uint8_t *want = NULL;
+
+			fg_buf_reset(&p);
+			fg_buf_reset(&f);
+			fg_sha256_chain_init(&c, EVERY);
+			if (fg_st_writer_file(w, i, &nm, &sz, hex) || fg_st_writer_file_states(w, i, &st, &n, &sb) ||
+			    fg_path_join(&p, sub, nm, NULL) || fg_file_read(p.data, (size_t)1 << 20, &f, NULL) ||
+			    fg_sha256_new_own(&h, NULL) || fg_sha256_chain_update(h, &c, f.data, f.len, NULL)) {
+				good = 0;
+			} else {
+				fg_sha256_chain_take(&c, &want, &wn);
+				good &= n == wn && n == (f.len - 1) / EVERY && n > 0 && !memcmp(st, want, 32 * n) &&
+					!stat(p.data, &now) && fg_stat_unchanged(&sb, &now);
+				with += n > 0;
+			}
+			fg_sha256_chain_free(&c);
+			fg_sha256_free(h);
+			free(want);
+		}
+		ok(good && nf == 3 && with == nf, "states %d: each of the %zu shards has its file's states and stat",
+		   mode, nf);
+		fg_st_writer_free(w);
+		fg_buf_release(&p);
+		fg_buf_release(&f);
+	}
+	{
+		struct fg_st_writer *w = NULL;
+		struct fg_err err = { 0, "" };
+
+		snprintf(sub, sizeof(sub), "%s/states-bad", tmpdir);
+		mkdir(sub, 0755);
+		ok(fg_st_writer_new_states(&w, sub, d, NT, 0, NULL, 100, &err) == FG_EINVAL && !w,
+		   "states: every 100 bytes (not a multiple of 64) refused (%s)", err.msg);
+	}
+	free(data);
+}
+
 static void test_bf16(void)
 {
 	union {
@@ -437,6 +539,7 @@ int main(void)
 	test_refusals();
 	test_writer();
 	test_writer_hashers();
+	test_writer_states();
 	test_bf16();
 	test_f16();
 	{

@@ -759,6 +759,13 @@ static void test_seen(struct fg_store *st)
 	ok(fg_store_seen_note(st, "zz", &sb, mtime_ns(&sb) + FG_STORE_SEEN_RACY_NS, a.data) == -1,
 	   "seen: not a digest: not noted");
 	ok(seen_of(st, b.data, got) == 0, "seen: another file with the same bytes is not (its own inode)");
+	ok(!stat(b.data, &sb) && fg_store_seen_note_written(st, hex, &sb, b.data) == 0 &&
+		   seen_of(st, b.data, got) == 1 && !strcmp(got, hex),
+	   "seen: a file its writer just hashed as it wrote is noted at once (no 2 s rule)");
+	usleep(20000);
+	put(b.data, body, sizeof(body) - 1);
+	ok(fg_store_seen_note_written(st, hex, &sb, b.data) == -1 && seen_of(st, b.data, got) == 0,
+	   "seen: not when the file is no longer as the writer left it");
 	/* each change below comes a clock tick (HZ 100 at most) after the last:
 	 * a change within one tick is the racy case the 2 s rule avoids */
 	usleep(20000);
