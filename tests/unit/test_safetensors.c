@@ -277,6 +277,28 @@ static void test_writer(void)
 	ok(fg_st_open(&s, tmpdir, &err) == FG_ENOTFOUND, "open: folder without a checkpoint");
 }
 
+/* nt U8 tensors of tb bytes named <c><i>, and their data (nt * tb bytes,
+ * byte i = i * mul + (i >> shift)); aborts when out of memory. */
+static uint8_t *u8_tensors(struct fg_st_desc *d, char (*names)[8], size_t nt, size_t tb, char c,
+			   unsigned mul, unsigned shift)
+{
+	uint8_t *data = malloc(nt * tb);
+	size_t i;
+
+	if (!data)
+		abort();
+	for (i = 0; i < nt * tb; i++)
+		data[i] = (uint8_t)(i * mul + (i >> shift));
+	for (i = 0; i < nt; i++) {
+		snprintf(names[i], sizeof(names[i]), "%c%zu", c, i);
+		d[i].name = names[i];
+		d[i].dtype = FG_ST_U8;
+		d[i].ndim = 1;
+		d[i].shape[0] = tb;
+	}
+	return data;
+}
+
 /* Shards hashed on two threads: each file's digest still its own bytes',
  * and a mark covers only what was written since the mark before it. */
 static void test_writer_hashers(void)
@@ -287,22 +309,11 @@ static void test_writer_hashers(void)
 	struct fg_st_writer *w = NULL;
 	struct fg_buf p = FG_BUF_INIT;
 	struct fg_err err;
-	uint8_t *data = malloc((size_t)NT * TB);
+	uint8_t *data = u8_tensors(d, names, NT, TB, 't', 131, 9);
 	uint64_t m[NT];
 	size_t i, nf;
 	int good = 1;
 
-	if (!data)
-		abort();
-	for (i = 0; i < (size_t)NT * TB; i++)
-		data[i] = (uint8_t)(i * 131 + (i >> 9));
-	for (i = 0; i < NT; i++) {
-		snprintf(names[i], sizeof(names[i]), "t%zu", i);
-		d[i].name = names[i];
-		d[i].dtype = FG_ST_U8;
-		d[i].ndim = 1;
-		d[i].shape[0] = TB;
-	}
 	snprintf(sub, sizeof(sub), "%s/two", tmpdir);
 	mkdir(sub, 0755);
 	/* One tensor a shard (the limit is below two), so the shards alternate. */
@@ -354,21 +365,10 @@ static void test_writer_states(void)
 	static const size_t piece[] = { 1000, 4096, 17, 30000, 8191 };
 	struct fg_st_desc d[NT];
 	char names[NT][8], sub[256];
-	uint8_t *data = malloc((size_t)NT * TB);
+	uint8_t *data = u8_tensors(d, names, NT, TB, 's', 29, 7);
 	int mode;
 	size_t i;
 
-	if (!data)
-		abort();
-	for (i = 0; i < (size_t)NT * TB; i++)
-		data[i] = (uint8_t)(i * 29 + (i >> 7));
-	for (i = 0; i < NT; i++) {
-		snprintf(names[i], sizeof(names[i]), "s%zu", i);
-		d[i].name = names[i];
-		d[i].dtype = FG_ST_U8;
-		d[i].ndim = 1;
-		d[i].shape[0] = TB;
-	}
 	for (mode = 0; mode < 2; mode++) {
 		struct fg_st_writer *w = NULL;
 		struct fg_buf p = FG_BUF_INIT, f = FG_BUF_INIT;
