@@ -277,20 +277,22 @@ static void test_writer(void)
 	ok(fg_st_open(&s, tmpdir, &err) == FG_ENOTFOUND, "open: folder without a checkpoint");
 }
 
-/* nt U8 tensors of tb bytes named <c><i>, and their data (nt * tb bytes,
- * byte i = i * mul + (i >> shift)); aborts when out of memory. */
+/* nt (at most 10) U8 tensors of tb bytes named <c><digit>, and their data
+ * (nt * tb bytes, byte i = i * mul + (i >> shift)); aborts when out of memory. */
 static uint8_t *u8_tensors(struct fg_st_desc *d, char (*names)[8], size_t nt, size_t tb, char c,
 			   unsigned mul, unsigned shift)
 {
 	uint8_t *data = malloc(nt * tb);
 	size_t i;
 
-	if (!data)
+	if (!data || nt > 10)
 		abort();
 	for (i = 0; i < nt * tb; i++)
 		data[i] = (uint8_t)(i * mul + (i >> shift));
 	for (i = 0; i < nt; i++) {
-		snprintf(names[i], sizeof(names[i]), "%c%zu", c, i);
+		names[i][0] = c;
+		names[i][1] = (char)('0' + i);
+		names[i][2] = '\0';
 		d[i].name = names[i];
 		d[i].dtype = FG_ST_U8;
 		d[i].ndim = 1;
