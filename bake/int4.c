@@ -1811,11 +1811,7 @@ static int open_store(struct bake *b, struct fg_err *err)
 	return rc;
 }
 
-/* The output shards, hashed as they were written and still as the writer
- * left them, get seen records with their chain states: a pack of out names
- * them without hashing them again (lib/store.h). A cache: failures are
- * ignored. */
-static void note_outputs(struct bake *b, const struct fg_st_writer *w, const char *out)
+void fg_bake_note_shards(const struct fg_store *st, const struct fg_st_writer *w, const char *dir)
 {
 	struct fg_buf p = FG_BUF_INIT;
 	size_t i;
@@ -1826,15 +1822,15 @@ static void note_outputs(struct bake *b, const struct fg_st_writer *w, const cha
 		uint64_t sz;
 		size_t n;
 		char hex[FG_SHA256_HEX_LEN + 1];
-		struct stat st;
+		struct stat sb;
 
 		fg_buf_reset(&p);
 		if (fg_st_writer_file(w, i, &nm, &sz, hex) ||
-		    fg_st_writer_file_states(w, i, &states, &n, &st) || fg_path_join(&p, out, nm, NULL) ||
-		    fg_store_seen_note_written(b->store, hex, &st, p.data))
+		    fg_st_writer_file_states(w, i, &states, &n, &sb) || fg_path_join(&p, dir, nm, NULL) ||
+		    fg_store_seen_note_written(st, hex, &sb, p.data))
 			continue;
 		if (n)
-			fg_store_states_note(b->store, hex, FG_STORE_STATES_EVERY, states, n);
+			fg_store_states_note(st, hex, FG_STORE_STATES_EVERY, states, n);
 	}
 	fg_buf_release(&p);
 }
@@ -2073,7 +2069,7 @@ int fg_int4_bake(const char *src, const char *out, const struct fg_int4_opts *op
 		b.tmp = NULL;
 	}
 	if (!rc && b.store)
-		note_outputs(&b, w, out);
+		fg_bake_note_shards(b.store, w, out);
 	if (!rc)
 		rc = write_statement(&b, started, rep, err);
 out:

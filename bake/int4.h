@@ -99,4 +99,13 @@ struct fg_int4_report {
 int fg_int4_bake(const char *src, const char *out, const struct fg_int4_opts *opts,
 		 struct fg_int4_report *rep, struct fg_err *err);
 
+/* The shards of a finished writer made with fg_st_writer_new_states (every
+ * FG_STORE_STATES_EVERY), now in dir and still as the writer left them, get
+ * the store's seen records and chain states (fg_store_seen_note_written):
+ * a pack of dir names them without hashing them again. A cache: failures
+ * are ignored. For the bakes' output folders. */
+struct fg_store;
+struct fg_st_writer;
+void fg_bake_note_shards(const struct fg_store *st, const struct fg_st_writer *w, const char *dir);
+
 #endif

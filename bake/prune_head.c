@@ -368,8 +368,9 @@ have_head:
 		descs[nd++] = (struct fg_st_desc){ "lm_head.weight", head->dtype, 2, { (uint64_t)k, hidden } };
 	}
 	descs[nd++] = (struct fg_st_desc){ "lm_head.keep_ids", FG_ST_I32, 1, { (uint64_t)k } };
-	if ((rc = fg_st_writer_new(&w, tmp.data, descs, nd, (uint64_t)5000000000ULL, NULL,
-				   err)))
+	/* with a store, the shard's chain states too, for its seen record */
+	if ((rc = fg_st_writer_new_states(&w, tmp.data, descs, nd, (uint64_t)5000000000ULL, NULL,
+					  store ? FG_STORE_STATES_EVERY : 0, err)))
 		goto done;
 	if (no_sync)
 		fg_st_writer_no_sync(w);
@@ -552,6 +553,8 @@ have_head:
 		goto done;
 	}
 	made_tmp = 0;
+	if (store)
+		fg_bake_note_shards(store, w, out);
 
 	/* the provenance statement beside the folder */
 	{

@@ -115,6 +115,7 @@ stmt_deps "$WORK/outs2.intoto.json" >"$WORK/deps_s"
 check_grep "seen:   the statement says so for the tensor file" '^model.safetensors [0-9a-f]{64} seen$' "$WORK/deps_s"
 stmt_deps "$WORK/outs1.intoto.json" >"$WORK/deps_s1"
 check "seen:   the same digests and bytes as the prune that read them" sh -c "cut -d' ' -f1-2 '$WORK/deps_s' >'$WORK/a' && cut -d' ' -f1-2 '$WORK/deps_s1' >'$WORK/b' && cmp '$WORK/a' '$WORK/b' && cmp '$WORK/outs1/model.safetensors' '$WORK/outs2/model.safetensors'"
+check "seen: a pack right after a prune names its output shard by the record the prune kept" sh -c "'$FGPACK' pack --model '$WORK/outs2' --no-golden -o '$WORK/ps1.fgb' 2>'$WORK/ps1.err' >/dev/null && grep -q '^fgpack pack: 1 file ([0-9.]* GB) hashed before' '$WORK/ps1.err' && '$FGPACK' pack --model '$WORK/outs2' --no-golden --rehash -o '$WORK/ps2.fgb' >/dev/null 2>&1 && cmp '$WORK/ps1.fgb' '$WORK/ps2.fgb'"
 unset FGPACK_HOME
 
 ks "$WORK/k100.json" 100 0 1 2
