@@ -570,7 +570,8 @@ static int open_input(struct bake *b, struct infile *f, int fd, int may_trust, s
 		f->by_stamp = fg_store_stamp_match(b->store, &f->st0, f->sha256);
 		if (!f->by_stamp)
 			f->by_stamp = f->by_seen = fg_store_seen_match(b->store, &f->st0, f->sha256);
-		f->have_digest = f->by_stamp;
+		if (f->by_stamp)
+			f->have_digest = 1;
 	}
 	return 0;
 }

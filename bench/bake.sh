@@ -40,8 +40,7 @@
 #                                        # removed once pulled (disk)
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-PY=/usr/bin/python3
-[ -x "$PY" ] || PY=python3
+. "$top/bench/e4b_checkpoint.inc"
 FGPACK=${FGPACK:-$top/fgpack}
 layers=${BAKE_LAYERS:-8}
 runs=${BAKE_RUNS:-3}
@@ -54,10 +53,8 @@ has() { case " $rows " in *" $1 "*) return 0 ;; esac; return 1; }
 t_start=$(date +%s)
 mkdir -p "$dir"
 [ -x /usr/bin/time ] || { echo "bake.sh: needs /usr/bin/time (Debian package time)" >&2; exit 1; }
-if [ ! -f "$src/config.json" ] && { [ ! -f "$pulled/config.json" ] || has plain || has cp || has sha256sum; }; then
-	echo "== generating an E4B-shaped checkpoint with $layers layers in $src" >&2
-	$PY "$top/tests/int4/int4ref.py" make "$src.part" --shape e4b --layers "$layers" --shards 4
-	mv "$src.part" "$src"
+if [ ! -f "$pulled/config.json" ] || has plain || has cp || has sha256sum; then
+	e4b_checkpoint "$dir" "$layers"
 fi
 if [ ! -f "$pulled/config.json" ]; then
 	echo "== pulling it into the store $store (file://), hard-linked under $pulled" >&2

@@ -12,25 +12,21 @@
 #             the same followed by `sync FILE` (pack fsyncs its bundle).
 # Every pack must give the same bundle (checked with cmp) and verify.
 # Env: BAKE_LAYERS (default 4 of the 42 E4B layers: about 2.6 GB of bf16
-# input, 2.1 GB out), RUNS (default 5), DIR (default /tmp/fgpack-bench-baked;
-# the checkpoint is kept there for the next run), FGPACK (default ./fgpack).
+# input, 2.1 GB out), RUNS (default 5), DIR (default /tmp/fgpack-bench-bake,
+# bench/bake.sh's: the checkpoint is kept there and shared with it), FGPACK
+# (default ./fgpack).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-PY=/usr/bin/python3
-[ -x "$PY" ] || PY=python3
+. "$top/bench/e4b_checkpoint.inc"
 FGPACK=${FGPACK:-$top/fgpack}
 layers=${BAKE_LAYERS:-4}
 RUNS=${RUNS:-5}
-dir=${DIR:-/tmp/fgpack-bench-baked}
+dir=${DIR:-/tmp/fgpack-bench-bake}
 src=$dir/e4b-L$layers
 mkdir -p "$dir"
 W=$(mktemp -d "$dir/run.XXXXXX")
 trap 'rm -rf "$W"' EXIT
-if [ ! -f "$src/config.json" ]; then
-	echo "== generating an E4B-shaped checkpoint with $layers layers in $src" >&2
-	$PY "$top/tests/int4/int4ref.py" make "$src.part" --shape e4b --layers "$layers" --shards 4
-	mv "$src.part" "$src"
-fi
+e4b_checkpoint "$dir" "$layers"
 # the store the bake and the packs use (empty: the bake's inputs are hashed)
 mkdir -p "$W/store/blobs/sha256"
 export FGPACK_HOME="$W/store"

@@ -448,27 +448,36 @@ static int blob_is(const struct fg_store *st, const char *hex, const struct stat
 	return same;
 }
 
+/* A record (stamps/, seen/) at path, NUL-terminated, into rec (cap bytes):
+ * its length, or -1 when it is missing or too short to hold a digest. */
+static ssize_t record_read(const char *path, char *rec, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, rec, cap - 1);
+	close(fd);
+	if (n <= FG_SHA256_HEX_LEN)
+		return -1;
+	rec[n] = '\0';
+	return n;
+}
+
 int fg_store_stamp_match(const struct fg_store *st, const struct stat *sb,
 			 char out_hex[FG_SHA256_HEX_LEN + 1])
 {
 	struct fg_buf p = FG_BUF_INIT;
 	char rec[160], want[160];
 	ssize_t n = -1;
-	int fd, wl, ok = 0;
+	int wl, ok = 0;
 
-	if (!S_ISREG(sb->st_mode) || inode_path(&p, st->stamps, sb)) {
-		fg_buf_release(&p);
-		return 0;
-	}
-	fd = open(p.data, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd >= 0) {
-		n = read(fd, rec, sizeof(rec) - 1);
-		close(fd);
-	}
+	if (S_ISREG(sb->st_mode) && !inode_path(&p, st->stamps, sb))
+		n = record_read(p.data, rec, sizeof(rec));
 	fg_buf_release(&p);
-	if (n <= FG_SHA256_HEX_LEN)
+	if (n < 0)
 		return 0;
-	rec[n] = '\0';
 	rec[FG_SHA256_HEX_LEN] = '\0';
 	if (!fg_sha256_hex_valid(rec))
 		return 0;
@@ -524,22 +533,6 @@ int fg_store_stamp_note(const struct fg_store *st, const char *sha256_hex, const
 
 /* ---- seen: digests of files that are not blobs ---- */
 
-/* The record at path, NUL-terminated, into rec (cap bytes); its length, or -1. */
-static ssize_t seen_read(const char *path, char *rec, size_t cap)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = read(fd, rec, cap - 1);
-	close(fd);
-	if (n <= FG_SHA256_HEX_LEN)
-		return -1;
-	rec[n] = '\0';
-	return n;
-}
-
 /* 1 when rec's digest, size, mtime and ctime (the record's fields before its
  * path) are exactly what sb shows; the digest goes to hex. */
 static int seen_holds(const char *rec, const struct stat *sb, char hex[FG_SHA256_HEX_LEN + 1])
@@ -566,7 +559,7 @@ int fg_store_seen_match(const struct fg_store *st, const struct stat *sb,
 	char rec[FG_STORE_SEEN_REC_MAX], hex[FG_SHA256_HEX_LEN + 1];
 	int ok = 0;
 
-	if (S_ISREG(sb->st_mode) && !inode_path(&p, st->seen, sb) && seen_read(p.data, rec, sizeof(rec)) > 0 &&
+	if (S_ISREG(sb->st_mode) && !inode_path(&p, st->seen, sb) && record_read(p.data, rec, sizeof(rec)) > 0 &&
 	    seen_holds(rec, sb, hex)) {
 		memcpy(out_hex, hex, sizeof(hex));
 		ok = 1;
@@ -1872,7 +1865,7 @@ static int seen_keep(const struct fg_store *st, const char *name, const char *pa
 	struct seen_kept *sk = ctx;
 	struct fg_buf want = FG_BUF_INIT;
 	char rec[FG_STORE_SEEN_REC_MAX], hex[FG_SHA256_HEX_LEN + 1], *f = NULL, *nl;
-	ssize_t n = seen_read(path, rec, sizeof(rec));
+	ssize_t n = record_read(path, rec, sizeof(rec));
 	struct stat sb;
 	int k, keep = 0;
 
