@@ -31,6 +31,7 @@
 #include "ring.h"
 #include "sha256.h"
 #include "tarlanes.h"
+#include "xxh64.h"
 
 #define IO_CHUNK ((size_t)FG_TAR_PIECE_MAX)
 /* tar bytes are produced in pieces of RD_OUT: decompressed, hashed for the
@@ -47,6 +48,18 @@
 #define FRAME_MIN ((unsigned long long)1 << 20)
 #define FRAME_MAX FG_TAR_FRAME_MAX
 #define DIRECT_MIN ((size_t)64 << 10)
+/* Stored frames (docs/formats/bundle.md): a frame's bytes are held until
+ * zstd or stored blocks are chosen for it. PROBE_SAMPLES samples of
+ * PROBE_SAMPLE bytes, one in the middle of each equal part of the frame, are
+ * compressed on their own; when none gains PROBE_SAMPLE / 64 bytes (zstd
+ * stores a block that gains less: ZSTD_minGain) the frame is written as
+ * stored blocks. A frame under PROBE_MIN bytes, or over HOLD_MAX (one written
+ * from memory), goes to zstd. */
+#define PROBE_MIN ((size_t)256 << 10)
+#define HOLD_MAX (FRAME_MAX + 2 * IO_CHUNK)
+#define PROBE_SAMPLES 16
+#define PROBE_SAMPLE ((size_t)8 << 10)
+#define ZBLOCK ((size_t)ZSTD_BLOCKSIZE_MAX) /* a stored block's most bytes */
 /* GNU tar's record: the archive is padded with zeros to a multiple of it */
 #define TAR_RECORD 10240
 
@@ -202,13 +215,23 @@ struct fg_tarball_writer {
 
 struct wsink;
 
+enum { ZM_PROBE, ZM_ZSTD, ZM_STORED };
+
 /* One compressor: a zstd context, on a thread of its own (ring) or, with
- * one thread in all, on the calling thread (ring NULL). */
+ * one thread in all, on the calling thread (ring NULL). Its frames come one
+ * after another: fi is the one it is making, mode how. */
 struct zwork {
 	struct wsink *s;
 	ZSTD_CCtx *cctx;
 	struct fg_ring *ring;
 	char *zbuf;
+	size_t fi;
+	int mode;
+	struct fg_buf hold; /* ZM_PROBE: the frame's bytes so far */
+	unsigned char *blk; /* ZM_STORED: a block's header room and its bytes */
+	size_t blen;        /* its bytes so far (a whole block waits for more) */
+	struct fg_xxh64 xx; /* ZM_STORED: the frame's content checksum */
+	void *pout;         /* the probe's output */
 };
 
 /* A frame: what it holds, and its compressed bytes not yet written (a
@@ -238,6 +261,7 @@ struct wsink {
 	struct fg_sha256 *id;       /* the identity, hashed on the calling thread, or */
 	struct fg_sha256_pipe *idp; /* on a thread of its own (ID_THREAD_MIN threads) */
 	int id_states; /* each frame's identity chain state kept (FG_TAR_ID_STATES=0: not) */
+	int stored; /* incompressible frames as stored blocks (FG_TAR_STORED=0: not) */
 	char *stage;        /* tar bytes gathered into IO_CHUNK pieces: libarchive */
 	size_t staged;      /* hands over one 10 KiB record at a time */
 	char *stages[W_STAGES];
@@ -469,15 +493,14 @@ static int frame_end(struct wsink *s, size_t fi, struct fg_err *err)
 	return rc;
 }
 
-/* Compresses len bytes of frame fi (or, with end set, ends the frame).
+/* Compresses len bytes of the frame fi (or, with end set, ends the frame).
  * zstd copies what it is given into its window, so data is free again on
  * return. */
-static int compress_now(struct zwork *z, size_t fi, const void *data, size_t len, int end,
-			struct fg_err *err)
+static int zstd_feed(struct zwork *z, size_t fi, const void *data, size_t len, int end,
+		     struct fg_err *err)
 {
 	ZSTD_inBuffer in = { data, len, 0 };
 
-	z->s->fr[fi].dsize += len;
 	for (;;) {
 		ZSTD_outBuffer out = { z->zbuf, ZSTD_CStreamOutSize(), 0 };
 		size_t left = ZSTD_compressStream2(z->cctx, &out, &in, end ? ZSTD_e_end : ZSTD_e_continue);
@@ -491,6 +514,115 @@ static int compress_now(struct zwork *z, size_t fi, const void *data, size_t len
 		if (!end && in.pos == in.size)
 			return 0;
 	}
+}
+
+/* The stored block gathered in blk goes out, the frame's last or not. */
+static int stored_block(struct zwork *z, size_t fi, int last, struct fg_err *err)
+{
+	unsigned bh = (unsigned)z->blen << 3 | (unsigned)last; /* type 0: raw */
+
+	z->blk[0] = (unsigned char)bh;
+	z->blk[1] = (unsigned char)(bh >> 8);
+	z->blk[2] = (unsigned char)(bh >> 16);
+	z->blen = 0;
+	return emit(z->s, fi, z->blk, 3 + (size_t)(bh >> 3), err);
+}
+
+/* The frame fi as stored blocks (RFC 8878 3.1.1): a header with no content
+ * size and a 128 KiB window, blocks of ZBLOCK bytes at fixed offsets of the
+ * frame (whatever the pieces), the last one flagged, then the content
+ * checksum as zstd writes it. */
+static int stored_feed(struct zwork *z, size_t fi, const void *data, size_t len, int end,
+		       struct fg_err *err)
+{
+	/* magic; descriptor: checksum, no content size, not single segment;
+	 * window 2^(10 + 7) */
+	static const unsigned char head[6] = { 0x28, 0xb5, 0x2f, 0xfd, 0x04, 0x38 };
+	const unsigned char *p = data;
+	int rc;
+
+	if (!z->s->fr[fi].csize) {
+		fg_xxh64_init(&z->xx, 0);
+		z->blen = 0;
+		if ((rc = emit(z->s, fi, head, sizeof(head), err)))
+			return rc;
+	}
+	fg_xxh64_update(&z->xx, p, len);
+	while (len) {
+		size_t take;
+
+		if (z->blen == ZBLOCK && (rc = stored_block(z, fi, 0, err)))
+			return rc;
+		take = ZBLOCK - z->blen < len ? ZBLOCK - z->blen : len;
+		memcpy(z->blk + 3 + z->blen, p, take);
+		z->blen += take;
+		p += take;
+		len -= take;
+	}
+	if (end) {
+		uint64_t d = fg_xxh64_digest(&z->xx);
+		unsigned char chk[4];
+
+		fg_put_le32(chk, (uint32_t)d);
+		if ((rc = stored_block(z, fi, 1, err)) || (rc = emit(z->s, fi, chk, 4, err)))
+			return rc;
+		return frame_end(z->s, fi, err);
+	}
+	return 0;
+}
+
+/* 1 when the frame held looks incompressible (see PROBE_MIN). */
+static int probe_stored(struct zwork *z)
+{
+	size_t part = z->hold.len / PROBE_SAMPLES, k;
+
+	if (z->hold.len < PROBE_MIN)
+		return 0;
+	for (k = 0; k < PROBE_SAMPLES; k++) {
+		size_t at = k * part + (part - PROBE_SAMPLE) / 2;
+		size_t n = ZSTD_compress2(z->cctx, z->pout, ZSTD_compressBound(PROBE_SAMPLE),
+					  z->hold.data + at, PROBE_SAMPLE);
+
+		if (ZSTD_isError(n) || n < PROBE_SAMPLE - PROBE_SAMPLE / 64)
+			return 0;
+	}
+	return 1;
+}
+
+static int zfeed(struct zwork *z, size_t fi, const void *data, size_t len, int end, struct fg_err *err)
+{
+	if (z->mode == ZM_STORED)
+		return stored_feed(z, fi, data, len, end, err);
+	return zstd_feed(z, fi, data, len, end, err);
+}
+
+/* len bytes of the frame fi (with end: its last). The frame is held whole
+ * until its mode is chosen at its end (see PROBE_MIN); data is free again on
+ * return either way. */
+static int compress_now(struct zwork *z, size_t fi, const void *data, size_t len, int end,
+			struct fg_err *err)
+{
+	int rc;
+
+	z->s->fr[fi].dsize += len;
+	if (fi != z->fi) {
+		z->fi = fi;
+		z->mode = z->s->stored ? ZM_PROBE : ZM_ZSTD;
+		fg_buf_reset(&z->hold);
+	}
+	if (z->mode == ZM_PROBE) {
+		if (z->hold.len + len > HOLD_MAX) {
+			z->mode = ZM_ZSTD;
+			if ((rc = zstd_feed(z, fi, z->hold.data, z->hold.len, 0, err)))
+				return rc;
+		} else {
+			if ((rc = fg_buf_append(&z->hold, data, len, err)) || !end)
+				return rc;
+			z->mode = probe_stored(z) ? ZM_STORED : ZM_ZSTD;
+			return zfeed(z, fi, z->hold.data, z->hold.len, 1, err);
+		}
+	}
+	return zfeed(z, fi, data, len, end, err);
 }
 
 /* A piece on a compressing thread: arg the frame, flags 1: end it. */
@@ -937,6 +1069,14 @@ static int sink_setup(struct wsink *s, const struct fg_tarball_writer *w, struct
 			return fg_err_set(err, FG_ENOMEM, "out of memory");
 		ZSTD_CCtx_setParameter(z->cctx, ZSTD_c_compressionLevel, w->level);
 		ZSTD_CCtx_setParameter(z->cctx, ZSTD_c_checksumFlag, 1);
+		z->fi = (size_t)-1;
+		if (s->stored) {
+			fg_buf_init(&z->hold, HOLD_MAX);
+			z->blk = malloc(3 + ZBLOCK);
+			z->pout = malloc(ZSTD_compressBound(PROBE_SAMPLE));
+			if (!z->blk || !z->pout)
+				return fg_err_set(err, FG_ENOMEM, "out of memory");
+		}
 	}
 	return 0;
 }
@@ -969,6 +1109,9 @@ static void sink_free(struct wsink *s)
 	for (k = 0; s->z && k < s->nz; k++) {
 		ZSTD_freeCCtx(s->z[k].cctx);
 		free(s->z[k].zbuf);
+		fg_buf_release(&s->z[k].hold);
+		free(s->z[k].blk);
+		free(s->z[k].pout);
 	}
 	free(s->z);
 	for (i = 0; s->fr && i <= s->max_frames; i++)
@@ -1015,6 +1158,13 @@ int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint
 			   : fg_buf_puts(&dir, ".", err);
 	if (rc)
 		goto out;
+	{
+		const char *e = getenv("FG_TAR_ID_STATES");
+
+		s.id_states = !(e && !strcmp(e, "0"));
+		e = getenv("FG_TAR_STORED");
+		s.stored = !(e && !strcmp(e, "0"));
+	}
 	rc = sink_setup(&s, w, err);
 	if (rc)
 		goto out;
@@ -1022,11 +1172,6 @@ int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint
 	rc = fg_sha256_new_own(&s.id, err);
 	if (rc)
 		goto out;
-	{
-		const char *e = getenv("FG_TAR_ID_STATES");
-
-		s.id_states = !(e && !strcmp(e, "0"));
-	}
 	s.path = tmp.data;
 	s.fd = open(tmp.data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (s.fd < 0) {

@@ -1,6 +1,7 @@
 /* test_tarball.c - reproducible writer, identity, safe extraction, member reads,
  * and hostile archives (crafted here with python3's tarfile) that must be
- * refused with nothing written at or beside the destination. */
+ * refused with nothing written at or beside the destination; incompressible
+ * frames written as stored blocks, read back by libzstd with its checksums. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,8 @@
 #include "sha256.h"
 #include "tap.h"
 #include "workdir_test.h"
+
+#include <zstd.h>
 
 
 static int write_text(const char *path, const char *text, int mode)
@@ -423,6 +426,199 @@ static void test_stamp_and_threads(void)
 	fg_tarball_writer_free(w);
 }
 
+/* n pseudo-random bytes (seed) appended to path */
+static void add_random(const char *path, size_t n, unsigned seed)
+{
+	FILE *f = fopen(path, "ab");
+	unsigned char b[4096];
+	size_t i, k;
+
+	for (i = 0; f && i < n; i += k) {
+		k = n - i < sizeof(b) ? n - i : sizeof(b);
+		for (size_t j = 0; j < k; j++) {
+			seed ^= seed << 13;
+			seed ^= seed >> 17;
+			seed ^= seed << 5;
+			b[j] = (unsigned char)seed;
+		}
+		fwrite(b, 1, k, f);
+	}
+	if (f)
+		fclose(f);
+}
+
+static void add_zeros(const char *path, size_t n)
+{
+	FILE *f = fopen(path, "ab");
+
+	for (size_t i = 0; f && i < n; i++)
+		fputc(0, f);
+	if (f)
+		fclose(f);
+}
+
+/* Packs the files names[] (members of the same names) with threads; 0. */
+static int pack_files(const char *out, const char *const *names, int threads, uint8_t id[32])
+{
+	struct fg_tarball_writer *w = NULL;
+	struct fg_err err;
+	char src[256];
+	int rc = fg_tarball_writer_new(&w, 3, 0, &err);
+
+	if (!rc)
+		rc = fg_tarball_writer_set_threads(w, threads, &err);
+	for (; !rc && *names; names++) {
+		snprintf(src, sizeof(src), "%s", at(*names));
+		rc = fg_tarball_add_file(w, *names, src, NULL, &err);
+	}
+	if (!rc)
+		rc = fg_tarball_writer_finish(w, out, id, &err);
+	if (rc)
+		printf("# pack %s: %s\n", out, err.msg);
+	fg_tarball_writer_free(w);
+	return rc;
+}
+
+/* The frames of a bundle by the seek table: how many are stored-block
+ * frames as the writer makes them (descriptor 0x04, window byte 0x38, raw
+ * blocks only), and how many others; -1 on a file without a table. */
+static int count_stored(const char *path, int *others)
+{
+	struct fg_buf b = FG_BUF_INIT;
+	struct fg_err err;
+	const unsigned char *d, *t;
+	unsigned long long off = 0;
+	unsigned n, i;
+	int stored = 0;
+
+	*others = 0;
+	if (fg_file_read(path, 1 << 28, &b, &err) || b.len < 9)
+		return -1;
+	d = (const unsigned char *)b.data;
+	n = d[b.len - 9] | d[b.len - 8] << 8 | d[b.len - 7] << 16 | (unsigned)d[b.len - 6] << 24;
+	t = d + b.len - 9 - 8ull * n;
+	for (i = 0; i < n; i++) {
+		unsigned c = t[8 * i] | t[8 * i + 1] << 8 | t[8 * i + 2] << 16 | (unsigned)t[8 * i + 3] << 24;
+		const unsigned char *f = d + off;
+		int raw = f[4] == 0x04 && f[5] == 0x38;
+
+		/* every block raw: walk the block headers */
+		for (unsigned long long p = off + 6; raw;) {
+			unsigned bh = d[p] | d[p + 1] << 8 | d[p + 2] << 16;
+
+			if ((bh >> 1 & 3) != 0)
+				raw = 0;
+			p += 3 + (bh >> 3);
+			if (bh & 1)
+				break;
+		}
+		if (raw)
+			stored++;
+		else
+			(*others)++;
+		off += c;
+	}
+	fg_buf_release(&b);
+	return stored;
+}
+
+/* The bundle decompressed by libzstd with every frame's checksum checked;
+ * 0 when it decodes and its SHA-256 is id. */
+static int zstd_checks(const char *path, const uint8_t id[32])
+{
+	struct fg_buf b = FG_BUF_INIT;
+	struct fg_err err;
+	struct fg_sha256 *h = NULL;
+	ZSTD_DStream *ds = ZSTD_createDStream();
+	ZSTD_inBuffer in;
+	static char out[1 << 17];
+	uint8_t got[32];
+	int rc = -1;
+
+	if (!ds || fg_file_read(path, 1 << 28, &b, &err) || fg_sha256_new(&h, &err))
+		goto out;
+	in.src = b.data;
+	in.size = b.len;
+	in.pos = 0;
+	while (in.pos < in.size) {
+		ZSTD_outBuffer o = { out, sizeof(out), 0 };
+		size_t r = ZSTD_decompressStream(ds, &o, &in);
+
+		if (ZSTD_isError(r)) {
+			printf("# libzstd: %s\n", ZSTD_getErrorName(r));
+			goto out;
+		}
+		fg_sha256_update(h, out, o.pos, &err);
+	}
+	fg_sha256_final(h, got, &err);
+	rc = memcmp(got, id, 32) ? -1 : 0;
+out:
+	fg_sha256_free(h);
+	ZSTD_freeDStream(ds);
+	fg_buf_release(&b);
+	return rc;
+}
+
+/* Frames whose bytes zstd would only store are written as stored blocks
+ * (docs/formats/bundle.md, "Stored frames"): chosen by the frame's bytes
+ * alone, so the same for any thread count; compressible frames, and one
+ * mostly random with a compressible stretch, go through zstd; the file
+ * decodes with libzstd (checksums checked) and reads back by every path. */
+static void test_stored_frames(void)
+{
+	static const char *const rnd[] = { "st/rand.bin", "st/small.bin", NULL };
+	static const char *const mixed[] = { "st/mixed.bin", NULL };
+	static const char *const big[] = { "st/big.bin", "st/rand.bin", NULL };
+	uint8_t id1[32], id2[32], idr[32];
+	struct fg_err err;
+	int others, stored;
+
+	fg_mkdir_p(at("st"), 0755, &err);
+	add_random(at("st/rand.bin"), (3u << 20) + 100, 7);
+	add_random(at("st/small.bin"), 200u << 10, 8); /* under the probe's least */
+	add_random(at("st/mixed.bin"), 3u << 20, 9);
+	add_zeros(at("st/mixed.bin"), 512u << 10);
+	add_random(at("st/mixed.bin"), 3u << 20, 10);
+	add_random(at("st/big.bin"), 20u << 20, 11);
+
+	ok(!pack_files(at("st/r.fgb"), rnd, 1, id1), "random members pack");
+	stored = count_stored(at("st/r.fgb"), &others);
+	is_int(stored, 1, "the random member's frame is stored blocks (others %d)", others);
+	ok(others >= 2, "the frame under the probe's least and the rest through zstd (%d)", others);
+	ok(!zstd_checks(at("st/r.fgb"), id1), "libzstd decodes it, checksums checked, to the id");
+	setenv("FG_TAR_STORED", "0", 1);
+	ok(!pack_files(at("st/rz.fgb"), rnd, 1, id2), "FG_TAR_STORED=0 packs");
+	unsetenv("FG_TAR_STORED");
+	is_int(count_stored(at("st/rz.fgb"), &others), 0, "... with no stored frame");
+	ok(!memcmp(id1, id2, 32), "... and the same id (the tar is the same)");
+	{
+		struct stat a, b;
+
+		ok(!stat(at("st/r.fgb"), &a) && !stat(at("st/rz.fgb"), &b) &&
+			   a.st_size <= b.st_size + 1024 && b.st_size <= a.st_size + 4096,
+		   "stored frames within 1 KiB of zstd's frames (zstd squeezes the member's "
+		   "header): %lld against %lld",
+		   (long long)a.st_size, (long long)b.st_size);
+	}
+	ok(!fg_tarball_scan(at("st/r.fgb"), NULL, 1, NULL, NULL, idr, &err) && !memcmp(idr, id1, 32),
+	   "scan reads it: the writer's id");
+	ok(!fg_tarball_extract(at("st/r.fgb"), at("st/x"), NULL, NULL, NULL, idr, &err) &&
+		   files_equal(at("st/x/st/rand.bin"), at("st/rand.bin")) && !memcmp(idr, id1, 32),
+	   "extract: the member's bytes and the id");
+
+	ok(!pack_files(at("st/m.fgb"), mixed, 1, id2), "a random member with 512 KiB of zeros packs");
+	is_int(count_stored(at("st/m.fgb"), &others), 0, "... through zstd: the probe saw the zeros");
+	ok(!zstd_checks(at("st/m.fgb"), id2), "... and decodes with libzstd");
+
+	ok(!pack_files(at("st/b1.fgb"), big, 1, id1) && !pack_files(at("st/b3.fgb"), big, 3, id2),
+	   "20 MiB of random bytes packs inline and on two compressing threads");
+	stored = count_stored(at("st/b1.fgb"), &others);
+	ok(stored >= 3, "its frames are stored (%d, others %d)", stored, others);
+	ok(!memcmp(id1, id2, 32) && files_equal(at("st/b1.fgb"), at("st/b3.fgb")),
+	   "the same bytes for any thread count");
+	ok(!zstd_checks(at("st/b3.fgb"), id1), "libzstd decodes it to the id");
+}
+
 int main(void)
 {
 	if (work_begin("fgarch"))
@@ -430,6 +626,7 @@ int main(void)
 	test_roundtrip();
 	test_hostile();
 	test_stamp_and_threads();
+	test_stored_frames();
 	work_end();
 	return tap_done();
 }
