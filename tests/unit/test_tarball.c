@@ -617,6 +617,30 @@ static void test_stored_frames(void)
 	ok(!memcmp(id1, id2, 32) && files_equal(at("st/b1.fgb"), at("st/b3.fgb")),
 	   "the same bytes for any thread count");
 	ok(!zstd_checks(at("st/b3.fgb"), id1), "libzstd decodes it to the id");
+	{
+		struct fg_tarball_read_opts o;
+		struct seen lane, seq;
+		uint8_t idl[32];
+		int lanes = 0;
+
+		memset(&o, 0, sizeof(o));
+		memset(&lane, 0, sizeof(lane));
+		memset(&seq, 0, sizeof(seq));
+		o.hash = 1;
+		o.threads = 2;
+		o.lanes = &lanes;
+		ok(!fg_tarball_scan_opts(at("st/b1.fgb"), &o, record, &lane, NULL, &err) && lanes > 1,
+		   "the members hash in lanes over the stored frames (%d lanes)", lanes);
+		ok(!fg_tarball_scan(at("st/b1.fgb"), NULL, 1, record, &seq, idl, &err) &&
+			   !memcmp(idl, id1, 32) && lane.n == seq.n && lane.n == 2 &&
+			   !memcmp(lane.sha, seq.sha, sizeof(lane.sha)),
+		   "... the digests those of the sequential reader, which gives the id");
+		o.hash = 0;
+		lanes = 0;
+		ok(!fg_tarball_scan_opts(at("st/b1.fgb"), &o, NULL, NULL, idl, &err) &&
+			   !memcmp(idl, id1, 32) && lanes > 1,
+		   "the id alone from the lanes' identity states (%d lanes)", lanes);
+	}
 }
 
 int main(void)
