@@ -14,28 +14,23 @@ static uint64_t rotl(uint64_t x, int r)
 	return x << r | x >> (64 - r);
 }
 
-/* little-endian loads (one instruction each where the CPU is little-endian) */
-static uint64_t get64(const unsigned char *p)
+/* n (4 or 8) bytes at p, little-endian: one load where the CPU is */
+static uint64_t load_le(const unsigned char *p, int n)
 {
-	uint64_t v;
+	uint64_t v = 0;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	memcpy(&v, p, (size_t)n);
+#else
+	int i;
 
-	memcpy(&v, p, 8);
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-	v = __builtin_bswap64(v);
+	for (i = n - 1; i >= 0; i--)
+		v = v << 8 | p[i];
 #endif
 	return v;
 }
 
-static uint64_t get32(const unsigned char *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-	v = __builtin_bswap32(v);
-#endif
-	return v;
-}
+#define get64(p) load_le((p), 8)
+#define get32(p) load_le((p), 4)
 
 static uint64_t lane_round(uint64_t acc, uint64_t lane)
 {
