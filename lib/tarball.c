@@ -279,6 +279,8 @@ struct wsink {
 	int in_data; /* a large file member's data: write_member cuts its frames
 		      * at every FRAME_MAX bytes of it, not sink_take by size */
 	struct frec *fr;  /* every frame there can be, allocated at the start */
+	struct fg_buf *spare; /* (mu) held buffers written out, kept for reuse */
+	size_t n_spare, max_spare;
 	size_t max_frames, n_frames; /* frames begun by the calling thread */
 	size_t next_commit; /* the oldest frame not wholly written (mu) */
 	pthread_mutex_t mu;
@@ -443,6 +445,21 @@ static int out_write(struct wsink *s, const void *p, size_t n, struct fg_err *er
 	return 0;
 }
 
+/* Under mu: a held buffer once written is kept for the next frame that
+ * must hold bytes, its pages already there (fresh pages for every held
+ * frame cost this VM more system time than the compression saved:
+ * docs/bench.md, forty-third session). */
+static void held_done(struct wsink *s, struct fg_buf *b)
+{
+	if (b->data && s->n_spare < s->max_spare) {
+		fg_buf_reset(b);
+		s->spare[s->n_spare++] = *b;
+		fg_buf_init(b, 0);
+	} else {
+		fg_buf_release(b);
+	}
+}
+
 /* Under mu: writes the held bytes of every finished frame from the oldest
  * on, and the held part of the oldest if it is still being made. */
 static int commit(struct wsink *s, struct fg_err *err)
@@ -451,7 +468,7 @@ static int commit(struct wsink *s, struct fg_err *err)
 		struct frec *f = &s->fr[s->next_commit];
 		int rc = out_write(s, f->held.data, f->held.len, err);
 
-		fg_buf_release(&f->held);
+		held_done(s, &f->held);
 		if (rc)
 			return rc;
 		if (!f->done)
@@ -474,7 +491,11 @@ static int emit(struct wsink *s, size_t fi, const void *p, size_t n, struct fg_e
 		if (!rc)
 			rc = out_write(s, p, n, err);
 	} else {
-		rc = fg_buf_append(&s->fr[fi].held, p, n, err);
+		struct fg_buf *h = &s->fr[fi].held;
+
+		if (!h->data && s->n_spare)
+			*h = s->spare[--s->n_spare];
+		rc = fg_buf_append(h, p, n, err);
 	}
 	pthread_mutex_unlock(&s->mu);
 	return rc;
@@ -1033,13 +1054,20 @@ static size_t frames_bound(const struct fg_tarball_writer *w)
 /* The compressors and read buffers of threads threads (see wsink). */
 static int sink_setup(struct wsink *s, const struct fg_tarball_writer *w, struct fg_err *err)
 {
-	int k, nz = w->threads > 1 ? w->threads - 1 : 1;
+	/* as many compressors as threads: on weights zstd compresses (bf16,
+	 * INT4), the compressors are the bound and the calling thread, which
+	 * reads and hashes, waits on them most of the time; on bytes zstd
+	 * cannot shrink (stored frames) they are idle beside it (docs/bench.md,
+	 * forty-third session: 0.79x the wall time on 2 cores with two) */
+	int k, nz = w->threads > 1 ? w->threads : 1;
 
 	if (nz > MAX_ZWORKERS)
 		nz = MAX_ZWORKERS;
 	s->max_frames = frames_bound(w);
 	s->fr = calloc(s->max_frames + 1, sizeof(*s->fr));
 	s->z = calloc((size_t)nz, sizeof(*s->z));
+	s->max_spare = 2 * (size_t)nz + 2;
+	s->spare = calloc(s->max_spare, sizeof(*s->spare));
 	/* one filling, the rest with the compressors: a whole frame's pieces
 	 * each, so that the reading thread can go on to the next compressor's
 	 * frame instead of waiting for this one's */
@@ -1048,7 +1076,7 @@ static int sink_setup(struct wsink *s, const struct fg_tarball_writer *w, struct
 	s->buf_seq = calloc((size_t)s->nbufs, sizeof(*s->buf_seq));
 	s->buf_idseq = calloc((size_t)s->nbufs, sizeof(*s->buf_idseq));
 	s->buf_z = calloc((size_t)s->nbufs, sizeof(*s->buf_z));
-	if (!s->fr || !s->z || !s->bufs || !s->buf_seq || !s->buf_idseq || !s->buf_z)
+	if (!s->fr || !s->z || !s->spare || !s->bufs || !s->buf_seq || !s->buf_idseq || !s->buf_z)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	s->n_frames = 1; /* frame 0 begun */
 	for (k = 0; k < s->nbufs; k++)
@@ -1116,6 +1144,9 @@ static void sink_free(struct wsink *s)
 	free(s->z);
 	for (i = 0; s->fr && i <= s->max_frames; i++)
 		fg_buf_release(&s->fr[i].held);
+	for (i = 0; i < s->n_spare; i++)
+		fg_buf_release(&s->spare[i]);
+	free(s->spare);
 	free(s->fr);
 	for (k = 0; s->bufs && k < s->nbufs; k++)
 		free(s->bufs[k]);

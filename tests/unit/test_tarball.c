@@ -611,7 +611,7 @@ static void test_stored_frames(void)
 	ok(!zstd_checks(at("st/m.fgb"), id2), "... and decodes with libzstd");
 
 	ok(!pack_files(at("st/b1.fgb"), big, 1, id1) && !pack_files(at("st/b3.fgb"), big, 3, id2),
-	   "20 MiB of random bytes packs inline and on two compressing threads");
+	   "20 MiB of random bytes packs inline and on three compressing threads");
 	stored = count_stored(at("st/b1.fgb"), &others);
 	ok(stored >= 3, "its frames are stored (%d, others %d)", stored, others);
 	ok(!memcmp(id1, id2, 32) && files_equal(at("st/b1.fgb"), at("st/b3.fgb")),
