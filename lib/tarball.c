@@ -245,6 +245,7 @@ struct frec {
 	unsigned long long tar0;
 	uint8_t idst[32];
 	int has_idst;
+	int zi; /* its compressor */
 };
 
 /* State shared by libarchive's write callback. The calling thread reads
@@ -262,6 +263,7 @@ struct wsink {
 	struct fg_sha256_pipe *idp; /* on a thread of its own (ID_THREAD_MIN threads) */
 	int id_states; /* each frame's identity chain state kept (FG_TAR_ID_STATES=0: not) */
 	int stored; /* incompressible frames as stored blocks (FG_TAR_STORED=0: not) */
+	int cheap;  /* (atomic) the last frame a compressor chose a mode for was stored */
 	char *stage;        /* tar bytes gathered into IO_CHUNK pieces: libarchive */
 	size_t staged;      /* hands over one 10 KiB record at a time */
 	char *stages[W_STAGES];
@@ -634,12 +636,14 @@ static int compress_now(struct zwork *z, size_t fi, const void *data, size_t len
 	if (z->mode == ZM_PROBE) {
 		if (z->hold.len + len > HOLD_MAX) {
 			z->mode = ZM_ZSTD;
+			__atomic_store_n(&z->s->cheap, 0, __ATOMIC_RELAXED);
 			if ((rc = zstd_feed(z, fi, z->hold.data, z->hold.len, 0, err)))
 				return rc;
 		} else {
 			if ((rc = fg_buf_append(&z->hold, data, len, err)) || !end)
 				return rc;
 			z->mode = probe_stored(z) ? ZM_STORED : ZM_ZSTD;
+			__atomic_store_n(&z->s->cheap, z->mode == ZM_STORED, __ATOMIC_RELAXED);
 			return zfeed(z, fi, z->hold.data, z->hold.len, 1, err);
 		}
 	}
@@ -669,7 +673,7 @@ static void zthreads_stop(struct wsink *s)
 static int zput(struct wsink *s, const void *data, size_t len, int end, uint64_t *seq, int *zi)
 {
 	size_t fi = s->n_frames - 1;
-	struct zwork *z = &s->z[fi % (size_t)s->nz];
+	struct zwork *z = &s->z[s->fr[fi].zi];
 	struct fg_ring_item it = { data, len, (void *)(uintptr_t)fi, end };
 
 	if (seq)
@@ -682,6 +686,13 @@ static int zput(struct wsink *s, const void *data, size_t len, int end, uint64_t
 		if (s->n_frames == s->max_frames)
 			return fg_err_set(s->err, FG_EIO, "%s: more zstd frames than planned", s->path);
 		s->n_frames++;
+		/* its compressor: the same as this frame's while frames are
+		 * stored (the write is cheap: one compressor keeps up, and the
+		 * others stay asleep instead of taking the core the reading
+		 * thread needs), else the next one in turn. Which compressor
+		 * makes a frame never changes its bytes. */
+		nf->zi = __atomic_load_n(&s->cheap, __ATOMIC_RELAXED) ? s->fr[fi].zi
+								       : (s->fr[fi].zi + 1) % s->nz;
 		/* the next frame begins here: every tar byte before is with the
 		 * identity, so its chain state here is known (once hashed) */
 		nf->tar0 = s->tar_len;
