@@ -71,7 +71,7 @@ static void usage(FILE *f)
 		"  --no-golden          pack without a transcript (components the engine cannot load)\n"
 		"  --level N            zstd level 1..19 (default 3); a frame whose samples zstd\n"
 		"                       cannot shrink is written as stored blocks instead\n"
-		"  --threads N          threads: N hash the files; with N > 1, N then compress\n"
+		"  --threads N          threads: N hash the files; with N > 1, N - 1 then compress\n"
 		"                       the bundle's zstd frames while the tar stream is read and\n"
 		"                       hashed (default: the CPUs online, at most 8); the bytes\n"
 		"                       do not depend on it\n"

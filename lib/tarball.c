@@ -1065,12 +1065,11 @@ static size_t frames_bound(const struct fg_tarball_writer *w)
 /* The compressors and read buffers of threads threads (see wsink). */
 static int sink_setup(struct wsink *s, const struct fg_tarball_writer *w, struct fg_err *err)
 {
-	/* as many compressors as threads: on weights zstd compresses (bf16,
-	 * INT4), the compressors are the bound and the calling thread, which
-	 * reads and hashes, waits on them most of the time; on bytes zstd
-	 * cannot shrink (stored frames) they are idle beside it (docs/bench.md,
-	 * forty-third session: 0.79x the wall time on 2 cores with two) */
-	int k, nz = w->threads > 1 ? w->threads : 1;
+	/* one compressor fewer than threads: the calling thread reads and
+	 * hashes beside them (as many as threads measured no faster on two
+	 * cores, on random bytes, baked INT4 or bf16: docs/bench.md, forty-third
+	 * session) */
+	int k, nz = w->threads > 1 ? w->threads - 1 : 1;
 
 	if (nz > MAX_ZWORKERS)
 		nz = MAX_ZWORKERS;

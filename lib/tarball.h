@@ -79,7 +79,7 @@ void fg_tarball_stamp_of(struct fg_tarball_stamp *out, const struct stat *st);
  * the file's stamp differs before or after its copy. Copies its strings. */
 int fg_tarball_add_file(struct fg_tarball_writer *w, const char *name, const char *src,
 			const struct fg_tarball_stamp *expect, struct fg_err *err);
-/* Threads (default 1): 1 compresses on the calling thread; N >= 2 on N
+/* Threads (default 1): 1 compresses on the calling thread; N >= 2 on N - 1
  * threads of their own while the calling thread reads, tars and hashes,
  * each zstd frame on one of them (no zstd workers: a frame's bytes depend
  * on its tar bytes alone, so the file is the same for any count; tested in
