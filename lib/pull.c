@@ -2368,7 +2368,7 @@ int fg_pull_materialize(const struct fg_lock_manifest *lm0, const struct fg_mani
 	struct fg_lock_component *copies = NULL;
 	const struct fg_lock_manifest *lm = &view;
 	char real[PATH_MAX];
-	cJSON *now = NULL, *was = NULL, *files, *copies_now = NULL, *f;
+	cJSON *now = NULL, *was = NULL, *files = NULL, *copies_now = NULL, *f;
 	char stamp[128];
 	size_t ci, i;
 	int rc = place_view(&view, &copies, lm0, m, err);
