@@ -567,10 +567,11 @@ static int open_input(struct bake *b, struct infile *f, int fd, int may_trust, s
 	if (fstat(fd, &f->st0))
 		return fg_err_set(err, FG_EIO, "%s: %s", f->path, strerror(errno));
 	if (may_trust && b->store && !b->o->rehash) {
-		f->by_stamp = fg_store_stamp_match(b->store, &f->st0, f->sha256);
-		if (!f->by_stamp)
-			f->by_stamp = f->by_seen = fg_store_seen_match(b->store, &f->st0, f->sha256);
-		if (f->by_stamp)
+		int by = fg_store_vouched(b->store, &f->st0, 1, f->sha256);
+
+		f->by_stamp = by != 0;
+		f->by_seen = by == FG_STORE_BY_SEEN;
+		if (by)
 			f->have_digest = 1;
 	}
 	return 0;
@@ -599,9 +600,8 @@ static int close_input(struct infile *f, int fd, struct fg_err *err)
  * other, its seen record (when it was last changed 2 s before). */
 static void note_input(struct bake *b, const struct infile *f)
 {
-	if (b->store && f->hashed && f->stable &&
-	    fg_store_stamp_note(b->store, f->sha256, &f->st0))
-		fg_store_seen_note(b->store, f->sha256, &f->st0, f->since, f->path);
+	if (b->store && f->hashed && f->stable)
+		fg_store_note_hashed(b->store, f->sha256, &f->st0, 1, f->since, f->path);
 }
 
 /* Digest of a whole input file not streamed by the bake (config.json, the index). */

@@ -631,6 +631,22 @@ int fg_store_seen_note_written(const struct fg_store *st, const char *sha256_hex
 	return seen_put(st, sha256_hex, sb, path);
 }
 
+int fg_store_vouched(const struct fg_store *st, const struct stat *sb, int seen,
+		     char out_hex[FG_SHA256_HEX_LEN + 1])
+{
+	if (fg_store_stamp_match(st, sb, out_hex))
+		return FG_STORE_BY_STAMP;
+	return seen && fg_store_seen_match(st, sb, out_hex) ? FG_STORE_BY_SEEN : 0;
+}
+
+int fg_store_note_hashed(const struct fg_store *st, const char *sha256_hex, const struct stat *sb,
+			 int seen, long long since_ns, const char *path)
+{
+	if (!fg_store_stamp_note(st, sha256_hex, sb))
+		return 0;
+	return seen ? fg_store_seen_note(st, sha256_hex, sb, since_ns, path) : -1;
+}
+
 /* ---- chain states ---- */
 
 #define STATES_MAGIC "fgpack-states 1\n"
@@ -736,8 +752,10 @@ int fg_store_digest_files_ex(struct fg_store *st, const char *const *path, size_
 
 		memset(d, 0, sizeof(*d));
 		if (st && !stat(path[i], &d->st)) {
-			d->by_store = fg_store_stamp_match(st, &d->st, d->hex);
-			d->by_seen = !d->by_store && seen && fg_store_seen_match(st, &d->st, d->hex);
+			int by = fg_store_vouched(st, &d->st, seen, d->hex);
+
+			d->by_store = by == FG_STORE_BY_STAMP;
+			d->by_seen = by == FG_STORE_BY_SEEN;
 		}
 		/* with its chain states as the store kept them; a blob (or a seen
 		 * file) that should have some and has none kept is hashed like any
@@ -762,7 +780,6 @@ int fg_store_digest_files_ex(struct fg_store *st, const char *const *path, size_
 	for (i = 0; !rc && i < nh; i++) {
 		struct fg_store_digest *d = &out[at[i]];
 		struct stat now;
-		int noted;
 
 		d->rc = res[i].rc;
 		d->err = res[i].err;
@@ -776,10 +793,7 @@ int fg_store_digest_files_ex(struct fg_store *st, const char *const *path, size_
 		fg_hex_encode(res[i].digest, FG_SHA256_LEN, d->hex);
 		if (!st || stat(hp[i], &now) || !fg_stat_unchanged(&d->st, &now))
 			continue;
-		noted = !fg_store_stamp_note(st, d->hex, &d->st);
-		if (!noted && seen)
-			noted = !fg_store_seen_note(st, d->hex, &d->st, since, hp[i]);
-		if (noted && d->n_states)
+		if (!fg_store_note_hashed(st, d->hex, &d->st, seen, since, hp[i]) && d->n_states)
 			fg_store_states_note(st, d->hex, every, d->states, d->n_states);
 	}
 	for (i = 0; i < nh; i++)
@@ -1820,6 +1834,16 @@ static int hex_cmp(const void *a, const void *b)
 	return strcmp(a, b);
 }
 
+/* 1 when name is the record name (<dev>-<ino>) of the inode sb shows. */
+static int inode_named(const char *name, const struct stat *sb)
+{
+	char want[48];
+
+	snprintf(want, sizeof(want), "%llu-%llu", (unsigned long long)sb->st_dev,
+		 (unsigned long long)sb->st_ino);
+	return !strcmp(want, name);
+}
+
 /* A blob's states are kept while the blob is; a seen file's while its record is. */
 static int states_keep(const struct fg_store *st, const char *name, const char *path, void *ctx)
 {
@@ -1833,7 +1857,7 @@ static int states_keep(const struct fg_store *st, const char *name, const char *
 /* A stamp is kept while the blob it names is the inode it is named by. */
 static int stamp_keep(const struct fg_store *st, const char *name, const char *path, void *ctx)
 {
-	struct fg_buf b = FG_BUF_INIT, want = FG_BUF_INIT;
+	struct fg_buf b = FG_BUF_INIT;
 	char rec[FG_SHA256_HEX_LEN + 1];
 	struct stat sb;
 	ssize_t n = -1;
@@ -1847,13 +1871,9 @@ static int stamp_keep(const struct fg_store *st, const char *name, const char *p
 	if (n == FG_SHA256_HEX_LEN) {
 		rec[n] = '\0';
 		keep = fg_sha256_hex_valid(rec) && !fg_store_blob_path(&b, st, rec, NULL) &&
-		       !stat(b.data, &sb) &&
-		       !fg_buf_printf(&want, NULL, "%llu-%llu", (unsigned long long)sb.st_dev,
-				      (unsigned long long)sb.st_ino) &&
-		       !strcmp(want.data, name);
+		       !stat(b.data, &sb) && inode_named(name, &sb);
 	}
 	fg_buf_release(&b);
-	fg_buf_release(&want);
 	return keep;
 }
 
@@ -1863,7 +1883,6 @@ static int stamp_keep(const struct fg_store *st, const char *name, const char *p
 static int seen_keep(const struct fg_store *st, const char *name, const char *path, void *ctx)
 {
 	struct seen_kept *sk = ctx;
-	struct fg_buf want = FG_BUF_INIT;
 	char rec[FG_STORE_SEEN_REC_MAX], hex[FG_SHA256_HEX_LEN + 1], *f = NULL, *nl;
 	ssize_t n = record_read(path, rec, sizeof(rec));
 	struct stat sb;
@@ -1882,10 +1901,7 @@ static int seen_keep(const struct fg_store *st, const char *name, const char *pa
 	if (stat(f, &sb))
 		return errno != ENOENT && errno != ENOTDIR;
 	*nl = '\n';
-	keep = !fg_buf_printf(&want, NULL, "%llu-%llu", (unsigned long long)sb.st_dev,
-			      (unsigned long long)sb.st_ino) &&
-	       !strcmp(want.data, name) && seen_holds(rec, &sb, hex);
-	fg_buf_release(&want);
+	keep = inode_named(name, &sb) && seen_holds(rec, &sb, hex);
 	if (keep && sk->n == sk->cap) { /* out of memory: its states go, the record stays */
 		size_t cap = sk->cap ? 2 * sk->cap : 64;
 		void *nh = realloc(sk->hex, cap * sizeof(*sk->hex));

@@ -163,6 +163,18 @@ int fg_store_seen_match(const struct fg_store *st, const struct stat *sb,
  * write. 0, or -1 when nothing was recorded. */
 int fg_store_seen_note_written(const struct fg_store *st, const char *sha256_hex,
 			       const struct stat *sb, const char *path);
+/* What vouches for the file that shows sb, for a reader that trusts both:
+ * FG_STORE_BY_STAMP (a blob's inode whose stamp holds), FG_STORE_BY_SEEN
+ * (with seen set: its seen record holds) or 0; out_hex gets the digest. */
+#define FG_STORE_BY_STAMP 1
+#define FG_STORE_BY_SEEN 2
+int fg_store_vouched(const struct fg_store *st, const struct stat *sb, int seen,
+		     char out_hex[FG_SHA256_HEX_LEN + 1]);
+/* A file the caller hashed in full (path, showing sb before and after):
+ * its stamp when it is that blob's inode, else (with seen) its seen record
+ * (fg_store_seen_note, since_ns as there). 0 when one was recorded. */
+int fg_store_note_hashed(const struct fg_store *st, const char *sha256_hex, const struct stat *sb,
+			 int seen, long long since_ns, const char *path);
 /* A blob's chain states (docs/formats/store.md, "Chain states";
  * docs/formats/bundle.md): states/<hex> holds the SHA-256 state after every
  * `every` bytes of the blob, as whoever hashed all of it took them. A cache,

@@ -228,9 +228,7 @@ struct zwork {
 	size_t fi;
 	int mode;
 	struct fg_buf hold; /* ZM_PROBE: the frame's bytes so far */
-	unsigned char *blk; /* ZM_STORED: a block's header room and its bytes */
-	size_t blen;        /* its bytes so far (a whole block waits for more) */
-	struct fg_xxh64 xx; /* ZM_STORED: the frame's content checksum */
+	unsigned char *blk; /* a stored block's header and bytes */
 	void *pout;         /* the probe's output */
 };
 
@@ -539,59 +537,38 @@ static int zstd_feed(struct zwork *z, size_t fi, const void *data, size_t len, i
 	}
 }
 
-/* The stored block gathered in blk goes out, the frame's last or not. */
-static int stored_block(struct zwork *z, size_t fi, int last, struct fg_err *err)
-{
-	unsigned bh = (unsigned)z->blen << 3 | (unsigned)last; /* type 0: raw */
-
-	z->blk[0] = (unsigned char)bh;
-	z->blk[1] = (unsigned char)(bh >> 8);
-	z->blk[2] = (unsigned char)(bh >> 16);
-	z->blen = 0;
-	return emit(z->s, fi, z->blk, 3 + (size_t)(bh >> 3), err);
-}
-
-/* The frame fi as stored blocks (RFC 8878 3.1.1): a header with no content
- * size and a 128 KiB window, blocks of ZBLOCK bytes at fixed offsets of the
- * frame (whatever the pieces), the last one flagged, then the content
- * checksum as zstd writes it. */
-static int stored_feed(struct zwork *z, size_t fi, const void *data, size_t len, int end,
-		       struct fg_err *err)
+/* The frame fi, all len bytes of it, as stored blocks (RFC 8878 3.1.1): a
+ * header with no content size and a 128 KiB window, blocks of ZBLOCK bytes
+ * at fixed offsets of the frame, the last one flagged, then the content
+ * checksum as zstd writes it. Each block goes out with its header from blk
+ * (one write). */
+static int stored_frame(struct zwork *z, size_t fi, const unsigned char *p, size_t len,
+			struct fg_err *err)
 {
 	/* magic; descriptor: checksum, no content size, not single segment;
 	 * window 2^(10 + 7) */
 	static const unsigned char head[6] = { 0x28, 0xb5, 0x2f, 0xfd, 0x04, 0x38 };
-	const unsigned char *p = data;
-	int rc;
+	unsigned char chk[4];
+	int rc = emit(z->s, fi, head, sizeof(head), err);
 
-	if (!z->s->fr[fi].csize) {
-		fg_xxh64_init(&z->xx, 0);
-		z->blen = 0;
-		if ((rc = emit(z->s, fi, head, sizeof(head), err)))
-			return rc;
-	}
-	fg_xxh64_update(&z->xx, p, len);
-	while (len) {
-		size_t take;
+	fg_put_le32(chk, (uint32_t)fg_xxh64(p, len, 0));
+	do {
+		size_t k = len < ZBLOCK ? len : ZBLOCK;
+		unsigned bh = (unsigned)k << 3 | (len == k); /* type 0: raw */
 
-		if (z->blen == ZBLOCK && (rc = stored_block(z, fi, 0, err)))
+		if (rc)
 			return rc;
-		take = ZBLOCK - z->blen < len ? ZBLOCK - z->blen : len;
-		memcpy(z->blk + 3 + z->blen, p, take);
-		z->blen += take;
-		p += take;
-		len -= take;
-	}
-	if (end) {
-		uint64_t d = fg_xxh64_digest(&z->xx);
-		unsigned char chk[4];
-
-		fg_put_le32(chk, (uint32_t)d);
-		if ((rc = stored_block(z, fi, 1, err)) || (rc = emit(z->s, fi, chk, 4, err)))
-			return rc;
-		return frame_end(z->s, fi, err);
-	}
-	return 0;
+		z->blk[0] = (unsigned char)bh;
+		z->blk[1] = (unsigned char)(bh >> 8);
+		z->blk[2] = (unsigned char)(bh >> 16);
+		memcpy(z->blk + 3, p, k);
+		rc = emit(z->s, fi, z->blk, 3 + k, err);
+		p += k;
+		len -= k;
+	} while (len);
+	if (!rc)
+		rc = emit(z->s, fi, chk, sizeof(chk), err);
+	return rc ? rc : frame_end(z->s, fi, err);
 }
 
 /* 1 when the frame held looks incompressible (see PROBE_MIN). */
@@ -610,13 +587,6 @@ static int probe_stored(struct zwork *z)
 			return 0;
 	}
 	return 1;
-}
-
-static int zfeed(struct zwork *z, size_t fi, const void *data, size_t len, int end, struct fg_err *err)
-{
-	if (z->mode == ZM_STORED)
-		return stored_feed(z, fi, data, len, end, err);
-	return zstd_feed(z, fi, data, len, end, err);
 }
 
 /* len bytes of the frame fi (with end: its last). The frame is held whole
@@ -644,10 +614,13 @@ static int compress_now(struct zwork *z, size_t fi, const void *data, size_t len
 				return rc;
 			z->mode = probe_stored(z) ? ZM_STORED : ZM_ZSTD;
 			__atomic_store_n(&z->s->cheap, z->mode == ZM_STORED, __ATOMIC_RELAXED);
-			return zfeed(z, fi, z->hold.data, z->hold.len, 1, err);
+			if (z->mode == ZM_STORED)
+				return stored_frame(z, fi, (const unsigned char *)z->hold.data,
+						    z->hold.len, err);
+			return zstd_feed(z, fi, z->hold.data, z->hold.len, 1, err);
 		}
 	}
-	return zfeed(z, fi, data, len, end, err);
+	return zstd_feed(z, fi, data, len, end, err);
 }
 
 /* A piece on a compressing thread: arg the frame, flags 1: end it. */
