@@ -242,6 +242,10 @@ struct stepbuf {
 static struct stepbuf S;
 
 static float *inv_tab[2];
+/* RoPE's turns for positions below TURNS (fg_k_rope_table), as the engine's
+ * step reads them; FG_ROPE_TABLE=0: none (computed in every block) */
+#define TURNS 16384
+static float *turn_tab[2];
 
 /* FG_BENCH_SKIP (experiments, timing only: the numbers are wrong) leaves
  * kernels out of the step: n the residual norms, a the attention, p the
@@ -270,6 +274,7 @@ static void full_step(void *arg)
 			CK(fg_k_int4_matvec(ctx, S.qkv, y->qkv ? y->qkv : y->q, S.xn, 1, &err));
 		if (!SKIP('a'))
 			CK(fg_k_attn_decode_post(ctx, S.att, S.qkv, hq, hk, y->hd, S.nw_q, S.nw_k, inv_tab[is_full(l)],
+						 turn_tab[is_full(l)], TURNS,
 						 S.pos, S.kc[src], S.vc[src], cap, l < 24, eps, 1.0f, &err));
 		if (!SKIP('q'))
 			CK(fg_k_int4_matvec(ctx, S.o, y->o, S.att, 1, &err));
@@ -687,6 +692,10 @@ static void setup_step(void)
 		inv_tab[t] = dalloc(4 * (d / 2));
 		CK(fg_kmem_upload(ctx, inv_tab[t], h, 4 * (d / 2), &err));
 		free(h);
+		if (!getenv("FG_ROPE_TABLE") || strcmp(getenv("FG_ROPE_TABLE"), "0")) {
+			turn_tab[t] = dalloc(sizeof(float) * 2 * (size_t)(d / 2) * TURNS);
+			CK(fg_k_rope_table(ctx, turn_tab[t], inv_tab[t], d / 2, TURNS, &err));
+		}
 	}
 	free(keep);
 }

@@ -45,6 +45,11 @@ struct glayer {
 	float *cqkv;      /* an owning layer's q|k|v rows of a prompt chunk [chunk][qkv.rows] */
 };
 
+/* The decode step reads RoPE's turns from a table for positions below
+ * min(max_seq, TURN_ROWS_MAX) and computes later ones: the table is rows x
+ * (head_dim + global_head_dim) / 2 x 8 bytes, 25 MB for E4B at 8192. */
+#define TURN_ROWS_MAX 16384
+
 struct fg_g4_gpu {
 	const struct fg_g4_model *m;
 	struct fg_kctx *ctx;
@@ -53,6 +58,8 @@ struct fg_g4_gpu {
 	void *emb, *ple_emb; /* bf16 tables, or f32 (an F16 / F32 checkpoint's, widened) */
 	int emb_fmt, ple_fmt; /* FG_W_BF16 or FG_W_F32 */
 	float *final_norm, *ple_norm, *inv[2];
+	float *turns[2]; /* RoPE's turns for positions below turn_rows (fg_k_rope_table), or NULL */
+	int turn_rows;
 	float *x, *a, *qkv, *att, *o, *gu, *pl, *plp, *pg, *logits;
 	int32_t *idpos, *best; /* idpos: [id, pos] */
 	/* enable_moe_block scratch: an input [hidden], router logits [E], the
@@ -402,6 +409,7 @@ void fg_g4_gpu_free(struct fg_g4_gpu *g)
 	{
 		void *ds[] = {g->emb,   g->ple_emb, g->final_norm, g->ple_norm, g->inv[0], g->inv[1], g->x,
 			      g->a,     g->qkv,     g->att,        g->o,        g->gu,     g->pl,     g->plp,
+			      g->turns[0], g->turns[1],
 			      g->pg,    g->logits,  g->idpos,      g->best,     g->keep,   g->mx,     g->rlog,
 			      g->mw,    g->mgu,     g->my,         g->midx,     g->cids,   g->cx,     g->ca,
 			      g->cq,    g->catt,    g->co,         g->cgu,      g->cg,     g->cup,    g->cpl,
@@ -567,6 +575,19 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 	    (rc = up_floats(g, &g->inv[0], inv[0], (size_t)c->head_dim / 2, err)) ||
 	    (rc = up_floats(g, &g->inv[1], inv[1], (size_t)c->global_head_dim / 2, err)))
 		goto fail;
+	/* the step's RoPE turns from a table, not computed in double in every
+	 * attention block (FG_ROPE_TABLE=0: computed, for measurements) */
+	e = getenv("FG_ROPE_TABLE");
+	g->turn_rows = e && !strcmp(e, "0") ? 0 : max_seq < TURN_ROWS_MAX ? max_seq : TURN_ROWS_MAX;
+	for (i = 0; i < 2 && g->turn_rows > 0; i++) {
+		int half = (i ? c->global_head_dim : c->head_dim) / 2;
+
+		size_t n = 2 * (size_t)half * (size_t)g->turn_rows;
+
+		if (half > 0 && ((rc = fg_kmem_alloc(g->ctx, (void **)&g->turns[i], sizeof(float) * n, err)) ||
+				 (rc = fg_k_rope_table(g->ctx, g->turns[i], g->inv[i], half, g->turn_rows, err))))
+			goto fail;
+	}
 	for (i = 0; i < c->n_layers; i++) {
 		const struct fg_g4_layer *ml = &m->layers[i];
 		struct glayer *L = &g->L[i];
@@ -725,7 +746,8 @@ static int forward(struct fg_g4_gpu *g, int head, struct fg_err *err)
 		/* attention_bias: q|k|v's biases before the norms and RoPE, o's before post_attn */
 		if (mv(g, g->qkv, &L->qkv, g->a, err) ||
 		    (L->bqkv && fg_k_add_bias(k, g->qkv, L->bqkv, L->qkv.rows, err)) ||
-		    fg_k_attn_decode_post(k, g->att, g->qkv, nh, ml->kv_heads, d, L->q_norm, L->k_norm, g->inv[ml->type], pos,
+		    fg_k_attn_decode_post(k, g->att, g->qkv, nh, ml->kv_heads, d, L->q_norm, L->k_norm, g->inv[ml->type],
+					  g->turns[ml->type], g->turn_rows, pos,
 					  src->kc, src->vc, src->cap, own, eps, 1.0f, err) ||
 		    mv(g, g->o, &L->o, g->att, err) || (L->bo && fg_k_add_bias(k, g->o, L->bo, H, err)) ||
 		    fg_k_residual_norm(k, g->x, g->o, L->post_attn, 1.0f, g->a, L->pre_ffw, H, eps, err))

@@ -373,6 +373,13 @@ int fg_k_rope(struct fg_kctx *ctx, float *d_x, int heads, int head_dim, int rot_
 int fg_k_rope_inv(struct fg_kctx *ctx, float *d_x, int heads, int head_dim, const float *d_inv, const int32_t *d_pos,
 		  struct fg_err *err);
 
+/* The turns of that RoPE for positions 0 .. rows - 1, for
+ * fg_k_attn_decode_post: d_turns[2 (p half + i)] = cos and [.. + 1] = sin of
+ * pair i at position p (half = head_dim / 2 pairs of d_inv), the floats the
+ * kernels compute themselves (the same expression, so the same bits).
+ * d_turns holds 2 rows half floats. */
+int fg_k_rope_table(struct fg_kctx *ctx, float *d_turns, const float *d_inv, int half, int rows, struct fg_err *err);
+
 /* d_out[i] = gelu_tanh(d_gate[i]) * d_up[i], i < n (d_out may alias either). */
 int fg_k_geglu(struct fg_kctx *ctx, float *d_out, const float *d_gate, const float *d_up, int n, struct fg_err *err);
 
@@ -423,11 +430,14 @@ int fg_k_attn_decode(struct fg_kctx *ctx, float *d_out, const float *d_q, const 
  * serves, and the block whose chunk holds the slot makes the new row: the
  * same bits as the two launches. d_qkv's contents afterwards are unspecified (the two launches
  * leave the normed rows there). head_dim even, <= 512; the d_pos rule of
- * fg_k_attn_decode applies. */
+ * fg_k_attn_decode applies. d_turns (may be NULL): fg_k_rope_table's turns
+ * for d_inv, turn_rows positions; the one launch reads a position's turns
+ * there, before its wait, instead of computing them in double after it
+ * (the same bits); at and past turn_rows it computes them. */
 int fg_k_attn_decode_post(struct fg_kctx *ctx, float *d_out, float *d_qkv, int heads, int kv_heads, int head_dim,
-			  const float *d_qnorm, const float *d_knorm, const float *d_inv, const int32_t *d_pos,
-			  float *d_kcache, float *d_vcache, int cap, int own, float eps, float scale,
-			  struct fg_err *err);
+			  const float *d_qnorm, const float *d_knorm, const float *d_inv, const float *d_turns,
+			  int turn_rows, const int32_t *d_pos, float *d_kcache, float *d_vcache, int cap, int own,
+			  float eps, float scale, struct fg_err *err);
 
 /* Final softcap and greedy choice: z[i] = cap * tanh(z[i] / cap) in place
  * (cap <= 0: unchanged), then *d_best = ids ? ids[j] : j for the j with the

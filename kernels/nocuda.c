@@ -349,6 +349,12 @@ int fg_k_rope_inv(struct fg_kctx *ctx, float *d_x, int heads, int head_dim, cons
 	return NO_CUDA(err);
 }
 
+int fg_k_rope_table(struct fg_kctx *ctx, float *d_turns, const float *d_inv, int half, int rows, struct fg_err *err)
+{
+	(void)ctx, (void)d_turns, (void)d_inv, (void)half, (void)rows;
+	return NO_CUDA(err);
+}
+
 int fg_k_int4_matvec_geglu(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_gate,
 			   const float *d_up, struct fg_err *err)
 {
@@ -410,12 +416,12 @@ int fg_k_qkv_post(struct fg_kctx *ctx, float *d_qkv, int heads, int kv_heads, in
 }
 
 int fg_k_attn_decode_post(struct fg_kctx *ctx, float *d_out, float *d_qkv, int heads, int kv_heads, int head_dim,
-			  const float *d_qnorm, const float *d_knorm, const float *d_inv, const int32_t *d_pos,
-			  float *d_kcache, float *d_vcache, int cap, int own, float eps, float scale,
-			  struct fg_err *err)
+			  const float *d_qnorm, const float *d_knorm, const float *d_inv, const float *d_turns,
+			  int turn_rows, const int32_t *d_pos, float *d_kcache, float *d_vcache, int cap, int own,
+			  float eps, float scale, struct fg_err *err)
 {
 	(void)ctx, (void)d_out, (void)d_qkv, (void)heads, (void)kv_heads, (void)head_dim, (void)d_qnorm;
-	(void)d_knorm, (void)d_inv, (void)d_pos, (void)d_kcache, (void)d_vcache, (void)cap, (void)own, (void)eps;
+	(void)d_knorm, (void)d_inv, (void)d_turns, (void)turn_rows, (void)d_pos, (void)d_kcache, (void)d_vcache, (void)cap, (void)own, (void)eps;
 	(void)scale;
 	return NO_CUDA(err);
 }

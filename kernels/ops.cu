@@ -406,6 +406,40 @@ extern "C" int fg_k_rmsnorm_residual(struct fg_kctx *ctx, float *d_h, const floa
 
 /* ---- RoPE ------------------------------------------------------------------*/
 
+/* RoPE's turn (cos, sin) at position pos for a pair of inverse frequency
+ * inv: the one expression of every kernel here that rotates by inv, so the
+ * table of them (fg_k_rope_table) holds the floats those kernels compute.
+ * Angle in fp32, cos and sin in double, then rounded, as engine/cpu's
+ * fg_cpu_rope_scaled; the decode step reads its turns from the table
+ * (double runs at 1/64 of the float rate on the A10G). */
+__device__ __forceinline__ float2 rope_turn(int pos, float inv)
+{
+	float a = (float)pos * inv;
+
+	return make_float2((float)cos((double)a), (float)sin((double)a));
+}
+
+__global__ void rope_table(float2 *t, const float *__restrict__ inv, int half, int rows)
+{
+	size_t n = (size_t)rows * (size_t)half;
+
+	fg_pdl_trigger();
+	fg_pdl_wait();
+	for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x)
+		t[e] = rope_turn((int)(e / (size_t)half), inv[e % (size_t)half]);
+}
+
+extern "C" int fg_k_rope_table(struct fg_kctx *ctx, float *d_turns, const float *d_inv, int half, int rows,
+			       struct fg_err *err)
+{
+	if (fg_need_ctx(ctx, err))
+		return FG_EINVAL;
+	if (!d_turns || !d_inv || half < 1 || rows < 1 || (size_t)rows * (size_t)half > ((size_t)1 << 34))
+		return fg_err_set(err, FG_EINVAL, "rope table: %d pairs x %d positions", half, rows);
+	fg_launch_pdl(ctx, rope_table, dim3(1024), dim3(256), 0, (float2 *)d_turns, d_inv, half, rows);
+	return fg_launched("rope table", err);
+}
+
 __global__ void rope(float *x, int heads, int head_dim, int rot_pairs, float theta, const int32_t *pos_p)
 {
 	fg_pdl_trigger(); /* the next kernel may launch and wait for us */
@@ -448,14 +482,13 @@ __global__ void rope_inv(float *x, int heads, int head_dim, const float *__restr
 
 	if (i >= half)
 		return;
-	float a = (float)*pos_p * inv[i];
-	float c = (float)cos((double)a), s = (float)sin((double)a);
+	float2 t = rope_turn(*pos_p, inv[i]);
 	for (int h = 0; h < heads; h++) {
 		float *xh = x + (size_t)h * head_dim;
 		float x0 = xh[i], x1 = xh[i + half];
 
-		xh[i] = x0 * c + (-x1) * s;
-		xh[i + half] = x1 * c + x0 * s;
+		xh[i] = x0 * t.x + (-x1) * t.y;
+		xh[i + half] = x1 * t.x + x0 * t.y;
 	}
 }
 
@@ -530,12 +563,11 @@ __global__ void qkv_post(float *qkv, int heads, int kv_heads, int d, const float
 	__syncthreads();
 	if (kind < 2)
 		for (int i = threadIdx.x; i < half; i += blockDim.x) {
-			float a = (float)pos * inv[i];
-			float c = (float)cos((double)a), sn = (float)sin((double)a);
+			float2 t = rope_turn(pos, inv[i]);
 			float x0 = sv[i], x1 = sv[i + half];
 
-			sv[i] = x0 * c + (-x1) * sn;
-			sv[i + half] = x1 * c + x0 * sn;
+			sv[i] = x0 * t.x + (-x1) * t.y;
+			sv[i + half] = x1 * t.x + x0 * t.y;
 		}
 	__syncthreads();
 	float *dst = kind == 0 ? x : (kind == 1 ? kc : vc) + ((size_t)g * cap + pos % cap) * d;
@@ -822,6 +854,8 @@ struct attn_post {
 	float *kc, *vc;
 	int own;
 	float eps;
+	const float2 *turns; /* fg_k_rope_table's: positions below turn_rows (others computed) */
+	int turn_rows;
 };
 
 /* What the attention of a prompt chunk needs (attn_fused<false, true>,
@@ -843,10 +877,11 @@ struct attn_pre {
  * i = t + 128u in thread t, u in order, fg_warp_sum, then the four warps'
  * sums as fg_block_sum adds them: (w0 + w2) + (w1 + w3)). wq, wk, inv:
  * this thread's norm weights and inverse frequency (pair threadIdx.x; d <=
- * 512 so one pair per thread), loaded before the PDL wait. */
+ * 512 so one pair per thread), loaded before the PDL wait; with tab,
+ * turn is that pair's (cos, sin) from the table, loaded there too. */
 __device__ __forceinline__ void attn_post_rows(float *sq, float *snew, float *shs, const struct attn_post &ap,
-					       const float wq[AP_PER], const float wk[AP_PER], float inv, int g, int grp,
-					       int d, int pos, int slot, int mk, int cap)
+					       const float wq[AP_PER], const float wk[AP_PER], float inv, float2 turn,
+					       bool tab, int g, int grp, int d, int pos, int slot, int mk, int cap)
 {
 	int nr = grp + 2 * mk, hf = threadIdx.x >> 7, vt = threadIdx.x & (QP_THREADS - 1);
 	int w4 = (threadIdx.x >> 5) & 3, half = d / 2;
@@ -867,13 +902,10 @@ __device__ __forceinline__ void attn_post_rows(float *sq, float *snew, float *sh
 			xv[k][u] = r < nr && i < d ? x[i] : 0.0f;
 		}
 	}
-	float c = 1.0f, sn = 0.0f; /* this thread's pair's turn, while the loads fly */
+	if ((int)threadIdx.x < half && !tab) /* this thread's pair's turn, while the loads fly */
+		turn = rope_turn(pos, inv);
+	float c = turn.x, sn = turn.y;
 
-	if ((int)threadIdx.x < half) {
-		float a = (float)pos * inv;
-
-		c = (float)cos((double)a), sn = (float)sin((double)a);
-	}
 #pragma unroll
 	for (int k = 0; k < AP_ROWS; k++) {
 		int r = hf + 2 * k;
@@ -1154,6 +1186,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
 	clus = 0; /* no clusters: the host never asks for them here (fg_kctx_code_arch) */
 #endif
 	float wq[AP_PER], wk[AP_PER], inv = 0.0f;
+	float2 turn = make_float2(1.0f, 0.0f);
+	bool tab = false;
 
 	fg_pdl_trigger();
 	fg_pf_issue(pf); /* a later kernel's weights into L2 (fg_kctx_prefetch) */
@@ -1189,8 +1223,15 @@ __global__ void __launch_bounds__(ATT_THREADS)
 			wq[u] = ap.qw && i < head_dim ? ap.qw[i] : 0.0f;
 			wk[u] = ap.kw && i < head_dim ? ap.kw[i] : 0.0f;
 		}
-		if ((int)threadIdx.x < head_dim / 2)
-			inv = ap.inv[threadIdx.x];
+		/* the pair's turn from the table where it holds the position (the
+		 * host's upload, as above), else its frequency, to compute it */
+		tab = ap.turns && *pos_p < ap.turn_rows;
+		if ((int)threadIdx.x < head_dim / 2) {
+			if (tab)
+				turn = ap.turns[(size_t)*pos_p * (head_dim / 2) + threadIdx.x];
+			else
+				inv = ap.inv[threadIdx.x];
+		}
 	}
 	fg_pdl_wait();
 	extern __shared__ __align__(16) float sm[];
@@ -1235,7 +1276,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 		int slot = pos % cap;
 		float *snew = sp + (size_t)grp * spn; /* [2][head_dim]: the new k, v */
 
-		attn_post_rows(sq, snew, snew + 2 * head_dim, ap, wq, wk, inv, g, grp, head_dim, pos, slot,
+		attn_post_rows(sq, snew, snew + 2 * head_dim, ap, wq, wk, inv, turn, tab, g, grp, head_dim, pos, slot,
 			       ap.own && slot / chunk == c, cap);
 	} else {
 		for (int i = threadIdx.x; i < grp * head_dim; i += ATT_THREADS)
@@ -1551,10 +1592,11 @@ extern "C" int fg_k_attn_decode(struct fg_kctx *ctx, float *d_out, const float *
 
 extern "C" int fg_k_attn_decode_post(struct fg_kctx *ctx, float *d_out, float *d_qkv, int heads, int kv_heads,
 				     int head_dim, const float *d_qnorm, const float *d_knorm, const float *d_inv,
-				     const int32_t *d_pos, float *d_kcache, float *d_vcache, int cap, int own,
-				     float eps, float scale, struct fg_err *err)
+				     const float *d_turns, int turn_rows, const int32_t *d_pos, float *d_kcache,
+				     float *d_vcache, int cap, int own, float eps, float scale, struct fg_err *err)
 {
-	struct attn_post ap = {d_qkv, d_qnorm, d_knorm, d_inv, d_kcache, d_vcache, own ? 1 : 0, eps};
+	struct attn_post ap = {d_qkv, d_qnorm, d_knorm, d_inv, d_kcache, d_vcache, own ? 1 : 0, eps,
+			       (const float2 *)d_turns, d_turns ? turn_rows : 0};
 
 	if (fg_need_ctx(ctx, err))
 		return FG_EINVAL;

@@ -856,6 +856,46 @@ static void gpu_rope(void)
 		fg_kmem_free(ctx, dx), fg_kmem_free(ctx, dp);
 		free(x), free(ref), free(g);
 	}
+	/* fg_k_rope_table: E4B's two frequency tables (default RoPE over 128
+	 * pairs; proportional over 256, a quarter rotating) and odd sizes, each
+	 * turn against the host's expression (engine/cpu's fg_cpu_rope_scaled at
+	 * scale 1): exact, or at most one float ulp away where the host's and
+	 * CUDA's double cos round differently; the count is printed */
+	static const int tc[][3] = {/* head_dim, proportional, rows */
+				    {256, 0, 9000}, {512, 1, 9000}, {6, 0, 1}, {2, 0, 70000}};
+
+	for (size_t c = 0; c < sizeof(tc) / sizeof(tc[0]); c++) {
+		int d = tc[c][0], half = d / 2, rows = tc[c][2];
+		size_t n = (size_t)half * rows * 2, exact = 0, near = 0;
+		float *inv = malloc(4 * half), *t = malloc(4 * n);
+		void *dinv, *dt = dnew(4 * n);
+		int rc;
+
+		fg_cpu_rope_freqs(inv, d, tc[c][1] ? 1e6 : 1e4, tc[c][1], 0.25, 1.0);
+		dinv = dput(inv, 4 * half);
+		rc = fg_k_rope_table(ctx, dt, dinv, half, rows, &gerr) || dget(t, dt, 4 * n);
+		for (int p = 0; p < rows && !rc; p++)
+			for (int i = 0; i < half; i++) {
+				float a = (float)p * inv[i], h[2] = {(float)cos((double)a), (float)sin((double)a)};
+
+				for (int j = 0; j < 2; j++) {
+					float gv = t[((size_t)p * half + i) * 2 + j];
+
+					exact += !memcmp(&gv, &h[j], 4);
+					near += gv == nextafterf(h[j], INFINITY) || gv == nextafterf(h[j], -INFINITY);
+				}
+			}
+		printf("# rope table dim %d: %zu of %zu turns exact, %zu one ulp away\n", d, exact, n, near);
+		ok(!rc && exact + near == n, "rope table head_dim %d%s, %d positions = the host's cos and sin (<= 1 ulp) %s",
+		   d, tc[c][1] ? " (proportional)" : "", rows, rc ? gerr.msg : "");
+		fg_kmem_free(ctx, dinv), fg_kmem_free(ctx, dt);
+		free(inv), free(t);
+	}
+	{
+		int rc = fg_k_rope_table(ctx, NULL, NULL, 0, 5, &gerr);
+
+		ok(rc == FG_EINVAL, "rope table refuses 0 pairs: %s", gerr.msg);
+	}
 }
 
 static void gpu_small_ops(void)
@@ -1169,8 +1209,10 @@ static void gpu_attention(void)
  * read as they are), head dims 2..512 (odd multiples of 2 too: no K/V
  * prefetch), 1..8 query heads per kv head, chunks of 16, 32 and 64 keys. Also:
  * a second fused launch gives the same bits, FG_ATTN_FUSED=0's path
- * (fg_kctx_set_attn_fused(0)) is the two launches, and the result is close
- * to engine/cpu's norms + RoPE and the attention twin. */
+ * (fg_kctx_set_attn_fused(0)) is the two launches, the fused launch reading
+ * its RoPE turns from fg_k_rope_table's table (which holds the position,
+ * or ends just before it: computed then) gives the same bits, and the
+ * result is close to engine/cpu's norms + RoPE and the attention twin. */
 struct apc {
 	int heads, kvh, d, cap, pos, own, prop;
 };
@@ -1181,7 +1223,7 @@ static void attn_post_case(const struct apc *t)
 	size_t nq = (size_t)(nh + 2 * nkv) * d, cn = (size_t)nkv * cap * d, no = (size_t)nh * d;
 	float *qkv = fvec(nq, -2, 2), *qw = fvec(d, 0.5f, 1.5f), *kw = fvec(d, 0.5f, 1.5f), *inv = malloc(4 * (d / 2));
 	float *kc = fvec(cn, -1, 1), *vc = fvec(cn, -1, 1), *x = malloc(4 * nq), *ref = malloc(4 * no);
-	float *kcr = malloc(4 * cn), *vcr = malloc(4 * cn), *o[4], *k[3], *v[3];
+	float *kcr = malloc(4 * cn), *vcr = malloc(4 * cn), *o[6], *k[5], *v[5];
 	void *dqw = dput(qw, 4 * d), *dkw = dput(kw, 4 * d), *dinv, *dp = dput(&pos, 4), *dy = dnew(4 * no);
 	int rc = 0, same = 1, close;
 	size_t ndiff = 0;
@@ -1189,9 +1231,9 @@ static void attn_post_case(const struct apc *t)
 
 	fg_cpu_rope_freqs(inv, d, t->prop ? 1e6 : 1e4, t->prop, 0.25, 1.0);
 	dinv = dput(inv, 4 * (d / 2));
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 6; i++)
 		o[i] = malloc(4 * no);
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 5; i++)
 		k[i] = malloc(4 * cn), v[i] = malloc(4 * cn);
 	in_force = fg_kctx_set_attn_fused(ctx, -1);
 	/* run 0: the two launches; 1: fused (then 3: fused again); 2: the entry with fusing off */
@@ -1204,19 +1246,37 @@ static void attn_post_case(const struct apc *t)
 			     fg_k_attn_decode(ctx, dy, dq, dk, dv, nh, nkv, d, cap, dp, 1.0f, &gerr);
 		else
 			rc = fg_kctx_set_attn_fused(ctx, r == 1) != (r == 1) ||
-			     fg_k_attn_decode_post(ctx, dy, dq, nh, nkv, d, dqw, own ? dkw : NULL, dinv, dp, dk, dv, cap, own,
-						   1e-6f, 1.0f, &gerr);
+			     fg_k_attn_decode_post(ctx, dy, dq, nh, nkv, d, dqw, own ? dkw : NULL, dinv, NULL, 0, dp, dk, dv,
+						   cap, own, 1e-6f, 1.0f, &gerr);
 		rc = rc || dget(o[r], dy, 4 * no) || dget(k[r], dk, 4 * cn) || dget(v[r], dv, 4 * cn);
 		if (r == 1) { /* fused again on the caches it wrote: the slot is made anew */
 			fg_kmem_fill(ctx, dy, 0xff, 4 * no, &gerr);
 			rc = rc ||
-			     fg_k_attn_decode_post(ctx, dy, dq, nh, nkv, d, dqw, own ? dkw : NULL, dinv, dp, dk, dv, cap, own,
-						   1e-6f, 1.0f, &gerr) ||
+			     fg_k_attn_decode_post(ctx, dy, dq, nh, nkv, d, dqw, own ? dkw : NULL, dinv, NULL, 0, dp, dk, dv,
+						   cap, own, 1e-6f, 1.0f, &gerr) ||
 			     dget(o[3], dy, 4 * no);
 		}
 		fg_kmem_free(ctx, dq), fg_kmem_free(ctx, dk), fg_kmem_free(ctx, dv);
 	}
+	/* fused with the turns from a table: rows past pos (read), then rows = pos (computed) */
+	for (int r = 3; r < 5 && !rc; r++) {
+		int rows = r == 3 ? pos + 3 : pos;
+		void *dq = dput(qkv, 4 * nq), *dk = dput(kc, 4 * cn), *dv = dput(vc, 4 * cn);
+		void *dt = rows ? dnew(8 * (size_t)(d / 2) * rows) : NULL;
+
+		fg_kmem_fill(ctx, dy, 0xff, 4 * no, &gerr);
+		rc = fg_kctx_set_attn_fused(ctx, 1) != 1 || (dt && fg_k_rope_table(ctx, dt, dinv, d / 2, rows, &gerr)) ||
+		     fg_k_attn_decode_post(ctx, dy, dq, nh, nkv, d, dqw, own ? dkw : NULL, dinv, dt, rows, dp, dk, dv, cap,
+					   own, 1e-6f, 1.0f, &gerr) ||
+		     dget(o[r + 1], dy, 4 * no) || dget(k[r], dk, 4 * cn) || dget(v[r], dv, 4 * cn);
+		fg_kmem_free(ctx, dq), fg_kmem_free(ctx, dk), fg_kmem_free(ctx, dv), fg_kmem_free(ctx, dt);
+	}
 	fg_kctx_set_attn_fused(ctx, in_force);
+	ok(!rc && !memcmp(o[4], o[1], 4 * no) && !memcmp(o[5], o[1], 4 * no) && !memcmp(k[3], k[1], 4 * cn) &&
+		   !memcmp(v[3], v[1], 4 * cn) && !memcmp(k[4], k[1], 4 * cn) && !memcmp(v[4], v[1], 4 * cn),
+	   "attention with qkv post, turns from a table (holding pos / ending at it) = computed (bits: out, caches) "
+	   "heads %d/%d dim %d cap %d pos %d %s",
+	   nh, nkv, d, cap, pos, rc ? gerr.msg : "");
 	for (size_t i = 0; i < no && !rc; i++)
 		if (memcmp(&o[0][i], &o[1][i], 4)) {
 			ndiff++;
@@ -1255,9 +1315,9 @@ static void attn_post_case(const struct apc *t)
 	   nh, nkv, d, cap, pos, rc ? gerr.msg : "");
 	fg_kmem_free(ctx, dqw), fg_kmem_free(ctx, dkw), fg_kmem_free(ctx, dinv), fg_kmem_free(ctx, dp);
 	fg_kmem_free(ctx, dy);
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 6; i++)
 		free(o[i]);
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 5; i++)
 		free(k[i]), free(v[i]);
 	free(qkv), free(qw), free(kw), free(inv), free(kc), free(vc), free(x), free(ref), free(kcr), free(vcr);
 }
@@ -1294,7 +1354,7 @@ static void gpu_attn_post(void)
 		ok(fg_kctx_attn_short_keys(ctx) == 0, "attention with qkv post, short launches # skip: none on this GPU");
 	}
 	{ /* an odd head size is refused */
-		int rc = fg_k_attn_decode_post(ctx, NULL, NULL, 2, 1, 33, NULL, NULL, NULL, NULL, NULL, NULL, 8, 1, 1e-6f,
+		int rc = fg_k_attn_decode_post(ctx, NULL, NULL, 2, 1, 33, NULL, NULL, NULL, NULL, 0, NULL, NULL, NULL, 8, 1, 1e-6f,
 					       1.0f, &gerr);
 
 		ok(rc == FG_EINVAL, "attention with qkv post refuses head_dim 33: %s", gerr.msg);
