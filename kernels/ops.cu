@@ -828,7 +828,9 @@ extern "C" int fg_k_kv_store_rows(struct fg_kctx *ctx, float *d_kcache, float *d
 #define ATT_THREADS 256
 #define ATT_WARPS (ATT_THREADS / 32)
 #define ATT_MAX_DIM 512
+#ifndef ATT_MAX_GRP /* -D4 for measurements only (E4B's group): launches of more are refused */
 #define ATT_MAX_GRP 8 /* query heads per kv head */
+#endif
 /* Keys per attention block (more where the cache needs over 1024 chunks)
  * and keys a warp scores at once: 16 and 2 measured best on an H200 at
  * every position from 16 to 4000 (docs/bench.md, fourteenth session); both
