@@ -683,6 +683,9 @@ static void setup_step(void)
 	id = 1234 % 2048;
 	CK(fg_kmem_upload(ctx, S.id, &id, 4, &err));
 	CK(fg_kmem_upload(ctx, S.pos, &pos, 4, &err));
+	const char *rt = getenv("FG_ROPE_TABLE");
+	int no_turns = rt && !strcmp(rt, "0"); /* as engine/cuda.c reads it */
+
 	for (int t = 0; t < 2; t++) {
 		int d = t ? 512 : 256;
 		float *h = malloc(4 * (d / 2));
@@ -692,7 +695,7 @@ static void setup_step(void)
 		inv_tab[t] = dalloc(4 * (d / 2));
 		CK(fg_kmem_upload(ctx, inv_tab[t], h, 4 * (d / 2), &err));
 		free(h);
-		if (!getenv("FG_ROPE_TABLE") || strcmp(getenv("FG_ROPE_TABLE"), "0")) {
+		if (!no_turns) {
 			turn_tab[t] = dalloc(sizeof(float) * 2 * (size_t)(d / 2) * TURNS);
 			CK(fg_k_rope_table(ctx, turn_tab[t], inv_tab[t], d / 2, TURNS, &err));
 		}

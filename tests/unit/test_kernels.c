@@ -1265,7 +1265,7 @@ static void attn_post_case(const struct apc *t)
 		void *dt = rows ? dnew(8 * (size_t)(d / 2) * rows) : NULL;
 
 		fg_kmem_fill(ctx, dy, 0xff, 4 * no, &gerr);
-		rc = fg_kctx_set_attn_fused(ctx, 1) != 1 || (dt && fg_k_rope_table(ctx, dt, dinv, d / 2, rows, &gerr)) ||
+		rc = fg_kctx_set_attn_fused(ctx, 1) != 1 || (rows && (!dt || fg_k_rope_table(ctx, dt, dinv, d / 2, rows, &gerr))) ||
 		     fg_k_attn_decode_post(ctx, dy, dq, nh, nkv, d, dqw, own ? dkw : NULL, dinv, dt, rows, dp, dk, dv, cap,
 					   own, 1e-6f, 1.0f, &gerr) ||
 		     dget(o[r + 1], dy, 4 * no) || dget(k[r], dk, 4 * cn) || dget(v[r], dv, 4 * cn);
