@@ -18,6 +18,9 @@ export HF_TOKEN_PATH HF_HUB_CACHE FGPACK_HOME
 unset HUGGING_FACE_HUB_TOKEN HF_HUB_DISABLE_IMPLICIT_TOKEN
 
 at_exit() { _cleanups="$* ; $_cleanups"; }
+# strace with LeakSanitizer off in the traced process, which it cannot
+# watch under ptrace (make asan-test); otherwise just strace
+traced() { ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" strace "$@"; }
 _run_cleanups() { eval "$_cleanups" ; rm -rf "$WORK"; }
 trap _run_cleanups EXIT
 trap 'exit 130' INT TERM

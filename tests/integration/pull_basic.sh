@@ -95,7 +95,7 @@ cp "$WORK/a.lock" "$WORK/off.lock"
 HF_ENDPOINT=http://127.0.0.1:9 FGPACK_HOME="$WORK/empty" "$FGPACK" pull "$WORK/m.json" --lock "$WORK/off.lock" --offline >"$WORK/off.out" 2>&1
 check_grep "--offline with an empty store names the missing blob" 'offline: WEIGHTS_BUCKET/[^ ]+ \(sha256 [0-9a-f]{64}\) is not in the store' "$WORK/off.out"
 if command -v strace >/dev/null 2>&1 && strace -f -qq -e trace=none true 2>/dev/null; then
-	HF_HUB_OFFLINE=1 FGPACK_HOME="$WORK/empty" strace -f -qq -e trace=socket,connect -o "$WORK/strace.out" \
+	HF_HUB_OFFLINE=1 FGPACK_HOME="$WORK/empty" traced -f -qq -e trace=socket,connect -o "$WORK/strace.out" \
 		"$FGPACK" pull "$WORK/m.json" --lock "$WORK/off.lock" >/dev/null 2>&1
 	if grep -E 'AF_INET|AF_INET6' "$WORK/strace.out" >/dev/null; then not_ok "HF_HUB_OFFLINE=1 opens no socket"; grep AF_INET "$WORK/strace.out" | head -3
 	else ok "HF_HUB_OFFLINE=1 opens no socket"; fi

@@ -50,7 +50,7 @@ check "HF_HUB_OFFLINE=1 works like --offline" env HF_HUB_OFFLINE=1 "$FGPACK" pul
 check "materialized again under HF_HUB_OFFLINE=1" cmp "$B/w/v1/sub/b.bin" out2/srv/model/sub/b.bin
 [ "$(wc -l <"$log")" -eq "$lines" ] && ok "no request reached the hub" || not_ok "no request reached the hub"
 if command -v strace >/dev/null 2>&1 && strace -f -qq -e trace=none true 2>/dev/null; then
-	strace -f -qq -e trace=socket,connect -o st.out "$FGPACK" pull m.json --lock a.lock --locked --offline \
+	traced -f -qq -e trace=socket,connect -o st.out "$FGPACK" pull m.json --lock a.lock --locked --offline \
 		--into out3 >/dev/null 2>&1
 	s=$?
 	if [ "$s" -eq 0 ] && ! grep -E 'AF_INET|AF_INET6|connect\(' st.out >/dev/null; then

@@ -157,7 +157,7 @@ cp "$WORK/big.orig" "$big"
 # the journal claims only bytes on disk: every journal append comes after an
 # fdatasync of the part file and is followed by an fdatasync of the journal
 if command -v strace >/dev/null 2>&1 && strace -f -qq -e trace=none true 2>/dev/null; then
-	strace -f -qq -y -e trace=fdatasync,write -o "$WORK/sync.trace" env CURL_CA_BUNDLE="$WORK/ca.pem" FGPACK_HOME="$WORK/store6" \
+	traced -f -qq -y -e trace=fdatasync,write -o "$WORK/sync.trace" env CURL_CA_BUNDLE="$WORK/ca.pem" FGPACK_HOME="$WORK/store6" \
 		"$FGPACK" pull "$WORK/tls.json" --lock "$WORK/sync.lock" -j 4 >/dev/null 2>&1
 	check "journal appends follow an fdatasync of the part and precede one of the journal" python3 - "$WORK/sync.trace" <<'PY'
 import re, sys
