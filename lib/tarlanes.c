@@ -1604,7 +1604,7 @@ static int id_walk(struct zlane *z, struct fg_sha256 *h, const volatile int *sto
 		return -1;
 	}
 	guard_now = map ? &g : NULL;
-	while (!(stop && *stop) && (r = zl_fill(z)) == 0)
+	while (!(stop && __atomic_load_n(stop, __ATOMIC_RELAXED)) && (r = zl_fill(z)) == 0)
 		if (fg_sha256_update(h, z->cur, z->out_len, NULL)) {
 			r = -1;
 			break;
