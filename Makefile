@@ -28,7 +28,7 @@ KERNEL_OBJS :=
 -include kernels/kernels.mk
 -include static/engine.mk
 
-.PHONY: all check test asan asan-test asan-suites ubsan fuzz demo deps clean bench
+.PHONY: all check test asan asan-test tsan-test san-suites ubsan fuzz demo deps clean bench
 # BIN is the binary built; sanitizer builds put theirs under their BUILD folder
 # so that ./fgpack is never replaced by an instrumented one.
 BIN     ?= fgpack
@@ -95,23 +95,30 @@ asan:
 ubsan:
 	$(MAKE) BUILD=build/ubsan OPT=-O1 EXTRA_CFLAGS="-fsanitize=undefined -fno-sanitize-recover=all" \
 		EXTRA_LDFLAGS="-fsanitize=undefined" BIN=build/ubsan/fgpack check
-# Every suite of `make test` (corpus replays and integration scripts too)
-# with fgpack and the tests built under ASan + UBSan. Each report goes to a
-# file under build/asan/reports, so one from a process whose failure a test
-# expected still fails the run. The self-contained engine links shims of
-# its own over libc that ASan cannot wrap: the plain build's engine stands
-# beside the instrumented fgpack.
-asan-test: engine
-	$(MAKE) BUILD=build/asan OPT=-O1 EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer" \
-		EXTRA_LDFLAGS="-fsanitize=address,undefined" BIN=build/asan/fgpack deps build/asan/fgpack asan-suites
-	cp $(ENGINE) build/asan/fgpack-engine
-	@rm -rf build/asan/reports && mkdir -p build/asan/reports
-	@ASAN_OPTIONS=log_path=$(CURDIR)/build/asan/reports/asan \
-		UBSAN_OPTIONS=log_path=$(CURDIR)/build/asan/reports/ubsan:print_stacktrace=1 \
-		FG_BUILD=build/asan FG_BIN=build/asan/fgpack sh tests/run.sh all; rc=$$?; \
-		n=$$(ls build/asan/reports | wc -l); echo "sanitizer reports: $$n (build/asan/reports)"; \
+# $(call san_test,DIR,FLAGS): every suite of `make test` (corpus replays
+# and integration scripts too) with fgpack and the tests built with FLAGS in
+# build/DIR. Each sanitizer report goes to a file under build/DIR/reports,
+# so one from a process whose failure a test expected still fails the run.
+# The self-contained engine links shims of its own over libc that the
+# sanitizers cannot wrap: the plain build's engine stands beside the
+# instrumented fgpack.
+define san_test
+	$(MAKE) BUILD=build/$(1) OPT=-O1 EXTRA_CFLAGS="$(2)" EXTRA_LDFLAGS="$(2)" BIN=build/$(1)/fgpack \
+		deps build/$(1)/fgpack san-suites
+	cp $(ENGINE) build/$(1)/fgpack-engine
+	@rm -rf build/$(1)/reports && mkdir -p build/$(1)/reports
+	@r=$(CURDIR)/build/$(1)/reports; ASAN_OPTIONS=log_path=$$r/asan \
+		UBSAN_OPTIONS=log_path=$$r/ubsan:print_stacktrace=1 TSAN_OPTIONS=log_path=$$r/tsan \
+		FG_BUILD=build/$(1) FG_BIN=build/$(1)/fgpack sh tests/run.sh all; rc=$$?; \
+		n=$$(ls $$r | wc -l); echo "sanitizer reports: $$n (build/$(1)/reports)"; \
 		[ $$rc -eq 0 ] && [ $$n -eq 0 ]
-asan-suites: $(UNIT) $(REPLAY)
+endef
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer
+asan-test: engine
+	$(call san_test,asan,$(ASAN_FLAGS))
+tsan-test: engine
+	$(call san_test,tsan,-fsanitize=thread)
+san-suites: $(UNIT) $(REPLAY)
 
 # Coverage-guided fuzzing with libFuzzer (clang); FUZZ_SECONDS per target.
 FUZZ_SECONDS ?= 60
