@@ -581,7 +581,6 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 	g->turn_rows = e && !strcmp(e, "0") ? 0 : max_seq < TURN_ROWS_MAX ? max_seq : TURN_ROWS_MAX;
 	for (i = 0; i < 2 && g->turn_rows > 0; i++) {
 		int half = (i ? c->global_head_dim : c->head_dim) / 2;
-
 		size_t n = 2 * (size_t)half * (size_t)g->turn_rows;
 
 		if (half > 0 && ((rc = fg_kmem_alloc(g->ctx, (void **)&g->turns[i], sizeof(float) * n, err)) ||

@@ -421,8 +421,8 @@ int fg_k_attn_decode_post(struct fg_kctx *ctx, float *d_out, float *d_qkv, int h
 			  float eps, float scale, struct fg_err *err)
 {
 	(void)ctx, (void)d_out, (void)d_qkv, (void)heads, (void)kv_heads, (void)head_dim, (void)d_qnorm;
-	(void)d_knorm, (void)d_inv, (void)d_turns, (void)turn_rows, (void)d_pos, (void)d_kcache, (void)d_vcache, (void)cap, (void)own, (void)eps;
-	(void)scale;
+	(void)d_knorm, (void)d_inv, (void)d_turns, (void)turn_rows, (void)d_pos, (void)d_kcache, (void)d_vcache;
+	(void)cap, (void)own, (void)eps, (void)scale;
 	return NO_CUDA(err);
 }
 

@@ -858,38 +858,41 @@ static void gpu_rope(void)
 	}
 	/* fg_k_rope_table: E4B's two frequency tables (default RoPE over 128
 	 * pairs; proportional over 256, a quarter rotating) and odd sizes, each
-	 * turn against the host's expression (engine/cpu's fg_cpu_rope_scaled at
-	 * scale 1): exact, or at most one float ulp away where the host's and
-	 * CUDA's double cos round differently; the count is printed */
+	 * turn against the host's (engine/cpu's fg_cpu_rope_scaled turning a
+	 * (1, 0) pair at scale 1 leaves its cos and sin as they are): exact, or
+	 * at most one float ulp away where the host's and CUDA's double cos
+	 * round differently; the count is printed */
 	static const int tc[][3] = {/* head_dim, proportional, rows */
 				    {256, 0, 9000}, {512, 1, 9000}, {6, 0, 1}, {2, 0, 70000}};
 
 	for (size_t c = 0; c < sizeof(tc) / sizeof(tc[0]); c++) {
 		int d = tc[c][0], half = d / 2, rows = tc[c][2];
 		size_t n = (size_t)half * rows * 2, exact = 0, near = 0;
-		float *inv = malloc(4 * half), *t = malloc(4 * n);
+		float *inv = malloc(4 * half), *t = malloc(4 * n), *u = malloc(4 * d);
 		void *dinv, *dt = dnew(4 * n);
 		int rc;
 
 		fg_cpu_rope_freqs(inv, d, tc[c][1] ? 1e6 : 1e4, tc[c][1], 0.25, 1.0);
 		dinv = dput(inv, 4 * half);
 		rc = fg_k_rope_table(ctx, dt, dinv, half, rows, &gerr) || dget(t, dt, 4 * n);
-		for (int p = 0; p < rows && !rc; p++)
-			for (int i = 0; i < half; i++) {
-				float a = (float)p * inv[i], h[2] = {(float)cos((double)a), (float)sin((double)a)};
-
+		for (int p = 0; p < rows && !rc; p++) {
+			/* pair i of (1, 0) turned by engine/cpu: (cos, sin) at u[i], u[i + half] */
+			for (int i = 0; i < d; i++)
+				u[i] = i < half ? 1.0f : 0.0f;
+			fg_cpu_rope_scaled(u, d, inv, p, 1.0f);
+			for (int i = 0; i < half; i++)
 				for (int j = 0; j < 2; j++) {
-					float gv = t[((size_t)p * half + i) * 2 + j];
+					float gv = t[((size_t)p * half + i) * 2 + j], h = u[i + j * half];
 
-					exact += !memcmp(&gv, &h[j], 4);
-					near += gv == nextafterf(h[j], INFINITY) || gv == nextafterf(h[j], -INFINITY);
+					exact += !memcmp(&gv, &h, 4);
+					near += gv == nextafterf(h, INFINITY) || gv == nextafterf(h, -INFINITY);
 				}
-			}
+		}
 		printf("# rope table dim %d: %zu of %zu turns exact, %zu one ulp away\n", d, exact, n, near);
 		ok(!rc && exact + near == n, "rope table head_dim %d%s, %d positions = the host's cos and sin (<= 1 ulp) %s",
 		   d, tc[c][1] ? " (proportional)" : "", rows, rc ? gerr.msg : "");
 		fg_kmem_free(ctx, dinv), fg_kmem_free(ctx, dt);
-		free(inv), free(t);
+		free(inv), free(t), free(u);
 	}
 	{
 		int rc = fg_k_rope_table(ctx, NULL, NULL, 0, 5, &gerr);
