@@ -329,6 +329,10 @@ int cmd_exec(int argc, char **argv)
 	while (waitpid(child, &status, 0) < 0 && errno == EINTR)
 		;
 	rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	goto out;
+fail:
+	rc = fg_cmd_fail("exec", &err);
+out:
 	if (dash < 0)
 		free(cmd);
 	free(patches);
@@ -342,18 +346,4 @@ int cmd_exec(int argc, char **argv)
 	fg_buf_release(&p);
 	fg_buf_release(&text);
 	return rc;
-fail:
-	if (dash < 0)
-		free(cmd);
-	free(patches);
-	for (k = 0; k < ms.n; k++) {
-		free(ms.m[k].from);
-		free(ms.m[k].to);
-	}
-	free(ms.m);
-	fg_manifest_free(m);
-	fg_bundle_free(b);
-	fg_buf_release(&p);
-	fg_buf_release(&text);
-	return fg_cmd_fail("exec", &err);
 }

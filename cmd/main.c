@@ -16,6 +16,18 @@ struct verb {
 static const struct verb verbs[] = { FG_VERBS(FG_VERB_ENTRY) };
 #undef FG_VERB_ENTRY
 
+/* A verb's name as typed: its C name with '-' for '_' (verify_sig -> verify-sig). */
+static const char *verb_name(char *out, size_t size, const char *cname)
+{
+	size_t j;
+
+	snprintf(out, size, "%s", cname);
+	for (j = 0; out[j]; j++)
+		if (out[j] == '_')
+			out[j] = '-';
+	return out;
+}
+
 static void usage(FILE *f)
 {
 	size_t i;
@@ -25,13 +37,8 @@ static void usage(FILE *f)
 		   "verbs:\n");
 	for (i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
 		char name[32];
-		size_t j;
 
-		snprintf(name, sizeof(name), "%s", verbs[i].name);
-		for (j = 0; name[j]; j++)
-			if (name[j] == '_')
-				name[j] = '-';
-		fprintf(f, "  %-12s %s\n", name, verbs[i].help);
+		fprintf(f, "  %-12s %s\n", verb_name(name, sizeof(name), verbs[i].name), verbs[i].help);
 	}
 	fprintf(f, "\n'fgpack <verb> --help' describes a verb. Exit codes: 0 ok, 1 failure,\n"
 		   "2 usage error, 3 verification mismatch.\n");
@@ -96,13 +103,8 @@ int main(int argc, char **argv)
 	}
 	for (i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
 		char name[32];
-		size_t j;
 
-		snprintf(name, sizeof(name), "%s", verbs[i].name);
-		for (j = 0; name[j]; j++)
-			if (name[j] == '_')
-				name[j] = '-';
-		if (!strcmp(argv[1], name))
+		if (!strcmp(argv[1], verb_name(name, sizeof(name), verbs[i].name)))
 			return verbs[i].fn(argc - 1, argv + 1);
 	}
 	fprintf(stderr, "fgpack: '%s' is not a verb (see 'fgpack --help')\n", argv[1]);

@@ -402,6 +402,14 @@ static int has_file_below(const char *const *sorted, size_t n, const char *d)
 	return lo < n && !strncmp(sorted[lo], d, dl) && sorted[lo][dl] == '/';
 }
 
+/* The tree URL of folder dir of ref: a bucket's, or a model repo's at rev. */
+static int tree_url(struct fg_buf *url, const char *endpoint, const struct fg_ref *ref, int model,
+		    const char *rev, const char *dir, struct fg_err *err)
+{
+	return model ? fg_url_model_tree(url, endpoint, ref, rev, dir, err)
+		     : fg_url_bucket_tree(url, endpoint, ref, dir, err);
+}
+
 /* A server that ignores recursive=true answers a folder's direct entries
  * only: its sub-folders come back as "directory" entries with nothing below
  * them. Each such folder below prefix is listed in turn (and so on down), so
@@ -460,8 +468,7 @@ static int list_below(struct fg_hub_list *out, struct fg_http *h, const char *en
 			n_listed++;
 		}
 		fg_buf_reset(&url);
-		rc = ref->kind == FG_REF_BUCKET ? fg_url_bucket_tree(&url, endpoint, ref, d, err)
-						: fg_url_model_tree(&url, endpoint, ref, rev, d, err);
+		rc = tree_url(&url, endpoint, ref, ref->kind == FG_REF_MODEL, rev, d, err);
 		if (!rc)
 			rc = list_pages(out, h, url.data, ref->kind == FG_REF_MODEL, what, err);
 	}
@@ -533,43 +540,20 @@ static int one_file(struct fg_hub_list *out, struct fg_http *h, const char *endp
 	return rc;
 }
 
-int fg_hub_bucket_tree(struct fg_hub_list *out, struct fg_http *h, const char *endpoint,
-		       const struct fg_ref *ref, struct fg_err *err)
+/* Lists ref's path (everything below it, or the one file it names): a
+ * bucket's, or a model repo's at rev. */
+static int list_tree(struct fg_hub_list *out, struct fg_http *h, const char *endpoint,
+		     const struct fg_ref *ref, int model, const char *rev, struct fg_err *err)
 {
 	struct fg_buf url = FG_BUF_INIT, what = FG_BUF_INIT;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	rc = fg_url_bucket_tree(&url, endpoint, ref, ref->path, err);
+	rc = tree_url(&url, endpoint, ref, model, rev, ref->path, err);
 	if (!rc)
 		rc = fg_buf_printf(&what, err, "list %s", ref->text);
 	if (!rc)
-		rc = list_pages(out, h, url.data, 0, what.data, err);
-	if (!rc)
-		rc = list_below(out, h, endpoint, ref, NULL, ref->path, what.data, err);
-	if ((rc == FG_ENOTFOUND || (!rc && out->n == 0)) && ref->path && *ref->path)
-		rc = one_file(out, h, endpoint, ref, NULL, what.data, rc, err);
-	if (!rc)
-		rc = fg_hub_list_finish(out, ref->path, what.data, err);
-	if (rc)
-		fg_hub_list_release(out);
-	fg_buf_release(&url);
-	fg_buf_release(&what);
-	return rc;
-}
-
-int fg_hub_model_tree(struct fg_hub_list *out, struct fg_http *h, const char *endpoint,
-		      const struct fg_ref *ref, const char *rev, struct fg_err *err)
-{
-	struct fg_buf url = FG_BUF_INIT, what = FG_BUF_INIT;
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	rc = fg_url_model_tree(&url, endpoint, ref, rev, ref->path, err);
-	if (!rc)
-		rc = fg_buf_printf(&what, err, "list %s", ref->text);
-	if (!rc)
-		rc = list_pages(out, h, url.data, 1, what.data, err);
+		rc = list_pages(out, h, url.data, model, what.data, err);
 	if (!rc)
 		rc = list_below(out, h, endpoint, ref, rev, ref->path, what.data, err);
 	if ((rc == FG_ENOTFOUND || (!rc && out->n == 0)) && ref->path && *ref->path)
@@ -581,6 +565,18 @@ int fg_hub_model_tree(struct fg_hub_list *out, struct fg_http *h, const char *en
 	fg_buf_release(&url);
 	fg_buf_release(&what);
 	return rc;
+}
+
+int fg_hub_bucket_tree(struct fg_hub_list *out, struct fg_http *h, const char *endpoint,
+		       const struct fg_ref *ref, struct fg_err *err)
+{
+	return list_tree(out, h, endpoint, ref, 0, NULL, err);
+}
+
+int fg_hub_model_tree(struct fg_hub_list *out, struct fg_http *h, const char *endpoint,
+		      const struct fg_ref *ref, const char *rev, struct fg_err *err)
+{
+	return list_tree(out, h, endpoint, ref, 1, rev, err);
 }
 
 void fg_hub_head_release(struct fg_hub_head *hd)

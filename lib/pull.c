@@ -103,12 +103,36 @@ static int set_identity(struct want *w)
 	return 0;
 }
 
+/* Adds the plan's entry for file rel of component key (size bytes, fetched
+ * from the URL in url, which it takes over); the caller fills in what its
+ * source said of the file, then calls set_identity. */
+static struct want *plan_entry(struct plan *p, size_t ci, const char *key, const char *rel,
+			       unsigned long long size, struct fg_buf *url, struct fg_err *err)
+{
+	struct fg_buf what = FG_BUF_INIT;
+	struct want *w = NULL;
+
+	if (!fg_buf_printf(&what, err, "%s/%s", key, rel) && (w = plan_add(p, err))) {
+		w->comp = ci;
+		w->size = size;
+		w->rel = strdup(rel);
+		w->url = fg_buf_detach(url, NULL);
+		w->what = fg_buf_detach(&what, NULL);
+		if (!w->rel || !w->url || !w->what) {
+			fg_err_set(err, FG_ENOMEM, "out of memory");
+			w = NULL;
+		}
+	}
+	fg_buf_release(&what);
+	return w;
+}
+
 /* Lists a bucket component and plans its files. */
 static int plan_bucket(struct plan *p, size_t ci, const struct fg_component *mc, struct fg_http *h,
 		       const struct fg_hub_env *env, struct fg_err *err)
 {
 	struct fg_hub_list l;
-	struct fg_buf url = FG_BUF_INIT, what = FG_BUF_INIT;
+	struct fg_buf url = FG_BUF_INIT;
 	size_t i;
 	int rc;
 
@@ -123,28 +147,19 @@ static int plan_bucket(struct plan *p, size_t ci, const struct fg_component *mc,
 		if (!rel || !fg_path_is_safe_rel(rel))
 			continue;
 		fg_buf_reset(&url);
-		fg_buf_reset(&what);
 		rc = fg_url_bucket_resolve(&url, env->endpoint, mc->ref, f->path, err);
-		if (!rc)
-			rc = fg_buf_printf(&what, err, "%s/%s", mc->key, rel);
-		if (rc || !(w = plan_add(p, err))) {
+		if (rc || !(w = plan_entry(p, ci, mc->key, rel, f->size, &url, err))) {
 			rc = rc ? rc : FG_ENOMEM;
 			break;
 		}
-		w->comp = ci;
-		w->size = f->size;
-		w->rel = strdup(rel);
-		w->url = fg_buf_detach(&url, NULL);
-		w->what = fg_buf_detach(&what, NULL);
 		w->remote.xet_hash = sdup(f->xet_hash);
 		w->remote.mtime = sdup(f->mtime);
 		w->below = !mc->ref->path || strcmp(f->path, mc->ref->path);
-		if (!w->rel || !w->url || !w->what || set_identity(w))
+		if ((f->xet_hash && !w->remote.xet_hash) || (f->mtime && !w->remote.mtime) || set_identity(w))
 			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 	}
 	fg_hub_list_release(&l);
 	fg_buf_release(&url);
-	fg_buf_release(&what);
 	return rc;
 }
 
@@ -153,7 +168,7 @@ static int plan_model(struct plan *p, size_t ci, const struct fg_component *mc, 
 		      const struct fg_hub_env *env, char **commit_out, struct fg_err *err)
 {
 	struct fg_hub_list l;
-	struct fg_buf url = FG_BUF_INIT, what = FG_BUF_INIT;
+	struct fg_buf url = FG_BUF_INIT;
 	char *commit = NULL;
 	size_t i;
 	int rc;
@@ -196,30 +211,21 @@ static int plan_model(struct plan *p, size_t ci, const struct fg_component *mc, 
 		if (!rel || !fg_path_is_safe_rel(rel))
 			continue;
 		fg_buf_reset(&url);
-		fg_buf_reset(&what);
 		rc = fg_url_model_resolve(&url, env->endpoint, mc->ref, commit, f->path, err);
-		if (!rc)
-			rc = fg_buf_printf(&what, err, "%s/%s", mc->key, rel);
-		if (rc || !(w = plan_add(p, err))) {
+		if (rc || !(w = plan_entry(p, ci, mc->key, rel, f->size, &url, err))) {
 			rc = rc ? rc : FG_ENOMEM;
 			break;
 		}
-		w->comp = ci;
-		w->size = f->size;
-		w->rel = strdup(rel);
-		w->url = fg_buf_detach(&url, NULL);
-		w->what = fg_buf_detach(&what, NULL);
 		w->remote.oid = sdup(f->oid);
 		w->remote.commit = sdup(commit);
 		w->below = !mc->ref->path || strcmp(f->path, mc->ref->path);
 		if (f->lfs_sha256)
 			memcpy(w->expect, f->lfs_sha256, FG_SHA256_HEX_LEN + 1);
-		if (!w->rel || !w->url || !w->what || set_identity(w))
+		if ((f->oid && !w->remote.oid) || (commit && !w->remote.commit) || set_identity(w))
 			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 	}
 	fg_hub_list_release(&l);
 	fg_buf_release(&url);
-	fg_buf_release(&what);
 	if (rc)
 		free(commit);
 	else
@@ -471,7 +477,7 @@ static int names_own_file(const struct fg_ref *ref, const char *rel)
 static int plan_lock_component(struct plan *p, const struct fg_lock_component *c, const struct fg_component *mc,
 			       size_t comp, const struct fg_hub_env *env, struct fg_err *err)
 {
-	struct fg_buf url = FG_BUF_INIT, what = FG_BUF_INIT, full = FG_BUF_INIT;
+	struct fg_buf url = FG_BUF_INIT, full = FG_BUF_INIT;
 	size_t i;
 	int rc = 0;
 
@@ -480,10 +486,8 @@ static int plan_lock_component(struct plan *p, const struct fg_lock_component *c
 		struct want *w;
 
 		fg_buf_reset(&url);
-		fg_buf_reset(&what);
 		fg_buf_reset(&full);
-		rc = fg_buf_printf(&what, err, "%s/%s", c->key, f->path);
-		if (!rc && mc && env && (mc->ref->kind == FG_REF_BUCKET || mc->ref->kind == FG_REF_MODEL)) {
+		if (mc && env && (mc->ref->kind == FG_REF_BUCKET || mc->ref->kind == FG_REF_MODEL)) {
 			/* a ref naming one file keeps that file's own path */
 			if (!c->folder && c->n_files == 1 && names_own_file(mc->ref, f->path))
 				rc = fg_buf_puts(&full, mc->ref->path, err);
@@ -508,15 +512,10 @@ static int plan_lock_component(struct plan *p, const struct fg_lock_component *c
 		} else if (!rc) {
 			rc = fg_buf_puts(&url, "unknown:", err);
 		}
-		if (rc || !(w = plan_add(p, err))) {
+		if (rc || !(w = plan_entry(p, comp, c->key, f->path, f->size, &url, err))) {
 			rc = rc ? rc : FG_ENOMEM;
 			break;
 		}
-		w->comp = comp;
-		w->size = f->size;
-		w->rel = strdup(f->path);
-		w->url = fg_buf_detach(&url, NULL);
-		w->what = fg_buf_detach(&what, NULL);
 		w->below = c->folder; /* kept when the entry is written again */
 		memcpy(w->expect, f->sha256, sizeof(w->expect));
 		w->remote.xet_hash = sdup(f->remote.xet_hash);
@@ -531,11 +530,10 @@ static int plan_lock_component(struct plan *p, const struct fg_lock_component *c
 			w->no_auth = 1;
 		if (mc && mc->ref->kind == FG_REF_FILE && !(w->local_path = strdup(full.data)))
 			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
-		if (!w->rel || !w->url || !w->what || set_identity(w))
+		if (set_identity(w))
 			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 	}
 	fg_buf_release(&url);
-	fg_buf_release(&what);
 	fg_buf_release(&full);
 	return rc;
 }
@@ -782,7 +780,7 @@ struct cache_walk {
 static int cache_add(struct cache_walk *cw, const char *path, const char *full, struct fg_err *err)
 {
 	const char *rel = fg_ref_rel(cw->mc->ref, full), *name = "";
-	struct fg_buf url = FG_BUF_INIT, what = FG_BUF_INIT;
+	struct fg_buf url = FG_BUF_INIT;
 	char real[PATH_MAX];
 	struct stat sb, lb;
 	size_t nb = strlen(cw->blobs);
@@ -804,18 +802,11 @@ static int cache_add(struct cache_walk *cw, const char *path, const char *full, 
 		return 0;
 	}
 	rc = fg_url_model_resolve(&url, cw->env->endpoint, cw->mc->ref, cw->commit, full, err);
-	if (!rc)
-		rc = fg_buf_printf(&what, err, "%s/%s", cw->mc->key, rel);
-	if (!rc && !(w = plan_add(cw->p, err)))
+	if (!rc && !(w = plan_entry(cw->p, cw->ci, cw->mc->key, rel, (unsigned long long)sb.st_size, &url, err)))
 		rc = FG_ENOMEM;
 	if (!rc) {
 		int git = fg_hex_lower_valid(name, 40);
 
-		w->comp = cw->ci;
-		w->size = (unsigned long long)sb.st_size;
-		w->rel = strdup(rel);
-		w->url = fg_buf_detach(&url, NULL);
-		w->what = fg_buf_detach(&what, NULL);
 		w->local_path = strdup(real);
 		w->from_cache = 1;
 		w->remote.commit = sdup(cw->commit);
@@ -826,12 +817,10 @@ static int cache_add(struct cache_walk *cw, const char *path, const char *full, 
 			memcpy(w->expect, name, FG_SHA256_HEX_LEN + 1);
 		else if (git)
 			w->remote.oid = strdup(name);
-		if (!w->rel || !w->url || !w->what || !w->local_path || !w->remote.commit || (git && !w->remote.oid) ||
-		    set_identity(w))
+		if (!w->local_path || !w->remote.commit || (git && !w->remote.oid) || set_identity(w))
 			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 	}
 	fg_buf_release(&url);
-	fg_buf_release(&what);
 	return rc;
 }
 
