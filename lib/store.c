@@ -132,36 +132,29 @@ int fg_store_open(struct fg_store **out, const char *root, struct fg_err *err)
 		return oom(err);
 	}
 	st->root = fg_buf_detach(&r, NULL);
-	st->blobs = joined(st->root, "blobs/sha256");
-	st->partial = joined(st->root, "partial");
-	st->locks = joined(st->root, "locks");
-	st->quarantine = joined(st->root, "quarantine");
-	st->roots = joined(st->root, "roots");
-	st->tmp = joined(st->root, "tmp");
-	st->known = joined(st->root, "known");
-	st->stamps = joined(st->root, "stamps");
-	st->states = joined(st->root, "states");
-	st->seen = joined(st->root, "seen");
-	if (!st->blobs || !st->partial || !st->locks || !st->quarantine || !st->roots || !st->tmp ||
-	    !st->known || !st->stamps || !st->states || !st->seen) {
-		fg_store_free(st);
-		return oom(err);
+	{
+		/* the store's folders; states/ and seen/ are made when first used */
+		const struct {
+			char **path;
+			const char *name;
+			int make;
+		} dirs[] = {
+			{&st->blobs, "blobs/sha256", 1}, {&st->partial, "partial", 1}, {&st->locks, "locks", 1},
+			{&st->quarantine, "quarantine", 1}, {&st->roots, "roots", 1}, {&st->tmp, "tmp", 1},
+			{&st->known, "known", 1}, {&st->stamps, "stamps", 1}, {&st->states, "states", 0},
+			{&st->seen, "seen", 0},
+		};
+		size_t i;
+
+		for (i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+			if (!(*dirs[i].path = joined(st->root, dirs[i].name))) {
+				fg_store_free(st);
+				return oom(err);
+			}
+		for (i = 0; !rc && i < sizeof(dirs) / sizeof(dirs[0]); i++)
+			if (dirs[i].make)
+				rc = fg_mkdir_p(*dirs[i].path, 0755, err);
 	}
-	rc = fg_mkdir_p(st->blobs, 0755, err);
-	if (!rc)
-		rc = fg_mkdir_p(st->partial, 0755, err);
-	if (!rc)
-		rc = fg_mkdir_p(st->locks, 0755, err);
-	if (!rc)
-		rc = fg_mkdir_p(st->quarantine, 0755, err);
-	if (!rc)
-		rc = fg_mkdir_p(st->roots, 0755, err);
-	if (!rc)
-		rc = fg_mkdir_p(st->tmp, 0755, err);
-	if (!rc)
-		rc = fg_mkdir_p(st->known, 0755, err);
-	if (!rc)
-		rc = fg_mkdir_p(st->stamps, 0755, err);
 	if (rc) {
 		fg_err_wrap(err, "store %s", st->root);
 		fg_store_free(st);
