@@ -36,17 +36,6 @@ static int ends_with(const char *s, const char *suf)
 	return n > m && !strcmp(s + n - m, suf);
 }
 
-static char *dupn(const char *s, size_t n)
-{
-	char *p = malloc(n + 1);
-
-	if (p) {
-		memcpy(p, s, n);
-		p[n] = '\0';
-	}
-	return p;
-}
-
 static int oom(struct fg_err *err)
 {
 	return fg_err_set(err, FG_ENOMEM, "out of memory");
@@ -193,9 +182,9 @@ static char *key_stem(const char *key)
 	if (!strcmp(key, "SPECULATIVE_CONFIG.model"))
 		return strdup("DRAFTER");
 	if (ends_with(key, "_BUCKET"))
-		return dupn(key, strlen(key) - 7);
+		return strndup(key, strlen(key) - 7);
 	if (ends_with(key, "_MODEL") || ends_with(key, "_REPO"))
-		return dupn(key, (size_t)(strrchr(key, '_') - key));
+		return strndup(key, (size_t)(strrchr(key, '_') - key));
 	return strdup(key);
 }
 
@@ -229,7 +218,7 @@ static char *target_stem(const char *key)
 		return strdup(key);
 	if (!strncmp(key, "LOCAL_", 6) && strlen(key) > 6 + k)
 		skip = 6;
-	return dupn(key + skip, strlen(key) - skip - k);
+	return strndup(key + skip, strlen(key) - skip - k);
 }
 
 /* A key naming one file (a keepset's JSON, X_FILE), not a folder to place a
@@ -591,7 +580,7 @@ static int attach_pins(struct fg_manifest *m, const char *what, struct fg_err *e
 
 		if (!ends_with(key, "_SHA256") || !*val)
 			continue;
-		stem = dupn(key, strlen(key) - 7);
+		stem = strndup(key, strlen(key) - 7);
 		if (!stem)
 			return oom(err);
 		for (c = 0; c < m->n_components; c++) {
@@ -820,14 +809,14 @@ static int dep_url(struct fg_dependency *d, const char *spec, const char *u, str
 	if (!strstr(u, "://") || (hash ? hash : end) == strstr(u, "://") + 3)
 		return fg_err_set(err, FG_EFORMAT, "\"%s\": not a URL", spec);
 	d->kind = FG_DEP_URL;
-	if (!(d->url = dupn(u, (size_t)((hash ? hash : end) - u))))
+	if (!(d->url = strndup(u, (size_t)((hash ? hash : end) - u))))
 		return oom(err);
 	if (hash && !strncmp(hash, "#sha256=", 8)) {
 		size_t i;
 
 		if ((size_t)(end - hash) != 8 + FG_SHA256_HEX_LEN)
 			return fg_err_set(err, FG_EFORMAT, "\"%s\": #sha256= needs 64 hex digits", spec);
-		if (!(d->sha256 = dupn(hash + 8, FG_SHA256_HEX_LEN)))
+		if (!(d->sha256 = strndup(hash + 8, FG_SHA256_HEX_LEN)))
 			return oom(err);
 		for (i = 0; i < FG_SHA256_HEX_LEN; i++) {
 			char c = d->sha256[i];
@@ -864,7 +853,7 @@ int fg_dependency_parse(struct fg_dependency *d, const char *spec, struct fg_err
 		rc = fg_err_set(err, FG_EFORMAT, "\"%s\": not a requirement (name[==version] or a URL)", spec);
 		goto out;
 	}
-	if (!(d->name = dupn(n0, (size_t)(p - n0)))) {
+	if (!(d->name = strndup(n0, (size_t)(p - n0)))) {
 		rc = oom(err);
 		goto out;
 	}
@@ -891,7 +880,7 @@ int fg_dependency_parse(struct fg_dependency *d, const char *spec, struct fg_err
 			ve++;
 		if (ve > v && !memchr(v, '*', (size_t)(ve - v)) && *skip_ws(ve) != ',') {
 			d->kind = FG_DEP_PIN;
-			if (!(d->version = dupn(v, (size_t)(ve - v))))
+			if (!(d->version = strndup(v, (size_t)(ve - v))))
 				rc = oom(err);
 		}
 	}

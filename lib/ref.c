@@ -9,17 +9,6 @@
 
 #include "fsutil.h"
 
-static char *dupn(const char *s, size_t n)
-{
-	char *p = malloc(n + 1);
-
-	if (p) {
-		memcpy(p, s, n);
-		p[n] = '\0';
-	}
-	return p;
-}
-
 void fg_ref_free(struct fg_ref *ref)
 {
 	if (!ref)
@@ -102,7 +91,7 @@ static int take_path(struct fg_ref *r, const char *p, const char *text, struct f
 
 	while (n && p[n - 1] == '/')
 		n--;
-	r->path = dupn(p, n);
+	r->path = strndup(p, n);
 	if (!r->path)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	if (n && !fg_path_is_safe_rel(r->path))
@@ -135,8 +124,8 @@ static int take_ns_name(struct fg_ref *r, const char *p, const char *text, const
 	if (why)
 		return fg_err_set(err, FG_EINVAL, "%s: %s name \"%.*s\" %s", text, what,
 				  (int)(n > 100 ? 100 : n), end, why);
-	r->ns = dupn(p, (size_t)(slash - p));
-	r->name = dupn(end, n);
+	r->ns = strndup(p, (size_t)(slash - p));
+	r->name = strndup(end, n);
 	if (!r->ns || !r->name)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	*rest = end + n;
@@ -255,7 +244,7 @@ int fg_ref_parse(struct fg_ref **out, const char *text, struct fg_err *err)
 				why = rev_problem(rv, n);
 			if (why)
 				rc = fg_err_set(err, FG_EINVAL, "%s: revision %s", text, why);
-			else if (!(r->revision = dupn(rv, n)))
+			else if (!(r->revision = strndup(rv, n)))
 				rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 			rest = rv + n;
 		}
@@ -519,7 +508,7 @@ static int find_token(char **tok, struct fg_err *err)
 		;
 	for (b = strlen(v); b > a && isspace((unsigned char)v[b - 1]); b--)
 		;
-	if (b > a && !(*tok = dupn(v + a, b - a)))
+	if (b > a && !(*tok = strndup(v + a, b - a)))
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 	else if (*tok && (has_ctl(*tok) || strchr(*tok, ' '))) {
 		rc = fg_err_set(err, FG_EINVAL, "%s: the token holds a space or a control character", from);
@@ -556,7 +545,7 @@ int fg_hub_env_load(struct fg_hub_env **out, struct fg_err *err)
 	n = strlen(ep);
 	while (n > 8 && ep[n - 1] == '/')
 		n--;
-	e->endpoint = dupn(ep, n);
+	e->endpoint = strndup(ep, n);
 	e->token = tok;
 	e->offline = truthy(getenv("HF_HUB_OFFLINE"));
 	if (!e->endpoint) {
