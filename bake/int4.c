@@ -52,6 +52,17 @@ static inline uint32_t f2u(float f)
 	return u;
 }
 
+/* The scale's bf16 bits for a group whose largest magnitude has the
+ * (finite) fp32 bits amax: amax / 7.5 rounded to bf16, to nearest with ties
+ * to even; a scale that rounds to zero (a group of zeros) is bf16's eps. */
+static inline uint32_t scale_bits(uint32_t amax)
+{
+	uint32_t sb = f2u(u2f(amax) / 7.5f);
+
+	sb = (sb + 0x7fffu + ((sb >> 16) & 1u)) >> 16;
+	return sb ? sb : BF16_EPS_BITS;
+}
+
 /* One group: n (<= MAX_GROUP, multiple of 8) fp32 values (a BF16, F16 or
  * F32 weight widened exactly). Writes n/8 packed words and returns the
  * scale's bf16 bits; *nonfinite is set when a value is NaN or Inf. Written as
@@ -74,10 +85,7 @@ static inline uint16_t quant_group_f32(uint8_t *packed, const float *x, size_t n
 		*nonfinite = 1;
 		return 0;
 	}
-	sb = f2u(u2f(amax) / 7.5f);
-	sb = (sb + 0x7fffu + ((sb >> 16) & 1u)) >> 16;
-	if (!sb)
-		sb = BF16_EPS_BITS;
+	sb = scale_bits(amax);
 	s = u2f(sb << 16);
 	for (i = 0; i < n; i++) {
 		uint32_t u = f2u(x[i] / s);
@@ -148,10 +156,7 @@ __attribute__((target("avx2"))) static uint16_t quant_group_avx2(uint8_t *packed
 		*nonfinite = 1;
 		return 0;
 	}
-	sb = f2u(u2f(amax) / 7.5f);
-	sb = (sb + 0x7fffu + ((sb >> 16) & 1u)) >> 16;
-	if (!sb)
-		sb = BF16_EPS_BITS;
+	sb = scale_bits(amax);
 	sv = _mm256_set1_ps(u2f(sb << 16));
 	for (j = 0; j < n / 8; j++) {
 		__m256i u = _mm256_castps_si256(_mm256_div_ps(_mm256_castsi256_ps(x[j]), sv));
