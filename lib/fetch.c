@@ -135,7 +135,29 @@ static void job_fail(struct job *j, int rc, const struct fg_err *e)
 	R->finished++;
 }
 
+/* The first open job that ready() accepts, waiting on R->cv until there is
+ * one; NULL once R->stop is set and none is. Called with R->mu held. */
+static struct job *next_job(struct run *R, int (*ready)(const struct job *))
+{
+	size_t i;
+
+	for (;;) {
+		for (i = 0; i < R->nopen; i++)
+			if (ready(R->open[i]))
+				return R->open[i];
+		if (R->stop)
+			return NULL;
+		pthread_cond_wait(&R->cv, &R->mu);
+	}
+}
+
 /* ---- hasher thread: hashes the contiguous prefix of multi-chunk files ---- */
+
+/* A multi-chunk file received past what is hashed of it. */
+static int hash_ready(const struct job *k)
+{
+	return !k->single && !k->cancel && !k->hash_done && k->hash_target > k->hashed;
+}
 
 static void *hasher(void *arg)
 {
@@ -144,26 +166,13 @@ static void *hasher(void *arg)
 
 	pthread_mutex_lock(&R->mu);
 	for (;;) {
-		struct job *j = NULL;
-		size_t i;
+		struct job *j;
 		unsigned long long from, to;
 		int rc = 0;
 		struct fg_err e;
 
-		for (i = 0; i < R->nopen; i++) {
-			struct job *k = R->open[i];
-
-			if (!k->single && !k->cancel && !k->hash_done && k->hash_target > k->hashed) {
-				j = k;
-				break;
-			}
-		}
-		if (!j) {
-			if (R->stop)
-				break;
-			pthread_cond_wait(&R->cv, &R->mu);
-			continue;
-		}
+		if (!(j = next_job(R, hash_ready)))
+			break;
 		j->hashing = 1;
 		from = j->hashed;
 		to = j->hash_target;
@@ -214,6 +223,12 @@ static void *hasher(void *arg)
  * power loss cannot leave a journal claiming bytes that never reached the
  * disk. Chunks finished meanwhile share one pair of syncs. */
 
+/* A file with finished chunks to journal, and a journal to write them to. */
+static int sync_ready(const struct job *k)
+{
+	return k->njq && !k->cancel && !k->closing && !k->sync_rc && k->jfd >= 0;
+}
+
 static void *syncer(void *arg)
 {
 	struct run *R = arg;
@@ -221,25 +236,13 @@ static void *syncer(void *arg)
 
 	pthread_mutex_lock(&R->mu);
 	for (;;) {
-		struct job *j = NULL;
+		struct job *j;
 		size_t i, n;
 		int rc = 0;
 		struct fg_err e;
 
-		for (i = 0; i < R->nopen; i++) {
-			struct job *k = R->open[i];
-
-			if (k->njq && !k->cancel && !k->closing && !k->sync_rc && k->jfd >= 0) {
-				j = k;
-				break;
-			}
-		}
-		if (!j) {
-			if (R->stop)
-				break;
-			pthread_cond_wait(&R->cv, &R->mu);
-			continue;
-		}
+		if (!(j = next_job(R, sync_ready)))
+			break;
 		n = j->njq;
 		memcpy(j->jq_work, j->jq, n * sizeof(*j->jq));
 		j->njq = 0;
