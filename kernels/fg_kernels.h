@@ -115,6 +115,14 @@ int fg_kctx_set_attn_cluster(struct fg_kctx *ctx, int on);
  * do that. Returns the setting in force after the call (0 where
  * fg_kctx_attn_short_keys is 0). */
 int fg_kctx_set_attn_short(struct fg_kctx *ctx, int on);
+/* The decode attention with qkv post built for the launch's exact shape,
+ * where one is built (group 4, Gemma 4 E4B's; head sizes 256 and 512): the
+ * unrolled loops lose their tests. on 2 (the default): group and head size;
+ * 1: the group only; 0: the kernel for any shape, as FG_ATTN_GRP=<0|1|2>
+ * when the context was made (measurements); on < 0 leaves it. The same bits
+ * at every level. Returns the level in force after the call (0 without
+ * CUDA). */
+int fg_kctx_set_attn_grp(struct fg_kctx *ctx, int on);
 /* The keys (position + 1) a short decode attention launch serves: 256 with
  * sm_90 code on an sm_90 GPU; 0 (no short launches) elsewhere or with
  * FG_ATTN_SHORT=0 when the context was made (FG_ATTN_SHORT=N, 1 to 256:

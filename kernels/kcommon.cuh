@@ -35,6 +35,7 @@ struct fg_kctx {
 	int attn_cluster;   /* the decode attention's chunk blocks as clusters where they fit (FG_ATTN_CLUSTER) */
 	int short_keys;     /* the keys a short decode attention launch serves (fg_kctx_attn_short_keys), 0: none */
 	int attn_short;     /* decode attention launches for positions below short_keys only (fg_kctx_set_attn_short) */
+	int attn_grp;       /* the step's attention built for its exact group where there is one (fg_kctx_set_attn_grp) */
 };
 
 /* Blocks of f (threads a block, smem bytes of dynamic shared memory)

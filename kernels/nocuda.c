@@ -76,6 +76,12 @@ int fg_kctx_set_attn_short(struct fg_kctx *ctx, int on)
 	return 0;
 }
 
+int fg_kctx_set_attn_grp(struct fg_kctx *ctx, int on)
+{
+	(void)ctx, (void)on;
+	return 0;
+}
+
 int fg_kctx_attn_short_keys(const struct fg_kctx *ctx)
 {
 	(void)ctx;

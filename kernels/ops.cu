@@ -1175,8 +1175,13 @@ __device__ __forceinline__ void attn_combine(float *out, const P &part, float *s
  * attn_pre_combine then does the last block's combine over many blocks, so
  * row r gets the decode launch's bits at its position. part holds gridDim.x
  * rows; nch is the launch's chunk count (a stride only: the partition of
- * the keys is fixed by chunk). */
-template <bool POST, bool PRE>
+ * the keys is fixed by chunk).
+ * G, D (where not 0): the launch's group and head size, known when it is
+ * compiled, so the unrolled loops over the group and the head lose their
+ * tests; CL false: no cluster combine in the kernel (launches that are no
+ * clusters). Neither changes a sum or its order; both make the kernel's code
+ * smaller (attn_pick; docs/gpu.md, "Speed"). */
+template <bool POST, bool PRE, int G = 0, int D = 0, bool CL = true>
 __global__ void __launch_bounds__(ATT_THREADS)
 	attn_fused(float *out, float *part, unsigned *counters, const float *__restrict__ q,
 		   const float *__restrict__ kc, const float *__restrict__ vc, int grp, int head_dim, int cap,
@@ -1184,6 +1189,12 @@ __global__ void __launch_bounds__(ATT_THREADS)
 		   const struct fg_kpf pf, const struct attn_post ap, const struct attn_pre pre)
 {
 	const float *kcr = POST ? ap.kc : kc, *vcr = POST ? ap.vc : vc;
+	constexpr int GM = G ? G : ATT_MAX_GRP; /* the unrolled loops' bound over the group */
+
+	if (G)
+		grp = G; /* the launch's group, known here: its tests fold away */
+	if (D)
+		head_dim = D; /* and its head size */
 #if !(defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
 	clus = 0; /* no clusters: the host never asks for them here (fg_kctx_code_arch) */
 #endif
@@ -1240,7 +1251,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 	float *sq = sm;                   /* [grp][head_dim] */
 	float *sp = sm + grp * head_dim;  /* [grp][max(chunk, nch)]: scores, weights */
 	int spn = chunk > nch ? chunk : nch;
-	__shared__ float sml[ATT_MAX_GRP][2];
+	__shared__ float sml[GM][2];
 	__shared__ int last;
 	int g = PRE ? blockIdx.y : blockIdx.x, c = PRE ? blockIdx.z : blockIdx.y, r = PRE ? pre.r0 + (int)blockIdx.x : 0;
 	int pos = PRE ? (pre.pos_p ? *pre.pos_p : pre.pos0) + r : *pos_p, nv = min(pos + 1, cap);
@@ -1255,7 +1266,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 
 	/* the kv head's chunk blocks combine through the cluster's shared memory
 	 * (its block of rank c holds chunk c), not through global memory */
-	const bool clm = !PRE && used <= clus;
+	const bool clm = !PRE && CL && clus > 0 && used <= clus;
 
 	if (!PRE && used > (int)gridDim.y)
 		__trap(); /* a short launch (fg_kctx_set_attn_short) at a later position: a fault, not a wrong answer */
@@ -1300,7 +1311,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 	const float *kb = kcr + ((size_t)g * cap + j0) * head_dim;
 	const float *vb = vcr + ((size_t)g * cap + j0) * head_dim;
 	for (int j = warp * ATT_KEYS; j < cnt; j += ATT_WARPS * ATT_KEYS) {
-		float acc[ATT_KEYS][ATT_MAX_GRP];
+		float acc[ATT_KEYS][GM];
 		const float *kr[ATT_KEYS];
 
 		if (PRE)
@@ -1311,7 +1322,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 #pragma unroll
 		for (int u = 0; u < ATT_KEYS; u++)
 #pragma unroll
-			for (int h = 0; h < ATT_MAX_GRP; h++)
+			for (int h = 0; h < GM; h++)
 				acc[u][h] = 0.0f;
 #pragma unroll 8
 		for (int i = lane; i < head_dim; i += 32) {
@@ -1321,7 +1332,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 			for (int u = 0; u < ATT_KEYS; u++)
 				kv[u] = j + u < cnt ? (PRE ? kr[u][i] : kb[(size_t)(j + u) * head_dim + i]) : 0.0f;
 #pragma unroll
-			for (int h = 0; h < ATT_MAX_GRP; h++)
+			for (int h = 0; h < GM; h++)
 				if (h < grp) {
 					float qv = sq[h * head_dim + i];
 
@@ -1331,7 +1342,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 				}
 		}
 #pragma unroll
-		for (int h = 0; h < ATT_MAX_GRP; h++)
+		for (int h = 0; h < GM; h++)
 			if (h < grp)
 #pragma unroll
 				for (int u = 0; u < ATT_KEYS; u++) {
@@ -1367,21 +1378,21 @@ __global__ void __launch_bounds__(ATT_THREADS)
 	size_t hs = clm ? stride : (size_t)nch * stride;
 
 	for (int i = threadIdx.x; i < head_dim; i += ATT_THREADS) {
-		float o[ATT_MAX_GRP];
+		float o[GM];
 
 #pragma unroll
-		for (int h = 0; h < ATT_MAX_GRP; h++)
+		for (int h = 0; h < GM; h++)
 			o[h] = 0.0f;
 		attn_rounds(
 			0, cnt, [&](int j) { return PRE ? vp[j][i] : vb[(size_t)j * head_dim + i]; },
 			[&](int j, float v) {
 #pragma unroll
-				for (int h = 0; h < ATT_MAX_GRP; h++)
+				for (int h = 0; h < GM; h++)
 					if (h < grp)
 						o[h] = fmaf(sp[h * spn + j], v, o[h]);
 			});
 #pragma unroll
-		for (int h = 0; h < ATT_MAX_GRP; h++)
+		for (int h = 0; h < GM; h++)
 			if (h < grp)
 				pw[h * hs + 2 + i] = o[h];
 	}
@@ -1406,8 +1417,10 @@ __global__ void __launch_bounds__(ATT_THREADS)
 	 * chunk blocks take [base, base + used), and the last to arrive adds
 	 * ATT_GEN - used, so the next launch starts at base + ATT_GEN; no
 	 * block has to reset it (no round trip after the combine) */
+	int np = 1; /* the blocks that combine; this one's share: last */
+
 	if (spread >= (int)gridDim.x) { /* the last np chunk blocks to finish combine a share each */
-		int np = min(used, spread / (int)gridDim.x);
+		np = min(used, spread / (int)gridDim.x);
 
 		if (threadIdx.x == 0) {
 			unsigned long long t0 = gtimer_ns();
@@ -1426,22 +1439,22 @@ __global__ void __launch_bounds__(ATT_THREADS)
 		__syncthreads();
 		if (last < 0)
 			return;
-		attn_combine(out, attn_parts_global{pg, stride, nch}, sp, sml, g, grp, head_dim, spn, used,
-			     (int)((long long)grp * head_dim * last / np), (int)((long long)grp * head_dim * (last + 1) / np));
-		return;
-	}
-	if (threadIdx.x == 0) {
-		unsigned a = atomicAdd(&counters[g], 1u);
+	} else { /* the last chunk block to finish combines them all */
+		if (threadIdx.x == 0) {
+			unsigned a = atomicAdd(&counters[g], 1u);
 
-		last = (a & (ATT_GEN - 1u)) == (unsigned)(used - 1);
-		if (last)
-			atomicAdd(&counters[g], ATT_GEN - (unsigned)used);
+			last = (a & (ATT_GEN - 1u)) == (unsigned)(used - 1) ? 0 : -1;
+			if (!last)
+				atomicAdd(&counters[g], ATT_GEN - (unsigned)used);
+		}
+		__syncthreads();
+		if (last < 0)
+			return;
+		__threadfence();
 	}
-	__syncthreads();
-	if (!last)
-		return;
-	__threadfence();
-	attn_combine(out, attn_parts_global{pg, stride, nch}, sp, sml, g, grp, head_dim, spn, used, 0, grp * head_dim);
+	/* one call (it is inlined): the block's share [last / np, (last + 1) / np) of the outputs */
+	attn_combine(out, attn_parts_global{pg, stride, nch}, sp, sml, g, grp, head_dim, spn, used,
+		     (int)((long long)grp * head_dim * last / np), (int)((long long)grp * head_dim * (last + 1) / np));
 }
 
 /* The most chunk blocks (all kv heads together) that may wait for the
@@ -1524,6 +1537,28 @@ static int attn_short_size(const struct fg_kctx *ctx, const void *k, int kv_head
 	return 0;
 }
 
+typedef void (*attn_kernel)(float *, float *, unsigned *, const float *, const float *, const float *, int, int, int,
+			    const int32_t *, float, int, int, int, int, int, const struct fg_kpf,
+			    const struct attn_post, const struct attn_pre);
+
+/* The decode attention kernel for the launch's shape: with CL, the one that
+ * can combine through a cluster; without, the one built without that path
+ * (a smaller kernel, for launches that are not clusters). With POST and E4B's
+ * group (4) and head sizes (256, 512), one built for that shape (the unrolled
+ * loops lose their tests), as ctx->attn_grp allows. The same sums in each. */
+template <bool CL>
+static attn_kernel attn_pick(const struct fg_kctx *ctx, bool post, int grp, int head_dim)
+{
+	if (!post)
+		return attn_fused<false, false, 0, 0, CL>;
+	if (grp != 4 || !ctx->attn_grp)
+		return attn_fused<true, false, 0, 0, CL>;
+	return ctx->attn_grp < 2    ? attn_fused<true, false, 4, 0, CL>
+	       : head_dim == 256 ? attn_fused<true, false, 4, 256, CL>
+	       : head_dim == 512 ? attn_fused<true, false, 4, 512, CL>
+				 : attn_fused<true, false, 4, 0, CL>;
+}
+
 /* Launches attn_fused<POST> (shapes checked by the caller). */
 static int attn_launch(struct fg_kctx *ctx, bool post, float *d_out, const float *d_q, const float *d_kcache,
 		       const float *d_vcache, int heads, int kv_heads, int head_dim, int cap, const int32_t *d_pos,
@@ -1531,9 +1566,8 @@ static int attn_launch(struct fg_kctx *ctx, bool post, float *d_out, const float
 {
 	int chunk, nch, grp = heads / kv_heads, spn, clus, spread, nblk;
 	size_t smem;
-	void (*k)(float *, float *, unsigned *, const float *, const float *, const float *, int, int, int,
-		  const int32_t *, float, int, int, int, int, int, const struct fg_kpf, const struct attn_post,
-		  const struct attn_pre) = post ? attn_fused<true, false> : attn_fused<false, false>;
+	/* k: sized and checked for clusters; the launch takes kn where it is none */
+	attn_kernel k = attn_pick<true>(ctx, post, grp, head_dim), kn = attn_pick<false>(ctx, post, grp, head_dim);
 
 	/* the grid covers the whole cache so one captured graph serves every
 	 * position (attn_chunk) */
@@ -1549,6 +1583,8 @@ static int attn_launch(struct fg_kctx *ctx, bool post, float *d_out, const float
 	if (smem > 48 * 1024) {
 		cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
 
+		if (e == cudaSuccess)
+			e = cudaFuncSetAttribute(kn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
 		if (e != cudaSuccess) {
 			cudaGetLastError();
 			return fg_err_set(err, FG_EINVAL, "attention: %zu bytes of shared memory: %s", smem,
@@ -1563,7 +1599,9 @@ static int attn_launch(struct fg_kctx *ctx, bool post, float *d_out, const float
 		nblk = (nch + clus - 1) / clus * clus;
 	else
 		nblk = nch;
-	fg_launch_pdl_cluster(ctx, k, dim3(kv_heads, nblk), dim3(ATT_THREADS),
+	/* without clusters, the kernel without their path: at least as many of
+	 * its blocks fit (fewer registers), so spread, counted for k, still does */
+	fg_launch_pdl_cluster(ctx, clus ? k : kn, dim3(kv_heads, nblk), dim3(ATT_THREADS),
 			      smem, dim3(1, clus ? clus : 1, 1), d_out, (float *)ctx->scratch, ctx->counters, d_q, d_kcache,
 			      d_vcache, grp, head_dim, cap, d_pos, scale, chunk, nch, ctx->pf_on >= 1, spread, clus,
 			      fg_pf_take(ctx), ap, attn_pre());

@@ -176,6 +176,8 @@ extern "C" int fg_kctx_new(struct fg_kctx **out, struct fg_err *err)
 			c->short_keys = 0;
 		k = getenv("FG_ATTN_FUSED");
 		c->attn_fused = k && (!strcmp(k, "0") || !strcmp(k, "1")) ? *k - '0' : FG_ATTN_FUSED_DEFAULT;
+		k = getenv("FG_ATTN_GRP");
+		c->attn_grp = k && *k >= '0' && *k <= '2' && !k[1] ? *k - '0' : 2;
 	}
 #undef FAIL_IF
 	*out = c;
@@ -242,6 +244,15 @@ extern "C" int fg_kctx_set_attn_short(struct fg_kctx *c, int on)
 	if (on >= 0)
 		c->attn_short = on && c->short_keys;
 	return c->attn_short;
+}
+
+extern "C" int fg_kctx_set_attn_grp(struct fg_kctx *c, int on)
+{
+	if (!c)
+		return 0;
+	if (on >= 0)
+		c->attn_grp = on > 2 ? 2 : on;
+	return c->attn_grp;
 }
 
 extern "C" int fg_kctx_attn_short_keys(const struct fg_kctx *c)

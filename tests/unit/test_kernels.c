@@ -1346,6 +1346,20 @@ static void gpu_attn_post(void)
 			attn_post_case(&cases[c]);
 	}
 	fg_kctx_set_attn_cluster(ctx, in_force);
+	/* the other kernels where one built for the exact group runs (fg_kctx_set_attn_grp) */
+	{
+		int grp_on = fg_kctx_set_attn_grp(ctx, -1);
+
+		for (int lv = 0; lv <= 2; lv++) {
+			if (lv == grp_on || !grp_on)
+				continue;
+			printf("# the kernel for the exact group: level %d\n", fg_kctx_set_attn_grp(ctx, lv));
+			for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
+				if (cases[c].heads / cases[c].kvh == 4)
+					attn_post_case(&cases[c]);
+		}
+		fg_kctx_set_attn_grp(ctx, grp_on);
+	}
 	/* short launches (fg_kctx_set_attn_short) at the positions they serve */
 	if (fg_kctx_set_attn_short(ctx, 1)) {
 		printf("# short attention launches: positions below %d\n", fg_kctx_attn_short_keys(ctx));
