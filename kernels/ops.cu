@@ -1553,10 +1553,11 @@ static attn_kernel attn_pick(const struct fg_kctx *ctx, bool post, int grp, int 
 		return attn_fused<false, false, 0, 0, CL>;
 	if (grp != 4 || !ctx->attn_grp)
 		return attn_fused<true, false, 0, 0, CL>;
-	return ctx->attn_grp < 2    ? attn_fused<true, false, 4, 0, CL>
-	       : head_dim == 256 ? attn_fused<true, false, 4, 256, CL>
-	       : head_dim == 512 ? attn_fused<true, false, 4, 512, CL>
-				 : attn_fused<true, false, 4, 0, CL>;
+	if (ctx->attn_grp >= 2 && head_dim == 256)
+		return attn_fused<true, false, 4, 256, CL>;
+	if (ctx->attn_grp >= 2 && head_dim == 512)
+		return attn_fused<true, false, 4, 512, CL>;
+	return attn_fused<true, false, 4, 0, CL>;
 }
 
 /* Launches attn_fused<POST> (shapes checked by the caller). */
@@ -1599,8 +1600,14 @@ static int attn_launch(struct fg_kctx *ctx, bool post, float *d_out, const float
 		nblk = (nch + clus - 1) / clus * clus;
 	else
 		nblk = nch;
-	/* without clusters, the kernel without their path: at least as many of
-	 * its blocks fit (fewer registers), so spread, counted for k, still does */
+	/* without clusters, the kernel without their path; its waiters must fit
+	 * as k's do (it holds fewer registers in the builds measured, so this
+	 * leaves spread as counted for k) */
+	if (!clus) {
+		int sn = attn_spread_max((const void *)kn, smem, ctx);
+
+		spread = sn < spread ? sn : spread;
+	}
 	fg_launch_pdl_cluster(ctx, clus ? k : kn, dim3(kv_heads, nblk), dim3(ATT_THREADS),
 			      smem, dim3(1, clus ? clus : 1, 1), d_out, (float *)ctx->scratch, ctx->counters, d_q, d_kcache,
 			      d_vcache, grp, head_dim, cap, d_pos, scale, chunk, nch, ctx->pf_on >= 1, spread, clus,

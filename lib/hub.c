@@ -416,7 +416,7 @@ static int tree_url(struct fg_buf *url, const char *endpoint, const struct fg_re
  * the files in it are not silently left out. A bucket or a git tree has no
  * empty folders, so against a server that does recurse this lists nothing. */
 static int list_below(struct fg_hub_list *out, struct fg_http *h, const char *endpoint,
-		      const struct fg_ref *ref, const char *rev, const char *prefix, const char *what,
+		      const struct fg_ref *ref, int model, const char *rev, const char *prefix, const char *what,
 		      struct fg_err *err)
 {
 	struct fg_buf url = FG_BUF_INIT;
@@ -468,9 +468,9 @@ static int list_below(struct fg_hub_list *out, struct fg_http *h, const char *en
 			n_listed++;
 		}
 		fg_buf_reset(&url);
-		rc = tree_url(&url, endpoint, ref, ref->kind == FG_REF_MODEL, rev, d, err);
+		rc = tree_url(&url, endpoint, ref, model, rev, d, err);
 		if (!rc)
-			rc = list_pages(out, h, url.data, ref->kind == FG_REF_MODEL, what, err);
+			rc = list_pages(out, h, url.data, model, what, err);
 	}
 	for (k = 0; k < n_listed; k++)
 		free(listed[k]);
@@ -555,7 +555,7 @@ static int list_tree(struct fg_hub_list *out, struct fg_http *h, const char *end
 	if (!rc)
 		rc = list_pages(out, h, url.data, model, what.data, err);
 	if (!rc)
-		rc = list_below(out, h, endpoint, ref, rev, ref->path, what.data, err);
+		rc = list_below(out, h, endpoint, ref, model, rev, ref->path, what.data, err);
 	if ((rc == FG_ENOTFOUND || (!rc && out->n == 0)) && ref->path && *ref->path)
 		rc = one_file(out, h, endpoint, ref, rev, what.data, rc, err);
 	if (!rc)

@@ -1346,7 +1346,8 @@ static void gpu_attn_post(void)
 			attn_post_case(&cases[c]);
 	}
 	fg_kctx_set_attn_cluster(ctx, in_force);
-	/* the other kernels where one built for the exact group runs (fg_kctx_set_attn_grp) */
+	/* the group-4 cases again at the other levels of fg_kctx_set_attn_grp
+	 * (the general kernel, the group only), against the same two-launch path */
 	{
 		int grp_on = fg_kctx_set_attn_grp(ctx, -1);
 
