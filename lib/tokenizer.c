@@ -975,9 +975,30 @@ static int add_step(struct step **arr, size_t *n, struct step **out, struct fg_e
 	return 0;
 }
 
+/* A Replace step ({"pattern": {"String": ...}, "content": ...}) appended to
+ * *arr as kind; where names it in errors ("normalizer Replace"). */
+static int load_replace(const cJSON *o, const char *where, struct step **arr, size_t *n, int kind,
+			struct fg_err *err)
+{
+	const char *pat, *content;
+	struct step *s;
+	int rc;
+
+	if ((rc = string_pattern(o, where, &pat, err)))
+		return rc;
+	if (!(content = fg_json_str(o, "content")))
+		return fg_err_set(err, FG_EFORMAT, "%s without content", where);
+	if ((rc = add_step(arr, n, &s, err)))
+		return rc;
+	s->kind = kind;
+	if ((rc = dup_str(&s->pat, &s->pat_len, pat, err)))
+		return rc;
+	return dup_str(&s->rep, &s->rep_len, content, err);
+}
+
 static int load_normalizer(struct fg_tokenizer *t, const cJSON *o, struct fg_err *err)
 {
-	const char *type = jtype(o), *pat, *content;
+	const char *type = jtype(o), *content;
 	struct step *s;
 	int rc;
 
@@ -991,19 +1012,8 @@ static int load_normalizer(struct fg_tokenizer *t, const cJSON *o, struct fg_err
 				return rc;
 		return 0;
 	}
-	if (!strcmp(type, "Replace")) {
-		if ((rc = string_pattern(o, "normalizer Replace", &pat, err)))
-			return rc;
-		if (!(content = fg_json_str(o, "content")))
-			return fg_err_set(err, FG_EFORMAT, "normalizer Replace without content");
-		if ((rc = add_step(&t->norm, &t->n_norm, &s, err)))
-			return rc;
-		s->kind = N_REPLACE;
-		if ((rc = dup_str(&s->pat, &s->pat_len, pat, err)) ||
-		    (rc = dup_str(&s->rep, &s->rep_len, content, err)))
-			return rc;
-		return 0;
-	}
+	if (!strcmp(type, "Replace"))
+		return load_replace(o, "normalizer Replace", &t->norm, &t->n_norm, N_REPLACE, err);
 	if (!strcmp(type, "Prepend")) {
 		if (!(content = fg_json_str(o, "prepend")))
 			return fg_err_set(err, FG_EFORMAT, "normalizer Prepend without prepend");
@@ -1078,7 +1088,7 @@ static int load_pre_tokenizer(struct fg_tokenizer *t, const cJSON *o, struct fg_
 
 static int load_decoder(struct fg_tokenizer *t, const cJSON *o, struct fg_err *err)
 {
-	const char *type = jtype(o), *pat, *content;
+	const char *type = jtype(o), *content;
 	struct step *s;
 	int rc;
 
@@ -1092,19 +1102,8 @@ static int load_decoder(struct fg_tokenizer *t, const cJSON *o, struct fg_err *e
 				return rc;
 		return 0;
 	}
-	if (!strcmp(type, "Replace")) {
-		if ((rc = string_pattern(o, "decoder Replace", &pat, err)))
-			return rc;
-		if (!(content = fg_json_str(o, "content")))
-			return fg_err_set(err, FG_EFORMAT, "decoder Replace without content");
-		if ((rc = add_step(&t->dec, &t->n_dec, &s, err)))
-			return rc;
-		s->kind = D_REPLACE;
-		if ((rc = dup_str(&s->pat, &s->pat_len, pat, err)) ||
-		    (rc = dup_str(&s->rep, &s->rep_len, content, err)))
-			return rc;
-		return 0;
-	}
+	if (!strcmp(type, "Replace"))
+		return load_replace(o, "decoder Replace", &t->dec, &t->n_dec, D_REPLACE, err);
 	if (!strcmp(type, "ByteFallback") || !strcmp(type, "Fuse")) {
 		if ((rc = add_step(&t->dec, &t->n_dec, &s, err)))
 			return rc;

@@ -121,11 +121,23 @@ __attribute__((target("avx2"))) static float dot_bf16_avx2(const uint8_t *w, con
 	return combine(lanes, tailbuf, x + i, 0, n - i);
 }
 
+/* Eight INT4 weights from element i (a multiple of 8) of a packed row,
+ * (q - 8) * s as floats: the step both AVX2 loops below take. */
+__attribute__((target("avx2"), always_inline)) static inline __m256 int4_w8_avx2(const uint8_t *pk, int i, __m256 s)
+{
+	const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+	uint32_t word;
+	__m256i q;
+
+	memcpy(&word, pk + (size_t)i / 2, 4);
+	q = _mm256_srlv_epi32(_mm256_set1_epi32((int)word), shifts);
+	q = _mm256_sub_epi32(_mm256_and_si256(q, _mm256_set1_epi32(15)), _mm256_set1_epi32(8));
+	return _mm256_mul_ps(_mm256_cvtepi32_ps(q), s);
+}
+
 __attribute__((target("avx2"))) static float dot_int4_avx2(const uint8_t *pk, const uint8_t *sc, int group,
 							  const float *x, int n)
 {
-	const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
-	const __m256i mask = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);
 	__m256 acc = _mm256_setzero_ps();
 	float lanes[8];
 	int g, i;
@@ -136,17 +148,8 @@ __attribute__((target("avx2"))) static float dot_int4_avx2(const uint8_t *pk, co
 
 		memcpy(&h, sc + 2 * (size_t)(g / group), 2);
 		s = _mm256_set1_ps(fg_bf16_to_f32(h));
-		for (i = g; i < g + group; i += 8) {
-			uint32_t word;
-			__m256i q;
-			__m256 wf;
-
-			memcpy(&word, pk + (size_t)i / 2, 4);
-			q = _mm256_srlv_epi32(_mm256_set1_epi32((int)word), shifts);
-			q = _mm256_sub_epi32(_mm256_and_si256(q, mask), eight);
-			wf = _mm256_mul_ps(_mm256_cvtepi32_ps(q), s);
-			acc = _mm256_add_ps(acc, _mm256_mul_ps(wf, _mm256_loadu_ps(x + i)));
-		}
+		for (i = g; i < g + group; i += 8)
+			acc = _mm256_add_ps(acc, _mm256_mul_ps(int4_w8_avx2(pk, i, s), _mm256_loadu_ps(x + i)));
 	}
 	_mm256_storeu_ps(lanes, acc);
 	return combine(lanes, x, x, n, n);
@@ -173,8 +176,6 @@ __attribute__((target("avx2"))) static void row_bf16_avx2(const uint8_t *src, in
 __attribute__((target("avx2"))) static void row_int4_avx2(const uint8_t *pk, const uint8_t *sc, int group, int n,
 							 float *out)
 {
-	const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
-	const __m256i mask = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);
 	int g, i;
 
 	for (g = 0; g < n; g += group) {
@@ -183,15 +184,8 @@ __attribute__((target("avx2"))) static void row_int4_avx2(const uint8_t *pk, con
 
 		memcpy(&h, sc + 2 * (size_t)(g / group), 2);
 		s = _mm256_set1_ps(fg_bf16_to_f32(h));
-		for (i = g; i < g + group; i += 8) {
-			uint32_t word;
-			__m256i q;
-
-			memcpy(&word, pk + (size_t)i / 2, 4);
-			q = _mm256_srlv_epi32(_mm256_set1_epi32((int)word), shifts);
-			q = _mm256_sub_epi32(_mm256_and_si256(q, mask), eight);
-			_mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_cvtepi32_ps(q), s));
-		}
+		for (i = g; i < g + group; i += 8)
+			_mm256_storeu_ps(out + i, int4_w8_avx2(pk, i, s));
 	}
 }
 
