@@ -1178,10 +1178,12 @@ __device__ __forceinline__ void attn_combine(float *out, const P &part, float *s
  * the keys is fixed by chunk).
  * G, D (where not 0): the launch's group and head size, known when it is
  * compiled, so the unrolled loops over the group and the head lose their
- * tests; CL false: no cluster combine in the kernel (launches that are no
- * clusters). Neither changes a sum or its order; both make the kernel's code
- * smaller (attn_pick; docs/gpu.md, "Speed"). */
-template <bool POST, bool PRE, int G = 0, int D = 0, bool CL = true>
+ * tests; CL 0: no cluster combine in the kernel (launches that are no
+ * clusters); CL 2: the cluster combine alone (short launches, whose chunks
+ * all fit their cluster), so no global combine. None of these changes a sum
+ * or its order; each makes the kernel's code smaller (attn_pick;
+ * docs/gpu.md, "Speed"). */
+template <bool POST, bool PRE, int G = 0, int D = 0, int CL = 1>
 __global__ void __launch_bounds__(ATT_THREADS)
 	attn_fused(float *out, float *part, unsigned *counters, const float *__restrict__ q,
 		   const float *__restrict__ kc, const float *__restrict__ vc, int grp, int head_dim, int cap,
@@ -1266,7 +1268,11 @@ __global__ void __launch_bounds__(ATT_THREADS)
 
 	/* the kv head's chunk blocks combine through the cluster's shared memory
 	 * (its block of rank c holds chunk c), not through global memory */
-	const bool clm = !PRE && CL && clus > 0 && used <= clus;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	const bool clm = !PRE && (CL == 2 || (CL && clus > 0 && used <= clus));
+#else
+	const bool clm = false; /* no clusters here (CL 2 is only launched as one) */
+#endif
 
 	if (!PRE && used > (int)gridDim.y)
 		__trap(); /* a short launch (fg_kctx_set_attn_short) at a later position: a fault, not a wrong answer */
@@ -1541,12 +1547,14 @@ typedef void (*attn_kernel)(float *, float *, unsigned *, const float *, const f
 			    const int32_t *, float, int, int, int, int, int, const struct fg_kpf,
 			    const struct attn_post, const struct attn_pre);
 
-/* The decode attention kernel for the launch's shape: with CL, the one that
- * can combine through a cluster; without, the one built without that path
- * (a smaller kernel, for launches that are not clusters). With POST and E4B's
- * group (4) and head sizes (256, 512), one built for that shape (the unrolled
- * loops lose their tests), as ctx->attn_grp allows. The same sums in each. */
-template <bool CL>
+/* The decode attention kernel for the launch's shape: CL 1, the one that
+ * can combine through a cluster or through global memory; 0, the one built
+ * without the cluster path (launches that are no clusters); 2, the one
+ * built with the cluster path alone (short launches: all their chunks fit
+ * the cluster). With POST and E4B's group (4) and head sizes (256, 512), one
+ * built for that shape (the unrolled loops lose their tests), as
+ * ctx->attn_grp allows. The same sums in each. */
+template <int CL>
 static attn_kernel attn_pick(const struct fg_kctx *ctx, bool post, int grp, int head_dim)
 {
 	if (!post)
@@ -1567,8 +1575,10 @@ static int attn_launch(struct fg_kctx *ctx, bool post, float *d_out, const float
 {
 	int chunk, nch, grp = heads / kv_heads, spn, clus, spread, nblk;
 	size_t smem;
-	/* k: sized and checked for clusters; the launch takes kn where it is none */
-	attn_kernel k = attn_pick<true>(ctx, post, grp, head_dim), kn = attn_pick<false>(ctx, post, grp, head_dim);
+	/* k: sized and checked for clusters; the launch takes kn where it is
+	 * none, ks where it is a short launch */
+	attn_kernel k = attn_pick<1>(ctx, post, grp, head_dim), kn = attn_pick<0>(ctx, post, grp, head_dim),
+		    ks = attn_pick<2>(ctx, post, grp, head_dim);
 
 	/* the grid covers the whole cache so one captured graph serves every
 	 * position (attn_chunk) */
@@ -1586,6 +1596,8 @@ static int attn_launch(struct fg_kctx *ctx, bool post, float *d_out, const float
 
 		if (e == cudaSuccess)
 			e = cudaFuncSetAttribute(kn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+		if (e == cudaSuccess)
+			e = cudaFuncSetAttribute(ks, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
 		if (e != cudaSuccess) {
 			cudaGetLastError();
 			return fg_err_set(err, FG_EINVAL, "attention: %zu bytes of shared memory: %s", smem,
@@ -1593,16 +1605,18 @@ static int attn_launch(struct fg_kctx *ctx, bool post, float *d_out, const float
 		}
 	}
 	spread = attn_spread_max((const void *)k, smem, ctx);
-	/* a short launch: one cluster a kv head, no blocks for the later keys */
-	if ((clus = attn_short_size(ctx, (const void *)k, kv_heads, cap, chunk, smem)))
+	/* a short launch: one cluster a kv head, no blocks for the later keys
+	 * (the kernel with the cluster path alone: every chunk is in it) */
+	if ((clus = attn_short_size(ctx, (const void *)ks, kv_heads, cap, chunk, smem))) {
 		nblk = clus;
-	else if ((clus = attn_cluster_size(ctx, (const void *)k, kv_heads, nch, smem, &spread)))
+		k = ks;
+	} else if ((clus = attn_cluster_size(ctx, (const void *)k, kv_heads, nch, smem, &spread))) {
 		nblk = (nch + clus - 1) / clus * clus;
-	else
+	} else {
 		nblk = nch;
-	/* without clusters, the kernel without their path; its waiters must fit
-	 * as k's do (it holds fewer registers in the builds measured, so this
-	 * leaves spread as counted for k) */
+	}
+	/* without clusters, the kernel without their path, with the fewer
+	 * waiters of its own count and k's (the same in the builds measured) */
 	if (!clus) {
 		int sn = attn_spread_max((const void *)kn, smem, ctx);
 
