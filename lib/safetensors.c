@@ -371,22 +371,27 @@ static int set_new(struct fg_st_set **out, size_t nfiles, struct fg_err *err)
 	return 0;
 }
 
-int fg_st_open_mem(struct fg_st_set **out, const void *data, size_t len, const char *what,
-		   struct fg_err *err)
+/* A set of one file: with map, path's mapping; without, data (len bytes,
+ * not owned), path then only naming it in errors. */
+static int open_one(struct fg_st_set **out, const char *path, int map, const void *data, size_t len,
+		    struct fg_err *err)
 {
 	struct fg_st_set *s;
 	int rc;
 
-	*out = NULL;
 	rc = set_new(&s, 1, err);
 	if (rc)
 		return rc;
 	s->nfiles = 1;
-	s->files[0].path = strdup(what ? what : "(memory)");
-	s->files[0].base = data;
-	s->files[0].len = len;
+	s->files[0].path = strdup(path);
 	if (!s->files[0].path)
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	if (!rc && map) {
+		rc = map_file(&s->files[0], err);
+	} else if (!rc) {
+		s->files[0].base = data;
+		s->files[0].len = len;
+	}
 	if (!rc)
 		rc = parse_file(s, &s->files[0], 1, err);
 	if (!rc)
@@ -399,30 +404,11 @@ int fg_st_open_mem(struct fg_st_set **out, const void *data, size_t len, const c
 	return 0;
 }
 
-static int open_single(struct fg_st_set **out, const char *path, struct fg_err *err)
+int fg_st_open_mem(struct fg_st_set **out, const void *data, size_t len, const char *what,
+		   struct fg_err *err)
 {
-	struct fg_st_set *s;
-	int rc;
-
-	rc = set_new(&s, 1, err);
-	if (rc)
-		return rc;
-	s->nfiles = 1;
-	s->files[0].path = strdup(path);
-	if (!s->files[0].path)
-		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
-	if (!rc)
-		rc = map_file(&s->files[0], err);
-	if (!rc)
-		rc = parse_file(s, &s->files[0], 1, err);
-	if (!rc)
-		rc = index_names(s, err);
-	if (rc) {
-		fg_st_free(s);
-		return rc;
-	}
-	*out = s;
-	return 0;
+	*out = NULL;
+	return open_one(out, what ? what : "(memory)", 0, data, len, err);
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -557,7 +543,7 @@ int fg_st_open(struct fg_st_set **out, const char *path, struct fg_err *err)
 	if (!S_ISDIR(st.st_mode)) {
 		if (len >= 5 && !strcmp(path + len - 5, ".json"))
 			return open_index(out, path, err);
-		return open_single(out, path, err);
+		return open_one(out, path, 1, NULL, 0, err);
 	}
 	rc = fg_path_join(&p, path, FG_ST_INDEX_NAME, err);
 	if (!rc && stat(p.data, &st) == 0)
@@ -569,7 +555,7 @@ int fg_st_open(struct fg_st_set **out, const char *path, struct fg_err *err)
 			rc = fg_err_set(err, FG_ENOTFOUND, "%s: no %s or model.safetensors", path,
 					FG_ST_INDEX_NAME);
 		if (!rc)
-			rc = open_single(out, p.data, err);
+			rc = open_one(out, p.data, 1, NULL, 0, err);
 	}
 	fg_buf_release(&p);
 	return rc;
