@@ -746,6 +746,17 @@ static void chunk_done(void *ud, int rc, const struct fg_err *e)
 	advance_target(j, 1);
 }
 
+/* The error of a commit that failed with rc: a second hash mismatch says
+ * the remote changed; anything else names the fetch. */
+static void commit_error(const struct job *j, int rc, const char *hex, struct fg_err *e)
+{
+	if (rc == FG_EHASH)
+		fg_err_set(e, FG_EHASH, "fetch %s: sha256 %s, expected %s (fetched twice; the remote no longer matches "
+			   "the lock)", j->it->what, hex, j->it->expect_sha256);
+	else
+		fg_err_wrap(e, "fetch %s", j->it->what);
+}
+
 static void reset_for_refetch(struct job *j)
 {
 	if (!job_refetch(j, 0))
@@ -776,12 +787,7 @@ static void commit_job(struct job *j)
 	}
 	job_close(j);
 	if (rc) {
-		if (rc == FG_EHASH)
-			fg_err_set(&e, FG_EHASH, "fetch %s: sha256 %s, expected %s (fetched twice; the "
-				   "remote no longer matches the lock)", j->it->what, hex,
-				   j->it->expect_sha256);
-		else
-			fg_err_wrap(&e, "fetch %s", j->it->what);
+		commit_error(j, rc, hex, &e);
 		fg_store_partial_remove(R->st, j->key, NULL);
 		job_fail(j, rc, &e);
 		return;
@@ -977,12 +983,7 @@ static void flush_pending(struct run *R)
 			continue;
 		}
 		if (crc) {
-			if (crc == FG_EHASH)
-				fg_err_set(&e, FG_EHASH, "fetch %s: sha256 %s, expected %s (fetched twice; the "
-					   "remote no longer matches the lock)", j->it->what, hex,
-					   j->it->expect_sha256);
-			else
-				fg_err_wrap(&e, "fetch %s", j->it->what);
+			commit_error(j, crc, hex, &e);
 			job_fail(j, crc, &e);
 			continue;
 		}
