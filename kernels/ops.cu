@@ -1747,9 +1747,7 @@ static int attn_prefill(struct fg_kctx *ctx, float *d_out, const float *d_q, siz
 	int chunk, nch, nchu, nvmax, grp, spn, per, nz;
 	size_t smem, row_bytes;
 	struct attn_post none = {};
-	void (*k)(float *, float *, unsigned *, const float *, const float *, const float *, int, int, int,
-		  const int32_t *, float, int, int, int, int, int, const struct fg_kpf, const struct attn_post,
-		  const struct attn_pre) = attn_fused<false, true>;
+	attn_kernel k = attn_fused<false, true>;
 
 	if (fg_need_ctx(ctx, err))
 		return FG_EINVAL;
