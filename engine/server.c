@@ -49,6 +49,8 @@ struct job {
 	int32_t *prank;          /* per prompt id, its rank (prompt_logprobs) */
 	int pk, prompt_scored;
 	const char *finish;     /* "stop" / "length" once done */
+	int stop_str;           /* vLLM's stop_reason: the stop string that ended it (index), */
+	int32_t stop_id;        /* or the stop_token_ids id; -1 when neither (eos, length) */
 	int done, cancelled, failed;
 	char errmsg[FG_ERR_MSG_MAX];
 	/* streaming */
@@ -211,6 +213,7 @@ static int find_stop(struct job *j, size_t limit)
 {
 	size_t i, longest = 0, best = (size_t)-1;
 	const char *t = j->text.data ? j->text.data : "";
+	int which = -1;
 
 	if (limit > j->text.len)
 		limit = j->text.len;
@@ -219,8 +222,10 @@ static int find_stop(struct job *j, size_t limit)
 		const char *hit = j->scan < limit ? memmem(t + j->scan, limit - j->scan, j->in.stops[i], l) : NULL;
 
 		longest = l > longest ? l : longest;
-		if (hit && (size_t)(hit - t) < best)
+		if (hit && (size_t)(hit - t) < best) {
 			best = (size_t)(hit - t);
+			which = (int)i;
+		}
 	}
 	if (best != (size_t)-1) {
 		j->text.len = best;
@@ -228,6 +233,7 @@ static int find_stop(struct job *j, size_t limit)
 		if (j->stable > best)
 			j->stable = best;
 		j->finish = "stop";
+		j->stop_str = which;
 		return 1;
 	}
 	if (limit > j->scan + (longest ? longest - 1 : 0))
@@ -240,7 +246,8 @@ static int add_token(struct gen *g, int32_t token, const struct fg_engine_lp *lp
 {
 	struct fg_server *s = g->s;
 	struct job *j = g->j;
-	int stop = 0, eos, intext;
+	int stop = 0, eos, intext, ends = 0;
+	size_t i;
 
 	pthread_mutex_lock(&s->mu);
 	if (j->cancelled) {
@@ -249,16 +256,21 @@ static int add_token(struct gen *g, int32_t token, const struct fg_engine_lp *lp
 	}
 	eos = fg_engine_is_eos(s->e, token) || token == s->end_of_turn ||
 	      (s->tok_eos >= 0 && token == s->tok_eos);
-	if (eos && !j->in.ignore_eos) {
-		j->finish = "stop";
-		pthread_mutex_unlock(&s->mu);
-		return 1;
-	}
+	/* an id that ends generation (an eos, or one of stop_token_ids, which
+	 * ignore_eos does not cover) is generated all the same: as vLLM, it
+	 * stays in token_ids, usage and logprobs, and never in the text */
+	if (eos && !j->in.ignore_eos)
+		ends = 1;
+	for (i = 0; !ends && i < j->in.n_stop_ids; i++)
+		if (token == j->in.stop_ids[i]) {
+			ends = 1;
+			j->stop_id = token;
+		}
 	/* the text leaves special tokens out unless asked (vLLM's and
 	 * transformers' skip_special_tokens, true by default); an eos id that
 	 * ignore_eos let through is left out as well when the tokenizer does
 	 * not mark it special */
-	intext = j->in.keep_special ? 1
+	intext = ends ? 0 : j->in.keep_special ? 1
 		 : !eos && !(s->tok && (fg_tokenizer_token_flags(s->tok, token) & FG_TOK_F_SPECIAL));
 	if (j->in.logprobs >= 0 && lp) {
 		int k = j->in.logprobs;
@@ -294,6 +306,10 @@ static int add_token(struct gen *g, int32_t token, const struct fg_engine_lp *lp
 		j->ids[j->n_ids++] = token;
 		if (intext)
 			j->tids[j->n_tids++] = token;
+	}
+	if (ends) {
+		j->finish = "stop";
+		stop = 1;
 	}
 	if (s->tok && intext) {
 		/* the text as transformers and vLLM decode the ids (an invalid
@@ -481,6 +497,9 @@ void fg_server_req_release(struct fg_server_req *r)
 	for (i = 0; i < r->n_stops; i++)
 		free(r->stops[i]);
 	r->n_stops = 0;
+	free(r->stop_ids);
+	r->stop_ids = NULL;
+	r->n_stop_ids = 0;
 }
 
 /* A count of log-probability alternatives: *out -1 when name is absent or
@@ -509,6 +528,7 @@ int fg_server_parse_request(struct fg_server_req *r, const struct fg_server_limi
 	size_t i;
 	int rc = 0;
 	long long mt = -1, gen = -1;
+	int special;
 
 	*param = NULL;
 	if (!cJSON_IsObject(req))
@@ -520,32 +540,80 @@ int fg_server_parse_request(struct fg_server_req *r, const struct fg_server_limi
 	}
 	/* what changes the answer's form or its tokens and this server cannot
 	 * give: refused by name rather than ignored, so that a client never
-	 * reads a null or a plain answer as what it asked for */
+	 * reads a null or a plain answer as what it asked for. Absent, null,
+	 * false, 0, "" and an empty object or array are neutral, and so is the
+	 * number `one` where it is 1 (a multiplier or a count). The penalties
+	 * change the argmax too (vLLM and OpenAI apply them to the logits before
+	 * a greedy pick); temperature, top_p, top_k, min_p and seed act only
+	 * when sampling and are accepted and ignored (the decoding is greedy). */
 	{
-		static const char *const unsupported[][2] = {
-			{ "suffix", "suffix (insertion) is not supported" },
-			{ "logit_bias", "logit_bias is not supported (decoding is greedy)" },
-			{ "best_of", "best_of other than 1 is not supported" },
-			{ "response_format", "response_format other than text is not supported" },
+		static const struct {
+			const char *name, *why;
+			int one;
+		} unsupported[] = {
+			{ "suffix", "suffix (insertion) is not supported", 0 },
+			{ "logit_bias", "logit_bias is not supported (decoding is greedy)", 0 },
+			{ "best_of", "best_of other than 1 is not supported", 1 },
+			{ "response_format", "response_format other than text is not supported", 0 },
+			{ "presence_penalty", "presence_penalty is not supported (decoding is plain greedy)", 0 },
+			{ "frequency_penalty", "frequency_penalty is not supported (decoding is plain greedy)", 0 },
+			{ "repetition_penalty", "repetition_penalty other than 1 is not supported (decoding is "
+						"plain greedy)", 1 },
+			{ "length_penalty", "length_penalty other than 1 is not supported (no beam search)", 1 },
+			{ "use_beam_search", "use_beam_search is not supported (decoding is greedy)", 0 },
+			{ "allowed_token_ids", "allowed_token_ids is not supported (decoding is plain greedy)", 0 },
+			{ "bad_words", "bad_words is not supported (decoding is plain greedy)", 0 },
+			{ "guided_json", "guided decoding is not supported", 0 },
+			{ "guided_regex", "guided decoding is not supported", 0 },
+			{ "guided_choice", "guided decoding is not supported", 0 },
+			{ "guided_grammar", "guided decoding is not supported", 0 },
+			{ "structured_outputs", "structured outputs are not supported", 0 },
+			{ "logits_processors", "logits_processors is not supported", 0 },
+			{ "include_stop_str_in_output", "include_stop_str_in_output is not supported (the text "
+							"ends before a stop string)", 0 },
+			{ "truncate_prompt_tokens", "truncate_prompt_tokens is not supported (send the prompt "
+						    "to be used)", 0 },
+			{ "prompt_embeds", "prompt_embeds is not supported", 0 },
+			{ "functions", "functions: function calling is not supported by this server", 0 },
 		};
 		size_t k;
 
 		for (k = 0; k < sizeof(unsupported) / sizeof(unsupported[0]); k++) {
-			const char *name = unsupported[k][0];
+			const char *name = unsupported[k].name;
 
 			v = cJSON_GetObjectItemCaseSensitive(req, name);
 			if (!v || cJSON_IsNull(v) || cJSON_IsFalse(v) || (cJSON_IsNumber(v) && v->valuedouble == 0) ||
 			    (cJSON_IsString(v) && !v->valuestring[0]) ||
 			    ((cJSON_IsObject(v) || cJSON_IsArray(v)) && !v->child))
 				continue;
-			if (!strcmp(name, "best_of") && cJSON_IsNumber(v) && v->valuedouble == 1)
+			if (unsupported[k].one && cJSON_IsNumber(v) && v->valuedouble == 1)
 				continue;
 			if (!strcmp(name, "response_format") && fg_json_str(v, "type") &&
 			    !strcmp(fg_json_str(v, "type"), "text"))
 				continue;
 			*param = name;
-			return fg_err_set(err, FG_EINVAL, "%s", unsupported[k][1]);
+			return fg_err_set(err, FG_EINVAL, "%s", unsupported[k].why);
 		}
+	}
+	/* vLLM's stop_token_ids: ids that end generation as an eos does */
+	v = cJSON_GetObjectItemCaseSensitive(req, "stop_token_ids");
+	if (v && !cJSON_IsNull(v)) {
+		const cJSON *it;
+		int n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : -1;
+
+		*param = "stop_token_ids";
+		if (n < 0)
+			return fg_err_set(err, FG_EINVAL, "stop_token_ids: expected an array of token ids");
+		if (n > 0 && !(r->stop_ids = malloc((size_t)n * sizeof(*r->stop_ids))))
+			return fg_err_set(err, FG_ENOMEM, "out of memory");
+		cJSON_ArrayForEach(it, v) {
+			if (!cJSON_IsNumber(it) || !(it->valuedouble >= 0 && it->valuedouble < nv) ||
+			    it->valuedouble != (double)(int32_t)it->valuedouble)
+				return fg_err_set(err, FG_EINVAL, "stop_token_ids: expected token ids in 0..%d",
+						  nv - 1);
+			r->stop_ids[r->n_stop_ids++] = (int32_t)it->valuedouble;
+		}
+		*param = NULL;
 	}
 	v = cJSON_GetObjectItemCaseSensitive(req, "stream");
 	if (v && !cJSON_IsBool(v)) {
@@ -693,6 +761,42 @@ int fg_server_parse_request(struct fg_server_req *r, const struct fg_server_limi
 			return fg_err_set(err, FG_EINVAL, "tools: tool calling is not supported by this "
 							  "server (plain chat only)");
 		}
+		/* vLLM's chat extensions that change the prompt, and OpenAI's
+		 * tool choices, each only in its default form */
+		{
+			static const struct {
+				const char *name, *why;
+				int deflt; /* the only value taken: 1 true, 0 false */
+			} fixed[] = {
+				{ "add_generation_prompt", "add_generation_prompt: only true is supported (the "
+							   "prompt ends with the model's turn)", 1 },
+				{ "continue_final_message", "continue_final_message is not supported", 0 },
+				{ "echo", "echo is not supported on chat completions", 0 },
+				{ "add_special_tokens", "add_special_tokens: the chat template adds <bos>; only "
+							"false is supported", 0 },
+			};
+			size_t k;
+
+			for (k = 0; k < sizeof(fixed) / sizeof(fixed[0]); k++) {
+				v = cJSON_GetObjectItemCaseSensitive(req, fixed[k].name);
+				if (!v || cJSON_IsNull(v) || (fixed[k].deflt ? cJSON_IsTrue(v) : cJSON_IsFalse(v)))
+					continue;
+				*param = fixed[k].name;
+				return fg_err_set(err, FG_EINVAL, "%s", fixed[k].why);
+			}
+			for (k = 0; k < 2; k++) {
+				const char *name = k ? "function_call" : "tool_choice";
+
+				v = cJSON_GetObjectItemCaseSensitive(req, name);
+				if (!v || cJSON_IsNull(v) ||
+				    (cJSON_IsString(v) &&
+				     (!strcmp(v->valuestring, "none") || !strcmp(v->valuestring, "auto"))))
+					continue;
+				*param = name;
+				return fg_err_set(err, FG_EINVAL, "%s: tool calling is not supported by this "
+								  "server (plain chat only)", name);
+			}
+		}
 		v = fg_json_obj(req, "chat_template_kwargs");
 		if (v && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "enable_thinking"))) {
 			*param = "chat_template_kwargs";
@@ -712,12 +816,23 @@ int fg_server_parse_request(struct fg_server_req *r, const struct fg_server_limi
 		if (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 1 &&
 		    (cJSON_IsString(cJSON_GetArrayItem(v, 0)) || cJSON_IsArray(cJSON_GetArrayItem(v, 0))))
 			v = cJSON_GetArrayItem(v, 0);
+		/* vLLM's add_special_tokens (default true for a completion):
+		 * false encodes a string prompt without the tokenizer's <bos> */
+		{
+			const cJSON *a = cJSON_GetObjectItemCaseSensitive(req, "add_special_tokens");
+
+			if (a && !cJSON_IsBool(a) && !cJSON_IsNull(a)) {
+				*param = "add_special_tokens";
+				return fg_err_set(err, FG_EINVAL, "add_special_tokens: expected true or false");
+			}
+			special = !cJSON_IsFalse(a);
+		}
 		*param = "prompt"; /* a larger batch was split by the handler (batch_size) */
 		if (cJSON_IsString(v)) {
 			if (!l->tok)
 				return fg_err_set(err, FG_EINVAL, "this model has no tokenizer: send token ids");
 			rc = fg_tokenizer_encode(l->tok, v->valuestring, strlen(v->valuestring),
-						 FG_TOK_ADD_SPECIAL, &r->prompt, &r->n_prompt, err);
+						 special ? FG_TOK_ADD_SPECIAL : 0, &r->prompt, &r->n_prompt, err);
 			if (rc)
 				return rc;
 			if (r->echo && !(r->prompt_text = strdup(v->valuestring)))
@@ -1083,6 +1198,19 @@ static void add_bundle(cJSON *o, const struct fg_server *s)
 		cJSON_AddNullToObject(o, "bundle");
 }
 
+/* vLLM's stop_reason beside finish_reason: the stop string or the
+ * stop_token_ids id that ended the answer, else null (an eos, the length,
+ * or a stream chunk before the last). */
+static void add_stop_reason(cJSON *c, const struct job *j, int done)
+{
+	if (done && j->stop_str >= 0 && (size_t)j->stop_str < j->in.n_stops)
+		cJSON_AddStringToObject(c, "stop_reason", j->in.stops[j->stop_str]);
+	else if (done && j->stop_id >= 0)
+		cJSON_AddNumberToObject(c, "stop_reason", j->stop_id);
+	else
+		cJSON_AddNullToObject(c, "stop_reason");
+}
+
 /* The whole answer of a finished non-stream job. */
 static cJSON *final_response(const struct fg_server *s, const struct job *j)
 {
@@ -1113,6 +1241,7 @@ static cJSON *final_response(const struct fg_server *s, const struct job *j)
 			cJSON_AddItemToObject(c, "prompt_token_ids", ids_array(j->in.prompt, j->in.n_prompt));
 	}
 	cJSON_AddStringToObject(c, "finish_reason", j->finish);
+	add_stop_reason(c, j, 1);
 	cJSON_AddItemToObject(c, "token_ids", ids_array(j->ids, j->n_ids));
 	cJSON_AddItemToArray(ch, c);
 	cJSON_AddItemToObject(r, "usage", usage_obj(j));
@@ -1173,6 +1302,7 @@ static int sse_chunk(const struct fg_server *s, struct job *j, const char *text,
 		cJSON_AddStringToObject(c, "finish_reason", finish);
 	else
 		cJSON_AddNullToObject(c, "finish_reason");
+	add_stop_reason(c, j, finish != NULL);
 	if (!role) {
 		cJSON_AddItemToObject(c, "token_ids", ids_array(j->ids + j->ids_sent, j->n_ids - j->ids_sent));
 		j->ids_sent = j->n_ids;
@@ -1285,6 +1415,8 @@ static struct job *job_new(struct fg_server *s)
 	pthread_cond_init(&j->cv, NULL);
 	j->refs = 1;
 	j->created = (long long)time(NULL);
+	j->stop_str = -1;
+	j->stop_id = -1;
 	return j;
 }
 

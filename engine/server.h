@@ -81,6 +81,9 @@ struct fg_server_req {
 	char *stops[FG_SERVER_STOP_MAX]; /* non-empty stop strings (owned) */
 	size_t n_stops;
 	size_t holdback;        /* longest stop string's length - 1: text held back while streaming */
+	int32_t *stop_ids;      /* vLLM's stop_token_ids: ids that end generation like an
+				 * eos, ignore_eos or not (owned) */
+	size_t n_stop_ids;
 };
 
 /* Fills r (zeroed but for chat) from a request body. On a client error

@@ -47,7 +47,13 @@ static int known_param(const char *p)
 					     "stream_options",
 					     "return_token_ids", "ignore_eos", "skip_special_tokens", "min_tokens",
 					     "max_tokens", "stop", "messages", "tools", "chat_template_kwargs",
-					     "prompt" };
+					     "prompt", "presence_penalty", "frequency_penalty", "repetition_penalty",
+					     "length_penalty", "use_beam_search", "allowed_token_ids", "bad_words",
+					     "guided_json", "guided_regex", "guided_choice", "guided_grammar",
+					     "structured_outputs", "logits_processors", "include_stop_str_in_output",
+					     "truncate_prompt_tokens", "prompt_embeds", "functions", "stop_token_ids",
+					     "add_generation_prompt", "continue_final_message", "add_special_tokens",
+					     "tool_choice", "function_call" };
 	size_t i;
 
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -109,6 +115,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	for (i = 0; i < r.n_prompt; i++)
 		if (r.prompt[i] < 0 || r.prompt[i] >= l.n_vocab)
+			abort();
+	for (i = 0; i < r.n_stop_ids; i++)
+		if (!r.stop_ids || r.stop_ids[i] < 0 || r.stop_ids[i] >= l.n_vocab)
 			abort();
 	for (i = 0; i < r.n_stops; i++) {
 		if (!r.stops[i] || !r.stops[i][0])

@@ -175,7 +175,8 @@ for p in g["prompts"]:
     assert r["usage"]["completion_tokens"] == len(want) and c["finish_reason"] == "length", r
     assert "<eos>" not in c["text"] and "<end_of_turn>" not in c["text"], c["text"]
 # a prompt whose greedy run reaches an eos id: without ignore_eos it stops
-# there; with it, the same ids up to there, then on to max_tokens
+# there, the eos id counted and in token_ids (as vLLM's output holds it) but
+# not in the text; with it, the same ids up to there, then on to max_tokens
 eos = set(g.get("eos_token_ids") or []) | {1, 106}
 for t in range(3, 400):
     r = post({"prompt": [2, t], "max_tokens": 24, "ignore_eos": True})
@@ -183,8 +184,10 @@ for t in range(3, 400):
     k = next((i for i, x in enumerate(ids) if x in eos), None)
     if k is None or k == len(ids) - 1:
         continue
-    plain = post({"prompt": [2, t], "max_tokens": 24})["choices"][0]
-    assert plain["token_ids"] == ids[:k] and plain["finish_reason"] == "stop", (plain, ids)
+    pr = post({"prompt": [2, t], "max_tokens": 24})
+    plain = pr["choices"][0]
+    assert plain["token_ids"] == ids[:k + 1] and plain["finish_reason"] == "stop", (plain, ids)
+    assert pr["usage"]["completion_tokens"] == k + 1 and plain["stop_reason"] is None, pr
     assert len(ids) == 24 and r["usage"]["completion_tokens"] == 24, r
     assert r["choices"][0]["text"].startswith(plain["text"]), (r["choices"][0]["text"], plain["text"])
     early = 1
@@ -336,11 +339,76 @@ b = post({'prompt': 'hello abc', 'max_tokens': 3, 'echo': True})['choices'][0]['
 assert b == 'hello abc' + a, (a, b)" "$B"
 # fields that change the answer's form or tokens and cannot be honoured:
 # refused by name; their neutral values accepted (clients send them so)
-for f in '"suffix":"x"' '"logit_bias":{"5":10}' '"best_of":2' '"response_format":{"type":"json_object"}'; do
+for f in '"suffix":"x"' '"logit_bias":{"5":10}' '"best_of":2' '"response_format":{"type":"json_object"}' \
+	'"presence_penalty":0.5' '"frequency_penalty":-1' '"repetition_penalty":1.1' '"length_penalty":0.5' \
+	'"use_beam_search":true' '"allowed_token_ids":[5,6]' '"bad_words":["a"]' '"guided_json":{"type":"object"}' \
+	'"guided_regex":"a+"' '"guided_choice":["a"]' '"guided_grammar":"x"' '"structured_outputs":{"regex":"a"}' \
+	'"logits_processors":["x"]' '"include_stop_str_in_output":true' '"truncate_prompt_tokens":4' \
+	'"prompt_embeds":"AAAA"' '"functions":[{"name":"f"}]'; do
 	name=$(echo "$f" | sed 's/^"\([a-z_]*\)".*/\1/')
 	check "$f: 400 naming $name" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[2],$f}')\" = 400 ] && grep -q '\"param\":\"$name\"' '$WORK/body'"
 done
 check "neutral values of those fields: accepted" [ "$(curl -s -o /dev/null -w '%{http_code}' "$B/v1/chat/completions" -d '{"messages":[{"role":"user","content":"x"}],"max_tokens":2,"suffix":null,"logit_bias":{},"best_of":1,"response_format":{"type":"text"}}')" = 200 ]
+check "neutral values of the penalties and vLLM's extensions, and the sampling-only fields: accepted" [ "$(curl -s -o /dev/null -w '%{http_code}' "$B/v1/chat/completions" -d '{"messages":[{"role":"user","content":"x"}],"max_tokens":2,"presence_penalty":0,"frequency_penalty":0.0,"repetition_penalty":1,"length_penalty":1.0,"use_beam_search":false,"allowed_token_ids":null,"bad_words":[],"guided_json":null,"structured_outputs":null,"include_stop_str_in_output":false,"truncate_prompt_tokens":null,"functions":[],"temperature":0,"top_p":1,"top_k":-1,"min_p":0,"seed":7,"add_generation_prompt":true,"continue_final_message":false,"echo":false,"add_special_tokens":false,"tool_choice":"none","function_call":"auto","stop_token_ids":[]}')" = 200 ]
+# vLLM's chat extensions that change the prompt, and tool choices: only
+# their defaults
+for f in '"add_generation_prompt":false' '"continue_final_message":true' '"echo":true' '"add_special_tokens":true' \
+	'"tool_choice":"required"' '"tool_choice":{"type":"function","function":{"name":"f"}}' '"function_call":{"name":"f"}' \
+	'"add_generation_prompt":"no"'; do
+	name=$(echo "$f" | sed 's/^"\([a-z_]*\)".*/\1/')
+	check "chat $f: 400 naming $name" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/chat/completions' -d '{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],$f}')\" = 400 ] && grep -q '\"param\":\"$name\"' '$WORK/body'"
+done
+for bad in '"stop_token_ids":5' '"stop_token_ids":[-1]' '"stop_token_ids":["a"]' '"stop_token_ids":[1.5]' '"stop_token_ids":[100000000]' '"add_special_tokens":"no"'; do
+	name=$(echo "$bad" | sed 's/^"\([a-z_]*\)".*/\1/')
+	check "completion $bad: 400 naming $name" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":\"x\",$bad}')\" = 400 ] && grep -q '\"param\":\"$name\"' '$WORK/body'"
+done
+# vLLM's stop_token_ids end generation at the first of them (ignore_eos or
+# not), the id kept in token_ids and usage, not in the text; stop_reason
+# names it (a stop string: the string; an eos or the length: null)
+check "stop_token_ids: stop at the id, counted, left out of the text, stop_reason the id (streamed too)" python3 - "$B" <<'EOF2'
+import json, sys, urllib.request
+base = sys.argv[1]
+def post(d, path="/v1/completions"):
+    return json.load(urllib.request.urlopen(urllib.request.Request(base + path, json.dumps(d).encode())))
+def stream(d, path="/v1/completions"):
+    body = urllib.request.urlopen(urllib.request.Request(base + path, json.dumps(dict(d, stream=True)).encode())).read().decode()
+    return [json.loads(l[6:]) for l in body.split("\n") if l.startswith("data: ") and l != "data: [DONE]"]
+d = {"prompt": "hello abc", "max_tokens": 24, "ignore_eos": True}
+full = post(d)["choices"][0]
+ids = full["token_ids"]
+assert full["stop_reason"] is None and full["finish_reason"] == "length", full
+k = next(i for i in range(2, len(ids)) if ids[i] not in ids[:i])
+r = post(dict(d, stop_token_ids=[ids[k], 100000 % 512]))
+c = r["choices"][0]
+assert c["token_ids"] == ids[:k + 1] and c["finish_reason"] == "stop" and c["stop_reason"] == ids[k], (c, ids, k)
+assert r["usage"]["completion_tokens"] == k + 1, r
+assert c["text"] == post(dict(d, max_tokens=k))["choices"][0]["text"], (c, k)
+ch = stream(dict(d, stop_token_ids=[ids[k]]))
+got = [i for x in ch for y in x["choices"] for i in y.get("token_ids", [])]
+assert got == ids[:k + 1], (got, ids, k)
+assert ch[-1]["choices"][0]["stop_reason"] == ids[k] and all(y["stop_reason"] is None for x in ch[:-1] for y in x["choices"]), ch
+assert "".join(y["text"] for x in ch for y in x["choices"]) == c["text"], ch
+t = full["text"]
+stop = t[3:6]
+s = post(dict(d, stop=["\u0001never", stop]))["choices"][0]
+assert s["finish_reason"] == "stop" and s["stop_reason"] == stop, s
+m = post({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 12, "ignore_eos": True}, "/v1/chat/completions")["choices"][0]
+mid = m["token_ids"]
+k = next(i for i in range(1, len(mid)) if mid[i] not in mid[:i])
+n = post({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 12, "ignore_eos": True, "stop_token_ids": [mid[k]]},
+         "/v1/chat/completions")["choices"][0]
+assert n["token_ids"] == mid[:k + 1] and n["stop_reason"] == mid[k], (n, mid)
+EOF2
+check "add_special_tokens false: a string prompt without <bos> (true, the default: with it)" python3 - "$B" <<'EOF2'
+import json, sys, urllib.request
+base = sys.argv[1]
+def post(d):
+    return json.load(urllib.request.urlopen(urllib.request.Request(base + "/v1/completions", json.dumps(d).encode())))
+a = post({"prompt": "hello abc", "max_tokens": 2, "return_token_ids": True})
+b = post({"prompt": "hello abc", "max_tokens": 2, "return_token_ids": True, "add_special_tokens": False})
+assert a["prompt_token_ids"][0] == 2 and a["prompt_token_ids"][1:] == b["prompt_token_ids"], (a, b)
+assert b["usage"]["prompt_tokens"] == a["usage"]["prompt_tokens"] - 1, (a, b)
+EOF2
 check "stream_options without stream: 400 naming it" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[2],\"stream_options\":{\"include_usage\":true}}')\" = 400 ] && grep -q '\"param\":\"stream_options\"' '$WORK/body'"
 check "stream_options of a bad type: 400" [ "$(curl -s -o /dev/null -w '%{http_code}' "$B/v1/completions" -d '{"prompt":[2],"stream":true,"stream_options":{"include_usage":"yes"}}')" = 400 ]
 check "skip_special_tokens of a bad type: 400 naming it" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[2],\"skip_special_tokens\":1}')\" = 400 ] && grep -q '\"param\":\"skip_special_tokens\"' '$WORK/body'"
