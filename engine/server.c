@@ -1677,6 +1677,113 @@ static enum MHD_Result handle_generate(struct fg_server *s, struct MHD_Connectio
 	return ret;
 }
 
+/* vLLM's /tokenize and /detokenize, for clients that count or check
+ * tokens without the model's tokenizer at hand. /tokenize takes a "prompt"
+ * string (add_special_tokens, default true: the tokenizer's <bos>) or a
+ * chat's "messages", rendered exactly as /v1/chat/completions renders them
+ * (the template adds <bos>; add_generation_prompt only true), and answers
+ * {count, max_model_len, tokens}; /detokenize takes "tokens" and answers
+ * {prompt}: transformers' decode of the ids, special tokens kept (its
+ * default), an invalid byte run as U+FFFD. */
+static enum MHD_Result handle_tokenize(struct fg_server *s, struct MHD_Connection *c, struct req *rq, int detok)
+{
+	const struct fg_tokenizer *tok = s->limits.tok;
+	struct fg_err err;
+	struct fg_buf text;
+	cJSON *body = NULL, *r = NULL;
+	const cJSON *v;
+	const char *param = NULL;
+	int32_t *ids = NULL;
+	size_t n = 0;
+	int rc = 0;
+	enum MHD_Result ret;
+
+	memset(&err, 0, sizeof(err));
+	fg_buf_init(&text, 0);
+	if (rq->too_large)
+		return send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "invalid_request_error", NULL,
+				  "request body over %zu bytes", s->o.max_body);
+	if (!tok)
+		return send_error(c, MHD_HTTP_BAD_REQUEST, "invalid_request_error", NULL,
+				  "this model has no tokenizer");
+	if (fg_json_parse(&body, rq->body.data ? rq->body.data : "", rq->body.len, "request body", &err))
+		return send_error(c, MHD_HTTP_BAD_REQUEST, "invalid_request_error", NULL, "%s", err.msg);
+	if (!cJSON_IsObject(body)) {
+		rc = fg_err_set(&err, FG_EINVAL, "the request body must be a JSON object");
+	} else if (detok) {
+		int32_t nv = fg_tokenizer_vocab_size(tok);
+		const cJSON *it;
+
+		param = "tokens";
+		v = cJSON_GetObjectItemCaseSensitive(body, "tokens");
+		if (!cJSON_IsArray(v))
+			rc = fg_err_set(&err, FG_EINVAL, "tokens: expected an array of token ids");
+		else if (!(ids = malloc(((size_t)cJSON_GetArraySize(v) + 1) * sizeof(*ids))))
+			rc = fg_err_set(&err, FG_ENOMEM, "out of memory");
+		for (it = rc ? NULL : v->child; it; it = it->next) {
+			if (!cJSON_IsNumber(it) || !(it->valuedouble >= 0 && it->valuedouble < nv) ||
+			    it->valuedouble != (double)(int32_t)it->valuedouble) {
+				rc = fg_err_set(&err, FG_EINVAL, "tokens: expected token ids in 0..%d", (int)nv - 1);
+				break;
+			}
+			ids[n++] = (int32_t)it->valuedouble;
+		}
+		if (!rc)
+			rc = fg_tokenizer_decode_ex(tok, ids, n, FG_TOK_DECODE_REPLACE, &text, &err);
+		if (!rc && (!(r = cJSON_CreateObject()) || fg_json_add_text(r, "prompt", text.data ? text.data : "",
+									    text.len)))
+			rc = fg_err_set(&err, FG_ENOMEM, "out of memory");
+	} else {
+		const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(body, "messages");
+		const cJSON *add = cJSON_GetObjectItemCaseSensitive(body, "add_special_tokens");
+		const cJSON *gen = cJSON_GetObjectItemCaseSensitive(body, "add_generation_prompt");
+
+		v = cJSON_GetObjectItemCaseSensitive(body, "prompt");
+		if (add && !cJSON_IsBool(add) && !cJSON_IsNull(add)) {
+			param = "add_special_tokens";
+			rc = fg_err_set(&err, FG_EINVAL, "add_special_tokens: expected true or false");
+		} else if (msgs) {
+			param = "messages";
+			if (cJSON_IsTrue(add) || (gen && !cJSON_IsNull(gen) && !cJSON_IsTrue(gen))) {
+				param = cJSON_IsTrue(add) ? "add_special_tokens" : "add_generation_prompt";
+				rc = fg_err_set(&err, FG_EINVAL, "%s: a chat is tokenized as /v1/chat/completions "
+								  "renders it (<bos> from the template, the model's turn "
+								  "opened)", param);
+			} else {
+				rc = fg_chat_encode(&ids, &n, tok, s->limits.format, msgs, &err);
+			}
+		} else if (cJSON_IsString(v)) {
+			param = "prompt";
+			rc = fg_tokenizer_encode(tok, v->valuestring, strlen(v->valuestring),
+						 cJSON_IsFalse(add) ? 0 : FG_TOK_ADD_SPECIAL, &ids, &n, &err);
+		} else {
+			param = "prompt";
+			rc = fg_err_set(&err, FG_EINVAL, "expected \"prompt\" (a string) or \"messages\"");
+		}
+		if (!rc) {
+			cJSON *a;
+
+			r = cJSON_CreateObject();
+			if (!r || !cJSON_AddNumberToObject(r, "count", (double)n) ||
+			    !cJSON_AddNumberToObject(r, "max_model_len", fg_engine_max_seq(s->e)) ||
+			    !(a = ids_array(ids, n)) || !cJSON_AddItemToObject(r, "tokens", a))
+				rc = fg_err_set(&err, FG_ENOMEM, "out of memory");
+		}
+	}
+	cJSON_Delete(body);
+	free(ids);
+	fg_buf_release(&text);
+	if (rc) {
+		cJSON_Delete(r);
+		if (rc == FG_ENOMEM)
+			return send_error(c, 500, "server_error", NULL, "%s", err.msg);
+		return send_error(c, MHD_HTTP_BAD_REQUEST, "invalid_request_error", param, "%s", err.msg);
+	}
+	ret = send_json(c, MHD_HTTP_OK, r);
+	cJSON_Delete(r);
+	return ret;
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
 			       const char *method, const char *version, const char *upload,
 			       size_t *upload_size, void **con_cls)
@@ -1745,6 +1852,12 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 			return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "invalid_request_error", NULL,
 					  "%s wants POST", url);
 		return handle_generate(s, c, rq, !strcmp(url, "/v1/chat/completions"));
+	}
+	if (!strcmp(url, "/tokenize") || !strcmp(url, "/detokenize")) {
+		if (strcmp(method, "POST"))
+			return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "invalid_request_error", NULL,
+					  "%s wants POST", url);
+		return handle_tokenize(s, c, rq, !strcmp(url, "/detokenize"));
 	}
 	return send_error(c, MHD_HTTP_NOT_FOUND, "invalid_request_error", NULL, "no route %s %s",
 			  method, url);

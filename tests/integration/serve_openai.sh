@@ -409,6 +409,33 @@ b = post({"prompt": "hello abc", "max_tokens": 2, "return_token_ids": True, "add
 assert a["prompt_token_ids"][0] == 2 and a["prompt_token_ids"][1:] == b["prompt_token_ids"], (a, b)
 assert b["usage"]["prompt_tokens"] == a["usage"]["prompt_tokens"] - 1, (a, b)
 EOF2
+# vLLM's /tokenize and /detokenize: the ids the generation endpoints give
+# the model, and transformers' decode (special tokens kept)
+check "/tokenize: a prompt's ids and a chat's as the endpoints render them; /detokenize: the text of ids" python3 - "$B" <<'EOF2'
+import json, sys, urllib.request
+base = sys.argv[1]
+def post(path, d):
+    return json.load(urllib.request.urlopen(urllib.request.Request(base + path, json.dumps(d).encode())))
+mx = json.load(urllib.request.urlopen(base + "/v1/models"))["data"][0]["max_model_len"]
+for p in ("hello abc", "two  spaces\nand a line", ""):
+    want = post("/v1/completions", {"prompt": p or "x", "max_tokens": 1, "return_token_ids": True})["prompt_token_ids"]
+    t = post("/tokenize", {"prompt": p or "x"})
+    assert t == {"count": len(want), "max_model_len": mx, "tokens": want}, (t, want)
+    u = post("/tokenize", {"prompt": p, "add_special_tokens": False})["tokens"]
+    assert p == "" and u == [] or u == t["tokens"][1:], (p, u, t)
+    assert post("/detokenize", {"tokens": u})["prompt"] == p, (p, u)
+msgs = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}]
+want = post("/v1/chat/completions", {"messages": msgs, "max_tokens": 1, "return_token_ids": True})["prompt_token_ids"]
+assert post("/tokenize", {"messages": msgs, "add_generation_prompt": True})["tokens"] == want
+c = post("/v1/completions", {"prompt": [2, 17, 33], "max_tokens": 24, "ignore_eos": True, "skip_special_tokens": False})["choices"][0]
+assert post("/detokenize", {"tokens": c["token_ids"]})["prompt"] == c["text"], c
+EOF2
+for bad in 'tokenize {}' 'tokenize {"prompt":5}' 'tokenize {"prompt":"x","add_special_tokens":1}' 'tokenize {"messages":[{"role":"user","content":"x"}],"add_generation_prompt":false}' \
+	'detokenize {"tokens":[-1]}' 'detokenize {"tokens":[100000]}' 'detokenize {"tokens":"1"}' 'detokenize []'; do
+	path=${bad%% *}
+	check "/$bad: 400" [ "$(curl -s -o /dev/null -w '%{http_code}' "$B/$path" -d "${bad#* }")" = 400 ]
+done
+check "GET /tokenize: 405" [ "$(curl -s -o /dev/null -w '%{http_code}' "$B/tokenize")" = 405 ]
 check "stream_options without stream: 400 naming it" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[2],\"stream_options\":{\"include_usage\":true}}')\" = 400 ] && grep -q '\"param\":\"stream_options\"' '$WORK/body'"
 check "stream_options of a bad type: 400" [ "$(curl -s -o /dev/null -w '%{http_code}' "$B/v1/completions" -d '{"prompt":[2],"stream":true,"stream_options":{"include_usage":"yes"}}')" = 400 ]
 check "skip_special_tokens of a bad type: 400 naming it" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[2],\"skip_special_tokens\":1}')\" = 400 ] && grep -q '\"param\":\"skip_special_tokens\"' '$WORK/body'"
