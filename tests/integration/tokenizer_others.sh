@@ -9,7 +9,9 @@
 # control-character text, invalid UTF-8 after U+FFFD replacement), whole and
 # line by line, with and without the template's special tokens; decoding our
 # ids must give the reference's text. The Gemma 3 file has its own, larger
-# test (tokenizer_ref.sh).
+# test (tokenizer_ref.sh). Last, the Split behaviours and Prepend, where the
+# reference is not the Rust `tokenizers` library, against that library's
+# answers (tests/fixtures/hf_split_tiny.json).
 . "$(dirname "$0")/../lib.sh"
 
 NODE_DIR=$TOP/tests/node
@@ -56,4 +58,16 @@ for bad in '[1e300]' '[-1e300]' '[2.5]' '["7"]'; do
 	check_exit "--decode of $bad: refused" 1 "$FGPACK" tokenize --tokenizer "$TOP/tests/fixtures/tokenizer_tiny.json" --decode <"$WORK/bad.ids"
 	check_grep "  naming the item" "ids: item 0 is not an integer token id" "$WORK/.out"
 done
+# the Split pre-tokenizer's five behaviours and a Prepend after a Replace that
+# empties a section, held to the Rust `tokenizers` library itself
+# (tests/fixtures/hf_split_tiny.json, answered by tests/oracle/hf_split.py on
+# the GPU machine over variants of the tiny fixture): there the JavaScript
+# reference is not that library (its Split is Isolated whatever the behavior,
+# its Removed keeps the delimiter, its Prepend prepends to an empty section),
+# and ours follows the library
+python3 "$TOP/tests/oracle/hf_split.py" check "$TOP/tests/fixtures/tokenizer_tiny.json" \
+	"$TOP/tests/fixtures/hf_split_tiny.json" "$FGPACK" "$NODE_DIR/gemma_tokenize.js" >"$WORK/split.out" 2>&1
+rc=$?
+sed 's/^/# /' "$WORK/split.out" | head -20
+check "Split behaviours and Prepend as tokenizers gives them ($(tail -n 1 "$WORK/split.out"))" test "$rc" -eq 0
 finish
