@@ -166,6 +166,31 @@ static char *pct_decode(const char *s)
 	return o;
 }
 
+/* A revision written percent-encoded, as huggingface_hub's HfFileSystem
+ * writes one holding '/' (hf://ns/repo@dev%2Fint4/path: one segment, so the
+ * path after it is not ambiguous; refs%2Fpr%2F3 the same) and reads back
+ * with unquote(). r->revision gets it decoded, checked like any other. */
+static int take_encoded_rev(struct fg_ref *r, const char *rv, size_t n, const char *text,
+			    struct fg_err *err)
+{
+	char *raw = strndup(rv, n), *dec;
+	const char *why;
+
+	if (!raw)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	dec = pct_decode(raw);
+	free(raw);
+	if (!dec)
+		return fg_err_set(err, FG_EINVAL, "%s: revision has a bad percent-escape", text);
+	why = rev_problem(dec, strlen(dec));
+	if (why) {
+		free(dec);
+		return fg_err_set(err, FG_EINVAL, "%s: revision %s", text, why);
+	}
+	r->revision = dec;
+	return 0;
+}
+
 static int parse_url(struct fg_ref *r, const char *text, const char *after, struct fg_err *err)
 {
 	size_t hostlen = strcspn(after, "/?#");
@@ -240,11 +265,13 @@ int fg_ref_parse(struct fg_ref **out, const char *text, struct fg_err *err)
 					n = s3 ? (size_t)(s3 - rv) : strlen(rv);
 				}
 			}
-			if (!why)
+			if (!why && memchr(rv, '%', n))
+				rc = take_encoded_rev(r, rv, n, text, err);
+			else if (!why)
 				why = rev_problem(rv, n);
 			if (why)
 				rc = fg_err_set(err, FG_EINVAL, "%s: revision %s", text, why);
-			else if (!(r->revision = strndup(rv, n)))
+			else if (!rc && !r->revision && !(r->revision = strndup(rv, n)))
 				rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 			rest = rv + n;
 		}
@@ -324,6 +351,15 @@ int fg_ref_owner(struct fg_buf *out, const struct fg_ref *ref, struct fg_err *er
 	return fg_err_set(err, FG_EINVAL, "unknown reference kind");
 }
 
+/* 1 when rev is refs/<kind>/<name> with no further '/': what the parser
+ * reads back from a literal "@refs/..." */
+static int rev_is_refs3(const char *rev)
+{
+	const char *a = strchr(rev + 5, '/');
+
+	return a && a > rev + 5 && a[1] && !strchr(a + 1, '/');
+}
+
 int fg_ref_format(struct fg_buf *out, const struct fg_ref *ref, struct fg_err *err)
 {
 	int rc;
@@ -341,7 +377,14 @@ int fg_ref_format(struct fg_buf *out, const struct fg_ref *ref, struct fg_err *e
 					   : "",
 				   ref->ns, ref->name);
 		if (!rc && ref->revision)
-			rc = fg_buf_printf(out, err, "@%s", ref->revision);
+			rc = fg_buf_putc(out, '@', err);
+		/* a revision with '/' reads back as one only as refs/<kind>/<name>;
+		 * any other goes as one encoded segment (dev/int4 -> dev%2Fint4) */
+		if (!rc && ref->revision && strchr(ref->revision, '/') &&
+		    (strncmp(ref->revision, "refs/", 5) || !rev_is_refs3(ref->revision)))
+			rc = fg_url_encode_segment(out, ref->revision, err);
+		else if (!rc && ref->revision)
+			rc = fg_buf_puts(out, ref->revision, err);
 		break;
 	case FG_REF_HTTPS:
 	case FG_REF_FILE:

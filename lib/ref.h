@@ -2,7 +2,9 @@
  *
  * A reference names where a component comes from:
  *   hf://buckets/<ns>/<bucket>[/<path>]     a folder or file in a storage bucket (no revision)
- *   hf://<ns>/<repo>[@<rev>][/<path>]       a Hub model repo at a revision (default "main")
+ *   hf://<ns>/<repo>[@<rev>][/<path>]       a Hub model repo at a revision (default "main");
+ *                                           rev may be percent-encoded (dev%2Fint4), as
+ *                                           huggingface_hub writes one holding '/'
  *   <ns>/<repo>                             a bare model repo id (as in model_id)
  *   https://host/...  http://host/...       a plain URL
  *   file:///abs/path                        a local file or folder
@@ -33,7 +35,7 @@ struct fg_ref {
 	char *text;      /* the reference exactly as written */
 	char *ns;        /* BUCKET, MODEL: namespace (user or org); else NULL */
 	char *name;      /* BUCKET: bucket name; MODEL: repo name; else NULL */
-	char *revision;  /* MODEL: revision as written after '@', NULL when none (= "main") */
+	char *revision;  /* MODEL: revision after '@', percent-decoded; NULL when none (= "main") */
 	char *path;      /* BUCKET, MODEL: path inside, no leading/trailing '/', "" for the
 			  * root; FILE: the absolute local path (decoded); HTTPS: NULL */
 	char *url;       /* HTTPS: the URL; FILE: the file:// URL; else NULL */

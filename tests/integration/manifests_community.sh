@@ -54,7 +54,7 @@ for b in gemma-plain-owl gemma-mist-fox gemma-river-otter gemma-tide-crab gemma-
 	args="$args --bucket gemma-challenge/$b=$hub/buckets/gemma-challenge/$b"
 done
 python3 $S/hubtree.py "$WORK/site" $args --model google/gemma-4-E4B-it@$c1="$hub/models/google/gemma-4-E4B-it" \
-	--model gemma-challenge/mtp-drafter-k5@$c2="$hub/models/gemma-challenge/mtp-drafter-k5" --rev refs/pr/3 \
+	--model gemma-challenge/mtp-drafter-k5@$c2="$hub/models/gemma-challenge/mtp-drafter-k5" --rev refs/pr/3 --rev dev/int4 \
 	--page-size 2 --mtime 2026-01-01T00:00:00.000Z --lexical
 check "the listing of weights/int4-g128 holds its siblings int4-g128-old/ and int4-g128.bak (as the Hub's)" \
 	sh -c "cat '$WORK/site/api/buckets/gemma-challenge/gemma-plain-owl/tree/weights/int4-g128/'_tree*.json | grep -q 'int4-g128-old/model' &&
@@ -238,6 +238,23 @@ fi
 variant "$WORK/t6.json" "m['env']['KEEPSET_BUCKET'] = 'hf://buckets/gemma-challenge/gemma-plain-owl/weights/int4-g128/config.json'; m['env']['LOCAL_KEEPSET_DIR'] = '/tmp/int4-g128'"
 check "two components placing the same bytes at one path: pull --into" "$FGPACK" pull "$WORK/t6.json" --lock "$WORK/t6.lock" --into "$WORK/o11"
 check "  the file is there once" cmp "$hub/buckets/gemma-challenge/gemma-plain-owl/weights/int4-g128/config.json" "$WORK/o11/tmp/int4-g128/config.json"
+
+# a revision written percent-encoded, as huggingface_hub's HfFileSystem
+# writes one holding '/' and reads it back (unquote): a branch dev/int4 as
+# @dev%2Fint4 (one segment, so the path after it is unambiguous), refs/pr/3
+# as @refs%2Fpr%2F3
+variant "$WORK/r1.json" "m['env']['DRAFTER_MODEL'] = 'hf://gemma-challenge/mtp-drafter-k5@dev%2Fint4'; m['env']['LOCAL_DRAFTER_DIR'] = '/tmp/dr'"
+check "a revision written encoded (@dev%2Fint4): lock" "$FGPACK" lock "$WORK/r1.json" -o "$WORK/r1.lock"
+check "  the branch dev/int4 resolved to its commit" python3 -c "import json, sys
+d = json.load(open(sys.argv[1]))
+c = next(iter(d['manifests'].values()))['components']['DRAFTER_MODEL']
+assert c['revision'] == '$c2' and len(c['files']) == 2 and c['source'].endswith('@dev%2Fint4'), c" "$WORK/r1.lock"
+check_grep "  dev/int4 listed as one encoded segment" '"/api/models/gemma-challenge/mtp-drafter-k5/tree/dev%2Fint4\?' "$WORK/f.log"
+check "  pull --into places it at LOCAL_DRAFTER_DIR" "$FGPACK" pull "$WORK/r1.json" --lock "$WORK/r1.lock" --into "$WORK/o12"
+check "  the drafter's bytes" cmp "$hub/models/gemma-challenge/mtp-drafter-k5/model.safetensors" "$WORK/o12/tmp/dr/model.safetensors"
+variant "$WORK/r2.json" "m['env']['DRAFTER_MODEL'] = 'hf://gemma-challenge/mtp-drafter-k5@refs%2Fpr%2F3'"
+check "a revision written encoded (@refs%2Fpr%2F3): lock, the commit behind refs/pr/3" sh -c "'$FGPACK' lock '$WORK/r2.json' -o '$WORK/r2.lock' &&
+	grep -q '\"revision\": \"$c2\"' '$WORK/r2.lock'"
 
 # malformed variants: bad NAME BASE PYTHON-EDIT REGEX: community-BASE.json edited
 # by PYTHON-EDIT (on the dict m) must fail with exit 1 and one line matching REGEX

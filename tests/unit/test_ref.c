@@ -71,6 +71,26 @@ static void test_parse(void)
 	   "model: refs/pr revision keeps its slashes");
 	fg_ref_free(r);
 
+	/* huggingface_hub's HfFileSystem writes a revision holding '/' as one
+	 * percent-encoded segment and unquotes it when reading a path */
+	r = parse_ok("hf://org/repo@refs%2Fpr%2F3/sub/file.bin");
+	ok(r && r->revision && !strcmp(r->revision, "refs/pr/3") && !strcmp(r->path, "sub/file.bin"),
+	   "model: an encoded refs%%2Fpr%%2F3 revision decoded, the path after it kept");
+	fg_ref_free(r);
+	r = parse_ok("hf://org/repo@dev%2Fint4/w");
+	ok(r && r->revision && !strcmp(r->revision, "dev/int4") && !strcmp(r->path, "w"),
+	   "model: an encoded branch dev%%2Fint4 is one revision");
+	if (r) {
+		fg_ref_format(&b, r, NULL);
+		is_str(b.data, "hf://org/repo@dev%2Fint4/w", "model: a branch holding '/' formats encoded again");
+		fg_buf_reset(&b);
+		fg_url_model_tree(&b, "http://h", r, NULL, NULL, NULL);
+		is_str(b.data, "http://h/api/models/org/repo/tree/dev%2Fint4?recursive=true&expand=true",
+		       "model: the decoded branch goes as one encoded segment");
+		fg_buf_reset(&b);
+	}
+	fg_ref_free(r);
+
 	r = parse_ok("hf://models/org/repo");
 	ok(r && r->kind == FG_REF_MODEL && !strcmp(r->name, "repo") && !r->revision &&
 		   !strcmp(fg_ref_revision(r), "main"),
@@ -124,6 +144,10 @@ static void test_parse(void)
 	refused("file:///a/../b", "'..'");
 	refused("ns/repo/extra", "bare repo id");
 	refused("hf://ns/repo@refs/pr", "refs/<kind>/<name>");
+	refused("hf://ns/repo@v%2", "bad percent-escape");
+	refused("hf://ns/repo@v%00x", "bad percent-escape");
+	refused("hf://ns/repo@a%2F..%2Fb", "\"..\"");
+	refused("hf://ns/repo@a%20b", "not allowed in a revision");
 	refused("justaword", "missing repo name");
 	refused("hf://buckets/ns/b/x\ty", "control character");
 	fg_buf_release(&b);
