@@ -225,20 +225,47 @@ int fg_hub_list_finish(struct fg_hub_list *l, const char *prefix, const char *wh
 	return 0;
 }
 
+/* ref[0..n) with every byte a URI may not hold as is percent-encoded: a
+ * blank, a control, '"', '<', '>', '\\', '^', '`', '{', '|', '}' and each
+ * byte of a UTF-8 character. A server that writes a next page's path raw
+ * (a folder "poids modèle") is followed so, as huggingface_hub's client
+ * (requests) requotes a URL before it sends it; '%' escapes and reserved
+ * characters are kept as sent. 0 or -1. */
+static int requote(struct fg_buf *out, const char *ref, size_t n)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)ref[i];
+
+		if (c <= 0x20 || c >= 0x7f || strchr("\"<>\\^`{|}", c)) {
+			char e[3] = { '%', hex[c >> 4], hex[c & 15] };
+
+			if (fg_buf_append(out, e, 3, NULL))
+				return -1;
+		} else if (fg_buf_putc(out, (char)c, NULL)) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
 /* url resolved against base (RFC 3986), into out; 0 or -1. */
 static int resolve_url(struct fg_buf *out, const char *base, const char *ref, size_t n)
 {
 	CURLU *u = curl_url();
-	char *abs = NULL, *rel = strndup(ref, n);
+	struct fg_buf rel = FG_BUF_INIT;
+	char *abs = NULL;
 	int rc = -1;
 
-	if (u && rel && !curl_url_set(u, CURLUPART_URL, base, 0) &&
-	    !curl_url_set(u, CURLUPART_URL, rel, 0) && !curl_url_get(u, CURLUPART_URL, &abs, 0)) {
+	if (u && !requote(&rel, ref, n) && rel.data && !curl_url_set(u, CURLUPART_URL, base, 0) &&
+	    !curl_url_set(u, CURLUPART_URL, rel.data, 0) && !curl_url_get(u, CURLUPART_URL, &abs, 0)) {
 		fg_buf_reset(out);
 		rc = fg_buf_puts(out, abs, NULL) ? -1 : 0;
 	}
 	curl_free(abs);
-	free(rel);
+	fg_buf_release(&rel);
 	curl_url_cleanup(u);
 	return rc;
 }
@@ -289,7 +316,7 @@ int fg_hub_link_next(struct fg_buf *out, const char *link, const char *base)
 		lt = p + 1;
 		gt = strchr(lt, '>');
 		if (!gt)
-			return -1;
+			return 1;
 		p = gt + 1;
 		for (;;) {
 			const char *name, *val = NULL;
@@ -336,7 +363,7 @@ int fg_hub_link_next(struct fg_buf *out, const char *link, const char *base)
 		while (*p && *p != ',')
 			p++;
 	}
-	return -1;
+	return 1;
 }
 
 /* Walks every page from url, appending files to out. */
@@ -345,7 +372,7 @@ static int list_pages(struct fg_hub_list *out, struct fg_http *h, const char *ur
 {
 	struct fg_http_resp resp;
 	struct fg_buf cur = FG_BUF_INIT, next = FG_BUF_INIT, link = FG_BUF_INIT;
-	int rc, pages = 0;
+	int rc, lr, pages = 0;
 
 	fg_http_resp_init(&resp);
 	rc = fg_buf_puts(&cur, url, err);
@@ -362,9 +389,21 @@ static int list_pages(struct fg_hub_list *out, struct fg_http *h, const char *ur
 			break;
 		}
 		/* Link may come in several header lines: all of them count */
-		if (fg_http_resp_header_all(&resp, "Link", &link) ||
-		    fg_hub_link_next(&next, link.data, resp.url ? resp.url : cur.data))
+		if (fg_http_resp_header_all(&resp, "Link", &link))
 			break;
+		lr = fg_hub_link_next(&next, link.data, resp.url ? resp.url : cur.data);
+		if (lr > 0)
+			break;
+		/* a next page announced but not reachable: stopping here would
+		 * lock a listing with its later pages silently left out */
+		if (lr < 0) {
+			char tmp[80];
+
+			rc = fg_err_set(err, FG_EFORMAT,
+					"%s: page %d announces a next page whose link is no usable URL: %s", what,
+					pages, show(link.data, tmp, sizeof(tmp)));
+			break;
+		}
 		if (!strcmp(next.data, cur.data)) {
 			rc = fg_err_set(err, FG_EFORMAT, "%s: next page link points to itself", what);
 			break;

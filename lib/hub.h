@@ -50,7 +50,9 @@ int fg_hub_list_finish(struct fg_hub_list *l, const char *prefix, const char *wh
 		       struct fg_err *err);
 
 /* From a Link header value, the absolute URL with rel="next" resolved against
- * base; 0 and the URL in out, or -1 when there is none. */
+ * base (bytes a URI may not hold, such as a blank or UTF-8, percent-encoded
+ * first): 0 and the URL in out; 1 when there is no next link; -1 when there
+ * is one that makes no URL (the listing cannot be completed). */
 int fg_hub_link_next(struct fg_buf *out, const char *link, const char *base);
 
 /* Every file below ref->path in the bucket (all pages). A ref naming a single

@@ -31,6 +31,10 @@ with open(os.path.join(b, 'sp ace #?%+;=.json'), 'w') as f:     # every byte her
     f.write('{"odd": 1}\n')
 with open(os.path.join(b, 'ünï', 'cödé.txt'), 'w') as f:
     f.write('unicode\n')
+os.makedirs(os.path.join(b, 'poids modèle'))
+for n in ('a b.txt', 'cödé.txt', 'zé.txt'):                        # listed in two pages
+    with open(os.path.join(b, 'poids modèle', n), 'w') as f:
+        f.write(n + '\n')
 with open(os.path.join(md, 'model.safetensors'), 'wb') as f:
     f.write(os.urandom(200000))
 with open(os.path.join(md, 'config.json'), 'w') as f:
@@ -129,6 +133,39 @@ lock_case "Link: a quoted param holding a comma before rel" '[{"match": "/api/*"
 lock_case "Link: rel=prev and rel=next in two header lines" '[{"match": "/api/*", "fault": "link", "style": "two"}]' ok
 lock_case "Link: a relative next URL" '[{"match": "/api/*", "fault": "link", "style": "relative"}]' ok
 lock_case "Link: rel with two types, in mixed case" '[{"match": "/api/*", "fault": "link", "style": "multi"}]' ok
+# a component folder whose name needs encoding (w/poids modèle, two pages):
+# the next page's Link encoded (as the Hub's), or written raw (a blank and
+# UTF-8 bytes, which huggingface_hub's client requotes and follows), gives
+# every file; a next link that is no usable URL fails the lock, where it
+# used to end the listing after its first page and lock what was there
+printf '{"name": "u", "env": {"WEIGHTS_BUCKET": "hf://buckets/acme/b/w/poids mod\303\250le"}}\n' >"$WORK/mu.json"
+# uni_case NAME STYLE: lock mu.json into a fresh store with Link style STYLE ("" = the Hub's)
+uni_case() {
+	n=$((n + 1))
+	[ -n "$2" ] && echo "[{\"match\": \"/api/*\", \"fault\": \"link\", \"style\": \"$2\"}]" >"$WORK/faults.json"
+	FGPACK_HOME="$WORK/s$n" "$FGPACK" lock "$WORK/mu.json" -o "$WORK/c$n.lock" >"$WORK/c$n.out" 2>&1
+	rc=$?
+	echo '[]' >"$WORK/faults.json"
+	if [ $rc -eq 0 ] && [ "$(grep -c '"path": ' "$WORK/c$n.lock")" -eq 3 ] && grep -q '"path": "a b.txt"' "$WORK/c$n.lock" &&
+	   grep -q '"path": "cödé.txt"' "$WORK/c$n.lock"; then
+		ok "$1: all 3 files of its folder locked"
+	else
+		not_ok "$1: all 3 files of its folder locked (exit $rc)"; sed 's/^/#   /' "$WORK/c$n.out" "$WORK/c$n.lock" 2>/dev/null | tail -12
+	fi
+}
+uni_case "Link: a next page of the folder w/poids modèle, encoded" ""
+uni_case "Link: a next page of the folder w/poids modèle, its path written raw" raw
+n=$((n + 1))
+echo '[{"match": "/api/*", "fault": "link", "style": "badport"}]' >"$WORK/faults.json"
+FGPACK_HOME="$WORK/s$n" "$FGPACK" lock "$WORK/mu.json" -o "$WORK/c$n.lock" >"$WORK/c$n.out" 2>&1
+rc=$?
+echo '[]' >"$WORK/faults.json"
+if [ $rc -eq 1 ] && [ "$(wc -l <"$WORK/c$n.out")" -eq 1 ] && [ ! -e "$WORK/c$n.lock" ] &&
+   grep -q "WEIGHTS_BUCKET: .*next page whose link is no usable URL" "$WORK/c$n.out"; then
+	ok "Link: a next page whose URL is unusable (port 99999): exit 1, no lock, one line: $(cat "$WORK/c$n.out")"
+else
+	not_ok "Link: a next page whose URL is unusable (port 99999): exit 1, no lock, one line (exit $rc)"; sed 's/^/#   /' "$WORK/c$n.out" | tail -5
+fi
 # waited PATH SECONDS: the faultd log shows a retry of PATH at least SECONDS after its failed answer
 waited() {
 	python3 - "$WORK/f.log" "$1" "$2" <<'PY'

@@ -36,7 +36,9 @@ per rule text until the server stops). KIND:
   close     answer, then close the connection without saying so
   link      style=S for listing Link headers: quoted (a quoted param holding a
             comma before rel), two (a rel="prev" header, then a rel=next one),
-            relative (a relative URL), multi (rel="next last", REL=Next)
+            relative (a relative URL), multi (rel="next last", REL=Next),
+            raw (the path unencoded: a blank, UTF-8 bytes), badport (a next
+            URL with port 99999: no usable URL)
 Options for every kind: retry_after_date=S (with status) sends Retry-After as
 an HTTP date S seconds ahead, ratelimit=T (with status) the Hub's
 RateLimit: "resolvers";r=0;t=T; norange=1 ignores Range as norange does.
@@ -48,7 +50,7 @@ answer is meant to carry, 'time' when it started): a client that has read its
 answer finds its line already there."""
 import argparse, email.utils, fnmatch, json, os, re, socket, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit, parse_qs, unquote
+from urllib.parse import urlsplit, parse_qs, quote, unquote
 
 from rules import load_rules  # this folder: the script's own, first on sys.path
 
@@ -192,8 +194,19 @@ class H(BaseHTTPRequestHandler):
         kind = rule.get('fault') if rule else None
         style = rule.get('style') if kind == 'link' else None
         if nxt:
-            absu = 'http://%s%s%s' % (self.headers.get('Host'), ARGS.prefix or '', nxt)
-            if style == 'quoted':
+            # the path percent-encoded as UTF-8, as a URL in a header must be
+            # (the Hub's are); the query as hubtree wrote it
+            npath, _, nquery = nxt.partition('?')
+            enc = quote(npath, safe='/') + ('?' + nquery if nquery else '')
+            absu = 'http://%s%s%s' % (self.headers.get('Host'), ARGS.prefix or '', enc)
+            if style == 'raw':
+                # a server writing the path raw: a blank and UTF-8 bytes as
+                # they are (latin-1 here only carries the bytes through)
+                raw = 'http://%s%s%s' % (self.headers.get('Host'), ARGS.prefix or '', nxt)
+                hd.append(('Link', ('<%s>; rel="next"' % raw).encode('utf-8').decode('latin-1')))
+            elif style == 'badport':
+                hd.append(('Link', '<http://127.0.0.1:99999%s%s>; rel="next"' % (ARGS.prefix or '', enc)))
+            elif style == 'quoted':
                 hd.append(('Link', '<%s>; title="a, b"; rel="next"' % absu))
             elif style == 'two':
                 hd.append(('Link', '<%s>; rel="prev"' % absu.replace('cursor=', 'cursor=x')))

@@ -105,7 +105,21 @@ int main(void)
 	is_str(b.data, "http://h:1/api/x/t?c=6", "  resolved against the page's URL");
 	ok(!fg_hub_link_next(&b, "<http://h:1/x?a=1,2>; rel=\"next\"", "http://h:1/t"), "a ',' inside <>");
 	is_str(b.data, "http://h:1/x?a=1,2", "  kept in the URL");
-	ok(fg_hub_link_next(&b, "</n>; rel=\"nextpage\"", "http://h:1/t") != 0, "rel=nextpage is not next");
+	ok(fg_hub_link_next(&b, "</n>; rel=\"nextpage\"", "http://h:1/t") == 1, "rel=nextpage is not next");
+	/* a next page's path written raw, a blank and UTF-8 in it: followed
+	 * requoted, as requests (huggingface_hub's client) does */
+	ok(!fg_hub_link_next(&b, "<http://h:1/api/buckets/a/b/tree/poids mod\xc3\xa8le?recursive=true&cursor=p1>; "
+			     "rel=\"next\"", "http://h:1/t"),
+	   "a next link holding a blank and UTF-8");
+	is_str(b.data, "http://h:1/api/buckets/a/b/tree/poids%20mod%C3%A8le?recursive=true&cursor=p1",
+	       "  percent-encoded, '%%' escapes and '&' '=' '?' kept");
+	ok(!fg_hub_link_next(&b, "</t/a%20b?c=2>; rel=next", "http://h:1/t"), "an escape already there");
+	is_str(b.data, "http://h:1/t/a%20b?c=2", "  not encoded twice");
+	/* one that makes no URL must not read as "no next page": the listing
+	 * would end short without a word */
+	ok(fg_hub_link_next(&b, "<http://h:99999/t?c=2>; rel=\"next\"", "http://h:1/t") == -1,
+	   "a next link that is no usable URL (port out of range) is -1, not 'none'");
+	ok(fg_hub_link_next(&b, "</x>; rel=\"prev\"", "http://h:1/t") == 1, "no next link is 1");
 	ok(fg_hub_link_next(&b, "</n>; rel=\"prev\"; rel=\"next\"", "http://h:1/t") != 0,
 	   "only the first rel of a link counts (RFC 8288 3.3)");
 	{
