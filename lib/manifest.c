@@ -155,22 +155,38 @@ static int int_or_digits(const cJSON *obj, const char *key, long long *out)
 	return 0;
 }
 
+static int by_key(const void *a, const void *b)
+{
+	return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
+}
+
+/* 1 and *dup when a key of obj appears twice, 0 when none does, -1 out of
+ * memory. Sorted, so that an env of any size is checked: Python's json
+ * keeps the last of two equal keys and cJSON the first, so a manifest
+ * holding both means one thing to the serve script and another here. */
 static int dup_keys(const cJSON *obj, const char **dup)
 {
-	const cJSON *a, *b;
-	size_t n = 0;
+	const cJSON *a, **v;
+	size_t n = 0, i;
+	int found = 0;
 
 	for (a = obj->child; a; a = a->next)
 		n++;
-	if (n > 4096) /* quadratic check only for sane sizes; a sort would be overkill here */
+	if (n < 2)
 		return 0;
-	for (a = obj->child; a; a = a->next)
-		for (b = a->next; b; b = b->next)
-			if (!strcmp(a->string, b->string)) {
-				*dup = a->string;
-				return 1;
-			}
-	return 0;
+	v = malloc(n * sizeof(*v));
+	if (!v)
+		return -1;
+	for (a = obj->child, i = 0; a; a = a->next)
+		v[i++] = a;
+	qsort(v, n, sizeof(*v), by_key);
+	for (i = 1; i < n && !found; i++)
+		if (!strcmp(v[i - 1]->string, v[i]->string)) {
+			*dup = v[i]->string;
+			found = 1;
+		}
+	free(v);
+	return found;
 }
 
 /* The stem of a component key: X_BUCKET -> X, DRAFTER_MODEL/REPO -> DRAFTER,
@@ -650,7 +666,10 @@ static int parse_env(struct fg_manifest *m, const cJSON *env, const char *what, 
 	if (!cJSON_IsObject(env))
 		return fg_err_set(err, FG_EFORMAT, "%s: env: expected an object of strings, got %s", what,
 				  type_name(env));
-	if (dup_keys(env, &dup))
+	rc = dup_keys(env, &dup);
+	if (rc < 0)
+		return oom(err);
+	if (rc)
 		return fg_err_set(err, FG_EFORMAT, "%s: env.%s: key appears twice", what, dup);
 	for (c = env->child; c; c = c->next) {
 		if (!cJSON_IsString(c) && !strcmp(c->string, "SPECULATIVE_CONFIG"))
@@ -931,8 +950,9 @@ int fg_manifest_parse(struct fg_manifest **out, const char *text, size_t len, co
 				type_name(m->json));
 		goto fail;
 	}
-	if (dup_keys(m->json, &dup)) {
-		rc = fg_err_set(err, FG_EFORMAT, "%s: %s: key appears twice", what, dup);
+	rc = dup_keys(m->json, &dup);
+	if (rc) {
+		rc = rc < 0 ? oom(err) : fg_err_set(err, FG_EFORMAT, "%s: %s: key appears twice", what, dup);
 		goto fail;
 	}
 	rc = get_str(&m->name, m->json, "name", what, err);

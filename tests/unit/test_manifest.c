@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "manifest.h"
 #include "tap.h"
 
@@ -295,6 +296,21 @@ static void test_errors(void)
 		fg_manifest_free(m2);
 	}
 	bad("{\"env\":{\"A\":\"1\",\"A\":\"2\"}}", "env.A: key appears twice");
+	{
+		/* a large env (5000 keys) with LOCAL_MODEL_DIR twice: refused
+		 * as a small one is; Python's json keeps the second, we the first */
+		struct fg_buf b = FG_BUF_INIT;
+		int i, brc = fg_buf_puts(&b, "{\"env\":{\"LOCAL_MODEL_DIR\":\"/tmp/a\"", NULL);
+
+		for (i = 0; i < 5000 && !brc; i++)
+			brc = fg_buf_printf(&b, NULL, ",\"K%05d\":\"v\"", i);
+		if (!brc)
+			brc = fg_buf_puts(&b, ",\"LOCAL_MODEL_DIR\":\"/tmp/b\"}}", NULL);
+		ok(!brc, "a 5000-key env built");
+		if (!brc)
+			bad(b.data, "env.LOCAL_MODEL_DIR: key appears twice");
+		fg_buf_release(&b);
+	}
 	bad("{\"name\":\"a\"} trailing", "trailing data");
 
 	junk = malloc(big);
