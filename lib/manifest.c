@@ -11,6 +11,7 @@
 #include "buf.h"
 #include "fsutil.h"
 #include "json.h"
+#include "utf8.h"
 
 static const char *type_name(const cJSON *v)
 {
@@ -920,6 +921,28 @@ out:
 	return rc;
 }
 
+/* JSON exchanged between systems must be UTF-8 (RFC 8259 8.1) and Python's
+ * json.load(open(path)), how a serve script reads the manifest, fails on
+ * anything else; cJSON takes any bytes, and they would go on into
+ * buckets.lock as JSON no other reader accepts. */
+static int utf8_check(const char *text, size_t len, const char *what, struct fg_err *err)
+{
+	size_t i = 0, line = 1;
+
+	while (i < len) {
+		size_t l = fg_utf8_len((const unsigned char *)text + i, len - i, NULL);
+
+		if (!l)
+			return fg_err_set(err, FG_EFORMAT,
+					  "%s: not UTF-8 text (line %zu, byte %zu: 0x%02x); JSON must be UTF-8", what,
+					  line, i, (unsigned)(unsigned char)text[i]);
+		if (text[i] == '\n')
+			line++;
+		i += l;
+	}
+	return 0;
+}
+
 int fg_manifest_parse(struct fg_manifest **out, const char *text, size_t len, const char *what,
 		      struct fg_err *err)
 {
@@ -942,7 +965,9 @@ int fg_manifest_parse(struct fg_manifest **out, const char *text, size_t len, co
 	if (rc)
 		goto fail;
 	fg_hex_encode(d, sizeof(d), m->sha256);
-	rc = fg_json_parse(&m->json, text, len, what, err);
+	rc = utf8_check(text, len, what, err);
+	if (!rc)
+		rc = fg_json_parse(&m->json, text, len, what, err);
 	if (rc)
 		goto fail;
 	if (!cJSON_IsObject(m->json)) {

@@ -294,4 +294,21 @@ bad "a port out of range" no-drafter "m['port'] = 70000" "port: expected an inte
 bad "model_id a number" no-drafter "m['model_id'] = 4" "model_id: expected a string, got number"
 bad "env an array" odd-env "m['env'] = [m['env']]" "env: expected an object of strings, got array"
 bad "the top a list" odd-env "m = [m]" "expected a JSON object at the top, got array"
+# a manifest saved as Latin-1 (the "é" of its description one byte 0xe9):
+# JSON must be UTF-8 and Python's json.load(open(...)) refuses it, so lock
+# refuses it too, in one line, the lock file there before left as it was
+# (it used to be locked, the byte copied into buckets.lock as it was)
+python3 -c "import json, sys
+m = json.load(open(sys.argv[1]))
+m['description'] = 'caf\u00e9'
+open(sys.argv[2], 'wb').write(json.dumps(m, ensure_ascii=False, indent=2).encode('latin-1'))" "$F/community-no-drafter.json" "$WORK/latin1.json"
+cp "$WORK/no-drafter.lock" "$WORK/latin1.lock"
+"$FGPACK" lock "$WORK/latin1.json" -o "$WORK/latin1.lock" >"$WORK/latin1.out" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && [ "$(wc -l <"$WORK/latin1.out")" -eq 1 ] && grep -q "latin1.json: not UTF-8 text (line [0-9]*, byte [0-9]*: 0xe9)" "$WORK/latin1.out" &&
+   cmp -s "$WORK/no-drafter.lock" "$WORK/latin1.lock"; then
+	ok "a manifest in Latin-1: exit 1, one line, the lock untouched: $(cat "$WORK/latin1.out")"
+else
+	not_ok "a manifest in Latin-1: exit 1, one line, the lock untouched (exit $rc)"; sed 's/^/#   /' "$WORK/latin1.out" | tail -3
+fi
 finish

@@ -312,6 +312,20 @@ static void test_errors(void)
 		fg_buf_release(&b);
 	}
 	bad("{\"name\":\"a\"} trailing", "trailing data");
+	/* Latin-1 (a file saved by an editor in a legacy locale), a UTF-16
+	 * byte-order mark, a lone continuation byte, an overlong '/' */
+	bad("{\"name\":\"caf\xe9\"}", "not UTF-8 text (line 1, byte 12: 0xe9)");
+	bad("\xff\xfe{", "not UTF-8 text (line 1, byte 0: 0xff)");
+	bad("{\"env\":\n{\"W_BUCKET\":\"hf://buckets/a/b/\x80\"}}", "not UTF-8 text (line 2");
+	bad("{\"env\":{\"W_BUCKET\":\"hf://buckets/a/b\xc0\xaf..\"}}", "not UTF-8 text");
+	{
+		struct fg_err e2 = { 0, "" };
+		struct fg_manifest *m2 = parse("\xef\xbb\xbf{\"name\":\"caf\xc3\xa9 \xe6\x97\xa5\xf0\x9f\x98\x80\"}", &e2);
+
+		ok(m2 && m2->name && !strcmp(m2->name, "caf\xc3\xa9 \xe6\x97\xa5\xf0\x9f\x98\x80"),
+		   "UTF-8 of 2, 3 and 4 bytes after a UTF-8 byte-order mark read: %s", m2 ? "" : e2.msg);
+		fg_manifest_free(m2);
+	}
 
 	junk = malloc(big);
 	if (junk) {
