@@ -243,15 +243,17 @@ check "  the file is there once" cmp "$hub/buckets/gemma-challenge/gemma-plain-o
 # writes one holding '/' and reads it back (unquote): a branch dev/int4 as
 # @dev%2Fint4 (one segment, so the path after it is unambiguous), refs/pr/3
 # as @refs%2Fpr%2F3
-variant "$WORK/r1.json" "m['env']['DRAFTER_MODEL'] = 'hf://gemma-challenge/mtp-drafter-k5@dev%2Fint4'; m['env']['LOCAL_DRAFTER_DIR'] = '/tmp/dr'"
-check "a revision written encoded (@dev%2Fint4): lock" "$FGPACK" lock "$WORK/r1.json" -o "$WORK/r1.lock"
-check "  the branch dev/int4 resolved to its commit" python3 -c "import json, sys
-d = json.load(open(sys.argv[1]))
-c = next(iter(d['manifests'].values()))['components']['DRAFTER_MODEL']
-assert c['revision'] == '$c2' and len(c['files']) == 2 and c['source'].endswith('@dev%2Fint4'), c" "$WORK/r1.lock"
+check "encoded-rev: audit" audit encoded-rev
+expect "encoded-rev: DRAFTER_MODEL at the branch dev/int4 (written @dev%2Fint4), placed at SPECULATIVE_CONFIG.model" "$WORK/encoded-rev.audit" "
+c = comps['DRAFTER_MODEL']
+assert c['role'] == 'drafter' and c['kind'] == 'model' and c['source'] == 'hf://gemma-challenge/mtp-drafter-k5@dev%2Fint4', c
+assert c['target'] == '/tmp/mtp-k5-dev', c"
+check "encoded-rev: lock" lock encoded-rev
+expect "encoded-rev: lock --json pins the drafter to the commit behind dev/int4" "$WORK/encoded-rev.json" "
+assert comps['DRAFTER_MODEL']['revision'] == '$c2' and comps['DRAFTER_MODEL']['files'] == 2, comps['DRAFTER_MODEL']"
 check_grep "  dev/int4 listed as one encoded segment" '"/api/models/gemma-challenge/mtp-drafter-k5/tree/dev%2Fint4\?' "$WORK/f.log"
-check "  pull --into places it at LOCAL_DRAFTER_DIR" "$FGPACK" pull "$WORK/r1.json" --lock "$WORK/r1.lock" --into "$WORK/o12"
-check "  the drafter's bytes" cmp "$hub/models/gemma-challenge/mtp-drafter-k5/model.safetensors" "$WORK/o12/tmp/dr/model.safetensors"
+check "encoded-rev: pull --into" "$FGPACK" pull "$F/community-encoded-rev.json" --lock "$WORK/encoded-rev.lock" --into "$WORK/o12"
+check "  the drafter at /tmp/mtp-k5-dev" cmp "$hub/models/gemma-challenge/mtp-drafter-k5/model.safetensors" "$WORK/o12/tmp/mtp-k5-dev/model.safetensors"
 variant "$WORK/r2.json" "m['env']['DRAFTER_MODEL'] = 'hf://gemma-challenge/mtp-drafter-k5@refs%2Fpr%2F3'"
 check "a revision written encoded (@refs%2Fpr%2F3): lock, the commit behind refs/pr/3" sh -c "'$FGPACK' lock '$WORK/r2.json' -o '$WORK/r2.lock' &&
 	grep -q '\"revision\": \"$c2\"' '$WORK/r2.lock'"
