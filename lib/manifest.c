@@ -447,6 +447,67 @@ static int find_component_by_key(const struct fg_manifest *m, const char *key)
 	return -1;
 }
 
+/* 1 when the last '/'-separated segment of a component's source (the file a
+ * one-file source gives) is name. A URL's segment ends at its query or
+ * fragment and is compared as written: a percent-encoded one never matches,
+ * which leaves the file unplaced rather than guessed. */
+static int source_leaf_is(const struct fg_ref *ref, const char *name)
+{
+	const char *p, *end, *s;
+
+	if (ref->kind == FG_REF_HTTPS) {
+		p = strstr(ref->url, "://");
+		p = p ? p + 3 : ref->url;
+		end = p + strcspn(p, "?#");
+		if (!memchr(p, '/', (size_t)(end - p)))
+			return 0; /* a host, no path */
+	} else {
+		p = ref->path ? ref->path : "";
+		end = p + strlen(p);
+	}
+	for (s = end; s > p && s[-1] != '/'; s--)
+		;
+	return s < end && strlen(name) == (size_t)(end - s) && !memcmp(s, name, (size_t)(end - s));
+}
+
+/* Rule 4: a file target left unplaced (PCK04_KEEPSET=/tmp/keep/pck04_keepset.json
+ * outside every folder target) whose name is the last segment of exactly
+ * one component's source that has no target of its own
+ * (LM_HEAD_KEEPSET_BUCKET=hf://buckets/ns/b/k/pck04_keepset.json, a keepset
+ * shared as one file) is that component's file: its target is the file's
+ * folder, so pull --into puts the file where the serve script reads it. */
+static int place_named_files(struct fg_manifest *m, struct fg_err *err)
+{
+	size_t t, c;
+
+	for (t = 0; t < m->n_targets; t++) {
+		struct fg_target *tg = &m->targets[t];
+		const char *slash = strrchr(tg->path, '/'), *leaf;
+		int found = -1, n = 0;
+
+		if (tg->component >= 0 || !names_file(tg->key) || !slash || slash == tg->path || !slash[1])
+			continue;
+		leaf = slash + 1;
+		for (c = 0; c < m->n_components; c++) {
+			const struct fg_component *comp = &m->components[c];
+
+			if (!comp->target && source_leaf_is(comp->ref, leaf)) {
+				found = (int)c;
+				n++;
+			}
+		}
+		if (n != 1)
+			continue; /* none, or two that could be it: nothing to say which */
+		tg->component = found;
+		tg->rule = FG_TARGET_FILE;
+		m->components[found].target_key = strdup(tg->key);
+		m->components[found].target = strndup(tg->path, (size_t)(slash - tg->path));
+		if (!m->components[found].target_key || !m->components[found].target)
+			return oom(err);
+	}
+	return 0;
+}
+
 static int assign_targets(struct fg_manifest *m, struct fg_err *err)
 {
 	static const char *const fixed[][2] = {
@@ -573,7 +634,7 @@ static int assign_targets(struct fg_manifest *m, struct fg_err *err)
 				return oom(err);
 		}
 	}
-	return 0;
+	return place_named_files(m, err);
 }
 
 static int add_target(struct fg_manifest *m, const char *key, const char *path, struct fg_err *err)

@@ -37,8 +37,14 @@
  *   3. containment: a target path inside another assigned target path
  *      (PCK04_KEEPSET=/tmp/w/keep.json lies in LOCAL_MODEL_DIR=/tmp/w) belongs
  *      to that component, as a file inside it.
+ *   4. a file: a <X>_KEEPSET or <X>_FILE target no rule above placed, whose
+ *      file name is the last segment of exactly one component's source, that
+ *      component having no target (PCK04_KEEPSET=/tmp/k/pck04_keepset.json
+ *      and LM_HEAD_KEEPSET_BUCKET=hf://buckets/ns/b/pck04_keepset.json):
+ *      the component's target is then the file's folder (/tmp/k).
  * A component's own target is its first target by rule 1, else its first by
- * rule 2 whose stem is the component's own stem, else its first by rule 2. */
+ * rule 2 whose stem is the component's own stem, else its first by rule 2,
+ * else its file's folder by rule 4. */
 #ifndef FG_MANIFEST_H
 #define FG_MANIFEST_H
 
@@ -74,6 +80,7 @@ enum fg_target_rule {
 	FG_TARGET_FIXED = 1,   /* rule 1 */
 	FG_TARGET_STEM = 2,    /* rule 2 */
 	FG_TARGET_INSIDE = 3,  /* rule 3 */
+	FG_TARGET_FILE = 4,    /* rule 4 */
 };
 
 struct fg_target {

@@ -166,6 +166,22 @@ else
 	not_ok "path-keys: nothing placed at TRITON_CACHE_DIR or LD_LIBRARY_PATH, nor inside the keepset file"; find "$WORK/o20" | sed 's/^/#   /'
 fi
 
+# a keepset shared as one file (keepset.json) and PCK04_KEEPSET naming where
+# the serve script reads it, outside every folder target: pull puts that
+# file there (it used to go to _components/LM_HEAD_KEEPSET_BUCKET only)
+check "keepset-file: audit" audit keepset-file
+expect "keepset-file: the keepset's target is the folder of PCK04_KEEPSET" "$WORK/keepset-file.audit" "
+assert comps['LM_HEAD_KEEPSET_BUCKET']['role'] == 'keepset' and comps['LM_HEAD_KEEPSET_BUCKET']['target'] == '/tmp/owl-keep', comps
+assert comps['WEIGHTS_BUCKET']['target'] == '/tmp/owl-int4', comps"
+check "keepset-file: lock" lock keepset-file
+check "keepset-file: pull --into" "$FGPACK" pull "$F/community-keepset-file.json" --lock "$WORK/keepset-file.lock" --into "$WORK/o13"
+check "  the keepset at PCK04_KEEPSET" cmp "$hub/buckets/gemma-challenge/gemma-odd-heron/keepset-12k/keepset.json" "$WORK/o13/tmp/owl-keep/keepset.json"
+if [ ! -e "$WORK/o13/_components/LM_HEAD_KEEPSET_BUCKET" ] && [ ! -e "$WORK/o13/tmp/owl-keep/keepset.json/keepset.json" ]; then
+	ok "  no copy under _components/LM_HEAD_KEEPSET_BUCKET, nothing inside the keepset file"
+else
+	not_ok "  no copy under _components/LM_HEAD_KEEPSET_BUCKET, nothing inside the keepset file"; find "$WORK/o13" | sed 's/^/#   /'
+fi
+
 check "the five manifests' entries share one lock file" sh -c "for m in no-drafter drafter-repo-rev multi-local spec-repo odd-env; do
 	'$FGPACK' lock '$F/community-'\$m.json -o '$WORK/all.lock' 2>/dev/null || exit 1; done
 	python3 -c \"import json, sys; d = json.load(open(sys.argv[1])); assert len(d['manifests']) == 5, list(d['manifests'])\" '$WORK/all.lock'"

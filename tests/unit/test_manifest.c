@@ -205,6 +205,36 @@ static void test_rules(void)
 	   "targets: a folder no component shares a word with stays unassigned");
 	fg_manifest_free(m);
 
+	/* rule 4: a keepset shared as one file, and the file path the serve
+	 * script reads it from outside every folder target: the file's folder */
+	m = parse("{\"env\":{\"LM_HEAD_KEEPSET_BUCKET\":\"hf://buckets/a/b/k12/pck04_keepset.json\","
+		  "\"PCK04_KEEPSET\":\"/tmp/keep/pck04_keepset.json\",\"WEIGHTS_BUCKET\":\"hf://buckets/a/b/w\","
+		  "\"LOCAL_MODEL_DIR\":\"/tmp/w\",\"ROUTER_BUCKET\":\"https://h.example/r/table.bin?dl=1\","
+		  "\"ROUTER_FILE\":\"/r/table.bin\",\"ORPHAN_FILE\":\"/x/nothing.bin\"}}",
+		  &err);
+	ok(m != NULL, "rule 4: parses (%s)", err.msg);
+	c = m ? fg_manifest_component(m, "LM_HEAD_KEEPSET_BUCKET") : NULL;
+	ok(c && c->target && !strcmp(c->target, "/tmp/keep") && !strcmp(c->target_key, "PCK04_KEEPSET"),
+	   "rule 4: PCK04_KEEPSET naming the one file of the keepset places it in that file's folder");
+	t = m ? target(m, "PCK04_KEEPSET") : NULL;
+	ok(t && t->rule == FG_TARGET_FILE && m->components[t->component].target == c->target,
+	   "rule 4: the target is the keepset's, by rule 4");
+	c = m ? fg_manifest_component(m, "ROUTER_BUCKET") : NULL;
+	ok(c && c->target && !strcmp(c->target, "/r"), "rule 4: a URL's file name, its query left out");
+	t = m ? target(m, "ORPHAN_FILE") : NULL;
+	ok(t && t->component < 0, "rule 4: a file no source names is still placed by nothing");
+	fg_manifest_free(m);
+	m = parse("{\"env\":{\"A_BUCKET\":\"hf://buckets/a/b/x/keep.json\",\"B_BUCKET\":\"hf://buckets/a/b/y/keep.json\","
+		  "\"KEEP_FILE\":\"/k/keep.json\",\"C_BUCKET\":\"hf://buckets/a/b/keep.json\",\"LOCAL_C_DIR\":\"/c\","
+		  "\"ROOT_FILE\":\"/keep.json\"}}",
+		  &err);
+	t = m ? target(m, "KEEP_FILE") : NULL;
+	ok(t && t->component < 0 && !fg_manifest_component(m, "A_BUCKET")->target,
+	   "rule 4: two sources of that file name (C has a folder of its own): neither is guessed");
+	t = m ? target(m, "ROOT_FILE") : NULL;
+	ok(t && t->component < 0, "rule 4: a file at the root names no folder to place in");
+	fg_manifest_free(m);
+
 	/* a repo id in MODEL_PATH (vLLM-style scripts take either) is no target */
 	m = parse("{\"model_id\":\"google/gemma-4-E4B-it\",\"env\":{\"MODEL_PATH\":\"google/gemma-4-E4B-it\"}}",
 		  &err);
