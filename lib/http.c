@@ -495,6 +495,20 @@ static int start_req(struct fg_http *h, struct req *r, struct fg_err *err)
 		memset(b.data, 0, b.len);
 	}
 	fg_buf_release(&b);
+	/* RFC 9110 12.5.3: a request without Accept-Encoding accepts any content
+	 * coding, so a server may gzip a file or a listing unasked (its ranges
+	 * and lengths then count gzipped bytes). "identity" asks for the bytes
+	 * as stored, the ones hashed and listed (huggingface_hub asks so too). */
+	{
+		struct curl_slist *t = curl_slist_append(r->hdrs, "Accept-Encoding: identity");
+
+		if (!t) {
+			curl_easy_cleanup(e);
+			r->easy = NULL;
+			return fg_err_set(err, FG_ENOMEM, "out of memory");
+		}
+		r->hdrs = t;
+	}
 	curl_easy_setopt(e, CURLOPT_URL, r->url);
 	curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)r);
 	curl_easy_setopt(e, CURLOPT_SHARE, h->share);
@@ -515,8 +529,7 @@ static int start_req(struct fg_http *h, struct req *r, struct fg_err *err)
 		curl_easy_setopt(e, CURLOPT_CAINFO, h->cainfo);
 	if (h->capath)
 		curl_easy_setopt(e, CURLOPT_CAPATH, h->capath);
-	if (r->hdrs)
-		curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
 	if (r->x.head) {
 		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
 	} else if (r->pos > 0 || r->x.end) {

@@ -34,6 +34,11 @@ per rule text until the server stops). KIND:
   flat      listings ignore recursive=true: a folder's direct entries only
             (its sub-folders as "directory" entries, nothing below them)
   close     answer, then close the connection without saying so
+  gzip      listings and files sent with Content-Encoding: gzip (the whole
+            file gzipped, Range ignored) unless the request's Accept-Encoding
+            rules gzip out (RFC 9110 12.5.3: a request without
+            Accept-Encoding accepts any content coding; "identity" alone, or
+            gzip;q=0, does not); HEAD says so too, with the gzipped length
   link      style=S for listing Link headers: quoted (a quoted param holding a
             comma before rel), two (a rel="prev" header, then a rel=next one),
             relative (a relative URL), multi (rel="next last", REL=Next),
@@ -48,7 +53,7 @@ to --log, so tests can count requests and see where a token went. The line is
 written when the status is known, before the body is sent ('bytes' is what the
 answer is meant to carry, 'time' when it started): a client that has read its
 answer finds its line already there."""
-import argparse, email.utils, fnmatch, json, os, re, socket, sys, threading, time
+import argparse, email.utils, fnmatch, gzip, json, os, re, socket, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit, parse_qs, quote, unquote
 
@@ -78,6 +83,29 @@ def pick_rule(path, query):
                 COUNTS[key] = n + 1
         return r
     return None
+
+
+def gzip_ok(accept):
+    """Whether an Accept-Encoding value (None: no header) lets the answer be
+    gzipped (RFC 9110 12.5.3): absent accepts anything; otherwise gzip, x-gzip
+    or * listed with a q above 0."""
+    if accept is None:
+        return True
+    q = {}
+    for item in accept.split(','):
+        parts = [x.strip() for x in item.split(';')]
+        if not parts[0]:
+            continue
+        w = 1.0
+        for pa in parts[1:]:
+            if pa.lower().startswith('q='):
+                try:
+                    w = float(pa[2:])
+                except ValueError:
+                    w = 0.0
+        q[parts[0].lower()] = w
+    w = q.get('gzip', q.get('x-gzip', q.get('*', 0.0)))
+    return w > 0
 
 
 class H(BaseHTTPRequestHandler):
@@ -224,6 +252,9 @@ class H(BaseHTTPRequestHandler):
                  re.match(r'^/api/models/[^/]+/[^/]+/tree/[^/]+/?(.*)$', path))
             skip = len(m.group(1)) + 1 if m and m.group(1) else 0
             body = json.dumps([e for e in json.loads(body) if '/' not in e['path'][skip:]]).encode()
+        if kind == 'gzip' and gzip_ok(self.headers.get('Accept-Encoding')):
+            hd.append(('Content-Encoding', 'gzip'))
+            body = gzip.compress(body, mtime=0)
         if kind == 'chunked':
             self.send_response(200)
             for k, v in hd:
@@ -242,6 +273,18 @@ class H(BaseHTTPRequestHandler):
         if '/../' in fpath or not os.path.isfile(fpath):
             return self.simple(404, b'not found\n')
         size = os.path.getsize(fpath)
+        if rule and rule.get('fault') == 'gzip' and gzip_ok(self.headers.get('Accept-Encoding')):
+            with open(fpath, 'rb') as f:
+                gz = gzip.compress(f.read(), mtime=0)
+            hd = list(extra.items()) + [('Content-Encoding', 'gzip'), ('Vary', 'Accept-Encoding')]
+            if head:
+                self.send_response(200)
+                for k, v in hd:
+                    self.send_header(k, v)
+                self.send_header('Content-Length', str(len(gz)))
+                self.end_headers()
+                return self.log(200, 0)
+            return self.simple(200, gz, hd)
         if rule and rule.get('fault') == 'shrink':
             size = max(0, size - int(rule.get('by', 1)))
         start, end, code = 0, size - 1, 200
