@@ -256,18 +256,37 @@ static int names_html(const char *url)
 	return (n >= 5 && !strncasecmp(url + n - 5, ".html", 5)) || (n >= 4 && !strncasecmp(url + n - 4, ".htm", 4));
 }
 
+/* Whether r, a 416 to "Range: bytes=0-0", says the file is empty. RFC 9110
+ * 14.1.2: a range is satisfiable when its first byte is below the length,
+ * so only an empty file refuses byte 0; a 416 SHOULD carry "Content-Range:
+ * bytes * /<length>" (15.5.17), which then must say 0. */
+static int empty_416(const struct fg_http_resp *r)
+{
+	struct fg_buf v = FG_BUF_INIT;
+	unsigned long long n = 1;
+	int empty;
+
+	if (fg_http_resp_header(r, "Content-Range", &v))
+		empty = 1;
+	else
+		empty = v.len > 8 && !strncasecmp(v.data, "bytes */", 8) && !fg_parse_u64(v.data + 8, &n) &&
+			n == 0;
+	fg_buf_release(&v);
+	return empty;
+}
+
 /* HEADs a plain URL (following redirects, never with the token): size,
  * ETag, Last-Modified and whether it serves byte ranges. A server that
  * refuses HEAD (405, 501) or answers it without Content-Length is asked for
  * byte 0 alone with a GET instead: a 206 gives the size in its Content-Range
- * total, a 200 (ranges ignored) in its Content-Length. */
+ * total, a 200 (ranges ignored) in its Content-Length, a 416 an empty file. */
 static int probe_url(struct want *w, struct fg_http *h, const char *url, int ranges_only,
 		     struct fg_err *err)
 {
 	struct fg_http_resp r;
 	struct fg_buf v = FG_BUF_INIT;
 	unsigned long long size = 0, s0, e0;
-	int rc, ranged = 0, has_total = 0, got = 0;
+	int rc, ranged = 0, has_total = 0, got = 0, empty = 0;
 
 	fg_http_resp_init(&r);
 	rc = fg_http_head_anon(h, &r, url, w->what, err);
@@ -278,8 +297,16 @@ static int probe_url(struct want *w, struct fg_http *h, const char *url, int ran
 		rc = fg_http_probe_get_anon(h, &r, url, w->what, err);
 		got = !rc;
 		ranged = got && r.status == 206;
+		if (rc && r.status == 416 && empty_416(&r)) {
+			/* byte 0 is past the end: the file is empty */
+			rc = 0;
+			got = 1;
+			empty = 1;
+		}
 	}
-	if (!rc && ranged) {
+	if (!rc && empty) {
+		size = 0;
+	} else if (!rc && ranged) {
 		if (fg_http_resp_header(&r, "Content-Range", &v) || !v.data ||
 		    fg_http_content_range(v.data, v.len, &s0, &e0, &size, &has_total) || !has_total)
 			rc = fg_err_set(err, FG_EUNSUPPORTED,
@@ -298,8 +325,9 @@ static int probe_url(struct want *w, struct fg_http *h, const char *url, int ran
 	}
 	/* a web page where a file was meant: a Hub bucket's or repo's page
 	 * (…/buckets/ns/name, …/blob/main/x) or GitHub's blob view, pasted
-	 * from a browser; its HTML would be locked as the component */
-	if (!rc && !ranges_only && !fg_http_resp_header(&r, "Content-Type", &v) && v.len >= 9 &&
+	 * from a browser; its HTML would be locked as the component (a 416's
+	 * Content-Type is its error page's) */
+	if (!rc && !empty && !ranges_only && !fg_http_resp_header(&r, "Content-Type", &v) && v.len >= 9 &&
 	    !strncasecmp(v.data, "text/html", 9) && !names_html(url))
 		rc = fg_err_set(err, FG_EINVAL,
 				"%s: %s is a web page (Content-Type text/html), not a file: give the "

@@ -12,7 +12,7 @@
 # listings that ignore recursive=true (folders listed one by one),
 # a renamed model repo (relative 307), a branch that moved after its
 # listing, and a plain URL whose server refuses HEAD or answers it without
-# Content-Length (chunked). Every lock is made in a fresh store (nothing known beforehand), so a
+# Content-Length (chunked), an empty one too (416 to byte 0). Every lock is made in a fresh store (nothing known beforehand), so a
 # wrong byte would show as a wrong sha256 against the fault-free lock.
 . "$(dirname "$0")/../lib.sh"
 S=$TOP/tests/servers
@@ -42,7 +42,8 @@ with open(os.path.join(md, 'config.json'), 'w') as f:
 PY
 commit=89abcdef0123456789abcdef0123456789abcdef
 commit2=fedcba9876543210fedcba9876543210fedcba98
-python3 $S/hubtree.py "$WORK/site" --bucket acme/b="$WORK/b" --model ns/drafter@$commit="$WORK/md" \
+mkdir -p "$WORK/e" && : >"$WORK/e/empty.bin"
+python3 $S/hubtree.py "$WORK/site" --bucket acme/b="$WORK/b" --bucket acme/e="$WORK/e" --model ns/drafter@$commit="$WORK/md" \
 	--model ns/moving@$commit2="$WORK/md" --page-size 2 --mtime 2026-01-01T00:00:00.000Z
 # ns/moving's main moved on after its listing: the listing at "main" still
 # shows a file the commit behind main (what a HEAD reports) no longer has
@@ -260,6 +261,19 @@ check_grep "the size came from the Content-Range total" '"size": 3158073' "$WORK
 check_grep "the right sha256" "$big_sha" "$WORK/url3.lock"
 check_grep "the probe asked for byte 0 alone" '"range": "bytes=0-0", "status": 206' "$WORK/f.log"
 check "--locked re-probes the same way and passes" env FGPACK_HOME="$WORK/su3" "$FGPACK" pull "$WORK/url.json" --lock "$WORK/url3.lock" --locked
+# an empty file there: byte 0 is past its end, so the probe gets 416 with
+# "Content-Range: bytes */0" (RFC 9110 14.1.2, 15.5.17): its size is 0
+UE="http://127.0.0.1:$port/buckets/acme/e/resolve/empty.bin"
+printf '{"name": "ue", "env": {"WEIGHTS_BUCKET": "%s"}}\n' "$UE" >"$WORK/urle.json"
+for f in nohead nolength; do
+	echo "[{\"match\": \"*\", \"fault\": \"$f\"}]" >"$WORK/faults.json"
+	: >"$WORK/f.log"
+	check "an empty file, $f: lock" env FGPACK_HOME="$WORK/sue$f" "$FGPACK" lock "$WORK/urle.json" -o "$WORK/urle$f.lock"
+	check_grep "  the probe got 416" '"range": "bytes=0-0", "status": 416' "$WORK/f.log"
+	check_grep "  locked as 0 bytes" '"size": 0' "$WORK/urle$f.lock"
+	check_grep "  with the empty sha256" e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855 "$WORK/urle$f.lock"
+	check "  --locked re-probes the same way and passes" env FGPACK_HOME="$WORK/sue$f" "$FGPACK" pull "$WORK/urle.json" --lock "$WORK/urle$f.lock" --locked
+done
 echo '[]' >"$WORK/faults.json"
 
 # a model-repo reference naming one file (as buckets allow): its tree is no
