@@ -528,12 +528,18 @@ static size_t header_cb(char *line, size_t size, size_t nmemb, void *ud)
 		t = curl_getdate(v, NULL);
 		x->server_date = t == (time_t)-1 ? -1 : (long long)t;
 	} else if (nl == 11 && !strncasecmp(line, "retry-after", 11)) {
-		char v[32];
-		int secs;
+		/* delay-seconds or an HTTP-date (RFC 9110 10.2.3) */
+		char v[64];
+		unsigned long long secs;
+		time_t t, now;
 
 		copy_hval(v, sizeof(v), colon, n - nl - 1);
-		if (fg_parse_int(v, 0, 3600, &secs) == 0)
-			x->retry_after = secs;
+		if (fg_parse_u64(v, &secs) == 0) {
+			x->retry_after = secs > 3600 ? 3600 : (long)secs;
+		} else if ((t = curl_getdate(v, NULL)) != (time_t)-1) {
+			now = time(NULL);
+			x->retry_after = t <= now ? 0 : t - now > 3600 ? 3600 : (long)(t - now);
+		}
 	}
 	return n;
 }

@@ -3,7 +3,7 @@
 # MinIO, Ceph RGW, R2 or AWS itself may, not the way s3rver does
 # (tests/servers/s3faultd.py modes): 503 SlowDown / 500 InternalError / 400
 # RequestTimeout on parts and on complete, CompleteMultipartUpload answering
-# 200 with an <Error> body, a completed upload whose answer was lost, ETags
+# 200 with an <Error> body, Retry-After as an HTTP-date, a completed upload whose answer was lost, ETags
 # unquoted, header names in lowercase, chunked answers, HEAD without
 # Content-Length, no 100-continue ever, listings in pages with XML entities
 # and encoding-type=url, a skewed server clock, 307 to another endpoint,
@@ -165,6 +165,19 @@ import json, sys
 rs = [json.loads(l) for l in open(sys.argv[1])]
 print(sum(r['status'] == 400 for r in rs), all(r['region'] == 'eu-central-1' for r in rs if r['status'] != 400))" "$WORK/s3.log")" = "1 True"
 same region region/big.bin "$WORK/src/big.bin"
+
+# 12b. 503 SlowDown with Retry-After as an HTTP-date 3 s ahead (RFC 9110
+# 10.2.3 allows it beside delay-seconds): the retry waits for that date,
+# not for the 200 ms of the first backoff step
+rules '[{"op":"put","fault":"status","code":503,"s3code":"SlowDown","retry_after_date":3,"times":1}]'
+check "503 with an HTTP-date Retry-After: publish" pub radate "$WORK/src/d/f0" radate
+check "  the HTTP-date was waited for (2 s or more)" python3 -c "
+import json, sys
+rs = [json.loads(l) for l in open(sys.argv[1]) if json.loads(l)['op'] == 'put']
+gap = rs[1]['time'] - rs[0]['time'] if len(rs) >= 2 and rs[0]['status'] == 503 else -1
+print('retried after %.2f s' % gap)
+sys.exit(0 if gap >= 1.9 else 1)" "$WORK/s3.log"
+same radate radate/f0 "$WORK/src/d/f0"
 
 # 13. https with a private CA (AWS_CA_BUNDLE as awscli reads it, or
 # SSL_CERT_FILE/CURL_CA_BUNDLE as pull does); a 307 from https to plain http

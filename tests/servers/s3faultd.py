@@ -17,10 +17,12 @@ OP is put, create, part, complete, abort, delete, list, head or get (absent:
 every request); "times" K makes the rule apply to K matching requests only;
 "port": "main" limits it to requests on the first --port. KIND, each with
 the documented fact or known server behaviour it stands for:
-  status    code=C s3code=NAME [retry_after=S]: answer C with an S3 <Error>
-            XML body (AWS S3 error responses: 503 SlowDown "Reduce your request
-            rate", 500 InternalError "We encountered an internal error.
-            Please try again."; 400 RequestTimeout)
+  status    code=C s3code=NAME [retry_after=S | retry_after_date=S]: answer C
+            with an S3 <Error> XML body (AWS S3 error responses: 503 SlowDown
+            "Reduce your request rate", 500 InternalError "We encountered an
+            internal error. Please try again."; 400 RequestTimeout), and a
+            Retry-After in seconds or as an HTTP-date S seconds ahead (RFC
+            9110 10.2.3 allows both; proxies in front of a store send either)
   error200  CompleteMultipartUpload answers 200, sends blank lines, then an
             <Error> body and does NOT complete (AWS CompleteMultipartUpload
             docs: "a request could fail after the initial 200 OK response has
@@ -190,6 +192,8 @@ class H(BaseHTTPRequestHandler):
         hd = [('Content-Type', 'application/xml'), ('x-amz-request-id', '4442587FB7D0A2F9')]
         if 'retry_after' in (self.rule or {}):
             hd.append(('Retry-After', str(self.rule['retry_after'])))
+        if 'retry_after_date' in (self.rule or {}):
+            hd.append(('Retry-After', email.utils.formatdate(time.time() + float(self.rule['retry_after_date']), usegmt=True)))
         self.answer(code, body, hd)
 
     def etag_hdr(self, etag):
