@@ -988,11 +988,11 @@ static int follow(struct fg_s3 *s, struct req *r, struct fg_err *err)
 		y.url = loc;
 		y.headers = NULL;
 		if (r->x.headers) {
-			/* keep only Range */
+			/* keep only Range and Accept-Encoding */
 			struct curl_slist *h;
 
 			for (h = r->x.headers; h; h = h->next)
-				if (!strncasecmp(h->data, "range:", 6))
+				if (!strncasecmp(h->data, "range:", 6) || !strncasecmp(h->data, "accept-encoding:", 16))
 					y.headers = curl_slist_append(y.headers, h->data);
 		}
 		if (y.resp)
@@ -1099,6 +1099,9 @@ static int do_req(struct fg_s3 *s, struct req *r, struct fg_err *err)
 		for (i = 0; i < r->nh; i++)
 			ADDH("%s: %s", r->hdrs[i].name, r->hdrs[i].value);
 		ADDH("Authorization: %s", auth.data);
+		/* RFC 9110 12.5.3: without Accept-Encoding any coding is acceptable,
+		 * and a proxy or CDN may gzip a listing or an object's bytes */
+		ADDH("Accept-Encoding: identity");
 		ADDH("Expect:");
 		if (!strcmp(r->method, "POST") && !r->nh)
 			ADDH("Content-Type:");

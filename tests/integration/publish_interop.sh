@@ -3,7 +3,7 @@
 # MinIO, Ceph RGW, R2 or AWS itself may, not the way s3rver does
 # (tests/servers/s3faultd.py modes): 503 SlowDown / 500 InternalError / 400
 # RequestTimeout on parts and on complete, CompleteMultipartUpload answering
-# 200 with an <Error> body, Retry-After as an HTTP-date, a completed upload whose answer was lost, ETags
+# 200 with an <Error> body, Retry-After as an HTTP-date, gzip unasked, a completed upload whose answer was lost, ETags
 # unquoted, header names in lowercase, chunked answers, HEAD without
 # Content-Length, no 100-continue ever, listings in pages with XML entities
 # and encoding-type=url, a skewed server clock, 307 to another endpoint,
@@ -178,6 +178,16 @@ gap = rs[1]['time'] - rs[0]['time'] if len(rs) >= 2 and rs[0]['status'] == 503 e
 print('retried after %.2f s' % gap)
 sys.exit(0 if gap >= 1.9 else 1)" "$WORK/s3.log"
 same radate radate/f0 "$WORK/src/d/f0"
+
+# 12c. a proxy or CDN that gzips every 200 GET it may (RFC 9110 12.5.3: a
+# request without Accept-Encoding accepts any coding): the listing after the
+# publish, the --verify read-back and publish --get get the stored bytes
+rules '[{"fault":"gzip"}]'
+check "gzip unless asked for identity: publish --verify" pub gzip "$WORK/src/d" gzip
+rm -f "$WORK/out/got"
+check "  publish --get under gzip" "$FGPACK" publish --get "$T/gzip/f1" -o "$WORK/out/got" --endpoint "$EP"
+check "  the object as stored" cmp "$WORK/out/got" "$WORK/src/d/f1"
+check "  publish --ls under gzip lists every key" test "$("$FGPACK" publish --ls "$T/gzip/" --endpoint "$EP" 2>/dev/null | grep -c 'gzip/')" -ge 6
 
 # 13. https with a private CA (AWS_CA_BUNDLE as awscli reads it, or
 # SSL_CERT_FILE/CURL_CA_BUNDLE as pull does); a 307 from https to plain http

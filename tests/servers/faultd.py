@@ -57,7 +57,7 @@ import argparse, email.utils, fnmatch, gzip, json, os, re, socket, sys, threadin
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit, parse_qs, quote, unquote
 
-from rules import load_rules  # this folder: the script's own, first on sys.path
+from rules import gzip_ok, load_rules  # this folder: the script's own, first on sys.path
 
 ARGS = None
 COUNTS = {}
@@ -83,29 +83,6 @@ def pick_rule(path, query):
                 COUNTS[key] = n + 1
         return r
     return None
-
-
-def gzip_ok(accept):
-    """Whether an Accept-Encoding value (None: no header) lets the answer be
-    gzipped (RFC 9110 12.5.3): absent accepts anything; otherwise gzip, x-gzip
-    or * listed with a q above 0."""
-    if accept is None:
-        return True
-    q = {}
-    for item in accept.split(','):
-        parts = [x.strip() for x in item.split(';')]
-        if not parts[0]:
-            continue
-        w = 1.0
-        for pa in parts[1:]:
-            if pa.lower().startswith('q='):
-                try:
-                    w = float(pa[2:])
-                except ValueError:
-                    w = 0.0
-        q[parts[0].lower()] = w
-    w = q.get('gzip', q.get('x-gzip', q.get('*', 0.0)))
-    return w > 0
 
 
 class H(BaseHTTPRequestHandler):

@@ -47,6 +47,10 @@ the documented fact or known server behaviour it stands for:
             wants quotes, AWS sends them)
   chunked   every answer with a body sent with Transfer-Encoding: chunked, no
             Content-Length (nginx/Ceph RGW in front of listings)
+  gzip      every 200 GET (objects, listings) sent with Content-Encoding: gzip
+            unless the request's Accept-Encoding rules gzip out (RFC 9110
+            12.5.3: a request without the field accepts any coding; a proxy
+            or CDN in front of the store may compress so)
   headnolen HEAD without Content-Length (a proxy dropping it; HTTP/2 HEAD)
   no100     never answer Expect: 100-continue (many proxies and servers; curl
             then waits 1 s before sending the body)
@@ -69,18 +73,18 @@ only for status/error200/lost/skew/redirect/region.
 --tls CERT KEY serves the first --port over TLS (the others stay plain http).
 Every request is logged as one JSON line (method, op, path, query, port,
 status, expect, bytes, time) to --log before the body of the answer goes out."""
-import argparse, base64, fnmatch, hashlib, json, os, threading, time, email.utils
+import argparse, base64, fnmatch, gzip, hashlib, json, os, threading, time, email.utils
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit, parse_qs, quote, quote_plus, unquote
 
-from rules import load_rules  # this folder: the script's own, first on sys.path
+from rules import gzip_ok, load_rules  # this folder: the script's own, first on sys.path
 
 ARGS = None
 COUNTS = {}
 LOCK = threading.Lock()
 UPLOADS = {}   # upload id -> {'bucket', 'key', 'parts': {n: (etag, bytes)}}
 ETAGS = {}     # (bucket, key) -> ETag of a multipart object (md5 of the part md5s, "-N")
-GLOBAL = ('lower', 'unquoted', 'chunked', 'headnolen', 'no100', 'entities', 'nourlenc', 'close', 'v1list')
+GLOBAL = ('lower', 'unquoted', 'chunked', 'gzip', 'headnolen', 'no100', 'entities', 'nourlenc', 'close', 'v1list')
 
 
 
@@ -163,6 +167,11 @@ class H(BaseHTTPRequestHandler):
         return parts[2] if len(parts) >= 5 else None
 
     def answer(self, code, body=b'', headers=(), length=None):
+        if ('gzip' in self.flags() and body and self.command == 'GET' and code == 200 and
+                gzip_ok(self.headers.get('Accept-Encoding'))):
+            body = gzip.compress(body, mtime=0)
+            headers = list(headers) + [('Content-Encoding', 'gzip')]
+            length = None
         self.send_response(code)
         for k, v in headers:
             self.send_header(k, v)
