@@ -277,7 +277,7 @@ static int empty_416(const struct fg_http_resp *r)
 
 /* HEADs a plain URL (following redirects, never with the token): size,
  * ETag, Last-Modified and whether it serves byte ranges. A server that
- * refuses HEAD (405, 501) or answers it without Content-Length is asked for
+ * refuses HEAD (405, 501, 403) or answers it without Content-Length is asked for
  * byte 0 alone with a GET instead: a 206 gives the size in its Content-Range
  * total, a 200 (ranges ignored) in its Content-Length, a 416 an empty file. */
 static int probe_url(struct want *w, struct fg_http *h, const char *url, int ranges_only,
@@ -291,8 +291,12 @@ static int probe_url(struct want *w, struct fg_http *h, const char *url, int ran
 	fg_http_resp_init(&r);
 	rc = fg_http_head_anon(h, &r, url, w->what, err);
 	/* a HEAD refused, or answered without Content-Length (a server streaming
-	 * from a backend sends its 200s chunked): byte 0 alone says the size */
-	if ((rc && (r.status == 405 || r.status == 501)) ||
+	 * from a backend sends its 200s chunked): byte 0 alone says the size.
+	 * A 403 counts as a refusal of HEAD too: a URL presigned for GET (S3
+	 * query auth, where a redirect to a CDN often ends) signs the method,
+	 * so its HEAD is refused while its GET works; a URL that is truly
+	 * forbidden fails the GET as well, with that answer's error. */
+	if ((rc && (r.status == 405 || r.status == 501 || r.status == 403)) ||
 	    (!rc && (fg_http_resp_header(&r, "Content-Length", &v) || !v.len))) {
 		rc = fg_http_probe_get_anon(h, &r, url, w->what, err);
 		got = !rc;

@@ -252,6 +252,19 @@ check_grep "the size came from the Content-Length" '"size": 3158073' "$WORK/url2
 check_grep "the right sha256" "$big_sha" "$WORK/url2.lock"
 n_get=$(grep -c '"method": "GET"' "$WORK/f.log")
 [ "$n_get" -eq 2 ] && ok "one probe GET, then one GET for the whole file" || not_ok "one probe GET, then one GET for the whole file (got $n_get GETs)"
+# a URL redirecting to a CDN URL presigned for GET (S3 query auth signs the
+# method, so the CDN refuses a HEAD with 403 SignatureDoesNotMatch): the
+# GET of byte 0 sizes it (RFC 9110 9.3.2 wants HEAD answered as GET; a
+# presigned URL cannot)
+echo "[{\"match\": \"*\", \"fault\": \"redirect\", \"code\": 302, \"to\": \"http://127.0.0.1:$port2/cdn\"}]" >"$WORK/faults.json"
+echo '[{"match": "*", "fault": "nohead", "code": 403}]' >"$WORK/faults2.json"
+: >"$WORK/f2.log"
+check "HEAD refused with 403 behind a redirect (URL presigned for GET): lock" env FGPACK_HOME="$WORK/su4" "$FGPACK" lock "$WORK/url.json" -o "$WORK/url4.lock"
+check_grep "  the CDN refused the HEAD" '"method": "HEAD", .*"status": 403' "$WORK/f2.log"
+check_grep "  the size came from the Content-Range total" '"size": 3158073' "$WORK/url4.lock"
+check_grep "  the right sha256" "$big_sha" "$WORK/url4.lock"
+check "  --locked re-probes the same way and passes" env FGPACK_HOME="$WORK/su4" "$FGPACK" pull "$WORK/url.json" --lock "$WORK/url4.lock" --locked
+echo '[]' >"$WORK/faults2.json"
 # a server streaming from a backend: HEAD and 200 without Content-Length
 # (chunked), ranges answered as usual
 echo '[{"match": "*", "fault": "nolength"}]' >"$WORK/faults.json"

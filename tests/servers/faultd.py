@@ -26,7 +26,9 @@ per rule text until the server stops). KIND:
             total / Content-Length of a file replaced since it was listed)
   shrink    by=N: the file is N bytes shorter than it is (a range past its new
             end gets 416 with Content-Range: bytes */<new size>)
-  nohead    HEAD answers 405 (GET works)
+  nohead    HEAD answers 405 (GET works); code=403 answers 403 with S3's
+            SignatureDoesNotMatch instead, as a URL presigned for GET does
+            (SigV4 query auth signs the method: a HEAD of it is refused)
   nolength  HEAD and 200 answers carry no Content-Length (a 200's body is
             chunked), as a server streaming from a backend does; 206 as usual
   lower     every response header name in lowercase
@@ -137,6 +139,9 @@ class H(BaseHTTPRequestHandler):
         if kind == 'close':
             self.close_connection = True
         if kind == 'nohead' and head:
+            if int(rule.get('code', 405)) == 403:
+                return self.simple(403, b'', [('Content-Type', 'application/xml'),
+                                              ('x-amz-request-id', '4442587FB7D0A2F9')])
             return self.simple(405, b'', [('Allow', 'GET')])
         if kind == 'status':
             hd = []
