@@ -357,6 +357,13 @@ struct xfer {
 	int have_length;
 	unsigned long long range_total; /* N of Content-Range: bytes .../N */
 	int have_range_total;
+	unsigned long long range_start, range_end; /* S-E of Content-Range: bytes S-E/N */
+	int have_range;
+	/* a ranged GET: the first byte asked for; a 206 starting earlier has
+	 * the bytes before it dropped (skip), one starting later is an error */
+	int want_range;
+	unsigned long long want_start, skip;
+	int body_seen;
 	long long server_date;         /* Date, as time_t; -1 when absent */
 	long retry_after;
 	/* body read position */
@@ -418,6 +425,33 @@ static size_t write_cb(char *src, size_t size, size_t nmemb, void *ud)
 	struct xfer *x = ud;
 	size_t n = size * nmemb;
 
+	if (x->want_range && x->status == 206) {
+		/* RFC 9110 14.4: Content-Range says which bytes came, whatever was
+		 * asked (a CDN may start a range earlier, or cap it) */
+		if (!x->body_seen) {
+			x->body_seen = 1;
+			if (!x->have_range || x->range_start > x->want_start) {
+				if (x->have_range)
+					fg_err_set(&x->data_err, FG_EFORMAT,
+						   "the server sent bytes %llu-%llu, not from byte %llu as asked",
+						   x->range_start, x->range_end, x->want_start);
+				else
+					fg_err_set(&x->data_err, FG_EFORMAT,
+						   "a 206 without a Content-Range");
+				x->data_failed = 1;
+				return 0;
+			}
+			x->skip = x->want_start - x->range_start;
+		}
+		if (x->skip) {
+			size_t d = x->skip < n ? (size_t)x->skip : n;
+
+			x->skip -= d;
+			if (d == n)
+				return n;
+			return d + write_cb(src + d, 1, n - d, ud);
+		}
+	}
 	if (x->data_fn && x->status / 100 == 2) {
 		if (x->data_fn(x->data_user, src, n, &x->data_err)) {
 			x->data_failed = 1;
@@ -473,7 +507,9 @@ static size_t header_cb(char *line, size_t size, size_t nmemb, void *ud)
 
 		x->etag[0] = x->last_modified[0] = x->content_type[0] = x->location[0] = 0;
 		x->bucket_region[0] = 0;
-		x->have_length = x->have_range_total = 0;
+		x->have_length = x->have_range_total = x->have_range = 0;
+		x->body_seen = 0;
+		x->skip = 0;
 		x->server_date = -1;
 		x->retry_after = -1;
 		while (sp && sp < line + n && *sp == ' ')
@@ -513,11 +549,18 @@ static size_t header_cb(char *line, size_t size, size_t nmemb, void *ud)
 		x->have_length = fg_parse_u64(v, &x->content_length) == 0;
 	} else if (nl == 13 && !strncasecmp(line, "content-range", 13)) {
 		char v[96], *sl;
+		unsigned long long a, b, t;
+		int has_t;
 
 		copy_hval(v, sizeof(v), colon, n - nl - 1);
 		sl = strrchr(v, '/');
 		x->have_range_total = sl && !strncasecmp(v, "bytes ", 6) &&
 				      fg_parse_u64(sl + 1, &x->range_total) == 0;
+		if (!fg_http_content_range(v, strlen(v), &a, &b, &t, &has_t)) {
+			x->have_range = 1;
+			x->range_start = a;
+			x->range_end = b;
+		}
 	} else if (nl == 19 && !strncasecmp(line, "x-amz-bucket-region", 19)) {
 		copy_hval(x->bucket_region, sizeof(x->bucket_region), colon, n - nl - 1);
 	} else if (nl == 4 && !strncasecmp(line, "date", 4)) {
@@ -637,6 +680,8 @@ struct req {
 	fg_s3_data_fn data_fn;
 	void *data_user;
 	int error_in_200;                   /* a 2xx body may still be an <Error> */
+	int want_range;                     /* a ranged GET from want_start */
+	unsigned long long want_start;
 	/* results */
 	long status;
 	unsigned retries;
@@ -1072,6 +1117,8 @@ static int do_req(struct fg_s3 *s, struct req *r, struct fg_err *err)
 		r->x.body_len = r->body_len;
 		r->x.out_fd = r->out_fd;
 		r->x.out_off = r->out_off;
+		r->x.want_range = r->want_range;
+		r->x.want_start = r->want_start;
 		r->x.data_fn = r->data_fn;
 		r->x.data_user = r->data_user;
 		r->x.limit_rate = s->limit_rate;
@@ -1288,46 +1335,63 @@ int fg_s3_get(struct fg_s3 *s, const char *bucket, const char *key, unsigned lon
 	struct fg_sigv4_header h[1];
 	char range[64];
 	struct req r;
+	/* [at, end): what is still wanted; end 0: up to the object's end */
+	unsigned long long at = off, end = len ? off + len : 0, got, target;
 	int rc;
 
 	if ((rc = check_bucket(bucket, err)) || (rc = fg_s3_key_check(key, err)))
 		return rc;
-	req_init(&r, "GET", bucket, key);
-	if (off || len) {
-		if (len)
-			snprintf(range, sizeof(range), "bytes=%llu-%llu", off, off + len - 1);
-		else
-			snprintf(range, sizeof(range), "bytes=%llu-", off);
-		h[0].name = "Range";
-		h[0].value = range;
-		r.hdrs = h;
-		r.nh = 1;
-	}
-	r.out_fd = fd;
-	r.out_off = fd_off;
-	r.resp = fd >= 0 ? NULL : buf;
-	if (fd < 0 && buf) {
-		/* keep what the caller had: read into a side buffer, then append */
+	for (;;) {
 		struct fg_buf tmp = FG_BUF_INIT;
 
-		r.resp = &tmp;
+		req_init(&r, "GET", bucket, key);
+		if (off || len) {
+			if (end)
+				snprintf(range, sizeof(range), "bytes=%llu-%llu", at, end - 1);
+			else
+				snprintf(range, sizeof(range), "bytes=%llu-", at);
+			h[0].name = "Range";
+			h[0].value = range;
+			r.hdrs = h;
+			r.nh = 1;
+			r.want_range = 1;
+			r.want_start = at;
+		}
+		r.out_fd = fd;
+		r.out_off = fd_off + (at - off);
+		/* a caller's buffer keeps what it had: read into a side buffer, then append */
+		r.resp = fd < 0 && buf ? &tmp : NULL;
 		rc = do_req(s, &r, err);
-		if (!rc)
+		got = fd >= 0 ? r.x.out_written : tmp.len;
+		if (!rc && r.resp)
 			rc = fg_buf_append(buf, tmp.data ? tmp.data : "", tmp.len, err);
 		fg_buf_release(&tmp);
+		if (rc && r.x.data_failed)
+			fg_err_wrap(err, "s3 GET %s/%s", bucket, key);
 		if (rc)
 			return rc;
-	} else if ((rc = do_req(s, &r, err))) {
-		return rc;
+		if (r.status != 206) {
+			/* a 200 to a ranged GET is only right when it is exactly the bytes asked for */
+			if ((off || len) && !(at == 0 && r.status == 200 &&
+					      (!len || (r.x.have_length && r.x.content_length == len))))
+				return fg_err_set(err, FG_EFORMAT, "s3 GET %s/%s: range not honoured (HTTP %ld)",
+						  bucket, key, r.status);
+			if (r.x.have_length && fd >= 0 && r.x.out_written != r.x.content_length)
+				return fg_err_set(err, FG_ENET, "s3 GET %s/%s: short body", bucket, key);
+			return 0;
+		}
+		/* a 206: the bytes of its Content-Range from at on must all have come */
+		if (r.x.range_end < at || got != r.x.range_end + 1 - at)
+			return fg_err_set(err, FG_ENET, "s3 GET %s/%s: short body (bytes %llu-%llu)", bucket,
+					  key, r.x.range_start, r.x.range_end);
+		at += got;
+		target = end;
+		if (r.x.have_range_total && (!target || r.x.range_total < target))
+			target = r.x.range_total;
+		if (!target || at >= target)
+			return 0;
+		/* a shorter range than asked (a CDN capping ranges): the rest is asked for */
 	}
-	/* a 200 to a ranged GET is only right when it is exactly the bytes asked for */
-	if ((off || len) && r.status != 206 &&
-	    !(off == 0 && r.status == 200 && (!len || (r.x.have_length && r.x.content_length == len))))
-		return fg_err_set(err, FG_EFORMAT, "s3 GET %s/%s: range not honoured (HTTP %ld)", bucket,
-				  key, r.status);
-	if (r.x.have_length && fd >= 0 && r.x.out_written != r.x.content_length)
-		return fg_err_set(err, FG_ENET, "s3 GET %s/%s: short body", bucket, key);
-	return 0;
 }
 
 int fg_s3_get_stream(struct fg_s3 *s, const char *bucket, const char *key, fg_s3_data_fn fn,

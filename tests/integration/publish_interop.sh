@@ -3,7 +3,8 @@
 # MinIO, Ceph RGW, R2 or AWS itself may, not the way s3rver does
 # (tests/servers/s3faultd.py modes): 503 SlowDown / 500 InternalError / 400
 # RequestTimeout on parts and on complete, CompleteMultipartUpload answering
-# 200 with an <Error> body, Retry-After as an HTTP-date, gzip unasked, a completed upload whose answer was lost, ETags
+# 200 with an <Error> body, Retry-After as an HTTP-date, gzip unasked,
+# 206s of another range than asked, a completed upload whose answer was lost, ETags
 # unquoted, header names in lowercase, chunked answers, HEAD without
 # Content-Length, no 100-continue ever, listings in pages with XML entities
 # and encoding-type=url, a skewed server clock, 307 to another endpoint,
@@ -188,6 +189,26 @@ rm -f "$WORK/out/got"
 check "  publish --get under gzip" "$FGPACK" publish --get "$T/gzip/f1" -o "$WORK/out/got" --endpoint "$EP"
 check "  the object as stored" cmp "$WORK/out/got" "$WORK/src/d/f1"
 check "  publish --ls under gzip lists every key" test "$("$FGPACK" publish --ls "$T/gzip/" --endpoint "$EP" 2>/dev/null | grep -c 'gzip/')" -ge 6
+
+# 12d. publish --get --range through a store (or CDN) whose 206s carry
+# another range than asked: capped at 1 MB (the rest asked for again), or
+# starting 1000 bytes early (those dropped); Content-Range says which
+python3 -c "
+import sys
+d = open(sys.argv[1], 'rb').read()
+open(sys.argv[2], 'wb').write(d[1000:3001000])" "$WORK/src/big.bin" "$WORK/out/slice"
+getrange() {
+	rm -f "$WORK/out/got"
+	"$FGPACK" publish --get "$T/plain/big.bin" -o "$WORK/out/got" --range 1000-3000999 --endpoint "$EP"
+}
+rules '[{"op":"get","fault":"rangecap","cap":1000000}]'
+check "206s capped at 1 MB: publish --get --range" getrange
+check "  the bytes asked for" cmp "$WORK/out/got" "$WORK/out/slice"
+check "  the rest asked for twice more" test "$(count get 206)" = 3
+rules '[{"op":"get","fault":"rangeback","back":1000}]'
+check "a 206 starting 1000 bytes early: publish --get --range" getrange
+check "  the bytes asked for" cmp "$WORK/out/got" "$WORK/out/slice"
+rules '[]'
 
 # 13. https with a private CA (AWS_CA_BUNDLE as awscli reads it, or
 # SSL_CERT_FILE/CURL_CA_BUNDLE as pull does); a 307 from https to plain http

@@ -42,6 +42,11 @@ the documented fact or known server behaviour it stands for:
             region gets 400 AuthorizationHeaderMalformed naming R in <Region>
             (AWS S3 error codes; MinIO answers so too: "the region 'us-east-1'
             is wrong; expecting 'R'")
+  rangecap  cap=N: a ranged GET's 206 carries at most N bytes (a CDN in front
+            of the store capping ranges; RFC 9110 14.4: Content-Range says
+            which bytes came)
+  rangeback back=N: a ranged GET's 206 starts N bytes before the asked start
+            (its Content-Range says so)
   lower     every response header name in lowercase (what HTTP/2 gives)
   unquoted  ETags without their double quotes (some gateways; RFC 9110
             wants quotes, AWS sends them)
@@ -413,6 +418,10 @@ class H(BaseHTTPRequestHandler):
             b = min(int(b) if b else len(data) - 1, len(data) - 1)
             if a >= len(data):
                 return self.answer(416, b'', [('Content-Range', 'bytes */%d' % len(data))])
+            if kind == 'rangecap':
+                b = min(b, a + int(self.rule.get('cap', 1)) - 1)
+            elif kind == 'rangeback':
+                a = max(0, a - int(self.rule.get('back', 1)))
             hd.append(('Content-Range', 'bytes %d-%d/%d' % (a, b, len(data))))
             return self.answer(206, data[a:b + 1], hd)
         self.answer(200, data, hd)
