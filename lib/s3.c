@@ -926,26 +926,45 @@ static int xml_get(struct fg_buf *out, const char *xml, size_t n, const char *ta
 	return fg_buf_putc(out, 0, NULL) ? -1 : (out->len--, 0);
 }
 
-/* Whether an error answer says the request was signed for the wrong region
- * and names the right one (<Region>); region then holds it. */
-static int wrong_region(struct fg_buf *region, const struct fg_buf *b)
+/* A region name as S3 writes one ("eu-central-1", "garage"). */
+static int region_name_ok(const char *r, size_t n)
 {
-	struct fg_buf code = FG_BUF_INIT, r = FG_BUF_INIT;
-	int yes = 0;
 	size_t i;
 
-	if (b && b->data && !xml_get(&code, b->data, b->len, "Code") &&
-	    !strcmp(code.data, "AuthorizationHeaderMalformed") && !xml_get(&r, b->data, b->len, "Region") &&
-	    r.len > 0 && r.len < 64 && strcmp(r.data, region->data)) {
+	if (n == 0 || n >= 64)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((r[i] >= 'a' && r[i] <= 'z') || (r[i] >= '0' && r[i] <= '9') || r[i] == '-' ||
+		      r[i] == '_'))
+			return 0;
+	return 1;
+}
+
+/* Whether an error answer says the request was signed for the wrong region
+ * and names the right one; region then holds it. The name comes from
+ * <Region> of a 400 AuthorizationHeaderMalformed (AWS, MinIO), or from the
+ * x-amz-bucket-region header of a 301 PermanentRedirect without a
+ * Location (AWS's answer in another region) or of a 400 without a body (a
+ * HEAD's, which carries none), as botocore's S3RegionRedirector reads it. */
+static int wrong_region(struct fg_buf *region, const struct xfer *x)
+{
+	struct fg_buf code = FG_BUF_INIT, r = FG_BUF_INIT;
+	const struct fg_buf *b = x->resp;
+	int yes = 0, has_code;
+
+	has_code = b && b->data && !xml_get(&code, b->data, b->len, "Code");
+	if (x->status == 400 && has_code && !strcmp(code.data, "AuthorizationHeaderMalformed") &&
+	    !xml_get(&r, b->data, b->len, "Region"))
 		yes = 1;
-		for (i = 0; i < r.len; i++)
-			if (!((r.data[i] >= 'a' && r.data[i] <= 'z') || (r.data[i] >= '0' && r.data[i] <= '9') ||
-			      r.data[i] == '-' || r.data[i] == '_'))
-				yes = 0;
-		if (yes) {
-			fg_buf_reset(region);
-			yes = fg_buf_puts(region, r.data, NULL) == 0;
-		}
+	else if (((x->status == 301 && !x->location[0] && (!has_code || !strcmp(code.data, "PermanentRedirect"))) ||
+		  (x->status == 400 && !has_code)) &&
+		 x->bucket_region[0])
+		yes = !fg_buf_puts(&r, x->bucket_region, NULL);
+	if (yes)
+		yes = region_name_ok(r.data, r.len) && strcmp(r.data, region->data);
+	if (yes) {
+		fg_buf_reset(region);
+		yes = fg_buf_puts(region, r.data, NULL) == 0;
 	}
 	fg_buf_release(&code);
 	fg_buf_release(&r);
@@ -1213,10 +1232,12 @@ static int do_req(struct fg_s3 *s, struct req *r, struct fg_err *err)
 			fg_buf_release(&code);
 			goto out;
 		}
-		if (!rc && r->x.status == 400 && !region_fixed && wrong_region(&region, r->x.resp)) {
+		if (!rc && (r->x.status == 400 || r->x.status == 301) && !region_fixed &&
+		    wrong_region(&region, &r->x)) {
 			/* signed for another region than the server's (AWS and MinIO
-			 * name theirs in AuthorizationHeaderMalformed): signed again
-			 * for it, and so are the requests after this one */
+			 * name theirs in AuthorizationHeaderMalformed, AWS in
+			 * x-amz-bucket-region): signed again for it, and so are the
+			 * requests after this one */
 			region_fixed = 1;
 			pthread_mutex_lock(&s->mu);
 			if (strcmp(s->region, region.data)) {

@@ -9,7 +9,7 @@
 # Content-Length, no 100-continue ever, listings in pages with XML entities
 # and encoding-type=url, a skewed server clock, 307 to another endpoint,
 # connections closed after every answer, a bucket in another region than
-# signed for, https with a private CA, and a 307 from https to http. Each publish goes to a fresh prefix
+# signed for (400 naming it, or 301 PermanentRedirect with x-amz-bucket-region), https with a private CA, and a 307 from https to http. Each publish goes to a fresh prefix
 # and is read back with publish --get (and from the server's files), so a
 # wrong byte shows.
 . "$(dirname "$0")/../lib.sh"
@@ -166,6 +166,16 @@ import json, sys
 rs = [json.loads(l) for l in open(sys.argv[1])]
 print(sum(r['status'] == 400 for r in rs), all(r['region'] == 'eu-central-1' for r in rs if r['status'] != 400))" "$WORK/s3.log")" = "1 True"
 same region region/big.bin "$WORK/src/big.bin"
+# ... or 301 PermanentRedirect without a Location, the region only in
+# x-amz-bucket-region (AWS; botocore's S3RegionRedirector reads it there)
+rules '[{"fault":"region","name":"eu-central-1","style":"301"}]'
+check "wrong region, 301 PermanentRedirect: publish" pub region301 "$WORK/src/big.bin" region301
+check "  one 301, then every request signed for eu-central-1" test "$(python3 -c "
+import json, sys
+rs = [json.loads(l) for l in open(sys.argv[1])]
+print(sum(r['status'] == 301 for r in rs), all(r['region'] == 'eu-central-1' for r in rs if r['status'] != 301))" "$WORK/s3.log")" = "1 True"
+check "  publish --get in that region (fresh run): read back" "$FGPACK" publish --get "$T/region301/big.bin" -o "$WORK/out/r301" --endpoint "$EP"
+check "  the same bytes" cmp "$WORK/out/r301" "$WORK/src/big.bin"
 
 # 12b. 503 SlowDown with Retry-After as an HTTP-date 3 s ahead (RFC 9110
 # 10.2.3 allows it beside delay-seconds): the retry waits for that date,

@@ -41,7 +41,12 @@ the documented fact or known server behaviour it stands for:
   region    name=R: the bucket lives in region R; a request signed for another
             region gets 400 AuthorizationHeaderMalformed naming R in <Region>
             (AWS S3 error codes; MinIO answers so too: "the region 'us-east-1'
-            is wrong; expecting 'R'")
+            is wrong; expecting 'R'"), with x-amz-bucket-region: R (AWS);
+            style=301 answers 301 PermanentRedirect instead, without a
+            Location, R only in x-amz-bucket-region (AWS's answer to a
+            request at an endpoint of another region: "The bucket you are
+            attempting to access must be addressed using the specified
+            endpoint")
   rangecap  cap=N: a ranged GET's 206 carries at most N bytes (a CDN in front
             of the store capping ranges; RFC 9110 14.4: Content-Range says
             which bytes came)
@@ -200,10 +205,10 @@ class H(BaseHTTPRequestHandler):
         else:
             self.wfile.write(body)
 
-    def error(self, code, s3code, msg, extra=''):
+    def error(self, code, s3code, msg, extra='', headers=()):
         body = ('<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>%s</Code><Message>%s</Message>%s'
                 '<RequestId>4442587FB7D0A2F9</RequestId></Error>' % (s3code, esc(msg), extra)).encode()
-        hd = [('Content-Type', 'application/xml'), ('x-amz-request-id', '4442587FB7D0A2F9')]
+        hd = [('Content-Type', 'application/xml'), ('x-amz-request-id', '4442587FB7D0A2F9')] + list(headers)
         if 'retry_after' in (self.rule or {}):
             hd.append(('Retry-After', str(self.rule['retry_after'])))
         if 'retry_after_date' in (self.rule or {}):
@@ -278,9 +283,16 @@ class H(BaseHTTPRequestHandler):
                                   '<MaxAllowedSkewMilliseconds>900000</MaxAllowedSkewMilliseconds>' %
                                   (amz, time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now))))
         if kind == 'region' and self.signed_region() != self.rule['name']:
+            hd = [('x-amz-bucket-region', self.rule['name'])]
+            if self.rule.get('style') == '301':
+                return self.error(301, 'PermanentRedirect',
+                                  'The bucket you are attempting to access must be addressed using the specified '
+                                  'endpoint. Please send all future requests to this endpoint.',
+                                  '<Endpoint>s3.%s.amazonaws.com</Endpoint><Bucket>%s</Bucket>' %
+                                  (esc(self.rule['name']), esc(bucket)), hd)
             return self.error(400, 'AuthorizationHeaderMalformed',
                               "The authorization header is malformed; the region '%s' is wrong; expecting '%s'" %
-                              (self.signed_region(), self.rule['name']), '<Region>%s</Region>' % esc(self.rule['name']))
+                              (self.signed_region(), self.rule['name']), '<Region>%s</Region>' % esc(self.rule['name']), hd)
         if kind == 'status':
             code = int(self.rule.get('code', 503))
             s3code = self.rule.get('s3code', 'SlowDown' if code == 503 else 'InternalError')
