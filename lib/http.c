@@ -434,6 +434,16 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
 	}
 	if (!r->resp_ok)
 		return len; /* error bodies are dropped */
+	if (r->x.total && r->resp_off + len > r->x.total) {
+		/* more bytes than the file was listed with, in an answer that gave
+		 * no length beforehand (chunked, or ended by closing): hashing its
+		 * first bytes would pin a file that never existed */
+		r->user_rc = fg_err_set(&r->user_err, FG_EMISMATCH,
+					"%s: the remote file is now longer than the %llu bytes listed "
+					"(it changed; lock again)",
+					r->what, r->x.total);
+		return 0;
+	}
 	r->h->bytes_in += len;
 	if (r->resp_off < r->pos) {
 		unsigned long long d = r->pos - r->resp_off;

@@ -215,6 +215,10 @@ lock_case "Content-Range total says the file grew since the listing" "[{$R, \"fa
 	fail 3 "fetch WEIGHTS_BUCKET/model.safetensors: the remote file is now 3158083 bytes, 3158073 when listed \(it changed; lock again\)"
 lock_case "a 200 whose Content-Length says the file grew" "[{$R, \"fault\": \"grow\", \"by\": 10, \"norange\": 1}]" \
 	fail 3 "the remote file is now 3158083 bytes"
+# the same 200 sent chunked (no length beforehand): the bytes past the
+# listed size show it
+lock_case "a chunked 200 (no Content-Length) longer than listed" "[{$R, \"fault\": \"grow\", \"by\": 10, \"norange\": 1, \"nolength\": 1}]" \
+	fail 3 "fetch WEIGHTS_BUCKET/model.safetensors: the remote file is now longer than the 3158073 bytes listed \(it changed; lock again\)"
 
 # a renamed repo: the Hub answers a relative 307 to the new name; the commit
 # to pin is on the answer after it, not "main"

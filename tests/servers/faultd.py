@@ -48,7 +48,8 @@ per rule text until the server stops). KIND:
             URL with port 99999: no usable URL)
 Options for every kind: retry_after_date=S (with status) sends Retry-After as
 an HTTP date S seconds ahead, ratelimit=T (with status) the Hub's
-RateLimit: "resolvers";r=0;t=T; norange=1 ignores Range as norange does.
+RateLimit: "resolvers";r=0;t=T; norange=1 ignores Range as norange does;
+nolength=1 sends 200s chunked as nolength does (with grow: the longer body).
 --prefix /P serves the whole site below /P (an HF_ENDPOINT with a path).
 Every request is logged as one JSON line (method, path, range, status, bytes, auth, time)
 to --log, so tests can count requests and see where a token went. The line is
@@ -290,7 +291,7 @@ class H(BaseHTTPRequestHandler):
         for k, v in extra.items():
             self.send_header(k, v)
         self.send_header('Accept-Ranges', 'bytes')
-        chunked = kind == 'nolength' and code == 200
+        chunked = (kind == 'nolength' or (rule or {}).get('nolength')) and code == 200
         if chunked:
             self.send_header('Transfer-Encoding', 'chunked')
         else:
@@ -310,6 +311,8 @@ class H(BaseHTTPRequestHandler):
                     if not b:
                         break
                     self.wfile.write(b'%x\r\n%s\r\n' % (len(b), b))
+            if kind == 'grow':
+                self.wfile.write(b'%x\r\n%s\r\n' % (total - size, b'\0' * (total - size)))
             self.wfile.write(b'0\r\n\r\n')
             return
         limit = length
