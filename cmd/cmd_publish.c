@@ -728,16 +728,22 @@ int cmd_publish(int argc, char **argv)
 			for (j = 0; j < l.n; j++)
 				if (!strcmp(l.items[j].key, plan.v[k].key))
 					break;
-			if (j == l.n)
-				rc = fg_err_set(&err, FG_EMISMATCH, "%s: not in the bucket listing after upload",
-						plan.v[k].key);
-			else if (l.items[j].size != plan.v[k].size)
+			/* a key missing from the listing is asked for by HEAD: a store
+			 * whose listings are eventually consistent (Swift's S3 API, AWS
+			 * before 2020) lists a new object late, while GET and HEAD of
+			 * it already find it */
+			if (j < l.n && l.items[j].size != plan.v[k].size)
 				rc = fg_err_set(&err, FG_EMISMATCH, "%s: listed with %llu bytes, uploaded %llu",
 						plan.v[k].key, l.items[j].size, plan.v[k].size);
-			else if (!(rc = fg_s3_head(s3, &o, ref->name, plan.v[k].key, &err)) &&
-				 o.size != plan.v[k].size)
+			else if ((rc = fg_s3_head(s3, &o, ref->name, plan.v[k].key, &err))) {
+				if (j == l.n && rc == FG_ENOTFOUND)
+					rc = fg_err_set(&err, FG_EMISMATCH,
+							"%s: not in the bucket listing after upload, nor found by HEAD",
+							plan.v[k].key);
+			} else if (o.size != plan.v[k].size) {
 				rc = fg_err_set(&err, FG_EMISMATCH, "%s: HEAD says %llu bytes, uploaded %llu",
 						plan.v[k].key, o.size, plan.v[k].size);
+			}
 		}
 		fg_s3_list_clear(&l);
 		if (rc)

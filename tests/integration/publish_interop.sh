@@ -4,7 +4,7 @@
 # (tests/servers/s3faultd.py modes): 503 SlowDown / 500 InternalError / 400
 # RequestTimeout on parts and on complete, CompleteMultipartUpload answering
 # 200 with an <Error> body, Retry-After as an HTTP-date, gzip unasked,
-# 206s of another range than asked, a completed upload whose answer was lost, ETags
+# 206s of another range than asked, listings that lag behind writes, a completed upload whose answer was lost, ETags
 # unquoted, header names in lowercase, chunked answers, HEAD without
 # Content-Length, no 100-continue ever, listings in pages with XML entities
 # and encoding-type=url, a skewed server clock, 307 to another endpoint,
@@ -219,6 +219,14 @@ rules '[{"op":"get","fault":"rangeback","back":1000}]'
 check "a 206 starting 1000 bytes early: publish --get --range" getrange
 check "  the bytes asked for" cmp "$WORK/out/got" "$WORK/out/slice"
 rules '[]'
+
+# 12e. a store whose listings lag (eventually consistent: new objects listed
+# 30 s late, GET and HEAD find them at once): the check after the upload
+# asks HEAD for a key the listing does not show yet
+rules '[{"fault":"listlag"}]'
+check "listings 30 s late: publish --verify" pub lag "$WORK/src/d" lag
+check "  each key found by HEAD" test "$(count head 200)" -ge 6
+same listlag "lag/a&b <c>.txt" "$WORK/src/d/a&b <c>.txt"
 
 # 13. https with a private CA (AWS_CA_BUNDLE as awscli reads it, or
 # SSL_CERT_FILE/CURL_CA_BUNDLE as pull does); a 307 from https to plain http

@@ -73,6 +73,12 @@ the documented fact or known server behaviour it stands for:
             which botocore decodes with unquote_plus). A key holding a
             character XML 1.0 cannot carry is then written as it is.
   close     close the connection after every answer (keep-alive dropped)
+  listlag   listings leave out objects written in the last 30 s, while GET
+            and HEAD find them (a store whose listings are eventually
+            consistent: OpenStack Swift's S3 API, AWS S3 before December
+            2020: "a process writes a new object ... and immediately lists
+            keys within its bucket. Until the change is fully propagated,
+            the object might not appear in the list")
   v1list    answer every listing as ListObjects version 1 (list-type=2
             ignored, as a server that only has v1 does): pages by `marker`
             (keys after it), <Marker> echoed, no KeyCount and no continuation
@@ -94,7 +100,7 @@ COUNTS = {}
 LOCK = threading.Lock()
 UPLOADS = {}   # upload id -> {'bucket', 'key', 'parts': {n: (etag, bytes)}}
 ETAGS = {}     # (bucket, key) -> ETag of a multipart object (md5 of the part md5s, "-N")
-GLOBAL = ('lower', 'unquoted', 'chunked', 'gzip', 'headnolen', 'no100', 'entities', 'nourlenc', 'close', 'v1list')
+GLOBAL = ('lower', 'unquoted', 'chunked', 'gzip', 'listlag', 'headnolen', 'no100', 'entities', 'nourlenc', 'close', 'v1list')
 
 
 
@@ -443,6 +449,8 @@ class H(BaseHTTPRequestHandler):
         maxk = int(q.get('max-keys') or 1000)
         d = os.path.join(ARGS.root, bucket)
         keys = sorted(k for k in (unquote(n) for n in os.listdir(d)) if k.startswith(prefix))
+        if 'listlag' in self.flags():
+            keys = [k for k in keys if time.time() - os.path.getmtime(objfile(bucket, k)) > 30]
         start = ''
         v1 = 'v1list' in self.flags()
         tok = None if v1 else q.get('continuation-token')
