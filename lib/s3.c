@@ -1037,18 +1037,49 @@ static int http_fail(struct fg_s3 *s, struct req *r, struct fg_buf *body, struct
 	return rc;
 }
 
+/* A Location resolved against the URL that answered it (RFC 9110 10.2.2:
+ * a relative reference is allowed) into out (cap bytes); an absolute http(s)
+ * one is kept byte for byte (a presigned URL's signature covers its
+ * encoding). 0, or -1 when it is no http(s) URL or too long. */
+static int resolve_location(char *out, size_t cap, const char *base, const char *loc)
+{
+	CURLU *u;
+	char *abs = NULL;
+	int rc = -1;
+
+	if (!strncmp(loc, "http://", 7) || !strncmp(loc, "https://", 8)) {
+		if (strlen(loc) >= cap)
+			return -1;
+		memcpy(out, loc, strlen(loc) + 1);
+		return 0;
+	}
+	u = curl_url();
+	if (u && !curl_url_set(u, CURLUPART_URL, base, 0) && !curl_url_set(u, CURLUPART_URL, loc, 0) &&
+	    !curl_url_get(u, CURLUPART_URL, &abs, 0) && strlen(abs) < cap &&
+	    (!strncmp(abs, "http://", 7) || !strncmp(abs, "https://", 8))) {
+		memcpy(out, abs, strlen(abs) + 1);
+		rc = 0;
+	}
+	curl_free(abs);
+	curl_url_cleanup(u);
+	return rc;
+}
+
 /* Follows a redirect of a GET/HEAD: no signing headers go to the new place. */
 static int follow(struct fg_s3 *s, struct req *r, struct fg_err *err)
 {
 	struct xfer y = r->x;
-	char loc[sizeof(r->x.location)];
+	char loc[sizeof(r->x.location)], base[sizeof(r->x.location)];
 	int hops, rc = 0;
 
+	if (strlen(r->x.url) >= sizeof(base))
+		return fg_err_set(err, FG_EINVAL, "s3 %s: URL too long", r->method);
+	memcpy(base, r->x.url, strlen(r->x.url) + 1);
 	for (hops = 0; hops < 5; hops++) {
-		memcpy(loc, y.location, sizeof(loc));
-		if (strncmp(loc, "http://", 7) && strncmp(loc, "https://", 8))
-			return fg_err_set(err, FG_ENET, "s3 %s: redirect to a non-http location",
+		if (resolve_location(loc, sizeof(loc), base, y.location))
+			return fg_err_set(err, FG_EFORMAT, "s3 %s: redirect to a non-http location",
 					  r->method);
+		memcpy(base, loc, strlen(loc) + 1);
 		y.url = loc;
 		y.headers = NULL;
 		if (r->x.headers) {

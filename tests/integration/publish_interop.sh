@@ -4,7 +4,8 @@
 # (tests/servers/s3faultd.py modes): 503 SlowDown / 500 InternalError / 400
 # RequestTimeout on parts and on complete, CompleteMultipartUpload answering
 # 200 with an <Error> body, Retry-After as an HTTP-date, gzip unasked,
-# 206s of another range than asked, listings that lag behind writes, a completed upload whose answer was lost, ETags
+# 206s of another range than asked, listings that lag behind writes, a
+# relative Location on GetObject, a completed upload whose answer was lost, ETags
 # unquoted, header names in lowercase, chunked answers, HEAD without
 # Content-Length, no 100-continue ever, listings in pages with XML entities
 # and encoding-type=url, a skewed server clock, 307 to another endpoint,
@@ -227,6 +228,16 @@ rules '[{"fault":"listlag"}]'
 check "listings 30 s late: publish --verify" pub lag "$WORK/src/d" lag
 check "  each key found by HEAD" test "$(count head 200)" -ge 6
 same listlag "lag/a&b <c>.txt" "$WORK/src/d/a&b <c>.txt"
+
+# 12f. GetObject answered with a 302 whose Location is relative (a gateway
+# handing it to a CDN path on its own host; RFC 9110 10.2.2 allows a
+# relative reference): followed, unsigned, like an absolute one
+rules '[{"op":"get","fault":"redirect","cdn":1}]'
+rm -f "$WORK/out/got"
+check "GET answered with a relative 302: publish --get" "$FGPACK" publish --get "$T/plain/big.bin" -o "$WORK/out/got" --endpoint "$EP"
+check "  the object" cmp "$WORK/out/got" "$WORK/src/big.bin"
+check "  served from the CDN path" test "$(count cdn 200)" = 1
+rules '[]'
 
 # 13. https with a private CA (AWS_CA_BUNDLE as awscli reads it, or
 # SSL_CERT_FILE/CURL_CA_BUNDLE as pull does); a 307 from https to plain http

@@ -37,7 +37,11 @@ the documented fact or known server behaviour it stands for:
   redirect  to=URL [code=307]: answer 307 TemporaryRedirect with Location =
             URL + the original path and query, and x-amz-bucket-region
             (AWS: a request sent to the wrong regional endpoint; the client
-            must re-send the body to the new endpoint)
+            must re-send the body to the new endpoint); cdn=1 (GET) answers
+            302 with a RELATIVE Location, /_cdn/<bucket>/<key>?sig=..., which
+            this server then serves without Authorization (a gateway handing
+            a GetObject to a CDN path on its own host; RFC 9110 10.2.2: a
+            Location may be a relative reference)
   region    name=R: the bucket lives in region R; a request signed for another
             region gets 400 AuthorizationHeaderMalformed naming R in <Region>
             (AWS S3 error codes; MinIO answers so too: "the region 'us-east-1'
@@ -256,6 +260,14 @@ class H(BaseHTTPRequestHandler):
         q = {k: v[0] for k, v in parse_qs(u.query, keep_blank_values=True).items()}
         parts = unquote(u.path).lstrip('/').split('/', 1)
         bucket, key = parts[0], (parts[1] if len(parts) > 1 else None)
+        if bucket == '_cdn' and key and self.command in ('GET', 'HEAD'):
+            # the "CDN" path a cdn=1 redirect points to: no signature needed
+            b2, _, k2 = key.partition('/')
+            self.op, self.rule = 'cdn', None
+            st = self.stat(b2, k2)
+            if not st or 'sig' not in q:
+                return self.error(403, 'AccessDenied', 'Access Denied')
+            return self.answer(200, st[0], [('ETag', '"%s"' % st[1])])
         m = self.command
         op = {'GET': 'list' if key is None else 'get', 'HEAD': 'head', 'DELETE': 'abort' if 'uploadId' in q else 'delete',
               'POST': 'create' if 'uploads' in q else 'complete',
@@ -305,6 +317,8 @@ class H(BaseHTTPRequestHandler):
             msg = {'SlowDown': 'Please reduce your request rate.',
                    'InternalError': 'We encountered an internal error. Please try again.'}.get(s3code, s3code)
             return self.error(code, s3code, msg)
+        if kind == 'redirect' and self.rule.get('cdn'):
+            return self.answer(302, b'', [('Location', '/_cdn/%s/%s?sig=abc' % (quote(bucket), quote(key or '')))])
         if kind == 'redirect':
             loc = self.rule['to'].rstrip('/') + self.path
             return self.answer(int(self.rule.get('code', 307)),
