@@ -790,8 +790,11 @@ static int on_model_member(struct jcur *c, const char *key, size_t klen, void *c
 	}
 	if (!strcmp(key, "merges")) {
 		l->saw_merges = 1;
-		if ((rc = jexpect(c, '[')))
-			return rc;
+		jws(c);
+		if (c->p >= c->end || *c->p != '[')
+			return fg_err_set(c->err, FG_EFORMAT, "%s: model.merges: expected a list of merges at byte %zu",
+					  c->what, (size_t)(c->p - c->s));
+		c->p++;
 		jws(c);
 		if (c->p < c->end && *c->p == ']') {
 			c->p++;

@@ -345,6 +345,11 @@ int main(void)
 	} else {
 		ok(0, "Strip decoder fixture loads (%s)", err.msg);
 	}
+	t2 = NULL;
+	rc = load_inline(&t2, "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":null}}", &err);
+	ok(rc == FG_EFORMAT && strstr(err.msg, "model.merges: expected a list of merges"),
+	   "merges null: refused naming model.merges (%s)", err.msg);
+	fg_tokenizer_free(t2);
 	rc = load_inline(&t2, "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[]}}", &err);
 	if (!rc) {
 		static const int32_t ids[] = { 0, 1, 0 };
