@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "json.h"
+#include "version.h"
 
 struct job {
 	pthread_cond_t cv;
@@ -1830,19 +1831,45 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 		cJSON_Delete(r);
 		return ret;
 	}
-	if (!strcmp(url, "/v1/models")) {
-		cJSON *r = cJSON_CreateObject(), *d = cJSON_AddArrayToObject(r, "data"),
-		      *m = cJSON_CreateObject();
+	/* OpenAI's list and retrieve (/v1/models/<id>: the served model, else
+	 * 404 as OpenAI answers an unknown id) */
+	if (!strcmp(url, "/v1/models") || !strncmp(url, "/v1/models/", 11)) {
+		cJSON *r = cJSON_CreateObject(), *m = cJSON_CreateObject();
 		enum MHD_Result ret;
 
-		cJSON_AddStringToObject(r, "object", "list");
+		if (url[10] == '/' && strcmp(url + 11, s->o.model_name)) {
+			cJSON_Delete(r);
+			cJSON_Delete(m);
+			return send_error(c, MHD_HTTP_NOT_FOUND, "invalid_request_error", "model",
+					  "the model '%s' does not exist (this server serves '%s')", url + 11,
+					  s->o.model_name);
+		}
 		cJSON_AddStringToObject(m, "id", s->o.model_name);
 		cJSON_AddStringToObject(m, "object", "model");
 		cJSON_AddNumberToObject(m, "created", 0);
 		cJSON_AddStringToObject(m, "owned_by", "fgpack");
 		cJSON_AddNumberToObject(m, "max_model_len", fg_engine_max_seq(s->e));
 		add_bundle(m, s);
-		cJSON_AddItemToArray(d, m);
+		if (url[10] == '/') {
+			cJSON_Delete(r);
+			r = m;
+		} else {
+			cJSON_AddStringToObject(r, "object", "list");
+			cJSON_AddItemToArray(cJSON_AddArrayToObject(r, "data"), m);
+		}
+		ret = send_json(c, MHD_HTTP_OK, r);
+		cJSON_Delete(r);
+		return ret;
+	}
+	/* vLLM's /version and /ping (what its deployments probe) */
+	if (!strcmp(url, "/version") || !strcmp(url, "/ping")) {
+		cJSON *r = cJSON_CreateObject();
+		enum MHD_Result ret;
+
+		if (url[1] == 'v') {
+			cJSON_AddStringToObject(r, "version", FG_VERSION);
+			cJSON_AddStringToObject(r, "build", fg_build_id);
+		}
 		ret = send_json(c, MHD_HTTP_OK, r);
 		cJSON_Delete(r);
 		return ret;

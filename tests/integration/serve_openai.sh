@@ -436,6 +436,22 @@ for bad in 'tokenize {}' 'tokenize {"prompt":5}' 'tokenize {"prompt":"x","add_sp
 	check "/$bad: 400" [ "$(curl -s -o /dev/null -w '%{http_code}' "$B/$path" -d "${bad#* }")" = 400 ]
 done
 check "GET /tokenize: 405" [ "$(curl -s -o /dev/null -w '%{http_code}' "$B/tokenize")" = 405 ]
+check "/v1/models/<id>: the served model, as in the list; another id: 404 naming model; /version and /ping: 200" python3 - "$B" <<'EOF2'
+import json, sys, urllib.request, urllib.error
+base = sys.argv[1]
+lst = json.load(urllib.request.urlopen(base + "/v1/models"))
+m = lst["data"][0]
+one = json.load(urllib.request.urlopen(base + "/v1/models/" + urllib.request.quote(m["id"])))
+assert one == m, (one, m)
+try:
+    urllib.request.urlopen(base + "/v1/models/not-" + m["id"])
+    raise AssertionError("no 404")
+except urllib.error.HTTPError as e:
+    assert e.code == 404 and json.load(e)["error"]["param"] == "model"
+v = json.load(urllib.request.urlopen(base + "/version"))
+assert v["version"] and v["build"], v
+assert urllib.request.urlopen(base + "/ping").status == 200
+EOF2
 check "stream_options without stream: 400 naming it" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[2],\"stream_options\":{\"include_usage\":true}}')\" = 400 ] && grep -q '\"param\":\"stream_options\"' '$WORK/body'"
 check "stream_options of a bad type: 400" [ "$(curl -s -o /dev/null -w '%{http_code}' "$B/v1/completions" -d '{"prompt":[2],"stream":true,"stream_options":{"include_usage":"yes"}}')" = 400 ]
 check "skip_special_tokens of a bad type: 400 naming it" sh -c "[ \"\$(curl -s -o '$WORK/body' -w '%{http_code}' '$B/v1/completions' -d '{\"prompt\":[2],\"skip_special_tokens\":1}')\" = 400 ] && grep -q '\"param\":\"skip_special_tokens\"' '$WORK/body'"
