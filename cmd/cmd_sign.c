@@ -12,8 +12,8 @@
 static const char usage_text[] =
 	"usage: fgpack sign --key KEY.pem [-o SIG] [--name NAME] PATH...\n"
 	"\n"
-	"Signs each PATH with an ECDSA P-256 private key and writes PATH.sig (or -o SIG\n"
-	"for one PATH): a Sigstore bundle holding a DSSE envelope.\n"
+	"Signs each PATH with an ECDSA P-256, P-384 or P-521 private key and writes\n"
+	"PATH.sig (or -o SIG for one PATH): a Sigstore bundle holding a DSSE envelope.\n"
 	"  - a folder, a file or a bundle (.fgb): an in-toto Statement with the OpenSSF\n"
 	"    model signing v1.0 predicate (every file's sha256; the subject is NAME,\n"
 	"    default the base name, with a sha256 over all file digests). In a folder,\n"

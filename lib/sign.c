@@ -1,4 +1,4 @@
-/* sign.c - ECDSA P-256 keys (libcrypto), DSSE envelopes in Sigstore bundles,
+/* sign.c - ECDSA P-256/384/521 keys (libcrypto), DSSE envelopes in Sigstore bundles,
  * and OpenSSF model signing 1.0 statements (hashing, writing, parsing,
  * comparing). Layout of the files: docs/formats/signing.md. */
 #include "sign.h"
@@ -41,18 +41,40 @@ static int ossl_fail(struct fg_err *err, int code, const char *what)
 
 /* ---- keys ---------------------------------------------------------------- */
 
-static int check_p256(EVP_PKEY *pk, struct fg_err *err)
+/* The curves OMS key mode accepts (model_signing's sign_ec_key.py), each with
+ * the hash it signs with: P-384 signs SHA-384 and P-521 SHA-512, so a
+ * verifier that always hashed SHA-256 would refuse their signatures. */
+static const struct {
+	const char *name, *alias;
+	const EVP_MD *(*md)(void);
+} curves[] = {
+	{ "prime256v1", "P-256", EVP_sha256 },
+	{ "secp384r1", "P-384", EVP_sha384 },
+	{ "secp521r1", "P-521", EVP_sha512 },
+};
+
+static int curve_of(EVP_PKEY *pk, struct fg_err *err)
 {
 	char name[64];
-	size_t nl = 0;
+	size_t nl = 0, i;
 
 	if (EVP_PKEY_get_base_id(pk) != EVP_PKEY_EC)
-		return fg_err_set(err, FG_EUNSUPPORTED, "not an elliptic-curve key (ECDSA P-256 wanted)");
-	if (EVP_PKEY_get_group_name(pk, name, sizeof(name), &nl) != 1 ||
-	    (strcmp(name, "prime256v1") && strcmp(name, "P-256") && strcmp(name, "secp256r1")))
-		return fg_err_set(err, FG_EUNSUPPORTED, "key is on curve %s, not P-256",
-				  nl ? name : "(unknown)");
-	return 0;
+		return fg_err_set(err, FG_EUNSUPPORTED,
+				  "not an elliptic-curve key (ECDSA P-256, P-384 or P-521 wanted)");
+	if (EVP_PKEY_get_group_name(pk, name, sizeof(name), &nl) == 1)
+		for (i = 0; i < sizeof(curves) / sizeof(curves[0]); i++)
+			if (!strcmp(name, curves[i].name) || !strcmp(name, curves[i].alias))
+				return (int)i;
+	return fg_err_set(err, FG_EUNSUPPORTED, "key is on curve %s, not P-256, P-384 or P-521",
+			  nl ? name : "(unknown)");
+}
+
+/* The digest ECDSA uses with k's curve (checked when the key was loaded). */
+static const EVP_MD *key_md(const struct fg_sign_key *k)
+{
+	int c = curve_of(k->pk, NULL);
+
+	return c < 0 ? EVP_sha256() : curves[c].md();
 }
 
 int fg_sign_keygen(struct fg_sign_key **out, struct fg_err *err)
@@ -117,7 +139,7 @@ int fg_sign_key_load(struct fg_sign_key **out, const char *path, struct fg_err *
 		fg_err_wrap(err, "%s", path);
 		return rc;
 	}
-	if ((rc = check_p256(k->pk, err))) {
+	if ((rc = curve_of(k->pk, err)) < 0) {
 		fg_sign_key_free(k);
 		fg_err_wrap(err, "%s", path);
 		return rc;
@@ -273,7 +295,7 @@ int fg_sign_bundle(struct fg_buf *out, const struct fg_sign_key *k, const char *
 		   const void *payload, size_t len, struct fg_err *err)
 {
 	struct fg_buf pae = FG_BUF_INIT, b64 = FG_BUF_INIT, sigb64 = FG_BUF_INIT;
-	unsigned char sig[128];
+	unsigned char sig[160]; /* DER ECDSA: at most 139 bytes on P-521 */
 	size_t siglen = sizeof(sig);
 	char fp[FG_SHA256_HEX_LEN + 1];
 	EVP_MD_CTX *ctx = NULL;
@@ -286,7 +308,7 @@ int fg_sign_bundle(struct fg_buf *out, const struct fg_sign_key *k, const char *
 	    (rc = fg_sign_key_fingerprint(fp, k, err)))
 		goto out;
 	ctx = EVP_MD_CTX_new();
-	if (!ctx || EVP_DigestSignInit(ctx, NULL, EVP_sha256(), NULL, k->pk) != 1 ||
+	if (!ctx || EVP_DigestSignInit(ctx, NULL, key_md(k), NULL, k->pk) != 1 ||
 	    EVP_DigestSign(ctx, sig, &siglen, (unsigned char *)pae.data, pae.len) != 1) {
 		rc = ossl_fail(err, FG_EIO, "ECDSA sign");
 		goto out;
@@ -407,7 +429,7 @@ int fg_sign_open(struct fg_buf *payload, struct fg_buf *payload_type,
 		tried++;
 		EVP_MD_CTX_free(ctx);
 		ctx = EVP_MD_CTX_new();
-		if (ctx && EVP_DigestVerifyInit(ctx, NULL, EVP_sha256(), NULL, k->pk) == 1 &&
+		if (ctx && EVP_DigestVerifyInit(ctx, NULL, key_md(k), NULL, k->pk) == 1 &&
 		    EVP_DigestVerify(ctx, (unsigned char *)sig.data, sig.len, (unsigned char *)pae.data,
 				     pae.len) == 1) {
 			good = 1;

@@ -1,4 +1,4 @@
-/* sign.h - ECDSA P-256 keys, DSSE envelopes and OpenSSF model signing (OMS
+/* sign.h - ECDSA P-256/P-384/P-521 keys, DSSE envelopes and OpenSSF model signing (OMS
  * 1.0) statements: what `fgpack keygen`, `sign` and `verify-sig` are made of.
  *
  * A signature file is a Sigstore bundle (JSON) as written by the OMS
@@ -6,8 +6,9 @@
  *   {"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
  *    "verificationMaterial": {"publicKey": {"hint": <key fingerprint>}, "tlogEntries": []},
  *    "dsseEnvelope": {"payload": b64(statement), "payloadType": "application/vnd.in-toto+json",
- *                     "signatures": [{"keyid": "", "sig": b64(DER ECDSA-SHA256 over PAE)}]}}
- * A bare DSSE envelope {"payload","payloadType","signatures"} is accepted too.
+ *                     "signatures": [{"keyid": "", "sig": b64(DER ECDSA over PAE)}]}}
+ * ECDSA hashes with SHA-256 on P-256, SHA-384 on P-384, SHA-512 on P-521, as
+ * model_signing does. A bare DSSE envelope {"payload","payloadType","signatures"} is accepted too.
  * The key fingerprint is the sha256 (hex) of the public key's PEM
  * SubjectPublicKeyInfo text, as OMS computes its hint. The statement format
  * is in docs/formats/signing.md. Verification checks the signature before it
@@ -26,13 +27,14 @@
 #define FG_SIGN_STATEMENT_TYPE "https://in-toto.io/Statement/v1"
 #define FG_SIGN_OMS_PREDICATE "https://model_signing/signature/v1.0"
 
-struct fg_sign_key; /* opaque: a P-256 private key, or only a public key */
+struct fg_sign_key; /* opaque: a P-256/384/521 private key, or only a public key */
 
 /* A fresh P-256 key pair. */
 int fg_sign_keygen(struct fg_sign_key **out, struct fg_err *err);
 /* Loads a PEM private key (PKCS#8 or SEC1 "EC PRIVATE KEY", as `openssl
  * ecparam -name prime256v1 -genkey` writes, parameter blocks skipped) or a
- * PEM public key. Other curves and key types are refused. */
+ * PEM public key, on P-256, P-384 or P-521. Other curves and key types are
+ * refused. */
 int fg_sign_key_load(struct fg_sign_key **out, const char *path, struct fg_err *err);
 void fg_sign_key_free(struct fg_sign_key *k);
 int fg_sign_key_is_private(const struct fg_sign_key *k);

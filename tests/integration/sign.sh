@@ -118,6 +118,29 @@ check_exit "ed25519 key refused" 1 "$FGPACK" sign --key ed.pem model
 check_grep "says which curve" "not an elliptic-curve key|P-256" "$WORK/.out"
 check_exit "a public key cannot sign" 1 "$FGPACK" sign --key key.pub.pem model
 
+# P-384 and P-521 keys (OMS key mode accepts them): model_signing signs with
+# SHA-384 and SHA-512 on them; fgpack verifies those and signs the same way
+OMS_SIGN="python3 $TOP/tests/integration/oms_sign.py"
+for c in 384 521; do
+	openssl ecparam -name secp${c}r1 -genkey -noout -out p$c.pem 2>/dev/null
+	openssl pkey -in p$c.pem -pubout -out p$c.pub.pem
+	case $c in 384) h=sha384 ;; *) h=sha512 ;; esac
+	$OMS_SIGN p$c.pem model oms$c.sig
+	check "P-$c: a model_signing-style signature verifies" "$FGPACK" verify-sig --key p$c.pub.pem --sig oms$c.sig model
+	check "P-$c: fgpack signs" "$FGPACK" sign --key p$c.pem -o fg$c.sig model
+	check "P-$c: and verifies its own" "$FGPACK" verify-sig --key p$c.pub.pem --sig fg$c.sig model
+	python3 -c 'import base64, json, sys
+b = json.load(open(sys.argv[1]))["dsseEnvelope"]
+body = base64.b64decode(b["payload"]); t = b["payloadType"].encode()
+open("pae.bin", "wb").write(b"DSSEv1 %d %s %d %s" % (len(t), t, len(body), body))
+open("sig.der", "wb").write(base64.b64decode(b["signatures"][0]["sig"]))' fg$c.sig
+	check "P-$c: openssl verifies fgpack's signature with $h" openssl dgst -$h -verify p$c.pub.pem -signature sig.der pae.bin
+	check_exit "P-$c: a changed file still fails" 3 "$FGPACK" verify-sig --key p$c.pub.pem --sig oms$c.sig m2
+done
+openssl ecparam -name secp256k1 -genkey -noout -out k1.pem 2>/dev/null
+check_exit "a secp256k1 key is refused" 1 "$FGPACK" sign --key k1.pem model
+check_grep "says which curves" "not P-256, P-384 or P-521" "$WORK/.out"
+
 # a bake provenance statement (in-toto, SLSA predicate) and its subject
 mkdir -p baked
 head -c 3000 /dev/urandom >baked/model.safetensors
