@@ -139,6 +139,34 @@ out:
 	return rc;
 }
 
+/* Hashes the model at path again, skipping what the signer skipped: the
+ * statement's signed ignore_paths (model_signing's verifier does the same),
+ * plus model.sig, where fgpack looks for the signature inside a folder,
+ * unless the statement covers a file of that name. A statement without a
+ * serialization block gets fgpack's defaults. */
+static int hash_as_signed(struct fg_oms_model **out, const char *path,
+			  const struct fg_oms_model *sm, struct fg_err *err)
+{
+	const char **ign;
+	size_t i, n = 0;
+	int covers_sig = 0, rc;
+
+	if (!sm->has_serialization)
+		return fg_oms_hash(out, path, sm->name, err);
+	for (i = 0; i < sm->n; i++)
+		if (!strcmp(sm->files[i].name, "model.sig"))
+			covers_sig = 1;
+	if (!(ign = calloc(sm->n_ignore + 1, sizeof(*ign))))
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	for (i = 0; i < sm->n_ignore; i++)
+		ign[n++] = sm->ignore[i];
+	if (!covers_sig)
+		ign[n++] = "model.sig";
+	rc = fg_oms_hash_ignoring(out, path, sm->name, ign, n, err);
+	free(ign);
+	return rc;
+}
+
 static int verify_one(const struct fg_sign_key *k, const char *path, const char *given,
 		      struct fg_err *err)
 {
@@ -166,7 +194,7 @@ static int verify_one(const struct fg_sign_key *k, const char *path, const char 
 	pt = fg_json_str(doc, "predicateType");
 	if (pt && !strcmp(pt, FG_SIGN_OMS_PREDICATE)) {
 		if ((rc = fg_oms_parse(&signed_m, payload.data, payload.len, err)) ||
-		    (rc = fg_oms_hash(&disk, path, signed_m->name, err)) ||
+		    (rc = hash_as_signed(&disk, path, signed_m, err)) ||
 		    (rc = fg_oms_compare(signed_m, disk, err)))
 			goto out;
 		printf("verified %s: %zu files, model %s sha256:%s, signed by key %.16s…\n", path, disk->n,

@@ -467,6 +467,9 @@ void fg_oms_model_free(struct fg_oms_model *m)
 		return;
 	for (i = 0; i < m->n; i++)
 		free(m->files[i].name);
+	for (i = 0; i < m->n_ignore; i++)
+		free(m->ignore[i]);
+	free(m->ignore);
 	free(m->files);
 	free(m->name);
 	free(m);
@@ -495,17 +498,25 @@ static int flist_add(struct flist *l, const char *name, struct fg_err *err)
 	return 0;
 }
 
-static int ignored_at_root(const char *rel)
+struct ignore_list {
+	const char *const *v;
+	size_t n;
+};
+
+/* rel is checked at every level of the walk, so an ignored folder (".git",
+ * or "sub/cache" from a signed ignore_paths) is skipped with all below it. */
+static int ignored(const struct ignore_list *ign, const char *rel)
 {
 	size_t i;
 
-	for (i = 0; i < fg_oms_n_ignore; i++)
-		if (!strcmp(rel, fg_oms_ignore[i]))
+	for (i = 0; i < ign->n; i++)
+		if (!strcmp(rel, ign->v[i]))
 			return 1;
 	return 0;
 }
 
-static int walk(struct flist *l, const char *root, const char *rel, struct fg_err *err)
+static int walk(struct flist *l, const char *root, const char *rel, const struct ignore_list *ign,
+		struct fg_err *err)
 {
 	struct fg_buf dir = FG_BUF_INIT;
 	struct dirent **ents = NULL;
@@ -526,12 +537,12 @@ static int walk(struct flist *l, const char *root, const char *rel, struct fg_er
 
 		if (!rc && strcmp(nm, ".") && strcmp(nm, "..")) {
 			rc = fg_buf_printf(&sub, err, "%s%s%s", rel, *rel ? "/" : "", nm);
-			if (!rc && !ignored_at_root(sub.data)) {
+			if (!rc && !ignored(ign, sub.data)) {
 				rc = fg_buf_printf(&full, err, "%s/%s", root, sub.data);
 				if (!rc && lstat(full.data, &sb))
 					rc = fg_err_set(err, FG_EIO, "stat %s: %s", full.data, strerror(errno));
 				else if (!rc && S_ISDIR(sb.st_mode))
-					rc = walk(l, root, sub.data, err);
+					rc = walk(l, root, sub.data, ign, err);
 				else if (!rc && S_ISREG(sb.st_mode))
 					rc = flist_add(l, sub.data, err);
 				else if (!rc)
@@ -628,6 +639,13 @@ static int hash_files(struct flist *l, const char *dir, struct fg_err *err)
 
 int fg_oms_hash(struct fg_oms_model **out, const char *path, const char *name, struct fg_err *err)
 {
+	return fg_oms_hash_ignoring(out, path, name, fg_oms_ignore, fg_oms_n_ignore, err);
+}
+
+int fg_oms_hash_ignoring(struct fg_oms_model **out, const char *path, const char *name,
+			 const char *const *ignore, size_t n_ignore, struct fg_err *err)
+{
+	struct ignore_list ign = { ignore, n_ignore };
 	struct fg_oms_model *m = calloc(1, sizeof(*m));
 	struct flist l = { 0 };
 	struct fg_buf tmp = FG_BUF_INIT;
@@ -647,7 +665,7 @@ int fg_oms_hash(struct fg_oms_model **out, const char *path, const char *name, s
 		goto out;
 	}
 	if (S_ISDIR(sb.st_mode)) {
-		rc = walk(&l, path, "", err);
+		rc = walk(&l, path, "", &ign, err);
 		if (!rc && l.n)
 			qsort(l.v, l.n, sizeof(l.v[0]), file_cmp);
 		if (!rc && l.n)
@@ -714,6 +732,54 @@ int fg_oms_statement(struct fg_buf *out, const struct fg_oms_model *m, struct fg
 	return rc;
 }
 
+/* predicate.serialization as model_signing writes it: {method, hash_type,
+ * allow_symlinks, ignore_paths[, shard_size]}. model_signing's verifier
+ * hashes the folder again with these settings, skipping the signed
+ * ignore_paths (which the signer chose: --ignore-paths, or git files kept),
+ * so fgpack must too or it calls such files extra or missing. */
+static int parse_serialization(struct fg_oms_model *m, const cJSON *ser, struct fg_err *err)
+{
+	const cJSON *ign, *p;
+	const char *method, *ht;
+	size_t n;
+
+	if (!ser)
+		return 0;
+	m->has_serialization = 1;
+	method = fg_json_str(ser, "method");
+	ht = fg_json_str(ser, "hash_type");
+	if (method && strcmp(method, "files"))
+		return fg_err_set(err, FG_EUNSUPPORTED,
+				  "signed statement: serialization method %s is not supported (only files)",
+				  method);
+	if (ht && strcmp(ht, "sha256"))
+		return fg_err_set(err, FG_EUNSUPPORTED,
+				  "signed statement: hash type %s is not supported (only sha256)", ht);
+	ign = fg_json_arr(ser, "ignore_paths");
+	n = (size_t)cJSON_GetArraySize(ign);
+	if (!n)
+		return 0;
+	if (!(m->ignore = calloc(n, sizeof(*m->ignore))))
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	cJSON_ArrayForEach(p, ign)
+	{
+		const char *s = cJSON_IsString(p) ? p->valuestring : NULL;
+		size_t len = s ? strlen(s) : 0;
+
+		/* model_signing writes them relative to the model, '/'-separated;
+		 * a trailing '/' names the same folder */
+		while (len > 1 && s[len - 1] == '/')
+			len--;
+		if (!s || !(m->ignore[m->n_ignore] = strndup(s, len)))
+			return s ? fg_err_set(err, FG_ENOMEM, "out of memory")
+				 : fg_err_set(err, FG_EFORMAT, "signed statement: an ignore path is not a string");
+		m->n_ignore++;
+		if (!fg_path_is_safe_rel(m->ignore[m->n_ignore - 1]))
+			return fg_err_set(err, FG_EFORMAT, "signed statement: bad ignore path %s", s);
+	}
+	return 0;
+}
+
 int fg_oms_parse(struct fg_oms_model **out, const char *text, size_t len, struct fg_err *err)
 {
 	cJSON *doc = NULL;
@@ -750,6 +816,9 @@ int fg_oms_parse(struct fg_oms_model **out, const char *text, size_t len, struct
 		goto out;
 	}
 	m->name = strdup(fg_json_str(s0, "name"));
+	if ((rc = parse_serialization(m, fg_json_obj(fg_json_obj(doc, "predicate"), "serialization"),
+				      err)))
+		goto out;
 	res = fg_json_arr(fg_json_obj(doc, "predicate"), "resources");
 	if (!res || !m->name) {
 		rc = fg_err_set(err, FG_EFORMAT, "signed statement: no predicate.resources");

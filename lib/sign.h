@@ -85,6 +85,13 @@ struct fg_oms_model {
 	struct fg_oms_file *files; /* hashed: sorted by name bytes; parsed: in the signed order */
 	size_t n;
 	char root[FG_SHA256_HEX_LEN + 1]; /* sha256 over the raw per-file digests, in order */
+	/* parsed: predicate.serialization.ignore_paths as signed, which a
+	 * verifier skips when it hashes the folder again (model_signing does);
+	 * has_serialization is 0 when the statement carried no serialization
+	 * block (then the fg_oms_ignore defaults apply) */
+	char **ignore;
+	size_t n_ignore;
+	int has_serialization;
 };
 
 /* Files that a folder's signature never covers (OMS defaults). */
@@ -96,6 +103,10 @@ extern const size_t fg_oms_n_ignore;
  * symbolic links and special files are refused) or a single file (one
  * resource named by its base name). name NULL = the base name of path. */
 int fg_oms_hash(struct fg_oms_model **out, const char *path, const char *name, struct fg_err *err);
+/* fg_oms_hash skipping the n given paths (relative to the folder, each with
+ * everything below it) instead of fg_oms_ignore. */
+int fg_oms_hash_ignoring(struct fg_oms_model **out, const char *path, const char *name,
+			 const char *const *ignore, size_t n_ignore, struct fg_err *err);
 void fg_oms_model_free(struct fg_oms_model *m);
 
 /* The in-toto Statement text for m (canonical JSON). */
@@ -103,7 +114,9 @@ int fg_oms_statement(struct fg_buf *out, const struct fg_oms_model *m, struct fg
 
 /* Parses a verified OMS statement into *out (files in the order signed,
  * which the root digest follows), checking that the subject's digest equals
- * the digest over the resources and that no name repeats. */
+ * the digest over the resources and that no name repeats. The serialization
+ * block's ignore_paths are kept (each a safe relative path); a method other
+ * than "files" or a hash_type other than "sha256" is FG_EUNSUPPORTED. */
 int fg_oms_parse(struct fg_oms_model **out, const char *text, size_t len, struct fg_err *err);
 
 /* Compares a signed model with one hashed from disk. FG_EMISMATCH naming the

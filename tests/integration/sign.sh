@@ -141,6 +141,27 @@ openssl ecparam -name secp256k1 -genkey -noout -out k1.pem 2>/dev/null
 check_exit "a secp256k1 key is refused" 1 "$FGPACK" sign --key k1.pem model
 check_grep "says which curves" "not P-256, P-384 or P-521" "$WORK/.out"
 
+# the signed serialization.ignore_paths are what the verifier skips, as
+# model_signing's verifier does: a README the signer left out, changed or
+# not, is not an extra file; git files the signer kept (ignore_paths without
+# them) are covered, so a removed .gitignore is a missing file
+cp -a model mig
+echo '# readme' >mig/README.md
+echo '*.tmp' >mig/.gitignore
+$OMS_SIGN ossl.pem mig mig-readme.sig --ignore .git,.gitattributes,.github,.gitignore,README.md
+check "signed ignore_paths: an ignored README is not an extra file" "$FGPACK" verify-sig --key ossl.pub.pem --sig mig-readme.sig mig
+echo changed >mig/README.md
+check "signed ignore_paths: an ignored README may change" "$FGPACK" verify-sig --key ossl.pub.pem --sig mig-readme.sig mig
+$OMS_SIGN ossl.pem mig mig-git.sig --ignore .git
+check "git files the signer kept are covered" "$FGPACK" verify-sig --key ossl.pub.pem --sig mig-git.sig mig
+check_grep "  README and .gitignore counted" "verified mig: 5 files" "$WORK/.out"
+rm mig/.gitignore
+check_exit "a covered .gitignore removed is missing" 3 "$FGPACK" verify-sig --key ossl.pub.pem --sig mig-git.sig mig
+check_grep "  names it" ".gitignore: signed but missing" "$WORK/.out"
+cp mig-git.sig mig/model.sig
+check_exit "model.sig inside is still not covered (only .gitignore missing)" 3 "$FGPACK" verify-sig --key ossl.pub.pem mig
+check_grep "  names .gitignore, not model.sig" ".gitignore: signed but missing" "$WORK/.out"
+
 # a bake provenance statement (in-toto, SLSA predicate) and its subject
 mkdir -p baked
 head -c 3000 /dev/urandom >baked/model.safetensors

@@ -114,10 +114,52 @@ static void oms(void)
 	fg_buf_release(&path);
 }
 
+/* predicate.serialization as model_signing writes it: the signed
+ * ignore_paths are kept for the verifier, other methods and hash types are
+ * refused by name, an ignore path outside the model is refused. The root
+ * digest below is sha256 of nothing (no resources). */
+static void serialization(void)
+{
+	static const char head[] =
+		"{\"_type\": \"https://in-toto.io/Statement/v1\", \"subject\": [{\"name\": \"m\", "
+		"\"digest\": {\"sha256\": "
+		"\"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\"}}], "
+		"\"predicateType\": \"https://model_signing/signature/v1.0\", \"predicate\": "
+		"{\"resources\": [], \"serialization\": ";
+	struct fg_buf t = FG_BUF_INIT;
+	struct fg_oms_model *m = NULL;
+	struct fg_err err = { 0, "" };
+
+	fg_buf_printf(&t, &err, "%s{\"method\": \"files\", \"hash_type\": \"sha256\", "
+		      "\"allow_symlinks\": false, \"ignore_paths\": [\"README.md\", \"cache/\"]}}}", head);
+	ok(fg_oms_parse(&m, t.data, t.len, &err) == 0 && m->has_serialization && m->n_ignore == 2 &&
+	   !strcmp(m->ignore[0], "README.md") && !strcmp(m->ignore[1], "cache"),
+	   "signed ignore_paths kept (%s)", err.msg);
+	fg_oms_model_free(m);
+	m = NULL;
+	fg_buf_reset(&t);
+	fg_buf_printf(&t, &err, "%s{\"method\": \"shards\", \"hash_type\": \"sha256\", "
+		      "\"shard_size\": 1000000000, \"allow_symlinks\": false}}}", head);
+	ok(fg_oms_parse(&m, t.data, t.len, &err) == FG_EUNSUPPORTED && strstr(err.msg, "shards"),
+	   "shards method refused by name (%s)", err.msg);
+	fg_buf_reset(&t);
+	fg_buf_printf(&t, &err, "%s{\"method\": \"files\", \"hash_type\": \"blake2\"}}}", head);
+	ok(fg_oms_parse(&m, t.data, t.len, &err) == FG_EUNSUPPORTED && strstr(err.msg, "blake2"),
+	   "blake2 hash type refused by name (%s)", err.msg);
+	fg_buf_reset(&t);
+	fg_buf_printf(&t, &err, "%s{\"method\": \"files\", \"ignore_paths\": [\"../x\"]}}}", head);
+	ok(fg_oms_parse(&m, t.data, t.len, &err) == FG_EFORMAT, "ignore path outside the model refused");
+	fg_buf_reset(&t);
+	fg_buf_printf(&t, &err, "%s{\"method\": \"files\", \"ignore_paths\": [7]}}}", head);
+	ok(fg_oms_parse(&m, t.data, t.len, &err) == FG_EFORMAT, "ignore path that is no string refused");
+	fg_buf_release(&t);
+}
+
 int main(void)
 {
 	pae();
 	roundtrip();
 	oms();
+	serialization();
 	return tap_done();
 }
