@@ -13,6 +13,7 @@
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/ecdsa.h>
 #include <openssl/pem.h>
 
 #include "fsutil.h"
@@ -379,6 +380,48 @@ int fg_sign_peek_hint(char out[FG_SHA256_HEX_LEN + 1], const char *text, size_t 
 	return 0;
 }
 
+/* sig as DER: as given, or converted from the fixed-width r||s form (IEEE
+ * P1363, what WebCrypto, JOSE and PKCS#11 signers produce) when it has
+ * exactly that size for k's curve. Sigstore writes DER, but DSSE leaves the
+ * encoding to the signer, and both say the same (r, s). */
+static int ecdsa_der(struct fg_buf *out, const struct fg_sign_key *k, const struct fg_buf *sig)
+{
+	size_t w = ((size_t)EVP_PKEY_get_bits(k->pk) + 7) / 8;
+	ECDSA_SIG *es;
+	BIGNUM *r, *s;
+	unsigned char *der = NULL;
+	int n = -1;
+
+	if (!w || sig->len != 2 * w)
+		return -1;
+	es = ECDSA_SIG_new();
+	r = BN_bin2bn((const unsigned char *)sig->data, (int)w, NULL);
+	s = BN_bin2bn((const unsigned char *)sig->data + w, (int)w, NULL);
+	if (es && r && s && ECDSA_SIG_set0(es, r, s) == 1) {
+		r = s = NULL; /* es owns them now */
+		n = i2d_ECDSA_SIG(es, &der);
+	}
+	BN_free(r);
+	BN_free(s);
+	ECDSA_SIG_free(es);
+	if (n > 0 && fg_buf_append(out, der, (size_t)n, NULL))
+		n = -1;
+	OPENSSL_free(der);
+	return n > 0 ? 0 : -1;
+}
+
+static int ecdsa_verify(const struct fg_sign_key *k, const struct fg_buf *sig, const struct fg_buf *pae)
+{
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	int good = ctx && EVP_DigestVerifyInit(ctx, NULL, key_md(k), NULL, k->pk) == 1 &&
+		   EVP_DigestVerify(ctx, (unsigned char *)sig->data, sig->len,
+				    (unsigned char *)pae->data, pae->len) == 1;
+
+	EVP_MD_CTX_free(ctx);
+	ERR_clear_error();
+	return good;
+}
+
 int fg_sign_open(struct fg_buf *payload, struct fg_buf *payload_type,
 		 char hint_out[FG_SHA256_HEX_LEN + 1], const char *text, size_t len,
 		 const struct fg_sign_key *k, struct fg_err *err)
@@ -386,9 +429,8 @@ int fg_sign_open(struct fg_buf *payload, struct fg_buf *payload_type,
 	cJSON *doc = NULL;
 	const cJSON *env, *sigs, *s;
 	const char *hint = NULL, *p64, *ptype;
-	struct fg_buf body = FG_BUF_INIT, pae = FG_BUF_INIT, sig = FG_BUF_INIT;
+	struct fg_buf body = FG_BUF_INIT, pae = FG_BUF_INIT, sig = FG_BUF_INIT, der = FG_BUF_INIT;
 	char fp[FG_SHA256_HEX_LEN + 1];
-	EVP_MD_CTX *ctx = NULL;
 	int rc, good = 0, tried = 0;
 
 	if (hint_out)
@@ -427,15 +469,12 @@ int fg_sign_open(struct fg_buf *payload, struct fg_buf *payload_type,
 		if (!sb || b64_decode(&sig, sb, strlen(sb), NULL) || !sig.len)
 			continue;
 		tried++;
-		EVP_MD_CTX_free(ctx);
-		ctx = EVP_MD_CTX_new();
-		if (ctx && EVP_DigestVerifyInit(ctx, NULL, key_md(k), NULL, k->pk) == 1 &&
-		    EVP_DigestVerify(ctx, (unsigned char *)sig.data, sig.len, (unsigned char *)pae.data,
-				     pae.len) == 1) {
+		fg_buf_reset(&der);
+		if (ecdsa_verify(k, &sig, &pae) ||
+		    (!ecdsa_der(&der, k, &sig) && ecdsa_verify(k, &der, &pae))) {
 			good = 1;
 			break;
 		}
-		ERR_clear_error();
 	}
 	if (!good) {
 		rc = fg_err_set(err, FG_EMISMATCH,
@@ -449,8 +488,8 @@ int fg_sign_open(struct fg_buf *payload, struct fg_buf *payload_type,
 	    (rc = fg_buf_puts(payload_type, ptype, err)))
 		goto out;
 out:
-	EVP_MD_CTX_free(ctx);
 	cJSON_Delete(doc);
+	fg_buf_release(&der);
 	fg_buf_release(&body);
 	fg_buf_release(&pae);
 	fg_buf_release(&sig);

@@ -141,6 +141,19 @@ openssl ecparam -name secp256k1 -genkey -noout -out k1.pem 2>/dev/null
 check_exit "a secp256k1 key is refused" 1 "$FGPACK" sign --key k1.pem model
 check_grep "says which curves" "not P-256, P-384 or P-521" "$WORK/.out"
 
+# a signature as fixed-width r||s (IEEE P1363, as WebCrypto and PKCS#11
+# signers write it) says the same as DER and verifies; a changed byte fails
+$OMS_SIGN ossl.pem model raw256.sig --raw
+check "r||s signature (P-256, 64 bytes) verifies" "$FGPACK" verify-sig --key ossl.pub.pem --sig raw256.sig model
+$OMS_SIGN p384.pem model raw384.sig --raw
+check "r||s signature (P-384, 96 bytes) verifies" "$FGPACK" verify-sig --key p384.pub.pem --sig raw384.sig model
+python3 -c 'import base64, json, sys
+b = json.load(open(sys.argv[1])); s = b["dsseEnvelope"]["signatures"][0]
+r = bytearray(base64.b64decode(s["sig"])); r[40] ^= 1; s["sig"] = base64.b64encode(bytes(r)).decode()
+json.dump(b, open(sys.argv[2], "w"))' raw256.sig raw256-bad.sig
+check_exit "r||s signature with a changed byte fails" 3 "$FGPACK" verify-sig --key ossl.pub.pem --sig raw256-bad.sig model
+check_grep "  as a signature that does not verify" "signature does not verify" "$WORK/.out"
+
 # the signed serialization.ignore_paths are what the verifier skips, as
 # model_signing's verifier does: a README the signer left out, changed or
 # not, is not an extra file; git files the signer kept (ignore_paths without
