@@ -109,14 +109,17 @@ int fg_sign_key_load(struct fg_sign_key **out, const char *path, struct fg_err *
 	struct fg_buf text = FG_BUF_INIT;
 	struct fg_sign_key *k;
 	BIO *bio;
-	int rc;
+	int rc, der;
 
 	*out = NULL;
 	if ((rc = fg_file_read(path, (size_t)1 << 20, &text, err)))
 		return rc;
-	if (!text.data || !strstr(text.data, "-----BEGIN ")) {
+	/* DER starts with a SEQUENCE tag: `openssl pkey -outform DER` and
+	 * model_signing's verifier take keys that way too */
+	der = text.len > 1 && (unsigned char)text.data[0] == 0x30;
+	if (!text.data || (!der && !strstr(text.data, "-----BEGIN "))) {
 		fg_buf_release(&text);
-		return fg_err_set(err, FG_EFORMAT, "%s: not a PEM key", path);
+		return fg_err_set(err, FG_EFORMAT, "%s: not a PEM or DER key", path);
 	}
 	k = calloc(1, sizeof(*k));
 	if (!k) {
@@ -124,7 +127,19 @@ int fg_sign_key_load(struct fg_sign_key **out, const char *path, struct fg_err *
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	}
 	bio = BIO_new_mem_buf(text.data, (int)text.len);
-	if (bio && strstr(text.data, "PRIVATE KEY-----")) {
+	if (bio && der) {
+		const unsigned char *p = (const unsigned char *)text.data;
+
+		/* SubjectPublicKeyInfo first, else a private key: PKCS#8 or SEC1
+		 * ECPrivateKey, which d2i_AutoPrivateKey tells apart */
+		k->pk = d2i_PUBKEY(NULL, &p, (long)text.len);
+		if (!k->pk) {
+			ERR_clear_error();
+			p = (const unsigned char *)text.data;
+			k->pk = d2i_AutoPrivateKey(NULL, &p, (long)text.len);
+			k->priv = k->pk != NULL;
+		}
+	} else if (bio && strstr(text.data, "PRIVATE KEY-----")) {
 		k->pk = PEM_read_bio_PrivateKey(bio, NULL, no_passphrase, NULL);
 		k->priv = k->pk != NULL;
 	} else if (bio) {

@@ -33,7 +33,8 @@ struct fg_sign_key; /* opaque: a P-256/384/521 private key, or only a public key
 int fg_sign_keygen(struct fg_sign_key **out, struct fg_err *err);
 /* Loads a PEM private key (PKCS#8 or SEC1 "EC PRIVATE KEY", as `openssl
  * ecparam -name prime256v1 -genkey` writes, parameter blocks skipped) or a
- * PEM public key, on P-256, P-384 or P-521. Other curves and key types are
+ * PEM public key, or the same in DER (SubjectPublicKeyInfo, PKCS#8, SEC1), on
+ * P-256, P-384 or P-521. Other curves and key types are
  * refused. */
 int fg_sign_key_load(struct fg_sign_key **out, const char *path, struct fg_err *err);
 void fg_sign_key_free(struct fg_sign_key *k);

@@ -116,6 +116,23 @@ check_exit "appended byte in the bundle" 3 "$FGPACK" verify-sig --key ossl.pub.p
 check_grep "names the bundle" "demo.fgb: content changed" "$WORK/.out"
 check_exit "ed25519 key refused" 1 "$FGPACK" sign --key ed.pem model
 check_grep "says which curve" "not an elliptic-curve key|P-256" "$WORK/.out"
+# keys in DER, as `openssl pkey -outform DER` writes them (model_signing's
+# verifier reads DER public keys too): SubjectPublicKeyInfo, PKCS#8, SEC1
+openssl pkey -in ossl.pem -pubout -outform DER -out ossl.pub.der
+openssl pkey -in ossl.pem -outform DER -out ossl.p8.der
+openssl ec -in ossl.pem -outform DER -out ossl.sec1.der 2>/dev/null
+head -c 3000 /dev/urandom >der.fgb
+"$FGPACK" sign --key ossl.pem der.fgb >/dev/null
+check "DER public key verifies" "$FGPACK" verify-sig --key ossl.pub.der der.fgb
+check "DER PKCS#8 private key signs" "$FGPACK" sign --key ossl.p8.der -o der8.sig der.fgb
+check "  and its signature verifies with the PEM public key" "$FGPACK" verify-sig --key ossl.pub.pem --sig der8.sig der.fgb
+check "DER SEC1 private key signs" "$FGPACK" sign --key ossl.sec1.der -o dersec1.sig der.fgb
+check "  and its signature verifies with the DER public key" "$FGPACK" verify-sig --key ossl.pub.der --sig dersec1.sig der.fgb
+check "  same key fingerprint as the PEM key" grep -q "$(sha256sum ossl.pub.pem | cut -d' ' -f1)" dersec1.sig
+check_exit "a DER public key cannot sign" 1 "$FGPACK" sign --key ossl.pub.der der.fgb
+openssl genpkey -algorithm ed25519 -outform DER -out ed.der 2>/dev/null
+check_exit "a DER ed25519 key is refused" 1 "$FGPACK" verify-sig --key ed.der der.fgb
+check_grep "  as no elliptic-curve key" "not an elliptic-curve key" "$WORK/.out"
 check_exit "a public key cannot sign" 1 "$FGPACK" sign --key key.pub.pem model
 
 # P-384 and P-521 keys (OMS key mode accepts them): model_signing signs with
