@@ -109,7 +109,7 @@ int fg_sign_key_load(struct fg_sign_key **out, const char *path, struct fg_err *
 	struct fg_buf text = FG_BUF_INIT;
 	struct fg_sign_key *k;
 	BIO *bio;
-	int rc, der;
+	int rc, der, enc;
 
 	*out = NULL;
 	if ((rc = fg_file_read(path, (size_t)1 << 20, &text, err)))
@@ -146,12 +146,24 @@ int fg_sign_key_load(struct fg_sign_key **out, const char *path, struct fg_err *
 		k->pk = PEM_read_bio_PUBKEY(bio, NULL, no_passphrase, NULL);
 	}
 	BIO_free(bio);
+	/* PKCS#8 "ENCRYPTED PRIVATE KEY" or an OpenSSL-encrypted SEC1 key: say
+	 * so and how to fix it, instead of libcrypto's "interrupted or
+	 * cancelled" from the refused passphrase prompt */
+	enc = !der && text.data && (strstr(text.data, "-----BEGIN ENCRYPTED PRIVATE KEY-----") ||
+				    strstr(text.data, "Proc-Type: 4,ENCRYPTED"));
 	if (text.data)
 		memset(text.data, 0, text.len);
 	fg_buf_release(&text);
 	if (!k->pk) {
 		free(k);
-		rc = ossl_fail(err, FG_EFORMAT, "cannot read the key (encrypted keys are not supported)");
+		if (enc) {
+			ERR_clear_error();
+			return fg_err_set(err, FG_EUNSUPPORTED,
+					  "%s: the private key is encrypted; fgpack reads unencrypted keys "
+					  "only (decrypt a copy: openssl pkey -in KEY -out PLAIN.pem)",
+					  path);
+		}
+		rc = ossl_fail(err, FG_EFORMAT, "cannot read the key");
 		fg_err_wrap(err, "%s", path);
 		return rc;
 	}

@@ -133,6 +133,13 @@ check_exit "a DER public key cannot sign" 1 "$FGPACK" sign --key ossl.pub.der de
 openssl genpkey -algorithm ed25519 -outform DER -out ed.der 2>/dev/null
 check_exit "a DER ed25519 key is refused" 1 "$FGPACK" verify-sig --key ed.der der.fgb
 check_grep "  as no elliptic-curve key" "not an elliptic-curve key" "$WORK/.out"
+# encrypted keys (PKCS#8 and OpenSSL-encrypted SEC1) are refused, saying so
+openssl pkey -in ossl.pem -aes256 -passout pass:pw -out enc8.pem 2>/dev/null
+openssl ec -in ossl.pem -aes256 -passout pass:pw -out encsec1.pem 2>/dev/null
+for e in enc8 encsec1; do
+	check_exit "$e: an encrypted key is refused" 1 "$FGPACK" sign --key $e.pem der.fgb
+	check_grep "  saying it is encrypted and how to decrypt" "private key is encrypted.*openssl pkey" "$WORK/.out"
+done
 check_exit "a public key cannot sign" 1 "$FGPACK" sign --key key.pub.pem model
 
 # P-384 and P-521 keys (OMS key mode accepts them): model_signing signs with
