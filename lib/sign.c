@@ -482,8 +482,12 @@ int fg_sign_open(struct fg_buf *payload, struct fg_buf *payload_type,
 		goto out;
 	}
 	if ((rc = b64_decode(&body, p64, strlen(p64), err))) {
+		/* a payload no signature can cover: the envelope was changed (a
+		 * verification failure, exit 3, not a malformed request) */
 		fg_err_wrap(err, "signature payload");
 		rc = FG_EMISMATCH;
+		if (err)
+			err->code = rc;
 		goto out;
 	}
 	if ((rc = fg_dsse_pae(&pae, ptype, body.data ? body.data : "", body.len, err)))

@@ -89,7 +89,11 @@ t = json.loads(json.dumps(b)); t["verificationMaterial"]["publicKey"]["hint"] = 
 json.dump(t, open("nohint.sig", "w"))
 t = json.loads(json.dumps(b)); t["dsseEnvelope"]["payloadType"] = "text/plain"
 json.dump(t, open("ptype.sig", "w"))
+t = json.loads(json.dumps(b)); t["dsseEnvelope"]["payload"] = "*" + t["dsseEnvelope"]["payload"][1:]
+json.dump(t, open("b64.sig", "w"))
 PY
+check_exit "a payload that is not base64 (the envelope changed): a mismatch, exit 3" 3 "$FGPACK" verify-sig --key key.pub.pem --sig b64.sig model
+check_grep "  says which part" "signature payload" "$WORK/.out"
 check_exit "tampered payload in the envelope" 3 "$FGPACK" verify-sig --key key.pub.pem --sig payload.sig model
 check_grep "says the signature does not verify" "signature does not verify" "$WORK/.out"
 check_exit "flipped signature byte" 3 "$FGPACK" verify-sig --key key.pub.pem --sig flipped.sig model
