@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <locale.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +63,37 @@
 #define ZBLOCK ((size_t)ZSTD_BLOCKSIZE_MAX) /* a stored block's most bytes */
 /* GNU tar's record: the archive is padded with zeros to a multiple of it */
 #define TAR_RECORD 10240
+
+/* ---- member names and the locale ---- */
+
+/* libarchive converts a member's name between the pax header's UTF-8 and
+ * the charset of the calling thread's locale. fgpack never calls setlocale,
+ * so that charset is the C locale's ASCII: a model file named "é ü.bin"
+ * failed to pack ("Can't translate pathname") and a tar holding it failed to
+ * read. The calls into libarchive therefore run with LC_CTYPE "C.UTF-8" on
+ * their thread, where a UTF-8 name passes through as its bytes (a name that
+ * is not UTF-8 still fails, in one line). Where the C library has no such
+ * locale (glibc before 2.35 without it installed), they run as before. */
+static locale_t utf8_locale;
+static pthread_once_t utf8_once = PTHREAD_ONCE_INIT;
+
+static void utf8_init(void)
+{
+	utf8_locale = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+}
+
+/* returns what utf8_leave restores */
+static locale_t utf8_enter(void)
+{
+	pthread_once(&utf8_once, utf8_init);
+	return utf8_locale ? uselocale(utf8_locale) : (locale_t)0;
+}
+
+static void utf8_leave(locale_t prev)
+{
+	if (prev)
+		uselocale(prev);
+}
 
 /* ---- a set of paths: files and the folders their paths imply ---- */
 
@@ -1143,8 +1175,8 @@ static void sink_free(struct wsink *s)
 	pthread_mutex_destroy(&s->mu);
 }
 
-int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint8_t id[32],
-			     struct fg_err *err)
+static int writer_finish(struct fg_tarball_writer *w, const char *path, uint8_t id[32],
+			 struct fg_err *err)
 {
 	struct wsink s;
 	struct pathset ps = { 0 };
@@ -1275,6 +1307,16 @@ out:
 	sink_free(&s);
 	fg_buf_release(&tmp);
 	fg_buf_release(&dir);
+	return rc;
+}
+
+int fg_tarball_writer_finish(struct fg_tarball_writer *w, const char *path, uint8_t id[32],
+			     struct fg_err *err)
+{
+	locale_t prev = utf8_enter(); /* member names: utf8_locale */
+	int rc = writer_finish(w, path, id, err);
+
+	utf8_leave(prev);
 	return rc;
 }
 
@@ -1923,7 +1965,7 @@ static int empty_dir(const char *dest, struct fg_err *err)
 }
 
 /* Shared by scan and extract: dest NULL means write nothing. */
-static int walk_archive(const char *archive, const char *dest, const struct fg_tarball_read_opts *o,
+static int walk_archive_in(const char *archive, const char *dest, const struct fg_tarball_read_opts *o,
 			fg_tarball_entry_fn fn, void *user, uint8_t id[32], struct fg_err *err)
 {
 	const struct fg_tarball_limits *lim = o->lim;
@@ -2113,6 +2155,16 @@ static int walk_archive(const char *archive, const char *dest, const struct fg_t
 	return rc;
 }
 
+static int walk_archive(const char *archive, const char *dest, const struct fg_tarball_read_opts *o,
+			fg_tarball_entry_fn fn, void *user, uint8_t id[32], struct fg_err *err)
+{
+	locale_t prev = utf8_enter(); /* member names: utf8_locale */
+	int rc = walk_archive_in(archive, dest, o, fn, user, id, err);
+
+	utf8_leave(prev);
+	return rc;
+}
+
 int fg_tarball_scan_opts(const char *archive, const struct fg_tarball_read_opts *o,
 			 fg_tarball_entry_fn fn, void *user, uint8_t id[32], struct fg_err *err)
 {
@@ -2173,8 +2225,8 @@ int fg_tarball_extract_opts(const char *archive, const char *dest,
 	return rc;
 }
 
-int fg_tarball_stream_member(const char *archive, const char *name, fg_tarball_data_fn fn,
-			     void *user, struct fg_err *err)
+static int stream_member(const char *archive, const char *name, fg_tarball_data_fn fn,
+			 void *user, struct fg_err *err)
 {
 	struct rsrc r;
 	struct archive *a = NULL;
@@ -2211,6 +2263,16 @@ int fg_tarball_stream_member(const char *archive, const char *name, fg_tarball_d
 		archive_read_free(a);
 	src_close(&r);
 	free(hd);
+	return rc;
+}
+
+int fg_tarball_stream_member(const char *archive, const char *name, fg_tarball_data_fn fn,
+			     void *user, struct fg_err *err)
+{
+	locale_t prev = utf8_enter(); /* member names: utf8_locale */
+	int rc = stream_member(archive, name, fn, user, err);
+
+	utf8_leave(prev);
 	return rc;
 }
 

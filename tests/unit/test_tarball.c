@@ -677,6 +677,52 @@ static void test_stored_frames(void)
 	}
 }
 
+/* Member names that are UTF-8 but not ASCII (a model folder's "é ü.bin"):
+ * libarchive converts pax names through the locale's charset, and fgpack
+ * runs in the C locale, so the writer refused them and the reader refused a
+ * tar holding them (python3's tarfile writes them in a pax header too). */
+static void test_utf8_names(void)
+{
+	static const char name[] = "components/model/\xc3\xa9 \xc3\xbc.bin";
+	struct fg_tarball_writer *w = NULL;
+	struct fg_buf b = FG_BUF_INIT;
+	struct fg_err err = { 0, "" };
+	char cmd[1024];
+	uint8_t id[32], id2[32];
+	int rc;
+
+	rc = fg_tarball_writer_new(&w, 3, 0, &err);
+	if (!rc)
+		rc = fg_tarball_add_mem(w, name, "utf", 3, 0644, &err);
+	if (!rc)
+		rc = fg_tarball_add_mem(w, "plain name.txt", "", 0, 0644, &err);
+	if (!rc)
+		rc = fg_tarball_writer_finish(w, at("utf8.fgb"), id, &err);
+	fg_tarball_writer_free(w);
+	ok(rc == 0, "utf-8 name: written (%s)", rc ? err.msg : "ok");
+	ok(fg_tarball_extract(at("utf8.fgb"), at("utf8"), NULL, NULL, NULL, id2, &err) == 0 &&
+		   !memcmp(id, id2, 32),
+	   "utf-8 name: extracted, the same id");
+	ok(fg_file_read(at("utf8/components/model/\xc3\xa9 \xc3\xbc.bin"), 16, &b, &err) == 0 &&
+		   b.len == 3 && !memcmp(b.data, "utf", 3),
+	   "utf-8 name: the file under its own name");
+	fg_buf_reset(&b);
+	ok(fg_tarball_read_member(at("utf8.fgb"), name, 16, &b, &err) == 0 && b.len == 3,
+	   "utf-8 name: read as a member");
+	fg_buf_release(&b);
+	/* GNU tar reads the same name back */
+	snprintf(cmd, sizeof(cmd), "zstd -dc %s | tar tf - | grep -qx '%s'", at("utf8.fgb"), name);
+	ok(system(cmd) == 0, "utf-8 name: GNU tar lists it as written");
+	snprintf(cmd, sizeof(cmd),
+		 "python3 -c \"import io, sys, tarfile\n"
+		 "t = tarfile.open(sys.argv[1], 'w', format=tarfile.PAX_FORMAT)\n"
+		 "ti = tarfile.TarInfo('caf\\u00e9/\\u00fc.txt'); ti.size = 1\n"
+		 "t.addfile(ti, io.BytesIO(b'x')); t.close()\" %s",
+		 at("py-utf8.tar"));
+	ok(system(cmd) == 0 && fg_tarball_scan(at("py-utf8.tar"), NULL, 1, NULL, NULL, NULL, &err) == 0,
+	   "utf-8 name: python3's pax tar read (%s)", err.msg);
+}
+
 int main(void)
 {
 	if (work_begin("fgarch"))
@@ -685,6 +731,7 @@ int main(void)
 	test_hostile();
 	test_stamp_and_threads();
 	test_stored_frames();
+	test_utf8_names();
 	work_end();
 	return tap_done();
 }
