@@ -797,6 +797,10 @@ static int open_bundle(struct fg_bundle **out, const char *fgb, const char *dest
 		b->remove_dir = 0; /* nothing was left there */
 		goto fail;
 	}
+	/* a caller's dest too is ours alone (extraction made it), and a copy
+	 * that does not check out must not stay there, where it would look
+	 * like a usable bundle and block the next try ("already exists") */
+	b->remove_dir = 1;
 	if (expect_id || want_id)
 		fg_hex_encode(id, 32, b->id);
 	rc = fg_path_join(&path, b->dir, FG_BUNDLE_JSON, err);
@@ -819,6 +823,8 @@ static int open_bundle(struct fg_bundle **out, const char *fgb, const char *dest
 	collect_free(&c);
 	fg_buf_release(&path);
 	fg_buf_release(&text);
+	if (dest && !b->n_problems)
+		b->remove_dir = 0; /* it checked out: the caller's to keep */
 	*out = b;
 	if (b->n_problems)
 		return fg_err_set(err, FG_EMISMATCH, "%s: %s", b->problems[0].path, b->problems[0].what);

@@ -119,7 +119,9 @@ struct fg_bundle {
 };
 
 /* Extracts fgb into dest (NULL: a fresh folder under $TMPDIR, removed by
- * fg_bundle_free) and checks every member against bundle.json. Returns 0 with
+ * fg_bundle_free; dest must not exist, and is removed too, by the time this
+ * returns or by fg_bundle_free, unless every member matched) and checks
+ * every member against bundle.json. Returns 0 with
  * b->n_problems = 0 when all matched; FG_EMISMATCH with *out still set and
  * b->problems filled when a file differs, is missing or is not listed;
  * FG_EMISMATCH (and *out NULL) when the archive itself is corrupt; other

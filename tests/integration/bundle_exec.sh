@@ -115,4 +115,19 @@ EOF
 rm -f "$WORK/ran"
 check_exit "tampered bundle: exit 3" 3 "$FGPACK" exec "$WORK/bad.tar" -- touch "$WORK/ran"
 check "tampered bundle: the command did not run" [ ! -e "$WORK/ran" ]
+# with --dir: the copy that did not check out is not left at DIR (where it
+# looked usable and made the next try fail with "already exists"), nor
+# beside it
+check_exit "tampered bundle, --dir: exit 3" 3 "$FGPACK" exec "$WORK/bad.tar" --dir "$WORK/badkeep" -- touch "$WORK/ran"
+check "  nothing left at DIR or beside it, the command did not run" sh -c "[ ! -e '$WORK/badkeep' ] && ! ls '$WORK' | grep -q '^badkeep' && [ ! -e '$WORK/ran' ]"
+python3 - "$WORK/nobj.tar" "$WORK/badjson.tar" <<'EOF'
+import io, sys, tarfile
+for out, name, data in ((sys.argv[1], "f", b"x"), (sys.argv[2], "bundle.json", b"{x}")):
+    t = tarfile.open(out, "w"); ti = tarfile.TarInfo(name); ti.size = len(data)
+    t.addfile(ti, io.BytesIO(data)); t.close()
+EOF
+check_fails "no bundle.json, --dir: refused" "$FGPACK" exec "$WORK/nobj.tar" --dir "$WORK/nobjkeep" -- true
+check "  nothing left at DIR" sh -c "! ls '$WORK' | grep -q '^nobjkeep'"
+check_fails "bundle.json not JSON, --dir: refused" "$FGPACK" exec "$WORK/badjson.tar" --dir "$WORK/bjkeep" -- true
+check "  nothing left at DIR" sh -c "! ls '$WORK' | grep -q '^bjkeep'"
 finish
