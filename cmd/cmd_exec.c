@@ -195,10 +195,15 @@ int cmd_exec(int argc, char **argv)
 	/* extracted in lanes, which compute the id (or read beside them) */
 	rc = fg_bundle_open_id(&b, bundle, dir, NULL, threads ? threads : fg_workq_cpus(16), &err);
 	if (rc) {
-		if (b)
+		/* each file that differs named once, as verify names them; err
+		 * holds the first of them again */
+		if (b && b->n_problems) {
 			for (k = 0; k < b->n_problems; k++)
 				fprintf(stderr, "fgpack exec: %s: %s\n", b->problems[k].path,
 					b->problems[k].what);
+			rc = FG_EXIT_MISMATCH;
+			goto out;
+		}
 		goto fail;
 	}
 	if (!b->remove_dir && !dir)

@@ -115,6 +115,8 @@ EOF
 rm -f "$WORK/ran"
 check_exit "tampered bundle: exit 3" 3 "$FGPACK" exec "$WORK/bad.tar" -- touch "$WORK/ran"
 check "tampered bundle: the command did not run" [ ! -e "$WORK/ran" ]
+"$FGPACK" exec "$WORK/bad.tar" -- true 2>"$WORK/bad.err"
+check "tampered bundle: the file named in one line, once" sh -c "[ \"\$(wc -l <'$WORK/bad.err')\" -eq 1 ] && grep -q '^fgpack exec: patches/serve.py: sha256 differs from bundle.json\$' '$WORK/bad.err'"
 # with --dir: the copy that did not check out is not left at DIR (where it
 # looked usable and made the next try fail with "already exists"), nor
 # beside it
