@@ -638,6 +638,19 @@ static int corrupt(int rc, const char *fgb, struct fg_err *err)
 	return rc;
 }
 
+/* bundle.json that is not ours to read (over FG_BUNDLE_JSON_MAX, not JSON,
+ * no files array, an entry without path, size or sha256) makes the bundle
+ * as corrupt as a damaged archive: a mismatch, naming the bundle, and not a
+ * failure to run (exit 1), which it was; rc FG_EINVAL is the size limit of
+ * the buffer or file read (the only EINVAL those reads give) */
+static int corrupt_json(int rc, const char *fgb, struct fg_err *err)
+{
+	if (rc == FG_EINVAL)
+		rc = fg_err_set(err, FG_EFORMAT, "bundle.json: larger than %zu bytes",
+				FG_BUNDLE_JSON_MAX);
+	return corrupt(rc, fgb, err);
+}
+
 /* With an expected id that the archive did not match: a second pass that
  * hashes every member names the files that differ (none when only
  * bundle.json or a tar header was changed), then the id itself. */
@@ -805,13 +818,14 @@ static int open_bundle(struct fg_bundle **out, const char *fgb, const char *dest
 		fg_hex_encode(id, 32, b->id);
 	rc = fg_path_join(&path, b->dir, FG_BUNDLE_JSON, err);
 	if (!rc)
-		rc = fg_file_read(path.data, FG_BUNDLE_JSON_MAX, &text, err);
+		rc = corrupt_json(fg_file_read(path.data, FG_BUNDLE_JSON_MAX, &text, err), fgb, err);
 	if (rc == FG_ENOTFOUND)
 		rc = fg_err_set(err, FG_EMISMATCH, "bundle %s: no bundle.json", fgb);
 	if (!rc)
-		rc = fg_json_parse(&b->meta, text.data, text.len, "bundle.json", err);
+		rc = corrupt_json(fg_json_parse(&b->meta, text.data, text.len, "bundle.json", err),
+				  fgb, err);
 	if (!rc)
-		rc = compare(b, &c, err);
+		rc = corrupt_json(compare(b, &c, err), fgb, err);
 	if (!rc && expect_id) {
 		b->by_id = !strcmp(b->id, b->expect_id);
 		if (!b->by_id)
@@ -926,14 +940,19 @@ static int scan(struct fg_bundle **out, const char *fgb, const char *expect_id, 
 	if (!b)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	rc = set_expect(b, expect_id, err);
+	/* a damaged archive is a mismatch here as in the pass below (a file
+	 * that is no bundle at all gave exit 1 here, 3 when extracted) */
 	if (!rc)
-		rc = fg_tarball_read_member(fgb, FG_BUNDLE_JSON, FG_BUNDLE_JSON_MAX, &text, err);
+		rc = corrupt_json(fg_tarball_read_member(fgb, FG_BUNDLE_JSON, FG_BUNDLE_JSON_MAX,
+							 &text, err),
+				  fgb, err);
 	/* not found: the member, unless the archive itself is missing (then the
 	 * open error stands: a failure, not a mismatch) */
 	if (rc == FG_ENOTFOUND && !access(fgb, F_OK))
 		rc = fg_err_set(err, FG_EMISMATCH, "bundle %s: no bundle.json", fgb);
 	if (!rc)
-		rc = fg_json_parse(&b->meta, text.data, text.len, "bundle.json", err);
+		rc = corrupt_json(fg_json_parse(&b->meta, text.data, text.len, "bundle.json", err),
+				  fgb, err);
 	if (!rc) {
 		id_pass_opts(&o, expect_id);
 		o.lanes = &b->lanes;
@@ -949,7 +968,7 @@ static int scan(struct fg_bundle **out, const char *fgb, const char *expect_id, 
 	if (!rc) {
 		if (expect_id || want_id)
 			fg_hex_encode(id, 32, b->id);
-		rc = compare(b, &c, err);
+		rc = corrupt_json(compare(b, &c, err), fgb, err);
 	}
 	if (!rc && expect_id) {
 		b->by_id = !strcmp(b->id, b->expect_id);

@@ -96,6 +96,23 @@ check_grep "unlisted member: named" 'smuggled.py: in the archive but not in bund
 
 head -c 40000 "$WORK/a.fgb" >"$WORK/trunc.fgb"
 check_exit "truncated bundle: exit 3" 3 "$FGPACK" verify "$WORK/trunc.fgb" --summary -
+# a bundle.json that is not one (not JSON, no files array) or a file that
+# is no archive at all is a corrupt bundle, exit 3, with or without a replay
+# (each gave exit 1; the file that is no archive only with --no-replay)
+python3 - "$WORK/notjson.tar" "$WORK/nofiles.tar" <<'EOF'
+import io, sys, tarfile
+for out, data in ((sys.argv[1], b"{x}"), (sys.argv[2], b'{"schema": 1}')):
+    t = tarfile.open(out, "w"); ti = tarfile.TarInfo("bundle.json"); ti.size = len(data)
+    t.addfile(ti, io.BytesIO(data)); t.close()
+EOF
+head -c 5000 /dev/urandom >"$WORK/noise.fgb"
+for f in notjson.tar nofiles.tar noise.fgb; do
+	check_exit "$f: verify exits 3" 3 "$FGPACK" verify "$WORK/$f" --summary -
+	"$FGPACK" verify "$WORK/$f" --no-replay --summary - >/dev/null 2>"$WORK/$f.err"
+	check_exit "$f: verify --no-replay exits 3" 3 sh -c "exit $?"
+	check_grep "  in one line naming the bundle" "^fgpack verify: bundle .*$f is corrupt or hostile: " "$WORK/$f.err"
+	check_exit "$f: exec exits 3" 3 "$FGPACK" exec "$WORK/$f" -- true
+done
 # a flipped byte in the compressed stream, inside the raw (stored) block of
 # random weights: zstd's frame checksum is not checked when every byte is
 # hashed anyway, so it is the member digest, or the id, that must catch it
