@@ -478,6 +478,25 @@ static int walk_inputs(struct bake *b, const char *rel, int depth, size_t *cap, 
 	return rc;
 }
 
+/* The name of shard path sp (fg_st_file's) relative to src, as the input
+ * walk names files; NULL if it is not under src. An index may name its shards
+ * by relative paths with folders ("weights/a.safetensors": transformers joins
+ * each weight_map value to the checkpoint folder), so a shard is matched by
+ * that whole relative name, never by its last component alone. */
+static const char *shard_rel(const struct bake *b, const char *sp)
+{
+	size_t n = strlen(b->src);
+
+	while (n > 1 && b->src[n - 1] == '/')
+		n--;
+	if (strncmp(sp, b->src, n) || sp[n] != '/')
+		return NULL;
+	sp += n;
+	while (*sp == '/')
+		sp++;
+	return sp;
+}
+
 static int list_inputs(struct bake *b, struct fg_err *err)
 {
 	size_t cap = 0, i, k;
@@ -486,29 +505,32 @@ static int list_inputs(struct bake *b, struct fg_err *err)
 	if (rc)
 		return rc;
 	qsort(b->in, b->n_in, sizeof(*b->in), cmp_infile);
-	/* Roles, at the top level only: the set's shards carry tensors; other
-	 * .safetensors files there are not part of the checkpoint and are left out
-	 * (and not claimed as inputs). Files in sub-folders are copied. */
+	/* Roles: the set's shards carry tensors, wherever the index puts them;
+	 * other .safetensors files at the top level are not part of the
+	 * checkpoint and are left out (and not claimed as inputs). Other files
+	 * in sub-folders are copied. */
 	for (i = k = 0; i < b->n_in; i++) {
 		struct infile f = b->in[i];
 		size_t s;
+		int shard = 0;
 
+		for (s = 0; s < fg_st_nfiles(b->set); s++) {
+			const char *rel = shard_rel(b, fg_st_file(b->set, s));
+
+			if (rel && !strcmp(rel, f.name))
+				shard = 1;
+		}
 		f.role = IN_COPY;
-		if (strchr(f.name, '/'))
+		if (shard)
+			f.role = IN_TENSORS;
+		else if (strchr(f.name, '/'))
 			f.role = IN_COPY;
 		else if (!strcmp(f.name, "config.json"))
 			f.role = IN_CONFIG;
 		else if (!strcmp(f.name, FG_ST_INDEX_NAME))
 			f.role = IN_INDEX;
-		else if (ends_with(f.name, ".safetensors")) {
+		else if (ends_with(f.name, ".safetensors"))
 			f.role = -1;
-			for (s = 0; s < fg_st_nfiles(b->set); s++) {
-				const char *sp = fg_st_file(b->set, s), *slash = strrchr(sp, '/');
-
-				if (!strcmp(slash ? slash + 1 : sp, f.name))
-					f.role = IN_TENSORS;
-			}
-		}
 		if (f.role < 0) {
 			free(f.name);
 			free(f.path);
@@ -1511,11 +1533,11 @@ static int stream_all(struct bake *b, struct flow *f, struct fg_int4_report *rep
 	int rc = 0;
 
 	for (fi = 0; !rc && fi < fg_st_nfiles(b->set); fi++) {
-		const char *fp = fg_st_file(b->set, fi), *slash = strrchr(fp, '/');
+		const char *fp = fg_st_file(b->set, fi), *rel = shard_rel(b, fp);
 		struct infile *inf = NULL;
 
-		for (k = 0; k < b->n_in; k++)
-			if (b->in[k].role == IN_TENSORS && !strcmp(b->in[k].name, slash ? slash + 1 : fp))
+		for (k = 0; rel && k < b->n_in; k++)
+			if (b->in[k].role == IN_TENSORS && !strcmp(b->in[k].name, rel))
 				inf = &b->in[k];
 		if (!inf)
 			return fg_err_set(err, FG_ENOTFOUND, "%s: not among the input files", fp);

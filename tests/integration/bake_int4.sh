@@ -296,4 +296,19 @@ check "a folder changed since its bake: packed without the statement" sh -c "'$F
 check_grep "... with a warning naming the file" '^fgpack pack: warning: outs1.intoto.json does not describe outs1 now \(config.json: sha256 differs\): not attached$' packlogs
 cp -r out1 outa
 check "--attest of the statement under another name: audit still finds the model by the subjects' digests" sh -c "'$FGPACK' pack --model outa --no-golden --attest out1.intoto.json -o pa.fgb >/dev/null 2>&1 && '$FGPACK' audit pa.fgb --json >aa.json && $PY -c \"import json; d = json.load(open('aa.json')); r = {c['key']: c for c in d['components']}; assert r['model'].get('derived_from') and r['bundle'].get('derived_from') is None, r\""
+# Shards in a sub-folder of the checkpoint, named by the index with their
+# folder ("w/model-00001-of-00002.safetensors"): transformers joins each
+# weight_map value to the folder, and so does fg_st_open; the bake must take
+# them as the checkpoint's shards (not "not among the input files"), bake the
+# same tensors, and not copy them as other files. A top-level .safetensors of
+# the same base name that the index does not name stays left out.
+mkdir -p srcsub/w
+cp src/config.json srcsub/
+for f in src/model-*.safetensors; do cp "$f" srcsub/w/; done
+cp src/model-00001-of-00002.safetensors srcsub/model-00001-of-00002.safetensors
+sed 's|"model-0000|"w/model-0000|g' src/model.safetensors.index.json >srcsub/model.safetensors.index.json
+check "shards in a sub-folder named by the index: bake -j 2" sh -c "'$FGPACK' bake int4 srcsub outsub -j 2 >/dev/null 2>errsub"
+check "... the same tensors as from the top-level shards" cmp out1/model.safetensors outsub/model.safetensors
+check "... the shards are not copied, the stray top-level one left out" sh -c "test ! -e outsub/w && test ! -e outsub/model-00001-of-00002.safetensors"
+check "... the statement names the inputs by their paths under SRC" sh -c "grep -q 'w/model-00001-of-00002.safetensors' outsub.intoto.json && ! grep -q '\"model-00001-of-00002.safetensors' outsub.intoto.json"
 finish
