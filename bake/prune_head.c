@@ -94,6 +94,13 @@ static int input_digests(struct fg_store *store, const char *config, const struc
 	for (i = 0; !rc && i < n; i++) {
 		const char *slash = strrchr(path[i], '/');
 
+		/* A shard is named by its path under the model folder (config's
+		 * folder, config being MODEL_DIR/config.json): an index may put
+		 * shards in a sub-folder ("w/a.safetensors"), and the base name alone
+		 * would name a file the folder does not have at the top. */
+		if (i >= 1 && i <= nf && strlen(config) >= 12 &&
+		    !strncmp(path[i], config, strlen(config) - 11) && path[i][strlen(config) - 11] != '\0')
+			slash = path[i] + strlen(config) - 12; /* the '/' ending the folder */
 		if (d[i].rc) {
 			rc = d[i].rc;
 			if (err)

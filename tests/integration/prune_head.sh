@@ -199,4 +199,21 @@ assert o["lm_head.weight_scale"][2] == b"".join(a["lm_head.weight_scale"][2][i *
 assert struct.unpack("<2q", o["lm_head.weight_shape"][2]) == (len(ids), H)
 assert o["model.embed_tokens.weight"] == a["model.embed_tokens.weight"], "embedding unchanged"
 EOF
+# The one shard in a sub-folder, named so by the index (transformers joins each
+# weight_map value to the folder): the statement names it by its path under
+# MODEL_DIR, a file that exists there, not by its base name.
+mkdir -p "$WORK/subsh/w"
+cp "$WORK/tied/config.json" "$WORK/tied/tokenizer.json" "$WORK/subsh/"
+cp "$WORK/tied/model.safetensors" "$WORK/subsh/w/a.safetensors"
+"$PY" - "$WORK/subsh" <<'EOF'
+import json, struct, sys
+d = sys.argv[1]
+b = open(d + "/w/a.safetensors", "rb").read()
+h = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])
+json.dump({"metadata": {}, "weight_map": {k: "w/a.safetensors" for k in h if k != "__metadata__"}},
+          open(d + "/model.safetensors.index.json", "w"))
+EOF
+check "prune a model whose shard the index puts in a sub-folder" "$FGPACK" bake prune-head "$WORK/subsh" --keepset "$WORK/k.json" "$WORK/outsub"
+check "... the same tensors" cmp "$WORK/out1/model.safetensors" "$WORK/outsub/model.safetensors"
+check "... the statement names the shard w/a.safetensors" sh -c "grep -q '\"w/a.safetensors\"' '$WORK/outsub.intoto.json' && ! grep -q '\"a.safetensors\"' '$WORK/outsub.intoto.json'"
 finish
