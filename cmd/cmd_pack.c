@@ -95,6 +95,22 @@ static void usage(FILE *f)
 		"Member times are SOURCE_DATE_EPOCH (default 0). Same inputs, same bytes.\n");
 }
 
+/* 1 when the bundle's path out lies in folder dir or below it: packing
+ * that folder again would take the earlier bundle in as one of its files. */
+static int out_inside(const char *out, const char *dir)
+{
+	const char *sl = strrchr(out, '/');
+	char *parent = sl ? strndup(out, sl == out ? 1 : (size_t)(sl - out)) : strdup(".");
+	char *o = parent ? realpath(parent, NULL) : NULL, *d = realpath(dir, NULL);
+	size_t dl = d ? strlen(d) : 0;
+	int in = o && d && (dl == 1 || (!strncmp(o, d, dl) && (o[dl] == '/' || o[dl] == '\0')));
+
+	free(parent);
+	free(o);
+	free(d);
+	return in;
+}
+
 static int role_taken(struct comp_arg *c, int n, const char *role)
 {
 	int i;
@@ -852,6 +868,11 @@ int cmd_pack(int argc, char **argv)
 	}
 	if (!out)
 		return fg_cmd_usage_error("pack", "-o OUT.fgb is required");
+	for (i = 0; i < n; i++)
+		if (comps[i].path && !comps[i].is_file && out_inside(out, comps[i].path))
+			return fg_cmd_usage_error("pack", "-o %s lies inside %s, which is packed: write the bundle "
+							  "elsewhere (a later pack would take this one in)",
+						  out, comps[i].path);
 	if (!manifest && !model_dir)
 		return fg_cmd_usage_error("pack", "give a MANIFEST or --model DIR");
 	sde = getenv("SOURCE_DATE_EPOCH");

@@ -236,6 +236,12 @@ check_fails "a manifest component without a source is refused" sh -c "'$FGPACK' 
 printf '{"_type": "https://in-toto.io/Statement/v1"}\n' >"$WORK/prov.intoto.json"
 check "--attest puts a statement under attestations/" sh -c "'$FGPACK' pack --model '$M' --no-golden --attest '$WORK/prov.intoto.json' -o '$WORK/at.fgb' >/dev/null && zstd -dc '$WORK/at.fgb' | tar tf - | grep -qx 'attestations/prov.intoto.json'"
 check_exit "pack without -o is a usage error" 2 "$FGPACK" pack --model "$M"
+# a bundle written into the folder it packs would be taken in by the next
+# pack of that folder: refused before anything is written
+check_exit "pack -o inside the --model folder: a usage error" 2 "$FGPACK" pack --model "$M" --no-golden -o "$M/in.fgb"
+check_grep "  names the folder" "lies inside $M" "$WORK/.out"
+check "  nothing written there" sh -c "! ls '$M' | grep -q 'in.fgb'"
+check_exit "  the same through ./ and a trailing slash" 2 sh -c "cd '$M' && '$FGPACK' pack --model ./ --no-golden -o ./sub.fgb"
 
 # files an earlier pack hashed, unchanged since, are named by the store's
 # seen records and not hashed again; a change in place is seen and hashed
