@@ -371,6 +371,16 @@ static int set_new(struct fg_st_set **out, size_t nfiles, struct fg_err *err)
 	return 0;
 }
 
+/* A weight_map value without its leading "./" segments: transformers joins
+ * the value to the checkpoint folder, where "./s1.safetensors" names
+ * s1.safetensors; the rest must then be a safe relative path. */
+static const char *wm_name(const char *v)
+{
+	while (v[0] == '.' && v[1] == '/')
+		v += 2;
+	return v;
+}
+
 /* A set of one file: with map, path's mapping; without, data (len bytes,
  * not owned), path then only naming it in errors. */
 static int open_one(struct fg_st_set **out, const char *path, int map, const void *data, size_t len,
@@ -447,13 +457,13 @@ static int open_index(struct fg_st_set **out, const char *index_path, struct fg_
 	i = 0;
 	cJSON_ArrayForEach(e, wm)
 	{
-		if (!cJSON_IsString(e) || !fg_path_is_safe_rel(e->valuestring)) {
+		if (!cJSON_IsString(e) || !fg_path_is_safe_rel(wm_name(e->valuestring))) {
 			rc = fg_err_set(err, FG_EFORMAT, "%s: tensor %s: weight_map value is not a safe file name",
 					index_path, e->string);
 			goto out;
 		}
 		keys[i] = e->string;
-		names[i++] = e->valuestring;
+		names[i++] = wm_name(e->valuestring);
 	}
 	qsort(keys, n, sizeof(*keys), cmp_str);
 	for (i = 1; i < n; i++)
@@ -501,7 +511,7 @@ static int open_index(struct fg_st_set **out, const char *index_path, struct fg_
 		for (j = 0; j < nu; j++)
 			if (s->files[j].path == t->file)
 				base = names[j];
-		if (strcmp(base, e->valuestring)) {
+		if (strcmp(base, wm_name(e->valuestring))) {
 			rc = fg_err_set(err, FG_EFORMAT, "%s: tensor %s: weight_map says %s but it is in %s",
 					index_path, e->string, e->valuestring, base);
 			goto out;

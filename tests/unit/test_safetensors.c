@@ -256,6 +256,18 @@ static void test_writer(void)
 	fg_st_free(s);
 	s = NULL;
 
+	/* "./" before a shard's name (transformers joins it to the folder) */
+	write_file(p.data, "{\"weight_map\":{\"w.a\":\"./model-00001-of-00002.safetensors\","
+			   "\"w.b\":\"././model-00002-of-00002.safetensors\",\"w.c\":\"model-00002-of-00002.safetensors\","
+			   "\"w.empty\":\"./model-00002-of-00002.safetensors\"}}");
+	ok(fg_st_open(&s, sub, &err) == 0 && fg_st_nfiles(s) == 2 && (t = fg_st_find(s, "w.b")) &&
+		   !strstr(t->file, "./model") && !memcmp(t->data, data + 24, 20),
+	   "index: ./ before shard names read as the names (%s)", err.msg);
+	fg_st_free(s);
+	s = NULL;
+	write_file(p.data, "{\"weight_map\":{\"w.a\":\"./../x.safetensors\"}}");
+	ok(fg_st_open(&s, sub, &err) == FG_EFORMAT && strstr(err.msg, "safe"), "index: ./../x still unsafe (%s)",
+	   err.msg);
 	/* An index that lies. */
 	write_file(p.data, "{\"weight_map\":{\"w.a\":\"model-00001-of-00002.safetensors\","
 			   "\"w.b\":\"model-00002-of-00002.safetensors\"}}");
