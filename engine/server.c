@@ -503,6 +503,27 @@ void fg_server_req_release(struct fg_server_req *r)
 	r->n_stop_ids = 0;
 }
 
+
+/* A JSON array of token ids, each an integer in 0..nv-1, into *ids (owned,
+ * at least one slot; the caller frees it even on an error) and *n; a bad
+ * one is FG_EINVAL with "<bad> 0..<nv-1>". */
+static int ids_from_json(int32_t **ids, size_t *n, const cJSON *v, int nv, const char *bad, struct fg_err *err)
+{
+	const cJSON *it;
+	size_t cnt = (size_t)cJSON_GetArraySize(v);
+
+	*n = 0;
+	if (!(*ids = malloc((cnt ? cnt : 1) * sizeof(**ids))))
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	cJSON_ArrayForEach(it, v) {
+		/* the range first: converting 1e300 to an integer is undefined */
+		if (!cJSON_IsNumber(it) || !(it->valuedouble >= 0 && it->valuedouble < nv) ||
+		    it->valuedouble != (double)(int32_t)it->valuedouble)
+			return fg_err_set(err, FG_EINVAL, "%s 0..%d", bad, nv - 1);
+		(*ids)[(*n)++] = (int32_t)it->valuedouble;
+	}
+	return 0;
+}
 /* A count of log-probability alternatives: *out -1 when name is absent or
  * null, else an integer in 0..FG_SERVER_LOGPROBS_MAX. */
 static int logprobs_count(const cJSON *req, const char *name, int *out, const char **param, struct fg_err *err)
@@ -599,21 +620,12 @@ int fg_server_parse_request(struct fg_server_req *r, const struct fg_server_limi
 	/* vLLM's stop_token_ids: ids that end generation as an eos does */
 	v = cJSON_GetObjectItemCaseSensitive(req, "stop_token_ids");
 	if (v && !cJSON_IsNull(v)) {
-		const cJSON *it;
-		int n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : -1;
-
 		*param = "stop_token_ids";
-		if (n < 0)
+		if (!cJSON_IsArray(v))
 			return fg_err_set(err, FG_EINVAL, "stop_token_ids: expected an array of token ids");
-		if (n > 0 && !(r->stop_ids = malloc((size_t)n * sizeof(*r->stop_ids))))
-			return fg_err_set(err, FG_ENOMEM, "out of memory");
-		cJSON_ArrayForEach(it, v) {
-			if (!cJSON_IsNumber(it) || !(it->valuedouble >= 0 && it->valuedouble < nv) ||
-			    it->valuedouble != (double)(int32_t)it->valuedouble)
-				return fg_err_set(err, FG_EINVAL, "stop_token_ids: expected token ids in 0..%d",
-						  nv - 1);
-			r->stop_ids[r->n_stop_ids++] = (int32_t)it->valuedouble;
-		}
+		if ((rc = ids_from_json(&r->stop_ids, &r->n_stop_ids, v, nv, "stop_token_ids: expected token ids in",
+					err)))
+			return rc;
 		*param = NULL;
 	}
 	v = cJSON_GetObjectItemCaseSensitive(req, "stream");
@@ -839,19 +851,10 @@ int fg_server_parse_request(struct fg_server_req *r, const struct fg_server_limi
 			if (r->echo && !(r->prompt_text = strdup(v->valuestring)))
 				return fg_err_set(err, FG_ENOMEM, "out of memory");
 		} else if (cJSON_IsArray(v)) {
-			const cJSON *it;
-			size_t n = (size_t)cJSON_GetArraySize(v);
-
-			r->prompt = malloc((n ? n : 1) * sizeof(int32_t));
-			if (!r->prompt)
-				return fg_err_set(err, FG_ENOMEM, "out of memory");
-			cJSON_ArrayForEach(it, v) {
-				if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble >= nv ||
-				    it->valuedouble != (double)(int)it->valuedouble)
-					return fg_err_set(err, FG_EINVAL, "prompt: token ids must be integers in "
-									  "0..%d", nv - 1);
-				r->prompt[r->n_prompt++] = (int32_t)it->valuedouble;
-			}
+			rc = ids_from_json(&r->prompt, &r->n_prompt, v, nv, "prompt: token ids must be integers in",
+					   err);
+			if (rc)
+				return rc;
 		} else
 			return fg_err_set(err, FG_EINVAL, "prompt: expected a string or an array of "
 							  "token ids");
@@ -1712,23 +1715,13 @@ static enum MHD_Result handle_tokenize(struct fg_server *s, struct MHD_Connectio
 	if (!cJSON_IsObject(body)) {
 		rc = fg_err_set(&err, FG_EINVAL, "the request body must be a JSON object");
 	} else if (detok) {
-		int32_t nv = fg_tokenizer_vocab_size(tok);
-		const cJSON *it;
-
 		param = "tokens";
 		v = cJSON_GetObjectItemCaseSensitive(body, "tokens");
 		if (!cJSON_IsArray(v))
 			rc = fg_err_set(&err, FG_EINVAL, "tokens: expected an array of token ids");
-		else if (!(ids = malloc(((size_t)cJSON_GetArraySize(v) + 1) * sizeof(*ids))))
-			rc = fg_err_set(&err, FG_ENOMEM, "out of memory");
-		for (it = rc ? NULL : v->child; it; it = it->next) {
-			if (!cJSON_IsNumber(it) || !(it->valuedouble >= 0 && it->valuedouble < nv) ||
-			    it->valuedouble != (double)(int32_t)it->valuedouble) {
-				rc = fg_err_set(&err, FG_EINVAL, "tokens: expected token ids in 0..%d", (int)nv - 1);
-				break;
-			}
-			ids[n++] = (int32_t)it->valuedouble;
-		}
+		else
+			rc = ids_from_json(&ids, &n, v, (int)fg_tokenizer_vocab_size(tok),
+					   "tokens: expected token ids in", &err);
 		if (!rc)
 			rc = fg_tokenizer_decode_ex(tok, ids, n, FG_TOK_DECODE_REPLACE, &text, &err);
 		if (!rc && (!(r = cJSON_CreateObject()) || fg_json_add_text(r, "prompt", text.data ? text.data : "",

@@ -324,6 +324,22 @@ static int parse_num(const char *v, size_t len, size_t *i, unsigned long long *o
 	return k == 0 || (*i < len && isdigit((unsigned char)v[*i])) || fg_parse_u64(num, out) ? -1 : 0;
 }
 
+int fg_http_url_resolve(struct fg_buf *out, const char *base, const char *ref)
+{
+	CURLU *u = curl_url();
+	char *abs = NULL;
+	int rc = -1;
+
+	if (u && !curl_url_set(u, CURLUPART_URL, base, 0) && !curl_url_set(u, CURLUPART_URL, ref, 0) &&
+	    !curl_url_get(u, CURLUPART_URL, &abs, 0)) {
+		fg_buf_reset(out);
+		rc = fg_buf_puts(out, abs, NULL) ? -1 : 0;
+	}
+	curl_free(abs);
+	curl_url_cleanup(u);
+	return rc;
+}
+
 int fg_http_content_range(const char *v, size_t len, unsigned long long *start,
 			  unsigned long long *end, unsigned long long *total, int *has_total)
 {

@@ -72,6 +72,10 @@ int fg_http_resp_header_all(const struct fg_http_resp *r, const char *name, stru
 int fg_http_content_range(const char *v, size_t len, unsigned long long *start,
 			  unsigned long long *end, unsigned long long *total, int *has_total);
 
+/* ref resolved against base as RFC 3986 5.2 says (libcurl's URL API), into
+ * out; 0, or -1 when either is no URL or out of memory. */
+int fg_http_url_resolve(struct fg_buf *out, const char *base, const char *ref);
+
 /* Blocking GET of url into out->body (at most max_body bytes), following
  * redirects. Anything but a final 2xx is an error naming what. */
 int fg_http_get(struct fg_http *h, struct fg_http_resp *out, const char *url, const char *what,

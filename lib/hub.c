@@ -251,22 +251,15 @@ static int requote(struct fg_buf *out, const char *ref, size_t n)
 	return 0;
 }
 
-/* url resolved against base (RFC 3986), into out; 0 or -1. */
+/* url (requoted) resolved against base (RFC 3986), into out; 0 or -1. */
 static int resolve_url(struct fg_buf *out, const char *base, const char *ref, size_t n)
 {
-	CURLU *u = curl_url();
 	struct fg_buf rel = FG_BUF_INIT;
-	char *abs = NULL;
 	int rc = -1;
 
-	if (u && !requote(&rel, ref, n) && rel.data && !curl_url_set(u, CURLUPART_URL, base, 0) &&
-	    !curl_url_set(u, CURLUPART_URL, rel.data, 0) && !curl_url_get(u, CURLUPART_URL, &abs, 0)) {
-		fg_buf_reset(out);
-		rc = fg_buf_puts(out, abs, NULL) ? -1 : 0;
-	}
-	curl_free(abs);
+	if (!requote(&rel, ref, n) && rel.data)
+		rc = fg_http_url_resolve(out, base, rel.data);
 	fg_buf_release(&rel);
-	curl_url_cleanup(u);
 	return rc;
 }
 

@@ -1043,25 +1043,17 @@ static int http_fail(struct fg_s3 *s, struct req *r, struct fg_buf *body, struct
  * encoding). 0, or -1 when it is no http(s) URL or too long. */
 static int resolve_location(char *out, size_t cap, const char *base, const char *loc)
 {
-	CURLU *u;
-	char *abs = NULL;
+	struct fg_buf abs = FG_BUF_INIT;
+	const char *u = loc;
 	int rc = -1;
 
-	if (!strncmp(loc, "http://", 7) || !strncmp(loc, "https://", 8)) {
-		if (strlen(loc) >= cap)
-			return -1;
-		memcpy(out, loc, strlen(loc) + 1);
-		return 0;
-	}
-	u = curl_url();
-	if (u && !curl_url_set(u, CURLUPART_URL, base, 0) && !curl_url_set(u, CURLUPART_URL, loc, 0) &&
-	    !curl_url_get(u, CURLUPART_URL, &abs, 0) && strlen(abs) < cap &&
-	    (!strncmp(abs, "http://", 7) || !strncmp(abs, "https://", 8))) {
-		memcpy(out, abs, strlen(abs) + 1);
+	if (strncmp(loc, "http://", 7) && strncmp(loc, "https://", 8))
+		u = fg_http_url_resolve(&abs, base, loc) ? NULL : abs.data;
+	if (u && strlen(u) < cap && (!strncmp(u, "http://", 7) || !strncmp(u, "https://", 8))) {
+		memcpy(out, u, strlen(u) + 1);
 		rc = 0;
 	}
-	curl_free(abs);
-	curl_url_cleanup(u);
+	fg_buf_release(&abs);
 	return rc;
 }
 
