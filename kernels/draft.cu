@@ -264,3 +264,5 @@ extern "C" int fg_k_gather_matvec(struct fg_kctx *ctx, float *d_y, const void *d
 		gather_launch(ctx, d_y, (const float *)d_table, d_ids, n_ids, d_x, k);
 	return fg_launched("gather matvec", err);
 }
+
+FG_KTRACE_TU(draft)

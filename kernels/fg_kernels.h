@@ -154,6 +154,18 @@ int fg_kgraph_end(struct fg_kctx *ctx, struct fg_kgraph **out, struct fg_err *er
 int fg_kgraph_launch(struct fg_kctx *ctx, struct fg_kgraph *g, struct fg_err *err);
 void fg_kgraph_free(struct fg_kgraph *g);
 
+/* A measuring build's record of one block (make KTRACE=1, kernels/kcommon.cuh):
+ * with FG_KTRACE_OUT=PATH set, the FG_KTRACE_AT-th graph replay (default
+ * 100) runs with every block's marks recorded, and fg_kgraph_launch writes
+ * its launches, in order, to PATH as tab-separated rows and a summary by
+ * kernel to stderr (docs/gpu.md, "Where a step's time goes"). */
+struct fg_ktrec {
+	unsigned long long grid; /* %gridid: the launch */
+	unsigned long long t[4]; /* global timer, ns: started, its wait returned, the kernel's marks 2 and 3; 0: none */
+	unsigned dims[2];        /* blocks in the launch, threads a block */
+	unsigned sm, pad;        /* the SM it ran on */
+};
+
 /* Timing with device events: fg_ktimer_start / fg_ktimer_stop return the
  * milliseconds between them (stop synchronizes). */
 int fg_ktimer_start(struct fg_kctx *ctx, struct fg_err *err);

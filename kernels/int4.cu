@@ -1123,3 +1123,5 @@ extern "C" int fg_k_int4_gemm(struct fg_kctx *ctx, float *d_y, const struct fg_k
 	}
 	return fg_launched("int4 gemm", err);
 }
+
+FG_KTRACE_TU(int4)

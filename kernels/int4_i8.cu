@@ -280,6 +280,7 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 	i8_stage<M, GG, G>(sm, mult, bias, x, x2, k, u0 * UE, (min(units, u0 + slice) - u0) * GU, xstride, warp, nw,
 			   lane);
 	__syncthreads();
+	fg_kt_mark(2); /* a measuring build's (KTRACE=1) marks: x staged */
 	for (int base = wi; base < nu; base += wpt * IU) {
 #pragma unroll
 		for (int uu = 0; uu < IU; uu++) {
@@ -313,6 +314,7 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 			}
 		}
 	}
+	fg_kt_mark(3); /* thread 0's products summed */
 	{ /* parts 0-1 + parts 2-3 of each vector, lane 4m of a row's quad keeps it */
 		float o0 = acc0 + __shfl_xor_sync(0xffffffffu, acc0, 1);
 		float o1 = acc1 + __shfl_xor_sync(0xffffffffu, acc1, 1);
@@ -1335,3 +1337,5 @@ cudaError_t fg_kint4_i8_rows(struct fg_kctx *ctx, float *d_y, const struct fg_ki
 	default: return i8_rows_g<256>(ctx, d_y, w, d_x, d_x2, rows);
 	}
 }
+
+FG_KTRACE_TU(int4_i8)

@@ -136,8 +136,75 @@ static inline int fg_need_ctx(const struct fg_kctx *ctx, struct fg_err *err)
  * writes are visible); a kernel launched with the PDL attribute calls
  * fg_pdl_wait before reading anything an earlier kernel wrote. No-ops before
  * sm_90 and for kernels launched normally. */
+#ifdef FG_KTRACE
+/* A measuring build (make KTRACE=1; docs/gpu.md, "Where a step's time
+ * goes"): thread 0 of every block stores the GPU's global timer when the
+ * block starts (fg_pdl_trigger), when its wait returns (fg_pdl_wait) and at
+ * the kernel's marks (fg_kt_mark), into the slot of its launch (%gridid
+ * modulo the slots) and block; plain stores, no atomics, so the chain
+ * measured is the step's own. Each kernel file has its own copy of the
+ * buffer's address, set by its fg_kt_set_<file> (FG_KTRACE_TU). */
+static __device__ struct fg_ktrec *fg_kt_buf;
+static __device__ unsigned fg_kt_slots, fg_kt_maxb;
+
+__device__ __forceinline__ struct fg_ktrec *fg_kt_rec(void)
+{
+	unsigned long long gid;
+	unsigned b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+
+	if (!fg_kt_buf || threadIdx.x | threadIdx.y | threadIdx.z || b >= fg_kt_maxb)
+		return NULL;
+	asm volatile("mov.u64 %0, %%gridid;" : "=l"(gid));
+	return fg_kt_buf + (size_t)(gid % fg_kt_slots) * fg_kt_maxb + b;
+}
+
+__device__ __forceinline__ unsigned long long fg_kt_now(void)
+{
+	unsigned long long t;
+
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+
+/* Mark i (0: started, 1: its wait returned, 2 and 3: the kernel's own). */
+__device__ __forceinline__ void fg_kt_mark(int i)
+{
+	struct fg_ktrec *r = fg_kt_rec();
+
+	if (r) {
+		unsigned long long gid;
+
+		asm volatile("mov.u64 %0, %%gridid;" : "=l"(gid));
+		r->t[i] = fg_kt_now();
+		if (i < 2) { /* a kernel may wait without a trigger */
+			unsigned sm;
+
+			asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+			r->grid = gid;
+			r->dims[0] = gridDim.x * gridDim.y * gridDim.z;
+			r->dims[1] = blockDim.x * blockDim.y * blockDim.z;
+			r->sm = sm;
+		}
+	}
+}
+
+#define FG_KTRACE_TU(file)                                                                                  \
+	extern "C" int fg_kt_set_##file(struct fg_ktrec *buf, unsigned slots, unsigned maxb)                \
+	{                                                                                                   \
+		if (cudaMemcpyToSymbol(fg_kt_buf, &buf, sizeof(buf)) != cudaSuccess ||                      \
+		    cudaMemcpyToSymbol(fg_kt_slots, &slots, sizeof(slots)) != cudaSuccess ||                \
+		    cudaMemcpyToSymbol(fg_kt_maxb, &maxb, sizeof(maxb)) != cudaSuccess)                     \
+			return -1;                                                                          \
+		return 0;                                                                                   \
+	}
+#else
+#define fg_kt_mark(i) ((void)0)
+#define FG_KTRACE_TU(file)
+#endif
+
 __device__ __forceinline__ void fg_pdl_trigger(void)
 {
+	fg_kt_mark(0);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
@@ -148,6 +215,7 @@ __device__ __forceinline__ void fg_pdl_wait(void)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 	asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
+	fg_kt_mark(1);
 }
 
 __device__ __forceinline__ float fg_bf16f(uint16_t b)

@@ -12,6 +12,11 @@ KERNEL_CU := $(wildcard kernels/*.cu)
 NVCC_ARCH ?= -gencode arch=compute_86,code=sm_86 -gencode arch=compute_90,code=sm_90 \
              -gencode arch=compute_90,code=compute_90
 NVCC_FLAGS ?= -std=c++17 -O3 -lineinfo -Xcompiler -Wall,-Wextra,-Werror
+# make KTRACE=1: a measuring build whose kernels record when each block
+# starts, waits and reaches its marks (FG_KTRACE_OUT; docs/gpu.md)
+ifeq ($(KTRACE),1)
+NVCC_FLAGS += -DFG_KTRACE
+endif
 # Ask nvcc itself where its runtime libraries are: NVCC may be a wrapper
 # script (CI's /usr/local/bin/nvcc), so its path says nothing about them.
 ifeq ($(origin CUDA_LIBDIR),undefined)

@@ -328,3 +328,5 @@ extern "C" int fg_k_moe_combine(struct fg_kctx *ctx, float *d_o, const float *d_
 	fg_launch_pdl(ctx, moe_combine, dim3(1), dim3(1024), smem, d_o, d_y, d_wt, slots, d_w1, d_w2, n, eps);
 	return fg_launched("moe combine", err);
 }
+
+FG_KTRACE_TU(moe)

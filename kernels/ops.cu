@@ -1314,6 +1314,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 		}
 		__syncthreads();
 	}
+	fg_kt_mark(2); /* a measuring build's (KTRACE=1) marks: q (and k, v) made */
 	const float *kb = kcr + ((size_t)g * cap + j0) * head_dim;
 	const float *vb = vcr + ((size_t)g * cap + j0) * head_dim;
 	for (int j = warp * ATT_KEYS; j < cnt; j += ATT_WARPS * ATT_KEYS) {
@@ -1406,6 +1407,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 		pw[threadIdx.x * hs] = sml[threadIdx.x][0];
 		pw[threadIdx.x * hs + 1] = sml[threadIdx.x][1];
 	}
+	fg_kt_mark(3); /* the chunk's pieces written */
 	if (PRE)
 		return; /* attn_pre_combine combines, over many blocks */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -2250,3 +2252,5 @@ extern "C" int fg_k_read(struct fg_kctx *ctx, uint32_t *d_sink, const void *d_bu
 	read_sweep<<<ctx->prop.multiProcessorCount * 8, 256, 0, ctx->stream>>>(d_sink, (const uint4 *)d_buf, n / 16);
 	return fg_launched("read sweep", err);
 }
+
+FG_KTRACE_TU(ops)

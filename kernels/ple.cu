@@ -382,3 +382,5 @@ extern "C" int fg_k_ple_tail(struct fg_kctx *ctx, float *d_h, float *d_a, const 
 {
 	return fg_k_ple_tail_rows(ctx, d_h, d_a, d_x, w, d_pl, 0, 1, d_w1, d_w2, scale, d_w3, eps, err);
 }
+
+FG_KTRACE_TU(ple)

@@ -464,10 +464,234 @@ extern "C" int fg_kgraph_end(struct fg_kctx *c, struct fg_kgraph **out, struct f
 	return 0;
 }
 
+#ifdef FG_KTRACE
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+extern "C" int fg_kt_set_int4(struct fg_ktrec *buf, unsigned slots, unsigned maxb);
+extern "C" int fg_kt_set_int4_i8(struct fg_ktrec *buf, unsigned slots, unsigned maxb);
+extern "C" int fg_kt_set_ops(struct fg_ktrec *buf, unsigned slots, unsigned maxb);
+extern "C" int fg_kt_set_ple(struct fg_ktrec *buf, unsigned slots, unsigned maxb);
+extern "C" int fg_kt_set_moe(struct fg_ktrec *buf, unsigned slots, unsigned maxb);
+extern "C" int fg_kt_set_draft(struct fg_ktrec *buf, unsigned slots, unsigned maxb);
+
+#define KT_SLOTS 2048u /* launches told apart (%gridid modulo this) */
+#define KT_MAXB 2048u  /* blocks a launch recorded */
+
+static int kt_set(struct fg_ktrec *b)
+{
+	return fg_kt_set_int4(b, KT_SLOTS, KT_MAXB) || fg_kt_set_int4_i8(b, KT_SLOTS, KT_MAXB) ||
+	       fg_kt_set_ops(b, KT_SLOTS, KT_MAXB) || fg_kt_set_ple(b, KT_SLOTS, KT_MAXB) ||
+	       fg_kt_set_moe(b, KT_SLOTS, KT_MAXB) || fg_kt_set_draft(b, KT_SLOTS, KT_MAXB);
+}
+
+/* One launch of the traced replay: its blocks' marks folded. */
+struct kt_launch {
+	unsigned long long grid, t0, t1, t1x, t2x, t3x; /* t0, t1 the first; t1x, t2x, t3x the last */
+	unsigned blocks, threads, seen, late, sms;
+	std::string name;
+};
+
+static std::string kt_name(const void *func)
+{
+	const char *raw = NULL;
+	std::string n = "?";
+	int st = 0;
+
+	if (cudaFuncGetName(&raw, func) != cudaSuccess || !raw) {
+		cudaGetLastError();
+		return n;
+	}
+	char *dm = abi::__cxa_demangle(raw, NULL, NULL, &st);
+	n = dm && st == 0 ? dm : raw;
+	free(dm);
+	size_t par = n.find('(');
+	if (par != std::string::npos && par > 0)
+		n.resize(par); /* the template's arguments stay, the parameters go */
+	if (n.compare(0, 5, "void ") == 0)
+		n.erase(0, 5);
+	return n;
+}
+
+static unsigned long long kt_med(std::vector<unsigned long long> v)
+{
+	if (v.empty())
+		return 0;
+	std::sort(v.begin(), v.end());
+	return v[v.size() / 2];
+}
+
+/* Replays g once with the marks recorded; writes PATH and the summary. */
+static int kt_trace(struct fg_kctx *c, struct fg_kgraph *g, const char *path, struct fg_err *err)
+{
+	size_t nrec = (size_t)KT_SLOTS * KT_MAXB, nn = 0;
+	struct fg_ktrec *d = NULL;
+	std::vector<struct fg_ktrec> h(nrec);
+	std::vector<kt_launch> L;
+	std::vector<cudaGraphNode_t> nodes;
+	std::vector<std::string> names;
+	std::vector<unsigned> ngrid;
+	unsigned collide = 0;
+	FILE *f;
+
+	FG_CK(cudaStreamSynchronize(c->stream), "trace: finish the work before");
+	FG_CK(cudaMalloc(&d, nrec * sizeof(*d)), "trace: allocate the records");
+	if (cudaMemset(d, 0, nrec * sizeof(*d)) != cudaSuccess || kt_set(d) ||
+	    cudaGraphLaunch(g->exec, c->stream) != cudaSuccess || cudaStreamSynchronize(c->stream) != cudaSuccess ||
+	    cudaMemcpy(h.data(), d, nrec * sizeof(*d), cudaMemcpyDeviceToHost) != cudaSuccess || kt_set(NULL)) {
+		cudaError_t e = cudaGetLastError();
+
+		kt_set(NULL);
+		cudaFree(d);
+		return fg_err_set(err, FG_EDEVICE, "trace the step: %s", cudaGetErrorString(e));
+	}
+	cudaFree(d);
+	for (size_t s = 0; s < KT_SLOTS; s++) {
+		kt_launch l = {};
+
+		for (size_t b = 0; b < KT_MAXB; b++) {
+			const struct fg_ktrec *r = &h[s * KT_MAXB + b];
+
+			if (!r->grid)
+				continue;
+			if (l.seen && r->grid != l.grid) {
+				collide++;
+				continue;
+			}
+			if (!l.seen++) {
+				l.grid = r->grid;
+				l.blocks = r->dims[0];
+				l.threads = r->dims[1];
+			}
+			if (r->t[0] && (!l.t0 || r->t[0] < l.t0))
+				l.t0 = r->t[0];
+			if (r->t[1] && (!l.t1 || r->t[1] < l.t1))
+				l.t1 = r->t[1];
+			l.t1x = std::max(l.t1x, r->t[1]);
+			l.t2x = std::max(l.t2x, r->t[2]);
+			l.t3x = std::max(l.t3x, r->t[3]);
+		}
+		if (l.seen)
+			L.push_back(l);
+	}
+	for (auto &l : L) { /* blocks that started after the launch's first wait returned */
+		std::vector<unsigned> sm(1024, 0);
+
+		for (size_t b = 0; b < KT_MAXB; b++) {
+			const struct fg_ktrec *r = &h[(size_t)(l.grid % KT_SLOTS) * KT_MAXB + b];
+
+			if (r->grid != l.grid)
+				continue;
+			if (r->t[0] > l.t1 && l.t1)
+				l.late++;
+			if (r->sm < 1024 && !sm[r->sm]++)
+				l.sms++;
+		}
+	}
+	std::sort(L.begin(), L.end(), [](const kt_launch &a, const kt_launch &b) {
+		unsigned long long ka = a.t1 ? a.t1 : a.t0, kb = b.t1 ? b.t1 : b.t0;
+		return ka < kb;
+	});
+	/* the graph's kernel nodes in the order captured, named */
+	if (cudaGraphGetNodes(g->graph, NULL, &nn) == cudaSuccess && nn) {
+		nodes.resize(nn);
+		if (cudaGraphGetNodes(g->graph, nodes.data(), &nn) == cudaSuccess)
+			for (size_t i = 0; i < nn; i++) {
+				cudaGraphNodeType ty;
+				cudaKernelNodeParams p;
+
+				if (cudaGraphNodeGetType(nodes[i], &ty) != cudaSuccess || ty != cudaGraphNodeTypeKernel ||
+				    cudaGraphKernelNodeGetParams(nodes[i], &p) != cudaSuccess)
+					continue;
+				names.push_back(kt_name(p.func));
+				ngrid.push_back(p.gridDim.x * p.gridDim.y * p.gridDim.z);
+			}
+	}
+	cudaGetLastError();
+	bool named = names.size() == L.size();
+	for (size_t i = 0; named && i < L.size(); i++)
+		if (ngrid[i] != L[i].blocks)
+			named = false;
+	for (size_t i = 0; i < L.size(); i++)
+		L[i].name = named ? names[i] : "?";
+	if (!(f = fopen(path, "w")))
+		return fg_err_set(err, FG_EIO, "trace: open %s", path);
+	unsigned long long z = L.empty() ? 0 : L[0].t0;
+	for (auto &l : L)
+		z = std::min(z, l.t0 ? l.t0 : z);
+	fprintf(f, "seq\tname\tblocks\tthreads\trecorded\tsms\tlate\tstart\twait\twait_last\tmark2_last\tmark3_last\tchain\n");
+	for (size_t i = 0; i < L.size(); i++) {
+		const kt_launch &l = L[i];
+		long long chain = i + 1 < L.size() && L[i + 1].t1 && l.t1 ? (long long)(L[i + 1].t1 - l.t1) : -1;
+		auto rel = [z](unsigned long long t) { return t ? (long long)(t - z) : -1LL; };
+
+		fprintf(f, "%zu\t%s\t%u\t%u\t%u\t%u\t%u\t%lld\t%lld\t%lld\t%lld\t%lld\t%lld\n", i, l.name.c_str(),
+			l.blocks, l.threads, l.seen, l.sms, l.late, rel(l.t0), rel(l.t1), rel(l.t1x), rel(l.t2x),
+			rel(l.t3x), chain);
+	}
+	fclose(f);
+	/* the summary: per kernel, the chain it adds (its first wait to the next's) */
+	std::vector<std::string> keys;
+	for (auto &l : L)
+		if (std::find(keys.begin(), keys.end(), l.name) == keys.end())
+			keys.push_back(l.name);
+	struct row {
+		std::string k;
+		size_t n;
+		double sum;
+		unsigned long long chain, lead, spread, m2, m3, late;
+	};
+	std::vector<row> rows;
+	double total = 0;
+	for (auto &k : keys) {
+		std::vector<unsigned long long> ch, ld, sp, m2, m3, lt;
+		double sum = 0;
+
+		for (size_t i = 0; i < L.size(); i++) {
+			const kt_launch &l = L[i];
+
+			if (l.name != k || i + 1 >= L.size() || !l.t1 || !L[i + 1].t1)
+				continue;
+			unsigned long long cc = L[i + 1].t1 - l.t1;
+			ch.push_back(cc);
+			sum += cc;
+			ld.push_back(l.t0 && l.t0 < l.t1 ? l.t1 - l.t0 : 0);
+			sp.push_back(l.t1x - l.t1);
+			m2.push_back(l.t2x > l.t1 ? l.t2x - l.t1 : 0);
+			m3.push_back(l.t3x > l.t1 ? l.t3x - l.t1 : 0);
+			lt.push_back(l.late);
+		}
+		total += sum;
+		rows.push_back({k, ch.size(), sum, kt_med(ch), kt_med(ld), kt_med(sp), kt_med(m2), kt_med(m3), kt_med(lt)});
+	}
+	std::sort(rows.begin(), rows.end(), [](const row &a, const row &b) { return a.sum > b.sum; });
+	fprintf(stderr, "trace: %zu launches%s, %u records in a shared slot dropped, chain %.3f ms (first wait to last)\n",
+		L.size(), named ? "" : " (not matched to the graph's nodes: unnamed)", collide, total / 1e6);
+	fprintf(stderr, "trace: %-60s %5s %9s %8s %8s %8s %8s %8s %5s\n", "kernel", "n", "sum ms", "chain us",
+		"lead us", "waits us", "mark2 us", "mark3 us", "late");
+	for (auto &r : rows)
+		fprintf(stderr, "trace: %-60.60s %5zu %9.3f %8.2f %8.2f %8.2f %8.2f %8.2f %5llu\n", r.k.c_str(), r.n,
+			r.sum / 1e6, r.chain / 1e3, r.lead / 1e3, r.spread / 1e3, r.m2 / 1e3, r.m3 / 1e3, r.late);
+	return 0;
+}
+#endif
+
 extern "C" int fg_kgraph_launch(struct fg_kctx *c, struct fg_kgraph *g, struct fg_err *err)
 {
 	if (fg_need_ctx(c, err))
 		return FG_EINVAL;
+#ifdef FG_KTRACE
+	{
+		static long n;
+		const char *out = getenv("FG_KTRACE_OUT"), *at = getenv("FG_KTRACE_AT");
+
+		if (out && ++n == (at ? strtol(at, NULL, 10) : 100))
+			return kt_trace(c, g, out, err);
+	}
+#endif
 	FG_CK(cudaGraphLaunch(g->exec, c->stream), "CUDA graph launch");
 	return 0;
 }
