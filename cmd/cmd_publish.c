@@ -42,8 +42,17 @@ static const char usage_text[] =
 	"\n"
 	"options:\n"
 	"  --endpoint URL     S3 endpoint (default $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL,\n"
-	"                     else https://s3.hf.co/<ns>); path-style addressing\n"
-	"  --region R         signing region (default $AWS_REGION or us-east-1)\n"
+	"                     else https://s3.hf.co/<ns>)\n"
+	"  --region R         signing region (default $AWS_REGION, else the region of an\n"
+	"                     s3.<region>.amazonaws.com endpoint, else us-east-1)\n"
+	"  --addressing-style auto|path|virtual\n"
+	"                     bucket in the path or in the host name, as botocore's\n"
+	"                     addressing_style (default: the s3 addressing_style of the\n"
+	"                     AWS config file's profile, else auto: virtual-hosted at\n"
+	"                     AWS's own endpoints, path-style elsewhere)\n"
+	"  --connect-to H1:P1:H2:P2\n"
+	"                     connect to H2:P2 for requests to H1:P1, as curl's option\n"
+	"                     (empty H1 or P1: any); repeatable\n"
 	"  --verify           read every object back and compare sha256\n"
 	"  --attach FILE      also upload FILE as <prefix>/attestations/<basename> (repeatable)\n"
 	"  --part-size SIZE   multipart part size (default 64M; K, M, G suffixes)\n"
@@ -313,19 +322,36 @@ static int hash_data(void *user, const void *data, size_t len, struct fg_err *er
 	return fg_sha256_update(hs->h, data, len, err);
 }
 
+#define MAX_CONNECT_TO 16
+
+/* Where and how to reach the S3 endpoint: the options every mode shares. */
+struct conn {
+	const char *endpoint;   /* --endpoint, or NULL */
+	const char *region;     /* --region, or NULL */
+	const char *addressing; /* --addressing-style, or NULL */
+	const char *connect_to[MAX_CONNECT_TO + 1]; /* NULL-terminated */
+	int n_connect_to;
+};
+
 static int open_s3(struct fg_s3 **s3, struct fg_buf *endpoint, const struct fg_ref *ref,
-		   const char *endpoint_opt, const char *region, long long limit_rate,
-		   struct fg_err *err)
+		   const struct conn *c, long long limit_rate, struct fg_err *err)
 {
 	struct fg_s3_creds creds;
 	struct fg_s3_opts o;
+	const char *region = c->region;
 	int rc;
 
-	if ((rc = fg_s3_endpoint_resolve(endpoint, endpoint_opt, ref->ns, err)))
+	memset(&o, 0, sizeof(o));
+	/* the flag, else the AWS CLI's config file, as botocore reads it */
+	if (c->addressing)
+		rc = fg_s3_addressing_parse(&o.addressing, c->addressing, err);
+	else
+		rc = fg_s3_addressing_config(&o.addressing, err);
+	if (rc || (rc = fg_s3_endpoint_resolve(endpoint, c->endpoint, ref->ns, err)))
 		return rc;
 	if ((rc = fg_s3_creds_load(&creds, err)))
 		return rc;
-	memset(&o, 0, sizeof(o));
+	o.connect_to = c->connect_to;
 	o.endpoint = endpoint->data;
 	o.region = region ? region : getenv("AWS_REGION") && *getenv("AWS_REGION") ? getenv("AWS_REGION")
 										: NULL;
@@ -351,8 +377,7 @@ static int parse_bucket_ref(struct fg_ref **ref, const char *text, struct fg_err
 	return 0;
 }
 
-static int do_ls(const char *target, const char *endpoint_opt, const char *region, int page_size,
-		 int json)
+static int do_ls(const char *target, const struct conn *c, int page_size, int json)
 {
 	struct fg_err err = { 0, "" };
 	struct fg_ref *ref = NULL;
@@ -363,7 +388,7 @@ static int do_ls(const char *target, const char *endpoint_opt, const char *regio
 	int rc;
 
 	if ((rc = parse_bucket_ref(&ref, target, &err)) ||
-	    (rc = open_s3(&s3, &endpoint, ref, endpoint_opt, region, 0, &err)))
+	    (rc = open_s3(&s3, &endpoint, ref, c, 0, &err)))
 		goto out;
 	if ((rc = fg_s3_list(&l, s3, ref->name, *ref->path ? ref->path : NULL, page_size, &err)))
 		goto out;
@@ -399,8 +424,8 @@ out:
 	return rc ? fg_cmd_fail("publish", &err) : FG_EXIT_OK;
 }
 
-static int do_get(const char *target, const char *endpoint_opt, const char *region,
-		  const char *outpath, const char *range)
+static int do_get(const char *target, const struct conn *c, const char *outpath,
+		  const char *range)
 {
 	struct fg_err err = { 0, "" };
 	struct fg_ref *ref = NULL;
@@ -426,7 +451,7 @@ static int do_get(const char *target, const char *endpoint_opt, const char *regi
 		rc = fg_err_set(&err, FG_EINVAL, "%s names no object", target);
 		goto out;
 	}
-	if ((rc = open_s3(&s3, &endpoint, ref, endpoint_opt, region, 0, &err)) ||
+	if ((rc = open_s3(&s3, &endpoint, ref, c, 0, &err)) ||
 	    (rc = fg_buf_printf(&tmp, &err, "%s.part", outpath)))
 		goto out;
 	fd = open(tmp.data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -559,8 +584,9 @@ static int hash_plan(struct plan *plan, struct fg_err *err)
 
 int cmd_publish(int argc, char **argv)
 {
-	const char *endpoint_opt = NULL, *region = NULL, *path = NULL, *target = NULL, *mode = NULL;
+	const char *path = NULL, *target = NULL, *mode = NULL;
 	const char *outpath = NULL, *range = NULL;
+	struct conn conn;
 	char *attach[MAX_ATTACH];
 	int n_attach = 0, verify = 0, json = 0, dry = 0, jobs = 0, page_size = 0, i, rc = 0;
 	unsigned long long part_size = 0, limit = 0;
@@ -580,6 +606,7 @@ int cmd_publish(int argc, char **argv)
 		return FG_EXIT_OK;
 	}
 	memset(&tot, 0, sizeof(tot));
+	memset(&conn, 0, sizeof(conn));
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		int has = i + 1 < argc;
@@ -593,9 +620,20 @@ int cmd_publish(int argc, char **argv)
 		else if ((!strcmp(a, "--ls") || !strcmp(a, "--get")) && !mode)
 			mode = a + 2;
 		else if (!strcmp(a, "--endpoint") && has)
-			endpoint_opt = argv[++i];
+			conn.endpoint = argv[++i];
 		else if (!strcmp(a, "--region") && has)
-			region = argv[++i];
+			conn.region = argv[++i];
+		else if (!strcmp(a, "--addressing-style") && has) {
+			enum fg_s3_addressing st;
+
+			conn.addressing = argv[++i];
+			if (fg_s3_addressing_parse(&st, conn.addressing, &err))
+				return fg_cmd_usage_error("publish", "--addressing-style wants auto, path or virtual");
+		} else if (!strcmp(a, "--connect-to") && has) {
+			if (conn.n_connect_to == MAX_CONNECT_TO)
+				return fg_cmd_usage_error("publish", "at most %d --connect-to", MAX_CONNECT_TO);
+			conn.connect_to[conn.n_connect_to++] = argv[++i];
+		}
 		else if (!strcmp(a, "-o") && has)
 			outpath = argv[++i];
 		else if (!strcmp(a, "--range") && has)
@@ -628,12 +666,12 @@ int cmd_publish(int argc, char **argv)
 	if (mode && !strcmp(mode, "ls")) {
 		if (!path || target)
 			return fg_cmd_usage_error("publish", "--ls wants one hf://buckets reference");
-		return do_ls(path, endpoint_opt, region, page_size, json);
+		return do_ls(path, &conn, page_size, json);
 	}
 	if (mode) {
 		if (!path || target || !outpath)
 			return fg_cmd_usage_error("publish", "--get wants a reference and -o FILE");
-		return do_get(path, endpoint_opt, region, outpath, range);
+		return do_get(path, &conn, outpath, range);
 	}
 	if (!path || !target)
 		return fg_cmd_usage_error("publish", "wants PATH and hf://buckets/<ns>/<name>[/<prefix>]");
@@ -669,7 +707,7 @@ int cmd_publish(int argc, char **argv)
 		printf("reference: %s\n", refbuf.data);
 		goto out;
 	}
-	if ((rc = open_s3(&s3, &endpoint, ref, endpoint_opt, region, (long long)limit, &err)) ||
+	if ((rc = open_s3(&s3, &endpoint, ref, &conn, (long long)limit, &err)) ||
 	    (rc = journal_dir(&jdir, &err)))
 		goto out;
 

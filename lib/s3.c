@@ -35,10 +35,17 @@
 #define DEFAULT_JOBS 8
 
 struct fg_s3 {
-	char *scheme_host; /* "http://127.0.0.1:9000" */
-	char *host_hdr;    /* "127.0.0.1:9000" (as signed and sent in Host) */
+	char *scheme_host; /* the endpoint as given, "http://127.0.0.1:9000" (names resume journals) */
+	char *scheme;      /* "http" or "https" */
+	char *ep_host;     /* "127.0.0.1", "s3.eu-west-1.amazonaws.com": lowercase; at AWS
+			    * (aws) it follows the region, under mu */
+	char *port;        /* ":9000" or "" */
 	char *base;        /* "" or "/namespace" */
 	char *region;      /* may change once: a server naming the bucket's region */
+	int aws;           /* ep_host is AWS's own S3 host (aws_s3_host) */
+	int ip;            /* ep_host is an IP address: never virtual-hosted */
+	enum fg_s3_addressing addressing;
+	struct curl_slist *connect_to;
 	char *cainfo, *capath; /* AWS_CA_BUNDLE, CURL_CA_BUNDLE or SSL_CERT_FILE; SSL_CERT_DIR */
 	struct fg_s3_creds creds;
 	int max_tries;
@@ -195,6 +202,261 @@ int fg_s3_endpoint_resolve(struct fg_buf *out, const char *explicit_endpoint, co
 	return fg_buf_append(out, e, n, err);
 }
 
+/* ---- addressing ---------------------------------------------------------- */
+
+int fg_s3_addressing_parse(enum fg_s3_addressing *out, const char *text, struct fg_err *err)
+{
+	if (text && !strcmp(text, "auto"))
+		*out = FG_S3_ADDR_AUTO;
+	else if (text && !strcmp(text, "path"))
+		*out = FG_S3_ADDR_PATH;
+	else if (text && !strcmp(text, "virtual"))
+		*out = FG_S3_ADDR_VIRTUAL;
+	else
+		return fg_err_set(err, FG_EINVAL, "addressing style %s is not auto, path or virtual",
+				  text ? text : "(none)");
+	return 0;
+}
+
+int fg_s3_addressing_config(enum fg_s3_addressing *out, struct fg_err *err)
+{
+	const char *file = getenv("AWS_CONFIG_FILE"), *profile = getenv("AWS_PROFILE");
+	const char *home = getenv("HOME");
+	struct fg_buf path = FG_BUF_INIT, text = FG_BUF_INIT, want = FG_BUF_INIT;
+	struct fg_err ferr;
+	char *line, *next;
+	int in = 0, in_s3 = 0, rc = 0;
+
+	*out = FG_S3_ADDR_AUTO;
+	if (!profile || !*profile)
+		profile = "default";
+	if (file && *file)
+		rc = fg_buf_puts(&path, file, err);
+	else if (home && *home)
+		rc = fg_buf_printf(&path, err, "%s/.aws/config", home);
+	else
+		return 0;
+	/* the config file names a profile "[profile NAME]", but the default "[default]" */
+	if (!rc)
+		rc = strcmp(profile, "default") ? fg_buf_printf(&want, err, "profile %s", profile)
+						: fg_buf_puts(&want, "default", err);
+	if (rc || access(path.data, R_OK) || fg_file_read(path.data, (size_t)1 << 20, &text, &ferr))
+		goto out;
+	for (line = text.data; line && *line; line = next) {
+		int indented = *line == ' ' || *line == '\t';
+		char *eq, *name, *v;
+
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = 0;
+		line = trim(line);
+		if (*line == '#' || *line == ';' || !*line)
+			continue;
+		if (*line == '[') {
+			char *close = strchr(line, ']');
+
+			if (close)
+				*close = 0;
+			name = trim(line + 1);
+			in = !strcmp(name, want.data);
+			in_s3 = 0;
+			continue;
+		}
+		if (!in || !(eq = strchr(line, '=')))
+			continue;
+		*eq = 0;
+		name = trim(line);
+		v = trim(eq + 1);
+		if (!indented) {
+			/* "s3 =" opens a nested section; the next unindented line ends it */
+			in_s3 = !strcmp(name, "s3") && !*v;
+			continue;
+		}
+		if (in_s3 && !strcmp(name, "addressing_style")) {
+			if (fg_s3_addressing_parse(out, v, err))
+				rc = fg_err_set(err, FG_EINVAL, "%s [%s] s3 addressing_style %s is not auto, "
+						"path or virtual", path.data, want.data, v);
+			break;
+		}
+	}
+out:
+	fg_buf_release(&path);
+	fg_buf_release(&text);
+	fg_buf_release(&want);
+	return rc;
+}
+
+/* The parts of an endpoint URL already checked by endpoint_parse. */
+struct ep {
+	const char *scheme, *host, *port, *base; /* base: NULL when none */
+	size_t scheme_len, host_len, port_len;   /* port with its ':' */
+};
+
+/* Splits scheme://host[:port][/base] (host may be an [IPv6] literal);
+ * FG_EINVAL when it is no such http(s) URL. */
+static int endpoint_parse(struct ep *p, const char *e, struct fg_err *err)
+{
+	const char *hs, *end, *colon;
+
+	memset(p, 0, sizeof(*p));
+	if (!e || (strncmp(e, "http://", 7) && strncmp(e, "https://", 8)))
+		return fg_err_set(err, FG_EINVAL, "s3: endpoint must be an http:// or https:// URL");
+	hs = strstr(e, "://") + 3;
+	end = strchr(hs, '/');
+	p->base = end;
+	if (!end)
+		end = hs + strlen(hs);
+	if (end == hs || strchr(e, '?') || strchr(e, '#') || strchr(e, '@'))
+		return fg_err_set(err, FG_EINVAL, "s3: bad endpoint URL");
+	p->scheme = e;
+	p->scheme_len = (size_t)(hs - 3 - e);
+	p->host = hs;
+	if (*hs == '[') {
+		const char *rb = memchr(hs, ']', (size_t)(end - hs));
+
+		if (!rb)
+			return fg_err_set(err, FG_EINVAL, "s3: bad endpoint URL");
+		colon = rb + 1 < end ? rb + 1 : NULL;
+		if (colon && *colon != ':')
+			return fg_err_set(err, FG_EINVAL, "s3: bad endpoint URL");
+	} else {
+		colon = memchr(hs, ':', (size_t)(end - hs));
+	}
+	p->host_len = (size_t)((colon ? colon : end) - hs);
+	p->port = colon;
+	p->port_len = colon ? (size_t)(end - colon) : 0;
+	if (!p->host_len)
+		return fg_err_set(err, FG_EINVAL, "s3: bad endpoint URL");
+	return 0;
+}
+
+/* A dotted quad, as botocore's IPV4_RE: 1 to 3 digits, four times. */
+static int ipv4_like(const char *s, size_t n)
+{
+	size_t i, digits = 0;
+	int dots = 0;
+
+	for (i = 0; i < n; i++) {
+		if (s[i] >= '0' && s[i] <= '9') {
+			if (++digits > 3)
+				return 0;
+		} else if (s[i] == '.' && digits) {
+			dots++;
+			digits = 0;
+		} else {
+			return 0;
+		}
+	}
+	return dots == 3 && digits;
+}
+
+static int ci_suffix(const char *s, size_t n, const char *suf)
+{
+	size_t l = strlen(suf);
+
+	return n >= l && !strncasecmp(s + n - l, suf, l);
+}
+
+/* A region as a host name holds it: "eu-west-1" (one label, letters, digits, '-'). */
+static int region_label(const char *r, size_t n)
+{
+	size_t i;
+
+	if (n == 0 || n > 63 || r[0] == '-' || r[n - 1] == '-')
+		return 0;
+	for (i = 0; i < n; i++)
+		if (!((r[i] >= 'a' && r[i] <= 'z') || (r[i] >= 'A' && r[i] <= 'Z') ||
+		      (r[i] >= '0' && r[i] <= '9') || r[i] == '-'))
+			return 0;
+	return 1;
+}
+
+/* Whether host[0..n) is AWS's own S3 API endpoint; *pre then gets the
+ * length of what comes before the region ("s3.", "s3.dualstack.",
+ * "s3-fips.", ...; 0 for the global s3.amazonaws.com and the legacy
+ * s3-<region> form, whose region the regional form replaces), *rs and *rl the
+ * region's span (rl 0 when the host names none). */
+static int aws_s3_host(const char *h, size_t n, size_t *pre, size_t *rs, size_t *rl)
+{
+	static const char *const forms[] = { "s3-fips.dualstack.", "s3.dualstack.", "s3-fips.", "s3.",
+					     NULL };
+	size_t m, i;
+
+	if (ci_suffix(h, n, ".amazonaws.com"))
+		m = n - 14;
+	else if (ci_suffix(h, n, ".amazonaws.com.cn"))
+		m = n - 17;
+	else
+		return 0;
+	*pre = *rs = *rl = 0;
+	if (m == 2 && !strncasecmp(h, "s3", 2)) {
+		*rs = 2;
+		return 1;
+	}
+	for (i = 0; forms[i]; i++) {
+		size_t fl = strlen(forms[i]);
+
+		if (m > fl && !strncasecmp(h, forms[i], fl) && region_label(h + fl, m - fl)) {
+			*pre = *rs = fl;
+			*rl = m - fl;
+			return 1;
+		}
+	}
+	/* s3-eu-west-1.amazonaws.com, s3-external-1; not s3-accelerate or s3-website-* */
+	if (m > 3 && !strncasecmp(h, "s3-", 3) && region_label(h + 3, m - 3) &&
+	    strncasecmp(h + 3, "accelerate", 10) && strncasecmp(h + 3, "website", 7) &&
+	    strncasecmp(h + 3, "object-lambda", 13)) {
+		*rs = 3;
+		*rl = m - 3;
+		return 1;
+	}
+	return 0;
+}
+
+/* A bucket name that can be a host name's first label(s), botocore's
+ * aws.isVirtualHostableS3Bucket: 3 to 63 characters, no uppercase, not a
+ * dotted quad, and one RFC 1123 label ([a-z0-9-], no '-' at either end), or
+ * with dots allowed a series of them. */
+static int bucket_hostable(const char *b, int allow_dots)
+{
+	size_t n = strlen(b), i, start = 0;
+
+	if (n < 3 || n > 63 || ipv4_like(b, n))
+		return 0;
+	for (i = 0; i <= n; i++) {
+		if (i == n || b[i] == '.') {
+			if (i == start || b[start] == '-' || b[i - 1] == '-' || (i < n && !allow_dots))
+				return 0;
+			start = i + 1;
+		} else if (!((b[i] >= 'a' && b[i] <= 'z') || (b[i] >= '0' && b[i] <= '9') || b[i] == '-')) {
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* The rule of fg_s3_virtual over an endpoint's facts. A dotted name only
+ * over http at a non-AWS endpoint: botocore's ruleset allows subdomains
+ * only there (over https a wildcard certificate covers one label). */
+static int choose_virtual(enum fg_s3_addressing a, int aws, int ip, int https, const char *bucket)
+{
+	if (a == FG_S3_ADDR_PATH || ip || (a == FG_S3_ADDR_AUTO && !aws))
+		return 0;
+	return bucket_hostable(bucket, !aws && !https);
+}
+
+int fg_s3_virtual(const char *endpoint, enum fg_s3_addressing addressing, const char *bucket)
+{
+	struct ep p;
+	size_t pre, rs, rl;
+
+	if (!bucket || endpoint_parse(&p, endpoint, NULL))
+		return 0;
+	return choose_virtual(addressing, aws_s3_host(p.host, p.host_len, &pre, &rs, &rl),
+			      p.host[0] == '[' || ipv4_like(p.host, p.host_len), p.scheme_len == 5,
+			      bucket);
+}
+
 int fg_s3_key_check(const char *key, struct fg_err *err)
 {
 	size_t len, i, seg = 0;
@@ -246,37 +508,44 @@ static void curl_init(void)
 int fg_s3_new(struct fg_s3 **out, const struct fg_s3_opts *o, struct fg_err *err)
 {
 	struct fg_s3 *s;
-	const char *e = o->endpoint, *hs, *slash;
-	size_t n;
+	struct ep p;
+	size_t n, pre, rs, rl;
+	int rc;
 
 	*out = NULL;
 	pthread_once(&curl_once, curl_init);
 	if (curl_init_rc)
 		return fg_err_set(err, FG_ENET, "s3: libcurl initialisation failed");
-	if (!e || (strncmp(e, "http://", 7) && strncmp(e, "https://", 8)))
-		return fg_err_set(err, FG_EINVAL, "s3: endpoint must be an http:// or https:// URL");
+	if ((rc = endpoint_parse(&p, o->endpoint, err)))
+		return rc;
 	if (!o->creds || !o->creds->access_key || !o->creds->secret_key)
 		return fg_err_set(err, FG_EAUTH, "s3: no credentials");
-	hs = strstr(e, "://") + 3;
-	slash = strchr(hs, '/');
-	if (slash == hs || !*hs || strchr(e, '?') || strchr(e, '#') || strchr(e, '@'))
-		return fg_err_set(err, FG_EINVAL, "s3: bad endpoint URL");
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
-	n = slash ? (size_t)(slash - e) : strlen(e);
-	s->scheme_host = strndup(e, n);
-	s->host_hdr = strndup(hs, n - (size_t)(hs - e));
-	if (slash) {
-		size_t bl = strlen(slash);
+	pthread_mutex_init(&s->mu, NULL);
+	s->scheme_host = strndup(o->endpoint, (size_t)(p.host + p.host_len + p.port_len - o->endpoint));
+	s->scheme = strndup(p.scheme, p.scheme_len);
+	s->ep_host = strndup(p.host, p.host_len);
+	s->port = strndup(p.port ? p.port : "", p.port_len);
+	if (p.base) {
+		size_t bl = strlen(p.base);
 
-		while (bl > 0 && slash[bl - 1] == '/')
+		while (bl > 0 && p.base[bl - 1] == '/')
 			bl--;
-		s->base = strndup(slash, bl);
+		s->base = strndup(p.base, bl);
 	} else {
 		s->base = strdup("");
 	}
-	s->region = strdup(o->region ? o->region : FG_S3_DEFAULT_REGION);
+	s->aws = aws_s3_host(p.host, p.host_len, &pre, &rs, &rl);
+	s->ip = p.host[0] == '[' || ipv4_like(p.host, p.host_len);
+	s->addressing = o->addressing;
+	if (o->region)
+		s->region = strdup(o->region);
+	else if (s->aws && pre && rl) /* s3.eu-west-1.amazonaws.com signs for eu-west-1 */
+		s->region = strndup(p.host + rs, rl);
+	else
+		s->region = strdup(FG_S3_DEFAULT_REGION);
 	{
 		/* a private CA, as awscli (AWS_CA_BUNDLE first) and lib/http.c take it */
 		const char *ca, *dir;
@@ -287,21 +556,30 @@ int fg_s3_new(struct fg_s3 **out, const struct fg_s3_opts *o, struct fg_err *err
 			return fg_err_set(err, FG_ENOMEM, "out of memory");
 		}
 	}
+	for (n = 0; o->connect_to && o->connect_to[n]; n++) {
+		struct curl_slist *t = curl_slist_append(s->connect_to, o->connect_to[n]);
+
+		if (!t) {
+			fg_s3_free(s);
+			return fg_err_set(err, FG_ENOMEM, "out of memory");
+		}
+		s->connect_to = t;
+	}
 	s->creds.access_key = dupstr(o->creds->access_key);
 	s->creds.secret_key = dupstr(o->creds->secret_key);
 	s->creds.session_token = dupstr(o->creds->session_token);
 	s->creds.source = o->creds->source;
 	s->max_tries = o->max_tries > 0 ? o->max_tries : DEFAULT_TRIES;
 	s->limit_rate = o->limit_rate;
-	pthread_mutex_init(&s->mu, NULL);
-	if (!s->scheme_host || !s->host_hdr || !s->base || !s->region || !s->creds.access_key ||
-	    !s->creds.secret_key || (o->creds->session_token && !s->creds.session_token)) {
+	if (!s->scheme_host || !s->scheme || !s->ep_host || !s->port || !s->base || !s->region ||
+	    !s->creds.access_key || !s->creds.secret_key ||
+	    (o->creds->session_token && !s->creds.session_token)) {
 		fg_s3_free(s);
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	}
-	for (n = 0; s->host_hdr[n]; n++)
-		if (s->host_hdr[n] >= 'A' && s->host_hdr[n] <= 'Z')
-			s->host_hdr[n] = (char)(s->host_hdr[n] + 32);
+	for (n = 0; s->ep_host[n]; n++)
+		if (s->ep_host[n] >= 'A' && s->ep_host[n] <= 'Z')
+			s->ep_host[n] = (char)(s->ep_host[n] + 32);
 	*out = s;
 	return 0;
 }
@@ -316,13 +594,77 @@ void fg_s3_free(struct fg_s3 *s)
 		curl_easy_cleanup(s->pool[i]);
 	pthread_mutex_destroy(&s->mu);
 	fg_s3_creds_clear(&s->creds);
+	curl_slist_free_all(s->connect_to);
 	free(s->scheme_host);
-	free(s->host_hdr);
+	free(s->scheme);
+	free(s->ep_host);
+	free(s->port);
 	free(s->base);
 	free(s->region);
 	free(s->cainfo);
 	free(s->capath);
 	free(s);
+}
+
+int fg_s3_target(struct fg_s3 *s, struct fg_buf *url, struct fg_buf *host, struct fg_buf *path,
+		 const char *bucket, const char *key, struct fg_err *err)
+{
+	struct fg_buf h = FG_BUF_INIT, pa = FG_BUF_INIT;
+	int virt = choose_virtual(s->addressing, s->aws, s->ip, !strcmp(s->scheme, "https"), bucket);
+	int rc;
+
+	pthread_mutex_lock(&s->mu);
+	rc = fg_buf_printf(&h, err, "%s%s%s%s", virt ? bucket : "", virt ? "." : "", s->ep_host,
+			   s->port);
+	pthread_mutex_unlock(&s->mu);
+	/* virtual-hosted: the bucket is in the host, and the canonical URI is
+	 * the base and key alone ("/" for the bucket itself) */
+	if (!rc)
+		rc = fg_buf_puts(&pa, s->base, err);
+	if (!rc && !virt && !(rc = fg_buf_putc(&pa, '/', err)))
+		rc = fg_sigv4_uri_encode(&pa, bucket, strlen(bucket), 0, err);
+	if (!rc && (key || virt))
+		rc = fg_buf_putc(&pa, '/', err);
+	if (!rc && key)
+		rc = fg_sigv4_uri_encode(&pa, key, strlen(key), 1, err);
+	if (!rc && url)
+		rc = fg_buf_printf(url, err, "%s://%s%s", s->scheme, h.data, pa.data);
+	if (!rc && host)
+		rc = fg_buf_puts(host, h.data, err);
+	if (!rc && path)
+		rc = fg_buf_puts(path, pa.data, err);
+	fg_buf_release(&h);
+	fg_buf_release(&pa);
+	return rc;
+}
+
+/* After a switch to region: at AWS's own endpoint the host names the region
+ * (s3.<region>.amazonaws.com), and another region's endpoint refuses the
+ * bucket (301 PermanentRedirect), so the host follows, as botocore's
+ * S3RegionRedirector re-resolves the endpoint. Elsewhere nothing changes. */
+static int follow_region(struct fg_s3 *s, const char *region, struct fg_err *err)
+{
+	struct fg_buf h = FG_BUF_INIT;
+	size_t pre, rs, rl, n;
+	int rc = 0;
+
+	if (!s->aws)
+		return 0;
+	pthread_mutex_lock(&s->mu);
+	n = strlen(s->ep_host);
+	if (aws_s3_host(s->ep_host, n, &pre, &rs, &rl) && region_label(region, strlen(region))) {
+		/* keep "s3.dualstack." and the like; the global and legacy forms become s3.<region> */
+		rc = pre ? fg_buf_append(&h, s->ep_host, pre, err) : fg_buf_puts(&h, "s3.", err);
+		if (!rc)
+			rc = fg_buf_printf(&h, err, "%s%s", region, s->ep_host + rs + rl);
+		if (!rc && strcmp(h.data, s->ep_host)) {
+			free(s->ep_host);
+			s->ep_host = fg_buf_detach(&h, NULL);
+		}
+	}
+	pthread_mutex_unlock(&s->mu);
+	fg_buf_release(&h);
+	return rc;
 }
 
 /* ---- transport (the only libcurl code) ----------------------------------- */
@@ -622,6 +964,8 @@ static int transport_do(struct fg_s3 *s, struct xfer *x, struct fg_err *err)
 		curl_easy_setopt(c, CURLOPT_CAINFO, s->cainfo);
 	if (s->capath)
 		curl_easy_setopt(c, CURLOPT_CAPATH, s->capath);
+	if (s->connect_to)
+		curl_easy_setopt(c, CURLOPT_CONNECT_TO, s->connect_to);
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write_cb);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, x);
@@ -1113,19 +1457,11 @@ static int do_req(struct fg_s3 *s, struct req *r, struct fg_err *err)
 	pthread_mutex_lock(&s->mu);
 	rc = fg_buf_puts(&region, s->region, err);
 	pthread_mutex_unlock(&s->mu);
-	if (rc || (rc = fg_buf_puts(&host, s->host_hdr, err)))
+	if (rc || (rc = fg_s3_target(s, &url, &host, &path, r->bucket, r->key, err)) ||
+	    (rc = fg_sigv4_query_build(&query, r->params, r->np, err)) ||
+	    (query.len && (rc = fg_buf_printf(&url, err, "?%s", query.data))))
 		goto out;
-	if ((rc = fg_buf_printf(&path, err, "%s/", s->base)) ||
-	    (rc = fg_sigv4_uri_encode(&path, r->bucket, strlen(r->bucket), 0, err)))
-		goto out;
-	if (r->key && ((rc = fg_buf_putc(&path, '/', err)) ||
-		       (rc = fg_sigv4_uri_encode(&path, r->key, strlen(r->key), 1, err))))
-		goto out;
-	if ((rc = fg_sigv4_query_build(&query, r->params, r->np, err)) ||
-	    (rc = fg_buf_printf(&url, err, "%s%s%s%s", s->scheme_host, path.data, query.len ? "?" : "",
-				query.len ? query.data : "")))
-		goto out;
-	resource = strlen(s->scheme_host);
+	resource = url.len - path.len - (query.len ? query.len + 1 : 0);
 	if (r->payload_sha256) {
 		memcpy(payload, r->payload_sha256, 65);
 	} else if (r->body_fd >= 0) {
@@ -1272,6 +1608,17 @@ static int do_req(struct fg_s3 *s, struct req *r, struct fg_err *err)
 				}
 			}
 			pthread_mutex_unlock(&s->mu);
+			if (s->aws && !hops) {
+				/* AWS: that region's endpoint, in either addressing style */
+				fg_buf_reset(&url);
+				fg_buf_reset(&host);
+				fg_buf_reset(&path);
+				if ((rc = follow_region(s, region.data, err)) ||
+				    (rc = fg_s3_target(s, &url, &host, &path, r->bucket, r->key, err)) ||
+				    (query.len && (rc = fg_buf_printf(&url, err, "?%s", query.data))))
+					goto out;
+				resource = url.len - path.len - (query.len ? query.len + 1 : 0);
+			}
 			attempt--; /* not a try either */
 			continue;
 		}

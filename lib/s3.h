@@ -4,8 +4,10 @@
  * per-part retry and a local journal so an interrupted upload resumes by
  * sending only the parts the server does not have yet.
  *
- * Addressing is path-style only: {endpoint}/{bucket}/{key}. The endpoint may
- * carry a base path (the HF gateway is https://s3.hf.co/<namespace>). Requests
+ * Addressing is path-style ({endpoint}/{bucket}/{key}) or virtual-hosted
+ * ({scheme}://{bucket}.{endpoint host}/{key}), chosen per bucket as botocore's
+ * addressing_style does (fg_s3_virtual). The endpoint may carry a base path
+ * (the HF gateway is https://s3.hf.co/<namespace>, path-style only). Requests
  * are signed with SigV4 (lib/sigv4.h) over plain bodies (never aws-chunked,
  * which the gateway does not parse). Credentials are held in memory only and
  * never appear in any message. Keys are checked with fg_s3_key_check before
@@ -39,12 +41,41 @@ struct fg_s3_creds {
 int fg_s3_creds_load(struct fg_s3_creds *out, struct fg_err *err);
 void fg_s3_creds_clear(struct fg_s3_creds *c);
 
+/* botocore's s3.addressing_style. */
+enum fg_s3_addressing {
+	FG_S3_ADDR_AUTO = 0, /* virtual-hosted at AWS's own S3 endpoints for a bucket
+			      * name that is one DNS label; path-style elsewhere */
+	FG_S3_ADDR_PATH,     /* always {endpoint}/{bucket}/{key} */
+	FG_S3_ADDR_VIRTUAL,  /* {bucket}.{host} whenever the name can be a host name
+			      * (see fg_s3_virtual); path-style otherwise, as botocore */
+};
+
+/* "auto", "path" or "virtual" (botocore's names) into out; FG_EINVAL
+ * naming the value otherwise. */
+int fg_s3_addressing_parse(enum fg_s3_addressing *out, const char *text, struct fg_err *err);
+
+/* The addressing_style of the s3 section of the AWS CLI's config file
+ * (AWS_CONFIG_FILE, default ~/.aws/config), profile AWS_PROFILE ("[profile
+ * NAME]", or "[default]"), written as the AWS CLI writes it:
+ *     s3 =
+ *         addressing_style = virtual
+ * FG_S3_ADDR_AUTO when the file, the profile or the setting is absent;
+ * FG_EINVAL naming the file for a value that is none of the three. */
+int fg_s3_addressing_config(enum fg_s3_addressing *out, struct fg_err *err);
+
 struct fg_s3_opts {
 	const char *endpoint;   /* scheme://host[:port][/base], required */
-	const char *region;     /* NULL = FG_S3_DEFAULT_REGION */
+	const char *region;     /* NULL = the region of an AWS regional endpoint
+				 * (s3.<region>.amazonaws.com), else FG_S3_DEFAULT_REGION */
 	const struct fg_s3_creds *creds; /* copied */
 	int max_tries;          /* per request; 0 = 6 */
 	long long limit_rate;   /* bytes/s per connection for uploads; 0 = unlimited */
+	enum fg_s3_addressing addressing;
+	/* libcurl's CONNECT_TO entries, "HOST1:PORT1:HOST2:PORT2" as curl's
+	 * --connect-to (an empty HOST1 or PORT1 matches any): where a request
+	 * for HOST1:PORT1 connects, its Host header, TLS name and signature
+	 * unchanged. Copied; NULL-terminated; NULL = none. */
+	const char *const *connect_to;
 };
 
 struct fg_s3; /* opaque; safe to use from several threads at once */
@@ -57,6 +88,29 @@ void fg_s3_free(struct fg_s3 *s);
  * namespace ns. Appends it to out without a trailing '/'. */
 int fg_s3_endpoint_resolve(struct fg_buf *out, const char *explicit_endpoint, const char *ns,
 			   struct fg_err *err);
+
+/* Whether a request for bucket goes virtual-hosted with these settings
+ * (botocore's rules, 1.43 endpoint ruleset):
+ * - path: never; auto: only when the endpoint's host is AWS's own S3 host
+ *   (s3.amazonaws.com, s3.<region>.amazonaws.com, s3.dualstack.<region>...,
+ *   s3-fips..., s3-<region>..., and .amazonaws.com.cn), which botocore
+ *   addresses so when no endpoint URL is given; any other endpoint (MinIO,
+ *   s3rver, the HF gateway, localhost, an IP) is path-style, as botocore's
+ *   auto is for every endpoint URL;
+ * - virtual: any endpoint whose host is a name, not an IP address;
+ * and then only for a bucket name of 3 to 63 characters, lowercase letters,
+ * digits and '-', neither starting nor ending with '-', not like an IPv4
+ * address; with dots (each part such a label) only over http at a
+ * non-AWS endpoint, since a dotted name breaks the TLS certificate's
+ * wildcard. endpoint as fg_s3_opts. */
+int fg_s3_virtual(const char *endpoint, enum fg_s3_addressing addressing, const char *bucket);
+
+/* Builds where a request for bucket/key (key NULL: the bucket itself) goes:
+ * url gets scheme://host[:port]/path (no query), host the Host header as
+ * sent and signed, path the canonical URI (as sent: no bucket segment when
+ * virtual-hosted). Any of the three may be NULL. */
+int fg_s3_target(struct fg_s3 *s, struct fg_buf *url, struct fg_buf *host, struct fg_buf *path,
+		 const char *bucket, const char *key, struct fg_err *err);
 
 /* The gateway's key rules: not empty, at most 1024 bytes of valid UTF-8, no
  * leading or trailing '/', no "//", no "." or ".." segment (covers "../" and a

@@ -5,11 +5,13 @@
  * The caller builds the request line with fg_sigv4_uri_encode and
  * fg_sigv4_query_build, then hands the path and query exactly as they will be
  * sent to fg_sigv4_sign. For S3 the canonical URI is the path as sent (each
- * key segment encoded once, '/' kept), and the canonical query is the sent
- * query split on '&', each pair split at its first '=' ("uploads" becomes
- * "uploads="), sorted by name then value. The headers signed are always host,
- * x-amz-date and x-amz-content-sha256 (x-amz-security-token with a session
- * token), plus whatever extra headers the caller lists. Secrets never appear
+ * key segment encoded once, '/' kept; virtual-hosted, the bucket is in the
+ * Host and not in the path: lib/s3's fg_s3_target builds both), and the
+ * canonical query is the sent query split on '&', each pair split at its
+ * first '=' ("uploads" becomes "uploads="), sorted by name then value. The
+ * headers signed are always host, x-amz-date and x-amz-content-sha256
+ * (x-amz-security-token with a session token), plus whatever extra headers
+ * the caller lists. Secrets never appear
  * in any output except through the derived signature. */
 #ifndef FG_SIGV4_H
 #define FG_SIGV4_H
