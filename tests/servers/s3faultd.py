@@ -2,7 +2,9 @@
 """s3faultd.py - a small S3-compatible server that misbehaves on purpose
 (Python stdlib only), for tests/integration/publish_interop.sh.
 
-Path-style only (/<bucket>/<key>): PUT object, CreateMultipartUpload
+Path-style (/<bucket>/<key>), and virtual-hosted (Host <bucket>.<SUFFIX>,
+path /<key>) for each --vhost SUFFIX given (as AWS, and MinIO with
+MINIO_DOMAIN, take the bucket from the host). PUT object, CreateMultipartUpload
 (POST ?uploads), UploadPart (PUT ?partNumber&uploadId), CompleteMultipartUpload
 (POST ?uploadId), AbortMultipartUpload (DELETE ?uploadId), DELETE object,
 ListObjectsV2 (GET ?list-type=2: prefix, max-keys, continuation-token,
@@ -50,7 +52,10 @@ the documented fact or known server behaviour it stands for:
             Location, R only in x-amz-bucket-region (AWS's answer to a
             request at an endpoint of another region: "The bucket you are
             attempting to access must be addressed using the specified
-            endpoint")
+            endpoint"); with style=301 a request whose Host names another
+            AWS region (s3.<region>.amazonaws.com, whatever it was signed
+            for) gets that 301 too: AWS serves a bucket only at its own
+            region's endpoint
   rangecap  cap=N: a ranged GET's 206 carries at most N bytes (a CDN in front
             of the store capping ranges; RFC 9110 14.4: Content-Range says
             which bytes came)
@@ -83,6 +88,9 @@ the documented fact or known server behaviour it stands for:
             2020: "a process writes a new object ... and immediately lists
             keys within its bucket. Until the change is fully propagated,
             the object might not appear in the list")
+  vhostonly refuse a path-style request to a --vhost host with 400
+            InvalidRequest (a service that serves buckets by host name only;
+            AWS announced the end of path-style requests for new buckets)
   v1list    answer every listing as ListObjects version 1 (list-type=2
             ignored, as a server that only has v1 does): pages by `marker`
             (keys after it), <Marker> echoed, no KeyCount and no continuation
@@ -91,9 +99,9 @@ the documented fact or known server behaviour it stands for:
 Several global kinds may be on at once: rules are all read, first rule wins
 only for status/error200/lost/skew/redirect/region.
 --tls CERT KEY serves the first --port over TLS (the others stay plain http).
-Every request is logged as one JSON line (method, op, path, query, port,
-status, expect, bytes, time) to --log before the body of the answer goes out."""
-import argparse, base64, fnmatch, gzip, hashlib, json, os, threading, time, email.utils
+Every request is logged as one JSON line (method, op, path, host, bucket,
+port, status, expect, bytes, time) to --log before the body of the answer goes out."""
+import argparse, base64, fnmatch, gzip, hashlib, json, os, re, threading, time, email.utils
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit, parse_qs, quote, quote_plus, unquote
 
@@ -104,7 +112,7 @@ COUNTS = {}
 LOCK = threading.Lock()
 UPLOADS = {}   # upload id -> {'bucket', 'key', 'parts': {n: (etag, bytes)}}
 ETAGS = {}     # (bucket, key) -> ETag of a multipart object (md5 of the part md5s, "-N")
-GLOBAL = ('lower', 'unquoted', 'chunked', 'gzip', 'listlag', 'headnolen', 'no100', 'entities', 'nourlenc', 'close', 'v1list')
+GLOBAL = ('lower', 'unquoted', 'chunked', 'gzip', 'listlag', 'headnolen', 'no100', 'entities', 'nourlenc', 'close', 'v1list', 'vhostonly')
 
 
 
@@ -171,6 +179,7 @@ class H(BaseHTTPRequestHandler):
 
     def log(self, status, nbytes):
         rec = {'method': self.command, 'op': getattr(self, 'op', None), 'path': self.path,
+               'host': self.headers.get('Host'), 'bucket': getattr(self, 'bucket', None),
                'port': self.server.server_port, 'status': status, 'bytes': nbytes,
                'region': self.signed_region(),
                'expect': getattr(self, 'saw_expect', False) or bool(self.headers.get('Expect')),
@@ -255,11 +264,34 @@ class H(BaseHTTPRequestHandler):
     def do_DELETE(self):
         self.route()
 
+    def vhost_bucket(self):
+        """The bucket a Host <bucket>.<SUFFIX> names, '' for a host that is a
+        --vhost SUFFIX itself, None for any other host."""
+        host = (self.headers.get('Host') or '').lower()
+        if not host.startswith('['):
+            host = host.rsplit(':', 1)[0]
+        for suf in ARGS.vhost or ():
+            if host == suf:
+                return ''
+            if host.endswith('.' + suf):
+                return host[:-len(suf) - 1]
+        return None
+
     def route(self):
         u = urlsplit(self.path)
         q = {k: v[0] for k, v in parse_qs(u.query, keep_blank_values=True).items()}
-        parts = unquote(u.path).lstrip('/').split('/', 1)
-        bucket, key = parts[0], (parts[1] if len(parts) > 1 else None)
+        vb = self.vhost_bucket()
+        if vb:
+            # virtual-hosted: the whole path is the key ("/" alone: the bucket)
+            bucket, key = vb, (unquote(u.path)[1:] or None)
+        else:
+            parts = unquote(u.path).lstrip('/').split('/', 1)
+            bucket, key = parts[0], (parts[1] if len(parts) > 1 else None)
+        self.bucket = bucket
+        if vb == '' and 'vhostonly' in self.flags():
+            self.op, self.rule = None, None
+            self.read_body() if self.command in ('PUT', 'POST') else None
+            return self.error(400, 'InvalidRequest', 'path-style requests are not supported here')
         if bucket == '_cdn' and key and self.command in ('GET', 'HEAD'):
             # the "CDN" path a cdn=1 redirect points to: no signature needed
             b2, _, k2 = key.partition('/')
@@ -300,7 +332,12 @@ class H(BaseHTTPRequestHandler):
                                   '<RequestTime>%s</RequestTime><ServerTime>%s</ServerTime>'
                                   '<MaxAllowedSkewMilliseconds>900000</MaxAllowedSkewMilliseconds>' %
                                   (amz, time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now))))
-        if kind == 'region' and self.signed_region() != self.rule['name']:
+        m_host = re.match(r'(?:.+\.)?s3[.-](?:dualstack\.)?([a-z0-9-]+)\.amazonaws\.com(?::\d+)?$',
+                          (self.headers.get('Host') or '').lower())
+        host_region = m_host.group(1) if m_host else None
+        if kind == 'region' and (self.signed_region() != self.rule['name'] or
+                                 (self.rule.get('style') == '301' and host_region and
+                                  host_region != self.rule['name'])):
             hd = [('x-amz-bucket-region', self.rule['name'])]
             if self.rule.get('style') == '301':
                 return self.error(301, 'PermanentRedirect',
@@ -514,6 +551,7 @@ def main():
     ap.add_argument('--faults')
     ap.add_argument('--log', required=True)
     ap.add_argument('--tls', nargs=2, metavar=('CERT', 'KEY'))
+    ap.add_argument('--vhost', action='append', help='host suffix of virtual-hosted buckets (repeatable)')
     ARGS = ap.parse_args()
     servers = [ThreadingHTTPServer(('127.0.0.1', p), H) for p in ARGS.port]
     if ARGS.tls:

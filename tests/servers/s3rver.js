@@ -7,7 +7,10 @@
 // signature ("Signature version 4 calculation is unimplemented"). This
 // launcher wraps its authentication middleware with a verifier that rebuilds
 // the canonical request from the request exactly as received (method, raw
-// path and query, the received values of the signed headers) and rejects a
+// path and query, the received values of the signed headers; for a
+// virtual-hosted request, s3rver's default serviceEndpoint amazonaws.com
+// taking the bucket from Host <bucket>.s3[.<region>].amazonaws.com, the path
+// without the bucket) and rejects a
 // mismatch with 403 SignatureDoesNotMatch; it also requires host,
 // x-amz-date and x-amz-content-sha256 to be signed. Besides s3rver's
 // S3RVER/S3RVER pair it accepts FG_S3RVER_KEY / FG_S3RVER_SECRET, so tests
@@ -43,7 +46,9 @@ function verify(ctx) {
     if (!signed.includes(h)) throw sigv4Error(`${h} not signed`);
   const date = ctx.get('x-amz-date');
   if (date.slice(0, 8) !== day) throw sigv4Error('date and scope differ');
-  const raw = ctx.req.url;
+  // as received: s3rver's vhost middleware has already put a Host's bucket
+  // into ctx.url (and req.url) by now; Koa keeps the original
+  const raw = ctx.originalUrl;
   const q = raw.indexOf('?');
   const rawPath = q < 0 ? raw : raw.slice(0, q);
   const query = q < 0 ? '' : raw.slice(q + 1);
