@@ -16,6 +16,7 @@
 
 #include "bf16.h"
 #include "buf.h"
+#include "engine/model.h"
 #include "fsutil.h"
 #include "json.h"
 #include "lock.h"
@@ -1992,6 +1993,11 @@ int fg_int4_bake(const char *src, const char *out, const struct fg_int4_opts *op
 		rc = open_store(&b, err);
 	if (!rc)
 		rc = fg_st_open(&b.set, src, err);
+	/* what fgpack run would refuse (a tensor the model reads missing, or of
+	 * a shape or dtype other than config.json implies) is refused here,
+	 * by the engine loader's own check, before anything is written */
+	if (!rc)
+		rc = fg_g4_model_check(src, b.set, err);
 	if (!rc)
 		rc = list_inputs(&b, err);
 	if (!rc)

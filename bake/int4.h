@@ -92,7 +92,11 @@ struct fg_int4_report {
  * sharded), writes the INT4 checkpoint to out (which must not exist, or be an
  * empty folder) through a temporary folder beside it, renamed only when
  * complete, then writes the in-toto/SLSA statement to "<out>.intoto.json".
- * Streams tensor by tensor. Errors name the file and tensor.
+ * Streams tensor by tensor. Errors name the file and tensor. Before writing
+ * anything, src gets the engine loader's own check (fg_g4_model_check,
+ * engine/model.h): a checkpoint fgpack run would refuse (a tensor the model
+ * reads missing, or of a dtype or shape other than config.json implies) is
+ * refused; tensors the model does not read pass through unchecked.
  * An input that is a hard link to a blob of the store, unchanged since the
  * store last checked it (fg_store_stamp_match), takes the blob's name as its
  * digest instead of being hashed; the statement says which inputs did. */

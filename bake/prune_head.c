@@ -15,6 +15,7 @@
 #include "bake/int4.h"
 #include "bake/keepset.h"
 #include "buf.h"
+#include "engine/model.h"
 #include "fsutil.h"
 #include "json.h"
 #include "provenance.h"
@@ -248,6 +249,11 @@ int fg_prune_head_in(const char *src, const char *keepset, const char *out, int 
 		rc = fg_err_set(err, FG_EINVAL, "%s: the head is already pruned (lm_head.keep_ids present)", src);
 		goto done;
 	}
+	/* every tensor is written: one fgpack run would refuse (missing, or of a
+	 * shape or dtype other than config.json implies) is refused here, by the
+	 * engine loader's own check, before anything is written */
+	if ((rc = fg_g4_model_check(src, set, err)))
+		goto done;
 	lm = fg_st_find(set, "lm_head.weight");
 	packed = fg_st_find(set, "lm_head.weight_packed");
 	if (packed) {

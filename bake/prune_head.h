@@ -36,7 +36,9 @@ struct fg_prune_report {
 
 /* Writes out (which must not exist, or be an empty folder) from the model
  * folder src and the keepset file at keepset. The keepset's full_vocab must
- * equal the head's rows.
+ * equal the head's rows. Before anything is written, src gets bake int4's
+ * check (fg_g4_model_check, engine/model.h): a checkpoint fgpack run would
+ * refuse is refused.
  * head_int4: quantize the K rows (a BF16, F16 or F32 head) into compressed-tensors
  * pack-quantized lm_head.weight_packed / weight_scale / weight_shape with the
  * group size of the model's quantization_config (which must exist: a model

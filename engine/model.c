@@ -46,7 +46,7 @@ static void shape_str(const struct fg_st_tensor *t, char *buf, size_t n)
 /* A head pruned to a keepset: "lm_head.keep_ids" (I32 [K], sorted, unique,
  * below vocab) copied into m->keep; absent: m->keep stays NULL. Call with the
  * top-level (empty) prefix. */
-static int bind_keep(struct fg_g4_model *m, const char *dir, struct fg_err *err)
+static int bind_keep(struct fg_g4_model *m, struct fg_err *err)
 {
 	const struct fg_st_tensor *t = find(m, "lm_head.keep_ids");
 	const uint8_t *b;
@@ -56,7 +56,7 @@ static int bind_keep(struct fg_g4_model *m, const char *dir, struct fg_err *err)
 		return 0;
 	if (t->dtype != FG_ST_I32 || t->ndim != 1 || t->nelem < 1 || t->nelem > (uint64_t)m->cfg.vocab)
 		return fg_err_set(err, FG_EFORMAT, "%s: tensor lm_head.keep_ids: expected I32 [K] with 1 <= K <= %d",
-				  dir, m->cfg.vocab);
+				  t->file, m->cfg.vocab);
 	if (!(m->keep = malloc(sizeof(int32_t) * (size_t)t->nelem)))
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	b = t->data; /* the mapping need not be aligned */
@@ -66,7 +66,7 @@ static int bind_keep(struct fg_g4_model *m, const char *dir, struct fg_err *err)
 			return fg_err_set(err, FG_EFORMAT,
 					  "%s: tensor lm_head.keep_ids: id %d at %llu is out of range (vocab %d) or "
 					  "not above the one before",
-					  dir, (int)m->keep[i], (unsigned long long)i, m->cfg.vocab);
+					  t->file, (int)m->keep[i], (unsigned long long)i, m->cfg.vocab);
 	}
 	m->n_keep = (int)t->nelem;
 	return 0;
@@ -102,8 +102,8 @@ static int bind_lin(struct fg_g4_model *m, struct fg_lin *l, const char *name, i
 			return rc;
 		if (!shape_is(t, 2, (uint64_t)rows, (uint64_t)cols)) {
 			shape_str(t, sh, sizeof(sh));
-			return fg_err_set(err, FG_EFORMAT, "tensor %s%s has shape %s, expected %d x %d", m->prefix, key,
-					  sh, rows, cols);
+			return fg_err_set(err, FG_EFORMAT, "%s: tensor %s%s has shape %s, expected %d x %d", t->file,
+					  m->prefix, key, sh, rows, cols);
 		}
 		l->w = t->data;
 		return 0;
@@ -117,7 +117,8 @@ static int bind_lin(struct fg_g4_model *m, struct fg_lin *l, const char *name, i
 		snprintf(k2, sizeof(k2), "%s.weight_scale", name);
 		sc = find(m, k2);
 		if (!sc)
-			return fg_err_set(err, FG_ENOTFOUND, "tensor %s%s is missing (beside %s)", m->prefix, k2, key);
+			return fg_err_set(err, FG_ENOTFOUND, "%s: tensor %s%s is missing (beside %s)", t->file, m->prefix,
+					  k2, key);
 		snprintf(k2, sizeof(k2), "%s.weight_shape", name);
 		shp = find(m, k2);
 		if (shp) {
@@ -126,8 +127,8 @@ static int bind_lin(struct fg_g4_model *m, struct fg_lin *l, const char *name, i
 			int wide = shp->dtype == FG_ST_I64;
 
 			if ((shp->dtype != FG_ST_I32 && !wide) || shp->nelem != 2)
-				return fg_err_set(err, FG_EFORMAT, "tensor %s%s: expected 2 I64 (or I32) values", m->prefix,
-						  k2);
+				return fg_err_set(err, FG_EFORMAT, "%s: tensor %s%s: expected 2 I64 (or I32) values",
+						  shp->file, m->prefix, k2);
 			if (wide) {
 				uint64_t d0 = fg_le32(b) | (uint64_t)fg_le32(b + 4) << 32;
 				uint64_t d1 = fg_le32(b + 8) | (uint64_t)fg_le32(b + 12) << 32;
@@ -139,13 +140,13 @@ static int bind_lin(struct fg_g4_model *m, struct fg_lin *l, const char *name, i
 				dims[1] = (int32_t)fg_le32(b + 4);
 			}
 			if (dims[0] != rows || dims[1] != cols)
-				return fg_err_set(err, FG_EFORMAT, "tensor %s%s says %d x %d, expected %d x %d",
-						  m->prefix, k2, dims[0], dims[1], rows, cols);
+				return fg_err_set(err, FG_EFORMAT, "%s: tensor %s%s says %d x %d, expected %d x %d",
+						  shp->file, m->prefix, k2, dims[0], dims[1], rows, cols);
 		}
 		if (t->dtype != FG_ST_I32 || cols % 8 || !shape_is(t, 2, (uint64_t)rows, (uint64_t)cols / 8)) {
 			shape_str(t, sh, sizeof(sh));
-			return fg_err_set(err, FG_EFORMAT, "tensor %s%s has dtype %s shape %s, expected I32 %d x %d",
-					  m->prefix, key, fg_st_dtype_name(t->dtype), sh, rows, cols / 8);
+			return fg_err_set(err, FG_EFORMAT, "%s: tensor %s%s has dtype %s shape %s, expected I32 %d x %d",
+					  t->file, m->prefix, key, fg_st_dtype_name(t->dtype), sh, rows, cols / 8);
 		}
 		snprintf(k2, sizeof(k2), "%s.weight_scale", name);
 		ngroups = sc->ndim == 2 ? sc->shape[1] : 0;
@@ -153,8 +154,9 @@ static int bind_lin(struct fg_g4_model *m, struct fg_lin *l, const char *name, i
 		    (uint64_t)cols % ngroups || ((uint64_t)cols / ngroups) % 8) {
 			shape_str(sc, sh, sizeof(sh));
 			return fg_err_set(err, FG_EFORMAT,
-					  "tensor %s%s has dtype %s shape %s: expected BF16 %d x (%d / group), group a "
-					  "multiple of 8", m->prefix, k2, fg_st_dtype_name(sc->dtype), sh, rows, cols);
+					  "%s: tensor %s%s has dtype %s shape %s: expected BF16 %d x (%d / group), group a "
+					  "multiple of 8", sc->file, m->prefix, k2, fg_st_dtype_name(sc->dtype), sh, rows,
+					  cols);
 		}
 		l->fmt = FG_W_INT4;
 		l->w = t->data;
@@ -164,7 +166,8 @@ static int bind_lin(struct fg_g4_model *m, struct fg_lin *l, const char *name, i
 	}
 	if (optional)
 		return 0;
-	return fg_err_set(err, FG_ENOTFOUND, "tensor %s%s.weight is missing from the checkpoint", m->prefix, name);
+	return fg_err_set(err, FG_ENOTFOUND, "%s: tensor %s%s.weight is missing from the checkpoint", m->dir,
+			  m->prefix, name);
 }
 
 /* A vector [n] widened to a new fp32 array. */
@@ -176,7 +179,8 @@ static int bind_vec(struct fg_g4_model *m, float **out, const char *name, int n,
 
 	*out = NULL;
 	if (!t)
-		return fg_err_set(err, FG_ENOTFOUND, "tensor %s%s is missing from the checkpoint", m->prefix, name);
+		return fg_err_set(err, FG_ENOTFOUND, "%s: tensor %s%s is missing from the checkpoint", m->dir,
+				  m->prefix, name);
 	if ((t->dtype != FG_ST_BF16 && t->dtype != FG_ST_F16 && t->dtype != FG_ST_F32) || t->nelem != (uint64_t)n ||
 	    t->ndim > 1) {
 		shape_str(t, sh, sizeof(sh));
@@ -208,7 +212,7 @@ static void note_format(struct fg_g4_model *m, const struct fg_lin *l, int *seen
  * post_projection and, with use_ordered_embeddings, the masked embedding's
  * centroids and token_ordering. A pruned head (lm_head.keep_ids) is refused:
  * the masked head reads rows by token id. Restores m->prefix. */
-static int bind_assistant(struct fg_g4_model *m, const char *dir, int *seen, struct fg_err *err)
+static int bind_assistant(struct fg_g4_model *m, int *seen, struct fg_err *err)
 {
 	const struct fg_g4_config *c = &m->cfg;
 	const struct fg_st_tensor *t;
@@ -220,7 +224,7 @@ static int bind_assistant(struct fg_g4_model *m, const char *dir, int *seen, str
 	m->prefix[0] = 0;
 	if (find(m, "lm_head.keep_ids")) {
 		rc = fg_err_set(err, FG_EUNSUPPORTED, "%s: tensor lm_head.keep_ids: a pruned head is not supported in a "
-				"gemma4_assistant", dir);
+				"gemma4_assistant", find(m, "lm_head.keep_ids")->file);
 		goto out;
 	}
 	if (!c->tie_embeddings) {
@@ -243,12 +247,12 @@ static int bind_assistant(struct fg_g4_model *m, const char *dir, int *seen, str
 	t = find(m, "masked_embedding.token_ordering");
 	if (!t) {
 		rc = fg_err_set(err, FG_ENOTFOUND, "%s: tensor masked_embedding.token_ordering is missing from the "
-				"checkpoint", dir);
+				"checkpoint", m->dir);
 		goto out;
 	}
 	if ((t->dtype != FG_ST_I64 && t->dtype != FG_ST_I32) || t->ndim != 1 || t->nelem != (uint64_t)c->vocab) {
 		rc = fg_err_set(err, FG_EFORMAT, "%s: tensor masked_embedding.token_ordering: expected I64 (or I32) [%d], "
-				"found %s with %llu values", dir, c->vocab, fg_st_dtype_name(t->dtype),
+				"found %s with %llu values", t->file, c->vocab, fg_st_dtype_name(t->dtype),
 				(unsigned long long)t->nelem);
 		goto out;
 	}
@@ -263,7 +267,7 @@ static int bind_assistant(struct fg_g4_model *m, const char *dir, int *seen, str
 
 		if (id < 0 || id >= c->vocab) {
 			rc = fg_err_set(err, FG_EFORMAT, "%s: tensor masked_embedding.token_ordering: id %lld at %llu is "
-					"out of range (vocab %d)", dir, (long long)id, (unsigned long long)i, c->vocab);
+					"out of range (vocab %d)", t->file, (long long)id, (unsigned long long)i, c->vocab);
 			goto out;
 		}
 		m->ordering[i] = (int32_t)id;
@@ -286,8 +290,8 @@ static int expert_tensor(const struct fg_st_tensor *t, int E, int a, int b, int 
 		return rc;
 	if (t->ndim != 3 || t->shape[0] != (uint64_t)E || t->shape[1] != (uint64_t)a || t->shape[2] != (uint64_t)b) {
 		shape_str(t, sh, sizeof(sh));
-		return fg_err_set(err, FG_EFORMAT, "tensor %s has shape %s, expected %d x %d x %d", t->name, sh, E, a,
-				  b);
+		return fg_err_set(err, FG_EFORMAT, "%s: tensor %s has shape %s, expected %d x %d x %d", t->file, t->name,
+				  sh, E, a, b);
 	}
 	*esz = fg_st_dtype_size(t->dtype);
 	return 0;
@@ -325,8 +329,8 @@ static int bind_moe(struct fg_g4_model *m, struct fg_g4_layer *L, int li, int *s
 	dn = find(m, dname);
 	if (gu || dn) {
 		if (!gu || !dn)
-			return fg_err_set(err, FG_ENOTFOUND, "tensor %s%s is missing from the checkpoint (beside %s%s)",
-					  m->prefix, gu ? dname : name, m->prefix, gu ? name : dname);
+			return fg_err_set(err, FG_ENOTFOUND, "%s: tensor %s%s is missing from the checkpoint (beside %s%s)",
+					  (gu ? gu : dn)->file, m->prefix, gu ? dname : name, m->prefix, gu ? name : dname);
 		if ((rc = expert_tensor(gu, E, 2 * I, H, &gfmt, &gsz, err)) ||
 		    (rc = expert_tensor(dn, E, H, I, &dfmt, &dsz, err)))
 			return rc;
@@ -350,7 +354,8 @@ static int bind_moe(struct fg_g4_model *m, struct fg_g4_layer *L, int li, int *s
 		snprintf(k0, sizeof(k0), "layers.%d.experts.0.gate_proj.weight", li);
 		snprintf(k1, sizeof(k1), "layers.%d.experts.0.gate_proj.weight_packed", li);
 		if (!find(m, k0) && !find(m, k1))
-			return fg_err_set(err, FG_ENOTFOUND, "tensor %s%s is missing from the checkpoint", m->prefix, name);
+			return fg_err_set(err, FG_ENOTFOUND, "%s: tensor %s%s is missing from the checkpoint", m->dir,
+					  m->prefix, name);
 		for (ex = 0; ex < E; ex++) {
 			snprintf(name, sizeof(name), "layers.%d.experts.%d.gate_proj", li, ex);
 			if ((rc = bind_lin(m, &x->gate[ex], name, I, H, 0, err)))
@@ -386,57 +391,63 @@ static void free_moe(struct fg_g4_moe *x)
 	free(x);
 }
 
-int fg_g4_model_load(struct fg_g4_model **out, const char *dir, struct fg_err *err)
+/* dir/config.json into *cfg, then dir/generation_config.json when present. */
+static int load_config(struct fg_g4_config *cfg, const char *dir, struct fg_err *err)
 {
-	struct fg_g4_model *m;
 	struct fg_buf path = FG_BUF_INIT, text = FG_BUF_INIT;
-	const struct fg_g4_config *c;
-	char name[160];
-	int rc, i, seen = 0;
+	int rc;
 
-	*out = NULL;
-	if (!(m = calloc(1, sizeof(*m))))
-		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	if ((rc = fg_path_join(&path, dir, "config.json", err)) ||
 	    (rc = fg_file_read(path.data, CONFIG_MAX, &text, err)) ||
-	    (rc = fg_g4_config_parse(&m->cfg, text.data, text.len, path.data, err)))
-		goto fail;
+	    (rc = fg_g4_config_parse(cfg, text.data, text.len, path.data, err)))
+		goto out;
 	/* generation_config.json beside it, as transformers' from_pretrained
 	 * loads it (GenerationMixin.adjust_generation_fn): when present it is
 	 * the generation config, config.json's ids are not consulted */
 	fg_buf_reset(&path);
 	fg_buf_reset(&text);
 	if ((rc = fg_path_join(&path, dir, "generation_config.json", err)))
-		goto fail;
+		goto out;
 	rc = fg_file_read(path.data, CONFIG_MAX, &text, err);
-	if (rc == FG_ENOTFOUND)
+	if (rc == FG_ENOTFOUND) {
 		fg_err_clear(err);
-	else if (rc || (rc = fg_g4_gen_parse(&m->cfg, text.data, text.len, path.data, err)))
-		goto fail;
-	rc = 0;
-	c = &m->cfg;
-	if ((rc = fg_st_open(&m->st, dir, err)))
-		goto fail;
+		rc = 0;
+	} else if (!rc)
+		rc = fg_g4_gen_parse(cfg, text.data, text.len, path.data, err);
+out:
+	fg_buf_release(&path);
+	fg_buf_release(&text);
+	return rc;
+}
+
+/* Binds every tensor the model reads from m->st, checking each against
+ * m->cfg; m->dir names the folder in messages. */
+static int bind_all(struct fg_g4_model *m, struct fg_err *err)
+{
+	const struct fg_g4_config *c = &m->cfg;
+	const char *dir = m->dir;
+	char name[160];
+	int rc, i, seen = 0;
+
 	if (fg_st_find(m->st, "model.language_model.embed_tokens.weight"))
 		snprintf(m->prefix, sizeof(m->prefix), "model.language_model.");
 	else if (fg_st_find(m->st, "model.embed_tokens.weight"))
 		snprintf(m->prefix, sizeof(m->prefix), "model.");
 	else {
-		rc = fg_err_set(err, FG_ENOTFOUND,
-				"%s: tensor model.language_model.embed_tokens.weight (or model.embed_tokens.weight) is "
-				"missing from the checkpoint", dir);
-		goto fail;
+		return fg_err_set(err, FG_ENOTFOUND,
+				  "%s: tensor model.language_model.embed_tokens.weight (or model.embed_tokens.weight) is "
+				  "missing from the checkpoint", dir);
 	}
 	if ((rc = bind_lin(m, &m->embed, "embed_tokens", c->vocab, c->hidden, 0, err)))
 		goto fail;
 	if (m->embed.fmt == FG_W_INT4) {
-		rc = fg_err_set(err, FG_EUNSUPPORTED, "tensor %sembed_tokens: an INT4 embedding is not supported",
-				m->prefix);
+		rc = fg_err_set(err, FG_EUNSUPPORTED, "%s: tensor %sembed_tokens: an INT4 embedding is not supported",
+				dir, m->prefix);
 		goto fail;
 	}
 	m->head = m->embed;
 	if (c->assistant) {
-		if ((rc = bind_assistant(m, dir, &seen, err)))
+		if ((rc = bind_assistant(m, &seen, err)))
 			goto fail;
 	} else {
 		/* an untied (possibly INT4) head is "lm_head.*" at the top level */
@@ -444,7 +455,7 @@ int fg_g4_model_load(struct fg_g4_model **out, const char *dir, struct fg_err *e
 
 		memcpy(saved, m->prefix, sizeof(saved));
 		m->prefix[0] = 0;
-		if ((rc = bind_keep(m, dir, err)) == 0)
+		if ((rc = bind_keep(m, err)) == 0)
 			rc = bind_lin(m, &m->head, "lm_head", m->keep ? m->n_keep : c->vocab, c->hidden,
 				      c->tie_embeddings && !m->keep, err);
 		memcpy(m->prefix, saved, sizeof(saved));
@@ -463,8 +474,8 @@ int fg_g4_model_load(struct fg_g4_model **out, const char *dir, struct fg_err *e
 		    (rc = bind_vec(m, &m->ple_proj_norm, "per_layer_projection_norm.weight", c->ple_dim, err)))
 			goto fail;
 		if (m->ple_embed.fmt == FG_W_INT4) {
-			rc = fg_err_set(err, FG_EUNSUPPORTED, "tensor %sembed_tokens_per_layer: INT4 is not supported",
-					m->prefix);
+			rc = fg_err_set(err, FG_EUNSUPPORTED, "%s: tensor %sembed_tokens_per_layer: INT4 is not supported",
+					dir, m->prefix);
 			goto fail;
 		}
 		note_format(m, &m->ple_model_proj, &seen);
@@ -554,13 +565,44 @@ int fg_g4_model_load(struct fg_g4_model **out, const char *dir, struct fg_err *e
 		m->format = m->format_buf;
 	} else
 		m->format = "mixed";
-	fg_buf_release(&path);
-	fg_buf_release(&text);
-	*out = m;
 	return 0;
 fail:
-	fg_buf_release(&path);
-	fg_buf_release(&text);
+	return rc;
+}
+
+int fg_g4_model_load(struct fg_g4_model **out, const char *dir, struct fg_err *err)
+{
+	struct fg_g4_model *m;
+	int rc;
+
+	*out = NULL;
+	if (!(m = calloc(1, sizeof(*m))))
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	m->dir = dir;
+	if (!(rc = load_config(&m->cfg, dir, err)) && !(rc = fg_st_open(&m->st, dir, err)))
+		rc = bind_all(m, err);
+	m->dir = NULL;
+	if (rc) {
+		fg_g4_model_free(m);
+		return rc;
+	}
+	*out = m;
+	return 0;
+}
+
+int fg_g4_model_check(const char *dir, struct fg_st_set *st, struct fg_err *err)
+{
+	struct fg_g4_model *m;
+	int rc;
+
+	if (!(m = calloc(1, sizeof(*m))))
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	m->dir = dir;
+	if (!(rc = load_config(&m->cfg, dir, err))) {
+		m->st = st; /* borrowed: not freed with m */
+		rc = bind_all(m, err);
+		m->st = NULL;
+	}
 	fg_g4_model_free(m);
 	return rc;
 }

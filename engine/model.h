@@ -8,7 +8,7 @@
  * (Gemma4ForCausalLM). A linear weight is either "<name>.weight" (BF16 or
  * F32) or compressed-tensors INT4 "<name>.weight_packed" + ".weight_scale" +
  * ".weight_shape". Shapes are checked against the config; a missing or
- * misshapen tensor is an error that names it. A head pruned to a keepset
+ * misshapen tensor is an error that names it and its file. A head pruned to a keepset
  * (fgpack bake prune-head: "lm_head.weight" or INT4 rows [K][hidden] beside
  * "lm_head.keep_ids" I32 [K]) scores only those K tokens; every other
  * token's logit is -inf (docs/formats/keepset.md). With attention_k_eq_v the
@@ -76,6 +76,7 @@ struct fg_g4_model {
 	struct fg_lin pre_proj, post_proj, centroids;
 	int32_t *ordering;
 	char prefix[64];
+	const char *dir;                  /* while binding only (borrowed, else NULL): the folder, for messages */
 	const char *format;               /* "bf16", "f32", "int4-g<N>", "mixed" */
 	char format_buf[32];
 };
@@ -85,5 +86,17 @@ struct fg_g4_model {
  * sharded index). */
 int fg_g4_model_load(struct fg_g4_model **out, const char *dir, struct fg_err *err);
 void fg_g4_model_free(struct fg_g4_model *m);
+
+/* The checks fg_g4_model_load makes, on a checkpoint already open: st
+ * (borrowed; the tensors of the folder dir) against dir/config.json (and
+ * dir/generation_config.json when present). Every tensor the model reads
+ * must be there, in a dtype the engine reads and the shape the config
+ * implies; tensors it does not read (vision/audio towers, anything else) are
+ * not looked at. 0, or the error fg_g4_model_load would give: one line
+ * naming the file (the shard holding the tensor, or dir for a missing one),
+ * the tensor, the shape found and the shape expected. The same code as the
+ * load, so a checkpoint this accepts the engine loads: the bakes (bake/)
+ * call it before writing anything. */
+int fg_g4_model_check(const char *dir, struct fg_st_set *st, struct fg_err *err);
 
 #endif

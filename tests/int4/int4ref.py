@@ -133,7 +133,7 @@ def dequantize(packed, sb, group):
 # ---- checkpoint generator ----
 
 SHAPES = {
-    "tiny": dict(hidden=128, inter=256, heads=2, kv=1, hd=64, ghd=128, ple=128, layers=6, vocab=512,
+    "tiny": dict(hidden=128, inter=256, heads=2, kv=1, hd=64, ghd=128, ple=128, layers=8, vocab=512,
                  shared=2, vis=64, aud=64),
     "e4b": dict(hidden=2560, inter=10240, heads=8, kv=2, hd=256, ghd=512, ple=256, layers=42,
                 vocab=262144, shared=18, vis=768, aud=1536),
@@ -163,7 +163,8 @@ class Pool:
 
 
 def layer_types(L):
-    return ["full_attention" if (i % 6) == 5 else "sliding_attention" for i in range(L)]
+    # 5 sliding then 1 full, the last layer always full (as Gemma4TextConfig makes it)
+    return ["full_attention" if (i % 6) == 5 or i == L - 1 else "sliding_attention" for i in range(L)]
 
 
 def make(out, shape="tiny", layers=None, shards=1, seed=1, special=False):
@@ -172,6 +173,13 @@ def make(out, shape="tiny", layers=None, shards=1, seed=1, special=False):
         c["layers"] = layers
         c["shared"] = min(c["shared"], max(0, layers - 2))
     H, I, P, L, V = c["hidden"], c["inter"], c["ple"], c["layers"], c["vocab"]
+    # a shared layer reads the KV of the last earlier layer of its type, so
+    # each needs one (else the config is not a model transformers or
+    # fgpack's engine loads, and fgpack bake refuses it): fewer shared
+    # layers where the first ones do not hold every type
+    types = layer_types(L)
+    while c["shared"] and any(t not in types[:L - c["shared"]] for t in types[L - c["shared"]:]):
+        c["shared"] -= 1
     pool = Pool(seed, big=(shape == "e4b"))
     os.makedirs(out, exist_ok=True)
     lm = "model.language_model."
@@ -186,7 +194,6 @@ def make(out, shape="tiny", layers=None, shards=1, seed=1, special=False):
     add(lm + "embed_tokens_per_layer.weight", (V, L * P))
     add(lm + "per_layer_model_projection.weight", (L * P, H))
     add(lm + "per_layer_projection_norm.weight", (P,))
-    types = layer_types(L)
     first_shared = L - c["shared"]
     for i in range(L):
         p = "%slayers.%d." % (lm, i)

@@ -129,27 +129,39 @@ bad "truncated data" "b_trunc/model.safetensors: .*tensor" b_trunc
 mkdir b_noconf && cp one/model.safetensors b_noconf/
 bad "missing config.json" "b_noconf/config.json: missing" b_noconf
 cat >mkbad.py <<EOF
-import sys, os, json, numpy as np
+import sys, os, json, shutil, numpy as np
 sys.path.insert(0, os.path.dirname("$REF"))
 import int4ref as r
-def ck(d, tensors):
-    os.makedirs(d)
-    r.st_write(d + "/model.safetensors", tensors)
-    json.dump({"model_type": "gemma4"}, open(d + "/config.json", "w"))
 q = "model.language_model.layers.0.self_attn.q_proj.weight"
-ck("b_dtype", [(q, "I32", (8, 128), np.zeros((8, 128), np.int32))])
-ck("b_width", [(q, "BF16", (8, 96), np.zeros((8, 96), np.uint16))])
-w = np.zeros((4, 128), np.uint16); w[2, 77] = 0x7fc0
-ck("b_nan", [("model.language_model.norm.weight", "BF16", (4,), np.zeros(4, np.uint16)), (q, "BF16", (4, 128), w)])
-ck("b_lie", [(q, "BF16", (8, 128), np.zeros((8, 128), np.uint16))])
+def alter(d, f):  # a copy of the valid checkpoint "one" with f applied to its tensors
+    shutil.copytree("one", d)
+    t = [(k, dt, shp, np.array(a)) for k, (dt, shp, a) in r.st_read("one/model.safetensors").items()]
+    r.st_write(d + "/model.safetensors", f(t))
+def as_i32(t):
+    return [(k, "I32", s, np.zeros(s, np.int32)) if k == q else (k, d, s, a) for k, d, s, a in t]
+def nan_at_2_77(t):
+    for k, d, s, a in t:
+        if k == q:
+            a[2, 77] = 0x7fc0
+    return t
+alter("b_dtype", as_i32)
+alter("b_nan", nan_at_2_77)
+os.makedirs("b_lie")
+r.st_write("b_lie/model.safetensors", [(q, "BF16", (8, 128), np.zeros((8, 128), np.uint16))])
+json.dump({"model_type": "gemma4"}, open("b_lie/config.json", "w"))
 # A header that lies: claim a larger shape than the bytes it spans.
 b = open("b_lie/model.safetensors", "rb").read()
 b = b.replace(b"[8,128]", b"[9,128]")
 open("b_lie/model.safetensors", "wb").write(b)
 EOF
 check "make bad checkpoints" $PY mkbad.py
-bad "unsupported dtype for a Linear" "b_dtype/model.safetensors: tensor model.language_model.layers.0.self_attn.q_proj.weight: dtype I32 is not supported for INT4 \\(BF16, F16, F32\\)" b_dtype
-bad "input width not a multiple of the group" "tensor model.language_model.layers.0.self_attn.q_proj.weight: input width 96 is not a multiple of the group size 128" b_width
+# a Linear in a dtype the engine does not read: refused by the engine loader's
+# own check (fg_g4_model_check), which the bake applies before writing
+# anything (tests/integration/bake_model_check.sh: misshapen and missing tensors)
+bad "unsupported dtype for a Linear" "b_dtype/model.safetensors: tensor model.language_model.layers.0.self_attn.q_proj.weight: dtype I32 is not supported \\(BF16, F16, F32\\)" b_dtype
+# a checkpoint transformers made whose widths the group does not divide
+cp -r "$TOP/tests/fixtures/oracle/variants/attn-bias" b_width
+bad "input width not a multiple of the group" "b_width/model.safetensors: tensor model\\.layers\\.[0-9]+\\.[a-z_.]+\\.weight: input width [0-9]+ is not a multiple of the group size 128 \\(no --group fits" b_width
 bad "NaN weight" "b_nan/model.safetensors: tensor model.language_model.layers.0.self_attn.q_proj.weight: non-finite value .* at \[2, 77\]" b_nan
 bad "a header that lies about a shape" "b_lie/model.safetensors: tensor model.language_model.layers.0.self_attn.q_proj.weight: shape and dtype need" b_lie
 # Sub-folders: every file under SRC is copied (links to files as plain files),

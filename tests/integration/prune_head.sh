@@ -1,6 +1,7 @@
 #!/bin/sh
-# prune_head.sh - `fgpack bake prune-head` on small checkpoints written here
-# with Python (tied, untied and INT4 heads): the pruned head
+# prune_head.sh - `fgpack bake prune-head` on copies of tiny Gemma 4 models
+# (tests/fixtures/oracle/variants: tied and untied heads; INT4 heads written
+# here with Python): the pruned head
 # holds exactly the keepset's rows of the source, every other tensor is
 # unchanged, config.json records the keepset and unties the head, the same
 # inputs give the same bytes, and mismatched keepsets and already-pruned
@@ -11,25 +12,12 @@ export PYTHONPATH="$TOP/tests/int4${PYTHONPATH:+:$PYTHONPATH}"
 PY=/usr/bin/python3 # Debian's, with python3-numpy (int4ref.py needs it)
 [ -x "$PY" ] || PY=python3
 
-mk() { # DIR TIED(0/1) VOCAB HIDDEN
-	"$PY" - "$@" <<'EOF'
-import json, os, random, struct, sys
-from int4ref import st_write
-d, tied, V, H = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3]), int(sys.argv[4])
-os.makedirs(d, exist_ok=True)
-rng = random.Random(7)
-def bf16(rows, cols):  # random bf16 values (the high halves of float32s)
-    return ("BF16", [rows, cols], b"".join(struct.pack("<f", rng.gauss(0, 1))[2:] for _ in range(rows * cols)))
-t = {"model.embed_tokens.weight": bf16(V, H),
-     "model.layers.0.mlp.down_proj.weight": bf16(H, 2 * H),
-     "model.norm.weight": ("F32", [H], struct.pack("<%df" % H, *[rng.random() for _ in range(H)]))}
-if not tied:
-    t["lm_head.weight"] = bf16(V, H)
-st_write(os.path.join(d, "model.safetensors"), [(k,) + t[k] for k in sorted(t)])
-json.dump({"model_type": "gemma3_text", "vocab_size": V, "hidden_size": H, "tie_word_embeddings": tied},
-          open(os.path.join(d, "config.json"), "w"))
-open(os.path.join(d, "tokenizer.json"), "w").write('{"placeholder": true}\n')
-EOF
+mk() { # DIR FIXTURE: a copy of a tiny Gemma 4 model transformers saved
+	# (tests/fixtures/oracle/variants/FIXTURE, BF16, "model.*" names: prune-head
+	# refuses a checkpoint the engine would refuse) with a placeholder tokenizer
+	mkdir -p "$1" && cp "$TOP/tests/fixtures/oracle/variants/$2/config.json" \
+		"$TOP/tests/fixtures/oracle/variants/$2/model.safetensors" "$1/" &&
+		printf '{"placeholder": true}\n' >"$1/tokenizer.json"
 }
 ks() { # FILE FULL_VOCAB IDS...
 	f=$1
@@ -67,9 +55,9 @@ assert {"model.safetensors", "config.json", "keepset.json", "tokenizer.json"} <=
 EOF
 }
 
-mk "$WORK/tied" 1 64 16
-mk "$WORK/untied" 0 64 16
-ks "$WORK/k.json" 64 0 1 2 5 9 33 63
+mk "$WORK/tied" rope-linear    # tied, 256 x 32
+mk "$WORK/untied" nople-untied # lm_head.weight, 256 x 64
+ks "$WORK/k.json" 256 0 1 2 5 9 33 63 255
 check "prune a tied head" "$FGPACK" bake prune-head "$WORK/tied" --keepset "$WORK/k.json" "$WORK/out1"
 check "rows from the tied embedding, all else unchanged, config records the keepset" \
 	verify "$WORK/tied" "$WORK/out1" model.embed_tokens.weight
@@ -126,7 +114,7 @@ check "nothing written on failure" test ! -e "$WORK/bad1" -a ! -e "$WORK/bad1.pa
 check_grep "an already pruned model is refused" 'already pruned' "$WORK/e2"
 "$FGPACK" bake prune-head "$WORK/tied" --keepset "$WORK/k.json" "$WORK/out1" >"$WORK/e3" 2>&1
 check_grep "an existing output folder is refused" 'already exists' "$WORK/e3"
-python3 -c 'import json; json.dump({"keep_ids": [3, 1], "full_vocab": 64}, open("'"$WORK"'/uns.json", "w"))'
+python3 -c 'import json; json.dump({"keep_ids": [3, 1], "full_vocab": 256}, open("'"$WORK"'/uns.json", "w"))'
 "$FGPACK" bake prune-head "$WORK/tied" --keepset "$WORK/uns.json" "$WORK/bad4" >"$WORK/e4" 2>&1
 check_grep "an unsorted keepset is refused" 'sorted' "$WORK/e4"
 check_exit "an unknown --head is a usage error" 2 "$FGPACK" bake prune-head "$WORK/tied" --keepset "$WORK/k.json" "$WORK/bad5" --head fp8
@@ -140,7 +128,8 @@ import json, sys
 p = sys.argv[1] + "/config.json"
 c = json.load(open(p))
 c["quantization_config"] = {"quant_method": "compressed-tensors", "format": "pack-quantized",
-    "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "group_size": 8}}},
+    "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "group_size": 8,
+        "symmetric": True, "strategy": "group", "type": "int"}}},
     "ignore": ["lm_head", "re:.*vision_tower.*"]}
 json.dump(c, open(p, "w"))' "$WORK/q"
 check "prune and quantize the head (--head int4)" "$FGPACK" bake prune-head "$WORK/q" --keepset "$WORK/k.json" "$WORK/q4" --head int4

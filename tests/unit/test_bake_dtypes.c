@@ -16,7 +16,8 @@
  *   - bake prune-head --head int4 quantizes an F16 head (the tied
  *     embedding) to the INT4 rows of its bf16 twin;
  *   - an F64 or I32 Linear, or a non-finite half, is refused in one line
- *     naming the file and the tensor, leaving no output. */
+ *     naming the file and the tensor, leaving no output (the dtypes by the
+ *     engine loader's check, fg_g4_model_check, in the loader's words). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -386,9 +387,9 @@ int main(void)
 	prune_int4("b-bf16h", "b-f16-j2", "F16 bake");
 
 	refused("f64", "model.layers.1.mlp.up_proj.weight", FG_ST_F64, 0,
-		"dtype F64 is not supported for INT4 (BF16, F16, F32)");
+		"dtype F64 is not supported (BF16, F16, F32)");
 	refused("i32", "model.layers.0.self_attn.q_proj.weight", FG_ST_I32, 0,
-		"dtype I32 is not supported for INT4 (BF16, F16, F32)");
+		"dtype I32 is not supported (BF16, F16, F32)");
 	refused("inf16", "model.layers.2.self_attn.k_proj.weight", FG_ST_F16, 0x7c00,
 		"non-finite value (NaN or Inf) at [5, 70]");
 	fg_rm_tree(tmp);
