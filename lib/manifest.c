@@ -508,29 +508,135 @@ static int place_named_files(struct fg_manifest *m, struct fg_err *err)
 	return 0;
 }
 
+/* Rule 1's pairs: component key, target key. */
+static const char *const fixed[][2] = {
+	{ "WEIGHTS_BUCKET", "LOCAL_MODEL_DIR" },
+	{ "WEIGHTS_BUCKET", "MODEL_PATH" },
+	{ "WEIGHTS_BUCKET", "MODEL_DIR" },
+	{ "model_id", "LOCAL_MODEL_DIR" }, /* the model itself, when no weights bucket */
+	{ "model_id", "MODEL_PATH" },
+	{ "model_id", "MODEL_DIR" },
+	{ "DRAFTER_BUCKET", "SPECULATIVE_CONFIG.model" },
+	{ "DRAFTER_MODEL", "SPECULATIVE_CONFIG.model" },
+	{ "DRAFTER_REPO", "SPECULATIVE_CONFIG.model" },
+	{ "SPECULATIVE_CONFIG.model", "SPECULATIVE_CONFIG.model" },
+	{ "DRAFTER_BUCKET", "DRAFTER_MODEL" },
+	{ "DRAFTER_REPO", "DRAFTER_MODEL" },
+	{ "SPECULATIVE_CONFIG.model", "DRAFTER_MODEL" },
+	{ "DRAFTER_BUCKET", "DRAFTER_REPO" },
+	{ "DRAFTER_MODEL", "DRAFTER_REPO" },
+	{ "SPECULATIVE_CONFIG.model", "DRAFTER_REPO" },
+	{ "LM_HEAD_KEEPSET_BUCKET", "LM_HEAD_PRUNE_DST" },
+};
+
+/* 1 when key is a target of rule 1 (MODEL_PATH, LOCAL_MODEL_DIR,
+ * DRAFTER_MODEL, ...): its pair places it, or nothing does. */
+static int fixed_target_key(const char *key)
+{
+	size_t f;
+
+	for (f = 0; f < sizeof(fixed) / sizeof(fixed[0]); f++)
+		if (!strcmp(fixed[f][1], key))
+			return 1;
+	return 0;
+}
+
+/* 1 when a file name has an extension: a '.' after its first character,
+ * then 1 to 16 letters and digits, one a letter at least (keepset.json,
+ * table.bin; not ft-v1.2 or epoch.001, folder names as often as not) */
+static int has_extension(const char *name, size_t n)
+{
+	size_t dot = n, k;
+	int letter = 0;
+
+	while (dot > 1 && name[dot - 1] != '.')
+		dot--;
+	if (dot <= 1 || n - dot < 1 || n - dot > 16)
+		return 0;
+	for (k = dot; k < n; k++) {
+		if (!isalnum((unsigned char)name[k]))
+			return 0;
+		letter |= isalpha((unsigned char)name[k]) != 0;
+	}
+	return letter;
+}
+
+/* 1 when stem's last '_'-separated words are words, all of them and more
+ * before them: LM_HEAD_KEEPSET ends in KEEPSET, KV_CACHE does not end in
+ * TRITON_CACHE. */
+static int ends_in_words(const char *stem, const char *words)
+{
+	size_t n = strlen(stem), k = strlen(words);
+
+	return k && n > k + 1 && stem[n - k - 1] == '_' && !strcmp(stem + n - k, words);
+}
+
+/* Rule 5: a folder or path target rules 1 to 4 left unplaced whose stem is
+ * the last words of exactly one component's stem (KEEPSET_PATH ->
+ * LM_HEAD_KEEPSET_BUCKET), that component having no target of its own.
+ * The path is the component's folder; a path ending in the name of the
+ * file the source names (a URL's, or one with an extension: keepset.json)
+ * is that file, so its folder is the target; a path that looks like a file
+ * of another name is placed by nothing (files keep their names). */
+static int place_by_last_words(struct fg_manifest *m, struct fg_err *err)
+{
+	size_t t, c;
+
+	for (t = 0; t < m->n_targets; t++) {
+		struct fg_target *tg = &m->targets[t];
+		const char *slash = strrchr(tg->path, '/'), *leaf;
+		struct fg_component *comp;
+		char *ts;
+		int found = -1, n = 0;
+		size_t ln;
+
+		if (tg->component >= 0 || names_file(tg->key) || fixed_target_key(tg->key))
+			continue;
+		ts = target_stem(tg->key);
+		if (!ts)
+			return oom(err);
+		for (c = 0; c < m->n_components; c++) {
+			char *cs = key_stem(m->components[c].key);
+
+			if (!cs) {
+				free(ts);
+				return oom(err);
+			}
+			if (ends_in_words(cs, ts)) {
+				found = (int)c;
+				n++;
+			}
+			free(cs);
+		}
+		free(ts);
+		if (n != 1 || m->components[found].target)
+			continue; /* none, two that could be it, or placed already */
+		comp = &m->components[found];
+		leaf = slash ? slash + 1 : tg->path;
+		ln = strlen(leaf);
+		if (ln && source_leaf_is(comp->ref, leaf) &&
+		    (comp->ref->kind == FG_REF_HTTPS || has_extension(leaf, ln))) {
+			if (!slash || slash == tg->path)
+				continue; /* a file at the root: no folder to place it in */
+			comp->target = strndup(tg->path, (size_t)(slash - tg->path));
+		} else if (ln && has_extension(leaf, ln)) {
+			continue; /* a file of another name than the source's */
+		} else {
+			comp->target = strdup(tg->path);
+		}
+		comp->target_key = strdup(tg->key);
+		if (!comp->target || !comp->target_key)
+			return oom(err);
+		tg->component = found;
+		tg->rule = FG_TARGET_TRAILING;
+	}
+	return 0;
+}
+
 static int assign_targets(struct fg_manifest *m, struct fg_err *err)
 {
-	static const char *const fixed[][2] = {
-		{ "WEIGHTS_BUCKET", "LOCAL_MODEL_DIR" },
-		{ "WEIGHTS_BUCKET", "MODEL_PATH" },
-		{ "WEIGHTS_BUCKET", "MODEL_DIR" },
-		{ "model_id", "LOCAL_MODEL_DIR" }, /* the model itself, when no weights bucket */
-		{ "model_id", "MODEL_PATH" },
-		{ "model_id", "MODEL_DIR" },
-		{ "DRAFTER_BUCKET", "SPECULATIVE_CONFIG.model" },
-		{ "DRAFTER_MODEL", "SPECULATIVE_CONFIG.model" },
-		{ "DRAFTER_REPO", "SPECULATIVE_CONFIG.model" },
-		{ "SPECULATIVE_CONFIG.model", "SPECULATIVE_CONFIG.model" },
-		{ "DRAFTER_BUCKET", "DRAFTER_MODEL" },
-		{ "DRAFTER_REPO", "DRAFTER_MODEL" },
-		{ "SPECULATIVE_CONFIG.model", "DRAFTER_MODEL" },
-		{ "DRAFTER_BUCKET", "DRAFTER_REPO" },
-		{ "DRAFTER_MODEL", "DRAFTER_REPO" },
-		{ "SPECULATIVE_CONFIG.model", "DRAFTER_REPO" },
-		{ "LM_HEAD_KEEPSET_BUCKET", "LM_HEAD_PRUNE_DST" },
-	};
 	size_t t, f, c;
-	int pass;
+	int pass, rc;
 
 	for (t = 0; t < m->n_targets; t++) {
 		struct fg_target *tg = &m->targets[t];
@@ -634,7 +740,8 @@ static int assign_targets(struct fg_manifest *m, struct fg_err *err)
 				return oom(err);
 		}
 	}
-	return place_named_files(m, err);
+	rc = place_named_files(m, err);
+	return rc ? rc : place_by_last_words(m, err);
 }
 
 static int add_target(struct fg_manifest *m, const char *key, const char *path, struct fg_err *err)

@@ -42,9 +42,21 @@
  *      component having no target (PCK04_KEEPSET=/tmp/k/pck04_keepset.json
  *      and LM_HEAD_KEEPSET_BUCKET=hf://buckets/ns/b/pck04_keepset.json):
  *      the component's target is then the file's folder (/tmp/k).
+ *   5. last words: a target of a folder or path key (LOCAL_<X>_DIR, <X>_DIR,
+ *      <X>_DST, <X>_DEST, <X>_PATH; not a key of rule 1) no rule above placed,
+ *      whose stem is the last '_'-separated words of exactly one component's
+ *      stem (KEEPSET_PATH -> LM_HEAD_KEEPSET_BUCKET; not TRITON_CACHE_DIR ->
+ *      KV_CACHE_BUCKET, which shares only a word), that component having no
+ *      target: a path ending in the name of the file the source names (a
+ *      URL's, or a name with an extension: KEEPSET_PATH=/tmp/k/keepset.json
+ *      for hf://buckets/ns/b/keepset.json) is that file, and its folder
+ *      (/tmp/k) the target; another name with an extension (a file that
+ *      would need renaming) is placed by nothing; else the path is the
+ *      component's folder. Two components ending in those words: nothing is
+ *      guessed, the target stays unplaced.
  * A component's own target is its first target by rule 1, else its first by
  * rule 2 whose stem is the component's own stem, else its first by rule 2,
- * else its file's folder by rule 4. */
+ * else its file's folder by rule 4, else its target by rule 5. */
 #ifndef FG_MANIFEST_H
 #define FG_MANIFEST_H
 
@@ -81,6 +93,7 @@ enum fg_target_rule {
 	FG_TARGET_STEM = 2,    /* rule 2 */
 	FG_TARGET_INSIDE = 3,  /* rule 3 */
 	FG_TARGET_FILE = 4,    /* rule 4 */
+	FG_TARGET_TRAILING = 5,/* rule 5 */
 };
 
 struct fg_target {

@@ -182,6 +182,22 @@ else
 	not_ok "  no copy under _components/LM_HEAD_KEEPSET_BUCKET, nothing inside the keepset file"; find "$WORK/o13" | sed 's/^/#   /'
 fi
 
+# the same keepset file read from KEEPSET_PATH: the last word of
+# LM_HEAD_KEEPSET_BUCKET's stem, not its first (rule 5); pull puts the file
+# there, and nothing at TRITON_CACHE_DIR
+check "keepset-path: audit" audit keepset-path
+expect "keepset-path: the keepset's target is the folder of KEEPSET_PATH" "$WORK/keepset-path.audit" "
+assert comps['LM_HEAD_KEEPSET_BUCKET']['target'] == '/tmp/owl-keepset', comps
+assert comps['WEIGHTS_BUCKET']['target'] == '/tmp/owl-int4', comps"
+check "keepset-path: lock" lock keepset-path
+check "keepset-path: pull --into" "$FGPACK" pull "$F/community-keepset-path.json" --lock "$WORK/keepset-path.lock" --into "$WORK/o14"
+check "  the keepset at KEEPSET_PATH" cmp "$hub/buckets/gemma-challenge/gemma-odd-heron/keepset-12k/keepset.json" "$WORK/o14/tmp/owl-keepset/keepset.json"
+if [ ! -e "$WORK/o14/_components/LM_HEAD_KEEPSET_BUCKET" ] && [ ! -e "$WORK/o14/tmp/owl-triton" ]; then
+	ok "  no copy under _components/LM_HEAD_KEEPSET_BUCKET, nothing at TRITON_CACHE_DIR"
+else
+	not_ok "  no copy under _components/LM_HEAD_KEEPSET_BUCKET, nothing at TRITON_CACHE_DIR"; find "$WORK/o14" | sed 's/^/#   /'
+fi
+
 check "the five manifests' entries share one lock file" sh -c "for m in no-drafter drafter-repo-rev multi-local spec-repo odd-env; do
 	'$FGPACK' lock '$F/community-'\$m.json -o '$WORK/all.lock' 2>/dev/null || exit 1; done
 	python3 -c \"import json, sys; d = json.load(open(sys.argv[1])); assert len(d['manifests']) == 5, list(d['manifests'])\" '$WORK/all.lock'"

@@ -235,6 +235,75 @@ static void test_rules(void)
 	ok(t && t->component < 0, "rule 4: a file at the root names no folder to place in");
 	fg_manifest_free(m);
 
+	/* rule 5: a folder or path key naming the component by its last words
+	 * (KEEPSET_PATH for LM_HEAD_KEEPSET_BUCKET), the leading words not shared */
+	m = parse("{\"env\":{\"LM_HEAD_KEEPSET_BUCKET\":\"hf://buckets/a/b/k12/pck04_keepset.json\","
+		  "\"KEEPSET_PATH\":\"/tmp/keep/pck04_keepset.json\",\"WEIGHTS_BUCKET\":\"hf://buckets/a/b/w\","
+		  "\"LOCAL_MODEL_DIR\":\"/tmp/w\",\"MTP_DRAFTER_BUCKET\":\"hf://buckets/a/b/ft-v1\","
+		  "\"DRAFTER_DIR\":\"/tmp/ft-v1\",\"EVAL_PROMPTS_BUCKET\":\"https://h.example/d/get?id=7\","
+		  "\"PROMPTS_PATH\":\"/data/get\"}}",
+		  &err);
+	ok(m != NULL, "rule 5: parses (%s)", err.msg);
+	c = m ? fg_manifest_component(m, "LM_HEAD_KEEPSET_BUCKET") : NULL;
+	ok(c && c->target && !strcmp(c->target, "/tmp/keep") && !strcmp(c->target_key, "KEEPSET_PATH"),
+	   "rule 5: KEEPSET_PATH naming the keepset's one file places it in that file's folder");
+	t = m ? target(m, "KEEPSET_PATH") : NULL;
+	ok(t && t->rule == FG_TARGET_TRAILING && c && m->components[t->component].target == c->target,
+	   "rule 5: KEEPSET_PATH is the keepset's, by rule 5");
+	c = m ? fg_manifest_component(m, "MTP_DRAFTER_BUCKET") : NULL;
+	ok(c && c->target && !strcmp(c->target, "/tmp/ft-v1") && !strcmp(c->target_key, "DRAFTER_DIR"),
+	   "rule 5: DRAFTER_DIR named like the source folder is that folder");
+	c = m ? fg_manifest_component(m, "EVAL_PROMPTS_BUCKET") : NULL;
+	ok(c && c->target && !strcmp(c->target, "/data"),
+	   "rule 5: a URL is one file: a path ending in its name is that file");
+	c = m ? fg_manifest_component(m, "WEIGHTS_BUCKET") : NULL;
+	ok(c && c->target && !strcmp(c->target, "/tmp/w"), "rule 5: the weights keep LOCAL_MODEL_DIR");
+	fg_manifest_free(m);
+	m = parse("{\"env\":{\"LM_HEAD_KEEPSET_BUCKET\":\"hf://buckets/a/b/int4-pck04c-12k\","
+		  "\"KEEPSET_PATH\":\"/tmp/keepset-12k\"}}",
+		  &err);
+	c = m ? fg_manifest_component(m, "LM_HEAD_KEEPSET_BUCKET") : NULL;
+	ok(c && c->target && !strcmp(c->target, "/tmp/keepset-12k"),
+	   "rule 5: a path of another name is the component's folder");
+	fg_manifest_free(m);
+	/* what must not pair: two components ending in the words, a last word
+	 * shared but not the whole stem, a key of a fixed pair, a component with
+	 * a target already, a file path of another name, a path inside a folder */
+	m = parse("{\"env\":{\"LM_HEAD_KEEPSET_BUCKET\":\"hf://buckets/a/b/k/keepset.json\","
+		  "\"VOCAB_KEEPSET_BUCKET\":\"hf://buckets/a/c/k/keepset.json\",\"KEEPSET_PATH\":\"/k/keepset.json\","
+		  "\"KV_CACHE_BUCKET\":\"hf://buckets/a/b/kv\",\"TRITON_CACHE_DIR\":\"/c\","
+		  "\"DRAFT_MODEL_BUCKET\":\"hf://buckets/a/b/d\",\"MODEL_PATH\":\"/m\"}}",
+		  &err);
+	ok(m != NULL, "rule 5, not: parses (%s)", err.msg);
+	t = m ? target(m, "KEEPSET_PATH") : NULL;
+	ok(t && t->component < 0 && !fg_manifest_component(m, "LM_HEAD_KEEPSET_BUCKET")->target &&
+		   !fg_manifest_component(m, "VOCAB_KEEPSET_BUCKET")->target,
+	   "rule 5, not: two components ending in KEEPSET: neither is guessed");
+	t = m ? target(m, "TRITON_CACHE_DIR") : NULL;
+	ok(t && t->component < 0 && !fg_manifest_component(m, "KV_CACHE_BUCKET")->target,
+	   "rule 5, not: TRITON_CACHE_DIR is not KV_CACHE's (only the last word is shared)");
+	t = m ? target(m, "MODEL_PATH") : NULL;
+	ok(t && t->component < 0 && !fg_manifest_component(m, "DRAFT_MODEL_BUCKET")->target,
+	   "rule 5, not: MODEL_PATH (a fixed pair's key) is not DRAFT_MODEL's");
+	fg_manifest_free(m);
+	m = parse("{\"env\":{\"LM_HEAD_KEEPSET_BUCKET\":\"hf://buckets/a/b/k12\",\"LM_HEAD_PRUNE_DST\":\"/tmp/12k\","
+		  "\"KEEPSET_PATH\":\"/tmp/elsewhere\",\"ROUTER_TABLE_BUCKET\":\"hf://buckets/a/b/r/table.bin\","
+		  "\"TABLE_PATH\":\"/r/other.bin\",\"PATCH_SET_BUCKET\":\"hf://buckets/a/b/p\",\"SET_PATH\":\"/w/p\","
+		  "\"WEIGHTS_BUCKET\":\"hf://buckets/a/b/w\",\"LOCAL_MODEL_DIR\":\"/w\"}}",
+		  &err);
+	ok(m != NULL, "rule 5, not: parses (%s)", err.msg);
+	c = m ? fg_manifest_component(m, "LM_HEAD_KEEPSET_BUCKET") : NULL;
+	t = m ? target(m, "KEEPSET_PATH") : NULL;
+	ok(c && c->target && !strcmp(c->target_key, "LM_HEAD_PRUNE_DST") && t && t->component < 0,
+	   "rule 5, not: a component with a target of its own keeps it; KEEPSET_PATH stays unplaced");
+	t = m ? target(m, "TABLE_PATH") : NULL;
+	ok(t && t->component < 0 && !fg_manifest_component(m, "ROUTER_TABLE_BUCKET")->target,
+	   "rule 5, not: a file path of another name than the source's file (no renaming)");
+	t = m ? target(m, "SET_PATH") : NULL;
+	ok(t && t->rule == FG_TARGET_INSIDE && !fg_manifest_component(m, "PATCH_SET_BUCKET")->target,
+	   "rule 5, not: a path inside another component's folder stays that folder's (rule 3)");
+	fg_manifest_free(m);
+
 	/* a repo id in MODEL_PATH (vLLM-style scripts take either) is no target */
 	m = parse("{\"model_id\":\"google/gemma-4-E4B-it\",\"env\":{\"MODEL_PATH\":\"google/gemma-4-E4B-it\"}}",
 		  &err);
