@@ -39,7 +39,7 @@ struct fg_fetch_item {
 	const char *resume_key;    /* names the partial download when the sha256 is not
 				    * known: a content identity (so a resume survives a
 				    * change of endpoint), or NULL to use the URL */
-	int no_auth;               /* never send the Hub token (plain URL components) */
+	int no_auth;               /* never send the Hub token (URL dependencies) */
 	int no_ranges;             /* the server does not serve byte ranges: one
 				    * request for the whole file, no journal */
 	/* out */

@@ -1046,14 +1046,14 @@ int fg_http_head(struct fg_http *h, struct fg_http_resp *out, const char *url, i
 	return blocking(h, out, url, what, 1, follow, 0, 0, 0, err);
 }
 
-int fg_http_head_anon(struct fg_http *h, struct fg_http_resp *out, const char *url,
-		      const char *what, struct fg_err *err)
+int fg_http_head_probe(struct fg_http *h, struct fg_http_resp *out, const char *url, int no_auth,
+		       const char *what, struct fg_err *err)
 {
-	return blocking(h, out, url, what, 1, 1, 1, 0, 0, err);
+	return blocking(h, out, url, what, 1, 1, no_auth, 0, 0, err);
 }
 
-int fg_http_probe_get_anon(struct fg_http *h, struct fg_http_resp *out, const char *url,
-			   const char *what, struct fg_err *err)
+int fg_http_probe_get(struct fg_http *h, struct fg_http_resp *out, const char *url, int no_auth,
+		      const char *what, struct fg_err *err)
 {
-	return blocking(h, out, url, what, 0, 1, 1, 1, 0, err);
+	return blocking(h, out, url, what, 0, 1, no_auth, 1, 0, err);
 }

@@ -84,17 +84,18 @@ int fg_http_get(struct fg_http *h, struct fg_http_resp *out, const char *url, co
  * so Hub headers such as X-Repo-Commit are seen before any CDN hop. */
 int fg_http_head(struct fg_http *h, struct fg_http_resp *out, const char *url, int follow,
 		 const char *what, struct fg_err *err);
-/* Blocking HEAD that follows redirects and never sends the token: what a
- * plain https:// component is probed with (size, ETag, Last-Modified,
- * Accept-Ranges of the final answer). */
-int fg_http_head_anon(struct fg_http *h, struct fg_http_resp *out, const char *url,
-		      const char *what, struct fg_err *err);
+/* Blocking HEAD that follows redirects: what a plain https:// component or
+ * URL dependency is probed with (size, ETag, Last-Modified, Accept-Ranges of
+ * the final answer). The token goes, hop by hop, to the Hub's origin only, as
+ * with every request; no_auth: never, whatever the host (a dependency). */
+int fg_http_head_probe(struct fg_http *h, struct fg_http_resp *out, const char *url, int no_auth,
+		       const char *what, struct fg_err *err);
 /* The same probe for servers that refuse HEAD (405, 501): a GET of byte 0
- * alone ("Range: bytes=0-0"), following redirects, never with the token; the
- * body is not kept. A 206 tells the size in its Content-Range total, a 200
- * (ranges ignored) in its Content-Length; reading stops after the first byte. */
-int fg_http_probe_get_anon(struct fg_http *h, struct fg_http_resp *out, const char *url,
-			   const char *what, struct fg_err *err);
+ * alone ("Range: bytes=0-0"), following redirects; the body is not kept. A
+ * 206 tells the size in its Content-Range total, a 200 (ranges ignored) in
+ * its Content-Length; reading stops after the first byte. */
+int fg_http_probe_get(struct fg_http *h, struct fg_http_resp *out, const char *url, int no_auth,
+		      const char *what, struct fg_err *err);
 
 /* An asynchronous GET of bytes [start, end) of url (end 0: to the end). The
  * body reaches on_data in order, with its absolute offset; on_data runs on
@@ -113,7 +114,8 @@ struct fg_http_xfer {
 	int head;                  /* HEAD instead of GET */
 	int no_follow;             /* return 3xx answers instead of following them */
 	int no_auth;               /* never attach the token, whatever the host
-				    * (plain URL components: the token is the Hub's alone) */
+				    * (URL dependencies: wheels and the like are no
+				    * Hub files, as pip never sends it) */
 	unsigned long long total;  /* the whole file's size when known (0: unknown): a
 				    * 206 whose Content-Range total, or a 200 whose
 				    * Content-Length, says otherwise fails at once with

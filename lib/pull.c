@@ -28,7 +28,10 @@ struct want {
 	char expect[FG_SHA256_HEX_LEN + 1]; /* "" when unknown */
 	struct fg_lock_remote remote;
 	int was_present;
-	int no_auth, no_ranges; /* plain URLs: never the token; ranges unless refused */
+	int plain;              /* a plain URL (component or dependency): probed, no listing */
+	int no_auth;            /* never the token (dependencies; a plain URL component
+				 * gets it on the Hub's own origin, as hf:// refs do) */
+	int no_ranges;          /* plain URLs: ranges unless refused */
 	int below;              /* a file below the source path, not the file it names */
 	int reused;             /* taken from disk (huggingface_hub's cache, the --into place) */
 	char *local_path;       /* file:// components: read from here, not fetched */
@@ -275,7 +278,8 @@ static int empty_416(const struct fg_http_resp *r)
 	return empty;
 }
 
-/* HEADs a plain URL (following redirects, never with the token): size,
+/* HEADs a plain URL (following redirects; the token only on the Hub's own
+ * origin, and never for a dependency, w->no_auth): size,
  * ETag, Last-Modified and whether it serves byte ranges. A server that
  * refuses HEAD (405, 501, 403) or answers it without Content-Length is asked for
  * byte 0 alone with a GET instead: a 206 gives the size in its Content-Range
@@ -289,7 +293,7 @@ static int probe_url(struct want *w, struct fg_http *h, const char *url, int ran
 	int rc, ranged = 0, has_total = 0, got = 0, empty = 0;
 
 	fg_http_resp_init(&r);
-	rc = fg_http_head_anon(h, &r, url, w->what, err);
+	rc = fg_http_head_probe(h, &r, url, w->no_auth, w->what, err);
 	/* a HEAD refused, or answered without Content-Length (a server streaming
 	 * from a backend sends its 200s chunked): byte 0 alone says the size.
 	 * A 403 counts as a refusal of HEAD too: a URL presigned for GET (S3
@@ -298,7 +302,7 @@ static int probe_url(struct want *w, struct fg_http *h, const char *url, int ran
 	 * forbidden fails the GET as well, with that answer's error. */
 	if ((rc && (r.status == 405 || r.status == 501 || r.status == 403)) ||
 	    (!rc && (fg_http_resp_header(&r, "Content-Length", &v) || !v.len))) {
-		rc = fg_http_probe_get_anon(h, &r, url, w->what, err);
+		rc = fg_http_probe_get(h, &r, url, w->no_auth, w->what, err);
 		got = !rc;
 		ranged = got && r.status == 206;
 		if (rc && r.status == 416 && empty_416(&r)) {
@@ -367,7 +371,7 @@ static int plan_url(struct plan *p, size_t ci, const struct fg_component *mc, st
 		rc = FG_ENOMEM;
 	if (!rc) {
 		w->comp = ci;
-		w->no_auth = 1;
+		w->plain = 1;
 		w->rel = fg_buf_detach(&name, NULL);
 		w->what = fg_buf_detach(&what, NULL);
 		w->url = strdup(mc->ref->url);
@@ -559,7 +563,7 @@ static int plan_lock_component(struct plan *p, const struct fg_lock_component *c
 		w->remote.mtime = sdup(f->remote.mtime);
 		w->remote.uploaded_at = sdup(f->remote.uploaded_at);
 		if (mc && mc->ref->kind == FG_REF_HTTPS)
-			w->no_auth = 1;
+			w->plain = 1;
 		if (mc && mc->ref->kind == FG_REF_FILE && !(w->local_path = strdup(full.data)))
 			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 		if (set_identity(w))
@@ -1265,7 +1269,7 @@ static int compare_with_lock(const struct plan *p, const struct fg_lock_manifest
  * run just fetched from the server and hashed against the lock. */
 static int unvalidated_skip(const struct want *w, const struct fg_fetch_item *got)
 {
-	return !w->no_auth || w->remote.etag || w->remote.last_modified ||
+	return !w->plain || w->remote.etag || w->remote.last_modified ||
 	       (got && got->sha256[0] && !got->present && !w->reused);
 }
 
@@ -1293,7 +1297,7 @@ static int check_unvalidated(struct fg_pull_report *rep, const struct plan *p, c
 		items[n].size = w->size;
 		items[n].identity = w->identity;
 		items[n].resume_key = NULL; /* keyed by URL: no content identity to reuse a blob by */
-		items[n].no_auth = 1;
+		items[n].no_auth = w->no_auth;
 		items[n].no_ranges = w->no_ranges;
 		n++;
 	}
@@ -1397,6 +1401,7 @@ static int pull_deps(struct fg_pull_report *rep, struct fg_lock_manifest *lm,
 			break;
 		}
 		w->comp = i;
+		w->plain = 1;
 		w->no_auth = 1;
 		fg_buf_reset(&name);
 		rc = fg_buf_printf(&name, err, "dependency %s", d->spec);
@@ -1545,7 +1550,7 @@ int fg_pull(struct fg_pull_report *rep, struct fg_lock *lock, const struct fg_ma
 			rc = open_http(&h, env, o, err);
 		/* a plain URL to fetch again: does its server still serve ranges? */
 		for (ci = 0; !rc && h && i < p.n && ci < p.n; ci++)
-			if (p.w[ci].no_auth && !fg_store_has(st, p.w[ci].expect))
+			if (p.w[ci].plain && !fg_store_has(st, p.w[ci].expect))
 				rc = probe_url(&p.w[ci], h, p.w[ci].url, 1, err);
 		if (!rc && all) {
 			/* everything is in the store: nothing to fetch, no socket */

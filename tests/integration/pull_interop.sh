@@ -12,7 +12,9 @@
 # listings that ignore recursive=true (folders listed one by one),
 # a renamed model repo (relative 307), a branch that moved after its
 # listing, and a plain URL whose server refuses HEAD or answers it without
-# Content-Length (chunked), an empty one too (416 to byte 0). Every lock is made in a fresh store (nothing known beforehand), so a
+# Content-Length (chunked), an empty one too (416 to byte 0), and a private
+# file given as a plain resolve URL on the Hub's origin (HF_TOKEN sent there,
+# never to the CDN it redirects to). Every lock is made in a fresh store (nothing known beforehand), so a
 # wrong byte would show as a wrong sha256 against the fault-free lock.
 . "$(dirname "$0")/../lib.sh"
 S=$TOP/tests/servers
@@ -247,7 +249,7 @@ check_grep "the size came from the Content-Range total" '"size": 3158073' "$WORK
 check_grep "the right sha256" "$big_sha" "$WORK/url.lock"
 check_grep "the probe asked for byte 0 alone" '"range": "bytes=0-0", "status": 206' "$WORK/f.log"
 check_grep "then ranges in parallel" '"range": "bytes=1048576-2097151", "status": 206' "$WORK/f.log"
-if grep -q hf_interop_secret "$WORK/f.log"; then not_ok "no token sent to a plain URL"; else ok "no token sent to a plain URL"; fi
+check_grep "the token went to the Hub's own origin, as for hf:// refs" '"auth": "Bearer hf_interop_secret"' "$WORK/f.log"
 check "--locked re-probes the same way and passes" env FGPACK_HOME="$WORK/su" "$FGPACK" pull "$WORK/url.json" --lock "$WORK/url.lock" --locked
 echo '[{"match": "*", "fault": "nohead", "norange": 1}]' >"$WORK/faults.json"
 : >"$WORK/f.log"
@@ -328,6 +330,41 @@ json.dump([{'match': '/api/models/ns/drafter/*', 'fault': 'status', 'code': 401,
 check_exit "a private repo, no token anywhere: fails" 1 env -u HF_TOKEN HF_HOME="$WORK/nohome" FGPACK_HOME="$WORK/sg" "$FGPACK" lock "$WORK/gated.json" -o "$WORK/g.lock"
 check_grep "  saying no token was found" "HTTP 401 RepoNotFound: Repository not found \(no HF_TOKEN was found: private and gated repos need one\)" "$WORK/.out"
 check "  no lock written" test ! -e "$WORK/g.lock"
+echo '[]' >"$WORK/faults.json"
+
+# a gated or private file given as a plain resolve URL on the Hub's own
+# origin gets HF_TOKEN, as huggingface_hub sends it to its endpoint; never a
+# redirect's other host (the CDN, on another port of the same address)
+PU="$HUB/ns/drafter/resolve/$commit/model.safetensors"
+printf '{"name": "pu", "env": {"DRAFTER_BUCKET": "%s", "LOCAL_DRAFTER_DIR": "/tmp/pd"}}\n' "$PU" >"$WORK/purl.json"
+echo '[{"match": "/ns/drafter/resolve/*", "token": "hf_interop_secret"}]' >"$WORK/faults.json"
+: >"$WORK/f.log"
+check_exit "a private file as a plain Hub URL, no token anywhere: fails" 1 env -u HF_TOKEN HF_HOME="$WORK/nohome" FGPACK_HOME="$WORK/spu0" "$FGPACK" lock "$WORK/purl.json" -o "$WORK/purl0.lock"
+check_grep "  saying no token was found" "HTTP 401 RepoNotFound: Repository not found \(no HF_TOKEN was found: private and gated repos need one\)" "$WORK/.out"
+check "  no lock written" test ! -e "$WORK/purl0.lock"
+: >"$WORK/f.log"
+check "a private file as a plain Hub URL, HF_TOKEN set: lock" env FGPACK_HOME="$WORK/spu" "$FGPACK" lock "$WORK/purl.json" -o "$WORK/purl.lock"
+check_grep "  the file's sha256" "$md_sha" "$WORK/purl.lock"
+check_grep "  the probe carried the token" '"method": "(HEAD|GET)", .*"status": 20[06], .*"auth": "Bearer hf_interop_secret"' "$WORK/f.log"
+if grep '"status": 401' "$WORK/f.log" >/dev/null; then not_ok "  no request went without it"; else ok "  no request went without it"; fi
+check "  pull --into places it" env FGPACK_HOME="$WORK/spu" "$FGPACK" pull "$WORK/purl.json" --lock "$WORK/purl.lock" --into "$WORK/pu"
+check "  its bytes" cmp "$WORK/md/model.safetensors" "$WORK/pu/tmp/pd/model.safetensors"
+check "  --locked probes again with the token and passes" env FGPACK_HOME="$WORK/spu" "$FGPACK" pull "$WORK/purl.json" --lock "$WORK/purl.lock" --locked
+# the Hub answers (with the token) by a redirect to another origin: the
+# token stays behind
+echo "[{\"match\": \"/ns/drafter/resolve/*\", \"token\": \"hf_interop_secret\", \"fault\": \"redirect\", \"to\": \"http://127.0.0.1:$port2/cdn\"}]" >"$WORK/faults.json"
+: >"$WORK/f.log"
+: >"$WORK/f2.log"
+check "a private plain Hub URL redirected to a CDN: lock" env FGPACK_HOME="$WORK/spu2" "$FGPACK" lock "$WORK/purl.json" -o "$WORK/purl2.lock"
+check_grep "  the file's sha256" "$md_sha" "$WORK/purl2.lock"
+check_grep "  the Hub got the token" '"status": 302, .*"auth": "Bearer hf_interop_secret"' "$WORK/f.log"
+check_grep "  the CDN served the file" '"path": "/cdn/ns/drafter/resolve/.*"status": 20[06]' "$WORK/f2.log"
+if grep -q hf_interop_secret "$WORK/f2.log"; then not_ok "  no token reached the CDN"; else ok "  no token reached the CDN"; fi
+# the same URL on the CDN's origin given directly: not the Hub's, no token
+printf '{"name": "cu", "env": {"DRAFTER_BUCKET": "http://127.0.0.1:%s/cdn/ns/drafter/resolve/%s/model.safetensors"}}\n' "$port2" "$commit" >"$WORK/curl.json"
+: >"$WORK/f2.log"
+check "a plain URL on another origin: lock" env FGPACK_HOME="$WORK/spu3" "$FGPACK" lock "$WORK/curl.json" -o "$WORK/curl.lock"
+if grep -q hf_interop_secret "$WORK/f2.log"; then not_ok "  no token sent to it"; else ok "  no token sent to it"; fi
 echo '[]' >"$WORK/faults.json"
 
 finish

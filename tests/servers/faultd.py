@@ -46,7 +46,11 @@ per rule text until the server stops). KIND:
             relative (a relative URL), multi (rel="next last", REL=Next),
             raw (the path unencoded: a blank, UTF-8 bytes), badport (a next
             URL with port 99999: no usable URL)
-Options for every kind: retry_after_date=S (with status) sends Retry-After as
+Options for every kind: token=T answers a request that lacks "Authorization:
+Bearer T" with 401 and the Hub's X-Error-Code RepoNotFound before any fault,
+as the Hub answers for a private or gated repo asked without a token (a rule
+of token alone, no fault, serves such a file to its token only);
+retry_after_date=S (with status) sends Retry-After as
 an HTTP date S seconds ahead, ratelimit=T (with status) the Hub's
 RateLimit: "resolvers";r=0;t=T; norange=1 ignores Range as norange does;
 nolength=1 sends 200s chunked as nolength does (with grow: the longer body).
@@ -136,6 +140,9 @@ class H(BaseHTTPRequestHandler):
         query = parse_qs(u.query)
         rule = pick_rule(path, query)
         kind = rule.get('fault') if rule else None
+        if rule and 'token' in rule and self.headers.get('Authorization') != 'Bearer ' + rule['token']:
+            return self.simple(401, b'', [('X-Error-Code', 'RepoNotFound'),
+                                          ('X-Error-Message', 'Repository not found')])
         self.lower = kind == 'lower'
         if kind == 'close':
             self.close_connection = True
@@ -203,6 +210,9 @@ class H(BaseHTTPRequestHandler):
         hd = [('Content-Type', 'application/json')]
         nxt = links.get('%s|%s' % (path, cur))
         kind = rule.get('fault') if rule else None
+        if rule and 'token' in rule and self.headers.get('Authorization') != 'Bearer ' + rule['token']:
+            return self.simple(401, b'', [('X-Error-Code', 'RepoNotFound'),
+                                          ('X-Error-Message', 'Repository not found')])
         style = rule.get('style') if kind == 'link' else None
         if nxt:
             # the path percent-encoded as UTF-8, as a URL in a header must be
@@ -272,6 +282,9 @@ class H(BaseHTTPRequestHandler):
             size = max(0, size - int(rule.get('by', 1)))
         start, end, code = 0, size - 1, 200
         kind = rule.get('fault') if rule else None
+        if rule and 'token' in rule and self.headers.get('Authorization') != 'Bearer ' + rule['token']:
+            return self.simple(401, b'', [('X-Error-Code', 'RepoNotFound'),
+                                          ('X-Error-Message', 'Repository not found')])
         norange = kind == 'norange' or (rule or {}).get('norange')
         rng = self.headers.get('Range') if not norange else None
         if rng:
