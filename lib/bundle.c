@@ -220,6 +220,11 @@ static int push(struct fg_bundle_builder *b, struct bfile *f, struct fg_err *err
 {
 	if (!fg_path_is_safe_rel(f->path) || !strcmp(f->path, FG_BUNDLE_JSON))
 		return fg_err_set(err, FG_EINVAL, "bundle member '%s': not a usable path", f->path);
+	/* what verify and exec would refuse (lib/tarball.h): the name cut so
+	 * that the message keeps its end */
+	if (fg_path_too_long(f->path))
+		return fg_err_set(err, FG_EINVAL, "bundle member '%.160s...' (%zu bytes): its name %s",
+				  f->path, strlen(f->path), fg_path_too_long(f->path));
 	if (find(b, f->path))
 		return fg_err_set(err, FG_EINVAL, "bundle member '%s' added twice", f->path);
 	if (b->n == b->cap) {
@@ -555,13 +560,129 @@ void fg_bundle_rm_rf(const char *path)
 	fg_rm_tree(path);
 }
 
+/* What a files entry of bundle.json lacks (docs/formats/bundle.md: path,
+ * size, sha256 and mode, each of its type), as a phrase; NULL when whole. */
+static const char *entry_lacks(const cJSON *f, const char *path)
+{
+	const char *sha = fg_json_str(f, "sha256"), *mode = fg_json_str(f, "mode");
+	long long size;
+
+	if (!cJSON_IsObject(f))
+		return "is not an object";
+	if (!path || !fg_path_is_safe_rel(path))
+		return "gives no path (a safe relative path)";
+	if (fg_json_int(f, "size", &size) || size < 0)
+		return "gives no size (an integer of bytes)";
+	if (!sha || !fg_sha256_hex_valid(sha))
+		return "gives no sha256 (64 lowercase hex digits)";
+	if (!mode || (strcmp(mode, "0644") && strcmp(mode, "0755")))
+		return "gives no mode (\"0644\" or \"0755\")";
+	return NULL;
+}
+
+struct listed_path {
+	const char *path;
+	size_t at; /* its entry's place in files[] */
+};
+
+static int cmp_listed(const void *a, const void *b)
+{
+	const struct listed_path *x = a, *y = b;
+	int d = strcmp(x->path, y->path);
+
+	return d ? d : x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* The files entries whose path an earlier entry lists already: dup[i] = 1
+ * (dup has room for every entry). */
+static int find_dups(const cJSON *files, char *dup, size_t n, struct fg_err *err)
+{
+	struct listed_path *p = calloc(n ? n : 1, sizeof(*p));
+	const cJSON *f;
+	size_t i = 0, k = 0;
+
+	if (!p)
+		return fg_err_set(err, FG_ENOMEM, "out of memory");
+	cJSON_ArrayForEach(f, files) {
+		if (fg_json_str(f, "path") && i < n) {
+			p[k].path = fg_json_str(f, "path");
+			p[k++].at = i;
+		}
+		i++;
+	}
+	qsort(p, k, sizeof(*p), cmp_listed);
+	for (i = 1; i < k; i++)
+		if (!strcmp(p[i - 1].path, p[i].path))
+			dup[p[i].at] = 1;
+	free(p);
+	return 0;
+}
+
+/* 1 when bundle.json's files list path */
+static int lists(const cJSON *files, const char *path)
+{
+	const cJSON *f;
+
+	cJSON_ArrayForEach(f, files)
+		if (fg_json_str(f, "path") && !strcmp(fg_json_str(f, "path"), path))
+			return 1;
+	return 0;
+}
+
+/* The other paths bundle.json gives, which exec, serve and a replay read:
+ * each, where present, must be a string naming a place inside the bundle
+ * (folders: components[].path, model, drafter) or one of its files
+ * (manifest, golden's transcript and eval); else a problem naming it, so
+ * that verify refuses what they would fail on. */
+static int check_meta_paths(struct fg_bundle *b, const cJSON *files, struct fg_err *err)
+{
+	static const char *const folders[] = { "model", "drafter" };
+	static const char *const listed[][2] = { { NULL, "manifest" },
+						 { "golden", "transcript" },
+						 { "golden", "eval" } };
+	const cJSON *c, *v;
+	char what[600];
+	size_t i = 0, k;
+	int rc = 0;
+
+	cJSON_ArrayForEach(c, fg_json_arr(b->meta, "components")) {
+		v = cJSON_GetObjectItemCaseSensitive(c, "path");
+		if (v && (!cJSON_IsString(v) || !fg_path_is_safe_rel(v->valuestring))) {
+			snprintf(what, sizeof(what), "components[%zu].path '%.400s' is not a path inside the bundle",
+				 i, cJSON_IsString(v) ? v->valuestring : "(not a string)");
+			rc = problem(b, FG_BUNDLE_JSON, what, err);
+		}
+		i++;
+	}
+	for (k = 0; !rc && k < sizeof(folders) / sizeof(*folders); k++) {
+		v = cJSON_GetObjectItemCaseSensitive(b->meta, folders[k]);
+		if (v && (!cJSON_IsString(v) || !fg_path_is_safe_rel(v->valuestring))) {
+			snprintf(what, sizeof(what), "%s '%.400s' is not a path inside the bundle", folders[k],
+				 cJSON_IsString(v) ? v->valuestring : "(not a string)");
+			rc = problem(b, FG_BUNDLE_JSON, what, err);
+		}
+	}
+	for (k = 0; !rc && k < sizeof(listed) / sizeof(*listed); k++) {
+		const cJSON *o = listed[k][0] ? fg_json_obj(b->meta, listed[k][0]) : b->meta;
+
+		v = cJSON_GetObjectItemCaseSensitive(o, listed[k][1]);
+		if (v && (!cJSON_IsString(v) || !lists(files, v->valuestring))) {
+			snprintf(what, sizeof(what), "%s%s%s '%.400s' is not one of its files",
+				 listed[k][0] ? listed[k][0] : "", listed[k][0] ? "." : "", listed[k][1],
+				 cJSON_IsString(v) ? v->valuestring : "(not a string)");
+			rc = problem(b, FG_BUNDLE_JSON, what, err);
+		}
+	}
+	return rc;
+}
+
 static int compare(struct fg_bundle *b, struct collect *c, struct fg_err *err)
 {
 	const cJSON *files = fg_json_arr(b->meta, "files"), *f;
 	long long schema;
-	size_t i;
+	size_t i, n_entries, at = 0;
 	int rc = 0;
-	char *listed = calloc(c->n ? c->n : 1, 1);
+	char *listed = calloc(c->n ? c->n : 1, 1), *dup = NULL;
 
 	if (!listed)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
@@ -574,39 +695,64 @@ static int compare(struct fg_bundle *b, struct collect *c, struct fg_err *err)
 		free(listed);
 		return fg_err_set(err, FG_EFORMAT, "bundle.json: no files array");
 	}
+	n_entries = (size_t)cJSON_GetArraySize(files);
+	dup = calloc(n_entries ? n_entries : 1, 1);
+	if (!dup)
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	else
+		rc = find_dups(files, dup, n_entries, err);
 	cJSON_ArrayForEach(f, files) {
 		const char *path = fg_json_str(f, "path"), *sha = fg_json_str(f, "sha256");
-		long long size;
+		const char *lacks = entry_lacks(f, path);
+		long long size = 0;
 		size_t j;
 
-		if (!path || !sha || fg_json_int(f, "size", &size) || !fg_path_is_safe_rel(path)) {
-			rc = fg_err_set(err, FG_EFORMAT, "bundle.json: a files entry lacks path, size or sha256");
+		if (rc)
 			break;
+		at++;
+		if (lacks && (!path || !cJSON_IsObject(f))) {
+			char what[160];
+
+			/* nothing to name it by but its place */
+			snprintf(what, sizeof(what), "files[%zu] %s", at - 1, lacks);
+			rc = problem(b, FG_BUNDLE_JSON, what, err);
+			continue;
 		}
-		b->n_files++;
-		b->bytes += (unsigned long long)size;
 		for (j = 0; j < c->n; j++)
 			if (!strcmp(c->s[j].path, path))
 				break;
+		if (j < c->n)
+			listed[j] = 1; /* named once, by what is wrong with its entry */
+		if (dup[at - 1]) {
+			rc = problem(b, path, "listed twice in bundle.json", err);
+			continue;
+		}
+		if (lacks) {
+			char what[160];
+
+			snprintf(what, sizeof(what), "bundle.json %s", lacks);
+			rc = problem(b, path, what, err);
+			continue;
+		}
+		fg_json_int(f, "size", &size);
+		b->n_files++;
+		b->bytes += (unsigned long long)size;
 		if (j == c->n)
 			rc = problem(b, path, "missing from the archive", err);
-		else {
-			listed[j] = 1;
-			if (c->s[j].size != (unsigned long long)size)
-				rc = problem(b, path, "size differs from bundle.json", err);
-			else if (c->s[j].hashed && strcmp(c->s[j].sha256, sha))
-				rc = problem(b, path, "sha256 differs from bundle.json", err);
-			else if (fg_json_str(f, "mode") &&
-				 strcmp(fg_json_str(f, "mode"), c->s[j].mode == 0755 ? "0755" : "0644"))
-				rc = problem(b, path, "mode differs from bundle.json", err);
-		}
-		if (rc)
-			break;
+		else if (c->s[j].size != (unsigned long long)size)
+			rc = problem(b, path, "size differs from bundle.json", err);
+		else if (c->s[j].hashed && strcmp(c->s[j].sha256, sha))
+			rc = problem(b, path, "sha256 differs from bundle.json", err);
+		else if (strcmp(fg_json_str(f, "mode"), c->s[j].mode == 0755 ? "0755" : "0644"))
+			rc = problem(b, path, "mode differs from bundle.json", err);
 	}
 	for (i = 0; !rc && i < c->n; i++)
 		if (!listed[i] && strcmp(c->s[i].path, FG_BUNDLE_JSON))
 			rc = problem(b, c->s[i].path, "in the archive but not in bundle.json", err);
+	if (!rc)
+		rc = check_meta_paths(b, files, err);
 	free(listed);
+	free(dup);
 	return rc;
 }
 

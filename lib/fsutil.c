@@ -178,6 +178,20 @@ int fg_path_is_safe_rel(const char *rel)
 	}
 }
 
+_Static_assert(FG_PATH_NAME_MAX == 255 && FG_PATH_REL_MAX == 3839, "the phrases below");
+
+const char *fg_path_too_long(const char *rel)
+{
+	size_t n = 0, seg = 0;
+
+	for (; rel[n]; n++) {
+		seg = rel[n] == '/' ? 0 : seg + 1;
+		if (seg > FG_PATH_NAME_MAX)
+			return "has a component of more than 255 bytes";
+	}
+	return n > FG_PATH_REL_MAX ? "is longer than 3839 bytes" : NULL;
+}
+
 int fg_path_join(struct fg_buf *out, const char *a, const char *b, struct fg_err *err)
 {
 	size_t la = strlen(a);

@@ -36,6 +36,20 @@ int fg_fsync_dir(const char *path, struct fg_err *err);
  * characters. Used wherever a remote or archived name becomes a local path. */
 int fg_path_is_safe_rel(const char *rel);
 
+/* The longest name component (NAME_MAX on Linux file systems) and the
+ * longest relative path an archive member or bundle file may have: PATH_MAX
+ * (4096 with its NUL) less 256 bytes for the folder it is created in, so
+ * that every name a check passes can be created there (docs/formats/
+ * bundle.md, "Extraction rules"). */
+#define FG_PATH_NAME_MAX 255
+#define FG_PATH_REL_MAX 3839
+
+/* 0 when every component of rel fits FG_PATH_NAME_MAX bytes and rel
+ * FG_PATH_REL_MAX; else what does not fit, as a phrase for a message
+ * ("is longer than 3839 bytes", "has a component of more than 255 bytes";
+ * static). */
+const char *fg_path_too_long(const char *rel);
+
 /* Joins a and b with one '/', into out (appending). */
 int fg_path_join(struct fg_buf *out, const char *a, const char *b, struct fg_err *err);
 

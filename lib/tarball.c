@@ -1348,6 +1348,10 @@ struct rsrc {
 	size_t id_done;  /* paired: of them, in the identity so far */
 	struct fg_err *err;
 	int failed;
+	/* the tar bytes produced so far, and the offset just past the last
+	 * non-zero one among them: what follows the end-of-archive marker
+	 * must be zeros (src_drain) */
+	unsigned long long tar_len, nz_end;
 };
 
 /* Paired: the identity takes the piece in out up to byte upto. */
@@ -1454,6 +1458,18 @@ static int src_next(struct rsrc *r, const void **data, size_t *len)
 				break;
 			}
 		}
+	}
+	if (*len) {
+		/* from the end back to a non-zero byte: at once for data, the
+		 * whole piece only where it is all zeros */
+		const unsigned char *q = *data;
+		size_t k = *len;
+
+		while (k && !q[k - 1])
+			k--;
+		if (k)
+			r->nz_end = r->tar_len + k;
+		r->tar_len += *len;
 	}
 	if (*len && r->idp)
 		return fg_sha256_pipe_update(r->idp, r->out, *len, &r->seq[r->cur], r->err);
@@ -1576,16 +1592,30 @@ static int src_open(struct rsrc *r, const char *path, int want_id, int sha_cover
 	return 0;
 }
 
-/* Reads the rest of the stream so the identity covers every byte. */
-static int src_drain(struct rsrc *r, uint8_t id[32])
+/* Reads the rest of the stream so the identity covers every byte. end is
+ * where the tar's end-of-archive marker ended (libarchive read no further):
+ * after it, as GNU tar and bsdtar pad an archive to its record size, come
+ * zeros only, at most FG_TAR_TAIL_MAX of them (tarlanes.h); any other byte
+ * is data no reader of the members sees, and the archive is refused. */
+static int src_drain(struct rsrc *r, unsigned long long end, uint8_t id[32])
 {
 	const void *d;
-	size_t len;
-	int rc;
+	size_t len = 1;
+	int rc = 0;
 
-	do
+	while (!rc && len) {
+		if (r->nz_end > end)
+			return fg_err_set(r->err, FG_EFORMAT,
+					  "%s: data after the tar's end-of-archive marker (non-zero "
+					  "bytes up to %llu bytes past it)",
+					  r->path, r->nz_end - end);
+		if (r->tar_len - end > FG_TAR_TAIL_MAX)
+			return fg_err_set(r->err, FG_EFORMAT,
+					  "%s: more than %llu zero bytes after the tar's end-of-archive "
+					  "marker",
+					  r->path, (unsigned long long)FG_TAR_TAIL_MAX);
 		rc = src_next(r, &d, &len);
-	while (!rc && len);
+	}
 	if (!rc && id && r->idp) {
 		char hex[FG_SHA256_HEX_LEN + 1];
 
@@ -1668,6 +1698,17 @@ static int check_header(struct archive_entry *ae, const char *archive, struct hd
 	if (!fg_path_is_safe_rel(h->path))
 		return fg_err_set(err, FG_EFORMAT, "%s: refused member '%s': not a safe relative path",
 				  archive, name);
+	if (fg_path_too_long(h->path)) {
+		/* the name cut (on a character) so that the message keeps its end */
+		size_t k = n > 160 ? 160 : n;
+
+		while (k < n && k && ((unsigned char)h->path[k] & 0xc0) == 0x80)
+			k--;
+		return fg_err_set(err, FG_EFORMAT,
+				  "%s: refused member '%.*s%s' (%zu bytes): its name %s",
+				  archive, (int)k, h->path, k < n ? "..." : "", n,
+				  fg_path_too_long(h->path));
+	}
 	if (archive_entry_symlink(ae) || type == AE_IFLNK)
 		return fg_err_set(err, FG_EFORMAT, "%s: refused member '%s': symbolic link", archive,
 				  h->path);
@@ -1794,7 +1835,8 @@ static int lanes_report(const char *archive, const struct fg_tarball_limits *lim
 	for (i = 0; hd && i < n && !rc; i++) {
 		size_t len = strlen(le[i].path);
 
-		if (len >= sizeof(hd->path) || !fg_path_is_safe_rel(le[i].path)) {
+		if (len >= sizeof(hd->path) || !fg_path_is_safe_rel(le[i].path) ||
+		    fg_path_too_long(le[i].path)) {
 			rc = 1;
 			break;
 		}
@@ -2142,8 +2184,14 @@ static int walk_archive_in(const char *archive, const char *dest, const struct f
 		if (!rc && fn)
 			rc = fn(user, &info, err);
 	}
-	if (!rc)
-		rc = src_drain(&r, id);
+	if (!rc) {
+		/* where libarchive stopped: past the end marker (or the last
+		 * member, at the end of a tar that has none) */
+		la_int64_t end = archive_filter_bytes(a, -1);
+
+		rc = end < 0 ? fg_err_set(err, FG_EFORMAT, "%s: no end of the tar", archive)
+			     : src_drain(&r, (unsigned long long)end, id);
+	}
 	if (a)
 		archive_read_free(a);
 	src_close(&r);

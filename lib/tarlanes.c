@@ -396,6 +396,7 @@ enum { L_HDR, L_DATA, L_PAX, L_SKIP, L_END };
 struct lane {
 	struct zlane z;
 	int st, is_last, zeros;
+	unsigned long long tail; /* bytes read after the end marker (all zeros) */
 	unsigned long long left, pad, max_entry;
 	unsigned char blk[512];
 	size_t blk_have;
@@ -481,6 +482,11 @@ static int ustar_ok(const unsigned char *b)
 	if (b[156] != '0' && b[156] != 'x')
 		return 0;
 	return b[157] == 0;
+}
+
+static int zeros_only(const unsigned char *b, size_t n)
+{
+	return !n || (!b[0] && !memcmp(b, b + 1, n - 1));
 }
 
 static int all_zero(const unsigned char *b)
@@ -766,8 +772,14 @@ static int lane_data(struct lane *l, const unsigned char **p, size_t *n)
 			*p = z->cur + z->out_pos;
 			*n = avail < l->left ? avail : (size_t)l->left;
 			return 0;
-		case L_END: /* what follows the marker is read, as the sequential reader drains it */
-			if (lane_eat(l, avail))
+		case L_END:
+			/* what follows the marker is read, as the sequential reader
+			 * drains it: zeros only (a tar's padding to its record), no
+			 * more than FG_TAR_TAIL_MAX, else the sequential reader
+			 * refuses the archive and says why */
+			l->tail += avail;
+			if (l->tail > FG_TAR_TAIL_MAX || !zeros_only(z->cur + z->out_pos, avail) ||
+			    lane_eat(l, avail))
 				return -1;
 			break;
 		case L_SKIP:

@@ -37,6 +37,11 @@ enum { FG_ZW_READ = 1, FG_ZW_ZSTD, FG_ZW_SHORT };
  * member starts after smaller frames first. */
 #define FG_TAR_FRAME_MAX FG_TARBALL_FRAME_DATA
 #define FG_TAR_PIECE_MAX ((unsigned long long)1 << 20)
+/* The most zero bytes a tar may hold after its end-of-archive marker: GNU
+ * tar, bsdtar and python's tarfile pad an archive with zeros to a record of
+ * 10240 bytes by default, 32 KiB with `tar -b 64`; more than this is no
+ * padding. Any non-zero byte there refuses the archive. */
+#define FG_TAR_TAIL_MAX ((unsigned long long)1 << 20)
 /* the zstd seekable format: the skippable frame holding the seek table, and
  * the magic its last 4 bytes end the file with */
 #define FG_TAR_SKIPPABLE_MAGIC 0x184D2A5Eu

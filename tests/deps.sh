@@ -7,7 +7,7 @@ set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 DEBS="build-essential pkg-config libcurl4-openssl-dev libssl-dev libarchive-dev libcjson-dev
 libzstd-dev libmicrohttpd-dev nginx-light python3 python3-numpy python3-botocore awscli
-nodejs npm zstd curl ca-certificates clang strace git"
+nodejs npm zstd curl ca-certificates clang strace git libarchive-tools"
 missing=""
 for p in $DEBS; do
 	# nodesource's nodejs bundles npm and conflicts with Debian's npm package

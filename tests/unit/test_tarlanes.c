@@ -348,6 +348,14 @@ static int py_tar(const char *kind, const char *name, const char *offs)
 		 "t = tarfile.open(out)\n"
 		 "ms = t.getmembers()\n"
 		 "open(offs, 'w').write(''.join('%%d\\n' %% m.offset for m in ms))\n"
+		 "if kind == 'tail':\n"
+		 "    # one byte set in the zeros that pad the tar to its record\n"
+		 "    t.close(); d = bytearray(open(out, 'rb').read()); d[-300] = 1\n"
+		 "    open(out, 'wb').write(d)\n"
+		 "if kind in ('tailzero', 'tailbig'):\n"
+		 "    # zeros after the record: 10240 of them, or more than 1 MiB\n"
+		 "    t.close()\n"
+		 "    open(out, 'ab').write(bytes(10240 if kind == 'tailzero' else 1100000))\n"
 		 "if kind == 'paxend':\n"
 		 "    # the last member's pax header and data kept, its own header and\n"
 		 "    # data zeroed: an extended header right before the end marker\n"
@@ -493,7 +501,10 @@ static void test_framings(void)
 		{ "cut at every member, the identity's states", T_IDST, 0, 2 },
 		{ "cut at every member, an identity state wrong", T_IDST_BAD, 0, 2 },
 	};
-	static const char *kinds[] = { "plain", "gnu", "comment", "dir", "unsafe", "dup", "paxend" };
+	/* tail: a byte that is not zero after the end marker; tailzero: more
+	 * zeros there (accepted, in lanes); tailbig: more than FG_TAR_TAIL_MAX */
+	static const char *kinds[] = { "plain", "gnu",	    "comment", "dir",	 "unsafe",
+				       "dup",	"paxend", "tail",    "tailzero", "tailbig" };
 	struct fg_buf tar = FG_BUF_INIT;
 	struct fg_err err;
 	size_t off[32], n, k, i;
@@ -516,7 +527,7 @@ static void test_framings(void)
 				c_at = off[i - 1]; /* the member before a jump > 1 MiB: c.bin */
 		for (i = 0; i < sizeof(fr) / sizeof(*fr); i++) {
 			size_t cut[32], nc = 0, j;
-			char fgb[64];
+			char fgb[64], seq[4096];
 			int lanes = 0, want;
 
 			if ((k > 0 && fr[i].where != 0) || (k > 0 && fr[i].lie == T_IDST_BAD))
@@ -553,11 +564,17 @@ static void test_framings(void)
 				   kinds[k], fr[i].what, aside, nc);
 				continue;
 			}
-			ok(same_outcome(at(fgb), 1, &lanes, NULL, 0), "%s tar, %s: lanes = sequential",
-			   kinds[k], fr[i].what);
+			ok(same_outcome(at(fgb), 1, &lanes, seq, sizeof(seq)),
+			   "%s tar, %s: lanes = sequential", kinds[k], fr[i].what);
+			if (!strncmp(kinds[k], "tail", 4) && fr[i].lie != T_SHORT)
+				ok(!strcmp(kinds[k], "tailzero")
+					   ? strstr(seq, "rc 0 ") != NULL
+					   : strstr(seq, "after the tar's end-of-archive marker") != NULL,
+				   "%s tar, %s: %s", kinds[k], fr[i].what,
+				   !strcmp(kinds[k], "tailzero") ? "read" : "refused, naming what follows the end marker");
 			/* only the tar of what fgpack writes (pax names and sizes)
 			 * goes through lanes; the others step aside */
-			want = k == 0 ? fr[i].lanes : 1;
+			want = k == 0 || !strcmp(kinds[k], "tailzero") ? fr[i].lanes : 1;
 			is_int(lanes, want, "%s tar, %s: %s", kinds[k], fr[i].what,
 			       want == 2 ? "read in two lanes" : "read from start to end");
 			lanes = 0;

@@ -1,0 +1,183 @@
+#!/bin/sh
+# bundle_hostile.sh - bundles that verify must refuse, and that exec then
+# refuses the same way (exit 3, one line naming what): bytes after the tar's
+# end-of-archive marker (beyond its zero padding), a bundle.json whose files
+# list names a path twice or lacks a field, member names no file system can
+# create (a component over 255 bytes, a path over 3839). Tars repacked by GNU
+# tar and bsdtar, and long names that are valid, keep verifying; pack refuses
+# a name it could not have verified.
+. "$(dirname "$0")/../lib.sh"
+
+M=$WORK/model
+mkdir -p "$M/sub"
+printf '{"tiny": true}\n' >"$M/config.json"
+head -c 300000 /dev/urandom >"$M/sub/weights.bin"
+printf 'x\n' >"$M/sub/tool.sh"
+chmod 755 "$M/sub/tool.sh"
+check "pack" sh -c "'$FGPACK' pack --model '$M' --no-golden -o '$WORK/a.fgb' >'$WORK/a.id'"
+zstd -q -dc "$WORK/a.fgb" >"$WORK/a.tar"
+
+# refused BUNDLE PATTERN WHAT: every way of reading it exits 3 with PATTERN
+# in one line: verify (files in lanes or from start to end, --show-id, --id
+# of its own tar) and exec, which runs nothing
+refused() {
+	b=$1 pat=$2 what=$3
+	id=$(zstd -q -dc -f "$b" 2>/dev/null | sha256sum | cut -c1-64)
+	for mode in "" "--no-replay" "--show-id" "--id $id"; do
+		# shellcheck disable=SC2086
+		"$FGPACK" verify "$b" $mode --summary - >/dev/null 2>"$WORK/r.err"
+		check_exit "$what: verify $mode exits 3" 3 sh -c "exit $?"
+		check_grep "  naming it" "$pat" "$WORK/r.err"
+	done
+	FG_TAR_LANES=0 "$FGPACK" verify "$b" --no-replay --summary - >/dev/null 2>"$WORK/r.err"
+	check_exit "$what: verify FG_TAR_LANES=0 exits 3" 3 sh -c "exit $?"
+	rm -f "$WORK/ran"
+	"$FGPACK" exec "$b" -- touch "$WORK/ran" 2>"$WORK/r.err"
+	check_exit "$what: exec exits 3" 3 sh -c "exit $?"
+	check "  in one line, the command not run" sh -c "[ \"\$(wc -l <'$WORK/r.err')\" -eq 1 ] && [ ! -e '$WORK/ran' ]"
+	check_grep "  naming it" "$pat" "$WORK/r.err"
+}
+
+# accepted BUNDLE WHAT: verify in every way and exec exit 0
+accepted() {
+	b=$1 what=$2
+	id=$(zstd -q -dc -f "$b" 2>/dev/null | sha256sum | cut -c1-64)
+	for mode in "" "--show-id" "--id $id"; do
+		# shellcheck disable=SC2086
+		check_exit "$what: verify $mode exits 0" 0 "$FGPACK" verify "$b" $mode --summary -
+	done
+	check_exit "$what: exec exits 0" 0 "$FGPACK" exec "$b" -- true
+}
+
+# ---- 1. bytes after the end-of-archive marker ----
+# what pack writes: members, two zero blocks, zeros to a 10240-byte record
+check "pack's tar: a whole number of 10240-byte records" sh -c "[ \$((\$(wc -c <'$WORK/a.tar') % 10240)) -eq 0 ]"
+accepted "$WORK/a.fgb" "pack's bundle"
+accepted "$WORK/a.tar" "pack's tar, uncompressed"
+# GNU tar and bsdtar repack the members (their own headers; the same
+# names, sizes and modes): end marker and record padding as they write them
+mkdir -p "$WORK/x"
+tar -xf "$WORK/a.tar" -C "$WORK/x"
+(cd "$WORK/x" && find . -type f | sed 's|^\./||' | LC_ALL=C sort >"$WORK/x.list")
+check "GNU tar repacks it (--zstd)" sh -c "cd '$WORK/x' && tar --owner=0 --group=0 --numeric-owner --zstd -cf '$WORK/gnu.fgb' -T '$WORK/x.list'"
+accepted "$WORK/gnu.fgb" "GNU tar --zstd"
+check "GNU tar -b 64 (32 KiB records)" sh -c "cd '$WORK/x' && tar -b 64 -cf '$WORK/gnu64.tar' -T '$WORK/x.list'"
+accepted "$WORK/gnu64.tar" "GNU tar -b 64"
+if command -v bsdtar >/dev/null; then
+	check "bsdtar repacks it (--zstd)" sh -c "cd '$WORK/x' && bsdtar --zstd -cf '$WORK/bsd.fgb' -T '$WORK/x.list'"
+	accepted "$WORK/bsd.fgb" "bsdtar --zstd"
+fi
+# trailing bytes: a non-zero byte in the record padding; text after the
+# record; a second archive after the first; the same in a second zstd
+# frame; garbage after the zstd frame
+python3 - "$WORK/a.tar" "$WORK" <<'EOF'
+import io, sys, tarfile
+d = open(sys.argv[1], "rb").read()
+w = sys.argv[2]
+pad = bytearray(d); pad[-100] = 0x01
+open(w + "/t-pad.tar", "wb").write(pad)
+open(w + "/t-text.tar", "wb").write(d + b"hidden payload\n")
+b = io.BytesIO()
+t = tarfile.open(fileobj=b, mode="w"); ti = tarfile.TarInfo("components/model/smuggled.py"); ti.size = 3
+t.addfile(ti, io.BytesIO(b"bad")); t.close()
+open(w + "/t-cat.tar", "wb").write(d + b.getvalue())
+open(w + "/t-cat2.bin", "wb").write(b.getvalue())
+open(w + "/t-zeros.tar", "wb").write(d + bytes(20480))
+EOF
+for t in pad text cat; do
+	refused "$WORK/t-$t.tar" "after the tar's end-of-archive marker" "tar, trailing $t"
+done
+zstd -q -c "$WORK/t-text.tar" >"$WORK/t-text.fgb"
+refused "$WORK/t-text.fgb" "after the tar's end-of-archive marker" "zstd, trailing text inside the frame"
+cat "$WORK/a.fgb" >"$WORK/t-frame.fgb"
+zstd -q -c "$WORK/t-cat2.bin" >>"$WORK/t-frame.fgb"
+refused "$WORK/t-frame.fgb" "after the tar's end-of-archive marker" "pack's bundle, then a zstd frame holding an archive"
+zstd -q -c "$WORK/a.tar" >"$WORK/t-junk.fgb"
+printf 'garbage after the frame' >>"$WORK/t-junk.fgb"
+refused "$WORK/t-junk.fgb" "corrupt or hostile" "zstd, garbage after the frame"
+accepted "$WORK/t-zeros.tar" "tar, 20480 more zero bytes after its record"
+head -c 2000000 /dev/zero >>"$WORK/t-zeros.tar"
+refused "$WORK/t-zeros.tar" "more than 1048576 zero bytes after the tar's end-of-archive marker" "tar, 2 MB of zeros after its end"
+
+# ---- 2. bundle.json's files list: each path once, every field there ----
+# (rewritten by python3 with the members unchanged; bundle.json is not a
+# member of its own list, so nothing else needs to change)
+python3 - "$WORK/a.tar" "$WORK" <<'EOF'
+import copy, io, json, sys, tarfile
+src = tarfile.open(sys.argv[1])
+w = sys.argv[2]
+meta = json.loads(src.extractfile("bundle.json").read())
+def write(name, meta, extra=()):
+    out = tarfile.open(w + "/" + name, "w", format=tarfile.PAX_FORMAT)
+    for m in src.getmembers():
+        if m.name == "bundle.json":
+            data = json.dumps(meta, indent=2, sort_keys=True).encode() + b"\n"
+            ti = copy.copy(m); ti.size = len(data)
+            out.addfile(ti, io.BytesIO(data))
+        else:
+            out.addfile(m, src.extractfile(m))
+    for name, data in extra:
+        ti = tarfile.TarInfo(name); ti.size = len(data); ti.mode = 0o644
+        out.addfile(ti, io.BytesIO(data))
+    out.close()
+def entry(m, path):
+    return [f for f in m["files"] if f["path"] == path][0]
+W = "components/model/sub/weights.bin"
+m = copy.deepcopy(meta); m["files"].append(copy.deepcopy(entry(m, W))); write("j-dup.tar", m)
+m = copy.deepcopy(meta); del entry(m, W)["mode"]; write("j-nomode.tar", m)
+m = copy.deepcopy(meta); entry(m, W)["mode"] = 420; write("j-modenum.tar", m)
+m = copy.deepcopy(meta); entry(m, W)["size"] = str(entry(m, W)["size"]); write("j-sizestr.tar", m)
+m = copy.deepcopy(meta); entry(m, W)["sha256"] = entry(m, W)["sha256"].upper(); write("j-shaupper.tar", m)
+m = copy.deepcopy(meta); del entry(m, W)["sha256"]; write("j-nosha.tar", m)
+m = copy.deepcopy(meta); m["files"].append(5); write("j-notobj.tar", m)
+# paths exec reads bundle.json for: a component's folder outside the
+# bundle, a manifest that is not one of its files
+m = copy.deepcopy(meta); m["components"][0]["path"] = "../../etc"; write("j-comp.tar", m)
+m = copy.deepcopy(meta); m["manifest"] = "manifest.json"; write("j-manifest.tar", m)
+# names no file system holds: a component of 300 bytes; a path of 3841
+import hashlib
+for name, path in (("n-comp.tar", "components/model/" + "n" * 300),
+                   ("n-path.tar", "components/model/" + "/".join(["d" * 200] * 19) + "/w.bin")):
+    m = copy.deepcopy(meta); data = b"hidden\n"
+    m["files"].append({"path": path, "size": len(data), "mode": "0644",
+                       "sha256": hashlib.sha256(data).hexdigest()})
+    m["files"].sort(key=lambda f: f["path"].encode())
+    write(name, m, [(path, data)])
+EOF
+refused "$WORK/j-dup.tar" "components/model/sub/weights.bin: listed twice in bundle.json" "bundle.json lists a path twice"
+refused "$WORK/j-nomode.tar" "components/model/sub/weights.bin: bundle.json gives no mode" "a files entry without mode"
+refused "$WORK/j-modenum.tar" "components/model/sub/weights.bin: bundle.json gives no mode" "a files entry whose mode is a number"
+refused "$WORK/j-sizestr.tar" "components/model/sub/weights.bin: bundle.json gives no size" "a files entry whose size is a string"
+refused "$WORK/j-shaupper.tar" "components/model/sub/weights.bin: bundle.json gives no sha256" "a files entry whose sha256 is upper case"
+refused "$WORK/j-nosha.tar" "components/model/sub/weights.bin: bundle.json gives no sha256" "a files entry without sha256"
+refused "$WORK/j-notobj.tar" "bundle.json: files\\[[0-9]+\\] is not an object" "a files entry that is no object"
+refused "$WORK/j-comp.tar" "bundle.json: components\\[0\\].path '\\.\\./\\.\\./etc' is not a path inside the bundle" "a component's path outside the bundle"
+refused "$WORK/j-manifest.tar" "bundle.json: manifest 'manifest.json' is not one of its files" "a manifest that is not in the bundle"
+
+# ---- 3. member names: what verify passes, exec can extract ----
+refused "$WORK/n-comp.tar" "component of more than 255 bytes" "a member name with a 300-byte component"
+refused "$WORK/n-path.tar" "longer than 3839 bytes" "a member path of 3841 bytes"
+# long names that are valid: a path of 4 components of 200 bytes (pax
+# names), packed, verified in every way, extracted by exec
+L=$(printf '%0200d' 0 | tr 0 l)
+mkdir -p "$WORK/lm/$L/$L/$L"
+printf '{}\n' >"$WORK/lm/config.json"
+head -c 5000 /dev/urandom >"$WORK/lm/$L/$L/$L/$L"
+check "pack a model with an 820-byte path" sh -c "'$FGPACK' pack --model '$WORK/lm' --no-golden -o '$WORK/long.fgb' >/dev/null"
+accepted "$WORK/long.fgb" "an 820-byte path"
+check "  exec extracts it" sh -c "'$FGPACK' exec '$WORK/long.fgb' -- sh -c 'cmp \"\$FGPACK_BUNDLE/components/model/$L/$L/$L/$L\" \"$WORK/lm/$L/$L/$L/$L\"'"
+check "  verify --no-replay reads it in lanes" sh -c "'$FGPACK' verify '$WORK/long.fgb' --no-replay --threads 1 --json --summary - | grep -q '\"lanes\": 2'"
+# a path pack could not have verified: refused before anything is written
+D=$(printf '%0200d' 0 | tr 0 d)
+p="$WORK/deep"
+i=0
+while [ $i -lt 19 ]; do p="$p/$D"; i=$((i + 1)); done
+mkdir -p "$p"
+printf '{}\n' >"$WORK/deep/config.json"
+printf 'w\n' >"$p/w.bin"
+"$FGPACK" pack --model "$WORK/deep" --no-golden -o "$WORK/deep.fgb" >/dev/null 2>"$WORK/deep.err"
+check_exit "pack of a member path of 3841 bytes: refused" 1 sh -c "exit $?"
+check "  in one line, nothing written" sh -c "[ \"\$(wc -l <'$WORK/deep.err')\" -eq 1 ] && ! ls '$WORK' | grep -q '^deep.fgb'"
+check_grep "  naming the path and the limit" "bundle member 'components/model/d+\\.\\.\\.' \\(3841 bytes\\): its name is longer than 3839 bytes" "$WORK/deep.err"
+
+finish
