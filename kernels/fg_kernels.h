@@ -161,7 +161,7 @@ void fg_kgraph_free(struct fg_kgraph *g);
  * kernel to stderr (docs/gpu.md, "Where a step's time goes"). */
 struct fg_ktrec {
 	unsigned long long grid; /* %gridid: the launch */
-	unsigned long long t[4]; /* global timer, ns: started, its wait returned, the kernel's marks 2 and 3; 0: none */
+	unsigned long long t[8]; /* global timer, ns: started, its wait returned, the kernel's marks 2-7; 0: none */
 	unsigned dims[2];        /* blocks in the launch, threads a block */
 	unsigned sm, pad;        /* the SM it ran on */
 };

@@ -248,7 +248,8 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 						   const float *__restrict__ x2, float *__restrict__ partial,
 						   unsigned *__restrict__ counters, int n, int k, int ntiles, int nch,
 						   int ngr, int units, int slice, int splits, int tpb, int npad,
-						   int xstride, int ystride, const struct fg_kpf pf)
+						   int xstride, int ystride, const struct fg_kpf pf,
+						   const float *__restrict__ xw)
 {
 	constexpr int UE = G > FG_INT4_I8_CHUNK ? G : FG_INT4_I8_CHUNK; /* elements per unit */
 	constexpr int NC = UE / FG_INT4_I8_CHUNK;                       /* chunks per unit */
@@ -276,6 +277,11 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 	for (int uu = 0; uu < IU; uu++)
 		if (wi + uu * wpt < nu)
 			i8_fetch<NC, GU>(wv[uu], sv[uu], wp, sq, wi + uu * wpt);
+	if (xw) { /* experiments (FG_I8_WARM=1): the stage once on zeros before the wait, its code then fetched */
+		i8_stage<M, GG, G>(sm, mult, bias, xw, xw, k, u0 * UE, (min(units, u0 + slice) - u0) * GU, 0, warp, nw,
+				   lane);
+		__syncthreads();
+	}
 	fg_pdl_wait();
 	i8_stage<M, GG, G>(sm, mult, bias, x, x2, k, u0 * UE, (min(units, u0 + slice) - u0) * GU, xstride, warp, nw,
 			   lane);
@@ -325,6 +331,7 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 		}
 	}
 	__syncthreads();
+	fg_kt_mark(4); /* every warp's products summed */
 	if (threadIdx.x < 16 * M * tpb) { /* per tile, its warps in order */
 		int r = threadIdx.x & 15, m = (threadIdx.x >> 4) % M, tl = (threadIdx.x >> 4) / M;
 		int row = (blockIdx.x * tpb + tl) * 16 + r;
@@ -340,8 +347,10 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 			__threadfence();
 		}
 	}
+	fg_kt_mark(5); /* thread 0's outputs or partial sums written */
 	if (splits == 1 || !i8_last_split(counters, splits, &last))
 		return;
+	fg_kt_mark(6); /* the last split to finish */
 	__threadfence();
 	if (threadIdx.x < 16 * M * tpb) {
 		int r = threadIdx.x & 15, m = (threadIdx.x >> 4) % M, tl = (threadIdx.x >> 4) / M;
@@ -351,6 +360,7 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 		if (row < n)
 			y[(size_t)m * ystride + row] = v;
 	}
+	fg_kt_mark(7); /* its outputs written */
 	if (threadIdx.x == 0)
 		counters[blockIdx.x] = 0; /* ready for the next launch (stream-ordered) */
 }
@@ -626,7 +636,7 @@ static cudaError_t i8_launch_g(struct fg_kctx *ctx, float *d_y, const struct fg_
 	return cudaLaunchKernelEx(&cfg, int4_i8<M, GG, G>, d_y, (const uint4 *)w->d_words,
 				  (const uint32_t *)w->d_scales, d_x, d_x2, w->d_partial, (unsigned *)w->d_counters, w->n,
 				  w->k, w->tiles, w->chunks, w->kpad / w->group, w->units, slice, splits, tpb, w->npad,
-				  w->k, w->n, fg_pf_take(ctx));
+				  w->k, w->n, fg_pf_take(ctx), ctx->zeros && w->k <= FG_CTX_ZEROS ? ctx->zeros : NULL);
 }
 
 template <int M, bool GG>

@@ -36,6 +36,7 @@ struct fg_kctx {
 	int short_keys;     /* the keys a short decode attention launch serves (fg_kctx_attn_short_keys), 0: none */
 	int attn_short;     /* decode attention launches for positions below short_keys only (fg_kctx_set_attn_short) */
 	int attn_grp;       /* the step's attention built for its exact group where there is one (fg_kctx_set_attn_grp) */
+	float *zeros;       /* experiments (FG_I8_WARM=1): FG_CTX_ZEROS zeros the i8 matvec stages before its wait */
 };
 
 /* Blocks of f (threads a block, smem bytes of dynamic shared memory)
@@ -104,6 +105,7 @@ __device__ __forceinline__ void fg_pf_issue(const struct fg_kpf &pf)
 
 #define FG_SCRATCH_BYTES ((size_t)64 << 20)
 #define FG_CTX_COUNTERS 4096
+#define FG_CTX_ZEROS 16384
 
 /* Returns FG_EDEVICE naming what failed when call does not succeed. */
 #define FG_CK(call, what)                                                                         \
@@ -166,7 +168,7 @@ __device__ __forceinline__ unsigned long long fg_kt_now(void)
 	return t;
 }
 
-/* Mark i (0: started, 1: its wait returned, 2 and 3: the kernel's own). */
+/* Mark i (0: started, 1: its wait returned, 2-7: the kernel's own). */
 __device__ __forceinline__ void fg_kt_mark(int i)
 {
 	struct fg_ktrec *r = fg_kt_rec();

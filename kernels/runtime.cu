@@ -158,6 +158,10 @@ extern "C" int fg_kctx_new(struct fg_kctx **out, struct fg_err *err)
 	c->scratch_bytes = FG_SCRATCH_BYTES;
 	FAIL_IF(cudaMalloc((void **)&c->counters, sizeof(unsigned) * FG_CTX_COUNTERS), "allocate CUDA counters");
 	FAIL_IF(cudaMemset(c->counters, 0, sizeof(unsigned) * FG_CTX_COUNTERS), "zero CUDA counters");
+	if (getenv("FG_I8_WARM") && strcmp(getenv("FG_I8_WARM"), "1") == 0) {
+		FAIL_IF(cudaMalloc((void **)&c->zeros, sizeof(float) * FG_CTX_ZEROS), "allocate CUDA zeros");
+		FAIL_IF(cudaMemset(c->zeros, 0, sizeof(float) * FG_CTX_ZEROS), "zero CUDA zeros");
+	}
 	c->pdl = c->sm90;
 	{
 		const char *k = getenv("FG_INT4_KERNEL");
@@ -192,6 +196,7 @@ extern "C" void fg_kctx_free(struct fg_kctx *c)
 		cudaStreamSynchronize(c->stream);
 	cudaFree(c->scratch);
 	cudaFree(c->counters);
+	cudaFree(c->zeros);
 	if (c->ev0)
 		cudaEventDestroy(c->ev0);
 	if (c->ev1)
@@ -490,7 +495,7 @@ static int kt_set(struct fg_ktrec *b)
 
 /* One launch of the traced replay: its blocks' marks folded. */
 struct kt_launch {
-	unsigned long long grid, t0, t1, t1x, t2x, t3x; /* t0, t1 the first; t1x, t2x, t3x the last */
+	unsigned long long grid, t0, t1, t1x, tx[8]; /* t0, t1 the first; t1x, tx[i] the last */
 	unsigned blocks, threads, seen, late, sms;
 	std::string name;
 };
@@ -571,8 +576,8 @@ static int kt_trace(struct fg_kctx *c, struct fg_kgraph *g, const char *path, st
 			if (r->t[1] && (!l.t1 || r->t[1] < l.t1))
 				l.t1 = r->t[1];
 			l.t1x = std::max(l.t1x, r->t[1]);
-			l.t2x = std::max(l.t2x, r->t[2]);
-			l.t3x = std::max(l.t3x, r->t[3]);
+			for (int m = 2; m < 8; m++)
+				l.tx[m] = std::max(l.tx[m], r->t[m]);
 		}
 		if (l.seen)
 			L.push_back(l);
@@ -622,15 +627,18 @@ static int kt_trace(struct fg_kctx *c, struct fg_kgraph *g, const char *path, st
 	unsigned long long z = L.empty() ? 0 : L[0].t0;
 	for (auto &l : L)
 		z = std::min(z, l.t0 ? l.t0 : z);
-	fprintf(f, "seq\tname\tblocks\tthreads\trecorded\tsms\tlate\tstart\twait\twait_last\tmark2_last\tmark3_last\tchain\n");
+	fprintf(f, "seq\tname\tblocks\tthreads\trecorded\tsms\tlate\tstart\twait\twait_last\tmark2_last\tmark3_last\t"
+		   "mark4_last\tmark5_last\tmark6_last\tmark7_last\tchain\n");
 	for (size_t i = 0; i < L.size(); i++) {
 		const kt_launch &l = L[i];
 		long long chain = i + 1 < L.size() && L[i + 1].t1 && l.t1 ? (long long)(L[i + 1].t1 - l.t1) : -1;
 		auto rel = [z](unsigned long long t) { return t ? (long long)(t - z) : -1LL; };
 
-		fprintf(f, "%zu\t%s\t%u\t%u\t%u\t%u\t%u\t%lld\t%lld\t%lld\t%lld\t%lld\t%lld\n", i, l.name.c_str(),
-			l.blocks, l.threads, l.seen, l.sms, l.late, rel(l.t0), rel(l.t1), rel(l.t1x), rel(l.t2x),
-			rel(l.t3x), chain);
+		fprintf(f, "%zu\t%s\t%u\t%u\t%u\t%u\t%u\t%lld\t%lld\t%lld", i, l.name.c_str(), l.blocks, l.threads,
+			l.seen, l.sms, l.late, rel(l.t0), rel(l.t1), rel(l.t1x));
+		for (int m = 2; m < 8; m++)
+			fprintf(f, "\t%lld", rel(l.tx[m]));
+		fprintf(f, "\t%lld\n", chain);
 	}
 	fclose(f);
 	/* the summary: per kernel, the chain it adds (its first wait to the next's) */
@@ -642,12 +650,12 @@ static int kt_trace(struct fg_kctx *c, struct fg_kgraph *g, const char *path, st
 		std::string k;
 		size_t n;
 		double sum;
-		unsigned long long chain, lead, spread, m2, m3, late;
+		unsigned long long chain, lead, spread, mk[8], late;
 	};
 	std::vector<row> rows;
 	double total = 0;
 	for (auto &k : keys) {
-		std::vector<unsigned long long> ch, ld, sp, m2, m3, lt;
+		std::vector<unsigned long long> ch, ld, sp, mk[8], lt;
 		double sum = 0;
 
 		for (size_t i = 0; i < L.size(); i++) {
@@ -660,21 +668,28 @@ static int kt_trace(struct fg_kctx *c, struct fg_kgraph *g, const char *path, st
 			sum += cc;
 			ld.push_back(l.t0 && l.t0 < l.t1 ? l.t1 - l.t0 : 0);
 			sp.push_back(l.t1x - l.t1);
-			m2.push_back(l.t2x > l.t1 ? l.t2x - l.t1 : 0);
-			m3.push_back(l.t3x > l.t1 ? l.t3x - l.t1 : 0);
+			for (int m = 2; m < 8; m++)
+				mk[m].push_back(l.tx[m] > l.t1 ? l.tx[m] - l.t1 : 0);
 			lt.push_back(l.late);
 		}
 		total += sum;
-		rows.push_back({k, ch.size(), sum, kt_med(ch), kt_med(ld), kt_med(sp), kt_med(m2), kt_med(m3), kt_med(lt)});
+		row rw = {k, ch.size(), sum, kt_med(ch), kt_med(ld), kt_med(sp), {0}, kt_med(lt)};
+		for (int m = 2; m < 8; m++)
+			rw.mk[m] = kt_med(mk[m]);
+		rows.push_back(rw);
 	}
 	std::sort(rows.begin(), rows.end(), [](const row &a, const row &b) { return a.sum > b.sum; });
 	fprintf(stderr, "trace: %zu launches%s, %u records in a shared slot dropped, chain %.3f ms (first wait to last)\n",
 		L.size(), named ? "" : " (not matched to the graph's nodes: unnamed)", collide, total / 1e6);
-	fprintf(stderr, "trace: %-60s %5s %9s %8s %8s %8s %8s %8s %5s\n", "kernel", "n", "sum ms", "chain us",
-		"lead us", "waits us", "mark2 us", "mark3 us", "late");
-	for (auto &r : rows)
-		fprintf(stderr, "trace: %-60.60s %5zu %9.3f %8.2f %8.2f %8.2f %8.2f %8.2f %5llu\n", r.k.c_str(), r.n,
-			r.sum / 1e6, r.chain / 1e3, r.lead / 1e3, r.spread / 1e3, r.m2 / 1e3, r.m3 / 1e3, r.late);
+	fprintf(stderr, "trace: %-44s %4s %7s %6s %6s %6s   marks after the first wait, us: 2-7 %4s\n", "kernel", "n",
+		"sum ms", "chain", "lead", "waits", "late");
+	for (auto &r : rows) {
+		fprintf(stderr, "trace: %-44.44s %4zu %7.3f %6.2f %6.2f %6.2f  ", r.k.c_str(), r.n, r.sum / 1e6,
+			r.chain / 1e3, r.lead / 1e3, r.spread / 1e3);
+		for (int m = 2; m < 8; m++)
+			fprintf(stderr, " %5.2f", r.mk[m] / 1e3);
+		fprintf(stderr, " %4llu\n", r.late);
+	}
 	return 0;
 }
 #endif
