@@ -88,22 +88,20 @@ static char *trim(char *s)
 	return s;
 }
 
-/* Reads [profile] from an ini-style credentials file. */
-static int creds_from_file(struct fg_s3_creds *c, const char *path, const char *profile,
-			   struct fg_err *err)
+/* The next line of the ini text at *cur that says something (blank lines
+ * and comments skipped), cut in place: a section header sets *sect to its
+ * name and returns 1; any other line sets *name and *val (trimmed; *val NULL
+ * where the line has no '=') and returns 2; 0 at the end. *indented: the
+ * line began with a blank (a nested section's line in the config file). */
+static int ini_next(char **cur, int *indented, char **sect, char **name, char **val)
 {
-	struct fg_buf text = FG_BUF_INIT;
-	char *line, *next;
-	int in = 0, rc;
+	while (*cur && **cur) {
+		char *line = *cur, *next = strchr(line, '\n'), *eq;
 
-	if ((rc = fg_file_read(path, (size_t)1 << 20, &text, err)))
-		return rc;
-	for (line = text.data; line && *line; line = next) {
-		char *eq, *name;
-
-		next = strchr(line, '\n');
 		if (next)
 			*next++ = 0;
+		*cur = next;
+		*indented = *line == ' ' || *line == '\t';
 		line = trim(line);
 		if (*line == '#' || *line == ';' || !*line)
 			continue;
@@ -112,20 +110,44 @@ static int creds_from_file(struct fg_s3_creds *c, const char *path, const char *
 
 			if (close)
 				*close = 0;
-			name = trim(line + 1);
-			in = !strcmp(name, profile);
+			*sect = trim(line + 1);
+			return 1;
+		}
+		*val = NULL;
+		if ((eq = strchr(line, '='))) {
+			*eq = 0;
+			*val = trim(eq + 1);
+		}
+		*name = trim(line);
+		return 2;
+	}
+	return 0;
+}
+
+/* Reads [profile] from an ini-style credentials file. */
+static int creds_from_file(struct fg_s3_creds *c, const char *path, const char *profile,
+			   struct fg_err *err)
+{
+	struct fg_buf text = FG_BUF_INIT;
+	char *cur, *sect, *name, *v;
+	int in = 0, indented, kind, rc;
+
+	if ((rc = fg_file_read(path, (size_t)1 << 20, &text, err)))
+		return rc;
+	cur = text.data;
+	while ((kind = ini_next(&cur, &indented, &sect, &name, &v))) {
+		if (kind == 1) {
+			in = !strcmp(sect, profile);
 			continue;
 		}
-		if (!in || !(eq = strchr(line, '=')))
+		if (!in || !v)
 			continue;
-		*eq = 0;
-		name = trim(line);
 		if (!strcmp(name, "aws_access_key_id") && !c->access_key)
-			c->access_key = dupstr(trim(eq + 1));
+			c->access_key = dupstr(v);
 		else if (!strcmp(name, "aws_secret_access_key") && !c->secret_key)
-			c->secret_key = dupstr(trim(eq + 1));
+			c->secret_key = dupstr(v);
 		else if (!strcmp(name, "aws_session_token") && !c->session_token)
-			c->session_token = dupstr(trim(eq + 1));
+			c->session_token = dupstr(v);
 	}
 	memset(text.data, 0, text.len);
 	fg_buf_release(&text);
@@ -224,8 +246,8 @@ int fg_s3_addressing_config(enum fg_s3_addressing *out, struct fg_err *err)
 	const char *home = getenv("HOME");
 	struct fg_buf path = FG_BUF_INIT, text = FG_BUF_INIT, want = FG_BUF_INIT;
 	struct fg_err ferr;
-	char *line, *next;
-	int in = 0, in_s3 = 0, rc = 0;
+	char *cur, *sect, *name, *v;
+	int in = 0, in_s3 = 0, indented, kind, rc = 0;
 
 	*out = FG_S3_ADDR_AUTO;
 	if (!profile || !*profile)
@@ -242,31 +264,15 @@ int fg_s3_addressing_config(enum fg_s3_addressing *out, struct fg_err *err)
 						: fg_buf_puts(&want, "default", err);
 	if (rc || access(path.data, R_OK) || fg_file_read(path.data, (size_t)1 << 20, &text, &ferr))
 		goto out;
-	for (line = text.data; line && *line; line = next) {
-		int indented = *line == ' ' || *line == '\t';
-		char *eq, *name, *v;
-
-		next = strchr(line, '\n');
-		if (next)
-			*next++ = 0;
-		line = trim(line);
-		if (*line == '#' || *line == ';' || !*line)
-			continue;
-		if (*line == '[') {
-			char *close = strchr(line, ']');
-
-			if (close)
-				*close = 0;
-			name = trim(line + 1);
-			in = !strcmp(name, want.data);
+	cur = text.data;
+	while ((kind = ini_next(&cur, &indented, &sect, &name, &v))) {
+		if (kind == 1) {
+			in = !strcmp(sect, want.data);
 			in_s3 = 0;
 			continue;
 		}
-		if (!in || !(eq = strchr(line, '=')))
+		if (!in || !v)
 			continue;
-		*eq = 0;
-		name = trim(line);
-		v = trim(eq + 1);
 		if (!indented) {
 			/* "s3 =" opens a nested section; the next unindented line ends it */
 			in_s3 = !strcmp(name, "s3") && !*v;
