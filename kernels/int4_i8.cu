@@ -277,10 +277,11 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 	for (int uu = 0; uu < IU; uu++)
 		if (wi + uu * wpt < nu)
 			i8_fetch<NC, GU>(wv[uu], sv[uu], wp, sq, wi + uu * wpt);
-	/* experiments (FG_I8_WARM=1): a first pass stages zeros before the wait,
-	 * through the same instructions as the real pass (a loop not unrolled:
-	 * an inlined second call would be a second copy of the code), so the
-	 * SM has fetched them when x comes */
+#ifdef FG_I8_WARM_BUILD
+	/* experiments (make I8WARM=1, then FG_I8_WARM=1): a first pass stages
+	 * zeros before the wait, through the same instructions as the real pass
+	 * (a loop not unrolled: an inlined second call would be a second copy of
+	 * the code), so the SM has fetched them when x comes */
 #pragma unroll 1
 	for (int pass = xw ? 0 : 1; pass < 2; pass++) {
 		if (pass)
@@ -289,6 +290,13 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 				   (min(units, u0 + slice) - u0) * GU, pass ? xstride : 0, warp, nw, lane);
 		__syncthreads();
 	}
+#else
+	(void)xw;
+	fg_pdl_wait();
+	i8_stage<M, GG, G>(sm, mult, bias, x, x2, k, u0 * UE, (min(units, u0 + slice) - u0) * GU, xstride, warp, nw,
+			   lane);
+	__syncthreads();
+#endif
 	fg_kt_mark(2); /* a measuring build's (KTRACE=1) marks: x staged */
 	for (int base = wi; base < nu; base += wpt * IU) {
 #pragma unroll
