@@ -313,6 +313,7 @@ __global__ void residual_norm(float *h, const float *x, const float *__restrict_
 			w2v[u] = i < n ? w2[i] : 0.0f;
 		}
 		float s = rn_rows(xv, hv, x, h, n, eps, sh);
+		fg_kt_mark(2); /* a measuring build's (KTRACE=1) marks: x, h read and x's norm summed */
 		float s2 = 0.0f;
 #pragma unroll
 		for (int u = 0; u < RN_PER; u++) {
@@ -335,6 +336,7 @@ __global__ void residual_norm(float *h, const float *x, const float *__restrict_
 			if (i < n)
 				a[i] = hv[u] * r * w2v[u];
 		}
+		fg_kt_mark(3); /* h and a written */
 		return;
 	}
 	fg_pdl_wait();
@@ -1360,6 +1362,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 				}
 	}
 	__syncthreads();
+	fg_kt_mark(4); /* the chunk's scores */
 	if (warp < grp) { /* warp h: the chunk's max and weights for query head h */
 		float *s = sp + warp * spn, m = -INFINITY, l = 0.0f;
 
@@ -1380,6 +1383,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 		}
 	}
 	__syncthreads();
+	fg_kt_mark(5); /* its weights */
 	/* chunk c's piece of query head h: at pw + h * hs */
 	float *pw = clm ? spart : pg + (size_t)c * stride;
 	size_t hs = clm ? stride : (size_t)nch * stride;
@@ -1413,8 +1417,10 @@ __global__ void __launch_bounds__(ATT_THREADS)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 	if (clm) { /* every chunk block combines a share, reading the others' pieces */
 		cg::this_cluster().sync();
+		fg_kt_mark(6); /* the combine begins */
 		attn_combine(out, attn_parts_cluster{spart, stride}, sp, sml, g, grp, head_dim, spn, used,
 			     (int)((long long)grp * head_dim * c / used), (int)((long long)grp * head_dim * (c + 1) / used));
+		fg_kt_mark(7); /* its share combined */
 		cg::this_cluster().sync(); /* no block leaves while another reads its pieces */
 		return;
 	}
@@ -1460,9 +1466,11 @@ __global__ void __launch_bounds__(ATT_THREADS)
 			return;
 		__threadfence();
 	}
+	fg_kt_mark(6); /* the combine begins */
 	/* one call (it is inlined): the block's share [last / np, (last + 1) / np) of the outputs */
 	attn_combine(out, attn_parts_global{pg, stride, nch}, sp, sml, g, grp, head_dim, spn, used,
 		     (int)((long long)grp * head_dim * last / np), (int)((long long)grp * head_dim * (last + 1) / np));
+	fg_kt_mark(7); /* its share combined */
 }
 
 /* The most chunk blocks (all kv heads together) that may wait for the
