@@ -561,6 +561,35 @@ static int has_extension(const char *name, size_t n)
 	return letter;
 }
 
+/* 1 when leaf, a target path's last segment, is the one file the
+ * component's source names: the source's own last segment, where the source
+ * is a URL or that name has an extension (keepset.json; a bucket folder
+ * ft-v1 is a folder). */
+static int names_source_file(const struct fg_component *comp, const char *leaf)
+{
+	size_t ln = strlen(leaf);
+
+	return ln && source_leaf_is(comp->ref, leaf) && (comp->ref->kind == FG_REF_HTTPS || has_extension(leaf, ln));
+}
+
+/* A component's target folder when target key names path (rules 1 and 2):
+ * the path, except where it ends in the name of the one file the source
+ * names (ROUTER_PATH=/w/r/table.bin for hf://buckets/ns/b/table.bin): that
+ * path is the file, so its folder (/w/r) is the target. A *_DIR key names a
+ * folder whatever its name looks like (LOCAL_MODEL_DIR=/tmp/m.baked). NULL
+ * when out of memory. */
+static char *own_target(const struct fg_component *comp, const char *key, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	size_t kl = strlen(key);
+
+	if (kl >= 4 && !strcmp(key + kl - 4, "_DIR"))
+		return strdup(path);
+	if (slash && slash != path && names_source_file(comp, slash + 1))
+		return strndup(path, (size_t)(slash - path));
+	return strdup(path);
+}
+
 /* 1 when stem's last '_'-separated words are words, all of them and more
  * before them: LM_HEAD_KEEPSET ends in KEEPSET, KV_CACHE does not end in
  * TRITON_CACHE. */
@@ -614,8 +643,7 @@ static int place_by_last_words(struct fg_manifest *m, struct fg_err *err)
 		comp = &m->components[found];
 		leaf = slash ? slash + 1 : tg->path;
 		ln = strlen(leaf);
-		if (ln && source_leaf_is(comp->ref, leaf) &&
-		    (comp->ref->kind == FG_REF_HTTPS || has_extension(leaf, ln))) {
+		if (names_source_file(comp, leaf)) {
 			if (!slash || slash == tg->path)
 				continue; /* a file at the root: no folder to place it in */
 			comp->target = strndup(tg->path, (size_t)(slash - tg->path));
@@ -735,7 +763,7 @@ static int assign_targets(struct fg_manifest *m, struct fg_err *err)
 					continue;
 			}
 			comp->target_key = strdup(tg->key);
-			comp->target = strdup(tg->path);
+			comp->target = own_target(comp, tg->key, tg->path);
 			if (!comp->target_key || !comp->target)
 				return oom(err);
 		}

@@ -56,7 +56,10 @@
  *      guessed, the target stays unplaced.
  * A component's own target is its first target by rule 1, else its first by
  * rule 2 whose stem is the component's own stem, else its first by rule 2,
- * else its file's folder by rule 4, else its target by rule 5. */
+ * else its file's folder by rule 4, else its target by rule 5. By rule 1 or
+ * 2, a path that is no *_DIR and ends in the name of the one file the source
+ * names (as in rule 5: ROUTER_PATH=/w/r/table.bin for hf://.../table.bin) is
+ * that file, and its folder (/w/r) the target. */
 #ifndef FG_MANIFEST_H
 #define FG_MANIFEST_H
 

@@ -205,6 +205,37 @@ static void test_rules(void)
 	   "targets: a folder no component shares a word with stays unassigned");
 	fg_manifest_free(m);
 
+	/* rules 1 and 2 with a one-file source: a path ending in the file's
+	 * name is that file (its folder the target); a *_DIR is a folder
+	 * whatever its name; a folder source of a dotted name stays a folder */
+	m = parse("{\"env\":{\"ROUTER_BUCKET\":\"hf://buckets/a/b/r/table.bin\",\"ROUTER_PATH\":\"/w/r/table.bin\","
+		  "\"WEIGHTS_BUCKET\":\"hf://buckets/a/b/m.baked\",\"LOCAL_MODEL_DIR\":\"/tmp/m.baked\","
+		  "\"PATCHES_BUCKET\":\"https://h.example/p/fix.patch?dl=1\",\"PATCHES_DST\":\"/w/p/fix.patch\","
+		  "\"DRAFT_BUCKET\":\"hf://buckets/a/b/ft-v1\",\"DRAFT_PATH\":\"/w/ft-v1\","
+		  "\"TABLES_BUCKET\":\"hf://buckets/a/b/t.bin\",\"TABLES_PATH\":\"/w/t/other.bin\"}}",
+		  &err);
+	ok(m != NULL, "file targets: parses (%s)", err.msg);
+	c = m ? fg_manifest_component(m, "ROUTER_BUCKET") : NULL;
+	ok(c && c->target && !strcmp(c->target, "/w/r") && !strcmp(c->target_key, "ROUTER_PATH"),
+	   "file targets: ROUTER_PATH naming the bucket's one file is that file, in /w/r (%s)",
+	   c && c->target ? c->target : "none");
+	c = m ? fg_manifest_component(m, "WEIGHTS_BUCKET") : NULL;
+	ok(c && c->target && !strcmp(c->target, "/tmp/m.baked"),
+	   "file targets: LOCAL_MODEL_DIR is a folder, dotted name or not (%s)", c && c->target ? c->target : "none");
+	c = m ? fg_manifest_component(m, "PATCHES_BUCKET") : NULL;
+	ok(c && c->target && !strcmp(c->target, "/w/p"),
+	   "file targets: a URL's file named by PATCHES_DST is that file, in /w/p (%s)",
+	   c && c->target ? c->target : "none");
+	c = m ? fg_manifest_component(m, "DRAFT_BUCKET") : NULL;
+	ok(c && c->target && !strcmp(c->target, "/w/ft-v1"),
+	   "file targets: a bucket folder's name without extension stays a folder (%s)",
+	   c && c->target ? c->target : "none");
+	c = m ? fg_manifest_component(m, "TABLES_BUCKET") : NULL;
+	ok(c && c->target && !strcmp(c->target, "/w/t/other.bin"),
+	   "file targets: a path of another name is placed as before, a folder (%s)",
+	   c && c->target ? c->target : "none");
+	fg_manifest_free(m);
+
 	/* rule 4: a keepset shared as one file, and the file path the serve
 	 * script reads it from outside every folder target: the file's folder */
 	m = parse("{\"env\":{\"LM_HEAD_KEEPSET_BUCKET\":\"hf://buckets/a/b/k12/pck04_keepset.json\","
