@@ -249,8 +249,8 @@ int cmd_exec(int argc, char **argv)
 
 			if (t->component >= 0 && (t->rule == FG_TARGET_FIXED || t->rule == FG_TARGET_STEM) &&
 			    !strcmp(m->components[t->component].key, key) &&
-			    (!fg_json_str(c, "target") || strcmp(t->path, fg_json_str(c, "target"))) &&
-			    map_add(&ms, t->path, p.data)) {
+			    (!fg_json_str(c, "target") || strcmp(t->folder, fg_json_str(c, "target"))) &&
+			    map_add(&ms, t->folder, p.data)) {
 				rc = fg_err_set(&err, FG_ENOMEM, "out of memory");
 				goto fail;
 			}

@@ -79,6 +79,7 @@ void fg_manifest_free(struct fg_manifest *m)
 	for (i = 0; i < m->n_targets; i++) {
 		free(m->targets[i].key);
 		free(m->targets[i].path);
+		free(m->targets[i].folder);
 	}
 	free(m->targets);
 	free(m->spec.method);
@@ -767,6 +768,14 @@ static int assign_targets(struct fg_manifest *m, struct fg_err *err)
 			if (!comp->target_key || !comp->target)
 				return oom(err);
 		}
+	}
+	for (t = 0; t < m->n_targets; t++) {
+		struct fg_target *tg = &m->targets[t];
+
+		if (tg->component < 0 || (tg->rule != FG_TARGET_FIXED && tg->rule != FG_TARGET_STEM))
+			continue;
+		if (!(tg->folder = own_target(&m->components[tg->component], tg->key, tg->path)))
+			return oom(err);
 	}
 	rc = place_named_files(m, err);
 	return rc ? rc : place_by_last_words(m, err);

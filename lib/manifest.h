@@ -105,6 +105,9 @@ struct fg_target {
 	int component;   /* index into components, -1 when unassigned */
 	int rule;        /* enum fg_target_rule */
 	int fixed;       /* rule 1: the pair's place in its table (earlier wins) */
+	char *folder;    /* rules 1 and 2: the folder the component's files go to for this
+			  * target: path, or its parent where path names the source's one
+			  * file (ROUTER_PATH=/w/r/table.bin: /w/r); else NULL */
 };
 
 struct fg_spec_config {

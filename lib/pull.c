@@ -2369,11 +2369,11 @@ static int place_view(struct fg_lock_manifest *view, struct fg_lock_component **
 			const struct fg_lock_component *c = lm->components[ci];
 
 			if (!strcmp(c->key, m->components[tg->component].key) && c->target &&
-			    strcmp(c->target, tg->path)) {
+			    strcmp(c->target, tg->folder)) {
 				struct fg_lock_component *cp = &(*copies)[n - lm->n_components];
 
 				*cp = *c;
-				cp->target = tg->path;
+				cp->target = tg->folder;
 				view->components[n++] = cp;
 			}
 		}

@@ -211,6 +211,12 @@ m = json.load(open(sys.argv[1]))
 $2
 json.dump(m, open(sys.argv[2], 'w'))" "$F/community-no-drafter.json" "$1"
 }
+# a one-file source whose target by stem (rule 2) names that file: the
+# file lands at the path, not in a folder of the file's name
+variant "$WORK/t0.json" "m['env']['ROUTER_BUCKET'] = 'hf://buckets/gemma-challenge/gemma-odd-heron/keepset-12k/keepset.json'
+m['env']['ROUTER_PATH'] = '/tmp/router/keepset.json'"
+check "a file by stem (ROUTER_PATH naming the bucket's file): pull --into" "$FGPACK" pull "$WORK/t0.json" --lock "$WORK/t0.lock" --into "$WORK/o15"
+check "  the file at ROUTER_PATH" cmp "$hub/buckets/gemma-challenge/gemma-odd-heron/keepset-12k/keepset.json" "$WORK/o15/tmp/router/keepset.json"
 variant "$WORK/t1.json" "m['env']['LOCAL_MODEL_DIR'] = '/tmp//int4-g128/'"
 check "a target with a trailing and a doubled '/': pull --into" "$FGPACK" pull "$WORK/t1.json" --lock "$WORK/t.lock" --into "$WORK/o6"
 check "  the weights at DIR/tmp/int4-g128" cmp "$hub/buckets/gemma-challenge/gemma-plain-owl/weights/int4-g128/model.safetensors" "$WORK/o6/tmp/int4-g128/model.safetensors"
