@@ -476,7 +476,11 @@ int fg_sign_open(struct fg_buf *payload, struct fg_buf *payload_type,
 		memcpy(hint_out, hint, strlen(hint) + 1);
 	if ((rc = fg_sign_key_fingerprint(fp, k, err)))
 		goto out;
-	if (hint && *hint && strcmp(hint, fp)) {
+	/* the hint is unsigned, only a hint (DSSE): one in the hex form OMS
+	 * writes that names another key is refused by name, as model_signing
+	 * does; a hint in another form (other Sigstore signers write base64 of
+	 * the DER key's sha256) is left to the signature to decide */
+	if (hint && fg_sha256_hex_valid(hint) && strcmp(hint, fp)) {
 		rc = fg_err_set(err, FG_EMISMATCH, "signed by key %.16s…, not by the given key %.16s…",
 				hint, fp);
 		goto out;
@@ -630,9 +634,31 @@ static int walk(struct flist *l, const char *root, const char *rel, const struct
 	return rc;
 }
 
+/* model_signing's order: its resources are sorted as PurePosixPath values,
+ * component by component, so "a/b" precedes "a-b" and "a.txt" although '-'
+ * and '.' are below '/' as bytes. Comparing bytes with '/' taken as below
+ * every other byte gives that order (and a name precedes the folder of the
+ * same name's files), and Python compares code points, which UTF-8 bytes
+ * keep. The root digest follows the order, so a plain byte sort would give
+ * another subject digest than model_signing for the same folder. */
+static int path_cmp(const char *a, const char *b)
+{
+	const unsigned char *x = (const unsigned char *)a, *y = (const unsigned char *)b;
+
+	for (; *x && *x == *y; x++, y++)
+		;
+	if (*x == *y)
+		return 0;
+	if (!*x || !*y)
+		return *x ? 1 : -1;
+	if (*x == '/' || *y == '/')
+		return *x == '/' ? -1 : 1;
+	return *x < *y ? -1 : 1;
+}
+
 static int file_cmp(const void *a, const void *b)
 {
-	return strcmp(((const struct fg_oms_file *)a)->name, ((const struct fg_oms_file *)b)->name);
+	return path_cmp(((const struct fg_oms_file *)a)->name, ((const struct fg_oms_file *)b)->name);
 }
 
 static int root_digest(struct fg_oms_model *m, struct fg_err *err)
@@ -956,7 +982,7 @@ out:
 
 static int file_ptr_cmp(const void *a, const void *b)
 {
-	return strcmp((*(struct fg_oms_file *const *)a)->name, (*(struct fg_oms_file *const *)b)->name);
+	return path_cmp((*(struct fg_oms_file *const *)a)->name, (*(struct fg_oms_file *const *)b)->name);
 }
 
 /* Pointers to m's files sorted by name (the caller frees the array). */
@@ -982,7 +1008,7 @@ int fg_oms_compare(const struct fg_oms_model *sm, const struct fg_oms_model *dm,
 	if (!s || !d)
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 	while (!rc && (i < sm->n || j < dm->n)) {
-		int c = i == sm->n ? 1 : j == dm->n ? -1 : strcmp(s[i]->name, d[j]->name);
+		int c = i == sm->n ? 1 : j == dm->n ? -1 : path_cmp(s[i]->name, d[j]->name);
 
 		if (c < 0)
 			rc = fg_err_set(err, FG_EMISMATCH, "%s: signed but missing", s[i]->name);

@@ -58,8 +58,10 @@ int fg_sign_bundle(struct fg_buf *out, const struct fg_sign_key *k, const char *
  * only then returns the payload (appended to payload) and its type (to
  * payload_type). hint_out (may be NULL) gets the bundle's key hint or "" (also
  * when the hint is no fingerprint).
- * FG_EMISMATCH with the reason when the key hint names another key or the
- * signature does not verify; FG_EFORMAT when the text is no envelope. */
+ * FG_EMISMATCH with the reason when the key hint is a fingerprint (64 hex) of
+ * another key or the signature does not verify (a hint in another form is
+ * not checked: the signature decides); FG_EFORMAT when the text is no
+ * envelope. */
 int fg_sign_open(struct fg_buf *payload, struct fg_buf *payload_type,
 		 char hint_out[FG_SHA256_HEX_LEN + 1], const char *text, size_t len,
 		 const struct fg_sign_key *k, struct fg_err *err);

@@ -6,7 +6,8 @@ fgpack against another signer without model_signing installed.
 
   oms_sign.py KEY.pem MODEL SIG [--ignore a,b] [--raw] [--statement FILE]
 
-The statement: one resource per file (sha256), sorted by path, files under
+The statement: one resource per file (sha256), sorted as model_signing sorts
+its manifest keys (PurePosixPath values: component by component), files under
 an ignore path skipped; the subject digest is sha256 over the raw digests.
 ECDSA over the DSSE PAE with the curve's hash (SHA-256 on P-256, SHA-384 on
 P-384, SHA-512 on P-521, as model_signing's get_ec_key_hash), the bundle with
@@ -17,6 +18,7 @@ import base64
 import hashlib
 import json
 import os
+import pathlib
 import subprocess
 import sys
 import tempfile
@@ -32,7 +34,7 @@ def statement(model, ignore):
             if not any(rel == i or rel.startswith(i + "/") for i in ignore):
                 files.append(rel)
     res, root = [], hashlib.sha256()
-    for f in sorted(files):
+    for f in sorted(files, key=pathlib.PurePosixPath):
         with open(os.path.join(model, f), "rb") as fh:
             dg = hashlib.sha256(fh.read()).hexdigest()
         res.append({"name": f, "digest": dg, "algorithm": "sha256"})

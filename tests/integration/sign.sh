@@ -203,6 +203,38 @@ cp mig-git.sig mig/model.sig
 check_exit "model.sig inside is still not covered (only .gitignore missing)" 3 "$FGPACK" verify-sig --key ossl.pub.pem mig
 check_grep "  names .gitignore, not model.sig" ".gitignore: signed but missing" "$WORK/.out"
 
+# the resources in model_signing's order (PurePosixPath: component by
+# component, so "a/b" before "a-b" and "a.txt"), hence the same subject
+# digest as model_signing gives the same folder
+mkdir -p ord/a ord/tokenizer
+echo 1 >ord/a.txt; echo 2 >ord/a-b; echo 3 >ord/a/b; echo 4 >ord/tokenizer.json; echo 5 >ord/tokenizer/x.json
+$OMS_SIGN ossl.pem ord ord-oms.sig
+check "order: fgpack signs the folder" "$FGPACK" sign --key ossl.pem -o ord-fg.sig ord
+payload() { python3 -c 'import base64, json, sys
+s = json.loads(base64.b64decode(json.load(open(sys.argv[1]))["dsseEnvelope"]["payload"]))
+print(" ".join(r["name"] for r in s["predicate"]["resources"]), s["subject"][0]["digest"]["sha256"])' "$1"; }
+check "order: resources as model_signing lists them" test "$(payload ord-fg.sig | cut -d' ' -f1-5)" = "a/b a-b a.txt tokenizer/x.json tokenizer.json"
+check "order: the same subject digest as model_signing's" test "$(payload ord-fg.sig)" = "$(payload ord-oms.sig)"
+check "order: each verifies the other's" sh -c "'$FGPACK' verify-sig --key ossl.pub.pem --sig ord-oms.sig ord && '$FGPACK' verify-sig --key ossl.pub.pem --sig ord-fg.sig ord"
+
+# the key hint is only a hint (DSSE): one in another form than fgpack's and
+# model_signing's hex fingerprint, as other Sigstore signers write (base64 of
+# the sha256 of the DER key), does not stop a good signature; a hex
+# fingerprint of another key is still refused by name
+python3 - ossl.pem ord-fg.sig <<'PY'
+import base64, hashlib, json, subprocess, sys
+der = subprocess.run(["openssl", "pkey", "-in", sys.argv[1], "-pubout", "-outform", "DER"],
+                     capture_output=True, check=True).stdout
+b = json.load(open(sys.argv[2]))
+b["verificationMaterial"]["publicKey"]["hint"] = base64.b64encode(hashlib.sha256(der).digest()).decode()
+json.dump(b, open("hint-b64.sig", "w"))
+b["verificationMaterial"]["publicKey"]["hint"] = "ab" * 32
+json.dump(b, open("hint-other.sig", "w"))
+PY
+check "a hint in another form does not stop a good signature" "$FGPACK" verify-sig --key ossl.pub.pem --sig hint-b64.sig ord
+check_exit "a hex hint naming another key is refused" 3 "$FGPACK" verify-sig --key ossl.pub.pem --sig hint-other.sig ord
+check_grep "  saying so" "signed by key abababababababab" "$WORK/.out"
+
 # a bake provenance statement (in-toto, SLSA predicate) and its subject
 mkdir -p baked
 head -c 3000 /dev/urandom >baked/model.safetensors

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "sign.h"
@@ -155,11 +156,79 @@ static void serialization(void)
 	fg_buf_release(&t);
 }
 
+/* model_signing sorts its resources as PurePosixPath values, component by
+ * component, so "a/b" comes before "a b", "a-b" and "a.txt" (a plain byte
+ * sort puts it after them, since ' ', '-' and '.' are below '/'). The root
+ * digest follows that order: sha256 over the raw digests in it. */
+static void path_order(void)
+{
+	static const char *const rel[] = { "a.txt", "a-b", "a/b", "tokenizer.json", "tokenizer/x.json" };
+	static const char *const want[] = { "a/b", "a-b", "a.txt", "tokenizer/x.json", "tokenizer.json" };
+	char dir[] = "/tmp/fgordXXXXXX";
+	struct fg_oms_model *m = NULL;
+	struct fg_buf p = FG_BUF_INIT;
+	struct fg_sha256 *h = NULL;
+	struct fg_err err = { 0, "" };
+	uint8_t d[32];
+	char root[FG_SHA256_HEX_LEN + 1];
+	size_t i;
+	int order = 1;
+	FILE *f;
+
+	ok(mkdtemp(dir) != NULL, "temp folder");
+	for (i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		fg_buf_reset(&p);
+		fg_buf_printf(&p, &err, "%s/%s", dir, rel[i]);
+		if (strchr(rel[i], '/')) {
+			char *s = strrchr(p.data, '/');
+
+			*s = 0;
+			mkdir(p.data, 0755);
+			*s = '/';
+		}
+		f = fopen(p.data, "w");
+		if (f) {
+			fputs(rel[i], f);
+			fclose(f);
+		}
+	}
+	ok(fg_oms_hash(&m, dir, "ord", &err) == 0 && m->n == 5, "hash the folder (%s)", err.msg);
+	for (i = 0; m && i < m->n; i++)
+		if (strcmp(m->files[i].name, want[i]))
+			order = 0;
+	ok(m && order, "resources in model_signing's order (%s, %s, ...)", m ? m->files[0].name : "",
+	   m && m->n > 1 ? m->files[1].name : "");
+	fg_sha256_new(&h, &err);
+	for (i = 0; i < 5; i++) {
+		fg_sha256_mem(want[i], strlen(want[i]), d, &err); /* each file holds its own name */
+		fg_sha256_update(h, d, 32, &err);
+	}
+	fg_sha256_final(h, d, &err);
+	fg_sha256_free(h);
+	fg_hex_encode(d, 32, root);
+	ok(m && !strcmp(m->root, root), "root digest as model_signing computes it");
+	for (i = 0; i < 5; i++) {
+		fg_buf_reset(&p);
+		fg_buf_printf(&p, &err, "%s/%s", dir, rel[i]);
+		unlink(p.data);
+	}
+	fg_buf_reset(&p);
+	fg_buf_printf(&p, &err, "%s/a", dir);
+	rmdir(p.data);
+	fg_buf_reset(&p);
+	fg_buf_printf(&p, &err, "%s/tokenizer", dir);
+	rmdir(p.data);
+	rmdir(dir);
+	fg_oms_model_free(m);
+	fg_buf_release(&p);
+}
+
 int main(void)
 {
 	pae();
 	roundtrip();
 	oms();
+	path_order();
 	serialization();
 	return tap_done();
 }
