@@ -20,6 +20,7 @@
 #include "json.h"
 #include "lock.h"
 #include "manifest.h"
+#include "provenance.h"
 #include "ref.h"
 #include "sign.h"
 #include "tarball.h"
@@ -830,11 +831,12 @@ static int tarball_scan_keep(const char *path, struct member_list *ml, uint8_t i
 }
 
 /* 1 when every subject of stmt (at least one) is a member of the bundle
- * below prefix cp, by its name there and its sha256 in bundle.json's files:
- * the statement describes that component, wherever it lies in the bundle
- * (`pack --attest`, or the bake statement pack attaches, under
- * attestations/). */
-static int subjects_in(const cJSON *stmt, const cJSON *files, const char *cp)
+ * below prefix cp ("" for the bundle's top), by its name there and its
+ * sha256 in bundle.json's files: the statement describes that component,
+ * wherever it lies in the bundle (`pack --attest`, or the bake statement
+ * pack attaches, under attestations/). Else 0, and why (when not NULL) gets
+ * the first subject that does not match and how. */
+static int subjects_in(const cJSON *stmt, const cJSON *files, const char *cp, struct fg_buf *why)
 {
 	const cJSON *subj = fg_json_arr(stmt, "subject"), *s, *f;
 	size_t cl = strlen(cp);
@@ -843,23 +845,34 @@ static int subjects_in(const cJSON *stmt, const cJSON *files, const char *cp)
 	cJSON_ArrayForEach(s, subj) {
 		const char *name = fg_json_str(s, "name");
 		const char *want = fg_json_str(fg_json_obj(s, "digest"), "sha256");
-		int found = 0;
+		const char *have = NULL;
 
-		if (!name || !want)
+		if (!name || !want) {
+			if (why)
+				fg_buf_printf(why, NULL, "a subject without a name and a sha256");
 			return 0;
+		}
 		cJSON_ArrayForEach(f, files) {
 			const char *fp = fg_json_str(f, "path"), *fs = fg_json_str(f, "sha256");
 
-			if (fp && fs && !strncmp(fp, cp, cl) && fp[cl] == '/' && !strcmp(fp + cl + 1, name) &&
-			    !strcmp(fs, want)) {
-				found = 1;
+			if (fp && fs && (!cl || (!strncmp(fp, cp, cl) && fp[cl] == '/')) &&
+			    !strcmp(fp + (cl ? cl + 1 : 0), name)) {
+				have = fs;
 				break;
 			}
 		}
-		if (!found)
+		if (!have || strcmp(have, want)) {
+			if (why)
+				fg_buf_printf(why, NULL,
+					      have ? "subject %s has sha256 %.16s… but the bundle holds %.16s…"
+						   : "subject %s is not in %s%s",
+					      name, have ? want : (cl ? cp : "the bundle"), have ? have : "");
 			return 0;
+		}
 		n++;
 	}
+	if (!n && why)
+		fg_buf_printf(why, NULL, "no subject");
 	return n > 0;
 }
 
@@ -874,15 +887,17 @@ static cJSON *derived_from(const cJSON *stmt)
 	const char *pt = fg_json_str(stmt, "predicateType");
 	cJSON *d;
 
-	if (!bd)
+	/* another predicate may have fields of the same names that mean
+	 * something else: only SLSA provenance v1 is read as what a part was
+	 * made from */
+	if (!bd || !pt || strcmp(pt, FG_PROV_SLSA_TYPE))
 		return NULL;
 	d = cJSON_CreateObject();
 	cJSON_AddItemToObject(d, "inputs", deps ? cJSON_Duplicate(deps, 1) : cJSON_CreateArray());
 	cJSON_AddItemToObject(d, "parameters", params ? cJSON_Duplicate(params, 1) : cJSON_CreateObject());
 	if (builder)
 		cJSON_AddStringToObject(d, "builder", builder);
-	if (pt)
-		cJSON_AddStringToObject(d, "predicateType", pt);
+	cJSON_AddStringToObject(d, "predicateType", pt);
 	return d;
 }
 
@@ -890,6 +905,7 @@ int fg_audit_bundle(struct fg_audit **out, const char *path, struct fg_err *err)
 {
 	struct fg_audit *a = NULL;
 	struct fg_buf bj = FG_BUF_INIT, text = FG_BUF_INIT, sig = FG_BUF_INIT, owner = FG_BUF_INIT;
+	struct fg_buf why = FG_BUF_INIT;
 	const char *kd = NULL; /* a kept member's bytes (member_text) */
 	size_t kn = 0;
 	struct member_list ml = { 0 };
@@ -1031,18 +1047,35 @@ int fg_audit_bundle(struct fg_audit **out, const char *path, struct fg_err *err)
 		if (ends_with(nm, ".intoto.json") || ends_with(nm, "provenance.json")) {
 			cJSON *st = NULL;
 			cJSON *d;
+			const char *t, *pt, *best_path = "";
 			size_t k, best = 0, best_len = 0;
+			int placed = 0;
 
-			if (member_text(&ml, nm, &kd, &kn) || fg_json_parse(&st, kd, kn, nm, NULL))
+			if (member_text(&ml, nm, &kd, &kn) || fg_json_parse(&st, kd, kn, nm, NULL)) {
+				rc = unknown(a, err, "%s: not a JSON statement of at most %zu MiB, not read", nm,
+					     STATEMENT_MAX >> 20);
 				continue;
+			}
+			t = fg_json_str(st, "_type");
+			pt = fg_json_str(st, "predicateType");
+			if (!t || strncmp(t, "https://in-toto.io/Statement/", 29)) {
+				rc = unknown(a, err, "%s: not an in-toto statement, not read", nm);
+				cJSON_Delete(st);
+				continue;
+			}
 			d = derived_from(st);
 			if (!d) {
+				rc = unknown(a, err, "%s: predicateType %s is not SLSA provenance v1, not read", nm,
+					     pt ? pt : "(none)");
 				cJSON_Delete(st);
 				continue;
 			}
 			cJSON_AddStringToObject(d, "statement", nm);
 			/* the component whose path holds the statement, else the one
-			 * whose files are its subjects, else the bundle */
+			 * whose files are its subjects, else the bundle when its
+			 * subjects are members by their paths in it; the statement
+			 * must describe what it is shown on, by name and sha256, or
+			 * it is a warning and shown on nothing */
 			cJSON_ArrayForEach(c, comps)
 			{
 				const char *cp = fg_json_str(c, "path"), *key = fg_json_str(c, "key");
@@ -1053,20 +1086,43 @@ int fg_audit_bundle(struct fg_audit **out, const char *path, struct fg_err *err)
 					if (!strcmp(a->rows[k].key, key) && strlen(cp) > best_len) {
 						best = k;
 						best_len = strlen(cp);
+						best_path = cp;
 					}
 			}
-			if (!best_len)
+			fg_buf_reset(&why);
+			if (best_len && !subjects_in(st, files, best_path, &why)) {
+				rc = warn(a, "provenance-mismatch", a->rows[best].key, err,
+					  "%s does not describe %s (%s): not used", nm, best_path,
+					  why.data ? why.data : "");
+				placed = 0;
+			} else if (best_len) {
+				placed = 1;
+			} else {
 				cJSON_ArrayForEach(c, comps)
 				{
 					const char *cp = fg_json_str(c, "path"), *key = fg_json_str(c, "key");
 
-					if (!cp || !key || !subjects_in(st, files, cp))
+					if (!cp || !key || !subjects_in(st, files, cp, NULL))
 						continue;
 					for (k = 0; k < a->n_rows; k++)
 						if (!strcmp(a->rows[k].key, key))
 							best = k;
+					placed = 1;
 					break;
 				}
+				if (!placed && subjects_in(st, files, "", NULL))
+					placed = 1; /* on the bundle (row 0) */
+				else if (!placed)
+					rc = warn(a, "provenance-mismatch", NULL, err,
+						  "%s describes nothing in the bundle (its subjects are no "
+						  "component's files by name and sha256): not used",
+						  nm);
+			}
+			if (!placed) {
+				cJSON_Delete(d);
+				cJSON_Delete(st);
+				continue;
+			}
 			cJSON_Delete(st);
 			if (a->rows[best].derived) {
 				cJSON *arr = cJSON_IsArray(a->rows[best].derived) ? a->rows[best].derived : NULL;
@@ -1101,6 +1157,7 @@ out:
 	fg_buf_release(&text);
 	fg_buf_release(&sig);
 	fg_buf_release(&owner);
+	fg_buf_release(&why);
 	if (rc)
 		fg_audit_free(a);
 	else

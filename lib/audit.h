@@ -9,6 +9,8 @@
  *                     env variable the manifest sets differently
  *   bucket-changed    (online) the bucket no longer holds what the lock says
  *   bundle-file       a bundle member that does not match bundle.json
+ *   provenance-mismatch a bundled statement whose subjects (name, sha256) are
+ *                     not the files of what it sits beside: not used
  *   unpinned-dependency a Python requirement that is neither one exact
  *                     version nor a URL
  * and a list of what it could not know (offline, no lock, no signature...).

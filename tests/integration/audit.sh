@@ -110,6 +110,45 @@ check "bundle BOM is valid CycloneDX 1.6" $VALIDATE "$WORK/b.cdx.json"
 check "bundle BOM: pedigree ancestor from provenance" test "$(jget "$WORK/b.cdx.json" "[c['pedigree']['ancestors'][0]['name'] for c in d['components'] if c['name']=='WEIGHTS_BUCKET']")" = \
 	"['google/gemma-4-E4B-it/model.safetensors']"
 
+# statements that do not describe what they sit beside are said so, never shown
+# as what a component was derived from: one in the drafter's folder naming a
+# sha256 the drafter does not have, one under attestations/ naming nothing in
+# the bundle, one with another predicate type, one that is no in-toto statement
+python3 - "$B" <<'PY'
+import hashlib, json, os, sys
+b = sys.argv[1]
+h = lambda p: hashlib.sha256(open(os.path.join(b, p), "rb").read()).hexdigest()
+st = json.load(open(os.path.join(b, "components/weights/provenance.intoto.json")))
+st["subject"] = [{"name": "model.safetensors", "digest": {"sha256": "cd" * 32}}]
+json.dump(st, open(os.path.join(b, "components/drafter/provenance.intoto.json"), "w"))
+os.makedirs(os.path.join(b, "attestations"), exist_ok=True)
+st["subject"] = [{"name": "elsewhere.bin", "digest": {"sha256": "ef" * 32}}]
+json.dump(st, open(os.path.join(b, "attestations/stray.intoto.json"), "w"))
+st["subject"] = [{"name": "model.safetensors", "digest": {"sha256": h("components/weights/model.safetensors")}}]
+st["predicateType"] = "https://example.com/eval/v1"
+json.dump(st, open(os.path.join(b, "attestations/eval.intoto.json"), "w"))
+json.dump({"hello": 1}, open(os.path.join(b, "attestations/odd.intoto.json"), "w"))
+meta = json.load(open(os.path.join(b, "bundle.json")))
+files = []
+for root, _, fs in os.walk(b):
+    for f in fs:
+        p = os.path.relpath(os.path.join(root, f), b)
+        if p != "bundle.json":
+            files.append({"path": p, "size": os.path.getsize(os.path.join(b, p)), "sha256": h(p), "mode": "0644"})
+meta["files"] = sorted(files, key=lambda x: x["path"].encode())
+json.dump(meta, open(os.path.join(b, "bundle.json"), "w"), indent=2, sort_keys=True)
+PY
+(cd "$B" && tar -cf - bundle.json attestations components manifest.json patches) | zstd -q >"$WORK/stale.fgb"
+check "audit a bundle with stale statements" sh -c "'$FGPACK' audit '$WORK/stale.fgb' --json >'$WORK/s.json'"
+check "stale statements: a provenance-mismatch warning each" test "$(jget "$WORK/s.json" "sorted(str(w['key']) for w in d['warnings'] if w['code']=='provenance-mismatch')")" = \
+	"['DRAFTER_BUCKET', 'None']"
+check_grep "the warning names the subject and both digests" "components/drafter/provenance.intoto.json does not describe components/drafter \\(subject model.safetensors has sha256 cdcdcdcdcdcdcdcd… but the bundle holds" "$WORK/s.json"
+check "stale statements: drafter and bundle not derived from them" test "$(jget "$WORK/s.json" "[str(c.get('derived_from')) for c in d['components'] if c['key'] in ('DRAFTER_BUCKET', 'bundle')]")" = "['None', 'None']"
+check "stale statements: the weights keep their own" test "$(jget "$WORK/s.json" "[c['derived_from']['statement'] for c in d['components'] if c['key']=='WEIGHTS_BUCKET'][0]")" = \
+	"components/weights/provenance.intoto.json"
+check_grep "another predicate type is said not read" "attestations/eval.intoto.json: predicateType https://example.com/eval/v1 is not SLSA provenance v1, not read" "$WORK/s.json"
+check_grep "no in-toto statement is said not read" "attestations/odd.intoto.json: not an in-toto statement, not read" "$WORK/s.json"
+
 # online: a local hub serves the bucket; the lock matches, then the bucket changes
 mkdir -p "$WORK/bk/w"
 echo one >"$WORK/bk/w/a.txt"; echo two >"$WORK/bk/w/b.txt"
