@@ -21,8 +21,10 @@ static const char usage_text[] =
 	"public half is used). The signature is --sig SIG, else PATH.sig, else (for a\n"
 	"folder) PATH/model.sig. For a model (folder, file, bundle) every file is hashed\n"
 	"again and compared with the signed digests; for a signed in-toto statement the\n"
-	"file must be byte-identical to what was signed, and subjects found beside it are\n"
-	"checked too. Exit 0 when all verify, 3 when one does not (the reason is printed),\n"
+	"file must be byte-identical to what was signed, and its subjects are checked:\n"
+	"every one in OUT_DIR for OUT_DIR.intoto.json beside a folder OUT_DIR (as bake\n"
+	"writes it), else those found beside it. Exit 0 when all verify, 3 when one does\n"
+	"not (the reason is printed),\n"
 	"1 on other errors.\n";
 
 static int find_sig(struct fg_buf *out, const char *path, const char *given, struct fg_err *err)
@@ -47,21 +49,50 @@ static int find_sig(struct fg_buf *out, const char *path, const char *given, str
 			  stat(path, &sb) == 0 && S_ISDIR(sb.st_mode) ? " and model.sig inside" : "");
 }
 
-/* A signed statement file: byte-identical, and its subjects present beside it match. */
+/* Where a statement's subjects lie: OUT_DIR for OUT_DIR.intoto.json when that
+ * folder exists (fgpack bake names its outputs relative to it, and then a
+ * subject missing there is a failure), else the statement's own folder
+ * (subjects not there are not checked). */
+static int subject_base(struct fg_buf *dir, const char *path, int *strict, struct fg_err *err)
+{
+	static const char suffix[] = ".intoto.json";
+	size_t n = strlen(path), sl = sizeof(suffix) - 1;
+	const char *slash;
+	struct stat sb;
+	int rc;
+
+	*strict = 0;
+	if (n > sl && !strcmp(path + n - sl, suffix) && path[n - sl - 1] != '/') {
+		if ((rc = fg_buf_append(dir, path, n - sl, err)))
+			return rc;
+		if (stat(dir->data, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+			*strict = 1;
+			return 0;
+		}
+		fg_buf_reset(dir);
+	}
+	slash = strrchr(path, '/');
+	if (!slash)
+		return fg_buf_puts(dir, ".", err);
+	return fg_buf_append(dir, path, slash == path ? 1 : (size_t)(slash - path), err);
+}
+
+/* A signed statement file: byte-identical, and its subjects match where they
+ * lie (subject_base). *checked: subjects hashed; *total: subjects listed. */
 static int verify_statement(const char *path, const struct fg_buf *payload, int *checked,
-			    struct fg_err *err)
+			    int *total, struct fg_err *err)
 {
 	struct fg_buf text = FG_BUF_INIT, dir = FG_BUF_INIT, f = FG_BUF_INIT;
 	cJSON *doc = NULL;
 	const cJSON *s;
-	const char *slash;
 	char **paths = NULL;
 	const char **names = NULL, **wants = NULL;
 	struct fg_sha256_result *res = NULL;
 	size_t n = 0, i;
-	int rc;
+	int rc, strict;
 
 	*checked = 0;
+	*total = 0;
 	if ((rc = fg_file_read(path, (size_t)64 << 20, &text, err)))
 		return rc;
 	if (text.len != payload->len || memcmp(text.data, payload->data, text.len)) {
@@ -70,11 +101,8 @@ static int verify_statement(const char *path, const struct fg_buf *payload, int 
 	}
 	if ((rc = fg_json_parse(&doc, payload->data, payload->len, "statement", err)))
 		goto out;
-	slash = strrchr(path, '/');
-	if ((rc = fg_buf_append(&dir, path, slash ? (size_t)(slash - path) : 1, err)))
+	if ((rc = subject_base(&dir, path, &strict, err)))
 		goto out;
-	if (!slash)
-		dir.data[0] = '.';
 	/* the subjects present, hashed together on every core (two per thread
 	 * on SHA-NI), then checked in the statement's order */
 	n = (size_t)cJSON_GetArraySize(fg_json_arr(doc, "subject"));
@@ -92,13 +120,19 @@ static int verify_statement(const char *path, const struct fg_buf *payload, int 
 		const char *nm = fg_json_str(s, "name");
 		const char *want = fg_json_str(fg_json_obj(s, "digest"), "sha256");
 
+		(*total)++;
 		if (!nm || !want || !fg_path_is_safe_rel(nm))
 			continue;
 		fg_buf_reset(&f);
 		if ((rc = fg_buf_printf(&f, err, "%s/%s", dir.data, nm)))
 			goto out;
-		if (access(f.data, R_OK))
-			continue;
+		if (access(f.data, R_OK)) {
+			if (!strict)
+				continue;
+			rc = fg_err_set(err, FG_EMISMATCH, "subject %s: signed but missing from %s", nm,
+					dir.data);
+			goto out;
+		}
 		if (!(paths[n] = strdup(f.data))) {
 			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 			goto out;
@@ -175,7 +209,7 @@ static int verify_one(const struct fg_sign_key *k, const char *path, const char 
 	char fp[FG_SHA256_HEX_LEN + 1], hint[FG_SHA256_HEX_LEN + 1];
 	cJSON *doc = NULL;
 	const char *pt;
-	int rc, n;
+	int rc, n, total;
 
 	if ((rc = find_sig(&sig, path, given, err)) ||
 	    (rc = fg_file_read(sig.data, (size_t)64 << 20, &text, err)) ||
@@ -200,10 +234,16 @@ static int verify_one(const struct fg_sign_key *k, const char *path, const char 
 		printf("verified %s: %zu files, model %s sha256:%s, signed by key %.16s…\n", path, disk->n,
 		       disk->name, disk->root, fp);
 	} else {
-		if ((rc = verify_statement(path, &payload, &n, err)))
+		char missing[48] = "";
+
+		if ((rc = verify_statement(path, &payload, &n, &total, err)))
 			goto out;
-		printf("verified statement %s (%s), %d subject%s checked, signed by key %.16s…\n", path,
-		       pt ? pt : "no predicateType", n, n == 1 ? "" : "s", fp);
+		/* subjects not found are said so: "0 subjects checked" alone read
+		 * as if nothing was wrong with them */
+		if (n < total)
+			snprintf(missing, sizeof(missing), " (%d not found beside it)", total - n);
+		printf("verified statement %s (%s), %d subject%s checked%s, signed by key %.16s…\n", path,
+		       pt ? pt : "no predicateType", n, n == 1 ? "" : "s", missing, fp);
 	}
 out:
 	if (rc)

@@ -64,6 +64,21 @@ bp = st["predicate"]["runDetails"]["byproducts"][0]
 assert bp["digest"]["sha256"] == open("digest1").read().split()[0]
 EOF
 
+# the signed statement checks the folder it describes: its subjects are
+# named relative to OUT_DIR, beside which OUT_DIR.intoto.json lies; a changed
+# or removed output file fails verify-sig
+"$FGPACK" keygen -o sk.pem >/dev/null 2>&1
+cp -a out1 sv && cp out1.intoto.json sv.intoto.json
+nsubj=$($PY -c 'import json; print(len(json.load(open("sv.intoto.json"))["subject"]))')
+check "sign the bake's statement" sh -c "'$FGPACK' sign --key sk.pem sv.intoto.json >/dev/null"
+check "verify-sig checks every output file of the folder" sh -c "'$FGPACK' verify-sig --key sk.pub.pem sv.intoto.json | grep -q ', $nsubj subjects checked, signed by'"
+printf 'x' >>sv/config.json
+check_exit "a changed output file fails" 3 "$FGPACK" verify-sig --key sk.pub.pem sv.intoto.json
+check_grep "  naming it" "subject config.json: content changed" "$WORK/.out"
+rm sv/config.json
+check_exit "a removed output file fails" 3 "$FGPACK" verify-sig --key sk.pub.pem sv.intoto.json
+check_grep "  naming it" "subject config.json: signed but missing" "$WORK/.out"
+
 check "bake --group 32 --head int4" sh -c "'$FGPACK' bake int4 src out32 --group 32 --head int4 -j 2 >/dev/null 2>&1"
 check "group 32 with an untied INT4 lm_head matches the reference" $PY "$REF" check src out32 --group 32 --head int4
 check "bake --group 64 from a single-file checkpoint" sh -c "$PY '$REF' make one --seed 3 && '$FGPACK' bake int4 one out64 --group 64 >/dev/null 2>&1"

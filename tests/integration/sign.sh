@@ -261,6 +261,12 @@ printf '{"_type":"https://in-toto.io/Statement/v1","predicate":{},"predicateType
 check "sign a statement of five subjects" "$FGPACK" sign --key key.pem baked5/p.intoto.json
 check "verify it" "$FGPACK" verify-sig --key key.pub.pem baked5/p.intoto.json
 check_grep "five subjects checked" "5 subjects checked" "$WORK/.out"
+# a subject not beside the statement is not checked, and the line says so
+d5=$(sha256sum baked5/s1.bin | cut -d' ' -f1)
+printf '{"_type":"https://in-toto.io/Statement/v1","predicate":{},"predicateType":"https://slsa.dev/provenance/v1","subject":[{"digest":{"sha256":"%s"},"name":"s1.bin"},{"digest":{"sha256":"%s"},"name":"gone.bin"}]}\n' "$d5" "$d5" >baked5/half.intoto.json
+check "sign a statement naming an absent subject" "$FGPACK" sign --key key.pem baked5/half.intoto.json
+check "verify it" sh -c "'$FGPACK' verify-sig --key key.pub.pem baked5/half.intoto.json >'$WORK/half.out'"
+check_grep "  the absent subject is counted, not passed over" "1 subject checked \(1 not found beside it\), signed by" "$WORK/half.out"
 printf 'y' >>baked5/s3.bin
 printf 'y' >>baked5/s5.bin
 check_exit "two subjects changed" 3 "$FGPACK" verify-sig --key key.pub.pem baked5/p.intoto.json
