@@ -24,8 +24,7 @@ static const char usage_text[] =
 	"file must be byte-identical to what was signed, and its subjects are checked:\n"
 	"every one in OUT_DIR for OUT_DIR.intoto.json beside a folder OUT_DIR (as bake\n"
 	"writes it), else those found beside it. Exit 0 when all verify, 3 when one does\n"
-	"not (the reason is printed),\n"
-	"1 on other errors.\n";
+	"not (the reason is printed), 1 on other errors.\n";
 
 static int find_sig(struct fg_buf *out, const char *path, const char *given, struct fg_err *err)
 {
