@@ -463,6 +463,10 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 	}
 	if (!rc)
 		rc = fg_store_open(&st, store_dir, &err);
+	/* held until the store is freed: after the lock is written and its root
+	 * recorded, so a gc meanwhile cannot take a blob this pull will name */
+	if (!rc)
+		rc = fg_store_use(st, &err);
 	if (rc)
 		goto out;
 	if (isatty(2) && !getenv("FGPACK_NO_PROGRESS")) {

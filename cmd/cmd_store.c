@@ -24,7 +24,7 @@ static void usage(FILE *f)
 		"           missing one fails, exit 1); move mismatching ones to quarantine/ (exit 3)\n"
 		"  gc       remove blobs that no lock file references: the --lock files given\n"
 		"           plus every lock recorded by 'fgpack pull' (roots/); refuses when\n"
-		"           it knows no lock at all\n\n"
+		"           it knows no lock at all, and while a pull or lock uses the store\n\n"
 		"options:\n"
 		"  --store DIR   the store (default $FGPACK_HOME, $XDG_CACHE_HOME/fgpack,\n"
 		"                ~/.cache/fgpack)\n"
@@ -326,6 +326,9 @@ int cmd_store(int argc, char **argv)
 	} else {
 		struct root_ctx rc_ctx = { &k, &err, 0 };
 
+		/* before the roots are read: a pull that writes its lock after
+		 * this waits for gc to finish */
+		rc = fg_store_lock_gc(st, &err);
 		for (i = 0; !rc && i < n_locks; i++)
 			rc = keep_lock(&k, locks[i], &err);
 		if (!rc)

@@ -35,6 +35,8 @@ struct fg_store {
 	char *stamps;
 	char *states;
 	char *seen;       /* root/seen: digests of files that are not blobs */
+	int use_fd;       /* locks/store.lock while held (fg_store_use, fg_store_lock_gc), else -1 */
+	int use_ex;       /* 1: held exclusive (gc) */
 };
 
 struct fg_store_lock {
@@ -95,6 +97,8 @@ void fg_store_free(struct fg_store *st)
 {
 	if (!st)
 		return;
+	if (st->use_fd >= 0)
+		close(st->use_fd); /* releases the flock */
 	free(st->root);
 	free(st->blobs);
 	free(st->partial);
@@ -131,6 +135,7 @@ int fg_store_open(struct fg_store **out, const char *root, struct fg_err *err)
 		fg_buf_release(&r);
 		return oom(err);
 	}
+	st->use_fd = -1;
 	st->root = fg_buf_detach(&r, NULL);
 	{
 		/* the store's folders; states/ and seen/ are made when first used */
@@ -192,6 +197,63 @@ int fg_store_open_existing(struct fg_store **out, const char *root, struct fg_er
 const char *fg_store_root(const struct fg_store *st)
 {
 	return st->root;
+}
+
+/* locks/store.lock opened (made if missing) and flocked with op: 0; 1 when
+ * another process holds it in a conflicting mode (LOCK_NB); 2 when the file
+ * system refuses flock (some NFS mounts: the caller goes on without it); or
+ * a negative FG_E* code */
+static int use_take(struct fg_store *st, int op, struct fg_err *err)
+{
+	struct fg_buf p = FG_BUF_INIT;
+	int fd, rc;
+
+	if (st->use_fd < 0) {
+		if (fg_buf_printf(&p, err, "%s/store.lock", st->locks))
+			return FG_ENOMEM;
+		fd = open(p.data, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		if (fd < 0)
+			fd = open(p.data, O_RDONLY | O_CLOEXEC); /* a store others made, read-only to us */
+		if (fd < 0) {
+			rc = fg_err_set(err, FG_EIO, "store: open %s: %s", p.data, strerror(errno));
+			fg_buf_release(&p);
+			return rc;
+		}
+		fg_buf_release(&p);
+		st->use_fd = fd;
+	}
+	while ((rc = flock(st->use_fd, op)) && errno == EINTR)
+		;
+	if (!rc)
+		return 0;
+	return errno == EWOULDBLOCK ? 1 : 2;
+}
+
+int fg_store_use(struct fg_store *st, struct fg_err *err)
+{
+	int rc = use_take(st, LOCK_SH, err);
+
+	if (rc < 0)
+		return rc;
+	st->use_ex = 0;
+	return 0;
+}
+
+int fg_store_lock_gc(struct fg_store *st, struct fg_err *err)
+{
+	int rc;
+
+	if (st->use_ex)
+		return 0;
+	rc = use_take(st, LOCK_EX | LOCK_NB, err);
+	if (rc < 0)
+		return rc;
+	if (rc == 1)
+		return fg_err_set(err, FG_EBUSY,
+				  "gc: store %s is in use by another fgpack process (a pull or lock in progress); "
+				  "nothing removed, run gc again when it is done", st->root);
+	st->use_ex = 1;
+	return 0;
 }
 
 int fg_store_blob_path(struct fg_buf *out, const struct fg_store *st, const char *sha256_hex,
@@ -1985,9 +2047,12 @@ int fg_store_gc(struct fg_store_report *rep, struct fg_store *st, const char *co
 	struct blob_list bl;
 	double t0 = now_s();
 	size_t i;
-	int rc;
+	int rc, took;
 
 	memset(rep, 0, sizeof(*rep));
+	took = !st->use_ex;
+	if ((rc = fg_store_lock_gc(st, err)))
+		return rc;
 	ks = malloc((n_keep ? n_keep : 1) * sizeof(*ks));
 	if (!ks)
 		return oom(err);
@@ -2046,6 +2111,10 @@ int fg_store_gc(struct fg_store_report *rep, struct fg_store *st, const char *co
 			free(sk.hex);
 			sweep_placed(st);
 		}
+	}
+	if (took) { /* a caller that took it before reading its roots releases it with the store */
+		flock(st->use_fd, LOCK_UN);
+		st->use_ex = 0;
 	}
 	rep->seconds = now_s() - t0;
 	return rc;

@@ -54,6 +54,19 @@ int fg_store_open_existing(struct fg_store **out, const char *root, struct fg_er
 void fg_store_free(struct fg_store *st);
 const char *fg_store_root(const struct fg_store *st); /* borrowed */
 
+/* The store-wide use lock, locks/store.lock (flock; released by
+ * fg_store_free). A process that adds or finds blobs which a lock file will
+ * name only later (pull, lock) holds it shared from before it looks for a
+ * blob until that lock file is written and recorded in roots/ (fg_store_use,
+ * which waits while a gc runs); gc holds it exclusive from before it reads
+ * the roots until it is done (fg_store_lock_gc: FG_EBUSY at once, naming
+ * the store, while any process uses it). So gc never removes a blob that a
+ * pull in flight fetched or found present and has not written into its lock
+ * yet. Where the file system refuses flock (some NFS mounts) both go on
+ * without it, as before. */
+int fg_store_use(struct fg_store *st, struct fg_err *err);
+int fg_store_lock_gc(struct fg_store *st, struct fg_err *err);
+
 /* Appends root/blobs/sha256/<2>/<64> (whether or not the blob exists). */
 int fg_store_blob_path(struct fg_buf *out, const struct fg_store *st, const char *sha256_hex,
 		       struct fg_err *err);
@@ -297,7 +310,11 @@ int fg_store_verify_some(struct fg_store_report *rep, struct fg_store *st,
 
 /* Removes every blob whose digest is not among keep (n_keep lowercase hex
  * strings, any order); with dry_run nothing is removed. Blobs whose lock is
- * held are kept. Stale partial files (no lock holder) are removed too. */
+ * held are kept. Stale partial files (no lock holder) are removed too. Takes
+ * fg_store_lock_gc first (FG_EBUSY while a pull uses the store) and lets it
+ * go when done, unless the caller took it already: one that reads keep from
+ * the roots takes it before reading them (and holds it until
+ * fg_store_free). */
 int fg_store_gc(struct fg_store_report *rep, struct fg_store *st, const char *const *keep,
 		size_t n_keep, int dry_run, fg_store_each_fn fn, void *ctx, struct fg_err *err);
 

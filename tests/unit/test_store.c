@@ -412,8 +412,34 @@ static void test_verify_gc(struct fg_store *st)
 		   "gc: a blob whose lock is held is kept");
 		fg_store_unlock(lk);
 	}
+	{
+		struct fg_store *user = NULL;
+
+		/* another opening of the store (its own flock, as another
+		 * process's) in use by a pull: gc refuses, nothing removed */
+		ok(fg_store_open(&user, fg_store_root(st), &err) == 0 && fg_store_use(user, &err) == 0,
+		   "use: a pull holds the store (%s)", err.msg);
+		ok(fg_store_gc(&rep, st, keep, 1, 0, NULL, NULL, &err) == FG_EBUSY &&
+			   fg_store_has(st, H_EMPTY) && strstr(err.msg, "in use by another fgpack process"),
+		   "gc: refused while the store is in use (%s)", err.msg);
+		fg_store_free(user);
+	}
 	ok(fg_store_gc(&rep, st, keep, 1, 0, NULL, NULL, &err) == 0 && rep.removed == 1,
 	   "gc: removes unreferenced blobs");
+	{
+		struct fg_store *user = NULL, *g = NULL;
+
+		/* a gc holding the store (as `store gc` does from before it reads
+		 * the roots): a second gc is refused, and st's own gc let go of
+		 * its hold when done (else g could not take it) */
+		ok(fg_store_open(&g, fg_store_root(st), &err) == 0 && fg_store_lock_gc(g, &err) == 0 &&
+			   fg_store_open(&user, fg_store_root(st), &err) == 0 &&
+			   fg_store_lock_gc(user, &err) == FG_EBUSY &&
+			   fg_store_gc(&rep, st, keep, 1, 1, NULL, NULL, &err) == FG_EBUSY,
+		   "gc: one gc at a time");
+		fg_store_free(g);
+		fg_store_free(user);
+	}
 	ok(fg_store_has(st, H_HELLO) && !fg_store_has(st, H_EMPTY), "gc: referenced blob kept");
 
 	fg_buf_reset(&p);

@@ -1,0 +1,74 @@
+#!/bin/sh
+# store_concurrent.sh - two fgpack processes, or a killed one, meeting one
+# store: `fgpack store gc` run while a pull is in flight (stopped with
+# SIGSTOP between committing one file and writing its lock) refuses with one
+# line and removes nothing, and the pull then ends with every blob its lock
+# names in the store.
+. "$(dirname "$0")/../lib.sh"
+S=$TOP/tests/servers
+[ -x /usr/bin/python3 ] && PATH=/usr/bin:$PATH && export PATH
+mkdir -p "$WORK/b/w" "$WORK/o/w"
+python3 - "$WORK" <<'PY'
+import os, sys
+w = sys.argv[1]
+with open(os.path.join(w, 'b/w/a.json'), 'w') as f:
+    f.write('{"a": 1}\n')
+with open(os.path.join(w, 'b/w/big.bin'), 'wb') as f:   # 3 ranges of 1 MiB (FGPACK_CHUNK)
+    f.write(os.urandom(3 * 1024 * 1024 + 7))
+with open(os.path.join(w, 'o/w/other.json'), 'w') as f:
+    f.write('{"other": 1}\n')
+PY
+a_sha=$(sha256sum "$WORK/b/w/a.json" | cut -d' ' -f1)
+big_sha=$(sha256sum "$WORK/b/w/big.bin" | cut -d' ' -f1)
+python3 $S/hubtree.py "$WORK/site" --bucket acme/b="$WORK/b" --bucket acme/o="$WORK/o" --mtime 2026-01-01T00:00:00.000Z
+port=$(free_port)
+echo '[]' >"$WORK/faults.json"
+python3 $S/faultd.py --port "$port" --root "$WORK/site" --log "$WORK/f.log" --faults "$WORK/faults.json" &
+fpid=$!
+at_exit "kill $fpid"
+wait_port "$port" || { not_ok "faultd starts"; finish; exit 1; }
+printf '{"name": "m", "env": {"WEIGHTS_BUCKET": "hf://buckets/acme/b/w", "LOCAL_MODEL_DIR": "/m"}}\n' >"$WORK/m.json"
+printf '{"name": "o", "env": {"WEIGHTS_BUCKET": "hf://buckets/acme/o/w", "LOCAL_MODEL_DIR": "/o"}}\n' >"$WORK/o.json"
+export HF_ENDPOINT="http://127.0.0.1:$port" FGPACK_RETRY_BASE_MS=20 FGPACK_CHUNK=1048576
+unset HF_HUB_OFFLINE HF_TOKEN
+st=$WORK/store
+export FGPACK_HOME=$st
+# another manifest's lock: gc's root, which does not name this pull's blobs
+check "pull another manifest first (gc's root)" "$FGPACK" pull "$WORK/o.json" --lock "$WORK/o.lock"
+
+# gc while a pull is in flight: the big file stalls, a.json is committed
+# meanwhile; the pull is stopped there (SIGSTOP: a real barrier) before it
+# can write its lock, gc runs, the pull goes on (its stall detector retries
+# the big file, which is served whole then)
+echo '[{"match": "/buckets/acme/b/resolve/w/big.bin", "fault": "stall", "at": 1000, "rate": 100000, "hang": 60}]' >"$WORK/faults.json"
+FGPACK_STALL_SECS=2 "$FGPACK" pull "$WORK/m.json" --lock "$WORK/m.lock" --into "$WORK/into" >"$WORK/p.out" 2>&1 &
+pid=$!
+blob=$st/blobs/sha256/$(echo "$a_sha" | cut -c1-2)/$a_sha
+i=0
+while [ ! -f "$blob" ] && [ $i -lt 600 ] && kill -0 $pid 2>/dev/null; do
+	sleep 0.05; i=$((i + 1))
+done
+kill -STOP $pid 2>/dev/null
+if [ -f "$blob" ] && [ ! -e "$WORK/m.lock" ]; then ok "pull stopped with a.json in the store, no lock yet"
+else not_ok "pull stopped with a.json in the store, no lock yet"; cat "$WORK/p.out"; fi
+echo '[]' >"$WORK/faults.json"
+"$FGPACK" store gc >"$WORK/gc.out" 2>&1
+grc=$?
+if [ $grc -ne 0 ] && [ "$(wc -l <"$WORK/gc.out")" -eq 1 ] && grep -q "in use by another fgpack process" "$WORK/gc.out"; then
+	ok "gc during a pull refuses with one line: $(cat "$WORK/gc.out")"
+else
+	not_ok "gc during a pull refuses with one line (exit $grc)"; sed 's/^/#   /' "$WORK/gc.out"
+fi
+if [ -f "$blob" ]; then ok "gc left the pull's fresh blob alone"; else not_ok "gc left the pull's fresh blob alone"; fi
+kill -CONT $pid 2>/dev/null
+wait $pid
+prc=$?
+if [ $prc -eq 0 ]; then ok "the pull ends well after the gc"; else not_ok "the pull ends well after the gc (exit $prc)"; sed 's/^/#   /' "$WORK/p.out"; fi
+check_grep "its lock names a.json's blob" "$a_sha" "$WORK/m.lock"
+check_grep "its lock names big.bin's blob" "$big_sha" "$WORK/m.lock"
+check "every blob its lock names is in the store" "$FGPACK" store verify --lock "$WORK/m.lock"
+check "its files are in place" cmp "$WORK/b/w/big.bin" "$WORK/into/m/big.bin"
+# with no pull running, gc runs (and keeps what the two locks name)
+check "gc after the pull" "$FGPACK" store gc
+check "the locked blobs are still there after gc" "$FGPACK" store verify --lock "$WORK/m.lock" --lock "$WORK/o.lock"
+finish
