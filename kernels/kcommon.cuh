@@ -36,7 +36,7 @@ struct fg_kctx {
 	int short_keys;     /* the keys a short decode attention launch serves (fg_kctx_attn_short_keys), 0: none */
 	int attn_short;     /* decode attention launches for positions below short_keys only (fg_kctx_set_attn_short) */
 	int attn_grp;       /* the step's attention built for its exact group where there is one (fg_kctx_set_attn_grp) */
-	float *zeros;       /* experiments (FG_I8_WARM=1): FG_CTX_ZEROS zeros the i8 matvec stages before its wait */
+	float *zeros;       /* make I8WARM=1 with FG_I8_WARM=1: FG_CTX_ZEROS zeros the i8 matvec stages before its wait */
 };
 
 /* Blocks of f (threads a block, smem bytes of dynamic shared memory)
@@ -149,15 +149,15 @@ static inline int fg_need_ctx(const struct fg_kctx *ctx, struct fg_err *err)
 static __device__ struct fg_ktrec *fg_kt_buf;
 static __device__ unsigned fg_kt_slots, fg_kt_maxb;
 
-__device__ __forceinline__ struct fg_ktrec *fg_kt_rec(void)
+/* This block's record (thread 0 only, else NULL), its launch's %gridid in *gid */
+__device__ __forceinline__ struct fg_ktrec *fg_kt_rec(unsigned long long *gid)
 {
-	unsigned long long gid;
 	unsigned b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
 
 	if (!fg_kt_buf || threadIdx.x | threadIdx.y | threadIdx.z || b >= fg_kt_maxb)
 		return NULL;
-	asm volatile("mov.u64 %0, %%gridid;" : "=l"(gid));
-	return fg_kt_buf + (size_t)(gid % fg_kt_slots) * fg_kt_maxb + b;
+	asm volatile("mov.u64 %0, %%gridid;" : "=l"(*gid));
+	return fg_kt_buf + (size_t)(*gid % fg_kt_slots) * fg_kt_maxb + b;
 }
 
 __device__ __forceinline__ unsigned long long fg_kt_now(void)
@@ -171,12 +171,10 @@ __device__ __forceinline__ unsigned long long fg_kt_now(void)
 /* Mark i (0: started, 1: its wait returned, 2-7: the kernel's own). */
 __device__ __forceinline__ void fg_kt_mark(int i)
 {
-	struct fg_ktrec *r = fg_kt_rec();
+	unsigned long long gid;
+	struct fg_ktrec *r = fg_kt_rec(&gid);
 
 	if (r) {
-		unsigned long long gid;
-
-		asm volatile("mov.u64 %0, %%gridid;" : "=l"(gid));
 		r->t[i] = fg_kt_now();
 		if (i < 2) { /* a kernel may wait without a trigger */
 			unsigned sm;
