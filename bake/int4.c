@@ -1910,7 +1910,11 @@ static int write_statement(struct bake *b, time_t started, struct fg_int4_report
 	o = cJSON_CreateObject();
 	cJSON_AddItemToArray(bp, o);
 	cJSON_AddStringToObject(o, "name", "tree_digest");
-	cJSON_AddStringToObject(o, "mediaType", "text/plain; sha256 over \"<sha256> <size> <path>\\n\" lines sorted by path");
+	/* the digest is over a text listing; mediaType is only its media type
+	 * (RFC 6838), and how the listing is made goes to annotations */
+	cJSON_AddStringToObject(o, "mediaType", "text/plain");
+	cJSON_AddStringToObject(cJSON_AddObjectToObject(o, "annotations"), "content",
+				"sha256 over \"<sha256> <size> <path>\\n\" lines of the output files sorted by path");
 	dg = cJSON_AddObjectToObject(o, "digest");
 	cJSON_AddStringToObject(dg, "sha256", rep->tree_digest);
 	snprintf(inv, sizeof(inv), "bake-int4-%lld-%ld", (long long)started, (long)getpid());

@@ -63,6 +63,28 @@ assert b["version"]["fgpack"] and b["version"]["build"]
 bp = st["predicate"]["runDetails"]["byproducts"][0]
 assert bp["digest"]["sha256"] == open("digest1").read().split()[0]
 EOF
+# every mediaType in the statement is a media type (RFC 6838 type/subtype,
+# RFC 9110 parameters), as a consumer of a ResourceDescriptor parses it
+check "every mediaType in the statement is type/subtype[; name=value]" $PY - <<'EOF'
+import json, re
+name = r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}"
+token = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+param = r"[ \t]*;[ \t]*" + token + r"=(?:" + token + r'|"(?:[^"\\]|\\.)*")'
+mt = re.compile(name + "/" + name + "(?:" + param + ")*")
+seen = []
+def walk(v):
+    if isinstance(v, dict):
+        for k, x in v.items():
+            if k == "mediaType":
+                seen.append(x)
+                assert isinstance(x, str) and mt.fullmatch(x), "not a media type: %r" % (x,)
+            walk(x)
+    elif isinstance(v, list):
+        for x in v:
+            walk(x)
+walk(json.load(open("out1.intoto.json")))
+assert seen, "no mediaType in the statement"
+EOF
 
 # the signed statement checks the folder it describes: its subjects are
 # named relative to OUT_DIR, beside which OUT_DIR.intoto.json lies; a changed
