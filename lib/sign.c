@@ -388,6 +388,29 @@ int fg_sign_default_path(struct fg_buf *out, const char *path, struct fg_err *er
 	return rc ? rc : fg_buf_puts(out, ".sig", err);
 }
 
+/* A key hint that is a fingerprint (64 hex digits, either case: hex names the
+ * same bytes in both) goes to out in lowercase, the form fingerprints are
+ * compared and shown in; 0 (out "") when hint is none or no fingerprint. */
+static int hint_fingerprint(char out[FG_SHA256_HEX_LEN + 1], const char *hint)
+{
+	size_t i;
+
+	out[0] = 0;
+	if (!hint || strlen(hint) != FG_SHA256_HEX_LEN)
+		return 0;
+	for (i = 0; i < FG_SHA256_HEX_LEN; i++) {
+		int v = fg_hex_value(hint[i]);
+
+		if (v < 0) {
+			out[0] = 0;
+			return 0;
+		}
+		out[i] = "0123456789abcdef"[v];
+	}
+	out[FG_SHA256_HEX_LEN] = 0;
+	return 1;
+}
+
 int fg_sign_peek_hint(char out[FG_SHA256_HEX_LEN + 1], const char *text, size_t len,
 		      struct fg_err *err)
 {
@@ -401,8 +424,7 @@ int fg_sign_peek_hint(char out[FG_SHA256_HEX_LEN + 1], const char *text, size_t 
 	envelope_of(doc, &hint);
 	/* a key fingerprint or nothing: any other text would be shown as who
 	 * signed (fgpack audit's signed_by) */
-	if (hint && fg_sha256_hex_valid(hint))
-		memcpy(out, hint, strlen(hint) + 1);
+	hint_fingerprint(out, hint);
 	cJSON_Delete(doc);
 	return 0;
 }
@@ -457,8 +479,8 @@ int fg_sign_open(struct fg_buf *payload, struct fg_buf *payload_type,
 	const cJSON *env, *sigs, *s;
 	const char *hint = NULL, *p64, *ptype;
 	struct fg_buf body = FG_BUF_INIT, pae = FG_BUF_INIT, sig = FG_BUF_INIT, der = FG_BUF_INIT;
-	char fp[FG_SHA256_HEX_LEN + 1];
-	int rc, good = 0, tried = 0;
+	char fp[FG_SHA256_HEX_LEN + 1], hex[FG_SHA256_HEX_LEN + 1];
+	int rc, good = 0, tried = 0, is_fp;
 
 	if (hint_out)
 		hint_out[0] = 0;
@@ -472,17 +494,18 @@ int fg_sign_open(struct fg_buf *payload, struct fg_buf *payload_type,
 		rc = fg_err_set(err, FG_EFORMAT, "signature: not a DSSE envelope or Sigstore bundle");
 		goto out;
 	}
-	if (hint && hint_out && fg_sha256_hex_valid(hint))
-		memcpy(hint_out, hint, strlen(hint) + 1);
+	is_fp = hint_fingerprint(hex, hint);
+	if (is_fp && hint_out)
+		memcpy(hint_out, hex, sizeof(hex));
 	if ((rc = fg_sign_key_fingerprint(fp, k, err)))
 		goto out;
 	/* the hint is unsigned, only a hint (DSSE): one in the hex form OMS
-	 * writes that names another key is refused by name, as model_signing
-	 * does; a hint in another form (other Sigstore signers write base64 of
-	 * the DER key's sha256) is left to the signature to decide */
-	if (hint && fg_sha256_hex_valid(hint) && strcmp(hint, fp)) {
+	 * writes (in either case) that names another key is refused by name, as
+	 * model_signing does; a hint in another form (other Sigstore signers
+	 * write base64 of the DER key's sha256) is left to the signature */
+	if (is_fp && strcmp(hex, fp)) {
 		rc = fg_err_set(err, FG_EMISMATCH, "signed by key %.16s…, not by the given key %.16s…",
-				hint, fp);
+				hex, fp);
 		goto out;
 	}
 	if ((rc = b64_decode(&body, p64, strlen(p64), err))) {

@@ -56,8 +56,9 @@ int fg_sign_bundle(struct fg_buf *out, const struct fg_sign_key *k, const char *
 
 /* Reads a bundle or bare envelope (text), checks the signature with k and
  * only then returns the payload (appended to payload) and its type (to
- * payload_type). hint_out (may be NULL) gets the bundle's key hint or "" (also
- * when the hint is no fingerprint).
+ * payload_type). hint_out (may be NULL) gets the bundle's key hint, lowercase,
+ * or "" (also when the hint is no fingerprint; 64 hex digits in either case
+ * are one).
  * FG_EMISMATCH with the reason when the key hint is a fingerprint (64 hex) of
  * another key or the signature does not verify (a hint in another form is
  * not checked: the signature decides); FG_EFORMAT when the text is no
@@ -71,7 +72,8 @@ int fg_sign_open(struct fg_buf *payload, struct fg_buf *payload_type,
 int fg_sign_default_path(struct fg_buf *out, const char *path, struct fg_err *err);
 
 /* The key hint of a signature file without verifying anything: a key
- * fingerprint (64 hex), or "" when there is none or it is no fingerprint. */
+ * fingerprint (64 hex, either case, handed on lowercase), or "" when there is
+ * none or it is no fingerprint. */
 int fg_sign_peek_hint(char out[FG_SHA256_HEX_LEN + 1], const char *text, size_t len,
 		      struct fg_err *err);
 

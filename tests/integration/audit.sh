@@ -101,6 +101,14 @@ PY
 check "audit a bundle" sh -c "'$FGPACK' audit '$WORK/demo.fgb' --json >'$WORK/b.json'"
 check "bundle: weights owner from its source" test "$(row "$WORK/b.json" WEIGHTS_BUCKET owner)" = "gemma-challenge/gemma-chiku-inu"
 check "bundle: signed by the key fingerprint" test "$(row "$WORK/b.json" bundle signed_by)" = "$(cat "$WORK/fp.txt")"
+# a hint written in uppercase hex is the same key id: shown lowercase
+cp "$WORK/demo.fgb.sig" "$WORK/demo.fgb.sig.lower"
+python3 -c 'import json, sys
+b = json.load(open(sys.argv[1])); k = b["verificationMaterial"]["publicKey"]
+k["hint"] = k["hint"].upper(); json.dump(b, open(sys.argv[1], "w"))' "$WORK/demo.fgb.sig"
+check "audit a bundle whose signature's hint is uppercase hex" sh -c "'$FGPACK' audit '$WORK/demo.fgb' --json >'$WORK/bu.json'"
+check "  signed by the key fingerprint, lowercase" test "$(row "$WORK/bu.json" bundle signed_by)" = "$(cat "$WORK/fp.txt")"
+mv "$WORK/demo.fgb.sig.lower" "$WORK/demo.fgb.sig"
 check "bundle: derived from the provenance inputs and parameters" test "$(jget "$WORK/b.json" "[(c['derived_from']['inputs'][0]['name'], c['derived_from']['parameters']['group_size']) for c in d['components'] if c['key']=='WEIGHTS_BUCKET'][0]")" = \
 	"('google/gemma-4-E4B-it/model.safetensors', 128)"
 check "bundle: drafter pin not matching its bytes is a warning" test "$(jget "$WORK/b.json" "[w['key'] for w in d['warnings'] if w['code']=='pin-mismatch']")" = "['DRAFTER_BUCKET']"

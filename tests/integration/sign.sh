@@ -230,10 +230,20 @@ b["verificationMaterial"]["publicKey"]["hint"] = base64.b64encode(hashlib.sha256
 json.dump(b, open("hint-b64.sig", "w"))
 b["verificationMaterial"]["publicKey"]["hint"] = "ab" * 32
 json.dump(b, open("hint-other.sig", "w"))
+b["verificationMaterial"]["publicKey"]["hint"] = "AB" * 32
+json.dump(b, open("hint-other-upper.sig", "w"))
+pem = subprocess.run(["openssl", "pkey", "-in", sys.argv[1], "-pubout"], capture_output=True, check=True).stdout
+b["verificationMaterial"]["publicKey"]["hint"] = hashlib.sha256(pem).hexdigest().upper()
+json.dump(b, open("hint-upper.sig", "w"))
 PY
 check "a hint in another form does not stop a good signature" "$FGPACK" verify-sig --key ossl.pub.pem --sig hint-b64.sig ord
 check_exit "a hex hint naming another key is refused" 3 "$FGPACK" verify-sig --key ossl.pub.pem --sig hint-other.sig ord
 check_grep "  saying so" "signed by key abababababababab" "$WORK/.out"
+# hex is hex in either case: an uppercase fingerprint is the same key id as
+# its lowercase form, checked and shown lowercase
+check "an uppercase hex hint of the key verifies" "$FGPACK" verify-sig --key ossl.pub.pem --sig hint-upper.sig ord
+check_exit "an uppercase hex hint naming another key is refused by name" 3 "$FGPACK" verify-sig --key ossl.pub.pem --sig hint-other-upper.sig ord
+check_grep "  shown lowercase, as the key it names" "signed by key abababababababab" "$WORK/.out"
 
 # a bake provenance statement (in-toto, SLSA predicate) and its subject
 mkdir -p baked

@@ -55,6 +55,21 @@ static void roundtrip(void)
 		ok(fg_sign_peek_hint(hint, odd, strlen(odd), &err) == 0 && hint[0] == 0,
 		   "a hint that is no fingerprint peeks as none");
 	}
+	{
+		/* hex in uppercase is the same fingerprint, handed on lowercase */
+		char up[160], hex[65], want[65];
+		size_t i;
+
+		for (i = 0; i < 64; i++) {
+			want[i] = "0123456789abcdef"[(i * 7) % 16];
+			hex[i] = "0123456789ABCDEF"[(i * 7) % 16];
+		}
+		want[64] = hex[64] = 0;
+		snprintf(up, sizeof(up), "{\"verificationMaterial\": {\"publicKey\": {\"hint\": \"%s\"}}}",
+			 hex);
+		ok(fg_sign_peek_hint(hint, up, strlen(up), &err) == 0 && !strcmp(hint, want),
+		   "an uppercase hex hint peeks as its lowercase form (%s)", hint);
+	}
 	fg_sign_key_free(k);
 	fg_sign_key_free(k2);
 	fg_buf_release(&env);
