@@ -2,6 +2,7 @@
  * (OMS 1.0) signatures for folders, files and bundles, and DSSE signatures
  * over in-toto statements (bake provenance). Format: docs/formats/signing.md. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
@@ -17,7 +18,8 @@ static const char usage_text[] =
 	"  - a folder, a file or a bundle (.fgb): an in-toto Statement with the OpenSSF\n"
 	"    model signing v1.0 predicate (every file's sha256; the subject is NAME,\n"
 	"    default the base name, with a sha256 over all file digests). In a folder,\n"
-	"    model.sig, .git, .gitattributes, .github and .gitignore are not covered.\n"
+	"    model.sig, .git, .gitattributes, .github and .gitignore are not covered,\n"
+	"    nor is SIG when -o puts it inside the folder.\n"
 	"  - an in-toto Statement file (e.g. a bake provenance .intoto.json): the\n"
 	"    statement itself is the signed payload.\n"
 	"Check with 'fgpack verify-sig --key KEY.pub.pem PATH'.\n";
@@ -44,7 +46,10 @@ static int sign_one(const struct fg_sign_key *k, const char *path, const char *o
 		    const char *fp, struct fg_err *err)
 {
 	struct fg_buf text = FG_BUF_INIT, stmt = FG_BUF_INIT, bundle = FG_BUF_INIT, sig = FG_BUF_INIT;
+	struct fg_buf rel = FG_BUF_INIT;
+	const char **ign = NULL;
 	struct fg_oms_model *m = NULL;
+	size_t i;
 	int rc = out ? fg_buf_puts(&sig, out, err) : fg_sign_default_path(&sig, path, err);
 
 	if (rc)
@@ -56,7 +61,24 @@ static int sign_one(const struct fg_sign_key *k, const char *path, const char *o
 		printf("signed statement %s with key %.16s… -> %s\n", path, fp, sig.data);
 		goto out;
 	}
-	if ((rc = fg_oms_hash(&m, path, name, err)) || (rc = fg_oms_statement(&stmt, m, err)) ||
+	/* a signature written inside the folder it signs is left out of it
+	 * (and named in ignore_paths), as model_signing leaves out its own
+	 * output: it cannot cover itself */
+	if ((rc = fg_oms_rel_inside(&rel, path, sig.data, err)))
+		goto out;
+	if (!(ign = calloc(fg_oms_n_ignore + 1, sizeof(*ign)))) {
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (i = 0; i < fg_oms_n_ignore; i++) {
+		ign[i] = fg_oms_ignore[i];
+		if (rel.len && !strcmp(rel.data, fg_oms_ignore[i]))
+			fg_buf_reset(&rel);
+	}
+	if (rel.len)
+		ign[i++] = rel.data;
+	if ((rc = fg_oms_hash_ignoring(&m, path, name, ign, i, err)) ||
+	    (rc = fg_oms_statement(&stmt, m, err)) ||
 	    (rc = fg_sign_bundle(&bundle, k, FG_SIGN_PAYLOAD_TYPE, stmt.data, stmt.len, err)) ||
 	    (rc = fg_file_write_atomic(sig.data, bundle.data, bundle.len, 0644, err)))
 		goto out;
@@ -70,6 +92,8 @@ out:
 	fg_buf_release(&stmt);
 	fg_buf_release(&bundle);
 	fg_buf_release(&sig);
+	fg_buf_release(&rel);
+	free(ign);
 	return rc;
 }
 

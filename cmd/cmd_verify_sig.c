@@ -23,7 +23,8 @@ static const char usage_text[] =
 	"again and compared with the signed digests; for a signed in-toto statement the\n"
 	"file must be byte-identical to what was signed, and its subjects are checked:\n"
 	"every one in OUT_DIR for OUT_DIR.intoto.json beside a folder OUT_DIR (as bake\n"
-	"writes it), else those found beside it. Exit 0 when all verify, 3 when one does\n"
+	"writes it), else those found beside it. A signature file inside the folder it\n"
+	"signs is not taken for an extra file. Exit 0 when all verify, 3 when one does\n"
 	"not (the reason is printed), 1 on other errors.\n";
 
 static int find_sig(struct fg_buf *out, const char *path, const char *given, struct fg_err *err)
@@ -172,29 +173,39 @@ out:
 	return rc;
 }
 
+/* 1 when the signed statement covers a file of that name. */
+static int covers(const struct fg_oms_model *sm, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < sm->n; i++)
+		if (!strcmp(sm->files[i].name, name))
+			return 1;
+	return 0;
+}
+
 /* Hashes the model at path again, skipping what the signer skipped: the
- * statement's signed ignore_paths (model_signing's verifier does the same),
- * plus model.sig, where fgpack looks for the signature inside a folder,
- * unless the statement covers a file of that name. A statement without a
- * serialization block gets fgpack's defaults. */
+ * statement's signed ignore_paths (model_signing's verifier does the same;
+ * fgpack's defaults for a statement without a serialization block), plus
+ * model.sig, where fgpack looks for the signature inside a folder, and the
+ * signature file being checked when it lies inside the folder (sig_rel, ""
+ * when not): a signature cannot cover itself. Either is skipped only when
+ * the statement covers no file of that name. */
 static int hash_as_signed(struct fg_oms_model **out, const char *path,
-			  const struct fg_oms_model *sm, struct fg_err *err)
+			  const struct fg_oms_model *sm, const char *sig_rel, struct fg_err *err)
 {
 	const char **ign;
-	size_t i, n = 0;
-	int covers_sig = 0, rc;
+	size_t i, n = 0, base = sm->has_serialization ? sm->n_ignore : fg_oms_n_ignore;
+	int rc;
 
-	if (!sm->has_serialization)
-		return fg_oms_hash(out, path, sm->name, err);
-	for (i = 0; i < sm->n; i++)
-		if (!strcmp(sm->files[i].name, "model.sig"))
-			covers_sig = 1;
-	if (!(ign = calloc(sm->n_ignore + 1, sizeof(*ign))))
+	if (!(ign = calloc(base + 2, sizeof(*ign))))
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
-	for (i = 0; i < sm->n_ignore; i++)
-		ign[n++] = sm->ignore[i];
-	if (!covers_sig)
+	for (i = 0; i < base; i++)
+		ign[n++] = sm->has_serialization ? sm->ignore[i] : fg_oms_ignore[i];
+	if (sm->has_serialization && !covers(sm, "model.sig"))
 		ign[n++] = "model.sig";
+	if (*sig_rel && !covers(sm, sig_rel))
+		ign[n++] = sig_rel;
 	rc = fg_oms_hash_ignoring(out, path, sm->name, ign, n, err);
 	free(ign);
 	return rc;
@@ -204,6 +215,7 @@ static int verify_one(const struct fg_sign_key *k, const char *path, const char 
 		      struct fg_err *err)
 {
 	struct fg_buf sig = FG_BUF_INIT, text = FG_BUF_INIT, payload = FG_BUF_INIT, ptype = FG_BUF_INIT;
+	struct fg_buf sig_rel = FG_BUF_INIT;
 	struct fg_oms_model *signed_m = NULL, *disk = NULL;
 	char fp[FG_SHA256_HEX_LEN + 1], hint[FG_SHA256_HEX_LEN + 1];
 	cJSON *doc = NULL;
@@ -227,7 +239,8 @@ static int verify_one(const struct fg_sign_key *k, const char *path, const char 
 	pt = fg_json_str(doc, "predicateType");
 	if (pt && !strcmp(pt, FG_SIGN_OMS_PREDICATE)) {
 		if ((rc = fg_oms_parse(&signed_m, payload.data, payload.len, err)) ||
-		    (rc = hash_as_signed(&disk, path, signed_m, err)) ||
+		    (rc = fg_oms_rel_inside(&sig_rel, path, sig.data, err)) ||
+		    (rc = hash_as_signed(&disk, path, signed_m, sig_rel.data ? sig_rel.data : "", err)) ||
 		    (rc = fg_oms_compare(signed_m, disk, err)))
 			goto out;
 		printf("verified %s: %zu files, model %s sha256:%s, signed by key %.16s…\n", path, disk->n,
@@ -254,6 +267,7 @@ out:
 	fg_buf_release(&text);
 	fg_buf_release(&payload);
 	fg_buf_release(&ptype);
+	fg_buf_release(&sig_rel);
 	return rc;
 }
 

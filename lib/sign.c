@@ -775,10 +775,17 @@ int fg_oms_hash_ignoring(struct fg_oms_model **out, const char *path, const char
 	if (!m)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	m->name = strdup(name ? name : base_of(path, &tmp));
-	if (!m->name) {
+	if (!m->name || (n_ignore && !(m->ignore = calloc(n_ignore, sizeof(*m->ignore))))) {
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 		goto out;
 	}
+	/* what was skipped is what the statement says a verifier skips */
+	m->has_serialization = 1;
+	for (; m->n_ignore < n_ignore; m->n_ignore++)
+		if (!(m->ignore[m->n_ignore] = strdup(ignore[m->n_ignore]))) {
+			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+			goto out;
+		}
 	if (lstat(path, &sb)) {
 		rc = fg_err_set(err, FG_EIO, "%s: %s", path, strerror(errno));
 		goto out;
@@ -814,6 +821,41 @@ out:
 	return rc;
 }
 
+int fg_oms_rel_inside(struct fg_buf *rel, const char *dir, const char *file, struct fg_err *err)
+{
+	struct fg_buf parent = FG_BUF_INIT;
+	char *rd = NULL, *rp = NULL;
+	const char *base = strrchr(file, '/');
+	struct stat sb;
+	size_t n;
+	int rc = 0;
+
+	base = base ? base + 1 : file;
+	if (!*base || !strcmp(base, ".") || !strcmp(base, "..") || stat(dir, &sb) || !S_ISDIR(sb.st_mode))
+		return 0;
+	if ((rc = fg_path_dir(file, &parent, err)))
+		return rc;
+	rd = realpath(dir, NULL);
+	rp = realpath(parent.data, NULL);
+	if (rd && rp) {
+		n = strlen(rd);
+		if (n == 1) /* the folder is "/" */
+			n = 0;
+		if (!strncmp(rp, rd, n) && (rp[n] == '/' || !rp[n])) {
+			const char *sub = rp + n + (rp[n] == '/'); /* the parent below dir */
+
+			if (*sub && !(rc = fg_buf_puts(rel, sub, err)))
+				rc = fg_buf_putc(rel, '/', err);
+			if (!rc)
+				rc = fg_buf_puts(rel, base, err);
+		}
+	}
+	free(rd);
+	free(rp);
+	fg_buf_release(&parent);
+	return rc;
+}
+
 int fg_oms_statement(struct fg_buf *out, const struct fg_oms_model *m, struct fg_err *err)
 {
 	cJSON *doc = cJSON_CreateObject(), *subj, *s, *pred, *ser, *ign, *res;
@@ -835,8 +877,12 @@ int fg_oms_statement(struct fg_buf *out, const struct fg_oms_model *m, struct fg
 	cJSON_AddStringToObject(ser, "hash_type", "sha256");
 	cJSON_AddBoolToObject(ser, "allow_symlinks", 0);
 	ign = cJSON_AddArrayToObject(ser, "ignore_paths");
-	for (i = 0; i < fg_oms_n_ignore; i++)
-		cJSON_AddItemToArray(ign, cJSON_CreateString(fg_oms_ignore[i]));
+	if (m->has_serialization)
+		for (i = 0; i < m->n_ignore; i++)
+			cJSON_AddItemToArray(ign, cJSON_CreateString(m->ignore[i]));
+	else
+		for (i = 0; i < fg_oms_n_ignore; i++)
+			cJSON_AddItemToArray(ign, cJSON_CreateString(fg_oms_ignore[i]));
 	res = cJSON_AddArrayToObject(pred, "resources");
 	for (i = 0; i < m->n; i++) {
 		cJSON *r = cJSON_CreateObject();

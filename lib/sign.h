@@ -93,7 +93,8 @@ struct fg_oms_model {
 	/* parsed: predicate.serialization.ignore_paths as signed, which a
 	 * verifier skips when it hashes the folder again (model_signing does);
 	 * has_serialization is 0 when the statement carried no serialization
-	 * block (then the fg_oms_ignore defaults apply) */
+	 * block (then the fg_oms_ignore defaults apply). hashed: the paths
+	 * skipped, which fg_oms_statement writes as ignore_paths */
 	char **ignore;
 	size_t n_ignore;
 	int has_serialization;
@@ -113,6 +114,13 @@ int fg_oms_hash(struct fg_oms_model **out, const char *path, const char *name, s
 int fg_oms_hash_ignoring(struct fg_oms_model **out, const char *path, const char *name,
 			 const char *const *ignore, size_t n_ignore, struct fg_err *err);
 void fg_oms_model_free(struct fg_oms_model *m);
+
+/* When file (which need not exist yet: a signature about to be written) lies
+ * below the folder dir, appends its path relative to dir ('/'-separated) to
+ * rel; appends nothing when it does not, or dir is no folder. Symbolic links
+ * in the folders on either path are resolved, so "m/sig.json",
+ * "./m/../m/sig.json" and an absolute path name the same file of "m". */
+int fg_oms_rel_inside(struct fg_buf *rel, const char *dir, const char *file, struct fg_err *err);
 
 /* The in-toto Statement text for m (canonical JSON). */
 int fg_oms_statement(struct fg_buf *out, const struct fg_oms_model *m, struct fg_err *err);

@@ -110,6 +110,35 @@ cp model.sig model/model.sig
 check "model.sig inside the folder" "$FGPACK" verify-sig --key key.pub.pem model
 rm model/model.sig
 
+# a signature written inside the folder it signs (-o m/sig.json, as
+# model_signing's --signature can put it): sign leaves it out of the
+# resources and names it in ignore_paths, verify-sig leaves out the signature
+# it checks, so the pair round-trips; other files still count
+mkdir -p own/sub
+echo a >own/a.bin; echo b >own/sub/b.bin
+check "sign -o inside the folder" "$FGPACK" sign --key key.pem -o own/sig.json own
+check "  verify-sig --sig that file" "$FGPACK" verify-sig --key key.pub.pem --sig own/sig.json own
+check_grep "  two files, the signature not among them" "verified own: 2 files" "$WORK/.out"
+check "  the statement names it in ignore_paths, not in resources" python3 -c 'import base64, json, sys
+s = json.loads(base64.b64decode(json.load(open(sys.argv[1]))["dsseEnvelope"]["payload"]))
+assert "sig.json" in s["predicate"]["serialization"]["ignore_paths"]
+assert sorted(r["name"] for r in s["predicate"]["resources"]) == ["a.bin", "sub/b.bin"]' own/sig.json
+rm own/sig.json
+check "sign -o deeper inside, by an absolute path" "$FGPACK" sign --key key.pem -o "$WORK/own/sub/x.sig" own
+check "  verifies by a path of another spelling" "$FGPACK" verify-sig --key key.pub.pem --sig ./own/../own/sub/x.sig own
+check_grep "  two files" "verified own: 2 files" "$WORK/.out"
+echo c >own/c.bin
+check_exit "  a file added beside it is still extra" 3 "$FGPACK" verify-sig --key key.pub.pem --sig own/sub/x.sig own
+check_grep "  naming it" "c.bin: not covered" "$WORK/.out"
+# a signature made outside, then copied into the folder under another name:
+# the file verify-sig is given is not an extra file of the folder it signs
+cp model.sig model/signature.json
+check "a signature copied into the folder verifies with --sig" "$FGPACK" verify-sig --key key.pub.pem --sig model/signature.json model
+check_grep "  three files" "verified model: 3 files" "$WORK/.out"
+check_exit "  another copy of it still is an extra file" 3 "$FGPACK" verify-sig --key key.pub.pem model
+check_grep "  naming it" "signature.json: not covered" "$WORK/.out"
+rm model/signature.json
+
 # single file and bundle, with the openssl-made key
 head -c 50000 /dev/urandom >demo.fgb
 check "sign a bundle with an openssl ecparam key" "$FGPACK" sign --key ossl.pem demo.fgb

@@ -238,6 +238,48 @@ static void path_order(void)
 	fg_buf_release(&p);
 }
 
+/* Where a signature lies relative to the folder it signs. */
+static void rel_inside(void)
+{
+	static const struct {
+		const char *file, *want; /* file relative to the temp folder's parent */
+	} cases[] = {
+		{ "m/sig.json", "sig.json" },      { "m/sub/x.sig", "sub/x.sig" },
+		{ "m/./sub/../y.sig", "y.sig" },   { "m.sig", "" },
+		{ "other/m/sig.json", "" },        { "m", "" },
+		{ "m/missing/z.sig", "" }, /* no such folder: nothing can be written there */
+	};
+	char tmpl[] = "/tmp/fgsign-rel-XXXXXX", *top = mkdtemp(tmpl);
+	struct fg_buf d = FG_BUF_INIT, f = FG_BUF_INIT, rel = FG_BUF_INIT;
+	struct fg_err err;
+	size_t i;
+
+	ok(top != NULL, "temp folder");
+	fg_buf_printf(&d, &err, "%s/m", top);
+	mkdir(d.data, 0755);
+	fg_buf_puts(&d, "/sub", &err);
+	mkdir(d.data, 0755);
+	fg_buf_reset(&d);
+	fg_buf_printf(&d, &err, "%s/m", top);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		fg_buf_reset(&f);
+		fg_buf_reset(&rel);
+		fg_buf_printf(&f, &err, "%s/%s", top, cases[i].file);
+		ok(fg_oms_rel_inside(&rel, d.data, f.data, &err) == 0 &&
+		   !strcmp(rel.data ? rel.data : "", cases[i].want),
+		   "%s inside m: \"%s\"", cases[i].file, rel.data ? rel.data : "");
+	}
+	fg_buf_puts(&d, "/sub", &err);
+	rmdir(d.data);
+	fg_buf_reset(&d);
+	fg_buf_printf(&d, &err, "%s/m", top);
+	rmdir(d.data);
+	rmdir(top);
+	fg_buf_release(&d);
+	fg_buf_release(&f);
+	fg_buf_release(&rel);
+}
+
 int main(void)
 {
 	pae();
@@ -245,5 +287,6 @@ int main(void)
 	oms();
 	path_order();
 	serialization();
+	rel_inside();
 	return tap_done();
 }
