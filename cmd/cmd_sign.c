@@ -77,7 +77,7 @@ static int sign_one(const struct fg_sign_key *k, const char *path, const char *o
 	}
 	if (rel.len)
 		ign[i++] = rel.data;
-	if ((rc = fg_oms_hash_ignoring(&m, path, name, ign, i, err)) ||
+	if ((rc = fg_oms_hash_ignoring(&m, path, name, ign, i, 0, err)) ||
 	    (rc = fg_oms_statement(&stmt, m, err)) ||
 	    (rc = fg_sign_bundle(&bundle, k, FG_SIGN_PAYLOAD_TYPE, stmt.data, stmt.len, err)) ||
 	    (rc = fg_file_write_atomic(sig.data, bundle.data, bundle.len, 0644, err)))

@@ -598,6 +598,7 @@ static int flist_add(struct flist *l, const char *name, struct fg_err *err)
 struct ignore_list {
 	const char *const *v;
 	size_t n;
+	int allow_symlinks; /* follow links (fg_oms_hash_ignoring) */
 };
 
 /* rel is checked at every level of the walk, so an ignored folder (".git",
@@ -610,6 +611,25 @@ static int ignored(const struct ignore_list *ign, const char *rel)
 		if (!strcmp(rel, ign->v[i]))
 			return 1;
 	return 0;
+}
+
+/* A symbolic link met with allow_symlinks, as model_signing treats it: a
+ * link to a file is hashed as that file under the link's name; a link to a
+ * folder is passed over, since its walk (pathlib's glob("**")) lists the
+ * link but does not descend into it, so nothing below is signed. */
+static int walk_link(struct flist *l, const char *full, const char *rel, struct fg_err *err)
+{
+	struct stat sb;
+
+	if (stat(full, &sb))
+		return fg_err_set(err, FG_EIO, "%s: a symbolic link to nothing usable (%s)", full,
+				  strerror(errno));
+	if (S_ISREG(sb.st_mode))
+		return flist_add(l, rel, err);
+	if (S_ISDIR(sb.st_mode))
+		return 0;
+	return fg_err_set(err, FG_EUNSUPPORTED, "%s: a symbolic link to a special file cannot be signed",
+			  full);
 }
 
 static int walk(struct flist *l, const char *root, const char *rel, const struct ignore_list *ign,
@@ -642,6 +662,8 @@ static int walk(struct flist *l, const char *root, const char *rel, const struct
 					rc = walk(l, root, sub.data, ign, err);
 				else if (!rc && S_ISREG(sb.st_mode))
 					rc = flist_add(l, sub.data, err);
+				else if (!rc && S_ISLNK(sb.st_mode) && ign->allow_symlinks)
+					rc = walk_link(l, full.data, sub.data, err);
 				else if (!rc)
 					rc = fg_err_set(err, FG_EUNSUPPORTED,
 							"%s: symbolic links and special files cannot be signed",
@@ -722,7 +744,7 @@ static const char *base_of(const char *path, struct fg_buf *tmp)
 /* Every file of l (names relative to dir) hashed, on as many threads as
  * there are CPUs online (at most 8), two files per thread where our SHA-NI
  * code runs (fg_sha256_files); the first failure in name order is returned. */
-static int hash_files(struct flist *l, const char *dir, struct fg_err *err)
+static int hash_files(struct flist *l, const char *dir, int allow_symlinks, struct fg_err *err)
 {
 	const char **p = calloc(l->n, sizeof(*p));
 	struct fg_sha256_result *res = calloc(l->n, sizeof(*res));
@@ -737,7 +759,10 @@ static int hash_files(struct flist *l, const char *dir, struct fg_err *err)
 			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 	}
 	if (!rc)
-		rc = fg_sha256_files(p, l->n, fg_workq_cpus(8), 0, res, err);
+		/* without allow_symlinks, a file turned into a link since the walk
+		 * is refused, not followed */
+		rc = fg_sha256_files(p, l->n, fg_workq_cpus(8), allow_symlinks ? 0 : FG_SHA256_REGULAR,
+				     res, err);
 	for (i = 0; !rc && i < l->n; i++) {
 		if (res[i].rc) {
 			rc = res[i].rc;
@@ -758,13 +783,14 @@ static int hash_files(struct flist *l, const char *dir, struct fg_err *err)
 
 int fg_oms_hash(struct fg_oms_model **out, const char *path, const char *name, struct fg_err *err)
 {
-	return fg_oms_hash_ignoring(out, path, name, fg_oms_ignore, fg_oms_n_ignore, err);
+	return fg_oms_hash_ignoring(out, path, name, fg_oms_ignore, fg_oms_n_ignore, 0, err);
 }
 
 int fg_oms_hash_ignoring(struct fg_oms_model **out, const char *path, const char *name,
-			 const char *const *ignore, size_t n_ignore, struct fg_err *err)
+			 const char *const *ignore, size_t n_ignore, int allow_symlinks,
+			 struct fg_err *err)
 {
-	struct ignore_list ign = { ignore, n_ignore };
+	struct ignore_list ign = { ignore, n_ignore, allow_symlinks != 0 };
 	struct fg_oms_model *m = calloc(1, sizeof(*m));
 	struct flist l = { 0 };
 	struct fg_buf tmp = FG_BUF_INIT;
@@ -781,12 +807,13 @@ int fg_oms_hash_ignoring(struct fg_oms_model **out, const char *path, const char
 	}
 	/* what was skipped is what the statement says a verifier skips */
 	m->has_serialization = 1;
+	m->allow_symlinks = allow_symlinks != 0;
 	for (; m->n_ignore < n_ignore; m->n_ignore++)
 		if (!(m->ignore[m->n_ignore] = strdup(ignore[m->n_ignore]))) {
 			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 			goto out;
 		}
-	if (lstat(path, &sb)) {
+	if (allow_symlinks ? stat(path, &sb) : lstat(path, &sb)) {
 		rc = fg_err_set(err, FG_EIO, "%s: %s", path, strerror(errno));
 		goto out;
 	}
@@ -795,7 +822,7 @@ int fg_oms_hash_ignoring(struct fg_oms_model **out, const char *path, const char
 		if (!rc && l.n)
 			qsort(l.v, l.n, sizeof(l.v[0]), file_cmp);
 		if (!rc && l.n)
-			rc = hash_files(&l, path, err);
+			rc = hash_files(&l, path, allow_symlinks, err);
 	} else if (S_ISREG(sb.st_mode)) {
 		uint8_t d[32];
 
@@ -875,7 +902,7 @@ int fg_oms_statement(struct fg_buf *out, const struct fg_oms_model *m, struct fg
 	ser = cJSON_AddObjectToObject(pred, "serialization");
 	cJSON_AddStringToObject(ser, "method", "files");
 	cJSON_AddStringToObject(ser, "hash_type", "sha256");
-	cJSON_AddBoolToObject(ser, "allow_symlinks", 0);
+	cJSON_AddBoolToObject(ser, "allow_symlinks", m->allow_symlinks);
 	ign = cJSON_AddArrayToObject(ser, "ignore_paths");
 	if (m->has_serialization)
 		for (i = 0; i < m->n_ignore; i++)
@@ -920,6 +947,11 @@ static int parse_serialization(struct fg_oms_model *m, const cJSON *ser, struct 
 	if (ht && strcmp(ht, "sha256"))
 		return fg_err_set(err, FG_EUNSUPPORTED,
 				  "signed statement: hash type %s is not supported (only sha256)", ht);
+	/* true: the verifier hashes through links, as the signer did */
+	p = cJSON_GetObjectItemCaseSensitive(ser, "allow_symlinks");
+	if (p && !cJSON_IsBool(p))
+		return fg_err_set(err, FG_EFORMAT, "signed statement: allow_symlinks is not true or false");
+	m->allow_symlinks = cJSON_IsTrue(p);
 	ign = fg_json_arr(ser, "ignore_paths");
 	n = (size_t)cJSON_GetArraySize(ign);
 	if (!n)

@@ -98,6 +98,9 @@ struct fg_oms_model {
 	char **ignore;
 	size_t n_ignore;
 	int has_serialization;
+	/* serialization.allow_symlinks: parsed as signed; hashed: links were
+	 * followed (fg_oms_hash_ignoring's allow_symlinks) */
+	int allow_symlinks;
 };
 
 /* Files that a folder's signature never covers (OMS defaults). */
@@ -110,9 +113,15 @@ extern const size_t fg_oms_n_ignore;
  * resource named by its base name). name NULL = the base name of path. */
 int fg_oms_hash(struct fg_oms_model **out, const char *path, const char *name, struct fg_err *err);
 /* fg_oms_hash skipping the n given paths (relative to the folder, each with
- * everything below it) instead of fg_oms_ignore. */
+ * everything below it) instead of fg_oms_ignore. allow_symlinks 1 hashes
+ * through symbolic links as model_signing does with allow_symlinks: a link
+ * to a file is that file's bytes under the link's name (wherever it points,
+ * the folder or outside); a link to a folder is not descended into
+ * (model_signing's walk, pathlib's glob("**"), does not); a link to nothing
+ * or to a special file is an error. 0 refuses every link. */
 int fg_oms_hash_ignoring(struct fg_oms_model **out, const char *path, const char *name,
-			 const char *const *ignore, size_t n_ignore, struct fg_err *err);
+			 const char *const *ignore, size_t n_ignore, int allow_symlinks,
+			 struct fg_err *err);
 void fg_oms_model_free(struct fg_oms_model *m);
 
 /* When file (which need not exist yet: a signature about to be written) lies
@@ -128,8 +137,9 @@ int fg_oms_statement(struct fg_buf *out, const struct fg_oms_model *m, struct fg
 /* Parses a verified OMS statement into *out (files in the order signed,
  * which the root digest follows), checking that the subject's digest equals
  * the digest over the resources and that no name repeats. The serialization
- * block's ignore_paths are kept (each a safe relative path); a method other
- * than "files" or a hash_type other than "sha256" is FG_EUNSUPPORTED. */
+ * block's ignore_paths are kept (each a safe relative path), and its
+ * allow_symlinks (a JSON boolean, else FG_EFORMAT); a method other than
+ * "files" or a hash_type other than "sha256" is FG_EUNSUPPORTED. */
 int fg_oms_parse(struct fg_oms_model **out, const char *text, size_t len, struct fg_err *err);
 
 /* Compares a signed model with one hashed from disk. FG_EMISMATCH naming the

@@ -5,6 +5,7 @@ with the python standard library and the openssl CLI, so sign.sh can check
 fgpack against another signer without model_signing installed.
 
   oms_sign.py KEY.pem MODEL SIG [--ignore a,b] [--raw] [--statement FILE]
+              [--allow-symlinks]
 
 The statement: one resource per file (sha256), sorted as model_signing sorts
 its manifest keys (PurePosixPath values: component by component), files under
@@ -12,7 +13,10 @@ an ignore path skipped; the subject digest is sha256 over the raw digests.
 ECDSA over the DSSE PAE with the curve's hash (SHA-256 on P-256, SHA-384 on
 P-384, SHA-512 on P-521, as model_signing's get_ec_key_hash), the bundle with
 the PEM key hint and no keyid. --raw writes the signature as fixed-width
-r||s instead of DER; --statement signs FILE's bytes as the payload instead."""
+r||s instead of DER; --statement signs FILE's bytes as the payload instead.
+--allow-symlinks records allow_symlinks: true and hashes through links to
+files as model_signing then does (os.walk, like model_signing's glob("**/*"),
+lists a link to a folder without descending into it)."""
 import argparse
 import base64
 import hashlib
@@ -26,7 +30,7 @@ import tempfile
 PAYLOAD_TYPE = b"application/vnd.in-toto+json"
 
 
-def statement(model, ignore):
+def statement(model, ignore, allow_symlinks=False):
     files = []
     for d, _, fs in os.walk(model):
         for f in fs:
@@ -44,7 +48,8 @@ def statement(model, ignore):
                        "digest": {"sha256": root.hexdigest()}}],
           "predicateType": "https://model_signing/signature/v1.0",
           "predicate": {"serialization": {"method": "files", "hash_type": "sha256",
-                                          "allow_symlinks": False, "ignore_paths": ignore},
+                                          "allow_symlinks": allow_symlinks,
+                                          "ignore_paths": ignore},
                         "resources": res}}
     return json.dumps(st, indent=2).encode()
 
@@ -76,12 +81,13 @@ def main():
     ap.add_argument("--ignore", default=".git,.gitattributes,.github,.gitignore")
     ap.add_argument("--raw", action="store_true")
     ap.add_argument("--statement")
+    ap.add_argument("--allow-symlinks", action="store_true")
     a = ap.parse_args()
     if a.statement:
         with open(a.statement, "rb") as fh:
             body = fh.read()
     else:
-        body = statement(a.model, [i for i in a.ignore.split(",") if i])
+        body = statement(a.model, [i for i in a.ignore.split(",") if i], a.allow_symlinks)
     pub = subprocess.run(["openssl", "pkey", "-in", a.key, "-pubout"], check=True,
                          capture_output=True).stdout
     text = subprocess.run(["openssl", "pkey", "-pubin", "-noout", "-text"], input=pub,

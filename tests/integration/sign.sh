@@ -232,6 +232,32 @@ cp mig-git.sig mig/model.sig
 check_exit "model.sig inside is still not covered (only .gitignore missing)" 3 "$FGPACK" verify-sig --key ossl.pub.pem mig
 check_grep "  names .gitignore, not model.sig" ".gitignore: signed but missing" "$WORK/.out"
 
+# allow_symlinks: true in the signed serialization (model_signing's
+# --allow_symlinks): links are hashed through, a link to a file as that
+# file's bytes under the link's name, also one that leaves the folder
+# (model_signing does not refuse those then); a link to a folder is listed
+# but not descended into, as model_signing's walk does; a broken link fails.
+# With allow_symlinks false a link is still refused.
+mkdir -p sl/d
+echo weights >sl/weights.bin; echo inner >sl/d/f.bin; echo outer >outside.bin
+ln -s weights.bin sl/alias.bin; ln -s ../outside.bin sl/ext.bin; ln -s d sl/dlink
+$OMS_SIGN ossl.pem sl sl-sym.sig --allow-symlinks
+check "allow_symlinks true: a folder with links verifies" "$FGPACK" verify-sig --key ossl.pub.pem --sig sl-sym.sig sl
+check_grep "  the links to files hashed, the link to a folder not descended" "verified sl: 4 files" "$WORK/.out"
+echo changed >outside.bin
+check_exit "  the file a link names, changed, fails" 3 "$FGPACK" verify-sig --key ossl.pub.pem --sig sl-sym.sig sl
+check_grep "  under the link's name" "ext.bin: content changed" "$WORK/.out"
+echo outer >outside.bin
+ln -s nowhere sl/broken
+check_fails "  a broken link fails" "$FGPACK" verify-sig --key ossl.pub.pem --sig sl-sym.sig sl
+check_grep "  naming it" "sl/broken: a symbolic link to nothing" "$WORK/.out"
+rm sl/broken
+rm sl/ext.bin sl/dlink
+$OMS_SIGN ossl.pem sl sl-nosym.sig
+check_fails "allow_symlinks false: a link is refused" "$FGPACK" verify-sig --key ossl.pub.pem --sig sl-nosym.sig sl
+check_grep "  saying so" "alias.bin: symbolic link" "$WORK/.out"
+check_fails "fgpack sign still refuses a folder with links" "$FGPACK" sign --key ossl.pem -o sl-fg.sig sl
+
 # the resources in model_signing's order (PurePosixPath: component by
 # component, so "a/b" before "a-b" and "a.txt"), hence the same subject
 # digest as model_signing gives the same folder

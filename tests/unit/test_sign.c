@@ -168,6 +168,16 @@ static void serialization(void)
 	fg_buf_reset(&t);
 	fg_buf_printf(&t, &err, "%s{\"method\": \"files\", \"ignore_paths\": [7]}}}", head);
 	ok(fg_oms_parse(&m, t.data, t.len, &err) == FG_EFORMAT, "ignore path that is no string refused");
+	fg_buf_reset(&t);
+	fg_buf_printf(&t, &err, "%s{\"method\": \"files\", \"allow_symlinks\": true}}}", head);
+	ok(fg_oms_parse(&m, t.data, t.len, &err) == 0 && m->allow_symlinks,
+	   "allow_symlinks true kept for the verifier (%s)", err.msg);
+	fg_oms_model_free(m);
+	m = NULL;
+	fg_buf_reset(&t);
+	fg_buf_printf(&t, &err, "%s{\"method\": \"files\", \"allow_symlinks\": \"false\"}}}", head);
+	ok(fg_oms_parse(&m, t.data, t.len, &err) == FG_EFORMAT && strstr(err.msg, "allow_symlinks"),
+	   "allow_symlinks that is no boolean refused (%s)", err.msg);
 	fg_buf_release(&t);
 }
 
