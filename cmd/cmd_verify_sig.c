@@ -237,6 +237,8 @@ static int verify_one(const struct fg_sign_key *k, const char *path, const char 
 	if ((rc = fg_json_parse(&doc, payload.data, payload.len, "signed statement", err)))
 		goto out;
 	pt = fg_json_str(doc, "predicateType");
+	if ((rc = fg_oms_check_format(pt, err)))
+		goto out;
 	if (pt && !strcmp(pt, FG_SIGN_OMS_PREDICATE)) {
 		if ((rc = fg_oms_parse(&signed_m, payload.data, payload.len, err)) ||
 		    (rc = fg_oms_rel_inside(&sig_rel, path, sig.data, err)) ||

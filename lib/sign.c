@@ -535,6 +535,17 @@ int fg_sign_open(struct fg_buf *payload, struct fg_buf *payload_type,
 		}
 	}
 	if (!good) {
+		/* a model_signing 0.x signature (its "pae_compat" signs another
+		 * text than the PAE) fails here: the unverified payload only
+		 * chooses which failure to report, never lets anything pass */
+		cJSON *st = NULL;
+
+		if (!fg_json_parse(&st, body.data ? body.data : "", body.len, "payload", NULL) &&
+		    (rc = fg_oms_check_format(fg_json_str(st, "predicateType"), err))) {
+			cJSON_Delete(st);
+			goto out;
+		}
+		cJSON_Delete(st);
 		rc = fg_err_set(err, FG_EMISMATCH,
 				tried ? "signature does not verify with key %.16s…: the envelope was "
 					"changed or another key signed it"
@@ -1079,6 +1090,18 @@ out:
 	else
 		*out = m;
 	return rc;
+}
+
+int fg_oms_check_format(const char *pt, struct fg_err *err)
+{
+	static const char ms[] = "https://model_signing/";
+
+	if (!pt || strncmp(pt, ms, sizeof(ms) - 1) || !strcmp(pt, FG_SIGN_OMS_PREDICATE))
+		return 0;
+	return fg_err_set(err, FG_EUNSUPPORTED,
+			  "signature format %s%s is not supported; fgpack verifies OpenSSF model "
+			  "signing 1.0 (%s, as model_signing 1.x writes): sign the model again with either",
+			  pt, strstr(pt, "/v0.") ? " (model_signing 0.x)" : "", FG_SIGN_OMS_PREDICATE);
 }
 
 static int file_ptr_cmp(const void *a, const void *b)

@@ -56,7 +56,10 @@ int fg_sign_bundle(struct fg_buf *out, const struct fg_sign_key *k, const char *
 
 /* Reads a bundle or bare envelope (text), checks the signature with k and
  * only then returns the payload (appended to payload) and its type (to
- * payload_type). hint_out (may be NULL) gets the bundle's key hint, lowercase,
+ * payload_type). When no signature verifies and the payload is a statement
+ * in a model_signing format before OMS 1.0 (fg_oms_check_format), which
+ * fgpack cannot check, that is the error (FG_EUNSUPPORTED) rather than a
+ * changed envelope. hint_out (may be NULL) gets the bundle's key hint, lowercase,
  * or "" (also when the hint is no fingerprint; 64 hex digits in either case
  * are one).
  * FG_EMISMATCH with the reason when the key hint is a fingerprint (64 hex) of
@@ -141,6 +144,13 @@ int fg_oms_statement(struct fg_buf *out, const struct fg_oms_model *m, struct fg
  * allow_symlinks (a JSON boolean, else FG_EFORMAT); a method other than
  * "files" or a hash_type other than "sha256" is FG_EUNSUPPORTED. */
 int fg_oms_parse(struct fg_oms_model **out, const char *text, size_t len, struct fg_err *err);
+
+/* 0 unless predicate_type names another model_signing format than OMS 1.0
+ * (https://model_signing/...: model_signing 0.x's Digests/v0.1 and its
+ * kin, which model_signing 1.x still reads through a compatibility path,
+ * its "pae_compat" signature among them): FG_EUNSUPPORTED, saying that
+ * format is not supported and that OMS 1.0 is. */
+int fg_oms_check_format(const char *predicate_type, struct fg_err *err);
 
 /* Compares a signed model with one hashed from disk. FG_EMISMATCH naming the
  * first file that differs, is missing, or is not covered. */

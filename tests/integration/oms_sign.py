@@ -5,7 +5,7 @@ with the python standard library and the openssl CLI, so sign.sh can check
 fgpack against another signer without model_signing installed.
 
   oms_sign.py KEY.pem MODEL SIG [--ignore a,b] [--raw] [--statement FILE]
-              [--allow-symlinks]
+              [--allow-symlinks] [--v02 [--std-pae]]
 
 The statement: one resource per file (sha256), sorted as model_signing sorts
 its manifest keys (PurePosixPath values: component by component), files under
@@ -16,7 +16,14 @@ the PEM key hint and no keyid. --raw writes the signature as fixed-width
 r||s instead of DER; --statement signs FILE's bytes as the payload instead.
 --allow-symlinks records allow_symlinks: true and hashes through links to
 files as model_signing then does (os.walk, like model_signing's glob("**/*"),
-lists a link to a folder without descending into it)."""
+lists a link to a folder without descending into it).
+--v02 writes a signature as model_signing 0.2 did, which model_signing 1.x
+still reads (src/model_signing/_signing/signing.py,
+dsse_payload_to_manifest_compat; sign_sigstore_pb.py, pae_compat): predicate
+type https://model_signing/Digests/v0.1 with one subject per file, the key
+as publicKey.rawBytes (no hint), and the signature over the "pae_compat"
+text: "DSSEV1 <len> <type> <len> " followed by Python's repr() of the
+payload bytes. --std-pae signs that statement over the standard PAE instead."""
 import argparse
 import base64
 import hashlib
@@ -54,6 +61,23 @@ def statement(model, ignore, allow_symlinks=False):
     return json.dumps(st, indent=2).encode()
 
 
+def statement_v02(model):
+    # model_signing 0.2's DigestsIntotoPayload: the files are the subjects
+    subj = []
+    for d, _, fs in os.walk(model):
+        for f in fs:
+            rel = os.path.relpath(os.path.join(d, f), model)
+            with open(os.path.join(model, rel), "rb") as fh:
+                dg = hashlib.sha256(fh.read()).hexdigest()
+            subj.append({"name": rel, "digest": {"sha256": dg},
+                         "annotations": {"actual_hash_algorithm": "file-sha256"}})
+    subj.sort(key=lambda s: pathlib.PurePosixPath(s["name"]))
+    st = {"_type": "https://in-toto.io/Statement/v1", "subject": subj,
+          "predicateType": "https://model_signing/Digests/v0.1",
+          "predicate": {"unused": "Unused, just passed due to API requirements"}}
+    return json.dumps(st, indent=2).encode()
+
+
 def der_len(b, i):
     n = b[i]
     if n < 0x80:
@@ -82,8 +106,12 @@ def main():
     ap.add_argument("--raw", action="store_true")
     ap.add_argument("--statement")
     ap.add_argument("--allow-symlinks", action="store_true")
+    ap.add_argument("--v02", action="store_true")
+    ap.add_argument("--std-pae", action="store_true")
     a = ap.parse_args()
-    if a.statement:
+    if a.v02:
+        body = statement_v02(a.model)
+    elif a.statement:
         with open(a.statement, "rb") as fh:
             body = fh.read()
     else:
@@ -96,6 +124,9 @@ def main():
         384 if "P-384" in text or "secp384r1" in text else 256
     md = {256: "-sha256", 384: "-sha384", 521: "-sha512"}[bits]
     pae = b"DSSEv1 %d %s %d %s" % (len(PAYLOAD_TYPE), PAYLOAD_TYPE, len(body), body)
+    if a.v02 and not a.std_pae:
+        pae = ("DSSEV1 %d %s %d %s" % (len(PAYLOAD_TYPE), PAYLOAD_TYPE.decode(), len(body),
+                                       body)).encode("utf-8")
     with tempfile.NamedTemporaryFile() as f:
         f.write(pae)
         f.flush()
@@ -108,6 +139,11 @@ def main():
          "dsseEnvelope": {"payload": base64.b64encode(body).decode(),
                           "payloadType": PAYLOAD_TYPE.decode(),
                           "signatures": [{"sig": base64.b64encode(sig).decode()}]}}
+    if a.v02:
+        b["verificationMaterial"] = {"publicKey": {
+            "rawBytes": base64.b64encode(pub).decode(),
+            "keyDetails": {256: "PKIX_ECDSA_P256_SHA_256", 384: "PKIX_ECDSA_P384_SHA_384",
+                           521: "PKIX_ECDSA_P521_SHA_512"}[bits]}}
     with open(a.sig, "w") as fh:
         json.dump(b, fh, indent=2)
 

@@ -258,6 +258,18 @@ check_fails "allow_symlinks false: a link is refused" "$FGPACK" verify-sig --key
 check_grep "  saying so" "alias.bin: symbolic link" "$WORK/.out"
 check_fails "fgpack sign still refuses a folder with links" "$FGPACK" sign --key ossl.pem -o sl-fg.sig sl
 
+# a model_signing 0.2 signature (predicate type Digests/v0.1, signed over
+# the "pae_compat" text, or over the standard PAE) is refused in one line
+# saying that format is not supported and which one is, not as a changed
+# envelope or statement
+$OMS_SIGN ossl.pem model v02.sig --v02
+$OMS_SIGN ossl.pem model v02-std.sig --v02 --std-pae
+for v in v02 v02-std; do
+	check_exit "$v: a model_signing 0.2 signature is refused (exit 1)" 1 "$FGPACK" verify-sig --key ossl.pub.pem --sig $v.sig model
+	check_grep "  saying its format is not supported, and which is" "signature format https://model_signing/Digests/v0.1 \(model_signing 0.x\) is not supported; fgpack verifies OpenSSF model signing 1.0 \(https://model_signing/signature/v1.0" "$WORK/.out"
+	check "  in one line" test "$(wc -l <"$WORK/.out")" -eq 1
+done
+
 # the resources in model_signing's order (PurePosixPath: component by
 # component, so "a/b" before "a-b" and "a.txt"), hence the same subject
 # digest as model_signing gives the same folder

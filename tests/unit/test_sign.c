@@ -178,6 +178,13 @@ static void serialization(void)
 	fg_buf_printf(&t, &err, "%s{\"method\": \"files\", \"allow_symlinks\": \"false\"}}}", head);
 	ok(fg_oms_parse(&m, t.data, t.len, &err) == FG_EFORMAT && strstr(err.msg, "allow_symlinks"),
 	   "allow_symlinks that is no boolean refused (%s)", err.msg);
+	ok(fg_oms_check_format(FG_SIGN_OMS_PREDICATE, &err) == 0 &&
+	   fg_oms_check_format("https://slsa.dev/provenance/v1", &err) == 0 &&
+	   fg_oms_check_format(NULL, &err) == 0, "OMS 1.0 and other predicates pass the format check");
+	ok(fg_oms_check_format("https://model_signing/Digests/v0.1", &err) == FG_EUNSUPPORTED &&
+	   strstr(err.msg, "Digests/v0.1 (model_signing 0.x) is not supported") &&
+	   strstr(err.msg, FG_SIGN_OMS_PREDICATE), "model_signing 0.x format refused, naming 1.0 (%s)",
+	   err.msg);
 	fg_buf_release(&t);
 }
 
