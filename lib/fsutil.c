@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,22 +75,36 @@ int fg_path_dir(const char *path, struct fg_buf *dir, struct fg_err *err)
 	return fg_buf_append(dir, path, (size_t)(slash - path), err);
 }
 
+/* How many names fg_file_write_atomic tries before giving up: each taken
+ * one is someone else's (another writer's temporary file, a planted link). */
+#define TMP_TRIES 100
+
 int fg_file_write_atomic(const char *path, const void *data, size_t len, int mode,
 			 struct fg_err *err)
 {
+	static atomic_uint seq; /* this process's further names, unique across threads */
 	struct fg_buf tmp = FG_BUF_INIT, dir = FG_BUF_INIT;
-	int fd, rc;
+	int fd = -1, rc, tries;
 
-	rc = fg_buf_printf(&tmp, err, "%s.tmp.%ld", path, (long)getpid());
-	if (!rc)
-		rc = fg_path_dir(path, &dir, err);
+	rc = fg_path_dir(path, &dir, err);
+	/* O_EXCL|O_NOFOLLOW: a name that exists (a symlink planted there,
+	 * another writer's file) is never followed, truncated nor taken over;
+	 * the next name is tried instead */
+	for (tries = 0; !rc && fd < 0; tries++) {
+		fg_buf_reset(&tmp);
+		if (!tries)
+			rc = fg_buf_printf(&tmp, err, "%s.tmp.%ld", path, (long)getpid());
+		else
+			rc = fg_buf_printf(&tmp, err, "%s.tmp.%ld.%u", path, (long)getpid(),
+					   atomic_fetch_add(&seq, 1) + 1);
+		if (rc)
+			break;
+		fd = open(tmp.data, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+		if (fd < 0 && (errno != EEXIST || tries + 1 == TMP_TRIES))
+			rc = fg_err_set(err, FG_EIO, "create %s: %s", tmp.data, strerror(errno));
+	}
 	if (rc)
 		goto out;
-	fd = open(tmp.data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-	if (fd < 0) {
-		rc = fg_err_set(err, FG_EIO, "create %s: %s", tmp.data, strerror(errno));
-		goto out;
-	}
 	if (fg_write_all(fd, data, len) || fsync(fd)) {
 		rc = fg_err_set(err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s: %s", tmp.data,
 				strerror(errno));

@@ -13,7 +13,10 @@ int fg_file_read(const char *path, size_t max, struct fg_buf *out, struct fg_err
 
 /* Writes data to path atomically: a temporary file in the same folder,
  * fsync, rename over path, fsync of the folder. Either the old content or the
- * new one is there afterwards, never a mix. mode is e.g. 0644. */
+ * new one is there afterwards, never a mix. mode is e.g. 0644. The
+ * temporary file is created O_EXCL|O_NOFOLLOW as "<path>.tmp.<pid>", else
+ * (that name taken: another writer's file, a symlink planted there, which
+ * is neither followed nor touched) "<path>.tmp.<pid>.<n>". */
 int fg_file_write_atomic(const char *path, const void *data, size_t len, int mode,
 			 struct fg_err *err);
 

@@ -1,6 +1,8 @@
 /* test_core.c - buf, json, sha256 and fsutil: the helpers everything uses. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -222,6 +224,49 @@ static void test_sha_pipe(void)
 	fg_sha256_pipe_free(NULL);
 }
 
+/* Names planted where fg_file_write_atomic makes its temporary file
+ * ("<path>.tmp.<pid>"): a symlink to a victim, another writer's file. Neither
+ * is followed, truncated or renamed into place. */
+static void test_fs_planted(const char *dir)
+{
+	struct fg_buf victim = FG_BUF_INIT, path = FG_BUF_INIT, tmp = FG_BUF_INIT, r = FG_BUF_INIT;
+	struct fg_err err;
+	struct stat sb;
+	char target[PATH_MAX];
+	ssize_t n;
+	int rc;
+
+	fg_buf_printf(&victim, &err, "%s/victim", dir);
+	fg_buf_printf(&path, &err, "%s/sym.txt", dir);
+	fg_buf_printf(&tmp, &err, "%s.tmp.%ld", path.data, (long)getpid());
+	ok(fg_file_write_atomic(victim.data, "keep", 4, 0644, &err) == 0 && symlink(victim.data, tmp.data) == 0,
+	   "fs: a symlink planted at the temporary name");
+	rc = fg_file_write_atomic(path.data, "new", 3, 0644, &err);
+	ok(rc == 0, "fs: atomic write beside a planted symlink succeeds (%s)", rc ? err.msg : "ok");
+	ok(!fg_file_read(victim.data, 100, &r, &err) && r.len == 4 && !memcmp(r.data, "keep", 4),
+	   "fs: the symlink's target is not written through");
+	fg_buf_reset(&r);
+	ok(!lstat(path.data, &sb) && S_ISREG(sb.st_mode) && !fg_file_read(path.data, 100, &r, &err) &&
+	   r.len == 3 && !memcmp(r.data, "new", 3), "fs: the path is a regular file with the new bytes");
+	n = readlink(tmp.data, target, sizeof(target) - 1);
+	ok(n == (ssize_t)victim.len && !memcmp(target, victim.data, victim.len),
+	   "fs: the planted symlink is left as it was");
+	/* another writer's temporary file at that name: not truncated */
+	fg_buf_reset(&path);
+	fg_buf_reset(&tmp);
+	fg_buf_reset(&r);
+	fg_buf_printf(&path, &err, "%s/other.txt", dir);
+	fg_buf_printf(&tmp, &err, "%s.tmp.%ld", path.data, (long)getpid());
+	fg_file_write_atomic(tmp.data, "theirs", 6, 0644, &err);
+	ok(fg_file_write_atomic(path.data, "mine", 4, 0644, &err) == 0 &&
+	   !fg_file_read(tmp.data, 100, &r, &err) && r.len == 6 && !memcmp(r.data, "theirs", 6),
+	   "fs: another file at the temporary name is not truncated");
+	fg_buf_release(&victim);
+	fg_buf_release(&path);
+	fg_buf_release(&tmp);
+	fg_buf_release(&r);
+}
+
 static void test_fs(void)
 {
 	char dir[] = "/tmp/fgtest_core_XXXXXX";
@@ -236,6 +281,7 @@ static void test_fs(void)
 	ok(fg_file_read(p.data, 100, &r, &err) == 0 && r.len == 5 && !memcmp(r.data, "hello", 5), "fs: read back");
 	fg_buf_reset(&r);
 	ok(fg_file_read(p.data, 4, &r, &err) == FG_EINVAL, "fs: read bound enforced");
+	test_fs_planted(dir);
 	ok(fg_path_is_safe_rel("a/b.txt") && !fg_path_is_safe_rel("../x") && !fg_path_is_safe_rel("/x") &&
 	   !fg_path_is_safe_rel("a//b") && !fg_path_is_safe_rel("a/./b") && !fg_path_is_safe_rel("a\\b") &&
 	   !fg_path_is_safe_rel("a/..") && !fg_path_is_safe_rel(""), "fs: safe relative paths");
