@@ -401,6 +401,19 @@ static void job_keep_states(struct job *j, const char *hex)
 	free(st);
 }
 
+/* A .part made read-only: fg_store_commit chmods it 0444 just before its
+ * rename into blobs/, and a kill in between leaves it so. Opened for
+ * writing as it is, it fails (EACCES) for anyone but root: give the owner
+ * write back (the lock is held; the bytes are checked as any resumed
+ * part's are). */
+static void part_writable(const char *part)
+{
+	struct stat sb;
+
+	if (!lstat(part, &sb) && S_ISREG(sb.st_mode) && !(sb.st_mode & S_IWUSR))
+		chmod(part, 0644);
+}
+
 /* Opens (or resumes) the partial download of j; the lock is held. */
 static int job_files(struct job *j, struct fg_err *err)
 {
@@ -430,6 +443,7 @@ static int job_files(struct job *j, struct fg_err *err)
 	j->sync_rc = 0;
 	j->closing = 0;
 	pthread_mutex_unlock(&R->mu);
+	part_writable(j->part.data);
 	if (j->single) {
 		/* one request, hashed as it arrives: nothing worth resuming, no journal */
 		j->fd = open(j->part.data, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
