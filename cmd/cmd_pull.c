@@ -554,6 +554,9 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 				placed.copied);
 		if (into && placed.removed)
 			fprintf(stderr, ", %zu no longer in the lock removed", placed.removed);
+		if (into && placed.swept)
+			fprintf(stderr, ", %zu temporary file%s of a killed pull removed", placed.swept,
+				placed.swept == 1 ? "" : "s");
 		fprintf(stderr, "\n");
 	}
 	if (into && placed.foreign) {

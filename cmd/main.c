@@ -1,9 +1,11 @@
 /* main.c - the fgpack command line: global options and verb dispatch. */
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cmd.h"
+#include "fsutil.h"
 #include "version.h"
 
 struct verb {
@@ -80,6 +82,37 @@ int fg_cmd_wants_help(int argc, char **argv)
 	return 0;
 }
 
+/* SIGINT, SIGTERM, SIGHUP: the temporary files being written (fg_tmp_track:
+ * a pull's materialized copy, an atomic write) are removed, then the signal
+ * takes its default course, so the exit status still says which one. */
+static void on_fatal_signal(int sig)
+{
+	fg_tmp_remove_all();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/* Leaves a signal ignored as it was given (a background job's SIGINT) and a
+ * verb's own handling (serve waits for its signals, exec forwards them) is
+ * set later, over this one. */
+static void catch_fatal_signals(void)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	size_t i;
+
+	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		struct sigaction sa, old;
+
+		if (sigaction(sigs[i], NULL, &old) || old.sa_handler == SIG_IGN)
+			continue;
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_fatal_signal;
+		sigemptyset(&sa.sa_mask);
+		sa.sa_flags = SA_RESTART;
+		sigaction(sigs[i], &sa, NULL);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	size_t i;
@@ -101,6 +134,7 @@ int main(int argc, char **argv)
 #endif
 		return FG_EXIT_OK;
 	}
+	catch_fatal_signals();
 	for (i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
 		char name[32];
 

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,7 +85,7 @@ int fg_file_write_atomic(const char *path, const void *data, size_t len, int mod
 {
 	static atomic_uint seq; /* this process's further names, unique across threads */
 	struct fg_buf tmp = FG_BUF_INIT, dir = FG_BUF_INIT;
-	int fd = -1, rc, tries;
+	int fd = -1, rc, tries, slot;
 
 	rc = fg_path_dir(path, &dir, err);
 	/* O_EXCL|O_NOFOLLOW: a name that exists (a symlink planted there,
@@ -105,24 +106,27 @@ int fg_file_write_atomic(const char *path, const void *data, size_t len, int mod
 	}
 	if (rc)
 		goto out;
+	slot = fg_tmp_track(tmp.data);
 	if (fg_write_all(fd, data, len) || fsync(fd)) {
 		rc = fg_err_set(err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s: %s", tmp.data,
 				strerror(errno));
 		close(fd);
 		unlink(tmp.data);
-		goto out;
+		goto untrack;
 	}
 	if (close(fd) || chmod(tmp.data, (mode_t)mode)) {
 		rc = fg_err_set(err, FG_EIO, "close %s: %s", tmp.data, strerror(errno));
 		unlink(tmp.data);
-		goto out;
+		goto untrack;
 	}
 	if (rename(tmp.data, path)) {
 		rc = fg_err_set(err, FG_EIO, "rename %s: %s", path, strerror(errno));
 		unlink(tmp.data);
-		goto out;
+		goto untrack;
 	}
 	rc = fg_fsync_dir(dir.data, err);
+untrack:
+	fg_tmp_untrack(slot);
 out:
 	fg_buf_release(&tmp);
 	fg_buf_release(&dir);
@@ -247,4 +251,68 @@ int fg_stat_unchanged(const struct stat *a, const struct stat *b)
 	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
 	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
 	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/* ---- temporary files a signal must not leave behind ----
+ *
+ * Each slot's word holds a phase in its low 2 bits (0 free, 1 being filled,
+ * 2 armed) and a generation above them, bumped at every claim, so that the
+ * signal handler can tell a path it copied while the slot was reused
+ * (generation moved) from one it may unlink. */
+#define TMP_SLOTS 32
+#define PHASE(w) ((w) & 3u)
+
+static struct {
+	atomic_uint word;
+	char path[PATH_MAX];
+} tmp_slots[TMP_SLOTS];
+
+int fg_tmp_track(const char *path)
+{
+	size_t n = strlen(path);
+	int i;
+
+	if (n >= PATH_MAX)
+		return -1;
+	for (i = 0; i < TMP_SLOTS; i++) {
+		unsigned w = atomic_load(&tmp_slots[i].word);
+
+		if (PHASE(w) != 0 ||
+		    !atomic_compare_exchange_strong(&tmp_slots[i].word, &w, ((w >> 2) + 1) << 2 | 1u))
+			continue;
+		memcpy(tmp_slots[i].path, path, n + 1);
+		atomic_store(&tmp_slots[i].word, (((w >> 2) + 1) << 2) | 2u);
+		return i;
+	}
+	return -1; /* all taken: this one is not removed on a signal */
+}
+
+void fg_tmp_untrack(int slot)
+{
+	unsigned w;
+
+	if (slot < 0 || slot >= TMP_SLOTS)
+		return;
+	w = atomic_load(&tmp_slots[slot].word);
+	atomic_store(&tmp_slots[slot].word, w & ~3u);
+}
+
+void fg_tmp_remove_all(void)
+{
+	char p[PATH_MAX];
+	int i;
+
+	for (i = 0; i < TMP_SLOTS; i++) {
+		unsigned w = atomic_load(&tmp_slots[i].word);
+		size_t k;
+
+		if (PHASE(w) != 2)
+			continue;
+		/* a plain loop: memcpy is not on POSIX's async-signal-safe list */
+		for (k = 0; k < sizeof(p) - 1 && tmp_slots[i].path[k]; k++)
+			p[k] = tmp_slots[i].path[k];
+		p[k] = '\0';
+		if (atomic_load(&tmp_slots[i].word) == w)
+			unlink(p);
+	}
 }

@@ -16,13 +16,25 @@ int fg_file_read(const char *path, size_t max, struct fg_buf *out, struct fg_err
  * new one is there afterwards, never a mix. mode is e.g. 0644. The
  * temporary file is created O_EXCL|O_NOFOLLOW as "<path>.tmp.<pid>", else
  * (that name taken: another writer's file, a symlink planted there, which
- * is neither followed nor touched) "<path>.tmp.<pid>.<n>". */
+ * is neither followed nor touched) "<path>.tmp.<pid>.<n>"; it is tracked
+ * (fg_tmp_track) while it exists. */
 int fg_file_write_atomic(const char *path, const void *data, size_t len, int mode,
 			 struct fg_err *err);
 
 /* Writes all len bytes to fd, retrying short writes and EINTR; 0 or -1 with
  * errno set. */
 int fg_write_all(int fd, const void *data, size_t len);
+
+/* Temporary files that a SIGINT or SIGTERM must not leave behind: the
+ * writer tracks each one from its creation until it is renamed or removed,
+ * and cmd/'s signal handler calls fg_tmp_remove_all, which unlinks every
+ * tracked path and is async-signal-safe. fg_tmp_track copies path (shorter
+ * than PATH_MAX) and returns a slot, or -1 when it cannot track it (a
+ * bounded table full: that file then stays behind a signal, as before);
+ * fg_tmp_untrack accepts -1. Thread-safe. */
+int fg_tmp_track(const char *path);
+void fg_tmp_untrack(int slot);
+void fg_tmp_remove_all(void);
 
 /* mkdir -p with mode for each created level. */
 int fg_mkdir_p(const char *path, int mode, struct fg_err *err);

@@ -2386,7 +2386,7 @@ int fg_pull_materialize(const struct fg_lock_manifest *lm0, const struct fg_mani
 			const char *into, int copy, struct fg_place_report *rep, struct fg_err *err)
 {
 	struct fg_buf dir = FG_BUF_INIT, dst = FG_BUF_INIT, blob = FG_BUF_INIT, rec = FG_BUF_INIT,
-		      text = FG_BUF_INIT, rel = FG_BUF_INIT, reldir = FG_BUF_INIT;
+		      text = FG_BUF_INIT, rel = FG_BUF_INIT, reldir = FG_BUF_INIT, pdir = FG_BUF_INIT;
 	struct fg_place_report r;
 	const char **names = NULL; /* this run's placed paths, sorted */
 	size_t nn = 0;
@@ -2395,9 +2395,13 @@ int fg_pull_materialize(const struct fg_lock_manifest *lm0, const struct fg_mani
 	const struct fg_lock_manifest *lm = &view;
 	char real[PATH_MAX];
 	cJSON *now = NULL, *was = NULL, *files = NULL, *copies_now = NULL, *f;
+	cJSON *swept = cJSON_CreateObject(); /* the folders fg_store_sweep_tmps looked through */
 	char stamp[128];
 	size_t ci, i;
 	int rc = place_view(&view, &copies, lm0, m, err);
+
+	if (!rc && !swept)
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 
 	if (!rc)
 		rc = check_placement(lm, into, err);
@@ -2441,6 +2445,19 @@ int fg_pull_materialize(const struct fg_lock_manifest *lm0, const struct fg_mani
 				rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 			if (rc)
 				break;
+			/* the temporary files a pull killed (SIGKILL) while it placed
+			 * into this folder left there: once per folder */
+			fg_buf_reset(&dst);
+			fg_buf_reset(&pdir);
+			if (!fg_path_join(&dst, dir.data, c->files[i].path, NULL) &&
+			    !fg_path_dir(dst.data, &pdir, NULL) &&
+			    !cJSON_GetObjectItemCaseSensitive(swept, pdir.data)) {
+				if (!cJSON_AddNullToObject(swept, pdir.data)) {
+					rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+					break;
+				}
+				fg_store_sweep_tmps(pdir.data, &r.swept);
+			}
 			/* already there as a link to the same blob (not wanted with
 			 * copy), or as the copy the last --into wrote, untouched since:
 			 * nothing to do */
@@ -2517,6 +2534,8 @@ int fg_pull_materialize(const struct fg_lock_manifest *lm0, const struct fg_mani
 	}
 	cJSON_Delete(now);
 	cJSON_Delete(was);
+	cJSON_Delete(swept);
+	fg_buf_release(&pdir);
 	fg_buf_release(&dir);
 	fg_buf_release(&dst);
 	fg_buf_release(&blob);

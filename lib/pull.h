@@ -125,6 +125,8 @@ struct fg_place_report {
 	size_t linked, copied; /* how this run's files are there */
 	size_t removed;        /* placed by the last --into of this manifest here, not named now */
 	size_t kept;           /* such files left alone: changed since they were placed */
+	size_t swept;          /* "<file>.fgtmp.<pid>" of dead pids (a pull killed while it
+				  placed) removed from the folders placed into */
 	size_t foreign;        /* files in the components' target folders that lm does not name
 				  and no --into of it placed (a stale download, another version) */
 #define FG_PLACE_EXAMPLES 3
@@ -150,7 +152,9 @@ void fg_place_report_release(struct fg_place_report *rep);
  * ctime is not written again. The record is then rewritten for this run. Last, the target folders
  * are looked through (not following links, 100000 entries at most) for
  * files lm does not name, which a serve script reading the folder may load:
- * counted in rep->foreign. rep may be NULL; else release it with
+ * counted in rep->foreign. Before placing into a folder, the temporary
+ * files a killed pull left there are removed (fg_store_sweep_tmps;
+ * rep->swept). rep may be NULL; else release it with
  * fg_place_report_release. */
 int fg_pull_materialize(const struct fg_lock_manifest *lm, const struct fg_manifest *m, struct fg_store *st,
 			const char *into, int copy, struct fg_place_report *rep, struct fg_err *err);

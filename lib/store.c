@@ -1264,7 +1264,7 @@ int fg_store_materialize(const struct fg_store *st, const char *sha256_hex, cons
 	struct fg_buf blob = FG_BUF_INIT, dst = FG_BUF_INIT, tmp = FG_BUF_INIT;
 	struct stat sb, bs;
 	size_t i;
-	int rc, linked = 0;
+	int rc, linked = 0, slot;
 
 	if (!fg_path_is_safe_rel(rel))
 		return fg_err_set(err, FG_EINVAL, "materialize: \"%s\" is not a safe relative path", rel);
@@ -1309,6 +1309,9 @@ int fg_store_materialize(const struct fg_store *st, const char *sha256_hex, cons
 	if (rc)
 		goto out;
 	unlink(tmp.data);
+	/* removed by cmd/'s handler on SIGINT/SIGTERM; after a SIGKILL, by the
+	 * next pull into the folder (fg_store_sweep_tmps) */
+	slot = fg_tmp_track(tmp.data);
 	if (!copy && !link(blob.data, tmp.data))
 		linked = 1;
 	else if (!copy && errno != EXDEV && errno != EPERM && errno != EMLINK && errno != ENOTSUP &&
@@ -1320,6 +1323,7 @@ int fg_store_materialize(const struct fg_store *st, const char *sha256_hex, cons
 		rc = fg_err_set(err, FG_EIO, "rename %s: %s", dst.data, strerror(errno));
 		unlink(tmp.data);
 	}
+	fg_tmp_untrack(slot);
 	if (!rc && linked)
 		stamp_carry(st, sha256_hex, &bs, blob.data); /* the link moved the blob's ctime */
 	if (!rc && how)
@@ -1329,6 +1333,53 @@ out:
 	fg_buf_release(&dst);
 	fg_buf_release(&tmp);
 	return rc;
+}
+
+/* The pid in name when it is "<something>.fgtmp.<decimal pid>"
+ * (fg_store_materialize's temporary name), else 0. */
+static long tmp_owner(const char *name)
+{
+	const char *p = NULL, *q;
+	long pid = 0;
+
+	for (q = name; (q = strstr(q, ".fgtmp.")); q++)
+		p = q;
+	if (!p || p == name)
+		return 0;
+	for (q = p + 7; *q; q++) {
+		if (*q < '0' || *q > '9' || pid > 99999999)
+			return 0;
+		pid = pid * 10 + (*q - '0');
+	}
+	return q == p + 7 ? 0 : pid;
+}
+
+int fg_store_sweep_tmps(const char *dir, size_t *removed)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		long pid = tmp_owner(e->d_name);
+		struct stat sb;
+
+		if (pid <= 0 || pid == (long)getpid())
+			continue;
+		/* only a dead writer's: a live one (or whoever has its pid now) keeps it */
+		if (!kill((pid_t)pid, 0) || errno != ESRCH)
+			continue;
+		if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) || !S_ISREG(sb.st_mode))
+			continue;
+		if (!unlinkat(dirfd(d), e->d_name, 0))
+			n++;
+	}
+	closedir(d);
+	if (removed)
+		*removed += (size_t)n;
+	return n;
 }
 
 /* ---- gc roots ---- */

@@ -272,6 +272,16 @@ enum fg_store_mat {
 int fg_store_materialize(const struct fg_store *st, const char *sha256_hex, const char *dest_root,
 			 const char *rel, int copy, int *how, struct fg_err *err);
 
+/* fg_store_materialize writes dest_root/rel through "<dest>.fgtmp.<pid>",
+ * removed on failure and (tracked: fg_tmp_track) by cmd/'s SIGINT/SIGTERM
+ * handler. After a SIGKILL it stays: this removes, from the one folder dir
+ * (not below it), every regular file named "<name>.fgtmp.<pid>" whose pid
+ * is no live process on this machine (kill(pid, 0) gives ESRCH; a pid that
+ * is alive, whoever has it now, keeps its file). Returns how many it
+ * removed, also added to *removed (may be NULL); a folder it cannot read
+ * gives 0. */
+int fg_store_sweep_tmps(const char *dir, size_t *removed);
+
 /* Records the absolute path of a lock file as a gc root (idempotent). */
 int fg_store_root_add(struct fg_store *st, const char *lock_path, struct fg_err *err);
 /* Calls fn with each recorded root path that still exists. */

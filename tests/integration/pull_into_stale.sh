@@ -6,7 +6,9 @@
 # with a warning; files fgpack never placed, files placed for another manifest,
 # and anything reached through a symlinked folder are left alone, and files in
 # the target folders that the lock does not name are reported (the
-# stale-directory trap). Sources are file:// folders (no server).
+# stale-directory trap). A pull --copy killed mid-copy leaves no
+# "<file>.fgtmp.<pid>" behind (SIGTERM, SIGINT), or the next pull into the
+# folder removes it (SIGKILL). Sources are file:// folders (no server).
 . "$(dirname "$0")/../lib.sh"
 export FGPACK_HOME="$WORK/store"
 unset HF_HUB_OFFLINE
@@ -127,4 +129,62 @@ check "  (one of them names the folder both)" sh -c "grep -q '\"into\": \"$bothr
 rm -rf both
 check "gc drops the record of a folder that is gone" sh -c "'$FGPACK' store gc >/dev/null && [ \$(ls '$FGPACK_HOME/placed' | grep -c '\\.json\$') -eq $((before - 1)) ]"
 check "  and none names it any more" sh -c "! grep -l '\"into\": \"$bothreal\"' '$FGPACK_HOME'/placed/*.json"
+# pull --copy killed mid-copy: SIGTERM and SIGINT remove the temporary
+# "<file>.fgtmp.<pid>"; after SIGKILL the next pull into that folder removes
+# it (its pid is dead), and leaves one whose pid is alive. The pull is
+# stopped (SIGSTOP) while its temporary copy of a 256 MiB file exists, so
+# the signal lands mid-copy, before the rename.
+mkdir -p big
+head -c 268435456 /dev/zero | tr '\0' 'x' >big/big.bin
+printf '{"name": "big", "env": {"WEIGHTS_BUCKET": "file://%s/big", "LOCAL_MODEL_DIR": "/m"}}\n' "$WORK" >big.json
+check "pull the 256 MiB file into the store" "$FGPACK" pull big.json --lock big.lock
+# catch_copy DIR SIG: starts pull --copy into DIR, stops it while its
+# temporary copy exists, sends SIG; prints the pull's exit status, or
+# "missed" when the copy ended before it could be caught
+catch_copy() {
+	env --default-signal=INT "$FGPACK" pull big.json --lock big.lock --locked --into "$1" --copy >"$1.out" 2>&1 &
+	cp_pid=$!
+	cp_tmp=$1/m/big.bin.fgtmp.$cp_pid
+	while kill -0 $cp_pid 2>/dev/null && [ ! -e "$cp_tmp" ]; do :; done
+	kill -STOP $cp_pid 2>/dev/null
+	if [ ! -e "$cp_tmp" ]; then
+		kill -CONT $cp_pid 2>/dev/null
+		wait $cp_pid
+		echo missed
+		return
+	fi
+	kill -"$2" $cp_pid
+	kill -CONT $cp_pid
+	wait $cp_pid
+	echo $?
+}
+for sig in TERM INT; do
+	r=$(catch_copy "k$sig" $sig)
+	if [ "$r" = missed ]; then
+		ok "SIG$sig mid-copy # SKIP the copy ended before it was caught (a reflink?)"
+		continue
+	fi
+	want=143; [ $sig = INT ] && want=130
+	if [ "$r" -eq $want ]; then ok "pull --copy killed by SIG$sig mid-copy (exit $r)"; else not_ok "pull --copy killed by SIG$sig mid-copy (exit $r, wanted $want)"; fi
+	left=$(ls "k$sig/m" | grep '\.fgtmp\.' || true)
+	if [ -z "$left" ]; then ok "  SIG$sig: no temporary file left in the target folder"
+	else not_ok "  SIG$sig: no temporary file left in the target folder ($left)"; fi
+done
+r=$(catch_copy kKILL KILL)
+if [ "$r" = missed ]; then
+	ok "SIGKILL mid-copy # SKIP the copy ended before it was caught (a reflink?)"
+else
+	left=$(ls kKILL/m | grep '\.fgtmp\.' || true)
+	if [ -n "$left" ]; then ok "SIGKILL mid-copy leaves $left"; else not_ok "SIGKILL mid-copy leaves a temporary file"; fi
+	# a temporary file of a live process (this shell) in the same folder
+	printf 'live\n' >"kKILL/m/big.bin.fgtmp.$$"
+	"$FGPACK" pull big.json --lock big.lock --locked --into kKILL --copy >kKILL.out2 2>&1
+	check_exit "the next pull --copy into that folder" 0 sh -c "exit $?"
+	if ! ls kKILL/m | grep -v "^big.bin.fgtmp.$$\$" | grep -q '\.fgtmp\.'; then ok "  removed the killed pull's temporary file"
+	else not_ok "  removed the killed pull's temporary file ($(ls kKILL/m | tr '\n' ' '))"; fi
+	check_grep "  and says so" "1 temporary file of a killed pull removed" kKILL.out2
+	check "  kept the one of a live pid" test -f "kKILL/m/big.bin.fgtmp.$$"
+	check "  and placed the file" cmp big/big.bin kKILL/m/big.bin
+	rm -f "kKILL/m/big.bin.fgtmp.$$"
+fi
 finish
