@@ -367,6 +367,11 @@ static int open_lock(struct fg_lock **lock, struct fg_lock_manifest **lm, struct
 				p.data, m->sha256);
 	if (!rc)
 		rc = fg_store_open(st, store_dir, err);
+	/* the lock's blobs are read from the store: a gc must not remove them
+	 * meanwhile (it refuses while the store is in use; held until the store
+	 * is freed). A store whose lock file cannot be opened is read without. */
+	if (!rc)
+		fg_store_use(*st, NULL);
 	fg_buf_release(&p);
 	return rc;
 }

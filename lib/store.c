@@ -189,6 +189,10 @@ int fg_store_open_existing(struct fg_store **out, const char *root, struct fg_er
 		rc = fg_err_set(err, FG_ENOTFOUND, "%s: not an fgpack store (no blobs/sha256)", root);
 	if (!rc && have && fg_store_open(out, r.data, NULL))
 		*out = NULL; /* unusable: the caller hashes everything itself */
+	/* the reader's blobs stay while it reads them: gc refuses meanwhile
+	 * (a store whose lock file cannot be opened is read without it) */
+	if (!rc && *out)
+		fg_store_use(*out, NULL);
 	fg_buf_release(&r);
 	fg_buf_release(&blobs);
 	return rc;
@@ -250,7 +254,8 @@ int fg_store_lock_gc(struct fg_store *st, struct fg_err *err)
 		return rc;
 	if (rc == 1)
 		return fg_err_set(err, FG_EBUSY,
-				  "gc: store %s is in use by another fgpack process (a pull or lock in progress); "
+				  "gc: store %s is in use by another fgpack process "
+				  "(a pull, lock, pack or bake in progress); "
 				  "nothing removed, run gc again when it is done", st->root);
 	st->use_ex = 1;
 	return 0;

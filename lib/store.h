@@ -49,7 +49,10 @@ int fg_store_open(struct fg_store **out, const char *root, struct fg_err *err);
  * (FG_ENOTFOUND); with root NULL, the default store when it exists, else 0
  * with *out NULL. Creates nothing where there is no store: for readers whose
  * inputs may be hard links to blobs (bake, pack), which never make a store.
- * A store that cannot be opened (read-only?) gives 0 and *out NULL too. */
+ * A store that cannot be opened (read-only?) gives 0 and *out NULL too.
+ * The store opened is in use (fg_store_use: shared, waiting while a gc runs)
+ * until fg_store_free, so gc refuses while the reader may read its blobs;
+ * where locks/store.lock cannot be opened, it is read without. */
 int fg_store_open_existing(struct fg_store **out, const char *root, struct fg_err *err);
 void fg_store_free(struct fg_store *st);
 const char *fg_store_root(const struct fg_store *st); /* borrowed */
@@ -62,8 +65,9 @@ const char *fg_store_root(const struct fg_store *st); /* borrowed */
  * the roots until it is done (fg_store_lock_gc: FG_EBUSY at once, naming
  * the store, while any process uses it). So gc never removes a blob that a
  * pull in flight fetched or found present and has not written into its lock
- * yet. Where the file system refuses flock (some NFS mounts) both go on
- * without it, as before. */
+ * yet. Readers of blobs (pack, bake: fg_store_open_existing) hold it
+ * shared too while the store is open. Where the file system refuses flock
+ * (some NFS mounts) both go on without it, as before. */
 int fg_store_use(struct fg_store *st, struct fg_err *err);
 int fg_store_lock_gc(struct fg_store *st, struct fg_err *err);
 

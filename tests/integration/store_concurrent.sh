@@ -5,7 +5,8 @@
 # line and removes nothing, and the pull then ends with every blob its lock
 # names in the store. A .part left read-only (a kill between a commit's
 # chmod 0444 and its rename) is resumed by the next pull, also one that file
-# modes bind (no CAP_DAC_OVERRIDE).
+# modes bind (no CAP_DAC_OVERRIDE). gc run while a pack or a bake int4
+# reads the store's blobs refuses the same way.
 . "$(dirname "$0")/../lib.sh"
 S=$TOP/tests/servers
 [ -x /usr/bin/python3 ] && PATH=/usr/bin:$PATH && export PATH
@@ -102,4 +103,41 @@ if [ $prc -eq 0 ]; then ok "the next pull copes with the read-only .part"
 else not_ok "the next pull copes with the read-only .part (exit $prc)"; sed 's/^/#   /' "$WORK/ro2.out"; fi
 check "  and places big.bin whole" cmp "$WORK/b/w/big.bin" "$WORK/ro-into/m/big.bin"
 check "  its blob verifies" env FGPACK_HOME=$st2 "$FGPACK" store verify --lock "$WORK/ro.lock"
+# pack and bake read blobs of the store: gc refuses while they run. Each is
+# held by strace for 3 s right after its first flock (the store lock it
+# takes); a gc meanwhile must refuse, and the blobs stay. The pull's lock is
+# moved away first, so that no root names its blobs and a gc would remove
+# them.
+# gc_during NAME CMD...: runs CMD so, and gc while it holds the store lock
+gc_during() {
+	name=$1; shift
+	traced -f -o /dev/null -e trace=flock -e inject=flock:delay_exit=3000000:when=1 "$@" >"$WORK/gd.out" 2>&1 &
+	gpid=$!
+	ino=$(stat -c %i "$st/locks/store.lock")
+	i=0
+	while ! grep -q ":$ino " /proc/locks && [ $i -lt 200 ] && kill -0 $gpid 2>/dev/null; do
+		sleep 0.05; i=$((i + 1))
+	done
+	"$FGPACK" store gc >"$WORK/gd.gc" 2>&1
+	grc=$?
+	if [ $grc -ne 0 ] && grep -q "in use by another fgpack process" "$WORK/gd.gc"; then
+		ok "gc during $name refuses: $(cat "$WORK/gd.gc")"
+	else
+		not_ok "gc during $name refuses (exit $grc)"; sed 's/^/#   /' "$WORK/gd.gc"
+	fi
+	wait $gpid
+	prc=$?
+	if [ $prc -eq 0 ]; then ok "  $name ends well"; else not_ok "  $name ends well (exit $prc)"; sed 's/^/#   /' "$WORK/gd.out"; fi
+}
+mv "$WORK/m.lock" "$WORK/pk.lock"
+gc_during "pack" "$FGPACK" pack "$WORK/m.json" --lock "$WORK/pk.lock" --no-golden -o "$WORK/pk.fgb"
+check "  the blobs pack read are still in the store" "$FGPACK" store verify --lock "$WORK/pk.lock"
+check "  the bundle verifies" "$FGPACK" verify "$WORK/pk.fgb"
+# bake int4 of a checkpoint pulled into a folder (hard links to blobs)
+V=$TOP/tests/fixtures/oracle/variants/attn-bias
+printf '{"name": "v", "env": {"WEIGHTS_BUCKET": "file://%s", "LOCAL_MODEL_DIR": "/v"}}\n' "$V" >"$WORK/v.json"
+check "pull a checkpoint for bake" "$FGPACK" pull "$WORK/v.json" --lock "$WORK/v.lock" --into "$WORK/vin"
+mv "$WORK/v.lock" "$WORK/vk.lock"
+gc_during "bake int4" "$FGPACK" bake int4 "$WORK/vin/v" "$WORK/vout" --group 32 --ignore-misfits
+check "  the blobs bake read are still in the store" "$FGPACK" store verify --lock "$WORK/vk.lock"
 finish
