@@ -923,8 +923,15 @@ int fg_audit_bundle(struct fg_audit **out, const char *path, struct fg_err *err)
 	*out = NULL;
 	if ((rc = audit_new(&a, "bundle", path, err)) ||
 	    (rc = fg_tarball_read_member(path, "bundle.json", (size_t)64 << 20, &bj, err)) ||
-	    (rc = fg_json_parse(&meta, bj.data, bj.len, "bundle.json", err)) ||
-	    (rc = tarball_scan_keep(path, &ml, id, err)))
+	    (rc = fg_json_parse(&meta, bj.data, bj.len, "bundle.json", err)))
+		goto out;
+	rc = tarball_scan_keep(path, &ml, id, err);
+	if (rc == FG_EFORMAT || rc == FG_EHASH) {
+		/* a damaged archive: refused as verify and exec refuse it */
+		fg_err_wrap(err, "bundle %s is corrupt or hostile", path);
+		rc = err ? (err->code = FG_EMISMATCH) : FG_EMISMATCH;
+	}
+	if (rc)
 		goto out;
 	fg_hex_encode(id, 32, id_hex);
 	a->sha256 = strdup(id_hex);
@@ -954,12 +961,26 @@ int fg_audit_bundle(struct fg_audit **out, const char *path, struct fg_err *err)
 		set_str(&brow->signature, access(sig.data, R_OK) == 0 ? "present, no key hint" : "unsigned");
 	}
 
-	/* the manifest inside, for env values and patches */
-	if (member_text(&ml, "manifest.json", &kd, &kn) == 0 &&
-	    fg_manifest_parse(&m, kd, kn, "manifest.json", NULL) == 0)
-		env = fg_json_obj(m->json, "env");
-	else
+	/* the manifest inside, for env values and patches; one bundle.json
+	 * names that is no manifest is refused, as verify and exec refuse it */
+	if (member_text(&ml, "manifest.json", &kd, &kn) == 0) {
+		struct fg_err me;
+
+		memset(&me, 0, sizeof(me));
+		rc = fg_manifest_parse(&m, kd, kn, "manifest.json", &me);
+		if (!rc)
+			env = fg_json_obj(m->json, "env");
+		else if (rc == FG_ENOMEM)
+			rc = fg_err_set(err, rc, "out of memory");
+		else if (fg_json_str(meta, "manifest") && !strcmp(fg_json_str(meta, "manifest"), "manifest.json"))
+			rc = fg_err_set(err, FG_EMISMATCH, "manifest.json: not a valid manifest: %s",
+					strncmp(me.msg, "manifest.json: ", 15) ? me.msg : me.msg + 15);
+		else
+			rc = unknown(a, err, "manifest.json in the bundle is no manifest (%s): env settings and patches not checked",
+				     me.msg);
+	} else {
 		rc = unknown(a, err, "no manifest.json in the bundle: env settings and patches not checked");
+	}
 
 	comps = fg_json_arr(meta, "components");
 	cJSON_ArrayForEach(c, comps)

@@ -514,7 +514,21 @@ struct seen {
 struct collect {
 	struct seen *s;
 	size_t n, cap;
+	/* bundle.json's manifest (borrowed, NULL: none): a scan keeps its
+	 * bytes (kept, got) for check_manifest */
+	const char *keep;
+	struct fg_buf kept;
+	int got;
 };
+
+/* fg_tarball_read_opts.keep: the manifest's bytes, up to what a manifest
+ * may hold (called from the lanes' threads: reads only) */
+static size_t keep_manifest(void *user, const char *path)
+{
+	const struct collect *c = user;
+
+	return c->keep && !strcmp(path, c->keep) ? FG_MANIFEST_MAX_BYTES : 0;
+}
 
 static int collect_entry(void *user, const struct fg_tarball_entry *e, struct fg_err *err)
 {
@@ -539,6 +553,12 @@ static int collect_entry(void *user, const struct fg_tarball_entry *e, struct fg
 	c->s[c->n].hashed = e->hashed;
 	fg_hex_encode(e->sha256, 32, c->s[c->n].sha256);
 	c->n++;
+	if (e->content && c->keep && !strcmp(e->path, c->keep)) {
+		fg_buf_reset(&c->kept);
+		if (fg_buf_append(&c->kept, e->content, (size_t)e->size, err))
+			return err ? err->code : FG_ENOMEM;
+		c->got = 1;
+	}
 	return 0;
 }
 
@@ -676,6 +696,58 @@ static int check_meta_paths(struct fg_bundle *b, const cJSON *files, struct fg_e
 	return rc;
 }
 
+/* The manifest bundle.json names, once every member checked out (so it is
+ * the member listed, with its digest): exec reads it for the env and the
+ * serve command, so it must be one fg_manifest_parse accepts, else a
+ * problem naming it and what is wrong (verify refuses what exec would fail
+ * on). Its bytes: the extracted file (dir, not NULL), else what the scan
+ * kept (c->kept). */
+static int check_manifest(struct fg_bundle *b, const struct collect *c, const char *dir,
+			  struct fg_err *err)
+{
+	const char *mp = fg_json_str(b->meta, "manifest");
+	struct fg_buf path = FG_BUF_INIT, text = FG_BUF_INIT;
+	struct fg_manifest *m = NULL;
+	struct fg_err e;
+	char what[FG_ERR_MSG_MAX + 64];
+	const char *why;
+	size_t skip = 0;
+	int rc = 0, bad;
+
+	if (!mp || b->n_problems)
+		return 0;
+	memset(&e, 0, sizeof(e));
+	if (dir) {
+		rc = fg_path_join(&path, dir, mp, err);
+		bad = rc ? 0 : fg_file_read(path.data, FG_MANIFEST_MAX_BYTES, &text, &e);
+		if (bad == FG_EINVAL)
+			fg_err_set(&e, FG_EFORMAT, "larger than %zu MiB", FG_MANIFEST_MAX_BYTES >> 20);
+		else if (bad && bad != FG_EFORMAT)
+			rc = fg_err_set(err, bad, "%s", e.msg); /* an I/O error, not the bundle's */
+	} else if (c->got) {
+		bad = fg_buf_append(&text, c->kept.data ? c->kept.data : "", c->kept.len, err);
+		rc = bad;
+	} else {
+		/* listed, matched, not kept: more than a manifest may hold */
+		bad = fg_err_set(&e, FG_EFORMAT, "larger than %zu MiB", FG_MANIFEST_MAX_BYTES >> 20);
+	}
+	if (!rc && !bad && (bad = fg_manifest_parse(&m, text.data ? text.data : "", text.len, mp, &e)) ==
+				       FG_ENOMEM)
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	if (!rc && bad) {
+		/* fg_manifest_parse names it first: say it once */
+		if (!strncmp(e.msg, mp, strlen(mp)) && !strncmp(e.msg + strlen(mp), ": ", 2))
+			skip = strlen(mp) + 2;
+		why = e.msg[0] ? e.msg + skip : fg_err_name(bad);
+		snprintf(what, sizeof(what), "not a valid manifest: %s", why);
+		rc = problem(b, mp, what, err);
+	}
+	fg_manifest_free(m);
+	fg_buf_release(&path);
+	fg_buf_release(&text);
+	return rc;
+}
+
 static int compare(struct fg_bundle *b, struct collect *c, struct fg_err *err)
 {
 	const cJSON *files = fg_json_arr(b->meta, "files"), *f;
@@ -771,6 +843,7 @@ static void collect_free(struct collect *c)
 	for (i = 0; i < c->n; i++)
 		free(c->s[i].path);
 	free(c->s);
+	fg_buf_release(&c->kept);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -802,7 +875,7 @@ static int corrupt_json(int rc, const char *fgb, struct fg_err *err)
  * bundle.json or a tar header was changed), then the id itself. */
 static int name_the_files(struct fg_bundle *b, const char *fgb, struct fg_err *err)
 {
-	struct collect c = { NULL, 0, 0 };
+	struct collect c = { NULL, 0, 0, NULL, FG_BUF_INIT, 0 };
 	struct fg_tarball_read_opts o;
 	char what[200];
 	size_t i;
@@ -901,7 +974,7 @@ static int open_bundle(struct fg_bundle **out, const char *fgb, const char *dest
 		       const char *expect_id, int want_id, int threads, struct fg_err *err)
 {
 	struct fg_bundle *b = calloc(1, sizeof(*b));
-	struct collect c = { NULL, 0, 0 };
+	struct collect c = { NULL, 0, 0, NULL, FG_BUF_INIT, 0 };
 	struct fg_buf path = FG_BUF_INIT, text = FG_BUF_INIT;
 	struct fg_tarball_read_opts o;
 	struct fg_tarball_chain *chains = NULL;
@@ -977,6 +1050,8 @@ static int open_bundle(struct fg_bundle **out, const char *fgb, const char *dest
 		if (!b->by_id)
 			rc = name_the_files(b, fgb, err);
 	}
+	if (!rc)
+		rc = check_manifest(b, &c, b->dir, err);
 	b->seconds = now_s() - t0;
 	if (rc)
 		goto fail;
@@ -1074,7 +1149,7 @@ static int scan(struct fg_bundle **out, const char *fgb, const char *expect_id, 
 		int threads, struct fg_err *err)
 {
 	struct fg_bundle *b = calloc(1, sizeof(*b));
-	struct collect c = { NULL, 0, 0 };
+	struct collect c = { NULL, 0, 0, NULL, FG_BUF_INIT, 0 };
 	struct fg_buf text = FG_BUF_INIT;
 	struct fg_tarball_read_opts o;
 	struct fg_tarball_chain *chains = NULL;
@@ -1103,6 +1178,10 @@ static int scan(struct fg_bundle **out, const char *fgb, const char *expect_id, 
 		id_pass_opts(&o, expect_id);
 		o.lanes = &b->lanes;
 		o.threads = threads;
+		/* the manifest's bytes, for check_manifest (in lanes too) */
+		c.keep = fg_json_str(b->meta, "manifest");
+		if (c.keep)
+			o.keep = keep_manifest;
 		chains_of(b->meta, &chains, &o.n_chains, &chain_mem);
 		o.chains = chains;
 		rc = corrupt(fg_tarball_scan_opts(fgb, &o, collect_entry, &c,
@@ -1123,6 +1202,8 @@ static int scan(struct fg_bundle **out, const char *fgb, const char *expect_id, 
 		else
 			rc = name_the_files(b, fgb, err);
 	}
+	if (!rc)
+		rc = check_manifest(b, &c, NULL, err);
 	b->seconds = now_s() - t0;
 	collect_free(&c);
 	fg_buf_release(&text);

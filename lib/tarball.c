@@ -2027,9 +2027,9 @@ static int walk_archive_in(const char *archive, const char *dest, const struct f
 	 * pass from start to end: the identity pass alone takes nearly as long,
 	 * docs/bench.md); or the identity from its states with one member's
 	 * digest (hash_only) or none (not hash); members' bytes kept (keep)
-	 * only where the lanes compute the identity */
+	 * by the lanes that read them, as the sequential reader keeps them */
 	may = o->hash || id ? fg_tarlanes_may_read(archive) : 0;
-	if (may && (!o->hash || o->hash_only || o->keep ? id && may == 2
+	if (may && (!o->hash || o->hash_only ? id && may == 2
 							 : !id || (o->id_thread && (dest || may == 2)))) {
 		struct fg_tarball_limits l = limits_of(lim);
 		struct fg_tarlanes_opts lo;

@@ -137,9 +137,8 @@ struct fg_tarball_read_opts {
 				* the archive was read from start to end */
 	/* may be NULL: how many bytes of this file member the entry callback
 	 * wants in e->content (0: none); one larger than that is not kept
-	 * (e->content NULL), as fg_tarball_read_member refuses it. With keep
-	 * the archive is read from start to end, unless the identity is asked
-	 * for and the archive keeps its states: then in lanes, which call keep
+	 * (e->content NULL), as fg_tarball_read_member refuses it. Keep does
+	 * not change where the archive is read in lanes; the lanes call keep
 	 * from their threads at once (it must be safe to). */
 	size_t (*keep)(void *user, const char *path);
 	/* may be NULL: members whose chain states the lanes may cut at

@@ -1482,7 +1482,7 @@ int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 	    seek_table(fd, (unsigned long long)st.st_size, &off, &tar, &nf))
 		goto out;
 	id_states(fd, off, tar, &nf, &idst, &has_id);
-	if ((o->id && !idst) || ((o->hash_only || o->keep) && !o->id))
+	if ((o->id && !idst) || (o->hash_only && !o->id))
 		goto out; /* the identity would be one pass from start to end */
 	want = 2 * (size_t)threads;
 	memo = calloc(nf + 1, 1);

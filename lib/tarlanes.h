@@ -90,9 +90,10 @@ struct fg_tarlanes_opts {
 	 * region's part written at its offset; so too for a member cut at its
 	 * chain states) */
 	const char *hash_only;
-	/* may be NULL; with id only: how many bytes of a member to keep (0:
-	 * none), as fg_tarball_read_opts.keep; a member no larger is kept in
-	 * its entry's content, and never cut into regions */
+	/* may be NULL: how many bytes of a member to keep (0: none), as
+	 * fg_tarball_read_opts.keep (called from the lanes' threads at once);
+	 * a member no larger is kept in its entry's content, and never cut
+	 * into regions */
 	size_t (*keep)(void *user, const char *path);
 	void *keep_user;
 };

@@ -3,9 +3,10 @@
 # refuses the same way (exit 3, one line naming what): bytes after the tar's
 # end-of-archive marker (beyond its zero padding), a bundle.json whose files
 # list names a path twice or lacks a field, member names no file system can
-# create (a component over 255 bytes, a path over 3839). Tars repacked by GNU
-# tar and bsdtar, and long names that are valid, keep verifying; pack refuses
-# a name it could not have verified.
+# create (a component over 255 bytes, a path over 3839), a manifest that is
+# no manifest (exec could not read it; audit refuses it too). Tars repacked
+# by GNU tar and bsdtar, and long names that are valid, keep verifying; pack
+# refuses a name it could not have verified, and a manifest that is none.
 . "$(dirname "$0")/../lib.sh"
 
 M=$WORK/model
@@ -179,5 +180,72 @@ printf 'w\n' >"$p/w.bin"
 check_exit "pack of a member path of 3841 bytes: refused" 1 sh -c "exit $?"
 check "  in one line, nothing written" sh -c "[ \"\$(wc -l <'$WORK/deep.err')\" -eq 1 ] && ! ls '$WORK' | grep -q '^deep.fgb'"
 check_grep "  naming the path and the limit" "bundle member 'components/model/d+\\.\\.\\.' \\(3841 bytes\\): its name is longer than 3839 bytes" "$WORK/deep.err"
+
+# ---- 4. the manifest bundle.json names: one exec can read ----
+# (bundle.json's entry for it right, its bytes no manifest: verify never
+# parsed it and passed, exec failed with exit 1)
+mkdir -p "$WORK/ms"
+printf '{"name": "m", "serve": ["true"], "env": {"MAX_MODEL_LEN": "64"}}\n' >"$WORK/ms/manifest.json"
+check "pack a manifest bundle" sh -c "'$FGPACK' pack '$WORK/ms/manifest.json' --no-golden -o '$WORK/ms.fgb' >/dev/null 2>&1"
+zstd -q -dc "$WORK/ms.fgb" >"$WORK/ms.tar"
+check "  verify --no-replay reads it in lanes (the lane that reads the manifest keeps it)" sh -c "'$FGPACK' verify '$WORK/ms.fgb' --no-replay --threads 1 --json --summary - | grep -q '\"lanes\": [2-9]'"
+# each as a plain tar and as zstd frames cut at every member with a seek
+# table, so that the lanes read it too
+python3 - "$WORK/ms.tar" "$WORK" <<'EOF'
+import copy, hashlib, io, json, struct, subprocess, sys, tarfile
+src = tarfile.open(sys.argv[1])
+w = sys.argv[2]
+meta = json.loads(src.extractfile("bundle.json").read())
+def frame(tarb, cuts, out):
+    cuts = sorted(set(c for c in cuts if 0 < c < len(tarb))) + [len(tarb)]
+    body, tab, at = b"", b"", 0
+    for c in cuts:
+        z = subprocess.run(["zstd", "-q", "-c"], input=tarb[at:c], capture_output=True, check=True).stdout
+        body += z; tab += struct.pack("<II", len(z), c - at); at = c
+    tab += struct.pack("<I", len(cuts)) + b"\0" + struct.pack("<I", 0x8F92EAB1)
+    open(out, "wb").write(body + struct.pack("<II", 0x184D2A5E, len(tab)) + tab)
+def write(name, mdata):
+    m = copy.deepcopy(meta)
+    e = [f for f in m["files"] if f["path"] == "manifest.json"][0]
+    e["size"] = len(mdata); e["sha256"] = hashlib.sha256(mdata).hexdigest()
+    b = io.BytesIO()
+    out = tarfile.open(fileobj=b, mode="w", format=tarfile.PAX_FORMAT)
+    offs = []
+    for mm in src.getmembers():
+        data = src.extractfile(mm).read()
+        if mm.name == "bundle.json":
+            data = json.dumps(m, indent=2, sort_keys=True).encode() + b"\n"
+        elif mm.name == "manifest.json":
+            data = mdata
+        ti = copy.copy(mm); ti.size = len(data)
+        offs.append(b.tell())
+        out.addfile(ti, io.BytesIO(data))
+    out.close()
+    open(w + "/" + name + ".tar", "wb").write(b.getvalue())
+    frame(b.getvalue(), offs, w + "/" + name + ".fgb")
+write("m-empty", b"{}\n")
+write("m-array", b"[1, 2]\n")
+write("m-text", b"not json at all\n")
+write("m-port", b'{"name": "m", "env": {"PORT": 8000}}\n')
+write("m-serve", b'{"name": "m", "serve": "python3 serve.py"}\n')
+EOF
+for f in tar fgb; do
+	accepted "$WORK/m-empty.$f" "manifest {} ($f): a manifest, with nothing in it"
+	refused "$WORK/m-array.$f" "^fgpack [a-z]+: manifest.json: not a valid manifest: expected a JSON object at the top, got array\$" "manifest a JSON array ($f)"
+	refused "$WORK/m-text.$f" "manifest.json: not a valid manifest: not valid JSON" "manifest not JSON ($f)"
+	refused "$WORK/m-port.$f" "manifest.json: not a valid manifest: env.PORT: expected a string, got number" "manifest env.PORT a number ($f)"
+	refused "$WORK/m-serve.$f" "manifest.json: not a valid manifest: serve: " "manifest serve a string ($f)"
+done
+check "  the framed ones are read in lanes" sh -c "'$FGPACK' verify '$WORK/m-empty.fgb' --no-replay --threads 1 --json --summary - | grep -q '\"lanes\": [2-9]'"
+"$FGPACK" audit "$WORK/m-array.fgb" >/dev/null 2>"$WORK/au.err"
+check_exit "audit of a bundle whose manifest is a JSON array: exit 3" 3 sh -c "exit $?"
+check "  in one line, naming the member and what is wrong" sh -c "[ \"\$(wc -l <'$WORK/au.err')\" -eq 1 ] && grep -q '^fgpack audit: manifest.json: not a valid manifest: expected a JSON object at the top, got array\$' '$WORK/au.err'"
+check_exit "audit of the bundle whose manifest is {}: exit 0" 0 sh -c "'$FGPACK' audit '$WORK/m-empty.fgb' >/dev/null"
+# pack never writes one: a manifest that does not parse is refused
+printf '[1, 2]\n' >"$WORK/ms/manifest.json"
+"$FGPACK" pack "$WORK/ms/manifest.json" --no-golden -o "$WORK/msbad.fgb" >/dev/null 2>"$WORK/msbad.err"
+check_exit "pack of a manifest that is a JSON array: refused" 1 sh -c "exit $?"
+check "  in one line, nothing written" sh -c "[ \"\$(wc -l <'$WORK/msbad.err')\" -eq 1 ] && ! ls '$WORK' | grep -q '^msbad.fgb'"
+check_grep "  naming the file and what is wrong" "manifest.json: expected a JSON object at the top, got array" "$WORK/msbad.err"
 
 finish
