@@ -921,13 +921,14 @@ int fg_audit_bundle(struct fg_audit **out, const char *path, struct fg_err *err)
 	int rc;
 
 	*out = NULL;
-	if ((rc = audit_new(&a, "bundle", path, err)) ||
-	    (rc = fg_tarball_read_member(path, "bundle.json", (size_t)64 << 20, &bj, err)) ||
-	    (rc = fg_json_parse(&meta, bj.data, bj.len, "bundle.json", err)))
+	if ((rc = audit_new(&a, "bundle", path, err)))
 		goto out;
-	rc = tarball_scan_keep(path, &ml, id, err);
+	if (!(rc = fg_tarball_read_member(path, "bundle.json", (size_t)64 << 20, &bj, err)) &&
+	    !(rc = fg_json_parse(&meta, bj.data, bj.len, "bundle.json", err)))
+		rc = tarball_scan_keep(path, &ml, id, err);
 	if (rc == FG_EFORMAT || rc == FG_EHASH) {
-		/* a damaged archive: refused as verify and exec refuse it */
+		/* a damaged archive or bundle.json: refused as verify and exec
+		 * refuse it */
 		fg_err_wrap(err, "bundle %s is corrupt or hostile", path);
 		rc = err ? (err->code = FG_EMISMATCH) : FG_EMISMATCH;
 	}

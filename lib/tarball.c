@@ -1556,7 +1556,18 @@ static int src_open(struct rsrc *r, const char *path, int want_id, int sha_cover
 	posix_fadvise(r->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
 	n = pread(r->fd, magic, 4, 0);
-	r->zstd = n == 4 && magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd;
+	/* a skippable frame first is zstd's framing too (and refused below) */
+	r->zstd = n == 4 && ((magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd) ||
+			     ((magic[0] & 0xf0) == 0x50 && magic[1] == 0x2a && magic[2] == 0x4d && magic[3] == 0x18));
+	if (r->zstd) {
+		/* no skippable frame but pack's: zstd would skip it unseen */
+		struct stat st;
+		char why[512];
+
+		if (!fstat(r->fd, &st) && fg_tarlanes_frames_ok(r->fd, (unsigned long long)st.st_size, why,
+								sizeof(why)))
+			return fg_err_set(err, FG_EFORMAT, "%s: %s", path, why);
+	}
 	r->out_cap = RD_OUT;
 	for (i = 0; i < (want_id == 2 ? RD_OUTS : 1); i++)
 		if (!(r->outs[i] = malloc(r->out_cap)))

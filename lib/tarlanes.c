@@ -9,6 +9,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -888,8 +889,18 @@ static int seek_footer(int fd, unsigned long long size, unsigned char foot[9])
 /* Reads the seek table: frame offsets off[0..n] (off[n] = where the table
  * begins) and tar offsets tar[0..n]. 0, or -1 when there is none or it does
  * not add up. */
+static int seek_table_min(int fd, unsigned long long size, unsigned long long **off,
+			  unsigned long long **tar, size_t *nf, size_t min);
+
 static int seek_table(int fd, unsigned long long size, unsigned long long **off,
 		      unsigned long long **tar, size_t *nf)
+{
+	return seek_table_min(fd, size, off, tar, nf, 2); /* lanes want two frames */
+}
+
+/* seek_table for a table of at least min frames */
+static int seek_table_min(int fd, unsigned long long size, unsigned long long **off,
+			  unsigned long long **tar, size_t *nf, size_t min)
 {
 	unsigned char foot[9], *t = NULL;
 	unsigned long long body, start;
@@ -901,7 +912,7 @@ static int seek_table(int fd, unsigned long long size, unsigned long long **off,
 	n = fg_le32(foot);
 	esz = foot[4] & 0x80 ? 12 : 8;
 	body = (unsigned long long)n * esz + 9;
-	if (n < 2 || body + 8 > size)
+	if (n < min || body + 8 > size)
 		return -1;
 	start = size - body - 8;
 	t = malloc(body + 8);
@@ -990,6 +1001,125 @@ bad:
 	free(*has);
 	*idst = NULL;
 	*has = NULL;
+}
+
+/* The identity's states frame at off (size bytes after its 8-byte header)
+ * as pack writes it, for a table of frames tar[0..n] whose last entry it
+ * is: the tag, version 1, a count its size holds, entries whose offsets
+ * rise in multiples of 64, each where a frame of the table starts. 0, or
+ * -1 with why. */
+static int idst_frame_ok(int fd, unsigned long long off, unsigned long long size,
+			 const unsigned long long *tar, size_t n, char *why, size_t cap)
+{
+	unsigned char *t;
+	unsigned long long cnt, at, prev = 0;
+	size_t i, k = 1;
+	int rc = -1;
+
+	if (size < FG_TAR_IDST_HEAD || size > FG_TAR_IDST_HEAD + (unsigned long long)FG_TAR_IDST_ENTRY * n ||
+	    !(t = malloc((size_t)size))) {
+		snprintf(why, cap, "the identity states' frame at byte %llu: %llu bytes, not what %zu frames "
+			 "give", off, size, n);
+		return -1;
+	}
+	if (pread(fd, t, (size_t)size, (off_t)(off + 8)) != (ssize_t)size) {
+		snprintf(why, cap, "the identity states' frame at byte %llu: cut short", off);
+		goto out;
+	}
+	cnt = fg_le32(t + 12);
+	if (memcmp(t, FG_TAR_IDST_TAG, 8) || fg_le32(t + 8) != 1 || !cnt ||
+	    FG_TAR_IDST_HEAD + FG_TAR_IDST_ENTRY * cnt != size) {
+		snprintf(why, cap, "the identity states' frame at byte %llu: not tag \"%s\", version 1 and "
+			 "a count its size holds", off, FG_TAR_IDST_TAG);
+		goto out;
+	}
+	for (i = 0; i < cnt; i++) {
+		at = le_n(t + FG_TAR_IDST_HEAD + FG_TAR_IDST_ENTRY * i, 8);
+		while (k + 1 < n && tar[k] < at)
+			k++;
+		if (at % 64 || at <= prev || k + 1 >= n || tar[k] != at) {
+			snprintf(why, cap, "the identity states' frame at byte %llu: entry %zu (tar offset "
+				 "%llu) is not at a frame's start, a multiple of 64 past the one before", off,
+				 i, at);
+			goto out;
+		}
+		prev = at;
+	}
+	rc = 0;
+out:
+	free(t);
+	return rc;
+}
+
+int fg_tarlanes_frames_ok(int fd, unsigned long long size, char *why, size_t cap)
+{
+	unsigned long long *off = NULL, *tar = NULL, pos = 0;
+	unsigned char foot[9], h[ZSTD_FRAMEHEADERSIZE_MAX], b[3];
+	size_t nf = 0, k = 0;
+	int table, rc = 0;
+
+	/* the table pack writes: no checksums, nothing reserved, adding up */
+	table = !seek_footer(fd, size, foot) && foot[4] == 0 &&
+		!seek_table_min(fd, size, &off, &tar, &nf, 1);
+	while (!rc && pos < size) {
+		size_t have = size - pos < sizeof(h) ? (size_t)(size - pos) : sizeof(h), hs;
+		unsigned long long len, bh;
+		unsigned magic;
+		int last = 0;
+
+		if (have < 8 || pread(fd, h, have, (off_t)pos) != (ssize_t)have)
+			break; /* zstd says what is wrong */
+		magic = fg_le32(h);
+		if ((magic & 0xFFFFFFF0u) == 0x184D2A50u) {
+			len = fg_le32(h + 4);
+			if (len > size - pos - 8)
+				break;
+			if (table && magic == FG_TAR_SKIPPABLE_MAGIC && pos == off[nf] && k == nf &&
+			    pos + 8 + len == size)
+				break; /* the seek table, the file's end */
+			if (table && magic == FG_TAR_IDST_MAGIC && k + 1 == nf && pos == off[k] &&
+			    off[nf] - pos == 8 + len && tar[nf] == tar[k]) {
+				rc = idst_frame_ok(fd, pos, len, tar, nf, why, cap);
+				pos += 8 + len;
+				k++;
+				continue;
+			}
+			if (magic == FG_TAR_IDST_MAGIC)
+				snprintf(why, cap, "the identity states' frame at byte %llu is not the last "
+					 "frame a seek table that ends the file lists", pos);
+			else if (magic == FG_TAR_SKIPPABLE_MAGIC)
+				snprintf(why, cap, "a seek table frame at byte %llu that is not pack's (at the "
+					 "file's end, descriptor 0, adding up to the frames before it)", pos);
+			else
+				snprintf(why, cap, "a skippable zstd frame (magic 0x%08X, %llu bytes) at byte "
+					 "%llu: bytes zstd skips, in no member and not in the bundle id",
+					 magic, len, pos);
+			rc = -1;
+			break;
+		}
+		if (magic != ZSTD_MAGICNUMBER || ZSTD_isError(hs = ZSTD_frameHeaderSize(h, have)))
+			break;
+		pos += hs;
+		while (!last) {
+			if (size - pos < 3 || pread(fd, b, 3, (off_t)pos) != 3)
+				goto out;
+			bh = le_n(b, 3);
+			last = (int)(bh & 1);
+			if ((bh >> 1 & 3) == 3)
+				goto out;
+			len = (bh >> 1 & 3) == 1 ? 1 : bh >> 3;
+			if (len > size - pos - 3)
+				goto out;
+			pos += 3 + len;
+		}
+		if (h[4] & 0x04)
+			pos += 4; /* the content checksum */
+		k++;
+	}
+out:
+	free(off);
+	free(tar);
+	return rc;
 }
 
 /* The writer's frame inside a large member, FG_TAR_FRAME_MAX (the hints
@@ -1465,6 +1595,7 @@ int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 	unsigned char *has_id = NULL;
 	struct premade pre = { NULL, NULL, 0, 0, 0 };
 	struct stat st;
+	char why[512];
 	int fd, rc = 1;
 
 	*out = NULL;
@@ -1479,8 +1610,9 @@ int fg_tarlanes_hash(const char *archive, const struct fg_tarlanes_opts *o,
 	if (fd < 0)
 		return 1;
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
-	    seek_table(fd, (unsigned long long)st.st_size, &off, &tar, &nf))
-		goto out;
+	    seek_table(fd, (unsigned long long)st.st_size, &off, &tar, &nf) ||
+	    fg_tarlanes_frames_ok(fd, (unsigned long long)st.st_size, why, sizeof(why)))
+		goto out; /* the sequential reader says what is wrong */
 	id_states(fd, off, tar, &nf, &idst, &has_id);
 	if ((o->id && !idst) || (o->hash_only && !o->id))
 		goto out; /* the identity would be one pass from start to end */
@@ -1631,6 +1763,7 @@ int fg_tarlanes_id(const char *archive, uint8_t id[32], const volatile int *stop
 	struct zlane z;
 	struct fg_sha256 *h = NULL;
 	const unsigned char *map = NULL;
+	char why[512];
 	int fd, rc = 1;
 
 	if (env_off("FG_TAR_LANES"))
@@ -1639,8 +1772,10 @@ int fg_tarlanes_id(const char *archive, uint8_t id[32], const volatile int *stop
 	if (fd < 0)
 		return 1;
 	memset(&z, 0, sizeof(z));
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || fg_sha256_new(&h, NULL))
-		goto out;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
+	    fg_tarlanes_frames_ok(fd, (unsigned long long)st.st_size, why, sizeof(why)) ||
+	    fg_sha256_new(&h, NULL))
+		goto out; /* the sequential reader says what is wrong */
 #ifdef POSIX_FADV_SEQUENTIAL
 	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif

@@ -56,6 +56,17 @@ enum { FG_ZW_READ = 1, FG_ZW_ZSTD, FG_ZW_SHORT };
 #define FG_TAR_IDST_HEAD 16
 #define FG_TAR_IDST_ENTRY 40
 
+/* The zstd framing of the archive fd (size bytes) holds no skippable
+ * frame but those pack writes (docs/formats/bundle.md, "Skippable
+ * frames"): the seek table, ending the file, that adds up to the frames
+ * before it (descriptor 0: no checksums), and the identity's states just
+ * before it, listed last with no tar bytes, of sound form (FG_TAR_IDST_*;
+ * each entry at a frame's start). zstd skips any other one, so it would
+ * hold bytes no reader sees and the bundle id does not cover. Walks the
+ * frame and block headers only; where the framing is no zstd's it stops
+ * and leaves the verdict to the decoder. 0, or -1 with why (cap bytes). */
+int fg_tarlanes_frames_ok(int fd, unsigned long long size, char *why, size_t cap);
+
 struct fg_tarlane_entry {
 	char *path;
 	unsigned long long size;

@@ -4,7 +4,8 @@
 # end-of-archive marker (beyond its zero padding), a bundle.json whose files
 # list names a path twice or lacks a field, member names no file system can
 # create (a component over 255 bytes, a path over 3839), a manifest that is
-# no manifest (exec could not read it; audit refuses it too). Tars repacked
+# no manifest (exec could not read it; audit refuses it too), a skippable
+# zstd frame other than pack's two, or one of them malformed. Tars repacked
 # by GNU tar and bsdtar, and long names that are valid, keep verifying; pack
 # refuses a name it could not have verified, and a manifest that is none.
 . "$(dirname "$0")/../lib.sh"
@@ -92,7 +93,9 @@ zstd -q -c "$WORK/t-text.tar" >"$WORK/t-text.fgb"
 refused "$WORK/t-text.fgb" "after the tar's end-of-archive marker" "zstd, trailing text inside the frame"
 cat "$WORK/a.fgb" >"$WORK/t-frame.fgb"
 zstd -q -c "$WORK/t-cat2.bin" >>"$WORK/t-frame.fgb"
-refused "$WORK/t-frame.fgb" "after the tar's end-of-archive marker" "pack's bundle, then a zstd frame holding an archive"
+# (since 2026-12-06 named by the frames pack wrote before it, now no longer
+# at the file's end)
+refused "$WORK/t-frame.fgb" "the identity states' frame at byte [0-9]+ is not the last frame a seek table that ends the file lists" "pack's bundle, then a zstd frame holding an archive"
 zstd -q -c "$WORK/a.tar" >"$WORK/t-junk.fgb"
 printf 'garbage after the frame' >>"$WORK/t-junk.fgb"
 refused "$WORK/t-junk.fgb" "corrupt or hostile" "zstd, garbage after the frame"
@@ -247,5 +250,79 @@ printf '[1, 2]\n' >"$WORK/ms/manifest.json"
 check_exit "pack of a manifest that is a JSON array: refused" 1 sh -c "exit $?"
 check "  in one line, nothing written" sh -c "[ \"\$(wc -l <'$WORK/msbad.err')\" -eq 1 ] && ! ls '$WORK' | grep -q '^msbad.fgb'"
 check_grep "  naming the file and what is wrong" "manifest.json: expected a JSON object at the top, got array" "$WORK/msbad.err"
+
+# ---- 5. skippable zstd frames: only the two pack writes ----
+# (zstd skips any skippable frame: its bytes reach no member and the bundle
+# id does not cover them; every reader accepted them)
+check "pack's bundle keeps the identity states' frame and the seek table" sh -c "'$FGPACK' verify '$WORK/a.fgb' --show-id --json --summary - | grep -q '\"lanes\": [2-9]'"
+python3 - "$WORK/a.fgb" "$WORK" <<'EOF'
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+w = sys.argv[2]
+n = struct.unpack("<I", d[-9:-5])[0]
+st = len(d) - (8 + 8 * n + 9)
+ents = [struct.unpack("<II", d[st + 8 + 8 * i:st + 16 + 8 * i]) for i in range(n)]
+frames, at = [], 0
+for c, u in ents:
+    frames.append([d[at:at + c], u]); at += c
+assert struct.unpack("<I", frames[-1][0][:4])[0] == 0x184D2A5D
+def build(fr, desc=0):
+    tab = b"".join(struct.pack("<II", len(f), u) for f, u in fr)
+    tab += struct.pack("<I", len(fr)) + bytes([desc]) + struct.pack("<I", 0x8F92EAB1)
+    return b"".join(f for f, u in fr) + struct.pack("<II", 0x184D2A5E, len(tab)) + tab
+def skip(magic, payload):
+    return struct.pack("<II", magic, len(payload)) + payload
+def out(name, data):
+    open(w + "/" + name, "wb").write(data)
+hid = skip(0x184D2A50, b"hidden payload")
+# listed in the table as a frame of no tar bytes, between two data frames
+out("s-mid.fgb", build(frames[:1] + [[hid, 0]] + frames[1:]))
+# before the identity states, listed
+out("s-last.fgb", build(frames[:-1] + [[hid, 0]] + frames[-1:]))
+# first in the file; after the seek table
+out("s-first.fgb", hid + d)
+out("s-after.fgb", d + hid)
+# the identity states' frame spoilt: version 2; a count its size does not
+# hold; an entry's offset not at a frame's start; another magic
+idst = bytearray(frames[-1][0])
+v2 = bytearray(idst); v2[16:20] = struct.pack("<I", 2)
+cnt = bytearray(idst); cnt[20:24] = struct.pack("<I", struct.unpack("<I", idst[20:24])[0] + 1)
+ent = bytearray(idst); ent[24:32] = struct.pack("<Q", struct.unpack("<Q", idst[24:32])[0] + 64)
+mag = bytearray(idst); mag[0:4] = struct.pack("<I", 0x184D2A5C)
+for name, f in (("i-version", v2), ("i-count", cnt), ("i-entry", ent), ("i-magic", mag)):
+    out(name + ".fgb", build(frames[:-1] + [[bytes(f), 0]]))
+# a seek table with checksums (descriptor bit 7, 12-byte entries: the
+# checksum bytes are nobody's)
+tab = b"".join(struct.pack("<III", len(f), u, 0x12345678) for f, u in frames)
+tab += struct.pack("<I", len(frames)) + b"\x80" + struct.pack("<I", 0x8F92EAB1)
+out("t-chk.fgb", b"".join(f for f, u in frames) + struct.pack("<II", 0x184D2A5E, len(tab)) + tab)
+EOF
+refused "$WORK/s-mid.fgb" "a skippable zstd frame \\(magic 0x184D2A50, 14 bytes\\) at byte [0-9]+: " "a skippable frame between two data frames"
+refused "$WORK/s-last.fgb" "a skippable zstd frame \\(magic 0x184D2A50, 14 bytes\\) at byte [0-9]+: " "a skippable frame before the identity states"
+refused "$WORK/s-first.fgb" "a skippable zstd frame \\(magic 0x184D2A50, 14 bytes\\) at byte 0: " "a skippable frame first"
+refused "$WORK/s-after.fgb" "the identity states' frame at byte [0-9]+ is not the last" "a skippable frame after the seek table"
+refused "$WORK/i-version.fgb" "the identity states' frame at byte [0-9]+: not tag" "identity states of version 2"
+refused "$WORK/i-count.fgb" "the identity states' frame at byte [0-9]+: not tag" "identity states whose count is one over"
+refused "$WORK/i-entry.fgb" "the identity states' frame at byte [0-9]+: entry 0 " "an identity state at no frame's start"
+refused "$WORK/i-magic.fgb" "a skippable zstd frame \\(magic 0x184D2A5C" "identity states under another magic"
+refused "$WORK/t-chk.fgb" "the identity states' frame at byte [0-9]+ is not the last frame a seek table" "a seek table with checksums"
+python3 - "$WORK/a.fgb" "$WORK/t-chk0.fgb" <<'EOF'
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+n = struct.unpack("<I", d[-9:-5])[0]
+st = len(d) - (8 + 8 * n + 9)
+last = struct.unpack("<I", d[st + 8 + 8 * (n - 1):st + 12 + 8 * (n - 1)])[0]
+body = d[:st - last]  # without the identity states
+tab = struct.pack("<III", len(body), 0, 0)  # (entries unused: checked by their sum first)
+open(sys.argv[2], "wb").write(body + struct.pack("<II", 0x184D2A5E, 21) + tab + struct.pack("<I", 1) + b"\x80" + struct.pack("<I", 0x8F92EAB1))
+EOF
+refused "$WORK/t-chk0.fgb" "a seek table frame at byte [0-9]+ that is not pack's" "a seek table with checksums, no identity states"
+# pzstd writes a skippable frame before each of its frames: refused before
+# (libarchive saw no tar), now named
+pzstd -q -c "$WORK/a.tar" >"$WORK/pz.fgb" 2>/dev/null
+refused "$WORK/pz.fgb" "a skippable zstd frame \\(magic 0x184D2A50, 4 bytes\\) at byte 0" "pzstd's frames"
+"$FGPACK" audit "$WORK/s-mid.fgb" >/dev/null 2>"$WORK/au.err"
+check_exit "audit of a bundle with a skippable frame: exit 3" 3 sh -c "exit $?"
+check_grep "  naming it" "a skippable zstd frame" "$WORK/au.err"
 
 finish

@@ -280,7 +280,7 @@ static int same_extract(const char *at_path, int *lanes)
 }
 
 /* How the seek table of a framed archive lies, if it does. */
-enum { T_RIGHT, T_CSIZE, T_RESERVED, T_DSIZE, T_NONE, T_SHORT, T_IDST, T_IDST_BAD };
+enum { T_RIGHT, T_CSIZE, T_RESERVED, T_DSIZE, T_NONE, T_SHORT, T_SKIP, T_IDST, T_IDST_BAD };
 
 /* Writes tar[0..len) to out as one zstd frame per span between the cuts
  * (ascending tar offsets), then the seek table as `lie` says. */
@@ -295,6 +295,16 @@ static int frame_write(const unsigned char *tar, size_t len, const size_t *cut, 
 
 	if (!rc && lie == T_SHORT)
 		f.len -= 10; /* the last frame cut short, the table as if whole */
+	if (!rc && lie == T_SKIP && sf.n < SEEK_TEST_MAX) {
+		/* a skippable frame of 6 bytes after the last, listed with no
+		 * tar bytes: zstd skips it; no reader may */
+		static const unsigned char skip[14] = { 0x50, 0x2a, 0x4d, 0x18, 6, 0, 0, 0,
+							'h', 'i', 'd', 'd', 'e', 'n' };
+
+		rc = fg_buf_append(&f, skip, sizeof(skip), NULL);
+		sf.cs[sf.n] = sizeof(skip);
+		sf.ds[sf.n++] = 0;
+	}
 	if (!rc && lie >= T_IDST) /* the identity's states (T_IDST_BAD + k: entry k spoilt) */
 		rc = seek_append_id_states(&f, &sf, tar, lie > T_IDST ? lie - T_IDST : 0);
 	if (lie == T_CSIZE)
@@ -498,6 +508,7 @@ static void test_framings(void)
 		{ "decompressed sizes that lie", T_DSIZE, 0, 2 },
 		{ "no seek table", T_NONE, 0, 1 },
 		{ "the last frame cut short", T_SHORT, 0, 1 },
+		{ "a skippable frame after the last, listed", T_SKIP, 0, 1 },
 		{ "cut at every member, the identity's states", T_IDST, 0, 2 },
 		{ "cut at every member, an identity state wrong", T_IDST_BAD, 0, 2 },
 	};
@@ -566,7 +577,16 @@ static void test_framings(void)
 			}
 			ok(same_outcome(at(fgb), 1, &lanes, seq, sizeof(seq)),
 			   "%s tar, %s: lanes = sequential", kinds[k], fr[i].what);
-			if (!strncmp(kinds[k], "tail", 4) && fr[i].lie != T_SHORT)
+			/* a table that does not add up, or has a reserved bit: the
+			 * frame zstd would skip is no seek table pack writes, and
+			 * every reader refuses it (since 2026-12-06) */
+			if (fr[i].lie == T_CSIZE || fr[i].lie == T_RESERVED)
+				ok(strstr(seq, "a seek table frame at byte") != NULL,
+				   "%s tar, %s: refused, naming the seek table", kinds[k], fr[i].what);
+			else if (fr[i].lie == T_SKIP)
+				ok(strstr(seq, "a skippable zstd frame (magic 0x184D2A50, 6 bytes) at byte") != NULL,
+				   "%s tar, %s: refused, naming the frame", kinds[k], fr[i].what);
+			else if (!strncmp(kinds[k], "tail", 4) && fr[i].lie != T_SHORT)
 				ok(!strcmp(kinds[k], "tailzero")
 					   ? strstr(seq, "rc 0 ") != NULL
 					   : strstr(seq, "after the tar's end-of-archive marker") != NULL,
