@@ -230,14 +230,11 @@ __device__ __forceinline__ void i8_group_end(float *acc0, float *acc1, int *c4, 
 }
 
 /* Split-K: whether this block is its tile group's last split to finish
- * (its partial sums written and fenced by the caller's threads). */
-__device__ __forceinline__ bool i8_last_split(unsigned *counters, int splits, int *last)
+ * (its partial sums written by the caller's threads; fg_arrive publishes
+ * them and, in the last block, acquires the others'). */
+__device__ __forceinline__ bool i8_last_split(unsigned *counters, int splits, unsigned *old)
 {
-	__syncthreads();
-	if (threadIdx.x == 0)
-		*last = atomicAdd(&counters[blockIdx.x], 1u) == (unsigned)(splits - 1);
-	__syncthreads();
-	return *last;
+	return fg_arrive(&counters[blockIdx.x], old) == (unsigned)(splits - 1);
 }
 
 /* M vectors (1 or 2); GG: the input is gelu_tanh(x) * x2 (M = 1); G: the
@@ -248,8 +245,7 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 						   const float *__restrict__ x2, float *__restrict__ partial,
 						   unsigned *__restrict__ counters, int n, int k, int ntiles, int nch,
 						   int ngr, int units, int slice, int splits, int tpb, int npad,
-						   int xstride, int ystride, const struct fg_kpf pf,
-						   const float *__restrict__ xw)
+						   int xstride, int ystride, const struct fg_kpf pf)
 {
 	constexpr int UE = G > FG_INT4_I8_CHUNK ? G : FG_INT4_I8_CHUNK; /* elements per unit */
 	constexpr int NC = UE / FG_INT4_I8_CHUNK;                       /* chunks per unit */
@@ -257,7 +253,7 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 	constexpr int SB = 128 * M;                                     /* shared bytes per k-step */
 	extern __shared__ __align__(16) unsigned char sm[];
 	__shared__ float red[IW][16][M];
-	__shared__ int last;
+	__shared__ unsigned last;
 	int sp = blockIdx.y, nw = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	int g = lane >> 2, t = lane & 3, wpt = nw / tpb, wi = warp / tpb;
 	int tile = blockIdx.x * tpb + warp % tpb; /* this warp's tile */
@@ -277,26 +273,10 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 	for (int uu = 0; uu < IU; uu++)
 		if (wi + uu * wpt < nu)
 			i8_fetch<NC, GU>(wv[uu], sv[uu], wp, sq, wi + uu * wpt);
-#ifdef FG_I8_WARM_BUILD
-	/* experiments (make I8WARM=1, then FG_I8_WARM=1): a first pass stages
-	 * zeros before the wait, through the same instructions as the real pass
-	 * (a loop not unrolled: an inlined second call would be a second copy of
-	 * the code), so the SM has fetched them when x comes */
-#pragma unroll 1
-	for (int pass = xw ? 0 : 1; pass < 2; pass++) {
-		if (pass)
-			fg_pdl_wait();
-		i8_stage<M, GG, G>(sm, mult, bias, pass ? x : xw, pass ? x2 : xw, k, u0 * UE,
-				   (min(units, u0 + slice) - u0) * GU, pass ? xstride : 0, warp, nw, lane);
-		__syncthreads();
-	}
-#else
-	(void)xw;
 	fg_pdl_wait();
 	i8_stage<M, GG, G>(sm, mult, bias, x, x2, k, u0 * UE, (min(units, u0 + slice) - u0) * GU, xstride, warp, nw,
 			   lane);
 	__syncthreads();
-#endif
 	fg_kt_mark(2); /* a measuring build's (KTRACE=1) marks: x staged */
 	for (int base = wi; base < nu; base += wpt * IU) {
 #pragma unroll
@@ -355,14 +335,12 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 				y[(size_t)m * ystride + row] = v;
 		} else if (row < npad) {
 			partial[((size_t)sp * IM + m) * npad + row] = v;
-			__threadfence();
 		}
 	}
 	fg_kt_mark(5); /* thread 0's outputs or partial sums written */
 	if (splits == 1 || !i8_last_split(counters, splits, &last))
 		return;
 	fg_kt_mark(6); /* the last split to finish */
-	__threadfence();
 	if (threadIdx.x < 16 * M * tpb) {
 		int r = threadIdx.x & 15, m = (threadIdx.x >> 4) % M, tl = (threadIdx.x >> 4) / M;
 		int row = (blockIdx.x * tpb + tl) * 16 + r;
@@ -398,7 +376,7 @@ __global__ void __launch_bounds__(IW * 32) int4_i8_rows(float *__restrict__ y, c
 	constexpr int NT = M / 2;                                       /* n-tiles: row pairs */
 	extern __shared__ __align__(16) unsigned char sm[];
 	__shared__ float red[IW][16][M];
-	__shared__ int last;
+	__shared__ unsigned last;
 	int sp = blockIdx.y, nw = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	int g = lane >> 2, t = lane & 3, wpt = nw / tpb, wi = warp / tpb;
 	int tile = blockIdx.x * tpb + warp % tpb; /* this warp's tile */
@@ -516,12 +494,10 @@ __global__ void __launch_bounds__(IW * 32) int4_i8_rows(float *__restrict__ y, c
 				y[(size_t)m * ystride + row] = v;
 		} else if (row < npad) {
 			partial[((size_t)sp * M + m) * npad + row] = v;
-			__threadfence();
 		}
 	}
 	if (splits == 1 || !i8_last_split(counters, splits, &last))
 		return;
-	__threadfence();
 	for (int i = threadIdx.x; i < 16 * M * tpb; i += blockDim.x) {
 		int r = i & 15, m = (i >> 4) % M, tl = (i >> 4) / M;
 		int row = (blockIdx.x * tpb + tl) * 16 + r;
@@ -647,7 +623,7 @@ static cudaError_t i8_launch_g(struct fg_kctx *ctx, float *d_y, const struct fg_
 	return cudaLaunchKernelEx(&cfg, int4_i8<M, GG, G>, d_y, (const uint4 *)w->d_words,
 				  (const uint32_t *)w->d_scales, d_x, d_x2, w->d_partial, (unsigned *)w->d_counters, w->n,
 				  w->k, w->tiles, w->chunks, w->kpad / w->group, w->units, slice, splits, tpb, w->npad,
-				  w->k, w->n, fg_pf_take(ctx), ctx->zeros && w->k <= FG_CTX_ZEROS ? ctx->zeros : NULL);
+				  w->k, w->n, fg_pf_take(ctx));
 }
 
 template <int M, bool GG>

@@ -36,7 +36,6 @@ struct fg_kctx {
 	int short_keys;     /* the keys a short decode attention launch serves (fg_kctx_attn_short_keys), 0: none */
 	int attn_short;     /* decode attention launches for positions below short_keys only (fg_kctx_set_attn_short) */
 	int attn_grp;       /* the step's attention built for its exact group where there is one (fg_kctx_set_attn_grp) */
-	float *zeros;       /* make I8WARM=1 with FG_I8_WARM=1: FG_CTX_ZEROS zeros the i8 matvec stages before its wait */
 };
 
 /* Blocks of f (threads a block, smem bytes of dynamic shared memory)
@@ -105,7 +104,6 @@ __device__ __forceinline__ void fg_pf_issue(const struct fg_kpf &pf)
 
 #define FG_SCRATCH_BYTES ((size_t)64 << 20)
 #define FG_CTX_COUNTERS 4096
-#define FG_CTX_ZEROS 16384
 
 /* Returns FG_EDEVICE naming what failed when call does not succeed. */
 #define FG_CK(call, what)                                                                         \
@@ -279,6 +277,41 @@ __device__ __forceinline__ float fg_split_sum(const float *p, size_t stride, int
 				v += t[u];
 	}
 	return v;
+}
+
+/* An atomic add at gpu scope with acquire and release semantics (fg_arrive). */
+__device__ __forceinline__ unsigned fg_atom_add_acq_rel(unsigned *p, unsigned v)
+{
+	unsigned old;
+
+	asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+	return old;
+}
+
+/* A counter read with acquire semantics at gpu scope (a spin on arrivals). */
+__device__ __forceinline__ unsigned fg_ld_acquire(const unsigned *p)
+{
+	unsigned v;
+
+	asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+	return v;
+}
+
+/* Split arrivals without full fences. A block's threads store their
+ * partial results, the block meets at a barrier, then thread 0 adds to the
+ * launch's counter at gpu scope with acquire and release semantics: the
+ * release publishes every store the barrier ordered before it, and in the
+ * block that arrives last the acquire makes every other block's visible; a
+ * second barrier hands them to its threads (the split-K semaphore's pattern,
+ * in place of a __threadfence, a full fence, by each storing thread and again
+ * by the last block). Returns the count before the add, to every thread. */
+__device__ __forceinline__ unsigned fg_arrive(unsigned *counter, unsigned *shared_old)
+{
+	__syncthreads();
+	if (threadIdx.x == 0)
+		*shared_old = fg_atom_add_acq_rel(counter, 1u);
+	__syncthreads();
+	return *shared_old;
 }
 
 /* Sum over a warp by a fixed xor tree: the same bits for the same inputs. */

@@ -17,11 +17,6 @@ NVCC_FLAGS ?= -std=c++17 -O3 -lineinfo -Xcompiler -Wall,-Wextra,-Werror
 ifeq ($(KTRACE),1)
 NVCC_FLAGS += -DFG_KTRACE
 endif
-# make I8WARM=1: the i8 matvec's stage on zeros before its wait, where
-# FG_I8_WARM=1 is set (an experiment not yet measured; docs/gpu.md, "Left")
-ifeq ($(I8WARM),1)
-NVCC_FLAGS += -DFG_I8_WARM_BUILD
-endif
 # Ask nvcc itself where its runtime libraries are: NVCC may be a wrapper
 # script (CI's /usr/local/bin/nvcc), so its path says nothing about them.
 ifeq ($(origin CUDA_LIBDIR),undefined)

@@ -1425,8 +1425,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 		return;
 	}
 #endif
-	__threadfence();
-	__syncthreads();
+	__syncthreads(); /* the pieces stored, then published by thread 0's acq_rel add (fg_arrive's pattern) */
 	/* counters[g] counts arrivals in generations of ATT_GEN: this launch's
 	 * chunk blocks take [base, base + used), and the last to arrive adds
 	 * ATT_GEN - used, so the next launch starts at base + ATT_GEN; no
@@ -1438,24 +1437,24 @@ __global__ void __launch_bounds__(ATT_THREADS)
 
 		if (threadIdx.x == 0) {
 			unsigned long long t0 = gtimer_ns();
-			unsigned a = atomicAdd(&counters[g], 1u), base = a & ~(ATT_GEN - 1u);
+			unsigned a = fg_atom_add_acq_rel(&counters[g], 1u), base = a & ~(ATT_GEN - 1u);
 
 			last = (int)(a & (ATT_GEN - 1u)) - (used - np); /* rank among the combining blocks, < 0: not one */
 			if (last == np - 1)
 				atomicAdd(&counters[g], ATT_GEN - (unsigned)used);
-			while (last >= 0 && *(volatile unsigned *)&counters[g] - base < (unsigned)used) {
+			/* the acquiring reads see every piece published before the arrivals they count */
+			while (last >= 0 && fg_ld_acquire(&counters[g]) - base < (unsigned)used) {
 				__nanosleep(32);
 				if (gtimer_ns() - t0 > 2000000000ull)
 					__trap(); /* blocks that cannot all run at once: a launch error, not a hang */
 			}
-			__threadfence();
 		}
 		__syncthreads();
 		if (last < 0)
 			return;
 	} else { /* the last chunk block to finish combines them all */
 		if (threadIdx.x == 0) {
-			unsigned a = atomicAdd(&counters[g], 1u);
+			unsigned a = fg_atom_add_acq_rel(&counters[g], 1u);
 
 			last = (a & (ATT_GEN - 1u)) == (unsigned)(used - 1) ? 0 : -1;
 			if (!last)
@@ -1464,7 +1463,6 @@ __global__ void __launch_bounds__(ATT_THREADS)
 		__syncthreads();
 		if (last < 0)
 			return;
-		__threadfence();
 	}
 	fg_kt_mark(6); /* the combine begins */
 	/* one call (it is inlined): the block's share [last / np, (last + 1) / np) of the outputs */

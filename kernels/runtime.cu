@@ -158,12 +158,6 @@ extern "C" int fg_kctx_new(struct fg_kctx **out, struct fg_err *err)
 	c->scratch_bytes = FG_SCRATCH_BYTES;
 	FAIL_IF(cudaMalloc((void **)&c->counters, sizeof(unsigned) * FG_CTX_COUNTERS), "allocate CUDA counters");
 	FAIL_IF(cudaMemset(c->counters, 0, sizeof(unsigned) * FG_CTX_COUNTERS), "zero CUDA counters");
-#ifdef FG_I8_WARM_BUILD /* make I8WARM=1: the zeros only that build's kernel reads */
-	if (getenv("FG_I8_WARM") && strcmp(getenv("FG_I8_WARM"), "1") == 0) {
-		FAIL_IF(cudaMalloc((void **)&c->zeros, sizeof(float) * FG_CTX_ZEROS), "allocate CUDA zeros");
-		FAIL_IF(cudaMemset(c->zeros, 0, sizeof(float) * FG_CTX_ZEROS), "zero CUDA zeros");
-	}
-#endif
 	c->pdl = c->sm90;
 	{
 		const char *k = getenv("FG_INT4_KERNEL");
@@ -198,7 +192,6 @@ extern "C" void fg_kctx_free(struct fg_kctx *c)
 		cudaStreamSynchronize(c->stream);
 	cudaFree(c->scratch);
 	cudaFree(c->counters);
-	cudaFree(c->zeros);
 	if (c->ev0)
 		cudaEventDestroy(c->ev0);
 	if (c->ev1)

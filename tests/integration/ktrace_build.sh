@@ -2,9 +2,7 @@
 # ktrace_build.sh - the measuring build (make KTRACE=1, docs/gpu.md "Where a
 # step's time goes") still compiles: every kernel file for sm_90 with
 # -DFG_KTRACE, each with its fg_kt_set_<file> (which runtime.cu's trace
-# calls), and the ordinary objects without any. The same build carries the
-# i8 matvec's experiment (make I8WARM=1, docs/gpu.md "Left"), so that it
-# compiles too. Where nvcc is missing the
+# calls), and the ordinary objects without any. Where nvcc is missing the
 # checks are skipped. A GPU is needed to run a trace; this only builds.
 . "$(dirname "$0")/../lib.sh"
 cd "$TOP" || exit 1
@@ -19,8 +17,8 @@ objs=
 for f in kernels/*.cu; do
 	objs="$objs $B/kernels/$(basename "$f").o"
 done
-check "the kernel files compile with KTRACE=1 I8WARM=1 (sm_90)" \
-	make -s KTRACE=1 I8WARM=1 BUILD="$B" NVCC_ARCH='-gencode arch=compute_90,code=sm_90' $objs
+check "the kernel files compile with KTRACE=1 (sm_90)" \
+	make -s KTRACE=1 BUILD="$B" NVCC_ARCH='-gencode arch=compute_90,code=sm_90' $objs
 for f in int4 int4_i8 ops ple moe draft; do
 	check_grep "kernels/$f.cu defines fg_kt_set_$f in the measuring build" " T fg_kt_set_$f\$" \
 		"$(nm "$B/kernels/$f.cu.o" >"$WORK/nm.$f" 2>&1; echo "$WORK/nm.$f")"
