@@ -36,6 +36,7 @@ struct fg_kctx {
 	int short_keys;     /* the keys a short decode attention launch serves (fg_kctx_attn_short_keys), 0: none */
 	int attn_short;     /* decode attention launches for positions below short_keys only (fg_kctx_set_attn_short) */
 	int attn_grp;       /* the step's attention built for its exact group where there is one (fg_kctx_set_attn_grp) */
+	int norm_wide;      /* FG_NORM_WIDE=1: the one-block norms launch 1024 threads whatever the row (measurements) */
 };
 
 /* Blocks of f (threads a block, smem bytes of dynamic shared memory)

@@ -165,6 +165,8 @@ extern "C" int fg_kctx_new(struct fg_kctx **out, struct fg_err *err)
 		c->int4_kind = !k ? FG_INT4_I8 : !strcmp(k, "mma") ? FG_INT4_MMA : !strcmp(k, "fma") ? FG_INT4_FMA : FG_INT4_I8;
 		k = getenv("FG_PREFETCH");
 		c->pf_on = !c->sm90 ? 0 : k && *k >= '0' && *k <= '2' && !k[1] ? *k - '0' : FG_PF_DEFAULT;
+		k = getenv("FG_NORM_WIDE");
+		c->norm_wide = k && !strcmp(k, "1");
 		k = getenv("FG_ATTN_CLUSTER");
 		c->attn_cluster = k && !strcmp(k, "1"); /* off by default: docs/gpu.md, "Speed" */
 		/* FG_ATTN_SHORT=0: no short launches; 1 to 256: that bound on their
