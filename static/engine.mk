@@ -21,7 +21,7 @@ ENGINE_OWN  := $(BUILD)/static/glibc_old.o $(BUILD)/static/glibc_compat.o \
 ENGINE_TP   := $(ENGINE_3P)/cJSON.o $(ENGINE_3P)/libmicrohttpd.a
 # every symbol of glibc.sym plus those glibc_compat.c replaces
 ENGINE_WRAP := $(shell sed -n 's/^\([A-Za-z_][A-Za-z0-9_]*\) GLIBC_.*/\1/p' static/glibc.sym) \
-               stat lstat fstat getentropy renameat2 copy_file_range _dl_find_object \
+               stat lstat fstat fstatat getentropy renameat2 copy_file_range _dl_find_object \
                __libc_single_threaded
 ENGINE_LIBS := -Wl,-Bstatic -larchive -lzstd -lcrypto -Wl,-Bdynamic
 ifneq ($(strip $(NVCC)),)

@@ -5,7 +5,8 @@
  * built on (docs/formats/bundle.md). Calls that glibc.sym rebinds to an older
  * version need nothing here; these few were added to glibc after 2.17 with no
  * older twin, so they are done through what 2.17 already had: the stat family
- * through __xstat (what their inline wrappers called before 2.33), getentropy,
+ * through __xstat and __fxstatat (what their inline wrappers called before
+ * 2.33), getentropy,
  * renameat2 and copy_file_range through the raw system calls, _dl_find_object (2.35, used by
  * the static unwinder) looked up at run time, and __libc_single_threaded (2.32) as 0, "maybe threaded", which only
  * makes libstdc++ use atomics where it could have skipped them. Only the
@@ -23,13 +24,16 @@
 int fg_old_xstat(int ver, const char *path, struct stat *st);
 int fg_old_lxstat(int ver, const char *path, struct stat *st);
 int fg_old_fxstat(int ver, int fd, struct stat *st);
+int fg_old_fxstatat(int ver, int dirfd, const char *path, struct stat *st, int flags);
 __asm__(".symver fg_old_xstat,__xstat@GLIBC_2.2.5");
 __asm__(".symver fg_old_lxstat,__lxstat@GLIBC_2.2.5");
 __asm__(".symver fg_old_fxstat,__fxstat@GLIBC_2.2.5");
+__asm__(".symver fg_old_fxstatat,__fxstatat@GLIBC_2.4");
 
 int __wrap_stat(const char *path, struct stat *st);
 int __wrap_lstat(const char *path, struct stat *st);
 int __wrap_fstat(int fd, struct stat *st);
+int __wrap_fstatat(int dirfd, const char *path, struct stat *st, int flags);
 int __wrap_getentropy(void *buf, size_t len);
 int __wrap_renameat2(int olddir, const char *oldpath, int newdir, const char *newpath,
 		     unsigned int flags);
@@ -52,6 +56,11 @@ int __wrap_lstat(const char *path, struct stat *st)
 int __wrap_fstat(int fd, struct stat *st)
 {
 	return fg_old_fxstat(XSTAT_VER, fd, st);
+}
+
+int __wrap_fstatat(int dirfd, const char *path, struct stat *st, int flags)
+{
+	return fg_old_fxstatat(XSTAT_VER, dirfd, path, st, flags);
 }
 
 /* getentropy(3): at most 256 bytes, all or an error; EINTR is retried. */
