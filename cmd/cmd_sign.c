@@ -11,7 +11,7 @@
 #include "sign.h"
 
 static const char usage_text[] =
-	"usage: fgpack sign --key KEY.pem [-o SIG] [--name NAME] PATH...\n"
+	"usage: fgpack sign --key KEY.pem [-o SIG] [--name NAME] [--allow-symlinks] PATH...\n"
 	"\n"
 	"Signs each PATH with an ECDSA P-256, P-384 or P-521 private key and writes\n"
 	"PATH.sig (or -o SIG for one PATH): a Sigstore bundle holding a DSSE envelope.\n"
@@ -19,7 +19,10 @@ static const char usage_text[] =
 	"    model signing v1.0 predicate (every file's sha256; the subject is NAME,\n"
 	"    default the base name, with a sha256 over all file digests). In a folder,\n"
 	"    model.sig, .git, .gitattributes, .github and .gitignore are not covered,\n"
-	"    nor is SIG when -o puts it inside the folder.\n"
+	"    nor is SIG when -o puts it inside the folder. A symbolic link is refused\n"
+	"    unless --allow-symlinks: then a link to a file is hashed as that file\n"
+	"    under the link's name, a link to a folder is not descended into, and the\n"
+	"    statement says allow_symlinks true (as model_signing --allow_symlinks).\n"
 	"  - an in-toto Statement file (e.g. a bake provenance .intoto.json): the\n"
 	"    statement itself is the signed payload.\n"
 	"Check with 'fgpack verify-sig --key KEY.pub.pem PATH'.\n";
@@ -43,7 +46,7 @@ static int is_statement(const char *path, struct fg_buf *text)
 }
 
 static int sign_one(const struct fg_sign_key *k, const char *path, const char *out, const char *name,
-		    const char *fp, struct fg_err *err)
+		    int allow_symlinks, const char *fp, struct fg_err *err)
 {
 	struct fg_buf text = FG_BUF_INIT, stmt = FG_BUF_INIT, bundle = FG_BUF_INIT, sig = FG_BUF_INIT;
 	struct fg_buf rel = FG_BUF_INIT;
@@ -77,7 +80,9 @@ static int sign_one(const struct fg_sign_key *k, const char *path, const char *o
 	}
 	if (rel.len)
 		ign[i++] = rel.data;
-	if ((rc = fg_oms_hash_ignoring(&m, path, name, ign, i, 0, err)) ||
+	if ((rc = fg_oms_hash_ignoring(&m, path, name, ign, i,
+				       allow_symlinks ? FG_OMS_LINKS_FOLLOW : FG_OMS_LINKS_REFUSE_SIGNING,
+				       err)) ||
 	    (rc = fg_oms_statement(&stmt, m, err)) ||
 	    (rc = fg_sign_bundle(&bundle, k, FG_SIGN_PAYLOAD_TYPE, stmt.data, stmt.len, err)) ||
 	    (rc = fg_file_write_atomic(sig.data, bundle.data, bundle.len, 0644, err)))
@@ -101,7 +106,7 @@ int cmd_sign(int argc, char **argv)
 {
 	const char *keypath = NULL, *out = NULL, *name = NULL;
 	const char *paths[256];
-	int n = 0, i, rc = 0;
+	int n = 0, i, rc = 0, allow_symlinks = 0;
 	struct fg_err err = { 0, "" };
 	struct fg_sign_key *k = NULL;
 	char fp[FG_SHA256_HEX_LEN + 1];
@@ -117,6 +122,8 @@ int cmd_sign(int argc, char **argv)
 			out = argv[++i];
 		else if (!strcmp(argv[i], "--name") && i + 1 < argc)
 			name = argv[++i];
+		else if (!strcmp(argv[i], "--allow-symlinks"))
+			allow_symlinks = 1;
 		else if (argv[i][0] == '-' && argv[i][1])
 			return fg_cmd_usage_error("sign", "unknown option %s", argv[i]);
 		else if (n < 256)
@@ -137,7 +144,7 @@ int cmd_sign(int argc, char **argv)
 	if ((rc = fg_sign_key_fingerprint(fp, k, &err)))
 		goto out;
 	for (i = 0; i < n && !rc; i++)
-		rc = sign_one(k, paths[i], out, name, fp, &err);
+		rc = sign_one(k, paths[i], out, name, allow_symlinks, fp, &err);
 out:
 	fg_sign_key_free(k);
 	return rc ? fg_cmd_fail("sign", &err) : FG_EXIT_OK;

@@ -206,7 +206,8 @@ static int hash_as_signed(struct fg_oms_model **out, const char *path,
 		ign[n++] = "model.sig";
 	if (*sig_rel && !covers(sm, sig_rel))
 		ign[n++] = sig_rel;
-	rc = fg_oms_hash_ignoring(out, path, sm->name, ign, n, sm->allow_symlinks, err);
+	rc = fg_oms_hash_ignoring(out, path, sm->name, ign, n,
+				  sm->allow_symlinks ? FG_OMS_LINKS_FOLLOW : FG_OMS_LINKS_REFUSE, err);
 	free(ign);
 	return rc;
 }

@@ -609,7 +609,7 @@ static int flist_add(struct flist *l, const char *name, struct fg_err *err)
 struct ignore_list {
 	const char *const *v;
 	size_t n;
-	int allow_symlinks; /* follow links (fg_oms_hash_ignoring) */
+	enum fg_oms_links links; /* follow links or refuse them (fg_oms_hash_ignoring) */
 };
 
 /* rel is checked at every level of the walk, so an ignored folder (".git",
@@ -622,6 +622,20 @@ static int ignored(const struct ignore_list *ign, const char *rel)
 		if (!strcmp(rel, ign->v[i]))
 			return 1;
 	return 0;
+}
+
+/* A symbolic link refused (allow_symlinks false): the line says what covers
+ * it, the option when signing, the signature's setting when verifying. */
+static int refuse_link(const char *full, enum fg_oms_links links, struct fg_err *err)
+{
+	if (links == FG_OMS_LINKS_REFUSE_SIGNING)
+		return fg_err_set(err, FG_EUNSUPPORTED,
+				  "%s: a symbolic link; fgpack sign --allow-symlinks signs links (a link "
+				  "to a file as that file, as model_signing --allow_symlinks does)",
+				  full);
+	return fg_err_set(err, FG_EUNSUPPORTED,
+			  "%s: a symbolic link, which a signature with allow_symlinks false does not cover",
+			  full);
 }
 
 /* A symbolic link met with allow_symlinks, as model_signing treats it: a
@@ -673,12 +687,13 @@ static int walk(struct flist *l, const char *root, const char *rel, const struct
 					rc = walk(l, root, sub.data, ign, err);
 				else if (!rc && S_ISREG(sb.st_mode))
 					rc = flist_add(l, sub.data, err);
-				else if (!rc && S_ISLNK(sb.st_mode) && ign->allow_symlinks)
+				else if (!rc && S_ISLNK(sb.st_mode) && ign->links == FG_OMS_LINKS_FOLLOW)
 					rc = walk_link(l, full.data, sub.data, err);
+				else if (!rc && S_ISLNK(sb.st_mode))
+					rc = refuse_link(full.data, ign->links, err);
 				else if (!rc)
 					rc = fg_err_set(err, FG_EUNSUPPORTED,
-							"%s: symbolic links and special files cannot be signed",
-							full.data);
+							"%s: special files cannot be signed", full.data);
 			}
 		}
 		fg_buf_release(&sub);
@@ -755,7 +770,7 @@ static const char *base_of(const char *path, struct fg_buf *tmp)
 /* Every file of l (names relative to dir) hashed, on as many threads as
  * there are CPUs online (at most 8), two files per thread where our SHA-NI
  * code runs (fg_sha256_files); the first failure in name order is returned. */
-static int hash_files(struct flist *l, const char *dir, int allow_symlinks, struct fg_err *err)
+static int hash_files(struct flist *l, const char *dir, int follow, struct fg_err *err)
 {
 	const char **p = calloc(l->n, sizeof(*p));
 	struct fg_sha256_result *res = calloc(l->n, sizeof(*res));
@@ -772,7 +787,7 @@ static int hash_files(struct flist *l, const char *dir, int allow_symlinks, stru
 	if (!rc)
 		/* without allow_symlinks, a file turned into a link since the walk
 		 * is refused, not followed */
-		rc = fg_sha256_files(p, l->n, fg_workq_cpus(8), allow_symlinks ? 0 : FG_SHA256_REGULAR,
+		rc = fg_sha256_files(p, l->n, fg_workq_cpus(8), follow ? 0 : FG_SHA256_REGULAR,
 				     res, err);
 	for (i = 0; !rc && i < l->n; i++) {
 		if (res[i].rc) {
@@ -794,14 +809,16 @@ static int hash_files(struct flist *l, const char *dir, int allow_symlinks, stru
 
 int fg_oms_hash(struct fg_oms_model **out, const char *path, const char *name, struct fg_err *err)
 {
-	return fg_oms_hash_ignoring(out, path, name, fg_oms_ignore, fg_oms_n_ignore, 0, err);
+	return fg_oms_hash_ignoring(out, path, name, fg_oms_ignore, fg_oms_n_ignore,
+				    FG_OMS_LINKS_REFUSE, err);
 }
 
 int fg_oms_hash_ignoring(struct fg_oms_model **out, const char *path, const char *name,
-			 const char *const *ignore, size_t n_ignore, int allow_symlinks,
+			 const char *const *ignore, size_t n_ignore, enum fg_oms_links links,
 			 struct fg_err *err)
 {
-	struct ignore_list ign = { ignore, n_ignore, allow_symlinks != 0 };
+	struct ignore_list ign = { ignore, n_ignore, links };
+	int follow = links == FG_OMS_LINKS_FOLLOW;
 	struct fg_oms_model *m = calloc(1, sizeof(*m));
 	struct flist l = { 0 };
 	struct fg_buf tmp = FG_BUF_INIT;
@@ -818,22 +835,24 @@ int fg_oms_hash_ignoring(struct fg_oms_model **out, const char *path, const char
 	}
 	/* what was skipped is what the statement says a verifier skips */
 	m->has_serialization = 1;
-	m->allow_symlinks = allow_symlinks != 0;
+	m->allow_symlinks = follow;
 	for (; m->n_ignore < n_ignore; m->n_ignore++)
 		if (!(m->ignore[m->n_ignore] = strdup(ignore[m->n_ignore]))) {
 			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 			goto out;
 		}
-	if (allow_symlinks ? stat(path, &sb) : lstat(path, &sb)) {
+	if (follow ? stat(path, &sb) : lstat(path, &sb)) {
 		rc = fg_err_set(err, FG_EIO, "%s: %s", path, strerror(errno));
 		goto out;
 	}
-	if (S_ISDIR(sb.st_mode)) {
+	if (S_ISLNK(sb.st_mode)) {
+		rc = refuse_link(path, links, err);
+	} else if (S_ISDIR(sb.st_mode)) {
 		rc = walk(&l, path, "", &ign, err);
 		if (!rc && l.n)
 			qsort(l.v, l.n, sizeof(l.v[0]), file_cmp);
 		if (!rc && l.n)
-			rc = hash_files(&l, path, allow_symlinks, err);
+			rc = hash_files(&l, path, follow, err);
 	} else if (S_ISREG(sb.st_mode)) {
 		uint8_t d[32];
 

@@ -102,7 +102,7 @@ struct fg_oms_model {
 	size_t n_ignore;
 	int has_serialization;
 	/* serialization.allow_symlinks: parsed as signed; hashed: links were
-	 * followed (fg_oms_hash_ignoring's allow_symlinks) */
+	 * followed (fg_oms_hash_ignoring's FG_OMS_LINKS_FOLLOW) */
 	int allow_symlinks;
 };
 
@@ -110,20 +110,33 @@ struct fg_oms_model {
 extern const char *const fg_oms_ignore[];
 extern const size_t fg_oms_n_ignore;
 
+/* How fg_oms_hash_ignoring treats symbolic links (serialization.allow_symlinks). */
+enum fg_oms_links {
+	/* allow_symlinks false, verifying: any link is refused (FG_EUNSUPPORTED),
+	 * the line saying the signature does not cover links */
+	FG_OMS_LINKS_REFUSE = 0,
+	/* allow_symlinks true: hashed through, as model_signing does */
+	FG_OMS_LINKS_FOLLOW = 1,
+	/* allow_symlinks false, signing: any link is refused (FG_EUNSUPPORTED),
+	 * the line naming `fgpack sign --allow-symlinks` */
+	FG_OMS_LINKS_REFUSE_SIGNING = 2,
+};
+
 /* Hashes a model: a folder (every regular file below it, sorted by path
  * bytes; the fg_oms_ignore names are skipped at the top level, as OMS does;
  * symbolic links and special files are refused) or a single file (one
  * resource named by its base name). name NULL = the base name of path. */
 int fg_oms_hash(struct fg_oms_model **out, const char *path, const char *name, struct fg_err *err);
 /* fg_oms_hash skipping the n given paths (relative to the folder, each with
- * everything below it) instead of fg_oms_ignore. allow_symlinks 1 hashes
- * through symbolic links as model_signing does with allow_symlinks: a link
- * to a file is that file's bytes under the link's name (wherever it points,
- * the folder or outside); a link to a folder is not descended into
+ * everything below it) instead of fg_oms_ignore. links FG_OMS_LINKS_FOLLOW
+ * hashes through symbolic links as model_signing does with allow_symlinks: a
+ * link to a file is that file's bytes under the link's name (wherever it
+ * points, the folder or outside); a link to a folder is not descended into
  * (model_signing's walk, pathlib's glob("**"), does not); a link to nothing
- * or to a special file is an error. 0 refuses every link. */
+ * or to a special file is an error; path may itself be a link. Otherwise
+ * every link is refused, path too (enum fg_oms_links says with which line). */
 int fg_oms_hash_ignoring(struct fg_oms_model **out, const char *path, const char *name,
-			 const char *const *ignore, size_t n_ignore, int allow_symlinks,
+			 const char *const *ignore, size_t n_ignore, enum fg_oms_links links,
 			 struct fg_err *err);
 void fg_oms_model_free(struct fg_oms_model *m);
 

@@ -255,8 +255,49 @@ rm sl/broken
 rm sl/ext.bin sl/dlink
 $OMS_SIGN ossl.pem sl sl-nosym.sig
 check_fails "allow_symlinks false: a link is refused" "$FGPACK" verify-sig --key ossl.pub.pem --sig sl-nosym.sig sl
-check_grep "  saying so" "alias.bin: symbolic link" "$WORK/.out"
-check_fails "fgpack sign still refuses a folder with links" "$FGPACK" sign --key ossl.pem -o sl-fg.sig sl
+check_grep "  saying the signature does not allow links" "sl/alias.bin: a symbolic link, which a signature with allow_symlinks false does not cover" "$WORK/.out"
+
+# fgpack sign --allow-symlinks writes such a signature (allow_symlinks true),
+# hashing as verify-sig and model_signing --allow_symlinks do: a link to a
+# file (inside the folder, outside, or in a subfolder) under the link's name,
+# a link to a folder not descended into. Its statement is the one
+# oms_sign.py --allow-symlinks computes. Without the option any link, the
+# folder itself given as one too, is refused in one line naming the option.
+mkdir -p sg/d sg/sub
+echo weights >sg/weights.bin; echo inner >sg/d/f.bin; echo far >far.bin
+ln -s weights.bin sg/alias.bin; ln -s ../far.bin sg/ext.bin; ln -s d sg/dlink
+ln -s ../d/f.bin sg/sub/deep.bin; ln -s sg sglink
+check_exit "sign refuses a folder with a link (exit 1)" 1 "$FGPACK" sign --key ossl.pem -o sg-x.sig sg
+check_grep "  naming the link and --allow-symlinks" "^fgpack sign: sg: sg/alias.bin: a symbolic link; fgpack sign --allow-symlinks signs" "$WORK/.out"
+check "  in one line" test "$(wc -l <"$WORK/.out")" -eq 1
+check "  and writes no signature" test ! -e sg-x.sig
+check_exit "sign refuses a folder given as a link" 1 "$FGPACK" sign --key ossl.pem -o sg-x.sig sglink
+check_grep "  naming it and --allow-symlinks" "sglink: a symbolic link; fgpack sign --allow-symlinks" "$WORK/.out"
+check "sign --allow-symlinks signs the folder with links" "$FGPACK" sign --key ossl.pem --allow-symlinks -o sg-fg.sig sg
+check_grep "  the links to files hashed, the link to a folder not descended" "signed sg: 5 files" "$WORK/.out"
+check "  verify-sig checks it" "$FGPACK" verify-sig --key ossl.pub.pem --sig sg-fg.sig sg
+check_grep "  five files" "verified sg: 5 files" "$WORK/.out"
+$OMS_SIGN ossl.pem sg sg-oms.sig --allow-symlinks
+check "  its statement is model_signing's: allow_symlinks true, the same resources and subject digest" python3 -c 'import base64, json, sys
+def st(f):
+    return json.loads(base64.b64decode(json.load(open(f))["dsseEnvelope"]["payload"]))
+fg, oms = st(sys.argv[1]), st(sys.argv[2])
+assert fg["predicate"]["serialization"]["allow_symlinks"] is True
+assert fg["predicate"]["resources"] == oms["predicate"]["resources"], (fg, oms)
+assert fg["subject"] == oms["subject"], (fg["subject"], oms["subject"])
+assert [r["name"] for r in fg["predicate"]["resources"]] == ["alias.bin", "d/f.bin", "ext.bin", "sub/deep.bin", "weights.bin"]' sg-fg.sig sg-oms.sig
+check "  and verify-sig checks model_signing's too" "$FGPACK" verify-sig --key ossl.pub.pem --sig sg-oms.sig sg
+echo changed >far.bin
+check_exit "  the file outside a link names, changed, fails" 3 "$FGPACK" verify-sig --key ossl.pub.pem --sig sg-fg.sig sg
+check_grep "  under the link's name" "ext.bin: content changed" "$WORK/.out"
+echo far >far.bin
+check "sign --allow-symlinks a folder given as a link" "$FGPACK" sign --key ossl.pem --allow-symlinks -o sglink-fg.sig sglink
+check "  verifies" "$FGPACK" verify-sig --key ossl.pub.pem --sig sglink-fg.sig sglink
+ln -s nowhere sg/broken
+check_exit "sign --allow-symlinks: a link to nothing fails (exit 1)" 1 "$FGPACK" sign --key ossl.pem --allow-symlinks -o sg-b.sig sg
+check_grep "  naming it" "sg/broken: a symbolic link to nothing" "$WORK/.out"
+check "  and writes no signature" test ! -e sg-b.sig
+rm sg/broken
 
 # a model_signing 0.2 signature (predicate type Digests/v0.1, signed over
 # the "pae_compat" text, or over the standard PAE) is refused in one line

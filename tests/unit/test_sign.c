@@ -118,6 +118,35 @@ static void oms(void)
 		back = NULL;
 		ok(p && fg_oms_parse(&back, st.data, st.len, &err) == FG_EMISMATCH, "inconsistent root refused");
 	}
+	/* a link: refused when signing (naming --allow-symlinks) and when the
+	 * signature says allow_symlinks false (naming that); followed, it is
+	 * hashed as its file, and the statement says allow_symlinks true */
+	{
+		struct fg_buf ln = FG_BUF_INIT;
+		struct fg_oms_model *lm = NULL, *lback = NULL;
+
+		fg_buf_printf(&ln, &err, "%s/c.txt", dir);
+		ok(symlink("a.txt", ln.data) == 0, "a link in the folder");
+		ok(fg_oms_hash_ignoring(&lm, dir, "demo", fg_oms_ignore, fg_oms_n_ignore,
+					FG_OMS_LINKS_REFUSE_SIGNING, &err) == FG_EUNSUPPORTED &&
+		   strstr(err.msg, "c.txt: a symbolic link; fgpack sign --allow-symlinks"),
+		   "signing refuses it, naming the option (%s)", err.msg);
+		ok(fg_oms_hash_ignoring(&lm, dir, "demo", fg_oms_ignore, fg_oms_n_ignore,
+					FG_OMS_LINKS_REFUSE, &err) == FG_EUNSUPPORTED &&
+		   strstr(err.msg, "c.txt: a symbolic link, which a signature with allow_symlinks false"),
+		   "verifying allow_symlinks false refuses it, saying so (%s)", err.msg);
+		fg_buf_reset(&st);
+		ok(fg_oms_hash_ignoring(&lm, dir, "demo", fg_oms_ignore, fg_oms_n_ignore,
+					FG_OMS_LINKS_FOLLOW, &err) == 0 && lm->n == 3 &&
+		   !strcmp(lm->files[2].sha256, again->files[0].sha256) &&
+		   fg_oms_statement(&st, lm, &err) == 0 &&
+		   fg_oms_parse(&lback, st.data, st.len, &err) == 0 && lback->allow_symlinks,
+		   "followed: hashed as its file, the statement says allow_symlinks true (%s)", err.msg);
+		unlink(ln.data);
+		fg_oms_model_free(lm);
+		fg_oms_model_free(lback);
+		fg_buf_release(&ln);
+	}
 	unlink(path.data);
 	fg_buf_reset(&path);
 	fg_buf_printf(&path, &err, "%s/b.txt", dir);
