@@ -23,8 +23,9 @@ static const char usage_text[] =
 	"again and compared with the signed digests; for a signed in-toto statement the\n"
 	"file must be byte-identical to what was signed, and its subjects are checked:\n"
 	"every one in OUT_DIR for OUT_DIR.intoto.json beside a folder OUT_DIR (as bake\n"
-	"writes it), else those found beside it. A signature file inside the folder it\n"
-	"signs is not taken for an extra file. Exit 0 when all verify, 3 when one does\n"
+	"writes it), else those found beside it; such a signature given for a folder is\n"
+	"no model signature of it. A signature file inside the folder it signs is not\n"
+	"taken for an extra file. Exit 0 when all verify, 3 when one does\n"
 	"not (the reason is printed), 1 on other errors.\n";
 
 static int find_sig(struct fg_buf *out, const char *path, const char *given, struct fg_err *err)
@@ -221,6 +222,7 @@ static int verify_one(const struct fg_sign_key *k, const char *path, const char 
 	char fp[FG_SHA256_HEX_LEN + 1], hint[FG_SHA256_HEX_LEN + 1];
 	cJSON *doc = NULL;
 	const char *pt;
+	struct stat sb;
 	int rc, n, total;
 
 	if ((rc = find_sig(&sig, path, given, err)) ||
@@ -248,6 +250,21 @@ static int verify_one(const struct fg_sign_key *k, const char *path, const char 
 			goto out;
 		printf("verified %s: %zu files, model %s sha256:%s, signed by key %.16s…\n", path, disk->n,
 		       disk->name, disk->root, fp);
+	} else if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+		/* a folder is signed by a model signature only: another statement
+		 * (a bake's provenance, signed as its .intoto.json file) signs a
+		 * file, which a folder cannot be byte-identical to */
+		if (pt)
+			rc = fg_err_set(err, FG_EMISMATCH,
+					"the signature's statement is %s, not a model signature (%s) for a "
+					"folder; verify-sig the statement file it signs instead",
+					pt, FG_SIGN_OMS_PREDICATE);
+		else
+			rc = fg_err_set(err, FG_EMISMATCH,
+					"the signature's statement has no predicateType, so it is not a model "
+					"signature (%s) for a folder",
+					FG_SIGN_OMS_PREDICATE);
+		goto out;
 	} else {
 		char missing[48] = "";
 

@@ -94,6 +94,10 @@ cp -a out1 sv && cp out1.intoto.json sv.intoto.json
 nsubj=$($PY -c 'import json; print(len(json.load(open("sv.intoto.json"))["subject"]))')
 check "sign the bake's statement" sh -c "'$FGPACK' sign --key sk.pem sv.intoto.json >/dev/null"
 check "verify-sig checks every output file of the folder" sh -c "'$FGPACK' verify-sig --key sk.pub.pem sv.intoto.json | grep -q ', $nsubj subjects checked, signed by'"
+# its signature given for the folder is no model signature of it: one line
+# naming the provenance predicateType (exit 3), not "read sv: Is a directory"
+check_exit "the statement's signature given for the folder fails" 3 "$FGPACK" verify-sig --key sk.pub.pem --sig sv.intoto.json.sig sv
+check_grep "  naming the statement's predicateType" "sv: the signature's statement is https://slsa.dev/provenance/v1, not a model signature" "$WORK/.out"
 printf 'x' >>sv/config.json
 check_exit "a changed output file fails" 3 "$FGPACK" verify-sig --key sk.pub.pem sv.intoto.json
 check_grep "  naming it" "subject config.json: content changed" "$WORK/.out"

@@ -367,6 +367,18 @@ sed -i 's/slsa.dev/slsa.example/' baked/provenance.intoto.json
 check_exit "changed statement" 3 "$FGPACK" verify-sig --key key.pub.pem baked/provenance.intoto.json
 check_grep "says it differs" "differs from the one signed" "$WORK/.out"
 
+# that statement's signature given for a folder (--sig) is no model
+# signature for it: one line naming the statement's predicateType, exit 3,
+# not "read baked: Is a directory"
+cp baked/provenance.intoto.json.sig prov.sig
+check_exit "a provenance statement's signature given for a folder fails (exit 3)" 3 "$FGPACK" verify-sig --key key.pub.pem --sig prov.sig baked
+check_grep "  naming the statement's predicateType and that it is no model signature" "^fgpack verify-sig: baked: the signature's statement is https://slsa.dev/provenance/v1, not a model signature \\(https://model_signing/signature/v1.0\\) for a folder" "$WORK/.out"
+check "  in one line" test "$(wc -l <"$WORK/.out")" -eq 1
+printf '{"_type":"https://in-toto.io/Statement/v1","predicate":{},"subject":[]}\n' >nopt.intoto.json
+"$FGPACK" sign --key key.pem nopt.intoto.json >/dev/null
+check_exit "a statement without a predicateType given for a folder fails (exit 3)" 3 "$FGPACK" verify-sig --key key.pub.pem --sig nopt.intoto.json.sig baked
+check_grep "  saying it has none" "baked: the signature's statement has no predicateType, so it is not a model signature" "$WORK/.out"
+
 # a statement of five subjects (hashed together, checked in order): all
 # checked, then the third one changed is the one named
 mkdir -p baked5
