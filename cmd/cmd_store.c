@@ -354,6 +354,7 @@ int cmd_store(int argc, char **argv)
 				cJSON_AddNumberToObject(d, "kept", (double)rep.kept);
 				cJSON_AddNumberToObject(d, "removed", (double)rep.removed);
 				cJSON_AddNumberToObject(d, "removed_bytes", (double)rep.removed_bytes);
+				cJSON_AddNumberToObject(d, "removed_tmps", (double)rep.tmps);
 				cJSON_AddItemToObject(d, "removed_blobs", ec.list);
 				ec.list = NULL;
 				rc = print_json(d);

@@ -1,16 +1,19 @@
 /* fsutil.c - bounded reads, atomic writes, mkdir -p, path checks. */
 #include "fsutil.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 int fg_file_read(const char *path, size_t max, struct fg_buf *out, struct fg_err *err)
@@ -80,6 +83,72 @@ int fg_path_dir(const char *path, struct fg_buf *dir, struct fg_err *err)
  * one is someone else's (another writer's temporary file, a planted link). */
 #define TMP_TRIES 100
 
+/* 1 when s is 1 to 9 decimal digits (a pid, or fg_file_write_atomic's
+ * sequence number), with the value in *v */
+static int digits(const char *s, size_t n, long *v)
+{
+	size_t i;
+
+	if (!n || n > 9)
+		return 0;
+	for (*v = 0, i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return 0;
+		*v = *v * 10 + (s[i] - '0');
+	}
+	return 1;
+}
+
+/* The writer's pid when name is "<base>.tmp.<pid>[.<n>]" (any non-empty
+ * base when base is NULL), else 0. The last ".tmp." that fits decides. */
+static long atomic_tmp_owner(const char *name, const char *base)
+{
+	const char *p;
+	size_t bl = base ? strlen(base) : 0;
+
+	for (p = name + strlen(name); p > name; p--) {
+		const char *rest = p + 5, *dot;
+		long pid, n;
+
+		if (strncmp(p, ".tmp.", 5) || (base && ((size_t)(p - name) != bl ||
+							 strncmp(name, base, bl))))
+			continue;
+		dot = strchr(rest, '.');
+		if (!dot ? digits(rest, strlen(rest), &pid)
+			 : digits(rest, (size_t)(dot - rest), &pid) && digits(dot + 1, strlen(dot + 1), &n))
+			return pid;
+	}
+	return 0;
+}
+
+int fg_file_sweep_tmps(const char *dir, const char *base, int grace_s)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	time_t now = time(NULL);
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		long pid = atomic_tmp_owner(e->d_name, base);
+		struct stat sb;
+
+		if (pid <= 0 || pid == (long)getpid())
+			continue;
+		/* only a dead writer's: a live one (or whoever has its pid now) keeps it */
+		if (!kill((pid_t)pid, 0) || errno != ESRCH)
+			continue;
+		if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) || !S_ISREG(sb.st_mode) ||
+		    now - sb.st_mtime < grace_s)
+			continue;
+		if (!unlinkat(dirfd(d), e->d_name, 0))
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
 int fg_file_write_atomic(const char *path, const void *data, size_t len, int mode,
 			 struct fg_err *err)
 {
@@ -88,6 +157,11 @@ int fg_file_write_atomic(const char *path, const void *data, size_t len, int mod
 	int fd = -1, rc, tries, slot;
 
 	rc = fg_path_dir(path, &dir, err);
+	if (!rc) { /* what earlier writers of path killed by SIGKILL left */
+		const char *slash = strrchr(path, '/');
+
+		fg_file_sweep_tmps(dir.data, slash ? slash + 1 : path, FG_TMP_GRACE_S);
+	}
 	/* O_EXCL|O_NOFOLLOW: a name that exists (a symlink planted there,
 	 * another writer's file) is never followed, truncated nor taken over;
 	 * the next name is tried instead */

@@ -17,9 +17,25 @@ int fg_file_read(const char *path, size_t max, struct fg_buf *out, struct fg_err
  * temporary file is created O_EXCL|O_NOFOLLOW as "<path>.tmp.<pid>", else
  * (that name taken: another writer's file, a symlink planted there, which
  * is neither followed nor touched) "<path>.tmp.<pid>.<n>"; it is tracked
- * (fg_tmp_track) while it exists. */
+ * (fg_tmp_track) while it exists. Those of path's earlier writers that a
+ * SIGKILL left are removed first (fg_file_sweep_tmps, FG_TMP_GRACE_S). */
 int fg_file_write_atomic(const char *path, const void *data, size_t len, int mode,
 			 struct fg_err *err);
+
+/* How old (mtime, seconds) a dead writer's temporary file must be before it
+ * is removed: a writer whose pid this machine cannot see (another pid
+ * namespace sharing the folder) may still be writing a younger one. */
+#define FG_TMP_GRACE_S 60
+
+/* What fg_file_write_atomic leaves behind a SIGKILL, removed: every regular
+ * file in folder dir (not below it) named "<base>.tmp.<pid>" or
+ * "<base>.tmp.<pid>.<n>" (base NULL: any non-empty name before ".tmp.")
+ * whose pid is no live process here (kill(pid, 0) gives ESRCH: a live pid,
+ * whoever has it now, keeps its file) and whose mtime is grace_s seconds or
+ * more in the past. fg_file_write_atomic does it for its own path before it
+ * writes; `store gc` for the store's folders. Returns how many it removed;
+ * a folder it cannot read gives 0. */
+int fg_file_sweep_tmps(const char *dir, const char *base, int grace_s);
 
 /* Writes all len bytes to fd, retrying short writes and EINTR; 0 or -1 with
  * errno set. */

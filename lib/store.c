@@ -2096,6 +2096,34 @@ static void sweep_placed(struct fg_store *st)
 	fg_buf_release(&text);
 }
 
+/* A root's lock file (buckets.lock) is written by fg_file_write_atomic:
+ * the temporary files a SIGKILL left beside it, of dead writers, go */
+static int root_tmps(void *ctx, const char *lock_path)
+{
+	struct fg_buf dir = FG_BUF_INIT;
+	const char *slash = strrchr(lock_path, '/');
+
+	if (slash && !fg_path_dir(lock_path, &dir, NULL))
+		*(unsigned long long *)ctx += (unsigned long long)fg_file_sweep_tmps(dir.data, slash + 1,
+										      FG_TMP_GRACE_S);
+	fg_buf_release(&dir);
+	return 0;
+}
+
+/* What fg_file_write_atomic leaves after a SIGKILL, where it writes for
+ * the store: roots/, placed/ and beside each root's lock file */
+static unsigned long long sweep_atomic_tmps(struct fg_store *st)
+{
+	struct fg_buf placed = FG_BUF_INIT;
+	unsigned long long n = (unsigned long long)fg_file_sweep_tmps(st->roots, NULL, FG_TMP_GRACE_S);
+
+	if (!fg_path_join(&placed, st->root, "placed", NULL))
+		n += (unsigned long long)fg_file_sweep_tmps(placed.data, NULL, FG_TMP_GRACE_S);
+	fg_buf_release(&placed);
+	fg_store_roots(st, root_tmps, &n, NULL);
+	return n;
+}
+
 int fg_store_gc(struct fg_store_report *rep, struct fg_store *st, const char *const *keep,
 		size_t n_keep, int dry_run, fg_store_each_fn fn, void *ctx, struct fg_err *err)
 {
@@ -2166,6 +2194,7 @@ int fg_store_gc(struct fg_store_report *rep, struct fg_store *st, const char *co
 			sweep_records(st, st->states, states_keep, &sk);
 			free(sk.hex);
 			sweep_placed(st);
+			rep->tmps = sweep_atomic_tmps(st);
 		}
 	}
 	if (took) { /* a caller that took it before reading its roots releases it with the store */

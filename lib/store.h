@@ -302,6 +302,7 @@ struct fg_store_report {
 	unsigned long long removed;    /* gc: blobs removed (or that would be, dry run) */
 	unsigned long long removed_bytes;
 	unsigned long long kept;       /* gc: blobs referenced */
+	unsigned long long tmps;       /* gc: temporary files of killed atomic writers removed */
 	double seconds;                /* wall time */
 	double cpu_seconds;            /* verify: user + system CPU time of the process */
 };
@@ -324,7 +325,9 @@ int fg_store_verify_some(struct fg_store_report *rep, struct fg_store *st,
 
 /* Removes every blob whose digest is not among keep (n_keep lowercase hex
  * strings, any order); with dry_run nothing is removed. Blobs whose lock is
- * held are kept. Stale partial files (no lock holder) are removed too. Takes
+ * held are kept. Stale partial files (no lock holder) are removed too, and
+ * fg_file_write_atomic's temporary files of dead writers in roots/, placed/
+ * and beside each root's lock file (fg_file_sweep_tmps). Takes
  * fg_store_lock_gc first (FG_EBUSY while a pull uses the store) and lets it
  * go when done, unless the caller took it already: one that reads keep from
  * the roots takes it before reading them (and holds it until

@@ -1,7 +1,8 @@
 #!/bin/sh
 # store.sh - `fgpack store path|verify|gc` on a store seeded by hand with
 # sha256sum (independent of fgpack's own hashing): verify finds and
-# quarantines a corrupted blob (exit 3), gc keeps what a lock references.
+# quarantines a corrupted blob (exit 3), gc keeps what a lock references
+# and removes the temporary files SIGKILLed atomic writers left.
 . "$(dirname "$0")/../lib.sh"
 export FGPACK_HOME="$WORK/store"
 
@@ -89,6 +90,43 @@ check_grep "  naming it" "nope" "$WORK/imp.err"
 check "  after the line of the file before it" sh -c "head -n 1 '$WORK/imp.out' | grep -q '  $WORK/imp/f1\$' && [ \$(wc -l <'$WORK/imp.out') -eq 1 ]"
 check_exit "gc refuses a hand-broken lock" 1 "$FGPACK" store gc --lock "$WORK/bad.lock"
 check_grep "gc names the broken field" "tree_digest: does not match" "$WORK/.out"
+
+# what fg_file_write_atomic leaves behind a SIGKILL ("<path>.tmp.<pid>[.<n>]")
+# in placed/, roots/ and beside a root's lock file: gc removes a dead
+# writer's (a process SIGKILLed here) once older than 60 s, never a live
+# pid's (this script's sleep) nor a younger one
+sleep 600 &
+dead=$!
+kill -KILL $dead
+wait $dead 2>/dev/null
+sleep 600 &
+live=$!
+at_exit "kill $live"
+lk=$WORK/buckets.lock
+mkdir -p "$FGPACK_HOME/placed" "$FGPACK_HOME/roots"
+rh=$(printf '%s' "$lk" | sha256sum | cut -d' ' -f1)
+printf '%s\n' "$lk" >"$FGPACK_HOME/roots/$rh"
+ph=$(printf 'x' | sha256sum | cut -d' ' -f1)
+for f in "placed/$ph.json.tmp.$dead" "placed/$ph.json.tmp.$dead.2" "placed/$ph.json.tmp.$live" \
+	"roots/$rh.tmp.$dead" "roots/$rh.tmp.$live"; do
+	: >"$FGPACK_HOME/$f"; touch -d '-5 minutes' "$FGPACK_HOME/$f"
+done
+for f in "buckets.lock.tmp.$dead" "buckets.lock.tmp.$dead.4" "buckets.lock.tmp.$live" "other.lock.tmp.$dead"; do
+	: >"$WORK/$f"; touch -d '-5 minutes' "$WORK/$f"
+done
+: >"$FGPACK_HOME/placed/$ph.json.tmp.$dead.3"
+: >"$WORK/buckets.lock.tmp.$dead.5"
+"$FGPACK" store gc --json >"$WORK/gc3.json" 2>&1
+check_grep "gc of leftover temporaries: 5 removed" '"removed_tmps": 5' "$WORK/gc3.json"
+check "  a SIGKILLed writer's in placed/, roots/ and beside the root lock are gone" sh -c "
+	for f in '$FGPACK_HOME/placed/$ph.json.tmp.$dead' '$FGPACK_HOME/placed/$ph.json.tmp.$dead.2' \
+		'$FGPACK_HOME/roots/$rh.tmp.$dead' '$WORK/buckets.lock.tmp.$dead' '$WORK/buckets.lock.tmp.$dead.4'; do
+		[ ! -e \"\$f\" ] || exit 1
+	done"
+check "  a live pid's stay" sh -c "[ -e '$FGPACK_HOME/placed/$ph.json.tmp.$live' ] && [ -e '$FGPACK_HOME/roots/$rh.tmp.$live' ] && [ -e '$WORK/buckets.lock.tmp.$live' ]"
+check "  a dead pid's younger than 60 s stay" sh -c "[ -e '$FGPACK_HOME/placed/$ph.json.tmp.$dead.3' ] && [ -e '$WORK/buckets.lock.tmp.$dead.5' ]"
+check "  beside the root lock, another file's stays" test -e "$WORK/other.lock.tmp.$dead"
+check "  the root's lock is still read (its blob kept)" "$FGPACK" store path "$a"
 
 # Paired hashing: with -j 1 verify hashes two blobs of like size at once
 # (their blocks interleaved on SHA-NI); a bad blob must be caught whichever

@@ -1,8 +1,13 @@
 /* test_core.c - buf, json, sha256 and fsutil: the helpers everything uses. */
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -267,6 +272,101 @@ static void test_fs_planted(const char *dir)
 	fg_buf_release(&r);
 }
 
+/* A child that waits to be killed: its pid, alive until SIGKILLed. */
+static pid_t child_paused(void)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		for (;;)
+			pause();
+	}
+	return pid;
+}
+
+/* Plants a file at dir/name, its mtime age_s seconds in the past. */
+static int plant(const char *dir, const char *name, long age_s, const char *target)
+{
+	struct fg_buf p = FG_BUF_INIT;
+	struct fg_err err;
+	struct timespec t[2];
+	int rc;
+
+	fg_buf_printf(&p, &err, "%s/%s", dir, name);
+	if (target) {
+		rc = symlink(target, p.data);
+	} else {
+		int fd = open(p.data, O_WRONLY | O_CREAT | O_EXCL, 0644);
+
+		rc = fd < 0 ? -1 : close(fd);
+	}
+	clock_gettime(CLOCK_REALTIME, &t[0]);
+	t[0].tv_sec -= age_s;
+	t[1] = t[0];
+	if (!rc)
+		rc = utimensat(AT_FDCWD, p.data, t, AT_SYMLINK_NOFOLLOW);
+	fg_buf_release(&p);
+	return rc;
+}
+
+static int there(const char *dir, const char *name)
+{
+	struct fg_buf p = FG_BUF_INIT;
+	struct fg_err err;
+	struct stat sb;
+	int rc;
+
+	fg_buf_printf(&p, &err, "%s/%s", dir, name);
+	rc = !lstat(p.data, &sb);
+	fg_buf_release(&p);
+	return rc;
+}
+
+/* What fg_file_write_atomic leaves behind a SIGKILL ("<path>.tmp.<pid>",
+ * "<path>.tmp.<pid>.<n>"): the next write to path removes those of a dead
+ * pid older than FG_TMP_GRACE_S; never a live pid's, a younger one, another
+ * path's, or what is no regular file. A SIGKILLed child gives the dead pid. */
+static void test_fs_leftovers(const char *dir)
+{
+	struct fg_buf sub = FG_BUF_INIT, path = FG_BUF_INIT;
+	struct fg_err err;
+	char n_dead[64], n_dead2[64], n_live[64], n_young[64], n_link[64], n_other[64], n_odd[64];
+	pid_t dead = child_paused(), live = child_paused();
+	long old = FG_TMP_GRACE_S + 60;
+
+	ok(dead > 0 && live > 0 && !kill(dead, SIGKILL) && waitpid(dead, NULL, 0) == dead &&
+	   kill(dead, 0) && errno == ESRCH, "fs: a SIGKILLed writer (pid %ld) and a live one (pid %ld)",
+	   (long)dead, (long)live);
+	fg_buf_printf(&sub, &err, "%s/left", dir);
+	fg_mkdir_p(sub.data, 0755, &err);
+	fg_buf_printf(&path, &err, "%s/lock.json", sub.data);
+	snprintf(n_dead, sizeof(n_dead), "lock.json.tmp.%ld", (long)dead);
+	snprintf(n_dead2, sizeof(n_dead2), "lock.json.tmp.%ld.3", (long)dead);
+	snprintf(n_live, sizeof(n_live), "lock.json.tmp.%ld", (long)live);
+	snprintf(n_young, sizeof(n_young), "lock.json.tmp.%ld.7", (long)dead);
+	snprintf(n_link, sizeof(n_link), "lock.json.tmp.%ld.9", (long)dead);
+	snprintf(n_other, sizeof(n_other), "other.json.tmp.%ld", (long)dead);
+	snprintf(n_odd, sizeof(n_odd), "lock.json.tmp.%ldx", (long)dead);
+	ok(!plant(sub.data, n_dead, old, NULL) && !plant(sub.data, n_dead2, old, NULL) &&
+	   !plant(sub.data, n_live, old, NULL) && !plant(sub.data, n_young, 5, NULL) &&
+	   !plant(sub.data, n_link, old, "lock.json") && !plant(sub.data, n_other, old, NULL) &&
+	   !plant(sub.data, n_odd, old, NULL), "fs: leftovers planted beside lock.json");
+	ok(fg_file_write_atomic(path.data, "{}\n", 3, 0644, &err) == 0, "fs: atomic write over them");
+	ok(!there(sub.data, n_dead) && !there(sub.data, n_dead2),
+	   "fs: the dead writer's old leftovers of that path are removed");
+	ok(there(sub.data, n_live), "fs: a live pid's leftover stays");
+	ok(there(sub.data, n_young), "fs: a dead pid's leftover younger than %d s stays", FG_TMP_GRACE_S);
+	ok(there(sub.data, n_link) && there(sub.data, n_odd), "fs: a symlink and a name not quite ours stay");
+	ok(there(sub.data, n_other), "fs: another path's leftover stays");
+	ok(fg_file_sweep_tmps(sub.data, NULL, FG_TMP_GRACE_S) == 1 && !there(sub.data, n_other) &&
+	   there(sub.data, n_live) && there(sub.data, n_young),
+	   "fs: a sweep of the whole folder removes the other path's, nothing live or young");
+	kill(live, SIGKILL);
+	waitpid(live, NULL, 0);
+	fg_buf_release(&sub);
+	fg_buf_release(&path);
+}
+
 static void test_fs(void)
 {
 	char dir[] = "/tmp/fgtest_core_XXXXXX";
@@ -282,6 +382,7 @@ static void test_fs(void)
 	fg_buf_reset(&r);
 	ok(fg_file_read(p.data, 4, &r, &err) == FG_EINVAL, "fs: read bound enforced");
 	test_fs_planted(dir);
+	test_fs_leftovers(dir);
 	ok(fg_path_is_safe_rel("a/b.txt") && !fg_path_is_safe_rel("../x") && !fg_path_is_safe_rel("/x") &&
 	   !fg_path_is_safe_rel("a//b") && !fg_path_is_safe_rel("a/./b") && !fg_path_is_safe_rel("a\\b") &&
 	   !fg_path_is_safe_rel("a/..") && !fg_path_is_safe_rel(""), "fs: safe relative paths");
