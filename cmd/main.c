@@ -6,6 +6,7 @@
 
 #include "cmd.h"
 #include "fsutil.h"
+#include "store.h"
 #include "version.h"
 
 struct verb {
@@ -82,6 +83,22 @@ int fg_cmd_wants_help(int argc, char **argv)
 	return 0;
 }
 
+/* The verb running, as typed, for the store's wait notice. */
+static char running_verb[32] = "";
+
+/* A pull, lock, pack or bake that finds a gc holding the store lock says
+ * so once, then waits as before: a silent wait looks like a hang. */
+static void on_store_wait(const char *root)
+{
+	static int said;
+
+	if (said)
+		return;
+	said = 1;
+	fprintf(stderr, "fgpack %s: waiting for the store lock of %s (a store gc is running) ...\n",
+		running_verb[0] ? running_verb : "store", root);
+}
+
 /* SIGINT, SIGTERM, SIGHUP: the temporary files being written (fg_tmp_track:
  * a pull's materialized copy, an atomic write) are removed, then the signal
  * takes its default course, so the exit status still says which one. */
@@ -138,8 +155,11 @@ int main(int argc, char **argv)
 	for (i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
 		char name[32];
 
-		if (!strcmp(argv[1], verb_name(name, sizeof(name), verbs[i].name)))
+		if (!strcmp(argv[1], verb_name(name, sizeof(name), verbs[i].name))) {
+			memcpy(running_verb, name, sizeof(running_verb));
+			fg_store_set_wait_notice(on_store_wait);
 			return verbs[i].fn(argc - 1, argv + 1);
+		}
 	}
 	fprintf(stderr, "fgpack: '%s' is not a verb (see 'fgpack --help')\n", argv[1]);
 	return FG_EXIT_USAGE;

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,10 +234,25 @@ static int use_take(struct fg_store *st, int op, struct fg_err *err)
 	return errno == EWOULDBLOCK ? 1 : 2;
 }
 
+static _Atomic(fg_store_wait_fn) wait_notice;
+
+void fg_store_set_wait_notice(fg_store_wait_fn fn)
+{
+	atomic_store(&wait_notice, fn);
+}
+
 int fg_store_use(struct fg_store *st, struct fg_err *err)
 {
-	int rc = use_take(st, LOCK_SH, err);
+	/* a try first: only a process that finds a gc holding the store is told */
+	int rc = use_take(st, LOCK_SH | LOCK_NB, err);
 
+	if (rc == 1) {
+		fg_store_wait_fn fn = atomic_load(&wait_notice);
+
+		if (fn)
+			fn(st->root);
+		rc = use_take(st, LOCK_SH, err);
+	}
 	if (rc < 0)
 		return rc;
 	st->use_ex = 0;

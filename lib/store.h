@@ -70,6 +70,12 @@ const char *fg_store_root(const struct fg_store *st); /* borrowed */
  * (some NFS mounts) both go on without it, as before. */
 int fg_store_use(struct fg_store *st, struct fg_err *err);
 int fg_store_lock_gc(struct fg_store *st, struct fg_err *err);
+/* What fg_store_use calls, before it waits, when it has to wait: its first
+ * try (non-blocking) was refused because a gc holds locks/store.lock
+ * exclusive. cmd/ sets it once at start to print one line on stderr (lib/
+ * prints nothing); NULL (the default) waits silently. root is borrowed. */
+typedef void (*fg_store_wait_fn)(const char *root);
+void fg_store_set_wait_notice(fg_store_wait_fn fn);
 
 /* Appends root/blobs/sha256/<2>/<64> (whether or not the blob exists). */
 int fg_store_blob_path(struct fg_buf *out, const struct fg_store *st, const char *sha256_hex,

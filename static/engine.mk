@@ -44,7 +44,7 @@ $(ENGINE): $(ENGINE_CMDS) $(LIBFG) $(KERNEL_OBJS) $(ENGINE_OWN) $(ENGINE_TP) sta
 
 # main (its --version says "engine") and the weak verb stubs (saying "not in
 # the engine build") compiled again with FG_ENGINE_BUILD
-$(BUILD)/static/main.o: cmd/main.c cmd/cmd.h lib/fsutil.h lib/version.h
+$(BUILD)/static/main.o: cmd/main.c cmd/cmd.h lib/fsutil.h lib/store.h lib/version.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -DFG_ENGINE_BUILD -c -o $@ $<
 

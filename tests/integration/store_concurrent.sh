@@ -6,7 +6,8 @@
 # names in the store. A .part left read-only (a kill between a commit's
 # chmod 0444 and its rename) is resumed by the next pull, also one that file
 # modes bind (no CAP_DAC_OVERRIDE). gc run while a pack or a bake int4
-# reads the store's blobs refuses the same way.
+# reads the store's blobs refuses the same way. A pull, pack or bake that
+# finds a gc holding the store says once that it waits for it.
 . "$(dirname "$0")/../lib.sh"
 S=$TOP/tests/servers
 [ -x /usr/bin/python3 ] && PATH=/usr/bin:$PATH && export PATH
@@ -140,4 +141,52 @@ check "pull a checkpoint for bake" "$FGPACK" pull "$WORK/v.json" --lock "$WORK/v
 mv "$WORK/v.lock" "$WORK/vk.lock"
 gc_during "bake int4" "$FGPACK" bake int4 "$WORK/vin/v" "$WORK/vout" --group 32 --ignore-misfits
 check "  the blobs bake read are still in the store" "$FGPACK" store verify --lock "$WORK/vk.lock"
+# the other way round: a pull, pack or bake started while a gc holds
+# locks/store.lock exclusive (here a shell holding it with flock(1), as
+# gc does) says so in one line on stderr, once, waits, and ends well once
+# the lock is let go. Without a gc it says nothing.
+# held_ex NAME CMD...: runs CMD so
+held_ex() {
+	name=$1; shift
+	rm -f "$WORK/held" "$WORK/release"
+	( flock -x 9 && : >"$WORK/held" && while [ ! -e "$WORK/release" ]; do sleep 0.05; done ) 9<"$st/locks/store.lock" &
+	hpid=$!
+	i=0
+	while [ ! -e "$WORK/held" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+	"$@" >"$WORK/hx.out" 2>"$WORK/hx.err" &
+	cpid=$!
+	i=0
+	while ! grep -q "waiting for the store lock" "$WORK/hx.err" && [ $i -lt 200 ] && kill -0 $cpid 2>/dev/null; do
+		sleep 0.05; i=$((i + 1))
+	done
+	sleep 0.5
+	if grep -q "^fgpack [a-z]*: waiting for the store lock of $st (a store gc is running) ...\$" "$WORK/hx.err" &&
+	   kill -0 $cpid 2>/dev/null; then
+		ok "$name during a gc says it waits, and waits: $(grep waiting "$WORK/hx.err")"
+	else
+		not_ok "$name during a gc says it waits, and waits"; sed 's/^/#   /' "$WORK/hx.err"
+	fi
+	: >"$WORK/release"
+	wait $hpid
+	wait $cpid
+	prc=$?
+	if [ $prc -eq 0 ] && [ "$(grep -c "waiting for the store lock" "$WORK/hx.err")" -eq 1 ]; then
+		ok "  $name ends well once the gc is done, the line said once"
+	else
+		not_ok "  $name ends well once the gc is done, the line said once (exit $prc)"; sed 's/^/#   /' "$WORK/hx.err"
+	fi
+}
+if command -v flock >/dev/null; then
+	held_ex "pull" "$FGPACK" pull "$WORK/m.json" --lock "$WORK/pk.lock" --into "$WORK/hx-into"
+	check "  its files are in place" cmp "$WORK/b/w/big.bin" "$WORK/hx-into/m/big.bin"
+	held_ex "pack" "$FGPACK" pack "$WORK/m.json" --lock "$WORK/pk.lock" --no-golden -o "$WORK/hx.fgb"
+	check "  the bundle verifies" "$FGPACK" verify "$WORK/hx.fgb"
+	held_ex "bake int4" "$FGPACK" bake int4 "$WORK/vin/v" "$WORK/hx-vout" --group 32 --ignore-misfits
+	"$FGPACK" pull "$WORK/m.json" --lock "$WORK/pk.lock" --into "$WORK/hx-into" 2>"$WORK/hx.err" >/dev/null
+	prc=$?
+	if [ $prc -eq 0 ] && ! grep -q "waiting" "$WORK/hx.err"; then ok "a pull with no gc running says nothing of waiting"
+	else not_ok "a pull with no gc running says nothing of waiting (exit $prc)"; sed 's/^/#   /' "$WORK/hx.err"; fi
+else
+	ok "# SKIP no flock(1) to hold the store lock"
+fi
 finish
