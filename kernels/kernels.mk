@@ -20,8 +20,10 @@ endif
 # Ask nvcc itself where its runtime libraries are: NVCC may be a wrapper
 # script (CI's /usr/local/bin/nvcc), so its path says nothing about them.
 ifeq ($(origin CUDA_LIBDIR),undefined)
+ifneq ($(strip $(NVCC)),)
 CUDA_LIBDIR := $(shell $(NVCC) -dryrun -x cu -c /dev/null -o /dev/null 2>&1 | \
   sed -n 's/^\#\$$ LIBRARIES=.*"-L\([^"]*\)"[[:space:]]*$$/\1/p' | tail -n 1)
+endif
 endif
 
 ifneq ($(strip $(NVCC)),)
