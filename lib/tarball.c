@@ -1335,6 +1335,10 @@ struct rsrc {
 	size_t in_cap, in_len, in_pos, out_cap;
 	int in_eof;
 	size_t last_ret; /* ZSTD_decompressStream's last hint: 0 at a frame end */
+	/* zstd on its own: the file offset of in[0]; where the current frame
+	 * began and the bytes it gave so far (a zstd frame that gives none is
+	 * refused: FG_TAR_EMPTY_WHY) */
+	unsigned long long in_off, frame_at, frame_out;
 	struct fg_zwalk *zw; /* zstd's frames walked (raw blocks given where read) */
 	struct fg_sha256 *id;       /* identity hashed here, or */
 	struct fg_sha256_pipe *idp; /* on its own thread */
@@ -1353,6 +1357,20 @@ struct rsrc {
 	 * must be zeros (src_drain) */
 	unsigned long long tar_len, nz_end;
 };
+
+/* zstd on its own ended a frame (or skipped a skippable one) with its
+ * input at in[pos]: refused when it was a zstd frame that gave nothing,
+ * else the next frame begins there. */
+static int src_frame_end(struct rsrc *r, size_t pos)
+{
+	unsigned char m[4];
+
+	if (!r->frame_out && pread(r->fd, m, 4, (off_t)r->frame_at) == 4 && fg_le32(m) == ZSTD_MAGICNUMBER)
+		return fg_err_set(r->err, FG_EFORMAT, "%s: " FG_TAR_EMPTY_WHY, r->path, r->frame_at);
+	r->frame_at = r->in_off + pos;
+	r->frame_out = 0;
+	return 0;
+}
 
 /* Paired: the identity takes the piece in out up to byte upto. */
 static int id_catch_up(struct rsrc *r, size_t upto)
@@ -1396,6 +1414,9 @@ static int src_next(struct rsrc *r, const void **data, size_t *len)
 		if (rc < 0 && why == FG_ZW_ZSTD)
 			return fg_err_set(r->err, FG_EFORMAT, "%s: zstd: %s", r->path,
 					  ZSTD_getErrorName(code));
+		if (rc < 0 && why == FG_ZW_EMPTY)
+			return fg_err_set(r->err, FG_EFORMAT, "%s: " FG_TAR_EMPTY_WHY, r->path,
+					  fg_zwalk_at(r->zw));
 		if (rc < 0)
 			return fg_err_set(r->err, FG_EFORMAT, "%s: truncated zstd stream", r->path);
 		r->out = (char *)p; /* the piece: zstd's output or a raw block as read */
@@ -1413,6 +1434,7 @@ static int src_next(struct rsrc *r, const void **data, size_t *len)
 		for (;;) {
 			ZSTD_outBuffer ob = { r->out, r->out_cap, 0 };
 			ZSTD_inBuffer ib;
+			int fe;
 
 			if (r->in_pos == r->in_len && !r->in_eof) {
 				ssize_t n;
@@ -1423,6 +1445,7 @@ static int src_next(struct rsrc *r, const void **data, size_t *len)
 				if (n < 0)
 					return fg_err_set(r->err, FG_EIO, "read %s: %s", r->path,
 							  strerror(errno));
+				r->in_off += r->in_len;
 				r->in_len = (size_t)n;
 				r->in_pos = 0;
 				if (n == 0)
@@ -1438,6 +1461,9 @@ static int src_next(struct rsrc *r, const void **data, size_t *len)
 					if (ZSTD_isError(r->last_ret))
 						return fg_err_set(r->err, FG_EFORMAT, "%s: zstd: %s", r->path,
 								  ZSTD_getErrorName(r->last_ret));
+					r->frame_out += ob.pos;
+					if (!r->last_ret && (fe = src_frame_end(r, r->in_pos)))
+						return fe;
 					if (ob.pos == 0 && r->last_ret != 0)
 						return fg_err_set(r->err, FG_EFORMAT,
 								  "%s: truncated zstd stream", r->path);
@@ -1453,6 +1479,9 @@ static int src_next(struct rsrc *r, const void **data, size_t *len)
 				return fg_err_set(r->err, FG_EFORMAT, "%s: zstd: %s", r->path,
 						  ZSTD_getErrorName(r->last_ret));
 			r->in_pos = ib.pos;
+			r->frame_out += ob.pos;
+			if (!r->last_ret && (fe = src_frame_end(r, ib.pos)))
+				return fe;
 			if (ob.pos) {
 				*len = ob.pos;
 				break;

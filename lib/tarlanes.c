@@ -70,10 +70,16 @@ struct zlane {
 	size_t bmax;
 	unsigned long long raw_bytes; /* handed out from raw blocks */
 	unsigned long long fstart, skip; /* the frame's start; output to drop (replay) */
-	/* why zl_fill failed, once zstd alone reads (no walk) */
-	int err_kind; /* FG_ZW_READ (errno err_no), FG_ZW_ZSTD (err_code), FG_ZW_SHORT */
+	/* zstd alone (no walk): where its current frame began, and the bytes
+	 * it gave of it so far (a frame that gives none is refused) */
+	unsigned long long nw_at, nw_out;
+	/* why zl_fill failed, once zstd alone reads (no walk), or at once for
+	 * an empty frame */
+	int err_kind; /* FG_ZW_READ (errno err_no), FG_ZW_ZSTD (err_code), FG_ZW_SHORT,
+		       * FG_ZW_EMPTY (err_at) */
 	int err_no;
 	size_t err_code;
+	unsigned long long err_at;
 };
 
 /* A switch the environment turns off with NAME=0. */
@@ -90,7 +96,7 @@ static int zl_open(struct zlane *z, int fd, const unsigned char *map, unsigned l
 	memset(z, 0, sizeof(*z));
 	z->fd = fd;
 	z->map = map;
-	z->zpos = from;
+	z->zpos = z->nw_at = from;
 	z->zend = to;
 	z->walk = !env_off("FG_TAR_RAW");
 	z->d = ZSTD_createDCtx();
@@ -227,7 +233,8 @@ static int zl_frame_done(struct zlane *z)
 }
 
 /* ZS_RAW: the next raw block into in: 0 with a piece, 1 at the frame's
- * end, -1 on anything unplanned. */
+ * end, -1 on anything unplanned, -2 at the end of a frame that gave no
+ * byte. */
 static int zl_raw(struct zlane *z)
 {
 	for (;;) {
@@ -235,6 +242,8 @@ static int zl_raw(struct zlane *z)
 		size_t want;
 		ssize_t n;
 
+		if (z->raw_last && !z->fgot)
+			return -2; /* an empty frame */
 		if (z->raw_last)
 			return zl_frame_done(z) ? -1 : 1;
 		want = z->fend - z->hpos < 3 + z->bmax ? (size_t)(z->fend - z->hpos) : 3 + z->bmax;
@@ -274,7 +283,8 @@ static void zl_replay(struct zlane *z)
 	ZSTD_DCtx_reset(z->d, ZSTD_reset_session_only);
 	z->last = 0;
 	z->in_len = z->in_pos = 0;
-	z->zpos = z->fstart;
+	z->zpos = z->nw_at = z->fstart;
+	z->nw_out = 0;
 	z->skip = z->fgot;
 	z->walk = 0;
 }
@@ -286,6 +296,27 @@ static int zl_fail(struct zlane *z, int kind, int no, size_t code)
 	z->err_no = no;
 	z->err_code = code;
 	return -1;
+}
+
+/* A zstd frame at `at` gave no byte: -1, whether walked or not. */
+static int zl_empty(struct zlane *z, unsigned long long at)
+{
+	z->err_at = at;
+	return zl_fail(z, FG_ZW_EMPTY, 0, 0);
+}
+
+/* zstd alone ended a frame (or skipped a skippable one) with its input at
+ * end: -1 when it was a zstd frame that gave nothing, else 0 and the next
+ * frame begins there. */
+static int zl_nw_frame_end(struct zlane *z, unsigned long long end)
+{
+	unsigned char m[4];
+
+	if (!z->nw_out && !zl_peek(z, m, 4, z->nw_at) && fg_le32(m) == ZSTD_MAGICNUMBER)
+		return zl_empty(z, z->nw_at);
+	z->nw_at = end;
+	z->nw_out = 0;
+	return 0;
 }
 
 /* The next piece of tar in cur: 0, 1 at the end of the range (which
@@ -312,6 +343,8 @@ static int zl_fill(struct zlane *z)
 
 				if (r == 0)
 					return 0;
+				if (r == -2)
+					return zl_empty(z, z->fstart);
 				if (r < 0)
 					zl_replay(z);
 				continue; /* the frame ended (or zstd takes it again) */
@@ -344,6 +377,8 @@ static int zl_fill(struct zlane *z)
 			/* all input used, the frame complete and flushed */
 			if (!z->walk)
 				return 1;
+			if (!z->fgot)
+				return zl_empty(z, z->fstart);
 			z->st = ZS_FRAME;
 			continue;
 		}
@@ -356,6 +391,11 @@ static int zl_fill(struct zlane *z)
 			return zl_fail(z, FG_ZW_ZSTD, 0, z->last);
 		}
 		z->in_pos = ib.pos;
+		if (!z->walk) {
+			z->nw_out += ob.pos;
+			if (!z->last && zl_nw_frame_end(z, z->zpos - z->in_len + ib.pos))
+				return -1;
+		}
 		if (ob.pos > z->skip) {
 			z->cur = z->out + z->skip;
 			z->out_len = ob.pos - z->skip;
@@ -1053,10 +1093,11 @@ out:
 
 int fg_tarlanes_frames_ok(int fd, unsigned long long size, char *why, size_t cap)
 {
-	unsigned long long *off = NULL, *tar = NULL, pos = 0;
+	static const size_t fcs_lens[4] = { 0, 2, 4, 8 };
+	unsigned long long *off = NULL, *tar = NULL, pos = 0, fstart, content;
 	unsigned char foot[9], h[ZSTD_FRAMEHEADERSIZE_MAX], b[3];
-	size_t nf = 0, k = 0;
-	int table, rc = 0;
+	size_t nf = 0, k = 0, fcs_len;
+	int table, cooked, rc = 0;
 
 	/* the table pack writes: no checksums, nothing reserved, adding up */
 	table = !seek_footer(fd, size, foot) && foot[4] == 0 &&
@@ -1097,9 +1138,20 @@ int fg_tarlanes_frames_ok(int fd, unsigned long long size, char *why, size_t cap
 			rc = -1;
 			break;
 		}
-		if (magic != ZSTD_MAGICNUMBER || ZSTD_isError(hs = ZSTD_frameHeaderSize(h, have)))
+		if (magic != ZSTD_MAGICNUMBER || ZSTD_isError(hs = ZSTD_frameHeaderSize(h, have)) || hs > have)
 			break;
+		/* a content size of 0 given (RFC 8878 3.1.1.1.4, the header's
+		 * last field; 2 bytes hold 256 more): an empty frame */
+		fcs_len = h[4] >> 6 ? fcs_lens[h[4] >> 6] : (size_t)(h[4] >> 5 & 1);
+		if (fcs_len && fcs_len != 2 && !le_n(h + hs - fcs_len, fcs_len)) {
+			snprintf(why, cap, FG_TAR_EMPTY_WHY, pos);
+			rc = -1;
+			break;
+		}
+		fstart = pos;
 		pos += hs;
+		content = 0;
+		cooked = 0;
 		while (!last) {
 			if (size - pos < 3 || pread(fd, b, 3, (off_t)pos) != 3)
 				goto out;
@@ -1107,10 +1159,19 @@ int fg_tarlanes_frames_ok(int fd, unsigned long long size, char *why, size_t cap
 			last = (int)(bh & 1);
 			if ((bh >> 1 & 3) == 3)
 				goto out;
+			cooked |= (bh >> 1 & 3) == 2;
+			content += bh >> 3; /* a raw or RLE block's bytes */
 			len = (bh >> 1 & 3) == 1 ? 1 : bh >> 3;
 			if (len > size - pos - 3)
 				goto out;
 			pos += 3 + len;
+		}
+		if (!cooked && !content) {
+			/* raw and RLE blocks of nothing (pack's stored frames hold
+			 * bytes; what compressed blocks give, only zstd knows) */
+			snprintf(why, cap, FG_TAR_EMPTY_WHY, fstart);
+			rc = -1;
+			break;
 		}
 		if (h[4] & 0x04)
 			pos += 4; /* the content checksum */
@@ -1806,6 +1867,11 @@ struct fg_zwalk *fg_zwalk_new(int fd, unsigned long long size)
 		return NULL;
 	}
 	return w;
+}
+
+unsigned long long fg_zwalk_at(const struct fg_zwalk *w)
+{
+	return w->z.err_at;
 }
 
 int fg_zwalk_next(struct fg_zwalk *w, const unsigned char **p, size_t *n, int *why, int *err_no,

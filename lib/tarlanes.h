@@ -25,9 +25,16 @@
 
 #include "tarball.h" /* struct fg_tarball_chain */
 
-/* Why a frame walk failed (fg_zwalk_next): a read error, zstd's error, or
- * the stream ends inside a frame. */
-enum { FG_ZW_READ = 1, FG_ZW_ZSTD, FG_ZW_SHORT };
+/* Why a frame walk failed (fg_zwalk_next): a read error, zstd's error, the
+ * stream ends inside a frame, or a zstd frame of no content bytes (at the
+ * offset fg_zwalk_at gives). */
+enum { FG_ZW_READ = 1, FG_ZW_ZSTD, FG_ZW_SHORT, FG_ZW_EMPTY };
+/* A zstd frame that decompresses to nothing (docs/formats/bundle.md,
+ * "Empty frames"): pack writes none, zstd passes it unseen, and the bundle
+ * id does not cover its bytes. Every reader refuses it in these words, with
+ * the frame's offset in the file. */
+#define FG_TAR_EMPTY_WHY "an empty zstd frame (no content bytes) at byte %llu: pack writes none, " \
+			 "and the bundle id does not cover it"
 
 /* The writer's frames (lib/tarball.c): it cuts inside a large member at
  * every FG_TAR_FRAME_MAX bytes of its data (bundles before 2026-12-04: where
@@ -62,9 +69,13 @@ enum { FG_ZW_READ = 1, FG_ZW_ZSTD, FG_ZW_SHORT };
  * before it (descriptor 0: no checksums), and the identity's states just
  * before it, listed last with no tar bytes, of sound form (FG_TAR_IDST_*;
  * each entry at a frame's start). zstd skips any other one, so it would
- * hold bytes no reader sees and the bundle id does not cover. Walks the
- * frame and block headers only; where the framing is no zstd's it stops
- * and leaves the verdict to the decoder. 0, or -1 with why (cap bytes). */
+ * hold bytes no reader sees and the bundle id does not cover. No zstd
+ * frame its headers show to be empty either (a content size of 0, or only
+ * raw and RLE blocks of 0 bytes; FG_TAR_EMPTY_WHY): one of compressed
+ * blocks that give nothing is left to the decoders, which refuse it too.
+ * Walks the frame and block headers only; where the framing is no zstd's it
+ * stops and leaves the verdict to the decoder. 0, or -1 with why (cap
+ * bytes). */
 int fg_tarlanes_frames_ok(int fd, unsigned long long size, char *why, size_t cap);
 
 struct fg_tarlane_entry {
@@ -154,12 +165,15 @@ int fg_tarlanes_id(const char *archive, uint8_t id[32], const volatile int *stop
  * ZSTD_decompressStream alone gives (how much of a spoilt frame comes out
  * before zstd's error can differ, as it does with zstd's own input sizes).
  * FG_TAR_RAW=0: zstd alone throughout.
+ * A zstd frame that gives no byte fails, walked or not (FG_ZW_EMPTY).
  * fg_zwalk_next: 0 with a piece *p, *n (n > 0, valid until the next call);
- * 1 at the end; -1 with why (FG_ZW_*), the errno or zstd's error code. */
+ * 1 at the end; -1 with why (FG_ZW_*), the errno or zstd's error code.
+ * fg_zwalk_at: after FG_ZW_EMPTY, the frame's offset in the file. */
 struct fg_zwalk;
 struct fg_zwalk *fg_zwalk_new(int fd, unsigned long long size);
 int fg_zwalk_next(struct fg_zwalk *w, const unsigned char **p, size_t *n, int *why, int *err_no,
 		  size_t *code);
+unsigned long long fg_zwalk_at(const struct fg_zwalk *w);
 void fg_zwalk_free(struct fg_zwalk *w);
 
 #endif

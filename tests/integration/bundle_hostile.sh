@@ -5,7 +5,8 @@
 # list names a path twice or lacks a field, member names no file system can
 # create (a component over 255 bytes, a path over 3839), a manifest that is
 # no manifest (exec could not read it; audit refuses it too), a skippable
-# zstd frame other than pack's two, or one of them malformed. Tars repacked
+# zstd frame other than pack's two, or one of them malformed, a zstd frame
+# that decompresses to nothing. Tars repacked
 # by GNU tar and bsdtar, and long names that are valid, keep verifying; pack
 # refuses a name it could not have verified, and a manifest that is none.
 . "$(dirname "$0")/../lib.sh"
@@ -324,5 +325,54 @@ refused "$WORK/pz.fgb" "a skippable zstd frame \\(magic 0x184D2A50, 4 bytes\\) a
 "$FGPACK" audit "$WORK/s-mid.fgb" >/dev/null 2>"$WORK/au.err"
 check_exit "audit of a bundle with a skippable frame: exit 3" 3 sh -c "exit $?"
 check_grep "  naming it" "a skippable zstd frame" "$WORK/au.err"
+
+# ---- 6. empty zstd frames: no content, so not in the bundle id ----
+# (zstd passes a frame of no content bytes; pack writes none). What
+# `printf '' | zstd` writes (a content size of 0), the same without its
+# content size (a raw block of 0 bytes), and a compressed block of no
+# literals and no sequences (only decoding shows it empty): between two
+# data frames, listed in the seek table with no tar bytes, and first
+printf '' | zstd -q -c >"$WORK/empty.zst"
+printf '' | zstd -q -c --no-content-size >"$WORK/empty-nofcs.zst"
+python3 - "$WORK/a.fgb" "$WORK" <<'EOF'
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+w = sys.argv[2]
+n = struct.unpack("<I", d[-9:-5])[0]
+st = len(d) - (8 + 8 * n + 9)
+ents = [struct.unpack("<II", d[st + 8 + 8 * i:st + 16 + 8 * i]) for i in range(n)]
+frames, at = [], 0
+for c, u in ents:
+    frames.append([d[at:at + c], u]); at += c
+assert len(frames) >= 3 and frames[1][1] > 0
+def build(fr):
+    tab = b"".join(struct.pack("<II", len(f), u) for f, u in fr)
+    tab += struct.pack("<I", len(fr)) + b"\0" + struct.pack("<I", 0x8F92EAB1)
+    return b"".join(f for f, u in fr) + struct.pack("<II", 0x184D2A5E, len(tab)) + tab
+empty = open(w + "/empty.zst", "rb").read()
+nofcs = open(w + "/empty-nofcs.zst", "rb").read()
+# magic; descriptor 0 (a window byte, no content size, no checksum); a
+# window of 1 KiB; a last compressed block of 2 bytes: raw literals of
+# size 0, then 0 sequences
+cblk = bytes.fromhex("28b52ffd0000" "150000" "0000")
+for name, e in (("e-mid", empty), ("e-nofcs", nofcs), ("e-cblk", cblk)):
+    open(w + "/" + name + ".fgb", "wb").write(build(frames[:1] + [[e, 0]] + frames[1:]))
+open(w + "/e-first.fgb", "wb").write(build([[empty, 0]] + frames))
+print(len(frames[0][0]), file=open(w + "/e.at", "w"))
+EOF
+e_at=$(cat "$WORK/e.at")
+check "zstd reads an empty frame as nothing: the same tar, the same id" sh -c "[ \"\$(zstd -q -dc '$WORK/e-cblk.fgb' | sha256sum | cut -c1-64)\" = \"\$(zstd -q -dc '$WORK/a.fgb' | sha256sum | cut -c1-64)\" ]"
+refused "$WORK/e-mid.fgb" "an empty zstd frame \\(no content bytes\\) at byte $e_at: pack writes none" "an empty zstd frame between two data frames"
+refused "$WORK/e-nofcs.fgb" "an empty zstd frame \\(no content bytes\\) at byte $e_at: " "an empty zstd frame without its content size"
+refused "$WORK/e-cblk.fgb" "an empty zstd frame \\(no content bytes\\) at byte $e_at: " "an empty zstd frame of a compressed block"
+refused "$WORK/e-first.fgb" "an empty zstd frame \\(no content bytes\\) at byte 0: " "an empty zstd frame first"
+for b in e-mid e-cblk; do
+	FG_TAR_RAW=0 "$FGPACK" verify "$WORK/$b.fgb" --no-replay --summary - >/dev/null 2>"$WORK/r.err"
+	check_exit "$b: verify with zstd alone (FG_TAR_RAW=0) exits 3" 3 sh -c "exit $?"
+	check_grep "  naming it" "an empty zstd frame \\(no content bytes\\) at byte $e_at" "$WORK/r.err"
+done
+"$FGPACK" audit "$WORK/e-cblk.fgb" >/dev/null 2>"$WORK/au.err"
+check_exit "audit of a bundle with an empty frame: exit 3" 3 sh -c "exit $?"
+check_grep "  naming it" "an empty zstd frame" "$WORK/au.err"
 
 finish

@@ -280,7 +280,7 @@ static int same_extract(const char *at_path, int *lanes)
 }
 
 /* How the seek table of a framed archive lies, if it does. */
-enum { T_RIGHT, T_CSIZE, T_RESERVED, T_DSIZE, T_NONE, T_SHORT, T_SKIP, T_IDST, T_IDST_BAD };
+enum { T_RIGHT, T_CSIZE, T_RESERVED, T_DSIZE, T_NONE, T_SHORT, T_SKIP, T_EMPTY, T_EMPTYZ, T_IDST, T_IDST_BAD };
 
 /* Writes tar[0..len) to out as one zstd frame per span between the cuts
  * (ascending tar offsets), then the seek table as `lie` says. */
@@ -303,6 +303,23 @@ static int frame_write(const unsigned char *tar, size_t len, const size_t *cut, 
 
 		rc = fg_buf_append(&f, skip, sizeof(skip), NULL);
 		sf.cs[sf.n] = sizeof(skip);
+		sf.ds[sf.n++] = 0;
+	}
+	if (!rc && (lie == T_EMPTY || lie == T_EMPTYZ) && sf.n < SEEK_TEST_MAX) {
+		/* a zstd frame of no content after the last, listed with no tar
+		 * bytes: what `printf '' | zstd` writes (a content size of 0, one
+		 * raw block of 0 bytes, its checksum), or (Z) a compressed block
+		 * of no literals and no sequences, no content size: only
+		 * decoding shows it empty */
+		static const unsigned char empty[13] = { 0x28, 0xb5, 0x2f, 0xfd, 0x24, 0x00, 0x01,
+							 0x00, 0x00, 0x99, 0xe9, 0xd8, 0x51 };
+		static const unsigned char emptyz[11] = { 0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x00,
+							  0x15, 0x00, 0x00, 0x00, 0x00 };
+		const unsigned char *e = lie == T_EMPTY ? empty : emptyz;
+		size_t el = lie == T_EMPTY ? sizeof(empty) : sizeof(emptyz);
+
+		rc = fg_buf_append(&f, e, el, NULL);
+		sf.cs[sf.n] = el;
 		sf.ds[sf.n++] = 0;
 	}
 	if (!rc && lie >= T_IDST) /* the identity's states (T_IDST_BAD + k: entry k spoilt) */
@@ -509,6 +526,8 @@ static void test_framings(void)
 		{ "no seek table", T_NONE, 0, 1 },
 		{ "the last frame cut short", T_SHORT, 0, 1 },
 		{ "a skippable frame after the last, listed", T_SKIP, 0, 1 },
+		{ "an empty zstd frame after the last, listed", T_EMPTY, 0, 1 },
+		{ "an empty zstd frame of a compressed block, listed", T_EMPTYZ, 0, 1 },
 		{ "cut at every member, the identity's states", T_IDST, 0, 2 },
 		{ "cut at every member, an identity state wrong", T_IDST_BAD, 0, 2 },
 	};
@@ -585,6 +604,14 @@ static void test_framings(void)
 				   "%s tar, %s: refused, naming the seek table", kinds[k], fr[i].what);
 			else if (fr[i].lie == T_SKIP)
 				ok(strstr(seq, "a skippable zstd frame (magic 0x184D2A50, 6 bytes) at byte") != NULL,
+				   "%s tar, %s: refused, naming the frame", kinds[k], fr[i].what);
+			else if (fr[i].lie == T_EMPTY ||
+				 (fr[i].lie == T_EMPTYZ && !strstr("unsafe dup paxend tail tailbig", kinds[k])))
+				/* zstd passes it; the id does not cover it (since
+				 * 2026-12-06). Seen by the frame headers before any
+				 * reading; one only decoding shows empty, after the tar
+				 * (a tar refused for what it holds, first for that) */
+				ok(strstr(seq, "an empty zstd frame (no content bytes) at byte") != NULL,
 				   "%s tar, %s: refused, naming the frame", kinds[k], fr[i].what);
 			else if (!strncmp(kinds[k], "tail", 4) && fr[i].lie != T_SHORT)
 				ok(!strcmp(kinds[k], "tailzero")
