@@ -21,11 +21,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-/* for ZSTD_d_forceIgnoreChecksum, passed through the stable
- * ZSTD_DCtx_setParameter (a library without it refuses it: then the
- * checksum is checked as before) */
-#define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
+#include <zstd_errors.h> /* ZSTD_error_checksum_wrong */
 
 #include "bf16.h" /* fg_put_le32 */
 #include "fsutil.h"
@@ -1372,6 +1369,15 @@ static int src_frame_end(struct rsrc *r, size_t pos)
 	return 0;
 }
 
+/* zstd on its own failed (r->last_ret): its error, the frame named where
+ * its content checksum is wrong (as the frame walk names it). */
+static int src_zstd_fail(struct rsrc *r)
+{
+	if (ZSTD_getErrorCode(r->last_ret) == ZSTD_error_checksum_wrong)
+		return fg_err_set(r->err, FG_EFORMAT, "%s: " FG_TAR_CHECKSUM_WHY, r->path, r->frame_at);
+	return fg_err_set(r->err, FG_EFORMAT, "%s: zstd: %s", r->path, ZSTD_getErrorName(r->last_ret));
+}
+
 /* Paired: the identity takes the piece in out up to byte upto. */
 static int id_catch_up(struct rsrc *r, size_t upto)
 {
@@ -1417,6 +1423,9 @@ static int src_next(struct rsrc *r, const void **data, size_t *len)
 		if (rc < 0 && why == FG_ZW_EMPTY)
 			return fg_err_set(r->err, FG_EFORMAT, "%s: " FG_TAR_EMPTY_WHY, r->path,
 					  fg_zwalk_at(r->zw));
+		if (rc < 0 && why == FG_ZW_CHECKSUM)
+			return fg_err_set(r->err, FG_EFORMAT, "%s: " FG_TAR_CHECKSUM_WHY, r->path,
+					  fg_zwalk_at(r->zw));
 		if (rc < 0)
 			return fg_err_set(r->err, FG_EFORMAT, "%s: truncated zstd stream", r->path);
 		r->out = (char *)p; /* the piece: zstd's output or a raw block as read */
@@ -1459,8 +1468,7 @@ static int src_next(struct rsrc *r, const void **data, size_t *len)
 				if (r->last_ret != 0) {
 					r->last_ret = ZSTD_decompressStream(r->dctx, &ob, &ib);
 					if (ZSTD_isError(r->last_ret))
-						return fg_err_set(r->err, FG_EFORMAT, "%s: zstd: %s", r->path,
-								  ZSTD_getErrorName(r->last_ret));
+						return src_zstd_fail(r);
 					r->frame_out += ob.pos;
 					if (!r->last_ret && (fe = src_frame_end(r, r->in_pos)))
 						return fe;
@@ -1476,8 +1484,7 @@ static int src_next(struct rsrc *r, const void **data, size_t *len)
 			ib.pos = r->in_pos;
 			r->last_ret = ZSTD_decompressStream(r->dctx, &ob, &ib);
 			if (ZSTD_isError(r->last_ret))
-				return fg_err_set(r->err, FG_EFORMAT, "%s: zstd: %s", r->path,
-						  ZSTD_getErrorName(r->last_ret));
+				return src_zstd_fail(r);
 			r->in_pos = ib.pos;
 			r->frame_out += ob.pos;
 			if (!r->last_ret && (fe = src_frame_end(r, ib.pos)))
@@ -1562,9 +1569,12 @@ static void src_close(struct rsrc *r)
  * this thread paired with the member digests (member_hash).
  * sha_covered: every byte read goes through SHA-256 checks of the caller
  * (the identity, or member digests with headers checked against
- * bundle.json): zstd's own XXH64 of the frame is then redundant and is not
- * computed (about a fifth of the decompression's CPU on incompressible
- * data; docs/bench.md, pack) */
+ * bundle.json), so the frames may be walked (raw blocks given where read).
+ * Each frame's content checksum is checked all the same, by zstd or by the
+ * walk: its 4 bytes are not in the bundle id, and unchecked they could
+ * carry anything (docs/formats/bundle.md, "Content checksums"; until
+ * 2026-12-06 it was skipped here, about a fifth of the decompression's CPU
+ * on incompressible data) */
 static int src_open(struct rsrc *r, const char *path, int want_id, int sha_covered,
 		    struct fg_err *err)
 {
@@ -1603,8 +1613,8 @@ static int src_open(struct rsrc *r, const char *path, int want_id, int sha_cover
 			return fg_err_set(err, FG_ENOMEM, "out of memory");
 	r->out = r->outs[0];
 	if (r->zstd && want_id != 2 && sha_covered) {
-		/* zstd's frames walked, raw blocks given where read (the walk skips
-		 * zstd's checksum, as sha_covered allows); not with the identity
+		/* zstd's frames walked, raw blocks given where read (the walk
+		 * checks each frame's checksum itself); not with the identity
 		 * on its own thread, which hashes pieces after they are handed on
 		 * (the rotating outs) */
 		struct stat st;
@@ -1615,10 +1625,7 @@ static int src_open(struct rsrc *r, const char *path, int want_id, int sha_cover
 	if (r->zstd && !r->zw) { /* zstd on its own: the walk has its own */
 		r->in_cap = ZSTD_DStreamInSize();
 		r->in = malloc(r->in_cap);
-		r->dctx = ZSTD_createDCtx();
-		if (r->dctx && sha_covered)
-			ZSTD_DCtx_setParameter(r->dctx, ZSTD_d_forceIgnoreChecksum,
-					       ZSTD_d_ignoreChecksum);
+		r->dctx = ZSTD_createDCtx(); /* it checks the frames' checksums */
 	}
 	if (!r->out || (r->zstd && !r->zw && (!r->in || !r->dctx)))
 		return fg_err_set(err, FG_ENOMEM, "out of memory");

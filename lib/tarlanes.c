@@ -15,14 +15,16 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_d_forceIgnoreChecksum, see tarball.c */
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_frameHeaderSize */
 #include <zstd.h>
+#include <zstd_errors.h> /* ZSTD_error_checksum_wrong */
 
 #include "bf16.h" /* fg_le32 */
 #include "buf.h"
 #include "fsutil.h"
 #include "sha256.h"
 #include "workq.h"
+#include "xxh64.h"
 
 #define LANE_OUT ((size_t)128 << 10) /* each lane's tar piece, hashed in L2 */
 #define LANE_IN ((size_t)128 << 10)
@@ -70,13 +72,17 @@ struct zlane {
 	size_t bmax;
 	unsigned long long raw_bytes; /* handed out from raw blocks */
 	unsigned long long fstart, skip; /* the frame's start; output to drop (replay) */
+	/* walking a frame with a checksum and a raw tail (zstd sees none of
+	 * it, or not its checksum): the XXH64 of what the frame gave */
+	int own_sum;
+	struct fg_xxh64 xh;
 	/* zstd alone (no walk): where its current frame began, and the bytes
 	 * it gave of it so far (a frame that gives none is refused) */
 	unsigned long long nw_at, nw_out;
 	/* why zl_fill failed, once zstd alone reads (no walk), or at once for
 	 * an empty frame */
 	int err_kind; /* FG_ZW_READ (errno err_no), FG_ZW_ZSTD (err_code), FG_ZW_SHORT,
-		       * FG_ZW_EMPTY (err_at) */
+		       * FG_ZW_EMPTY and FG_ZW_CHECKSUM (err_at) */
 	int err_no;
 	size_t err_code;
 	unsigned long long err_at;
@@ -105,9 +111,9 @@ static int zl_open(struct zlane *z, int fd, const unsigned char *map, unsigned l
 	z->cur = z->src = z->out;
 	if (!z->d || !z->in || !z->out)
 		return -1;
-	/* every byte goes through a member digest or a checked header; the
-	 * frame's XXH64 adds nothing (as the sequential reader, tarball.c) */
-	ZSTD_DCtx_setParameter(z->d, ZSTD_d_forceIgnoreChecksum, ZSTD_d_ignoreChecksum);
+	/* zstd checks the content checksum of each frame it decodes whole;
+	 * the walk that of a frame with a raw tail (zl_raw). Its 4 bytes are
+	 * outside the bundle id: checked, they carry nothing else */
 	return 0;
 }
 
@@ -203,6 +209,9 @@ static int zl_plan(struct zlane *z)
 		}
 	}
 	z->chk = fhd & 0x04 ? 4 : 0;
+	z->own_sum = z->chk && cooked_end != pos;
+	if (z->own_sum)
+		fg_xxh64_init(&z->xh, 0);
 	z->fend = pos + (unsigned long long)z->chk;
 	if (z->fend > z->zend)
 		return -1;
@@ -232,9 +241,23 @@ static int zl_frame_done(struct zlane *z)
 	return 0;
 }
 
+static int zl_empty(struct zlane *z, unsigned long long at);
+static int zl_badsum(struct zlane *z, unsigned long long at);
+
+/* The walked frame's content checksum, where the walk computes it, is the
+ * XXH64 of what it gave (RFC 8878 3.1.1: its low 32 bits, little-endian). */
+static int zl_sum_ok(struct zlane *z)
+{
+	unsigned char c[4];
+
+	if (!z->own_sum)
+		return 1;
+	return !zl_peek(z, c, 4, z->fend - 4) && fg_le32(c) == (uint32_t)fg_xxh64_digest(&z->xh);
+}
+
 /* ZS_RAW: the next raw block into in: 0 with a piece, 1 at the frame's
  * end, -1 on anything unplanned, -2 at the end of a frame that gave no
- * byte. */
+ * byte or whose checksum is wrong (zl_fail done). */
 static int zl_raw(struct zlane *z)
 {
 	for (;;) {
@@ -242,10 +265,15 @@ static int zl_raw(struct zlane *z)
 		size_t want;
 		ssize_t n;
 
-		if (z->raw_last && !z->fgot)
-			return -2; /* an empty frame */
-		if (z->raw_last)
-			return zl_frame_done(z) ? -1 : 1;
+		if (z->raw_last) {
+			if (zl_frame_done(z))
+				return -1;
+			if (!z->fgot) {
+				zl_empty(z, z->fstart);
+				return -2;
+			}
+			return 1;
+		}
 		want = z->fend - z->hpos < 3 + z->bmax ? (size_t)(z->fend - z->hpos) : 3 + z->bmax;
 		if (z->map) {
 			z->cur = z->map + z->hpos;
@@ -264,6 +292,13 @@ static int zl_raw(struct zlane *z)
 		z->hpos += 3 + size;
 		if (z->raw_last && z->hpos + (unsigned long long)z->chk != z->fend)
 			return -1;
+		if (z->own_sum)
+			fg_xxh64_update(&z->xh, z->cur + 3, (size_t)size);
+		if (z->raw_last && !zl_sum_ok(z)) {
+			/* the last block is held back, as zstd holds it */
+			zl_badsum(z, z->fstart);
+			return -2;
+		}
 		z->fgot += size;
 		if (size) {
 			z->cur += 3;
@@ -305,6 +340,13 @@ static int zl_empty(struct zlane *z, unsigned long long at)
 	return zl_fail(z, FG_ZW_EMPTY, 0, 0);
 }
 
+/* The content checksum of the zstd frame at `at` is wrong: -1. */
+static int zl_badsum(struct zlane *z, unsigned long long at)
+{
+	z->err_at = at;
+	return zl_fail(z, FG_ZW_CHECKSUM, 0, 0);
+}
+
 /* zstd alone ended a frame (or skipped a skippable one) with its input at
  * end: -1 when it was a zstd frame that gave nothing, else 0 and the next
  * frame begins there. */
@@ -344,7 +386,7 @@ static int zl_fill(struct zlane *z)
 				if (r == 0)
 					return 0;
 				if (r == -2)
-					return zl_empty(z, z->fstart);
+					return -1; /* refused (zl_fail done) */
 				if (r < 0)
 					zl_replay(z);
 				continue; /* the frame ended (or zstd takes it again) */
@@ -388,6 +430,8 @@ static int zl_fill(struct zlane *z)
 				zl_replay(z);
 				continue;
 			}
+			if (ZSTD_getErrorCode(z->last) == ZSTD_error_checksum_wrong)
+				return zl_badsum(z, z->nw_at);
 			return zl_fail(z, FG_ZW_ZSTD, 0, z->last);
 		}
 		z->in_pos = ib.pos;
@@ -400,6 +444,8 @@ static int zl_fill(struct zlane *z)
 			z->cur = z->out + z->skip;
 			z->out_len = ob.pos - z->skip;
 			z->fgot += z->out_len;
+			if (z->walk && z->own_sum)
+				fg_xxh64_update(&z->xh, z->cur, z->out_len);
 			z->skip = 0;
 			return 0;
 		}

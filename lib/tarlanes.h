@@ -26,15 +26,23 @@
 #include "tarball.h" /* struct fg_tarball_chain */
 
 /* Why a frame walk failed (fg_zwalk_next): a read error, zstd's error, the
- * stream ends inside a frame, or a zstd frame of no content bytes (at the
- * offset fg_zwalk_at gives). */
-enum { FG_ZW_READ = 1, FG_ZW_ZSTD, FG_ZW_SHORT, FG_ZW_EMPTY };
+ * stream ends inside a frame, a zstd frame of no content bytes or one whose
+ * content checksum is not its content's (each at the offset fg_zwalk_at
+ * gives). */
+enum { FG_ZW_READ = 1, FG_ZW_ZSTD, FG_ZW_SHORT, FG_ZW_EMPTY, FG_ZW_CHECKSUM };
 /* A zstd frame that decompresses to nothing (docs/formats/bundle.md,
  * "Empty frames"): pack writes none, zstd passes it unseen, and the bundle
  * id does not cover its bytes. Every reader refuses it in these words, with
  * the frame's offset in the file. */
 #define FG_TAR_EMPTY_WHY "an empty zstd frame (no content bytes) at byte %llu: pack writes none, " \
 			 "and the bundle id does not cover it"
+/* A zstd frame whose content checksum (its last 4 bytes where the frame
+ * header says it has one) is not the low 32 bits of its content's XXH64:
+ * the bundle id does not cover those bytes, so every reader checks them
+ * (docs/formats/bundle.md, "Content checksums") and refuses in these words,
+ * with the frame's offset. */
+#define FG_TAR_CHECKSUM_WHY "the zstd frame at byte %llu: its content checksum is not its " \
+			    "content's XXH64 (bytes the bundle id does not cover)"
 
 /* The writer's frames (lib/tarball.c): it cuts inside a large member at
  * every FG_TAR_FRAME_MAX bytes of its data (bundles before 2026-12-04: where
@@ -165,10 +173,12 @@ int fg_tarlanes_id(const char *archive, uint8_t id[32], const volatile int *stop
  * ZSTD_decompressStream alone gives (how much of a spoilt frame comes out
  * before zstd's error can differ, as it does with zstd's own input sizes).
  * FG_TAR_RAW=0: zstd alone throughout.
- * A zstd frame that gives no byte fails, walked or not (FG_ZW_EMPTY).
+ * A zstd frame that gives no byte fails, walked or not (FG_ZW_EMPTY); so
+ * does one whose content checksum is wrong (FG_ZW_CHECKSUM: the walk
+ * computes the XXH64 of every frame that has one, zstd alone checks it).
  * fg_zwalk_next: 0 with a piece *p, *n (n > 0, valid until the next call);
  * 1 at the end; -1 with why (FG_ZW_*), the errno or zstd's error code.
- * fg_zwalk_at: after FG_ZW_EMPTY, the frame's offset in the file. */
+ * fg_zwalk_at: after FG_ZW_EMPTY or FG_ZW_CHECKSUM, the frame's offset. */
 struct fg_zwalk;
 struct fg_zwalk *fg_zwalk_new(int fd, unsigned long long size);
 int fg_zwalk_next(struct fg_zwalk *w, const unsigned char **p, size_t *n, int *why, int *err_no,

@@ -6,7 +6,8 @@
 # create (a component over 255 bytes, a path over 3839), a manifest that is
 # no manifest (exec could not read it; audit refuses it too), a skippable
 # zstd frame other than pack's two, or one of them malformed, a zstd frame
-# that decompresses to nothing. Tars repacked
+# that decompresses to nothing, a frame's content checksum that is wrong
+# (bytes the id does not cover either). Tars repacked
 # by GNU tar and bsdtar, and long names that are valid, keep verifying; pack
 # refuses a name it could not have verified, and a manifest that is none.
 . "$(dirname "$0")/../lib.sh"
@@ -374,5 +375,61 @@ done
 "$FGPACK" audit "$WORK/e-cblk.fgb" >/dev/null 2>"$WORK/au.err"
 check_exit "audit of a bundle with an empty frame: exit 3" 3 sh -c "exit $?"
 check_grep "  naming it" "an empty zstd frame" "$WORK/au.err"
+
+# ---- 7. zstd's content checksums: checked, so they carry nothing ----
+# (pack writes one at the end of every frame; the id does not cover its 4
+# bytes, and readers did not compute it: any 4 bytes passed.) Each frame
+# kind with its checksum's last byte changed: zstd's frame of a header and
+# raw blocks (a.fgb's first), zstd's compressed frame (the engine's), pack's
+# stored frame (the lanes hand its raw blocks out themselves), and a plain
+# `zstd -c` of the tar, one frame, no seek table. A frame with no checksum
+# has nothing to check and is read as before.
+head -c 3000000 /dev/urandom >"$M/sub/big.bin"
+check "pack with a member stored raw" sh -c "'$FGPACK' pack --model '$M' --no-golden -o '$WORK/b.fgb' >/dev/null"
+rm -f "$M/sub/big.bin"
+zstd -q -c "$WORK/a.tar" >"$WORK/z1.fgb"
+python3 - "$WORK" <<'EOF'
+import struct, sys
+w = sys.argv[1]
+def frames_of(d):
+    n = struct.unpack("<I", d[-9:-5])[0]
+    st = len(d) - (8 + 8 * n + 9)
+    out, at = [], 0
+    for i in range(n):
+        c = struct.unpack("<I", d[st + 8 + 8 * i:st + 12 + 8 * i])[0]
+        out.append((at, c, d[at + 4])); at += c
+    return out
+def spoil(src, dst, at, c):
+    d = bytearray(open(w + "/" + src, "rb").read())
+    d[at + c - 1] ^= 0x01
+    open(w + "/" + dst, "wb").write(d)
+    print(at, file=open(w + "/" + dst + ".at", "w"))
+fa = frames_of(open(w + "/a.fgb", "rb").read())
+fb = frames_of(open(w + "/b.fgb", "rb").read())
+# (every data frame pack wrote has its checksum: descriptor bit 2)
+assert all(f[2] & 0x04 for f in fa[:-1] + fb[:-1])
+spoil("a.fgb", "k-rawtail.fgb", fa[0][0], fa[0][1])
+spoil("a.fgb", "k-cooked.fgb", fa[1][0], fa[1][1])
+stored = [f for f in fb if f[2] == 0x04]
+assert stored, "pack wrote no stored frame"
+spoil("b.fgb", "k-stored.fgb", stored[0][0], stored[0][1])
+z = open(w + "/z1.fgb", "rb").read()
+spoil("z1.fgb", "k-plain.fgb", 0, len(z))
+EOF
+# (kb: refused sets b)
+for kb in k-rawtail k-cooked k-stored k-plain; do
+	check "$kb: zstd -t finds the checksum wrong" sh -c "! zstd -q -t '$WORK/$kb.fgb' 2>/dev/null"
+	k_at=$(cat "$WORK/$kb.fgb.at")
+	refused "$WORK/$kb.fgb" "the zstd frame at byte $k_at: its content checksum is not its content's XXH64" "$kb: a content checksum one bit off"
+	FG_TAR_RAW=0 "$FGPACK" verify "$WORK/$kb.fgb" --no-replay --summary - >/dev/null 2>"$WORK/r.err"
+	check_exit "$kb: verify with zstd alone (FG_TAR_RAW=0) exits 3" 3 sh -c "exit $?"
+	check_grep "  naming it" "the zstd frame at byte $k_at: its content checksum" "$WORK/r.err"
+done
+accepted "$WORK/b.fgb" "pack's bundle with a stored frame"
+zstd -q -c --no-check "$WORK/a.tar" >"$WORK/z0.fgb"
+accepted "$WORK/z0.fgb" "zstd --no-check: frames without checksums"
+"$FGPACK" audit "$WORK/k-stored.fgb" >/dev/null 2>"$WORK/au.err"
+check_exit "audit of a bundle with a wrong checksum: exit 3" 3 sh -c "exit $?"
+check_grep "  naming it" "its content checksum is not" "$WORK/au.err"
 
 finish

@@ -14,6 +14,7 @@
 #include "buf.h"
 #include "sha256.h"
 #include "tarlanes.h" /* the seekable format's magics */
+#include "xxh64.h"
 
 #define SEEK_TEST_MAX 64
 
@@ -23,11 +24,11 @@ struct seek_frames {
 };
 
 /* How a hand-made frame of raw blocks is made (the first five valid),
- * or spoilt. */
+ * or spoilt (RF_BADSUM: a checksum that is not the content's XXH64). */
 enum {
 	RF_OK, RF_SINGLE, RF_CHECKSUM, RF_EMPTY_LAST, RF_SMALL_BLOCKS,
 	RF_BIG_BLOCK, RF_FCS, RF_TYPE3, RF_DICT, RF_WINDOW, RF_RESERVED, RF_NO_LAST, RF_SHORT,
-	RF_KINDS
+	RF_BADSUM, RF_KINDS
 };
 
 /* Appends d[0..len) as one zstd frame of raw blocks (what zstd writes for
@@ -43,7 +44,7 @@ static int seek_raw_frame(struct fg_buf *f, const unsigned char *d, size_t len, 
 	fg_put_le32(h, 0xFD2FB528u);
 	/* FCS in 4 bytes; single segment (no window byte) or a window of
 	 * 128 KiB (1 KiB: RF_WINDOW) */
-	h[4] = (unsigned char)(0x80 | (how == RF_SINGLE) << 5 | (how == RF_CHECKSUM) << 2 |
+	h[4] = (unsigned char)(0x80 | (how == RF_SINGLE) << 5 | (how == RF_CHECKSUM || how == RF_BADSUM) << 2 |
 			       (how == RF_RESERVED) << 3 | (how == RF_DICT));
 	hl = 5;
 	if (how != RF_SINGLE)
@@ -72,8 +73,15 @@ static int seek_raw_frame(struct fg_buf *f, const unsigned char *d, size_t len, 
 	} while (off < len);
 	if (how == RF_EMPTY_LAST && fg_buf_append(f, "\1\0\0", 3, NULL))
 		return -1;
-	if (how == RF_CHECKSUM && fg_buf_append(f, "\0\0\0\0", 4, NULL))
-		return -1; /* not the XXH64: both readers ignore it */
+	if (how == RF_CHECKSUM || how == RF_BADSUM) {
+		/* the content's XXH64, low 4 bytes (RF_BADSUM: one bit off):
+		 * every reader checks it (since 2026-12-06) */
+		unsigned char c[4];
+
+		fg_put_le32(c, (uint32_t)fg_xxh64(d, len, 0) ^ (how == RF_BADSUM));
+		if (fg_buf_append(f, c, 4, NULL))
+			return -1;
+	}
 	if (how == RF_SHORT)
 		f->len -= f->len - at0 > 100 ? 100 : 1;
 	return 0;
