@@ -7,7 +7,6 @@
 
 #include "cmd.h"
 #include "fsutil.h"
-#include "json.h"
 #include "sign.h"
 
 static const char usage_text[] =
@@ -27,22 +26,13 @@ static const char usage_text[] =
 	"    statement itself is the signed payload.\n"
 	"Check with 'fgpack verify-sig --key KEY.pub.pem PATH'.\n";
 
-/* 1 when the file at path is an in-toto Statement v1 (JSON). */
+/* 1 when the file at path is an in-toto Statement v1 (JSON), its text then
+ * in text. */
 static int is_statement(const char *path, struct fg_buf *text)
 {
-	cJSON *doc = NULL;
-	const char *t;
-	int yes;
-
 	fg_buf_reset(text);
-	if (fg_file_read(path, (size_t)64 << 20, text, NULL) || !text->len || text->data[0] != '{')
-		return 0;
-	if (fg_json_parse(&doc, text->data, text->len, path, NULL))
-		return 0;
-	t = fg_json_str(doc, "_type");
-	yes = t && !strcmp(t, FG_SIGN_STATEMENT_TYPE);
-	cJSON_Delete(doc);
-	return yes;
+	return !fg_file_read(path, FG_SIGN_STATEMENT_MAX, text, NULL) &&
+	       fg_sign_is_statement(text->data, text->len);
 }
 
 static int sign_one(const struct fg_sign_key *k, const char *path, const char *out, const char *name,

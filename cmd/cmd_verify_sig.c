@@ -23,10 +23,10 @@ static const char usage_text[] =
 	"again and compared with the signed digests; for a signed in-toto statement the\n"
 	"file must be byte-identical to what was signed, and its subjects are checked:\n"
 	"every one in OUT_DIR for OUT_DIR.intoto.json beside a folder OUT_DIR (as bake\n"
-	"writes it), else those found beside it; such a signature given for a folder is\n"
-	"no model signature of it. A signature file inside the folder it signs is not\n"
-	"taken for an extra file. Exit 0 when all verify, 3 when one does\n"
-	"not (the reason is printed), 1 on other errors.\n";
+	"writes it), else those found beside it; such a signature given for a folder,\n"
+	"or for a file that is no statement (a bundle), does not cover it. A signature\n"
+	"file inside the folder it signs is not taken for an extra file. Exit 0 when\n"
+	"all verify, 3 when one does not (the reason is printed), 1 on other errors.\n";
 
 static int find_sig(struct fg_buf *out, const char *path, const char *given, struct fg_err *err)
 {
@@ -78,30 +78,93 @@ static int subject_base(struct fg_buf *dir, const char *path, int *strict, struc
 	return fg_buf_append(dir, path, slash == path ? 1 : (size_t)(slash - path), err);
 }
 
+/* Appends s as shown in a one-line message: as it is when every byte is
+ * printable (UTF-8 passes) and quote is 0, else as a JSON string literal, so
+ * a newline or an escape sequence in a signed name cannot break the line;
+ * cut after 128 bytes (at a UTF-8 character's start, "…" after it). */
+static int shown(struct fg_buf *b, const char *s, int quote, struct fg_err *err)
+{
+	size_t n = strlen(s), k = n > 128 ? 128 : n, i;
+	int rc;
+
+	while (k < n && k && ((unsigned char)s[k] & 0xc0) == 0x80)
+		k--;
+	for (i = 0; i < k && !quote; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			quote = 1;
+	rc = quote ? fg_buf_json_str(b, s, k, err) : fg_buf_append(b, s, k, err);
+	return rc || k == n ? rc : fg_buf_puts(b, "…", err);
+}
+
+/* The signature's statement (doc, verified) is not path, which is no in-toto
+ * statement (a model file, a bundle): one line saying what the statement is,
+ * its predicateType and its first three subjects' names, and that it does
+ * not cover path. */
+static int not_the_statement(const char *path, const cJSON *doc, struct fg_err *err)
+{
+	struct fg_buf what = FG_BUF_INIT;
+	const char *pt = fg_json_str(doc, "predicateType");
+	const cJSON *s;
+	int rc, n = 0, total = cJSON_GetArraySize(fg_json_arr(doc, "subject"));
+
+	rc = pt ? shown(&what, pt, 0, err) : fg_buf_puts(&what, "no predicateType", err);
+	if (!rc)
+		rc = fg_buf_puts(&what, total > 1 ? ", subjects " : total ? ", subject " : ", no subjects",
+				 err);
+	cJSON_ArrayForEach(s, fg_json_arr(doc, "subject"))
+	{
+		const char *nm = fg_json_str(s, "name");
+
+		if (rc || n == 3)
+			break;
+		if (n++)
+			rc = fg_buf_puts(&what, ", ", err);
+		if (!rc)
+			rc = nm ? shown(&what, nm, 1, err) : fg_buf_puts(&what, "(no name)", err);
+	}
+	if (!rc && total > n)
+		rc = fg_buf_printf(&what, err, " and %d more", total - n);
+	if (!rc)
+		rc = fg_err_set(err, FG_EMISMATCH,
+				"the signature's statement (%s) does not cover %s, which is no in-toto "
+				"statement; verify-sig the statement file it signs instead",
+				what.data, path);
+	fg_buf_release(&what);
+	return rc;
+}
+
 /* A signed statement file: byte-identical, and its subjects match where they
- * lie (subject_base). *checked: subjects hashed; *total: subjects listed. */
-static int verify_statement(const char *path, const struct fg_buf *payload, int *checked,
-			    int *total, struct fg_err *err)
+ * lie (subject_base). doc is the signed payload parsed. A file that is no
+ * statement at all (a bundle, a model file) is said to be not covered,
+ * rather than a changed statement. *checked: subjects hashed; *total:
+ * subjects listed. */
+static int verify_statement(const char *path, const struct fg_buf *payload, const cJSON *doc,
+			    int *checked, int *total, struct fg_err *err)
 {
 	struct fg_buf text = FG_BUF_INIT, dir = FG_BUF_INIT, f = FG_BUF_INIT;
-	cJSON *doc = NULL;
 	const cJSON *s;
 	char **paths = NULL;
 	const char **names = NULL, **wants = NULL;
 	struct fg_sha256_result *res = NULL;
+	struct stat sb;
 	size_t n = 0, i;
 	int rc, strict;
 
 	*checked = 0;
 	*total = 0;
-	if ((rc = fg_file_read(path, (size_t)64 << 20, &text, err)))
+	/* a bundle of gigabytes is no statement: not read */
+	if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode) &&
+	    (unsigned long long)sb.st_size > FG_SIGN_STATEMENT_MAX)
+		return not_the_statement(path, doc, err);
+	if ((rc = fg_file_read(path, FG_SIGN_STATEMENT_MAX, &text, err)))
 		return rc;
 	if (text.len != payload->len || memcmp(text.data, payload->data, text.len)) {
-		rc = fg_err_set(err, FG_EMISMATCH, "the statement differs from the one signed");
+		if (fg_sign_is_statement(text.data, text.len))
+			rc = fg_err_set(err, FG_EMISMATCH, "the statement differs from the one signed");
+		else
+			rc = not_the_statement(path, doc, err);
 		goto out;
 	}
-	if ((rc = fg_json_parse(&doc, payload->data, payload->len, "statement", err)))
-		goto out;
 	if ((rc = subject_base(&dir, path, &strict, err)))
 		goto out;
 	/* the subjects present, hashed together on every core (two per thread
@@ -167,7 +230,6 @@ out:
 	free(names);
 	free(wants);
 	free(res);
-	cJSON_Delete(doc);
 	fg_buf_release(&text);
 	fg_buf_release(&dir);
 	fg_buf_release(&f);
@@ -268,7 +330,7 @@ static int verify_one(const struct fg_sign_key *k, const char *path, const char 
 	} else {
 		char missing[48] = "";
 
-		if ((rc = verify_statement(path, &payload, &n, &total, err)))
+		if ((rc = verify_statement(path, &payload, doc, &n, &total, err)))
 			goto out;
 		/* subjects not found are said so: "0 subjects checked" alone read
 		 * as if nothing was wrong with them */

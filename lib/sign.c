@@ -375,6 +375,21 @@ static const cJSON *envelope_of(const cJSON *doc, const char **hint)
 	return env ? env : doc;
 }
 
+int fg_sign_is_statement(const char *text, size_t len)
+{
+	cJSON *doc = NULL;
+	const char *t;
+	int yes;
+
+	if (!len || len > FG_SIGN_STATEMENT_MAX || text[0] != '{' ||
+	    fg_json_parse(&doc, text, len, "statement", NULL))
+		return 0;
+	t = fg_json_str(doc, "_type");
+	yes = t && !strcmp(t, FG_SIGN_STATEMENT_TYPE);
+	cJSON_Delete(doc);
+	return yes;
+}
+
 int fg_sign_default_path(struct fg_buf *out, const char *path, struct fg_err *err)
 {
 	size_t n = strlen(path);

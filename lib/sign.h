@@ -70,6 +70,15 @@ int fg_sign_open(struct fg_buf *payload, struct fg_buf *payload_type,
 		 char hint_out[FG_SHA256_HEX_LEN + 1], const char *text, size_t len,
 		 const struct fg_sign_key *k, struct fg_err *err);
 
+/* The largest file taken for an in-toto statement: `fgpack sign` signs a
+ * bigger one as a model, and verify-sig takes none for the statement file a
+ * signature signs. */
+#define FG_SIGN_STATEMENT_MAX ((size_t)64 << 20)
+
+/* 1 when text (len bytes, at most FG_SIGN_STATEMENT_MAX) is an in-toto
+ * Statement v1: a JSON object whose _type is FG_SIGN_STATEMENT_TYPE; else 0. */
+int fg_sign_is_statement(const char *text, size_t len);
+
 /* Where a signature for path goes by default: "<path>.sig" (trailing '/'
  * removed). */
 int fg_sign_default_path(struct fg_buf *out, const char *path, struct fg_err *err);

@@ -98,6 +98,10 @@ check "verify-sig checks every output file of the folder" sh -c "'$FGPACK' verif
 # naming the provenance predicateType (exit 3), not "read sv: Is a directory"
 check_exit "the statement's signature given for the folder fails" 3 "$FGPACK" verify-sig --key sk.pub.pem --sig sv.intoto.json.sig sv
 check_grep "  naming the statement's predicateType" "sv: the signature's statement is https://slsa.dev/provenance/v1, not a model signature" "$WORK/.out"
+# given for one of its output files, which is no statement, it does not
+# cover it: one line naming the predicateType and the first subjects (exit 3)
+check_exit "the statement's signature given for an output file fails" 3 "$FGPACK" verify-sig --key sk.pub.pem --sig sv.intoto.json.sig sv/config.json
+check_grep "  naming the statement's predicateType and subjects" "sv/config.json: the signature's statement \\(https://slsa.dev/provenance/v1, subjects \"[^\"]+\", .* does not cover sv/config.json" "$WORK/.out"
 printf 'x' >>sv/config.json
 check_exit "a changed output file fails" 3 "$FGPACK" verify-sig --key sk.pub.pem sv.intoto.json
 check_grep "  naming it" "subject config.json: content changed" "$WORK/.out"

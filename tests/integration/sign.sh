@@ -379,6 +379,23 @@ printf '{"_type":"https://in-toto.io/Statement/v1","predicate":{},"subject":[]}\
 check_exit "a statement without a predicateType given for a folder fails (exit 3)" 3 "$FGPACK" verify-sig --key key.pub.pem --sig nopt.intoto.json.sig baked
 check_grep "  saying it has none" "baked: the signature's statement has no predicateType, so it is not a model signature" "$WORK/.out"
 
+# given for a single file or a bundle, neither of them a statement, that
+# signature does not cover it: one line naming the statement's predicateType
+# and subjects, exit 3, not "the statement differs from the one signed"
+# (FILE was never a statement), nor, for a bundle over 64 MiB, "larger than"
+# (exit 1)
+check_exit "a provenance statement's signature given for a single file fails (exit 3)" 3 "$FGPACK" verify-sig --key key.pub.pem --sig prov.sig baked/model.safetensors
+check_grep "  naming the statement's predicateType and subject, and that it does not cover the file" "^fgpack verify-sig: baked/model.safetensors: the signature's statement \\(https://slsa.dev/provenance/v1, subject \"model.safetensors\"\\) does not cover baked/model.safetensors, which is no in-toto statement" "$WORK/.out"
+check "  in one line" test "$(wc -l <"$WORK/.out")" -eq 1
+check_exit "a provenance statement's signature given for a bundle fails (exit 3)" 3 "$FGPACK" verify-sig --key key.pub.pem --sig prov.sig demo.fgb
+check_grep "  naming the statement and that it does not cover the bundle" "^fgpack verify-sig: demo.fgb: the signature's statement \\(https://slsa.dev/provenance/v1, subject \"model.safetensors\"\\) does not cover demo.fgb" "$WORK/.out"
+truncate -s 65M big.fgb
+check_exit "  a bundle over 64 MiB too (exit 3)" 3 "$FGPACK" verify-sig --key key.pub.pem --sig prov.sig big.fgb
+check_grep "  saying it does not cover it" "big.fgb: the signature's statement \\(https://slsa.dev/provenance/v1, subject \"model.safetensors\"\\) does not cover big.fgb" "$WORK/.out"
+rm big.fgb
+check_exit "a statement without a predicateType given for a bundle fails (exit 3)" 3 "$FGPACK" verify-sig --key key.pub.pem --sig nopt.intoto.json.sig demo.fgb
+check_grep "  saying it has none, nor subjects" "demo.fgb: the signature's statement \\(no predicateType, no subjects\\) does not cover demo.fgb" "$WORK/.out"
+
 # a statement of five subjects (hashed together, checked in order): all
 # checked, then the third one changed is the one named
 mkdir -p baked5

@@ -326,6 +326,23 @@ static void rel_inside(void)
 	fg_buf_release(&rel);
 }
 
+/* what sign signs as a statement, and verify-sig takes for one when a file
+ * differs from the statement signed (a changed statement, else a file the
+ * signature does not cover) */
+static void statement_kind(void)
+{
+	static const char st[] = "{\"_type\":\"https://in-toto.io/Statement/v1\",\"subject\":[]}";
+	static const char v01[] = "{\"_type\":\"https://in-toto.io/Statement/v0.1\"}";
+	static const char st_head[] = "\x10\0\0\0\0\0\0\0{\"__metadata__\":{}}";
+
+	ok(fg_sign_is_statement(st, strlen(st)), "an in-toto Statement v1 is a statement");
+	ok(!fg_sign_is_statement(v01, strlen(v01)), "another _type is not");
+	ok(!fg_sign_is_statement(st, strlen(st) - 1), "a statement cut short is not");
+	ok(!fg_sign_is_statement("[1]", 3), "a JSON array is not");
+	ok(!fg_sign_is_statement(st_head, sizeof(st_head) - 1), "a safetensors file is not");
+	ok(!fg_sign_is_statement("", 0), "an empty file is not");
+}
+
 int main(void)
 {
 	pae();
@@ -334,5 +351,6 @@ int main(void)
 	path_order();
 	serialization();
 	rel_inside();
+	statement_kind();
 	return tap_done();
 }
