@@ -5,9 +5,11 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 #include <openssl/bio.h>
@@ -822,6 +824,50 @@ static int hash_files(struct flist *l, const char *dir, int follow, struct fg_er
 	return rc;
 }
 
+/* A model that is one file, hashed as l's only entry (name). Unless links
+ * are followed it is opened with O_NOFOLLOW and checked on the open fd, so
+ * the file checked is the file read: one swapped for a link after the lstat
+ * is refused as a link, not followed. O_NONBLOCK: a FIFO put there cannot
+ * hang the open (it is refused as no regular file). */
+static int hash_single(struct flist *l, const char *path, const char *name,
+		       enum fg_oms_links links, struct fg_err *err)
+{
+	const size_t chunk = 256 << 10;
+	int follow = links == FG_OMS_LINKS_FOLLOW;
+	struct fg_sha256 *h = NULL;
+	struct stat sb;
+	uint8_t d[32];
+	char *buf = NULL;
+	int fd, rc;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (follow ? 0 : O_NOFOLLOW));
+	if (fd < 0 && !follow && errno == ELOOP)
+		return refuse_link(path, links, err);
+	if (fd < 0)
+		return fg_err_set(err, errno == ENOENT ? FG_ENOTFOUND : FG_EIO, "open %s: %s", path,
+				  strerror(errno));
+	if (fstat(fd, &sb))
+		rc = fg_err_set(err, FG_EIO, "stat %s: %s", path, strerror(errno));
+	else if (!S_ISREG(sb.st_mode))
+		rc = fg_err_set(err, FG_EUNSUPPORTED, "%s: not a file or folder", path);
+	else if (!(buf = malloc(chunk)))
+		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
+	else
+		rc = flist_add(l, name, err);
+	if (!rc)
+		rc = fg_sha256_new(&h, err);
+	if (!rc)
+		rc = fg_sha256_fd(h, fd, buf, chunk, -1, &l->v[0].size, path, err);
+	if (!rc)
+		rc = fg_sha256_final(h, d, err);
+	if (!rc)
+		fg_hex_encode(d, 32, l->v[0].sha256);
+	fg_sha256_free(h);
+	free(buf);
+	close(fd);
+	return rc;
+}
+
 int fg_oms_hash(struct fg_oms_model **out, const char *path, const char *name, struct fg_err *err)
 {
 	return fg_oms_hash_ignoring(out, path, name, fg_oms_ignore, fg_oms_n_ignore,
@@ -860,24 +906,16 @@ int fg_oms_hash_ignoring(struct fg_oms_model **out, const char *path, const char
 		rc = fg_err_set(err, FG_EIO, "%s: %s", path, strerror(errno));
 		goto out;
 	}
-	if (S_ISLNK(sb.st_mode)) {
-		rc = refuse_link(path, links, err);
-	} else if (S_ISDIR(sb.st_mode)) {
+	if (S_ISDIR(sb.st_mode)) {
 		rc = walk(&l, path, "", &ign, err);
 		if (!rc && l.n)
 			qsort(l.v, l.n, sizeof(l.v[0]), file_cmp);
 		if (!rc && l.n)
 			rc = hash_files(&l, path, follow, err);
-	} else if (S_ISREG(sb.st_mode)) {
-		uint8_t d[32];
-
-		rc = flist_add(&l, base_of(path, &tmp), err);
-		if (!rc)
-			rc = fg_sha256_file(path, d, &l.v[0].size, err);
-		if (!rc)
-			fg_hex_encode(d, 32, l.v[0].sha256);
 	} else {
-		rc = fg_err_set(err, FG_EUNSUPPORTED, "%s: not a file or folder", path);
+		/* a link (not followed) is refused by the open, which is the
+		 * check that counts: the lstat only picks folder or file */
+		rc = hash_single(&l, path, base_of(path, &tmp), links, err);
 	}
 	m->files = l.v;
 	m->n = l.n;

@@ -143,7 +143,9 @@ int fg_oms_hash(struct fg_oms_model **out, const char *path, const char *name, s
  * points, the folder or outside); a link to a folder is not descended into
  * (model_signing's walk, pathlib's glob("**"), does not); a link to nothing
  * or to a special file is an error; path may itself be a link. Otherwise
- * every link is refused, path too (enum fg_oms_links says with which line). */
+ * every link is refused, path too (enum fg_oms_links says with which line):
+ * a single file is opened with O_NOFOLLOW and checked on the open fd, so a
+ * file swapped for a link after the lstat is refused, not followed. */
 int fg_oms_hash_ignoring(struct fg_oms_model **out, const char *path, const char *name,
 			 const char *const *ignore, size_t n_ignore, enum fg_oms_links links,
 			 struct fg_err *err);

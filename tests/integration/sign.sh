@@ -299,6 +299,47 @@ check_grep "  naming it" "sg/broken: a symbolic link to nothing" "$WORK/.out"
 check "  and writes no signature" test ! -e sg-b.sig
 rm sg/broken
 
+# a single file without --allow-symlinks: the lstat only picks file or
+# folder; the file is opened with O_NOFOLLOW and checked on the open fd, so
+# a link given as the file is refused by the open with the same line, and a
+# file swapped for a link after the lstat is refused, not followed. The swap
+# is made while strace holds the lstat's return (its second stat of the
+# file: the first asks whether it is a folder) for 3 s.
+echo one >one.bin; echo other >other.bin; ln -s one.bin onelink.bin
+check "sign a single file" "$FGPACK" sign --key ossl.pem one.bin
+check "  verify-sig checks it" "$FGPACK" verify-sig --key ossl.pub.pem one.bin
+check_exit "sign refuses a link given as the single file (exit 1)" 1 "$FGPACK" sign --key ossl.pem onelink.bin
+check_grep "  in one line naming --allow-symlinks" "^fgpack sign: onelink.bin: onelink.bin: a symbolic link; fgpack sign --allow-symlinks" "$WORK/.out"
+check "  and writes no signature" test ! -e onelink.bin.sig
+check_fails "verify-sig refuses a link given as the single file" "$FGPACK" verify-sig --key ossl.pub.pem --sig one.bin.sig onelink.bin
+check_grep "  in one line saying the signature does not cover links" "^fgpack verify-sig: onelink.bin: onelink.bin: a symbolic link, which a signature with allow_symlinks false does not cover" "$WORK/.out"
+# swapped FILE TARGET CMD...: runs CMD holding up the lstat of FILE, puts a
+# link to TARGET in FILE's place meanwhile; CMD's output in $WORK/swap.out,
+# its trace in $WORK/swap.trace
+swapped() {
+	f=$1; to=$2; shift 2
+	rm -f "$WORK/swap.trace"
+	traced -f -qq -o "$WORK/swap.trace" -P "$f" -e trace=newfstatat \
+		-e inject=newfstatat:delay_exit=3000000:when=2 "$@" >"$WORK/swap.out" 2>&1 &
+	spid=$!
+	i=0
+	while [ $i -lt 200 ] && ! grep -q 'AT_SYMLINK_NOFOLLOW.*DELAYED' "$WORK/swap.trace" 2>/dev/null; do
+		sleep 0.05; i=$((i + 1))
+	done
+	ln -s "$to" "$f.new" && mv -T "$f.new" "$f"
+	wait $spid
+}
+swapped one.bin other.bin "$FGPACK" sign --key ossl.pem -o swap.sig one.bin
+check "sign: a file swapped for a link after its lstat is refused (exit 1)" test $? -eq 1
+check_grep "  in the same line" "^fgpack sign: one.bin: one.bin: a symbolic link; fgpack sign --allow-symlinks" "$WORK/swap.out"
+check "  and no signature of the link's target is written" test ! -e swap.sig
+check_grep "  (the swap came while the lstat was held up)" "AT_SYMLINK_NOFOLLOW.*DELAYED" "$WORK/swap.trace"
+rm one.bin; echo one >one.bin; cp one.bin same.bin
+swapped one.bin same.bin "$FGPACK" verify-sig --key ossl.pub.pem --sig one.bin.sig one.bin
+check "verify-sig: a file swapped for a link (to the same bytes) after its lstat is refused (exit 1)" test $? -eq 1
+check_grep "  in the same line" "^fgpack verify-sig: one.bin: one.bin: a symbolic link, which a signature with allow_symlinks false" "$WORK/swap.out"
+check_grep "  (the swap came while the lstat was held up)" "AT_SYMLINK_NOFOLLOW.*DELAYED" "$WORK/swap.trace"
+
 # a model_signing 0.2 signature (predicate type Digests/v0.1, signed over
 # the "pae_compat" text, or over the standard PAE) is refused in one line
 # saying that format is not supported and which one is, not as a changed
