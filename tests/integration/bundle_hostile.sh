@@ -257,21 +257,13 @@ check_grep "  naming the file and what is wrong" "manifest.json: expected a JSON
 # (zstd skips any skippable frame: its bytes reach no member and the bundle
 # id does not cover them; every reader accepted them)
 check "pack's bundle keeps the identity states' frame and the seek table" sh -c "'$FGPACK' verify '$WORK/a.fgb' --show-id --json --summary - | grep -q '\"lanes\": [2-9]'"
-python3 - "$WORK/a.fgb" "$WORK" <<'EOF'
+PYTHONPATH="$TOP/tests/integration" python3 - "$WORK/a.fgb" "$WORK" <<'EOF'
 import struct, sys
+from seektable import frames as frames_of, build
 d = open(sys.argv[1], "rb").read()
 w = sys.argv[2]
-n = struct.unpack("<I", d[-9:-5])[0]
-st = len(d) - (8 + 8 * n + 9)
-ents = [struct.unpack("<II", d[st + 8 + 8 * i:st + 16 + 8 * i]) for i in range(n)]
-frames, at = [], 0
-for c, u in ents:
-    frames.append([d[at:at + c], u]); at += c
+frames = frames_of(d)
 assert struct.unpack("<I", frames[-1][0][:4])[0] == 0x184D2A5D
-def build(fr, desc=0):
-    tab = b"".join(struct.pack("<II", len(f), u) for f, u in fr)
-    tab += struct.pack("<I", len(fr)) + bytes([desc]) + struct.pack("<I", 0x8F92EAB1)
-    return b"".join(f for f, u in fr) + struct.pack("<II", 0x184D2A5E, len(tab)) + tab
 def skip(magic, payload):
     return struct.pack("<II", magic, len(payload)) + payload
 def out(name, data):
@@ -335,21 +327,13 @@ check_grep "  naming it" "a skippable zstd frame" "$WORK/au.err"
 # data frames, listed in the seek table with no tar bytes, and first
 printf '' | zstd -q -c >"$WORK/empty.zst"
 printf '' | zstd -q -c --no-content-size >"$WORK/empty-nofcs.zst"
-python3 - "$WORK/a.fgb" "$WORK" <<'EOF'
-import struct, sys
+PYTHONPATH="$TOP/tests/integration" python3 - "$WORK/a.fgb" "$WORK" <<'EOF'
+import sys
+from seektable import frames as frames_of, build
 d = open(sys.argv[1], "rb").read()
 w = sys.argv[2]
-n = struct.unpack("<I", d[-9:-5])[0]
-st = len(d) - (8 + 8 * n + 9)
-ents = [struct.unpack("<II", d[st + 8 + 8 * i:st + 16 + 8 * i]) for i in range(n)]
-frames, at = [], 0
-for c, u in ents:
-    frames.append([d[at:at + c], u]); at += c
+frames = frames_of(d)
 assert len(frames) >= 3 and frames[1][1] > 0
-def build(fr):
-    tab = b"".join(struct.pack("<II", len(f), u) for f, u in fr)
-    tab += struct.pack("<I", len(fr)) + b"\0" + struct.pack("<I", 0x8F92EAB1)
-    return b"".join(f for f, u in fr) + struct.pack("<II", 0x184D2A5E, len(tab)) + tab
 empty = open(w + "/empty.zst", "rb").read()
 nofcs = open(w + "/empty-nofcs.zst", "rb").read()
 # magic; descriptor 0 (a window byte, no content size, no checksum); a
@@ -388,16 +372,14 @@ head -c 3000000 /dev/urandom >"$M/sub/big.bin"
 check "pack with a member stored raw" sh -c "'$FGPACK' pack --model '$M' --no-golden -o '$WORK/b.fgb' >/dev/null"
 rm -f "$M/sub/big.bin"
 zstd -q -c "$WORK/a.tar" >"$WORK/z1.fgb"
-python3 - "$WORK" <<'EOF'
-import struct, sys
+PYTHONPATH="$TOP/tests/integration" python3 - "$WORK" <<'EOF'
+import sys
+import seektable
 w = sys.argv[1]
-def frames_of(d):
-    n = struct.unpack("<I", d[-9:-5])[0]
-    st = len(d) - (8 + 8 * n + 9)
+def frames_of(d):  # (offset, length, frame header descriptor) of each frame
     out, at = [], 0
-    for i in range(n):
-        c = struct.unpack("<I", d[st + 8 + 8 * i:st + 12 + 8 * i])[0]
-        out.append((at, c, d[at + 4])); at += c
+    for f, u in seektable.frames(d):
+        out.append((at, len(f), f[4])); at += len(f)
     return out
 def spoil(src, dst, at, c):
     d = bytearray(open(w + "/" + src, "rb").read())
