@@ -99,21 +99,21 @@ static int digits(const char *s, size_t n, long *v)
 	return 1;
 }
 
-/* The writer's pid when name is "<base>.tmp.<pid>[.<n>]" (any non-empty
- * base when base is NULL), else 0. The last ".tmp." that fits decides. */
-static long atomic_tmp_owner(const char *name, const char *base)
+/* The writer's pid when name is "<base><tag><pid>", or with seq also
+ * "<base><tag><pid>.<n>" (any non-empty base when base is NULL), else 0.
+ * The last tag that fits decides. */
+static long tmp_owner(const char *name, const char *tag, const char *base, int seq)
 {
 	const char *p;
-	size_t bl = base ? strlen(base) : 0;
+	size_t bl = base ? strlen(base) : 0, tl = strlen(tag);
 
 	for (p = name + strlen(name); p > name; p--) {
-		const char *rest = p + 5, *dot;
+		const char *rest = p + tl, *dot;
 		long pid, n;
 
-		if (strncmp(p, ".tmp.", 5) || (base && ((size_t)(p - name) != bl ||
-							 strncmp(name, base, bl))))
+		if (strncmp(p, tag, tl) || (base && ((size_t)(p - name) != bl || strncmp(name, base, bl))))
 			continue;
-		dot = strchr(rest, '.');
+		dot = seq ? strchr(rest, '.') : NULL;
 		if (!dot ? digits(rest, strlen(rest), &pid)
 			 : digits(rest, (size_t)(dot - rest), &pid) && digits(dot + 1, strlen(dot + 1), &n))
 			return pid;
@@ -121,7 +121,7 @@ static long atomic_tmp_owner(const char *name, const char *base)
 	return 0;
 }
 
-int fg_file_sweep_tmps(const char *dir, const char *base, int grace_s)
+int fg_tmp_sweep(const char *dir, const char *tag, const char *base, int seq, int grace_s)
 {
 	DIR *d = opendir(dir);
 	struct dirent *e;
@@ -131,7 +131,7 @@ int fg_file_sweep_tmps(const char *dir, const char *base, int grace_s)
 	if (!d)
 		return 0;
 	while ((e = readdir(d))) {
-		long pid = atomic_tmp_owner(e->d_name, base);
+		long pid = tmp_owner(e->d_name, tag, base, seq);
 		struct stat sb;
 
 		if (pid <= 0 || pid == (long)getpid())
@@ -140,13 +140,18 @@ int fg_file_sweep_tmps(const char *dir, const char *base, int grace_s)
 		if (!kill((pid_t)pid, 0) || errno != ESRCH)
 			continue;
 		if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) || !S_ISREG(sb.st_mode) ||
-		    now - sb.st_mtime < grace_s)
+		    (grace_s > 0 && now - sb.st_mtime < grace_s))
 			continue;
 		if (!unlinkat(dirfd(d), e->d_name, 0))
 			n++;
 	}
 	closedir(d);
 	return n;
+}
+
+int fg_file_sweep_tmps(const char *dir, const char *base, int grace_s)
+{
+	return fg_tmp_sweep(dir, ".tmp.", base, 1, grace_s);
 }
 
 int fg_file_write_atomic(const char *path, const void *data, size_t len, int mode,

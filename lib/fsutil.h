@@ -36,6 +36,9 @@ int fg_file_write_atomic(const char *path, const void *data, size_t len, int mod
  * writes; `store gc` for the store's folders. Returns how many it removed;
  * a folder it cannot read gives 0. */
 int fg_file_sweep_tmps(const char *dir, const char *base, int grace_s);
+/* The sweep behind it and fg_store_sweep_tmps: files named
+ * "<base><tag><pid>" (seq: or "<base><tag><pid>.<n>"), as above. */
+int fg_tmp_sweep(const char *dir, const char *tag, const char *base, int seq, int grace_s);
 
 /* Writes all len bytes to fd, retrying short writes and EINTR; 0 or -1 with
  * errno set. */

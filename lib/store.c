@@ -1356,48 +1356,12 @@ out:
 	return rc;
 }
 
-/* The pid in name when it is "<something>.fgtmp.<decimal pid>"
- * (fg_store_materialize's temporary name), else 0. */
-static long tmp_owner(const char *name)
-{
-	const char *p = NULL, *q;
-	long pid = 0;
-
-	for (q = name; (q = strstr(q, ".fgtmp.")); q++)
-		p = q;
-	if (!p || p == name)
-		return 0;
-	for (q = p + 7; *q; q++) {
-		if (*q < '0' || *q > '9' || pid > 99999999)
-			return 0;
-		pid = pid * 10 + (*q - '0');
-	}
-	return q == p + 7 ? 0 : pid;
-}
-
 int fg_store_sweep_tmps(const char *dir, size_t *removed)
 {
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	int n = 0;
+	/* fg_store_materialize's "<dest>.fgtmp.<pid>", with no grace: only
+	 * this machine's pulls place into the folder */
+	int n = fg_tmp_sweep(dir, ".fgtmp.", NULL, 0, 0);
 
-	if (!d)
-		return 0;
-	while ((e = readdir(d))) {
-		long pid = tmp_owner(e->d_name);
-		struct stat sb;
-
-		if (pid <= 0 || pid == (long)getpid())
-			continue;
-		/* only a dead writer's: a live one (or whoever has its pid now) keeps it */
-		if (!kill((pid_t)pid, 0) || errno != ESRCH)
-			continue;
-		if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) || !S_ISREG(sb.st_mode))
-			continue;
-		if (!unlinkat(dirfd(d), e->d_name, 0))
-			n++;
-	}
-	closedir(d);
 	if (removed)
 		*removed += (size_t)n;
 	return n;

@@ -125,6 +125,19 @@ nginx_start() {
 	fi
 	at_exit "kill \$(cat $WORK/ngx/nginx.pid) 2>/dev/null"
 }
+# faultd_start: tests/servers/faultd.py serving $WORK/site on a free port,
+# faults from $WORK/faults.json (written empty: none until a test writes
+# some), log in $WORK/f.log; sets port and fpid, and ends the script when
+# it does not start.
+faultd_start() {
+	port=$(free_port)
+	echo '[]' >"$WORK/faults.json"
+	python3 "$TOP/tests/servers/faultd.py" --port "$port" --root "$WORK/site" --log "$WORK/f.log" \
+		--faults "$WORK/faults.json" &
+	fpid=$!
+	at_exit "kill $fpid"
+	wait_port "$port" || { not_ok "faultd starts"; finish; exit 1; }
+}
 # check_ids_per_line PREFIX REF OURS NAME...: line i of OURS must equal line
 # i of REF (one JSON array of ids per input file, NAME i naming file i); one
 # check per file, named with PREFIX and the reference's token count. Line i

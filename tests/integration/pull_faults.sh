@@ -21,12 +21,7 @@ for i in range(5):
 PY
 big_sha=$(sha256sum "$B/model.safetensors" | cut -d' ' -f1)
 python3 $S/hubtree.py "$WORK/site" --bucket acme/b="$WORK/b" --page-size 2 --mtime 2026-01-01T00:00:00.000Z
-port=$(free_port)
-echo '[]' >"$WORK/faults.json"
-python3 $S/faultd.py --port "$port" --root "$WORK/site" --log "$WORK/f.log" --faults "$WORK/faults.json" &
-fpid=$!
-at_exit "kill $fpid"
-wait_port "$port" || { not_ok "faultd starts"; finish; exit 1; }
+faultd_start
 printf '{"name": "f", "env": {"WEIGHTS_BUCKET": "hf://buckets/acme/b/w", "LOCAL_MODEL_DIR": "/m"}}\n' >"$WORK/m.json"
 export HF_ENDPOINT="http://127.0.0.1:$port" FGPACK_STALL_SECS=1 FGPACK_RETRY_BASE_MS=20 FGPACK_CHUNK=1048576
 unset HF_HUB_OFFLINE HF_TOKEN

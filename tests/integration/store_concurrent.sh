@@ -25,12 +25,7 @@ PY
 a_sha=$(sha256sum "$WORK/b/w/a.json" | cut -d' ' -f1)
 big_sha=$(sha256sum "$WORK/b/w/big.bin" | cut -d' ' -f1)
 python3 $S/hubtree.py "$WORK/site" --bucket acme/b="$WORK/b" --bucket acme/o="$WORK/o" --mtime 2026-01-01T00:00:00.000Z
-port=$(free_port)
-echo '[]' >"$WORK/faults.json"
-python3 $S/faultd.py --port "$port" --root "$WORK/site" --log "$WORK/f.log" --faults "$WORK/faults.json" &
-fpid=$!
-at_exit "kill $fpid"
-wait_port "$port" || { not_ok "faultd starts"; finish; exit 1; }
+faultd_start
 printf '{"name": "m", "env": {"WEIGHTS_BUCKET": "hf://buckets/acme/b/w", "LOCAL_MODEL_DIR": "/m"}}\n' >"$WORK/m.json"
 printf '{"name": "o", "env": {"WEIGHTS_BUCKET": "hf://buckets/acme/o/w", "LOCAL_MODEL_DIR": "/o"}}\n' >"$WORK/o.json"
 export HF_ENDPOINT="http://127.0.0.1:$port" FGPACK_RETRY_BASE_MS=20 FGPACK_CHUNK=1048576
