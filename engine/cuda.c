@@ -50,6 +50,9 @@ struct glayer {
  * (head_dim + global_head_dim) / 2 x 8 bytes, 25 MB for E4B at 8192. */
 #define TURN_ROWS_MAX 16384
 
+#define CHAIN_RING 64 /* tokens the ring of chained steps holds (a power of two) */
+#define CHAIN_AHEAD 2 /* chained steps queued at most (FG_KCTX_MARKS) */
+
 struct fg_g4_gpu {
 	const struct fg_g4_model *m;
 	struct fg_kctx *ctx;
@@ -62,6 +65,10 @@ struct fg_g4_gpu {
 	int turn_rows;
 	float *x, *a, *qkv, *att, *o, *gu, *pl, *plp, *pg, *logits;
 	int32_t *idpos, *best; /* idpos: [id, pos] */
+	/* chained steps (fg_g4_gpu_chain): each step's token at ring[pos &
+	 * (CHAIN_RING - 1)], host memory the GPU writes (NULL: no chaining) */
+	int32_t *ring;
+	long long chained; /* the steps fg_g4_gpu_chain counted */
 	/* enable_moe_block scratch: an input [hidden], router logits [E], the
 	 * chosen experts [top_k] and weights [top_k], gate|up [top_k][2 moe_inter]
 	 * and outputs [top_k][hidden] of the chosen experts */
@@ -423,7 +430,8 @@ void fg_g4_gpu_free(struct fg_g4_gpu *g)
 		fg_kgraph_free(g->vgraph[j]);
 	for (int v = 0; v < 2; v++)
 		fg_kgraph_free(g->graph[v]), fg_kgraph_free(g->graph_body[v]);
-	fg_kctx_free(g->ctx);
+	fg_kctx_free(g->ctx); /* its stream drained before the ring goes */
+	fg_kmem_free_mapped(g->ring);
 	free(g->hk);
 	free(g);
 }
@@ -533,6 +541,13 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 	g->use_vgraph = g->use_graph && !(e && !strcmp(e, "0"));
 	if ((rc = fg_kctx_new(&g->ctx, err)))
 		goto fail;
+	e = getenv("FG_CHAIN"); /* 0: every step waits for the host (measurements) */
+	if (g->use_graph && !(e && !strcmp(e, "0"))) {
+		struct fg_err e2 = {0};
+
+		if (fg_kmem_alloc_mapped(g->ctx, (void **)&g->ring, CHAIN_RING * sizeof(int32_t), &e2))
+			g->ring = NULL; /* no mapped memory: steps wait for the host, as before */
+	}
 	g->short_keys = fg_kctx_attn_short_keys(g->ctx);
 	if (!(g->L = calloc((size_t)c->n_layers, sizeof(*g->L)))) {
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
@@ -778,8 +793,11 @@ static int forward(struct fg_g4_gpu *g, int head, struct fg_err *err)
 	 * whose logits nobody reads (head 0) stops here: its KV rows are written */
 	if (!head)
 		return 0;
-	if (mv(g, g->logits, &g->head, g->a, err) ||
-	    fg_k_softcap_argmax(k, g->best, g->logits, g->keep, m->keep ? m->n_keep : c->vocab, c->softcap, err))
+	if (mv(g, g->logits, &g->head, g->a, err))
+		return err->code;
+	if (g->ring) /* the argmax also makes the next step's input (fg_g4_gpu_chain) */
+		fg_kctx_chain(k, g->idpos, g->ring, CHAIN_RING - 1, c->mm_ids, c->n_mm_ids, c->pad);
+	if (fg_k_softcap_argmax(k, g->best, g->logits, g->keep, m->keep ? m->n_keep : c->vocab, c->softcap, err))
 		return err->code;
 	return 0;
 }
@@ -909,6 +927,61 @@ static int step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int32_t
 int fg_g4_gpu_step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int32_t *best, struct fg_err *err)
 {
 	return step(g, id, pos, logits, best, 0, NULL, err);
+}
+
+/* Chained greedy steps. Each step's argmax (best_final) writes its token
+ * into the ring and makes it the next step's input on the GPU, so the next
+ * step is queued before the host has read this one's: the GPU goes from one
+ * step's graph to the next with no host round trip between them, and the
+ * host's handling of a token (cb) overlaps the next step. At most CHAIN_AHEAD
+ * steps are queued; when cb stops, the one queued past it is waited for, its
+ * position not counted (it wrote the KV rows of the token cb stopped on at
+ * that position, which a later step there writes again). */
+int fg_g4_gpu_chain_ready(const struct fg_g4_gpu *g)
+{
+	return g && g->ring && g->steps > 0 && g->graph[0] && (!g->short_keys || g->graph[1]);
+}
+
+long long fg_g4_gpu_chained(const struct fg_g4_gpu *g)
+{
+	return g ? g->chained : 0;
+}
+
+int fg_g4_gpu_chain(struct fg_g4_gpu *g, int32_t id, int pos, int n, int (*cb)(void *user, int32_t tok), void *user,
+		    int *done, struct fg_err *err)
+{
+	int32_t ip[2] = {fg_g4_input_id(&g->m->cfg, id), pos};
+	int rc = 0, sent = 0, got = 0, stop = 0;
+
+	*done = 0;
+	if (!fg_g4_gpu_chain_ready(g))
+		return fg_err_set(err, FG_EINVAL, "chained steps before the step's graphs exist");
+	if (n < 1)
+		return 0;
+	if ((rc = fg_kmem_upload(g->ctx, g->idpos, ip, sizeof(ip), err)))
+		return fg_err_wrap(err, "cuda decode step at position %d", pos);
+	while (!stop && got < n) {
+		for (; !rc && sent < n && sent - got < CHAIN_AHEAD; sent++) {
+			int p = pos + sent;
+
+			if (!(rc = fg_kgraph_launch(g->ctx, g->graph[p < g->short_keys], err)) &&
+			    !(rc = shadow_step(g, p, err)))
+				rc = fg_kctx_mark(g->ctx, sent % CHAIN_AHEAD, err);
+		}
+		if (rc || (rc = fg_kctx_wait(g->ctx, got % CHAIN_AHEAD, err)))
+			break;
+		g->steps++;
+		g->chained++;
+		stop = cb(user, ((volatile int32_t *)g->ring)[(pos + got++) & (CHAIN_RING - 1)]);
+	}
+	*done = got;
+	if (sent > got) { /* the step queued past the last one counted */
+		struct fg_err e2 = {0};
+		int rc2 = fg_kctx_sync(g->ctx, rc ? &e2 : err);
+
+		rc = rc ? rc : rc2;
+	}
+	return rc ? fg_err_wrap(err, "cuda decode step at position %d", pos + got) : 0;
 }
 
 int fg_g4_gpu_step_lp(struct fg_g4_gpu *g, int32_t id, int pos, int k, int32_t *best, struct fg_klp *lp,

@@ -38,6 +38,18 @@ int fg_g4_gpu_step(struct fg_g4_gpu *g, int32_t id, int pos, float *logits, int3
  * fg_k_row_logprobs: the lse, the argmax's log-probability, the k <=
  * FG_K_LP_TOP_MAX best), computed on the GPU: no logits leave it. */
 struct fg_klp;
+/* Greedy steps chained on the GPU from id at pos: up to n steps, each
+ * one's token passed to cb in order until cb returns nonzero; *done
+ * receives the steps counted (positions pos .. pos + *done - 1 consumed).
+ * The tokens are fg_g4_gpu_step's, but the next step is queued before the
+ * host reads a token (so the GPU does not wait for the host between
+ * steps). Only once fg_g4_gpu_chain_ready: the step's graphs captured
+ * (after a first step) and mapped host memory to hand the tokens over
+ * (FG_CHAIN=0 turns chaining off). */
+int fg_g4_gpu_chain_ready(const struct fg_g4_gpu *g);
+long long fg_g4_gpu_chained(const struct fg_g4_gpu *g); /* steps counted by fg_g4_gpu_chain so far */
+int fg_g4_gpu_chain(struct fg_g4_gpu *g, int32_t id, int pos, int n, int (*cb)(void *user, int32_t tok), void *user,
+		    int *done, struct fg_err *err);
 int fg_g4_gpu_step_lp(struct fg_g4_gpu *g, int32_t id, int pos, int k, int32_t *best, struct fg_klp *lp,
 		      struct fg_err *err);
 

@@ -394,6 +394,8 @@ const struct fg_g4_model *fg_engine_model(const struct fg_engine *e) { return e-
 const char *fg_engine_device(const struct fg_engine *e) { return e->gpu ? fg_g4_gpu_device(e->gpu) : "cpu"; }
 int fg_engine_prefill_chunk(const struct fg_engine *e) { return e->gpu ? fg_g4_gpu_chunk(e->gpu) : 0; }
 
+long long fg_engine_chained_steps(const struct fg_engine *e) { return e->gpu ? fg_g4_gpu_chained(e->gpu) : 0; }
+
 int fg_engine_gpu_info(const struct fg_engine *e, struct fg_kdevice *out, struct fg_err *err)
 {
 	if (!e->gpu)
@@ -1065,8 +1067,24 @@ static int generate_spec_gpu(struct fg_engine *e, int32_t tok, int max_new, fg_e
 	}
 }
 
+/* fg_g4_gpu_chain's callback: a token to emit (ids only). */
+struct chain_emit {
+	struct fg_engine *e;
+	fg_engine_token_cb cb;
+	void *user;
+};
+
+static int chain_emit(void *user, int32_t tok)
+{
+	const struct chain_emit *c = user;
+
+	return emit(c->e, tok, c->cb, c->user, NULL, NULL);
+}
+
 /* The token loop of the ids-only (and log-probabilities) path on the GPU:
- * tok was just chosen (with *l when lr). */
+ * tok was just chosen (with *l when lr). Ids only, once the step's graphs
+ * exist, the rest of the steps run chained (fg_g4_gpu_chain): the same
+ * tokens, without the GPU waiting for the host between steps. */
 static int generate_gpu(struct fg_engine *e, int32_t tok, int max_new, fg_engine_token_cb cb, void *user,
 			struct lp_req *lr, struct fg_klp *l, struct fg_err *err)
 {
@@ -1077,6 +1095,14 @@ static int generate_gpu(struct fg_engine *e, int32_t tok, int max_new, fg_engine
 			break;
 		if (i + 1 == max_new)
 			break;
+		if (!lr && fg_g4_gpu_chain_ready(e->gpu)) {
+			struct chain_emit c = {e, cb, user};
+			int done = 0;
+
+			rc = fg_g4_gpu_chain(e->gpu, tok, e->pos, max_new - 1 - i, chain_emit, &c, &done, err);
+			e->pos += done;
+			return rc;
+		}
 		if ((rc = gpu_next(e, tok, &tok, lr, l, err)))
 			return rc;
 	}

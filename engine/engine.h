@@ -79,6 +79,9 @@ int fg_engine_threads(const struct fg_engine *e);
 /* Rows per prompt chunk on --device cuda (FG_PREFILL_CHUNK, engine/cuda.h);
  * 0 on the CPU or when prompts run token by token. */
 int fg_engine_prefill_chunk(const struct fg_engine *e);
+/* Greedy steps run chained on the GPU since the engine was loaded (engine/cuda.h
+ * fg_g4_gpu_chain); 0 on the CPU or with FG_CHAIN=0. */
+long long fg_engine_chained_steps(const struct fg_engine *e);
 /* "bf16", "f32", "int4-g<group>" or "mixed": the body's linear weight format. */
 const char *fg_engine_weight_format(const struct fg_engine *e);
 /* "cpu", or the GPU's description when opts.device was FG_DEVICE_CUDA. */

@@ -146,6 +146,24 @@ int fg_kmem_fill(struct fg_kctx *ctx, void *d_dst, int byte, size_t n, struct fg
 int fg_kmem_copy2d(struct fg_kctx *ctx, void *d_dst, size_t dpitch, const void *d_src, size_t spitch, size_t width,
 		   size_t height, struct fg_err *err);
 
+/* Host memory the GPU writes into (pinned and mapped): *host is also the
+ * address kernels use. fg_kmem_free_mapped accepts NULL. */
+int fg_kmem_alloc_mapped(struct fg_kctx *ctx, void **host, size_t n, struct fg_err *err);
+void fg_kmem_free_mapped(void *host);
+/* Marks in the context's stream: fg_kctx_mark(i) records mark i (i <
+ * FG_KCTX_MARKS) after what is queued so far; fg_kctx_wait(i) waits until the
+ * GPU has passed it, not for what was queued after (a kernel fault shows
+ * here as FG_EDEVICE, as in fg_kctx_sync). */
+int fg_kctx_mark(struct fg_kctx *ctx, int i, struct fg_err *err);
+int fg_kctx_wait(struct fg_kctx *ctx, int i, struct fg_err *err);
+/* Chained greedy steps: the next fg_k_softcap_argmax launched on ctx (and so
+ * every replay of a graph that captured it) also writes its answer t (0
+ * where every logit was NaN) into d_ring[pos & mask], pos = d_idpos[1], and
+ * then sets d_idpos to {t as an input id (one of the n_mm <= 3 ids in mm:
+ * pad), pos + 1}, so the next step can start without the host. */
+void fg_kctx_chain(struct fg_kctx *ctx, int32_t *d_idpos, int32_t *d_ring, int mask, const int32_t *mm, int n_mm,
+		   int32_t pad);
+
 /* CUDA graphs: everything launched on ctx between begin and end is captured
  * (not run) into a graph that fg_kgraph_launch replays on ctx's stream. */
 struct fg_kgraph;

@@ -15,6 +15,17 @@ struct fg_kpf {
 	unsigned long long n[FG_PF_RANGES];
 };
 
+/* A greedy step's answer kept for the next step (fg_kctx_chain): best_final
+ * writes it into ring[pos & mask] and makes it, as an input, idpos's id at
+ * pos + 1. idpos NULL: nothing chained. */
+struct fg_kchain {
+	int32_t *idpos, *ring;
+	int mask, n_mm;
+	int32_t mm[3], pad;
+};
+
+#define FG_KCTX_MARKS 2 /* events fg_kctx_mark records */
+
 struct fg_kctx {
 	int dev;
 	cudaStream_t stream;
@@ -23,6 +34,8 @@ struct fg_kctx {
 	void *scratch; /* per-op temporaries between an op's kernels (stream-ordered) */
 	size_t scratch_bytes;
 	cudaEvent_t ev0, ev1;
+	cudaEvent_t mark[FG_KCTX_MARKS]; /* fg_kctx_mark, fg_kctx_wait (made at first use) */
+	struct fg_kchain chain;          /* for the next fg_k_softcap_argmax (fg_kctx_chain) */
 	int pdl; /* launch the matvec with programmatic dependent launch (sm_90+) */
 	int int4_kind;      /* FG_INT4_FMA, FG_INT4_MMA or FG_INT4_I8 for new matrices */
 	unsigned *counters; /* FG_CTX_COUNTERS integers: the decode attention's arrivals a kv head (attn_fused) */

@@ -314,6 +314,36 @@ int fg_k_attn_decode(struct fg_kctx *ctx, float *d_out, const float *d_q, const 
 	return NO_CUDA(err);
 }
 
+int fg_kmem_alloc_mapped(struct fg_kctx *ctx, void **host, size_t n, struct fg_err *err)
+{
+	(void)ctx, (void)n;
+	*host = NULL;
+	return NO_CUDA(err);
+}
+
+void fg_kmem_free_mapped(void *host)
+{
+	(void)host;
+}
+
+int fg_kctx_mark(struct fg_kctx *ctx, int i, struct fg_err *err)
+{
+	(void)ctx, (void)i;
+	return NO_CUDA(err);
+}
+
+int fg_kctx_wait(struct fg_kctx *ctx, int i, struct fg_err *err)
+{
+	(void)ctx, (void)i;
+	return NO_CUDA(err);
+}
+
+void fg_kctx_chain(struct fg_kctx *ctx, int32_t *d_idpos, int32_t *d_ring, int mask, const int32_t *mm, int n_mm,
+		   int32_t pad)
+{
+	(void)ctx, (void)d_idpos, (void)d_ring, (void)mask, (void)mm, (void)n_mm, (void)pad;
+}
+
 int fg_k_softcap_argmax(struct fg_kctx *ctx, int32_t *d_best, float *d_z, const int32_t *d_ids, int n, float cap,
 			struct fg_err *err)
 {

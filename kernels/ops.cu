@@ -1911,7 +1911,8 @@ __global__ void softcap_best(float *pv, int *pi, float *z, int n, float cap)
 	}
 }
 
-__global__ void best_final(int32_t *best, const float *pv, const int *pi, int nb, const int32_t *ids)
+__global__ void best_final(int32_t *best, const float *pv, const int *pi, int nb, const int32_t *ids,
+			   const struct fg_kchain ch)
 {
 	fg_pdl_trigger(); /* the next kernel may launch and wait for us */
 	fg_pdl_wait();    /* everything earlier kernels wrote is visible */
@@ -1926,17 +1927,34 @@ __global__ void best_final(int32_t *best, const float *pv, const int *pi, int nb
 			bi = pi[b];
 		}
 	block_best(&bv, &bi, sv, si);
-	if (threadIdx.x == 0)
-		*best = bi < 0 ? -1 : ids ? ids[bi] : bi;
+	if (threadIdx.x == 0) {
+		int32_t t = bi < 0 ? -1 : ids ? ids[bi] : bi;
+
+		*best = t;
+		if (ch.idpos) { /* fg_kctx_chain: the next step's input, as the host makes it */
+			int32_t pos = ch.idpos[1];
+
+			t = t < 0 ? 0 : t; /* every logit NaN: fg_engine_argmax's answer */
+			ch.ring[pos & ch.mask] = t;
+			for (int i = 0; i < ch.n_mm; i++)
+				if (t == ch.mm[i])
+					t = ch.pad; /* fg_g4_input_id: a multimodal placeholder embeds as pad */
+			ch.idpos[0] = t;
+			ch.idpos[1] = pos + 1;
+		}
+	}
 }
 
 extern "C" int fg_k_softcap_argmax(struct fg_kctx *ctx, int32_t *d_best, float *d_z, const int32_t *d_ids, int n,
 				   float cap, struct fg_err *err)
 {
 	int nb;
+	struct fg_kchain ch;
 
 	if (fg_need_ctx(ctx, err))
 		return FG_EINVAL;
+	ch = ctx->chain; /* fg_kctx_chain's, for this launch only */
+	ctx->chain = fg_kchain();
 	if (n < 1 || n >= (1 << 30))
 		return fg_err_set(err, FG_EINVAL, "softcap argmax: n = %d", n);
 	nb = (n + AM_THREADS * 8 - 1) / (AM_THREADS * 8);
@@ -1947,7 +1965,7 @@ extern "C" int fg_k_softcap_argmax(struct fg_kctx *ctx, int32_t *d_best, float *
 	fg_launch_pdl(ctx, softcap_best, dim3(nb), dim3(AM_THREADS), 0, pv, pi, d_z, n, cap);
 	if (fg_launched("softcap argmax", err))
 		return FG_EDEVICE;
-	fg_launch_pdl(ctx, best_final, dim3(1), dim3(AM_THREADS), 0, d_best, pv, pi, nb, d_ids);
+	fg_launch_pdl(ctx, best_final, dim3(1), dim3(AM_THREADS), 0, d_best, pv, pi, nb, d_ids, ch);
 	return fg_launched("argmax final", err);
 }
 

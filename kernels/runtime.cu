@@ -198,6 +198,9 @@ extern "C" void fg_kctx_free(struct fg_kctx *c)
 		cudaEventDestroy(c->ev0);
 	if (c->ev1)
 		cudaEventDestroy(c->ev1);
+	for (int i = 0; i < FG_KCTX_MARKS; i++)
+		if (c->mark[i])
+			cudaEventDestroy(c->mark[i]);
 	if (c->stream)
 		cudaStreamDestroy(c->stream);
 	free(c);
@@ -392,6 +395,75 @@ extern "C" void fg_kmem_free(struct fg_kctx *c, void *d)
 	(void)c;
 	if (d)
 		cudaFree(d);
+}
+
+extern "C" int fg_kmem_alloc_mapped(struct fg_kctx *c, void **host, size_t n, struct fg_err *err)
+{
+	void *d = NULL;
+	cudaError_t e;
+
+	*host = NULL;
+	if (fg_need_ctx(c, err))
+		return FG_EINVAL;
+	e = cudaHostAlloc(host, n ? n : 1, cudaHostAllocMapped);
+	if (e == cudaSuccess && ((e = cudaHostGetDevicePointer(&d, *host, 0)) != cudaSuccess || d != *host)) {
+		cudaFreeHost(*host);
+		*host = NULL;
+		if (e == cudaSuccess) /* no unified addressing: not a GPU this engine runs on */
+			return fg_err_set(err, FG_EDEVICE, "mapped host memory has another address on the GPU");
+	}
+	if (e != cudaSuccess) {
+		*host = NULL;
+		cudaGetLastError();
+		return fg_err_set(err, e == cudaErrorMemoryAllocation ? FG_ENOMEM : FG_EDEVICE,
+				  "allocate %zu bytes of mapped host memory: %s", n, cudaGetErrorString(e));
+	}
+	return 0;
+}
+
+extern "C" void fg_kmem_free_mapped(void *host)
+{
+	if (host)
+		cudaFreeHost(host);
+}
+
+extern "C" int fg_kctx_mark(struct fg_kctx *c, int i, struct fg_err *err)
+{
+	if (fg_need_ctx(c, err))
+		return FG_EINVAL;
+	if (i < 0 || i >= FG_KCTX_MARKS)
+		return fg_err_set(err, FG_EINVAL, "stream mark %d: need 0..%d", i, FG_KCTX_MARKS - 1);
+	if (!c->mark[i])
+		FG_CK(cudaEventCreateWithFlags(&c->mark[i], cudaEventDisableTiming), "create CUDA event");
+	FG_CK(cudaEventRecord(c->mark[i], c->stream), "record CUDA event");
+	return 0;
+}
+
+extern "C" int fg_kctx_wait(struct fg_kctx *c, int i, struct fg_err *err)
+{
+	if (fg_need_ctx(c, err))
+		return FG_EINVAL;
+	if (i < 0 || i >= FG_KCTX_MARKS || !c->mark[i])
+		return fg_err_set(err, FG_EINVAL, "stream mark %d was never recorded", i);
+	FG_CK(cudaEventSynchronize(c->mark[i]), "CUDA kernel");
+	return 0;
+}
+
+extern "C" void fg_kctx_chain(struct fg_kctx *c, int32_t *d_idpos, int32_t *d_ring, int mask, const int32_t *mm,
+			      int n_mm, int32_t pad)
+{
+	if (!c)
+		return;
+	c->chain = fg_kchain();
+	if (!d_idpos || !d_ring || n_mm < 0 || n_mm > 3)
+		return;
+	c->chain.idpos = d_idpos;
+	c->chain.ring = d_ring;
+	c->chain.mask = mask;
+	c->chain.n_mm = n_mm;
+	for (int i = 0; i < n_mm; i++)
+		c->chain.mm[i] = mm[i];
+	c->chain.pad = pad;
 }
 
 extern "C" int fg_kmem_upload(struct fg_kctx *c, void *d_dst, const void *src, size_t n, struct fg_err *err)

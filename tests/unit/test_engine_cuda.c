@@ -973,12 +973,12 @@ static void check_short_bound(const char *dir, const char *label)
 {
 	enum { N = FG_ATTN_SHORT_KEYS + 44, NP = FG_ATTN_SHORT_KEYS - 6, NG = 20 };
 	struct fg_engine_opts o = {1, 0, N + 20, FG_DEVICE_CUDA}, oc = {1, 0, N + 20, FG_DEVICE_CPU};
-	struct fg_engine *gs = NULL, *gf = NULL, *cpu = NULL;
+	struct fg_engine *gs = NULL, *gf = NULL, *cpu = NULL, *gn = NULL;
 	struct fg_err err = {0};
 	int32_t seq[N];
 	uint32_t x = 12345;
 	float *ls = NULL, *lf = NULL, *lc = NULL;
-	struct gen a = {{0}, 0}, b = {{0}, 0};
+	struct gen a = {{0}, 0}, b = {{0}, 0}, c = {{0}, 0};
 	char tmp[] = "/tmp/fg-short-XXXXXX", *cfg;
 	int V, rc;
 
@@ -997,6 +997,9 @@ static void check_short_bound(const char *dir, const char *label)
 	rc = rc || fg_engine_load(&gf, dir, &o, &err);
 	unsetenv("FG_ATTN_SHORT");
 	rc = rc || fg_engine_load(&cpu, dir, &oc, &err);
+	setenv("FG_CHAIN", "0", 1);
+	rc = rc || fg_engine_load(&gn, dir, &o, &err);
+	unsetenv("FG_CHAIN");
 	if (rc) {
 		ok(0, "%s: engines with max_seq %d load: %s", label, N + 20, err.msg);
 		goto out;
@@ -1022,10 +1025,70 @@ static void check_short_bound(const char *dir, const char *label)
 	ok(!rc && a.n > 0 && a.n == b.n && !memcmp(a.ids, b.ids, sizeof(int32_t) * (size_t)a.n),
 	   "%s: %d greedy tokens (at most %d) after a prompt of %d: the same with FG_ATTN_SHORT=0 %s", label, a.n, NG,
 	   NP, rc ? err.msg : "");
+	/* across the bound, the steps chained on the GPU (gs, once its graphs
+	 * exist) against steps that each wait for the host (FG_CHAIN=0) */
+	rc = fg_engine_generate_ids(gn, seq, NP, NG, on_token, &c, &err);
+	ok(!rc && c.n == a.n && !memcmp(a.ids, c.ids, sizeof(int32_t) * (size_t)a.n) &&
+		   fg_engine_chained_steps(gs) > 0 && fg_engine_chained_steps(gn) == 0,
+	   "%s: the same %d tokens chained on the GPU (%lld steps) and with FG_CHAIN=0 %s", label, c.n,
+	   fg_engine_chained_steps(gs), rc ? err.msg : "");
 out:
 	free(ls), free(lf), free(lc);
-	fg_engine_free(gs), fg_engine_free(gf), fg_engine_free(cpu);
+	fg_engine_free(gs), fg_engine_free(gf), fg_engine_free(cpu), fg_engine_free(gn);
 	fg_rm_tree(tmp);
+}
+
+/* Chained steps (engine/cuda.h fg_g4_gpu_chain) that the caller stops: the
+ * tokens up to the stop are plain greedy's, the step queued past the stop
+ * is not counted (the position is the stop token's), and the sequence goes
+ * on from there as the unstopped run did. */
+struct gen_stop {
+	struct gen g;
+	int at;
+};
+
+static int stop_at(void *user, int32_t tok, const float *logits, int n_vocab)
+{
+	struct gen_stop *s = user;
+
+	(void)logits, (void)n_vocab;
+	s->g.ids[s->g.n++] = tok;
+	return s->g.n >= s->at;
+}
+
+static void check_chain_stop(const char *dir, const char *label)
+{
+	static const int32_t pr[] = {2, 17, 99, 5, 300, 41, 8, 8, 256, 3};
+	struct fg_err err = {0};
+	struct fg_engine *e = load(dir, FG_DEVICE_CUDA, 0, &err);
+	struct gen base = {{0}, 0};
+	struct gen_stop s = {{{0}, 0}, 7};
+	float *lg = NULL;
+	int rc, same = 1, V, j;
+	long long c0;
+
+	if (!e || fg_engine_generate_ids(e, pr, 10, 40, on_token, &base, &err) || base.n != 40) {
+		ok(0, "%s: 40 greedy tokens on the gpu: %s", label, err.msg);
+		goto done;
+	}
+	c0 = fg_engine_chained_steps(e);
+	rc = fg_engine_generate_ids(e, pr, 10, 40, stop_at, &s, &err);
+	ok(!rc && s.g.n == 7 && !memcmp(s.g.ids, base.ids, sizeof(int32_t) * 7) && fg_engine_pos(e) == 16 &&
+		   fg_engine_chained_steps(e) - c0 == 6,
+	   "%s: chained steps stopped at the 7th token: its 7 tokens, position 16, 6 steps counted (%d tokens, "
+	   "position %d, %lld steps) %s",
+	   label, s.g.n, fg_engine_pos(e), fg_engine_chained_steps(e) - c0, rc ? err.msg : "");
+	V = fg_engine_vocab_size(e);
+	lg = malloc(sizeof(float) * (size_t)V);
+	for (j = 6; !rc && j < 12; j++) /* the stop token at position 16, then on */
+		if (!(rc = fg_engine_forward_logits(e, &base.ids[j], 1, 1, lg, &err)) &&
+		    fg_engine_argmax(lg, V) != base.ids[j + 1])
+			same = 0;
+	ok(!rc && same, "%s: after the stop, tokens 8-13 through the step are the unstopped run's %s", label,
+	   rc ? err.msg : "");
+	free(lg);
+done:
+	fg_engine_free(e);
 }
 
 int main(void)
@@ -1052,6 +1115,8 @@ int main(void)
 	check(FIX "/int4", FIX "/int4/oracle.json", FIX "/int4/logits.bin", 0, "int4");
 	check(FIX "/bf16", FIX "/bf16/oracle-window5.json", FIX "/bf16/logits-window5.bin", 5, "bf16 window 5");
 	check_short_bound(FIX "/int4", "int4");
+	check_chain_stop(FIX "/int4", "int4");
+	check_chain_stop(FIX "/bf16", "bf16");
 	check_pruned(FIX "/bf16", 0, "bf16, pruned bf16 head");
 	check_pruned(FIX "/int4", 1, "int4, pruned INT4 head");
 	ok(for_each_variant(FIX "/variants", check) >= 3, "the models made by transformers checked");
