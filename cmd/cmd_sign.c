@@ -1,9 +1,12 @@
 /* cmd_sign.c - `fgpack sign --key KEY.pem PATH...`: OpenSSF model signing
  * (OMS 1.0) signatures for folders, files and bundles, and DSSE signatures
  * over in-toto statements (bake provenance). Format: docs/formats/signing.md. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "fsutil.h"
@@ -26,13 +29,36 @@ static const char usage_text[] =
 	"    statement itself is the signed payload.\n"
 	"Check with 'fgpack verify-sig --key KEY.pub.pem PATH'.\n";
 
-/* 1 when the file at path is an in-toto Statement v1 (JSON), its text then
- * in text. */
-static int is_statement(const char *path, struct fg_buf *text)
+/* *yes 1 when the file at path is an in-toto Statement v1 (JSON), its text
+ * then in text; 0 when it is something else sign hashes as a model (a
+ * folder, a bigger file, or a link or a path that the model hashing refuses
+ * in its own words). A FIFO, socket or device is an error naming it and is
+ * never read: the open is O_NONBLOCK (a FIFO's open would wait for a
+ * writer) and O_NOFOLLOW unless links are allowed, and the fd's fstat says
+ * what it is. No stat before it: the model hashing's lstat and O_NOFOLLOW
+ * open are the checks that count for a link (tests/integration/sign.sh holds
+ * that lstat up by its place among the stats). */
+static int is_statement(const char *path, int allow_symlinks, struct fg_buf *text, int *yes,
+			struct fg_err *err)
 {
+	struct stat sb;
+	int fd, known, rc = 0;
+
+	*yes = 0;
 	fg_buf_reset(text);
-	return !fg_file_read(path, FG_SIGN_STATEMENT_MAX, text, NULL) &&
-	       fg_sign_is_statement(text->data, text->len);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY |
+				(allow_symlinks ? 0 : O_NOFOLLOW));
+	if (fd < 0)
+		return 0;
+	known = !fstat(fd, &sb);
+	if (known && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode))
+		rc = fg_oms_refuse_special(path, sb.st_mode, err);
+	else if (known && S_ISREG(sb.st_mode) &&
+		 (unsigned long long)sb.st_size <= FG_SIGN_STATEMENT_MAX)
+		*yes = !fg_fd_read(fd, path, FG_SIGN_STATEMENT_MAX, text, NULL) &&
+		       fg_sign_is_statement(text->data, text->len);
+	close(fd);
+	return rc;
 }
 
 static int sign_one(const struct fg_sign_key *k, const char *path, const char *out, const char *name,
@@ -44,10 +70,11 @@ static int sign_one(const struct fg_sign_key *k, const char *path, const char *o
 	struct fg_oms_model *m = NULL;
 	size_t i;
 	int rc = out ? fg_buf_puts(&sig, out, err) : fg_sign_default_path(&sig, path, err);
+	int st = 0;
 
-	if (rc)
+	if (rc || (rc = is_statement(path, allow_symlinks, &text, &st, err)))
 		goto out;
-	if (is_statement(path, &text)) {
+	if (st) {
 		if ((rc = fg_sign_bundle(&bundle, k, FG_SIGN_PAYLOAD_TYPE, text.data, text.len, err)) ||
 		    (rc = fg_file_write_atomic(sig.data, bundle.data, bundle.len, 0644, err)))
 			goto out;

@@ -2,6 +2,8 @@
  * made by `fgpack sign` (or OMS model_signing's key mode). Fails closed: a
  * signature that does not verify, another key, a changed, missing or extra
  * file, or a changed statement is a failure that names its reason (exit 3). */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -78,24 +80,6 @@ static int subject_base(struct fg_buf *dir, const char *path, int *strict, struc
 	return fg_buf_append(dir, path, slash == path ? 1 : (size_t)(slash - path), err);
 }
 
-/* Appends s as shown in a one-line message: as it is when every byte is
- * printable (UTF-8 passes) and quote is 0, else as a JSON string literal, so
- * a newline or an escape sequence in a signed name cannot break the line;
- * cut after 128 bytes (at a UTF-8 character's start, "…" after it). */
-static int shown(struct fg_buf *b, const char *s, int quote, struct fg_err *err)
-{
-	size_t n = strlen(s), k = n > 128 ? 128 : n, i;
-	int rc;
-
-	while (k < n && k && ((unsigned char)s[k] & 0xc0) == 0x80)
-		k--;
-	for (i = 0; i < k && !quote; i++)
-		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
-			quote = 1;
-	rc = quote ? fg_buf_json_str(b, s, k, err) : fg_buf_append(b, s, k, err);
-	return rc || k == n ? rc : fg_buf_puts(b, "…", err);
-}
-
 /* The signature's statement (doc, verified) is not path, which is no in-toto
  * statement (a model file, a bundle): one line saying what the statement is,
  * its predicateType and its first three subjects' names, and that it does
@@ -107,7 +91,7 @@ static int not_the_statement(const char *path, const cJSON *doc, struct fg_err *
 	const cJSON *s;
 	int rc, n = 0, total = cJSON_GetArraySize(fg_json_arr(doc, "subject"));
 
-	rc = pt ? shown(&what, pt, 0, err) : fg_buf_puts(&what, "no predicateType", err);
+	rc = pt ? fg_sign_shown(&what, pt, 0, err) : fg_buf_puts(&what, "no predicateType", err);
 	if (!rc)
 		rc = fg_buf_puts(&what, total > 1 ? ", subjects " : total ? ", subject " : ", no subjects",
 				 err);
@@ -120,7 +104,7 @@ static int not_the_statement(const char *path, const cJSON *doc, struct fg_err *
 		if (n++)
 			rc = fg_buf_puts(&what, ", ", err);
 		if (!rc)
-			rc = nm ? shown(&what, nm, 1, err) : fg_buf_puts(&what, "(no name)", err);
+			rc = nm ? fg_sign_shown(&what, nm, 1, err) : fg_buf_puts(&what, "(no name)", err);
 	}
 	if (!rc && total > n)
 		rc = fg_buf_printf(&what, err, " and %d more", total - n);
@@ -148,15 +132,26 @@ static int verify_statement(const char *path, const struct fg_buf *payload, cons
 	struct fg_sha256_result *res = NULL;
 	struct stat sb;
 	size_t n = 0, i;
-	int rc, strict;
+	int rc, strict, fd;
 
 	*checked = 0;
 	*total = 0;
-	/* a bundle of gigabytes is no statement: not read */
-	if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode) &&
-	    (unsigned long long)sb.st_size > FG_SIGN_STATEMENT_MAX)
-		return not_the_statement(path, doc, err);
-	if ((rc = fg_file_read(path, FG_SIGN_STATEMENT_MAX, &text, err)))
+	/* a FIFO or device is named, not read: O_NONBLOCK, as a FIFO's open
+	 * would wait for a writer, and the fd's fstat says what it is */
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)) < 0)
+		return fg_err_set(err, errno == ENOENT ? FG_ENOTFOUND : FG_EIO, "open %s: %s", path,
+				  strerror(errno));
+	if (fstat(fd, &sb))
+		rc = fg_err_set(err, FG_EIO, "stat %s: %s", path, strerror(errno));
+	else if (!S_ISREG(sb.st_mode))
+		rc = fg_oms_refuse_special(path, sb.st_mode, err);
+	else if ((unsigned long long)sb.st_size > FG_SIGN_STATEMENT_MAX)
+		/* a bundle of gigabytes is no statement: not read */
+		rc = not_the_statement(path, doc, err);
+	else
+		rc = fg_fd_read(fd, path, FG_SIGN_STATEMENT_MAX, &text, err);
+	close(fd);
+	if (rc)
 		return rc;
 	if (text.len != payload->len || memcmp(text.data, payload->data, text.len)) {
 		if (fg_sign_is_statement(text.data, text.len))
@@ -204,8 +199,9 @@ static int verify_statement(const char *path, const struct fg_buf *payload, cons
 		names[n] = nm;
 		wants[n++] = want;
 	}
+	/* a subject that is a FIFO is refused, not waited on */
 	if (n && (rc = fg_sha256_files((const char *const *)paths, n, fg_workq_cpus(8),
-				       0, res, err)))
+				       FG_SHA256_FILES, res, err)))
 		goto out;
 	for (i = 0; i < n; i++) {
 		char hex[65];
@@ -275,11 +271,38 @@ static int hash_as_signed(struct fg_oms_model **out, const char *path,
 	return rc;
 }
 
+/* A model signature given for a single file that it has no resource of
+ * (file, the name the file is hashed under): one line naming what the
+ * signature covers and the file, rather than "signed but missing" for the
+ * one and "extra file" for the other. */
+static int covers_another(const struct fg_oms_model *sm, const char *file, struct fg_err *err)
+{
+	struct fg_buf a = FG_BUF_INIT, b = FG_BUF_INIT;
+	int rc;
+
+	if (sm->n == 1)
+		rc = fg_sign_shown(&a, sm->files[0].name, 1, err);
+	else
+		rc = fg_sign_shown(&a, sm->name, 1, err);
+	if (!rc)
+		rc = fg_sign_shown(&b, file, 1, err);
+	if (!rc && sm->n == 1)
+		rc = fg_err_set(err, FG_EMISMATCH, "the signature covers another file, %s, not %s",
+				a.data, b.data);
+	else if (!rc)
+		rc = fg_err_set(err, FG_EMISMATCH,
+				"the signature covers the %zu files of model %s, not the single file %s",
+				sm->n, a.data, b.data);
+	fg_buf_release(&a);
+	fg_buf_release(&b);
+	return rc;
+}
+
 static int verify_one(const struct fg_sign_key *k, const char *path, const char *given,
 		      struct fg_err *err)
 {
 	struct fg_buf sig = FG_BUF_INIT, text = FG_BUF_INIT, payload = FG_BUF_INIT, ptype = FG_BUF_INIT;
-	struct fg_buf sig_rel = FG_BUF_INIT;
+	struct fg_buf sig_rel = FG_BUF_INIT, shown_pt = FG_BUF_INIT;
 	struct fg_oms_model *signed_m = NULL, *disk = NULL;
 	char fp[FG_SHA256_HEX_LEN + 1], hint[FG_SHA256_HEX_LEN + 1];
 	cJSON *doc = NULL;
@@ -307,21 +330,31 @@ static int verify_one(const struct fg_sign_key *k, const char *path, const char 
 	if (pt && !strcmp(pt, FG_SIGN_OMS_PREDICATE)) {
 		if ((rc = fg_oms_parse(&signed_m, payload.data, payload.len, err)) ||
 		    (rc = fg_oms_rel_inside(&sig_rel, path, sig.data, err)) ||
-		    (rc = hash_as_signed(&disk, path, signed_m, sig_rel.data ? sig_rel.data : "", err)) ||
-		    (rc = fg_oms_compare(signed_m, disk, err)))
+		    (rc = hash_as_signed(&disk, path, signed_m, sig_rel.data ? sig_rel.data : "", err)))
+			goto out;
+		/* a single file (hashed as one resource under its base name) the
+		 * signature has no resource of was signed as another file */
+		if (disk->n == 1 && !covers(signed_m, disk->files[0].name) &&
+		    (stat(path, &sb) || !S_ISDIR(sb.st_mode))) {
+			rc = covers_another(signed_m, disk->files[0].name, err);
+			goto out;
+		}
+		if ((rc = fg_oms_compare(signed_m, disk, err)))
 			goto out;
 		printf("verified %s: %zu files, model %s sha256:%s, signed by key %.16s…\n", path, disk->n,
 		       disk->name, disk->root, fp);
 	} else if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
 		/* a folder is signed by a model signature only: another statement
 		 * (a bake's provenance, signed as its .intoto.json file) signs a
-		 * file, which a folder cannot be byte-identical to */
-		if (pt)
+		 * file, which a folder cannot be byte-identical to. The signer
+		 * wrote pt: quoted as the file message quotes it, so it cannot
+		 * break the line or send escape sequences to a terminal */
+		if (pt && !(rc = fg_sign_shown(&shown_pt, pt, 0, err)))
 			rc = fg_err_set(err, FG_EMISMATCH,
 					"the signature's statement is %s, not a model signature (%s) for a "
 					"folder; verify-sig the statement file it signs instead",
-					pt, FG_SIGN_OMS_PREDICATE);
-		else
+					shown_pt.data, FG_SIGN_OMS_PREDICATE);
+		else if (!pt)
 			rc = fg_err_set(err, FG_EMISMATCH,
 					"the signature's statement has no predicateType, so it is not a model "
 					"signature (%s) for a folder",
@@ -336,8 +369,11 @@ static int verify_one(const struct fg_sign_key *k, const char *path, const char 
 		 * as if nothing was wrong with them */
 		if (n < total)
 			snprintf(missing, sizeof(missing), " (%d not found beside it)", total - n);
+		if ((rc = pt ? fg_sign_shown(&shown_pt, pt, 0, err)
+			     : fg_buf_puts(&shown_pt, "no predicateType", err)))
+			goto out;
 		printf("verified statement %s (%s), %d subject%s checked%s, signed by key %.16s…\n", path,
-		       pt ? pt : "no predicateType", n, n == 1 ? "" : "s", missing, fp);
+		       shown_pt.data, n, n == 1 ? "" : "s", missing, fp);
 	}
 out:
 	if (rc)
@@ -350,6 +386,7 @@ out:
 	fg_buf_release(&payload);
 	fg_buf_release(&ptype);
 	fg_buf_release(&sig_rel);
+	fg_buf_release(&shown_pt);
 	return rc;
 }
 

@@ -18,14 +18,23 @@
 
 int fg_file_read(const char *path, size_t max, struct fg_buf *out, struct fg_err *err)
 {
-	char chunk[65536];
-	size_t total = 0;
-	int fd, rc = 0;
+	int fd, rc;
 
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return fg_err_set(err, errno == ENOENT ? FG_ENOTFOUND : FG_EIO, "open %s: %s", path,
 				  strerror(errno));
+	rc = fg_fd_read(fd, path, max, out, err);
+	close(fd);
+	return rc;
+}
+
+int fg_fd_read(int fd, const char *path, size_t max, struct fg_buf *out, struct fg_err *err)
+{
+	char chunk[65536];
+	size_t total = 0;
+	int rc = 0;
+
 	for (;;) {
 		ssize_t n = read(fd, chunk, sizeof(chunk));
 
@@ -46,7 +55,6 @@ int fg_file_read(const char *path, size_t max, struct fg_buf *out, struct fg_err
 		if (rc)
 			break;
 	}
-	close(fd);
 	return rc;
 }
 

@@ -10,6 +10,10 @@
 
 /* Reads all of path into out (appending), refusing files over max bytes. */
 int fg_file_read(const char *path, size_t max, struct fg_buf *out, struct fg_err *err);
+/* The same from an open fd, to its end (path only names it in errors); fd
+ * stays open. For a file the caller opened itself (O_NOFOLLOW, O_NONBLOCK)
+ * and checked with fstat. */
+int fg_fd_read(int fd, const char *path, size_t max, struct fg_buf *out, struct fg_err *err);
 
 /* Writes data to path atomically: a temporary file in the same folder,
  * fsync, rename over path, fsync of the folder. Either the old content or the

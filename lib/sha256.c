@@ -547,6 +547,7 @@ static int lane_open(struct lane *l, const char *path, int flags, struct stat *s
 		     struct fg_err *err)
 {
 	int regular = (flags & FG_SHA256_REGULAR) != 0;
+	int files = regular || (flags & FG_SHA256_FILES);
 	int fd, rc;
 
 	l->fd = -1;
@@ -555,7 +556,7 @@ static int lane_open(struct lane *l, const char *path, int flags, struct stat *s
 	l->mode = 0;
 	l->stop = LANE_GO;
 	l->head = l->pending = l->held = 0;
-	fd = open(path, O_RDONLY | O_CLOEXEC | (regular ? O_NOFOLLOW | O_NONBLOCK : 0));
+	fd = open(path, O_RDONLY | O_CLOEXEC | (regular ? O_NOFOLLOW : 0) | (files ? O_NONBLOCK : 0));
 	if (fd < 0)
 		return fg_err_set(err, errno == ENOENT ? FG_ENOTFOUND : regular ? FG_EINVAL : FG_EIO,
 				  "open %s: %s", path,
@@ -563,7 +564,7 @@ static int lane_open(struct lane *l, const char *path, int flags, struct stat *s
 							    : strerror(errno));
 	if (fstat(fd, st))
 		rc = fg_err_set(err, FG_EIO, "stat %s: %s", path, strerror(errno));
-	else if (regular && !S_ISREG(st->st_mode))
+	else if (files && !S_ISREG(st->st_mode))
 		rc = fg_err_set(err, FG_EINVAL, "%s: not a regular file", path);
 	else
 		rc = lane_pool(l, err);

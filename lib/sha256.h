@@ -119,8 +119,9 @@ int fg_sha256_file(const char *path, uint8_t out[FG_SHA256_LEN], unsigned long l
  * reads (each piece hashed while in L2), which fill the page cache for a
  * later reader (pack reads every file again to write it).
  * FG_SHA256_REGULAR: refuse symlinks, FIFOs and anything not a regular file
- * (FG_EINVAL), opening with O_NONBLOCK so a FIFO cannot hang the open. */
-enum { FG_SHA256_DIRECT = 1, FG_SHA256_REGULAR = 2 };
+ * (FG_EINVAL), opening with O_NONBLOCK so a FIFO cannot hang the open.
+ * FG_SHA256_FILES: the same but a link is followed (to a regular file). */
+enum { FG_SHA256_DIRECT = 1, FG_SHA256_REGULAR = 2, FG_SHA256_FILES = 4 };
 #define FG_SHA256_DIRECT_MIN ((unsigned long long)1 << 20)
 #define FG_SHA256_READ_AHEAD 4
 

@@ -377,6 +377,20 @@ static const cJSON *envelope_of(const cJSON *doc, const char **hint)
 	return env ? env : doc;
 }
 
+int fg_sign_shown(struct fg_buf *b, const char *s, int quote, struct fg_err *err)
+{
+	size_t n = strlen(s), k = n > 128 ? 128 : n, i;
+	int rc;
+
+	while (k < n && k && ((unsigned char)s[k] & 0xc0) == 0x80)
+		k--;
+	for (i = 0; i < k && !quote; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			quote = 1;
+	rc = quote ? fg_buf_json_str(b, s, k, err) : fg_buf_append(b, s, k, err);
+	return rc || k == n ? rc : fg_buf_puts(b, "…", err);
+}
+
 int fg_sign_is_statement(const char *text, size_t len)
 {
 	cJSON *doc = NULL;
@@ -655,6 +669,26 @@ static int refuse_link(const char *full, enum fg_oms_links links, struct fg_err 
 			  full);
 }
 
+const char *fg_oms_kind(unsigned int mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFIFO: return "a FIFO";
+	case S_IFSOCK: return "a socket";
+	case S_IFCHR: return "a character device";
+	case S_IFBLK: return "a block device";
+	case S_IFLNK: return "a symbolic link";
+	case S_IFDIR: return "a folder";
+	case S_IFREG: return "a regular file";
+	}
+	return "a special file";
+}
+
+int fg_oms_refuse_special(const char *path, unsigned int mode, struct fg_err *err)
+{
+	return fg_err_set(err, FG_EUNSUPPORTED, "%s: %s; only regular files and folders are signed",
+			  path, fg_oms_kind(mode));
+}
+
 /* A symbolic link met with allow_symlinks, as model_signing treats it: a
  * link to a file is hashed as that file under the link's name; a link to a
  * folder is passed over, since its walk (pathlib's glob("**")) lists the
@@ -670,8 +704,9 @@ static int walk_link(struct flist *l, const char *full, const char *rel, struct 
 		return flist_add(l, rel, err);
 	if (S_ISDIR(sb.st_mode))
 		return 0;
-	return fg_err_set(err, FG_EUNSUPPORTED, "%s: a symbolic link to a special file cannot be signed",
-			  full);
+	return fg_err_set(err, FG_EUNSUPPORTED,
+			  "%s: a symbolic link to %s; only regular files and folders are signed", full,
+			  fg_oms_kind(sb.st_mode));
 }
 
 static int walk(struct flist *l, const char *root, const char *rel, const struct ignore_list *ign,
@@ -709,8 +744,9 @@ static int walk(struct flist *l, const char *root, const char *rel, const struct
 				else if (!rc && S_ISLNK(sb.st_mode))
 					rc = refuse_link(full.data, ign->links, err);
 				else if (!rc)
-					rc = fg_err_set(err, FG_EUNSUPPORTED,
-							"%s: special files cannot be signed", full.data);
+					/* named from the lstat, never opened: a FIFO's
+					 * open would wait for a writer */
+					rc = fg_oms_refuse_special(full.data, sb.st_mode, err);
 			}
 		}
 		fg_buf_release(&sub);
@@ -803,9 +839,10 @@ static int hash_files(struct flist *l, const char *dir, int follow, struct fg_er
 	}
 	if (!rc)
 		/* without allow_symlinks, a file turned into a link since the walk
-		 * is refused, not followed */
-		rc = fg_sha256_files(p, l->n, fg_workq_cpus(8), follow ? 0 : FG_SHA256_REGULAR,
-				     res, err);
+		 * is refused, not followed; with it, one turned into a FIFO is
+		 * still refused without waiting on its open */
+		rc = fg_sha256_files(p, l->n, fg_workq_cpus(8),
+				     follow ? FG_SHA256_FILES : FG_SHA256_REGULAR, res, err);
 	for (i = 0; !rc && i < l->n; i++) {
 		if (res[i].rc) {
 			rc = res[i].rc;
@@ -849,7 +886,7 @@ static int hash_single(struct flist *l, const char *path, const char *name,
 	if (fstat(fd, &sb))
 		rc = fg_err_set(err, FG_EIO, "stat %s: %s", path, strerror(errno));
 	else if (!S_ISREG(sb.st_mode))
-		rc = fg_err_set(err, FG_EUNSUPPORTED, "%s: not a file or folder", path);
+		rc = fg_oms_refuse_special(path, sb.st_mode, err);
 	else if (!(buf = malloc(chunk)))
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 	else
@@ -912,6 +949,9 @@ int fg_oms_hash_ignoring(struct fg_oms_model **out, const char *path, const char
 			qsort(l.v, l.n, sizeof(l.v[0]), file_cmp);
 		if (!rc && l.n)
 			rc = hash_files(&l, path, follow, err);
+	} else if (!S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode)) {
+		/* a FIFO or device is named, never opened */
+		rc = fg_oms_refuse_special(path, sb.st_mode, err);
 	} else {
 		/* a link (not followed) is refused by the open, which is the
 		 * check that counts: the lstat only picks folder or file */
@@ -1167,13 +1207,22 @@ out:
 int fg_oms_check_format(const char *pt, struct fg_err *err)
 {
 	static const char ms[] = "https://model_signing/";
+	struct fg_buf show = FG_BUF_INIT;
+	int rc;
 
 	if (!pt || strncmp(pt, ms, sizeof(ms) - 1) || !strcmp(pt, FG_SIGN_OMS_PREDICATE))
 		return 0;
-	return fg_err_set(err, FG_EUNSUPPORTED,
-			  "signature format %s%s is not supported; fgpack verifies OpenSSF model "
-			  "signing 1.0 (%s, as model_signing 1.x writes): sign the model again with either",
-			  pt, strstr(pt, "/v0.") ? " (model_signing 0.x)" : "", FG_SIGN_OMS_PREDICATE);
+	/* pt may come from a payload no signature covered (fg_sign_open):
+	 * quoted when it holds control characters */
+	if (!(rc = fg_sign_shown(&show, pt, 0, err)))
+		rc = fg_err_set(err, FG_EUNSUPPORTED,
+				"signature format %s%s is not supported; fgpack verifies OpenSSF model "
+				"signing 1.0 (%s, as model_signing 1.x writes): sign the model again with "
+				"either",
+				show.data, strstr(pt, "/v0.") ? " (model_signing 0.x)" : "",
+				FG_SIGN_OMS_PREDICATE);
+	fg_buf_release(&show);
+	return rc;
 }
 
 static int file_ptr_cmp(const void *a, const void *b)

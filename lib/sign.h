@@ -79,6 +79,13 @@ int fg_sign_open(struct fg_buf *payload, struct fg_buf *payload_type,
  * Statement v1: a JSON object whose _type is FG_SIGN_STATEMENT_TYPE; else 0. */
 int fg_sign_is_statement(const char *text, size_t len);
 
+/* Appends s to b as a one-line message shows it: as it is when every byte
+ * is printable (UTF-8 passes) and quote is 0, else as a JSON string
+ * literal, so a newline or an escape sequence in a signed name cannot break
+ * the line or reach a terminal; cut after 128 bytes (at a UTF-8
+ * character's start, "…" after it). */
+int fg_sign_shown(struct fg_buf *b, const char *s, int quote, struct fg_err *err);
+
 /* Where a signature for path goes by default: "<path>.sig" (trailing '/'
  * removed). */
 int fg_sign_default_path(struct fg_buf *out, const char *path, struct fg_err *err);
@@ -142,7 +149,9 @@ int fg_oms_hash(struct fg_oms_model **out, const char *path, const char *name, s
  * link to a file is that file's bytes under the link's name (wherever it
  * points, the folder or outside); a link to a folder is not descended into
  * (model_signing's walk, pathlib's glob("**"), does not); a link to nothing
- * or to a special file is an error; path may itself be a link. Otherwise
+ * or to a special file is an error; path may itself be a link. A FIFO,
+ * socket or device (path itself or below it) is refused by name, never
+ * opened (fg_oms_refuse_special). Otherwise
  * every link is refused, path too (enum fg_oms_links says with which line):
  * a single file is opened with O_NOFOLLOW and checked on the open fd, so a
  * file swapped for a link after the lstat is refused, not followed. */
@@ -150,6 +159,13 @@ int fg_oms_hash_ignoring(struct fg_oms_model **out, const char *path, const char
 			 const char *const *ignore, size_t n_ignore, enum fg_oms_links links,
 			 struct fg_err *err);
 void fg_oms_model_free(struct fg_oms_model *m);
+
+/* What a file of that st_mode is, as a message names it: "a FIFO", "a
+ * socket", "a character device", ... */
+const char *fg_oms_kind(unsigned int mode);
+/* FG_EUNSUPPORTED, one line naming path and its kind: only regular files
+ * and folders are signed (a FIFO, socket or device is named, never read). */
+int fg_oms_refuse_special(const char *path, unsigned int mode, struct fg_err *err);
 
 /* When file (which need not exist yet: a signature about to be written) lies
  * below the folder dir, appends its path relative to dir ('/'-separated) to

@@ -303,8 +303,10 @@ rm sg/broken
 # folder; the file is opened with O_NOFOLLOW and checked on the open fd, so
 # a link given as the file is refused by the open with the same line, and a
 # file swapped for a link after the lstat is refused, not followed. The swap
-# is made while strace holds the lstat's return (its second stat of the
-# file: the first asks whether it is a folder) for 3 s.
+# is made while strace holds the lstat's return for 3 s: verify-sig's
+# second stat of the file (the first asks whether it is a folder), sign's
+# third (before those, sign's fstat of the file it opened, O_NONBLOCK, to
+# see whether it is a statement).
 echo one >one.bin; echo other >other.bin; ln -s one.bin onelink.bin
 check "sign a single file" "$FGPACK" sign --key ossl.pem one.bin
 check "  verify-sig checks it" "$FGPACK" verify-sig --key ossl.pub.pem one.bin
@@ -313,14 +315,14 @@ check_grep "  in one line naming --allow-symlinks" "^fgpack sign: onelink.bin: o
 check "  and writes no signature" test ! -e onelink.bin.sig
 check_fails "verify-sig refuses a link given as the single file" "$FGPACK" verify-sig --key ossl.pub.pem --sig one.bin.sig onelink.bin
 check_grep "  in one line saying the signature does not cover links" "^fgpack verify-sig: onelink.bin: onelink.bin: a symbolic link, which a signature with allow_symlinks false does not cover" "$WORK/.out"
-# swapped FILE TARGET CMD...: runs CMD holding up the lstat of FILE, puts a
-# link to TARGET in FILE's place meanwhile; CMD's output in $WORK/swap.out,
-# its trace in $WORK/swap.trace
+# swapped WHEN FILE TARGET CMD...: runs CMD holding up the lstat of FILE
+# (its WHEN-th stat), puts a link to TARGET in FILE's place meanwhile; CMD's
+# output in $WORK/swap.out, its trace in $WORK/swap.trace
 swapped() {
-	f=$1; to=$2; shift 2
+	when=$1; f=$2; to=$3; shift 3
 	rm -f "$WORK/swap.trace"
 	traced -f -qq -o "$WORK/swap.trace" -P "$f" -e trace=newfstatat \
-		-e inject=newfstatat:delay_exit=3000000:when=2 "$@" >"$WORK/swap.out" 2>&1 &
+		-e inject=newfstatat:delay_exit=3000000:when=$when "$@" >"$WORK/swap.out" 2>&1 &
 	spid=$!
 	i=0
 	while [ $i -lt 200 ] && ! grep -q 'AT_SYMLINK_NOFOLLOW.*DELAYED' "$WORK/swap.trace" 2>/dev/null; do
@@ -329,16 +331,30 @@ swapped() {
 	ln -s "$to" "$f.new" && mv -T "$f.new" "$f"
 	wait $spid
 }
-swapped one.bin other.bin "$FGPACK" sign --key ossl.pem -o swap.sig one.bin
+swapped 3 one.bin other.bin "$FGPACK" sign --key ossl.pem -o swap.sig one.bin
 check "sign: a file swapped for a link after its lstat is refused (exit 1)" test $? -eq 1
 check_grep "  in the same line" "^fgpack sign: one.bin: one.bin: a symbolic link; fgpack sign --allow-symlinks" "$WORK/swap.out"
 check "  and no signature of the link's target is written" test ! -e swap.sig
 check_grep "  (the swap came while the lstat was held up)" "AT_SYMLINK_NOFOLLOW.*DELAYED" "$WORK/swap.trace"
 rm one.bin; echo one >one.bin; cp one.bin same.bin
-swapped one.bin same.bin "$FGPACK" verify-sig --key ossl.pub.pem --sig one.bin.sig one.bin
+swapped 2 one.bin same.bin "$FGPACK" verify-sig --key ossl.pub.pem --sig one.bin.sig one.bin
 check "verify-sig: a file swapped for a link (to the same bytes) after its lstat is refused (exit 1)" test $? -eq 1
 check_grep "  in the same line" "^fgpack verify-sig: one.bin: one.bin: a symbolic link, which a signature with allow_symlinks false" "$WORK/swap.out"
 check_grep "  (the swap came while the lstat was held up)" "AT_SYMLINK_NOFOLLOW.*DELAYED" "$WORK/swap.trace"
+
+# a model signature made for another single file, given for a file: one
+# line naming both (quoted, so a name with an escape sequence cannot reach
+# the terminal), not "signed but missing" for the one and "extra file" for
+# the other
+check_exit "a signature of another single file fails (exit 3)" 3 "$FGPACK" verify-sig --key ossl.pub.pem --sig one.bin.sig other.bin
+check_grep "  naming both files" '^fgpack verify-sig: other.bin: the signature covers another file, "one.bin", not "other.bin"$' "$WORK/.out"
+check "  in one line" test "$(wc -l <"$WORK/.out")" -eq 1
+check_exit "a folder's signature given for a single file (exit 3)" 3 "$FGPACK" verify-sig --key key.pub.pem --sig model.sig other.bin
+check_grep "  says it covers the folder's files" '^fgpack verify-sig: other.bin: the signature covers the 3 files of model "model", not the single file "other.bin"$' "$WORK/.out"
+"$FGPACK" sign --key ossl.pem --name "$(printf 'm\033[2J')" -o escname.sig model >/dev/null
+"$FGPACK" verify-sig --key ossl.pub.pem --sig escname.sig other.bin >"$WORK/esc.out" 2>&1
+check "  a model name with an escape in it is quoted" grep -qF 'the signature covers the 3 files of model "m\u001b[2J", not the single file "other.bin"' "$WORK/esc.out"
+check "  no control character reaches the terminal" sh -c "! LC_ALL=C grep -q '[[:cntrl:]]' '$WORK/esc.out'"
 
 # a model_signing 0.2 signature (predicate type Digests/v0.1, signed over
 # the "pae_compat" text, or over the standard PAE) is refused in one line
@@ -459,4 +475,71 @@ printf 'y' >>baked5/s3.bin
 printf 'y' >>baked5/s5.bin
 check_exit "two subjects changed" 3 "$FGPACK" verify-sig --key key.pub.pem baked5/p.intoto.json
 check_grep "  the first of them in the statement's order is named" "subject s3.bin: content changed" "$WORK/.out"
+
+# a FIFO, socket or device is refused in one line naming it and is never
+# read: sign used to open PATH to see whether it is a statement, which waits
+# for a writer on a FIFO (timeout 10: a regression fails, not hangs). A link
+# to one is refused as a link without --allow-symlinks, as what it names
+# with it; in a folder each is refused by name from the walk's lstat.
+mkfifo pipe.bin
+check_exit "sign refuses a FIFO without waiting on it (exit 1)" 1 timeout 10 "$FGPACK" sign --key ossl.pem pipe.bin
+check_grep "  naming it" "^fgpack sign: pipe.bin: pipe.bin: a FIFO; only regular files and folders are signed$" "$WORK/.out"
+check "  in one line" test "$(wc -l <"$WORK/.out")" -eq 1
+check "  and writes no signature" test ! -e pipe.bin.sig
+ln -s pipe.bin pipelink.bin
+check_exit "sign refuses a link to a FIFO as a link (exit 1)" 1 timeout 10 "$FGPACK" sign --key ossl.pem pipelink.bin
+check_grep "  naming --allow-symlinks" "^fgpack sign: pipelink.bin: pipelink.bin: a symbolic link; fgpack sign --allow-symlinks" "$WORK/.out"
+check_exit "sign --allow-symlinks refuses it as a FIFO (exit 1)" 1 timeout 10 "$FGPACK" sign --key ossl.pem --allow-symlinks pipelink.bin
+check_grep "  naming it" "^fgpack sign: pipelink.bin: pipelink.bin: a FIFO; only regular files" "$WORK/.out"
+if [ -c /dev/zero ]; then
+	check_exit "sign refuses a character device, not reading it (exit 1)" 1 timeout 10 "$FGPACK" sign --key ossl.pem -o zero.sig /dev/zero
+	check_grep "  naming it" "^fgpack sign: /dev/zero: /dev/zero: a character device; only regular files" "$WORK/.out"
+	check "  and writes no signature" test ! -e zero.sig
+fi
+mkdir -p fifodir; echo a >fifodir/a.bin; mkfifo fifodir/q
+check_exit "sign refuses a folder holding a FIFO (exit 1)" 1 timeout 10 "$FGPACK" sign --key ossl.pem fifodir
+check_grep "  naming it" "^fgpack sign: fifodir: fifodir/q: a FIFO; only regular files and folders are signed$" "$WORK/.out"
+check "  in one line" test "$(wc -l <"$WORK/.out")" -eq 1
+check "  and writes no signature" test ! -e fifodir.sig
+check_exit "  with --allow-symlinks too" 1 timeout 10 "$FGPACK" sign --key ossl.pem --allow-symlinks fifodir
+rm fifodir/q; ln -s ../pipe.bin fifodir/ql
+check_exit "sign --allow-symlinks refuses a link to a FIFO in a folder (exit 1)" 1 timeout 10 "$FGPACK" sign --key ossl.pem --allow-symlinks fifodir
+check_grep "  naming it" "^fgpack sign: fifodir: fifodir/ql: a symbolic link to a FIFO; only regular files" "$WORK/.out"
+rm fifodir/ql
+python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' fifodir/sock
+check_exit "sign refuses a folder holding a socket (exit 1)" 1 timeout 10 "$FGPACK" sign --key ossl.pem fifodir
+check_grep "  naming it" "^fgpack sign: fifodir: fifodir/sock: a socket; only regular files and folders are signed$" "$WORK/.out"
+check_exit "verify-sig refuses a FIFO given for a model signature (exit 1)" 1 timeout 10 "$FGPACK" verify-sig --key ossl.pub.pem --sig one.bin.sig pipe.bin
+check_grep "  naming it" "^fgpack verify-sig: pipe.bin: pipe.bin: a FIFO; only regular files" "$WORK/.out"
+check_exit "verify-sig refuses a FIFO given for a statement's signature (exit 1)" 1 timeout 10 "$FGPACK" verify-sig --key key.pub.pem --sig prov.sig pipe.bin
+check_grep "  naming it" "^fgpack verify-sig: pipe.bin: pipe.bin: a FIFO; only regular files" "$WORK/.out"
+# a statement's subject that is a FIFO is refused, not waited on
+mkdir -p fifosubj; echo s >fifosubj/s.bin
+printf '{"_type":"https://in-toto.io/Statement/v1","predicate":{},"predicateType":"https://slsa.dev/provenance/v1","subject":[{"digest":{"sha256":"%s"},"name":"s.bin"}]}\n' "$(sha256sum fifosubj/s.bin | cut -d' ' -f1)" >fifosubj/p.intoto.json
+"$FGPACK" sign --key key.pem fifosubj/p.intoto.json >/dev/null
+rm fifosubj/s.bin; mkfifo fifosubj/s.bin
+check_exit "verify-sig refuses a statement's subject that is a FIFO (exit 1)" 1 timeout 10 "$FGPACK" verify-sig --key key.pub.pem fifosubj/p.intoto.json
+check_grep "  naming it" "fifosubj/s.bin: not a regular file" "$WORK/.out"
+
+# a predicateType with control characters is quoted in every line that
+# shows it, as the single-file line quotes it: a hostile signer's statement
+# cannot send escape sequences to the terminal (the folder line printed it
+# raw)
+printf '{"_type":"https://in-toto.io/Statement/v1","predicate":{},"predicateType":"https://evil/\\u001b]0;pwned\\u0007\\u001b[2J","subject":[]}\n' >esc.intoto.json
+"$FGPACK" sign --key key.pem esc.intoto.json >/dev/null
+check_exit "a statement's signature with escapes in its predicateType, given for a folder (exit 3)" 3 "$FGPACK" verify-sig --key key.pub.pem --sig esc.intoto.json.sig baked
+cp "$WORK/.out" "$WORK/esc.out"
+check "  quotes it" grep -qF 'baked: the signature'"'"'s statement is "https://evil/\u001b]0;pwned\u0007\u001b[2J", not a model signature' "$WORK/esc.out"
+check "  in one line" test "$(wc -l <"$WORK/esc.out")" -eq 1
+check "  no control character reaches the terminal" sh -c "! LC_ALL=C grep -q '[[:cntrl:]]' '$WORK/esc.out'"
+check "verify-sig of that statement itself" "$FGPACK" verify-sig --key key.pub.pem esc.intoto.json
+cp "$WORK/.out" "$WORK/esc.out"
+check "  quotes it in the verified line" grep -qF 'verified statement esc.intoto.json ("https://evil/\u001b]0;pwned\u0007\u001b[2J"), 0 subjects' "$WORK/esc.out"
+check "  no control character reaches the terminal" sh -c "! LC_ALL=C grep -q '[[:cntrl:]]' '$WORK/esc.out'"
+printf '{"_type":"https://in-toto.io/Statement/v1","predicate":{},"predicateType":"https://model_signing/\\u001b[2J","subject":[]}\n' >escms.intoto.json
+"$FGPACK" sign --key key.pem escms.intoto.json >/dev/null
+check_exit "a model_signing format not supported, with escapes, is refused (exit 1)" 1 "$FGPACK" verify-sig --key key.pub.pem --sig escms.intoto.json.sig baked
+cp "$WORK/.out" "$WORK/esc.out"
+check "  quoting it" grep -qF 'signature format "https://model_signing/\u001b[2J" is not supported' "$WORK/esc.out"
+check "  no control character reaches the terminal" sh -c "! LC_ALL=C grep -q '[[:cntrl:]]' '$WORK/esc.out'"
 finish
