@@ -132,6 +132,27 @@ check "flipped compressed byte: exit code 3" [ $? -eq 3 ]
 check_grep "flipped compressed byte: names its frame's checksum" 'the zstd frame at byte [0-9]+: its content checksum is not' "$WORK/zflip.out"
 check_exit "flipped compressed byte, --id: exit 3" 3 "$FGPACK" verify "$WORK/zflip.fgb" --id "$(cat "$WORK/a.id")" --summary -
 check "zstd itself still sees it (its frame checksum)" sh -c "! zstd -t -q '$WORK/zflip.fgb' 2>/dev/null"
+# the same flip with the frame's checksum written again (zreseal.py, its
+# XXH64 checked here against zstd's own): the frame decodes and its checksum
+# holds, so it is the member's digest that must catch it
+head -c 100003 /dev/urandom >"$WORK/xx.bin"
+zstd -q -f "$WORK/xx.bin" -o "$WORK/xx.zst"
+check "zreseal.py's XXH64 is zstd's (a frame's last 4 bytes)" sh -c "[ \"\$(python3 '$TOP/tests/integration/zreseal.py' --sum '$WORK/xx.bin')\" = \"\$(tail -c 4 '$WORK/xx.zst' | od -An -tx4 | tr -d ' ')\" ]"
+zat=$(python3 -c "
+import sys
+d = open('$WORK/a.fgb', 'rb').read()
+w = open('$M/sub/weights.bin', 'rb').read()
+print(d.find(w[1000000:1000064]) + 7)")
+check "resealed flip: made" python3 "$TOP/tests/integration/zreseal.py" "$WORK/a.fgb" "$WORK/zrs.fgb" "$zat"
+check "  zstd decodes it (its checksum holds)" zstd -t -q "$WORK/zrs.fgb"
+"$FGPACK" verify "$WORK/zrs.fgb" --summary - >"$WORK/zrs.out" 2>&1
+check "resealed flipped compressed byte: exit code 3" [ $? -eq 3 ]
+check_grep "resealed flipped compressed byte: names the file" 'components/model/sub/weights.bin: sha256 differs' "$WORK/zrs.out"
+check "  not the frame's checksum" sh -c "! grep -q 'content checksum' '$WORK/zrs.out'"
+"$FGPACK" verify "$WORK/zrs.fgb" --id "$(cat "$WORK/a.id")" --summary - >"$WORK/zrsid.out" 2>&1
+check "resealed flipped compressed byte, --id: exit 3" [ $? -eq 3 ]
+check_grep "resealed flipped compressed byte, --id: names the file" 'components/model/sub/weights.bin: sha256 differs' "$WORK/zrsid.out"
+check_grep "resealed flipped compressed byte, --id: and the id" "[(]archive[)]: bundle id .* is not the expected $(cat "$WORK/a.id")" "$WORK/zrsid.out"
 # the files check without the id reads a bundle in lanes (its zstd frames
 # start at members; the seek table at the end says where): two per thread
 check "pack wrote zstd's seekable format (its seek table ends the bundle)" sh -c "tail -c 4 '$WORK/a.fgb' | od -An -tx1 | grep -q 'b1 ea 92 8f'"
@@ -168,6 +189,10 @@ check "flipped compressed byte, read in lanes: exit 3" [ $? -eq 3 ]
 # (the lanes find the frame's checksum wrong and give up; the sequential
 # reader names it, since 2026-12-06)
 check_grep "  names its frame's checksum" 'the zstd frame at byte [0-9]+: its content checksum is not' "$WORK/zflipl.out"
+"$FGPACK" verify "$WORK/zrs.fgb" --no-replay --threads 1 --json --summary - >"$WORK/zrsl.out" 2>&1
+check "resealed flipped compressed byte, read in lanes: exit 3" [ $? -eq 3 ]
+check_grep "  names the file" 'components/model/sub/weights.bin.*sha256 differs' "$WORK/zrsl.out"
+check_grep "  and was read in lanes" '"lanes": 2' "$WORK/zrsl.out"
 
 # chain states (docs/formats/bundle.md): pack keeps a hashed file's SHA-256
 # state every FG_PACK_STATES_EVERY bytes; verify cuts the file there into
@@ -196,6 +221,15 @@ open('$WORK/chf.fgb', 'wb').write(d)"
 	"$FGPACK" verify "$WORK/chf.fgb" --no-replay --threads 2 --summary - >"$WORK/chf.out" 2>&1
 	check "  a byte flipped at $at of the bundle (inside w.bin): exit 3" [ $? -eq 3 ]
 	check_grep "    naming its frame's checksum (since 2026-12-06, before the digest)" 'the zstd frame at byte [0-9]+: its content checksum is not' "$WORK/chf.out"
+done
+# the same flips resealed (zreseal.py): the member's digest finds them (a
+# lane cut at a chain state that ends in another state gives up; the
+# sequential reader names the file)
+for at in 4000000 12000000 20000000; do
+	python3 "$TOP/tests/integration/zreseal.py" "$WORK/ch.fgb" "$WORK/chr.fgb" "$at"
+	"$FGPACK" verify "$WORK/chr.fgb" --no-replay --threads 2 --json --summary - >"$WORK/chr.out" 2>&1
+	check "  a byte flipped at $at of the bundle (inside w.bin), resealed: exit 3" [ $? -eq 3 ]
+	check_grep "    naming the file" 'components/model/w.bin.*sha256 differs' "$WORK/chr.out"
 done
 check "FG_PACK_STATES_EVERY=0: no states" sh -c "FG_PACK_STATES_EVERY=0 '$FGPACK' pack --model '$WORK/big' --no-golden -o '$WORK/ch0.fgb' >/dev/null && ! zstd -dc '$WORK/ch0.fgb' | tar xOf - bundle.json | grep -q sha256_states"
 check "  the same members" sh -c "zstd -dc '$WORK/ch0.fgb' | tar tf - >'$WORK/t0' && zstd -dc '$WORK/ch.fgb' | tar tf - >'$WORK/t1' && cmp '$WORK/t0' '$WORK/t1'"
