@@ -285,6 +285,11 @@ ent = bytearray(idst); ent[24:32] = struct.pack("<Q", struct.unpack("<Q", idst[2
 mag = bytearray(idst); mag[0:4] = struct.pack("<I", 0x184D2A5C)
 for name, f in (("i-version", v2), ("i-count", cnt), ("i-entry", ent), ("i-magic", mag)):
     out(name + ".fgb", build(frames[:-1] + [[bytes(f), 0]]))
+# inside a data frame's entry (the table adds up; only a walk of the frame,
+# or its decoder, finds where the frame ends); two data frames as one entry
+# (the table lists one frame fewer than there are)
+out("s-inside.fgb", build([[frames[0][0] + hid, frames[0][1]]] + frames[1:]))
+out("t-two.fgb", build([[frames[0][0] + frames[1][0], frames[0][1] + frames[1][1]]] + frames[2:]))
 # a seek table with checksums (descriptor bit 7, 12-byte entries: the
 # checksum bytes are nobody's)
 tab = b"".join(struct.pack("<III", len(f), u, 0x12345678) for f, u in frames)
@@ -293,6 +298,10 @@ out("t-chk.fgb", b"".join(f for f, u in frames) + struct.pack("<II", 0x184D2A5E,
 EOF
 refused "$WORK/s-mid.fgb" "a skippable zstd frame \\(magic 0x184D2A50, 14 bytes\\) at byte [0-9]+: " "a skippable frame between two data frames"
 refused "$WORK/s-last.fgb" "a skippable zstd frame \\(magic 0x184D2A50, 14 bytes\\) at byte [0-9]+: " "a skippable frame before the identity states"
+# (the lanes read through the table, their decoders checking each frame
+# against it: they give up, and the sequential reader's walk names it)
+refused "$WORK/s-inside.fgb" "a skippable zstd frame \\(magic 0x184D2A50, 14 bytes\\) at byte [0-9]+: " "a skippable frame inside a data frame's entry"
+refused "$WORK/t-two.fgb" "the identity states' frame at byte [0-9]+ is not the last frame" "two data frames as one entry of the table"
 refused "$WORK/s-first.fgb" "a skippable zstd frame \\(magic 0x184D2A50, 14 bytes\\) at byte 0: " "a skippable frame first"
 refused "$WORK/s-after.fgb" "the identity states' frame at byte [0-9]+ is not the last" "a skippable frame after the seek table"
 refused "$WORK/i-version.fgb" "the identity states' frame at byte [0-9]+: not tag" "identity states of version 2"
