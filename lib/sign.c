@@ -689,6 +689,23 @@ int fg_oms_refuse_special(const char *path, unsigned int mode, struct fg_err *er
 			  path, fg_oms_kind(mode));
 }
 
+/* A name verify-sig would refuse (fg_path_is_safe_rel: a control character
+ * or a backslash in it), refused before anything is hashed: a signature of
+ * it could never be verified. */
+static int refuse_unverifiable(const char *rel, struct fg_err *err)
+{
+	struct fg_buf show = FG_BUF_INIT;
+	int rc = fg_sign_shown(&show, rel, 1, err);
+
+	if (!rc)
+		rc = fg_err_set(err, FG_EUNSUPPORTED,
+				"%s: a file name with a control character or a backslash is not signed "
+				"(verify-sig refuses such names)",
+				show.data);
+	fg_buf_release(&show);
+	return rc;
+}
+
 /* A symbolic link met with allow_symlinks, as model_signing treats it: a
  * link to a file is hashed as that file under the link's name; a link to a
  * folder is passed over, since its walk (pathlib's glob("**")) lists the
@@ -945,6 +962,9 @@ int fg_oms_hash_ignoring(struct fg_oms_model **out, const char *path, const char
 	}
 	if (S_ISDIR(sb.st_mode)) {
 		rc = walk(&l, path, "", &ign, err);
+		for (size_t i = 0; !rc && i < l.n; i++)
+			if (!fg_path_is_safe_rel(l.v[i].name))
+				rc = refuse_unverifiable(l.v[i].name, err);
 		if (!rc && l.n)
 			qsort(l.v, l.n, sizeof(l.v[0]), file_cmp);
 		if (!rc && l.n)
@@ -955,7 +975,10 @@ int fg_oms_hash_ignoring(struct fg_oms_model **out, const char *path, const char
 	} else {
 		/* a link (not followed) is refused by the open, which is the
 		 * check that counts: the lstat only picks folder or file */
-		rc = hash_single(&l, path, base_of(path, &tmp), links, err);
+		const char *base = base_of(path, &tmp);
+
+		rc = fg_path_is_safe_rel(base) ? hash_single(&l, path, base, links, err)
+					       : refuse_unverifiable(base, err);
 	}
 	m->files = l.v;
 	m->n = l.n;

@@ -509,6 +509,25 @@ rm fifodir/ql
 python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' fifodir/sock
 check_exit "sign refuses a folder holding a socket (exit 1)" 1 timeout 10 "$FGPACK" sign --key ossl.pem fifodir
 check_grep "  naming it" "^fgpack sign: fifodir: fifodir/sock: a socket; only regular files and folders are signed$" "$WORK/.out"
+# a name verify-sig refuses (a control character or a backslash in it) is
+# refused before anything is hashed, in one line with the name quoted: a
+# signature of it could never be verified
+mkdir -p oddname; echo a >oddname/a.bin; echo b >"oddname/b$(printf '\001')x.bin"
+check_exit "sign refuses a folder holding a name with a control character (exit 1)" 1 "$FGPACK" sign --key ossl.pem oddname
+check_grep "  quoting the name" 'b\\u0001x\.bin": a file name with a control character or a backslash is not signed \(verify-sig refuses such names\)$' "$WORK/.out"
+check "  in one line" test "$(wc -l <"$WORK/.out")" -eq 1
+check "  and writes no signature" test ! -e oddname.sig
+rm oddname/b*x.bin; echo c >'oddname/c\d.bin'
+check_exit "  a backslash too (exit 1)" 1 "$FGPACK" sign --key ossl.pem oddname
+check_grep "  quoting it" 'c\\\\d\.bin": a file name with a control character' "$WORK/.out"
+rm 'oddname/c\d.bin'
+check "  the folder signs once the name is gone" "$FGPACK" sign --key ossl.pem oddname
+esc=$(printf 'e\033[2Je.bin')
+echo e >"$esc"
+check_exit "sign refuses a single file so named (exit 1)" 1 "$FGPACK" sign --key ossl.pem "$esc"
+check_grep "  quoting the name" 'e\\u001b\[2Je\.bin": a file name with a control character' "$WORK/.out"
+check "  and writes no signature" test ! -e "$esc.sig"
+rm -f "$esc"
 check_exit "verify-sig refuses a FIFO given for a model signature (exit 1)" 1 timeout 10 "$FGPACK" verify-sig --key ossl.pub.pem --sig one.bin.sig pipe.bin
 check_grep "  naming it" "^fgpack verify-sig: pipe.bin: pipe.bin: a FIFO; only regular files" "$WORK/.out"
 check_exit "verify-sig refuses a FIFO given for a statement's signature (exit 1)" 1 timeout 10 "$FGPACK" verify-sig --key key.pub.pem --sig prov.sig pipe.bin
