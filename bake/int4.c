@@ -364,6 +364,7 @@ struct bake {
 	struct job *jobs;
 	size_t n_jobs;
 	char *tmp;         /* temporary output folder */
+	int tmp_slot;      /* its fg_tmp_track_dir slot, or -1 */
 	char **names;      /* descriptor names allocated by plan() */
 	size_t n_names;
 	struct fg_store *store; /* whose stamps may name inputs; NULL: none */
@@ -1778,30 +1779,23 @@ static int tree_digest(char out[FG_SHA256_HEX_LEN + 1], const struct outfile *f,
 	return rc;
 }
 
+/* The output is written in ".<out>.fgpack-tmp.<pid>" beside it and renamed
+ * at the end. A SIGINT, SIGTERM or SIGHUP removes it from cmd/'s handler
+ * (fg_tmp_track_dir) rather than by a flag this code would poll: the bake
+ * spends its time in worker and writer threads and in long reads, fsyncs and
+ * store waits, where a flag would be seen late or never, while the handler
+ * needs nothing from them. A SIGKILL's is removed by the next bake of out
+ * (the dead pid in its name), never a live one's. */
 static int make_tmp(struct bake *b, struct fg_err *err)
 {
 	struct fg_buf p = FG_BUF_INIT;
-	const char *slash = strrchr(b->out, '/');
-	int rc;
+	int rc = fg_tmp_dir_make(b->out, &p, &b->tmp_slot, err);
 
-	if (slash && slash[1] == '\0')
-		return fg_err_set(err, FG_EINVAL, "%s: give the output folder without a trailing '/'",
-				  b->out);
-	if (slash)
-		rc = fg_buf_printf(&p, err, "%.*s/.%s.fgpack-tmp-XXXXXX", (int)(slash - b->out), b->out,
-				   slash + 1);
-	else
-		rc = fg_buf_printf(&p, err, ".%s.fgpack-tmp-XXXXXX", b->out);
-	if (rc)
-		return rc;
-	if (!mkdtemp(p.data)) {
-		rc = fg_err_set(err, FG_EIO, "create a temporary folder beside %s: %s", b->out,
-				strerror(errno));
+	if (rc) {
 		fg_buf_release(&p);
 		return rc;
 	}
 	b->tmp = fg_buf_detach(&p, NULL);
-	chmod(b->tmp, 0755); /* mkdtemp makes it 0700; the result is an ordinary folder */
 	return 0;
 }
 
@@ -1972,6 +1966,7 @@ int fg_int4_bake(const char *src, const char *out, const struct fg_int4_opts *op
 	memset(&flow, 0, sizeof(flow));
 	memset(&b, 0, sizeof(b));
 	memset(rep, 0, sizeof(*rep));
+	b.tmp_slot = -1;
 	b.src = src;
 	b.out = out;
 	b.o = opts;
@@ -2106,6 +2101,10 @@ int fg_int4_bake(const char *src, const char *out, const struct fg_int4_opts *op
 		free(b.tmp);
 		b.tmp = NULL;
 	}
+	if (b.tmp_slot >= 0 && !b.tmp) {
+		fg_tmp_untrack(b.tmp_slot); /* renamed to out: no longer ours to remove */
+		b.tmp_slot = -1;
+	}
 	if (!rc && b.store)
 		fg_bake_note_shards(b.store, w, out);
 	if (!rc)
@@ -2117,6 +2116,7 @@ out:
 		fg_rm_tree(b.tmp);
 		free(b.tmp);
 	}
+	fg_tmp_untrack(b.tmp_slot);
 	free(descs);
 	for (i = 0; i < b.n_names; i++)
 		free(b.names[i]);

@@ -226,7 +226,7 @@ int fg_prune_head_in(const char *src, const char *keepset, const char *out, int 
 	struct dirent *e;
 	struct stat st;
 	struct fg_store *store = NULL;
-	int rc, made_tmp = 0;
+	int rc, made_tmp = 0, tmp_slot = -1;
 
 	memset(rep, 0, sizeof(*rep));
 	if (!stat(out, &st) && (!S_ISDIR(st.st_mode) || rmdir(out)))
@@ -342,15 +342,10 @@ have_head:
 		goto done;
 	fg_hex_encode(dg, sizeof(dg), keep_sha);
 
-	/* the output, written in OUT.partial and renamed at the end */
-	if ((rc = fg_buf_printf(&tmp, err, "%s.partial", out)))
-		goto done;
-	if (!stat(tmp.data, &st)) {
-		rc = fg_err_set(err, FG_EBUSY, "%s exists: another prune is running or one was interrupted (remove it)",
-				tmp.data);
-		goto done;
-	}
-	if ((rc = fg_mkdir_p(tmp.data, 0755, err)))
+	/* the output, written in ".<out>.fgpack-tmp.<pid>" beside it and renamed
+	 * at the end; a signal's is removed by cmd/'s handler, a SIGKILL's by
+	 * the next bake of out (fg_tmp_dir_make, as bake int4) */
+	if ((rc = fg_tmp_dir_make(out, &tmp, &tmp_slot, err)))
 		goto done;
 	made_tmp = 1;
 	n = fg_st_count(set);
@@ -566,6 +561,8 @@ have_head:
 		goto done;
 	}
 	made_tmp = 0;
+	fg_tmp_untrack(tmp_slot); /* now out: no longer ours to remove */
+	tmp_slot = -1;
 	if (store)
 		fg_bake_note_shards(store, w, out);
 
@@ -637,24 +634,11 @@ done:
 	free(names);
 	if (rc && made_tmp) {
 		/* leave nothing half-written behind */
-		DIR *td = opendir(tmp.data);
-		struct dirent *te;
-
 		fg_st_writer_free(w);
 		w = NULL;
-		while (td && (te = readdir(td))) {
-			struct fg_buf q = FG_BUF_INIT;
-
-			if (te->d_name[0] == '.')
-				continue;
-			if (!fg_path_join(&q, tmp.data, te->d_name, NULL))
-				unlink(q.data);
-			fg_buf_release(&q);
-		}
-		if (td)
-			closedir(td);
-		rmdir(tmp.data);
+		fg_rm_tree(tmp.data);
 	}
+	fg_tmp_untrack(tmp_slot);
 	fg_st_writer_free(w);
 	fg_st_free(set);
 	free(descs);

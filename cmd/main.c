@@ -99,8 +99,9 @@ static void on_store_wait(const char *root)
 		running_verb[0] ? running_verb : "store", root);
 }
 
-/* SIGINT, SIGTERM, SIGHUP: the temporary files being written (fg_tmp_track:
- * a pull's materialized copy, an atomic write) are removed, then the signal
+/* SIGINT, SIGTERM, SIGHUP: the temporary files and folders being written
+ * (fg_tmp_track: a pull's materialized copy, an atomic write, an import;
+ * fg_tmp_track_dir: a bake's output folder) are removed, then the signal
  * takes its default course, so the exit status still says which one. */
 static void on_fatal_signal(int sig)
 {

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -129,7 +131,31 @@ static long tmp_owner(const char *name, const char *tag, const char *base, int s
 	return 0;
 }
 
-int fg_tmp_sweep(const char *dir, const char *tag, const char *base, int seq, int grace_s)
+/* The newest mtime of folder name in dfd and of the entries right in it: a
+ * live writer's folder shows its writing in its files, not in itself. */
+static time_t tree_mtime(int dfd, const char *name, time_t t)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *e;
+	struct stat sb;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return t;
+	}
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+		    !fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) && sb.st_mtime > t)
+			t = sb.st_mtime;
+	closedir(d);
+	return t;
+}
+
+/* fg_tmp_sweep (folders 0: regular files) and fg_tmp_sweep_dirs (1) */
+static int sweep_dead(const char *dir, const char *tag, const char *base, int seq, int grace_s,
+		      int folders)
 {
 	DIR *d = opendir(dir);
 	struct dirent *e;
@@ -141,20 +167,44 @@ int fg_tmp_sweep(const char *dir, const char *tag, const char *base, int seq, in
 	while ((e = readdir(d))) {
 		long pid = tmp_owner(e->d_name, tag, base, seq);
 		struct stat sb;
+		time_t t;
 
 		if (pid <= 0 || pid == (long)getpid())
 			continue;
 		/* only a dead writer's: a live one (or whoever has its pid now) keeps it */
 		if (!kill((pid_t)pid, 0) || errno != ESRCH)
 			continue;
-		if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) || !S_ISREG(sb.st_mode) ||
-		    (grace_s > 0 && now - sb.st_mtime < grace_s))
+		if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) ||
+		    !(folders ? S_ISDIR(sb.st_mode) : S_ISREG(sb.st_mode)))
 			continue;
-		if (!unlinkat(dirfd(d), e->d_name, 0))
-			n++;
+		t = folders ? tree_mtime(dirfd(d), e->d_name, sb.st_mtime) : sb.st_mtime;
+		if (grace_s > 0 && now - t < grace_s)
+			continue;
+		if (!folders) {
+			if (!unlinkat(dirfd(d), e->d_name, 0))
+				n++;
+		} else {
+			struct fg_buf p = FG_BUF_INIT;
+
+			if (!fg_path_join(&p, dir, e->d_name, NULL)) {
+				fg_rm_tree(p.data);
+				n += lstat(p.data, &sb) && errno == ENOENT;
+			}
+			fg_buf_release(&p);
+		}
 	}
 	closedir(d);
 	return n;
+}
+
+int fg_tmp_sweep(const char *dir, const char *tag, const char *base, int seq, int grace_s)
+{
+	return sweep_dead(dir, tag, base, seq, grace_s, 0);
+}
+
+int fg_tmp_sweep_dirs(const char *dir, const char *tag, const char *base, int seq, int grace_s)
+{
+	return sweep_dead(dir, tag, base, seq, grace_s, 1);
 }
 
 int fg_file_sweep_tmps(const char *dir, const char *base, int grace_s)
@@ -167,7 +217,8 @@ int fg_file_write_atomic(const char *path, const void *data, size_t len, int mod
 {
 	static atomic_uint seq; /* this process's further names, unique across threads */
 	struct fg_buf tmp = FG_BUF_INIT, dir = FG_BUF_INIT;
-	int fd = -1, rc, tries, slot;
+	sigset_t old;
+	int fd = -1, rc, tries, slot = -1, e;
 
 	rc = fg_path_dir(path, &dir, err);
 	if (!rc) { /* what earlier writers of path killed by SIGKILL left */
@@ -187,13 +238,18 @@ int fg_file_write_atomic(const char *path, const void *data, size_t len, int mod
 					   atomic_fetch_add(&seq, 1) + 1);
 		if (rc)
 			break;
+		/* made and tracked with no signal in between (fg_tmp_hold_signals) */
+		fg_tmp_hold_signals(&old);
 		fd = open(tmp.data, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-		if (fd < 0 && (errno != EEXIST || tries + 1 == TMP_TRIES))
-			rc = fg_err_set(err, FG_EIO, "create %s: %s", tmp.data, strerror(errno));
+		e = errno;
+		if (fd >= 0)
+			slot = fg_tmp_track(tmp.data);
+		fg_tmp_release_signals(&old);
+		if (fd < 0 && (e != EEXIST || tries + 1 == TMP_TRIES))
+			rc = fg_err_set(err, FG_EIO, "create %s: %s", tmp.data, strerror(e));
 	}
 	if (rc)
 		goto out;
-	slot = fg_tmp_track(tmp.data);
 	if (fg_write_all(fd, data, len) || fsync(fd)) {
 		rc = fg_err_set(err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s: %s", tmp.data,
 				strerror(errno));
@@ -351,10 +407,27 @@ int fg_stat_unchanged(const struct stat *a, const struct stat *b)
 
 static struct {
 	atomic_uint word;
+	unsigned char folder; /* a folder, removed with what is in it */
 	char path[PATH_MAX];
 } tmp_slots[TMP_SLOTS];
 
-int fg_tmp_track(const char *path)
+void fg_tmp_hold_signals(sigset_t *old)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, old);
+}
+
+void fg_tmp_release_signals(const sigset_t *old)
+{
+	pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
+static int track(const char *path, int folder)
 {
 	size_t n = strlen(path);
 	int i;
@@ -368,10 +441,21 @@ int fg_tmp_track(const char *path)
 		    !atomic_compare_exchange_strong(&tmp_slots[i].word, &w, ((w >> 2) + 1) << 2 | 1u))
 			continue;
 		memcpy(tmp_slots[i].path, path, n + 1);
+		tmp_slots[i].folder = (unsigned char)folder;
 		atomic_store(&tmp_slots[i].word, (((w >> 2) + 1) << 2) | 2u);
 		return i;
 	}
 	return -1; /* all taken: this one is not removed on a signal */
+}
+
+int fg_tmp_track(const char *path)
+{
+	return track(path, 0);
+}
+
+int fg_tmp_track_dir(const char *path)
+{
+	return track(path, 1);
 }
 
 void fg_tmp_untrack(int slot)
@@ -384,10 +468,57 @@ void fg_tmp_untrack(int slot)
 	atomic_store(&tmp_slots[slot].word, w & ~3u);
 }
 
+/* What getdents64 gives (linux_dirent64). */
+struct dent64 {
+	unsigned long long ino;
+	long long off;
+	unsigned short reclen;
+	unsigned char type;
+	char name[];
+};
+
+/* rm -rf of name in folder dfd from a signal handler: only system calls
+ * (openat, getdents64, unlinkat, close), no malloc, no stdio. Links are not
+ * followed; 8 levels at most (a bake's folder has one or two). Another
+ * thread may still be adding files, and names unlinked during a read may
+ * shift the listing, so it is read again until a pass finds it empty. */
+static void rm_tree_sig(int dfd, const char *name, int depth)
+{
+	_Alignas(8) char buf[2048];
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int pass, seen = 1;
+	long n;
+
+	if (fd < 0)
+		return;
+	for (pass = 0; seen && pass < 8; pass++) {
+		seen = 0;
+		if (lseek(fd, 0, SEEK_SET))
+			break;
+		while ((n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
+			long off = 0;
+
+			while (off < n) {
+				const struct dent64 *e = (const struct dent64 *)(buf + off);
+
+				off += e->reclen;
+				if (e->name[0] == '.' && (!e->name[1] || (e->name[1] == '.' && !e->name[2])))
+					continue;
+				seen = 1;
+				if ((e->type == DT_DIR || (unlinkat(fd, e->name, 0) && errno == EISDIR)) &&
+				    depth < 8)
+					rm_tree_sig(fd, e->name, depth + 1);
+			}
+		}
+	}
+	close(fd);
+	unlinkat(dfd, name, AT_REMOVEDIR);
+}
+
 void fg_tmp_remove_all(void)
 {
 	char p[PATH_MAX];
-	int i;
+	int i, saved = errno;
 
 	for (i = 0; i < TMP_SLOTS; i++) {
 		unsigned w = atomic_load(&tmp_slots[i].word);
@@ -399,7 +530,62 @@ void fg_tmp_remove_all(void)
 		for (k = 0; k < sizeof(p) - 1 && tmp_slots[i].path[k]; k++)
 			p[k] = tmp_slots[i].path[k];
 		p[k] = '\0';
-		if (atomic_load(&tmp_slots[i].word) == w)
+		if (atomic_load(&tmp_slots[i].word) != w)
+			continue;
+		if (tmp_slots[i].folder)
+			rm_tree_sig(AT_FDCWD, p, 0);
+		else
 			unlink(p);
 	}
+	errno = saved;
+}
+
+/* TMP_TRIES names of folders, like fg_file_write_atomic's files */
+int fg_tmp_dir_make(const char *out, struct fg_buf *tmp, int *slot, struct fg_err *err)
+{
+	static atomic_uint seq;
+	const char *slash = strrchr(out, '/'), *name = slash ? slash + 1 : out;
+	struct fg_buf dir = FG_BUF_INIT, base = FG_BUF_INIT;
+	sigset_t old;
+	int rc, tries, e;
+
+	*slot = -1;
+	if (!*name)
+		return fg_err_set(err, FG_EINVAL, "%s: give the output folder without a trailing '/'", out);
+	rc = fg_path_dir(out, &dir, err);
+	if (!rc)
+		rc = fg_buf_printf(&base, err, ".%s", name);
+	if (!rc) /* what earlier writers of out killed by SIGKILL left */
+		fg_tmp_sweep_dirs(dir.data, FG_TMP_DIR_TAG, base.data, 1, FG_TMP_GRACE_S);
+	for (tries = 0; !rc; tries++) {
+		fg_buf_reset(tmp);
+		if (slash)
+			rc = fg_buf_append(tmp, out, (size_t)(slash - out) + 1, err);
+		if (!rc)
+			rc = fg_buf_printf(tmp, err, "%s" FG_TMP_DIR_TAG "%ld", base.data, (long)getpid());
+		if (!rc && tries)
+			rc = fg_buf_printf(tmp, err, ".%u", atomic_fetch_add(&seq, 1) + 1);
+		if (rc)
+			break;
+		/* tracked the moment it exists: a signal in between would leave it.
+		 * Tracked only once made: a name taken may be a live writer's of
+		 * another pid namespace, which a signal must not remove. */
+		fg_tmp_hold_signals(&old);
+		if (!mkdir(tmp->data, 0755)) {
+			*slot = fg_tmp_track_dir(tmp->data);
+			fg_tmp_release_signals(&old);
+			break;
+		}
+		e = errno;
+		fg_tmp_release_signals(&old);
+		/* taken: this pid's own earlier folder, or anything planted there */
+		if (e != EEXIST || tries + 1 == TMP_TRIES)
+			rc = fg_err_set(err, FG_EIO, "create a temporary folder beside %s: %s", out,
+					strerror(e));
+	}
+	if (!rc)
+		chmod(tmp->data, 0755); /* whatever the umask: the result is an ordinary folder */
+	fg_buf_release(&dir);
+	fg_buf_release(&base);
+	return rc;
 }

@@ -3,6 +3,7 @@
 #ifndef FG_FSUTIL_H
 #define FG_FSUTIL_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #include "buf.h"
@@ -43,6 +44,10 @@ int fg_file_sweep_tmps(const char *dir, const char *base, int grace_s);
 /* The sweep behind it and fg_store_sweep_tmps: files named
  * "<base><tag><pid>" (seq: or "<base><tag><pid>.<n>"), as above. */
 int fg_tmp_sweep(const char *dir, const char *tag, const char *base, int seq, int grace_s);
+/* The same for folders: each one so named, of a dead pid, whose newest mtime
+ * (its own or that of an entry right in it) is grace_s seconds or more in
+ * the past, is removed with everything in it. Returns how many. */
+int fg_tmp_sweep_dirs(const char *dir, const char *tag, const char *base, int seq, int grace_s);
 
 /* Writes all len bytes to fd, retrying short writes and EINTR; 0 or -1 with
  * errno set. */
@@ -58,6 +63,26 @@ int fg_write_all(int fd, const void *data, size_t len);
 int fg_tmp_track(const char *path);
 void fg_tmp_untrack(int slot);
 void fg_tmp_remove_all(void);
+/* A folder tracked the same way: fg_tmp_remove_all removes it and what is in
+ * it (up to 8 levels) with system calls only. */
+int fg_tmp_track_dir(const char *path);
+/* SIGINT, SIGTERM and SIGHUP held in the calling thread (old: its mask
+ * before) and let go again: around making a temporary file or folder and
+ * tracking it, so that no signal finds it made but not yet tracked. */
+void fg_tmp_hold_signals(sigset_t *old);
+void fg_tmp_release_signals(const sigset_t *old);
+
+/* What a bake's temporary folder is named by: "<folder of out>/.<name of
+ * out>" FG_TMP_DIR_TAG "<pid>", else (taken) the same and ".<n>". */
+#define FG_TMP_DIR_TAG ".fgpack-tmp."
+/* Creates the folder a whole output out is written in before it is renamed
+ * to out (beside it: the rename stays on one file system), mode 0755, into
+ * tmp (reset first), tracked (fg_tmp_track_dir; *slot, -1 when not) so that
+ * a SIGINT, SIGTERM or SIGHUP leaves nothing. Those of out's earlier writers
+ * that a SIGKILL left (a dead pid, FG_TMP_GRACE_S) are removed first; a live
+ * writer's never. The caller untracks the slot once the folder is renamed
+ * or removed. */
+int fg_tmp_dir_make(const char *out, struct fg_buf *tmp, int *slot, struct fg_err *err);
 
 /* mkdir -p with mode for each created level. */
 int fg_mkdir_p(const char *path, int mode, struct fg_err *err);

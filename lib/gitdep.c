@@ -123,7 +123,7 @@ int fg_gitdep_fetch(struct fg_gitdep_result *res, struct fg_store *st, const cha
 	const char *extra[8];
 	char commit[FG_GIT_OID_MAX + 1];
 	size_t ne = 0;
-	int rc;
+	int rc, slot = -1;
 
 	memset(res, 0, sizeof(*res));
 	if (!fg_dependency_git_parse(url, commit, &repo) || !repo.data)
@@ -143,6 +143,8 @@ int fg_gitdep_fetch(struct fg_gitdep_result *res, struct fg_store *st, const cha
 	rc = fg_store_tmp_path(&scratch, st, err);
 	if (!rc && mkdir(scratch.data, 0700))
 		rc = fg_err_set(err, FG_EIO, "%s: %s", scratch.data, strerror(errno));
+	if (!rc) /* a signal removes it (cmd/'s handler); a SIGKILL's, store gc */
+		slot = fg_tmp_track_dir(scratch.data);
 	if (rc)
 		goto done;
 	rc = fg_buf_printf(&gitdir, err, "%s/repo.git", scratch.data);
@@ -202,6 +204,7 @@ int fg_gitdep_fetch(struct fg_gitdep_result *res, struct fg_store *st, const cha
 done:
 	if (scratch.data && scratch.len)
 		fg_rm_tree(scratch.data);
+	fg_tmp_untrack(slot);
 	fg_buf_release(&scratch);
 	fg_buf_release(&repo);
 	fg_buf_release(&gitdir);

@@ -38,6 +38,7 @@ struct fg_store {
 	char *seen;       /* root/seen: digests of files that are not blobs */
 	int use_fd;       /* locks/store.lock while held (fg_store_use, fg_store_lock_gc), else -1 */
 	int use_ex;       /* 1: held exclusive (gc) */
+	int tmp_swept;    /* dead writers' tmp/ files removed (sweep_tmp_dir) */
 };
 
 struct fg_store_lock {
@@ -419,6 +420,9 @@ int fg_store_partial_remove(const struct fg_store *st, const char *key, struct f
 	return rc;
 }
 
+/* How the store's temporary files end: "<...>.fgtmp.<pid>" */
+#define TMP_TAG ".fgtmp."
+
 int fg_store_tmp_path(struct fg_buf *out, const struct fg_store *st, struct fg_err *err)
 {
 	static unsigned long counter;
@@ -426,8 +430,29 @@ int fg_store_tmp_path(struct fg_buf *out, const struct fg_store *st, struct fg_e
 	unsigned long n = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	return fg_buf_printf(out, err, "%s/%ld-%lu-%lx%lx.tmp", st->tmp, (long)getpid(), n,
-			     (unsigned long)ts.tv_sec, (unsigned long)ts.tv_nsec);
+	/* the pid last, as fg_tmp_sweep reads it: a SIGKILLed writer's file is
+	 * removed by the next import (sweep_tmp_dir) and gc */
+	return fg_buf_printf(out, err, "%s/%lu-%lx%lx" TMP_TAG "%ld", st->tmp, n, (unsigned long)ts.tv_sec,
+			     (unsigned long)ts.tv_nsec, (long)getpid());
+}
+
+/* What writers into tmp/ that a SIGKILL stopped left there (a SIGINT's or
+ * SIGTERM's are removed by cmd/'s handler: fg_tmp_track), once a handle:
+ * only a dead pid's, older than FG_TMP_GRACE_S (a store may be shared with
+ * another pid namespace). Folders (gitdep's scratch) only with folders: a
+ * git there may write deep below it, where its mtime does not show, so
+ * only gc, which holds the store alone, removes them. */
+static size_t sweep_tmp_dir(struct fg_store *st, int folders)
+{
+	size_t n = 0;
+
+	if (st->tmp_swept && !folders)
+		return 0;
+	st->tmp_swept = 1;
+	n += (size_t)fg_tmp_sweep(st->tmp, TMP_TAG, NULL, 0, FG_TMP_GRACE_S);
+	if (folders)
+		n += (size_t)fg_tmp_sweep_dirs(st->tmp, TMP_TAG, NULL, 0, FG_TMP_GRACE_S);
+	return n;
 }
 
 /* Copies src to a new file dst (mode), fsynced. Removes dst on failure. */
@@ -954,14 +979,21 @@ int fg_store_commit_ex(struct fg_store *st, const char *tmp_path, const char *ac
 		rc = fg_err_set(err, FG_EIO, "chmod %s: %s", src, strerror(errno));
 	if (!rc && rename(src, dst.data)) {
 		if (errno == EXDEV) {
-			/* the caller's file is elsewhere: copy next to blobs/ first */
+			/* the caller's file is elsewhere: copy next to blobs/ first,
+			 * tracked so that a signal does not leave the copy in tmp/ */
+			int slot = -1;
+
+			sweep_tmp_dir(st, 0);
 			rc = fg_store_tmp_path(&tmp2, st, err);
-			if (!rc)
+			if (!rc) {
+				slot = fg_tmp_track(tmp2.data);
 				rc = copy_file(tmp_path, tmp2.data, 0444, err);
+			}
 			if (!rc && rename(tmp2.data, dst.data)) {
 				rc = fg_err_set(err, FG_EIO, "rename into %s: %s", dst.data, strerror(errno));
 				unlink(tmp2.data);
 			}
+			fg_tmp_untrack(slot);
 			if (!rc)
 				unlink(tmp_path);
 		} else {
@@ -1048,16 +1080,25 @@ int fg_store_import_ex(struct fg_store *st, const char *src, const char *expecte
 	char *buf = malloc(HASH_CHUNK);
 	uint8_t *states = NULL;
 	size_t n_states = 0;
-	int fd = -1, rc;
+	int fd = -1, rc, slot = -1;
 
 	if (!buf)
 		return oom(err);
 	fg_sha256_chain_init(&chain, FG_STORE_STATES_EVERY);
+	sweep_tmp_dir(st, 0);
 	rc = fg_store_tmp_path(&tmp, st, err);
 	if (!rc) {
+		sigset_t old;
+
+		/* a signal removes it (cmd/'s handler), made and tracked as one step;
+		 * the commit renames it */
+		fg_tmp_hold_signals(&old);
 		fd = open(tmp.data, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 		if (fd < 0)
 			rc = fg_err_set(err, FG_EIO, "create %s: %s", tmp.data, strerror(errno));
+		else
+			slot = fg_tmp_track(tmp.data);
+		fg_tmp_release_signals(&old);
 	}
 	if (!rc)
 		rc = hash_path(src, buf, hex, size, fd, (flags & FG_STORE_IMPORT_REGULAR) != 0, &chain,
@@ -1073,6 +1114,7 @@ int fg_store_import_ex(struct fg_store *st, const char *src, const char *expecte
 	} else if (tmp.data) {
 		unlink(tmp.data);
 	}
+	fg_tmp_untrack(slot);
 	if (!rc && out_hex)
 		memcpy(out_hex, hex, sizeof(hex));
 	/* the states of the bytes just hashed and stored, beside the blob */
@@ -2091,11 +2133,14 @@ static int root_tmps(void *ctx, const char *lock_path)
 }
 
 /* What fg_file_write_atomic leaves after a SIGKILL, where it writes for
- * the store: roots/, placed/ and beside each root's lock file */
+ * the store: roots/, placed/ and beside each root's lock file; and what
+ * dead writers left in tmp/ (files and folders) */
 static unsigned long long sweep_atomic_tmps(struct fg_store *st)
 {
 	struct fg_buf placed = FG_BUF_INIT;
 	unsigned long long n = (unsigned long long)fg_file_sweep_tmps(st->roots, NULL, FG_TMP_GRACE_S);
+
+	n += (unsigned long long)sweep_tmp_dir(st, 1);
 
 	if (!fg_path_join(&placed, st->root, "placed", NULL))
 		n += (unsigned long long)fg_file_sweep_tmps(placed.data, NULL, FG_TMP_GRACE_S);

@@ -93,7 +93,9 @@ int fg_store_key(char out[FG_STORE_KEY_MAX], const char *sha256_hex, const char 
  * journal (either may be NULL). */
 int fg_store_partial_paths(struct fg_buf *part, struct fg_buf *journal, const struct fg_store *st,
 			   const char *key, struct fg_err *err);
-/* Appends a fresh unique path under root/tmp/ (nothing is created). */
+/* Appends a fresh unique path under root/tmp/ (nothing is created), named
+ * "<n>-<time>.fgtmp.<pid>": what a SIGKILLed writer left there is removed
+ * by the next import and by gc once its pid is dead (fg_tmp_sweep). */
 int fg_store_tmp_path(struct fg_buf *out, const struct fg_store *st, struct fg_err *err);
 /* known/<key>: which blob a finished download under key became, so a
  * second process that waited on the same key's lock (or a later run) finds
@@ -333,7 +335,8 @@ int fg_store_verify_some(struct fg_store_report *rep, struct fg_store *st,
  * strings, any order); with dry_run nothing is removed. Blobs whose lock is
  * held are kept. Stale partial files (no lock holder) are removed too, and
  * fg_file_write_atomic's temporary files of dead writers in roots/, placed/
- * and beside each root's lock file (fg_file_sweep_tmps). Takes
+ * and beside each root's lock file (fg_file_sweep_tmps), and the files and
+ * folders of dead writers in tmp/ (fg_tmp_sweep, fg_tmp_sweep_dirs). Takes
  * fg_store_lock_gc first (FG_EBUSY while a pull uses the store) and lets it
  * go when done, unless the caller took it already: one that reads keep from
  * the roots takes it before reading them (and holds it until

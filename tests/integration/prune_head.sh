@@ -90,7 +90,7 @@ check "  every input read, none named by the store" sh -c "! grep -q ' store\$' 
 check "  the same digests either way" sh -c "cut -d' ' -f1-2 '$WORK/deps_p' >'$WORK/a' && cut -d' ' -f1-2 '$WORK/deps_r' >'$WORK/b' && cmp '$WORK/a' '$WORK/b'"
 check_exit "--store of a folder that is no store is refused" 1 sh -c "'$FGPACK' bake prune-head '$WORK/placed/m' --keepset '$WORK/k.json' '$WORK/outn' --store '$WORK/tied' 2>'$WORK/outn.err'"
 check_grep "  in one line naming it" "^fgpack bake prune-head: --store: $WORK/tied: not an fgpack store \\(no blobs/sha256\\)$" "$WORK/outn.err"
-check "  before writing anything" test ! -e "$WORK/outn" -a ! -e "$WORK/outn.partial" -a ! -e "$WORK/outn.intoto.json"
+check "  before writing anything" sh -c "test ! -e '$WORK/outn' -a ! -e '$WORK/outn.intoto.json' && ! ls -a '$WORK' | grep -q '^\.outn\.fgpack-tmp'"
 # the plain folder with the store: the first prune hashes its inputs and
 # keeps their seen records (each last changed 2 s or more before), the next
 # names them by those
@@ -109,7 +109,7 @@ unset FGPACK_HOME
 ks "$WORK/k100.json" 100 0 1 2
 "$FGPACK" bake prune-head "$WORK/tied" --keepset "$WORK/k100.json" "$WORK/bad1" >"$WORK/e1" 2>&1
 check_grep "a keepset for another vocabulary size is refused" 'keepset is for a 100-row head' "$WORK/e1"
-check "nothing written on failure" test ! -e "$WORK/bad1" -a ! -e "$WORK/bad1.partial"
+check "nothing written on failure" sh -c "test ! -e '$WORK/bad1' && ! ls -a '$WORK' | grep -q '^\.bad1\.fgpack-tmp'"
 "$FGPACK" bake prune-head "$WORK/out1" --keepset "$WORK/k.json" "$WORK/bad2" >"$WORK/e2" 2>&1
 check_grep "an already pruned model is refused" 'already pruned' "$WORK/e2"
 "$FGPACK" bake prune-head "$WORK/tied" --keepset "$WORK/k.json" "$WORK/out1" >"$WORK/e3" 2>&1

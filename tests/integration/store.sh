@@ -128,6 +128,45 @@ check "  a dead pid's younger than 60 s stay" sh -c "[ -e '$FGPACK_HOME/placed/$
 check "  beside the root lock, another file's stays" test -e "$WORK/other.lock.tmp.$dead"
 check "  the root's lock is still read (its blob kept)" "$FGPACK" store path "$a"
 
+# tmp/: an import copies into "<n>-<time>.fgtmp.<pid>" there. SIGTERM
+# mid-import removes it (exit 143); one a SIGKILL left (a dead pid, 60 s old)
+# is removed by the next import, as by gc, which also removes a dead git
+# fetch's scratch folder; a live pid's (this script's sleep) and a younger
+# one stay
+head -c 134217728 /dev/zero | tr '\0' y >"$WORK/bigimp"
+in_tmp() { for f in "$FGPACK_HOME"/tmp/*.fgtmp.$1; do [ -e "$f" ] && return 0; done; return 1; }
+"$FGPACK" store import "$WORK/bigimp" >"$WORK/bigimp.out" 2>&1 &
+ipid=$!
+while kill -0 $ipid 2>/dev/null && ! in_tmp $ipid; do :; done
+kill -STOP $ipid 2>/dev/null
+if in_tmp $ipid; then
+	kill -TERM $ipid
+	kill -CONT $ipid
+	wait $ipid
+	r=$?
+	if [ $r -eq 143 ]; then ok "import stopped by SIGTERM mid-copy (exit 143)"
+	else not_ok "import stopped by SIGTERM mid-copy (exit $r, wanted 143)"; fi
+	check "  leaves nothing in tmp/" sh -c "[ -z \"\$(ls '$FGPACK_HOME/tmp')\" ]"
+else
+	kill -CONT $ipid 2>/dev/null
+	wait $ipid
+	not_ok "import stopped by SIGTERM mid-copy: it ended before it was caught"
+fi
+for f in "1-ab.fgtmp.$dead" "2-ab.fgtmp.$live" "3-ab.fgtmp.$dead" "4-ab.fgtmp.$dead"; do
+	: >"$FGPACK_HOME/tmp/$f"
+done
+mkdir -p "$FGPACK_HOME/tmp/5-ab.fgtmp.$dead/repo.git" "$FGPACK_HOME/tmp/6-ab.fgtmp.$live/repo.git"
+touch -d '-5 minutes' "$FGPACK_HOME/tmp/1-ab.fgtmp.$dead" "$FGPACK_HOME/tmp/2-ab.fgtmp.$live" \
+	"$FGPACK_HOME/tmp/4-ab.fgtmp.$dead" "$FGPACK_HOME/tmp/5-ab.fgtmp.$dead/repo.git" \
+	"$FGPACK_HOME/tmp/5-ab.fgtmp.$dead" "$FGPACK_HOME/tmp/6-ab.fgtmp.$live"
+check "the next import" "$FGPACK" store import "$WORK/d.txt"
+check "  removed the dead pid's old file in tmp/" sh -c "[ ! -e '$FGPACK_HOME/tmp/1-ab.fgtmp.$dead' ] && [ ! -e '$FGPACK_HOME/tmp/4-ab.fgtmp.$dead' ]"
+check "  kept a live pid's, a younger one and the folder" sh -c "[ -e '$FGPACK_HOME/tmp/2-ab.fgtmp.$live' ] && [ -e '$FGPACK_HOME/tmp/3-ab.fgtmp.$dead' ] && [ -d '$FGPACK_HOME/tmp/5-ab.fgtmp.$dead' ]"
+"$FGPACK" store gc --lock "$WORK/buckets.lock" --json >"$WORK/gc4.json" 2>&1
+check_grep "gc: the dead git fetch's scratch folder counted" '"removed_tmps": 1' "$WORK/gc4.json"
+check "  and gone; a live pid's folder stays" sh -c "[ ! -e '$FGPACK_HOME/tmp/5-ab.fgtmp.$dead' ] && [ -d '$FGPACK_HOME/tmp/6-ab.fgtmp.$live/repo.git' ]"
+rm -rf "$FGPACK_HOME"/tmp/*
+
 # Paired hashing: with -j 1 verify hashes two blobs of like size at once
 # (their blocks interleaved on SHA-NI); a bad blob must be caught whichever
 # stream it is in, and also in the tail one stream hashes alone.

@@ -367,6 +367,66 @@ static void test_fs_leftovers(const char *dir)
 	fg_buf_release(&path);
 }
 
+/* A bake's temporary folder (fg_tmp_dir_make): ".<name>.fgpack-tmp.<pid>"
+ * beside out, tracked, so that fg_tmp_remove_all (what the signal handler
+ * runs) removes it with what is in it; made again, it sweeps a dead pid's old
+ * folder for the same out, never a live pid's or a file of that name. */
+static void test_fs_tmp_dir(const char *dir)
+{
+	struct fg_buf out = FG_BUF_INIT, tmp = FG_BUF_INIT, tmp2 = FG_BUF_INIT, p = FG_BUF_INIT;
+	struct fg_err err;
+	char want[64], n_dead[64], n_live[64], n_file[64];
+	pid_t dead = child_paused();
+	struct timespec t[2];
+	int slot = -1, slot2 = -1;
+
+	ok(dead > 0 && !kill(dead, SIGKILL) && waitpid(dead, NULL, 0) == dead, "tmp dir: a dead pid");
+	fg_buf_printf(&out, &err, "%s/baked", dir);
+	snprintf(want, sizeof(want), "/.baked.fgpack-tmp.%ld", (long)getpid());
+	ok(fg_tmp_dir_make(out.data, &tmp, &slot, &err) == 0 && slot >= 0 &&
+	   strlen(tmp.data) > strlen(want) && !strcmp(tmp.data + strlen(tmp.data) - strlen(want), want),
+	   "tmp dir: made and tracked as %s", tmp.data);
+	ok(fg_tmp_dir_make(out.data, &tmp2, &slot2, &err) == 0 && strcmp(tmp.data, tmp2.data) &&
+	   !strncmp(tmp2.data, tmp.data, tmp.len) && tmp2.data[tmp.len] == '.',
+	   "tmp dir: a second one of this pid gets .<n>: %s", tmp2.data);
+	fg_path_join(&p, tmp.data, "sub/deeper", &err);
+	fg_mkdir_p(p.data, 0755, &err);
+	ok(!plant(p.data, "f", 0, NULL) && !plant(tmp.data, "model.safetensors", 0, NULL) &&
+	   !plant(tmp.data, "link", 0, "/"), "tmp dir: files, a link and folders in it");
+	fg_tmp_remove_all();
+	ok(!there(dir, tmp.data + strlen(dir) + 1) && !there(dir, tmp2.data + strlen(dir) + 1),
+	   "tmp dir: fg_tmp_remove_all removes both with all in them");
+	fg_tmp_untrack(slot);
+	fg_tmp_untrack(slot2);
+	snprintf(n_dead, sizeof(n_dead), ".baked.fgpack-tmp.%ld", (long)dead);
+	snprintf(n_live, sizeof(n_live), ".baked.fgpack-tmp.%ld", (long)getppid());
+	snprintf(n_file, sizeof(n_file), ".baked.fgpack-tmp.%ld.2", (long)dead);
+	clock_gettime(CLOCK_REALTIME, &t[0]);
+	t[0].tv_sec -= FG_TMP_GRACE_S + 60;
+	t[1] = t[0];
+	fg_buf_reset(&p);
+	fg_buf_printf(&p, &err, "%s/%s", dir, n_dead);
+	ok(!mkdir(p.data, 0755) && !plant(p.data, "x", FG_TMP_GRACE_S + 60, NULL) &&
+	   !utimensat(AT_FDCWD, p.data, t, 0), "tmp dir: a dead pid's old folder");
+	fg_buf_reset(&p);
+	fg_buf_printf(&p, &err, "%s/%s", dir, n_live);
+	ok(!mkdir(p.data, 0755) && !utimensat(AT_FDCWD, p.data, t, 0), "tmp dir: a live pid's old folder");
+	ok(!plant(dir, n_file, FG_TMP_GRACE_S + 60, NULL), "tmp dir: a dead pid's old file of that name");
+	ok(fg_tmp_dir_make(out.data, &tmp, &slot, &err) == 0, "tmp dir: made again");
+	ok(!there(dir, n_dead) && there(dir, n_live) && there(dir, n_file),
+	   "tmp dir: the dead pid's folder is swept; the live pid's and the file stay");
+	fg_rm_tree(tmp.data);
+	fg_tmp_untrack(slot);
+	fg_buf_reset(&out);
+	fg_buf_printf(&out, &err, "%s/baked/", dir);
+	ok(fg_tmp_dir_make(out.data, &tmp, &slot, &err) == FG_EINVAL && slot == -1,
+	   "tmp dir: a trailing '/' is refused: %s", err.msg);
+	fg_buf_release(&out);
+	fg_buf_release(&tmp);
+	fg_buf_release(&tmp2);
+	fg_buf_release(&p);
+}
+
 static void test_fs(void)
 {
 	char dir[] = "/tmp/fgtest_core_XXXXXX";
@@ -383,6 +443,7 @@ static void test_fs(void)
 	ok(fg_file_read(p.data, 4, &r, &err) == FG_EINVAL, "fs: read bound enforced");
 	test_fs_planted(dir);
 	test_fs_leftovers(dir);
+	test_fs_tmp_dir(dir);
 	ok(fg_path_is_safe_rel("a/b.txt") && !fg_path_is_safe_rel("../x") && !fg_path_is_safe_rel("/x") &&
 	   !fg_path_is_safe_rel("a//b") && !fg_path_is_safe_rel("a/./b") && !fg_path_is_safe_rel("a\\b") &&
 	   !fg_path_is_safe_rel("a/..") && !fg_path_is_safe_rel(""), "fs: safe relative paths");
