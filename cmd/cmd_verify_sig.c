@@ -302,7 +302,7 @@ static int verify_one(const struct fg_sign_key *k, const char *path, const char 
 		      struct fg_err *err)
 {
 	struct fg_buf sig = FG_BUF_INIT, text = FG_BUF_INIT, payload = FG_BUF_INIT, ptype = FG_BUF_INIT;
-	struct fg_buf sig_rel = FG_BUF_INIT, shown_pt = FG_BUF_INIT;
+	struct fg_buf sig_rel = FG_BUF_INIT, shown_pt = FG_BUF_INIT, shown_name = FG_BUF_INIT;
 	struct fg_oms_model *signed_m = NULL, *disk = NULL;
 	char fp[FG_SHA256_HEX_LEN + 1], hint[FG_SHA256_HEX_LEN + 1];
 	cJSON *doc = NULL;
@@ -339,10 +339,12 @@ static int verify_one(const struct fg_sign_key *k, const char *path, const char 
 			rc = covers_another(signed_m, disk->files[0].name, err);
 			goto out;
 		}
-		if ((rc = fg_oms_compare(signed_m, disk, err)))
+		/* the name is the signer's: quoted as the failure lines quote it */
+		if ((rc = fg_oms_compare(signed_m, disk, err)) ||
+		    (rc = fg_sign_shown(&shown_name, disk->name, 0, err)))
 			goto out;
 		printf("verified %s: %zu files, model %s sha256:%s, signed by key %.16s…\n", path, disk->n,
-		       disk->name, disk->root, fp);
+		       shown_name.data, disk->root, fp);
 	} else if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
 		/* a folder is signed by a model signature only: another statement
 		 * (a bake's provenance, signed as its .intoto.json file) signs a
@@ -387,6 +389,7 @@ out:
 	fg_buf_release(&ptype);
 	fg_buf_release(&sig_rel);
 	fg_buf_release(&shown_pt);
+	fg_buf_release(&shown_name);
 	return rc;
 }
 

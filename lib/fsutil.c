@@ -340,6 +340,56 @@ int fg_path_is_safe_rel(const char *rel)
 	}
 }
 
+/* fd's entry name, which an O_DIRECTORY | O_NOFOLLOW open refused with
+ * ENOTDIR: ELOOP when it is a link (the kernel says ENOTDIR for a link as
+ * for a file there), else e. */
+static int link_or(int fd, const char *name, int e)
+{
+	struct stat sb;
+
+	return !fstatat(fd, name, &sb, AT_SYMLINK_NOFOLLOW) && S_ISLNK(sb.st_mode) ? ELOOP : e;
+}
+
+int fg_openat_beneath(int dirfd, const char *rel, int oflags, size_t *bad)
+{
+	char name[NAME_MAX + 1];
+	const char *seg = rel, *end;
+	int fd = dirfd, next, e;
+
+	if (bad)
+		*bad = 0;
+	for (;;) {
+		size_t n;
+
+		end = strchr(seg, '/');
+		n = end ? (size_t)(end - seg) : strlen(seg);
+		if (!n || n > NAME_MAX || (n == 1 && seg[0] == '.') ||
+		    (n == 2 && seg[0] == '.' && seg[1] == '.')) {
+			next = -1;
+			e = n > NAME_MAX ? ENAMETOOLONG : EINVAL;
+		} else {
+			int of = end ? O_RDONLY | O_DIRECTORY : oflags;
+
+			memcpy(name, seg, n);
+			name[n] = '\0';
+			next = openat(fd, name, of | O_NOFOLLOW | O_CLOEXEC);
+			e = next < 0 && errno == ENOTDIR ? link_or(fd, name, ENOTDIR) : errno;
+		}
+		if (fd != dirfd)
+			close(fd);
+		if (next < 0) {
+			if (bad)
+				*bad = (size_t)(seg - rel) + n;
+			errno = e;
+			return -1;
+		}
+		if (!end)
+			return next;
+		fd = next;
+		seg = end + 1;
+	}
+}
+
 _Static_assert(FG_PATH_NAME_MAX == 255 && FG_PATH_REL_MAX == 3839, "the phrases below");
 
 const char *fg_path_too_long(const char *rel)

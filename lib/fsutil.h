@@ -99,6 +99,16 @@ int fg_fsync_dir(const char *path, struct fg_err *err);
  * characters. Used wherever a remote or archived name becomes a local path. */
 int fg_path_is_safe_rel(const char *rel);
 
+/* Opens rel, a '/'-separated path below the folder dirfd, following no
+ * symbolic link on the way: each folder is opened in turn relative to the
+ * last (O_DIRECTORY | O_NOFOLLOW), the file last with oflags | O_NOFOLLOW,
+ * so a folder swapped for a link after a walk listed it is not followed
+ * (plain openat, which glibc of any age declares). An fd, or -1 with errno
+ * (ELOOP: a link on the way, also a folder's, which the kernel calls
+ * ENOTDIR; EINVAL: an empty, "." or ".." component) and *bad (may be NULL)
+ * the length of rel's prefix that failed: the link's name. */
+int fg_openat_beneath(int dirfd, const char *rel, int oflags, size_t *bad);
+
 /* The longest name component (NAME_MAX on Linux file systems) and the
  * longest relative path an archive member or bundle file may have: PATH_MAX
  * (4096 with its NUL) less 256 bytes for the folder it is created in, so

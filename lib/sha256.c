@@ -390,6 +390,7 @@ struct lane {
 	/* the file being read */
 	int fd;            /* -1 when none */
 	const char *path;  /* borrowed, for messages */
+	size_t link_len;   /* the open refused a link: path's first link_len bytes name it */
 	unsigned long long size;  /* length at open */
 	unsigned long long done;  /* bytes handed out */
 	unsigned long long next;  /* AIO: offset of the next read to submit */
@@ -411,6 +412,8 @@ struct fg_sha256_reader {
 	unsigned long long every; /* record the chain state every this many bytes; 0: none */
 	struct lane lane[2];
 	int last_mode;
+	int at;      /* paths name files below this folder (fg_sha256_files_at); AT_FDCWD: not */
+	size_t skip; /* ... from this byte of the path on */
 };
 
 void fg_sha256_chain_init(struct fg_sha256_chain *c, unsigned long long every)
@@ -488,6 +491,7 @@ int fg_sha256_reader_new(struct fg_sha256_reader **out, struct fg_err *err)
 	if (!r)
 		return fg_err_set(err, FG_ENOMEM, "out of memory");
 	r->lane[0].fd = r->lane[1].fd = -1;
+	r->at = AT_FDCWD;
 	rc = fg_sha256_new(&r->h, err);
 	if (rc) {
 		free(r);
@@ -542,21 +546,37 @@ static int read_fail(struct fg_err *err, const char *path, int e)
 
 /* Opens path for reading and picks how: O_DIRECT (AIO when it can be set
  * up) for a regular file of FG_SHA256_DIRECT_MIN bytes or more when flags
- * ask for it, plain reads otherwise. */
-static int lane_open(struct lane *l, const char *path, int flags, struct stat *st,
-		     struct fg_err *err)
+ * ask for it, plain reads otherwise. Below the reader's folder (at), with
+ * FG_SHA256_REGULAR no link on the way is followed, a folder's neither. */
+static int lane_open(struct lane *l, int at, size_t skip, const char *path, int flags,
+		     struct stat *st, struct fg_err *err)
 {
 	int regular = (flags & FG_SHA256_REGULAR) != 0;
 	int files = regular || (flags & FG_SHA256_FILES);
+	int oflags = O_RDONLY | O_CLOEXEC | (files ? O_NONBLOCK : 0);
+	size_t bad = 0;
 	int fd, rc;
 
 	l->fd = -1;
 	l->path = path;
+	l->link_len = 0;
 	l->size = l->done = l->next = 0;
 	l->mode = 0;
 	l->stop = LANE_GO;
 	l->head = l->pending = l->held = 0;
-	fd = open(path, O_RDONLY | O_CLOEXEC | (regular ? O_NOFOLLOW : 0) | (files ? O_NONBLOCK : 0));
+	if (at == AT_FDCWD)
+		fd = open(path, oflags | (regular ? O_NOFOLLOW : 0));
+	else if (regular)
+		fd = fg_openat_beneath(at, path + skip, oflags, &bad);
+	else
+		fd = openat(at, path + skip, oflags);
+	if (fd < 0 && regular && errno == ELOOP && at != AT_FDCWD && skip + bad < strlen(path)) {
+		l->link_len = skip + bad;
+		return fg_err_set(err, FG_EINVAL, "open %s: %.*s is a symlink, not a folder", path,
+				  (int)l->link_len, path);
+	}
+	if (fd < 0 && regular && errno == ELOOP && at != AT_FDCWD)
+		l->link_len = strlen(path);
 	if (fd < 0)
 		return fg_err_set(err, errno == ENOENT ? FG_ENOTFOUND : regular ? FG_EINVAL : FG_EIO,
 				  "open %s: %s", path,
@@ -845,7 +865,7 @@ int fg_sha256_reader_file_states(struct fg_sha256_reader *r, const char *path, i
 	r->last_mode = 0;
 	if (size_out)
 		*size_out = 0;
-	rc = lane_open(l, path, flags, &st, err);
+	rc = lane_open(l, r->at, r->skip, path, flags, &st, err);
 	if (rc)
 		return rc;
 	if (st_out)
@@ -896,7 +916,9 @@ int fg_sha256_reader_pair(struct fg_sha256_reader *r, const char *const path[2],
 	for (i = 0; i < 2; i++) {
 		if (!path[i])
 			continue;
-		res[i].rc = lane_open(&r->lane[i], path[i], flags, &res[i].st, &res[i].err);
+		res[i].rc = lane_open(&r->lane[i], r->at, r->skip, path[i], flags, &res[i].st,
+				      &res[i].err);
+		res[i].link_len = r->lane[i].link_len;
 		if (!res[i].rc)
 			res[i].rc = sha_restart(x[i], &res[i].err);
 		on[i] = !res[i].rc;
@@ -974,6 +996,8 @@ struct files_job {
 	size_t *idx; /* paired: items are idx[2k], idx[2k + 1] (equal: alone) */
 	int flags;
 	unsigned long long every; /* chain states (fg_sha256_files_states) */
+	int at;                   /* fg_sha256_files_at's folder, else AT_FDCWD */
+	size_t skip;
 	struct fg_sha256_reader *rd[FILES_MAX_THREADS];
 };
 
@@ -985,6 +1009,8 @@ static int files_item(void *arg, size_t k, int t, struct fg_err *err)
 	if (!j->rd[t] && (rc = fg_sha256_reader_new(&j->rd[t], err)))
 		return rc;
 	fg_sha256_reader_set_every(j->rd[t], j->every);
+	j->rd[t]->at = j->at;
+	j->rd[t]->skip = j->skip;
 	if (!j->idx) {
 		struct fg_sha256_result *r = &j->res[k];
 
@@ -992,6 +1018,7 @@ static int files_item(void *arg, size_t k, int t, struct fg_err *err)
 						     &r->size, &r->st, &r->states, &r->n_states,
 						     &r->err);
 		r->mode = fg_sha256_reader_last_mode(j->rd[t]);
+		r->link_len = j->rd[t]->lane[0].link_len;
 		return 0;
 	} else {
 		size_t a = j->idx[2 * k], b = j->idx[2 * k + 1];
@@ -1008,14 +1035,34 @@ static int files_item(void *arg, size_t k, int t, struct fg_err *err)
 	}
 }
 
+static int files_run(int at, size_t skip, const char *const *path, size_t n, int threads,
+		     int flags, unsigned long long every, struct fg_sha256_result *res,
+		     struct fg_err *err);
+
 int fg_sha256_files(const char *const *path, size_t n, int threads, int flags,
 		    struct fg_sha256_result *res, struct fg_err *err)
 {
-	return fg_sha256_files_states(path, n, threads, flags, 0, res, err);
+	return files_run(AT_FDCWD, 0, path, n, threads, flags, 0, res, err);
+}
+
+int fg_sha256_files_at(int dirfd, size_t skip, const char *const *path, size_t n, int threads,
+		       int flags, struct fg_sha256_result *res, struct fg_err *err)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strlen(path[i]) <= skip)
+			return fg_err_set(err, FG_EINVAL, "%s: no name below the folder", path[i]);
+	return files_run(dirfd, skip, path, n, threads, flags, 0, res, err);
 }
 
 int fg_sha256_files_states(const char *const *path, size_t n, int threads, int flags,
 			   unsigned long long every, struct fg_sha256_result *res, struct fg_err *err)
+{
+	return files_run(AT_FDCWD, 0, path, n, threads, flags, every, res, err);
+}
+
+static int files_run(int at, size_t skip, const char *const *path, size_t n, int threads,
+		     int flags, unsigned long long every, struct fg_sha256_result *res,
+		     struct fg_err *err)
 {
 	struct files_job j;
 	size_t items = n, i;
@@ -1031,6 +1078,8 @@ int fg_sha256_files_states(const char *const *path, size_t n, int threads, int f
 	j.res = res;
 	j.flags = flags;
 	j.every = every;
+	j.at = at;
+	j.skip = skip;
 	if (fg_sha256_ni_available() > 0 && n >= 2 * (size_t)threads) {
 		unsigned long long *sz = malloc(n * sizeof(*sz));
 
@@ -1038,7 +1087,8 @@ int fg_sha256_files_states(const char *const *path, size_t n, int threads, int f
 		for (i = 0; sz && i < n; i++) {
 			struct stat sb;
 
-			sz[i] = stat(path[i], &sb) ? 0 : (unsigned long long)sb.st_size;
+			/* only an order: a link on the way is refused by the open */
+			sz[i] = fstatat(at, path[i] + skip, &sb, 0) ? 0 : (unsigned long long)sb.st_size;
 		}
 		rc = !sz || !j.idx ? fg_err_set(err, FG_ENOMEM, "out of memory")
 				   : fg_workq_order_by_size(j.idx, sz, n, err);

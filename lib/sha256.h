@@ -155,6 +155,10 @@ struct fg_sha256_result {
 	struct stat st;          /* fstat of the file as opened, before reading */
 	int rc;                  /* 0, or FG_E* for this file (FG_ENOTFOUND: absent) */
 	int mode;                /* as fg_sha256_reader_last_mode */
+	/* fg_sha256_files_at with FG_SHA256_REGULAR: the open refused a
+	 * symbolic link, the file or a folder on the way, which the path's
+	 * first link_len bytes name; 0: none */
+	size_t link_len;
 	struct fg_err err;       /* the message when rc */
 	/* fg_sha256_files_states: the chaining state (fg_sha256_state) after
 	 * every `every` bytes, for each such offset before the file's end,
@@ -184,6 +188,14 @@ void fg_sha256_reader_free(struct fg_sha256_reader *r);
  * fails only when it cannot run (FG_ENOMEM, FG_EINVAL): check each res[i].rc. */
 int fg_sha256_files(const char *const *path, size_t n, int threads, int flags,
 		    struct fg_sha256_result *res, struct fg_err *err);
+/* The same for files below the folder dirfd (held open by the caller):
+ * path[i] + skip names file i relative to it (path[i] whole names it in
+ * messages). With FG_SHA256_REGULAR each is opened by fg_openat_beneath, so
+ * no link on the way is followed: a folder swapped for a link since the
+ * caller listed it is refused as a link to a file is (FG_EINVAL, with
+ * res[i].link_len), not read through. */
+int fg_sha256_files_at(int dirfd, size_t skip, const char *const *path, size_t n, int threads,
+		       int flags, struct fg_sha256_result *res, struct fg_err *err);
 /* The same, also taking each file's chain states every `every` bytes (a
  * multiple of 64; 0: none) into res[i].states: the files are then hashed
  * on own contexts (fg_sha256_new_own), paired as above on SHA-NI. The

@@ -377,6 +377,66 @@ static const cJSON *envelope_of(const cJSON *doc, const char **hint)
 	return env ? env : doc;
 }
 
+/* The length of the control character at s (k bytes left): 1 for C0 or
+ * DEL, 2 for C1 (U+0080..U+009F, UTF-8 C2 80..C2 9F; U+009B is a CSI to
+ * some terminals), else 0. */
+static size_t control_at(const char *s, size_t k)
+{
+	unsigned char c = (unsigned char)s[0], d = k > 1 ? (unsigned char)s[1] : 0;
+
+	if (c < 0x20 || c == 0x7f)
+		return 1;
+	return c == 0xc2 && d >= 0x80 && d <= 0x9f ? 2 : 0;
+}
+
+static const char *short_escape(unsigned char c)
+{
+	switch (c) {
+	case '"': return "\\\"";
+	case '\\': return "\\\\";
+	case '\n': return "\\n";
+	case '\r': return "\\r";
+	case '\t': return "\\t";
+	case '\b': return "\\b";
+	case '\f': return "\\f";
+	}
+	return NULL;
+}
+
+/* s[0..k) as a JSON string literal, as fg_buf_json_str writes it but with
+ * DEL and C1 escaped too (\u007f, \u0080..\u009f): what a terminal is
+ * shown, while fgpack's JSON files keep those characters as they are. */
+static int shown_quoted(struct fg_buf *b, const char *s, size_t k, struct fg_err *err)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t i = 0, start = 0;
+	int rc = fg_buf_putc(b, '"', err);
+
+	while (!rc && i < k) {
+		size_t w = control_at(s + i, k - i);
+		const char *e = short_escape((unsigned char)s[i]);
+
+		if (!w && !e) {
+			i++;
+			continue;
+		}
+		rc = fg_buf_append(b, s + start, i - start, err);
+		if (!rc && e) {
+			rc = fg_buf_puts(b, e, err);
+		} else if (!rc) {
+			unsigned char c = (unsigned char)s[i + w - 1]; /* C1: its second byte */
+			char u[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
+
+			rc = fg_buf_append(b, u, sizeof(u), err);
+		}
+		i += w ? w : 1;
+		start = i;
+	}
+	if (!rc)
+		rc = fg_buf_append(b, s + start, i - start, err);
+	return rc ? rc : fg_buf_putc(b, '"', err);
+}
+
 int fg_sign_shown(struct fg_buf *b, const char *s, int quote, struct fg_err *err)
 {
 	size_t n = strlen(s), k = n > 128 ? 128 : n, i;
@@ -385,9 +445,9 @@ int fg_sign_shown(struct fg_buf *b, const char *s, int quote, struct fg_err *err
 	while (k < n && k && ((unsigned char)s[k] & 0xc0) == 0x80)
 		k--;
 	for (i = 0; i < k && !quote; i++)
-		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+		if (control_at(s + i, k - i))
 			quote = 1;
-	rc = quote ? fg_buf_json_str(b, s, k, err) : fg_buf_append(b, s, k, err);
+	rc = quote ? shown_quoted(b, s, k, err) : fg_buf_append(b, s, k, err);
 	return rc || k == n ? rc : fg_buf_puts(b, "…", err);
 }
 
@@ -726,52 +786,78 @@ static int walk_link(struct flist *l, const char *full, const char *rel, struct 
 			  fg_oms_kind(sb.st_mode));
 }
 
-static int walk(struct flist *l, const char *root, const char *rel, const struct ignore_list *ign,
-		struct fg_err *err)
+/* An entry of the walk that is a link (found so by fstatat, or by the open
+ * of what fstatat called a folder: swapped since), as the links setting
+ * says: followed as walk_link, or refused. */
+static int walk_entry_link(struct flist *l, const char *full, const char *rel,
+			   const struct ignore_list *ign, struct fg_err *err)
 {
-	struct fg_buf dir = FG_BUF_INIT;
-	struct dirent **ents = NULL;
-	int n, i, rc = 0;
+	return ign->links == FG_OMS_LINKS_FOLLOW ? walk_link(l, full, rel, err)
+						 : refuse_link(full, ign->links, err);
+}
 
-	if ((rc = fg_buf_printf(&dir, err, "%s%s%s", root, *rel ? "/" : "", rel)))
-		return rc;
-	n = scandir(dir.data, &ents, NULL, NULL);
-	if (n < 0) {
-		rc = fg_err_set(err, FG_EIO, "read folder %s: %s", dir.data, strerror(errno));
-		fg_buf_release(&dir);
+/* Lists the folder open as fd (root/rel; fd is closed here). Each entry is
+ * looked at relative to fd, and a sub-folder opened relative to it with
+ * O_NOFOLLOW, so no link below root is followed: a folder swapped for a
+ * link after its fstatat is refused as a link, not walked through. */
+static int walk(struct flist *l, int fd, const char *root, const char *rel,
+		const struct ignore_list *ign, struct fg_err *err)
+{
+	DIR *d = fdopendir(fd);
+	struct fg_buf sub = FG_BUF_INIT, full = FG_BUF_INIT;
+	int rc = 0;
+
+	if (!d) {
+		rc = fg_err_set(err, FG_EIO, "read folder %s%s%s: %s", root, *rel ? "/" : "", rel,
+				strerror(errno));
+		close(fd);
 		return rc;
 	}
-	for (i = 0; i < n; i++) {
-		const char *nm = ents[i]->d_name;
-		struct fg_buf sub = FG_BUF_INIT, full = FG_BUF_INIT;
+	while (!rc) {
+		struct dirent *e;
 		struct stat sb;
+		const char *nm;
+		int sfd;
 
-		if (!rc && strcmp(nm, ".") && strcmp(nm, "..")) {
-			rc = fg_buf_printf(&sub, err, "%s%s%s", rel, *rel ? "/" : "", nm);
-			if (!rc && !ignored(ign, sub.data)) {
-				rc = fg_buf_printf(&full, err, "%s/%s", root, sub.data);
-				if (!rc && lstat(full.data, &sb))
-					rc = fg_err_set(err, FG_EIO, "stat %s: %s", full.data, strerror(errno));
-				else if (!rc && S_ISDIR(sb.st_mode))
-					rc = walk(l, root, sub.data, ign, err);
-				else if (!rc && S_ISREG(sb.st_mode))
-					rc = flist_add(l, sub.data, err);
-				else if (!rc && S_ISLNK(sb.st_mode) && ign->links == FG_OMS_LINKS_FOLLOW)
-					rc = walk_link(l, full.data, sub.data, err);
-				else if (!rc && S_ISLNK(sb.st_mode))
-					rc = refuse_link(full.data, ign->links, err);
-				else if (!rc)
-					/* named from the lstat, never opened: a FIFO's
-					 * open would wait for a writer */
-					rc = fg_oms_refuse_special(full.data, sb.st_mode, err);
-			}
+		errno = 0;
+		if (!(e = readdir(d))) {
+			if (errno)
+				rc = fg_err_set(err, FG_EIO, "read folder %s%s%s: %s", root,
+						*rel ? "/" : "", rel, strerror(errno));
+			break;
 		}
-		fg_buf_release(&sub);
-		fg_buf_release(&full);
-		free(ents[i]);
+		nm = e->d_name;
+		if (!strcmp(nm, ".") || !strcmp(nm, ".."))
+			continue;
+		fg_buf_reset(&sub);
+		fg_buf_reset(&full);
+		if ((rc = fg_buf_printf(&sub, err, "%s%s%s", rel, *rel ? "/" : "", nm)) ||
+		    ignored(ign, sub.data) || (rc = fg_buf_printf(&full, err, "%s/%s", root, sub.data)))
+			continue;
+		if (fstatat(dirfd(d), nm, &sb, AT_SYMLINK_NOFOLLOW)) {
+			rc = fg_err_set(err, FG_EIO, "stat %s: %s", full.data, strerror(errno));
+		} else if (S_ISDIR(sb.st_mode)) {
+			sfd = fg_openat_beneath(dirfd(d), nm, O_RDONLY | O_DIRECTORY, NULL);
+			if (sfd >= 0)
+				rc = walk(l, sfd, root, sub.data, ign, err);
+			else if (errno == ELOOP)
+				rc = walk_entry_link(l, full.data, sub.data, ign, err);
+			else
+				rc = fg_err_set(err, FG_EIO, "read folder %s: %s", full.data,
+						strerror(errno));
+		} else if (S_ISREG(sb.st_mode)) {
+			rc = flist_add(l, sub.data, err);
+		} else if (S_ISLNK(sb.st_mode)) {
+			rc = walk_entry_link(l, full.data, sub.data, ign, err);
+		} else {
+			/* named from the fstatat, never opened: a FIFO's open
+			 * would wait for a writer */
+			rc = fg_oms_refuse_special(full.data, sb.st_mode, err);
+		}
 	}
-	free(ents);
-	fg_buf_release(&dir);
+	closedir(d);
+	fg_buf_release(&sub);
+	fg_buf_release(&full);
 	return rc;
 }
 
@@ -837,11 +923,16 @@ static const char *base_of(const char *path, struct fg_buf *tmp)
 	return s && s[1] ? s + 1 : tmp->data;
 }
 
-/* Every file of l (names relative to dir) hashed, on as many threads as
- * there are CPUs online (at most 8), two files per thread where our SHA-NI
- * code runs (fg_sha256_files); the first failure in name order is returned. */
-static int hash_files(struct flist *l, const char *dir, int follow, struct fg_err *err)
+/* Every file of l (names relative to dir, open as dfd) hashed, on as many
+ * threads as there are CPUs online (at most 8), two files per thread where
+ * our SHA-NI code runs (fg_sha256_files); the first failure in name order
+ * is returned. Unless links are followed each file is opened below dfd
+ * following no link on the way (fg_sha256_files_at): a file or folder
+ * swapped for a link since the walk is refused as the walk refuses it. */
+static int hash_files(struct flist *l, int dfd, const char *dir, enum fg_oms_links links,
+		      struct fg_err *err)
 {
+	int follow = links == FG_OMS_LINKS_FOLLOW;
 	const char **p = calloc(l->n, sizeof(*p));
 	struct fg_sha256_result *res = calloc(l->n, sizeof(*res));
 	struct fg_buf b = FG_BUF_INIT;
@@ -854,13 +945,21 @@ static int hash_files(struct flist *l, const char *dir, int follow, struct fg_er
 		if (!rc && !(p[i] = strdup(b.data)))
 			rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 	}
-	if (!rc)
-		/* without allow_symlinks, a file turned into a link since the walk
-		 * is refused, not followed; with it, one turned into a FIFO is
-		 * still refused without waiting on its open */
-		rc = fg_sha256_files(p, l->n, fg_workq_cpus(8),
-				     follow ? FG_SHA256_FILES : FG_SHA256_REGULAR, res, err);
+	/* with allow_symlinks, a file turned into a FIFO is still refused
+	 * without waiting on its open */
+	if (!rc && follow)
+		rc = fg_sha256_files(p, l->n, fg_workq_cpus(8), FG_SHA256_FILES, res, err);
+	else if (!rc)
+		rc = fg_sha256_files_at(dfd, strlen(dir) + 1, p, l->n, fg_workq_cpus(8),
+					FG_SHA256_REGULAR, res, err);
 	for (i = 0; !rc && i < l->n; i++) {
+		if (res[i].rc && res[i].link_len) {
+			fg_buf_reset(&b);
+			rc = fg_buf_append(&b, p[i], res[i].link_len, err);
+			if (!rc)
+				rc = refuse_link(b.data, links, err);
+			break;
+		}
 		if (res[i].rc) {
 			rc = res[i].rc;
 			if (err)
@@ -938,7 +1037,7 @@ int fg_oms_hash_ignoring(struct fg_oms_model **out, const char *path, const char
 	struct flist l = { 0 };
 	struct fg_buf tmp = FG_BUF_INIT;
 	struct stat sb;
-	int rc = 0;
+	int rc = 0, dfd = -1, wfd;
 
 	*out = NULL;
 	if (!m)
@@ -961,14 +1060,25 @@ int fg_oms_hash_ignoring(struct fg_oms_model **out, const char *path, const char
 		goto out;
 	}
 	if (S_ISDIR(sb.st_mode)) {
-		rc = walk(&l, path, "", &ign, err);
+		/* held open from the walk to the hashing: both look below it
+		 * only, the folder itself swapped since stays the one walked */
+		dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
+		if (dfd < 0 && !follow && (errno == ELOOP || errno == ENOTDIR) && !lstat(path, &sb) &&
+		    S_ISLNK(sb.st_mode))
+			rc = refuse_link(path, links, err);
+		else if (dfd < 0)
+			rc = fg_err_set(err, FG_EIO, "read folder %s: %s", path, strerror(errno));
+		else if ((wfd = fcntl(dfd, F_DUPFD_CLOEXEC, 0)) < 0)
+			rc = fg_err_set(err, FG_EIO, "read folder %s: %s", path, strerror(errno));
+		else
+			rc = walk(&l, wfd, path, "", &ign, err);
 		for (size_t i = 0; !rc && i < l.n; i++)
 			if (!fg_path_is_safe_rel(l.v[i].name))
 				rc = refuse_unverifiable(l.v[i].name, err);
 		if (!rc && l.n)
 			qsort(l.v, l.n, sizeof(l.v[0]), file_cmp);
 		if (!rc && l.n)
-			rc = hash_files(&l, path, follow, err);
+			rc = hash_files(&l, dfd, path, links, err);
 	} else if (!S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode)) {
 		/* a FIFO or device is named, never opened */
 		rc = fg_oms_refuse_special(path, sb.st_mode, err);
@@ -986,6 +1096,8 @@ int fg_oms_hash_ignoring(struct fg_oms_model **out, const char *path, const char
 	if (!rc)
 		rc = root_digest(m, err);
 out:
+	if (dfd >= 0)
+		close(dfd);
 	fg_buf_release(&tmp);
 	if (rc)
 		fg_oms_model_free(m);

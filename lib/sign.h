@@ -83,7 +83,10 @@ int fg_sign_is_statement(const char *text, size_t len);
  * is printable (UTF-8 passes) and quote is 0, else as a JSON string
  * literal, so a newline or an escape sequence in a signed name cannot break
  * the line or reach a terminal; cut after 128 bytes (at a UTF-8
- * character's start, "…" after it). */
+ * character's start, "…" after it). DEL and the C1 controls (U+0080..
+ * U+009F: U+009B is a CSI to some terminals) count as control characters
+ * and are escaped too (\u007f, \u0080..\u009f), unlike in fgpack's JSON
+ * files. */
 int fg_sign_shown(struct fg_buf *b, const char *s, int quote, struct fg_err *err);
 
 /* Where a signature for path goes by default: "<path>.sig" (trailing '/'

@@ -342,6 +342,57 @@ check "verify-sig: a file swapped for a link (to the same bytes) after its lstat
 check_grep "  in the same line" "^fgpack verify-sig: one.bin: one.bin: a symbolic link, which a signature with allow_symlinks false" "$WORK/swap.out"
 check_grep "  (the swap came while the lstat was held up)" "AT_SYMLINK_NOFOLLOW.*DELAYED" "$WORK/swap.trace"
 
+# in a folder, no link below it is followed without --allow-symlinks: the
+# walk looks at each entry and opens each sub-folder relative to its
+# parent's fd (O_NOFOLLOW), and the hashing opens each file the same way, a
+# folder at a time, from the signed folder's fd held since the walk. So a
+# sub-folder swapped for a link to a folder of same-named files is refused
+# as a link, naming it, whether the swap comes between the walk's look and
+# its open or between the walk's listing and the hashing; before, the files
+# below the link were hashed and signed under the folder's names.
+# swapped_dir CALL DIR TARGET CMD...: as swapped, for the folder DIR (its
+# base name unique in the run): holds up CMD's first CALL naming it by that
+# name (newfstatat: the walk's look; openat: the walk's open, after which
+# the hashing opens it again), moves DIR aside and puts a link to TARGET in
+# its place meanwhile; DIR is put back after
+swapped_dir() {
+	call=$1; d=$2; to=$3; shift 3
+	rm -f "$WORK/swap.trace"
+	traced -f -qq -o "$WORK/swap.trace" -P "$(basename "$d")" -e trace="$call" \
+		-e inject="$call":delay_exit=3000000:when=1 "$@" >"$WORK/swap.out" 2>&1 &
+	spid=$!
+	i=0
+	while [ $i -lt 200 ] && ! grep -q 'DELAYED' "$WORK/swap.trace" 2>/dev/null; do
+		sleep 0.05; i=$((i + 1))
+	done
+	mv "$d" "$d.real" && ln -s "$to" "$d"
+	wait $spid; st=$?
+	rm "$d" && mv "$d.real" "$d"
+	return $st
+}
+mkdir -p race/racesub evil
+echo real >race/racesub/w.bin; echo top >race/top.bin; echo evil >evil/w.bin
+swapped_dir openat race/racesub ../evil "$FGPACK" sign --key ossl.pem -o race-x.sig race
+check "sign: a sub-folder swapped for a link after the walk listed it is refused (exit 1)" test $? -eq 1
+check_grep "  in one line naming it and --allow-symlinks" "^fgpack sign: race: race/racesub: a symbolic link; fgpack sign --allow-symlinks" "$WORK/swap.out"
+check "  in one line" test "$(wc -l <"$WORK/swap.out")" -eq 1
+check "  and no signature of the files below the link is written" test ! -e race-x.sig
+check_grep "  (the swap came while the walk's open was held up)" 'openat\(.*"racesub".*O_DIRECTORY.*DELAYED' "$WORK/swap.trace"
+swapped_dir newfstatat race/racesub ../evil "$FGPACK" sign --key ossl.pem -o race-x.sig race
+check "sign: a sub-folder swapped for a link after the walk's look at it is refused (exit 1)" test $? -eq 1
+check_grep "  in the same line" "^fgpack sign: race: race/racesub: a symbolic link; fgpack sign --allow-symlinks" "$WORK/swap.out"
+check "  and no signature is written" test ! -e race-x.sig
+check_grep "  (the swap came while the look was held up)" 'newfstatat\(.*"racesub".*AT_SYMLINK_NOFOLLOW.*DELAYED' "$WORK/swap.trace"
+check "sign: the folder left alone signs" "$FGPACK" sign --key ossl.pem -o race.sig race
+check_grep "  two files" "signed race: 2 files" "$WORK/.out"
+echo real >evil/w.bin
+swapped_dir openat race/racesub ../evil "$FGPACK" verify-sig --key ossl.pub.pem --sig race.sig race
+check "verify-sig: a sub-folder swapped for a link (to the same bytes) after the walk listed it is refused (exit 1)" test $? -eq 1
+check_grep "  in one line naming it" "^fgpack verify-sig: race: race/racesub: a symbolic link, which a signature with allow_symlinks false does not cover" "$WORK/swap.out"
+check "  in one line" test "$(wc -l <"$WORK/swap.out")" -eq 1
+check_grep "  (the swap came while the walk's open was held up)" 'openat\(.*"racesub".*DELAYED' "$WORK/swap.trace"
+check "verify-sig: the folder left alone verifies" "$FGPACK" verify-sig --key ossl.pub.pem --sig race.sig race
+
 # a model signature made for another single file, given for a file: one
 # line naming both (quoted, so a name with an escape sequence cannot reach
 # the terminal), not "signed but missing" for the one and "extra file" for
@@ -561,4 +612,39 @@ check_exit "a model_signing format not supported, with escapes, is refused (exit
 cp "$WORK/.out" "$WORK/esc.out"
 check "  quoting it" grep -qF 'signature format "https://model_signing/\u001b[2J" is not supported' "$WORK/esc.out"
 check "  no control character reaches the terminal" sh -c "! LC_ALL=C grep -q '[[:cntrl:]]' '$WORK/esc.out'"
+# DEL and the C1 controls (U+0080..U+009F; U+009B, UTF-8 C2 9B, is a CSI
+# to some terminals) are control characters too: one makes the name quoted
+# and each is shown escaped, \u007f and \u009b, never as its raw bytes
+# (JSON escaping alone left them as they were)
+# no_raw NAME FILE: passes when FILE holds no 0x7f byte and no C2 9B pair
+no_raw() {
+	if od -An -v -tx1 "$2" | tr -d '\n' | grep -Eq ' 7f| c2 9b'; then
+		not_ok "$1"; od -An -c "$2" | sed 's/^/#   /'
+	else
+		ok "$1"
+	fi
+}
+printf '{"_type":"https://in-toto.io/Statement/v1","predicate":{},"predicateType":"https://evil/\\u009b2J\\u007f","subject":[]}\n' >c1.intoto.json
+"$FGPACK" sign --key key.pem c1.intoto.json >"$WORK/c1.sign.out" 2>&1
+check_exit "a statement's signature with DEL and U+009B in its predicateType, given for a folder (exit 3)" 3 "$FGPACK" verify-sig --key key.pub.pem --sig c1.intoto.json.sig baked
+cp "$WORK/.out" "$WORK/c1.out"
+check "  quotes it, escaping both" grep -qF 'baked: the signature'"'"'s statement is "https://evil/\u009b2J\u007f", not a model signature' "$WORK/c1.out"
+no_raw "  no raw 0x7f or C2 9B byte reaches the terminal" "$WORK/c1.out"
+check "verify-sig of that statement itself" "$FGPACK" verify-sig --key key.pub.pem c1.intoto.json
+cp "$WORK/.out" "$WORK/c1.out"
+check "  quotes it in the verified line" grep -qF 'verified statement c1.intoto.json ("https://evil/\u009b2J\u007f"), 0 subjects' "$WORK/c1.out"
+no_raw "  no raw 0x7f or C2 9B byte reaches the terminal" "$WORK/c1.out"
+"$FGPACK" sign --key ossl.pem --name "$(printf 'm\302\2332J')" -o c1name.sig model >"$WORK/c1.sign.out" 2>&1
+check_exit "a model name with U+009B alone, its signature given for a single file (exit 3)" 3 "$FGPACK" verify-sig --key ossl.pub.pem --sig c1name.sig other.bin
+cp "$WORK/.out" "$WORK/c1.out"
+check "  is quoted, U+009B escaped" grep -qF 'the signature covers the 3 files of model "m\u009b2J", not the single file "other.bin"' "$WORK/c1.out"
+no_raw "  no raw C2 9B byte reaches the terminal" "$WORK/c1.out"
+check "  the signature verifies for the folder" "$FGPACK" verify-sig --key ossl.pub.pem --sig c1name.sig model
+cp "$WORK/.out" "$WORK/c1.out"
+check "  its verified line quotes the signer's name too" grep -qF 'verified model: 3 files, model "m\u009b2J" sha256:' "$WORK/c1.out"
+no_raw "  no raw C2 9B byte reaches the terminal" "$WORK/c1.out"
+"$FGPACK" sign --key ossl.pem --name "$(printf 'm\177x')" -o delname.sig model >"$WORK/c1.sign.out" 2>&1
+"$FGPACK" verify-sig --key ossl.pub.pem --sig delname.sig other.bin >"$WORK/c1.out" 2>&1
+check "a model name with DEL is shown as \\u007f" grep -qF 'the signature covers the 3 files of model "m\u007fx"' "$WORK/c1.out"
+no_raw "  no raw 0x7f byte reaches the terminal" "$WORK/c1.out"
 finish

@@ -343,6 +343,34 @@ static void statement_kind(void)
 	ok(!fg_sign_is_statement("", 0), "an empty file is not");
 }
 
+/* What a terminal is shown of a signed name: quoted with every control
+ * character escaped, C0, DEL and C1 (U+009B, a CSI to some terminals). */
+static void shown(void)
+{
+	static const struct {
+		const char *in, *out;
+		int quote;
+	} v[] = {
+		{ "plain/name.bin", "plain/name.bin", 0 },
+		{ "caf\xc3\xa9 \xe2\x80\x94", "caf\xc3\xa9 \xe2\x80\x94", 0 },
+		{ "q\"b\\", "\"q\\\"b\\\\\"", 1 },
+		{ "a\x1b[2Jb\n", "\"a\\u001b[2Jb\\n\"", 0 },
+		{ "d\x7f", "\"d\\u007f\"", 0 },
+		{ "c\xc2\x9b" "2J\xc2\x80\xc2\x9f\xc2\xa0", "\"c\\u009b2J\\u0080\\u009f\xc2\xa0\"", 0 },
+		{ "\xc2", "\xc2", 0 },
+	};
+	struct fg_buf b = FG_BUF_INIT;
+	struct fg_err err;
+	size_t i;
+
+	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		fg_buf_reset(&b);
+		ok(!fg_sign_shown(&b, v[i].in, v[i].quote, &err), "shown %zu", i);
+		is_str(b.data, v[i].out, "shown %zu as expected", i);
+	}
+	fg_buf_release(&b);
+}
+
 int main(void)
 {
 	pae();
@@ -352,5 +380,6 @@ int main(void)
 	serialization();
 	rel_inside();
 	statement_kind();
+	shown();
 	return tap_done();
 }
