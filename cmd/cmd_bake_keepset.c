@@ -122,7 +122,9 @@ int cmd_bake_keepset(int argc, char **argv)
 		free(always);
 		return fg_cmd_usage_error("bake keepset", "needs --tokenizer, --size, -o and at least one CORPUS file");
 	}
-	if (fg_tokenizer_load(&tok, tok_path, &err) || fg_sha256_file(tok_path, dg, &tok_size, &err))
+	/* a folder, block device or socket at -o: refused before the counting */
+	if (fg_out_check(out_path, &err) || fg_tokenizer_load(&tok, tok_path, &err) ||
+	    fg_sha256_file(tok_path, dg, &tok_size, &err))
 		goto fail;
 	fg_hex_encode(dg, sizeof(dg), tok_sha);
 	if (!full_vocab)
@@ -230,7 +232,7 @@ int cmd_bake_keepset(int argc, char **argv)
 	if (fg_prov_statement(&stmt, &prov, &err))
 		goto fail;
 	cJSON_AddItemToObject(root, "provenance", stmt);
-	if (fg_json_write(&out, root, 1, &err) || fg_file_write_atomic(out_path, out.data, out.len, 0644, &err))
+	if (fg_json_write(&out, root, 1, &err) || fg_file_write_out(out_path, out.data, out.len, 0644, &err))
 		goto fail;
 	fprintf(stderr, "keepset: %d of %d ids (%zu always kept), %s%% of %llu corpus tokens inside -> %s\n", k,
 		full_vocab, n_all, p1, (unsigned long long)cnt.tokens, out_path);

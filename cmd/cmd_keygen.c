@@ -26,11 +26,13 @@ static int write_new(const char *path, const char *data, size_t len, int force, 
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | (force ? 0 : O_EXCL), mode);
 	size_t done = 0;
+	struct stat st;
 
 	if (fd < 0)
 		return fg_err_set(err, FG_EIO, "%s: %s%s", path, strerror(errno),
 				  errno == EEXIST ? " (use --force to replace it)" : "");
-	if (fchmod(fd, (mode_t)mode)) {
+	/* --force onto /dev/null or a pipe: their mode is the machine's, left as it is */
+	if (fstat(fd, &st) || (S_ISREG(st.st_mode) && fchmod(fd, (mode_t)mode))) {
 		close(fd);
 		return fg_err_set(err, FG_EIO, "%s: %s", path, strerror(errno));
 	}
@@ -45,7 +47,8 @@ static int write_new(const char *path, const char *data, size_t len, int force, 
 		}
 		done += (size_t)w;
 	}
-	if (fsync(fd) || close(fd))
+	/* a device or pipe has nothing to sync */
+	if ((fsync(fd) && S_ISREG(st.st_mode)) || close(fd))
 		return fg_err_set(err, FG_EIO, "write %s: %s", path, strerror(errno));
 	return 0;
 }

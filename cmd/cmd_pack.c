@@ -878,6 +878,10 @@ int cmd_pack(int argc, char **argv)
 			return fg_cmd_usage_error("pack", "-o %s lies inside %s, which is packed: write the bundle "
 							  "elsewhere (a later pack would take this one in)",
 						  out, comps[i].path);
+	/* a folder, block device or socket at -o: refused now, not after the
+	 * hashing (a device or FIFO there is written through: lib/fsutil.h) */
+	if (fg_out_check(out, &err))
+		return fg_cmd_fail("pack", &err);
 	if (!manifest && !model_dir)
 		return fg_cmd_usage_error("pack", "give a MANIFEST or --model DIR");
 	sde = getenv("SOURCE_DATE_EPOCH");

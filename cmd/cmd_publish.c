@@ -424,6 +424,46 @@ out:
 	return rc ? fg_cmd_fail("publish", &err) : FG_EXIT_OK;
 }
 
+/* fg_s3_get_stream's sink for a pipe or terminal at -o: bytes written
+ * there cannot be taken back, so a try that starts over after some went
+ * out is an error, not a second copy. */
+struct through {
+	int fd;
+	const char *path;
+	unsigned long long sent;
+};
+
+static int through_data(void *user, const void *data, size_t len, struct fg_err *err)
+{
+	struct through *t = user;
+
+	if (!data)
+		return t->sent ? fg_err_set(err, FG_ENET, "%s: the download started over after %llu "
+						  "bytes went into it", t->path, t->sent) : 0;
+	if (fg_write_all(t->fd, data, len))
+		return fg_err_set(err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s: %s", t->path,
+				  strerror(errno));
+	t->sent += len;
+	return 0;
+}
+
+/* A device or FIFO at -o (fg_out_open's fd), written through: one that
+ * seeks (/dev/null) takes the ranged, resuming GET at offset 0; a pipe or
+ * terminal the whole object in order. */
+static int get_through(struct fg_s3 *s3, const struct fg_ref *ref, int fd, const char *outpath,
+		       const char *range, unsigned long long a, unsigned long long b,
+		       struct fg_err *err)
+{
+	struct through t = { fd, outpath, 0 };
+
+	if (lseek(fd, 0, SEEK_CUR) >= 0)
+		return fg_s3_get(s3, ref->name, ref->path, a, range ? b - a + 1 : 0, fd, 0, NULL, err);
+	if (range)
+		return fg_err_set(err, FG_EINVAL, "%s cannot seek: --range needs a file (or /dev/null)",
+				  outpath);
+	return fg_s3_get_stream(s3, ref->name, ref->path, through_data, &t, err);
+}
+
 static int do_get(const char *target, const struct conn *c, const char *outpath,
 		  const char *range)
 {
@@ -451,8 +491,21 @@ static int do_get(const char *target, const struct conn *c, const char *outpath,
 		rc = fg_err_set(&err, FG_EINVAL, "%s names no object", target);
 		goto out;
 	}
-	if ((rc = open_s3(&s3, &endpoint, ref, c, 0, &err)) ||
-	    (rc = fg_buf_printf(&tmp, &err, "%s.part", outpath)))
+	/* a device or FIFO at outpath is written through, never replaced by
+	 * the .part file's rename (lib/fsutil.h) */
+	if ((rc = fg_out_check(outpath, &err)) || (rc = open_s3(&s3, &endpoint, ref, c, 0, &err)) ||
+	    (rc = fg_out_open(outpath, &fd, &err)))
+		goto out;
+	if (fd >= 0) {
+		rc = get_through(s3, ref, fd, outpath, range, a, b, &err);
+		if (rc)
+			close(fd);
+		else
+			rc = fg_out_close(fd, outpath, &err);
+		fd = -1;
+		goto out;
+	}
+	if ((rc = fg_buf_printf(&tmp, &err, "%s.part", outpath)))
 		goto out;
 	fd = open(tmp.data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0) {

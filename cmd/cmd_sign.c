@@ -76,7 +76,7 @@ static int sign_one(const struct fg_sign_key *k, const char *path, const char *o
 		goto out;
 	if (st) {
 		if ((rc = fg_sign_bundle(&bundle, k, FG_SIGN_PAYLOAD_TYPE, text.data, text.len, err)) ||
-		    (rc = fg_file_write_atomic(sig.data, bundle.data, bundle.len, 0644, err)))
+		    (rc = fg_file_write_out(sig.data, bundle.data, bundle.len, 0644, err)))
 			goto out;
 		printf("signed statement %s with key %.16s… -> %s\n", path, fp, sig.data);
 		goto out;
@@ -102,7 +102,7 @@ static int sign_one(const struct fg_sign_key *k, const char *path, const char *o
 				       err)) ||
 	    (rc = fg_oms_statement(&stmt, m, err)) ||
 	    (rc = fg_sign_bundle(&bundle, k, FG_SIGN_PAYLOAD_TYPE, stmt.data, stmt.len, err)) ||
-	    (rc = fg_file_write_atomic(sig.data, bundle.data, bundle.len, 0644, err)))
+	    (rc = fg_file_write_out(sig.data, bundle.data, bundle.len, 0644, err)))
 		goto out;
 	printf("signed %s: %zu files, model %s sha256:%s, key %.16s… -> %s\n", path, m->n, m->name,
 	       m->root, fp, sig.data);
@@ -152,7 +152,8 @@ int cmd_sign(int argc, char **argv)
 		return fg_cmd_usage_error("sign", "wants --key KEY.pem and at least one PATH");
 	if (out && n > 1)
 		return fg_cmd_usage_error("sign", "-o works with one PATH only");
-	if ((rc = fg_sign_key_load(&k, keypath, &err)))
+	/* a folder, block device or socket at -o: refused before the hashing */
+	if ((out && (rc = fg_out_check(out, &err))) || (rc = fg_sign_key_load(&k, keypath, &err)))
 		goto out;
 	if (!fg_sign_key_is_private(k)) {
 		rc = fg_err_set(&err, FG_EINVAL, "%s is a public key; signing needs the private key", keypath);

@@ -224,6 +224,13 @@ int cmd_verify(int argc, char **argv)
 		return fg_cmd_usage_error("verify", "--url replays on the server: not with %s",
 					  o.no_replay ? "--no-replay" : o.record ? "--record" : "--device");
 	}
+	/* a folder, block device or socket at --record or --summary: refused
+	 * before the replay, not after it */
+	if ((o.record && fg_out_check(o.record, &err)) ||
+	    (o.summary && strcmp(o.summary, "-") && fg_out_check(o.summary, &err))) {
+		cJSON_Delete(sum);
+		return fg_cmd_fail("verify", &err);
+	}
 	if (!sum)
 		return FG_EXIT_FAIL;
 	cJSON_AddNumberToObject(sum, "schema", 1);
@@ -365,7 +372,7 @@ int cmd_verify(int argc, char **argv)
 		if (!rc)
 			rc = fg_json_write(&t, mine, 1, &err);
 		if (!rc)
-			rc = fg_file_write_atomic(o.record, t.data, t.len, 0644, &err);
+			rc = fg_file_write_out(o.record, t.data, t.len, 0644, &err);
 		if (!rc) {
 			cJSON_AddStringToObject(sum, "recorded", o.record);
 			cJSON_AddStringToObject(sum, "recorded_digest", fg_json_str(mine, "digest"));
@@ -513,7 +520,7 @@ report:
 	cJSON_AddBoolToObject(sum, "replayed", replayed);
 	fg_json_write(&text, sum, 1, &err);
 	if (o.summary && strcmp(o.summary, "-") &&
-	    fg_file_write_atomic(o.summary, text.data, text.len, 0644, &err)) {
+	    fg_file_write_out(o.summary, text.data, text.len, 0644, &err)) {
 		fg_cmd_fail("verify", &err);
 		if (exit_code == FG_EXIT_OK)
 			exit_code = FG_EXIT_FAIL;

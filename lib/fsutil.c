@@ -276,6 +276,94 @@ out:
 	return rc;
 }
 
+/* The refusal of an output whose target has mode m, or 0 when it may be
+ * written: replaced (a regular file) or written through (a character
+ * device, a FIFO). */
+static int out_refuse(const char *path, mode_t m, struct fg_err *err)
+{
+	const char *what = S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" :
+			   S_ISDIR(m) ? "a folder" : "not a regular file";
+
+	if (S_ISREG(m) || S_ISCHR(m) || S_ISFIFO(m))
+		return 0;
+	return fg_err_set(err, FG_EINVAL, "%s is %s: no output is written to it", path, what);
+}
+
+int fg_out_check(const char *path, struct fg_err *err)
+{
+	struct stat st;
+
+	/* stat follows links: /dev/stdout is judged by what it points to; a
+	 * path stat cannot see is left to the writer and its own message */
+	return stat(path, &st) ? 0 : out_refuse(path, st.st_mode, err);
+}
+
+int fg_out_open(const char *path, int *fd, struct fg_err *err)
+{
+	struct stat st;
+	int rc, f;
+
+	*fd = -1;
+	if (stat(path, &st) || S_ISREG(st.st_mode))
+		return 0;
+	if ((rc = out_refuse(path, st.st_mode, err)))
+		return rc;
+	/* no O_CREAT, no O_TRUNC: the node (and a link to it) stays as it is;
+	 * O_NOCTTY: a terminal named here never becomes ours */
+	do
+		f = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+	while (f < 0 && errno == EINTR);
+	if (f < 0)
+		return errno == ENOENT ? 0 /* gone since: a new file, atomically */
+				       : fg_err_set(err, FG_EIO, "open %s: %s", path, strerror(errno));
+	if (fstat(f, &st)) {
+		rc = fg_err_set(err, FG_EIO, "stat %s: %s", path, strerror(errno));
+		close(f);
+		return rc;
+	}
+	if (S_ISREG(st.st_mode)) { /* a file took its place since: nothing written, atomically then */
+		close(f);
+		return 0;
+	}
+	if (!S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+		close(f);
+		return out_refuse(path, st.st_mode, err);
+	}
+	*fd = f;
+	return 0;
+}
+
+int fg_out_close(int fd, const char *path, struct fg_err *err)
+{
+	int rc = 0;
+
+	/* a device or a pipe may have nothing to sync: not an error */
+	if (fsync(fd) && errno != EINVAL && errno != ENOTSUP && errno != EROFS)
+		rc = fg_err_set(err, FG_EIO, "fsync %s: %s", path, strerror(errno));
+	if (close(fd) && !rc && errno != EINTR)
+		rc = fg_err_set(err, FG_EIO, "close %s: %s", path, strerror(errno));
+	return rc;
+}
+
+int fg_file_write_out(const char *path, const void *data, size_t len, int mode,
+		      struct fg_err *err)
+{
+	int fd, rc = fg_out_open(path, &fd, err);
+
+	if (rc)
+		return rc;
+	if (fd < 0)
+		return fg_file_write_atomic(path, data, len, mode, err);
+	/* written through: mode is not applied, a device's is the machine's */
+	if (fg_write_all(fd, data, len)) {
+		rc = fg_err_set(err, errno == ENOSPC ? FG_ENOSPC : FG_EIO, "write %s: %s", path,
+				strerror(errno));
+		close(fd);
+		return rc;
+	}
+	return fg_out_close(fd, path, err);
+}
+
 int fg_mkdir_p(const char *path, int mode, struct fg_err *err)
 {
 	struct fg_buf b = FG_BUF_INIT;

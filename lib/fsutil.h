@@ -27,6 +27,26 @@ int fg_fd_read(int fd, const char *path, size_t max, struct fg_buf *out, struct 
 int fg_file_write_atomic(const char *path, const void *data, size_t len, int mode,
 			 struct fg_err *err);
 
+/* A command's output path (-o, --record, ...) that exists and is, after
+ * links, a character device or a FIFO (/dev/null, /dev/stdout, a named pipe)
+ * is written through, never replaced: fg_out_open opens it O_WRONLY (no
+ * create, no truncate, no temporary file beside it) into *fd. A block
+ * device, socket or folder there is refused in one line naming it. For
+ * anything else (a missing path, a regular file, a link to one) *fd is -1:
+ * the caller writes it atomically as before. A FIFO's open waits for its
+ * reader. */
+int fg_out_open(const char *path, int *fd, struct fg_err *err);
+/* fg_out_open's refusal alone, by stat and without opening anything: for a
+ * command to give it before its long work rather than after. */
+int fg_out_check(const char *path, struct fg_err *err);
+/* fsync and close of fg_out_open's fd: fsync's EINVAL, ENOTSUP and EROFS (a
+ * device or a pipe has nothing to sync) are no errors. Closes fd always. */
+int fg_out_close(int fd, const char *path, struct fg_err *err);
+/* fg_file_write_atomic for a command's output: a device or FIFO written
+ * through (fg_out_open), anything else atomically. */
+int fg_file_write_out(const char *path, const void *data, size_t len, int mode,
+		      struct fg_err *err);
+
 /* How old (mtime, seconds) a dead writer's temporary file must be before it
  * is removed: a writer whose pid this machine cannot see (another pid
  * namespace sharing the folder) may still be writing a younger one. */

@@ -598,7 +598,7 @@ int fg_lock_write(const char *path, const struct fg_lock *lock, struct fg_err *e
 	int rc = fg_lock_serialize(&b, lock, err);
 
 	if (!rc)
-		rc = fg_file_write_atomic(path, b.data, b.len, 0644, err);
+		rc = fg_file_write_out(path, b.data, b.len, 0644, err);
 	fg_buf_release(&b);
 	return rc;
 }

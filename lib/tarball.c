@@ -1181,7 +1181,7 @@ static int writer_finish(struct fg_tarball_writer *w, const char *path, uint8_t 
 	struct archive *a = NULL;
 	const char *slash;
 	size_t i, idst_len = 0;
-	int rc = 0, opened = 0, k;
+	int rc = 0, opened = 0, direct, k;
 
 	memset(&s, 0, sizeof(s));
 	s.fd = -1;
@@ -1194,6 +1194,12 @@ static int writer_finish(struct fg_tarball_writer *w, const char *path, uint8_t 
 	if (rc)
 		return rc;
 
+	/* a device or FIFO at path (/dev/null, a pipe) is written through, in
+	 * order: the sink only appends, it never seeks */
+	rc = fg_out_open(path, &s.fd, err);
+	direct = s.fd >= 0;
+	if (rc)
+		goto out;
 	rc = fg_buf_printf(&tmp, err, "%s.tmp.%ld", path, (long)getpid());
 	slash = strrchr(path, '/');
 	if (!rc)
@@ -1215,13 +1221,15 @@ static int writer_finish(struct fg_tarball_writer *w, const char *path, uint8_t 
 	rc = fg_sha256_new_own(&s.id, err);
 	if (rc)
 		goto out;
-	s.path = tmp.data;
-	s.fd = open(tmp.data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (s.fd < 0) {
-		rc = fg_err_set(err, FG_EIO, "create %s: %s", tmp.data, strerror(errno));
-		goto out;
+	s.path = direct ? path : tmp.data;
+	if (!direct) {
+		s.fd = open(tmp.data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (s.fd < 0) {
+			rc = fg_err_set(err, FG_EIO, "create %s: %s", tmp.data, strerror(errno));
+			goto out;
+		}
+		opened = 1;
 	}
-	opened = 1;
 	sink_start(&s, w->threads);
 	a = archive_write_new();
 	if (!a || archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
@@ -1264,7 +1272,7 @@ static int writer_finish(struct fg_tarball_writer *w, const char *path, uint8_t 
 		}
 	zthreads_stop(&s);
 	if (!rc && s.next_commit != s.n_frames - 1)
-		rc = fg_err_set(err, FG_EIO, "%s: %zu of %zu zstd frames written", tmp.data,
+		rc = fg_err_set(err, FG_EIO, "%s: %zu of %zu zstd frames written", s.path,
 				s.next_commit, s.n_frames - 1);
 	/* the identity's states, all hashed once its thread has caught up */
 	if (!rc && s.idp)
@@ -1280,9 +1288,14 @@ static int writer_finish(struct fg_tarball_writer *w, const char *path, uint8_t 
 		if (!rc)
 			rc = fg_sha256_pipe_drain(s.idp, err);
 		if (!rc && fg_hex_decode(hex, id, 32))
-			rc = fg_err_set(err, FG_EIO, "%s: identity hash lost", tmp.data);
+			rc = fg_err_set(err, FG_EIO, "%s: identity hash lost", s.path);
 	} else if (!rc) {
 		rc = fg_sha256_final(s.id, id, err);
+	}
+	if (!rc && direct) {
+		rc = fg_out_close(s.fd, path, err);
+		s.fd = -1;
+		goto out;
 	}
 	if (!rc && fsync(s.fd))
 		rc = fg_err_set(err, FG_EIO, "fsync %s: %s", tmp.data, strerror(errno));

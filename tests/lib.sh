@@ -48,6 +48,55 @@ check_exit() {
 check_grep() {
 	if grep -Eq -- "$2" "$3"; then ok "$1"; else not_ok "$1 (no /$2/ in $3)"; sed 's/^/#   /' "$3" | tail -20; fi
 }
+# special_outputs LABEL CMD [REF]: CMD, a shell command line, writes its
+# output to "$OUT". A FIFO there (read by a cat in the background) gets the
+# bytes, kept in $WORK/special.got and compared with file REF when given, and
+# stays a FIFO; a character device of our own (mknod c 1 3, as /dev/null: the
+# real one is never named) and a symlink to it stay what they were, with no
+# temporary file beside them (skipped with a message where mknod fails: not
+# root); a socket and a folder are refused in one line naming them, with
+# nothing made. CMD's exit status must be 0, or 1 for the refusals.
+special_outputs() {
+	_sl=$1 _sc=$2 _sr=${3:-}
+	_sd=$WORK/special
+	rm -rf "$_sd" "$WORK/special.got"
+	mkdir -p "$_sd"
+	mkfifo "$_sd/fifo"
+	timeout 30 cat "$_sd/fifo" >"$WORK/special.got" &
+	_scat=$!
+	OUT=$_sd/fifo
+	export OUT
+	check "$_sl: -o a FIFO" timeout 20 sh -c "$_sc"
+	wait $_scat
+	check "$_sl:   it stays a FIFO, nothing beside it" sh -c "test -p '$_sd/fifo' && test \"\$(ls -A '$_sd')\" = fifo"
+	check "$_sl:   its reader got the output" test -s "$WORK/special.got"
+	[ -z "$_sr" ] || check "$_sl:   the same bytes as to a regular file" cmp "$_sr" "$WORK/special.got"
+	if mknod "$_sd/null" c 1 3 2>/dev/null; then
+		ln -s null "$_sd/link"
+		OUT=$_sd/null
+		check "$_sl: -o a character device (c 1 3) exits 0" sh -c "$_sc"
+		OUT=$_sd/link
+		check "$_sl: -o a symlink to it exits 0" sh -c "$_sc"
+		check "$_sl:   the device stays a character device" sh -c "test -c '$_sd/null' && ! test -L '$_sd/null'"
+		check "$_sl:   the symlink stays a symlink to it" sh -c "test -L '$_sd/link' && test \"\$(readlink '$_sd/link')\" = null"
+		check "$_sl:   no null.tmp.* or other file beside them" test "$(ls -A "$_sd" | tr '\n' ' ')" = "fifo link null "
+	else
+		echo "# skipped: mknod failed (not root): no character device checks for $_sl"
+	fi
+	python3 -c "import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])" "$_sd/sock"
+	mkdir "$_sd/dir"
+	_sls=$(ls -A "$_sd" | tr '\n' ' ')
+	OUT=$_sd/sock
+	check_exit "$_sl: -o a socket is refused" 1 sh -c "$_sc"
+	cp "$WORK/.out" "$WORK/special.err"
+	check "$_sl:   in one line naming it" sh -c "test \"\$(wc -l <'$WORK/special.err')\" -eq 1 && grep -q '$_sd/sock is a socket' '$WORK/special.err'"
+	OUT=$_sd/dir
+	check_exit "$_sl: -o a folder is refused" 1 sh -c "$_sc"
+	cp "$WORK/.out" "$WORK/special.err"
+	check "$_sl:   in one line naming it" sh -c "test \"\$(wc -l <'$WORK/special.err')\" -eq 1 && grep -q '$_sd/dir is a folder' '$WORK/special.err'"
+	check "$_sl:   nothing made, the socket still a socket" sh -c "test -S '$_sd/sock' && test \"\$(ls -A '$_sd' | tr '\\n' ' ')\" = '$_sls' && test -z \"\$(ls -A '$_sd/dir')\""
+	unset OUT
+}
 # free_port: prints a TCP port free on 127.0.0.1 right now, never one it
 # already gave this script (the kernel may hand a just-closed port out
 # again, and two servers told to share a port meant one of them answered

@@ -25,6 +25,9 @@ touch "$M/config.json"
 check "pack again (mtime of a source changed)" sh -c "'$FGPACK' pack --model '$M' --no-golden -o '$WORK/b.fgb' >'$WORK/b.id'"
 check "same bundle id twice" cmp "$WORK/a.id" "$WORK/b.id"
 check "same bytes twice" cmp "$WORK/a.fgb" "$WORK/b.fgb"
+# -o a FIFO or a character device (what /dev/null is): written through, the
+# node left as it was; a socket or folder refused before any hashing
+special_outputs "pack" "'$FGPACK' pack --model '$M' --no-golden -o \"\$OUT\"" "$WORK/a.fgb"
 check "--threads 1 and 4 (frames compressed on 3 threads at once): same bytes" sh -c "'$FGPACK' pack --model '$M' --no-golden --threads 1 -o '$WORK/th1.fgb' >/dev/null && '$FGPACK' pack --model '$M' --no-golden --threads 4 -o '$WORK/th4.fgb' >/dev/null && cmp '$WORK/th1.fgb' '$WORK/a.fgb' && cmp '$WORK/th4.fgb' '$WORK/a.fgb'"
 check "FG_SHA256_X2=0 (one file per hashing item, not two interleaved): same bytes" sh -c "FG_SHA256_X2=0 '$FGPACK' pack --model '$M' --no-golden -o '$WORK/x1.fgb' >/dev/null && cmp '$WORK/x1.fgb' '$WORK/a.fgb'"
 cp -r "$M" "$WORK/model5"
@@ -47,6 +50,8 @@ check "GNU tar lists it: uid/gid 0, modes normalized" sh -c "zstd -dc '$WORK/a.f
 cd "$WORK" || exit 1
 check_exit "verify a clean bundle exits 0" 0 "$FGPACK" verify a.fgb --summary "$WORK/s.json"
 check_grep "summary.json says verified-files" '"verdict": "verified-files"' "$WORK/s.json"
+special_outputs "verify --summary" "'$FGPACK' verify '$WORK/a.fgb' --no-replay --summary \"\$OUT\""
+check_grep "verify --summary to a FIFO: its reader got the summary" '"verdict": "verified-files"' "$WORK/special.got"
 # nothing replayed and no --id: the member digests are the check, one
 # hashing pass; the id is computed only on request
 check_grep "files check without --id: the id is not computed" '"bundle": null' "$WORK/s.json"

@@ -111,6 +111,16 @@ check "fgpack gets what awscli put" sh -c "'$FGPACK' publish --get 'hf://buckets
 check "get: same sha256" test "$(sha "$WORK/out/got.bin")" = "$(sha "$WORK/fromaws.bin")"
 check "ranged get" sh -c "'$FGPACK' publish --get 'hf://buckets/ns1/other/up/from aws.bin' -o '$WORK/out/range.bin' --range 1000-8999 --endpoint $EP 2>>'$log'"
 check "ranged get: the right 8000 bytes" sh -c "tail -c +1001 '$WORK/fromaws.bin' | head -c 8000 | cmp - '$WORK/out/range.bin'"
+# -o a FIFO or a character device (what /dev/null is): written through, the
+# node left as it was, never the .part file renamed over it
+special_outputs "publish --get" "'$FGPACK' publish --get 'hf://buckets/ns1/other/up/from aws.bin' -o \"\$OUT\" --endpoint $EP" "$WORK/fromaws.bin"
+mkfifo "$WORK/rfifo"
+timeout 30 cat "$WORK/rfifo" >"$WORK/rfifo.got" &
+rcat=$!
+check_exit "ranged get to a FIFO (it cannot seek) is refused" 1 timeout 20 "$FGPACK" publish --get 'hf://buckets/ns1/other/up/from aws.bin' -o "$WORK/rfifo" --range 1000-8999 --endpoint "$EP"
+check_grep "  in one line naming it" "^fgpack publish: .*rfifo cannot seek: --range needs a file" "$WORK/.out"
+wait $rcat
+check "  the FIFO stays a FIFO and got nothing" sh -c "test -p '$WORK/rfifo' && ! test -s '$WORK/rfifo.got'"
 check_exit "get of a missing key fails" 1 "$FGPACK" publish --get hf://buckets/ns1/other/nope -o "$WORK/out/nope" --endpoint "$EP"
 check_grep "missing key: HTTP 404" "HTTP 404" "$WORK/.out"
 

@@ -5,7 +5,10 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -427,6 +430,102 @@ static void test_fs_tmp_dir(const char *dir)
 	fg_buf_release(&p);
 }
 
+/* 1 when folder dir holds a name with ".tmp." in it */
+static int tmp_left(const char *dir)
+{
+	struct fg_buf cmd = FG_BUF_INIT;
+	struct fg_err err;
+	int rc;
+
+	fg_buf_printf(&cmd, &err, "ls -A '%s' | grep -q '[.]tmp[.]'", dir);
+	rc = system(cmd.data) == 0;
+	fg_buf_release(&cmd);
+	return rc;
+}
+
+/* Outputs that are no regular file (fg_out_open, fg_file_write_out): a FIFO
+ * and a character device (a private c 1 3, as /dev/null; root only) are
+ * written through and stay what they were, a link to one stays a link; a
+ * socket and a folder are refused by name; a regular file and a link to one
+ * are replaced atomically as before. */
+static void test_fs_out(const char *dir)
+{
+	struct fg_buf sub = FG_BUF_INIT, p = FG_BUF_INIT, l = FG_BUF_INIT, r = FG_BUF_INIT;
+	struct sockaddr_un sa;
+	struct fg_err err;
+	struct stat sb;
+	char got[8];
+	int rfd, fd, s, rc;
+
+	fg_buf_printf(&sub, &err, "%s/out", dir);
+	fg_mkdir_p(sub.data, 0755, &err);
+
+	/* a FIFO, its reader already there so that the open does not wait */
+	fg_buf_printf(&p, &err, "%s/fifo", sub.data);
+	rfd = mkfifo(p.data, 0644) ? -1 : open(p.data, O_RDONLY | O_NONBLOCK);
+	ok(rfd >= 0, "fs out: a FIFO and its reader");
+	rc = fg_file_write_out(p.data, "abc", 3, 0644, &err);
+	ok(rc == 0, "fs out: write to the FIFO (%s)", rc ? err.msg : "ok");
+	ok(read(rfd, got, sizeof(got)) == 3 && !memcmp(got, "abc", 3), "fs out: its reader got the bytes");
+	ok(!lstat(p.data, &sb) && S_ISFIFO(sb.st_mode) && !tmp_left(sub.data),
+	   "fs out: it is still a FIFO, no temporary file beside it");
+	close(rfd);
+
+	/* a character device of our own: /dev/null's numbers */
+	fg_buf_reset(&p);
+	fg_buf_printf(&p, &err, "%s/null", sub.data);
+	fg_buf_printf(&l, &err, "%s/link", sub.data);
+	if (mknod(p.data, S_IFCHR | 0666, makedev(1, 3)) == 0 && chmod(p.data, 0666) == 0 &&
+	    symlink("null", l.data) == 0) {
+		rc = fg_file_write_out(p.data, "abc", 3, 0644, &err);
+		ok(rc == 0, "fs out: write to a character device (%s)", rc ? err.msg : "ok");
+		rc = fg_file_write_out(l.data, "abc", 3, 0600, &err);
+		ok(rc == 0, "fs out: write through a symlink to it (%s)", rc ? err.msg : "ok");
+		ok(!lstat(p.data, &sb) && S_ISCHR(sb.st_mode) && (sb.st_mode & 07777) == 0666 &&
+		   !lstat(l.data, &sb) && S_ISLNK(sb.st_mode) && !tmp_left(sub.data),
+		   "fs out: the device, its mode and the link stay, no temporary file beside them");
+	} else {
+		printf("# skipped: mknod failed (not root): no character device checks\n");
+	}
+
+	/* refused: a socket, a folder; nothing made */
+	fg_buf_reset(&p);
+	fg_buf_printf(&p, &err, "%s/sock", sub.data);
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", p.data);
+	s = socket(AF_UNIX, SOCK_STREAM, 0);
+	ok(s >= 0 && !bind(s, (struct sockaddr *)&sa, sizeof(sa)), "fs out: a socket");
+	rc = fg_file_write_out(p.data, "abc", 3, 0644, &err);
+	ok(rc == FG_EINVAL && strstr(err.msg, "sock is a socket") && !strchr(err.msg, '\n'),
+	   "fs out: a socket refused in one line (%s)", err.msg);
+	ok(!lstat(p.data, &sb) && S_ISSOCK(sb.st_mode) && !tmp_left(sub.data), "fs out: it is still a socket");
+	close(s);
+	ok(fg_out_check(sub.data, &err) == FG_EINVAL && strstr(err.msg, "out is a folder"),
+	   "fs out: a folder refused (%s)", err.msg);
+	fd = -2;
+	ok(fg_out_open(sub.data, &fd, &err) == FG_EINVAL && fd == -1, "fs out: ... by fg_out_open too, no fd");
+
+	/* a regular file and a link to one: atomically replaced, as before */
+	fg_buf_reset(&p);
+	fg_buf_reset(&l);
+	fg_buf_printf(&p, &err, "%s/file", sub.data);
+	fg_buf_printf(&l, &err, "%s/flink", sub.data);
+	fd = -2;
+	ok(fg_out_check(p.data, &err) == 0 && fg_out_open(p.data, &fd, &err) == 0 && fd == -1,
+	   "fs out: a missing path is left to the atomic writer");
+	ok(fg_file_write_out(p.data, "old", 3, 0644, &err) == 0 && symlink("file", l.data) == 0 &&
+	   fg_out_open(p.data, &fd, &err) == 0 && fd == -1 && fg_out_open(l.data, &fd, &err) == 0 &&
+	   fd == -1, "fs out: a regular file and a link to one are left to it too");
+	ok(fg_file_write_out(l.data, "new", 3, 0644, &err) == 0 && !lstat(l.data, &sb) && S_ISREG(sb.st_mode) &&
+	   !fg_file_read(l.data, 100, &r, &err) && r.len == 3 && !memcmp(r.data, "new", 3),
+	   "fs out: a link to a regular file is replaced by the new file, as fg_file_write_atomic does");
+	fg_buf_release(&sub);
+	fg_buf_release(&p);
+	fg_buf_release(&l);
+	fg_buf_release(&r);
+}
+
 static void test_fs(void)
 {
 	char dir[] = "/tmp/fgtest_core_XXXXXX";
@@ -444,6 +543,7 @@ static void test_fs(void)
 	test_fs_planted(dir);
 	test_fs_leftovers(dir);
 	test_fs_tmp_dir(dir);
+	test_fs_out(dir);
 	ok(fg_path_is_safe_rel("a/b.txt") && !fg_path_is_safe_rel("../x") && !fg_path_is_safe_rel("/x") &&
 	   !fg_path_is_safe_rel("a//b") && !fg_path_is_safe_rel("a/./b") && !fg_path_is_safe_rel("a\\b") &&
 	   !fg_path_is_safe_rel("a/..") && !fg_path_is_safe_rel(""), "fs: safe relative paths");
