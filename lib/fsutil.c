@@ -298,12 +298,49 @@ int fg_out_check(const char *path, struct fg_err *err)
 	return stat(path, &st) ? 0 : out_refuse(path, st.st_mode, err);
 }
 
+/* The descriptor a name of this process's own streams stands for
+ * (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N), else -1. */
+static int own_stream(const char *path)
+{
+	static const char *const pre[] = { "/dev/fd/", "/proc/self/fd/" };
+	long n = -1;
+
+	if (!strcmp(path, "/dev/stdout"))
+		return 1;
+	if (!strcmp(path, "/dev/stderr"))
+		return 2;
+	for (size_t i = 0; i < sizeof(pre) / sizeof(pre[0]); i++)
+		if (!strncmp(path, pre[i], strlen(pre[i]))) {
+			const char *d = path + strlen(pre[i]);
+			char *end;
+
+			errno = 0;
+			n = *d >= '0' && *d <= '9' ? strtol(d, &end, 10) : -1;
+			if (n >= 0 && (errno || *end || n > INT_MAX))
+				n = -1;
+		}
+	return (int)n;
+}
+
 int fg_out_open(const char *path, int *fd, struct fg_err *err)
 {
 	struct stat st;
-	int rc, f;
+	int rc, f, own = own_stream(path);
 
 	*fd = -1;
+	/* one of our own streams is written through a copy of its descriptor,
+	 * whatever it is: a shell's "> file" or ">> file" behind /dev/stdout
+	 * keeps its offset and mode, and no file ever takes the link's place */
+	if (own >= 0) {
+		if (fstat(own, &st))
+			return fg_err_set(err, FG_EIO, "%s: %s", path, strerror(errno));
+		if ((rc = out_refuse(path, st.st_mode, err)))
+			return rc;
+		if ((f = fcntl(own, F_DUPFD_CLOEXEC, 3)) < 0)
+			return fg_err_set(err, FG_EIO, "%s: %s", path, strerror(errno));
+		*fd = f;
+		return 0;
+	}
 	if (stat(path, &st) || S_ISREG(st.st_mode))
 		return 0;
 	if ((rc = out_refuse(path, st.st_mode, err)))

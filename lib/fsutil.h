@@ -34,7 +34,9 @@ int fg_file_write_atomic(const char *path, const void *data, size_t len, int mod
  * device, socket or folder there is refused in one line naming it. For
  * anything else (a missing path, a regular file, a link to one) *fd is -1:
  * the caller writes it atomically as before. A FIFO's open waits for its
- * reader. */
+ * reader. A name of this process's own streams (/dev/stdout, /dev/stderr,
+ * /dev/fd/N, /proc/self/fd/N) is written through a copy of that descriptor
+ * whatever it holds, a regular file included. */
 int fg_out_open(const char *path, int *fd, struct fg_err *err);
 /* fg_out_open's refusal alone, by stat and without opening anything: for a
  * command to give it before its long work rather than after. */

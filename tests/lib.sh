@@ -55,7 +55,11 @@ check_grep() {
 # real one is never named) and a symlink to it stay what they were, with no
 # temporary file beside them (skipped with a message where mknod fails: not
 # root); a socket and a folder are refused in one line naming them, with
-# nothing made. CMD's exit status must be 0, or 1 for the refusals.
+# nothing made. CMD's exit status must be 0, or 1 for the refusals. One of
+# the process's own streams named by path (/dev/fd/3, opened on a regular
+# file by the shell) gets the bytes through that descriptor: a regression
+# that writes a file beside it fails there (nothing can be made in /dev/fd)
+# instead of replacing anything.
 special_outputs() {
 	_sl=$1 _sc=$2 _sr=${3:-}
 	_sd=$WORK/special
@@ -71,6 +75,11 @@ special_outputs() {
 	check "$_sl:   it stays a FIFO, nothing beside it" sh -c "test -p '$_sd/fifo' && test \"\$(ls -A '$_sd')\" = fifo"
 	check "$_sl:   its reader got the output" test -s "$WORK/special.got"
 	[ -z "$_sr" ] || check "$_sl:   the same bytes as to a regular file" cmp "$_sr" "$WORK/special.got"
+	rm -f "$WORK/special.fd3"
+	OUT=/dev/fd/3
+	check "$_sl: -o /dev/fd/3 (a regular file the shell opened)" sh -c "exec 3>'$WORK/special.fd3'; $_sc"
+	check "$_sl:   the file behind it got the output" test -s "$WORK/special.fd3"
+	[ -z "$_sr" ] || check "$_sl:   the same bytes as to a regular file" cmp "$_sr" "$WORK/special.fd3"
 	if mknod "$_sd/null" c 1 3 2>/dev/null; then
 		ln -s null "$_sd/link"
 		OUT=$_sd/null
