@@ -136,16 +136,10 @@ static int verify_statement(const char *path, const struct fg_buf *payload, cons
 
 	*checked = 0;
 	*total = 0;
-	/* a FIFO or device is named, not read: O_NONBLOCK, as a FIFO's open
-	 * would wait for a writer, and the fd's fstat says what it is */
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)) < 0)
-		return fg_err_set(err, errno == ENOENT ? FG_ENOTFOUND : FG_EIO, "open %s: %s", path,
-				  strerror(errno));
-	if (fstat(fd, &sb))
-		rc = fg_err_set(err, FG_EIO, "stat %s: %s", path, strerror(errno));
-	else if (!S_ISREG(sb.st_mode))
-		rc = fg_oms_refuse_special(path, sb.st_mode, err);
-	else if ((unsigned long long)sb.st_size > FG_SIGN_STATEMENT_MAX)
+	/* a FIFO or device is named, not read (a FIFO's open would wait) */
+	if ((rc = fg_oms_open_regular(path, FG_OMS_LINKS_FOLLOW, &fd, &sb, err)))
+		return rc;
+	if ((unsigned long long)sb.st_size > FG_SIGN_STATEMENT_MAX)
 		/* a bundle of gigabytes is no statement: not read */
 		rc = not_the_statement(path, doc, err);
 	else

@@ -977,6 +977,28 @@ static int hash_files(struct flist *l, int dfd, const char *dir, enum fg_oms_lin
 	return rc;
 }
 
+int fg_oms_open_regular(const char *path, enum fg_oms_links links, int *fd, struct stat *sb, struct fg_err *err)
+{
+	int follow = links == FG_OMS_LINKS_FOLLOW, f, rc = 0;
+
+	*fd = -1;
+	f = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (follow ? 0 : O_NOFOLLOW));
+	if (f < 0 && !follow && errno == ELOOP)
+		return refuse_link(path, links, err);
+	if (f < 0)
+		return fg_err_set(err, errno == ENOENT ? FG_ENOTFOUND : FG_EIO, "open %s: %s", path,
+				  strerror(errno));
+	if (fstat(f, sb))
+		rc = fg_err_set(err, FG_EIO, "stat %s: %s", path, strerror(errno));
+	else if (!S_ISREG(sb->st_mode))
+		rc = fg_oms_refuse_special(path, sb->st_mode, err);
+	if (rc)
+		close(f);
+	else
+		*fd = f;
+	return rc;
+}
+
 /* A model that is one file, hashed as l's only entry (name). Unless links
  * are followed it is opened with O_NOFOLLOW and checked on the open fd, so
  * the file checked is the file read: one swapped for a link after the lstat
@@ -986,24 +1008,15 @@ static int hash_single(struct flist *l, const char *path, const char *name,
 		       enum fg_oms_links links, struct fg_err *err)
 {
 	const size_t chunk = 256 << 10;
-	int follow = links == FG_OMS_LINKS_FOLLOW;
 	struct fg_sha256 *h = NULL;
 	struct stat sb;
 	uint8_t d[32];
 	char *buf = NULL;
 	int fd, rc;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (follow ? 0 : O_NOFOLLOW));
-	if (fd < 0 && !follow && errno == ELOOP)
-		return refuse_link(path, links, err);
-	if (fd < 0)
-		return fg_err_set(err, errno == ENOENT ? FG_ENOTFOUND : FG_EIO, "open %s: %s", path,
-				  strerror(errno));
-	if (fstat(fd, &sb))
-		rc = fg_err_set(err, FG_EIO, "stat %s: %s", path, strerror(errno));
-	else if (!S_ISREG(sb.st_mode))
-		rc = fg_oms_refuse_special(path, sb.st_mode, err);
-	else if (!(buf = malloc(chunk)))
+	if ((rc = fg_oms_open_regular(path, links, &fd, &sb, err)))
+		return rc;
+	if (!(buf = malloc(chunk)))
 		rc = fg_err_set(err, FG_ENOMEM, "out of memory");
 	else
 		rc = flist_add(l, name, err);

@@ -169,6 +169,13 @@ const char *fg_oms_kind(unsigned int mode);
 /* FG_EUNSUPPORTED, one line naming path and its kind: only regular files
  * and folders are signed (a FIFO, socket or device is named, never read). */
 int fg_oms_refuse_special(const char *path, unsigned int mode, struct fg_err *err);
+/* path opened for reading without waiting on a FIFO (O_NONBLOCK, O_NOCTTY;
+ * O_NOFOLLOW unless links are followed, a link then refused with the
+ * --allow-symlinks hint) and checked by the open fd's fstat into *sb: *fd a
+ * regular file's, else -1 and one line (fg_oms_refuse_special). */
+struct stat;
+int fg_oms_open_regular(const char *path, enum fg_oms_links links, int *fd, struct stat *sb,
+			struct fg_err *err);
 
 /* When file (which need not exist yet: a signature about to be written) lies
  * below the folder dir, appends its path relative to dir ('/'-separated) to
