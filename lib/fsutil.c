@@ -212,42 +212,56 @@ int fg_file_sweep_tmps(const char *dir, const char *base, int grace_s)
 	return fg_tmp_sweep(dir, ".tmp.", base, 1, grace_s);
 }
 
-int fg_file_write_atomic(const char *path, const void *data, size_t len, int mode,
-			 struct fg_err *err)
+int fg_tmp_create(const char *path, int mode, struct fg_buf *tmp, int *fd, int *slot, struct fg_err *err)
 {
 	static atomic_uint seq; /* this process's further names, unique across threads */
-	struct fg_buf tmp = FG_BUF_INIT, dir = FG_BUF_INIT;
+	struct fg_buf dir = FG_BUF_INIT;
 	sigset_t old;
-	int fd = -1, rc, tries, slot = -1, e;
+	int rc, tries, e;
 
+	*fd = -1;
+	*slot = -1;
 	rc = fg_path_dir(path, &dir, err);
 	if (!rc) { /* what earlier writers of path killed by SIGKILL left */
 		const char *slash = strrchr(path, '/');
 
 		fg_file_sweep_tmps(dir.data, slash ? slash + 1 : path, FG_TMP_GRACE_S);
 	}
+	fg_buf_release(&dir);
 	/* O_EXCL|O_NOFOLLOW: a name that exists (a symlink planted there,
 	 * another writer's file) is never followed, truncated nor taken over;
 	 * the next name is tried instead */
-	for (tries = 0; !rc && fd < 0; tries++) {
-		fg_buf_reset(&tmp);
+	for (tries = 0; !rc && *fd < 0; tries++) {
+		fg_buf_reset(tmp);
 		if (!tries)
-			rc = fg_buf_printf(&tmp, err, "%s.tmp.%ld", path, (long)getpid());
+			rc = fg_buf_printf(tmp, err, "%s.tmp.%ld", path, (long)getpid());
 		else
-			rc = fg_buf_printf(&tmp, err, "%s.tmp.%ld.%u", path, (long)getpid(),
+			rc = fg_buf_printf(tmp, err, "%s.tmp.%ld.%u", path, (long)getpid(),
 					   atomic_fetch_add(&seq, 1) + 1);
 		if (rc)
 			break;
 		/* made and tracked with no signal in between (fg_tmp_hold_signals) */
 		fg_tmp_hold_signals(&old);
-		fd = open(tmp.data, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+		*fd = open(tmp->data, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 		e = errno;
-		if (fd >= 0)
-			slot = fg_tmp_track(tmp.data);
+		if (*fd >= 0)
+			*slot = fg_tmp_track(tmp->data);
 		fg_tmp_release_signals(&old);
-		if (fd < 0 && (e != EEXIST || tries + 1 == TMP_TRIES))
-			rc = fg_err_set(err, FG_EIO, "create %s: %s", tmp.data, strerror(e));
+		if (*fd < 0 && (e != EEXIST || tries + 1 == TMP_TRIES))
+			rc = fg_err_set(err, FG_EIO, "create %s: %s", tmp->data, strerror(e));
 	}
+	return rc;
+}
+
+int fg_file_write_atomic(const char *path, const void *data, size_t len, int mode,
+			 struct fg_err *err)
+{
+	struct fg_buf tmp = FG_BUF_INIT, dir = FG_BUF_INIT;
+	int fd = -1, rc, slot = -1;
+
+	rc = fg_path_dir(path, &dir, err);
+	if (!rc)
+		rc = fg_tmp_create(path, mode, &tmp, &fd, &slot, err);
 	if (rc)
 		goto out;
 	if (fg_write_all(fd, data, len) || fsync(fd)) {

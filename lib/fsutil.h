@@ -26,6 +26,12 @@ int fg_fd_read(int fd, const char *path, size_t max, struct fg_buf *out, struct 
  * SIGKILL left are removed first (fg_file_sweep_tmps, FG_TMP_GRACE_S). */
 int fg_file_write_atomic(const char *path, const void *data, size_t len, int mode,
 			 struct fg_err *err);
+/* fg_file_write_atomic's temporary file for path, for a writer of its own
+ * (pack's bundle): dead writers' leftovers swept first, then a new name
+ * beside path ("path.tmp.<pid>[.<n>]") made O_EXCL|O_NOFOLLOW and tracked
+ * (fg_tmp_track, signals held in between): its name in tmp, its fd in *fd,
+ * the slot to fg_tmp_untrack in *slot. */
+int fg_tmp_create(const char *path, int mode, struct fg_buf *tmp, int *fd, int *slot, struct fg_err *err);
 
 /* A command's output path (-o, --record, ...) that exists and is, after
  * links, a character device or a FIFO (/dev/null, /dev/stdout, a named pipe)

@@ -1181,7 +1181,7 @@ static int writer_finish(struct fg_tarball_writer *w, const char *path, uint8_t 
 	struct archive *a = NULL;
 	const char *slash;
 	size_t i, idst_len = 0;
-	int rc = 0, opened = 0, direct, k;
+	int rc = 0, opened = 0, direct, k, slot = -1;
 
 	memset(&s, 0, sizeof(s));
 	s.fd = -1;
@@ -1200,11 +1200,9 @@ static int writer_finish(struct fg_tarball_writer *w, const char *path, uint8_t 
 	direct = s.fd >= 0;
 	if (rc)
 		goto out;
-	rc = fg_buf_printf(&tmp, err, "%s.tmp.%ld", path, (long)getpid());
 	slash = strrchr(path, '/');
-	if (!rc)
-		rc = slash ? fg_buf_append(&dir, path, slash == path ? 1 : (size_t)(slash - path), err)
-			   : fg_buf_puts(&dir, ".", err);
+	rc = slash ? fg_buf_append(&dir, path, slash == path ? 1 : (size_t)(slash - path), err)
+		   : fg_buf_puts(&dir, ".", err);
 	if (rc)
 		goto out;
 	{
@@ -1221,15 +1219,16 @@ static int writer_finish(struct fg_tarball_writer *w, const char *path, uint8_t 
 	rc = fg_sha256_new_own(&s.id, err);
 	if (rc)
 		goto out;
-	s.path = direct ? path : tmp.data;
 	if (!direct) {
-		s.fd = open(tmp.data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-		if (s.fd < 0) {
-			rc = fg_err_set(err, FG_EIO, "create %s: %s", tmp.data, strerror(errno));
+		/* fg_file_write_atomic's temporary file: a new name (O_EXCL,
+		 * O_NOFOLLOW: a link planted there is never written through),
+		 * removed on a signal, a killed writer's swept by the next */
+		rc = fg_tmp_create(path, 0644, &tmp, &s.fd, &slot, err);
+		if (rc)
 			goto out;
-		}
 		opened = 1;
 	}
+	s.path = direct ? path : tmp.data;
 	sink_start(&s, w->threads);
 	a = archive_write_new();
 	if (!a || archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
@@ -1314,6 +1313,7 @@ out:
 		close(s.fd);
 	if (rc && opened)
 		unlink(tmp.data);
+	fg_tmp_untrack(slot);
 	sink_free(&s);
 	fg_buf_release(&tmp);
 	fg_buf_release(&dir);

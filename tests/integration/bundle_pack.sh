@@ -28,6 +28,37 @@ check "same bytes twice" cmp "$WORK/a.fgb" "$WORK/b.fgb"
 # -o a FIFO or a character device (what /dev/null is): written through, the
 # node left as it was; a socket or folder refused before any hashing
 special_outputs "pack" "'$FGPACK' pack --model '$M' --no-golden -o \"\$OUT\"" "$WORK/a.fgb"
+# the temporary bundle is fg_file_write_atomic's: a new name past a link
+# planted at the first one (exec keeps the pid the name is made of), the
+# link's target untouched; removed on a signal mid-pack
+echo keep >"$WORK/victim"
+check "pack past a link planted at its temporary name" sh -c 'ln -s "$1" "$2.tmp.$$" && exec "$3" pack --model "$4" --no-golden -o "$2" >/dev/null' sh "$WORK/victim" "$WORK/planted.fgb" "$FGPACK" "$M"
+check "  the link's target untouched" test "$(cat "$WORK/victim")" = keep
+check "  the same bundle as to a plain path" cmp "$WORK/a.fgb" "$WORK/planted.fgb"
+rm -f "$WORK"/planted.fgb.tmp.*
+mkdir -p "$WORK/bigm"
+head -c 134217728 /dev/urandom >"$WORK/bigm/w.bin"
+printf '{"big": true}\n' >"$WORK/bigm/config.json"
+got=missed
+for try in 1 2 3; do
+	rm -f "$WORK/sig.fgb"
+	(exec env --default-signal=TERM "$FGPACK" pack --model "$WORK/bigm" --no-golden -o "$WORK/sig.fgb") >"$WORK/sig.log" 2>&1 &
+	pid=$!
+	while kill -0 $pid 2>/dev/null && [ ! -e "$WORK/sig.fgb.tmp.$pid" ]; do :; done
+	kill -STOP $pid 2>/dev/null
+	if [ -e "$WORK/sig.fgb.tmp.$pid" ]; then
+		kill -TERM $pid
+		kill -CONT $pid
+		wait $pid
+		got=$?
+		break
+	fi
+	kill -CONT $pid 2>/dev/null
+	wait $pid
+done
+check "pack stopped by SIGTERM while writing exits 143 (caught: $got)" test "$got" = 143
+check "  its temporary bundle removed, no bundle written" sh -c "! ls -A '$WORK' | grep -q '^sig[.]fgb'"
+rm -rf "$WORK/bigm"
 check "--threads 1 and 4 (frames compressed on 3 threads at once): same bytes" sh -c "'$FGPACK' pack --model '$M' --no-golden --threads 1 -o '$WORK/th1.fgb' >/dev/null && '$FGPACK' pack --model '$M' --no-golden --threads 4 -o '$WORK/th4.fgb' >/dev/null && cmp '$WORK/th1.fgb' '$WORK/a.fgb' && cmp '$WORK/th4.fgb' '$WORK/a.fgb'"
 check "FG_SHA256_X2=0 (one file per hashing item, not two interleaved): same bytes" sh -c "FG_SHA256_X2=0 '$FGPACK' pack --model '$M' --no-golden -o '$WORK/x1.fgb' >/dev/null && cmp '$WORK/x1.fgb' '$WORK/a.fgb'"
 cp -r "$M" "$WORK/model5"
