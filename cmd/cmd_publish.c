@@ -472,7 +472,7 @@ static int do_get(const char *target, const struct conn *c, const char *outpath,
 	struct fg_s3 *s3 = NULL;
 	struct fg_buf endpoint = FG_BUF_INIT, tmp = FG_BUF_INIT;
 	unsigned long long a = 0, b = 0;
-	int rc, fd = -1;
+	int rc, fd = -1, slot = -1, made = 0;
 
 	if (range) {
 		const char *dash = strchr(range, '-');
@@ -492,7 +492,7 @@ static int do_get(const char *target, const struct conn *c, const char *outpath,
 		goto out;
 	}
 	/* a device or FIFO at outpath is written through, never replaced by
-	 * the .part file's rename (lib/fsutil.h) */
+	 * the temporary file's rename (lib/fsutil.h) */
 	if ((rc = fg_out_check(outpath, &err)) || (rc = open_s3(&s3, &endpoint, ref, c, 0, &err)) ||
 	    (rc = fg_out_open(outpath, &fd, &err)))
 		goto out;
@@ -505,13 +505,11 @@ static int do_get(const char *target, const struct conn *c, const char *outpath,
 		fd = -1;
 		goto out;
 	}
-	if ((rc = fg_buf_printf(&tmp, &err, "%s.part", outpath)))
+	/* fg_file_write_atomic's temporary file: a new name (a link planted
+	 * there never written through), removed on a signal */
+	if ((rc = fg_tmp_create(outpath, 0644, &tmp, &fd, &slot, &err)))
 		goto out;
-	fd = open(tmp.data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		rc = fg_err_set(&err, FG_EIO, "open %s: %s", tmp.data, strerror(errno));
-		goto out;
-	}
+	made = 1;
 	rc = fg_s3_get(s3, ref->name, ref->path, a, range ? b - a + 1 : 0, fd, 0, NULL, &err);
 	if (!rc && (fsync(fd) || close(fd))) {
 		rc = fg_err_set(&err, FG_EIO, "write %s: %s", tmp.data, strerror(errno));
@@ -524,8 +522,9 @@ static int do_get(const char *target, const struct conn *c, const char *outpath,
 out:
 	if (fd >= 0)
 		close(fd);
-	if (rc && tmp.data)
+	if (rc && made)
 		unlink(tmp.data);
+	fg_tmp_untrack(slot);
 	fg_buf_release(&tmp);
 	fg_buf_release(&endpoint);
 	fg_s3_free(s3);

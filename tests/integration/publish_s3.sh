@@ -112,7 +112,7 @@ check "get: same sha256" test "$(sha "$WORK/out/got.bin")" = "$(sha "$WORK/froma
 check "ranged get" sh -c "'$FGPACK' publish --get 'hf://buckets/ns1/other/up/from aws.bin' -o '$WORK/out/range.bin' --range 1000-8999 --endpoint $EP 2>>'$log'"
 check "ranged get: the right 8000 bytes" sh -c "tail -c +1001 '$WORK/fromaws.bin' | head -c 8000 | cmp - '$WORK/out/range.bin'"
 # -o a FIFO or a character device (what /dev/null is): written through, the
-# node left as it was, never the .part file renamed over it
+# node left as it was, never the temporary file renamed over it
 special_outputs "publish --get" "'$FGPACK' publish --get 'hf://buckets/ns1/other/up/from aws.bin' -o \"\$OUT\" --endpoint $EP" "$WORK/fromaws.bin"
 mkfifo "$WORK/rfifo"
 timeout 30 cat "$WORK/rfifo" >"$WORK/rfifo.got" &
