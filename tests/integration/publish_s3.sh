@@ -111,6 +111,13 @@ check "fgpack gets what awscli put" sh -c "'$FGPACK' publish --get 'hf://buckets
 check "get: same sha256" test "$(sha "$WORK/out/got.bin")" = "$(sha "$WORK/fromaws.bin")"
 check "ranged get" sh -c "'$FGPACK' publish --get 'hf://buckets/ns1/other/up/from aws.bin' -o '$WORK/out/range.bin' --range 1000-8999 --endpoint $EP 2>>'$log'"
 check "ranged get: the right 8000 bytes" sh -c "tail -c +1001 '$WORK/fromaws.bin' | head -c 8000 | cmp - '$WORK/out/range.bin'"
+# the download's temporary file is made new: a link planted at its first
+# name (exec keeps the pid the name is made of) is not written through
+echo keep >"$WORK/victim"
+check "get past a link planted at its temporary name" sh -c 'ln -s "$1" "$2.tmp.$$" && exec "$3" publish --get "hf://buckets/ns1/other/up/from aws.bin" -o "$2" --endpoint "$4"' sh "$WORK/victim" "$WORK/out/planted.bin" "$FGPACK" "$EP"
+check "  the link's target untouched" test "$(cat "$WORK/victim")" = keep
+check "  the object got whole" cmp "$WORK/fromaws.bin" "$WORK/out/planted.bin"
+rm -f "$WORK"/out/planted.bin.tmp.*
 # -o a FIFO or a character device (what /dev/null is): written through, the
 # node left as it was, never the temporary file renamed over it
 special_outputs "publish --get" "'$FGPACK' publish --get 'hf://buckets/ns1/other/up/from aws.bin' -o \"\$OUT\" --endpoint $EP" "$WORK/fromaws.bin"
