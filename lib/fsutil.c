@@ -212,12 +212,51 @@ int fg_file_sweep_tmps(const char *dir, const char *base, int grace_s)
 	return fg_tmp_sweep(dir, ".tmp.", base, 1, grace_s);
 }
 
-int fg_tmp_create(const char *path, int mode, struct fg_buf *tmp, int *fd, int *slot, struct fg_err *err)
+/* A new temporary file (opened O_WRONLY into *fd) or, with fd NULL, folder
+ * named stem<pid>, else stem<pid>.<n>: O_EXCL|O_NOFOLLOW (mkdir), so a name
+ * that exists (a symlink planted there, another writer's) is never
+ * followed, truncated nor taken over, and tracked with no signal in between
+ * (fg_tmp_hold_signals); a name taken is never tracked, as it may be a live
+ * writer's of another pid namespace. beside: the output a folder is for,
+ * named in its error. */
+static int tmp_make(const char *stem, int mode, int *fd, const char *beside, struct fg_buf *tmp, int *slot,
+		    struct fg_err *err)
 {
 	static atomic_uint seq; /* this process's further names, unique across threads */
-	struct fg_buf dir = FG_BUF_INIT;
 	sigset_t old;
-	int rc, tries, e;
+	int rc = 0, tries, e, made;
+
+	*slot = -1;
+	for (tries = 0; !rc; tries++) {
+		fg_buf_reset(tmp);
+		rc = fg_buf_printf(tmp, err, "%s%ld", stem, (long)getpid());
+		if (!rc && tries)
+			rc = fg_buf_printf(tmp, err, ".%u", atomic_fetch_add(&seq, 1) + 1);
+		if (rc)
+			break;
+		fg_tmp_hold_signals(&old);
+		if (fd)
+			made = (*fd = open(tmp->data, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)) >= 0;
+		else
+			made = !mkdir(tmp->data, (mode_t)mode);
+		e = errno;
+		if (made)
+			*slot = fd ? fg_tmp_track(tmp->data) : fg_tmp_track_dir(tmp->data);
+		fg_tmp_release_signals(&old);
+		if (made)
+			break;
+		if (e != EEXIST || tries + 1 == TMP_TRIES)
+			rc = fd ? fg_err_set(err, FG_EIO, "create %s: %s", tmp->data, strerror(e))
+				: fg_err_set(err, FG_EIO, "create a temporary folder beside %s: %s", beside,
+					     strerror(e));
+	}
+	return rc;
+}
+
+int fg_tmp_create(const char *path, int mode, struct fg_buf *tmp, int *fd, int *slot, struct fg_err *err)
+{
+	struct fg_buf dir = FG_BUF_INIT, stem = FG_BUF_INIT;
+	int rc;
 
 	*fd = -1;
 	*slot = -1;
@@ -226,30 +265,12 @@ int fg_tmp_create(const char *path, int mode, struct fg_buf *tmp, int *fd, int *
 		const char *slash = strrchr(path, '/');
 
 		fg_file_sweep_tmps(dir.data, slash ? slash + 1 : path, FG_TMP_GRACE_S);
+		rc = fg_buf_printf(&stem, err, "%s.tmp.", path);
 	}
+	if (!rc)
+		rc = tmp_make(stem.data, mode, fd, NULL, tmp, slot, err);
 	fg_buf_release(&dir);
-	/* O_EXCL|O_NOFOLLOW: a name that exists (a symlink planted there,
-	 * another writer's file) is never followed, truncated nor taken over;
-	 * the next name is tried instead */
-	for (tries = 0; !rc && *fd < 0; tries++) {
-		fg_buf_reset(tmp);
-		if (!tries)
-			rc = fg_buf_printf(tmp, err, "%s.tmp.%ld", path, (long)getpid());
-		else
-			rc = fg_buf_printf(tmp, err, "%s.tmp.%ld.%u", path, (long)getpid(),
-					   atomic_fetch_add(&seq, 1) + 1);
-		if (rc)
-			break;
-		/* made and tracked with no signal in between (fg_tmp_hold_signals) */
-		fg_tmp_hold_signals(&old);
-		*fd = open(tmp->data, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-		e = errno;
-		if (*fd >= 0)
-			*slot = fg_tmp_track(tmp->data);
-		fg_tmp_release_signals(&old);
-		if (*fd < 0 && (e != EEXIST || tries + 1 == TMP_TRIES))
-			rc = fg_err_set(err, FG_EIO, "create %s: %s", tmp->data, strerror(e));
-	}
+	fg_buf_release(&stem);
 	return rc;
 }
 
@@ -729,14 +750,12 @@ void fg_tmp_remove_all(void)
 	errno = saved;
 }
 
-/* TMP_TRIES names of folders, like fg_file_write_atomic's files */
+/* fg_file_write_atomic's naming and tracking (tmp_make), for a folder */
 int fg_tmp_dir_make(const char *out, struct fg_buf *tmp, int *slot, struct fg_err *err)
 {
-	static atomic_uint seq;
 	const char *slash = strrchr(out, '/'), *name = slash ? slash + 1 : out;
-	struct fg_buf dir = FG_BUF_INIT, base = FG_BUF_INIT;
-	sigset_t old;
-	int rc, tries, e;
+	struct fg_buf dir = FG_BUF_INIT, base = FG_BUF_INIT, stem = FG_BUF_INIT;
+	int rc;
 
 	*slot = -1;
 	if (!*name)
@@ -746,35 +765,16 @@ int fg_tmp_dir_make(const char *out, struct fg_buf *tmp, int *slot, struct fg_er
 		rc = fg_buf_printf(&base, err, ".%s", name);
 	if (!rc) /* what earlier writers of out killed by SIGKILL left */
 		fg_tmp_sweep_dirs(dir.data, FG_TMP_DIR_TAG, base.data, 1, FG_TMP_GRACE_S);
-	for (tries = 0; !rc; tries++) {
-		fg_buf_reset(tmp);
-		if (slash)
-			rc = fg_buf_append(tmp, out, (size_t)(slash - out) + 1, err);
-		if (!rc)
-			rc = fg_buf_printf(tmp, err, "%s" FG_TMP_DIR_TAG "%ld", base.data, (long)getpid());
-		if (!rc && tries)
-			rc = fg_buf_printf(tmp, err, ".%u", atomic_fetch_add(&seq, 1) + 1);
-		if (rc)
-			break;
-		/* tracked the moment it exists: a signal in between would leave it.
-		 * Tracked only once made: a name taken may be a live writer's of
-		 * another pid namespace, which a signal must not remove. */
-		fg_tmp_hold_signals(&old);
-		if (!mkdir(tmp->data, 0755)) {
-			*slot = fg_tmp_track_dir(tmp->data);
-			fg_tmp_release_signals(&old);
-			break;
-		}
-		e = errno;
-		fg_tmp_release_signals(&old);
-		/* taken: this pid's own earlier folder, or anything planted there */
-		if (e != EEXIST || tries + 1 == TMP_TRIES)
-			rc = fg_err_set(err, FG_EIO, "create a temporary folder beside %s: %s", out,
-					strerror(e));
-	}
+	if (!rc && slash)
+		rc = fg_buf_append(&stem, out, (size_t)(slash - out) + 1, err);
+	if (!rc)
+		rc = fg_buf_printf(&stem, err, "%s" FG_TMP_DIR_TAG, base.data);
+	if (!rc)
+		rc = tmp_make(stem.data, 0755, NULL, out, tmp, slot, err);
 	if (!rc)
 		chmod(tmp->data, 0755); /* whatever the umask: the result is an ordinary folder */
 	fg_buf_release(&dir);
 	fg_buf_release(&base);
+	fg_buf_release(&stem);
 	return rc;
 }
