@@ -106,6 +106,25 @@ special_outputs() {
 	check "$_sl:   nothing made, the socket still a socket" sh -c "test -S '$_sd/sock' && test \"\$(ls -A '$_sd' | tr '\\n' ' ')\" = '$_sls' && test -z \"\$(ls -A '$_sd/dir')\""
 	unset OUT
 }
+# signal_when PID PATH SIG: PID, a background job of this shell, is
+# stopped once PATH exists (its temporary file or folder), sent SIG and let
+# go; prints its exit status, or "missed" (after waiting for it) when it
+# ended before PATH showed. Call it in the shell that started PID (a
+# $(...) around both, not around this alone: wait needs its own child).
+signal_when() {
+	while kill -0 "$1" 2>/dev/null && [ ! -e "$2" ]; do :; done
+	kill -STOP "$1" 2>/dev/null
+	if [ ! -e "$2" ]; then
+		kill -CONT "$1" 2>/dev/null
+		wait "$1"
+		echo missed
+		return
+	fi
+	kill -"$3" "$1"
+	kill -CONT "$1"
+	wait "$1"
+	echo $?
+}
 # free_port: prints a TCP port free on 127.0.0.1 right now, never one it
 # already gave this script (the kernel may hand a just-closed port out
 # again, and two servers told to share a port meant one of them answered

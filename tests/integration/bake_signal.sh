@@ -27,19 +27,8 @@ catch() {
 	(exec env --default-signal=INT "$FGPACK" $(if [ -n "${PRUNE:-}" ]; then
 		echo bake prune-head tied --keepset k.json "$1"; else echo bake int4 src "$1" -j 1; fi)) >"$1.log" 2>&1 &
 	pid=$!
-	while kill -0 $pid 2>/dev/null && [ ! -d ".$1.fgpack-tmp.$pid" ]; do :; done
-	kill -STOP $pid 2>/dev/null
-	if [ ! -d ".$1.fgpack-tmp.$pid" ]; then
-		kill -CONT $pid 2>/dev/null
-		wait $pid
-		echo missed
-		return
-	fi
 	echo $pid >"$1.pid"
-	kill -"$2" $pid
-	kill -CONT $pid
-	wait $pid
-	echo $?
+	signal_when $pid ".$1.fgpack-tmp.$pid" "$2"
 }
 # caught OUT SIG: catch, tried again (a busy machine may not run this shell
 # for the whole bake) up to three times; r gets the exit status

@@ -39,22 +39,14 @@ rm -f "$WORK"/planted.fgb.tmp.*
 mkdir -p "$WORK/bigm"
 head -c 134217728 /dev/urandom >"$WORK/bigm/w.bin"
 printf '{"big": true}\n' >"$WORK/bigm/config.json"
-got=missed
+pack_term() {
+	(exec env --default-signal=TERM "$FGPACK" pack --model "$WORK/bigm" --no-golden -o "$WORK/sig.fgb") >"$WORK/sig.log" 2>&1 &
+	signal_when $! "$WORK/sig.fgb.tmp.$!" TERM
+}
 for try in 1 2 3; do
 	rm -f "$WORK/sig.fgb"
-	(exec env --default-signal=TERM "$FGPACK" pack --model "$WORK/bigm" --no-golden -o "$WORK/sig.fgb") >"$WORK/sig.log" 2>&1 &
-	pid=$!
-	while kill -0 $pid 2>/dev/null && [ ! -e "$WORK/sig.fgb.tmp.$pid" ]; do :; done
-	kill -STOP $pid 2>/dev/null
-	if [ -e "$WORK/sig.fgb.tmp.$pid" ]; then
-		kill -TERM $pid
-		kill -CONT $pid
-		wait $pid
-		got=$?
-		break
-	fi
-	kill -CONT $pid 2>/dev/null
-	wait $pid
+	got=$(pack_term)
+	[ "$got" = missed ] || break
 done
 check "pack stopped by SIGTERM while writing exits 143 (caught: $got)" test "$got" = 143
 check "  its temporary bundle removed, no bundle written" sh -c "! ls -A '$WORK' | grep -q '^sig[.]fgb'"

@@ -143,20 +143,7 @@ check "pull the 256 MiB file into the store" "$FGPACK" pull big.json --lock big.
 # "missed" when the copy ended before it could be caught
 catch_copy() {
 	env --default-signal=INT "$FGPACK" pull big.json --lock big.lock --locked --into "$1" --copy >"$1.out" 2>&1 &
-	cp_pid=$!
-	cp_tmp=$1/m/big.bin.fgtmp.$cp_pid
-	while kill -0 $cp_pid 2>/dev/null && [ ! -e "$cp_tmp" ]; do :; done
-	kill -STOP $cp_pid 2>/dev/null
-	if [ ! -e "$cp_tmp" ]; then
-		kill -CONT $cp_pid 2>/dev/null
-		wait $cp_pid
-		echo missed
-		return
-	fi
-	kill -"$2" $cp_pid
-	kill -CONT $cp_pid
-	wait $cp_pid
-	echo $?
+	signal_when $! "$1/m/big.bin.fgtmp.$!" "$2"
 }
 for sig in TERM INT; do
 	r=$(catch_copy "k$sig" $sig)
