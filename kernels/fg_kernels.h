@@ -297,6 +297,7 @@ struct fg_kint4 {
 	uint16_t *d_scales;
 	uint32_t *d_counters; /* one per tile (fma) or per 8 row blocks (mma), zero between launches */
 	float *d_partial;     /* split-K partial sums */
+	unsigned long long *d_pairs; /* i8: a slot per output for launches of two splits, or NULL */
 	int kind;             /* FG_INT4_FMA or FG_INT4_MMA */
 	int n, k, kpad, tiles, group;
 	int splits;

@@ -974,6 +974,7 @@ extern "C" void fg_kint4_free(struct fg_kctx *ctx, struct fg_kint4 *w)
 	fg_kmem_free(ctx, w->d_scales);
 	fg_kmem_free(ctx, w->d_counters);
 	fg_kmem_free(ctx, w->d_partial);
+	fg_kmem_free(ctx, w->d_pairs);
 	free(w);
 }
 

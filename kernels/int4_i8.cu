@@ -237,15 +237,43 @@ __device__ __forceinline__ bool i8_last_split(unsigned *counters, int splits, un
 	return fg_arrive(&counters[blockIdx.x], old) == (unsigned)(splits - 1);
 }
 
+/* Two K splits of one output meet in a 64-bit slot (pairs, zero between
+ * launches): each ORs its partial sum, as ~bits (never 0: a NaN is made the
+ * canonical one, which the sum gives anyway), into its half. The one whose
+ * OR finds the other half there adds 0.0f + p0 + p1 in split order, as the
+ * last block of the counted path does, writes y and clears the slot; one
+ * atomic round trip, no counter and no second pass over the partials. */
+__device__ __forceinline__ void i8_pair(float *y, unsigned long long *slot, float v, int sp, bool store)
+{
+	unsigned mine = v != v ? ~0x7fffffffu : ~__float_as_uint(v);
+	unsigned long long old;
+
+	asm volatile("atom.relaxed.gpu.global.or.b64 %0, [%1], %2;"
+		     : "=l"(old)
+		     : "l"(slot), "l"((unsigned long long)mine << (32 * sp))
+		     : "memory");
+	if (unsigned other = (unsigned)(old >> (32 * (1 - sp)))) {
+		float o = __uint_as_float(~other), sum = 0.0f;
+
+		sum += sp ? o : v;
+		sum += sp ? v : o;
+		if (store)
+			*y = sum;
+		*slot = 0ull; /* ready for the next launch (stream-ordered) */
+	}
+}
+
 /* M vectors (1 or 2); GG: the input is gelu_tanh(x) * x2 (M = 1); G: the
- * scale group. */
+ * scale group. pairs: a slot per output for launches of two splits
+ * (i8_pair), or NULL. */
 template <int M, bool GG, int G>
 __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const uint4 *__restrict__ words,
 						   const uint32_t *__restrict__ scales, const float *__restrict__ x,
 						   const float *__restrict__ x2, float *__restrict__ partial,
-						   unsigned *__restrict__ counters, int n, int k, int ntiles, int nch,
-						   int ngr, int units, int slice, int splits, int tpb, int npad,
-						   int xstride, int ystride, const struct fg_kpf pf)
+						   unsigned *__restrict__ counters, unsigned long long *__restrict__ pairs,
+						   int n, int k, int ntiles, int nch, int ngr, int units, int slice,
+						   int splits, int tpb, int npad, int xstride, int ystride,
+						   const struct fg_kpf pf)
 {
 	constexpr int UE = G > FG_INT4_I8_CHUNK ? G : FG_INT4_I8_CHUNK; /* elements per unit */
 	constexpr int NC = UE / FG_INT4_I8_CHUNK;                       /* chunks per unit */
@@ -266,17 +294,18 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 	uint32_t sv[IU][GU];
 	float acc0 = 0.0f, acc1 = 0.0f;
 
-	fg_pdl_trigger();
+	fg_pdl_trigger<true>();
 	fg_pf_issue(pf); /* a later kernel's weights into L2 (fg_kctx_prefetch) */
 	/* the first units' weights before waiting for the kernel that writes x */
 #pragma unroll
 	for (int uu = 0; uu < IU; uu++)
 		if (wi + uu * wpt < nu)
 			i8_fetch<NC, GU>(wv[uu], sv[uu], wp, sq, wi + uu * wpt);
-	fg_pdl_wait();
+	fg_pdl_wait<true>();
 	i8_stage<M, GG, G>(sm, mult, bias, x, x2, k, u0 * UE, (min(units, u0 + slice) - u0) * GU, xstride, warp, nw,
 			   lane);
 	__syncthreads();
+	fg_pdl_staged();
 	fg_kt_mark(2); /* a measuring build's (KTRACE=1) marks: x staged */
 	for (int base = wi; base < nu; base += wpt * IU) {
 #pragma unroll
@@ -333,12 +362,15 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 		if (splits == 1) {
 			if (row < n)
 				y[(size_t)m * ystride + row] = v;
+		} else if (splits == 2 && pairs) {
+			if (row < npad)
+				i8_pair(y + (size_t)m * ystride + row, pairs + (size_t)m * npad + row, v, sp, row < n);
 		} else if (row < npad) {
 			partial[((size_t)sp * IM + m) * npad + row] = v;
 		}
 	}
 	fg_kt_mark(5); /* thread 0's outputs or partial sums written */
-	if (splits == 1 || !i8_last_split(counters, splits, &last))
+	if (splits == 1 || (splits == 2 && pairs) || !i8_last_split(counters, splits, &last))
 		return;
 	fg_kt_mark(6); /* the last split to finish */
 	if (threadIdx.x < 16 * M * tpb) {
@@ -543,6 +575,31 @@ static void i8_plan(const struct fg_kint4 *w, int m, int *splits, int *slice, in
 	*wpt = *slice < IW / t ? *slice : IW / t;
 }
 
+/* The slots of i8_pair for a matrix whose launches of one or two vectors
+ * take two splits (FG_I8_PAIR=0: none, every split launch counts its
+ * blocks); on a failure the matrix is freed. */
+static int i8_pairs_new(struct fg_kctx *ctx, struct fg_kint4 *w, struct fg_err *err)
+{
+	const char *e = getenv("FG_I8_PAIR");
+	size_t bytes = sizeof(unsigned long long) * IM * (size_t)w->npad;
+	int splits[IM], slice, wpt, tpb, rc = 0, want = 0;
+
+	for (int m = 1; m <= IM; m++) {
+		i8_plan(w, m, &splits[m - 1], &slice, &wpt, &tpb);
+		want |= splits[m - 1] == 2;
+	}
+	if (!want || (e && !strcmp(e, "0")))
+		return 0;
+	rc = fg_kmem_alloc(ctx, (void **)&w->d_pairs, bytes, err);
+	if (!rc)
+		rc = fg_kmem_fill(ctx, w->d_pairs, 0, bytes, err);
+	if (!rc)
+		rc = fg_kctx_sync(ctx, err);
+	if (rc)
+		fg_kint4_free(ctx, w);
+	return rc;
+}
+
 extern "C" int fg_kint4_i8_plan(const struct fg_kint4 *w, int m, int *slice, int *warps)
 {
 	int splits, tpb;
@@ -599,8 +656,11 @@ int fg_kint4_i8_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *p
 			w->max_splits = need;
 	}
 	rc = fg_int4_i8_repack(hw, hs, packed, scale_bf16, n, k, group, err);
-	return fg_kint4_upload(ctx, out, w, rc, hw, wb, hs, sb, d.tiles,
-			       sizeof(float) * (size_t)w->max_splits * IM * d.npad, err);
+	rc = fg_kint4_upload(ctx, out, w, rc, hw, wb, hs, sb, d.tiles,
+			     sizeof(float) * (size_t)w->max_splits * IM * d.npad, err);
+	if (!rc)
+		rc = i8_pairs_new(ctx, *out, err);
+	return rc;
 }
 
 template <int M, bool GG, int G>
@@ -621,9 +681,9 @@ static cudaError_t i8_launch_g(struct fg_kctx *ctx, float *d_y, const struct fg_
 	cfg.attrs = at;
 	cfg.numAttrs = ctx->pdl ? 1 : 0;
 	return cudaLaunchKernelEx(&cfg, int4_i8<M, GG, G>, d_y, (const uint4 *)w->d_words,
-				  (const uint32_t *)w->d_scales, d_x, d_x2, w->d_partial, (unsigned *)w->d_counters, w->n,
-				  w->k, w->tiles, w->chunks, w->kpad / w->group, w->units, slice, splits, tpb, w->npad,
-				  w->k, w->n, fg_pf_take(ctx));
+				  (const uint32_t *)w->d_scales, d_x, d_x2, w->d_partial, (unsigned *)w->d_counters,
+				  w->d_pairs, w->n, w->k, w->tiles, w->chunks, w->kpad / w->group, w->units, slice, splits,
+				  tpb, w->npad, w->k, w->n, fg_pf_take(ctx));
 }
 
 template <int M, bool GG>
