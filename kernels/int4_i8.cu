@@ -559,10 +559,15 @@ static void i8_plan(const struct fg_kint4 *w, int m, int *splits, int *slice, in
 		int unit = w->kpad / w->units, blocks;
 
 		s = (w->units * unit + w->stage - 1) / w->stage;
+		if (w->pair_stage && s > 2 && w->units * unit <= 2 * w->pair_stage)
+			s = 2; /* experiments (FG_I8_PAIR_STAGE): two splits of up to pair_stage */
 		while (t < IW && (w->tiles + t - 1) / t * s > w->wave)
 			t *= 2;
 		blocks = (w->tiles + t - 1) / t;
-		if (blocks * s < w->sms)
+		/* fill the SMs with more splits, but not a launch of two that
+		 * meets in i8_pair's slots (1.2 % a token on an H100 for the PLE
+		 * gate, 7 -> 2 splits; docs/bench.md) */
+		if (blocks * s < w->sms && !(s == 2 && w->pair && !w->pair_fill))
 			s = (w->sms + blocks - 1) / blocks;
 		if (s > w->units)
 			s = w->units;
@@ -580,7 +585,6 @@ static void i8_plan(const struct fg_kint4 *w, int m, int *splits, int *slice, in
  * blocks); on a failure the matrix is freed. */
 static int i8_pairs_new(struct fg_kctx *ctx, struct fg_kint4 *w, struct fg_err *err)
 {
-	const char *e = getenv("FG_I8_PAIR");
 	size_t bytes = sizeof(unsigned long long) * IM * (size_t)w->npad;
 	int splits[IM], slice, wpt, tpb, rc = 0, want = 0;
 
@@ -588,7 +592,7 @@ static int i8_pairs_new(struct fg_kctx *ctx, struct fg_kint4 *w, struct fg_err *
 		i8_plan(w, m, &splits[m - 1], &slice, &wpt, &tpb);
 		want |= splits[m - 1] == 2;
 	}
-	if (!want || (e && !strcmp(e, "0")))
+	if (!want || !w->pair)
 		return 0;
 	rc = fg_kmem_alloc(ctx, (void **)&w->d_pairs, bytes, err);
 	if (!rc)
@@ -647,6 +651,13 @@ int fg_kint4_i8_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *p
 			w->stage = (int)strtol(getenv("FG_I8_STAGE"), NULL, 10);
 		if (w->stage < 64)
 			w->stage = 64;
+		/* two splits meet in i8_pair's slots unless FG_I8_PAIR=0;
+		 * experiments: FG_I8_PAIR_FILL=1 fills the SMs with more splits
+		 * as before, FG_I8_PAIR_STAGE=N takes two splits for K up to 2N */
+		w->pair = !(getenv("FG_I8_PAIR") && !strcmp(getenv("FG_I8_PAIR"), "0"));
+		w->pair_fill = getenv("FG_I8_PAIR_FILL") && !strcmp(getenv("FG_I8_PAIR_FILL"), "1");
+		if (getenv("FG_I8_PAIR_STAGE"))
+			w->pair_stage = (int)strtol(getenv("FG_I8_PAIR_STAGE"), NULL, 10);
 		/* the partial sums hold the most splits a launch can take */
 		w->splits = splits > 0 ? splits : 0;
 		w->max_splits = splits > 0 ? splits : w->sms + (d.kpad + w->stage - 1) / w->stage;
