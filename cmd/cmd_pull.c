@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -429,8 +430,15 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 		rc = fg_hub_env_load(&env, &err);
 	if (!rc)
 		rc = manifest_key(&key, manifest, lock_path, &err);
+	/* a lock to be written: a block device, socket or folder at its path
+	 * is refused before any work (fg_out_check's one line) */
+	if (!rc && !locked && !check)
+		rc = fg_out_check(lock_path, &err);
 	if (!rc) {
-		rc = fg_lock_read(&lock, lock_path, &err);
+		/* a device or FIFO the lock is written through (/dev/null, a named
+		 * pipe) holds no earlier lock: reading one would wait for a writer
+		 * (a FIFO) or find it empty (/dev/null) and fail */
+		rc = fg_out_is_stream(lock_path) ? FG_ENOTFOUND : fg_lock_read(&lock, lock_path, &err);
 		lock_existed = !rc;
 		if (rc == FG_ENOTFOUND) {
 			fg_err_clear(&err);
@@ -499,8 +507,11 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 	}
 	if (!locked || lock_existed) {
 		char real[PATH_MAX];
+		struct stat sb;
 
-		if (realpath(lock_path, real))
+		/* a gc root only where a lock can be read back: a FIFO's read
+		 * would hold gc up, /dev/null's fail it */
+		if (realpath(lock_path, real) && !stat(real, &sb) && S_ISREG(sb.st_mode))
 			fg_store_root_add(st, real, NULL);
 	}
 	if (into) {

@@ -405,6 +405,15 @@ int fg_out_open(const char *path, int *fd, struct fg_err *err)
 	return 0;
 }
 
+int fg_out_is_stream(const char *path)
+{
+	struct stat st;
+
+	if (own_stream(path) >= 0)
+		return 1;
+	return !stat(path, &st) && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode));
+}
+
 int fg_out_close(int fd, const char *path, struct fg_err *err)
 {
 	int rc = 0;

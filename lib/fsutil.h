@@ -47,6 +47,13 @@ int fg_out_open(const char *path, int *fd, struct fg_err *err);
 /* fg_out_open's refusal alone, by stat and without opening anything: for a
  * command to give it before its long work rather than after. */
 int fg_out_check(const char *path, struct fg_err *err);
+/* 1 when fg_out_open would write path through (one of this process's own
+ * streams by name, or, after links, an existing character device or FIFO),
+ * else 0: such an output holds nothing to read back (a FIFO's open for
+ * reading waits for a writer, /dev/null reads empty), so a command that
+ * merges with or compares to an output's earlier content (a lock) takes it
+ * as absent there. */
+int fg_out_is_stream(const char *path);
 /* fsync and close of fg_out_open's fd: fsync's EINVAL, ENOTSUP and EROFS (a
  * device or a pipe has nothing to sync) are no errors. Closes fd always. */
 int fg_out_close(int fd, const char *path, struct fg_err *err);

@@ -610,6 +610,9 @@ int fg_lock_write_entry(const char *path, struct fg_lock *lock, const char *key,
 	size_t i, j;
 	int fd, rc;
 
+	/* a device or FIFO written through holds no earlier entries to keep */
+	if (fg_out_is_stream(path))
+		return fg_lock_write(path, lock, err);
 	if ((rc = fg_path_dir(path, &dir, err)))
 		return rc;
 	fd = open(dir.data, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

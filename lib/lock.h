@@ -160,7 +160,9 @@ int fg_lock_write(const char *path, const struct fg_lock *lock, struct fg_err *e
  * exclusive flock on the file's folder, the file is read again and every
  * other entry in it (written meanwhile by another fgpack, for another
  * manifest) is taken into lock before lock is written, so two pulls of two
- * manifests sharing one lock file both keep their entry. */
+ * manifests sharing one lock file both keep their entry. A path written
+ * through (fg_out_is_stream: /dev/null, a FIFO) is not read: lock alone is
+ * written through it. */
 int fg_lock_write_entry(const char *path, struct fg_lock *lock, const char *key, struct fg_err *err);
 
 /* Parses and fully validates: schema, types, hex digests, safe paths, sorted

@@ -33,6 +33,15 @@ printf '{"name": "t", "model_id": "acme/tiny", "env": {"WEIGHTS_BUCKET": "hf://b
 
 check "lock online" "$FGPACK" lock m.json -o a.lock
 cp a.lock a.before
+# a lock written through a FIFO, a character device (or a link to one) or
+# /dev/fd/3: no earlier lock is read from it (a FIFO's read would wait for a
+# writer, /dev/null's is empty) and the lock goes through it whole, the same
+# bytes as a.lock
+special_outputs "lock -o" "'$FGPACK' lock m.json -o \"\$OUT\"" "$WORK/a.before"
+special_outputs "pull --lock" "'$FGPACK' pull m.json --lock \"\$OUT\"" "$WORK/a.before"
+check "  no store gc root names the FIFO or the device" sh -c "! grep -rq '$WORK/special/' '$WORK/store/roots'"
+check "  store gc --dry-run still reads its roots" timeout 20 "$FGPACK" store gc --dry-run
+check "  a.lock untouched by all that" cmp a.lock a.before
 log=$WORK/st/nginx/access.log
 check_exit "--check right after: up to date, exit 0" 0 "$FGPACK" lock m.json -o a.lock --check
 check_grep "  says so" "^m.json: up to date with a.lock" "$WORK/.out"
