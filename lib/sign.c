@@ -20,6 +20,7 @@
 
 #include "fsutil.h"
 #include "json.h"
+#include "utf8.h"
 #include "workq.h"
 
 #define SIG_FILE_MAX ((size_t)64 << 20)
@@ -403,8 +404,31 @@ static const char *short_escape(unsigned char c)
 	return NULL;
 }
 
+/* How fg_sign_shown shows the character at s (k bytes left): as it is
+ * (SHOWN_AS_IS, valid UTF-8 that is no control character), as \u00XX
+ * (SHOWN_CONTROL: C0, DEL, C1) or, one byte that starts no valid UTF-8
+ * sequence (a lone 0x80..0x9f, a truncated or overlong sequence), as \xNN
+ * (SHOWN_BYTE): a terminal reading latin-1 or 8-bit controls would take
+ * such a byte as C1. Returns its length in bytes. */
+enum { SHOWN_AS_IS, SHOWN_CONTROL, SHOWN_BYTE };
+
+static size_t shown_char(const char *s, size_t k, int *how)
+{
+	size_t w = control_at(s, k);
+
+	*how = SHOWN_CONTROL;
+	if (w)
+		return w;
+	*how = SHOWN_AS_IS;
+	if ((w = fg_utf8_len((const unsigned char *)s, k, NULL)))
+		return w;
+	*how = SHOWN_BYTE;
+	return 1;
+}
+
 /* s[0..k) as a JSON string literal, as fg_buf_json_str writes it but with
- * DEL and C1 escaped too (\u007f, \u0080..\u009f): what a terminal is
+ * DEL and C1 escaped too (\u007f, \u0080..\u009f), and each byte that is
+ * not valid UTF-8 as \xNN (no JSON string can hold it): what a terminal is
  * shown, while fgpack's JSON files keep those characters as they are. */
 static int shown_quoted(struct fg_buf *b, const char *s, size_t k, struct fg_err *err)
 {
@@ -413,11 +437,12 @@ static int shown_quoted(struct fg_buf *b, const char *s, size_t k, struct fg_err
 	int rc = fg_buf_putc(b, '"', err);
 
 	while (!rc && i < k) {
-		size_t w = control_at(s + i, k - i);
-		const char *e = short_escape((unsigned char)s[i]);
+		int how;
+		size_t w = shown_char(s + i, k - i, &how);
+		const char *e = how != SHOWN_BYTE ? short_escape((unsigned char)s[i]) : NULL;
 
-		if (!w && !e) {
-			i++;
+		if (how == SHOWN_AS_IS && !e) {
+			i += w;
 			continue;
 		}
 		rc = fg_buf_append(b, s + start, i - start, err);
@@ -426,10 +451,12 @@ static int shown_quoted(struct fg_buf *b, const char *s, size_t k, struct fg_err
 		} else if (!rc) {
 			unsigned char c = (unsigned char)s[i + w - 1]; /* C1: its second byte */
 			char u[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
+			char x[4] = { '\\', 'x', hex[c >> 4], hex[c & 15] };
 
-			rc = fg_buf_append(b, u, sizeof(u), err);
+			rc = how == SHOWN_BYTE ? fg_buf_append(b, x, sizeof(x), err)
+					       : fg_buf_append(b, u, sizeof(u), err);
 		}
-		i += w ? w : 1;
+		i += w;
 		start = i;
 	}
 	if (!rc)
@@ -439,14 +466,22 @@ static int shown_quoted(struct fg_buf *b, const char *s, size_t k, struct fg_err
 
 int fg_sign_shown(struct fg_buf *b, const char *s, int quote, struct fg_err *err)
 {
-	size_t n = strlen(s), k = n > 128 ? 128 : n, i;
-	int rc;
+	size_t n = strlen(s), k = 0, i;
+	int rc, how;
 
-	while (k < n && k && ((unsigned char)s[k] & 0xc0) == 0x80)
-		k--;
-	for (i = 0; i < k && !quote; i++)
-		if (control_at(s + i, k - i))
-			quote = 1;
+	/* cut after 128 bytes, never inside a valid character (a byte that is
+	 * none counts alone) */
+	while (k < n) {
+		size_t w = shown_char(s + k, n - k, &how);
+
+		if (k + w > 128)
+			break;
+		k += w;
+	}
+	for (i = 0; i < k && !quote;) {
+		i += shown_char(s + i, k - i, &how);
+		quote = how != SHOWN_AS_IS;
+	}
 	rc = quote ? shown_quoted(b, s, k, err) : fg_buf_append(b, s, k, err);
 	return rc || k == n ? rc : fg_buf_puts(b, "…", err);
 }

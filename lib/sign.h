@@ -82,11 +82,12 @@ int fg_sign_is_statement(const char *text, size_t len);
 /* Appends s to b as a one-line message shows it: as it is when every byte
  * is printable (UTF-8 passes) and quote is 0, else as a JSON string
  * literal, so a newline or an escape sequence in a signed name cannot break
- * the line or reach a terminal; cut after 128 bytes (at a UTF-8
- * character's start, "…" after it). DEL and the C1 controls (U+0080..
+ * the line or reach a terminal; cut after 128 bytes (never inside a valid
+ * UTF-8 character, "…" after it). DEL and the C1 controls (U+0080..
  * U+009F: U+009B is a CSI to some terminals) count as control characters
  * and are escaped too (\u007f, \u0080..\u009f), unlike in fgpack's JSON
- * files. */
+ * files; so is any byte that is not part of valid UTF-8 (a lone 0x80..0x9f,
+ * a truncated or overlong sequence), as \xNN, the name quoted for it. */
 int fg_sign_shown(struct fg_buf *b, const char *s, int quote, struct fg_err *err);
 
 /* Where a signature for path goes by default: "<path>.sig" (trailing '/'

@@ -357,7 +357,18 @@ static void shown(void)
 		{ "a\x1b[2Jb\n", "\"a\\u001b[2Jb\\n\"", 0 },
 		{ "d\x7f", "\"d\\u007f\"", 0 },
 		{ "c\xc2\x9b" "2J\xc2\x80\xc2\x9f\xc2\xa0", "\"c\\u009b2J\\u0080\\u009f\xc2\xa0\"", 0 },
-		{ "\xc2", "\xc2", 0 },
+		/* bytes that are no valid UTF-8: each one as \xNN, the name quoted
+		 * for it; valid non-ASCII letters beside them as they are */
+		{ "\xc2", "\"\\xc2\"", 0 },
+		{ "a\x9b" "2J", "\"a\\x9b2J\"", 0 },
+		{ "\x80\x9f.bin", "\"\\x80\\x9f.bin\"", 0 },
+		{ "q\x85", "\"q\\x85\"", 1 },
+		{ "\xc0\x9b", "\"\\xc0\\x9b\"", 0 },
+		{ "\xed\xa0\x80", "\"\\xed\\xa0\\x80\"", 0 },
+		{ "\xe2\x80x", "\"\\xe2\\x80x\"", 0 },
+		{ "\xf4\x90\x80\x80", "\"\\xf4\\x90\\x80\\x80\"", 0 },
+		{ "caf\xc3\xa9\x9b", "\"caf\xc3\xa9\\x9b\"", 0 },
+		{ "\xe6\x97\xa5\xe6\x9c\xac/\xf0\x9f\x98\x80.bin", "\xe6\x97\xa5\xe6\x9c\xac/\xf0\x9f\x98\x80.bin", 0 },
 	};
 	struct fg_buf b = FG_BUF_INIT;
 	struct fg_err err;
@@ -371,6 +382,34 @@ static void shown(void)
 	fg_buf_release(&b);
 }
 
+/* The cut after 128 bytes: never inside a valid character, and a run of
+ * bytes that are no UTF-8 is cut byte by byte, each escaped. */
+static void shown_cut(void)
+{
+	char in[201], want[1024];
+	struct fg_buf b = FG_BUF_INIT;
+	struct fg_err err;
+	size_t i, w;
+
+	memset(in, 'a', 127);
+	memcpy(in + 127, "\xc3\xa9", 3);
+	ok(!fg_sign_shown(&b, in, 0, &err), "127 bytes and a 2-byte letter");
+	memcpy(want, in, 127);
+	memcpy(want + 127, "\xe2\x80\xa6", 4);
+	is_str(b.data, want, "  cut before the letter, not inside it");
+	memset(in, 0x9b, 200);
+	in[200] = '\0';
+	fg_buf_reset(&b);
+	ok(!fg_sign_shown(&b, in, 0, &err), "200 lone 0x9b bytes");
+	want[0] = '"';
+	for (w = 1, i = 0; i < 128; i++, w += 4)
+		memcpy(want + w, "\\x9b", 4);
+	memcpy(want + w, "\"\xe2\x80\xa6", 5);
+	is_str(b.data, want, "  the first 128, each as \\x9b, quoted, then the ellipsis");
+	ok(b.data && !memchr(b.data, 0x9b, b.len), "  no raw 0x9b byte left");
+	fg_buf_release(&b);
+}
+
 int main(void)
 {
 	pae();
@@ -381,5 +420,6 @@ int main(void)
 	rel_inside();
 	statement_kind();
 	shown();
+	shown_cut();
 	return tap_done();
 }
