@@ -5,13 +5,33 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "utf8.h"
+
 /* Messages become one line on stderr: control characters that came from
- * input (a JSON key with a newline) are shown as '?'. */
+ * input (a JSON key with a newline; C0, DEL, and C1 such as U+009B, a CSI
+ * to some terminals) are shown as '?', and so is each byte that is not
+ * part of valid UTF-8 (a file name's lone 0x9b, which an 8-bit terminal
+ * takes as C1 too). Valid UTF-8 letters stay; the message can only shrink. */
 static void one_line(char *s)
 {
-	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			*s = '?';
+	const unsigned char *r = (const unsigned char *)s;
+	char *w = s;
+	size_t left = strlen(s);
+
+	while (left) {
+		size_t n = fg_utf8_len(r, left, NULL);
+
+		if (!n || *r < 0x20 || *r == 0x7f || (n == 2 && r[0] == 0xc2 && r[1] <= 0x9f)) {
+			*w++ = '?';
+			n = n ? n : 1;
+		} else {
+			memmove(w, r, n);
+			w += n;
+		}
+		r += n;
+		left -= n;
+	}
+	*w = '\0';
 }
 
 int fg_err_set(struct fg_err *err, int code, const char *fmt, ...)

@@ -49,6 +49,28 @@ static void test_buf(void)
 	fg_buf_release(&b);
 }
 
+/* A message is one line of text fit for a terminal: C0, DEL, C1 (U+009B,
+ * a CSI to some terminals) and each byte that is no valid UTF-8 (a lone
+ * 0x9b from a file name) show as '?'; valid UTF-8 letters stay. */
+static void test_err(void)
+{
+	struct fg_err err;
+	char big[1200];
+
+	fg_err_set(&err, FG_EIO, "open %s: x", "a\x1b[2Jb\xc2\x9b" "c\x9b" "d\xc3\xa9\xe6\x97\xa5\xff\xe2\x80");
+	is_str(err.msg, "open a?[2Jb?c?d\xc3\xa9\xe6\x97\xa5???: x", "err: C0, C1, lone bytes as '?', letters kept");
+	fg_err_set(&err, FG_EIO, "%s", "\x80\x9f\xc0\x9b\xed\xa0\x80\n");
+	is_str(err.msg, "????????", "err: lone, overlong, surrogate bytes, newline");
+	fg_err_wrap(&err, "in \xc2\x85%s", "\xf0\x9f\x98\x80");
+	is_str(err.msg, "in ?\xf0\x9f\x98\x80: ????????", "err: wrap's prefix too, an emoji kept");
+	memset(big, 'a', sizeof(big));
+	memcpy(big + FG_ERR_MSG_MAX - 2, "\xc3\xa9", 2); /* cut after its first byte */
+	big[sizeof(big) - 1] = '\0';
+	fg_err_set(&err, FG_EIO, "%s", big);
+	ok(strlen(err.msg) == FG_ERR_MSG_MAX - 1 && err.msg[FG_ERR_MSG_MAX - 2] == '?',
+	   "err: a letter cut by the bound shows as '?'");
+}
+
 static void test_parse(void)
 {
 	unsigned long long u;
@@ -557,6 +579,7 @@ static void test_fs(void)
 int main(void)
 {
 	test_buf();
+	test_err();
 	test_parse();
 	test_grow();
 	test_json();
