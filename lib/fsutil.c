@@ -153,6 +153,33 @@ static time_t tree_mtime(int dfd, const char *name, time_t t)
 	return t;
 }
 
+/* Removes name, an entry of the open folder d (dir: its path), when it is
+ * a regular file (folders 0) or a folder (1), never a link, unchanged for
+ * grace_s seconds or more: its mtime, a folder's newest of its own and its
+ * entries' (tree_mtime). 1 when it is gone. Every sweep's age rule. */
+static int remove_stale(DIR *d, const char *dir, const char *name, int folders, int grace_s, time_t now)
+{
+	struct fg_buf p = FG_BUF_INIT;
+	struct stat sb;
+	time_t t;
+	int gone = 0;
+
+	if (fstatat(dirfd(d), name, &sb, AT_SYMLINK_NOFOLLOW) ||
+	    !(folders ? S_ISDIR(sb.st_mode) : S_ISREG(sb.st_mode)))
+		return 0;
+	t = folders ? tree_mtime(dirfd(d), name, sb.st_mtime) : sb.st_mtime;
+	if (grace_s > 0 && now - t < grace_s)
+		return 0;
+	if (!folders)
+		return !unlinkat(dirfd(d), name, 0);
+	if (!fg_path_join(&p, dir, name, NULL)) {
+		fg_rm_tree(p.data);
+		gone = lstat(p.data, &sb) && errno == ENOENT;
+	}
+	fg_buf_release(&p);
+	return gone;
+}
+
 /* fg_tmp_sweep (folders 0: regular files) and fg_tmp_sweep_dirs (1) */
 static int sweep_dead(const char *dir, const char *tag, const char *base, int seq, int grace_s,
 		      int folders)
@@ -166,32 +193,90 @@ static int sweep_dead(const char *dir, const char *tag, const char *base, int se
 		return 0;
 	while ((e = readdir(d))) {
 		long pid = tmp_owner(e->d_name, tag, base, seq);
-		struct stat sb;
-		time_t t;
 
 		if (pid <= 0 || pid == (long)getpid())
 			continue;
 		/* only a dead writer's: a live one (or whoever has its pid now) keeps it */
 		if (!kill((pid_t)pid, 0) || errno != ESRCH)
 			continue;
-		if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) ||
-		    !(folders ? S_ISDIR(sb.st_mode) : S_ISREG(sb.st_mode)))
-			continue;
-		t = folders ? tree_mtime(dirfd(d), e->d_name, sb.st_mtime) : sb.st_mtime;
-		if (grace_s > 0 && now - t < grace_s)
-			continue;
-		if (!folders) {
-			if (!unlinkat(dirfd(d), e->d_name, 0))
-				n++;
-		} else {
-			struct fg_buf p = FG_BUF_INIT;
+		n += remove_stale(d, dir, e->d_name, folders, grace_s, now);
+	}
+	closedir(d);
+	return n;
+}
 
-			if (!fg_path_join(&p, dir, e->d_name, NULL)) {
-				fg_rm_tree(p.data);
-				n += lstat(p.data, &sb) && errno == ENOENT;
-			}
-			fg_buf_release(&p);
-		}
+/* Whether entry (in the folder of out, whose last component is name) is
+ * named as the temporary folder a bake of out made before the
+ * ".fgpack-tmp.<pid>" naming, which carries no pid: 1 for bake int4's
+ * mkdtemp ".<name>.fgpack-tmp-XXXXXX" (six letters or digits), 2 for bake
+ * prune-head's "<name>.partial", else 0. */
+static int old_bake_tmp(const char *entry, const char *name)
+{
+	static const char tag[] = ".fgpack-tmp-";
+	size_t nl = strlen(name), i;
+	const char *x;
+
+	if (!strncmp(entry, name, nl) && !strcmp(entry + nl, ".partial"))
+		return 2;
+	if (entry[0] != '.' || strncmp(entry + 1, name, nl) || strncmp(entry + 1 + nl, tag, sizeof(tag) - 1))
+		return 0;
+	x = entry + 1 + nl + sizeof(tag) - 1;
+	for (i = 0; x[i]; i++)
+		if (i == 6 || !((x[i] >= 'a' && x[i] <= 'z') || (x[i] >= 'A' && x[i] <= 'Z') ||
+				(x[i] >= '0' && x[i] <= '9')))
+			return 0;
+	return i == 6;
+}
+
+/* 1 when folder entry of d holds nothing but regular files, as prune-head's
+ * OUT.partial did (its shards, index, config and copied files), and no
+ * "<entry>.intoto.json" is beside it: a finished bake whose OUT was itself
+ * named "<name>.partial" has that statement, and a folder of anyone else's
+ * with a subfolder or a link in it is not a bake's */
+static int flat_unfinished(DIR *d, const char *entry)
+{
+	struct fg_buf st = FG_BUF_INIT;
+	int fd, flat = 1;
+	DIR *in;
+	struct dirent *e;
+	struct stat sb;
+
+	if (fg_buf_printf(&st, NULL, "%s.intoto.json", entry) ||
+	    !fstatat(dirfd(d), st.data, &sb, AT_SYMLINK_NOFOLLOW) || errno != ENOENT)
+		flat = 0;
+	fg_buf_release(&st);
+	fd = flat ? openat(dirfd(d), entry, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+	in = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!in) {
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
+	while (flat && (e = readdir(in)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+		    (fstatat(dirfd(in), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) || !S_ISREG(sb.st_mode)))
+			flat = 0;
+	closedir(in);
+	return flat;
+}
+
+int fg_tmp_sweep_old_bake(const char *dir, const char *name, int grace_s)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	time_t now = time(NULL);
+	int n = 0;
+
+	if (!d || !*name) {
+		if (d)
+			closedir(d);
+		return 0;
+	}
+	while ((e = readdir(d))) {
+		int kind = old_bake_tmp(e->d_name, name);
+
+		if (kind == 1 || (kind == 2 && flat_unfinished(d, e->d_name)))
+			n += remove_stale(d, dir, e->d_name, 1, grace_s, now);
 	}
 	closedir(d);
 	return n;
@@ -772,8 +857,10 @@ int fg_tmp_dir_make(const char *out, struct fg_buf *tmp, int *slot, struct fg_er
 	rc = fg_path_dir(out, &dir, err);
 	if (!rc)
 		rc = fg_buf_printf(&base, err, ".%s", name);
-	if (!rc) /* what earlier writers of out killed by SIGKILL left */
+	if (!rc) { /* what earlier writers of out killed by SIGKILL left, older versions' too */
 		fg_tmp_sweep_dirs(dir.data, FG_TMP_DIR_TAG, base.data, 1, FG_TMP_GRACE_S);
+		fg_tmp_sweep_old_bake(dir.data, name, FG_TMP_GRACE_S);
+	}
 	if (!rc && slash)
 		rc = fg_buf_append(&stem, out, (size_t)(slash - out) + 1, err);
 	if (!rc)

@@ -84,6 +84,16 @@ int fg_tmp_sweep(const char *dir, const char *tag, const char *base, int seq, in
  * the past, is removed with everything in it. Returns how many. */
 int fg_tmp_sweep_dirs(const char *dir, const char *tag, const char *base, int seq, int grace_s);
 
+/* The same for the folders bakes of out (name: its last component) made
+ * before that naming, which carry no pid, in out's folder dir: bake int4's
+ * ".<name>.fgpack-tmp-XXXXXX" (mkdtemp's six letters or digits) and bake
+ * prune-head's "<name>.partial" (only when it holds regular files alone
+ * and no "<name>.partial.intoto.json", a finished bake's statement, is
+ * beside it). No live fgpack writes such a name any more: each exact name
+ * that is a folder (never a link) unchanged for grace_s seconds (its newest
+ * mtime, as above) is removed with everything in it. Returns how many. */
+int fg_tmp_sweep_old_bake(const char *dir, const char *name, int grace_s);
+
 /* Writes all len bytes to fd, retrying short writes and EINTR; 0 or -1 with
  * errno set. */
 int fg_write_all(int fd, const void *data, size_t len);
@@ -115,7 +125,7 @@ void fg_tmp_release_signals(const sigset_t *old);
  * tmp (reset first), tracked (fg_tmp_track_dir; *slot, -1 when not) so that
  * a SIGINT, SIGTERM or SIGHUP leaves nothing. Those of out's earlier writers
  * that a SIGKILL left (a dead pid, FG_TMP_GRACE_S) are removed first; a live
- * writer's never. The caller untracks the slot once the folder is renamed
+ * writer's never; and so are older versions' (fg_tmp_sweep_old_bake). The caller untracks the slot once the folder is renamed
  * or removed. */
 int fg_tmp_dir_make(const char *out, struct fg_buf *tmp, int *slot, struct fg_err *err);
 

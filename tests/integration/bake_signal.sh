@@ -4,8 +4,9 @@
 # remove that folder (exit 143, 130, 129; no OUT, no statement); a SIGKILL's
 # stays, and the next bake of OUT removes it and any other old one of a dead
 # pid, never one whose pid is alive, one younger than 60 s or another
-# output's. bake int4 on tests/int4/int4ref.py's tiny checkpoint (bake_int4.sh's),
-# bake prune-head on prune_head.sh's rope-linear; each with 64 MiB more to
+# output's; and older versions' ".OUT.fgpack-tmp-XXXXXX" and "OUT.partial"
+# (no pid) 60 s old or more. bake int4 on tests/int4/int4ref.py's tiny
+# checkpoint (bake_int4.sh's), bake prune-head on prune_head.sh's rope-linear; each with 64 MiB more to
 # copy, so that the bake is caught (SIGSTOP) while its folder exists.
 . "$(dirname "$0")/../lib.sh"
 PY=/usr/bin/python3 # Debian's, with python3-numpy (int4ref.py needs it)
@@ -70,6 +71,16 @@ for verb in int4 prune; do
 		".$o.fgpack-tmp.$$.2" ".other.fgpack-tmp.$kpid" ".$o.fgpack-tmp.${kpid}x" -exec touch -d '-5 minutes' {} +
 	# .4: its folder old, a file right in it written a moment ago
 	touch -d '-5 minutes' ".$o.fgpack-tmp.$kpid.4" ".$o.fgpack-tmp.$kpid.4/sub"
+	# older versions' names, with no pid: int4's mkdtemp ".OUT.fgpack-tmp-XXXXXX"
+	# and prune-head's "OUT.partial"; those a minute old or more go, a young
+	# one, a near name and a link (to an old folder) stay
+	for f in ".$o.fgpack-tmp-Ab3xYz" "$o.partial" ".$o.fgpack-tmp-Qw9Er1" ".$o.fgpack-tmp-Ab3xY" old-target; do
+		mkdir -p "$f" && : >"$f/model.safetensors"
+	done
+	mkdir -p ".$o.fgpack-tmp-Ab3xYz/sub" && : >".$o.fgpack-tmp-Ab3xYz/sub/f"
+	ln -s old-target ".$o.fgpack-tmp-Lnk123"
+	find ".$o.fgpack-tmp-Ab3xYz" "$o.partial" ".$o.fgpack-tmp-Ab3xY" old-target -exec touch -d '-5 minutes' {} +
+	touch -h -d '-5 minutes' ".$o.fgpack-tmp-Lnk123"
 	check "$verb: the next bake of that output" sh -c "$(if [ -n "$PRUNE" ]; then
 		echo "'$FGPACK' bake prune-head tied --keepset k.json $o"; else
 		echo "'$FGPACK' bake int4 src $o -j 2"; fi) >$o.log2 2>&1"
@@ -80,7 +91,13 @@ for verb in int4 prune; do
 	check "  a dead pid's with a file written less than 60 s ago stays" test -f ".$o.fgpack-tmp.$kpid.4/model.safetensors"
 	check "  another output's and a name not quite ours stay" \
 		test -d ".other.fgpack-tmp.$kpid/sub" -a -d ".$o.fgpack-tmp.${kpid}x/sub"
+	check "  an older version's .$o.fgpack-tmp-XXXXXX and $o.partial, a minute old, are removed" \
+		test ! -e ".$o.fgpack-tmp-Ab3xYz" -a ! -e "$o.partial"
+	check "  a younger one, a name not quite theirs and a link to an old folder stay" \
+		test -f ".$o.fgpack-tmp-Qw9Er1/model.safetensors" -a -f ".$o.fgpack-tmp-Ab3xY/model.safetensors" \
+		-a -L ".$o.fgpack-tmp-Lnk123" -a -f old-target/model.safetensors
 	rm -rf ".$o.fgpack-tmp.$$" ".$o.fgpack-tmp.$$.2" ".$o.fgpack-tmp.$kpid.4" ".other.fgpack-tmp.$kpid" \
-		".$o.fgpack-tmp.${kpid}x"
+		".$o.fgpack-tmp.${kpid}x" ".$o.fgpack-tmp-Qw9Er1" ".$o.fgpack-tmp-Ab3xY" ".$o.fgpack-tmp-Lnk123" old-target \
+		".$o.fgpack-tmp-Ab3xYz" "$o.partial"
 done
 finish

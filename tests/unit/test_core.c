@@ -452,6 +452,84 @@ static void test_fs_tmp_dir(const char *dir)
 	fg_buf_release(&p);
 }
 
+/* Makes folder dir/name holding a file f (and, with deep, a folder sub),
+ * all age_s seconds old; with target, a link to it instead. */
+static int plant_dir(const char *dir, const char *name, long age_s, int deep, const char *target)
+{
+	struct fg_buf p = FG_BUF_INIT;
+	struct fg_err err;
+	struct timespec t[2];
+	int rc;
+
+	if (target)
+		return plant(dir, name, age_s, target);
+	fg_buf_printf(&p, &err, "%s/%s", dir, name);
+	rc = mkdir(p.data, 0755) || plant(p.data, "f", age_s, NULL) || (deep && plant_dir(p.data, "sub", age_s, 0, NULL));
+	clock_gettime(CLOCK_REALTIME, &t[0]);
+	t[0].tv_sec -= age_s;
+	t[1] = t[0];
+	if (!rc)
+		rc = utimensat(AT_FDCWD, p.data, t, AT_SYMLINK_NOFOLLOW);
+	fg_buf_release(&p);
+	return rc;
+}
+
+/* What bakes of out left before the ".fgpack-tmp.<pid>" naming, with no pid
+ * (fg_tmp_sweep_old_bake): int4's ".<out>.fgpack-tmp-XXXXXX" and
+ * prune-head's flat "<out>.partial", unchanged for FG_TMP_GRACE_S, are
+ * removed; a younger one, a name not exactly theirs, another output's, a
+ * link (and what it points to), a file, a ".partial" holding a folder or
+ * with a statement beside it (a finished bake named so) all stay. */
+static void test_fs_old_bake(const char *dir)
+{
+	static const char *const keep[] = {
+		".m.fgpack-tmp-Qw9Er1", ".m.fgpack-tmp-Ab3xY", ".m.fgpack-tmp-Ab3x_z", ".m.fgpack-tmp-Ab3xYz7",
+		".n.fgpack-tmp-Ab3xYz", ".m.fgpack-tmp-Lnk123", ".m.fgpack-tmp-Fil123", "target", "mm.partial",
+		"p2.partial", "p3.partial", "p3.partial.intoto.json", "p4.partial", "p5.partial", "flat",
+	};
+	struct fg_buf sub = FG_BUF_INIT, out = FG_BUF_INIT, tmp = FG_BUF_INIT;
+	struct fg_err err;
+	long old = FG_TMP_GRACE_S + 60;
+	size_t i;
+	int all = 1, slot = -1;
+
+	fg_buf_printf(&sub, &err, "%s/oldbake", dir);
+	fg_mkdir_p(sub.data, 0755, &err);
+	ok(!plant_dir(sub.data, ".m.fgpack-tmp-Ab3xYz", old, 1, NULL) && !plant_dir(sub.data, "m.partial", old, 0, NULL) &&
+	   !plant_dir(sub.data, ".m.fgpack-tmp-Qw9Er1", 5, 0, NULL) && !plant_dir(sub.data, ".m.fgpack-tmp-Ab3xY", old, 0, NULL) &&
+	   !plant_dir(sub.data, ".m.fgpack-tmp-Ab3x_z", old, 0, NULL) &&
+	   !plant_dir(sub.data, ".m.fgpack-tmp-Ab3xYz7", old, 0, NULL) &&
+	   !plant_dir(sub.data, ".n.fgpack-tmp-Ab3xYz", old, 0, NULL) && !plant_dir(sub.data, "target", old, 0, NULL) &&
+	   !plant_dir(sub.data, ".m.fgpack-tmp-Lnk123", old, 0, "target") &&
+	   !plant(sub.data, ".m.fgpack-tmp-Fil123", old, NULL) && !plant_dir(sub.data, "mm.partial", old, 0, NULL) &&
+	   !plant_dir(sub.data, "p2.partial", old, 1, NULL) && !plant_dir(sub.data, "p3.partial", old, 0, NULL) &&
+	   !plant(sub.data, "p3.partial.intoto.json", old, NULL) && !plant(sub.data, "p4.partial", old, NULL) &&
+	   !plant_dir(sub.data, "flat", old, 0, NULL) && !plant_dir(sub.data, "p5.partial", old, 0, "flat"),
+	   "old bake: leftovers planted");
+	ok(fg_tmp_sweep_old_bake(sub.data, "m", FG_TMP_GRACE_S) == 2 && !there(sub.data, ".m.fgpack-tmp-Ab3xYz") &&
+	   !there(sub.data, "m.partial"), "old bake: int4's mkdtemp folder and prune-head's m.partial removed");
+	for (i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+		if (!there(sub.data, keep[i])) {
+			all = 0;
+			printf("#   %s was removed\n", keep[i]);
+		}
+	ok(all, "old bake: a young one, near names, another output's, a link, a file stay");
+	ok(!fg_tmp_sweep_old_bake(sub.data, "p2", FG_TMP_GRACE_S) && !fg_tmp_sweep_old_bake(sub.data, "p3", FG_TMP_GRACE_S) &&
+	   !fg_tmp_sweep_old_bake(sub.data, "p4", FG_TMP_GRACE_S) && !fg_tmp_sweep_old_bake(sub.data, "p5", FG_TMP_GRACE_S) &&
+	   there(sub.data, "p2.partial/sub/f") && there(sub.data, "p3.partial/f") && there(sub.data, "flat/f"),
+	   "old bake: a .partial holding a folder, one with a statement beside it, a file, a link stay");
+	ok(!plant_dir(sub.data, ".q.fgpack-tmp-Zz0000", old, 0, NULL) && !plant_dir(sub.data, "q.partial", old, 0, NULL),
+	   "old bake: leftovers of q planted");
+	fg_buf_printf(&out, &err, "%s/q", sub.data);
+	ok(fg_tmp_dir_make(out.data, &tmp, &slot, &err) == 0 && !there(sub.data, ".q.fgpack-tmp-Zz0000") &&
+	   !there(sub.data, "q.partial"), "old bake: fg_tmp_dir_make for q removes them");
+	fg_rm_tree(tmp.data);
+	fg_tmp_untrack(slot);
+	fg_buf_release(&sub);
+	fg_buf_release(&out);
+	fg_buf_release(&tmp);
+}
+
 /* 1 when folder dir holds a name with ".tmp." in it */
 static int tmp_left(const char *dir)
 {
@@ -565,6 +643,7 @@ static void test_fs(void)
 	test_fs_planted(dir);
 	test_fs_leftovers(dir);
 	test_fs_tmp_dir(dir);
+	test_fs_old_bake(dir);
 	test_fs_out(dir);
 	ok(fg_path_is_safe_rel("a/b.txt") && !fg_path_is_safe_rel("../x") && !fg_path_is_safe_rel("/x") &&
 	   !fg_path_is_safe_rel("a//b") && !fg_path_is_safe_rel("a/./b") && !fg_path_is_safe_rel("a\\b") &&
