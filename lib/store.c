@@ -1400,9 +1400,10 @@ out:
 
 int fg_store_sweep_tmps(const char *dir, size_t *removed)
 {
-	/* fg_store_materialize's "<dest>.fgtmp.<pid>", with no grace: only
-	 * this machine's pulls place into the folder */
-	int n = fg_tmp_sweep(dir, ".fgtmp.", NULL, 0, 0);
+	/* fg_store_materialize's "<dest>.fgtmp.<pid>", with every sweep's
+	 * grace: a pull of another pid namespace (a container sharing the
+	 * folder) may still be writing one whose pid this machine cannot see */
+	int n = fg_tmp_sweep(dir, ".fgtmp.", NULL, 0, FG_TMP_GRACE_S);
 
 	if (removed)
 		*removed += (size_t)n;

@@ -289,9 +289,10 @@ int fg_store_materialize(const struct fg_store *st, const char *sha256_hex, cons
  * handler. After a SIGKILL it stays: this removes, from the one folder dir
  * (not below it), every regular file named "<name>.fgtmp.<pid>" whose pid
  * is no live process on this machine (kill(pid, 0) gives ESRCH; a pid that
- * is alive, whoever has it now, keeps its file). Returns how many it
- * removed, also added to *removed (may be NULL); a folder it cannot read
- * gives 0. */
+ * is alive, whoever has it now, keeps its file) and whose mtime is
+ * FG_TMP_GRACE_S seconds or more in the past, as fg_tmp_sweep's other
+ * callers. Returns how many it removed, also added to *removed (may be
+ * NULL); a folder it cannot read gives 0. */
 int fg_store_sweep_tmps(const char *dir, size_t *removed);
 
 /* Records the absolute path of a lock file as a gc root (idempotent). */

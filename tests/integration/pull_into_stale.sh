@@ -8,7 +8,8 @@
 # the target folders that the lock does not name are reported (the
 # stale-directory trap). A pull --copy killed mid-copy leaves no
 # "<file>.fgtmp.<pid>" behind (SIGTERM, SIGINT), or the next pull into the
-# folder removes it (SIGKILL). Sources are file:// folders (no server).
+# folder removes it (SIGKILL) once it is 60 s old. Sources are file://
+# folders (no server).
 . "$(dirname "$0")/../lib.sh"
 export FGPACK_HOME="$WORK/store"
 unset HF_HUB_OFFLINE
@@ -163,8 +164,10 @@ if [ "$r" = missed ]; then
 else
 	left=$(ls kKILL/m | grep '\.fgtmp\.' || true)
 	if [ -n "$left" ]; then ok "SIGKILL mid-copy leaves $left"; else not_ok "SIGKILL mid-copy leaves a temporary file"; fi
-	# a temporary file of a live process (this shell) in the same folder
+	# a temporary file of a live process (this shell) in the same folder; the
+	# killed pull's made to look a few minutes old (a younger one stays)
 	printf 'live\n' >"kKILL/m/big.bin.fgtmp.$$"
+	touch -d '-5 minutes' "kKILL/m/$left" "kKILL/m/big.bin.fgtmp.$$"
 	"$FGPACK" pull big.json --lock big.lock --locked --into kKILL --copy >kKILL.out2 2>&1
 	check_exit "the next pull --copy into that folder" 0 sh -c "exit $?"
 	if ! ls kKILL/m | grep -v "^big.bin.fgtmp.$$\$" | grep -q '\.fgtmp\.'; then ok "  removed the killed pull's temporary file"
@@ -174,4 +177,19 @@ else
 	check "  and placed the file" cmp big/big.bin kKILL/m/big.bin
 	rm -f "kKILL/m/big.bin.fgtmp.$$"
 fi
+# the sweep's grace, as every other sweep's: a dead pid's temporary file
+# changed in the last 60 s stays (it may be a pull's of another pid
+# namespace sharing the folder), an older one goes
+dead=$(($(cat /proc/sys/kernel/pid_max) + 1))
+mkdir -p sw/m
+printf 'old\n' >"sw/m/big.bin.fgtmp.$dead"
+printf 'young\n' >"sw/m/other.bin.fgtmp.$dead"
+touch -d '-5 minutes' "sw/m/big.bin.fgtmp.$dead"
+check "a pull into a folder with a dead pid's old and young temporary files" \
+	"$FGPACK" pull big.json --lock big.lock --locked --into sw
+cp "$WORK/.out" sw.out
+check "  the old one removed" test ! -e "sw/m/big.bin.fgtmp.$dead"
+check "  the one changed in the last 60 s kept" test -f "sw/m/other.bin.fgtmp.$dead"
+check_grep "  and says 1 removed" "1 temporary file of a killed pull removed" sw.out
+check "  and placed the file" cmp big/big.bin sw/m/big.bin
 finish
