@@ -6,11 +6,13 @@
 # checks are skipped. A GPU is needed to run a trace; this only builds.
 . "$(dirname "$0")/../lib.sh"
 cd "$TOP" || exit 1
-# where the Makefile looks for it (NVCC there)
-nvcc=${NVCC:-$(command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)}
+# where the Makefile looks for it (NVCC there); NVCC set empty (make NVCC=
+# test, which passes it on to the make below too) means no CUDA build
+nvcc=${NVCC-$(command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)}
 if [ -z "$nvcc" ]; then
 	ok "# skip: no nvcc here, so no measuring build"
 	finish
+	exit
 fi
 B=$WORK/kt
 objs=
