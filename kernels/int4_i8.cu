@@ -565,7 +565,7 @@ static void i8_plan(const struct fg_kint4 *w, int m, int *splits, int *slice, in
 			t *= 2;
 		blocks = (w->tiles + t - 1) / t;
 		/* fill the SMs with more splits, but not a launch of two that
-		 * meets in i8_pair's slots (1.2 % a token on an H100 for the PLE
+		 * meets in i8_pair's slots (1.2-1.4 % a token on an H100: the PLE
 		 * gate, 7 -> 2 splits; docs/bench.md) */
 		if (blocks * s < w->sms && !(s == 2 && w->pair && !w->pair_fill))
 			s = (w->sms + blocks - 1) / blocks;
@@ -669,8 +669,11 @@ int fg_kint4_i8_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *p
 	rc = fg_int4_i8_repack(hw, hs, packed, scale_bf16, n, k, group, err);
 	rc = fg_kint4_upload(ctx, out, w, rc, hw, wb, hs, sb, d.tiles,
 			     sizeof(float) * (size_t)w->max_splits * IM * d.npad, err);
-	if (!rc)
+	if (!rc) {
 		rc = i8_pairs_new(ctx, *out, err);
+		if (rc)
+			*out = NULL; /* i8_pairs_new freed it */
+	}
 	return rc;
 }
 
