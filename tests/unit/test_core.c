@@ -309,12 +309,22 @@ static pid_t child_paused(void)
 	return pid;
 }
 
+/* Sets path's times (a link's own) age_s seconds in the past; passes rc on. */
+static int age_path(int rc, const char *path, long age_s)
+{
+	struct timespec t[2];
+
+	clock_gettime(CLOCK_REALTIME, &t[0]);
+	t[0].tv_sec -= age_s;
+	t[1] = t[0];
+	return rc ? rc : utimensat(AT_FDCWD, path, t, AT_SYMLINK_NOFOLLOW);
+}
+
 /* Plants a file at dir/name, its mtime age_s seconds in the past. */
 static int plant(const char *dir, const char *name, long age_s, const char *target)
 {
 	struct fg_buf p = FG_BUF_INIT;
 	struct fg_err err;
-	struct timespec t[2];
 	int rc;
 
 	fg_buf_printf(&p, &err, "%s/%s", dir, name);
@@ -325,11 +335,7 @@ static int plant(const char *dir, const char *name, long age_s, const char *targ
 
 		rc = fd < 0 ? -1 : close(fd);
 	}
-	clock_gettime(CLOCK_REALTIME, &t[0]);
-	t[0].tv_sec -= age_s;
-	t[1] = t[0];
-	if (!rc)
-		rc = utimensat(AT_FDCWD, p.data, t, AT_SYMLINK_NOFOLLOW);
+	rc = age_path(rc, p.data, age_s);
 	fg_buf_release(&p);
 	return rc;
 }
@@ -458,18 +464,13 @@ static int plant_dir(const char *dir, const char *name, long age_s, int deep, co
 {
 	struct fg_buf p = FG_BUF_INIT;
 	struct fg_err err;
-	struct timespec t[2];
 	int rc;
 
 	if (target)
 		return plant(dir, name, age_s, target);
 	fg_buf_printf(&p, &err, "%s/%s", dir, name);
 	rc = mkdir(p.data, 0755) || plant(p.data, "f", age_s, NULL) || (deep && plant_dir(p.data, "sub", age_s, 0, NULL));
-	clock_gettime(CLOCK_REALTIME, &t[0]);
-	t[0].tv_sec -= age_s;
-	t[1] = t[0];
-	if (!rc)
-		rc = utimensat(AT_FDCWD, p.data, t, AT_SYMLINK_NOFOLLOW);
+	rc = age_path(rc, p.data, age_s);
 	fg_buf_release(&p);
 	return rc;
 }
