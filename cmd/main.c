@@ -101,8 +101,9 @@ static void on_store_wait(const char *root)
 
 /* SIGINT, SIGTERM, SIGHUP: the temporary files and folders being written
  * (fg_tmp_track: a pull's materialized copy, an atomic write, an import;
- * fg_tmp_track_dir: a bake's output folder) are removed, then the signal
- * takes its default course, so the exit status still says which one. */
+ * fg_tmp_track_dir: a bake's output folder, an extraction's) are removed,
+ * then the signal takes its default course, so the exit status still says
+ * which one. */
 static void on_fatal_signal(int sig)
 {
 	fg_tmp_remove_all();

@@ -205,6 +205,19 @@ static int sweep_dead(const char *dir, const char *tag, const char *base, int se
 	return n;
 }
 
+/* 1 when x is exactly what mkdtemp puts for its XXXXXX: six ASCII letters
+ * or digits, nothing after them */
+static int mkdtemp_six(const char *x)
+{
+	size_t i;
+
+	for (i = 0; x[i]; i++)
+		if (i == 6 || !((x[i] >= 'a' && x[i] <= 'z') || (x[i] >= 'A' && x[i] <= 'Z') ||
+				(x[i] >= '0' && x[i] <= '9')))
+			return 0;
+	return i == 6;
+}
+
 /* Whether entry (in the folder of out, whose last component is name) is
  * named as the temporary folder a bake of out made before the
  * ".fgpack-tmp.<pid>" naming, which carries no pid: 1 for bake int4's
@@ -213,19 +226,25 @@ static int sweep_dead(const char *dir, const char *tag, const char *base, int se
 static int old_bake_tmp(const char *entry, const char *name)
 {
 	static const char tag[] = ".fgpack-tmp-";
-	size_t nl = strlen(name), i;
-	const char *x;
+	size_t nl = strlen(name);
 
 	if (!strncmp(entry, name, nl) && !strcmp(entry + nl, ".partial"))
 		return 2;
 	if (entry[0] != '.' || strncmp(entry + 1, name, nl) || strncmp(entry + 1 + nl, tag, sizeof(tag) - 1))
 		return 0;
-	x = entry + 1 + nl + sizeof(tag) - 1;
-	for (i = 0; x[i]; i++)
-		if (i == 6 || !((x[i] >= 'a' && x[i] <= 'z') || (x[i] >= 'A' && x[i] <= 'Z') ||
-				(x[i] >= '0' && x[i] <= '9')))
-			return 0;
-	return i == 6;
+	return mkdtemp_six(entry + 1 + nl + sizeof(tag) - 1);
+}
+
+/* Whether entry is named as the folder an extraction to dest (its last
+ * component name) made before the ".fgpack-tmp.<pid>" naming, which
+ * carries no pid: mkdtemp's "<name>.partial.XXXXXX"; 1 or 0 */
+static int old_extract_tmp(const char *entry, const char *name)
+{
+	static const char tag[] = ".partial.";
+	size_t nl = strlen(name);
+
+	return !strncmp(entry, name, nl) && !strncmp(entry + nl, tag, sizeof(tag) - 1) &&
+	       mkdtemp_six(entry + nl + sizeof(tag) - 1);
 }
 
 /* 1 when folder entry of d holds nothing but regular files, as prune-head's
@@ -260,7 +279,8 @@ static int flat_unfinished(DIR *d, const char *entry)
 	return flat;
 }
 
-int fg_tmp_sweep_old_bake(const char *dir, const char *name, int grace_s)
+/* fg_tmp_sweep_old_bake (extract 0) and fg_tmp_sweep_old_extract (1) */
+static int sweep_old(const char *dir, const char *name, int grace_s, int extract)
 {
 	DIR *d = opendir(dir);
 	struct dirent *e;
@@ -273,13 +293,23 @@ int fg_tmp_sweep_old_bake(const char *dir, const char *name, int grace_s)
 		return 0;
 	}
 	while ((e = readdir(d))) {
-		int kind = old_bake_tmp(e->d_name, name);
+		int kind = extract ? old_extract_tmp(e->d_name, name) : old_bake_tmp(e->d_name, name);
 
 		if (kind == 1 || (kind == 2 && flat_unfinished(d, e->d_name)))
 			n += remove_stale(d, dir, e->d_name, 1, grace_s, now);
 	}
 	closedir(d);
 	return n;
+}
+
+int fg_tmp_sweep_old_bake(const char *dir, const char *name, int grace_s)
+{
+	return sweep_old(dir, name, grace_s, 0);
+}
+
+int fg_tmp_sweep_old_extract(const char *dir, const char *name, int grace_s)
+{
+	return sweep_old(dir, name, grace_s, 1);
 }
 
 int fg_tmp_sweep(const char *dir, const char *tag, const char *base, int seq, int grace_s)
@@ -844,8 +874,9 @@ void fg_tmp_remove_all(void)
 	errno = saved;
 }
 
-/* fg_file_write_atomic's naming and tracking (tmp_make), for a folder */
-int fg_tmp_dir_make(const char *out, struct fg_buf *tmp, int *slot, struct fg_err *err)
+/* fg_file_write_atomic's naming and tracking (tmp_make), for a folder; the
+ * older versions' names swept: a bake's (extract 0) or an extraction's (1) */
+static int dir_make(const char *out, int extract, struct fg_buf *tmp, int *slot, struct fg_err *err)
 {
 	const char *slash = strrchr(out, '/'), *name = slash ? slash + 1 : out;
 	struct fg_buf dir = FG_BUF_INIT, base = FG_BUF_INIT, stem = FG_BUF_INIT;
@@ -859,7 +890,7 @@ int fg_tmp_dir_make(const char *out, struct fg_buf *tmp, int *slot, struct fg_er
 		rc = fg_buf_printf(&base, err, ".%s", name);
 	if (!rc) { /* what earlier writers of out killed by SIGKILL left, older versions' too */
 		fg_tmp_sweep_dirs(dir.data, FG_TMP_DIR_TAG, base.data, 1, FG_TMP_GRACE_S);
-		fg_tmp_sweep_old_bake(dir.data, name, FG_TMP_GRACE_S);
+		sweep_old(dir.data, name, FG_TMP_GRACE_S, extract);
 	}
 	if (!rc && slash)
 		rc = fg_buf_append(&stem, out, (size_t)(slash - out) + 1, err);
@@ -873,4 +904,14 @@ int fg_tmp_dir_make(const char *out, struct fg_buf *tmp, int *slot, struct fg_er
 	fg_buf_release(&base);
 	fg_buf_release(&stem);
 	return rc;
+}
+
+int fg_tmp_dir_make(const char *out, struct fg_buf *tmp, int *slot, struct fg_err *err)
+{
+	return dir_make(out, 0, tmp, slot, err);
+}
+
+int fg_tmp_extract_dir_make(const char *dest, struct fg_buf *tmp, int *slot, struct fg_err *err)
+{
+	return dir_make(dest, 1, tmp, slot, err);
 }

@@ -93,6 +93,12 @@ int fg_tmp_sweep_dirs(const char *dir, const char *tag, const char *base, int se
  * that is a folder (never a link) unchanged for grace_s seconds (its newest
  * mtime, as above) is removed with everything in it. Returns how many. */
 int fg_tmp_sweep_old_bake(const char *dir, const char *name, int grace_s);
+/* The same for the folders an extraction to dest (fg_tarball_extract; name:
+ * dest's last component) made before that naming: mkdtemp's
+ * "<name>.partial.XXXXXX" (six letters or digits), in dest's folder dir,
+ * each a folder (never a link) unchanged for grace_s seconds. Returns how
+ * many it removed. */
+int fg_tmp_sweep_old_extract(const char *dir, const char *name, int grace_s);
 
 /* Writes all len bytes to fd, retrying short writes and EINTR; 0 or -1 with
  * errno set. */
@@ -117,7 +123,7 @@ int fg_tmp_track_dir(const char *path);
 void fg_tmp_hold_signals(sigset_t *old);
 void fg_tmp_release_signals(const sigset_t *old);
 
-/* What a bake's temporary folder is named by: "<folder of out>/.<name of
+/* What a bake's (and an extraction's) temporary folder is named by: "<folder of out>/.<name of
  * out>" FG_TMP_DIR_TAG "<pid>", else (taken) the same and ".<n>". */
 #define FG_TMP_DIR_TAG ".fgpack-tmp."
 /* Creates the folder a whole output out is written in before it is renamed
@@ -128,6 +134,10 @@ void fg_tmp_release_signals(const sigset_t *old);
  * writer's never; and so are older versions' (fg_tmp_sweep_old_bake). The caller untracks the slot once the folder is renamed
  * or removed. */
 int fg_tmp_dir_make(const char *out, struct fg_buf *tmp, int *slot, struct fg_err *err);
+/* fg_tmp_dir_make for an extraction to dest: the same name, tracking and
+ * sweep of dead pids' folders; the older versions' leftovers it removes are
+ * an extraction's own (fg_tmp_sweep_old_extract), never a bake's. */
+int fg_tmp_extract_dir_make(const char *dest, struct fg_buf *tmp, int *slot, struct fg_err *err);
 
 /* mkdir -p with mode for each created level. */
 int fg_mkdir_p(const char *path, int mode, struct fg_err *err);

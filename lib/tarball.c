@@ -2307,19 +2307,20 @@ int fg_tarball_extract_opts(const char *archive, const char *dest,
 {
 	struct fg_buf tmp = FG_BUF_INIT;
 	struct stat st;
-	int rc;
+	int rc, slot = -1;
 
 	if (!lstat(dest, &st))
 		return fg_err_set(err, FG_EINVAL, "extract to %s: it already exists", dest);
-	rc = fg_buf_printf(&tmp, err, "%s.partial.XXXXXX", dest);
-	if (rc)
-		return rc;
-	if (!mkdtemp(tmp.data)) {
-		rc = fg_err_set(err, FG_EIO, "create %s: %s", tmp.data, strerror(errno));
+	/* ".<dest>.fgpack-tmp.<pid>" beside dest, tracked: a SIGINT, SIGTERM
+	 * or SIGHUP mid-extraction (gigabytes) has cmd/'s handler remove it; a
+	 * SIGKILL's, and older versions' "<dest>.partial.XXXXXX", go at the
+	 * next extraction to dest (dead pid or no pid, unchanged for
+	 * FG_TMP_GRACE_S) */
+	rc = fg_tmp_extract_dir_make(dest, &tmp, &slot, err);
+	if (rc) {
 		fg_buf_release(&tmp);
 		return rc;
 	}
-	chmod(tmp.data, 0755);
 	rc = walk_archive(archive, tmp.data, o, fn, user, id, err);
 	if (!rc && renameat2(AT_FDCWD, tmp.data, AT_FDCWD, dest, RENAME_NOREPLACE)) {
 		if ((errno == EINVAL || errno == ENOSYS) && lstat(dest, &st) && !rename(tmp.data, dest))
@@ -2329,6 +2330,7 @@ int fg_tarball_extract_opts(const char *archive, const char *dest,
 	}
 	if (rc)
 		fg_rm_tree(tmp.data);
+	fg_tmp_untrack(slot); /* renamed to dest or removed: no longer ours to remove */
 	fg_buf_release(&tmp);
 	return rc;
 }

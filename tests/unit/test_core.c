@@ -531,6 +531,55 @@ static void test_fs_old_bake(const char *dir)
 	fg_buf_release(&tmp);
 }
 
+/* What extractions to dest left before the ".fgpack-tmp.<pid>" naming
+ * (fg_tmp_sweep_old_extract): mkdtemp's "<dest>.partial.XXXXXX", unchanged
+ * for FG_TMP_GRACE_S, is removed with what is in it; a younger one, a name
+ * not exactly that, another dest's, a link (and what it points to), a file
+ * and a bake's old names stay; fg_tmp_extract_dir_make sweeps the same. */
+static void test_fs_old_extract(const char *dir)
+{
+	static const char *const keep[] = {
+		"x.partial.Qw9Er1", "x.partial.Ab3xY", "x.partial.Ab3x_z", "x.partial.Ab3xYz7", "y.partial.Ab3xYz",
+		"xx.partial.Ab3xYz", "x.partial.Lnk123", "x.partial.Fil123", "target", "x.partial",
+		".x.fgpack-tmp-Ab3xYz",
+	};
+	struct fg_buf sub = FG_BUF_INIT, out = FG_BUF_INIT, tmp = FG_BUF_INIT;
+	struct fg_err err;
+	long old = FG_TMP_GRACE_S + 60;
+	size_t i;
+	int all = 1, slot = -1;
+
+	fg_buf_printf(&sub, &err, "%s/oldextract", dir);
+	fg_mkdir_p(sub.data, 0755, &err);
+	ok(!plant_dir(sub.data, "x.partial.Ab3xYz", old, 1, NULL) && !plant_dir(sub.data, "x.partial.Qw9Er1", 5, 0, NULL) &&
+	   !plant_dir(sub.data, "x.partial.Ab3xY", old, 0, NULL) && !plant_dir(sub.data, "x.partial.Ab3x_z", old, 0, NULL) &&
+	   !plant_dir(sub.data, "x.partial.Ab3xYz7", old, 0, NULL) && !plant_dir(sub.data, "y.partial.Ab3xYz", old, 0, NULL) &&
+	   !plant_dir(sub.data, "xx.partial.Ab3xYz", old, 0, NULL) && !plant_dir(sub.data, "target", old, 0, NULL) &&
+	   !plant_dir(sub.data, "x.partial.Lnk123", old, 0, "target") && !plant(sub.data, "x.partial.Fil123", old, NULL) &&
+	   !plant_dir(sub.data, "x.partial", old, 0, NULL) && !plant_dir(sub.data, ".x.fgpack-tmp-Ab3xYz", old, 0, NULL),
+	   "old extract: leftovers planted");
+	ok(fg_tmp_sweep_old_extract(sub.data, "x", FG_TMP_GRACE_S) == 1 && !there(sub.data, "x.partial.Ab3xYz"),
+	   "old extract: the mkdtemp folder x.partial.XXXXXX a minute old is removed, a folder in it too");
+	for (i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+		if (!there(sub.data, keep[i])) {
+			all = 0;
+			printf("#   %s was removed\n", keep[i]);
+		}
+	ok(all && there(sub.data, "target/f"),
+	   "old extract: a young one, near names, another dest's, a link, a file, a bake's names stay");
+	ok(!plant_dir(sub.data, "z.partial.Zz0000", old, 1, NULL) && !plant_dir(sub.data, "z.partial", old, 0, NULL),
+	   "old extract: leftovers of z planted");
+	fg_buf_printf(&out, &err, "%s/z", sub.data);
+	ok(fg_tmp_extract_dir_make(out.data, &tmp, &slot, &err) == 0 && !there(sub.data, "z.partial.Zz0000") &&
+	   there(sub.data, "z.partial/f"),
+	   "old extract: fg_tmp_extract_dir_make for z removes z.partial.XXXXXX, not a bake's z.partial");
+	fg_rm_tree(tmp.data);
+	fg_tmp_untrack(slot);
+	fg_buf_release(&sub);
+	fg_buf_release(&out);
+	fg_buf_release(&tmp);
+}
+
 /* 1 when folder dir holds a name with ".tmp." in it */
 static int tmp_left(const char *dir)
 {
@@ -645,6 +694,7 @@ static void test_fs(void)
 	test_fs_leftovers(dir);
 	test_fs_tmp_dir(dir);
 	test_fs_old_bake(dir);
+	test_fs_old_extract(dir);
 	test_fs_out(dir);
 	ok(fg_path_is_safe_rel("a/b.txt") && !fg_path_is_safe_rel("../x") && !fg_path_is_safe_rel("/x") &&
 	   !fg_path_is_safe_rel("a//b") && !fg_path_is_safe_rel("a/./b") && !fg_path_is_safe_rel("a\\b") &&

@@ -245,10 +245,12 @@ static int same_extract_as(const char *path, int *lanes)
 		if (system(cmd))
 			same = 0;
 	}
-	snprintf(cmd, sizeof(cmd), "rm -rf %s; ls %s | grep -c partial | grep -qx 0", at("xs"), work);
+	/* the extraction's ".<dest>.fgpack-tmp.<pid>" (a dot name: ls -A), or
+	 * an older build's "<dest>.partial.XXXXXX" */
+	snprintf(cmd, sizeof(cmd), "rm -rf %s; ls -A %s | grep -Ec 'partial|fgpack-tmp' | grep -qx 0", at("xs"), work);
 	if (system(cmd)) {
 		same = 0;
-		printf("# extract %s: a partial folder was left\n", path);
+		printf("# extract %s: a temporary folder was left\n", path);
 	}
 	fg_buf_release(&seq);
 	fg_buf_release(&ln);
