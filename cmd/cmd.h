@@ -50,6 +50,13 @@ int fg_cmd_fail(const char *verb, const struct fg_err *err);
 /* Prints "fgpack <verb>: <message>" and a hint to use --help; returns FG_EXIT_USAGE. */
 int fg_cmd_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Prints fmt's text and a newline on stderr as one line shown as error
+ * messages are (fg_err_one_line: a control character, C1 or byte that is
+ * not UTF-8 becomes '?'), for a warning, note or problem that names what a
+ * manifest, lock, archive, folder or server gave: an ESC or a lone 0x9b in
+ * a file name never reaches the terminal. */
+void fg_cmd_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* True when argv holds -h or --help before any "--". */
 int fg_cmd_wants_help(int argc, char **argv);
 

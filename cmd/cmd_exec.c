@@ -199,8 +199,7 @@ int cmd_exec(int argc, char **argv)
 		 * holds the first of them again */
 		if (b && b->n_problems) {
 			for (k = 0; k < b->n_problems; k++)
-				fprintf(stderr, "fgpack exec: %s: %s\n", b->problems[k].path,
-					b->problems[k].what);
+				fg_cmd_line("fgpack exec: %s: %s", b->problems[k].path, b->problems[k].what);
 			rc = FG_EXIT_MISMATCH;
 			goto out;
 		}
@@ -324,11 +323,11 @@ int cmd_exec(int argc, char **argv)
 		signal(SIGINT, SIG_DFL);
 		signal(SIGHUP, SIG_DFL);
 		if (patches && chdir(patches)) {
-			fprintf(stderr, "fgpack exec: chdir %s: %s\n", patches, strerror(errno));
+			fg_cmd_line("fgpack exec: chdir %s: %s", patches, strerror(errno));
 			_exit(127);
 		}
 		execvp(cmd[0], cmd);
-		fprintf(stderr, "fgpack exec: %s: %s\n", cmd[0], strerror(errno));
+		fg_cmd_line("fgpack exec: %s: %s", cmd[0], strerror(errno)); /* the manifest's serve */
 		_exit(127);
 	}
 	while (waitpid(child, &status, 0) < 0 && errno == EINTR)

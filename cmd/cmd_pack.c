@@ -209,8 +209,8 @@ static int honour_drafter(cJSON *settings, const struct fg_buf *cfg, struct fg_e
 		if (!why)
 			continue;
 		if (why[0]) { /* still not applied: the drafter's reason */
-			fprintf(stderr, "fgpack pack: note: %s=%s not applied by the bundled drafter: %s\n", key,
-				fg_json_str(u, "value") ? fg_json_str(u, "value") : "?", why);
+			fg_cmd_line("fgpack pack: note: %s=%s not applied by the bundled drafter: %s", key,
+				    fg_json_str(u, "value") ? fg_json_str(u, "value") : "?", why);
 			if (!cJSON_ReplaceItemInObjectCaseSensitive(u, "why", cJSON_CreateString(why)))
 				return fg_err_set(err, FG_ENOMEM, "out of memory");
 			continue;
@@ -439,8 +439,8 @@ static int add_golden(struct fg_bundle_builder *b, const char *model_dir, const 
 	if (rc)
 		return fg_err_wrap(err, "golden transcript (use --no-golden to pack without one)");
 	if (fg_engine_gen_unapplied(e)[0])
-		fprintf(stderr, "fgpack pack: note: generation_config.json: %s not applied by the engine: %s\n",
-			fg_engine_gen_unapplied(e), FG_ENGINE_GREEDY_WHY);
+		fg_cmd_line("fgpack pack: note: generation_config.json: %s not applied by the engine: %s",
+			    fg_engine_gen_unapplied(e), FG_ENGINE_GREEDY_WHY);
 	if (golden_file) {
 		/* recorded elsewhere (verify --record on the reference GPU): checked
 		 * for shape here; its logits chain belongs to that device */
@@ -647,8 +647,8 @@ static int attach_statement(struct fg_bundle_builder *b, struct comp_arg *c, int
 		k++;
 	}
 	if (why) {
-		fprintf(stderr, "fgpack pack: warning: %s does not describe %s now (%s%s%s): not attached\n",
-			sp.data, c[i].path, bad, *bad ? ": " : "", why);
+		fg_cmd_line("fgpack pack: warning: %s does not describe %s now (%s%s%s): not attached",
+			    sp.data, c[i].path, bad, *bad ? ": " : "", why);
 		goto out;
 	}
 	rc = fg_bundle_add_file(b, m.data, sp.data, err);
@@ -1030,9 +1030,9 @@ int cmd_pack(int argc, char **argv)
 				"pass --engine)\n",
 			engine_path.data);
 	else if (strcmp(engine_build, fg_build_id))
-		fprintf(stderr, "fgpack pack: warning: engine %s is build %s, this fgpack is build "
-				"%s (rebuild with 'make engine')\n",
-			engine_path.data, engine_build, fg_build_id);
+		fg_cmd_line("fgpack pack: warning: engine %s is build %s, this fgpack is build "
+			    "%s (rebuild with 'make engine')",
+			    engine_path.data, engine_build, fg_build_id);
 	rc = fg_bundle_add_file(b, "engine/fgpack", engine_path.data, &err);
 	for (i = 0; !rc && i < n_attest; i++) {
 		struct fg_buf ap = FG_BUF_INIT;

@@ -113,11 +113,16 @@ static void progress(void *ud, const struct fg_fetch_progress *p)
 		total, rate, eta);
 	if (p->current && p->cur_size) {
 		const char *name = p->current;
+		char shown_name[48];
 		size_t l = strlen(name);
 
 		if (l > 40)
 			name += l - 40;
-		fprintf(stderr, "  %s %.0f%%", name, 100.0 * (double)p->cur_done / (double)p->cur_size);
+		/* a remote's file name: shown as errors show it (a cut inside
+		 * a UTF-8 letter too becomes '?') */
+		snprintf(shown_name, sizeof(shown_name), "%s", name);
+		fg_err_one_line(shown_name);
+		fprintf(stderr, "  %s %.0f%%", shown_name, 100.0 * (double)p->cur_done / (double)p->cur_size);
 	}
 	if (p->final)
 		fprintf(stderr, "\n");
@@ -483,9 +488,9 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 	}
 	for (i = 0; i < (int)m->n_dependencies; i++)
 		if (m->deps[i].kind == FG_DEP_UNPINNED)
-			fprintf(stderr, "fgpack %s: warning: dependency \"%s\" is not pinned to one version "
-				"(name==version, a URL, or git+…@<commit id>); the lock cannot make it repeatable\n", verb,
-				m->dependencies[i]);
+			fg_cmd_line("fgpack %s: warning: dependency \"%s\" is not pinned to one version "
+				    "(name==version, a URL, or git+…@<commit id>); the lock cannot make it repeatable",
+				    verb, m->dependencies[i]);
 	rc = fg_pull(&rep, lock, m, st, env, &po, &err);
 	if (rc)
 		goto out;
@@ -575,10 +580,12 @@ int fg_cmd_pull_main(int argc, char **argv, int is_lock)
 
 		for (u = 0; u < FG_PLACE_EXAMPLES && placed.foreign_ex[u]; u++)
 			fg_buf_printf(&names, NULL, "%s%s", u ? ", " : "", placed.foreign_ex[u]);
-		fprintf(stderr, "fgpack pull: warning: %s%zu file%s in the target folders under %s that the lock "
-			"does not name (%s%s): a serve script reading the folder may load %s\n",
-			placed.foreign_more ? "at least " : "", placed.foreign, placed.foreign == 1 ? "" : "s", into,
-			names.data ? names.data : "", placed.foreign > u ? ", ..." : "", placed.foreign == 1 ? "it" : "them");
+		/* names found on disk: an ESC or a lone 0x9b in one shows '?' */
+		fg_cmd_line("fgpack pull: warning: %s%zu file%s in the target folders under %s that the lock "
+			    "does not name (%s%s): a serve script reading the folder may load %s",
+			    placed.foreign_more ? "at least " : "", placed.foreign, placed.foreign == 1 ? "" : "s", into,
+			    names.data ? names.data : "", placed.foreign > u ? ", ..." : "",
+			    placed.foreign == 1 ? "it" : "them");
 		fg_buf_release(&names);
 	}
 	if (into && placed.kept)

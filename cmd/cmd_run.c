@@ -335,8 +335,8 @@ int cmd_run(int argc, char **argv)
 		goto fail;
 	}
 	if (fg_engine_gen_unapplied(e)[0])
-		fprintf(stderr, "fgpack run: note: generation_config.json: %s not applied: %s\n",
-			fg_engine_gen_unapplied(e), FG_ENGINE_GREEDY_WHY);
+		fg_cmd_line("fgpack run: note: generation_config.json: %s not applied: %s",
+			    fg_engine_gen_unapplied(e), FG_ENGINE_GREEDY_WHY);
 	if (!n_given && fg_engine_gen_max_new(e, n_prompt) >= 0) {
 		/* generate()'s length when the caller names none */
 		long long g = fg_engine_gen_max_new(e, n_prompt);

@@ -158,8 +158,7 @@ int cmd_serve(int argc, char **argv)
 			size_t k;
 
 			for (k = 0; b && k < b->n_problems; k++)
-				fprintf(stderr, "fgpack serve: %s: %s\n", b->problems[k].path,
-					b->problems[k].what);
+				fg_cmd_line("fgpack serve: %s: %s", b->problems[k].path, b->problems[k].what);
 			goto fail;
 		}
 		if (!fg_json_str(b->meta, "model")) {
@@ -213,10 +212,13 @@ int cmd_serve(int argc, char **argv)
 				fg_err_wrap(&err, "bundle.json drafter, settings centroid_top_k %d", bundle_top_k);
 			goto fail;
 		}
-		fprintf(stderr, "fgpack serve: speculative decoding with %s, %d drafts per round", drafter, draft_k);
+		/* drafter: maybe the bundle's (bundle.json "drafter") */
 		if (fg_engine_draft_top_k(e))
-			fprintf(stderr, ", centroid top-k %d", fg_engine_draft_top_k(e));
-		fprintf(stderr, "\n");
+			fg_cmd_line("fgpack serve: speculative decoding with %s, %d drafts per round, centroid top-k %d",
+				    drafter, draft_k, fg_engine_draft_top_k(e));
+		else
+			fg_cmd_line("fgpack serve: speculative decoding with %s, %d drafts per round", drafter,
+				    draft_k);
 	}
 	if (tok_file)
 		rc = fg_buf_puts(&tpath, tok_file, &err);
@@ -232,8 +234,8 @@ int cmd_serve(int argc, char **argv)
 	if (!tok)
 		fprintf(stderr, "fgpack serve: note: no tokenizer.json: only token-id prompts work\n");
 	if (fg_engine_gen_unapplied(e)[0])
-		fprintf(stderr, "fgpack serve: note: generation_config.json: %s not applied: %s\n",
-			fg_engine_gen_unapplied(e), FG_ENGINE_GREEDY_WHY);
+		fg_cmd_line("fgpack serve: note: generation_config.json: %s not applied: %s",
+			    fg_engine_gen_unapplied(e), FG_ENGINE_GREEDY_WHY);
 
 	if (idp) {
 		uint8_t id[32];

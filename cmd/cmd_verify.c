@@ -295,8 +295,7 @@ int cmd_verify(int argc, char **argv)
 			cJSON_AddStringToObject(p, "path", b->problems[k].path);
 			cJSON_AddStringToObject(p, "problem", b->problems[k].what);
 			cJSON_AddItemToArray(pr, p);
-			fprintf(stderr, "fgpack verify: %s: %s\n", b->problems[k].path,
-				b->problems[k].what);
+			fg_cmd_line("fgpack verify: %s: %s", b->problems[k].path, b->problems[k].what);
 		}
 	}
 	if (b->n_problems) {
@@ -348,8 +347,8 @@ int cmd_verify(int argc, char **argv)
 		 * greedy: said, as the manifest's unhonoured knobs are */
 		cJSON *un = cJSON_GetObjectItemCaseSensitive(sum, "unhonoured"), *u = cJSON_CreateObject();
 
-		fprintf(stderr, "fgpack verify: note: generation_config.json: %s not applied: %s\n",
-			fg_engine_gen_unapplied(e), FG_ENGINE_GREEDY_WHY);
+		fg_cmd_line("fgpack verify: note: generation_config.json: %s not applied: %s",
+			    fg_engine_gen_unapplied(e), FG_ENGINE_GREEDY_WHY);
 		if (!un)
 			un = cJSON_AddArrayToObject(sum, "unhonoured");
 		if (!u || !un || !cJSON_AddStringToObject(u, "key", "generation_config.json") ||
@@ -418,12 +417,12 @@ int cmd_verify(int argc, char **argv)
 			cJSON_AddBoolToObject(g, "same_device_class", same);
 			cJSON_AddStringToObject(g, "device_differences", diffs.len ? diffs.data : "");
 			if (diffs.len && same)
-				fprintf(stderr, "fgpack verify: note: recorded on the same device class; "
-						"identity differs (not a failure): %s\n", diffs.data);
+				fg_cmd_line("fgpack verify: note: recorded on the same device class; "
+					    "identity differs (not a failure): %s", diffs.data);
 			else if (diffs.len)
-				fprintf(stderr, "fgpack verify: note: recorded on another device class (%s); "
-						"identical logits are expected only on the same class\n",
-					diffs.data);
+				fg_cmd_line("fgpack verify: note: recorded on another device class (%s); "
+					    "identical logits are expected only on the same class",
+					    diffs.data);
 		}
 		cJSON_Delete(here);
 		fg_buf_release(&diffs);

@@ -70,6 +70,26 @@ int fg_cmd_usage_error(const char *verb, const char *fmt, ...)
 	return FG_EXIT_USAGE;
 }
 
+void fg_cmd_line(const char *fmt, ...)
+{
+	struct fg_buf b = FG_BUF_INIT;
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = fg_buf_vprintf(&b, NULL, fmt, ap);
+	va_end(ap);
+	if (rc) {
+		fg_buf_release(&b);
+		fputs("fgpack: out of memory\n", stderr);
+		return;
+	}
+	if (b.data)
+		fg_err_one_line(b.data);
+	fprintf(stderr, "%s\n", b.data ? b.data : "");
+	fg_buf_release(&b);
+}
+
 int fg_cmd_wants_help(int argc, char **argv)
 {
 	int i;

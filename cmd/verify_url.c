@@ -300,8 +300,8 @@ int fg_cmd_verify_url(const char *url, const char *bundle_id, const cJSON *trans
 	cJSON_AddNumberToObject(g, "steps", steps);
 	if (fp_other) {
 		cJSON_AddStringToObject(srv, "system_fingerprint", fp);
-		fprintf(stderr, "fgpack verify: %s says it serves %s, not this bundle (%s)\n", cl.base.data, fp,
-			bundle_id);
+		fg_cmd_line("fgpack verify: %s says it serves %s, not this bundle (%s)", cl.base.data, fp,
+			    bundle_id);
 		*verdict = "mismatch";
 		*exit_code = FG_EXIT_MISMATCH;
 		goto out;

@@ -1334,14 +1334,11 @@ int fg_bundle_engine_settings(int *sliding_window, int *max_seq, const struct fg
 void fg_bundle_unhonoured_note(char *out, size_t cap, const cJSON *u)
 {
 	const char *k = fg_json_str(u, "key"), *v = fg_json_str(u, "value"), *why = fg_json_str(u, "why");
-	size_t i;
 
 	if (!cap)
 		return;
 	snprintf(out, cap, "%s=%s not applied: %s", k ? k : "?", v ? v : "?", why ? why : "?");
-	for (i = 0; out[i]; i++)
-		if ((unsigned char)out[i] < 0x20 || out[i] == 0x7f)
-			out[i] = '?';
+	fg_err_one_line(out); /* C1 and bytes that are not UTF-8 too, as in errors */
 }
 
 /* ---- engine settings from a manifest ---- */

@@ -199,8 +199,9 @@ int fg_bundle_settings(cJSON **out, const struct fg_manifest *m, struct fg_err *
 int fg_bundle_engine_settings(int *sliding_window, int *max_seq, const struct fg_bundle *b,
 			      struct fg_err *err);
 /* One settings "unhonoured" entry {key, value, why} as the line verify and
- * serve print ("KEY=VALUE not applied: WHY"), cut to cap, control
- * characters shown as '?' and a missing field as "?". */
+ * serve print ("KEY=VALUE not applied: WHY"), cut to cap, shown as error
+ * messages are (fg_err_one_line: a control character, C1 or byte that is
+ * not UTF-8 as '?') and a missing field as "?". */
 void fg_bundle_unhonoured_note(char *out, size_t cap, const cJSON *u);
 /* Why CENTROID_TOP_K is unhonoured in a bundle without such a drafter. */
 #define FG_BUNDLE_TOP_K_WHY "no Gemma 4 assistant drafter with a centroid head (use_ordered_embeddings) in the bundle"

@@ -11,8 +11,9 @@
  * input (a JSON key with a newline; C0, DEL, and C1 such as U+009B, a CSI
  * to some terminals) are shown as '?', and so is each byte that is not
  * part of valid UTF-8 (a file name's lone 0x9b, which an 8-bit terminal
- * takes as C1 too). Valid UTF-8 letters stay; the message can only shrink. */
-static void one_line(char *s)
+ * takes as C1 too). Valid UTF-8 letters stay; the message can only shrink.
+ * cmd/'s warnings and notes go through it too (fg_cmd_line). */
+void fg_err_one_line(char *s)
 {
 	const unsigned char *r = (const unsigned char *)s;
 	char *w = s;
@@ -44,7 +45,7 @@ int fg_err_set(struct fg_err *err, int code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
 	va_end(ap);
-	one_line(err->msg);
+	fg_err_one_line(err->msg);
 	return code;
 }
 
@@ -68,7 +69,7 @@ int fg_err_wrap(struct fg_err *err, const char *fmt, ...)
 		memcpy(err->msg + n + 2, old, room - 2);
 		err->msg[sizeof(err->msg) - 1] = '\0';
 	}
-	one_line(err->msg);
+	fg_err_one_line(err->msg);
 	return err->code;
 }
 

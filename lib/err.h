@@ -43,6 +43,13 @@ int fg_err_set(struct fg_err *err, int code, const char *fmt, ...)
 int fg_err_wrap(struct fg_err *err, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* Rewrites s in place as fg_err_set and fg_err_wrap write a message: each
+ * control character (C0, DEL, C1 such as U+009B) and each byte that is not
+ * part of valid UTF-8 (a lone 0x9b) becomes '?'; valid UTF-8 letters stay.
+ * For a line shown on a terminal outside an fg_err: a warning or note
+ * naming a file that a manifest, lock, archive or folder gave. */
+void fg_err_one_line(char *s);
+
 /* Short lowercase name for a code, e.g. "i/o error". */
 const char *fg_err_name(int code);
 

@@ -120,6 +120,17 @@ put fresh/m/.cache/huggingface/download/a.bin.metadata "hf download --local-dir'
 check_exit "a first pull into a folder holding someone else's shard" 0 sh -c "exit $?"
 check_grep "  warns, naming the shard" "warning: 1 file in the target folders under fresh that the lock does not name \\(m/model-00002-of-00002.safetensors\\): a serve script reading the folder may load it" fresh.err
 check "  and leaves it there" test -f fresh/m/model-00002-of-00002.safetensors
+# a name there holding an ESC (0x1b) and a lone 0x9b (a CSI to 8-bit
+# terminals) is shown with '?' for each, as error messages show it: neither
+# byte reaches the terminal raw
+mkdir -p esc/m
+printf 'x\n' >"esc/m/$(printf 'a\033[31mb\233c')"
+check "a folder holding a file named with ESC and a lone 0x9b" sh -c "ls esc/m | od -An -tx1 -v | grep -qw 1b && ls esc/m | od -An -tx1 -v | grep -qw 9b"
+"$FGPACK" pull m.json --into esc 2>esc.err
+check_exit "  a first pull into it" 0 sh -c "exit $?"
+check_grep "  warns, naming it with '?' for each byte" "warning: 1 file in the target folders under esc that the lock does not name \\(m/a\\?\\[31mb\\?c\\)" esc.err
+check "  no ESC and no 0x9b byte on stderr" sh -c "! od -An -tx1 -v esc.err | grep -qw -e 1b -e 9b"
+check "  (grep -P agrees)" sh -c "! LC_ALL=C grep -qP '[\\x1b\\x9b]' esc.err"
 
 # store gc drops the record of a folder that no longer exists, keeps the others
 nrec() { ls "$FGPACK_HOME/placed" | grep -c '\.json$'; }

@@ -69,6 +69,10 @@ static void test_err(void)
 	fg_err_set(&err, FG_EIO, "%s", big);
 	ok(strlen(err.msg) == FG_ERR_MSG_MAX - 1 && err.msg[FG_ERR_MSG_MAX - 2] == '?',
 	   "err: a letter cut by the bound shows as '?'");
+	/* the same for a warning's text outside an fg_err (cmd/'s fg_cmd_line) */
+	memcpy(big, "m/a\x1b[31mb\x9b" "c\xc3\xa9\n", sizeof("m/a\x1b[31mb\x9b" "c\xc3\xa9\n"));
+	fg_err_one_line(big);
+	is_str(big, "m/a?[31mb?c\xc3\xa9?", "err: fg_err_one_line: ESC, a lone 0x9b, a newline as '?', a letter kept");
 }
 
 static void test_parse(void)
