@@ -479,6 +479,19 @@ static int plant_dir(const char *dir, const char *name, long age_s, int deep, co
 	return rc;
 }
 
+/* 1 when dir holds every one of the n names; names those it lacks */
+static int all_there(const char *dir, const char *const *names, size_t n)
+{
+	int all = 1;
+
+	for (size_t i = 0; i < n; i++)
+		if (!there(dir, names[i])) {
+			all = 0;
+			printf("#   %s was removed\n", names[i]);
+		}
+	return all;
+}
+
 /* What bakes of out left before the ".fgpack-tmp.<pid>" naming, with no pid
  * (fg_tmp_sweep_old_bake): int4's ".<out>.fgpack-tmp-XXXXXX" and
  * prune-head's flat "<out>.partial", unchanged for FG_TMP_GRACE_S, are
@@ -495,8 +508,7 @@ static void test_fs_old_bake(const char *dir)
 	struct fg_buf sub = FG_BUF_INIT, out = FG_BUF_INIT, tmp = FG_BUF_INIT;
 	struct fg_err err;
 	long old = FG_TMP_GRACE_S + 60;
-	size_t i;
-	int all = 1, slot = -1;
+	int all, slot = -1;
 
 	fg_buf_printf(&sub, &err, "%s/oldbake", dir);
 	fg_mkdir_p(sub.data, 0755, &err);
@@ -513,11 +525,7 @@ static void test_fs_old_bake(const char *dir)
 	   "old bake: leftovers planted");
 	ok(fg_tmp_sweep_old_bake(sub.data, "m", FG_TMP_GRACE_S) == 2 && !there(sub.data, ".m.fgpack-tmp-Ab3xYz") &&
 	   !there(sub.data, "m.partial"), "old bake: int4's mkdtemp folder and prune-head's m.partial removed");
-	for (i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
-		if (!there(sub.data, keep[i])) {
-			all = 0;
-			printf("#   %s was removed\n", keep[i]);
-		}
+	all = all_there(sub.data, keep, sizeof(keep) / sizeof(keep[0]));
 	ok(all, "old bake: a young one, near names, another output's, a link, a file stay");
 	ok(!fg_tmp_sweep_old_bake(sub.data, "p2", FG_TMP_GRACE_S) && !fg_tmp_sweep_old_bake(sub.data, "p3", FG_TMP_GRACE_S) &&
 	   !fg_tmp_sweep_old_bake(sub.data, "p4", FG_TMP_GRACE_S) && !fg_tmp_sweep_old_bake(sub.data, "p5", FG_TMP_GRACE_S) &&
@@ -550,8 +558,7 @@ static void test_fs_old_extract(const char *dir)
 	struct fg_buf sub = FG_BUF_INIT, out = FG_BUF_INIT, tmp = FG_BUF_INIT;
 	struct fg_err err;
 	long old = FG_TMP_GRACE_S + 60;
-	size_t i;
-	int all = 1, slot = -1;
+	int all, slot = -1;
 
 	fg_buf_printf(&sub, &err, "%s/oldextract", dir);
 	fg_mkdir_p(sub.data, 0755, &err);
@@ -564,11 +571,7 @@ static void test_fs_old_extract(const char *dir)
 	   "old extract: leftovers planted");
 	ok(fg_tmp_sweep_old_extract(sub.data, "x", FG_TMP_GRACE_S) == 1 && !there(sub.data, "x.partial.Ab3xYz"),
 	   "old extract: the mkdtemp folder x.partial.XXXXXX a minute old is removed, a folder in it too");
-	for (i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
-		if (!there(sub.data, keep[i])) {
-			all = 0;
-			printf("#   %s was removed\n", keep[i]);
-		}
+	all = all_there(sub.data, keep, sizeof(keep) / sizeof(keep[0]));
 	ok(all && there(sub.data, "target/f"),
 	   "old extract: a young one, near names, another dest's, a link, a file, a bake's names stay");
 	ok(!plant_dir(sub.data, "z.partial.Zz0000", old, 1, NULL) && !plant_dir(sub.data, "z.partial", old, 0, NULL),
