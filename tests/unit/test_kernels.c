@@ -635,6 +635,71 @@ static void gpu_int4(void)
 	}
 }
 
+/* The i8 kernel's launches of two K splits meet in a slot per output
+ * (i8_pair): the same bits as the counted path (FG_I8_PAIR=0) and the twin,
+ * an output of +0 (a row of zero scales) and NaN (a NaN in either split's
+ * slice) included, and each launch leaves its slots clear for the next
+ * (inputs that differ from launch to launch). */
+static void gpu_int4_pair(void)
+{
+	const int n = 200, k = 2560, G = 128;
+	int32_t *p;
+	uint16_t *sc;
+	struct fg_kint4 *w = NULL, *w0 = NULL;
+	float *x = malloc(sizeof(float) * 2 * k), *ref = malloc(sizeof(float) * 2 * n);
+	float *g = malloc(sizeof(float) * 2 * n), *g0 = malloc(sizeof(float) * 2 * n);
+	float *dx = dnew(sizeof(float) * 2 * k), *dy = dnew(sizeof(float) * 2 * n);
+	int rc, twin = 1, same = 1, zero = 1, nan = 1, splits[2], slice[2], warps[2];
+
+	int4_rand(&p, &sc, n, k, G);
+	for (int j = 0; j < k / G; j++)
+		sc[(size_t)7 * (k / G) + j] = 0; /* row 7: every scale 0, so +0 */
+	rc = fg_kint4_new(ctx, &w, p, sc, n, k, G, 2, &gerr);
+	setenv("FG_I8_PAIR", "0", 1);
+	if (!rc)
+		rc = fg_kint4_new(ctx, &w0, p, sc, n, k, G, 2, &gerr);
+	unsetenv("FG_I8_PAIR");
+	for (int m = 1; m <= 2 && !rc; m++)
+		splits[m - 1] = fg_kint4_i8_plan(w, m, &slice[m - 1], &warps[m - 1]);
+	ok(!rc && w->d_pairs && !w0->d_pairs && splits[0] == 2 && splits[1] == 2,
+	   "i8 pair: two splits get slots, FG_I8_PAIR=0 none (%s)", rc ? gerr.msg : "made");
+	for (int r = 0; r < 6 && !rc; r++) {
+		int m = r < 4 ? 1 : 2;
+
+		for (int i = 0; i < m * k; i++)
+			x[i] = frand(-3, 3);
+		if (r == 2 || r == 5)
+			x[100] = NAN; /* split 0's slice */
+		if (r == 3)
+			x[2000] = NAN; /* split 1's */
+		rc = fg_kmem_upload(ctx, dx, x, sizeof(float) * m * k, &gerr) ||
+		     fg_k_int4_matvec(ctx, dy, w, dx, m, &gerr) || dget(g, dy, sizeof(float) * m * n) ||
+		     fg_k_int4_matvec(ctx, dy, w0, dx, m, &gerr) || dget(g0, dy, sizeof(float) * m * n);
+		if (rc)
+			break;
+		fg_ref_int4_i8_matvec(ref, p, sc, x, m, n, k, G, slice[m - 1], warps[m - 1]);
+		same &= !memcmp(g, g0, sizeof(float) * m * n);
+		for (int v = 0; v < m; v++) {
+			int has_nan = r == 2 || r == 3 || (r == 5 && v == 0);
+
+			zero &= has_nan || (g[v * n + 7] == 0.0f && !signbit(g[v * n + 7]));
+			for (int i = 0; i < n; i++)
+				nan &= !has_nan == !isnan(g[v * n + i]);
+			if (!has_nan)
+				twin &= !memcmp(g + v * n, ref + v * n, sizeof(float) * n);
+		}
+	}
+	ok(!rc && same, "i8 pair: slots and the counted path give the same bits, NaN outputs included (%s)",
+	   rc ? gerr.msg : "6 launches");
+	ok(!rc && twin, "i8 pair: each launch bit-identical to the twin, its inputs new every launch");
+	ok(!rc && zero && nan, "i8 pair: a row of zero scales gives +0, a NaN in either split's slice NaN");
+	fg_kint4_free(ctx, w);
+	fg_kint4_free(ctx, w0);
+	fg_kmem_free(ctx, dx);
+	fg_kmem_free(ctx, dy);
+	free(p), free(sc), free(x), free(ref), free(g), free(g0);
+}
+
 /* Dependent matvecs back to back (y2 = W2 (W1 x), y3 = W3 y2): with
  * programmatic dependent launch each starts before the previous ends and must
  * still read finished inputs; PDL on and off give the same bits. */
@@ -1860,6 +1925,8 @@ int main(int argc, char **argv)
 		gpu_int4_chain();
 		gpu_graph();
 	}
+	fg_kctx_set_int4_kind(ctx, FG_INT4_I8);
+	gpu_int4_pair();
 	fg_kctx_set_int4_kind(ctx, FG_INT4_FMA);
 	gpu_bf16_matvec();
 	gpu_rows_matvec();
