@@ -22,7 +22,8 @@
  * slice's units in turn, each keeping IU units of weights in flight. Before
  * waiting for the kernel that writes x (programmatic dependent launch), a
  * block loads its first weights; after, it splits its slice of x into
- * shared memory, one warp per group. Split-K partials and the last-block
+ * shared memory, one warp per group. A launch of two K splits meets in a
+ * slot per output (i8_pair); with more, split-K partials and the last-block
  * reduction are int4.cu's. */
 #include <stdlib.h>
 #include <string.h>
