@@ -303,7 +303,7 @@ struct fg_kint4 {
 	int splits;
 	int npad, rblocks, chunks, max_splits; /* mma (and i8: chunks, max_splits) */
 	int units, wave, sms, stage;           /* i8: units of k (one group, or two of 32), blocks per wave, SMs, activations a block stages at most */
-	int pair, pair_fill, pair_stage;       /* i8: two splits meet in d_pairs (FG_I8_PAIR); experiments: FG_I8_PAIR_FILL, FG_I8_PAIR_STAGE */
+	int pair, pair_fill;                   /* i8: two splits meet in d_pairs (FG_I8_PAIR); FG_I8_PAIR_FILL=1 fills the SMs instead */
 };
 /* Device bytes of the matrix's words and scales. */
 size_t fg_kint4_bytes(const struct fg_kint4 *w);

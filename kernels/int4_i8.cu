@@ -295,18 +295,17 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 	uint32_t sv[IU][GU];
 	float acc0 = 0.0f, acc1 = 0.0f;
 
-	fg_pdl_trigger<true>();
+	fg_pdl_trigger();
 	fg_pf_issue(pf); /* a later kernel's weights into L2 (fg_kctx_prefetch) */
 	/* the first units' weights before waiting for the kernel that writes x */
 #pragma unroll
 	for (int uu = 0; uu < IU; uu++)
 		if (wi + uu * wpt < nu)
 			i8_fetch<NC, GU>(wv[uu], sv[uu], wp, sq, wi + uu * wpt);
-	fg_pdl_wait<true>();
+	fg_pdl_wait();
 	i8_stage<M, GG, G>(sm, mult, bias, x, x2, k, u0 * UE, (min(units, u0 + slice) - u0) * GU, xstride, warp, nw,
 			   lane);
 	__syncthreads();
-	fg_pdl_staged();
 	fg_kt_mark(2); /* a measuring build's (KTRACE=1) marks: x staged */
 	for (int base = wi; base < nu; base += wpt * IU) {
 #pragma unroll
@@ -560,8 +559,6 @@ static void i8_plan(const struct fg_kint4 *w, int m, int *splits, int *slice, in
 		int unit = w->kpad / w->units, blocks;
 
 		s = (w->units * unit + w->stage - 1) / w->stage;
-		if (w->pair_stage && s > 2 && w->units * unit <= 2 * w->pair_stage)
-			s = 2; /* experiments (FG_I8_PAIR_STAGE): two splits of up to pair_stage */
 		while (t < IW && (w->tiles + t - 1) / t * s > w->wave)
 			t *= 2;
 		blocks = (w->tiles + t - 1) / t;
@@ -653,12 +650,9 @@ int fg_kint4_i8_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *p
 		if (w->stage < 64)
 			w->stage = 64;
 		/* two splits meet in i8_pair's slots unless FG_I8_PAIR=0;
-		 * experiments: FG_I8_PAIR_FILL=1 fills the SMs with more splits
-		 * as before, FG_I8_PAIR_STAGE=N takes two splits for K up to 2N */
+		 * FG_I8_PAIR_FILL=1 fills the SMs with more splits as before */
 		w->pair = !(getenv("FG_I8_PAIR") && !strcmp(getenv("FG_I8_PAIR"), "0"));
 		w->pair_fill = getenv("FG_I8_PAIR_FILL") && !strcmp(getenv("FG_I8_PAIR_FILL"), "1");
-		if (getenv("FG_I8_PAIR_STAGE"))
-			w->pair_stage = (int)strtol(getenv("FG_I8_PAIR_STAGE"), NULL, 10);
 		/* the partial sums hold the most splits a launch can take */
 		w->splits = splits > 0 ? splits : 0;
 		w->max_splits = splits > 0 ? splits : w->sms + (d.kpad + w->stage - 1) / w->stage;

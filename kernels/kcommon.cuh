@@ -214,47 +214,20 @@ __device__ __forceinline__ void fg_kt_mark(int i)
 #define FG_KTRACE_TU(file)
 #endif
 
-/* Where a block lets the next kernel launch (make PDL_LATE=N, a measuring
- * build's choice; docs/gpu.md): 0, when it starts; bit 0, every kernel only
- * once its wait has returned; bit 1, the i8 matvec only once its block has
- * staged x (fg_pdl_staged). A grid's dependents launch once all its blocks
- * have triggered or exited. */
-#ifndef FG_PDL_LATE
-#define FG_PDL_LATE 0
-#endif
-
-__device__ __forceinline__ void fg_pdl_launch(void)
+__device__ __forceinline__ void fg_pdl_trigger(void)
 {
+	fg_kt_mark(0);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 
-/* MV: the caller is the i8 matvec, which calls fg_pdl_staged too */
-template <bool MV = false>
-__device__ __forceinline__ void fg_pdl_trigger(void)
-{
-	fg_kt_mark(0);
-	if (!(FG_PDL_LATE & (MV ? 3 : 1)))
-		fg_pdl_launch();
-}
-
-template <bool MV = false>
 __device__ __forceinline__ void fg_pdl_wait(void)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 	asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 	fg_kt_mark(1);
-	if ((FG_PDL_LATE & 1) && !(MV && (FG_PDL_LATE & 2)))
-		fg_pdl_launch();
-}
-
-/* the i8 matvec's block has staged x */
-__device__ __forceinline__ void fg_pdl_staged(void)
-{
-	if (FG_PDL_LATE & 2)
-		fg_pdl_launch();
 }
 
 __device__ __forceinline__ float fg_bf16f(uint16_t b)

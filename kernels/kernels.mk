@@ -17,10 +17,6 @@ NVCC_FLAGS ?= -std=c++17 -O3 -lineinfo -Xcompiler -Wall,-Wextra,-Werror
 ifeq ($(KTRACE),1)
 NVCC_FLAGS += -DFG_KTRACE
 endif
-# make PDL_LATE=N: where blocks let the next kernel launch (kcommon.cuh)
-ifneq ($(PDL_LATE),)
-NVCC_FLAGS += -DFG_PDL_LATE=$(PDL_LATE)
-endif
 # Ask nvcc itself where its runtime libraries are: NVCC may be a wrapper
 # script (CI's /usr/local/bin/nvcc), so its path says nothing about them.
 ifeq ($(origin CUDA_LIBDIR),undefined)
