@@ -160,6 +160,8 @@ int cmd_exec(int argc, char **argv)
 	const cJSON *comps, *c;
 	char **cmd = NULL, *patches = NULL;
 	int i, rc, print = 0, status = 0, dash = -1, threads = 0;
+	sigset_t held;
+	pid_t pid;
 	size_t k;
 
 	memset(&err, 0, sizeof(err));
@@ -310,18 +312,24 @@ int cmd_exec(int argc, char **argv)
 		goto fail;
 	}
 	fflush(NULL);
+	/* held from here until each side has its handling: a signal that
+	 * came before child was set, or to the child before it dropped
+	 * forward (its own child is 0), was lost, and exec waited on */
+	fg_tmp_hold_signals(&held);
 	signal(SIGTERM, forward);
 	signal(SIGINT, forward);
 	signal(SIGHUP, forward);
-	child = fork();
-	if (child < 0) {
+	pid = fork();
+	if (pid < 0) {
 		rc = fg_err_set(&err, FG_EIO, "fork: %s", strerror(errno));
+		fg_tmp_release_signals(&held);
 		goto fail;
 	}
-	if (child == 0) {
+	if (pid == 0) {
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGINT, SIG_DFL);
 		signal(SIGHUP, SIG_DFL);
+		fg_tmp_release_signals(&held);
 		if (patches && chdir(patches)) {
 			fg_cmd_line("fgpack exec: chdir %s: %s", patches, strerror(errno));
 			_exit(127);
@@ -330,6 +338,8 @@ int cmd_exec(int argc, char **argv)
 		fg_cmd_line("fgpack exec: %s: %s", cmd[0], strerror(errno)); /* the manifest's serve */
 		_exit(127);
 	}
+	child = pid;
+	fg_tmp_release_signals(&held); /* one held meanwhile is forwarded now */
 	while (waitpid(child, &status, 0) < 0 && errno == EINTR)
 		;
 	rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

@@ -946,6 +946,14 @@ static int json_is_hashed_copy(const struct collect *c, const struct fg_buf *tex
 	return fg_err_set(err, FG_EMISMATCH, "bundle %s: no bundle.json", fgb);
 }
 
+/* b->dir no longer removed by a signal (gone, or the caller's to keep) */
+static void untrack(struct fg_bundle *b)
+{
+	if (b->tmp_slot)
+		fg_tmp_untrack(b->tmp_slot - 1);
+	b->tmp_slot = 0;
+}
+
 int fg_bundle_open(struct fg_bundle **out, const char *fgb, const char *dest, struct fg_err *err)
 {
 	return fg_bundle_open_id(out, fgb, dest, NULL, 1, err);
@@ -993,13 +1001,18 @@ static int open_bundle(struct fg_bundle **out, const char *fgb, const char *dest
 		rc = fg_buf_puts(&path, dest, err);
 	else {
 		const char *tmp = getenv("TMPDIR");
+		int slot;
 
-		rc = fg_buf_printf(&path, err, "%s/fgpack-bundle.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-		if (!rc && !mkdtemp(path.data))
-			rc = fg_err_set(err, FG_EIO, "create %s: %s", path.data, strerror(errno));
+		/* "<TMPDIR>/fgpack-bundle-<pid>", tracked from here to
+		 * fg_bundle_free, so that a signal while it is checked or used
+		 * removes it, and a SIGKILL's is swept by a later run */
+		rc = fg_tmp_pid_dir_make(tmp && *tmp ? tmp : "/tmp", "fgpack-bundle", &path, &slot, err);
 		if (!rc) {
-			/* extraction wants to create the folder itself */
+			/* extraction wants to create the folder itself; the
+			 * name stays tracked: a signal removes what it renames
+			 * there */
 			rmdir(path.data);
+			b->tmp_slot = slot + 1;
 			b->remove_dir = 1;
 		}
 	}
@@ -1027,12 +1040,16 @@ static int open_bundle(struct fg_bundle **out, const char *fgb, const char *dest
 	if (rc) {
 		rc = corrupt(rc, fgb, err);
 		b->remove_dir = 0; /* nothing was left there */
+		untrack(b);
 		goto fail;
 	}
 	/* a caller's dest too is ours alone (extraction made it), and a copy
 	 * that does not check out must not stay there, where it would look
-	 * like a usable bundle and block the next try ("already exists") */
+	 * like a usable bundle and block the next try ("already exists"):
+	 * removed on a signal too until it checked out */
 	b->remove_dir = 1;
+	if (dest)
+		b->tmp_slot = fg_tmp_track_dir(b->dir) + 1;
 	if (expect_id || want_id)
 		fg_hex_encode(id, 32, b->id);
 	rc = fg_path_join(&path, b->dir, FG_BUNDLE_JSON, err);
@@ -1058,8 +1075,10 @@ static int open_bundle(struct fg_bundle **out, const char *fgb, const char *dest
 	collect_free(&c);
 	fg_buf_release(&path);
 	fg_buf_release(&text);
-	if (dest && !b->n_problems)
+	if (dest && !b->n_problems) {
 		b->remove_dir = 0; /* it checked out: the caller's to keep */
+		untrack(b);
+	}
 	*out = b;
 	if (b->n_problems)
 		return fg_err_set(err, FG_EMISMATCH, "%s: %s", b->problems[0].path, b->problems[0].what);
@@ -1237,6 +1256,7 @@ void fg_bundle_free(struct fg_bundle *b)
 		return;
 	if (b->remove_dir)
 		fg_bundle_rm_rf(b->dir);
+	untrack(b); /* after the removal: a signal during it still removes */
 	free(b->dir);
 	cJSON_Delete(b->meta);
 	for (i = 0; i < b->n_problems; i++) {

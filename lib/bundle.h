@@ -102,6 +102,12 @@ struct fg_bundle_problem {
 struct fg_bundle {
 	char *dir;                            /* the extracted folder (owned path) */
 	int remove_dir;                       /* fg_bundle_free deletes dir */
+	int tmp_slot;                         /* fg_tmp_track_dir's slot of dir
+					       * plus 1 (0: not tracked) while a
+					       * signal must remove it: our own
+					       * folder, or a caller's dest not
+					       * yet checked; fg_bundle_free
+					       * removes and untracks it */
 	cJSON *meta;                          /* parsed bundle.json */
 	char id[FG_SHA256_HEX_LEN + 1];       /* sha256 of the uncompressed tar */
 	size_t n_files;                       /* members listed and checked */
@@ -118,10 +124,15 @@ struct fg_bundle {
 	size_t n_problems;
 };
 
-/* Extracts fgb into dest (NULL: a fresh folder under $TMPDIR, removed by
- * fg_bundle_free; dest must not exist, and is removed too, by the time this
- * returns or by fg_bundle_free, unless every member matched) and checks
- * every member against bundle.json. Returns 0 with
+/* Extracts fgb into dest (NULL: a fresh folder under $TMPDIR, else /tmp,
+ * "fgpack-bundle-<pid>[.<n>]" (fg_tmp_pid_dir_make: dead pids' such folders
+ * a SIGKILL left are swept first), removed by fg_bundle_free; dest must not
+ * exist, and is removed too, by the time this returns or by fg_bundle_free,
+ * unless every member matched) and checks every member against
+ * bundle.json. Either folder is tracked (fg_tmp_track_dir) while it is
+ * ours, so that a SIGINT, SIGTERM or SIGHUP (cmd/'s handler) removes it:
+ * our own folder until fg_bundle_free, a dest until it checked out, when it
+ * is the caller's and untracked. Returns 0 with
  * b->n_problems = 0 when all matched; FG_EMISMATCH with *out still set and
  * b->problems filled when a file differs, is missing or is not listed;
  * FG_EMISMATCH (and *out NULL) when the archive itself is corrupt; other

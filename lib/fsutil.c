@@ -180,9 +180,11 @@ static int remove_stale(DIR *d, const char *dir, const char *name, int folders, 
 	return gone;
 }
 
-/* fg_tmp_sweep (folders 0: regular files) and fg_tmp_sweep_dirs (1) */
-static int sweep_dead(const char *dir, const char *tag, const char *base, int seq, int grace_s,
-		      int folders)
+/* fg_tmp_sweep (folders 0: regular files) and fg_tmp_sweep_dirs (1);
+ * prefix (with base NULL; else NULL): only names that begin with it and
+ * then '-' or '.' */
+static int sweep_dead(const char *dir, const char *tag, const char *base, const char *prefix, int seq,
+		      int grace_s, int folders)
 {
 	DIR *d = opendir(dir);
 	struct dirent *e;
@@ -192,8 +194,13 @@ static int sweep_dead(const char *dir, const char *tag, const char *base, int se
 	if (!d)
 		return 0;
 	while ((e = readdir(d))) {
-		long pid = tmp_owner(e->d_name, tag, base, seq);
+		size_t pl = prefix ? strlen(prefix) : 0;
+		long pid;
 
+		if (prefix && (strncmp(e->d_name, prefix, pl) || !e->d_name[pl] ||
+			       !strchr("-.", e->d_name[pl])))
+			continue;
+		pid = tmp_owner(e->d_name, tag, base, seq);
 		if (pid <= 0 || pid == (long)getpid())
 			continue;
 		/* only a dead writer's: a live one (or whoever has its pid now) keeps it */
@@ -314,12 +321,12 @@ int fg_tmp_sweep_old_extract(const char *dir, const char *name, int grace_s)
 
 int fg_tmp_sweep(const char *dir, const char *tag, const char *base, int seq, int grace_s)
 {
-	return sweep_dead(dir, tag, base, seq, grace_s, 0);
+	return sweep_dead(dir, tag, base, NULL, seq, grace_s, 0);
 }
 
 int fg_tmp_sweep_dirs(const char *dir, const char *tag, const char *base, int seq, int grace_s)
 {
-	return sweep_dead(dir, tag, base, seq, grace_s, 1);
+	return sweep_dead(dir, tag, base, NULL, seq, grace_s, 1);
 }
 
 int fg_file_sweep_tmps(const char *dir, const char *base, int grace_s)
@@ -333,7 +340,7 @@ int fg_file_sweep_tmps(const char *dir, const char *base, int grace_s)
  * followed, truncated nor taken over, and tracked with no signal in between
  * (fg_tmp_hold_signals); a name taken is never tracked, as it may be a live
  * writer's of another pid namespace. beside: the output a folder is for,
- * named in its error. */
+ * named in its error (NULL: the folder's own name is). */
 static int tmp_make(const char *stem, int mode, int *fd, const char *beside, struct fg_buf *tmp, int *slot,
 		    struct fg_err *err)
 {
@@ -361,7 +368,7 @@ static int tmp_make(const char *stem, int mode, int *fd, const char *beside, str
 		if (made)
 			break;
 		if (e != EEXIST || tries + 1 == TMP_TRIES)
-			rc = fd ? fg_err_set(err, FG_EIO, "create %s: %s", tmp->data, strerror(e))
+			rc = fd || !beside ? fg_err_set(err, FG_EIO, "create %s: %s", tmp->data, strerror(e))
 				: fg_err_set(err, FG_EIO, "create a temporary folder beside %s: %s", beside,
 					     strerror(e));
 	}
@@ -914,4 +921,33 @@ int fg_tmp_dir_make(const char *out, struct fg_buf *tmp, int *slot, struct fg_er
 int fg_tmp_extract_dir_make(const char *dest, struct fg_buf *tmp, int *slot, struct fg_err *err)
 {
 	return dir_make(dest, 1, tmp, slot, err);
+}
+
+/* The pid dir's tag: "<base>-<pid>", a name mkdtemp's "<base>.XXXXXX" of
+ * earlier versions never was, so that such a folder (no pid in it: six
+ * random letters or digits) is never taken for a dead pid's. */
+#define PID_DIR_TAG "-"
+
+int fg_tmp_pid_dir_make(const char *dir, const char *base, struct fg_buf *tmp, int *slot, struct fg_err *err)
+{
+	struct fg_buf stem = FG_BUF_INIT, dot = FG_BUF_INIT;
+	int rc;
+
+	*slot = -1;
+	if (!*base || strchr(base, '/'))
+		return fg_err_set(err, FG_EINVAL, "'%s' is no name for a temporary folder", base);
+	rc = fg_buf_printf(&dot, err, ".%s", base);
+	if (!rc) {
+		/* dead writers' (SIGKILL) folders, and their extractions' ones
+		 * (".<base>-<pid>.fgpack-tmp.<pid>", or an earlier version's
+		 * ".<base>.XXXXXX.fgpack-tmp.<pid>": that pid is the writer's) */
+		fg_tmp_sweep_dirs(dir, PID_DIR_TAG, base, 1, FG_TMP_GRACE_S);
+		sweep_dead(dir, FG_TMP_DIR_TAG, NULL, dot.data, 1, FG_TMP_GRACE_S, 1);
+		rc = fg_buf_printf(&stem, err, "%s/%s" PID_DIR_TAG, dir, base);
+	}
+	if (!rc)
+		rc = tmp_make(stem.data, 0700, NULL, NULL, tmp, slot, err);
+	fg_buf_release(&stem);
+	fg_buf_release(&dot);
+	return rc;
 }

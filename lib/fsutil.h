@@ -139,6 +139,22 @@ int fg_tmp_dir_make(const char *out, struct fg_buf *tmp, int *slot, struct fg_er
  * an extraction's own (fg_tmp_sweep_old_extract), never a bake's. */
 int fg_tmp_extract_dir_make(const char *dest, struct fg_buf *tmp, int *slot, struct fg_err *err);
 
+/* A private folder of this process in dir (a shared one: $TMPDIR, /tmp),
+ * for work that has no output path of its own (exec's, verify's and serve's
+ * extracted bundle): "<dir>/<base>-<pid>", else (taken: never followed nor
+ * touched) "<dir>/<base>-<pid>.<n>", made mode 0700 into tmp (reset first)
+ * and tracked (fg_tmp_track_dir; *slot, -1 when not) so that a SIGINT,
+ * SIGTERM or SIGHUP leaves nothing. base is one name component. Dead
+ * writers' such folders that a SIGKILL left (a dead pid, unchanged for
+ * FG_TMP_GRACE_S) are removed first, a live pid's never, and so are the
+ * extraction folders (FG_TMP_DIR_TAG) of dead pids begun in dir under
+ * "<base>-..." or "<base>...."; an earlier version's "<base>.XXXXXX"
+ * (mkdtemp) carries no pid and is left alone. The caller may remove the
+ * folder and make it again under the same name (an extraction renamed to
+ * it) while the slot stays tracked; it untracks the slot once the folder is
+ * gone or handed over. */
+int fg_tmp_pid_dir_make(const char *dir, const char *base, struct fg_buf *tmp, int *slot, struct fg_err *err);
+
 /* mkdir -p with mode for each created level. */
 int fg_mkdir_p(const char *path, int mode, struct fg_err *err);
 

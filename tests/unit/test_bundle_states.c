@@ -4,13 +4,19 @@
  * verdict; malformed ones (a count that does not fit the size, a string
  * that is not hex, a long array of numbers) are not used at all. Each
  * archive is made by our writer: bundle.json as written here, then one
- * member of 40 MiB + 100 bytes whose frames are cut at every 8 MiB. */
+ * member of 40 MiB + 100 bytes whose frames are cut at every 8 MiB.
+ * The same archives show what a signal removes of an extraction
+ * (fg_tmp_remove_all, what cmd/'s handler runs): the folder under $TMPDIR
+ * while it is ours, a caller's dest until it checked out, never after. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "buf.h"
 #include "bundle.h"
+#include "err.h"
+#include "fsutil.h"
 #include "sha256.h"
 #include "tap.h"
 #include "tarball.h"
@@ -42,6 +48,44 @@ static int make(const char *name, const char *states)
 	fg_tarball_writer_free(w);
 	fg_buf_release(&j);
 	return rc;
+}
+
+/* exec's and serve's opening of name, without a dest (under $TMPDIR) and
+ * into one: what fg_tmp_remove_all removes of each, as a signal would */
+static void signals(const char *name)
+{
+	struct fg_bundle *b = NULL;
+	struct fg_err err;
+	char want[64];
+	int rc;
+
+	setenv("TMPDIR", work, 1);
+	snprintf(want, sizeof(want), "/fgpack-bundle-%ld", (long)getpid());
+	rc = fg_bundle_open(&b, at(name), NULL, &err);
+	ok(!rc && b->tmp_slot > 0 && !strcmp(b->dir, at(want + 1)) && !access(at(want + 1), F_OK),
+	   "no dest: opened in %s, tracked", b ? b->dir : err.msg);
+	fg_tmp_remove_all();
+	ok(access(at(want + 1), F_OK), "  a signal removes it");
+	fg_bundle_free(b);
+	b = NULL;
+	rc = fg_bundle_open(&b, at(name), at("kept"), &err);
+	ok(!rc && b->tmp_slot == 0 && !b->remove_dir, "dest: opened and the caller's, untracked");
+	fg_tmp_remove_all();
+	ok(!access(at("kept/w.bin"), F_OK), "  a signal leaves it");
+	fg_bundle_free(b);
+	ok(!access(at("kept/w.bin"), F_OK), "  and so does fg_bundle_free");
+	fg_rm_tree(at("kept"));
+	b = NULL;
+	digest_hex[0] ^= 1;
+	rc = make("bad.fgb", NULL);
+	digest_hex[0] ^= 1;
+	rc = rc ? rc : fg_bundle_open(&b, at("bad.fgb"), at("bad"), &err);
+	ok(rc == FG_EMISMATCH && b && b->n_problems == 1 && b->tmp_slot > 0 && !access(at("bad/w.bin"), F_OK),
+	   "dest, a member that differs: still tracked when returned (%s)", err.msg);
+	fg_tmp_remove_all();
+	ok(access(at("bad"), F_OK), "  a signal removes it");
+	fg_bundle_free(b);
+	unsetenv("TMPDIR");
 }
 
 /* verify's files check on 2 threads: its code (0: every member matched),
@@ -102,6 +146,7 @@ int main(void)
 	ok(!rc, "a member of 40 MiB + 100 bytes and its states every 8 MiB");
 
 	ok(!make("none.fgb", NULL) && !scan("none.fgb", &plain), "no states: verified (%d lanes)", plain);
+	signals("none.fgb");
 	ok(!make("right.fgb", right.data) && !scan("right.fgb", &lanes) && lanes == 4 && plain < 4,
 	   "right states: verified in 4 lanes on 2 threads (%d)", lanes);
 	ok(!make("wrong.fgb", wrong.data) && !scan("wrong.fgb", &lanes) && lanes == 1,

@@ -587,6 +587,83 @@ static void test_fs_old_extract(const char *dir)
 	fg_buf_release(&tmp);
 }
 
+/* A private pid folder in a shared one (fg_tmp_pid_dir_make, exec's
+ * "$TMPDIR/fgpack-bundle-<pid>"): "<base>-<pid>" mode 0700, then ".<n>",
+ * tracked, also after it is removed and made again under that name (as the
+ * extraction's rename does); made again, it sweeps a dead pid's old folder
+ * and dead pids' old extraction folders of that base, never a live pid's, a
+ * younger one, mkdtemp's "<base>.XXXXXX" of earlier versions (no pid), a
+ * link (nor what it points to) or a file. */
+static void test_fs_pid_dir(const char *dir)
+{
+	struct fg_buf sub = FG_BUF_INIT, tmp = FG_BUF_INIT, tmp2 = FG_BUF_INIT;
+	char n[15][96], want[64];
+	const char *kept[10];
+	struct fg_err err;
+	struct stat sb;
+	pid_t dead = child_paused();
+	long old = FG_TMP_GRACE_S + 60, d, live = (long)getppid();
+	int slot = -1, slot2 = -1, all;
+	size_t i;
+
+	ok(dead > 0 && !kill(dead, SIGKILL) && waitpid(dead, NULL, 0) == dead, "pid dir: a dead pid");
+	d = (long)dead;
+	fg_buf_printf(&sub, &err, "%s/piddir", dir);
+	fg_mkdir_p(sub.data, 0755, &err);
+	snprintf(want, sizeof(want), "/fgb-%ld", (long)getpid());
+	ok(fg_tmp_pid_dir_make(sub.data, "fgb", &tmp, &slot, &err) == 0 && slot >= 0 &&
+	   !strcmp(tmp.data + sub.len, want) && !stat(tmp.data, &sb) && (sb.st_mode & 0777) == 0700,
+	   "pid dir: made 0700 and tracked as %s", tmp.data);
+	ok(fg_tmp_pid_dir_make(sub.data, "fgb", &tmp2, &slot2, &err) == 0 && !strncmp(tmp2.data, tmp.data, tmp.len) &&
+	   tmp2.data[tmp.len] == '.', "pid dir: a second one of this pid gets .<n>: %s", tmp2.data);
+	ok(!rmdir(tmp.data) && !mkdir(tmp.data, 0755) && !plant(tmp.data, "f", 0, NULL),
+	   "pid dir: removed and made again under that name, a file in it");
+	fg_tmp_remove_all();
+	ok(!there(sub.data, want + 1) && !there(sub.data, tmp2.data + sub.len + 1),
+	   "pid dir: fg_tmp_remove_all removes both, the one made again too");
+	fg_tmp_untrack(slot);
+	fg_tmp_untrack(slot2);
+	/* 0-9 stay, 10-14 go */
+	snprintf(n[0], sizeof(n[0]), "fgb.Ab3xYz");
+	snprintf(n[1], sizeof(n[1]), "fgb.123456");
+	snprintf(n[2], sizeof(n[2]), "fgb-%ld.7", d); /* young */
+	snprintf(n[3], sizeof(n[3]), "fgb-%ld", live);
+	snprintf(n[4], sizeof(n[4]), "fgb-%ld.8", d); /* a link */
+	snprintf(n[5], sizeof(n[5]), "fgb-%ld.9", d); /* a file */
+	snprintf(n[6], sizeof(n[6]), ".fgb-%ld.fgpack-tmp.%ld", live, live);
+	snprintf(n[7], sizeof(n[7]), "fgbx-%ld", d);
+	snprintf(n[8], sizeof(n[8]), ".fgbx-%ld.fgpack-tmp.%ld", d, d);
+	snprintf(n[9], sizeof(n[9]), "target");
+	snprintf(n[10], sizeof(n[10]), "fgb-%ld", d);
+	snprintf(n[11], sizeof(n[11]), "fgb-%ld.4", d);
+	snprintf(n[12], sizeof(n[12]), ".fgb-%ld.fgpack-tmp.%ld", d, d);
+	snprintf(n[13], sizeof(n[13]), ".fgb.Qw9Er1.fgpack-tmp.%ld.3", d);
+	snprintf(n[14], sizeof(n[14]), ".fgb-%ld.fgpack-tmp.%ld", live, d);
+	for (i = 0; i < 10; i++)
+		kept[i] = n[i];
+	ok(!plant_dir(sub.data, n[0], old, 0, NULL) && !plant_dir(sub.data, n[1], old, 0, NULL) &&
+	   !plant_dir(sub.data, n[2], 5, 0, NULL) && !plant_dir(sub.data, n[3], old, 0, NULL) &&
+	   !plant_dir(sub.data, n[9], old, 0, NULL) && !plant_dir(sub.data, n[4], old, 0, n[9]) &&
+	   !plant(sub.data, n[5], old, NULL) && !plant_dir(sub.data, n[6], old, 0, NULL) &&
+	   !plant_dir(sub.data, n[7], old, 0, NULL) && !plant_dir(sub.data, n[8], old, 0, NULL) &&
+	   !plant_dir(sub.data, n[10], old, 1, NULL) && !plant_dir(sub.data, n[11], old, 0, NULL) &&
+	   !plant_dir(sub.data, n[12], old, 1, NULL) && !plant_dir(sub.data, n[13], old, 0, NULL) &&
+	   !plant_dir(sub.data, n[14], old, 0, NULL), "pid dir: leftovers planted");
+	ok(fg_tmp_pid_dir_make(sub.data, "fgb", &tmp, &slot, &err) == 0 && !there(sub.data, n[10]) &&
+	   !there(sub.data, n[11]) && !there(sub.data, n[12]) && !there(sub.data, n[13]) && !there(sub.data, n[14]),
+	   "pid dir: a dead pid's old folders and dead writers' old extraction folders are swept");
+	all = all_there(sub.data, kept, 10);
+	ok(all && there(sub.data, "target/f"),
+	   "pid dir: a live pid's, a young one, mkdtemp's names, a link, a file, another base's stay");
+	fg_rm_tree(tmp.data);
+	fg_tmp_untrack(slot);
+	ok(fg_tmp_pid_dir_make(sub.data, "a/b", &tmp, &slot, &err) == FG_EINVAL && slot == -1,
+	   "pid dir: a base with '/' is refused: %s", err.msg);
+	fg_buf_release(&sub);
+	fg_buf_release(&tmp);
+	fg_buf_release(&tmp2);
+}
+
 /* 1 when folder dir holds a name with ".tmp." in it */
 static int tmp_left(const char *dir)
 {
@@ -702,6 +779,7 @@ static void test_fs(void)
 	test_fs_tmp_dir(dir);
 	test_fs_old_bake(dir);
 	test_fs_old_extract(dir);
+	test_fs_pid_dir(dir);
 	test_fs_out(dir);
 	ok(fg_path_is_safe_rel("a/b.txt") && !fg_path_is_safe_rel("../x") && !fg_path_is_safe_rel("/x") &&
 	   !fg_path_is_safe_rel("a//b") && !fg_path_is_safe_rel("a/./b") && !fg_path_is_safe_rel("a\\b") &&
