@@ -16,6 +16,7 @@
 #include "fsutil.h"
 #include "json.h"
 #include "manifest.h"
+#include "utf8.h"
 #include "workq.h"
 
 extern char **environ;
@@ -117,10 +118,60 @@ static int rewrite_json(const struct maps *ms, cJSON *j)
 	return changed;
 }
 
+/* The length of the printable UTF-8 character at s (rem bytes left), or 0
+ * for a control character (C0, DEL, C1) or a byte of no valid sequence:
+ * fg_err_one_line's rule */
+static size_t printable(const unsigned char *s, size_t rem)
+{
+	size_t n = fg_utf8_len(s, rem, NULL);
+
+	if (!n || *s < 0x20 || *s == 0x7f || (n == 2 && s[0] == 0xc2 && s[1] <= 0x9f))
+		return 0;
+	return n;
+}
+
+/* --print-env's line KEY=VALUE on stderr: a value of printable UTF-8 as it
+ * is; one with a control character or invalid UTF-8 (which could drive the
+ * terminal) in bash's $'...' quoting, each such byte as \xNN and ' and \
+ * escaped, so that the line still sets the same bytes in a shell. The key
+ * (a manifest's) gets fg_err_one_line's '?' for such bytes. */
+static void print_env(const char *k, const char *v)
+{
+	const unsigned char *r = (const unsigned char *)v;
+	size_t left = strlen(v), n;
+	char *key = strdup(k);
+	int plain = 1;
+
+	if (key)
+		fg_err_one_line(key);
+	for (n = 0; n < left && plain; n += printable(r + n, left - n))
+		plain = printable(r + n, left - n) > 0;
+	if (plain) {
+		fprintf(stderr, "%s=%s\n", key ? key : "?", v);
+		free(key);
+		return;
+	}
+	fprintf(stderr, "%s=$'", key ? key : "?");
+	while (left) {
+		n = printable(r, left);
+		if (!n)
+			fprintf(stderr, "\\x%02x", *r);
+		else if (*r == '\'' || *r == '\\')
+			fprintf(stderr, "\\%c", *r);
+		else
+			fwrite(r, 1, n, stderr);
+		n = n ? n : 1;
+		r += n;
+		left -= n;
+	}
+	fputs("'\n", stderr);
+	free(key);
+}
+
 static int set_env(const char *k, const char *v, int print)
 {
 	if (print)
-		fprintf(stderr, "%s=%s\n", k, v);
+		print_env(k, v);
 	return setenv(k, v, 1);
 }
 

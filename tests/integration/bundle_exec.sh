@@ -12,6 +12,11 @@ mkdir -p "$SUB" "$WORK/src/weights" "$WORK/src/drafter" "$WORK/src/keepset" "$WO
 python3 -c "import json, sys
 m = json.load(open(sys.argv[1]))
 m['env']['MODEL_PATH'] = '/srv/elsewhere/weights'
+# paths inside the weights' target (rewritten, so --print-env shows them):
+# one of printable UTF-8 with a space and a quote, one with ESC, a C1 CSI
+# (U+009B), a quote and a backslash
+m['env']['PLAIN_PATH'] = '/tmp/osoi5-v0-baked/\u00e9 it\x27s.json'
+m['env']['ESC_PATH'] = '/tmp/osoi5-v0-baked/\x1b[31mred\u009b\x27q\x5c.json'
 json.dump(m, open(sys.argv[2], 'w'), indent=2)" "$TOP/tests/fixtures/manifests/precache-kenyan.json" "$SUB/manifest.json"
 cat >"$SUB/serve.py" <<'EOF'
 import os, sys
@@ -94,6 +99,15 @@ check_grep "HF_HUB_OFFLINE=1" '^HF_HUB_OFFLINE=1$' "$WORK/env.txt"
 check_grep "FGPACK_BUNDLE_ID is the bundle id" "^FGPACK_BUNDLE_ID=$(cat "$WORK/k.id")\$" "$WORK/env.txt"
 check_grep "materialized weights equal the source" '^weights-same$' "$WORK/env.txt"
 check_grep "the keepset inside the weights equals the source" '^keepset-same$' "$WORK/env.txt"
+# --print-env: a printable value as it is, one with control bytes in
+# $'...' with them as \xNN (no ESC or C1 reaches stderr), which a shell
+# reads back as the bytes the command got
+"$FGPACK" exec "$WORK/k.fgb" --print-env -- sh -c 'printf %s "$ESC_PATH" >"$OUTF.esc"; printf %s "$PLAIN_PATH" >"$OUTF.plain"' 2>"$WORK/penv.err"
+check "--print-env: nothing printed holds ESC or C1 bytes" sh -c "! LC_ALL=C grep -q \"\$(printf '\\033\\|\\302\\233')\" '$WORK/penv.err'"
+check_grep "--print-env: a value with control bytes in \$'...' as \\xNN" \
+	"^ESC_PATH=\\\$'/.*/components/weights/\\\\x1b\\[31mred\\\\xc2\\\\x9b\\\\'q\\\\\\\\\\.json'\$" "$WORK/penv.err"
+check "  which bash reads back as the bytes the command got" sh -c "bash -c \"\$(grep '^ESC_PATH=' '$WORK/penv.err'); printf %s \\\"\\\$ESC_PATH\\\"\" | cmp - '$OUTF.esc'"
+check "--print-env: a printable value as it is" sh -c "grep '^PLAIN_PATH=' '$WORK/penv.err' | cut -d= -f2- | tr -d '\n' | cmp - '$OUTF.plain'"
 check "the temporary copy is removed after the command" sh -c "[ ! -e '$B' ] && [ -z \"\$(ls -A '$TMPDIR')\" ]"
 
 # without a command: the manifest's serve command, in patches/
