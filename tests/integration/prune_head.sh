@@ -66,6 +66,12 @@ check "rows from lm_head.weight" verify "$WORK/untied" "$WORK/out2" lm_head.weig
 check "again into another folder" "$FGPACK" bake prune-head "$WORK/tied" --keepset "$WORK/k.json" "$WORK/out3"
 check "same inputs, same bytes" cmp "$WORK/out1/model.safetensors" "$WORK/out3/model.safetensors"
 check "same config bytes" cmp "$WORK/out1/config.json" "$WORK/out3/config.json"
+# the summary is one line of printable text whatever the names hold: an
+# OUT_DIR with ESC and a C1 CSI (U+009B) in its name is shown with '?'
+esc=$(printf '\033[31m\302\233x')
+check "prune into a folder whose name holds ESC and a C1" sh -c "'$FGPACK' bake prune-head '$WORK/tied' --keepset '$WORK/k.json' '$WORK/out$esc' 2>'$WORK/outesc.err'"
+check "  the summary holds no ESC or C1 byte" sh -c "! LC_ALL=C grep -q \"\$(printf '\\033\\|\\302\\233')\" '$WORK/outesc.err'"
+check_grep "  and shows them as '?'" "^prune-head: .* -> $WORK/out\\?\\[31m\\?x; provenance " "$WORK/outesc.err"
 
 # the same model pulled into a store and placed by pull --into (hard links):
 # its tensor file is named by its store blob, not hashed again; --rehash and
