@@ -7,7 +7,7 @@ set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 DEBS="build-essential pkg-config libcurl4-openssl-dev libssl-dev libarchive-dev libcjson-dev
 libzstd-dev libmicrohttpd-dev nginx-light python3 python3-numpy python3-botocore awscli
-nodejs npm zstd curl ca-certificates clang strace git libarchive-tools"
+nodejs npm zstd curl ca-certificates clang strace git libarchive-tools lighttpd"
 missing=""
 for p in $DEBS; do
 	# nodesource's nodejs bundles npm and conflicts with Debian's npm package
@@ -20,6 +20,12 @@ if [ -n "$missing" ]; then
 	[ "$(id -u)" -eq 0 ] || SUDO=sudo
 	$SUDO apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >&2
+	# the package starts its own service on port 80 where the init system lets
+	# it; the tests run lighttpd themselves, on a free port (pull_lighttpd.sh)
+	case " $missing " in *" lighttpd "*)
+		$SUDO systemctl disable --now lighttpd >/dev/null 2>&1 ||
+			$SUDO service lighttpd stop >/dev/null 2>&1 || true ;;
+	esac
 fi
 if [ -f "$top/tests/node/package.json" ]; then
 	if [ ! -d "$top/tests/node/node_modules" ] || [ "$top/tests/node/package.json" -nt "$top/tests/node/node_modules" ]; then
