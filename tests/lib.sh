@@ -125,6 +125,33 @@ signal_when() {
 	wait "$1"
 	echo $?
 }
+# env_manifest FILE NAME KEY=VALUE...: a manifest named NAME whose env holds
+# these entries, in order (values without quotes or backslashes)
+env_manifest() {
+	_em_f=$1 _em_name=$2; shift 2
+	printf '{"name": "%s", "env": {' "$_em_name" >"$_em_f"; _em_sep=""
+	for _em_kv in "$@"; do
+		printf '%s"%s": "%s"' "$_em_sep" "${_em_kv%%=*}" "${_em_kv#*=}" >>"$_em_f"; _em_sep=", "
+	done
+	printf '}}\n' >>"$_em_f"
+}
+# kill_when_journaled PID STORE MIN: PID, a background pull of this shell into
+# store STORE, is killed with SIGKILL once its journals (STORE/partial/*.journal)
+# hold MIN lines (a header, then a line a range) or it ended, at most 60 s on;
+# then waited for. Sets journaled to the journals' lines then. Call it in the
+# shell that started PID (wait needs its own child).
+kill_when_journaled() {
+	_kj_i=0
+	while [ $_kj_i -lt 600 ]; do
+		journaled=$(cat "$2"/partial/*.journal 2>/dev/null | wc -l)
+		[ "$journaled" -ge "$3" ] && break
+		kill -0 "$1" 2>/dev/null || break
+		sleep 0.1; _kj_i=$((_kj_i + 1))
+	done
+	kill -9 "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+	journaled=$(cat "$2"/partial/*.journal 2>/dev/null | wc -l)
+}
 # free_port: prints a TCP port free on 127.0.0.1 right now, never one it
 # already gave this script (the kernel may hand a just-closed port out
 # again, and two servers told to share a port meant one of them answered

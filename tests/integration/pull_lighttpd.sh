@@ -62,12 +62,7 @@ logged() { kill -HUP "$(cat "$WORK/lt/lighttpd.pid")"; sleep 0.3; cat "$log"; }
 
 export FGPACK_HOME="$WORK/store" FGPACK_CHUNK=4194304
 unset HF_HUB_OFFLINE HF_TOKEN CURL_CA_BUNDLE SSL_CERT_FILE
-man() { # man FILE KEY=VALUE... : a manifest with these env entries
-	f=$1; shift
-	printf '{"name": "l", "env": {' >"$f"; sep=""
-	for kv in "$@"; do printf '%s"%s": "%s"' "$sep" "${kv%%=*}" "${kv#*=}" >>"$f"; sep=", "; done
-	printf '}}\n' >>"$f"
-}
+man() { _mf=$1; shift; env_manifest "$_mf" l "$@"; } # man FILE KEY=VALUE...: a manifest with these env entries
 U="http://127.0.0.1:$port/w/model.safetensors"
 man "$WORK/lt.json" "WEIGHTS_BUCKET=$U" LOCAL_MODEL_DIR=/tmp/l/model "WEIGHTS_SHA256=$big_sha"
 
@@ -164,17 +159,8 @@ R="http://127.0.0.1:$port/r/model.safetensors"
 r_sha=$(sha256sum "$www/r/model.safetensors" | cut -d' ' -f1)
 man "$WORK/r.json" "WEIGHTS_BUCKET=$R" LOCAL_MODEL_DIR=/tmp/r
 FGPACK_HOME="$WORK/s2" "$FGPACK" pull "$WORK/r.json" --lock "$WORK/r.lock" -j 2 >"$WORK/k.out" 2>&1 &
-pid=$!
-i=0
-while [ $i -lt 300 ]; do
-	n=$(cat "$WORK"/s2/partial/*.journal 2>/dev/null | wc -l)
-	[ "$n" -ge 2 ] && break
-	kill -0 $pid 2>/dev/null || break
-	sleep 0.1; i=$((i + 1))
-done
-kill -9 $pid 2>/dev/null
-wait $pid 2>/dev/null
-n=$(cat "$WORK"/s2/partial/*.journal 2>/dev/null | wc -l)
+kill_when_journaled $! "$WORK/s2" 2
+n=$journaled
 if [ "$n" -ge 2 ] && [ "$n" -lt 7 ]; then ok "killed with $((n - 1)) of 6 ranges journaled"; else not_ok "killed half way (journal has $n lines)"; cat "$WORK/k.out"; fi
 if [ -z "$(find "$WORK/s2/blobs" -type f 2>/dev/null)" ]; then ok "  no blob from the killed pull"; else not_ok "  no blob from the killed pull"; fi
 FGPACK_HOME="$WORK/s2" "$FGPACK" pull "$WORK/r.json" --lock "$WORK/r.lock" -j 2 --json >"$WORK/r.out" 2>"$WORK/r.err"

@@ -56,17 +56,8 @@ rm -rf "$mem/s1"
 size=201326592
 export FGPACK_CHUNK=4194304
 HF_ENDPOINT="http://127.0.0.1:$port/slow/12000000" FGPACK_HOME="$WORK/s2" "$FGPACK" pull "$WORK/mid.json" --lock "$WORK/mid.lock" -j 4 >"$WORK/k.out" 2>&1 &
-pid=$!
-i=0
-while [ $i -lt 600 ]; do
-	n=$(cat "$WORK"/s2/partial/*.journal 2>/dev/null | wc -l)
-	[ "$n" -ge 30 ] && break
-	kill -0 $pid 2>/dev/null || break
-	sleep 0.1; i=$((i + 1))
-done
-kill -9 $pid 2>/dev/null
-wait $pid 2>/dev/null
-n=$(cat "$WORK"/s2/partial/*.journal 2>/dev/null | wc -l)
+kill_when_journaled $! "$WORK/s2" 30
+n=$journaled
 if [ "$n" -ge 30 ] && [ "$n" -lt 49 ]; then ok "killed with $((n - 1)) of 48 ranges journaled"; else not_ok "killed half way (journal has $n lines)"; cat "$WORK/k.out"; fi
 if [ -z "$(find "$WORK/s2/blobs" -type f 2>/dev/null)" ]; then ok "no blob from the killed pull"; else not_ok "no blob from the killed pull"; fi
 before=$(wc -l <"$log")

@@ -93,12 +93,7 @@ log=$WORK/ngx/access.log
 # huggingface_hub sends it to its endpoint; no other server may see it
 export HF_TOKEN=hf_secret_token HF_ENDPOINT="https://127.0.0.1:$tls" FGPACK_HOME="$WORK/store" FGPACK_CHUNK=4194304
 unset HF_HUB_OFFLINE CURL_CA_BUNDLE SSL_CERT_FILE SSL_CERT_DIR
-man() { # man FILE KEY=VALUE... : a manifest with these env entries
-	f=$1; shift
-	printf '{"name": "u", "env": {' >"$f"; sep=""
-	for kv in "$@"; do printf '%s"%s": "%s"' "$sep" "${kv%%=*}" "${kv#*=}" >>"$f"; sep=", "; done
-	printf '}}\n' >>"$f"
-}
+man() { _mf=$1; shift; env_manifest "$_mf" u "$@"; } # man FILE KEY=VALUE...: a manifest with these env entries
 U="https://127.0.0.1:$tls/w/model%2Bv1.safetensors"
 man "$WORK/tls.json" "WEIGHTS_BUCKET=$U" LOCAL_MODEL_DIR=/tmp/u/model "WEIGHTS_SHA256=$big_sha"
 
