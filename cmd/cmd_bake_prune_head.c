@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "bake/prune_head.h"
-#include "buf.h"
 #include "cmd.h"
 
 static void usage(FILE *f)
@@ -38,7 +37,6 @@ int cmd_bake_prune_head(int argc, char **argv)
 	const char *src = NULL, *out = NULL, *ks = NULL, *store = NULL;
 	struct fg_prune_report rep;
 	struct fg_err err = { 0, "" };
-	struct fg_buf line = FG_BUF_INIT;
 	int i, no_sync = 0, head_int4 = 0, rehash = 0;
 
 	if (fg_cmd_wants_help(argc, argv)) {
@@ -78,15 +76,9 @@ int cmd_bake_prune_head(int argc, char **argv)
 		return fg_cmd_fail("bake prune-head", &err);
 	/* one line whatever the names hold: a control byte or invalid UTF-8
 	 * in a path or the checkpoint's tensor name shown as '?' */
-	if (fg_buf_printf(&line, NULL, "prune-head: %s -> %s LM head [%ld, %llu] (%s%s), %zu tensors -> %s; provenance %s",
-			  src, rep.head_int4 ? "INT4" : "", (long)rep.k, (unsigned long long)rep.hidden,
-			  rep.head_source, rep.tied ? ", tied" : "", rep.n_tensors_out, out, rep.statement))
-		fputs("prune-head: done (out of memory for its summary)\n", stderr); /* the bake stands */
-	else {
-		fg_err_one_line(line.data);
-		fprintf(stderr, "%s\n", line.data);
-	}
-	fg_buf_release(&line);
+	fg_cmd_line("prune-head: %s -> %s LM head [%ld, %llu] (%s%s), %zu tensors -> %s; provenance %s", src,
+		    rep.head_int4 ? "INT4" : "", (long)rep.k, (unsigned long long)rep.hidden, rep.head_source,
+		    rep.tied ? ", tied" : "", rep.n_tensors_out, out, rep.statement);
 	if (rep.n_by_store)
 		fprintf(stderr, "prune-head: %zu tensor file%s (%.3f GB) named by their store blob, not hashed "
 				"again (--rehash hashes them)\n",

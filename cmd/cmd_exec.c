@@ -118,18 +118,6 @@ static int rewrite_json(const struct maps *ms, cJSON *j)
 	return changed;
 }
 
-/* The length of the printable UTF-8 character at s (rem bytes left), or 0
- * for a control character (C0, DEL, C1) or a byte of no valid sequence:
- * fg_err_one_line's rule */
-static size_t printable(const unsigned char *s, size_t rem)
-{
-	size_t n = fg_utf8_len(s, rem, NULL);
-
-	if (!n || *s < 0x20 || *s == 0x7f || (n == 2 && s[0] == 0xc2 && s[1] <= 0x9f))
-		return 0;
-	return n;
-}
-
 /* --print-env's line KEY=VALUE on stderr: a value of printable UTF-8 as it
  * is; one with a control character or invalid UTF-8 (which could drive the
  * terminal) in bash's $'...' quoting, each such byte as \xNN and ' and \
@@ -138,14 +126,16 @@ static size_t printable(const unsigned char *s, size_t rem)
 static void print_env(const char *k, const char *v)
 {
 	const unsigned char *r = (const unsigned char *)v;
-	size_t left = strlen(v), n;
+	size_t left = strlen(v), n, i;
 	char *key = strdup(k);
-	int plain = 1;
+	int plain = 1, shown;
 
 	if (key)
 		fg_err_one_line(key);
-	for (n = 0; n < left && plain; n += printable(r + n, left - n))
-		plain = printable(r + n, left - n) > 0;
+	for (i = 0; i < left && plain; i += n) {
+		n = fg_utf8_shown(r + i, left - i, &shown);
+		plain = shown;
+	}
 	if (plain) {
 		fprintf(stderr, "%s=%s\n", key ? key : "?", v);
 		free(key);
@@ -153,14 +143,14 @@ static void print_env(const char *k, const char *v)
 	}
 	fprintf(stderr, "%s=$'", key ? key : "?");
 	while (left) {
-		n = printable(r, left);
-		if (!n)
-			fprintf(stderr, "\\x%02x", *r);
+		n = fg_utf8_shown(r, left, &shown);
+		if (!shown)
+			for (i = 0; i < n; i++)
+				fprintf(stderr, "\\x%02x", r[i]);
 		else if (*r == '\'' || *r == '\\')
 			fprintf(stderr, "\\%c", *r);
 		else
 			fwrite(r, 1, n, stderr);
-		n = n ? n : 1;
 		r += n;
 		left -= n;
 	}

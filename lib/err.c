@@ -20,11 +20,11 @@ void fg_err_one_line(char *s)
 	size_t left = strlen(s);
 
 	while (left) {
-		size_t n = fg_utf8_len(r, left, NULL);
+		int shown;
+		size_t n = fg_utf8_shown(r, left, &shown);
 
-		if (!n || *r < 0x20 || *r == 0x7f || (n == 2 && r[0] == 0xc2 && r[1] <= 0x9f)) {
+		if (!shown) {
 			*w++ = '?';
-			n = n ? n : 1;
 		} else {
 			memmove(w, r, n);
 			w += n;

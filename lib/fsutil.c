@@ -189,12 +189,12 @@ static int sweep_dead(const char *dir, const char *tag, const char *base, const 
 	DIR *d = opendir(dir);
 	struct dirent *e;
 	time_t now = time(NULL);
+	size_t pl = prefix ? strlen(prefix) : 0;
 	int n = 0;
 
 	if (!d)
 		return 0;
 	while ((e = readdir(d))) {
-		size_t pl = prefix ? strlen(prefix) : 0;
 		long pid;
 
 		if (prefix && (strncmp(e->d_name, prefix, pl) || !e->d_name[pl] ||

@@ -123,8 +123,9 @@ int fg_tmp_track_dir(const char *path);
 void fg_tmp_hold_signals(sigset_t *old);
 void fg_tmp_release_signals(const sigset_t *old);
 
-/* What a bake's (and an extraction's) temporary folder is named by: "<folder of out>/.<name of
- * out>" FG_TMP_DIR_TAG "<pid>", else (taken) the same and ".<n>". */
+/* What a bake's (and an extraction's) temporary folder is named by:
+ * "<folder of out>/.<name of out>" FG_TMP_DIR_TAG "<pid>", else (taken) the
+ * same and ".<n>". */
 #define FG_TMP_DIR_TAG ".fgpack-tmp."
 /* Creates the folder a whole output out is written in before it is renamed
  * to out (beside it: the rename stays on one file system), mode 0755, into

@@ -52,4 +52,18 @@ static inline size_t fg_utf8_len(const unsigned char *s, size_t rem, uint32_t *c
 	return 0;
 }
 
+/* The character at s as a terminal would show it (rem bytes readable, at
+ * least 1): returns its length (its UTF-8 sequence's, or 1 for a byte that
+ * starts none) and sets *printable to 1 when it is valid UTF-8 and no
+ * control character, 0 for C0, DEL, C1 (U+0080..U+009F, C2 80..C2 9F:
+ * U+009B is a CSI to some terminals) and such a byte. fg_err_one_line's
+ * rule. */
+static inline size_t fg_utf8_shown(const unsigned char *s, size_t rem, int *printable)
+{
+	size_t n = fg_utf8_len(s, rem, NULL);
+
+	*printable = n && s[0] >= 0x20 && s[0] != 0x7f && !(n == 2 && s[0] == 0xc2 && s[1] <= 0x9f);
+	return n ? n : 1;
+}
+
 #endif
