@@ -1,7 +1,11 @@
 /* phase_gpu.cu - what a dependent phase costs on the GPU: a chain of kernel
  * launches (plain, or with programmatic dependent launch as the engine's
  * step uses) against one persistent kernel whose blocks meet at a grid
- * barrier between phases (docs/bench.md, "phases").
+ * barrier between phases (docs/bench.md, "phases"), and against the PDL
+ * chain with no griddepcontrol.wait, each phase waiting instead for a
+ * counter the blocks of the phase before add to once written (an acquire
+ * load against release adds), so that no phase waits for the grid before
+ * it to complete and flush.
  *
  * Each of N phases reads a value every block wrote in the phase before (so
  * the chain is real) and, with bytes > 0, streams its share of bytes of a
@@ -36,7 +40,7 @@ struct args {
 	unsigned *val;        /* [2][nb]: phase p writes val[p & 1][b] */
 	const uint4 *w;       /* the weights */
 	size_t per_phase16;   /* uint4 per phase */
-	unsigned *ctr;        /* the barrier's counter */
+	unsigned *ctr;        /* the barrier's counter; the flag chain's, one a phase */
 	unsigned *sink;
 	int nb, phases;
 };
@@ -82,6 +86,10 @@ __device__ __forceinline__ void step(const struct args &a, int p, unsigned s)
 		a.sink[0] = s;
 }
 
+/* pdl 0: a plain launch; 1: PDL, griddepcontrol.wait; 2: PDL with no
+ * griddepcontrol.wait at all: each block waits for ctr[p - 1] to count
+ * every block of the phase before (an acquire load), and counts itself in
+ * ctr[p] (a release add) once its step is written */
 template <int U>
 __global__ void __launch_bounds__(THREADS) one_phase(struct args a, int p, int pdl)
 {
@@ -91,9 +99,27 @@ __global__ void __launch_bounds__(THREADS) one_phase(struct args a, int p, int p
 		pdl_trigger();
 	if (U > 0)
 		fetch<U>(r, a, p);
-	if (pdl)
+	if (pdl == 1)
 		pdl_wait();
+	if (pdl == 2 && p) {
+		if (threadIdx.x == 0) {
+			unsigned v;
+
+			for (;;) {
+				asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(a.ctr + p - 1) : "memory");
+				if (v >= (unsigned)a.nb)
+					break;
+				__nanosleep(32);
+			}
+		}
+		__syncthreads();
+	}
 	step(a, p, U > 0 ? fold<U>(r) : 1u);
+	if (pdl == 2) {
+		__syncthreads();
+		if (threadIdx.x == 0)
+			asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(a.ctr + p) : "memory");
+	}
 }
 
 __device__ __forceinline__ void grid_barrier(unsigned *ctr, unsigned target)
@@ -173,15 +199,17 @@ static void check(struct args &a, const char *what)
 template <int U>
 static void run(struct args a, cudaStream_t st, double mb)
 {
-	const char *names[3] = {"launch chain", "launch chain + PDL", "persistent + barrier"};
-	float ms[3];
+	const char *names[4] = {"launch chain", "launch chain + PDL", "persistent + barrier", "PDL + flags, no wait"};
+	float ms[4];
 
-	for (int v = 0; v < 3; v++) {
+	for (int v = 0; v < 4; v++) {
 		cudaGraph_t g;
 		cudaGraphExec_t ge;
 
 		CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-		if (v < 2) {
+		if (v != 2) {
+			if (v == 3)
+				CK(cudaMemsetAsync(a.ctr, 0, sizeof(unsigned) * a.phases, st));
 			for (int p = 0; p < a.phases; p++) {
 				cudaLaunchConfig_t cfg = {};
 				cudaLaunchAttribute at[1];
@@ -192,8 +220,8 @@ static void run(struct args a, cudaStream_t st, double mb)
 				at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
 				at[0].val.programmaticStreamSerializationAllowed = 1;
 				cfg.attrs = at;
-				cfg.numAttrs = v;
-				CK(cudaLaunchKernelEx(&cfg, one_phase<U>, a, p, v));
+				cfg.numAttrs = v ? 1 : 0;
+				CK(cudaLaunchKernelEx(&cfg, one_phase<U>, a, p, v == 3 ? 2 : v));
 			}
 		} else {
 			CK(cudaMemsetAsync(a.ctr, 0, sizeof(unsigned), st));
@@ -208,7 +236,7 @@ static void run(struct args a, cudaStream_t st, double mb)
 		cudaGraphExecDestroy(ge);
 		cudaGraphDestroy(g);
 	}
-	for (int v = 0; v < 3; v++)
+	for (int v = 0; v < 4; v++)
 		printf("  %-22s %8.3f ms  %6.2f us/phase  %7.0f GB/s  %5.2fx chain+PDL\n", names[v], ms[v],
 		       1000.0 * ms[v] / a.phases, mb > 0 ? mb / 1000.0 / (ms[v] / 1000.0) : 0.0, ms[1] / ms[v]);
 }
@@ -238,7 +266,7 @@ int main(int argc, char **argv)
 	a.w = w;
 	a.phases = phases;
 	CK(cudaMalloc(&a.val, sizeof(unsigned) * 2 * 8 * sms));
-	CK(cudaMalloc(&a.ctr, sizeof(unsigned)));
+	CK(cudaMalloc(&a.ctr, sizeof(unsigned) * phases));
 	CK(cudaMalloc(&a.sink, sizeof(unsigned)));
 	CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, persistent<8>, THREADS, 0));
 	printf("%s, %d SMs, %d resident blocks of %d threads per SM; %d phases, %.0f MB streamed in all\n", prop.name,
