@@ -48,6 +48,29 @@ struct args {
 __device__ __forceinline__ void pdl_wait(void) { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void pdl_trigger(void) { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
+/* ctr += 1, ordered after this thread's writes (and the block's, after a
+ * barrier) */
+__device__ __forceinline__ void release_add(unsigned *ctr)
+{
+	asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(ctr) : "memory");
+}
+
+/* spins until *ctr >= target (an acquire load: what was written before the
+ * adds that made it so is seen after); NAP: a short sleep between loads */
+template <bool NAP>
+__device__ __forceinline__ void acquire_at_least(const unsigned *ctr, unsigned target)
+{
+	unsigned v;
+
+	for (;;) {
+		asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(ctr) : "memory");
+		if (v >= target)
+			break;
+		if (NAP)
+			__nanosleep(32);
+	}
+}
+
 /* U uint4 per thread of phase p's slice into r */
 template <int U>
 __device__ __forceinline__ void fetch(uint4 *r, const struct args &a, int p)
@@ -102,23 +125,15 @@ __global__ void __launch_bounds__(THREADS) one_phase(struct args a, int p, int p
 	if (pdl == 1)
 		pdl_wait();
 	if (pdl == 2 && p) {
-		if (threadIdx.x == 0) {
-			unsigned v;
-
-			for (;;) {
-				asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(a.ctr + p - 1) : "memory");
-				if (v >= (unsigned)a.nb)
-					break;
-				__nanosleep(32);
-			}
-		}
+		if (threadIdx.x == 0)
+			acquire_at_least<true>(a.ctr + p - 1, (unsigned)a.nb);
 		__syncthreads();
 	}
 	step(a, p, U > 0 ? fold<U>(r) : 1u);
 	if (pdl == 2) {
 		__syncthreads();
 		if (threadIdx.x == 0)
-			asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(a.ctr + p) : "memory");
+			release_add(a.ctr + p);
 	}
 }
 
@@ -126,12 +141,8 @@ __device__ __forceinline__ void grid_barrier(unsigned *ctr, unsigned target)
 {
 	__syncthreads();
 	if (threadIdx.x == 0) {
-		unsigned v;
-
-		asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(ctr) : "memory");
-		do
-			asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(ctr) : "memory");
-		while (v < target);
+		release_add(ctr);
+		acquire_at_least<false>(ctr, target);
 	}
 	__syncthreads();
 }
