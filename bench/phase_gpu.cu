@@ -45,8 +45,21 @@ struct args {
 	int nb, phases;
 };
 
-__device__ __forceinline__ void pdl_wait(void) { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ __forceinline__ void pdl_trigger(void) { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+/* PDL's two instructions exist from sm_90 on: without the guards, make's
+ * default NVCC_ARCH (sm_86 and sm_90) could not build this file. The sm_86
+ * code has not run on an sm_86 GPU. */
+__device__ __forceinline__ void pdl_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 
 /* ctr += 1, ordered after this thread's writes (and the block's, after a
  * barrier) */
