@@ -203,6 +203,21 @@ static int dlin_new(struct fg_g4_gpu *g, struct dlin *out, const struct fg_lin *
 	return rc;
 }
 
+/* dlin_new with the INT4 kernel `kind` (FG_INT4_*) for this matrix only;
+ * kind < 0: the context's. Each INT4 matrix carries its own kind, and the
+ * launches dispatch on it. */
+static int dlin_new_kind(struct fg_g4_gpu *g, struct dlin *out, const struct fg_lin *const *parts, int n,
+			 const char *what, int kind, struct fg_err *err)
+{
+	int was = fg_kctx_int4_kind(g->ctx), rc;
+
+	if (kind >= 0)
+		fg_kctx_set_int4_kind(g->ctx, kind);
+	rc = dlin_new(g, out, parts, n, what, err);
+	fg_kctx_set_int4_kind(g->ctx, was);
+	return rc;
+}
+
 static void dlin_free(struct fg_g4_gpu *g, struct dlin *l)
 {
 	fg_kint4_free(g->ctx, l->q4);
@@ -516,7 +531,7 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 {
 	const struct fg_g4_config *c = &m->cfg;
 	struct fg_g4_gpu *g;
-	int rc, i, maxi = 0;
+	int rc, i, maxi = 0, small = -1;
 	/* q|k|v floats of one token, the larger of the two layer types */
 	size_t qkv_s = (size_t)(c->n_heads + 2 * c->n_kv_heads) * (size_t)c->head_dim;
 	size_t qkv_f = (size_t)(c->n_heads + 2 * c->global_kv_heads) * (size_t)c->global_head_dim;
@@ -541,6 +556,10 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 	g->use_vgraph = g->use_graph && !(e && !strcmp(e, "0"));
 	if ((rc = fg_kctx_new(&g->ctx, err)))
 		goto fail;
+	/* FG_INT4_SMALL=fma|mma|i8: that INT4 kernel for the small matrices
+	 * only (q|k|v, o, the PLE gate and projection; measurements) */
+	if ((e = getenv("FG_INT4_SMALL")))
+		small = !strcmp(e, "fma") ? FG_INT4_FMA : !strcmp(e, "mma") ? FG_INT4_MMA : !strcmp(e, "i8") ? FG_INT4_I8 : -1;
 	e = getenv("FG_CHAIN"); /* 0: every step waits for the host (measurements) */
 	if (g->use_graph && !(e && !strcmp(e, "0"))) {
 		struct fg_err e2 = {0};
@@ -611,14 +630,16 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 		char what[64];
 
 		snprintf(what, sizeof(what), "layer %d", i);
-		if ((rc = dlin_new(g, &L->qkv, qkv, own ? 3 : 1, what, err)) ||
-		    (rc = dlin_new(g, &L->o, &o, 1, what, err)) || (rc = dlin_new(g, &L->gu, gu, 2, what, err)) ||
+		if ((rc = dlin_new_kind(g, &L->qkv, qkv, own ? 3 : 1, what, small, err)) ||
+		    (rc = dlin_new_kind(g, &L->o, &o, 1, what, small, err)) ||
+		    (rc = dlin_new(g, &L->gu, gu, 2, what, err)) ||
 		    (rc = dlin_new(g, &L->down, &down, 1, what, err)))
 			goto fail;
 		if (ml->moe && (rc = gmoe_new(g, &L->moe, ml->moe, i, err)))
 			goto fail;
-		if (c->ple_dim && ((rc = dlin_new(g, &L->pg, &pg, 1, what, err)) ||
-				   (rc = dlin_new(g, &L->pp, &pp, 1, what, err)) || (rc = ple_new(g, &L->ple, pg, pp, err))))
+		if (c->ple_dim && ((rc = dlin_new_kind(g, &L->pg, &pg, 1, what, small, err)) ||
+				   (rc = dlin_new_kind(g, &L->pp, &pp, 1, what, small, err)) ||
+				   (rc = ple_new(g, &L->ple, pg, pp, err))))
 			goto fail;
 		if ((rc = up_floats(g, &L->in_norm, ml->in_norm, H, err)) ||
 		    (rc = up_floats(g, &L->post_attn, ml->post_attn_norm, H, err)) ||
