@@ -789,6 +789,25 @@ static double bench_step(const char *kname, double read_gbs)
 		free(l1);
 		free(l2);
 	}
+	{ /* one step a graph (1) against two steps captured in one graph (2),
+	   * alternated 1 2 1 2: what the boundary between two graph launches
+	   * costs a step (the second step's first kernels start early under PDL
+	   * only inside one graph); the same position twice, so the same work */
+		double ab[4];
+
+		for (int r = 0; r < 4; r++) {
+			fg_kgraph_free(graph);
+			CK(fg_kgraph_begin(ctx, &err));
+			full_step(NULL);
+			if (r & 1)
+				full_step(NULL);
+			CK(fg_kgraph_end(ctx, &graph, &err));
+			ab[r] = time_steps(step_graph, NULL) / (r & 1 ? 2 : 1);
+		}
+		printf("whole decode step (%s), CUDA graph of one step %.3f, %.3f ms/step; of two steps %.3f, %.3f "
+		       "ms/step (alternated)\n",
+		       kname, ab[0], ab[2], ab[1], ab[3]);
+	}
 	if (quick)
 		goto last;
 	fg_kctx_set_pdl(ctx, 0);

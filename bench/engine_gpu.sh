@@ -66,7 +66,9 @@ fg=${FG_BENCH_FGPACK:-./fgpack}
 k12=
 if [ -n "$e4b" ] && [ -x "$fg" ]; then
 	k12=$ck-k12
-	if [ ! -f "$k12/model.safetensors" ]; then
+	# made by an earlier run: one file, or shards beside their index
+	# (fgpack writes shards above its shard size, as this model is)
+	if [ ! -f "$k12/model.safetensors" ] && [ ! -f "$k12/model.safetensors.index.json" ]; then
 		awk 'BEGIN { printf "{\"keep_ids\": ["; for (i = 0; i < 12288; i++) printf "%s%d", (i ? "," : ""), i * 21;
 			printf "], \"pruned_vocab_K\": 12288, \"full_vocab\": 262144}\n" }' >"$ck.keepset.json"
 		echo "\$ $fg bake prune-head $ck --keepset $ck.keepset.json $k12 --head int4 --no-sync"
