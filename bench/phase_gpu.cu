@@ -25,16 +25,10 @@
 #include <algorithm>
 #include <vector>
 
-#define THREADS 256
+#define BENCH_NAME "phase_gpu"
+#include "gpubench.cuh"
 
-#define CK(x)                                                                                                  \
-	do {                                                                                                   \
-		cudaError_t e_ = (x);                                                                          \
-		if (e_ != cudaSuccess) {                                                                       \
-			fprintf(stderr, "phase_gpu: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__); \
-			exit(1);                                                                               \
-		}                                                                                              \
-	} while (0)
+#define THREADS 256
 
 struct args {
 	unsigned *val;        /* [2][nb]: phase p writes val[p & 1][b] */
@@ -44,22 +38,6 @@ struct args {
 	unsigned *sink;
 	int nb, phases;
 };
-
-/* PDL's two instructions exist from sm_90 on: without the guards, make's
- * default NVCC_ARCH (sm_86 and sm_90) could not build this file. The sm_86
- * code has not run on an sm_86 GPU. */
-__device__ __forceinline__ void pdl_wait(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-	asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_trigger(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
 
 /* ctr += 1, ordered after this thread's writes (and the block's, after a
  * barrier) */
@@ -176,36 +154,6 @@ __global__ void __launch_bounds__(THREADS) persistent(struct args a)
 			grid_barrier(a.ctr, (unsigned)p * a.nb);
 		step(a, p, s);
 	}
-}
-
-static float median(std::vector<float> v)
-{
-	std::sort(v.begin(), v.end());
-	return v[v.size() / 2];
-}
-
-static float time_graph(cudaGraphExec_t ge, cudaStream_t st)
-{
-	cudaEvent_t e0, e1;
-	std::vector<float> t;
-
-	CK(cudaEventCreate(&e0));
-	CK(cudaEventCreate(&e1));
-	for (int i = 0; i < 5; i++)
-		CK(cudaGraphLaunch(ge, st));
-	for (int i = 0; i < 20; i++) {
-		float ms;
-
-		CK(cudaEventRecord(e0, st));
-		CK(cudaGraphLaunch(ge, st));
-		CK(cudaEventRecord(e1, st));
-		CK(cudaEventSynchronize(e1));
-		CK(cudaEventElapsedTime(&ms, e0, e1));
-		t.push_back(ms);
-	}
-	cudaEventDestroy(e0);
-	cudaEventDestroy(e1);
-	return median(t);
 }
 
 static void check(struct args &a, const char *what)

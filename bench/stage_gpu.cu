@@ -37,19 +37,13 @@
 #include <algorithm>
 #include <vector>
 
+#define BENCH_NAME "stage_gpu"
+#include "gpubench.cuh"
+
 #define THREADS 256
 #define KB 1280     /* floats a block stages: the i8 matvec's most (ISTAGE) */
 #define K 2560      /* the vector: E4B's hidden size */
 #define MAXPRE 8    /* 16-byte words a thread loads before the wait, at most */
-
-#define CK(x)                                                                                                  \
-	do {                                                                                                   \
-		cudaError_t e_ = (x);                                                                          \
-		if (e_ != cudaSuccess) {                                                                       \
-			fprintf(stderr, "stage_gpu: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__); \
-			exit(1);                                                                               \
-		}                                                                                              \
-	} while (0)
 
 enum { LD, CG, NC, CPASYNC, BULK, MODES };
 static const char *const mode_name[MODES] = {"ld.global", "ld.global.cg", "ld.global.nc", "cp.async 16 B",
@@ -64,18 +58,6 @@ struct sargs {
 	int phase, pre, timed;
 };
 
-__device__ __forceinline__ void pdl_wait(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-	asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_trigger(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
 __device__ __forceinline__ unsigned long long gtime(void)
 {
 	unsigned long long t;
@@ -174,11 +156,6 @@ __global__ void __launch_bounds__(THREADS) phase(struct sargs a)
 		dst[j] = sx[j % KB] + 1.0f;
 }
 
-static float median(std::vector<float> v)
-{
-	std::sort(v.begin(), v.end());
-	return v[v.size() / 2];
-}
 
 template <int MODE>
 static cudaGraphExec_t capture(cudaStream_t s, struct sargs a, int phases, int nb)
@@ -210,30 +187,18 @@ static cudaGraphExec_t capture(cudaStream_t s, struct sargs a, int phases, int n
 template <int MODE>
 static void run(cudaStream_t s, struct sargs a, int phases, int nb, double bytes)
 {
-	cudaEvent_t e0, e1;
-	std::vector<float> ms, st, ww;
+	std::vector<float> st, ww;
 	std::vector<unsigned long long> t((size_t)2 * phases);
 	std::vector<float> hx(2 * K);
 	cudaGraphExec_t plain, timed;
+	float m;
 
 	a.timed = 0;
 	plain = capture<MODE>(s, a, phases, nb);
 	a.timed = 1;
 	timed = capture<MODE>(s, a, phases, nb);
-	CK(cudaEventCreate(&e0));
-	CK(cudaEventCreate(&e1));
 	CK(cudaMemset(a.x, 0, sizeof(float) * 2 * K));
-	for (int r = 0; r < 25; r++) {
-		float m;
-
-		CK(cudaEventRecord(e0, s));
-		CK(cudaGraphLaunch(plain, s));
-		CK(cudaEventRecord(e1, s));
-		CK(cudaEventSynchronize(e1));
-		CK(cudaEventElapsedTime(&m, e0, e1));
-		if (r >= 5)
-			ms.push_back(m);
-	}
+	m = time_graph(plain, s); /* 25 replays in all */
 	/* every element went up by one a phase, from zero */
 	CK(cudaMemcpy(hx.data(), a.x + (phases & 1) * K, sizeof(float) * K, cudaMemcpyDeviceToHost));
 	for (int j = 0; j < K; j++)
@@ -252,18 +217,12 @@ static void run(cudaStream_t s, struct sargs a, int phases, int nb, double bytes
 		st.push_back((float)(t[2 * p + 1] - t[2 * p]) / 1e3f);
 		ww.push_back((float)(t[2 * p + 2] - t[2 * p]) / 1e3f);
 	}
-	{
-		float m = median(ms);
-
-		printf("  %-20s PRE %d (%5.2f MB before the wait): %6.2f us a phase, %5.0f GB/s; stage %5.2f us, "
-		       "wait to wait %5.2f us (medians)\n",
-		       mode_name[MODE], a.pre, (double)a.pre * 16 * THREADS * nb / 1e6, m * 1e3 / phases,
-		       bytes / (m / 1e3) / 1e9, median(st), median(ww));
-	}
+	printf("  %-20s PRE %d (%5.2f MB before the wait): %6.2f us a phase, %5.0f GB/s; stage %5.2f us, "
+	       "wait to wait %5.2f us (medians)\n",
+	       mode_name[MODE], a.pre, (double)a.pre * 16 * THREADS * nb / 1e6, m * 1e3 / phases,
+	       bytes / (m / 1e3) / 1e9, median(st), median(ww));
 	CK(cudaGraphExecDestroy(plain));
 	CK(cudaGraphExecDestroy(timed));
-	CK(cudaEventDestroy(e0));
-	CK(cudaEventDestroy(e1));
 }
 
 int main(int argc, char **argv)

@@ -51,7 +51,7 @@ $(BUILD)/bench/%: bench/%.c $(LIBFG) $(KERNEL_OBJS)
 
 # Standalone GPU microbenchmarks, bench/<name>.cu (no fgpack code in them).
 ifneq ($(strip $(NVCC)),)
-$(BUILD)/bench/%: bench/%.cu
+$(BUILD)/bench/%: bench/%.cu bench/gpubench.cuh
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCC_FLAGS) $(NVCC_ARCH) -o $@ $<
 endif
