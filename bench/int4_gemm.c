@@ -63,7 +63,7 @@ int main(void)
 	if ((e = getenv("FG_BENCH_REPS")))
 		reps = (int)strtol(e, NULL, 10);
 	if ((e = getenv("FG_BENCH_KIND")))
-		kind = !strcmp(e, "fma") ? FG_INT4_FMA : !strcmp(e, "mma") ? FG_INT4_MMA : FG_INT4_I8;
+		kind = fg_int4_kind_named(e) < 0 ? FG_INT4_I8 : fg_int4_kind_named(e);
 	if ((e = getenv("FG_BENCH_MAT")))
 		only_m = (int)strtol(e, NULL, 10);
 	if ((e = getenv("FG_BENCH_ROWS")))

@@ -227,8 +227,8 @@ static void run(cudaStream_t s, struct sargs a, int phases, int nb, double bytes
 
 int main(int argc, char **argv)
 {
-	int phases = argc > 1 ? atoi(argv[1]) : 470, dev = 0, sms = 0, nb;
-	double mb = argc > 2 ? atof(argv[2]) : 4.33;
+	int phases = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 470, dev = 0, sms = 0, nb;
+	double mb = argc > 2 ? strtod(argv[2], NULL) : 4.33;
 	struct sargs a = {};
 	cudaStream_t s;
 	cudaDeviceProp pr;
@@ -237,7 +237,7 @@ int main(int argc, char **argv)
 	CK(cudaGetDevice(&dev));
 	CK(cudaGetDeviceProperties(&pr, dev));
 	sms = pr.multiProcessorCount;
-	nb = argc > 3 ? atoi(argv[3]) : 2 * sms;
+	nb = argc > 3 ? (int)strtol(argv[3], NULL, 10) : 2 * sms;
 	/* an even count: a replay ends with the vector where the next begins */
 	if (phases < 4 || phases % 2 || mb < 0 || nb * THREADS < K) {
 		fprintf(stderr, "usage: stage_gpu [phases, even, >= 4] [MB a phase] [blocks >= %d]\n", K / THREADS);

@@ -531,7 +531,7 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 {
 	const struct fg_g4_config *c = &m->cfg;
 	struct fg_g4_gpu *g;
-	int rc, i, maxi = 0, small = -1;
+	int rc, i, maxi = 0, small;
 	/* q|k|v floats of one token, the larger of the two layer types */
 	size_t qkv_s = (size_t)(c->n_heads + 2 * c->n_kv_heads) * (size_t)c->head_dim;
 	size_t qkv_f = (size_t)(c->n_heads + 2 * c->global_kv_heads) * (size_t)c->global_head_dim;
@@ -557,9 +557,9 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 	if ((rc = fg_kctx_new(&g->ctx, err)))
 		goto fail;
 	/* FG_INT4_SMALL=fma|mma|i8: that INT4 kernel for the small matrices
-	 * only (q|k|v, o, the PLE gate and projection; measurements) */
-	if ((e = getenv("FG_INT4_SMALL")))
-		small = !strcmp(e, "fma") ? FG_INT4_FMA : !strcmp(e, "mma") ? FG_INT4_MMA : !strcmp(e, "i8") ? FG_INT4_I8 : -1;
+	 * only (q|k|v, o, the PLE gate and projection; measurements); -1,
+	 * the context's */
+	small = fg_int4_kind_named(getenv("FG_INT4_SMALL"));
 	e = getenv("FG_CHAIN"); /* 0: every step waits for the host (measurements) */
 	if (g->use_graph && !(e && !strcmp(e, "0"))) {
 		struct fg_err e2 = {0};

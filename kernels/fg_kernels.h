@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -286,6 +287,18 @@ int fg_int4_i8_unpack(int32_t *packed, uint16_t *scale_bf16, const uint32_t *wor
  * FG_INT4_I8, or with the kernel FG_INT4_KERNEL names ("fma", "mma" or
  * "i8"). */
 enum { FG_INT4_FMA = 0, FG_INT4_MMA = 1, FG_INT4_I8 = 2 };
+/* The kind a kernel's name gives ("fma", "mma" or "i8", as FG_INT4_KERNEL
+ * takes them); -1 for any other name or NULL. */
+static inline int fg_int4_kind_named(const char *name)
+{
+	if (name && !strcmp(name, "fma"))
+		return FG_INT4_FMA;
+	if (name && !strcmp(name, "mma"))
+		return FG_INT4_MMA;
+	if (name && !strcmp(name, "i8"))
+		return FG_INT4_I8;
+	return -1;
+}
 /* Sets the kind for matrices made after the call; returns the kind now in use. */
 int fg_kctx_set_int4_kind(struct fg_kctx *ctx, int kind);
 int fg_kctx_int4_kind(const struct fg_kctx *ctx);

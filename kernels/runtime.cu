@@ -161,8 +161,9 @@ extern "C" int fg_kctx_new(struct fg_kctx **out, struct fg_err *err)
 	c->pdl = c->sm90;
 	{
 		const char *k = getenv("FG_INT4_KERNEL");
+		int kind = fg_int4_kind_named(k);
 
-		c->int4_kind = !k ? FG_INT4_I8 : !strcmp(k, "mma") ? FG_INT4_MMA : !strcmp(k, "fma") ? FG_INT4_FMA : FG_INT4_I8;
+		c->int4_kind = kind < 0 ? FG_INT4_I8 : kind;
 		k = getenv("FG_PREFETCH");
 		c->pf_on = !c->sm90 ? 0 : k && *k >= '0' && *k <= '2' && !k[1] ? *k - '0' : FG_PF_DEFAULT;
 		k = getenv("FG_NORM_WIDE");
