@@ -264,57 +264,6 @@ __device__ __forceinline__ void i8_pair(float *y, unsigned long long *slot, floa
 	}
 }
 
-/* A measuring build (make I8TMA=1, -DFG_I8_TMA): a block of M = 1 copies
- * its slice of x (and of x2) into shared memory by one bulk copy of the
- * tensor memory accelerator after its wait, completed on an mbarrier, and
- * splits it from there (bench/stage_gpu.cu asks whether that path stages
- * sooner while the weights loaded before the wait are in flight). */
-#if defined(FG_I8_TMA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define I8_TMA 1
-#else
-#define I8_TMA 0
-#endif
-
-__device__ __forceinline__ unsigned i8_saddr(const void *p)
-{
-	return (unsigned)__cvta_generic_to_shared(p);
-}
-
-/* Thread 0: len floats from src (and from src2) into dst (dst2), on bar */
-__device__ __forceinline__ void i8_bulk(float *dst, const float *src, float *dst2, const float *src2, int len,
-					unsigned long long *bar)
-{
-#if I8_TMA
-	unsigned bytes = (unsigned)len * 4u;
-
-	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(i8_saddr(bar)),
-		     "r"(src2 ? 2 * bytes : bytes)
-		     : "memory");
-	asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-			     i8_saddr(dst)),
-		     "l"(src), "r"(bytes), "r"(i8_saddr(bar))
-		     : "memory");
-	if (src2)
-		asm volatile(
-			"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-				i8_saddr(dst2)),
-			"l"(src2), "r"(bytes), "r"(i8_saddr(bar))
-			: "memory");
-#endif
-}
-
-__device__ __forceinline__ void i8_bulk_wait(unsigned long long *bar)
-{
-#if I8_TMA
-	for (unsigned done = 0; !done;)
-		asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n\t"
-			     "selp.u32 %0, 1, 0, p;\n}"
-			     : "=r"(done)
-			     : "r"(i8_saddr(bar))
-			     : "memory");
-#endif
-}
-
 /* M vectors (1 or 2); GG: the input is gelu_tanh(x) * x2 (M = 1); G: the
  * scale group. pairs: a slot per output for launches of two splits
  * (i8_pair), or NULL. */
@@ -346,40 +295,16 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 	uint32_t sv[IU][GU];
 	float acc0 = 0.0f, acc1 = 0.0f;
 
-	constexpr bool TMA = I8_TMA && M == 1;
-	__shared__ __align__(16) float xs[TMA ? (GG ? 2 : 1) * ISTAGE : 4];
-	__shared__ __align__(8) unsigned long long xbar;
-	const int e0 = u0 * UE, xlen = min(k, min(units, u0 + slice) * UE) - e0;
-	const bool bulk = TMA && xlen > 0 && xlen <= ISTAGE && !(xlen & 3) &&
-			  !(((uintptr_t)x | (uintptr_t)(GG ? x2 : x)) & 15);
-
 	fg_pdl_trigger();
 	fg_pf_issue(pf); /* a later kernel's weights into L2 (fg_kctx_prefetch) */
-	if (TMA && threadIdx.x == 0) {
-		asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(i8_saddr(&xbar)) : "memory");
-		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-	}
 	/* the first units' weights before waiting for the kernel that writes x */
 #pragma unroll
 	for (int uu = 0; uu < IU; uu++)
 		if (wi + uu * wpt < nu)
 			i8_fetch<NC, GU>(wv[uu], sv[uu], wp, sq, wi + uu * wpt);
-	if (TMA)
-		__syncthreads(); /* the mbarrier's init seen by every thread */
 	fg_pdl_wait();
-	if (bulk) {
-		/* xs and xs[ISTAGE] as if x and x2 began there (i8_stage adds e0) */
-		const float *xb = (const float *)((uintptr_t)xs - (uintptr_t)e0 * 4u);
-
-		if (threadIdx.x == 0)
-			i8_bulk(xs, x + e0, &xs[GG ? ISTAGE : 0], GG ? x2 + e0 : NULL, xlen, &xbar);
-		i8_bulk_wait(&xbar);
-		i8_stage<M, GG, G>(sm, mult, bias, xb, xb + ISTAGE, k, e0, (min(units, u0 + slice) - u0) * GU, xstride,
-				   warp, nw, lane);
-	} else {
-		i8_stage<M, GG, G>(sm, mult, bias, x, x2, k, e0, (min(units, u0 + slice) - u0) * GU, xstride, warp, nw,
-				   lane);
-	}
+	i8_stage<M, GG, G>(sm, mult, bias, x, x2, k, u0 * UE, (min(units, u0 + slice) - u0) * GU, xstride, warp, nw,
+			   lane);
 	__syncthreads();
 	fg_kt_mark(2); /* a measuring build's (KTRACE=1) marks: x staged */
 	for (int base = wi; base < nu; base += wpt * IU) {

@@ -17,10 +17,6 @@ NVCC_FLAGS ?= -std=c++17 -O3 -lineinfo -Xcompiler -Wall,-Wextra,-Werror
 ifeq ($(KTRACE),1)
 NVCC_FLAGS += -DFG_KTRACE
 endif
-# make I8TMA=1: the i8 matvec stages x by a bulk copy (kernels/int4_i8.cu)
-ifeq ($(I8TMA),1)
-NVCC_FLAGS += -DFG_I8_TMA
-endif
 # Ask nvcc itself where its runtime libraries are: NVCC may be a wrapper
 # script (CI's /usr/local/bin/nvcc), so its path says nothing about them.
 ifeq ($(origin CUDA_LIBDIR),undefined)
