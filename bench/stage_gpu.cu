@@ -219,7 +219,8 @@ static void run(cudaStream_t s, struct sargs a, int phases, int nb, double bytes
 	}
 	printf("  %-20s PRE %d (%5.2f MB before the wait): %6.2f us a phase, %5.0f GB/s; stage %5.2f us, "
 	       "wait to wait %5.2f us (medians)\n",
-	       mode_name[MODE], a.pre, (double)a.pre * 16 * THREADS * nb / 1e6, m * 1e3 / phases,
+	       mode_name[MODE], a.pre,
+	       (double)std::min((size_t)a.pre, a.per_phase16 / nb / THREADS) * 16 * THREADS * nb / 1e6, m * 1e3 / phases,
 	       bytes / (m / 1e3) / 1e9, median(st), median(ww));
 	CK(cudaGraphExecDestroy(plain));
 	CK(cudaGraphExecDestroy(timed));
@@ -243,12 +244,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: stage_gpu [phases, even, >= 4] [MB a phase] [blocks >= %d]\n", K / THREADS);
 		return 2;
 	}
-	/* a share of whole 16-byte words a thread, at least MAXPRE of them */
+	/* a share of whole 16-byte words a thread, at least one (a PRE past
+	 * the share loads the whole share before the wait: the kernel stops at
+	 * n; the fifty-sixth session's first run had a floor of MAXPRE words
+	 * here, which doubled the bytes of a phase at 2 blocks an SM) */
 	{
 		size_t per_thread = (size_t)(mb * 1e6 / 16 / THREADS / nb);
 
-		if (per_thread < MAXPRE)
-			per_thread = MAXPRE;
+		if (per_thread < 1)
+			per_thread = 1;
 		a.per_phase16 = per_thread * THREADS * nb;
 	}
 	CK(cudaMalloc((void **)&a.w, a.per_phase16 * 16 * phases));
