@@ -25,8 +25,8 @@
  * block's wait return.
  *
  * Build: make build/bench/stage_gpu (where nvcc exists)
- * Run:   build/bench/stage_gpu [phases] [MB a phase] [blocks]
- *        (defaults 470, 4.33, 2 per SM: the launches of an E4B decode step
+ * Run:   build/bench/stage_gpu [phases] [MB a phase] [blocks] [delay us]
+ *        (defaults 470, 4.33, 2 per SM, 0: the launches of an E4B decode step
  *        and its mean bytes a launch; phases even)
  * Prints, for each load path and PRE, the median of 20 graph replays
  * (after 5) as us a phase and GB/s, the median stage and wait-to-wait of
@@ -55,6 +55,7 @@ struct sargs {
 	size_t per_phase16;         /* uint4 a phase */
 	unsigned long long *t;      /* [phases][2]: first wait return (min), last slice staged (max) */
 	unsigned *sink;
+	unsigned long long delay_ns; /* each block waits this long after it starts before its first loads */
 	int phase, pre, timed;
 };
 
@@ -127,6 +128,11 @@ __global__ void __launch_bounds__(THREADS) phase(struct sargs a)
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 #endif
 	}
+	/* a block resident early (PDL) holds its first loads back this long,
+	 * so that they are not in flight while the grid before stages x */
+	if (a.delay_ns)
+		for (unsigned long long t0 = gtime(); gtime() - t0 < a.delay_ns;)
+			;
 	/* the first words before the wait, into registers */
 #pragma unroll
 	for (int i = 0; i < MAXPRE; i++)
@@ -229,7 +235,7 @@ static void run(cudaStream_t s, struct sargs a, int phases, int nb, double bytes
 int main(int argc, char **argv)
 {
 	int phases = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 470, dev = 0, sms = 0, nb;
-	double mb = argc > 2 ? strtod(argv[2], NULL) : 4.33;
+	double mb = argc > 2 ? strtod(argv[2], NULL) : 4.33, delay_us;
 	struct sargs a = {};
 	cudaStream_t s;
 	cudaDeviceProp pr;
@@ -239,11 +245,14 @@ int main(int argc, char **argv)
 	CK(cudaGetDeviceProperties(&pr, dev));
 	sms = pr.multiProcessorCount;
 	nb = argc > 3 ? (int)strtol(argv[3], NULL, 10) : 2 * sms;
+	delay_us = argc > 4 ? strtod(argv[4], NULL) : 0.0;
 	/* an even count: a replay ends with the vector where the next begins */
-	if (phases < 4 || phases % 2 || mb < 0 || nb * THREADS < K) {
-		fprintf(stderr, "usage: stage_gpu [phases, even, >= 4] [MB a phase] [blocks >= %d]\n", K / THREADS);
+	if (phases < 4 || phases % 2 || mb < 0 || nb * THREADS < K || !(delay_us >= 0.0 && delay_us <= 1000.0)) {
+		fprintf(stderr, "usage: stage_gpu [phases, even, >= 4] [MB a phase] [blocks >= %d] [delay us, 0-1000]\n",
+			K / THREADS);
 		return 2;
 	}
+	a.delay_ns = (unsigned long long)(delay_us * 1e3);
 	/* a share of whole 16-byte words a thread, at least one (a PRE past
 	 * the share loads the whole share before the wait: the kernel stops at
 	 * n; the fifty-sixth session's first run had a floor of MAXPRE words
@@ -262,9 +271,9 @@ int main(int argc, char **argv)
 	CK(cudaMalloc((void **)&a.sink, 4));
 	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 	printf("device: %s, %d SMs, L2 %d MB; %d phases of %d blocks x %d threads, %.2f MB of weights a phase "
-	       "(%.2f GB in all), a slice of %d floats staged a block\n",
+	       "(%.2f GB in all), a slice of %d floats staged a block; first loads %.2f us after a block starts\n",
 	       pr.name, sms, pr.l2CacheSize >> 20, phases, nb, THREADS, a.per_phase16 * 16 / 1e6,
-	       a.per_phase16 * 16.0 * phases / 1e9, KB);
+	       a.per_phase16 * 16.0 * phases / 1e9, KB, a.delay_ns / 1e3);
 	for (int i = 0; i < 4; i++) {
 		double bytes = (double)a.per_phase16 * 16 * phases;
 
