@@ -52,7 +52,7 @@ int main(void)
 		{"ple gate 256 x 2560", 256, 2560, 0},    {"ple proj 2560 x 256", 2560, 256, 0},
 	};
 	static const int rowset[] = {1, 8, 16, 32, 64};
-	int iters = 20, reps = 7, kind = FG_INT4_I8;
+	int iters = 20, reps = 7, kind;
 	const char *e;
 	double tot_g[5] = {0}, tot_1[5] = {0}, tot_s[16][5] = {{0}};
 	char sweep[16][32];
@@ -62,8 +62,8 @@ int main(void)
 		iters = (int)strtol(e, NULL, 10);
 	if ((e = getenv("FG_BENCH_REPS")))
 		reps = (int)strtol(e, NULL, 10);
-	if ((e = getenv("FG_BENCH_KIND")))
-		kind = fg_int4_kind_named(e) < 0 ? FG_INT4_I8 : fg_int4_kind_named(e);
+	if ((kind = fg_int4_kind_named(getenv("FG_BENCH_KIND"))) < 0)
+		kind = FG_INT4_I8; /* unset, or a name of no kernel */
 	if ((e = getenv("FG_BENCH_MAT")))
 		only_m = (int)strtol(e, NULL, 10);
 	if ((e = getenv("FG_BENCH_ROWS")))

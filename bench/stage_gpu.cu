@@ -33,7 +33,6 @@
  * the phases in one more replay, and checks the last vector. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <algorithm>
 #include <vector>
 
