@@ -264,6 +264,27 @@ __device__ __forceinline__ void i8_pair(float *y, unsigned long long *slot, floa
 	}
 }
 
+#ifdef FG_I8_DELAY
+/* make I8DLY=1, a measuring build: the blocks of an M = 1 or 2 launch whose
+ * linear index is below i8_dly[1] wait i8_dly[0] ns after they start before
+ * loading their first weights (FG_I8_DELAY ns, FG_I8_DELAY_BLOCKS; set once
+ * by fg_kint4_i8_new), so that the blocks resident early issue their loads
+ * later, while the launch before them stages its x (docs/gpu.md, "Left"). */
+__constant__ unsigned i8_dly[2];
+
+__device__ __forceinline__ void i8_delay(void)
+{
+	unsigned long long t0, t;
+
+	if (!i8_dly[0] || blockIdx.y * gridDim.x + blockIdx.x >= i8_dly[1])
+		return;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+	do
+		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	while (t - t0 < i8_dly[0]);
+}
+#endif
+
 /* M vectors (1 or 2); GG: the input is gelu_tanh(x) * x2 (M = 1); G: the
  * scale group. pairs: a slot per output for launches of two splits
  * (i8_pair), or NULL. */
@@ -297,6 +318,9 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 
 	fg_pdl_trigger();
 	fg_pf_issue(pf); /* a later kernel's weights into L2 (fg_kctx_prefetch) */
+#ifdef FG_I8_DELAY
+	i8_delay();
+#endif
 	/* the first units' weights before waiting for the kernel that writes x */
 #pragma unroll
 	for (int uu = 0; uu < IU; uu++)
@@ -661,6 +685,17 @@ int fg_kint4_i8_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *p
 		if (w->max_splits < need)
 			w->max_splits = need;
 	}
+#ifdef FG_I8_DELAY
+	{
+		unsigned d[2] = {0u, ~0u};
+
+		if (getenv("FG_I8_DELAY"))
+			d[0] = (unsigned)strtoul(getenv("FG_I8_DELAY"), NULL, 10);
+		if (getenv("FG_I8_DELAY_BLOCKS"))
+			d[1] = (unsigned)strtoul(getenv("FG_I8_DELAY_BLOCKS"), NULL, 10);
+		cudaMemcpyToSymbol(i8_dly, d, sizeof d);
+	}
+#endif
 	rc = fg_int4_i8_repack(hw, hs, packed, scale_bf16, n, k, group, err);
 	rc = fg_kint4_upload(ctx, out, w, rc, hw, wb, hs, sb, d.tiles,
 			     sizeof(float) * (size_t)w->max_splits * IM * d.npad, err);

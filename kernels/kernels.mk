@@ -17,6 +17,11 @@ NVCC_FLAGS ?= -std=c++17 -O3 -lineinfo -Xcompiler -Wall,-Wextra,-Werror
 ifeq ($(KTRACE),1)
 NVCC_FLAGS += -DFG_KTRACE
 endif
+# make I8DLY=1: a measuring build whose i8 matvec holds its first loads back
+# (FG_I8_DELAY ns, FG_I8_DELAY_BLOCKS; kernels/int4_i8.cu)
+ifeq ($(I8DLY),1)
+NVCC_FLAGS += -DFG_I8_DELAY
+endif
 # Ask nvcc itself where its runtime libraries are: NVCC may be a wrapper
 # script (CI's /usr/local/bin/nvcc), so its path says nothing about them.
 ifeq ($(origin CUDA_LIBDIR),undefined)
