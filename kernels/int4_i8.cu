@@ -266,23 +266,29 @@ __device__ __forceinline__ void i8_pair(float *y, unsigned long long *slot, floa
 
 #ifdef FG_I8_DELAY
 /* make I8DLY=1, a measuring build: the blocks of an M = 1 or 2 launch whose
- * linear index is below i8_dly[1] wait i8_dly[0] ns after they start before
- * loading their first weights (FG_I8_DELAY ns, FG_I8_DELAY_BLOCKS; set once
- * by fg_kint4_i8_new), so that the blocks resident early issue their loads
+ * linear index is below dly_blocks wait dly_ns after they start before
+ * loading their first weights (FG_I8_DELAY ns, FG_I8_DELAY_BLOCKS; read
+ * once by fg_kint4_i8_new and passed as kernel arguments, so that a delay
+ * of 0 costs no load), so that the blocks resident early issue their loads
  * later, while the launch before them stages its x (docs/gpu.md, "Left"). */
-__constant__ unsigned i8_dly[2];
+#define I8_DLY_PARAMS , unsigned dly_ns, unsigned dly_blocks
+#define I8_DLY_ARGS , i8_dly[0], i8_dly[1]
+static unsigned i8_dly[2];
 
-__device__ __forceinline__ void i8_delay(void)
+__device__ __forceinline__ void i8_delay(unsigned ns, unsigned blocks)
 {
 	unsigned long long t0, t;
 
-	if (!i8_dly[0] || blockIdx.y * gridDim.x + blockIdx.x >= i8_dly[1])
+	if (!ns || blockIdx.y * gridDim.x + blockIdx.x >= blocks)
 		return;
 	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
 	do
 		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-	while (t - t0 < i8_dly[0]);
+	while (t - t0 < ns);
 }
+#else
+#define I8_DLY_PARAMS
+#define I8_DLY_ARGS
 #endif
 
 /* M vectors (1 or 2); GG: the input is gelu_tanh(x) * x2 (M = 1); G: the
@@ -295,7 +301,7 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 						   unsigned *__restrict__ counters, unsigned long long *__restrict__ pairs,
 						   int n, int k, int ntiles, int nch, int ngr, int units, int slice,
 						   int splits, int tpb, int npad, int xstride, int ystride,
-						   const struct fg_kpf pf)
+						   const struct fg_kpf pf I8_DLY_PARAMS)
 {
 	constexpr int UE = G > FG_INT4_I8_CHUNK ? G : FG_INT4_I8_CHUNK; /* elements per unit */
 	constexpr int NC = UE / FG_INT4_I8_CHUNK;                       /* chunks per unit */
@@ -319,7 +325,7 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 	fg_pdl_trigger();
 	fg_pf_issue(pf); /* a later kernel's weights into L2 (fg_kctx_prefetch) */
 #ifdef FG_I8_DELAY
-	i8_delay();
+	i8_delay(dly_ns, dly_blocks);
 #endif
 	/* the first units' weights before waiting for the kernel that writes x */
 #pragma unroll
@@ -686,15 +692,11 @@ int fg_kint4_i8_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *p
 			w->max_splits = need;
 	}
 #ifdef FG_I8_DELAY
-	{
-		unsigned d[2] = {0u, ~0u};
-
-		if (getenv("FG_I8_DELAY"))
-			d[0] = (unsigned)strtoul(getenv("FG_I8_DELAY"), NULL, 10);
-		if (getenv("FG_I8_DELAY_BLOCKS"))
-			d[1] = (unsigned)strtoul(getenv("FG_I8_DELAY_BLOCKS"), NULL, 10);
-		cudaMemcpyToSymbol(i8_dly, d, sizeof d);
-	}
+	i8_dly[1] = ~0u;
+	if (getenv("FG_I8_DELAY"))
+		i8_dly[0] = (unsigned)strtoul(getenv("FG_I8_DELAY"), NULL, 10);
+	if (getenv("FG_I8_DELAY_BLOCKS"))
+		i8_dly[1] = (unsigned)strtoul(getenv("FG_I8_DELAY_BLOCKS"), NULL, 10);
 #endif
 	rc = fg_int4_i8_repack(hw, hs, packed, scale_bf16, n, k, group, err);
 	rc = fg_kint4_upload(ctx, out, w, rc, hw, wb, hs, sb, d.tiles,
@@ -727,7 +729,7 @@ static cudaError_t i8_launch_g(struct fg_kctx *ctx, float *d_y, const struct fg_
 	return cudaLaunchKernelEx(&cfg, int4_i8<M, GG, G>, d_y, (const uint4 *)w->d_words,
 				  (const uint32_t *)w->d_scales, d_x, d_x2, w->d_partial, (unsigned *)w->d_counters,
 				  w->d_pairs, w->n, w->k, w->tiles, w->chunks, w->kpad / w->group, w->units, slice, splits,
-				  tpb, w->npad, w->k, w->n, fg_pf_take(ctx));
+				  tpb, w->npad, w->k, w->n, fg_pf_take(ctx) I8_DLY_ARGS);
 }
 
 template <int M, bool GG>
