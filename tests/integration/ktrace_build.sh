@@ -2,8 +2,11 @@
 # ktrace_build.sh - the measuring build (make KTRACE=1, docs/gpu.md "Where a
 # step's time goes") still compiles: every kernel file for sm_90 with
 # -DFG_KTRACE, each with its fg_kt_set_<file> (which runtime.cu's trace
-# calls), and the ordinary objects without any. Where nvcc is missing the
-# checks are skipped. A GPU is needed to run a trace; this only builds.
+# calls), and the ordinary objects without any; and the i8 matvec's
+# delayed-loads build (make I8DLY=1, docs/bench.md, fifty-seventh session),
+# whose object reads FG_I8_DELAY where the ordinary one does not. Where
+# nvcc is missing the checks are skipped. A GPU is needed to run a trace;
+# this only builds.
 . "$(dirname "$0")/../lib.sh"
 cd "$TOP" || exit 1
 # where the Makefile looks for it (NVCC there); NVCC set empty (make NVCC=
@@ -27,6 +30,15 @@ for f in int4 int4_i8 ops ple moe draft; do
 done
 check_grep "runtime.cu calls every file's setter" " U fg_kt_set_draft\$" \
 	"$(nm "$B/kernels/runtime.cu.o" >"$WORK/nm.rt" 2>&1; echo "$WORK/nm.rt")"
+D=$WORK/dly
+check "int4_i8.cu compiles with I8DLY=1 (sm_90)" \
+	make -s I8DLY=1 BUILD="$D" NVCC_ARCH='-gencode arch=compute_90,code=sm_90' "$D/kernels/int4_i8.cu.o"
+check_grep "the I8DLY object reads FG_I8_DELAY_BLOCKS" "^FG_I8_DELAY_BLOCKS\$" \
+	"$(strings "$D/kernels/int4_i8.cu.o" >"$WORK/str.dly" 2>&1; echo "$WORK/str.dly")"
+if [ -f build/kernels/int4_i8.cu.o ]; then
+	strings build/kernels/int4_i8.cu.o >"$WORK/str.plain" 2>&1
+	check "the ordinary build reads no FG_I8_DELAY" sh -c "! grep -q FG_I8_DELAY '$WORK/str.plain'"
+fi
 if [ -f build/kernels/ops.cu.o ]; then
 	nm build/kernels/ops.cu.o >"$WORK/nm.plain" 2>&1
 	check "the ordinary build has no trace setter" sh -c "! grep -q fg_kt_set_ '$WORK/nm.plain'"
