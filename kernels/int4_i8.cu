@@ -38,6 +38,14 @@
 #define ISMEM (46 * 1024)   /* staged parts and group data per block, at most */
 #define ISTAGE 1280         /* activations a block stages at most (i8_plan; docs/bench.md) */
 
+/* An experiment's switch: its integer value, -1 where it is unset. */
+static int i8_env(const char *name)
+{
+	const char *e = getenv(name);
+
+	return e ? (int)strtol(e, NULL, 10) : -1;
+}
+
 __device__ __forceinline__ void mma_u8s8(int *c, const uint32_t *a, uint32_t b0, uint32_t b1)
 {
 	asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -277,14 +285,10 @@ static unsigned i8_dly[2];
 
 __device__ __forceinline__ void i8_delay(unsigned ns, unsigned blocks)
 {
-	unsigned long long t0, t;
-
 	if (!ns || blockIdx.y * gridDim.x + blockIdx.x >= blocks)
 		return;
-	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-	do
-		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-	while (t - t0 < ns);
+	for (unsigned long long t0 = fg_gtimer_ns(); fg_gtimer_ns() - t0 < ns;)
+		;
 }
 #else
 #define I8_DLY_PARAMS
@@ -692,11 +696,12 @@ int fg_kint4_i8_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *p
 			w->max_splits = need;
 	}
 #ifdef FG_I8_DELAY
-	i8_dly[1] = ~0u;
-	if (getenv("FG_I8_DELAY"))
-		i8_dly[0] = (unsigned)strtoul(getenv("FG_I8_DELAY"), NULL, 10);
-	if (getenv("FG_I8_DELAY_BLOCKS"))
-		i8_dly[1] = (unsigned)strtoul(getenv("FG_I8_DELAY_BLOCKS"), NULL, 10);
+	{
+		int ns = i8_env("FG_I8_DELAY"), blocks = i8_env("FG_I8_DELAY_BLOCKS");
+
+		i8_dly[0] = ns > 0 ? (unsigned)ns : 0u;
+		i8_dly[1] = blocks >= 0 ? (unsigned)blocks : ~0u; /* unset: every block */
+	}
 #endif
 	rc = fg_int4_i8_repack(hw, hs, packed, scale_bf16, n, k, group, err);
 	rc = fg_kint4_upload(ctx, out, w, rc, hw, wb, hs, sb, d.tiles,
@@ -1131,13 +1136,6 @@ __global__ void __launch_bounds__(256) i8_gemm_fold(float *__restrict__ y, const
 			v += p[(size_t)s * count + i];
 		y[i] = v;
 	}
-}
-
-static int i8_env(const char *name)
-{
-	const char *e = getenv(name);
-
-	return e ? (int)strtol(e, NULL, 10) : -1;
 }
 
 /* Experiments: FG_I8_GEMM_TP=1|2|4|8, _KS=0|1, _W=4|8, _TW=1|2, _NS=2|3|4

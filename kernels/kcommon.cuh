@@ -145,6 +145,15 @@ static inline int fg_need_ctx(const struct fg_kctx *ctx, struct fg_err *err)
 	return 0;
 }
 
+/* Nanoseconds of the GPU's global timer. */
+__device__ __forceinline__ unsigned long long fg_gtimer_ns(void)
+{
+	unsigned long long t;
+
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+
 /* Programmatic dependent launch: every kernel lets the next one start early
  * (its blocks then wait in fg_pdl_wait until this grid has finished and its
  * writes are visible); a kernel launched with the PDL attribute calls
@@ -172,14 +181,6 @@ __device__ __forceinline__ struct fg_ktrec *fg_kt_rec(unsigned long long *gid)
 	return fg_kt_buf + (size_t)(*gid % fg_kt_slots) * fg_kt_maxb + b;
 }
 
-__device__ __forceinline__ unsigned long long fg_kt_now(void)
-{
-	unsigned long long t;
-
-	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-	return t;
-}
-
 /* Mark i (0: started, 1: its wait returned, 2-7: the kernel's own). */
 __device__ __forceinline__ void fg_kt_mark(int i)
 {
@@ -187,7 +188,7 @@ __device__ __forceinline__ void fg_kt_mark(int i)
 	struct fg_ktrec *r = fg_kt_rec(&gid);
 
 	if (r) {
-		r->t[i] = fg_kt_now();
+		r->t[i] = fg_gtimer_ns();
 		if (i < 2) { /* a kernel may wait without a trigger */
 			unsigned sm;
 

@@ -982,15 +982,6 @@ __device__ __forceinline__ void attn_post_rows(float *sq, float *snew, float *sh
 	}
 }
 
-/* Nanoseconds of the GPU's global timer. */
-__device__ __forceinline__ unsigned long long gtimer_ns(void)
-{
-	unsigned long long t;
-
-	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-	return t;
-}
-
 /* Where attn_combine finds chunk cc's piece of query head h (element 0 its
  * max m, 1 its sum l, 2 + i its output i): in global memory, written by the
  * kv head's chunk blocks (read through L2), ... */
@@ -1448,7 +1439,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 		np = min(used, spread / (int)gridDim.x);
 
 		if (threadIdx.x == 0) {
-			unsigned long long t0 = gtimer_ns();
+			unsigned long long t0 = fg_gtimer_ns();
 			unsigned a = fg_atom_add_acq_rel(&counters[g], 1u), base = a & ~(ATT_GEN - 1u);
 
 			last = (int)(a & (ATT_GEN - 1u)) - (used - np); /* rank among the combining blocks, < 0: not one */
@@ -1457,7 +1448,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 			/* the acquiring reads see every piece published before the arrivals they count */
 			while (last >= 0 && fg_ld_acquire(&counters[g]) - base < (unsigned)used) {
 				__nanosleep(32);
-				if (gtimer_ns() - t0 > 2000000000ull)
+				if (fg_gtimer_ns() - t0 > 2000000000ull)
 					__trap(); /* blocks that cannot all run at once: a launch error, not a hang */
 			}
 		}
