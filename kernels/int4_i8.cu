@@ -69,6 +69,94 @@ static __host__ __device__ int i8_unit_bytes(int m, int group)
 	return unit * FG_I8_PARTS * m + unit / group * i8_cols(m) * 8;
 }
 
+/* A residual norm folded into the launch that reads it (fg_k_int4_matvec_norm,
+ * FG_NORM_FOLD=1): the launch's input is a = rmsnorm(h') * w2 with
+ * h' = (h + rmsnorm(o) * w) * scale, as ops.cu's residual_norm leaves them.
+ * Every block sums both norms over the whole row itself, in the order of
+ * that kernel's nt threads, so the same bits; block (0, 0) writes h' to hout
+ * (not h, which the other blocks still read). */
+struct i8_norm {
+	const float *o, *h, *w, *w2;
+	float *hout;
+	float scale, eps;
+	int nt;
+	int l1; /* the prefetches into L1 (i8_nweights, h beside o; FG_NORM_FOLD_L1=0: none) */
+};
+
+/* Element i of h' once 1 / rms(o) is s: residual_norm's expression. */
+__device__ __forceinline__ float i8_nh(const struct i8_norm &nf, int i, float s)
+{
+	return (nf.h[i] + nf.o[i] * s * nf.w[i]) * nf.scale;
+}
+
+/* The line of p into this SM's L1 (no register, no wait). */
+__device__ __forceinline__ void i8_l1(const float *p)
+{
+	asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+}
+
+/* Before the PDL wait: the norm weights w, w2 into L1 (no kernel writes
+ * them), one lane a 32-float line, so that the sums and the stage after the
+ * wait find them there. */
+__device__ __forceinline__ void i8_nweights(const struct i8_norm &nf, int n, int warp, int nw, int lane)
+{
+	for (int i = (warp * 32 + lane) * 32; i < n; i += nw * 32 * 32) {
+		i8_l1(nf.w + i);
+		i8_l1(nf.w2 + i);
+	}
+}
+
+/* 1 / rms of o (H = 0; h's lines into L1 beside o's loads) or of h' (H = 1;
+ * block (0, 0) writes h') over a row
+ * of n, summed as fg_block_sum sums over nf.nt threads that take elements
+ * t, t + nt, ...: this block's warps take the nt / 32 warps' lanes in turn,
+ * each warp's sum by fg_warp_sum, then the same last warp. sh: 33 floats. */
+template <bool H>
+__device__ float i8_nrms(const struct i8_norm &nf, int n, float s, int warp, int nw, int lane, float *sh)
+{
+	int nvw = nf.nt >> 5;
+	bool store = H && blockIdx.x == 0 && blockIdx.y == 0;
+
+	for (int vw = warp; vw < nvw; vw += nw) {
+		float ss = 0.0f;
+
+		for (int i = vw * 32 + lane; i < n; i += nf.nt) {
+			float v = H ? i8_nh(nf, i, s) : nf.o[i];
+
+			if (!H && nf.l1)
+				i8_l1(nf.h + i);
+			if (store)
+				nf.hout[i] = v;
+			ss = fmaf(v, v, ss);
+		}
+		ss = fg_warp_sum(ss);
+		if (lane == 0)
+			sh[vw] = ss;
+	}
+	__syncthreads();
+	if (warp == 0) {
+		float v = lane < nvw ? sh[lane] : 0.0f;
+
+		v = fg_warp_sum(v);
+		if (lane == 0)
+			sh[32] = v;
+	}
+	__syncthreads();
+	float r = 1.0f / sqrtf(sh[32] / (float)n + nf.eps);
+	__syncthreads();
+	return r;
+}
+
+/* i8_load's inputs for the folded norm nf: its a, once its two 1 / rms are
+ * s and r. */
+template <int EPL>
+__device__ __forceinline__ void i8_nload(float *v, int e, int k, const struct i8_norm &nf, float s, float r)
+{
+#pragma unroll
+	for (int i = 0; i < EPL; i++)
+		v[i] = e + i < k ? i8_nh(nf, e + i, s) * r * nf.w2[e + i] : 0.0f;
+}
+
 /* Lane's EPL consecutive inputs from element e (a multiple of 4 when EPL is),
  * zero at and past k; GG: gelu_tanh(x) * x2. */
 template <int EPL, bool GG>
@@ -157,9 +245,10 @@ __device__ __forceinline__ void i8_group(unsigned char *sm, float *mult, int *bi
  * column's parts), columns 4M..7 zero. */
 #define ISU 2
 
-template <int M, bool GG, int G>
+template <int M, bool GG, int G, bool NF>
 __device__ __forceinline__ void i8_stage(unsigned char *sm, float *mult, int *bias, const float *x, const float *x2,
-					 int k, int e0, int ngl, int xstride, int warp, int nw, int lane)
+					 int k, int e0, int ngl, int xstride, int warp, int nw, int lane,
+					 const struct i8_norm &nf, float s, float r)
 {
 	constexpr int EPL = G / 32;
 
@@ -171,7 +260,11 @@ __device__ __forceinline__ void i8_stage(unsigned char *sm, float *mult, int *bi
 #pragma unroll
 			for (int b = 0; b < ISU; b++)
 				if (g0 + b * nw < ngl)
-					i8_load<EPL, GG>(v[b], x + (size_t)m * xstride, x2, e0 + (g0 + b * nw) * G + lane * EPL, k);
+					if (NF)
+						i8_nload<EPL>(v[b], e0 + (g0 + b * nw) * G + lane * EPL, k, nf, s, r);
+					else
+						i8_load<EPL, GG>(v[b], x + (size_t)m * xstride, x2,
+								 e0 + (g0 + b * nw) * G + lane * EPL, k);
 #pragma unroll
 			for (int b = 0; b < ISU; b++)
 				if (g0 + b * nw < ngl)
@@ -296,16 +389,17 @@ __device__ __forceinline__ void i8_delay(unsigned ns, unsigned blocks)
 #endif
 
 /* M vectors (1 or 2); GG: the input is gelu_tanh(x) * x2 (M = 1); G: the
- * scale group. pairs: a slot per output for launches of two splits
- * (i8_pair), or NULL. */
-template <int M, bool GG, int G>
+ * scale group; NF: the input is the residual norm nf (M = 1, x unused; nf
+ * is the last parameter so that the other kernels' code stays as it was).
+ * pairs: a slot per output for launches of two splits (i8_pair), or NULL. */
+template <int M, bool GG, int G, bool NF>
 __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const uint4 *__restrict__ words,
 						   const uint32_t *__restrict__ scales, const float *__restrict__ x,
 						   const float *__restrict__ x2, float *__restrict__ partial,
 						   unsigned *__restrict__ counters, unsigned long long *__restrict__ pairs,
 						   int n, int k, int ntiles, int nch, int ngr, int units, int slice,
 						   int splits, int tpb, int npad, int xstride, int ystride,
-						   const struct fg_kpf pf I8_DLY_PARAMS)
+						   const struct fg_kpf pf I8_DLY_PARAMS, const struct i8_norm nf)
 {
 	constexpr int UE = G > FG_INT4_I8_CHUNK ? G : FG_INT4_I8_CHUNK; /* elements per unit */
 	constexpr int NC = UE / FG_INT4_I8_CHUNK;                       /* chunks per unit */
@@ -336,9 +430,18 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 	for (int uu = 0; uu < IU; uu++)
 		if (wi + uu * wpt < nu)
 			i8_fetch<NC, GU>(wv[uu], sv[uu], wp, sq, wi + uu * wpt);
+	if (NF && nf.l1)
+		i8_nweights(nf, k, warp, nw, lane);
 	fg_pdl_wait();
-	i8_stage<M, GG, G>(sm, mult, bias, x, x2, k, u0 * UE, (min(units, u0 + slice) - u0) * GU, xstride, warp, nw,
-			   lane);
+	float ns = 0.0f, nr = 0.0f;
+	if (NF) {
+		__shared__ float nsh[33];
+
+		ns = i8_nrms<false>(nf, k, 0.0f, warp, nw, lane, nsh);
+		nr = i8_nrms<true>(nf, k, ns, warp, nw, lane, nsh);
+	}
+	i8_stage<M, GG, G, NF>(sm, mult, bias, x, x2, k, u0 * UE, (min(units, u0 + slice) - u0) * GU, xstride, warp,
+			       nw, lane, nf, ns, nr);
 	__syncthreads();
 	fg_kt_mark(2); /* a measuring build's (KTRACE=1) marks: x staged */
 	for (int base = wi; base < nu; base += wpt * IU) {
@@ -671,7 +774,7 @@ int fg_kint4_i8_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *p
 	{
 		int per = 0, need = (d.units + ISMEM / i8_unit_bytes(IM, group) - 1) / (ISMEM / i8_unit_bytes(IM, group));
 
-		if (fg_kocc(ctx, &per, (const void *)int4_i8<1, true, 128>, IW * 32, ISMEM) != cudaSuccess || per < 1)
+		if (fg_kocc(ctx, &per, (const void *)int4_i8<1, true, 128, false>, IW * 32, ISMEM) != cudaSuccess || per < 1)
 			per = 1;
 		cudaGetLastError();
 		w->sms = fg_kctx_sm_count(ctx);
@@ -714,9 +817,10 @@ int fg_kint4_i8_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *p
 	return rc;
 }
 
+/* nf: the norm folded in (M = 1, no GG), or NULL. */
 template <int M, bool GG, int G>
 static cudaError_t i8_launch_g(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
-			       const float *d_x2)
+			       const float *d_x2, const struct i8_norm *nf)
 {
 	int splits, slice, wpt, tpb;
 	cudaLaunchConfig_t cfg = {};
@@ -731,21 +835,27 @@ static cudaError_t i8_launch_g(struct fg_kctx *ctx, float *d_y, const struct fg_
 	at[0].val.programmaticStreamSerializationAllowed = 1;
 	cfg.attrs = at;
 	cfg.numAttrs = ctx->pdl ? 1 : 0;
-	return cudaLaunchKernelEx(&cfg, int4_i8<M, GG, G>, d_y, (const uint4 *)w->d_words,
+	if (nf)
+		return cudaLaunchKernelEx(&cfg, int4_i8<1, false, G, true>, d_y, (const uint4 *)w->d_words,
+					  (const uint32_t *)w->d_scales, d_x, d_x2, w->d_partial,
+					  (unsigned *)w->d_counters, w->d_pairs, w->n, w->k, w->tiles, w->chunks,
+					  w->kpad / w->group, w->units, slice, splits, tpb, w->npad, w->k, w->n,
+					  fg_pf_take(ctx) I8_DLY_ARGS, *nf);
+	return cudaLaunchKernelEx(&cfg, int4_i8<M, GG, G, false>, d_y, (const uint4 *)w->d_words,
 				  (const uint32_t *)w->d_scales, d_x, d_x2, w->d_partial, (unsigned *)w->d_counters,
 				  w->d_pairs, w->n, w->k, w->tiles, w->chunks, w->kpad / w->group, w->units, slice, splits,
-				  tpb, w->npad, w->k, w->n, fg_pf_take(ctx) I8_DLY_ARGS);
+				  tpb, w->npad, w->k, w->n, fg_pf_take(ctx) I8_DLY_ARGS, i8_norm());
 }
 
 template <int M, bool GG>
 static cudaError_t i8_launch(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
-			     const float *d_x2)
+			     const float *d_x2, const struct i8_norm *nf = NULL)
 {
 	switch (w->group) {
-	case 32: return i8_launch_g<M, GG, 32>(ctx, d_y, w, d_x, d_x2);
-	case 64: return i8_launch_g<M, GG, 64>(ctx, d_y, w, d_x, d_x2);
-	case 128: return i8_launch_g<M, GG, 128>(ctx, d_y, w, d_x, d_x2);
-	default: return i8_launch_g<M, GG, 256>(ctx, d_y, w, d_x, d_x2);
+	case 32: return i8_launch_g<M, GG, 32>(ctx, d_y, w, d_x, d_x2, nf);
+	case 64: return i8_launch_g<M, GG, 64>(ctx, d_y, w, d_x, d_x2, nf);
+	case 128: return i8_launch_g<M, GG, 128>(ctx, d_y, w, d_x, d_x2, nf);
+	default: return i8_launch_g<M, GG, 256>(ctx, d_y, w, d_x, d_x2, nf);
 	}
 }
 
@@ -767,6 +877,15 @@ cudaError_t fg_kint4_i8_geglu(struct fg_kctx *ctx, float *d_y, const struct fg_k
 			      const float *d_up)
 {
 	return i8_launch<1, true>(ctx, d_y, w, d_gate, d_up);
+}
+
+cudaError_t fg_kint4_i8_norm(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_o,
+			     const float *d_h, const float *d_w, float scale, float *d_hout, const float *d_w2, float eps)
+{
+	struct i8_norm nf = {d_o,   d_h, d_w, d_w2, d_hout, scale, eps, (int)fg_rn_threads(ctx, w->k),
+			     i8_env("FG_NORM_FOLD_L1") != 0};
+
+	return i8_launch<1, false>(ctx, d_y, w, NULL, NULL, &nf);
 }
 
 /* ---- prompt chunks: fg_k_int4_gemm on i8 matrices ---------------------------
