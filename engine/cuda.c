@@ -64,8 +64,8 @@ struct fg_g4_gpu {
 	float *turns[2]; /* RoPE's turns for positions below turn_rows (fg_k_rope_table), or NULL */
 	int turn_rows;
 	float *x, *a, *qkv, *att, *o, *gu, *pl, *plp, *pg, *logits;
-	/* FG_NORM_FOLD=1: a layer's residual norms folded into the i8 matvecs
-	 * after them (forward); x2, the residual stream's second buffer */
+	/* FG_NORM_FOLD=1 or 2: a layer's residual norms folded into the i8
+	 * matvecs after them (forward); x2, the residual stream's second buffer */
 	int nfold;
 	float *x2;
 	int32_t *idpos, *best; /* idpos: [id, pos] */
@@ -564,8 +564,8 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 	 * only (q|k|v, o, the PLE gate and projection; measurements); -1,
 	 * the context's */
 	small = fg_int4_kind_named(getenv("FG_INT4_SMALL"));
-	e = getenv("FG_NORM_FOLD"); /* 1: residual norms folded into the i8 matvecs (measurements) */
-	g->nfold = e && !strcmp(e, "1");
+	e = getenv("FG_NORM_FOLD"); /* 1, 2: residual norms folded into the i8 matvecs (measurements) */
+	g->nfold = e && (!strcmp(e, "1") || !strcmp(e, "2")) ? e[0] - '0' : 0;
 	e = getenv("FG_CHAIN"); /* 0: every step waits for the host (measurements) */
 	if (g->use_graph && !(e && !strcmp(e, "0"))) {
 		struct fg_err e2 = {0};
@@ -751,12 +751,10 @@ static int is_i8(const struct dlin *l)
 	return l->fmt == FG_W_INT4 && l->q4->kind == FG_INT4_I8;
 }
 
-/* Whether layer li's two residual norms that feed matvecs run inside them
- * (FG_NORM_FOLD=1): the one after attention in gate|up, the one that ends
- * the layer in the next layer's q|k|v. Both or neither, so that the
- * residual stream, which each fold moves to the other buffer, is back in
- * g->x after the layer; never the last layer, whose norm feeds the head and
- * leaves g->a as the step's output. */
+/* Whether layer li's residual norms that feed matvecs run inside them
+ * (FG_NORM_FOLD): the one after attention in gate|up and the one that ends
+ * the layer in the next layer's q|k|v; never in the last layer, whose
+ * closing norm leaves g->a for the head. */
 static int folds(const struct fg_g4_gpu *g, int li)
 {
 	const struct fg_g4_config *c = &g->m->cfg;
@@ -766,15 +764,28 @@ static int folds(const struct fg_g4_gpu *g, int li)
 	       is_i8(&g->L[li + 1].qkv);
 }
 
+/* FG_NORM_FOLD=2, where layer li folds: also the norm before the PLE gate
+ * (one norm, its output the gate's input) into the gate. */
+static int folds_pg(const struct fg_g4_gpu *g, int li)
+{
+	return g->nfold == 2 && g->m->cfg.ple_dim && folds(g, li) && is_i8(&g->L[li].pg);
+}
+
 /* y = l . a after the residual norm h = (h + rmsnorm(g->o) * w) * scale, a =
- * rmsnorm(h) * w2: in one launch, h' going to the other stream buffer (*h
- * then points at it), where fold; else the norm's launch and the matvec's. */
+ * rmsnorm(h) * w2 (w2 NULL: a = h): in one launch, h' going to the other
+ * stream buffer (*h then points at it), where fold; else the norm's launch
+ * and the matvec's. */
 static int norm_mv(struct fg_g4_gpu *g, int fold, float *y, const struct dlin *l, float **h, const float *w,
 		   float scale, const float *w2, struct fg_err *err)
 {
 	const struct fg_g4_config *c = &g->m->cfg;
 	float *to = *h == g->x ? g->x2 : g->x;
 
+	if (!fold && !w2)
+		return fg_k_rmsnorm_residual(g->ctx, *h, g->o, w, c->hidden, c->eps, scale, err) ||
+			       mv(g, y, l, *h, err)
+			       ? err->code
+			       : 0;
 	if (!fold)
 		return fg_k_residual_norm(g->ctx, *h, g->o, w, scale, g->a, w2, c->hidden, c->eps, err) ||
 			       mv(g, y, l, g->a, err)
@@ -801,16 +812,22 @@ static int forward(struct fg_g4_gpu *g, int head, struct fg_err *err)
 	const int32_t *id = g->idpos, *pos = g->idpos + 1;
 	int H = c->hidden, P = c->ple_dim, nh = c->n_heads, li;
 	float eps = c->eps, pscale = 1.0f;
-	/* hx: the residual stream, g->x or (after a folded norm) g->x2; pw,
-	 * pscale, next_w: the closing norm of the layer before */
-	float *hx = g->x;
+	/* hx: the residual stream, g->x or g->x2 (each folded norm moves it to
+	 * the other); pw, pscale, next_w: the closing norm of the layer before */
+	float *hx;
 	const float *pw = NULL, *next_w = NULL;
+	int moves = 0;
 
-	if ((g->emb_fmt == FG_W_BF16 ? fg_k_embed(k, g->x, g->emb, id, H, (float)sqrt((double)H), err)
-				     : fg_k_embed_f32(k, g->x, g->emb, id, H, (float)sqrt((double)H), err)))
+	/* the stream starts in the buffer from which the step's moves end in g->x */
+	for (li = 0; li < c->n_layers; li++)
+		moves += folds(g, li) ? 2 + folds_pg(g, li) : 0;
+	hx = moves % 2 ? g->x2 : g->x;
+
+	if ((g->emb_fmt == FG_W_BF16 ? fg_k_embed(k, hx, g->emb, id, H, (float)sqrt((double)H), err)
+				     : fg_k_embed_f32(k, hx, g->emb, id, H, (float)sqrt((double)H), err)))
 		return err->code;
 	pf(g, &g->L[0].qkv, 0, 1);
-	if (P && mv(g, g->plp, &g->ple_proj, g->x, err))
+	if (P && mv(g, g->plp, &g->ple_proj, hx, err))
 		return err->code;
 	if (P && (g->ple_fmt == FG_W_BF16
 			  ? fg_k_ple(k, g->pl, g->ple_emb, id, g->plp, g->ple_norm, c->n_layers, P, (float)sqrt((double)P),
@@ -818,7 +835,7 @@ static int forward(struct fg_g4_gpu *g, int head, struct fg_err *err)
 			  : fg_k_ple_f32(k, g->pl, g->ple_emb, id, g->plp, g->ple_norm, c->n_layers, P,
 					 (float)sqrt((double)P), (float)pow((double)H, -0.5), eps, err)))
 		return err->code;
-	if (fg_k_rmsnorm(k, g->a, g->x, g->L[0].in_norm, 1, H, eps, err))
+	if (fg_k_rmsnorm(k, g->a, hx, g->L[0].in_norm, 1, H, eps, err))
 		return err->code;
 	for (li = 0; li < c->n_layers; li++) {
 		const struct fg_g4_layer *ml = &m->layers[li];
@@ -858,8 +875,7 @@ static int forward(struct fg_g4_gpu *g, int head, struct fg_err *err)
 					  ml->scalar, next, eps, err))
 				return err->code;
 		} else if (P) {
-			if (fg_k_rmsnorm_residual(k, hx, g->o, L->post_ffw, H, eps, 1.0f, err) ||
-			    mv(g, g->pg, &L->pg, hx, err) ||
+			if (norm_mv(g, folds_pg(g, li), g->pg, &L->pg, &hx, L->post_ffw, 1.0f, NULL, err) ||
 			    mv_geglu(g, g->o, &L->pp, g->pg, g->pl + (size_t)li * P, P, err) ||
 			    (!fold && fg_k_residual_norm(k, hx, g->o, L->post_ple, ml->scalar, g->a, next, H, eps, err)))
 				return err->code;

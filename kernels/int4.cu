@@ -1090,8 +1090,8 @@ extern "C" int fg_k_int4_matvec_norm(struct fg_kctx *ctx, float *d_y, const stru
 
 	if (fg_need_ctx(ctx, err))
 		return FG_EINVAL;
-	if (!w || !d_o || !d_h || !d_w || !d_w2 || !d_hout || d_hout == d_h)
-		return fg_err_set(err, FG_EINVAL, "int4 norm matvec: a matrix, o, h, both weights and an h' apart from h");
+	if (!w || !d_o || !d_h || !d_w || !d_hout || d_hout == d_h)
+		return fg_err_set(err, FG_EINVAL, "int4 norm matvec: a matrix, o, h, a weight and an h' apart from h");
 	if (w->kind != FG_INT4_I8)
 		return fg_err_set(err, FG_EUNSUPPORTED, "int4 norm matvec: only the i8 kernel folds the norm in");
 	e = fg_kint4_i8_norm(ctx, d_y, w, d_o, d_h, d_w, scale, d_hout, d_w2, eps);

@@ -70,8 +70,9 @@ static __host__ __device__ int i8_unit_bytes(int m, int group)
 }
 
 /* A residual norm folded into the launch that reads it (fg_k_int4_matvec_norm,
- * FG_NORM_FOLD=1): the launch's input is a = rmsnorm(h') * w2 with
- * h' = (h + rmsnorm(o) * w) * scale, as ops.cu's residual_norm leaves them.
+ * FG_NORM_FOLD): the launch's input is a = rmsnorm(h') * w2 with
+ * h' = (h + rmsnorm(o) * w) * scale, as ops.cu's residual_norm leaves them
+ * (w2 NULL: h' itself, as its rmsnorm_residual leaves it).
  * Every block sums both norms over the whole row itself, in the order of
  * that kernel's nt threads, so the same bits; block (0, 0) writes h' to hout
  * (not h, which the other blocks still read). */
@@ -102,7 +103,8 @@ __device__ __forceinline__ void i8_nweights(const struct i8_norm &nf, int n, int
 {
 	for (int i = (warp * 32 + lane) * 32; i < n; i += nw * 32 * 32) {
 		i8_l1(nf.w + i);
-		i8_l1(nf.w2 + i);
+		if (nf.w2)
+			i8_l1(nf.w2 + i);
 	}
 }
 
@@ -154,7 +156,7 @@ __device__ __forceinline__ void i8_nload(float *v, int e, int k, const struct i8
 {
 #pragma unroll
 	for (int i = 0; i < EPL; i++)
-		v[i] = e + i < k ? i8_nh(nf, e + i, s) * r * nf.w2[e + i] : 0.0f;
+		v[i] = e + i >= k ? 0.0f : nf.w2 ? i8_nh(nf, e + i, s) * r * nf.w2[e + i] : i8_nh(nf, e + i, s);
 }
 
 /* Lane's EPL consecutive inputs from element e (a multiple of 4 when EPL is),
@@ -438,7 +440,11 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 		__shared__ float nsh[33];
 
 		ns = i8_nrms<false>(nf, k, 0.0f, warp, nw, lane, nsh);
-		nr = i8_nrms<true>(nf, k, ns, warp, nw, lane, nsh);
+		if (nf.w2)
+			nr = i8_nrms<true>(nf, k, ns, warp, nw, lane, nsh);
+		else if (blockIdx.x == 0 && blockIdx.y == 0) /* one norm: h' is the input */
+			for (int i = threadIdx.x; i < k; i += blockDim.x)
+				nf.hout[i] = i8_nh(nf, i, ns);
 	}
 	i8_stage<M, GG, G, NF>(sm, mult, bias, x, x2, k, u0 * UE, (min(units, u0 + slice) - u0) * GU, xstride, warp,
 			       nw, lane, nf, ns, nr);

@@ -685,6 +685,17 @@ static void gpu_int4_norm(void)
 			ok(!memcmp(hk, h, 4 * (size_t)k) && !memcmp(y2, y3, 4 * (size_t)n),
 			   "int4 i8 norm matvec n %d k %d: h left as it was, two runs bit-identical", n, k);
 		}
+		/* one norm (no w2): rmsnorm_residual's h' is the input */
+		rc = rc || fg_kmem_upload(ctx, dh, h, 4 * (size_t)k, &gerr) ||
+		     fg_k_rmsnorm_residual(ctx, dh, dout, dw1, k, 1e-6f, 0.8f, &gerr) ||
+		     fg_k_int4_matvec(ctx, dy, w, dh, 1, &gerr) || dget(y1, dy, 4 * (size_t)n) || dget(h1, dh, 4 * (size_t)k) ||
+		     fg_kmem_fill(ctx, dy, 0xff, 4 * (size_t)n, &gerr) || fg_kmem_fill(ctx, dho, 0xff, 4 * (size_t)k, &gerr) ||
+		     fg_k_int4_matvec_norm(ctx, dy, w, dout, dh2, dw1, 0.8f, dho, NULL, 1e-6f, &gerr) ||
+		     dget(y2, dy, 4 * (size_t)n) || dget(h2, dho, 4 * (size_t)k);
+		ok(!rc && !memcmp(y1, y2, 4 * (size_t)n) && !memcmp(h1, h2, 4 * (size_t)k),
+		   "int4 i8 matvec n %d k %d with one norm folded in (no w2): y and h' bit-identical to rmsnorm_residual's "
+		   "launch and the matvec's %s",
+		   n, k, rc ? gerr.msg : "");
 		fg_kint4_free(ctx, w);
 		fg_kmem_free(ctx, dout), fg_kmem_free(ctx, dh), fg_kmem_free(ctx, dh2), fg_kmem_free(ctx, dw1);
 		fg_kmem_free(ctx, dw2), fg_kmem_free(ctx, da), fg_kmem_free(ctx, dho), fg_kmem_free(ctx, dy);
