@@ -638,7 +638,7 @@ static void gpu_int4(void)
 /* fg_k_int4_matvec_norm: the residual norm folded into an i8 matvec gives
  * what fg_k_residual_norm then fg_k_int4_matvec give, bit for bit, h' in
  * its own buffer and h untouched: rows the one-block norm holds in
- * registers (96, 2560, 3000: 24, 640, 768 threads), one past them (5000:
+ * registers (96, 2560, 3000: 32, 640, 768 threads), one past them (5000:
  * 1024 threads, the plain loops), groups 32 and 128, launches of one, two
  * and more K splits; two runs alike; the refusals. */
 static void gpu_int4_norm(void)
