@@ -81,8 +81,11 @@ struct i8_norm {
 	float *hout;
 	float scale, eps;
 	int nt;
-	int l1; /* the prefetches into L1 (i8_nweights, h beside o; FG_NORM_FOLD_L1=0: none) */
+	int l1;  /* the prefetches into L1 (i8_nweights, h beside o; FG_NORM_FOLD_L1=0: none) */
+	int reg; /* the row in registers (i8_nreg; FG_NORM_FOLD_REG=0: never) */
 };
+
+#define INR 3 /* the norm's warps one warp holds in registers (i8_nreg) */
 
 /* Element i of h' once 1 / rms(o) is s: residual_norm's expression. */
 __device__ __forceinline__ float i8_nh(const struct i8_norm &nf, int i, float s)
@@ -106,6 +109,24 @@ __device__ __forceinline__ void i8_nweights(const struct i8_norm &nf, int n, int
 		if (nf.w2)
 			i8_l1(nf.w2 + i);
 	}
+}
+
+/* The end of a norm's block sum: the nvw warps' sums in sh, added by the
+ * same last warp as fg_block_sum's; 1 / rms over n. */
+__device__ __forceinline__ float i8_nlast(float *sh, int nvw, int n, float eps, int warp, int lane)
+{
+	__syncthreads();
+	if (warp == 0) {
+		float v = lane < nvw ? sh[lane] : 0.0f;
+
+		v = fg_warp_sum(v);
+		if (lane == 0)
+			sh[32] = v;
+	}
+	__syncthreads();
+	float r = 1.0f / sqrtf(sh[32] / (float)n + eps);
+	__syncthreads();
+	return r;
 }
 
 /* 1 / rms of o (H = 0; h's lines into L1 beside o's loads) or of h' (H = 1;
@@ -135,18 +156,79 @@ __device__ float i8_nrms(const struct i8_norm &nf, int n, float s, int warp, int
 		if (lane == 0)
 			sh[vw] = ss;
 	}
-	__syncthreads();
-	if (warp == 0) {
-		float v = lane < nvw ? sh[lane] : 0.0f;
+	return i8_nlast(sh, nvw, n, nf.eps, warp, lane);
+}
 
-		v = fg_warp_sum(v);
-		if (lane == 0)
-			sh[32] = v;
+/* The register path (nf.reg: nt / 32 <= INR * nw and n <= 4 * nt, the
+ * one-block kernel's own register path): this warp's share of the row,
+ * v[j][u] = element (warp + j nw) 32 + lane + u nt, every load issued at
+ * once. */
+__device__ __forceinline__ void i8_nreg_load(float (*v)[4], const float *x, int n, int nt, int warp, int nw,
+					     int lane)
+{
+#pragma unroll
+	for (int j = 0; j < INR; j++)
+#pragma unroll
+		for (int u = 0; u < 4; u++) {
+			int vw = warp + j * nw, i = vw * 32 + lane + u * nt;
+
+			v[j][u] = vw < (nt >> 5) && i < n ? x[i] : 0.0f;
+		}
+}
+
+/* 1 / rms of the share v, summed in i8_nrms's order: each of the warp's
+ * norm warps in element order, fg_warp_sum, i8_nlast. */
+__device__ __forceinline__ float i8_nreg_rms(float (*v)[4], int n, int nt, float eps, int warp, int nw, int lane,
+					     float *sh)
+{
+	float ss[INR];
+
+#pragma unroll
+	for (int j = 0; j < INR; j++) {
+		int vw = warp + j * nw;
+
+		ss[j] = 0.0f;
+#pragma unroll
+		for (int u = 0; u < 4; u++)
+			if (vw < (nt >> 5) && vw * 32 + lane + u * nt < n)
+				ss[j] = fmaf(v[j][u], v[j][u], ss[j]);
 	}
-	__syncthreads();
-	float r = 1.0f / sqrtf(sh[32] / (float)n + nf.eps);
-	__syncthreads();
-	return r;
+#pragma unroll
+	for (int j = 0; j < INR; j++) {
+		float t = fg_warp_sum(ss[j]);
+
+		if (lane == 0 && warp + j * nw < (nt >> 5))
+			sh[warp + j * nw] = t;
+	}
+	return i8_nlast(sh, nt >> 5, n, eps, warp, lane);
+}
+
+/* Both sums from registers: o and h loaded at once after the wait (wr, w's
+ * share, before it: no kernel writes w), h' made in place of h (block (0,
+ * 0) writes it); *s and *r the two 1 / rms (r only with w2). */
+__device__ __forceinline__ void i8_nreg(const struct i8_norm &nf, float (*wr)[4], int n, int warp, int nw, int lane,
+					float *sh, float *s, float *r)
+{
+	float ov[INR][4], hv[INR][4];
+	bool store = blockIdx.x == 0 && blockIdx.y == 0;
+
+	i8_nreg_load(ov, nf.o, n, nf.nt, warp, nw, lane);
+	i8_nreg_load(hv, nf.h, n, nf.nt, warp, nw, lane);
+	*s = i8_nreg_rms(ov, n, nf.nt, nf.eps, warp, nw, lane, sh);
+#pragma unroll
+	for (int j = 0; j < INR; j++)
+#pragma unroll
+		for (int u = 0; u < 4; u++) {
+			int vw = warp + j * nw, i = vw * 32 + lane + u * nf.nt;
+
+			if (vw < (nf.nt >> 5) && i < n) {
+				hv[j][u] = (hv[j][u] + ov[j][u] * *s * wr[j][u]) * nf.scale;
+				if (store)
+					nf.hout[i] = hv[j][u];
+			}
+		}
+	if (nf.w2)
+		*r = i8_nreg_rms(hv, n, nf.nt, nf.eps, warp, nw, lane, sh);
 }
 
 /* i8_load's inputs for the folded norm nf: its a, once its two 1 / rms are
@@ -392,16 +474,17 @@ __device__ __forceinline__ void i8_delay(unsigned ns, unsigned blocks)
 
 /* M vectors (1 or 2); GG: the input is gelu_tanh(x) * x2 (M = 1); G: the
  * scale group; NF: the input is the residual norm nf (M = 1, x unused; nf
- * is the last parameter so that the other kernels' code stays as it was).
+ * is the last parameter so that the other kernels' code stays as it was;
+ * held to 3 blocks an SM, as many as the others fit, so that its launches
+ * stay one wave: the plan counts on it).
  * pairs: a slot per output for launches of two splits (i8_pair), or NULL. */
 template <int M, bool GG, int G, bool NF>
-__global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const uint4 *__restrict__ words,
-						   const uint32_t *__restrict__ scales, const float *__restrict__ x,
-						   const float *__restrict__ x2, float *__restrict__ partial,
-						   unsigned *__restrict__ counters, unsigned long long *__restrict__ pairs,
-						   int n, int k, int ntiles, int nch, int ngr, int units, int slice,
-						   int splits, int tpb, int npad, int xstride, int ystride,
-						   const struct fg_kpf pf I8_DLY_PARAMS, const struct i8_norm nf)
+__global__ void __launch_bounds__(IW * 32, NF ? 3 : 0)
+	int4_i8(float *__restrict__ y, const uint4 *__restrict__ words, const uint32_t *__restrict__ scales,
+		const float *__restrict__ x, const float *__restrict__ x2, float *__restrict__ partial,
+		unsigned *__restrict__ counters, unsigned long long *__restrict__ pairs, int n, int k, int ntiles,
+		int nch, int ngr, int units, int slice, int splits, int tpb, int npad, int xstride, int ystride,
+		const struct fg_kpf pf I8_DLY_PARAMS, const struct i8_norm nf)
 {
 	constexpr int UE = G > FG_INT4_I8_CHUNK ? G : FG_INT4_I8_CHUNK; /* elements per unit */
 	constexpr int NC = UE / FG_INT4_I8_CHUNK;                       /* chunks per unit */
@@ -432,6 +515,9 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 	for (int uu = 0; uu < IU; uu++)
 		if (wi + uu * wpt < nu)
 			i8_fetch<NC, GU>(wv[uu], sv[uu], wp, sq, wi + uu * wpt);
+	float nwr[INR][4];
+	if (NF && nf.reg)
+		i8_nreg_load(nwr, nf.w, k, nf.nt, warp, nw, lane);
 	if (NF && nf.l1)
 		i8_nweights(nf, k, warp, nw, lane);
 	fg_pdl_wait();
@@ -439,12 +525,16 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 	if (NF) {
 		__shared__ float nsh[33];
 
-		ns = i8_nrms<false>(nf, k, 0.0f, warp, nw, lane, nsh);
-		if (nf.w2)
-			nr = i8_nrms<true>(nf, k, ns, warp, nw, lane, nsh);
-		else if (blockIdx.x == 0 && blockIdx.y == 0) /* one norm: h' is the input */
-			for (int i = threadIdx.x; i < k; i += blockDim.x)
-				nf.hout[i] = i8_nh(nf, i, ns);
+		if (nf.reg) {
+			i8_nreg(nf, nwr, k, warp, nw, lane, nsh, &ns, &nr);
+		} else {
+			ns = i8_nrms<false>(nf, k, 0.0f, warp, nw, lane, nsh);
+			if (nf.w2)
+				nr = i8_nrms<true>(nf, k, ns, warp, nw, lane, nsh);
+			else if (blockIdx.x == 0 && blockIdx.y == 0) /* one norm: h' is the input */
+				for (int i = threadIdx.x; i < k; i += blockDim.x)
+					nf.hout[i] = i8_nh(nf, i, ns);
+		}
 	}
 	i8_stage<M, GG, G, NF>(sm, mult, bias, x, x2, k, u0 * UE, (min(units, u0 + slice) - u0) * GU, xstride, warp,
 			       nw, lane, nf, ns, nr);
@@ -841,12 +931,17 @@ static cudaError_t i8_launch_g(struct fg_kctx *ctx, float *d_y, const struct fg_
 	at[0].val.programmaticStreamSerializationAllowed = 1;
 	cfg.attrs = at;
 	cfg.numAttrs = ctx->pdl ? 1 : 0;
-	if (nf)
+	if (nf) {
+		struct i8_norm nr = *nf;
+
+		/* the register path where the block's warps hold the row */
+		nr.reg = nr.reg && nr.nt / 32 <= INR * wpt * tpb && w->k <= 4 * nr.nt;
 		return cudaLaunchKernelEx(&cfg, int4_i8<1, false, G, true>, d_y, (const uint4 *)w->d_words,
 					  (const uint32_t *)w->d_scales, d_x, d_x2, w->d_partial,
 					  (unsigned *)w->d_counters, w->d_pairs, w->n, w->k, w->tiles, w->chunks,
 					  w->kpad / w->group, w->units, slice, splits, tpb, w->npad, w->k, w->n,
-					  fg_pf_take(ctx) I8_DLY_ARGS, *nf);
+					  fg_pf_take(ctx) I8_DLY_ARGS, nr);
+	}
 	return cudaLaunchKernelEx(&cfg, int4_i8<M, GG, G, false>, d_y, (const uint4 *)w->d_words,
 				  (const uint32_t *)w->d_scales, d_x, d_x2, w->d_partial, (unsigned *)w->d_counters,
 				  w->d_pairs, w->n, w->k, w->tiles, w->chunks, w->kpad / w->group, w->units, slice, splits,
@@ -889,7 +984,7 @@ cudaError_t fg_kint4_i8_norm(struct fg_kctx *ctx, float *d_y, const struct fg_ki
 			     const float *d_h, const float *d_w, float scale, float *d_hout, const float *d_w2, float eps)
 {
 	struct i8_norm nf = {d_o,   d_h, d_w, d_w2, d_hout, scale, eps, (int)fg_rn_threads(ctx, w->k),
-			     i8_env("FG_NORM_FOLD_L1") != 0};
+			     i8_env("FG_NORM_FOLD_L1") != 0, i8_env("FG_NORM_FOLD_REG") != 0};
 
 	return i8_launch<1, false>(ctx, d_y, w, NULL, NULL, &nf);
 }
