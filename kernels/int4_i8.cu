@@ -870,7 +870,8 @@ int fg_kint4_i8_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *p
 	{
 		int per = 0, need = (d.units + ISMEM / i8_unit_bytes(IM, group) - 1) / (ISMEM / i8_unit_bytes(IM, group));
 
-		if (fg_kocc(ctx, &per, (const void *)int4_i8<1, true, 128, false>, IW * 32, ISMEM) != cudaSuccess || per < 1)
+		if (fg_kocc(ctx, &per, (const void *)int4_i8<1, true, 128, false>, IW * 32, ISMEM) != cudaSuccess ||
+		    per < 1)
 			per = 1;
 		cudaGetLastError();
 		w->sms = fg_kctx_sm_count(ctx);
