@@ -760,8 +760,7 @@ static int folds(const struct fg_g4_gpu *g, int li)
 	const struct fg_g4_config *c = &g->m->cfg;
 	const struct glayer *L = &g->L[li];
 
-	return g->nfold && li + 1 < c->n_layers && !L->moe && !(c->ple_dim && L->ple) && is_i8(&L->gu) &&
-	       is_i8(&g->L[li + 1].qkv);
+	return g->nfold && li + 1 < c->n_layers && !L->moe && !L->ple && is_i8(&L->gu) && is_i8(&g->L[li + 1].qkv);
 }
 
 /* FG_NORM_FOLD=2, where layer li folds: also the norm before the PLE gate

@@ -112,7 +112,9 @@ __device__ __forceinline__ void i8_nweights(const struct i8_norm &nf, int n, int
 }
 
 /* The end of a norm's block sum: the nvw warps' sums in sh, added by the
- * same last warp as fg_block_sum's; 1 / rms over n. */
+ * same last warp as fg_block_sum's; 1 / rms over n. (fg_block_sum's own
+ * tail, not shared with it: a shared helper changed the compiled code of
+ * the kernels that call fg_block_sum, ple_tail's by 128 bytes.) */
 __device__ __forceinline__ float i8_nlast(float *sh, int nvw, int n, float eps, int warp, int lane)
 {
 	__syncthreads();
