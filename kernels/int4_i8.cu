@@ -99,13 +99,15 @@ __device__ __forceinline__ void i8_l1(const float *p)
 	asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
 }
 
-/* Before the PDL wait: the norm weights w, w2 into L1 (no kernel writes
+/* Before the PDL wait: the norm weights w (not on the register path, whose
+ * loads of w bring its lines already) and w2 into L1 (no kernel writes
  * them), one lane a 32-float line, so that the sums and the stage after the
  * wait find them there. */
 __device__ __forceinline__ void i8_nweights(const struct i8_norm &nf, int n, int warp, int nw, int lane)
 {
 	for (int i = (warp * 32 + lane) * 32; i < n; i += nw * 32 * 32) {
-		i8_l1(nf.w + i);
+		if (!nf.reg)
+			i8_l1(nf.w + i);
 		if (nf.w2)
 			i8_l1(nf.w2 + i);
 	}
