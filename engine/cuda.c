@@ -64,10 +64,6 @@ struct fg_g4_gpu {
 	float *turns[2]; /* RoPE's turns for positions below turn_rows (fg_k_rope_table), or NULL */
 	int turn_rows;
 	float *x, *a, *qkv, *att, *o, *gu, *pl, *plp, *pg, *logits;
-	/* FG_NORM_FOLD=1 or 2: a layer's residual norms folded into the i8
-	 * matvecs after them (forward); x2, the residual stream's second buffer */
-	int nfold;
-	float *x2;
 	int32_t *idpos, *best; /* idpos: [id, pos] */
 	/* chained steps (fg_g4_gpu_chain): each step's token at ring[pos &
 	 * (CHAIN_RING - 1)], host memory the GPU writes (NULL: no chaining) */
@@ -433,7 +429,7 @@ void fg_g4_gpu_free(struct fg_g4_gpu *g)
 		g->head.d = NULL; /* tied: freed once below */
 	dlin_free(g, &g->head);
 	{
-		void *ds[] = {g->emb,   g->ple_emb, g->final_norm, g->ple_norm, g->inv[0], g->inv[1], g->x, g->x2,
+		void *ds[] = {g->emb,   g->ple_emb, g->final_norm, g->ple_norm, g->inv[0], g->inv[1], g->x,
 			      g->a,     g->qkv,     g->att,        g->o,        g->gu,     g->pl,     g->plp,
 			      g->turns[0], g->turns[1],
 			      g->pg,    g->logits,  g->idpos,      g->best,     g->keep,   g->mx,     g->rlog,
@@ -564,8 +560,6 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 	 * only (q|k|v, o, the PLE gate and projection; measurements); -1,
 	 * the context's */
 	small = fg_int4_kind_named(getenv("FG_INT4_SMALL"));
-	e = getenv("FG_NORM_FOLD"); /* 1, 2: residual norms folded into the i8 matvecs (measurements) */
-	g->nfold = e && (!strcmp(e, "1") || !strcmp(e, "2")) ? e[0] - '0' : 0;
 	e = getenv("FG_CHAIN"); /* 0: every step waits for the host (measurements) */
 	if (g->use_graph && !(e && !strcmp(e, "0"))) {
 		struct fg_err e2 = {0};
@@ -671,7 +665,7 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 		g->L[i].cap = g->L[m->layers[i].kv_src].cap;
 	g->max_seq = max_seq;
 	g->window = window;
-	if ((rc = zeros(g, &g->x, H, err)) || (rc = zeros(g, &g->x2, H, err)) || (rc = zeros(g, &g->a, H, err)) ||
+	if ((rc = zeros(g, &g->x, H, err)) || (rc = zeros(g, &g->a, H, err)) ||
 	    (rc = zeros(g, &g->qkv, qkv_s > qkv_f ? qkv_s : qkv_f, err)) ||
 	    (rc = zeros(g, &g->att, att_n, err)) || (rc = zeros(g, &g->o, H, err)) ||
 	    (rc = zeros(g, &g->gu, 2 * (size_t)maxi, err)) || (rc = zeros(g, &g->pl, LP, err)) ||
@@ -746,56 +740,6 @@ static void pf(struct fg_g4_gpu *g, const struct dlin *l, double a, double b)
 		fg_kint4_prefetch(g->ctx, l->q4, a, b);
 }
 
-static int is_i8(const struct dlin *l)
-{
-	return l->fmt == FG_W_INT4 && l->q4->kind == FG_INT4_I8;
-}
-
-/* Whether layer li's residual norms that feed matvecs run inside them
- * (FG_NORM_FOLD): the one after attention in gate|up and the one that ends
- * the layer in the next layer's q|k|v; never in the last layer, whose
- * closing norm leaves g->a for the head. */
-static int folds(const struct fg_g4_gpu *g, int li)
-{
-	const struct fg_g4_config *c = &g->m->cfg;
-	const struct glayer *L = &g->L[li];
-
-	return g->nfold && li + 1 < c->n_layers && !L->moe && !L->ple && is_i8(&L->gu) && is_i8(&g->L[li + 1].qkv);
-}
-
-/* FG_NORM_FOLD=2, where layer li folds: also the norm before the PLE gate
- * (one norm, its output the gate's input) into the gate. */
-static int folds_pg(const struct fg_g4_gpu *g, int li)
-{
-	return g->nfold == 2 && g->m->cfg.ple_dim && folds(g, li) && is_i8(&g->L[li].pg);
-}
-
-/* y = l . a after the residual norm h = (h + rmsnorm(g->o) * w) * scale, a =
- * rmsnorm(h) * w2 (w2 NULL: a = h): in one launch, h' going to the other
- * stream buffer (*h then points at it), where fold; else the norm's launch
- * and the matvec's. */
-static int norm_mv(struct fg_g4_gpu *g, int fold, float *y, const struct dlin *l, float **h, const float *w,
-		   float scale, const float *w2, struct fg_err *err)
-{
-	const struct fg_g4_config *c = &g->m->cfg;
-	float *to = *h == g->x ? g->x2 : g->x;
-
-	if (!fold && !w2)
-		return fg_k_rmsnorm_residual(g->ctx, *h, g->o, w, c->hidden, c->eps, scale, err) ||
-			       mv(g, y, l, *h, err)
-			       ? err->code
-			       : 0;
-	if (!fold)
-		return fg_k_residual_norm(g->ctx, *h, g->o, w, scale, g->a, w2, c->hidden, c->eps, err) ||
-			       mv(g, y, l, g->a, err)
-			       ? err->code
-			       : 0;
-	if (fg_k_int4_matvec_norm(g->ctx, y, l->q4, g->o, *h, w, scale, to, w2, c->eps, err))
-		return err->code;
-	*h = to;
-	return 0;
-}
-
 /* The forward pass of the token at idpos[0], position idpos[1]: only
  * launches, so it can be captured as a graph. Mirrors engine.c's layer(),
  * with the input norm of each sublayer fused into the residual that ends the
@@ -810,23 +754,13 @@ static int forward(struct fg_g4_gpu *g, int head, struct fg_err *err)
 	struct fg_kctx *k = g->ctx;
 	const int32_t *id = g->idpos, *pos = g->idpos + 1;
 	int H = c->hidden, P = c->ple_dim, nh = c->n_heads, li;
-	float eps = c->eps, pscale = 1.0f;
-	/* hx: the residual stream, g->x or g->x2 (each folded norm moves it to
-	 * the other); pw, pscale, next_w: the closing norm of the layer before */
-	float *hx;
-	const float *pw = NULL, *next_w = NULL;
-	int moves = 0;
+	float eps = c->eps;
 
-	/* the stream starts in the buffer from which the step's moves end in g->x */
-	for (li = 0; li < c->n_layers; li++)
-		moves += folds(g, li) ? 2 + folds_pg(g, li) : 0;
-	hx = moves % 2 ? g->x2 : g->x;
-
-	if ((g->emb_fmt == FG_W_BF16 ? fg_k_embed(k, hx, g->emb, id, H, (float)sqrt((double)H), err)
-				     : fg_k_embed_f32(k, hx, g->emb, id, H, (float)sqrt((double)H), err)))
+	if ((g->emb_fmt == FG_W_BF16 ? fg_k_embed(k, g->x, g->emb, id, H, (float)sqrt((double)H), err)
+				     : fg_k_embed_f32(k, g->x, g->emb, id, H, (float)sqrt((double)H), err)))
 		return err->code;
 	pf(g, &g->L[0].qkv, 0, 1);
-	if (P && mv(g, g->plp, &g->ple_proj, hx, err))
+	if (P && mv(g, g->plp, &g->ple_proj, g->x, err))
 		return err->code;
 	if (P && (g->ple_fmt == FG_W_BF16
 			  ? fg_k_ple(k, g->pl, g->ple_emb, id, g->plp, g->ple_norm, c->n_layers, P, (float)sqrt((double)P),
@@ -834,51 +768,45 @@ static int forward(struct fg_g4_gpu *g, int head, struct fg_err *err)
 			  : fg_k_ple_f32(k, g->pl, g->ple_emb, id, g->plp, g->ple_norm, c->n_layers, P,
 					 (float)sqrt((double)P), (float)pow((double)H, -0.5), eps, err)))
 		return err->code;
-	if (fg_k_rmsnorm(k, g->a, hx, g->L[0].in_norm, 1, H, eps, err))
+	if (fg_k_rmsnorm(k, g->a, g->x, g->L[0].in_norm, 1, H, eps, err))
 		return err->code;
 	for (li = 0; li < c->n_layers; li++) {
 		const struct fg_g4_layer *ml = &m->layers[li];
 		struct glayer *L = &g->L[li];
 		const struct glayer *src = &g->L[ml->kv_src];
-		int d = ml->head_dim, I = ml->inter, own = ml->kv_src == li, fold = folds(g, li);
+		int d = ml->head_dim, I = ml->inter, own = ml->kv_src == li;
 		const float *next = li + 1 < c->n_layers ? g->L[li + 1].in_norm : g->final_norm;
 
 		pf(g, &L->o, 0, 1);
-		/* q|k|v, with the previous layer's closing norm where it folds */
-		if ((li && folds(g, li - 1) ? norm_mv(g, 1, g->qkv, &L->qkv, &hx, pw, pscale, next_w, err)
-					    : mv(g, g->qkv, &L->qkv, g->a, err)))
-			return err->code;
 		/* attention_bias: q|k|v's biases before the norms and RoPE, o's before post_attn */
-		if ((L->bqkv && fg_k_add_bias(k, g->qkv, L->bqkv, L->qkv.rows, err)) ||
+		if (mv(g, g->qkv, &L->qkv, g->a, err) ||
+		    (L->bqkv && fg_k_add_bias(k, g->qkv, L->bqkv, L->qkv.rows, err)) ||
 		    fg_k_attn_decode_post(k, g->att, g->qkv, nh, ml->kv_heads, d, L->q_norm, L->k_norm, g->inv[ml->type],
 					  g->turns[ml->type], g->turn_rows, pos,
 					  src->kc, src->vc, src->cap, own, eps, 1.0f, err) ||
-		    mv(g, g->o, &L->o, g->att, err) || (L->bo && fg_k_add_bias(k, g->o, L->bo, H, err)))
+		    mv(g, g->o, &L->o, g->att, err) || (L->bo && fg_k_add_bias(k, g->o, L->bo, H, err)) ||
+		    fg_k_residual_norm(k, g->x, g->o, L->post_attn, 1.0f, g->a, L->pre_ffw, H, eps, err))
 			return err->code;
 		pf(g, &L->down, 0, 1);
-		if (norm_mv(g, fold, g->gu, &L->gu, &hx, L->post_attn, 1.0f, L->pre_ffw, err))
+		if (mv(g, g->gu, &L->gu, g->a, err))
 			return err->code;
 		if (li + 1 < c->n_layers)
 			pf(g, &g->L[li + 1].qkv, 0, 1);
 		else if (head) /* no head: nothing of it into L2 */
 			pf(g, &g->head, 0, 1);
-		if (mv_geglu(g, g->o, &L->down, g->gu, g->gu + I, I, err) || (L->moe && moe_step(g, L->moe, hx, g->o, err)))
+		if (mv_geglu(g, g->o, &L->down, g->gu, g->gu + I, I, err) || (L->moe && moe_step(g, L->moe, g->x, g->o, err)))
 			return err->code;
-		/* the layer's closing norm: where it folds, run by the next
-		 * layer's q|k|v (pw, pscale, next_w) */
-		pw = P ? L->post_ple : L->post_ffw;
-		pscale = ml->scalar;
-		next_w = next;
 		if (P && L->ple) {
-			if (fg_k_ple_tail(k, hx, g->a, g->o, L->ple, g->pl + (size_t)li * P, L->post_ffw, L->post_ple,
+			if (fg_k_ple_tail(k, g->x, g->a, g->o, L->ple, g->pl + (size_t)li * P, L->post_ffw, L->post_ple,
 					  ml->scalar, next, eps, err))
 				return err->code;
 		} else if (P) {
-			if (norm_mv(g, folds_pg(g, li), g->pg, &L->pg, &hx, L->post_ffw, 1.0f, NULL, err) ||
+			if (fg_k_rmsnorm_residual(k, g->x, g->o, L->post_ffw, H, eps, 1.0f, err) ||
+			    mv(g, g->pg, &L->pg, g->x, err) ||
 			    mv_geglu(g, g->o, &L->pp, g->pg, g->pl + (size_t)li * P, P, err) ||
-			    (!fold && fg_k_residual_norm(k, hx, g->o, L->post_ple, ml->scalar, g->a, next, H, eps, err)))
+			    fg_k_residual_norm(k, g->x, g->o, L->post_ple, ml->scalar, g->a, next, H, eps, err))
 				return err->code;
-		} else if (!fold && fg_k_residual_norm(k, hx, g->o, L->post_ffw, ml->scalar, g->a, next, H, eps, err)) {
+		} else if (fg_k_residual_norm(k, g->x, g->o, L->post_ffw, ml->scalar, g->a, next, H, eps, err)) {
 			return err->code;
 		}
 	}

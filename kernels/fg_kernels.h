@@ -345,17 +345,6 @@ int fg_kint4_i8_plan(const struct fg_kint4 *w, int m, int *slice, int *warps);
 int fg_k_int4_matvec_geglu(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_gate,
 			   const float *d_up, struct fg_err *err);
 
-/* d_y = W . a, M = 1, where a is what fg_k_residual_norm(d_h, d_o, d_w,
- * scale, a, d_w2, w->k, eps) would leave: h' = (d_h + rmsnorm(d_o) * d_w) *
- * scale, a = rmsnorm(h') * d_w2, the same bits; with d_w2 NULL, a = h' as
- * fg_k_rmsnorm_residual leaves it. The norm is folded into the matvec's
- * input staging, one launch instead of two; h' goes to d_hout, which must
- * not be d_h, and a is not stored. FG_INT4_I8 matrices only
- * (FG_EUNSUPPORTED, nothing launched, for the other kinds). */
-int fg_k_int4_matvec_norm(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_o, const float *d_h,
-			  const float *d_w, float scale, float *d_hout, const float *d_w2, float eps,
-			  struct fg_err *err);
-
 /* The end of an E-model decoder layer after its MLP in one launch of one
  * thread-block cluster (kernels/ple.cu; sm_90 and later):
  *   d_h = d_h + rmsnorm(d_x) * d_w1

@@ -1082,27 +1082,6 @@ extern "C" int fg_k_int4_matvec_geglu(struct fg_kctx *ctx, float *d_y, const str
 	return fg_launched("int4 geglu matvec", err);
 }
 
-extern "C" int fg_k_int4_matvec_norm(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_o,
-				     const float *d_h, const float *d_w, float scale, float *d_hout, const float *d_w2,
-				     float eps, struct fg_err *err)
-{
-	cudaError_t e;
-
-	if (fg_need_ctx(ctx, err))
-		return FG_EINVAL;
-	if (!w || !d_o || !d_h || !d_w || !d_hout || d_hout == d_h)
-		return fg_err_set(err, FG_EINVAL, "int4 norm matvec: a matrix, o, h, a weight and an h' apart from h");
-	if (w->kind != FG_INT4_I8)
-		return fg_err_set(err, FG_EUNSUPPORTED, "int4 norm matvec: only the i8 kernel folds the norm in");
-	e = fg_kint4_i8_norm(ctx, d_y, w, d_o, d_h, d_w, scale, d_hout, d_w2, eps);
-	if (e != cudaSuccess) {
-		cudaGetLastError();
-		return fg_err_set(err, FG_EDEVICE, "int4 norm matvec %d x %d: launch: %s", w->n, w->k,
-				  cudaGetErrorString(e));
-	}
-	return fg_launched("int4 norm matvec", err);
-}
-
 /* Prompt chunks: i8 matrices as one tensor-core GEMM (int4_i8.cu) whose
  * fp32 sums follow the m = 1 plan; every other kind, a single row, and a
  * GEMM that does not fit the device (its shared memory, the scratch) as

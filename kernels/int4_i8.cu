@@ -69,182 +69,6 @@ static __host__ __device__ int i8_unit_bytes(int m, int group)
 	return unit * FG_I8_PARTS * m + unit / group * i8_cols(m) * 8;
 }
 
-/* A residual norm folded into the launch that reads it (fg_k_int4_matvec_norm,
- * FG_NORM_FOLD): the launch's input is a = rmsnorm(h') * w2 with
- * h' = (h + rmsnorm(o) * w) * scale, as ops.cu's residual_norm leaves them
- * (w2 NULL: h' itself, as its rmsnorm_residual leaves it).
- * Every block sums both norms over the whole row itself, in the order of
- * that kernel's nt threads, so the same bits; block (0, 0) writes h' to hout
- * (not h, which the other blocks still read). */
-struct i8_norm {
-	const float *o, *h, *w, *w2;
-	float *hout;
-	float scale, eps;
-	int nt;
-	int l1;  /* the prefetches into L1 (i8_nweights, h beside o; FG_NORM_FOLD_L1=0: none) */
-	int reg; /* the row in registers (i8_nreg; FG_NORM_FOLD_REG=0: never) */
-};
-
-#define INR 3 /* the norm's warps one warp holds in registers (i8_nreg) */
-
-/* Element i of h' once 1 / rms(o) is s: residual_norm's expression. */
-__device__ __forceinline__ float i8_nh(const struct i8_norm &nf, int i, float s)
-{
-	return (nf.h[i] + nf.o[i] * s * nf.w[i]) * nf.scale;
-}
-
-/* The line of p into this SM's L1 (no register, no wait). */
-__device__ __forceinline__ void i8_l1(const float *p)
-{
-	asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-}
-
-/* Before the PDL wait: the norm weights w (not on the register path, whose
- * loads of w bring its lines already) and w2 into L1 (no kernel writes
- * them), one lane a 32-float line, so that the sums and the stage after the
- * wait find them there. */
-__device__ __forceinline__ void i8_nweights(const struct i8_norm &nf, int n, int warp, int nw, int lane)
-{
-	for (int i = (warp * 32 + lane) * 32; i < n; i += nw * 32 * 32) {
-		if (!nf.reg)
-			i8_l1(nf.w + i);
-		if (nf.w2)
-			i8_l1(nf.w2 + i);
-	}
-}
-
-/* The end of a norm's block sum: the nvw warps' sums in sh, added by the
- * same last warp as fg_block_sum's; 1 / rms over n. (fg_block_sum's own
- * tail, not shared with it: a shared helper changed the compiled code of
- * the kernels that call fg_block_sum, ple_tail's by 128 bytes.) */
-__device__ __forceinline__ float i8_nlast(float *sh, int nvw, int n, float eps, int warp, int lane)
-{
-	__syncthreads();
-	if (warp == 0) {
-		float v = lane < nvw ? sh[lane] : 0.0f;
-
-		v = fg_warp_sum(v);
-		if (lane == 0)
-			sh[32] = v;
-	}
-	__syncthreads();
-	float r = 1.0f / sqrtf(sh[32] / (float)n + eps);
-	__syncthreads();
-	return r;
-}
-
-/* 1 / rms of o (H = 0; h's lines into L1 beside o's loads) or of h' (H = 1;
- * block (0, 0) writes h') over a row
- * of n, summed as fg_block_sum sums over nf.nt threads that take elements
- * t, t + nt, ...: this block's warps take the nt / 32 warps' lanes in turn,
- * each warp's sum by fg_warp_sum, then the same last warp. sh: 33 floats. */
-template <bool H>
-__device__ float i8_nrms(const struct i8_norm &nf, int n, float s, int warp, int nw, int lane, float *sh)
-{
-	int nvw = nf.nt >> 5;
-	bool store = H && blockIdx.x == 0 && blockIdx.y == 0;
-
-	for (int vw = warp; vw < nvw; vw += nw) {
-		float ss = 0.0f;
-
-		for (int i = vw * 32 + lane; i < n; i += nf.nt) {
-			float v = H ? i8_nh(nf, i, s) : nf.o[i];
-
-			if (!H && nf.l1)
-				i8_l1(nf.h + i);
-			if (store)
-				nf.hout[i] = v;
-			ss = fmaf(v, v, ss);
-		}
-		ss = fg_warp_sum(ss);
-		if (lane == 0)
-			sh[vw] = ss;
-	}
-	return i8_nlast(sh, nvw, n, nf.eps, warp, lane);
-}
-
-/* The register path (nf.reg: nt / 32 <= INR * nw and n <= 4 * nt, the
- * one-block kernel's own register path): this warp's share of the row,
- * v[j][u] = element (warp + j nw) 32 + lane + u nt, every load issued at
- * once. */
-__device__ __forceinline__ void i8_nreg_load(float (*v)[4], const float *x, int n, int nt, int warp, int nw,
-					     int lane)
-{
-#pragma unroll
-	for (int j = 0; j < INR; j++)
-#pragma unroll
-		for (int u = 0; u < 4; u++) {
-			int vw = warp + j * nw, i = vw * 32 + lane + u * nt;
-
-			v[j][u] = vw < (nt >> 5) && i < n ? x[i] : 0.0f;
-		}
-}
-
-/* 1 / rms of the share v, summed in i8_nrms's order: each of the warp's
- * norm warps in element order, fg_warp_sum, i8_nlast. */
-__device__ __forceinline__ float i8_nreg_rms(float (*v)[4], int n, int nt, float eps, int warp, int nw, int lane,
-					     float *sh)
-{
-	float ss[INR];
-
-#pragma unroll
-	for (int j = 0; j < INR; j++) {
-		int vw = warp + j * nw;
-
-		ss[j] = 0.0f;
-#pragma unroll
-		for (int u = 0; u < 4; u++)
-			if (vw < (nt >> 5) && vw * 32 + lane + u * nt < n)
-				ss[j] = fmaf(v[j][u], v[j][u], ss[j]);
-	}
-#pragma unroll
-	for (int j = 0; j < INR; j++) {
-		float t = fg_warp_sum(ss[j]);
-
-		if (lane == 0 && warp + j * nw < (nt >> 5))
-			sh[warp + j * nw] = t;
-	}
-	return i8_nlast(sh, nt >> 5, n, eps, warp, lane);
-}
-
-/* Both sums from registers: o and h loaded at once after the wait (wr, w's
- * share, before it: no kernel writes w), h' made in place of h (block (0,
- * 0) writes it); *s and *r the two 1 / rms (r only with w2). */
-__device__ __forceinline__ void i8_nreg(const struct i8_norm &nf, float (*wr)[4], int n, int warp, int nw, int lane,
-					float *sh, float *s, float *r)
-{
-	float ov[INR][4], hv[INR][4];
-	bool store = blockIdx.x == 0 && blockIdx.y == 0;
-
-	i8_nreg_load(ov, nf.o, n, nf.nt, warp, nw, lane);
-	i8_nreg_load(hv, nf.h, n, nf.nt, warp, nw, lane);
-	*s = i8_nreg_rms(ov, n, nf.nt, nf.eps, warp, nw, lane, sh);
-#pragma unroll
-	for (int j = 0; j < INR; j++)
-#pragma unroll
-		for (int u = 0; u < 4; u++) {
-			int vw = warp + j * nw, i = vw * 32 + lane + u * nf.nt;
-
-			if (vw < (nf.nt >> 5) && i < n) {
-				hv[j][u] = (hv[j][u] + ov[j][u] * *s * wr[j][u]) * nf.scale;
-				if (store)
-					nf.hout[i] = hv[j][u];
-			}
-		}
-	if (nf.w2)
-		*r = i8_nreg_rms(hv, n, nf.nt, nf.eps, warp, nw, lane, sh);
-}
-
-/* i8_load's inputs for the folded norm nf: its a, once its two 1 / rms are
- * s and r. */
-template <int EPL>
-__device__ __forceinline__ void i8_nload(float *v, int e, int k, const struct i8_norm &nf, float s, float r)
-{
-#pragma unroll
-	for (int i = 0; i < EPL; i++)
-		v[i] = e + i >= k ? 0.0f : nf.w2 ? i8_nh(nf, e + i, s) * r * nf.w2[e + i] : i8_nh(nf, e + i, s);
-}
-
 /* Lane's EPL consecutive inputs from element e (a multiple of 4 when EPL is),
  * zero at and past k; GG: gelu_tanh(x) * x2. */
 template <int EPL, bool GG>
@@ -333,10 +157,9 @@ __device__ __forceinline__ void i8_group(unsigned char *sm, float *mult, int *bi
  * column's parts), columns 4M..7 zero. */
 #define ISU 2
 
-template <int M, bool GG, int G, bool NF>
+template <int M, bool GG, int G>
 __device__ __forceinline__ void i8_stage(unsigned char *sm, float *mult, int *bias, const float *x, const float *x2,
-					 int k, int e0, int ngl, int xstride, int warp, int nw, int lane,
-					 const struct i8_norm &nf, float s, float r)
+					 int k, int e0, int ngl, int xstride, int warp, int nw, int lane)
 {
 	constexpr int EPL = G / 32;
 
@@ -348,11 +171,7 @@ __device__ __forceinline__ void i8_stage(unsigned char *sm, float *mult, int *bi
 #pragma unroll
 			for (int b = 0; b < ISU; b++)
 				if (g0 + b * nw < ngl)
-					if (NF)
-						i8_nload<EPL>(v[b], e0 + (g0 + b * nw) * G + lane * EPL, k, nf, s, r);
-					else
-						i8_load<EPL, GG>(v[b], x + (size_t)m * xstride, x2,
-								 e0 + (g0 + b * nw) * G + lane * EPL, k);
+					i8_load<EPL, GG>(v[b], x + (size_t)m * xstride, x2, e0 + (g0 + b * nw) * G + lane * EPL, k);
 #pragma unroll
 			for (int b = 0; b < ISU; b++)
 				if (g0 + b * nw < ngl)
@@ -477,18 +296,16 @@ __device__ __forceinline__ void i8_delay(unsigned ns, unsigned blocks)
 #endif
 
 /* M vectors (1 or 2); GG: the input is gelu_tanh(x) * x2 (M = 1); G: the
- * scale group; NF: the input is the residual norm nf (M = 1, x unused; nf
- * is the last parameter so that the other kernels' code stays as it was;
- * held to 3 blocks an SM, as many as the others fit, so that its launches
- * stay one wave: the plan counts on it).
- * pairs: a slot per output for launches of two splits (i8_pair), or NULL. */
-template <int M, bool GG, int G, bool NF>
-__global__ void __launch_bounds__(IW * 32, NF ? 3 : 0)
-	int4_i8(float *__restrict__ y, const uint4 *__restrict__ words, const uint32_t *__restrict__ scales,
-		const float *__restrict__ x, const float *__restrict__ x2, float *__restrict__ partial,
-		unsigned *__restrict__ counters, unsigned long long *__restrict__ pairs, int n, int k, int ntiles,
-		int nch, int ngr, int units, int slice, int splits, int tpb, int npad, int xstride, int ystride,
-		const struct fg_kpf pf I8_DLY_PARAMS, const struct i8_norm nf)
+ * scale group. pairs: a slot per output for launches of two splits
+ * (i8_pair), or NULL. */
+template <int M, bool GG, int G>
+__global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const uint4 *__restrict__ words,
+						   const uint32_t *__restrict__ scales, const float *__restrict__ x,
+						   const float *__restrict__ x2, float *__restrict__ partial,
+						   unsigned *__restrict__ counters, unsigned long long *__restrict__ pairs,
+						   int n, int k, int ntiles, int nch, int ngr, int units, int slice,
+						   int splits, int tpb, int npad, int xstride, int ystride,
+						   const struct fg_kpf pf I8_DLY_PARAMS)
 {
 	constexpr int UE = G > FG_INT4_I8_CHUNK ? G : FG_INT4_I8_CHUNK; /* elements per unit */
 	constexpr int NC = UE / FG_INT4_I8_CHUNK;                       /* chunks per unit */
@@ -519,29 +336,9 @@ __global__ void __launch_bounds__(IW * 32, NF ? 3 : 0)
 	for (int uu = 0; uu < IU; uu++)
 		if (wi + uu * wpt < nu)
 			i8_fetch<NC, GU>(wv[uu], sv[uu], wp, sq, wi + uu * wpt);
-	float nwr[INR][4];
-	if (NF && nf.reg)
-		i8_nreg_load(nwr, nf.w, k, nf.nt, warp, nw, lane);
-	if (NF && nf.l1)
-		i8_nweights(nf, k, warp, nw, lane);
 	fg_pdl_wait();
-	float ns = 0.0f, nr = 0.0f;
-	if (NF) {
-		__shared__ float nsh[33];
-
-		if (nf.reg) {
-			i8_nreg(nf, nwr, k, warp, nw, lane, nsh, &ns, &nr);
-		} else {
-			ns = i8_nrms<false>(nf, k, 0.0f, warp, nw, lane, nsh);
-			if (nf.w2)
-				nr = i8_nrms<true>(nf, k, ns, warp, nw, lane, nsh);
-			else if (blockIdx.x == 0 && blockIdx.y == 0) /* one norm: h' is the input */
-				for (int i = threadIdx.x; i < k; i += blockDim.x)
-					nf.hout[i] = i8_nh(nf, i, ns);
-		}
-	}
-	i8_stage<M, GG, G, NF>(sm, mult, bias, x, x2, k, u0 * UE, (min(units, u0 + slice) - u0) * GU, xstride, warp,
-			       nw, lane, nf, ns, nr);
+	i8_stage<M, GG, G>(sm, mult, bias, x, x2, k, u0 * UE, (min(units, u0 + slice) - u0) * GU, xstride, warp, nw,
+			   lane);
 	__syncthreads();
 	fg_kt_mark(2); /* a measuring build's (KTRACE=1) marks: x staged */
 	for (int base = wi; base < nu; base += wpt * IU) {
@@ -874,8 +671,7 @@ int fg_kint4_i8_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *p
 	{
 		int per = 0, need = (d.units + ISMEM / i8_unit_bytes(IM, group) - 1) / (ISMEM / i8_unit_bytes(IM, group));
 
-		if (fg_kocc(ctx, &per, (const void *)int4_i8<1, true, 128, false>, IW * 32, ISMEM) != cudaSuccess ||
-		    per < 1)
+		if (fg_kocc(ctx, &per, (const void *)int4_i8<1, true, 128>, IW * 32, ISMEM) != cudaSuccess || per < 1)
 			per = 1;
 		cudaGetLastError();
 		w->sms = fg_kctx_sm_count(ctx);
@@ -918,10 +714,9 @@ int fg_kint4_i8_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *p
 	return rc;
 }
 
-/* nf: the norm folded in (M = 1, no GG), or NULL. */
 template <int M, bool GG, int G>
 static cudaError_t i8_launch_g(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
-			       const float *d_x2, const struct i8_norm *nf)
+			       const float *d_x2)
 {
 	int splits, slice, wpt, tpb;
 	cudaLaunchConfig_t cfg = {};
@@ -936,32 +731,21 @@ static cudaError_t i8_launch_g(struct fg_kctx *ctx, float *d_y, const struct fg_
 	at[0].val.programmaticStreamSerializationAllowed = 1;
 	cfg.attrs = at;
 	cfg.numAttrs = ctx->pdl ? 1 : 0;
-	if (nf) {
-		struct i8_norm nr = *nf;
-
-		/* the register path where the block's warps hold the row */
-		nr.reg = nr.reg && nr.nt / 32 <= INR * wpt * tpb && w->k <= 4 * nr.nt;
-		return cudaLaunchKernelEx(&cfg, int4_i8<1, false, G, true>, d_y, (const uint4 *)w->d_words,
-					  (const uint32_t *)w->d_scales, d_x, d_x2, w->d_partial,
-					  (unsigned *)w->d_counters, w->d_pairs, w->n, w->k, w->tiles, w->chunks,
-					  w->kpad / w->group, w->units, slice, splits, tpb, w->npad, w->k, w->n,
-					  fg_pf_take(ctx) I8_DLY_ARGS, nr);
-	}
-	return cudaLaunchKernelEx(&cfg, int4_i8<M, GG, G, false>, d_y, (const uint4 *)w->d_words,
+	return cudaLaunchKernelEx(&cfg, int4_i8<M, GG, G>, d_y, (const uint4 *)w->d_words,
 				  (const uint32_t *)w->d_scales, d_x, d_x2, w->d_partial, (unsigned *)w->d_counters,
 				  w->d_pairs, w->n, w->k, w->tiles, w->chunks, w->kpad / w->group, w->units, slice, splits,
-				  tpb, w->npad, w->k, w->n, fg_pf_take(ctx) I8_DLY_ARGS, i8_norm());
+				  tpb, w->npad, w->k, w->n, fg_pf_take(ctx) I8_DLY_ARGS);
 }
 
 template <int M, bool GG>
 static cudaError_t i8_launch(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
-			     const float *d_x2, const struct i8_norm *nf = NULL)
+			     const float *d_x2)
 {
 	switch (w->group) {
-	case 32: return i8_launch_g<M, GG, 32>(ctx, d_y, w, d_x, d_x2, nf);
-	case 64: return i8_launch_g<M, GG, 64>(ctx, d_y, w, d_x, d_x2, nf);
-	case 128: return i8_launch_g<M, GG, 128>(ctx, d_y, w, d_x, d_x2, nf);
-	default: return i8_launch_g<M, GG, 256>(ctx, d_y, w, d_x, d_x2, nf);
+	case 32: return i8_launch_g<M, GG, 32>(ctx, d_y, w, d_x, d_x2);
+	case 64: return i8_launch_g<M, GG, 64>(ctx, d_y, w, d_x, d_x2);
+	case 128: return i8_launch_g<M, GG, 128>(ctx, d_y, w, d_x, d_x2);
+	default: return i8_launch_g<M, GG, 256>(ctx, d_y, w, d_x, d_x2);
 	}
 }
 
@@ -983,15 +767,6 @@ cudaError_t fg_kint4_i8_geglu(struct fg_kctx *ctx, float *d_y, const struct fg_k
 			      const float *d_up)
 {
 	return i8_launch<1, true>(ctx, d_y, w, d_gate, d_up);
-}
-
-cudaError_t fg_kint4_i8_norm(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_o,
-			     const float *d_h, const float *d_w, float scale, float *d_hout, const float *d_w2, float eps)
-{
-	struct i8_norm nf = {d_o,   d_h, d_w, d_w2, d_hout, scale, eps, (int)fg_rn_threads(ctx, w->k),
-			     i8_env("FG_NORM_FOLD_L1") != 0, i8_env("FG_NORM_FOLD_REG") != 0};
-
-	return i8_launch<1, false>(ctx, d_y, w, NULL, NULL, &nf);
 }
 
 /* ---- prompt chunks: fg_k_int4_gemm on i8 matrices ---------------------------

@@ -375,11 +375,6 @@ int fg_kint4_i8_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *p
 cudaError_t fg_kint4_i8_matvec(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x, int m);
 cudaError_t fg_kint4_i8_geglu(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_gate,
 			      const float *d_up);
-cudaError_t fg_kint4_i8_norm(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_o,
-			     const float *d_h, const float *d_w, float scale, float *d_hout, const float *d_w2, float eps);
-/* The threads of ops.cu's one-block norms for a row n wide, which set their
- * sums' order (a launch that folds such a norm in follows it). */
-unsigned fg_rn_threads(const struct fg_kctx *ctx, int n);
 /* fg_k_int4_gemm of an i8 matrix, 2..8 rows as one matvec launch (the
  * weights read once, each row the m = 1 launch's bits); d_x2 NULL or the up
  * rows; cudaErrorNotSupported (nothing launched) where the m = 1 plan does

@@ -398,14 +398,6 @@ int fg_k_int4_matvec_geglu(struct fg_kctx *ctx, float *d_y, const struct fg_kint
 	return NO_CUDA(err);
 }
 
-int fg_k_int4_matvec_norm(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_o, const float *d_h,
-			  const float *d_w, float scale, float *d_hout, const float *d_w2, float eps,
-			  struct fg_err *err)
-{
-	(void)ctx, (void)d_y, (void)w, (void)d_o, (void)d_h, (void)d_w, (void)scale, (void)d_hout, (void)d_w2, (void)eps;
-	return NO_CUDA(err);
-}
-
 int fg_kple_new(struct fg_kctx *ctx, struct fg_kple **out, const void *g_packed, const void *g_scale,
 		const void *p_packed, const void *p_scale, int n, int p, int group, struct fg_err *err)
 {

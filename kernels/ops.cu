@@ -226,7 +226,7 @@ __global__ void rmsnorm(float *y, const float *x, const float *__restrict__ w, i
  * block sums meet over fewer warps (E4B's 2560: 20 warps, not 32). The sums'
  * order follows the block's width: the same bits every run for a width.
  * FG_NORM_WIDE=1 launches 1024 whatever the row (measurements). */
-unsigned fg_rn_threads(const struct fg_kctx *ctx, int n)
+static unsigned rn_threads(const struct fg_kctx *ctx, int n)
 {
 	int t = (n + RN_PER - 1) / RN_PER;
 
@@ -377,7 +377,7 @@ extern "C" int fg_k_residual_norm_rows(struct fg_kctx *ctx, float *d_h, const fl
 		return FG_EINVAL;
 	if (rows < 1 || n < 1 || !d_w || !d_w2)
 		return fg_err_set(err, FG_EINVAL, "residual norm: %d rows of %d or weight missing", rows, n);
-	fg_launch_pdl(ctx, rows > 1 ? residual_norm<true> : residual_norm<false>, dim3(rows), dim3(fg_rn_threads(ctx, n)), 0,
+	fg_launch_pdl(ctx, rows > 1 ? residual_norm<true> : residual_norm<false>, dim3(rows), dim3(rn_threads(ctx, n)), 0,
 		      d_h, d_x, d_w, scale, d_a, d_w2, n, eps);
 	return fg_launched("residual norm", err);
 }
@@ -407,8 +407,8 @@ extern "C" int fg_k_rmsnorm_residual_rows(struct fg_kctx *ctx, float *d_h, const
 	if (rows < 1 || n < 1 || !d_w)
 		return fg_err_set(err, FG_EINVAL, "rmsnorm residual: %d rows of %d, weight %s", rows, n,
 				  d_w ? "given" : "missing");
-	fg_launch_pdl(ctx, rows > 1 ? rmsnorm_residual<true> : rmsnorm_residual<false>, dim3(rows),
-		      dim3(fg_rn_threads(ctx, n)), 0, d_h, d_x, d_w, n, eps, scale);
+	fg_launch_pdl(ctx, rows > 1 ? rmsnorm_residual<true> : rmsnorm_residual<false>, dim3(rows), dim3(rn_threads(ctx, n)),
+		      0, d_h, d_x, d_w, n, eps, scale);
 	return fg_launched("rmsnorm residual", err);
 }
 

@@ -635,100 +635,6 @@ static void gpu_int4(void)
 	}
 }
 
-/* fg_k_int4_matvec_norm: the residual norm folded into an i8 matvec gives
- * what fg_k_residual_norm then fg_k_int4_matvec give, bit for bit, h' in
- * its own buffer and h untouched: rows the one-block norm holds in
- * registers (96, 2560, 3000: 32, 640, 768 threads), one past them (5000:
- * 1024 threads, the plain loops), groups 32 and 128, launches of one, two
- * and more K splits, the fold's register path (where the block's warps
- * hold the row) and its loops (FG_NORM_FOLD_REG=0); two runs alike; the
- * refusals. */
-static void gpu_int4_norm(void)
-{
-	static const int cases[][4] = {/* n, k, group, splits (0 = auto) */
-				       {100, 2560, 128, 0}, {2048, 2560, 128, 0}, {33, 96, 32, 0},
-				       {300, 3000, 128, 0}, {70, 5000, 128, 0},  {256, 2560, 32, 8}};
-
-	const size_t nc = sizeof(cases) / sizeof(cases[0]);
-
-	fg_kctx_set_int4_kind(ctx, FG_INT4_I8);
-	for (size_t c = 0; c < 2 * nc; c++) { /* the register path where it applies, then the loops */
-		int n = cases[c % nc][0], k = cases[c % nc][1], G = cases[c % nc][2], splits = cases[c % nc][3];
-		const char *path = c < nc ? "registers where they hold the row" : "loops";
-		int32_t *p;
-		uint16_t *sc;
-		float *o = fvec(k, -3, 3), *h = fvec(k, -2, 2), *w1 = fvec(k, 0.5f, 1.5f), *w2 = fvec(k, 0.5f, 1.5f);
-		float *y1 = malloc(4 * (size_t)n), *y2 = malloc(4 * (size_t)n), *y3 = malloc(4 * (size_t)n);
-		float *h1 = malloc(4 * (size_t)k), *h2 = malloc(4 * (size_t)k), *hk = malloc(4 * (size_t)k);
-		void *dout = dput(o, 4 * (size_t)k), *dh = dput(h, 4 * (size_t)k), *dh2 = dput(h, 4 * (size_t)k);
-		void *dw1 = dput(w1, 4 * (size_t)k), *dw2 = dput(w2, 4 * (size_t)k), *da = dnew(4 * (size_t)k);
-		void *dho = dnew(4 * (size_t)k), *dy = dnew(4 * (size_t)n);
-		struct fg_kint4 *w = NULL;
-		int rc;
-
-		setenv("FG_NORM_FOLD_REG", c < nc ? "1" : "0", 1);
-		int4_rand(&p, &sc, n, k, G);
-		rc = fg_kint4_new(ctx, &w, p, sc, n, k, G, splits, &gerr) ||
-		     fg_k_residual_norm(ctx, dh, dout, dw1, 0.8f, da, dw2, k, 1e-6f, &gerr) ||
-		     fg_k_int4_matvec(ctx, dy, w, da, 1, &gerr) || dget(y1, dy, 4 * (size_t)n) || dget(h1, dh, 4 * (size_t)k);
-		if (!rc)
-			rc = fg_kmem_fill(ctx, dy, 0xff, 4 * (size_t)n, &gerr) ||
-			     fg_k_int4_matvec_norm(ctx, dy, w, dout, dh2, dw1, 0.8f, dho, dw2, 1e-6f, &gerr) ||
-			     dget(y2, dy, 4 * (size_t)n) || dget(h2, dho, 4 * (size_t)k) || dget(hk, dh2, 4 * (size_t)k);
-		if (!rc)
-			rc = fg_kmem_fill(ctx, dy, 0xff, 4 * (size_t)n, &gerr) ||
-			     fg_k_int4_matvec_norm(ctx, dy, w, dout, dh2, dw1, 0.8f, dho, dw2, 1e-6f, &gerr) ||
-			     dget(y3, dy, 4 * (size_t)n);
-		if (rc) {
-			ok(0, "int4 i8 norm matvec n %d k %d: %s", n, k, gerr.msg);
-		} else {
-			int sl, wa, sp = fg_kint4_i8_plan(w, 1, &sl, &wa);
-
-			ok(!memcmp(y1, y2, 4 * (size_t)n) && !memcmp(h1, h2, 4 * (size_t)k),
-			   "int4 i8 matvec n %d k %d group %d (%d splits) with the residual norm folded in (%s): y and h' "
-			   "bit-identical to the norm's launch and the matvec's",
-			   n, k, G, sp, path);
-			ok(!memcmp(hk, h, 4 * (size_t)k) && !memcmp(y2, y3, 4 * (size_t)n),
-			   "int4 i8 norm matvec n %d k %d: h left as it was, two runs bit-identical", n, k);
-		}
-		/* one norm (no w2): rmsnorm_residual's h' is the input */
-		rc = rc || fg_kmem_upload(ctx, dh, h, 4 * (size_t)k, &gerr) ||
-		     fg_k_rmsnorm_residual(ctx, dh, dout, dw1, k, 1e-6f, 0.8f, &gerr) ||
-		     fg_k_int4_matvec(ctx, dy, w, dh, 1, &gerr) || dget(y1, dy, 4 * (size_t)n) || dget(h1, dh, 4 * (size_t)k) ||
-		     fg_kmem_fill(ctx, dy, 0xff, 4 * (size_t)n, &gerr) || fg_kmem_fill(ctx, dho, 0xff, 4 * (size_t)k, &gerr) ||
-		     fg_k_int4_matvec_norm(ctx, dy, w, dout, dh2, dw1, 0.8f, dho, NULL, 1e-6f, &gerr) ||
-		     dget(y2, dy, 4 * (size_t)n) || dget(h2, dho, 4 * (size_t)k);
-		ok(!rc && !memcmp(y1, y2, 4 * (size_t)n) && !memcmp(h1, h2, 4 * (size_t)k),
-		   "int4 i8 matvec n %d k %d with one norm folded in (no w2, %s): y and h' bit-identical to "
-		   "rmsnorm_residual's launch and the matvec's %s",
-		   n, k, path, rc ? gerr.msg : "");
-		fg_kint4_free(ctx, w);
-		fg_kmem_free(ctx, dout), fg_kmem_free(ctx, dh), fg_kmem_free(ctx, dh2), fg_kmem_free(ctx, dw1);
-		fg_kmem_free(ctx, dw2), fg_kmem_free(ctx, da), fg_kmem_free(ctx, dho), fg_kmem_free(ctx, dy);
-		free(p), free(sc), free(o), free(h), free(w1), free(w2), free(y1), free(y2), free(y3), free(h1), free(h2),
-			free(hk);
-	}
-	unsetenv("FG_NORM_FOLD_REG");
-	{
-		struct fg_kint4 *w = NULL;
-		int32_t p[1] = {0};
-		uint16_t s[1] = {0};
-		float *d = dnew(64);
-
-		fg_kint4_new(ctx, &w, p, s, 1, 8, 128, 0, &gerr);
-		is_int(fg_k_int4_matvec_norm(ctx, d, w, d, d, d, 1.0f, d, d, 1e-6f, &gerr), FG_EINVAL,
-		       "int4 norm matvec refuses h' in h's buffer");
-		fg_kint4_free(ctx, w);
-		fg_kctx_set_int4_kind(ctx, FG_INT4_MMA);
-		fg_kint4_new(ctx, &w, p, s, 1, 8, 128, 0, &gerr);
-		is_int(fg_k_int4_matvec_norm(ctx, d, w, d, d, d, 1.0f, d + 8, d, 1e-6f, &gerr), FG_EUNSUPPORTED,
-		       "int4 norm matvec: an mma matrix refused, nothing launched");
-		fg_kint4_free(ctx, w);
-		fg_kmem_free(ctx, d);
-	}
-	fg_kctx_set_int4_kind(ctx, FG_INT4_FMA);
-}
-
 /* The i8 kernel's launches of two K splits meet in a slot per output
  * (i8_pair): the same bits as the counted path (FG_I8_PAIR=0) and the twin,
  * an output of +0 (a row of zero scales) and NaN (a NaN in either split's
@@ -2006,11 +1912,6 @@ int main(int argc, char **argv)
 		fg_kctx_free(ctx);
 		return tap_done();
 	}
-	if (argc > 1 && !strcmp(argv[1], "--fold")) { /* only the norm folded into the i8 matvec (compute-sanitizer) */
-		gpu_int4_norm();
-		fg_kctx_free(ctx);
-		return tap_done();
-	}
 	if (argc > 1 && !strcmp(argv[1], "--moe")) { /* only the bias and MoE kernels (for compute-sanitizer) */
 		gpu_add_bias();
 		gpu_moe();
@@ -2026,7 +1927,6 @@ int main(int argc, char **argv)
 	}
 	fg_kctx_set_int4_kind(ctx, FG_INT4_I8);
 	gpu_int4_pair();
-	gpu_int4_norm();
 	fg_kctx_set_int4_kind(ctx, FG_INT4_FMA);
 	gpu_bf16_matvec();
 	gpu_rows_matvec();
