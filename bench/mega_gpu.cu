@@ -1,0 +1,447 @@
+/* mega_gpu.cu - whether a persistent kernel whose weights stream apart from
+ * its phase barriers beats the engine's PDL launch chain, with the
+ * dependency of a real matvec chain (docs/gpu.md, "Left": the launch
+ * count). phase_gpu.cu measured both structures with a trivial dependency
+ * and each phase's weights loaded at most one phase ahead; here every phase
+ * is an INT4 matvec of R rows by K = 2560 whose input is the output of the
+ * phase before (all of it, from every block), and the persistent kernel's
+ * weights run up to S phases ahead.
+ *
+ * The same work two ways, in one CUDA graph each:
+ *   - pdl: one launch a phase under programmatic dependent launch. Thread 0
+ *     of each block starts a bulk copy (TMA, cp.async.bulk) of the block's
+ *     rows into shared memory before griddepcontrol.wait, as the engine's
+ *     matvecs load their first weights before it; after the wait the block
+ *     stages x (the phase before's y, int32, to int8), computes its rows and
+ *     writes them.
+ *   - persistent: one block an SM for all phases. A producer warp streams
+ *     the block's rows of phase after phase into a ring of S stages (bulk
+ *     copies, an mbarrier each way), held back only by the ring's room. The
+ *     8 consumer warps wait for a counter that every block of the phase
+ *     before adds to once its rows are written (a release add against an
+ *     acquire spin), stage x, wait for their stage, compute, write, count.
+ *
+ * Each row is K 4-bit weights (0..15, two a byte) dotted with K int8
+ * activations by dp4a; x is the low byte of each of the phase before's K
+ * first outputs. Integer sums: both structures give the same bits, checked
+ * against each other and, for a short chain, against the CPU.
+ *
+ * Build: make build/bench/mega_gpu (where nvcc exists; the persistent
+ *        kernel needs sm_90)
+ * Run:   build/bench/mega_gpu [phases] [rows a phase] [stages]
+ *        (defaults 470 and 3392: an E4B step's launches and, at 1280 bytes a
+ *        row, its 2.04 GB; stages 0: 1, 2, 4 and as many as fit)
+ * Prints the median of 20 graph replays (after 5) per variant: ms, us a
+ * phase, GB/s, and the ratio to the PDL chain with one block an SM. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdint.h>
+#include <algorithm>
+#include <vector>
+
+#define BENCH_NAME "mega_gpu"
+#include "gpubench.cuh"
+
+#define K 2560         /* the input: E4B's hidden size */
+#define ROWB (K / 2)   /* bytes a row */
+#define UNITS (ROWB / 16)
+#define CWARPS 8       /* consumer warps */
+#define MAXS 16
+
+struct margs {
+	const unsigned char *w; /* [phases][rows][ROWB] */
+	const int *x0;          /* [K]: phase 0's input */
+	int *y;                 /* [2][rows]: phase p writes y[p & 1] */
+	unsigned *ctr;          /* [phases]: blocks done with each phase (persistent) */
+	int rows, phases, nb, stages;
+	unsigned slot;          /* bytes a ring stage (the most rows a block has, 128-byte multiple) */
+	unsigned psmem;         /* the persistent kernel's shared memory: all a block may have, so one an SM */
+};
+
+__device__ __forceinline__ unsigned saddr(const void *p)
+{
+	return (unsigned)__cvta_generic_to_shared(p);
+}
+
+/* block b's rows of a phase: [r0, r1) */
+__device__ __forceinline__ void rows_of(const struct margs &a, int b, int &r0, int &r1)
+{
+	r0 = (int)((long long)a.rows * b / a.nb);
+	r1 = (int)((long long)a.rows * (b + 1) / a.nb);
+}
+
+__device__ __forceinline__ void bar_wait(unsigned long long *bar, unsigned parity)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	for (unsigned done = 0; !done;)
+		asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+			     "selp.u32 %0, 1, 0, p;\n}"
+			     : "=r"(done)
+			     : "r"(saddr(bar)), "r"(parity)
+			     : "memory");
+#else
+	(void)bar;
+	(void)parity;
+#endif
+}
+
+/* bytes from global src into shared dst, completing on bar (thread 0 only) */
+__device__ __forceinline__ void bulk_load(void *dst, const void *src, unsigned bytes, unsigned long long *bar)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(saddr(bar)), "r"(bytes) : "memory");
+	asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+			     saddr(dst)),
+		     "l"(src), "r"(bytes), "r"(saddr(bar))
+		     : "memory");
+#else
+	(void)dst;
+	(void)src;
+	(void)bytes;
+	(void)bar;
+#endif
+}
+
+__device__ __forceinline__ void bar_init(unsigned long long *bar, unsigned count)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(saddr(bar)), "r"(count) : "memory");
+	asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#else
+	(void)bar;
+	(void)count;
+#endif
+}
+
+/* the consumers' barrier (named barrier 1, CWARPS warps) */
+__device__ __forceinline__ void cbar(void)
+{
+	asm volatile("bar.sync 1, %0;" ::"r"(CWARPS * 32) : "memory");
+}
+
+/* x for phase p into xs (two planes of K / 2 bytes: the even and the odd
+ * elements, so that a weight word's low and high nibbles meet a word each) */
+__device__ __forceinline__ void stage_x(const struct margs &a, int p, signed char *xs)
+{
+	const int *src = p ? a.y + ((p - 1) & 1) * a.rows : a.x0;
+
+	for (int i = threadIdx.x; i < K; i += CWARPS * 32)
+		xs[(i & 1) * (K / 2) + i / 2] = (signed char)(__ldcg(src + i) & 0xff);
+}
+
+/* the block's n rows of a phase, from ws, into y; warp w takes rows w, w + 8, ... */
+__device__ __forceinline__ void rows_dot(const unsigned char *ws, const signed char *xs, int *y, int n)
+{
+	/* x read 16 bytes a lane, as the weights: lanes u and u + 8 reading
+	 * single words 16 bytes apart would meet in one bank */
+	const int4 *xl = (const int4 *)xs, *xh = (const int4 *)(xs + K / 2);
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+
+	for (int j = warp; j < n; j += CWARPS) {
+		const uint4 *row = (const uint4 *)(ws + (size_t)j * ROWB);
+		int part[4] = {0, 0, 0, 0}, acc; /* four sums in flight, not one chain of dp4a */
+
+		for (int u = lane; u < UNITS; u += 32) {
+			uint4 v = row[u];
+			int4 l4 = xl[u], h4 = xh[u];
+			unsigned q[4] = {v.x, v.y, v.z, v.w};
+			int lo[4] = {l4.x, l4.y, l4.z, l4.w}, hi[4] = {h4.x, h4.y, h4.z, h4.w};
+
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				part[k] = __dp4a((int)(q[k] & 0x0f0f0f0fu), lo[k], part[k]);
+				part[k] = __dp4a((int)((q[k] >> 4) & 0x0f0f0f0fu), hi[k], part[k]);
+			}
+		}
+		acc = (part[0] + part[1]) + (part[2] + part[3]);
+#pragma unroll
+		for (int o = 16; o; o >>= 1)
+			acc += __shfl_xor_sync(0xffffffffu, acc, o);
+		if (!lane)
+			y[j] = acc;
+	}
+}
+
+/* one phase, one launch (pdl: launched with programmatic stream
+ * serialization) */
+__global__ void __launch_bounds__(CWARPS * 32) one_phase(struct margs a, int p)
+{
+	extern __shared__ __align__(128) unsigned char sm[];
+	signed char *xs = (signed char *)sm + a.slot;
+	unsigned long long *full = (unsigned long long *)(sm + a.slot + K);
+	int r0, r1;
+
+	pdl_trigger();
+	rows_of(a, blockIdx.x, r0, r1);
+	if (threadIdx.x == 0) {
+		bar_init(full, 1);
+		bulk_load(sm, a.w + ((size_t)p * a.rows + r0) * ROWB, (unsigned)(r1 - r0) * ROWB, full);
+	}
+	__syncthreads(); /* the mbarrier's init seen by every thread */
+	pdl_wait();
+	stage_x(a, p, xs);
+	__syncthreads();
+	bar_wait(full, 0);
+	rows_dot(sm, xs, a.y + (p & 1) * a.rows + r0, r1 - r0);
+}
+
+__device__ __forceinline__ void release_add(unsigned *c)
+{
+	asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(c) : "memory");
+}
+
+__device__ __forceinline__ void acquire_at_least(const unsigned *c, unsigned target)
+{
+	for (unsigned v = 0;;) {
+		asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(c) : "memory");
+		if (v >= target)
+			break;
+	}
+}
+
+/* every phase, one block an SM: warps 0..7 consume, warp 8's lane 0 produces */
+__global__ void __launch_bounds__((CWARPS + 1) * 32, 1) persistent(struct margs a)
+{
+	extern __shared__ __align__(128) unsigned char sm[];
+	signed char *xs = (signed char *)sm + (size_t)a.stages * a.slot;
+	unsigned long long *full = (unsigned long long *)(xs + K), *empty = full + MAXS;
+	int r0, r1, S = a.stages;
+
+	rows_of(a, blockIdx.x, r0, r1);
+	if (threadIdx.x == 0)
+		for (int s = 0; s < S; s++) {
+			bar_init(full + s, 1);
+			bar_init(empty + s, 1);
+		}
+	__syncthreads();
+	if (threadIdx.x >= CWARPS * 32) {
+		if (threadIdx.x == CWARPS * 32)
+			for (int p = 0; p < a.phases; p++) {
+				int s = p % S;
+
+				if (p >= S)
+					bar_wait(empty + s, ((p / S) - 1) & 1);
+				bulk_load(sm + (size_t)s * a.slot, a.w + ((size_t)p * a.rows + r0) * ROWB,
+					  (unsigned)(r1 - r0) * ROWB, full + s);
+			}
+		return;
+	}
+	for (int p = 0; p < a.phases; p++) {
+		int s = p % S;
+
+		if (p) {
+			if (threadIdx.x == 0)
+				acquire_at_least(a.ctr + p - 1, (unsigned)a.nb);
+			cbar();
+		}
+		stage_x(a, p, xs);
+		cbar();
+		bar_wait(full + s, (p / S) & 1);
+		rows_dot(sm + (size_t)s * a.slot, xs, a.y + (p & 1) * a.rows + r0, r1 - r0);
+		cbar(); /* every warp's rows written, the stage and x read */
+		if (threadIdx.x == 0) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+			asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(saddr(empty + s)) : "memory");
+#endif
+			release_add(a.ctr + p);
+		}
+	}
+}
+
+__global__ void fill(unsigned char *w, size_t n, int *x0)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+		unsigned long long h = (i + 1) * 0x9e3779b97f4a7c15ull;
+
+		h ^= h >> 29;
+		w[i] = (unsigned char)(h * 0xbf58476d1ce4e5b9ull >> 56);
+		if (i < K)
+			x0[i] = (int)(h >> 40) - (1 << 23);
+	}
+}
+
+static unsigned slot_bytes(int rows, int nb)
+{
+	unsigned most = (unsigned)((rows + nb - 1) / nb) * ROWB;
+
+	return (most + 127) & ~127u;
+}
+
+/* the variant's graph, timed; its last y into out */
+static float run(struct margs a, bool pers, cudaStream_t st, std::vector<int> &out)
+{
+	cudaGraph_t g;
+	cudaGraphExec_t ge;
+	float ms;
+
+	CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+	if (pers) {
+		CK(cudaMemsetAsync(a.ctr, 0, sizeof(unsigned) * a.phases, st));
+		persistent<<<a.nb, (CWARPS + 1) * 32, a.psmem, st>>>(a);
+		CK(cudaGetLastError());
+	} else {
+		for (int p = 0; p < a.phases; p++) {
+			cudaLaunchConfig_t cfg = {};
+			cudaLaunchAttribute at[1];
+
+			cfg.gridDim = dim3(a.nb);
+			cfg.blockDim = dim3(CWARPS * 32);
+			cfg.dynamicSmemBytes = a.slot + K + 8;
+			cfg.stream = st;
+			at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+			at[0].val.programmaticStreamSerializationAllowed = 1;
+			cfg.attrs = at;
+			cfg.numAttrs = 1;
+			CK(cudaLaunchKernelEx(&cfg, one_phase, a, p));
+		}
+	}
+	CK(cudaStreamEndCapture(st, &g));
+	CK(cudaGraphInstantiate(&ge, g, 0));
+	CK(cudaMemset(a.y, 0, sizeof(int) * 2 * a.rows));
+	ms = time_graph(ge, st);
+	out.resize(a.rows);
+	CK(cudaMemcpy(out.data(), a.y + ((a.phases - 1) & 1) * a.rows, sizeof(int) * a.rows, cudaMemcpyDeviceToHost));
+	cudaGraphExecDestroy(ge);
+	cudaGraphDestroy(g);
+	return ms;
+}
+
+/* the CPU's y after n phases */
+static std::vector<int> cpu_chain(const unsigned char *d_w, const int *d_x0, int rows, int n)
+{
+	std::vector<unsigned char> w((size_t)n * rows * ROWB);
+	std::vector<int> x(K), y(rows);
+
+	CK(cudaMemcpy(w.data(), d_w, w.size(), cudaMemcpyDeviceToHost));
+	CK(cudaMemcpy(x.data(), d_x0, sizeof(int) * K, cudaMemcpyDeviceToHost));
+	for (int p = 0; p < n; p++) {
+		if (p)
+			for (int i = 0; i < K; i++)
+				x[i] = (signed char)(y[i] & 0xff);
+		else
+			for (int i = 0; i < K; i++)
+				x[i] = (signed char)(x[i] & 0xff);
+		for (int r = 0; r < rows; r++) {
+			const unsigned char *row = w.data() + ((size_t)p * rows + r) * ROWB;
+			int acc = 0;
+
+			for (int b = 0; b < ROWB; b++)
+				acc += (row[b] & 15) * x[2 * b] + (row[b] >> 4) * x[2 * b + 1];
+			y[r] = acc;
+		}
+	}
+	return y;
+}
+
+int main(int argc, char **argv)
+{
+	int phases = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 470;
+	int rows = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 3392;
+	int stages = argc > 3 ? (int)strtol(argv[3], NULL, 10) : 0;
+	int sms, optin, fit, per = 0;
+	cudaDeviceProp prop;
+	cudaStream_t st;
+	struct margs a;
+	unsigned char *w;
+	size_t wbytes;
+	std::vector<int> ref, got;
+
+	if (phases < 2 || phases > 100000 || rows < K || rows > 65536 || stages < 0 || stages > MAXS) {
+		fprintf(stderr, "usage: mega_gpu [phases 2..100000] [rows %d..65536] [stages 0..%d]\n", K, MAXS);
+		return 2;
+	}
+	CK(cudaGetDeviceProperties(&prop, 0));
+	if (prop.major < 9) {
+		fprintf(stderr, "mega_gpu: needs sm_90 (bulk copies, PDL); this GPU is sm_%d%d\n", prop.major, prop.minor);
+		return 2;
+	}
+	sms = prop.multiProcessorCount;
+	optin = (int)prop.sharedMemPerBlockOptin;
+	wbytes = (size_t)phases * rows * ROWB;
+	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+	CK(cudaMalloc(&w, wbytes));
+	memset(&a, 0, sizeof a);
+	CK(cudaMalloc((void **)&a.x0, sizeof(int) * K));
+	CK(cudaMalloc(&a.y, sizeof(int) * 2 * rows));
+	CK(cudaMalloc(&a.ctr, sizeof(unsigned) * phases));
+	fill<<<4 * sms, 256>>>(w, wbytes, (int *)a.x0);
+	CK(cudaGetLastError());
+	CK(cudaDeviceSynchronize());
+	a.w = w;
+	a.rows = rows;
+	CK(cudaFuncSetAttribute(persistent, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+	CK(cudaFuncSetAttribute(one_phase, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+	printf("%s, %d SMs, %d KB of shared memory a block; %d phases of %d x %d 4-bit rows (%.2f MB a phase, %.0f MB "
+	       "in all)\n",
+	       prop.name, sms, optin >> 10, phases, rows, K, rows * (double)ROWB / 1e6, wbytes / 1e6);
+
+	/* the bits: a short chain of each against the CPU */
+	a.phases = std::min(phases, 6);
+	a.nb = sms;
+	a.slot = slot_bytes(rows, a.nb);
+	a.stages = 2;
+	a.psmem = (unsigned)optin;
+	if (2 * (size_t)a.slot + K + 2 * MAXS * 8 > (size_t)optin) {
+		printf("  a block's rows (%u bytes) do not fit twice in %d KB\n", a.slot, optin >> 10);
+		return 1;
+	}
+	ref = cpu_chain(w, a.x0, rows, a.phases);
+	run(a, false, st, got);
+	if (got != ref) {
+		printf("  WRONG: the PDL chain's y after %d phases is not the CPU's\n", a.phases);
+		return 1;
+	}
+	run(a, true, st, got);
+	if (got != ref) {
+		printf("  WRONG: the persistent kernel's y after %d phases is not the CPU's\n", a.phases);
+		return 1;
+	}
+	printf("  %d phases: both structures give the CPU's y\n", a.phases);
+
+	a.phases = phases;
+	float base = 0;
+	for (int k = 1; k <= 3; k++) {
+		a.nb = k * sms;
+		a.slot = slot_bytes(rows, a.nb);
+		float ms = run(a, false, st, got);
+
+		if (k == 1) {
+			base = ms;
+			ref = got;
+		} else if (got != ref) {
+			printf("  WRONG: the PDL chain's y differs with %d blocks\n", a.nb);
+			return 1;
+		}
+		printf("  pdl chain, %d block%s an SM     %8.3f ms  %6.2f us a phase  %6.0f GB/s  %5.3fx\n", k,
+		       k > 1 ? "s" : " ", ms, 1000.0 * ms / phases, wbytes / 1e6 / ms, base / ms);
+	}
+	a.nb = sms;
+	a.slot = slot_bytes(rows, a.nb);
+	fit = (optin - K - 2 * MAXS * 8) / (int)a.slot;
+	fit = std::min(fit, MAXS);
+	CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, persistent, (CWARPS + 1) * 32, a.psmem));
+	if (fit < 1 || per < 1) {
+		printf("  persistent: no stage of %u bytes fits (%d KB a block)\n", a.slot, optin >> 10);
+		return 0;
+	}
+	int list[4] = {1, 2, 4, fit}, nl = 4;
+	if (stages) {
+		list[0] = std::min(stages, fit);
+		nl = 1;
+	}
+	for (int i = 0; i < nl; i++) {
+		if (list[i] > fit || (i && list[i] <= list[i - 1]))
+			continue;
+		a.stages = list[i];
+		float ms = run(a, true, st, got);
+
+		if (got != ref) {
+			printf("  WRONG: the persistent kernel's y with %d stages differs from the PDL chain's\n", a.stages);
+			return 1;
+		}
+		printf("  persistent, %2d stage%s of %3u KB %8.3f ms  %6.2f us a phase  %6.0f GB/s  %5.3fx\n", a.stages,
+		       a.stages > 1 ? "s" : " ", a.slot >> 10, ms, 1000.0 * ms / phases, wbytes / 1e6 / ms, base / ms);
+	}
+	return 0;
+}
