@@ -28,9 +28,11 @@
  *
  * Build: make build/bench/mega_gpu (where nvcc exists; the persistent
  *        kernel needs sm_90)
- * Run:   build/bench/mega_gpu [phases] [rows a phase] [stages]
+ * Run:   build/bench/mega_gpu [phases] [rows a phase] [stages] [indep]
  *        (defaults 470 and 3392: an E4B step's launches and, at 1280 bytes a
- *        row, its 2.04 GB; stages 0: 1, 2, 4 and as many as fit)
+ *        row, its 2.04 GB; stages 0: 1, 2, 4 and as many as fit; indep 1:
+ *        every phase reads x0 and nothing waits for the phase before, so
+ *        that only the weights' streaming is left to time)
  * Prints the median of 20 graph replays (after 5) per variant: ms, us a
  * phase, GB/s, and the ratio to the PDL chain with one block an SM. */
 #include <stdio.h>
@@ -53,8 +55,10 @@ struct margs {
 	const unsigned char *w; /* [phases][rows][ROWB] */
 	const int *x0;          /* [K]: phase 0's input */
 	int *y;                 /* [2][rows]: phase p writes y[p & 1] */
+	int *ysink;             /* [rows]: where phases before the last write with indep */
 	unsigned *ctr;          /* [phases]: blocks done with each phase (persistent) */
 	int rows, phases, nb, stages;
+	int indep;              /* 1: every phase's x is x0 and nothing waits (the streaming alone) */
 	unsigned slot;          /* bytes a ring stage (the most rows a block has, 128-byte multiple) */
 	unsigned psmem;         /* the persistent kernel's shared memory: all a block may have, so one an SM */
 };
@@ -120,11 +124,17 @@ __device__ __forceinline__ void cbar(void)
 	asm volatile("bar.sync 1, %0;" ::"r"(CWARPS * 32) : "memory");
 }
 
+/* where phase p writes its rows */
+__device__ __forceinline__ int *y_of(const struct margs &a, int p)
+{
+	return a.indep && p < a.phases - 1 ? a.ysink : a.y + (p & 1) * a.rows;
+}
+
 /* x for phase p into xs (two planes of K / 2 bytes: the even and the odd
  * elements, so that a weight word's low and high nibbles meet a word each) */
 __device__ __forceinline__ void stage_x(const struct margs &a, int p, signed char *xs)
 {
-	const int *src = p ? a.y + ((p - 1) & 1) * a.rows : a.x0;
+	const int *src = p && !a.indep ? a.y + ((p - 1) & 1) * a.rows : a.x0;
 
 	for (int i = threadIdx.x; i < K; i += CWARPS * 32)
 		xs[(i & 1) * (K / 2) + i / 2] = (signed char)(__ldcg(src + i) & 0xff);
@@ -179,11 +189,12 @@ __global__ void __launch_bounds__(CWARPS * 32) one_phase(struct margs a, int p)
 		bulk_load(sm, a.w + ((size_t)p * a.rows + r0) * ROWB, (unsigned)(r1 - r0) * ROWB, full);
 	}
 	__syncthreads(); /* the mbarrier's init seen by every thread */
-	pdl_wait();
+	if (!a.indep)
+		pdl_wait();
 	stage_x(a, p, xs);
 	__syncthreads();
 	bar_wait(full, 0);
-	rows_dot(sm, xs, a.y + (p & 1) * a.rows + r0, r1 - r0);
+	rows_dot(sm, xs, y_of(a, p) + r0, r1 - r0);
 }
 
 __device__ __forceinline__ void release_add(unsigned *c)
@@ -230,7 +241,7 @@ __global__ void __launch_bounds__((CWARPS + 1) * 32, 1) persistent(struct margs 
 	for (int p = 0; p < a.phases; p++) {
 		int s = p % S;
 
-		if (p) {
+		if (p && !a.indep) {
 			if (threadIdx.x == 0)
 				acquire_at_least(a.ctr + p - 1, (unsigned)a.nb);
 			cbar();
@@ -238,7 +249,7 @@ __global__ void __launch_bounds__((CWARPS + 1) * 32, 1) persistent(struct margs 
 		stage_x(a, p, xs);
 		cbar();
 		bar_wait(full + s, (p / S) & 1);
-		rows_dot(sm + (size_t)s * a.slot, xs, a.y + (p & 1) * a.rows + r0, r1 - r0);
+		rows_dot(sm + (size_t)s * a.slot, xs, y_of(a, p) + r0, r1 - r0);
 		cbar(); /* every warp's rows written, the stage and x read */
 		if (threadIdx.x == 0) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -307,16 +318,16 @@ static float run(struct margs a, bool pers, cudaStream_t st, std::vector<int> &o
 	return ms;
 }
 
-/* the CPU's y after n phases */
-static std::vector<int> cpu_chain(const unsigned char *d_w, const int *d_x0, int rows, int n)
+/* the CPU's y after n phases (indep: the last phase's on x0) */
+static std::vector<int> cpu_chain(const unsigned char *d_w, const int *d_x0, int rows, int n, int indep)
 {
 	std::vector<unsigned char> w((size_t)n * rows * ROWB);
 	std::vector<int> x(K), y(rows);
 
 	CK(cudaMemcpy(w.data(), d_w, w.size(), cudaMemcpyDeviceToHost));
 	CK(cudaMemcpy(x.data(), d_x0, sizeof(int) * K, cudaMemcpyDeviceToHost));
-	for (int p = 0; p < n; p++) {
-		if (p)
+	for (int p = indep ? n - 1 : 0; p < n; p++) {
+		if (p && !indep)
 			for (int i = 0; i < K; i++)
 				x[i] = (signed char)(y[i] & 0xff);
 		else
@@ -339,6 +350,7 @@ int main(int argc, char **argv)
 	int phases = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 470;
 	int rows = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 3392;
 	int stages = argc > 3 ? (int)strtol(argv[3], NULL, 10) : 0;
+	int indep = argc > 4 ? (int)strtol(argv[4], NULL, 10) : 0;
 	int sms, optin, fit, per = 0;
 	cudaDeviceProp prop;
 	cudaStream_t st;
@@ -347,8 +359,10 @@ int main(int argc, char **argv)
 	size_t wbytes;
 	std::vector<int> ref, got;
 
-	if (phases < 2 || phases > 100000 || rows < K || rows > 65536 || stages < 0 || stages > MAXS) {
-		fprintf(stderr, "usage: mega_gpu [phases 2..100000] [rows %d..65536] [stages 0..%d]\n", K, MAXS);
+	if (phases < 2 || phases > 100000 || rows < K || rows > 65536 || stages < 0 || stages > MAXS || indep < 0 ||
+	    indep > 1) {
+		fprintf(stderr, "usage: mega_gpu [phases 2..100000] [rows %d..65536] [stages 0..%d] [indep 0|1]\n", K,
+			MAXS);
 		return 2;
 	}
 	CK(cudaGetDeviceProperties(&prop, 0));
@@ -364,17 +378,20 @@ int main(int argc, char **argv)
 	memset(&a, 0, sizeof a);
 	CK(cudaMalloc((void **)&a.x0, sizeof(int) * K));
 	CK(cudaMalloc(&a.y, sizeof(int) * 2 * rows));
+	CK(cudaMalloc(&a.ysink, sizeof(int) * rows));
 	CK(cudaMalloc(&a.ctr, sizeof(unsigned) * phases));
 	fill<<<4 * sms, 256>>>(w, wbytes, (int *)a.x0);
 	CK(cudaGetLastError());
 	CK(cudaDeviceSynchronize());
 	a.w = w;
 	a.rows = rows;
+	a.indep = indep;
 	CK(cudaFuncSetAttribute(persistent, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
 	CK(cudaFuncSetAttribute(one_phase, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
 	printf("%s, %d SMs, %d KB of shared memory a block; %d phases of %d x %d 4-bit rows (%.2f MB a phase, %.0f MB "
-	       "in all)\n",
-	       prop.name, sms, optin >> 10, phases, rows, K, rows * (double)ROWB / 1e6, wbytes / 1e6);
+	       "in all)%s\n",
+	       prop.name, sms, optin >> 10, phases, rows, K, rows * (double)ROWB / 1e6, wbytes / 1e6,
+	       indep ? "; independent phases (x0 each, no waits)" : "");
 
 	/* the bits: a short chain of each against the CPU */
 	a.phases = std::min(phases, 6);
@@ -386,7 +403,7 @@ int main(int argc, char **argv)
 		printf("  a block's rows (%u bytes) do not fit twice in %d KB\n", a.slot, optin >> 10);
 		return 1;
 	}
-	ref = cpu_chain(w, a.x0, rows, a.phases);
+	ref = cpu_chain(w, a.x0, rows, a.phases, indep);
 	run(a, false, st, got);
 	if (got != ref) {
 		printf("  WRONG: the PDL chain's y after %d phases is not the CPU's\n", a.phases);
