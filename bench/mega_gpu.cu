@@ -30,7 +30,9 @@
  *        kernel needs sm_90)
  * Run:   build/bench/mega_gpu [phases] [rows a phase] [stages] [indep]
  *        (defaults 470 and 3392: an E4B step's launches and, at 1280 bytes a
- *        row, its 2.04 GB; stages 0: 1, 2, 4 and as many as fit; indep 1:
+ *        row, its 2.04 GB; rows below 2560: x repeats the outputs, so that
+ *        a phase's products and bytes shrink and its chain stays; stages
+ *        0: 1, 2, 4 and as many as fit; indep 1:
  *        every phase reads x0 and nothing waits for the phase before, so
  *        that only the weights' streaming is left to time)
  * Prints the median of 20 graph replays (after 5) per variant: ms, us a
@@ -131,13 +133,16 @@ __device__ __forceinline__ int *y_of(const struct margs &a, int p)
 }
 
 /* x for phase p into xs (two planes of K / 2 bytes: the even and the odd
- * elements, so that a weight word's low and high nibbles meet a word each) */
+ * elements, so that a weight word's low and high nibbles meet a word each);
+ * with fewer rows than K, the phase before's outputs repeat */
 __device__ __forceinline__ void stage_x(const struct margs &a, int p, signed char *xs)
 {
-	const int *src = p && !a.indep ? a.y + ((p - 1) & 1) * a.rows : a.x0;
+	bool dep = p && !a.indep;
+	const int *src = dep ? a.y + ((p - 1) & 1) * a.rows : a.x0;
+	int n = dep ? a.rows : K;
 
 	for (int i = threadIdx.x; i < K; i += CWARPS * 32)
-		xs[(i & 1) * (K / 2) + i / 2] = (signed char)(__ldcg(src + i) & 0xff);
+		xs[(i & 1) * (K / 2) + i / 2] = (signed char)(__ldcg(src + (i < n ? i : i % n)) & 0xff);
 }
 
 /* the block's n rows of a phase, from ws, into y; warp w takes rows w, w + 8, ... */
@@ -329,7 +334,7 @@ static std::vector<int> cpu_chain(const unsigned char *d_w, const int *d_x0, int
 	for (int p = indep ? n - 1 : 0; p < n; p++) {
 		if (p && !indep)
 			for (int i = 0; i < K; i++)
-				x[i] = (signed char)(y[i] & 0xff);
+				x[i] = (signed char)(y[i % rows] & 0xff);
 		else
 			for (int i = 0; i < K; i++)
 				x[i] = (signed char)(x[i] & 0xff);
@@ -359,9 +364,9 @@ int main(int argc, char **argv)
 	size_t wbytes;
 	std::vector<int> ref, got;
 
-	if (phases < 2 || phases > 100000 || rows < K || rows > 65536 || stages < 0 || stages > MAXS || indep < 0 ||
+	if (phases < 2 || phases > 100000 || rows < 512 || rows > 65536 || stages < 0 || stages > MAXS || indep < 0 ||
 	    indep > 1) {
-		fprintf(stderr, "usage: mega_gpu [phases 2..100000] [rows %d..65536] [stages 0..%d] [indep 0|1]\n", K,
+		fprintf(stderr, "usage: mega_gpu [phases 2..100000] [rows 512..65536] [stages 0..%d] [indep 0|1]\n",
 			MAXS);
 		return 2;
 	}
@@ -371,6 +376,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	sms = prop.multiProcessorCount;
+	if (rows < sms) {
+		fprintf(stderr, "mega_gpu: %d rows, fewer than the %d SMs\n", rows, sms);
+		return 2;
+	}
 	optin = (int)prop.sharedMemPerBlockOptin;
 	wbytes = (size_t)phases * rows * ROWB;
 	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
@@ -418,7 +427,7 @@ int main(int argc, char **argv)
 
 	a.phases = phases;
 	float base = 0;
-	for (int k = 1; k <= 3; k++) {
+	for (int k = 1; k <= 3 && k * sms <= rows; k++) {
 		a.nb = k * sms;
 		a.slot = slot_bytes(rows, a.nb);
 		float ms = run(a, false, st, got);
