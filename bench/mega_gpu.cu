@@ -7,13 +7,17 @@
  * phase before (all of it, from every block), and the persistent kernel's
  * weights run up to S phases ahead.
  *
- * The same work two ways, in one CUDA graph each:
+ * The same work three ways, in one CUDA graph each:
  *   - pdl: one launch a phase under programmatic dependent launch. Thread 0
  *     of each block starts a bulk copy (TMA, cp.async.bulk) of the block's
  *     rows into shared memory before griddepcontrol.wait, as the engine's
  *     matvecs load their first weights before it; after the wait the block
  *     stages x (the phase before's y, int32, to int8), computes its rows and
  *     writes them.
+ *   - pdl, registers: the same launches, each lane's units of its warp's
+ *     rows loaded into registers before the wait (plain loads, as the
+ *     engine's i8 matvec loads its first units); where a block has at most
+ *     32 rows.
  *   - persistent: one block an SM for all phases. A producer warp streams
  *     the block's rows of phase after phase into a ring of S stages (bulk
  *     copies, an mbarrier each way), held back only by the ring's room. The
@@ -23,7 +27,7 @@
  *
  * Each row is K 4-bit weights (0..15, two a byte) dotted with K int8
  * activations by dp4a; x is the low byte of each of the phase before's K
- * first outputs. Integer sums: both structures give the same bits, checked
+ * first outputs. Integer sums: every form gives the same bits, checked
  * against each other and, for a short chain, against the CPU.
  *
  * Build: make build/bench/mega_gpu (where nvcc exists; the persistent
@@ -202,6 +206,66 @@ __global__ void __launch_bounds__(CWARPS * 32) one_phase(struct margs a, int p)
 	rows_dot(sm, xs, y_of(a, p) + r0, r1 - r0);
 }
 
+#define RMAX 4 /* rows a warp for the register form: 32 rows a block at most */
+
+/* the same phase with the engine's way of loading: each lane's units of
+ * its warp's rows into registers before griddepcontrol.wait (plain loads,
+ * as the i8 matvec loads its first units), x into shared memory after it */
+__global__ void __launch_bounds__(CWARPS * 32) one_phase_regs(struct margs a, int p)
+{
+	__shared__ __align__(16) signed char xs[K];
+	const int4 *xl = (const int4 *)xs, *xh = (const int4 *)(xs + K / 2);
+	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, r0, r1, n;
+	uint4 wr[RMAX][3];
+	const uint4 *base;
+
+	pdl_trigger();
+	rows_of(a, blockIdx.x, r0, r1);
+	n = r1 - r0;
+	base = (const uint4 *)(a.w + ((size_t)p * a.rows + r0) * ROWB);
+#pragma unroll
+	for (int i = 0; i < RMAX; i++)
+#pragma unroll
+		for (int t = 0; t < 3; t++) {
+			int j = warp + i * CWARPS, u = lane + 32 * t;
+
+			wr[i][t] = j < n && u < UNITS ? __ldcs(base + (size_t)j * UNITS + u) : make_uint4(0, 0, 0, 0);
+		}
+	if (!a.indep)
+		pdl_wait();
+	stage_x(a, p, xs);
+	__syncthreads();
+#pragma unroll
+	for (int i = 0; i < RMAX; i++) {
+		int j = warp + i * CWARPS, part[4] = {0, 0, 0, 0}, acc;
+
+		if (j >= n)
+			break;
+#pragma unroll
+		for (int t = 0; t < 3; t++) {
+			int u = lane + 32 * t;
+
+			if (u < UNITS) {
+				int4 l4 = xl[u], h4 = xh[u];
+				unsigned q[4] = {wr[i][t].x, wr[i][t].y, wr[i][t].z, wr[i][t].w};
+				int lo[4] = {l4.x, l4.y, l4.z, l4.w}, hi[4] = {h4.x, h4.y, h4.z, h4.w};
+
+#pragma unroll
+				for (int k = 0; k < 4; k++) {
+					part[k] = __dp4a((int)(q[k] & 0x0f0f0f0fu), lo[k], part[k]);
+					part[k] = __dp4a((int)((q[k] >> 4) & 0x0f0f0f0fu), hi[k], part[k]);
+				}
+			}
+		}
+		acc = (part[0] + part[1]) + (part[2] + part[3]);
+#pragma unroll
+		for (int o = 16; o; o >>= 1)
+			acc += __shfl_xor_sync(0xffffffffu, acc, o);
+		if (!lane)
+			y_of(a, p)[r0 + j] = acc;
+	}
+}
+
 __device__ __forceinline__ void release_add(unsigned *c)
 {
 	asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(c) : "memory");
@@ -284,15 +348,17 @@ static unsigned slot_bytes(int rows, int nb)
 	return (most + 127) & ~127u;
 }
 
+enum { PDL_BULK, PERSISTENT, PDL_REGS };
+
 /* the variant's graph, timed; its last y into out */
-static float run(struct margs a, bool pers, cudaStream_t st, std::vector<int> &out)
+static float run(struct margs a, int how, cudaStream_t st, std::vector<int> &out)
 {
 	cudaGraph_t g;
 	cudaGraphExec_t ge;
 	float ms;
 
 	CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-	if (pers) {
+	if (how == PERSISTENT) {
 		CK(cudaMemsetAsync(a.ctr, 0, sizeof(unsigned) * a.phases, st));
 		persistent<<<a.nb, (CWARPS + 1) * 32, a.psmem, st>>>(a);
 		CK(cudaGetLastError());
@@ -303,13 +369,16 @@ static float run(struct margs a, bool pers, cudaStream_t st, std::vector<int> &o
 
 			cfg.gridDim = dim3(a.nb);
 			cfg.blockDim = dim3(CWARPS * 32);
-			cfg.dynamicSmemBytes = a.slot + K + 8;
+			cfg.dynamicSmemBytes = how == PDL_REGS ? 0 : a.slot + K + 8;
 			cfg.stream = st;
 			at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
 			at[0].val.programmaticStreamSerializationAllowed = 1;
 			cfg.attrs = at;
 			cfg.numAttrs = 1;
-			CK(cudaLaunchKernelEx(&cfg, one_phase, a, p));
+			if (how == PDL_REGS)
+				CK(cudaLaunchKernelEx(&cfg, one_phase_regs, a, p));
+			else
+				CK(cudaLaunchKernelEx(&cfg, one_phase, a, p));
 		}
 	}
 	CK(cudaStreamEndCapture(st, &g));
@@ -413,24 +482,32 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	ref = cpu_chain(w, a.x0, rows, a.phases, indep);
-	run(a, false, st, got);
+	run(a, PDL_BULK, st, got);
 	if (got != ref) {
 		printf("  WRONG: the PDL chain's y after %d phases is not the CPU's\n", a.phases);
 		return 1;
 	}
-	run(a, true, st, got);
+	if (rows <= RMAX * CWARPS * sms) {
+		run(a, PDL_REGS, st, got);
+		if (got != ref) {
+			printf("  WRONG: the PDL chain's y (weights in registers) after %d phases is not the CPU's\n",
+			       a.phases);
+			return 1;
+		}
+	}
+	run(a, PERSISTENT, st, got);
 	if (got != ref) {
 		printf("  WRONG: the persistent kernel's y after %d phases is not the CPU's\n", a.phases);
 		return 1;
 	}
-	printf("  %d phases: both structures give the CPU's y\n", a.phases);
+	printf("  %d phases: every form gives the CPU's y\n", a.phases);
 
 	a.phases = phases;
 	float base = 0;
 	for (int k = 1; k <= 3 && k * sms <= rows; k++) {
 		a.nb = k * sms;
 		a.slot = slot_bytes(rows, a.nb);
-		float ms = run(a, false, st, got);
+		float ms = run(a, PDL_BULK, st, got);
 
 		if (k == 1) {
 			base = ms;
@@ -441,6 +518,19 @@ int main(int argc, char **argv)
 		}
 		printf("  pdl chain, %d block%s an SM     %8.3f ms  %6.2f us a phase  %6.0f GB/s  %5.3fx\n", k,
 		       k > 1 ? "s" : " ", ms, 1000.0 * ms / phases, wbytes / 1e6 / ms, base / ms);
+	}
+	for (int k = 1; k <= 3 && k * sms <= rows; k++) {
+		a.nb = k * sms;
+		if (rows > RMAX * CWARPS * a.nb)
+			continue;
+		float ms = run(a, PDL_REGS, st, got);
+
+		if (got != ref) {
+			printf("  WRONG: the PDL chain's y (weights in registers) differs with %d blocks\n", a.nb);
+			return 1;
+		}
+		printf("  pdl, registers, %d an SM      %8.3f ms  %6.2f us a phase  %6.0f GB/s  %5.3fx\n", k, ms,
+		       1000.0 * ms / phases, wbytes / 1e6 / ms, base / ms);
 	}
 	a.nb = sms;
 	a.slot = slot_bytes(rows, a.nb);
@@ -460,7 +550,7 @@ int main(int argc, char **argv)
 		if (list[i] > fit || (i && list[i] <= list[i - 1]))
 			continue;
 		a.stages = list[i];
-		float ms = run(a, true, st, got);
+		float ms = run(a, PERSISTENT, st, got);
 
 		if (got != ref) {
 			printf("  WRONG: the persistent kernel's y with %d stages differs from the PDL chain's\n", a.stages);
