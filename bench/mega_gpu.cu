@@ -149,6 +149,31 @@ __device__ __forceinline__ void stage_x(const struct margs &a, int p, signed cha
 		xs[(i & 1) * (K / 2) + i / 2] = (signed char)(__ldcg(src + (i < n ? i : i % n)) & 0xff);
 }
 
+/* one 16-byte unit of a row (32 weights) against x's two planes, into a
+ * lane's four partial sums (four in flight, not one chain of dp4a) */
+__device__ __forceinline__ void unit_dot(uint4 v, int4 l4, int4 h4, int *part)
+{
+	unsigned q[4] = {v.x, v.y, v.z, v.w};
+	int lo[4] = {l4.x, l4.y, l4.z, l4.w}, hi[4] = {h4.x, h4.y, h4.z, h4.w};
+
+#pragma unroll
+	for (int k = 0; k < 4; k++) {
+		part[k] = __dp4a((int)(q[k] & 0x0f0f0f0fu), lo[k], part[k]);
+		part[k] = __dp4a((int)((q[k] >> 4) & 0x0f0f0f0fu), hi[k], part[k]);
+	}
+}
+
+/* the warp's row: every lane's four partial sums added up */
+__device__ __forceinline__ int warp_total(const int *part)
+{
+	int acc = (part[0] + part[1]) + (part[2] + part[3]);
+
+#pragma unroll
+	for (int o = 16; o; o >>= 1)
+		acc += __shfl_xor_sync(0xffffffffu, acc, o);
+	return acc;
+}
+
 /* the block's n rows of a phase, from ws, into y; warp w takes rows w, w + 8, ... */
 __device__ __forceinline__ void rows_dot(const unsigned char *ws, const signed char *xs, int *y, int n)
 {
@@ -159,24 +184,11 @@ __device__ __forceinline__ void rows_dot(const unsigned char *ws, const signed c
 
 	for (int j = warp; j < n; j += CWARPS) {
 		const uint4 *row = (const uint4 *)(ws + (size_t)j * ROWB);
-		int part[4] = {0, 0, 0, 0}, acc; /* four sums in flight, not one chain of dp4a */
+		int part[4] = {0, 0, 0, 0}, acc;
 
-		for (int u = lane; u < UNITS; u += 32) {
-			uint4 v = row[u];
-			int4 l4 = xl[u], h4 = xh[u];
-			unsigned q[4] = {v.x, v.y, v.z, v.w};
-			int lo[4] = {l4.x, l4.y, l4.z, l4.w}, hi[4] = {h4.x, h4.y, h4.z, h4.w};
-
-#pragma unroll
-			for (int k = 0; k < 4; k++) {
-				part[k] = __dp4a((int)(q[k] & 0x0f0f0f0fu), lo[k], part[k]);
-				part[k] = __dp4a((int)((q[k] >> 4) & 0x0f0f0f0fu), hi[k], part[k]);
-			}
-		}
-		acc = (part[0] + part[1]) + (part[2] + part[3]);
-#pragma unroll
-		for (int o = 16; o; o >>= 1)
-			acc += __shfl_xor_sync(0xffffffffu, acc, o);
+		for (int u = lane; u < UNITS; u += 32)
+			unit_dot(row[u], xl[u], xh[u], part);
+		acc = warp_total(part);
 		if (!lane)
 			y[j] = acc;
 	}
@@ -245,22 +257,10 @@ __global__ void __launch_bounds__(CWARPS * 32) one_phase_regs(struct margs a, in
 		for (int t = 0; t < 3; t++) {
 			int u = lane + 32 * t;
 
-			if (u < UNITS) {
-				int4 l4 = xl[u], h4 = xh[u];
-				unsigned q[4] = {wr[i][t].x, wr[i][t].y, wr[i][t].z, wr[i][t].w};
-				int lo[4] = {l4.x, l4.y, l4.z, l4.w}, hi[4] = {h4.x, h4.y, h4.z, h4.w};
-
-#pragma unroll
-				for (int k = 0; k < 4; k++) {
-					part[k] = __dp4a((int)(q[k] & 0x0f0f0f0fu), lo[k], part[k]);
-					part[k] = __dp4a((int)((q[k] >> 4) & 0x0f0f0f0fu), hi[k], part[k]);
-				}
-			}
+			if (u < UNITS)
+				unit_dot(wr[i][t], xl[u], xh[u], part);
 		}
-		acc = (part[0] + part[1]) + (part[2] + part[3]);
-#pragma unroll
-		for (int o = 16; o; o >>= 1)
-			acc += __shfl_xor_sync(0xffffffffu, acc, o);
+		acc = warp_total(part);
 		if (!lane)
 			y_of(a, p)[r0 + j] = acc;
 	}
