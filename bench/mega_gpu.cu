@@ -32,13 +32,15 @@
  *
  * Build: make build/bench/mega_gpu (where nvcc exists; the persistent
  *        kernel needs sm_90)
- * Run:   build/bench/mega_gpu [phases] [rows a phase] [stages] [indep]
+ * Run:   build/bench/mega_gpu [phases] [rows a phase] [stages] [indep] [split4]
  *        (defaults 470 and 3392: an E4B step's launches and, at 1280 bytes a
  *        row, its 2.04 GB; rows below 2560: x repeats the outputs, so that
  *        a phase's products and bytes shrink and its chain stays; stages
  *        0: 1, 2, 4 and as many as fit; indep 1:
  *        every phase reads x0 and nothing waits for the phase before, so
- *        that only the weights' streaming is left to time)
+ *        that only the weights' streaming is left to time; split4 1: the
+ *        register form stages x as the engine does, four bytes an element
+ *        with a group's max and sums, stage_x4)
  * Prints the median of 20 graph replays (after 5) per variant: ms, us a
  * phase, GB/s, and the ratio to the PDL chain with one block an SM. */
 #include <stdio.h>
@@ -67,6 +69,9 @@ struct margs {
 	int indep;              /* 1: every phase's x is x0 and nothing waits (the streaming alone) */
 	unsigned slot;          /* bytes a ring stage (the most rows a block has, 128-byte multiple) */
 	unsigned psmem;         /* the persistent kernel's shared memory: all a block may have, so one an SM */
+	int split4;             /* the register form stages x as the engine does (stage_x4) */
+	int timed;              /* the register form records t */
+	unsigned long long *t;  /* [phases][3]: the first wait returned, the last x staged, the last rows written */
 };
 
 __device__ __forceinline__ unsigned saddr(const void *p)
@@ -174,6 +179,75 @@ __device__ __forceinline__ int warp_total(const int *part)
 	return acc;
 }
 
+#define XG 128 /* elements a group of stage_x4 */
+
+/* stage_x with the engine's split (kernels/int4_i8.cu, i8_stage): a warp a
+ * group of XG, each lane's 4 elements loaded for all its groups first,
+ * then per group the largest magnitude (a warp max), each element's four
+ * bytes into four planes (the products read the first, the low bytes, as
+ * stage_x leaves them) and the four planes' sums (four warp sums), kept
+ * with the max in aux as the engine keeps its mult and bias */
+__device__ __forceinline__ void stage_x4(const struct margs &a, int p, signed char *xs, volatile signed char *hi3,
+					 volatile int *aux)
+{
+	constexpr int GW = (K / XG + CWARPS - 1) / CWARPS; /* groups a warp, at most */
+	bool dep = p && !a.indep;
+	const int *src = dep ? a.y + ((p - 1) & 1) * a.rows : a.x0;
+	int n = dep ? a.rows : K, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	int v[GW][4];
+
+#pragma unroll
+	for (int b = 0; b < GW; b++)
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			int g = warp + b * CWARPS, e = g * XG + lane * 4 + i;
+
+			v[b][i] = g < K / XG ? __ldcg(src + (e < n ? e : e % n)) : 0;
+		}
+#pragma unroll
+	for (int b = 0; b < GW; b++) {
+		int g = warp + b * CWARPS, sum[4] = {0, 0, 0, 0};
+		unsigned amax = 0;
+
+		if (g >= K / XG)
+			break;
+#pragma unroll
+		for (int i = 0; i < 4; i++)
+			amax = max(amax, (unsigned)abs(v[b][i]));
+		amax = __reduce_max_sync(0xffffffffu, amax);
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			int e = g * XG + lane * 4 + i;
+
+#pragma unroll
+			for (int q = 0; q < 4; q++) {
+				signed char c = (signed char)((unsigned)v[b][i] >> (8 * q));
+
+				if (q)
+					hi3[(q - 1) * K + e] = c;
+				else
+					xs[(e & 1) * (K / 2) + e / 2] = c;
+				sum[q] += c;
+			}
+		}
+#pragma unroll
+		for (int q = 0; q < 4; q++) {
+			int t = __reduce_add_sync(0xffffffffu, sum[q]);
+
+			if (lane == q)
+				aux[g * 8 + q] = t + (int)amax;
+		}
+	}
+}
+
+__device__ __forceinline__ unsigned long long gtime(void)
+{
+	unsigned long long t;
+
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+
 /* the block's n rows of a phase, from ws, into y; warp w takes rows w, w + 8, ... */
 __device__ __forceinline__ void rows_dot(const unsigned char *ws, const signed char *xs, int *y, int n)
 {
@@ -226,6 +300,8 @@ __global__ void __launch_bounds__(CWARPS * 32) one_phase(struct margs a, int p)
 __global__ void __launch_bounds__(CWARPS * 32) one_phase_regs(struct margs a, int p)
 {
 	__shared__ __align__(16) signed char xs[K];
+	__shared__ signed char hi3[3 * K];
+	__shared__ int aux[K / XG * 8];
 	const int4 *xl = (const int4 *)xs, *xh = (const int4 *)(xs + K / 2);
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, r0, r1, n;
 	uint4 wr[RMAX][3];
@@ -245,8 +321,15 @@ __global__ void __launch_bounds__(CWARPS * 32) one_phase_regs(struct margs a, in
 		}
 	if (!a.indep)
 		pdl_wait();
-	stage_x(a, p, xs);
+	if (a.timed && threadIdx.x == 0)
+		atomicMin(a.t + 3 * p, gtime());
+	if (a.split4)
+		stage_x4(a, p, xs, hi3, aux);
+	else
+		stage_x(a, p, xs);
 	__syncthreads();
+	if (a.timed && threadIdx.x == 0)
+		atomicMax(a.t + 3 * p + 1, gtime());
 #pragma unroll
 	for (int i = 0; i < RMAX; i++) {
 		int j = warp + i * CWARPS, part[4] = {0, 0, 0, 0}, acc;
@@ -263,6 +346,11 @@ __global__ void __launch_bounds__(CWARPS * 32) one_phase_regs(struct margs a, in
 		acc = warp_total(part);
 		if (!lane)
 			y_of(a, p)[r0 + j] = acc;
+	}
+	if (a.timed) {
+		__syncthreads();
+		if (threadIdx.x == 0)
+			atomicMax(a.t + 3 * p + 2, gtime());
 	}
 }
 
@@ -350,12 +438,11 @@ static unsigned slot_bytes(int rows, int nb)
 
 enum { PDL_BULK, PERSISTENT, PDL_REGS };
 
-/* the variant's graph, timed; its last y into out */
-static float run(struct margs a, int how, cudaStream_t st, std::vector<int> &out)
+/* the variant's graph */
+static cudaGraphExec_t capture(struct margs a, int how, cudaStream_t st)
 {
 	cudaGraph_t g;
 	cudaGraphExec_t ge;
-	float ms;
 
 	CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
 	if (how == PERSISTENT) {
@@ -383,13 +470,53 @@ static float run(struct margs a, int how, cudaStream_t st, std::vector<int> &out
 	}
 	CK(cudaStreamEndCapture(st, &g));
 	CK(cudaGraphInstantiate(&ge, g, 0));
+	cudaGraphDestroy(g);
+	return ge;
+}
+
+/* the variant's graph, timed; its last y into out */
+static float run(struct margs a, int how, cudaStream_t st, std::vector<int> &out)
+{
+	cudaGraphExec_t ge = capture(a, how, st);
+	float ms;
+
 	CK(cudaMemset(a.y, 0, sizeof(int) * 2 * a.rows));
 	ms = time_graph(ge, st);
 	out.resize(a.rows);
 	CK(cudaMemcpy(out.data(), a.y + ((a.phases - 1) & 1) * a.rows, sizeof(int) * a.rows, cudaMemcpyDeviceToHost));
 	cudaGraphExecDestroy(ge);
-	cudaGraphDestroy(g);
 	return ms;
+}
+
+/* one replay of the register form recording its times: the medians over
+ * the phases (the first and last left out) of x staged and the rows written
+ * after the phase's first wait, and of the next phase's first wait after
+ * them, in us */
+static void trace_regs(struct margs a, cudaStream_t st)
+{
+	std::vector<unsigned long long> h(3 * (size_t)a.phases);
+	std::vector<float> stg, wr, nx;
+	cudaGraphExec_t ge;
+
+	a.timed = 1;
+	ge = capture(a, PDL_REGS, st);
+	for (int p = 0; p < a.phases; p++) {
+		h[3 * p] = ~0ull;
+		h[3 * p + 1] = h[3 * p + 2] = 0;
+	}
+	CK(cudaMemcpy(a.t, h.data(), sizeof(h[0]) * h.size(), cudaMemcpyHostToDevice));
+	CK(cudaGraphLaunch(ge, st));
+	CK(cudaStreamSynchronize(st));
+	CK(cudaMemcpy(h.data(), a.t, sizeof(h[0]) * h.size(), cudaMemcpyDeviceToHost));
+	cudaGraphExecDestroy(ge);
+	for (int p = 1; p + 1 < a.phases; p++) {
+		stg.push_back((float)(h[3 * p + 1] - h[3 * p]) / 1000.0f);
+		wr.push_back((float)(h[3 * p + 2] - h[3 * p]) / 1000.0f);
+		nx.push_back((float)((long long)h[3 * p + 3] - (long long)h[3 * p + 2]) / 1000.0f);
+	}
+	printf("    one replay timed, medians after the first wait: x staged %.2f us, rows written %.2f us; the next "
+	       "wait %.2f us after those\n",
+	       median(stg), median(wr), median(nx));
 }
 
 /* the CPU's y after n phases (indep: the last phase's on x0) */
@@ -425,6 +552,7 @@ int main(int argc, char **argv)
 	int rows = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 3392;
 	int stages = argc > 3 ? (int)strtol(argv[3], NULL, 10) : 0;
 	int indep = argc > 4 ? (int)strtol(argv[4], NULL, 10) : 0;
+	int split4 = argc > 5 ? (int)strtol(argv[5], NULL, 10) : 0;
 	int sms, optin, fit, per = 0;
 	cudaDeviceProp prop;
 	cudaStream_t st;
@@ -434,8 +562,8 @@ int main(int argc, char **argv)
 	std::vector<int> ref, got;
 
 	if (phases < 2 || phases > 100000 || rows < 512 || rows > 65536 || stages < 0 || stages > MAXS || indep < 0 ||
-	    indep > 1) {
-		fprintf(stderr, "usage: mega_gpu [phases 2..100000] [rows 512..65536] [stages 0..%d] [indep 0|1]\n",
+	    indep > 1 || split4 < 0 || split4 > 1) {
+		fprintf(stderr, "usage: mega_gpu [phases 2..100000] [rows 512..65536] [stages 0..%d] [indep 0|1] [split4 0|1]\n",
 			MAXS);
 		return 2;
 	}
@@ -458,18 +586,20 @@ int main(int argc, char **argv)
 	CK(cudaMalloc(&a.y, sizeof(int) * 2 * rows));
 	CK(cudaMalloc(&a.ysink, sizeof(int) * rows));
 	CK(cudaMalloc(&a.ctr, sizeof(unsigned) * phases));
+	CK(cudaMalloc(&a.t, sizeof(unsigned long long) * 3 * phases));
 	fill<<<4 * sms, 256>>>(w, wbytes, (int *)a.x0);
 	CK(cudaGetLastError());
 	CK(cudaDeviceSynchronize());
 	a.w = w;
 	a.rows = rows;
 	a.indep = indep;
+	a.split4 = split4;
 	CK(cudaFuncSetAttribute(persistent, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
 	CK(cudaFuncSetAttribute(one_phase, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
 	printf("%s, %d SMs, %d KB of shared memory a block; %d phases of %d x %d 4-bit rows (%.2f MB a phase, %.0f MB "
-	       "in all)%s\n",
+	       "in all)%s%s\n",
 	       prop.name, sms, optin >> 10, phases, rows, K, rows * (double)ROWB / 1e6, wbytes / 1e6,
-	       indep ? "; independent phases (x0 each, no waits)" : "");
+	       indep ? "; independent phases (x0 each, no waits)" : "", split4 ? "; x staged in four bytes" : "");
 
 	/* the bits: a short chain of each against the CPU */
 	a.phases = std::min(phases, 6);
@@ -531,6 +661,8 @@ int main(int argc, char **argv)
 		}
 		printf("  pdl, registers, %d an SM      %8.3f ms  %6.2f us a phase  %6.0f GB/s  %5.3fx\n", k, ms,
 		       1000.0 * ms / phases, wbytes / 1e6 / ms, base / ms);
+		if (!indep)
+			trace_regs(a, st);
 	}
 	a.nb = sms;
 	a.slot = slot_bytes(rows, a.nb);
