@@ -74,59 +74,11 @@ struct margs {
 	unsigned long long *t;  /* [phases][3]: the first wait returned, the last x staged, the last rows written */
 };
 
-__device__ __forceinline__ unsigned saddr(const void *p)
-{
-	return (unsigned)__cvta_generic_to_shared(p);
-}
-
 /* block b's rows of a phase: [r0, r1) */
 __device__ __forceinline__ void rows_of(const struct margs &a, int b, int &r0, int &r1)
 {
 	r0 = (int)((long long)a.rows * b / a.nb);
 	r1 = (int)((long long)a.rows * (b + 1) / a.nb);
-}
-
-__device__ __forceinline__ void bar_wait(unsigned long long *bar, unsigned parity)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-	for (unsigned done = 0; !done;)
-		asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-			     "selp.u32 %0, 1, 0, p;\n}"
-			     : "=r"(done)
-			     : "r"(saddr(bar)), "r"(parity)
-			     : "memory");
-#else
-	(void)bar;
-	(void)parity;
-#endif
-}
-
-/* bytes from global src into shared dst, completing on bar (thread 0 only) */
-__device__ __forceinline__ void bulk_load(void *dst, const void *src, unsigned bytes, unsigned long long *bar)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(saddr(bar)), "r"(bytes) : "memory");
-	asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-			     saddr(dst)),
-		     "l"(src), "r"(bytes), "r"(saddr(bar))
-		     : "memory");
-#else
-	(void)dst;
-	(void)src;
-	(void)bytes;
-	(void)bar;
-#endif
-}
-
-__device__ __forceinline__ void bar_init(unsigned long long *bar, unsigned count)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(saddr(bar)), "r"(count) : "memory");
-	asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-#else
-	(void)bar;
-	(void)count;
-#endif
 }
 
 /* the consumers' barrier (named barrier 1, CWARPS warps) */
@@ -240,14 +192,6 @@ __device__ __forceinline__ void stage_x4(const struct margs &a, int p, signed ch
 	}
 }
 
-__device__ __forceinline__ unsigned long long gtime(void)
-{
-	unsigned long long t;
-
-	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-	return t;
-}
-
 /* the block's n rows of a phase, from ws, into y; warp w takes rows w, w + 8, ... */
 __device__ __forceinline__ void rows_dot(const unsigned char *ws, const signed char *xs, int *y, int n)
 {
@@ -354,20 +298,6 @@ __global__ void __launch_bounds__(CWARPS * 32) one_phase_regs(struct margs a, in
 	}
 }
 
-__device__ __forceinline__ void release_add(unsigned *c)
-{
-	asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(c) : "memory");
-}
-
-__device__ __forceinline__ void acquire_at_least(const unsigned *c, unsigned target)
-{
-	for (unsigned v = 0;;) {
-		asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(c) : "memory");
-		if (v >= target)
-			break;
-	}
-}
-
 /* every phase, one block an SM: warps 0..7 consume, warp 8's lane 0 produces */
 __global__ void __launch_bounds__((CWARPS + 1) * 32, 1) persistent(struct margs a)
 {
@@ -400,7 +330,7 @@ __global__ void __launch_bounds__((CWARPS + 1) * 32, 1) persistent(struct margs 
 
 		if (p && !a.indep) {
 			if (threadIdx.x == 0)
-				acquire_at_least(a.ctr + p - 1, (unsigned)a.nb);
+				acquire_at_least<false>(a.ctr + p - 1, (unsigned)a.nb);
 			cbar();
 		}
 		stage_x(a, p, xs);

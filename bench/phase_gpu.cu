@@ -39,29 +39,6 @@ struct args {
 	int nb, phases;
 };
 
-/* ctr += 1, ordered after this thread's writes (and the block's, after a
- * barrier) */
-__device__ __forceinline__ void release_add(unsigned *ctr)
-{
-	asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(ctr) : "memory");
-}
-
-/* spins until *ctr >= target (an acquire load: what was written before the
- * adds that made it so is seen after); NAP: a short sleep between loads */
-template <bool NAP>
-__device__ __forceinline__ void acquire_at_least(const unsigned *ctr, unsigned target)
-{
-	unsigned v;
-
-	for (;;) {
-		asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(ctr) : "memory");
-		if (v >= target)
-			break;
-		if (NAP)
-			__nanosleep(32);
-	}
-}
-
 /* U uint4 per thread of phase p's slice into r */
 template <int U>
 __device__ __forceinline__ void fetch(uint4 *r, const struct args &a, int p)

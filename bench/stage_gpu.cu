@@ -58,18 +58,6 @@ struct sargs {
 	int phase, pre, timed;
 };
 
-__device__ __forceinline__ unsigned long long gtime(void)
-{
-	unsigned long long t;
-
-	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-	return t;
-}
-__device__ __forceinline__ unsigned saddr(const void *p)
-{
-	return (unsigned)__cvta_generic_to_shared(p);
-}
-
 /* the block's slice of src (KB floats, 16-byte aligned) into sx */
 template <int MODE>
 __device__ __forceinline__ void stage(float *sx, const float *src, unsigned long long *mbar)
@@ -87,23 +75,9 @@ __device__ __forceinline__ void stage(float *sx, const float *src, unsigned long
 				     : "memory");
 		asm volatile("cp.async.wait_all;" ::: "memory");
 	} else {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-		if (threadIdx.x == 0) {
-			asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(saddr(mbar)),
-				     "r"(KB * 4)
-				     : "memory");
-			asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-					     saddr(sx)),
-				     "l"(src), "r"(KB * 4), "r"(saddr(mbar))
-				     : "memory");
-		}
-		for (unsigned done = 0; !done;)
-			asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n\t"
-				     "selp.u32 %0, 1, 0, p;\n}"
-				     : "=r"(done)
-				     : "r"(saddr(mbar))
-				     : "memory");
-#endif
+		if (threadIdx.x == 0)
+			bulk_load(sx, src, KB * 4, mbar);
+		bar_wait(mbar, 0);
 	}
 	__syncthreads();
 }
@@ -121,12 +95,8 @@ __global__ void __launch_bounds__(THREADS) phase(struct sargs a)
 	unsigned acc = 0;
 
 	pdl_trigger();
-	if (MODE == BULK && threadIdx.x == 0) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-		asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(saddr(&mbar)) : "memory");
-		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-#endif
-	}
+	if (MODE == BULK && threadIdx.x == 0)
+		bar_init(&mbar, 1);
 	/* a block resident early (PDL) holds its first loads back this long,
 	 * so that they are not in flight while the grid before stages x */
 	if (a.delay_ns)
