@@ -46,9 +46,10 @@
  *        build/bench/mega_gpu apart [phases] [rows a phase]
  *        (the apart suite, apart() below: the register form's chain beside
  *        SMs that stream from DRAM or are only held, its weights from DRAM
- *        or from a pool in L2, and where a phase's stage goes: trivial
- *        phases, copies of x, loads probed after the wait; with
- *        MEGA_TRIV_ONLY set, only the trivial phases)
+ *        or from a pool in L2, loaded after x with or without a prefetch
+ *        into L2, and where a phase's stage goes: trivial phases, copies
+ *        of x, loads probed after the wait; with MEGA_TRIV_ONLY set, only
+ *        the trivial phases and the register form's loading variants)
  * Prints the median of 20 graph replays (after 5) per variant: ms, us a
  * phase, GB/s, and the ratio to the PDL chain with one block an SM. */
 #include <stdio.h>
@@ -84,6 +85,7 @@ struct margs {
 	int timed;              /* the register form records t */
 	int probe;              /* timed: block 0's thread 0 first loads three lines of x one after another (probe_x) */
 	int touch;              /* before the wait, each thread loads (and drops) the first word of x it stages */
+	int l2pre;              /* with late: the block's rows prefetched into L2 (a bulk prefetch) before the wait */
 	int triv;               /* triv_phase: 1 thread 0 loads one word of x, 2 every thread stages x first */
 	int copies;             /* the register form and triv_phase write y that many times, cstride ints apart,
 				 * and block b reads copy b % copies: x's lines in more L2 slices */
@@ -132,8 +134,33 @@ __device__ __forceinline__ const int *x_src(const struct margs &a, int p)
 
 /* x for phase p into xs (two planes of K / 2 bytes: the even and the odd
  * elements, so that a weight word's low and high nibbles meet a word each);
- * with fewer rows than K, the phase before's outputs repeat */
+ * with fewer rows than K, the phase before's outputs repeat. Each thread's
+ * K / 256 loads are all issued before any of its stores. */
 __device__ __forceinline__ void stage_x(const struct margs &a, int p, signed char *xs)
+{
+	constexpr int NB = K / (CWARPS * 32);
+	bool dep = p && !a.indep;
+	const int *src = x_src(a, p);
+	int n = dep ? a.rows : K, v[NB];
+
+#pragma unroll
+	for (int k = 0; k < NB; k++) {
+		int i = threadIdx.x + k * CWARPS * 32;
+
+		v[k] = __ldcg(src + (i < n ? i : i % n));
+	}
+#pragma unroll
+	for (int k = 0; k < NB; k++) {
+		int i = threadIdx.x + k * CWARPS * 32;
+
+		xs[(i & 1) * (K / 2) + i / 2] = (signed char)(v[k] & 0xff);
+	}
+}
+
+/* stage_x as the sixtieth session's runs had it: one load and its store a
+ * step of a loop, which the compiler keeps in order, so that a thread's ten
+ * loads make ten round trips one after another (kept for triv_phase 3) */
+__device__ __forceinline__ void stage_x_serial(const struct margs &a, int p, signed char *xs)
 {
 	bool dep = p && !a.indep;
 	const int *src = x_src(a, p);
@@ -273,6 +300,18 @@ __global__ void __launch_bounds__(CWARPS * 32) one_phase(struct margs a, int p)
 	rows_dot(sm, xs, y_of(a, p) + r0, r1 - r0);
 }
 
+/* bytes from src (16-byte multiples) into L2 by one bulk prefetch: no
+ * data comes back to the SM */
+__device__ __forceinline__ void l2_prefetch(const void *src, unsigned bytes)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
+#else
+	(void)src;
+	(void)bytes;
+#endif
+}
+
 /* a word loaded and dropped (kept by the asm) */
 __device__ __forceinline__ void touch_word(const int *q)
 {
@@ -352,6 +391,8 @@ __global__ void __launch_bounds__(CWARPS * 32) one_phase_regs(struct margs a, in
 	base = (const uint4 *)(a.w + ((size_t)(p % a.pool) * a.rows + r0) * ROWB);
 	if (!a.late)
 		regs_load(wr, base, n, warp, lane);
+	if (a.l2pre && threadIdx.x == 0)
+		l2_prefetch(base, (unsigned)n * ROWB);
 	if (a.touch)
 		touch_word(x_src(a, p) + (a.split4 ? (threadIdx.x >> 5) * XG + (threadIdx.x & 31) * 4 : threadIdx.x) %
 						 (p && !a.indep ? a.rows : K));
@@ -433,7 +474,8 @@ __device__ __forceinline__ void stage_vec(const int *src, signed char *xs, int u
 /* phase_gpu's trivial phase in this harness (no weights): after the wait
  * thread 0 loads one word of x and writes one output (triv 1), or the
  * block stages all of x first and thread 0 writes from it: stage_x (2),
- * its ten loads a thread all issued before its stores (3), 16-byte loads,
+ * each load then its store, as the sixtieth session's stage_x had them
+ * (3, stage_x_serial), 16-byte loads,
  * three a thread (4), warp 0 alone with twenty 16-byte loads a lane (5),
  * stage_x in the odd blocks only (6), stage_x twice, x staged timed after
  * the first (7), stage_x in block 0 only (8), every thread spinning 2 us
@@ -467,24 +509,9 @@ __global__ void __launch_bounds__(CWARPS * 32) triv_phase(struct margs a, int p)
 	}
 	if (a.triv >= 2) {
 		const int *src = x_src(a, p);
-		int n = p && !a.indep ? a.rows : K;
 
 		if (a.triv == 3) {
-			constexpr int NB = K / (CWARPS * 32);
-			int v[NB];
-
-#pragma unroll
-			for (int k = 0; k < NB; k++) {
-				int i = threadIdx.x + k * CWARPS * 32;
-
-				v[k] = __ldcg(src + (i < n ? i : i % n));
-			}
-#pragma unroll
-			for (int k = 0; k < NB; k++) {
-				int i = threadIdx.x + k * CWARPS * 32;
-
-				xs[(i & 1) * (K / 2) + i / 2] = (signed char)(v[k] & 0xff);
-			}
+			stage_x_serial(a, p, xs);
 		} else if (a.triv == 4) {
 			stage_vec<(K / 4 + CWARPS * 32 - 1) / (CWARPS * 32)>(src, xs, threadIdx.x, CWARPS * 32);
 		} else if (a.triv == 5) {
@@ -895,7 +922,7 @@ static int apart(struct margs a, int sms, int optin, cudaStream_t st)
 	for (int tv = 1; tv <= 10; tv++)
 		for (int c = 1; c <= (tv == 2 ? 4 : 1); c *= 4) {
 			static const char *what[] = {"thread 0 loads a word of x", "x staged by every thread",
-						     "x staged, loads before stores", "x staged by 16-byte loads",
+						     "x staged, each load then its store", "x staged by 16-byte loads",
 						     "x staged by warp 0 alone", "x staged in odd blocks only",
 						     "x staged twice", "x staged in block 0 only",
 						     "x staged after a 2 us spin", "x staged before the wait too"};
@@ -915,6 +942,24 @@ static int apart(struct margs a, int sms, int optin, cudaStream_t st)
 			print_trace(trace_regs(b, st, PDL_TRIV));
 			b.probe = 1;
 			print_probe(trace_regs(b, st, PDL_TRIV));
+		}
+	for (int k = 1; k <= 2; k++)
+		for (int v = 0; v < 3; v++) {
+			/* the register form at k blocks an SM: weights into registers before
+			 * the wait (0), prefetched into L2 before it and loaded after x (1),
+			 * loaded after x with no prefetch (2) */
+			struct margs b = a;
+			float ms;
+
+			b.nb = k * sms;
+			b.late = v > 0;
+			b.l2pre = v == 1;
+			ms = run(b, PDL_REGS, st, got);
+			printf("  registers, %d an SM, %-36s %8.3f ms  %5.2f us a phase\n", k,
+			       v == 0 ? "loaded before the wait:" : v == 1 ? "prefetched into L2, loaded after x:"
+									 : "loaded after x:",
+			       ms, 1000.0 * ms / b.phases);
+			print_trace(trace_regs(b, st));
 		}
 	if (getenv("MEGA_TRIV_ONLY"))
 		return 0;
@@ -1028,13 +1073,15 @@ static int apart(struct margs a, int sms, int optin, cudaStream_t st)
 					print_probe(trace_regs(a, st));
 					a.probe = 0;
 				}
-				for (int vi = 1; S == 0 && vi < 6; vi++) {
-					/* weights loaded after x (1), x staged in one round of loads as the
-					 * engine does (2), both (3); x's words touched before the wait (4),
-					 * and staged in one round (5) */
-					a.late = vi == 1 || vi == 3;
+				for (int vi = 1; S == 0 && vi < 7; vi++) {
+					/* weights loaded after x (1), x staged in four bytes as the engine
+					 * does (2), both (3); x's words touched before the wait (4), and
+					 * staged in four bytes (5); weights prefetched into L2 before the
+					 * wait and loaded after x (6) */
+					a.late = vi == 1 || vi == 3 || vi == 6;
 					a.split4 = vi == 2 || vi == 3 || vi == 5;
-					a.touch = vi >= 4;
+					a.touch = vi == 4 || vi == 5;
+					a.l2pre = vi == 6;
 					ms = run(a, PDL_REGS, st, got);
 					if (got != refs[wi]) {
 						printf("  WRONG: the chain's y differs with late %d, split4 %d\n", a.late,
@@ -1047,7 +1094,8 @@ static int apart(struct margs a, int sms, int optin, cudaStream_t st)
 					       : vi == 2 ? "x in four bytes (stage_x4)"
 					       : vi == 3 ? "both"
 					       : vi == 4 ? "x touched before the wait"
-							 : "x touched, in four bytes",
+					       : vi == 5 ? "x touched, in four bytes"
+							 : "prefetched into L2, loaded after x",
 					       a.nb, ms, 1000.0 * ms / a.phases);
 					print_trace(trace_regs(a, st));
 					a.probe = 1;
@@ -1057,6 +1105,7 @@ static int apart(struct margs a, int sms, int optin, cudaStream_t st)
 				a.late = 0;
 				a.split4 = 0;
 				a.touch = 0;
+				a.l2pre = 0;
 			}
 	return 0;
 }
