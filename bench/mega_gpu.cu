@@ -331,8 +331,10 @@ __device__ __forceinline__ void touch_word(const int *q)
  * before the wait too; probe 4: x0's line 0 was; probe 5: the last
  * block's thread 0 probes instead of block 0's; probe 6 and 7: the
  * thread spins 1 or 2 us after its wait before the first load (the time
- * counts from the wait). */
-
+ * counts from the wait). Where the block stages x, the probing thread's
+ * warp-mates run their stage first (the branch diverges), so the first
+ * time is about the stage's, not one load's (docs/bench.md, sixty-first
+ * session). */
 __device__ __noinline__ void probe_x(const int *first, const int *src, int spin, unsigned long long t0,
 				    unsigned long long *out)
 {
