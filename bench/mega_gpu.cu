@@ -887,40 +887,14 @@ static void stream_stop(struct streaming *z)
  * chain's timed replays run and alone. The question: does DRAM streaming on
  * other SMs slow a chain of dependent phases, and by how much at what rate
  * (docs/gpu.md, "Left": weights streamed apart from the phase barriers)? */
-static int apart(struct margs a, int sms, int optin, cudaStream_t st)
+static const int apart_sms[4] = {0, 16, 33, 66}; /* S: the SMs a streamer takes */
+
+/* the trivial phases (triv_phase), every kind, with one copy of x and,
+ * for stage_x, four */
+static void apart_triv(struct margs a, int sms, cudaStream_t st)
 {
-	struct streaming z;
-	int list[4] = {0, 16, 33, 66};
-	std::vector<int> refs[2], got;
+	std::vector<int> got;
 
-	{
-		struct margs b = a;
-
-		b.phases = 6;
-		b.pool = 4;
-		b.nb = sms;
-		b.late = 0;
-		run(b, PDL_REGS, st, got);
-		if (got != cpu_chain(a.w, a.x0, a.rows, b.phases, 0, b.pool)) {
-			printf("  WRONG: the chain's y with a pool of 4 phases is not the CPU's\n");
-			return 1;
-		}
-	}
-	memset(&z, 0, sizeof z);
-	z.lg = 27; /* 2 GiB */
-	CK(cudaMalloc(&z.buf, sizeof(uint4) << z.lg));
-	CK(cudaMemset(z.buf, 0x5a, sizeof(uint4) << z.lg));
-	CK(cudaHostAlloc((void **)&z.hflag, sizeof(int) * (1 + sms), cudaHostAllocMapped));
-	CK(cudaHostGetDevicePointer((void **)&z.dflag, (void *)z.hflag, 0));
-	CK(cudaMalloc(&z.cnt, sizeof(unsigned long long) * sms));
-	CK(cudaHostAlloc((void **)&z.hcnt, sizeof(unsigned long long) * sms, cudaHostAllocDefault));
-	CK(cudaMalloc(&z.sink, sizeof(unsigned)));
-	CK(cudaStreamCreateWithFlags(&z.st, cudaStreamNonBlocking));
-	CK(cudaStreamCreateWithFlags(&z.snap, cudaStreamNonBlocking));
-	CK(cudaFuncSetAttribute(streamer, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - 1024));
-	printf("apart: the register form's chain of %d phases beside S SMs that stream a 2 GiB buffer (8 streaming "
-	       "loads a thread in flight) or only hold their SM\n",
-	       a.phases);
 	for (int tv = 1; tv <= 10; tv++)
 		for (int c = 1; c <= (tv == 2 ? 4 : 1); c *= 4) {
 			static const char *what[] = {"thread 0 loads a word of x", "x staged by every thread",
@@ -934,10 +908,10 @@ static int apart(struct margs a, int sms, int optin, cudaStream_t st)
 			b.nb = sms;
 			b.triv = tv;
 			b.copies = c;
+			if ((tv == 4 || tv == 5) && a.rows < K) /* 16-byte units of x: no wrap */
+				continue;
 			b.cstride = c > 1 ? cstride_of(a.rows) : a.rows;
 			ms = run(b, PDL_TRIV, st, got);
-			if ((tv == 4 || tv == 5) && a.rows < K)
-				continue;
 			printf("  trivial phases (%s), %d blocks, %2d cop%s of y: %8.3f ms  %5.2f us a phase\n",
 			       what[tv - 1], b.nb, c,
 			       c > 1 ? "ies" : "y  ", ms, 1000.0 * ms / b.phases);
@@ -945,6 +919,14 @@ static int apart(struct margs a, int sms, int optin, cudaStream_t st)
 			b.probe = 1;
 			print_probe(trace_regs(b, st, PDL_TRIV));
 		}
+}
+
+/* the register form at one and two blocks an SM: its weights loaded
+ * before the wait, after x with an L2 prefetch before the wait, or after x */
+static void apart_loading(struct margs a, int sms, cudaStream_t st)
+{
+	std::vector<int> got;
+
 	for (int k = 1; k <= 2; k++)
 		for (int v = 0; v < 3; v++) {
 			/* the register form at k blocks an SM: weights into registers before
@@ -963,8 +945,14 @@ static int apart(struct margs a, int sms, int optin, cudaStream_t st)
 			       ms, 1000.0 * ms / b.phases);
 			print_trace(trace_regs(b, st));
 		}
-	if (getenv("MEGA_TRIV_ONLY"))
-		return 0;
+}
+
+/* the register form with its x in 1 to MAXC copies, weights from DRAM
+ * (w 0) and from L2 (w 1); refs[w] gets the one-copy chain's y */
+static int apart_copies(struct margs a, int sms, cudaStream_t st, std::vector<int> *refs)
+{
+	std::vector<int> got;
+
 	for (int wi = 0; wi < 2; wi++)
 		for (int c = 1; c <= MAXC; c *= 2) {
 			/* the register form with every block's x in one of c copies */
@@ -998,11 +986,17 @@ static int apart(struct margs a, int sms, int optin, cudaStream_t st)
 				print_trace(trace_regs(b, st));
 			}
 		}
+	return 0;
+}
+
+/* the streamer alone on each S of apart_sms, 50 ms each */
+static void apart_alone(struct streaming &z, int optin)
+{
 	for (int i = 1; i < 4; i++) {
 		double t0, t1;
 		unsigned long long b0, b1;
 
-		z.S = list[i];
+		z.S = apart_sms[i];
 		z.mode = 1;
 		stream_start(&z, optin);
 		b0 = stream_bytes(&z);
@@ -1014,10 +1008,20 @@ static int apart(struct margs a, int sms, int optin, cudaStream_t st)
 		stream_stop(&z);
 		printf("  streamer alone, %2d SMs: %6.0f GB/s\n", z.S, (b1 - b0) / (t1 - t0) / 1e9);
 	}
+}
+
+/* the chain beside S SMs held or streaming (every S of apart_sms), its
+ * weights from DRAM and from L2; at S = 0 also the probes and the loading
+ * and staging variants; every y checked against refs */
+static int apart_beside(struct margs a, struct streaming &z, int sms, int optin, cudaStream_t st,
+			std::vector<int> *refs)
+{
+	std::vector<int> got;
+
 	for (int wi = 0; wi < 2; wi++)
 		for (int i = 0; i < 4; i++)
 			for (int mode = 0; mode < 2; mode++) {
-				int S = list[i], free = sms - S, k = 1;
+				int S = apart_sms[i], free = sms - S, k = 1;
 				cudaGraphExec_t ge;
 				unsigned long long b0 = 0, b1 = 0;
 				double t0, t1;
@@ -1110,6 +1114,49 @@ static int apart(struct margs a, int sms, int optin, cudaStream_t st)
 				a.l2pre = 0;
 			}
 	return 0;
+}
+
+static int apart(struct margs a, int sms, int optin, cudaStream_t st)
+{
+	struct streaming z;
+	std::vector<int> refs[2], got;
+
+	{
+		struct margs b = a;
+
+		b.phases = 6;
+		b.pool = 4;
+		b.nb = sms;
+		b.late = 0;
+		run(b, PDL_REGS, st, got);
+		if (got != cpu_chain(a.w, a.x0, a.rows, b.phases, 0, b.pool)) {
+			printf("  WRONG: the chain's y with a pool of 4 phases is not the CPU's\n");
+			return 1;
+		}
+	}
+	memset(&z, 0, sizeof z);
+	z.lg = 27; /* 2 GiB */
+	CK(cudaMalloc(&z.buf, sizeof(uint4) << z.lg));
+	CK(cudaMemset(z.buf, 0x5a, sizeof(uint4) << z.lg));
+	CK(cudaHostAlloc((void **)&z.hflag, sizeof(int) * (1 + sms), cudaHostAllocMapped));
+	CK(cudaHostGetDevicePointer((void **)&z.dflag, (void *)z.hflag, 0));
+	CK(cudaMalloc(&z.cnt, sizeof(unsigned long long) * sms));
+	CK(cudaHostAlloc((void **)&z.hcnt, sizeof(unsigned long long) * sms, cudaHostAllocDefault));
+	CK(cudaMalloc(&z.sink, sizeof(unsigned)));
+	CK(cudaStreamCreateWithFlags(&z.st, cudaStreamNonBlocking));
+	CK(cudaStreamCreateWithFlags(&z.snap, cudaStreamNonBlocking));
+	CK(cudaFuncSetAttribute(streamer, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - 1024));
+	printf("apart: the register form's chain of %d phases beside S SMs that stream a 2 GiB buffer (8 streaming "
+	       "loads a thread in flight) or only hold their SM\n",
+	       a.phases);
+	apart_triv(a, sms, st);
+	apart_loading(a, sms, st);
+	if (getenv("MEGA_TRIV_ONLY"))
+		return 0;
+	if (apart_copies(a, sms, st, refs))
+		return 1;
+	apart_alone(z, optin);
+	return apart_beside(a, z, sms, optin, st, refs);
 }
 
 int main(int argc, char **argv)
