@@ -132,6 +132,12 @@ __device__ __forceinline__ const int *x_src(const struct margs &a, int p)
 			     : a.x0;
 }
 
+/* x's element i (the low byte of word v) into xs's plane of its parity */
+__device__ __forceinline__ void put_x(signed char *xs, int i, int v)
+{
+	xs[(i & 1) * (K / 2) + i / 2] = (signed char)(v & 0xff);
+}
+
 /* x for phase p into xs (two planes of K / 2 bytes: the even and the odd
  * elements, so that a weight word's low and high nibbles meet a word each);
  * with fewer rows than K, the phase before's outputs repeat. Each thread's
@@ -153,7 +159,7 @@ __device__ __forceinline__ void stage_x(const struct margs &a, int p, signed cha
 	for (int k = 0; k < NB; k++) {
 		int i = threadIdx.x + k * CWARPS * 32;
 
-		xs[(i & 1) * (K / 2) + i / 2] = (signed char)(v[k] & 0xff);
+		put_x(xs, i, v[k]);
 	}
 }
 
@@ -167,7 +173,7 @@ __device__ __forceinline__ void stage_x_serial(const struct margs &a, int p, sig
 	int n = dep ? a.rows : K;
 
 	for (int i = threadIdx.x; i < K; i += CWARPS * 32)
-		xs[(i & 1) * (K / 2) + i / 2] = (signed char)(__ldcg(src + (i < n ? i : i % n)) & 0xff);
+		put_x(xs, i, __ldcg(src + (i < n ? i : i % n)));
 }
 
 /* one 16-byte unit of a row (32 weights) against x's two planes, into a
@@ -312,6 +318,20 @@ __device__ __forceinline__ void l2_prefetch(const void *src, unsigned bytes)
 #endif
 }
 
+/* a timed block's thread 0, at the block's end: its wait return (own), x
+ * staged (stg) and rows written (wr) into phase p's slots of a.t (the
+ * first and last waits, the last x staged and rows written, the most from
+ * own to stg) */
+__device__ __forceinline__ void record_times(const struct margs &a, int p, unsigned long long own,
+					     unsigned long long stg, unsigned long long wr)
+{
+	atomicMax(a.t + TN * p + 2, wr);
+	atomicMin(a.t + TN * p, own);
+	atomicMax(a.t + TN * p + 4, own);
+	atomicMax(a.t + TN * p + 1, stg);
+	atomicMax(a.t + TN * p + 3, stg - own);
+}
+
 /* a word loaded and dropped (kept by the asm) */
 __device__ __forceinline__ void touch_word(const int *q)
 {
@@ -437,11 +457,7 @@ __global__ void __launch_bounds__(CWARPS * 32) one_phase_regs(struct margs a, in
 	if (a.timed) {
 		__syncthreads();
 		if (threadIdx.x == 0) { /* the atomics last, off the chain's path until here */
-			atomicMax(a.t + TN * p + 2, gtime());
-			atomicMin(a.t + TN * p, own);
-			atomicMax(a.t + TN * p + 4, own);
-			atomicMax(a.t + TN * p + 1, stg);
-			atomicMax(a.t + TN * p + 3, stg - own);
+			record_times(a, p, own, stg, gtime());
 		}
 	}
 }
@@ -468,7 +484,7 @@ __device__ __forceinline__ void stage_vec(const int *src, signed char *xs, int u
 			for (int q = 0; q < 4; q++) {
 				int i = 4 * u + q;
 
-				xs[(i & 1) * (K / 2) + i / 2] = (signed char)(e[q] & 0xff);
+				put_x(xs, i, e[q]);
 			}
 	}
 }
@@ -541,13 +557,7 @@ __global__ void __launch_bounds__(CWARPS * 32) triv_phase(struct margs a, int p)
 		if (threadIdx.x == 0) {
 			unsigned long long now = gtime();
 
-			if (a.triv < 2)
-				stg = now;
-			atomicMax(a.t + TN * p + 2, now);
-			atomicMin(a.t + TN * p, own);
-			atomicMax(a.t + TN * p + 4, own);
-			atomicMax(a.t + TN * p + 1, stg);
-			atomicMax(a.t + TN * p + 3, stg - own);
+			record_times(a, p, own, a.triv < 2 ? now : stg, now);
 		}
 	}
 }
@@ -660,6 +670,14 @@ static cudaGraphExec_t capture(struct margs a, int how, cudaStream_t st)
 	return ge;
 }
 
+/* the last phase's y (copy 0) into out */
+static void last_y(const struct margs &a, std::vector<int> &out)
+{
+	out.resize(a.rows);
+	CK(cudaMemcpy(out.data(), a.y + (size_t)((a.phases - 1) & 1) * a.copies * a.cstride, sizeof(int) * a.rows,
+		      cudaMemcpyDeviceToHost));
+}
+
 /* the variant's graph, timed; its last y into out */
 static float run(struct margs a, int how, cudaStream_t st, std::vector<int> &out)
 {
@@ -668,9 +686,7 @@ static float run(struct margs a, int how, cudaStream_t st, std::vector<int> &out
 
 	CK(cudaMemset(a.y, 0, sizeof(int) * 2 * a.copies * a.cstride));
 	ms = time_graph(ge, st);
-	out.resize(a.rows);
-	CK(cudaMemcpy(out.data(), a.y + (size_t)((a.phases - 1) & 1) * a.copies * a.cstride, sizeof(int) * a.rows,
-		      cudaMemcpyDeviceToHost));
+	last_y(a, out);
 	cudaGraphExecDestroy(ge);
 	return ms;
 }
@@ -771,13 +787,14 @@ static std::vector<int> cpu_chain(const unsigned char *d_w, const int *d_x0, int
  * block lands there), read a buffer of 2^lg 16-byte units round and round
  * with 8 streaming loads a thread in flight (mode 1), or only sleep (mode
  * 0: the SMs taken, nothing streamed), until the host sets *stop. Every 64
- * rounds thread 0 polls stop and publishes its block's bytes in cnt[b]. */
+ * rounds thread 0 polls stop and publishes its block's bytes in cnt[b].
+ * Its launch asks for (nearly) all of an SM's shared memory as dynamic
+ * shared memory, which the kernel never touches: that is what holds the SM. */
 #define SROUND 64
 __global__ void __launch_bounds__(1024, 1)
 	streamer(const uint4 *buf, int lg, const volatile int *stop, volatile int *started, unsigned long long *cnt,
 		 unsigned *sink, int mode)
 {
-	extern __shared__ int held[]; /* only reserved: the SM's shared memory */
 	__shared__ int quit;
 	size_t mask = ((size_t)1 << lg) - 1, stride = (size_t)gridDim.x * blockDim.x;
 	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -787,7 +804,6 @@ __global__ void __launch_bounds__(1024, 1)
 	if (threadIdx.x == 0) {
 		started[blockIdx.x] = 1;
 		__threadfence_system();
-		held[0] = 0;
 	}
 	for (;;) {
 		if (threadIdx.x == 0) {
@@ -1052,10 +1068,7 @@ static int apart_beside(struct margs a, struct streaming &z, int sms, int optin,
 				if (S)
 					stream_stop(&z);
 				cudaGraphExecDestroy(ge);
-				got.resize(a.rows);
-				CK(cudaMemcpy(got.data(), a.y + (size_t)((a.phases - 1) & 1) * a.copies * a.cstride,
-					      sizeof(int) * a.rows,
-					      cudaMemcpyDeviceToHost));
+				last_y(a, got);
 				if (refs[wi].empty())
 					refs[wi] = got;
 				else if (got != refs[wi]) {
