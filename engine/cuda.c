@@ -51,6 +51,10 @@ struct glayer {
 #define TURN_ROWS_MAX 16384
 
 #define CHAIN_RING 64 /* tokens the ring of chained steps holds (a power of two) */
+
+/* The step's matvecs whose outputs alternate between two buffers by layer
+ * parity (fg_k_int4_matvec_red): q|k|v, o, gate|up and the PLE gate. */
+enum { RB_QKV, RB_O, RB_GU, RB_PG, RB_KINDS };
 #define CHAIN_AHEAD 2 /* chained steps queued at most (FG_KCTX_MARKS) */
 
 struct fg_g4_gpu {
@@ -64,6 +68,13 @@ struct fg_g4_gpu {
 	float *turns[2]; /* RoPE's turns for positions below turn_rows (fg_k_rope_table), or NULL */
 	int turn_rows;
 	float *x, *a, *qkv, *att, *o, *gu, *pl, *plp, *pg, *logits;
+	/* the step's two-split matvecs add into zeroed outputs, without a
+	 * round trip (fg_k_int4_matvec_red): per kind, two buffers of rbn
+	 * floats, layer li's in rb[kind][li & 1], the other zeroed by that
+	 * launch for the next layer; NULL where the kind writes g's buffer
+	 * (FG_I8_RED=0, an odd layer count, a matrix not i8) */
+	float *rb[RB_KINDS][2];
+	size_t rbn[RB_KINDS];
 	int32_t *idpos, *best; /* idpos: [id, pos] */
 	/* chained steps (fg_g4_gpu_chain): each step's token at ring[pos &
 	 * (CHAIN_RING - 1)], host memory the GPU writes (NULL: no chaining) */
@@ -234,6 +245,21 @@ static int mv(struct fg_g4_gpu *g, float *y, const struct dlin *l, const float *
 	}
 }
 
+/* Layer li's matvec of kind r in the step: into rb[r][li & 1] (zeroed
+ * there by the launch of layer li - 1, or at allocation) with the other
+ * buffer zeroed for layer li + 1, where the kind alternates; else mv into
+ * y. *out: where the outputs are. */
+static int mv_alt(struct fg_g4_gpu *g, int r, int li, float *y, const struct dlin *l, const float *x, float **out,
+		  struct fg_err *err)
+{
+	if (!g->rb[r][0]) {
+		*out = y;
+		return mv(g, y, l, x, err);
+	}
+	*out = g->rb[r][li & 1];
+	return fg_k_int4_matvec_red(g->ctx, *out, l->q4, x, g->rb[r][(li + 1) & 1], (int)g->rbn[r], err);
+}
+
 static int up_floats(struct fg_g4_gpu *g, float **d, const float *h, size_t n, struct fg_err *err)
 {
 	int rc;
@@ -299,6 +325,54 @@ static int zeros(struct fg_g4_gpu *g, float **d, size_t n, struct fg_err *err)
 	int rc = fg_kmem_alloc(g->ctx, (void **)d, (n ? n : 1) * sizeof(float), err);
 
 	return rc ? rc : fg_kmem_fill(g->ctx, *d, 0, (n ? n : 1) * sizeof(float), err);
+}
+
+/* The layers' matrix of kind r (RB_*). */
+static const struct dlin *rb_lin(const struct glayer *L, int r)
+{
+	return r == RB_QKV ? &L->qkv : r == RB_O ? &L->o : r == RB_GU ? &L->gu : &L->pg;
+}
+
+/* The step's alternating buffers (struct fg_g4_gpu's rb) for each kind
+ * whose matrices are all INT4 on the i8 kernel and one at least adds into
+ * its outputs (fg_k_int4_red), with an even layer count so that the last
+ * layer zeroes the first layer's buffer for the next step; FG_I8_RED=0:
+ * none (measurements); FG_I8_RED=1: a load where no kind can fails (tests).
+ * Buffers start zero. */
+static int rb_new(struct fg_g4_gpu *g, struct fg_err *err)
+{
+	const struct fg_g4_config *c = &g->m->cfg;
+	const char *e = getenv("FG_I8_RED");
+	int r, i, rc, any = 0;
+
+	if ((e && !strcmp(e, "0")) || c->n_layers % 2)
+		return e && !strcmp(e, "1") ? fg_err_set(err, FG_EUNSUPPORTED, "FG_I8_RED=1: %d layers, not even",
+							 c->n_layers)
+					    : 0;
+	for (r = 0; r < RB_KINDS; r++) {
+		size_t n = 0;
+		int adds = 0, ok = r != RB_PG || c->ple_dim;
+
+		for (i = 0; i < c->n_layers && ok; i++) {
+			const struct dlin *l = rb_lin(&g->L[i], r);
+
+			ok = l->fmt == FG_W_INT4 && l->q4 && l->q4->kind == FG_INT4_I8 && !(r == RB_PG && g->L[i].ple) &&
+			     !(r == RB_O && g->L[i].bo) && !(r == RB_QKV && g->L[i].bqkv);
+			if (ok) {
+				adds |= fg_k_int4_red(l->q4);
+				n = n > (size_t)l->rows ? n : (size_t)l->rows;
+			}
+		}
+		if (!ok || !adds)
+			continue;
+		g->rbn[r] = n;
+		any = 1;
+		if ((rc = zeros(g, &g->rb[r][0], n, err)) || (rc = zeros(g, &g->rb[r][1], n, err)))
+			return rc;
+	}
+	if (!any && e && !strcmp(e, "1"))
+		return fg_err_set(err, FG_EUNSUPPORTED, "FG_I8_RED=1: no matvec of the step takes two K splits");
+	return 0;
 }
 
 /* Uploads an embedding table: BF16 as it is; F16 and F32 as f32 (F16
@@ -440,6 +514,8 @@ void fg_g4_gpu_free(struct fg_g4_gpu *g)
 
 		for (size_t j = 0; j < sizeof(ds) / sizeof(ds[0]); j++)
 			fg_kmem_free(g->ctx, ds[j]);
+		for (int r = 0; r < RB_KINDS; r++)
+			fg_kmem_free(g->ctx, g->rb[r][0]), fg_kmem_free(g->ctx, g->rb[r][1]);
 	}
 	for (size_t j = 0; j < sizeof(g->vgraph) / sizeof(g->vgraph[0]); j++)
 		fg_kgraph_free(g->vgraph[j]);
@@ -684,7 +760,7 @@ int fg_g4_gpu_new(struct fg_g4_gpu **out, const struct fg_g4_model *m, const flo
 		    (rc = fg_kmem_fill(g->ctx, g->midx, 0, K * sizeof(int32_t), err)))
 			goto fail;
 	}
-	if ((rc = chunk_new(g, maxi, qkv_s > qkv_f ? qkv_s : qkv_f, att_n, err)))
+	if ((rc = chunk_new(g, maxi, qkv_s > qkv_f ? qkv_s : qkv_f, att_n, err)) || (rc = rb_new(g, err)))
 		goto fail;
 	*out = g;
 	return 0;
@@ -776,25 +852,26 @@ static int forward(struct fg_g4_gpu *g, int head, struct fg_err *err)
 		const struct glayer *src = &g->L[ml->kv_src];
 		int d = ml->head_dim, I = ml->inter, own = ml->kv_src == li;
 		const float *next = li + 1 < c->n_layers ? g->L[li + 1].in_norm : g->final_norm;
+		float *qkv, *o, *gu, *pg; /* where this layer's matvecs put their outputs (mv_alt) */
 
 		pf(g, &L->o, 0, 1);
 		/* attention_bias: q|k|v's biases before the norms and RoPE, o's before post_attn */
-		if (mv(g, g->qkv, &L->qkv, g->a, err) ||
-		    (L->bqkv && fg_k_add_bias(k, g->qkv, L->bqkv, L->qkv.rows, err)) ||
-		    fg_k_attn_decode_post(k, g->att, g->qkv, nh, ml->kv_heads, d, L->q_norm, L->k_norm, g->inv[ml->type],
+		if (mv_alt(g, RB_QKV, li, g->qkv, &L->qkv, g->a, &qkv, err) ||
+		    (L->bqkv && fg_k_add_bias(k, qkv, L->bqkv, L->qkv.rows, err)) ||
+		    fg_k_attn_decode_post(k, g->att, qkv, nh, ml->kv_heads, d, L->q_norm, L->k_norm, g->inv[ml->type],
 					  g->turns[ml->type], g->turn_rows, pos,
 					  src->kc, src->vc, src->cap, own, eps, 1.0f, err) ||
-		    mv(g, g->o, &L->o, g->att, err) || (L->bo && fg_k_add_bias(k, g->o, L->bo, H, err)) ||
-		    fg_k_residual_norm(k, g->x, g->o, L->post_attn, 1.0f, g->a, L->pre_ffw, H, eps, err))
+		    mv_alt(g, RB_O, li, g->o, &L->o, g->att, &o, err) || (L->bo && fg_k_add_bias(k, o, L->bo, H, err)) ||
+		    fg_k_residual_norm(k, g->x, o, L->post_attn, 1.0f, g->a, L->pre_ffw, H, eps, err))
 			return err->code;
 		pf(g, &L->down, 0, 1);
-		if (mv(g, g->gu, &L->gu, g->a, err))
+		if (mv_alt(g, RB_GU, li, g->gu, &L->gu, g->a, &gu, err))
 			return err->code;
 		if (li + 1 < c->n_layers)
 			pf(g, &g->L[li + 1].qkv, 0, 1);
 		else if (head) /* no head: nothing of it into L2 */
 			pf(g, &g->head, 0, 1);
-		if (mv_geglu(g, g->o, &L->down, g->gu, g->gu + I, I, err) || (L->moe && moe_step(g, L->moe, g->x, g->o, err)))
+		if (mv_geglu(g, g->o, &L->down, gu, gu + I, I, err) || (L->moe && moe_step(g, L->moe, g->x, g->o, err)))
 			return err->code;
 		if (P && L->ple) {
 			if (fg_k_ple_tail(k, g->x, g->a, g->o, L->ple, g->pl + (size_t)li * P, L->post_ffw, L->post_ple,
@@ -802,8 +879,8 @@ static int forward(struct fg_g4_gpu *g, int head, struct fg_err *err)
 				return err->code;
 		} else if (P) {
 			if (fg_k_rmsnorm_residual(k, g->x, g->o, L->post_ffw, H, eps, 1.0f, err) ||
-			    mv(g, g->pg, &L->pg, g->x, err) ||
-			    mv_geglu(g, g->o, &L->pp, g->pg, g->pl + (size_t)li * P, P, err) ||
+			    mv_alt(g, RB_PG, li, g->pg, &L->pg, g->x, &pg, err) ||
+			    mv_geglu(g, g->o, &L->pp, pg, g->pl + (size_t)li * P, P, err) ||
 			    fg_k_residual_norm(k, g->x, g->o, L->post_ple, ml->scalar, g->a, next, H, eps, err))
 				return err->code;
 		} else if (fg_k_residual_norm(k, g->x, g->o, L->post_ffw, ml->scalar, g->a, next, H, eps, err)) {

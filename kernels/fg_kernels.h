@@ -340,6 +340,21 @@ int fg_k_int4_matvec(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, 
  * bits); 0 when w is not an i8 matrix. */
 int fg_kint4_i8_plan(const struct fg_kint4 *w, int m, int *slice, int *warps);
 
+/* Whether fg_k_int4_matvec_red adds into its d_y (an i8 matrix whose
+ * one-vector launch takes two K splits): 1, else 0. */
+int fg_k_int4_red(const struct fg_kint4 *w);
+/* d_y = W . d_x (M = 1, fg_k_int4_matvec's bits) for a decode step whose
+ * outputs alternate between two buffers. Where fg_k_int4_red(w), each of
+ * the two K splits adds its partial sum into d_y by a reduction, with no
+ * round trip, so d_y must hold zeros before the launch (the same bits but
+ * for subnormal partial sums, which the reduction flushes to zero); else
+ * d_y is written. Either way, after the launch waits for the kernel before it,
+ * its threads zero d_clr[0..nclr) (NULL: nothing), the other buffer, for
+ * the next launch of the kind; its readers must have finished before this
+ * launch. FG_EINVAL where w is not an INT4 i8 matrix. */
+int fg_k_int4_matvec_red(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x, float *d_clr,
+			 int nclr, struct fg_err *err);
+
 /* d_y = W . (gelu_tanh(d_gate) * d_up), M = 1: GeGLU fused into the matvec's
  * input staging (the same gelu as fg_k_geglu). */
 int fg_k_int4_matvec_geglu(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_gate,

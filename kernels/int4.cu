@@ -1057,6 +1057,32 @@ extern "C" int fg_k_int4_matvec(struct fg_kctx *ctx, float *d_y, const struct fg
 	return fg_launched("int4 matvec", err);
 }
 
+extern "C" int fg_k_int4_red(const struct fg_kint4 *w)
+{
+	return fg_kint4_i8_red(w);
+}
+
+extern "C" int fg_k_int4_matvec_red(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
+				    float *d_clr, int nclr, struct fg_err *err)
+{
+	cudaError_t e;
+
+	if (fg_need_ctx(ctx, err))
+		return FG_EINVAL;
+	if (!w || w->kind != FG_INT4_I8 || nclr < 0 || (nclr && !d_clr))
+		return fg_err_set(err, FG_EINVAL, "int4 matvec into alternating buffers: %s",
+				  !w ? "no matrix" : w->kind != FG_INT4_I8 ? "not an i8 matrix" : "bad buffer to clear");
+	if ((uintptr_t)d_x % 16)
+		return fg_err_set(err, FG_EINVAL, "int4 matvec: the activations must be 16-byte aligned");
+	e = fg_kint4_i8_matvec_red(ctx, d_y, w, d_x, d_clr, nclr);
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		return fg_err_set(err, FG_EDEVICE, "int4 matvec %d x %d into alternating buffers: launch: %s", w->n,
+				  w->k, cudaGetErrorString(e));
+	}
+	return fg_launched("int4 matvec", err);
+}
+
 extern "C" int fg_k_int4_matvec_geglu(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_gate,
 				      const float *d_up, struct fg_err *err)
 {

@@ -272,6 +272,30 @@ __device__ __forceinline__ void i8_pair(float *y, unsigned long long *slot, floa
 	}
 }
 
+/* A launch of two K splits that adds into y (red): each split's partial
+ * sum goes to its output by one reduction, with no answer to wait for, onto
+ * a y that is zero (the caller's promise, fg_k_int4_matvec_red). Two
+ * addends onto +0.0f: 0.0f + p0 + p1 or 0.0f + p1 + p0, and an IEEE sum of
+ * two is the same whatever their order, so these are i8_pair's bits, every
+ * run, whichever split comes first; except that red.add.f32 on global
+ * memory flushes a subnormal partial or sum (below 2^-126) to a zero of
+ * its sign (PTX ISA; its .noftz needs PTX 9.4, newer than CUDA 13.0's). */
+__device__ __forceinline__ void i8_red(float *y, float v)
+{
+	asm volatile("red.relaxed.gpu.global.add.f32 [%0], %1;" ::"l"(y), "f"(v) : "memory");
+}
+
+/* clr[0..n) zeroed by the grid's threads together, after its wait: the
+ * other of a pair of buffers that launches adding into y take in turn, for
+ * the launch after this one (fg_k_int4_matvec_red). */
+__device__ __forceinline__ void i8_clear(float *clr, int n)
+{
+	int nt = gridDim.x * gridDim.y * blockDim.x;
+
+	for (int i = (blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += nt)
+		clr[i] = 0.0f;
+}
+
 #ifdef FG_I8_DELAY
 /* make I8DLY=1, a measuring build: the blocks of an M = 1 or 2 launch whose
  * linear index is below dly_blocks wait dly_ns after they start before
@@ -297,7 +321,9 @@ __device__ __forceinline__ void i8_delay(unsigned ns, unsigned blocks)
 
 /* M vectors (1 or 2); GG: the input is gelu_tanh(x) * x2 (M = 1); G: the
  * scale group. pairs: a slot per output for launches of two splits
- * (i8_pair), or NULL. */
+ * (i8_pair), or NULL. radd: a launch of two splits adds into y instead
+ * (i8_red; y zero before it). clr: nclr floats zeroed after the wait, or
+ * NULL. */
 template <int M, bool GG, int G>
 __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const uint4 *__restrict__ words,
 						   const uint32_t *__restrict__ scales, const float *__restrict__ x,
@@ -305,7 +331,8 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 						   unsigned *__restrict__ counters, unsigned long long *__restrict__ pairs,
 						   int n, int k, int ntiles, int nch, int ngr, int units, int slice,
 						   int splits, int tpb, int npad, int xstride, int ystride,
-						   const struct fg_kpf pf I8_DLY_PARAMS)
+						   const struct fg_kpf pf, float *__restrict__ clr, int nclr,
+						   int radd I8_DLY_PARAMS)
 {
 	constexpr int UE = G > FG_INT4_I8_CHUNK ? G : FG_INT4_I8_CHUNK; /* elements per unit */
 	constexpr int NC = UE / FG_INT4_I8_CHUNK;                       /* chunks per unit */
@@ -396,6 +423,9 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 		if (splits == 1) {
 			if (row < n)
 				y[(size_t)m * ystride + row] = v;
+		} else if (splits == 2 && radd) {
+			if (row < n)
+				i8_red(y + (size_t)m * ystride + row, v);
 		} else if (splits == 2 && pairs) {
 			if (row < npad)
 				i8_pair(y + (size_t)m * ystride + row, pairs + (size_t)m * npad + row, v, sp, row < n);
@@ -404,7 +434,9 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 		}
 	}
 	fg_kt_mark(5); /* thread 0's outputs or partial sums written */
-	if (splits == 1 || (splits == 2 && pairs) || !i8_last_split(counters, splits, &last))
+	if (clr)
+		i8_clear(clr, nclr);
+	if (splits == 1 || (splits == 2 && (pairs || radd)) || !i8_last_split(counters, splits, &last))
 		return;
 	fg_kt_mark(6); /* the last split to finish */
 	if (threadIdx.x < 16 * M * tpb) {
@@ -716,7 +748,7 @@ int fg_kint4_i8_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *p
 
 template <int M, bool GG, int G>
 static cudaError_t i8_launch_g(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
-			       const float *d_x2)
+			       const float *d_x2, float *clr = NULL, int nclr = 0, int red = 0)
 {
 	int splits, slice, wpt, tpb;
 	cudaLaunchConfig_t cfg = {};
@@ -734,19 +766,36 @@ static cudaError_t i8_launch_g(struct fg_kctx *ctx, float *d_y, const struct fg_
 	return cudaLaunchKernelEx(&cfg, int4_i8<M, GG, G>, d_y, (const uint4 *)w->d_words,
 				  (const uint32_t *)w->d_scales, d_x, d_x2, w->d_partial, (unsigned *)w->d_counters,
 				  w->d_pairs, w->n, w->k, w->tiles, w->chunks, w->kpad / w->group, w->units, slice, splits,
-				  tpb, w->npad, w->k, w->n, fg_pf_take(ctx) I8_DLY_ARGS);
+				  tpb, w->npad, w->k, w->n, fg_pf_take(ctx), clr, nclr, red && splits == 2 && M == 1 && !GG
+				  I8_DLY_ARGS);
 }
 
 template <int M, bool GG>
 static cudaError_t i8_launch(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
-			     const float *d_x2)
+			     const float *d_x2, float *clr = NULL, int nclr = 0, int red = 0)
 {
 	switch (w->group) {
-	case 32: return i8_launch_g<M, GG, 32>(ctx, d_y, w, d_x, d_x2);
-	case 64: return i8_launch_g<M, GG, 64>(ctx, d_y, w, d_x, d_x2);
-	case 128: return i8_launch_g<M, GG, 128>(ctx, d_y, w, d_x, d_x2);
-	default: return i8_launch_g<M, GG, 256>(ctx, d_y, w, d_x, d_x2);
+	case 32: return i8_launch_g<M, GG, 32>(ctx, d_y, w, d_x, d_x2, clr, nclr, red);
+	case 64: return i8_launch_g<M, GG, 64>(ctx, d_y, w, d_x, d_x2, clr, nclr, red);
+	case 128: return i8_launch_g<M, GG, 128>(ctx, d_y, w, d_x, d_x2, clr, nclr, red);
+	default: return i8_launch_g<M, GG, 256>(ctx, d_y, w, d_x, d_x2, clr, nclr, red);
 	}
+}
+
+int fg_kint4_i8_red(const struct fg_kint4 *w)
+{
+	int splits, slice, wpt, tpb;
+
+	if (!w || w->kind != FG_INT4_I8)
+		return 0;
+	i8_plan(w, 1, &splits, &slice, &wpt, &tpb);
+	return splits == 2;
+}
+
+cudaError_t fg_kint4_i8_matvec_red(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
+				   float *clr, int nclr)
+{
+	return i8_launch<1, false>(ctx, d_y, w, d_x, NULL, clr, nclr, 1);
 }
 
 cudaError_t fg_kint4_i8_matvec(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x, int m)

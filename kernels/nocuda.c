@@ -231,6 +231,19 @@ int fg_k_int4_matvec(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, 
 	return NO_CUDA(err);
 }
 
+int fg_k_int4_red(const struct fg_kint4 *w)
+{
+	(void)w;
+	return 0;
+}
+
+int fg_k_int4_matvec_red(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x, float *d_clr,
+			 int nclr, struct fg_err *err)
+{
+	(void)ctx, (void)d_y, (void)w, (void)d_x, (void)d_clr, (void)nclr;
+	return NO_CUDA(err);
+}
+
 int fg_k_bf16_matvec(struct fg_kctx *ctx, float *d_y, const uint16_t *d_w, const float *d_x, const int32_t *d_rows,
 		     int n, int k, struct fg_err *err)
 {

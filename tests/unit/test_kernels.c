@@ -700,6 +700,79 @@ static void gpu_int4_pair(void)
 	free(p), free(sc), free(x), free(ref), free(g), free(g0);
 }
 
+/* Float bits equal, any NaN equal to any NaN. */
+static int same_bits(const float *a, const float *b, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (isnan(a[i]) ? !isnan(b[i]) : memcmp(a + i, b + i, sizeof(float)))
+			return 0;
+	return 1;
+}
+
+/* fg_k_int4_matvec_red, the decode step's launches into two alternating
+ * buffers: a matrix of two K splits adds into a zeroed buffer and gives
+ * fg_k_int4_matvec's bits (and the twin's), a NaN in either split's slice
+ * and a row of zero scales (+0) included; each launch zeroes the other
+ * buffer for the next; a matrix of one split writes its buffer whatever it
+ * held, and zeroes the other too. */
+static void gpu_int4_red(void)
+{
+	const int n = 200, k = 2560, G = 128;
+	int32_t *p;
+	uint16_t *sc;
+	struct fg_kint4 *w = NULL, *w1 = NULL;
+	float *x = malloc(sizeof(float) * k), *ref = malloc(sizeof(float) * n), *g = malloc(sizeof(float) * n);
+	float *g0 = malloc(sizeof(float) * n), *z = malloc(sizeof(float) * n);
+	float *dx = dnew(sizeof(float) * k), *dy = dnew(sizeof(float) * n), *db[2];
+	int rc, twin = 1, same = 1, cleared = 1, zero = 1, slice, warps;
+
+	db[0] = dnew(sizeof(float) * n), db[1] = dnew(sizeof(float) * n);
+	int4_rand(&p, &sc, n, k, G);
+	for (int j = 0; j < k / G; j++)
+		sc[(size_t)7 * (k / G) + j] = 0; /* row 7: every scale 0, so +0 */
+	rc = fg_kint4_new(ctx, &w, p, sc, n, k, G, 2, &gerr) || fg_kint4_new(ctx, &w1, p, sc, n, k, G, 1, &gerr) ||
+	     fg_kmem_fill(ctx, db[0], 0, sizeof(float) * n, &gerr) || fg_kmem_fill(ctx, db[1], 0, sizeof(float) * n, &gerr);
+	ok(!rc && fg_k_int4_red(w) && !fg_k_int4_red(w1) && fg_kint4_i8_plan(w, 1, &slice, &warps) == 2,
+	   "i8 red: a matrix of two splits adds into its outputs, one of one split does not (%s)",
+	   rc ? gerr.msg : "made");
+	for (int r = 0; r < 8 && !rc; r++) {
+		float *y = db[r & 1], *other = db[(r + 1) & 1];
+		struct fg_kint4 *mw = r >= 6 ? w1 : w;
+
+		for (int i = 0; i < k; i++)
+			x[i] = frand(-3, 3);
+		if (r == 2)
+			x[100] = NAN; /* split 0's slice */
+		if (r == 3)
+			x[2000] = NAN; /* split 1's */
+		if (r == 6) /* one split writes whatever the buffer holds */
+			rc = fg_kmem_upload(ctx, y, x, sizeof(float) * n, &gerr);
+		rc = rc || fg_kmem_upload(ctx, dx, x, sizeof(float) * k, &gerr) ||
+		     fg_kmem_upload(ctx, other, x + 300, sizeof(float) * n, &gerr) ||
+		     fg_k_int4_matvec_red(ctx, y, mw, dx, other, n, &gerr) || dget(g, y, sizeof(float) * n) ||
+		     dget(z, other, sizeof(float) * n) || fg_k_int4_matvec(ctx, dy, mw, dx, 1, &gerr) ||
+		     dget(g0, dy, sizeof(float) * n);
+		if (rc)
+			break;
+		fg_kint4_i8_plan(mw, 1, &slice, &warps);
+		fg_ref_int4_i8_matvec(ref, p, sc, x, 1, n, k, G, slice, warps);
+		same &= same_bits(g, g0, n);
+		if (r != 2 && r != 3)
+			twin &= !memcmp(g, ref, sizeof(float) * n), zero &= g[7] == 0.0f && !signbit(g[7]);
+		for (int i = 0; i < n; i++) /* the next launch adds into it */
+			cleared &= z[i] == 0.0f && !signbit(z[i]);
+	}
+	ok(!rc && same, "i8 red: fg_k_int4_matvec's bits (two splits: its slots), NaN outputs NaN (%s)",
+	   rc ? gerr.msg : "8 launches");
+	ok(!rc && twin && zero, "i8 red: bit-identical to the twin, a row of zero scales +0");
+	ok(!rc && cleared, "i8 red: every launch zeroes the other buffer after its wait");
+	is_int(fg_k_int4_matvec_red(ctx, dy, w, dx, NULL, 5, &gerr), FG_EINVAL, "i8 red refuses a count with no buffer");
+	fg_kint4_free(ctx, w);
+	fg_kint4_free(ctx, w1);
+	fg_kmem_free(ctx, dx), fg_kmem_free(ctx, dy), fg_kmem_free(ctx, db[0]), fg_kmem_free(ctx, db[1]);
+	free(p), free(sc), free(x), free(ref), free(g), free(g0), free(z);
+}
+
 /* Dependent matvecs back to back (y2 = W2 (W1 x), y3 = W3 y2): with
  * programmatic dependent launch each starts before the previous ends and must
  * still read finished inputs; PDL on and off give the same bits. */
@@ -1927,6 +2000,7 @@ int main(int argc, char **argv)
 	}
 	fg_kctx_set_int4_kind(ctx, FG_INT4_I8);
 	gpu_int4_pair();
+	gpu_int4_red();
 	fg_kctx_set_int4_kind(ctx, FG_INT4_FMA);
 	gpu_bf16_matvec();
 	gpu_rows_matvec();
