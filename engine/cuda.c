@@ -51,11 +51,11 @@ struct glayer {
 #define TURN_ROWS_MAX 16384
 
 #define CHAIN_RING 64 /* tokens the ring of chained steps holds (a power of two) */
+#define CHAIN_AHEAD 2 /* chained steps queued at most (FG_KCTX_MARKS) */
 
 /* The step's matvecs whose outputs alternate between two buffers by layer
  * parity (fg_k_int4_matvec_red): q|k|v, o, gate|up and the PLE gate. */
 enum { RB_QKV, RB_O, RB_GU, RB_PG, RB_KINDS };
-#define CHAIN_AHEAD 2 /* chained steps queued at most (FG_KCTX_MARKS) */
 
 struct fg_g4_gpu {
 	const struct fg_g4_model *m;
