@@ -343,12 +343,12 @@ static int rb_new(struct fg_g4_gpu *g, struct fg_err *err)
 {
 	const struct fg_g4_config *c = &g->m->cfg;
 	const char *e = getenv("FG_I8_RED");
-	int r, i, rc, any = 0;
+	int r, i, rc, any = 0, need = e && !strcmp(e, "1");
 
-	if ((e && !strcmp(e, "0")) || c->n_layers % 2)
-		return e && !strcmp(e, "1") ? fg_err_set(err, FG_EUNSUPPORTED, "FG_I8_RED=1: %d layers, not even",
-							 c->n_layers)
-					    : 0;
+	if (e && !strcmp(e, "0"))
+		return 0;
+	if (c->n_layers % 2)
+		return need ? fg_err_set(err, FG_EUNSUPPORTED, "FG_I8_RED=1: %d layers, not even", c->n_layers) : 0;
 	for (r = 0; r < RB_KINDS; r++) {
 		size_t n = 0;
 		int adds = 0, ok = r != RB_PG || c->ple_dim;
@@ -370,7 +370,7 @@ static int rb_new(struct fg_g4_gpu *g, struct fg_err *err)
 		if ((rc = zeros(g, &g->rb[r][0], n, err)) || (rc = zeros(g, &g->rb[r][1], n, err)))
 			return rc;
 	}
-	if (!any && e && !strcmp(e, "1"))
+	if (!any && need)
 		return fg_err_set(err, FG_EUNSUPPORTED, "FG_I8_RED=1: no matvec of the step takes two K splits");
 	return 0;
 }

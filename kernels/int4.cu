@@ -1057,11 +1057,6 @@ extern "C" int fg_k_int4_matvec(struct fg_kctx *ctx, float *d_y, const struct fg
 	return fg_launched("int4 matvec", err);
 }
 
-extern "C" int fg_k_int4_red(const struct fg_kint4 *w)
-{
-	return fg_kint4_i8_red(w);
-}
-
 extern "C" int fg_k_int4_matvec_red(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
 				    float *d_clr, int nclr, struct fg_err *err)
 {

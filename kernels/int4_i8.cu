@@ -766,8 +766,7 @@ static cudaError_t i8_launch_g(struct fg_kctx *ctx, float *d_y, const struct fg_
 	return cudaLaunchKernelEx(&cfg, int4_i8<M, GG, G>, d_y, (const uint4 *)w->d_words,
 				  (const uint32_t *)w->d_scales, d_x, d_x2, w->d_partial, (unsigned *)w->d_counters,
 				  w->d_pairs, w->n, w->k, w->tiles, w->chunks, w->kpad / w->group, w->units, slice, splits,
-				  tpb, w->npad, w->k, w->n, fg_pf_take(ctx), clr, nclr, red && splits == 2 && M == 1 && !GG
-				  I8_DLY_ARGS);
+				  tpb, w->npad, w->k, w->n, fg_pf_take(ctx), clr, nclr, red && splits == 2 I8_DLY_ARGS);
 }
 
 template <int M, bool GG>
@@ -782,14 +781,11 @@ static cudaError_t i8_launch(struct fg_kctx *ctx, float *d_y, const struct fg_ki
 	}
 }
 
-int fg_kint4_i8_red(const struct fg_kint4 *w)
+extern "C" int fg_k_int4_red(const struct fg_kint4 *w)
 {
-	int splits, slice, wpt, tpb;
+	int slice, warps;
 
-	if (!w || w->kind != FG_INT4_I8)
-		return 0;
-	i8_plan(w, 1, &splits, &slice, &wpt, &tpb);
-	return splits == 2;
+	return fg_kint4_i8_plan(w, 1, &slice, &warps) == 2;
 }
 
 cudaError_t fg_kint4_i8_matvec_red(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,

@@ -375,7 +375,6 @@ int fg_kint4_i8_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *p
 cudaError_t fg_kint4_i8_matvec(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x, int m);
 cudaError_t fg_kint4_i8_geglu(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_gate,
 			      const float *d_up);
-int fg_kint4_i8_red(const struct fg_kint4 *w);
 cudaError_t fg_kint4_i8_matvec_red(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
 				   float *clr, int nclr);
 /* fg_k_int4_gemm of an i8 matrix, 2..8 rows as one matvec launch (the
