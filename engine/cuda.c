@@ -54,8 +54,8 @@ struct glayer {
 #define CHAIN_AHEAD 2 /* chained steps queued at most (FG_KCTX_MARKS) */
 
 /* The step's matvecs whose outputs alternate between two buffers by layer
- * parity (fg_k_int4_matvec_red): q|k|v, o, gate|up and the PLE gate. */
-enum { RB_QKV, RB_O, RB_GU, RB_PG, RB_KINDS };
+ * parity (fg_k_int4_matvec_red): q|k|v, o, gate|up, down and the PLE gate. */
+enum { RB_QKV, RB_O, RB_GU, RB_DN, RB_PG, RB_KINDS };
 
 struct fg_g4_gpu {
 	const struct fg_g4_model *m;
@@ -245,19 +245,32 @@ static int mv(struct fg_g4_gpu *g, float *y, const struct dlin *l, const float *
 	}
 }
 
-/* Layer li's matvec of kind r in the step: into rb[r][li & 1] (zeroed
- * there by the launch of layer li - 1, or at allocation) with the other
- * buffer zeroed for layer li + 1, where the kind alternates; else mv into
- * y. *out: where the outputs are. */
-static int mv_alt(struct fg_g4_gpu *g, int r, int li, float *y, const struct dlin *l, const float *x, float **out,
-		  struct fg_err *err)
+/* y = W (gelu(gate) * up): fused into the INT4 matvec, else GeGLU in place
+ * in gate, then the matvec. */
+static int mv_geglu(struct fg_g4_gpu *g, float *y, const struct dlin *l, float *gate, const float *up, int n,
+		    struct fg_err *err)
+{
+	if (l->fmt == FG_W_INT4)
+		return fg_k_int4_matvec_geglu(g->ctx, y, l->q4, gate, up, err);
+	if (fg_k_geglu(g->ctx, gate, gate, up, n, err))
+		return err->code;
+	return mv(g, y, l, gate, err);
+}
+
+/* Layer li's matvec of kind r in the step, of x or with up of gelu(x) *
+ * up (mv_geglu, which may overwrite x): into rb[r][li & 1] (zeroed there
+ * by the launch of layer li - 1, or at allocation) with the other buffer
+ * zeroed for layer li + 1, where the kind alternates; else into y. *out:
+ * where the outputs are. */
+static int mv_alt(struct fg_g4_gpu *g, int r, int li, float *y, const struct dlin *l, float *x, const float *up,
+		  float **out, struct fg_err *err)
 {
 	if (!g->rb[r][0]) {
 		*out = y;
-		return mv(g, y, l, x, err);
+		return up ? mv_geglu(g, y, l, x, up, l->cols, err) : mv(g, y, l, x, err);
 	}
 	*out = g->rb[r][li & 1];
-	return fg_k_int4_matvec_red(g->ctx, *out, l->q4, x, g->rb[r][(li + 1) & 1], (int)g->rbn[r], err);
+	return fg_k_int4_matvec_red(g->ctx, *out, l->q4, x, up, g->rb[r][(li + 1) & 1], (int)g->rbn[r], err);
 }
 
 static int up_floats(struct fg_g4_gpu *g, float **d, const float *h, size_t n, struct fg_err *err)
@@ -330,7 +343,7 @@ static int zeros(struct fg_g4_gpu *g, float **d, size_t n, struct fg_err *err)
 /* The layers' matrix of kind r (RB_*). */
 static const struct dlin *rb_lin(const struct glayer *L, int r)
 {
-	return r == RB_QKV ? &L->qkv : r == RB_O ? &L->o : r == RB_GU ? &L->gu : &L->pg;
+	return r == RB_QKV ? &L->qkv : r == RB_O ? &L->o : r == RB_GU ? &L->gu : r == RB_DN ? &L->down : &L->pg;
 }
 
 /* The step's alternating buffers (struct fg_g4_gpu's rb) for each kind
@@ -770,18 +783,6 @@ fail:
 	return rc;
 }
 
-/* y = W (gelu(gate) * up): fused into the INT4 matvec, else GeGLU in place
- * in gate, then the matvec. */
-static int mv_geglu(struct fg_g4_gpu *g, float *y, const struct dlin *l, float *gate, const float *up, int n,
-		    struct fg_err *err)
-{
-	if (l->fmt == FG_W_INT4)
-		return fg_k_int4_matvec_geglu(g->ctx, y, l->q4, gate, up, err);
-	if (fg_k_geglu(g->ctx, gate, gate, up, n, err))
-		return err->code;
-	return mv(g, y, l, gate, err);
-}
-
 /* The mixture-of-experts half of the feed-forward block (engine.c's
  * moe_block for one token): hx holds the residual, o the dense MLP's
  * output (g->x and g->o in the step, a chunk's row in a prompt chunk); on
@@ -852,38 +853,39 @@ static int forward(struct fg_g4_gpu *g, int head, struct fg_err *err)
 		const struct glayer *src = &g->L[ml->kv_src];
 		int d = ml->head_dim, I = ml->inter, own = ml->kv_src == li;
 		const float *next = li + 1 < c->n_layers ? g->L[li + 1].in_norm : g->final_norm;
-		float *qkv, *o, *gu, *pg; /* where this layer's matvecs put their outputs (mv_alt) */
+		float *qkv, *o, *gu, *dn, *pg; /* where this layer's matvecs put their outputs (mv_alt) */
 
 		pf(g, &L->o, 0, 1);
 		/* attention_bias: q|k|v's biases before the norms and RoPE, o's before post_attn */
-		if (mv_alt(g, RB_QKV, li, g->qkv, &L->qkv, g->a, &qkv, err) ||
+		if (mv_alt(g, RB_QKV, li, g->qkv, &L->qkv, g->a, NULL, &qkv, err) ||
 		    (L->bqkv && fg_k_add_bias(k, qkv, L->bqkv, L->qkv.rows, err)) ||
 		    fg_k_attn_decode_post(k, g->att, qkv, nh, ml->kv_heads, d, L->q_norm, L->k_norm, g->inv[ml->type],
 					  g->turns[ml->type], g->turn_rows, pos,
 					  src->kc, src->vc, src->cap, own, eps, 1.0f, err) ||
-		    mv_alt(g, RB_O, li, g->o, &L->o, g->att, &o, err) || (L->bo && fg_k_add_bias(k, o, L->bo, H, err)) ||
+		    mv_alt(g, RB_O, li, g->o, &L->o, g->att, NULL, &o, err) || (L->bo && fg_k_add_bias(k, o, L->bo, H, err)) ||
 		    fg_k_residual_norm(k, g->x, o, L->post_attn, 1.0f, g->a, L->pre_ffw, H, eps, err))
 			return err->code;
 		pf(g, &L->down, 0, 1);
-		if (mv_alt(g, RB_GU, li, g->gu, &L->gu, g->a, &gu, err))
+		if (mv_alt(g, RB_GU, li, g->gu, &L->gu, g->a, NULL, &gu, err))
 			return err->code;
 		if (li + 1 < c->n_layers)
 			pf(g, &g->L[li + 1].qkv, 0, 1);
 		else if (head) /* no head: nothing of it into L2 */
 			pf(g, &g->head, 0, 1);
-		if (mv_geglu(g, g->o, &L->down, gu, gu + I, I, err) || (L->moe && moe_step(g, L->moe, g->x, g->o, err)))
+		if (mv_alt(g, RB_DN, li, g->o, &L->down, gu, gu + I, &dn, err) ||
+		    (L->moe && moe_step(g, L->moe, g->x, dn, err)))
 			return err->code;
 		if (P && L->ple) {
-			if (fg_k_ple_tail(k, g->x, g->a, g->o, L->ple, g->pl + (size_t)li * P, L->post_ffw, L->post_ple,
+			if (fg_k_ple_tail(k, g->x, g->a, dn, L->ple, g->pl + (size_t)li * P, L->post_ffw, L->post_ple,
 					  ml->scalar, next, eps, err))
 				return err->code;
 		} else if (P) {
-			if (fg_k_rmsnorm_residual(k, g->x, g->o, L->post_ffw, H, eps, 1.0f, err) ||
-			    mv_alt(g, RB_PG, li, g->pg, &L->pg, g->x, &pg, err) ||
+			if (fg_k_rmsnorm_residual(k, g->x, dn, L->post_ffw, H, eps, 1.0f, err) ||
+			    mv_alt(g, RB_PG, li, g->pg, &L->pg, g->x, NULL, &pg, err) ||
 			    mv_geglu(g, g->o, &L->pp, pg, g->pl + (size_t)li * P, P, err) ||
 			    fg_k_residual_norm(k, g->x, g->o, L->post_ple, ml->scalar, g->a, next, H, eps, err))
 				return err->code;
-		} else if (fg_k_residual_norm(k, g->x, g->o, L->post_ffw, ml->scalar, g->a, next, H, eps, err)) {
+		} else if (fg_k_residual_norm(k, g->x, dn, L->post_ffw, ml->scalar, g->a, next, H, eps, err)) {
 			return err->code;
 		}
 	}

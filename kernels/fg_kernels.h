@@ -316,6 +316,7 @@ struct fg_kint4 {
 	int splits;
 	int npad, rblocks, chunks, max_splits; /* mma (and i8: chunks, max_splits) */
 	int units, wave, sms, stage;           /* i8: units of k (one group, or two of 32), blocks per wave, SMs, activations a block stages at most */
+	int pair_stage;                        /* i8: ... or at most in a launch of two splits (i8_plan) */
 	int pair, pair_fill;                   /* i8: two splits meet in d_pairs (FG_I8_PAIR); FG_I8_PAIR_FILL=1 fills the SMs instead */
 };
 /* Device bytes of the matrix's words and scales. */
@@ -343,8 +344,9 @@ int fg_kint4_i8_plan(const struct fg_kint4 *w, int m, int *slice, int *warps);
 /* Whether fg_k_int4_matvec_red adds into its d_y (an i8 matrix whose
  * one-vector launch takes two K splits): 1, else 0. */
 int fg_k_int4_red(const struct fg_kint4 *w);
-/* d_y = W . d_x (M = 1, fg_k_int4_matvec's bits) for a decode step whose
- * outputs alternate between two buffers. Where fg_k_int4_red(w), each of
+/* d_y = W . d_x (M = 1, fg_k_int4_matvec's bits), or with d_up W .
+ * (gelu_tanh(d_x) * d_up) (fg_k_int4_matvec_geglu's), for a decode step
+ * whose outputs alternate between two buffers. Where fg_k_int4_red(w), each of
  * the two K splits adds its partial sum into d_y by a reduction, with no
  * round trip, so d_y must hold zeros before the launch (the same bits but
  * for subnormal partial sums, which the reduction flushes to zero); else
@@ -352,8 +354,8 @@ int fg_k_int4_red(const struct fg_kint4 *w);
  * its threads zero d_clr[0..nclr) (NULL: nothing), the other buffer, for
  * the next launch of the kind; its readers must have finished before this
  * launch. FG_EINVAL where w is not an INT4 i8 matrix. */
-int fg_k_int4_matvec_red(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x, float *d_clr,
-			 int nclr, struct fg_err *err);
+int fg_k_int4_matvec_red(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
+			 const float *d_up, float *d_clr, int nclr, struct fg_err *err);
 
 /* d_y = W . (gelu_tanh(d_gate) * d_up), M = 1: GeGLU fused into the matvec's
  * input staging (the same gelu as fg_k_geglu). */

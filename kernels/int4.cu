@@ -1058,7 +1058,7 @@ extern "C" int fg_k_int4_matvec(struct fg_kctx *ctx, float *d_y, const struct fg
 }
 
 extern "C" int fg_k_int4_matvec_red(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
-				    float *d_clr, int nclr, struct fg_err *err)
+				    const float *d_up, float *d_clr, int nclr, struct fg_err *err)
 {
 	cudaError_t e;
 
@@ -1067,9 +1067,9 @@ extern "C" int fg_k_int4_matvec_red(struct fg_kctx *ctx, float *d_y, const struc
 	if (!w || w->kind != FG_INT4_I8 || nclr < 0 || (nclr && !d_clr))
 		return fg_err_set(err, FG_EINVAL, "int4 matvec into alternating buffers: %s",
 				  !w ? "no matrix" : w->kind != FG_INT4_I8 ? "not an i8 matrix" : "bad buffer to clear");
-	if ((uintptr_t)d_x % 16)
+	if ((uintptr_t)d_x % 16 || (uintptr_t)d_up % 16)
 		return fg_err_set(err, FG_EINVAL, "int4 matvec: the activations must be 16-byte aligned");
-	e = fg_kint4_i8_matvec_red(ctx, d_y, w, d_x, d_clr, nclr);
+	e = fg_kint4_i8_matvec_red(ctx, d_y, w, d_x, d_up, d_clr, nclr);
 	if (e != cudaSuccess) {
 		cudaGetLastError();
 		return fg_err_set(err, FG_EDEVICE, "int4 matvec %d x %d into alternating buffers: launch: %s", w->n,

@@ -37,6 +37,7 @@
 #define IMV 8               /* rows per launch at most (int4_i8_rows) */
 #define ISMEM (46 * 1024)   /* staged parts and group data per block, at most */
 #define ISTAGE 1280         /* activations a block stages at most (i8_plan; docs/bench.md) */
+#define IPSTAGE 2048        /* ... or in two splits, where that avoids more (i8_plan) */
 
 /* An experiment's switch: its integer value, -1 where it is unset. */
 static int i8_env(const char *name)
@@ -613,7 +614,10 @@ __global__ void __launch_bounds__(IW * 32) int4_i8_rows(float *__restrict__ y, c
  * matrix made with splits > 0 takes that many (as far as shared memory
  * allows) and one tile per block. Otherwise: K splits so that a block
  * stages at most w->stage activations (every block splits its own slice of
- * x, so a long K in one block is a long serial chain), then the fewest
+ * x, so a long K in one block is a long serial chain), or two splits of at
+ * most w->pair_stage where that is enough (two splits meet without a
+ * counted tail: i8_pair, i8_red) whose groups a block stages in one round
+ * of loads a warp (2048 activations in groups of 128), then the fewest
  * tiles per block that keep the blocks within one wave of resident blocks
  * (w->wave), then more K splits only where the blocks would leave SMs idle,
  * just enough to cover them. */
@@ -625,6 +629,9 @@ static void i8_plan(const struct fg_kint4 *w, int m, int *splits, int *slice, in
 		int unit = w->kpad / w->units, blocks;
 
 		s = (w->units * unit + w->stage - 1) / w->stage;
+		if (s > 2 && w->units * unit <= 2 * w->pair_stage &&
+		    (w->units * unit / 2 + w->group - 1) / w->group <= IW * ISU)
+			s = 2;
 		while (t < IW && (w->tiles + t - 1) / t * s > w->wave)
 			t *= 2;
 		blocks = (w->tiles + t - 1) / t;
@@ -715,6 +722,9 @@ int fg_kint4_i8_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *p
 			w->stage = (int)strtol(getenv("FG_I8_STAGE"), NULL, 10);
 		if (w->stage < 64)
 			w->stage = 64;
+		w->pair_stage = IPSTAGE; /* FG_I8_PAIR_STAGE=0: never (measurements) */
+		if (getenv("FG_I8_PAIR_STAGE"))
+			w->pair_stage = (int)strtol(getenv("FG_I8_PAIR_STAGE"), NULL, 10);
 		/* two splits meet in i8_pair's slots unless FG_I8_PAIR=0;
 		 * FG_I8_PAIR_FILL=1 fills the SMs with more splits as before */
 		w->pair = !(getenv("FG_I8_PAIR") && !strcmp(getenv("FG_I8_PAIR"), "0"));
@@ -789,8 +799,10 @@ extern "C" int fg_k_int4_red(const struct fg_kint4 *w)
 }
 
 cudaError_t fg_kint4_i8_matvec_red(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
-				   float *clr, int nclr)
+				   const float *d_up, float *clr, int nclr)
 {
+	if (d_up)
+		return i8_launch<1, true>(ctx, d_y, w, d_x, d_up, clr, nclr, 1);
 	return i8_launch<1, false>(ctx, d_y, w, d_x, NULL, clr, nclr, 1);
 }
 

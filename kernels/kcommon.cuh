@@ -376,7 +376,7 @@ cudaError_t fg_kint4_i8_matvec(struct fg_kctx *ctx, float *d_y, const struct fg_
 cudaError_t fg_kint4_i8_geglu(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_gate,
 			      const float *d_up);
 cudaError_t fg_kint4_i8_matvec_red(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
-				   float *clr, int nclr);
+				   const float *d_up, float *clr, int nclr);
 /* fg_k_int4_gemm of an i8 matrix, 2..8 rows as one matvec launch (the
  * weights read once, each row the m = 1 launch's bits); d_x2 NULL or the up
  * rows; cudaErrorNotSupported (nothing launched) where the m = 1 plan does

@@ -237,10 +237,10 @@ int fg_k_int4_red(const struct fg_kint4 *w)
 	return 0;
 }
 
-int fg_k_int4_matvec_red(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x, float *d_clr,
-			 int nclr, struct fg_err *err)
+int fg_k_int4_matvec_red(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
+			 const float *d_up, float *d_clr, int nclr, struct fg_err *err)
 {
-	(void)ctx, (void)d_y, (void)w, (void)d_x, (void)d_clr, (void)nclr;
+	(void)ctx, (void)d_y, (void)w, (void)d_x, (void)d_up, (void)d_clr, (void)nclr;
 	return NO_CUDA(err);
 }
 

@@ -712,9 +712,10 @@ static int same_bits(const float *a, const float *b, int n)
 /* fg_k_int4_matvec_red, the decode step's launches into two alternating
  * buffers: a matrix of two K splits adds into a zeroed buffer and gives
  * fg_k_int4_matvec's bits (and the twin's), a NaN in either split's slice
- * and a row of zero scales (+0) included; each launch zeroes the other
- * buffer for the next; a matrix of one split writes its buffer whatever it
- * held, and zeroes the other too. */
+ * and a row of zero scales (+0) included, and with an up vector
+ * fg_k_int4_matvec_geglu's; each launch zeroes the other buffer for the
+ * next; a matrix of one split writes its buffer whatever it held, and
+ * zeroes the other too. */
 static void gpu_int4_red(void)
 {
 	const int n = 200, k = 2560, G = 128;
@@ -723,7 +724,7 @@ static void gpu_int4_red(void)
 	struct fg_kint4 *w = NULL, *w1 = NULL;
 	float *x = malloc(sizeof(float) * k), *ref = malloc(sizeof(float) * n), *g = malloc(sizeof(float) * n);
 	float *g0 = malloc(sizeof(float) * n), *z = malloc(sizeof(float) * n);
-	float *dx = dnew(sizeof(float) * k), *dy = dnew(sizeof(float) * n), *db[2];
+	float *dx = dnew(sizeof(float) * k), *dy = dnew(sizeof(float) * n), *du = dnew(sizeof(float) * k), *db[2];
 	int rc, twin = 1, same = 1, cleared = 1, zero = 1, slice, warps;
 
 	db[0] = dnew(sizeof(float) * n), db[1] = dnew(sizeof(float) * n);
@@ -738,6 +739,7 @@ static void gpu_int4_red(void)
 	for (int r = 0; r < 8 && !rc; r++) {
 		float *y = db[r & 1], *other = db[(r + 1) & 1];
 		struct fg_kint4 *mw = r >= 6 ? w1 : w;
+		const float *up = r == 4 || r == 7 ? du : NULL; /* GeGLU: gelu_tanh(x) * up */
 
 		for (int i = 0; i < k; i++)
 			x[i] = frand(-3, 3);
@@ -748,29 +750,75 @@ static void gpu_int4_red(void)
 		if (r == 6) /* one split writes whatever the buffer holds */
 			rc = fg_kmem_upload(ctx, y, x, sizeof(float) * n, &gerr);
 		rc = rc || fg_kmem_upload(ctx, dx, x, sizeof(float) * k, &gerr) ||
+		     (up && fg_kmem_upload(ctx, du, x + 1, sizeof(float) * (k - 1), &gerr)) ||
 		     fg_kmem_upload(ctx, other, x + 300, sizeof(float) * n, &gerr) ||
-		     fg_k_int4_matvec_red(ctx, y, mw, dx, other, n, &gerr) || dget(g, y, sizeof(float) * n) ||
-		     dget(z, other, sizeof(float) * n) || fg_k_int4_matvec(ctx, dy, mw, dx, 1, &gerr) ||
+		     fg_k_int4_matvec_red(ctx, y, mw, dx, up, other, n, &gerr) || dget(g, y, sizeof(float) * n) ||
+		     dget(z, other, sizeof(float) * n) ||
+		     (up ? fg_k_int4_matvec_geglu(ctx, dy, mw, dx, up, &gerr) : fg_k_int4_matvec(ctx, dy, mw, dx, 1, &gerr)) ||
 		     dget(g0, dy, sizeof(float) * n);
 		if (rc)
 			break;
 		fg_kint4_i8_plan(mw, 1, &slice, &warps);
 		fg_ref_int4_i8_matvec(ref, p, sc, x, 1, n, k, G, slice, warps);
 		same &= same_bits(g, g0, n);
-		if (r != 2 && r != 3)
+		if (r != 2 && r != 3 && !up)
 			twin &= !memcmp(g, ref, sizeof(float) * n), zero &= g[7] == 0.0f && !signbit(g[7]);
 		for (int i = 0; i < n; i++) /* the next launch adds into it */
 			cleared &= z[i] == 0.0f && !signbit(z[i]);
 	}
-	ok(!rc && same, "i8 red: fg_k_int4_matvec's bits (two splits: its slots), NaN outputs NaN (%s)",
+	ok(!rc && same,
+	   "i8 red: fg_k_int4_matvec's bits (two splits: its slots), with up fg_k_int4_matvec_geglu's, NaN outputs NaN "
+	   "(%s)",
 	   rc ? gerr.msg : "8 launches");
 	ok(!rc && twin && zero, "i8 red: bit-identical to the twin, a row of zero scales +0");
 	ok(!rc && cleared, "i8 red: every launch zeroes the other buffer after its wait");
-	is_int(fg_k_int4_matvec_red(ctx, dy, w, dx, NULL, 5, &gerr), FG_EINVAL, "i8 red refuses a count with no buffer");
+	is_int(fg_k_int4_matvec_red(ctx, dy, w, dx, NULL, NULL, 5, &gerr), FG_EINVAL, "i8 red refuses a count with no buffer");
 	fg_kint4_free(ctx, w);
 	fg_kint4_free(ctx, w1);
-	fg_kmem_free(ctx, dx), fg_kmem_free(ctx, dy), fg_kmem_free(ctx, db[0]), fg_kmem_free(ctx, db[1]);
+	fg_kmem_free(ctx, dx), fg_kmem_free(ctx, dy), fg_kmem_free(ctx, du), fg_kmem_free(ctx, db[0]);
+	fg_kmem_free(ctx, db[1]);
 	free(p), free(sc), free(x), free(ref), free(g), free(g0), free(z);
+}
+
+/* i8_plan's two splits of up to 2048 activations: K 4096 (o of E4B's
+ * full-attention layers) takes two where a block's stage of 1280 would take
+ * four (FG_I8_PAIR_STAGE=0), K 10240 (down) keeps more than two, and the
+ * two-split launch gives the twin's bits. */
+static void gpu_int4_pair_stage(void)
+{
+	const int n = 2560, G = 128, ks[3] = {4096, 4096, 10240};
+	int rc = 0, got[3] = {0, 0, 0}, twin = 0;
+
+	for (int c = 0; c < 3 && !rc; c++) {
+		int32_t *p;
+		uint16_t *sc;
+		struct fg_kint4 *w = NULL;
+		int slice, warps;
+
+		int4_rand(&p, &sc, n, ks[c], G);
+		if (c == 1)
+			setenv("FG_I8_PAIR_STAGE", "0", 1);
+		rc = fg_kint4_new(ctx, &w, p, sc, n, ks[c], G, 0, &gerr);
+		unsetenv("FG_I8_PAIR_STAGE");
+		if (!rc)
+			got[c] = fg_kint4_i8_plan(w, 1, &slice, &warps);
+		if (!rc && c == 0) {
+			float *x = fvec(ks[c], -3, 3), *ref = malloc(sizeof(float) * n), *g = malloc(sizeof(float) * n);
+			float *dx = dput(x, sizeof(float) * ks[c]), *dy = dnew(sizeof(float) * n);
+
+			rc = fg_k_int4_matvec(ctx, dy, w, dx, 1, &gerr) || dget(g, dy, sizeof(float) * n);
+			fg_ref_int4_i8_matvec(ref, p, sc, x, 1, n, ks[c], G, slice, warps);
+			twin = !rc && !memcmp(g, ref, sizeof(float) * n);
+			fg_kmem_free(ctx, dx), fg_kmem_free(ctx, dy);
+			free(x), free(ref), free(g);
+		}
+		fg_kint4_free(ctx, w);
+		free(p), free(sc);
+	}
+	ok(!rc && got[0] == 2 && got[1] > 2 && got[2] > 2,
+	   "i8 plan: K 4096 in 2 splits (FG_I8_PAIR_STAGE=0: %d), K 10240 in %d (%s)", got[1], got[2],
+	   rc ? gerr.msg : "made");
+	ok(!rc && twin, "i8 plan: K 4096 in two splits bit-identical to the twin");
 }
 
 /* Dependent matvecs back to back (y2 = W2 (W1 x), y3 = W3 y2): with
@@ -2001,6 +2049,7 @@ int main(int argc, char **argv)
 	fg_kctx_set_int4_kind(ctx, FG_INT4_I8);
 	gpu_int4_pair();
 	gpu_int4_red();
+	gpu_int4_pair_stage();
 	fg_kctx_set_int4_kind(ctx, FG_INT4_FMA);
 	gpu_bf16_matvec();
 	gpu_rows_matvec();
