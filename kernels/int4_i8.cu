@@ -722,9 +722,9 @@ int fg_kint4_i8_new(struct fg_kctx *ctx, struct fg_kint4 **out, const int32_t *p
 			w->stage = (int)strtol(getenv("FG_I8_STAGE"), NULL, 10);
 		if (w->stage < 64)
 			w->stage = 64;
-		w->pair_stage = IPSTAGE; /* FG_I8_PAIR_STAGE=0: never (measurements) */
-		if (getenv("FG_I8_PAIR_STAGE"))
-			w->pair_stage = (int)strtol(getenv("FG_I8_PAIR_STAGE"), NULL, 10);
+		w->pair_stage = i8_env("FG_I8_PAIR_STAGE"); /* 0: never (measurements) */
+		if (w->pair_stage < 0)
+			w->pair_stage = IPSTAGE;
 		/* two splits meet in i8_pair's slots unless FG_I8_PAIR=0;
 		 * FG_I8_PAIR_FILL=1 fills the SMs with more splits as before */
 		w->pair = !(getenv("FG_I8_PAIR") && !strcmp(getenv("FG_I8_PAIR"), "0"));
@@ -776,7 +776,7 @@ static cudaError_t i8_launch_g(struct fg_kctx *ctx, float *d_y, const struct fg_
 	return cudaLaunchKernelEx(&cfg, int4_i8<M, GG, G>, d_y, (const uint4 *)w->d_words,
 				  (const uint32_t *)w->d_scales, d_x, d_x2, w->d_partial, (unsigned *)w->d_counters,
 				  w->d_pairs, w->n, w->k, w->tiles, w->chunks, w->kpad / w->group, w->units, slice, splits,
-				  tpb, w->npad, w->k, w->n, fg_pf_take(ctx), clr, nclr, red && splits == 2 I8_DLY_ARGS);
+				  tpb, w->npad, w->k, w->n, fg_pf_take(ctx), clr, nclr, red I8_DLY_ARGS);
 }
 
 template <int M, bool GG>
