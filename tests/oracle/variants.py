@@ -312,6 +312,18 @@ def greedy(model, pr):
     return gen, margins
 
 
+def greedy_full(model, pr):
+    """The greedy continuation by uncached passes over the whole sequence:
+    the model as its attention masks define it, without transformers'
+    cache (which keeps every past key in a sliding layer of window 1)."""
+    import torch
+    seq = list(pr)
+    for _ in range(STEPS):
+        logits = model(input_ids=torch.tensor([seq]), use_cache=False).logits[0, -1]
+        seq.append(int(logits.argmax()))
+    return seq[len(pr):]
+
+
 def router_gap(model, runs):
     """Smallest gap between the k-th and (k+1)-th router probability over
     every position of every prompt + continuation (uncached passes), and how
@@ -416,9 +428,13 @@ def run(name, text, make=None):
                 "|logit| max %.2f" % (name, len(pr), gen[:8], min(margins), argmax_ok, d_cache,
                                       float(full.abs().max())))
             chunks.append(full.numpy().astype("<f4").tobytes())
-            meta["prompts"].append({"prompt": pr, "generated": gen, "margins": margins,
-                                    "positions": len(seq), "logits_offset": offset,
-                                    "check": {"argmax_consistent": argmax_ok, "cache_vs_full": d_cache}})
+            entry = {"prompt": pr, "generated": gen, "margins": margins,
+                     "positions": len(seq), "logits_offset": offset,
+                     "check": {"argmax_consistent": argmax_ok, "cache_vs_full": d_cache}}
+            if not argmax_ok:  # the cached steps are not the model: the engines are held to this
+                entry["generated_full"] = greedy_full(model, pr)
+                log("  %s prompt len %d: uncached greedy %s" % (name, len(pr), entry["generated_full"][:8]))
+            meta["prompts"].append(entry)
             offset += len(seq) * V
     FILES[name + "/oracle.json"] = (json.dumps(meta, indent=1) + "\n").encode()
     FILES[name + "/logits.bin"] = b"".join(chunks)

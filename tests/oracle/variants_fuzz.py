@@ -18,8 +18,10 @@ transformers refuses to build is logged and replaced by the next seed.
 Output: $OUT/variants_fuzz.tar with fuzz-NN/{config.json, model.safetensors,
 oracle.json, logits.bin, draw.json}, the layout of tests/fixtures/oracle/variants.
 
-usage: OUT=dir python3 variants_fuzz.py [COUNT [odd]]   (default 12; odd: the
-widths no multiple of 4, vocabularies of 251-263, windows from 1: fuzzodd-NN)
+usage: OUT=dir python3 variants_fuzz.py [COUNT [odd|plain [BASE]]]   (default 12;
+odd: the widths no multiple of 4, vocabularies of 251-263, windows from 1:
+fuzzodd-NN; BASE > 0 draws from seeds BASE on, a set none of the fixtures
+holds, named fuzzBASE-NN / fuzzoddBASE-NN, into variants_fuzz[_odd]_BASE.tar)
 """
 import json
 import os
@@ -32,10 +34,10 @@ import tiny_gemma4 as tg  # noqa: E402
 import variants as va  # noqa: E402
 
 
-def draw(seed, odd=False):
+def draw(seed, odd=False, base=0):
     """odd: widths that are no multiple of 8 or even of 4 anywhere (hidden,
     heads, per-layer inputs, MLP, vocabulary), windows down to 1."""
-    r = random.Random((5000 if odd else 1000) + seed)
+    r = random.Random((5000 if odd else 1000) + base + seed)
     n_layers = r.randint(1, 7)
     types = [r.choice(["sliding_attention", "full_attention"]) for _ in range(n_layers)]
     heads = r.randint(1, 4)
@@ -87,11 +89,13 @@ def main():
     va.log("transformers", transformers.__version__, "torch", torch.__version__)
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 12
     odd = len(sys.argv) > 2 and sys.argv[2] == "odd"
+    base = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+    tag = ("fuzzodd" if odd else "fuzz") + (str(base) if base else "")
     os.makedirs(va.OUT, exist_ok=True)
     made, seed = 0, 0
     while made < count and seed < count * 4:
-        text, dtype = draw(seed, odd)
-        name = ("fuzzodd-%02d" if odd else "fuzz-%02d") % made
+        text, dtype = draw(seed, odd, base)
+        name = "%s-%02d" % (tag, made)
         va.log("== %s (draw %d, %s): %s" % (name, seed, dtype, json.dumps(text, sort_keys=True)))
         seed += 1
         va.SAVE_DTYPE[name] = dtype
@@ -104,11 +108,12 @@ def main():
             va.FILES.update(before)
             va.log("  draw %d refused, next" % (seed - 1))
             continue
-        va.FILES[name + "/draw.json"] = (json.dumps({"draw": seed - 1, "dtype": dtype, "text": text},
+        va.FILES[name + "/draw.json"] = (json.dumps({"draw": seed - 1, "base": base, "dtype": dtype, "text": text},
                                                     indent=1, sort_keys=True) + "\n").encode()
         made += 1
-    tg.write_tar(os.path.join(va.OUT, "variants_fuzz%s.tar" % ("_odd" if odd else "")), va.FILES)
-    va.log("wrote variants_fuzz.tar: %d files, %d models" % (len(va.FILES), made))
+    tar = "variants_fuzz%s%s.tar" % ("_odd" if odd else "", "_%d" % base if base else "")
+    tg.write_tar(os.path.join(va.OUT, tar), va.FILES)
+    va.log("wrote %s: %d files, %d models" % (tar, len(va.FILES), made))
     return 0
 
 

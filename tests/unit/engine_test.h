@@ -17,6 +17,7 @@
 
 #include "bake/prune_head.h"
 #include "fsutil.h"
+#include "json.h"
 #include "engine/engine.h"
 
 /* A scratch model folder dir: config.json written from config, and
@@ -86,6 +87,19 @@ static int32_t *ids_of(const cJSON *arr, int *n)
 	cJSON_ArrayForEach(it, arr) ids[i++] = (int32_t)it->valuedouble;
 	*n = i;
 	return ids;
+}
+
+/* The greedy continuation an engine must give for the oracle's prompt entry
+ * p: transformers' cached generate ("generated"), or, where transformers'
+ * cached steps disagree with its own uncached pass on that prompt, the
+ * uncached pass's greedy ("generated_full", tests/oracle/variants.py): the
+ * model as its attention masks define it. transformers 5.17 keeps every past
+ * key in a sliding layer of window 1 (docs/engine.md, "Sliding window 1"). */
+static int32_t *greedy_want(const cJSON *p, int *n)
+{
+	const cJSON *full = fg_json_arr(p, "generated_full");
+
+	return ids_of(full ? full : fg_json_arr(p, "generated"), n);
 }
 
 /* Collects up to 64 generated ids. */

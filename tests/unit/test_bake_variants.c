@@ -654,7 +654,8 @@ int main(void)
 {
 	int n;
 
-	(void)ids_of, (void)compare_pruned, (void)on_token, (void)prune_fixture, (void)seq_logits; /* engine_test.h helpers this suite does not need */
+	(void)ids_of, (void)compare_pruned, (void)on_token, (void)prune_fixture, (void)seq_logits,
+		(void)greedy_want; /* engine_test.h helpers this suite does not need */
 	if (!mkdtemp(tmp)) {
 		ok(0, "mkdtemp");
 		return tap_done();

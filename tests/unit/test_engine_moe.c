@@ -422,6 +422,7 @@ int main(void)
 	(void)ids_of; /* engine_test.h helpers this suite does not need */
 	(void)for_each_variant;
 	(void)logits_of;
+	(void)greedy_want;
 	if (access(MOE "/model.safetensors", R_OK) || access(MOE32 "/model.safetensors", R_OK)) {
 		ok(0, "MoE fixtures present (tests/fixtures/oracle/variants/moe, moe-f32)");
 		return tap_done();

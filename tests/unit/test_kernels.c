@@ -2033,6 +2033,17 @@ int main(int argc, char **argv)
 		fg_kctx_free(ctx);
 		return tap_done();
 	}
+	if (argc > 1 && !strcmp(argv[1], "--i8")) { /* only the i8 matvec's launches (for compute-sanitizer) */
+		fg_kctx_set_int4_kind(ctx, FG_INT4_I8);
+		kind_name = "i8";
+		gpu_int4();
+		gpu_int4_chain();
+		gpu_int4_pair();
+		gpu_int4_red();
+		gpu_int4_pair_stage();
+		fg_kctx_free(ctx);
+		return tap_done();
+	}
 	if (argc > 1 && !strcmp(argv[1], "--moe")) { /* only the bias and MoE kernels (for compute-sanitizer) */
 		gpu_add_bias();
 		gpu_moe();
