@@ -3,8 +3,10 @@
  * kernel; repacking the standard compressed-tensors pack-quantized format
  * into each and back (host memory, pure C, so it is built and tested
  * without nvcc). */
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/fg_kernels.h"
 
@@ -245,40 +247,123 @@ static uint32_t std_nibble(const int32_t *row, size_t k, size_t e)
 	return e < k ? ((uint32_t)row[e / 8] >> (4 * (e % 8))) & 15u : 8u;
 }
 
-int fg_int4_i8_repack(uint32_t *words, uint16_t *scales, const int32_t *packed, const uint16_t *scale_bf16, int n,
-		      int k, int group, struct fg_err *err)
+/* The low four nibbles of x moved to nibbles 0, 2, 4 and 6 (the others 0). */
+static uint32_t nib_spread(uint32_t x)
 {
-	struct fg_int4_i8_dims d;
-	int rc = check_shape(n, k, group, err);
-	size_t kw = (size_t)k / 8, gk = ((size_t)k + group - 1) / group;
+	x &= 0xFFFFu;
+	x = (x | x << 8) & 0x00FF00FFu;
+	return (x | x << 4) & 0x0F0F0F0Fu;
+}
 
-	if (rc)
-		return rc;
-	fg_int4_i8_dims(&d, n, k, group);
-	for (size_t t = 0; t < (size_t)d.tiles; t++) {
-		for (size_t c = 0; c < (size_t)d.chunks; c++)
+/* Tiles [t0, t1) of an i8 repack (every tile writes its own words and
+ * scales only, so slices run in any order, on any thread, to the same bytes). */
+struct i8_slice {
+	uint32_t *words;
+	uint16_t *scales;
+	const int32_t *packed;
+	const uint16_t *scale_bf16;
+	struct fg_int4_i8_dims d;
+	size_t n, k, kw, gk, t0, t1;
+};
+
+static void *i8_slice_run(void *arg)
+{
+	const struct i8_slice *a = arg;
+	const struct fg_int4_i8_dims *d = &a->d;
+
+	for (size_t t = a->t0; t < a->t1; t++) {
+		for (size_t c = 0; c < (size_t)d->chunks; c++)
 			for (int l = 0; l < 32; l++)
 				for (int j = 0; j < 4; j++) {
 					size_t row = t * FG_INT4_I8_TILE + (size_t)(l >> 2) + 8 * (size_t)(j & 1);
+					/* the word's even nibbles are elements base + 0..3, its odd ones base + 16..19
+					 * (fg_int4_i8_offset), each four one 16-bit piece of a standard word */
+					size_t base = c * FG_INT4_I8_CHUNK + 32 * (size_t)(j >> 1) + 4 * (size_t)(l & 3);
 					uint32_t v = 0;
 
-					for (int i = 0; i < 8; i++) {
-						size_t e = c * FG_INT4_I8_CHUNK + (size_t)fg_int4_i8_offset(l & 3, j, i);
+					if (row < a->n && base + 20 <= a->k) {
+						const int32_t *pr = a->packed + row * a->kw;
 
-						v |= (row < (size_t)n ? std_nibble(packed + row * kw, (size_t)k, e) : 8u)
-						     << (4 * i);
+						v = nib_spread((uint32_t)pr[base / 8] >> (4 * (base % 8))) |
+						    nib_spread((uint32_t)pr[(base + 16) / 8] >> (4 * ((base + 16) % 8))) << 4;
+					} else {
+						for (int i = 0; i < 8; i++) {
+							size_t e = c * FG_INT4_I8_CHUNK + (size_t)fg_int4_i8_offset(l & 3, j, i);
+
+							v |= (row < a->n ? std_nibble(a->packed + row * a->kw, a->k, e) : 8u)
+							     << (4 * i);
+						}
 					}
-					words[((t * d.chunks + c) * 32 + (size_t)l) * 4 + (size_t)j] = v;
+					a->words[((t * d->chunks + c) * 32 + (size_t)l) * 4 + (size_t)j] = v;
 				}
-		for (size_t g = 0; g < (size_t)d.groups; g++)
+		for (size_t g = 0; g < (size_t)d->groups; g++)
 			for (size_t r = 0; r < FG_INT4_I8_TILE; r++) {
 				size_t row = t * FG_INT4_I8_TILE + r;
 
-				scales[((t * d.groups + g) * 8 + r % 8) * 2 + r / 8] =
-					row < (size_t)n && g < gk ? scale_bf16[row * gk + g] : 0;
+				a->scales[((t * d->groups + g) * 8 + r % 8) * 2 + r / 8] =
+					row < a->n && g < a->gk ? a->scale_bf16[row * a->gk + g] : 0;
 			}
 	}
+	return NULL;
+}
+
+#define RP_THREADS_MAX 16 /* threads of one repack at most */
+#define RP_TILES_MIN 64   /* tiles a thread takes at least */
+
+/* The threads fg_int4_i8_repack uses for `tiles` tiles: the CPUs online, at
+ * most RP_THREADS_MAX, at least RP_TILES_MIN tiles each. */
+static int rp_threads(size_t tiles)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	size_t t = tiles / RP_TILES_MIN;
+
+	if (cpus > RP_THREADS_MAX)
+		cpus = RP_THREADS_MAX;
+	if (t > (size_t)cpus)
+		t = (size_t)cpus;
+	return t < 1 ? 1 : (int)t;
+}
+
+int fg_int4_i8_repack_threads(uint32_t *words, uint16_t *scales, const int32_t *packed, const uint16_t *scale_bf16,
+			      int n, int k, int group, int threads, struct fg_err *err)
+{
+	struct i8_slice s[RP_THREADS_MAX];
+	pthread_t th[RP_THREADS_MAX];
+	int started[RP_THREADS_MAX] = {0};
+	int rc = check_shape(n, k, group, err);
+
+	if (rc)
+		return rc;
+	if (threads < 1)
+		threads = 1;
+	if (threads > RP_THREADS_MAX)
+		threads = RP_THREADS_MAX;
+	for (int i = 0; i < threads; i++) {
+		s[i] = (struct i8_slice){words, scales, packed, scale_bf16, {0}, (size_t)n, (size_t)k, (size_t)k / 8,
+					 ((size_t)k + group - 1) / group, 0, 0};
+		fg_int4_i8_dims(&s[i].d, n, k, group);
+		s[i].t0 = (size_t)s[i].d.tiles * (size_t)i / (size_t)threads;
+		s[i].t1 = (size_t)s[i].d.tiles * (size_t)(i + 1) / (size_t)threads;
+	}
+	/* slices 1.. on threads of their own (one that cannot start runs here), slice 0 here */
+	for (int i = 1; i < threads; i++)
+		started[i] = pthread_create(&th[i], NULL, i8_slice_run, &s[i]) == 0;
+	i8_slice_run(&s[0]);
+	for (int i = 1; i < threads; i++) {
+		if (started[i])
+			pthread_join(th[i], NULL);
+		else
+			i8_slice_run(&s[i]);
+	}
 	return 0;
+}
+
+int fg_int4_i8_repack(uint32_t *words, uint16_t *scales, const int32_t *packed, const uint16_t *scale_bf16, int n,
+		      int k, int group, struct fg_err *err)
+{
+	size_t tiles = n > 0 ? ((size_t)n + FG_INT4_I8_TILE - 1) / FG_INT4_I8_TILE : 1;
+
+	return fg_int4_i8_repack_threads(words, scales, packed, scale_bf16, n, k, group, rp_threads(tiles), err);
 }
 
 int fg_int4_i8_unpack(int32_t *packed, uint16_t *scale_bf16, const uint32_t *words, const uint16_t *scales, int n,

@@ -216,6 +216,40 @@ static void test_layout_i8(void)
 		   "int4 i8 layout %d x %d group %d pads with q = 0 and scale 0, sizes right", n, k, G);
 		free(tw), free(ts);
 	}
+	/* the repack on threads: slices of tiles in order, the same bytes on 1, 2,
+	 * 3 or 16 threads (more threads than tiles too) and by default, on a
+	 * matrix whose k is no multiple of a chunk (the word's slow path) */
+	{
+		static const int ts3[][3] = {{1000, 200, 32}, {2053, 1032, 128}, {40, 520, 256}};
+
+		for (size_t s = 0; s < sizeof(ts3) / sizeof(ts3[0]); s++) {
+			int n = ts3[s][0], k = ts3[s][1], G = ts3[s][2], gk = (k + G - 1) / G, same = 1, rc;
+			size_t wb, sb;
+			int32_t *p = malloc(sizeof(int32_t) * (size_t)n * (size_t)(k / 8));
+			uint16_t *sc = malloc(sizeof(uint16_t) * (size_t)n * (size_t)gk);
+			uint32_t *w1, *w2;
+			uint16_t *s1, *s2;
+			struct fg_err err = {0};
+			static const int threads[] = {2, 3, 16, 0};
+
+			fg_int4_i8_layout_size(&wb, &sb, n, k, G);
+			w1 = malloc(wb), w2 = malloc(wb), s1 = malloc(sb), s2 = malloc(sb);
+			for (size_t i = 0; i < (size_t)n * (size_t)(k / 8); i++)
+				p[i] = (int32_t)rnd();
+			for (size_t i = 0; i < (size_t)n * (size_t)gk; i++)
+				sc[i] = (uint16_t)rnd();
+			rc = fg_int4_i8_repack_threads(w1, s1, p, sc, n, k, G, 1, &err);
+			for (size_t t = 0; t < sizeof(threads) / sizeof(threads[0]); t++) {
+				memset(w2, 0x5a, wb), memset(s2, 0x5a, sb);
+				rc |= threads[t] ? fg_int4_i8_repack_threads(w2, s2, p, sc, n, k, G, threads[t], &err)
+						 : fg_int4_i8_repack(w2, s2, p, sc, n, k, G, &err);
+				same &= !memcmp(w1, w2, wb) && !memcmp(s1, s2, sb);
+			}
+			ok(!rc && same, "int4 i8 repack %d x %d group %d: the same bytes on 1, 2, 3 and 16 threads and by default",
+			   n, k, G);
+			free(p), free(sc), free(w1), free(w2), free(s1), free(s2);
+		}
+	}
 }
 
 /* The activation split of the i8 kernel (kernels/i8split.h) and its twin. */
