@@ -274,9 +274,9 @@ void fg_int4_i8_layout_size(size_t *words_bytes, size_t *scales_bytes, int n, in
 int fg_int4_i8_repack(uint32_t *words, uint16_t *scales, const int32_t *packed, const uint16_t *scale_bf16, int n,
 		      int k, int group, struct fg_err *err);
 /* fg_int4_i8_repack on `threads` threads (1..16; its tiles split in
- * order among them), the same bytes whatever their number;
- * fg_int4_i8_repack itself takes the CPUs online, at most 16, with at
- * least 64 tiles each (docs/gpu.md, "The repack at load"). */
+ * order among them), the same bytes whatever their number; 0 (what
+ * fg_int4_i8_repack passes): the CPUs online, at most 16, with at least 64
+ * tiles each (docs/gpu.md, "The repack at load"). */
 int fg_int4_i8_repack_threads(uint32_t *words, uint16_t *scales, const int32_t *packed, const uint16_t *scale_bf16,
 			      int n, int k, int group, int threads, struct fg_err *err);
 int fg_int4_i8_unpack(int32_t *packed, uint16_t *scale_bf16, const uint32_t *words, const uint16_t *scales, int n,

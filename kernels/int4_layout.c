@@ -327,23 +327,23 @@ static int rp_threads(size_t tiles)
 int fg_int4_i8_repack_threads(uint32_t *words, uint16_t *scales, const int32_t *packed, const uint16_t *scale_bf16,
 			      int n, int k, int group, int threads, struct fg_err *err)
 {
-	struct i8_slice s[RP_THREADS_MAX];
+	struct i8_slice s[RP_THREADS_MAX], all = {words, scales, packed, scale_bf16, {0}, (size_t)n, (size_t)k,
+						  (size_t)k / 8, ((size_t)k + group - 1) / group, 0, 0};
 	pthread_t th[RP_THREADS_MAX];
 	int started[RP_THREADS_MAX] = {0};
 	int rc = check_shape(n, k, group, err);
 
 	if (rc)
 		return rc;
+	fg_int4_i8_dims(&all.d, n, k, group);
 	if (threads < 1)
-		threads = 1;
+		threads = rp_threads((size_t)all.d.tiles);
 	if (threads > RP_THREADS_MAX)
 		threads = RP_THREADS_MAX;
 	for (int i = 0; i < threads; i++) {
-		s[i] = (struct i8_slice){words, scales, packed, scale_bf16, {0}, (size_t)n, (size_t)k, (size_t)k / 8,
-					 ((size_t)k + group - 1) / group, 0, 0};
-		fg_int4_i8_dims(&s[i].d, n, k, group);
-		s[i].t0 = (size_t)s[i].d.tiles * (size_t)i / (size_t)threads;
-		s[i].t1 = (size_t)s[i].d.tiles * (size_t)(i + 1) / (size_t)threads;
+		s[i] = all;
+		s[i].t0 = (size_t)all.d.tiles * (size_t)i / (size_t)threads;
+		s[i].t1 = (size_t)all.d.tiles * (size_t)(i + 1) / (size_t)threads;
 	}
 	/* slices 1.. on threads of their own (one that cannot start runs here), slice 0 here */
 	for (int i = 1; i < threads; i++)
@@ -361,9 +361,7 @@ int fg_int4_i8_repack_threads(uint32_t *words, uint16_t *scales, const int32_t *
 int fg_int4_i8_repack(uint32_t *words, uint16_t *scales, const int32_t *packed, const uint16_t *scale_bf16, int n,
 		      int k, int group, struct fg_err *err)
 {
-	size_t tiles = n > 0 ? ((size_t)n + FG_INT4_I8_TILE - 1) / FG_INT4_I8_TILE : 1;
-
-	return fg_int4_i8_repack_threads(words, scales, packed, scale_bf16, n, k, group, rp_threads(tiles), err);
+	return fg_int4_i8_repack_threads(words, scales, packed, scale_bf16, n, k, group, 0, err);
 }
 
 int fg_int4_i8_unpack(int32_t *packed, uint16_t *scale_bf16, const uint32_t *words, const uint16_t *scales, int n,

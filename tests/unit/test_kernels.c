@@ -223,21 +223,17 @@ static void test_layout_i8(void)
 		static const int ts3[][3] = {{1000, 200, 32}, {2053, 1032, 128}, {40, 520, 256}};
 
 		for (size_t s = 0; s < sizeof(ts3) / sizeof(ts3[0]); s++) {
-			int n = ts3[s][0], k = ts3[s][1], G = ts3[s][2], gk = (k + G - 1) / G, same = 1, rc;
+			int n = ts3[s][0], k = ts3[s][1], G = ts3[s][2], same = 1, rc;
 			size_t wb, sb;
-			int32_t *p = malloc(sizeof(int32_t) * (size_t)n * (size_t)(k / 8));
-			uint16_t *sc = malloc(sizeof(uint16_t) * (size_t)n * (size_t)gk);
+			int32_t *p;
+			uint16_t *sc, *s1, *s2;
 			uint32_t *w1, *w2;
-			uint16_t *s1, *s2;
 			struct fg_err err = {0};
 			static const int threads[] = {2, 3, 16, 0};
 
+			int4_rand(&p, &sc, n, k, G);
 			fg_int4_i8_layout_size(&wb, &sb, n, k, G);
 			w1 = malloc(wb), w2 = malloc(wb), s1 = malloc(sb), s2 = malloc(sb);
-			for (size_t i = 0; i < (size_t)n * (size_t)(k / 8); i++)
-				p[i] = (int32_t)rnd();
-			for (size_t i = 0; i < (size_t)n * (size_t)gk; i++)
-				sc[i] = (uint16_t)rnd();
 			rc = fg_int4_i8_repack_threads(w1, s1, p, sc, n, k, G, 1, &err);
 			for (size_t t = 0; t < sizeof(threads) / sizeof(threads[0]); t++) {
 				memset(w2, 0x5a, wb), memset(s2, 0x5a, sb);
@@ -853,6 +849,15 @@ static void gpu_int4_pair_stage(void)
 	   "i8 plan: K 4096 in 2 splits (FG_I8_PAIR_STAGE=0: %d), K 10240 in %d (%s)", got[1], got[2],
 	   rc ? gerr.msg : "made");
 	ok(!rc && twin, "i8 plan: K 4096 in two splits bit-identical to the twin");
+}
+
+/* The i8 kernel's ways of meeting its K splits: slots, alternating
+ * buffers, the two-split plan (the full run and --i8 alike). */
+static void gpu_i8_splits(void)
+{
+	gpu_int4_pair();
+	gpu_int4_red();
+	gpu_int4_pair_stage();
 }
 
 /* Dependent matvecs back to back (y2 = W2 (W1 x), y3 = W3 y2): with
@@ -2072,9 +2077,7 @@ int main(int argc, char **argv)
 		kind_name = "i8";
 		gpu_int4();
 		gpu_int4_chain();
-		gpu_int4_pair();
-		gpu_int4_red();
-		gpu_int4_pair_stage();
+		gpu_i8_splits();
 		fg_kctx_free(ctx);
 		return tap_done();
 	}
@@ -2092,9 +2095,7 @@ int main(int argc, char **argv)
 		gpu_graph();
 	}
 	fg_kctx_set_int4_kind(ctx, FG_INT4_I8);
-	gpu_int4_pair();
-	gpu_int4_red();
-	gpu_int4_pair_stage();
+	gpu_i8_splits();
 	fg_kctx_set_int4_kind(ctx, FG_INT4_FMA);
 	gpu_bf16_matvec();
 	gpu_rows_matvec();
