@@ -3,8 +3,9 @@
  * of an INT4 checkpoint before uploading it), on E4B's matrix shapes: one
  * thread against the default (the CPUs online, at most 16), side by side,
  * medians of FG_BENCH_REPS (default 5) passes, the same bytes checked. Then
- * E4B's body by arithmetic (42 layers of each shape: o at K 2048 in 35
- * sliding layers and K 4096 in 7 full ones). bench/repack.sh builds it:
+ * E4B's layer matrices by arithmetic (42 layers of each shape: o at K 2048
+ * in 35 sliding layers and K 4096 in 7 full ones; the PLE projections and
+ * the head are not counted: 1.96 of the body's 2.05 GB). bench/repack.sh builds it:
  *   cc -O2 -I. -Ilib bench/repack.c build/kernels/int4_layout.o build/libfg.a -lpthread -lm */
 #include <stdint.h>
 #include <stdio.h>
@@ -70,7 +71,7 @@ int main(void)
 		t1sum += m1 * sh[s].layers, tdsum += md * sh[s].layers;
 		free(p), free(sc), free(w1), free(w2), free(s1), free(s2);
 	}
-	printf("  E4B body, by arithmetic (42 layers): 1 thread %.2f s, default %.2f s, %.2fx\n", t1sum, tdsum,
+	printf("  E4B layer matrices, by arithmetic (42 layers): 1 thread %.2f s, default %.2f s, %.2fx\n", t1sum, tdsum,
 	       t1sum / tdsum);
 	return 0;
 }
