@@ -207,7 +207,7 @@ int cmd_run(int argc, char **argv)
 	size_t n_prompt = 0;
 	struct run_state st = { 0 };
 	struct fg_buf text = FG_BUF_INIT;
-	double t0, t1, prefill_s, decode_s, tps, ptps;
+	double t0, t1, prefill_s, decode_s, tps, ptps, load_s;
 	struct fg_tokenizer *tok = NULL;
 
 	if (fg_cmd_wants_help(argc, argv)) {
@@ -287,10 +287,12 @@ int cmd_run(int argc, char **argv)
 	if (ids_arg && parse_ids(ids_arg, &prompt_ids, &n_prompt))
 		return fg_cmd_usage_error("run", "--ids wants comma-separated token ids, not %s", ids_arg);
 
+	t0 = now_s();
 	if (fg_engine_load(&e, model, &o, &err))
 		goto fail;
 	if (drafter && fg_engine_set_drafter(e, drafter, draft_k, top_k, &err))
 		goto fail;
+	load_s = now_s() - t0; /* reading the weights, and for cuda their repack and upload */
 	{
 		struct fg_buf tp = FG_BUF_INIT;
 
@@ -416,6 +418,7 @@ int cmd_run(int argc, char **argv)
 		cJSON_AddNumberToObject(j, "tokens_per_s", (double)(long long)(tps * 100 + 0.5) / 100);
 		cJSON_AddNumberToObject(j, "prefill_tokens_per_s", (double)(long long)(ptps * 100 + 0.5) / 100);
 		cJSON_AddNumberToObject(j, "seconds", (double)(long long)((t1 - t0) * 1e4 + 0.5) / 1e4);
+		cJSON_AddNumberToObject(j, "load_seconds", (double)(long long)(load_s * 1e4 + 0.5) / 1e4);
 		cJSON_AddNumberToObject(j, "sliding_window", fg_engine_sliding_window(e));
 		cJSON_AddNumberToObject(j, "max_seq", fg_engine_max_seq(e));
 		cJSON_AddNumberToObject(j, "threads", fg_engine_threads(e));
@@ -445,9 +448,10 @@ int cmd_run(int argc, char **argv)
 				printf("%s%d", i ? "," : "", st.ids[i]);
 			printf("\n");
 		}
-		fprintf(stderr, "fgpack run: %zu prompt tokens (%.1f tok/s), %d generated (%.2f tok/s), %s, window %d, %d threads\n",
+		fprintf(stderr, "fgpack run: %zu prompt tokens (%.1f tok/s), %d generated (%.2f tok/s), %s, window %d, "
+				"%d threads, loaded in %.2f s\n",
 			n_prompt, ptps, st.n, tps, fg_engine_weight_format(e), fg_engine_sliding_window(e),
-			fg_engine_threads(e));
+			fg_engine_threads(e), load_s);
 		if (drafter) {
 			struct fg_engine_spec_stats ss;
 
