@@ -351,7 +351,8 @@ static const struct dlin *rb_lin(const struct glayer *L, int r)
  * its outputs (fg_k_int4_red), with an even layer count so that the last
  * layer zeroes the first layer's buffer for the next step; FG_I8_RED=0:
  * none (measurements); FG_I8_RED=1: a load where no kind can fails (tests).
- * Buffers start zero. */
+ * Buffers start zero; each holds the kind's most rows times the buffers a
+ * launch adds into (fg_k_int4_red: 1, but for `make DNTREE=1`). */
 static int rb_new(struct fg_g4_gpu *g, struct fg_err *err)
 {
 	const struct fg_g4_config *c = &g->m->cfg;
@@ -372,8 +373,11 @@ static int rb_new(struct fg_g4_gpu *g, struct fg_err *err)
 			ok = l->fmt == FG_W_INT4 && l->q4 && l->q4->kind == FG_INT4_I8 && !(r == RB_PG && g->L[i].ple) &&
 			     !(r == RB_O && g->L[i].bo) && !(r == RB_QKV && g->L[i].bqkv);
 			if (ok) {
-				adds |= fg_k_int4_red(l->q4);
-				n = n > (size_t)l->rows ? n : (size_t)l->rows;
+				int ways = fg_k_int4_red(l->q4);
+				size_t rows = (size_t)l->rows * (size_t)(ways > 1 ? ways : 1);
+
+				adds |= ways > 0;
+				n = n > rows ? n : rows;
 			}
 		}
 		if (!ok || !adds)
@@ -880,7 +884,9 @@ static int forward(struct fg_g4_gpu *g, int head, struct fg_err *err)
 					  ml->scalar, next, eps, err))
 				return err->code;
 		} else if (P) {
-			if (fg_k_rmsnorm_residual(k, g->x, dn, L->post_ffw, H, eps, 1.0f, err) ||
+			int dw = g->rb[RB_DN][0] ? fg_k_int4_red(L->down.q4) : 0;
+
+			if (fg_k_rmsnorm_residual_parts(k, g->x, dn, dw, H, L->post_ffw, H, eps, 1.0f, err) ||
 			    mv_alt(g, RB_PG, li, g->pg, &L->pg, g->x, NULL, &pg, err) ||
 			    mv_geglu(g, g->o, &L->pp, pg, g->pl + (size_t)li * P, P, err) ||
 			    fg_k_residual_norm(k, g->x, g->o, L->post_ple, ml->scalar, g->a, next, H, eps, err))

@@ -348,7 +348,9 @@ int fg_k_int4_matvec(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, 
 int fg_kint4_i8_plan(const struct fg_kint4 *w, int m, int *slice, int *warps);
 
 /* Whether fg_k_int4_matvec_red adds into its d_y (an i8 matrix whose
- * one-vector launch takes two K splits): 1, else 0. */
+ * one-vector launch takes two K splits): 1, else 0; in the timing-only build
+ * `make DNTREE=1`, launches of an even 4..16 splits give the buffers of n
+ * floats, one after another, they add into (splits / 2). */
 int fg_k_int4_red(const struct fg_kint4 *w);
 /* d_y = W . d_x (M = 1, fg_k_int4_matvec's bits), or with d_up W .
  * (gelu_tanh(d_x) * d_up) (fg_k_int4_matvec_geglu's), for a decode step
@@ -419,6 +421,12 @@ int fg_k_rmsnorm(struct fg_kctx *ctx, float *d_y, const float *d_x, const float 
 /* Fused residual: d_h = (d_h + rmsnorm(d_x) * w) * scale, one row of n. */
 int fg_k_rmsnorm_residual(struct fg_kctx *ctx, float *d_h, const float *d_x, const float *d_w, int n, float eps,
 			  float scale, struct fg_err *err);
+/* fg_k_rmsnorm_residual of x = d_x[0..n) + d_x[ps..ps + n) + ... (parts
+ * buffers ps floats apart, added in that order). parts <= 1 is
+ * fg_k_rmsnorm_residual; more only in the measuring build `make DNTREE=1`
+ * (kernels/kernels.mk; else FG_EINVAL). */
+int fg_k_rmsnorm_residual_parts(struct fg_kctx *ctx, float *d_h, const float *d_x, int parts, int ps,
+				const float *d_w, int n, float eps, float scale, struct fg_err *err);
 
 /* End of a sublayer and the next input norm in one pass (n values, one row):
  * h = (h + rmsnorm(x) * w) * scale; a = rmsnorm(h) * w2. */

@@ -32,7 +32,13 @@
 #include "kernels/kcommon.cuh"
 
 #define IW 8                /* warps per block at most */
+#ifdef FG_I8_IU /* a measuring build: make I8IU=3 I8MINB=4 (kernels/kernels.mk) */
+#define IU FG_I8_IU
+#define I8_BOUNDS __launch_bounds__(IW * 32, FG_I8_MINB)
+#else
 #define IU 4                /* units each warp keeps in flight */
+#define I8_BOUNDS __launch_bounds__(IW * 32)
+#endif
 #define IM 2                /* vectors per launch (rows split before: up to IMV) */
 #define IMV 8               /* rows per launch at most (int4_i8_rows) */
 #define ISMEM (46 * 1024)   /* staged parts and group data per block, at most */
@@ -326,14 +332,14 @@ __device__ __forceinline__ void i8_delay(unsigned ns, unsigned blocks)
  * (i8_red; y zero before it). clr: nclr floats zeroed after the wait, or
  * NULL. */
 template <int M, bool GG, int G>
-__global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const uint4 *__restrict__ words,
-						   const uint32_t *__restrict__ scales, const float *__restrict__ x,
-						   const float *__restrict__ x2, float *__restrict__ partial,
-						   unsigned *__restrict__ counters, unsigned long long *__restrict__ pairs,
-						   int n, int k, int ntiles, int nch, int ngr, int units, int slice,
-						   int splits, int tpb, int npad, int xstride, int ystride,
-						   const struct fg_kpf pf, float *__restrict__ clr, int nclr,
-						   int radd I8_DLY_PARAMS)
+__global__ void I8_BOUNDS int4_i8(float *__restrict__ y, const uint4 *__restrict__ words,
+				  const uint32_t *__restrict__ scales, const float *__restrict__ x,
+				  const float *__restrict__ x2, float *__restrict__ partial,
+				  unsigned *__restrict__ counters, unsigned long long *__restrict__ pairs,
+				  int n, int k, int ntiles, int nch, int ngr, int units, int slice,
+				  int splits, int tpb, int npad, int xstride, int ystride,
+				  const struct fg_kpf pf, float *__restrict__ clr, int nclr,
+				  int radd I8_DLY_PARAMS)
 {
 	constexpr int UE = G > FG_INT4_I8_CHUNK ? G : FG_INT4_I8_CHUNK; /* elements per unit */
 	constexpr int NC = UE / FG_INT4_I8_CHUNK;                       /* chunks per unit */
@@ -430,6 +436,11 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 		} else if (splits == 2 && pairs) {
 			if (row < npad)
 				i8_pair(y + (size_t)m * ystride + row, pairs + (size_t)m * npad + row, v, sp, row < n);
+#ifdef FG_I8_TREE
+		} else if (radd) { /* make DNTREE=1 (timing only): splits 2q and 2q + 1 add into buffer q */
+			if (row < n)
+				i8_red(y + (size_t)(sp >> 1) * ystride + row, v);
+#endif
 		} else if (row < npad) {
 			partial[((size_t)sp * IM + m) * npad + row] = v;
 		}
@@ -437,6 +448,10 @@ __global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const 
 	fg_kt_mark(5); /* thread 0's outputs or partial sums written */
 	if (clr)
 		i8_clear(clr, nclr);
+#ifdef FG_I8_TREE
+	if (radd)
+		return;
+#endif
 	if (splits == 1 || (splits == 2 && (pairs || radd)) || !i8_last_split(counters, splits, &last))
 		return;
 	fg_kt_mark(6); /* the last split to finish */
@@ -795,7 +810,13 @@ extern "C" int fg_k_int4_red(const struct fg_kint4 *w)
 {
 	int slice, warps;
 
-	return fg_kint4_i8_plan(w, 1, &slice, &warps) == 2;
+	int s = fg_kint4_i8_plan(w, 1, &slice, &warps);
+
+#ifdef FG_I8_TREE
+	if (s > 2 && s % 2 == 0 && s <= 16)
+		return s / 2;
+#endif
+	return s == 2;
 }
 
 cudaError_t fg_kint4_i8_matvec_red(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,

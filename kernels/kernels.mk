@@ -22,6 +22,21 @@ endif
 ifeq ($(I8DLY),1)
 NVCC_FLAGS += -DFG_I8_DELAY
 endif
+# make DNTREE=1: a timing-only build (sixty-fifth session, not yet measured):
+# an i8 launch of an even 4..16 K splits into alternating buffers (down on
+# E4B: 8) adds splits 2q and 2q + 1 into buffer q by red.add.f32, with no
+# counted tail, and the norm after down sums the buffers in order. The sum's
+# order is not the twin's (split order), so its GPU tests of bits fail, and
+# only readers of down on the PLE path (E4B's) take the buffers (docs/gpu.md,
+# "Left")
+ifeq ($(DNTREE),1)
+NVCC_FLAGS += -DFG_I8_TREE
+endif
+# make I8IU=3 I8MINB=4: the i8 matvec keeping I8IU units in flight a warp,
+# at least I8MINB blocks an SM (__launch_bounds__) (measurements)
+ifneq ($(I8IU),)
+NVCC_FLAGS += -DFG_I8_IU=$(I8IU) -DFG_I8_MINB=$(or $(I8MINB),1)
+endif
 # Ask nvcc itself where its runtime libraries are: NVCC may be a wrapper
 # script (CI's /usr/local/bin/nvcc), so its path says nothing about them.
 ifeq ($(origin CUDA_LIBDIR),undefined)

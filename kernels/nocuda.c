@@ -265,6 +265,13 @@ int fg_k_rmsnorm_residual(struct fg_kctx *ctx, float *d_h, const float *d_x, con
 	return NO_CUDA(err);
 }
 
+int fg_k_rmsnorm_residual_parts(struct fg_kctx *ctx, float *d_h, const float *d_x, int parts, int ps,
+				const float *d_w, int n, float eps, float scale, struct fg_err *err)
+{
+	(void)ctx, (void)d_h, (void)d_x, (void)parts, (void)ps, (void)d_w, (void)n, (void)eps, (void)scale;
+	return NO_CUDA(err);
+}
+
 int fg_k_rope(struct fg_kctx *ctx, float *d_x, int heads, int head_dim, int rot_pairs, float theta,
 	      const int32_t *d_pos, struct fg_err *err)
 {
