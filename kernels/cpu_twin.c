@@ -90,7 +90,7 @@ void fg_ref_int4_i8_matvec(float *y, const int32_t *packed, const uint16_t *scal
 			i8_group(mult + FG_I8_PARTS * gi, a + (size_t)gi * group, xv, k, gi * group, group);
 		for (int r = 0; r < n; r++) {
 			const int32_t *row = packed + (size_t)r * kw;
-			float out = 0.0f;
+			float out = 0.0f, pend = 0.0f;
 			int splits = (units + slice - 1) / slice;
 
 			for (int sp = 0; sp < splits; sp++) {
@@ -118,7 +118,19 @@ void fg_ref_int4_i8_matvec(float *y, const int32_t *packed, const uint16_t *scal
 						}
 					blk += acc01 + acc23;
 				}
+#ifdef FG_I8_TREE /* make DNTREE=1: the splits in pairs ((0 + b0) + b1) + ..., as the GPU's */
+				if (splits == 1)
+					out = blk;
+				else if (!(sp & 1) && sp == splits - 1)
+					out += 0.0f + blk;
+				else if (!(sp & 1))
+					pend = 0.0f + blk;
+				else
+					out += pend + blk;
+#else
+				(void)pend;
 				out = splits == 1 ? blk : out + blk;
+#endif
 			}
 			y[(size_t)b * n + r] = out;
 		}

@@ -303,6 +303,16 @@ __device__ __forceinline__ void i8_clear(float *clr, int n)
 		clr[i] = 0.0f;
 }
 
+/* The sum of a launch's split partials: fg_split_sum's split order, or in
+ * the build `make DNTREE=1` its pairs, the order in which launches adding
+ * into pair buffers (i8_red) meet, so that every path and the twin give
+ * the same bits. */
+#ifdef FG_I8_TREE
+#define i8_split_sum fg_split_sum<true>
+#else
+#define i8_split_sum fg_split_sum<false>
+#endif
+
 #ifdef FG_I8_DELAY
 /* make I8DLY=1, a measuring build: the blocks of an M = 1 or 2 launch whose
  * linear index is below dly_blocks wait dly_ns after they start before
@@ -437,7 +447,7 @@ __global__ void I8_BOUNDS int4_i8(float *__restrict__ y, const uint4 *__restrict
 			if (row < npad)
 				i8_pair(y + (size_t)m * ystride + row, pairs + (size_t)m * npad + row, v, sp, row < n);
 #ifdef FG_I8_TREE
-		} else if (radd) { /* make DNTREE=1 (timing only): splits 2q and 2q + 1 add into buffer q */
+		} else if (radd == 2) { /* make DNTREE=1: splits 2q and 2q + 1 add into buffer q */
 			if (row < n)
 				i8_red(y + (size_t)(sp >> 1) * ystride + row, v);
 #endif
@@ -449,7 +459,7 @@ __global__ void I8_BOUNDS int4_i8(float *__restrict__ y, const uint4 *__restrict
 	if (clr)
 		i8_clear(clr, nclr);
 #ifdef FG_I8_TREE
-	if (radd)
+	if (radd == 2)
 		return;
 #endif
 	if (splits == 1 || (splits == 2 && (pairs || radd)) || !i8_last_split(counters, splits, &last))
@@ -458,7 +468,7 @@ __global__ void I8_BOUNDS int4_i8(float *__restrict__ y, const uint4 *__restrict
 	if (threadIdx.x < 16 * M * tpb) {
 		int r = threadIdx.x & 15, m = (threadIdx.x >> 4) % M, tl = (threadIdx.x >> 4) / M;
 		int row = (blockIdx.x * tpb + tl) * 16 + r;
-		float v = row < npad ? fg_split_sum(partial + (size_t)m * npad + row, (size_t)IM * npad, splits) : 0.0f;
+		float v = row < npad ? i8_split_sum(partial + (size_t)m * npad + row, (size_t)IM * npad, splits) : 0.0f;
 
 		if (row < n)
 			y[(size_t)m * ystride + row] = v;
@@ -615,7 +625,7 @@ __global__ void __launch_bounds__(IW * 32) int4_i8_rows(float *__restrict__ y, c
 	for (int i = threadIdx.x; i < 16 * M * tpb; i += blockDim.x) {
 		int r = i & 15, m = (i >> 4) % M, tl = (i >> 4) / M;
 		int row = (blockIdx.x * tpb + tl) * 16 + r;
-		float v = row < npad ? fg_split_sum(partial + (size_t)m * npad + row, (size_t)M * npad, splits) : 0.0f;
+		float v = row < npad ? i8_split_sum(partial + (size_t)m * npad + row, (size_t)M * npad, splits) : 0.0f;
 
 		if (row < n && m < mv)
 			y[(size_t)m * ystride + row] = v;
@@ -813,18 +823,25 @@ extern "C" int fg_k_int4_red(const struct fg_kint4 *w)
 	int s = fg_kint4_i8_plan(w, 1, &slice, &warps);
 
 #ifdef FG_I8_TREE
-	if (s > 2 && s % 2 == 0 && s <= 16)
-		return s / 2;
+	if (s > 2 && s <= 16)
+		return (s + 1) / 2;
 #endif
 	return s == 2;
 }
 
 cudaError_t fg_kint4_i8_matvec_red(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
-				   const float *d_up, float *clr, int nclr)
+				   const float *d_up, float *clr, int nclr, int tree)
 {
+	/* a tree launch of more splits than the pair buffers take keeps its counted tail */
+	int red = tree && fg_k_int4_red(w) > 1 ? 2 : 1;
+
+#ifndef FG_I8_TREE
+	if (tree)
+		return cudaErrorNotSupported;
+#endif
 	if (d_up)
-		return i8_launch<1, true>(ctx, d_y, w, d_x, d_up, clr, nclr, 1);
-	return i8_launch<1, false>(ctx, d_y, w, d_x, NULL, clr, nclr, 1);
+		return i8_launch<1, true>(ctx, d_y, w, d_x, d_up, clr, nclr, red);
+	return i8_launch<1, false>(ctx, d_y, w, d_x, NULL, clr, nclr, red);
 }
 
 cudaError_t fg_kint4_i8_matvec(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x, int m)
@@ -1022,6 +1039,9 @@ __global__ void __launch_bounds__(W * 32) int4_i8_gemm(float *__restrict__ y, co
 	const unsigned char *pp = parts + pr0 * bst, *mp = mult + pr0 * mst, *bp = bias + pr0 * mst;
 	unsigned *ord = (unsigned *)(sm + ns * SB); /* unit | end flags << 28, in the plan's order */
 	float acc[TW][TP][2], v[TW][TP][2], yt[TW][TP][2];
+#ifdef FG_I8_TREE
+	float pend[TW][TP][2]; /* an even split's sum, waiting for the odd one after it (i8_split_sum) */
+#endif
 
 	fg_pdl_trigger();
 #pragma unroll
@@ -1171,8 +1191,25 @@ __global__ void __launch_bounds__(W * 32) int4_i8_gemm(float *__restrict__ y, co
 							v[j][p][0] += 0.0f + 0.0f;
 							v[j][p][1] += 0.0f + 0.0f;
 						}
+#ifdef FG_I8_TREE
+						if (splits == 1 || ks) {
+							yt[j][p][0] = v[j][p][0];
+							yt[j][p][1] = v[j][p][1];
+						} else if (!(sp & 1)) {
+							pend[j][p][0] = 0.0f + v[j][p][0];
+							pend[j][p][1] = 0.0f + v[j][p][1];
+							if (sp == splits - 1) {
+								yt[j][p][0] += pend[j][p][0];
+								yt[j][p][1] += pend[j][p][1];
+							}
+						} else {
+							yt[j][p][0] += pend[j][p][0] + v[j][p][0];
+							yt[j][p][1] += pend[j][p][1] + v[j][p][1];
+						}
+#else
 						yt[j][p][0] = splits == 1 || ks ? v[j][p][0] : yt[j][p][0] + v[j][p][0];
 						yt[j][p][1] = splits == 1 || ks ? v[j][p][1] : yt[j][p][1] + v[j][p][1];
+#endif
 						v[j][p][0] = v[j][p][1] = 0.0f;
 					}
 			}
@@ -1210,8 +1247,14 @@ __global__ void __launch_bounds__(256) i8_gemm_fold(float *__restrict__ y, const
 	if (i < count) {
 		float v = 0.0f;
 
+#ifdef FG_I8_TREE /* in pairs (i8_split_sum) */
+		for (int s = 0; s < splits; s += 2)
+			v += s + 1 < splits ? (0.0f + p[(size_t)s * count + i]) + p[(size_t)(s + 1) * count + i]
+					    : 0.0f + p[(size_t)s * count + i];
+#else
 		for (int s = 0; s < splits; s++)
 			v += p[(size_t)s * count + i];
+#endif
 		y[i] = v;
 	}
 }

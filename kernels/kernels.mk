@@ -22,15 +22,14 @@ endif
 ifeq ($(I8DLY),1)
 NVCC_FLAGS += -DFG_I8_DELAY
 endif
-# make DNTREE=1: a timing-only build (sixty-fifth session, not yet measured):
-# an i8 launch of an even 4..16 K splits into alternating buffers (down on
-# E4B: 8) adds splits 2q and 2q + 1 into buffer q by red.add.f32, with no
-# counted tail, and the norm after down sums the buffers in order. The sum's
-# order is not the twin's (split order), so its GPU tests of bits fail, and
-# only readers of down on the PLE path (E4B's) take the buffers (docs/gpu.md,
-# "Left")
+# make DNTREE=1: a measuring build (sixty-fifth session, not yet run on a
+# GPU): down's launches of 3..16 K splits (E4B: 8) add splits 2q and 2q + 1
+# into buffer q by red.add.f32, with no counted tail, and the norm after
+# down sums the buffers in order; every sum of an i8 launch's splits, the
+# twin's too, takes that pairs order (docs/gpu.md, "Left")
 ifeq ($(DNTREE),1)
 NVCC_FLAGS += -DFG_I8_TREE
+CFLAGS += -DFG_I8_TREE
 endif
 # make I8IU=3 I8MINB=4: the i8 matvec keeping I8IU units in flight a warp,
 # at least I8MINB blocks an SM (__launch_bounds__) (measurements)
