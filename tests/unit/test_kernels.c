@@ -802,7 +802,8 @@ static void gpu_int4_red(void)
 	   rc ? gerr.msg : "8 launches");
 	ok(!rc && twin && zero, "i8 red: bit-identical to the twin, a row of zero scales +0");
 	ok(!rc && cleared, "i8 red: every launch zeroes the other buffer after its wait");
-	is_int(fg_k_int4_matvec_red(ctx, dy, w, dx, NULL, NULL, 5, 0, &gerr), FG_EINVAL, "i8 red refuses a count with no buffer");
+	is_int(fg_k_int4_matvec_red(ctx, dy, w, dx, NULL, NULL, 5, 0, &gerr), FG_EINVAL,
+	       "i8 red refuses a count with no buffer");
 	fg_kint4_free(ctx, w);
 	fg_kint4_free(ctx, w1);
 	fg_kmem_free(ctx, dx), fg_kmem_free(ctx, dy), fg_kmem_free(ctx, du), fg_kmem_free(ctx, db[0]);
