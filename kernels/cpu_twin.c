@@ -90,8 +90,11 @@ void fg_ref_int4_i8_matvec(float *y, const int32_t *packed, const uint16_t *scal
 			i8_group(mult + FG_I8_PARTS * gi, a + (size_t)gi * group, xv, k, gi * group, group);
 		for (int r = 0; r < n; r++) {
 			const int32_t *row = packed + (size_t)r * kw;
-			float out = 0.0f, pend = 0.0f;
+			float out = 0.0f;
 			int splits = (units + slice - 1) / slice;
+#ifdef FG_I8_TREE
+			float pend = 0.0f; /* an even split's sum, waiting for the odd one after it */
+#endif
 
 			for (int sp = 0; sp < splits; sp++) {
 				int u0 = sp * slice, u1 = u0 + slice < units ? u0 + slice : units;
@@ -128,7 +131,6 @@ void fg_ref_int4_i8_matvec(float *y, const int32_t *packed, const uint16_t *scal
 				else
 					out += pend + blk;
 #else
-				(void)pend;
 				out = splits == 1 ? blk : out + blk;
 #endif
 			}

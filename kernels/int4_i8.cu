@@ -1234,9 +1234,9 @@ __global__ void __launch_bounds__(W * 32) int4_i8_gemm(float *__restrict__ y, co
 		}
 }
 
-/* The splits' sums of a K-split GEMM (ks) in split order from 0, as the
- * kernel adds them when one block walks every split: y[i] = ((0 + p[0][i])
- * + p[1][i]) + ...; p: splits arrays of count floats. */
+/* The splits' sums of a K-split GEMM (ks) in the order the kernel adds them
+ * when one block walks every split (i8_split_sum: split order from 0, or
+ * pairs in the build make DNTREE=1); p: splits arrays of count floats. */
 __global__ void __launch_bounds__(256) i8_gemm_fold(float *__restrict__ y, const float *__restrict__ p,
 						    size_t count, int splits)
 {
@@ -1244,19 +1244,8 @@ __global__ void __launch_bounds__(256) i8_gemm_fold(float *__restrict__ y, const
 
 	fg_pdl_trigger();
 	fg_pdl_wait();
-	if (i < count) {
-		float v = 0.0f;
-
-#ifdef FG_I8_TREE /* in pairs (i8_split_sum) */
-		for (int s = 0; s < splits; s += 2)
-			v += s + 1 < splits ? (0.0f + p[(size_t)s * count + i]) + p[(size_t)(s + 1) * count + i]
-					    : 0.0f + p[(size_t)s * count + i];
-#else
-		for (int s = 0; s < splits; s++)
-			v += p[(size_t)s * count + i];
-#endif
-		y[i] = v;
-	}
+	if (i < count)
+		y[i] = i8_split_sum(p + i, count, splits);
 }
 
 /* Experiments: FG_I8_GEMM_TP=1|2|4|8, _KS=0|1, _W=4|8, _TW=1|2, _NS=2|3|4

@@ -3,12 +3,11 @@
  * kernel; repacking the standard compressed-tensors pack-quantized format
  * into each and back (host memory, pure C, so it is built and tested
  * without nvcc). */
-#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "kernels/fg_kernels.h"
+#include "workq.h"
 
 #define PAD_WORD 0x88888888u /* eight nibbles of q + 8 = 8: q = 0 */
 
@@ -255,23 +254,27 @@ static uint32_t nib_spread(uint32_t x)
 	return (x | x << 4) & 0x0F0F0F0Fu;
 }
 
-/* Tiles [t0, t1) of an i8 repack (every tile writes its own words and
- * scales only, so slices run in any order, on any thread, to the same bytes). */
-struct i8_slice {
+/* An i8 repack split into `slices` runs of tiles in order (every tile
+ * writes its own words and scales only, so slices run in any order, on any
+ * thread, to the same bytes). */
+struct i8_repack {
 	uint32_t *words;
 	uint16_t *scales;
 	const int32_t *packed;
 	const uint16_t *scale_bf16;
 	struct fg_int4_i8_dims d;
-	size_t n, k, kw, gk, t0, t1;
+	size_t n, k, kw, gk, slices;
 };
 
-static void *i8_slice_run(void *arg)
+/* fg_workq_work_fn: slice `item`'s tiles. */
+static int i8_slice_run(void *ctx, size_t item, int thread, struct fg_err *err)
 {
-	const struct i8_slice *a = arg;
+	const struct i8_repack *a = ctx;
 	const struct fg_int4_i8_dims *d = &a->d;
+	size_t t0 = (size_t)d->tiles * item / a->slices, t1 = (size_t)d->tiles * (item + 1) / a->slices;
 
-	for (size_t t = a->t0; t < a->t1; t++) {
+	(void)thread, (void)err;
+	for (size_t t = t0; t < t1; t++) {
 		for (size_t c = 0; c < (size_t)d->chunks; c++)
 			for (int l = 0; l < 32; l++)
 				for (int j = 0; j < 4; j++) {
@@ -304,58 +307,35 @@ static void *i8_slice_run(void *arg)
 					row < a->n && g < a->gk ? a->scale_bf16[row * a->gk + g] : 0;
 			}
 	}
-	return NULL;
+	return 0;
 }
 
 #define RP_THREADS_MAX 16 /* threads of one repack at most */
 #define RP_TILES_MIN 64   /* tiles a thread takes at least */
 
-/* The threads fg_int4_i8_repack uses for `tiles` tiles: the CPUs online, at
- * most RP_THREADS_MAX, at least RP_TILES_MIN tiles each. */
-static int rp_threads(size_t tiles)
-{
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	size_t t = tiles / RP_TILES_MIN;
-
-	if (cpus > RP_THREADS_MAX)
-		cpus = RP_THREADS_MAX;
-	if (t > (size_t)cpus)
-		t = (size_t)cpus;
-	return t < 1 ? 1 : (int)t;
-}
-
 int fg_int4_i8_repack_threads(uint32_t *words, uint16_t *scales, const int32_t *packed, const uint16_t *scale_bf16,
 			      int n, int k, int group, int threads, struct fg_err *err)
 {
-	struct i8_slice s[RP_THREADS_MAX], all = {words, scales, packed, scale_bf16, {0}, (size_t)n, (size_t)k,
-						  (size_t)k / 8, ((size_t)k + group - 1) / group, 0, 0};
-	pthread_t th[RP_THREADS_MAX];
-	int started[RP_THREADS_MAX] = {0};
+	struct i8_repack a = {words, scales, packed, scale_bf16, {0}, (size_t)n, (size_t)k,
+			      (size_t)k / 8, ((size_t)k + group - 1) / group, 0};
 	int rc = check_shape(n, k, group, err);
 
 	if (rc)
 		return rc;
-	fg_int4_i8_dims(&all.d, n, k, group);
-	if (threads < 1)
-		threads = rp_threads((size_t)all.d.tiles);
+	fg_int4_i8_dims(&a.d, n, k, group);
+	if (threads < 1) { /* the CPUs online, at least RP_TILES_MIN tiles each */
+		size_t most = (size_t)a.d.tiles / RP_TILES_MIN;
+
+		threads = fg_workq_cpus(RP_THREADS_MAX);
+		if ((size_t)threads > most)
+			threads = most < 1 ? 1 : (int)most;
+	}
 	if (threads > RP_THREADS_MAX)
 		threads = RP_THREADS_MAX;
-	for (int i = 0; i < threads; i++) {
-		s[i] = all;
-		s[i].t0 = (size_t)all.d.tiles * (size_t)i / (size_t)threads;
-		s[i].t1 = (size_t)all.d.tiles * (size_t)(i + 1) / (size_t)threads;
-	}
-	/* slices 1.. on threads of their own (one that cannot start runs here), slice 0 here */
-	for (int i = 1; i < threads; i++)
-		started[i] = pthread_create(&th[i], NULL, i8_slice_run, &s[i]) == 0;
-	i8_slice_run(&s[0]);
-	for (int i = 1; i < threads; i++) {
-		if (started[i])
-			pthread_join(th[i], NULL);
-		else
-			i8_slice_run(&s[i]);
-	}
-	return 0;
+	/* one slice a thread: the calling thread takes one, a thread that
+	 * cannot start leaves its slice to the others */
+	a.slices = (size_t)threads;
+	return fg_workq_run(a.slices, threads, i8_slice_run, NULL, &a, err);
 }
 
 int fg_int4_i8_repack(uint32_t *words, uint16_t *scales, const int32_t *packed, const uint16_t *scale_bf16, int n,
