@@ -249,7 +249,8 @@ static float *turn_tab[2];
 
 /* FG_BENCH_SKIP (experiments, timing only: the numbers are wrong) leaves
  * kernels out of the step: n the residual norms, a the attention, p the
- * PLE matvec pair, q the q|k|v and o matvecs, f gate|up and down. */
+ * PLE matvec pair, q the q|k|v and o matvecs (k q|k|v alone, o o alone),
+ * f gate|up and down. */
 static const char *skip;
 #define SKIP(c) (skip && strchr(skip, (c)))
 
@@ -270,13 +271,13 @@ static void full_step(void *arg)
 
 		/* the engine's sequence (engine/cuda.c forward), its L2 prefetches too */
 		fg_kint4_prefetch(ctx, y->o, 0, 1);
-		if (!SKIP('q'))
+		if (!SKIP('q') && !SKIP('k'))
 			CK(fg_k_int4_matvec(ctx, S.qkv, y->qkv ? y->qkv : y->q, S.xn, 1, &err));
 		if (!SKIP('a'))
 			CK(fg_k_attn_decode_post(ctx, S.att, S.qkv, hq, hk, y->hd, S.nw_q, S.nw_k, inv_tab[is_full(l)],
 						 turn_tab[is_full(l)], TURNS,
 						 S.pos, S.kc[src], S.vc[src], cap, l < 24, eps, 1.0f, &err));
-		if (!SKIP('q'))
+		if (!SKIP('q') && !SKIP('o'))
 			CK(fg_k_int4_matvec(ctx, S.o, y->o, S.att, 1, &err));
 		if (!SKIP('n'))
 			CK(fg_k_residual_norm(ctx, S.h, S.o, S.nw_post, 1.0f, S.xn, S.nw_in, HIDDEN, eps, &err));

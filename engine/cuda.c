@@ -75,7 +75,6 @@ struct fg_g4_gpu {
 	 * (FG_I8_RED=0, an odd layer count, a matrix not i8) */
 	float *rb[RB_KINDS][2];
 	size_t rbn[RB_KINDS];
-	int dn_tree; /* down's launches of more than two splits add into pair buffers (make DNTREE=1) */
 	int32_t *idpos, *best; /* idpos: [id, pos] */
 	/* chained steps (fg_g4_gpu_chain): each step's token at ring[pos &
 	 * (CHAIN_RING - 1)], host memory the GPU writes (NULL: no chaining) */
@@ -271,8 +270,7 @@ static int mv_alt(struct fg_g4_gpu *g, int r, int li, float *y, const struct dli
 		return up ? mv_geglu(g, y, l, x, up, l->cols, err) : mv(g, y, l, x, err);
 	}
 	*out = g->rb[r][li & 1];
-	return fg_k_int4_matvec_red(g->ctx, *out, l->q4, x, up, g->rb[r][(li + 1) & 1], (int)g->rbn[r],
-				    r == RB_DN && g->dn_tree, err);
+	return fg_k_int4_matvec_red(g->ctx, *out, l->q4, x, up, g->rb[r][(li + 1) & 1], (int)g->rbn[r], err);
 }
 
 static int up_floats(struct fg_g4_gpu *g, float **d, const float *h, size_t n, struct fg_err *err)
@@ -353,25 +351,20 @@ static const struct dlin *rb_lin(const struct glayer *L, int r)
  * its outputs (fg_k_int4_red), with an even layer count so that the last
  * layer zeroes the first layer's buffer for the next step; FG_I8_RED=0:
  * none (measurements); FG_I8_RED=1: a load where no kind can fails (tests).
- * Buffers start zero; each holds the kind's most rows times the buffers a
- * launch adds into (fg_k_int4_red: 1, but for `make DNTREE=1`). */
+ * Buffers start zero. */
 static int rb_new(struct fg_g4_gpu *g, struct fg_err *err)
 {
 	const struct fg_g4_config *c = &g->m->cfg;
 	const char *e = getenv("FG_I8_RED");
-	int r, i, rc, any = 0, need = e && !strcmp(e, "1"), parts = c->ple_dim > 0;
+	int r, i, rc, any = 0, need = e && !strcmp(e, "1");
 
 	if (e && !strcmp(e, "0"))
 		return 0;
 	if (c->n_layers % 2)
 		return need ? fg_err_set(err, FG_EUNSUPPORTED, "FG_I8_RED=1: %d layers, not even", c->n_layers) : 0;
-	/* down's launches of more splits add into pair buffers (make DNTREE=1)
-	 * only where every layer's norm after down reads them (the PLE path) */
-	for (i = 0; i < c->n_layers; i++)
-		parts &= !g->L[i].ple && !g->L[i].moe;
 	for (r = 0; r < RB_KINDS; r++) {
 		size_t n = 0;
-		int adds = 0, ok = r != RB_PG || c->ple_dim, tree = 0;
+		int adds = 0, ok = r != RB_PG || c->ple_dim;
 
 		for (i = 0; i < c->n_layers && ok; i++) {
 			const struct dlin *l = rb_lin(&g->L[i], r);
@@ -379,21 +372,13 @@ static int rb_new(struct fg_g4_gpu *g, struct fg_err *err)
 			ok = l->fmt == FG_W_INT4 && l->q4 && l->q4->kind == FG_INT4_I8 && !(r == RB_PG && g->L[i].ple) &&
 			     !(r == RB_O && g->L[i].bo) && !(r == RB_QKV && g->L[i].bqkv);
 			if (ok) {
-				int ways = fg_k_int4_red(l->q4);
-				size_t rows;
-
-				if (ways > 1 && !(r == RB_DN && parts))
-					ways = 0; /* it keeps its counted tail, writing its outputs */
-				rows = (size_t)l->rows * (size_t)(ways > 1 ? ways : 1);
-				adds |= ways > 0;
-				tree |= ways > 1;
-				n = n > rows ? n : rows;
+				adds |= fg_k_int4_red(l->q4);
+				n = n > (size_t)l->rows ? n : (size_t)l->rows;
 			}
 		}
 		if (!ok || !adds)
 			continue;
 		g->rbn[r] = n;
-		g->dn_tree |= tree;
 		any = 1;
 		if ((rc = zeros(g, &g->rb[r][0], n, err)) || (rc = zeros(g, &g->rb[r][1], n, err)))
 			return rc;
@@ -895,9 +880,7 @@ static int forward(struct fg_g4_gpu *g, int head, struct fg_err *err)
 					  ml->scalar, next, eps, err))
 				return err->code;
 		} else if (P) {
-			int dw = g->dn_tree ? fg_k_int4_red(L->down.q4) : 0;
-
-			if (fg_k_rmsnorm_residual_parts(k, g->x, dn, dw, H, L->post_ffw, H, eps, 1.0f, err) ||
+			if (fg_k_rmsnorm_residual(k, g->x, dn, L->post_ffw, H, eps, 1.0f, err) ||
 			    mv_alt(g, RB_PG, li, g->pg, &L->pg, g->x, NULL, &pg, err) ||
 			    mv_geglu(g, g->o, &L->pp, pg, g->pl + (size_t)li * P, P, err) ||
 			    fg_k_residual_norm(k, g->x, g->o, L->post_ple, ml->scalar, g->a, next, H, eps, err))

@@ -92,9 +92,6 @@ void fg_ref_int4_i8_matvec(float *y, const int32_t *packed, const uint16_t *scal
 			const int32_t *row = packed + (size_t)r * kw;
 			float out = 0.0f;
 			int splits = (units + slice - 1) / slice;
-#ifdef FG_I8_TREE
-			float pend = 0.0f; /* an even split's sum, waiting for the odd one after it */
-#endif
 
 			for (int sp = 0; sp < splits; sp++) {
 				int u0 = sp * slice, u1 = u0 + slice < units ? u0 + slice : units;
@@ -121,18 +118,7 @@ void fg_ref_int4_i8_matvec(float *y, const int32_t *packed, const uint16_t *scal
 						}
 					blk += acc01 + acc23;
 				}
-#ifdef FG_I8_TREE /* make DNTREE=1: the splits in pairs ((0 + b0) + b1) + ..., as the GPU's */
-				if (splits == 1)
-					out = blk;
-				else if (!(sp & 1) && sp == splits - 1)
-					out += 0.0f + blk;
-				else if (!(sp & 1))
-					pend = 0.0f + blk;
-				else
-					out += pend + blk;
-#else
 				out = splits == 1 ? blk : out + blk;
-#endif
 			}
 			y[(size_t)b * n + r] = out;
 		}

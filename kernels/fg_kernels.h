@@ -348,9 +348,7 @@ int fg_k_int4_matvec(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, 
 int fg_kint4_i8_plan(const struct fg_kint4 *w, int m, int *slice, int *warps);
 
 /* Whether fg_k_int4_matvec_red adds into its d_y (an i8 matrix whose
- * one-vector launch takes two K splits): 1, else 0; in the measuring build
- * `make DNTREE=1`, launches of 3..16 splits give the buffers of n floats,
- * one after another, that a tree launch adds into ((splits + 1) / 2). */
+ * one-vector launch takes two K splits): 1, else 0. */
 int fg_k_int4_red(const struct fg_kint4 *w);
 /* d_y = W . d_x (M = 1, fg_k_int4_matvec's bits), or with d_up W .
  * (gelu_tanh(d_x) * d_up) (fg_k_int4_matvec_geglu's), for a decode step
@@ -361,13 +359,9 @@ int fg_k_int4_red(const struct fg_kint4 *w);
  * d_y is written. Either way, after the launch waits for the kernel before it,
  * its threads zero d_clr[0..nclr) (NULL: nothing), the other buffer, for
  * the next launch of the kind; its readers must have finished before this
- * launch. tree (the build `make DNTREE=1` only, else FG_EDEVICE): a launch
- * of more splits adds splits 2q and 2q + 1 into buffer q of
- * fg_k_int4_red(w) (n floats each, from d_y; all zero before), whose sum
- * in order is the one fg_ref_int4_i8_matvec makes in that build.
- * FG_EINVAL where w is not an INT4 i8 matrix. */
+ * launch. FG_EINVAL where w is not an INT4 i8 matrix. */
 int fg_k_int4_matvec_red(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
-			 const float *d_up, float *d_clr, int nclr, int tree, struct fg_err *err);
+			 const float *d_up, float *d_clr, int nclr, struct fg_err *err);
 
 /* d_y = W . (gelu_tanh(d_gate) * d_up), M = 1: GeGLU fused into the matvec's
  * input staging (the same gelu as fg_k_geglu). */
@@ -425,12 +419,6 @@ int fg_k_rmsnorm(struct fg_kctx *ctx, float *d_y, const float *d_x, const float 
 /* Fused residual: d_h = (d_h + rmsnorm(d_x) * w) * scale, one row of n. */
 int fg_k_rmsnorm_residual(struct fg_kctx *ctx, float *d_h, const float *d_x, const float *d_w, int n, float eps,
 			  float scale, struct fg_err *err);
-/* fg_k_rmsnorm_residual of x = d_x[0..n) + d_x[ps..ps + n) + ... (parts
- * buffers ps floats apart, added in that order). parts <= 1 is
- * fg_k_rmsnorm_residual; more only in the measuring build `make DNTREE=1`
- * (kernels/kernels.mk; else FG_EINVAL). */
-int fg_k_rmsnorm_residual_parts(struct fg_kctx *ctx, float *d_h, const float *d_x, int parts, int ps,
-				const float *d_w, int n, float eps, float scale, struct fg_err *err);
 
 /* End of a sublayer and the next input norm in one pass (n values, one row):
  * h = (h + rmsnorm(x) * w) * scale; a = rmsnorm(h) * w2. */

@@ -1058,7 +1058,7 @@ extern "C" int fg_k_int4_matvec(struct fg_kctx *ctx, float *d_y, const struct fg
 }
 
 extern "C" int fg_k_int4_matvec_red(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
-				    const float *d_up, float *d_clr, int nclr, int tree, struct fg_err *err)
+				    const float *d_up, float *d_clr, int nclr, struct fg_err *err)
 {
 	cudaError_t e;
 
@@ -1069,7 +1069,7 @@ extern "C" int fg_k_int4_matvec_red(struct fg_kctx *ctx, float *d_y, const struc
 				  !w ? "no matrix" : w->kind != FG_INT4_I8 ? "not an i8 matrix" : "bad buffer to clear");
 	if ((uintptr_t)d_x % 16 || (uintptr_t)d_up % 16)
 		return fg_err_set(err, FG_EINVAL, "int4 matvec: the activations must be 16-byte aligned");
-	e = fg_kint4_i8_matvec_red(ctx, d_y, w, d_x, d_up, d_clr, nclr, tree);
+	e = fg_kint4_i8_matvec_red(ctx, d_y, w, d_x, d_up, d_clr, nclr);
 	if (e != cudaSuccess) {
 		cudaGetLastError();
 		return fg_err_set(err, FG_EDEVICE, "int4 matvec %d x %d into alternating buffers: launch: %s", w->n,

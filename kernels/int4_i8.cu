@@ -32,13 +32,7 @@
 #include "kernels/kcommon.cuh"
 
 #define IW 8                /* warps per block at most */
-#ifdef FG_I8_IU /* a measuring build: make I8IU=3 I8MINB=4 (kernels/kernels.mk) */
-#define IU FG_I8_IU
-#define I8_BOUNDS __launch_bounds__(IW * 32, FG_I8_MINB)
-#else
 #define IU 4                /* units each warp keeps in flight */
-#define I8_BOUNDS __launch_bounds__(IW * 32)
-#endif
 #define IM 2                /* vectors per launch (rows split before: up to IMV) */
 #define IMV 8               /* rows per launch at most (int4_i8_rows) */
 #define ISMEM (46 * 1024)   /* staged parts and group data per block, at most */
@@ -303,16 +297,6 @@ __device__ __forceinline__ void i8_clear(float *clr, int n)
 		clr[i] = 0.0f;
 }
 
-/* The sum of a launch's split partials: fg_split_sum's split order, or in
- * the build `make DNTREE=1` its pairs, the order in which launches adding
- * into pair buffers (i8_red) meet, so that every path and the twin give
- * the same bits. */
-#ifdef FG_I8_TREE
-#define i8_split_sum fg_split_sum<true>
-#else
-#define i8_split_sum fg_split_sum<false>
-#endif
-
 #ifdef FG_I8_DELAY
 /* make I8DLY=1, a measuring build: the blocks of an M = 1 or 2 launch whose
  * linear index is below dly_blocks wait dly_ns after they start before
@@ -342,14 +326,14 @@ __device__ __forceinline__ void i8_delay(unsigned ns, unsigned blocks)
  * (i8_red; y zero before it). clr: nclr floats zeroed after the wait, or
  * NULL. */
 template <int M, bool GG, int G>
-__global__ void I8_BOUNDS int4_i8(float *__restrict__ y, const uint4 *__restrict__ words,
-				  const uint32_t *__restrict__ scales, const float *__restrict__ x,
-				  const float *__restrict__ x2, float *__restrict__ partial,
-				  unsigned *__restrict__ counters, unsigned long long *__restrict__ pairs,
-				  int n, int k, int ntiles, int nch, int ngr, int units, int slice,
-				  int splits, int tpb, int npad, int xstride, int ystride,
-				  const struct fg_kpf pf, float *__restrict__ clr, int nclr,
-				  int radd I8_DLY_PARAMS)
+__global__ void __launch_bounds__(IW * 32) int4_i8(float *__restrict__ y, const uint4 *__restrict__ words,
+						   const uint32_t *__restrict__ scales, const float *__restrict__ x,
+						   const float *__restrict__ x2, float *__restrict__ partial,
+						   unsigned *__restrict__ counters, unsigned long long *__restrict__ pairs,
+						   int n, int k, int ntiles, int nch, int ngr, int units, int slice,
+						   int splits, int tpb, int npad, int xstride, int ystride,
+						   const struct fg_kpf pf, float *__restrict__ clr, int nclr,
+						   int radd I8_DLY_PARAMS)
 {
 	constexpr int UE = G > FG_INT4_I8_CHUNK ? G : FG_INT4_I8_CHUNK; /* elements per unit */
 	constexpr int NC = UE / FG_INT4_I8_CHUNK;                       /* chunks per unit */
@@ -446,11 +430,6 @@ __global__ void I8_BOUNDS int4_i8(float *__restrict__ y, const uint4 *__restrict
 		} else if (splits == 2 && pairs) {
 			if (row < npad)
 				i8_pair(y + (size_t)m * ystride + row, pairs + (size_t)m * npad + row, v, sp, row < n);
-#ifdef FG_I8_TREE
-		} else if (radd == 2) { /* make DNTREE=1: splits 2q and 2q + 1 add into buffer q */
-			if (row < n)
-				i8_red(y + (size_t)(sp >> 1) * ystride + row, v);
-#endif
 		} else if (row < npad) {
 			partial[((size_t)sp * IM + m) * npad + row] = v;
 		}
@@ -458,17 +437,13 @@ __global__ void I8_BOUNDS int4_i8(float *__restrict__ y, const uint4 *__restrict
 	fg_kt_mark(5); /* thread 0's outputs or partial sums written */
 	if (clr)
 		i8_clear(clr, nclr);
-#ifdef FG_I8_TREE
-	if (radd == 2)
-		return;
-#endif
 	if (splits == 1 || (splits == 2 && (pairs || radd)) || !i8_last_split(counters, splits, &last))
 		return;
 	fg_kt_mark(6); /* the last split to finish */
 	if (threadIdx.x < 16 * M * tpb) {
 		int r = threadIdx.x & 15, m = (threadIdx.x >> 4) % M, tl = (threadIdx.x >> 4) / M;
 		int row = (blockIdx.x * tpb + tl) * 16 + r;
-		float v = row < npad ? i8_split_sum(partial + (size_t)m * npad + row, (size_t)IM * npad, splits) : 0.0f;
+		float v = row < npad ? fg_split_sum(partial + (size_t)m * npad + row, (size_t)IM * npad, splits) : 0.0f;
 
 		if (row < n)
 			y[(size_t)m * ystride + row] = v;
@@ -625,7 +600,7 @@ __global__ void __launch_bounds__(IW * 32) int4_i8_rows(float *__restrict__ y, c
 	for (int i = threadIdx.x; i < 16 * M * tpb; i += blockDim.x) {
 		int r = i & 15, m = (i >> 4) % M, tl = (i >> 4) / M;
 		int row = (blockIdx.x * tpb + tl) * 16 + r;
-		float v = row < npad ? i8_split_sum(partial + (size_t)m * npad + row, (size_t)M * npad, splits) : 0.0f;
+		float v = row < npad ? fg_split_sum(partial + (size_t)m * npad + row, (size_t)M * npad, splits) : 0.0f;
 
 		if (row < n && m < mv)
 			y[(size_t)m * ystride + row] = v;
@@ -820,28 +795,15 @@ extern "C" int fg_k_int4_red(const struct fg_kint4 *w)
 {
 	int slice, warps;
 
-	int s = fg_kint4_i8_plan(w, 1, &slice, &warps);
-
-#ifdef FG_I8_TREE
-	if (s > 2 && s <= 16)
-		return (s + 1) / 2;
-#endif
-	return s == 2;
+	return fg_kint4_i8_plan(w, 1, &slice, &warps) == 2;
 }
 
 cudaError_t fg_kint4_i8_matvec_red(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
-				   const float *d_up, float *clr, int nclr, int tree)
+				   const float *d_up, float *clr, int nclr)
 {
-	/* a tree launch of more splits than the pair buffers take keeps its counted tail */
-	int red = tree && fg_k_int4_red(w) > 1 ? 2 : 1;
-
-#ifndef FG_I8_TREE
-	if (tree)
-		return cudaErrorNotSupported;
-#endif
 	if (d_up)
-		return i8_launch<1, true>(ctx, d_y, w, d_x, d_up, clr, nclr, red);
-	return i8_launch<1, false>(ctx, d_y, w, d_x, NULL, clr, nclr, red);
+		return i8_launch<1, true>(ctx, d_y, w, d_x, d_up, clr, nclr, 1);
+	return i8_launch<1, false>(ctx, d_y, w, d_x, NULL, clr, nclr, 1);
 }
 
 cudaError_t fg_kint4_i8_matvec(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x, int m)
@@ -1039,9 +1001,6 @@ __global__ void __launch_bounds__(W * 32) int4_i8_gemm(float *__restrict__ y, co
 	const unsigned char *pp = parts + pr0 * bst, *mp = mult + pr0 * mst, *bp = bias + pr0 * mst;
 	unsigned *ord = (unsigned *)(sm + ns * SB); /* unit | end flags << 28, in the plan's order */
 	float acc[TW][TP][2], v[TW][TP][2], yt[TW][TP][2];
-#ifdef FG_I8_TREE
-	float pend[TW][TP][2]; /* an even split's sum, waiting for the odd one after it (i8_split_sum) */
-#endif
 
 	fg_pdl_trigger();
 #pragma unroll
@@ -1191,25 +1150,8 @@ __global__ void __launch_bounds__(W * 32) int4_i8_gemm(float *__restrict__ y, co
 							v[j][p][0] += 0.0f + 0.0f;
 							v[j][p][1] += 0.0f + 0.0f;
 						}
-#ifdef FG_I8_TREE
-						if (splits == 1 || ks) {
-							yt[j][p][0] = v[j][p][0];
-							yt[j][p][1] = v[j][p][1];
-						} else if (!(sp & 1)) {
-							pend[j][p][0] = 0.0f + v[j][p][0];
-							pend[j][p][1] = 0.0f + v[j][p][1];
-							if (sp == splits - 1) {
-								yt[j][p][0] += pend[j][p][0];
-								yt[j][p][1] += pend[j][p][1];
-							}
-						} else {
-							yt[j][p][0] += pend[j][p][0] + v[j][p][0];
-							yt[j][p][1] += pend[j][p][1] + v[j][p][1];
-						}
-#else
 						yt[j][p][0] = splits == 1 || ks ? v[j][p][0] : yt[j][p][0] + v[j][p][0];
 						yt[j][p][1] = splits == 1 || ks ? v[j][p][1] : yt[j][p][1] + v[j][p][1];
-#endif
 						v[j][p][0] = v[j][p][1] = 0.0f;
 					}
 			}
@@ -1234,9 +1176,9 @@ __global__ void __launch_bounds__(W * 32) int4_i8_gemm(float *__restrict__ y, co
 		}
 }
 
-/* The splits' sums of a K-split GEMM (ks) in the order the kernel adds them
- * when one block walks every split (i8_split_sum: split order from 0, or
- * pairs in the build make DNTREE=1); p: splits arrays of count floats. */
+/* The splits' sums of a K-split GEMM (ks) in split order from 0, as the
+ * kernel adds them when one block walks every split: y[i] = ((0 + p[0][i])
+ * + p[1][i]) + ...; p: splits arrays of count floats. */
 __global__ void __launch_bounds__(256) i8_gemm_fold(float *__restrict__ y, const float *__restrict__ p,
 						    size_t count, int splits)
 {
@@ -1244,8 +1186,13 @@ __global__ void __launch_bounds__(256) i8_gemm_fold(float *__restrict__ y, const
 
 	fg_pdl_trigger();
 	fg_pdl_wait();
-	if (i < count)
-		y[i] = i8_split_sum(p + i, count, splits);
+	if (i < count) {
+		float v = 0.0f;
+
+		for (int s = 0; s < splits; s++)
+			v += p[(size_t)s * count + i];
+		y[i] = v;
+	}
 }
 
 /* Experiments: FG_I8_GEMM_TP=1|2|4|8, _KS=0|1, _W=4|8, _TW=1|2, _NS=2|3|4

@@ -274,11 +274,8 @@ __device__ __forceinline__ float fg_gelu_tanh(float x)
 /* A split-K pass's sum: p[0] + p[stride] + ... + p[(n - 1) stride], added
  * in that order from 0.0f (the bits of a plain loop), the partial sums
  * (other blocks wrote them) read through L2 sixteen at a time so that each
- * sixteen share one round trip instead of one each. PAIRS (the i8 kernel
- * in the build make DNTREE=1): in pairs instead, ((0 + p0) + p1) + ((0 +
- * p2) + p3) + ..., a last odd one as 0 + p. */
+ * sixteen share one round trip instead of one each. */
 #define FG_SUM_BATCH 16
-template <bool PAIRS = false>
 __device__ __forceinline__ float fg_split_sum(const float *p, size_t stride, int n)
 {
 	float v = 0.0f;
@@ -289,17 +286,10 @@ __device__ __forceinline__ float fg_split_sum(const float *p, size_t stride, int
 #pragma unroll
 		for (int u = 0; u < FG_SUM_BATCH; u++)
 			t[u] = s0 + u < n ? __ldcg(p + (size_t)(s0 + u) * stride) : 0.0f;
-		if (PAIRS) {
 #pragma unroll
-			for (int u = 0; u < FG_SUM_BATCH; u += 2)
-				if (s0 + u < n)
-					v += s0 + u + 1 < n ? (0.0f + t[u]) + t[u + 1] : 0.0f + t[u];
-		} else {
-#pragma unroll
-			for (int u = 0; u < FG_SUM_BATCH; u++)
-				if (s0 + u < n) /* no + 0.0f past n: it would turn -0 into +0 */
-					v += t[u];
-		}
+		for (int u = 0; u < FG_SUM_BATCH; u++)
+			if (s0 + u < n) /* no + 0.0f past n: it would turn -0 into +0 */
+				v += t[u];
 	}
 	return v;
 }
@@ -386,7 +376,7 @@ cudaError_t fg_kint4_i8_matvec(struct fg_kctx *ctx, float *d_y, const struct fg_
 cudaError_t fg_kint4_i8_geglu(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_gate,
 			      const float *d_up);
 cudaError_t fg_kint4_i8_matvec_red(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
-				   const float *d_up, float *clr, int nclr, int tree);
+				   const float *d_up, float *clr, int nclr);
 /* fg_k_int4_gemm of an i8 matrix, 2..8 rows as one matvec launch (the
  * weights read once, each row the m = 1 launch's bits); d_x2 NULL or the up
  * rows; cudaErrorNotSupported (nothing launched) where the m = 1 plan does

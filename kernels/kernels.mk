@@ -22,20 +22,6 @@ endif
 ifeq ($(I8DLY),1)
 NVCC_FLAGS += -DFG_I8_DELAY
 endif
-# make DNTREE=1: a measuring build (sixty-fifth session, not yet run on a
-# GPU): down's launches of 3..16 K splits (E4B: 8) add splits 2q and 2q + 1
-# into buffer q by red.add.f32, with no counted tail, and the norm after
-# down sums the buffers in order; every sum of an i8 launch's splits, the
-# twin's too, takes that pairs order (docs/gpu.md, "Left")
-ifeq ($(DNTREE),1)
-NVCC_FLAGS += -DFG_I8_TREE
-CFLAGS += -DFG_I8_TREE
-endif
-# make I8IU=3 I8MINB=4: the i8 matvec keeping I8IU units in flight a warp,
-# at least I8MINB blocks an SM (__launch_bounds__) (measurements)
-ifneq ($(I8IU),)
-NVCC_FLAGS += -DFG_I8_IU=$(I8IU) -DFG_I8_MINB=$(or $(I8MINB),1)
-endif
 # Ask nvcc itself where its runtime libraries are: NVCC may be a wrapper
 # script (CI's /usr/local/bin/nvcc), so its path says nothing about them.
 ifeq ($(origin CUDA_LIBDIR),undefined)

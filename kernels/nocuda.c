@@ -238,9 +238,9 @@ int fg_k_int4_red(const struct fg_kint4 *w)
 }
 
 int fg_k_int4_matvec_red(struct fg_kctx *ctx, float *d_y, const struct fg_kint4 *w, const float *d_x,
-			 const float *d_up, float *d_clr, int nclr, int tree, struct fg_err *err)
+			 const float *d_up, float *d_clr, int nclr, struct fg_err *err)
 {
-	(void)ctx, (void)d_y, (void)w, (void)d_x, (void)d_up, (void)d_clr, (void)nclr, (void)tree;
+	(void)ctx, (void)d_y, (void)w, (void)d_x, (void)d_up, (void)d_clr, (void)nclr;
 	return NO_CUDA(err);
 }
 
@@ -262,13 +262,6 @@ int fg_k_rmsnorm_residual(struct fg_kctx *ctx, float *d_h, const float *d_x, con
 			  float scale, struct fg_err *err)
 {
 	(void)ctx, (void)d_h, (void)d_x, (void)d_w, (void)n, (void)eps, (void)scale;
-	return NO_CUDA(err);
-}
-
-int fg_k_rmsnorm_residual_parts(struct fg_kctx *ctx, float *d_h, const float *d_x, int parts, int ps,
-				const float *d_w, int n, float eps, float scale, struct fg_err *err)
-{
-	(void)ctx, (void)d_h, (void)d_x, (void)parts, (void)ps, (void)d_w, (void)n, (void)eps, (void)scale;
 	return NO_CUDA(err);
 }
 

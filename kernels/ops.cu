@@ -233,14 +233,6 @@ static unsigned rn_threads(const struct fg_kctx *ctx, int n)
 	return ctx->norm_wide || t > 1024 ? 1024u : (unsigned)((t + 31) / 32 * 32);
 }
 
-/* 1 / rms of a row of n whose squares this thread summed into ss (the
- * block's sum, then the scale). */
-__device__ __forceinline__ float rn_inv(float ss, int n, float eps, float *sh)
-{
-	ss = fg_block_sum(ss, sh);
-	return 1.0f / sqrtf(ss / (float)n + eps);
-}
-
 /* The register path's common start: after the PDL wait (everything earlier
  * kernels wrote is visible), x and h into registers, and 1 / rms(x) summed in
  * element order per thread, then fg_block_sum. */
@@ -261,7 +253,8 @@ __device__ __forceinline__ float rn_rows(float xv[RN_PER], float hv[RN_PER], con
 	for (int u = 0; u < RN_PER; u++)
 		if ((int)threadIdx.x + u * (int)blockDim.x < n)
 			ss = fmaf(xv[u], xv[u], ss);
-	return rn_inv(ss, n, eps, sh);
+	ss = fg_block_sum(ss, sh);
+	return 1.0f / sqrtf(ss / (float)n + eps);
 }
 
 template <bool R> /* R: a prompt chunk's rows, block r row r (else the step's one row) */
@@ -374,75 +367,6 @@ __global__ void residual_norm(float *h, const float *x, const float *__restrict_
 	float r = 1.0f / sqrtf(s2 / (float)n + eps);
 	for (int i = threadIdx.x; i < n; i += blockDim.x)
 		a[i] = h[i] * r * w2[i]; /* h[i] was written by this same thread */
-}
-
-#ifdef FG_I8_TREE
-/* make DNTREE=1 (timing only; kernels/kernels.mk): rmsnorm_residual<false>
- * whose x is the sum of parts buffers ps apart, added in order, all loads
- * issued at once */
-__global__ void rmsnorm_residual_parts(float *h, const float *x, int parts, int ps, const float *__restrict__ w,
-				       int n, float eps, float scale)
-{
-	fg_pdl_trigger();
-	__shared__ float sh[33];
-	float xv[RN_PER], hv[RN_PER], wv[RN_PER], p[8][RN_PER], ss = 0.0f;
-
-#pragma unroll
-	for (int u = 0; u < RN_PER; u++) {
-		int i = threadIdx.x + u * blockDim.x;
-
-		wv[u] = i < n ? w[i] : 0.0f;
-	}
-	fg_pdl_wait();
-#pragma unroll
-	for (int q = 0; q < 8; q++)
-#pragma unroll
-		for (int u = 0; u < RN_PER; u++) {
-			int i = threadIdx.x + u * blockDim.x;
-
-			p[q][u] = q < parts && i < n ? x[(size_t)q * ps + i] : 0.0f;
-		}
-#pragma unroll
-	for (int u = 0; u < RN_PER; u++) {
-		int i = threadIdx.x + u * blockDim.x;
-
-		hv[u] = i < n ? h[i] : 0.0f;
-		xv[u] = p[0][u];
-#pragma unroll
-		for (int q = 1; q < 8; q++)
-			if (q < parts)
-				xv[u] += p[q][u];
-		if (i < n)
-			ss = fmaf(xv[u], xv[u], ss);
-	}
-	float s = rn_inv(ss, n, eps, sh);
-#pragma unroll
-	for (int u = 0; u < RN_PER; u++) {
-		int i = threadIdx.x + u * blockDim.x;
-
-		if (i < n)
-			h[i] = (hv[u] + xv[u] * s * wv[u]) * scale;
-	}
-}
-#endif
-
-extern "C" int fg_k_rmsnorm_residual_parts(struct fg_kctx *ctx, float *d_h, const float *d_x, int parts, int ps,
-					   const float *d_w, int n, float eps, float scale, struct fg_err *err)
-{
-	if (parts <= 1)
-		return fg_k_rmsnorm_residual(ctx, d_h, d_x, d_w, n, eps, scale, err);
-#ifdef FG_I8_TREE
-	if (fg_need_ctx(ctx, err))
-		return FG_EINVAL;
-	if (parts > 8 || n > 1024 * RN_PER)
-		return fg_err_set(err, FG_EINVAL, "rmsnorm residual of %d parts, %d wide", parts, n);
-	fg_launch_pdl(ctx, rmsnorm_residual_parts, dim3(1), dim3(rn_threads(ctx, n)), 0, d_h, d_x, parts, ps, d_w, n,
-		      eps, scale);
-	return fg_launched("rmsnorm residual parts", err);
-#else
-	(void)ps;
-	return fg_err_set(err, FG_EINVAL, "rmsnorm residual of %d parts: not built (make DNTREE=1)", parts);
-#endif
 }
 
 extern "C" int fg_k_residual_norm_rows(struct fg_kctx *ctx, float *d_h, const float *d_x, const float *d_w,

@@ -782,7 +782,7 @@ static void gpu_int4_red(void)
 		rc = rc || fg_kmem_upload(ctx, dx, x, sizeof(float) * k, &gerr) ||
 		     (up && fg_kmem_upload(ctx, du, x + 1, sizeof(float) * (k - 1), &gerr)) ||
 		     fg_kmem_upload(ctx, other, x + 300, sizeof(float) * n, &gerr) ||
-		     fg_k_int4_matvec_red(ctx, y, mw, dx, up, other, n, 0, &gerr) || dget(g, y, sizeof(float) * n) ||
+		     fg_k_int4_matvec_red(ctx, y, mw, dx, up, other, n, &gerr) || dget(g, y, sizeof(float) * n) ||
 		     dget(z, other, sizeof(float) * n) ||
 		     (up ? fg_k_int4_matvec_geglu(ctx, dy, mw, dx, up, &gerr) : fg_k_int4_matvec(ctx, dy, mw, dx, 1, &gerr)) ||
 		     dget(g0, dy, sizeof(float) * n);
@@ -802,8 +802,7 @@ static void gpu_int4_red(void)
 	   rc ? gerr.msg : "8 launches");
 	ok(!rc && twin && zero, "i8 red: bit-identical to the twin, a row of zero scales +0");
 	ok(!rc && cleared, "i8 red: every launch zeroes the other buffer after its wait");
-	is_int(fg_k_int4_matvec_red(ctx, dy, w, dx, NULL, NULL, 5, 0, &gerr), FG_EINVAL,
-	       "i8 red refuses a count with no buffer");
+	is_int(fg_k_int4_matvec_red(ctx, dy, w, dx, NULL, NULL, 5, &gerr), FG_EINVAL, "i8 red refuses a count with no buffer");
 	fg_kint4_free(ctx, w);
 	fg_kint4_free(ctx, w1);
 	fg_kmem_free(ctx, dx), fg_kmem_free(ctx, dy), fg_kmem_free(ctx, du), fg_kmem_free(ctx, db[0]);
@@ -852,69 +851,13 @@ static void gpu_int4_pair_stage(void)
 	ok(!rc && twin, "i8 plan: K 4096 in two splits bit-identical to the twin");
 }
 
-/* A tree launch (fg_k_int4_matvec_red's tree): in the build `make
- * DNTREE=1`, a matrix of 5 or 8 K splits adds splits 2q and 2q + 1 into
- * buffer q, and the buffers added in order give fg_k_int4_matvec's bits
- * (its counted tail in the same pairs order) and the twin's; elsewhere a
- * tree launch is refused. */
-static void gpu_int4_tree(void)
-{
-	const int n = 200, k = 4096, G = 128, nb = 4; /* 32 units: 5 splits of 7, 8 of 4 */
-	int32_t *p;
-	uint16_t *sc;
-	float *x = fvec(k, -3, 3), *ref = malloc(sizeof(float) * n), *g = malloc(sizeof(float) * n * nb);
-	float *g0 = malloc(sizeof(float) * n), *dx = dnew(sizeof(float) * k), *dy = dnew(sizeof(float) * n);
-	float *db = dnew(sizeof(float) * n * nb);
-	int rc = 0, bits = 1, twin = 1, ways[2] = {0, 0}, slice, warps;
-
-	int4_rand(&p, &sc, n, k, G);
-	rc = fg_kmem_upload(ctx, dx, x, sizeof(float) * k, &gerr);
-	for (int c = 0; c < 2 && !rc; c++) {
-		struct fg_kint4 *w = NULL;
-
-		rc = fg_kint4_new(ctx, &w, p, sc, n, k, G, c ? 8 : 5, &gerr);
-#ifdef FG_I8_TREE
-		rc = rc || fg_kmem_fill(ctx, db, 0, sizeof(float) * n * nb, &gerr) ||
-		     fg_k_int4_matvec_red(ctx, db, w, dx, NULL, NULL, 0, 1, &gerr) ||
-		     dget(g, db, sizeof(float) * n * nb) || fg_k_int4_matvec(ctx, dy, w, dx, 1, &gerr) ||
-		     dget(g0, dy, sizeof(float) * n);
-		ways[c] = w ? fg_k_int4_red(w) : 0;
-		for (int i = 0; i < n && !rc; i++)
-			for (int q = 1; q < ways[c]; q++)
-				g[i] += g[(size_t)q * n + i];
-		if (!rc) {
-			fg_kint4_i8_plan(w, 1, &slice, &warps);
-			fg_ref_int4_i8_matvec(ref, p, sc, x, 1, n, k, G, slice, warps);
-			bits &= same_bits(g, g0, n);
-			twin &= !memcmp(g, ref, sizeof(float) * n);
-		}
-#else
-		if (!rc)
-			is_int(fg_k_int4_matvec_red(ctx, db, w, dx, NULL, NULL, 0, 1, &gerr), FG_EDEVICE,
-			       "i8 tree: refused outside make DNTREE=1 (%s)", gerr.msg);
-#endif
-		fg_kint4_free(ctx, w);
-	}
-#ifdef FG_I8_TREE
-	ok(!rc && ways[0] == 3 && ways[1] == 4 && bits && twin,
-	   "i8 tree: 5 and 8 splits into 3 and 4 pair buffers, added in order: fg_k_int4_matvec's bits and the twin's "
-	   "(%s)",
-	   rc ? gerr.msg : "2 launches");
-#else
-	(void)bits, (void)twin, (void)ways, (void)slice, (void)warps, (void)g0, (void)ref;
-#endif
-	fg_kmem_free(ctx, dx), fg_kmem_free(ctx, dy), fg_kmem_free(ctx, db);
-	free(p), free(sc), free(x), free(ref), free(g), free(g0);
-}
-
 /* The i8 kernel's ways of meeting its K splits: slots, alternating
- * buffers, the two-split plan, pair buffers (the full run and --i8 alike). */
+ * buffers, the two-split plan (the full run and --i8 alike). */
 static void gpu_i8_splits(void)
 {
 	gpu_int4_pair();
 	gpu_int4_red();
 	gpu_int4_pair_stage();
-	gpu_int4_tree();
 }
 
 /* Dependent matvecs back to back (y2 = W2 (W1 x), y3 = W3 y2): with
